@@ -1,0 +1,3 @@
+//! # rcute-layout
+//!
+//! CuTe's layout algebra in Rust.
