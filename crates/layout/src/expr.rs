@@ -41,6 +41,14 @@ pub enum Node {
     Neg(Expr),
     /// Absolute value.
     Abs(Expr),
+    /// Bitwise exclusive or (swizzles).
+    Xor(Expr, Expr),
+    /// Bitwise and (swizzle masks).
+    And(Expr, Expr),
+    /// Arithmetic shift right by the second operand.
+    Shr(Expr, Expr),
+    /// Shift left by the second operand.
+    Shl(Expr, Expr),
 }
 
 /// Failure to evaluate an expression.
@@ -244,6 +252,47 @@ impl Expr {
         }
     }
 
+    /// `self ^ rhs` (bitwise exclusive or), simplified.
+    pub fn xor(&self, rhs: &Expr) -> Expr {
+        match (self.as_lit(), rhs.as_lit()) {
+            (Some(a), Some(b)) => Expr::lit(a ^ b),
+            (Some(0), _) => rhs.clone(),
+            (_, Some(0)) => self.clone(),
+            _ => Expr::new(Node::Xor(self.clone(), rhs.clone())),
+        }
+    }
+
+    /// `self & rhs` (bitwise and), simplified.
+    pub fn and(&self, rhs: &Expr) -> Expr {
+        match (self.as_lit(), rhs.as_lit()) {
+            (Some(a), Some(b)) => Expr::lit(a & b),
+            (Some(0), _) | (_, Some(0)) => Expr::lit(0),
+            (_, Some(-1)) => self.clone(),
+            (Some(-1), _) => rhs.clone(),
+            _ => Expr::new(Node::And(self.clone(), rhs.clone())),
+        }
+    }
+
+    /// `self >> rhs` (arithmetic shift right), simplified.
+    pub fn shr(&self, rhs: &Expr) -> Expr {
+        match (self.as_lit(), rhs.as_lit()) {
+            (Some(a), Some(b)) if (0..64).contains(&b) => Expr::lit(a >> b),
+            (Some(0), _) => Expr::lit(0),
+            (_, Some(0)) => self.clone(),
+            _ => Expr::new(Node::Shr(self.clone(), rhs.clone())),
+        }
+    }
+
+    /// `self << rhs`, simplified.
+    pub fn shl(&self, rhs: &Expr) -> Expr {
+        match (self.as_lit(), rhs.as_lit()) {
+            (Some(a), Some(b)) if (0..64).contains(&b) => Expr::lit(a.wrapping_shl(b as u32)),
+            (Some(0), _) => Expr::lit(0),
+            (_, Some(0)) => self.clone(),
+            _ => Expr::new(Node::Shl(self.clone(), rhs.clone())),
+        }
+    }
+
     /// The variables this expression mentions, sorted and unique.
     pub fn vars(&self) -> Vec<String> {
         fn walk(e: &Expr, out: &mut Vec<String>) {
@@ -257,7 +306,11 @@ impl Expr {
                 | Node::Mod(a, b)
                 | Node::CeilDiv(a, b)
                 | Node::Min(a, b)
-                | Node::Max(a, b) => {
+                | Node::Max(a, b)
+                | Node::Xor(a, b)
+                | Node::And(a, b)
+                | Node::Shr(a, b)
+                | Node::Shl(a, b) => {
                     walk(a, out);
                     walk(b, out);
                 }
@@ -307,6 +360,22 @@ impl Expr {
             Node::Max(a, b) => a.eval(env)?.max(b.eval(env)?),
             Node::Neg(a) => a.eval(env)?.checked_neg().ok_or_else(ovf)?,
             Node::Abs(a) => a.eval(env)?.checked_abs().ok_or_else(ovf)?,
+            Node::Xor(a, b) => a.eval(env)? ^ b.eval(env)?,
+            Node::And(a, b) => a.eval(env)? & b.eval(env)?,
+            Node::Shr(a, b) => {
+                let k = b.eval(env)?;
+                if !(0..64).contains(&k) {
+                    return Err(ovf());
+                }
+                a.eval(env)? >> k
+            }
+            Node::Shl(a, b) => {
+                let k = b.eval(env)?;
+                if !(0..63).contains(&k) {
+                    return Err(ovf());
+                }
+                a.eval(env)?.checked_mul(1i64 << k).ok_or_else(ovf)?
+            }
         })
     }
 
@@ -321,9 +390,12 @@ impl Expr {
     }
 
     // Precedence levels: 0 = top, 1 = additive, 2 = multiplicative, 3 = unary/atom.
+    // Bit operations are parenthesised everywhere except at the top, and their operands
+    // are atoms or parenthesised: C's precedence of `^`, `&` and shifts is easy to misread.
     fn write_prec(&self, out: &mut String, ctx: u8, cpp: bool) {
         use std::fmt::Write;
         let (prec, needs) = match self.node() {
+            Node::Xor(..) | Node::And(..) | Node::Shr(..) | Node::Shl(..) => (3, ctx > 0),
             Node::Add(..) => (1, ctx > 1),
             Node::Mul(..) | Node::Div(..) | Node::Mod(..) => (2, ctx > 2),
             _ => (3, false),
@@ -391,6 +463,17 @@ impl Expr {
                 out.push_str(if cpp { "rc_abs(" } else { "abs(" });
                 a.write_prec(out, 0, cpp);
                 out.push(')');
+            }
+            Node::Xor(a, b) | Node::And(a, b) | Node::Shr(a, b) | Node::Shl(a, b) => {
+                let op = match self.node() {
+                    Node::Xor(..) => " ^ ",
+                    Node::And(..) => " & ",
+                    Node::Shr(..) => " >> ",
+                    _ => " << ",
+                };
+                a.write_prec(out, 3, cpp);
+                out.push_str(op);
+                b.write_prec(out, 3, cpp);
             }
         }
         if needs {

@@ -208,7 +208,10 @@ pub(crate) fn is_nonneg(e: &Expr) -> bool {
         | Node::Mod(a, b)
         | Node::CeilDiv(a, b)
         | Node::Min(a, b)
-        | Node::Max(a, b) => is_nonneg(a) && is_nonneg(b),
+        | Node::Max(a, b)
+        | Node::Xor(a, b) => is_nonneg(a) && is_nonneg(b),
+        Node::And(a, b) => is_nonneg(a) || is_nonneg(b),
+        Node::Shr(a, _) | Node::Shl(a, _) => is_nonneg(a),
     }
 }
 

@@ -24,9 +24,27 @@ pub mod tuple;
 
 pub mod algebra;
 
+pub mod print;
+pub mod svg;
+
+pub mod basis;
+pub mod composed;
+pub mod swizzle;
+pub mod tensor;
+pub mod typed;
+
 pub use error::{ErrorKind, LayoutError, Result};
 pub use expr::{Env, Expr};
 pub use int::{d, s, Int};
 pub use layout::{crd2idx, idx2crd, Layout, SliceCoord};
+pub use print::{Grid, Tabulate};
 pub use stride::StrideElem;
 pub use tuple::{IntTuple, Tuple};
+
+pub use basis::{make_identity_layout, ScaledBasis};
+pub use composed::{AnyLayout, ComposedLayout};
+pub use swizzle::Swizzle;
+pub use tensor::{make_identity_tensor, Engine, Step, Tensor, TensorLayout};
+pub use typed::{Fragment, SizeOf, TLayout};
+
+

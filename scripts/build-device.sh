@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Build (here, on the CPU machine) everything the GPU machine runs, into .device/
+# (git-ignored; name it in the device tool's `carry`): the test binaries of the workspace
+# and the release `rcute` binary. Then run `bash scripts/gpu.sh` on the GPU machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rm -rf .device && mkdir -p .device/bin
+cargo build --release -p rcute-cli
+cp target/release/rcute .device/bin/
+cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
+  | python3 -c '
+import json, sys, shutil, os
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        name = m["target"]["name"].replace("-", "_")
+        kind = m["target"]["kind"][0]
+        dst = f".device/bin/test-{m[\"package_id\"].split(\"#\")[0].rsplit(\"/\",1)[-1]}-{kind}-{name}"
+        shutil.copy(m["executable"], dst)
+        print(dst)
+'
+du -sh .device
