@@ -2,3 +2,64 @@
 //!
 //! Whole kernels and the machinery to run them: a structured CUDA C++ emitter, NVRTC
 //! compilation, an in-memory and on-disk kernel cache, and launching through `cudarc`.
+//!
+//! ## Code generation
+//!
+//! * [`emit`] — a structured CUDA C++ emitter; index arithmetic comes from layouts, with
+//!   comments naming the layout behind each expression.
+//!
+//! ## Run-time modules
+//!
+//! * [`toolkit`] — finds NVRTC, the CUDA headers and `cuobjdump` at run time (a system
+//!   toolkit, or NVIDIA's pip wheels installed by `scripts/setup-cuda.sh`). Nothing CUDA is
+//!   needed to build the crate.
+//! * [`nvrtc`] — compiles CUDA C++ to a CUBIN for an [`Arch`], with compiler diagnostics
+//!   parsed into [`Diagnostic`]s.
+//! * [`resources`] — registers, spills, shared and constant memory per kernel, from the
+//!   `ptxas -v` report every compilation produces.
+//! * [`cache`] — [`KernelCache`]: compiled kernels cached in memory and on disk, keyed by a
+//!   hash of everything that affects the output.
+//! * [`device`] — [`Gpu`]: a CUDA device (or `None` where there is none) and module loading.
+//! * [`launch`] — [`Function`]s, [`LaunchConfig`] (clusters, large dynamic shared memory,
+//!   checked mode) and [`KernelArgs`].
+//! * [`sass`] — the SASS of a CUBIN via `cuobjdump`, for asserting on generated code
+//!   without a GPU.
+//! * [`testing`] — skip-or-fail helpers for tests needing NVRTC or a GPU.
+//!
+//! ```no_run
+//! use rcute_kernel::{Arch, CompileOptions, Gpu, KernelArgs, KernelCache, LaunchConfig};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let src = r#"extern "C" __global__ void fill(float* p, float v, int n) {
+//!     int i = blockIdx.x * blockDim.x + threadIdx.x;
+//!     if (i < n) p[i] = v;
+//! }"#;
+//! let Some(gpu) = Gpu::detect()? else { return Ok(()) };
+//! let arch = gpu.arch().unwrap_or(Arch::Sm80);
+//! let compiled = KernelCache::global().get_or_compile(src, "fill.cu", &CompileOptions::new(arch))?;
+//! let fill = gpu.load(&compiled)?.function("fill")?;
+//! let buf = gpu.stream().alloc_zeros::<f32>(1000)?;
+//! let args = KernelArgs::new().slice(&buf).f32(1.0).i32(1000);
+//! // SAFETY: the arguments match `fill`'s parameters and `buf` holds 1000 floats.
+//! unsafe { fill.launch(&LaunchConfig::for_elements(1000, 256).with_checked(true), &args)? };
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod cache;
+pub mod device;
+pub mod emit;
+pub mod launch;
+pub mod nvrtc;
+pub mod resources;
+pub mod sass;
+pub mod testing;
+pub mod toolkit;
+
+pub use cache::KernelCache;
+pub use device::{DeviceError, Gpu};
+pub use launch::{Dim3, Function, KernelArgs, LaunchConfig, LaunchError, Module};
+pub use nvrtc::{compile, nvrtc_version, Arch, CompileError, CompileOptions, Compiled, Diagnostic, Severity};
+pub use resources::{KernelResources, ResourceReport};
+pub use sass::Sass;
+pub use toolkit::{Toolkit, ToolkitError};
