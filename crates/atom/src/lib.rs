@@ -3,6 +3,64 @@
 //! MMA and copy atoms: the smallest hardware operations a kernel is built from, each with
 //! its thread-value layouts in CuTe's convention, plus tiled MMA / tiled copy partitioning.
 //!
-//! Planned contents (issue 3): SM80 `mma.sync` and SM90 `wgmma` atoms; vectorized ld/st,
-//! `cp.async`, `ldmatrix`/`stmatrix` and TMA copy atoms; the synchronization primitives
-//! they need; `TiledMma` / `TiledCopy` with `partition_*` at generation time.
+//! Every atom carries the same layouts as CuTe's traits (`MMA_Traits`, `Copy_Traits`) and
+//! renders as a self-contained CUDA C++ device function with inline PTX (a [`Snippet`]);
+//! PTX lives only in these snippets.
+//!
+//! | file | contents |
+//! |---|---|
+//! | `element.rs` | [`Element`]: element types, bit widths, CUDA type names |
+//! | `snippet.rs` | [`Snippet`], [`Arch`], [`Param`]: the emitted device functions |
+//! | `mma.rs` | [`MmaAtom`], [`Operand`], [`Major`], bijection checks |
+//! | `mma_sm80.rs` | SM80/SM89 `mma.sync` atoms (f16, bf16, tf32, s8/u8, e4m3/e5m2) |
+//! | `mma_sm90.rs` | SM90a `wgmma` atoms (SS / RS, every N), fence / commit / wait, GMMA smem layout atoms |
+//! | `gmma_desc.rs` | [`GmmaDescriptor`] encoder / decoder and `make_gmma_desc` |
+//! | `copy.rs` | [`CopyOp`] (bit layouts) and [`CopyAtom`] (element layouts) |
+//! | `copy_ldst.rs` | vectorized global / shared ld and st (4/8/16 B) |
+//! | `copy_cp_async.rs` | `cp.async.ca/.cg` (+ zero fill), commit / wait |
+//! | `copy_ldsm.rs` | `ldmatrix` / `stmatrix` x1/x2/x4 (+ `.trans`) |
+//! | `copy_tma.rs` | TMA loads (multicast), stores, prefetches, bulk copies |
+//! | `sync.rs` | mbarriers, fences, named / cluster barriers, `elect.sync`, `setmaxnreg` |
+//! | `tma.rs` | [`TmaDescriptorSpec`]: validated `cuTensorMapEncodeTiled` parameters |
+//! | `tiled_mma.rs` | [`TiledMma`], [`ThrMma`]: `thrfrg_*`, `get_layout*_TV`, `partition_*` |
+//! | `tiled_copy.rs` | [`TiledCopy`]: `make_tiled_copy*`, `tidfrg_*`, `partition_S/D`, `retile` |
+//! | `harness.rs` | [`test_kernel`]: wrap a snippet into a `__global__` test kernel |
+//! | `catalogue.rs` | [`all_atoms`]: every atom and snippet with its architecture |
+//!
+//! ```
+//! use rcute_atom::mma_sm80;
+//! let atom = mma_sm80::sm80_16x8x16_f32_bf16_bf16_f32();
+//! assert_eq!(atom.c_tv.to_string(), "((4,8),(2,2)):((32,1),(16,8))");
+//! assert_eq!(atom.fn_name(), "rc_mma_m16n8k16_f32_bf16_bf16_f32");
+//! assert!(atom.snippet.code.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
+//! ```
+
+pub mod catalogue;
+pub mod copy;
+pub mod copy_cp_async;
+pub mod copy_ldsm;
+pub mod copy_ldst;
+pub mod copy_tma;
+pub mod element;
+pub mod gmma_desc;
+pub mod harness;
+pub mod mma;
+pub mod mma_sm80;
+pub mod mma_sm90;
+pub mod snippet;
+pub mod sync;
+pub mod tiled_copy;
+pub mod tiled_mma;
+pub mod tma;
+
+pub use catalogue::{all_atoms, all_copy_ops, all_helper_snippets, all_mma_atoms, atoms_for, translation_unit, Entry};
+pub use copy::{CopyAtom, CopyKind, CopyOp};
+pub use element::Element;
+pub use gmma_desc::{make_gmma_desc, DescError, GmmaDescriptor};
+pub use harness::{test_kernel, test_kernel_with, HarnessOptions, TestKernel};
+pub use mma::{GmmaSource, Major, MmaAtom, MmaKind, MmaTypes, Operand};
+pub use mma_sm90::{GmmaSmemAtom, GmmaSwizzle};
+pub use snippet::{Arch, Dir, Param, ParamTy, Snippet};
+pub use tiled_copy::TiledCopy;
+pub use tiled_mma::{ThrMma, TiledMma};
+pub use tma::{TmaDescriptorSpec, TmaEncodeArgs, TmaError};

@@ -1,0 +1,92 @@
+//! SM80 `cp.async`: asynchronous global -> shared copies of 4, 8 or 16 bytes per thread
+//! (CuTe's `SM80_CP_ASYNC_CACHEALWAYS` / `CACHEGLOBAL` and their `_ZFILL` forms), and
+//! the group commit / wait snippets.
+
+use crate::copy::{one_thread_bits, CopyKind, CopyOp};
+use crate::snippet::{asm_stmt, smem_cvt, Arch, Param, ParamTy, Snippet};
+
+/// The cache policy of `cp.async`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CacheOp {
+    /// `.ca`: cache at all levels (4, 8, 16 bytes).
+    CacheAlways,
+    /// `.cg`: cache in L2 only (16 bytes).
+    CacheGlobal,
+}
+
+/// `cp.async.{ca,cg}.shared.global [dst], [src], bytes[, src_size]`. With `zfill`, the
+/// snippet takes `bool pred` and copies `src_size = pred ? bytes : 0` bytes, filling the
+/// rest of the destination with zeros (predicated-off loads write zeros).
+pub fn cp_async(cache: CacheOp, bytes: usize, zfill: bool) -> Option<CopyOp> {
+    if !matches!(bytes, 4 | 8 | 16) || (cache == CacheOp::CacheGlobal && bytes != 16) {
+        return None;
+    }
+    let bits = (bytes * 8) as i64;
+    let c = match cache {
+        CacheOp::CacheAlways => "ca",
+        CacheOp::CacheGlobal => "cg",
+    };
+    let fname = format!("rc_cp_async_{c}_{bytes}{}", if zfill { "_zfill" } else { "" });
+    let mut params = vec![
+        Param::new("smem_dst", ParamTy::SmemPtr { bytes, constant: false }),
+        Param::new("gmem_src", ParamTy::GmemPtr { bytes, constant: true }),
+    ];
+    let mut body = smem_cvt("saddr", "smem_dst");
+    let mut ins = vec!["\"r\"(saddr)".to_string(), "\"l\"(gmem_src)".to_string(), format!("\"n\"({bytes})")];
+    let line = if zfill {
+        params.push(Param::scalar("pred", "bool"));
+        body.push_str(&format!("uint32_t src_size = pred ? {bytes}u : 0u;\n"));
+        ins.push("\"r\"(src_size)".to_string());
+        format!("cp.async.{c}.shared.global [%0], [%1], %2, %3;")
+    } else {
+        format!("cp.async.{c}.shared.global [%0], [%1], %2;")
+    };
+    body.push_str(&asm_stmt(&[line], &[], &ins, true));
+    let cute = match (cache, zfill) {
+        (CacheOp::CacheAlways, false) => "SM80_CP_ASYNC_CACHEALWAYS",
+        (CacheOp::CacheGlobal, false) => "SM80_CP_ASYNC_CACHEGLOBAL",
+        (CacheOp::CacheAlways, true) => "SM80_CP_ASYNC_CACHEALWAYS_ZFILL",
+        (CacheOp::CacheGlobal, true) => "SM80_CP_ASYNC_CACHEGLOBAL_ZFILL",
+    };
+    Some(CopyOp {
+        name: format!("{cute}<uint{bits}_t>"),
+        arch: Arch::SM80,
+        kind: CopyKind::CpAsync,
+        thr_id: rcute_layout::Layout::col_major(rcute_layout::tuple!(1)),
+        src: one_thread_bits(bits),
+        dst: one_thread_bits(bits),
+        reference: one_thread_bits(bits),
+        snippet: Snippet::build(fname, Arch::SM80, 1, params, &body),
+    })
+}
+
+/// Every `cp.async` op.
+pub fn all_cp_async() -> Vec<CopyOp> {
+    let mut v = Vec::new();
+    for zfill in [false, true] {
+        for bytes in [4, 8, 16] {
+            v.extend(cp_async(CacheOp::CacheAlways, bytes, zfill));
+        }
+        v.extend(cp_async(CacheOp::CacheGlobal, 16, zfill));
+    }
+    v
+}
+
+/// `cp.async.commit_group`.
+pub fn cp_async_commit_group() -> Snippet {
+    let body = asm_stmt(&["cp.async.commit_group;".into()], &[], &[], true);
+    Snippet::build("rc_cp_async_commit_group", Arch::SM80, 1, vec![], &body)
+}
+
+/// `cp.async.wait_group N` (template parameter `N`): wait until at most `N` groups are
+/// pending.
+pub fn cp_async_wait_group() -> Snippet {
+    let body = asm_stmt(&["cp.async.wait_group %0;".into()], &[], &["\"n\"(N)".into()], true);
+    Snippet::build_template("rc_cp_async_wait_group", Arch::SM80, 1, vec![], vec![("int", "N", "0".into())], &body)
+}
+
+/// `cp.async.wait_all`.
+pub fn cp_async_wait_all() -> Snippet {
+    let body = asm_stmt(&["cp.async.wait_all;".into()], &[], &[], true);
+    Snippet::build("rc_cp_async_wait_all", Arch::SM80, 1, vec![], &body)
+}

@@ -1,0 +1,105 @@
+//! Vectorized loads and stores through registers (CuTe's `UniversalCopy<uint32_t |
+//! uint64_t | uint128_t>`): one thread moves 4, 8 or 16 bytes with one instruction.
+
+use crate::copy::{one_thread_bits, CopyKind, CopyOp};
+use crate::snippet::{asm_stmt, bind_array, operand_list, smem_cvt, Arch, Dir, Param, ParamTy, Snippet};
+
+/// The memory a vectorized access reads or writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Space {
+    /// Global memory.
+    Global,
+    /// Shared memory.
+    Shared,
+}
+
+impl Space {
+    fn ptx(self) -> &'static str {
+        match self {
+            Space::Global => "global",
+            Space::Shared => "shared",
+        }
+    }
+}
+
+fn vec_suffix(words: usize) -> String {
+    if words == 1 {
+        "b32".into()
+    } else {
+        format!("v{words}.b32")
+    }
+}
+
+/// `ld.{global,shared}[.vN].b32`: load `bytes` (4, 8, 16) into `uint32_t r[bytes/4]`.
+/// The source address must be aligned to `bytes`.
+pub fn ld(space: Space, bytes: usize) -> CopyOp {
+    assert!(matches!(bytes, 4 | 8 | 16), "vector width must be 4, 8 or 16 bytes");
+    let words = bytes / 4;
+    let bits = (bytes * 8) as i64;
+    let name = format!("rc_ld_{}_b{bits}", space.ptx());
+    let ptr_ty = match space {
+        Space::Global => ParamTy::GmemPtr { bytes, constant: true },
+        Space::Shared => ParamTy::SmemPtr { bytes, constant: true },
+    };
+    let params = vec![Param::new("src", ptr_ty), Param::regs("r", "uint32_t", words, Dir::Out)];
+    let (pre, addr) = match space {
+        Space::Global => (String::new(), "\"l\"(src)".to_string()),
+        Space::Shared => (smem_cvt("saddr", "src"), "\"r\"(saddr)".to_string()),
+    };
+    let line = format!("ld.{}.{} {}, [%{words}];", space.ptx(), vec_suffix(words), operand_list(0, words));
+    let body = pre + &asm_stmt(&[line], &bind_array("=r", "r", words), &[addr], true);
+    CopyOp {
+        name: format!("UniversalCopy<uint{bits}_t>(ld.{})", space.ptx()),
+        arch: Arch::SM80,
+        kind: CopyKind::Universal,
+        thr_id: rcute_layout::Layout::col_major(rcute_layout::tuple!(1)),
+        src: one_thread_bits(bits),
+        dst: one_thread_bits(bits),
+        reference: one_thread_bits(bits),
+        snippet: Snippet::build(name, Arch::SM80, 1, params, &body),
+    }
+}
+
+/// `st.{global,shared}[.vN].b32`: store `uint32_t r[bytes/4]` to `bytes` (4, 8, 16)
+/// aligned bytes.
+pub fn st(space: Space, bytes: usize) -> CopyOp {
+    assert!(matches!(bytes, 4 | 8 | 16), "vector width must be 4, 8 or 16 bytes");
+    let words = bytes / 4;
+    let bits = (bytes * 8) as i64;
+    let name = format!("rc_st_{}_b{bits}", space.ptx());
+    let ptr_ty = match space {
+        Space::Global => ParamTy::GmemPtr { bytes, constant: false },
+        Space::Shared => ParamTy::SmemPtr { bytes, constant: false },
+    };
+    let params = vec![Param::new("dst", ptr_ty), Param::regs("r", "uint32_t", words, Dir::In)];
+    let (pre, addr) = match space {
+        Space::Global => (String::new(), "\"l\"(dst)".to_string()),
+        Space::Shared => (smem_cvt("saddr", "dst"), "\"r\"(saddr)".to_string()),
+    };
+    let line = format!("st.{}.{} [%0], {};", space.ptx(), vec_suffix(words), operand_list(1, words));
+    let mut ins = vec![addr];
+    ins.extend(bind_array("r", "r", words));
+    let body = pre + &asm_stmt(&[line], &[], &ins, true);
+    CopyOp {
+        name: format!("UniversalCopy<uint{bits}_t>(st.{})", space.ptx()),
+        arch: Arch::SM80,
+        kind: CopyKind::Universal,
+        thr_id: rcute_layout::Layout::col_major(rcute_layout::tuple!(1)),
+        src: one_thread_bits(bits),
+        dst: one_thread_bits(bits),
+        reference: one_thread_bits(bits),
+        snippet: Snippet::build(name, Arch::SM80, 1, params, &body),
+    }
+}
+
+/// All vectorized ld/st ops.
+pub fn all_ldst() -> Vec<CopyOp> {
+    let mut v = Vec::new();
+    for space in [Space::Global, Space::Shared] {
+        for bytes in [4, 8, 16] {
+            v.push(ld(space, bytes));
+            v.push(st(space, bytes));
+        }
+    }
+    v
+}
