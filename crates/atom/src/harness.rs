@@ -78,8 +78,26 @@ pub fn includes(snippets: &[&Snippet]) -> String {
             }
         }
     }
-    hs.iter().map(|h| format!("#include <{h}>\n")).collect()
+    hs.iter()
+        .map(|h| if *h == "cstdint" { FIXED_WIDTH_INTS.to_string() } else { format!("#include <{h}>\n") })
+        .collect()
 }
+
+/// `<cstdint>` for nvcc, and the same fixed-width integer names under NVRTC, which ships
+/// no C++ standard library headers (identical typedefs may be repeated by CUDA headers).
+pub const FIXED_WIDTH_INTS: &str = "#if defined(__CUDACC_RTC__)
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+#else
+#include <cstdint>
+#endif
+";
 
 /// Wrap `snippet` into a test kernel (see the module documentation).
 pub fn test_kernel(snippet: &Snippet) -> TestKernel {

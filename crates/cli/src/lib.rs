@@ -4,7 +4,7 @@
 //! module and `main.rs` only dispatches; today there is one subcommand:
 //!
 //! ```text
-//! rcute layout '<EXPR>' [--json | --table] [--svg FILE [--tv MxN]]
+//! rcute layout '<EXPR>' [--exact] [--json | --table] [--svg FILE [--tv MxN]]
 //! ```
 //!
 //! It evaluates a CuTe layout-algebra expression and prints the result in CuTe notation
@@ -63,13 +63,39 @@
 //! (divides, products, `tile_to_shape`, `coalesce`, `get`, `size`, ...), as CuTe's
 //! functions on `ComposedLayout` do, and `--table` / `--svg` show the swizzled offsets.
 //!
+//! ## Exact mode (`--exact`): CuTe's static/dynamic spelling
+//!
+//! By default every integer literal is static, whether written `8` or `_8`, and
+//! results print without underscores. With `--exact` (library:
+//! [`eval::eval_str_exact`] and [`eval::Value::notation_exact`]) the input and output
+//! use CuTe's own spelling, as CuTe's `print` writes it:
+//!
+//! * `_8` is a static integer (CuTe's `Int<8>{}`);
+//! * a plain `8` is a dynamic integer whose value is known (CuTe's runtime `int`,
+//!   [`rcute_layout::Int::dyn_lit`]); names such as `M` stay symbolic dynamic extents;
+//! * results print static integers with the underscore and dynamic ones plain.
+//!
+//! ```text
+//! $ rcute layout --exact 'zipped_divide((128,64):(_1,128),[_32,_16])'
+//! ((_32,_16),(4,4)):((_1,128),(_32,2048))
+//! ```
+//!
+//! Arithmetic follows CuTe's mixed rules: static with static stays static, anything
+//! with a dynamic operand is dynamic (`4 * _2` is the dynamic `8`), and the algebra
+//! rejects what CuTe rejects at compile time for dynamic operands (e.g. the complement
+//! of a layout with dynamic strides of rank > 1). The template arguments of `upcast`,
+//! `downcast` and `get` are compile-time values in CuTe; either spelling is accepted there.
+//! `crates/cli/tests/cute_oracle_dynamic.rs` checks this mode against CuTe's headers.
+//!
 //! JSON output is `{"shape":..., "stride":..., "layout":"..."}` for layouts (nested
 //! arrays; numbers for static leaves, strings for dynamic ones), `{"value":...}` for
 //! integers and tuples, `{"tiler":"..."}` for tilers and
 //! `{"swizzle":"Sw<B,M,S>","bits":B,"base":M,"shift":S}` for swizzles.
 
 pub mod eval;
+pub mod gen_cmd;
 pub mod layout_cmd;
+pub mod run_cmd;
 pub mod parse;
 
 use rcute_layout::LayoutError;

@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use rcute_cli::layout_cmd::{self, LayoutArgs};
+use rcute_cli::{gen_cmd, run_cmd};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -16,11 +17,31 @@ struct Cli {
 enum Command {
     /// Evaluate a layout-algebra expression, e.g. 'zipped_divide((128,64),[32,16])'.
     Layout(LayoutArgs),
+    /// Write the standard catalogue's generated CUDA sources into kernels/ (--check: verify only).
+    Gen(gen_cmd::GenArgs),
+    /// The main job: generate the catalogue, compile it with NVRTC and show what was produced.
+    Run(run_cmd::RunArgs),
+}
+
+/// Print a (report, success) pair; failure exits 1.
+fn report(r: Result<(String, bool), String>) -> ExitCode {
+    match r {
+        Ok((text, ok)) => {
+            let _ = std::io::stdout().write_all(text.as_bytes());
+            if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
+        }
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "error: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Gen(args) => report(gen_cmd::run(&args).map_err(|e| e.to_string())),
+        Command::Run(args) => report(run_cmd::run(&args)),
         Command::Layout(args) => match layout_cmd::run(&args) {
             Ok(out) => {
                 // A closed stdout (e.g. `| head`) is not an error worth a panic.

@@ -5,6 +5,7 @@
 //!
 //! ## Code generation
 //!
+//! * [`catalogue`] — the standard catalogue of generated units, checked in under `kernels/`.
 //! * [`emit`] — a structured CUDA C++ emitter; index arithmetic comes from layouts, with
 //!   comments naming the layout behind each expression.
 //!
@@ -24,6 +25,7 @@
 //!   checked mode) and [`KernelArgs`].
 //! * [`sass`] — the SASS of a CUBIN via `cuobjdump`, for asserting on generated code
 //!   without a GPU.
+//! * [`tma`] — `cuTensorMapEncodeTiled` on an atom's [`rcute_atom::TmaEncodeArgs`].
 //! * [`testing`] — skip-or-fail helpers for tests needing NVRTC or a GPU.
 //!
 //! ```no_run
@@ -47,6 +49,7 @@
 //! ```
 
 pub mod cache;
+pub mod catalogue;
 pub mod device;
 pub mod emit;
 pub mod launch;
@@ -54,6 +57,7 @@ pub mod nvrtc;
 pub mod resources;
 pub mod sass;
 pub mod testing;
+pub mod tma;
 pub mod toolkit;
 
 pub use cache::KernelCache;
@@ -62,4 +66,5 @@ pub use launch::{Dim3, Function, KernelArgs, LaunchConfig, LaunchError, Module};
 pub use nvrtc::{compile, nvrtc_version, Arch, CompileError, CompileOptions, Compiled, Diagnostic, Severity};
 pub use resources::{KernelResources, ResourceReport};
 pub use sass::Sass;
+pub use tma::{encode_tiled, TmaEncodeError};
 pub use toolkit::{Toolkit, ToolkitError};
