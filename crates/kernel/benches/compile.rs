@@ -13,6 +13,8 @@ extern "C" __global__ void axpy(const __nv_bfloat16* x, __nv_bfloat16* y, float 
 "#;
 
 fn bench(c: &mut Criterion) {
+    // Generation needs no NVRTC: time building every catalogue unit from the atoms.
+    c.bench_function("generate_catalogue", |b| b.iter(rcute_kernel::catalogue::standard));
     if let Err(e) = Toolkit::locate() {
         eprintln!("skipping compile benchmarks: {e}");
         return;
@@ -21,6 +23,15 @@ fn bench(c: &mut Criterion) {
     c.bench_function("nvrtc_compile_sm90a", |b| {
         b.iter(|| compile(SRC, "axpy.cu", &opts).unwrap())
     });
+
+    // A generated unit: the SM80 atom check unit (44 kernels calling every SM80 atom).
+    let unit = rcute_kernel::catalogue::standard().into_iter().find(|k| k.name == "atoms_sm80").unwrap();
+    let mut g = c.benchmark_group("generated");
+    g.sample_size(10);
+    g.bench_function("nvrtc_compile_atoms_sm80_unit", |b| {
+        b.iter(|| compile(&unit.source, "atoms_sm80.cu", &CompileOptions::new(Arch::Sm80)).unwrap())
+    });
+    g.finish();
 
     let dir = tempfile::tempdir().unwrap();
     let cache = KernelCache::with_dir(dir.path());
