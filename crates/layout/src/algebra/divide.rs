@@ -19,24 +19,7 @@ impl<D: StrideElem> Layout<D> {
     /// ```
     pub fn logical_divide(&self, tiler: &Tiler) -> Result<Layout<D>> {
         match tiler {
-            Tiler::Tuple(ts) => {
-                if ts.len() > self.rank() {
-                    return Err(lerr!(
-                        "logical_divide",
-                        [self, tiler],
-                        ErrorKind::Rank(format!("too many modes in tiler: {} > {}", ts.len(), self.rank()))
-                    ));
-                }
-                let modes = self.modes();
-                let mut out = Vec::with_capacity(modes.len());
-                for (i, m) in modes.iter().enumerate() {
-                    out.push(match ts.get(i) {
-                        Some(t) => m.logical_divide(t)?,
-                        None => m.clone(),
-                    });
-                }
-                Ok(Layout::concat(&out))
-            }
+            Tiler::Tuple(ts) => self.per_mode("logical_divide", tiler, ts, &|m, t| m.logical_divide(t)),
             Tiler::Underscore => Ok(self.clone()),
             Tiler::Int(_) | Tiler::Layout(_) => {
                 let t = tiler.as_layout().ok_or_else(|| lerr!("logical_divide", [self, tiler], ErrorKind::Invalid("bad tiler".into())))?;

@@ -21,24 +21,7 @@ impl Layout {
     pub fn logical_product(&self, tiler: &Tiler) -> Result<Layout> {
         let ctx = || vec![self.to_string(), tiler.to_string()];
         match tiler {
-            Tiler::Tuple(ts) => {
-                if ts.len() > self.rank() {
-                    return Err(lerr!(
-                        "logical_product",
-                        [self, tiler],
-                        ErrorKind::Rank(format!("too many modes in tiler: {} > {}", ts.len(), self.rank()))
-                    ));
-                }
-                let modes = self.modes();
-                let mut out = Vec::with_capacity(modes.len());
-                for (i, m) in modes.iter().enumerate() {
-                    out.push(match ts.get(i) {
-                        Some(t) => m.logical_product(t)?,
-                        None => m.clone(),
-                    });
-                }
-                Ok(Layout::concat(&out))
-            }
+            Tiler::Tuple(ts) => self.per_mode("logical_product", tiler, ts, &|m, t| m.logical_product(t)),
             Tiler::Underscore => Ok(self.clone()),
             Tiler::Int(_) | Tiler::Layout(_) => {
                 let t = tiler.as_layout().ok_or_else(|| lerr!("logical_product", [self, tiler], ErrorKind::Invalid("bad tiler".into())))?;
@@ -127,6 +110,18 @@ impl Layout {
             .zip(block_shape.modes())
             .map(|(t, b)| (t.size(), b.size()))
             .collect();
+        // CuTe asserts `evenly_divides(target_shape, block_shape)` at compile time when the
+        // target shape is static: a block mode with a dynamic size cannot be checked
+        // there, so CuTe rejects it (static target, dynamic block).
+        if pairs.iter().all(|(t, _)| t.is_static()) && pairs.iter().any(|(_, b)| !b.is_static()) {
+            return Err(lerr!(
+                op,
+                [self, trg_shape],
+                ErrorKind::NeedsStatic(format!(
+                    "a static target shape {target_shape} needs a static block shape, not {block_shape}"
+                ))
+            ));
+        }
         let mut prod = Vec::with_capacity(pairs.len());
         for (t, b) in &pairs {
             if let (Some(tv), Some(bv)) = (t.as_static(), b.as_static()) {

@@ -1,7 +1,10 @@
 //! Tilers: what divides and products take as their right operand.
 
+use crate::error::{ErrorKind, Result};
 use crate::int::{s, Int};
 use crate::layout::Layout;
+use crate::lerr;
+use crate::stride::StrideElem;
 use crate::tuple::{IntTuple, Tuple};
 use std::fmt;
 
@@ -95,5 +98,34 @@ impl fmt::Display for Tiler {
 impl fmt::Debug for Tiler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{self}")
+    }
+}
+
+impl<D: StrideElem> Layout<D> {
+    /// CuTe's `transform_layout(layout, tiler, f)` for a tuple tiler: `f` on each mode the
+    /// tiler reaches, the remaining modes unchanged (divides and products apply by mode).
+    pub(crate) fn per_mode(
+        &self,
+        op: &'static str,
+        tiler: &Tiler,
+        ts: &[Tiler],
+        f: &dyn Fn(&Layout<D>, &Tiler) -> Result<Layout<D>>,
+    ) -> Result<Layout<D>> {
+        if ts.len() > self.rank() {
+            return Err(lerr!(
+                op,
+                [self, tiler],
+                ErrorKind::Rank(format!("too many modes in tiler: {} > {}", ts.len(), self.rank()))
+            ));
+        }
+        let modes = self.modes();
+        let mut out = Vec::with_capacity(modes.len());
+        for (i, m) in modes.iter().enumerate() {
+            out.push(match ts.get(i) {
+                Some(t) => f(m, t)?,
+                None => m.clone(),
+            });
+        }
+        Ok(Layout::concat(&out))
     }
 }
