@@ -146,6 +146,21 @@ impl Value {
         }
     }
 
+    /// The value as CuTe's `print` writes it: static integers with a leading underscore
+    /// (`_8`), dynamic ones plain (`8`, `M`). This is the output of `--exact`.
+    pub fn notation_exact(&self) -> String {
+        match self {
+            Value::Layout(l) => format!("{l:#}"),
+            Value::Composed(c) => format!("{c:#}"),
+            Value::Shape(t) => format!("{:#}", Layout::col_major(t.clone())),
+            Value::Int(n) => format!("{n:#}"),
+            Value::Tuple(t) => format!("{t:#}"),
+            Value::Tiler(t) => tiler_exact(t),
+            Value::Underscore => "_".into(),
+            Value::Swizzle(sw) => sw.to_string(),
+        }
+    }
+
     /// The JSON form: `{"shape","stride","layout"}` for layouts (plus `"swizzle"` and
     /// `"offset"` for composed layouts, whose shape and stride are the inner layout's), `{"value"}` for integers
     /// and tuples, `{"tiler"}` for tilers, `{"swizzle","bits","base","shift"}` for swizzles.
@@ -176,6 +191,16 @@ impl Value {
                 "shift": sw.shift(),
             }),
         }
+    }
+}
+
+/// A tiler with CuTe's underscores on static integers.
+fn tiler_exact(t: &Tiler) -> String {
+    match t {
+        Tiler::Layout(l) => format!("{l:#}"),
+        Tiler::Int(n) => format!("{n:#}"),
+        Tiler::Underscore => "_".into(),
+        Tiler::Tuple(v) => format!("[{}]", v.iter().map(tiler_exact).collect::<Vec<_>>().join(",")),
     }
 }
 
@@ -268,7 +293,19 @@ pub fn eval(e: &Expr) -> R<Value> {
 /// Evaluate a whole input string: parse errors and evaluation errors are both reported
 /// with [`crate::Failure`].
 pub fn eval_str(input: &str) -> Result<Value, crate::Failure> {
-    let e = crate::parse::parse(input).map_err(|p| crate::Failure::Parse { pos: p.pos, msg: p.msg })?;
+    eval_str_with(input, crate::parse::Mode::Static)
+}
+
+/// Evaluate a whole input string in CuTe's own spelling (`rcute layout --exact`): `_N`
+/// is a static integer (`Int<N>`), a plain `N` a dynamic integer with known value `N`
+/// (CuTe's runtime `int`). Print the result with [`Value::notation_exact`].
+pub fn eval_str_exact(input: &str) -> Result<Value, crate::Failure> {
+    eval_str_with(input, crate::parse::Mode::Exact)
+}
+
+/// Evaluate a whole input string, reading plain integers as `mode` says.
+pub fn eval_str_with(input: &str, mode: crate::parse::Mode) -> Result<Value, crate::Failure> {
+    let e = crate::parse::parse_with(input, mode).map_err(|p| crate::Failure::Parse { pos: p.pos, msg: p.msg })?;
     eval(&e).map_err(crate::Failure::from)
 }
 
@@ -333,9 +370,11 @@ impl Args<'_> {
             Ok,
         )
     }
+    /// An integer known when the expression is evaluated (CuTe's template arguments of
+    /// `upcast<N>`, `get<I>`): static, or a dynamic literal in `--exact` mode.
     fn static_int(&self, i: usize) -> R<i64> {
         match self.tuple(i, "an integer")? {
-            Tuple::Leaf(n) => match n.as_static() {
+            Tuple::Leaf(n) => match n.known() {
                 Some(v) => Ok(v),
                 None => usage(
                     self.exprs[i].pos,
@@ -500,5 +539,16 @@ mod tests {
         assert_eq!(ev("get(shape((2,(3,4))),1,0)"), "3");
         assert_eq!(ev("(M,8):(1,M)"), "(M,8):(1,M)");
         assert!(ev("frob(1)").starts_with("ERR unknown function"));
+    }
+
+    #[test]
+    fn exact_mode() {
+        let ex = |s: &str| eval_str_exact(s).map(|v| v.notation_exact()).unwrap_or_else(|e| format!("ERR {e}"));
+        assert_eq!(ex("(_8,4):(_1,_8)"), "(_8,4):(_1,_8)");
+        assert_eq!(ex("(8,4)"), "(8,4):(_1,8)");
+        assert_eq!(ex("size((4,_2):(_1,4))"), "8");
+        assert_eq!(ex("rank((4,_2):(_1,4))"), "_2");
+        assert_eq!(ex("upcast((_4,_8):(_8,_1),2)"), "(_4,_4):(_4,_1)");
+        assert_eq!(ev("(8,4)"), "(8,4):(1,8)");
     }
 }

@@ -1,6 +1,7 @@
 //! `rcute layout '<EXPR>'`: evaluate a layout-algebra expression.
 
-use crate::eval::{eval_str, Value};
+use crate::eval::{eval_str_with, Value};
+use crate::parse::Mode;
 use crate::Failure;
 use rcute_layout::{svg, AnyLayout};
 use std::path::PathBuf;
@@ -14,6 +15,10 @@ pub struct LayoutArgs {
     /// Print JSON: {"shape","stride","layout"} for layouts, {"value"} for integers.
     #[arg(long, conflicts_with = "table")]
     pub json: bool,
+    /// CuTe's own spelling: `_8` is a static integer, a plain `8` a dynamic (runtime
+    /// `int`) one; results print as CuTe's `print` does (`(_8,4):(_1,_8)`).
+    #[arg(long)]
+    pub exact: bool,
     /// Print CuTe's print_layout table of the (rank-1 or rank-2) result.
     #[arg(long)]
     pub table: bool,
@@ -53,13 +58,16 @@ fn need_layout(v: &Value, what: &str) -> Result<AnyLayout, Failure> {
 /// Run the command; returns what to print on stdout.
 pub fn run(args: &LayoutArgs) -> Result<String, Failure> {
     let tile = args.tv.as_deref().map(parse_tile).transpose()?;
-    let v = eval_str(&args.expr)?;
+    let mode = if args.exact { Mode::Exact } else { Mode::Static };
+    let v = eval_str_with(&args.expr, mode)?;
     let out = if args.json {
         let mut s = v.to_json().to_string();
         s.push('\n');
         s
     } else if args.table {
         need_layout(&v, "--table")?.to_table().map_err(Failure::Layout)?
+    } else if args.exact {
+        format!("{}\n", v.notation_exact())
     } else {
         format!("{}\n", v.notation())
     };

@@ -76,12 +76,34 @@ pub enum ExprKind {
     },
 }
 
-/// Parse a whole expression.
+/// How plain integer literals are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// The default: a plain `8` is a static integer (as is `_8`).
+    #[default]
+    Static,
+    /// CuTe's own spelling (`--exact`): `_8` is a static integer (`Int<8>`), a plain `8`
+    /// is a dynamic integer whose value is known (CuTe's runtime `int`).
+    Exact,
+}
+
+/// Parse a whole expression (plain integers are static).
 pub fn parse(input: &str) -> Result<Expr, ParseError> {
+    parse_with(input, Mode::Static)
+}
+
+/// Parse a whole expression in CuTe's spelling: `_N` static, plain `N` a dynamic literal.
+pub fn parse_exact(input: &str) -> Result<Expr, ParseError> {
+    parse_with(input, Mode::Exact)
+}
+
+/// Parse a whole expression, reading plain integers as `mode` says.
+pub fn parse_with(input: &str, mode: Mode) -> Result<Expr, ParseError> {
     let mut p = Parser {
         src: input,
         pos: 0,
         depth: 0,
+        mode,
     };
     let e = p.expr()?;
     p.skip_ws();
@@ -97,6 +119,7 @@ pub fn parse_tuple(input: &str) -> Result<IntTuple, ParseError> {
         src: input,
         pos: 0,
         depth: 0,
+        mode: Mode::Static,
     };
     let t = p.tuple()?;
     p.skip_ws();
@@ -110,6 +133,7 @@ struct Parser<'a> {
     src: &'a str,
     pos: usize,
     depth: usize,
+    mode: Mode,
 }
 
 fn is_ident_start(c: char) -> bool {
@@ -209,6 +233,7 @@ impl<'a> Parser<'a> {
     }
 
     /// A tuple: an integer, a name, `_N` (CuTe's static integer notation), or `(t, ...)`.
+    /// A plain integer is static in [`Mode::Static`], a dynamic literal in [`Mode::Exact`].
     fn tuple(&mut self) -> Result<IntTuple, ParseError> {
         match self.next_char() {
             Some('(') => {
@@ -232,7 +257,13 @@ impl<'a> Parser<'a> {
                 self.leave();
                 Ok(Tuple::Node(items))
             }
-            Some(c) if c.is_ascii_digit() || c == '-' => Ok(Tuple::Leaf(Int::Static(self.integer()?))),
+            Some(c) if c.is_ascii_digit() || c == '-' => {
+                let v = self.integer()?;
+                Ok(Tuple::Leaf(match self.mode {
+                    Mode::Static => Int::Static(v),
+                    Mode::Exact => Int::dyn_lit(v),
+                }))
+            }
             Some(c) if is_ident_start(c) => {
                 let start = self.pos;
                 let name = self.ident();
@@ -380,6 +411,13 @@ mod tests {
             k => panic!("{k:?}"),
         }
         assert_eq!(parse_tuple("(_8,M)").unwrap().to_string(), "(8,M)");
+        match parse_exact("(_8,4):(1,_8)").unwrap().kind {
+            ExprKind::Layout { shape, stride } => {
+                assert_eq!(format!("{shape:#}"), "(_8,4)");
+                assert_eq!(format!("{:#}", stride.unwrap()), "(1,_8)");
+            }
+            k => panic!("{k:?}"),
+        }
     }
 
     #[test]

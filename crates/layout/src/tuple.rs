@@ -323,7 +323,6 @@ macro_rules! tuple {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::int::s;
 
     #[test]

@@ -3,7 +3,6 @@
 use super::divide::{repeat_underscore, tile_unzip};
 use super::Tiler;
 use crate::error::{ErrorKind, Result};
-use crate::int::s;
 use crate::layout::{Layout, SliceCoord};
 use crate::lerr;
 use crate::tuple::{IntTuple, Tuple};
@@ -137,11 +136,10 @@ impl Layout {
                 lerr!(op, [self, trg_shape], ErrorKind::Arithmetic("empty block".into()))
             })?);
         }
-        let product_shape = if target_shape.is_leaf() {
-            Tuple::Leaf(prod.pop().unwrap_or(s(1)))
-        } else {
-            Tuple::Node(prod.into_iter().map(Tuple::Leaf).collect())
-        };
+        // CuTe's `product_each` wraps a non-tuple shape (`transform(wrap(t), product)`), so
+        // the product shape is a tuple even for an integer target: `tile_to_shape(_4:_1, _12)`
+        // is `((_4,(_3))):((_1,(_4)))`.
+        let product_shape = Tuple::Node(prod.into_iter().map(Tuple::Leaf).collect());
         let ordered = match order {
             None => Layout::col_major(product_shape),
             Some(o) => Layout::ordered(&product_shape, o).map_err(|e| e.within(op, ctx()))?,
