@@ -1,7 +1,18 @@
 //! # rcute-ops
 //!
-//! What applications call: bf16/fp16 GEMM, INT8 `scaled_mm`, FP8 scaled GEMM, AWQ int4
-//! GEMM and fused MoE, with per-architecture dispatch and autotuning.
+//! What applications call. Each op takes matrix views over the application's device
+//! buffers ([`tensor::MatrixRef`], [`tensor::MatrixMut`]), validates them into a typed
+//! problem (every bad input is a typed [`OpsError`], never a panic or an out-of-bounds
+//! access), picks a kernel configuration in one place per op, and runs the generated,
+//! cached kernel.
 //!
-//! Planned contents (issues 4-6 and later): validated tensor views over `cudarc` buffers,
-//! the op entry points, and one kernel-selection module per op.
+//! Today: `gemm` input validation (issue 4). INT8 `scaled_mm`, FP8 scaled GEMM, AWQ int4
+//! GEMM and fused MoE follow in later issues.
+
+pub mod error;
+pub mod gemm;
+pub mod tensor;
+
+pub use error::OpsError;
+pub use gemm::{validate, GemmProblem};
+pub use tensor::{DType, Element, Geometry, Major, MatrixMut, MatrixRef};

@@ -1,0 +1,66 @@
+//! Typed errors of the ops: every bad input is rejected before anything is launched.
+
+use crate::tensor::DType;
+
+/// Why an op refused its input or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpsError {
+    /// Operand shapes do not fit together.
+    #[error("shape mismatch: {0}")]
+    Shape(String),
+    /// A dimension is zero.
+    #[error("empty problem: {0}")]
+    Empty(String),
+    /// A size or offset does not fit the kernel's index arithmetic.
+    #[error("too large: {what}")]
+    TooLarge {
+        /// Which quantity.
+        what: &'static str,
+    },
+    /// An element-type combination the op does not implement.
+    #[error("unsupported element types: {0}")]
+    DType(String),
+    /// Strides that are neither row- nor column-major, negative, or overlapping.
+    #[error("unsupported strides for {operand}: {detail}")]
+    Strides {
+        /// `A`, `B`, `C` or `D`.
+        operand: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A pointer, leading dimension or batch stride breaks the vector-access alignment.
+    #[error("misaligned {operand}: {detail}")]
+    Alignment {
+        /// `A`, `B`, `C` or `D`.
+        operand: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The view reaches past the end of its buffer.
+    #[error("{operand} reaches element {needed} but its buffer holds {len}")]
+    OutOfBounds {
+        /// `A`, `B`, `C` or `D`.
+        operand: &'static str,
+        /// Elements the view needs.
+        needed: usize,
+        /// Elements the buffer holds.
+        len: usize,
+    },
+    /// The GPU's architecture has no kernel for this op.
+    #[error("unsupported architecture: {0}")]
+    Arch(String),
+    /// Generation, compilation or launch failed.
+    #[error(transparent)]
+    Kernel(#[from] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Name of an element type for messages.
+pub(crate) fn dtype_name(d: DType) -> &'static str {
+    match d {
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
+        DType::F32 => "f32",
+        DType::S8 => "s8",
+        DType::S32 => "s32",
+    }
+}

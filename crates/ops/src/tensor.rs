@@ -1,0 +1,210 @@
+//! Matrix views over device buffers: what applications hand to the ops.
+//!
+//! A view is a pointer into a `cudarc` buffer (or any device allocation the application
+//! owns), an element type, a shape `(rows, cols, batch)` and strides in elements. Views
+//! borrow their buffer, so the buffer outlives the op call.
+
+use crate::error::OpsError;
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+use std::marker::PhantomData;
+
+/// Element types the ops accept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// IEEE half.
+    F16,
+    /// bfloat16.
+    BF16,
+    /// IEEE single.
+    F32,
+    /// Signed 8-bit integer.
+    S8,
+    /// Signed 32-bit integer.
+    S32,
+}
+
+impl DType {
+    /// Size of one element in bytes.
+    pub fn bytes(self) -> usize {
+        match self {
+            DType::F16 | DType::BF16 => 2,
+            DType::F32 | DType::S32 => 4,
+            DType::S8 => 1,
+        }
+    }
+}
+
+/// Host element types that map to a [`DType`].
+pub trait Element: cudarc::driver::DeviceRepr {
+    /// The element type.
+    const DTYPE: DType;
+}
+impl Element for half::f16 {
+    const DTYPE: DType = DType::F16;
+}
+impl Element for half::bf16 {
+    const DTYPE: DType = DType::BF16;
+}
+impl Element for f32 {
+    const DTYPE: DType = DType::F32;
+}
+impl Element for i8 {
+    const DTYPE: DType = DType::S8;
+}
+impl Element for i32 {
+    const DTYPE: DType = DType::S32;
+}
+
+/// Which dimension of a matrix is contiguous.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Major {
+    /// Rows are contiguous (`col_stride == 1`).
+    Row,
+    /// Columns are contiguous (`row_stride == 1`).
+    Col,
+}
+
+/// The geometry shared by read-only and writable views.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Device address of element (0, 0, 0).
+    pub ptr: u64,
+    /// Elements available from `ptr` to the end of the buffer.
+    pub len: usize,
+    /// Element type.
+    pub dtype: DType,
+    /// Rows.
+    pub rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// Batch count (1 for a plain matrix).
+    pub batch: usize,
+    /// Elements between consecutive rows.
+    pub row_stride: i64,
+    /// Elements between consecutive columns.
+    pub col_stride: i64,
+    /// Elements between consecutive batch entries (0 broadcasts one matrix).
+    pub batch_stride: i64,
+}
+
+impl Geometry {
+    fn row_major(ptr: u64, len: usize, dtype: DType, rows: usize, cols: usize) -> Geometry {
+        Geometry { ptr, len, dtype, rows, cols, batch: 1, row_stride: cols as i64, col_stride: 1, batch_stride: (rows * cols) as i64 }
+    }
+    /// The contiguous dimension, if one has unit stride.
+    pub fn major(&self) -> Option<Major> {
+        if self.col_stride == 1 {
+            Some(Major::Row)
+        } else if self.row_stride == 1 {
+            Some(Major::Col)
+        } else {
+            None
+        }
+    }
+    /// The leading dimension: the stride of the non-contiguous dimension.
+    pub fn ld(&self) -> i64 {
+        match self.major() {
+            Some(Major::Col) => self.col_stride,
+            _ => self.row_stride,
+        }
+    }
+    /// One past the largest element offset the view touches, or an error on overflow.
+    pub fn extent(&self) -> Result<usize, OpsError> {
+        let span = |n: usize, s: i64| -> Option<i128> { Some((n as i128 - 1).max(0) * s as i128) };
+        let last = span(self.rows, self.row_stride)
+            .zip(span(self.cols, self.col_stride))
+            .zip(span(self.batch, self.batch_stride))
+            .map(|((a, b), c)| a + b + c + 1)
+            .ok_or(OpsError::TooLarge { what: "matrix extent" })?;
+        usize::try_from(last).map_err(|_| OpsError::TooLarge { what: "matrix extent" })
+    }
+    /// Set column-major strides (`row_stride = 1`, `col_stride = rows`).
+    pub fn to_col_major(mut self) -> Geometry {
+        self.row_stride = 1;
+        self.col_stride = self.rows as i64;
+        self
+    }
+}
+
+/// A read-only matrix view.
+#[derive(Clone, Copy, Debug)]
+pub struct MatrixRef<'a> {
+    /// Geometry of the view.
+    pub geo: Geometry,
+    _buf: PhantomData<&'a ()>,
+}
+
+/// A writable matrix view.
+#[derive(Debug)]
+pub struct MatrixMut<'a> {
+    /// Geometry of the view.
+    pub geo: Geometry,
+    _buf: PhantomData<&'a mut ()>,
+}
+
+impl<'a> MatrixRef<'a> {
+    /// A row-major `rows x cols` view of `buf` (strides can be changed with the builders).
+    pub fn new<T: Element>(buf: &'a CudaSlice<T>, rows: usize, cols: usize) -> Self {
+        let (ptr, _sync) = buf.device_ptr(buf.stream());
+        MatrixRef { geo: Geometry::row_major(ptr, buf.len(), T::DTYPE, rows, cols), _buf: PhantomData }
+    }
+    /// A view from raw parts, for buffers the application manages itself.
+    ///
+    /// # Safety
+    /// `ptr` must address at least `len` elements of `dtype` that stay valid for `'a`.
+    pub unsafe fn from_raw(geo: Geometry) -> Self {
+        MatrixRef { geo, _buf: PhantomData }
+    }
+    /// Column-major strides.
+    pub fn col_major(mut self) -> Self {
+        self.geo = self.geo.to_col_major();
+        self
+    }
+    /// Explicit strides (in elements).
+    pub fn strides(mut self, row_stride: i64, col_stride: i64) -> Self {
+        self.geo.row_stride = row_stride;
+        self.geo.col_stride = col_stride;
+        self
+    }
+    /// A batch of `batch` matrices `batch_stride` elements apart.
+    pub fn batched(mut self, batch: usize, batch_stride: i64) -> Self {
+        self.geo.batch = batch;
+        self.geo.batch_stride = batch_stride;
+        self
+    }
+}
+
+impl<'a> MatrixMut<'a> {
+    /// A row-major `rows x cols` writable view of `buf`.
+    pub fn new<T: Element>(buf: &'a mut CudaSlice<T>, rows: usize, cols: usize) -> Self {
+        let len = buf.len();
+        let stream = buf.stream().clone();
+        let (ptr, _sync) = buf.device_ptr_mut(&stream);
+        MatrixMut { geo: Geometry::row_major(ptr, len, T::DTYPE, rows, cols), _buf: PhantomData }
+    }
+    /// A writable view from raw parts.
+    ///
+    /// # Safety
+    /// `ptr` must address at least `len` writable elements of `dtype` valid for `'a`,
+    /// not aliased by any other view passed to the same op.
+    pub unsafe fn from_raw(geo: Geometry) -> Self {
+        MatrixMut { geo, _buf: PhantomData }
+    }
+    /// Column-major strides.
+    pub fn col_major(mut self) -> Self {
+        self.geo = self.geo.to_col_major();
+        self
+    }
+    /// Explicit strides (in elements).
+    pub fn strides(mut self, row_stride: i64, col_stride: i64) -> Self {
+        self.geo.row_stride = row_stride;
+        self.geo.col_stride = col_stride;
+        self
+    }
+    /// A batch of `batch` matrices `batch_stride` elements apart.
+    pub fn batched(mut self, batch: usize, batch_stride: i64) -> Self {
+        self.geo.batch = batch;
+        self.geo.batch_stride = batch_stride;
+        self
+    }
+}
