@@ -297,7 +297,8 @@ fn catalogue_and_harness() {
     let k = test_kernel(&sync::elect_one_sync());
     assert_eq!(k.out_words_per_thread, 1);
     let tu = translation_unit(&all.iter().map(|e| e.snippet()).take(5).collect::<Vec<_>>());
-    assert!(tu.starts_with("#include <cstdint>"));
+    // Fixed-width integers come first: <cstdint> under nvcc, typedefs under NVRTC.
+    assert!(tu.starts_with(rcute_atom::harness::FIXED_WIDTH_INTS));
 }
 
 /// With `RCUTE_ATOM_DUMP=<dir>`, write one translation unit per architecture (all

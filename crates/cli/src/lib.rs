@@ -92,6 +92,7 @@
 //! integers and tuples, `{"tiler":"..."}` for tilers and
 //! `{"swizzle":"Sw<B,M,S>","bits":B,"base":M,"shift":S}` for swizzles.
 
+pub mod bench_cmd;
 pub mod eval;
 pub mod gen_cmd;
 pub mod layout_cmd;

@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use rcute_cli::layout_cmd::{self, LayoutArgs};
-use rcute_cli::{gen_cmd, run_cmd};
+use rcute_cli::{bench_cmd, gen_cmd, run_cmd};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -21,6 +21,15 @@ enum Command {
     Gen(gen_cmd::GenArgs),
     /// The main job: generate the catalogue, compile it with NVRTC and show what was produced.
     Run(run_cmd::RunArgs),
+    /// Benchmarks on the GPU against the vendor library (exit 1 without a GPU).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// rcute GEMM vs cuBLAS on the same random buffers: `--shape MxNxK [--shape ...]`.
+    Gemm(bench_cmd::BenchGemmArgs),
 }
 
 /// Print a (report, success) pair; failure exits 1.
@@ -42,6 +51,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Gen(args) => report(gen_cmd::run(&args).map_err(|e| e.to_string())),
         Command::Run(args) => report(run_cmd::run(&args)),
+        Command::Bench(BenchCommand::Gemm(args)) => report(bench_cmd::run(&args).map(|t| (t, true))),
         Command::Layout(args) => match layout_cmd::run(&args) {
             Ok(out) => {
                 // A closed stdout (e.g. `| head`) is not an error worth a panic.

@@ -1,8 +1,42 @@
 //! # rcute-collective
 //!
 //! Collective mainloops and epilogues: builders that pick schedules, stage counts,
-//! shared-memory layouts and reuse, and fuse epilogue work as a visitor tree.
+//! shared-memory layouts and reuse, and (later) fuse epilogue work as a visitor tree.
 //!
-//! Planned contents (issues 4-6): the SM80 multistage mainloop, the SM90 TMA + `wgmma`
-//! warp-specialized mainloops, the TMA warp-specialized epilogue and the epilogue
-//! visitor tree (scales, bias, activations).
+//! | file | contents |
+//! |---|---|
+//! | `sm80_mainloop.rs` | [`Sm80MainloopConfig`] -> [`Sm80Mainloop`]: the Ampere multistage `cp.async` mainloop plan (CuTe's `MainloopSm80CpAsync` with the SM80 default smem layouts and copies) |
+//! | `epilogue.rs` | [`EpilogueConfig`] -> [`EpiloguePlan`]: `D = convert(alpha * acc + beta * C)`, direct predicated stores from the accumulator fragments |
+//!
+//! A plan holds everything a kernel emitter needs, in layout form:
+//!
+//! * swizzled shared-memory layouts for A `(BM,BK,PIPE)` and B `(BN,BK,PIPE)`, CuTe's SM80
+//!   choice: `Sw<3,3,3> o (8,64):(64,1)` K-major atoms for 16-bit types (narrower atoms
+//!   `Sw<2,3,3> o (8,32)` / `Sw<1,3,3> o (8,16)` when `BK` is 32 / 16) and the MN-major
+//!   transposes `Sw<3,3,3> o (64,8):(1,64)`, tiled with `tile_to_shape`;
+//! * the global -> shared [`rcute_atom::TiledCopy`]s (`cp.async.cg` 16 B with zero fill,
+//!   thread layouts covering the tile);
+//! * the shared -> register `ldmatrix.x4` ops (`.trans` for MN-major operands) with the
+//!   lane -> row mapping that delivers exactly the MMA atom's register fragments;
+//! * the [`rcute_atom::TiledMma`] (`m16n8k16` atom, `(WM,WN,1)` warps, an N permutation
+//!   that gives every warp 16 contiguous columns per `ldmatrix.x4` of B);
+//! * the stage count (explicit, or as many as fit a shared-memory budget, capped).
+//!
+//! Configurations that do not divide or do not fit are refused with a typed
+//! [`PlanError`].
+//!
+//! ```
+//! use rcute_collective::{Sm80MainloopConfig, Sm80Mainloop};
+//! let plan = Sm80Mainloop::new(&Sm80MainloopConfig::bf16_tn([128, 128, 32], [2, 2])).unwrap();
+//! assert_eq!(plan.threads, 128);
+//! assert_eq!(plan.smem_atom_a.to_string(), "Sw<2,3,3> o 0 o (8,32):(32,1)");
+//! assert_eq!(plan.stages, 4);
+//! ```
+
+pub mod epilogue;
+pub mod sm80_mainloop;
+
+pub use epilogue::{EpilogueConfig, EpilogueError, EpiloguePlan, StorageOrder};
+pub use sm80_mainloop::{
+    G2sCopy, LdmatrixLanes, PlanError, Sm80Mainloop, Sm80MainloopConfig, DEFAULT_SMEM_BUDGET, MAX_AUTO_STAGES,
+};

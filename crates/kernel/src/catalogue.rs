@@ -8,8 +8,9 @@
 //!
 //! Today the catalogue holds the atom check units: every MMA, copy and synchronization
 //! snippet of `rcute-atom`, each wrapped into a test kernel that calls it, so that ptxas
-//! sees (and the SASS shows) every instruction the atoms emit. GEMM kernels join it with
-//! the collective layers.
+//! sees (and the SASS shows) every instruction the atoms emit. The SM80 GEMM kernels of
+//! [`crate::gemm_sm80`] ([`gemm_sm80_configs`]) follow, one unit per configuration (the
+//! main kernel and its split-K reduction kernel).
 
 use crate::nvrtc::Arch;
 use rcute_atom::catalogue::{all_atoms, Entry};
@@ -120,7 +121,39 @@ pub fn standard() -> Vec<CatalogueKernel> {
         sm90a,
         vec!["HGMMA", "IGMMA", "QGMMA"],
     );
+    for cfg in gemm_sm80_configs() {
+        let g = crate::gemm_sm80::generate(&cfg).expect("catalogue GEMM configurations are valid");
+        out.push(CatalogueKernel {
+            name: g.name.clone(),
+            arch: Arch::Sm80,
+            source: g.source,
+            expect_sass: vec!["HMMA", "LDSM", "LDGSTS"],
+            kernels: 2,
+        });
+    }
     out
+}
+
+/// The SM80 GEMM configurations of the catalogue: bf16 in / bf16 out, TN and NN, tiles
+/// 128x128x32 (4 stages, 2x2 warps), 128x256x32 (3 stages, 2x4 warps), 64x64x64 (2x2
+/// warps) and 16x64x128 for tiny M (1x4 warps), automatic stages where not given.
+pub fn gemm_sm80_configs() -> Vec<crate::gemm_sm80::GemmSm80Config> {
+    use crate::gemm_sm80::GemmSm80Config;
+    use rcute_atom::Major;
+    let mut v = Vec::new();
+    for (a, b) in [(Major::K, Major::K), (Major::MN, Major::K)] {
+        for (tile, warps, stages) in [
+            ([128, 128, 32], [2, 2], Some(4)),
+            ([128, 256, 32], [2, 4], Some(3)),
+            ([64, 64, 64], [2, 2], None),
+            ([16, 64, 128], [1, 4], None),
+        ] {
+            let mut c = GemmSm80Config::bf16(a, b, tile, warps);
+            c.stages = stages;
+            v.push(c);
+        }
+    }
+    v
 }
 
 /// The path of a catalogue unit relative to the workspace root.

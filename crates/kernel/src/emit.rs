@@ -73,6 +73,8 @@ pub enum Stmt {
     Expr(String),
     /// `for (int var = start; var < end; ++var) { body }`, optionally unrolled.
     For { var: String, start: String, end: String, unroll: bool, body: Vec<Stmt> },
+    /// `while (cond) { body }` (a loop whose trip count is not a simple range).
+    While { cond: String, body: Vec<Stmt> },
     /// `if (cond) { then } else { otherwise }`.
     If { cond: String, then: Vec<Stmt>, otherwise: Vec<Stmt> },
     /// A nested block `{ ... }`.
@@ -233,6 +235,11 @@ fn render_stmt(out: &mut String, s: &Stmt, depth: usize) {
                 let _ = writeln!(out, "{ind}#pragma unroll");
             }
             let _ = writeln!(out, "{ind}for (int {var} = {start}; {var} < {end}; ++{var}) {{");
+            render_block(out, body, depth + 1);
+            let _ = writeln!(out, "{ind}}}");
+        }
+        Stmt::While { cond, body } => {
+            let _ = writeln!(out, "{ind}while ({cond}) {{");
             render_block(out, body, depth + 1);
             let _ = writeln!(out, "{ind}}}");
         }

@@ -6,6 +6,7 @@
 //! ## Code generation
 //!
 //! * [`catalogue`] — the standard catalogue of generated units, checked in under `kernels/`.
+//! * [`gemm_sm80`] — the Ampere-class GEMM generator (`generate`, `GemmArgs`, `launch`).
 //! * [`emit`] — a structured CUDA C++ emitter; index arithmetic comes from layouts, with
 //!   comments naming the layout behind each expression.
 //!
@@ -52,6 +53,7 @@ pub mod cache;
 pub mod catalogue;
 pub mod device;
 pub mod emit;
+pub mod gemm_sm80;
 pub mod launch;
 pub mod nvrtc;
 pub mod resources;

@@ -6,13 +6,16 @@
 //! access), picks a kernel configuration in one place per op, and runs the generated,
 //! cached kernel.
 //!
-//! Today: `gemm` input validation (issue 4). INT8 `scaled_mm`, FP8 scaled GEMM, AWQ int4
+//! Today: `gemm` (issue 4) on the Ampere-class path: [`Ops::gemm`]. INT8 `scaled_mm`, FP8 scaled GEMM, AWQ int4
 //! GEMM and fused MoE follow in later issues.
 
+pub mod context;
 pub mod error;
 pub mod gemm;
+pub mod select;
 pub mod tensor;
 
+pub use context::Ops;
 pub use error::OpsError;
 pub use gemm::{validate, GemmProblem};
 pub use tensor::{DType, Element, Geometry, Major, MatrixMut, MatrixRef};

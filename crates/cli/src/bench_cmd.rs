@@ -1,0 +1,169 @@
+//! `rcute bench gemm`: rcute's GEMM against cuBLAS on the same random buffers, in one
+//! process, timed with CUDA events (warm-up, then the median of many runs).
+
+use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
+use cudarc::driver::{CudaSlice, CudaStream};
+use half::bf16;
+use rcute_kernel::Gpu;
+use rcute_ops::{MatrixMut, MatrixRef, Ops};
+use std::sync::Arc;
+
+/// Options of `rcute bench gemm`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchGemmArgs {
+    /// Problem shapes `MxNxK` (repeatable), e.g. `--shape 4096x4096x4096`.
+    #[arg(long = "shape", required = true)]
+    pub shapes: Vec<String>,
+    /// Input element type (bf16 only on this path today).
+    #[arg(long, default_value = "bf16")]
+    pub dtype: String,
+    /// Timed runs per kernel (median reported).
+    #[arg(long, default_value_t = 50)]
+    pub iters: usize,
+    /// Write the table as JSON to this file.
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+}
+
+/// One row of the table.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// M, N, K.
+    pub shape: (usize, usize, usize),
+    /// rcute median time in microseconds.
+    pub rcute_us: f64,
+    /// cuBLAS median time in microseconds.
+    pub cublas_us: f64,
+    /// Max relative error of rcute vs cuBLAS (max |r - c| / max |c|).
+    pub max_rel_err: f64,
+}
+
+fn parse_shape(s: &str) -> Result<(usize, usize, usize), String> {
+    let v: Vec<usize> = s.split(['x', 'X']).map(|x| x.trim().parse::<usize>()).collect::<Result<_, _>>().map_err(|e| format!("bad shape {s:?}: {e}"))?;
+    match v.as_slice() {
+        [m, n, k] if *m > 0 && *n > 0 && *k > 0 => Ok((*m, *n, *k)),
+        _ => Err(format!("bad shape {s:?}: expected MxNxK with positive extents")),
+    }
+}
+
+/// SplitMix64 random bf16 values in [-1, 1).
+fn random_bf16(n: usize, seed: u64) -> Vec<bf16> {
+    let mut x = seed;
+    (0..n)
+        .map(|_| {
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            bf16::from_f32(((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0)
+        })
+        .collect()
+}
+
+fn median_us(stream: &Arc<CudaStream>, iters: usize, mut f: impl FnMut() -> Result<(), String>) -> Result<f64, String> {
+    let e = |x: cudarc::driver::DriverError| x.to_string();
+    for _ in 0..5 {
+        f()?;
+    }
+    stream.synchronize().map_err(e)?;
+    let ctx = stream.context();
+    let mut times = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        let start = ctx.new_event(None).map_err(e)?;
+        let end = ctx.new_event(None).map_err(e)?;
+        start.record(stream).map_err(e)?;
+        f()?;
+        end.record(stream).map_err(e)?;
+        end.synchronize().map_err(e)?;
+        times.push(start.elapsed_ms(&end).map_err(e)? as f64 * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
+}
+
+/// Run the benchmark; returns the printed table.
+pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
+    if args.dtype != "bf16" {
+        return Err(format!("--dtype {}: only bf16 is benchmarked on this path today", args.dtype));
+    }
+    let shapes = args.shapes.iter().map(|s| parse_shape(s)).collect::<Result<Vec<_>, _>>()?;
+    let gpu = match Gpu::detect() {
+        Ok(Some(g)) => g,
+        Ok(None) => return Err("no CUDA GPU found: the benchmark needs one".into()),
+        Err(e) => return Err(format!("no CUDA GPU usable: {e}")),
+    };
+    let stream = gpu.stream().clone();
+    let blas = CudaBlas::new(stream.clone()).map_err(|e| format!("cuBLAS: {e}"))?;
+    let ops = Ops::new(gpu.clone());
+    let e = |x: cudarc::driver::DriverError| x.to_string();
+    let mut rows = Vec::new();
+    for (i, &(m, n, k)) in shapes.iter().enumerate() {
+        // A row-major MxK, B column-major KxN ("TN"), D row-major MxN: the layouts of
+        // cuBLAS's fastest transposed case seen from row-major storage.
+        let a: CudaSlice<bf16> = stream.clone_htod(&random_bf16(m * k, 1 + 3 * i as u64)).map_err(e)?;
+        let b: CudaSlice<bf16> = stream.clone_htod(&random_bf16(k * n, 2 + 3 * i as u64)).map_err(e)?;
+        let mut d: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
+        let mut dref: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
+        let rcute_us = median_us(&stream, args.iters, || {
+            let av = MatrixRef::new(&a, m, k);
+            let bv = MatrixRef::new(&b, k, n).col_major();
+            let mut dv = MatrixMut::new(&mut d, m, n);
+            ops.gemm(&av, &bv, None, &mut dv, 1.0, 0.0).map_err(|x| x.to_string())
+        })?;
+        // cuBLAS is column-major: D^T (NxM) = B^T (NxK) * A^T (KxM).
+        let cfg = GemmConfig {
+            transa: cublasOperation_t::CUBLAS_OP_T,
+            transb: cublasOperation_t::CUBLAS_OP_N,
+            m: n as i32,
+            n: m as i32,
+            k: k as i32,
+            alpha: bf16::ONE,
+            lda: k as i32,
+            ldb: k as i32,
+            beta: bf16::ZERO,
+            ldc: n as i32,
+        };
+        let cublas_us = median_us(&stream, args.iters, || {
+            // SAFETY: the buffers hold K*N, M*K and M*N elements as the config describes.
+            unsafe { blas.gemm(cfg, &b, &a, &mut dref) }.map_err(|x| x.to_string())
+        })?;
+        stream.synchronize().map_err(e)?;
+        let got = stream.clone_dtoh(&d).map_err(e)?;
+        let want = stream.clone_dtoh(&dref).map_err(e)?;
+        let max_ref = want.iter().map(|x| x.to_f64().abs()).fold(0.0, f64::max).max(1e-30);
+        let max_err = got.iter().zip(&want).map(|(x, y)| (x.to_f64() - y.to_f64()).abs()).fold(0.0, f64::max);
+        let nan = got.iter().any(|x| x.is_nan());
+        rows.push(Row { shape: (m, n, k), rcute_us, cublas_us, max_rel_err: if nan { f64::NAN } else { max_err / max_ref } });
+    }
+    let mut out = String::new();
+    out.push_str(&format!("device: {} ({} SMs)\n", gpu.name(), gpu.sm_count()));
+    out.push_str(&format!(
+        "{:<20} {:>11} {:>11} {:>17} {:>13} {:>12}\n",
+        "shape (MxNxK)", "rcute_us", "cublas_us", "ratio (cuBLAS/rc)", "rcute_TFLOPs", "max_rel_err"
+    ));
+    for r in &rows {
+        let (m, n, k) = r.shape;
+        let tflops = 2.0 * m as f64 * n as f64 * k as f64 / (r.rcute_us * 1e-6) / 1e12;
+        out.push_str(&format!(
+            "{:<20} {:>11.1} {:>11.1} {:>17.3} {:>13.1} {:>12.2e}\n",
+            format!("{m}x{n}x{k}"),
+            r.rcute_us,
+            r.cublas_us,
+            r.cublas_us / r.rcute_us,
+            tflops,
+            r.max_rel_err
+        ));
+    }
+    if let Some(path) = &args.json {
+        let v: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({"m": r.shape.0, "n": r.shape.1, "k": r.shape.2, "rcute_us": r.rcute_us,
+                    "cublas_us": r.cublas_us, "ratio": r.cublas_us / r.rcute_us, "max_rel_err": r.max_rel_err})
+            })
+            .collect();
+        std::fs::write(path, serde_json::to_string_pretty(&v).unwrap_or_default()).map_err(|x| x.to_string())?;
+    }
+    Ok(out)
+}

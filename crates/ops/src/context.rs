@@ -1,0 +1,155 @@
+//! [`Ops`]: the handle applications keep. It owns the GPU, the loaded kernels (generated,
+//! compiled through the kernel cache and loaded once per configuration) and the split-K
+//! workspace.
+
+use crate::error::OpsError;
+use crate::gemm::{validate, GemmProblem};
+use crate::select::select;
+use crate::tensor::{DType, Major as ViewMajor, MatrixMut, MatrixRef};
+use cudarc::driver::{CudaSlice, DevicePtr};
+use rcute_kernel::gemm_sm80::{self, GemmArgs, GemmElement, GemmSm80Config, GeneratedGemm, Major, StorageOrder};
+use rcute_kernel::{CompileOptions, Function, Gpu, KernelCache};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+fn boxed<E: std::error::Error + Send + Sync + 'static>(e: E) -> OpsError {
+    OpsError::Kernel(Box::new(e))
+}
+
+/// A generated GEMM kernel loaded on the GPU.
+#[derive(Clone)]
+pub struct LoadedGemm {
+    /// The generated source and its launch geometry.
+    pub generated: Arc<GeneratedGemm>,
+    main: Function,
+    reduce: Function,
+}
+
+/// The ops handle: one per GPU.
+pub struct Ops {
+    gpu: Gpu,
+    gemms: Mutex<HashMap<GemmSm80Config, LoadedGemm>>,
+    workspace: Mutex<Option<CudaSlice<u8>>>,
+}
+
+fn element(d: DType) -> Result<GemmElement, OpsError> {
+    Ok(match d {
+        DType::F16 => GemmElement::F16,
+        DType::BF16 => GemmElement::BF16,
+        DType::F32 => GemmElement::F32,
+        other => return Err(OpsError::DType(format!("{other:?} in a floating-point GEMM"))),
+    })
+}
+
+impl Ops {
+    /// An ops handle on `gpu`.
+    pub fn new(gpu: Gpu) -> Ops {
+        Ops { gpu, gemms: Mutex::new(HashMap::new()), workspace: Mutex::new(None) }
+    }
+
+    /// The GPU.
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    /// Generate, compile (cached) and load the kernel of `cfg` (once per configuration).
+    pub fn load_gemm(&self, cfg: &GemmSm80Config) -> Result<LoadedGemm, OpsError> {
+        if let Some(l) = self.gemms.lock().map_err(|_| OpsError::Arch("poisoned kernel table".into()))?.get(cfg) {
+            return Ok(l.clone());
+        }
+        let arch = self
+            .gpu
+            .arch()
+            .ok_or_else(|| OpsError::Arch(format!("compute capability {:?}", self.gpu.compute_capability())))?;
+        if self.gpu.compute_capability().0 < 8 {
+            return Err(OpsError::Arch(format!("gemm needs sm_80 or newer, found {:?}", self.gpu.compute_capability())));
+        }
+        let g = gemm_sm80::generate(cfg).map_err(boxed)?;
+        let compiled = KernelCache::global()
+            .get_or_compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
+            .map_err(boxed)?;
+        let module = self.gpu.load(&compiled).map_err(boxed)?;
+        let main = module.function(&g.name).map_err(boxed)?;
+        let reduce = module.function(&g.reduce_name).map_err(boxed)?;
+        let loaded = LoadedGemm { generated: Arc::new(g), main, reduce };
+        if let Ok(mut t) = self.gemms.lock() {
+            t.insert(cfg.clone(), loaded.clone());
+        }
+        Ok(loaded)
+    }
+
+    /// `D = alpha * A @ B + beta * C` (batched when the views are), with f16/bf16 inputs
+    /// and f32 accumulation; `c` may be `None` when `beta == 0`, or view the same memory as
+    /// `d` for an in-place update. Runs on the GPU's stream; returns once launched.
+    pub fn gemm(
+        &self,
+        a: &MatrixRef<'_>,
+        b: &MatrixRef<'_>,
+        c: Option<&MatrixRef<'_>>,
+        d: &mut MatrixMut<'_>,
+        alpha: f32,
+        beta: f32,
+    ) -> Result<(), OpsError> {
+        let p = validate(a, b, c, d, alpha, beta)?;
+        self.run_gemm(&p, None)
+    }
+
+    /// Run a validated problem, optionally with a forced configuration (benchmarks and the
+    /// correctness suite use this to cover every kernel).
+    pub fn run_gemm(&self, p: &GemmProblem, forced: Option<(&GemmSm80Config, u32)>) -> Result<(), OpsError> {
+        let a_major = if p.a.major() == Some(ViewMajor::Row) { Major::K } else { Major::MN };
+        let b_major = if p.b.major() == Some(ViewMajor::Col) { Major::K } else { Major::MN };
+        let d_order = if p.d.major() == Some(ViewMajor::Row) { StorageOrder::RowMajor } else { StorageOrder::ColMajor };
+        if let Some(c) = &p.c {
+            if c.major() != p.d.major() && p.m > 1 && p.n > 1 {
+                return Err(OpsError::Strides { operand: "C", detail: "C must have the storage order of D".into() });
+            }
+        }
+        let (mut cfg, split_k) = match forced {
+            Some((cfg, s)) => (cfg.clone(), s),
+            None => {
+                let s = select(p.m, p.n, p.k, p.l, a_major, b_major, self.gpu.sm_count());
+                (s.config, s.split_k)
+            }
+        };
+        cfg.a = element(p.a.dtype)?;
+        cfg.b = element(p.b.dtype)?;
+        cfg.d = element(p.d.dtype)?;
+        cfg.c = cfg.d;
+        cfg.a_major = a_major;
+        cfg.b_major = b_major;
+        cfg.c_major = d_order;
+        let loaded = self.load_gemm(&cfg)?;
+        let g = &loaded.generated;
+        let (m, n, k, l) = (p.m as i32, p.n as i32, p.k as i32, p.l as i32);
+        let c = p.c.unwrap_or(p.d);
+        let mut args = GemmArgs::packed(&cfg, m, n, k, l, p.a.ptr, p.b.ptr, c.ptr, p.d.ptr);
+        args.lda = p.a.ld();
+        args.ldb = p.b.ld();
+        args.ldc = c.ld();
+        args.ldd = p.d.ld();
+        args.batch_stride_a = p.a.batch_stride;
+        args.batch_stride_b = p.b.batch_stride;
+        args.batch_stride_c = if p.c.is_some() { c.batch_stride } else { p.d.batch_stride };
+        args.batch_stride_d = p.d.batch_stride;
+        args.alpha = p.alpha;
+        args.beta = if p.c.is_some() { p.beta } else { 0.0 };
+        args.split_k = split_k.max(1);
+        let ws_bytes = g.workspace_bytes(m, n, l, args.split_k);
+        let mut ws = self.workspace.lock().map_err(|_| OpsError::Arch("poisoned workspace".into()))?;
+        if ws_bytes > 0 {
+            if ws.as_ref().is_none_or(|w| w.len() < ws_bytes) {
+                *ws = Some(self.gpu.stream().alloc_zeros::<u8>(ws_bytes).map_err(boxed)?);
+            }
+            if let Some(w) = ws.as_ref() {
+                let (ptr, _rec) = w.device_ptr(self.gpu.stream());
+                args.workspace = ptr;
+            }
+        }
+        // SAFETY: `validate` checked that every view lies inside its buffer with the
+        // strides and batch strides passed here, and the views borrow their buffers for
+        // the duration of this call; the workspace holds `workspace_bytes`.
+        unsafe { gemm_sm80::launch_split_k(&loaded.main, &loaded.reduce, g, &args) }.map_err(boxed)?;
+        Ok(())
+    }
+}
