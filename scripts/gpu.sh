@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Run on the GPU machine (repo root, .device/ carried): the whole test suite with the GPU
-# required, compute-sanitizer on the GPU atom tests, then the benchmarks. Logs go to $OUT.
+# Run on the GPU machine (repo root, .device/ carried; build it here with
+# scripts/build-device.sh): every test binary with the GPU required, compute-sanitizer on
+# the GPU kernels, then the GEMM benchmark against cuBLAS. Logs go to $OUT/logs.tgz.
+# RCUTE_BENCH_ARGS overrides the benchmark shapes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export RCUTE_REQUIRE_GPU=1 RCUTE_CUDA_HOME="${RCUTE_CUDA_HOME:-/usr/local/cuda}" RCUTE_CACHE_DIR=/tmp/rcute-cache
@@ -12,6 +14,7 @@ trap 'tar czf "$OUT/logs.tgz" -C "$LOGS" .' EXIT
 if [ ! -e /work/main ] && [ "$PWD" != /work/main ]; then mkdir -p /work && ln -s "$PWD" /work/main; fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 fail=0
+
 for t in .device/bin/test-*; do
   echo "=== $t"
   if ! "$t" --test-threads=1 >"$LOGS/$(basename "$t").log" 2>&1; then
@@ -20,17 +23,31 @@ for t in .device/bin/test-*; do
     grep -E "^test result" "$LOGS/$(basename "$t").log" | tail -1
   fi
 done
-# Memory and race checks of the per-atom GPU kernels.
+
+sanitize() {
+  local tool=$1 t=$2 log
+  log="$LOGS/sanitizer-$tool-$(basename "$t").log"
+  echo "=== compute-sanitizer --tool $tool $t"
+  if compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" --test-threads=1 >"$log" 2>&1; then
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result" "$log" | tail -3
+  else
+    echo "sanitizer $tool FAILED"; tail -30 "$log"; fail=1
+  fi
+}
+# Atoms and the kernel built from atoms: memcheck, racecheck, synccheck.
 for tool in memcheck racecheck synccheck; do
-  for t in .device/bin/test-*-gpu_atoms* .device/bin/test-*-build_from_atoms*; do
-    [ -e "$t" ] || continue
-    echo "=== compute-sanitizer --tool $tool $t"
-    compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" --test-threads=1 >"$LOGS/sanitizer-$tool-$(basename "$t").log" 2>&1 \
-      && grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result" "$LOGS/sanitizer-$tool-$(basename "$t").log" | tail -3 \
-      || { echo "sanitizer $tool FAILED"; tail -30 "$LOGS/sanitizer-$tool-$(basename "$t").log"; fail=1; }
+  for t in .device/bin/test-*-gpu_atoms .device/bin/test-*-build_from_atoms; do
+    [ -e "$t" ] && sanitize "$tool" "$t"
   done
 done
-if [ -x .device/bin/rcute ] && .device/bin/rcute --help 2>/dev/null | grep -q " bench "; then
-  .device/bin/rcute bench gemm ${RCUTE_BENCH_ARGS:-} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt"
+# The SM80 GEMM kernels (every config of the kernel-level suite): memcheck.
+for t in .device/bin/test-*-gpu_gemm_sm80; do
+  [ -e "$t" ] && sanitize memcheck "$t"
+done
+
+if [ -x .device/bin/rcute ]; then
+  args=${RCUTE_BENCH_ARGS:---shape 2048x2048x2048 --shape 4096x4096x4096 --shape 8192x8192x8192 --shape 16x4096x4096 --shape 64x4096x4096 --shape 128x4096x4096 --shape 16x14336x4096 --shape 128x14336x4096}
+  echo "=== rcute bench gemm $args"
+  .device/bin/rcute bench gemm $args --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" || fail=1
 fi
 exit $fail

@@ -111,9 +111,12 @@ fn run_case(ops: &Ops, rng: &mut Rng, cs: Case) -> Result<(), String> {
 fn cases(rng: &mut Rng) -> Vec<Case> {
     let mut v = Vec::new();
     // Edge extents: 1 in each of M, N, K, and tiny/odd shapes.
-    for &(m, n, k) in &[(1, 1, 1), (1, 77, 300), (77, 1, 300), (65, 33, 1), (1, 4096, 64), (16, 14336 / 8, 512), (129, 257, 31)] {
+    for &(m, n, k) in &[(1usize, 1usize, 1usize), (1, 77, 300), (77, 1, 304), (65, 33, 1), (1, 4096, 64), (16, 14336 / 8, 512), (129, 257, 31)] {
         for order in 0..4 {
-            v.push(Case { m, n, k, l: 1, a_row: order & 1 == 0, b_col: order & 2 == 0, d_row: true, beta: 0.0 });
+            let (a_row, b_col) = (order & 1 == 0, order & 2 == 0);
+            // Odd K only where K is not the contiguous dimension of A or B.
+            let k = if (a_row || b_col) && k % 8 != 0 { k.div_ceil(8) * 8 } else { k };
+            v.push(Case { m, n, k, l: 1, a_row, b_col, d_row: true, beta: 0.0 });
         }
     }
     // Random shapes across every tile family, all majors, both D orders, batches, beta.
@@ -121,9 +124,14 @@ fn cases(rng: &mut Rng) -> Vec<Case> {
         let big = rng.range(0, 4) == 0;
         let m = if rng.range(0, 3) == 0 { rng.range(1, 17) } else { rng.range(1, if big { 400 } else { 200 }) } as usize;
         let n = rng.range(1, if big { 400 } else { 200 }) as usize;
-        let k = rng.range(1, if big { 700 } else { 300 }) as usize;
+        let mut k = rng.range(1, if big { 700 } else { 300 }) as usize;
         let l = if rng.range(0, 5) == 0 { rng.range(2, 4) as usize } else { 1 };
         let o = rng.range(0, 8);
+        // K contiguous in A (row-major) or B (column-major) needs K % 8 == 0 (16-byte
+        // vectors along K); with both operands MN-major any K is allowed.
+        if o & 1 == 0 || o & 2 == 0 {
+            k = k.div_ceil(8) * 8;
+        }
         let beta = if rng.range(0, 2) == 0 { 0.0 } else { -0.5 };
         v.push(Case { m, n, k, l, a_row: o & 1 == 0, b_col: o & 2 == 0, d_row: o & 4 == 0, beta });
     }
@@ -157,6 +165,9 @@ fn bad_inputs_are_typed_errors() {
     // Out of bounds: a 128x64 view of a 64x64 buffer.
     let r = ops.gemm(&MatrixRef::new(&a, 128, 64), &MatrixRef::new(&b, 64, 64), None, &mut MatrixMut::new(&mut d, 128, 32), 1.0, 0.0);
     assert!(matches!(r, Err(OpsError::OutOfBounds { .. }) | Err(OpsError::Shape(_))), "{r:?}");
+    // K contiguous but not a multiple of 8 (even with padded leading dimensions).
+    let r = ops.gemm(&MatrixRef::new(&a, 8, 7).strides(8, 1), &MatrixRef::new(&b, 7, 8).strides(1, 8), None, &mut MatrixMut::new(&mut d, 8, 8), 1.0, 0.0);
+    assert!(matches!(r, Err(OpsError::Alignment { .. })), "{r:?}");
     // Misaligned leading dimension (K = 3 contiguous without padding).
     let r = ops.gemm(&MatrixRef::new(&a, 8, 3), &MatrixRef::new(&b, 3, 8).col_major(), None, &mut MatrixMut::new(&mut d, 8, 8), 1.0, 0.0);
     assert!(matches!(r, Err(OpsError::Alignment { .. })), "{r:?}");

@@ -17,8 +17,8 @@ pub struct BenchGemmArgs {
     /// Input element type (bf16 only on this path today).
     #[arg(long, default_value = "bf16")]
     pub dtype: String,
-    /// Timed runs per kernel (median reported).
-    #[arg(long, default_value_t = 50)]
+    /// Timed samples per kernel, each the mean of 10 back-to-back launches (median reported).
+    #[arg(long, default_value_t = 30)]
     pub iters: usize,
     /// Write the table as JSON to this file.
     #[arg(long)]
@@ -61,6 +61,10 @@ fn random_bf16(n: usize, seed: u64) -> Vec<bf16> {
         .collect()
 }
 
+/// Launches per timed sample: back-to-back launches keep the GPU busy, so host-side
+/// launch overhead does not count as kernel time.
+const LAUNCHES_PER_SAMPLE: usize = 10;
+
 fn median_us(stream: &Arc<CudaStream>, iters: usize, mut f: impl FnMut() -> Result<(), String>) -> Result<f64, String> {
     let e = |x: cudarc::driver::DriverError| x.to_string();
     for _ in 0..5 {
@@ -68,15 +72,18 @@ fn median_us(stream: &Arc<CudaStream>, iters: usize, mut f: impl FnMut() -> Resu
     }
     stream.synchronize().map_err(e)?;
     let ctx = stream.context();
+    let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
     let mut times = Vec::with_capacity(iters);
-    for _ in 0..iters {
-        let start = ctx.new_event(None).map_err(e)?;
-        let end = ctx.new_event(None).map_err(e)?;
+    for _ in 0..iters.max(1) {
+        let start = ctx.new_event(timing).map_err(e)?;
+        let end = ctx.new_event(timing).map_err(e)?;
         start.record(stream).map_err(e)?;
-        f()?;
+        for _ in 0..LAUNCHES_PER_SAMPLE {
+            f()?;
+        }
         end.record(stream).map_err(e)?;
         end.synchronize().map_err(e)?;
-        times.push(start.elapsed_ms(&end).map_err(e)? as f64 * 1e3);
+        times.push(start.elapsed_ms(&end).map_err(e)? as f64 * 1e3 / LAUNCHES_PER_SAMPLE as f64);
     }
     times.sort_by(f64::total_cmp);
     Ok(times[times.len() / 2])

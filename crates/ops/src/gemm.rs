@@ -173,6 +173,17 @@ pub fn validate(
     check_layout("D", &gd, true)?;
     check_vector_alignment("A", &ga)?;
     check_vector_alignment("B", &gb)?;
+    // The SM80 kernels load K in 16-byte vectors: where K is the contiguous dimension of A
+    // or B, K itself must be a multiple of 8 elements (there is no element-wise K tail).
+    let k_vec = VECTOR_BYTES / ga.dtype.bytes();
+    for (name, k_major) in [("A", ga.major() == Some(Major::Row)), ("B", gb.major() == Some(Major::Col))] {
+        if k_major && k % k_vec != 0 {
+            return Err(OpsError::Alignment {
+                operand: name,
+                detail: format!("K = {k} must be a multiple of {k_vec} when K is the contiguous dimension"),
+            });
+        }
+    }
     // D must not overlap the inputs; C may be D itself (same geometry) but not overlap it otherwise.
     let rd = range(&gd)?;
     for (name, g) in [("A", &ga), ("B", &gb)] {
