@@ -13,7 +13,8 @@ cargo build --release -q -p rcute-cli
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   echo "GPU found: verifying and benchmarking on the device"
   RCUTE_REQUIRE_GPU=1 cargo test --release -q -p rcute-tests -- --test-threads=1
-  cargo bench -q -p rcute-kernel --bench compile
+  ./target/release/rcute bench gemm --shape 4096x4096x4096 --shape 8192x8192x8192 \
+    --shape 16x4096x4096 --shape 128x4096x4096 --shape 16x14336x4096 --shape 128x14336x4096
 else
   echo "no GPU: kernels generated and compiled; GPU verification and benchmarks skipped"
 fi
