@@ -60,7 +60,7 @@ pub fn run(args: &GenArgs) -> std::io::Result<(String, bool)> {
             (Status::Changed, false) => "written",
         };
         text.push_str(&format!(
-            "{:<24} {:<7} {:>4} kernels {:>8} bytes  {verb}\n",
+            "{:<52} {:<7} {:>4} kernels {:>8} bytes  {verb}\n",
             catalogue::path_of(k),
             k.arch.as_str(),
             k.kernels,

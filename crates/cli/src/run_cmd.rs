@@ -23,7 +23,7 @@ pub fn run(args: &RunArgs) -> Result<(String, bool), String> {
     let units = catalogue::standard();
     out.push_str(&format!("generated {} units in {:.1} ms\n\n", units.len(), t0.elapsed().as_secs_f64() * 1e3));
     out.push_str(&format!(
-        "{:<16} {:<7} {:>7} {:>10} {:>8} {:>7} {:>9}  {}\n",
+        "{:<40} {:<7} {:>7} {:>10} {:>8} {:>7} {:>9}  {}\n",
         "unit", "arch", "kernels", "compile_ms", "max_regs", "spills", "max_smem", "SASS (expected instructions)"
     ));
     let mut ok = true;
@@ -34,7 +34,7 @@ pub fn run(args: &RunArgs) -> Result<(String, bool), String> {
         match res {
             Err(e) => {
                 ok = false;
-                out.push_str(&format!("{:<16} {:<7} COMPILE ERROR: {e}\n", k.name, k.arch.as_str()));
+                out.push_str(&format!("{:<40} {:<7} COMPILE ERROR: {e}\n", k.name, k.arch.as_str()));
             }
             Ok(c) => {
                 let r = &c.resources.kernels;
@@ -61,7 +61,7 @@ pub fn run(args: &RunArgs) -> Result<(String, bool), String> {
                     }
                 };
                 out.push_str(&format!(
-                    "{:<16} {:<7} {:>7} {:>10.0} {:>8} {:>7} {:>9}  {}\n",
+                    "{:<40} {:<7} {:>7} {:>10.0} {:>8} {:>7} {:>9}  {}\n",
                     k.name,
                     k.arch.as_str(),
                     k.kernels,
