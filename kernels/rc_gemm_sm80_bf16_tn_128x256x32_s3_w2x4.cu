@@ -94,6 +94,17 @@ __device__ __forceinline__ int rc_gemm_sm80_bf16_tn_128x256x32_s3_w2x4_sB(int mn
   return (mn % 8 * 32 + mn / 8 * 256 + k % 32) ^ (((mn % 8 * 32 + mn / 8 * 256 + k % 32) & 192) >> 3);
 }
 
+// --- from rcute serial split-K ---
+// rcute serial split-K semaphore: gpu-scope acquire load / release store of a global int.
+__device__ __forceinline__ int rc_ld_acquire_gpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void rc_st_release_gpu(int* p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+
 // D = alpha * A * B + beta * C, bf16 x bf16 -> f32 -> C bf16 / D bf16 (row), tile 128x256x32, 3 stages, 2x4 warps
 // grid (tiles_m << 0, ceil(tiles_n / 2^0), L * split_k), block 256, dynamic smem 73728 bytes
 extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm80_bf16_tn_128x256x32_s3_w2x4(
@@ -102,6 +113,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm80_bf16_tn_128x25
     const __nv_bfloat16* C,
     __nv_bfloat16* D,
     float* workspace,
+    int* semaphores,
     int M,
     int N,
     int K,
@@ -117,7 +129,8 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm80_bf16_tn_128x25
     float alpha,
     float beta,
     int split_k,
-    int k_tiles_per_split
+    int k_tiles_per_split,
+    int split_serial
 ) {
   // Shared memory: sA Sw<2,3,3> o 0 o ((8,16),(32,1),(1,3)):((32,256),(1,0),(0,4096)) | sB Sw<2,3,3> o 0 o ((8,32),(32,1),(1,3)):((32,256),(1,0),(0,8192))
   extern __shared__ __align__(128) unsigned char rc_smem[];
@@ -130,13 +143,36 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm80_bf16_tn_128x25
   // Threadblock rasterization: CUTLASS identity swizzle, 2^0 tiles along N per group
   const int tiles_m = (M + 127) / 128;
   const int tiles_n = (N + 255) / 256;
-  const int tile_m = (int)(blockIdx.x >> 0);
-  const int tile_n = (int)((blockIdx.y << 0) + (blockIdx.x & 0));
+  const bool serial_k = split_serial != 0 && split_k > 1;  // serial (semaphore-ordered) split-K
+  int bx = (int)blockIdx.x;
+  int by = (int)blockIdx.y;
+  int bz = (int)blockIdx.z;
+  // Serial split-K is deadlock-free by construction: every CTA takes a ticket when it starts and runs work item
+  // `ticket` in (x, y, z) order with z = split * L + batch, so the split s-1 a CTA waits for holds a smaller
+  // ticket: it was taken by a CTA that is already resident (or done), whatever order the hardware starts CTAs in.
+  // The last ticket resets the counter (semaphores[0]) for the next launch.
+  int* const rc_ticket = reinterpret_cast<int*>(rc_smem + 73728);  // 16 bytes after the mainloop / epilogue union (no static smem: it would count against the 48 KB default)
+  if (serial_k) {
+    if (tid == 0) {
+      const int total = (int)(gridDim.x * gridDim.y * gridDim.z);
+      const int t = atomicAdd(semaphores, 1);
+      if (t == total - 1) {
+        atomicExch(semaphores, 0);
+      }
+      *rc_ticket = t;
+    }
+    __syncthreads();
+    bx = *rc_ticket % (int)gridDim.x;
+    by = (*rc_ticket / (int)gridDim.x) % (int)gridDim.y;
+    bz = *rc_ticket / (int)(gridDim.x * gridDim.y);
+  }
+  const int tile_m = bx >> 0;
+  const int tile_n = (by << 0) + (bx & 0);
   if (tile_m >= tiles_m || tile_n >= tiles_n) {
     return;
   }
-  const int split = (int)blockIdx.z % split_k;
-  const int batch = (int)blockIdx.z / split_k;
+  const int split = bz / L;  // the split is the slowest-varying grid index: z = split * L + batch
+  const int batch = bz % L;
   const int m0 = tile_m * 128;
   const int n0 = tile_n * 256;
   const int k_begin = split * k_tiles_per_split * 32;  // this split's K range
@@ -272,64 +308,256 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm80_bf16_tn_128x25
     read_stage = read_stage + 1 == 3 ? 0 : read_stage + 1;
   }
   rc_cp_async_wait_group<0>();
-  // Epilogue: rows m0 + 16*(warp_m + WM*mi) + lane/4 + 8*h, columns n0 + 16*WN*(nj/2) + 16*warp_n + 8*(nj%2) + 2*(lane%4) + {0,1}
-  if (split_k > 1) {
-    float* const W = workspace + ((long long)batch * split_k + split) * M * N;
+  // every warp is done with the mainloop's shared memory: the epilogue staging buffer is a union with it
+  __syncthreads();
+  // Epilogue through shared memory: 2 slab(s) of 64 rows, staged (64,256) f32 row-major, ld 264 (pad 8), chunk swizzle true; 8-element (16 B) vectors, 8 per thread and slab
+  // bank wavefronts per tile: writes 512 + reads 512 (conflict-free: 1024)
+  float* const sE = reinterpret_cast<float*>(rc_smem);
+  const bool add_ws = serial_k && split > 0;  // serial: add the running partial of splits 0..split-1
+  const bool to_ws = split_k > 1 && !(serial_k && split == split_k - 1);  // store an f32 partial instead of D
+  float* const W = split_k > 1 ? workspace + (serial_k ? (long long)batch : (long long)batch * split_k + split) * M * N : workspace;  // parallel: one (M,N) slab per (batch, split); serial: one per batch
+  int* const sem = serial_k ? semaphores + 1 + ((long long)batch * tiles_m + tile_m) * tiles_n + tile_n : semaphores;
+  const __nv_bfloat16* const gC = C + batch * batch_stride_c;
+  __nv_bfloat16* const gD = D + batch * batch_stride_d;
+  const bool d_vec = (ldd % 8) == 0 && (batch_stride_d % 8) == 0 && (reinterpret_cast<uintptr_t>(D) % 16) == 0;  // 16-byte D stores
+  const bool c_vec = (ldc % 8) == 0 && (batch_stride_c % 8) == 0 && (reinterpret_cast<uintptr_t>(C) % 16) == 0;
+  const bool w_vec = (N % 8) == 0;  // 16-byte workspace vectors
+  {
+    // slab 0: M-atoms 0..2 of every warp
     #pragma unroll
-    for (int mi = 0; mi < 4; ++mi) {
+    for (int mi = 0; mi < 2; ++mi) {
       #pragma unroll
       for (int nj = 0; nj < 8; ++nj) {
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int m = m0 + 16 * (warp_m + 2 * mi) + lane / 4 + 8 * h;
-          const int n = n0 + 64 * (nj / 2) + 16 * warp_n + 8 * (nj % 2) + 2 * (lane % 4);
-          const float v0 = acc[mi][nj][2 * h];
-          const float v1 = acc[mi][nj][2 * h + 1];
-          if (m < M && n < N) {
-            if (n + 1 < N && (N % 2) == 0) {
-              *reinterpret_cast<float2*>(W + (long long)(m) * N + n) = make_float2(v0, v1);
+          const int r = 16 * (warp_m + 2 * mi) + lane / 4 + 8 * h;
+          const int cc = 64 * (nj / 2) + 16 * warp_n + 8 * (nj % 2) + 2 * (lane % 4);
+          *reinterpret_cast<float2*>(sE + (r) * 264 + (((cc) ^ (((cc) >> 3) & 4)))) = make_float2(acc[mi + 0][nj][2 * h], acc[mi + 0][nj][2 * h + 1]);
+        }
+      }
+    }
+    // serial split-K: wait until splits 0..split-1 of this tile are done (acquire)
+    if (add_ws && tid == 0) {
+      while (rc_ld_acquire_gpu(sem) != split) {
+        __nanosleep(64);
+      }
+    }
+    __syncthreads();
+    #pragma unroll
+    for (int it = 0; it < 8; ++it) {
+      const int idx = tid + it * 256;
+      const int so = idx / 32;
+      const int si = idx % 32 * 8;
+      const int m = m0 + 0 + so;
+      const int n = n0 + si;
+      if (m < M && n < N) {
+        float v[8];
+        const float4 s0 = *reinterpret_cast<const float4*>(sE + (so) * 264 + (((si + 0) ^ (((si + 0) >> 3) & 4))));
+        v[0] = s0.x;
+        v[1] = s0.y;
+        v[2] = s0.z;
+        v[3] = s0.w;
+        const float4 s1 = *reinterpret_cast<const float4*>(sE + (so) * 264 + (((si + 4) ^ (((si + 4) >> 3) & 4))));
+        v[4] = s1.x;
+        v[5] = s1.y;
+        v[6] = s1.z;
+        v[7] = s1.w;
+        const int rem = N - n;  // elements of the vector inside the matrix
+        const bool full = rem >= 8;
+        const long long wo = (long long)m * N + n;
+        if (add_ws) {
+          if (full && w_vec) {
+            const float4 w0 = __ldcg(reinterpret_cast<const float4*>(W + wo) + 0);
+            v[0] += w0.x;
+            v[1] += w0.y;
+            v[2] += w0.z;
+            v[3] += w0.w;
+            const float4 w1 = __ldcg(reinterpret_cast<const float4*>(W + wo) + 1);
+            v[4] += w1.x;
+            v[5] += w1.y;
+            v[6] += w1.z;
+            v[7] += w1.w;
+          } else {
+            #pragma unroll
+            for (int x = 0; x < 8; ++x) {
+              if (x < rem) {
+                v[x] += __ldcg(W + wo + x);
+              }
+            }
+          }
+        }
+        if (to_ws) {
+          if (full && w_vec) {
+            __stcg(reinterpret_cast<float4*>(W + wo) + 0, make_float4(v[0], v[1], v[2], v[3]));
+            __stcg(reinterpret_cast<float4*>(W + wo) + 1, make_float4(v[4], v[5], v[6], v[7]));
+          } else {
+            #pragma unroll
+            for (int x = 0; x < 8; ++x) {
+              if (x < rem) {
+                __stcg(W + wo + x, v[x]);
+              }
+            }
+          }
+        } else {
+          #pragma unroll
+          for (int x = 0; x < 8; ++x) {
+            v[x] *= alpha;
+          }
+          if (beta != 0.0f) {
+            const long long co = (long long)m * ldc + n;
+            if (full && c_vec) {
+              const uint4 c0 = *(reinterpret_cast<const uint4*>(gC + co) + 0);
+              v[0] += beta * __uint_as_float(c0.x << 16);
+              v[1] += beta * __uint_as_float(c0.x & 0xffff0000u);
+              v[2] += beta * __uint_as_float(c0.y << 16);
+              v[3] += beta * __uint_as_float(c0.y & 0xffff0000u);
+              v[4] += beta * __uint_as_float(c0.z << 16);
+              v[5] += beta * __uint_as_float(c0.z & 0xffff0000u);
+              v[6] += beta * __uint_as_float(c0.w << 16);
+              v[7] += beta * __uint_as_float(c0.w & 0xffff0000u);
             } else {
-              W[(long long)(m) * N + n] = v0;
-              if (n + 1 < N) {
-                W[(long long)(m) * N + n + 1] = v1;
+              #pragma unroll
+              for (int x = 0; x < 8; ++x) {
+                if (x < rem) {
+                  v[x] += beta * __bfloat162float(gC[co + x]);
+                }
+              }
+            }
+          }
+          const long long dof = (long long)m * ldd + n;
+          if (full && d_vec) {
+            *reinterpret_cast<uint4*>(gD + dof) = make_uint4((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[0])) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[1])) << 16), (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[2])) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[3])) << 16), (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[4])) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[5])) << 16), (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[6])) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[7])) << 16));
+          } else {
+            #pragma unroll
+            for (int x = 0; x < 8; ++x) {
+              if (x < rem) {
+                gD[dof + x] = __float2bfloat16_rn(v[x]);
               }
             }
           }
         }
       }
     }
-  } else {
-    const __nv_bfloat16* const gC = C + batch * batch_stride_c;
-    __nv_bfloat16* const gD = D + batch * batch_stride_d;
-    const bool d_pairs = (ldd % 2) == 0 && (batch_stride_d % 2) == 0 && (reinterpret_cast<uintptr_t>(D) % (2 * sizeof(*D))) == 0;  // 2-element vector stores
+  }
+  {
+    // every thread is done reading the previous slab
+    __syncthreads();
+    // slab 1: M-atoms 2..4 of every warp
     #pragma unroll
-    for (int mi = 0; mi < 4; ++mi) {
+    for (int mi = 0; mi < 2; ++mi) {
       #pragma unroll
       for (int nj = 0; nj < 8; ++nj) {
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int m = m0 + 16 * (warp_m + 2 * mi) + lane / 4 + 8 * h;
-          const int n = n0 + 64 * (nj / 2) + 16 * warp_n + 8 * (nj % 2) + 2 * (lane % 4);
-          float v0 = alpha * acc[mi][nj][2 * h];
-          float v1 = alpha * acc[mi][nj][2 * h + 1];
-          if (m < M && n < N) {
-            if (beta != 0.0f) {
-              v0 += beta * __bfloat162float(gC[(long long)(m) * ldc + n]);
-              if (n + 1 < N) {
-                v1 += beta * __bfloat162float(gC[(long long)(m) * ldc + n + 1]);
+          const int r = 16 * (warp_m + 2 * mi) + lane / 4 + 8 * h;
+          const int cc = 64 * (nj / 2) + 16 * warp_n + 8 * (nj % 2) + 2 * (lane % 4);
+          *reinterpret_cast<float2*>(sE + (r) * 264 + (((cc) ^ (((cc) >> 3) & 4)))) = make_float2(acc[mi + 2][nj][2 * h], acc[mi + 2][nj][2 * h + 1]);
+        }
+      }
+    }
+    __syncthreads();
+    #pragma unroll
+    for (int it = 0; it < 8; ++it) {
+      const int idx = tid + it * 256;
+      const int so = idx / 32;
+      const int si = idx % 32 * 8;
+      const int m = m0 + 64 + so;
+      const int n = n0 + si;
+      if (m < M && n < N) {
+        float v[8];
+        const float4 s0 = *reinterpret_cast<const float4*>(sE + (so) * 264 + (((si + 0) ^ (((si + 0) >> 3) & 4))));
+        v[0] = s0.x;
+        v[1] = s0.y;
+        v[2] = s0.z;
+        v[3] = s0.w;
+        const float4 s1 = *reinterpret_cast<const float4*>(sE + (so) * 264 + (((si + 4) ^ (((si + 4) >> 3) & 4))));
+        v[4] = s1.x;
+        v[5] = s1.y;
+        v[6] = s1.z;
+        v[7] = s1.w;
+        const int rem = N - n;  // elements of the vector inside the matrix
+        const bool full = rem >= 8;
+        const long long wo = (long long)m * N + n;
+        if (add_ws) {
+          if (full && w_vec) {
+            const float4 w0 = __ldcg(reinterpret_cast<const float4*>(W + wo) + 0);
+            v[0] += w0.x;
+            v[1] += w0.y;
+            v[2] += w0.z;
+            v[3] += w0.w;
+            const float4 w1 = __ldcg(reinterpret_cast<const float4*>(W + wo) + 1);
+            v[4] += w1.x;
+            v[5] += w1.y;
+            v[6] += w1.z;
+            v[7] += w1.w;
+          } else {
+            #pragma unroll
+            for (int x = 0; x < 8; ++x) {
+              if (x < rem) {
+                v[x] += __ldcg(W + wo + x);
               }
             }
-            if (d_pairs && n + 1 < N) {
-              *reinterpret_cast<__nv_bfloat162*>(gD + (long long)(m) * ldd + n) = __floats2bfloat162_rn(v0, v1);
+          }
+        }
+        if (to_ws) {
+          if (full && w_vec) {
+            __stcg(reinterpret_cast<float4*>(W + wo) + 0, make_float4(v[0], v[1], v[2], v[3]));
+            __stcg(reinterpret_cast<float4*>(W + wo) + 1, make_float4(v[4], v[5], v[6], v[7]));
+          } else {
+            #pragma unroll
+            for (int x = 0; x < 8; ++x) {
+              if (x < rem) {
+                __stcg(W + wo + x, v[x]);
+              }
+            }
+          }
+        } else {
+          #pragma unroll
+          for (int x = 0; x < 8; ++x) {
+            v[x] *= alpha;
+          }
+          if (beta != 0.0f) {
+            const long long co = (long long)m * ldc + n;
+            if (full && c_vec) {
+              const uint4 c0 = *(reinterpret_cast<const uint4*>(gC + co) + 0);
+              v[0] += beta * __uint_as_float(c0.x << 16);
+              v[1] += beta * __uint_as_float(c0.x & 0xffff0000u);
+              v[2] += beta * __uint_as_float(c0.y << 16);
+              v[3] += beta * __uint_as_float(c0.y & 0xffff0000u);
+              v[4] += beta * __uint_as_float(c0.z << 16);
+              v[5] += beta * __uint_as_float(c0.z & 0xffff0000u);
+              v[6] += beta * __uint_as_float(c0.w << 16);
+              v[7] += beta * __uint_as_float(c0.w & 0xffff0000u);
             } else {
-              gD[(long long)(m) * ldd + n] = __float2bfloat16_rn(v0);
-              if (n + 1 < N) {
-                gD[(long long)(m) * ldd + n + 1] = __float2bfloat16_rn(v1);
+              #pragma unroll
+              for (int x = 0; x < 8; ++x) {
+                if (x < rem) {
+                  v[x] += beta * __bfloat162float(gC[co + x]);
+                }
+              }
+            }
+          }
+          const long long dof = (long long)m * ldd + n;
+          if (full && d_vec) {
+            *reinterpret_cast<uint4*>(gD + dof) = make_uint4((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[0])) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[1])) << 16), (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[2])) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[3])) << 16), (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[4])) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[5])) << 16), (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[6])) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[7])) << 16));
+          } else {
+            #pragma unroll
+            for (int x = 0; x < 8; ++x) {
+              if (x < rem) {
+                gD[dof + x] = __float2bfloat16_rn(v[x]);
               }
             }
           }
         }
       }
+    }
+  }
+  // serial split-K: publish this split's partial (release); the last split resets the counter to 0
+  if (serial_k) {
+    __syncthreads();
+    if (tid == 0) {
+      __threadfence();
+      rc_st_release_gpu(sem, split == split_k - 1 ? 0 : split + 1);
     }
   }
 }

@@ -1,8 +1,10 @@
 //! GPU verification of the generated SM80 GEMM kernels (`rcute_kernel::gemm_sm80`):
 //! random shapes (M, N not multiples of the tile, 1, K a multiple of 8 down to 8), every
 //! operand major, row- and column-major outputs, batches, padded and odd leading
-//! dimensions, alpha / beta (with a null C when beta = 0), parallel split-K (including
-//! more splits than K tiles). Outputs are poisoned (NaN) before each launch; every
+//! dimensions (odd `ldd`: the staged epilogue's element-wise fallback), alpha / beta (with
+//! a null C when beta = 0), f32 / f16 / bf16 outputs through the shared-memory epilogue,
+//! parallel and serial split-K (2, 3, 7 splits, more splits than K tiles, batched; the
+//! serial semaphores are shared by all cases of a kernel and must be zero after each). Outputs are poisoned (NaN) before each launch; every
 //! in-bounds element must be written and every padding element left alone; results are
 //! compared with a float64 CPU reference: ||out - ref|| / ||ref|| < 1e-2.
 //!
@@ -10,7 +12,7 @@
 //! failure). `RCUTE_SEED` fixes the random seed, which is printed.
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
-use rcute_kernel::gemm_sm80::{generate, launch, launch_split_k, GemmArgs, GemmElement as Element, GemmSm80Config, GeneratedGemm, Major, StorageOrder};
+use rcute_kernel::gemm_sm80::{generate, launch, launch_split_k, GemmArgs, GemmElement as Element, GemmSm80Config, GeneratedGemm, Major, SplitKMode, StorageOrder};
 use rcute_kernel::testing::gpu_for_test;
 use rcute_kernel::{Arch, CompileOptions, Function, Gpu, KernelCache};
 use std::sync::Arc;
@@ -62,7 +64,11 @@ struct Kernels {
     g: GeneratedGemm,
     main: Function,
     reduce: Function,
+    semaphores: CudaSlice<i32>,
 }
+
+/// Semaphores for every serial case of the suite (zeroed once, reused).
+const SEMAPHORES: usize = 1 << 16;
 
 fn build(gpu: &Gpu, cfg: &GemmSm80Config) -> Kernels {
     let g = generate(cfg).unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
@@ -75,7 +81,8 @@ fn build(gpu: &Gpu, cfg: &GemmSm80Config) -> Kernels {
     let reduce = module.function(&g.reduce_name).expect("reduce kernel");
     let r = main.resources();
     eprintln!("{}: {} registers, {} spill bytes, {} B dynamic smem", g.name, r.registers, r.spill_stores_bytes + r.spill_loads_bytes, g.smem_bytes);
-    Kernels { g, main, reduce }
+    let semaphores = gpu.stream().alloc_zeros::<i32>(SEMAPHORES).expect("semaphores");
+    Kernels { g, main, reduce, semaphores }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -88,6 +95,7 @@ struct Case {
     alpha: f32,
     beta: f32,
     split_k: u32,
+    serial: bool,
 }
 
 fn upload(stream: &Arc<CudaStream>, bytes: &[u8]) -> CudaSlice<u8> {
@@ -125,7 +133,9 @@ fn run_case(gpu: &Gpu, k: &Kernels, c: Case, rng: &mut Rng) -> f64 {
     let d_b = upload(stream, &bb);
     let d_c = upload(stream, &bc);
     let d_d = upload(stream, &poison);
-    let ws_bytes = k.g.workspace_bytes(m as i32, n as i32, l as i32, c.split_k).max(16);
+    let mode = if c.serial { SplitKMode::Serial } else { SplitKMode::Parallel };
+    let ws_bytes = k.g.workspace_bytes_mode(m as i32, n as i32, l as i32, c.split_k, mode).max(16);
+    assert!(k.g.semaphore_count(m as i32, n as i32, l as i32) <= SEMAPHORES);
     let d_w = stream.alloc_zeros::<u8>(ws_bytes).expect("workspace");
     {
         let (pa, _ra) = d_a.device_ptr(stream);
@@ -133,6 +143,7 @@ fn run_case(gpu: &Gpu, k: &Kernels, c: Case, rng: &mut Rng) -> f64 {
         let (pc, _rc) = d_c.device_ptr(stream);
         let (pd, _rd) = d_d.device_ptr(stream);
         let (pw, _rw) = d_w.device_ptr(stream);
+        let (ps, _rs) = k.semaphores.device_ptr(stream);
         let args = GemmArgs {
             m: m as i32,
             n: n as i32,
@@ -154,6 +165,8 @@ fn run_case(gpu: &Gpu, k: &Kernels, c: Case, rng: &mut Rng) -> f64 {
             beta: c.beta,
             split_k: c.split_k,
             workspace: if c.split_k > 1 { pw } else { 0 },
+            split_k_mode: mode,
+            semaphores: ps,
         };
         // SAFETY: the buffers hold the matrices described by `args`.
         unsafe {
@@ -166,6 +179,10 @@ fn run_case(gpu: &Gpu, k: &Kernels, c: Case, rng: &mut Rng) -> f64 {
         gpu.synchronize().unwrap_or_else(|e| panic!("{} {c:?}: {e}", k.g.name));
     }
     let out = stream.clone_dtoh(&d_d).expect("dtoh");
+    if c.serial {
+        let sems = stream.clone_dtoh(&k.semaphores).expect("dtoh");
+        assert!(sems.iter().all(|&x| x == 0), "{} {c:?}: serial split-K left semaphores non-zero", k.g.name);
+    }
     let eb = ed.bytes() as usize;
     let (mut num, mut den) = (0.0f64, 0.0f64);
     for b in 0..l {
@@ -209,11 +226,16 @@ fn run_case(gpu: &Gpu, k: &Kernels, c: Case, rng: &mut Rng) -> f64 {
 fn random_cases(rng: &mut Rng, tile: [i64; 3], count: usize) -> Vec<Case> {
     let [bm, bn, bk] = tile;
     let mut v = vec![
-        Case { m: 1, n: 1, k: 8, l: 1, pad: [0, 0, 0, 0], alpha: 1.0, beta: 0.0, split_k: 1 },
-        Case { m: bm, n: bn, k: bk, l: 1, pad: [0, 0, 0, 0], alpha: 1.0, beta: 0.0, split_k: 1 },
-        Case { m: bm + 1, n: bn - 1, k: 3 * bk + 8, l: 2, pad: [1, 0, 3, 1], alpha: 0.5, beta: 1.5, split_k: 1 },
-        Case { m: 2 * bm + 3, n: 1, k: 8 * bk + 24, l: 1, pad: [0, 1, 0, 0], alpha: 1.0, beta: 0.0, split_k: 3 },
-        Case { m: 17, n: 2 * bn + 5, k: 40, l: 3, pad: [0, 0, 1, 2], alpha: -1.0, beta: 0.25, split_k: 7 },
+        Case { m: 1, n: 1, k: 8, l: 1, pad: [0, 0, 0, 0], alpha: 1.0, beta: 0.0, split_k: 1, serial: false },
+        Case { m: bm, n: bn, k: bk, l: 1, pad: [0, 0, 0, 0], alpha: 1.0, beta: 0.0, split_k: 1, serial: false },
+        Case { m: bm + 1, n: bn - 1, k: 3 * bk + 8, l: 2, pad: [1, 0, 3, 1], alpha: 0.5, beta: 1.5, split_k: 1, serial: false },
+        Case { m: 2 * bm + 3, n: 1, k: 8 * bk + 24, l: 1, pad: [0, 1, 0, 0], alpha: 1.0, beta: 0.0, split_k: 3, serial: false },
+        Case { m: 17, n: 2 * bn + 5, k: 40, l: 3, pad: [0, 0, 1, 2], alpha: -1.0, beta: 0.25, split_k: 7, serial: false },
+        // Serial split-K: 2, 3, 7 splits, more splits than K tiles, batched, odd ldd.
+        Case { m: 2 * bm + 3, n: bn + 9, k: 8 * bk + 24, l: 1, pad: [0, 1, 0, 0], alpha: 1.0, beta: 0.0, split_k: 2, serial: true },
+        Case { m: bm - 1, n: 2 * bn + 1, k: 5 * bk + 8, l: 2, pad: [0, 0, 1, 3], alpha: 0.5, beta: -1.0, split_k: 3, serial: true },
+        Case { m: 17, n: 2 * bn + 5, k: 40, l: 3, pad: [0, 0, 1, 2], alpha: -1.0, beta: 0.25, split_k: 7, serial: true },
+        Case { m: bm + 5, n: bn, k: 3 * bk, l: 2, pad: [0, 0, 0, 1], alpha: 1.0, beta: 1.0, split_k: 7, serial: true },
     ];
     for _ in 0..count {
         v.push(Case {
@@ -225,6 +247,7 @@ fn random_cases(rng: &mut Rng, tile: [i64; 3], count: usize) -> Vec<Case> {
             alpha: [1.0, 0.5, -2.0][rng.range(0, 2) as usize],
             beta: [0.0, 0.0, 1.0, -0.5][rng.range(0, 3) as usize],
             split_k: [1, 1, 2, 4][rng.range(0, 3) as usize],
+            serial: rng.range(0, 1) == 1,
         });
     }
     v
@@ -250,6 +273,17 @@ fn configs() -> Vec<GemmSm80Config> {
     let mut c = GemmSm80Config::bf16(Major::K, Major::MN, [32, 32, 16], [1, 1]);
     c.c_major = StorageOrder::ColMajor;
     c.stages = Some(2);
+    v.push(c);
+    // Staged epilogue outputs: f16 (row-major) and f32 (row-major), bf16 column-major.
+    let mut c = GemmSm80Config::bf16(Major::K, Major::K, [64, 64, 64], [2, 2]);
+    (c.a, c.b, c.c, c.d) = (Element::F16, Element::F16, Element::F16, Element::F16);
+    v.push(c);
+    let mut c = GemmSm80Config::bf16(Major::K, Major::K, [128, 256, 32], [2, 4]);
+    c.stages = Some(3);
+    (c.c, c.d) = (Element::F32, Element::F32);
+    v.push(c);
+    let mut c = GemmSm80Config::bf16(Major::MN, Major::K, [16, 64, 128], [1, 4]);
+    c.c_major = StorageOrder::ColMajor;
     v.push(c);
     v
 }

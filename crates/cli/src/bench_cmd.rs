@@ -5,6 +5,8 @@ use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::bf16;
 use rcute_kernel::Gpu;
+use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
+use rcute_ops::select::Selection;
 use rcute_ops::{MatrixMut, MatrixRef, Ops};
 use std::sync::Arc;
 
@@ -20,6 +22,11 @@ pub struct BenchGemmArgs {
     /// Timed samples per kernel, each the mean of 10 back-to-back launches (median reported).
     #[arg(long, default_value_t = 30)]
     pub iters: usize,
+    /// Also time forced kernel configurations (repeatable):
+    /// `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN]`, e.g.
+    /// `--config 64x64x64,2x2,4,4,serial`. Without it only the automatic selection runs.
+    #[arg(long = "config")]
+    pub configs: Vec<String>,
     /// Write the table as JSON to this file.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
@@ -28,6 +35,8 @@ pub struct BenchGemmArgs {
 /// One row of the table.
 #[derive(Debug, Clone)]
 pub struct Row {
+    /// `auto` or the forced configuration string.
+    pub config: String,
     /// M, N, K.
     pub shape: (usize, usize, usize),
     /// rcute median time in microseconds.
@@ -36,6 +45,36 @@ pub struct Row {
     pub cublas_us: f64,
     /// Max relative error of rcute vs cuBLAS (max |r - c| / max |c|).
     pub max_rel_err: f64,
+}
+
+fn parse_config(s: &str) -> Result<Selection, String> {
+    let bad = |why: &str| format!("bad --config {s:?}: {why} (expected BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN])");
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    if parts.len() < 4 {
+        return Err(bad("too few fields"));
+    }
+    let nums = |x: &str, n: usize| -> Result<Vec<i64>, String> {
+        let v: Vec<i64> = x.split(['x', 'X']).map(|y| y.parse::<i64>()).collect::<Result<_, _>>().map_err(|e| bad(&e.to_string()))?;
+        if v.len() != n {
+            return Err(bad(&format!("{x:?} needs {n} extents")));
+        }
+        Ok(v)
+    };
+    let t = nums(parts[0], 3)?;
+    let w = nums(parts[1], 2)?;
+    let mut config = GemmSm80Config::bf16(Major::K, Major::K, [t[0], t[1], t[2]], [w[0], w[1]]);
+    config.stages = if parts[2] == "auto" { None } else { Some(parts[2].parse().map_err(|_| bad("stages"))?) };
+    let split_k: u32 = parts[3].parse().map_err(|_| bad("split-K"))?;
+    let mut split_k_mode = SplitKMode::Parallel;
+    for p in &parts[4..] {
+        match *p {
+            "serial" => split_k_mode = SplitKMode::Serial,
+            "parallel" => split_k_mode = SplitKMode::Parallel,
+            r if r.starts_with('r') => config.raster_swizzle = r[1..].parse().map_err(|_| bad("raster swizzle"))?,
+            other => return Err(bad(&format!("unknown field {other:?}"))),
+        }
+    }
+    Ok(Selection { config, split_k, split_k_mode })
 }
 
 fn parse_shape(s: &str) -> Result<(usize, usize, usize), String> {
@@ -95,6 +134,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
         return Err(format!("--dtype {}: only bf16 is benchmarked on this path today", args.dtype));
     }
     let shapes = args.shapes.iter().map(|s| parse_shape(s)).collect::<Result<Vec<_>, _>>()?;
+    let forced = args.configs.iter().map(|s| parse_config(s).map(|c| (s.clone(), c))).collect::<Result<Vec<_>, _>>()?;
     let gpu = match Gpu::detect() {
         Ok(Some(g)) => g,
         Ok(None) => return Err("no CUDA GPU found: the benchmark needs one".into()),
@@ -112,12 +152,28 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
         let b: CudaSlice<bf16> = stream.clone_htod(&random_bf16(k * n, 2 + 3 * i as u64)).map_err(e)?;
         let mut d: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
         let mut dref: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
-        let rcute_us = median_us(&stream, args.iters, || {
-            let av = MatrixRef::new(&a, m, k);
-            let bv = MatrixRef::new(&b, k, n).col_major();
-            let mut dv = MatrixMut::new(&mut d, m, n);
-            ops.gemm(&av, &bv, None, &mut dv, 1.0, 0.0).map_err(|x| x.to_string())
-        })?;
+        let mut timed: Vec<(String, f64)> = Vec::new();
+        let mut variants: Vec<(String, Option<Selection>)> = vec![("auto".into(), None)];
+        variants.extend(forced.iter().map(|(n, c)| (n.clone(), Some(c.clone()))));
+        for (label, sel) in &variants {
+            let us = median_us(&stream, args.iters, || {
+                let av = MatrixRef::new(&a, m, k);
+                let bv = MatrixRef::new(&b, k, n).col_major();
+                let mut dv = MatrixMut::new(&mut d, m, n);
+                match sel {
+                    None => ops.gemm(&av, &bv, None, &mut dv, 1.0, 0.0).map_err(|x| x.to_string()),
+                    Some(sel) => {
+                        let p = rcute_ops::validate(&av, &bv, None, &dv, 1.0, 0.0).map_err(|x| x.to_string())?;
+                        ops.run_gemm_with(&p, Some(sel)).map_err(|x| x.to_string())
+                    }
+                }
+            });
+            match us {
+                Ok(us) => timed.push((label.clone(), us)),
+                Err(e) if sel.is_some() => eprintln!("{m}x{n}x{k} {label}: {e}"),
+                Err(e) => return Err(e),
+            }
+        }
         // cuBLAS is column-major: D^T (NxM) = B^T (NxK) * A^T (KxM).
         let cfg = GemmConfig {
             transa: cublasOperation_t::CUBLAS_OP_T,
@@ -135,26 +191,42 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
             // SAFETY: the buffers hold K*N, M*K and M*N elements as the config describes.
             unsafe { blas.gemm(cfg, &b, &a, &mut dref) }.map_err(|x| x.to_string())
         })?;
-        stream.synchronize().map_err(e)?;
-        let got = stream.clone_dtoh(&d).map_err(e)?;
         let want = stream.clone_dtoh(&dref).map_err(e)?;
         let max_ref = want.iter().map(|x| x.to_f64().abs()).fold(0.0, f64::max).max(1e-30);
-        let max_err = got.iter().zip(&want).map(|(x, y)| (x.to_f64() - y.to_f64()).abs()).fold(0.0, f64::max);
-        let nan = got.iter().any(|x| x.is_nan());
-        rows.push(Row { shape: (m, n, k), rcute_us, cublas_us, max_rel_err: if nan { f64::NAN } else { max_err / max_ref } });
+        for (label, rcute_us) in timed {
+            // Check each variant's own output.
+            let sel = variants.iter().find(|v| v.0 == label).and_then(|v| v.1.clone());
+            let mut dv = MatrixMut::new(&mut d, m, n);
+            let av = MatrixRef::new(&a, m, k);
+            let bv = MatrixRef::new(&b, k, n).col_major();
+            match &sel {
+                None => ops.gemm(&av, &bv, None, &mut dv, 1.0, 0.0).map_err(|x| x.to_string())?,
+                Some(s) => {
+                    let p = rcute_ops::validate(&av, &bv, None, &dv, 1.0, 0.0).map_err(|x| x.to_string())?;
+                    ops.run_gemm_with(&p, Some(s)).map_err(|x| x.to_string())?;
+                }
+            }
+            stream.synchronize().map_err(e)?;
+            let got = stream.clone_dtoh(&d).map_err(e)?;
+            let max_err = got.iter().zip(&want).map(|(x, y)| (x.to_f64() - y.to_f64()).abs()).fold(0.0, f64::max);
+            let nan = got.iter().any(|x| x.is_nan());
+            rows.push(Row { config: label, shape: (m, n, k), rcute_us, cublas_us, max_rel_err: if nan { f64::NAN } else { max_err / max_ref } });
+        }
     }
     let mut out = String::new();
     out.push_str(&format!("device: {} ({} SMs)\n", gpu.name(), gpu.sm_count()));
     out.push_str(&format!(
-        "{:<20} {:>11} {:>11} {:>17} {:>13} {:>12}\n",
-        "shape (MxNxK)", "rcute_us", "cublas_us", "ratio (cuBLAS/rc)", "rcute_TFLOPs", "max_rel_err"
+        "{:<20} {:<28} {:>11} {:>11} {:>17} {:>13} {:>12}\n",
+        "shape (MxNxK)",
+        "config", "rcute_us", "cublas_us", "ratio (cuBLAS/rc)", "rcute_TFLOPs", "max_rel_err"
     ));
     for r in &rows {
         let (m, n, k) = r.shape;
         let tflops = 2.0 * m as f64 * n as f64 * k as f64 / (r.rcute_us * 1e-6) / 1e12;
         out.push_str(&format!(
-            "{:<20} {:>11.1} {:>11.1} {:>17.3} {:>13.1} {:>12.2e}\n",
+            "{:<20} {:<28} {:>11.1} {:>11.1} {:>17.3} {:>13.1} {:>12.2e}\n",
             format!("{m}x{n}x{k}"),
+            r.config,
             r.rcute_us,
             r.cublas_us,
             r.cublas_us / r.rcute_us,
@@ -166,7 +238,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
         let v: Vec<serde_json::Value> = rows
             .iter()
             .map(|r| {
-                serde_json::json!({"m": r.shape.0, "n": r.shape.1, "k": r.shape.2, "rcute_us": r.rcute_us,
+                serde_json::json!({"config": r.config, "m": r.shape.0, "n": r.shape.1, "k": r.shape.2, "rcute_us": r.rcute_us,
                     "cublas_us": r.cublas_us, "ratio": r.cublas_us / r.rcute_us, "max_rel_err": r.max_rel_err})
             })
             .collect();

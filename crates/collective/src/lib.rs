@@ -6,7 +6,7 @@
 //! | file | contents |
 //! |---|---|
 //! | `sm80_mainloop.rs` | [`Sm80MainloopConfig`] -> [`Sm80Mainloop`]: the Ampere multistage `cp.async` mainloop plan (CuTe's `MainloopSm80CpAsync` with the SM80 default smem layouts and copies) |
-//! | `epilogue.rs` | [`EpilogueConfig`] -> [`EpiloguePlan`]: `D = convert(alpha * acc + beta * C)`, direct predicated stores from the accumulator fragments |
+//! | `epilogue.rs` | [`EpilogueConfig`] -> [`EpiloguePlan`]: `D = convert(alpha * acc + beta * C)`; [`SmemEpilogue`]: the shared-memory staging (slabs in a union with the mainloop smem, padding / swizzle chosen by a bank-conflict simulation, 16-byte vectors) |
 //!
 //! A plan holds everything a kernel emitter needs, in layout form:
 //!
@@ -36,7 +36,7 @@
 pub mod epilogue;
 pub mod sm80_mainloop;
 
-pub use epilogue::{EpilogueConfig, EpilogueError, EpiloguePlan, StorageOrder};
+pub use epilogue::{EpilogueConfig, EpilogueError, EpiloguePlan, SmemEpilogue, StorageOrder, STORE_VECTOR_BYTES};
 pub use sm80_mainloop::{
     G2sCopy, LdmatrixLanes, PlanError, Sm80Mainloop, Sm80MainloopConfig, DEFAULT_SMEM_BUDGET, MAX_AUTO_STAGES,
 };

@@ -24,9 +24,24 @@
 //!   `alpha`, `beta` (C is not read when `beta == 0`);
 //! * threadblock rasterization with CUTLASS's identity swizzle of `2^raster_swizzle`
 //!   tiles along N for L2 reuse;
-//! * parallel split-K: with `split_k > 1` each split writes its f32 partial tile to a
-//!   workspace and a second kernel (`<name>_splitk_reduce`) sums the splits and applies the
-//!   epilogue. Serial (in-place, semaphore-ordered) split-K is not implemented.
+//! * an epilogue staged through shared memory ([`SmemEpilogue`]): after the last k-tile
+//!   (`cp.async.wait_group 0` + `__syncthreads()`: the staging buffer is a union with the
+//!   mainloop stages) the f32 accumulators are written slab by slab into a padded /
+//!   swizzled, bank-conflict-checked buffer; each thread then reads whole 16-byte output
+//!   vectors, applies `alpha * acc + beta * C` (16-byte C loads), converts and stores
+//!   16 bytes coalesced. Vectors that cross the matrix edge, and D / C whose leading
+//!   dimension, batch stride or address is not vector-aligned (e.g. odd `ldd`), fall
+//!   back to element-wise stores of the same vector (the old direct 2-element stores from
+//!   the fragments are gone: the staged path covers every alignment);
+//! * split-K ([`SplitKMode`]): parallel (each split writes its f32 partial slab, a
+//!   second kernel `<name>_splitk_reduce` sums the splits and applies the epilogue) or
+//!   serial (one kernel: the splits of a tile run their epilogues in order behind a
+//!   per-tile semaphore, accumulating into one f32 slab; the last split writes D and
+//!   resets the semaphore). Serial split-K is deadlock-free whatever order the hardware
+//!   starts CTAs in: each CTA takes a ticket (atomic counter) when it starts and works
+//!   on item `ticket` of the grid in (x, y, z) order with `z = split * L + batch` (the
+//!   split slowest-varying), so the CTA it waits for (split `s - 1` of its tile, a
+//!   smaller item) took its ticket earlier and is resident or done.
 //!
 //! Alignment rules (checked by [`GemmArgs::validate`], typed [`GemmError::Alignment`]):
 //! A and B are read in 16-byte vectors of 8 elements, so `lda`, `ldb` and the batch
@@ -35,8 +50,9 @@
 //! there is no element-wise path). An MN-major operand's last vector along M (N) may
 //! extend past `M` (`N`) into the leading-dimension padding: the buffers must be readable
 //! for `ld * cols` elements (the usual BLAS contract), and those values only reach outputs
-//! that are never stored. D must be aligned to its element size (pairs are stored as one
-//! vector when `ldd` and the batch stride are even and D is 2-element aligned).
+//! that are never stored. D must be aligned to its element size (16-byte vectors are used
+//! when `ldd` and the batch stride are multiples of the vector and D is 16-byte aligned;
+//! otherwise element-wise stores).
 //!
 //! ```
 //! use rcute_kernel::gemm_sm80::{generate, GemmSm80Config};
@@ -44,7 +60,7 @@
 //! let cfg = GemmSm80Config::bf16(Major::K, Major::K, [128, 128, 32], [2, 2]);
 //! let g = generate(&cfg).unwrap();
 //! assert_eq!(g.name, "rc_gemm_sm80_bf16_tn_128x128x32_s4_w2x2");
-//! assert_eq!((g.threads, g.smem_bytes), (128, 65536));
+//! assert_eq!((g.threads, g.smem_bytes), (128, 65536 + 16));
 //! assert!(g.source.contains("rc_mma_m16n8k16_f32_bf16_bf16_f32"));
 //! assert_eq!(g.grid(1000, 300, 2), rcute_kernel::Dim3::new(8, 3, 2));
 //! ```
@@ -56,7 +72,7 @@ use rcute_atom::harness::includes;
 use rcute_atom::{Element, Snippet};
 use rcute_collective::epilogue::EpilogueError;
 use rcute_collective::{
-    EpilogueConfig, EpiloguePlan, PlanError, Sm80Mainloop, Sm80MainloopConfig, DEFAULT_SMEM_BUDGET,
+    EpilogueConfig, EpiloguePlan, PlanError, Sm80Mainloop, Sm80MainloopConfig, SmemEpilogue, DEFAULT_SMEM_BUDGET,
 };
 use rcute_layout::{AnyLayout, Int, Tuple};
 
@@ -182,7 +198,8 @@ pub struct GeneratedGemm {
     pub source: String,
     /// Threads per CTA of the main kernel.
     pub threads: u32,
-    /// Dynamic shared memory per CTA of the main kernel, in bytes.
+    /// Dynamic shared memory per CTA of the main kernel, in bytes (the union of the
+    /// mainloop stages and the epilogue staging buffer, plus [`TICKET_SMEM`]).
     pub smem_bytes: u32,
     /// `(BM, BN, BK)`.
     pub tile: [i64; 3],
@@ -192,6 +209,22 @@ pub struct GeneratedGemm {
     pub config: GemmSm80Config,
     /// The mainloop plan.
     pub plan: Sm80Mainloop,
+    /// The shared-memory staged epilogue (its buffer is a union with the mainloop's).
+    pub epilogue: SmemEpilogue,
+}
+
+/// How `split_k > 1` combines the K splits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SplitKMode {
+    /// Each split writes an f32 partial slab; `<name>_splitk_reduce` sums them (two
+    /// kernels, `split_k * M * N * L` floats of workspace).
+    #[default]
+    Parallel,
+    /// The splits of one output tile run their epilogues in order, serialized by a
+    /// per-tile semaphore: split `s` waits until the tile's counter is `s`, adds its sum to
+    /// the running f32 partial (one `M * N * L` slab), or, as the last split, applies the
+    /// epilogue to D, then releases `s + 1` (the last split resets it to 0). One kernel.
+    Serial,
 }
 
 /// Run-time arguments of one GEMM launch. Pointers are device addresses (`CUdeviceptr`).
@@ -239,8 +272,14 @@ pub struct GemmArgs {
     pub beta: f32,
     /// K splits (1 = no split-K; more needs a workspace and the reduction kernel).
     pub split_k: u32,
-    /// f32 workspace of [`GeneratedGemm::workspace_bytes`] bytes (split-K only).
+    /// f32 workspace of [`GeneratedGemm::workspace_bytes_mode`] bytes (split-K only).
     pub workspace: u64,
+    /// How the splits are combined (with `split_k > 1`).
+    pub split_k_mode: SplitKMode,
+    /// Serial split-K: [`GeneratedGemm::semaphore_count`] `int`s, zero before the first
+    /// launch; every launch that completes leaves them zero again (reusable without a
+    /// memset). Launches sharing them must be ordered (one stream).
+    pub semaphores: u64,
 }
 
 impl GemmArgs {
@@ -273,6 +312,8 @@ impl GemmArgs {
             beta: 0.0,
             split_k: 1,
             workspace: 0,
+            split_k_mode: SplitKMode::Parallel,
+            semaphores: 0,
         }
     }
 
@@ -327,6 +368,9 @@ impl GemmArgs {
         if self.split_k > 1 && (self.workspace == 0 || self.workspace % 16 != 0) {
             return shape("split_k > 1 needs a 16-byte aligned f32 workspace".into());
         }
+        if self.split_k > 1 && self.split_k_mode == SplitKMode::Serial && (self.semaphores == 0 || self.semaphores % 4 != 0) {
+            return shape("serial split-K needs a zeroed, 4-byte aligned semaphore array".into());
+        }
         let grid = g.grid_split(self.m, self.n, self.l, self.split_k);
         if grid.y > 65535 || grid.z > 65535 {
             return shape(format!("grid {grid:?} exceeds the 65535 limit in y or z"));
@@ -367,6 +411,24 @@ impl GeneratedGemm {
         }
     }
 
+    /// Bytes of the f32 workspace for `mode` (0 for `split_k <= 1`): parallel
+    /// `4 * M * N * L * split_k`, serial `4 * M * N * L`.
+    pub fn workspace_bytes_mode(&self, m: i32, n: i32, l: i32, split_k: u32, mode: SplitKMode) -> usize {
+        match mode {
+            SplitKMode::Parallel => self.workspace_bytes(m, n, l, split_k),
+            SplitKMode::Serial if split_k > 1 => 4 * m as usize * n as usize * l as usize,
+            SplitKMode::Serial => 0,
+        }
+    }
+
+    /// `int`s of the serial split-K semaphore array: a ticket counter and one counter
+    /// per output tile and batch (`1 + L * tiles_m * tiles_n`).
+    pub fn semaphore_count(&self, m: i32, n: i32, l: i32) -> usize {
+        let tm = (m.max(1) as usize).div_ceil(self.tile[0] as usize);
+        let tn = (n.max(1) as usize).div_ceil(self.tile[1] as usize);
+        1 + l.max(1) as usize * tm * tn
+    }
+
     /// The launch configuration of the main kernel.
     pub fn launch_config(&self, args: &GemmArgs) -> LaunchConfig {
         LaunchConfig::new(self.grid_split(args.m, args.n, args.l, args.split_k), self.threads)
@@ -380,6 +442,7 @@ impl GeneratedGemm {
             .u64(a.c)
             .u64(a.d)
             .u64(a.workspace)
+            .u64(if a.split_k_mode == SplitKMode::Serial { a.semaphores } else { 0 })
             .i32(a.m)
             .i32(a.n)
             .i32(a.k)
@@ -396,6 +459,7 @@ impl GeneratedGemm {
             .f32(a.beta)
             .i32(a.split_k as i32)
             .i32(self.k_tiles_per_split(a.k, a.split_k))
+            .i32((a.split_k_mode == SplitKMode::Serial) as i32)
     }
 }
 
@@ -426,9 +490,10 @@ pub unsafe fn launch(f: &Function, g: &GeneratedGemm, args: &GemmArgs) -> Result
     Ok(())
 }
 
-/// Launch the GEMM with parallel split-K: the main kernel writes `split_k` f32 partial
+/// Launch the GEMM with split-K. Parallel: the main kernel writes `split_k` f32 partial
 /// products into `args.workspace`, then `reduce` (the `<name>_splitk_reduce` kernel of
-/// the same unit) sums them and applies `alpha`, `beta`, C and the conversion to D. With
+/// the same unit) sums them and applies `alpha`, `beta`, C and the conversion to D.
+/// Serial: only the main kernel runs (splits ordered by `args.semaphores`). With
 /// `split_k == 1` only the main kernel runs.
 ///
 /// # Safety
@@ -441,7 +506,7 @@ pub unsafe fn launch_split_k(main: &Function, reduce: &Function, g: &GeneratedGe
     args.validate(g)?;
     // SAFETY: as in `launch`.
     unsafe { main.launch(&g.launch_config(args), &g.main_args(args))? };
-    if args.split_k > 1 {
+    if args.split_k > 1 && args.split_k_mode == SplitKMode::Parallel {
         let mn = args.m as u64 * args.n as u64;
         let blocks = mn.div_ceil(g.reduce_threads as u64).max(1) as u32;
         let cfg = LaunchConfig::new((blocks, args.l as u32), g.reduce_threads);
@@ -485,6 +550,10 @@ pub fn kernel_name(cfg: &GemmSm80Config, stages: usize) -> String {
     }
     s
 }
+
+/// Dynamic shared memory after the mainloop / epilogue union that holds the serial
+/// split-K ticket.
+pub const TICKET_SMEM: usize = 16;
 
 /// Threads per CTA of the split-K reduction kernel.
 pub const REDUCE_THREADS: u32 = 256;
@@ -683,21 +752,12 @@ fn type_names(cfg: &GemmSm80Config) -> Names {
     Names { ta: cfg.a.cuda_type(), tc: cfg.c.cuda_type(), td: cfg.d.cuda_type() }
 }
 
-fn pair_store(dty: Element, ptr: &str, v0: &str, v1: &str) -> String {
-    match dty {
-        Element::BF16 => format!("*reinterpret_cast<__nv_bfloat162*>({ptr}) = __floats2bfloat162_rn({v0}, {v1})"),
-        Element::F16 => format!("*reinterpret_cast<__half2*>({ptr}) = __floats2half2_rn({v0}, {v1})"),
-        _ => format!("*reinterpret_cast<float2*>({ptr}) = make_float2({v0}, {v1})"),
-    }
-}
-
-fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, name: &str) -> CFunction {
+fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &SmemEpilogue, name: &str) -> CFunction {
     let t = type_names(cfg);
     let [bm, bn, bk] = cfg.tile;
     let [wm, wn] = cfg.warps;
     let stages = p.stages;
     let r = cfg.raster_swizzle;
-    let row_major = cfg.c_major == StorageOrder::RowMajor;
     let sep = separable(p);
     let mut b: Vec<Stmt> = Vec::new();
 
@@ -713,11 +773,43 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, name: 
     b.push(c(format!("Threadblock rasterization: CUTLASS identity swizzle, 2^{r} tiles along N per group")));
     b.push(d("const int", "tiles_m", format!("(M + {}) / {bm}", bm - 1)));
     b.push(d("const int", "tiles_n", format!("(N + {}) / {bn}", bn - 1)));
-    b.push(d("const int", "tile_m", format!("(int)(blockIdx.x >> {r})")));
-    b.push(d("const int", "tile_n", format!("(int)((blockIdx.y << {r}) + (blockIdx.x & {}))", (1u32 << r) - 1)));
+    b.push(dc("const bool", "serial_k", "split_serial != 0 && split_k > 1", "serial (semaphore-ordered) split-K"));
+    b.push(d("int", "bx", "(int)blockIdx.x"));
+    b.push(d("int", "by", "(int)blockIdx.y"));
+    b.push(d("int", "bz", "(int)blockIdx.z"));
+    b.push(c("Serial split-K is deadlock-free by construction: every CTA takes a ticket when it starts and runs work item"));
+    b.push(c("`ticket` in (x, y, z) order with z = split * L + batch, so the split s-1 a CTA waits for holds a smaller"));
+    b.push(c("ticket: it was taken by a CTA that is already resident (or done), whatever order the hardware starts CTAs in."));
+    b.push(c("The last ticket resets the counter (semaphores[0]) for the next launch."));
+    b.push(dc(
+        "int* const",
+        "rc_ticket",
+        format!("reinterpret_cast<int*>(rc_smem + {})", se.union_bytes),
+        "16 bytes after the mainloop / epilogue union (no static smem: it would count against the 48 KB default)",
+    ));
+    b.push(if_(
+        "serial_k",
+        vec![
+            if_(
+                "tid == 0",
+                vec![
+                    d("const int", "total", "(int)(gridDim.x * gridDim.y * gridDim.z)"),
+                    d("const int", "t", "atomicAdd(semaphores, 1)"),
+                    if_("t == total - 1", vec![e("atomicExch(semaphores, 0)")]),
+                    Stmt::assign("*rc_ticket", "t"),
+                ],
+            ),
+            e("__syncthreads()"),
+            Stmt::assign("bx", "*rc_ticket % (int)gridDim.x"),
+            Stmt::assign("by", "(*rc_ticket / (int)gridDim.x) % (int)gridDim.y"),
+            Stmt::assign("bz", "*rc_ticket / (int)(gridDim.x * gridDim.y)"),
+        ],
+    ));
+    b.push(d("const int", "tile_m", format!("bx >> {r}")));
+    b.push(d("const int", "tile_n", format!("(by << {r}) + (bx & {})", (1u32 << r) - 1)));
     b.push(if_("tile_m >= tiles_m || tile_n >= tiles_n", vec![Stmt::Return]));
-    b.push(d("const int", "split", "(int)blockIdx.z % split_k"));
-    b.push(d("const int", "batch", "(int)blockIdx.z / split_k"));
+    b.push(dc("const int", "split", "bz / L", "the split is the slowest-varying grid index: z = split * L + batch"));
+    b.push(d("const int", "batch", "bz % L"));
     b.push(d("const int", "m0", format!("tile_m * {bm}")));
     b.push(d("const int", "n0", format!("tile_n * {bn}")));
     b.push(dc("const int", "k_begin", format!("split * k_tiles_per_split * {bk}"), "this split's K range"));
@@ -904,70 +996,10 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, name: 
         b.push(Stmt::While { cond, body: wbody });
     }
     b.push(e("rc_cp_async_wait_group<0>()"));
+    b.push(c("every warp is done with the mainloop's shared memory: the epilogue staging buffer is a union with it"));
+    b.push(e("__syncthreads()"));
 
-    // Epilogue.
-    b.push(c("Epilogue: rows m0 + 16*(warp_m + WM*mi) + lane/4 + 8*h, columns n0 + 16*WN*(nj/2) + 16*warp_n + 8*(nj%2) + 2*(lane%4) + {0,1}"));
-    let row = format!("m0 + 16 * (warp_m + {wm} * mi) + lane / 4 + 8 * h");
-    let col = format!("n0 + {} * (nj / 2) + 16 * warp_n + 8 * (nj % 2) + 2 * (lane % 4)", 16 * wn);
-    let off = |ld: &str, m: &str, n: &str| if row_major { format!("(long long)({m}) * {ld} + {n}") } else { format!("(long long)({n}) * {ld} + {m}") };
-    let ws_off = |m: &str, n: &str| if row_major { format!("(long long)({m}) * N + {n}") } else { format!("(long long)({n}) * M + {m}") };
-
-    // Split-K partial store.
-    let mut partial = vec![d("float* const", "W", "workspace + ((long long)batch * split_k + split) * M * N")];
-    let mut pst = vec![
-        d("const int", "m", row.clone()),
-        d("const int", "n", col.clone()),
-        d("const float", "v0", "acc[mi][nj][2 * h]"),
-        d("const float", "v1", "acc[mi][nj][2 * h + 1]"),
-    ];
-    let mut inb = Vec::new();
-    if row_major {
-        inb.push(if_else(
-            "n + 1 < N && (N % 2) == 0",
-            vec![e(format!("*reinterpret_cast<float2*>(W + {}) = make_float2(v0, v1)", ws_off("m", "n")))],
-            vec![
-                Stmt::assign(format!("W[{}]", ws_off("m", "n")), "v0"),
-                if_("n + 1 < N", vec![Stmt::assign(format!("W[{}]", ws_off("m", "n + 1")), "v1")]),
-            ],
-        ));
-    } else {
-        inb.push(Stmt::assign(format!("W[{}]", ws_off("m", "n")), "v0"));
-        inb.push(if_("n + 1 < N", vec![Stmt::assign(format!("W[{}]", ws_off("m", "n + 1")), "v1")]));
-    }
-    pst.push(if_("m < M && n < N", inb));
-    partial.push(Stmt::unrolled("mi", mm, vec![Stmt::unrolled("nj", nn, vec![Stmt::unrolled("h", 2, pst)])]));
-
-    // Full epilogue.
-    let mut full = vec![
-        d(&format!("const {}* const", t.tc), "gC", "C + batch * batch_stride_c"),
-        d(&format!("{}* const", t.td), "gD", "D + batch * batch_stride_d"),
-        dc("const bool", "d_pairs", "(ldd % 2) == 0 && (batch_stride_d % 2) == 0 && (reinterpret_cast<uintptr_t>(D) % (2 * sizeof(*D))) == 0", "2-element vector stores"),
-    ];
-    let mut st = vec![
-        d("const int", "m", row),
-        d("const int", "n", col),
-        d("float", "v0", "alpha * acc[mi][nj][2 * h]"),
-        d("float", "v1", "alpha * acc[mi][nj][2 * h + 1]"),
-    ];
-    let mut inb = vec![if_(
-        "beta != 0.0f",
-        vec![
-            e(format!("v0 += beta * {}", ep.c_to_f32_cpp(&format!("gC[{}]", off("ldc", "m", "n"))))),
-            if_("n + 1 < N", vec![e(format!("v1 += beta * {}", ep.c_to_f32_cpp(&format!("gC[{}]", off("ldc", "m", "n + 1")))))]),
-        ],
-    )];
-    let scalar = vec![
-        Stmt::assign(format!("gD[{}]", off("ldd", "m", "n")), ep.to_d_cpp("v0")),
-        if_("n + 1 < N", vec![Stmt::assign(format!("gD[{}]", off("ldd", "m", "n + 1")), ep.to_d_cpp("v1"))]),
-    ];
-    if row_major {
-        inb.push(if_else("d_pairs && n + 1 < N", vec![e(pair_store(cfg.d, &format!("gD + {}", off("ldd", "m", "n")), "v0", "v1"))], scalar));
-    } else {
-        inb.extend(scalar);
-    }
-    st.push(if_("m < M && n < N", inb));
-    full.push(Stmt::unrolled("mi", mm, vec![Stmt::unrolled("nj", nn, vec![Stmt::unrolled("h", 2, st)])]));
-    b.push(if_else("split_k > 1", partial, full));
+    b.extend(staged_epilogue(cfg, p, ep, se));
 
     let params = main_params(&t);
     CFunction {
@@ -1010,6 +1042,7 @@ fn main_params(t: &Names) -> Vec<(String, String)> {
         (format!("const {}*", t.tc), "C".into()),
         (format!("{}*", t.td), "D".into()),
         ("float*".into(), "workspace".into()),
+        ("int*".into(), "semaphores".into()),
     ];
     for n in ["M", "N", "K", "L"] {
         v.push(("int".into(), n.into()));
@@ -1021,6 +1054,7 @@ fn main_params(t: &Names) -> Vec<(String, String)> {
     v.push(("float".into(), "beta".into()));
     v.push(("int".into(), "split_k".into()));
     v.push(("int".into(), "k_tiles_per_split".into()));
+    v.push(("int".into(), "split_serial".into()));
     v
 }
 
@@ -1083,7 +1117,9 @@ pub fn generate(cfg: &GemmSm80Config) -> Result<GeneratedGemm, GemmError> {
         return Err(GemmError::Config(format!("raster_swizzle={} (at most 5)", cfg.raster_swizzle)));
     }
     let plan = Sm80Mainloop::new(&cfg.mainloop())?;
-    let ep = EpiloguePlan::new(&EpilogueConfig { c: cfg.c, d: cfg.d, order: cfg.c_major })?;
+    let ecfg = EpilogueConfig { c: cfg.c, d: cfg.d, order: cfg.c_major };
+    let ep = EpiloguePlan::new(&ecfg)?;
+    let se = SmemEpilogue::new(&ecfg, &plan)?;
     let name = kernel_name(cfg, plan.stages);
     let mut config = cfg.clone();
     config.stages = Some(plan.stages);
@@ -1106,7 +1142,8 @@ pub fn generate(cfg: &GemmSm80Config) -> Result<GeneratedGemm, GemmError> {
     }
     items.push(Item::Function(smem_fn(&format!("{name}_sA"), &plan.smem_layout_a, "A")?));
     items.push(Item::Function(smem_fn(&format!("{name}_sB"), &plan.smem_layout_b, "B")?));
-    items.push(Item::Function(main_kernel(&config, &plan, &ep, &name)));
+    items.push(Item::Snippet { origin: "rcute serial split-K".into(), code: SEMAPHORE_HELPERS.into() });
+    items.push(Item::Function(main_kernel(&config, &plan, &ep, &se, &name)));
     items.push(Item::Function(reduce_kernel(&config, &ep, &name)));
     let [bm, bn, bk] = cfg.tile;
     let unit = Unit {
@@ -1137,10 +1174,241 @@ pub fn generate(cfg: &GemmSm80Config) -> Result<GeneratedGemm, GemmError> {
         name,
         source: unit.render(),
         threads: plan.threads as u32,
-        smem_bytes: plan.smem_bytes as u32,
+        smem_bytes: (se.union_bytes + TICKET_SMEM) as u32,
         tile: cfg.tile,
         reduce_threads: REDUCE_THREADS,
         config,
         plan,
+        epilogue: se,
     })
+}
+
+/// The device helpers of serial split-K: a gpu-scope acquire load and release store.
+pub const SEMAPHORE_HELPERS: &str = r#"// rcute serial split-K semaphore: gpu-scope acquire load / release store of a global int.
+__device__ __forceinline__ int rc_ld_acquire_gpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void rc_st_release_gpu(int* p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+"#;
+
+/// `v[e] += beta * C[e]` for the `vec` elements of one full, aligned vector of C at `ptr`.
+fn c_vector_add(ce: Element, vec: i64, ptr: &str) -> Vec<Stmt> {
+    let bytes = vec * ce.bytes() as i64;
+    let mut out = Vec::new();
+    match ce {
+        Element::F32 => {
+            for j in 0..vec / 4 {
+                out.push(d("const float4", &format!("c{j}"), format!("*(reinterpret_cast<const float4*>({ptr}) + {j})")));
+                for (x, f) in ["x", "y", "z", "w"].iter().enumerate() {
+                    out.push(e(format!("v[{}] += beta * c{j}.{f}", 4 * j + x as i64)));
+                }
+            }
+        }
+        _ => {
+            // 16-bit C: 32-bit words of two elements, loaded as uint4 (16 B) or uint2 (8 B).
+            let words = bytes / 4;
+            let (vt, per) = if bytes >= 16 { ("uint4", 4) } else { ("uint2", 2) };
+            let fields = ["x", "y", "z", "w"];
+            for j in 0..words / per {
+                out.push(d(&format!("const {vt}"), &format!("c{j}"), format!("*(reinterpret_cast<const {vt}*>({ptr}) + {j})")));
+                for w in 0..per {
+                    let word = format!("c{j}.{}", fields[w as usize]);
+                    let (lo, hi) = match ce {
+                        Element::BF16 => (format!("__uint_as_float({word} << 16)"), format!("__uint_as_float({word} & 0xffff0000u)")),
+                        _ => (
+                            format!("__half2float(__ushort_as_half((unsigned short)({word} & 0xffffu)))"),
+                            format!("__half2float(__ushort_as_half((unsigned short)({word} >> 16)))"),
+                        ),
+                    };
+                    let base = 2 * (j * per + w);
+                    out.push(e(format!("v[{base}] += beta * {lo}")));
+                    out.push(e(format!("v[{}] += beta * {hi}", base + 1)));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Store `v[0..vec]` converted to D as one 16-byte vector at `ptr`.
+fn d_vector_store(de: Element, vec: i64, ptr: &str) -> Stmt {
+    match de {
+        Element::F32 => e(format!("*reinterpret_cast<float4*>({ptr}) = make_float4(v[0], v[1], v[2], v[3])")),
+        _ => {
+            let h = |i: i64| match de {
+                Element::BF16 => format!("(unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[{i}]))"),
+                _ => format!("(unsigned)__half_as_ushort(__float2half_rn(v[{i}]))"),
+            };
+            let words: Vec<String> = (0..vec / 2).map(|w| format!("{} | ({} << 16)", h(2 * w), h(2 * w + 1))).collect();
+            e(format!("*reinterpret_cast<uint4*>({ptr}) = make_uint4({})", words.join(", ")))
+        }
+    }
+}
+
+/// The shared-memory staged epilogue (see [`SmemEpilogue`]): slab by slab, the
+/// accumulators are written to shared memory, then each thread reads 16-byte output
+/// vectors and (by mode) stores its f32 partial to the workspace (parallel split-K, or a
+/// serial split that is not the last), or adds the workspace partial (serial split > 0)
+/// and applies `alpha`, `beta * C` and the conversion to D.
+fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &SmemEpilogue) -> Vec<Stmt> {
+    let t = type_names(cfg);
+    let [wm, wn] = cfg.warps;
+    let row_major = cfg.c_major == StorageOrder::RowMajor;
+    let v = se.vec;
+    let mut b = Vec::new();
+    b.push(c(format!(
+        "Epilogue through shared memory: {} slab(s) of {} rows, staged ({},{}) f32 {}, ld {} (pad {}), chunk swizzle {}; {}-element (16 B) vectors, {} per thread and slab",
+        se.passes,
+        se.rows_per_pass,
+        se.extents[0],
+        se.extents[1],
+        if row_major { "row-major" } else { "column-major" },
+        se.ld,
+        se.pad,
+        se.swizzle,
+        v,
+        se.iterations
+    )));
+    b.push(c(format!(
+        "bank wavefronts per tile: writes {} + reads {} (conflict-free: {})",
+        se.write_wavefronts, se.read_wavefronts, se.ideal_wavefronts
+    )));
+    b.push(d("float* const", "sE", "reinterpret_cast<float*>(rc_smem)"));
+    b.push(dc("const bool", "add_ws", "serial_k && split > 0", "serial: add the running partial of splits 0..split-1"));
+    b.push(dc("const bool", "to_ws", "split_k > 1 && !(serial_k && split == split_k - 1)", "store an f32 partial instead of D"));
+    b.push(dc(
+        "float* const",
+        "W",
+        "split_k > 1 ? workspace + (serial_k ? (long long)batch : (long long)batch * split_k + split) * M * N : workspace",
+        "parallel: one (M,N) slab per (batch, split); serial: one per batch",
+    ));
+    b.push(d("int* const", "sem", "serial_k ? semaphores + 1 + ((long long)batch * tiles_m + tile_m) * tiles_n + tile_n : semaphores"));
+    b.push(d(&format!("const {}* const", t.tc), "gC", "C + batch * batch_stride_c"));
+    b.push(d(&format!("{}* const", t.td), "gD", "D + batch * batch_stride_d"));
+    let c_align = (v * cfg.c.bytes() as i64).min(16);
+    b.push(dc("const bool", "d_vec", format!("(ldd % {v}) == 0 && (batch_stride_d % {v}) == 0 && (reinterpret_cast<uintptr_t>(D) % 16) == 0"), "16-byte D stores"));
+    b.push(d("const bool", "c_vec", format!("(ldc % {v}) == 0 && (batch_stride_c % {v}) == 0 && (reinterpret_cast<uintptr_t>(C) % {c_align}) == 0")));
+    b.push(dc("const bool", "w_vec", format!("({} % {v}) == 0", if row_major { "N" } else { "M" }), "16-byte workspace vectors"));
+
+    for q in 0..se.passes {
+        let mut pass = Vec::new();
+        if q > 0 {
+            pass.push(c("every thread is done reading the previous slab"));
+            pass.push(e("__syncthreads()"));
+        }
+        pass.push(c(format!("slab {q}: M-atoms {}..{} of every warp", q * se.mi_per_pass, (q + 1) * se.mi_per_pass)));
+        let row = format!("16 * (warp_m + {wm} * mi) + lane / 4 + 8 * h");
+        let col = format!("{} * (nj / 2) + 16 * warp_n + 8 * (nj % 2) + 2 * (lane % 4)", 16 * wn);
+        let acc = |x: &str| format!("acc[mi + {}][nj][{x}]", q * se.mi_per_pass);
+        let mut st = vec![d("const int", "r", row), d("const int", "cc", col)];
+        if row_major {
+            st.push(e(format!("*reinterpret_cast<float2*>(sE + {}) = make_float2({}, {})", se.offset_cpp("r", "cc"), acc("2 * h"), acc("2 * h + 1"))));
+        } else {
+            st.push(Stmt::assign(format!("sE[{}]", se.offset_cpp("cc", "r")), acc("2 * h")));
+            st.push(Stmt::assign(format!("sE[{}]", se.offset_cpp("cc + 1", "r")), acc("2 * h + 1")));
+        }
+        pass.push(Stmt::unrolled("mi", se.mi_per_pass, vec![Stmt::unrolled("nj", p.mma_n, vec![Stmt::unrolled("h", 2, st)])]));
+        if q == 0 {
+            pass.push(c("serial split-K: wait until splits 0..split-1 of this tile are done (acquire)"));
+            pass.push(if_(
+                "add_ws && tid == 0",
+                vec![Stmt::While { cond: "rc_ld_acquire_gpu(sem) != split".into(), body: vec![e("__nanosleep(64)")] }],
+            ));
+        }
+        pass.push(e("__syncthreads()"));
+
+        // Read back.
+        let mut it = vec![d("const int", "idx", format!("tid + it * {}", se.threads))];
+        let mut body = vec![
+            d("const int", "so", format!("idx / {}", se.vectors_per_row)),
+            d("const int", "si", format!("idx % {} * {v}", se.vectors_per_row)),
+        ];
+        if row_major {
+            body.push(d("const int", "m", format!("m0 + {} + so", q * se.rows_per_pass)));
+            body.push(d("const int", "n", "n0 + si"));
+        } else {
+            body.push(d("const int", "m", format!("m0 + {} + si", q * se.rows_per_pass)));
+            body.push(d("const int", "n", "n0 + so"));
+        }
+        let mut inb = vec![Stmt::Array { ty: "float".into(), name: "v".into(), len: v as usize, comment: None }];
+        for j in 0..v / 4 {
+            inb.push(d("const float4", &format!("s{j}"), format!("*reinterpret_cast<const float4*>(sE + {})", se.offset_cpp("so", &format!("si + {}", 4 * j)))));
+            for (x, f) in ["x", "y", "z", "w"].iter().enumerate() {
+                inb.push(Stmt::assign(format!("v[{}]", 4 * j + x as i64), format!("s{j}.{f}")));
+            }
+        }
+        inb.push(dc("const int", "rem", if row_major { "N - n" } else { "M - m" }, "elements of the vector inside the matrix"));
+        inb.push(d("const bool", "full", format!("rem >= {v}")));
+        inb.push(d("const long long", "wo", if row_major { "(long long)m * N + n" } else { "(long long)n * M + m" }));
+        // Serial: add the running partial (L2 loads: written by other CTAs).
+        let mut addw_vec = Vec::new();
+        for j in 0..v / 4 {
+            addw_vec.push(d("const float4", &format!("w{j}"), format!("__ldcg(reinterpret_cast<const float4*>(W + wo) + {j})")));
+            for (x, f) in ["x", "y", "z", "w"].iter().enumerate() {
+                addw_vec.push(e(format!("v[{}] += w{j}.{f}", 4 * j + x as i64)));
+            }
+        }
+        inb.push(if_(
+            "add_ws",
+            vec![if_else(
+                "full && w_vec",
+                addw_vec,
+                vec![Stmt::unrolled("x", v, vec![if_("x < rem", vec![e("v[x] += __ldcg(W + wo + x)")])])],
+            )],
+        ));
+        let mut stw_vec = Vec::new();
+        for j in 0..v / 4 {
+            stw_vec.push(e(format!(
+                "__stcg(reinterpret_cast<float4*>(W + wo) + {j}, make_float4(v[{}], v[{}], v[{}], v[{}]))",
+                4 * j,
+                4 * j + 1,
+                4 * j + 2,
+                4 * j + 3
+            )));
+        }
+        let to_ws = vec![if_else("full && w_vec", stw_vec, vec![Stmt::unrolled("x", v, vec![if_("x < rem", vec![e("__stcg(W + wo + x, v[x])")])])])];
+        let off = |ld: &str| if row_major { format!("(long long)m * {ld} + n") } else { format!("(long long)n * {ld} + m") };
+        let to_d = vec![
+            Stmt::unrolled("x", v, vec![e("v[x] *= alpha")]),
+            if_(
+                "beta != 0.0f",
+                vec![
+                    d("const long long", "co", off("ldc")),
+                    if_else(
+                        "full && c_vec",
+                        c_vector_add(cfg.c, v, "gC + co"),
+                        vec![Stmt::unrolled("x", v, vec![if_("x < rem", vec![e(format!("v[x] += beta * {}", ep.c_to_f32_cpp("gC[co + x]")))])])],
+                    ),
+                ],
+            ),
+            d("const long long", "dof", off("ldd")),
+            if_else(
+                "full && d_vec",
+                vec![d_vector_store(cfg.d, v, "gD + dof")],
+                vec![Stmt::unrolled("x", v, vec![if_("x < rem", vec![Stmt::assign("gD[dof + x]", ep.to_d_cpp("v[x]"))])])],
+            ),
+        ];
+        inb.push(if_else("to_ws", to_ws, to_d));
+        body.push(if_("m < M && n < N", inb));
+        if se.iterations * se.threads > se.vectors_per_pass {
+            it.push(if_(format!("idx < {}", se.vectors_per_pass), body));
+        } else {
+            it.extend(body);
+        }
+        pass.push(Stmt::unrolled("it", se.iterations, it));
+        b.push(Stmt::Block(pass));
+    }
+    b.push(c("serial split-K: publish this split's partial (release); the last split resets the counter to 0"));
+    b.push(if_(
+        "serial_k",
+        vec![
+            e("__syncthreads()"),
+            if_("tid == 0", vec![e("__threadfence()"), e("rc_st_release_gpu(sem, split == split_k - 1 ? 0 : split + 1)")]),
+        ],
+    ));
+    b
 }

@@ -4,7 +4,7 @@
 
 use rcute_atom::{Element, Major};
 use rcute_collective::{PlanError, StorageOrder};
-use rcute_kernel::gemm_sm80::{generate, GemmArgs, GemmError, GemmSm80Config};
+use rcute_kernel::gemm_sm80::{generate, GemmArgs, GemmError, GemmSm80Config, SplitKMode};
 use rcute_kernel::testing::toolkit_for_test;
 use rcute_kernel::{compile, Arch, CompileOptions, Dim3, Sass};
 
@@ -77,13 +77,25 @@ fn names_plans_and_grids() {
     let g = generate(&cfg(Major::K, Major::K, [128, 128, 32], [2, 2])).unwrap();
     assert_eq!(g.name, "rc_gemm_sm80_bf16_tn_128x128x32_s4_w2x2");
     assert_eq!(g.reduce_name, "rc_gemm_sm80_bf16_tn_128x128x32_s4_w2x2_splitk_reduce");
-    assert_eq!((g.threads, g.smem_bytes, g.plan.stages), (128, 65536, 4));
+    assert_eq!((g.threads, g.smem_bytes, g.plan.stages), (128, 65536 + 16, 4));
     assert_eq!(g.grid(129, 257, 3), Dim3::new(2, 3, 3));
     assert_eq!(g.grid_split(129, 257, 3, 4), Dim3::new(2, 3, 12));
     assert_eq!(g.k_tiles_per_split(1000, 4), 8); // 32 tiles of 32 (rounded up) over 4 splits
     assert_eq!(g.workspace_bytes(10, 20, 2, 3), 4 * 10 * 20 * 2 * 3);
     assert!(g.source.contains("rc_ldmatrix_x4(") && !g.source.contains("rc_ldmatrix_x4_trans("));
     assert!(g.source.contains("lA_off ^ "), "separable swizzle offsets are used");
+    // staged epilogue: 2 slabs of 64 rows, 16-byte bf16 stores, union with the mainloop smem
+    assert_eq!((g.epilogue.passes, g.epilogue.vec, g.epilogue.union_bytes), (2, 8, 65536));
+    assert!(g.epilogue.conflict_free());
+    assert!(g.source.contains("*reinterpret_cast<uint4*>(gD + dof) = make_uint4("));
+    // serial split-K: ticket order, acquire wait, release, split slowest-varying
+    for needle in ["atomicAdd(semaphores, 1)", "rc_ld_acquire_gpu(sem) != split", "rc_st_release_gpu(sem, split == split_k - 1 ? 0 : split + 1)", "const int split = bz / L;"] {
+        assert!(g.source.contains(needle), "{needle}");
+    }
+    assert_eq!(g.workspace_bytes_mode(10, 20, 2, 3, SplitKMode::Serial), 4 * 10 * 20 * 2);
+    assert_eq!(g.workspace_bytes_mode(10, 20, 2, 1, SplitKMode::Serial), 0);
+    assert_eq!(g.workspace_bytes_mode(10, 20, 2, 3, SplitKMode::Parallel), 4 * 10 * 20 * 2 * 3);
+    assert_eq!(g.semaphore_count(129, 257, 3), 1 + 3 * 2 * 3);
     let mut c = cfg(Major::MN, Major::K, [128, 256, 32], [2, 4]);
     c.stages = Some(3);
     c.raster_swizzle = 3;
@@ -92,8 +104,10 @@ fn names_plans_and_grids() {
     let g = generate(&c).unwrap();
     assert_eq!(g.name, "rc_gemm_sm80_bf16_cf32_df32_nn_ccol_128x256x32_s3_w2x4_r3");
     assert!(g.source.contains("rc_ldmatrix_x4_trans("));
-    // column-major stores of the second element of a pair (a precedence regression)
-    assert!(g.source.contains("gD[(long long)(n + 1) * ldd + m]"), "{}", g.source);
+    // the staged epilogue: column-major staging, f32 16-byte vectors along M
+    assert!(g.source.contains("*reinterpret_cast<float4*>(gD + dof) = make_float4(v[0], v[1], v[2], v[3])"), "{}", g.source);
+    assert_eq!((g.epilogue.vec, g.epilogue.extents), (4, [256, 64]));
+    assert!(g.smem_bytes as usize >= g.epilogue.smem_bytes);
     // grid: 3 M tiles << 3, ceil(5 N tiles / 8) = 1
     assert_eq!(g.grid(300, 1100, 1), Dim3::new(24, 1, 1));
     assert_eq!(generate(&c).unwrap().source, g.source, "deterministic");
@@ -144,6 +158,10 @@ fn argument_validation() {
     a.split_k = 2; // no workspace
     assert!(matches!(a.validate(&g), Err(GemmError::Shape(_))));
     a.workspace = 0x8000;
+    a.validate(&g).unwrap();
+    a.split_k_mode = SplitKMode::Serial; // no semaphores
+    assert!(matches!(a.validate(&g), Err(GemmError::Shape(_))));
+    a.semaphores = 0x9000;
     a.validate(&g).unwrap();
     let mut a = ok;
     a.m = 0;

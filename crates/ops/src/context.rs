@@ -4,10 +4,10 @@
 
 use crate::error::OpsError;
 use crate::gemm::{validate, GemmProblem};
-use crate::select::select;
+use crate::select::{select, Selection};
 use crate::tensor::{DType, Major as ViewMajor, MatrixMut, MatrixRef};
 use cudarc::driver::{CudaSlice, DevicePtr};
-use rcute_kernel::gemm_sm80::{self, GemmArgs, GemmElement, GemmSm80Config, GeneratedGemm, Major, StorageOrder};
+use rcute_kernel::gemm_sm80::{self, GemmArgs, GemmElement, GemmSm80Config, GeneratedGemm, Major, SplitKMode, StorageOrder};
 use rcute_kernel::{CompileOptions, Function, Gpu, KernelCache};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -30,6 +30,8 @@ pub struct Ops {
     gpu: Gpu,
     gemms: Mutex<HashMap<GemmSm80Config, LoadedGemm>>,
     workspace: Mutex<Option<CudaSlice<u8>>>,
+    /// Serial split-K semaphores: allocated zeroed, left zeroed by every completed launch.
+    semaphores: Mutex<Option<CudaSlice<i32>>>,
 }
 
 fn element(d: DType) -> Result<GemmElement, OpsError> {
@@ -44,7 +46,7 @@ fn element(d: DType) -> Result<GemmElement, OpsError> {
 impl Ops {
     /// An ops handle on `gpu`.
     pub fn new(gpu: Gpu) -> Ops {
-        Ops { gpu, gemms: Mutex::new(HashMap::new()), workspace: Mutex::new(None) }
+        Ops { gpu, gemms: Mutex::new(HashMap::new()), workspace: Mutex::new(None), semaphores: Mutex::new(None) }
     }
 
     /// The GPU.
@@ -97,6 +99,13 @@ impl Ops {
     /// Run a validated problem, optionally with a forced configuration (benchmarks and the
     /// correctness suite use this to cover every kernel).
     pub fn run_gemm(&self, p: &GemmProblem, forced: Option<(&GemmSm80Config, u32)>) -> Result<(), OpsError> {
+        let sel = forced.map(|(cfg, s)| Selection { config: cfg.clone(), split_k: s, split_k_mode: SplitKMode::Parallel });
+        self.run_gemm_with(p, sel.as_ref())
+    }
+
+    /// Run a validated problem with a forced [`Selection`] (configuration, split count
+    /// and split-K mode), or the automatic one ([`crate::select::select`]) for `None`.
+    pub fn run_gemm_with(&self, p: &GemmProblem, forced: Option<&Selection>) -> Result<(), OpsError> {
         let a_major = if p.a.major() == Some(ViewMajor::Row) { Major::K } else { Major::MN };
         let b_major = if p.b.major() == Some(ViewMajor::Col) { Major::K } else { Major::MN };
         let d_order = if p.d.major() == Some(ViewMajor::Row) { StorageOrder::RowMajor } else { StorageOrder::ColMajor };
@@ -105,13 +114,11 @@ impl Ops {
                 return Err(OpsError::Strides { operand: "C", detail: "C must have the storage order of D".into() });
             }
         }
-        let (mut cfg, split_k) = match forced {
-            Some((cfg, s)) => (cfg.clone(), s),
-            None => {
-                let s = select(p.m, p.n, p.k, p.l, a_major, b_major, self.gpu.sm_count());
-                (s.config, s.split_k)
-            }
+        let sel = match forced {
+            Some(s) => s.clone(),
+            None => select(p.m, p.n, p.k, p.l, a_major, b_major, self.gpu.sm_count()),
         };
+        let (mut cfg, split_k, mode) = (sel.config, sel.split_k, sel.split_k_mode);
         cfg.a = element(p.a.dtype)?;
         cfg.b = element(p.b.dtype)?;
         cfg.d = element(p.d.dtype)?;
@@ -135,7 +142,19 @@ impl Ops {
         args.alpha = p.alpha;
         args.beta = if p.c.is_some() { p.beta } else { 0.0 };
         args.split_k = split_k.max(1);
-        let ws_bytes = g.workspace_bytes(m, n, l, args.split_k);
+        args.split_k_mode = mode;
+        let ws_bytes = g.workspace_bytes_mode(m, n, l, args.split_k, mode);
+        let mut sems = self.semaphores.lock().map_err(|_| OpsError::Arch("poisoned semaphores".into()))?;
+        if mode == SplitKMode::Serial && args.split_k > 1 {
+            let count = g.semaphore_count(m, n, l);
+            if sems.as_ref().is_none_or(|s| s.len() < count) {
+                *sems = Some(self.gpu.stream().alloc_zeros::<i32>(count).map_err(boxed)?);
+            }
+            if let Some(s) = sems.as_ref() {
+                let (ptr, _rec) = s.device_ptr(self.gpu.stream());
+                args.semaphores = ptr;
+            }
+        }
         let mut ws = self.workspace.lock().map_err(|_| OpsError::Arch("poisoned workspace".into()))?;
         if ws_bytes > 0 {
             if ws.as_ref().is_none_or(|w| w.len() < ws_bytes) {

@@ -5,37 +5,70 @@
 //! narrow-M tile and split K until the grid fills the machine. The autotuner (a later
 //! issue) replaces these rules with measured choices and keeps this interface.
 
-use rcute_kernel::gemm_sm80::{GemmSm80Config, Major};
+use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
 
 /// A kernel configuration and its run-time split-K factor.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Selection {
     /// The generated kernel's configuration.
     pub config: GemmSm80Config,
-    /// K-splits (1 = none); >1 runs the parallel split-K path.
+    /// K-splits (1 = none).
     pub split_k: u32,
+    /// How splits are combined when `split_k > 1`.
+    pub split_k_mode: SplitKMode,
 }
 
 /// Pick a configuration for an `m x n x k` problem with `l` batches on `sms` multiprocessors.
 pub fn select(m: usize, n: usize, k: usize, l: usize, a_major: Major, b_major: Major, sms: u32) -> Selection {
-    // Measured on the H200 (BENCHMARKS.md): 128x128x32 with 4 stages and a raster
-    // swizzle of 8 is the fastest large-problem kernel of this path (368 TFLOP/s at 4096^3
-    // against 328 for 128x256x32).
-    let (tile, warps, swizzle) = if m <= 16 {
-        ([16, 64, 128], [1, 4], 0)
-    } else if m <= 64 {
-        ([64, 64, 64], [2, 2], 0)
+    // Measured on the H200 (BENCHMARKS.md, `rcute bench gemm --config ...` sweeps; the
+    // forced configurations run exactly the kernels chosen here):
+    // * M <= 32: 16x64x128 (1x4 warps), K split only below half a wave: 16x4096x4096
+    //   13.3 us with 2 serial splits (16.0 unsplit), 32x4096x4096 16.0 us, 16x14336x4096
+    //   33.5 us, 32x14336x4096 41.7 us unsplit (splitting those was slower, e.g. 18.5 vs
+    //   16.6 us at 32x4096);
+    // * M <= 128: 64x64x64 (2x2), K split below one wave: 64x14336x4096 42.2 us unsplit
+    //   (every split >= 52 us), 128x4096x4096 28.1 us with 2 serial splits (29.4 unsplit,
+    //   28.6 parallel); with M > 64 and N >= 8192, 64x128x32 (128x14336x4096: 63.7 us against
+    //   80.4 us for 64x64x64);
+    // * larger: 128x128x32, 4 stages, raster swizzle 8 (364 TFLOP/s at 4096^3).
+    let (tile, warps, swizzle, wave_fraction) = if m <= 32 {
+        ([16, 64, 128], [1, 4], 0, 2)
+    } else if m <= 128 {
+        if m > 64 && n >= 8192 {
+            ([64, 128, 32], [2, 2], 0, 1)
+        } else {
+            ([64, 64, 64], [2, 2], 0, 1)
+        }
     } else {
-        ([128, 128, 32], [2, 2], 3)
+        ([128, 128, 32], [2, 2], 3, 2)
     };
     let mut config = GemmSm80Config::bf16(a_major, b_major, tile, warps);
     config.raster_swizzle = swizzle;
     let ctas = m.div_ceil(tile[0] as usize) * n.div_ceil(tile[1] as usize) * l;
     let k_tiles = k.div_ceil(tile[2] as usize);
-    // Split K while the grid covers less than one wave and each split keeps >= 4 k-tiles.
+    // Split K while the grid is under 1 / wave_fraction of a wave and each split keeps
+    // >= 4 k-tiles; serial mode (one kernel, no reduction launch).
     let mut split_k = 1u32;
-    while (ctas * split_k as usize) < sms as usize && k_tiles / (2 * split_k as usize) >= 4 && split_k < 16 {
+    while wave_fraction * ctas * (split_k as usize) < sms as usize && k_tiles / (2 * split_k as usize) >= 4 && split_k < 16 {
         split_k *= 2;
     }
-    Selection { config, split_k }
+    Selection { config, split_k, split_k_mode: SplitKMode::Serial }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_and_large_choices() {
+        let s = |m, n, k| select(m, n, k, 1, Major::K, Major::K, 132);
+        assert_eq!((s(16, 4096, 4096).config.tile, s(16, 4096, 4096).split_k), ([16, 64, 128], 2));
+        assert_eq!((s(32, 4096, 4096).config.tile, s(32, 4096, 4096).split_k), ([16, 64, 128], 1));
+        assert_eq!((s(64, 14336, 4096).config.tile, s(64, 14336, 4096).split_k), ([64, 64, 64], 1));
+        let x = s(128, 4096, 4096);
+        assert_eq!((x.config.tile, x.split_k, x.split_k_mode), ([64, 64, 64], 2, SplitKMode::Serial));
+        assert_eq!((s(128, 14336, 4096).config.tile, s(128, 14336, 4096).split_k), ([64, 128, 32], 1));
+        let big = s(4096, 4096, 4096);
+        assert_eq!((big.config.tile, big.split_k, big.config.raster_swizzle), ([128, 128, 32], 1, 3));
+    }
 }
