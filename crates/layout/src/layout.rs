@@ -193,7 +193,7 @@ impl<D: StrideElem> Layout<D> {
 /// CuTe's `slice` (keep_free = true: keep the `_` modes) and `dice` (keep the integer
 /// modes). Kept pieces of nested coordinates are concatenated into the parent, as CuTe's
 /// `filter_tuple` does; `slice(_, t) == t` and `dice(i, t) == t`.
-fn slice_rec<T: Clone>(c: &SliceCoord, t: &Tuple<T>, keep_free: bool) -> Option<Tuple<T>> {
+pub(crate) fn slice_rec<T: Clone>(c: &SliceCoord, t: &Tuple<T>, keep_free: bool) -> Option<Tuple<T>> {
     fn lift<T: Clone>(c: &SliceCoord, t: &Tuple<T>, keep_free: bool, out: &mut Vec<Tuple<T>>) -> Option<()> {
         match c {
             Tuple::Leaf(x) => {

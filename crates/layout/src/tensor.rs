@@ -315,34 +315,7 @@ pub fn flat_coord(layout: &Layout, idx: &Int) -> IntTuple {
 
 /// CuTe's `dice(proj, t)` on any nested tuple: keep the parts where `proj` is not `_`.
 pub fn dice_tuple<T: Clone>(proj: &SliceCoord, t: &Tuple<T>) -> Result<Tuple<T>> {
-    fn lift<T: Clone>(p: &SliceCoord, t: &Tuple<T>, out: &mut Vec<Tuple<T>>) -> Option<()> {
-        match p {
-            Tuple::Leaf(x) => {
-                if x.is_some() {
-                    out.push(t.clone());
-                }
-            }
-            Tuple::Node(ps) => {
-                let ts = match t {
-                    Tuple::Node(ts) if ts.len() == ps.len() => ts,
-                    _ => return None,
-                };
-                for (pi, ti) in ps.iter().zip(ts) {
-                    lift(pi, ti, out)?;
-                }
-            }
-        }
-        Some(())
-    }
-    let r = match proj {
-        Tuple::Leaf(Some(_)) => Some(t.clone()),
-        Tuple::Leaf(None) => Some(Tuple::Node(vec![])),
-        Tuple::Node(_) => {
-            let mut out = Vec::new();
-            lift(proj, t, &mut out).map(|_| Tuple::Node(out))
-        }
-    };
-    r.ok_or_else(|| lerr!("dice", [fmt_slice(proj)], ErrorKind::NotCongruent))
+    crate::layout::slice_rec(proj, t, false).ok_or_else(|| lerr!("dice", [fmt_slice(proj)], ErrorKind::NotCongruent))
 }
 
 /// CuTe's `dice(proj, tiler)` for tilers.
