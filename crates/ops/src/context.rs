@@ -93,6 +93,15 @@ impl Ops {
         beta: f32,
     ) -> Result<(), OpsError> {
         let p = validate(a, b, c, d, alpha, beta)?;
+        let expected = self.gpu.context().ordinal();
+        let views = [("A", Some(p.a)), ("B", Some(p.b)), ("C", p.c), ("D", Some(p.d))];
+        for (operand, g) in views {
+            if let Some(found) = g.and_then(|g| g.device) {
+                if found != expected {
+                    return Err(OpsError::Device { operand, found, expected });
+                }
+            }
+        }
         self.run_gemm(&p, None)
     }
 

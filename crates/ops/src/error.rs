@@ -46,6 +46,16 @@ pub enum OpsError {
         /// Elements the buffer holds.
         len: usize,
     },
+    /// An operand lives on another device than the ops handle's GPU.
+    #[error("{operand} is on device {found}, the ops handle on device {expected}")]
+    Device {
+        /// `A`, `B`, `C` or `D`.
+        operand: &'static str,
+        /// The operand's device ordinal.
+        found: usize,
+        /// The handle's device ordinal.
+        expected: usize,
+    },
     /// The GPU's architecture has no kernel for this op.
     #[error("unsupported architecture: {0}")]
     Arch(String),

@@ -85,11 +85,24 @@ pub struct Geometry {
     pub col_stride: i64,
     /// Elements between consecutive batch entries (0 broadcasts one matrix).
     pub batch_stride: i64,
+    /// Ordinal of the device holding the buffer (`None`: unknown, for raw views).
+    pub device: Option<usize>,
 }
 
 impl Geometry {
-    fn row_major(ptr: u64, len: usize, dtype: DType, rows: usize, cols: usize) -> Geometry {
-        Geometry { ptr, len, dtype, rows, cols, batch: 1, row_stride: cols as i64, col_stride: 1, batch_stride: (rows * cols) as i64 }
+    fn row_major(ptr: u64, len: usize, dtype: DType, rows: usize, cols: usize, device: usize) -> Geometry {
+        Geometry {
+            ptr,
+            len,
+            dtype,
+            rows,
+            cols,
+            batch: 1,
+            row_stride: cols as i64,
+            col_stride: 1,
+            batch_stride: (rows * cols) as i64,
+            device: Some(device),
+        }
     }
     /// The contiguous dimension, if one has unit stride.
     pub fn major(&self) -> Option<Major> {
@@ -146,7 +159,8 @@ impl<'a> MatrixRef<'a> {
     /// A row-major `rows x cols` view of `buf` (strides can be changed with the builders).
     pub fn new<T: Element>(buf: &'a CudaSlice<T>, rows: usize, cols: usize) -> Self {
         let (ptr, _sync) = buf.device_ptr(buf.stream());
-        MatrixRef { geo: Geometry::row_major(ptr, buf.len(), T::DTYPE, rows, cols), _buf: PhantomData }
+        let device = buf.stream().context().ordinal();
+        MatrixRef { geo: Geometry::row_major(ptr, buf.len(), T::DTYPE, rows, cols, device), _buf: PhantomData }
     }
     /// A view from raw parts, for buffers the application manages itself.
     ///
@@ -180,7 +194,8 @@ impl<'a> MatrixMut<'a> {
         let len = buf.len();
         let stream = buf.stream().clone();
         let (ptr, _sync) = buf.device_ptr_mut(&stream);
-        MatrixMut { geo: Geometry::row_major(ptr, len, T::DTYPE, rows, cols), _buf: PhantomData }
+        let device = stream.context().ordinal();
+        MatrixMut { geo: Geometry::row_major(ptr, len, T::DTYPE, rows, cols, device), _buf: PhantomData }
     }
     /// A writable view from raw parts.
     ///
