@@ -98,7 +98,7 @@ impl Layout {
         let ctx = || vec![self.to_string(), trg_shape.to_string()];
         let r = trg_shape.rank();
         if self.rank() > r {
-            return Err(LayoutErrorExt::rank(op, ctx(), "rank of layout must be <= rank of target shape"));
+            return Err(lerr!(op, [self, trg_shape], ErrorKind::Rank("rank of layout must be <= rank of target shape".into())));
         }
         let padded = self.append_to(r);
         let block_shape = padded.shape().product_each();
@@ -145,13 +145,6 @@ impl Layout {
             Some(o) => Layout::ordered(&product_shape, o).map_err(|e| e.within(op, ctx()))?,
         };
         padded.blocked_product(&ordered).map_err(|e| e.within(op, ctx()))
-    }
-}
-
-struct LayoutErrorExt;
-impl LayoutErrorExt {
-    fn rank(op: &'static str, operands: Vec<String>, msg: &str) -> crate::LayoutError {
-        crate::LayoutError::new(op, operands, ErrorKind::Rank(msg.into()))
     }
 }
 
