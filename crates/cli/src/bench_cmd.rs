@@ -6,7 +6,8 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use half::bf16;
 use rcute_kernel::Gpu;
 use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
-use rcute_ops::select::Selection;
+use rcute_ops::select::{Choice, Selection};
+use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
 use rcute_ops::{MatrixMut, MatrixRef, Ops};
 use std::sync::Arc;
 
@@ -47,7 +48,10 @@ pub struct Row {
     pub max_rel_err: f64,
 }
 
-fn parse_config(s: &str) -> Result<Selection, String> {
+fn parse_config(s: &str) -> Result<Choice, String> {
+    if let Some(rest) = s.strip_prefix("sm90:") {
+        return parse_sm90(s, rest);
+    }
     let bad = |why: &str| format!("bad --config {s:?}: {why} (expected BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN])");
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     if parts.len() < 4 {
@@ -74,7 +78,41 @@ fn parse_config(s: &str) -> Result<Selection, String> {
             other => return Err(bad(&format!("unknown field {other:?}"))),
         }
     }
-    Ok(Selection { config, split_k, split_k_mode })
+    Ok(Choice::Sm80(Selection { config, split_k, split_k_mode }))
+}
+
+/// `sm90:BMxBNxBK,ws|coop|pp[,sN][,eMxN]`.
+fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
+    let bad = |why: &str| format!("bad --config {s:?}: {why} (expected sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N])");
+    let parts: Vec<&str> = rest.split(',').map(str::trim).collect();
+    if parts.len() < 2 {
+        return Err(bad("too few fields"));
+    }
+    let t: Vec<i64> = parts[0].split('x').map(|y| y.parse::<i64>()).collect::<Result<_, _>>().map_err(|e| bad(&e.to_string()))?;
+    if t.len() != 3 {
+        return Err(bad("the tile needs 3 extents"));
+    }
+    let schedule = match parts[1] {
+        "ws" => Sm90Schedule::WarpSpecialized,
+        "coop" => Sm90Schedule::Cooperative,
+        "pp" => Sm90Schedule::PingPong,
+        other => return Err(bad(&format!("unknown schedule {other:?}"))),
+    };
+    let mut cfg = GemmSm90Config::bf16([t[0], t[1], t[2]], schedule);
+    for p in &parts[2..] {
+        if let Some(x) = p.strip_prefix('s') {
+            cfg.stages = Some(x.parse().map_err(|_| bad("stages"))?);
+        } else if let Some(x) = p.strip_prefix('e') {
+            let v: Vec<i64> = x.split('x').map(|y| y.parse::<i64>()).collect::<Result<_, _>>().map_err(|e| bad(&e.to_string()))?;
+            if v.len() != 2 {
+                return Err(bad("the epilogue tile needs 2 extents"));
+            }
+            cfg.epi_tile = Some([v[0], v[1]]);
+        } else {
+            return Err(bad(&format!("unknown field {p:?}")));
+        }
+    }
+    Ok(Choice::Sm90(cfg))
 }
 
 fn parse_shape(s: &str) -> Result<(usize, usize, usize), String> {
@@ -153,7 +191,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
         let mut d: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
         let mut dref: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
         let mut timed: Vec<(String, f64)> = Vec::new();
-        let mut variants: Vec<(String, Option<Selection>)> = vec![("auto".into(), None)];
+        let mut variants: Vec<(String, Option<Choice>)> = vec![("auto".into(), None)];
         variants.extend(forced.iter().map(|(n, c)| (n.clone(), Some(c.clone()))));
         for (label, sel) in &variants {
             let us = median_us(&stream, args.iters, || {

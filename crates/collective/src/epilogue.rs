@@ -304,7 +304,11 @@ impl SmemEpilogue {
     /// Float offset of staged `(outer, inner)` in the staging buffer.
     pub fn offset(&self, outer: i64, inner: i64) -> i64 {
         let chunk = inner / 4;
-        let chunk = if self.swizzle { chunk ^ ((chunk >> 3) & 1) } else { chunk };
+        let chunk = if self.swizzle {
+            chunk ^ ((chunk >> 3) & 1)
+        } else {
+            chunk
+        };
         outer * self.ld + chunk * 4 + inner % 4
     }
 
@@ -342,13 +346,15 @@ impl SmemEpilogue {
                             .collect();
                         match self.order {
                             StorageOrder::RowMajor => {
-                                let a: Vec<Option<i64>> = coords.iter().map(|&(m, n)| Some(4 * self.offset(m, n))).collect();
+                                let a: Vec<Option<i64>> =
+                                    coords.iter().map(|&(m, n)| Some(4 * self.offset(m, n))).collect();
                                 w += wavefronts(&a, 8);
                                 ideal += 2;
                             }
                             StorageOrder::ColMajor => {
                                 for dn in 0..2 {
-                                    let a: Vec<Option<i64>> = coords.iter().map(|&(m, n)| Some(4 * self.offset(n + dn, m))).collect();
+                                    let a: Vec<Option<i64>> =
+                                        coords.iter().map(|&(m, n)| Some(4 * self.offset(n + dn, m))).collect();
                                     w += wavefronts(&a, 4);
                                     ideal += 1;
                                 }

@@ -115,7 +115,9 @@ pub enum PlanError {
         stages: usize,
     },
     /// The stages do not fit the shared-memory budget.
-    #[error("{stages} stage(s) of {stage_bytes} bytes plus {epilogue} epilogue bytes exceed the budget of {budget} bytes")]
+    #[error(
+        "{stages} stage(s) of {stage_bytes} bytes plus {epilogue} epilogue bytes exceed the budget of {budget} bytes"
+    )]
     SmemBudget {
         /// Stages requested (or the 2 the automatic choice needs at least).
         stages: usize,
@@ -276,7 +278,9 @@ pub fn smem_atom(major: Major, mn: i64, bk: i64) -> Option<AnyLayout> {
         Major::K => bk,
         Major::MN => mn,
     };
-    let (bits, w) = [(3, 64), (2, 32), (1, 16)].into_iter().find(|(_, w)| contiguous % w == 0)?;
+    let (bits, w) = [(3, 64), (2, 32), (1, 16)]
+        .into_iter()
+        .find(|(_, w)| contiguous % w == 0)?;
     let sw = Swizzle::new(bits, 3, 3).ok()?;
     let inner = match major {
         Major::K => Layout::new(tuple!(8, w), tuple!(w, 1)).ok()?,
@@ -293,11 +297,15 @@ fn g2s_copy(elem: Element, major: Major, mn: i64, bk: i64, threads: i64) -> Resu
         Major::K => {
             let tk = bk / vec;
             if tk == 0 || bk % vec != 0 || threads % tk != 0 {
-                return Err(format!("BK={bk} must be a multiple of {vec} with BK/{vec} dividing {threads} threads"));
+                return Err(format!(
+                    "BK={bk} must be a multiple of {vec} with BK/{vec} dividing {threads} threads"
+                ));
             }
             let tm = threads / tk;
             if mn % tm != 0 {
-                return Err(format!("the {tm}x{tk} cp.async thread layout does not divide the {mn}x{bk} K-major tile"));
+                return Err(format!(
+                    "the {tm}x{tk} cp.async thread layout does not divide the {mn}x{bk} K-major tile"
+                ));
             }
             let thr = Layout::new(tuple!(tm, tk), tuple!(tk, 1)).map_err(|e| e.to_string())?;
             (thr, Layout::col_major(tuple!(1, vec)), mn / tm, [tm, 0])
@@ -305,18 +313,30 @@ fn g2s_copy(elem: Element, major: Major, mn: i64, bk: i64, threads: i64) -> Resu
         Major::MN => {
             let tm = mn / vec;
             if tm == 0 || mn % vec != 0 || threads % tm != 0 {
-                return Err(format!("MN tile {mn} must be a multiple of {vec} with {mn}/{vec} dividing {threads} threads"));
+                return Err(format!(
+                    "MN tile {mn} must be a multiple of {vec} with {mn}/{vec} dividing {threads} threads"
+                ));
             }
             let tk = threads / tm;
             if bk % tk != 0 {
-                return Err(format!("the {tm}x{tk} cp.async thread layout does not divide the {mn}x{bk} MN-major tile"));
+                return Err(format!(
+                    "the {tm}x{tk} cp.async thread layout does not divide the {mn}x{bk} MN-major tile"
+                ));
             }
             let thr = Layout::new(tuple!(tm, tk), tuple!(1, tm)).map_err(|e| e.to_string())?;
             (thr, Layout::col_major(tuple!(vec, 1)), bk / tk, [0, tk])
         }
     };
     let tiled = TiledCopy::make(atom, &thr, &val).map_err(|e| e.to_string())?;
-    Ok(G2sCopy { major, thr_layout: thr, val_layout: val, tiled, vec, passes, pass_step: step })
+    Ok(G2sCopy {
+        major,
+        thr_layout: thr,
+        val_layout: val,
+        tiled,
+        vec,
+        passes,
+        pass_step: step,
+    })
 }
 
 impl Sm80Mainloop {
@@ -325,9 +345,17 @@ impl Sm80Mainloop {
         let [bm, bn, bk] = cfg.tile;
         let [wm, wn] = cfg.warps;
         if cfg.a != cfg.b || !matches!(cfg.a, Element::BF16 | Element::F16) || cfg.acc != Element::F32 {
-            return Err(PlanError::Types { a: cfg.a, b: cfg.b, acc: cfg.acc });
+            return Err(PlanError::Types {
+                a: cfg.a,
+                b: cfg.b,
+                acc: cfg.acc,
+            });
         }
-        let terr = |reason: String| PlanError::Tile { tile: cfg.tile, warps: cfg.warps, reason };
+        let terr = |reason: String| PlanError::Tile {
+            tile: cfg.tile,
+            warps: cfg.warps,
+            reason,
+        };
         if bm <= 0 || bn <= 0 || bk <= 0 || wm <= 0 || wn <= 0 {
             return Err(terr("extents must be positive".into()));
         }
@@ -341,11 +369,16 @@ impl Sm80Mainloop {
             return Err(terr(format!("BM={bm} must be a multiple of 16*WM={}", 16 * wm)));
         }
         if bn % (16 * wn) != 0 {
-            return Err(terr(format!("BN={bn} must be a multiple of 16*WN={} (ldmatrix.x4 loads two n8 atoms)", 16 * wn)));
+            return Err(terr(format!(
+                "BN={bn} must be a multiple of 16*WN={} (ldmatrix.x4 loads two n8 atoms)",
+                16 * wn
+            )));
         }
         let threads = 32 * wm * wn;
-        let smem_atom_a = smem_atom(cfg.a_major, bm, bk).ok_or_else(|| terr("no SM80 smem atom divides the A tile".into()))?;
-        let smem_atom_b = smem_atom(cfg.b_major, bn, bk).ok_or_else(|| terr("no SM80 smem atom divides the B tile".into()))?;
+        let smem_atom_a =
+            smem_atom(cfg.a_major, bm, bk).ok_or_else(|| terr("no SM80 smem atom divides the A tile".into()))?;
+        let smem_atom_b =
+            smem_atom(cfg.b_major, bn, bk).ok_or_else(|| terr("no SM80 smem atom divides the B tile".into()))?;
         let g2s_a = g2s_copy(cfg.a, cfg.a_major, bm, bk, threads).map_err(|r| terr(format!("A: {r}")))?;
         let g2s_b = g2s_copy(cfg.b, cfg.b_major, bn, bk, threads).map_err(|r| terr(format!("B: {r}")))?;
 
@@ -372,12 +405,20 @@ impl Sm80Mainloop {
 
         let s2r_a = ldmatrix(4, cfg.a_major == Major::MN);
         let s2r_b = ldmatrix(4, cfg.b_major == Major::MN);
-        let mma_atom = mma_sync(Element::F32, cfg.a, cfg.b, Element::F32, 16).ok_or(PlanError::Types { a: cfg.a, b: cfg.b, acc: cfg.acc })?;
+        let mma_atom = mma_sync(Element::F32, cfg.a, cfg.b, Element::F32, 16).ok_or(PlanError::Types {
+            a: cfg.a,
+            b: cfg.b,
+            acc: cfg.acc,
+        })?;
         let perm_n = Layout::new(tuple!(8, wn, 2), tuple!(1, 16, 8)).map_err(lerr)?;
         let tiled_mma = TiledMma::new(
             mma_atom.clone(),
             &Layout::col_major(tuple!(wm, wn, 1)),
-            &[Tiler::Underscore, Tiler::Layout(perm_n), Tiler::Int(rcute_layout::s(16))],
+            &[
+                Tiler::Underscore,
+                Tiler::Layout(perm_n),
+                Tiler::Int(rcute_layout::s(16)),
+            ],
         )
         .map_err(lerr)?;
         let mut config = cfg.clone();
@@ -397,8 +438,14 @@ impl Sm80Mainloop {
             g2s_b,
             s2r_a,
             s2r_b,
-            lanes_a: LdmatrixLanes { is_a: true, major: cfg.a_major },
-            lanes_b: LdmatrixLanes { is_a: false, major: cfg.b_major },
+            lanes_a: LdmatrixLanes {
+                is_a: true,
+                major: cfg.a_major,
+            },
+            lanes_b: LdmatrixLanes {
+                is_a: false,
+                major: cfg.b_major,
+            },
             mma_atom,
             tiled_mma,
             warp_tile: [bm / wm, bn / wn],
@@ -432,7 +479,10 @@ impl Sm80Mainloop {
     pub fn acc_coord(&self, t: i64, mi: i64, nj: i64, v: i64) -> (i64, i64) {
         let (wm, wn) = self.warp_coord(t / 32);
         let lane = t % 32;
-        (self.atom_row(wm, mi) + lane / 4 + 8 * (v / 2), self.atom_col(wn, nj) + 2 * (lane % 4) + v % 2)
+        (
+            self.atom_row(wm, mi) + lane / 4 + 8 * (v / 2),
+            self.atom_col(wn, nj) + 2 * (lane % 4) + v % 2,
+        )
     }
 
     /// Accumulator registers per thread (`4 * mma_m * mma_n`).

@@ -4,7 +4,7 @@
 //! gives conflict-free fragment writes and vector reads on the configurations in use.
 
 use rcute_atom::{Element, Major};
-use rcute_collective::{EpilogueConfig, SmemEpilogue, Sm80Mainloop, Sm80MainloopConfig, StorageOrder};
+use rcute_collective::{EpilogueConfig, Sm80Mainloop, Sm80MainloopConfig, SmemEpilogue, StorageOrder};
 use std::collections::HashSet;
 
 fn mainloop(tile: [i64; 3], warps: [i64; 2], stages: Option<usize>) -> Sm80Mainloop {
@@ -34,12 +34,25 @@ fn staging_covers_the_tile_once_and_fits() {
                 let name = format!("{tile:?} {warps:?} {order:?} {d}");
                 eprintln!(
                     "{name}: vec {} passes {} pad {} swizzle {} smem {} (mainloop {}) wavefronts w {} r {} ideal {}",
-                    e.vec, e.passes, e.pad, e.swizzle, e.smem_bytes, ml.smem_bytes, e.write_wavefronts, e.read_wavefronts, e.ideal_wavefronts
+                    e.vec,
+                    e.passes,
+                    e.pad,
+                    e.swizzle,
+                    e.smem_bytes,
+                    ml.smem_bytes,
+                    e.write_wavefronts,
+                    e.read_wavefronts,
+                    e.ideal_wavefronts
                 );
                 assert_eq!(e.vec * d.bytes() as i64, 16);
                 assert_eq!(e.passes * e.rows_per_pass, tile[0], "{name}");
                 assert_eq!(e.union_bytes, e.smem_bytes.max(ml.smem_bytes));
-                assert!(e.smem_bytes <= ml.smem_bytes, "{name}: staging {} > mainloop {}", e.smem_bytes, ml.smem_bytes);
+                assert!(
+                    e.smem_bytes <= ml.smem_bytes,
+                    "{name}: staging {} > mainloop {}",
+                    e.smem_bytes,
+                    ml.smem_bytes
+                );
                 // Writes: every (m, n) of slab 0 exactly once, at distinct offsets in bounds.
                 let mut written = HashSet::new();
                 for t in 0..ml.threads {
@@ -80,7 +93,15 @@ fn catalogue_shapes_are_conflict_free_for_row_major_outputs() {
         }
         let ml = mainloop(tile, warps, stages);
         for d in [Element::BF16, Element::F32] {
-            let e = SmemEpilogue::new(&EpilogueConfig { c: d, d, order: StorageOrder::RowMajor }, &ml).unwrap();
+            let e = SmemEpilogue::new(
+                &EpilogueConfig {
+                    c: d,
+                    d,
+                    order: StorageOrder::RowMajor,
+                },
+                &ml,
+            )
+            .unwrap();
             assert!(e.conflict_free(), "{tile:?} {d}: {e:?}");
         }
     }
@@ -89,12 +110,36 @@ fn catalogue_shapes_are_conflict_free_for_row_major_outputs() {
 #[test]
 fn goldens() {
     let ml = mainloop([128, 128, 32], [2, 2], Some(4));
-    let e = SmemEpilogue::new(&EpilogueConfig { c: Element::BF16, d: Element::BF16, order: StorageOrder::RowMajor }, &ml).unwrap();
-    assert_eq!((e.vec, e.passes, e.rows_per_pass, e.extents, e.vectors_per_row, e.iterations), (8, 2, 64, [64, 128], 16, 8));
+    let e = SmemEpilogue::new(
+        &EpilogueConfig {
+            c: Element::BF16,
+            d: Element::BF16,
+            order: StorageOrder::RowMajor,
+        },
+        &ml,
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            e.vec,
+            e.passes,
+            e.rows_per_pass,
+            e.extents,
+            e.vectors_per_row,
+            e.iterations
+        ),
+        (8, 2, 64, [64, 128], 16, 8)
+    );
     assert_eq!(e.union_bytes, 65536);
     // The swizzle maps chunk c to c ^ ((c >> 3) & 1): floats 32..35 <-> 36..39.
-    let sw = SmemEpilogue { swizzle: true, ..e.clone() };
+    let sw = SmemEpilogue {
+        swizzle: true,
+        ..e.clone()
+    };
     assert_eq!(sw.offset(0, 32), 36);
     assert_eq!(sw.offset(1, 37), sw.ld + 33);
-    assert_eq!(sw.offset_cpp("r", "c"), format!("(r) * {} + (((c) ^ (((c) >> 3) & 4)))", sw.ld));
+    assert_eq!(
+        sw.offset_cpp("r", "c"),
+        format!("(r) * {} + (((c) ^ (((c) >> 3) & 4)))", sw.ld)
+    );
 }

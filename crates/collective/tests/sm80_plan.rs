@@ -14,9 +14,19 @@ fn cfg(tile: [i64; 3], warps: [i64; 2], am: Major, bm: Major) -> Sm80MainloopCon
     c
 }
 
-const MAJORS: [(Major, Major); 4] = [(Major::K, Major::K), (Major::MN, Major::K), (Major::K, Major::MN), (Major::MN, Major::MN)];
-const SHAPES: [([i64; 3], [i64; 2]); 5] =
-    [([128, 128, 32], [2, 2]), ([128, 256, 32], [2, 4]), ([64, 64, 64], [2, 2]), ([16, 64, 128], [1, 4]), ([32, 32, 16], [1, 1])];
+const MAJORS: [(Major, Major); 4] = [
+    (Major::K, Major::K),
+    (Major::MN, Major::K),
+    (Major::K, Major::MN),
+    (Major::MN, Major::MN),
+];
+const SHAPES: [([i64; 3], [i64; 2]); 5] = [
+    ([128, 128, 32], [2, 2]),
+    ([128, 256, 32], [2, 4]),
+    ([64, 64, 64], [2, 2]),
+    ([16, 64, 128], [1, 4]),
+    ([32, 32, 16], [1, 1]),
+];
 
 #[test]
 fn goldens_tn_128x128x32() {
@@ -24,7 +34,10 @@ fn goldens_tn_128x128x32() {
     assert_eq!(p.stages, 4);
     assert_eq!(p.smem_bytes, 4 * 256 * 32 * 2);
     assert_eq!(p.smem_atom_a.to_string(), "Sw<2,3,3> o 0 o (8,32):(32,1)");
-    assert_eq!(p.smem_layout_a.to_string(), "Sw<2,3,3> o 0 o ((8,16),(32,1),(1,4)):((32,256),(1,0),(0,4096))");
+    assert_eq!(
+        p.smem_layout_a.to_string(),
+        "Sw<2,3,3> o 0 o ((8,16),(32,1),(1,4)):((32,256),(1,0),(0,4096))"
+    );
     assert_eq!(p.g2s_a.thr_layout.to_string(), "(32,4):(4,1)");
     assert_eq!(p.g2s_a.passes, 4);
     assert_eq!(p.s2r_a.name, "SM75_U32x4_LDSM_N");
@@ -96,14 +109,18 @@ fn acc_coords_match_tiled_mma_layout_c_tv() {
         for t in 0..p.threads {
             let from_tv: BTreeSet<(i64, i64)> = (0..nv)
                 .map(|v| {
-                    let i = tv.crd2idx(&Tuple::node([Tuple::Leaf(Int::Static(t)), Tuple::Leaf(Int::Static(v))])).unwrap();
+                    let i = tv
+                        .crd2idx(&Tuple::node([Tuple::Leaf(Int::Static(t)), Tuple::Leaf(Int::Static(v))]))
+                        .unwrap();
                     let i = i.as_static().unwrap();
                     (i % tm, i / tm)
                 })
                 .collect();
             // One TiledMMA tile = M-atom 0 and N-atoms 0,1 of each warp.
-            let mine: BTreeSet<(i64, i64)> =
-                (0..2).flat_map(|nj| (0..4).map(move |v| (nj, v))).map(|(nj, v)| p.acc_coord(t, 0, nj, v)).collect();
+            let mine: BTreeSet<(i64, i64)> = (0..2)
+                .flat_map(|nj| (0..4).map(move |v| (nj, v)))
+                .map(|(nj, v)| p.acc_coord(t, 0, nj, v))
+                .collect();
             assert_eq!(from_tv, mine, "thread {t} of {:?}", p.config.tile);
             for mi in 0..p.mma_m {
                 for nj in 0..p.mma_n {
@@ -127,13 +144,22 @@ fn acc_coords_match_tiled_mma_layout_c_tv() {
 #[test]
 fn ldmatrix_lanes_deliver_the_mma_fragments() {
     let p = Sm80Mainloop::new(&Sm80MainloopConfig::bf16_tn([64, 64, 64], [2, 2])).unwrap();
-    for (is_a, major) in [(true, Major::K), (true, Major::MN), (false, Major::K), (false, Major::MN)] {
+    for (is_a, major) in [
+        (true, Major::K),
+        (true, Major::MN),
+        (false, Major::K),
+        (false, Major::MN),
+    ] {
         let lanes = rcute_collective::LdmatrixLanes { is_a, major };
         for t in 0..32 {
             for j in 0..4 {
                 for h in 0..2 {
                     // (row-provider lane, offset along the contiguous dimension)
-                    let (lane, off) = if lanes.trans() { (8 * j + 2 * (t % 4) + h, t / 4) } else { (8 * j + t / 4, 2 * (t % 4) + h) };
+                    let (lane, off) = if lanes.trans() {
+                        (8 * j + 2 * (t % 4) + h, t / 4)
+                    } else {
+                        (8 * j + t / 4, 2 * (t % 4) + h)
+                    };
                     let (mn, k) = lanes.lane_coord(lane);
                     let got = match major {
                         Major::K => (mn, k + off),
@@ -255,7 +281,10 @@ fn g2s_copies_cover_the_tiles() {
 fn smem_layouts_are_vector_preserving_bijections() {
     for p in plans() {
         let [bm, bn, bk] = p.config.tile;
-        for (l, mn, major) in [(&p.smem_layout_a, bm, p.config.a_major), (&p.smem_layout_b, bn, p.config.b_major)] {
+        for (l, mn, major) in [
+            (&p.smem_layout_a, bm, p.config.a_major),
+            (&p.smem_layout_b, bn, p.config.b_major),
+        ] {
             let st = p.stages as i64;
             let mut seen = vec![false; (mn * bk * st) as usize];
             for s in 0..st {
@@ -265,7 +294,11 @@ fn smem_layouts_are_vector_preserving_bijections() {
                         assert!(!seen[o as usize]);
                         seen[o as usize] = true;
                         assert_eq!(o / (mn * bk), s);
-                        let (vm, vk) = if major == Major::K { (m, k - k % 8) } else { (m - m % 8, k) };
+                        let (vm, vk) = if major == Major::K {
+                            (m, k - k % 8)
+                        } else {
+                            (m - m % 8, k)
+                        };
                         let base = l.crd2idx(&tuple!(vm, vk, s)).unwrap().as_static().unwrap();
                         assert_eq!(o - base, if major == Major::K { k % 8 } else { m % 8 });
                     }

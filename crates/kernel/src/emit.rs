@@ -79,6 +79,16 @@ pub enum Stmt {
     If { cond: String, then: Vec<Stmt>, otherwise: Vec<Stmt> },
     /// A nested block `{ ... }`.
     Block(Vec<Stmt>),
+    /// `for (init; cond; step) { body }`: a loop with a general step (persistent tile
+    /// walks).
+    Loop {
+        init: String,
+        cond: String,
+        step: String,
+        body: Vec<Stmt>,
+    },
+    /// `continue;`
+    Continue,
     /// `return;`
     Return,
 }
@@ -237,6 +247,14 @@ fn render_stmt(out: &mut String, s: &Stmt, depth: usize) {
             let _ = writeln!(out, "{ind}for (int {var} = {start}; {var} < {end}; ++{var}) {{");
             render_block(out, body, depth + 1);
             let _ = writeln!(out, "{ind}}}");
+        }
+        Stmt::Loop { init, cond, step, body } => {
+            let _ = writeln!(out, "{ind}for ({init}; {cond}; {step}) {{");
+            render_block(out, body, depth + 1);
+            let _ = writeln!(out, "{ind}}}");
+        }
+        Stmt::Continue => {
+            let _ = writeln!(out, "{ind}continue;");
         }
         Stmt::While { cond, body } => {
             let _ = writeln!(out, "{ind}while ({cond}) {{");

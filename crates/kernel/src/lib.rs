@@ -9,6 +9,8 @@
 //! * [`gemm_sm80`] — the Ampere-class GEMM generator (`generate`, `GemmArgs`, `launch`).
 //! * [`emit`] — a structured CUDA C++ emitter; index arithmetic comes from layouts, with
 //!   comments naming the layout behind each expression.
+//! * [`tile_scheduler`] — the SM90 persistent tile scheduler: raster order, swizzle and
+//!   cluster-aware work ids on the host, and the same mapping as generated device code.
 //!
 //! ## Run-time modules
 //!
@@ -54,11 +56,13 @@ pub mod catalogue;
 pub mod device;
 pub mod emit;
 pub mod gemm_sm80;
+pub mod gemm_sm90;
 pub mod launch;
 pub mod nvrtc;
 pub mod resources;
 pub mod sass;
 pub mod testing;
+pub mod tile_scheduler;
 pub mod tma;
 pub mod toolkit;
 

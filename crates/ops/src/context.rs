@@ -4,10 +4,11 @@
 
 use crate::error::OpsError;
 use crate::gemm::{validate, GemmProblem};
-use crate::select::{select, Selection};
+use crate::select::{select, select_sm90, Choice, Selection};
 use crate::tensor::{DType, Major as ViewMajor, MatrixMut, MatrixRef};
 use cudarc::driver::{CudaSlice, DevicePtr};
 use rcute_kernel::gemm_sm80::{self, GemmArgs, GemmElement, GemmSm80Config, GeneratedGemm, Major, SplitKMode, StorageOrder};
+use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90};
 use rcute_kernel::{CompileOptions, Function, Gpu, KernelCache};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,10 +26,19 @@ pub struct LoadedGemm {
     reduce: Function,
 }
 
+/// A generated SM90 GEMM kernel loaded on the GPU.
+#[derive(Clone)]
+pub struct LoadedGemmSm90 {
+    /// The generated source and its plan.
+    pub generated: Arc<GeneratedGemmSm90>,
+    main: Function,
+}
+
 /// The ops handle: one per GPU.
 pub struct Ops {
     gpu: Gpu,
     gemms: Mutex<HashMap<GemmSm80Config, LoadedGemm>>,
+    gemms_sm90: Mutex<HashMap<GemmSm90Config, LoadedGemmSm90>>,
     workspace: Mutex<Option<CudaSlice<u8>>>,
     /// Serial split-K semaphores: allocated zeroed, left zeroed by every completed launch.
     semaphores: Mutex<Option<CudaSlice<i32>>>,
@@ -46,7 +56,7 @@ fn element(d: DType) -> Result<GemmElement, OpsError> {
 impl Ops {
     /// An ops handle on `gpu`.
     pub fn new(gpu: Gpu) -> Ops {
-        Ops { gpu, gemms: Mutex::new(HashMap::new()), workspace: Mutex::new(None), semaphores: Mutex::new(None) }
+        Ops { gpu, gemms: Mutex::new(HashMap::new()), gemms_sm90: Mutex::new(HashMap::new()), workspace: Mutex::new(None), semaphores: Mutex::new(None) }
     }
 
     /// The GPU.
@@ -80,6 +90,28 @@ impl Ops {
         Ok(loaded)
     }
 
+    /// Generate, compile (cached) and load the SM90 kernel of `cfg` (once per
+    /// configuration); needs an sm_90 GPU.
+    pub fn load_gemm_sm90(&self, cfg: &GemmSm90Config) -> Result<LoadedGemmSm90, OpsError> {
+        if let Some(l) = self.gemms_sm90.lock().map_err(|_| OpsError::Arch("poisoned kernel table".into()))?.get(cfg) {
+            return Ok(l.clone());
+        }
+        if self.gpu.compute_capability() != (9, 0) {
+            return Err(OpsError::Arch(format!("the SM90 GEMM needs sm_90, found {:?}", self.gpu.compute_capability())));
+        }
+        let g = gemm_sm90::generate(cfg).map_err(boxed)?;
+        let compiled = KernelCache::global()
+            .get_or_compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(rcute_kernel::Arch::Sm90a))
+            .map_err(boxed)?;
+        let module = self.gpu.load(&compiled).map_err(boxed)?;
+        let main = module.function(&g.name).map_err(boxed)?;
+        let loaded = LoadedGemmSm90 { generated: Arc::new(g), main };
+        if let Ok(mut t) = self.gemms_sm90.lock() {
+            t.insert(cfg.clone(), loaded.clone());
+        }
+        Ok(loaded)
+    }
+
     /// `D = alpha * A @ B + beta * C` (batched when the views are), with f16/bf16 inputs
     /// and f32 accumulation; `c` may be `None` when `beta == 0`, or view the same memory as
     /// `d` for an in-place update. Runs on the GPU's stream; returns once launched.
@@ -108,13 +140,15 @@ impl Ops {
     /// Run a validated problem, optionally with a forced configuration (benchmarks and the
     /// correctness suite use this to cover every kernel).
     pub fn run_gemm(&self, p: &GemmProblem, forced: Option<(&GemmSm80Config, u32)>) -> Result<(), OpsError> {
-        let sel = forced.map(|(cfg, s)| Selection { config: cfg.clone(), split_k: s, split_k_mode: SplitKMode::Parallel });
+        let sel = forced.map(|(cfg, s)| Choice::Sm80(Selection { config: cfg.clone(), split_k: s, split_k_mode: SplitKMode::Parallel }));
         self.run_gemm_with(p, sel.as_ref())
     }
 
-    /// Run a validated problem with a forced [`Selection`] (configuration, split count
-    /// and split-K mode), or the automatic one ([`crate::select::select`]) for `None`.
-    pub fn run_gemm_with(&self, p: &GemmProblem, forced: Option<&Selection>) -> Result<(), OpsError> {
+    /// Run a validated problem with a forced [`Choice`] (the kernel, and for the SM80
+    /// path its split count and split-K mode), or the automatic one for `None`: the SM90
+    /// kernel ([`crate::select::select_sm90`]) on sm_90 when the operands qualify, the
+    /// Ampere-class kernel ([`crate::select::select`]) otherwise.
+    pub fn run_gemm_with(&self, p: &GemmProblem, forced: Option<&Choice>) -> Result<(), OpsError> {
         let a_major = if p.a.major() == Some(ViewMajor::Row) { Major::K } else { Major::MN };
         let b_major = if p.b.major() == Some(ViewMajor::Col) { Major::K } else { Major::MN };
         let d_order = if p.d.major() == Some(ViewMajor::Row) { StorageOrder::RowMajor } else { StorageOrder::ColMajor };
@@ -124,8 +158,16 @@ impl Ops {
             }
         }
         let sel = match forced {
-            Some(s) => s.clone(),
-            None => select(p.m, p.n, p.k, p.l, a_major, b_major, self.gpu.sm_count()),
+            Some(Choice::Sm90(cfg)) => return self.run_gemm_sm90(p, cfg),
+            Some(Choice::Sm80(s)) => s.clone(),
+            None => {
+                if self.sm90_qualifies(p, a_major, b_major, d_order) {
+                    if let Some(cfg) = select_sm90(p.m, p.n, p.k, p.l, self.gpu.sm_count()) {
+                        return self.run_gemm_sm90(p, &cfg);
+                    }
+                }
+                select(p.m, p.n, p.k, p.l, a_major, b_major, self.gpu.sm_count())
+            }
         };
         let (mut cfg, split_k, mode) = (sel.config, sel.split_k, sel.split_k_mode);
         cfg.a = element(p.a.dtype)?;
@@ -178,6 +220,61 @@ impl Ops {
         // strides and batch strides passed here, and the views borrow their buffers for
         // the duration of this call; the workspace holds `workspace_bytes`.
         unsafe { gemm_sm80::launch_split_k(&loaded.main, &loaded.reduce, g, &args) }.map_err(boxed)?;
+        Ok(())
+    }
+
+    /// Whether the SM90 kernel can run this problem: an sm_90 GPU, K-major A and B,
+    /// row-major D (and C), one 16-bit type for A, B, C and D, and the 16-byte TMA rules
+    /// (pointers, leading dimensions, batch strides).
+    fn sm90_qualifies(&self, p: &GemmProblem, a_major: Major, b_major: Major, d_order: StorageOrder) -> bool {
+        if self.gpu.compute_capability() != (9, 0) || a_major != Major::K || b_major != Major::K || d_order != StorageOrder::RowMajor {
+            return false;
+        }
+        let t = p.a.dtype;
+        if !matches!(t, DType::BF16 | DType::F16) || p.b.dtype != t || p.d.dtype != t {
+            return false;
+        }
+        let mut views = vec![p.a, p.b, p.d];
+        if let Some(c) = p.c {
+            if c.dtype != t {
+                return false;
+            }
+            views.push(c);
+        }
+        // TMA: 16-byte pointers, leading dimensions, batch strides and contiguous extents.
+        p.k % 8 == 0
+            && p.n % 8 == 0
+            && views.iter().all(|g| g.ptr % 16 == 0 && g.ld() % 8 == 0 && (p.l == 1 || g.batch_stride % 8 == 0))
+    }
+
+    /// Run a validated problem on the SM90 kernel of `cfg` (types, C and D order taken
+    /// from the views).
+    fn run_gemm_sm90(&self, p: &GemmProblem, cfg: &GemmSm90Config) -> Result<(), OpsError> {
+        let mut cfg = cfg.clone();
+        cfg.ab = element(p.a.dtype)?;
+        cfg.cd = element(p.d.dtype)?;
+        cfg.with_c = p.c.is_some() && p.beta != 0.0;
+        let loaded = self.load_gemm_sm90(&cfg)?;
+        let g = &loaded.generated;
+        let (m, n, k, l) = (p.m as i32, p.n as i32, p.k as i32, p.l as i32);
+        let c = p.c.unwrap_or(p.d);
+        let mut args = GemmArgs::packed(&GemmSm80Config::bf16(Major::K, Major::K, [64, 64, 32], [2, 2]), m, n, k, l, p.a.ptr, p.b.ptr, c.ptr, p.d.ptr);
+        args.lda = p.a.ld();
+        args.ldb = p.b.ld();
+        args.ldc = c.ld();
+        args.ldd = p.d.ld();
+        args.batch_stride_a = p.a.batch_stride;
+        args.batch_stride_b = p.b.batch_stride;
+        args.batch_stride_c = if p.c.is_some() { c.batch_stride } else { p.d.batch_stride };
+        args.batch_stride_d = p.d.batch_stride;
+        args.alpha = p.alpha;
+        args.beta = if cfg.with_c { p.beta } else { 0.0 };
+        if !cfg.with_c {
+            args.c = 0;
+        }
+        // SAFETY: `validate` checked that every view lies inside its buffer with the
+        // strides and batch strides passed here; the views borrow their buffers.
+        unsafe { gemm_sm90::launch(&loaded.main, g, &args, self.gpu.sm_count()) }.map_err(boxed)?;
         Ok(())
     }
 }

@@ -6,6 +6,28 @@
 //! issue) replaces these rules with measured choices and keeps this interface.
 
 use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
+use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
+
+/// Which generated kernel runs a GEMM.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// The Ampere-class `mma.sync` kernel (every architecture from sm_80), with split-K.
+    Sm80(Selection),
+    /// The Hopper TMA + `wgmma` kernel (sm_90 only; K-major A and B, row-major D).
+    Sm90(GemmSm90Config),
+}
+
+/// Pick the Hopper kernel for an `m x n x k` problem, or `None` where the Ampere-class
+/// path is the better (or only) choice. The caller checks that the operands qualify
+/// (majors, types, alignment).
+pub fn select_sm90(m: usize, n: usize, _k: usize, _l: usize, _sms: u32) -> Option<GemmSm90Config> {
+    if m <= 128 {
+        // Decode shapes: the SM80 path's split-K fills the machine (see BENCHMARKS.md).
+        return None;
+    }
+    let tile = if n >= 256 { [128, 256, 64] } else { [128, 128, 64] };
+    Some(GemmSm90Config::bf16(tile, Sm90Schedule::Cooperative))
+}
 
 /// A kernel configuration and its run-time split-K factor.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,611 @@
+//! The Hopper (SM90) TMA + `wgmma` warp-specialized mainloop (CUTLASS's
+//! `MainloopSm90TmaGmmaWarpSpecialized` as its `CollectiveBuilder` configures it), as a
+//! plan: schedule and warpgroups, the `wgmma` atom, GMMA shared-memory atoms and layouts,
+//! TMA boxes, pipeline depth and the kernel's shared-memory budget.
+//!
+//! Conventions as in [`crate::sm80_mainloop`]: A is `(M,K)`, B is `(N,K)`; an operand is
+//! [`Major::K`] when K is contiguous.
+//!
+//! # Schedules
+//!
+//! | [`Sm90Schedule`] | consumer warpgroups | threads | each consumer computes | epilogue smem |
+//! |---|---|---|---|---|
+//! | `WarpSpecialized` | 1 | 256 | the `BM x BN` tile | union with the mainloop |
+//! | `Cooperative` | 2 | 384 | half the tile, `BM/2 x BN` | separate |
+//! | `PingPong` | 2 | 384 | alternate whole tiles, `BM x BN` | separate |
+//!
+//! One producer warpgroup issues the TMA loads. The non-persistent warp-specialized kernel
+//! runs its epilogue only after the last k-tile, so its epilogue buffers share storage
+//! with the A/B stages (`union { mainloop; epilogue }`, the kernel takes the larger of the
+//! two). The persistent cooperative and ping-pong kernels load C for one tile while the
+//! mainloop of the next tile runs, so the epilogue needs its own storage: CUTLASS then
+//! sizes the mainloop with `StageCountAutoCarveout<sizeof(epilogue SharedStorage)>`, and
+//! so does this plan (the epilogue schedule only decides whether that storage is empty).
+//!
+//! # Stage count
+//!
+//! Explicit `stages` are checked against the capacity. Automatic stages are the most that
+//! fit, at most [`SM90_MAX_AUTO_STAGES`] and at least 2: with `stage = (BM + BN) * BK *
+//! bytes` and 16 bytes of full/empty mbarriers per stage,
+//! `stages = (capacity - carve-out - reserve) / (stage + 16)` where the carve-out is the
+//! epilogue's buffers and barriers for cooperative / ping-pong and 0 for warp-specialized
+//! (its union only matters when the epilogue is larger than all stages together), and the
+//! reserve is [`SM90_KERNEL_RESERVE_BYTES`]. Every buffer starts on a 1024-byte boundary
+//! (a 128B-swizzle atom), so the formula holds exactly when the buffers are multiples of
+//! 1024 bytes; in general the plan takes the largest count whose total fits.
+//!
+//! # Shared-memory map (`smem_bytes`)
+//!
+//! `[A stages | B stages]` (each 1024-aligned), then the epilogue's C/D buffers (at offset
+//! 0 in a union, after B otherwise), then the mainloop's mbarriers, the epilogue's C load
+//! barriers and the kernel reserve; the total is rounded up to 128 bytes.
+//!
+//! # TMA boxes
+//!
+//! A box is `(inner, outer)` elements with `inner` the swizzle width (128 bytes for 128B
+//! swizzle, 16 bytes for interleave) and `outer` the rest of the operand tile's other
+//! extent up to TMA's 256 limit; a K-major tile with `BK` wider than the swizzle, or an
+//! MN-major tile with `BM` wider than it, takes several boxes per stage
+//! (`tma_boxes_per_stage_*`; CuTe folds them into one higher-rank box, one instruction).
+//!
+//! ```
+//! use rcute_atom::Element;
+//! use rcute_collective::*;
+//! let epi = Sm90EpiloguePlan::new(&Sm90EpilogueConfig::new(
+//!     [128, 256, 64], Sm90Schedule::Cooperative, None, Element::BF16, StorageOrder::RowMajor)).unwrap();
+//! let p = Sm90Mainloop::new(&Sm90MainloopConfig::bf16_tn([128, 256, 64], Sm90Schedule::Cooperative), &epi).unwrap();
+//! assert_eq!((p.threads, p.wg_tile, p.stage_bytes, p.stages), (384, [64, 256], 49152, 4));
+//! assert_eq!(p.mma_atom.name, "SM90_64x256x16_F32BF16BF16_SS<K,K>");
+//! assert_eq!(p.smem_atom_a.to_string(), "Sw<3,3,3> o (8,64):(64,1)");
+//! assert_eq!((p.tma_box_a, p.tma_box_b, p.tx_bytes), ([64, 128], [64, 256], 49152));
+//! ```
+
+use crate::sm90_epilogue::{check_mma_nesting, Sm90EpilogueError, Sm90EpiloguePlan};
+use rcute_atom::mma_sm90::{valid_n, wgmma};
+use rcute_atom::tma::TmaSwizzle;
+use rcute_atom::{Element, GmmaSmemAtom, GmmaSource, GmmaSwizzle, Major, MmaAtom};
+use rcute_layout::{tuple, AnyLayout};
+
+/// Opt-in shared memory per CTA of an SM90 GPU: 227 KiB (CUTLASS's
+/// `sm90_smem_capacity_bytes`).
+pub const SM90_SMEM_CAPACITY: usize = 232448;
+
+/// The most stages the automatic choice picks.
+pub const SM90_MAX_AUTO_STAGES: usize = 8;
+
+/// Shared bytes kept for the kernel's own barriers (the load-warp order barrier, the
+/// ping-pong math order barrier) and their alignment.
+pub const SM90_KERNEL_RESERVE_BYTES: usize = 128;
+
+/// Alignment of every A, B and epilogue buffer (one 128B-swizzle atom).
+pub const SM90_BUFFER_ALIGN: usize = 1024;
+
+/// The SM90 kernel schedule (CUTLASS's `KernelTmaWarpSpecialized*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Sm90Schedule {
+    /// One producer and one consumer warpgroup, not persistent; the epilogue shares the
+    /// mainloop's shared memory (`KernelTmaWarpSpecialized`).
+    WarpSpecialized,
+    /// Persistent; two consumer warpgroups split each tile along M
+    /// (`KernelTmaWarpSpecializedCooperative`).
+    Cooperative,
+    /// Persistent; two consumer warpgroups take turns on whole tiles, one's epilogue
+    /// overlapping the other's mainloop (`KernelTmaWarpSpecializedPingpong`).
+    PingPong,
+}
+
+impl Sm90Schedule {
+    /// All schedules.
+    pub const ALL: [Sm90Schedule; 3] = [
+        Sm90Schedule::WarpSpecialized,
+        Sm90Schedule::Cooperative,
+        Sm90Schedule::PingPong,
+    ];
+    /// CUTLASS's kernel schedule tag.
+    pub fn cutlass_name(self) -> &'static str {
+        match self {
+            Sm90Schedule::WarpSpecialized => "KernelTmaWarpSpecialized",
+            Sm90Schedule::Cooperative => "KernelTmaWarpSpecializedCooperative",
+            Sm90Schedule::PingPong => "KernelTmaWarpSpecializedPingpong",
+        }
+    }
+    /// A short tag (`ws`, `coop`, `pingpong`).
+    pub fn tag(self) -> &'static str {
+        match self {
+            Sm90Schedule::WarpSpecialized => "ws",
+            Sm90Schedule::Cooperative => "coop",
+            Sm90Schedule::PingPong => "pingpong",
+        }
+    }
+    /// True for the cooperative schedule (cooperative epilogue).
+    pub fn is_cooperative(self) -> bool {
+        self == Sm90Schedule::Cooperative
+    }
+    /// Consumer (MMA) warpgroups.
+    pub fn consumer_warpgroups(self) -> usize {
+        match self {
+            Sm90Schedule::WarpSpecialized => 1,
+            Sm90Schedule::Cooperative | Sm90Schedule::PingPong => 2,
+        }
+    }
+    /// Threads that run one tile's epilogue (256 cooperative, else 128).
+    pub fn epilogue_threads(self) -> i64 {
+        if self.is_cooperative() {
+            256
+        } else {
+            128
+        }
+    }
+    /// M of the tiled MMA's tile: 64 per warpgroup stacked along M (128 cooperative).
+    pub fn mma_tile_m(self) -> i64 {
+        if self.is_cooperative() {
+            128
+        } else {
+            64
+        }
+    }
+    /// Whether the epilogue's shared memory is a union with the mainloop's.
+    pub fn epilogue_union(self) -> bool {
+        self == Sm90Schedule::WarpSpecialized
+    }
+}
+
+/// CuTe's `ss_smem_selector`: the GMMA shared-memory atom for an `(mn, k)` operand tile of
+/// `elem` — for K-major the widest swizzle (128B, 64B, 32B, interleave) whose width in
+/// elements divides `k`, for MN-major the widest dividing `mn`. `None` when `mn` or `k`
+/// is not a positive multiple of 8 or no atom divides.
+///
+/// ```
+/// use rcute_atom::{Element, GmmaSwizzle, Major};
+/// use rcute_collective::ss_smem_selector;
+/// assert_eq!(ss_smem_selector(Major::K, Element::BF16, 128, 64).unwrap().mode, GmmaSwizzle::B128);
+/// assert_eq!(ss_smem_selector(Major::K, Element::F32, 64, 8).unwrap().mode, GmmaSwizzle::B32);
+/// assert_eq!(ss_smem_selector(Major::MN, Element::F16, 24, 64).unwrap().mode, GmmaSwizzle::Interleave);
+/// ```
+pub fn ss_smem_selector(major: Major, elem: Element, mn: i64, k: i64) -> Option<GmmaSmemAtom> {
+    if mn <= 0 || k <= 0 || mn % 8 != 0 || k % 8 != 0 {
+        return None;
+    }
+    let contiguous = match major {
+        Major::K => k,
+        Major::MN => mn,
+    };
+    let bits = elem.bits() as i64;
+    [
+        GmmaSwizzle::B128,
+        GmmaSwizzle::B64,
+        GmmaSwizzle::B32,
+        GmmaSwizzle::Interleave,
+    ]
+    .into_iter()
+    .find(|m| contiguous % (m.span_bytes() * 8 / bits) == 0)
+    .map(|m| GmmaSmemAtom::new(major, m, elem))
+}
+
+/// Elements per swizzle span of an atom (the TMA box's inner extent).
+fn atom_width(atom: &GmmaSmemAtom) -> i64 {
+    atom.mode.span_bytes() * 8 / atom.elem.bits() as i64
+}
+
+/// The TMA swizzle of a GMMA atom.
+pub fn gmma_tma_swizzle(mode: GmmaSwizzle) -> TmaSwizzle {
+    match mode {
+        GmmaSwizzle::Interleave => TmaSwizzle::None,
+        GmmaSwizzle::B32 => TmaSwizzle::B32,
+        GmmaSwizzle::B64 => TmaSwizzle::B64,
+        GmmaSwizzle::B128 => TmaSwizzle::B128,
+    }
+}
+
+/// The input of the SM90 mainloop builder.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Sm90MainloopConfig {
+    /// Element type of A.
+    pub a: Element,
+    /// Element type of B.
+    pub b: Element,
+    /// Accumulator type.
+    pub acc: Element,
+    /// Contiguous mode of A.
+    pub a_major: Major,
+    /// Contiguous mode of B.
+    pub b_major: Major,
+    /// CTA tile `(BM, BN, BK)`.
+    pub tile: [i64; 3],
+    /// Cluster shape `(CM, CN)` in CTAs.
+    pub cluster: [i64; 2],
+    /// Kernel schedule.
+    pub schedule: Sm90Schedule,
+    /// Pipeline depth; `None` picks as many as fit (at most [`SM90_MAX_AUTO_STAGES`]).
+    pub stages: Option<usize>,
+    /// Shared memory per CTA, in bytes.
+    pub smem_capacity: usize,
+}
+
+impl Sm90MainloopConfig {
+    /// bf16 x bf16 -> f32, both operands K-major ("TN"), cluster `1x1`, automatic stages,
+    /// [`SM90_SMEM_CAPACITY`].
+    pub fn bf16_tn(tile: [i64; 3], schedule: Sm90Schedule) -> Sm90MainloopConfig {
+        Sm90MainloopConfig {
+            a: Element::BF16,
+            b: Element::BF16,
+            acc: Element::F32,
+            a_major: Major::K,
+            b_major: Major::K,
+            tile,
+            cluster: [1, 1],
+            schedule,
+            stages: None,
+            smem_capacity: SM90_SMEM_CAPACITY,
+        }
+    }
+}
+
+/// Why an SM90 mainloop configuration has no plan.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Sm90PlanError {
+    /// The element types are not a supported `wgmma` combination.
+    #[error("unsupported types A={a}, B={b}, accumulator={acc}: the SM90 mainloop takes bf16 or f16 (one type) with f32, s8/u8 with s32, or e4m3/e5m2 with f32 accumulation")]
+    Types {
+        /// A's type.
+        a: Element,
+        /// B's type.
+        b: Element,
+        /// Accumulator type.
+        acc: Element,
+    },
+    /// 8-bit operands must be K-major.
+    #[error("8-bit operands ({elem}) must be K-major for wgmma (A is {a_major:?}, B is {b_major:?})")]
+    Major {
+        /// The 8-bit type.
+        elem: Element,
+        /// A's major mode.
+        a_major: Major,
+        /// B's major mode.
+        b_major: Major,
+    },
+    /// The tile does not divide into warpgroups, `wgmma` atoms or smem atoms.
+    #[error("tile {tile:?} ({schedule:?}): {reason}")]
+    Tile {
+        /// `(BM, BN, BK)`.
+        tile: [i64; 3],
+        /// The schedule.
+        schedule: Sm90Schedule,
+        /// What does not divide.
+        reason: String,
+    },
+    /// Unsupported cluster shape.
+    #[error("cluster {cluster:?}: {reason}")]
+    Cluster {
+        /// `(CM, CN)`.
+        cluster: [i64; 2],
+        /// Why.
+        reason: String,
+    },
+    /// Fewer than two stages.
+    #[error("{stages} stage(s): the TMA pipeline needs at least 2")]
+    Stages {
+        /// Requested stages.
+        stages: usize,
+    },
+    /// The stages do not fit the shared memory.
+    #[error("{stages} stage(s) of {stage_bytes} bytes with {epilogue} epilogue bytes need {needed} bytes, more than the capacity of {capacity}")]
+    SmemCapacity {
+        /// Stages requested (or the 2 the automatic choice needs at least).
+        stages: usize,
+        /// A and B bytes per stage.
+        stage_bytes: usize,
+        /// The epilogue's shared bytes.
+        epilogue: usize,
+        /// The kernel's total at that stage count.
+        needed: usize,
+        /// The capacity.
+        capacity: usize,
+    },
+    /// The epilogue plan was built for another tile or schedule.
+    #[error("epilogue plan does not match the mainloop: {0}")]
+    EpilogueMismatch(String),
+    /// The epilogue's subtile does not fit the MMA atom this mainloop picks.
+    #[error("epilogue: {0}")]
+    Epilogue(Sm90EpilogueError),
+    /// The layout algebra refused a step.
+    #[error("layout algebra: {0}")]
+    Layout(String),
+}
+
+/// The plan of the SM90 TMA + `wgmma` mainloop.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sm90Mainloop {
+    /// The configuration (with `stages` resolved).
+    pub config: Sm90MainloopConfig,
+    /// Consumer (MMA) warpgroups: 1 warp-specialized, 2 cooperative / ping-pong.
+    pub consumer_warpgroups: usize,
+    /// Threads per CTA: `128 * (1 + consumer_warpgroups)`.
+    pub threads: usize,
+    /// The tile one consumer warpgroup computes: `(BM/2, BN)` cooperative, `(BM, BN)`
+    /// otherwise.
+    pub wg_tile: [i64; 2],
+    /// The `wgmma` atom (SS, N the largest PTX-valid N dividing `BN`).
+    pub mma_atom: MmaAtom,
+    /// M atoms per warpgroup (`wg_tile[0] / 64`).
+    pub m_atoms_per_wg: i64,
+    /// N atoms per warpgroup (`BN / atom N`, 1 unless `BN > 256`).
+    pub n_atoms: i64,
+    /// K atoms per k-tile (`BK / atom K`).
+    pub k_atoms: i64,
+    /// GMMA smem atom of A (`ss_smem_selector`).
+    pub smem_atom_a: GmmaSmemAtom,
+    /// GMMA smem atom of B.
+    pub smem_atom_b: GmmaSmemAtom,
+    /// `(BM, BK, PIPE)` -> element offset of A (`tile_to_shape` of the atom, MN first
+    /// for MN-major operands).
+    pub smem_layout_a: AnyLayout,
+    /// `(BN, BK, PIPE)` -> element offset of B.
+    pub smem_layout_b: AnyLayout,
+    /// Bytes of A and B per stage.
+    pub stage_bytes: usize,
+    /// Pipeline depth.
+    pub stages: usize,
+    /// The mainloop pipeline's full and empty mbarriers (`16 * stages`).
+    pub barrier_bytes: usize,
+    /// TMA box of A, `(inner, outer)` elements.
+    pub tma_box_a: [u32; 2],
+    /// TMA box of B.
+    pub tma_box_b: [u32; 2],
+    /// TMA boxes per stage of A.
+    pub tma_boxes_per_stage_a: usize,
+    /// TMA boxes per stage of B.
+    pub tma_boxes_per_stage_b: usize,
+    /// TMA swizzle of A's descriptor.
+    pub tma_swizzle_a: TmaSwizzle,
+    /// TMA swizzle of B's descriptor.
+    pub tma_swizzle_b: TmaSwizzle,
+    /// Bytes the full barrier of a stage expects (A and B tiles).
+    pub tx_bytes: u32,
+    /// The epilogue's buffers are a union with the A/B stages (warp-specialized).
+    pub storage_union: bool,
+    /// Byte offset of B's stages.
+    pub smem_offset_b: usize,
+    /// Byte offset of the epilogue's buffers.
+    pub smem_offset_epilogue: usize,
+    /// Byte offset of the mbarriers.
+    pub smem_offset_barriers: usize,
+    /// The kernel's dynamic shared memory.
+    pub smem_bytes: usize,
+    /// A is multicast across the cluster's CTAs along N (cluster N > 1).
+    pub multicast_a: bool,
+    /// B is multicast across the cluster's CTAs along M (cluster M > 1).
+    pub multicast_b: bool,
+}
+
+fn round_up(x: usize, a: usize) -> usize {
+    x.div_ceil(a) * a
+}
+
+/// Largest box extent `<= 256` dividing `extent`, and how many such boxes cover it.
+fn split_box(extent: i64) -> (i64, i64) {
+    let d = (1..=extent.min(256)).rev().find(|d| extent % d == 0).unwrap_or(1);
+    (d, extent / d)
+}
+
+/// `(box, boxes per stage)` of an `(mn, bk)` operand tile in `atom`.
+fn tma_box(atom: &GmmaSmemAtom, mn: i64, bk: i64) -> ([u32; 2], usize) {
+    let w = atom_width(atom);
+    let (outer_extent, inner_extent) = match atom.major {
+        Major::K => (mn, bk),
+        Major::MN => (bk, mn),
+    };
+    let (outer, n_outer) = split_box(outer_extent);
+    ([w as u32, outer as u32], ((inner_extent / w) * n_outer) as usize)
+}
+
+struct SmemMap {
+    offset_b: usize,
+    offset_epi: usize,
+    offset_barriers: usize,
+    total: usize,
+}
+
+fn types_ok(a: Element, b: Element, acc: Element) -> bool {
+    use Element::*;
+    matches!(
+        (a, b, acc),
+        (BF16, BF16, F32) | (F16, F16, F32) | (S8 | U8, S8 | U8, S32) | (E4M3 | E5M2, E4M3 | E5M2, F32)
+    )
+}
+
+impl Sm90Mainloop {
+    /// Build the plan for a mainloop configuration and the epilogue that follows it.
+    pub fn new(cfg: &Sm90MainloopConfig, epi: &Sm90EpiloguePlan) -> Result<Sm90Mainloop, Sm90PlanError> {
+        let [bm, bn, bk] = cfg.tile;
+        let schedule = cfg.schedule;
+        if !types_ok(cfg.a, cfg.b, cfg.acc) {
+            return Err(Sm90PlanError::Types {
+                a: cfg.a,
+                b: cfg.b,
+                acc: cfg.acc,
+            });
+        }
+        if cfg.a.bits() == 8 && (cfg.a_major != Major::K || cfg.b_major != Major::K) {
+            return Err(Sm90PlanError::Major {
+                elem: cfg.a,
+                a_major: cfg.a_major,
+                b_major: cfg.b_major,
+            });
+        }
+        let terr = |reason: String| Sm90PlanError::Tile {
+            tile: cfg.tile,
+            schedule,
+            reason,
+        };
+        if bm <= 0 || bn <= 0 || bk <= 0 {
+            return Err(terr("extents must be positive".into()));
+        }
+        let mma_m = schedule.mma_tile_m();
+        if bm % mma_m != 0 {
+            return Err(terr(if schedule.is_cooperative() {
+                format!("BM={bm} must be a multiple of 128: each of the two consumer warpgroups takes BM/2 rows in 64-row wgmma atoms")
+            } else {
+                format!("BM={bm} must be a multiple of the 64-row wgmma atom")
+            }));
+        }
+        let n = valid_n(cfg.a)
+            .into_iter()
+            .rev()
+            .find(|n| bn % n == 0)
+            .ok_or_else(|| terr(format!("BN={bn} is not a multiple of any wgmma N for {}", cfg.a)))?;
+        let mma_atom =
+            wgmma(cfg.acc, cfg.a, cfg.b, n, GmmaSource::SS, cfg.a_major, cfg.b_major).ok_or(Sm90PlanError::Types {
+                a: cfg.a,
+                b: cfg.b,
+                acc: cfg.acc,
+            })?;
+        let atom_k = mma_atom.shape_mnk[2];
+        if bk % atom_k != 0 {
+            return Err(terr(format!("BK={bk} must be a multiple of the wgmma K={atom_k}")));
+        }
+        let [cm, cn] = cfg.cluster;
+        let cerr = |reason: &str| Sm90PlanError::Cluster {
+            cluster: cfg.cluster,
+            reason: reason.into(),
+        };
+        if ![1, 2, 4].contains(&cm) || ![1, 2, 4].contains(&cn) {
+            return Err(cerr("each cluster extent must be 1, 2 or 4"));
+        }
+        if cm * cn > 8 {
+            return Err(cerr("at most 8 CTAs per cluster (the portable limit)"));
+        }
+
+        // The epilogue must follow this tile and schedule and nest with this atom.
+        let ec = &epi.config;
+        if ec.cta_tile[0] != bm || ec.cta_tile[1] != bn || ec.schedule != schedule {
+            return Err(Sm90PlanError::EpilogueMismatch(format!(
+                "epilogue for {:?} tile {:?}, mainloop {:?} tile {:?}",
+                ec.schedule, ec.cta_tile, schedule, cfg.tile
+            )));
+        }
+        check_mma_nesting(schedule, epi.epi_tile, epi.fragment_size, n).map_err(Sm90PlanError::Epilogue)?;
+
+        let smem_atom_a = ss_smem_selector(cfg.a_major, cfg.a, bm, bk)
+            .ok_or_else(|| terr("no GMMA smem atom divides the A tile".into()))?;
+        let smem_atom_b = ss_smem_selector(cfg.b_major, cfg.b, bn, bk)
+            .ok_or_else(|| terr("no GMMA smem atom divides the B tile".into()))?;
+
+        // Stages and the shared-memory map.
+        let a_stage = (bm * bk) as usize * cfg.a.bytes() as usize;
+        let b_stage = (bn * bk) as usize * cfg.b.bytes() as usize;
+        let stage_bytes = a_stage + b_stage;
+        let union = schedule.epilogue_union();
+        let map = |stages: usize| -> SmemMap {
+            let offset_b = round_up(stages * a_stage, SM90_BUFFER_ALIGN);
+            let ml = offset_b + round_up(stages * b_stage, SM90_BUFFER_ALIGN);
+            let ep = round_up(epi.tensor_bytes, SM90_BUFFER_ALIGN);
+            let (offset_epi, tensors) = if union { (0, ml.max(ep)) } else { (ml, ml + ep) };
+            let barriers = 16 * stages + epi.barrier_bytes + SM90_KERNEL_RESERVE_BYTES;
+            SmemMap {
+                offset_b,
+                offset_epi,
+                offset_barriers: tensors,
+                total: round_up(tensors + barriers, 128),
+            }
+        };
+        let capacity = cfg.smem_capacity;
+        let too_big = |stages: usize| Sm90PlanError::SmemCapacity {
+            stages,
+            stage_bytes,
+            epilogue: epi.smem_bytes,
+            needed: map(stages).total,
+            capacity,
+        };
+        let stages = match cfg.stages {
+            Some(s) if s < 2 => return Err(Sm90PlanError::Stages { stages: s }),
+            Some(s) => {
+                if map(s).total > capacity {
+                    return Err(too_big(s));
+                }
+                s
+            }
+            None => (2..=SM90_MAX_AUTO_STAGES)
+                .rev()
+                .find(|&s| map(s).total <= capacity)
+                .ok_or_else(|| too_big(2))?,
+        };
+        let m = map(stages);
+
+        let lerr = |e: rcute_layout::LayoutError| Sm90PlanError::Layout(e.to_string());
+        let st = stages as i64;
+        let layout = |atom: &GmmaSmemAtom, mn: i64| -> Result<AnyLayout, Sm90PlanError> {
+            let order = (atom.major == Major::MN).then(|| tuple!(2, 1, 3));
+            atom.swizzle
+                .compose_layout(&atom.layout)
+                .tile_to_shape(&tuple!(mn, bk, st), order.as_ref())
+                .map_err(lerr)
+        };
+        let smem_layout_a = layout(&smem_atom_a, bm)?;
+        let smem_layout_b = layout(&smem_atom_b, bn)?;
+        let (tma_box_a, tma_boxes_per_stage_a) = tma_box(&smem_atom_a, bm, bk);
+        let (tma_box_b, tma_boxes_per_stage_b) = tma_box(&smem_atom_b, bn, bk);
+        let consumer_warpgroups = schedule.consumer_warpgroups();
+        let wg_tile = if schedule.is_cooperative() {
+            [bm / 2, bn]
+        } else {
+            [bm, bn]
+        };
+        let mut config = cfg.clone();
+        config.stages = Some(stages);
+        Ok(Sm90Mainloop {
+            config,
+            consumer_warpgroups,
+            threads: 128 * (1 + consumer_warpgroups),
+            wg_tile,
+            m_atoms_per_wg: wg_tile[0] / 64,
+            n_atoms: bn / n,
+            k_atoms: bk / atom_k,
+            mma_atom,
+            tma_swizzle_a: gmma_tma_swizzle(smem_atom_a.mode),
+            tma_swizzle_b: gmma_tma_swizzle(smem_atom_b.mode),
+            smem_atom_a,
+            smem_atom_b,
+            smem_layout_a,
+            smem_layout_b,
+            stage_bytes,
+            stages,
+            barrier_bytes: 16 * stages,
+            tma_box_a,
+            tma_box_b,
+            tma_boxes_per_stage_a,
+            tma_boxes_per_stage_b,
+            tx_bytes: stage_bytes as u32,
+            storage_union: union,
+            smem_offset_b: m.offset_b,
+            smem_offset_epilogue: m.offset_epi,
+            smem_offset_barriers: m.offset_barriers,
+            smem_bytes: m.total,
+            multicast_a: cn > 1,
+            multicast_b: cm > 1,
+        })
+    }
+
+    /// CuTe's name of A's TMA load op (`SM90_TMA_LOAD_MULTICAST` when multicast).
+    pub fn tma_load_a(&self) -> &'static str {
+        if self.multicast_a {
+            "SM90_TMA_LOAD_MULTICAST"
+        } else {
+            "SM90_TMA_LOAD"
+        }
+    }
+
+    /// CuTe's name of B's TMA load op.
+    pub fn tma_load_b(&self) -> &'static str {
+        if self.multicast_b {
+            "SM90_TMA_LOAD_MULTICAST"
+        } else {
+            "SM90_TMA_LOAD"
+        }
+    }
+
+    /// CTAs that share one A tile (cluster N) and one B tile (cluster M).
+    pub fn multicast_ctas(&self) -> (i64, i64) {
+        (self.config.cluster[1], self.config.cluster[0])
+    }
+}

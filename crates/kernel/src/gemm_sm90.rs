@@ -1,0 +1,1458 @@
+//! The Hopper GEMM generator: TMA loads into 128B-swizzled shared memory, a pipeline of
+//! full / empty `mbarrier`s, one elected producer thread, consumer warpgroups issuing
+//! `wgmma` (SS), and the TMA warp-specialized epilogue (registers -> `stmatrix` -> shared
+//! memory -> TMA store, optionally C loaded by a producer warp through TMA).
+//!
+//! Three kernel schedules (CUTLASS's `KernelTmaWarpSpecialized*`):
+//!
+//! | schedule | consumers | tiles per CTA | epilogue smem |
+//! |---|---|---|---|
+//! | [`Sm90Schedule::WarpSpecialized`] | 1 warpgroup | one (grid = tiles) | union with the mainloop |
+//! | [`Sm90Schedule::Cooperative`] | 2 warpgroups share a tile (rows split) | persistent | separate |
+//! | [`Sm90Schedule::PingPong`] | 2 warpgroups alternate tiles, ordered by named barriers | persistent | separate |
+//!
+//! The producer warpgroup drops to 40 registers (`setmaxnreg.dec`), the consumers rise to
+//! 232. The persistent schedules walk the tiles with [`crate::tile_scheduler`].
+//!
+//! Run-time arguments are [`GemmArgs`] (shared with the Ampere-class path); the launch
+//! helper encodes the four tensor maps (A, B, C, D) on the host. Limits (typed errors):
+//! A and B K-major (row-major A, column-major B: BLAS "TN"), D / C row-major, 16-byte
+//! aligned pointers, leading dimensions and batch strides multiples of 16 bytes, and K and
+//! N multiples of 16 bytes too (TMA moves whole 16-byte chunks at a tensor's contiguous
+//! edge); M arbitrary. TMA zero-fills loads and clips stores past the M and N edges of a
+//! tile.
+//!
+//! ```
+//! use rcute_kernel::gemm_sm90::{generate, GemmSm90Config, Sm90Schedule};
+//! let cfg = GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative);
+//! let g = generate(&cfg).unwrap();
+//! assert_eq!(g.name, "rc_gemm_sm90_bf16_tn_128x256x64_coop_c1x1_s4_e128x32");
+//! assert_eq!(g.threads, 384);
+//! assert!(g.source.contains("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"));
+//! ```
+
+use crate::emit::{Function as CFunction, Item, Stmt, Unit, PRELUDE};
+use crate::gemm_sm80::{GemmArgs, GemmError};
+use crate::launch::{Function, KernelArgs, LaunchConfig};
+use crate::tma::encode_tiled;
+use rcute_atom::copy_ldsm::stmatrix;
+use rcute_atom::copy_tma::{
+    bulk_commit_group, bulk_wait_group, bulk_wait_group_read, prefetch_tensormap, tma_load, tma_store,
+};
+use rcute_atom::harness::includes;
+use rcute_atom::mma_sm90::{wgmma, wgmma_commit_group, wgmma_fence, wgmma_wait_group};
+use rcute_atom::sync::{
+    elect_one_sync, fence_mbarrier_init, fence_proxy_async_shared, mbarrier_arrive, mbarrier_arrive_expect_tx,
+    mbarrier_init, mbarrier_wait_parity, named_barrier_arrive, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
+};
+use rcute_atom::tma::tma_data_type;
+use rcute_atom::{
+    make_gmma_desc, Element, GmmaSmemAtom, GmmaSource, GmmaSwizzle, Major, MmaAtom, Snippet, TmaEncodeArgs,
+};
+use rcute_layout::algebra::Tiler;
+use rcute_layout::{tuple, Layout};
+
+/// Threads per warpgroup.
+const WG: i64 = 128;
+/// Shared memory an SM90 CTA may use (227 KiB).
+pub const SM90_SMEM_CAPACITY: usize = 232_448;
+/// Registers per thread of the producer warpgroup after `setmaxnreg.dec`.
+pub const PRODUCER_REGS: u32 = 40;
+/// Registers per thread of the consumer warpgroups after `setmaxnreg.inc`.
+pub const CONSUMER_REGS: u32 = 232;
+/// Alignment slack requested on top of the layout (the kernel aligns its base to 1 KiB).
+const ALIGN_SLACK: usize = 1024;
+
+/// The kernel schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Sm90Schedule {
+    /// One consumer warpgroup, one tile per CTA; the epilogue's smem is a union with the
+    /// mainloop's.
+    WarpSpecialized,
+    /// Persistent; two consumer warpgroups split each tile's rows.
+    Cooperative,
+    /// Persistent; two consumer warpgroups take alternate tiles.
+    PingPong,
+}
+
+impl Sm90Schedule {
+    /// The tag in kernel names.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Sm90Schedule::WarpSpecialized => "ws",
+            Sm90Schedule::Cooperative => "coop",
+            Sm90Schedule::PingPong => "pp",
+        }
+    }
+    fn consumers(self) -> i64 {
+        match self {
+            Sm90Schedule::WarpSpecialized => 1,
+            _ => 2,
+        }
+    }
+    fn persistent(self) -> bool {
+        self != Sm90Schedule::WarpSpecialized
+    }
+}
+
+/// The configuration of one generated SM90 GEMM kernel.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GemmSm90Config {
+    /// Element type of A and B (`bf16` or `f16`).
+    pub ab: Element,
+    /// Element type of C and D (`bf16` or `f16`).
+    pub cd: Element,
+    /// Whether the kernel can read a source C (`beta != 0` at run time).
+    pub with_c: bool,
+    /// CTA tile `(BM, BN, BK)`.
+    pub tile: [i64; 3],
+    /// Cluster shape `(M, N)` (only `[1, 1]` for now).
+    pub cluster: [i64; 2],
+    /// Kernel schedule.
+    pub schedule: Sm90Schedule,
+    /// Pipeline stages (`None`: as many as fit).
+    pub stages: Option<usize>,
+    /// Epilogue subtile `(EPI_M, EPI_N)` (`None`: the builder's automatic choice).
+    pub epi_tile: Option<[i64; 2]>,
+    /// Shared memory capacity per CTA.
+    pub smem_capacity: usize,
+}
+
+impl GemmSm90Config {
+    /// bf16 in and out, K-major A and B, C readable, cluster 1x1, automatic stages and
+    /// epilogue tile.
+    pub fn bf16(tile: [i64; 3], schedule: Sm90Schedule) -> Self {
+        GemmSm90Config {
+            ab: Element::BF16,
+            cd: Element::BF16,
+            with_c: true,
+            tile,
+            cluster: [1, 1],
+            schedule,
+            stages: None,
+            epi_tile: None,
+            smem_capacity: SM90_SMEM_CAPACITY,
+        }
+    }
+}
+
+/// The resolved plan of a configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sm90Plan {
+    /// Stages of the mainloop pipeline.
+    pub stages: usize,
+    /// Consumer warpgroups.
+    pub consumers: i64,
+    /// Rows of the tile one consumer warpgroup computes.
+    pub wg_rows: i64,
+    /// `wgmma` m64 atoms per consumer warpgroup along M.
+    pub m_atoms: i64,
+    /// The `wgmma` atom (m64 x BN x 16).
+    pub mma: MmaAtom,
+    /// The K-major shared-memory atom of A and B.
+    pub smem_atom: GmmaSmemAtom,
+    /// Bytes of one stage of A / B.
+    pub stage_bytes: [usize; 2],
+    /// Epilogue subtile.
+    pub epi_tile: [i64; 2],
+    /// D buffers (`StagesD`, or `StagesC` with reuse).
+    pub d_bufs: usize,
+    /// C buffers (`StagesC`, 0 without C).
+    pub c_bufs: usize,
+    /// D is written into C's buffers.
+    pub reuse_smem_c: bool,
+    /// The TMA store of subtile `i` is issued in iteration `i + 1`.
+    pub delay_tma_store: bool,
+    /// Swizzle of the epilogue's subtile buffers (bytes of a row: the span).
+    pub epi_swizzle: GmmaSwizzle,
+    /// Byte offsets in the 1 KiB-aligned dynamic smem: A, B, epilogue, barriers.
+    pub offsets: [usize; 4],
+    /// Dynamic smem to request.
+    pub smem_bytes: usize,
+}
+
+/// A generated SM90 GEMM.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GeneratedGemmSm90 {
+    /// Kernel (and unit) name.
+    pub name: String,
+    /// CUDA C++ source.
+    pub source: String,
+    /// Threads per CTA.
+    pub threads: u32,
+    /// Dynamic shared memory per CTA.
+    pub smem_bytes: u32,
+    /// The configuration, stages resolved.
+    pub config: GemmSm90Config,
+    /// The plan.
+    pub plan: Sm90Plan,
+}
+
+fn cfg_err(s: impl Into<String>) -> GemmError {
+    GemmError::Config(s.into())
+}
+
+/// Resolve the plan: check the configuration and choose stages and the epilogue.
+pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
+    let [bm, bn, bk] = cfg.tile;
+    if !matches!(cfg.ab, Element::BF16 | Element::F16) {
+        return Err(cfg_err(format!("A/B must be bf16 or f16, got {}", cfg.ab.ptx())));
+    }
+    if !matches!(cfg.cd, Element::BF16 | Element::F16) {
+        return Err(cfg_err(format!("C/D must be bf16 or f16, got {}", cfg.cd.ptx())));
+    }
+    if cfg.cluster != [1, 1] {
+        return Err(cfg_err(format!("cluster {:?}: only 1x1 is generated", cfg.cluster)));
+    }
+    let eb = cfg.ab.bytes() as i64;
+    if bk * eb != 128 {
+        return Err(cfg_err(format!(
+            "BK * element bytes must be 128 (one 128B swizzle row), got BK={bk}"
+        )));
+    }
+    let consumers = cfg.schedule.consumers();
+    let wg_rows = if cfg.schedule == Sm90Schedule::Cooperative {
+        bm / 2
+    } else {
+        bm
+    };
+    if bm <= 0 || wg_rows % 64 != 0 || bm > 256 {
+        return Err(cfg_err(format!(
+            "BM={bm}: each consumer warpgroup needs a multiple of 64 rows (BM <= 256)"
+        )));
+    }
+    let m_atoms = wg_rows / 64;
+    let mma = wgmma(Element::F32, cfg.ab, cfg.ab, bn, GmmaSource::SS, Major::K, Major::K)
+        .ok_or_else(|| cfg_err(format!("no wgmma with N={bn}")))?;
+    if bn % 32 != 0 || bn > 256 {
+        return Err(cfg_err(format!("BN={bn} must be a multiple of 32, at most 256")));
+    }
+    if m_atoms * bn / 2 > 128 {
+        return Err(cfg_err(format!(
+            "{} accumulators per thread exceed 128",
+            m_atoms * bn / 2
+        )));
+    }
+    // Epilogue policy (CUTLASS's builder rules; see rcute-collective's SM90 epilogue).
+    let epi_tile = match cfg.epi_tile {
+        Some(t) => t,
+        None => {
+            if cfg.schedule == Sm90Schedule::Cooperative {
+                [bm.min(128), gcd(bn.min(32), bn)]
+            } else {
+                [bm.min(64), gcd(bn.min(32), bn)]
+            }
+        }
+    };
+    let [em, en] = epi_tile;
+    if em <= 0 || en <= 0 || bm % em != 0 || bn % en != 0 || em % 64 != 0 || en % 16 != 0 {
+        return Err(cfg_err(format!(
+            "epilogue tile {em}x{en} must divide {bm}x{bn} (EPI_M % 64 == 0, EPI_N % 16 == 0)"
+        )));
+    }
+    let db = cfg.cd.bytes() as i64;
+    let epi_swizzle = match en * db {
+        32 => GmmaSwizzle::B32,
+        64 => GmmaSwizzle::B64,
+        128 => GmmaSwizzle::B128,
+        _ => return Err(cfg_err(format!("EPI_N * bytes = {} must be 32, 64 or 128", en * db))),
+    };
+    let epi_tiles = (bm / em) * (bn / en);
+    let stages_d = epi_tiles.min(2) as usize;
+    let reuse = cfg.with_c && cfg.cd.bits() > 8;
+    let stages_c = if !cfg.with_c {
+        0
+    } else if reuse {
+        (epi_tiles.min(4) as usize).max(stages_d + 1)
+    } else {
+        epi_tiles.min(4) as usize
+    };
+    let delay = !cfg.with_c;
+    let d_bufs = if reuse { stages_c } else { stages_d };
+    let sub_bytes = (em * en * db) as usize;
+    let epi_sets = if cfg.schedule == Sm90Schedule::PingPong { 2 } else { 1 };
+    let epi_bytes = epi_sets * sub_bytes * (d_bufs + if reuse { 0 } else { stages_c });
+    let stage_bytes = [(bm * bk * eb) as usize, (bn * bk * eb) as usize];
+    let per_stage = stage_bytes[0] + stage_bytes[1];
+    let bar_bytes_per_stage = 16;
+    let c_bar_bytes = epi_sets * stages_c * 16;
+    let union = !cfg.schedule.persistent();
+    let fixed = ALIGN_SLACK + c_bar_bytes + 64;
+    let carve = if union { 0 } else { epi_bytes };
+    let avail = cfg.smem_capacity.saturating_sub(fixed + carve);
+    let max_stages = avail / (per_stage + bar_bytes_per_stage);
+    let stages = match cfg.stages {
+        Some(s) => s,
+        None => max_stages.min(8),
+    };
+    if stages < 2 || stages > max_stages {
+        return Err(cfg_err(format!(
+            "{stages} stages of {per_stage} B do not fit (at most {max_stages})"
+        )));
+    }
+    let main_bytes = stages * per_stage;
+    let off_a = 0;
+    let off_b = stages * stage_bytes[0];
+    let (off_epi, after) = if union {
+        (0, main_bytes.max(epi_bytes))
+    } else {
+        (main_bytes, main_bytes + epi_bytes)
+    };
+    let off_bar = after.div_ceil(8) * 8;
+    let bar_end = off_bar + stages * 16 + c_bar_bytes;
+    let smem_bytes = bar_end + ALIGN_SLACK;
+    if smem_bytes > cfg.smem_capacity {
+        return Err(cfg_err(format!(
+            "needs {smem_bytes} B of shared memory, capacity {}",
+            cfg.smem_capacity
+        )));
+    }
+    Ok(Sm90Plan {
+        stages,
+        consumers,
+        wg_rows,
+        m_atoms,
+        mma,
+        smem_atom: GmmaSmemAtom::new(Major::K, GmmaSwizzle::B128, cfg.ab),
+        stage_bytes,
+        epi_tile,
+        d_bufs,
+        c_bufs: stages_c,
+        reuse_smem_c: reuse,
+        delay_tma_store: delay,
+        epi_swizzle,
+        offsets: [off_a, off_b, off_epi, off_bar],
+        smem_bytes,
+    })
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// The kernel name, e.g. `rc_gemm_sm90_bf16_tn_128x256x64_coop_c1x1_s4_e128x32`.
+pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
+    let [bm, bn, bk] = cfg.tile;
+    let out = if cfg.cd == cfg.ab {
+        String::new()
+    } else {
+        format!("_d{}", cfg.cd.ptx())
+    };
+    let noc = if cfg.with_c { "" } else { "_noc" };
+    format!(
+        "rc_gemm_sm90_{}{out}_tn_{bm}x{bn}x{bk}_{}_c{}x{}_s{}_e{}x{}{noc}",
+        cfg.ab.ptx(),
+        cfg.schedule.tag(),
+        cfg.cluster[0],
+        cfg.cluster[1],
+        p.stages,
+        p.epi_tile[0],
+        p.epi_tile[1]
+    )
+}
+
+fn e(s: impl Into<String>) -> Stmt {
+    Stmt::Expr(s.into())
+}
+fn c(s: impl Into<String>) -> Stmt {
+    Stmt::Comment(s.into())
+}
+fn d(ty: &str, name: &str, init: impl Into<String>) -> Stmt {
+    Stmt::decl(ty, name, init)
+}
+fn dc(ty: &str, name: &str, init: impl Into<String>, comment: impl Into<String>) -> Stmt {
+    Stmt::Decl {
+        ty: ty.into(),
+        name: name.into(),
+        init: Some(init.into()),
+        comment: Some(comment.into()),
+    }
+}
+fn if_(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
+    Stmt::If {
+        cond: cond.into(),
+        then,
+        otherwise: vec![],
+    }
+}
+/// The persistent tile walk: this CTA's work ids.
+fn work_loop(body: Vec<Stmt>) -> Stmt {
+    Stmt::Loop {
+        init: "int work = blockIdx.x".into(),
+        cond: "work < total_tiles".into(),
+        step: "work += gridDim.x".into(),
+        body,
+    }
+}
+fn for_(var: &str, start: impl Into<String>, end: impl Into<String>, body: Vec<Stmt>) -> Stmt {
+    Stmt::For {
+        var: var.into(),
+        start: start.into(),
+        end: end.into(),
+        unroll: false,
+        body,
+    }
+}
+
+/// Local device helpers: shared address of a generic pointer, an accumulator register
+/// fence (CuTe's `warpgroup_fence_operand`), packing two floats, pipeline advance.
+fn helpers(cd: Element) -> String {
+    let pack = match cd {
+        Element::BF16 => "__nv_bfloat162 h = __floats2bfloat162_rn(x, y);",
+        _ => "__half2 h = __floats2half2_rn(x, y);",
+    };
+    let unpack = match cd {
+        Element::BF16 => "__nv_bfloat162 h = *reinterpret_cast<__nv_bfloat162*>(&v);\n  *x = __low2float(h);\n  *y = __high2float(h);",
+        _ => "__half2 h = *reinterpret_cast<__half2*>(&v);\n  *x = __low2float(h);\n  *y = __high2float(h);",
+    };
+    format!(
+        r#"// rcute sm90 GEMM helpers.
+__device__ __forceinline__ uint32_t rc_smem_u32(const void* p) {{
+  return (uint32_t)__cvta_generic_to_shared(p);
+}}
+// Keep the compiler from moving accumulator accesses across wgmma (warpgroup_fence_operand).
+__device__ __forceinline__ void rc_fence_acc(float& r) {{ asm volatile("" : "+f"(r)::"memory"); }}
+// Two floats rounded to the output type, packed in 32 bits.
+__device__ __forceinline__ uint32_t rc_pack2(float x, float y) {{
+  {pack}
+  return *reinterpret_cast<uint32_t*>(&h);
+}}
+// Two output-type values packed in 32 bits, widened to float.
+__device__ __forceinline__ void rc_unpack2(uint32_t v, float* x, float* y) {{
+  {unpack}
+}}
+// PipelineState: advance (index, phase) by n stages of a ring of `stages`.
+__device__ __forceinline__ void rc_pipe_advance(uint32_t& index, uint32_t& phase, uint32_t n, uint32_t stages) {{
+  index += n;
+  phase ^= (index / stages) & 1u;
+  index %= stages;
+}}
+// ldmatrix x4 (no transpose) at a shared address.
+__device__ __forceinline__ void rc_ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {{
+  asm volatile("ldmatrix.sync.aligned.x4.m8n8.shared.b16 {{%0, %1, %2, %3}}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}}
+struct __align__(64) rc_tmap_t {{ unsigned long long opaque[16]; }};
+"#
+    )
+}
+
+/// Generate the kernel of a configuration.
+pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
+    let p = plan(cfg)?;
+    let name = kernel_name(cfg, &p);
+    let mut config = cfg.clone();
+    config.stages = Some(p.stages);
+    let [em, en] = p.epi_tile;
+    let sub_bits = em * en * cfg.cd.bits() as i64;
+    let [bm, bn, bk] = cfg.tile;
+    let snippets: Vec<Snippet> = vec![
+        mbarrier_init(),
+        mbarrier_arrive(),
+        mbarrier_arrive_expect_tx(),
+        mbarrier_wait_parity(),
+        fence_mbarrier_init(),
+        fence_proxy_async_shared(),
+        named_barrier_sync(),
+        named_barrier_arrive(),
+        elect_one_sync(),
+        setmaxnreg_inc(),
+        setmaxnreg_dec(),
+        prefetch_tensormap(),
+        tma_load(
+            3,
+            false,
+            (bm * bk * cfg.ab.bits() as i64).max(bn * bk * cfg.ab.bits() as i64),
+        )
+        .snippet,
+        tma_store(3, sub_bits).snippet,
+        bulk_commit_group(),
+        bulk_wait_group_read(),
+        bulk_wait_group(),
+        stmatrix(4, false).snippet,
+        wgmma_fence(),
+        wgmma_commit_group(),
+        wgmma_wait_group(),
+        p.mma.snippet.clone(),
+    ];
+    let refs: Vec<&Snippet> = snippets.iter().collect();
+    let mut head = includes(&refs);
+    head.push_str("#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n");
+    let mut items = vec![
+        Item::Snippet {
+            origin: "includes".into(),
+            code: head,
+        },
+        Item::Snippet {
+            origin: "rcute prelude".into(),
+            code: PRELUDE.into(),
+        },
+    ];
+    for s in &snippets {
+        items.push(Item::Snippet {
+            origin: format!("rcute-atom {}", s.name),
+            code: s.code.clone(),
+        });
+    }
+    items.push(Item::Snippet {
+        origin: "rcute sm90 helpers".into(),
+        code: helpers(cfg.cd),
+    });
+    items.push(Item::Function(kernel(&config, &p, &name)?));
+    let unit = Unit {
+        header: vec![
+            format!("{name}: generated by rcute (crates/kernel/src/gemm_sm90.rs); do not edit."),
+            format!(
+                "A {} K-major, B {} K-major, C/D {} row-major{}, tile {bm}x{bn}x{bk}, schedule {:?}, cluster {}x{}, {} stages",
+                cfg.ab.ptx(),
+                cfg.ab.ptx(),
+                cfg.cd.ptx(),
+                if cfg.with_c { "" } else { " (no C)" },
+                cfg.schedule,
+                cfg.cluster[0],
+                cfg.cluster[1],
+                p.stages
+            ),
+            format!("smem atom A/B: {} (TMA SWIZZLE_128B boxes {bk}x{bm} / {bk}x{bn})", p.smem_atom),
+            format!(
+                "epilogue: subtile {em}x{en}, StagesD {}, StagesC {}, ReuseSmemC {}, DelayTmaStore {}, {:?} swizzle",
+                p.d_bufs, p.c_bufs, p.reuse_smem_c, p.delay_tma_store, p.epi_swizzle
+            ),
+            format!("MMA {} ({} per warpgroup along M)", p.mma.name, p.m_atoms),
+        ],
+        includes: vec![],
+        items,
+    };
+    Ok(GeneratedGemmSm90 {
+        name,
+        source: unit.render(),
+        threads: ((1 + p.consumers) * WG) as u32,
+        smem_bytes: p.smem_bytes as u32,
+        config,
+        plan: p,
+    })
+}
+
+/// The descriptor expression (upper fields constant) of the K-major operand block of 64
+/// (or BN) rows and one k-block of 16 elements, at the shared address `addr`.
+fn desc_expr(p: &Sm90Plan, rows: i64, bk: i64, addr: &str) -> Result<String, GemmError> {
+    let tile = p
+        .smem_atom
+        .layout
+        .tile_to_shape(&tuple!(rows, bk), None)
+        .map_err(|e| cfg_err(e.to_string()))?;
+    let k = p.mma.shape_mnk[2];
+    let kblock = tile
+        .compose_tiler(&Tiler::shape(&[rows, k]))
+        .map_err(|e| cfg_err(e.to_string()))?;
+    let desc =
+        make_gmma_desc(Major::K, p.smem_atom.mode, &kblock, p.smem_atom.elem).map_err(|e| cfg_err(e.to_string()))?;
+    desc.device_expr(addr).map_err(|e| cfg_err(e.to_string()))
+}
+
+/// Byte offset of k-block `kb` in a K-major tile (the unswizzled column offset).
+fn kblock_bytes(p: &Sm90Plan, bk: i64, kb: i64) -> Result<i64, GemmError> {
+    let tile: Layout = p
+        .smem_atom
+        .layout
+        .tile_to_shape(&tuple!(8, bk), None)
+        .map_err(|e| cfg_err(e.to_string()))?;
+    let k = p.mma.shape_mnk[2];
+    let kk = kb * k;
+    let off = tile.crd2idx(&tuple!(0, kk)).map_err(|e| cfg_err(e.to_string()))?;
+    Ok(off.as_static().unwrap_or(0) * p.smem_atom.elem.bytes() as i64)
+}
+
+fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Result<CFunction, GemmError> {
+    let [bm, bn, bk] = cfg.tile;
+    let [em, en] = p.epi_tile;
+    let s = p.stages;
+    let sched = cfg.schedule;
+    let coop = sched == Sm90Schedule::Cooperative;
+    let pp = sched == Sm90Schedule::PingPong;
+    let nacc = bn / 2;
+    let ab_bytes = cfg.ab.bytes() as i64;
+    let row_bytes = bk * ab_bytes;
+    let db = cfg.cd.bytes() as i64;
+    let sub_bytes = em * en * db;
+    let epi_threads = if coop { 2 * WG } else { WG };
+    let empty_arrivals = if coop { 8 } else { 4 };
+    let tx = p.stage_bytes[0] + p.stage_bytes[1];
+    let span = p.epi_swizzle.span_bytes();
+    let swz_mask = (span / 16 - 1) << 4;
+    let [off_a, off_b, off_epi, off_bar] = p.offsets;
+    let epi_set_bytes = sub_bytes as usize * (p.d_bufs + if p.reuse_smem_c { 0 } else { p.c_bufs });
+    let mut b: Vec<Stmt> = Vec::new();
+
+    b.push(c("Shared memory (byte offsets from a 1 KiB-aligned base):"));
+    b.push(c(format!(
+        "  sA (BM,BK,PIPE) = ({bm},{bk},{s}) of {} at {off_a}",
+        p.smem_atom
+    )));
+    b.push(c(format!("  sB (BN,BK,PIPE) = ({bn},{bk},{s}) at {off_b}")));
+    b.push(c(format!(
+        "  epilogue at {off_epi}{}: {} D buffer(s){} of ({em},{en}) row-major, Swizzle<{},4,3> on bytes (TMA {:?})",
+        if off_epi == 0 {
+            " (a union with the mainloop: the non-persistent schedule)"
+        } else {
+            ""
+        },
+        p.d_bufs,
+        if p.reuse_smem_c {
+            " = the C buffers (ReuseSmemC)".to_string()
+        } else {
+            format!(" + {} C buffer(s)", p.c_bufs)
+        },
+        (span / 16).trailing_zeros(),
+        p.epi_swizzle
+    )));
+    b.push(c(format!(
+        "  mbarriers at {off_bar}: full[{s}], empty[{s}], then C full/empty"
+    )));
+    b.push(e("extern __shared__ __align__(1024) unsigned char rc_smem_raw[]"));
+    b.push(d(
+        "unsigned char* const",
+        "smem",
+        "rc_smem_raw + ((1024u - (rc_smem_u32(rc_smem_raw) & 1023u)) & 1023u)",
+    ));
+    b.push(d("const uint32_t", "smem_u32", "rc_smem_u32(smem)"));
+    b.push(d("const uint32_t", "bar_full", format!("smem_u32 + {off_bar}u")));
+    b.push(d("const uint32_t", "bar_empty", format!("bar_full + {}u", 8 * s)));
+    b.push(dc(
+        "const uint32_t",
+        "bar_c_full",
+        format!("bar_full + {}u", 16 * s),
+        "C pipeline (per consumer group)",
+    ));
+    b.push(d(
+        "const uint32_t",
+        "bar_c_empty",
+        format!("bar_c_full + {}u", 8 * p.c_bufs),
+    ));
+    b.push(d("const int", "wg", "threadIdx.x / 128"));
+    b.push(d("const int", "warp", "(threadIdx.x / 32) % 4"));
+    b.push(d("const int", "lane", "threadIdx.x % 32"));
+    b.push(d("const int", "k_tiles", format!("(K + {}) / {bk}", bk - 1)));
+    b.push(d("const int", "tiles_m", format!("(M + {}) / {bm}", bm - 1)));
+    b.push(d("const int", "tiles_n", format!("(N + {}) / {bn}", bn - 1)));
+    b.push(d("const int", "total_tiles", "tiles_m * tiles_n * L"));
+    b.push(dc(
+        "const bool",
+        "load_c",
+        if cfg.with_c { "beta != 0.0f" } else { "false" },
+        "is_source_needed",
+    ));
+    let c_groups = if pp { 2 } else { 1 };
+    b.push(if_(
+        "threadIdx.x == 0",
+        vec![
+            for_(
+                "i",
+                "0",
+                s.to_string(),
+                vec![
+                    e("rc_mbarrier_init(bar_full + 8 * i, 1)"),
+                    e(format!("rc_mbarrier_init(bar_empty + 8 * i, {empty_arrivals})")),
+                ],
+            ),
+            for_(
+                "i",
+                "0",
+                (p.c_bufs * c_groups).to_string(),
+                vec![
+                    e("rc_mbarrier_init(bar_c_full + 16 * i, 1)"),
+                    e("rc_mbarrier_init(bar_c_full + 16 * i + 8, 1)"),
+                ],
+            ),
+            e("rc_fence_mbarrier_init()"),
+        ],
+    ));
+    b.push(if_(
+        "threadIdx.x == 32",
+        vec![
+            e("rc_prefetch_tensormap(&tmap_a)"),
+            e("rc_prefetch_tensormap(&tmap_b)"),
+            e("rc_prefetch_tensormap(&tmap_d)"),
+            if_("load_c", vec![e("rc_prefetch_tensormap(&tmap_c)")]),
+        ],
+    ));
+    b.push(e("__syncthreads()"));
+
+    // Tile walk (shared by producer and consumers so they agree on the order).
+    let tile_of = |work: &str| -> Vec<Stmt> {
+        vec![
+            dc("const int", "tile_m", format!("{work} % tiles_m"), "raster along M"),
+            d("const int", "tile_n", format!("({work} / tiles_m) % tiles_n")),
+            d("const int", "batch", format!("{work} / (tiles_m * tiles_n)")),
+            d("const int", "m0", format!("tile_m * {bm}")),
+            d("const int", "n0", format!("tile_n * {bn}")),
+        ]
+    };
+
+    // ---- producer warpgroup ----
+    let mut prod = vec![e(format!("rc_setmaxnreg_dec<{PRODUCER_REGS}>()"))];
+    let mut ml = vec![d("uint32_t", "stage", "0"), d("uint32_t", "phase", "0")];
+    let mut body = tile_of("work");
+    body.push(for_(
+        "kt",
+        "0",
+        "k_tiles",
+        vec![
+            dc(
+                "const uint32_t",
+                "full",
+                "bar_full + 8 * stage",
+                "producer_acquire: wait for the consumers to free the stage",
+            ),
+            e("rc_mbarrier_wait_parity(bar_empty + 8 * stage, phase ^ 1u)"),
+            e(format!("rc_mbarrier_arrive_expect_tx(full, {tx}u)")),
+            c("TMA boxes (BK, BM) / (BK, BN) at (k, row, batch); out-of-bounds elements are zero-filled"),
+            e(format!(
+                "rc_tma_load_3d(smem + {off_a} + stage * {}, &tmap_a, full, kt * {bk}, m0, batch)",
+                p.stage_bytes[0]
+            )),
+            e(format!(
+                "rc_tma_load_3d(smem + {off_b} + stage * {}, &tmap_b, full, kt * {bk}, n0, batch)",
+                p.stage_bytes[1]
+            )),
+            e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")),
+        ],
+    ));
+    ml.push(work_loop(body));
+    let fixfor = |st: Stmt| st;
+    prod.push(if_(
+        "warp == 0 && rc_elect_one_sync()",
+        vec![
+            c("Mainloop producer: one elected thread issues every TMA load"),
+            fixfor(Stmt::Block(ml)),
+        ],
+    ));
+    if cfg.with_c {
+        // Epilogue producer: C subtiles into the C buffers.
+        let mut cl = vec![
+            d("uint32_t", "cstage", "0u"),
+            d("uint32_t", "cphase", "0u"),
+            dc("uint32_t", "cstage_other", "0u", "ping-pong: the other group's C pipeline state (groups alternate tiles)"),
+            d("uint32_t", "cphase_other", "0u"),
+            d("int", "local", "0"),
+        ];
+        let mut body = tile_of("work");
+        body.push(d("const int", "grp", if pp { "local & 1" } else { "0" }));
+        let mut sub = vec![];
+        for sn in 0..bn / en {
+            for sm in 0..bm / em {
+                sub.push(e(format!(
+                    "rc_mbarrier_wait_parity(bar_c_empty + 16 * (grp * {} + cstage), cphase ^ 1u)",
+                    p.c_bufs
+                )));
+                sub.push(d(
+                    "const uint32_t",
+                    &format!("cf_{sn}_{sm}"),
+                    format!("bar_c_full + 16 * (grp * {} + cstage)", p.c_bufs),
+                ));
+                sub.push(e(format!("rc_mbarrier_arrive_expect_tx(cf_{sn}_{sm}, {sub_bytes}u)")));
+                sub.push(e(format!(
+                    "rc_tma_load_3d(smem + {off_epi} + grp * {epi_set_bytes} + cstage * {sub_bytes}, &tmap_c, cf_{sn}_{sm}, n0 + {}, m0 + {}, batch)",
+                    sn * en,
+                    sm * em
+                )));
+                sub.push(e(format!(
+                    "rc_pipe_advance(cstage, cphase, 1u, {}u)",
+                    p.c_bufs
+                )));
+            }
+        }
+        body.push(if_("load_c", sub));
+        if pp {
+            body.push(e("uint32_t t = cstage; cstage = cstage_other; cstage_other = t"));
+            body.push(e("t = cphase; cphase = cphase_other; cphase_other = t"));
+        }
+        body.push(e("++local"));
+        cl.push(work_loop(body));
+        prod.push(if_(
+            "warp == 1 && rc_elect_one_sync()",
+            vec![
+                c("Epilogue producer: TMA loads of C subtiles (StagesC buffers, transaction-count mbarriers)"),
+                Stmt::Block(cl),
+            ],
+        ));
+    }
+
+    // ---- consumer warpgroups ----
+    let mut cons = vec![e(format!("rc_setmaxnreg_inc<{CONSUMER_REGS}>()"))];
+    cons.push(d("const int", "cw", "wg - 1"));
+    cons.push(dc(
+        "const int",
+        "wg_row0",
+        if coop {
+            format!("cw * {}", p.wg_rows)
+        } else {
+            "0".into()
+        },
+        "first tile row of this warpgroup's accumulators",
+    ));
+    cons.push(dc(
+        "const int",
+        "grp",
+        if pp { "cw" } else { "0" },
+        "epilogue group: the warpgroups that store a tile together",
+    ));
+    cons.push(dc(
+        "const bool",
+        "epi_leader",
+        if coop {
+            "threadIdx.x == 128"
+        } else {
+            "(threadIdx.x % 128) == 0"
+        },
+        "issues the group's TMA stores",
+    ));
+    cons.push(d(
+        "unsigned char* const",
+        "epi_smem",
+        format!("smem + {off_epi} + grp * {epi_set_bytes}"),
+    ));
+    cons.push(d(
+        "const uint32_t",
+        "epi_bar",
+        if pp { "1u + (uint32_t)cw" } else { "1u".into() },
+    ));
+    cons.push(d("uint32_t", "stage", "0"));
+    cons.push(d("uint32_t", "phase", "0"));
+    cons.push(d("uint32_t", "cstage", "0"));
+    cons.push(d("uint32_t", "cphase", "0"));
+    cons.push(dc(
+        "uint32_t",
+        "dbuf",
+        "0",
+        "D buffer ring index (when not reusing C's buffers)",
+    ));
+    cons.push(d("int", "local", "0"));
+    if pp {
+        cons.push(c(
+            "Ping-pong: warpgroup cw takes the CTA's tiles cw, cw+2, ...; its pipeline view skips the other's k-tiles",
+        ));
+        cons.push(e(format!(
+            "rc_pipe_advance(stage, phase, (uint32_t)(cw * k_tiles), {s}u)"
+        )));
+    }
+    cons.push(Stmt::Array {
+        ty: "float".into(),
+        name: format!("acc[{}]", p.m_atoms),
+        len: nacc as usize,
+        comment: Some(format!(
+            "CLayout_64x{bn} per m64 atom: acc[a][4j+2h+e] = (row 16*warp + lane/4 + 8h, col 8j + 2*(lane%4) + e)"
+        )),
+    });
+
+    let mut tile = tile_of("work");
+    if pp {
+        tile.insert(0, if_("(local & 1) != cw", vec![e("++local"), Stmt::Continue]));
+    }
+    // Mainloop.
+    let mut mainloop = vec![];
+    mainloop.push(for_(
+        "a",
+        "0",
+        p.m_atoms.to_string(),
+        vec![Stmt::unrolled("i", nacc, vec![Stmt::assign("acc[a][i]", "0.0f")])],
+    ));
+    if pp {
+        mainloop.push(c(
+            "Ordered math: wait for the other warpgroup's mainloop of the previous tile",
+        ));
+        mainloop.push(if_(
+            "local > 0",
+            vec![e("rc_named_barrier_sync(3u + (uint32_t)cw, 256u)")],
+        ));
+    }
+    mainloop.push(d("uint32_t", "prev", "0"));
+    let mut kloop = vec![
+        c("consumer_wait: the stage's TMA transactions have landed"),
+        e("rc_mbarrier_wait_parity(bar_full + 8 * stage, phase)"),
+        d(
+            "const uint32_t",
+            "a_base",
+            format!(
+                "smem_u32 + {off_a}u + stage * {}u + (uint32_t)wg_row0 * {row_bytes}u",
+                p.stage_bytes[0]
+            ),
+        ),
+        d(
+            "const uint32_t",
+            "b_base",
+            format!("smem_u32 + {off_b}u + stage * {}u", p.stage_bytes[1]),
+        ),
+        Stmt::unrolled(
+            "a",
+            p.m_atoms,
+            vec![Stmt::unrolled("i", nacc, vec![e("rc_fence_acc(acc[a][i])")])],
+        ),
+        e("rc_wgmma_fence()"),
+    ];
+    let kk = p.mma.shape_mnk[2];
+    for a in 0..p.m_atoms {
+        for kb in 0..bk / kk {
+            let kb_off = kblock_bytes(p, bk, kb)?;
+            let da = desc_expr(p, 64, bk, &format!("a_base + {}u", a * 64 * row_bytes + kb_off))?;
+            let dbx = desc_expr(p, bn, bk, &format!("b_base + {kb_off}u"))?;
+            kloop.push(c(format!(
+                "m64 atom {a}, k-block {kb}: K-major SW128 descriptors (LBO/SBO from make_gmma_desc)"
+            )));
+            kloop.push(e(format!("{}({da}, {dbx}, acc[{a}], 1)", p.mma.snippet.name)));
+        }
+    }
+    kloop.push(e("rc_wgmma_commit_group()"));
+    kloop.push(Stmt::unrolled(
+        "a",
+        p.m_atoms,
+        vec![Stmt::unrolled("i", nacc, vec![e("rc_fence_acc(acc[a][i])")])],
+    ));
+    kloop.push(c(
+        "keep one wgmma batch in flight; the previous one is done: consumer_release its stage",
+    ));
+    kloop.push(e("rc_wgmma_wait_group<1>()"));
+    kloop.push(if_(
+        "kt > 0 && lane == 0",
+        vec![e("rc_mbarrier_arrive(bar_empty + 8 * prev)")],
+    ));
+    kloop.push(Stmt::assign("prev", "stage"));
+    kloop.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
+    mainloop.push(for_("kt", "0", "k_tiles", kloop));
+    mainloop.push(e("rc_wgmma_wait_group<0>()"));
+    mainloop.push(Stmt::unrolled(
+        "a",
+        p.m_atoms,
+        vec![Stmt::unrolled("i", nacc, vec![e("rc_fence_acc(acc[a][i])")])],
+    ));
+    mainloop.push(if_(
+        "k_tiles > 0 && lane == 0",
+        vec![e("rc_mbarrier_arrive(bar_empty + 8 * prev)")],
+    ));
+    if pp {
+        mainloop.push(c(
+            "Let the other warpgroup's next mainloop start (only if it has one), then skip its k-tiles",
+        ));
+        mainloop.push(if_(
+            "work + (int)gridDim.x < total_tiles",
+            vec![e("rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u)")],
+        ));
+        mainloop.push(e(format!("rc_pipe_advance(stage, phase, (uint32_t)k_tiles, {s}u)")));
+    }
+    tile.extend(mainloop);
+
+    // Epilogue.
+    tile.push(c(format!(
+        "Epilogue: {}x{} subtiles of {em}x{en}, N outer / M inner",
+        bm / em,
+        bn / en
+    )));
+    tile.push(dc(
+        "const bool",
+        "use_c",
+        "load_c",
+        "C subtiles arrive through the C pipeline",
+    ));
+    let sub_m = bm / em;
+    for sn in 0..bn / en {
+        for sm in 0..sub_m {
+            let i = sn * sub_m + sm;
+            let mut st = vec![c(format!(
+                "subtile ({sm},{sn}): rows [{}, {}), cols [{}, {})",
+                sm * em,
+                (sm + 1) * em,
+                sn * en,
+                (sn + 1) * en
+            ))];
+            // Buffer choice.
+            let buf = if p.reuse_smem_c {
+                "(use_c ? cstage : dbuf)"
+            } else {
+                "dbuf"
+            };
+            let nbuf_rt = if p.reuse_smem_c {
+                format!("(use_c ? {}u : {}u)", p.c_bufs, p.d_bufs)
+            } else {
+                format!("{}u", p.d_bufs)
+            };
+            let _ = &nbuf_rt;
+            st.push(d("const uint32_t", "buf", buf));
+            st.push(d("unsigned char* const", "sd", format!("epi_smem + buf * {sub_bytes}")));
+            let c_base = if p.reuse_smem_c {
+                "sd".to_string()
+            } else {
+                format!("epi_smem + {} + cstage * {sub_bytes}", p.d_bufs as i64 * sub_bytes)
+            };
+            // Values: which m64 atoms of this warpgroup fall into the subtile's rows.
+            let mut vals = vec![];
+            let jn = en / 16;
+            vals.push(Stmt::Array {
+                ty: "uint32_t".into(),
+                name: format!("packed[{}]", p.m_atoms),
+                len: (jn * 4) as usize,
+                comment: Some("D fragment, stmatrix.x4 order".into()),
+            });
+            vals.push(d("bool", "owns", "false"));
+            let mut per_atom = vec![];
+            for a in 0..p.m_atoms {
+                let row = format!("(wg_row0 + {})", a * 64);
+                let mut inner = vec![
+                    Stmt::assign("owns", "true"),
+                    dc(
+                        "const int",
+                        "r_sub",
+                        format!("{row} - {} + 16 * warp + (lane & 8) + (lane & 7)", sm * em),
+                        "stmatrix.x4 lane -> row of matrix lane/8",
+                    ),
+                ];
+                for jj in 0..jn {
+                    let j = sn * en / 8 + 2 * jj;
+                    inner.push(dc(
+                        "const uint32_t",
+                        &format!("o{jj}"),
+                        format!("(uint32_t)(r_sub * {} + {} + (lane >> 4) * 16)", en * db, jj * 32),
+                        "byte offset (row, col) in the row-major subtile, before the swizzle",
+                    ));
+                    inner.push(dc(
+                        "const uint32_t",
+                        &format!("s{jj}"),
+                        format!("o{jj} ^ ((o{jj} >> 3) & {swz_mask}u)"),
+                        format!("Swizzle<{},4,3> on bytes", (span / 16).trailing_zeros()),
+                    ));
+                    let mut cv = vec![
+                        c("source: ldmatrix.x4 gives the accumulator's fragment of C"),
+                        Stmt::Array {
+                            ty: "uint32_t".into(),
+                            name: "cr".into(),
+                            len: 4,
+                            comment: None,
+                        },
+                        e(format!("rc_ldsm_x4(rc_smem_u32({c_base}) + s{jj}, cr)")),
+                    ];
+                    for q in 0..4 {
+                        let idx = 4 * (j + q / 2) + 2 * (q % 2);
+                        cv.push(Stmt::Decl { ty: "float".into(), name: format!("c{q}x, c{q}y"), init: None, comment: None });
+                        cv.push(e(format!("rc_unpack2(cr[{q}], &c{q}x, &c{q}y)")));
+                        cv.push(Stmt::assign(
+                            format!("packed[{a}][{}]", 4 * jj + q),
+                            format!(
+                                "rc_pack2(alpha * acc[{a}][{idx}] + beta * c{q}x, alpha * acc[{a}][{}] + beta * c{q}y)",
+                                idx + 1
+                            ),
+                        ));
+                    }
+                    let mut nv = vec![];
+                    for q in 0..4 {
+                        let idx = 4 * (j + q / 2) + 2 * (q % 2);
+                        nv.push(Stmt::assign(
+                            format!("packed[{a}][{}]", 4 * jj + q),
+                            format!("rc_pack2(alpha * acc[{a}][{idx}], alpha * acc[{a}][{}])", idx + 1),
+                        ));
+                    }
+                    if cfg.with_c {
+                        inner.push(Stmt::If {
+                            cond: "use_c".into(),
+                            then: vec![Stmt::Block(cv)],
+                            otherwise: nv,
+                        });
+                    } else {
+                        inner.extend(nv);
+                    }
+                }
+                let cond = if coop || p.m_atoms > 1 || sub_m > 1 {
+                    format!("{row} / {em} == {sm}")
+                } else {
+                    "true".into()
+                };
+                per_atom.push(if_(cond, inner));
+            }
+            // Order: wait C, read C (inside per_atom), release or sync, write D.
+            if cfg.with_c {
+                st.push(if_(
+                    "use_c",
+                    vec![e(
+                        "rc_mbarrier_wait_parity(bar_c_full + 16 * (grp * CBUFS + cstage), cphase)"
+                            .replace("CBUFS", &p.c_bufs.to_string()),
+                    )],
+                ));
+            }
+            st.push(Stmt::Block({
+                let mut v = vals;
+                v.extend(per_atom);
+                // D buffer free? (the store that last used it has finished reading)
+                let mut w = vec![];
+                if p.delay_tma_store && i > 0 {
+                    w.push(c(
+                        "DelayTmaStore: issue the previous subtile's store now (its smem write is complete)",
+                    ));
+                }
+                let _ = &w;
+                v.push(if_(
+                    "epi_leader && !(use_c && REUSE)".replace("REUSE", if p.reuse_smem_c { "true" } else { "false" }),
+                    vec![e(format!("rc_bulk_wait_group_read<{}>()", p.d_bufs - 1))],
+                ));
+                if cfg.with_c && !p.reuse_smem_c {
+                    v.push(c(
+                        "C read into registers: release the C buffer (fence the generic-proxy reads first)",
+                    ));
+                    v.push(if_(
+                        "use_c",
+                        vec![e("rc_fence_proxy_async_shared()"), if_("lane == 0", vec![])],
+                    ));
+                }
+                v.push(c("everyone has read C / the buffer's previous store is done: write D"));
+                v.push(e(format!("rc_named_barrier_sync(epi_bar, {epi_threads}u)")));
+                let mut wr = vec![];
+                for a in 0..p.m_atoms {
+                    let row = format!("(wg_row0 + {})", a * 64);
+                    let mut inner = vec![d(
+                        "const int",
+                        "r_sub",
+                        format!("{row} - {} + 16 * warp + (lane & 8) + (lane & 7)", sm * em),
+                    )];
+                    for jj in 0..jn {
+                        inner.push(d(
+                            "const uint32_t",
+                            &format!("o{jj}"),
+                            format!("(uint32_t)(r_sub * {} + {} + (lane >> 4) * 16)", en * db, jj * 32),
+                        ));
+                        inner.push(Stmt::Array {
+                            ty: "uint32_t".into(),
+                            name: format!("v{jj}"),
+                            len: 4,
+                            comment: None,
+                        });
+                        for q in 0..4 {
+                            inner.push(Stmt::assign(
+                                format!("v{jj}[{q}]"),
+                                format!("packed[{a}][{}]", 4 * jj + q),
+                            ));
+                        }
+                        inner.push(e(format!(
+                            "rc_stmatrix_x4(sd + (o{jj} ^ ((o{jj} >> 3) & {swz_mask}u)), v{jj})"
+                        )));
+                    }
+                    let cond = if coop || p.m_atoms > 1 || sub_m > 1 {
+                        format!("{row} / {em} == {sm}")
+                    } else {
+                        "true".into()
+                    };
+                    wr.push(if_(cond, inner));
+                }
+                v.extend(wr);
+                v.push(c(
+                    "make the generic-proxy smem writes visible to TMA, then one thread stores the subtile",
+                ));
+                v.push(e("rc_fence_proxy_async_shared()"));
+                v.push(e(format!("rc_named_barrier_sync(epi_bar, {epi_threads}u)")));
+                let mut store = vec![
+                    e(format!(
+                        "rc_tma_store_3d(&tmap_d, sd, n0 + {}, m0 + {}, batch)",
+                        sn * en,
+                        sm * em
+                    )),
+                    e("rc_bulk_commit_group()"),
+                ];
+                if cfg.with_c && p.reuse_smem_c {
+                    store.push(c(
+                        "ReuseSmemC: the C buffer returns to the producer once its store has read it",
+                    ));
+                    store.push(if_(
+                        "use_c",
+                        vec![
+                            e("rc_bulk_wait_group_read<0>()"),
+                            e(format!(
+                                "rc_mbarrier_arrive(bar_c_full + 16 * (grp * {} + cstage) + 8)",
+                                p.c_bufs
+                            )),
+                        ],
+                    ));
+                }
+                v.push(if_("epi_leader", store));
+                if cfg.with_c && !p.reuse_smem_c {
+                    v.push(if_(
+                        "use_c && epi_leader",
+                        vec![e(format!(
+                            "rc_mbarrier_arrive(bar_c_full + 16 * (grp * {} + cstage) + 8)",
+                            p.c_bufs
+                        ))],
+                    ));
+                }
+                v.push(if_(
+                    "use_c",
+                    vec![e(format!("rc_pipe_advance(cstage, cphase, 1u, {}u)", p.c_bufs))],
+                ));
+                if p.reuse_smem_c {
+                    v.push(if_("!use_c", vec![e(format!("dbuf = (dbuf + 1u) % {}u", p.d_bufs))]));
+                } else {
+                    v.push(e(format!("dbuf = (dbuf + 1u) % {}u", p.d_bufs)));
+                }
+                let _ = i;
+                v
+            }));
+            tile.push(Stmt::Block(st));
+        }
+    }
+    tile.push(e("++local"));
+    cons.push(work_loop(tile));
+    cons.push(c(
+        "store tail: the last TMA stores must finish reading shared memory before the CTA exits",
+    ));
+    cons.push(if_("epi_leader", vec![e("rc_bulk_wait_group<0>()")]));
+
+    b.push(Stmt::If {
+        cond: "wg == 0".into(),
+        then: prod,
+        otherwise: cons,
+    });
+
+    Ok(CFunction {
+        qualifiers: format!(
+            "extern \"C\" __global__ void __launch_bounds__({}, 1)",
+            (1 + p.consumers) * WG
+        )
+        .replace(" void", ""),
+        ret: "void".into(),
+        name: name.into(),
+        params: vec![
+            ("const __grid_constant__ rc_tmap_t".into(), "tmap_a".into()),
+            ("const __grid_constant__ rc_tmap_t".into(), "tmap_b".into()),
+            ("const __grid_constant__ rc_tmap_t".into(), "tmap_c".into()),
+            ("const __grid_constant__ rc_tmap_t".into(), "tmap_d".into()),
+            ("int".into(), "M".into()),
+            ("int".into(), "N".into()),
+            ("int".into(), "K".into()),
+            ("int".into(), "L".into()),
+            ("float".into(), "alpha".into()),
+            ("float".into(), "beta".into()),
+        ],
+        doc: vec![format!(
+            "{name}: TMA + wgmma {:?} GEMM, D = alpha * A * B + beta * C",
+            sched
+        )],
+        body: b,
+    })
+}
+
+fn tmap(
+    elem: Element,
+    dims: [u64; 3],
+    strides_elems: [u64; 2],
+    boxd: [u32; 3],
+    swizzle: GmmaSwizzle,
+) -> Result<TmaEncodeArgs, GemmError> {
+    let eb = elem.bytes() as u64;
+    Ok(TmaEncodeArgs {
+        data_type: tma_data_type(elem).ok_or_else(|| cfg_err(format!("no TMA type for {}", elem.ptx())))?,
+        rank: 3,
+        global_dim: dims.to_vec(),
+        global_strides: strides_elems.iter().map(|s| s * eb).collect(),
+        box_dim: boxd.to_vec(),
+        element_strides: vec![1, 1, 1],
+        interleave: 0,
+        swizzle: match swizzle {
+            GmmaSwizzle::Interleave => 0,
+            GmmaSwizzle::B32 => 1,
+            GmmaSwizzle::B64 => 2,
+            GmmaSwizzle::B128 => 3,
+        },
+        l2_promotion: 2,
+        oob_fill: 0,
+    })
+}
+
+impl GeneratedGemmSm90 {
+    /// Output tiles of a problem.
+    pub fn tiles(&self, m: i32, n: i32, l: i32) -> u64 {
+        let [bm, bn, _] = self.config.tile;
+        (m as u64).div_ceil(bm as u64) * (n as u64).div_ceil(bn as u64) * l as u64
+    }
+
+    /// The launch configuration: one CTA per tile for the non-persistent schedule,
+    /// `min(tiles, max_ctas)` persistent CTAs otherwise.
+    pub fn launch_config(&self, args: &GemmArgs, max_ctas: u32) -> LaunchConfig {
+        let tiles = self.tiles(args.m, args.n, args.l).max(1);
+        let grid = if self.config.schedule.persistent() {
+            tiles.min(max_ctas.max(1) as u64)
+        } else {
+            tiles
+        };
+        LaunchConfig::new(grid as u32, self.threads).with_dynamic_smem(self.smem_bytes)
+    }
+
+    /// The tensor-map arguments of A, B, C and D for `args` (validated).
+    pub fn tensor_maps(&self, args: &GemmArgs) -> Result<[TmaEncodeArgs; 4], GemmError> {
+        self.validate(args)?;
+        let cfg = &self.config;
+        let [bm, bn, bk] = cfg.tile;
+        let [em, en] = self.plan.epi_tile;
+        let (m, n, k, l) = (args.m as u64, args.n as u64, args.k.max(1) as u64, args.l as u64);
+        // A batch stride is irrelevant for L = 1 but must still be a valid TMA stride.
+        let bs = |s: i64, ld: i64, rows: u64| {
+            if l == 1 {
+                (ld as u64 * rows).div_ceil(8) * 8
+            } else {
+                s as u64
+            }
+        };
+        let a = tmap(
+            cfg.ab,
+            [k, m, l],
+            [args.lda as u64, bs(args.batch_stride_a, args.lda, m)],
+            [bk as u32, bm as u32, 1],
+            GmmaSwizzle::B128,
+        )?;
+        let b = tmap(
+            cfg.ab,
+            [k, n, l],
+            [args.ldb as u64, bs(args.batch_stride_b, args.ldb, n)],
+            [bk as u32, bn as u32, 1],
+            GmmaSwizzle::B128,
+        )?;
+        let sw = self.plan.epi_swizzle;
+        let ldc = if args.c == 0 { args.ldd } else { args.ldc };
+        let bsc = if args.c == 0 {
+            args.batch_stride_d
+        } else {
+            args.batch_stride_c
+        };
+        let cmap = tmap(
+            cfg.cd,
+            [n, m, l],
+            [ldc as u64, bs(bsc, ldc, m)],
+            [en as u32, em as u32, 1],
+            sw,
+        )?;
+        let dmap = tmap(
+            cfg.cd,
+            [n, m, l],
+            [args.ldd as u64, bs(args.batch_stride_d, args.ldd, m)],
+            [en as u32, em as u32, 1],
+            sw,
+        )?;
+        Ok([a, b, cmap, dmap])
+    }
+
+    /// Check the arguments against the kernel's rules.
+    pub fn validate(&self, a: &GemmArgs) -> Result<(), GemmError> {
+        let shape = |s: String| Err(GemmError::Shape(s));
+        let align = |s: String| Err(GemmError::Alignment(s));
+        if a.m < 1 || a.n < 1 || a.l < 1 || a.k < 0 {
+            return shape(format!(
+                "need M, N, L >= 1 and K >= 0, got M={} N={} K={} L={}",
+                a.m, a.n, a.k, a.l
+            ));
+        }
+        if a.split_k != 1 {
+            return shape(format!("split_k = {}: the SM90 kernels do not split K", a.split_k));
+        }
+        let (n, k) = (a.n as i64, a.k as i64);
+        // TMA moves whole 16-byte chunks at the contiguous edge of a tensor (a store
+        // past N would overwrite the row's padding; a load past K would read it), so the
+        // contiguous extents must be multiples of 16 bytes, as CUTLASS's TMA kernels
+        // require of their alignment.
+        if (k * self.config.ab.bytes() as i64) % 16 != 0 {
+            return align(format!("K = {k} is not a multiple of {} (16 bytes of A and B rows)", 16 / self.config.ab.bytes()));
+        }
+        if (n * self.config.cd.bytes() as i64) % 16 != 0 {
+            return align(format!("N = {n} is not a multiple of {} (16 bytes of C and D rows)", 16 / self.config.cd.bytes()));
+        }
+        let eb = self.config.ab.bytes() as i64;
+        let db = self.config.cd.bytes() as i64;
+        for (what, ld, min) in [("lda", a.lda, k), ("ldb", a.ldb, k), ("ldd", a.ldd, n)] {
+            if ld < min.max(1) {
+                return shape(format!("{what} = {ld} is smaller than {}", min.max(1)));
+            }
+        }
+        let uses_c = self.config.with_c && a.beta != 0.0;
+        if a.beta != 0.0 && !self.config.with_c {
+            return shape("beta != 0 but this kernel was generated without C".into());
+        }
+        if uses_c && a.ldc < n {
+            return shape(format!("ldc = {} is smaller than N = {n}", a.ldc));
+        }
+        for (what, v, bytes) in [("lda", a.lda, eb), ("ldb", a.ldb, eb), ("ldd", a.ldd, db)] {
+            if (v * bytes) % 16 != 0 {
+                return align(format!("{what} = {v} elements is not a multiple of 16 bytes (TMA)"));
+            }
+        }
+        if a.l > 1 {
+            for (what, v, bytes) in [
+                ("batch_stride_a", a.batch_stride_a, eb),
+                ("batch_stride_b", a.batch_stride_b, eb),
+                ("batch_stride_d", a.batch_stride_d, db),
+            ] {
+                if v <= 0 || (v * bytes) % 16 != 0 {
+                    return align(format!(
+                        "{what} = {v} elements is not a positive multiple of 16 bytes (TMA)"
+                    ));
+                }
+            }
+        }
+        if uses_c {
+            if (a.ldc * db) % 16 != 0 || (a.l > 1 && (a.batch_stride_c <= 0 || (a.batch_stride_c * db) % 16 != 0)) {
+                return align(format!(
+                    "ldc = {} / batch_stride_c = {} are not multiples of 16 bytes (TMA)",
+                    a.ldc, a.batch_stride_c
+                ));
+            }
+            if a.c % 16 != 0 {
+                return align(format!("C at {:#x} is not 16-byte aligned", a.c));
+            }
+        }
+        for (what, ptr) in [("A", a.a), ("B", a.b), ("D", a.d)] {
+            if ptr % 16 != 0 {
+                return align(format!("{what} at {ptr:#x} is not 16-byte aligned"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Launch the SM90 GEMM on the function's GPU's default stream with at most `max_ctas`
+/// persistent CTAs (usually the SM count).
+///
+/// # Safety
+///
+/// The pointers in `args` must be device addresses of buffers that hold the matrices
+/// described by the sizes, leading dimensions and batch strides, valid until the kernel
+/// finishes.
+pub unsafe fn launch(f: &Function, g: &GeneratedGemmSm90, args: &GemmArgs, max_ctas: u32) -> Result<(), GemmError> {
+    if f.name() != g.name {
+        return Err(GemmError::WrongFunction {
+            expected: g.name.clone(),
+            got: f.name().into(),
+        });
+    }
+    let maps = g.tensor_maps(args)?;
+    let c_ptr = if g.config.with_c && args.beta != 0.0 {
+        args.c
+    } else {
+        args.d
+    };
+    let enc =
+        |m: &TmaEncodeArgs, ptr: u64| encode_tiled(m, ptr).map_err(|e| GemmError::Config(format!("tensor map: {e}")));
+    let ta = enc(&maps[0], args.a)?;
+    let tb = enc(&maps[1], args.b)?;
+    let tc = enc(&maps[2], c_ptr)?;
+    let td = enc(&maps[3], args.d)?;
+    let ka = KernelArgs::new()
+        .tensor_map(&ta)
+        .tensor_map(&tb)
+        .tensor_map(&tc)
+        .tensor_map(&td)
+        .i32(args.m)
+        .i32(args.n)
+        .i32(args.k)
+        .i32(args.l)
+        .f32(args.alpha)
+        .f32(args.beta);
+    // SAFETY: the parameter list matches the generated kernel's signature; the caller
+    // guarantees the buffers.
+    unsafe { f.launch(&g.launch_config(args, max_ctas), &ka)? };
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! CPU-side checks of the SM90 GEMM generator: names, plans, error cases, and NVRTC
+//! compilation of every schedule for sm_90a (no spills, no local memory; HGMMA,
+//! UTMALDG, UTMASTG and STSM in the SASS).
+
+use rcute_atom::Element;
+use rcute_kernel::gemm_sm90::{generate, GemmSm90Config, GeneratedGemmSm90, Sm90Schedule};
+use rcute_kernel::testing::toolkit_for_test;
+use rcute_kernel::{compile, Arch, CompileOptions, Sass};
+
+fn configs() -> Vec<GemmSm90Config> {
+    let mut v = vec![
+        GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative),
+        GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::Cooperative),
+        GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::WarpSpecialized),
+        GemmSm90Config::bf16([64, 128, 64], Sm90Schedule::PingPong),
+        GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::PingPong),
+    ];
+    let mut f = GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative);
+    f.ab = Element::F16;
+    f.cd = Element::F16;
+    f.with_c = false;
+    v.push(f);
+    v
+}
+
+#[test]
+fn dump_one() {
+    let g = generate(&configs()[0]).unwrap();
+    if let Ok(path) = std::env::var("RCUTE_DUMP") {
+        std::fs::write(path, &g.source).unwrap();
+    }
+}
+
+fn compile_check(g: &GeneratedGemmSm90) {
+    let Some(tk) = toolkit_for_test() else { return };
+    let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm90a))
+        .unwrap_or_else(|e| panic!("{} does not compile: {e}", g.name));
+    let r = c.resources.kernel(&g.name).unwrap_or_else(|| panic!("no resources for {}", g.name));
+    println!("{}: {} registers, {} B smem", g.name, r.registers, g.smem_bytes);
+    assert!(!c.log.contains("serialized"), "{}: wgmma serialized:\n{}", g.name, c.log);
+    assert_eq!(r.spill_stores_bytes + r.spill_loads_bytes, 0, "{} spills: {r:?}", g.name);
+    assert_eq!(r.stack_frame_bytes, 0, "{} stack frame", g.name);
+    if let Some(objdump) = tk.cuobjdump.as_ref() {
+        let sass = Sass::disassemble_with(objdump, &c.cubin).expect("cuobjdump");
+        assert!(!sass.uses_local_memory(), "{}: local memory", g.name);
+        let k = sass.kernel(&g.name).expect("kernel in SASS");
+        for op in ["HGMMA", "UTMALDG", "UTMASTG", "STSM", "SYNCS"] {
+            assert!(k.contains_opcode(op), "{}: no {op}", g.name);
+        }
+    }
+}
+
+#[test]
+fn every_schedule_compiles_for_sm90a() {
+    for cfg in configs() {
+        let g = generate(&cfg).unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
+        compile_check(&g);
+    }
+}
+
+fn args(m: i32, n: i32, k: i32) -> rcute_kernel::gemm_sm80::GemmArgs {
+    let cfg = rcute_kernel::gemm_sm80::GemmSm80Config::bf16(rcute_atom::Major::K, rcute_atom::Major::K, [64, 64, 32], [2, 2]);
+    rcute_kernel::gemm_sm80::GemmArgs::packed(&cfg, m, n, k, 1, 0x1000, 0x2000, 0, 0x3000)
+}
+
+#[test]
+fn arguments_are_checked_with_typed_errors() {
+    use rcute_kernel::gemm_sm80::GemmError;
+    let g = generate(&GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::Cooperative)).unwrap();
+    assert!(g.validate(&args(100, 64, 64)).is_ok());
+    assert!(g.tensor_maps(&args(100, 64, 64)).is_ok());
+    // TMA needs 16-byte contiguous extents: N and K multiples of 8 bf16.
+    assert!(matches!(g.validate(&args(100, 60, 64)), Err(GemmError::Alignment(_))));
+    assert!(matches!(g.validate(&args(100, 64, 60)), Err(GemmError::Alignment(_))));
+    assert!(matches!(g.validate(&args(0, 64, 64)), Err(GemmError::Shape(_))));
+    let mut a = args(100, 64, 64);
+    a.lda = 68;
+    assert!(matches!(g.validate(&a), Err(GemmError::Alignment(_))));
+    let mut a = args(100, 64, 64);
+    a.a = 0x1008;
+    assert!(matches!(g.validate(&a), Err(GemmError::Alignment(_))));
+    let mut a = args(100, 64, 64);
+    a.split_k = 2;
+    assert!(matches!(g.validate(&a), Err(GemmError::Shape(_))));
+    let mut a = args(100, 64, 64);
+    a.ldd = 32;
+    assert!(matches!(g.validate(&a), Err(GemmError::Shape(_))));
+    // beta != 0 on a kernel generated without C.
+    let mut cfg = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::Cooperative);
+    cfg.with_c = false;
+    let g = generate(&cfg).unwrap();
+    let mut a = args(100, 64, 64);
+    a.beta = 1.0;
+    assert!(matches!(g.validate(&a), Err(GemmError::Shape(_))));
+}
+
+#[test]
+fn configurations_are_checked_with_typed_errors() {
+    use rcute_kernel::gemm_sm80::GemmError;
+    let bad = |f: &dyn Fn(&mut GemmSm90Config)| {
+        let mut c = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::Cooperative);
+        f(&mut c);
+        assert!(matches!(generate(&c), Err(GemmError::Config(_))), "{c:?} should be refused");
+    };
+    bad(&|c| c.tile = [128, 128, 32]);
+    bad(&|c| c.tile = [96, 128, 64]);
+    bad(&|c| c.tile = [128, 136, 64]);
+    bad(&|c| c.ab = Element::F32);
+    bad(&|c| c.cd = Element::S8);
+    bad(&|c| c.stages = Some(1));
+    bad(&|c| c.stages = Some(9));
+    bad(&|c| c.epi_tile = Some([128, 24]));
+    bad(&|c| c.epi_tile = Some([96, 32]));
+    bad(&|c| c.smem_capacity = 64 * 1024);
+}
