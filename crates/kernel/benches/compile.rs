@@ -25,7 +25,10 @@ fn bench(c: &mut Criterion) {
     });
 
     // A generated unit: the SM80 atom check unit (44 kernels calling every SM80 atom).
-    let unit = rcute_kernel::catalogue::standard().into_iter().find(|k| k.name == "atoms_sm80").unwrap();
+    let unit = rcute_kernel::catalogue::standard()
+        .into_iter()
+        .find(|k| k.name == "atoms_sm80")
+        .unwrap();
     let mut g = c.benchmark_group("generated");
     g.sample_size(10);
     g.bench_function("nvrtc_compile_atoms_sm80_unit", |b| {

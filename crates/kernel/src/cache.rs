@@ -218,9 +218,7 @@ impl KernelCache {
                 self.counters.compiles.fetch_add(1, Ordering::Relaxed);
                 let c = nvrtc::compile(source, name, opts)?;
                 if self.write_entry(&key, &c).is_err() {
-                    self.counters
-                        .disk_write_errors
-                        .fetch_add(1, Ordering::Relaxed);
+                    self.counters.disk_write_errors.fetch_add(1, Ordering::Relaxed);
                 }
                 Arc::new(c)
             }
@@ -231,10 +229,7 @@ impl KernelCache {
 
     /// Drops every in-memory entry (the disk is untouched).
     pub fn clear_memory(&self) {
-        self.slots
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner).clear();
     }
 
     fn read_entry(&self, key: &CacheKey, arch: Arch) -> Option<Compiled> {
@@ -243,9 +238,7 @@ impl KernelCache {
         match decode_entry(&bytes, key) {
             Some((cubin, log)) => Some(Compiled::new(arch, cubin, log)),
             None => {
-                self.counters
-                    .corrupt_entries
-                    .fetch_add(1, Ordering::Relaxed);
+                self.counters.corrupt_entries.fetch_add(1, Ordering::Relaxed);
                 // Another process may have replaced it with a good entry meanwhile; that
                 // loses only one cache hit.
                 let _ = std::fs::remove_file(&path);
@@ -272,11 +265,7 @@ impl KernelCache {
 }
 
 fn default_cache_dir() -> Option<PathBuf> {
-    let var = |name| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
+    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
     var(ENV_CACHE_DIR)
         .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("rcute")))
         .or_else(|| var("HOME").map(|d| d.join(".cache/rcute")))

@@ -89,13 +89,20 @@ pub fn standard() -> Vec<CatalogueKernel> {
     let sm90 = pick(&|a| a.sm == 90 && !a.specific);
     let sm90a = pick(&|a| a.sm == 90 && a.specific);
     let mut out = Vec::new();
-    let mut add = |name: &str, title: &str, arch: Arch, atom_arch: AtomArch, sn: Vec<&Snippet>, expect: Vec<&'static str>| {
-        if sn.is_empty() {
-            return;
-        }
-        let (source, kernels) = check_unit(title, atom_arch, &sn);
-        out.push(CatalogueKernel { name: name.into(), arch, source, expect_sass: expect, kernels });
-    };
+    let mut add =
+        |name: &str, title: &str, arch: Arch, atom_arch: AtomArch, sn: Vec<&Snippet>, expect: Vec<&'static str>| {
+            if sn.is_empty() {
+                return;
+            }
+            let (source, kernels) = check_unit(title, atom_arch, &sn);
+            out.push(CatalogueKernel {
+                name: name.into(),
+                arch,
+                source,
+                expect_sass: expect,
+                kernels,
+            });
+        };
     add(
         "atoms_sm80",
         "rcute atom check unit: SM80 mma.sync, ld/st, cp.async, ldmatrix",
@@ -104,7 +111,14 @@ pub fn standard() -> Vec<CatalogueKernel> {
         sm80,
         vec!["HMMA", "IMMA", "LDSM", "LDGSTS"],
     );
-    add("atoms_sm89", "rcute atom check unit: SM89 FP8 mma.sync", Arch::Sm89, AtomArch::SM89, sm89, vec!["QMMA"]);
+    add(
+        "atoms_sm89",
+        "rcute atom check unit: SM89 FP8 mma.sync",
+        Arch::Sm89,
+        AtomArch::SM89,
+        sm89,
+        vec!["QMMA"],
+    );
     add(
         "atoms_sm90",
         "rcute atom check unit: SM90 TMA, bulk copies, stmatrix, mbarrier, clusters",

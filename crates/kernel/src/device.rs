@@ -89,8 +89,7 @@ impl Gpu {
     pub fn open(ordinal: usize) -> Result<Gpu, DeviceError> {
         // cudarc panics if the library is missing once it is used; check first, and treat
         // any panic from the loader as "no driver".
-        let present =
-            std::panic::catch_unwind(|| unsafe { sys::is_culib_present() }).unwrap_or(false);
+        let present = std::panic::catch_unwind(|| unsafe { sys::is_culib_present() }).unwrap_or(false);
         if !present {
             return Err(DeviceError::NoDriver);
         }
@@ -103,11 +102,8 @@ impl Gpu {
         if ordinal >= count {
             return Err(DeviceError::NoDevice { ordinal, count });
         }
-        let ctx = CudaContext::new(ordinal)
-            .map_err(|e| DriverFailure::new("cuDevicePrimaryCtxRetain", e))?;
-        let stream = ctx
-            .new_stream()
-            .map_err(|e| DriverFailure::new("cuStreamCreate", e))?;
+        let ctx = CudaContext::new(ordinal).map_err(|e| DriverFailure::new("cuDevicePrimaryCtxRetain", e))?;
+        let stream = ctx.new_stream().map_err(|e| DriverFailure::new("cuStreamCreate", e))?;
         let attr = |a: CUdevice_attribute| {
             ctx.attribute(a)
                 .map(|v| u32::try_from(v).unwrap_or(0))
@@ -183,8 +179,8 @@ impl Gpu {
         // arch-specific (`a`) cubin only on exactly its own architecture.
         let (major, minor) = compiled.arch.compute_capability();
         let (dev_major, dev_minor) = self.compute_capability;
-        let compatible = major == dev_major
-            && (minor == dev_minor || (minor < dev_minor && !compiled.arch.is_arch_specific()));
+        let compatible =
+            major == dev_major && (minor == dev_minor || (minor < dev_minor && !compiled.arch.is_arch_specific()));
         if !compatible {
             return Err(LaunchError::ArchMismatch {
                 compiled: compiled.arch,
@@ -195,19 +191,12 @@ impl Gpu {
             .ctx
             .load_module(cudarc::nvrtc::Ptx::from_binary(compiled.cubin.clone()))
             .map_err(|e| DriverFailure::new("cuModuleLoadData", e))?;
-        Ok(Module::new(
-            self.clone(),
-            module,
-            compiled.resources.clone(),
-        ))
+        Ok(Module::new(self.clone(), module, compiled.resources.clone()))
     }
 }
 
 fn no_device(e: &DriverError) -> bool {
-    matches!(
-        e.0,
-        CUresult::CUDA_ERROR_NO_DEVICE | CUresult::CUDA_ERROR_STUB_LIBRARY
-    )
+    matches!(e.0, CUresult::CUDA_ERROR_NO_DEVICE | CUresult::CUDA_ERROR_STUB_LIBRARY)
 }
 
 #[cfg(test)]

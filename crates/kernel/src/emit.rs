@@ -64,19 +64,43 @@ pub enum Stmt {
     /// `// text`
     Comment(String),
     /// `ty name = init;` or `ty name;`, with an optional trailing comment.
-    Decl { ty: String, name: String, init: Option<String>, comment: Option<String> },
+    Decl {
+        ty: String,
+        name: String,
+        init: Option<String>,
+        comment: Option<String>,
+    },
     /// `ty name[len];` (a register array).
-    Array { ty: String, name: String, len: usize, comment: Option<String> },
+    Array {
+        ty: String,
+        name: String,
+        len: usize,
+        comment: Option<String>,
+    },
     /// `lhs = rhs;`
-    Assign { lhs: String, rhs: String, comment: Option<String> },
+    Assign {
+        lhs: String,
+        rhs: String,
+        comment: Option<String>,
+    },
     /// An expression statement `expr;`.
     Expr(String),
     /// `for (int var = start; var < end; ++var) { body }`, optionally unrolled.
-    For { var: String, start: String, end: String, unroll: bool, body: Vec<Stmt> },
+    For {
+        var: String,
+        start: String,
+        end: String,
+        unroll: bool,
+        body: Vec<Stmt>,
+    },
     /// `while (cond) { body }` (a loop whose trip count is not a simple range).
     While { cond: String, body: Vec<Stmt> },
     /// `if (cond) { then } else { otherwise }`.
-    If { cond: String, then: Vec<Stmt>, otherwise: Vec<Stmt> },
+    If {
+        cond: String,
+        then: Vec<Stmt>,
+        otherwise: Vec<Stmt>,
+    },
     /// A nested block `{ ... }`.
     Block(Vec<Stmt>),
     /// `for (init; cond; step) { body }`: a loop with a general step (persistent tile
@@ -96,11 +120,20 @@ pub enum Stmt {
 impl Stmt {
     /// `ty name = init;`
     pub fn decl(ty: &str, name: &str, init: impl Into<String>) -> Stmt {
-        Stmt::Decl { ty: ty.into(), name: name.into(), init: Some(init.into()), comment: None }
+        Stmt::Decl {
+            ty: ty.into(),
+            name: name.into(),
+            init: Some(init.into()),
+            comment: None,
+        }
     }
     /// `lhs = rhs;`
     pub fn assign(lhs: impl Into<String>, rhs: impl Into<String>) -> Stmt {
-        Stmt::Assign { lhs: lhs.into(), rhs: rhs.into(), comment: None }
+        Stmt::Assign {
+            lhs: lhs.into(),
+            rhs: rhs.into(),
+            comment: None,
+        }
     }
     /// An index computed from a layout: `const long long name = <expr>; // <layout>`.
     pub fn index(name: &str, ix: &IndexExpr) -> Stmt {
@@ -113,7 +146,13 @@ impl Stmt {
     }
     /// A counted loop with `#pragma unroll`.
     pub fn unrolled(var: &str, end: impl ToString, body: Vec<Stmt>) -> Stmt {
-        Stmt::For { var: var.into(), start: "0".into(), end: end.to_string(), unroll: true, body }
+        Stmt::For {
+            var: var.into(),
+            start: "0".into(),
+            end: end.to_string(),
+            unroll: true,
+            body,
+        }
     }
 }
 
@@ -146,7 +185,10 @@ pub fn index_expr(layout: &Layout, coord: &[&str]) -> Result<IndexExpr, rcute_la
         Tuple::Node(coord.iter().map(|v| Tuple::Leaf(Int::from(*v))).collect())
     };
     let off = layout.crd2idx(&c)?;
-    Ok(IndexExpr { expr: off.to_cpp(), comment: format!("layout {layout} at ({})", coord.join(",")) })
+    Ok(IndexExpr {
+        expr: off.to_cpp(),
+        comment: format!("layout {layout} at ({})", coord.join(",")),
+    })
 }
 
 impl Unit {
@@ -223,7 +265,12 @@ fn render_stmt(out: &mut String, s: &Stmt, depth: usize) {
         Stmt::Comment(c) => {
             let _ = writeln!(out, "{ind}// {c}");
         }
-        Stmt::Decl { ty, name, init, comment } => match init {
+        Stmt::Decl {
+            ty,
+            name,
+            init,
+            comment,
+        } => match init {
             Some(v) => {
                 let _ = writeln!(out, "{ind}{ty} {name} = {v};{}", trailing(comment));
             }
@@ -240,7 +287,13 @@ fn render_stmt(out: &mut String, s: &Stmt, depth: usize) {
         Stmt::Expr(e) => {
             let _ = writeln!(out, "{ind}{e};");
         }
-        Stmt::For { var, start, end, unroll, body } => {
+        Stmt::For {
+            var,
+            start,
+            end,
+            unroll,
+            body,
+        } => {
             if *unroll {
                 let _ = writeln!(out, "{ind}#pragma unroll");
             }
@@ -302,17 +355,30 @@ mod tests {
                 Stmt::decl("const int", "r", "threadIdx.x % 16"),
                 Stmt::decl("const int", "c", "threadIdx.x / 16"),
                 Stmt::index("off", &ix),
-                Stmt::If { cond: "threadIdx.x < 128".into(), then: vec![Stmt::assign("dst[off]", "src[off]")], otherwise: vec![] },
+                Stmt::If {
+                    cond: "threadIdx.x < 128".into(),
+                    then: vec![Stmt::assign("dst[off]", "src[off]")],
+                    otherwise: vec![],
+                },
             ],
         };
         let unit = Unit {
             header: vec!["test unit".into()],
             includes: vec!["cstdint".into()],
-            items: vec![Item::Snippet { origin: "prelude".into(), code: PRELUDE.into() }, Item::Function(f)],
+            items: vec![
+                Item::Snippet {
+                    origin: "prelude".into(),
+                    code: PRELUDE.into(),
+                },
+                Item::Function(f),
+            ],
         };
         let a = unit.render();
         assert_eq!(a, unit.clone().render());
-        assert!(a.contains("const long long off = r + c * 16;  // layout (16,8):(1,16) at (r,c)"), "{a}");
+        assert!(
+            a.contains("const long long off = r + c * 16;  // layout (16,8):(1,16) at (r,c)"),
+            "{a}"
+        );
         assert!(a.contains("extern \"C\" __global__ void copy_16x8(const float* src, float* dst) {"));
     }
 }

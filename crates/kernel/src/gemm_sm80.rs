@@ -290,7 +290,11 @@ impl GemmArgs {
         let (m64, n64, k64) = (m as i64, n as i64, k as i64);
         let lda = if cfg.a_major == Major::K { k64 } else { m64 };
         let ldb = if cfg.b_major == Major::K { k64 } else { n64 };
-        let ldc = if cfg.c_major == StorageOrder::RowMajor { n64 } else { m64 };
+        let ldc = if cfg.c_major == StorageOrder::RowMajor {
+            n64
+        } else {
+            m64
+        };
         GemmArgs {
             m,
             n,
@@ -323,7 +327,10 @@ impl GemmArgs {
         let shape = |s: String| Err(GemmError::Shape(s));
         let align = |s: String| Err(GemmError::Alignment(s));
         if self.m < 1 || self.n < 1 || self.l < 1 || self.k < 0 {
-            return shape(format!("need M, N, L >= 1 and K >= 0, got M={} N={} K={} L={}", self.m, self.n, self.k, self.l));
+            return shape(format!(
+                "need M, N, L >= 1 and K >= 0, got M={} N={} K={} L={}",
+                self.m, self.n, self.k, self.l
+            ));
         }
         let (m, n, k) = (self.m as i64, self.n as i64, self.k as i64);
         let need = |name: &str, ld: i64, min: i64| -> Result<(), GemmError> {
@@ -347,16 +354,25 @@ impl GemmArgs {
             return shape("null A, B or D".into());
         }
         let vec = 8;
-        for (name, v) in [("lda", self.lda), ("ldb", self.ldb), ("batch_stride_a", self.batch_stride_a), ("batch_stride_b", self.batch_stride_b)] {
+        for (name, v) in [
+            ("lda", self.lda),
+            ("ldb", self.ldb),
+            ("batch_stride_a", self.batch_stride_a),
+            ("batch_stride_b", self.batch_stride_b),
+        ] {
             if v % vec != 0 {
-                return align(format!("{name}={v} must be a multiple of {vec} elements (16-byte cp.async vectors)"));
+                return align(format!(
+                    "{name}={v} must be a multiple of {vec} elements (16-byte cp.async vectors)"
+                ));
             }
         }
         if self.a % 16 != 0 || self.b % 16 != 0 {
             return align("A and B must be 16-byte aligned".into());
         }
         if (cfg.a_major == Major::K || cfg.b_major == Major::K) && k % vec != 0 {
-            return align(format!("K={k} must be a multiple of {vec} when an operand is K-major (no element-wise K path)"));
+            return align(format!(
+                "K={k} must be a multiple of {vec} when an operand is K-major (no element-wise K path)"
+            ));
         }
         let dbytes = cfg.d.bytes() as u64;
         if self.d % dbytes != 0 || (self.beta != 0.0 && self.c % cfg.c.bytes() as u64 != 0) {
@@ -368,7 +384,10 @@ impl GemmArgs {
         if self.split_k > 1 && (self.workspace == 0 || self.workspace % 16 != 0) {
             return shape("split_k > 1 needs a 16-byte aligned f32 workspace".into());
         }
-        if self.split_k > 1 && self.split_k_mode == SplitKMode::Serial && (self.semaphores == 0 || self.semaphores % 4 != 0) {
+        if self.split_k > 1
+            && self.split_k_mode == SplitKMode::Serial
+            && (self.semaphores == 0 || self.semaphores % 4 != 0)
+        {
             return shape("serial split-K needs a zeroed, 4-byte aligned semaphore array".into());
         }
         let grid = g.grid_split(self.m, self.n, self.l, self.split_k);
@@ -442,7 +461,11 @@ impl GeneratedGemm {
             .u64(a.c)
             .u64(a.d)
             .u64(a.workspace)
-            .u64(if a.split_k_mode == SplitKMode::Serial { a.semaphores } else { 0 })
+            .u64(if a.split_k_mode == SplitKMode::Serial {
+                a.semaphores
+            } else {
+                0
+            })
             .i32(a.m)
             .i32(a.n)
             .i32(a.k)
@@ -465,7 +488,10 @@ impl GeneratedGemm {
 
 fn check_name(f: &Function, want: &str) -> Result<(), GemmError> {
     if f.name() != want {
-        return Err(GemmError::WrongFunction { expected: want.into(), got: f.name().into() });
+        return Err(GemmError::WrongFunction {
+            expected: want.into(),
+            got: f.name().into(),
+        });
     }
     Ok(())
 }
@@ -481,7 +507,9 @@ fn check_name(f: &Function, want: &str) -> Result<(), GemmError> {
 pub unsafe fn launch(f: &Function, g: &GeneratedGemm, args: &GemmArgs) -> Result<(), GemmError> {
     check_name(f, &g.name)?;
     if args.split_k != 1 {
-        return Err(GemmError::Shape("split_k > 1 needs launch_split_k (and the reduction kernel)".into()));
+        return Err(GemmError::Shape(
+            "split_k > 1 needs launch_split_k (and the reduction kernel)".into(),
+        ));
     }
     args.validate(g)?;
     // SAFETY: the parameter list matches the generated kernel's signature; the caller
@@ -500,7 +528,12 @@ pub unsafe fn launch(f: &Function, g: &GeneratedGemm, args: &GemmArgs) -> Result
 ///
 /// As for [`launch`]; additionally `args.workspace` must hold
 /// [`GeneratedGemm::workspace_bytes`] bytes.
-pub unsafe fn launch_split_k(main: &Function, reduce: &Function, g: &GeneratedGemm, args: &GemmArgs) -> Result<(), GemmError> {
+pub unsafe fn launch_split_k(
+    main: &Function,
+    reduce: &Function,
+    g: &GeneratedGemm,
+    args: &GemmArgs,
+) -> Result<(), GemmError> {
     check_name(main, &g.name)?;
     check_name(reduce, &g.reduce_name)?;
     args.validate(g)?;
@@ -571,19 +604,38 @@ fn d(ty: &str, name: &str, init: impl Into<String>) -> Stmt {
     Stmt::decl(ty, name, init)
 }
 fn dc(ty: &str, name: &str, init: impl Into<String>, comment: impl Into<String>) -> Stmt {
-    Stmt::Decl { ty: ty.into(), name: name.into(), init: Some(init.into()), comment: Some(comment.into()) }
+    Stmt::Decl {
+        ty: ty.into(),
+        name: name.into(),
+        init: Some(init.into()),
+        comment: Some(comment.into()),
+    }
 }
 fn if_(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
-    Stmt::If { cond: cond.into(), then, otherwise: vec![] }
+    Stmt::If {
+        cond: cond.into(),
+        then,
+        otherwise: vec![],
+    }
 }
 fn if_else(cond: impl Into<String>, then: Vec<Stmt>, otherwise: Vec<Stmt>) -> Stmt {
-    Stmt::If { cond: cond.into(), then, otherwise }
+    Stmt::If {
+        cond: cond.into(),
+        then,
+        otherwise,
+    }
 }
 
 /// `layout(mn, k, 0)` of a stage-0 slice as C++ (the swizzle renders as `x ^ ((x & Y) >> S)`).
 fn smem_offset_cpp(l: &AnyLayout) -> Result<String, GemmError> {
-    let coord = Tuple::node([Tuple::Leaf(Int::from("mn")), Tuple::Leaf(Int::from("k")), Tuple::Leaf(Int::Static(0))]);
-    let off = l.crd2idx(&coord).map_err(|e| GemmError::Config(format!("smem layout: {e}")))?;
+    let coord = Tuple::node([
+        Tuple::Leaf(Int::from("mn")),
+        Tuple::Leaf(Int::from("k")),
+        Tuple::Leaf(Int::Static(0)),
+    ]);
+    let off = l
+        .crd2idx(&coord)
+        .map_err(|e| GemmError::Config(format!("smem layout: {e}")))?;
     Ok(off.to_cpp())
 }
 
@@ -615,7 +667,11 @@ struct Separable {
 
 fn xor_separable(l: &AnyLayout, thread: &[(i64, i64)], stat: &[(i64, i64)]) -> bool {
     let off = |mn: i64, k: i64| -> Option<i64> {
-        let c = Tuple::node([Tuple::Leaf(Int::Static(mn)), Tuple::Leaf(Int::Static(k)), Tuple::Leaf(Int::Static(0))]);
+        let c = Tuple::node([
+            Tuple::Leaf(Int::Static(mn)),
+            Tuple::Leaf(Int::Static(k)),
+            Tuple::Leaf(Int::Static(0)),
+        ]);
         l.crd2idx(&c).ok()?.as_static()
     };
     let mut cache = std::collections::HashMap::new();
@@ -649,11 +705,16 @@ fn separable(p: &Sm80Mainloop) -> Separable {
             .collect()
     };
     let ld_stat = |step: i64, count: i64| -> Vec<(i64, i64)> {
-        (0..count).flat_map(|i| kbs.iter().map(move |&k| (step * i, k))).collect()
+        (0..count)
+            .flat_map(|i| kbs.iter().map(move |&k| (step * i, k)))
+            .collect()
     };
-    let g_thr = |g: &rcute_collective::G2sCopy| -> Vec<(i64, i64)> { (0..p.threads).map(|t| g.thread_origin(t)).collect() };
+    let g_thr =
+        |g: &rcute_collective::G2sCopy| -> Vec<(i64, i64)> { (0..p.threads).map(|t| g.thread_origin(t)).collect() };
     let g_stat = |g: &rcute_collective::G2sCopy| -> Vec<(i64, i64)> {
-        (0..g.passes).map(|i| (i * g.pass_step[0], i * g.pass_step[1])).collect()
+        (0..g.passes)
+            .map(|i| (i * g.pass_step[0], i * g.pass_step[1]))
+            .collect()
     };
     Separable {
         s2r_a: xor_separable(&p.smem_layout_a, &ld_thr(true), &ld_stat(16 * wm, p.mma_m)),
@@ -671,24 +732,42 @@ struct Names {
 
 /// The G2S copy of one operand for tile `kt_var` into stage `stage_var`.
 fn g2s_tile(p: &Sm80Mainloop, sep: Separable, name: &str, is_a: bool, stage: &str, kt: &str) -> Vec<Stmt> {
-    let (x, g, st_elems, ld, gsep) =
-        if is_a { ("a", &p.g2s_a, p.stage_elems_a, "lda", sep.g2s_a) } else { ("b", &p.g2s_b, p.stage_elems_b, "ldb", sep.g2s_b) };
+    let (x, g, st_elems, ld, gsep) = if is_a {
+        ("a", &p.g2s_a, p.stage_elems_a, "lda", sep.g2s_a)
+    } else {
+        ("b", &p.g2s_b, p.stage_elems_b, "ldb", sep.g2s_b)
+    };
     let sx = if is_a { "sA" } else { "sB" };
     let gx = if is_a { "gA" } else { "gB" };
-    let sfn = if is_a { format!("{name}_sA") } else { format!("{name}_sB") };
+    let sfn = if is_a {
+        format!("{name}_sA")
+    } else {
+        format!("{name}_sB")
+    };
     let _ = ld;
     let bk = p.config.tile[2];
     let ta = p.config.a.cuda_type();
     let dst = if gsep {
-        format!("{sx} + {stage} * {st_elems} + ({x}_s0 ^ {sfn}(p * {}, p * {}))", g.pass_step[0], g.pass_step[1])
+        format!(
+            "{sx} + {stage} * {st_elems} + ({x}_s0 ^ {sfn}(p * {}, p * {}))",
+            g.pass_step[0], g.pass_step[1]
+        )
     } else {
         format!("{sx} + {stage} * {st_elems} + {x}_smem[p]")
     };
     let mut body = Vec::new();
     let (tile_ptr, pred) = match g.major {
         Major::K => {
-            body.push(dc("const bool", &format!("{x}_kp"), format!("{kt} * {bk} < {x}_krem"), "whole 8-vectors along K: K % 8 == 0"));
-            (format!("{x}_src + {kt} * {bk}"), format!("{x}_kp && (({x}_pred_mn >> p) & 1)"))
+            body.push(dc(
+                "const bool",
+                &format!("{x}_kp"),
+                format!("{kt} * {bk} < {x}_krem"),
+                "whole 8-vectors along K: K % 8 == 0",
+            ));
+            (
+                format!("{x}_src + {kt} * {bk}"),
+                format!("{x}_kp && (({x}_pred_mn >> p) & 1)"),
+            )
         }
         Major::MN => (
             format!("{x}_src + (long long)({kt} * {bk}) * {ld}"),
@@ -710,14 +789,26 @@ fn g2s_tile(p: &Sm80Mainloop, sep: Separable, name: &str, is_a: bool, stage: &st
 /// Load k-block `kb` of stage `stage` into fragment buffer `buf`.
 fn s2r(p: &Sm80Mainloop, sep: Separable, buf: &str, kb: &str, stage: &str, name: &str) -> Vec<Stmt> {
     let [wm, wn] = p.config.warps;
-    let ldsm_a = if p.lanes_a.trans() { "rc_ldmatrix_x4_trans" } else { "rc_ldmatrix_x4" };
-    let ldsm_b = if p.lanes_b.trans() { "rc_ldmatrix_x4_trans" } else { "rc_ldmatrix_x4" };
+    let ldsm_a = if p.lanes_a.trans() {
+        "rc_ldmatrix_x4_trans"
+    } else {
+        "rc_ldmatrix_x4"
+    };
+    let ldsm_b = if p.lanes_b.trans() {
+        "rc_ldmatrix_x4_trans"
+    } else {
+        "rc_ldmatrix_x4"
+    };
     vec![
         Stmt::unrolled(
             "mi",
             p.mma_m,
             vec![e(if sep.s2r_a {
-                format!("{ldsm_a}(sA + {stage} * {} + (lA_off ^ {name}_sA({} * mi, {kb} * 16)), fa[{buf}][mi])", p.stage_elems_a, 16 * wm)
+                format!(
+                    "{ldsm_a}(sA + {stage} * {} + (lA_off ^ {name}_sA({} * mi, {kb} * 16)), fa[{buf}][mi])",
+                    p.stage_elems_a,
+                    16 * wm
+                )
             } else {
                 format!(
                     "{ldsm_a}(sA + {stage} * {} + {name}_sA(16 * (warp_m + {wm} * mi) + lA_mn, {kb} * 16 + lA_k), fa[{buf}][mi])",
@@ -729,9 +820,18 @@ fn s2r(p: &Sm80Mainloop, sep: Separable, buf: &str, kb: &str, stage: &str, name:
             "nj2",
             p.mma_n / 2,
             vec![
-                Stmt::Array { ty: "uint32_t".into(), name: "t".into(), len: 4, comment: Some("b0,b1 of N-atom 2*nj2, then of 2*nj2+1".into()) },
+                Stmt::Array {
+                    ty: "uint32_t".into(),
+                    name: "t".into(),
+                    len: 4,
+                    comment: Some("b0,b1 of N-atom 2*nj2, then of 2*nj2+1".into()),
+                },
                 e(if sep.s2r_b {
-                    format!("{ldsm_b}(sB + {stage} * {} + (lB_off ^ {name}_sB({} * nj2, {kb} * 16)), t)", p.stage_elems_b, 16 * wn)
+                    format!(
+                        "{ldsm_b}(sB + {stage} * {} + (lB_off ^ {name}_sB({} * nj2, {kb} * 16)), t)",
+                        p.stage_elems_b,
+                        16 * wn
+                    )
                 } else {
                     format!(
                         "{ldsm_b}(sB + {stage} * {} + {name}_sB({} * nj2 + 16 * warp_n + lB_mn, {kb} * 16 + lB_k), t)",
@@ -749,7 +849,11 @@ fn s2r(p: &Sm80Mainloop, sep: Separable, buf: &str, kb: &str, stage: &str, name:
 }
 
 fn type_names(cfg: &GemmSm80Config) -> Names {
-    Names { ta: cfg.a.cuda_type(), tc: cfg.c.cuda_type(), td: cfg.d.cuda_type() }
+    Names {
+        ta: cfg.a.cuda_type(),
+        tc: cfg.c.cuda_type(),
+        td: cfg.d.cuda_type(),
+    }
 }
 
 fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &SmemEpilogue, name: &str) -> CFunction {
@@ -761,26 +865,59 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
     let sep = separable(p);
     let mut b: Vec<Stmt> = Vec::new();
 
-    b.push(c(format!("Shared memory: sA {} | sB {}", p.smem_layout_a, p.smem_layout_b)));
+    b.push(c(format!(
+        "Shared memory: sA {} | sB {}",
+        p.smem_layout_a, p.smem_layout_b
+    )));
     b.push(e("extern __shared__ __align__(128) unsigned char rc_smem[]"));
-    b.push(dc(&format!("{}* const", t.ta), "sA", format!("reinterpret_cast<{}*>(rc_smem)", t.ta), format!("(BM,BK,PIPE) = ({bm},{bk},{stages})")));
-    b.push(dc(&format!("{}* const", t.ta), "sB", format!("sA + {}", p.stage_elems_a * stages as i64), format!("(BN,BK,PIPE) = ({bn},{bk},{stages})")));
+    b.push(dc(
+        &format!("{}* const", t.ta),
+        "sA",
+        format!("reinterpret_cast<{}*>(rc_smem)", t.ta),
+        format!("(BM,BK,PIPE) = ({bm},{bk},{stages})"),
+    ));
+    b.push(dc(
+        &format!("{}* const", t.ta),
+        "sB",
+        format!("sA + {}", p.stage_elems_a * stages as i64),
+        format!("(BN,BK,PIPE) = ({bn},{bk},{stages})"),
+    ));
     b.push(d("const int", "tid", "threadIdx.x"));
-    b.push(dc("const int", "lane", "tid % 32", "thr_layout_vmnk = 32 x (WM,WN,1): thread = lane + 32 * (warp_m + WM * warp_n)"));
+    b.push(dc(
+        "const int",
+        "lane",
+        "tid % 32",
+        "thr_layout_vmnk = 32 x (WM,WN,1): thread = lane + 32 * (warp_m + WM * warp_n)",
+    ));
     b.push(d("const int", "warp_m", format!("(tid / 32) % {wm}")));
     b.push(d("const int", "warp_n", format!("(tid / 32) / {wm}")));
 
-    b.push(c(format!("Threadblock rasterization: CUTLASS identity swizzle, 2^{r} tiles along N per group")));
+    b.push(c(format!(
+        "Threadblock rasterization: CUTLASS identity swizzle, 2^{r} tiles along N per group"
+    )));
     b.push(d("const int", "tiles_m", format!("(M + {}) / {bm}", bm - 1)));
     b.push(d("const int", "tiles_n", format!("(N + {}) / {bn}", bn - 1)));
-    b.push(dc("const bool", "serial_k", "split_serial != 0 && split_k > 1", "serial (semaphore-ordered) split-K"));
+    b.push(dc(
+        "const bool",
+        "serial_k",
+        "split_serial != 0 && split_k > 1",
+        "serial (semaphore-ordered) split-K",
+    ));
     b.push(d("int", "bx", "(int)blockIdx.x"));
     b.push(d("int", "by", "(int)blockIdx.y"));
     b.push(d("int", "bz", "(int)blockIdx.z"));
-    b.push(c("Serial split-K is deadlock-free by construction: every CTA takes a ticket when it starts and runs work item"));
-    b.push(c("`ticket` in (x, y, z) order with z = split * L + batch, so the split s-1 a CTA waits for holds a smaller"));
-    b.push(c("ticket: it was taken by a CTA that is already resident (or done), whatever order the hardware starts CTAs in."));
-    b.push(c("The last ticket resets the counter (semaphores[0]) for the next launch."));
+    b.push(c(
+        "Serial split-K is deadlock-free by construction: every CTA takes a ticket when it starts and runs work item",
+    ));
+    b.push(c(
+        "`ticket` in (x, y, z) order with z = split * L + batch, so the split s-1 a CTA waits for holds a smaller",
+    ));
+    b.push(c(
+        "ticket: it was taken by a CTA that is already resident (or done), whatever order the hardware starts CTAs in.",
+    ));
+    b.push(c(
+        "The last ticket resets the counter (semaphores[0]) for the next launch.",
+    ));
     b.push(dc(
         "int* const",
         "rc_ticket",
@@ -806,15 +943,37 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
         ],
     ));
     b.push(d("const int", "tile_m", format!("bx >> {r}")));
-    b.push(d("const int", "tile_n", format!("(by << {r}) + (bx & {})", (1u32 << r) - 1)));
+    b.push(d(
+        "const int",
+        "tile_n",
+        format!("(by << {r}) + (bx & {})", (1u32 << r) - 1),
+    ));
     b.push(if_("tile_m >= tiles_m || tile_n >= tiles_n", vec![Stmt::Return]));
-    b.push(dc("const int", "split", "bz / L", "the split is the slowest-varying grid index: z = split * L + batch"));
+    b.push(dc(
+        "const int",
+        "split",
+        "bz / L",
+        "the split is the slowest-varying grid index: z = split * L + batch",
+    ));
     b.push(d("const int", "batch", "bz % L"));
     b.push(d("const int", "m0", format!("tile_m * {bm}")));
     b.push(d("const int", "n0", format!("tile_n * {bn}")));
-    b.push(dc("const int", "k_begin", format!("split * k_tiles_per_split * {bk}"), "this split's K range"));
-    b.push(d("const int", "k_end", format!("min(K, k_begin + k_tiles_per_split * {bk})")));
-    b.push(d("int", "k_tile_count", format!("k_end > k_begin ? (k_end - k_begin + {}) / {bk} : 0", bk - 1)));
+    b.push(dc(
+        "const int",
+        "k_begin",
+        format!("split * k_tiles_per_split * {bk}"),
+        "this split's K range",
+    ));
+    b.push(d(
+        "const int",
+        "k_end",
+        format!("min(K, k_begin + k_tiles_per_split * {bk})"),
+    ));
+    b.push(d(
+        "int",
+        "k_tile_count",
+        format!("k_end > k_begin ? (k_end - k_begin + {}) / {bk} : 0", bk - 1),
+    ));
     b.push(d(&format!("const {}* const", t.ta), "gA", "A + batch * batch_stride_a"));
     b.push(d(&format!("const {}* const", t.ta), "gB", "B + batch * batch_stride_b"));
 
@@ -835,7 +994,12 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
         )));
         match g.major {
             Major::K => {
-                b.push(dc("const int", &format!("{x}_mn"), format!("tid / {tk}"), format!("thr_layout ({tmn},{tk}):({tk},1)")));
+                b.push(dc(
+                    "const int",
+                    &format!("{x}_mn"),
+                    format!("tid / {tk}"),
+                    format!("thr_layout ({tmn},{tk}):({tk},1)"),
+                ));
                 b.push(d("const int", &format!("{x}_k"), format!("tid % {tk} * 8")));
                 b.push(dc(
                     &format!("const {}* const", t.ta),
@@ -847,14 +1011,32 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
                 b.push(Stmt::unrolled(
                     "p",
                     g.passes,
-                    vec![e(format!("{x}_pred_mn |= ({m_or_n0} + {x}_mn + p * {} < {mn_total} ? 1u : 0u) << p", g.pass_step[0]))],
+                    vec![e(format!(
+                        "{x}_pred_mn |= ({m_or_n0} + {x}_mn + p * {} < {mn_total} ? 1u : 0u) << p",
+                        g.pass_step[0]
+                    ))],
                 ));
-                b.push(dc("const long long", &format!("{x}_pass"), format!("{} * {ld}", g.pass_step[0]), "gmem step between passes"));
-                b.push(dc("const int", &format!("{x}_krem"), format!("k_end - k_begin - {x}_k"), "K left for this thread's first vector"));
+                b.push(dc(
+                    "const long long",
+                    &format!("{x}_pass"),
+                    format!("{} * {ld}", g.pass_step[0]),
+                    "gmem step between passes",
+                ));
+                b.push(dc(
+                    "const int",
+                    &format!("{x}_krem"),
+                    format!("k_end - k_begin - {x}_k"),
+                    "K left for this thread's first vector",
+                ));
                 b.extend(smem_setup(gsep, &sfn, x, g));
             }
             Major::MN => {
-                b.push(dc("const int", &format!("{x}_mn"), format!("tid % {tmn} * 8"), format!("thr_layout ({tmn},{tk}):(1,{tmn})")));
+                b.push(dc(
+                    "const int",
+                    &format!("{x}_mn"),
+                    format!("tid % {tmn} * 8"),
+                    format!("thr_layout ({tmn},{tk}):(1,{tmn})"),
+                ));
                 b.push(d("const int", &format!("{x}_k"), format!("tid / {tmn}")));
                 b.push(dc(
                     &format!("const {}* const", t.ta),
@@ -868,15 +1050,28 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
                     format!("{m_or_n0} + {x}_mn < {mn_total}"),
                     "a vector past the edge reads ld padding that only feeds unstored outputs",
                 ));
-                b.push(dc("const long long", &format!("{x}_pass"), format!("{} * {ld}", g.pass_step[1]), "gmem step between passes"));
-                b.push(dc("const int", &format!("{x}_krem"), format!("k_end - k_begin - {x}_k"), "K left for this thread's first vector"));
+                b.push(dc(
+                    "const long long",
+                    &format!("{x}_pass"),
+                    format!("{} * {ld}", g.pass_step[1]),
+                    "gmem step between passes",
+                ));
+                b.push(dc(
+                    "const int",
+                    &format!("{x}_krem"),
+                    format!("k_end - k_begin - {x}_k"),
+                    "K left for this thread's first vector",
+                ));
                 b.extend(smem_setup(gsep, &sfn, x, g));
             }
         }
     }
 
     // Prologue.
-    b.push(c(format!("Prologue: start the loads of the first {} tiles", stages - 1)));
+    b.push(c(format!(
+        "Prologue: start the loads of the first {} tiles",
+        stages - 1
+    )));
     b.push(d("int", "k_tile_next", "0"));
     let mut pro = g2s_tile(p, sep, name, true, "s", "k_tile_next");
     pro.extend(g2s_tile(p, sep, name, false, "s", "k_tile_next"));
@@ -890,37 +1085,86 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
     // The register double buffer of CuTe's mainloop costs 2x the fragments; with 128
     // accumulators per thread (64x64 warp tiles) it does not fit 255 registers on sm_90a.
     let reg_pipeline = p.acc_per_thread() < 128;
-    let nbuf = if !reg_pipeline { 1 } else if kb % 2 == 0 { 2 } else { kb };
+    let nbuf = if !reg_pipeline {
+        1
+    } else if kb % 2 == 0 {
+        2
+    } else {
+        kb
+    };
     b.push(c(format!(
         "TiledMMA {} x (WM,WN,1)=({wm},{wn},1), permutation N (8,{wn},2):(1,16,8): warp tile {}x{}, {mm}x{nn} atoms",
         p.mma_atom.name, p.warp_tile[0], p.warp_tile[1]
     )));
-    b.push(c(format!("C fragment per atom: layout {} (m = lane/4 + 8*(v/2), n = 2*(lane%4) + v%2)", p.mma_atom.c_tv)));
-    b.push(Stmt::Array { ty: "float".into(), name: format!("acc[{mm}][{nn}]"), len: 4, comment: None });
+    b.push(c(format!(
+        "C fragment per atom: layout {} (m = lane/4 + 8*(v/2), n = 2*(lane%4) + v%2)",
+        p.mma_atom.c_tv
+    )));
+    b.push(Stmt::Array {
+        ty: "float".into(),
+        name: format!("acc[{mm}][{nn}]"),
+        len: 4,
+        comment: None,
+    });
     b.push(Stmt::unrolled(
         "mi",
         mm,
-        vec![Stmt::unrolled("nj", nn, vec![Stmt::unrolled("v", 4, vec![Stmt::assign("acc[mi][nj][v]", "0.0f")])])],
+        vec![Stmt::unrolled(
+            "nj",
+            nn,
+            vec![Stmt::unrolled("v", 4, vec![Stmt::assign("acc[mi][nj][v]", "0.0f")])],
+        )],
     ));
     b.push(Stmt::Array {
         ty: "uint32_t".into(),
         name: format!("fa[{nbuf}][{mm}]"),
         len: 4,
-        comment: Some(format!("A fragments: {nbuf} register buffers over the {kb} k-blocks (2 when even, else one per k-block)")),
+        comment: Some(format!(
+            "A fragments: {nbuf} register buffers over the {kb} k-blocks (2 when even, else one per k-block)"
+        )),
     });
-    b.push(Stmt::Array { ty: "uint32_t".into(), name: format!("fb[{nbuf}][{nn}]"), len: 2, comment: Some("B fragments".into()) });
+    b.push(Stmt::Array {
+        ty: "uint32_t".into(),
+        name: format!("fb[{nbuf}][{nn}]"),
+        len: 2,
+        comment: Some("B fragments".into()),
+    });
     let (amn, ak) = p.lanes_a.lane_coord_cpp("lane");
     let (bmn, bk_) = p.lanes_b.lane_coord_cpp("lane");
-    b.push(c(format!("ldmatrix.x4 lane -> (mn, k) row of a 16x16 sub-tile: A {} ({}), B {} ({})", p.s2r_a.name, if p.lanes_a.trans() { "rows along K" } else { "rows along M" }, p.s2r_b.name, if p.lanes_b.trans() { "rows along K" } else { "rows along N" })));
+    b.push(c(format!(
+        "ldmatrix.x4 lane -> (mn, k) row of a 16x16 sub-tile: A {} ({}), B {} ({})",
+        p.s2r_a.name,
+        if p.lanes_a.trans() {
+            "rows along K"
+        } else {
+            "rows along M"
+        },
+        p.s2r_b.name,
+        if p.lanes_b.trans() {
+            "rows along K"
+        } else {
+            "rows along N"
+        }
+    )));
     b.push(d("const int", "lA_mn", amn));
     b.push(d("const int", "lA_k", ak));
     b.push(d("const int", "lB_mn", bmn));
     b.push(d("const int", "lB_k", bk_));
     if sep.s2r_a {
-        b.push(dc("const int", "lA_off", format!("{name}_sA(16 * warp_m + lA_mn, lA_k)"), "sA(t + s) == sA(t) ^ sA(s) for every thread part t and unrolled part s (checked by the generator)"));
+        b.push(dc(
+            "const int",
+            "lA_off",
+            format!("{name}_sA(16 * warp_m + lA_mn, lA_k)"),
+            "sA(t + s) == sA(t) ^ sA(s) for every thread part t and unrolled part s (checked by the generator)",
+        ));
     }
     if sep.s2r_b {
-        b.push(dc("const int", "lB_off", format!("{name}_sB(16 * warp_n + lB_mn, lB_k)"), "sB(t + s) == sB(t) ^ sB(s) (checked by the generator)"));
+        b.push(dc(
+            "const int",
+            "lB_off",
+            format!("{name}_sB(16 * warp_n + lB_mn, lB_k)"),
+            "sB(t + s) == sB(t) ^ sB(s) (checked by the generator)",
+        ));
     }
     b.push(d("int", "read_stage", "0"));
     b.push(d("int", "write_stage", format!("{}", stages - 1)));
@@ -952,23 +1196,43 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
     issue.push(e("++k_tile_next"));
     issue.push(e("--k_tile_count"));
     issue.push(Stmt::assign("write_stage", "read_stage"));
-    issue.push(Stmt::assign("read_stage", format!("read_stage + 1 == {stages} ? 0 : read_stage + 1")));
+    issue.push(Stmt::assign(
+        "read_stage",
+        format!("read_stage + 1 == {stages} ? 0 : read_stage + 1"),
+    ));
     kbody.push(if_("kb == 0", issue));
-    kbody.push(c("ldmatrix k-block kb+1 (of this tile, or k-block 0 of the next) into the next register buffer"));
-    kbody.extend(s2r(p, sep, &format!("(kb + 1) % {nbuf}"), &format!("((kb + 1) % {kb})"), "frag_stage", name));
+    kbody.push(c(
+        "ldmatrix k-block kb+1 (of this tile, or k-block 0 of the next) into the next register buffer",
+    ));
+    kbody.extend(s2r(
+        p,
+        sep,
+        &format!("(kb + 1) % {nbuf}"),
+        &format!("((kb + 1) % {kb})"),
+        "frag_stage",
+        name,
+    ));
     kbody.push(Stmt::unrolled(
         "mi",
         mm,
         vec![Stmt::unrolled(
             "nj",
             nn,
-            vec![e(format!("{}(acc[mi][nj], fa[kb % {nbuf}][mi], fb[kb % {nbuf}][nj], acc[mi][nj])", p.mma_atom.fn_name()))],
+            vec![e(format!(
+                "{}(acc[mi][nj], fa[kb % {nbuf}][mi], fb[kb % {nbuf}][nj], acc[mi][nj])",
+                p.mma_atom.fn_name()
+            ))],
         )],
     ));
     let cond = format!("k_tile_count > {}", -(stages as i64 - 1));
     if reg_pipeline {
-        b.push(c(format!("Main loop: one K tile per iteration, {kb} k-blocks of 16 per tile, register double buffer")));
-        b.push(Stmt::While { cond, body: vec![Stmt::unrolled("kb", kb, kbody)] });
+        b.push(c(format!(
+            "Main loop: one K tile per iteration, {kb} k-blocks of 16 per tile, register double buffer"
+        )));
+        b.push(Stmt::While {
+            cond,
+            body: vec![Stmt::unrolled("kb", kb, kbody)],
+        });
     } else {
         // Large warp tiles (128 accumulators per thread): no explicit register pipeline;
         // ptxas schedules the ldmatrix of the unrolled k-blocks within its register budget.
@@ -987,16 +1251,30 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
         kb_body.push(Stmt::unrolled(
             "mi",
             mm,
-            vec![Stmt::unrolled("nj", nn, vec![e(format!("{}(acc[mi][nj], fa[0][mi], fb[0][nj], acc[mi][nj])", p.mma_atom.fn_name()))])],
+            vec![Stmt::unrolled(
+                "nj",
+                nn,
+                vec![e(format!(
+                    "{}(acc[mi][nj], fa[0][mi], fb[0][nj], acc[mi][nj])",
+                    p.mma_atom.fn_name()
+                ))],
+            )],
         ));
         wbody.push(Stmt::unrolled("kb", kb, kb_body));
         wbody.push(Stmt::assign("write_stage", "read_stage"));
-        wbody.push(Stmt::assign("read_stage", format!("read_stage + 1 == {stages} ? 0 : read_stage + 1")));
-        b.push(c(format!("Main loop: one K tile per iteration, {kb} k-blocks of 16 per tile (ldmatrix + mma per k-block)")));
+        wbody.push(Stmt::assign(
+            "read_stage",
+            format!("read_stage + 1 == {stages} ? 0 : read_stage + 1"),
+        ));
+        b.push(c(format!(
+            "Main loop: one K tile per iteration, {kb} k-blocks of 16 per tile (ldmatrix + mma per k-block)"
+        )));
         b.push(Stmt::While { cond, body: wbody });
     }
     b.push(e("rc_cp_async_wait_group<0>()"));
-    b.push(c("every warp is done with the mainloop's shared memory: the epilogue staging buffer is a union with it"));
+    b.push(c(
+        "every warp is done with the mainloop's shared memory: the epilogue staging buffer is a union with it",
+    ));
     b.push(e("__syncthreads()"));
 
     b.extend(staged_epilogue(cfg, p, ep, se));
@@ -1019,10 +1297,20 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
 /// (`x_s0`, each pass XORs a constant), else one precomputed offset per pass.
 fn smem_setup(sep: bool, sfn: &str, x: &str, g: &rcute_collective::G2sCopy) -> Vec<Stmt> {
     if sep {
-        vec![dc("const int", &format!("{x}_s0"), format!("{sfn}({x}_mn, {x}_k)"), "pass p at s0 ^ smem(p * step) (checked by the generator)")]
+        vec![dc(
+            "const int",
+            &format!("{x}_s0"),
+            format!("{sfn}({x}_mn, {x}_k)"),
+            "pass p at s0 ^ smem(p * step) (checked by the generator)",
+        )]
     } else {
         vec![
-            Stmt::Array { ty: "int".into(), name: format!("{x}_smem"), len: g.passes as usize, comment: None },
+            Stmt::Array {
+                ty: "int".into(),
+                name: format!("{x}_smem"),
+                len: g.passes as usize,
+                comment: None,
+            },
             Stmt::unrolled(
                 "p",
                 g.passes,
@@ -1047,7 +1335,16 @@ fn main_params(t: &Names) -> Vec<(String, String)> {
     for n in ["M", "N", "K", "L"] {
         v.push(("int".into(), n.into()));
     }
-    for n in ["lda", "ldb", "ldc", "ldd", "batch_stride_a", "batch_stride_b", "batch_stride_c", "batch_stride_d"] {
+    for n in [
+        "lda",
+        "ldb",
+        "ldc",
+        "ldd",
+        "batch_stride_a",
+        "batch_stride_b",
+        "batch_stride_c",
+        "batch_stride_d",
+    ] {
         v.push(("long long".into(), n.into()));
     }
     v.push(("float".into(), "alpha".into()));
@@ -1061,8 +1358,18 @@ fn main_params(t: &Names) -> Vec<(String, String)> {
 fn reduce_kernel(cfg: &GemmSm80Config, ep: &EpiloguePlan, name: &str) -> CFunction {
     let t = type_names(cfg);
     let row_major = cfg.c_major == StorageOrder::RowMajor;
-    let (mexpr, nexpr) = if row_major { ("(int)(i / N)", "(int)(i % N)") } else { ("(int)(i % M)", "(int)(i / M)") };
-    let off = |ld: &str| if row_major { format!("(long long)m * {ld} + n") } else { format!("(long long)n * {ld} + m") };
+    let (mexpr, nexpr) = if row_major {
+        ("(int)(i / N)", "(int)(i % N)")
+    } else {
+        ("(int)(i % M)", "(int)(i / M)")
+    };
+    let off = |ld: &str| {
+        if row_major {
+            format!("(long long)m * {ld} + n")
+        } else {
+            format!("(long long)n * {ld} + m")
+        }
+    };
     let inner = vec![
         d("const int", "m", mexpr),
         d("const int", "n", nexpr),
@@ -1075,7 +1382,13 @@ fn reduce_kernel(cfg: &GemmSm80Config, ep: &EpiloguePlan, name: &str) -> CFuncti
             body: vec![e("s += workspace[((long long)batch * split_k + p) * mn + i]")],
         },
         d("float", "v", "alpha * s"),
-        if_("beta != 0.0f", vec![e(format!("v += beta * {}", ep.c_to_f32_cpp(&format!("gC[{}]", off("ldc")))))]),
+        if_(
+            "beta != 0.0f",
+            vec![e(format!(
+                "v += beta * {}",
+                ep.c_to_f32_cpp(&format!("gC[{}]", off("ldc")))
+            ))],
+        ),
         Stmt::assign(format!("gD[{}]", off("ldd")), ep.to_d_cpp("v")),
     ];
     let mut body = vec![
@@ -1083,8 +1396,15 @@ fn reduce_kernel(cfg: &GemmSm80Config, ep: &EpiloguePlan, name: &str) -> CFuncti
         d("const int", "batch", "blockIdx.y"),
         d(&format!("const {}* const", t.tc), "gC", "C + batch * batch_stride_c"),
         d(&format!("{}* const", t.td), "gD", "D + batch * batch_stride_d"),
-        c(format!("one thread per workspace index i = {} (the order of D)", if row_major { "m * N + n" } else { "n * M + m" })),
-        d("const long long", "i", "(long long)blockIdx.x * blockDim.x + threadIdx.x"),
+        c(format!(
+            "one thread per workspace index i = {} (the order of D)",
+            if row_major { "m * N + n" } else { "n * M + m" }
+        )),
+        d(
+            "const long long",
+            "i",
+            "(long long)blockIdx.x * blockDim.x + threadIdx.x",
+        ),
         if_("i >= mn", vec![Stmt::Return]),
     ];
     body.extend(inner);
@@ -1106,7 +1426,9 @@ fn reduce_kernel(cfg: &GemmSm80Config, ep: &EpiloguePlan, name: &str) -> CFuncti
             ("float".into(), "alpha".into()),
             ("float".into(), "beta".into()),
         ],
-        doc: vec!["Parallel split-K reduction: D = convert(alpha * sum_p workspace[p] + beta * C); grid (blocks, L).".into()],
+        doc: vec![
+            "Parallel split-K reduction: D = convert(alpha * sum_p workspace[p] + beta * C); grid (blocks, L).".into(),
+        ],
         body,
     }
 }
@@ -1114,10 +1436,17 @@ fn reduce_kernel(cfg: &GemmSm80Config, ep: &EpiloguePlan, name: &str) -> CFuncti
 /// Generate the kernels of a configuration.
 pub fn generate(cfg: &GemmSm80Config) -> Result<GeneratedGemm, GemmError> {
     if cfg.raster_swizzle > 5 {
-        return Err(GemmError::Config(format!("raster_swizzle={} (at most 5)", cfg.raster_swizzle)));
+        return Err(GemmError::Config(format!(
+            "raster_swizzle={} (at most 5)",
+            cfg.raster_swizzle
+        )));
     }
     let plan = Sm80Mainloop::new(&cfg.mainloop())?;
-    let ecfg = EpilogueConfig { c: cfg.c, d: cfg.d, order: cfg.c_major };
+    let ecfg = EpilogueConfig {
+        c: cfg.c,
+        d: cfg.d,
+        order: cfg.c_major,
+    };
     let ep = EpiloguePlan::new(&ecfg)?;
     let se = SmemEpilogue::new(&ecfg, &plan)?;
     let name = kernel_name(cfg, plan.stages);
@@ -1136,13 +1465,36 @@ pub fn generate(cfg: &GemmSm80Config) -> Result<GeneratedGemm, GemmError> {
     head.push_str("#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n");
     head.push_str("#if defined(__CUDACC_RTC__)\ntypedef unsigned long long uintptr_t;\n#endif\n");
 
-    let mut items = vec![Item::Snippet { origin: "includes".into(), code: head }, Item::Snippet { origin: "rcute prelude".into(), code: PRELUDE.into() }];
+    let mut items = vec![
+        Item::Snippet {
+            origin: "includes".into(),
+            code: head,
+        },
+        Item::Snippet {
+            origin: "rcute prelude".into(),
+            code: PRELUDE.into(),
+        },
+    ];
     for s in &snippets {
-        items.push(Item::Snippet { origin: format!("rcute-atom {}", s.name), code: s.code.clone() });
+        items.push(Item::Snippet {
+            origin: format!("rcute-atom {}", s.name),
+            code: s.code.clone(),
+        });
     }
-    items.push(Item::Function(smem_fn(&format!("{name}_sA"), &plan.smem_layout_a, "A")?));
-    items.push(Item::Function(smem_fn(&format!("{name}_sB"), &plan.smem_layout_b, "B")?));
-    items.push(Item::Snippet { origin: "rcute serial split-K".into(), code: SEMAPHORE_HELPERS.into() });
+    items.push(Item::Function(smem_fn(
+        &format!("{name}_sA"),
+        &plan.smem_layout_a,
+        "A",
+    )?));
+    items.push(Item::Function(smem_fn(
+        &format!("{name}_sB"),
+        &plan.smem_layout_b,
+        "B",
+    )?));
+    items.push(Item::Snippet {
+        origin: "rcute serial split-K".into(),
+        code: SEMAPHORE_HELPERS.into(),
+    });
     items.push(Item::Function(main_kernel(&config, &plan, &ep, &se, &name)));
     items.push(Item::Function(reduce_kernel(&config, &ep, &name)));
     let [bm, bn, bk] = cfg.tile;
@@ -1202,7 +1554,11 @@ fn c_vector_add(ce: Element, vec: i64, ptr: &str) -> Vec<Stmt> {
     match ce {
         Element::F32 => {
             for j in 0..vec / 4 {
-                out.push(d("const float4", &format!("c{j}"), format!("*(reinterpret_cast<const float4*>({ptr}) + {j})")));
+                out.push(d(
+                    "const float4",
+                    &format!("c{j}"),
+                    format!("*(reinterpret_cast<const float4*>({ptr}) + {j})"),
+                ));
                 for (x, f) in ["x", "y", "z", "w"].iter().enumerate() {
                     out.push(e(format!("v[{}] += beta * c{j}.{f}", 4 * j + x as i64)));
                 }
@@ -1214,11 +1570,18 @@ fn c_vector_add(ce: Element, vec: i64, ptr: &str) -> Vec<Stmt> {
             let (vt, per) = if bytes >= 16 { ("uint4", 4) } else { ("uint2", 2) };
             let fields = ["x", "y", "z", "w"];
             for j in 0..words / per {
-                out.push(d(&format!("const {vt}"), &format!("c{j}"), format!("*(reinterpret_cast<const {vt}*>({ptr}) + {j})")));
+                out.push(d(
+                    &format!("const {vt}"),
+                    &format!("c{j}"),
+                    format!("*(reinterpret_cast<const {vt}*>({ptr}) + {j})"),
+                ));
                 for w in 0..per {
                     let word = format!("c{j}.{}", fields[w as usize]);
                     let (lo, hi) = match ce {
-                        Element::BF16 => (format!("__uint_as_float({word} << 16)"), format!("__uint_as_float({word} & 0xffff0000u)")),
+                        Element::BF16 => (
+                            format!("__uint_as_float({word} << 16)"),
+                            format!("__uint_as_float({word} & 0xffff0000u)"),
+                        ),
                         _ => (
                             format!("__half2float(__ushort_as_half((unsigned short)({word} & 0xffffu)))"),
                             format!("__half2float(__ushort_as_half((unsigned short)({word} >> 16)))"),
@@ -1237,14 +1600,21 @@ fn c_vector_add(ce: Element, vec: i64, ptr: &str) -> Vec<Stmt> {
 /// Store `v[0..vec]` converted to D as one 16-byte vector at `ptr`.
 fn d_vector_store(de: Element, vec: i64, ptr: &str) -> Stmt {
     match de {
-        Element::F32 => e(format!("*reinterpret_cast<float4*>({ptr}) = make_float4(v[0], v[1], v[2], v[3])")),
+        Element::F32 => e(format!(
+            "*reinterpret_cast<float4*>({ptr}) = make_float4(v[0], v[1], v[2], v[3])"
+        )),
         _ => {
             let h = |i: i64| match de {
                 Element::BF16 => format!("(unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[{i}]))"),
                 _ => format!("(unsigned)__half_as_ushort(__float2half_rn(v[{i}]))"),
             };
-            let words: Vec<String> = (0..vec / 2).map(|w| format!("{} | ({} << 16)", h(2 * w), h(2 * w + 1))).collect();
-            e(format!("*reinterpret_cast<uint4*>({ptr}) = make_uint4({})", words.join(", ")))
+            let words: Vec<String> = (0..vec / 2)
+                .map(|w| format!("{} | ({} << 16)", h(2 * w), h(2 * w + 1)))
+                .collect();
+            e(format!(
+                "*reinterpret_cast<uint4*>({ptr}) = make_uint4({})",
+                words.join(", ")
+            ))
         }
     }
 }
@@ -1278,21 +1648,49 @@ fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se
         se.write_wavefronts, se.read_wavefronts, se.ideal_wavefronts
     )));
     b.push(d("float* const", "sE", "reinterpret_cast<float*>(rc_smem)"));
-    b.push(dc("const bool", "add_ws", "serial_k && split > 0", "serial: add the running partial of splits 0..split-1"));
-    b.push(dc("const bool", "to_ws", "split_k > 1 && !(serial_k && split == split_k - 1)", "store an f32 partial instead of D"));
+    b.push(dc(
+        "const bool",
+        "add_ws",
+        "serial_k && split > 0",
+        "serial: add the running partial of splits 0..split-1",
+    ));
+    b.push(dc(
+        "const bool",
+        "to_ws",
+        "split_k > 1 && !(serial_k && split == split_k - 1)",
+        "store an f32 partial instead of D",
+    ));
     b.push(dc(
         "float* const",
         "W",
         "split_k > 1 ? workspace + (serial_k ? (long long)batch : (long long)batch * split_k + split) * M * N : workspace",
         "parallel: one (M,N) slab per (batch, split); serial: one per batch",
     ));
-    b.push(d("int* const", "sem", "serial_k ? semaphores + 1 + ((long long)batch * tiles_m + tile_m) * tiles_n + tile_n : semaphores"));
+    b.push(d(
+        "int* const",
+        "sem",
+        "serial_k ? semaphores + 1 + ((long long)batch * tiles_m + tile_m) * tiles_n + tile_n : semaphores",
+    ));
     b.push(d(&format!("const {}* const", t.tc), "gC", "C + batch * batch_stride_c"));
     b.push(d(&format!("{}* const", t.td), "gD", "D + batch * batch_stride_d"));
     let c_align = (v * cfg.c.bytes() as i64).min(16);
-    b.push(dc("const bool", "d_vec", format!("(ldd % {v}) == 0 && (batch_stride_d % {v}) == 0 && (reinterpret_cast<uintptr_t>(D) % 16) == 0"), "16-byte D stores"));
-    b.push(d("const bool", "c_vec", format!("(ldc % {v}) == 0 && (batch_stride_c % {v}) == 0 && (reinterpret_cast<uintptr_t>(C) % {c_align}) == 0")));
-    b.push(dc("const bool", "w_vec", format!("({} % {v}) == 0", if row_major { "N" } else { "M" }), "16-byte workspace vectors"));
+    b.push(dc(
+        "const bool",
+        "d_vec",
+        format!("(ldd % {v}) == 0 && (batch_stride_d % {v}) == 0 && (reinterpret_cast<uintptr_t>(D) % 16) == 0"),
+        "16-byte D stores",
+    ));
+    b.push(d(
+        "const bool",
+        "c_vec",
+        format!("(ldc % {v}) == 0 && (batch_stride_c % {v}) == 0 && (reinterpret_cast<uintptr_t>(C) % {c_align}) == 0"),
+    ));
+    b.push(dc(
+        "const bool",
+        "w_vec",
+        format!("({} % {v}) == 0", if row_major { "N" } else { "M" }),
+        "16-byte workspace vectors",
+    ));
 
     for q in 0..se.passes {
         let mut pass = Vec::new();
@@ -1300,23 +1698,44 @@ fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se
             pass.push(c("every thread is done reading the previous slab"));
             pass.push(e("__syncthreads()"));
         }
-        pass.push(c(format!("slab {q}: M-atoms {}..{} of every warp", q * se.mi_per_pass, (q + 1) * se.mi_per_pass)));
+        pass.push(c(format!(
+            "slab {q}: M-atoms {}..{} of every warp",
+            q * se.mi_per_pass,
+            (q + 1) * se.mi_per_pass
+        )));
         let row = format!("16 * (warp_m + {wm} * mi) + lane / 4 + 8 * h");
         let col = format!("{} * (nj / 2) + 16 * warp_n + 8 * (nj % 2) + 2 * (lane % 4)", 16 * wn);
         let acc = |x: &str| format!("acc[mi + {}][nj][{x}]", q * se.mi_per_pass);
         let mut st = vec![d("const int", "r", row), d("const int", "cc", col)];
         if row_major {
-            st.push(e(format!("*reinterpret_cast<float2*>(sE + {}) = make_float2({}, {})", se.offset_cpp("r", "cc"), acc("2 * h"), acc("2 * h + 1"))));
+            st.push(e(format!(
+                "*reinterpret_cast<float2*>(sE + {}) = make_float2({}, {})",
+                se.offset_cpp("r", "cc"),
+                acc("2 * h"),
+                acc("2 * h + 1")
+            )));
         } else {
             st.push(Stmt::assign(format!("sE[{}]", se.offset_cpp("cc", "r")), acc("2 * h")));
-            st.push(Stmt::assign(format!("sE[{}]", se.offset_cpp("cc + 1", "r")), acc("2 * h + 1")));
+            st.push(Stmt::assign(
+                format!("sE[{}]", se.offset_cpp("cc + 1", "r")),
+                acc("2 * h + 1"),
+            ));
         }
-        pass.push(Stmt::unrolled("mi", se.mi_per_pass, vec![Stmt::unrolled("nj", p.mma_n, vec![Stmt::unrolled("h", 2, st)])]));
+        pass.push(Stmt::unrolled(
+            "mi",
+            se.mi_per_pass,
+            vec![Stmt::unrolled("nj", p.mma_n, vec![Stmt::unrolled("h", 2, st)])],
+        ));
         if q == 0 {
-            pass.push(c("serial split-K: wait until splits 0..split-1 of this tile are done (acquire)"));
+            pass.push(c(
+                "serial split-K: wait until splits 0..split-1 of this tile are done (acquire)",
+            ));
             pass.push(if_(
                 "add_ws && tid == 0",
-                vec![Stmt::While { cond: "rc_ld_acquire_gpu(sem) != split".into(), body: vec![e("__nanosleep(64)")] }],
+                vec![Stmt::While {
+                    cond: "rc_ld_acquire_gpu(sem) != split".into(),
+                    body: vec![e("__nanosleep(64)")],
+                }],
             ));
         }
         pass.push(e("__syncthreads()"));
@@ -1334,20 +1753,49 @@ fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se
             body.push(d("const int", "m", format!("m0 + {} + si", q * se.rows_per_pass)));
             body.push(d("const int", "n", "n0 + so"));
         }
-        let mut inb = vec![Stmt::Array { ty: "float".into(), name: "v".into(), len: v as usize, comment: None }];
+        let mut inb = vec![Stmt::Array {
+            ty: "float".into(),
+            name: "v".into(),
+            len: v as usize,
+            comment: None,
+        }];
         for j in 0..v / 4 {
-            inb.push(d("const float4", &format!("s{j}"), format!("*reinterpret_cast<const float4*>(sE + {})", se.offset_cpp("so", &format!("si + {}", 4 * j)))));
+            inb.push(d(
+                "const float4",
+                &format!("s{j}"),
+                format!(
+                    "*reinterpret_cast<const float4*>(sE + {})",
+                    se.offset_cpp("so", &format!("si + {}", 4 * j))
+                ),
+            ));
             for (x, f) in ["x", "y", "z", "w"].iter().enumerate() {
                 inb.push(Stmt::assign(format!("v[{}]", 4 * j + x as i64), format!("s{j}.{f}")));
             }
         }
-        inb.push(dc("const int", "rem", if row_major { "N - n" } else { "M - m" }, "elements of the vector inside the matrix"));
+        inb.push(dc(
+            "const int",
+            "rem",
+            if row_major { "N - n" } else { "M - m" },
+            "elements of the vector inside the matrix",
+        ));
         inb.push(d("const bool", "full", format!("rem >= {v}")));
-        inb.push(d("const long long", "wo", if row_major { "(long long)m * N + n" } else { "(long long)n * M + m" }));
+        inb.push(d(
+            "const long long",
+            "wo",
+            if row_major {
+                "(long long)m * N + n"
+            } else {
+                "(long long)n * M + m"
+            },
+        ));
         // Serial: add the running partial (L2 loads: written by other CTAs).
         let mut addw_vec = Vec::new();
         for j in 0..v / 4 {
-            addw_vec.push(d("const float4", &format!("w{j}"), format!("__ldcg(reinterpret_cast<const float4*>(W + wo) + {j})")));
+            addw_vec.push(d(
+                "const float4",
+                &format!("w{j}"),
+                format!("__ldcg(reinterpret_cast<const float4*>(W + wo) + {j})"),
+            ));
             for (x, f) in ["x", "y", "z", "w"].iter().enumerate() {
                 addw_vec.push(e(format!("v[{}] += w{j}.{f}", 4 * j + x as i64)));
             }
@@ -1357,7 +1805,11 @@ fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se
             vec![if_else(
                 "full && w_vec",
                 addw_vec,
-                vec![Stmt::unrolled("x", v, vec![if_("x < rem", vec![e("v[x] += __ldcg(W + wo + x)")])])],
+                vec![Stmt::unrolled(
+                    "x",
+                    v,
+                    vec![if_("x < rem", vec![e("v[x] += __ldcg(W + wo + x)")])],
+                )],
             )],
         ));
         let mut stw_vec = Vec::new();
@@ -1370,8 +1822,22 @@ fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se
                 4 * j + 3
             )));
         }
-        let to_ws = vec![if_else("full && w_vec", stw_vec, vec![Stmt::unrolled("x", v, vec![if_("x < rem", vec![e("__stcg(W + wo + x, v[x])")])])])];
-        let off = |ld: &str| if row_major { format!("(long long)m * {ld} + n") } else { format!("(long long)n * {ld} + m") };
+        let to_ws = vec![if_else(
+            "full && w_vec",
+            stw_vec,
+            vec![Stmt::unrolled(
+                "x",
+                v,
+                vec![if_("x < rem", vec![e("__stcg(W + wo + x, v[x])")])],
+            )],
+        )];
+        let off = |ld: &str| {
+            if row_major {
+                format!("(long long)m * {ld} + n")
+            } else {
+                format!("(long long)n * {ld} + m")
+            }
+        };
         let to_d = vec![
             Stmt::unrolled("x", v, vec![e("v[x] *= alpha")]),
             if_(
@@ -1381,7 +1847,14 @@ fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se
                     if_else(
                         "full && c_vec",
                         c_vector_add(cfg.c, v, "gC + co"),
-                        vec![Stmt::unrolled("x", v, vec![if_("x < rem", vec![e(format!("v[x] += beta * {}", ep.c_to_f32_cpp("gC[co + x]")))])])],
+                        vec![Stmt::unrolled(
+                            "x",
+                            v,
+                            vec![if_(
+                                "x < rem",
+                                vec![e(format!("v[x] += beta * {}", ep.c_to_f32_cpp("gC[co + x]")))],
+                            )],
+                        )],
                     ),
                 ],
             ),
@@ -1389,7 +1862,11 @@ fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se
             if_else(
                 "full && d_vec",
                 vec![d_vector_store(cfg.d, v, "gD + dof")],
-                vec![Stmt::unrolled("x", v, vec![if_("x < rem", vec![Stmt::assign("gD[dof + x]", ep.to_d_cpp("v[x]"))])])],
+                vec![Stmt::unrolled(
+                    "x",
+                    v,
+                    vec![if_("x < rem", vec![Stmt::assign("gD[dof + x]", ep.to_d_cpp("v[x]"))])],
+                )],
             ),
         ];
         inb.push(if_else("to_ws", to_ws, to_d));
@@ -1402,12 +1879,20 @@ fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se
         pass.push(Stmt::unrolled("it", se.iterations, it));
         b.push(Stmt::Block(pass));
     }
-    b.push(c("serial split-K: publish this split's partial (release); the last split resets the counter to 0"));
+    b.push(c(
+        "serial split-K: publish this split's partial (release); the last split resets the counter to 0",
+    ));
     b.push(if_(
         "serial_k",
         vec![
             e("__syncthreads()"),
-            if_("tid == 0", vec![e("__threadfence()"), e("rc_st_release_gpu(sem, split == split_k - 1 ? 0 : split + 1)")]),
+            if_(
+                "tid == 0",
+                vec![
+                    e("__threadfence()"),
+                    e("rc_st_release_gpu(sem, split == split_k - 1 ? 0 : split + 1)"),
+                ],
+            ),
         ],
     ));
     b

@@ -40,14 +40,16 @@ use rcute_atom::copy_tma::{
     bulk_commit_group, bulk_wait_group, bulk_wait_group_read, prefetch_tensormap, tma_load, tma_store,
 };
 use rcute_atom::harness::includes;
-use rcute_atom::mma_sm90::{wgmma, wgmma_commit_group, wgmma_fence, wgmma_wait_group};
+use rcute_atom::mma_sm90::{wgmma_commit_group, wgmma_fence, wgmma_wait_group};
 use rcute_atom::sync::{
     elect_one_sync, fence_mbarrier_init, fence_proxy_async_shared, mbarrier_arrive, mbarrier_arrive_expect_tx,
     mbarrier_init, mbarrier_wait_parity, named_barrier_arrive, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
 };
 use rcute_atom::tma::tma_data_type;
-use rcute_atom::{
-    make_gmma_desc, Element, GmmaSmemAtom, GmmaSource, GmmaSwizzle, Major, MmaAtom, Snippet, TmaEncodeArgs,
+use rcute_atom::{make_gmma_desc, Element, GmmaSmemAtom, GmmaSwizzle, Major, MmaAtom, Snippet, TmaEncodeArgs};
+pub use rcute_collective::Sm90Schedule;
+use rcute_collective::{
+    EpilogueCopyAtom, Sm90EpilogueConfig, Sm90EpiloguePlan, Sm90Mainloop, Sm90MainloopConfig, StorageOrder,
 };
 use rcute_layout::algebra::Tiler;
 use rcute_layout::{tuple, Layout};
@@ -63,36 +65,9 @@ pub const CONSUMER_REGS: u32 = 232;
 /// Alignment slack requested on top of the layout (the kernel aligns its base to 1 KiB).
 const ALIGN_SLACK: usize = 1024;
 
-/// The kernel schedule.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Sm90Schedule {
-    /// One consumer warpgroup, one tile per CTA; the epilogue's smem is a union with the
-    /// mainloop's.
-    WarpSpecialized,
-    /// Persistent; two consumer warpgroups split each tile's rows.
-    Cooperative,
-    /// Persistent; two consumer warpgroups take alternate tiles.
-    PingPong,
-}
-
-impl Sm90Schedule {
-    /// The tag in kernel names.
-    pub fn tag(self) -> &'static str {
-        match self {
-            Sm90Schedule::WarpSpecialized => "ws",
-            Sm90Schedule::Cooperative => "coop",
-            Sm90Schedule::PingPong => "pp",
-        }
-    }
-    fn consumers(self) -> i64 {
-        match self {
-            Sm90Schedule::WarpSpecialized => 1,
-            _ => 2,
-        }
-    }
-    fn persistent(self) -> bool {
-        self != Sm90Schedule::WarpSpecialized
-    }
+/// Whether the schedule walks several tiles per CTA.
+fn persistent(s: Sm90Schedule) -> bool {
+    s != Sm90Schedule::WarpSpecialized
 }
 
 /// The configuration of one generated SM90 GEMM kernel.
@@ -169,6 +144,10 @@ pub struct Sm90Plan {
     pub offsets: [usize; 4],
     /// Dynamic smem to request.
     pub smem_bytes: usize,
+    /// The collective mainloop plan (stages, atoms, TMA boxes).
+    pub mainloop: Sm90Mainloop,
+    /// The collective epilogue plan (the builder's policy decisions).
+    pub epilogue: Sm90EpiloguePlan,
 }
 
 /// A generated SM90 GEMM.
@@ -192,7 +171,10 @@ fn cfg_err(s: impl Into<String>) -> GemmError {
     GemmError::Config(s.into())
 }
 
-/// Resolve the plan: check the configuration and choose stages and the epilogue.
+/// Resolve the plan: the collective builders ([`Sm90EpiloguePlan`], [`Sm90Mainloop`])
+/// choose the epilogue policy and the stage count; this generator adds its own limits (one
+/// 128-byte TMA box per operand row, `stmatrix.x4`, row-major C / D, 16-bit types) and
+/// lays out the shared memory.
 pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
     let [bm, bn, bk] = cfg.tile;
     if !matches!(cfg.ab, Element::BF16 | Element::F16) {
@@ -210,97 +192,83 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
             "BK * element bytes must be 128 (one 128B swizzle row), got BK={bk}"
         )));
     }
-    let consumers = cfg.schedule.consumers();
-    let wg_rows = if cfg.schedule == Sm90Schedule::Cooperative {
-        bm / 2
-    } else {
-        bm
-    };
-    if bm <= 0 || wg_rows % 64 != 0 || bm > 256 {
+    let mut ecfg = Sm90EpilogueConfig::new(
+        cfg.tile,
+        cfg.schedule,
+        cfg.with_c.then_some(cfg.cd),
+        cfg.cd,
+        StorageOrder::RowMajor,
+    );
+    ecfg.epi_tile = cfg.epi_tile;
+    let epi = Sm90EpiloguePlan::new(&ecfg).map_err(|e| cfg_err(e.to_string()))?;
+    let [em, en] = epi.epi_tile;
+    let db = cfg.cd.bytes() as i64;
+    if epi.copy_atom_c != EpilogueCopyAtom::StsmX4 {
         return Err(cfg_err(format!(
-            "BM={bm}: each consumer warpgroup needs a multiple of 64 rows (BM <= 256)"
+            "epilogue tile {em}x{en}: this generator stores with stmatrix.x4 (EPI_N % 16 == 0)"
         )));
     }
-    let m_atoms = wg_rows / 64;
-    let mma = wgmma(Element::F32, cfg.ab, cfg.ab, bn, GmmaSource::SS, Major::K, Major::K)
-        .ok_or_else(|| cfg_err(format!("no wgmma with N={bn}")))?;
-    if bn % 32 != 0 || bn > 256 {
-        return Err(cfg_err(format!("BN={bn} must be a multiple of 32, at most 256")));
+    let epi_swizzle = epi.smem_atom_d.mode;
+    if epi.smem_atom_d.major != Major::K || epi_swizzle.span_bytes() != en * db {
+        return Err(cfg_err(format!(
+            "epilogue tile {em}x{en}: the generator needs one swizzle atom per subtile row (EPI_N * bytes = 32, 64 or 128), the builder chose {}",
+            epi.smem_atom_d
+        )));
     }
+    if em % 64 != 0 {
+        return Err(cfg_err(format!(
+            "epilogue tile {em}x{en}: EPI_M must be a multiple of 64"
+        )));
+    }
+    let pp = cfg.schedule == Sm90Schedule::PingPong;
+    // Ping-pong: each consumer warpgroup gets its own epilogue buffers (the two epilogues
+    // may overlap), so the mainloop sees one more epilogue's worth of carve-out.
+    let epi_sets = if pp { 2 } else { 1 };
+    let sub_bytes = (em * en * db) as usize;
+    let epi_set_bytes = sub_bytes
+        * (epi.stages_d.max(if epi.reuse_smem_c { epi.stages_c } else { 0 })
+            + if epi.reuse_smem_c { 0 } else { epi.stages_c });
+    let d_bufs = if epi.reuse_smem_c { epi.stages_c } else { epi.stages_d };
+    let c_bar_bytes = epi_sets * epi.stages_c * 16;
+    let extra = ALIGN_SLACK + c_bar_bytes + if pp { epi.smem_bytes } else { 0 };
+    let mcfg = Sm90MainloopConfig {
+        a: cfg.ab,
+        b: cfg.ab,
+        acc: Element::F32,
+        a_major: Major::K,
+        b_major: Major::K,
+        tile: cfg.tile,
+        cluster: cfg.cluster,
+        schedule: cfg.schedule,
+        stages: cfg.stages,
+        smem_capacity: cfg.smem_capacity.saturating_sub(extra),
+    };
+    let ml = Sm90Mainloop::new(&mcfg, &epi).map_err(|e| cfg_err(e.to_string()))?;
+    if ml.n_atoms != 1 || ml.tma_boxes_per_stage_a != 1 || ml.tma_boxes_per_stage_b != 1 {
+        return Err(cfg_err(format!(
+            "tile {bm}x{bn}x{bk}: the generator issues one wgmma atom along N and one TMA box per operand"
+        )));
+    }
+    let consumers = ml.consumer_warpgroups as i64;
+    let wg_rows = ml.wg_tile[0];
+    let m_atoms = ml.m_atoms_per_wg;
     if m_atoms * bn / 2 > 128 {
         return Err(cfg_err(format!(
             "{} accumulators per thread exceed 128",
             m_atoms * bn / 2
         )));
     }
-    // Epilogue policy (CUTLASS's builder rules; see rcute-collective's SM90 epilogue).
-    let epi_tile = match cfg.epi_tile {
-        Some(t) => t,
-        None => {
-            if cfg.schedule == Sm90Schedule::Cooperative {
-                [bm.min(128), gcd(bn.min(32), bn)]
-            } else {
-                [bm.min(64), gcd(bn.min(32), bn)]
-            }
-        }
-    };
-    let [em, en] = epi_tile;
-    if em <= 0 || en <= 0 || bm % em != 0 || bn % en != 0 || em % 64 != 0 || en % 16 != 0 {
-        return Err(cfg_err(format!(
-            "epilogue tile {em}x{en} must divide {bm}x{bn} (EPI_M % 64 == 0, EPI_N % 16 == 0)"
-        )));
-    }
-    let db = cfg.cd.bytes() as i64;
-    let epi_swizzle = match en * db {
-        32 => GmmaSwizzle::B32,
-        64 => GmmaSwizzle::B64,
-        128 => GmmaSwizzle::B128,
-        _ => return Err(cfg_err(format!("EPI_N * bytes = {} must be 32, 64 or 128", en * db))),
-    };
-    let epi_tiles = (bm / em) * (bn / en);
-    let stages_d = epi_tiles.min(2) as usize;
-    let reuse = cfg.with_c && cfg.cd.bits() > 8;
-    let stages_c = if !cfg.with_c {
-        0
-    } else if reuse {
-        (epi_tiles.min(4) as usize).max(stages_d + 1)
-    } else {
-        epi_tiles.min(4) as usize
-    };
-    let delay = !cfg.with_c;
-    let d_bufs = if reuse { stages_c } else { stages_d };
-    let sub_bytes = (em * en * db) as usize;
-    let epi_sets = if cfg.schedule == Sm90Schedule::PingPong { 2 } else { 1 };
-    let epi_bytes = epi_sets * sub_bytes * (d_bufs + if reuse { 0 } else { stages_c });
+    let stages = ml.stages;
     let stage_bytes = [(bm * bk * eb) as usize, (bn * bk * eb) as usize];
-    let per_stage = stage_bytes[0] + stage_bytes[1];
-    let bar_bytes_per_stage = 16;
-    let c_bar_bytes = epi_sets * stages_c * 16;
-    let union = !cfg.schedule.persistent();
-    let fixed = ALIGN_SLACK + c_bar_bytes + 64;
-    let carve = if union { 0 } else { epi_bytes };
-    let avail = cfg.smem_capacity.saturating_sub(fixed + carve);
-    let max_stages = avail / (per_stage + bar_bytes_per_stage);
-    let stages = match cfg.stages {
-        Some(s) => s,
-        None => max_stages.min(8),
-    };
-    if stages < 2 || stages > max_stages {
-        return Err(cfg_err(format!(
-            "{stages} stages of {per_stage} B do not fit (at most {max_stages})"
-        )));
-    }
-    let main_bytes = stages * per_stage;
-    let off_a = 0;
-    let off_b = stages * stage_bytes[0];
-    let (off_epi, after) = if union {
+    let main_bytes = stages * (stage_bytes[0] + stage_bytes[1]);
+    let epi_bytes = epi_sets * epi_set_bytes;
+    let (off_epi, after) = if ml.storage_union {
         (0, main_bytes.max(epi_bytes))
     } else {
         (main_bytes, main_bytes + epi_bytes)
     };
     let off_bar = after.div_ceil(8) * 8;
-    let bar_end = off_bar + stages * 16 + c_bar_bytes;
-    let smem_bytes = bar_end + ALIGN_SLACK;
+    let smem_bytes = off_bar + stages * 16 + c_bar_bytes + ALIGN_SLACK;
     if smem_bytes > cfg.smem_capacity {
         return Err(cfg_err(format!(
             "needs {smem_bytes} B of shared memory, capacity {}",
@@ -312,26 +280,30 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
         consumers,
         wg_rows,
         m_atoms,
-        mma,
-        smem_atom: GmmaSmemAtom::new(Major::K, GmmaSwizzle::B128, cfg.ab),
+        mma: ml.mma_atom.clone(),
+        smem_atom: ml.smem_atom_a.clone(),
         stage_bytes,
-        epi_tile,
+        epi_tile: epi.epi_tile,
         d_bufs,
-        c_bufs: stages_c,
-        reuse_smem_c: reuse,
-        delay_tma_store: delay,
+        c_bufs: epi.stages_c,
+        reuse_smem_c: epi.reuse_smem_c,
+        delay_tma_store: epi.delay_tma_store,
         epi_swizzle,
-        offsets: [off_a, off_b, off_epi, off_bar],
+        offsets: [0, stages * stage_bytes[0], off_epi, off_bar],
         smem_bytes,
+        mainloop: ml,
+        epilogue: epi,
     })
 }
 
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
+/// The byte offset of `(row, col)` in one epilogue subtile buffer, as the kernel computes
+/// it: row-major rows of `EPI_N * bytes` (one swizzle span) and the span's byte swizzle
+/// `Swizzle<B,4,3>` (`B = log2(span / 16)`). Equal to the epilogue plan's
+/// `smem_layout_d` (checked in the tests).
+pub fn epi_byte_offset(p: &Sm90Plan, row: i64, col: i64, elem_bytes: i64) -> i64 {
+    let o = row * p.epi_tile[1] * elem_bytes + col * elem_bytes;
+    let mask = (p.epi_swizzle.span_bytes() / 16 - 1) << 4;
+    o ^ ((o >> 3) & mask)
 }
 
 /// The kernel name, e.g. `rc_gemm_sm90_bf16_tn_128x256x64_coop_c1x1_s4_e128x32`.
@@ -736,7 +708,12 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Result<CFunction, G
         let mut cl = vec![
             d("uint32_t", "cstage", "0u"),
             d("uint32_t", "cphase", "0u"),
-            dc("uint32_t", "cstage_other", "0u", "ping-pong: the other group's C pipeline state (groups alternate tiles)"),
+            dc(
+                "uint32_t",
+                "cstage_other",
+                "0u",
+                "ping-pong: the other group's C pipeline state (groups alternate tiles)",
+            ),
             d("uint32_t", "cphase_other", "0u"),
             d("int", "local", "0"),
         ];
@@ -760,10 +737,7 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Result<CFunction, G
                     sn * en,
                     sm * em
                 )));
-                sub.push(e(format!(
-                    "rc_pipe_advance(cstage, cphase, 1u, {}u)",
-                    p.c_bufs
-                )));
+                sub.push(e(format!("rc_pipe_advance(cstage, cphase, 1u, {}u)", p.c_bufs)));
             }
         }
         body.push(if_("load_c", sub));
@@ -951,6 +925,14 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Result<CFunction, G
         bm / em,
         bn / en
     )));
+    if p.delay_tma_store {
+        tile.push(dc(
+            "unsigned char*",
+            "sd_prev",
+            "epi_smem",
+            "DelayTmaStore: the subtile whose store is pending",
+        ));
+    }
     tile.push(dc(
         "const bool",
         "use_c",
@@ -1035,7 +1017,12 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Result<CFunction, G
                     ];
                     for q in 0..4 {
                         let idx = 4 * (j + q / 2) + 2 * (q % 2);
-                        cv.push(Stmt::Decl { ty: "float".into(), name: format!("c{q}x, c{q}y"), init: None, comment: None });
+                        cv.push(Stmt::Decl {
+                            ty: "float".into(),
+                            name: format!("c{q}x, c{q}y"),
+                            init: None,
+                            comment: None,
+                        });
                         cv.push(e(format!("rc_unpack2(cr[{q}], &c{q}x, &c{q}y)")));
                         cv.push(Stmt::assign(
                             format!("packed[{a}][{}]", 4 * jj + q),
@@ -1083,29 +1070,51 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Result<CFunction, G
             st.push(Stmt::Block({
                 let mut v = vals;
                 v.extend(per_atom);
-                // D buffer free? (the store that last used it has finished reading)
-                let mut w = vec![];
+                let store_of = |buf: &str, sn: i64, sm: i64| {
+                    vec![
+                        e(format!(
+                            "rc_tma_store_3d(&tmap_d, {buf}, n0 + {}, m0 + {}, batch)",
+                            sn * en,
+                            sm * em
+                        )),
+                        e("rc_bulk_commit_group()"),
+                    ]
+                };
                 if p.delay_tma_store && i > 0 {
-                    w.push(c(
-                        "DelayTmaStore: issue the previous subtile's store now (its smem write is complete)",
+                    let (psn, psm) = ((i - 1) / sub_m, (i - 1) % sub_m);
+                    v.push(c(
+                        "DelayTmaStore: the previous subtile's store is issued now, after this subtile's visit",
                     ));
+                    v.push(if_("epi_leader", store_of("sd_prev", psn, psm)));
                 }
-                let _ = &w;
+                v.push(c(format!(
+                    "the buffer's previous store must have read it: at most {} store(s) still reading",
+                    p.d_bufs - 1
+                )));
                 v.push(if_(
                     "epi_leader && !(use_c && REUSE)".replace("REUSE", if p.reuse_smem_c { "true" } else { "false" }),
                     vec![e(format!("rc_bulk_wait_group_read<{}>()", p.d_bufs - 1))],
                 ));
-                if cfg.with_c && !p.reuse_smem_c {
+                if cfg.with_c {
                     v.push(c(
-                        "C read into registers: release the C buffer (fence the generic-proxy reads first)",
+                        "C was read by the generic proxy: order it before later async-proxy (TMA) writes",
                     ));
-                    v.push(if_(
-                        "use_c",
-                        vec![e("rc_fence_proxy_async_shared()"), if_("lane == 0", vec![])],
-                    ));
+                    v.push(if_("use_c", vec![e("rc_fence_proxy_async_shared()")]));
                 }
                 v.push(c("everyone has read C / the buffer's previous store is done: write D"));
                 v.push(e(format!("rc_named_barrier_sync(epi_bar, {epi_threads}u)")));
+                if cfg.with_c && !p.reuse_smem_c {
+                    v.push(c(
+                        "every thread has its C values: release the C buffer to the epilogue producer",
+                    ));
+                    v.push(if_(
+                        "use_c && epi_leader",
+                        vec![e(format!(
+                            "rc_mbarrier_arrive(bar_c_full + 16 * (grp * {} + cstage) + 8)",
+                            p.c_bufs
+                        ))],
+                    ));
+                }
                 let mut wr = vec![];
                 for a in 0..p.m_atoms {
                     let row = format!("(wg_row0 + {})", a * 64);
@@ -1149,14 +1158,11 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Result<CFunction, G
                 ));
                 v.push(e("rc_fence_proxy_async_shared()"));
                 v.push(e(format!("rc_named_barrier_sync(epi_bar, {epi_threads}u)")));
-                let mut store = vec![
-                    e(format!(
-                        "rc_tma_store_3d(&tmap_d, sd, n0 + {}, m0 + {}, batch)",
-                        sn * en,
-                        sm * em
-                    )),
-                    e("rc_bulk_commit_group()"),
-                ];
+                let mut store = if p.delay_tma_store {
+                    vec![]
+                } else {
+                    store_of("sd", sn, sm)
+                };
                 if cfg.with_c && p.reuse_smem_c {
                     store.push(c(
                         "ReuseSmemC: the C buffer returns to the producer once its store has read it",
@@ -1172,15 +1178,15 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Result<CFunction, G
                         ],
                     ));
                 }
-                v.push(if_("epi_leader", store));
-                if cfg.with_c && !p.reuse_smem_c {
-                    v.push(if_(
-                        "use_c && epi_leader",
-                        vec![e(format!(
-                            "rc_mbarrier_arrive(bar_c_full + 16 * (grp * {} + cstage) + 8)",
-                            p.c_bufs
-                        ))],
-                    ));
+                if !store.is_empty() {
+                    v.push(if_("epi_leader", store));
+                }
+                if p.delay_tma_store {
+                    v.push(Stmt::assign("sd_prev", "sd"));
+                    if i == sub_m * (bn / en) - 1 {
+                        v.push(c("DelayTmaStore: flush the tile's last store"));
+                        v.push(if_("epi_leader", store_of("sd_prev", sn, sm)));
+                    }
                 }
                 v.push(if_(
                     "use_c",
@@ -1276,7 +1282,7 @@ impl GeneratedGemmSm90 {
     /// `min(tiles, max_ctas)` persistent CTAs otherwise.
     pub fn launch_config(&self, args: &GemmArgs, max_ctas: u32) -> LaunchConfig {
         let tiles = self.tiles(args.m, args.n, args.l).max(1);
-        let grid = if self.config.schedule.persistent() {
+        let grid = if persistent(self.config.schedule) {
             tiles.min(max_ctas.max(1) as u64)
         } else {
             tiles
@@ -1356,10 +1362,16 @@ impl GeneratedGemmSm90 {
         // contiguous extents must be multiples of 16 bytes, as CUTLASS's TMA kernels
         // require of their alignment.
         if (k * self.config.ab.bytes() as i64) % 16 != 0 {
-            return align(format!("K = {k} is not a multiple of {} (16 bytes of A and B rows)", 16 / self.config.ab.bytes()));
+            return align(format!(
+                "K = {k} is not a multiple of {} (16 bytes of A and B rows)",
+                16 / self.config.ab.bytes()
+            ));
         }
         if (n * self.config.cd.bytes() as i64) % 16 != 0 {
-            return align(format!("N = {n} is not a multiple of {} (16 bytes of C and D rows)", 16 / self.config.cd.bytes()));
+            return align(format!(
+                "N = {n} is not a multiple of {} (16 bytes of C and D rows)",
+                16 / self.config.cd.bytes()
+            ));
         }
         let eb = self.config.ab.bytes() as i64;
         let db = self.config.cd.bytes() as i64;

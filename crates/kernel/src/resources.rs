@@ -82,8 +82,7 @@ impl ResourceReport {
                     });
                     current = Some(report.kernels.len() - 1);
                 } else if let Some(name) = rest.strip_prefix("Function properties for ") {
-                    properties_for =
-                        Some(report.kernels.iter().rposition(|k| k.name == name.trim()));
+                    properties_for = Some(report.kernels.iter().rposition(|k| k.name == name.trim()));
                 } else if let Some(used) = rest.strip_prefix("Used ") {
                     if let Some(k) = current.and_then(|i| report.kernels.get_mut(i)) {
                         apply_usage(k, used);
@@ -132,9 +131,7 @@ fn strip_colon(s: &str) -> &str {
 /// Splits `" 380 bytes cmem[0]"` into `(380, "bytes cmem[0]")`; 0 when there is no number.
 fn leading_number(item: &str) -> (u32, &str) {
     let item = item.trim();
-    let end = item
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(item.len());
+    let end = item.find(|c: char| !c.is_ascii_digit()).unwrap_or(item.len());
     (item[..end].parse().unwrap_or(0), item[end..].trim())
 }
 
@@ -149,10 +146,7 @@ fn apply_usage(k: &mut KernelResources, used: &str) {
             "barriers" => k.barriers = Some(n),
             "bytes smem" => k.shared_bytes = n,
             _ => {
-                if let Some(bank) = what
-                    .strip_prefix("bytes cmem[")
-                    .and_then(|b| b.strip_suffix(']'))
-                {
+                if let Some(bank) = what.strip_prefix("bytes cmem[").and_then(|b| b.strip_suffix(']')) {
                     if let Ok(bank) = bank.parse() {
                         k.constant_banks.push((bank, n));
                         k.constant_bytes = k.constant_bytes.saturating_add(n);
@@ -211,16 +205,9 @@ mod tests {
         let r = ResourceReport::parse(log);
         assert_eq!(r.kernels.len(), 1);
         let k = &r.kernels[0];
+        assert_eq!((k.registers, k.barriers, k.shared_bytes), (255, Some(1), 2048));
         assert_eq!(
-            (k.registers, k.barriers, k.shared_bytes),
-            (255, Some(1), 2048)
-        );
-        assert_eq!(
-            (
-                k.stack_frame_bytes,
-                k.spill_stores_bytes,
-                k.spill_loads_bytes
-            ),
+            (k.stack_frame_bytes, k.spill_stores_bytes, k.spill_loads_bytes),
             (40, 36, 28)
         );
         assert_eq!(k.constant_banks, vec![(0, 544), (2, 8)]);

@@ -52,9 +52,7 @@ impl SassKernel {
     /// Whether an instruction has this mnemonic: `"HMMA"` matches `HMMA.16816.F32`, and
     /// `"HMMA.16816"` matches it too (a prefix at a `.` boundary).
     pub fn contains_opcode(&self, opcode: &str) -> bool {
-        self.instructions
-            .iter()
-            .any(|i| opcode_matches(&i.opcode, opcode))
+        self.instructions.iter().any(|i| opcode_matches(&i.opcode, opcode))
     }
 
     /// How many instructions match `opcode` (as in [`SassKernel::contains_opcode`]).
@@ -116,10 +114,7 @@ pub struct Sass {
 impl Sass {
     /// Disassembles `cubin` with the located toolkit's `cuobjdump`.
     pub fn disassemble(cubin: &[u8]) -> Result<Sass, SassError> {
-        let tool = Toolkit::locate()?
-            .cuobjdump
-            .clone()
-            .ok_or(SassError::NoCuobjdump)?;
+        let tool = Toolkit::locate()?.cuobjdump.clone().ok_or(SassError::NoCuobjdump)?;
         Sass::disassemble_with(&tool, cubin)
     }
 
@@ -138,11 +133,7 @@ impl Sass {
         file.flush().map_err(io)?;
         // `cuobjdump -sass` runs `nvdisasm`, looked up on PATH; both sit in the same
         // `bin/` directory of a toolkit or of the pip wheels.
-        let mut path: Vec<PathBuf> = cuobjdump
-            .parent()
-            .map(|d| d.to_path_buf())
-            .into_iter()
-            .collect();
+        let mut path: Vec<PathBuf> = cuobjdump.parent().map(|d| d.to_path_buf()).into_iter().collect();
         if let Some(old) = std::env::var_os("PATH") {
             path.extend(std::env::split_paths(&old));
         }
@@ -249,11 +240,7 @@ mod tests {
         assert_eq!(k.instructions[1].predicate.as_deref(), Some("@!P0"));
         assert_eq!(k.instructions[2].offset, 0x20);
         assert_eq!(k.instructions[2].base_opcode(), "HMMA");
-        assert!(
-            k.contains_opcode("HMMA")
-                && k.contains_opcode("HMMA.16816")
-                && !k.contains_opcode("HMM")
-        );
+        assert!(k.contains_opcode("HMMA") && k.contains_opcode("HMMA.16816") && !k.contains_opcode("HMM"));
         assert!(k.uses_local_memory());
         assert_eq!(k.count_opcode("BRA"), 1);
     }

@@ -105,10 +105,7 @@ impl Toolkit {
     /// The result, success or failure, is computed once per process and cached.
     pub fn locate() -> Result<&'static Toolkit, ToolkitError> {
         static CACHE: OnceLock<Result<Toolkit, ToolkitError>> = OnceLock::new();
-        CACHE
-            .get_or_init(Self::locate_uncached)
-            .as_ref()
-            .map_err(Clone::clone)
+        CACHE.get_or_init(Self::locate_uncached).as_ref().map_err(Clone::clone)
     }
 
     /// Like [`Toolkit::locate`], but searches again every time (reads the environment anew).
@@ -172,9 +169,7 @@ fn invalid(origin: &str, path: PathBuf, reason: String) -> ToolkitError {
 }
 
 fn env_path(var: &str) -> Option<PathBuf> {
-    std::env::var_os(var)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+    std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
 /// Resolves `..` and symlinks where possible, for readable paths in reports.
@@ -201,13 +196,7 @@ fn probe_toolkit_dir(dir: &Path, source: ToolkitSource) -> Result<Toolkit, Strin
     if include_dirs.is_empty() {
         return Err("no include/cuda_runtime.h".into());
     }
-    let lib_dirs = [
-        "lib64",
-        "lib",
-        "targets/x86_64-linux/lib",
-        "targets/sbsa-linux/lib",
-    ]
-    .map(|d| dir.join(d));
+    let lib_dirs = ["lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"].map(|d| dir.join(d));
     let nvrtc_library = lib_dirs
         .iter()
         .find_map(|d| find_nvrtc(d))
@@ -231,8 +220,8 @@ fn probe_wheels_dir(dir: &Path, source: ToolkitSource) -> Result<Toolkit, String
     }
     let dir = normalize(dir);
     let cu = dir.join("nvidia/cu13");
-    let nvrtc_library = find_nvrtc(&cu.join("lib"))
-        .ok_or("no nvidia/cu13/lib/libnvrtc.so* (wheel nvidia-cuda-nvrtc)")?;
+    let nvrtc_library =
+        find_nvrtc(&cu.join("lib")).ok_or("no nvidia/cu13/lib/libnvrtc.so* (wheel nvidia-cuda-nvrtc)")?;
     let include = cu.join("include");
     for (header, wheel) in [
         ("cuda_runtime.h", "nvidia-cuda-runtime"),
@@ -310,8 +299,7 @@ fn executable(path: &Path) -> Option<PathBuf> {
 
 /// `cuobjdump` from the wheel install, else from `PATH`.
 fn wheel_or_path_cuobjdump() -> Option<PathBuf> {
-    let wheels =
-        env_path(ENV_CUDA_WHEELS).unwrap_or_else(|| normalize(Path::new(WORKSPACE_WHEELS)));
+    let wheels = env_path(ENV_CUDA_WHEELS).unwrap_or_else(|| normalize(Path::new(WORKSPACE_WHEELS)));
     executable(&wheels.join("nvidia/cu13/bin/cuobjdump")).or_else(|| find_on_path("cuobjdump"))
 }
 
@@ -357,17 +345,11 @@ mod tests {
     fn workspace_wheels_layout_is_recognised() {
         let dir = wheels_dir();
         if !dir.join("nvidia/cu13").is_dir() {
-            eprintln!(
-                "skipping: {} has no wheels (run scripts/setup-cuda.sh)",
-                dir.display()
-            );
+            eprintln!("skipping: {} has no wheels (run scripts/setup-cuda.sh)", dir.display());
             return;
         }
         let tk = Toolkit::from_wheels(&dir).expect("wheel install is valid");
-        assert!(
-            tk.nvrtc_library.ends_with("nvidia/cu13/lib/libnvrtc.so.13"),
-            "{tk:?}"
-        );
+        assert!(tk.nvrtc_library.ends_with("nvidia/cu13/lib/libnvrtc.so.13"), "{tk:?}");
         assert!(tk.include_dirs[0].join("cuda_bf16.h").is_file());
         assert!(tk.cuobjdump.is_some());
     }
@@ -392,24 +374,15 @@ mod tests {
         assert_eq!(find_nvrtc(tmp.path()), Some(tmp.path().join("libnvrtc.so")));
         touch("libnvrtc.so.12");
         touch("libnvrtc.alt.so.12");
-        assert_eq!(
-            find_nvrtc(tmp.path()),
-            Some(tmp.path().join("libnvrtc.so.12"))
-        );
+        assert_eq!(find_nvrtc(tmp.path()), Some(tmp.path().join("libnvrtc.so.12")));
         touch("libnvrtc.so.13");
-        assert_eq!(
-            find_nvrtc(tmp.path()),
-            Some(tmp.path().join("libnvrtc.so.13"))
-        );
+        assert_eq!(find_nvrtc(tmp.path()), Some(tmp.path().join("libnvrtc.so.13")));
     }
 
     #[test]
     fn not_found_error_lists_every_location() {
         let err = ToolkitError::NotFound {
-            searched: vec![
-                (PathBuf::from("/a"), "x".into()),
-                (PathBuf::from("/b"), "y".into()),
-            ],
+            searched: vec![(PathBuf::from("/a"), "x".into()), (PathBuf::from("/b"), "y".into())],
         };
         let msg = err.to_string();
         assert!(msg.contains("/a: x") && msg.contains("/b: y"), "{msg}");

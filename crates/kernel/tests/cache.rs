@@ -46,19 +46,14 @@ fn memory_then_disk_hits() {
     second
         .get_or_compile(&src, "k.cu", &CompileOptions::new(Arch::Sm90a))
         .unwrap();
-    second
-        .get_or_compile(&source("hits2"), "k.cu", &opts())
-        .unwrap();
+    second.get_or_compile(&source("hits2"), "k.cu", &opts()).unwrap();
     assert_eq!(second.stats().compiles, 2);
     // No temporary files are left behind.
     let names: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    assert!(
-        names.iter().all(|n| n.to_string_lossy().ends_with(".rkc")),
-        "{names:?}"
-    );
+    assert!(names.iter().all(|n| n.to_string_lossy().ends_with(".rkc")), "{names:?}");
 }
 
 fn recovers_from(damage: impl Fn(&Path)) {
@@ -73,11 +68,7 @@ fn recovers_from(damage: impl Fn(&Path)) {
     let cache = KernelCache::with_dir(dir.path());
     let again = cache.get_or_compile(&src, "k.cu", &opts()).unwrap();
     let s = cache.stats();
-    assert_eq!(
-        (s.corrupt_entries, s.compiles, s.disk_hits),
-        (1, 1, 0),
-        "{s:?}"
-    );
+    assert_eq!((s.corrupt_entries, s.compiles, s.disk_hits), (1, 1, 0), "{s:?}");
     assert_eq!(again.cubin, good.cubin);
     // The entry was rewritten and is valid again.
     let fresh = KernelCache::with_dir(dir.path());
@@ -145,9 +136,7 @@ fn cache_child_process() {
         return;
     };
     let cache = KernelCache::with_dir(dir);
-    let c = cache
-        .get_or_compile(&source("processes"), "k.cu", &opts())
-        .unwrap();
+    let c = cache.get_or_compile(&source("processes"), "k.cu", &opts()).unwrap();
     assert_eq!(&c.cubin[..4], b"\x7fELF");
 }
 
@@ -172,8 +161,6 @@ fn concurrent_processes_share_the_disk_cache() {
         assert!(child.wait().unwrap().success());
     }
     let cache = KernelCache::with_dir(dir.path());
-    cache
-        .get_or_compile(&source("processes"), "k.cu", &opts())
-        .unwrap();
+    cache.get_or_compile(&source("processes"), "k.cu", &opts()).unwrap();
     assert_eq!((cache.stats().disk_hits, cache.stats().compiles), (1, 0));
 }

@@ -24,8 +24,17 @@ fn compile_check(g: &rcute_kernel::gemm_sm80::GeneratedGemm, arch: Arch) -> Opti
     let tk = toolkit_for_test()?;
     let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
         .unwrap_or_else(|e| panic!("{} does not compile for {}: {e}\n{}", g.name, arch.as_str(), g.source));
-    let r = c.resources.kernel(&g.name).unwrap_or_else(|| panic!("no resources for {}", g.name));
-    assert_eq!(r.spill_stores_bytes + r.spill_loads_bytes, 0, "{} spills on {}: {r:?}", g.name, arch.as_str());
+    let r = c
+        .resources
+        .kernel(&g.name)
+        .unwrap_or_else(|| panic!("no resources for {}", g.name));
+    assert_eq!(
+        r.spill_stores_bytes + r.spill_loads_bytes,
+        0,
+        "{} spills on {}: {r:?}",
+        g.name,
+        arch.as_str()
+    );
     assert_eq!(r.stack_frame_bytes, 0, "{} stack frame on {}", g.name, arch.as_str());
     let regs = r.registers;
     let rr = c.resources.kernel(&g.reduce_name).expect("reduce kernel").registers;
@@ -85,16 +94,30 @@ fn names_plans_and_grids() {
     assert!(g.source.contains("rc_ldmatrix_x4(") && !g.source.contains("rc_ldmatrix_x4_trans("));
     assert!(g.source.contains("lA_off ^ "), "separable swizzle offsets are used");
     // staged epilogue: 2 slabs of 64 rows, 16-byte bf16 stores, union with the mainloop smem
-    assert_eq!((g.epilogue.passes, g.epilogue.vec, g.epilogue.union_bytes), (2, 8, 65536));
+    assert_eq!(
+        (g.epilogue.passes, g.epilogue.vec, g.epilogue.union_bytes),
+        (2, 8, 65536)
+    );
     assert!(g.epilogue.conflict_free());
     assert!(g.source.contains("*reinterpret_cast<uint4*>(gD + dof) = make_uint4("));
     // serial split-K: ticket order, acquire wait, release, split slowest-varying
-    for needle in ["atomicAdd(semaphores, 1)", "rc_ld_acquire_gpu(sem) != split", "rc_st_release_gpu(sem, split == split_k - 1 ? 0 : split + 1)", "const int split = bz / L;"] {
+    for needle in [
+        "atomicAdd(semaphores, 1)",
+        "rc_ld_acquire_gpu(sem) != split",
+        "rc_st_release_gpu(sem, split == split_k - 1 ? 0 : split + 1)",
+        "const int split = bz / L;",
+    ] {
         assert!(g.source.contains(needle), "{needle}");
     }
-    assert_eq!(g.workspace_bytes_mode(10, 20, 2, 3, SplitKMode::Serial), 4 * 10 * 20 * 2);
+    assert_eq!(
+        g.workspace_bytes_mode(10, 20, 2, 3, SplitKMode::Serial),
+        4 * 10 * 20 * 2
+    );
     assert_eq!(g.workspace_bytes_mode(10, 20, 2, 1, SplitKMode::Serial), 0);
-    assert_eq!(g.workspace_bytes_mode(10, 20, 2, 3, SplitKMode::Parallel), 4 * 10 * 20 * 2 * 3);
+    assert_eq!(
+        g.workspace_bytes_mode(10, 20, 2, 3, SplitKMode::Parallel),
+        4 * 10 * 20 * 2 * 3
+    );
     assert_eq!(g.semaphore_count(129, 257, 3), 1 + 3 * 2 * 3);
     let mut c = cfg(Major::MN, Major::K, [128, 256, 32], [2, 4]);
     c.stages = Some(3);
@@ -105,7 +128,12 @@ fn names_plans_and_grids() {
     assert_eq!(g.name, "rc_gemm_sm80_bf16_cf32_df32_nn_ccol_128x256x32_s3_w2x4_r3");
     assert!(g.source.contains("rc_ldmatrix_x4_trans("));
     // the staged epilogue: column-major staging, f32 16-byte vectors along M
-    assert!(g.source.contains("*reinterpret_cast<float4*>(gD + dof) = make_float4(v[0], v[1], v[2], v[3])"), "{}", g.source);
+    assert!(
+        g.source
+            .contains("*reinterpret_cast<float4*>(gD + dof) = make_float4(v[0], v[1], v[2], v[3])"),
+        "{}",
+        g.source
+    );
     assert_eq!((g.epilogue.vec, g.epilogue.extents), (4, [256, 64]));
     assert!(g.smem_bytes as usize >= g.epilogue.smem_bytes);
     // grid: 3 M tiles << 3, ceil(5 N tiles / 8) = 1
@@ -119,7 +147,10 @@ fn refused_configs() {
     assert!(matches!(generate(&c), Err(GemmError::Plan(PlanError::Tile { .. }))));
     c.tile = [128, 128, 32];
     c.stages = Some(20);
-    assert!(matches!(generate(&c), Err(GemmError::Plan(PlanError::SmemBudget { .. }))));
+    assert!(matches!(
+        generate(&c),
+        Err(GemmError::Plan(PlanError::SmemBudget { .. }))
+    ));
     c.stages = None;
     c.raster_swizzle = 9;
     assert!(matches!(generate(&c), Err(GemmError::Config(_))));
@@ -185,7 +216,15 @@ fn compile_file() {
     for arch in [Arch::Sm80, Arch::Sm90a] {
         let c = compile(&src, "x.cu", &CompileOptions::new(arch)).unwrap();
         for r in &c.resources.kernels {
-            eprintln!("{} {}: {} regs, spills {}/{}, stack {}", arch.as_str(), r.name, r.registers, r.spill_stores_bytes, r.spill_loads_bytes, r.stack_frame_bytes);
+            eprintln!(
+                "{} {}: {} regs, spills {}/{}, stack {}",
+                arch.as_str(),
+                r.name,
+                r.registers,
+                r.spill_stores_bytes,
+                r.spill_loads_bytes,
+                r.stack_frame_bytes
+            );
         }
     }
 }

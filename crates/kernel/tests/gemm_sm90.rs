@@ -35,10 +35,23 @@ fn compile_check(g: &GeneratedGemmSm90) {
     let Some(tk) = toolkit_for_test() else { return };
     let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm90a))
         .unwrap_or_else(|e| panic!("{} does not compile: {e}", g.name));
-    let r = c.resources.kernel(&g.name).unwrap_or_else(|| panic!("no resources for {}", g.name));
+    let r = c
+        .resources
+        .kernel(&g.name)
+        .unwrap_or_else(|| panic!("no resources for {}", g.name));
     println!("{}: {} registers, {} B smem", g.name, r.registers, g.smem_bytes);
-    assert!(!c.log.contains("serialized"), "{}: wgmma serialized:\n{}", g.name, c.log);
-    assert_eq!(r.spill_stores_bytes + r.spill_loads_bytes, 0, "{} spills: {r:?}", g.name);
+    assert!(
+        !c.log.contains("serialized"),
+        "{}: wgmma serialized:\n{}",
+        g.name,
+        c.log
+    );
+    assert_eq!(
+        r.spill_stores_bytes + r.spill_loads_bytes,
+        0,
+        "{} spills: {r:?}",
+        g.name
+    );
     assert_eq!(r.stack_frame_bytes, 0, "{} stack frame", g.name);
     if let Some(objdump) = tk.cuobjdump.as_ref() {
         let sass = Sass::disassemble_with(objdump, &c.cubin).expect("cuobjdump");
@@ -59,7 +72,8 @@ fn every_schedule_compiles_for_sm90a() {
 }
 
 fn args(m: i32, n: i32, k: i32) -> rcute_kernel::gemm_sm80::GemmArgs {
-    let cfg = rcute_kernel::gemm_sm80::GemmSm80Config::bf16(rcute_atom::Major::K, rcute_atom::Major::K, [64, 64, 32], [2, 2]);
+    let cfg =
+        rcute_kernel::gemm_sm80::GemmSm80Config::bf16(rcute_atom::Major::K, rcute_atom::Major::K, [64, 64, 32], [2, 2]);
     rcute_kernel::gemm_sm80::GemmArgs::packed(&cfg, m, n, k, 1, 0x1000, 0x2000, 0, 0x3000)
 }
 
@@ -100,7 +114,10 @@ fn configurations_are_checked_with_typed_errors() {
     let bad = |f: &dyn Fn(&mut GemmSm90Config)| {
         let mut c = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::Cooperative);
         f(&mut c);
-        assert!(matches!(generate(&c), Err(GemmError::Config(_))), "{c:?} should be refused");
+        assert!(
+            matches!(generate(&c), Err(GemmError::Config(_))),
+            "{c:?} should be refused"
+        );
     };
     bad(&|c| c.tile = [128, 128, 32]);
     bad(&|c| c.tile = [96, 128, 64]);
@@ -112,4 +129,27 @@ fn configurations_are_checked_with_typed_errors() {
     bad(&|c| c.epi_tile = Some([128, 24]));
     bad(&|c| c.epi_tile = Some([96, 32]));
     bad(&|c| c.smem_capacity = 64 * 1024);
+}
+
+#[test]
+fn epilogue_offsets_match_the_builders_smem_layout() {
+    use rcute_kernel::gemm_sm90::{epi_byte_offset, plan};
+    use rcute_layout::{Int, Tuple};
+    for cfg in configs() {
+        let p = plan(&cfg).unwrap();
+        let eb = cfg.cd.bytes() as i64;
+        let [em, en] = p.epi_tile;
+        let l = &p.epilogue.smem_layout_d;
+        for r in 0..em {
+            for c in 0..en {
+                let crd = Tuple::node([
+                    Tuple::Leaf(Int::Static(r)),
+                    Tuple::Leaf(Int::Static(c)),
+                    Tuple::Leaf(Int::Static(0)),
+                ]);
+                let want = l.crd2idx(&crd).unwrap().as_static().unwrap() * eb;
+                assert_eq!(epi_byte_offset(&p, r, c, eb), want, "{cfg:?} ({r},{c}) in {l}");
+            }
+        }
+    }
 }

@@ -11,8 +11,7 @@ fn compiles_bf16_kernel_for_sm80_and_sm90a() {
         return;
     }
     for arch in [Arch::Sm80, Arch::Sm90a] {
-        let c = compile(KERNELS, "resources.cu", &CompileOptions::new(arch))
-            .unwrap_or_else(|e| panic!("{arch}: {e}"));
+        let c = compile(KERNELS, "resources.cu", &CompileOptions::new(arch)).unwrap_or_else(|e| panic!("{arch}: {e}"));
         assert_eq!(c.arch, arch);
         assert_eq!(&c.cubin[..4], b"\x7fELF", "a CUBIN is an ELF image");
         let add = c
@@ -75,10 +74,7 @@ fn bad_option_and_bad_input_are_typed_errors() {
         "{err:?}"
     );
     let err = compile("a\0b", "k.cu", &CompileOptions::new(Arch::Sm80)).unwrap_err();
-    assert!(
-        matches!(err, CompileError::InvalidInput { what: "source" }),
-        "{err:?}"
-    );
+    assert!(matches!(err, CompileError::InvalidInput { what: "source" }), "{err:?}");
 }
 
 #[test]

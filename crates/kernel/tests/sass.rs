@@ -35,9 +35,7 @@ fn mma_sync_shows_hmma_on_sm80() {
     }
     let c = compile(MMA, "mma.cu", &CompileOptions::new(Arch::Sm80)).unwrap();
     let sass = Sass::disassemble(&c.cubin).unwrap();
-    let k = sass
-        .kernel("mma_bf16")
-        .unwrap_or_else(|| panic!("{}", sass.text));
+    let k = sass.kernel("mma_bf16").unwrap_or_else(|| panic!("{}", sass.text));
     assert_eq!(k.arch, "sm_80");
     assert!(k.contains_opcode("HMMA"), "{}", sass.text);
     assert!(
@@ -60,9 +58,7 @@ fn runtime_indexed_local_array_shows_ldl_stl_on_sm90a() {
     )
     .unwrap();
     let sass = Sass::disassemble(&c.cubin).unwrap();
-    let local = sass
-        .kernel("local_array")
-        .unwrap_or_else(|| panic!("{}", sass.text));
+    let local = sass.kernel("local_array").unwrap_or_else(|| panic!("{}", sass.text));
     assert_eq!(local.arch, "sm_90a");
     assert!(
         local.contains_opcode("STL") && local.contains_opcode("LDL"),
