@@ -24,8 +24,16 @@ use rcute_kernel::nvrtc::{parse_diagnostics, Severity};
 use rcute_kernel::testing::toolkit_for_test;
 use rcute_kernel::{compile, Arch, CompileOptions, KernelArgs, LaunchConfig};
 
-const ELEMS: [Element; 8] =
-    [Element::F32, Element::BF16, Element::F16, Element::E4M3, Element::E5M2, Element::S8, Element::U8, Element::S32];
+const ELEMS: [Element; 8] = [
+    Element::F32,
+    Element::BF16,
+    Element::F16,
+    Element::E4M3,
+    Element::E5M2,
+    Element::S8,
+    Element::U8,
+    Element::S32,
+];
 
 /// A tree with every compute op, broadcasts of several types (batched and not), a scalar
 /// pointer, an infinite clamp bound and an f16 aux store at the root.
@@ -33,10 +41,17 @@ fn every_op() -> Node {
     let x = Node::acc() * Node::col_broadcast("s", Element::F16, true);
     let a = x.clone().gelu() + x.clone().gelu_tanh() - x.clone().silu();
     let b = Node::fma(x.clone().sigmoid(), Node::scalar("alpha"), -x.clone().relu());
-    let prod = Node::compute(ComputeOp::Multiply, vec![a, b, Node::row_broadcast("r", Element::E5M2, true)]);
+    let prod = Node::compute(
+        ComputeOp::Multiply,
+        vec![a, b, Node::row_broadcast("r", Element::E5M2, true)],
+    );
     let sum = Node::compute(
         ComputeOp::Add,
-        vec![prod.clamp(f32::NEG_INFINITY, 4.0), Node::scalar_ptr("z", Element::S8), Node::row_broadcast("q", Element::U8, false)],
+        vec![
+            prod.clamp(f32::NEG_INFINITY, 4.0),
+            Node::scalar_ptr("z", Element::S8),
+            Node::row_broadcast("q", Element::U8, false),
+        ],
     );
     sum.store("o", Element::F16)
 }
@@ -72,7 +87,10 @@ fn fusions() -> Vec<(String, Fusion)> {
         ("deep".into(), Fusion::new(deep_tree()).unwrap()),
         ("every_op".into(), Fusion::new(every_op()).unwrap()),
         ("every_elem".into(), Fusion::new(every_element()).unwrap()),
-        ("no_params".into(), Fusion::new(Node::acc().silu().convert(Element::BF16)).unwrap()),
+        (
+            "no_params".into(),
+            Fusion::new(Node::acc().silu().convert(Element::BF16)).unwrap(),
+        ),
         ("source_only".into(), Fusion::new(Node::source() - Node::acc()).unwrap()),
     ];
     for a in [ScaleKind::Scalar, ScaleKind::PerRow] {
@@ -129,7 +147,11 @@ fn every_fusion_compiles_cleanly_for_sm80_and_sm90a() {
     let src = unit();
     for arch in [Arch::Sm80, Arch::Sm90a] {
         let c = compile(&src, "fusions.cu", &CompileOptions::new(arch)).unwrap_or_else(|e| {
-            let numbered: String = src.lines().enumerate().map(|(i, l)| format!("{:4} {l}\n", i + 1)).collect();
+            let numbered: String = src
+                .lines()
+                .enumerate()
+                .map(|(i, l)| format!("{:4} {l}\n", i + 1))
+                .collect();
             panic!("fusions do not compile for {arch}: {e}\n{numbered}")
         });
         assert!(!c.cubin.is_empty());
@@ -139,7 +161,12 @@ fn every_fusion_compiles_cleanly_for_sm80_and_sm90a() {
         let warnings: Vec<_> = diags.iter().filter(|d| d.severity == Severity::Warning).collect();
         assert!(warnings.is_empty(), "{arch}: warnings {warnings:?}\n{}", c.log);
         for r in &c.resources.kernels {
-            assert_eq!(r.spill_stores_bytes + r.spill_loads_bytes, 0, "{arch}: {} spills", r.name);
+            assert_eq!(
+                r.spill_stores_bytes + r.spill_loads_bytes,
+                0,
+                "{arch}: {} spills",
+                r.name
+            );
         }
     }
 }
@@ -171,7 +198,11 @@ fn step(e: Element, v: f64) -> f64 {
         Element::F32 => (23, -126),
         _ => return 1.0,
     };
-    let exp = if v == 0.0 { emin } else { (v.abs().log2().floor() as i32).max(emin) };
+    let exp = if v == 0.0 {
+        emin
+    } else {
+        (v.abs().log2().floor() as i32).max(emin)
+    };
     2f64.powi(exp - mbits)
 }
 
@@ -201,7 +232,14 @@ struct Buffer {
 }
 
 /// Runs `fusion_<tag>` once on a random shape; returns the number of values compared.
-fn run_case(gpu: &rcute_kernel::Gpu, module: &rcute_kernel::Module, tag: &str, f: &Fusion, beta_zero: bool, rng: &mut common::Rng) -> usize {
+fn run_case(
+    gpu: &rcute_kernel::Gpu,
+    module: &rcute_kernel::Module,
+    tag: &str,
+    f: &Fusion,
+    beta_zero: bool,
+    rng: &mut common::Rng,
+) -> usize {
     let stream = gpu.stream();
     let (m, n, l) = (rng.range(1, 130), rng.range(1, 200), rng.range(1, 3));
     let total = (m * n * l) as usize;
@@ -218,7 +256,11 @@ fn run_case(gpu: &rcute_kernel::Gpu, module: &rcute_kernel::Module, tag: &str, f
         let (elem, len, store, matrix) = match node {
             Node::ScalarPtr { elem, .. } => (*elem, 1, false, None),
             Node::RowBroadcast { elem, batch_stride, .. } | Node::ColBroadcast { elem, batch_stride, .. } => {
-                let ext = if matches!(node, Node::RowBroadcast { .. }) { n } else { m };
+                let ext = if matches!(node, Node::RowBroadcast { .. }) {
+                    n
+                } else {
+                    m
+                };
                 if *batch_stride {
                     let bs = ext + rng.range(0, 3);
                     args = args.i64(format!("{name}_batch_stride"), bs);
@@ -230,15 +272,26 @@ fn run_case(gpu: &rcute_kernel::Gpu, module: &rcute_kernel::Module, tag: &str, f
             Node::AuxLoad { elem, .. } | Node::AuxStore { elem, .. } => {
                 let ld = n + rng.range(0, 5);
                 let bs = m * ld + rng.range(0, 7);
-                args = args.i64(format!("{name}_ld"), ld).i64(format!("{name}_batch_stride"), bs);
-                (*elem, bs * (l - 1) + (m - 1) * ld + n, matches!(node, Node::AuxStore { .. }), Some((ld, bs)))
+                args = args
+                    .i64(format!("{name}_ld"), ld)
+                    .i64(format!("{name}_batch_stride"), bs);
+                (
+                    *elem,
+                    bs * (l - 1) + (m - 1) * ld + n,
+                    matches!(node, Node::AuxStore { .. }),
+                    Some((ld, bs)),
+                )
             }
             _ => unreachable!(),
         };
         let mut values = Vec::with_capacity(len as usize);
         let mut bytes = Vec::with_capacity(len as usize * elem.bytes() as usize);
         for _ in 0..len {
-            let (v, b) = if store { (0.0, vec![0xA5; elem.bytes() as usize]) } else { random_value(rng, elem) };
+            let (v, b) = if store {
+                (0.0, vec![0xA5; elem.bytes() as usize])
+            } else {
+                random_value(rng, elem)
+            };
             values.push(v);
             bytes.extend(b);
         }
@@ -246,12 +299,24 @@ fn run_case(gpu: &rcute_kernel::Gpu, module: &rcute_kernel::Module, tag: &str, f
             host = host.with_tensor(name.clone(), values);
         }
         let dev = stream.clone_htod(&bytes).expect("htod");
-        bufs.insert(name.clone(), Buffer { elem, dev, store, matrix });
+        bufs.insert(
+            name.clone(),
+            Buffer {
+                elem,
+                dev,
+                store,
+                matrix,
+            },
+        );
     }
     for p in f.params() {
         match p.kind {
             ParamKind::F32 => {
-                let v = if beta_zero && p.name == "beta" { 0.0 } else { (2.0 * unit_f(rng)) as f32 };
+                let v = if beta_zero && p.name == "beta" {
+                    0.0
+                } else {
+                    (2.0 * unit_f(rng)) as f32
+                };
                 args = args.f32(p.name.clone(), v);
             }
             ParamKind::Ptr { .. } => {
@@ -287,10 +352,16 @@ fn run_case(gpu: &rcute_kernel::Gpu, module: &rcute_kernel::Module, tag: &str, f
     }
     gpu.synchronize().expect("sync");
     let out = stream.clone_dtoh(&d_out).expect("dtoh");
-    let stored: BTreeMap<&String, Vec<u8>> =
-        bufs.iter().filter(|(_, b)| b.store).map(|(k, b)| (k, stream.clone_dtoh(&b.dev).expect("dtoh"))).collect();
+    let stored: BTreeMap<&String, Vec<u8>> = bufs
+        .iter()
+        .filter(|(_, b)| b.store)
+        .map(|(k, b)| (k, stream.clone_dtoh(&b.dev).expect("dtoh")))
+        .collect();
     let root_convert = match f.root() {
-        Node::Compute { op: ComputeOp::Convert(e), .. } => Some(*e),
+        Node::Compute {
+            op: ComputeOp::Convert(e),
+            ..
+        } => Some(*e),
         _ => None,
     };
     let mut compared = 0;
@@ -329,7 +400,9 @@ fn run_case(gpu: &rcute_kernel::Gpu, module: &rcute_kernel::Module, tag: &str, f
 
 #[test]
 fn gpu_fusions_match_the_cpu_reference() {
-    let Some((gpu, compiled)) = common::compile_and_gpu(&unit(), "fusions.cu", Arch::Sm80) else { return };
+    let Some((gpu, compiled)) = common::compile_and_gpu(&unit(), "fusions.cu", Arch::Sm80) else {
+        return;
+    };
     let module = gpu.load(&compiled).expect("load");
     let mut rng = common::Rng::for_test("gpu_fusions_match_the_cpu_reference");
     for (tag, f) in fusions() {

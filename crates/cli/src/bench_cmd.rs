@@ -95,7 +95,7 @@ fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
     let schedule = match parts[1] {
         "ws" => Sm90Schedule::WarpSpecialized,
         "coop" => Sm90Schedule::Cooperative,
-        "pp" => Sm90Schedule::PingPong,
+        "pp" | "pingpong" => Sm90Schedule::PingPong,
         other => return Err(bad(&format!("unknown schedule {other:?}"))),
     };
     let mut cfg = GemmSm90Config::bf16([t[0], t[1], t[2]], schedule);

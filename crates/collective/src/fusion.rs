@@ -707,15 +707,12 @@ impl FusionArgs {
     pub fn pack(&self, fusion: &Fusion) -> Result<Vec<u8>, FusionError> {
         let mut out = Vec::with_capacity(8 * fusion.params.len());
         for p in &fusion.params {
-            match self.typed(p)? {
-                ArgValue::F32(v) => {
+            match (p.kind, self.typed(p)?) {
+                (_, ArgValue::F32(v)) => {
                     out.extend_from_slice(&v.to_le_bytes());
                     out.extend_from_slice(&[0; 4]);
                 }
-                ArgValue::Ptr(v) => {
-                    let ParamKind::Ptr { elem, .. } = p.kind else {
-                        unreachable!("checked by typed")
-                    };
+                (ParamKind::Ptr { elem, .. }, ArgValue::Ptr(v)) => {
                     if v == 0 {
                         return Err(FusionError::NullPointer { name: p.name.clone() });
                     }
@@ -728,7 +725,8 @@ impl FusionArgs {
                     }
                     out.extend_from_slice(&v.to_le_bytes());
                 }
-                ArgValue::I64(v) => out.extend_from_slice(&v.to_le_bytes()),
+                (_, ArgValue::Ptr(v)) => out.extend_from_slice(&v.to_le_bytes()),
+                (_, ArgValue::I64(v)) => out.extend_from_slice(&v.to_le_bytes()),
             }
         }
         if let Some(extra) = self

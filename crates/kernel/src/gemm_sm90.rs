@@ -598,12 +598,12 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Result<CFunction, G
         "const uint32_t",
         "bar_c_full",
         format!("bar_full + {}u", 16 * s),
-        "C pipeline (per consumer group)",
+        "C pipeline: per C stage (and ping-pong group) a [full, empty] pair of mbarriers, 16 B apart",
     ));
     b.push(d(
         "const uint32_t",
         "bar_c_empty",
-        format!("bar_c_full + {}u", 8 * p.c_bufs),
+        "bar_c_full + 8u",
     ));
     b.push(d("const int", "wg", "threadIdx.x / 128"));
     b.push(d("const int", "warp", "(threadIdx.x / 32) % 4"));

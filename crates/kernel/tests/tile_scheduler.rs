@@ -15,13 +15,17 @@ use rcute_kernel::tile_scheduler::{
 use rcute_kernel::{compile, Arch, CompileOptions, KernelArgs, LaunchConfig};
 
 type Grid = (u32, u32, u32);
+/// `(tile_m, tile_n, batch)`.
+type Tile = (u32, u32, u32);
+/// `(cluster x, cluster y, work id)` to the `(rank_m, rank_n, tile)` of each CTA there.
+type ClusterVisits = BTreeMap<(u32, u32, u64), Vec<(u32, u32, Option<Tile>)>>;
 
 /// One visit of the persistent loop: a CTA, the work id and the tile it got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Visit {
     block: Grid,
     work: u64,
-    tile: Option<(u32, u32, u32)>,
+    tile: Option<Tile>,
 }
 
 /// Runs every CTA's persistent loop over `grid` as the device code does.
@@ -54,7 +58,7 @@ fn check_schedule(s: &TileScheduler, p: &SchedulerParams, grid: Grid, sm_count: 
     let ctx = format!("{s:?} {p:?} grid {grid:?}");
     let [cm, cn] = p.cluster;
     assert_eq!(p.cluster_dim(), (cm, cn, 1));
-    assert!(grid.0 % cm == 0 && grid.1 % cn == 0 && grid.2 == 1, "{ctx}");
+    assert_eq!((grid.0 % cm, grid.1 % cn, grid.2), (0, 0, 1), "{ctx}");
     let ctas = grid.0 * grid.1 * grid.2;
     assert!(ctas <= sm_count, "{ctx}");
     let clusters = u64::from(ctas / (cm * cn));
@@ -67,7 +71,7 @@ fn check_schedule(s: &TileScheduler, p: &SchedulerParams, grid: Grid, sm_count: 
     }
 
     let mut count = vec![0u32; p.output_tiles() as usize];
-    let mut per_cluster: BTreeMap<(u32, u32, u64), Vec<(u32, u32, Option<(u32, u32, u32)>)>> = BTreeMap::new();
+    let mut per_cluster = ClusterVisits::new();
     for v in simulate(s, p, grid) {
         if let Some((m, n, l)) = v.tile {
             assert!(m < p.tiles_m && n < p.tiles_n && l < p.batches, "{ctx}: {v:?}");
@@ -89,7 +93,7 @@ fn check_schedule(s: &TileScheduler, p: &SchedulerParams, grid: Grid, sm_count: 
             assert_eq!(tile, s.tile(p, *work, (rm, rn)));
             if let Some((m, n, l)) = tile {
                 let (bm, bn, bl) = base.unwrap_or_else(|| panic!("{ctx}: rank ({rm},{rn}) valid, rank 0 not"));
-                assert!(bm % cm == 0 && bn % cn == 0, "{ctx}: block origin ({bm},{bn})");
+                assert_eq!((bm % cm, bn % cn), (0, 0), "{ctx}: block origin ({bm},{bn})");
                 assert_eq!(
                     (m, n, l),
                     (bm + rm, bn + rn, bl),
@@ -529,16 +533,19 @@ fn first_tiles_snapshot() {
         let p = s.params(6 * 128, 8 * 128, 1, 128, 128).unwrap();
         let _ = writeln!(out, "{title}: total_work {}", p.total_work);
         let ranks: Vec<(u32, u32)> = (0..s.cluster[0]).map(|rm| (rm, 0)).collect();
+        // The first 16 tiles: 16 work ids, or 8 of two CTAs each (in brackets).
         let mut line = String::new();
-        for w in 0..16 {
-            for &rank in &ranks {
-                match s.tile(&p, w, rank) {
-                    Some((m, n, _)) => line.push_str(&format!(" ({m},{n})")),
-                    None => line.push_str(" -"),
-                }
-            }
-            if ranks.len() > 1 {
-                line.push_str(" |");
+        for w in 0..16 / ranks.len() as u64 {
+            let tiles: Vec<String> = ranks
+                .iter()
+                .map(|&rank| match s.tile(&p, w, rank) {
+                    Some((m, n, _)) => format!("({m},{n})"),
+                    None => "-".into(),
+                })
+                .collect();
+            match tiles.len() {
+                1 => line.push_str(&format!(" {}", tiles[0])),
+                _ => line.push_str(&format!(" [{}]", tiles.join(" "))),
             }
         }
         let _ = writeln!(out, " {}", line.trim());
