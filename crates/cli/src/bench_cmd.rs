@@ -1,5 +1,6 @@
 //! `rcute bench gemm`: rcute's GEMM against cuBLAS on the same random buffers, in one
-//! process, timed with CUDA events (warm-up, then the median of many runs).
+//! process, timed with CUDA events (warm-up, then the median of many runs; each variant is
+//! sampled alternately with cuBLAS, so both see the same clocks and temperature).
 
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
@@ -142,28 +143,43 @@ fn random_bf16(n: usize, seed: u64) -> Vec<bf16> {
 /// launch overhead does not count as kernel time.
 const LAUNCHES_PER_SAMPLE: usize = 10;
 
-fn median_us(stream: &Arc<CudaStream>, iters: usize, mut f: impl FnMut() -> Result<(), String>) -> Result<f64, String> {
+/// Median per-launch times of `a` and `b`, sampled alternately (a, b, a, b, ...) so both
+/// see the same clocks and temperature: a GPU that heats up during a long benchmark
+/// would otherwise favour whichever runs first.
+fn paired_median_us(
+    stream: &Arc<CudaStream>,
+    iters: usize,
+    mut a: impl FnMut() -> Result<(), String>,
+    mut b: impl FnMut() -> Result<(), String>,
+) -> Result<(f64, f64), String> {
     let e = |x: cudarc::driver::DriverError| x.to_string();
     for _ in 0..5 {
-        f()?;
+        a()?;
+        b()?;
     }
     stream.synchronize().map_err(e)?;
     let ctx = stream.context();
     let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-    let mut times = Vec::with_capacity(iters);
+    let mut times = [Vec::with_capacity(iters), Vec::with_capacity(iters)];
     for _ in 0..iters.max(1) {
-        let start = ctx.new_event(timing).map_err(e)?;
-        let end = ctx.new_event(timing).map_err(e)?;
-        start.record(stream).map_err(e)?;
-        for _ in 0..LAUNCHES_PER_SAMPLE {
-            f()?;
+        for (which, f) in [&mut a as &mut dyn FnMut() -> Result<(), String>, &mut b].into_iter().enumerate() {
+            let start = ctx.new_event(timing).map_err(e)?;
+            let end = ctx.new_event(timing).map_err(e)?;
+            start.record(stream).map_err(e)?;
+            for _ in 0..LAUNCHES_PER_SAMPLE {
+                f()?;
+            }
+            end.record(stream).map_err(e)?;
+            end.synchronize().map_err(e)?;
+            times[which].push(start.elapsed_ms(&end).map_err(e)? as f64 * 1e3 / LAUNCHES_PER_SAMPLE as f64);
         }
-        end.record(stream).map_err(e)?;
-        end.synchronize().map_err(e)?;
-        times.push(start.elapsed_ms(&end).map_err(e)? as f64 * 1e3 / LAUNCHES_PER_SAMPLE as f64);
     }
-    times.sort_by(f64::total_cmp);
-    Ok(times[times.len() / 2])
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let [mut ta, mut tb] = times;
+    Ok((med(&mut ta), med(&mut tb)))
 }
 
 /// Run the benchmark; returns the printed table.
@@ -190,28 +206,6 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
         let b: CudaSlice<bf16> = stream.clone_htod(&random_bf16(k * n, 2 + 3 * i as u64)).map_err(e)?;
         let mut d: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
         let mut dref: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
-        let mut timed: Vec<(String, f64)> = Vec::new();
-        let mut variants: Vec<(String, Option<Choice>)> = vec![("auto".into(), None)];
-        variants.extend(forced.iter().map(|(n, c)| (n.clone(), Some(c.clone()))));
-        for (label, sel) in &variants {
-            let us = median_us(&stream, args.iters, || {
-                let av = MatrixRef::new(&a, m, k);
-                let bv = MatrixRef::new(&b, k, n).col_major();
-                let mut dv = MatrixMut::new(&mut d, m, n);
-                match sel {
-                    None => ops.gemm(&av, &bv, None, &mut dv, 1.0, 0.0).map_err(|x| x.to_string()),
-                    Some(sel) => {
-                        let p = rcute_ops::validate(&av, &bv, None, &dv, 1.0, 0.0).map_err(|x| x.to_string())?;
-                        ops.run_gemm_with(&p, Some(sel)).map_err(|x| x.to_string())
-                    }
-                }
-            });
-            match us {
-                Ok(us) => timed.push((label.clone(), us)),
-                Err(e) if sel.is_some() => eprintln!("{m}x{n}x{k} {label}: {e}"),
-                Err(e) => return Err(e),
-            }
-        }
         // cuBLAS is column-major: D^T (NxM) = B^T (NxK) * A^T (KxM).
         let cfg = GemmConfig {
             transa: cublasOperation_t::CUBLAS_OP_T,
@@ -225,13 +219,33 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
             beta: bf16::ZERO,
             ldc: n as i32,
         };
-        let cublas_us = median_us(&stream, args.iters, || {
+        let mut timed: Vec<(String, f64, f64)> = Vec::new();
+        let mut variants: Vec<(String, Option<Choice>)> = vec![("auto".into(), None)];
+        variants.extend(forced.iter().map(|(n, c)| (n.clone(), Some(c.clone()))));
+        for (label, sel) in &variants {
+            let rc = || {
+                let av = MatrixRef::new(&a, m, k);
+                let bv = MatrixRef::new(&b, k, n).col_major();
+                let mut dv = MatrixMut::new(&mut d, m, n);
+                match sel {
+                    None => ops.gemm(&av, &bv, None, &mut dv, 1.0, 0.0).map_err(|x| x.to_string()),
+                    Some(sel) => {
+                        let p = rcute_ops::validate(&av, &bv, None, &dv, 1.0, 0.0).map_err(|x| x.to_string())?;
+                        ops.run_gemm_with(&p, Some(sel)).map_err(|x| x.to_string())
+                    }
+                }
+            };
             // SAFETY: the buffers hold K*N, M*K and M*N elements as the config describes.
-            unsafe { blas.gemm(cfg, &b, &a, &mut dref) }.map_err(|x| x.to_string())
-        })?;
+            let cublas = || unsafe { blas.gemm(cfg, &b, &a, &mut dref) }.map_err(|x| x.to_string());
+            match paired_median_us(&stream, args.iters, rc, cublas) {
+                Ok((us, cu)) => timed.push((label.clone(), us, cu)),
+                Err(e) if sel.is_some() => eprintln!("{m}x{n}x{k} {label}: {e}"),
+                Err(e) => return Err(e),
+            }
+        }
         let want = stream.clone_dtoh(&dref).map_err(e)?;
         let max_ref = want.iter().map(|x| x.to_f64().abs()).fold(0.0, f64::max).max(1e-30);
-        for (label, rcute_us) in timed {
+        for (label, rcute_us, cublas_us) in timed {
             // Check each variant's own output.
             let sel = variants.iter().find(|v| v.0 == label).and_then(|v| v.1.clone());
             let mut dv = MatrixMut::new(&mut d, m, n);

@@ -600,11 +600,7 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Result<CFunction, G
         format!("bar_full + {}u", 16 * s),
         "C pipeline: per C stage (and ping-pong group) a [full, empty] pair of mbarriers, 16 B apart",
     ));
-    b.push(d(
-        "const uint32_t",
-        "bar_c_empty",
-        "bar_c_full + 8u",
-    ));
+    b.push(d("const uint32_t", "bar_c_empty", "bar_c_full + 8u"));
     b.push(d("const int", "wg", "threadIdx.x / 128"));
     b.push(d("const int", "warp", "(threadIdx.x / 32) % 4"));
     b.push(d("const int", "lane", "threadIdx.x % 32"));
@@ -695,14 +691,26 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Result<CFunction, G
         ],
     ));
     ml.push(work_loop(body));
-    let fixfor = |st: Stmt| st;
-    prod.push(if_(
-        "warp == 0 && rc_elect_one_sync()",
-        vec![
-            c("Mainloop producer: one elected thread issues every TMA load"),
-            fixfor(Stmt::Block(ml)),
-        ],
-    ));
+    let union = p.mainloop.storage_union;
+    if union && cfg.with_c {
+        ml.push(c(
+            "load_tail: the epilogue's buffers alias the mainloop's (union), so wait until the consumers",
+        ));
+        ml.push(c("have released every stage before C is loaded into them"));
+        ml.push(for_(
+            "i",
+            "0",
+            s.to_string(),
+            vec![
+                e("rc_mbarrier_wait_parity(bar_empty + 8 * stage, phase ^ 1u)"),
+                e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")),
+            ],
+        ));
+    }
+    let mut ml_block = vec![
+        c("Mainloop producer: one elected thread issues every TMA load"),
+        Stmt::Block(ml),
+    ];
     if cfg.with_c {
         // Epilogue producer: C subtiles into the C buffers.
         let mut cl = vec![
@@ -747,14 +755,17 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Result<CFunction, G
         }
         body.push(e("++local"));
         cl.push(work_loop(body));
-        prod.push(if_(
-            "warp == 1 && rc_elect_one_sync()",
-            vec![
-                c("Epilogue producer: TMA loads of C subtiles (StagesC buffers, transaction-count mbarriers)"),
-                Stmt::Block(cl),
-            ],
-        ));
+        let c_block = vec![
+            c("Epilogue producer: TMA loads of C subtiles (StagesC buffers, transaction-count mbarriers)"),
+            Stmt::Block(cl),
+        ];
+        if union {
+            ml_block.extend(c_block);
+        } else {
+            prod.push(if_("warp == 1 && rc_elect_one_sync()", c_block));
+        }
     }
+    prod.insert(1, if_("warp == 0 && rc_elect_one_sync()", ml_block));
 
     // ---- consumer warpgroups ----
     let mut cons = vec![e(format!("rc_setmaxnreg_inc<{CONSUMER_REGS}>()"))];
