@@ -14,6 +14,7 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use rcute_kernel::gemm_sm80::{GemmArgs, SplitKMode};
 use rcute_kernel::gemm_sm90::{generate, launch, GemmSm90Config, GeneratedGemmSm90, Sm90Schedule};
 use rcute_kernel::testing::gpu_for_test;
+use rcute_kernel::tile_scheduler::RasterOrderOption;
 use rcute_kernel::{Arch, CompileOptions, Function, Gpu, KernelCache};
 use rcute_atom::Element;
 use std::sync::Arc;
@@ -219,6 +220,14 @@ pub fn configs() -> Vec<GemmSm90Config> {
     v.push(f);
     let mut f = GemmSm90Config::bf16([64, 256, 64], Sm90Schedule::PingPong);
     f.with_c = false;
+    f.swizzle_log2 = 2;
+    v.push(f);
+    // The tile walk: swizzle bands along N and along M.
+    let mut f = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::Cooperative);
+    (f.swizzle_log2, f.raster) = (3, RasterOrderOption::AlongN);
+    v.push(f);
+    let mut f = GemmSm90Config::bf16([64, 64, 64], Sm90Schedule::WarpSpecialized);
+    (f.swizzle_log2, f.raster) = (1, RasterOrderOption::AlongM);
     v.push(f);
     v
 }

@@ -82,9 +82,9 @@ fn parse_config(s: &str) -> Result<Choice, String> {
     Ok(Choice::Sm80(Selection { config, split_k, split_k_mode }))
 }
 
-/// `sm90:BMxBNxBK,ws|coop|pp[,sN][,eMxN]`.
+/// `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an]`.
 fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
-    let bad = |why: &str| format!("bad --config {s:?}: {why} (expected sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N])");
+    let bad = |why: &str| format!("bad --config {s:?}: {why} (expected sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an])");
     let parts: Vec<&str> = rest.split(',').map(str::trim).collect();
     if parts.len() < 2 {
         return Err(bad("too few fields"));
@@ -103,6 +103,12 @@ fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
     for p in &parts[2..] {
         if let Some(x) = p.strip_prefix('s') {
             cfg.stages = Some(x.parse().map_err(|_| bad("stages"))?);
+        } else if let Some(x) = p.strip_prefix('r') {
+            cfg.swizzle_log2 = x.parse().map_err(|_| bad("swizzle"))?;
+        } else if *p == "am" {
+            cfg.raster = rcute_kernel::tile_scheduler::RasterOrderOption::AlongM;
+        } else if *p == "an" {
+            cfg.raster = rcute_kernel::tile_scheduler::RasterOrderOption::AlongN;
         } else if let Some(x) = p.strip_prefix('e') {
             let v: Vec<i64> = x.split('x').map(|y| y.parse::<i64>()).collect::<Result<_, _>>().map_err(|e| bad(&e.to_string()))?;
             if v.len() != 2 {

@@ -34,6 +34,7 @@
 use crate::emit::{Function as CFunction, Item, Stmt, Unit, PRELUDE};
 use crate::gemm_sm80::{GemmArgs, GemmError};
 use crate::launch::{Function, KernelArgs, LaunchConfig};
+use crate::tile_scheduler::{RasterOrderOption, SchedulerParams, TileScheduler};
 use crate::tma::encode_tiled;
 use rcute_atom::copy_ldsm::stmatrix;
 use rcute_atom::copy_tma::{
@@ -65,6 +66,11 @@ pub const CONSUMER_REGS: u32 = 232;
 /// Alignment slack requested on top of the layout (the kernel aligns its base to 1 KiB).
 const ALIGN_SLACK: usize = 1024;
 
+/// The tile scheduler of a configuration.
+fn scheduler(cfg: &GemmSm90Config) -> TileScheduler {
+    TileScheduler { raster: cfg.raster, swizzle_log2: cfg.swizzle_log2, cluster: [cfg.cluster[0] as u32, cfg.cluster[1] as u32] }
+}
+
 /// Whether the schedule walks several tiles per CTA.
 fn persistent(s: Sm90Schedule) -> bool {
     s != Sm90Schedule::WarpSpecialized
@@ -91,6 +97,10 @@ pub struct GemmSm90Config {
     pub epi_tile: Option<[i64; 2]>,
     /// Shared memory capacity per CTA.
     pub smem_capacity: usize,
+    /// Raster order of the persistent tile walk (resolved per problem for `Heuristic`).
+    pub raster: RasterOrderOption,
+    /// log2 of the tile-walk swizzle (bands of `2^swizzle_log2` tiles; clamped per problem).
+    pub swizzle_log2: u32,
 }
 
 impl GemmSm90Config {
@@ -107,6 +117,8 @@ impl GemmSm90Config {
             stages: None,
             epi_tile: None,
             smem_capacity: SM90_SMEM_CAPACITY,
+            raster: RasterOrderOption::Heuristic,
+            swizzle_log2: 0,
         }
     }
 }
@@ -354,9 +366,9 @@ fn if_(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
 /// The persistent tile walk: this CTA's work ids.
 fn work_loop(body: Vec<Stmt>) -> Stmt {
     Stmt::Loop {
-        init: "int work = blockIdx.x".into(),
-        cond: "work < total_tiles".into(),
-        step: "work += gridDim.x".into(),
+        init: "unsigned long long work = sched.first_work()".into(),
+        cond: "work < sched.total_work".into(),
+        step: "work += sched.stride()".into(),
         body,
     }
 }
@@ -470,6 +482,7 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
             code: s.code.clone(),
         });
     }
+    items.push(scheduler(cfg).device_item(&name));
     items.push(Item::Snippet {
         origin: "rcute sm90 helpers".into(),
         code: helpers(cfg.cd),
@@ -607,7 +620,10 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Result<CFunction, G
     b.push(d("const int", "k_tiles", format!("(K + {}) / {bk}", bk - 1)));
     b.push(d("const int", "tiles_m", format!("(M + {}) / {bm}", bm - 1)));
     b.push(d("const int", "tiles_n", format!("(N + {}) / {bn}", bn - 1)));
-    b.push(d("const int", "total_tiles", "tiles_m * tiles_n * L"));
+    b.push(c("persistent tile scheduler: raster order and swizzle resolved on the host"));
+    b.push(e(format!(
+        "const {name}_sched sched(sched_tiles_m, sched_tiles_n, sched_batches, sched_along_n, sched_log_swizzle)"
+    )));
     b.push(dc(
         "const bool",
         "load_c",
@@ -653,9 +669,9 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Result<CFunction, G
     // Tile walk (shared by producer and consumers so they agree on the order).
     let tile_of = |work: &str| -> Vec<Stmt> {
         vec![
-            dc("const int", "tile_m", format!("{work} % tiles_m"), "raster along M"),
-            d("const int", "tile_n", format!("({work} / tiles_m) % tiles_n")),
-            d("const int", "batch", format!("{work} / (tiles_m * tiles_n)")),
+            Stmt::Decl { ty: "int".into(), name: "tile_m, tile_n, batch".into(), init: None, comment: None },
+            c("work ids past the problem (padding of the swizzle bands) are skipped by every role alike"),
+            if_(format!("!sched.tile({work}, tile_m, tile_n, batch)"), vec![Stmt::Continue]),
             d("const int", "m0", format!("tile_m * {bm}")),
             d("const int", "n0", format!("tile_n * {bn}")),
         ]
@@ -922,10 +938,17 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Result<CFunction, G
         mainloop.push(c(
             "Let the other warpgroup's next mainloop start (only if it has one), then skip its k-tiles",
         ));
-        mainloop.push(if_(
-            "work + (int)gridDim.x < total_tiles",
-            vec![e("rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u)")],
-        ));
+        mainloop.push(d("bool", "other_next", "false"));
+        mainloop.push(Stmt::Loop {
+            init: "unsigned long long w = work + sched.stride()".into(),
+            cond: "w < sched.total_work && !other_next".into(),
+            step: "w += sched.stride()".into(),
+            body: vec![
+                Stmt::Decl { ty: "int".into(), name: "tm, tn, tb".into(), init: None, comment: None },
+                Stmt::assign("other_next", "sched.tile(w, tm, tn, tb)"),
+            ],
+        });
+        mainloop.push(if_("other_next", vec![e("rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u)")]));
         mainloop.push(e(format!("rc_pipe_advance(stage, phase, (uint32_t)k_tiles, {s}u)")));
     }
     tile.extend(mainloop);
@@ -1246,6 +1269,11 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Result<CFunction, G
             ("int".into(), "L".into()),
             ("float".into(), "alpha".into()),
             ("float".into(), "beta".into()),
+            ("int".into(), "sched_tiles_m".into()),
+            ("int".into(), "sched_tiles_n".into()),
+            ("int".into(), "sched_batches".into()),
+            ("int".into(), "sched_along_n".into()),
+            ("int".into(), "sched_log_swizzle".into()),
         ],
         doc: vec![format!(
             "{name}: TMA + wgmma {:?} GEMM, D = alpha * A * B + beta * C",
@@ -1289,16 +1317,22 @@ impl GeneratedGemmSm90 {
         (m as u64).div_ceil(bm as u64) * (n as u64).div_ceil(bn as u64) * l as u64
     }
 
-    /// The launch configuration: one CTA per tile for the non-persistent schedule,
-    /// `min(tiles, max_ctas)` persistent CTAs otherwise.
-    pub fn launch_config(&self, args: &GemmArgs, max_ctas: u32) -> LaunchConfig {
-        let tiles = self.tiles(args.m, args.n, args.l).max(1);
-        let grid = if persistent(self.config.schedule) {
-            tiles.min(max_ctas.max(1) as u64)
-        } else {
-            tiles
-        };
-        LaunchConfig::new(grid as u32, self.threads).with_dynamic_smem(self.smem_bytes)
+    /// The tile scheduler's parameters for a problem.
+    pub fn scheduler_params(&self, args: &GemmArgs) -> Result<SchedulerParams, GemmError> {
+        let [bm, bn, _] = self.config.tile;
+        scheduler(&self.config)
+            .params(args.m.max(0) as u64, args.n.max(0) as u64, args.l.max(0) as u64, bm as u32, bn as u32)
+            .map_err(|e| GemmError::Shape(e.to_string()))
+    }
+
+    /// The launch configuration: one CTA per work id for the non-persistent schedule; for
+    /// the persistent ones at most `max_ctas` CTAs (usually the SM count), as the tile
+    /// scheduler lays them out.
+    pub fn launch_config(&self, args: &GemmArgs, max_ctas: u32) -> Result<LaunchConfig, GemmError> {
+        let p = self.scheduler_params(args)?;
+        let ctas = if persistent(self.config.schedule) { max_ctas.max(1) } else { p.total_work.min(u32::MAX as u64) as u32 };
+        let grid = scheduler(&self.config).grid(&p, ctas, None).map_err(|e| GemmError::Shape(e.to_string()))?;
+        Ok(LaunchConfig::new(grid, self.threads).with_dynamic_smem(self.smem_bytes))
     }
 
     /// The tensor-map arguments of A, B, C and D for `args` (validated).
@@ -1474,8 +1508,11 @@ pub unsafe fn launch(f: &Function, g: &GeneratedGemmSm90, args: &GemmArgs, max_c
         .i32(args.l)
         .f32(args.alpha)
         .f32(args.beta);
+    let sp = g.scheduler_params(args)?;
+    let ka = sp.device_args().iter().fold(ka, |ka, &v| ka.i32(v));
+    let lc = g.launch_config(args, max_ctas)?;
     // SAFETY: the parameter list matches the generated kernel's signature; the caller
     // guarantees the buffers.
-    unsafe { f.launch(&g.launch_config(args, max_ctas), &ka)? };
+    unsafe { f.launch(&lc, &ka)? };
     Ok(())
 }
