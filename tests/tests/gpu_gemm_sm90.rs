@@ -216,10 +216,11 @@ pub fn configs() -> Vec<GemmSm90Config> {
         GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::PingPong),
     ];
     let mut f = GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative);
-    (f.ab, f.cd, f.with_c) = (Element::F16, Element::F16, false);
+    (f.ab, f.cd) = (Element::F16, Element::F16);
+    f = f.without_c();
     v.push(f);
     let mut f = GemmSm90Config::bf16([64, 256, 64], Sm90Schedule::PingPong);
-    f.with_c = false;
+    f = f.without_c();
     f.swizzle_log2 = 2;
     v.push(f);
     // The tile walk: swizzle bands along N and along M.
@@ -247,10 +248,95 @@ fn sm90_gemm_matches_reference() {
     for cfg in configs() {
         let k = build(&gpu, &cfg);
         let mut worst = 0.0f64;
-        let cs = cases(&mut rng, cfg.tile, cfg.with_c, count);
+        let cs = cases(&mut rng, cfg.tile, cfg.with_c(), count);
         for c in &cs {
             worst = worst.max(run_case(&gpu, &k, *c, &mut rng));
         }
         eprintln!("{}: {} cases, worst relative error {worst:.2e}", k.g.name, cs.len());
+    }
+}
+
+/// A fused epilogue on the SM90 kernel: `D = a_scale[m] * (b_scale[n] * acc) + bias[n]`
+/// (the scaled_mm tree with f32 per-row / per-column scales and a bf16 bias) checked
+/// against the fusion's own CPU evaluation of the float64 product.
+#[test]
+fn sm90_gemm_with_fused_epilogue() {
+    use rcute_collective::fusion::{FusionArgs, HostInputs, ScaleKind};
+    use rcute_collective::Fusion;
+    let Some(gpu) = gpu_for_test() else { return };
+    if gpu.compute_capability() != (9, 0) {
+        if std::env::var("RCUTE_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+            panic!("RCUTE_REQUIRE_GPU=1 but the GPU is not sm_90: {:?}", gpu.compute_capability());
+        }
+        eprintln!("skipping: the SM90 GEMM needs an sm_90 GPU");
+        return;
+    }
+    let mut rng = Rng::new("sm90_gemm_with_fused_epilogue");
+    let fusion = Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, Some(Element::BF16)).unwrap();
+    for sched in [Sm90Schedule::Cooperative, Sm90Schedule::PingPong, Sm90Schedule::WarpSpecialized] {
+        let mut cfg = GemmSm90Config::bf16([128, 128, 64], sched);
+        cfg.fusion = fusion.clone();
+        let k = build(&gpu, &cfg);
+        let stream = gpu.stream();
+        for &(m, n, kk, l) in &[(300i64, 264i64, 200i64, 2i64), (1, 8, 64, 1), (129, 136, 8, 1)] {
+            let unit = |rng: &mut Rng, count: i64| -> Vec<f64> { (0..count).map(|_| decode(Element::BF16, &encode(Element::BF16, rng.unit()))).collect() };
+            let (ha, hb) = (unit(&mut rng, m * kk * l), unit(&mut rng, n * kk * l));
+            let a_scale: Vec<f32> = (0..m).map(|_| 0.5 + rng.unit().abs() as f32).collect();
+            let b_scale: Vec<f32> = (0..n).map(|_| 0.5 + rng.unit().abs() as f32).collect();
+            let bias = unit(&mut rng, n);
+            let bytes = |v: &[f64]| -> Vec<u8> { v.iter().flat_map(|&x| encode(Element::BF16, x)).collect() };
+            let f32_bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+            let (d_a, d_b) = (upload(stream, &bytes(&ha)), upload(stream, &bytes(&hb)));
+            let (d_as, d_bs, d_bias) = (upload(stream, &f32_bytes(&a_scale)), upload(stream, &f32_bytes(&b_scale)), upload(stream, &bytes(&bias)));
+            let d_d = upload(stream, &vec![0xFFu8; (m * n * l * 2) as usize]);
+            {
+                let (pa, _r1) = d_a.device_ptr(stream);
+                let (pb, _r2) = d_b.device_ptr(stream);
+                let (pd, _r3) = d_d.device_ptr(stream);
+                let (pas, _r4) = d_as.device_ptr(stream);
+                let (pbs, _r5) = d_bs.device_ptr(stream);
+                let (pbias, _r6) = d_bias.device_ptr(stream);
+                let cfg80 = rcute_kernel::gemm_sm80::GemmSm80Config::bf16(rcute_atom::Major::K, rcute_atom::Major::K, [64, 64, 32], [2, 2]);
+                let args = GemmArgs::packed(&cfg80, m as i32, n as i32, kk as i32, l as i32, pa, pb, 0, pd);
+                let fa = FusionArgs::new().ptr("a_scale", pas).ptr("b_scale", pbs).ptr("bias", pbias);
+                // SAFETY: the buffers hold the matrices and vectors described.
+                unsafe { rcute_kernel::gemm_sm90::launch_fused(&k.f, &k.g, &args, &fa, 132) }.unwrap_or_else(|e| panic!("{}: {e}", k.g.name));
+                gpu.synchronize().unwrap();
+                let out = stream.clone_dtoh(&d_d).unwrap();
+                let mut acc = vec![0.0f64; (m * n * l) as usize];
+                for b in 0..l {
+                    for i in 0..m {
+                        for j in 0..n {
+                            let mut s = 0.0;
+                            for q in 0..kk {
+                                s += ha[(b * m * kk + i * kk + q) as usize] * hb[(b * n * kk + j * kk + q) as usize];
+                            }
+                            acc[((b * m + i) * n + j) as usize] = s;
+                        }
+                    }
+                }
+                let host = HostInputs::new(m, n, l)
+                    .with_acc(acc)
+                    .with_tensor("a_scale", a_scale.iter().map(|&x| x as f64).collect())
+                    .with_tensor("b_scale", b_scale.iter().map(|&x| x as f64).collect())
+                    .with_tensor("bias", bias.clone());
+                let (mut num, mut den) = (0.0f64, 0.0f64);
+                for b in 0..l {
+                    for i in 0..m {
+                        for j in 0..n {
+                            let idx = ((b * m + i) * n + j) as usize;
+                            let got = decode(Element::BF16, &out[idx * 2..idx * 2 + 2]);
+                            let want = fusion.eval(&fa, &host, i, j, b).unwrap();
+                            assert!(got.is_finite(), "{} ({m},{n},{kk},{l}): D({i},{j},{b}) = {got}", k.g.name);
+                            num += (got - want) * (got - want);
+                            den += want * want;
+                        }
+                    }
+                }
+                let rel = (num / den.max(1e-30)).sqrt();
+                assert!(rel < 1e-2, "{} ({m},{n},{kk},{l}): relative error {rel:.3e}", k.g.name);
+                eprintln!("{} fused ({m},{n},{kk},{l}): relative error {rel:.2e}", k.g.name);
+            }
+        }
     }
 }

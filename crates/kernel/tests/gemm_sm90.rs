@@ -18,7 +18,7 @@ fn configs() -> Vec<GemmSm90Config> {
     let mut f = GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative);
     f.ab = Element::F16;
     f.cd = Element::F16;
-    f.with_c = false;
+    f = f.without_c();
     v.push(f);
     v
 }
@@ -101,7 +101,7 @@ fn arguments_are_checked_with_typed_errors() {
     assert!(matches!(g.validate(&a), Err(GemmError::Shape(_))));
     // beta != 0 on a kernel generated without C.
     let mut cfg = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::Cooperative);
-    cfg.with_c = false;
+    cfg = cfg.without_c();
     let g = generate(&cfg).unwrap();
     let mut a = args(100, 64, 64);
     a.beta = 1.0;

@@ -253,7 +253,9 @@ impl Ops {
         let mut cfg = cfg.clone();
         cfg.ab = element(p.a.dtype)?;
         cfg.cd = element(p.d.dtype)?;
-        cfg.with_c = p.c.is_some() && p.beta != 0.0;
+        if !(p.c.is_some() && p.beta != 0.0) {
+            cfg = cfg.without_c();
+        }
         let loaded = self.load_gemm_sm90(&cfg)?;
         let g = &loaded.generated;
         let (m, n, k, l) = (p.m as i32, p.n as i32, p.k as i32, p.l as i32);
@@ -268,8 +270,8 @@ impl Ops {
         args.batch_stride_c = if p.c.is_some() { c.batch_stride } else { p.d.batch_stride };
         args.batch_stride_d = p.d.batch_stride;
         args.alpha = p.alpha;
-        args.beta = if cfg.with_c { p.beta } else { 0.0 };
-        if !cfg.with_c {
+        args.beta = if cfg.with_c() { p.beta } else { 0.0 };
+        if !cfg.with_c() {
             args.c = 0;
         }
         // SAFETY: `validate` checked that every view lies inside its buffer with the
