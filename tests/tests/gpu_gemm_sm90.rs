@@ -2,7 +2,8 @@
 //! schedule (warp-specialized, cooperative, ping-pong), with and without C, bf16 and f16;
 //! random shapes (M, N, K not multiples of the tile, M = 1, K = 0; N and K multiples of 8
 //! as TMA requires), batches, padded leading dimensions, alpha / beta (null C
-//! when beta = 0), and problems larger than the persistent grid (the tile walk wraps).
+//! when beta = 0), split-K (2 to 5 splits, through the reduction kernel), and problems
+//! larger than the persistent grid (the tile walk wraps).
 //! Outputs are poisoned before each launch; every in-bounds element must be written and
 //! every padding element left alone; results are compared with a float64 CPU reference:
 //! ||out - ref|| / ||ref|| < 1e-2.
@@ -12,7 +13,7 @@
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use rcute_kernel::gemm_sm80::{GemmArgs, SplitKMode};
-use rcute_kernel::gemm_sm90::{generate, launch, GemmSm90Config, GeneratedGemmSm90, Sm90Schedule};
+use rcute_kernel::gemm_sm90::{generate, launch_split_k, GemmSm90Config, GeneratedGemmSm90, Sm90Schedule};
 use rcute_kernel::testing::gpu_for_test;
 use rcute_kernel::tile_scheduler::RasterOrderOption;
 use rcute_kernel::{Arch, CompileOptions, Function, Gpu, KernelCache};
@@ -60,6 +61,7 @@ fn decode(e: Element, b: &[u8]) -> f64 {
 struct Kernel {
     g: GeneratedGemmSm90,
     f: Function,
+    reduce: Function,
 }
 
 fn build(gpu: &Gpu, cfg: &GemmSm90Config) -> Kernel {
@@ -67,9 +69,11 @@ fn build(gpu: &Gpu, cfg: &GemmSm90Config) -> Kernel {
     let compiled = KernelCache::global()
         .get_or_compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm90a))
         .unwrap_or_else(|e| panic!("{}: {e}", g.name));
-    let f = gpu.load(&compiled).expect("load").function(&g.name).expect("kernel");
+    let module = gpu.load(&compiled).expect("load");
+    let f = module.function(&g.name).expect("kernel");
+    let reduce = module.function(&g.reduce_name).expect("reduce kernel");
     eprintln!("{}: {} registers, {} B dynamic smem", g.name, f.resources().registers, g.smem_bytes);
-    Kernel { g, f }
+    Kernel { g, f, reduce }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -83,6 +87,8 @@ struct Case {
     beta: f32,
     /// Persistent CTAs (fewer than tiles exercises the tile walk).
     ctas: u32,
+    /// K splits.
+    split: u32,
 }
 
 fn upload(stream: &Arc<CudaStream>, bytes: &[u8]) -> CudaSlice<u8> {
@@ -114,7 +120,9 @@ fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> f64 {
     let d_b = upload(stream, &bb);
     let d_c = upload(stream, &bc);
     let d_d = upload(stream, &poison);
+    let d_w = stream.alloc_zeros::<u8>(k.g.workspace_bytes(m as i32, n as i32, l as i32, c.split).max(16)).expect("workspace");
     {
+        let (pw, _rw) = d_w.device_ptr(stream);
         let (pa, _ra) = d_a.device_ptr(stream);
         let (pb, _rb) = d_b.device_ptr(stream);
         let (pc, _rc) = d_c.device_ptr(stream);
@@ -138,13 +146,16 @@ fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> f64 {
             batch_stride_d: sd,
             alpha: c.alpha,
             beta: c.beta,
-            split_k: 1,
-            workspace: 0,
+            split_k: c.split,
+            workspace: if c.split > 1 { pw } else { 0 },
             split_k_mode: SplitKMode::Parallel,
             semaphores: 0,
         };
         // SAFETY: the buffers hold the matrices described by `args`.
-        unsafe { launch(&k.f, &k.g, &args, c.ctas).unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name)) };
+        let fa = k.g.default_fusion_args(&args).unwrap();
+        unsafe {
+            launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, c.ctas).unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name))
+        };
         gpu.synchronize().unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name));
     }
     let out = stream.clone_dtoh(&d_d).expect("dtoh");
@@ -184,12 +195,12 @@ fn cases(rng: &mut Rng, tile: [i64; 3], with_c: bool, count: usize) -> Vec<Case>
     let [bm, bn, bk] = tile;
     let beta = |b: f32| if with_c { b } else { 0.0 };
     let mut v = vec![
-        Case { m: 1, n: 8, k: 8, l: 1, pad: [0; 4], alpha: 1.0, beta: 0.0, ctas: 132 },
-        Case { m: bm, n: bn, k: bk, l: 1, pad: [0; 4], alpha: 1.0, beta: 0.0, ctas: 132 },
-        Case { m: bm + 1, n: bn - 8, k: 3 * bk + 8, l: 2, pad: [1, 0, 3, 1], alpha: 0.5, beta: beta(1.5), ctas: 132 },
-        Case { m: 5 * bm + 3, n: 3 * bn + 8, k: 2 * bk, l: 3, pad: [0, 1, 0, 0], alpha: 1.0, beta: beta(-1.0), ctas: 7 },
-        Case { m: 17, n: 24, k: 0, l: 1, pad: [0; 4], alpha: 1.0, beta: beta(0.5), ctas: 132 },
-        Case { m: 300, n: 200, k: 1000, l: 1, pad: [0, 0, 1, 1], alpha: 1.0, beta: beta(1.0), ctas: 3 },
+        Case { m: 1, n: 8, k: 8, l: 1, pad: [0; 4], alpha: 1.0, beta: 0.0, ctas: 132, split: 1 },
+        Case { m: bm, n: bn, k: bk, l: 1, pad: [0; 4], alpha: 1.0, beta: 0.0, ctas: 132, split: 1 },
+        Case { m: bm + 1, n: bn - 8, k: 3 * bk + 8, l: 2, pad: [1, 0, 3, 1], alpha: 0.5, beta: beta(1.5), ctas: 132, split: 1 },
+        Case { m: 5 * bm + 3, n: 3 * bn + 8, k: 2 * bk, l: 3, pad: [0, 1, 0, 0], alpha: 1.0, beta: beta(-1.0), ctas: 7, split: 3 },
+        Case { m: 17, n: 24, k: 0, l: 1, pad: [0; 4], alpha: 1.0, beta: beta(0.5), ctas: 132, split: 1 },
+        Case { m: 300, n: 200, k: 1000, l: 1, pad: [0, 0, 1, 1], alpha: 1.0, beta: beta(1.0), ctas: 3, split: 4 },
     ];
     for _ in 0..count {
         v.push(Case {
@@ -201,6 +212,7 @@ fn cases(rng: &mut Rng, tile: [i64; 3], with_c: bool, count: usize) -> Vec<Case>
             alpha: [1.0, 0.5, -2.0][rng.range(0, 2) as usize],
             beta: beta([0.0, 0.0, 1.0, -0.5][rng.range(0, 3) as usize]),
             ctas: [132, 132, 5, 1][rng.range(0, 3) as usize],
+            split: [1, 1, 2, 5][rng.range(0, 3) as usize],
         });
     }
     v
@@ -297,10 +309,15 @@ fn sm90_gemm_with_fused_epilogue() {
                 let (pbs, _r5) = d_bs.device_ptr(stream);
                 let (pbias, _r6) = d_bias.device_ptr(stream);
                 let cfg80 = rcute_kernel::gemm_sm80::GemmSm80Config::bf16(rcute_atom::Major::K, rcute_atom::Major::K, [64, 64, 32], [2, 2]);
-                let args = GemmArgs::packed(&cfg80, m as i32, n as i32, kk as i32, l as i32, pa, pb, 0, pd);
+                let mut args = GemmArgs::packed(&cfg80, m as i32, n as i32, kk as i32, l as i32, pa, pb, 0, pd);
+                // The first shape runs split-K: the fusion then runs in the reduction kernel.
+                let split = if m == 300 { 3 } else { 1 };
+                let d_w = stream.alloc_zeros::<u8>(k.g.workspace_bytes(m as i32, n as i32, l as i32, split).max(16)).unwrap();
+                let (pw, _r7) = d_w.device_ptr(stream);
+                (args.split_k, args.workspace) = (split, if split > 1 { pw } else { 0 });
                 let fa = FusionArgs::new().ptr("a_scale", pas).ptr("b_scale", pbs).ptr("bias", pbias);
                 // SAFETY: the buffers hold the matrices and vectors described.
-                unsafe { rcute_kernel::gemm_sm90::launch_fused(&k.f, &k.g, &args, &fa, 132) }.unwrap_or_else(|e| panic!("{}: {e}", k.g.name));
+                unsafe { launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, 132) }.unwrap_or_else(|e| panic!("{}: {e}", k.g.name));
                 gpu.synchronize().unwrap();
                 let out = stream.clone_dtoh(&d_d).unwrap();
                 let mut acc = vec![0.0f64; (m * n * l) as usize];

@@ -5,10 +5,10 @@
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::bf16;
-use rcute_kernel::Gpu;
 use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
-use rcute_ops::select::{Choice, Selection};
 use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
+use rcute_kernel::Gpu;
+use rcute_ops::select::{Choice, Selection};
 use rcute_ops::{MatrixMut, MatrixRef, Ops};
 use std::sync::Arc;
 
@@ -24,9 +24,11 @@ pub struct BenchGemmArgs {
     /// Timed samples per kernel, each the mean of 10 back-to-back launches (median reported).
     #[arg(long, default_value_t = 30)]
     pub iters: usize,
-    /// Also time forced kernel configurations (repeatable):
-    /// `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN]`, e.g.
-    /// `--config 64x64x64,2x2,4,4,serial`. Without it only the automatic selection runs.
+    /// Also time forced kernel configurations (repeatable): the SM80 kernel as
+    /// `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN]` (e.g.
+    /// `--config 64x64x64,2x2,4,4,serial`), the SM90 kernel as
+    /// `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT]`
+    /// (e.g. `--config sm90:128x256x64,coop`). Without it only the automatic selection runs.
     #[arg(long = "config")]
     pub configs: Vec<String>,
     /// Write the table as JSON to this file.
@@ -53,13 +55,19 @@ fn parse_config(s: &str) -> Result<Choice, String> {
     if let Some(rest) = s.strip_prefix("sm90:") {
         return parse_sm90(s, rest);
     }
-    let bad = |why: &str| format!("bad --config {s:?}: {why} (expected BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN])");
+    let bad = |why: &str| {
+        format!("bad --config {s:?}: {why} (expected BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN])")
+    };
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     if parts.len() < 4 {
         return Err(bad("too few fields"));
     }
     let nums = |x: &str, n: usize| -> Result<Vec<i64>, String> {
-        let v: Vec<i64> = x.split(['x', 'X']).map(|y| y.parse::<i64>()).collect::<Result<_, _>>().map_err(|e| bad(&e.to_string()))?;
+        let v: Vec<i64> = x
+            .split(['x', 'X'])
+            .map(|y| y.parse::<i64>())
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(&e.to_string()))?;
         if v.len() != n {
             return Err(bad(&format!("{x:?} needs {n} extents")));
         }
@@ -68,7 +76,11 @@ fn parse_config(s: &str) -> Result<Choice, String> {
     let t = nums(parts[0], 3)?;
     let w = nums(parts[1], 2)?;
     let mut config = GemmSm80Config::bf16(Major::K, Major::K, [t[0], t[1], t[2]], [w[0], w[1]]);
-    config.stages = if parts[2] == "auto" { None } else { Some(parts[2].parse().map_err(|_| bad("stages"))?) };
+    config.stages = if parts[2] == "auto" {
+        None
+    } else {
+        Some(parts[2].parse().map_err(|_| bad("stages"))?)
+    };
     let split_k: u32 = parts[3].parse().map_err(|_| bad("split-K"))?;
     let mut split_k_mode = SplitKMode::Parallel;
     for p in &parts[4..] {
@@ -79,17 +91,27 @@ fn parse_config(s: &str) -> Result<Choice, String> {
             other => return Err(bad(&format!("unknown field {other:?}"))),
         }
     }
-    Ok(Choice::Sm80(Selection { config, split_k, split_k_mode }))
+    Ok(Choice::Sm80(Selection {
+        config,
+        split_k,
+        split_k_mode,
+    }))
 }
 
-/// `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an]`.
+/// `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT]`.
 fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
-    let bad = |why: &str| format!("bad --config {s:?}: {why} (expected sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an])");
+    let bad = |why: &str| {
+        format!("bad --config {s:?}: {why} (expected sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT])")
+    };
     let parts: Vec<&str> = rest.split(',').map(str::trim).collect();
     if parts.len() < 2 {
         return Err(bad("too few fields"));
     }
-    let t: Vec<i64> = parts[0].split('x').map(|y| y.parse::<i64>()).collect::<Result<_, _>>().map_err(|e| bad(&e.to_string()))?;
+    let t: Vec<i64> = parts[0]
+        .split('x')
+        .map(|y| y.parse::<i64>())
+        .collect::<Result<_, _>>()
+        .map_err(|e| bad(&e.to_string()))?;
     if t.len() != 3 {
         return Err(bad("the tile needs 3 extents"));
     }
@@ -100,8 +122,11 @@ fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
         other => return Err(bad(&format!("unknown schedule {other:?}"))),
     };
     let mut cfg = GemmSm90Config::bf16([t[0], t[1], t[2]], schedule);
+    let mut split = 1u32;
     for p in &parts[2..] {
-        if let Some(x) = p.strip_prefix('s') {
+        if let Some(x) = p.strip_prefix('k') {
+            split = x.parse().map_err(|_| bad("split-K"))?;
+        } else if let Some(x) = p.strip_prefix('s') {
             cfg.stages = Some(x.parse().map_err(|_| bad("stages"))?);
         } else if let Some(x) = p.strip_prefix('r') {
             cfg.swizzle_log2 = x.parse().map_err(|_| bad("swizzle"))?;
@@ -110,7 +135,11 @@ fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
         } else if *p == "an" {
             cfg.raster = rcute_kernel::tile_scheduler::RasterOrderOption::AlongN;
         } else if let Some(x) = p.strip_prefix('e') {
-            let v: Vec<i64> = x.split('x').map(|y| y.parse::<i64>()).collect::<Result<_, _>>().map_err(|e| bad(&e.to_string()))?;
+            let v: Vec<i64> = x
+                .split('x')
+                .map(|y| y.parse::<i64>())
+                .collect::<Result<_, _>>()
+                .map_err(|e| bad(&e.to_string()))?;
             if v.len() != 2 {
                 return Err(bad("the epilogue tile needs 2 extents"));
             }
@@ -119,11 +148,15 @@ fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
             return Err(bad(&format!("unknown field {p:?}")));
         }
     }
-    Ok(Choice::Sm90(cfg))
+    Ok(Choice::Sm90(cfg, split))
 }
 
 fn parse_shape(s: &str) -> Result<(usize, usize, usize), String> {
-    let v: Vec<usize> = s.split(['x', 'X']).map(|x| x.trim().parse::<usize>()).collect::<Result<_, _>>().map_err(|e| format!("bad shape {s:?}: {e}"))?;
+    let v: Vec<usize> = s
+        .split(['x', 'X'])
+        .map(|x| x.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("bad shape {s:?}: {e}"))?;
     match v.as_slice() {
         [m, n, k] if *m > 0 && *n > 0 && *k > 0 => Ok((*m, *n, *k)),
         _ => Err(format!("bad shape {s:?}: expected MxNxK with positive extents")),
@@ -168,7 +201,10 @@ fn paired_median_us(
     let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
     let mut times = [Vec::with_capacity(iters), Vec::with_capacity(iters)];
     for _ in 0..iters.max(1) {
-        for (which, f) in [&mut a as &mut dyn FnMut() -> Result<(), String>, &mut b].into_iter().enumerate() {
+        for (which, f) in [&mut a as &mut dyn FnMut() -> Result<(), String>, &mut b]
+            .into_iter()
+            .enumerate()
+        {
             let start = ctx.new_event(timing).map_err(e)?;
             let end = ctx.new_event(timing).map_err(e)?;
             start.record(stream).map_err(e)?;
@@ -191,10 +227,21 @@ fn paired_median_us(
 /// Run the benchmark; returns the printed table.
 pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
     if args.dtype != "bf16" {
-        return Err(format!("--dtype {}: only bf16 is benchmarked on this path today", args.dtype));
+        return Err(format!(
+            "--dtype {}: only bf16 is benchmarked on this path today",
+            args.dtype
+        ));
     }
-    let shapes = args.shapes.iter().map(|s| parse_shape(s)).collect::<Result<Vec<_>, _>>()?;
-    let forced = args.configs.iter().map(|s| parse_config(s).map(|c| (s.clone(), c))).collect::<Result<Vec<_>, _>>()?;
+    let shapes = args
+        .shapes
+        .iter()
+        .map(|s| parse_shape(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let forced = args
+        .configs
+        .iter()
+        .map(|s| parse_config(s).map(|c| (s.clone(), c)))
+        .collect::<Result<Vec<_>, _>>()?;
     let gpu = match Gpu::detect() {
         Ok(Some(g)) => g,
         Ok(None) => return Err("no CUDA GPU found: the benchmark needs one".into()),
@@ -266,17 +313,26 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
             }
             stream.synchronize().map_err(e)?;
             let got = stream.clone_dtoh(&d).map_err(e)?;
-            let max_err = got.iter().zip(&want).map(|(x, y)| (x.to_f64() - y.to_f64()).abs()).fold(0.0, f64::max);
+            let max_err = got
+                .iter()
+                .zip(&want)
+                .map(|(x, y)| (x.to_f64() - y.to_f64()).abs())
+                .fold(0.0, f64::max);
             let nan = got.iter().any(|x| x.is_nan());
-            rows.push(Row { config: label, shape: (m, n, k), rcute_us, cublas_us, max_rel_err: if nan { f64::NAN } else { max_err / max_ref } });
+            rows.push(Row {
+                config: label,
+                shape: (m, n, k),
+                rcute_us,
+                cublas_us,
+                max_rel_err: if nan { f64::NAN } else { max_err / max_ref },
+            });
         }
     }
     let mut out = String::new();
     out.push_str(&format!("device: {} ({} SMs)\n", gpu.name(), gpu.sm_count()));
     out.push_str(&format!(
         "{:<20} {:<28} {:>11} {:>11} {:>17} {:>13} {:>12}\n",
-        "shape (MxNxK)",
-        "config", "rcute_us", "cublas_us", "ratio (cuBLAS/rc)", "rcute_TFLOPs", "max_rel_err"
+        "shape (MxNxK)", "config", "rcute_us", "cublas_us", "ratio (cuBLAS/rc)", "rcute_TFLOPs", "max_rel_err"
     ));
     for r in &rows {
         let (m, n, k) = r.shape;

@@ -543,7 +543,11 @@ mod tests {
 
     #[test]
     fn exact_mode() {
-        let ex = |s: &str| eval_str_exact(s).map(|v| v.notation_exact()).unwrap_or_else(|e| format!("ERR {e}"));
+        let ex = |s: &str| {
+            eval_str_exact(s)
+                .map(|v| v.notation_exact())
+                .unwrap_or_else(|e| format!("ERR {e}"))
+        };
         assert_eq!(ex("(_8,4):(_1,_8)"), "(_8,4):(_1,_8)");
         assert_eq!(ex("(8,4)"), "(8,4):(_1,8)");
         assert_eq!(ex("size((4,_2):(_1,4))"), "8");

@@ -33,7 +33,11 @@ pub fn generate(root: &Path, check: bool) -> std::io::Result<Vec<(CatalogueKerne
     for k in catalogue::standard() {
         let path = root.join(catalogue::path_of(&k));
         let current = std::fs::read_to_string(&path).ok();
-        let status = if current.as_deref() == Some(k.source.as_str()) { Status::UpToDate } else { Status::Changed };
+        let status = if current.as_deref() == Some(k.source.as_str()) {
+            Status::UpToDate
+        } else {
+            Status::Changed
+        };
         if status == Status::Changed && !check {
             // Write through a temporary file so a reader never sees half a unit.
             let tmp = path.with_extension("cu.tmp");

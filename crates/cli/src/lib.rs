@@ -96,8 +96,8 @@ pub mod bench_cmd;
 pub mod eval;
 pub mod gen_cmd;
 pub mod layout_cmd;
-pub mod run_cmd;
 pub mod parse;
+pub mod run_cmd;
 
 use rcute_layout::LayoutError;
 use std::fmt;

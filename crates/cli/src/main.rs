@@ -37,7 +37,11 @@ fn report(r: Result<(String, bool), String>) -> ExitCode {
     match r {
         Ok((text, ok)) => {
             let _ = std::io::stdout().write_all(text.as_bytes());
-            if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
         }
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "error: {e}");

@@ -21,7 +21,11 @@ pub fn run(args: &RunArgs) -> Result<(String, bool), String> {
     out.push_str(&format!("toolkit: {} ({:?})\n", tk.root.display(), tk.source));
     let t0 = Instant::now();
     let units = catalogue::standard();
-    out.push_str(&format!("generated {} units in {:.1} ms\n\n", units.len(), t0.elapsed().as_secs_f64() * 1e3));
+    out.push_str(&format!(
+        "generated {} units in {:.1} ms\n\n",
+        units.len(),
+        t0.elapsed().as_secs_f64() * 1e3
+    ));
     out.push_str(&format!(
         "{:<40} {:<7} {:>7} {:>10} {:>8} {:>7} {:>9}  {}\n",
         "unit", "arch", "kernels", "compile_ms", "max_regs", "spills", "max_smem", "SASS (expected instructions)"
@@ -39,7 +43,10 @@ pub fn run(args: &RunArgs) -> Result<(String, bool), String> {
             Ok(c) => {
                 let r = &c.resources.kernels;
                 let regs = r.iter().map(|x| x.registers).max().unwrap_or(0);
-                let spills: u64 = r.iter().map(|x| (x.spill_stores_bytes + x.spill_loads_bytes) as u64).sum();
+                let spills: u64 = r
+                    .iter()
+                    .map(|x| (x.spill_stores_bytes + x.spill_loads_bytes) as u64)
+                    .sum();
                 let smem = r.iter().map(|x| x.shared_bytes).max().unwrap_or(0);
                 if spills > 0 {
                     ok = false;

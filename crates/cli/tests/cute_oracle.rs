@@ -15,7 +15,9 @@ fn matches_cute_on_every_oracle_case() {
         if line.starts_with('#') || line.trim().is_empty() {
             continue;
         }
-        let Some((expr, want)) = line.split_once('\t') else { continue };
+        let Some((expr, want)) = line.split_once('\t') else {
+            continue;
+        };
         checked += 1;
         let got = eval_str(expr);
         match (want, got) {

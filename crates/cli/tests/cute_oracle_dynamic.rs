@@ -19,7 +19,10 @@ const EXCLUDED: &[(&str, &str)] = &[];
 
 #[test]
 fn matches_cute_on_every_dynamic_oracle_case() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../layout/tests/data/cute_oracle_dynamic.tsv");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../layout/tests/data/cute_oracle_dynamic.tsv"
+    );
     let data = std::fs::read_to_string(path).expect("oracle data file");
     let mut checked = 0;
     let mut errors = 0;
@@ -28,7 +31,9 @@ fn matches_cute_on_every_dynamic_oracle_case() {
         if line.starts_with('#') || line.trim().is_empty() {
             continue;
         }
-        let Some((expr, want)) = line.split_once('\t') else { continue };
+        let Some((expr, want)) = line.split_once('\t') else {
+            continue;
+        };
         if EXCLUDED.iter().any(|(e, _)| *e == expr) {
             continue;
         }
@@ -39,9 +44,7 @@ fn matches_cute_on_every_dynamic_oracle_case() {
         let got = eval_str_exact(expr);
         match (want, got) {
             ("ERROR", Err(_)) => {}
-            ("ERROR", Ok(v)) => {
-                mismatches.push(format!("{expr}\n    CuTe: ERROR\n   rcute: {}", v.notation_exact()))
-            }
+            ("ERROR", Ok(v)) => mismatches.push(format!("{expr}\n    CuTe: ERROR\n   rcute: {}", v.notation_exact())),
             (w, Ok(v)) if v.notation_exact() == w => {}
             (w, Ok(v)) => mismatches.push(format!("{expr}\n    CuTe: {w}\n   rcute: {}", v.notation_exact())),
             (w, Err(e)) => mismatches.push(format!("{expr}\n    CuTe: {w}\n   rcute: error {}", e.render(expr))),
@@ -65,7 +68,10 @@ fn dynamic_literal_arithmetic_folds() {
     assert_eq!(ex("(4,_2):(_2,8)"), "(4,_2):(_2,8)");
     assert_eq!(ex("size((4,_2):(_1,4))"), "8");
     assert_eq!(ex("size((_4,_2):(_1,_4))"), "_8");
-    assert_eq!(ex("zipped_divide((128,64):(_1,128),[_32,_16])"), "((_32,_16),(4,4)):((_1,128),(_32,2048))");
+    assert_eq!(
+        ex("zipped_divide((128,64):(_1,128),[_32,_16])"),
+        "((_32,_16),(4,4)):((_1,128),(_32,2048))"
+    );
 }
 
 /// `rcute layout --exact` reads and prints CuTe's spelling; without it, plain integers
@@ -81,7 +87,10 @@ fn exact_flag_on_the_command_line() {
         String::from_utf8(out.stdout).unwrap()
     };
     let e = "zipped_divide((128,64):(_1,128),[_32,_16])";
-    assert_eq!(run(&["layout", "--exact", e]), "((_32,_16),(4,4)):((_1,128),(_32,2048))\n");
+    assert_eq!(
+        run(&["layout", "--exact", e]),
+        "((_32,_16),(4,4)):((_1,128),(_32,2048))\n"
+    );
     assert_eq!(run(&["layout", e]), "((32,16),(4,4)):((1,128),(32,2048))\n");
     // A static target with a dynamic block: CuTe's static_assert, rcute's error.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rcute"))

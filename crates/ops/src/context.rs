@@ -7,7 +7,9 @@ use crate::gemm::{validate, GemmProblem};
 use crate::select::{select, select_sm90, Choice, Selection};
 use crate::tensor::{DType, Major as ViewMajor, MatrixMut, MatrixRef};
 use cudarc::driver::{CudaSlice, DevicePtr};
-use rcute_kernel::gemm_sm80::{self, GemmArgs, GemmElement, GemmSm80Config, GeneratedGemm, Major, SplitKMode, StorageOrder};
+use rcute_kernel::gemm_sm80::{
+    self, GemmArgs, GemmElement, GemmSm80Config, GeneratedGemm, Major, SplitKMode, StorageOrder,
+};
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90};
 use rcute_kernel::{CompileOptions, Function, Gpu, KernelCache};
 use std::collections::HashMap;
@@ -32,6 +34,7 @@ pub struct LoadedGemmSm90 {
     /// The generated source and its plan.
     pub generated: Arc<GeneratedGemmSm90>,
     main: Function,
+    reduce: Function,
 }
 
 /// The ops handle: one per GPU.
@@ -56,7 +59,13 @@ fn element(d: DType) -> Result<GemmElement, OpsError> {
 impl Ops {
     /// An ops handle on `gpu`.
     pub fn new(gpu: Gpu) -> Ops {
-        Ops { gpu, gemms: Mutex::new(HashMap::new()), gemms_sm90: Mutex::new(HashMap::new()), workspace: Mutex::new(None), semaphores: Mutex::new(None) }
+        Ops {
+            gpu,
+            gemms: Mutex::new(HashMap::new()),
+            gemms_sm90: Mutex::new(HashMap::new()),
+            workspace: Mutex::new(None),
+            semaphores: Mutex::new(None),
+        }
     }
 
     /// The GPU.
@@ -66,7 +75,12 @@ impl Ops {
 
     /// Generate, compile (cached) and load the kernel of `cfg` (once per configuration).
     pub fn load_gemm(&self, cfg: &GemmSm80Config) -> Result<LoadedGemm, OpsError> {
-        if let Some(l) = self.gemms.lock().map_err(|_| OpsError::Arch("poisoned kernel table".into()))?.get(cfg) {
+        if let Some(l) = self
+            .gemms
+            .lock()
+            .map_err(|_| OpsError::Arch("poisoned kernel table".into()))?
+            .get(cfg)
+        {
             return Ok(l.clone());
         }
         let arch = self
@@ -74,7 +88,10 @@ impl Ops {
             .arch()
             .ok_or_else(|| OpsError::Arch(format!("compute capability {:?}", self.gpu.compute_capability())))?;
         if self.gpu.compute_capability().0 < 8 {
-            return Err(OpsError::Arch(format!("gemm needs sm_80 or newer, found {:?}", self.gpu.compute_capability())));
+            return Err(OpsError::Arch(format!(
+                "gemm needs sm_80 or newer, found {:?}",
+                self.gpu.compute_capability()
+            )));
         }
         let g = gemm_sm80::generate(cfg).map_err(boxed)?;
         let compiled = KernelCache::global()
@@ -83,7 +100,11 @@ impl Ops {
         let module = self.gpu.load(&compiled).map_err(boxed)?;
         let main = module.function(&g.name).map_err(boxed)?;
         let reduce = module.function(&g.reduce_name).map_err(boxed)?;
-        let loaded = LoadedGemm { generated: Arc::new(g), main, reduce };
+        let loaded = LoadedGemm {
+            generated: Arc::new(g),
+            main,
+            reduce,
+        };
         if let Ok(mut t) = self.gemms.lock() {
             t.insert(cfg.clone(), loaded.clone());
         }
@@ -93,19 +114,36 @@ impl Ops {
     /// Generate, compile (cached) and load the SM90 kernel of `cfg` (once per
     /// configuration); needs an sm_90 GPU.
     pub fn load_gemm_sm90(&self, cfg: &GemmSm90Config) -> Result<LoadedGemmSm90, OpsError> {
-        if let Some(l) = self.gemms_sm90.lock().map_err(|_| OpsError::Arch("poisoned kernel table".into()))?.get(cfg) {
+        if let Some(l) = self
+            .gemms_sm90
+            .lock()
+            .map_err(|_| OpsError::Arch("poisoned kernel table".into()))?
+            .get(cfg)
+        {
             return Ok(l.clone());
         }
         if self.gpu.compute_capability() != (9, 0) {
-            return Err(OpsError::Arch(format!("the SM90 GEMM needs sm_90, found {:?}", self.gpu.compute_capability())));
+            return Err(OpsError::Arch(format!(
+                "the SM90 GEMM needs sm_90, found {:?}",
+                self.gpu.compute_capability()
+            )));
         }
         let g = gemm_sm90::generate(cfg).map_err(boxed)?;
         let compiled = KernelCache::global()
-            .get_or_compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(rcute_kernel::Arch::Sm90a))
+            .get_or_compile(
+                &g.source,
+                &format!("{}.cu", g.name),
+                &CompileOptions::new(rcute_kernel::Arch::Sm90a),
+            )
             .map_err(boxed)?;
         let module = self.gpu.load(&compiled).map_err(boxed)?;
         let main = module.function(&g.name).map_err(boxed)?;
-        let loaded = LoadedGemmSm90 { generated: Arc::new(g), main };
+        let reduce = module.function(&g.reduce_name).map_err(boxed)?;
+        let loaded = LoadedGemmSm90 {
+            generated: Arc::new(g),
+            main,
+            reduce,
+        };
         if let Ok(mut t) = self.gemms_sm90.lock() {
             t.insert(cfg.clone(), loaded.clone());
         }
@@ -130,7 +168,11 @@ impl Ops {
         for (operand, g) in views {
             if let Some(found) = g.and_then(|g| g.device) {
                 if found != expected {
-                    return Err(OpsError::Device { operand, found, expected });
+                    return Err(OpsError::Device {
+                        operand,
+                        found,
+                        expected,
+                    });
                 }
             }
         }
@@ -140,7 +182,13 @@ impl Ops {
     /// Run a validated problem, optionally with a forced configuration (benchmarks and the
     /// correctness suite use this to cover every kernel).
     pub fn run_gemm(&self, p: &GemmProblem, forced: Option<(&GemmSm80Config, u32)>) -> Result<(), OpsError> {
-        let sel = forced.map(|(cfg, s)| Choice::Sm80(Selection { config: cfg.clone(), split_k: s, split_k_mode: SplitKMode::Parallel }));
+        let sel = forced.map(|(cfg, s)| {
+            Choice::Sm80(Selection {
+                config: cfg.clone(),
+                split_k: s,
+                split_k_mode: SplitKMode::Parallel,
+            })
+        });
         self.run_gemm_with(p, sel.as_ref())
     }
 
@@ -149,21 +197,36 @@ impl Ops {
     /// kernel ([`crate::select::select_sm90`]) on sm_90 when the operands qualify, the
     /// Ampere-class kernel ([`crate::select::select`]) otherwise.
     pub fn run_gemm_with(&self, p: &GemmProblem, forced: Option<&Choice>) -> Result<(), OpsError> {
-        let a_major = if p.a.major() == Some(ViewMajor::Row) { Major::K } else { Major::MN };
-        let b_major = if p.b.major() == Some(ViewMajor::Col) { Major::K } else { Major::MN };
-        let d_order = if p.d.major() == Some(ViewMajor::Row) { StorageOrder::RowMajor } else { StorageOrder::ColMajor };
+        let a_major = if p.a.major() == Some(ViewMajor::Row) {
+            Major::K
+        } else {
+            Major::MN
+        };
+        let b_major = if p.b.major() == Some(ViewMajor::Col) {
+            Major::K
+        } else {
+            Major::MN
+        };
+        let d_order = if p.d.major() == Some(ViewMajor::Row) {
+            StorageOrder::RowMajor
+        } else {
+            StorageOrder::ColMajor
+        };
         if let Some(c) = &p.c {
             if c.major() != p.d.major() && p.m > 1 && p.n > 1 {
-                return Err(OpsError::Strides { operand: "C", detail: "C must have the storage order of D".into() });
+                return Err(OpsError::Strides {
+                    operand: "C",
+                    detail: "C must have the storage order of D".into(),
+                });
             }
         }
         let sel = match forced {
-            Some(Choice::Sm90(cfg)) => return self.run_gemm_sm90(p, cfg),
+            Some(Choice::Sm90(cfg, split)) => return self.run_gemm_sm90(p, cfg, *split),
             Some(Choice::Sm80(s)) => s.clone(),
             None => {
                 if self.sm90_qualifies(p, a_major, b_major, d_order) {
-                    if let Some(cfg) = select_sm90(p.m, p.n, p.k, p.l, self.gpu.sm_count()) {
-                        return self.run_gemm_sm90(p, &cfg);
+                    if let Some((cfg, split)) = select_sm90(p.m, p.n, p.k, p.l, self.gpu.sm_count()) {
+                        return self.run_gemm_sm90(p, &cfg, split);
                     }
                 }
                 select(p.m, p.n, p.k, p.l, a_major, b_major, self.gpu.sm_count())
@@ -188,14 +251,21 @@ impl Ops {
         args.ldd = p.d.ld();
         args.batch_stride_a = p.a.batch_stride;
         args.batch_stride_b = p.b.batch_stride;
-        args.batch_stride_c = if p.c.is_some() { c.batch_stride } else { p.d.batch_stride };
+        args.batch_stride_c = if p.c.is_some() {
+            c.batch_stride
+        } else {
+            p.d.batch_stride
+        };
         args.batch_stride_d = p.d.batch_stride;
         args.alpha = p.alpha;
         args.beta = if p.c.is_some() { p.beta } else { 0.0 };
         args.split_k = split_k.max(1);
         args.split_k_mode = mode;
         let ws_bytes = g.workspace_bytes_mode(m, n, l, args.split_k, mode);
-        let mut sems = self.semaphores.lock().map_err(|_| OpsError::Arch("poisoned semaphores".into()))?;
+        let mut sems = self
+            .semaphores
+            .lock()
+            .map_err(|_| OpsError::Arch("poisoned semaphores".into()))?;
         if mode == SplitKMode::Serial && args.split_k > 1 {
             let count = g.semaphore_count(m, n, l);
             if sems.as_ref().is_none_or(|s| s.len() < count) {
@@ -206,7 +276,10 @@ impl Ops {
                 args.semaphores = ptr;
             }
         }
-        let mut ws = self.workspace.lock().map_err(|_| OpsError::Arch("poisoned workspace".into()))?;
+        let mut ws = self
+            .workspace
+            .lock()
+            .map_err(|_| OpsError::Arch("poisoned workspace".into()))?;
         if ws_bytes > 0 {
             if ws.as_ref().is_none_or(|w| w.len() < ws_bytes) {
                 *ws = Some(self.gpu.stream().alloc_zeros::<u8>(ws_bytes).map_err(boxed)?);
@@ -227,7 +300,11 @@ impl Ops {
     /// row-major D (and C), one 16-bit type for A, B, C and D, and the 16-byte TMA rules
     /// (pointers, leading dimensions, batch strides).
     fn sm90_qualifies(&self, p: &GemmProblem, a_major: Major, b_major: Major, d_order: StorageOrder) -> bool {
-        if self.gpu.compute_capability() != (9, 0) || a_major != Major::K || b_major != Major::K || d_order != StorageOrder::RowMajor {
+        if self.gpu.compute_capability() != (9, 0)
+            || a_major != Major::K
+            || b_major != Major::K
+            || d_order != StorageOrder::RowMajor
+        {
             return false;
         }
         let t = p.a.dtype;
@@ -244,12 +321,14 @@ impl Ops {
         // TMA: 16-byte pointers, leading dimensions, batch strides and contiguous extents.
         p.k % 8 == 0
             && p.n % 8 == 0
-            && views.iter().all(|g| g.ptr % 16 == 0 && g.ld() % 8 == 0 && (p.l == 1 || g.batch_stride % 8 == 0))
+            && views
+                .iter()
+                .all(|g| g.ptr % 16 == 0 && g.ld() % 8 == 0 && (p.l == 1 || g.batch_stride % 8 == 0))
     }
 
     /// Run a validated problem on the SM90 kernel of `cfg` (types, C and D order taken
     /// from the views).
-    fn run_gemm_sm90(&self, p: &GemmProblem, cfg: &GemmSm90Config) -> Result<(), OpsError> {
+    fn run_gemm_sm90(&self, p: &GemmProblem, cfg: &GemmSm90Config, split_k: u32) -> Result<(), OpsError> {
         let mut cfg = cfg.clone();
         cfg.ab = element(p.a.dtype)?;
         cfg.cd = element(p.d.dtype)?;
@@ -260,23 +339,55 @@ impl Ops {
         let g = &loaded.generated;
         let (m, n, k, l) = (p.m as i32, p.n as i32, p.k as i32, p.l as i32);
         let c = p.c.unwrap_or(p.d);
-        let mut args = GemmArgs::packed(&GemmSm80Config::bf16(Major::K, Major::K, [64, 64, 32], [2, 2]), m, n, k, l, p.a.ptr, p.b.ptr, c.ptr, p.d.ptr);
+        let mut args = GemmArgs::packed(
+            &GemmSm80Config::bf16(Major::K, Major::K, [64, 64, 32], [2, 2]),
+            m,
+            n,
+            k,
+            l,
+            p.a.ptr,
+            p.b.ptr,
+            c.ptr,
+            p.d.ptr,
+        );
         args.lda = p.a.ld();
         args.ldb = p.b.ld();
         args.ldc = c.ld();
         args.ldd = p.d.ld();
         args.batch_stride_a = p.a.batch_stride;
         args.batch_stride_b = p.b.batch_stride;
-        args.batch_stride_c = if p.c.is_some() { c.batch_stride } else { p.d.batch_stride };
+        args.batch_stride_c = if p.c.is_some() {
+            c.batch_stride
+        } else {
+            p.d.batch_stride
+        };
         args.batch_stride_d = p.d.batch_stride;
         args.alpha = p.alpha;
         args.beta = if cfg.with_c() { p.beta } else { 0.0 };
         if !cfg.with_c() {
             args.c = 0;
         }
+        args.split_k = split_k.max(1);
+        let ws_bytes = g.workspace_bytes(m, n, l, args.split_k);
+        let mut ws = self
+            .workspace
+            .lock()
+            .map_err(|_| OpsError::Arch("poisoned workspace".into()))?;
+        if ws_bytes > 0 {
+            if ws.as_ref().is_none_or(|w| w.len() < ws_bytes) {
+                *ws = Some(self.gpu.stream().alloc_zeros::<u8>(ws_bytes).map_err(boxed)?);
+            }
+            if let Some(w) = ws.as_ref() {
+                let (ptr, _rec) = w.device_ptr(self.gpu.stream());
+                args.workspace = ptr;
+            }
+        }
+        let fa = g.default_fusion_args(&args).map_err(boxed)?;
         // SAFETY: `validate` checked that every view lies inside its buffer with the
-        // strides and batch strides passed here; the views borrow their buffers.
-        unsafe { gemm_sm90::launch(&loaded.main, g, &args, self.gpu.sm_count()) }.map_err(boxed)?;
+        // strides and batch strides passed here; the views borrow their buffers; the
+        // workspace holds `workspace_bytes`.
+        unsafe { gemm_sm90::launch_split_k(&loaded.main, &loaded.reduce, g, &args, &fa, self.gpu.sm_count()) }
+            .map_err(boxed)?;
         Ok(())
     }
 }

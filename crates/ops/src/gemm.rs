@@ -39,7 +39,10 @@ pub struct GemmProblem {
 fn check_layout(op: &'static str, g: &Geometry, output: bool) -> Result<(), OpsError> {
     let major = g.major().ok_or_else(|| OpsError::Strides {
         operand: op,
-        detail: format!("neither dimension is contiguous (row stride {}, column stride {})", g.row_stride, g.col_stride),
+        detail: format!(
+            "neither dimension is contiguous (row stride {}, column stride {})",
+            g.row_stride, g.col_stride
+        ),
     })?;
     let (ld, inner) = match major {
         Major::Row => (g.row_stride, g.cols),
@@ -47,28 +50,43 @@ fn check_layout(op: &'static str, g: &Geometry, output: bool) -> Result<(), OpsE
     };
     let outer = if major == Major::Row { g.rows } else { g.cols };
     if outer > 1 && ld < inner as i64 {
-        return Err(OpsError::Strides { operand: op, detail: format!("leading dimension {ld} < {inner}: rows overlap") });
+        return Err(OpsError::Strides {
+            operand: op,
+            detail: format!("leading dimension {ld} < {inner}: rows overlap"),
+        });
     }
     if g.batch_stride < 0 || (output && g.batch > 1 && g.batch_stride == 0) {
         return Err(OpsError::Strides {
             operand: op,
-            detail: format!("batch stride {} (outputs need distinct, non-negative batch strides)", g.batch_stride),
+            detail: format!(
+                "batch stride {} (outputs need distinct, non-negative batch strides)",
+                g.batch_stride
+            ),
         });
     }
     if output && g.batch > 1 {
         let one = Geometry { batch: 1, ..*g }.extent()?;
         if (g.batch_stride as usize) < one {
-            return Err(OpsError::Strides { operand: op, detail: format!("batch stride {} < matrix span {one}", g.batch_stride) });
+            return Err(OpsError::Strides {
+                operand: op,
+                detail: format!("batch stride {} < matrix span {one}", g.batch_stride),
+            });
         }
     }
     let needed = g.extent()?;
     if needed > g.len {
-        return Err(OpsError::OutOfBounds { operand: op, needed, len: g.len });
+        return Err(OpsError::OutOfBounds {
+            operand: op,
+            needed,
+            len: g.len,
+        });
     }
     for (what, v) in [("rows", g.rows), ("columns", g.cols), ("batch", g.batch)] {
         if v > i32::MAX as usize {
             let _ = what;
-            return Err(OpsError::TooLarge { what: "matrix dimension (kernels index with 32-bit extents)" });
+            return Err(OpsError::TooLarge {
+                what: "matrix dimension (kernels index with 32-bit extents)",
+            });
         }
     }
     Ok(())
@@ -81,7 +99,10 @@ fn check_vector_alignment(op: &'static str, g: &Geometry) -> Result<(), OpsError
         detail: format!("{what} = {v} bytes is not a multiple of {VECTOR_BYTES}"),
     };
     if g.ptr % VECTOR_BYTES as u64 != 0 {
-        return Err(bad("address", g.ptr % VECTOR_BYTES as u64 + (g.ptr / VECTOR_BYTES as u64) * VECTOR_BYTES as u64));
+        return Err(bad(
+            "address",
+            g.ptr % VECTOR_BYTES as u64 + (g.ptr / VECTOR_BYTES as u64) * VECTOR_BYTES as u64,
+        ));
     }
     let ld_bytes = g.ld() as u64 * b as u64;
     if ld_bytes % VECTOR_BYTES as u64 != 0 {
@@ -150,7 +171,10 @@ pub fn validate(
             g.batch_stride = 0; // one matrix broadcast over the batch
             g.batch = l;
         } else if g.batch != l {
-            return Err(OpsError::Shape(format!("{name} has batch {} but D has batch {l}", g.batch)));
+            return Err(OpsError::Shape(format!(
+                "{name} has batch {} but D has batch {l}",
+                g.batch
+            )));
         }
     }
     let mut gc = gc;
@@ -176,7 +200,10 @@ pub fn validate(
     // The SM80 kernels load K in 16-byte vectors: where K is the contiguous dimension of A
     // or B, K itself must be a multiple of 8 elements (there is no element-wise K tail).
     let k_vec = VECTOR_BYTES / ga.dtype.bytes();
-    for (name, k_major) in [("A", ga.major() == Some(Major::Row)), ("B", gb.major() == Some(Major::Col))] {
+    for (name, k_major) in [
+        ("A", ga.major() == Some(Major::Row)),
+        ("B", gb.major() == Some(Major::Col)),
+    ] {
         if k_major && k % k_vec != 0 {
             return Err(OpsError::Alignment {
                 operand: name,
@@ -188,17 +215,39 @@ pub fn validate(
     let rd = range(&gd)?;
     for (name, g) in [("A", &ga), ("B", &gb)] {
         if overlaps(rd, range(g)?) {
-            return Err(OpsError::Strides { operand: "D", detail: format!("overlaps {name}") });
+            return Err(OpsError::Strides {
+                operand: "D",
+                detail: format!("overlaps {name}"),
+            });
         }
     }
     if let Some(c) = &gc {
-        let same = c.ptr == gd.ptr && c.row_stride == gd.row_stride && c.col_stride == gd.col_stride && c.batch_stride == gd.batch_stride;
+        let same = c.ptr == gd.ptr
+            && c.row_stride == gd.row_stride
+            && c.col_stride == gd.col_stride
+            && c.batch_stride == gd.batch_stride;
         if !same && overlaps(rd, range(c)?) {
-            return Err(OpsError::Strides { operand: "D", detail: "partially overlaps C".into() });
+            return Err(OpsError::Strides {
+                operand: "D",
+                detail: "partially overlaps C".into(),
+            });
         }
     }
     if !alpha.is_finite() || !beta.is_finite() {
-        return Err(OpsError::Shape(format!("alpha = {alpha}, beta = {beta} must be finite")));
+        return Err(OpsError::Shape(format!(
+            "alpha = {alpha}, beta = {beta} must be finite"
+        )));
     }
-    Ok(GemmProblem { m, n, k, l, a: ga, b: gb, c: gc, d: gd, alpha, beta })
+    Ok(GemmProblem {
+        m,
+        n,
+        k,
+        l,
+        a: ga,
+        b: gb,
+        c: gc,
+        d: gd,
+        alpha,
+        beta,
+    })
 }

@@ -13,20 +13,28 @@ use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
 pub enum Choice {
     /// The Ampere-class `mma.sync` kernel (every architecture from sm_80), with split-K.
     Sm80(Selection),
-    /// The Hopper TMA + `wgmma` kernel (sm_90 only; K-major A and B, row-major D).
-    Sm90(GemmSm90Config),
+    /// The Hopper TMA + `wgmma` kernel (sm_90 only; K-major A and B, row-major D) and
+    /// its split-K factor (1 = none).
+    Sm90(GemmSm90Config, u32),
 }
 
 /// Pick the Hopper kernel for an `m x n x k` problem, or `None` where the Ampere-class
 /// path is the better (or only) choice. The caller checks that the operands qualify
 /// (majors, types, alignment).
-pub fn select_sm90(m: usize, n: usize, _k: usize, _l: usize, _sms: u32) -> Option<GemmSm90Config> {
+pub fn select_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Option<(GemmSm90Config, u32)> {
     if m <= 128 {
-        // Decode shapes: the SM80 path's split-K fills the machine (see BENCHMARKS.md).
-        return None;
+        // Decode shapes: 64x128 tiles, ping-pong, and split K until about one wave.
+        let cfg = GemmSm90Config::bf16([64, 128, 64], Sm90Schedule::PingPong);
+        let tiles = m.div_ceil(64) * n.div_ceil(128) * l;
+        let k_tiles = k.div_ceil(64);
+        let mut split = 1u32;
+        while tiles * (2 * split as usize) <= sms as usize && k_tiles / (2 * split as usize) >= 4 {
+            split *= 2;
+        }
+        return Some((cfg, split));
     }
     let tile = if n >= 256 { [128, 256, 64] } else { [128, 128, 64] };
-    Some(GemmSm90Config::bf16(tile, Sm90Schedule::Cooperative))
+    Some((GemmSm90Config::bf16(tile, Sm90Schedule::Cooperative), 1))
 }
 
 /// A kernel configuration and its run-time split-K factor.
@@ -71,10 +79,17 @@ pub fn select(m: usize, n: usize, k: usize, l: usize, a_major: Major, b_major: M
     // Split K while the grid is under 1 / wave_fraction of a wave and each split keeps
     // >= 4 k-tiles; serial mode (one kernel, no reduction launch).
     let mut split_k = 1u32;
-    while wave_fraction * ctas * (split_k as usize) < sms as usize && k_tiles / (2 * split_k as usize) >= 4 && split_k < 16 {
+    while wave_fraction * ctas * (split_k as usize) < sms as usize
+        && k_tiles / (2 * split_k as usize) >= 4
+        && split_k < 16
+    {
         split_k *= 2;
     }
-    Selection { config, split_k, split_k_mode: SplitKMode::Serial }
+    Selection {
+        config,
+        split_k,
+        split_k_mode: SplitKMode::Serial,
+    }
 }
 
 #[cfg(test)]
@@ -84,13 +99,31 @@ mod tests {
     #[test]
     fn decode_and_large_choices() {
         let s = |m, n, k| select(m, n, k, 1, Major::K, Major::K, 132);
-        assert_eq!((s(16, 4096, 4096).config.tile, s(16, 4096, 4096).split_k), ([16, 64, 128], 2));
-        assert_eq!((s(32, 4096, 4096).config.tile, s(32, 4096, 4096).split_k), ([16, 64, 128], 1));
-        assert_eq!((s(64, 14336, 4096).config.tile, s(64, 14336, 4096).split_k), ([64, 64, 64], 1));
+        assert_eq!(
+            (s(16, 4096, 4096).config.tile, s(16, 4096, 4096).split_k),
+            ([16, 64, 128], 2)
+        );
+        assert_eq!(
+            (s(32, 4096, 4096).config.tile, s(32, 4096, 4096).split_k),
+            ([16, 64, 128], 1)
+        );
+        assert_eq!(
+            (s(64, 14336, 4096).config.tile, s(64, 14336, 4096).split_k),
+            ([64, 64, 64], 1)
+        );
         let x = s(128, 4096, 4096);
-        assert_eq!((x.config.tile, x.split_k, x.split_k_mode), ([64, 64, 64], 2, SplitKMode::Serial));
-        assert_eq!((s(128, 14336, 4096).config.tile, s(128, 14336, 4096).split_k), ([64, 128, 32], 1));
+        assert_eq!(
+            (x.config.tile, x.split_k, x.split_k_mode),
+            ([64, 64, 64], 2, SplitKMode::Serial)
+        );
+        assert_eq!(
+            (s(128, 14336, 4096).config.tile, s(128, 14336, 4096).split_k),
+            ([64, 128, 32], 1)
+        );
         let big = s(4096, 4096, 4096);
-        assert_eq!((big.config.tile, big.split_k, big.config.raster_swizzle), ([128, 128, 32], 1, 3));
+        assert_eq!(
+            (big.config.tile, big.split_k, big.config.raster_swizzle),
+            ([128, 128, 32], 1, 3)
+        );
     }
 }

@@ -160,7 +160,10 @@ impl<'a> MatrixRef<'a> {
     pub fn new<T: Element>(buf: &'a CudaSlice<T>, rows: usize, cols: usize) -> Self {
         let (ptr, _sync) = buf.device_ptr(buf.stream());
         let device = buf.stream().context().ordinal();
-        MatrixRef { geo: Geometry::row_major(ptr, buf.len(), T::DTYPE, rows, cols, device), _buf: PhantomData }
+        MatrixRef {
+            geo: Geometry::row_major(ptr, buf.len(), T::DTYPE, rows, cols, device),
+            _buf: PhantomData,
+        }
     }
     /// A view from raw parts, for buffers the application manages itself.
     ///
@@ -195,7 +198,10 @@ impl<'a> MatrixMut<'a> {
         let stream = buf.stream().clone();
         let (ptr, _sync) = buf.device_ptr_mut(&stream);
         let device = stream.context().ordinal();
-        MatrixMut { geo: Geometry::row_major(ptr, len, T::DTYPE, rows, cols, device), _buf: PhantomData }
+        MatrixMut {
+            geo: Geometry::row_major(ptr, len, T::DTYPE, rows, cols, device),
+            _buf: PhantomData,
+        }
     }
     /// A writable view from raw parts.
     ///
