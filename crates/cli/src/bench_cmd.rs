@@ -47,6 +47,9 @@ pub struct Row {
     pub rcute_us: f64,
     /// cuBLAS median time in microseconds.
     pub cublas_us: f64,
+    /// Host time to enqueue one rcute call (validation, selection, tensor maps, launches),
+    /// in microseconds: when it exceeds `rcute_us` the call is launch-bound.
+    pub host_us: f64,
     /// Max relative error of rcute vs cuBLAS (max |r - c| / max |c|).
     pub max_rel_err: f64,
 }
@@ -272,7 +275,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
             beta: bf16::ZERO,
             ldc: n as i32,
         };
-        let mut timed: Vec<(String, f64, f64)> = Vec::new();
+        let mut timed: Vec<(String, f64, f64, f64)> = Vec::new();
         let mut variants: Vec<(String, Option<Choice>)> = vec![("auto".into(), None)];
         variants.extend(forced.iter().map(|(n, c)| (n.clone(), Some(c.clone()))));
         for (label, sel) in &variants {
@@ -290,15 +293,25 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
             };
             // SAFETY: the buffers hold K*N, M*K and M*N elements as the config describes.
             let cublas = || unsafe { blas.gemm(cfg, &b, &a, &mut dref) }.map_err(|x| x.to_string());
-            match paired_median_us(&stream, args.iters, rc, cublas) {
-                Ok((us, cu)) => timed.push((label.clone(), us, cu)),
+            let mut rc = rc;
+            match paired_median_us(&stream, args.iters, &mut rc, cublas) {
+                Ok((us, cu)) => {
+                    stream.synchronize().map_err(e)?;
+                    let t0 = std::time::Instant::now();
+                    for _ in 0..20 {
+                        rc()?;
+                    }
+                    let host = t0.elapsed().as_secs_f64() * 1e6 / 20.0;
+                    stream.synchronize().map_err(e)?;
+                    timed.push((label.clone(), us, cu, host))
+                }
                 Err(e) if sel.is_some() => eprintln!("{m}x{n}x{k} {label}: {e}"),
                 Err(e) => return Err(e),
             }
         }
         let want = stream.clone_dtoh(&dref).map_err(e)?;
         let max_ref = want.iter().map(|x| x.to_f64().abs()).fold(0.0, f64::max).max(1e-30);
-        for (label, rcute_us, cublas_us) in timed {
+        for (label, rcute_us, cublas_us, host_us) in timed {
             // Check each variant's own output.
             let sel = variants.iter().find(|v| v.0 == label).and_then(|v| v.1.clone());
             let mut dv = MatrixMut::new(&mut d, m, n);
@@ -324,6 +337,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
                 shape: (m, n, k),
                 rcute_us,
                 cublas_us,
+                host_us,
                 max_rel_err: if nan { f64::NAN } else { max_err / max_ref },
             });
         }
@@ -331,20 +345,21 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
     let mut out = String::new();
     out.push_str(&format!("device: {} ({} SMs)\n", gpu.name(), gpu.sm_count()));
     out.push_str(&format!(
-        "{:<20} {:<28} {:>11} {:>11} {:>17} {:>13} {:>12}\n",
-        "shape (MxNxK)", "config", "rcute_us", "cublas_us", "ratio (cuBLAS/rc)", "rcute_TFLOPs", "max_rel_err"
+        "{:<20} {:<28} {:>11} {:>11} {:>17} {:>13} {:>9} {:>12}\n",
+        "shape (MxNxK)", "config", "rcute_us", "cublas_us", "ratio (cuBLAS/rc)", "rcute_TFLOPs", "host_us", "max_rel_err"
     ));
     for r in &rows {
         let (m, n, k) = r.shape;
         let tflops = 2.0 * m as f64 * n as f64 * k as f64 / (r.rcute_us * 1e-6) / 1e12;
         out.push_str(&format!(
-            "{:<20} {:<28} {:>11.1} {:>11.1} {:>17.3} {:>13.1} {:>12.2e}\n",
+            "{:<20} {:<28} {:>11.1} {:>11.1} {:>17.3} {:>13.1} {:>9.1} {:>12.2e}\n",
             format!("{m}x{n}x{k}"),
             r.config,
             r.rcute_us,
             r.cublas_us,
             r.cublas_us / r.rcute_us,
             tflops,
+            r.host_us,
             r.max_rel_err
         ));
     }
@@ -353,7 +368,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
             .iter()
             .map(|r| {
                 serde_json::json!({"config": r.config, "m": r.shape.0, "n": r.shape.1, "k": r.shape.2, "rcute_us": r.rcute_us,
-                    "cublas_us": r.cublas_us, "ratio": r.cublas_us / r.rcute_us, "max_rel_err": r.max_rel_err})
+                    "cublas_us": r.cublas_us, "ratio": r.cublas_us / r.rcute_us, "host_us": r.host_us, "max_rel_err": r.max_rel_err})
             })
             .collect();
         std::fs::write(path, serde_json::to_string_pretty(&v).unwrap_or_default()).map_err(|x| x.to_string())?;
