@@ -236,7 +236,7 @@ pub struct TmaDescriptorSpec {
 
 /// The concrete arguments of `cuTensorMapEncodeTiled` (the global address is passed
 /// separately at encode time).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TmaEncodeArgs {
     /// `CUtensorMapDataType`.
     pub data_type: u32,

@@ -1,9 +1,10 @@
 //! `rcute bench gemm`: rcute's GEMM against cuBLAS on the same random buffers, in one
 //! process, timed with CUDA events (warm-up, then the median of many runs; each variant is
-//! sampled alternately with cuBLAS, so both see the same clocks and temperature).
+//! sampled alternately with cuBLAS, so both see the same clocks and temperature). Samples
+//! replay CUDA graphs of 10 calls (device time); `--eager` times plain launches instead.
 
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::{CudaGraph, CudaSlice, CudaStream};
 use half::bf16;
 use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
 use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
@@ -31,6 +32,11 @@ pub struct BenchGemmArgs {
     /// (e.g. `--config sm90:128x256x64,coop`). Without it only the automatic selection runs.
     #[arg(long = "config")]
     pub configs: Vec<String>,
+    /// Time eager launches instead of replaying CUDA graphs of them (the default replays
+    /// graphs, so small problems show device time rather than the host's launch cost; the
+    /// host cost is reported separately as `host_us`).
+    #[arg(long)]
+    pub eager: bool,
     /// Write the table as JSON to this file.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
@@ -185,34 +191,54 @@ fn random_bf16(n: usize, seed: u64) -> Vec<bf16> {
 /// launch overhead does not count as kernel time.
 const LAUNCHES_PER_SAMPLE: usize = 10;
 
+/// Capture `LAUNCHES_PER_SAMPLE` calls of `f` into a CUDA graph (`None` when the stream
+/// cannot be captured, e.g. a call that synchronizes).
+fn capture(stream: &Arc<CudaStream>, f: &mut dyn FnMut() -> Result<(), String>) -> Option<CudaGraph> {
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).ok()?;
+    let ok = (0..LAUNCHES_PER_SAMPLE).try_for_each(|_| f()).is_ok();
+    let graph = stream.end_capture(CUgraphInstantiate_flags(0)).ok().flatten();
+    if ok {
+        graph
+    } else {
+        None
+    }
+}
+
 /// Median per-launch times of `a` and `b`, sampled alternately (a, b, a, b, ...) so both
 /// see the same clocks and temperature: a GPU that heats up during a long benchmark
-/// would otherwise favour whichever runs first.
+/// would otherwise favour whichever runs first. With `graphs`, each sample replays a CUDA
+/// graph of the calls (device time without the host's launch cost, for both sides alike);
+/// the bool says whether that happened (else eager launches were timed).
 fn paired_median_us(
     stream: &Arc<CudaStream>,
     iters: usize,
+    graphs: bool,
     mut a: impl FnMut() -> Result<(), String>,
     mut b: impl FnMut() -> Result<(), String>,
-) -> Result<(f64, f64), String> {
+) -> Result<(f64, f64, bool), String> {
     let e = |x: cudarc::driver::DriverError| x.to_string();
     for _ in 0..5 {
         a()?;
         b()?;
     }
     stream.synchronize().map_err(e)?;
+    let (ga, gb) = if graphs { (capture(stream, &mut a), capture(stream, &mut b)) } else { (None, None) };
+    let use_graphs = ga.is_some() && gb.is_some();
+    stream.synchronize().map_err(e)?;
     let ctx = stream.context();
     let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
     let mut times = [Vec::with_capacity(iters), Vec::with_capacity(iters)];
     for _ in 0..iters.max(1) {
-        for (which, f) in [&mut a as &mut dyn FnMut() -> Result<(), String>, &mut b]
-            .into_iter()
-            .enumerate()
-        {
+        for which in 0..2 {
             let start = ctx.new_event(timing).map_err(e)?;
             let end = ctx.new_event(timing).map_err(e)?;
             start.record(stream).map_err(e)?;
-            for _ in 0..LAUNCHES_PER_SAMPLE {
-                f()?;
+            match (use_graphs, which) {
+                (true, 0) => ga.as_ref().map_or(Ok(()), |g| g.launch()).map_err(e)?,
+                (true, _) => gb.as_ref().map_or(Ok(()), |g| g.launch()).map_err(e)?,
+                (false, 0) => (0..LAUNCHES_PER_SAMPLE).try_for_each(|_| a())?,
+                (false, _) => (0..LAUNCHES_PER_SAMPLE).try_for_each(|_| b())?,
             }
             end.record(stream).map_err(e)?;
             end.synchronize().map_err(e)?;
@@ -224,7 +250,7 @@ fn paired_median_us(
         v[v.len() / 2]
     };
     let [mut ta, mut tb] = times;
-    Ok((med(&mut ta), med(&mut tb)))
+    Ok((med(&mut ta), med(&mut tb), use_graphs))
 }
 
 /// Run the benchmark; returns the printed table.
@@ -251,6 +277,9 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
         Err(e) => return Err(format!("no CUDA GPU usable: {e}")),
     };
     let stream = gpu.stream().clone();
+    // SAFETY: the benchmark uses one stream, so per-slice event tracking (cross-stream
+    // synchronization) is unnecessary; without it CUDA-graph capture sees no foreign events.
+    unsafe { stream.context().disable_event_tracking() };
     let blas = CudaBlas::new(stream.clone()).map_err(|e| format!("cuBLAS: {e}"))?;
     let ops = Ops::new(gpu.clone());
     let e = |x: cudarc::driver::DriverError| x.to_string();
@@ -294,8 +323,11 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
             // SAFETY: the buffers hold K*N, M*K and M*N elements as the config describes.
             let cublas = || unsafe { blas.gemm(cfg, &b, &a, &mut dref) }.map_err(|x| x.to_string());
             let mut rc = rc;
-            match paired_median_us(&stream, args.iters, &mut rc, cublas) {
-                Ok((us, cu)) => {
+            match paired_median_us(&stream, args.iters, !args.eager, &mut rc, cublas) {
+                Ok((us, cu, graphed)) => {
+                    if !graphed && !args.eager {
+                        eprintln!("{m}x{n}x{k} {label}: stream capture failed, timed eager launches");
+                    }
                     stream.synchronize().map_err(e)?;
                     let t0 = std::time::Instant::now();
                     for _ in 0..20 {

@@ -35,7 +35,7 @@ use crate::emit::{Function as CFunction, Item, Stmt, Unit, PRELUDE};
 use crate::gemm_sm80::{GemmArgs, GemmError};
 use crate::launch::{Function, KernelArgs, LaunchConfig};
 use crate::tile_scheduler::{RasterOrderOption, SchedulerParams, TileScheduler};
-use crate::tma::encode_tiled;
+use crate::tma::encode_tiled_cached;
 use rcute_atom::copy_ldsm::stmatrix;
 use rcute_atom::copy_tma::{
     bulk_commit_group, bulk_wait_group, bulk_wait_group_read, prefetch_tensormap, tma_load, tma_store,
@@ -1897,7 +1897,7 @@ unsafe fn launch_inner(
     let maps = g.tensor_maps_with(args, uses_c)?;
     let c_ptr = if uses_c { args.c } else { args.d };
     let enc =
-        |m: &TmaEncodeArgs, ptr: u64| encode_tiled(m, ptr).map_err(|e| GemmError::Config(format!("tensor map: {e}")));
+        |m: &TmaEncodeArgs, ptr: u64| encode_tiled_cached(m, ptr).map_err(|e| GemmError::Config(format!("tensor map: {e}")));
     let ta = enc(&maps[0], args.a)?;
     let tb = enc(&maps[1], args.b)?;
     let tc = enc(&maps[2], c_ptr)?;
