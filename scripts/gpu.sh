@@ -45,9 +45,28 @@ done
 for t in .device/bin/test-*-gpu_gemm_sm80; do
   [ -e "$t" ] && sanitize memcheck "$t"
 done
+# The SM90 GEMM kernels (every schedule, split-K, the fused epilogue): memcheck with two
+# random cases per configuration; racecheck and synccheck on the fused-epilogue test
+# (three schedules, split-K included). Bounded in time.
+sanitize_filtered() {  # tool binary [test filter]; bounded in time
+  local tool=$1 t=$2 filter=${3:-} log
+  log="$LOGS/sanitizer-$tool-$(basename "$t")${filter:+-$filter}.log"
+  echo "=== compute-sanitizer --tool $tool $t $filter"
+  if RCUTE_CASES=2 timeout 400 compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" $filter --test-threads=1 >"$log" 2>&1; then
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result" "$log" | tail -3
+  else
+    echo "sanitizer $tool FAILED"; tail -30 "$log"; fail=1
+  fi
+}
+for t in .device/bin/test-*-gpu_gemm_sm90; do
+  [ -e "$t" ] || continue
+  sanitize_filtered memcheck "$t"
+  sanitize_filtered racecheck "$t" sm90_gemm_with_fused_epilogue
+  sanitize_filtered synccheck "$t" sm90_gemm_with_fused_epilogue
+done
 
 if [ -x .device/bin/rcute ]; then
-  args=${RCUTE_BENCH_ARGS:---shape 2048x2048x2048 --shape 4096x4096x4096 --shape 8192x8192x8192 --shape 16x4096x4096 --shape 32x4096x4096 --shape 64x4096x4096 --shape 128x4096x4096 --shape 16x14336x4096 --shape 32x14336x4096 --shape 64x14336x4096 --shape 128x14336x4096}
+  args=${RCUTE_BENCH_ARGS:---shape 2048x2048x2048 --shape 4096x4096x4096 --shape 8192x8192x8192 --shape 4096x14336x4096 --shape 16x4096x4096 --shape 32x4096x4096 --shape 64x4096x4096 --shape 128x4096x4096 --shape 16x14336x4096 --shape 32x14336x4096 --shape 64x14336x4096 --shape 128x14336x4096}
   echo "=== rcute bench gemm $args"
   .device/bin/rcute bench gemm $args --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" || fail=1
 fi

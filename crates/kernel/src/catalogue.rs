@@ -10,7 +10,8 @@
 //! snippet of `rcute-atom`, each wrapped into a test kernel that calls it, so that ptxas
 //! sees (and the SASS shows) every instruction the atoms emit. The SM80 GEMM kernels of
 //! [`crate::gemm_sm80`] ([`gemm_sm80_configs`]) follow, one unit per configuration (the
-//! main kernel and its split-K reduction kernel).
+//! main kernel and its split-K reduction kernel), then the SM90 GEMM kernels of
+//! [`crate::gemm_sm90`] ([`gemm_sm90_configs`], compiled for `sm_90a` only).
 
 use crate::nvrtc::Arch;
 use rcute_atom::catalogue::{all_atoms, Entry};
@@ -145,7 +146,38 @@ pub fn standard() -> Vec<CatalogueKernel> {
             kernels: 2,
         });
     }
+    for cfg in gemm_sm90_configs() {
+        let g = crate::gemm_sm90::generate(&cfg).expect("catalogue SM90 GEMM configurations are valid");
+        out.push(CatalogueKernel {
+            name: g.name.clone(),
+            arch: Arch::Sm90a,
+            source: g.source,
+            expect_sass: vec!["HGMMA", "UTMALDG", "UTMASTG", "STSM", "SYNCS"],
+            kernels: 2,
+        });
+    }
     out
+}
+
+/// The SM90 GEMM configurations of the catalogue (the ones `ops` selects, and one per
+/// schedule): bf16 TN, cooperative 128x256x64 and 128x128x64, ping-pong 64x128x64 (decode
+/// shapes), warp-specialized 128x128x64, the C-less cooperative 128x256x64, and a fused
+/// scaled_mm-style epilogue (per-row / per-column f32 scales, bf16 bias).
+pub fn gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
+    use crate::gemm_sm90::{GemmSm90Config, Sm90Schedule};
+    use rcute_collective::fusion::ScaleKind;
+    let mut v = vec![
+        GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative),
+        GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::Cooperative),
+        GemmSm90Config::bf16([64, 128, 64], Sm90Schedule::PingPong),
+        GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::WarpSpecialized),
+        GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative).without_c(),
+    ];
+    let mut f = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::Cooperative);
+    f.fusion = rcute_collective::Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, Some(rcute_atom::Element::BF16))
+        .expect("a valid preset");
+    v.push(f);
+    v
 }
 
 /// The SM80 GEMM configurations of the catalogue: bf16 in / bf16 out, TN and NN, tiles
