@@ -235,6 +235,17 @@ pub fn configs() -> Vec<GemmSm90Config> {
     f = f.without_c();
     f.swizzle_log2 = 2;
     v.push(f);
+    // Clusters with TMA multicast: 2x1 (B shared), 1x2 (A shared), 2x2 ping-pong.
+    for (cluster, tile, sched) in [
+        ([2, 1], [128, 256, 64], Sm90Schedule::Cooperative),
+        ([1, 2], [128, 128, 64], Sm90Schedule::Cooperative),
+        ([2, 2], [64, 128, 64], Sm90Schedule::PingPong),
+        ([2, 1], [128, 128, 64], Sm90Schedule::WarpSpecialized),
+    ] {
+        let mut c = GemmSm90Config::bf16(tile, sched);
+        c.cluster = cluster;
+        v.push(c);
+    }
     // The tile walk: swizzle bands along N and along M.
     let mut f = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::Cooperative);
     (f.swizzle_log2, f.raster) = (3, RasterOrderOption::AlongN);

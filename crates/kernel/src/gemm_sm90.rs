@@ -43,8 +43,9 @@ use rcute_atom::copy_tma::{
 use rcute_atom::harness::includes;
 use rcute_atom::mma_sm90::{wgmma_commit_group, wgmma_fence, wgmma_wait_group};
 use rcute_atom::sync::{
-    elect_one_sync, fence_mbarrier_init, fence_proxy_async_shared, mbarrier_arrive, mbarrier_arrive_expect_tx,
-    mbarrier_init, mbarrier_wait_parity, named_barrier_arrive, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
+    cluster_arrive, cluster_arrive_relaxed, cluster_wait, elect_one_sync, fence_mbarrier_init,
+    fence_proxy_async_shared, mbarrier_arrive, mbarrier_arrive_cluster, mbarrier_arrive_expect_tx, mbarrier_init,
+    mbarrier_wait_parity, named_barrier_arrive, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
 };
 use rcute_atom::tma::tma_data_type;
 use rcute_atom::{make_gmma_desc, Element, GmmaSmemAtom, GmmaSwizzle, Major, MmaAtom, Snippet, TmaEncodeArgs};
@@ -239,8 +240,19 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
     if !matches!(cfg.cd, Element::BF16 | Element::F16) {
         return Err(cfg_err(format!("C/D must be bf16 or f16, got {}", cfg.cd.ptx())));
     }
-    if cfg.cluster != [1, 1] {
-        return Err(cfg_err(format!("cluster {:?}: only 1x1 is generated", cfg.cluster)));
+    let [cm, cn] = cfg.cluster;
+    if !matches!(cm, 1 | 2 | 4) || !matches!(cn, 1 | 2 | 4) || cm * cn > 8 {
+        return Err(cfg_err(format!(
+            "cluster {cm}x{cn}: each extent must be 1, 2 or 4, at most 8 CTAs"
+        )));
+    }
+    // Multicast slices: A's BM rows split across the cn CTAs of a cluster row, B's BN rows
+    // across the cm CTAs of a cluster column; a slice must keep whole 8-row swizzle atoms.
+    if cfg.tile[0] % (8 * cn) != 0 || cfg.tile[1] % (8 * cm) != 0 {
+        return Err(cfg_err(format!(
+            "tile {:?} with cluster {cm}x{cn}: BM / cluster_n and BN / cluster_m must be multiples of 8",
+            cfg.tile
+        )));
     }
     let eb = cfg.ab.bytes() as i64;
     if bk * eb != 128 {
@@ -412,6 +424,23 @@ fn if_(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
         otherwise: vec![],
     }
 }
+/// consumer_release of stage `prev`: a local arrive, or (in a cluster) a remote arrive on
+/// every CTA whose producer writes into this stage.
+fn release(clustered: bool, ctas: i64) -> Vec<Stmt> {
+    if !clustered {
+        return vec![e("rc_mbarrier_arrive(bar_empty + 8 * prev)")];
+    }
+    vec![for_(
+        "r",
+        "0",
+        ctas.to_string(),
+        vec![if_(
+            "(peers >> r) & 1",
+            vec![e("rc_mbarrier_arrive_cluster(bar_empty + 8 * prev, (uint32_t)r)")],
+        )],
+    )]
+}
+
 /// The persistent tile walk: this CTA's work ids.
 fn work_loop(body: Vec<Stmt>) -> Stmt {
     Stmt::Loop {
@@ -496,6 +525,16 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         setmaxnreg_inc(),
         setmaxnreg_dec(),
         prefetch_tensormap(),
+        tma_load(
+            3,
+            true,
+            (bm * bk * cfg.ab.bits() as i64).max(bn * bk * cfg.ab.bits() as i64),
+        )
+        .snippet,
+        mbarrier_arrive_cluster(),
+        cluster_arrive(),
+        cluster_arrive_relaxed(),
+        cluster_wait(),
         tma_load(
             3,
             false,
@@ -653,7 +692,11 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
     let db = cfg.cd.bytes() as i64;
     let sub_bytes = em * en * db;
     let epi_threads = if coop { 2 * WG } else { WG };
-    let empty_arrivals = if coop { 8 } else { 4 };
+    let [cm, cn] = cfg.cluster;
+    let clustered = cm * cn > 1;
+    // Consumer warps release a stage to every CTA that writes into it: itself, the CTAs
+    // of its cluster row (A multicast) and of its cluster column (B multicast).
+    let empty_arrivals = if coop { 8 } else { 4 } * (cm + cn - 1);
     let tx = p.stage_bytes[0] + p.stage_bytes[1];
     let span = p.epi_swizzle.span_bytes();
     let swz_mask = (span / 16 - 1) << 4;
@@ -720,6 +763,40 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
     b.push(e(format!(
         "const {name}_sched sched(sched_tiles_m, sched_tiles_n, sched_batches, sched_along_n, sched_log_swizzle)"
     )));
+    b.push(c(format!(
+        "cluster {cm}x{cn}: A is multicast along the cluster's N ranks (each loads BM/{cn} rows), B along its M ranks (BN/{cm} rows)"
+    )));
+    b.push(d("const int", "rank_m", "sched.rank_m()"));
+    b.push(d("const int", "rank_n", "sched.rank_n()"));
+    b.push(d("const int", "a_rows", format!("rank_n * {}", cfg.tile[0] / cn)));
+    b.push(d("const int", "b_rows", format!("rank_m * {}", cfg.tile[1] / cm)));
+    b.push(d("const int", "a_slice", format!("a_rows * {row_bytes}")));
+    b.push(d("const int", "b_slice", format!("b_rows * {row_bytes}")));
+    b.push(dc(
+        "uint16_t",
+        "mask_a",
+        "0",
+        "%cluster_ctarank = rank_m + rank_n * cluster_m",
+    ));
+    b.push(d("uint16_t", "mask_b", "0"));
+    b.push(for_(
+        "j",
+        "0",
+        cn.to_string(),
+        vec![e(format!("mask_a |= (uint16_t)(1u << (rank_m + j * {cm}))"))],
+    ));
+    b.push(for_(
+        "i",
+        "0",
+        cm.to_string(),
+        vec![e(format!("mask_b |= (uint16_t)(1u << (i + rank_n * {cm}))"))],
+    ));
+    b.push(dc(
+        "const uint16_t",
+        "peers",
+        "mask_a | mask_b",
+        "the CTAs whose loads land in this CTA's stages",
+    ));
     b.push(dc(
         "const bool",
         "load_c",
@@ -761,6 +838,13 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
         ],
     ));
     b.push(e("__syncthreads()"));
+    if clustered {
+        b.push(c(
+            "every CTA's barriers are initialized before any partner multicasts into it",
+        ));
+        b.push(e("rc_cluster_arrive_relaxed()"));
+        b.push(e("rc_cluster_wait()"));
+    }
 
     // Tile walk (shared by producer and consumers so they agree on the order).
     let tile_of = |work: &str| -> Vec<Stmt> {
@@ -772,10 +856,9 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
                 comment: None,
             },
             c("work ids past the problem (padding of the swizzle bands) are skipped by every role alike"),
-            if_(
-                format!("!sched.tile({work}, tile_m, tile_n, batch)"),
-                vec![Stmt::Continue],
-            ),
+            if_(format!("!sched.cluster_valid({work})"), vec![Stmt::Continue]),
+            c("a CTA whose tile lies past the edge still loads (TMA zero-fills) for its cluster partners"),
+            e(format!("sched.tile({work}, tile_m, tile_n, batch)")),
             dc(
                 "const int",
                 "split",
@@ -808,12 +891,24 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
             e(format!("rc_mbarrier_arrive_expect_tx(full, {tx}u)")),
             c("TMA boxes (BK, BM) / (BK, BN) at (k, row, batch); out-of-bounds elements are zero-filled"),
             e(format!(
-                "rc_tma_load_3d(smem + {off_a} + stage * {}, &tmap_a, full, kt * {bk}, m0, batch)",
-                p.stage_bytes[0]
+                "{}(smem + {off_a} + stage * {} + a_slice, &tmap_a, full{}, kt * {bk}, m0 + a_rows, batch)",
+                if cn > 1 {
+                    "rc_tma_load_3d_multicast"
+                } else {
+                    "rc_tma_load_3d"
+                },
+                p.stage_bytes[0],
+                if cn > 1 { ", mask_a" } else { "" },
             )),
             e(format!(
-                "rc_tma_load_3d(smem + {off_b} + stage * {}, &tmap_b, full, kt * {bk}, n0, batch)",
-                p.stage_bytes[1]
+                "{}(smem + {off_b} + stage * {} + b_slice, &tmap_b, full{}, kt * {bk}, n0 + b_rows, batch)",
+                if cm > 1 {
+                    "rc_tma_load_3d_multicast"
+                } else {
+                    "rc_tma_load_3d"
+                },
+                p.stage_bytes[1],
+                if cm > 1 { ", mask_b" } else { "" },
             )),
             e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")),
         ],
@@ -1030,10 +1125,7 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
         "keep one wgmma batch in flight; the previous one is done: consumer_release its stage",
     ));
     kloop.push(e("rc_wgmma_wait_group<1>()"));
-    kloop.push(if_(
-        "kt > kt0 && lane == 0",
-        vec![e("rc_mbarrier_arrive(bar_empty + 8 * prev)")],
-    ));
+    kloop.push(if_("kt > kt0 && lane == 0", release(clustered, cm * cn)));
     kloop.push(Stmt::assign("prev", "stage"));
     kloop.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
     mainloop.push(for_("kt", "kt0", "kt0 + k_iters", kloop));
@@ -1043,10 +1135,7 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
         p.m_atoms,
         vec![Stmt::unrolled("i", nacc, vec![e("rc_fence_acc(acc[a][i])")])],
     ));
-    mainloop.push(if_(
-        "k_iters > 0 && lane == 0",
-        vec![e("rc_mbarrier_arrive(bar_empty + 8 * prev)")],
-    ));
+    mainloop.push(if_("k_iters > 0 && lane == 0", release(clustered, cm * cn)));
     if pp {
         mainloop.push(c(
             "Let the other warpgroup's next mainloop start (only if it has one), then skip its k-tiles",
@@ -1063,7 +1152,7 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
                     init: None,
                     comment: None,
                 },
-                Stmt::assign("other_next", "sched.tile(w, tm, tn, tb)"),
+                Stmt::assign("other_next", "sched.cluster_valid(w)"),
             ],
         });
         mainloop.push(if_(
@@ -1396,6 +1485,14 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
         then: prod,
         otherwise: cons,
     });
+    if clustered {
+        b.push(c(
+            "no CTA leaves while a partner may still multicast into it or arrive on its barriers",
+        ));
+        b.push(e("__syncwarp()"));
+        b.push(e("rc_cluster_arrive()"));
+        b.push(e("rc_cluster_wait()"));
+    }
 
     Ok(CFunction {
         qualifiers: format!(
@@ -1620,15 +1717,21 @@ impl GeneratedGemmSm90 {
     /// scheduler lays them out.
     pub fn launch_config(&self, args: &GemmArgs, max_ctas: u32) -> Result<LaunchConfig, GemmError> {
         let p = self.scheduler_params(args)?;
+        let [cm, cn] = self.config.cluster;
         let ctas = if persistent(self.config.schedule) {
             max_ctas.max(1)
         } else {
-            p.total_work.min(u32::MAX as u64) as u32
+            (p.total_work * (cm * cn) as u64).min(u32::MAX as u64) as u32
         };
         let grid = scheduler(&self.config)
             .grid(&p, ctas, None)
             .map_err(|e| GemmError::Shape(e.to_string()))?;
-        Ok(LaunchConfig::new(grid, self.threads).with_dynamic_smem(self.smem_bytes))
+        let lc = LaunchConfig::new(grid, self.threads).with_dynamic_smem(self.smem_bytes);
+        Ok(if cm * cn > 1 {
+            lc.with_cluster(p.cluster_dim())
+        } else {
+            lc
+        })
     }
 
     /// The tensor-map arguments of A, B, C and D for `args` (validated).
@@ -1690,14 +1793,14 @@ impl GeneratedGemmSm90 {
             cfg.ab,
             [k, m, l],
             [args.lda as u64, bs(args.batch_stride_a, args.lda, m)],
-            [bk as u32, bm as u32, 1],
+            [bk as u32, (bm / cfg.cluster[1]) as u32, 1],
             GmmaSwizzle::B128,
         )?;
         let b = tmap(
             cfg.ab,
             [k, n, l],
             [args.ldb as u64, bs(args.batch_stride_b, args.ldb, n)],
-            [bk as u32, bn as u32, 1],
+            [bk as u32, (bn / cfg.cluster[0]) as u32, 1],
             GmmaSwizzle::B128,
         )?;
         let sw = self.plan.epi_swizzle;
@@ -1896,8 +1999,9 @@ unsafe fn launch_inner(
     let blob = fusion_args.pack(fusion).map_err(fe)?;
     let maps = g.tensor_maps_with(args, uses_c)?;
     let c_ptr = if uses_c { args.c } else { args.d };
-    let enc =
-        |m: &TmaEncodeArgs, ptr: u64| encode_tiled_cached(m, ptr).map_err(|e| GemmError::Config(format!("tensor map: {e}")));
+    let enc = |m: &TmaEncodeArgs, ptr: u64| {
+        encode_tiled_cached(m, ptr).map_err(|e| GemmError::Config(format!("tensor map: {e}")))
+    };
     let ta = enc(&maps[0], args.a)?;
     let tb = enc(&maps[1], args.b)?;
     let tc = enc(&maps[2], c_ptr)?;

@@ -15,6 +15,14 @@ fn configs() -> Vec<GemmSm90Config> {
         GemmSm90Config::bf16([64, 128, 64], Sm90Schedule::PingPong),
         GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::PingPong),
     ];
+    for cluster in [[2, 1], [1, 2]] {
+        let mut c = GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative);
+        c.cluster = cluster;
+        v.push(c);
+    }
+    let mut c = GemmSm90Config::bf16([64, 128, 64], Sm90Schedule::PingPong);
+    c.cluster = [2, 2];
+    v.push(c);
     let mut f = GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative);
     f.ab = Element::F16;
     f.cd = Element::F16;
@@ -129,6 +137,8 @@ fn configurations_are_checked_with_typed_errors() {
     bad(&|c| c.epi_tile = Some([128, 24]));
     bad(&|c| c.epi_tile = Some([96, 32]));
     bad(&|c| c.smem_capacity = 64 * 1024);
+    bad(&|c| c.cluster = [3, 1]);
+    bad(&|c| c.cluster = [4, 4]);
 }
 
 #[test]
