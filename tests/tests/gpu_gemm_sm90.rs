@@ -153,8 +153,9 @@ fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> f64 {
         };
         // SAFETY: the buffers hold the matrices described by `args`.
         let fa = k.g.default_fusion_args(&args).unwrap();
+        let ctas = c.ctas.max((k.g.config.cluster[0] * k.g.config.cluster[1]) as u32);
         unsafe {
-            launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, c.ctas).unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name))
+            launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, ctas).unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name))
         };
         gpu.synchronize().unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name));
     }

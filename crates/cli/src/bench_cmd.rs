@@ -28,7 +28,7 @@ pub struct BenchGemmArgs {
     /// Also time forced kernel configurations (repeatable): the SM80 kernel as
     /// `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN]` (e.g.
     /// `--config 64x64x64,2x2,4,4,serial`), the SM90 kernel as
-    /// `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT]`
+    /// `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN]`
     /// (e.g. `--config sm90:128x256x64,coop`). Without it only the automatic selection runs.
     #[arg(long = "config")]
     pub configs: Vec<String>,
@@ -107,10 +107,10 @@ fn parse_config(s: &str) -> Result<Choice, String> {
     }))
 }
 
-/// `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT]`.
+/// `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN]`.
 fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
     let bad = |why: &str| {
-        format!("bad --config {s:?}: {why} (expected sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT])")
+        format!("bad --config {s:?}: {why} (expected sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN])")
     };
     let parts: Vec<&str> = rest.split(',').map(str::trim).collect();
     if parts.len() < 2 {
@@ -133,7 +133,13 @@ fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
     let mut cfg = GemmSm90Config::bf16([t[0], t[1], t[2]], schedule);
     let mut split = 1u32;
     for p in &parts[2..] {
-        if let Some(x) = p.strip_prefix('k') {
+        if let Some(x) = p.strip_prefix('c') {
+            let v: Vec<i64> = x.split('x').map(|y| y.parse::<i64>()).collect::<Result<_, _>>().map_err(|e| bad(&e.to_string()))?;
+            if v.len() != 2 {
+                return Err(bad("the cluster needs 2 extents"));
+            }
+            cfg.cluster = [v[0], v[1]];
+        } else if let Some(x) = p.strip_prefix('k') {
             split = x.parse().map_err(|_| bad("split-K"))?;
         } else if let Some(x) = p.strip_prefix('s') {
             cfg.stages = Some(x.parse().map_err(|_| bad("stages"))?);
