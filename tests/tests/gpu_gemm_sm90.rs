@@ -369,3 +369,110 @@ fn sm90_gemm_with_fused_epilogue() {
         }
     }
 }
+
+/// INT8 (s8 x s8 -> s32) and FP8 (e4m3 x e4m3 -> f32) GEMMs on the SM90 kernel with the
+/// scaled_mm fusion (per-row / per-column f32 scales, bf16 bias, bf16 out). INT8: the
+/// integer sum is exact (checked against an i64 reference), so every output must be within
+/// one bf16 rounding step of `bf16(f64(acc) * a_scale * b_scale + bias)`; FP8: against a
+/// float64 product of the dequantized inputs, ||out - ref|| / ||ref|| < 1e-2. Split-K
+/// (int32 partials for INT8) and ragged shapes included.
+#[test]
+fn sm90_int8_and_fp8_scaled_gemm() {
+    use rcute_collective::fusion::{decode_element, encode_element, FusionArgs, ScaleKind};
+    use rcute_collective::Fusion;
+    let Some(gpu) = gpu_for_test() else { return };
+    if gpu.compute_capability() != (9, 0) {
+        if std::env::var("RCUTE_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+            panic!("RCUTE_REQUIRE_GPU=1 but the GPU is not sm_90: {:?}", gpu.compute_capability());
+        }
+        eprintln!("skipping: the SM90 GEMM needs an sm_90 GPU");
+        return;
+    }
+    let mut rng = Rng::new("sm90_int8_and_fp8_scaled_gemm");
+    let fusion = Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, Some(Element::BF16)).unwrap();
+    let stream = gpu.stream();
+    for ab in [Element::S8, Element::E4M3] {
+        for (tile, sched, cluster) in [
+            ([128, 256, 128], Sm90Schedule::Cooperative, [1, 1]),
+            ([64, 128, 128], Sm90Schedule::PingPong, [2, 1]),
+        ] {
+            let mut cfg = GemmSm90Config::bf16(tile, sched);
+            (cfg.ab, cfg.cluster, cfg.fusion) = (ab, cluster, fusion.clone());
+            let k = build(&gpu, &cfg);
+            for &(m, n, kk, l, split) in &[(300i64, 264i64, 512i64, 2i64, 1u32), (1, 16, 128, 1, 1), (129, 520, 1040, 1, 3)] {
+                // Inputs: s8 in [-127, 127]; e4m3 from random values in [-2, 2].
+                let gen = |rng: &mut Rng, count: i64| -> (Vec<f64>, Vec<u8>) {
+                    let mut vals = Vec::with_capacity(count as usize);
+                    let mut bytes = Vec::with_capacity(count as usize);
+                    for _ in 0..count {
+                        if ab == Element::S8 {
+                            let v = rng.range(-127, 127) as i8;
+                            vals.push(v as f64);
+                            bytes.push(v as u8);
+                        } else {
+                            let b = encode_element(Element::E4M3, (2.0 * rng.unit()) as f32).unwrap();
+                            vals.push(decode_element(Element::E4M3, &b).unwrap());
+                            bytes.push(b[0]);
+                        }
+                    }
+                    (vals, bytes)
+                };
+                let (ha, ba) = gen(&mut rng, m * kk * l);
+                let (hb, bb) = gen(&mut rng, n * kk * l);
+                let a_scale: Vec<f32> = (0..m).map(|_| (0.5 + rng.unit().abs()) as f32 / 128.0).collect();
+                let b_scale: Vec<f32> = (0..n).map(|_| (0.5 + rng.unit().abs()) as f32 / 128.0).collect();
+                let bias: Vec<f64> = (0..n).map(|_| decode(Element::BF16, &encode(Element::BF16, rng.unit()))).collect();
+                let f32_bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+                let bias_bytes: Vec<u8> = bias.iter().flat_map(|&x| encode(Element::BF16, x)).collect();
+                let (d_a, d_b) = (upload(stream, &ba), upload(stream, &bb));
+                let (d_as, d_bs, d_bias) = (upload(stream, &f32_bytes(&a_scale)), upload(stream, &f32_bytes(&b_scale)), upload(stream, &bias_bytes));
+                let d_d = upload(stream, &vec![0xFFu8; (m * n * l * 2) as usize]);
+                let d_w = stream.alloc_zeros::<u8>(k.g.workspace_bytes(m as i32, n as i32, l as i32, split).max(16)).unwrap();
+                let (pa, _r1) = d_a.device_ptr(stream);
+                let (pb, _r2) = d_b.device_ptr(stream);
+                let (pd, _r3) = d_d.device_ptr(stream);
+                let (pas, _r4) = d_as.device_ptr(stream);
+                let (pbs, _r5) = d_bs.device_ptr(stream);
+                let (pbias, _r6) = d_bias.device_ptr(stream);
+                let (pw, _r7) = d_w.device_ptr(stream);
+                let cfg80 = rcute_kernel::gemm_sm80::GemmSm80Config::bf16(rcute_atom::Major::K, rcute_atom::Major::K, [64, 64, 32], [2, 2]);
+                let mut args = GemmArgs::packed(&cfg80, m as i32, n as i32, kk as i32, l as i32, pa, pb, 0, pd);
+                (args.split_k, args.workspace) = (split, if split > 1 { pw } else { 0 });
+                let fa = FusionArgs::new().ptr("a_scale", pas).ptr("b_scale", pbs).ptr("bias", pbias);
+                // SAFETY: the buffers hold the matrices and vectors described.
+                unsafe { launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, 132) }.unwrap_or_else(|e| panic!("{}: {e}", k.g.name));
+                gpu.synchronize().unwrap();
+                let out = stream.clone_dtoh(&d_d).unwrap();
+                let (mut num, mut den) = (0.0f64, 0.0f64);
+                for b in 0..l {
+                    for i in 0..m {
+                        for j in 0..n {
+                            let mut acc = 0.0f64;
+                            let mut iacc = 0i64;
+                            for q in 0..kk {
+                                let (x, y) = (ha[(b * m * kk + i * kk + q) as usize], hb[(b * n * kk + j * kk + q) as usize]);
+                                acc += x * y;
+                                iacc += x as i64 * y as i64;
+                            }
+                            let want = acc * a_scale[i as usize] as f64 * b_scale[j as usize] as f64 + bias[j as usize];
+                            let idx = ((b * m + i) * n + j) as usize;
+                            let got = decode(Element::BF16, &out[idx * 2..idx * 2 + 2]);
+                            assert!(got.is_finite(), "{} ({m},{n},{kk},{l}): D({i},{j},{b}) = {got}", k.g.name);
+                            if ab == Element::S8 {
+                                assert_eq!(acc, iacc as f64);
+                                // One bf16 step (8 bits of mantissa) plus the f32 scaling's rounding.
+                                let step = want.abs().max(1e-30) * 2f64.powi(-7) + 1e-6;
+                                assert!((got - want).abs() <= step, "{} ({m},{n},{kk},{l},split {split}): D({i},{j},{b}) = {got}, want {want}", k.g.name);
+                            }
+                            num += (got - want) * (got - want);
+                            den += want * want;
+                        }
+                    }
+                }
+                let rel = (num / den.max(1e-30)).sqrt();
+                assert!(rel < 1e-2, "{} ({m},{n},{kk},{l}): relative error {rel:.3e}", k.g.name);
+                eprintln!("{} ({m},{n},{kk},{l}, split {split}): relative error {rel:.2e}", k.g.name);
+            }
+        }
+    }
+}

@@ -234,8 +234,8 @@ fn cfg_err(s: impl Into<String>) -> GemmError {
 /// lays out the shared memory.
 pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
     let [bm, bn, bk] = cfg.tile;
-    if !matches!(cfg.ab, Element::BF16 | Element::F16) {
-        return Err(cfg_err(format!("A/B must be bf16 or f16, got {}", cfg.ab.ptx())));
+    if !matches!(cfg.ab, Element::BF16 | Element::F16 | Element::S8 | Element::E4M3 | Element::E5M2) {
+        return Err(cfg_err(format!("A/B must be bf16, f16, s8, e4m3 or e5m2, got {}", cfg.ab.ptx())));
     }
     if !matches!(cfg.cd, Element::BF16 | Element::F16) {
         return Err(cfg_err(format!("C/D must be bf16 or f16, got {}", cfg.cd.ptx())));
@@ -302,7 +302,7 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
     let mcfg = Sm90MainloopConfig {
         a: cfg.ab,
         b: cfg.ab,
-        acc: Element::F32,
+        acc: acc_element(cfg.ab),
         a_major: Major::K,
         b_major: Major::K,
         tile: cfg.tile,
@@ -372,6 +372,24 @@ pub fn epi_byte_offset(p: &Sm90Plan, row: i64, col: i64, elem_bytes: i64) -> i64
     let o = row * p.epi_tile[1] * elem_bytes + col * elem_bytes;
     let mask = (p.epi_swizzle.span_bytes() / 16 - 1) << 4;
     o ^ ((o >> 3) & mask)
+}
+
+/// The accumulator type of an input type: s32 for s8, f32 otherwise.
+pub fn acc_element(ab: Element) -> Element {
+    if ab == Element::S8 {
+        Element::S32
+    } else {
+        Element::F32
+    }
+}
+
+/// The C++ type of an accumulator register.
+fn acc_cty(ab: Element) -> &'static str {
+    if ab == Element::S8 {
+        "int32_t"
+    } else {
+        "float"
+    }
 }
 
 /// The kernel name, e.g. `rc_gemm_sm90_bf16_tn_128x256x64_coop_c1x1_s4_e128x32`.
@@ -478,6 +496,7 @@ __device__ __forceinline__ uint32_t rc_smem_u32(const void* p) {{
 }}
 // Keep the compiler from moving accumulator accesses across wgmma (warpgroup_fence_operand).
 __device__ __forceinline__ void rc_fence_acc(float& r) {{ asm volatile("" : "+f"(r)::"memory"); }}
+__device__ __forceinline__ void rc_fence_acc(int32_t& r) {{ asm volatile("" : "+r"(r)::"memory"); }}
 // Two floats rounded to the output type, packed in 32 bits.
 __device__ __forceinline__ uint32_t rc_pack2(float x, float y) {{
   {pack}
@@ -1049,7 +1068,7 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
         )));
     }
     cons.push(Stmt::Array {
-        ty: "float".into(),
+        ty: acc_cty(cfg.ab).into(),
         name: format!("acc[{}]", p.m_atoms),
         len: nacc as usize,
         comment: Some(format!(
@@ -1068,7 +1087,7 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
         "a",
         "0",
         p.m_atoms.to_string(),
-        vec![Stmt::unrolled("i", nacc, vec![Stmt::assign("acc[a][i]", "0.0f")])],
+        vec![Stmt::unrolled("i", nacc, vec![Stmt::assign("acc[a][i]", "0")])],
     ));
     if pp {
         mainloop.push(c(
@@ -1285,7 +1304,7 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
                         cv.push(Stmt::assign(
                             format!("packed[{a}][{}]", 4 * jj + q),
                             format!(
-                                "rc_pack2({vis}(p, acc[{a}][{idx}], c{q}x, gm + {mm}, gn + {nn}, batch, M, N), {vis}(p, acc[{a}][{}], c{q}y, gm + {mm}, gn + {}, batch, M, N))",
+                                "rc_pack2({vis}(p, (float)acc[{a}][{idx}], c{q}x, gm + {mm}, gn + {nn}, batch, M, N), {vis}(p, (float)acc[{a}][{}], c{q}y, gm + {mm}, gn + {}, batch, M, N))",
                                 idx + 1,
                                 nn + 1
                             ),
@@ -1298,7 +1317,7 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
                         nv.push(Stmt::assign(
                             format!("packed[{a}][{}]", 4 * jj + q),
                             format!(
-                                "rc_pack2({vis}(p, acc[{a}][{idx}], 0.0f, gm + {mm}, gn + {nn}, batch, M, N), {vis}(p, acc[{a}][{}], 0.0f, gm + {mm}, gn + {}, batch, M, N))",
+                                "rc_pack2({vis}(p, (float)acc[{a}][{idx}], 0.0f, gm + {mm}, gn + {nn}, batch, M, N), {vis}(p, (float)acc[{a}][{}], 0.0f, gm + {mm}, gn + {}, batch, M, N))",
                                 idx + 1,
                                 nn + 1
                             ),
@@ -1534,12 +1553,14 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
 /// the reduction kernel sums the splits and applies the fusion.
 fn split_partials(p: &Sm90Plan, cfg: &GemmSm90Config) -> Vec<Stmt> {
     let bn = cfg.tile[1];
+    // Partial sums keep the accumulator type: int32 partials of s8 GEMMs add up exactly.
+    let at = if cfg.ab == Element::S8 { "int" } else { "float" };
     let mut v = vec![
         c("split-K: store this split's partial sums (the fusion runs once, in the reduction kernel)"),
         d(
-            "float* const",
+            &format!("{at}* const"),
             "ws",
-            "workspace + ((long long)(split * L + batch) * M) * N",
+            format!("reinterpret_cast<{at}*>(workspace) + ((long long)(split * L + batch) * M) * N"),
         ),
     ];
     for a in 0..p.m_atoms {
@@ -1558,7 +1579,7 @@ fn split_partials(p: &Sm90Plan, cfg: &GemmSm90Config) -> Vec<Stmt> {
                 row.push(if_(
                     format!("gn + {} < N", 8 * j),
                     vec![e(format!(
-                        "*reinterpret_cast<float2*>(ws + (long long)(gm + {}) * N + gn + {}) = make_float2(acc[{a}][{}], acc[{a}][{}])",
+                        "*reinterpret_cast<{at}2*>(ws + (long long)(gm + {}) * N + gn + {}) = make_{at}2(acc[{a}][{}], acc[{a}][{}])",
                         8 * h,
                         8 * j,
                         4 * j + 2 * h,
@@ -1583,6 +1604,7 @@ pub const REDUCE_THREADS: u32 = 256;
 /// multiple of 8), applies the fusion with C, and stores 16 bytes of D.
 fn reduce_kernel(cfg: &GemmSm90Config, name: &str, fusion: &FusionCode) -> CFunction {
     let t = cfg.cd.cuda_type();
+    let at = if cfg.ab == Element::S8 { "int" } else { "float" };
     let conv = match cfg.cd {
         Element::BF16 => "__bfloat162float",
         _ => "__half2float",
@@ -1594,16 +1616,16 @@ fn reduce_kernel(cfg: &GemmSm90Config, name: &str, fusion: &FusionCode) -> CFunc
         d("const int", "m", "(int)(idx / groups)"),
         d("const int", "n", "(int)(idx % groups) * 8"),
         if_("m >= M", vec![Stmt::Return]),
-        Stmt::Array { ty: "float".into(), name: "acc".into(), len: 8, comment: Some("sum over the splits".into()) },
-        Stmt::unrolled("i", 8, vec![Stmt::assign("acc[i]", "0.0f")]),
+        Stmt::Array { ty: at.into(), name: "acc".into(), len: 8, comment: Some("sum over the splits (the accumulator type)".into()) },
+        Stmt::unrolled("i", 8, vec![Stmt::assign("acc[i]", "0")]),
         for_(
             "s",
             "0",
             "split_k",
             vec![
-                d("const float4*", "src", "reinterpret_cast<const float4*>(workspace + ((long long)(s * L + batch) * M + m) * N + n)"),
-                d("const float4", "x", "src[0]"),
-                d("const float4", "y", "src[1]"),
+                d(&format!("const {at}4*"), "src", format!("reinterpret_cast<const {at}4*>(workspace) + (((long long)(s * L + batch) * M + m) * N + n) / 4")),
+                d(&format!("const {at}4"), "x", "src[0]"),
+                d(&format!("const {at}4"), "y", "src[1]"),
                 e("acc[0] += x.x; acc[1] += x.y; acc[2] += x.z; acc[3] += x.w"),
                 e("acc[4] += y.x; acc[5] += y.y; acc[6] += y.z; acc[7] += y.w"),
             ],
@@ -1624,7 +1646,7 @@ fn reduce_kernel(cfg: &GemmSm90Config, name: &str, fusion: &FusionCode) -> CFunc
             4,
             vec![Stmt::assign(
                 "out[i]",
-                "rc_pack2(rc_visit_at(p, acc[2 * i], cv[2 * i], m, n + 2 * i, batch, M, N), rc_visit_at(p, acc[2 * i + 1], cv[2 * i + 1], m, n + 2 * i + 1, batch, M, N))",
+                "rc_pack2(rc_visit_at(p, (float)acc[2 * i], cv[2 * i], m, n + 2 * i, batch, M, N), rc_visit_at(p, (float)acc[2 * i + 1], cv[2 * i + 1], m, n + 2 * i + 1, batch, M, N))",
             )],
         ),
         e("*reinterpret_cast<uint4*>(D + batch * bsd + (long long)m * ldd + n) = make_uint4(out[0], out[1], out[2], out[3])"),

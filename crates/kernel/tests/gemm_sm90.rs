@@ -23,6 +23,20 @@ fn configs() -> Vec<GemmSm90Config> {
     let mut c = GemmSm90Config::bf16([64, 128, 64], Sm90Schedule::PingPong);
     c.cluster = [2, 2];
     v.push(c);
+    // 8-bit inputs (BK = 128): INT8 and FP8 scaled GEMMs with the scaled_mm fusion.
+    for ab in [Element::S8, Element::E4M3] {
+        for (tile, sched) in [([128, 256, 128], Sm90Schedule::Cooperative), ([64, 128, 128], Sm90Schedule::PingPong)] {
+            let mut c = GemmSm90Config::bf16(tile, sched);
+            c.ab = ab;
+            c.fusion = rcute_collective::Fusion::scaled_mm(
+                rcute_collective::fusion::ScaleKind::PerRow,
+                rcute_collective::fusion::ScaleKind::PerCol,
+                Some(Element::BF16),
+            )
+            .unwrap();
+            v.push(c);
+        }
+    }
     let mut f = GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative);
     f.ab = Element::F16;
     f.cd = Element::F16;
@@ -65,7 +79,12 @@ fn compile_check(g: &GeneratedGemmSm90) {
         let sass = Sass::disassemble_with(objdump, &c.cubin).expect("cuobjdump");
         assert!(!sass.uses_local_memory(), "{}: local memory", g.name);
         let k = sass.kernel(&g.name).expect("kernel in SASS");
-        for op in ["HGMMA", "UTMALDG", "UTMASTG", "STSM", "SYNCS"] {
+        let mma = match g.config.ab {
+            Element::S8 => "IGMMA",
+            Element::E4M3 | Element::E5M2 => "QGMMA",
+            _ => "HGMMA",
+        };
+        for op in [mma, "UTMALDG", "UTMASTG", "STSM", "SYNCS"] {
             assert!(k.contains_opcode(op), "{}: no {op}", g.name);
         }
     }
