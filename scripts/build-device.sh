@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .device && mkdir -p .device/bin
 cargo build --release -p rcute-cli
-cp target/release/rcute .device/bin/
+cp "${CARGO_TARGET_DIR:-target}/release/rcute" .device/bin/
 cargo test --release -p rcute-kernel -p rcute-tests --no-run --message-format=json 2>/dev/null \
   | python3 -c '
 import json, sys, shutil, os
