@@ -2,7 +2,8 @@
 # Run on the GPU machine (repo root, .device/ carried; build it here with
 # scripts/build-device.sh): every test binary with the GPU required, compute-sanitizer on
 # the GPU kernels, then the GEMM benchmark against cuBLAS. Logs go to $OUT/logs.tgz.
-# RCUTE_BENCH_ARGS overrides the benchmark shapes.
+# RCUTE_BENCH_ARGS overrides the benchmark shapes; RCUTE_GPU_STEPS picks the steps
+# (default "tests sanitize bench"; split them across calls to stay under a call's limit).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export RCUTE_REQUIRE_GPU=1 RCUTE_CUDA_HOME="${RCUTE_CUDA_HOME:-/usr/local/cuda}" RCUTE_CACHE_DIR=/tmp/rcute-cache
@@ -14,8 +15,10 @@ trap 'tar czf "$OUT/logs.tgz" -C "$LOGS" .' EXIT
 if [ ! -e /work/main ] && [ "$PWD" != /work/main ]; then mkdir -p /work && ln -s "$PWD" /work/main; fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 fail=0
+STEPS=${RCUTE_GPU_STEPS:-tests sanitize bench}
+step() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
-for t in .device/bin/test-*; do
+step tests && for t in .device/bin/test-*; do
   echo "=== $t"
   if ! "$t" --test-threads=1 >"$LOGS/$(basename "$t").log" 2>&1; then
     echo "FAILED: $t"; tail -40 "$LOGS/$(basename "$t").log"; fail=1
@@ -35,14 +38,14 @@ sanitize() {
   fi
 }
 # Atoms and the kernel built from atoms: memcheck, racecheck, synccheck.
-for tool in memcheck racecheck synccheck; do
+step sanitize && for tool in memcheck racecheck synccheck; do
   for t in .device/bin/test-*-gpu_atoms .device/bin/test-*-build_from_atoms; do
     [ -e "$t" ] && sanitize "$tool" "$t"
   done
 done
 # The SM80 GEMM kernels (every config of the kernel-level suite): memcheck. (racecheck
 # serializes CTAs, so serial split-K's CTA-to-CTA spin wait never completes under it.)
-for t in .device/bin/test-*-gpu_gemm_sm80; do
+step sanitize && for t in .device/bin/test-*-gpu_gemm_sm80; do
   [ -e "$t" ] && sanitize memcheck "$t"
 done
 # The SM90 GEMM kernels (every schedule, split-K, the fused epilogue): memcheck with two
@@ -58,14 +61,14 @@ sanitize_filtered() {  # tool binary [test filter]; bounded in time
     echo "sanitizer $tool FAILED"; tail -30 "$log"; fail=1
   fi
 }
-for t in .device/bin/test-*-gpu_gemm_sm90; do
+step sanitize && for t in .device/bin/test-*-gpu_gemm_sm90; do
   [ -e "$t" ] || continue
   sanitize_filtered memcheck "$t"
   sanitize_filtered racecheck "$t" sm90_gemm_with_fused_epilogue
   sanitize_filtered synccheck "$t" sm90_gemm_with_fused_epilogue
 done
 
-if [ -x .device/bin/rcute ]; then
+if step bench && [ -x .device/bin/rcute ]; then
   args=${RCUTE_BENCH_ARGS:---shape 2048x2048x2048 --shape 4096x4096x4096 --shape 8192x8192x8192 --shape 4096x14336x4096 --shape 16x4096x4096 --shape 32x4096x4096 --shape 64x4096x4096 --shape 128x4096x4096 --shape 16x14336x4096 --shape 32x14336x4096 --shape 64x14336x4096 --shape 128x14336x4096}
   echo "=== rcute bench gemm $args"
   .device/bin/rcute bench gemm $args --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" || fail=1
