@@ -12,7 +12,10 @@ LOGS=/tmp/rcute-logs; rm -rf "$LOGS"; mkdir -p "$LOGS"
 trap 'tar czf "$OUT/logs.tgz" -C "$LOGS" .' EXIT
 # The test binaries were built in /work/main and find their data files (kernels/,
 # tests/data) through that compile-time path: point it at this checkout.
-if [ ! -e /work/main ] && [ "$PWD" != /work/main ]; then mkdir -p /work && ln -s "$PWD" /work/main; fi
+# (/work/wt: binaries built in a second worktree while /work/main had work in progress.)
+for p in /work/main /work/wt; do
+  if [ ! -e "$p" ] && [ "$PWD" != "$p" ]; then mkdir -p /work && ln -s "$PWD" "$p"; fi
+done
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 fail=0
 STEPS=${RCUTE_GPU_STEPS:-tests sanitize bench}

@@ -234,8 +234,14 @@ fn cfg_err(s: impl Into<String>) -> GemmError {
 /// lays out the shared memory.
 pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
     let [bm, bn, bk] = cfg.tile;
-    if !matches!(cfg.ab, Element::BF16 | Element::F16 | Element::S8 | Element::E4M3 | Element::E5M2) {
-        return Err(cfg_err(format!("A/B must be bf16, f16, s8, e4m3 or e5m2, got {}", cfg.ab.ptx())));
+    if !matches!(
+        cfg.ab,
+        Element::BF16 | Element::F16 | Element::S8 | Element::E4M3 | Element::E5M2
+    ) {
+        return Err(cfg_err(format!(
+            "A/B must be bf16, f16, s8, e4m3 or e5m2, got {}",
+            cfg.ab.ptx()
+        )));
     }
     if !matches!(cfg.cd, Element::BF16 | Element::F16) {
         return Err(cfg_err(format!("C/D must be bf16 or f16, got {}", cfg.cd.ptx())));
@@ -648,8 +654,8 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
             ),
             format!("smem atom A/B: {} (TMA SWIZZLE_128B boxes {bk}x{bm} / {bk}x{bn})", p.smem_atom),
             format!(
-                "epilogue: subtile {em}x{en}, StagesD {}, StagesC {}, ReuseSmemC {}, DelayTmaStore {}, {:?} swizzle",
-                p.d_bufs, p.c_bufs, p.reuse_smem_c, p.delay_tma_store, p.epi_swizzle
+                "epilogue: subtile {em}x{en}, D buffers {} (StagesD {}), StagesC {}, ReuseSmemC {}, DelayTmaStore {}, {:?} swizzle",
+                p.d_bufs, p.epilogue.stages_d, p.c_bufs, p.reuse_smem_c, p.delay_tma_store, p.epi_swizzle
             ),
             format!("MMA {} ({} per warpgroup along M)", p.mma.name, p.m_atoms),
         ],
@@ -763,7 +769,9 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
         format!("bar_full + {}u", 16 * s),
         "C pipeline: per C stage (and ping-pong group) a [full, empty] pair of mbarriers, 16 B apart",
     ));
-    b.push(d("const uint32_t", "bar_c_empty", "bar_c_full + 8u"));
+    if cfg.with_c() {
+        b.push(d("const uint32_t", "bar_c_empty", "bar_c_full + 8u"));
+    }
     b.push(d("const int", "wg", "threadIdx.x / 128"));
     b.push(d("const int", "warp", "(threadIdx.x / 32) % 4"));
     b.push(d("const int", "lane", "threadIdx.x % 32"));
@@ -774,8 +782,6 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
         "split_k > 1 ? (k_tiles + split_k - 1) / split_k : k_tiles",
         "k-tiles per work item: every split runs the same count (TMA zero-fills past K)",
     ));
-    b.push(d("const int", "tiles_m", format!("(M + {}) / {bm}", bm - 1)));
-    b.push(d("const int", "tiles_n", format!("(N + {}) / {bn}", bn - 1)));
     b.push(c(
         "persistent tile scheduler: raster order and swizzle resolved on the host",
     ));
@@ -810,12 +816,14 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
         cm.to_string(),
         vec![e(format!("mask_b |= (uint16_t)(1u << (i + rank_n * {cm}))"))],
     ));
-    b.push(dc(
-        "const uint16_t",
-        "peers",
-        "mask_a | mask_b",
-        "the CTAs whose loads land in this CTA's stages",
-    ));
+    if clustered {
+        b.push(dc(
+            "const uint16_t",
+            "peers",
+            "mask_a | mask_b",
+            "the CTAs whose loads land in this CTA's stages",
+        ));
+    }
     b.push(dc(
         "const bool",
         "load_c",
@@ -958,16 +966,19 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
         let mut cl = vec![
             d("uint32_t", "cstage", "0u"),
             d("uint32_t", "cphase", "0u"),
-            dc(
+            d("int", "local", "0"),
+        ];
+        if pp {
+            cl.push(dc(
                 "uint32_t",
                 "cstage_other",
                 "0u",
                 "ping-pong: the other group's C pipeline state (groups alternate tiles)",
-            ),
-            d("uint32_t", "cphase_other", "0u"),
-            d("int", "local", "0"),
-        ];
+            ));
+            cl.push(d("uint32_t", "cphase_other", "0u"));
+        }
         let mut body = tile_of("work");
+        body.retain(|st| !matches!(st, Stmt::Decl { name, .. } if name == "kt0" || name == "split"));
         body.push(d("const int", "grp", if pp { "local & 1" } else { "0" }));
         let mut sub = vec![];
         for sn in 0..bn / en {
@@ -1011,7 +1022,9 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
 
     // ---- consumer warpgroups ----
     let mut cons = vec![e(format!("rc_setmaxnreg_inc<{CONSUMER_REGS}>()"))];
-    cons.push(d("const int", "cw", "wg - 1"));
+    if coop || pp {
+        cons.push(dc("const int", "cw", "wg - 1", "consumer warpgroup index"));
+    }
     cons.push(dc(
         "const int",
         "wg_row0",
@@ -1164,15 +1177,7 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
             init: "unsigned long long w = work + sched.stride()".into(),
             cond: "w < sched.total_work && !other_next".into(),
             step: "w += sched.stride()".into(),
-            body: vec![
-                Stmt::Decl {
-                    ty: "int".into(),
-                    name: "tm, tn, tb".into(),
-                    init: None,
-                    comment: None,
-                },
-                Stmt::assign("other_next", "sched.cluster_valid(w)"),
-            ],
+            body: vec![Stmt::assign("other_next", "sched.cluster_valid(w)")],
         });
         mainloop.push(if_(
             "other_next",
@@ -1242,18 +1247,17 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
                 len: (jn * 4) as usize,
                 comment: Some("D fragment, stmatrix.x4 order".into()),
             });
-            vals.push(d("bool", "owns", "false"));
+
             let mut per_atom = vec![];
             for a in 0..p.m_atoms {
                 let row = format!("(wg_row0 + {})", a * 64);
+                let r_sub = dc(
+                    "const int",
+                    "r_sub",
+                    format!("{row} - {} + 16 * warp + (lane & 8) + (lane & 7)", sm * em),
+                    "ldmatrix.x4 lane -> row of matrix lane/8",
+                );
                 let mut inner = vec![
-                    Stmt::assign("owns", "true"),
-                    dc(
-                        "const int",
-                        "r_sub",
-                        format!("{row} - {} + 16 * warp + (lane & 8) + (lane & 7)", sm * em),
-                        "stmatrix.x4 lane -> row of matrix lane/8",
-                    ),
                     dc(
                         "const int",
                         "gm",
@@ -1269,20 +1273,21 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
                 ];
                 for jj in 0..jn {
                     let j = sn * en / 8 + 2 * jj;
-                    inner.push(dc(
-                        "const uint32_t",
-                        &format!("o{jj}"),
-                        format!("(uint32_t)(r_sub * {} + {} + (lane >> 4) * 16)", en * db, jj * 32),
-                        "byte offset (row, col) in the row-major subtile, before the swizzle",
-                    ));
-                    inner.push(dc(
-                        "const uint32_t",
-                        &format!("s{jj}"),
-                        format!("o{jj} ^ ((o{jj} >> 3) & {swz_mask}u)"),
-                        format!("Swizzle<{},4,3> on bytes", (span / 16).trailing_zeros()),
-                    ));
                     let mut cv = vec![
                         c("source: ldmatrix.x4 gives the accumulator's fragment of C"),
+                        r_sub.clone(),
+                        dc(
+                            "const uint32_t",
+                            &format!("o{jj}"),
+                            format!("(uint32_t)(r_sub * {} + {} + (lane >> 4) * 16)", en * db, jj * 32),
+                            "byte offset (row, col) in the row-major subtile, before the swizzle",
+                        ),
+                        dc(
+                            "const uint32_t",
+                            &format!("s{jj}"),
+                            format!("o{jj} ^ ((o{jj} >> 3) & {swz_mask}u)"),
+                            format!("Swizzle<{},4,3> on bytes", (span / 16).trailing_zeros()),
+                        ),
                         Stmt::Array {
                             ty: "uint32_t".into(),
                             name: "cr".into(),

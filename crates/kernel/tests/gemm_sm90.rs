@@ -25,7 +25,10 @@ fn configs() -> Vec<GemmSm90Config> {
     v.push(c);
     // 8-bit inputs (BK = 128): INT8 and FP8 scaled GEMMs with the scaled_mm fusion.
     for ab in [Element::S8, Element::E4M3] {
-        for (tile, sched) in [([128, 256, 128], Sm90Schedule::Cooperative), ([64, 128, 128], Sm90Schedule::PingPong)] {
+        for (tile, sched) in [
+            ([128, 256, 128], Sm90Schedule::Cooperative),
+            ([64, 128, 128], Sm90Schedule::PingPong),
+        ] {
             let mut c = GemmSm90Config::bf16(tile, sched);
             c.ab = ab;
             c.fusion = rcute_collective::Fusion::scaled_mm(
@@ -180,5 +183,23 @@ fn epilogue_offsets_match_the_builders_smem_layout() {
                 assert_eq!(epi_byte_offset(&p, r, c, eb), want, "{cfg:?} ({r},{c}) in {l}");
             }
         }
+    }
+}
+
+#[test]
+fn generated_units_compile_without_warnings() {
+    if toolkit_for_test().is_none() {
+        return;
+    }
+    for cfg in configs() {
+        let g = generate(&cfg).unwrap();
+        let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm90a)).unwrap();
+        let warnings: Vec<&str> = c.log.lines().filter(|l| l.contains("warning")).collect();
+        assert!(
+            warnings.is_empty(),
+            "{}: NVRTC warnings:\n{}",
+            g.name,
+            warnings.join("\n")
+        );
     }
 }
