@@ -7,6 +7,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export RCUTE_REQUIRE_GPU=1 RCUTE_CUDA_HOME="${RCUTE_CUDA_HOME:-/usr/local/cuda}" RCUTE_CACHE_DIR=/tmp/rcute-cache
+# insta finds snapshots from the workspace root, which it asks cargo for; there is no cargo here.
+export INSTA_WORKSPACE_ROOT="$PWD" INSTA_UPDATE=no
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
 LOGS=/tmp/rcute-logs; rm -rf "$LOGS"; mkdir -p "$LOGS"
 trap 'tar czf "$OUT/logs.tgz" -C "$LOGS" .' EXIT
