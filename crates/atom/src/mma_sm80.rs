@@ -72,7 +72,13 @@ pub fn mma_sync(d: Element, a: Element, b: Element, c: Element, k: i64) -> Optio
         b.cute_name(),
         c.cute_name()
     );
-    let ptx = format!("mma.sync.aligned.m16n8k{k}.row.col.{}.{}.{}.{}", d.ptx(), a.ptx(), b.ptx(), c.ptx());
+    let ptx = format!(
+        "mma.sync.aligned.m16n8k{k}.row.col.{}.{}.{}.{}",
+        d.ptx(),
+        a.ptx(),
+        b.ptx(),
+        c.ptx()
+    );
     let fn_name = format!("rc_mma_m16n8k{k}_{}_{}_{}_{}", d.ptx(), a.ptx(), b.ptx(), c.ptx());
     let va = a_tv.mode(1).ok()?.size().as_static()?;
     let vb = b_tv.mode(1).ok()?.size().as_static()?;
@@ -106,6 +112,60 @@ pub fn mma_sync(d: Element, a: Element, b: Element, c: Element, k: i64) -> Optio
         thr_id: Layout::col_major(tuple!(32)),
         a_tv,
         b_tv,
+        c_tv,
+        types,
+        kind: MmaKind::Sync,
+        ptx,
+        snippet,
+    })
+}
+
+/// The Turing integer atom `mma.sync.aligned.m8n8k16.row.col.s32.{a}.{b}.s32` (CuTe's
+/// `SM80_8x8x16_S32S8S8S32_TN` family; the PTX needs only `sm_75`): A `8x16` and B `8x16`
+/// (`(N,K)`) with four 8-bit values per thread, C `8x8` with two `s32` values per thread
+/// (CuTe's `SM80_8x16_Row` / `SM80_8x8_Row` layouts). `a` and `b` are `S8` or `U8`;
+/// `None` otherwise. Not part of [`all_sm80_atoms`] (the catalogue's check units): the
+/// Turing kernels of `rcute-kernel` use it and compile it for `sm_75`.
+pub fn mma_sync_m8n8k16(a: Element, b: Element) -> Option<MmaAtom> {
+    use Element::*;
+    if !matches!(a, S8 | U8) || !matches!(b, S8 | U8) {
+        return None;
+    }
+    let arch = Arch::SM75;
+    // (T32,V4) -> (8,16) column-major: m (or n) = lane / 4, k = 4 * (lane % 4) + v.
+    let ab_tv = lay(tuple!((4, 8), 4), tuple!((32, 1), 8));
+    // (T32,V2) -> (8,8): m = lane / 4, n = 2 * (lane % 4) + v.
+    let c_tv = lay(tuple!((4, 8), 2), tuple!((16, 1), 8));
+    let types = MmaTypes { d: S32, a, b, c: S32 };
+    let name = format!("SM80_8x8x16_S32{}{}S32_TN", a.cute_name(), b.cute_name());
+    let ptx = format!("mma.sync.aligned.m8n8k16.row.col.s32.{}.{}.s32", a.ptx(), b.ptx());
+    let fn_name = format!("rc_mma_m8n8k16_s32_{}_{}_s32", a.ptx(), b.ptx());
+    let params = vec![
+        Param::regs("d", "int32_t", 2, Dir::Out),
+        Param::regs("a", "uint32_t", 1, Dir::In),
+        Param::regs("b", "uint32_t", 1, Dir::In),
+        Param::regs("c", "int32_t", 2, Dir::In),
+    ];
+    let line = format!(
+        "{ptx} {}, {}, {}, {};",
+        operand_list(0, 2),
+        operand_list(2, 1),
+        operand_list(3, 1),
+        operand_list(4, 2)
+    );
+    let outs = bind_array("=r", "d", 2);
+    let mut ins = bind_array("r", "a", 1);
+    ins.extend(bind_array("r", "b", 1));
+    ins.extend(bind_array("r", "c", 2));
+    let body = asm_stmt(&[line], &outs, &ins, false);
+    let snippet = Snippet::build(fn_name, arch, 32, params, &body);
+    Some(MmaAtom {
+        name,
+        arch,
+        shape_mnk: [8, 8, 16],
+        thr_id: Layout::col_major(tuple!(32)),
+        a_tv: ab_tv.clone(),
+        b_tv: ab_tv,
         c_tv,
         types,
         kind: MmaKind::Sync,
@@ -160,4 +220,28 @@ pub fn all_sm80_atoms() -> Vec<MmaAtom> {
         }
     }
     v.into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mma::{is_bijection, Operand};
+
+    #[test]
+    fn turing_m8n8k16_layouts() {
+        let atom = mma_sync_m8n8k16(Element::S8, Element::S8).unwrap();
+        assert_eq!(atom.name, "SM80_8x8x16_S32S8S8S32_TN");
+        assert_eq!(atom.snippet.name, "rc_mma_m8n8k16_s32_s8_s8_s32");
+        assert!(atom
+            .snippet
+            .code
+            .contains("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32"));
+        assert!(is_bijection(&atom.a_tv, 8 * 16) && is_bijection(&atom.b_tv, 8 * 16));
+        assert!(is_bijection(&atom.c_tv, 8 * 8));
+        // Thread 5 holds A row 1, k 4..8 and C row 1, columns 2 and 3.
+        assert_eq!(atom.coord(Operand::A, 5, 0), Some((1, 4)));
+        assert_eq!(atom.coord(Operand::A, 5, 3), Some((1, 7)));
+        assert_eq!(atom.coord(Operand::C, 5, 1), Some((1, 3)));
+        assert!(mma_sync_m8n8k16(Element::F16, Element::S8).is_none());
+    }
 }

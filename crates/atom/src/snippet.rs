@@ -19,6 +19,8 @@ pub struct Arch {
 }
 
 impl Arch {
+    /// Turing (`mma.sync.m8n8k16` on 8-bit integers, `ldmatrix`; no `cp.async`).
+    pub const SM75: Arch = Arch { sm: 75, specific: false };
     /// Ampere (`mma.sync`, `cp.async`, `ldmatrix`).
     pub const SM80: Arch = Arch { sm: 80, specific: false };
     /// Ada (FP8 `mma.sync`).

@@ -93,6 +93,7 @@
 //! `{"swizzle":"Sw<B,M,S>","bits":B,"base":M,"shift":S}` for swizzles.
 
 pub mod bench_cmd;
+pub mod bench_scaled_mm;
 pub mod eval;
 pub mod gen_cmd;
 pub mod layout_cmd;

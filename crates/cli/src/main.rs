@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use rcute_cli::layout_cmd::{self, LayoutArgs};
-use rcute_cli::{bench_cmd, gen_cmd, run_cmd};
+use rcute_cli::{bench_cmd, bench_scaled_mm, gen_cmd, run_cmd};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -30,6 +30,9 @@ enum Command {
 enum BenchCommand {
     /// rcute GEMM vs cuBLAS on the same random buffers: `--shape MxNxK [--shape ...]`.
     Gemm(bench_cmd::BenchGemmArgs),
+    /// rcute INT8 scaled_mm (per-token / per-channel scales, bias) vs cuBLASLt int8:
+    /// `--shape MxNxK [--shape ...]`.
+    ScaledMm(bench_scaled_mm::BenchScaledMmArgs),
 }
 
 /// Print a (report, success) pair; failure exits 1.
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
         Command::Gen(args) => report(gen_cmd::run(&args).map_err(|e| e.to_string())),
         Command::Run(args) => report(run_cmd::run(&args)),
         Command::Bench(BenchCommand::Gemm(args)) => report(bench_cmd::run(&args).map(|t| (t, true))),
+        Command::Bench(BenchCommand::ScaledMm(args)) => report(bench_scaled_mm::run(&args).map(|t| (t, true))),
         Command::Layout(args) => match layout_cmd::run(&args) {
             Ok(out) => {
                 // A closed stdout (e.g. `| head`) is not an error worth a panic.

@@ -12,6 +12,12 @@
 //! flight, and for each tile walks its `BK / 16` k-blocks with `ldmatrix` into a double
 //! buffer of register fragments and `mma.sync.m16n8k16`.
 //!
+//! 8-bit integer operands (`s8 x s8 -> s32`, both K-major: "TN") use the same plan in
+//! bytes: 16-byte `cp.async` vectors of 16 elements, `Sw<B,4,3>` smem atoms with 128-, 64-
+//! or 32-byte rows (CUTLASS's `Swizzle<2,4,3> o (16,64)` family), `ldmatrix` of 16-byte
+//! rows and `mma.sync.m16n8k32` over `BK / 32` k-blocks (the A/B fragments of an
+//! `m16n8k32` atom are, byte for byte, those of an `m16n8k16` atom on 16-bit data).
+//!
 //! ```
 //! use rcute_atom::Major;
 //! use rcute_collective::{PlanError, Sm80Mainloop, Sm80MainloopConfig};
@@ -44,11 +50,11 @@ pub const MAX_AUTO_STAGES: usize = 4;
 /// The input of the SM80 mainloop builder.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Sm80MainloopConfig {
-    /// Element type of A (`bf16` or `f16`).
+    /// Element type of A (`bf16`, `f16` or `s8`).
     pub a: Element,
     /// Element type of B (must equal `a`).
     pub b: Element,
-    /// Accumulator type (`f32`).
+    /// Accumulator type (`f32`; `s32` for `s8` operands).
     pub acc: Element,
     /// Contiguous mode of A.
     pub a_major: Major,
@@ -83,13 +89,24 @@ impl Sm80MainloopConfig {
             epilogue_smem: 0,
         }
     }
+
+    /// s8 x s8 -> s32, both operands K-major ("TN", the only layout 8-bit `ldmatrix`
+    /// supports), automatic stages, the default budget.
+    pub fn s8_tn(tile: [i64; 3], warps: [i64; 2]) -> Self {
+        Sm80MainloopConfig {
+            a: Element::S8,
+            b: Element::S8,
+            acc: Element::S32,
+            ..Sm80MainloopConfig::bf16_tn(tile, warps)
+        }
+    }
 }
 
 /// Why a configuration has no plan.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
     /// The element types are not a supported `mma.sync` combination.
-    #[error("unsupported types A={a}, B={b}, accumulator={acc}: the SM80 mainloop takes bf16 or f16 operands of one type with f32 accumulation")]
+    #[error("unsupported types A={a}, B={b}, accumulator={acc}: the SM80 mainloop takes bf16 or f16 operands of one type with f32 accumulation, or s8 operands with s32 accumulation")]
     Types {
         /// A's type.
         a: Element,
@@ -97,6 +114,15 @@ pub enum PlanError {
         b: Element,
         /// Accumulator type.
         acc: Element,
+    },
+    /// 8-bit operands that are not both K-major (`ldmatrix.trans` moves 16-bit elements,
+    /// so an MN-major 8-bit tile cannot be loaded into `mma` fragments with it).
+    #[error("8-bit operands must both be K-major, got A {a_major:?}-major and B {b_major:?}-major")]
+    Major {
+        /// A's contiguous mode.
+        a_major: Major,
+        /// B's contiguous mode.
+        b_major: Major,
     },
     /// The tile and warp arrangement do not divide.
     #[error("tile {tile:?} with warps {warps:?}: {reason}")]
@@ -137,20 +163,20 @@ fn lerr(e: rcute_layout::LayoutError) -> PlanError {
     PlanError::Layout(e.to_string())
 }
 
-/// The global -> shared tiled copy of one operand: `cp.async.cg` of 16 bytes (8 16-bit
-/// elements) per thread and pass, zero-filling predicated-off vectors.
+/// The global -> shared tiled copy of one operand: `cp.async.cg` of 16 bytes (8 16-bit or
+/// 16 8-bit elements) per thread and pass, zero-filling predicated-off vectors.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct G2sCopy {
     /// The contiguous mode of the operand in global and shared memory.
     pub major: Major,
     /// `(MN, K)` thread coordinate -> thread index (CuTe's `thr_layout`).
     pub thr_layout: Layout,
-    /// `(MN, K)` values of one thread (CuTe's `val_layout`): `(1,8)` K-major, `(8,1)`
+    /// `(MN, K)` values of one thread (CuTe's `val_layout`): `(1,vec)` K-major, `(vec,1)`
     /// MN-major.
     pub val_layout: Layout,
     /// `make_tiled_copy(Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t>, T>, thr, val)`.
     pub tiled: TiledCopy,
-    /// Elements per vector (8).
+    /// Elements per 16-byte vector (8 for 16-bit elements, 16 for 8-bit).
     pub vec: i64,
     /// Passes over the operand tile: `tile_elems / (threads * vec)`.
     pub passes: i64,
@@ -196,26 +222,35 @@ impl LdmatrixLanes {
     pub fn trans(&self) -> bool {
         self.major == Major::MN
     }
-    /// `(mn, k)` of the row lane `l` addresses.
+    /// `(mn, k)` of the row lane `l` addresses (16-bit elements).
     pub fn lane_coord(&self, l: i64) -> (i64, i64) {
+        self.lane_coord_vec(l, 8)
+    }
+    /// `(mn, k)` of the row lane `l` addresses, for elements with `vec` per 16-byte
+    /// matrix row (8 for 16-bit elements, 16 for 8-bit): a matrix step along the
+    /// contiguous dimension is `vec` elements, along the other one 8 rows.
+    pub fn lane_coord_vec(&self, l: i64, vec: i64) -> (i64, i64) {
         let (i, r) = (l / 8, l % 8);
         let (b0, b1) = (i & 1, i >> 1);
-        let (mut mn, mut k) = if self.is_a { (8 * b0, 8 * b1) } else { (8 * b1, 8 * b0) };
+        let (mn_step, k_step) = if self.is_a { (b0, b1) } else { (b1, b0) };
         match self.major {
-            Major::K => mn += r,
-            Major::MN => k += r,
+            Major::K => (r + 8 * mn_step, vec * k_step),
+            Major::MN => (vec * mn_step, r + 8 * k_step),
         }
-        (mn, k)
     }
-    /// The same as C++ expressions of a lane variable.
+    /// The same as C++ expressions of a lane variable (16-bit elements).
     pub fn lane_coord_cpp(&self, lane: &str) -> (String, String) {
+        self.lane_coord_cpp_vec(lane, 8)
+    }
+    /// [`LdmatrixLanes::lane_coord_vec`] as C++ expressions of a lane variable.
+    pub fn lane_coord_cpp_vec(&self, lane: &str, vec: i64) -> (String, String) {
         let b0 = format!("(({lane} >> 3) & 1)");
         let b1 = format!("({lane} >> 4)");
         let row = format!("({lane} & 7)");
         let (mn_step, k_step) = if self.is_a { (b0, b1) } else { (b1, b0) };
         match self.major {
-            Major::K => (format!("{row} + 8 * {mn_step}"), format!("8 * {k_step}")),
-            Major::MN => (format!("8 * {mn_step}"), format!("{row} + 8 * {k_step}")),
+            Major::K => (format!("{row} + 8 * {mn_step}"), format!("{vec} * {k_step}")),
+            Major::MN => (format!("{vec} * {mn_step}"), format!("{row} + 8 * {k_step}")),
         }
     }
 }
@@ -247,7 +282,8 @@ pub struct Sm80Mainloop {
     pub g2s_a: G2sCopy,
     /// Global -> shared copy of B.
     pub g2s_b: G2sCopy,
-    /// Shared -> register copy op of A (`SM75_U32x4_LDSM_N` or `SM75_U16x8_LDSM_T`).
+    /// Shared -> register copy op of A (`SM75_U32x4_LDSM_N` or `SM75_U16x8_LDSM_T`; 8-bit
+    /// operands: `SM75_U32x4_LDSM_N` on 16-byte rows).
     pub s2r_a: CopyOp,
     /// Shared -> register copy op of B.
     pub s2r_b: CopyOp,
@@ -255,9 +291,9 @@ pub struct Sm80Mainloop {
     pub lanes_a: LdmatrixLanes,
     /// Lane addressing of `s2r_b`.
     pub lanes_b: LdmatrixLanes,
-    /// The MMA atom (`SM80_16x8x16_F32{BF16,F16}..._TN`).
+    /// The MMA atom (`SM80_16x8x16_F32{BF16,F16}..._TN`, `SM80_16x8x32_S32S8S8S32_TN`).
     pub mma_atom: MmaAtom,
-    /// The tiled MMA: atom layout `(WM,WN,1)`, permutation `(_, (8,WN,2):(1,16,8), 16)`.
+    /// The tiled MMA: atom layout `(WM,WN,1)`, permutation `(_, (8,WN,2):(1,16,8), k_block)`.
     pub tiled_mma: TiledMma,
     /// `(BM / WM, BN / WN)`: the accumulator tile of one warp.
     pub warp_tile: [i64; 2],
@@ -265,8 +301,10 @@ pub struct Sm80Mainloop {
     pub mma_m: i64,
     /// MMA atoms per warp along N (`BN / (8 * WN)`, even).
     pub mma_n: i64,
-    /// k-blocks per tile (`BK / 16`).
+    /// k-blocks per tile (`BK / k_block`).
     pub k_blocks: i64,
+    /// K of one MMA instruction, the k-block: 16 for 16-bit operands, 32 for 8-bit.
+    pub k_block: i64,
 }
 
 /// CuTe's SM80 smem layout atom for a 16-bit operand with `mn` rows and `bk` columns of
@@ -274,14 +312,29 @@ pub struct Sm80Mainloop {
 /// `Sw<1,3,3> o (8,16)` (K-major, `(MN,K):(w,1)`) or their transposes (MN-major) that
 /// divides the tile.
 pub fn smem_atom(major: Major, mn: i64, bk: i64) -> Option<AnyLayout> {
+    smem_atom_for(Element::BF16, major, mn, bk)
+}
+
+/// [`smem_atom`] for elements of any width up to 16 bits, in bytes the same atoms: rows
+/// of 128, 64 or 32 bytes (`w = 8, 4, 2` 16-byte vectors), `Sw<3|2|1, log2(vec), 3>`,
+/// where `vec` elements make 16 bytes. For 8-bit K-major operands:
+/// `Sw<3,4,3> o (8,128)`, `Sw<2,4,3> o (8,64)` (CUTLASS's `Swizzle<2,4,3> o (16,64)` int8
+/// atom, one period), `Sw<1,4,3> o (8,32)`.
+pub fn smem_atom_for(elem: Element, major: Major, mn: i64, bk: i64) -> Option<AnyLayout> {
+    let bits = elem.bits() as i64;
+    if !(8..=16).contains(&bits) || 128 % bits != 0 {
+        return None;
+    }
+    let vec = 128 / bits;
+    let vec_log2 = vec.trailing_zeros() as i32;
     let contiguous = match major {
         Major::K => bk,
         Major::MN => mn,
     };
-    let (bits, w) = [(3, 64), (2, 32), (1, 16)]
+    let (bits, w) = [(3, 8 * vec), (2, 4 * vec), (1, 2 * vec)]
         .into_iter()
         .find(|(_, w)| contiguous % w == 0)?;
-    let sw = Swizzle::new(bits, 3, 3).ok()?;
+    let sw = Swizzle::new(bits, vec_log2, 3).ok()?;
     let inner = match major {
         Major::K => Layout::new(tuple!(8, w), tuple!(w, 1)).ok()?,
         Major::MN => Layout::new(tuple!(w, 8), tuple!(1, w)).ok()?,
@@ -344,11 +397,21 @@ impl Sm80Mainloop {
     pub fn new(cfg: &Sm80MainloopConfig) -> Result<Sm80Mainloop, PlanError> {
         let [bm, bn, bk] = cfg.tile;
         let [wm, wn] = cfg.warps;
-        if cfg.a != cfg.b || !matches!(cfg.a, Element::BF16 | Element::F16) || cfg.acc != Element::F32 {
-            return Err(PlanError::Types {
-                a: cfg.a,
-                b: cfg.b,
-                acc: cfg.acc,
+        let k_block = match (cfg.a, cfg.b, cfg.acc) {
+            (Element::BF16, Element::BF16, Element::F32) | (Element::F16, Element::F16, Element::F32) => 16,
+            (Element::S8, Element::S8, Element::S32) => 32,
+            _ => {
+                return Err(PlanError::Types {
+                    a: cfg.a,
+                    b: cfg.b,
+                    acc: cfg.acc,
+                })
+            }
+        };
+        if cfg.a.bits() == 8 && (cfg.a_major != Major::K || cfg.b_major != Major::K) {
+            return Err(PlanError::Major {
+                a_major: cfg.a_major,
+                b_major: cfg.b_major,
             });
         }
         let terr = |reason: String| PlanError::Tile {
@@ -362,8 +425,8 @@ impl Sm80Mainloop {
         if wm * wn > 32 {
             return Err(terr("at most 32 warps (1024 threads) per CTA".into()));
         }
-        if bk % 16 != 0 {
-            return Err(terr(format!("BK={bk} must be a multiple of the MMA's K=16")));
+        if bk % k_block != 0 {
+            return Err(terr(format!("BK={bk} must be a multiple of the MMA's K={k_block}")));
         }
         if bm % (16 * wm) != 0 {
             return Err(terr(format!("BM={bm} must be a multiple of 16*WM={}", 16 * wm)));
@@ -375,10 +438,10 @@ impl Sm80Mainloop {
             )));
         }
         let threads = 32 * wm * wn;
-        let smem_atom_a =
-            smem_atom(cfg.a_major, bm, bk).ok_or_else(|| terr("no SM80 smem atom divides the A tile".into()))?;
-        let smem_atom_b =
-            smem_atom(cfg.b_major, bn, bk).ok_or_else(|| terr("no SM80 smem atom divides the B tile".into()))?;
+        let smem_atom_a = smem_atom_for(cfg.a, cfg.a_major, bm, bk)
+            .ok_or_else(|| terr("no SM80 smem atom divides the A tile".into()))?;
+        let smem_atom_b = smem_atom_for(cfg.b, cfg.b_major, bn, bk)
+            .ok_or_else(|| terr("no SM80 smem atom divides the B tile".into()))?;
         let g2s_a = g2s_copy(cfg.a, cfg.a_major, bm, bk, threads).map_err(|r| terr(format!("A: {r}")))?;
         let g2s_b = g2s_copy(cfg.b, cfg.b_major, bn, bk, threads).map_err(|r| terr(format!("B: {r}")))?;
 
@@ -405,7 +468,7 @@ impl Sm80Mainloop {
 
         let s2r_a = ldmatrix(4, cfg.a_major == Major::MN);
         let s2r_b = ldmatrix(4, cfg.b_major == Major::MN);
-        let mma_atom = mma_sync(Element::F32, cfg.a, cfg.b, Element::F32, 16).ok_or(PlanError::Types {
+        let mma_atom = mma_sync(cfg.acc, cfg.a, cfg.b, cfg.acc, k_block).ok_or(PlanError::Types {
             a: cfg.a,
             b: cfg.b,
             acc: cfg.acc,
@@ -417,7 +480,7 @@ impl Sm80Mainloop {
             &[
                 Tiler::Underscore,
                 Tiler::Layout(perm_n),
-                Tiler::Int(rcute_layout::s(16)),
+                Tiler::Int(rcute_layout::s(k_block)),
             ],
         )
         .map_err(lerr)?;
@@ -451,7 +514,8 @@ impl Sm80Mainloop {
             warp_tile: [bm / wm, bn / wn],
             mma_m: bm / (16 * wm),
             mma_n: bn / (8 * wn),
-            k_blocks: bk / 16,
+            k_blocks: bk / k_block,
+            k_block,
         })
     }
 

@@ -174,8 +174,9 @@ pub fn gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
         GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative).without_c(),
     ];
     let mut f = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::Cooperative);
-    f.fusion = rcute_collective::Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, Some(rcute_atom::Element::BF16))
-        .expect("a valid preset");
+    f.fusion =
+        rcute_collective::Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, Some(rcute_atom::Element::BF16))
+            .expect("a valid preset");
     v.push(f);
     v
 }

@@ -70,7 +70,7 @@ use crate::launch::{Dim3, Function, KernelArgs, LaunchConfig, LaunchError};
 use rcute_atom::copy_cp_async::{cp_async, cp_async_commit_group, cp_async_wait_group, CacheOp};
 use rcute_atom::harness::includes;
 use rcute_atom::{Element, Snippet};
-use rcute_collective::epilogue::EpilogueError;
+use rcute_collective::epilogue::{convert_from_f32, convert_to_f32, EpilogueError};
 use rcute_collective::{
     EpilogueConfig, EpiloguePlan, PlanError, Sm80Mainloop, Sm80MainloopConfig, SmemEpilogue, DEFAULT_SMEM_BUDGET,
 };
@@ -594,16 +594,16 @@ pub const REDUCE_THREADS: u32 = 256;
 // ------------------------------------------------------------------------------------
 // Code generation.
 
-fn e(s: impl Into<String>) -> Stmt {
+pub(crate) fn e(s: impl Into<String>) -> Stmt {
     Stmt::Expr(s.into())
 }
-fn c(s: impl Into<String>) -> Stmt {
+pub(crate) fn c(s: impl Into<String>) -> Stmt {
     Stmt::Comment(s.into())
 }
-fn d(ty: &str, name: &str, init: impl Into<String>) -> Stmt {
+pub(crate) fn d(ty: &str, name: &str, init: impl Into<String>) -> Stmt {
     Stmt::decl(ty, name, init)
 }
-fn dc(ty: &str, name: &str, init: impl Into<String>, comment: impl Into<String>) -> Stmt {
+pub(crate) fn dc(ty: &str, name: &str, init: impl Into<String>, comment: impl Into<String>) -> Stmt {
     Stmt::Decl {
         ty: ty.into(),
         name: name.into(),
@@ -611,7 +611,7 @@ fn dc(ty: &str, name: &str, init: impl Into<String>, comment: impl Into<String>)
         comment: Some(comment.into()),
     }
 }
-fn if_(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
+pub(crate) fn if_(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
     Stmt::If {
         cond: cond.into(),
         then,
@@ -639,7 +639,7 @@ fn smem_offset_cpp(l: &AnyLayout) -> Result<String, GemmError> {
     Ok(off.to_cpp())
 }
 
-fn smem_fn(name: &str, l: &AnyLayout, what: &str) -> Result<CFunction, GemmError> {
+pub(crate) fn smem_fn(name: &str, l: &AnyLayout, what: &str) -> Result<CFunction, GemmError> {
     Ok(CFunction {
         qualifiers: "__device__ __forceinline__".into(),
         ret: "int".into(),
@@ -691,14 +691,14 @@ fn xor_separable(l: &AnyLayout, thread: &[(i64, i64)], stat: &[(i64, i64)]) -> b
 fn separable(p: &Sm80Mainloop) -> Separable {
     let [wm, wn] = p.config.warps;
     let warps: Vec<(i64, i64)> = (0..wm * wn).map(|w| p.warp_coord(w)).collect();
-    let kbs: Vec<i64> = (0..p.k_blocks).map(|kb| 16 * kb).collect();
+    let kbs: Vec<i64> = (0..p.k_blocks).map(|kb| p.k_block * kb).collect();
     let ld_thr = |is_a: bool| -> Vec<(i64, i64)> {
         let lanes = if is_a { p.lanes_a } else { p.lanes_b };
         warps
             .iter()
             .flat_map(|&(w_m, w_n)| {
                 (0..32).map(move |l| {
-                    let (mn, k) = lanes.lane_coord(l);
+                    let (mn, k) = lanes.lane_coord_vec(l, p.g2s_a.vec);
                     (16 * if is_a { w_m } else { w_n } + mn, k)
                 })
             })
@@ -730,8 +730,44 @@ struct Names {
     td: &'static str,
 }
 
-/// The G2S copy of one operand for tile `kt_var` into stage `stage_var`.
-fn g2s_tile(p: &Sm80Mainloop, sep: Separable, name: &str, is_a: bool, stage: &str, kt: &str) -> Vec<Stmt> {
+/// How the mainloop emitter moves tiles from global to shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum G2sMode {
+    /// `cp.async.cg` with zero fill and a `stages`-deep pipeline (sm_80 and newer).
+    CpAsync,
+    /// Turing (sm_75, no `cp.async`): the loads of a tile go to registers (16-byte
+    /// `ld.global.nc`, zeros when predicated off) while the previous tile is multiplied,
+    /// and are stored to shared memory after its last k-block: CUTLASS's two-stage SM75
+    /// pipeline. Needs 2 stages and at least 2 k-blocks per tile.
+    Registers,
+}
+
+/// What the shared mainloop emitter ([`mainloop_stmts`]) needs besides the plan.
+pub(crate) struct MainloopEmit<'a> {
+    /// The kernel name: prefix of the `{name}_sA` / `{name}_sB` smem offset functions.
+    pub name: &'a str,
+    /// log2 of the rasterization swizzle.
+    pub raster_swizzle: u32,
+    /// Byte offset of the serial split-K ticket in dynamic shared memory (after the
+    /// mainloop / epilogue union).
+    pub ticket_offset: usize,
+    /// How tiles reach shared memory.
+    pub g2s: G2sMode,
+    /// The device function that issues one MMA atom on `(d, a, b, c)` fragments.
+    pub mma_fn: &'a str,
+}
+
+/// The G2S copy of one operand for tile `kt_var` into stage `stage_var` (with
+/// [`G2sMode::Registers`]: the loads into `{x}_reg`; [`r2s_tile`] stores them).
+fn g2s_tile(
+    p: &Sm80Mainloop,
+    sep: Separable,
+    name: &str,
+    is_a: bool,
+    stage: &str,
+    kt: &str,
+    mode: G2sMode,
+) -> Vec<Stmt> {
     let (x, g, st_elems, ld, gsep) = if is_a {
         ("a", &p.g2s_a, p.stage_elems_a, "lda", sep.g2s_a)
     } else {
@@ -747,6 +783,7 @@ fn g2s_tile(p: &Sm80Mainloop, sep: Separable, name: &str, is_a: bool, stage: &st
     let _ = ld;
     let bk = p.config.tile[2];
     let ta = p.config.a.cuda_type();
+    let v = g.vec;
     let dst = if gsep {
         format!(
             "{sx} + {stage} * {st_elems} + ({x}_s0 ^ {sfn}(p * {}, p * {}))",
@@ -762,7 +799,7 @@ fn g2s_tile(p: &Sm80Mainloop, sep: Separable, name: &str, is_a: bool, stage: &st
                 "const bool",
                 &format!("{x}_kp"),
                 format!("{kt} * {bk} < {x}_krem"),
-                "whole 8-vectors along K: K % 8 == 0",
+                format!("whole {v}-vectors along K: K % {v} == 0"),
             ));
             (
                 format!("{x}_src + {kt} * {bk}"),
@@ -776,19 +813,66 @@ fn g2s_tile(p: &Sm80Mainloop, sep: Separable, name: &str, is_a: bool, stage: &st
     };
     body.push(d(&format!("const {ta}*"), &format!("{x}_ptr"), tile_ptr));
     let _ = gx;
-    let passes = vec![
-        d("const bool", "pred", pred),
-        c(format!("predicated off: src-size 0 zero-fills; the address is then only the kernel parameter {}", &gx[1..])),
-        e(format!("rc_cp_async_cg_16_zfill({dst}, pred ? static_cast<const void*>({x}_ptr) : static_cast<const void*>({}), pred)", &gx[1..])),
-        e(format!("{x}_ptr += {x}_pass")),
-    ];
+    let passes = match mode {
+        G2sMode::CpAsync => vec![
+            d("const bool", "pred", pred),
+            c(format!("predicated off: src-size 0 zero-fills; the address is then only the kernel parameter {}", &gx[1..])),
+            e(format!("rc_cp_async_cg_16_zfill({dst}, pred ? static_cast<const void*>({x}_ptr) : static_cast<const void*>({}), pred)", &gx[1..])),
+            e(format!("{x}_ptr += {x}_pass")),
+        ],
+        G2sMode::Registers => vec![
+            d("const bool", "pred", pred),
+            Stmt::Assign {
+                lhs: format!("{x}_reg[p]"),
+                rhs: format!("pred ? __ldg(reinterpret_cast<const uint4*>({x}_ptr)) : make_uint4(0u, 0u, 0u, 0u)"),
+                comment: Some("predicated off: zeros".into()),
+            },
+            e(format!("{x}_ptr += {x}_pass")),
+        ],
+    };
     body.push(Stmt::unrolled("p", g.passes, passes));
     body
+}
+
+/// [`G2sMode::Registers`]: store the registers loaded by [`g2s_tile`] into stage `stage`.
+fn r2s_tile(p: &Sm80Mainloop, sep: Separable, name: &str, is_a: bool, stage: &str) -> Vec<Stmt> {
+    let (x, g, st_elems, gsep) = if is_a {
+        ("a", &p.g2s_a, p.stage_elems_a, sep.g2s_a)
+    } else {
+        ("b", &p.g2s_b, p.stage_elems_b, sep.g2s_b)
+    };
+    let sx = if is_a { "sA" } else { "sB" };
+    let dst = if gsep {
+        format!(
+            "{sx} + {stage} * {st_elems} + ({x}_s0 ^ {name}_s{}(p * {}, p * {}))",
+            if is_a { "A" } else { "B" },
+            g.pass_step[0],
+            g.pass_step[1]
+        )
+    } else {
+        format!("{sx} + {stage} * {st_elems} + {x}_smem[p]")
+    };
+    vec![Stmt::unrolled(
+        "p",
+        g.passes,
+        vec![Stmt::assign(
+            format!("*reinterpret_cast<uint4*>({dst})"),
+            format!("{x}_reg[p]"),
+        )],
+    )]
+}
+
+/// Both operands of the tile in `{a,b}_reg` into stage `stage` ([`G2sMode::Registers`]).
+fn r2s_both(p: &Sm80Mainloop, sep: Separable, name: &str, stage: &str) -> Vec<Stmt> {
+    let mut v = r2s_tile(p, sep, name, true, stage);
+    v.extend(r2s_tile(p, sep, name, false, stage));
+    v
 }
 
 /// Load k-block `kb` of stage `stage` into fragment buffer `buf`.
 fn s2r(p: &Sm80Mainloop, sep: Separable, buf: &str, kb: &str, stage: &str, name: &str) -> Vec<Stmt> {
     let [wm, wn] = p.config.warps;
+    let kbk = p.k_block;
     let ldsm_a = if p.lanes_a.trans() {
         "rc_ldmatrix_x4_trans"
     } else {
@@ -805,13 +889,13 @@ fn s2r(p: &Sm80Mainloop, sep: Separable, buf: &str, kb: &str, stage: &str, name:
             p.mma_m,
             vec![e(if sep.s2r_a {
                 format!(
-                    "{ldsm_a}(sA + {stage} * {} + (lA_off ^ {name}_sA({} * mi, {kb} * 16)), fa[{buf}][mi])",
+                    "{ldsm_a}(sA + {stage} * {} + (lA_off ^ {name}_sA({} * mi, {kb} * {kbk})), fa[{buf}][mi])",
                     p.stage_elems_a,
                     16 * wm
                 )
             } else {
                 format!(
-                    "{ldsm_a}(sA + {stage} * {} + {name}_sA(16 * (warp_m + {wm} * mi) + lA_mn, {kb} * 16 + lA_k), fa[{buf}][mi])",
+                    "{ldsm_a}(sA + {stage} * {} + {name}_sA(16 * (warp_m + {wm} * mi) + lA_mn, {kb} * {kbk} + lA_k), fa[{buf}][mi])",
                     p.stage_elems_a
                 )
             })],
@@ -828,13 +912,13 @@ fn s2r(p: &Sm80Mainloop, sep: Separable, buf: &str, kb: &str, stage: &str, name:
                 },
                 e(if sep.s2r_b {
                     format!(
-                        "{ldsm_b}(sB + {stage} * {} + (lB_off ^ {name}_sB({} * nj2, {kb} * 16)), t)",
+                        "{ldsm_b}(sB + {stage} * {} + (lB_off ^ {name}_sB({} * nj2, {kb} * {kbk})), t)",
                         p.stage_elems_b,
                         16 * wn
                     )
                 } else {
                     format!(
-                        "{ldsm_b}(sB + {stage} * {} + {name}_sB({} * nj2 + 16 * warp_n + lB_mn, {kb} * 16 + lB_k), t)",
+                        "{ldsm_b}(sB + {stage} * {} + {name}_sB({} * nj2 + 16 * warp_n + lB_mn, {kb} * {kbk} + lB_k), t)",
                         p.stage_elems_b,
                         16 * wn
                     )
@@ -856,12 +940,61 @@ fn type_names(cfg: &GemmSm80Config) -> Names {
     }
 }
 
-fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &SmemEpilogue, name: &str) -> CFunction {
-    let t = type_names(cfg);
+fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, se: &SmemEpilogue, name: &str) -> CFunction {
     let [bm, bn, bk] = cfg.tile;
     let [wm, wn] = cfg.warps;
     let stages = p.stages;
     let r = cfg.raster_swizzle;
+    let mma_fn = p.mma_atom.fn_name().to_string();
+    let opts = MainloopEmit {
+        name,
+        raster_swizzle: r,
+        ticket_offset: se.union_bytes,
+        g2s: G2sMode::CpAsync,
+        mma_fn: &mma_fn,
+    };
+    let mut b = mainloop_stmts(p, &opts);
+    b.extend(staged_epilogue(
+        p,
+        se,
+        cfg.d,
+        cfg.c_major,
+        &EpilogueOp::LinearCombination { c: cfg.c },
+    ));
+
+    let params = main_params(&type_names(cfg));
+    CFunction {
+        qualifiers: format!("extern \"C\" __global__ __launch_bounds__({}, 1)", p.threads),
+        ret: "void".into(),
+        name: name.into(),
+        params,
+        doc: vec![
+            format!("D = alpha * A * B + beta * C, {} x {} -> f32 -> C {} / D {} ({}), tile {bm}x{bn}x{bk}, {stages} stages, {wm}x{wn} warps", cfg.a.ptx(), cfg.b.ptx(), cfg.c.ptx(), cfg.d.ptx(), cfg.c_major.tag()),
+            format!("grid (tiles_m << {r}, ceil(tiles_n / 2^{r}), L * split_k), block {}, dynamic smem {} bytes", p.threads, p.smem_bytes),
+        ],
+        body: b,
+    }
+}
+
+/// The kernel body shared by the SM80-class kernels up to the epilogue: shared-memory
+/// carve-up, threadblock rasterization, the serial split-K ticket, this CTA's tile, batch
+/// and K range, the G2S / S2R setup, the prologue, the mainloop over the K tiles
+/// (accumulators `acc[mma_m][mma_n][4]` of the plan's accumulator type) and the final
+/// wait + `__syncthreads()` after which the mainloop's shared memory may be reused.
+/// The kernel must have the parameters `A`, `B`, `semaphores`, `M`, `N`, `K`, `L`,
+/// `lda`, `ldb`, `batch_stride_a`, `batch_stride_b`, `split_k`, `k_tiles_per_split` and
+/// `split_serial`; the statements declare (among others) `tid`, `lane`, `warp_m`,
+/// `warp_n`, `tiles_m`, `tiles_n`, `tile_m`, `tile_n`, `serial_k`, `split`, `batch`,
+/// `m0`, `n0` and `rc_smem` for the epilogue.
+pub(crate) fn mainloop_stmts(p: &Sm80Mainloop, opts: &MainloopEmit) -> Vec<Stmt> {
+    let name = opts.name;
+    let ta = p.config.a.cuda_type();
+    let [bm, bn, bk] = p.config.tile;
+    let [wm, wn] = p.config.warps;
+    let stages = p.stages;
+    let r = opts.raster_swizzle;
+    let mode = opts.g2s;
+    let kbk = p.k_block;
     let sep = separable(p);
     let mut b: Vec<Stmt> = Vec::new();
 
@@ -871,13 +1004,13 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
     )));
     b.push(e("extern __shared__ __align__(128) unsigned char rc_smem[]"));
     b.push(dc(
-        &format!("{}* const", t.ta),
+        &format!("{ta}* const"),
         "sA",
-        format!("reinterpret_cast<{}*>(rc_smem)", t.ta),
+        format!("reinterpret_cast<{ta}*>(rc_smem)"),
         format!("(BM,BK,PIPE) = ({bm},{bk},{stages})"),
     ));
     b.push(dc(
-        &format!("{}* const", t.ta),
+        &format!("{ta}* const"),
         "sB",
         format!("sA + {}", p.stage_elems_a * stages as i64),
         format!("(BN,BK,PIPE) = ({bn},{bk},{stages})"),
@@ -921,7 +1054,7 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
     b.push(dc(
         "int* const",
         "rc_ticket",
-        format!("reinterpret_cast<int*>(rc_smem + {})", se.union_bytes),
+        format!("reinterpret_cast<int*>(rc_smem + {})", opts.ticket_offset),
         "16 bytes after the mainloop / epilogue union (no static smem: it would count against the 48 KB default)",
     ));
     b.push(if_(
@@ -974,8 +1107,8 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
         "k_tile_count",
         format!("k_end > k_begin ? (k_end - k_begin + {}) / {bk} : 0", bk - 1),
     ));
-    b.push(d(&format!("const {}* const", t.ta), "gA", "A + batch * batch_stride_a"));
-    b.push(d(&format!("const {}* const", t.ta), "gB", "B + batch * batch_stride_b"));
+    b.push(d(&format!("const {ta}* const"), "gA", "A + batch * batch_stride_a"));
+    b.push(d(&format!("const {ta}* const"), "gB", "B + batch * batch_stride_b"));
 
     // G2S setup for both operands.
     for (is_a, x, g, mn_total, m_or_n0, ld, sfn) in [
@@ -985,9 +1118,15 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
         let gx = if is_a { "gA" } else { "gB" };
         let gsep = if is_a { sep.g2s_a } else { sep.g2s_b };
         let (tmn, tk) = g.thread_extents();
+        let v = g.vec;
         b.push(c(format!(
-            "G2S {}: cp.async.cg 16 B (zero fill), thr_layout {} x val_layout {}, {} passes",
+            "G2S {}: {}, thr_layout {} x val_layout {}, {} passes",
             if is_a { "A" } else { "B" },
+            match mode {
+                G2sMode::CpAsync => "cp.async.cg 16 B (zero fill)",
+                G2sMode::Registers =>
+                    "ld.global.nc 16 B into registers (zeros when predicated off), st.shared after the tile",
+            },
             g.thr_layout,
             g.val_layout,
             g.passes
@@ -1000,9 +1139,9 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
                     format!("tid / {tk}"),
                     format!("thr_layout ({tmn},{tk}):({tk},1)"),
                 ));
-                b.push(d("const int", &format!("{x}_k"), format!("tid % {tk} * 8")));
+                b.push(d("const int", &format!("{x}_k"), format!("tid % {tk} * {v}")));
                 b.push(dc(
-                    &format!("const {}* const", t.ta),
+                    &format!("const {ta}* const"),
                     &format!("{x}_src"),
                     format!("{gx} + (long long)({m_or_n0} + {x}_mn) * {ld} + (k_begin + {x}_k)"),
                     format!("K-major: ({mn_total},K):({ld},1)"),
@@ -1034,12 +1173,12 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
                 b.push(dc(
                     "const int",
                     &format!("{x}_mn"),
-                    format!("tid % {tmn} * 8"),
+                    format!("tid % {tmn} * {v}"),
                     format!("thr_layout ({tmn},{tk}):(1,{tmn})"),
                 ));
                 b.push(d("const int", &format!("{x}_k"), format!("tid / {tmn}")));
                 b.push(dc(
-                    &format!("const {}* const", t.ta),
+                    &format!("const {ta}* const"),
                     &format!("{x}_src"),
                     format!("{gx} + (long long)(k_begin + {x}_k) * {ld} + ({m_or_n0} + {x}_mn)"),
                     format!("MN-major: ({mn_total},K):(1,{ld})"),
@@ -1073,9 +1212,22 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
         stages - 1
     )));
     b.push(d("int", "k_tile_next", "0"));
-    let mut pro = g2s_tile(p, sep, name, true, "s", "k_tile_next");
-    pro.extend(g2s_tile(p, sep, name, false, "s", "k_tile_next"));
-    pro.push(e("rc_cp_async_commit_group()"));
+    if mode == G2sMode::Registers {
+        for (x, g) in [("a", &p.g2s_a), ("b", &p.g2s_b)] {
+            b.push(Stmt::Array {
+                ty: "uint4".into(),
+                name: format!("{x}_reg"),
+                len: g.passes as usize,
+                comment: Some("the tile in flight: loaded while the previous one is multiplied".into()),
+            });
+        }
+    }
+    let mut pro = g2s_tile(p, sep, name, true, "s", "k_tile_next", mode);
+    pro.extend(g2s_tile(p, sep, name, false, "s", "k_tile_next", mode));
+    match mode {
+        G2sMode::CpAsync => pro.push(e("rc_cp_async_commit_group()")),
+        G2sMode::Registers => pro.extend(r2s_both(p, sep, name, "s")),
+    }
     pro.push(e("++k_tile_next"));
     pro.push(e("--k_tile_count"));
     b.push(Stmt::unrolled("s", stages - 1, pro));
@@ -1100,8 +1252,12 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
         "C fragment per atom: layout {} (m = lane/4 + 8*(v/2), n = 2*(lane%4) + v%2)",
         p.mma_atom.c_tv
     )));
+    let (acc_ty, zero) = match p.config.acc {
+        Element::S32 => ("int32_t", "0"),
+        _ => ("float", "0.0f"),
+    };
     b.push(Stmt::Array {
-        ty: "float".into(),
+        ty: acc_ty.into(),
         name: format!("acc[{mm}][{nn}]"),
         len: 4,
         comment: None,
@@ -1112,7 +1268,7 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
         vec![Stmt::unrolled(
             "nj",
             nn,
-            vec![Stmt::unrolled("v", 4, vec![Stmt::assign("acc[mi][nj][v]", "0.0f")])],
+            vec![Stmt::unrolled("v", 4, vec![Stmt::assign("acc[mi][nj][v]", zero)])],
         )],
     ));
     b.push(Stmt::Array {
@@ -1129,10 +1285,10 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
         len: 2,
         comment: Some("B fragments".into()),
     });
-    let (amn, ak) = p.lanes_a.lane_coord_cpp("lane");
-    let (bmn, bk_) = p.lanes_b.lane_coord_cpp("lane");
+    let (amn, ak) = p.lanes_a.lane_coord_cpp_vec("lane", p.g2s_a.vec);
+    let (bmn, bk_) = p.lanes_b.lane_coord_cpp_vec("lane", p.g2s_b.vec);
     b.push(c(format!(
-        "ldmatrix.x4 lane -> (mn, k) row of a 16x16 sub-tile: A {} ({}), B {} ({})",
+        "ldmatrix.x4 lane -> (mn, k) row of a 16x{kbk} sub-tile: A {} ({}), B {} ({})",
         p.s2r_a.name,
         if p.lanes_a.trans() {
             "rows along K"
@@ -1173,26 +1329,42 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
     }
     if kb > 1 && reg_pipeline {
         b.push(c("Wait for the first tile; load its k-block 0 into registers"));
-        b.push(e(format!("rc_cp_async_wait_group<{}>()", stages - 2)));
+        if mode == G2sMode::CpAsync {
+            b.push(e(format!("rc_cp_async_wait_group<{}>()", stages - 2)));
+        }
         b.push(e("__syncthreads()"));
         b.extend(s2r(p, sep, "0", "0", "frag_stage", name));
     }
 
     // Main loop.
     let mut kbody = Vec::new();
-    kbody.push(if_(
-        format!("kb == {}", kb - 1),
-        vec![
+    let next_tile = match mode {
+        G2sMode::CpAsync => vec![
             c("the next tile: wait until it has landed and every warp is done with the stage about to be overwritten"),
             Stmt::assign("frag_stage", "read_stage"),
             e(format!("rc_cp_async_wait_group<{}>()", stages - 2)),
             e("__syncthreads()"),
         ],
-    ));
-    let mut issue = vec![c("issue the cp.async loads of tile k_tile_next into the free stage (before the ldmatrix below: fewer live registers)")];
-    issue.extend(g2s_tile(p, sep, name, true, "write_stage", "k_tile_next"));
-    issue.extend(g2s_tile(p, sep, name, false, "write_stage", "k_tile_next"));
-    issue.push(e("rc_cp_async_commit_group()"));
+        G2sMode::Registers => {
+            let mut v = vec![c(
+                "the next tile: store its registers into read_stage (with 2 stages the stage loaded at kb == 0 is the one read next; every warp finished reading it before the previous __syncthreads)",
+            )];
+            v.extend(r2s_both(p, sep, name, "read_stage"));
+            v.push(Stmt::assign("frag_stage", "read_stage"));
+            v.push(e("__syncthreads()"));
+            v
+        }
+    };
+    kbody.push(if_(format!("kb == {}", kb - 1), next_tile));
+    let mut issue = vec![match mode {
+        G2sMode::CpAsync => c("issue the cp.async loads of tile k_tile_next into the free stage (before the ldmatrix below: fewer live registers)"),
+        G2sMode::Registers => c("load tile k_tile_next into registers (stored to shared memory after this tile's last k-block)"),
+    }];
+    issue.extend(g2s_tile(p, sep, name, true, "write_stage", "k_tile_next", mode));
+    issue.extend(g2s_tile(p, sep, name, false, "write_stage", "k_tile_next", mode));
+    if mode == G2sMode::CpAsync {
+        issue.push(e("rc_cp_async_commit_group()"));
+    }
     issue.push(e("++k_tile_next"));
     issue.push(e("--k_tile_count"));
     issue.push(Stmt::assign("write_stage", "read_stage"));
@@ -1220,14 +1392,14 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
             nn,
             vec![e(format!(
                 "{}(acc[mi][nj], fa[kb % {nbuf}][mi], fb[kb % {nbuf}][nj], acc[mi][nj])",
-                p.mma_atom.fn_name()
+                opts.mma_fn
             ))],
         )],
     ));
     let cond = format!("k_tile_count > {}", -(stages as i64 - 1));
     if reg_pipeline {
         b.push(c(format!(
-            "Main loop: one K tile per iteration, {kb} k-blocks of 16 per tile, register double buffer"
+            "Main loop: one K tile per iteration, {kb} k-blocks of {kbk} per tile, register double buffer"
         )));
         b.push(Stmt::While {
             cond,
@@ -1236,15 +1408,24 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
     } else {
         // Large warp tiles (128 accumulators per thread): no explicit register pipeline;
         // ptxas schedules the ldmatrix of the unrolled k-blocks within its register budget.
-        let mut wbody = vec![
-            c("tile in read_stage has landed and every warp is done with write_stage"),
-            e(format!("rc_cp_async_wait_group<{}>()", stages - 2)),
-            e("__syncthreads()"),
-            c("issue the cp.async loads of tile k_tile_next into the free stage"),
-        ];
-        wbody.extend(g2s_tile(p, sep, name, true, "write_stage", "k_tile_next"));
-        wbody.extend(g2s_tile(p, sep, name, false, "write_stage", "k_tile_next"));
-        wbody.push(e("rc_cp_async_commit_group()"));
+        let mut wbody = match mode {
+            G2sMode::CpAsync => vec![
+                c("tile in read_stage has landed and every warp is done with write_stage"),
+                e(format!("rc_cp_async_wait_group<{}>()", stages - 2)),
+                e("__syncthreads()"),
+                c("issue the cp.async loads of tile k_tile_next into the free stage"),
+            ],
+            G2sMode::Registers => vec![
+                c("tile in read_stage is in shared memory and every warp is done with write_stage"),
+                e("__syncthreads()"),
+                c("load tile k_tile_next into registers (stored to write_stage after this tile's k-blocks)"),
+            ],
+        };
+        wbody.extend(g2s_tile(p, sep, name, true, "write_stage", "k_tile_next", mode));
+        wbody.extend(g2s_tile(p, sep, name, false, "write_stage", "k_tile_next", mode));
+        if mode == G2sMode::CpAsync {
+            wbody.push(e("rc_cp_async_commit_group()"));
+        }
         wbody.push(e("++k_tile_next"));
         wbody.push(e("--k_tile_count"));
         let mut kb_body = s2r(p, sep, "0", "kb", "read_stage", name);
@@ -1256,41 +1437,33 @@ fn main_kernel(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &S
                 nn,
                 vec![e(format!(
                     "{}(acc[mi][nj], fa[0][mi], fb[0][nj], acc[mi][nj])",
-                    p.mma_atom.fn_name()
+                    opts.mma_fn
                 ))],
             )],
         ));
         wbody.push(Stmt::unrolled("kb", kb, kb_body));
+        if mode == G2sMode::Registers {
+            wbody.push(c("the next tile into the free stage"));
+            wbody.extend(r2s_both(p, sep, name, "write_stage"));
+        }
         wbody.push(Stmt::assign("write_stage", "read_stage"));
         wbody.push(Stmt::assign(
             "read_stage",
             format!("read_stage + 1 == {stages} ? 0 : read_stage + 1"),
         ));
         b.push(c(format!(
-            "Main loop: one K tile per iteration, {kb} k-blocks of 16 per tile (ldmatrix + mma per k-block)"
+            "Main loop: one K tile per iteration, {kb} k-blocks of {kbk} per tile (ldmatrix + mma per k-block)"
         )));
         b.push(Stmt::While { cond, body: wbody });
     }
-    b.push(e("rc_cp_async_wait_group<0>()"));
+    if mode == G2sMode::CpAsync {
+        b.push(e("rc_cp_async_wait_group<0>()"));
+    }
     b.push(c(
         "every warp is done with the mainloop's shared memory: the epilogue staging buffer is a union with it",
     ));
     b.push(e("__syncthreads()"));
-
-    b.extend(staged_epilogue(cfg, p, ep, se));
-
-    let params = main_params(&t);
-    CFunction {
-        qualifiers: format!("extern \"C\" __global__ __launch_bounds__({}, 1)", p.threads),
-        ret: "void".into(),
-        name: name.into(),
-        params,
-        doc: vec![
-            format!("D = alpha * A * B + beta * C, {} x {} -> f32 -> C {} / D {} ({}), tile {bm}x{bn}x{bk}, {stages} stages, {wm}x{wn} warps", cfg.a.ptx(), cfg.b.ptx(), cfg.c.ptx(), cfg.d.ptx(), cfg.c_major.tag()),
-            format!("grid (tiles_m << {r}, ceil(tiles_n / 2^{r}), L * split_k), block {}, dynamic smem {} bytes", p.threads, p.smem_bytes),
-        ],
-        body: b,
-    }
+    b
 }
 
 /// The smem offsets of a thread's G2S vectors: one base when the swizzle separates
@@ -1495,7 +1668,7 @@ pub fn generate(cfg: &GemmSm80Config) -> Result<GeneratedGemm, GemmError> {
         origin: "rcute serial split-K".into(),
         code: SEMAPHORE_HELPERS.into(),
     });
-    items.push(Item::Function(main_kernel(&config, &plan, &ep, &se, &name)));
+    items.push(Item::Function(main_kernel(&config, &plan, &se, &name)));
     items.push(Item::Function(reduce_kernel(&config, &ep, &name)));
     let [bm, bn, bk] = cfg.tile;
     let unit = Unit {
@@ -1599,14 +1772,20 @@ fn c_vector_add(ce: Element, vec: i64, ptr: &str) -> Vec<Stmt> {
 
 /// Store `v[0..vec]` converted to D as one 16-byte vector at `ptr`.
 fn d_vector_store(de: Element, vec: i64, ptr: &str) -> Stmt {
+    d_vector_store_from(de, vec, ptr, "v")
+}
+
+/// Store the floats `arr[0..vec]` converted to D as one 16-byte vector at `ptr`.
+fn d_vector_store_from(de: Element, vec: i64, ptr: &str, arr: &str) -> Stmt {
+    let v = arr;
     match de {
         Element::F32 => e(format!(
-            "*reinterpret_cast<float4*>({ptr}) = make_float4(v[0], v[1], v[2], v[3])"
+            "*reinterpret_cast<float4*>({ptr}) = make_float4({v}[0], {v}[1], {v}[2], {v}[3])"
         )),
         _ => {
             let h = |i: i64| match de {
-                Element::BF16 => format!("(unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[{i}]))"),
-                _ => format!("(unsigned)__half_as_ushort(__float2half_rn(v[{i}]))"),
+                Element::BF16 => format!("(unsigned)__bfloat16_as_ushort(__float2bfloat16_rn({v}[{i}]))"),
+                _ => format!("(unsigned)__half_as_ushort(__float2half_rn({v}[{i}]))"),
             };
             let words: Vec<String> = (0..vec / 2)
                 .map(|w| format!("{} | ({} << 16)", h(2 * w), h(2 * w + 1)))
@@ -1619,16 +1798,47 @@ fn d_vector_store(de: Element, vec: i64, ptr: &str) -> Stmt {
     }
 }
 
+/// What the staged epilogue computes from the (complete) accumulator sum of an element.
+pub(crate) enum EpilogueOp<'a> {
+    /// `D = convert(alpha * acc + beta * C)`, C of type `c` read only when `beta != 0`
+    /// (kernel parameters `C`, `ldc`, `batch_stride_c`, `alpha`, `beta`).
+    LinearCombination {
+        /// C's element type.
+        c: Element,
+    },
+    /// `D = convert(visit(ep, (float)acc, 0.0f, m, n, batch))`: a fusion that reads no C,
+    /// its parameter struct in the kernel parameter `ep`. The visit function is called for
+    /// in-bounds elements only.
+    Visit {
+        /// The fusion's visit function.
+        visit_fn: &'a str,
+    },
+}
+
 /// The shared-memory staged epilogue (see [`SmemEpilogue`]): slab by slab, the
 /// accumulators are written to shared memory, then each thread reads 16-byte output
-/// vectors and (by mode) stores its f32 partial to the workspace (parallel split-K, or a
-/// serial split that is not the last), or adds the workspace partial (serial split > 0)
-/// and applies `alpha`, `beta * C` and the conversion to D.
-fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se: &SmemEpilogue) -> Vec<Stmt> {
-    let t = type_names(cfg);
-    let [wm, wn] = cfg.warps;
-    let row_major = cfg.c_major == StorageOrder::RowMajor;
+/// vectors and (by mode) stores its partial (of the accumulator type: f32, or s32 for
+/// integer GEMMs, so that split-K sums stay exact) to the workspace (parallel split-K, or
+/// a serial split that is not the last), or adds the workspace partial (serial split > 0)
+/// and applies the epilogue `op` and the conversion to D (kernel parameters `D`, `ldd`,
+/// `batch_stride_d`, `workspace` of the accumulator type).
+pub(crate) fn staged_epilogue(
+    p: &Sm80Mainloop,
+    se: &SmemEpilogue,
+    d_elem: Element,
+    order: StorageOrder,
+    op: &EpilogueOp,
+) -> Vec<Stmt> {
+    let [wm, wn] = p.config.warps;
+    let row_major = order == StorageOrder::RowMajor;
     let v = se.vec;
+    let td = d_elem.cuda_type();
+    let int_acc = p.config.acc == Element::S32;
+    let (at, at2, at4) = if int_acc {
+        ("int", "int2", "int4")
+    } else {
+        ("float", "float2", "float4")
+    };
     let mut b = Vec::new();
     b.push(c(format!(
         "Epilogue through shared memory: {} slab(s) of {} rows, staged ({},{}) f32 {}, ld {} (pad {}), chunk swizzle {}; {}-element (16 B) vectors, {} per thread and slab",
@@ -1647,7 +1857,11 @@ fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se
         "bank wavefronts per tile: writes {} + reads {} (conflict-free: {})",
         se.write_wavefronts, se.read_wavefronts, se.ideal_wavefronts
     )));
-    b.push(d("float* const", "sE", "reinterpret_cast<float*>(rc_smem)"));
+    b.push(d(
+        &format!("{at}* const"),
+        "sE",
+        format!("reinterpret_cast<{at}*>(rc_smem)"),
+    ));
     b.push(dc(
         "const bool",
         "add_ws",
@@ -1658,10 +1872,13 @@ fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se
         "const bool",
         "to_ws",
         "split_k > 1 && !(serial_k && split == split_k - 1)",
-        "store an f32 partial instead of D",
+        format!(
+            "store {} partial instead of D",
+            if int_acc { "an s32" } else { "an f32" }
+        ),
     ));
     b.push(dc(
-        "float* const",
+        &format!("{at}* const"),
         "W",
         "split_k > 1 ? workspace + (serial_k ? (long long)batch : (long long)batch * split_k + split) * M * N : workspace",
         "parallel: one (M,N) slab per (batch, split); serial: one per batch",
@@ -1671,20 +1888,30 @@ fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se
         "sem",
         "serial_k ? semaphores + 1 + ((long long)batch * tiles_m + tile_m) * tiles_n + tile_n : semaphores",
     ));
-    b.push(d(&format!("const {}* const", t.tc), "gC", "C + batch * batch_stride_c"));
-    b.push(d(&format!("{}* const", t.td), "gD", "D + batch * batch_stride_d"));
-    let c_align = (v * cfg.c.bytes() as i64).min(16);
+    if let EpilogueOp::LinearCombination { c: ce } = op {
+        b.push(d(
+            &format!("const {}* const", ce.cuda_type()),
+            "gC",
+            "C + batch * batch_stride_c",
+        ));
+    }
+    b.push(d(&format!("{td}* const"), "gD", "D + batch * batch_stride_d"));
     b.push(dc(
         "const bool",
         "d_vec",
         format!("(ldd % {v}) == 0 && (batch_stride_d % {v}) == 0 && (reinterpret_cast<uintptr_t>(D) % 16) == 0"),
         "16-byte D stores",
     ));
-    b.push(d(
-        "const bool",
-        "c_vec",
-        format!("(ldc % {v}) == 0 && (batch_stride_c % {v}) == 0 && (reinterpret_cast<uintptr_t>(C) % {c_align}) == 0"),
-    ));
+    if let EpilogueOp::LinearCombination { c: ce } = op {
+        let c_align = (v * ce.bytes() as i64).min(16);
+        b.push(d(
+            "const bool",
+            "c_vec",
+            format!(
+                "(ldc % {v}) == 0 && (batch_stride_c % {v}) == 0 && (reinterpret_cast<uintptr_t>(C) % {c_align}) == 0"
+            ),
+        ));
+    }
     b.push(dc(
         "const bool",
         "w_vec",
@@ -1709,7 +1936,7 @@ fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se
         let mut st = vec![d("const int", "r", row), d("const int", "cc", col)];
         if row_major {
             st.push(e(format!(
-                "*reinterpret_cast<float2*>(sE + {}) = make_float2({}, {})",
+                "*reinterpret_cast<{at2}*>(sE + {}) = make_{at2}({}, {})",
                 se.offset_cpp("r", "cc"),
                 acc("2 * h"),
                 acc("2 * h + 1")
@@ -1754,17 +1981,17 @@ fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se
             body.push(d("const int", "n", "n0 + so"));
         }
         let mut inb = vec![Stmt::Array {
-            ty: "float".into(),
+            ty: at.into(),
             name: "v".into(),
             len: v as usize,
             comment: None,
         }];
         for j in 0..v / 4 {
             inb.push(d(
-                "const float4",
+                &format!("const {at4}"),
                 &format!("s{j}"),
                 format!(
-                    "*reinterpret_cast<const float4*>(sE + {})",
+                    "*reinterpret_cast<const {at4}*>(sE + {})",
                     se.offset_cpp("so", &format!("si + {}", 4 * j))
                 ),
             ));
@@ -1792,9 +2019,9 @@ fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se
         let mut addw_vec = Vec::new();
         for j in 0..v / 4 {
             addw_vec.push(d(
-                "const float4",
+                &format!("const {at4}"),
                 &format!("w{j}"),
-                format!("__ldcg(reinterpret_cast<const float4*>(W + wo) + {j})"),
+                format!("__ldcg(reinterpret_cast<const {at4}*>(W + wo) + {j})"),
             ));
             for (x, f) in ["x", "y", "z", "w"].iter().enumerate() {
                 addw_vec.push(e(format!("v[{}] += w{j}.{f}", 4 * j + x as i64)));
@@ -1815,7 +2042,7 @@ fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se
         let mut stw_vec = Vec::new();
         for j in 0..v / 4 {
             stw_vec.push(e(format!(
-                "__stcg(reinterpret_cast<float4*>(W + wo) + {j}, make_float4(v[{}], v[{}], v[{}], v[{}]))",
+                "__stcg(reinterpret_cast<{at4}*>(W + wo) + {j}, make_{at4}(v[{}], v[{}], v[{}], v[{}]))",
                 4 * j,
                 4 * j + 1,
                 4 * j + 2,
@@ -1838,37 +2065,70 @@ fn staged_epilogue(cfg: &GemmSm80Config, p: &Sm80Mainloop, ep: &EpiloguePlan, se
                 format!("(long long)n * {ld} + m")
             }
         };
-        let to_d = vec![
-            Stmt::unrolled("x", v, vec![e("v[x] *= alpha")]),
-            if_(
-                "beta != 0.0f",
+        let to_d = match op {
+            EpilogueOp::LinearCombination { c: ce } => vec![
+                Stmt::unrolled("x", v, vec![e("v[x] *= alpha")]),
+                if_(
+                    "beta != 0.0f",
+                    vec![
+                        d("const long long", "co", off("ldc")),
+                        if_else(
+                            "full && c_vec",
+                            c_vector_add(*ce, v, "gC + co"),
+                            vec![Stmt::unrolled(
+                                "x",
+                                v,
+                                vec![if_(
+                                    "x < rem",
+                                    vec![e(format!("v[x] += beta * {}", convert_to_f32(*ce, "gC[co + x]")))],
+                                )],
+                            )],
+                        ),
+                    ],
+                ),
+                d("const long long", "dof", off("ldd")),
+                if_else(
+                    "full && d_vec",
+                    vec![d_vector_store(d_elem, v, "gD + dof")],
+                    vec![Stmt::unrolled(
+                        "x",
+                        v,
+                        vec![if_(
+                            "x < rem",
+                            vec![Stmt::assign("gD[dof + x]", convert_from_f32(d_elem, "v[x]"))],
+                        )],
+                    )],
+                ),
+            ],
+            EpilogueOp::Visit { visit_fn } => {
+                let (vm, vn) = if row_major { ("m", "n + x") } else { ("m + x", "n") };
+                let call = format!("{visit_fn}(ep, (float)v[x], 0.0f, {vm}, {vn}, batch)");
                 vec![
-                    d("const long long", "co", off("ldc")),
+                    d("const long long", "dof", off("ldd")),
                     if_else(
-                        "full && c_vec",
-                        c_vector_add(cfg.c, v, "gC + co"),
+                        "full && d_vec",
+                        vec![
+                            Stmt::Array {
+                                ty: "float".into(),
+                                name: "o".into(),
+                                len: v as usize,
+                                comment: Some("the fusion at each element of the vector".into()),
+                            },
+                            Stmt::unrolled("x", v, vec![Stmt::assign("o[x]", call.clone())]),
+                            d_vector_store_from(d_elem, v, "gD + dof", "o"),
+                        ],
                         vec![Stmt::unrolled(
                             "x",
                             v,
                             vec![if_(
                                 "x < rem",
-                                vec![e(format!("v[x] += beta * {}", ep.c_to_f32_cpp("gC[co + x]")))],
+                                vec![Stmt::assign("gD[dof + x]", convert_from_f32(d_elem, &call))],
                             )],
                         )],
                     ),
-                ],
-            ),
-            d("const long long", "dof", off("ldd")),
-            if_else(
-                "full && d_vec",
-                vec![d_vector_store(cfg.d, v, "gD + dof")],
-                vec![Stmt::unrolled(
-                    "x",
-                    v,
-                    vec![if_("x < rem", vec![Stmt::assign("gD[dof + x]", ep.to_d_cpp("v[x]"))])],
-                )],
-            ),
-        ];
+                ]
+            }
+        };
         inb.push(if_else("to_ws", to_ws, to_d));
         body.push(if_("m < M && n < N", inb));
         if se.iterations * se.threads > se.vectors_per_pass {

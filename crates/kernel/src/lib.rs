@@ -7,6 +7,9 @@
 //!
 //! * [`catalogue`] — the standard catalogue of generated units, checked in under `kernels/`.
 //! * [`gemm_sm80`] — the Ampere-class GEMM generator (`generate`, `GemmArgs`, `launch`).
+//! * [`scaled_mm_sm80`] — the INT8 scaled GEMM (`scaled_mm`: s8 x s8 -> s32, per-tensor /
+//!   per-row / per-column scales and a bias through an epilogue fusion, f16 / bf16 out) for
+//!   the Ampere class and Turing, built from the `gemm_sm80` mainloop and staged epilogue.
 //! * [`emit`] — a structured CUDA C++ emitter; index arithmetic comes from layouts, with
 //!   comments naming the layout behind each expression.
 //! * [`tile_scheduler`] — the SM90 persistent tile scheduler: raster order, swizzle and
@@ -61,6 +64,7 @@ pub mod launch;
 pub mod nvrtc;
 pub mod resources;
 pub mod sass;
+pub mod scaled_mm_sm80;
 pub mod testing;
 pub mod tile_scheduler;
 pub mod tma;

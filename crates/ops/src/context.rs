@@ -11,11 +11,12 @@ use rcute_kernel::gemm_sm80::{
     self, GemmArgs, GemmElement, GemmSm80Config, GeneratedGemm, Major, SplitKMode, StorageOrder,
 };
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90};
+use rcute_kernel::scaled_mm_sm80::ScaledMmSm80Config;
 use rcute_kernel::{CompileOptions, Function, Gpu, KernelCache};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-fn boxed<E: std::error::Error + Send + Sync + 'static>(e: E) -> OpsError {
+pub(crate) fn boxed<E: std::error::Error + Send + Sync + 'static>(e: E) -> OpsError {
     OpsError::Kernel(Box::new(e))
 }
 
@@ -42,9 +43,13 @@ pub struct Ops {
     gpu: Gpu,
     gemms: Mutex<HashMap<GemmSm80Config, LoadedGemm>>,
     gemms_sm90: Mutex<HashMap<GemmSm90Config, LoadedGemmSm90>>,
-    workspace: Mutex<Option<CudaSlice<u8>>>,
+    pub(crate) workspace: Mutex<Option<CudaSlice<u8>>>,
     /// Serial split-K semaphores: allocated zeroed, left zeroed by every completed launch.
-    semaphores: Mutex<Option<CudaSlice<i32>>>,
+    pub(crate) semaphores: Mutex<Option<CudaSlice<i32>>>,
+    /// The loaded INT8 scaled-mm kernels (see [`crate::scaled_mm`]).
+    pub(crate) scaled_mms: Mutex<HashMap<ScaledMmSm80Config, crate::scaled_mm::LoadedScaledMm>>,
+    /// The same kernels by the key `run_scaled_mm` selects them with.
+    pub(crate) scaled_mm_keys: Mutex<HashMap<crate::scaled_mm::ScaledMmKey, crate::scaled_mm::LoadedScaledMm>>,
 }
 
 fn element(d: DType) -> Result<GemmElement, OpsError> {
@@ -65,6 +70,8 @@ impl Ops {
             gemms_sm90: Mutex::new(HashMap::new()),
             workspace: Mutex::new(None),
             semaphores: Mutex::new(None),
+            scaled_mms: Mutex::new(HashMap::new()),
+            scaled_mm_keys: Mutex::new(HashMap::new()),
         }
     }
 

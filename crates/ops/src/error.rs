@@ -46,6 +46,16 @@ pub enum OpsError {
         /// Elements the buffer holds.
         len: usize,
     },
+    /// A scale or bias vector of the wrong length.
+    #[error("{operand} has {len} elements, expected {expected}")]
+    VectorLength {
+        /// `a_scale`, `b_scale` or `bias`.
+        operand: &'static str,
+        /// Elements of the view.
+        len: usize,
+        /// What the problem needs, e.g. `"1 (per tensor) or M = 77 (per row)"`.
+        expected: String,
+    },
     /// An operand lives on another device than the ops handle's GPU.
     #[error("{operand} is on device {found}, the ops handle on device {expected}")]
     Device {

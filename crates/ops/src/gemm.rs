@@ -36,7 +36,7 @@ pub struct GemmProblem {
     pub beta: f32,
 }
 
-fn check_layout(op: &'static str, g: &Geometry, output: bool) -> Result<(), OpsError> {
+pub(crate) fn check_layout(op: &'static str, g: &Geometry, output: bool) -> Result<(), OpsError> {
     let major = g.major().ok_or_else(|| OpsError::Strides {
         operand: op,
         detail: format!(
@@ -92,7 +92,7 @@ fn check_layout(op: &'static str, g: &Geometry, output: bool) -> Result<(), OpsE
     Ok(())
 }
 
-fn check_vector_alignment(op: &'static str, g: &Geometry) -> Result<(), OpsError> {
+pub(crate) fn check_vector_alignment(op: &'static str, g: &Geometry) -> Result<(), OpsError> {
     let b = g.dtype.bytes();
     let bad = |what: &str, v: u64| OpsError::Alignment {
         operand: op,
@@ -115,12 +115,12 @@ fn check_vector_alignment(op: &'static str, g: &Geometry) -> Result<(), OpsError
     Ok(())
 }
 
-fn range(g: &Geometry) -> Result<(u64, u64), OpsError> {
+pub(crate) fn range(g: &Geometry) -> Result<(u64, u64), OpsError> {
     let bytes = g.extent()? as u64 * g.dtype.bytes() as u64;
     Ok((g.ptr, g.ptr.saturating_add(bytes)))
 }
 
-fn overlaps(x: (u64, u64), y: (u64, u64)) -> bool {
+pub(crate) fn overlaps(x: (u64, u64), y: (u64, u64)) -> bool {
     x.0 < y.1 && y.0 < x.1
 }
 

@@ -6,16 +6,19 @@
 //! access), picks a kernel configuration in one place per op, and runs the generated,
 //! cached kernel.
 //!
-//! Today: `gemm` (issue 4) on the Ampere-class path: [`Ops::gemm`]. INT8 `scaled_mm`, FP8 scaled GEMM, AWQ int4
-//! GEMM and fused MoE follow in later issues.
+//! Today: `gemm` (issue 4): [`Ops::gemm`]; INT8 `scaled_mm` (issue 6, Turing and Ampere
+//! class): [`Ops::scaled_mm`] (see [`scaled_mm`]). FP8 scaled GEMM, AWQ int4 GEMM and fused
+//! MoE follow in later issues.
 
 pub mod context;
 pub mod error;
 pub mod gemm;
+pub mod scaled_mm;
 pub mod select;
 pub mod tensor;
 
 pub use context::Ops;
 pub use error::OpsError;
 pub use gemm::{validate, GemmProblem};
-pub use tensor::{DType, Element, Geometry, Major, MatrixMut, MatrixRef};
+pub use scaled_mm::{validate_scaled_mm, Scale, ScaledMmProblem};
+pub use tensor::{DType, Element, Geometry, Major, MatrixMut, MatrixRef, VectorRef};

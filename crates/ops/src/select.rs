@@ -1,4 +1,5 @@
-//! Kernel selection for `gemm`, in one place: tile, warps, stages and split-K per shape.
+//! Kernel selection for `gemm` and `scaled_mm`, in one place: tile, warps, stages and
+//! split-K per shape.
 //!
 //! The rules target the shapes measured in `BENCHMARKS.md` on the H200 (132 SMs): large
 //! problems get big tiles with a rasterization swizzle; decode shapes (small M) get a
@@ -7,6 +8,7 @@
 
 use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
 use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
+use rcute_kernel::scaled_mm_sm80::ScaledMmTarget;
 
 /// Which generated kernel runs a GEMM.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,9 +94,123 @@ pub fn select(m: usize, n: usize, k: usize, l: usize, a_major: Major, b_major: M
     }
 }
 
+/// A scaled-mm kernel geometry and its run-time split-K factor (the fusion, output type and
+/// target come from the problem and the GPU; see [`crate::scaled_mm`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScaledMmSelection {
+    /// The GPU family the kernel is generated for.
+    pub target: ScaledMmTarget,
+    /// CTA tile `(BM, BN, BK)`.
+    pub tile: [i64; 3],
+    /// Warps along M and N.
+    pub warps: [i64; 2],
+    /// Pipeline stages (`None`: as many as the GPU's shared memory allows, at most 4).
+    pub stages: Option<usize>,
+    /// log2 of the rasterization swizzle.
+    pub raster_swizzle: u32,
+    /// K-splits (1 = none).
+    pub split_k: u32,
+    /// How splits are combined when `split_k > 1`.
+    pub split_k_mode: SplitKMode,
+}
+
+/// Pick the INT8 scaled-mm kernel for an `m x n x k` problem with `l` batches on `sms`
+/// multiprocessors of the `target` family, by M bucket as vLLM's / InfiniOP's
+/// `sm{75,80,89}_dispatch_shape` do. Measured on the H200 (132 SMs) with
+/// `rcute bench scaled-mm --eager` (per-token / per-channel scales, bias, bf16 out; forced
+/// configurations, microseconds):
+///
+/// * M <= 16: 16x64x256 (1x4 warps): 16x4096x4096 14.3 (16x64x128 split 2: 15.2),
+///   16x14336x4096 20.2 (16x64x128: 20.9);
+/// * M <= 64: 32x64x128 (1x4): 32x4096x4096 14.1 (split 2: 15.0), 64x4096x4096 14.2
+///   (64x64x128: 16.2, split 2: 19.5);
+/// * M <= 128: 64x128x64 (2x2) for N >= 8192 (128x14336x4096 35.6 against 39.8), else
+///   64x64x128 (128x4096x4096 16.2; split 2: 18.2);
+/// * larger: 128x128x64 (2x2, 4 stages, rasterization swizzle 8): 2048^3 34.3 (128x256x64:
+///   38.7 to 55.5), 4096^3 209 (256x128x64: 224), 8192^3 1718, 4096x14336x4096 781.
+///
+/// K is split (serially: one kernel, exact s32 partials) only when the grid fills less than
+/// a quarter of the machine and each split keeps at least 4 k-tiles: at K = 4096 splitting
+/// a grid of 64 CTAs was slower in every measured case.
+/// Turing (two stages, 64 KiB of shared memory; not measured): M <= 32: 32x64x128 (1x4);
+/// M <= 64: 64x64x64 (2x2); larger: 128x128x64 (2x4); the same split-K rule.
+pub fn select_scaled_mm(target: ScaledMmTarget, m: usize, n: usize, k: usize, l: usize, sms: u32) -> ScaledMmSelection {
+    let (tile, warps, swizzle) = match target {
+        ScaledMmTarget::Ampere => {
+            if m <= 16 {
+                ([16, 64, 256], [1, 4], 0)
+            } else if m <= 64 {
+                ([32, 64, 128], [1, 4], 0)
+            } else if m <= 128 {
+                if n >= 8192 {
+                    ([64, 128, 64], [2, 2], 0)
+                } else {
+                    ([64, 64, 128], [2, 2], 0)
+                }
+            } else {
+                ([128, 128, 64], [2, 2], 3)
+            }
+        }
+        ScaledMmTarget::Turing => {
+            if m <= 32 {
+                ([32, 64, 128], [1, 4], 0)
+            } else if m <= 64 {
+                ([64, 64, 64], [2, 2], 0)
+            } else {
+                ([128, 128, 64], [2, 4], 2)
+            }
+        }
+    };
+    let wave_fraction = 4;
+    let ctas = m.div_ceil(tile[0] as usize) * n.div_ceil(tile[1] as usize) * l;
+    let k_tiles = k.div_ceil(tile[2] as usize);
+    let mut split_k = 1u32;
+    while wave_fraction * ctas * (split_k as usize) < sms as usize
+        && k_tiles / (2 * split_k as usize) >= 4
+        && split_k < 16
+    {
+        split_k *= 2;
+    }
+    ScaledMmSelection {
+        target,
+        tile,
+        warps,
+        stages: match target {
+            ScaledMmTarget::Ampere => None,
+            ScaledMmTarget::Turing => Some(2),
+        },
+        raster_swizzle: swizzle,
+        split_k,
+        split_k_mode: SplitKMode::Serial,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scaled_mm_buckets() {
+        let s = |m, n, k| select_scaled_mm(ScaledMmTarget::Ampere, m, n, k, 1, 132);
+        assert_eq!((s(1, 4096, 4096).tile, s(1, 4096, 4096).split_k), ([16, 64, 256], 1));
+        assert_eq!((s(64, 4096, 4096).tile, s(64, 4096, 4096).split_k), ([32, 64, 128], 1));
+        assert_eq!(
+            (s(128, 14336, 4096).tile, s(128, 14336, 4096).split_k),
+            ([64, 128, 64], 1)
+        );
+        let big = s(4096, 4096, 4096);
+        assert_eq!(
+            (big.tile, big.warps, big.split_k, big.raster_swizzle),
+            ([128, 128, 64], [2, 2], 1, 3)
+        );
+        // A small grid with a long K splits: 1x1024x8192 has 16 CTAs.
+        let x = s(1, 1024, 8192);
+        assert_eq!((x.split_k, x.split_k_mode), (4, SplitKMode::Serial));
+        let t = select_scaled_mm(ScaledMmTarget::Turing, 4096, 4096, 4096, 1, 40);
+        assert_eq!((t.tile, t.stages), ([128, 128, 64], Some(2)));
+        // Small K never splits below 4 k-tiles per split.
+        assert_eq!(s(1, 64, 256).split_k, 1);
+    }
 
     #[test]
     fn decode_and_large_choices() {

@@ -229,3 +229,43 @@ impl<'a> MatrixMut<'a> {
         self
     }
 }
+
+/// A read-only, contiguous vector view (scales, biases): `len` elements of a device buffer,
+/// stored as a one-row [`Geometry`] (`rows = 1`, `cols = len`, unit column stride).
+#[derive(Clone, Copy, Debug)]
+pub struct VectorRef<'a> {
+    /// Geometry of the view.
+    pub geo: Geometry,
+    _buf: PhantomData<&'a ()>,
+}
+
+impl<'a> VectorRef<'a> {
+    /// The first `len` elements of `buf`.
+    pub fn new<T: Element>(buf: &'a CudaSlice<T>, len: usize) -> Self {
+        let (ptr, _sync) = buf.device_ptr(buf.stream());
+        let device = buf.stream().context().ordinal();
+        VectorRef {
+            geo: Geometry::row_major(ptr, buf.len(), T::DTYPE, 1, len, device),
+            _buf: PhantomData,
+        }
+    }
+    /// A vector view from raw parts: `len` elements of `dtype` at `ptr` in a buffer of
+    /// `buf_len` elements from `ptr` on (`device`: the ordinal, if known).
+    ///
+    /// # Safety
+    /// `ptr` must address at least `buf_len` elements of `dtype` that stay valid for `'a`.
+    pub unsafe fn from_raw(ptr: u64, buf_len: usize, dtype: DType, len: usize, device: Option<usize>) -> Self {
+        let mut geo = Geometry::row_major(ptr, buf_len, dtype, 1, len, 0);
+        geo.device = device;
+        VectorRef { geo, _buf: PhantomData }
+    }
+    /// Number of elements of the view (`geo.len` is the buffer's length from `ptr` on).
+    #[allow(clippy::misnamed_getters)]
+    pub fn len(&self) -> usize {
+        self.geo.cols
+    }
+    /// Whether the view has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.geo.cols == 0
+    }
+}

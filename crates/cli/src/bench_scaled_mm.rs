@@ -1,0 +1,624 @@
+//! `rcute bench scaled-mm`: rcute's INT8 scaled GEMM (`Ops::scaled_mm`: s8 x s8 -> s32,
+//! per-token `a_scale`, per-channel `b_scale`, bias, f16 / bf16 out) timed with CUDA
+//! events on random buffers: warm-up, then the median of many samples, each replaying a CUDA
+//! graph of 10 calls (device time; where capture fails, with a message, or with `--eager`,
+//! 10 back-to-back launches). `host_us` is the host time to enqueue one rcute call
+//! (validation, selection, launch): with `--eager`, where it is not well below `rcute_us`,
+//! the measurement is launch-bound.
+//!
+//! The in-process peer is cuBLASLt's INT8 GEMM (`CUBLAS_COMPUTE_32I`, "TN", `s32` output,
+//! no scaling, no bias: less work than `scaled_mm`, which also reads scales and bias and
+//! writes half the bytes), sampled alternately with rcute so both see the same clocks.
+//! PyTorch peers (`torch._int_mm`, vLLM's `cutlass_scaled_mm`) are not reachable from Rust
+//! and are run separately. rcute's output is checked against the peer's `s32` result:
+//! `max_err` is the largest `|out - cast(acc * a_scale * b_scale + bias)|` in units of the
+//! output type's rounding step at that value (<= 1 expected).
+
+use cudarc::cublaslt::{result as lt, sys as ltsys};
+use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use half::{bf16, f16};
+use rcute_kernel::gemm_sm80::SplitKMode;
+use rcute_kernel::Gpu;
+use rcute_ops::scaled_mm::ScaledMmTarget;
+use rcute_ops::select::ScaledMmSelection;
+use rcute_ops::{validate_scaled_mm, MatrixMut, MatrixRef, Ops, Scale, VectorRef};
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// Options of `rcute bench scaled-mm`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchScaledMmArgs {
+    /// Problem shapes `MxNxK` (repeatable), e.g. `--shape 4096x4096x4096`; K a multiple of
+    /// 16 and N of 8.
+    #[arg(long = "shape", required = true)]
+    pub shapes: Vec<String>,
+    /// Output type: `bf16` or `f16`.
+    #[arg(long, default_value = "bf16")]
+    pub dtype: String,
+    /// Timed samples per variant (median reported).
+    #[arg(long, default_value_t = 30)]
+    pub iters: usize,
+    /// Scales: `token-channel` (per-row `a_scale`, per-column `b_scale`, the default) or
+    /// `tensor` (one scale each).
+    #[arg(long, default_value = "token-channel")]
+    pub scales: String,
+    /// No bias (the default adds a bias of the output type).
+    #[arg(long)]
+    pub no_bias: bool,
+    /// Also time forced kernels (repeatable): `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing]`,
+    /// e.g. `--config 64x64x128,2x2,auto,4,serial`. Without it only the automatic selection runs.
+    #[arg(long = "config")]
+    pub configs: Vec<String>,
+    /// Time plain back-to-back launches instead of replaying CUDA graphs of them (the
+    /// default replays graphs, so small problems show device time rather than the host's
+    /// launch cost).
+    #[arg(long)]
+    pub eager: bool,
+    /// Write the table as JSON to this file.
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+}
+
+/// One row of the table.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// `auto` or the forced configuration string.
+    pub config: String,
+    /// M, N, K.
+    pub shape: (usize, usize, usize),
+    /// rcute median time in microseconds.
+    pub rcute_us: f64,
+    /// Host time to enqueue one rcute call, in microseconds (median).
+    pub host_us: f64,
+    /// cuBLASLt (int8 -> int32, unscaled) median time in microseconds, if it ran.
+    pub peer_us: Option<f64>,
+    /// Largest error of rcute's output relative to its tolerance: one output rounding step
+    /// plus the f32 rounding of the epilogue, `4 eps_f32 (|acc * scales| + |bias|)` (<= 1
+    /// expected; NaN: not checked).
+    pub max_err: f64,
+}
+
+/// Parse `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing]`.
+pub fn parse_config(s: &str) -> Result<ScaledMmSelection, String> {
+    let bad = |why: &str| {
+        format!(
+            "bad --config {s:?}: {why} (expected BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing])"
+        )
+    };
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    if parts.len() < 4 {
+        return Err(bad("too few fields"));
+    }
+    let nums = |x: &str, n: usize| -> Result<Vec<i64>, String> {
+        let v: Vec<i64> = x
+            .split(['x', 'X'])
+            .map(|y| y.parse::<i64>())
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(&e.to_string()))?;
+        if v.len() != n {
+            return Err(bad(&format!("{x:?} needs {n} extents")));
+        }
+        Ok(v)
+    };
+    let t = nums(parts[0], 3)?;
+    let w = nums(parts[1], 2)?;
+    let mut sel = ScaledMmSelection {
+        target: ScaledMmTarget::Ampere,
+        tile: [t[0], t[1], t[2]],
+        warps: [w[0], w[1]],
+        stages: if parts[2] == "auto" {
+            None
+        } else {
+            Some(parts[2].parse().map_err(|_| bad("stages"))?)
+        },
+        raster_swizzle: 0,
+        split_k: parts[3].parse().map_err(|_| bad("split-K"))?,
+        split_k_mode: SplitKMode::Serial,
+    };
+    for p in &parts[4..] {
+        match *p {
+            "serial" => sel.split_k_mode = SplitKMode::Serial,
+            "parallel" => sel.split_k_mode = SplitKMode::Parallel,
+            "turing" => {
+                sel.target = ScaledMmTarget::Turing;
+                sel.stages = Some(2);
+            }
+            r if r.starts_with('r') => sel.raster_swizzle = r[1..].parse().map_err(|_| bad("raster swizzle"))?,
+            other => return Err(bad(&format!("unknown field {other:?}"))),
+        }
+    }
+    Ok(sel)
+}
+
+fn parse_shape(s: &str) -> Result<(usize, usize, usize), String> {
+    let v: Vec<usize> = s
+        .split(['x', 'X'])
+        .map(|x| x.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("bad shape {s:?}: {e}"))?;
+    match v.as_slice() {
+        [m, n, k] if *m > 0 && *n > 0 && *k > 0 => Ok((*m, *n, *k)),
+        _ => Err(format!("bad shape {s:?}: expected MxNxK with positive extents")),
+    }
+}
+
+/// SplitMix64 stream.
+struct Mix(u64);
+impl Mix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `[lo, hi)`.
+    fn unit(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (self.next() >> 11) as f64 / (1u64 << 53) as f64 * (hi - lo)
+    }
+}
+
+/// Calls per timed sample.
+const CALLS_PER_SAMPLE: usize = 10;
+
+/// Median host microseconds to enqueue one call of `f` (samples of `CALLS_PER_SAMPLE`
+/// calls, each followed by a synchronize that is not timed).
+fn host_us(stream: &Arc<CudaStream>, f: &mut dyn FnMut() -> Result<(), String>) -> Result<f64, String> {
+    let mut v = Vec::new();
+    for _ in 0..5 {
+        let t = std::time::Instant::now();
+        for _ in 0..CALLS_PER_SAMPLE {
+            f()?;
+        }
+        v.push(t.elapsed().as_secs_f64() * 1e6 / CALLS_PER_SAMPLE as f64);
+        stream.synchronize().map_err(|x| x.to_string())?;
+    }
+    v.sort_by(f64::total_cmp);
+    Ok(v[v.len() / 2])
+}
+
+/// A CUDA graph of `CALLS_PER_SAMPLE` calls of `f`, or `None` (after saying why on stderr)
+/// when something in `f` cannot be captured.
+fn capture(stream: &Arc<CudaStream>, f: &mut dyn FnMut() -> Result<(), String>) -> Option<CudaGraph> {
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    if let Err(x) = stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED) {
+        eprintln!("graph capture not started: {x}");
+        return None;
+    }
+    let r = (0..CALLS_PER_SAMPLE).try_for_each(|_| f());
+    let graph = stream.end_capture(CUgraphInstantiate_flags(0));
+    match (r, graph) {
+        (Ok(()), Ok(Some(g))) => Some(g),
+        (r, g) => {
+            eprintln!(
+                "graph capture failed (timing eager launches): calls {r:?}, capture {:?}",
+                g.err()
+            );
+            None
+        }
+    }
+}
+
+/// Median per-call microseconds of each of `fs`, sampled round-robin.
+fn median_us(
+    stream: &Arc<CudaStream>,
+    iters: usize,
+    graphs: bool,
+    fs: &mut [&mut dyn FnMut() -> Result<(), String>],
+) -> Result<Vec<f64>, String> {
+    let e = |what: &'static str| move |x: cudarc::driver::DriverError| format!("{what}: {x}");
+    for _ in 0..5 {
+        for f in fs.iter_mut() {
+            f()?;
+        }
+    }
+    stream.synchronize().map_err(e("warm-up"))?;
+    let gs: Vec<Option<CudaGraph>> = if graphs {
+        fs.iter_mut().map(|f| capture(stream, *f)).collect()
+    } else {
+        fs.iter().map(|_| None).collect()
+    };
+    stream.synchronize().map_err(e("after capture"))?;
+    let ctx = stream.context();
+    let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let mut times = vec![Vec::with_capacity(iters); fs.len()];
+    for _ in 0..iters.max(1) {
+        for (i, f) in fs.iter_mut().enumerate() {
+            let start = ctx.new_event(timing).map_err(e("event"))?;
+            let end = ctx.new_event(timing).map_err(e("event"))?;
+            start.record(stream).map_err(e("record"))?;
+            match &gs[i] {
+                Some(g) => g.launch().map_err(e("graph launch"))?,
+                None => (0..CALLS_PER_SAMPLE).try_for_each(|_| f())?,
+            }
+            end.record(stream).map_err(e("record"))?;
+            end.synchronize().map_err(e("event sync"))?;
+            times[i].push(start.elapsed_ms(&end).map_err(e("elapsed"))? as f64 * 1e3 / CALLS_PER_SAMPLE as f64);
+        }
+    }
+    Ok(times
+        .into_iter()
+        .map(|mut v| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        })
+        .collect())
+}
+
+/// cuBLASLt INT8 GEMM, "TN": `acc (N x M, column-major = M x N row-major, s32) = B^T A`
+/// with B the column-major `K x N` buffer and A the row-major `M x K` buffer.
+struct LtInt8 {
+    handle: ltsys::cublasLtHandle_t,
+    desc: ltsys::cublasLtMatmulDesc_t,
+    layouts: [ltsys::cublasLtMatrixLayout_t; 3],
+    algo: ltsys::cublasLtMatmulAlgo_t,
+    workspace: CudaSlice<u8>,
+}
+
+impl LtInt8 {
+    fn new(stream: &Arc<CudaStream>, m: usize, n: usize, k: usize) -> Result<LtInt8, String> {
+        let err = |x: lt::CublasError| format!("cuBLASLt: {x:?}");
+        use ltsys::cublasLtMatmulDescAttributes_t as D;
+        let handle = lt::create_handle().map_err(err)?;
+        let desc = lt::create_matmul_desc(
+            ltsys::cublasComputeType_t::CUBLAS_COMPUTE_32I,
+            ltsys::cudaDataType_t::CUDA_R_32I,
+        )
+        .map_err(err)?;
+        // cublasOperation_t values: 1 = T, 0 = N.
+        let (t, nt) = (1i32, 0i32);
+        // SAFETY: valid descriptor; the attribute values are the documented types.
+        unsafe {
+            lt::set_matmul_desc_attribute(
+                desc,
+                D::CUBLASLT_MATMUL_DESC_TRANSA,
+                &t as *const _ as *const c_void,
+                std::mem::size_of_val(&t),
+            )
+            .map_err(err)?;
+            lt::set_matmul_desc_attribute(
+                desc,
+                D::CUBLASLT_MATMUL_DESC_TRANSB,
+                &nt as *const _ as *const c_void,
+                std::mem::size_of_val(&nt),
+            )
+            .map_err(err)?;
+        }
+        let (m64, n64, k64) = (m as u64, n as u64, k as u64);
+        let la = lt::create_matrix_layout(ltsys::cudaDataType_t::CUDA_R_8I, k64, n64, k as i64).map_err(err)?;
+        let lb = lt::create_matrix_layout(ltsys::cudaDataType_t::CUDA_R_8I, k64, m64, k as i64).map_err(err)?;
+        let lc = lt::create_matrix_layout(ltsys::cudaDataType_t::CUDA_R_32I, n64, m64, n as i64).map_err(err)?;
+        let ws_size: usize = 32 << 20;
+        let workspace = stream.alloc_zeros::<u8>(ws_size).map_err(|x| x.to_string())?;
+        let pref = lt::create_matmul_pref().map_err(err)?;
+        // SAFETY: valid handles created above.
+        let heur = unsafe {
+            lt::set_matmul_pref_attribute(
+                pref,
+                ltsys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                &ws_size as *const _ as *const c_void,
+                std::mem::size_of::<usize>(),
+            )
+            .map_err(err)?;
+            let h = lt::get_matmul_algo_heuristic(handle, desc, la, lb, lc, lc, pref);
+            lt::destroy_matmul_pref(pref).map_err(err)?;
+            h.map_err(err)?
+        };
+        Ok(LtInt8 {
+            handle,
+            desc,
+            layouts: [la, lb, lc],
+            algo: heur.algo,
+            workspace,
+        })
+    }
+
+    fn run(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        a: &CudaSlice<i8>,
+        b: &CudaSlice<i8>,
+        acc: &mut CudaSlice<i32>,
+    ) -> Result<(), String> {
+        let (one, zero) = (1i32, 0i32);
+        let (pa, _ra) = a.device_ptr(stream);
+        let (pb, _rb) = b.device_ptr(stream);
+        let (pc, _rc) = acc.device_ptr_mut(stream);
+        let ws_len = self.workspace.len();
+        let (pw, _rw) = self.workspace.device_ptr_mut(stream);
+        let [la, lb, lc] = self.layouts;
+        // SAFETY: the buffers hold K*N, M*K s8 and N*M s32 elements as the layouts describe;
+        // the workspace holds its size.
+        unsafe {
+            lt::matmul(
+                self.handle,
+                self.desc,
+                &one as *const _ as *const c_void,
+                &zero as *const _ as *const c_void,
+                pb as *const c_void,
+                la,
+                pa as *const c_void,
+                lb,
+                pc as *const c_void,
+                lc,
+                pc as *mut c_void,
+                lc,
+                &self.algo,
+                pw as *mut c_void,
+                ws_len,
+                stream.cu_stream() as *mut _,
+            )
+        }
+        .map_err(|x| format!("cuBLASLt matmul: {x:?}"))
+    }
+}
+
+impl Drop for LtInt8 {
+    fn drop(&mut self) {
+        // SAFETY: created in `new`, destroyed once.
+        unsafe {
+            for l in self.layouts {
+                let _ = lt::destroy_matrix_layout(l);
+            }
+            let _ = lt::destroy_matmul_desc(self.desc);
+            let _ = lt::destroy_handle(self.handle);
+        }
+    }
+}
+
+/// The output buffer of either type.
+enum Out {
+    F16(CudaSlice<f16>),
+    BF16(CudaSlice<bf16>),
+}
+
+/// Run the benchmark; returns the printed table.
+pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
+    let bf = match args.dtype.as_str() {
+        "bf16" => true,
+        "f16" => false,
+        other => return Err(format!("--dtype {other}: bf16 or f16")),
+    };
+    let per_token = match args.scales.as_str() {
+        "token-channel" => true,
+        "tensor" => false,
+        other => return Err(format!("--scales {other}: token-channel or tensor")),
+    };
+    let shapes = args
+        .shapes
+        .iter()
+        .map(|s| parse_shape(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let forced = args
+        .configs
+        .iter()
+        .map(|s| parse_config(s).map(|c| (s.clone(), c)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let gpu = match Gpu::detect() {
+        Ok(Some(g)) => g,
+        Ok(None) => return Err("no CUDA GPU found: the benchmark needs one".into()),
+        Err(e) => return Err(format!("no CUDA GPU usable: {e}")),
+    };
+    let stream = gpu.stream().clone();
+    // SAFETY: every buffer of the benchmark (and of the ops handle) is used on this one
+    // stream only, so cudarc's per-slice events (a wait and a record per use: host time,
+    // and waits on uncaptured work that break graph capture) are not needed.
+    unsafe { gpu.context().disable_event_tracking() };
+    let ops = Ops::new(gpu.clone());
+    let e = |x: cudarc::driver::DriverError| x.to_string();
+    let mut rows = Vec::new();
+    let mut peer_note = String::new();
+    for (si, &(m, n, k)) in shapes.iter().enumerate() {
+        let mut rng = Mix(0x5EED + si as u64);
+        let ha: Vec<i8> = (0..m * k).map(|_| rng.next() as u8 as i8).collect();
+        let hb: Vec<i8> = (0..k * n).map(|_| rng.next() as u8 as i8).collect();
+        let scale = (1.0 / (128.0 * (k as f64).sqrt())) as f32;
+        let hsa: Vec<f32> = (0..if per_token { m } else { 1 })
+            .map(|_| rng.unit(0.5, 1.5) as f32 * scale)
+            .collect();
+        let hsb: Vec<f32> = (0..if per_token { n } else { 1 })
+            .map(|_| rng.unit(0.5, 1.5) as f32 / 128.0)
+            .collect();
+        let hbias: Vec<f32> = (0..n).map(|_| rng.unit(-1.0, 1.0) as f32).collect();
+        let da: CudaSlice<i8> = stream.clone_htod(&ha).map_err(e)?;
+        let db: CudaSlice<i8> = stream.clone_htod(&hb).map_err(e)?;
+        let dsa: CudaSlice<f32> = stream.clone_htod(&hsa).map_err(e)?;
+        let dsb: CudaSlice<f32> = stream.clone_htod(&hsb).map_err(e)?;
+        let bias16: CudaSlice<f16> = stream
+            .clone_htod(&hbias.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>())
+            .map_err(e)?;
+        let biasb: CudaSlice<bf16> = stream
+            .clone_htod(&hbias.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>())
+            .map_err(e)?;
+        let bias_q: Vec<f64> = hbias
+            .iter()
+            .map(|&x| {
+                if bf {
+                    bf16::from_f32(x).to_f64()
+                } else {
+                    f16::from_f32(x).to_f64()
+                }
+            })
+            .collect();
+        let mut out = if bf {
+            Out::BF16(stream.alloc_zeros(m * n).map_err(e)?)
+        } else {
+            Out::F16(stream.alloc_zeros(m * n).map_err(e)?)
+        };
+        let mut acc: CudaSlice<i32> = stream.alloc_zeros(m * n).map_err(e)?;
+        let mut peer = match LtInt8::new(&stream, m, n, k) {
+            Ok(p) => Some(p),
+            Err(x) => {
+                peer_note = format!("note: no cuBLASLt INT8 peer ({x})\n");
+                None
+            }
+        };
+        let mut variants: Vec<(String, Option<ScaledMmSelection>)> = vec![("auto".into(), None)];
+        variants.extend(forced.iter().map(|(s, c)| (s.clone(), Some(c.clone()))));
+        // The reference accumulator from the peer (or none).
+        let mut want_acc: Option<Vec<i32>> = None;
+        if let Some(p) = peer.as_mut() {
+            p.run(&stream, &da, &db, &mut acc)?;
+            stream.synchronize().map_err(e)?;
+            want_acc = Some(stream.clone_dtoh(&acc).map_err(e)?);
+        }
+        for (label, sel) in &variants {
+            let mut rc = || -> Result<(), String> {
+                let av = MatrixRef::new(&da, m, k);
+                let bv = MatrixRef::new(&db, k, n).col_major();
+                let sa = Scale::auto(VectorRef::new(&dsa, hsa.len()));
+                let sb = Scale::auto(VectorRef::new(&dsb, hsb.len()));
+                let biasv = if bf {
+                    VectorRef::new(&biasb, n)
+                } else {
+                    VectorRef::new(&bias16, n)
+                };
+                let bias = (!args.no_bias).then_some(&biasv);
+                let mut ov = match &mut out {
+                    Out::F16(d) => MatrixMut::new(d, m, n),
+                    Out::BF16(d) => MatrixMut::new(d, m, n),
+                };
+                let p = validate_scaled_mm(&av, &bv, sa, sb, bias, &ov).map_err(|x| x.to_string())?;
+                let _ = &mut ov;
+                ops.run_scaled_mm(&p, sel.as_ref()).map_err(|x| x.to_string())
+            };
+            let res = match peer.as_mut() {
+                Some(p) => {
+                    let mut pf = || p.run(&stream, &da, &db, &mut acc);
+                    median_us(&stream, args.iters, !args.eager, &mut [&mut rc, &mut pf]).map(|v| (v[0], Some(v[1])))
+                }
+                None => median_us(&stream, args.iters, !args.eager, &mut [&mut rc]).map(|v| (v[0], None)),
+            };
+            let (rcute_us, peer_us) = match res {
+                Ok(x) => x,
+                Err(x) if sel.is_some() => {
+                    eprintln!("{m}x{n}x{k} {label}: {x}");
+                    continue;
+                }
+                Err(x) => return Err(x),
+            };
+            let host = host_us(&stream, &mut rc)?;
+            // Check this variant's output against the peer's accumulator.
+            rc()?;
+            stream.synchronize().map_err(e)?;
+            let got: Vec<f64> = match &out {
+                Out::F16(d) => stream.clone_dtoh(d).map_err(e)?.iter().map(|x| x.to_f64()).collect(),
+                Out::BF16(d) => stream.clone_dtoh(d).map_err(e)?.iter().map(|x| x.to_f64()).collect(),
+            };
+            let max_err = match &want_acc {
+                None => f64::NAN,
+                Some(w) => {
+                    let (mbits, emin) = if bf { (7, -126) } else { (10, -14) };
+                    let mut worst = 0f64;
+                    for i in 0..m {
+                        for j in 0..n {
+                            // acc is N x M column-major = M x N row-major.
+                            let a = w[i * n + j] as f64;
+                            let prod = a
+                                * hsa[if per_token { i } else { 0 }] as f64
+                                * hsb[if per_token { j } else { 0 }] as f64;
+                            let bias = if args.no_bias { 0.0 } else { bias_q[j] };
+                            let r = prod + bias;
+                            let ex = if r == 0.0 {
+                                emin
+                            } else {
+                                (r.abs().log2().floor() as i32).max(emin)
+                            };
+                            // One output step plus the f32 rounding of the epilogue (cancellation).
+                            let tol = 2f64.powi(ex - mbits) + 4.0 * f32::EPSILON as f64 * (prod.abs() + bias.abs());
+                            let err = (got[i * n + j] - r).abs() / tol;
+                            worst = if err.is_nan() { f64::INFINITY } else { worst.max(err) };
+                        }
+                    }
+                    worst
+                }
+            };
+            rows.push(Row {
+                config: label.clone(),
+                shape: (m, n, k),
+                rcute_us,
+                host_us: host,
+                peer_us,
+                max_err,
+            });
+        }
+    }
+    let mut s = String::new();
+    s.push_str(&format!(
+        "device: {} ({} SMs); scaled_mm {} out, {} scales, {}; peer: cuBLASLt int8 -> s32 (TN, unscaled); {}\n",
+        gpu.name(),
+        gpu.sm_count(),
+        args.dtype,
+        args.scales,
+        if args.no_bias { "no bias" } else { "bias" },
+        if args.eager {
+            "10 back-to-back launches per sample"
+        } else {
+            "CUDA graphs of 10 calls"
+        }
+    ));
+    s.push_str(&peer_note);
+    s.push_str(&format!(
+        "{:<20} {:<34} {:>10} {:>8} {:>10} {:>11} {:>11} {:>16} {:>8}\n",
+        "shape (MxNxK)",
+        "config",
+        "rcute_us",
+        "host_us",
+        "rcute_TOPS",
+        "cublasLt_us",
+        "cuLt_TOPS",
+        "ratio (cuLt/rc)",
+        "max_err"
+    ));
+    for r in &rows {
+        let (m, n, k) = r.shape;
+        let ops2 = 2.0 * m as f64 * n as f64 * k as f64;
+        let tops = |us: f64| ops2 / (us * 1e-6) / 1e12;
+        let peer = |f: &dyn Fn(f64) -> String| r.peer_us.map(f).unwrap_or_else(|| "-".into());
+        s.push_str(&format!(
+            "{:<20} {:<34} {:>10.1} {:>8.1} {:>10.1} {:>11} {:>11} {:>16} {:>8.2}\n",
+            format!("{m}x{n}x{k}"),
+            r.config,
+            r.rcute_us,
+            r.host_us,
+            tops(r.rcute_us),
+            peer(&|p| format!("{p:.1}")),
+            peer(&|p| format!("{:.1}", tops(p))),
+            peer(&|p| format!("{:.3}", p / r.rcute_us)),
+            r.max_err
+        ));
+    }
+    if let Some(path) = &args.json {
+        let v: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({"config": r.config, "m": r.shape.0, "n": r.shape.1, "k": r.shape.2,
+                    "rcute_us": r.rcute_us, "host_us": r.host_us, "cublaslt_int8_us": r.peer_us, "max_err": r.max_err,
+                    "dtype": args.dtype, "scales": args.scales, "bias": !args.no_bias})
+            })
+            .collect();
+        std::fs::write(path, serde_json::to_string_pretty(&v).unwrap_or_default()).map_err(|x| x.to_string())?;
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_parse() {
+        let s = parse_config("64x64x128,2x2,auto,4,parallel,r2").unwrap();
+        assert_eq!((s.tile, s.warps, s.stages, s.split_k), ([64, 64, 128], [2, 2], None, 4));
+        assert_eq!(
+            (s.split_k_mode, s.raster_swizzle, s.target),
+            (SplitKMode::Parallel, 2, ScaledMmTarget::Ampere)
+        );
+        let t = parse_config("128x128x64,2x4,2,1,turing").unwrap();
+        assert_eq!((t.target, t.stages), (ScaledMmTarget::Turing, Some(2)));
+        assert!(parse_config("64x64,2x2,auto,1").is_err());
+        assert!(parse_config("64x64x64,2x2,auto,1,bogus").is_err());
+        assert_eq!(parse_shape("16x4096x4096").unwrap(), (16, 4096, 4096));
+        assert!(parse_shape("0x1x1").is_err());
+    }
+}

@@ -1,0 +1,526 @@
+//! `scaled_mm`: the INT8 scaled GEMM of vLLM / InfiniOP (W8A8 inference):
+//! `out[l, i, j] = convert(float(sum_k A[l, i, k] * B[l, k, j]) * a_scale[i] * b_scale[j] + bias[j])`
+//! with `s8` A (row-major `M x K`) and B (column-major `K x N`), exact `s32` accumulation,
+//! f32 scales — one per tensor or one per row of A (per token) / per column of B (per
+//! channel) — an optional bias of the output type, and an f16 or bf16 row-major output,
+//! 2-D or batched 3-D (A or B may be one matrix broadcast over the batch; scales and bias
+//! are shared by the batch).
+//!
+//! [`validate_scaled_mm`] checks everything into a [`ScaledMmProblem`] (typed
+//! [`OpsError`]s, nothing is launched on bad input); [`crate::select::select_scaled_mm`]
+//! picks the tile and split-K; [`Ops::scaled_mm`] generates, compiles (cached), loads and
+//! launches the kernel of `rcute_kernel::scaled_mm_sm80` for the GPU's architecture
+//! ([`Ops::scaled_mm_target`]: sm_75 Turing, sm_80 / sm_86 / sm_89 Ampere class, and — for
+//! now — the Ampere-class kernel on sm_90 too).
+//!
+//! Rules (InfiniOP's alignment, checked here): `K` a multiple of 16 (16-byte `s8` vectors
+//! along K), `N` a multiple of 8 (16-byte f16 / bf16 output vectors); leading dimensions and
+//! batch strides of A and B multiples of 16 elements and both 16-byte aligned; on sm_75 the
+//! output is f16.
+
+use crate::context::boxed;
+use crate::error::{dtype_name, OpsError};
+use crate::gemm::{check_layout, check_vector_alignment, overlaps, range};
+use crate::select::{select_scaled_mm, ScaledMmSelection};
+use crate::tensor::{DType, Geometry, Major, MatrixMut, MatrixRef, VectorRef};
+use crate::Ops;
+use cudarc::driver::DevicePtr;
+use rcute_kernel::gemm_sm80::{SplitKMode, TICKET_SMEM};
+use rcute_kernel::scaled_mm_sm80::{
+    self, Element, FusionArgs, GeneratedScaledMm, ScaleKind, ScaledMmArgs, ScaledMmSm80Config, TURING_SMEM_BUDGET,
+};
+use rcute_kernel::{Arch, CompileOptions, Function, KernelCache};
+use std::sync::Arc;
+
+pub use rcute_kernel::scaled_mm_sm80::ScaledMmTarget;
+
+/// A scale operand of [`Ops::scaled_mm`]: f32 values in device memory.
+#[derive(Clone, Copy, Debug)]
+pub enum Scale<'a> {
+    /// One scale for the whole operand (`v[0]`; the view holds exactly one element).
+    Scalar(VectorRef<'a>),
+    /// One scale per row of A (per token: `M` elements) or per column of B (per output
+    /// channel: `N` elements).
+    Vector(VectorRef<'a>),
+}
+
+impl<'a> Scale<'a> {
+    /// [`Scale::Scalar`] for a one-element view, [`Scale::Vector`] otherwise (InfiniOP's
+    /// rule: a scale descriptor of shape `(1,)` is per tensor).
+    pub fn auto(v: VectorRef<'a>) -> Scale<'a> {
+        if v.len() == 1 {
+            Scale::Scalar(v)
+        } else {
+            Scale::Vector(v)
+        }
+    }
+
+    /// The view.
+    pub fn view(&self) -> &VectorRef<'a> {
+        match self {
+            Scale::Scalar(v) | Scale::Vector(v) => v,
+        }
+    }
+}
+
+/// A validated scaled-mm problem.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScaledMmProblem {
+    /// Rows of A and the output.
+    pub m: usize,
+    /// Columns of B and the output.
+    pub n: usize,
+    /// Columns of A, rows of B.
+    pub k: usize,
+    /// Batch count.
+    pub l: usize,
+    /// A (`s8`, row-major M x K); batch stride 0 when broadcast.
+    pub a: Geometry,
+    /// B (`s8`, column-major K x N); batch stride 0 when broadcast.
+    pub b: Geometry,
+    /// The output (f16 / bf16, row-major M x N).
+    pub out: Geometry,
+    /// A's scale (f32, 1 or M elements).
+    pub a_scale: Geometry,
+    /// How A's scale applies ([`ScaleKind::Scalar`] or [`ScaleKind::PerRow`]).
+    pub a_scale_kind: ScaleKind,
+    /// B's scale (f32, 1 or N elements).
+    pub b_scale: Geometry,
+    /// How B's scale applies ([`ScaleKind::Scalar`] or [`ScaleKind::PerCol`]).
+    pub b_scale_kind: ScaleKind,
+    /// The bias (N elements of the output type).
+    pub bias: Option<Geometry>,
+}
+
+/// What selects a loaded kernel of [`Ops::run_scaled_mm`] (everything its configuration
+/// depends on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ScaledMmKey {
+    target: ScaledMmTarget,
+    tile: [i64; 3],
+    warps: [i64; 2],
+    stages: Option<usize>,
+    raster_swizzle: u32,
+    smem_budget: usize,
+    out: DType,
+    a_scale: ScaleKind,
+    b_scale: ScaleKind,
+    bias: bool,
+}
+
+/// A generated scaled-mm kernel loaded on the GPU.
+#[derive(Clone)]
+pub struct LoadedScaledMm {
+    /// The generated source and its launch geometry.
+    pub generated: Arc<GeneratedScaledMm>,
+    main: Function,
+    reduce: Function,
+}
+
+fn vector_check(
+    operand: &'static str,
+    v: &Geometry,
+    dtype: DType,
+    expected_len: &[usize],
+    expected: String,
+) -> Result<(), OpsError> {
+    if v.dtype != dtype {
+        return Err(OpsError::DType(format!(
+            "{operand} is {}, expected {}",
+            dtype_name(v.dtype),
+            dtype_name(dtype)
+        )));
+    }
+    if !expected_len.contains(&v.cols) || v.rows != 1 || v.batch != 1 {
+        return Err(OpsError::VectorLength {
+            operand,
+            len: v.cols * v.rows * v.batch,
+            expected,
+        });
+    }
+    if v.col_stride != 1 {
+        return Err(OpsError::Strides {
+            operand,
+            detail: format!("vectors must be contiguous (stride {})", v.col_stride),
+        });
+    }
+    let needed = v.extent()?;
+    if needed > v.len {
+        return Err(OpsError::OutOfBounds {
+            operand,
+            needed,
+            len: v.len,
+        });
+    }
+    if v.ptr == 0 || v.ptr % dtype.bytes() as u64 != 0 {
+        return Err(OpsError::Alignment {
+            operand,
+            detail: format!("address {:#x} is null or not aligned to {} bytes", v.ptr, dtype.bytes()),
+        });
+    }
+    Ok(())
+}
+
+/// Validate `out = scaled_mm(a, b, a_scale, b_scale, bias)` (see the module
+/// documentation for the semantics and rules).
+pub fn validate_scaled_mm(
+    a: &MatrixRef<'_>,
+    b: &MatrixRef<'_>,
+    a_scale: Scale<'_>,
+    b_scale: Scale<'_>,
+    bias: Option<&VectorRef<'_>>,
+    out: &MatrixMut<'_>,
+) -> Result<ScaledMmProblem, OpsError> {
+    let (mut ga, mut gb, gd) = (a.geo, b.geo, out.geo);
+    // Element types.
+    if ga.dtype != DType::S8 || gb.dtype != DType::S8 || !matches!(gd.dtype, DType::F16 | DType::BF16) {
+        return Err(OpsError::DType(format!(
+            "A {} x B {} -> {} (scaled_mm takes s8 A and B and writes f16 or bf16)",
+            dtype_name(ga.dtype),
+            dtype_name(gb.dtype),
+            dtype_name(gd.dtype)
+        )));
+    }
+    // Shapes.
+    let (m, k, n, l) = (ga.rows, ga.cols, gb.cols, gd.batch);
+    if gb.rows != k || gd.rows != m || gd.cols != n {
+        return Err(OpsError::Shape(format!(
+            "A is {}x{}, B is {}x{}, out is {}x{}",
+            ga.rows, ga.cols, gb.rows, gb.cols, gd.rows, gd.cols
+        )));
+    }
+    if m == 0 || n == 0 || k == 0 || l == 0 {
+        return Err(OpsError::Empty(format!("M={m}, N={n}, K={k}, L={l}")));
+    }
+    for (name, g) in [("A", &mut ga), ("B", &mut gb)] {
+        if g.batch == 1 && l > 1 {
+            g.batch_stride = 0; // one matrix broadcast over the batch
+            g.batch = l;
+        } else if g.batch != l {
+            return Err(OpsError::Shape(format!(
+                "{name} has batch {} but the output has batch {l}",
+                g.batch
+            )));
+        }
+    }
+    // Layouts: A row-major (K contiguous), B column-major (K contiguous), out row-major.
+    for (name, g, want) in [("A", &ga, Major::Row), ("B", &gb, Major::Col), ("out", &gd, Major::Row)] {
+        if g.major() != Some(want) {
+            return Err(OpsError::Strides {
+                operand: name,
+                detail: format!(
+                    "must be {} (row stride {}, column stride {})",
+                    if want == Major::Row {
+                        "row-major"
+                    } else {
+                        "column-major"
+                    },
+                    g.row_stride,
+                    g.col_stride
+                ),
+            });
+        }
+    }
+    check_layout("A", &ga, false)?;
+    check_layout("B", &gb, false)?;
+    check_layout("out", &gd, true)?;
+    if l > 65535 {
+        return Err(OpsError::TooLarge {
+            what: "batch count (at most 65535: the grid's z extent)",
+        });
+    }
+    // Alignment (InfiniOP's rules) and 16-byte vectors of A and B.
+    if k % 16 != 0 {
+        return Err(OpsError::Alignment {
+            operand: "A",
+            detail: format!("K = {k} must be a multiple of 16 (16-byte s8 vectors along K)"),
+        });
+    }
+    if n % 8 != 0 {
+        return Err(OpsError::Alignment {
+            operand: "out",
+            detail: format!("N = {n} must be a multiple of 8 (16-byte output vectors)"),
+        });
+    }
+    check_vector_alignment("A", &ga)?;
+    check_vector_alignment("B", &gb)?;
+    if gd.ptr % gd.dtype.bytes() as u64 != 0 {
+        return Err(OpsError::Alignment {
+            operand: "out",
+            detail: "not aligned to its element size".into(),
+        });
+    }
+    // Scales and bias.
+    let a_scale_kind = match a_scale {
+        Scale::Scalar(_) => ScaleKind::Scalar,
+        Scale::Vector(_) => ScaleKind::PerRow,
+    };
+    let b_scale_kind = match b_scale {
+        Scale::Scalar(_) => ScaleKind::Scalar,
+        Scale::Vector(_) => ScaleKind::PerCol,
+    };
+    let (sa, sb) = (a_scale.view().geo, b_scale.view().geo);
+    match a_scale {
+        Scale::Scalar(_) => vector_check("a_scale", &sa, DType::F32, &[1], "1 (per tensor)".into())?,
+        Scale::Vector(_) => vector_check("a_scale", &sa, DType::F32, &[m], format!("M = {m} (per row)"))?,
+    }
+    match b_scale {
+        Scale::Scalar(_) => vector_check("b_scale", &sb, DType::F32, &[1], "1 (per tensor)".into())?,
+        Scale::Vector(_) => vector_check("b_scale", &sb, DType::F32, &[n], format!("N = {n} (per column)"))?,
+    }
+    let gbias = bias.map(|v| v.geo);
+    if let Some(g) = &gbias {
+        vector_check("bias", g, gd.dtype, &[n], format!("N = {n}"))?;
+    }
+    // The output must not overlap any input.
+    let rd = range(&gd)?;
+    let mut inputs = vec![
+        ("A", range(&ga)?),
+        ("B", range(&gb)?),
+        ("a_scale", range(&sa)?),
+        ("b_scale", range(&sb)?),
+    ];
+    if let Some(g) = &gbias {
+        inputs.push(("bias", range(g)?));
+    }
+    for (name, r) in inputs {
+        if overlaps(rd, r) {
+            return Err(OpsError::Strides {
+                operand: "out",
+                detail: format!("overlaps {name}"),
+            });
+        }
+    }
+    Ok(ScaledMmProblem {
+        m,
+        n,
+        k,
+        l,
+        a: ga,
+        b: gb,
+        out: gd,
+        a_scale: sa,
+        a_scale_kind,
+        b_scale: sb,
+        b_scale_kind,
+        bias: gbias,
+    })
+}
+
+impl Ops {
+    /// `out = convert(float(A @ B) * a_scale * b_scale + bias)`: the INT8 scaled GEMM (see
+    /// [`crate::scaled_mm`]). `a` is an `s8` row-major `M x K` view, `b` an `s8`
+    /// column-major `K x N` view (`MatrixRef::new(&buf, k, n).col_major()`), `out` an f16 /
+    /// bf16 row-major `M x N` view; 3-D when the views are batched. Every input is validated
+    /// first; runs on the GPU's stream and returns once launched.
+    pub fn scaled_mm(
+        &self,
+        a: &MatrixRef<'_>,
+        b: &MatrixRef<'_>,
+        a_scale: Scale<'_>,
+        b_scale: Scale<'_>,
+        bias: Option<&VectorRef<'_>>,
+        out: &mut MatrixMut<'_>,
+    ) -> Result<(), OpsError> {
+        let p = validate_scaled_mm(a, b, a_scale, b_scale, bias, out)?;
+        self.run_scaled_mm(&p, None)
+    }
+
+    /// The kernel family for this GPU — the architecture dispatch of `scaled_mm`:
+    /// sm_75 → Turing, sm_80 / sm_86 / sm_89 → Ampere class, sm_90 → (for now) the
+    /// Ampere-class kernel; other architectures are an [`OpsError::Arch`].
+    pub fn scaled_mm_target(&self) -> Result<ScaledMmTarget, OpsError> {
+        let cc = self.gpu().compute_capability();
+        match self.gpu().arch() {
+            Some(Arch::Sm75) => Ok(ScaledMmTarget::Turing),
+            Some(Arch::Sm80 | Arch::Sm86 | Arch::Sm89) => Ok(ScaledMmTarget::Ampere),
+            // DISPATCH POINT (issue #6, SM90 part): route sm_90 to the wgmma scaled-mm kernel
+            // of `rcute_kernel::gemm_sm90` once it exists (a new `ScaledMmTarget` / kernel
+            // family selected here and run by `run_scaled_mm`). Until then Hopper runs the
+            // Ampere-class mma.sync kernel.
+            Some(Arch::Sm90 | Arch::Sm90a) => Ok(ScaledMmTarget::Ampere),
+            _ => Err(OpsError::Arch(format!(
+                "scaled_mm needs sm_75, sm_80, sm_86, sm_89 or sm_90, found compute capability {}.{}",
+                cc.0, cc.1
+            ))),
+        }
+    }
+
+    /// Generate, compile (cached) and load the scaled-mm kernel of `cfg` for this GPU (once
+    /// per configuration).
+    pub fn load_scaled_mm(&self, cfg: &ScaledMmSm80Config) -> Result<LoadedScaledMm, OpsError> {
+        let poisoned = || OpsError::Arch("poisoned kernel table".into());
+        if let Some(l) = self.scaled_mms.lock().map_err(|_| poisoned())?.get(cfg) {
+            return Ok(l.clone());
+        }
+        let arch = self
+            .gpu()
+            .arch()
+            .ok_or_else(|| OpsError::Arch(format!("compute capability {:?}", self.gpu().compute_capability())))?;
+        let g = scaled_mm_sm80::generate(cfg).map_err(boxed)?;
+        let compiled = KernelCache::global()
+            .get_or_compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
+            .map_err(boxed)?;
+        let module = self.gpu().load(&compiled).map_err(boxed)?;
+        let main = module.function(&g.name).map_err(boxed)?;
+        let reduce = module.function(&g.reduce_name).map_err(boxed)?;
+        let loaded = LoadedScaledMm {
+            generated: Arc::new(g),
+            main,
+            reduce,
+        };
+        if let Ok(mut t) = self.scaled_mms.lock() {
+            t.insert(cfg.clone(), loaded.clone());
+        }
+        Ok(loaded)
+    }
+
+    /// Run a validated problem with the automatic kernel choice, or a forced one (tests and
+    /// benchmarks use this to cover every tile, split-K mode and the Turing kernel, which
+    /// also runs on newer GPUs).
+    pub fn run_scaled_mm(&self, p: &ScaledMmProblem, forced: Option<&ScaledMmSelection>) -> Result<(), OpsError> {
+        let expected = self.gpu().context().ordinal();
+        let mut views = vec![
+            ("A", p.a),
+            ("B", p.b),
+            ("out", p.out),
+            ("a_scale", p.a_scale),
+            ("b_scale", p.b_scale),
+        ];
+        if let Some(g) = p.bias {
+            views.push(("bias", g));
+        }
+        for (operand, g) in views {
+            if let Some(found) = g.device {
+                if found != expected {
+                    return Err(OpsError::Device {
+                        operand,
+                        found,
+                        expected,
+                    });
+                }
+            }
+        }
+        let sel = match forced {
+            Some(s) => s.clone(),
+            None => select_scaled_mm(self.scaled_mm_target()?, p.m, p.n, p.k, p.l, self.gpu().sm_count()),
+        };
+        let out = match p.out.dtype {
+            DType::F16 => Element::F16,
+            _ => Element::BF16,
+        };
+        if sel.target == ScaledMmTarget::Turing && out != Element::F16 {
+            return Err(OpsError::DType(format!(
+                "{} output on sm_75 (the Turing kernel writes f16 only)",
+                dtype_name(p.out.dtype)
+            )));
+        }
+        let optin = (self.gpu().max_shared_per_block_optin() as usize).saturating_sub(TICKET_SMEM);
+        let smem_budget = match sel.target {
+            ScaledMmTarget::Ampere => optin,
+            ScaledMmTarget::Turing => TURING_SMEM_BUDGET.min(optin),
+        };
+        // The kernel table is keyed by a small copyable key first, so that a call does not
+        // rebuild and hash the fusion tree (host time per call).
+        let key = ScaledMmKey {
+            target: sel.target,
+            tile: sel.tile,
+            warps: sel.warps,
+            stages: sel.stages,
+            raster_swizzle: sel.raster_swizzle,
+            smem_budget,
+            out: p.out.dtype,
+            a_scale: p.a_scale_kind,
+            b_scale: p.b_scale_kind,
+            bias: p.bias.is_some(),
+        };
+        let hit = self
+            .scaled_mm_keys
+            .lock()
+            .map_err(|_| OpsError::Arch("poisoned kernel table".into()))?
+            .get(&key)
+            .cloned();
+        let loaded = match hit {
+            Some(l) => l,
+            None => {
+                let mut cfg = ScaledMmSm80Config::new(
+                    out,
+                    p.a_scale_kind,
+                    p.b_scale_kind,
+                    p.bias.is_some(),
+                    sel.tile,
+                    sel.warps,
+                )
+                .map_err(boxed)?;
+                if sel.target == ScaledMmTarget::Turing {
+                    cfg = cfg.turing();
+                }
+                cfg.smem_budget = smem_budget;
+                cfg.stages = sel.stages.or(cfg.stages);
+                cfg.raster_swizzle = sel.raster_swizzle;
+                let l = self.load_scaled_mm(&cfg)?;
+                if let Ok(mut t) = self.scaled_mm_keys.lock() {
+                    t.insert(key, l.clone());
+                }
+                l
+            }
+        };
+        let g = &loaded.generated;
+        let (m, n, k, l) = (p.m as i32, p.n as i32, p.k as i32, p.l as i32);
+        let mut fusion = FusionArgs::new()
+            .ptr("a_scale", p.a_scale.ptr)
+            .ptr("b_scale", p.b_scale.ptr);
+        if let Some(bias) = p.bias {
+            fusion = fusion.ptr("bias", bias.ptr);
+        }
+        let mut args = ScaledMmArgs::packed(m, n, k, l, p.a.ptr, p.b.ptr, p.out.ptr, fusion);
+        args.lda = p.a.ld();
+        args.ldb = p.b.ld();
+        args.ldd = p.out.ld();
+        args.batch_stride_a = p.a.batch_stride;
+        args.batch_stride_b = p.b.batch_stride;
+        args.batch_stride_d = if l > 1 { p.out.batch_stride } else { m as i64 * args.ldd };
+        args.split_k = sel.split_k.max(1);
+        args.split_k_mode = sel.split_k_mode;
+        let grid = g.grid_split(m, n, l, args.split_k);
+        if grid.y > 65535 || grid.z > 65535 {
+            return Err(OpsError::TooLarge {
+                what: "problem (the grid exceeds 65535 CTAs in y or z)",
+            });
+        }
+        let ws_bytes = g.workspace_bytes(m, n, l, args.split_k, args.split_k_mode);
+        let mut sems = self
+            .semaphores
+            .lock()
+            .map_err(|_| OpsError::Arch("poisoned semaphores".into()))?;
+        if args.split_k_mode == SplitKMode::Serial && args.split_k > 1 {
+            let count = g.semaphore_count(m, n, l);
+            if sems.as_ref().is_none_or(|s| s.len() < count) {
+                *sems = Some(self.gpu().stream().alloc_zeros::<i32>(count).map_err(boxed)?);
+            }
+            if let Some(s) = sems.as_ref() {
+                let (ptr, _rec) = s.device_ptr(self.gpu().stream());
+                args.semaphores = ptr;
+            }
+        }
+        let mut ws = self
+            .workspace
+            .lock()
+            .map_err(|_| OpsError::Arch("poisoned workspace".into()))?;
+        if ws_bytes > 0 {
+            if ws.as_ref().is_none_or(|w| w.len() < ws_bytes) {
+                *ws = Some(self.gpu().stream().alloc_zeros::<u8>(ws_bytes).map_err(boxed)?);
+            }
+            if let Some(w) = ws.as_ref() {
+                let (ptr, _rec) = w.device_ptr(self.gpu().stream());
+                args.workspace = ptr;
+            }
+        }
+        // SAFETY: `validate_scaled_mm` checked that every view lies inside its buffer with
+        // the strides and batch strides passed here and that the scales and bias hold the
+        // elements the fusion reads; the views borrow their buffers for the duration of
+        // this call; the workspace holds `workspace_bytes`.
+        unsafe { scaled_mm_sm80::launch(&loaded.main, &loaded.reduce, g, &args) }.map_err(boxed)?;
+        Ok(())
+    }
+}
