@@ -375,7 +375,26 @@ impl Ops {
             args.c = 0;
         }
         args.split_k = split_k.max(1);
-        let ws_bytes = g.workspace_bytes(m, n, l, args.split_k);
+        let fa = g.default_fusion_args(&args).map_err(boxed)?;
+        // SAFETY: `validate` checked that every view lies inside its buffer with the
+        // strides and batch strides passed here; the views borrow their buffers.
+        unsafe { self.launch_sm90(&loaded, args, &fa) }
+    }
+
+    /// Launch a loaded SM90 kernel with split-K (`args.split_k`), providing the workspace.
+    ///
+    /// # Safety
+    ///
+    /// `args` and `fa` must describe buffers that hold the operands, valid until the
+    /// kernels finish (validated views borrowed by the caller).
+    pub(crate) unsafe fn launch_sm90(
+        &self,
+        loaded: &LoadedGemmSm90,
+        mut args: GemmArgs,
+        fa: &gemm_sm90::FusionArgs,
+    ) -> Result<(), OpsError> {
+        let g = &loaded.generated;
+        let ws_bytes = g.workspace_bytes(args.m, args.n, args.l, args.split_k);
         let mut ws = self
             .workspace
             .lock()
@@ -389,11 +408,8 @@ impl Ops {
                 args.workspace = ptr;
             }
         }
-        let fa = g.default_fusion_args(&args).map_err(boxed)?;
-        // SAFETY: `validate` checked that every view lies inside its buffer with the
-        // strides and batch strides passed here; the views borrow their buffers; the
-        // workspace holds `workspace_bytes`.
-        unsafe { gemm_sm90::launch_split_k(&loaded.main, &loaded.reduce, g, &args, &fa, self.gpu.sm_count()) }
+        // SAFETY: the caller guarantees the operands; the workspace holds `workspace_bytes`.
+        unsafe { gemm_sm90::launch_split_k(&loaded.main, &loaded.reduce, g, &args, fa, self.gpu.sm_count()) }
             .map_err(boxed)?;
         Ok(())
     }

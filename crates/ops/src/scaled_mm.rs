@@ -9,9 +9,10 @@
 //! [`validate_scaled_mm`] checks everything into a [`ScaledMmProblem`] (typed
 //! [`OpsError`]s, nothing is launched on bad input); [`crate::select::select_scaled_mm`]
 //! picks the tile and split-K; [`Ops::scaled_mm`] generates, compiles (cached), loads and
-//! launches the kernel of `rcute_kernel::scaled_mm_sm80` for the GPU's architecture
-//! ([`Ops::scaled_mm_target`]: sm_75 Turing, sm_80 / sm_86 / sm_89 Ampere class, and — for
-//! now — the Ampere-class kernel on sm_90 too).
+//! launches the kernel for the GPU's architecture: on sm_90 the TMA + `wgmma` kernel of
+//! `rcute_kernel::gemm_sm90` with the scaled_mm fusion ([`Ops::run_scaled_mm_sm90`]) when
+//! the operands suit TMA, otherwise the kernel of `rcute_kernel::scaled_mm_sm80`
+//! ([`Ops::scaled_mm_target`]: sm_75 Turing, sm_80 / sm_86 / sm_89 / sm_90 Ampere class).
 //!
 //! Rules (InfiniOP's alignment, checked here): `K` a multiple of 16 (16-byte `s8` vectors
 //! along K), `N` a multiple of 8 (16-byte f16 / bf16 output vectors); leading dimensions and
@@ -307,7 +308,79 @@ pub fn validate_scaled_mm(
     })
 }
 
+/// Whether the SM90 kernel can run a validated problem: TMA needs every batch stride of A
+/// and B to be a positive multiple of 16 bytes (a broadcast operand has stride 0) when
+/// there are several batches; the rest (K % 16, N % 8, 16-byte leading dimensions and
+/// pointers) `validate_scaled_mm` already requires.
+fn sm90_qualifies(p: &ScaledMmProblem) -> bool {
+    let ok = |g: &Geometry| p.l == 1 || (g.batch_stride > 0 && g.batch_stride % 16 == 0);
+    ok(&p.a) && ok(&p.b) && (p.l == 1 || (p.out.batch_stride > 0 && p.out.batch_stride % 8 == 0))
+}
+
 impl Ops {
+    /// Run a validated scaled-mm problem on the SM90 TMA + `wgmma` kernel (sm_90 only):
+    /// `forced` picks the configuration (tile, schedule, cluster; types and fusion are set
+    /// from the problem) and split-K, else [`crate::select::select_scaled_sm90`] does.
+    pub fn run_scaled_mm_sm90(
+        &self,
+        p: &ScaledMmProblem,
+        forced: Option<(&rcute_kernel::gemm_sm90::GemmSm90Config, u32)>,
+    ) -> Result<(), OpsError> {
+        use rcute_kernel::gemm_sm90::{Fusion, FusionArgs};
+        if self.gpu().compute_capability() != (9, 0) {
+            return Err(OpsError::Arch(format!(
+                "the SM90 scaled-mm kernel needs sm_90, found {:?}",
+                self.gpu().compute_capability()
+            )));
+        }
+        if !sm90_qualifies(p) {
+            return Err(OpsError::Alignment {
+                operand: "A/B",
+                detail: "the SM90 kernel needs positive 16-byte batch strides (no broadcast operand)".into(),
+            });
+        }
+        let (mut cfg, split) = match forced {
+            Some((c, s)) => (c.clone(), s),
+            None => crate::select::select_scaled_sm90(p.m, p.n, p.k, p.l, self.gpu().sm_count()),
+        };
+        let out = match p.out.dtype {
+            DType::F16 => Element::F16,
+            _ => Element::BF16,
+        };
+        cfg.ab = Element::S8;
+        cfg.cd = out;
+        cfg.fusion =
+            Fusion::scaled_mm(p.a_scale_kind, p.b_scale_kind, p.bias.map(|_| out)).map_err(boxed)?;
+        let loaded = self.load_gemm_sm90(&cfg)?;
+        let mut args = rcute_kernel::gemm_sm80::GemmArgs::packed(
+            &rcute_kernel::gemm_sm80::GemmSm80Config::bf16(
+                rcute_kernel::gemm_sm80::Major::K,
+                rcute_kernel::gemm_sm80::Major::K,
+                [64, 64, 32],
+                [2, 2],
+            ),
+            p.m as i32,
+            p.n as i32,
+            p.k as i32,
+            p.l as i32,
+            p.a.ptr,
+            p.b.ptr,
+            0,
+            p.out.ptr,
+        );
+        (args.lda, args.ldb, args.ldc, args.ldd) = (p.a.ld(), p.b.ld(), p.out.ld(), p.out.ld());
+        (args.batch_stride_a, args.batch_stride_b) = (p.a.batch_stride, p.b.batch_stride);
+        (args.batch_stride_c, args.batch_stride_d) = (p.out.batch_stride, p.out.batch_stride);
+        args.split_k = split.max(1);
+        let mut fa = FusionArgs::new().ptr("a_scale", p.a_scale.ptr).ptr("b_scale", p.b_scale.ptr);
+        if let Some(b) = p.bias {
+            fa = fa.ptr("bias", b.ptr);
+        }
+        // SAFETY: `validate_scaled_mm` checked that every view lies inside its buffer with
+        // these strides; the views borrow their buffers for the call.
+        unsafe { self.launch_sm90(&loaded, args, &fa) }
+    }
+
     /// `out = convert(float(A @ B) * a_scale * b_scale + bias)`: the INT8 scaled GEMM (see
     /// [`crate::scaled_mm`]). `a` is an `s8` row-major `M x K` view, `b` an `s8`
     /// column-major `K x N` view (`MatrixRef::new(&buf, k, n).col_major()`), `out` an f16 /
@@ -334,9 +407,9 @@ impl Ops {
         match self.gpu().arch() {
             Some(Arch::Sm75) => Ok(ScaledMmTarget::Turing),
             Some(Arch::Sm80 | Arch::Sm86 | Arch::Sm89) => Ok(ScaledMmTarget::Ampere),
-            // DISPATCH POINT (issue #6, SM90 part): route sm_90 to the wgmma scaled-mm kernel
-            // of `rcute_kernel::gemm_sm90` once it exists (a new `ScaledMmTarget` / kernel
-            // family selected here and run by `run_scaled_mm`). Until then Hopper runs the
+            // sm_90: `run_scaled_mm` sends problems that suit TMA to the wgmma kernel of
+            // `rcute_kernel::gemm_sm90` (`Ops::run_scaled_mm_sm90`) before asking for this
+            // target; the rest (a batch-broadcast operand) and forced selections run the
             // Ampere-class mma.sync kernel.
             Some(Arch::Sm90 | Arch::Sm90a) => Ok(ScaledMmTarget::Ampere),
             _ => Err(OpsError::Arch(format!(
@@ -400,6 +473,11 @@ impl Ops {
                     });
                 }
             }
+        }
+        // sm_90: the TMA + wgmma kernel (s8 wgmma, the scaled_mm fusion in its TMA epilogue)
+        // whenever the operands suit TMA; a forced SM80-class selection still runs that.
+        if forced.is_none() && self.gpu().compute_capability() == (9, 0) && sm90_qualifies(p) {
+            return self.run_scaled_mm_sm90(p, None);
         }
         let sel = match forced {
             Some(s) => s.clone(),

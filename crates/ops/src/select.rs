@@ -20,6 +20,23 @@ pub enum Choice {
     Sm90(GemmSm90Config, u32),
 }
 
+/// Pick the Hopper kernel of an 8-bit (s8 or e4m3) scaled GEMM: 128x256x128 cooperative
+/// for large problems; for decode shapes (`m <= 128`) 64x128x128 ping-pong, splitting K
+/// until about one wave (as [`select_sm90`] does for bf16).
+pub fn select_scaled_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> (GemmSm90Config, u32) {
+    if m <= 128 {
+        let cfg = GemmSm90Config::bf16([64, 128, 128], Sm90Schedule::PingPong);
+        let tiles = m.div_ceil(64) * n.div_ceil(128) * l;
+        let k_tiles = k.div_ceil(128);
+        let mut split = 1u32;
+        while tiles * (2 * split as usize) <= sms as usize && k_tiles / (2 * split as usize) >= 4 {
+            split *= 2;
+        }
+        return (cfg, split);
+    }
+    (GemmSm90Config::bf16([128, 256, 128], Sm90Schedule::Cooperative), 1)
+}
+
 /// Pick the Hopper kernel for an `m x n x k` problem, or `None` where the Ampere-class
 /// path is the better (or only) choice. The caller checks that the operands qualify
 /// (majors, types, alignment).
