@@ -4,7 +4,7 @@
 //! replay CUDA graphs of 10 calls (device time); `--eager` times plain launches instead.
 
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
-use cudarc::driver::{CudaGraph, CudaSlice, CudaStream};
+use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr};
 use half::bf16;
 use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
 use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
@@ -19,7 +19,9 @@ pub struct BenchGemmArgs {
     /// Problem shapes `MxNxK` (repeatable), e.g. `--shape 4096x4096x4096`.
     #[arg(long = "shape", required = true)]
     pub shapes: Vec<String>,
-    /// Input element type (bf16 only on this path today).
+    /// Input element type: `bf16` (against cuBLAS), or `e4m3` (the SM90 FP8 scaled GEMM:
+    /// row-wise f32 scales per row of A and per column of B, bf16 out, no bias; no
+    /// in-process peer — `scripts/torch_peers.py` times `torch._scaled_mm` on the same GPU).
     #[arg(long, default_value = "bf16")]
     pub dtype: String,
     /// Timed samples per kernel, each the mean of 10 back-to-back launches (median reported).
@@ -134,7 +136,11 @@ fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
     let mut split = 1u32;
     for p in &parts[2..] {
         if let Some(x) = p.strip_prefix('c') {
-            let v: Vec<i64> = x.split('x').map(|y| y.parse::<i64>()).collect::<Result<_, _>>().map_err(|e| bad(&e.to_string()))?;
+            let v: Vec<i64> = x
+                .split('x')
+                .map(|y| y.parse::<i64>())
+                .collect::<Result<_, _>>()
+                .map_err(|e| bad(&e.to_string()))?;
             if v.len() != 2 {
                 return Err(bad("the cluster needs 2 extents"));
             }
@@ -201,7 +207,9 @@ const LAUNCHES_PER_SAMPLE: usize = 10;
 /// cannot be captured, e.g. a call that synchronizes).
 fn capture(stream: &Arc<CudaStream>, f: &mut dyn FnMut() -> Result<(), String>) -> Option<CudaGraph> {
     use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-    stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).ok()?;
+    stream
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+        .ok()?;
     let ok = (0..LAUNCHES_PER_SAMPLE).try_for_each(|_| f()).is_ok();
     let graph = stream.end_capture(CUgraphInstantiate_flags(0)).ok().flatten();
     if ok {
@@ -229,7 +237,11 @@ fn paired_median_us(
         b()?;
     }
     stream.synchronize().map_err(e)?;
-    let (ga, gb) = if graphs { (capture(stream, &mut a), capture(stream, &mut b)) } else { (None, None) };
+    let (ga, gb) = if graphs {
+        (capture(stream, &mut a), capture(stream, &mut b))
+    } else {
+        (None, None)
+    };
     let use_graphs = ga.is_some() && gb.is_some();
     stream.synchronize().map_err(e)?;
     let ctx = stream.context();
@@ -261,11 +273,11 @@ fn paired_median_us(
 
 /// Run the benchmark; returns the printed table.
 pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
+    if args.dtype == "e4m3" {
+        return run_fp8(args);
+    }
     if args.dtype != "bf16" {
-        return Err(format!(
-            "--dtype {}: only bf16 is benchmarked on this path today",
-            args.dtype
-        ));
+        return Err(format!("--dtype {}: bf16 or e4m3", args.dtype));
     }
     let shapes = args
         .shapes
@@ -384,7 +396,14 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
     out.push_str(&format!("device: {} ({} SMs)\n", gpu.name(), gpu.sm_count()));
     out.push_str(&format!(
         "{:<20} {:<28} {:>11} {:>11} {:>17} {:>13} {:>9} {:>12}\n",
-        "shape (MxNxK)", "config", "rcute_us", "cublas_us", "ratio (cuBLAS/rc)", "rcute_TFLOPs", "host_us", "max_rel_err"
+        "shape (MxNxK)",
+        "config",
+        "rcute_us",
+        "cublas_us",
+        "ratio (cuBLAS/rc)",
+        "rcute_TFLOPs",
+        "host_us",
+        "max_rel_err"
     ));
     for r in &rows {
         let (m, n, k) = r.shape;
@@ -412,4 +431,125 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
         std::fs::write(path, serde_json::to_string_pretty(&v).unwrap_or_default()).map_err(|x| x.to_string())?;
     }
     Ok(out)
+}
+
+/// `--dtype e4m3`: the SM90 FP8 GEMM with the scaled_mm fusion (per-row and per-column f32
+/// scales, bf16 out), timed alone (CUDA-graph replay of 10 calls, median of `--iters`).
+fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
+    use rcute_kernel::gemm_sm80::{GemmArgs, GemmSm80Config};
+    use rcute_kernel::gemm_sm90::{launch_split_k, Fusion, FusionArgs, ScaleKind};
+    let shapes = args
+        .shapes
+        .iter()
+        .map(|s| parse_shape(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let gpu = match Gpu::detect() {
+        Ok(Some(g)) => g,
+        Ok(None) => return Err("no CUDA GPU found: the benchmark needs one".into()),
+        Err(e) => return Err(format!("no CUDA GPU usable: {e}")),
+    };
+    if gpu.compute_capability() != (9, 0) {
+        return Err(format!(
+            "--dtype e4m3 needs an sm_90 GPU, found {:?}",
+            gpu.compute_capability()
+        ));
+    }
+    let stream = gpu.stream().clone();
+    // SAFETY: one stream (see `run`).
+    unsafe { stream.context().disable_event_tracking() };
+    let ops = Ops::new(gpu.clone());
+    let e = |x: cudarc::driver::DriverError| x.to_string();
+    let mut out = format!(
+        "device: {} ({} SMs); FP8 e4m3 x e4m3 -> f32, row-wise scales, bf16 out\n",
+        gpu.name(),
+        gpu.sm_count()
+    );
+    out.push_str(&format!(
+        "{:<20} {:<28} {:>11} {:>13}\n",
+        "shape (MxNxK)", "config", "rcute_us", "rcute_TFLOPs"
+    ));
+    for &(m, n, k) in &shapes {
+        // Random e4m3 bytes (no NaN encodings 0x7F / 0xFF), positive f32 scales.
+        let mut x = 0x1234_5678u64 ^ (m * n * k) as u64;
+        let mut bytes = |count: usize| -> Vec<u8> {
+            (0..count)
+                .map(|_| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let b = (x >> 56) as u8 & 0xBF; // |value| <= 2^(-7+...) keeps sums finite
+                    if b & 0x7F == 0x7F {
+                        0
+                    } else {
+                        b
+                    }
+                })
+                .collect()
+        };
+        let a: CudaSlice<u8> = stream.clone_htod(&bytes(m * k)).map_err(e)?;
+        let b: CudaSlice<u8> = stream.clone_htod(&bytes(n * k)).map_err(e)?;
+        let sa: CudaSlice<f32> = stream.clone_htod(&vec![0.5f32; m]).map_err(e)?;
+        let sb: CudaSlice<f32> = stream.clone_htod(&vec![0.25f32; n]).map_err(e)?;
+        let d: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
+        let sel = rcute_ops::select::select_scaled_sm90(m, n, k, 1, gpu.sm_count());
+        let mut variants = vec![("auto".to_string(), sel.0.clone(), sel.1)];
+        for (label, c) in &args.configs_fp8() {
+            variants.push((label.clone(), c.0.clone(), c.1));
+        }
+        for (label, mut cfg, split) in variants {
+            cfg.ab = rcute_kernel::gemm_sm80::GemmElement::E4M3;
+            cfg.fusion = Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, None).map_err(|x| x.to_string())?;
+            let loaded = ops.load_gemm_sm90(&cfg).map_err(|x| x.to_string())?;
+            let g = loaded.generated.clone();
+            let ws: CudaSlice<u8> = stream
+                .alloc_zeros(g.workspace_bytes(m as i32, n as i32, 1, split).max(16))
+                .map_err(e)?;
+            let ptr = |s: &CudaSlice<u8>| s.device_ptr(&stream).0;
+            let (pa, pb, pw) = (ptr(&a), ptr(&b), ptr(&ws));
+            let (psa, psb, pd) = (
+                sa.device_ptr(&stream).0,
+                sb.device_ptr(&stream).0,
+                d.device_ptr(&stream).0,
+            );
+            let base = GemmSm80Config::bf16(
+                rcute_kernel::gemm_sm80::Major::K,
+                rcute_kernel::gemm_sm80::Major::K,
+                [64, 64, 32],
+                [2, 2],
+            );
+            let mut ga = GemmArgs::packed(&base, m as i32, n as i32, k as i32, 1, pa, pb, 0, pd);
+            (ga.split_k, ga.workspace) = (split, if split > 1 { pw } else { 0 });
+            let fa = FusionArgs::new().ptr("a_scale", psa).ptr("b_scale", psb);
+            let mut call = || -> Result<(), String> {
+                // SAFETY: the buffers hold M*K, N*K bytes, M / N scales, M*N outputs and the workspace.
+                unsafe { launch_split_k(loaded.main(), loaded.reduce(), &g, &ga, &fa, gpu.sm_count()) }
+                    .map_err(|x| x.to_string())
+            };
+            let mut nothing = || -> Result<(), String> { Ok(()) };
+            let (us, _, graphed) = paired_median_us(&stream, args.iters, !args.eager, &mut call, &mut nothing)?;
+            if !graphed && !args.eager {
+                eprintln!("{m}x{n}x{k} {label}: stream capture failed, timed eager launches");
+            }
+            let tflops = 2.0 * m as f64 * n as f64 * k as f64 / (us * 1e-6) / 1e12;
+            out.push_str(&format!(
+                "{:<20} {:<28} {:>11.1} {:>13.1}\n",
+                format!("{m}x{n}x{k}"),
+                label,
+                us,
+                tflops
+            ));
+        }
+    }
+    Ok(out)
+}
+
+impl BenchGemmArgs {
+    /// The `sm90:` forced configurations (for `--dtype e4m3`).
+    fn configs_fp8(&self) -> Vec<(String, (rcute_kernel::gemm_sm90::GemmSm90Config, u32))> {
+        self.configs
+            .iter()
+            .filter_map(|s| match parse_config(s) {
+                Ok(Choice::Sm90(c, k)) => Some((s.clone(), (c, k))),
+                _ => None,
+            })
+            .collect()
+    }
 }

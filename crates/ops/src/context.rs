@@ -38,6 +38,17 @@ pub struct LoadedGemmSm90 {
     reduce: Function,
 }
 
+impl LoadedGemmSm90 {
+    /// The main kernel.
+    pub fn main(&self) -> &Function {
+        &self.main
+    }
+    /// The split-K reduction kernel.
+    pub fn reduce(&self) -> &Function {
+        &self.reduce
+    }
+}
+
 /// The ops handle: one per GPU.
 pub struct Ops {
     gpu: Gpu,

@@ -349,8 +349,7 @@ impl Ops {
         };
         cfg.ab = Element::S8;
         cfg.cd = out;
-        cfg.fusion =
-            Fusion::scaled_mm(p.a_scale_kind, p.b_scale_kind, p.bias.map(|_| out)).map_err(boxed)?;
+        cfg.fusion = Fusion::scaled_mm(p.a_scale_kind, p.b_scale_kind, p.bias.map(|_| out)).map_err(boxed)?;
         let loaded = self.load_gemm_sm90(&cfg)?;
         let mut args = rcute_kernel::gemm_sm80::GemmArgs::packed(
             &rcute_kernel::gemm_sm80::GemmSm80Config::bf16(
@@ -372,7 +371,9 @@ impl Ops {
         (args.batch_stride_a, args.batch_stride_b) = (p.a.batch_stride, p.b.batch_stride);
         (args.batch_stride_c, args.batch_stride_d) = (p.out.batch_stride, p.out.batch_stride);
         args.split_k = split.max(1);
-        let mut fa = FusionArgs::new().ptr("a_scale", p.a_scale.ptr).ptr("b_scale", p.b_scale.ptr);
+        let mut fa = FusionArgs::new()
+            .ptr("a_scale", p.a_scale.ptr)
+            .ptr("b_scale", p.b_scale.ptr);
         if let Some(b) = p.bias {
             fa = fa.ptr("bias", b.ptr);
         }
