@@ -11,7 +11,9 @@
 //! sees (and the SASS shows) every instruction the atoms emit. The SM80 GEMM kernels of
 //! [`crate::gemm_sm80`] ([`gemm_sm80_configs`]) follow, one unit per configuration (the
 //! main kernel and its split-K reduction kernel), then the SM90 GEMM kernels of
-//! [`crate::gemm_sm90`] ([`gemm_sm90_configs`], compiled for `sm_90a` only).
+//! [`crate::gemm_sm90`] ([`gemm_sm90_configs`], compiled for `sm_90a` only, bf16 and the
+//! INT8 / FP8 scaled GEMMs), and the INT8 scaled-mm units of [`crate::scaled_mm_sm80`]
+//! ([`scaled_mm_sm80_configs`]: Ampere class for sm_80, Turing for sm_75).
 
 use crate::nvrtc::Arch;
 use rcute_atom::catalogue::{all_atoms, Entry};
@@ -148,11 +150,26 @@ pub fn standard() -> Vec<CatalogueKernel> {
     }
     for cfg in gemm_sm90_configs() {
         let g = crate::gemm_sm90::generate(&cfg).expect("catalogue SM90 GEMM configurations are valid");
+        let mma = match cfg.ab {
+            rcute_atom::Element::S8 => "IGMMA",
+            rcute_atom::Element::E4M3 | rcute_atom::Element::E5M2 => "QGMMA",
+            _ => "HGMMA",
+        };
         out.push(CatalogueKernel {
             name: g.name.clone(),
             arch: Arch::Sm90a,
             source: g.source,
-            expect_sass: vec!["HGMMA", "UTMALDG", "UTMASTG", "STSM", "SYNCS"],
+            expect_sass: vec![mma, "UTMALDG", "UTMASTG", "STSM", "SYNCS"],
+            kernels: 2,
+        });
+    }
+    for (cfg, arch) in scaled_mm_sm80_configs() {
+        let g = crate::scaled_mm_sm80::generate(&cfg).expect("catalogue scaled-mm configurations are valid");
+        out.push(CatalogueKernel {
+            name: g.name.clone(),
+            arch,
+            source: g.source,
+            expect_sass: if arch == Arch::Sm75 { vec!["IMMA", "LDSM"] } else { vec!["IMMA", "LDSM", "LDGSTS"] },
             kernels: 2,
         });
     }
@@ -173,6 +190,14 @@ pub fn gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
         GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::WarpSpecialized),
         GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative).without_c(),
     ];
+    // The INT8 / FP8 scaled GEMMs `ops` runs on sm_90 (s8 with per-row / per-column
+    // scales and a bf16 bias; e4m3 with row-wise scales), BK = 128.
+    for (ab, bias) in [(rcute_atom::Element::S8, Some(rcute_atom::Element::BF16)), (rcute_atom::Element::E4M3, None)] {
+        let mut c = GemmSm90Config::bf16([128, 256, 128], Sm90Schedule::Cooperative);
+        c.ab = ab;
+        c.fusion = rcute_collective::Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, bias).expect("a valid preset");
+        v.push(c);
+    }
     let mut f = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::Cooperative);
     f.fusion =
         rcute_collective::Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, Some(rcute_atom::Element::BF16))
@@ -201,6 +226,19 @@ pub fn gemm_sm80_configs() -> Vec<crate::gemm_sm80::GemmSm80Config> {
         }
     }
     v
+}
+
+/// The INT8 scaled-mm units of the Ampere class and Turing (`crate::scaled_mm_sm80`): the
+/// large-problem Ampere kernel (128x128x64, per-row / per-column scales, bf16 bias) and the
+/// Turing kernel (f16 out, compiled for sm_75).
+pub fn scaled_mm_sm80_configs() -> Vec<(crate::scaled_mm_sm80::ScaledMmSm80Config, Arch)> {
+    use crate::scaled_mm_sm80::{Element, ScaleKind, ScaledMmSm80Config};
+    let ampere = ScaledMmSm80Config::new(Element::BF16, ScaleKind::PerRow, ScaleKind::PerCol, true, [128, 128, 64], [2, 2])
+        .expect("a valid configuration");
+    let turing = ScaledMmSm80Config::new(Element::F16, ScaleKind::PerRow, ScaleKind::PerCol, true, [64, 64, 64], [2, 2])
+        .expect("a valid configuration")
+        .turing();
+    vec![(ampere, Arch::Sm80), (turing, Arch::Sm75)]
 }
 
 /// The path of a catalogue unit relative to the workspace root.
