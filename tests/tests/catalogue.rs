@@ -20,7 +20,10 @@ fn kernels_dir_matches_the_generator() {
             stale.push(catalogue::path_of(&k));
         }
     }
-    assert!(stale.is_empty(), "out of date: {stale:?}; run `cargo run -p rcute-cli -- gen`");
+    assert!(
+        stale.is_empty(),
+        "out of date: {stale:?}; run `cargo run -p rcute-cli -- gen`"
+    );
     // No stray units: every .cu under kernels/ is produced by the generator.
     let names: Vec<String> = catalogue::standard().iter().map(catalogue::path_of).collect();
     for e in std::fs::read_dir(root().join("kernels")).expect("kernels/") {
@@ -48,12 +51,27 @@ fn check_unit(k: &CatalogueKernel, arch: Arch) {
         panic!("{}: ptxas report missing from a non-empty log", k.name);
     }
     if c.resources.kernels.is_empty() && std::env::var_os("CI").is_none() {
-        eprintln!("note: {}: NVRTC returned no ptxas report for {}; relying on SASS", k.name, arch.as_str());
+        eprintln!(
+            "note: {}: NVRTC returned no ptxas report for {}; relying on SASS",
+            k.name,
+            arch.as_str()
+        );
     } else {
-        assert_eq!(c.resources.kernels.len(), k.kernels, "{}: one resource line per kernel", k.name);
+        assert_eq!(
+            c.resources.kernels.len(),
+            k.kernels,
+            "{}: one resource line per kernel",
+            k.name
+        );
     }
     for r in &c.resources.kernels {
-        assert_eq!(r.spill_stores_bytes + r.spill_loads_bytes, 0, "{}: {} spills", k.name, r.name);
+        assert_eq!(
+            r.spill_stores_bytes + r.spill_loads_bytes,
+            0,
+            "{}: {} spills",
+            k.name,
+            r.name
+        );
         assert_eq!(r.stack_frame_bytes, 0, "{}: {} uses a stack frame", k.name, r.name);
     }
     let Some(objdump) = tk.cuobjdump.as_ref() else {
@@ -63,7 +81,11 @@ fn check_unit(k: &CatalogueKernel, arch: Arch) {
     assert!(!sass.uses_local_memory(), "{}: LDL/STL in SASS", k.name);
     for op in &k.expect_sass {
         // Hopper has no FP8 mma.sync unit: ptxas unpacks FP8 to f16 (F2FP) and uses HMMA.
-        let op = if arch == Arch::Sm90a && *op == "QMMA" { "HMMA" } else { op };
+        let op = if arch == Arch::Sm90a && *op == "QMMA" {
+            "HMMA"
+        } else {
+            op
+        };
         if !sass.contains_opcode(op) {
             let mut ops: Vec<&str> = sass.kernels.iter().flat_map(|k| k.opcodes()).collect();
             ops.sort();

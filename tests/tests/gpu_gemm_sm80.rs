@@ -12,7 +12,10 @@
 //! failure). `RCUTE_SEED` fixes the random seed, which is printed.
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
-use rcute_kernel::gemm_sm80::{generate, launch, launch_split_k, GemmArgs, GemmElement as Element, GemmSm80Config, GeneratedGemm, Major, SplitKMode, StorageOrder};
+use rcute_kernel::gemm_sm80::{
+    generate, launch, launch_split_k, GemmArgs, GemmElement as Element, GemmSm80Config, GeneratedGemm, Major,
+    SplitKMode, StorageOrder,
+};
 use rcute_kernel::testing::gpu_for_test;
 use rcute_kernel::{Arch, CompileOptions, Function, Gpu, KernelCache};
 use std::sync::Arc;
@@ -20,9 +23,15 @@ use std::sync::Arc;
 struct Rng(u64);
 impl Rng {
     fn new(name: &str) -> Rng {
-        let seed = std::env::var("RCUTE_SEED").ok().and_then(|s| s.parse::<u64>().ok()).unwrap_or_else(|| {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7)
-        });
+        let seed = std::env::var("RCUTE_SEED")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(7)
+            });
         eprintln!("{name}: RCUTE_SEED={seed}");
         Rng(seed ^ 0x5DEE_CE66_D1CE_4E5B)
     }
@@ -80,9 +89,20 @@ fn build(gpu: &Gpu, cfg: &GemmSm80Config) -> Kernels {
     let main = module.function(&g.name).expect("main kernel");
     let reduce = module.function(&g.reduce_name).expect("reduce kernel");
     let r = main.resources();
-    eprintln!("{}: {} registers, {} spill bytes, {} B dynamic smem", g.name, r.registers, r.spill_stores_bytes + r.spill_loads_bytes, g.smem_bytes);
+    eprintln!(
+        "{}: {} registers, {} spill bytes, {} B dynamic smem",
+        g.name,
+        r.registers,
+        r.spill_stores_bytes + r.spill_loads_bytes,
+        g.smem_bytes
+    );
     let semaphores = gpu.stream().alloc_zeros::<i32>(SEMAPHORES).expect("semaphores");
-    Kernels { g, main, reduce, semaphores }
+    Kernels {
+        g,
+        main,
+        reduce,
+        semaphores,
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -99,7 +119,9 @@ struct Case {
 }
 
 fn upload(stream: &Arc<CudaStream>, bytes: &[u8]) -> CudaSlice<u8> {
-    stream.clone_htod(if bytes.is_empty() { &[0u8; 16][..] } else { bytes }).expect("htod")
+    stream
+        .clone_htod(if bytes.is_empty() { &[0u8; 16][..] } else { bytes })
+        .expect("htod")
 }
 
 /// Run one case; returns the relative error.
@@ -111,7 +133,11 @@ fn run_case(gpu: &Gpu, k: &Kernels, c: Case, rng: &mut Rng) -> f64 {
     // Leading dimensions (A, B multiples of 8; C, D arbitrary >= extent).
     let (a_rows, a_cols) = if cfg.a_major == Major::K { (m, kk) } else { (kk, m) };
     let (b_rows, b_cols) = if cfg.b_major == Major::K { (n, kk) } else { (kk, n) };
-    let (o_rows, o_cols) = if cfg.c_major == StorageOrder::RowMajor { (m, n) } else { (n, m) };
+    let (o_rows, o_cols) = if cfg.c_major == StorageOrder::RowMajor {
+        (m, n)
+    } else {
+        (n, m)
+    };
     let lda = r8(a_cols) + 8 * c.pad[0];
     let ldb = r8(b_cols) + 8 * c.pad[1];
     let ldc = o_cols + c.pad[2];
@@ -133,8 +159,14 @@ fn run_case(gpu: &Gpu, k: &Kernels, c: Case, rng: &mut Rng) -> f64 {
     let d_b = upload(stream, &bb);
     let d_c = upload(stream, &bc);
     let d_d = upload(stream, &poison);
-    let mode = if c.serial { SplitKMode::Serial } else { SplitKMode::Parallel };
-    let ws_bytes = k.g.workspace_bytes_mode(m as i32, n as i32, l as i32, c.split_k, mode).max(16);
+    let mode = if c.serial {
+        SplitKMode::Serial
+    } else {
+        SplitKMode::Parallel
+    };
+    let ws_bytes =
+        k.g.workspace_bytes_mode(m as i32, n as i32, l as i32, c.split_k, mode)
+            .max(16);
     assert!(k.g.semaphore_count(m as i32, n as i32, l as i32) <= SEMAPHORES);
     let d_w = stream.alloc_zeros::<u8>(ws_bytes).expect("workspace");
     {
@@ -181,7 +213,11 @@ fn run_case(gpu: &Gpu, k: &Kernels, c: Case, rng: &mut Rng) -> f64 {
     let out = stream.clone_dtoh(&d_d).expect("dtoh");
     if c.serial {
         let sems = stream.clone_dtoh(&k.semaphores).expect("dtoh");
-        assert!(sems.iter().all(|&x| x == 0), "{} {c:?}: serial split-K left semaphores non-zero", k.g.name);
+        assert!(
+            sems.iter().all(|&x| x == 0),
+            "{} {c:?}: serial split-K left semaphores non-zero",
+            k.g.name
+        );
     }
     let eb = ed.bytes() as usize;
     let (mut num, mut den) = (0.0f64, 0.0f64);
@@ -192,15 +228,35 @@ fn run_case(gpu: &Gpu, k: &Kernels, c: Case, rng: &mut Rng) -> f64 {
                 let raw = &out[idx * eb..(idx + 1) * eb];
                 let poisoned = raw.iter().all(|&x| x == 0xFF);
                 if j >= o_cols {
-                    assert!(poisoned, "{} {c:?}: padding element (batch {b}, {i}, {j}) was overwritten", k.g.name);
+                    assert!(
+                        poisoned,
+                        "{} {c:?}: padding element (batch {b}, {i}, {j}) was overwritten",
+                        k.g.name
+                    );
                     continue;
                 }
-                let (mm, nn) = if cfg.c_major == StorageOrder::RowMajor { (i, j) } else { (j, i) };
-                assert!(!poisoned, "{} {c:?}: D({mm},{nn}) of batch {b} was not written", k.g.name);
+                let (mm, nn) = if cfg.c_major == StorageOrder::RowMajor {
+                    (i, j)
+                } else {
+                    (j, i)
+                };
+                assert!(
+                    !poisoned,
+                    "{} {c:?}: D({mm},{nn}) of batch {b} was not written",
+                    k.g.name
+                );
                 let mut acc = 0.0f64;
                 for q in 0..kk {
-                    let av = if cfg.a_major == Major::K { ha[(b * sa + mm * lda + q) as usize] } else { ha[(b * sa + q * lda + mm) as usize] };
-                    let bv = if cfg.b_major == Major::K { hb[(b * sb + nn * ldb + q) as usize] } else { hb[(b * sb + q * ldb + nn) as usize] };
+                    let av = if cfg.a_major == Major::K {
+                        ha[(b * sa + mm * lda + q) as usize]
+                    } else {
+                        ha[(b * sa + q * lda + mm) as usize]
+                    };
+                    let bv = if cfg.b_major == Major::K {
+                        hb[(b * sb + nn * ldb + q) as usize]
+                    } else {
+                        hb[(b * sb + q * ldb + nn) as usize]
+                    };
                     acc += av * bv;
                 }
                 let mut want = c.alpha as f64 * acc;
@@ -215,7 +271,11 @@ fn run_case(gpu: &Gpu, k: &Kernels, c: Case, rng: &mut Rng) -> f64 {
         // Elements past the last row of a batch's padding stay poisoned too.
         for idx in (b * sd + o_rows * ldd)..((b + 1) * sd) {
             let raw = &out[idx as usize * eb..(idx as usize + 1) * eb];
-            assert!(raw.iter().all(|&x| x == 0xFF), "{}: write past the end of batch {b}", k.g.name);
+            assert!(
+                raw.iter().all(|&x| x == 0xFF),
+                "{}: write past the end of batch {b}",
+                k.g.name
+            );
         }
     }
     let rel = (num / den.max(1e-30)).sqrt();
@@ -226,16 +286,106 @@ fn run_case(gpu: &Gpu, k: &Kernels, c: Case, rng: &mut Rng) -> f64 {
 fn random_cases(rng: &mut Rng, tile: [i64; 3], count: usize) -> Vec<Case> {
     let [bm, bn, bk] = tile;
     let mut v = vec![
-        Case { m: 1, n: 1, k: 8, l: 1, pad: [0, 0, 0, 0], alpha: 1.0, beta: 0.0, split_k: 1, serial: false },
-        Case { m: bm, n: bn, k: bk, l: 1, pad: [0, 0, 0, 0], alpha: 1.0, beta: 0.0, split_k: 1, serial: false },
-        Case { m: bm + 1, n: bn - 1, k: 3 * bk + 8, l: 2, pad: [1, 0, 3, 1], alpha: 0.5, beta: 1.5, split_k: 1, serial: false },
-        Case { m: 2 * bm + 3, n: 1, k: 8 * bk + 24, l: 1, pad: [0, 1, 0, 0], alpha: 1.0, beta: 0.0, split_k: 3, serial: false },
-        Case { m: 17, n: 2 * bn + 5, k: 40, l: 3, pad: [0, 0, 1, 2], alpha: -1.0, beta: 0.25, split_k: 7, serial: false },
+        Case {
+            m: 1,
+            n: 1,
+            k: 8,
+            l: 1,
+            pad: [0, 0, 0, 0],
+            alpha: 1.0,
+            beta: 0.0,
+            split_k: 1,
+            serial: false,
+        },
+        Case {
+            m: bm,
+            n: bn,
+            k: bk,
+            l: 1,
+            pad: [0, 0, 0, 0],
+            alpha: 1.0,
+            beta: 0.0,
+            split_k: 1,
+            serial: false,
+        },
+        Case {
+            m: bm + 1,
+            n: bn - 1,
+            k: 3 * bk + 8,
+            l: 2,
+            pad: [1, 0, 3, 1],
+            alpha: 0.5,
+            beta: 1.5,
+            split_k: 1,
+            serial: false,
+        },
+        Case {
+            m: 2 * bm + 3,
+            n: 1,
+            k: 8 * bk + 24,
+            l: 1,
+            pad: [0, 1, 0, 0],
+            alpha: 1.0,
+            beta: 0.0,
+            split_k: 3,
+            serial: false,
+        },
+        Case {
+            m: 17,
+            n: 2 * bn + 5,
+            k: 40,
+            l: 3,
+            pad: [0, 0, 1, 2],
+            alpha: -1.0,
+            beta: 0.25,
+            split_k: 7,
+            serial: false,
+        },
         // Serial split-K: 2, 3, 7 splits, more splits than K tiles, batched, odd ldd.
-        Case { m: 2 * bm + 3, n: bn + 9, k: 8 * bk + 24, l: 1, pad: [0, 1, 0, 0], alpha: 1.0, beta: 0.0, split_k: 2, serial: true },
-        Case { m: bm - 1, n: 2 * bn + 1, k: 5 * bk + 8, l: 2, pad: [0, 0, 1, 3], alpha: 0.5, beta: -1.0, split_k: 3, serial: true },
-        Case { m: 17, n: 2 * bn + 5, k: 40, l: 3, pad: [0, 0, 1, 2], alpha: -1.0, beta: 0.25, split_k: 7, serial: true },
-        Case { m: bm + 5, n: bn, k: 3 * bk, l: 2, pad: [0, 0, 0, 1], alpha: 1.0, beta: 1.0, split_k: 7, serial: true },
+        Case {
+            m: 2 * bm + 3,
+            n: bn + 9,
+            k: 8 * bk + 24,
+            l: 1,
+            pad: [0, 1, 0, 0],
+            alpha: 1.0,
+            beta: 0.0,
+            split_k: 2,
+            serial: true,
+        },
+        Case {
+            m: bm - 1,
+            n: 2 * bn + 1,
+            k: 5 * bk + 8,
+            l: 2,
+            pad: [0, 0, 1, 3],
+            alpha: 0.5,
+            beta: -1.0,
+            split_k: 3,
+            serial: true,
+        },
+        Case {
+            m: 17,
+            n: 2 * bn + 5,
+            k: 40,
+            l: 3,
+            pad: [0, 0, 1, 2],
+            alpha: -1.0,
+            beta: 0.25,
+            split_k: 7,
+            serial: true,
+        },
+        Case {
+            m: bm + 5,
+            n: bn,
+            k: 3 * bk,
+            l: 2,
+            pad: [0, 0, 0, 1],
+            alpha: 1.0,
+            beta: 1.0,
+            split_k: 7,
+            serial: true,
+        },
     ];
     for _ in 0..count {
         v.push(Case {

@@ -12,20 +12,26 @@
 //! makes that a failure). `RCUTE_SEED` fixes the random seed, which is printed.
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use rcute_atom::Element;
 use rcute_kernel::gemm_sm80::{GemmArgs, SplitKMode};
 use rcute_kernel::gemm_sm90::{generate, launch_split_k, GemmSm90Config, GeneratedGemmSm90, Sm90Schedule};
 use rcute_kernel::testing::gpu_for_test;
 use rcute_kernel::tile_scheduler::RasterOrderOption;
 use rcute_kernel::{Arch, CompileOptions, Function, Gpu, KernelCache};
-use rcute_atom::Element;
 use std::sync::Arc;
 
 struct Rng(u64);
 impl Rng {
     fn new(name: &str) -> Rng {
-        let seed = std::env::var("RCUTE_SEED").ok().and_then(|s| s.parse::<u64>().ok()).unwrap_or_else(|| {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7)
-        });
+        let seed = std::env::var("RCUTE_SEED")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(7)
+            });
         eprintln!("{name}: RCUTE_SEED={seed}");
         Rng(seed ^ 0x5DEE_CE66_D1CE_4E5B)
     }
@@ -72,7 +78,12 @@ fn build(gpu: &Gpu, cfg: &GemmSm90Config) -> Kernel {
     let module = gpu.load(&compiled).expect("load");
     let f = module.function(&g.name).expect("kernel");
     let reduce = module.function(&g.reduce_name).expect("reduce kernel");
-    eprintln!("{}: {} registers, {} B dynamic smem", g.name, f.resources().registers, g.smem_bytes);
+    eprintln!(
+        "{}: {} registers, {} B dynamic smem",
+        g.name,
+        f.resources().registers,
+        g.smem_bytes
+    );
     Kernel { g, f, reduce }
 }
 
@@ -92,7 +103,9 @@ struct Case {
 }
 
 fn upload(stream: &Arc<CudaStream>, bytes: &[u8]) -> CudaSlice<u8> {
-    stream.clone_htod(if bytes.is_empty() { &[0u8; 16][..] } else { bytes }).expect("htod")
+    stream
+        .clone_htod(if bytes.is_empty() { &[0u8; 16][..] } else { bytes })
+        .expect("htod")
 }
 
 fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> f64 {
@@ -120,7 +133,9 @@ fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> f64 {
     let d_b = upload(stream, &bb);
     let d_c = upload(stream, &bc);
     let d_d = upload(stream, &poison);
-    let d_w = stream.alloc_zeros::<u8>(k.g.workspace_bytes(m as i32, n as i32, l as i32, c.split).max(16)).expect("workspace");
+    let d_w = stream
+        .alloc_zeros::<u8>(k.g.workspace_bytes(m as i32, n as i32, l as i32, c.split).max(16))
+        .expect("workspace");
     {
         let (pw, _rw) = d_w.device_ptr(stream);
         let (pa, _ra) = d_a.device_ptr(stream);
@@ -155,9 +170,11 @@ fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> f64 {
         let fa = k.g.default_fusion_args(&args).unwrap();
         let ctas = c.ctas.max((k.g.config.cluster[0] * k.g.config.cluster[1]) as u32);
         unsafe {
-            launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, ctas).unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name))
+            launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, ctas)
+                .unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name))
         };
-        gpu.synchronize().unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name));
+        gpu.synchronize()
+            .unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name));
     }
     let out = stream.clone_dtoh(&d_d).expect("dtoh");
     let (mut num, mut den) = (0.0f64, 0.0f64);
@@ -168,7 +185,11 @@ fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> f64 {
                 let raw = &out[idx * 2..idx * 2 + 2];
                 let poisoned = raw == [0xFF, 0xFF];
                 if j >= n {
-                    assert!(poisoned, "{} {c:?}: padding element (batch {b}, {i}, {j}) was overwritten", k.g.name);
+                    assert!(
+                        poisoned,
+                        "{} {c:?}: padding element (batch {b}, {i}, {j}) was overwritten",
+                        k.g.name
+                    );
                     continue;
                 }
                 assert!(!poisoned, "{} {c:?}: D({i},{j}) of batch {b} was not written", k.g.name);
@@ -196,12 +217,72 @@ fn cases(rng: &mut Rng, tile: [i64; 3], with_c: bool, count: usize) -> Vec<Case>
     let [bm, bn, bk] = tile;
     let beta = |b: f32| if with_c { b } else { 0.0 };
     let mut v = vec![
-        Case { m: 1, n: 8, k: 8, l: 1, pad: [0; 4], alpha: 1.0, beta: 0.0, ctas: 132, split: 1 },
-        Case { m: bm, n: bn, k: bk, l: 1, pad: [0; 4], alpha: 1.0, beta: 0.0, ctas: 132, split: 1 },
-        Case { m: bm + 1, n: bn - 8, k: 3 * bk + 8, l: 2, pad: [1, 0, 3, 1], alpha: 0.5, beta: beta(1.5), ctas: 132, split: 1 },
-        Case { m: 5 * bm + 3, n: 3 * bn + 8, k: 2 * bk, l: 3, pad: [0, 1, 0, 0], alpha: 1.0, beta: beta(-1.0), ctas: 7, split: 3 },
-        Case { m: 17, n: 24, k: 0, l: 1, pad: [0; 4], alpha: 1.0, beta: beta(0.5), ctas: 132, split: 1 },
-        Case { m: 300, n: 200, k: 1000, l: 1, pad: [0, 0, 1, 1], alpha: 1.0, beta: beta(1.0), ctas: 3, split: 4 },
+        Case {
+            m: 1,
+            n: 8,
+            k: 8,
+            l: 1,
+            pad: [0; 4],
+            alpha: 1.0,
+            beta: 0.0,
+            ctas: 132,
+            split: 1,
+        },
+        Case {
+            m: bm,
+            n: bn,
+            k: bk,
+            l: 1,
+            pad: [0; 4],
+            alpha: 1.0,
+            beta: 0.0,
+            ctas: 132,
+            split: 1,
+        },
+        Case {
+            m: bm + 1,
+            n: bn - 8,
+            k: 3 * bk + 8,
+            l: 2,
+            pad: [1, 0, 3, 1],
+            alpha: 0.5,
+            beta: beta(1.5),
+            ctas: 132,
+            split: 1,
+        },
+        Case {
+            m: 5 * bm + 3,
+            n: 3 * bn + 8,
+            k: 2 * bk,
+            l: 3,
+            pad: [0, 1, 0, 0],
+            alpha: 1.0,
+            beta: beta(-1.0),
+            ctas: 7,
+            split: 3,
+        },
+        Case {
+            m: 17,
+            n: 24,
+            k: 0,
+            l: 1,
+            pad: [0; 4],
+            alpha: 1.0,
+            beta: beta(0.5),
+            ctas: 132,
+            split: 1,
+        },
+        Case {
+            m: 300,
+            n: 200,
+            k: 1000,
+            l: 1,
+            pad: [0, 0, 1, 1],
+            alpha: 1.0,
+            beta: beta(1.0),
+            ctas: 3,
+            split: 4,
+        },
     ];
     for _ in 0..count {
         v.push(Case {
@@ -262,13 +343,22 @@ fn sm90_gemm_matches_reference() {
     let Some(gpu) = gpu_for_test() else { return };
     if gpu.arch() != Some(Arch::Sm90a) && gpu.compute_capability() != (9, 0) {
         if std::env::var("RCUTE_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-            panic!("RCUTE_REQUIRE_GPU=1 but the GPU is not sm_90: {:?}", gpu.compute_capability());
+            panic!(
+                "RCUTE_REQUIRE_GPU=1 but the GPU is not sm_90: {:?}",
+                gpu.compute_capability()
+            );
         }
-        eprintln!("skipping: the SM90 GEMM needs an sm_90 GPU, found {:?}", gpu.compute_capability());
+        eprintln!(
+            "skipping: the SM90 GEMM needs an sm_90 GPU, found {:?}",
+            gpu.compute_capability()
+        );
         return;
     }
     let mut rng = Rng::new("sm90_gemm_matches_reference");
-    let count: usize = std::env::var("RCUTE_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
+    let count: usize = std::env::var("RCUTE_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
     for cfg in configs() {
         let k = build(&gpu, &cfg);
         let mut worst = 0.0f64;
@@ -290,20 +380,31 @@ fn sm90_gemm_with_fused_epilogue() {
     let Some(gpu) = gpu_for_test() else { return };
     if gpu.compute_capability() != (9, 0) {
         if std::env::var("RCUTE_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-            panic!("RCUTE_REQUIRE_GPU=1 but the GPU is not sm_90: {:?}", gpu.compute_capability());
+            panic!(
+                "RCUTE_REQUIRE_GPU=1 but the GPU is not sm_90: {:?}",
+                gpu.compute_capability()
+            );
         }
         eprintln!("skipping: the SM90 GEMM needs an sm_90 GPU");
         return;
     }
     let mut rng = Rng::new("sm90_gemm_with_fused_epilogue");
     let fusion = Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, Some(Element::BF16)).unwrap();
-    for sched in [Sm90Schedule::Cooperative, Sm90Schedule::PingPong, Sm90Schedule::WarpSpecialized] {
+    for sched in [
+        Sm90Schedule::Cooperative,
+        Sm90Schedule::PingPong,
+        Sm90Schedule::WarpSpecialized,
+    ] {
         let mut cfg = GemmSm90Config::bf16([128, 128, 64], sched);
         cfg.fusion = fusion.clone();
         let k = build(&gpu, &cfg);
         let stream = gpu.stream();
         for &(m, n, kk, l) in &[(300i64, 264i64, 200i64, 2i64), (1, 8, 64, 1), (129, 136, 8, 1)] {
-            let unit = |rng: &mut Rng, count: i64| -> Vec<f64> { (0..count).map(|_| decode(Element::BF16, &encode(Element::BF16, rng.unit()))).collect() };
+            let unit = |rng: &mut Rng, count: i64| -> Vec<f64> {
+                (0..count)
+                    .map(|_| decode(Element::BF16, &encode(Element::BF16, rng.unit())))
+                    .collect()
+            };
             let (ha, hb) = (unit(&mut rng, m * kk * l), unit(&mut rng, n * kk * l));
             let a_scale: Vec<f32> = (0..m).map(|_| 0.5 + rng.unit().abs() as f32).collect();
             let b_scale: Vec<f32> = (0..n).map(|_| 0.5 + rng.unit().abs() as f32).collect();
@@ -311,7 +412,11 @@ fn sm90_gemm_with_fused_epilogue() {
             let bytes = |v: &[f64]| -> Vec<u8> { v.iter().flat_map(|&x| encode(Element::BF16, x)).collect() };
             let f32_bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
             let (d_a, d_b) = (upload(stream, &bytes(&ha)), upload(stream, &bytes(&hb)));
-            let (d_as, d_bs, d_bias) = (upload(stream, &f32_bytes(&a_scale)), upload(stream, &f32_bytes(&b_scale)), upload(stream, &bytes(&bias)));
+            let (d_as, d_bs, d_bias) = (
+                upload(stream, &f32_bytes(&a_scale)),
+                upload(stream, &f32_bytes(&b_scale)),
+                upload(stream, &bytes(&bias)),
+            );
             let d_d = upload(stream, &vec![0xFFu8; (m * n * l * 2) as usize]);
             {
                 let (pa, _r1) = d_a.device_ptr(stream);
@@ -320,16 +425,27 @@ fn sm90_gemm_with_fused_epilogue() {
                 let (pas, _r4) = d_as.device_ptr(stream);
                 let (pbs, _r5) = d_bs.device_ptr(stream);
                 let (pbias, _r6) = d_bias.device_ptr(stream);
-                let cfg80 = rcute_kernel::gemm_sm80::GemmSm80Config::bf16(rcute_atom::Major::K, rcute_atom::Major::K, [64, 64, 32], [2, 2]);
+                let cfg80 = rcute_kernel::gemm_sm80::GemmSm80Config::bf16(
+                    rcute_atom::Major::K,
+                    rcute_atom::Major::K,
+                    [64, 64, 32],
+                    [2, 2],
+                );
                 let mut args = GemmArgs::packed(&cfg80, m as i32, n as i32, kk as i32, l as i32, pa, pb, 0, pd);
                 // The first shape runs split-K: the fusion then runs in the reduction kernel.
                 let split = if m == 300 { 3 } else { 1 };
-                let d_w = stream.alloc_zeros::<u8>(k.g.workspace_bytes(m as i32, n as i32, l as i32, split).max(16)).unwrap();
+                let d_w = stream
+                    .alloc_zeros::<u8>(k.g.workspace_bytes(m as i32, n as i32, l as i32, split).max(16))
+                    .unwrap();
                 let (pw, _r7) = d_w.device_ptr(stream);
                 (args.split_k, args.workspace) = (split, if split > 1 { pw } else { 0 });
-                let fa = FusionArgs::new().ptr("a_scale", pas).ptr("b_scale", pbs).ptr("bias", pbias);
+                let fa = FusionArgs::new()
+                    .ptr("a_scale", pas)
+                    .ptr("b_scale", pbs)
+                    .ptr("bias", pbias);
                 // SAFETY: the buffers hold the matrices and vectors described.
-                unsafe { launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, 132) }.unwrap_or_else(|e| panic!("{}: {e}", k.g.name));
+                unsafe { launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, 132) }
+                    .unwrap_or_else(|e| panic!("{}: {e}", k.g.name));
                 gpu.synchronize().unwrap();
                 let out = stream.clone_dtoh(&d_d).unwrap();
                 let mut acc = vec![0.0f64; (m * n * l) as usize];
@@ -356,7 +472,11 @@ fn sm90_gemm_with_fused_epilogue() {
                             let idx = ((b * m + i) * n + j) as usize;
                             let got = decode(Element::BF16, &out[idx * 2..idx * 2 + 2]);
                             let want = fusion.eval(&fa, &host, i, j, b).unwrap();
-                            assert!(got.is_finite(), "{} ({m},{n},{kk},{l}): D({i},{j},{b}) = {got}", k.g.name);
+                            assert!(
+                                got.is_finite(),
+                                "{} ({m},{n},{kk},{l}): D({i},{j},{b}) = {got}",
+                                k.g.name
+                            );
                             num += (got - want) * (got - want);
                             den += want * want;
                         }
@@ -383,7 +503,10 @@ fn sm90_int8_and_fp8_scaled_gemm() {
     let Some(gpu) = gpu_for_test() else { return };
     if gpu.compute_capability() != (9, 0) {
         if std::env::var("RCUTE_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-            panic!("RCUTE_REQUIRE_GPU=1 but the GPU is not sm_90: {:?}", gpu.compute_capability());
+            panic!(
+                "RCUTE_REQUIRE_GPU=1 but the GPU is not sm_90: {:?}",
+                gpu.compute_capability()
+            );
         }
         eprintln!("skipping: the SM90 GEMM needs an sm_90 GPU");
         return;
@@ -399,7 +522,11 @@ fn sm90_int8_and_fp8_scaled_gemm() {
             let mut cfg = GemmSm90Config::bf16(tile, sched);
             (cfg.ab, cfg.cluster, cfg.fusion) = (ab, cluster, fusion.clone());
             let k = build(&gpu, &cfg);
-            for &(m, n, kk, l, split) in &[(300i64, 264i64, 512i64, 2i64, 1u32), (1, 16, 128, 1, 1), (129, 520, 1040, 1, 3)] {
+            for &(m, n, kk, l, split) in &[
+                (300i64, 264i64, 512i64, 2i64, 1u32),
+                (1, 16, 128, 1, 1),
+                (129, 520, 1040, 1, 3),
+            ] {
                 // Inputs: s8 in [-127, 127]; e4m3 from random values in [-2, 2].
                 let gen = |rng: &mut Rng, count: i64| -> (Vec<f64>, Vec<u8>) {
                     let mut vals = Vec::with_capacity(count as usize);
@@ -421,13 +548,21 @@ fn sm90_int8_and_fp8_scaled_gemm() {
                 let (hb, bb) = gen(&mut rng, n * kk * l);
                 let a_scale: Vec<f32> = (0..m).map(|_| (0.5 + rng.unit().abs()) as f32 / 128.0).collect();
                 let b_scale: Vec<f32> = (0..n).map(|_| (0.5 + rng.unit().abs()) as f32 / 128.0).collect();
-                let bias: Vec<f64> = (0..n).map(|_| decode(Element::BF16, &encode(Element::BF16, rng.unit()))).collect();
+                let bias: Vec<f64> = (0..n)
+                    .map(|_| decode(Element::BF16, &encode(Element::BF16, rng.unit())))
+                    .collect();
                 let f32_bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
                 let bias_bytes: Vec<u8> = bias.iter().flat_map(|&x| encode(Element::BF16, x)).collect();
                 let (d_a, d_b) = (upload(stream, &ba), upload(stream, &bb));
-                let (d_as, d_bs, d_bias) = (upload(stream, &f32_bytes(&a_scale)), upload(stream, &f32_bytes(&b_scale)), upload(stream, &bias_bytes));
+                let (d_as, d_bs, d_bias) = (
+                    upload(stream, &f32_bytes(&a_scale)),
+                    upload(stream, &f32_bytes(&b_scale)),
+                    upload(stream, &bias_bytes),
+                );
                 let d_d = upload(stream, &vec![0xFFu8; (m * n * l * 2) as usize]);
-                let d_w = stream.alloc_zeros::<u8>(k.g.workspace_bytes(m as i32, n as i32, l as i32, split).max(16)).unwrap();
+                let d_w = stream
+                    .alloc_zeros::<u8>(k.g.workspace_bytes(m as i32, n as i32, l as i32, split).max(16))
+                    .unwrap();
                 let (pa, _r1) = d_a.device_ptr(stream);
                 let (pb, _r2) = d_b.device_ptr(stream);
                 let (pd, _r3) = d_d.device_ptr(stream);
@@ -435,12 +570,21 @@ fn sm90_int8_and_fp8_scaled_gemm() {
                 let (pbs, _r5) = d_bs.device_ptr(stream);
                 let (pbias, _r6) = d_bias.device_ptr(stream);
                 let (pw, _r7) = d_w.device_ptr(stream);
-                let cfg80 = rcute_kernel::gemm_sm80::GemmSm80Config::bf16(rcute_atom::Major::K, rcute_atom::Major::K, [64, 64, 32], [2, 2]);
+                let cfg80 = rcute_kernel::gemm_sm80::GemmSm80Config::bf16(
+                    rcute_atom::Major::K,
+                    rcute_atom::Major::K,
+                    [64, 64, 32],
+                    [2, 2],
+                );
                 let mut args = GemmArgs::packed(&cfg80, m as i32, n as i32, kk as i32, l as i32, pa, pb, 0, pd);
                 (args.split_k, args.workspace) = (split, if split > 1 { pw } else { 0 });
-                let fa = FusionArgs::new().ptr("a_scale", pas).ptr("b_scale", pbs).ptr("bias", pbias);
+                let fa = FusionArgs::new()
+                    .ptr("a_scale", pas)
+                    .ptr("b_scale", pbs)
+                    .ptr("bias", pbias);
                 // SAFETY: the buffers hold the matrices and vectors described.
-                unsafe { launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, 132) }.unwrap_or_else(|e| panic!("{}: {e}", k.g.name));
+                unsafe { launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, 132) }
+                    .unwrap_or_else(|e| panic!("{}: {e}", k.g.name));
                 gpu.synchronize().unwrap();
                 let out = stream.clone_dtoh(&d_d).unwrap();
                 let (mut num, mut den) = (0.0f64, 0.0f64);
@@ -450,19 +594,30 @@ fn sm90_int8_and_fp8_scaled_gemm() {
                             let mut acc = 0.0f64;
                             let mut iacc = 0i64;
                             for q in 0..kk {
-                                let (x, y) = (ha[(b * m * kk + i * kk + q) as usize], hb[(b * n * kk + j * kk + q) as usize]);
+                                let (x, y) = (
+                                    ha[(b * m * kk + i * kk + q) as usize],
+                                    hb[(b * n * kk + j * kk + q) as usize],
+                                );
                                 acc += x * y;
                                 iacc += x as i64 * y as i64;
                             }
                             let want = acc * a_scale[i as usize] as f64 * b_scale[j as usize] as f64 + bias[j as usize];
                             let idx = ((b * m + i) * n + j) as usize;
                             let got = decode(Element::BF16, &out[idx * 2..idx * 2 + 2]);
-                            assert!(got.is_finite(), "{} ({m},{n},{kk},{l}): D({i},{j},{b}) = {got}", k.g.name);
+                            assert!(
+                                got.is_finite(),
+                                "{} ({m},{n},{kk},{l}): D({i},{j},{b}) = {got}",
+                                k.g.name
+                            );
                             if ab == Element::S8 {
                                 assert_eq!(acc, iacc as f64);
                                 // One bf16 step (8 bits of mantissa) plus the f32 scaling's rounding.
                                 let step = want.abs().max(1e-30) * 2f64.powi(-7) + 1e-6;
-                                assert!((got - want).abs() <= step, "{} ({m},{n},{kk},{l},split {split}): D({i},{j},{b}) = {got}, want {want}", k.g.name);
+                                assert!(
+                                    (got - want).abs() <= step,
+                                    "{} ({m},{n},{kk},{l},split {split}): D({i},{j},{b}) = {got}, want {want}",
+                                    k.g.name
+                                );
                             }
                             num += (got - want) * (got - want);
                             den += want * want;
@@ -471,7 +626,10 @@ fn sm90_int8_and_fp8_scaled_gemm() {
                 }
                 let rel = (num / den.max(1e-30)).sqrt();
                 assert!(rel < 1e-2, "{} ({m},{n},{kk},{l}): relative error {rel:.3e}", k.g.name);
-                eprintln!("{} ({m},{n},{kk},{l}, split {split}): relative error {rel:.2e}", k.g.name);
+                eprintln!(
+                    "{} ({m},{n},{kk},{l}, split {split}): relative error {rel:.2e}",
+                    k.g.name
+                );
             }
         }
     }

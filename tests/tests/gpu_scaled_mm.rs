@@ -815,3 +815,118 @@ fn ops_scaled_mm_typed_errors() {
     let cc = ops.gpu().compute_capability();
     assert_eq!(t == ScaledMmTarget::Turing, cc == (7, 5));
 }
+
+/// FP8 through `Ops::scaled_mm` (sm_90 only): e4m3 A (row-major) and B (column-major),
+/// per-row / per-column f32 scales, optional bf16 / f16 bias; against a float64 product of
+/// the dequantized inputs, ||out - ref|| / ||ref|| < 1e-2, every output finite; mixed
+/// s8 / e4m3 inputs are a typed `DType` error. Elsewhere FP8 is a typed `Arch` error.
+#[test]
+fn ops_fp8_scaled_mm_matches_reference() {
+    use rcute_collective::fusion::decode_element;
+    use rcute_ops::E4M3;
+    let Some(gpu) = gpu_for_test() else { return };
+    if gpu.compute_capability() != (9, 0) {
+        eprintln!("skipping: FP8 scaled_mm runs on sm_90 only (elsewhere it is an OpsError::Arch)");
+        return;
+    }
+    let ops = Ops::new(gpu.clone());
+    let stream = gpu.stream().clone();
+    let mut rng = Rng::for_test("ops_fp8_scaled_mm_matches_reference");
+    for &(m, n, k, bias_ty) in &[
+        (300usize, 264usize, 512usize, Some(DType::BF16)),
+        (1, 16, 128, None),
+        (129, 520, 1040, Some(DType::F16)),
+        (64, 4096, 4096, Some(DType::BF16)),
+    ] {
+        let bytes = |rng: &mut Rng, len: usize| -> Vec<E4M3> {
+            (0..len)
+                .map(|_| {
+                    let b = (rng.next_u32() as u8) & 0xBF; // |x| < 2, never NaN
+                    E4M3(b)
+                })
+                .collect()
+        };
+        let (ha, hb) = (bytes(&mut rng, m * k), bytes(&mut rng, n * k));
+        let dec = |v: &E4M3| decode_element(Element::E4M3, &[v.0]).unwrap();
+        let a_scale: Vec<f32> = (0..m).map(|_| uniform(&mut rng, 0.5, 1.5) as f32).collect();
+        let b_scale: Vec<f32> = (0..n).map(|_| uniform(&mut rng, 0.5, 1.5) as f32).collect();
+        let bias: Vec<f64> = (0..n).map(|_| uniform(&mut rng, -1.0, 1.0)).collect();
+        let out_ty = bias_ty.unwrap_or(DType::BF16);
+        let da = upload(&stream, &ha).unwrap();
+        let db = upload(&stream, &hb).unwrap();
+        let dsa = upload(&stream, &a_scale).unwrap();
+        let dsb = upload(&stream, &b_scale).unwrap();
+        let (got, bias_q): (Vec<f64>, Vec<f64>) = if out_ty == DType::BF16 {
+            let hbias: Vec<bf16> = bias.iter().map(|&x| bf16::from_f64(x)).collect();
+            let dbias = upload(&stream, &hbias).unwrap();
+            let mut dout: CudaSlice<bf16> = stream.alloc_zeros(m * n).unwrap();
+            let bv = VectorRef::new(&dbias, n);
+            ops.scaled_mm(
+                &MatrixRef::new(&da, m, k),
+                &MatrixRef::new(&db, k, n).col_major(),
+                Scale::auto(VectorRef::new(&dsa, m)),
+                Scale::auto(VectorRef::new(&dsb, n)),
+                bias_ty.map(|_| &bv),
+                &mut MatrixMut::new(&mut dout, m, n),
+            )
+            .unwrap_or_else(|err| panic!("fp8 ({m},{n},{k}): {err}"));
+            gpu.synchronize().unwrap();
+            let o = stream.clone_dtoh(&dout).unwrap();
+            (
+                o.iter().map(|x| x.to_f64()).collect(),
+                hbias.iter().map(|x| x.to_f64()).collect(),
+            )
+        } else {
+            let hbias: Vec<f16> = bias.iter().map(|&x| f16::from_f64(x)).collect();
+            let dbias = upload(&stream, &hbias).unwrap();
+            let mut dout: CudaSlice<f16> = stream.alloc_zeros(m * n).unwrap();
+            let bv = VectorRef::new(&dbias, n);
+            ops.scaled_mm(
+                &MatrixRef::new(&da, m, k),
+                &MatrixRef::new(&db, k, n).col_major(),
+                Scale::auto(VectorRef::new(&dsa, m)),
+                Scale::auto(VectorRef::new(&dsb, n)),
+                Some(&bv),
+                &mut MatrixMut::new(&mut dout, m, n),
+            )
+            .unwrap_or_else(|err| panic!("fp8 ({m},{n},{k}): {err}"));
+            gpu.synchronize().unwrap();
+            let o = stream.clone_dtoh(&dout).unwrap();
+            (
+                o.iter().map(|x| x.to_f64()).collect(),
+                hbias.iter().map(|x| x.to_f64()).collect(),
+            )
+        };
+        let (mut num, mut den) = (0.0f64, 0.0f64);
+        for i in 0..m {
+            for j in 0..n {
+                let acc: f64 = (0..k).map(|q| dec(&ha[i * k + q]) * dec(&hb[j * k + q])).sum();
+                let mut want = acc * a_scale[i] as f64 * b_scale[j] as f64;
+                if bias_ty.is_some() {
+                    want += bias_q[j];
+                }
+                let g = got[i * n + j];
+                assert!(g.is_finite(), "fp8 ({m},{n},{k}): out({i},{j}) = {g}");
+                num += (g - want) * (g - want);
+                den += want * want;
+            }
+        }
+        let rel = (num / den.max(1e-30)).sqrt();
+        assert!(rel < 1e-2, "fp8 ({m},{n},{k}): relative error {rel:.3e}");
+        eprintln!("fp8 scaled_mm ({m},{n},{k}) bias {bias_ty:?}: relative error {rel:.2e}");
+    }
+    // Mixed input types are refused before any launch.
+    let a8 = upload(&stream, &random_i8(&mut rng, 64 * 64)).unwrap();
+    let b8 = upload(&stream, &vec![E4M3(0); 64 * 64]).unwrap();
+    let s = upload(&stream, &[1.0f32]).unwrap();
+    let mut dout: CudaSlice<bf16> = stream.alloc_zeros(64 * 64).unwrap();
+    let r = ops.scaled_mm(
+        &MatrixRef::new(&a8, 64, 64),
+        &MatrixRef::new(&b8, 64, 64).col_major(),
+        Scale::auto(VectorRef::new(&s, 1)),
+        Scale::auto(VectorRef::new(&s, 1)),
+        None,
+        &mut MatrixMut::new(&mut dout, 64, 64),
+    );
+    assert!(matches!(r, Err(OpsError::DType(_))), "{r:?}");
+}

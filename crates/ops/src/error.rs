@@ -82,5 +82,6 @@ pub(crate) fn dtype_name(d: DType) -> &'static str {
         DType::F32 => "f32",
         DType::S8 => "s8",
         DType::S32 => "s32",
+        DType::E4M3 => "e4m3",
     }
 }

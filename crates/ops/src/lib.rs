@@ -21,4 +21,4 @@ pub use context::Ops;
 pub use error::OpsError;
 pub use gemm::{validate, GemmProblem};
 pub use scaled_mm::{validate_scaled_mm, Scale, ScaledMmProblem};
-pub use tensor::{DType, Element, Geometry, Major, MatrixMut, MatrixRef, VectorRef};
+pub use tensor::{DType, Element, Geometry, Major, MatrixMut, MatrixRef, VectorRef, E4M3};

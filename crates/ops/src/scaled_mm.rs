@@ -1,4 +1,5 @@
-//! `scaled_mm`: the INT8 scaled GEMM of vLLM / InfiniOP (W8A8 inference):
+//! `scaled_mm`: the INT8 scaled GEMM of vLLM / InfiniOP (W8A8 inference), and on sm_90
+//! the FP8 scaled GEMM (e4m3 A and B, f32 accumulation, the same scales, bias and outputs):
 //! `out[l, i, j] = convert(float(sum_k A[l, i, k] * B[l, k, j]) * a_scale[i] * b_scale[j] + bias[j])`
 //! with `s8` A (row-major `M x K`) and B (column-major `K x N`), exact `s32` accumulation,
 //! f32 scales — one per tensor or one per row of A (per token) / per column of B (per
@@ -174,9 +175,11 @@ pub fn validate_scaled_mm(
 ) -> Result<ScaledMmProblem, OpsError> {
     let (mut ga, mut gb, gd) = (a.geo, b.geo, out.geo);
     // Element types.
-    if ga.dtype != DType::S8 || gb.dtype != DType::S8 || !matches!(gd.dtype, DType::F16 | DType::BF16) {
+    let inputs_ok =
+        (ga.dtype == DType::S8 && gb.dtype == DType::S8) || (ga.dtype == DType::E4M3 && gb.dtype == DType::E4M3);
+    if !inputs_ok || !matches!(gd.dtype, DType::F16 | DType::BF16) {
         return Err(OpsError::DType(format!(
-            "A {} x B {} -> {} (scaled_mm takes s8 A and B and writes f16 or bf16)",
+            "A {} x B {} -> {} (scaled_mm takes s8 A and B, or e4m3 A and B, and writes f16 or bf16)",
             dtype_name(ga.dtype),
             dtype_name(gb.dtype),
             dtype_name(gd.dtype)
@@ -329,7 +332,7 @@ impl Ops {
         use rcute_kernel::gemm_sm90::{Fusion, FusionArgs};
         if self.gpu().compute_capability() != (9, 0) {
             return Err(OpsError::Arch(format!(
-                "the SM90 scaled-mm kernel needs sm_90, found {:?}",
+                "the SM90 scaled-mm kernel (and FP8) needs sm_90, found {:?}",
                 self.gpu().compute_capability()
             )));
         }
@@ -347,7 +350,11 @@ impl Ops {
             DType::F16 => Element::F16,
             _ => Element::BF16,
         };
-        cfg.ab = Element::S8;
+        cfg.ab = if p.a.dtype == DType::E4M3 {
+            Element::E4M3
+        } else {
+            Element::S8
+        };
         cfg.cd = out;
         cfg.fusion = Fusion::scaled_mm(p.a_scale_kind, p.b_scale_kind, p.bias.map(|_| out)).map_err(boxed)?;
         let loaded = self.load_gemm_sm90(&cfg)?;
@@ -477,6 +484,15 @@ impl Ops {
         }
         // sm_90: the TMA + wgmma kernel (s8 wgmma, the scaled_mm fusion in its TMA epilogue)
         // whenever the operands suit TMA; a forced SM80-class selection still runs that.
+        // FP8 exists only there.
+        if p.a.dtype == DType::E4M3 {
+            if forced.is_some() {
+                return Err(OpsError::Arch(
+                    "FP8 runs only the SM90 kernel: use run_scaled_mm_sm90".into(),
+                ));
+            }
+            return self.run_scaled_mm_sm90(p, None);
+        }
         if forced.is_none() && self.gpu().compute_capability() == (9, 0) && sm90_qualifies(p) {
             return self.run_scaled_mm_sm90(p, None);
         }

@@ -21,6 +21,8 @@ pub enum DType {
     S8,
     /// Signed 32-bit integer.
     S32,
+    /// FP8 e4m3 (`__nv_fp8_e4m3`), held in [`E4M3`] buffers.
+    E4M3,
 }
 
 impl DType {
@@ -29,7 +31,7 @@ impl DType {
         match self {
             DType::F16 | DType::BF16 => 2,
             DType::F32 | DType::S32 => 4,
-            DType::S8 => 1,
+            DType::S8 | DType::E4M3 => 1,
         }
     }
 }
@@ -53,6 +55,22 @@ impl Element for i8 {
 }
 impl Element for i32 {
     const DTYPE: DType = DType::S32;
+}
+
+/// One FP8 e4m3 value as its raw byte (sign, 4 exponent bits with bias 7, 3 mantissa
+/// bits; `0x7F` / `0xFF` are NaN): the element type of FP8 device buffers
+/// (`CudaSlice<E4M3>`) for [`crate::Ops::scaled_mm`].
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct E4M3(pub u8);
+
+// SAFETY: a transparent wrapper of `u8`, valid for any bit pattern.
+unsafe impl cudarc::driver::DeviceRepr for E4M3 {}
+// SAFETY: zero is a valid e4m3 value (+0).
+unsafe impl cudarc::driver::ValidAsZeroBits for E4M3 {}
+
+impl Element for E4M3 {
+    const DTYPE: DType = DType::E4M3;
 }
 
 /// Which dimension of a matrix is contiguous.
