@@ -269,7 +269,6 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm75_s8_f16_row
   const int lA_off = rc_scaledmm_sm75_s8_f16_rowcol_bias_f16_64x64x64_s2_w2x2_sA(16 * warp_m + lA_mn, lA_k);  // sA(t + s) == sA(t) ^ sA(s) for every thread part t and unrolled part s (checked by the generator)
   const int lB_off = rc_scaledmm_sm75_s8_f16_rowcol_bias_f16_64x64x64_s2_w2x2_sB(16 * warp_n + lB_mn, lB_k);  // sB(t + s) == sB(t) ^ sB(s) (checked by the generator)
   int read_stage = 0;
-  int write_stage = 1;
   int frag_stage = 0;  // the stage the register pipeline reads
   // Wait for the first tile; load its k-block 0 into registers
   __syncthreads();
@@ -323,7 +322,6 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm75_s8_f16_row
         }
         ++k_tile_next;
         --k_tile_count;
-        write_stage = read_stage;
         read_stage = read_stage + 1 == 2 ? 0 : read_stage + 1;
       }
       // ldmatrix k-block kb+1 (of this tile, or k-block 0 of the next) into the next register buffer

@@ -169,7 +169,11 @@ pub fn standard() -> Vec<CatalogueKernel> {
             name: g.name.clone(),
             arch,
             source: g.source,
-            expect_sass: if arch == Arch::Sm75 { vec!["IMMA", "LDSM"] } else { vec!["IMMA", "LDSM", "LDGSTS"] },
+            expect_sass: if arch == Arch::Sm75 {
+                vec!["IMMA", "LDSM"]
+            } else {
+                vec!["IMMA", "LDSM", "LDGSTS"]
+            },
             kernels: 2,
         });
     }
@@ -192,10 +196,14 @@ pub fn gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     ];
     // The INT8 / FP8 scaled GEMMs `ops` runs on sm_90 (s8 with per-row / per-column
     // scales and a bf16 bias; e4m3 with row-wise scales), BK = 128.
-    for (ab, bias) in [(rcute_atom::Element::S8, Some(rcute_atom::Element::BF16)), (rcute_atom::Element::E4M3, None)] {
+    for (ab, bias) in [
+        (rcute_atom::Element::S8, Some(rcute_atom::Element::BF16)),
+        (rcute_atom::Element::E4M3, None),
+    ] {
         let mut c = GemmSm90Config::bf16([128, 256, 128], Sm90Schedule::Cooperative);
         c.ab = ab;
-        c.fusion = rcute_collective::Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, bias).expect("a valid preset");
+        c.fusion =
+            rcute_collective::Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, bias).expect("a valid preset");
         v.push(c);
     }
     let mut f = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::Cooperative);
@@ -233,11 +241,25 @@ pub fn gemm_sm80_configs() -> Vec<crate::gemm_sm80::GemmSm80Config> {
 /// Turing kernel (f16 out, compiled for sm_75).
 pub fn scaled_mm_sm80_configs() -> Vec<(crate::scaled_mm_sm80::ScaledMmSm80Config, Arch)> {
     use crate::scaled_mm_sm80::{Element, ScaleKind, ScaledMmSm80Config};
-    let ampere = ScaledMmSm80Config::new(Element::BF16, ScaleKind::PerRow, ScaleKind::PerCol, true, [128, 128, 64], [2, 2])
-        .expect("a valid configuration");
-    let turing = ScaledMmSm80Config::new(Element::F16, ScaleKind::PerRow, ScaleKind::PerCol, true, [64, 64, 64], [2, 2])
-        .expect("a valid configuration")
-        .turing();
+    let ampere = ScaledMmSm80Config::new(
+        Element::BF16,
+        ScaleKind::PerRow,
+        ScaleKind::PerCol,
+        true,
+        [128, 128, 64],
+        [2, 2],
+    )
+    .expect("a valid configuration");
+    let turing = ScaledMmSm80Config::new(
+        Element::F16,
+        ScaleKind::PerRow,
+        ScaleKind::PerCol,
+        true,
+        [64, 64, 64],
+        [2, 2],
+    )
+    .expect("a valid configuration")
+    .turing();
     vec![(ampere, Arch::Sm80), (turing, Arch::Sm75)]
 }
 

@@ -1323,7 +1323,12 @@ pub(crate) fn mainloop_stmts(p: &Sm80Mainloop, opts: &MainloopEmit) -> Vec<Stmt>
         ));
     }
     b.push(d("int", "read_stage", "0"));
-    b.push(d("int", "write_stage", format!("{}", stages - 1)));
+    // The register-pipelined Turing loop stores the next tile into the stage it computes
+    // from (two stages), so it needs no write index.
+    let uses_write_stage = !(reg_pipeline && mode == G2sMode::Registers);
+    if uses_write_stage {
+        b.push(d("int", "write_stage", format!("{}", stages - 1)));
+    }
     if reg_pipeline {
         b.push(dc("int", "frag_stage", "0", "the stage the register pipeline reads"));
     }
@@ -1367,7 +1372,9 @@ pub(crate) fn mainloop_stmts(p: &Sm80Mainloop, opts: &MainloopEmit) -> Vec<Stmt>
     }
     issue.push(e("++k_tile_next"));
     issue.push(e("--k_tile_count"));
-    issue.push(Stmt::assign("write_stage", "read_stage"));
+    if uses_write_stage {
+        issue.push(Stmt::assign("write_stage", "read_stage"));
+    }
     issue.push(Stmt::assign(
         "read_stage",
         format!("read_stage + 1 == {stages} ? 0 : read_stage + 1"),

@@ -414,3 +414,26 @@ fn aux_store_fusion_compiles() {
     assert!(g.source.contains("p.acc_out["));
     compile_check(&g, Arch::Sm80);
 }
+
+#[test]
+fn catalogue_units_compile_without_warnings() {
+    use rcute_kernel::testing::toolkit_for_test;
+    use rcute_kernel::{compile, Arch, CompileOptions};
+    if toolkit_for_test().is_none() {
+        return;
+    }
+    for (cfg, arch) in rcute_kernel::catalogue::scaled_mm_sm80_configs() {
+        let g = rcute_kernel::scaled_mm_sm80::generate(&cfg).unwrap();
+        for a in [arch, Arch::Sm90a] {
+            let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(a)).unwrap();
+            let warnings: Vec<&str> = c.log.lines().filter(|l| l.contains("warning")).collect();
+            assert!(
+                warnings.is_empty(),
+                "{} for {}: NVRTC warnings:\n{}",
+                g.name,
+                a.as_str(),
+                warnings.join("\n")
+            );
+        }
+    }
+}
