@@ -425,13 +425,7 @@ fn sm90_gemm_with_fused_epilogue() {
                 let (pas, _r4) = d_as.device_ptr(stream);
                 let (pbs, _r5) = d_bs.device_ptr(stream);
                 let (pbias, _r6) = d_bias.device_ptr(stream);
-                let cfg80 = rcute_kernel::gemm_sm80::GemmSm80Config::bf16(
-                    rcute_atom::Major::K,
-                    rcute_atom::Major::K,
-                    [64, 64, 32],
-                    [2, 2],
-                );
-                let mut args = GemmArgs::packed(&cfg80, m as i32, n as i32, kk as i32, l as i32, pa, pb, 0, pd);
+                let mut args = GemmArgs::tn(m as i32, n as i32, kk as i32, l as i32, pa, pb, 0, pd);
                 // The first shape runs split-K: the fusion then runs in the reduction kernel.
                 let split = if m == 300 { 3 } else { 1 };
                 let d_w = stream
@@ -570,13 +564,7 @@ fn sm90_int8_and_fp8_scaled_gemm() {
                 let (pbs, _r5) = d_bs.device_ptr(stream);
                 let (pbias, _r6) = d_bias.device_ptr(stream);
                 let (pw, _r7) = d_w.device_ptr(stream);
-                let cfg80 = rcute_kernel::gemm_sm80::GemmSm80Config::bf16(
-                    rcute_atom::Major::K,
-                    rcute_atom::Major::K,
-                    [64, 64, 32],
-                    [2, 2],
-                );
-                let mut args = GemmArgs::packed(&cfg80, m as i32, n as i32, kk as i32, l as i32, pa, pb, 0, pd);
+                let mut args = GemmArgs::tn(m as i32, n as i32, kk as i32, l as i32, pa, pb, 0, pd);
                 (args.split_k, args.workspace) = (split, if split > 1 { pw } else { 0 });
                 let fa = FusionArgs::new()
                     .ptr("a_scale", pas)

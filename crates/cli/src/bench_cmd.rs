@@ -118,14 +118,19 @@ fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
     if parts.len() < 2 {
         return Err(bad("too few fields"));
     }
-    let t: Vec<i64> = parts[0]
-        .split('x')
-        .map(|y| y.parse::<i64>())
-        .collect::<Result<_, _>>()
-        .map_err(|e| bad(&e.to_string()))?;
-    if t.len() != 3 {
-        return Err(bad("the tile needs 3 extents"));
-    }
+    // `AxBx...` with exactly `n` extents.
+    let extents = |x: &str, n: usize, what: &str| -> Result<Vec<i64>, String> {
+        let v: Vec<i64> = x
+            .split('x')
+            .map(|y| y.parse::<i64>())
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(&e.to_string()))?;
+        if v.len() != n {
+            return Err(bad(&format!("the {what} needs {n} extents")));
+        }
+        Ok(v)
+    };
+    let t = extents(parts[0], 3, "tile")?;
     let schedule = match parts[1] {
         "ws" => Sm90Schedule::WarpSpecialized,
         "coop" => Sm90Schedule::Cooperative,
@@ -136,14 +141,7 @@ fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
     let mut split = 1u32;
     for p in &parts[2..] {
         if let Some(x) = p.strip_prefix('c') {
-            let v: Vec<i64> = x
-                .split('x')
-                .map(|y| y.parse::<i64>())
-                .collect::<Result<_, _>>()
-                .map_err(|e| bad(&e.to_string()))?;
-            if v.len() != 2 {
-                return Err(bad("the cluster needs 2 extents"));
-            }
+            let v = extents(x, 2, "cluster")?;
             cfg.cluster = [v[0], v[1]];
         } else if let Some(x) = p.strip_prefix('k') {
             split = x.parse().map_err(|_| bad("split-K"))?;
@@ -156,14 +154,7 @@ fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
         } else if *p == "an" {
             cfg.raster = rcute_kernel::tile_scheduler::RasterOrderOption::AlongN;
         } else if let Some(x) = p.strip_prefix('e') {
-            let v: Vec<i64> = x
-                .split('x')
-                .map(|y| y.parse::<i64>())
-                .collect::<Result<_, _>>()
-                .map_err(|e| bad(&e.to_string()))?;
-            if v.len() != 2 {
-                return Err(bad("the epilogue tile needs 2 extents"));
-            }
+            let v = extents(x, 2, "epilogue tile")?;
             cfg.epi_tile = Some([v[0], v[1]]);
         } else {
             return Err(bad(&format!("unknown field {p:?}")));
@@ -436,7 +427,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
 /// `--dtype e4m3`: the SM90 FP8 GEMM with the scaled_mm fusion (per-row and per-column f32
 /// scales, bf16 out), timed alone (CUDA-graph replay of 10 calls, median of `--iters`).
 fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
-    use rcute_kernel::gemm_sm80::{GemmArgs, GemmSm80Config};
+    use rcute_kernel::gemm_sm80::GemmArgs;
     use rcute_kernel::gemm_sm90::{launch_split_k, Fusion, FusionArgs, ScaleKind};
     let shapes = args
         .shapes
@@ -509,13 +500,7 @@ fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
                 sb.device_ptr(&stream).0,
                 d.device_ptr(&stream).0,
             );
-            let base = GemmSm80Config::bf16(
-                rcute_kernel::gemm_sm80::Major::K,
-                rcute_kernel::gemm_sm80::Major::K,
-                [64, 64, 32],
-                [2, 2],
-            );
-            let mut ga = GemmArgs::packed(&base, m as i32, n as i32, k as i32, 1, pa, pb, 0, pd);
+            let mut ga = GemmArgs::tn(m as i32, n as i32, k as i32, 1, pa, pb, 0, pd);
             (ga.split_k, ga.workspace) = (split, if split > 1 { pw } else { 0 });
             let fa = FusionArgs::new().ptr("a_scale", psa).ptr("b_scale", psb);
             let mut call = || -> Result<(), String> {

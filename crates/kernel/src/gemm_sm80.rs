@@ -287,14 +287,35 @@ impl GemmArgs {
     /// configuration's majors allow), `alpha = 1`, `beta = 0`, no split-K.
     #[allow(clippy::too_many_arguments)]
     pub fn packed(cfg: &GemmSm80Config, m: i32, n: i32, k: i32, l: i32, a: u64, b: u64, c: u64, d: u64) -> GemmArgs {
+        GemmArgs::packed_majors(cfg.a_major, cfg.b_major, cfg.c_major, m, n, k, l, a, b, c, d)
+    }
+
+    /// [`GemmArgs::packed`] for the "TN" layouts every SM90 kernel takes: K-major A and B,
+    /// row-major C and D.
+    #[allow(clippy::too_many_arguments)]
+    pub fn tn(m: i32, n: i32, k: i32, l: i32, a: u64, b: u64, c: u64, d: u64) -> GemmArgs {
+        GemmArgs::packed_majors(Major::K, Major::K, StorageOrder::RowMajor, m, n, k, l, a, b, c, d)
+    }
+
+    /// [`GemmArgs::packed`] from the operands' majors and the output order.
+    #[allow(clippy::too_many_arguments)]
+    pub fn packed_majors(
+        a_major: Major,
+        b_major: Major,
+        c_major: StorageOrder,
+        m: i32,
+        n: i32,
+        k: i32,
+        l: i32,
+        a: u64,
+        b: u64,
+        c: u64,
+        d: u64,
+    ) -> GemmArgs {
         let (m64, n64, k64) = (m as i64, n as i64, k as i64);
-        let lda = if cfg.a_major == Major::K { k64 } else { m64 };
-        let ldb = if cfg.b_major == Major::K { k64 } else { n64 };
-        let ldc = if cfg.c_major == StorageOrder::RowMajor {
-            n64
-        } else {
-            m64
-        };
+        let lda = if a_major == Major::K { k64 } else { m64 };
+        let ldb = if b_major == Major::K { k64 } else { n64 };
+        let ldc = if c_major == StorageOrder::RowMajor { n64 } else { m64 };
         GemmArgs {
             m,
             n,

@@ -1699,14 +1699,9 @@ fn tmap(
         box_dim: boxd.to_vec(),
         element_strides: vec![1, 1, 1],
         interleave: 0,
-        swizzle: match swizzle {
-            GmmaSwizzle::Interleave => 0,
-            GmmaSwizzle::B32 => 1,
-            GmmaSwizzle::B64 => 2,
-            GmmaSwizzle::B128 => 3,
-        },
-        l2_promotion: 2,
-        oob_fill: 0,
+        swizzle: rcute_collective::sm90_mainloop::gmma_tma_swizzle(swizzle).code(),
+        l2_promotion: rcute_atom::tma::L2Promotion::B128.code(),
+        oob_fill: rcute_atom::tma::OobFill::Zero.code(),
     })
 }
 

@@ -102,9 +102,7 @@ fn every_schedule_compiles_for_sm90a() {
 }
 
 fn args(m: i32, n: i32, k: i32) -> rcute_kernel::gemm_sm80::GemmArgs {
-    let cfg =
-        rcute_kernel::gemm_sm80::GemmSm80Config::bf16(rcute_atom::Major::K, rcute_atom::Major::K, [64, 64, 32], [2, 2]);
-    rcute_kernel::gemm_sm80::GemmArgs::packed(&cfg, m, n, k, 1, 0x1000, 0x2000, 0, 0x3000)
+    rcute_kernel::gemm_sm80::GemmArgs::tn(m, n, k, 1, 0x1000, 0x2000, 0, 0x3000)
 }
 
 #[test]

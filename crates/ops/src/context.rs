@@ -357,17 +357,7 @@ impl Ops {
         let g = &loaded.generated;
         let (m, n, k, l) = (p.m as i32, p.n as i32, p.k as i32, p.l as i32);
         let c = p.c.unwrap_or(p.d);
-        let mut args = GemmArgs::packed(
-            &GemmSm80Config::bf16(Major::K, Major::K, [64, 64, 32], [2, 2]),
-            m,
-            n,
-            k,
-            l,
-            p.a.ptr,
-            p.b.ptr,
-            c.ptr,
-            p.d.ptr,
-        );
+        let mut args = GemmArgs::tn(m, n, k, l, p.a.ptr, p.b.ptr, c.ptr, p.d.ptr);
         args.lda = p.a.ld();
         args.ldb = p.b.ld();
         args.ldc = c.ld();

@@ -358,21 +358,8 @@ impl Ops {
         cfg.cd = out;
         cfg.fusion = Fusion::scaled_mm(p.a_scale_kind, p.b_scale_kind, p.bias.map(|_| out)).map_err(boxed)?;
         let loaded = self.load_gemm_sm90(&cfg)?;
-        let mut args = rcute_kernel::gemm_sm80::GemmArgs::packed(
-            &rcute_kernel::gemm_sm80::GemmSm80Config::bf16(
-                rcute_kernel::gemm_sm80::Major::K,
-                rcute_kernel::gemm_sm80::Major::K,
-                [64, 64, 32],
-                [2, 2],
-            ),
-            p.m as i32,
-            p.n as i32,
-            p.k as i32,
-            p.l as i32,
-            p.a.ptr,
-            p.b.ptr,
-            0,
-            p.out.ptr,
+        let mut args = rcute_kernel::gemm_sm80::GemmArgs::tn(
+            p.m as i32, p.n as i32, p.k as i32, p.l as i32, p.a.ptr, p.b.ptr, 0, p.out.ptr,
         );
         (args.lda, args.ldb, args.ldc, args.ldd) = (p.a.ld(), p.b.ld(), p.out.ld(), p.out.ld());
         (args.batch_stride_a, args.batch_stride_b) = (p.a.batch_stride, p.b.batch_stride);

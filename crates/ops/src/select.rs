@@ -20,19 +20,25 @@ pub enum Choice {
     Sm90(GemmSm90Config, u32),
 }
 
+/// The split-K factor of an SM90 decode-shape kernel with `tile`: double the splits while
+/// the work items still fit in one wave and each split keeps at least 4 k-tiles.
+fn decode_split_k(m: usize, n: usize, k: usize, l: usize, tile: [usize; 3], sms: u32) -> u32 {
+    let tiles = m.div_ceil(tile[0]) * n.div_ceil(tile[1]) * l;
+    let k_tiles = k.div_ceil(tile[2]);
+    let mut split = 1u32;
+    while tiles * (2 * split as usize) <= sms as usize && k_tiles / (2 * split as usize) >= 4 {
+        split *= 2;
+    }
+    split
+}
+
 /// Pick the Hopper kernel of an 8-bit (s8 or e4m3) scaled GEMM: 128x256x128 cooperative
 /// for large problems; for decode shapes (`m <= 128`) 64x128x128 ping-pong, splitting K
 /// until about one wave (as [`select_sm90`] does for bf16).
 pub fn select_scaled_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> (GemmSm90Config, u32) {
     if m <= 128 {
         let cfg = GemmSm90Config::bf16([64, 128, 128], Sm90Schedule::PingPong);
-        let tiles = m.div_ceil(64) * n.div_ceil(128) * l;
-        let k_tiles = k.div_ceil(128);
-        let mut split = 1u32;
-        while tiles * (2 * split as usize) <= sms as usize && k_tiles / (2 * split as usize) >= 4 {
-            split *= 2;
-        }
-        return (cfg, split);
+        return (cfg, decode_split_k(m, n, k, l, [64, 128, 128], sms));
     }
     (GemmSm90Config::bf16([128, 256, 128], Sm90Schedule::Cooperative), 1)
 }
@@ -44,13 +50,7 @@ pub fn select_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Option<(
     if m <= 128 {
         // Decode shapes: 64x128 tiles, ping-pong, and split K until about one wave.
         let cfg = GemmSm90Config::bf16([64, 128, 64], Sm90Schedule::PingPong);
-        let tiles = m.div_ceil(64) * n.div_ceil(128) * l;
-        let k_tiles = k.div_ceil(64);
-        let mut split = 1u32;
-        while tiles * (2 * split as usize) <= sms as usize && k_tiles / (2 * split as usize) >= 4 {
-            split *= 2;
-        }
-        return Some((cfg, split));
+        return Some((cfg, decode_split_k(m, n, k, l, [64, 128, 64], sms)));
     }
     let tile = if n >= 256 { [128, 256, 64] } else { [128, 128, 64] };
     Some((GemmSm90Config::bf16(tile, Sm90Schedule::Cooperative), 1))
