@@ -468,10 +468,40 @@ __device__ __forceinline__ float rc_fusion_visit(const rc_fusion_params& p, floa
   return v5;
 }
 
+// rcute fusion scaledmm_rowcol_bias_bf16 (broadcasts staged per 128x128 tile)
+// Staging area of a tile (floats):
+//   [0, 128) a_scale Col (f32)
+//   [128, 256) b_scale Row (f32)
+//   [256, 384) bias Row (bf16)
+__device__ __forceinline__ float rc_fusion_broadcast(const rc_fusion_params& p, int k, int i, int l) {
+  switch (k) {
+    case 0: return __ldg(p.a_scale + i);
+    case 1: return __ldg(p.b_scale + i);
+    case 2: return __bfloat162float(__ldg(p.bias + i));
+  }
+  return 0.0f;
+}
+
+// rcute fusion scaledmm_rowcol_bias_bf16 (broadcasts staged per 128x128 tile)
+__device__ __forceinline__ float rc_fusion_visit_staged(const rc_fusion_params& p, float acc, float c, int m, int n, int l, const float* bc, int lm, int ln) {
+  const float v0 = bc[0 + lm];  // ColBroadcast a_scale (f32)
+  const float v1 = bc[128 + ln];  // RowBroadcast b_scale (f32)
+  const float v2 = acc;  // Accumulator
+  const float v3 = v1 * v2;  // Compute multiply
+  const float v4 = bc[256 + ln];  // RowBroadcast bias (bf16)
+  const float v5 = fmaf(v0, v3, v4);  // Compute multiply_add
+  return v5;
+}
+
 // --- from rcute sm90 fusion guard ---
 // The fusion at one element, or 0 outside the problem (broadcast loads stay in bounds).
 __device__ __forceinline__ float rc_visit_at(const rc_fusion_params& p, float acc, float c, int m, int n, int l, int M, int N) {
   return (m < M && n < N) ? rc_fusion_visit(p, acc, c, m, n, l) : 0.0f;
+}
+// The same with the broadcast vectors read from the tile's staging area `bc` at the
+// element's tile position (lm, ln) = (m - m0, n - n0).
+__device__ __forceinline__ float rc_visit_staged_at(const rc_fusion_params& p, float acc, float c, int m, int n, int l, int M, int N, const float* bc, int lm, int ln) {
+  return rc_fusion_visit_staged(p, acc, c, m, n, l, bc, lm, ln);  // staged vectors are 0 past the edge and no aux matrix is touched: no guard (TMA stores only in-bounds elements)
 }
 
 // rc_gemm_sm90_bf16_tn_128x128x64_coop_c1x1_s6_e128x32_scaledmm_rowcol_bias_bf16: TMA + wgmma Cooperative GEMM, D = fusion(acc = A * B, C), fusion multiply_add(col(a_scale:f32), multiply(row(b_scale:f32), acc), row(bias:bf16))
@@ -497,11 +527,11 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
   //   sA (BM,BK,PIPE) = (128,64,6) of Sw<3,3,3> o (8,64):(64,1) at 0
   //   sB (BN,BK,PIPE) = (128,64,6) at 98304
   //   epilogue at 196608: 2 D buffer(s) + 0 C buffer(s) of (128,32) row-major, Swizzle<2,4,3> on bytes (TMA B64)
-  //   mbarriers at 212992: full[6], empty[6], then C full/empty
+  //   mbarriers at 214528: full[6], empty[6], then C full/empty
   extern __shared__ __align__(1024) unsigned char rc_smem_raw[];
   unsigned char* const smem = rc_smem_raw + ((1024u - (rc_smem_u32(rc_smem_raw) & 1023u)) & 1023u);
   const uint32_t smem_u32 = rc_smem_u32(smem);
-  const uint32_t bar_full = smem_u32 + 212992u;
+  const uint32_t bar_full = smem_u32 + 214528u;
   const uint32_t bar_empty = bar_full + 48u;
   const uint32_t bar_c_full = bar_full + 96u;  // C pipeline: per C stage (and ping-pong group) a [full, empty] pair of mbarriers, 16 B apart
   const int wg = threadIdx.x / 128;
@@ -585,6 +615,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
     const int wg_row0 = cw * 64;  // first tile row of this warpgroup's accumulators
     const int grp = 0;  // epilogue group: the warpgroups that store a tile together
     const bool epi_leader = threadIdx.x == 128;  // issues the group's TMA stores
+    const int epi_tid = threadIdx.x - 128;  // thread index within the epilogue group
     unsigned char* const epi_smem = smem + 196608 + grp * 16384;
     const uint32_t epi_bar = 1u;
     uint32_t stage = 0;
@@ -607,6 +638,14 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
       const int kt0 = split * k_iters;
       const int m0 = tile_m * 128;
       const int n0 = tile_n * 128;
+      // Broadcast staging (1/2): this thread's share of the tile's broadcast vectors, loaded before the
+      // mainloop so that their latency hides behind it (rc_fusion_broadcast has the slot layout)
+      float bc_r[3];
+      if (split_k == 1) {
+        bc_r[0] = (epi_tid + 0 < 128 && m0 + epi_tid + 0 < M) ? rc_fusion_broadcast(p, 0, m0 + epi_tid + 0, batch) : 0.0f;
+        bc_r[1] = (epi_tid + 0 < 128 && n0 + epi_tid + 0 < N) ? rc_fusion_broadcast(p, 1, n0 + epi_tid + 0, batch) : 0.0f;
+        bc_r[2] = (epi_tid + 0 < 128 && n0 + epi_tid + 0 < N) ? rc_fusion_broadcast(p, 2, n0 + epi_tid + 0, batch) : 0.0f;
+      }
       for (int a = 0; a < 1; ++a) {
         #pragma unroll
         for (int i = 0; i < 64; ++i) {
@@ -771,6 +810,19 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
         }
       } else {
         // Epilogue: 1x4 subtiles of 128x32, N outer / M inner
+        // Broadcast staging (2/2): the registers into this group's staging area, read by every subtile below
+        // (the previous tile's readers are done: each subtile's barrier follows its reads)
+        float* const bc = reinterpret_cast<float*>(smem + 212992 + grp * 1536);
+        if (epi_tid + 0 < 128) {
+          bc[0 + epi_tid + 0] = bc_r[0];
+        }
+        if (epi_tid + 0 < 128) {
+          bc[128 + epi_tid + 0] = bc_r[1];
+        }
+        if (epi_tid + 0 < 128) {
+          bc[256 + epi_tid + 0] = bc_r[2];
+        }
+        rc_named_barrier_sync(epi_bar, 256u);
         unsigned char* sd_prev = epi_smem;  // DelayTmaStore: the subtile whose store is pending
         const bool use_c = load_c;  // C subtiles arrive through the C pipeline
         {
@@ -782,14 +834,14 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
             if ((wg_row0 + 0) / 128 == 0) {
               const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
               const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][0], 0.0f, gm + 0, gn + 0, batch, M, N), rc_visit_at(p, (float)acc[0][1], 0.0f, gm + 0, gn + 1, batch, M, N));
-              packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][2], 0.0f, gm + 8, gn + 0, batch, M, N), rc_visit_at(p, (float)acc[0][3], 0.0f, gm + 8, gn + 1, batch, M, N));
-              packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][4], 0.0f, gm + 0, gn + 8, batch, M, N), rc_visit_at(p, (float)acc[0][5], 0.0f, gm + 0, gn + 9, batch, M, N));
-              packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][6], 0.0f, gm + 8, gn + 8, batch, M, N), rc_visit_at(p, (float)acc[0][7], 0.0f, gm + 8, gn + 9, batch, M, N));
-              packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][8], 0.0f, gm + 0, gn + 16, batch, M, N), rc_visit_at(p, (float)acc[0][9], 0.0f, gm + 0, gn + 17, batch, M, N));
-              packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][10], 0.0f, gm + 8, gn + 16, batch, M, N), rc_visit_at(p, (float)acc[0][11], 0.0f, gm + 8, gn + 17, batch, M, N));
-              packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][12], 0.0f, gm + 0, gn + 24, batch, M, N), rc_visit_at(p, (float)acc[0][13], 0.0f, gm + 0, gn + 25, batch, M, N));
-              packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][14], 0.0f, gm + 8, gn + 24, batch, M, N), rc_visit_at(p, (float)acc[0][15], 0.0f, gm + 8, gn + 25, batch, M, N));
+              packed[0][0] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][0], 0.0f, gm + 0, gn + 0, batch, M, N, bc, gm + 0 - m0, gn + 0 - n0), rc_visit_staged_at(p, (float)acc[0][1], 0.0f, gm + 0, gn + 1, batch, M, N, bc, gm + 0 - m0, gn + 1 - n0));
+              packed[0][1] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][2], 0.0f, gm + 8, gn + 0, batch, M, N, bc, gm + 8 - m0, gn + 0 - n0), rc_visit_staged_at(p, (float)acc[0][3], 0.0f, gm + 8, gn + 1, batch, M, N, bc, gm + 8 - m0, gn + 1 - n0));
+              packed[0][2] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][4], 0.0f, gm + 0, gn + 8, batch, M, N, bc, gm + 0 - m0, gn + 8 - n0), rc_visit_staged_at(p, (float)acc[0][5], 0.0f, gm + 0, gn + 9, batch, M, N, bc, gm + 0 - m0, gn + 9 - n0));
+              packed[0][3] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][6], 0.0f, gm + 8, gn + 8, batch, M, N, bc, gm + 8 - m0, gn + 8 - n0), rc_visit_staged_at(p, (float)acc[0][7], 0.0f, gm + 8, gn + 9, batch, M, N, bc, gm + 8 - m0, gn + 9 - n0));
+              packed[0][4] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][8], 0.0f, gm + 0, gn + 16, batch, M, N, bc, gm + 0 - m0, gn + 16 - n0), rc_visit_staged_at(p, (float)acc[0][9], 0.0f, gm + 0, gn + 17, batch, M, N, bc, gm + 0 - m0, gn + 17 - n0));
+              packed[0][5] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][10], 0.0f, gm + 8, gn + 16, batch, M, N, bc, gm + 8 - m0, gn + 16 - n0), rc_visit_staged_at(p, (float)acc[0][11], 0.0f, gm + 8, gn + 17, batch, M, N, bc, gm + 8 - m0, gn + 17 - n0));
+              packed[0][6] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][12], 0.0f, gm + 0, gn + 24, batch, M, N, bc, gm + 0 - m0, gn + 24 - n0), rc_visit_staged_at(p, (float)acc[0][13], 0.0f, gm + 0, gn + 25, batch, M, N, bc, gm + 0 - m0, gn + 25 - n0));
+              packed[0][7] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][14], 0.0f, gm + 8, gn + 24, batch, M, N, bc, gm + 8 - m0, gn + 24 - n0), rc_visit_staged_at(p, (float)acc[0][15], 0.0f, gm + 8, gn + 25, batch, M, N, bc, gm + 8 - m0, gn + 25 - n0));
             }
             // the buffer's previous store must have read it: at most 1 store(s) still reading
             if (epi_leader && !(use_c && false)) {
@@ -833,14 +885,14 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
             if ((wg_row0 + 0) / 128 == 0) {
               const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
               const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][16], 0.0f, gm + 0, gn + 32, batch, M, N), rc_visit_at(p, (float)acc[0][17], 0.0f, gm + 0, gn + 33, batch, M, N));
-              packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][18], 0.0f, gm + 8, gn + 32, batch, M, N), rc_visit_at(p, (float)acc[0][19], 0.0f, gm + 8, gn + 33, batch, M, N));
-              packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][20], 0.0f, gm + 0, gn + 40, batch, M, N), rc_visit_at(p, (float)acc[0][21], 0.0f, gm + 0, gn + 41, batch, M, N));
-              packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][22], 0.0f, gm + 8, gn + 40, batch, M, N), rc_visit_at(p, (float)acc[0][23], 0.0f, gm + 8, gn + 41, batch, M, N));
-              packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][24], 0.0f, gm + 0, gn + 48, batch, M, N), rc_visit_at(p, (float)acc[0][25], 0.0f, gm + 0, gn + 49, batch, M, N));
-              packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][26], 0.0f, gm + 8, gn + 48, batch, M, N), rc_visit_at(p, (float)acc[0][27], 0.0f, gm + 8, gn + 49, batch, M, N));
-              packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][28], 0.0f, gm + 0, gn + 56, batch, M, N), rc_visit_at(p, (float)acc[0][29], 0.0f, gm + 0, gn + 57, batch, M, N));
-              packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][30], 0.0f, gm + 8, gn + 56, batch, M, N), rc_visit_at(p, (float)acc[0][31], 0.0f, gm + 8, gn + 57, batch, M, N));
+              packed[0][0] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][16], 0.0f, gm + 0, gn + 32, batch, M, N, bc, gm + 0 - m0, gn + 32 - n0), rc_visit_staged_at(p, (float)acc[0][17], 0.0f, gm + 0, gn + 33, batch, M, N, bc, gm + 0 - m0, gn + 33 - n0));
+              packed[0][1] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][18], 0.0f, gm + 8, gn + 32, batch, M, N, bc, gm + 8 - m0, gn + 32 - n0), rc_visit_staged_at(p, (float)acc[0][19], 0.0f, gm + 8, gn + 33, batch, M, N, bc, gm + 8 - m0, gn + 33 - n0));
+              packed[0][2] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][20], 0.0f, gm + 0, gn + 40, batch, M, N, bc, gm + 0 - m0, gn + 40 - n0), rc_visit_staged_at(p, (float)acc[0][21], 0.0f, gm + 0, gn + 41, batch, M, N, bc, gm + 0 - m0, gn + 41 - n0));
+              packed[0][3] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][22], 0.0f, gm + 8, gn + 40, batch, M, N, bc, gm + 8 - m0, gn + 40 - n0), rc_visit_staged_at(p, (float)acc[0][23], 0.0f, gm + 8, gn + 41, batch, M, N, bc, gm + 8 - m0, gn + 41 - n0));
+              packed[0][4] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][24], 0.0f, gm + 0, gn + 48, batch, M, N, bc, gm + 0 - m0, gn + 48 - n0), rc_visit_staged_at(p, (float)acc[0][25], 0.0f, gm + 0, gn + 49, batch, M, N, bc, gm + 0 - m0, gn + 49 - n0));
+              packed[0][5] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][26], 0.0f, gm + 8, gn + 48, batch, M, N, bc, gm + 8 - m0, gn + 48 - n0), rc_visit_staged_at(p, (float)acc[0][27], 0.0f, gm + 8, gn + 49, batch, M, N, bc, gm + 8 - m0, gn + 49 - n0));
+              packed[0][6] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][28], 0.0f, gm + 0, gn + 56, batch, M, N, bc, gm + 0 - m0, gn + 56 - n0), rc_visit_staged_at(p, (float)acc[0][29], 0.0f, gm + 0, gn + 57, batch, M, N, bc, gm + 0 - m0, gn + 57 - n0));
+              packed[0][7] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][30], 0.0f, gm + 8, gn + 56, batch, M, N, bc, gm + 8 - m0, gn + 56 - n0), rc_visit_staged_at(p, (float)acc[0][31], 0.0f, gm + 8, gn + 57, batch, M, N, bc, gm + 8 - m0, gn + 57 - n0));
             }
             // DelayTmaStore: the previous subtile's store is issued now, after this subtile's visit
             if (epi_leader) {
@@ -889,14 +941,14 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
             if ((wg_row0 + 0) / 128 == 0) {
               const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
               const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][32], 0.0f, gm + 0, gn + 64, batch, M, N), rc_visit_at(p, (float)acc[0][33], 0.0f, gm + 0, gn + 65, batch, M, N));
-              packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][34], 0.0f, gm + 8, gn + 64, batch, M, N), rc_visit_at(p, (float)acc[0][35], 0.0f, gm + 8, gn + 65, batch, M, N));
-              packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][36], 0.0f, gm + 0, gn + 72, batch, M, N), rc_visit_at(p, (float)acc[0][37], 0.0f, gm + 0, gn + 73, batch, M, N));
-              packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][38], 0.0f, gm + 8, gn + 72, batch, M, N), rc_visit_at(p, (float)acc[0][39], 0.0f, gm + 8, gn + 73, batch, M, N));
-              packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][40], 0.0f, gm + 0, gn + 80, batch, M, N), rc_visit_at(p, (float)acc[0][41], 0.0f, gm + 0, gn + 81, batch, M, N));
-              packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][42], 0.0f, gm + 8, gn + 80, batch, M, N), rc_visit_at(p, (float)acc[0][43], 0.0f, gm + 8, gn + 81, batch, M, N));
-              packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][44], 0.0f, gm + 0, gn + 88, batch, M, N), rc_visit_at(p, (float)acc[0][45], 0.0f, gm + 0, gn + 89, batch, M, N));
-              packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][46], 0.0f, gm + 8, gn + 88, batch, M, N), rc_visit_at(p, (float)acc[0][47], 0.0f, gm + 8, gn + 89, batch, M, N));
+              packed[0][0] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][32], 0.0f, gm + 0, gn + 64, batch, M, N, bc, gm + 0 - m0, gn + 64 - n0), rc_visit_staged_at(p, (float)acc[0][33], 0.0f, gm + 0, gn + 65, batch, M, N, bc, gm + 0 - m0, gn + 65 - n0));
+              packed[0][1] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][34], 0.0f, gm + 8, gn + 64, batch, M, N, bc, gm + 8 - m0, gn + 64 - n0), rc_visit_staged_at(p, (float)acc[0][35], 0.0f, gm + 8, gn + 65, batch, M, N, bc, gm + 8 - m0, gn + 65 - n0));
+              packed[0][2] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][36], 0.0f, gm + 0, gn + 72, batch, M, N, bc, gm + 0 - m0, gn + 72 - n0), rc_visit_staged_at(p, (float)acc[0][37], 0.0f, gm + 0, gn + 73, batch, M, N, bc, gm + 0 - m0, gn + 73 - n0));
+              packed[0][3] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][38], 0.0f, gm + 8, gn + 72, batch, M, N, bc, gm + 8 - m0, gn + 72 - n0), rc_visit_staged_at(p, (float)acc[0][39], 0.0f, gm + 8, gn + 73, batch, M, N, bc, gm + 8 - m0, gn + 73 - n0));
+              packed[0][4] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][40], 0.0f, gm + 0, gn + 80, batch, M, N, bc, gm + 0 - m0, gn + 80 - n0), rc_visit_staged_at(p, (float)acc[0][41], 0.0f, gm + 0, gn + 81, batch, M, N, bc, gm + 0 - m0, gn + 81 - n0));
+              packed[0][5] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][42], 0.0f, gm + 8, gn + 80, batch, M, N, bc, gm + 8 - m0, gn + 80 - n0), rc_visit_staged_at(p, (float)acc[0][43], 0.0f, gm + 8, gn + 81, batch, M, N, bc, gm + 8 - m0, gn + 81 - n0));
+              packed[0][6] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][44], 0.0f, gm + 0, gn + 88, batch, M, N, bc, gm + 0 - m0, gn + 88 - n0), rc_visit_staged_at(p, (float)acc[0][45], 0.0f, gm + 0, gn + 89, batch, M, N, bc, gm + 0 - m0, gn + 89 - n0));
+              packed[0][7] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][46], 0.0f, gm + 8, gn + 88, batch, M, N, bc, gm + 8 - m0, gn + 88 - n0), rc_visit_staged_at(p, (float)acc[0][47], 0.0f, gm + 8, gn + 89, batch, M, N, bc, gm + 8 - m0, gn + 89 - n0));
             }
             // DelayTmaStore: the previous subtile's store is issued now, after this subtile's visit
             if (epi_leader) {
@@ -945,14 +997,14 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
             if ((wg_row0 + 0) / 128 == 0) {
               const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
               const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][48], 0.0f, gm + 0, gn + 96, batch, M, N), rc_visit_at(p, (float)acc[0][49], 0.0f, gm + 0, gn + 97, batch, M, N));
-              packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][50], 0.0f, gm + 8, gn + 96, batch, M, N), rc_visit_at(p, (float)acc[0][51], 0.0f, gm + 8, gn + 97, batch, M, N));
-              packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][52], 0.0f, gm + 0, gn + 104, batch, M, N), rc_visit_at(p, (float)acc[0][53], 0.0f, gm + 0, gn + 105, batch, M, N));
-              packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][54], 0.0f, gm + 8, gn + 104, batch, M, N), rc_visit_at(p, (float)acc[0][55], 0.0f, gm + 8, gn + 105, batch, M, N));
-              packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][56], 0.0f, gm + 0, gn + 112, batch, M, N), rc_visit_at(p, (float)acc[0][57], 0.0f, gm + 0, gn + 113, batch, M, N));
-              packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][58], 0.0f, gm + 8, gn + 112, batch, M, N), rc_visit_at(p, (float)acc[0][59], 0.0f, gm + 8, gn + 113, batch, M, N));
-              packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][60], 0.0f, gm + 0, gn + 120, batch, M, N), rc_visit_at(p, (float)acc[0][61], 0.0f, gm + 0, gn + 121, batch, M, N));
-              packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][62], 0.0f, gm + 8, gn + 120, batch, M, N), rc_visit_at(p, (float)acc[0][63], 0.0f, gm + 8, gn + 121, batch, M, N));
+              packed[0][0] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][48], 0.0f, gm + 0, gn + 96, batch, M, N, bc, gm + 0 - m0, gn + 96 - n0), rc_visit_staged_at(p, (float)acc[0][49], 0.0f, gm + 0, gn + 97, batch, M, N, bc, gm + 0 - m0, gn + 97 - n0));
+              packed[0][1] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][50], 0.0f, gm + 8, gn + 96, batch, M, N, bc, gm + 8 - m0, gn + 96 - n0), rc_visit_staged_at(p, (float)acc[0][51], 0.0f, gm + 8, gn + 97, batch, M, N, bc, gm + 8 - m0, gn + 97 - n0));
+              packed[0][2] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][52], 0.0f, gm + 0, gn + 104, batch, M, N, bc, gm + 0 - m0, gn + 104 - n0), rc_visit_staged_at(p, (float)acc[0][53], 0.0f, gm + 0, gn + 105, batch, M, N, bc, gm + 0 - m0, gn + 105 - n0));
+              packed[0][3] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][54], 0.0f, gm + 8, gn + 104, batch, M, N, bc, gm + 8 - m0, gn + 104 - n0), rc_visit_staged_at(p, (float)acc[0][55], 0.0f, gm + 8, gn + 105, batch, M, N, bc, gm + 8 - m0, gn + 105 - n0));
+              packed[0][4] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][56], 0.0f, gm + 0, gn + 112, batch, M, N, bc, gm + 0 - m0, gn + 112 - n0), rc_visit_staged_at(p, (float)acc[0][57], 0.0f, gm + 0, gn + 113, batch, M, N, bc, gm + 0 - m0, gn + 113 - n0));
+              packed[0][5] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][58], 0.0f, gm + 8, gn + 112, batch, M, N, bc, gm + 8 - m0, gn + 112 - n0), rc_visit_staged_at(p, (float)acc[0][59], 0.0f, gm + 8, gn + 113, batch, M, N, bc, gm + 8 - m0, gn + 113 - n0));
+              packed[0][6] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][60], 0.0f, gm + 0, gn + 120, batch, M, N, bc, gm + 0 - m0, gn + 120 - n0), rc_visit_staged_at(p, (float)acc[0][61], 0.0f, gm + 0, gn + 121, batch, M, N, bc, gm + 0 - m0, gn + 121 - n0));
+              packed[0][7] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][62], 0.0f, gm + 8, gn + 120, batch, M, N, bc, gm + 8 - m0, gn + 120 - n0), rc_visit_staged_at(p, (float)acc[0][63], 0.0f, gm + 8, gn + 121, batch, M, N, bc, gm + 8 - m0, gn + 121 - n0));
             }
             // DelayTmaStore: the previous subtile's store is issued now, after this subtile's visit
             if (epi_leader) {

@@ -474,10 +474,37 @@ __device__ __forceinline__ float rc_fusion_visit(const rc_fusion_params& p, floa
   return v4;
 }
 
+// rcute fusion scaledmm_rowcol (broadcasts staged per 128x256 tile)
+// Staging area of a tile (floats):
+//   [0, 128) a_scale Col (f32)
+//   [128, 384) b_scale Row (f32)
+__device__ __forceinline__ float rc_fusion_broadcast(const rc_fusion_params& p, int k, int i, int l) {
+  switch (k) {
+    case 0: return __ldg(p.a_scale + i);
+    case 1: return __ldg(p.b_scale + i);
+  }
+  return 0.0f;
+}
+
+// rcute fusion scaledmm_rowcol (broadcasts staged per 128x256 tile)
+__device__ __forceinline__ float rc_fusion_visit_staged(const rc_fusion_params& p, float acc, float c, int m, int n, int l, const float* bc, int lm, int ln) {
+  const float v0 = bc[0 + lm];  // ColBroadcast a_scale (f32)
+  const float v1 = bc[128 + ln];  // RowBroadcast b_scale (f32)
+  const float v2 = acc;  // Accumulator
+  const float v3 = v1 * v2;  // Compute multiply
+  const float v4 = v0 * v3;  // Compute multiply
+  return v4;
+}
+
 // --- from rcute sm90 fusion guard ---
 // The fusion at one element, or 0 outside the problem (broadcast loads stay in bounds).
 __device__ __forceinline__ float rc_visit_at(const rc_fusion_params& p, float acc, float c, int m, int n, int l, int M, int N) {
   return (m < M && n < N) ? rc_fusion_visit(p, acc, c, m, n, l) : 0.0f;
+}
+// The same with the broadcast vectors read from the tile's staging area `bc` at the
+// element's tile position (lm, ln) = (m - m0, n - n0).
+__device__ __forceinline__ float rc_visit_staged_at(const rc_fusion_params& p, float acc, float c, int m, int n, int l, int M, int N, const float* bc, int lm, int ln) {
+  return rc_fusion_visit_staged(p, acc, c, m, n, l, bc, lm, ln);  // staged vectors are 0 past the edge and no aux matrix is touched: no guard (TMA stores only in-bounds elements)
 }
 
 // rc_gemm_sm90_e4m3_dbf16_tn_128x256x128_coop_c1x1_s4_e128x32_scaledmm_rowcol: TMA + wgmma Cooperative GEMM, D = fusion(acc = A * B, C), fusion multiply(col(a_scale:f32), multiply(row(b_scale:f32), acc))
@@ -503,11 +530,11 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_e4m3_dbf16_tn_
   //   sA (BM,BK,PIPE) = (128,128,4) of Sw<3,4,3> o (8,128):(128,1) at 0
   //   sB (BN,BK,PIPE) = (256,128,4) at 65536
   //   epilogue at 196608: 2 D buffer(s) + 0 C buffer(s) of (128,32) row-major, Swizzle<2,4,3> on bytes (TMA B64)
-  //   mbarriers at 212992: full[4], empty[4], then C full/empty
+  //   mbarriers at 214528: full[4], empty[4], then C full/empty
   extern __shared__ __align__(1024) unsigned char rc_smem_raw[];
   unsigned char* const smem = rc_smem_raw + ((1024u - (rc_smem_u32(rc_smem_raw) & 1023u)) & 1023u);
   const uint32_t smem_u32 = rc_smem_u32(smem);
-  const uint32_t bar_full = smem_u32 + 212992u;
+  const uint32_t bar_full = smem_u32 + 214528u;
   const uint32_t bar_empty = bar_full + 32u;
   const uint32_t bar_c_full = bar_full + 64u;  // C pipeline: per C stage (and ping-pong group) a [full, empty] pair of mbarriers, 16 B apart
   const int wg = threadIdx.x / 128;
@@ -591,6 +618,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_e4m3_dbf16_tn_
     const int wg_row0 = cw * 64;  // first tile row of this warpgroup's accumulators
     const int grp = 0;  // epilogue group: the warpgroups that store a tile together
     const bool epi_leader = threadIdx.x == 128;  // issues the group's TMA stores
+    const int epi_tid = threadIdx.x - 128;  // thread index within the epilogue group
     unsigned char* const epi_smem = smem + 196608 + grp * 16384;
     const uint32_t epi_bar = 1u;
     uint32_t stage = 0;
@@ -613,6 +641,13 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_e4m3_dbf16_tn_
       const int kt0 = split * k_iters;
       const int m0 = tile_m * 128;
       const int n0 = tile_n * 256;
+      // Broadcast staging (1/2): this thread's share of the tile's broadcast vectors, loaded before the
+      // mainloop so that their latency hides behind it (rc_fusion_broadcast has the slot layout)
+      float bc_r[2];
+      if (split_k == 1) {
+        bc_r[0] = (epi_tid + 0 < 128 && m0 + epi_tid + 0 < M) ? rc_fusion_broadcast(p, 0, m0 + epi_tid + 0, batch) : 0.0f;
+        bc_r[1] = (n0 + epi_tid + 0 < N) ? rc_fusion_broadcast(p, 1, n0 + epi_tid + 0, batch) : 0.0f;
+      }
       for (int a = 0; a < 1; ++a) {
         #pragma unroll
         for (int i = 0; i < 128; ++i) {
@@ -873,6 +908,14 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_e4m3_dbf16_tn_
         }
       } else {
         // Epilogue: 1x8 subtiles of 128x32, N outer / M inner
+        // Broadcast staging (2/2): the registers into this group's staging area, read by every subtile below
+        // (the previous tile's readers are done: each subtile's barrier follows its reads)
+        float* const bc = reinterpret_cast<float*>(smem + 212992 + grp * 1536);
+        if (epi_tid + 0 < 128) {
+          bc[0 + epi_tid + 0] = bc_r[0];
+        }
+        bc[128 + epi_tid + 0] = bc_r[1];
+        rc_named_barrier_sync(epi_bar, 256u);
         unsigned char* sd_prev = epi_smem;  // DelayTmaStore: the subtile whose store is pending
         const bool use_c = load_c;  // C subtiles arrive through the C pipeline
         {
@@ -884,14 +927,14 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_e4m3_dbf16_tn_
             if ((wg_row0 + 0) / 128 == 0) {
               const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
               const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][0], 0.0f, gm + 0, gn + 0, batch, M, N), rc_visit_at(p, (float)acc[0][1], 0.0f, gm + 0, gn + 1, batch, M, N));
-              packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][2], 0.0f, gm + 8, gn + 0, batch, M, N), rc_visit_at(p, (float)acc[0][3], 0.0f, gm + 8, gn + 1, batch, M, N));
-              packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][4], 0.0f, gm + 0, gn + 8, batch, M, N), rc_visit_at(p, (float)acc[0][5], 0.0f, gm + 0, gn + 9, batch, M, N));
-              packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][6], 0.0f, gm + 8, gn + 8, batch, M, N), rc_visit_at(p, (float)acc[0][7], 0.0f, gm + 8, gn + 9, batch, M, N));
-              packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][8], 0.0f, gm + 0, gn + 16, batch, M, N), rc_visit_at(p, (float)acc[0][9], 0.0f, gm + 0, gn + 17, batch, M, N));
-              packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][10], 0.0f, gm + 8, gn + 16, batch, M, N), rc_visit_at(p, (float)acc[0][11], 0.0f, gm + 8, gn + 17, batch, M, N));
-              packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][12], 0.0f, gm + 0, gn + 24, batch, M, N), rc_visit_at(p, (float)acc[0][13], 0.0f, gm + 0, gn + 25, batch, M, N));
-              packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][14], 0.0f, gm + 8, gn + 24, batch, M, N), rc_visit_at(p, (float)acc[0][15], 0.0f, gm + 8, gn + 25, batch, M, N));
+              packed[0][0] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][0], 0.0f, gm + 0, gn + 0, batch, M, N, bc, gm + 0 - m0, gn + 0 - n0), rc_visit_staged_at(p, (float)acc[0][1], 0.0f, gm + 0, gn + 1, batch, M, N, bc, gm + 0 - m0, gn + 1 - n0));
+              packed[0][1] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][2], 0.0f, gm + 8, gn + 0, batch, M, N, bc, gm + 8 - m0, gn + 0 - n0), rc_visit_staged_at(p, (float)acc[0][3], 0.0f, gm + 8, gn + 1, batch, M, N, bc, gm + 8 - m0, gn + 1 - n0));
+              packed[0][2] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][4], 0.0f, gm + 0, gn + 8, batch, M, N, bc, gm + 0 - m0, gn + 8 - n0), rc_visit_staged_at(p, (float)acc[0][5], 0.0f, gm + 0, gn + 9, batch, M, N, bc, gm + 0 - m0, gn + 9 - n0));
+              packed[0][3] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][6], 0.0f, gm + 8, gn + 8, batch, M, N, bc, gm + 8 - m0, gn + 8 - n0), rc_visit_staged_at(p, (float)acc[0][7], 0.0f, gm + 8, gn + 9, batch, M, N, bc, gm + 8 - m0, gn + 9 - n0));
+              packed[0][4] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][8], 0.0f, gm + 0, gn + 16, batch, M, N, bc, gm + 0 - m0, gn + 16 - n0), rc_visit_staged_at(p, (float)acc[0][9], 0.0f, gm + 0, gn + 17, batch, M, N, bc, gm + 0 - m0, gn + 17 - n0));
+              packed[0][5] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][10], 0.0f, gm + 8, gn + 16, batch, M, N, bc, gm + 8 - m0, gn + 16 - n0), rc_visit_staged_at(p, (float)acc[0][11], 0.0f, gm + 8, gn + 17, batch, M, N, bc, gm + 8 - m0, gn + 17 - n0));
+              packed[0][6] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][12], 0.0f, gm + 0, gn + 24, batch, M, N, bc, gm + 0 - m0, gn + 24 - n0), rc_visit_staged_at(p, (float)acc[0][13], 0.0f, gm + 0, gn + 25, batch, M, N, bc, gm + 0 - m0, gn + 25 - n0));
+              packed[0][7] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][14], 0.0f, gm + 8, gn + 24, batch, M, N, bc, gm + 8 - m0, gn + 24 - n0), rc_visit_staged_at(p, (float)acc[0][15], 0.0f, gm + 8, gn + 25, batch, M, N, bc, gm + 8 - m0, gn + 25 - n0));
             }
             // the buffer's previous store must have read it: at most 1 store(s) still reading
             if (epi_leader && !(use_c && false)) {
@@ -935,14 +978,14 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_e4m3_dbf16_tn_
             if ((wg_row0 + 0) / 128 == 0) {
               const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
               const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][16], 0.0f, gm + 0, gn + 32, batch, M, N), rc_visit_at(p, (float)acc[0][17], 0.0f, gm + 0, gn + 33, batch, M, N));
-              packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][18], 0.0f, gm + 8, gn + 32, batch, M, N), rc_visit_at(p, (float)acc[0][19], 0.0f, gm + 8, gn + 33, batch, M, N));
-              packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][20], 0.0f, gm + 0, gn + 40, batch, M, N), rc_visit_at(p, (float)acc[0][21], 0.0f, gm + 0, gn + 41, batch, M, N));
-              packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][22], 0.0f, gm + 8, gn + 40, batch, M, N), rc_visit_at(p, (float)acc[0][23], 0.0f, gm + 8, gn + 41, batch, M, N));
-              packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][24], 0.0f, gm + 0, gn + 48, batch, M, N), rc_visit_at(p, (float)acc[0][25], 0.0f, gm + 0, gn + 49, batch, M, N));
-              packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][26], 0.0f, gm + 8, gn + 48, batch, M, N), rc_visit_at(p, (float)acc[0][27], 0.0f, gm + 8, gn + 49, batch, M, N));
-              packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][28], 0.0f, gm + 0, gn + 56, batch, M, N), rc_visit_at(p, (float)acc[0][29], 0.0f, gm + 0, gn + 57, batch, M, N));
-              packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][30], 0.0f, gm + 8, gn + 56, batch, M, N), rc_visit_at(p, (float)acc[0][31], 0.0f, gm + 8, gn + 57, batch, M, N));
+              packed[0][0] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][16], 0.0f, gm + 0, gn + 32, batch, M, N, bc, gm + 0 - m0, gn + 32 - n0), rc_visit_staged_at(p, (float)acc[0][17], 0.0f, gm + 0, gn + 33, batch, M, N, bc, gm + 0 - m0, gn + 33 - n0));
+              packed[0][1] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][18], 0.0f, gm + 8, gn + 32, batch, M, N, bc, gm + 8 - m0, gn + 32 - n0), rc_visit_staged_at(p, (float)acc[0][19], 0.0f, gm + 8, gn + 33, batch, M, N, bc, gm + 8 - m0, gn + 33 - n0));
+              packed[0][2] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][20], 0.0f, gm + 0, gn + 40, batch, M, N, bc, gm + 0 - m0, gn + 40 - n0), rc_visit_staged_at(p, (float)acc[0][21], 0.0f, gm + 0, gn + 41, batch, M, N, bc, gm + 0 - m0, gn + 41 - n0));
+              packed[0][3] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][22], 0.0f, gm + 8, gn + 40, batch, M, N, bc, gm + 8 - m0, gn + 40 - n0), rc_visit_staged_at(p, (float)acc[0][23], 0.0f, gm + 8, gn + 41, batch, M, N, bc, gm + 8 - m0, gn + 41 - n0));
+              packed[0][4] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][24], 0.0f, gm + 0, gn + 48, batch, M, N, bc, gm + 0 - m0, gn + 48 - n0), rc_visit_staged_at(p, (float)acc[0][25], 0.0f, gm + 0, gn + 49, batch, M, N, bc, gm + 0 - m0, gn + 49 - n0));
+              packed[0][5] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][26], 0.0f, gm + 8, gn + 48, batch, M, N, bc, gm + 8 - m0, gn + 48 - n0), rc_visit_staged_at(p, (float)acc[0][27], 0.0f, gm + 8, gn + 49, batch, M, N, bc, gm + 8 - m0, gn + 49 - n0));
+              packed[0][6] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][28], 0.0f, gm + 0, gn + 56, batch, M, N, bc, gm + 0 - m0, gn + 56 - n0), rc_visit_staged_at(p, (float)acc[0][29], 0.0f, gm + 0, gn + 57, batch, M, N, bc, gm + 0 - m0, gn + 57 - n0));
+              packed[0][7] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][30], 0.0f, gm + 8, gn + 56, batch, M, N, bc, gm + 8 - m0, gn + 56 - n0), rc_visit_staged_at(p, (float)acc[0][31], 0.0f, gm + 8, gn + 57, batch, M, N, bc, gm + 8 - m0, gn + 57 - n0));
             }
             // DelayTmaStore: the previous subtile's store is issued now, after this subtile's visit
             if (epi_leader) {
@@ -991,14 +1034,14 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_e4m3_dbf16_tn_
             if ((wg_row0 + 0) / 128 == 0) {
               const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
               const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][32], 0.0f, gm + 0, gn + 64, batch, M, N), rc_visit_at(p, (float)acc[0][33], 0.0f, gm + 0, gn + 65, batch, M, N));
-              packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][34], 0.0f, gm + 8, gn + 64, batch, M, N), rc_visit_at(p, (float)acc[0][35], 0.0f, gm + 8, gn + 65, batch, M, N));
-              packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][36], 0.0f, gm + 0, gn + 72, batch, M, N), rc_visit_at(p, (float)acc[0][37], 0.0f, gm + 0, gn + 73, batch, M, N));
-              packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][38], 0.0f, gm + 8, gn + 72, batch, M, N), rc_visit_at(p, (float)acc[0][39], 0.0f, gm + 8, gn + 73, batch, M, N));
-              packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][40], 0.0f, gm + 0, gn + 80, batch, M, N), rc_visit_at(p, (float)acc[0][41], 0.0f, gm + 0, gn + 81, batch, M, N));
-              packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][42], 0.0f, gm + 8, gn + 80, batch, M, N), rc_visit_at(p, (float)acc[0][43], 0.0f, gm + 8, gn + 81, batch, M, N));
-              packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][44], 0.0f, gm + 0, gn + 88, batch, M, N), rc_visit_at(p, (float)acc[0][45], 0.0f, gm + 0, gn + 89, batch, M, N));
-              packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][46], 0.0f, gm + 8, gn + 88, batch, M, N), rc_visit_at(p, (float)acc[0][47], 0.0f, gm + 8, gn + 89, batch, M, N));
+              packed[0][0] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][32], 0.0f, gm + 0, gn + 64, batch, M, N, bc, gm + 0 - m0, gn + 64 - n0), rc_visit_staged_at(p, (float)acc[0][33], 0.0f, gm + 0, gn + 65, batch, M, N, bc, gm + 0 - m0, gn + 65 - n0));
+              packed[0][1] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][34], 0.0f, gm + 8, gn + 64, batch, M, N, bc, gm + 8 - m0, gn + 64 - n0), rc_visit_staged_at(p, (float)acc[0][35], 0.0f, gm + 8, gn + 65, batch, M, N, bc, gm + 8 - m0, gn + 65 - n0));
+              packed[0][2] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][36], 0.0f, gm + 0, gn + 72, batch, M, N, bc, gm + 0 - m0, gn + 72 - n0), rc_visit_staged_at(p, (float)acc[0][37], 0.0f, gm + 0, gn + 73, batch, M, N, bc, gm + 0 - m0, gn + 73 - n0));
+              packed[0][3] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][38], 0.0f, gm + 8, gn + 72, batch, M, N, bc, gm + 8 - m0, gn + 72 - n0), rc_visit_staged_at(p, (float)acc[0][39], 0.0f, gm + 8, gn + 73, batch, M, N, bc, gm + 8 - m0, gn + 73 - n0));
+              packed[0][4] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][40], 0.0f, gm + 0, gn + 80, batch, M, N, bc, gm + 0 - m0, gn + 80 - n0), rc_visit_staged_at(p, (float)acc[0][41], 0.0f, gm + 0, gn + 81, batch, M, N, bc, gm + 0 - m0, gn + 81 - n0));
+              packed[0][5] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][42], 0.0f, gm + 8, gn + 80, batch, M, N, bc, gm + 8 - m0, gn + 80 - n0), rc_visit_staged_at(p, (float)acc[0][43], 0.0f, gm + 8, gn + 81, batch, M, N, bc, gm + 8 - m0, gn + 81 - n0));
+              packed[0][6] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][44], 0.0f, gm + 0, gn + 88, batch, M, N, bc, gm + 0 - m0, gn + 88 - n0), rc_visit_staged_at(p, (float)acc[0][45], 0.0f, gm + 0, gn + 89, batch, M, N, bc, gm + 0 - m0, gn + 89 - n0));
+              packed[0][7] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][46], 0.0f, gm + 8, gn + 88, batch, M, N, bc, gm + 8 - m0, gn + 88 - n0), rc_visit_staged_at(p, (float)acc[0][47], 0.0f, gm + 8, gn + 89, batch, M, N, bc, gm + 8 - m0, gn + 89 - n0));
             }
             // DelayTmaStore: the previous subtile's store is issued now, after this subtile's visit
             if (epi_leader) {
@@ -1047,14 +1090,14 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_e4m3_dbf16_tn_
             if ((wg_row0 + 0) / 128 == 0) {
               const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
               const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][48], 0.0f, gm + 0, gn + 96, batch, M, N), rc_visit_at(p, (float)acc[0][49], 0.0f, gm + 0, gn + 97, batch, M, N));
-              packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][50], 0.0f, gm + 8, gn + 96, batch, M, N), rc_visit_at(p, (float)acc[0][51], 0.0f, gm + 8, gn + 97, batch, M, N));
-              packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][52], 0.0f, gm + 0, gn + 104, batch, M, N), rc_visit_at(p, (float)acc[0][53], 0.0f, gm + 0, gn + 105, batch, M, N));
-              packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][54], 0.0f, gm + 8, gn + 104, batch, M, N), rc_visit_at(p, (float)acc[0][55], 0.0f, gm + 8, gn + 105, batch, M, N));
-              packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][56], 0.0f, gm + 0, gn + 112, batch, M, N), rc_visit_at(p, (float)acc[0][57], 0.0f, gm + 0, gn + 113, batch, M, N));
-              packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][58], 0.0f, gm + 8, gn + 112, batch, M, N), rc_visit_at(p, (float)acc[0][59], 0.0f, gm + 8, gn + 113, batch, M, N));
-              packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][60], 0.0f, gm + 0, gn + 120, batch, M, N), rc_visit_at(p, (float)acc[0][61], 0.0f, gm + 0, gn + 121, batch, M, N));
-              packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][62], 0.0f, gm + 8, gn + 120, batch, M, N), rc_visit_at(p, (float)acc[0][63], 0.0f, gm + 8, gn + 121, batch, M, N));
+              packed[0][0] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][48], 0.0f, gm + 0, gn + 96, batch, M, N, bc, gm + 0 - m0, gn + 96 - n0), rc_visit_staged_at(p, (float)acc[0][49], 0.0f, gm + 0, gn + 97, batch, M, N, bc, gm + 0 - m0, gn + 97 - n0));
+              packed[0][1] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][50], 0.0f, gm + 8, gn + 96, batch, M, N, bc, gm + 8 - m0, gn + 96 - n0), rc_visit_staged_at(p, (float)acc[0][51], 0.0f, gm + 8, gn + 97, batch, M, N, bc, gm + 8 - m0, gn + 97 - n0));
+              packed[0][2] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][52], 0.0f, gm + 0, gn + 104, batch, M, N, bc, gm + 0 - m0, gn + 104 - n0), rc_visit_staged_at(p, (float)acc[0][53], 0.0f, gm + 0, gn + 105, batch, M, N, bc, gm + 0 - m0, gn + 105 - n0));
+              packed[0][3] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][54], 0.0f, gm + 8, gn + 104, batch, M, N, bc, gm + 8 - m0, gn + 104 - n0), rc_visit_staged_at(p, (float)acc[0][55], 0.0f, gm + 8, gn + 105, batch, M, N, bc, gm + 8 - m0, gn + 105 - n0));
+              packed[0][4] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][56], 0.0f, gm + 0, gn + 112, batch, M, N, bc, gm + 0 - m0, gn + 112 - n0), rc_visit_staged_at(p, (float)acc[0][57], 0.0f, gm + 0, gn + 113, batch, M, N, bc, gm + 0 - m0, gn + 113 - n0));
+              packed[0][5] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][58], 0.0f, gm + 8, gn + 112, batch, M, N, bc, gm + 8 - m0, gn + 112 - n0), rc_visit_staged_at(p, (float)acc[0][59], 0.0f, gm + 8, gn + 113, batch, M, N, bc, gm + 8 - m0, gn + 113 - n0));
+              packed[0][6] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][60], 0.0f, gm + 0, gn + 120, batch, M, N, bc, gm + 0 - m0, gn + 120 - n0), rc_visit_staged_at(p, (float)acc[0][61], 0.0f, gm + 0, gn + 121, batch, M, N, bc, gm + 0 - m0, gn + 121 - n0));
+              packed[0][7] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][62], 0.0f, gm + 8, gn + 120, batch, M, N, bc, gm + 8 - m0, gn + 120 - n0), rc_visit_staged_at(p, (float)acc[0][63], 0.0f, gm + 8, gn + 121, batch, M, N, bc, gm + 8 - m0, gn + 121 - n0));
             }
             // DelayTmaStore: the previous subtile's store is issued now, after this subtile's visit
             if (epi_leader) {
@@ -1103,14 +1146,14 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_e4m3_dbf16_tn_
             if ((wg_row0 + 0) / 128 == 0) {
               const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
               const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][64], 0.0f, gm + 0, gn + 128, batch, M, N), rc_visit_at(p, (float)acc[0][65], 0.0f, gm + 0, gn + 129, batch, M, N));
-              packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][66], 0.0f, gm + 8, gn + 128, batch, M, N), rc_visit_at(p, (float)acc[0][67], 0.0f, gm + 8, gn + 129, batch, M, N));
-              packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][68], 0.0f, gm + 0, gn + 136, batch, M, N), rc_visit_at(p, (float)acc[0][69], 0.0f, gm + 0, gn + 137, batch, M, N));
-              packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][70], 0.0f, gm + 8, gn + 136, batch, M, N), rc_visit_at(p, (float)acc[0][71], 0.0f, gm + 8, gn + 137, batch, M, N));
-              packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][72], 0.0f, gm + 0, gn + 144, batch, M, N), rc_visit_at(p, (float)acc[0][73], 0.0f, gm + 0, gn + 145, batch, M, N));
-              packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][74], 0.0f, gm + 8, gn + 144, batch, M, N), rc_visit_at(p, (float)acc[0][75], 0.0f, gm + 8, gn + 145, batch, M, N));
-              packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][76], 0.0f, gm + 0, gn + 152, batch, M, N), rc_visit_at(p, (float)acc[0][77], 0.0f, gm + 0, gn + 153, batch, M, N));
-              packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][78], 0.0f, gm + 8, gn + 152, batch, M, N), rc_visit_at(p, (float)acc[0][79], 0.0f, gm + 8, gn + 153, batch, M, N));
+              packed[0][0] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][64], 0.0f, gm + 0, gn + 128, batch, M, N, bc, gm + 0 - m0, gn + 128 - n0), rc_visit_staged_at(p, (float)acc[0][65], 0.0f, gm + 0, gn + 129, batch, M, N, bc, gm + 0 - m0, gn + 129 - n0));
+              packed[0][1] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][66], 0.0f, gm + 8, gn + 128, batch, M, N, bc, gm + 8 - m0, gn + 128 - n0), rc_visit_staged_at(p, (float)acc[0][67], 0.0f, gm + 8, gn + 129, batch, M, N, bc, gm + 8 - m0, gn + 129 - n0));
+              packed[0][2] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][68], 0.0f, gm + 0, gn + 136, batch, M, N, bc, gm + 0 - m0, gn + 136 - n0), rc_visit_staged_at(p, (float)acc[0][69], 0.0f, gm + 0, gn + 137, batch, M, N, bc, gm + 0 - m0, gn + 137 - n0));
+              packed[0][3] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][70], 0.0f, gm + 8, gn + 136, batch, M, N, bc, gm + 8 - m0, gn + 136 - n0), rc_visit_staged_at(p, (float)acc[0][71], 0.0f, gm + 8, gn + 137, batch, M, N, bc, gm + 8 - m0, gn + 137 - n0));
+              packed[0][4] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][72], 0.0f, gm + 0, gn + 144, batch, M, N, bc, gm + 0 - m0, gn + 144 - n0), rc_visit_staged_at(p, (float)acc[0][73], 0.0f, gm + 0, gn + 145, batch, M, N, bc, gm + 0 - m0, gn + 145 - n0));
+              packed[0][5] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][74], 0.0f, gm + 8, gn + 144, batch, M, N, bc, gm + 8 - m0, gn + 144 - n0), rc_visit_staged_at(p, (float)acc[0][75], 0.0f, gm + 8, gn + 145, batch, M, N, bc, gm + 8 - m0, gn + 145 - n0));
+              packed[0][6] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][76], 0.0f, gm + 0, gn + 152, batch, M, N, bc, gm + 0 - m0, gn + 152 - n0), rc_visit_staged_at(p, (float)acc[0][77], 0.0f, gm + 0, gn + 153, batch, M, N, bc, gm + 0 - m0, gn + 153 - n0));
+              packed[0][7] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][78], 0.0f, gm + 8, gn + 152, batch, M, N, bc, gm + 8 - m0, gn + 152 - n0), rc_visit_staged_at(p, (float)acc[0][79], 0.0f, gm + 8, gn + 153, batch, M, N, bc, gm + 8 - m0, gn + 153 - n0));
             }
             // DelayTmaStore: the previous subtile's store is issued now, after this subtile's visit
             if (epi_leader) {
@@ -1159,14 +1202,14 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_e4m3_dbf16_tn_
             if ((wg_row0 + 0) / 128 == 0) {
               const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
               const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][80], 0.0f, gm + 0, gn + 160, batch, M, N), rc_visit_at(p, (float)acc[0][81], 0.0f, gm + 0, gn + 161, batch, M, N));
-              packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][82], 0.0f, gm + 8, gn + 160, batch, M, N), rc_visit_at(p, (float)acc[0][83], 0.0f, gm + 8, gn + 161, batch, M, N));
-              packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][84], 0.0f, gm + 0, gn + 168, batch, M, N), rc_visit_at(p, (float)acc[0][85], 0.0f, gm + 0, gn + 169, batch, M, N));
-              packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][86], 0.0f, gm + 8, gn + 168, batch, M, N), rc_visit_at(p, (float)acc[0][87], 0.0f, gm + 8, gn + 169, batch, M, N));
-              packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][88], 0.0f, gm + 0, gn + 176, batch, M, N), rc_visit_at(p, (float)acc[0][89], 0.0f, gm + 0, gn + 177, batch, M, N));
-              packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][90], 0.0f, gm + 8, gn + 176, batch, M, N), rc_visit_at(p, (float)acc[0][91], 0.0f, gm + 8, gn + 177, batch, M, N));
-              packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][92], 0.0f, gm + 0, gn + 184, batch, M, N), rc_visit_at(p, (float)acc[0][93], 0.0f, gm + 0, gn + 185, batch, M, N));
-              packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][94], 0.0f, gm + 8, gn + 184, batch, M, N), rc_visit_at(p, (float)acc[0][95], 0.0f, gm + 8, gn + 185, batch, M, N));
+              packed[0][0] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][80], 0.0f, gm + 0, gn + 160, batch, M, N, bc, gm + 0 - m0, gn + 160 - n0), rc_visit_staged_at(p, (float)acc[0][81], 0.0f, gm + 0, gn + 161, batch, M, N, bc, gm + 0 - m0, gn + 161 - n0));
+              packed[0][1] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][82], 0.0f, gm + 8, gn + 160, batch, M, N, bc, gm + 8 - m0, gn + 160 - n0), rc_visit_staged_at(p, (float)acc[0][83], 0.0f, gm + 8, gn + 161, batch, M, N, bc, gm + 8 - m0, gn + 161 - n0));
+              packed[0][2] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][84], 0.0f, gm + 0, gn + 168, batch, M, N, bc, gm + 0 - m0, gn + 168 - n0), rc_visit_staged_at(p, (float)acc[0][85], 0.0f, gm + 0, gn + 169, batch, M, N, bc, gm + 0 - m0, gn + 169 - n0));
+              packed[0][3] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][86], 0.0f, gm + 8, gn + 168, batch, M, N, bc, gm + 8 - m0, gn + 168 - n0), rc_visit_staged_at(p, (float)acc[0][87], 0.0f, gm + 8, gn + 169, batch, M, N, bc, gm + 8 - m0, gn + 169 - n0));
+              packed[0][4] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][88], 0.0f, gm + 0, gn + 176, batch, M, N, bc, gm + 0 - m0, gn + 176 - n0), rc_visit_staged_at(p, (float)acc[0][89], 0.0f, gm + 0, gn + 177, batch, M, N, bc, gm + 0 - m0, gn + 177 - n0));
+              packed[0][5] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][90], 0.0f, gm + 8, gn + 176, batch, M, N, bc, gm + 8 - m0, gn + 176 - n0), rc_visit_staged_at(p, (float)acc[0][91], 0.0f, gm + 8, gn + 177, batch, M, N, bc, gm + 8 - m0, gn + 177 - n0));
+              packed[0][6] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][92], 0.0f, gm + 0, gn + 184, batch, M, N, bc, gm + 0 - m0, gn + 184 - n0), rc_visit_staged_at(p, (float)acc[0][93], 0.0f, gm + 0, gn + 185, batch, M, N, bc, gm + 0 - m0, gn + 185 - n0));
+              packed[0][7] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][94], 0.0f, gm + 8, gn + 184, batch, M, N, bc, gm + 8 - m0, gn + 184 - n0), rc_visit_staged_at(p, (float)acc[0][95], 0.0f, gm + 8, gn + 185, batch, M, N, bc, gm + 8 - m0, gn + 185 - n0));
             }
             // DelayTmaStore: the previous subtile's store is issued now, after this subtile's visit
             if (epi_leader) {
@@ -1215,14 +1258,14 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_e4m3_dbf16_tn_
             if ((wg_row0 + 0) / 128 == 0) {
               const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
               const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][96], 0.0f, gm + 0, gn + 192, batch, M, N), rc_visit_at(p, (float)acc[0][97], 0.0f, gm + 0, gn + 193, batch, M, N));
-              packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][98], 0.0f, gm + 8, gn + 192, batch, M, N), rc_visit_at(p, (float)acc[0][99], 0.0f, gm + 8, gn + 193, batch, M, N));
-              packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][100], 0.0f, gm + 0, gn + 200, batch, M, N), rc_visit_at(p, (float)acc[0][101], 0.0f, gm + 0, gn + 201, batch, M, N));
-              packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][102], 0.0f, gm + 8, gn + 200, batch, M, N), rc_visit_at(p, (float)acc[0][103], 0.0f, gm + 8, gn + 201, batch, M, N));
-              packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][104], 0.0f, gm + 0, gn + 208, batch, M, N), rc_visit_at(p, (float)acc[0][105], 0.0f, gm + 0, gn + 209, batch, M, N));
-              packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][106], 0.0f, gm + 8, gn + 208, batch, M, N), rc_visit_at(p, (float)acc[0][107], 0.0f, gm + 8, gn + 209, batch, M, N));
-              packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][108], 0.0f, gm + 0, gn + 216, batch, M, N), rc_visit_at(p, (float)acc[0][109], 0.0f, gm + 0, gn + 217, batch, M, N));
-              packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][110], 0.0f, gm + 8, gn + 216, batch, M, N), rc_visit_at(p, (float)acc[0][111], 0.0f, gm + 8, gn + 217, batch, M, N));
+              packed[0][0] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][96], 0.0f, gm + 0, gn + 192, batch, M, N, bc, gm + 0 - m0, gn + 192 - n0), rc_visit_staged_at(p, (float)acc[0][97], 0.0f, gm + 0, gn + 193, batch, M, N, bc, gm + 0 - m0, gn + 193 - n0));
+              packed[0][1] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][98], 0.0f, gm + 8, gn + 192, batch, M, N, bc, gm + 8 - m0, gn + 192 - n0), rc_visit_staged_at(p, (float)acc[0][99], 0.0f, gm + 8, gn + 193, batch, M, N, bc, gm + 8 - m0, gn + 193 - n0));
+              packed[0][2] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][100], 0.0f, gm + 0, gn + 200, batch, M, N, bc, gm + 0 - m0, gn + 200 - n0), rc_visit_staged_at(p, (float)acc[0][101], 0.0f, gm + 0, gn + 201, batch, M, N, bc, gm + 0 - m0, gn + 201 - n0));
+              packed[0][3] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][102], 0.0f, gm + 8, gn + 200, batch, M, N, bc, gm + 8 - m0, gn + 200 - n0), rc_visit_staged_at(p, (float)acc[0][103], 0.0f, gm + 8, gn + 201, batch, M, N, bc, gm + 8 - m0, gn + 201 - n0));
+              packed[0][4] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][104], 0.0f, gm + 0, gn + 208, batch, M, N, bc, gm + 0 - m0, gn + 208 - n0), rc_visit_staged_at(p, (float)acc[0][105], 0.0f, gm + 0, gn + 209, batch, M, N, bc, gm + 0 - m0, gn + 209 - n0));
+              packed[0][5] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][106], 0.0f, gm + 8, gn + 208, batch, M, N, bc, gm + 8 - m0, gn + 208 - n0), rc_visit_staged_at(p, (float)acc[0][107], 0.0f, gm + 8, gn + 209, batch, M, N, bc, gm + 8 - m0, gn + 209 - n0));
+              packed[0][6] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][108], 0.0f, gm + 0, gn + 216, batch, M, N, bc, gm + 0 - m0, gn + 216 - n0), rc_visit_staged_at(p, (float)acc[0][109], 0.0f, gm + 0, gn + 217, batch, M, N, bc, gm + 0 - m0, gn + 217 - n0));
+              packed[0][7] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][110], 0.0f, gm + 8, gn + 216, batch, M, N, bc, gm + 8 - m0, gn + 216 - n0), rc_visit_staged_at(p, (float)acc[0][111], 0.0f, gm + 8, gn + 217, batch, M, N, bc, gm + 8 - m0, gn + 217 - n0));
             }
             // DelayTmaStore: the previous subtile's store is issued now, after this subtile's visit
             if (epi_leader) {
@@ -1271,14 +1314,14 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_e4m3_dbf16_tn_
             if ((wg_row0 + 0) / 128 == 0) {
               const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
               const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][112], 0.0f, gm + 0, gn + 224, batch, M, N), rc_visit_at(p, (float)acc[0][113], 0.0f, gm + 0, gn + 225, batch, M, N));
-              packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][114], 0.0f, gm + 8, gn + 224, batch, M, N), rc_visit_at(p, (float)acc[0][115], 0.0f, gm + 8, gn + 225, batch, M, N));
-              packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][116], 0.0f, gm + 0, gn + 232, batch, M, N), rc_visit_at(p, (float)acc[0][117], 0.0f, gm + 0, gn + 233, batch, M, N));
-              packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][118], 0.0f, gm + 8, gn + 232, batch, M, N), rc_visit_at(p, (float)acc[0][119], 0.0f, gm + 8, gn + 233, batch, M, N));
-              packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][120], 0.0f, gm + 0, gn + 240, batch, M, N), rc_visit_at(p, (float)acc[0][121], 0.0f, gm + 0, gn + 241, batch, M, N));
-              packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][122], 0.0f, gm + 8, gn + 240, batch, M, N), rc_visit_at(p, (float)acc[0][123], 0.0f, gm + 8, gn + 241, batch, M, N));
-              packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][124], 0.0f, gm + 0, gn + 248, batch, M, N), rc_visit_at(p, (float)acc[0][125], 0.0f, gm + 0, gn + 249, batch, M, N));
-              packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][126], 0.0f, gm + 8, gn + 248, batch, M, N), rc_visit_at(p, (float)acc[0][127], 0.0f, gm + 8, gn + 249, batch, M, N));
+              packed[0][0] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][112], 0.0f, gm + 0, gn + 224, batch, M, N, bc, gm + 0 - m0, gn + 224 - n0), rc_visit_staged_at(p, (float)acc[0][113], 0.0f, gm + 0, gn + 225, batch, M, N, bc, gm + 0 - m0, gn + 225 - n0));
+              packed[0][1] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][114], 0.0f, gm + 8, gn + 224, batch, M, N, bc, gm + 8 - m0, gn + 224 - n0), rc_visit_staged_at(p, (float)acc[0][115], 0.0f, gm + 8, gn + 225, batch, M, N, bc, gm + 8 - m0, gn + 225 - n0));
+              packed[0][2] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][116], 0.0f, gm + 0, gn + 232, batch, M, N, bc, gm + 0 - m0, gn + 232 - n0), rc_visit_staged_at(p, (float)acc[0][117], 0.0f, gm + 0, gn + 233, batch, M, N, bc, gm + 0 - m0, gn + 233 - n0));
+              packed[0][3] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][118], 0.0f, gm + 8, gn + 232, batch, M, N, bc, gm + 8 - m0, gn + 232 - n0), rc_visit_staged_at(p, (float)acc[0][119], 0.0f, gm + 8, gn + 233, batch, M, N, bc, gm + 8 - m0, gn + 233 - n0));
+              packed[0][4] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][120], 0.0f, gm + 0, gn + 240, batch, M, N, bc, gm + 0 - m0, gn + 240 - n0), rc_visit_staged_at(p, (float)acc[0][121], 0.0f, gm + 0, gn + 241, batch, M, N, bc, gm + 0 - m0, gn + 241 - n0));
+              packed[0][5] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][122], 0.0f, gm + 8, gn + 240, batch, M, N, bc, gm + 8 - m0, gn + 240 - n0), rc_visit_staged_at(p, (float)acc[0][123], 0.0f, gm + 8, gn + 241, batch, M, N, bc, gm + 8 - m0, gn + 241 - n0));
+              packed[0][6] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][124], 0.0f, gm + 0, gn + 248, batch, M, N, bc, gm + 0 - m0, gn + 248 - n0), rc_visit_staged_at(p, (float)acc[0][125], 0.0f, gm + 0, gn + 249, batch, M, N, bc, gm + 0 - m0, gn + 249 - n0));
+              packed[0][7] = rc_pack2(rc_visit_staged_at(p, (float)acc[0][126], 0.0f, gm + 8, gn + 248, batch, M, N, bc, gm + 8 - m0, gn + 248 - n0), rc_visit_staged_at(p, (float)acc[0][127], 0.0f, gm + 8, gn + 249, batch, M, N, bc, gm + 8 - m0, gn + 249 - n0));
             }
             // DelayTmaStore: the previous subtile's store is issued now, after this subtile's visit
             if (epi_leader) {

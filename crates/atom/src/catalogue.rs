@@ -83,7 +83,10 @@ pub fn all_atoms() -> Vec<Entry> {
 
 /// The entries that compile for `target`.
 pub fn atoms_for(target: Arch) -> Vec<Entry> {
-    all_atoms().into_iter().filter(|e| e.arch().supported_on(target)).collect()
+    all_atoms()
+        .into_iter()
+        .filter(|e| e.arch().supported_on(target))
+        .collect()
 }
 
 /// One translation unit defining every given snippet (includes deduplicated, each

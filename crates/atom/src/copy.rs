@@ -96,15 +96,29 @@ impl CopyAtom {
                 ));
             }
         }
-        Ok(CopyAtom { op, val, val_src, val_dst, val_ref })
+        Ok(CopyAtom {
+            op,
+            val,
+            val_src,
+            val_dst,
+            val_ref,
+        })
     }
     /// Values per thread on the source side (`NumValSrc`).
     pub fn num_val_src(&self) -> i64 {
-        self.val_src.mode(1).ok().and_then(|m| m.size().as_static()).unwrap_or(0)
+        self.val_src
+            .mode(1)
+            .ok()
+            .and_then(|m| m.size().as_static())
+            .unwrap_or(0)
     }
     /// Values per thread on the destination side (`NumValDst`).
     pub fn num_val_dst(&self) -> i64 {
-        self.val_dst.mode(1).ok().and_then(|m| m.size().as_static()).unwrap_or(0)
+        self.val_dst
+            .mode(1)
+            .ok()
+            .and_then(|m| m.size().as_static())
+            .unwrap_or(0)
     }
     /// Threads of the atom.
     pub fn num_threads(&self) -> i64 {

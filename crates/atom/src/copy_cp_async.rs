@@ -32,7 +32,11 @@ pub fn cp_async(cache: CacheOp, bytes: usize, zfill: bool) -> Option<CopyOp> {
         Param::new("gmem_src", ParamTy::GmemPtr { bytes, constant: true }),
     ];
     let mut body = smem_cvt("saddr", "smem_dst");
-    let mut ins = vec!["\"r\"(saddr)".to_string(), "\"l\"(gmem_src)".to_string(), format!("\"n\"({bytes})")];
+    let mut ins = vec![
+        "\"r\"(saddr)".to_string(),
+        "\"l\"(gmem_src)".to_string(),
+        format!("\"n\"({bytes})"),
+    ];
     let line = if zfill {
         params.push(Param::scalar("pred", "bool"));
         body.push_str(&format!("uint32_t src_size = pred ? {bytes}u : 0u;\n"));
@@ -82,7 +86,14 @@ pub fn cp_async_commit_group() -> Snippet {
 /// pending.
 pub fn cp_async_wait_group() -> Snippet {
     let body = asm_stmt(&["cp.async.wait_group %0;".into()], &[], &["\"n\"(N)".into()], true);
-    Snippet::build_template("rc_cp_async_wait_group", Arch::SM80, 1, vec![], vec![("int", "N", "0".into())], &body)
+    Snippet::build_template(
+        "rc_cp_async_wait_group",
+        Arch::SM80,
+        1,
+        vec![],
+        vec![("int", "N", "0".into())],
+        &body,
+    )
 }
 
 /// `cp.async.wait_all`.

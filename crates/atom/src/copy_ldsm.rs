@@ -50,11 +50,21 @@ pub fn ldmatrix(x: usize, trans: bool) -> CopyOp {
     let t = if trans { ".trans" } else { "" };
     let fname = format!("rc_ldmatrix_x{x}{}", if trans { "_trans" } else { "" });
     let params = vec![
-        Param::new("smem_src", ParamTy::SmemPtr { bytes: 16, constant: true }),
+        Param::new(
+            "smem_src",
+            ParamTy::SmemPtr {
+                bytes: 16,
+                constant: true,
+            },
+        ),
         Param::regs("d", "uint32_t", x, Dir::Out),
     ];
-    let line = format!("ldmatrix.sync.aligned.x{x}{t}.m8n8.shared.b16 {}, [%{x}];", operand_list(0, x));
-    let body = smem_cvt("saddr", "smem_src") + &asm_stmt(&[line], &bind_array("=r", "d", x), &["\"r\"(saddr)".into()], true);
+    let line = format!(
+        "ldmatrix.sync.aligned.x{x}{t}.m8n8.shared.b16 {}, [%{x}];",
+        operand_list(0, x)
+    );
+    let body =
+        smem_cvt("saddr", "smem_src") + &asm_stmt(&[line], &bind_array("=r", "d", x), &["\"r\"(saddr)".into()], true);
     let dst = ldsm_reg_bits(x, trans);
     CopyOp {
         name: cute_name("SM75", x, trans, "LDSM"),
@@ -74,10 +84,19 @@ pub fn stmatrix(x: usize, trans: bool) -> CopyOp {
     let t = if trans { ".trans" } else { "" };
     let fname = format!("rc_stmatrix_x{x}{}", if trans { "_trans" } else { "" });
     let params = vec![
-        Param::new("smem_dst", ParamTy::SmemPtr { bytes: 16, constant: false }),
+        Param::new(
+            "smem_dst",
+            ParamTy::SmemPtr {
+                bytes: 16,
+                constant: false,
+            },
+        ),
         Param::regs("s", "uint32_t", x, Dir::In),
     ];
-    let line = format!("stmatrix.sync.aligned.x{x}{t}.m8n8.shared.b16 [%0], {};", operand_list(1, x));
+    let line = format!(
+        "stmatrix.sync.aligned.x{x}{t}.m8n8.shared.b16 [%0], {};",
+        operand_list(1, x)
+    );
     let mut ins = vec!["\"r\"(saddr)".to_string()];
     ins.extend(bind_array("r", "s", x));
     let body = smem_cvt("saddr", "smem_dst") + &asm_stmt(&[line], &[], &ins, true);

@@ -46,7 +46,12 @@ pub fn ld(space: Space, bytes: usize) -> CopyOp {
         Space::Global => (String::new(), "\"l\"(src)".to_string()),
         Space::Shared => (smem_cvt("saddr", "src"), "\"r\"(saddr)".to_string()),
     };
-    let line = format!("ld.{}.{} {}, [%{words}];", space.ptx(), vec_suffix(words), operand_list(0, words));
+    let line = format!(
+        "ld.{}.{} {}, [%{words}];",
+        space.ptx(),
+        vec_suffix(words),
+        operand_list(0, words)
+    );
     let body = pre + &asm_stmt(&[line], &bind_array("=r", "r", words), &[addr], true);
     CopyOp {
         name: format!("UniversalCopy<uint{bits}_t>(ld.{})", space.ptx()),
@@ -76,7 +81,12 @@ pub fn st(space: Space, bytes: usize) -> CopyOp {
         Space::Global => (String::new(), "\"l\"(dst)".to_string()),
         Space::Shared => (smem_cvt("saddr", "dst"), "\"r\"(saddr)".to_string()),
     };
-    let line = format!("st.{}.{} [%0], {};", space.ptx(), vec_suffix(words), operand_list(1, words));
+    let line = format!(
+        "st.{}.{} [%0], {};",
+        space.ptx(),
+        vec_suffix(words),
+        operand_list(1, words)
+    );
     let mut ins = vec![addr];
     ins.extend(bind_array("r", "r", words));
     let body = pre + &asm_stmt(&[line], &[], &ins, true);

@@ -14,8 +14,8 @@
 use crate::element::Element;
 use crate::mma::Major;
 use crate::mma_sm90::GmmaSwizzle;
-use rcute_layout::{tuple, Int, Layout};
 use rcute_layout::algebra::Tiler;
+use rcute_layout::{tuple, Int, Layout};
 
 /// Why a descriptor cannot be encoded or derived.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,11 +59,17 @@ pub struct GmmaDescriptor {
 
 fn field(name: &'static str, bytes: u32) -> Result<u64, DescError> {
     if bytes % 16 != 0 {
-        return Err(DescError::Misaligned { field: name, value: bytes as u64 });
+        return Err(DescError::Misaligned {
+            field: name,
+            value: bytes as u64,
+        });
     }
     let v = (bytes >> 4) as u64;
     if v >= (1 << 14) {
-        return Err(DescError::Overflow { field: name, value: bytes as u64 });
+        return Err(DescError::Overflow {
+            field: name,
+            value: bytes as u64,
+        });
     }
     Ok(v)
 }
@@ -75,7 +81,10 @@ impl GmmaDescriptor {
         let lbo = field("leading_byte_offset", self.leading_byte_offset)?;
         let sbo = field("stride_byte_offset", self.stride_byte_offset)?;
         if self.base_offset >= 8 {
-            return Err(DescError::Overflow { field: "base_offset", value: self.base_offset as u64 });
+            return Err(DescError::Overflow {
+                field: "base_offset",
+                value: self.base_offset as u64,
+            });
         }
         Ok(start
             | (lbo << 16)
@@ -98,8 +107,14 @@ impl GmmaDescriptor {
     /// the `uint32_t` variable `addr` (the start address of `self` is ignored): the
     /// constant upper fields ORed with `(addr & 0x3FFFF) >> 4`.
     pub fn device_expr(&self, addr: &str) -> Result<String, DescError> {
-        let hi = GmmaDescriptor { start_address: 0, ..*self }.encode()?;
-        Ok(format!("(0x{hi:016x}ull | (uint64_t)(((uint32_t)({addr}) & 0x3FFFFu) >> 4))"))
+        let hi = GmmaDescriptor {
+            start_address: 0,
+            ..*self
+        }
+        .encode()?;
+        Ok(format!(
+            "(0x{hi:016x}ull | (uint64_t)(((uint32_t)({addr}) & 0x3FFFFu) >> 4))"
+        ))
     }
 }
 
@@ -135,9 +150,7 @@ pub fn make_gmma_desc(
             .and_then(|m| m.size().as_static())
             .ok_or_else(|| nc(format!("mode {i} of {l} has no static size")))
     };
-    let profile_ok = |l: &Layout| {
-        l.shape().congruent(&tuple!((1, 1), (1, 1)))
-    };
+    let profile_ok = |l: &Layout| l.shape().congruent(&tuple!((1, 1), (1, 1)));
     let (sbo, lbo) = match major {
         Major::MN => {
             let k = size_of(&u128, 1)?;
@@ -188,7 +201,10 @@ pub fn make_gmma_desc(
         }
     };
     let to_bytes = |v: i64, f: &'static str| -> Result<u32, DescError> {
-        u32::try_from(v * 16).map_err(|_| DescError::Overflow { field: f, value: v as u64 })
+        u32::try_from(v * 16).map_err(|_| DescError::Overflow {
+            field: f,
+            value: v as u64,
+        })
     };
     Ok(GmmaDescriptor {
         start_address: 0,

@@ -79,7 +79,13 @@ pub fn includes(snippets: &[&Snippet]) -> String {
         }
     }
     hs.iter()
-        .map(|h| if *h == "cstdint" { FIXED_WIDTH_INTS.to_string() } else { format!("#include <{h}>\n") })
+        .map(|h| {
+            if *h == "cstdint" {
+                FIXED_WIDTH_INTS.to_string()
+            } else {
+                format!("#include <{h}>\n")
+            }
+        })
         .collect()
 }
 
@@ -125,7 +131,9 @@ pub fn test_kernel_with(snippet: &Snippet, opts: &HarnessOptions) -> TestKernel 
                     ));
                     in_w += words;
                 } else {
-                    decls.push_str(&format!("  for (int w = 0; w < {words}; ++w) reinterpret_cast<uint32_t*>({v})[w] = 0u;\n"));
+                    decls.push_str(&format!(
+                        "  for (int w = 0; w < {words}; ++w) reinterpret_cast<uint32_t*>({v})[w] = 0u;\n"
+                    ));
                 }
                 if *dir != Dir::In {
                     writeback.push_str(&format!(
@@ -138,7 +146,10 @@ pub fn test_kernel_with(snippet: &Snippet, opts: &HarnessOptions) -> TestKernel 
             ParamTy::Scalar { cty } => {
                 let init = match (*cty, scalar_words(cty)) {
                     ("bool", _) => format!("rc_my_in[{in_w}] != 0u"),
-                    (_, 2) => format!("({cty})((uint64_t)rc_my_in[{in_w}] | ((uint64_t)rc_my_in[{}] << 32))", in_w + 1),
+                    (_, 2) => format!(
+                        "({cty})((uint64_t)rc_my_in[{in_w}] | ((uint64_t)rc_my_in[{}] << 32))",
+                        in_w + 1
+                    ),
                     _ => format!("({cty})rc_my_in[{in_w}]"),
                 };
                 decls.push_str(&format!("  {cty} {v} = {init};\n"));
@@ -161,7 +172,9 @@ pub fn test_kernel_with(snippet: &Snippet, opts: &HarnessOptions) -> TestKernel 
             ParamTy::GmemPtr { bytes, .. } => {
                 let off = gmem;
                 gmem = align_up(gmem + bytes * threads, 128);
-                decls.push_str(&format!("  void* {v} = (void*)(rc_gmem + RC_SMEM_BYTES_ + {off} + rc_tid * {bytes});\n"));
+                decls.push_str(&format!(
+                    "  void* {v} = (void*)(rc_gmem + RC_SMEM_BYTES_ + {off} + rc_tid * {bytes});\n"
+                ));
                 args.push(v);
             }
             ParamTy::Mbarrier => {
@@ -182,7 +195,15 @@ pub fn test_kernel_with(snippet: &Snippet, opts: &HarnessOptions) -> TestKernel 
     let targs = if snippet.template.is_empty() {
         String::new()
     } else {
-        format!("<{}>", snippet.template.iter().map(|(_, _, d)| d.clone()).collect::<Vec<_>>().join(", "))
+        format!(
+            "<{}>",
+            snippet
+                .template
+                .iter()
+                .map(|(_, _, d)| d.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
     };
     let call = format!("{}{targs}({})", snippet.name, args.join(", "));
     let call_stmt = match snippet.returns {
@@ -216,16 +237,24 @@ pub fn test_kernel_with(snippet: &Snippet, opts: &HarnessOptions) -> TestKernel 
     src.push_str("  const uint32_t rc_tid = threadIdx.x;\n");
     src.push_str(&format!("  uint32_t const* rc_my_in = rc_in + rc_tid * {in_stride};\n"));
     src.push_str(&format!("  uint32_t* rc_my_out = rc_out + rc_tid * {out_stride};\n"));
-    src.push_str(&format!("  __shared__ __align__(128) uint32_t rc_smem_words[{smem_words}];\n"));
+    src.push_str(&format!(
+        "  __shared__ __align__(128) uint32_t rc_smem_words[{smem_words}];\n"
+    ));
     src.push_str("  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);\n");
-    src.push_str(&format!("  __shared__ __align__(8) uint64_t rc_mbar[{}];\n", nmbar.max(1)));
+    src.push_str(&format!(
+        "  __shared__ __align__(8) uint64_t rc_mbar[{}];\n",
+        nmbar.max(1)
+    ));
     if smem > 0 {
         src.push_str(&format!(
             "  for (uint32_t i = rc_tid; i < {}u; i += blockDim.x) rc_smem_words[i] = reinterpret_cast<uint32_t const*>(rc_gmem)[i];\n",
             smem / 4
         ));
     }
-    src.push_str(&format!("  if (rc_tid == 0) {{ for (int i = 0; i < {}; ++i) rc_mbar[i] = 0ull; }}\n", nmbar.max(1)));
+    src.push_str(&format!(
+        "  if (rc_tid == 0) {{ for (int i = 0; i < {}; ++i) rc_mbar[i] = 0ull; }}\n",
+        nmbar.max(1)
+    ));
     src.push_str("  __syncthreads();\n");
     src.push_str(&decls.replace("RC_SMEM_BYTES_", &smem.to_string()));
     for b in &opts.before {

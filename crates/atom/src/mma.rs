@@ -156,7 +156,12 @@ impl MmaAtom {
     pub fn from_smem(&self, op: Operand) -> bool {
         match (self.kind, op) {
             (MmaKind::Wgmma { .. }, Operand::B) => true,
-            (MmaKind::Wgmma { source: GmmaSource::SS, .. }, Operand::A) => true,
+            (
+                MmaKind::Wgmma {
+                    source: GmmaSource::SS, ..
+                },
+                Operand::A,
+            ) => true,
             _ => false,
         }
     }

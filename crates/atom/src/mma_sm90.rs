@@ -94,7 +94,12 @@ pub fn wgmma(
         major_tag(a_major),
         major_tag(b_major)
     );
-    let ptx = format!("wgmma.mma_async.sync.aligned.m64n{n}k{k}.{}.{}.{}", d.ptx(), a.ptx(), b.ptx());
+    let ptx = format!(
+        "wgmma.mma_async.sync.aligned.m64n{n}k{k}.{}.{}.{}",
+        d.ptx(),
+        a.ptx(),
+        b.ptx()
+    );
     let fn_name = format!(
         "rc_wgmma_m64n{n}k{k}_{}_{}_{}_{}_{}_{}",
         d.ptx(),
@@ -147,7 +152,11 @@ pub fn wgmma(
         }
         imms.push(b_major.imm().to_string());
     }
-    let tail = if imms.is_empty() { String::new() } else { format!(", {}", imms.join(", ")) };
+    let tail = if imms.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", imms.join(", "))
+    };
     let lines = vec![
         "{".to_string(),
         ".reg .pred p;".to_string(),
@@ -166,7 +175,11 @@ pub fn wgmma(
         b_tv,
         c_tv,
         types: MmaTypes { d, a, b, c },
-        kind: MmaKind::Wgmma { source, a_major, b_major },
+        kind: MmaKind::Wgmma {
+            source,
+            a_major,
+            b_major,
+        },
         ptx,
         snippet,
     })
@@ -221,14 +234,33 @@ pub fn wgmma_commit_group() -> Snippet {
 /// `wgmma.wait_group.sync.aligned N`: wait until at most `N` groups are pending
 /// (`N` is a template parameter).
 pub fn wgmma_wait_group() -> Snippet {
-    let body = asm_stmt(&["wgmma.wait_group.sync.aligned %0;".into()], &[], &["\"n\"(N)".into()], true);
-    Snippet::build_template("rc_wgmma_wait_group", Arch::SM90A, 128, vec![], vec![("int", "N", "0".into())], &body)
+    let body = asm_stmt(
+        &["wgmma.wait_group.sync.aligned %0;".into()],
+        &[],
+        &["\"n\"(N)".into()],
+        true,
+    );
+    Snippet::build_template(
+        "rc_wgmma_wait_group",
+        Arch::SM90A,
+        128,
+        vec![],
+        vec![("int", "N", "0".into())],
+        &body,
+    )
 }
 
 /// Keep the compiler from moving accesses to an accumulator register across `wgmma`
 /// (CuTe's `warpgroup_fence_operand`): an empty asm that reads and writes the register.
 pub fn wgmma_fence_operand() -> Snippet {
-    let params = vec![Param::new("r", ParamTy::Regs { cty: "uint32_t", len: 1, dir: Dir::InOut })];
+    let params = vec![Param::new(
+        "r",
+        ParamTy::Regs {
+            cty: "uint32_t",
+            len: 1,
+            dir: Dir::InOut,
+        },
+    )];
     let body = asm_stmt(&["".into()], &["\"+r\"(r[0])".into()], &[], true);
     Snippet::build("rc_wgmma_fence_operand", Arch::SM90A, 1, params, &body)
 }
@@ -248,7 +280,12 @@ pub enum GmmaSwizzle {
 
 impl GmmaSwizzle {
     /// All modes.
-    pub const ALL: [GmmaSwizzle; 4] = [GmmaSwizzle::Interleave, GmmaSwizzle::B32, GmmaSwizzle::B64, GmmaSwizzle::B128];
+    pub const ALL: [GmmaSwizzle; 4] = [
+        GmmaSwizzle::Interleave,
+        GmmaSwizzle::B32,
+        GmmaSwizzle::B64,
+        GmmaSwizzle::B128,
+    ];
     /// Width of the swizzle atom in 16-byte units (`W` in CuTe: 1, 2, 4, 8).
     pub fn width_u128(self) -> i64 {
         match self {
@@ -322,15 +359,18 @@ impl GmmaSmemAtom {
         let layout = bits.upcast(elem.bits() as i64).expect("element width divides the atom");
         let byte_swizzle = mode.byte_swizzle();
         let swizzle = byte_swizzle.recast(8, elem.bits() as i64).expect("power-of-two widths");
-        GmmaSmemAtom { major, mode, elem, swizzle, byte_swizzle, layout }
+        GmmaSmemAtom {
+            major,
+            mode,
+            elem,
+            swizzle,
+            byte_swizzle,
+            layout,
+        }
     }
     /// The element offset of `(mn, k)` after the swizzle.
     pub fn offset(&self, mn: i64, k: i64) -> Option<i64> {
-        let o = self
-            .layout
-            .crd2idx(&tuple!(mn, k))
-            .ok()?
-            .as_static()?;
+        let o = self.layout.crd2idx(&tuple!(mn, k)).ok()?.as_static()?;
         Some(self.swizzle.apply(o))
     }
 }

@@ -20,14 +20,26 @@ pub struct Arch {
 
 impl Arch {
     /// Turing (`mma.sync.m8n8k16` on 8-bit integers, `ldmatrix`; no `cp.async`).
-    pub const SM75: Arch = Arch { sm: 75, specific: false };
+    pub const SM75: Arch = Arch {
+        sm: 75,
+        specific: false,
+    };
     /// Ampere (`mma.sync`, `cp.async`, `ldmatrix`).
-    pub const SM80: Arch = Arch { sm: 80, specific: false };
+    pub const SM80: Arch = Arch {
+        sm: 80,
+        specific: false,
+    };
     /// Ada (FP8 `mma.sync`).
-    pub const SM89: Arch = Arch { sm: 89, specific: false };
+    pub const SM89: Arch = Arch {
+        sm: 89,
+        specific: false,
+    };
     /// Hopper without the architecture-specific features (TMA, mbarrier, clusters,
     /// `stmatrix`, `elect.sync`).
-    pub const SM90: Arch = Arch { sm: 90, specific: false };
+    pub const SM90: Arch = Arch {
+        sm: 90,
+        specific: false,
+    };
     /// Hopper with `wgmma` and `setmaxnreg` (`sm_90a`).
     pub const SM90A: Arch = Arch { sm: 90, specific: true };
 
@@ -98,11 +110,17 @@ pub struct Param {
 impl Param {
     /// A register fragment parameter.
     pub fn regs(name: &str, cty: &'static str, len: usize, dir: Dir) -> Param {
-        Param { name: name.into(), ty: ParamTy::Regs { cty, len, dir } }
+        Param {
+            name: name.into(),
+            ty: ParamTy::Regs { cty, len, dir },
+        }
     }
     /// A by-value scalar.
     pub fn scalar(name: &str, cty: &'static str) -> Param {
-        Param { name: name.into(), ty: ParamTy::Scalar { cty } }
+        Param {
+            name: name.into(),
+            ty: ParamTy::Scalar { cty },
+        }
     }
     /// A parameter of the given type.
     pub fn new(name: &str, ty: ParamTy) -> Param {
@@ -151,13 +169,7 @@ pub struct Snippet {
 impl Snippet {
     /// Build a snippet from its signature and body; the definition is rendered here so
     /// that all snippets share one style.
-    pub fn build(
-        name: impl Into<String>,
-        arch: Arch,
-        threads: u32,
-        params: Vec<Param>,
-        body: &str,
-    ) -> Snippet {
+    pub fn build(name: impl Into<String>, arch: Arch, threads: u32, params: Vec<Param>, body: &str) -> Snippet {
         Snippet::build_template(name, arch, threads, params, vec![], body)
     }
 
@@ -177,7 +189,10 @@ impl Snippet {
             code.push_str(&format!("template <{}>\n", t.join(", ")));
         }
         let decls: Vec<String> = params.iter().map(Param::decl).collect();
-        code.push_str(&format!("__device__ __forceinline__ void {name}({}) {{\n", decls.join(", ")));
+        code.push_str(&format!(
+            "__device__ __forceinline__ void {name}({}) {{\n",
+            decls.join(", ")
+        ));
         // (the return type is patched by `returning`)
         for line in body.trim_end().lines() {
             if line.is_empty() {
@@ -189,7 +204,16 @@ impl Snippet {
             }
         }
         code.push_str("}\n");
-        Snippet { name, arch, headers: vec!["cstdint"], params, template, threads, returns: None, code }
+        Snippet {
+            name,
+            arch,
+            headers: vec!["cstdint"],
+            params,
+            template,
+            threads,
+            returns: None,
+            code,
+        }
     }
 
     /// Make the function return a value of type `ty` (the body must `return` it).

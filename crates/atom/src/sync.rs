@@ -11,7 +11,12 @@ fn mbar() -> Param {
 /// `mbarrier.init.shared::cta.b64 [mbar], count`.
 pub fn mbarrier_init() -> Snippet {
     let params = vec![mbar(), Param::scalar("count", "uint32_t")];
-    let body = asm_stmt(&["mbarrier.init.shared::cta.b64 [%0], %1;".into()], &[], &["\"r\"(mbar)".into(), "\"r\"(count)".into()], true);
+    let body = asm_stmt(
+        &["mbarrier.init.shared::cta.b64 [%0], %1;".into()],
+        &[],
+        &["\"r\"(mbar)".into(), "\"r\"(count)".into()],
+        true,
+    );
     Snippet::build("rc_mbarrier_init", Arch::SM80, 1, params, &body)
 }
 
@@ -88,7 +93,12 @@ pub fn mbarrier_try_wait_parity() -> Snippet {
     .map(|s| s.to_string())
     .collect();
     let body = String::from("uint32_t done;\n")
-        + &asm_stmt(&lines, &["\"=r\"(done)".into()], &["\"r\"(mbar)".into(), "\"r\"(phase)".into()], true)
+        + &asm_stmt(
+            &lines,
+            &["\"=r\"(done)".into()],
+            &["\"r\"(mbar)".into(), "\"r\"(phase)".into()],
+            true,
+        )
         + "return done != 0;\n";
     Snippet::build("rc_mbarrier_try_wait_parity", Arch::SM90, 1, params, &body).returning("bool")
 }
@@ -126,15 +136,31 @@ pub fn fence_mbarrier_init() -> Snippet {
 
 /// `bar.sync id, num_threads`: named barrier (`num_threads` a multiple of 32).
 pub fn named_barrier_sync() -> Snippet {
-    let params = vec![Param::scalar("id", "uint32_t"), Param::scalar("num_threads", "uint32_t")];
-    let body = asm_stmt(&["bar.sync %0, %1;".into()], &[], &["\"r\"(id)".into(), "\"r\"(num_threads)".into()], true);
+    let params = vec![
+        Param::scalar("id", "uint32_t"),
+        Param::scalar("num_threads", "uint32_t"),
+    ];
+    let body = asm_stmt(
+        &["bar.sync %0, %1;".into()],
+        &[],
+        &["\"r\"(id)".into(), "\"r\"(num_threads)".into()],
+        true,
+    );
     Snippet::build("rc_named_barrier_sync", Arch::SM80, 32, params, &body)
 }
 
 /// `bar.arrive id, num_threads`: arrive at a named barrier without waiting.
 pub fn named_barrier_arrive() -> Snippet {
-    let params = vec![Param::scalar("id", "uint32_t"), Param::scalar("num_threads", "uint32_t")];
-    let body = asm_stmt(&["bar.arrive %0, %1;".into()], &[], &["\"r\"(id)".into(), "\"r\"(num_threads)".into()], true);
+    let params = vec![
+        Param::scalar("id", "uint32_t"),
+        Param::scalar("num_threads", "uint32_t"),
+    ];
+    let body = asm_stmt(
+        &["bar.arrive %0, %1;".into()],
+        &[],
+        &["\"r\"(id)".into(), "\"r\"(num_threads)".into()],
+        true,
+    );
     Snippet::build("rc_named_barrier_arrive", Arch::SM80, 32, params, &body)
 }
 
@@ -159,7 +185,12 @@ pub fn cluster_wait() -> Snippet {
 /// `%cluster_ctarank`: this CTA's rank in its cluster.
 pub fn cluster_ctarank() -> Snippet {
     let body = String::from("uint32_t rank;\n")
-        + &asm_stmt(&["mov.u32 %0, %%cluster_ctarank;".into()], &["\"=r\"(rank)".into()], &[], false)
+        + &asm_stmt(
+            &["mov.u32 %0, %%cluster_ctarank;".into()],
+            &["\"=r\"(rank)".into()],
+            &[],
+            false,
+        )
         + "return rank;\n";
     Snippet::build("rc_cluster_ctarank", Arch::SM90, 1, vec![], &body).returning("uint32_t")
 }
@@ -185,14 +216,38 @@ pub fn elect_one_sync() -> Snippet {
 
 /// `setmaxnreg.inc.sync.aligned.u32 N` (template `N`, a multiple of 8 in 24..=256).
 pub fn setmaxnreg_inc() -> Snippet {
-    let body = asm_stmt(&["setmaxnreg.inc.sync.aligned.u32 %0;".into()], &[], &["\"n\"(N)".into()], false);
-    Snippet::build_template("rc_setmaxnreg_inc", Arch::SM90A, 128, vec![], vec![("int", "N", "240".into())], &body)
+    let body = asm_stmt(
+        &["setmaxnreg.inc.sync.aligned.u32 %0;".into()],
+        &[],
+        &["\"n\"(N)".into()],
+        false,
+    );
+    Snippet::build_template(
+        "rc_setmaxnreg_inc",
+        Arch::SM90A,
+        128,
+        vec![],
+        vec![("int", "N", "240".into())],
+        &body,
+    )
 }
 
 /// `setmaxnreg.dec.sync.aligned.u32 N` (template `N`, a multiple of 8 in 24..=256).
 pub fn setmaxnreg_dec() -> Snippet {
-    let body = asm_stmt(&["setmaxnreg.dec.sync.aligned.u32 %0;".into()], &[], &["\"n\"(N)".into()], false);
-    Snippet::build_template("rc_setmaxnreg_dec", Arch::SM90A, 128, vec![], vec![("int", "N", "40".into())], &body)
+    let body = asm_stmt(
+        &["setmaxnreg.dec.sync.aligned.u32 %0;".into()],
+        &[],
+        &["\"n\"(N)".into()],
+        false,
+    );
+    Snippet::build_template(
+        "rc_setmaxnreg_dec",
+        Arch::SM90A,
+        128,
+        vec![],
+        vec![("int", "N", "40".into())],
+        &body,
+    )
 }
 
 /// Every synchronization snippet.

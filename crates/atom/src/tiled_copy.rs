@@ -31,7 +31,11 @@ fn zip2(l: &Layout) -> Result<Layout> {
             rcute_layout::ErrorKind::Rank("modes of different rank".into()),
         ));
     }
-    let pairs: Vec<Layout> = a.iter().zip(&b).map(|(x, y)| Layout::concat(&[x.clone(), y.clone()])).collect();
+    let pairs: Vec<Layout> = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| Layout::concat(&[x.clone(), y.clone()]))
+        .collect();
     Ok(Layout::concat(&pairs))
 }
 
@@ -39,7 +43,11 @@ impl TiledCopy {
     /// CuTe's `make_tiled_copy_impl(atom, layout_tv, tiler)`; checks that the tiled
     /// thread and value counts are multiples of the atom's.
     pub fn new(atom: CopyAtom, layout_tv: Layout, tiler_mn: IntTuple) -> Result<TiledCopy> {
-        let tc = TiledCopy { atom, layout_tv, tiler_mn };
+        let tc = TiledCopy {
+            atom,
+            layout_tv,
+            tiler_mn,
+        };
         let (nt, nv) = (tc.tiled_num_thr(), tc.tiled_num_val());
         let (at, av) = (tc.atom_num_thr(), tc.atom_num_val());
         let bad = match (nt.as_static(), nv.as_static(), at.as_static(), av.as_static()) {
@@ -50,7 +58,9 @@ impl TiledCopy {
             return Err(rcute_layout::LayoutError::new(
                 "TiledCopy",
                 vec![tc.layout_tv.to_string(), tc.atom.val_ref.to_string()],
-                rcute_layout::ErrorKind::Divisibility("tiled thread/value counts are not multiples of the atom's".into()),
+                rcute_layout::ErrorKind::Divisibility(
+                    "tiled thread/value counts are not multiples of the atom's".into(),
+                ),
             ));
         }
         Ok(tc)
@@ -107,7 +117,8 @@ impl TiledCopy {
     pub fn tile2thrfrg(&self, tensor: &Layout, ref2trg: &Layout) -> Result<Layout> {
         let shape = Tuple::node([Tuple::Leaf(self.atom_num_thr()), Tuple::Leaf(self.atom_num_val())]);
         let atom_layout_tv = self.layout_tv.zipped_divide(&Tiler::from_shape(&shape))?;
-        let trg_layout_tv = atom_layout_tv.compose_tiler(&Tiler::Tuple(vec![Tiler::Layout(ref2trg.clone()), Tiler::Underscore]))?;
+        let trg_layout_tv =
+            atom_layout_tv.compose_tiler(&Tiler::Tuple(vec![Tiler::Layout(ref2trg.clone()), Tiler::Underscore]))?;
         let profile: Tuple<()> = Tuple::node([Tuple::Leaf(()), Tuple::node([Tuple::Leaf(()), Tuple::Leaf(())])]);
         let thrval2mn = zip2(&trg_layout_tv)?.coalesce_by(&profile)?;
         let tv_tensor = tensor.compose_tiler(&Tiler::Tuple(vec![Tiler::Layout(thrval2mn), Tiler::Underscore]))?;
@@ -144,12 +155,18 @@ impl TiledCopy {
     pub fn retile(&self, frag: &Layout) -> Result<Layout> {
         let r = frag.rank();
         let v = frag.mode(0)?.size();
-        let n = self
-            .tiled_num_thr()
-            .mul(&v)
-            .as_static()
-            .ok_or_else(|| rcute_layout::LayoutError::new("retile", vec![frag.to_string()], rcute_layout::ErrorKind::NeedsStatic("thread/value counts".into())))?;
-        let frg_layout_mn = self.layout_tv.right_inverse().compose(&Layout::col_major(self.tiler_mn.clone()))?.upcast(n)?;
+        let n = self.tiled_num_thr().mul(&v).as_static().ok_or_else(|| {
+            rcute_layout::LayoutError::new(
+                "retile",
+                vec![frag.to_string()],
+                rcute_layout::ErrorKind::NeedsStatic("thread/value counts".into()),
+            )
+        })?;
+        let frg_layout_mn = self
+            .layout_tv
+            .right_inverse()
+            .compose(&Layout::col_major(self.tiler_mn.clone()))?
+            .upcast(n)?;
         let frg_layout_v = Layout::col_major(Tuple::Leaf(v.clone()))
             .logical_product(&Tiler::Layout(frg_layout_mn.right_inverse()))?
             .zipped_divide(&Tiler::Int(self.atom_num_val()))?;

@@ -106,7 +106,12 @@ impl TiledMma {
             perms[i] = p.clone();
         }
         let thr_layout_vmnk = atom.thr_id.tiled_product(&Tiler::Layout(atom_layout_mnk.clone()))?;
-        Ok(TiledMma { atom, atom_layout_mnk, permutation_mnk: perms, thr_layout_vmnk })
+        Ok(TiledMma {
+            atom,
+            atom_layout_mnk,
+            permutation_mnk: perms,
+            thr_layout_vmnk,
+        })
     }
 
     /// A single atom (`make_tiled_mma(atom)`).
@@ -139,12 +144,19 @@ impl TiledMma {
     fn thrfrg(&self, t: &Layout, mi: usize, ki: usize, atom_tv: &Layout, thr_modes: (usize, usize)) -> Result<Layout> {
         let t_tile = Tiler::Tuple(vec![self.permutation(mi), self.permutation(ki)]);
         let t_tensor = t.logical_divide(&t_tile)?;
-        let a_tile = Tiler::Tuple(vec![Tiler::Int(s(self.atom.shape_mnk[mi])), Tiler::Int(s(self.atom.shape_mnk[ki]))]);
+        let a_tile = Tiler::Tuple(vec![
+            Tiler::Int(s(self.atom.shape_mnk[mi])),
+            Tiler::Int(s(self.atom.shape_mnk[ki])),
+        ]);
         let a_tensor = t_tensor.zipped_divide(&a_tile)?;
-        let tv_tensor = a_tensor.compose_tiler(&Tiler::Tuple(vec![Tiler::Layout(atom_tv.clone()), Tiler::Underscore]))?;
+        let tv_tensor =
+            a_tensor.compose_tiler(&Tiler::Tuple(vec![Tiler::Layout(atom_tv.clone()), Tiler::Underscore]))?;
         let thr_tile = Tiler::Tuple(vec![
             Tiler::Underscore,
-            Tiler::Tuple(vec![Tiler::Int(self.thr_size(thr_modes.0)), Tiler::Int(self.thr_size(thr_modes.1))]),
+            Tiler::Tuple(vec![
+                Tiler::Int(self.thr_size(thr_modes.0)),
+                Tiler::Int(self.thr_size(thr_modes.1)),
+            ]),
         ]);
         tv_tensor.zipped_divide(&thr_tile)
     }
@@ -165,29 +177,49 @@ impl TiledMma {
     fn thridx_2_thrid(&self) -> Result<Layout> {
         let v = &self.thr_layout_vmnk;
         let with_comp = Layout::concat(&[v.clone(), v.complement_full()?]);
-        let base = Layout::new(Tuple::node([Tuple::Leaf(v.size()), Tuple::Leaf(s(1))]), rcute_layout::tuple!(1, 0))?;
+        let base = Layout::new(
+            Tuple::node([Tuple::Leaf(v.size()), Tuple::Leaf(s(1))]),
+            rcute_layout::tuple!(1, 0),
+        )?;
         base.compose(&with_comp.right_inverse())
     }
 
     /// CuTe's `get_layoutC_TV`: `(thread index, value)` -> column-major index in the
     /// `(tile_M, tile_N)` tile.
     pub fn layout_c_tv(&self) -> Result<Layout> {
-        let ref_c = Layout::col_major(Tuple::node([Tuple::Leaf(self.tile_size(0)), Tuple::Leaf(self.tile_size(1))]));
+        let ref_c = Layout::col_major(Tuple::node([
+            Tuple::Leaf(self.tile_size(0)),
+            Tuple::Leaf(self.tile_size(1)),
+        ]));
         let t = self.thridx_2_thrid()?;
-        self.thrfrg_c(&ref_c)?.compose_tiler(&Tiler::Tuple(vec![Tiler::Layout(t), Tiler::Underscore]))
+        self.thrfrg_c(&ref_c)?
+            .compose_tiler(&Tiler::Tuple(vec![Tiler::Layout(t), Tiler::Underscore]))
     }
 
     fn layout_ab_tv(&self, a: bool) -> Result<Layout> {
         let (i, thrfrg): (usize, Layout) = if a {
-            let r = Layout::col_major(Tuple::node([Tuple::Leaf(self.tile_size(0)), Tuple::Leaf(self.tile_size(2))]));
+            let r = Layout::col_major(Tuple::node([
+                Tuple::Leaf(self.tile_size(0)),
+                Tuple::Leaf(self.tile_size(2)),
+            ]));
             (0, self.thrfrg_a(&r)?)
         } else {
-            let r = Layout::col_major(Tuple::node([Tuple::Leaf(self.tile_size(1)), Tuple::Leaf(self.tile_size(2))]));
+            let r = Layout::col_major(Tuple::node([
+                Tuple::Leaf(self.tile_size(1)),
+                Tuple::Leaf(self.tile_size(2)),
+            ]));
             (1, self.thrfrg_b(&r)?)
         };
         let _ = i;
-        let stride = if a { rcute_layout::tuple!(1, 0) } else { rcute_layout::tuple!(0, 1) };
-        let bcast = Layout::new(Tuple::node([Tuple::Leaf(self.thr_size(1)), Tuple::Leaf(self.thr_size(2))]), stride)?;
+        let stride = if a {
+            rcute_layout::tuple!(1, 0)
+        } else {
+            rcute_layout::tuple!(0, 1)
+        };
+        let bcast = Layout::new(
+            Tuple::node([Tuple::Leaf(self.thr_size(1)), Tuple::Leaf(self.thr_size(2))]),
+            stride,
+        )?;
         let tile = Tiler::Tuple(vec![
             Tiler::Underscore,
             Tiler::Tuple(vec![Tiler::Layout(bcast), Tiler::Underscore]),
@@ -211,7 +243,10 @@ impl TiledMma {
     pub fn slice(&self, thr_idx: &Int) -> ThrMma<'_> {
         let c = get_flat_coord(&self.thr_layout_vmnk, thr_idx);
         let get = |i: usize| c.get(i).cloned().unwrap_or(s(0));
-        ThrMma { mma: self, thr_vmnk: [get(0), get(1), get(2), get(3)] }
+        ThrMma {
+            mma: self,
+            thr_vmnk: [get(0), get(1), get(2), get(3)],
+        }
     }
 
     fn partition_shape(&self, thrfrg: Layout) -> Result<IntTuple> {
@@ -246,7 +281,10 @@ impl ThrMma<'_> {
     fn part(&self, thrfrg: Layout, a: usize, b: usize) -> Result<(Layout, Int)> {
         let rest_rank = thrfrg.shape().get_path(&[1, 1]).map(Tuple::rank).unwrap_or(1);
         let coord: SliceCoord = Tuple::node([
-            Tuple::node([fixed(&self.thr_vmnk[0]), Tuple::node([fixed(&self.thr_vmnk[a]), fixed(&self.thr_vmnk[b])])]),
+            Tuple::node([
+                fixed(&self.thr_vmnk[0]),
+                Tuple::node([fixed(&self.thr_vmnk[a]), fixed(&self.thr_vmnk[b])]),
+            ]),
             Tuple::node([Tuple::Leaf(None), underscores(rest_rank)]),
         ]);
         thrfrg.slice_and_offset(&coord)

@@ -266,7 +266,12 @@ impl TmaDescriptorSpec {
     /// innermost first). Defaults: no interleave, L2 promotion 128 B, zero fill, element
     /// strides 1. Static parts are validated here; dynamic ones in
     /// [`TmaDescriptorSpec::to_encode_args`].
-    pub fn from_layout(dtype: Element, global: &Layout, box_dims: &[u32], swizzle: TmaSwizzle) -> Result<TmaDescriptorSpec, TmaError> {
+    pub fn from_layout(
+        dtype: Element,
+        global: &Layout,
+        box_dims: &[u32],
+        swizzle: TmaSwizzle,
+    ) -> Result<TmaDescriptorSpec, TmaError> {
         let flat = global.flatten();
         let dims: Vec<Int> = flat.shape().leaves().into_iter().cloned().collect();
         let strides: Vec<Int> = flat.stride().leaves().into_iter().cloned().collect();
@@ -328,14 +333,21 @@ impl TmaDescriptorSpec {
         for (i, st) in self.global_strides_bytes.iter().enumerate() {
             if let Some(v) = value(st)? {
                 if v <= 0 || v % align != 0 || v >= (1i64 << 40) {
-                    return Err(TmaError::Stride { dim: i + 1, bytes: v, align });
+                    return Err(TmaError::Stride {
+                        dim: i + 1,
+                        bytes: v,
+                        align,
+                    });
                 }
             }
         }
         if let (Some(st), Some(d0)) = (self.global_strides_bytes.first(), self.global_dims.first()) {
             if let (Some(sv), Some(dv)) = (value(st)?, value(d0)?) {
                 if sv < dv * eb {
-                    return Err(TmaError::StrideOverlap { stride: sv, inner: dv * eb });
+                    return Err(TmaError::StrideOverlap {
+                        stride: sv,
+                        inner: dv * eb,
+                    });
                 }
             }
         }
@@ -375,7 +387,9 @@ impl TmaDescriptorSpec {
     pub fn to_encode_args(&self, env: &Env) -> Result<TmaEncodeArgs, TmaError> {
         self.validate(Some(env))?;
         let eval = |x: &Int| -> Result<u64, TmaError> {
-            x.eval(env).map(|v| v as u64).map_err(|e| TmaError::Eval(format!("{x}: {e}")))
+            x.eval(env)
+                .map(|v| v as u64)
+                .map_err(|e| TmaError::Eval(format!("{x}: {e}")))
         };
         Ok(TmaEncodeArgs {
             data_type: tma_data_type(self.dtype).ok_or(TmaError::DataType(self.dtype))?,

@@ -35,7 +35,11 @@ fn m16n8k16_fragments_match_the_ptx_tables() {
         }
         for i in 0..4 {
             // B is stored (N,K): (col n = groupID, k = 2*tig + (i&1) + 8*(i/2)).
-            assert_eq!(atom.coord(Operand::B, t, i), Some((g, 2 * q + (i & 1) + 8 * (i / 2))), "B t={t} i={i}");
+            assert_eq!(
+                atom.coord(Operand::B, t, i),
+                Some((g, 2 * q + (i & 1) + 8 * (i / 2))),
+                "B t={t} i={i}"
+            );
         }
     }
     let s8 = mma_sm80::sm80_16x8x32_s32_s8_s8_s32();
@@ -51,7 +55,16 @@ fn m16n8k16_fragments_match_the_ptx_tables() {
 
 #[test]
 fn wgmma_accumulator_layout() {
-    let a = mma_sm90::wgmma(Element::F32, Element::BF16, Element::BF16, 128, GmmaSource::SS, Major::K, Major::K).unwrap();
+    let a = mma_sm90::wgmma(
+        Element::F32,
+        Element::BF16,
+        Element::BF16,
+        128,
+        GmmaSource::SS,
+        Major::K,
+        Major::K,
+    )
+    .unwrap();
     assert_eq!(a.c_tv.to_string(), "((4,8,4),(2,2,16)):((128,1,16),(64,8,512))");
     assert_eq!(a.shape_mnk, [64, 128, 16]);
     // warp w, lane l: row = 16*w + l/4 + 8*(v/2 % 2), col = 2*(l%4) + v%2 + 8*(v/4).
@@ -62,10 +75,46 @@ fn wgmma_accumulator_layout() {
             assert_eq!(a.coord(Operand::C, t, v), Some(exp));
         }
     }
-    assert!(mma_sm90::wgmma(Element::S32, Element::S8, Element::S8, 40, GmmaSource::SS, Major::K, Major::K).is_none());
-    assert!(mma_sm90::wgmma(Element::S32, Element::S8, Element::S8, 48, GmmaSource::RS, Major::K, Major::K).is_some());
-    assert!(mma_sm90::wgmma(Element::F32, Element::F16, Element::F16, 64, GmmaSource::RS, Major::MN, Major::K).is_none());
-    assert!(mma_sm90::wgmma(Element::F32, Element::E4M3, Element::E4M3, 64, GmmaSource::SS, Major::MN, Major::K).is_none());
+    assert!(mma_sm90::wgmma(
+        Element::S32,
+        Element::S8,
+        Element::S8,
+        40,
+        GmmaSource::SS,
+        Major::K,
+        Major::K
+    )
+    .is_none());
+    assert!(mma_sm90::wgmma(
+        Element::S32,
+        Element::S8,
+        Element::S8,
+        48,
+        GmmaSource::RS,
+        Major::K,
+        Major::K
+    )
+    .is_some());
+    assert!(mma_sm90::wgmma(
+        Element::F32,
+        Element::F16,
+        Element::F16,
+        64,
+        GmmaSource::RS,
+        Major::MN,
+        Major::K
+    )
+    .is_none());
+    assert!(mma_sm90::wgmma(
+        Element::F32,
+        Element::E4M3,
+        Element::E4M3,
+        64,
+        GmmaSource::SS,
+        Major::MN,
+        Major::K
+    )
+    .is_none());
 }
 
 #[test]
@@ -99,7 +148,10 @@ fn tiled_mma_2x2_warps_partition_shapes() {
     let mma = sm80_tiled();
     assert_eq!(mma.thr_layout_vmnk.to_string(), "(32,2,2,1):(1,32,64,0)");
     assert_eq!(mma.num_threads(), Int::Static(128));
-    assert_eq!([mma.tile_size(0), mma.tile_size(1), mma.tile_size(2)], [Int::Static(32), Int::Static(16), Int::Static(16)]);
+    assert_eq!(
+        [mma.tile_size(0), mma.tile_size(1), mma.tile_size(2)],
+        [Int::Static(32), Int::Static(16), Int::Static(16)]
+    );
     let g_a = Layout::col_major(tuple!(128, 32));
     let g_b = Layout::col_major(tuple!(128, 32));
     let g_c = Layout::col_major(tuple!(128, 128));
@@ -108,7 +160,10 @@ fn tiled_mma_2x2_warps_partition_shapes() {
     assert_eq!(pa.shape().to_string(), "((2,2,2),4,2)");
     assert_eq!(thr.partition_b(&g_b).unwrap().0.shape().to_string(), "((2,2),8,2)");
     assert_eq!(thr.partition_c(&g_c).unwrap().0.shape().to_string(), "((2,2),4,8)");
-    assert_eq!(mma.partition_shape_a(&tuple!(128, 32)).unwrap().to_string(), "((2,2,2),4,2)");
+    assert_eq!(
+        mma.partition_shape_a(&tuple!(128, 32)).unwrap().to_string(),
+        "((2,2,2),4,2)"
+    );
     let fa = thr.partition_fragment_a(&g_a).unwrap();
     assert_eq!(fa.shape().to_string(), "((2,2,2),4,2)");
     assert_eq!(fa.cosize(), Int::Static(64));
@@ -184,11 +239,17 @@ fn tiled_copy_for_mma_with_ldmatrix() {
     let (p, _) = tc.partition_s(&smem, &Int::Static(0)).unwrap();
     assert_eq!(p.size(), Int::Static(64));
     // Retile the MMA fragment to the copy's view: same number of values.
-    let frag = mma.slice(&Int::Static(0)).partition_fragment_a(&Layout::col_major(tuple!(128, 32))).unwrap();
+    let frag = mma
+        .slice(&Int::Static(0))
+        .partition_fragment_a(&Layout::col_major(tuple!(128, 32)))
+        .unwrap();
     let r = tc.retile(&frag).unwrap();
     assert_eq!(r.size(), frag.size());
     assert_eq!(r.mode(0).unwrap().size(), Int::Static(8));
-    let tcc = TiledCopy::for_mma_c(copy_ldst::st(copy_ldst::Space::Shared, 4).atom(Element::F16).unwrap(), &mma);
+    let tcc = TiledCopy::for_mma_c(
+        copy_ldst::st(copy_ldst::Space::Shared, 4).atom(Element::F16).unwrap(),
+        &mma,
+    );
     let tcc = tcc.unwrap();
     assert_eq!(tcc.tiler_mn.to_string(), "(32,16)");
     assert!(is_bijection(&tcc.layout_d_tv().unwrap(), 32 * 16));
@@ -205,11 +266,30 @@ fn gmma_descriptor_bits() {
     };
     assert_eq!(d.encode().unwrap(), 0x4000_0040_0001_0040);
     assert_eq!(GmmaDescriptor::decode(0x4000_0040_0001_0040), d);
-    let e = GmmaDescriptor { start_address: 0x3_FFF0, leading_byte_offset: 0x100, stride_byte_offset: 0x20, base_offset: 5, swizzle: GmmaSwizzle::B32 };
+    let e = GmmaDescriptor {
+        start_address: 0x3_FFF0,
+        leading_byte_offset: 0x100,
+        stride_byte_offset: 0x20,
+        base_offset: 5,
+        swizzle: GmmaSwizzle::B32,
+    };
     // start 0x3FFF, lbo 0x10 << 16, sbo 0x2 << 32, base 5 << 49, type 3 << 62.
-    assert_eq!(e.encode().unwrap(), 0x3FFF | (0x10 << 16) | (0x2u64 << 32) | (5u64 << 49) | (3u64 << 62));
-    assert!(matches!(GmmaDescriptor { start_address: 8, ..d }.encode(), Err(DescError::Misaligned { .. })));
-    assert!(matches!(GmmaDescriptor { stride_byte_offset: 1 << 18, ..d }.encode(), Err(DescError::Overflow { .. })));
+    assert_eq!(
+        e.encode().unwrap(),
+        0x3FFF | (0x10 << 16) | (0x2u64 << 32) | (5u64 << 49) | (3u64 << 62)
+    );
+    assert!(matches!(
+        GmmaDescriptor { start_address: 8, ..d }.encode(),
+        Err(DescError::Misaligned { .. })
+    ));
+    assert!(matches!(
+        GmmaDescriptor {
+            stride_byte_offset: 1 << 18,
+            ..d
+        }
+        .encode(),
+        Err(DescError::Overflow { .. })
+    ));
     assert_eq!(
         d.device_expr("a").unwrap(),
         "(0x4000004000010000ull | (uint64_t)(((uint32_t)(a) & 0x3FFFFu) >> 4))"
@@ -230,7 +310,9 @@ fn gmma_smem_atoms_and_make_desc() {
     assert_eq!(k128.offset(1, 0), Some(64 + 8));
 
     let tile = k128.layout.tile_to_shape(&tuple!(64, 64), None).unwrap();
-    let tile = tile.compose_tiler(&rcute_layout::algebra::Tiler::shape(&[64, 16])).unwrap();
+    let tile = tile
+        .compose_tiler(&rcute_layout::algebra::Tiler::shape(&[64, 16]))
+        .unwrap();
     let desc = make_gmma_desc(Major::K, GmmaSwizzle::B128, &tile, Element::BF16).unwrap();
     assert_eq!(desc.stride_byte_offset, 1024);
     assert_eq!(desc.leading_byte_offset, 16);
@@ -253,7 +335,10 @@ fn tma_spec_validation() {
     let args = spec.to_encode_args(&env).unwrap();
     assert_eq!(args.global_dim, vec![4096, 1000]);
     assert_eq!(args.global_strides, vec![8192]);
-    assert_eq!((args.data_type, args.swizzle, args.box_dim.clone()), (9, 3, vec![64, 128]));
+    assert_eq!(
+        (args.data_type, args.swizzle, args.box_dim.clone()),
+        (9, 3, vec![64, 128])
+    );
     let bad_env = Env::new().with("K", 4095).with("M", 1000).with("ldA", 4095);
     assert!(matches!(spec.to_encode_args(&bad_env), Err(TmaError::Stride { .. })));
     assert!(matches!(
@@ -270,7 +355,12 @@ fn tma_spec_validation() {
         Err(TmaError::NotContiguous(_))
     ));
     assert!(matches!(
-        TmaDescriptorSpec::from_layout(Element::F16, &Layout::col_major(tuple!(4, 8)), &[4, 8], tma::TmaSwizzle::None),
+        TmaDescriptorSpec::from_layout(
+            Element::F16,
+            &Layout::col_major(tuple!(4, 8)),
+            &[4, 8],
+            tma::TmaSwizzle::None
+        ),
         Err(TmaError::Stride { .. }) | Err(TmaError::InnerBoxAlignment(_))
     ));
 }
@@ -290,7 +380,9 @@ fn catalogue_and_harness() {
     assert_eq!(k.block_threads, 32);
     assert_eq!(k.in_words_per_thread, 4 + 2 + 4);
     assert_eq!(k.out_words_per_thread, 4);
-    assert!(k.source.contains("extern \"C\" __global__ void rc_test_rc_mma_m16n8k16_f32_bf16_bf16_f32("));
+    assert!(k
+        .source
+        .contains("extern \"C\" __global__ void rc_test_rc_mma_m16n8k16_f32_bf16_bf16_f32("));
     let k = test_kernel(&copy_tma::tma_load(2, true, 8192).snippet);
     assert!(k.uses_tensor_map);
     assert_eq!(k.block_threads, 1);
@@ -305,7 +397,9 @@ fn catalogue_and_harness() {
 /// snippets) plus every test kernel, for an offline nvcc / NVRTC check.
 #[test]
 fn dump_translation_units() {
-    let Ok(dir) = std::env::var("RCUTE_ATOM_DUMP") else { return };
+    let Ok(dir) = std::env::var("RCUTE_ATOM_DUMP") else {
+        return;
+    };
     std::fs::create_dir_all(&dir).unwrap();
     for arch in [Arch::SM80, Arch::SM89, Arch::SM90, Arch::SM90A] {
         let entries = atoms_for(arch);
@@ -320,8 +414,15 @@ fn dump_translation_units() {
                 continue;
             }
             let k = test_kernel(e.snippet());
-            kernels.push_str(&format!("namespace k{i} {{\n{}\n}}\n", k.source.replace("#include <cstdint>\n", "")));
+            kernels.push_str(&format!(
+                "namespace k{i} {{\n{}\n}}\n",
+                k.source.replace("#include <cstdint>\n", "")
+            ));
         }
-        std::fs::write(format!("{dir}/kernels_{}.cu", arch.target()), format!("#include <cstdint>\n#include <cuda_fp16.h>\n{kernels}")).unwrap();
+        std::fs::write(
+            format!("{dir}/kernels_{}.cu", arch.target()),
+            format!("#include <cstdint>\n#include <cuda_fp16.h>\n{kernels}"),
+        )
+        .unwrap();
     }
 }

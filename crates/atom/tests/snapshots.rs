@@ -12,13 +12,31 @@ fn snippet_mma_sync_f16_accumulate() {
 
 #[test]
 fn snippet_wgmma_rs() {
-    let a = mma_sm90::wgmma(Element::F32, Element::BF16, Element::BF16, 16, GmmaSource::RS, Major::K, Major::MN).unwrap();
+    let a = mma_sm90::wgmma(
+        Element::F32,
+        Element::BF16,
+        Element::BF16,
+        16,
+        GmmaSource::RS,
+        Major::K,
+        Major::MN,
+    )
+    .unwrap();
     insta::assert_snapshot!(a.snippet.code);
 }
 
 #[test]
 fn snippet_wgmma_ss_s8() {
-    let a = mma_sm90::wgmma(Element::S32, Element::S8, Element::U8, 8, GmmaSource::SS, Major::K, Major::K).unwrap();
+    let a = mma_sm90::wgmma(
+        Element::S32,
+        Element::S8,
+        Element::U8,
+        8,
+        GmmaSource::SS,
+        Major::K,
+        Major::K,
+    )
+    .unwrap();
     insta::assert_snapshot!(a.snippet.code);
 }
 
@@ -29,7 +47,12 @@ fn snippet_ldmatrix_x4_trans() {
 
 #[test]
 fn snippet_cp_async_zfill() {
-    insta::assert_snapshot!(copy_cp_async::cp_async(copy_cp_async::CacheOp::CacheGlobal, 16, true).unwrap().snippet.code);
+    insta::assert_snapshot!(
+        copy_cp_async::cp_async(copy_cp_async::CacheOp::CacheGlobal, 16, true)
+            .unwrap()
+            .snippet
+            .code
+    );
 }
 
 #[test]

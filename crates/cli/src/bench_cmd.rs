@@ -110,7 +110,7 @@ fn parse_config(s: &str) -> Result<Choice, String> {
 }
 
 /// `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN]`.
-fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
+pub(crate) fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
     let bad = |why: &str| {
         format!("bad --config {s:?}: {why} (expected sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN])")
     };

@@ -18,9 +18,10 @@ use cudarc::cublaslt::{result as lt, sys as ltsys};
 use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use half::{bf16, f16};
 use rcute_kernel::gemm_sm80::SplitKMode;
+use rcute_kernel::gemm_sm90::GemmSm90Config;
 use rcute_kernel::Gpu;
 use rcute_ops::scaled_mm::ScaledMmTarget;
-use rcute_ops::select::ScaledMmSelection;
+use rcute_ops::select::{Choice, ScaledMmSelection};
 use rcute_ops::{validate_scaled_mm, MatrixMut, MatrixRef, Ops, Scale, VectorRef};
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -45,8 +46,12 @@ pub struct BenchScaledMmArgs {
     /// No bias (the default adds a bias of the output type).
     #[arg(long)]
     pub no_bias: bool,
-    /// Also time forced kernels (repeatable): `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing]`,
-    /// e.g. `--config 64x64x128,2x2,auto,4,serial`. Without it only the automatic selection runs.
+    /// Also time forced kernels (repeatable): the Ampere-class kernel as
+    /// `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing]`, e.g.
+    /// `--config 64x64x128,2x2,auto,4,serial`, or the SM90 kernel as
+    /// `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN]`
+    /// (the same syntax as `rcute bench gemm`), e.g. `--config sm90:128x128x128,pp,c2x1`.
+    /// Without it only the automatic selection runs.
     #[arg(long = "config")]
     pub configs: Vec<String>,
     /// Time plain back-to-back launches instead of replaying CUDA graphs of them (the
@@ -76,6 +81,27 @@ pub struct Row {
     /// plus the f32 rounding of the epilogue, `4 eps_f32 (|acc * scales| + |bias|)` (<= 1
     /// expected; NaN: not checked).
     pub max_err: f64,
+}
+
+/// A forced kernel: the Ampere-class family, or the SM90 kernel with its split-K factor.
+#[derive(Debug, Clone)]
+pub enum Forced {
+    /// `BMxBNxBK,WMxWN,...`
+    Ampere(ScaledMmSelection),
+    /// `sm90:...`
+    Sm90(GemmSm90Config, u32),
+}
+
+/// Parse a forced configuration: `sm90:...` (see `rcute bench gemm`) or the Ampere-class
+/// `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing]`.
+pub fn parse_forced(s: &str) -> Result<Forced, String> {
+    match s.strip_prefix("sm90:") {
+        Some(rest) => match crate::bench_cmd::parse_sm90(s, rest)? {
+            Choice::Sm90(c, k) => Ok(Forced::Sm90(c, k)),
+            Choice::Sm80(_) => Err(format!("bad --config {s:?}")),
+        },
+        None => parse_config(s).map(Forced::Ampere),
+    }
 }
 
 /// Parse `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing]`.
@@ -392,7 +418,7 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
     let forced = args
         .configs
         .iter()
-        .map(|s| parse_config(s).map(|c| (s.clone(), c)))
+        .map(|s| parse_forced(s).map(|c| (s.clone(), c)))
         .collect::<Result<Vec<_>, _>>()?;
     let gpu = match Gpu::detect() {
         Ok(Some(g)) => g,
@@ -453,7 +479,7 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
                 None
             }
         };
-        let mut variants: Vec<(String, Option<ScaledMmSelection>)> = vec![("auto".into(), None)];
+        let mut variants: Vec<(String, Option<Forced>)> = vec![("auto".into(), None)];
         variants.extend(forced.iter().map(|(s, c)| (s.clone(), Some(c.clone()))));
         // The reference accumulator from the peer (or none).
         let mut want_acc: Option<Vec<i32>> = None;
@@ -480,7 +506,12 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
                 };
                 let p = validate_scaled_mm(&av, &bv, sa, sb, bias, &ov).map_err(|x| x.to_string())?;
                 let _ = &mut ov;
-                ops.run_scaled_mm(&p, sel.as_ref()).map_err(|x| x.to_string())
+                match sel {
+                    None => ops.run_scaled_mm(&p, None),
+                    Some(Forced::Ampere(f)) => ops.run_scaled_mm(&p, Some(f)),
+                    Some(Forced::Sm90(c, k)) => ops.run_scaled_mm_sm90(&p, Some((c, *k))),
+                }
+                .map_err(|x| x.to_string())
             };
             let res = match peer.as_mut() {
                 Some(p) => {
@@ -618,6 +649,15 @@ mod tests {
         assert_eq!((t.target, t.stages), (ScaledMmTarget::Turing, Some(2)));
         assert!(parse_config("64x64,2x2,auto,1").is_err());
         assert!(parse_config("64x64x64,2x2,auto,1,bogus").is_err());
+        match parse_forced("sm90:128x128x128,pp,c2x1,k2").unwrap() {
+            Forced::Sm90(c, k) => {
+                assert_eq!((c.tile, c.cluster, k), ([128, 128, 128], [2, 1], 2));
+                assert_eq!(c.schedule, rcute_kernel::gemm_sm90::Sm90Schedule::PingPong);
+            }
+            other => panic!("expected an SM90 configuration, got {other:?}"),
+        }
+        assert!(matches!(parse_forced("64x64x128,2x2,auto,1"), Ok(Forced::Ampere(_))));
+        assert!(parse_forced("sm90:128x128,pp").is_err());
         assert_eq!(parse_shape("16x4096x4096").unwrap(), (16, 4096, 4096));
         assert!(parse_shape("0x1x1").is_err());
     }

@@ -822,12 +822,80 @@ pub struct FusionCode {
     pub fn_name: String,
     /// `{prefix}_params`.
     pub struct_name: String,
+    /// With [`Fusion::emit_staged`]: the functions that read broadcast vectors from a
+    /// per-tile staging area instead of device memory.
+    pub staged: Option<StagedCode>,
+}
+
+/// A broadcast vector of a fusion tree (see [`Fusion::broadcasts`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Broadcast {
+    /// Field name of the pointer.
+    pub name: String,
+    /// Element type in memory.
+    pub elem: Element,
+    /// Which coordinate indexes it.
+    pub axis: BroadcastAxis,
+    /// Whether it has a batch stride.
+    pub batch_stride: bool,
+}
+
+/// Which coordinate a broadcast vector is indexed by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BroadcastAxis {
+    /// Along N (indexed by the column `n`): [`Node::RowBroadcast`].
+    Row,
+    /// Along M (indexed by the row `m`): [`Node::ColBroadcast`].
+    Col,
+}
+
+/// One broadcast vector's slot in a tile's staging area: `extent` floats at `offset`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StagedBroadcast {
+    /// The vector.
+    pub broadcast: Broadcast,
+    /// First float of its slot.
+    pub offset: i64,
+    /// Floats in the slot: the tile's BN (row) or BM (column).
+    pub extent: i64,
+}
+
+/// The staged form of a fusion (see [`Fusion::emit_staged`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StagedCode {
+    /// `__device__ __forceinline__ float {prefix}_visit_staged(const {prefix}_params& p,
+    /// float acc, float c, int m, int n, int l, const float* bc, int lm, int ln)`: the tree
+    /// with broadcast `k` read as `bc[offset_k + ln]` (row) or `bc[offset_k + lm]`
+    /// (column), where `(lm, ln)` is the element's position in its tile.
+    pub visit_fn: String,
+    /// `__device__ __forceinline__ float {prefix}_broadcast(const {prefix}_params& p, int k,
+    /// int i, int l)`: element `i` (a global row or column) of broadcast `k` of batch `l`,
+    /// as a float, read from device memory: what a kernel stages.
+    pub fetch_fn: String,
+    /// `{prefix}_visit_staged`.
+    pub visit_name: String,
+    /// `{prefix}_broadcast`.
+    pub fetch_name: String,
+    /// The slots, in the order of `k`.
+    pub layout: Vec<StagedBroadcast>,
+    /// Floats in the whole staging area of one tile.
+    pub floats: i64,
 }
 
 impl FusionCode {
     /// The struct and the function, ready to paste after the three CUDA type headers.
     pub fn source(&self) -> String {
-        format!("{}\n{}", self.params_struct, self.device_fn)
+        match &self.staged {
+            None => format!("{}\n{}", self.params_struct, self.device_fn),
+            Some(st) => format!("{}\n{}\n{}", self.params_struct, self.device_fn, st.source()),
+        }
+    }
+}
+
+impl StagedCode {
+    /// The fetch and staged visit functions.
+    pub fn source(&self) -> String {
+        format!("{}\n{}", self.fetch_fn, self.visit_fn)
     }
 }
 
@@ -1186,6 +1254,7 @@ impl Fusion {
         let mut em = Emitter {
             lines: Vec::new(),
             next: 0,
+            staged: None,
         };
         let v = em.node(&self.root);
         for line in &em.lines {
@@ -1208,7 +1277,151 @@ impl Fusion {
             source_needed,
             fn_name,
             struct_name,
+            staged: None,
         })
+    }
+
+    /// Whether the tree loads or stores an auxiliary `(M, N, L)` matrix: the only nodes whose
+    /// per-element accesses must stay inside the problem when broadcasts are staged.
+    pub fn has_aux(&self) -> bool {
+        fn walk(n: &Node) -> bool {
+            matches!(n, Node::AuxLoad { .. } | Node::AuxStore { .. }) || n.children().into_iter().any(walk)
+        }
+        walk(&self.root)
+    }
+
+    /// The tree's broadcast vectors, each once, in the order [`Fusion::emit`] first reads them.
+    pub fn broadcasts(&self) -> Vec<Broadcast> {
+        fn walk(n: &Node, out: &mut Vec<Broadcast>) {
+            let b = match n {
+                Node::RowBroadcast {
+                    name,
+                    elem,
+                    batch_stride,
+                } => Some((name, elem, BroadcastAxis::Row, batch_stride)),
+                Node::ColBroadcast {
+                    name,
+                    elem,
+                    batch_stride,
+                } => Some((name, elem, BroadcastAxis::Col, batch_stride)),
+                _ => None,
+            };
+            if let Some((name, elem, axis, batch_stride)) = b {
+                if !out.iter().any(|x| &x.name == name) {
+                    out.push(Broadcast {
+                        name: name.clone(),
+                        elem: *elem,
+                        axis,
+                        batch_stride: *batch_stride,
+                    });
+                }
+            }
+            for c in n.children() {
+                walk(c, out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.root, &mut out);
+        out
+    }
+
+    /// The staging area of a `bm x bn` tile: one slot of `bn` floats per row broadcast and
+    /// of `bm` floats per column broadcast, in [`Fusion::broadcasts`] order.
+    pub fn staging_layout(&self, bm: i64, bn: i64) -> Vec<StagedBroadcast> {
+        let mut offset = 0;
+        self.broadcasts()
+            .into_iter()
+            .map(|b| {
+                let extent = match b.axis {
+                    BroadcastAxis::Row => bn,
+                    BroadcastAxis::Col => bm,
+                };
+                let slot = StagedBroadcast {
+                    broadcast: b,
+                    offset,
+                    extent,
+                };
+                offset += extent;
+                slot
+            })
+            .collect()
+    }
+
+    /// [`Fusion::emit`] plus the staged form for `bm x bn` tiles ([`StagedCode`]): a kernel
+    /// loads each tile's broadcast vectors once (with `{prefix}_broadcast`), keeps them in
+    /// shared memory, and calls `{prefix}_visit_staged` per element, instead of reading the
+    /// vectors from device memory at every element. Same values as `{prefix}_visit`.
+    ///
+    /// ```
+    /// use rcute_collective::fusion::{Fusion, ScaleKind};
+    /// use rcute_atom::Element;
+    /// let f = Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, Some(Element::BF16)).unwrap();
+    /// let code = f.emit_staged("ep", 128, 256).unwrap();
+    /// let st = code.staged.unwrap();
+    /// // a_scale (a column of 128 floats), b_scale and bias (rows of 256 floats each)
+    /// assert_eq!(st.floats, 128 + 256 + 256);
+    /// assert!(st.visit_fn.contains("bc[0 + lm]"));
+    /// assert!(st.fetch_fn.contains("case 2: return"));
+    /// ```
+    pub fn emit_staged(&self, prefix: &str, bm: i64, bn: i64) -> Result<FusionCode, FusionError> {
+        let mut code = self.emit(prefix)?;
+        let layout = self.staging_layout(bm, bn);
+        let floats = layout.iter().map(|b| b.extent).sum();
+        let struct_name = &code.struct_name;
+        let header = format!("// rcute fusion {} (broadcasts staged per {bm}x{bn} tile)\n", self.name);
+        let mut fetch = header.clone();
+        let _ = writeln!(fetch, "// Staging area of a tile (floats):");
+        for b in &layout {
+            let _ = writeln!(
+                fetch,
+                "//   [{}, {}) {} {:?} ({})",
+                b.offset,
+                b.offset + b.extent,
+                b.broadcast.name,
+                b.broadcast.axis,
+                b.broadcast.elem
+            );
+        }
+        let _ = writeln!(
+            fetch,
+            "__device__ __forceinline__ float {prefix}_broadcast(const {struct_name}& p, int k, int i, int l) {{"
+        );
+        fetch.push_str("  switch (k) {\n");
+        for (k, b) in layout.iter().enumerate() {
+            let bc = &b.broadcast;
+            let idx = vector_index("i", &bc.name, bc.batch_stride);
+            let _ = writeln!(
+                fetch,
+                "    case {k}: return {};",
+                load_cpp(bc.elem, &format!("p.{}", bc.name), Some(&idx))
+            );
+        }
+        fetch.push_str("  }\n  return 0.0f;\n}\n");
+        let mut f = header;
+        let _ = writeln!(
+            f,
+            "__device__ __forceinline__ float {prefix}_visit_staged(const {struct_name}& p, float acc, float c, int m, int n, int l, const float* bc, int lm, int ln) {{"
+        );
+        let mut em = Emitter {
+            lines: Vec::new(),
+            next: 0,
+            staged: Some(layout.clone()),
+        };
+        let v = em.node(&self.root);
+        for line in &em.lines {
+            let _ = writeln!(f, "  {line}");
+        }
+        let _ = writeln!(f, "  return {v};");
+        f.push_str("}\n");
+        code.staged = Some(StagedCode {
+            visit_fn: f,
+            fetch_fn: fetch,
+            visit_name: format!("{prefix}_visit_staged"),
+            fetch_name: format!("{prefix}_broadcast"),
+            layout,
+            floats,
+        });
+        Ok(code)
     }
 
     /// The CPU reference of the visit function at `(m, n, l)`, in f64: loads, the
@@ -1466,6 +1679,9 @@ fn vector_index(coord: &str, name: &str, batch_stride: bool) -> String {
 struct Emitter {
     lines: Vec<String>,
     next: usize,
+    /// Where broadcast vectors are read from: `None` for device memory (`__ldg`), or the
+    /// staging layout (`bc[offset + lm | ln]` in shared memory).
+    staged: Option<Vec<StagedBroadcast>>,
 }
 
 impl Emitter {
@@ -1484,6 +1700,18 @@ impl Emitter {
             Node::Source => self.def("c".into(), node),
             Node::Scalar { name } => self.def(format!("p.{name}"), node),
             Node::ScalarPtr { name, elem } => self.def(load_cpp(*elem, &format!("p.{name}"), None), node),
+            Node::RowBroadcast { name, .. } | Node::ColBroadcast { name, .. } if self.staged.is_some() => {
+                let slot = self
+                    .staged
+                    .as_ref()
+                    .and_then(|v| v.iter().find(|b| &b.broadcast.name == name))
+                    .expect("every broadcast of the tree has a staging slot");
+                let local = match slot.broadcast.axis {
+                    BroadcastAxis::Row => "ln",
+                    BroadcastAxis::Col => "lm",
+                };
+                self.def(format!("bc[{} + {local}]", slot.offset), node)
+            }
             Node::RowBroadcast {
                 name,
                 elem,

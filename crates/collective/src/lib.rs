@@ -46,8 +46,9 @@ pub mod sm90_mainloop;
 
 pub use epilogue::{EpilogueConfig, EpilogueError, EpiloguePlan, SmemEpilogue, StorageOrder, STORE_VECTOR_BYTES};
 pub use fusion::{
-    decode_element, encode_element, round_to_element, ArgValue, ComputeOp, Fusion, FusionArgs, FusionCode, FusionError,
-    FusionParam, HostInputs, Node, ParamKind, ScaleKind,
+    decode_element, encode_element, round_to_element, ArgValue, Broadcast, BroadcastAxis, ComputeOp, Fusion,
+    FusionArgs, FusionCode, FusionError, FusionParam, HostInputs, Node, ParamKind, ScaleKind, StagedBroadcast,
+    StagedCode,
 };
 pub use pipeline::PipelineState;
 pub use sm80_mainloop::{

@@ -199,6 +199,15 @@ pub struct Sm90Plan {
     pub epi_swizzle: GmmaSwizzle,
     /// Byte offsets in the 1 KiB-aligned dynamic smem: A, B, epilogue, barriers.
     pub offsets: [usize; 4],
+    /// Floats of one epilogue group's broadcast staging area (0: the fusion has no
+    /// broadcast vectors): the tile's slices of the row / column vectors, loaded once per
+    /// tile instead of at every element ([`rcute_collective::Fusion::staging_layout`]).
+    pub bc_floats: i64,
+    /// Byte offset of the staging areas (one per epilogue group, `bc_group_bytes` apart;
+    /// outside the mainloop's storage even where the epilogue's buffers alias it).
+    pub bc_offset: usize,
+    /// Bytes of one group's staging area (16-byte multiple).
+    pub bc_group_bytes: usize,
     /// Dynamic smem to request.
     pub smem_bytes: usize,
     /// The collective mainloop plan (stages, atoms, TMA boxes).
@@ -306,7 +315,9 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
             + if epi.reuse_smem_c { 0 } else { epi.stages_c });
     let d_bufs = if epi.reuse_smem_c { epi.stages_c } else { epi.stages_d };
     let c_bar_bytes = epi_sets * epi.stages_c * 16;
-    let extra = ALIGN_SLACK + c_bar_bytes + if pp { epi.smem_bytes } else { 0 };
+    let bc_floats = cfg.fusion.staging_layout(bm, bn).iter().map(|b| b.extent).sum::<i64>();
+    let bc_group_bytes = (bc_floats as usize * 4).div_ceil(16) * 16;
+    let extra = ALIGN_SLACK + c_bar_bytes + epi_sets * bc_group_bytes + if pp { epi.smem_bytes } else { 0 };
     let mcfg = Sm90MainloopConfig {
         a: cfg.ab,
         b: cfg.ab,
@@ -343,7 +354,8 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
     } else {
         (main_bytes, main_bytes + epi_bytes)
     };
-    let off_bar = after.div_ceil(8) * 8;
+    let bc_offset = after.div_ceil(16) * 16;
+    let off_bar = (bc_offset + epi_sets * bc_group_bytes).div_ceil(8) * 8;
     let smem_bytes = off_bar + stages * 16 + c_bar_bytes + ALIGN_SLACK;
     if smem_bytes > cfg.smem_capacity {
         return Err(cfg_err(format!(
@@ -366,6 +378,9 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
         delay_tma_store: epi.delay_tma_store,
         epi_swizzle,
         offsets: [0, stages * stage_bytes[0], off_epi, off_bar],
+        bc_floats,
+        bc_offset,
+        bc_group_bytes,
         smem_bytes,
         mainloop: ml,
         epilogue: epi,
@@ -602,10 +617,12 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         origin: "rcute sm90 helpers".into(),
         code: helpers(cfg.cd),
     });
-    let fusion = cfg
-        .fusion
-        .emit("rc_fusion")
-        .map_err(|e| cfg_err(format!("fusion: {e}")))?;
+    let fusion = if p.bc_floats > 0 {
+        cfg.fusion.emit_staged("rc_fusion", bm, bn)
+    } else {
+        cfg.fusion.emit("rc_fusion")
+    }
+    .map_err(|e| cfg_err(format!("fusion: {e}")))?;
     // Only trees that load through pointers (broadcast vectors, aux matrices) need the
     // bounds guard; for the others the element coordinates are dead code.
     let guarded = cfg
@@ -634,8 +651,27 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
             "// The fusion at one element, or 0 outside the problem (broadcast loads stay in bounds).\n\
              __device__ __forceinline__ float rc_visit_at(const {s}& p, float acc, float c, int m, int n, int l, int M, int N) {{\n\
              \x20 {visit_body}\n\
-             }}\n",
+             }}\n{staged}",
             s = fusion.struct_name,
+            staged = match &fusion.staged {
+                None => String::new(),
+                Some(st) => format!(
+                    "// The same with the broadcast vectors read from the tile's staging area `bc` at the\n\
+                     // element's tile position (lm, ln) = (m - m0, n - n0).\n\
+                     __device__ __forceinline__ float rc_visit_staged_at(const {s}& p, float acc, float c, int m, int n, int l, int M, int N, const float* bc, int lm, int ln) {{\n\
+                     \x20 {body}\n\
+                     }}\n",
+                    s = fusion.struct_name,
+                    body = if cfg.fusion.has_aux() {
+                        format!("return (m < M && n < N) ? {}(p, acc, c, m, n, l, bc, lm, ln) : 0.0f;", st.visit_name)
+                    } else {
+                        format!(
+                            "return {}(p, acc, c, m, n, l, bc, lm, ln);  // staged vectors are 0 past the edge and no aux matrix is touched: no guard (TMA stores only in-bounds elements)",
+                            st.visit_name
+                        )
+                    },
+                ),
+            },
         ),
     });
     items.push(Item::Function(kernel(&config, &p, &name, &fusion)?));
@@ -706,7 +742,18 @@ fn kblock_bytes(p: &Sm90Plan, bk: i64, kb: i64) -> Result<i64, GemmError> {
 }
 
 fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -> Result<CFunction, GemmError> {
-    let vis = "rc_visit_at";
+    let staged = p.bc_floats > 0;
+    // The fusion at the accumulator element (gm + mm, gn + nn): with staged broadcasts, also
+    // the element's position in the tile, where the staging area is indexed.
+    let visit = |acc: &str, c: &str, mm: i64, nn: i64| -> String {
+        if staged {
+            format!(
+                "rc_visit_staged_at(p, (float){acc}, {c}, gm + {mm}, gn + {nn}, batch, M, N, bc, gm + {mm} - m0, gn + {nn} - n0)"
+            )
+        } else {
+            format!("rc_visit_at(p, (float){acc}, {c}, gm + {mm}, gn + {nn}, batch, M, N)")
+        }
+    };
     let [bm, bn, bk] = cfg.tile;
     let [em, en] = p.epi_tile;
     let s = p.stages;
@@ -1053,6 +1100,14 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
         },
         "issues the group's TMA stores",
     ));
+    if staged {
+        cons.push(dc(
+            "const int",
+            "epi_tid",
+            if coop { "threadIdx.x - 128" } else { "threadIdx.x % 128" },
+            "thread index within the epilogue group",
+        ));
+    }
     cons.push(d(
         "unsigned char* const",
         "epi_smem",
@@ -1095,6 +1150,48 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
     if pp {
         // After the validity check, so only real tiles alternate between the warpgroups.
         tile.insert(3, if_("(local & 1) != cw", vec![e("++local"), Stmt::Continue]));
+    }
+    let layout = fusion.staged.as_ref().map(|st| st.layout.clone()).unwrap_or_default();
+    // Each slot's values this thread stages: (register, slot, index in the slot).
+    let mut bc_regs: Vec<(usize, usize, i64)> = vec![];
+    for (k, slot) in layout.iter().enumerate() {
+        for j in 0..(slot.extent + epi_threads - 1) / epi_threads {
+            bc_regs.push((bc_regs.len(), k, j * epi_threads));
+        }
+    }
+    if staged {
+        let fetch = &fusion.staged.as_ref().expect("staged fusion").fetch_name;
+        tile.push(c(
+            "Broadcast staging (1/2): this thread's share of the tile's broadcast vectors, loaded before the",
+        ));
+        tile.push(c(
+            "mainloop so that their latency hides behind it (rc_fusion_broadcast has the slot layout)",
+        ));
+        tile.push(Stmt::Array {
+            ty: "float".into(),
+            name: "bc_r".into(),
+            len: bc_regs.len(),
+            comment: None,
+        });
+        let mut loads = vec![];
+        for &(r, k, base) in &bc_regs {
+            let slot = &layout[k];
+            let (origin, lim) = match slot.broadcast.axis {
+                rcute_collective::BroadcastAxis::Row => ("n0", "N"),
+                rcute_collective::BroadcastAxis::Col => ("m0", "M"),
+            };
+            let i = format!("epi_tid + {base}");
+            let in_slot = if base + epi_threads <= slot.extent {
+                String::new()
+            } else {
+                format!("{i} < {} && ", slot.extent)
+            };
+            loads.push(Stmt::assign(
+                format!("bc_r[{r}]"),
+                format!("({in_slot}{origin} + {i} < {lim}) ? {fetch}(p, {k}, {origin} + {i}, batch) : 0.0f"),
+            ));
+        }
+        tile.push(if_("split_k == 1", loads));
     }
     // Mainloop.
     let mut mainloop = vec![];
@@ -1196,6 +1293,32 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
         bm / em,
         bn / en
     )));
+    if staged {
+        tile.push(c(
+            "Broadcast staging (2/2): the registers into this group's staging area, read by every subtile below",
+        ));
+        tile.push(c(
+            "(the previous tile's readers are done: each subtile's barrier follows its reads)",
+        ));
+        tile.push(d(
+            "float* const",
+            "bc",
+            format!(
+                "reinterpret_cast<float*>(smem + {} + grp * {})",
+                p.bc_offset, p.bc_group_bytes
+            ),
+        ));
+        for &(r, k, base) in &bc_regs {
+            let slot = &layout[k];
+            let st = Stmt::assign(format!("bc[{} + epi_tid + {base}]", slot.offset), format!("bc_r[{r}]"));
+            if base + epi_threads <= slot.extent {
+                tile.push(st);
+            } else {
+                tile.push(if_(format!("epi_tid + {base} < {}", slot.extent), vec![st]));
+            }
+        }
+        tile.push(e(format!("rc_named_barrier_sync(epi_bar, {epi_threads}u)")));
+    }
     if p.delay_tma_store {
         tile.push(dc(
             "unsigned char*",
@@ -1311,9 +1434,9 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
                         cv.push(Stmt::assign(
                             format!("packed[{a}][{}]", 4 * jj + q),
                             format!(
-                                "rc_pack2({vis}(p, (float)acc[{a}][{idx}], c{q}x, gm + {mm}, gn + {nn}, batch, M, N), {vis}(p, (float)acc[{a}][{}], c{q}y, gm + {mm}, gn + {}, batch, M, N))",
-                                idx + 1,
-                                nn + 1
+                                "rc_pack2({}, {})",
+                                visit(&format!("acc[{a}][{idx}]"), &format!("c{q}x"), mm, nn),
+                                visit(&format!("acc[{a}][{}]", idx + 1), &format!("c{q}y"), mm, nn + 1)
                             ),
                         ));
                     }
@@ -1324,9 +1447,9 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
                         nv.push(Stmt::assign(
                             format!("packed[{a}][{}]", 4 * jj + q),
                             format!(
-                                "rc_pack2({vis}(p, (float)acc[{a}][{idx}], 0.0f, gm + {mm}, gn + {nn}, batch, M, N), {vis}(p, (float)acc[{a}][{}], 0.0f, gm + {mm}, gn + {}, batch, M, N))",
-                                idx + 1,
-                                nn + 1
+                                "rc_pack2({}, {})",
+                                visit(&format!("acc[{a}][{idx}]"), "0.0f", mm, nn),
+                                visit(&format!("acc[{a}][{}]", idx + 1), "0.0f", mm, nn + 1)
                             ),
                         ));
                     }

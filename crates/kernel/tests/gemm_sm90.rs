@@ -28,6 +28,7 @@ fn configs() -> Vec<GemmSm90Config> {
         for (tile, sched) in [
             ([128, 256, 128], Sm90Schedule::Cooperative),
             ([64, 128, 128], Sm90Schedule::PingPong),
+            ([128, 128, 128], Sm90Schedule::PingPong),
         ] {
             let mut c = GemmSm90Config::bf16(tile, sched);
             c.ab = ab;

@@ -10,8 +10,12 @@ fn bench(c: &mut Criterion) {
     let b = Layout::new(tuple!(8, 4), tuple!(4, 1)).unwrap();
     let gmem = Layout::new(tuple!("M", "K"), tuple!("ldA", 1)).unwrap();
     let tile = Tiler::shape(&[128, 32]);
-    c.bench_function("composition (static, rank 2)", |x| x.iter(|| black_box(&a).compose(black_box(&b)).unwrap()));
-    c.bench_function("complement (static)", |x| x.iter(|| black_box(&b).complement(&tuple!(256)).unwrap()));
+    c.bench_function("composition (static, rank 2)", |x| {
+        x.iter(|| black_box(&a).compose(black_box(&b)).unwrap())
+    });
+    c.bench_function("complement (static)", |x| {
+        x.iter(|| black_box(&b).complement(&tuple!(256)).unwrap())
+    });
     c.bench_function("zipped_divide (dynamic gmem by 128x32)", |x| {
         x.iter(|| black_box(&gmem).zipped_divide(black_box(&tile)).unwrap())
     });

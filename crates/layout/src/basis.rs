@@ -34,7 +34,10 @@ pub struct ScaledBasis {
 impl ScaledBasis {
     /// `value` at mode path `modes`.
     pub fn new(value: impl Into<Int>, modes: &[usize]) -> ScaledBasis {
-        ScaledBasis { value: value.into(), modes: modes.to_vec() }
+        ScaledBasis {
+            value: value.into(),
+            modes: modes.to_vec(),
+        }
     }
     /// The unit basis element `E<modes...>`.
     ///
@@ -95,7 +98,10 @@ impl StrideElem for ScaledBasis {
         Tuple::Leaf(s(0))
     }
     fn scale(&self, k: &Int) -> Self {
-        ScaledBasis { value: self.value.mul(k), modes: self.modes.clone() }
+        ScaledBasis {
+            value: self.value.mul(k),
+            modes: self.modes.clone(),
+        }
     }
     fn is_static_zero(&self) -> bool {
         self.value.is_const(0)

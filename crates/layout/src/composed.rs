@@ -90,7 +90,11 @@ pub fn compose_with_swizzle(a: &Layout, sw: &Swizzle) -> Result<AnyLayout> {
             let nsw = Swizzle::from_masks(y, z).map_err(|e| e.within("composition", ctx()))?;
             Ok(nsw.compose_layout(a))
         }
-        _ => Err(lerr!("composition", [a, sw], ErrorKind::NeedsStatic("the layout must map the swizzle masks to static offsets".into()))),
+        _ => Err(lerr!(
+            "composition",
+            [a, sw],
+            ErrorKind::NeedsStatic("the layout must map the swizzle masks to static offsets".into())
+        )),
     }
 }
 
@@ -105,7 +109,11 @@ fn pow2(k: i64) -> Int {
 impl ComposedLayout {
     /// The composed layout `outer o offset o inner`, kept as given.
     pub fn new(outer: Swizzle, offset: impl Into<Int>, inner: Layout) -> ComposedLayout {
-        ComposedLayout { outer, offset: offset.into(), inner }
+        ComposedLayout {
+            outer,
+            offset: offset.into(),
+            inner,
+        }
     }
     /// CuTe's `composition(swizzle, offset, layout)`, with CuTe's simplification: the
     /// identity swizzle with a static zero offset is just the layout.
@@ -177,8 +185,16 @@ impl ComposedLayout {
     }
     /// All values of a static composed layout, in index order.
     pub fn values(&self) -> Result<Vec<i64>> {
-        let off = self.offset.as_static().ok_or_else(|| lerr!("values", [self], ErrorKind::NeedsStatic("dynamic offset".into())))?;
-        Ok(self.inner.values()?.into_iter().map(|v| self.outer.apply(off + v)).collect())
+        let off = self
+            .offset
+            .as_static()
+            .ok_or_else(|| lerr!("values", [self], ErrorKind::NeedsStatic("dynamic offset".into())))?;
+        Ok(self
+            .inner
+            .values()?
+            .into_iter()
+            .map(|v| self.outer.apply(off + v))
+            .collect())
     }
 
     /// Mode `i` (CuTe's `layout<i>` / `get<i>`), keeping swizzle and offset.
@@ -227,11 +243,19 @@ impl ComposedLayout {
     /// assert_eq!(atom.compose(&row_major.into()).unwrap().to_string(), "Sw<3,3,3> o 0 o (64,8):(1,64)");
     /// ```
     pub fn compose(&self, rhs: &Layout) -> Result<AnyLayout> {
-        Ok(self.rewrap(self.inner.compose(rhs).map_err(|e| e.within("composition", vec![self.to_string(), rhs.to_string()]))?))
+        Ok(self.rewrap(
+            self.inner
+                .compose(rhs)
+                .map_err(|e| e.within("composition", vec![self.to_string(), rhs.to_string()]))?,
+        ))
     }
     /// Composition with a tiler (applied to the inner layout).
     pub fn compose_tiler(&self, tiler: &Tiler) -> Result<AnyLayout> {
-        Ok(self.rewrap(self.inner.compose_tiler(tiler).map_err(|e| e.within("composition", vec![self.to_string(), tiler.to_string()]))?))
+        Ok(self.rewrap(
+            self.inner
+                .compose_tiler(tiler)
+                .map_err(|e| e.within("composition", vec![self.to_string(), tiler.to_string()]))?,
+        ))
     }
     /// CuTe's `logical_divide` (of the inner layout).
     pub fn logical_divide(&self, tiler: &Tiler) -> Result<AnyLayout> {
@@ -311,14 +335,23 @@ impl ComposedLayout {
     /// ```
     pub fn right_inverse(&self) -> Result<AnyLayout> {
         if !self.offset.is_const(0) {
-            return Err(lerr!("right_inverse", [self], ErrorKind::NeedsStatic("the inverse of a composed layout needs a static zero offset".into())));
+            return Err(lerr!(
+                "right_inverse",
+                [self],
+                ErrorKind::NeedsStatic("the inverse of a composed layout needs a static zero offset".into())
+            ));
         }
-        compose_with_swizzle(&self.inner.right_inverse(), &self.outer).map_err(|e| e.within("right_inverse", self.ctx()))
+        compose_with_swizzle(&self.inner.right_inverse(), &self.outer)
+            .map_err(|e| e.within("right_inverse", self.ctx()))
     }
     /// CuTe's `left_inverse` of a swizzled layout with a zero offset.
     pub fn left_inverse(&self) -> Result<AnyLayout> {
         if !self.offset.is_const(0) {
-            return Err(lerr!("left_inverse", [self], ErrorKind::NeedsStatic("the inverse of a composed layout needs a static zero offset".into())));
+            return Err(lerr!(
+                "left_inverse",
+                [self],
+                ErrorKind::NeedsStatic("the inverse of a composed layout needs a static zero offset".into())
+            ));
         }
         compose_with_swizzle(&self.inner.left_inverse()?, &self.outer).map_err(|e| e.within("left_inverse", self.ctx()))
     }
@@ -332,26 +365,45 @@ impl ComposedLayout {
     /// assert_eq!(halfs.downcast(2).unwrap().to_string(), "Sw<3,4,3> o 0 o (8,128):(128,1)");
     /// ```
     pub fn upcast(&self, n: i64) -> Result<AnyLayout> {
-        let off = self.offset.div(&s(n)).ok_or_else(|| lerr!("upcast", [self, n], ErrorKind::Arithmetic("division by zero".into())))?;
+        let off = self
+            .offset
+            .div(&s(n))
+            .ok_or_else(|| lerr!("upcast", [self, n], ErrorKind::Arithmetic("division by zero".into())))?;
         if let (Some(o), true) = (self.offset.as_static(), n != 0) {
             if o % n != 0 {
-                return Err(lerr!("upcast", [self, n], ErrorKind::Divisibility(format!("offset {o} is not a multiple of {n}"))));
+                return Err(lerr!(
+                    "upcast",
+                    [self, n],
+                    ErrorKind::Divisibility(format!("offset {o} is not a multiple of {n}"))
+                ));
             }
         }
         Ok(ComposedLayout::make(self.outer.upcast(n)?, off, self.inner.upcast(n)?))
     }
     /// CuTe's `downcast<N>`: swizzle, offset and inner layout all downcast.
     pub fn downcast(&self, n: i64) -> Result<AnyLayout> {
-        Ok(ComposedLayout::make(self.outer.downcast(n)?, self.offset.mul(&s(n)), self.inner.downcast(n)?))
+        Ok(ComposedLayout::make(
+            self.outer.downcast(n)?,
+            self.offset.mul(&s(n)),
+            self.inner.downcast(n)?,
+        ))
     }
     /// CuTe's `recast_layout<Old,New>` by bit widths.
     pub fn recast(&self, old_bits: i64, new_bits: i64) -> Result<AnyLayout> {
         if old_bits <= 0 || new_bits <= 0 {
-            return Err(lerr!("recast_layout", [self, old_bits, new_bits], ErrorKind::Invalid("bit widths must be positive".into())));
+            return Err(lerr!(
+                "recast_layout",
+                [self, old_bits, new_bits],
+                ErrorKind::Invalid("bit widths must be positive".into())
+            ));
         }
         let g = crate::int::gcd(old_bits, new_bits);
         let (num, den) = (new_bits / g, old_bits / g);
-        let up = if num == 1 { AnyLayout::Composed(self.clone()) } else { self.upcast(num)? };
+        let up = if num == 1 {
+            AnyLayout::Composed(self.clone())
+        } else {
+            self.upcast(num)?
+        };
         if den == 1 {
             Ok(up)
         } else {
@@ -431,7 +483,11 @@ impl ComposedLayout {
                     let v: Vec<Tuple<Int>> = (0..b)
                         .map(|i| {
                             let st = if z_first {
-                                if off & (y << i) == 0 { z << i } else { -(z << i) }
+                                if off & (y << i) == 0 {
+                                    z << i
+                                } else {
+                                    -(z << i)
+                                }
                             } else if off & (z << i) == 0 {
                                 (y + z) << i
                             } else {
@@ -440,13 +496,27 @@ impl ComposedLayout {
                             Tuple::Leaf(s(st))
                         })
                         .collect();
-                    if v.len() == 1 { v[0].clone() } else { Tuple::Node(v) }
+                    if v.len() == 1 {
+                        v[0].clone()
+                    } else {
+                        Tuple::Node(v)
+                    }
                 };
                 let twos = |n: i64| -> IntTuple {
-                    if n == 1 { Tuple::Leaf(s(2)) } else { Tuple::Node(vec![Tuple::Leaf(s(2)); n as usize]) }
+                    if n == 1 {
+                        Tuple::Leaf(s(2))
+                    } else {
+                        Tuple::Node(vec![Tuple::Leaf(s(2)); n as usize])
+                    }
                 };
                 let sw_layout = Layout::from_parts(
-                    Tuple::node([Tuple::Leaf(pow2(m)), twos(b), Tuple::Leaf(pow2(sa - b)), twos(b), Tuple::Leaf(s(1))]),
+                    Tuple::node([
+                        Tuple::Leaf(pow2(m)),
+                        twos(b),
+                        Tuple::Leaf(pow2(sa - b)),
+                        twos(b),
+                        Tuple::Leaf(s(1)),
+                    ]),
                     Tuple::node([
                         Tuple::Leaf(s(1)),
                         strides(z < y),
@@ -455,9 +525,12 @@ impl ComposedLayout {
                         Tuple::Leaf(pow2(m + b + sa)),
                     ]),
                 )?;
-                let decayed = sw_layout
-                    .compose(&sliced)
-                    .map_err(|e| e.within("slice_and_offset", vec![crate::layout::fmt_slice(coord), self.to_string()]))?;
+                let decayed = sw_layout.compose(&sliced).map_err(|e| {
+                    e.within(
+                        "slice_and_offset",
+                        vec![crate::layout::fmt_slice(coord), self.to_string()],
+                    )
+                })?;
                 Ok((AnyLayout::Plain(decayed), s(sw.apply(off)).add(&diced_anti)))
             }
             _ => Ok((ComposedLayout::make(sw, offset_only_zy, sliced), diced_anti)),
@@ -539,7 +612,11 @@ impl AnyLayout {
             AnyLayout::Composed(c) => c.values(),
         }
     }
-    fn map(&self, f: impl FnOnce(&Layout) -> Result<Layout>, g: impl FnOnce(&ComposedLayout) -> Result<AnyLayout>) -> Result<AnyLayout> {
+    fn map(
+        &self,
+        f: impl FnOnce(&Layout) -> Result<Layout>,
+        g: impl FnOnce(&ComposedLayout) -> Result<AnyLayout>,
+    ) -> Result<AnyLayout> {
         match self {
             AnyLayout::Plain(l) => Ok(AnyLayout::Plain(f(l)?)),
             AnyLayout::Composed(c) => g(c),
@@ -597,19 +674,29 @@ impl AnyLayout {
             (AnyLayout::Composed(a), AnyLayout::Plain(b)) => a.compose(b),
             (_, AnyLayout::Composed(b)) => {
                 if !b.offset.is_const(0) {
-                    return Err(lerr!("composition", [self, rhs], ErrorKind::Invalid("a composed right operand needs a zero offset".into())));
+                    return Err(lerr!(
+                        "composition",
+                        [self, rhs],
+                        ErrorKind::Invalid("a composed right operand needs a zero offset".into())
+                    ));
                 }
                 match self {
                     // A o (S o 0 o B) = (A o S) o B
-                    AnyLayout::Plain(a) => compose_with_swizzle(a, &b.outer)?.compose(&AnyLayout::Plain(b.inner.clone())),
+                    AnyLayout::Plain(a) => {
+                        compose_with_swizzle(a, &b.outer)?.compose(&AnyLayout::Plain(b.inner.clone()))
+                    }
                     // (S0 o O o A) o (S1 o 0 o B) = S0 o O o ((A o S1) o B), representable
                     // when A o S1 is a plain layout.
                     AnyLayout::Composed(a) => match compose_with_swizzle(&a.inner, &b.outer)? {
-                        AnyLayout::Plain(l) => Ok(ComposedLayout::make(a.outer, a.offset.clone(), l.compose(&b.inner)?)),
+                        AnyLayout::Plain(l) => {
+                            Ok(ComposedLayout::make(a.outer, a.offset.clone(), l.compose(&b.inner)?))
+                        }
                         AnyLayout::Composed(_) => Err(lerr!(
                             "composition",
                             [self, rhs],
-                            ErrorKind::Invalid("two non-trivial swizzles do not compose into one swizzled layout".into())
+                            ErrorKind::Invalid(
+                                "two non-trivial swizzles do not compose into one swizzled layout".into()
+                            )
                         )),
                     },
                 }
@@ -662,7 +749,10 @@ impl AnyLayout {
     }
     /// CuTe's `tile_to_shape`.
     pub fn tile_to_shape(&self, trg_shape: &IntTuple, order: Option<&IntTuple>) -> Result<AnyLayout> {
-        self.map(|l| l.tile_to_shape(trg_shape, order), |c| c.tile_to_shape(trg_shape, order))
+        self.map(
+            |l| l.tile_to_shape(trg_shape, order),
+            |c| c.tile_to_shape(trg_shape, order),
+        )
     }
     /// CuTe's `complement` (of the inner layout for composed layouts).
     pub fn complement(&self, cotarget: &IntTuple) -> Result<Layout> {

@@ -58,7 +58,11 @@ impl LayoutError {
             return self;
         }
         let inner = format!("in {}({}): {}", self.op, self.operands.join(", "), self.kind);
-        LayoutError { op, operands, kind: ErrorKind::Invalid(inner) }
+        LayoutError {
+            op,
+            operands,
+            kind: ErrorKind::Invalid(inner),
+        }
     }
 }
 

@@ -198,9 +198,7 @@ impl Expr {
     /// `(self + rhs - 1) / rhs`, simplified.
     pub fn ceil_div(&self, rhs: &Expr) -> Expr {
         match (self.as_lit(), rhs.as_lit()) {
-            (Some(a), Some(b)) if b != 0 => {
-                return Expr::lit(a.wrapping_add(b).wrapping_sub(1).wrapping_div(b))
-            }
+            (Some(a), Some(b)) if b != 0 => return Expr::lit(a.wrapping_add(b).wrapping_sub(1).wrapping_div(b)),
             (_, Some(1)) => return self.clone(),
             _ => {}
         }
@@ -329,9 +327,7 @@ impl Expr {
         let dz = || EvalError::DivByZero(self.to_string());
         Ok(match self.node() {
             Node::Lit(v) => *v,
-            Node::Var(name) => env
-                .get(name)
-                .ok_or_else(|| EvalError::Unbound(name.clone()))?,
+            Node::Var(name) => env.get(name).ok_or_else(|| EvalError::Unbound(name.clone()))?,
             Node::Add(a, b) => a.eval(env)?.checked_add(b.eval(env)?).ok_or_else(ovf)?,
             Node::Mul(a, b) => a.eval(env)?.checked_mul(b.eval(env)?).ok_or_else(ovf)?,
             Node::Div(a, b) => {
@@ -542,7 +538,10 @@ mod tests {
         let e = m.mul(&Expr::lit(4)).mul(&Expr::lit(8));
         assert_eq!(e.to_string(), "M*32");
         assert_eq!(m.ceil_div(&Expr::lit(1)), m);
-        assert_eq!(m.ceil_div(&Expr::lit(4)).ceil_div(&Expr::lit(8)).to_string(), "ceil_div(M,32)");
+        assert_eq!(
+            m.ceil_div(&Expr::lit(4)).ceil_div(&Expr::lit(8)).to_string(),
+            "ceil_div(M,32)"
+        );
         let k = Expr::var("K");
         let sum = m.add(&k).mul(&Expr::lit(2));
         assert_eq!(sum.to_cpp(), "(M + K) * 2");
@@ -558,6 +557,9 @@ mod tests {
         assert_eq!(m.div(&n).eval(&env), Ok(-3));
         assert_eq!(m.rem(&n).eval(&env), Ok(-1));
         assert_eq!(Expr::var("X").eval(&env), Err(EvalError::Unbound("X".into())));
-        assert!(matches!(m.div(&Expr::var("Z")).eval(&env.clone().with("Z", 0)), Err(EvalError::DivByZero(_))));
+        assert!(matches!(
+            m.div(&Expr::var("Z")).eval(&env.clone().with("Z", 0)),
+            Err(EvalError::DivByZero(_))
+        ));
     }
 }

@@ -81,12 +81,7 @@ impl Int {
         }
     }
 
-    fn lift2(
-        &self,
-        rhs: &Int,
-        st: impl Fn(i64, i64) -> i64,
-        dy: impl Fn(&Expr, &Expr) -> Expr,
-    ) -> Int {
+    fn lift2(&self, rhs: &Int, st: impl Fn(i64, i64) -> i64, dy: impl Fn(&Expr, &Expr) -> Expr) -> Int {
         match (self, rhs) {
             (Int::Static(a), Int::Static(b)) => Int::Static(st(*a, *b)),
             _ => Int::Dynamic(dy(&self.expr(), &rhs.expr())),
@@ -134,9 +129,7 @@ impl Int {
             return None;
         }
         Some(match (self, rhs) {
-            (Int::Static(a), Int::Static(b)) => {
-                Int::Static(a.wrapping_add(*b).wrapping_sub(1).wrapping_div(*b))
-            }
+            (Int::Static(a), Int::Static(b)) => Int::Static(a.wrapping_add(*b).wrapping_sub(1).wrapping_div(*b)),
             _ => Int::Dynamic(self.expr().ceil_div(&rhs.expr())),
         })
     }

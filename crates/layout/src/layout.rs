@@ -5,9 +5,9 @@
 
 use crate::error::{ErrorKind, Result};
 use crate::int::{s, Int};
+use crate::lerr;
 use crate::stride::StrideElem;
 use crate::tuple::{IntTuple, Tuple};
-use crate::lerr;
 use std::fmt;
 
 /// A layout: shape and stride of the same nesting. `D` is the stride element type
@@ -97,14 +97,22 @@ impl<D: StrideElem> Layout<D> {
     pub fn take(&self, b: usize, e: usize) -> Result<Layout<D>> {
         match (self.shape.take(b, e), self.stride.take(b, e)) {
             (Some(sh), Some(st)) => Ok(Layout::raw(sh, st)),
-            _ => Err(lerr!("take", [self, format!("[{b},{e})")], ErrorKind::Rank("empty or out-of-range".into()))),
+            _ => Err(lerr!(
+                "take",
+                [self, format!("[{b},{e})")],
+                ErrorKind::Rank("empty or out-of-range".into())
+            )),
         }
     }
     /// The selected modes (CuTe's `select<Is...>`).
     pub fn select(&self, idx: &[usize]) -> Result<Layout<D>> {
         match (self.shape.select(idx), self.stride.select(idx)) {
             (Some(sh), Some(st)) => Ok(Layout::raw(sh, st)),
-            _ => Err(lerr!("select", [self, format!("{idx:?}")], ErrorKind::Rank("mode index out of range".into()))),
+            _ => Err(lerr!(
+                "select",
+                [self, format!("{idx:?}")],
+                ErrorKind::Rank("mode index out of range".into())
+            )),
         }
     }
     /// Append a mode (CuTe's `append(layout, x)`).
@@ -113,7 +121,10 @@ impl<D: StrideElem> Layout<D> {
     }
     /// Prepend a mode.
     pub fn prepend(&self, x: &Layout<D>) -> Layout<D> {
-        Layout::raw(self.shape.prepend(x.shape.clone()), self.stride.prepend(x.stride.clone()))
+        Layout::raw(
+            self.shape.prepend(x.shape.clone()),
+            self.stride.prepend(x.stride.clone()),
+        )
     }
     /// Pad with `1:0` modes up to rank `n` (CuTe's `append<N>(layout)`).
     pub fn append_to(&self, n: usize) -> Layout<D> {
@@ -124,9 +135,16 @@ impl<D: StrideElem> Layout<D> {
     }
     /// Replace mode `i`.
     pub fn replace(&self, i: usize, x: &Layout<D>) -> Result<Layout<D>> {
-        match (self.shape.replace(i, x.shape.clone()), self.stride.replace(i, x.stride.clone())) {
+        match (
+            self.shape.replace(i, x.shape.clone()),
+            self.stride.replace(i, x.stride.clone()),
+        ) {
             (Some(sh), Some(st)) => Ok(Layout::raw(sh, st)),
-            _ => Err(lerr!("replace", [self, i, x], ErrorKind::Rank("mode index out of range".into()))),
+            _ => Err(lerr!(
+                "replace",
+                [self, i, x],
+                ErrorKind::Rank("mode index out of range".into())
+            )),
         }
     }
     /// Flatten to depth at most 1.
@@ -137,14 +155,22 @@ impl<D: StrideElem> Layout<D> {
     pub fn group(&self, b: usize, e: usize) -> Result<Layout<D>> {
         match (self.shape.group(b, e), self.stride.group(b, e)) {
             (Some(sh), Some(st)) => Ok(Layout::raw(sh, st)),
-            _ => Err(lerr!("group", [self, format!("[{b},{e})")], ErrorKind::Rank("mode range out of range".into()))),
+            _ => Err(lerr!(
+                "group",
+                [self, format!("[{b},{e})")],
+                ErrorKind::Rank("mode range out of range".into())
+            )),
         }
     }
     /// Re-nest a flat layout after `profile` (CuTe's `unflatten`).
     pub fn unflatten<U>(&self, profile: &Tuple<U>) -> Result<Layout<D>> {
         match (self.shape.unflatten(profile), self.stride.unflatten(profile)) {
             (Some(sh), Some(st)) => Ok(Layout::raw(sh, st)),
-            _ => Err(lerr!("unflatten", [self], ErrorKind::Rank("leaf count differs from the profile".into()))),
+            _ => Err(lerr!(
+                "unflatten",
+                [self],
+                ErrorKind::Rank("leaf count differs from the profile".into())
+            )),
         }
     }
 
@@ -214,7 +240,11 @@ pub(crate) fn slice_rec<T: Clone>(c: &SliceCoord, t: &Tuple<T>, keep_free: bool)
         Some(())
     }
     match c {
-        Tuple::Leaf(x) => Some(if x.is_none() == keep_free { t.clone() } else { Tuple::Node(vec![]) }),
+        Tuple::Leaf(x) => Some(if x.is_none() == keep_free {
+            t.clone()
+        } else {
+            Tuple::Node(vec![])
+        }),
         Tuple::Node(_) => {
             let mut out = Vec::new();
             lift(c, t, keep_free, &mut out)?;
@@ -338,9 +368,9 @@ impl Layout<Int> {
             .ok_or_else(|| lerr!("values", [self], ErrorKind::NeedsStatic("dynamic size".into())))?;
         (0..n)
             .map(|i| {
-                self.at(i)?.as_static().ok_or_else(|| {
-                    lerr!("values", [self], ErrorKind::NeedsStatic("dynamic stride".into()))
-                })
+                self.at(i)?
+                    .as_static()
+                    .ok_or_else(|| lerr!("values", [self], ErrorKind::NeedsStatic("dynamic stride".into())))
             })
             .collect()
     }
@@ -360,7 +390,11 @@ pub(crate) fn compact_major(shape: &IntTuple, current: &Int, left: bool) -> Tupl
             Tuple::Node(m) => {
                 let mut out = vec![Tuple::Leaf(s(0)); m.len()];
                 let mut cur = cur;
-                let order: Vec<usize> = if left { (0..m.len()).collect() } else { (0..m.len()).rev().collect() };
+                let order: Vec<usize> = if left {
+                    (0..m.len()).collect()
+                } else {
+                    (0..m.len()).rev().collect()
+                };
                 for i in order {
                     let (r, next) = go(&m[i], cur, left);
                     out[i] = r;

@@ -46,5 +46,3 @@ pub use composed::{AnyLayout, ComposedLayout};
 pub use swizzle::Swizzle;
 pub use tensor::{make_identity_tensor, Engine, Step, Tensor, TensorLayout};
 pub use typed::{Fragment, SizeOf, TLayout};
-
-

@@ -57,11 +57,19 @@ impl Swizzle {
         if bits as i64 + base as i64 + (shift as i64).abs() > MAX_BIT {
             return bad("swizzle masks do not fit in a 64-bit offset");
         }
-        Ok(Swizzle { bits: bits as u32, base: base as u32, shift })
+        Ok(Swizzle {
+            bits: bits as u32,
+            base: base as u32,
+            shift,
+        })
     }
     /// The identity swizzle CuTe uses for non-swizzled layouts (`Swizzle<0,4,3>`).
     pub const fn identity() -> Swizzle {
-        Swizzle { bits: 0, base: 4, shift: 3 }
+        Swizzle {
+            bits: 0,
+            base: 4,
+            shift: 3,
+        }
     }
     /// `B`: the number of bits in each mask.
     pub fn bits(&self) -> u32 {
@@ -171,7 +179,11 @@ impl Swizzle {
     /// CuTe's `composition(Swizzle, Swizzle)`: merge two swizzles of the same shift.
     pub fn compose(&self, other: &Swizzle) -> Result<Swizzle> {
         if self.shift != other.shift {
-            return Err(lerr!("composition", [self, other], ErrorKind::Invalid("can only merge swizzles of the same shift".into())));
+            return Err(lerr!(
+                "composition",
+                [self, other],
+                ErrorKind::Invalid("can only merge swizzles of the same shift".into())
+            ));
         }
         Swizzle::from_masks(self.yyy_mask() ^ other.yyy_mask(), self.zzz_mask() ^ other.zzz_mask())
             .map_err(|e| e.within("composition", vec![self.to_string(), other.to_string()]))
@@ -203,7 +215,11 @@ impl Swizzle {
     /// CuTe's `recast_layout<Old,New>(Swizzle)` by bit widths.
     pub fn recast(&self, old_bits: i64, new_bits: i64) -> Result<Swizzle> {
         if old_bits <= 0 || new_bits <= 0 {
-            return Err(lerr!("recast_layout", [self, old_bits, new_bits], ErrorKind::Invalid("bit widths must be positive".into())));
+            return Err(lerr!(
+                "recast_layout",
+                [self, old_bits, new_bits],
+                ErrorKind::Invalid("bit widths must be positive".into())
+            ));
         }
         let g = crate::int::gcd(old_bits, new_bits);
         let (num, den) = (new_bits / g, old_bits / g);
@@ -217,7 +233,11 @@ impl Swizzle {
 
 fn log2_pow2(op: &'static str, sw: &Swizzle, n: i64) -> Result<i32> {
     if n <= 0 || n.count_ones() != 1 {
-        return Err(lerr!(op, [sw, n], ErrorKind::Invalid("N must be a power of two".into())));
+        return Err(lerr!(
+            op,
+            [sw, n],
+            ErrorKind::Invalid("N must be a power of two".into())
+        ));
     }
     Ok(n.trailing_zeros() as i32)
 }
@@ -272,7 +292,10 @@ impl FromStr for Swizzle {
             .or_else(|| t.strip_prefix("Swizzle<"))
             .and_then(|r| r.strip_suffix('>'))
             .ok_or_else(bad)?;
-        let v = body.split(',').map(|x| x.parse::<i32>().map_err(|_| bad())).collect::<Result<Vec<_>>>()?;
+        let v = body
+            .split(',')
+            .map(|x| x.parse::<i32>().map_err(|_| bad()))
+            .collect::<Result<Vec<_>>>()?;
         match v[..] {
             [b, m, s] => Swizzle::new(b, m, s),
             _ => Err(bad()),

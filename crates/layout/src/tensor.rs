@@ -87,15 +87,24 @@ pub enum Engine {
 impl Engine {
     /// A global-memory pointer.
     pub fn gmem(name: &str) -> Engine {
-        Engine::Gmem { name: name.into(), offset: s(0) }
+        Engine::Gmem {
+            name: name.into(),
+            offset: s(0),
+        }
     }
     /// A shared-memory buffer.
     pub fn smem(name: &str) -> Engine {
-        Engine::Smem { name: name.into(), offset: s(0) }
+        Engine::Smem {
+            name: name.into(),
+            offset: s(0),
+        }
     }
     /// A register fragment.
     pub fn rmem(name: &str) -> Engine {
-        Engine::Rmem { name: name.into(), offset: s(0) }
+        Engine::Rmem {
+            name: name.into(),
+            offset: s(0),
+        }
     }
     /// A coordinate engine starting at `origin`.
     pub fn coord(origin: IntTuple) -> Engine {
@@ -111,18 +120,35 @@ impl Engine {
     /// Advance by an element offset (a coordinate engine adds it to its first mode).
     pub fn add_offset(&self, v: &Int) -> Engine {
         match self {
-            Engine::Gmem { name, offset } => Engine::Gmem { name: name.clone(), offset: offset.add(v) },
-            Engine::Smem { name, offset } => Engine::Smem { name: name.clone(), offset: offset.add(v) },
-            Engine::Rmem { name, offset } => Engine::Rmem { name: name.clone(), offset: offset.add(v) },
-            Engine::Coord { origin } => Engine::Coord { origin: add_arith(origin, &Tuple::Leaf(v.clone())) },
+            Engine::Gmem { name, offset } => Engine::Gmem {
+                name: name.clone(),
+                offset: offset.add(v),
+            },
+            Engine::Smem { name, offset } => Engine::Smem {
+                name: name.clone(),
+                offset: offset.add(v),
+            },
+            Engine::Rmem { name, offset } => Engine::Rmem {
+                name: name.clone(),
+                offset: offset.add(v),
+            },
+            Engine::Coord { origin } => Engine::Coord {
+                origin: add_arith(origin, &Tuple::Leaf(v.clone())),
+            },
         }
     }
     /// Advance by a coordinate (for coordinate engines; pointer engines take a scalar).
     pub fn add_coord(&self, v: &IntTuple) -> Result<Engine> {
         match (self, v) {
-            (Engine::Coord { origin }, _) => Ok(Engine::Coord { origin: add_arith(origin, v) }),
+            (Engine::Coord { origin }, _) => Ok(Engine::Coord {
+                origin: add_arith(origin, v),
+            }),
             (_, Tuple::Leaf(x)) => Ok(self.add_offset(x)),
-            _ => Err(lerr!("tensor_offset", [self, v], ErrorKind::Invalid("a pointer engine cannot be advanced by a coordinate".into()))),
+            _ => Err(lerr!(
+                "tensor_offset",
+                [self, v],
+                ErrorKind::Invalid("a pointer engine cannot be advanced by a coordinate".into())
+            )),
         }
     }
     /// The C++ expression of the engine's position: `A + offset` for pointers, the
@@ -276,7 +302,10 @@ pub struct Tensor<L: TensorLayout = Layout> {
 /// assert_eq!(t.element(&tuple!(5, 7)).unwrap().to_string(), "(133,103)");
 /// ```
 pub fn make_identity_tensor(shape: &IntTuple) -> Tensor<Layout<ScaledBasis>> {
-    Tensor { engine: Engine::coord(shape.repeat_like(&s(0))), layout: make_identity_layout(shape) }
+    Tensor {
+        engine: Engine::coord(shape.repeat_like(&s(0))),
+        layout: make_identity_layout(shape),
+    }
 }
 
 /// CuTe's `layout.get_flat_coord(idx)`: the coordinate of index `idx` in each top-level
@@ -292,7 +321,9 @@ pub fn make_identity_tensor(shape: &IntTuple) -> Tensor<Layout<ScaledBasis>> {
 pub fn flat_coord(layout: &Layout, idx: &Int) -> IntTuple {
     fn hier(idx: &Int, sh: &IntTuple, st: &Tuple<Int>) -> IntTuple {
         match (sh, st) {
-            (Tuple::Node(ss), Tuple::Node(ds)) => Tuple::Node(ss.iter().zip(ds).map(|(a, b)| hier(idx, a, b)).collect()),
+            (Tuple::Node(ss), Tuple::Node(ds)) => {
+                Tuple::Node(ss.iter().zip(ds).map(|(a, b)| hier(idx, a, b)).collect())
+            }
             (Tuple::Leaf(n), Tuple::Leaf(d)) => {
                 if n.is_const(1) || d.is_const(0) {
                     Tuple::Leaf(s(0))
@@ -308,7 +339,9 @@ pub fn flat_coord(layout: &Layout, idx: &Int) -> IntTuple {
         crd2idx(&h, sh).unwrap_or(s(0))
     };
     match (layout.shape(), layout.stride()) {
-        (Tuple::Node(ss), Tuple::Node(ds)) => Tuple::Node(ss.iter().zip(ds).map(|(a, b)| Tuple::Leaf(fold(a, b))).collect()),
+        (Tuple::Node(ss), Tuple::Node(ds)) => {
+            Tuple::Node(ss.iter().zip(ds).map(|(a, b)| Tuple::Leaf(fold(a, b))).collect())
+        }
         (sh, st) => Tuple::Leaf(fold(sh, st)),
     }
 }
@@ -402,11 +435,17 @@ impl<L: TensorLayout> Tensor<L> {
     /// ```
     pub fn slice(&self, coord: &SliceCoord) -> Result<Tensor<L>> {
         let (layout, off) = self.layout.slice_and_offset(coord)?;
-        Ok(Tensor { engine: off.advance(&self.engine)?, layout })
+        Ok(Tensor {
+            engine: off.advance(&self.engine)?,
+            layout,
+        })
     }
     /// CuTe's `logical_divide(tensor, tiler)`.
     pub fn logical_divide(&self, tiler: &Tiler) -> Result<Tensor<L>> {
-        Ok(Tensor { engine: self.engine.clone(), layout: self.layout.logical_divide(tiler)? })
+        Ok(Tensor {
+            engine: self.engine.clone(),
+            layout: self.layout.logical_divide(tiler)?,
+        })
     }
     /// CuTe's `zipped_divide(tensor, tiler)`: `((tile...), (rest...))`.
     ///
@@ -416,15 +455,24 @@ impl<L: TensorLayout> Tensor<L> {
     /// assert_eq!(t.zipped_divide(&Tiler::shape(&[32, 16])).unwrap().shape().to_string(), "((32,16),(4,4))");
     /// ```
     pub fn zipped_divide(&self, tiler: &Tiler) -> Result<Tensor<L>> {
-        Ok(Tensor { engine: self.engine.clone(), layout: self.layout.zipped_divide(tiler)? })
+        Ok(Tensor {
+            engine: self.engine.clone(),
+            layout: self.layout.zipped_divide(tiler)?,
+        })
     }
     /// CuTe's `tiled_divide(tensor, tiler)`.
     pub fn tiled_divide(&self, tiler: &Tiler) -> Result<Tensor<L>> {
-        Ok(Tensor { engine: self.engine.clone(), layout: self.layout.tiled_divide(tiler)? })
+        Ok(Tensor {
+            engine: self.engine.clone(),
+            layout: self.layout.tiled_divide(tiler)?,
+        })
     }
     /// CuTe's `flat_divide(tensor, tiler)`.
     pub fn flat_divide(&self, tiler: &Tiler) -> Result<Tensor<L>> {
-        Ok(Tensor { engine: self.engine.clone(), layout: self.layout.flat_divide(tiler)? })
+        Ok(Tensor {
+            engine: self.engine.clone(),
+            layout: self.layout.flat_divide(tiler)?,
+        })
     }
     /// CuTe's `inner_partition`: divide by `tiler` and slice the rest modes at `coord`
     /// (a tuple coordinate is padded with `_`), keeping the tile modes.
@@ -435,9 +483,12 @@ impl<L: TensorLayout> Tensor<L> {
             Tuple::Node(_) => pad_underscores(coord, tiled.shape().get(1).map(Tuple::rank).unwrap_or(1)),
             Tuple::Leaf(_) => coord.clone(),
         };
-        tiled
-            .slice(&Tuple::node([underscores(r0), c1]))
-            .map_err(|e| e.within("inner_partition", vec![self.to_string(), tiler.to_string(), fmt_slice(coord)]))
+        tiled.slice(&Tuple::node([underscores(r0), c1])).map_err(|e| {
+            e.within(
+                "inner_partition",
+                vec![self.to_string(), tiler.to_string(), fmt_slice(coord)],
+            )
+        })
     }
     /// CuTe's `outer_partition`: divide by `tiler` and slice the tile modes at `coord`,
     /// keeping the rest modes.
@@ -448,9 +499,12 @@ impl<L: TensorLayout> Tensor<L> {
             Tuple::Node(_) => pad_underscores(coord, tiled.shape().get(0).map(Tuple::rank).unwrap_or(1)),
             Tuple::Leaf(_) => coord.clone(),
         };
-        tiled
-            .slice(&Tuple::node([c0, underscores(r1)]))
-            .map_err(|e| e.within("outer_partition", vec![self.to_string(), tiler.to_string(), fmt_slice(coord)]))
+        tiled.slice(&Tuple::node([c0, underscores(r1)])).map_err(|e| {
+            e.within(
+                "outer_partition",
+                vec![self.to_string(), tiler.to_string(), fmt_slice(coord)],
+            )
+        })
     }
     /// CuTe's `local_tile(tensor, tiler, coord)`: the tile at `coord` (an
     /// [`inner_partition`](Tensor::inner_partition)); `_` in `coord` keeps a rest mode.

@@ -105,9 +105,7 @@ impl<T> Tuple<T> {
     pub fn congruent<U>(&self, other: &Tuple<U>) -> bool {
         match (self, other) {
             (Tuple::Leaf(_), Tuple::Leaf(_)) => true,
-            (Tuple::Node(a), Tuple::Node(b)) => {
-                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.congruent(y))
-            }
+            (Tuple::Node(a), Tuple::Node(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.congruent(y)),
             _ => false,
         }
     }
@@ -170,7 +168,11 @@ impl<T: Clone> Tuple<T> {
             return None;
         }
         let m = &self.modes()[b..e];
-        Some(if m.len() == 1 && self.is_leaf() { m[0].clone() } else { Tuple::Node(m.to_vec()) })
+        Some(if m.len() == 1 && self.is_leaf() {
+            m[0].clone()
+        } else {
+            Tuple::Node(m.to_vec())
+        })
     }
     /// The selected modes, in the given order (CuTe's `select<Is...>`).
     pub fn select(&self, idx: &[usize]) -> Option<Tuple<T>> {
@@ -225,11 +227,7 @@ impl<T: Clone> Tuple<T> {
     }
     /// Zip two tuples of equal rank leaf-wise into pairs of modes: used by the
     /// by-mode algebra.
-    pub fn zip_with<U: Clone, V>(
-        &self,
-        other: &Tuple<U>,
-        f: &mut impl FnMut(&T, &U) -> V,
-    ) -> Option<Tuple<V>> {
+    pub fn zip_with<U: Clone, V>(&self, other: &Tuple<U>, f: &mut impl FnMut(&T, &U) -> V) -> Option<Tuple<V>> {
         match (self, other) {
             (Tuple::Leaf(a), Tuple::Leaf(b)) => Some(Tuple::Leaf(f(a, b))),
             (Tuple::Node(a), Tuple::Node(b)) if a.len() == b.len() => Some(Tuple::Node(
@@ -337,6 +335,13 @@ mod tests {
         assert_eq!(t.group(0, 2).unwrap().to_string(), "((2,(3,4)),M)");
         assert_eq!(tuple!(8).to_string(), "8");
         assert_eq!(tuple!((8)).to_string(), "(8)");
-        assert_eq!(tuple!(2, 3, 4).flatten().unflatten(&tuple!((1, 1), 1)).unwrap().to_string(), "((2,3),4)");
+        assert_eq!(
+            tuple!(2, 3, 4)
+                .flatten()
+                .unflatten(&tuple!((1, 1), 1))
+                .unwrap()
+                .to_string(),
+            "((2,3),4)"
+        );
     }
 }

@@ -44,7 +44,12 @@ fn check_slice(l: &AnyLayout, c: &SliceCoord) {
     for i in 0..sub.size().as_static().unwrap() {
         got.push(off + sub.at(i).unwrap().as_static().unwrap());
     }
-    assert_eq!(got, want, "slice {} of {l}: sub {sub} offset {off}", rcute_layout::tensor::fmt_coord(c));
+    assert_eq!(
+        got,
+        want,
+        "slice {} of {l}: sub {sub} offset {off}",
+        rcute_layout::tensor::fmt_coord(c)
+    );
 }
 
 #[test]
@@ -63,7 +68,10 @@ fn display_matches_cute() {
 fn identity_swizzle_decays() {
     let l = Layout::new(tuple!(8, 8), tuple!(8, 1)).unwrap();
     assert_eq!(sw(0, 3, 3).compose_layout(&l), AnyLayout::Plain(l.clone()));
-    assert!(matches!(ComposedLayout::make(sw(0, 3, 3), s(1), l), AnyLayout::Composed(_)));
+    assert!(matches!(
+        ComposedLayout::make(sw(0, 3, 3), s(1), l),
+        AnyLayout::Composed(_)
+    ));
 }
 
 #[test]
@@ -102,7 +110,10 @@ fn composition_rules() {
     let r = compose_with_swizzle(&a, &sw(2, 0, 2)).unwrap();
     assert_eq!(r.to_string(), "Sw<2,2,2> o 0 o 16:4");
     for i in 0..16 {
-        assert_eq!(r.at(i).unwrap(), s(a.at(sw(2, 0, 2).apply(i)).unwrap().as_static().unwrap()));
+        assert_eq!(
+            r.at(i).unwrap(),
+            s(a.at(sw(2, 0, 2).apply(i)).unwrap().as_static().unwrap())
+        );
     }
     // layout o composed (zero offset)
     let rr = AnyLayout::Plain(a.clone()).compose(&atom).unwrap();
@@ -137,7 +148,7 @@ fn upcast_downcast() {
     // upcast(8) groups 8 elements: element values divide by 8.
     for r in 0..8 {
         for c in 0..8 {
-            let v = atom.crd2idx(&tuple!(r, {c * 8})).unwrap().as_static().unwrap();
+            let v = atom.crd2idx(&tuple!(r, { c * 8 })).unwrap().as_static().unwrap();
             assert_eq!(up.crd2idx(&tuple!(r, c)).unwrap(), s(v / 8));
         }
     }
@@ -159,7 +170,12 @@ fn swizzle_slices_golden() {
     ] {
         check_slice(&atom, &c);
     }
-    for c in [slice_coord!((_, 1), _), slice_coord!((3, _), _), slice_coord!((_, 2), _), slice_coord!((3, 2), _)] {
+    for c in [
+        slice_coord!((_, 1), _),
+        slice_coord!((3, _), _),
+        slice_coord!((_, 2), _),
+        slice_coord!((3, 2), _),
+    ] {
         check_slice(&tile, &c);
     }
     // all-underscore: reshape only

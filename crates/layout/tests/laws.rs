@@ -20,28 +20,30 @@ fn shape() -> impl Strategy<Value = IntTuple> {
 
 /// A compact layout of a random shape with its modes packed in a random order (injective).
 fn compact_permuted() -> impl Strategy<Value = Layout> {
-    shape().prop_flat_map(|sh| {
-        let n = sh.leaves().len();
-        (Just(sh), Just((0..n).collect::<Vec<_>>()).prop_shuffle())
-    })
-    .prop_map(|(sh, perm)| {
-        let order = IntTuple::from_static(&perm.iter().map(|&x| x as i64).collect::<Vec<_>>())
-            .unflatten(&sh)
-            .expect("same leaf count");
-        Layout::ordered(&sh, &order).expect("valid order")
-    })
+    shape()
+        .prop_flat_map(|sh| {
+            let n = sh.leaves().len();
+            (Just(sh), Just((0..n).collect::<Vec<_>>()).prop_shuffle())
+        })
+        .prop_map(|(sh, perm)| {
+            let order = IntTuple::from_static(&perm.iter().map(|&x| x as i64).collect::<Vec<_>>())
+                .unflatten(&sh)
+                .expect("same leaf count");
+            Layout::ordered(&sh, &order).expect("valid order")
+        })
 }
 
 /// A layout with arbitrary strides in 0..=24 (often non-injective).
 fn any_layout() -> impl Strategy<Value = Layout> {
-    shape().prop_flat_map(|sh| {
-        let n = sh.leaves().len();
-        (Just(sh), prop::collection::vec(0i64..=24, n))
-    })
-    .prop_map(|(sh, st)| {
-        let stride = IntTuple::from_static(&st).unflatten(&sh).expect("same leaf count");
-        Layout::new(sh, stride).expect("congruent")
-    })
+    shape()
+        .prop_flat_map(|sh| {
+            let n = sh.leaves().len();
+            (Just(sh), prop::collection::vec(0i64..=24, n))
+        })
+        .prop_map(|(sh, st)| {
+            let stride = IntTuple::from_static(&st).unflatten(&sh).expect("same leaf count");
+            Layout::new(sh, stride).expect("congruent")
+        })
 }
 
 /// A compact column-major `a` and a `b` whose modes are runs of `a`'s modes, in random
@@ -50,7 +52,11 @@ fn compact_and_admissible() -> impl Strategy<Value = (Layout, Layout)> {
     prop::collection::vec(1i64..=4, 1..=5)
         .prop_flat_map(|ext| {
             let n = ext.len();
-            (Just(ext), prop::collection::vec(any::<bool>(), n), Just((0..n).collect::<Vec<_>>()).prop_shuffle())
+            (
+                Just(ext),
+                prop::collection::vec(any::<bool>(), n),
+                Just((0..n).collect::<Vec<_>>()).prop_shuffle(),
+            )
         })
         .prop_map(|(ext, cuts, perm)| {
             let a = Layout::col_major(IntTuple::from_static(&ext));
@@ -75,7 +81,11 @@ fn compact_and_admissible() -> impl Strategy<Value = (Layout, Layout)> {
                     Layout::new(IntTuple::from(pre[q] / pre[p]), IntTuple::from(pre[p])).unwrap()
                 })
                 .collect();
-            let b = if modes.len() == 1 { modes[0].clone() } else { Layout::concat(&modes) };
+            let b = if modes.len() == 1 {
+                modes[0].clone()
+            } else {
+                Layout::concat(&modes)
+            };
             (a, b)
         })
 }

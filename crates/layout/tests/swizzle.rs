@@ -72,7 +72,10 @@ fn symbolic_rendering() {
     let neg = Swizzle::new(2, 0, -4).unwrap();
     assert_eq!(neg.apply_expr(&d("x")).to_cpp(), "x ^ ((x & 3) << 4)");
     let sum = d("i").mul(&s(64)).add(&d("j"));
-    assert_eq!(sw.apply_expr(&sum).to_cpp(), "(i * 64 + j) ^ (((i * 64 + j) & 448) >> 3)");
+    assert_eq!(
+        sw.apply_expr(&sum).to_cpp(),
+        "(i * 64 + j) ^ (((i * 64 + j) & 448) >> 3)"
+    );
     assert_eq!(sw.apply_expr(&s(72)), s(64));
 }
 

@@ -10,28 +10,43 @@ fn zipped_divide_golden() {
     let z = t.zipped_divide(&Tiler::shape(&[32, 16])).unwrap();
     assert_eq!(z.shape().to_string(), "((32,16),(4,4))");
     assert_eq!(z.layout.to_string(), "((32,16),(4,4)):((1,128),(32,2048))");
-    assert_eq!(t.tiled_divide(&Tiler::shape(&[32, 16])).unwrap().shape().to_string(), "((32,16),4,4)");
-    assert_eq!(t.flat_divide(&Tiler::shape(&[32, 16])).unwrap().shape().to_string(), "(32,16,4,4)");
-    assert_eq!(t.logical_divide(&Tiler::shape(&[32, 16])).unwrap().shape().to_string(), "((32,4),(16,4))");
+    assert_eq!(
+        t.tiled_divide(&Tiler::shape(&[32, 16])).unwrap().shape().to_string(),
+        "((32,16),4,4)"
+    );
+    assert_eq!(
+        t.flat_divide(&Tiler::shape(&[32, 16])).unwrap().shape().to_string(),
+        "(32,16,4,4)"
+    );
+    assert_eq!(
+        t.logical_divide(&Tiler::shape(&[32, 16])).unwrap().shape().to_string(),
+        "((32,4),(16,4))"
+    );
 }
 
 #[test]
 fn local_tile_with_projection() {
     let a = Tensor::new(Engine::gmem("A"), Layout::col_major(tuple!(256, 128)));
     let tiler = Tiler::shape(&[64, 64, 32]);
-    let cta = a.local_tile_proj(&tiler, &slice_coord!(1, 2, _), &slice_coord!(1, _, 1)).unwrap();
+    let cta = a
+        .local_tile_proj(&tiler, &slice_coord!(1, 2, _), &slice_coord!(1, _, 1))
+        .unwrap();
     assert_eq!(cta.shape().to_string(), "(64,32,4)");
     // tile (1, k): rows 64..128, all four 32-column k-tiles
     assert_eq!(cta.engine.offset(), Some(&s(64)));
     assert_eq!(cta.layout.to_string(), "(64,32,4):(1,256,8192)");
     // B: Step<X,_1,_1> with a (128,256) K-major B tensor
     let b = Tensor::new(Engine::gmem("B"), Layout::col_major(tuple!(128, 128)));
-    let ctab = b.local_tile_proj(&tiler, &slice_coord!(1, 1, _), &slice_coord!(_, 1, 1)).unwrap();
+    let ctab = b
+        .local_tile_proj(&tiler, &slice_coord!(1, 1, _), &slice_coord!(_, 1, 1))
+        .unwrap();
     assert_eq!(ctab.shape().to_string(), "(64,32,4)");
     assert_eq!(ctab.engine.offset(), Some(&s(64)));
     // C: Step<_1,_1,X>
     let c = Tensor::new(Engine::gmem("C"), Layout::col_major(tuple!(256, 128)));
-    let ctac = c.local_tile_proj(&tiler, &slice_coord!(1, 1, _), &slice_coord!(1, 1, _)).unwrap();
+    let ctac = c
+        .local_tile_proj(&tiler, &slice_coord!(1, 1, _), &slice_coord!(1, 1, _))
+        .unwrap();
     assert_eq!(ctac.to_string(), "gmem(C+16448) o (64,64):(1,256)");
     // dice of a coordinate
     let dc = dice_tuple(&slice_coord!(1, _, 1), &slice_coord!(1, 2, _)).unwrap();
@@ -64,7 +79,10 @@ fn local_partition_of_smem_tile_by_threads() {
     // symbolic thread index
     let p = tile.local_partition(&thr, d("tid")).unwrap();
     assert_eq!(p.engine.to_cpp(), "sA + tid % 4 + tid / 4 % 8 * 16");
-    assert_eq!(p.element(&tuple!(1, 1)).unwrap(), "sA + tid % 4 + tid / 4 % 8 * 16 + 132");
+    assert_eq!(
+        p.element(&tuple!(1, 1)).unwrap(),
+        "sA + tid % 4 + tid / 4 % 8 * 16 + 132"
+    );
     // row-major threads: thread t at (t/8, t%8)
     let thr_r = Layout::new(tuple!(4, 8), tuple!(8, 1)).unwrap();
     assert_eq!(flat_coord(&thr_r, &s(13)).to_string(), "(1,5)");
@@ -85,7 +103,10 @@ fn local_partition_with_projection() {
 
 #[test]
 fn dynamic_global_tile_renders_cpp() {
-    let a = Tensor::new(Engine::gmem("A"), Layout::new(tuple!("M", "K"), tuple!("ldA", 1)).unwrap());
+    let a = Tensor::new(
+        Engine::gmem("A"),
+        Layout::new(tuple!("M", "K"), tuple!("ldA", 1)).unwrap(),
+    );
     let blk = a.local_tile(&Tiler::shape(&[128, 32]), &slice_coord!("bx", _)).unwrap();
     assert_eq!(blk.shape().to_string(), "(128,32,ceil_div(K,32))");
     let cpp = blk.engine.to_cpp();
@@ -118,7 +139,9 @@ fn identity_tensor_tracks_coordinates() {
 
 #[test]
 fn swizzled_smem_partition_matches_evaluation() {
-    let atom = Swizzle::new(3, 3, 3).unwrap().compose_layout(&Layout::new(tuple!(8, 64), tuple!(64, 1)).unwrap());
+    let atom = Swizzle::new(3, 3, 3)
+        .unwrap()
+        .compose_layout(&Layout::new(tuple!(8, 64), tuple!(64, 1)).unwrap());
     let smem = atom.tile_to_shape(&tuple!(32, 64), None).unwrap();
     let t: Tensor<AnyLayout> = Tensor::new(Engine::smem("sA"), smem.clone());
     let thr = Layout::new(tuple!(8, 16), tuple!(16, 1)).unwrap();

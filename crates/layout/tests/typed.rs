@@ -7,7 +7,10 @@ fn value_layout_matches() {
     type Atom = TLayout<(U16, U8), (U1, U16)>;
     assert_eq!(Atom::layout(), Layout::new(tuple!(16, 8), tuple!(1, 16)).unwrap());
     type R4 = TLayout<(U2, U4, (U2, U2), U1), (U1, U2, (U8, U16), U0)>;
-    assert_eq!(R4::layout(), Layout::new(tuple!(2, 4, (2, 2), 1), tuple!(1, 2, (8, 16), 0)).unwrap());
+    assert_eq!(
+        R4::layout(),
+        Layout::new(tuple!(2, 4, (2, 2), 1), tuple!(1, 2, (8, 16), 0)).unwrap()
+    );
     assert_eq!(R4::SIZE, 32);
     type Leaf = TLayout<U32, U1>;
     assert_eq!(Leaf::layout().to_string(), "32:1");

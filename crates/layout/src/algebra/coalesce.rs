@@ -66,7 +66,12 @@ impl<D: StrideElem> Layout<D> {
         let Some(r) = sh.len().checked_sub(1) else {
             return Layout::raw(Tuple::Leaf(s(1)), Tuple::Leaf(D::zero()));
         };
-        bw_coalesce(&sh[..r], &st[..r], Tuple::Leaf(sh[r].clone()), Tuple::Leaf(st[r].clone()))
+        bw_coalesce(
+            &sh[..r],
+            &st[..r],
+            Tuple::Leaf(sh[r].clone()),
+            Tuple::Leaf(st[r].clone()),
+        )
     }
 
     /// CuTe's `detail::coalesce_x`: like `coalesce`, but also keeps the function outside the
@@ -107,7 +112,11 @@ impl<D: StrideElem> Layout<D> {
                     return Err(lerr!(
                         op,
                         [self],
-                        ErrorKind::Rank(format!("profile of rank {} exceeds layout rank {}", p.len(), self.rank()))
+                        ErrorKind::Rank(format!(
+                            "profile of rank {} exceeds layout rank {}",
+                            p.len(),
+                            self.rank()
+                        ))
                     ));
                 }
                 let modes = self.modes();
@@ -127,7 +136,13 @@ impl<D: StrideElem> Layout<D> {
     pub fn filter_zeros(&self) -> Layout<D> {
         let shape = self
             .stride()
-            .zip_with(self.shape(), &mut |d, sh| if d.is_static_zero() { s(1) } else { sh.clone() })
+            .zip_with(self.shape(), &mut |d, sh| {
+                if d.is_static_zero() {
+                    s(1)
+                } else {
+                    sh.clone()
+                }
+            })
             .unwrap_or_else(|| self.shape().clone());
         Layout::raw(shape, self.stride().clone())
     }

@@ -10,8 +10,7 @@ impl Layout {
         let inv_b = b.right_inverse();
         let common = self.compose(&inv_b)?.coalesce();
         let m0 = common.mode(0)?;
-        let keep = m0.shape().leaf().is_some_and(Int::is_static)
-            && m0.stride().leaf().is_some_and(|d| d.is_const(1));
+        let keep = m0.shape().leaf().is_some_and(Int::is_static) && m0.stride().leaf().is_some_and(|d| d.is_const(1));
         Ok((inv_b, keep.then_some(m0)))
     }
 

@@ -36,15 +36,13 @@ impl Layout {
     /// ```
     pub fn complement(&self, cotarget: &IntTuple) -> Result<Layout> {
         let f = self.filter();
-        complement_impl(&f, cotarget)
-            .map_err(|e| e.within("complement", vec![self.to_string(), cotarget.to_string()]))
+        complement_impl(&f, cotarget).map_err(|e| e.within("complement", vec![self.to_string(), cotarget.to_string()]))
     }
 
     /// The complement with respect to `cosize(filter(self))` (CuTe's `complement(layout)`).
     pub fn complement_full(&self) -> Result<Layout> {
         let f = self.filter();
-        complement_impl(&f, &Tuple::Leaf(f.cosize()))
-            .map_err(|e| e.within("complement", vec![self.to_string()]))
+        complement_impl(&f, &Tuple::Leaf(f.cosize())).map_err(|e| e.within("complement", vec![self.to_string()]))
     }
 }
 
@@ -60,7 +58,11 @@ fn complement_impl(f: &Layout, cotarget: &IntTuple) -> Result<Layout> {
     let mut stride: Vec<Int> = f.stride().leaves().into_iter().cloned().collect();
     let r = shape.len();
     if r > 1 && !stride.iter().all(Int::is_static) {
-        return Err(lerr!(op, [f], ErrorKind::NeedsStatic("dynamic-stride complement only for rank-1 layouts".into())));
+        return Err(lerr!(
+            op,
+            [f],
+            ErrorKind::NeedsStatic("dynamic-stride complement only for rank-1 layouts".into())
+        ));
     }
     let mut result_shape: Vec<Int> = Vec::new();
     let mut result_stride: Vec<Int> = vec![s(1)];
@@ -99,8 +101,14 @@ fn complement_impl(f: &Layout, cotarget: &IntTuple) -> Result<Layout> {
     );
     let rest_stride = compact_major(&rest_shape, &new_stride, true);
     let full = Layout::raw(
-        Tuple::node([Tuple::Node(result_shape.into_iter().map(Tuple::Leaf).collect()), rest_shape]),
-        Tuple::node([Tuple::Node(result_stride.into_iter().map(Tuple::Leaf).collect()), rest_stride]),
+        Tuple::node([
+            Tuple::Node(result_shape.into_iter().map(Tuple::Leaf).collect()),
+            rest_shape,
+        ]),
+        Tuple::node([
+            Tuple::Node(result_stride.into_iter().map(Tuple::Leaf).collect()),
+            rest_stride,
+        ]),
     );
     Ok(full.coalesce())
 }

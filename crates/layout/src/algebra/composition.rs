@@ -41,7 +41,11 @@ impl<D: StrideElem> Layout<D> {
                     return Err(lerr!(
                         "composition",
                         [self, tiler],
-                        ErrorKind::Rank(format!("tiler of rank {} exceeds layout rank {}", ts.len(), self.rank()))
+                        ErrorKind::Rank(format!(
+                            "tiler of rank {} exceeds layout rank {}",
+                            ts.len(),
+                            self.rank()
+                        ))
                     ));
                 }
                 let modes = self.modes();
@@ -64,11 +68,18 @@ impl<D: StrideElem> Layout<D> {
 }
 
 fn div_or_err(a: &Int, b: &Int, what: &str) -> Result<Int> {
-    a.div(b).ok_or_else(|| lerr!("composition", [a, b], ErrorKind::Arithmetic(format!("division by zero in {what}"))))
+    a.div(b).ok_or_else(|| {
+        lerr!(
+            "composition",
+            [a, b],
+            ErrorKind::Arithmetic(format!("division by zero in {what}"))
+        )
+    })
 }
 
 fn ceil_div_or_err(a: &Int, b: &Int) -> Result<Int> {
-    a.ceil_div(b).ok_or_else(|| lerr!("composition", [a, b], ErrorKind::Arithmetic("ceil_div by zero".into())))
+    a.ceil_div(b)
+        .ok_or_else(|| lerr!("composition", [a, b], ErrorKind::Arithmetic("ceil_div by zero".into())))
 }
 
 /// CuTe's `detail::composition_impl`, with `lhs` already flattened by `coalesce_x`.
@@ -102,7 +113,13 @@ fn composition_impl<D: StrideElem>(
             let ld = ld.iter().map(|x| x.leaf().cloned()).collect::<Option<Vec<D>>>();
             match (ls, ld) {
                 (Some(a), Some(b)) if !a.is_empty() && a.len() == b.len() => (a, b),
-                _ => return Err(lerr!("composition", [lhs_shape], ErrorKind::Invalid("left operand is not flat".into()))),
+                _ => {
+                    return Err(lerr!(
+                        "composition",
+                        [lhs_shape],
+                        ErrorKind::Invalid("left operand is not flat".into())
+                    ))
+                }
             }
         }
         _ => return Err(lerr!("composition", [lhs_shape], ErrorKind::NotCongruent)),
@@ -155,7 +172,10 @@ fn composition_impl<D: StrideElem>(
 
     let last_stride = &ld[r - 1];
     if result_shape.is_empty() {
-        return Ok(Layout::raw(Tuple::Leaf(rest_shape), Tuple::Leaf(last_stride.scale(&rest_stride))));
+        return Ok(Layout::raw(
+            Tuple::Leaf(rest_shape),
+            Tuple::Leaf(last_stride.scale(&rest_stride)),
+        ));
     }
     if rest_shape.is_const(1) {
         let sh = Tuple::Node(result_shape.into_iter().map(Tuple::Leaf).collect()).unwrap_single();

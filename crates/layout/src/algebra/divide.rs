@@ -22,9 +22,13 @@ impl<D: StrideElem> Layout<D> {
             Tiler::Tuple(ts) => self.per_mode("logical_divide", tiler, ts, &|m, t| m.logical_divide(t)),
             Tiler::Underscore => Ok(self.clone()),
             Tiler::Int(_) | Tiler::Layout(_) => {
-                let t = tiler.as_layout().ok_or_else(|| lerr!("logical_divide", [self, tiler], ErrorKind::Invalid("bad tiler".into())))?;
+                let t = tiler
+                    .as_layout()
+                    .ok_or_else(|| lerr!("logical_divide", [self, tiler], ErrorKind::Invalid("bad tiler".into())))?;
                 let target = self.coalesce().shape().clone();
-                let comp = t.complement(&target).map_err(|e| e.within("logical_divide", vec![self.to_string(), tiler.to_string()]))?;
+                let comp = t
+                    .complement(&target)
+                    .map_err(|e| e.within("logical_divide", vec![self.to_string(), tiler.to_string()]))?;
                 self.compose(&Layout::concat(&[t, comp]))
                     .map_err(|e| e.within("logical_divide", vec![self.to_string(), tiler.to_string()]))
             }
@@ -101,6 +105,10 @@ pub(crate) fn tile_unzip<D: StrideElem>(l: &Layout<D>, tiler: &Tiler) -> Result<
     let g = tiler.profile();
     match (zip2_by(l.shape(), &g), zip2_by(l.stride(), &g)) {
         (Some(sh), Some(st)) => Ok(Layout::raw(sh, st)),
-        _ => Err(lerr!("tile_unzip", [l, tiler], ErrorKind::Rank("mode is not rank-2 where the tiler has a terminal".into()))),
+        _ => Err(lerr!(
+            "tile_unzip",
+            [l, tiler],
+            ErrorKind::Rank("mode is not rank-2 where the tiler has a terminal".into())
+        )),
     }
 }

@@ -64,7 +64,11 @@ impl Layout {
     pub fn left_inverse(&self) -> Result<Layout> {
         let (shape, stride, pre) = prepared(self);
         if !stride.iter().all(Int::is_static) {
-            return Err(lerr!("left_inverse", [self], ErrorKind::NeedsStatic("left inverse requires static strides".into())));
+            return Err(lerr!(
+                "left_inverse",
+                [self],
+                ErrorKind::NeedsStatic("left inverse requires static strides".into())
+            ));
         }
         let mut idx: Vec<usize> = (0..stride.len()).collect();
         idx.sort_by_key(|&i| stride[i].as_static().unwrap_or(0));
@@ -77,7 +81,11 @@ impl Layout {
             }
             let size: Int = rs.iter().fold(s(1), |a, b| a.mul(b));
             let sz = size.as_static().ok_or_else(|| {
-                lerr!("left_inverse", [self], ErrorKind::NeedsStatic("dynamic shape before a stride".into()))
+                lerr!(
+                    "left_inverse",
+                    [self],
+                    ErrorKind::NeedsStatic("dynamic shape before a stride".into())
+                )
             })?;
             if sz == 0 || d % sz != 0 {
                 return Err(lerr!(

@@ -15,7 +15,13 @@ use crate::tuple::{IntTuple, Tuple};
 /// assert_eq!(compact_order(&tuple!(2, 2, 2, 2), &tuple!(0, 2, 3, 1)).unwrap().to_string(), "(1,4,8,2)");
 /// ```
 pub fn compact_order(shape: &IntTuple, order: &IntTuple) -> Result<IntTuple> {
-    let err = || lerr!("compact_order", [shape, order], ErrorKind::Rank("order is not weakly congruent with shape".into()));
+    let err = || {
+        lerr!(
+            "compact_order",
+            [shape, order],
+            ErrorKind::Rank("order is not weakly congruent with shape".into())
+        )
+    };
     let ref_shape = product_like(shape, order).ok_or_else(err)?.flatten_to_tuple();
     let flat_order: Vec<Int> = order.leaves().into_iter().cloned().collect();
     let max_order = flat_order.iter().filter_map(Int::as_static).fold(0, i64::max);
@@ -37,7 +43,10 @@ fn build(shape: &IntTuple, order: &IntTuple, ref_shape: &[Int], ref_order: &[i64
                 _ => return None,
             };
             Some(Tuple::Node(
-                ss.iter().zip(os).map(|(si, oi)| build(si, oi, ref_shape, ref_order)).collect::<Option<_>>()?,
+                ss.iter()
+                    .zip(os)
+                    .map(|(si, oi)| build(si, oi, ref_shape, ref_order))
+                    .collect::<Option<_>>()?,
             ))
         }
         Tuple::Leaf(o) => {
@@ -61,7 +70,12 @@ fn product_like(shape: &IntTuple, guide: &IntTuple) -> Option<IntTuple> {
                 Tuple::Node(ss) if ss.len() == g.len() => ss,
                 _ => return None,
             };
-            Some(Tuple::Node(ss.iter().zip(g).map(|(a, b)| product_like(a, b)).collect::<Option<_>>()?))
+            Some(Tuple::Node(
+                ss.iter()
+                    .zip(g)
+                    .map(|(a, b)| product_like(a, b))
+                    .collect::<Option<_>>()?,
+            ))
         }
     }
 }
@@ -75,7 +89,8 @@ impl Layout {
     /// assert_eq!(l.to_string(), "(2,2,2,2):(1,4,8,2)");
     /// ```
     pub fn ordered(shape: &IntTuple, order: &IntTuple) -> Result<Layout> {
-        let stride = compact_order(shape, order).map_err(|e| e.within("make_ordered_layout", vec![shape.to_string(), order.to_string()]))?;
+        let stride = compact_order(shape, order)
+            .map_err(|e| e.within("make_ordered_layout", vec![shape.to_string(), order.to_string()]))?;
         Ok(Layout::raw(shape.clone(), stride))
     }
 

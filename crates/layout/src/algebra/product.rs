@@ -23,9 +23,13 @@ impl Layout {
             Tiler::Tuple(ts) => self.per_mode("logical_product", tiler, ts, &|m, t| m.logical_product(t)),
             Tiler::Underscore => Ok(self.clone()),
             Tiler::Int(_) | Tiler::Layout(_) => {
-                let t = tiler.as_layout().ok_or_else(|| lerr!("logical_product", [self, tiler], ErrorKind::Invalid("bad tiler".into())))?;
+                let t = tiler
+                    .as_layout()
+                    .ok_or_else(|| lerr!("logical_product", [self, tiler], ErrorKind::Invalid("bad tiler".into())))?;
                 let cotarget = self.size().mul(&t.cosize());
-                let comp = self.complement(&Tuple::Leaf(cotarget)).map_err(|e| e.within("logical_product", ctx()))?;
+                let comp = self
+                    .complement(&Tuple::Leaf(cotarget))
+                    .map_err(|e| e.within("logical_product", ctx()))?;
                 let rep = comp.compose(&t).map_err(|e| e.within("logical_product", ctx()))?;
                 Ok(Layout::concat(&[self.clone(), rep]))
             }
@@ -98,7 +102,11 @@ impl Layout {
         let ctx = || vec![self.to_string(), trg_shape.to_string()];
         let r = trg_shape.rank();
         if self.rank() > r {
-            return Err(lerr!(op, [self, trg_shape], ErrorKind::Rank("rank of layout must be <= rank of target shape".into())));
+            return Err(lerr!(
+                op,
+                [self, trg_shape],
+                ErrorKind::Rank("rank of layout must be <= rank of target shape".into())
+            ));
         }
         let padded = self.append_to(r);
         let block_shape = padded.shape().product_each();
@@ -128,13 +136,16 @@ impl Layout {
                     return Err(lerr!(
                         op,
                         [self, trg_shape],
-                        ErrorKind::Divisibility(format!("block shape {block_shape} does not divide the target shape {target_shape}"))
+                        ErrorKind::Divisibility(format!(
+                            "block shape {block_shape} does not divide the target shape {target_shape}"
+                        ))
                     ));
                 }
             }
-            prod.push(t.ceil_div(b).ok_or_else(|| {
-                lerr!(op, [self, trg_shape], ErrorKind::Arithmetic("empty block".into()))
-            })?);
+            prod.push(
+                t.ceil_div(b)
+                    .ok_or_else(|| lerr!(op, [self, trg_shape], ErrorKind::Arithmetic("empty block".into())))?,
+            );
         }
         // CuTe's `product_each` wraps a non-tuple shape (`transform(wrap(t), product)`), so
         // the product shape is a tuple even for an integer target: `tile_to_shape(_4:_1, _12)`
@@ -159,7 +170,12 @@ fn zip_layouts(op: &'static str, a: &Layout, b: &Layout) -> Result<Layout> {
                     Tuple::Node(ys) if ys.len() == xs.len() => ys,
                     _ => return None,
                 };
-                Some(Tuple::Node(xs.iter().zip(ys).map(|(p, q)| Tuple::node([p.clone(), q.clone()])).collect()))
+                Some(Tuple::Node(
+                    xs.iter()
+                        .zip(ys)
+                        .map(|(p, q)| Tuple::node([p.clone(), q.clone()]))
+                        .collect(),
+                ))
             }
         }
     }

@@ -16,7 +16,11 @@ impl Layout {
     /// ```
     pub fn upcast(&self, n: i64) -> Result<Layout> {
         if n <= 0 {
-            return Err(lerr!("upcast", [self, n], ErrorKind::Invalid("N must be positive".into())));
+            return Err(lerr!(
+                "upcast",
+                [self, n],
+                ErrorKind::Invalid("N must be positive".into())
+            ));
         }
         let nn = s(n);
         let mut err = None;
@@ -27,7 +31,11 @@ impl Layout {
             match d.as_static() {
                 Some(dv) => {
                     if dv % n != 0 && n % dv != 0 {
-                        err = Some(lerr!("upcast", [self, n], ErrorKind::Divisibility(format!("stride {dv} and {n} do not divide each other"))));
+                        err = Some(lerr!(
+                            "upcast",
+                            [self, n],
+                            ErrorKind::Divisibility(format!("stride {dv} and {n} do not divide each other"))
+                        ));
                         return (sh.clone(), d.clone());
                     }
                     let k = nn.ceil_div(&s(dv.abs())).unwrap_or(s(1));
@@ -42,7 +50,10 @@ impl Layout {
             return Err(e);
         }
         let pairs = pairs.ok_or_else(|| lerr!("upcast", [self], ErrorKind::NotCongruent))?;
-        Ok(Layout::raw(pairs.map(&mut |p| p.0.clone()), pairs.map(&mut |p| p.1.clone())))
+        Ok(Layout::raw(
+            pairs.map(&mut |p| p.0.clone()),
+            pairs.map(&mut |p| p.1.clone()),
+        ))
     }
 
     /// CuTe's `downcast<N>`: split each element into `N`; the stride-±1 modes grow by `N`
@@ -55,10 +66,18 @@ impl Layout {
     /// ```
     pub fn downcast(&self, n: i64) -> Result<Layout> {
         if n <= 0 {
-            return Err(lerr!("downcast", [self, n], ErrorKind::Invalid("N must be positive".into())));
+            return Err(lerr!(
+                "downcast",
+                [self, n],
+                ErrorKind::Invalid("N must be positive".into())
+            ));
         }
         if !self.stride().leaves().iter().any(|d| d.is_const(1)) {
-            return Err(lerr!("downcast", [self, n], ErrorKind::Invalid("downcast requires adjacent elements (a static stride-1 mode)".into())));
+            return Err(lerr!(
+                "downcast",
+                [self, n],
+                ErrorKind::Invalid("downcast requires adjacent elements (a static stride-1 mode)".into())
+            ));
         }
         let nn = s(n);
         let pairs = self
@@ -71,7 +90,10 @@ impl Layout {
                 }
             })
             .ok_or_else(|| lerr!("downcast", [self], ErrorKind::NotCongruent))?;
-        Ok(Layout::raw(pairs.map(&mut |p| p.0.clone()), pairs.map(&mut |p| p.1.clone())))
+        Ok(Layout::raw(
+            pairs.map(&mut |p| p.0.clone()),
+            pairs.map(&mut |p| p.1.clone()),
+        ))
     }
 
     /// CuTe's `recast_layout<Old, New>` by bit widths: the layout of `new_bits`-wide
@@ -84,7 +106,11 @@ impl Layout {
     /// ```
     pub fn recast(&self, old_bits: i64, new_bits: i64) -> Result<Layout> {
         if old_bits <= 0 || new_bits <= 0 {
-            return Err(lerr!("recast_layout", [self, old_bits, new_bits], ErrorKind::Invalid("bit widths must be positive".into())));
+            return Err(lerr!(
+                "recast_layout",
+                [self, old_bits, new_bits],
+                ErrorKind::Invalid("bit widths must be positive".into())
+            ));
         }
         let g = gcd(old_bits, new_bits);
         let (num, den) = (new_bits / g, old_bits / g);
@@ -96,4 +122,3 @@ impl Layout {
         }
     }
 }
-
