@@ -335,6 +335,10 @@ pub fn configs() -> Vec<GemmSm90Config> {
     let mut f = GemmSm90Config::bf16([64, 64, 64], Sm90Schedule::WarpSpecialized);
     (f.swizzle_log2, f.raster) = (1, RasterOrderOption::AlongM);
     v.push(f);
+    // No wgmma batch in flight (stages released right after their batch), with multicast.
+    let mut f = GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative);
+    (f.mma_pipe, f.cluster) = (0, [2, 1]);
+    v.push(f);
     v
 }
 
@@ -509,12 +513,14 @@ fn sm90_int8_and_fp8_scaled_gemm() {
     let fusion = Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, Some(Element::BF16)).unwrap();
     let stream = gpu.stream();
     for ab in [Element::S8, Element::E4M3] {
-        for (tile, sched, cluster) in [
-            ([128, 256, 128], Sm90Schedule::Cooperative, [1, 1]),
-            ([64, 128, 128], Sm90Schedule::PingPong, [2, 1]),
+        // The kernels `ops` selects (128x256x128 cooperative without a wgmma batch in
+        // flight; 64x128x128 ping-pong), the latter with a 2x1 cluster.
+        for (tile, sched, cluster, mma_pipe) in [
+            ([128, 256, 128], Sm90Schedule::Cooperative, [1, 1], 0),
+            ([64, 128, 128], Sm90Schedule::PingPong, [2, 1], 1),
         ] {
             let mut cfg = GemmSm90Config::bf16(tile, sched);
-            (cfg.ab, cfg.cluster, cfg.fusion) = (ab, cluster, fusion.clone());
+            (cfg.ab, cfg.cluster, cfg.fusion, cfg.mma_pipe) = (ab, cluster, fusion.clone(), mma_pipe);
             let k = build(&gpu, &cfg);
             for &(m, n, kk, l, split) in &[
                 (300i64, 264i64, 512i64, 2i64, 1u32),

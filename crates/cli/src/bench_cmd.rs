@@ -30,7 +30,7 @@ pub struct BenchGemmArgs {
     /// Also time forced kernel configurations (repeatable): the SM80 kernel as
     /// `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN]` (e.g.
     /// `--config 64x64x64,2x2,4,4,serial`), the SM90 kernel as
-    /// `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN]`
+    /// `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE]`
     /// (e.g. `--config sm90:128x256x64,coop`). Without it only the automatic selection runs.
     #[arg(long = "config")]
     pub configs: Vec<String>,
@@ -109,10 +109,10 @@ fn parse_config(s: &str) -> Result<Choice, String> {
     }))
 }
 
-/// `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN]`.
+/// `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE]`.
 pub(crate) fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
     let bad = |why: &str| {
-        format!("bad --config {s:?}: {why} (expected sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN])")
+        format!("bad --config {s:?}: {why} (expected sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE])")
     };
     let parts: Vec<&str> = rest.split(',').map(str::trim).collect();
     if parts.len() < 2 {
@@ -153,6 +153,8 @@ pub(crate) fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
             cfg.raster = rcute_kernel::tile_scheduler::RasterOrderOption::AlongM;
         } else if *p == "an" {
             cfg.raster = rcute_kernel::tile_scheduler::RasterOrderOption::AlongN;
+        } else if let Some(x) = p.strip_prefix('w') {
+            cfg.mma_pipe = x.parse().map_err(|_| bad("wgmma batches in flight"))?;
         } else if let Some(x) = p.strip_prefix('e') {
             let v = extents(x, 2, "epilogue tile")?;
             cfg.epi_tile = Some([v[0], v[1]]);

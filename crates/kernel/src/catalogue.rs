@@ -202,6 +202,7 @@ pub fn gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     ] {
         let mut c = GemmSm90Config::bf16([128, 256, 128], Sm90Schedule::Cooperative);
         c.ab = ab;
+        c.mma_pipe = 0;
         c.fusion =
             rcute_collective::Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, bias).expect("a valid preset");
         v.push(c);

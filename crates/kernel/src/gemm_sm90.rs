@@ -113,6 +113,13 @@ pub struct GemmSm90Config {
     pub raster: RasterOrderOption,
     /// log2 of the tile-walk swizzle (bands of `2^swizzle_log2` tiles; clamped per problem).
     pub swizzle_log2: u32,
+    /// `wgmma` batches a consumer warpgroup keeps in flight before it waits (CUTLASS's
+    /// `K_PIPE_MMAS`): 1 waits for the previous k-tile's batch and releases its stage while
+    /// the current one runs; 0 waits for the current batch and releases its stage at once,
+    /// which frees stages a k-tile earlier (more loads in flight) and, with the cooperative
+    /// schedule's two consumer warpgroups, still keeps the tensor cores busy with the other
+    /// warpgroup's batch.
+    pub mma_pipe: u32,
 }
 
 impl Eq for GemmSm90Config {}
@@ -129,7 +136,7 @@ impl std::hash::Hash for GemmSm90Config {
             self.epi_tile,
         )
             .hash(h);
-        (self.smem_capacity, self.raster, self.swizzle_log2).hash(h);
+        (self.smem_capacity, self.raster, self.swizzle_log2, self.mma_pipe).hash(h);
         (self.fusion.name(), self.fusion.describe()).hash(h);
     }
 }
@@ -164,6 +171,7 @@ impl GemmSm90Config {
             smem_capacity: SM90_SMEM_CAPACITY,
             raster: RasterOrderOption::Heuristic,
             swizzle_log2: 0,
+            mma_pipe: 1,
         }
     }
 }
@@ -269,6 +277,12 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
         return Err(cfg_err(format!(
             "tile {:?} with cluster {cm}x{cn}: BM / cluster_n and BN / cluster_m must be multiples of 8",
             cfg.tile
+        )));
+    }
+    if cfg.mma_pipe > 1 {
+        return Err(cfg_err(format!(
+            "mma_pipe {}: the generator keeps 0 or 1 wgmma batches in flight",
+            cfg.mma_pipe
         )));
     }
     let eb = cfg.ab.bytes() as i64;
@@ -429,8 +443,14 @@ pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
         "scale" => "_noc".to_string(),
         other => format!("_{other}"),
     };
+    // The default wgmma pipelining (one batch in flight) adds nothing.
+    let pipe = if cfg.mma_pipe == 1 {
+        String::new()
+    } else {
+        format!("_w{}", cfg.mma_pipe)
+    };
     format!(
-        "rc_gemm_sm90_{}{out}_tn_{bm}x{bn}x{bk}_{}_c{}x{}_s{}_e{}x{}{noc}",
+        "rc_gemm_sm90_{}{out}_tn_{bm}x{bn}x{bk}_{}_c{}x{}_s{}_e{}x{}{pipe}{noc}",
         cfg.ab.ptx(),
         cfg.schedule.tag(),
         cfg.cluster[0],
@@ -1252,21 +1272,32 @@ fn kernel(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str, fusion: &FusionCode) -
         p.m_atoms,
         vec![Stmt::unrolled("i", nacc, vec![e("rc_fence_acc(acc[a][i])")])],
     ));
-    kloop.push(c(
-        "keep one wgmma batch in flight; the previous one is done: consumer_release its stage",
-    ));
-    kloop.push(e("rc_wgmma_wait_group<1>()"));
-    kloop.push(if_("kt > kt0 && lane == 0", release(clustered, cm * cn)));
-    kloop.push(Stmt::assign("prev", "stage"));
-    kloop.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
-    mainloop.push(for_("kt", "kt0", "kt0 + k_iters", kloop));
-    mainloop.push(e("rc_wgmma_wait_group<0>()"));
-    mainloop.push(Stmt::unrolled(
-        "a",
-        p.m_atoms,
-        vec![Stmt::unrolled("i", nacc, vec![e("rc_fence_acc(acc[a][i])")])],
-    ));
-    mainloop.push(if_("k_iters > 0 && lane == 0", release(clustered, cm * cn)));
+    if cfg.mma_pipe == 0 {
+        kloop.push(c(
+            "K_PIPE_MMAS = 0: wait for this batch, then consumer_release its stage at once",
+        ));
+        kloop.push(e("rc_wgmma_wait_group<0>()"));
+        kloop.push(Stmt::assign("prev", "stage"));
+        kloop.push(if_("lane == 0", release(clustered, cm * cn)));
+        kloop.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
+        mainloop.push(for_("kt", "kt0", "kt0 + k_iters", kloop));
+    } else {
+        kloop.push(c(
+            "keep one wgmma batch in flight; the previous one is done: consumer_release its stage",
+        ));
+        kloop.push(e("rc_wgmma_wait_group<1>()"));
+        kloop.push(if_("kt > kt0 && lane == 0", release(clustered, cm * cn)));
+        kloop.push(Stmt::assign("prev", "stage"));
+        kloop.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
+        mainloop.push(for_("kt", "kt0", "kt0 + k_iters", kloop));
+        mainloop.push(e("rc_wgmma_wait_group<0>()"));
+        mainloop.push(Stmt::unrolled(
+            "a",
+            p.m_atoms,
+            vec![Stmt::unrolled("i", nacc, vec![e("rc_fence_acc(acc[a][i])")])],
+        ));
+        mainloop.push(if_("k_iters > 0 && lane == 0", release(clustered, cm * cn)));
+    }
     if pp {
         mainloop.push(c(
             "Let the other warpgroup's next mainloop start (only if it has one), then skip its k-tiles",
@@ -1823,7 +1854,7 @@ fn tmap(
         element_strides: vec![1, 1, 1],
         interleave: 0,
         swizzle: rcute_collective::sm90_mainloop::gmma_tma_swizzle(swizzle).code(),
-        l2_promotion: rcute_atom::tma::L2Promotion::B128.code(),
+        l2_promotion: rcute_atom::tma::L2Promotion::B256.code(),
         oob_fill: rcute_atom::tma::OobFill::Zero.code(),
     })
 }

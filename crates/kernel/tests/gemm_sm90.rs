@@ -23,6 +23,9 @@ fn configs() -> Vec<GemmSm90Config> {
     let mut c = GemmSm90Config::bf16([64, 128, 64], Sm90Schedule::PingPong);
     c.cluster = [2, 2];
     v.push(c);
+    let mut c = GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative);
+    (c.mma_pipe, c.cluster) = (0, [2, 1]);
+    v.push(c);
     // 8-bit inputs (BK = 128): INT8 and FP8 scaled GEMMs with the scaled_mm fusion.
     for ab in [Element::S8, Element::E4M3] {
         for (tile, sched) in [
@@ -157,6 +160,7 @@ fn configurations_are_checked_with_typed_errors() {
     bad(&|c| c.stages = Some(9));
     bad(&|c| c.epi_tile = Some([128, 24]));
     bad(&|c| c.epi_tile = Some([96, 32]));
+    bad(&|c| c.mma_pipe = 2);
     bad(&|c| c.smem_capacity = 64 * 1024);
     bad(&|c| c.cluster = [3, 1]);
     bad(&|c| c.cluster = [4, 4]);
