@@ -643,13 +643,11 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         cfg.fusion.emit("rc_fusion")
     }
     .map_err(|e| cfg_err(format!("fusion: {e}")))?;
-    // Only trees that load through pointers (broadcast vectors, aux matrices) need the
-    // bounds guard; for the others the element coordinates are dead code.
-    let guarded = cfg
-        .fusion
-        .params()
-        .iter()
-        .any(|q| matches!(q.kind, rcute_collective::fusion::ParamKind::Ptr { .. }));
+    // Only trees that index memory by the element's coordinates (broadcast vectors, aux
+    // matrices) need the bounds guard; scalars (also `ScalarPtr`'s element 0) are safe at
+    // any coordinate and, unguarded, are loaded once instead of under every element's
+    // predicate.
+    let guarded = !cfg.fusion.broadcasts().is_empty() || cfg.fusion.has_aux();
     let visit_body = if guarded {
         format!(
             "return (m < M && n < N) ? {}(p, acc, c, m, n, l) : 0.0f;",
