@@ -1246,22 +1246,11 @@ impl Fusion {
             let _ = writeln!(s, "  alignas(8) {} {};  // {}", p.kind.cpp_type(), p.name, p.node);
         }
         s.push_str("};\n");
-        let mut f = header;
-        let _ = writeln!(
-            f,
-            "__device__ __forceinline__ float {fn_name}(const {struct_name}& p, float acc, float c, int m, int n, int l) {{"
+        let f = self.visit_fn(
+            header,
+            &format!("{fn_name}(const {struct_name}& p, float acc, float c, int m, int n, int l)"),
+            None,
         );
-        let mut em = Emitter {
-            lines: Vec::new(),
-            next: 0,
-            staged: None,
-        };
-        let v = em.node(&self.root);
-        for line in &em.lines {
-            let _ = writeln!(f, "  {line}");
-        }
-        let _ = writeln!(f, "  return {v};");
-        f.push_str("}\n");
         let source_needed = match &self.source {
             SourceUse::Never => "false".into(),
             SourceUse::Always => "true".into(),
@@ -1288,6 +1277,25 @@ impl Fusion {
             matches!(n, Node::AuxLoad { .. } | Node::AuxStore { .. }) || n.children().into_iter().any(walk)
         }
         walk(&self.root)
+    }
+
+    /// `header`, then `__device__ __forceinline__ float {signature} { ... }`: the tree's
+    /// statements, one per node, with broadcasts read as `staged` says.
+    fn visit_fn(&self, header: String, signature: &str, staged: Option<Vec<StagedBroadcast>>) -> String {
+        let mut f = header;
+        let _ = writeln!(f, "__device__ __forceinline__ float {signature} {{");
+        let mut em = Emitter {
+            lines: Vec::new(),
+            next: 0,
+            staged,
+        };
+        let v = em.node(&self.root);
+        for line in &em.lines {
+            let _ = writeln!(f, "  {line}");
+        }
+        let _ = writeln!(f, "  return {v};");
+        f.push_str("}\n");
+        f
     }
 
     /// The tree's broadcast vectors, each once, in the order [`Fusion::emit`] first reads them.
@@ -1397,22 +1405,13 @@ impl Fusion {
             );
         }
         fetch.push_str("  }\n  return 0.0f;\n}\n");
-        let mut f = header;
-        let _ = writeln!(
-            f,
-            "__device__ __forceinline__ float {prefix}_visit_staged(const {struct_name}& p, float acc, float c, int m, int n, int l, const float* bc, int lm, int ln) {{"
+        let f = self.visit_fn(
+            header,
+            &format!(
+                "{prefix}_visit_staged(const {struct_name}& p, float acc, float c, int m, int n, int l, const float* bc, int lm, int ln)"
+            ),
+            Some(layout.clone()),
         );
-        let mut em = Emitter {
-            lines: Vec::new(),
-            next: 0,
-            staged: Some(layout.clone()),
-        };
-        let v = em.node(&self.root);
-        for line in &em.lines {
-            let _ = writeln!(f, "  {line}");
-        }
-        let _ = writeln!(f, "  return {v};");
-        f.push_str("}\n");
         code.staged = Some(StagedCode {
             visit_fn: f,
             fetch_fn: fetch,

@@ -41,6 +41,34 @@ pub enum Item {
     Function(Function),
 }
 
+/// `uintptr_t` for units that test pointer alignment: NVRTC has no `<cstdint>`.
+pub const UINTPTR_FOR_NVRTC: &str = "#if defined(__CUDACC_RTC__)\ntypedef unsigned long long uintptr_t;\n#endif\n";
+
+/// The opening items of a generated unit: the `#include`s its snippets need, the CUDA
+/// bf16 / fp16 headers and `extra_head`, then the prelude, then every snippet under its
+/// origin (`rcute-atom {name}`).
+pub fn unit_preamble(snippets: &[rcute_atom::Snippet], extra_head: &str) -> Vec<Item> {
+    let refs: Vec<&rcute_atom::Snippet> = snippets.iter().collect();
+    let mut head = rcute_atom::harness::includes(&refs);
+    head.push_str("#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n");
+    head.push_str(extra_head);
+    let mut items = vec![
+        Item::Snippet {
+            origin: "includes".into(),
+            code: head,
+        },
+        Item::Snippet {
+            origin: "rcute prelude".into(),
+            code: PRELUDE.into(),
+        },
+    ];
+    items.extend(snippets.iter().map(|s| Item::Snippet {
+        origin: format!("rcute-atom {}", s.name),
+        code: s.code.clone(),
+    }));
+    items
+}
+
 /// A function definition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Function {

@@ -65,10 +65,9 @@
 //! assert_eq!(g.grid(1000, 300, 2), rcute_kernel::Dim3::new(8, 3, 2));
 //! ```
 
-use crate::emit::{Function as CFunction, Item, Stmt, Unit, PRELUDE};
+use crate::emit::{unit_preamble, Function as CFunction, Item, Stmt, Unit, UINTPTR_FOR_NVRTC};
 use crate::launch::{Dim3, Function, KernelArgs, LaunchConfig, LaunchError};
 use rcute_atom::copy_cp_async::{cp_async, cp_async_commit_group, cp_async_wait_group, CacheOp};
-use rcute_atom::harness::includes;
 use rcute_atom::{Element, Snippet};
 use rcute_collective::epilogue::{convert_from_f32, convert_to_f32, EpilogueError};
 use rcute_collective::{
@@ -1661,27 +1660,7 @@ pub fn generate(cfg: &GemmSm80Config) -> Result<GeneratedGemm, GemmError> {
         snippets.push(plan.s2r_b.snippet.clone());
     }
     snippets.push(plan.mma_atom.snippet.clone());
-    let refs: Vec<&Snippet> = snippets.iter().collect();
-    let mut head = includes(&refs);
-    head.push_str("#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n");
-    head.push_str("#if defined(__CUDACC_RTC__)\ntypedef unsigned long long uintptr_t;\n#endif\n");
-
-    let mut items = vec![
-        Item::Snippet {
-            origin: "includes".into(),
-            code: head,
-        },
-        Item::Snippet {
-            origin: "rcute prelude".into(),
-            code: PRELUDE.into(),
-        },
-    ];
-    for s in &snippets {
-        items.push(Item::Snippet {
-            origin: format!("rcute-atom {}", s.name),
-            code: s.code.clone(),
-        });
-    }
+    let mut items = unit_preamble(&snippets, UINTPTR_FOR_NVRTC);
     items.push(Item::Function(smem_fn(
         &format!("{name}_sA"),
         &plan.smem_layout_a,

@@ -31,7 +31,7 @@
 //! assert!(g.source.contains("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"));
 //! ```
 
-use crate::emit::{Function as CFunction, Item, Stmt, Unit, PRELUDE};
+use crate::emit::{unit_preamble, Function as CFunction, Item, Stmt, Unit};
 use crate::gemm_sm80::{GemmArgs, GemmError};
 use crate::launch::{Function, KernelArgs, LaunchConfig};
 use crate::tile_scheduler::{RasterOrderOption, SchedulerParams, TileScheduler};
@@ -40,7 +40,6 @@ use rcute_atom::copy_ldsm::stmatrix;
 use rcute_atom::copy_tma::{
     bulk_commit_group, bulk_wait_group, bulk_wait_group_read, prefetch_tensormap, tma_load, tma_store,
 };
-use rcute_atom::harness::includes;
 use rcute_atom::mma_sm90::{wgmma_commit_group, wgmma_fence, wgmma_wait_group};
 use rcute_atom::sync::{
     cluster_arrive, cluster_arrive_relaxed, cluster_wait, elect_one_sync, fence_mbarrier_init,
@@ -613,25 +612,7 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         wgmma_wait_group(),
         p.mma.snippet.clone(),
     ];
-    let refs: Vec<&Snippet> = snippets.iter().collect();
-    let mut head = includes(&refs);
-    head.push_str("#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n");
-    let mut items = vec![
-        Item::Snippet {
-            origin: "includes".into(),
-            code: head,
-        },
-        Item::Snippet {
-            origin: "rcute prelude".into(),
-            code: PRELUDE.into(),
-        },
-    ];
-    for s in &snippets {
-        items.push(Item::Snippet {
-            origin: format!("rcute-atom {}", s.name),
-            code: s.code.clone(),
-        });
-    }
+    let mut items = unit_preamble(&snippets, "");
     items.push(scheduler(cfg).device_item(&name));
     items.push(Item::Snippet {
         origin: "rcute sm90 helpers".into(),

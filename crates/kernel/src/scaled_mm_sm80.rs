@@ -44,16 +44,14 @@
 //! assert_eq!(names, ["a_scale", "b_scale", "bias"]);
 //! ```
 
-use crate::emit::{Function as CFunction, Item, Stmt, Unit, PRELUDE};
+use crate::emit::{unit_preamble, Function as CFunction, Item, Stmt, Unit, UINTPTR_FOR_NVRTC};
 use crate::gemm_sm80::{
     c, d, dc, e, if_, mainloop_stmts, smem_fn, staged_epilogue, EpilogueOp, G2sMode, MainloopEmit, SplitKMode,
     REDUCE_THREADS, SEMAPHORE_HELPERS, TICKET_SMEM,
 };
 use crate::launch::{Dim3, Function, KernelArgs, LaunchConfig, LaunchError};
 use rcute_atom::copy_cp_async::{cp_async, cp_async_commit_group, cp_async_wait_group, CacheOp};
-use rcute_atom::harness::includes;
 use rcute_atom::mma_sm80::mma_sync_m8n8k16;
-use rcute_atom::Snippet;
 use rcute_collective::epilogue::convert_from_f32;
 use rcute_collective::fusion::{FusionCode, FusionError, FusionParam};
 use rcute_collective::{
@@ -700,30 +698,12 @@ pub fn generate(cfg: &ScaledMmSm80Config) -> Result<GeneratedScaledMm, ScaledMmE
         ScaledMmTarget::Ampere => plan.mma_atom.snippet.clone(),
         ScaledMmTarget::Turing => m8.snippet.clone(),
     });
-    let refs: Vec<&Snippet> = snippets.iter().collect();
-    let mut head = includes(&refs);
-    head.push_str("#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n");
-    if fusion.source().contains("fp8") {
-        head.push_str("#include <cuda_fp8.h>\n");
-    }
-    head.push_str("#if defined(__CUDACC_RTC__)\ntypedef unsigned long long uintptr_t;\n#endif\n");
-
-    let mut items = vec![
-        Item::Snippet {
-            origin: "includes".into(),
-            code: head,
-        },
-        Item::Snippet {
-            origin: "rcute prelude".into(),
-            code: PRELUDE.into(),
-        },
-    ];
-    for s in &snippets {
-        items.push(Item::Snippet {
-            origin: format!("rcute-atom {}", s.name),
-            code: s.code.clone(),
-        });
-    }
+    let fp8 = if fusion.source().contains("fp8") {
+        "#include <cuda_fp8.h>\n"
+    } else {
+        ""
+    };
+    let mut items = unit_preamble(&snippets, &format!("{fp8}{UINTPTR_FOR_NVRTC}"));
     if cfg.target == ScaledMmTarget::Turing {
         items.push(Item::Snippet {
             origin: "rcute Turing m16n8k32 step".into(),
