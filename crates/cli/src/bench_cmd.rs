@@ -3,15 +3,15 @@
 //! sampled alternately with cuBLAS, so both see the same clocks and temperature). Samples
 //! replay CUDA graphs of 10 calls (device time); `--eager` times plain launches instead.
 
+use crate::bench_timing::{host_us, median_us, parse_shape};
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
-use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaSlice, DevicePtr};
 use half::bf16;
 use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
 use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
 use rcute_kernel::Gpu;
 use rcute_ops::select::{Choice, Selection};
 use rcute_ops::{MatrixMut, MatrixRef, Ops};
-use std::sync::Arc;
 
 /// Options of `rcute bench gemm`.
 #[derive(clap::Args, Debug, Clone)]
@@ -165,18 +165,6 @@ pub(crate) fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
     Ok(Choice::Sm90(cfg, split))
 }
 
-fn parse_shape(s: &str) -> Result<(usize, usize, usize), String> {
-    let v: Vec<usize> = s
-        .split(['x', 'X'])
-        .map(|x| x.trim().parse::<usize>())
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("bad shape {s:?}: {e}"))?;
-    match v.as_slice() {
-        [m, n, k] if *m > 0 && *n > 0 && *k > 0 => Ok((*m, *n, *k)),
-        _ => Err(format!("bad shape {s:?}: expected MxNxK with positive extents")),
-    }
-}
-
 /// SplitMix64 random bf16 values in [-1, 1).
 fn random_bf16(n: usize, seed: u64) -> Vec<bf16> {
     let mut x = seed;
@@ -190,78 +178,6 @@ fn random_bf16(n: usize, seed: u64) -> Vec<bf16> {
             bf16::from_f32(((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0)
         })
         .collect()
-}
-
-/// Launches per timed sample: back-to-back launches keep the GPU busy, so host-side
-/// launch overhead does not count as kernel time.
-const LAUNCHES_PER_SAMPLE: usize = 10;
-
-/// Capture `LAUNCHES_PER_SAMPLE` calls of `f` into a CUDA graph (`None` when the stream
-/// cannot be captured, e.g. a call that synchronizes).
-fn capture(stream: &Arc<CudaStream>, f: &mut dyn FnMut() -> Result<(), String>) -> Option<CudaGraph> {
-    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-    stream
-        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
-        .ok()?;
-    let ok = (0..LAUNCHES_PER_SAMPLE).try_for_each(|_| f()).is_ok();
-    let graph = stream.end_capture(CUgraphInstantiate_flags(0)).ok().flatten();
-    if ok {
-        graph
-    } else {
-        None
-    }
-}
-
-/// Median per-launch times of `a` and `b`, sampled alternately (a, b, a, b, ...) so both
-/// see the same clocks and temperature: a GPU that heats up during a long benchmark
-/// would otherwise favour whichever runs first. With `graphs`, each sample replays a CUDA
-/// graph of the calls (device time without the host's launch cost, for both sides alike);
-/// the bool says whether that happened (else eager launches were timed).
-fn paired_median_us(
-    stream: &Arc<CudaStream>,
-    iters: usize,
-    graphs: bool,
-    mut a: impl FnMut() -> Result<(), String>,
-    mut b: impl FnMut() -> Result<(), String>,
-) -> Result<(f64, f64, bool), String> {
-    let e = |x: cudarc::driver::DriverError| x.to_string();
-    for _ in 0..5 {
-        a()?;
-        b()?;
-    }
-    stream.synchronize().map_err(e)?;
-    let (ga, gb) = if graphs {
-        (capture(stream, &mut a), capture(stream, &mut b))
-    } else {
-        (None, None)
-    };
-    let use_graphs = ga.is_some() && gb.is_some();
-    stream.synchronize().map_err(e)?;
-    let ctx = stream.context();
-    let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-    let mut times = [Vec::with_capacity(iters), Vec::with_capacity(iters)];
-    for _ in 0..iters.max(1) {
-        for which in 0..2 {
-            let start = ctx.new_event(timing).map_err(e)?;
-            let end = ctx.new_event(timing).map_err(e)?;
-            start.record(stream).map_err(e)?;
-            match (use_graphs, which) {
-                (true, 0) => ga.as_ref().map_or(Ok(()), |g| g.launch()).map_err(e)?,
-                (true, _) => gb.as_ref().map_or(Ok(()), |g| g.launch()).map_err(e)?,
-                (false, 0) => (0..LAUNCHES_PER_SAMPLE).try_for_each(|_| a())?,
-                (false, _) => (0..LAUNCHES_PER_SAMPLE).try_for_each(|_| b())?,
-            }
-            end.record(stream).map_err(e)?;
-            end.synchronize().map_err(e)?;
-            times[which].push(start.elapsed_ms(&end).map_err(e)? as f64 * 1e3 / LAUNCHES_PER_SAMPLE as f64);
-        }
-    }
-    let med = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let [mut ta, mut tb] = times;
-    Ok((med(&mut ta), med(&mut tb), use_graphs))
 }
 
 /// Run the benchmark; returns the printed table.
@@ -333,20 +249,15 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
             };
             // SAFETY: the buffers hold K*N, M*K and M*N elements as the config describes.
             let cublas = || unsafe { blas.gemm(cfg, &b, &a, &mut dref) }.map_err(|x| x.to_string());
-            let mut rc = rc;
-            match paired_median_us(&stream, args.iters, !args.eager, &mut rc, cublas) {
-                Ok((us, cu, graphed)) => {
+            let (mut rc, mut cublas) = (rc, cublas);
+            match median_us(&stream, args.iters, !args.eager, &mut [&mut rc, &mut cublas]) {
+                Ok((t, graphed)) => {
                     if !graphed && !args.eager {
                         eprintln!("{m}x{n}x{k} {label}: stream capture failed, timed eager launches");
                     }
                     stream.synchronize().map_err(e)?;
-                    let t0 = std::time::Instant::now();
-                    for _ in 0..20 {
-                        rc()?;
-                    }
-                    let host = t0.elapsed().as_secs_f64() * 1e6 / 20.0;
-                    stream.synchronize().map_err(e)?;
-                    timed.push((label.clone(), us, cu, host))
+                    let host = host_us(&stream, &mut rc)?;
+                    timed.push((label.clone(), t[0], t[1], host))
                 }
                 Err(e) if sel.is_some() => eprintln!("{m}x{n}x{k} {label}: {e}"),
                 Err(e) => return Err(e),
@@ -510,8 +421,8 @@ fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
                 unsafe { launch_split_k(loaded.main(), loaded.reduce(), &g, &ga, &fa, gpu.sm_count()) }
                     .map_err(|x| x.to_string())
             };
-            let mut nothing = || -> Result<(), String> { Ok(()) };
-            let (us, _, graphed) = paired_median_us(&stream, args.iters, !args.eager, &mut call, &mut nothing)?;
+            let (t, graphed) = median_us(&stream, args.iters, !args.eager, &mut [&mut call])?;
+            let us = t[0];
             if !graphed && !args.eager {
                 eprintln!("{m}x{n}x{k} {label}: stream capture failed, timed eager launches");
             }

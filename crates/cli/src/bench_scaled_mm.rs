@@ -14,8 +14,9 @@
 //! `max_err` is the largest `|out - cast(acc * a_scale * b_scale + bias)|` in units of the
 //! output type's rounding step at that value (<= 1 expected).
 
+use crate::bench_timing::{host_us, median_us, parse_shape};
 use cudarc::cublaslt::{result as lt, sys as ltsys};
-use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use half::{bf16, f16};
 use rcute_kernel::gemm_sm80::SplitKMode;
 use rcute_kernel::gemm_sm90::GemmSm90Config;
@@ -156,18 +157,6 @@ pub fn parse_config(s: &str) -> Result<ScaledMmSelection, String> {
     Ok(sel)
 }
 
-fn parse_shape(s: &str) -> Result<(usize, usize, usize), String> {
-    let v: Vec<usize> = s
-        .split(['x', 'X'])
-        .map(|x| x.trim().parse::<usize>())
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("bad shape {s:?}: {e}"))?;
-    match v.as_slice() {
-        [m, n, k] if *m > 0 && *n > 0 && *k > 0 => Ok((*m, *n, *k)),
-        _ => Err(format!("bad shape {s:?}: expected MxNxK with positive extents")),
-    }
-}
-
 /// SplitMix64 stream.
 struct Mix(u64);
 impl Mix {
@@ -182,93 +171,6 @@ impl Mix {
     fn unit(&mut self, lo: f64, hi: f64) -> f64 {
         lo + (self.next() >> 11) as f64 / (1u64 << 53) as f64 * (hi - lo)
     }
-}
-
-/// Calls per timed sample.
-const CALLS_PER_SAMPLE: usize = 10;
-
-/// Median host microseconds to enqueue one call of `f` (samples of `CALLS_PER_SAMPLE`
-/// calls, each followed by a synchronize that is not timed).
-fn host_us(stream: &Arc<CudaStream>, f: &mut dyn FnMut() -> Result<(), String>) -> Result<f64, String> {
-    let mut v = Vec::new();
-    for _ in 0..5 {
-        let t = std::time::Instant::now();
-        for _ in 0..CALLS_PER_SAMPLE {
-            f()?;
-        }
-        v.push(t.elapsed().as_secs_f64() * 1e6 / CALLS_PER_SAMPLE as f64);
-        stream.synchronize().map_err(|x| x.to_string())?;
-    }
-    v.sort_by(f64::total_cmp);
-    Ok(v[v.len() / 2])
-}
-
-/// A CUDA graph of `CALLS_PER_SAMPLE` calls of `f`, or `None` (after saying why on stderr)
-/// when something in `f` cannot be captured.
-fn capture(stream: &Arc<CudaStream>, f: &mut dyn FnMut() -> Result<(), String>) -> Option<CudaGraph> {
-    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-    if let Err(x) = stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED) {
-        eprintln!("graph capture not started: {x}");
-        return None;
-    }
-    let r = (0..CALLS_PER_SAMPLE).try_for_each(|_| f());
-    let graph = stream.end_capture(CUgraphInstantiate_flags(0));
-    match (r, graph) {
-        (Ok(()), Ok(Some(g))) => Some(g),
-        (r, g) => {
-            eprintln!(
-                "graph capture failed (timing eager launches): calls {r:?}, capture {:?}",
-                g.err()
-            );
-            None
-        }
-    }
-}
-
-/// Median per-call microseconds of each of `fs`, sampled round-robin.
-fn median_us(
-    stream: &Arc<CudaStream>,
-    iters: usize,
-    graphs: bool,
-    fs: &mut [&mut dyn FnMut() -> Result<(), String>],
-) -> Result<Vec<f64>, String> {
-    let e = |what: &'static str| move |x: cudarc::driver::DriverError| format!("{what}: {x}");
-    for _ in 0..5 {
-        for f in fs.iter_mut() {
-            f()?;
-        }
-    }
-    stream.synchronize().map_err(e("warm-up"))?;
-    let gs: Vec<Option<CudaGraph>> = if graphs {
-        fs.iter_mut().map(|f| capture(stream, *f)).collect()
-    } else {
-        fs.iter().map(|_| None).collect()
-    };
-    stream.synchronize().map_err(e("after capture"))?;
-    let ctx = stream.context();
-    let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-    let mut times = vec![Vec::with_capacity(iters); fs.len()];
-    for _ in 0..iters.max(1) {
-        for (i, f) in fs.iter_mut().enumerate() {
-            let start = ctx.new_event(timing).map_err(e("event"))?;
-            let end = ctx.new_event(timing).map_err(e("event"))?;
-            start.record(stream).map_err(e("record"))?;
-            match &gs[i] {
-                Some(g) => g.launch().map_err(e("graph launch"))?,
-                None => (0..CALLS_PER_SAMPLE).try_for_each(|_| f())?,
-            }
-            end.record(stream).map_err(e("record"))?;
-            end.synchronize().map_err(e("event sync"))?;
-            times[i].push(start.elapsed_ms(&end).map_err(e("elapsed"))? as f64 * 1e3 / CALLS_PER_SAMPLE as f64);
-        }
-    }
-    Ok(times
-        .into_iter()
-        .map(|mut v| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        })
-        .collect())
 }
 
 /// cuBLASLt INT8 GEMM, "TN": `acc (N x M, column-major = M x N row-major, s32) = B^T A`
@@ -516,9 +418,10 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
             let res = match peer.as_mut() {
                 Some(p) => {
                     let mut pf = || p.run(&stream, &da, &db, &mut acc);
-                    median_us(&stream, args.iters, !args.eager, &mut [&mut rc, &mut pf]).map(|v| (v[0], Some(v[1])))
+                    median_us(&stream, args.iters, !args.eager, &mut [&mut rc, &mut pf])
+                        .map(|(v, _)| (v[0], Some(v[1])))
                 }
-                None => median_us(&stream, args.iters, !args.eager, &mut [&mut rc]).map(|v| (v[0], None)),
+                None => median_us(&stream, args.iters, !args.eager, &mut [&mut rc]).map(|(v, _)| (v[0], None)),
             };
             let (rcute_us, peer_us) = match res {
                 Ok(x) => x,

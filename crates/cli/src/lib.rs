@@ -94,6 +94,7 @@
 
 pub mod bench_cmd;
 pub mod bench_scaled_mm;
+pub mod bench_timing;
 pub mod eval;
 pub mod gen_cmd;
 pub mod layout_cmd;
