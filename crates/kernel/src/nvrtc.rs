@@ -201,14 +201,25 @@ pub struct Compiled {
     pub log: String,
     /// Per-kernel resource usage parsed from the log.
     ///
-    /// Empty when the log has no ptxas report, which NVRTC 13.0 does once the CUDA driver
-    /// has been initialized in the same process (observed on an H200 with driver 580);
-    /// [`Function::resources`](crate::launch::Function::resources) then falls back to the
-    /// driver's function attributes.
+    /// When the log has no ptxas report, which NVRTC 13.0 does once the CUDA driver has
+    /// been initialized in the same process (observed on an H200 with driver 580),
+    /// [`compile`] reads the report from the CUBIN with `cuobjdump -res-usage`
+    /// ([`ResourceReport::parse_cuobjdump`]); it stays empty only without a `cuobjdump`,
+    /// and [`Function::resources`](crate::launch::Function::resources) then falls back to
+    /// the driver's function attributes.
     pub resources: ResourceReport,
 }
 
 impl Compiled {
+    /// The resource report read from the CUBIN with the toolkit's `cuobjdump -res-usage`
+    /// ([`ResourceReport::parse_cuobjdump`]): what [`compile`] uses when the log has no
+    /// ptxas report.
+    pub fn cubin_resources(&self) -> Result<ResourceReport, crate::sass::SassError> {
+        let tool = Toolkit::locate()?.cuobjdump.clone().ok_or(crate::sass::SassError::NoCuobjdump)?;
+        let text = crate::sass::run_cuobjdump(&tool, "-res-usage", &self.cubin)?;
+        Ok(ResourceReport::parse_cuobjdump(&text, self.arch.as_str()))
+    }
+
     /// Assembles a compilation result, parsing `resources` from `log`.
     pub fn new(arch: Arch, cubin: Vec<u8>, log: String) -> Self {
         let resources = ResourceReport::parse(&log);
@@ -490,7 +501,12 @@ pub fn compile(source: &str, name: &str, opts: &CompileOptions) -> Result<Compil
         }
     }
     let cubin = program.cubin()?;
-    Ok(Compiled::new(opts.arch, cubin, log))
+    let mut compiled = Compiled::new(opts.arch, cubin, log);
+    if compiled.resources.kernels.is_empty() {
+        // No ptxas report in the log: read it from the CUBIN (empty without a cuobjdump).
+        compiled.resources = compiled.cubin_resources().unwrap_or_default();
+    }
+    Ok(compiled)
 }
 
 /// Parses NVRTC front-end messages (`<name>(<line>): <severity>: <message>`), taking the

@@ -9,6 +9,32 @@
 //!     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 //! ptxas info    : Used 10 registers, 4096 bytes smem, 380 bytes cmem[0]
 //! ```
+//!
+//! NVRTC 13.0 on a machine whose CUDA driver is initialized in the same process returns an
+//! empty log (no report). [`ResourceReport::parse_cuobjdump`] then reads the same numbers
+//! from the CUBIN with `cuobjdump -res-usage`, which every toolkit and the wheel install
+//! have; [`crate::compile`] does this by itself when the log has no report:
+//!
+//! ```text
+//!  Function add:
+//!   REG:10 STACK:0 SHARED:4096 LOCAL:0 CONSTANT[0]:380 TEXTURE:0 SURFACE:0 SAMPLER:0
+//! ```
+//!
+//! That form has no separate spill counts: spilled registers live in the stack frame, so
+//! a report from it has `stack_frame_bytes` > 0 whenever ptxas spilled.
+
+/// Where a [`KernelResources`] entry came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ResourceSource {
+    /// The `ptxas -v` report in the NVRTC log (every field filled).
+    #[default]
+    Ptxas,
+    /// `cuobjdump -res-usage` on the CUBIN: no barrier count and no separate spill counts;
+    /// for `sm_90` its shared memory adds 1 KiB to a kernel that uses any
+    /// (`spill_*_bytes` are 0 and [`KernelResources::spills`] is `false`; spills show in
+    /// `stack_frame_bytes`).
+    Cuobjdump,
+}
 
 /// Resources of one `__global__` function.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,10 +60,13 @@ pub struct KernelResources {
     pub constant_bytes: u32,
     /// Constant memory per bank: `(bank, bytes)`.
     pub constant_banks: Vec<(u32, u32)>,
+    /// Which report the numbers came from.
+    pub source: ResourceSource,
 }
 
 impl KernelResources {
-    /// Whether ptxas spilled registers to local memory.
+    /// Whether ptxas reported spilled registers. A `cuobjdump` report has no spill
+    /// counts (this is then `false`): check `stack_frame_bytes`, which holds any spills.
     pub fn spills(&self) -> bool {
         self.spill_stores_bytes > 0 || self.spill_loads_bytes > 0
     }
@@ -105,6 +134,46 @@ impl ResourceReport {
                             "bytes spill stores" => k.spill_stores_bytes = n,
                             "bytes spill loads" => k.spill_loads_bytes = n,
                             _ => {}
+                        }
+                    }
+                }
+            }
+        }
+        report
+    }
+
+    /// Parses `cuobjdump -res-usage` output of a CUBIN compiled for `arch` (e.g. `"sm_75"`);
+    /// other lines are ignored.
+    pub fn parse_cuobjdump(text: &str, arch: &str) -> ResourceReport {
+        let mut report = ResourceReport::default();
+        for line in text.lines() {
+            let line = line.trim();
+            if let Some(name) = line.strip_prefix("Function ").and_then(|n| n.strip_suffix(':')) {
+                report.kernels.push(KernelResources {
+                    name: name.to_owned(),
+                    arch: arch.to_owned(),
+                    source: ResourceSource::Cuobjdump,
+                    ..Default::default()
+                });
+                continue;
+            }
+            let Some(k) = report.kernels.last_mut() else { continue };
+            if !line.starts_with("REG:") {
+                continue;
+            }
+            for item in line.split_whitespace() {
+                let Some((key, value)) = item.split_once(':') else { continue };
+                let Ok(n) = value.parse::<u32>() else { continue };
+                match key {
+                    "REG" => k.registers = n,
+                    "STACK" => k.stack_frame_bytes = n,
+                    "SHARED" => k.shared_bytes = n,
+                    _ => {
+                        if let Some(bank) = key.strip_prefix("CONSTANT[").and_then(|b| b.strip_suffix(']')) {
+                            if let Ok(bank) = bank.parse() {
+                                k.constant_banks.push((bank, n));
+                                k.constant_bytes = k.constant_bytes.saturating_add(n);
+                            }
                         }
                     }
                 }
@@ -214,6 +283,24 @@ mod tests {
         assert_eq!(k.constant_bytes, 552);
         assert!(r.any_spills());
         assert_eq!(r.warnings.len(), 1);
+    }
+
+    /// `cuobjdump -res-usage` (13.5) of the same `tests/data/resources.cu`, for sm_75.
+    const SM75_RES_USAGE: &str = include_str!("../tests/data/res_usage_sm75.txt");
+
+    #[test]
+    fn parses_cuobjdump_res_usage() {
+        let r = ResourceReport::parse_cuobjdump(SM75_RES_USAGE, "sm_75");
+        let names: Vec<_> = r.kernels.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(names, ["local_array", "add_bf16"], "{r:#?}");
+        let local = r.kernel("local_array").unwrap();
+        assert_eq!((local.registers, local.stack_frame_bytes, local.shared_bytes), (12, 128, 1024));
+        assert_eq!(local.constant_banks, vec![(0, 372)]);
+        assert_eq!(local.source, ResourceSource::Cuobjdump);
+        let add = r.kernel("add_bf16").unwrap();
+        assert_eq!((add.registers, add.stack_frame_bytes, add.arch.as_str()), (12, 0, "sm_75"));
+        assert!(!add.spills());
+        assert_eq!(ResourceReport::parse_cuobjdump("garbage\nREG:3", "sm_80"), ResourceReport::default());
     }
 
     #[test]

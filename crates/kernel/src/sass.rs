@@ -120,35 +120,7 @@ impl Sass {
 
     /// Disassembles `cubin` with the given `cuobjdump` executable.
     pub fn disassemble_with(cuobjdump: &std::path::Path, cubin: &[u8]) -> Result<Sass, SassError> {
-        let io = |source| SassError::Io {
-            tool: cuobjdump.to_path_buf(),
-            source,
-        };
-        let mut file = tempfile::Builder::new()
-            .prefix("rcute-")
-            .suffix(".cubin")
-            .tempfile()
-            .map_err(io)?;
-        file.write_all(cubin).map_err(io)?;
-        file.flush().map_err(io)?;
-        // `cuobjdump -sass` runs `nvdisasm`, looked up on PATH; both sit in the same
-        // `bin/` directory of a toolkit or of the pip wheels.
-        let mut path: Vec<PathBuf> = cuobjdump.parent().map(|d| d.to_path_buf()).into_iter().collect();
-        if let Some(old) = std::env::var_os("PATH") {
-            path.extend(std::env::split_paths(&old));
-        }
-        let mut cmd = Command::new(cuobjdump);
-        if let Ok(joined) = std::env::join_paths(path) {
-            cmd.env("PATH", joined);
-        }
-        let out = cmd.arg("-sass").arg(file.path()).output().map_err(io)?;
-        if !out.status.success() {
-            return Err(SassError::Failed {
-                status: out.status,
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            });
-        }
-        Ok(Sass::parse(&String::from_utf8_lossy(&out.stdout)))
+        Ok(Sass::parse(&run_cuobjdump(cuobjdump, "-sass", cubin)?))
     }
 
     /// Parses `cuobjdump -sass` output.
@@ -216,6 +188,40 @@ fn parse_instruction(line: &str) -> Option<Instruction> {
         opcode: opcode.to_owned(),
         operands: operands.trim().to_owned(),
     })
+}
+
+/// Runs `cuobjdump <flag>` on `cubin` (written to a temporary file) and returns its
+/// standard output.
+pub(crate) fn run_cuobjdump(cuobjdump: &std::path::Path, flag: &str, cubin: &[u8]) -> Result<String, SassError> {
+    let io = |source| SassError::Io {
+        tool: cuobjdump.to_path_buf(),
+        source,
+    };
+    let mut file = tempfile::Builder::new()
+        .prefix("rcute-")
+        .suffix(".cubin")
+        .tempfile()
+        .map_err(io)?;
+    file.write_all(cubin).map_err(io)?;
+    file.flush().map_err(io)?;
+    // `cuobjdump -sass` runs `nvdisasm`, looked up on PATH; both sit in the same
+    // `bin/` directory of a toolkit or of the pip wheels.
+    let mut path: Vec<PathBuf> = cuobjdump.parent().map(|d| d.to_path_buf()).into_iter().collect();
+    if let Some(old) = std::env::var_os("PATH") {
+        path.extend(std::env::split_paths(&old));
+    }
+    let mut cmd = Command::new(cuobjdump);
+    if let Ok(joined) = std::env::join_paths(path) {
+        cmd.env("PATH", joined);
+    }
+    let out = cmd.arg(flag).arg(file.path()).output().map_err(io)?;
+    if !out.status.success() {
+        return Err(SassError::Failed {
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[cfg(test)]

@@ -28,6 +28,43 @@ fn compiles_bf16_kernel_for_sm80_and_sm90a() {
     }
 }
 
+/// The fallback for an NVRTC log without a ptxas report (NVRTC 13.0 on the GPU machine):
+/// `cuobjdump -res-usage` on the CUBIN gives the same registers, stack and shared memory.
+#[test]
+fn cubin_resources_agree_with_the_ptxas_report() {
+    use rcute_kernel::ResourceSource;
+    let Some(tk) = toolkit_for_test() else { return };
+    if tk.cuobjdump.is_none() {
+        assert!(std::env::var_os("CI").is_none(), "CI installs cuobjdump");
+        eprintln!("skipped: no cuobjdump");
+        return;
+    }
+    for arch in [Arch::Sm75, Arch::Sm80, Arch::Sm90a] {
+        let c = compile(KERNELS, "resources.cu", &CompileOptions::new(arch)).unwrap();
+        let from_cubin = c.cubin_resources().unwrap();
+        assert_eq!(from_cubin.kernels.len(), 2, "{arch}: {from_cubin:?}");
+        for k in &from_cubin.kernels {
+            assert_eq!(k.source, ResourceSource::Cuobjdump);
+            assert_eq!(k.arch, arch.as_str());
+            let Some(p) = c.resources.kernel(&k.name) else {
+                // This NVRTC gave no ptxas report: compile() must have used the CUBIN's.
+                assert_eq!(c.resources, from_cubin);
+                continue;
+            };
+            assert_eq!(p.source, ResourceSource::Ptxas);
+            assert_eq!(
+                (k.registers, k.stack_frame_bytes),
+                (p.registers, p.stack_frame_bytes),
+                "{arch} {}",
+                k.name
+            );
+            // cuobjdump's SHARED for sm_90 adds 1 KiB to a kernel that uses shared memory.
+            let reserved = if arch >= Arch::Sm90 && p.shared_bytes > 0 { 1024 } else { 0 };
+            assert_eq!(k.shared_bytes, p.shared_bytes + reserved, "{arch} {}", k.name);
+        }
+    }
+}
+
 #[test]
 fn syntax_error_reports_line_and_column() {
     if toolkit_for_test().is_none() {

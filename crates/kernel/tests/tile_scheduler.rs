@@ -593,12 +593,8 @@ fn device_code_compiles_with_nvrtc_for_sm90a() {
         let s = scheduler(RasterOrderOption::Heuristic, 3, cluster);
         let c = compile(&probe_kernel(&s), "sched_probe.cu", &CompileOptions::new(Arch::Sm90a))
             .unwrap_or_else(|e| panic!("{cluster:?}: {e}"));
-        // NVRTC 13.0 on the GPU machine can return an empty log (no ptxas report) once the
-        // driver is initialized in the process; CI always gets the report.
-        if c.log.trim().is_empty() && std::env::var_os("CI").is_none() {
-            eprintln!("note: NVRTC returned no ptxas report for {cluster:?}; resources unchecked");
-            continue;
-        }
+        // From the ptxas log, or from `cuobjdump -res-usage` where NVRTC 13.0 returns an
+        // empty log (once the driver is initialized in the process): always present.
         let r = c
             .resources
             .kernel("sched_probe")
