@@ -215,7 +215,10 @@ impl Compiled {
     /// ([`ResourceReport::parse_cuobjdump`]): what [`compile`] uses when the log has no
     /// ptxas report.
     pub fn cubin_resources(&self) -> Result<ResourceReport, crate::sass::SassError> {
-        let tool = Toolkit::locate()?.cuobjdump.clone().ok_or(crate::sass::SassError::NoCuobjdump)?;
+        let tool = Toolkit::locate()?
+            .cuobjdump
+            .clone()
+            .ok_or(crate::sass::SassError::NoCuobjdump)?;
         let text = crate::sass::run_cuobjdump(&tool, "-res-usage", &self.cubin)?;
         Ok(ResourceReport::parse_cuobjdump(&text, self.arch.as_str()))
     }

@@ -162,7 +162,9 @@ impl ResourceReport {
                 continue;
             }
             for item in line.split_whitespace() {
-                let Some((key, value)) = item.split_once(':') else { continue };
+                let Some((key, value)) = item.split_once(':') else {
+                    continue;
+                };
                 let Ok(n) = value.parse::<u32>() else { continue };
                 match key {
                     "REG" => k.registers = n,
@@ -294,13 +296,22 @@ mod tests {
         let names: Vec<_> = r.kernels.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(names, ["local_array", "add_bf16"], "{r:#?}");
         let local = r.kernel("local_array").unwrap();
-        assert_eq!((local.registers, local.stack_frame_bytes, local.shared_bytes), (12, 128, 1024));
+        assert_eq!(
+            (local.registers, local.stack_frame_bytes, local.shared_bytes),
+            (12, 128, 1024)
+        );
         assert_eq!(local.constant_banks, vec![(0, 372)]);
         assert_eq!(local.source, ResourceSource::Cuobjdump);
         let add = r.kernel("add_bf16").unwrap();
-        assert_eq!((add.registers, add.stack_frame_bytes, add.arch.as_str()), (12, 0, "sm_75"));
+        assert_eq!(
+            (add.registers, add.stack_frame_bytes, add.arch.as_str()),
+            (12, 0, "sm_75")
+        );
         assert!(!add.spills());
-        assert_eq!(ResourceReport::parse_cuobjdump("garbage\nREG:3", "sm_80"), ResourceReport::default());
+        assert_eq!(
+            ResourceReport::parse_cuobjdump("garbage\nREG:3", "sm_80"),
+            ResourceReport::default()
+        );
     }
 
     #[test]

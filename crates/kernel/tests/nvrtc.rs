@@ -59,7 +59,11 @@ fn cubin_resources_agree_with_the_ptxas_report() {
                 k.name
             );
             // cuobjdump's SHARED for sm_90 adds 1 KiB to a kernel that uses shared memory.
-            let reserved = if arch >= Arch::Sm90 && p.shared_bytes > 0 { 1024 } else { 0 };
+            let reserved = if arch >= Arch::Sm90 && p.shared_bytes > 0 {
+                1024
+            } else {
+                0
+            };
             assert_eq!(k.shared_bytes, p.shared_bytes + reserved, "{arch} {}", k.name);
         }
     }
