@@ -376,6 +376,22 @@ __device__ __forceinline__ void rc_cp_async_wait_all() {
       : "memory");
 }
 
+__device__ __forceinline__ void rc_cvt_u4x8_f16x2_biased(uint32_t q, uint32_t (&out)[4]) {
+  // out[i] = {bias + nibble i, bias + nibble i+4} (bias 1024): (q >> 4i) & 0x000f000f | 0x64006400
+  #pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(out[i]) : "r"(q >> (4 * i)), "n"(0x000f000f), "n"(0x64006400));
+  }
+}
+
+__device__ __forceinline__ void rc_cvt_u4x8_bf16x2_biased(uint32_t q, uint32_t (&out)[4]) {
+  // out[i] = {bias + nibble i, bias + nibble i+4} (bias 128): (q >> 4i) & 0x000f000f | 0x43004300
+  #pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(out[i]) : "r"(q >> (4 * i)), "n"(0x000f000f), "n"(0x43004300));
+  }
+}
+
 __device__ __forceinline__ void rc_mbarrier_init(uint32_t mbar, uint32_t count) {
   asm volatile(
       "mbarrier.init.shared::cta.b64 [%0], %1;\n"
@@ -1192,6 +1208,42 @@ extern "C" __global__ void rc_test_rc_cp_async_wait_all(uint32_t const* __restri
   if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
   __syncthreads();
   rc_cp_async_wait_all();
+  __syncthreads();
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_cvt_u4x8_f16x2_biased(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 1;
+  uint32_t* rc_my_out = rc_out + rc_tid * 4;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  uint32_t rc_p0 = (uint32_t)rc_my_in[0];
+  uint32_t rc_p1[4];
+  for (int w = 0; w < 4; ++w) reinterpret_cast<uint32_t*>(rc_p1)[w] = 0u;
+  rc_cvt_u4x8_f16x2_biased(rc_p0, rc_p1);
+  for (int w = 0; w < 4; ++w) rc_my_out[0 + w] = reinterpret_cast<uint32_t const*>(rc_p1)[w];
+  __syncthreads();
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_cvt_u4x8_bf16x2_biased(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 1;
+  uint32_t* rc_my_out = rc_out + rc_tid * 4;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  uint32_t rc_p0 = (uint32_t)rc_my_in[0];
+  uint32_t rc_p1[4];
+  for (int w = 0; w < 4; ++w) reinterpret_cast<uint32_t*>(rc_p1)[w] = 0u;
+  rc_cvt_u4x8_bf16x2_biased(rc_p0, rc_p1);
+  for (int w = 0; w < 4; ++w) rc_my_out[0 + w] = reinterpret_cast<uint32_t const*>(rc_p1)[w];
   __syncthreads();
   (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
 }

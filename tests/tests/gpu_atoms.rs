@@ -921,3 +921,35 @@ extern "C" __global__ void rc_mbarrier_tx_test(const uint32_t* src, uint32_t* ou
     assert_eq!(flags, vec![0, 1, 0, 0, 1, 0, 1, 0], "mbarrier phase completion flags");
     assert_eq!(stream.clone_dtoh(&d_out).unwrap(), data);
 }
+
+// ---------------------------------------------------------------------------------------
+// 7. int4 -> 16-bit conversion (lop3 magic numbers), bit-exact against the CPU model
+
+#[test]
+fn int4_biased_conversions_match_cpu_model() {
+    use rcute_atom::convert_int4::{u4x8_to_16x2_biased, u4x8_to_bf16x2_biased, u4x8_to_f16x2_biased, Biased16};
+    for (snippet, format) in [
+        (u4x8_to_f16x2_biased(), Biased16::F16),
+        (u4x8_to_bf16x2_biased(), Biased16::BF16),
+    ] {
+        let k = test_kernel_with(&snippet, &HarnessOptions::default());
+        assert_eq!((k.in_words_per_thread, k.out_words_per_thread), (1, 4), "{}", k.name);
+        let Some((gpu, compiled)) = compile_and_gpu(&k.source, &format!("{}.cu", k.name), karch(snippet.arch)) else {
+            continue;
+        };
+        let mut rng = Rng::for_test(&snippet.name);
+        let mut words = vec![0u32, u32::MAX, 0x7654_3210, 0x89ab_cdef];
+        words.extend((0..12).map(|_| rng.next_u32()));
+        let threads = k.block_threads as usize;
+        for w in words {
+            let run = run_harness(&gpu, &compiled, &k, &vec![w; threads], &vec![0u8; k.gmem_bytes]);
+            assert_eq!(
+                &run.out[..4],
+                &u4x8_to_16x2_biased(w, format),
+                "{} word {w:#010x}",
+                k.name
+            );
+        }
+        eprintln!("ok {}", k.name);
+    }
+}

@@ -5,7 +5,7 @@ use crate::copy::CopyOp;
 use crate::harness::includes;
 use crate::mma::MmaAtom;
 use crate::snippet::{Arch, Snippet};
-use crate::{copy_cp_async, copy_ldsm, copy_ldst, copy_tma, mma_sm80, mma_sm90, sync};
+use crate::{convert_int4, copy_cp_async, copy_ldsm, copy_ldst, copy_tma, mma_sm80, mma_sm90, sync};
 
 /// What a catalogue entry is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,6 +67,8 @@ pub fn all_helper_snippets() -> Vec<Snippet> {
         mma_sm90::wgmma_commit_group(),
         mma_sm90::wgmma_wait_group(),
         mma_sm90::wgmma_fence_operand(),
+        convert_int4::u4x8_to_f16x2_biased(),
+        convert_int4::u4x8_to_bf16x2_biased(),
     ];
     v.extend(copy_tma::all_tma().1);
     v.extend(sync::all_sync());

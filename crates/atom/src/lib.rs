@@ -20,6 +20,7 @@
 //! | `copy_cp_async.rs` | `cp.async.ca/.cg` (+ zero fill), commit / wait |
 //! | `copy_ldsm.rs` | `ldmatrix` / `stmatrix` x1/x2/x4 (+ `.trans`) |
 //! | `copy_tma.rs` | TMA loads (multicast), stores, prefetches, bulk copies |
+//! | `convert_int4.rs` | 4-bit weights to f16 / bf16 pairs with `lop3` magic numbers; AutoAWQ's nibble order |
 //! | `sync.rs` | mbarriers, fences, named / cluster barriers, `elect.sync`, `setmaxnreg` |
 //! | `tma.rs` | [`TmaDescriptorSpec`]: validated `cuTensorMapEncodeTiled` parameters |
 //! | `tiled_mma.rs` | [`TiledMma`], [`ThrMma`]: `thrfrg_*`, `get_layout*_TV`, `partition_*` |
@@ -36,6 +37,7 @@
 //! ```
 
 pub mod catalogue;
+pub mod convert_int4;
 pub mod copy;
 pub mod copy_cp_async;
 pub mod copy_ldsm;
