@@ -10,6 +10,7 @@
 //! class): [`Ops::scaled_mm`] (see [`scaled_mm`]). FP8 scaled GEMM, AWQ int4 GEMM and fused
 //! MoE follow in later issues.
 
+pub mod awq;
 pub mod context;
 pub mod error;
 pub mod gemm;

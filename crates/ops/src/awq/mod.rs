@@ -1,0 +1,6 @@
+//! AWQ int4 weight-only quantization (W4A16): the checkpoint format and its reference.
+//! The GPU ops (`awq_dequantize`, `awq_gemm`, prepared weights) build on these (issue 12).
+
+pub mod format;
+
+pub use format::{dequantize_reference, gemm_reference, pack_awq_matrix, unpack_awq_matrix, AwqShape, AWQ_GROUP_SIZES};
