@@ -12,8 +12,9 @@
 //! [`crate::gemm_sm80`] ([`gemm_sm80_configs`]) follow, one unit per configuration (the
 //! main kernel and its split-K reduction kernel), then the SM90 GEMM kernels of
 //! [`crate::gemm_sm90`] ([`gemm_sm90_configs`], compiled for `sm_90a` only, bf16 and the
-//! INT8 / FP8 scaled GEMMs), and the INT8 scaled-mm units of [`crate::scaled_mm_sm80`]
-//! ([`scaled_mm_sm80_configs`]: Ampere class for sm_80, Turing for sm_75).
+//! INT8 / FP8 scaled GEMMs), the INT8 scaled-mm units of [`crate::scaled_mm_sm80`]
+//! ([`scaled_mm_sm80_configs`]: Ampere class for sm_80, Turing for sm_75), and the AWQ
+//! dequantization kernels of [`crate::awq_dequantize`].
 
 use crate::nvrtc::Arch;
 use rcute_atom::catalogue::{all_atoms, Entry};
@@ -175,6 +176,18 @@ pub fn standard() -> Vec<CatalogueKernel> {
                 vec!["IMMA", "LDSM", "LDGSTS"]
             },
             kernels: 2,
+        });
+    }
+    // AWQ: dequantization of the int4 checkpoint format (f16 and bf16 scales).
+    for e in [rcute_atom::Element::F16, rcute_atom::Element::BF16] {
+        let g = crate::awq_dequantize::generate(e).expect("AWQ dequantization generates for f16 and bf16");
+        out.push(CatalogueKernel {
+            name: g.name.clone(),
+            arch: Arch::Sm80,
+            source: g.source,
+            // sm_80 has no bf16 HMUL2: the product is an HFMA2.BF16 with a -0 addend.
+            expect_sass: vec!["LOP3", if e == rcute_atom::Element::F16 { "HMUL2" } else { "HFMA2" }],
+            kernels: 1,
         });
     }
     out

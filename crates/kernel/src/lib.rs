@@ -54,6 +54,7 @@
 //! # }
 //! ```
 
+pub mod awq_dequantize;
 pub mod cache;
 pub mod catalogue;
 pub mod device;

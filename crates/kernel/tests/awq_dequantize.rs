@@ -1,0 +1,45 @@
+//! The AWQ dequantization kernel compiles for sm_80 and sm_90a without spills or local
+//! memory, converts with LOP3 and stores 16 bytes at a time.
+
+use rcute_atom::Element;
+use rcute_kernel::awq_dequantize::generate;
+use rcute_kernel::testing::toolkit_for_test;
+use rcute_kernel::{compile, Arch, CompileOptions, Sass};
+
+#[test]
+fn generated_source_is_deterministic_and_rejects_other_types() {
+    assert_eq!(generate(Element::BF16).unwrap(), generate(Element::BF16).unwrap());
+    assert!(generate(Element::F32).is_err());
+    let g = generate(Element::F16).unwrap();
+    for pat in ["+ 0)", "- 0)", "* 1)", ">> 0", "<< 0"] {
+        assert!(!g.source.contains(pat), "unfolded {pat:?} in\n{}", g.source);
+    }
+    if let Some(path) = std::env::var_os("RCUTE_DUMP") {
+        std::fs::write(path, &g.source).unwrap();
+    }
+}
+
+#[test]
+fn compiles_without_spills_and_uses_lop3() {
+    let Some(tk) = toolkit_for_test() else { return };
+    for e in [Element::F16, Element::BF16] {
+        let g = generate(e).unwrap();
+        for arch in [Arch::Sm80, Arch::Sm90a] {
+            let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
+                .unwrap_or_else(|err| panic!("{} for {arch}: {err}\n{}", g.name, g.source));
+            let r = c
+                .resources
+                .kernel(&g.name)
+                .unwrap_or_else(|| panic!("no resources\n{}", c.log));
+            assert!(!r.spills() && r.stack_frame_bytes == 0, "{r:?}");
+            assert!(r.registers <= 64, "{} on {arch}: {} registers", g.name, r.registers);
+            let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
+            let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
+            assert!(!sass.uses_local_memory());
+            let k = sass.kernel(&g.name).unwrap();
+            for op in ["LOP3", "STG.E.128"] {
+                assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
+            }
+        }
+    }
+}
