@@ -1,9 +1,10 @@
 //! `rcute layout '<EXPR>'`: evaluate a layout-algebra expression.
 
-use crate::eval::{eval_str_with, Value};
-use crate::parse::Mode;
 use crate::Failure;
-use rcute_layout::{svg, AnyLayout};
+use rcute_layout::eval::{eval_str_with, Value};
+use rcute_layout::parse::Mode;
+use rcute_layout::{s, svg, AnyLayout, Int, IntTuple, Layout, Tuple};
+use serde_json::{json, Value as Json};
 use std::path::PathBuf;
 
 /// Options of `rcute layout`.
@@ -61,7 +62,7 @@ pub fn run(args: &LayoutArgs) -> Result<String, Failure> {
     let mode = if args.exact { Mode::Exact } else { Mode::Static };
     let v = eval_str_with(&args.expr, mode)?;
     let out = if args.json {
-        let mut s = v.to_json().to_string();
+        let mut s = to_json(&v).to_string();
         s.push('\n');
         s
     } else if args.table {
@@ -80,4 +81,53 @@ pub fn run(args: &LayoutArgs) -> Result<String, Failure> {
         std::fs::write(path, picture).map_err(|e| Failure::Other(format!("cannot write {}: {e}", path.display())))?;
     }
     Ok(out)
+}
+
+/// The JSON form of a value: `{"shape","stride","layout"}` for layouts (plus `"swizzle"`
+/// and `"offset"` for composed layouts, whose shape and stride are the inner layout's),
+/// `{"value"}` for integers and tuples, `{"tiler"}` for tilers,
+/// `{"swizzle","bits","base","shift"}` for swizzles.
+pub fn to_json(v: &Value) -> Json {
+    match v {
+        Value::Layout(_) | Value::Shape(_) => {
+            let l = v.as_layout().unwrap_or_else(|| Layout::col_major(Tuple::Leaf(s(1))));
+            json!({
+                "shape": tuple_json(l.shape()),
+                "stride": tuple_json(l.stride()),
+                "layout": l.to_string(),
+            })
+        }
+        Value::Composed(c) => json!({
+            "swizzle": c.outer.to_string(),
+            "offset": int_json(&c.offset),
+            "shape": tuple_json(c.inner.shape()),
+            "stride": tuple_json(c.inner.stride()),
+            "layout": c.to_string(),
+        }),
+        Value::Int(n) => json!({ "value": int_json(n) }),
+        Value::Tuple(t) => json!({ "value": tuple_json(t) }),
+        Value::Tiler(_) | Value::Underscore => json!({ "tiler": v.notation() }),
+        Value::Swizzle(sw) => json!({
+            "swizzle": sw.to_string(),
+            "bits": sw.bits(),
+            "base": sw.base(),
+            "shift": sw.shift(),
+        }),
+    }
+}
+
+/// A JSON number for a static (or known) integer, a string for a symbolic one.
+pub fn int_json(n: &Int) -> Json {
+    match n.known() {
+        Some(v) => json!(v),
+        None => json!(n.to_string()),
+    }
+}
+
+/// Nested JSON arrays of [`int_json`] leaves.
+pub fn tuple_json(t: &IntTuple) -> Json {
+    match t {
+        Tuple::Leaf(n) => int_json(n),
+        Tuple::Node(m) => Json::Array(m.iter().map(tuple_json).collect()),
+    }
 }

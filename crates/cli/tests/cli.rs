@@ -352,3 +352,29 @@ fn svg_output() {
 fn leading_minus_is_an_expression_not_a_flag() {
     check("-3", "-3:1");
 }
+
+/// `rcute layout --exact` reads and prints CuTe's spelling; without it, plain integers
+/// stay static and print without underscores.
+#[test]
+fn exact_flag_on_the_command_line() {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rcute"))
+            .args(args)
+            .output()
+            .expect("run rcute");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let e = "zipped_divide((128,64):(_1,128),[_32,_16])";
+    assert_eq!(
+        run(&["layout", "--exact", e]),
+        "((_32,_16),(4,4)):((_1,128),(_32,2048))\n"
+    );
+    assert_eq!(run(&["layout", e]), "((32,16),(4,4)):((1,128),(32,2048))\n");
+    // A static target with a dynamic block: CuTe's static_assert, rcute's error.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rcute"))
+        .args(["layout", "--exact", "tile_to_shape((8,3):(_1,_8), (_8,_3))"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -25,6 +25,9 @@ pub mod tuple;
 pub mod algebra;
 
 pub mod print;
+
+pub mod eval;
+pub mod parse;
 pub mod svg;
 
 pub mod basis;

@@ -1,11 +1,40 @@
 //! A hand-written recursive-descent parser for layout-algebra expressions.
 //!
-//! The grammar is listed in the crate documentation. Every node records the byte
+//! Every node records the byte
 //! position where it starts, so that errors (here and in evaluation) can point at the
 //! input. The parser never panics: malformed input, integer overflow and excessive
-//! nesting are all [`ParseError`]s.
+//! nesting are all [`ParseError`]s. [`crate::eval`] evaluates the parsed expressions.
+//!
+//! ## Expression grammar
+//!
+//! ```text
+//! expr    := call | tiler | '_' | swizzle | layout
+//! layout  := tuple [ ':' tuple ]        SHAPE:STRIDE; a bare SHAPE is make_layout(SHAPE)
+//! tuple   := int | name | '(' [ tuple { ',' tuple } ] ')'
+//! int     := [ '-' ] digits | '_' digits     static integer (CuTe's `_8` is accepted)
+//! name    := [A-Za-z_][A-Za-z0-9_]*          dynamic extent (symbolic), e.g. M, ldA
+//! tiler   := '[' expr { ',' expr } ']'       by-mode tiler; modes are layouts,
+//!                                            integers n (meaning n:1), '_' or tilers
+//! swizzle := 'Sw' '<' int ',' int ',' int '>'
+//! call    := name '(' [ expr { ',' expr } ] ')'
+//! ```
+//!
+//! Blanks are allowed between tokens. A bare tuple such as `(4,2)` is the column-major
+//! layout `(4,2):(1,4)` wherever a layout is expected (also as the right operand of
+//! `composition`, divides and products); by-mode tilers are written with brackets:
+//! `zipped_divide((128,64),[32,16])`. Where a shape, profile, order or cotarget is
+//! expected, a bare tuple or integer is taken as that tuple.
+//!
+//! ```
+//! use rcute_layout::parse::{parse, ExprKind};
+//!
+//! let e = parse("zipped_divide((128,64):(1,128), [32,16])").unwrap();
+//! assert!(matches!(e.kind, ExprKind::Call { ref name, ref args } if name == "zipped_divide" && args.len() == 2));
+//! let err = parse("(4,2):(1,").unwrap_err();
+//! assert_eq!(err.pos, 9);
+//! ```
 
-use rcute_layout::{Int, IntTuple, Tuple};
+use crate::{Int, IntTuple, Tuple};
 use std::fmt;
 
 /// Deepest nesting of parentheses and brackets accepted (keeps recursion bounded).
@@ -278,7 +307,7 @@ impl<'a> Parser<'a> {
                 if self.next_char() == Some('(') {
                     return Err(self.err(start, format!("call of '{name}' inside a tuple literal")));
                 }
-                Ok(Tuple::Leaf(rcute_layout::d(name)))
+                Ok(Tuple::Leaf(crate::d(name)))
             }
             _ => Err(self.err_here("expected an integer, a name or '('")),
         }

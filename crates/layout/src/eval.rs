@@ -1,10 +1,82 @@
-//! Evaluation of parsed expressions with `rcute-layout`'s algebra.
+//! Evaluation of parsed layout-algebra expressions ([`crate::parse`]) with the algebra:
+//! [`eval_str`] reads and evaluates a whole expression, [`Value::notation`] prints the
+//! result in CuTe notation.
+//!
+//! Calls use CuTe's names and argument order:
+//!
+//! | call | result |
+//! |---|---|
+//! | `composition(A,B)` | `A ∘ B`; `B` a layout or a tiler |
+//! | `complement(A)`, `complement(A,cotarget)` | cotarget an integer or a shape |
+//! | `right_inverse(A)`, `left_inverse(A)` | layouts |
+//! | `coalesce(A)`, `coalesce(A,profile)`, `filter(A)` | layouts |
+//! | `logical_divide`, `zipped_divide`, `tiled_divide`, `flat_divide` `(A,T)` | `T` a tiler or layout |
+//! | `logical_product`, `zipped_product`, `tiled_product`, `flat_product` `(A,B)` | `B` a tiler or layout |
+//! | `blocked_product(A,B)`, `raked_product(A,B)` | `B` a layout |
+//! | `tile_to_shape(A,shape)`, `tile_to_shape(A,shape,order)` | layout |
+//! | `make_ordered_layout(shape,order)`, `make_layout_like(A)` | layout |
+//! | `max_common_layout(A,B)` / `max_common_vector(A,B)` | layout / integer |
+//! | `upcast(A,N)`, `downcast(A,N)` | `N` a static integer |
+//! | `size(A)`, `cosize(A)`, `rank(A)`, `depth(A)` | integers |
+//! | `shape(A)`, `stride(A)` | tuples |
+//! | `get(A,i,...)` | the sub-layout (or sub-tuple) at mode path `i,...` |
+//!
+//! Calls nest: `size(zipped_divide((128,64),[32,16]))` prints `8192`.
+//!
+//! Swizzles: `composition(Sw<3,3,3>, (8,64):(64,1))` is the composed layout
+//! `Sw<3,3,3> o 0 o (8,64):(64,1)`; `composition(L, Sw<B,M,S>)` composes a layout with a
+//! swizzle; a bare `Sw<B,M,S>` where a layout is expected is CuTe's `make_layout(Sw)`
+//! (the swizzle over its active range). Composed layouts go through the same calls
+//! (divides, products, `tile_to_shape`, `coalesce`, `get`, `size`, ...), as CuTe's
+//! functions on `ComposedLayout` do, and `--table` / `--svg` show the swizzled offsets.
+//!
+//! ## Exact mode (`--exact`): CuTe's static/dynamic spelling
+//!
+//! By default every integer literal is static, whether written `8` or `_8`, and
+//! results print without underscores. With `--exact` (library:
+//! [`eval_str_exact`] and [`Value::notation_exact`]) the input and output
+//! use CuTe's own spelling, as CuTe's `print` writes it:
+//!
+//! * `_8` is a static integer (CuTe's `Int<8>{}`);
+//! * a plain `8` is a dynamic integer whose value is known (CuTe's runtime `int`,
+//!   [`crate::Int::dyn_lit`]); names such as `M` stay symbolic dynamic extents;
+//! * results print static integers with the underscore and dynamic ones plain.
+//!
+//! ```text
+//! $ rcute layout --exact 'zipped_divide((128,64):(_1,128),[_32,_16])'
+//! ((_32,_16),(4,4)):((_1,128),(_32,2048))
+//! ```
+//!
+//! Arithmetic follows CuTe's mixed rules: static with static stays static, anything
+//! with a dynamic operand is dynamic (`4 * _2` is the dynamic `8`), and the algebra
+//! rejects what CuTe rejects at compile time for dynamic operands (e.g. the complement
+//! of a layout with dynamic strides of rank > 1). The template arguments of `upcast`,
+//! `downcast` and `get` are compile-time values in CuTe; either spelling is accepted there.
+//! `crates/layout/tests/cute_oracle_dynamic.rs` checks this mode against CuTe's headers.
+//!
+//! ```
+//! use rcute_layout::eval::{eval_str, eval_str_exact, Value};
+//!
+//! let v = eval_str("zipped_divide((128,64),[32,16])").unwrap();
+//! assert_eq!(v.notation(), "((32,16),(4,4)):((1,128),(32,2048))");
+//! assert!(matches!(v, Value::Layout(_)));
+//! assert_eq!(eval_str("size(complement(4:2, 24))").unwrap().notation(), "6");
+//!
+//! // CuTe's own spelling: `_N` static, a plain `N` a dynamic int.
+//! let v = eval_str_exact("zipped_divide((128,64):(_1,128),[_32,_16])").unwrap();
+//! assert_eq!(v.notation_exact(), "((_32,_16),(4,4)):((_1,128),(_32,2048))");
+//!
+//! // Errors are typed and point into the input.
+//! let input = "composition(4:1, frob(2))";
+//! let e = eval_str(input).unwrap_err();
+//! assert_eq!(e.pos(), Some(17));
+//! assert!(e.render(input).starts_with("error: unknown function"));
+//! ```
 
-use crate::parse::{Expr, ExprKind};
-use rcute_layout::algebra::Tiler;
-use rcute_layout::composed::compose_with_swizzle;
-use rcute_layout::{s, AnyLayout, ComposedLayout, Int, IntTuple, Layout, LayoutError, Swizzle, Tuple};
-use serde_json::{json, Value as Json};
+use crate::algebra::Tiler;
+use crate::composed::compose_with_swizzle;
+use crate::parse::{parse_with, render_error, Expr, ExprKind, Mode};
+use crate::{s, AnyLayout, ComposedLayout, Int, IntTuple, Layout, LayoutError, Swizzle, Tuple};
 use std::fmt;
 
 /// The value of an expression.
@@ -29,9 +101,16 @@ pub enum Value {
     Swizzle(Swizzle),
 }
 
-/// Why an expression could not be evaluated.
+/// Why an expression could not be read or evaluated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EvalError {
+    /// Malformed input ([`crate::parse::ParseError`]).
+    Parse {
+        /// Byte position.
+        pos: usize,
+        /// What was expected.
+        msg: String,
+    },
     /// Wrong kind or number of arguments, unknown function: points into the input.
     Usage {
         /// Byte position of the offending expression.
@@ -46,9 +125,34 @@ pub enum EvalError {
 impl fmt::Display for EvalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EvalError::Usage { pos, msg } => write!(f, "{msg} at {pos}"),
+            EvalError::Parse { pos, msg } | EvalError::Usage { pos, msg } => write!(f, "{msg} at {pos}"),
             EvalError::Layout(e) => write!(f, "{e}"),
         }
+    }
+}
+
+impl EvalError {
+    /// The byte position the error points at, if it has one.
+    pub fn pos(&self) -> Option<usize> {
+        match self {
+            EvalError::Parse { pos, .. } | EvalError::Usage { pos, .. } => Some(*pos),
+            EvalError::Layout(_) => None,
+        }
+    }
+
+    /// The message for a terminal: `error: ...`, and for positioned errors `input` with a
+    /// caret under the position ([`render_error`]).
+    pub fn render(&self, input: &str) -> String {
+        match self {
+            EvalError::Parse { pos, msg } | EvalError::Usage { pos, msg } => render_error(input, *pos, msg),
+            EvalError::Layout(e) => format!("error: {e}\n"),
+        }
+    }
+}
+
+impl From<crate::parse::ParseError> for EvalError {
+    fn from(e: crate::parse::ParseError) -> Self {
+        EvalError::Parse { pos: e.pos, msg: e.msg }
     }
 }
 
@@ -160,38 +264,6 @@ impl Value {
             Value::Swizzle(sw) => sw.to_string(),
         }
     }
-
-    /// The JSON form: `{"shape","stride","layout"}` for layouts (plus `"swizzle"` and
-    /// `"offset"` for composed layouts, whose shape and stride are the inner layout's), `{"value"}` for integers
-    /// and tuples, `{"tiler"}` for tilers, `{"swizzle","bits","base","shift"}` for swizzles.
-    pub fn to_json(&self) -> Json {
-        match self {
-            Value::Layout(_) | Value::Shape(_) => {
-                let l = self.as_layout().unwrap_or_else(|| Layout::col_major(Tuple::Leaf(s(1))));
-                json!({
-                    "shape": tuple_json(l.shape()),
-                    "stride": tuple_json(l.stride()),
-                    "layout": l.to_string(),
-                })
-            }
-            Value::Composed(c) => json!({
-                "swizzle": c.outer.to_string(),
-                "offset": int_json(&c.offset),
-                "shape": tuple_json(c.inner.shape()),
-                "stride": tuple_json(c.inner.stride()),
-                "layout": c.to_string(),
-            }),
-            Value::Int(n) => json!({ "value": int_json(n) }),
-            Value::Tuple(t) => json!({ "value": tuple_json(t) }),
-            Value::Tiler(_) | Value::Underscore => json!({ "tiler": self.notation() }),
-            Value::Swizzle(sw) => json!({
-                "swizzle": sw.to_string(),
-                "bits": sw.bits(),
-                "base": sw.base(),
-                "shift": sw.shift(),
-            }),
-        }
-    }
 }
 
 /// A tiler with CuTe's underscores on static integers.
@@ -201,22 +273,6 @@ fn tiler_exact(t: &Tiler) -> String {
         Tiler::Int(n) => format!("{n:#}"),
         Tiler::Underscore => "_".into(),
         Tiler::Tuple(v) => format!("[{}]", v.iter().map(tiler_exact).collect::<Vec<_>>().join(",")),
-    }
-}
-
-/// A JSON number for a static (or known) integer, a string for a symbolic one.
-pub fn int_json(n: &Int) -> Json {
-    match n.known() {
-        Some(v) => json!(v),
-        None => json!(n.to_string()),
-    }
-}
-
-/// Nested JSON arrays of [`int_json`] leaves.
-pub fn tuple_json(t: &IntTuple) -> Json {
-    match t {
-        Tuple::Leaf(n) => int_json(n),
-        Tuple::Node(m) => Json::Array(m.iter().map(tuple_json).collect()),
     }
 }
 
@@ -290,23 +346,22 @@ pub fn eval(e: &Expr) -> R<Value> {
     }
 }
 
-/// Evaluate a whole input string: parse errors and evaluation errors are both reported
-/// with [`crate::Failure`].
-pub fn eval_str(input: &str) -> Result<Value, crate::Failure> {
-    eval_str_with(input, crate::parse::Mode::Static)
+/// Evaluate a whole input string: parse errors and evaluation errors are both
+/// [`EvalError`]s.
+pub fn eval_str(input: &str) -> R<Value> {
+    eval_str_with(input, Mode::Static)
 }
 
 /// Evaluate a whole input string in CuTe's own spelling (`rcute layout --exact`): `_N`
 /// is a static integer (`Int<N>`), a plain `N` a dynamic integer with known value `N`
 /// (CuTe's runtime `int`). Print the result with [`Value::notation_exact`].
-pub fn eval_str_exact(input: &str) -> Result<Value, crate::Failure> {
-    eval_str_with(input, crate::parse::Mode::Exact)
+pub fn eval_str_exact(input: &str) -> R<Value> {
+    eval_str_with(input, Mode::Exact)
 }
 
 /// Evaluate a whole input string, reading plain integers as `mode` says.
-pub fn eval_str_with(input: &str, mode: crate::parse::Mode) -> Result<Value, crate::Failure> {
-    let e = crate::parse::parse_with(input, mode).map_err(|p| crate::Failure::Parse { pos: p.pos, msg: p.msg })?;
-    eval(&e).map_err(crate::Failure::from)
+pub fn eval_str_with(input: &str, mode: Mode) -> R<Value> {
+    eval(&parse_with(input, mode)?)
 }
 
 struct Args<'a> {

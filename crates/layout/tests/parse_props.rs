@@ -2,8 +2,8 @@
 //! then parsing it gives the same layout back.
 
 use proptest::prelude::*;
-use rcute_cli::eval::{eval_str, Value, FUNCTIONS};
-use rcute_cli::parse::{parse, parse_tuple};
+use rcute_layout::eval::{eval_str, Value, FUNCTIONS};
+use rcute_layout::parse::{parse, parse_tuple};
 use rcute_layout::{d, s, Int, IntTuple, Layout, Tuple};
 
 fn leaf() -> BoxedStrategy<Int> {

@@ -3,11 +3,11 @@
 //! with g++ on the host); rcute must give the same function and the same mode nesting,
 //! and must reject exactly the expressions CuTe rejects at compile time.
 
-use rcute_cli::eval::eval_str;
+use rcute_layout::eval::eval_str;
 
 #[test]
 fn matches_cute_on_every_oracle_case() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../layout/tests/data/cute_oracle.tsv");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/cute_oracle.tsv");
     let data = std::fs::read_to_string(path).expect("oracle data file");
     let mut checked = 0;
     let mut mismatches = Vec::new();
