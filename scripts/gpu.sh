@@ -73,6 +73,28 @@ step sanitize && for t in .device/bin/test-*-gpu_gemm_sm90; do
   sanitize_filtered synccheck "$t" sm90_gemm_with_fused_epilogue
 done
 
+# INT8 / FP8 scaled GEMMs through the ops (SM80-class and Turing INT8 kernels, the SM90
+# INT8 and FP8 kernels) and the bf16 ops path: memcheck, bounded in time. racecheck and
+# synccheck on the exact INT8 kernel test (parallel split-K only: no CTA-to-CTA waits) and
+# on the FP8 ops test (the SM90 FP8 kernel).
+step sanitize && for t in .device/bin/test-*-gpu_scaled_mm; do
+  [ -e "$t" ] || continue
+  sanitize_filtered memcheck "$t"
+  sanitize_filtered racecheck "$t" kernel_accumulates_int8_exactly
+  sanitize_filtered synccheck "$t" kernel_accumulates_int8_exactly
+  sanitize_filtered racecheck "$t" ops_fp8_scaled_mm_matches_reference
+  sanitize_filtered synccheck "$t" ops_fp8_scaled_mm_matches_reference
+done
+step sanitize && for t in .device/bin/test-*-gpu_ops_gemm; do
+  [ -e "$t" ] && sanitize_filtered memcheck "$t"
+done
+# AWQ kernels: memcheck, racecheck, synccheck.
+step sanitize && for tool in memcheck racecheck synccheck; do
+  for t in .device/bin/test-*-gpu_awq; do
+    [ -e "$t" ] && sanitize_filtered "$tool" "$t"
+  done
+done
+
 if step bench && [ -x .device/bin/rcute ]; then
   args=${RCUTE_BENCH_ARGS:---shape 2048x2048x2048 --shape 4096x4096x4096 --shape 8192x8192x8192 --shape 4096x14336x4096 --shape 16x4096x4096 --shape 32x4096x4096 --shape 64x4096x4096 --shape 128x4096x4096 --shape 16x14336x4096 --shape 32x14336x4096 --shape 64x14336x4096 --shape 128x14336x4096}
   echo "=== rcute bench gemm $args"

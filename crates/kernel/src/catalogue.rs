@@ -186,7 +186,14 @@ pub fn standard() -> Vec<CatalogueKernel> {
             arch: Arch::Sm80,
             source: g.source,
             // sm_80 has no bf16 HMUL2: the product is an HFMA2.BF16 with a -0 addend.
-            expect_sass: vec!["LOP3", if e == rcute_atom::Element::F16 { "HMUL2" } else { "HFMA2" }],
+            expect_sass: vec![
+                "LOP3",
+                if e == rcute_atom::Element::F16 {
+                    "HMUL2"
+                } else {
+                    "HFMA2"
+                },
+            ],
             kernels: 1,
         });
     }

@@ -223,15 +223,21 @@ impl Compiled {
         Ok(ResourceReport::parse_cuobjdump(&text, self.arch.as_str()))
     }
 
-    /// Assembles a compilation result, parsing `resources` from `log`.
+    /// Assembles a compilation result, parsing `resources` from `log`, or from the CUBIN
+    /// when the log has no ptxas report ([`Compiled::cubin_resources`]; empty without a
+    /// `cuobjdump`). A result loaded from the kernel cache gets the same report as a fresh
+    /// compilation.
     pub fn new(arch: Arch, cubin: Vec<u8>, log: String) -> Self {
-        let resources = ResourceReport::parse(&log);
-        Compiled {
+        let mut c = Compiled {
+            resources: ResourceReport::parse(&log),
             arch,
             cubin,
             log,
-            resources,
+        };
+        if c.resources.kernels.is_empty() && !c.cubin.is_empty() {
+            c.resources = c.cubin_resources().unwrap_or_default();
         }
+        c
     }
 }
 
@@ -504,12 +510,7 @@ pub fn compile(source: &str, name: &str, opts: &CompileOptions) -> Result<Compil
         }
     }
     let cubin = program.cubin()?;
-    let mut compiled = Compiled::new(opts.arch, cubin, log);
-    if compiled.resources.kernels.is_empty() {
-        // No ptxas report in the log: read it from the CUBIN (empty without a cuobjdump).
-        compiled.resources = compiled.cubin_resources().unwrap_or_default();
-    }
-    Ok(compiled)
+    Ok(Compiled::new(opts.arch, cubin, log))
 }
 
 /// Parses NVRTC front-end messages (`<name>(<line>): <severity>: <message>`), taking the
