@@ -110,15 +110,35 @@ pub fn test_kernel(snippet: &Snippet) -> TestKernel {
     test_kernel_with(snippet, &HarnessOptions::default())
 }
 
-/// Wrap `snippet` with extra statements.
-pub fn test_kernel_with(snippet: &Snippet, opts: &HarnessOptions) -> TestKernel {
-    let threads = snippet.threads.max(1) as usize;
-    let kname = format!("rc_test_{}", snippet.name);
-    let mut decls = String::new();
-    let mut args = Vec::new();
-    let mut writeback = String::new();
-    let (mut in_w, mut out_w, mut smem, mut gmem, mut nmbar) = (0usize, 0usize, 0usize, 0usize, 0usize);
-    let mut uses_tmap = false;
+/// How the kernel passes the snippet's parameters: declarations before the call, the
+/// call's arguments, the write-back of outputs, and the sizes of the buffers.
+#[derive(Default)]
+struct Marshal {
+    decls: String,
+    args: Vec<String>,
+    writeback: String,
+    in_w: usize,
+    out_w: usize,
+    smem: usize,
+    gmem: usize,
+    nmbar: usize,
+    uses_tmap: bool,
+}
+
+/// The declarations and arguments of every parameter of `snippet` for `threads` threads
+/// (see the module documentation for where each kind lives).
+fn marshal(snippet: &Snippet, threads: usize) -> Marshal {
+    let Marshal {
+        mut decls,
+        mut args,
+        mut writeback,
+        mut in_w,
+        mut out_w,
+        mut smem,
+        mut gmem,
+        mut nmbar,
+        mut uses_tmap,
+    } = Marshal::default();
     for (i, p) in snippet.params.iter().enumerate() {
         let v = format!("rc_p{i}");
         match &p.ty {
@@ -191,6 +211,34 @@ pub fn test_kernel_with(snippet: &Snippet, opts: &HarnessOptions) -> TestKernel 
             }
         }
     }
+    Marshal {
+        decls,
+        args,
+        writeback,
+        in_w,
+        out_w,
+        smem,
+        gmem,
+        nmbar,
+        uses_tmap,
+    }
+}
+
+/// Wrap `snippet` with extra statements.
+pub fn test_kernel_with(snippet: &Snippet, opts: &HarnessOptions) -> TestKernel {
+    let threads = snippet.threads.max(1) as usize;
+    let kname = format!("rc_test_{}", snippet.name);
+    let Marshal {
+        decls,
+        args,
+        writeback,
+        in_w,
+        mut out_w,
+        smem,
+        gmem,
+        nmbar,
+        uses_tmap,
+    } = marshal(snippet, threads);
     let smem_words = smem.div_ceil(4).max(1);
     let targs = if snippet.template.is_empty() {
         String::new()

@@ -296,6 +296,11 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
             });
         }
     }
+    report(&gpu, &rows, args.json.as_deref())
+}
+
+/// The printed table of `rows` (and the JSON file when `json` is given).
+fn report(gpu: &Gpu, rows: &[Row], json: Option<&std::path::Path>) -> Result<String, String> {
     let mut out = String::new();
     out.push_str(&format!("device: {} ({} SMs)\n", gpu.name(), gpu.sm_count()));
     out.push_str(&format!(
@@ -309,7 +314,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
         "host_us",
         "max_rel_err"
     ));
-    for r in &rows {
+    for r in rows {
         let (m, n, k) = r.shape;
         let tflops = 2.0 * m as f64 * n as f64 * k as f64 / (r.rcute_us * 1e-6) / 1e12;
         out.push_str(&format!(
@@ -324,7 +329,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
             r.max_rel_err
         ));
     }
-    if let Some(path) = &args.json {
+    if let Some(path) = json {
         let v: Vec<serde_json::Value> = rows
             .iter()
             .map(|r| {

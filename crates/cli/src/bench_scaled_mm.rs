@@ -294,6 +294,63 @@ impl Drop for LtInt8 {
     }
 }
 
+/// Random host inputs of an `m x n x k` problem: A and B (s8), the A and B scales (per
+/// token / per channel, or one each) and a bias of `n` values.
+#[allow(clippy::type_complexity)]
+fn host_inputs(
+    seed: u64,
+    (m, n, k): (usize, usize, usize),
+    per_token: bool,
+) -> (Vec<i8>, Vec<i8>, Vec<f32>, Vec<f32>, Vec<f32>) {
+    let mut rng = Mix(seed);
+    let ha: Vec<i8> = (0..m * k).map(|_| rng.next() as u8 as i8).collect();
+    let hb: Vec<i8> = (0..k * n).map(|_| rng.next() as u8 as i8).collect();
+    let scale = (1.0 / (128.0 * (k as f64).sqrt())) as f32;
+    let hsa: Vec<f32> = (0..if per_token { m } else { 1 })
+        .map(|_| rng.unit(0.5, 1.5) as f32 * scale)
+        .collect();
+    let hsb: Vec<f32> = (0..if per_token { n } else { 1 })
+        .map(|_| rng.unit(0.5, 1.5) as f32 / 128.0)
+        .collect();
+    let hbias: Vec<f32> = (0..n).map(|_| rng.unit(-1.0, 1.0) as f32).collect();
+    (ha, hb, hsa, hsb, hbias)
+}
+
+/// The largest error of the scaled output `got` (M x N row-major) against the exact
+/// `acc * a_scale * b_scale (+ bias)` from the peer's accumulator `acc`, in units of one
+/// output step (bf16 or f16) plus the f32 rounding of the epilogue. A scale vector of
+/// length 1 is a tensor scale; a NaN output counts as infinite.
+fn max_scaled_err(
+    acc: &[i32],
+    got: &[f64],
+    (m, n): (usize, usize),
+    (sa, sb): (&[f32], &[f32]),
+    bias: Option<&[f64]>,
+    bf: bool,
+) -> f64 {
+    let (mbits, emin) = if bf { (7, -126) } else { (10, -14) };
+    let mut worst = 0f64;
+    for i in 0..m {
+        for j in 0..n {
+            // acc is N x M column-major = M x N row-major.
+            let a = acc[i * n + j] as f64;
+            let prod = a * sa[if sa.len() > 1 { i } else { 0 }] as f64 * sb[if sb.len() > 1 { j } else { 0 }] as f64;
+            let bias = bias.map_or(0.0, |b| b[j]);
+            let r = prod + bias;
+            let ex = if r == 0.0 {
+                emin
+            } else {
+                (r.abs().log2().floor() as i32).max(emin)
+            };
+            // One output step plus the f32 rounding of the epilogue (cancellation).
+            let tol = 2f64.powi(ex - mbits) + 4.0 * f32::EPSILON as f64 * (prod.abs() + bias.abs());
+            let err = (got[i * n + j] - r).abs() / tol;
+            worst = if err.is_nan() { f64::INFINITY } else { worst.max(err) };
+        }
+    }
+    worst
+}
+
 /// The output buffer of either type.
 enum Out {
     F16(CudaSlice<f16>),
@@ -337,17 +394,7 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
     let mut rows = Vec::new();
     let mut peer_note = String::new();
     for (si, &(m, n, k)) in shapes.iter().enumerate() {
-        let mut rng = Mix(0x5EED + si as u64);
-        let ha: Vec<i8> = (0..m * k).map(|_| rng.next() as u8 as i8).collect();
-        let hb: Vec<i8> = (0..k * n).map(|_| rng.next() as u8 as i8).collect();
-        let scale = (1.0 / (128.0 * (k as f64).sqrt())) as f32;
-        let hsa: Vec<f32> = (0..if per_token { m } else { 1 })
-            .map(|_| rng.unit(0.5, 1.5) as f32 * scale)
-            .collect();
-        let hsb: Vec<f32> = (0..if per_token { n } else { 1 })
-            .map(|_| rng.unit(0.5, 1.5) as f32 / 128.0)
-            .collect();
-        let hbias: Vec<f32> = (0..n).map(|_| rng.unit(-1.0, 1.0) as f32).collect();
+        let (ha, hb, hsa, hsb, hbias) = host_inputs(0x5EED + si as u64, (m, n, k), per_token);
         let da: CudaSlice<i8> = stream.clone_htod(&ha).map_err(e)?;
         let db: CudaSlice<i8> = stream.clone_htod(&hb).map_err(e)?;
         let dsa: CudaSlice<f32> = stream.clone_htod(&hsa).map_err(e)?;
@@ -442,29 +489,8 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
             let max_err = match &want_acc {
                 None => f64::NAN,
                 Some(w) => {
-                    let (mbits, emin) = if bf { (7, -126) } else { (10, -14) };
-                    let mut worst = 0f64;
-                    for i in 0..m {
-                        for j in 0..n {
-                            // acc is N x M column-major = M x N row-major.
-                            let a = w[i * n + j] as f64;
-                            let prod = a
-                                * hsa[if per_token { i } else { 0 }] as f64
-                                * hsb[if per_token { j } else { 0 }] as f64;
-                            let bias = if args.no_bias { 0.0 } else { bias_q[j] };
-                            let r = prod + bias;
-                            let ex = if r == 0.0 {
-                                emin
-                            } else {
-                                (r.abs().log2().floor() as i32).max(emin)
-                            };
-                            // One output step plus the f32 rounding of the epilogue (cancellation).
-                            let tol = 2f64.powi(ex - mbits) + 4.0 * f32::EPSILON as f64 * (prod.abs() + bias.abs());
-                            let err = (got[i * n + j] - r).abs() / tol;
-                            worst = if err.is_nan() { f64::INFINITY } else { worst.max(err) };
-                        }
-                    }
-                    worst
+                    let bias = (!args.no_bias).then_some(&bias_q[..]);
+                    max_scaled_err(w, &got, (m, n), (&hsa, &hsb), bias, bf)
                 }
             };
             rows.push(Row {
@@ -477,6 +503,11 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
             });
         }
     }
+    report(&gpu, args, &rows, &peer_note)
+}
+
+/// The printed table of `rows` (and the JSON file when `--json` is given).
+fn report(gpu: &Gpu, args: &BenchScaledMmArgs, rows: &[Row], peer_note: &str) -> Result<String, String> {
     let mut s = String::new();
     s.push_str(&format!(
         "device: {} ({} SMs); scaled_mm {} out, {} scales, {}; peer: cuBLASLt int8 -> s32 (TN, unscaled); {}\n",
@@ -491,7 +522,7 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
             "CUDA graphs of 10 calls"
         }
     ));
-    s.push_str(&peer_note);
+    s.push_str(peer_note);
     s.push_str(&format!(
         "{:<20} {:<34} {:>10} {:>8} {:>10} {:>11} {:>11} {:>16} {:>8}\n",
         "shape (MxNxK)",
@@ -504,7 +535,7 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
         "ratio (cuLt/rc)",
         "max_err"
     ));
-    for r in &rows {
+    for r in rows {
         let (m, n, k) = r.shape;
         let ops2 = 2.0 * m as f64 * n as f64 * k as f64;
         let tops = |us: f64| ops2 / (us * 1e-6) / 1e12;
