@@ -73,20 +73,16 @@ step sanitize && for t in .device/bin/test-*-gpu_gemm_sm90; do
   sanitize_filtered synccheck "$t" sm90_gemm_with_fused_epilogue
 done
 
-# INT8 / FP8 scaled GEMMs through the ops (SM80-class and Turing INT8 kernels, the SM90
-# INT8 and FP8 kernels) and the bf16 ops path: memcheck, bounded in time. racecheck and
-# synccheck on the exact INT8 kernel test (parallel split-K only: no CTA-to-CTA waits) and
-# on the FP8 ops test (the SM90 FP8 kernel).
+# INT8 / FP8 scaled GEMMs: the exact INT8 kernel test (SM80-class and Turing kernels,
+# parallel split-K only, so no CTA-to-CTA waits under racecheck) and the FP8 ops test (the
+# SM90 FP8 kernel) under memcheck, racecheck and synccheck, bounded in time. (The SM90 INT8
+# kernel is covered by the SM90 suite's memcheck above.)
 step sanitize && for t in .device/bin/test-*-gpu_scaled_mm; do
   [ -e "$t" ] || continue
-  sanitize_filtered memcheck "$t"
-  sanitize_filtered racecheck "$t" kernel_accumulates_int8_exactly
-  sanitize_filtered synccheck "$t" kernel_accumulates_int8_exactly
-  sanitize_filtered racecheck "$t" ops_fp8_scaled_mm_matches_reference
-  sanitize_filtered synccheck "$t" ops_fp8_scaled_mm_matches_reference
-done
-step sanitize && for t in .device/bin/test-*-gpu_ops_gemm; do
-  [ -e "$t" ] && sanitize_filtered memcheck "$t"
+  for tool in memcheck racecheck synccheck; do
+    sanitize_filtered "$tool" "$t" kernel_accumulates_int8_exactly
+    sanitize_filtered "$tool" "$t" ops_fp8_scaled_mm_matches_reference
+  done
 done
 # AWQ kernels: memcheck, racecheck, synccheck.
 step sanitize && for tool in memcheck racecheck synccheck; do
