@@ -370,7 +370,7 @@ impl ComposedLayout {
             .div(&s(n))
             .ok_or_else(|| lerr!("upcast", [self, n], ErrorKind::Arithmetic("division by zero".into())))?;
         if let (Some(o), true) = (self.offset.as_static(), n != 0) {
-            if o % n != 0 {
+            if o.wrapping_rem(n) != 0 {
                 return Err(lerr!(
                     "upcast",
                     [self, n],

@@ -169,7 +169,8 @@ pub(crate) fn check_cells<F: Tabulate + ?Sized>(op: &'static str, f: &F, m: i64,
             ErrorKind::Invalid("negative mode size".into()),
         ));
     }
-    if m.checked_mul(n).is_none_or(|c| c > MAX_CELLS) {
+    // Each extent on its own too: a 0 x 2^40 table has no cells but 2^40 column labels.
+    if m.checked_mul(n).is_none_or(|c| c > MAX_CELLS) || m.max(n) > MAX_CELLS {
         return Err(LayoutError::new(
             op,
             vec![f.notation()],

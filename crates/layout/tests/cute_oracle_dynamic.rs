@@ -17,10 +17,11 @@ use rcute_layout::eval::eval_str_exact;
 /// difference. (Empty: every recorded case must match.)
 const EXCLUDED: &[(&str, &str)] = &[];
 
-#[test]
-fn matches_cute_on_every_dynamic_oracle_case() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/cute_oracle_dynamic.tsv");
-    let data = std::fs::read_to_string(path).expect("oracle data file");
+/// Checks every case of `tests/data/{file}` with rcute's exact spelling; returns the number
+/// of cases checked and of ERROR cases.
+fn check_oracle_file(file: &str) -> (usize, usize) {
+    let path = format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"));
+    let data = std::fs::read_to_string(&path).expect("oracle data file");
     let mut checked = 0;
     let mut errors = 0;
     let mut mismatches = Vec::new();
@@ -47,14 +48,29 @@ fn matches_cute_on_every_dynamic_oracle_case() {
             (w, Err(e)) => mismatches.push(format!("{expr}\n    CuTe: {w}\n   rcute: error {}", e.render(expr))),
         }
     }
-    assert!(checked > 500, "only {checked} dynamic oracle cases found");
-    assert!(errors > 0 && errors < checked, "{errors} of {checked} cases are ERROR");
     assert!(
         mismatches.is_empty(),
-        "{} of {checked} cases differ from CuTe:\n{}",
+        "{file}: {} of {checked} cases differ from CuTe:\n{}",
         mismatches.len(),
         mismatches.iter().take(60).cloned().collect::<Vec<_>>().join("\n")
     );
+    (checked, errors)
+}
+
+#[test]
+fn matches_cute_on_every_dynamic_oracle_case() {
+    let (checked, errors) = check_oracle_file("cute_oracle_dynamic.tsv");
+    assert!(checked > 500, "only {checked} dynamic oracle cases found");
+    assert!(errors > 0 && errors < checked, "{errors} of {checked} cases are ERROR");
+}
+
+/// Operands with size-1 modes (static and dynamic, zero and non-zero strides) through
+/// every operation: rcute prints exactly what CuTe prints, strides of size-1 modes
+/// included (`gen_size_one.py` produced the data with CuTe's headers).
+#[test]
+fn matches_cute_on_size_one_modes() {
+    let (checked, _) = check_oracle_file("cute_oracle_size_one.tsv");
+    assert!(checked >= 1000, "only {checked} size-1 oracle cases found");
 }
 
 /// Dynamic literals fold exactly as CuTe's runtime `int`s do.

@@ -136,7 +136,7 @@ fn composition_impl<D: StrideElem>(
         let curr_shape = &ls[i];
         let curr_stride = &ld[i];
         if let (Some(cs), Some(rsd)) = (curr_shape.as_static(), rest_stride.as_static()) {
-            if cs == 0 || !(rsd % cs == 0 || rsd < cs) {
+            if cs == 0 || !(rsd.wrapping_rem(cs) == 0 || rsd < cs) {
                 return Err(lerr!(
                     "composition",
                     [curr_shape, rest_stride],
@@ -156,7 +156,7 @@ fn composition_impl<D: StrideElem>(
         }
         let new_shape = Int::min(&next_shape, &rest_shape);
         if let (Some(ns), Some(rs)) = (new_shape.as_static(), rest_shape.as_static()) {
-            if ns == 0 || rs % ns != 0 {
+            if ns == 0 || rs.wrapping_rem(ns) != 0 {
                 return Err(lerr!(
                     "composition",
                     [rest_shape, new_shape],

@@ -87,7 +87,7 @@ impl Layout {
                     ErrorKind::NeedsStatic("dynamic shape before a stride".into())
                 )
             })?;
-            if sz == 0 || d % sz != 0 {
+            if sz == 0 || d.wrapping_rem(sz) != 0 {
                 return Err(lerr!(
                     "left_inverse",
                     [self],

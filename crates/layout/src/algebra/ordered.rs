@@ -25,12 +25,19 @@ pub fn compact_order(shape: &IntTuple, order: &IntTuple) -> Result<IntTuple> {
     let ref_shape = product_like(shape, order).ok_or_else(err)?.flatten_to_tuple();
     let flat_order: Vec<Int> = order.leaves().into_iter().cloned().collect();
     let max_order = flat_order.iter().filter_map(Int::as_static).fold(0, i64::max);
-    let ref_order: Vec<i64> = flat_order
+    // In i128 so that dynamic orders rank after every static one even next to i64::MAX.
+    let ref_order: Vec<i128> = flat_order
         .iter()
         .enumerate()
-        .map(|(k, o)| o.as_static().unwrap_or(max_order + 1 + k as i64))
+        .map(|(k, o)| o.as_static().map_or(max_order as i128 + 1 + k as i128, i128::from))
         .collect();
     let ref_shape: Vec<Int> = ref_shape.leaves().into_iter().cloned().collect();
+    // The static order of every leaf (its rank among the reference orders).
+    let ranks: Vec<i64> = ref_order
+        .iter()
+        .map(|o| ref_order.iter().filter(|r| *r < o).count() as i64)
+        .collect();
+    let ref_order = ranks;
     let new_order = IntTuple::from_static(&ref_order).unflatten(order).ok_or_else(err)?;
     build(shape, &new_order, &ref_shape, &ref_order).ok_or_else(err)
 }

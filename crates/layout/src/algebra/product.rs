@@ -132,7 +132,7 @@ impl Layout {
         let mut prod = Vec::with_capacity(pairs.len());
         for (t, b) in &pairs {
             if let (Some(tv), Some(bv)) = (t.as_static(), b.as_static()) {
-                if bv == 0 || tv % bv != 0 {
+                if bv == 0 || tv.wrapping_rem(bv) != 0 {
                     return Err(lerr!(
                         op,
                         [self, trg_shape],

@@ -30,7 +30,7 @@ impl Layout {
             }
             match d.as_static() {
                 Some(dv) => {
-                    if dv % n != 0 && n % dv != 0 {
+                    if dv.wrapping_rem(n) != 0 && n.wrapping_rem(dv) != 0 {
                         err = Some(lerr!(
                             "upcast",
                             [self, n],
@@ -38,9 +38,12 @@ impl Layout {
                         ));
                         return (sh.clone(), d.clone());
                     }
-                    let k = nn.ceil_div(&s(dv.abs())).unwrap_or(s(1));
+                    // |dv| and ceil(|dv| / n) in i128: exact for every i64 stride.
+                    let mag = (dv as i128).abs();
+                    let k = nn.ceil_div(&s(mag.min(i64::MAX as i128) as i64)).unwrap_or(s(1));
                     let new_sh = sh.ceil_div(&k).unwrap_or_else(|| sh.clone());
-                    (new_sh, s(dv.signum() * ((dv.abs() + n - 1) / n)))
+                    let q = (mag + n as i128 - 1) / n as i128;
+                    (new_sh, s(dv.signum() * q.min(i64::MAX as i128) as i64))
                 }
                 None => (sh.clone(), d.div(&nn).unwrap_or_else(|| d.clone())),
             }
