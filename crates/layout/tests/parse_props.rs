@@ -67,8 +67,20 @@ fn arg_text() -> impl Strategy<Value = String> {
     })
 }
 
+/// 512 cases per test, or `RCUTE_PROPTEST_CASES` (see `fuzz.rs` for the long runs).
+fn config() -> ProptestConfig {
+    let cases = std::env::var("RCUTE_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(512);
+    ProptestConfig {
+        cases,
+        ..ProptestConfig::default()
+    }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+    #![proptest_config(config())]
 
     #[test]
     fn arbitrary_strings_never_panic(input in ".{0,64}") {
