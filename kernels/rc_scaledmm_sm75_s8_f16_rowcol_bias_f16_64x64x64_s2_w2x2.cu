@@ -119,7 +119,7 @@ __device__ __forceinline__ float rc_scaledmm_ep_visit(const rc_scaledmm_ep_param
 }
 
 // D = rc_scaledmm_ep_visit((float)(A * B)), s8 x s8 -> s32 -> f16 (row-major), tile 64x64x64, 2 stages, 2x2 warps
-// grid (tiles_m << 0, ceil(tiles_n / 2^0), L * split_k), block 128, dynamic smem 16400 bytes
+// grid (tiles_m, tiles_n, L * split_k), block 128, dynamic smem 16400 bytes
 extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm75_s8_f16_rowcol_bias_f16_64x64x64_s2_w2x2(
     const int8_t* __restrict__ A,
     const int8_t* __restrict__ B,
@@ -175,8 +175,8 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm75_s8_f16_row
     by = (*rc_ticket / (int)gridDim.x) % (int)gridDim.y;
     bz = *rc_ticket / (int)(gridDim.x * gridDim.y);
   }
-  const int tile_m = bx >> 0;
-  const int tile_n = (by << 0) + (bx & 0);
+  const int tile_m = bx;
+  const int tile_n = by;
   if (tile_m >= tiles_m || tile_n >= tiles_n) {
     return;
   }
@@ -369,7 +369,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm75_s8_f16_row
         for (int h = 0; h < 2; ++h) {
           const int r = 16 * (warp_m + 2 * mi) + lane / 4 + 8 * h;
           const int cc = 32 * (nj / 2) + 16 * warp_n + 8 * (nj % 2) + 2 * (lane % 4);
-          *reinterpret_cast<int2*>(sE + (r) * 72 + (((cc) ^ (((cc) >> 3) & 4)))) = make_int2(acc[mi + 0][nj][2 * h], acc[mi + 0][nj][2 * h + 1]);
+          *reinterpret_cast<int2*>(sE + r * 72 + (cc ^ ((cc >> 3) & 4))) = make_int2(acc[mi][nj][2 * h], acc[mi][nj][2 * h + 1]);
         }
       }
     }
@@ -385,16 +385,16 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm75_s8_f16_row
       const int idx = tid + it * 128;
       const int so = idx / 8;
       const int si = idx % 8 * 8;
-      const int m = m0 + 0 + so;
+      const int m = m0 + so;
       const int n = n0 + si;
       if (m < M && n < N) {
         int v[8];
-        const int4 s0 = *reinterpret_cast<const int4*>(sE + (so) * 72 + (((si + 0) ^ (((si + 0) >> 3) & 4))));
+        const int4 s0 = *reinterpret_cast<const int4*>(sE + so * 72 + (si ^ ((si >> 3) & 4)));
         v[0] = s0.x;
         v[1] = s0.y;
         v[2] = s0.z;
         v[3] = s0.w;
-        const int4 s1 = *reinterpret_cast<const int4*>(sE + (so) * 72 + (((si + 4) ^ (((si + 4) >> 3) & 4))));
+        const int4 s1 = *reinterpret_cast<const int4*>(sE + so * 72 + ((si + 4) ^ (((si + 4) >> 3) & 4)));
         v[4] = s1.x;
         v[5] = s1.y;
         v[6] = s1.z;
@@ -404,7 +404,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm75_s8_f16_row
         const long long wo = (long long)m * N + n;
         if (add_ws) {
           if (full && w_vec) {
-            const int4 w0 = __ldcg(reinterpret_cast<const int4*>(W + wo) + 0);
+            const int4 w0 = __ldcg(reinterpret_cast<const int4*>(W + wo));
             v[0] += w0.x;
             v[1] += w0.y;
             v[2] += w0.z;
@@ -425,7 +425,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm75_s8_f16_row
         }
         if (to_ws) {
           if (full && w_vec) {
-            __stcg(reinterpret_cast<int4*>(W + wo) + 0, make_int4(v[0], v[1], v[2], v[3]));
+            __stcg(reinterpret_cast<int4*>(W + wo), make_int4(v[0], v[1], v[2], v[3]));
             __stcg(reinterpret_cast<int4*>(W + wo) + 1, make_int4(v[4], v[5], v[6], v[7]));
           } else {
             #pragma unroll
@@ -468,7 +468,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm75_s8_f16_row
         for (int h = 0; h < 2; ++h) {
           const int r = 16 * (warp_m + 2 * mi) + lane / 4 + 8 * h;
           const int cc = 32 * (nj / 2) + 16 * warp_n + 8 * (nj % 2) + 2 * (lane % 4);
-          *reinterpret_cast<int2*>(sE + (r) * 72 + (((cc) ^ (((cc) >> 3) & 4)))) = make_int2(acc[mi + 1][nj][2 * h], acc[mi + 1][nj][2 * h + 1]);
+          *reinterpret_cast<int2*>(sE + r * 72 + (cc ^ ((cc >> 3) & 4))) = make_int2(acc[mi + 1][nj][2 * h], acc[mi + 1][nj][2 * h + 1]);
         }
       }
     }
@@ -482,12 +482,12 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm75_s8_f16_row
       const int n = n0 + si;
       if (m < M && n < N) {
         int v[8];
-        const int4 s0 = *reinterpret_cast<const int4*>(sE + (so) * 72 + (((si + 0) ^ (((si + 0) >> 3) & 4))));
+        const int4 s0 = *reinterpret_cast<const int4*>(sE + so * 72 + (si ^ ((si >> 3) & 4)));
         v[0] = s0.x;
         v[1] = s0.y;
         v[2] = s0.z;
         v[3] = s0.w;
-        const int4 s1 = *reinterpret_cast<const int4*>(sE + (so) * 72 + (((si + 4) ^ (((si + 4) >> 3) & 4))));
+        const int4 s1 = *reinterpret_cast<const int4*>(sE + so * 72 + ((si + 4) ^ (((si + 4) >> 3) & 4)));
         v[4] = s1.x;
         v[5] = s1.y;
         v[6] = s1.z;
@@ -497,7 +497,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm75_s8_f16_row
         const long long wo = (long long)m * N + n;
         if (add_ws) {
           if (full && w_vec) {
-            const int4 w0 = __ldcg(reinterpret_cast<const int4*>(W + wo) + 0);
+            const int4 w0 = __ldcg(reinterpret_cast<const int4*>(W + wo));
             v[0] += w0.x;
             v[1] += w0.y;
             v[2] += w0.z;
@@ -518,7 +518,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm75_s8_f16_row
         }
         if (to_ws) {
           if (full && w_vec) {
-            __stcg(reinterpret_cast<int4*>(W + wo) + 0, make_int4(v[0], v[1], v[2], v[3]));
+            __stcg(reinterpret_cast<int4*>(W + wo), make_int4(v[0], v[1], v[2], v[3]));
             __stcg(reinterpret_cast<int4*>(W + wo) + 1, make_int4(v[4], v[5], v[6], v[7]));
           } else {
             #pragma unroll

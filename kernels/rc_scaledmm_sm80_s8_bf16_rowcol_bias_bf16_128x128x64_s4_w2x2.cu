@@ -131,7 +131,7 @@ __device__ __forceinline__ float rc_scaledmm_ep_visit(const rc_scaledmm_ep_param
 }
 
 // D = rc_scaledmm_ep_visit((float)(A * B)), s8 x s8 -> s32 -> bf16 (row-major), tile 128x128x64, 4 stages, 2x2 warps
-// grid (tiles_m << 0, ceil(tiles_n / 2^0), L * split_k), block 128, dynamic smem 65552 bytes
+// grid (tiles_m, tiles_n, L * split_k), block 128, dynamic smem 65552 bytes
 extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm80_s8_bf16_rowcol_bias_bf16_128x128x64_s4_w2x2(
     const int8_t* __restrict__ A,
     const int8_t* __restrict__ B,
@@ -187,8 +187,8 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm80_s8_bf16_ro
     by = (*rc_ticket / (int)gridDim.x) % (int)gridDim.y;
     bz = *rc_ticket / (int)(gridDim.x * gridDim.y);
   }
-  const int tile_m = bx >> 0;
-  const int tile_n = (by << 0) + (bx & 0);
+  const int tile_m = bx;
+  const int tile_n = by;
   if (tile_m >= tiles_m || tile_n >= tiles_n) {
     return;
   }
@@ -351,7 +351,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm80_s8_bf16_ro
         for (int h = 0; h < 2; ++h) {
           const int r = 16 * (warp_m + 2 * mi) + lane / 4 + 8 * h;
           const int cc = 32 * (nj / 2) + 16 * warp_n + 8 * (nj % 2) + 2 * (lane % 4);
-          *reinterpret_cast<int2*>(sE + (r) * 136 + (((cc) ^ (((cc) >> 3) & 4)))) = make_int2(acc[mi + 0][nj][2 * h], acc[mi + 0][nj][2 * h + 1]);
+          *reinterpret_cast<int2*>(sE + r * 136 + (cc ^ ((cc >> 3) & 4))) = make_int2(acc[mi][nj][2 * h], acc[mi][nj][2 * h + 1]);
         }
       }
     }
@@ -367,16 +367,16 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm80_s8_bf16_ro
       const int idx = tid + it * 128;
       const int so = idx / 16;
       const int si = idx % 16 * 8;
-      const int m = m0 + 0 + so;
+      const int m = m0 + so;
       const int n = n0 + si;
       if (m < M && n < N) {
         int v[8];
-        const int4 s0 = *reinterpret_cast<const int4*>(sE + (so) * 136 + (((si + 0) ^ (((si + 0) >> 3) & 4))));
+        const int4 s0 = *reinterpret_cast<const int4*>(sE + so * 136 + (si ^ ((si >> 3) & 4)));
         v[0] = s0.x;
         v[1] = s0.y;
         v[2] = s0.z;
         v[3] = s0.w;
-        const int4 s1 = *reinterpret_cast<const int4*>(sE + (so) * 136 + (((si + 4) ^ (((si + 4) >> 3) & 4))));
+        const int4 s1 = *reinterpret_cast<const int4*>(sE + so * 136 + ((si + 4) ^ (((si + 4) >> 3) & 4)));
         v[4] = s1.x;
         v[5] = s1.y;
         v[6] = s1.z;
@@ -386,7 +386,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm80_s8_bf16_ro
         const long long wo = (long long)m * N + n;
         if (add_ws) {
           if (full && w_vec) {
-            const int4 w0 = __ldcg(reinterpret_cast<const int4*>(W + wo) + 0);
+            const int4 w0 = __ldcg(reinterpret_cast<const int4*>(W + wo));
             v[0] += w0.x;
             v[1] += w0.y;
             v[2] += w0.z;
@@ -407,7 +407,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm80_s8_bf16_ro
         }
         if (to_ws) {
           if (full && w_vec) {
-            __stcg(reinterpret_cast<int4*>(W + wo) + 0, make_int4(v[0], v[1], v[2], v[3]));
+            __stcg(reinterpret_cast<int4*>(W + wo), make_int4(v[0], v[1], v[2], v[3]));
             __stcg(reinterpret_cast<int4*>(W + wo) + 1, make_int4(v[4], v[5], v[6], v[7]));
           } else {
             #pragma unroll
@@ -450,7 +450,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm80_s8_bf16_ro
         for (int h = 0; h < 2; ++h) {
           const int r = 16 * (warp_m + 2 * mi) + lane / 4 + 8 * h;
           const int cc = 32 * (nj / 2) + 16 * warp_n + 8 * (nj % 2) + 2 * (lane % 4);
-          *reinterpret_cast<int2*>(sE + (r) * 136 + (((cc) ^ (((cc) >> 3) & 4)))) = make_int2(acc[mi + 2][nj][2 * h], acc[mi + 2][nj][2 * h + 1]);
+          *reinterpret_cast<int2*>(sE + r * 136 + (cc ^ ((cc >> 3) & 4))) = make_int2(acc[mi + 2][nj][2 * h], acc[mi + 2][nj][2 * h + 1]);
         }
       }
     }
@@ -464,12 +464,12 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm80_s8_bf16_ro
       const int n = n0 + si;
       if (m < M && n < N) {
         int v[8];
-        const int4 s0 = *reinterpret_cast<const int4*>(sE + (so) * 136 + (((si + 0) ^ (((si + 0) >> 3) & 4))));
+        const int4 s0 = *reinterpret_cast<const int4*>(sE + so * 136 + (si ^ ((si >> 3) & 4)));
         v[0] = s0.x;
         v[1] = s0.y;
         v[2] = s0.z;
         v[3] = s0.w;
-        const int4 s1 = *reinterpret_cast<const int4*>(sE + (so) * 136 + (((si + 4) ^ (((si + 4) >> 3) & 4))));
+        const int4 s1 = *reinterpret_cast<const int4*>(sE + so * 136 + ((si + 4) ^ (((si + 4) >> 3) & 4)));
         v[4] = s1.x;
         v[5] = s1.y;
         v[6] = s1.z;
@@ -479,7 +479,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm80_s8_bf16_ro
         const long long wo = (long long)m * N + n;
         if (add_ws) {
           if (full && w_vec) {
-            const int4 w0 = __ldcg(reinterpret_cast<const int4*>(W + wo) + 0);
+            const int4 w0 = __ldcg(reinterpret_cast<const int4*>(W + wo));
             v[0] += w0.x;
             v[1] += w0.y;
             v[2] += w0.z;
@@ -500,7 +500,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm80_s8_bf16_ro
         }
         if (to_ws) {
           if (full && w_vec) {
-            __stcg(reinterpret_cast<int4*>(W + wo) + 0, make_int4(v[0], v[1], v[2], v[3]));
+            __stcg(reinterpret_cast<int4*>(W + wo), make_int4(v[0], v[1], v[2], v[3]));
             __stcg(reinterpret_cast<int4*>(W + wo) + 1, make_int4(v[4], v[5], v[6], v[7]));
           } else {
             #pragma unroll

@@ -140,6 +140,6 @@ fn goldens() {
     assert_eq!(sw.offset(1, 37), sw.ld + 33);
     assert_eq!(
         sw.offset_cpp("r", "c"),
-        format!("(r) * {} + (((c) ^ (((c) >> 3) & 4)))", sw.ld)
+        format!("r * {} + (c ^ ((c >> 3) & 4))", sw.ld)
     );
 }

@@ -46,8 +46,8 @@
 
 use crate::emit::{unit_preamble, Function as CFunction, Item, Stmt, Unit, UINTPTR_FOR_NVRTC};
 use crate::gemm_sm80::{
-    c, d, dc, e, if_, mainloop_stmts, smem_fn, staged_epilogue, EpilogueOp, G2sMode, MainloopEmit, SplitKMode,
-    REDUCE_THREADS, SEMAPHORE_HELPERS, TICKET_SMEM,
+    c, d, dc, e, grid_doc, if_, mainloop_stmts, smem_fn, staged_epilogue, EpilogueOp, G2sMode, MainloopEmit,
+    SplitKMode, REDUCE_THREADS, SEMAPHORE_HELPERS, TICKET_SMEM,
 };
 use crate::launch::{Dim3, Function, KernelArgs, LaunchConfig, LaunchError};
 use rcute_atom::copy_cp_async::{cp_async, cp_async_commit_group, cp_async_wait_group, CacheOp};
@@ -755,7 +755,8 @@ pub fn generate(cfg: &ScaledMmSm80Config) -> Result<GeneratedScaledMm, ScaledMmE
                 plan.stages
             ),
             format!(
-                "grid (tiles_m << {r}, ceil(tiles_n / 2^{r}), L * split_k), block {}, dynamic smem {smem_bytes} bytes",
+                "{}, block {}, dynamic smem {smem_bytes} bytes",
+                grid_doc(r),
                 plan.threads
             ),
         ],
