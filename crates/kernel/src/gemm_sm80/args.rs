@@ -143,7 +143,9 @@ impl GemmArgs {
         need("ldb", self.ldb, if cfg.b_major == Major::K { k } else { n })?;
         let out_min = if cfg.c_major == StorageOrder::RowMajor { n } else { m };
         need("ldd", self.ldd, out_min)?;
-        if self.beta != 0.0 {
+        // C is read only by the linear combination, and only when beta != 0.
+        let reads_c = self.beta != 0.0 && cfg.is_linear_combination();
+        if reads_c {
             need("ldc", self.ldc, out_min)?;
             if self.c == 0 {
                 return shape("beta != 0 but C is null".into());
@@ -152,7 +154,14 @@ impl GemmArgs {
         if self.d == 0 || (self.k > 0 && (self.a == 0 || self.b == 0)) {
             return shape("null A, B or D".into());
         }
-        let vec = 8;
+        let rows = if cfg.c_major == StorageOrder::RowMajor { m } else { n };
+        if self.l > 1 && self.batch_stride_d < rows * self.ldd {
+            return shape(format!("batch_stride_d={} overlaps batches", self.batch_stride_d));
+        }
+        if self.batch_stride_a < 0 || self.batch_stride_b < 0 {
+            return shape("negative batch stride".into());
+        }
+        let vec = 16 / cfg.a.bytes() as i64;
         for (name, v) in [
             ("lda", self.lda),
             ("ldb", self.ldb),
@@ -174,14 +183,14 @@ impl GemmArgs {
             ));
         }
         let dbytes = cfg.d.bytes() as u64;
-        if self.d % dbytes != 0 || (self.beta != 0.0 && self.c % cfg.c.bytes() as u64 != 0) {
+        if self.d % dbytes != 0 || (reads_c && self.c % cfg.c.bytes() as u64 != 0) {
             return align("C and D must be aligned to their element size".into());
         }
         if self.split_k < 1 {
             return shape("split_k must be at least 1".into());
         }
         if self.split_k > 1 && (self.workspace == 0 || self.workspace % 16 != 0) {
-            return shape("split_k > 1 needs a 16-byte aligned f32 workspace".into());
+            return shape("split_k > 1 needs a 16-byte aligned workspace of the accumulator type".into());
         }
         if self.split_k > 1
             && self.split_k_mode == SplitKMode::Serial

@@ -1,7 +1,10 @@
 //! The configuration of the SM80 GEMM family and what generation produces.
 
+use super::error::GemmError;
 use rcute_atom::{Element, Major};
-use rcute_collective::{Fusion, Sm80Mainloop, Sm80MainloopConfig, SmemEpilogue, StorageOrder, DEFAULT_SMEM_BUDGET};
+use rcute_collective::{
+    Fusion, ScaleKind, Sm80Mainloop, Sm80MainloopConfig, SmemEpilogue, StorageOrder, DEFAULT_SMEM_BUDGET,
+};
 
 /// The configuration of one generated GEMM kernel (compile-time choices; problem sizes,
 /// leading dimensions, batch, `alpha`, `beta` and split-K are run-time arguments).
@@ -40,6 +43,34 @@ pub struct GemmSm80Config {
     /// reads no source C runs its visit function per element (kernel parameter `ep`,
     /// launched with [`crate::gemm_sm80::launch_fused`]).
     pub fusion: Fusion,
+    /// The GPU family (`cp.async` multistage on the Ampere class; the register-staged
+    /// two-stage pipeline on Turing, s8 only).
+    pub target: Sm80Target,
+}
+
+/// The shared memory a Turing CTA may use (64 KiB, the opt-in maximum of sm_75).
+pub const TURING_SMEM_BUDGET: usize = 64 * 1024;
+
+/// The GPU family an SM80-class kernel is generated for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Sm80Target {
+    /// sm_80, sm_86, sm_89 (and sm_90): `cp.async` multistage pipeline, `mma.sync`
+    /// `m16n8k16` (bf16 / f16) or `m16n8k32` (s8).
+    #[default]
+    Ampere,
+    /// sm_75, s8 only: register-staged two-stage pipeline, four `mma.sync.m8n8k16` per
+    /// `m16n8k32` step; f16 output only.
+    Turing,
+}
+
+impl Sm80Target {
+    /// `"sm80"` / `"sm75"` (the tag in kernel names).
+    pub fn tag(self) -> &'static str {
+        match self {
+            Sm80Target::Ampere => "sm80",
+            Sm80Target::Turing => "sm75",
+        }
+    }
 }
 
 impl Eq for GemmSm80Config {}
@@ -53,6 +84,7 @@ impl std::hash::Hash for GemmSm80Config {
             self.stages,
             self.raster_swizzle,
             self.smem_budget,
+            self.target,
         )
             .hash(h);
         (self.fusion.name(), self.fusion.describe()).hash(h);
@@ -77,7 +109,47 @@ impl GemmSm80Config {
             raster_swizzle: 0,
             smem_budget: DEFAULT_SMEM_BUDGET,
             fusion: Fusion::linear_combination(),
+            target: Sm80Target::Ampere,
         }
+    }
+
+    /// INT8 `scaled_mm` (vLLM's semantics): s8 A and B, both K-major ("TN"), exact s32
+    /// accumulation, row-major D of type `out` (f16 or bf16) `= float(acc) * a_scale *
+    /// b_scale (+ bias[n])`: the fusion [`Fusion::scaled_mm`] (`a_scale`
+    /// [`ScaleKind::Scalar`] or [`ScaleKind::PerRow`], `b_scale` [`ScaleKind::Scalar`] or
+    /// [`ScaleKind::PerCol`], a bias of type `out` when `bias`), Ampere target, automatic
+    /// stages. A scale kind that does not apply to its operand is a
+    /// [`GemmError::Fusion`].
+    pub fn scaled_mm(
+        out: Element,
+        a_scale: ScaleKind,
+        b_scale: ScaleKind,
+        bias: bool,
+        tile: [i64; 3],
+        warps: [i64; 2],
+    ) -> Result<Self, GemmError> {
+        let fusion = Fusion::scaled_mm(a_scale, b_scale, bias.then_some(out))?;
+        Ok(GemmSm80Config {
+            a: Element::S8,
+            b: Element::S8,
+            c: out,
+            d: out,
+            ..GemmSm80Config::bf16(Major::K, Major::K, tile, warps)
+        }
+        .with_fusion(fusion))
+    }
+
+    /// The Turing (`sm_75`) variant: two stages, the 64 KiB budget (s8 only).
+    pub fn turing(mut self) -> Self {
+        self.target = Sm80Target::Turing;
+        self.stages = Some(2);
+        self.smem_budget = TURING_SMEM_BUDGET;
+        self
+    }
+
+    /// Whether the operands are integers (s8 x s8 -> s32).
+    pub fn is_integer(&self) -> bool {
+        self.a == Element::S8
     }
 
     /// The same kernel with another epilogue fusion (see [`GemmSm80Config::fusion`]).
@@ -103,7 +175,7 @@ impl GemmSm80Config {
         Sm80MainloopConfig {
             a: self.a,
             b: self.b,
-            acc: Element::F32,
+            acc: if self.is_integer() { Element::S32 } else { Element::F32 },
             a_major: self.a_major,
             b_major: self.b_major,
             tile: self.tile,

@@ -2,7 +2,7 @@
 
 use crate::launch::LaunchError;
 use rcute_collective::epilogue::EpilogueError;
-use rcute_collective::PlanError;
+use rcute_collective::{FusionError, PlanError};
 
 /// Why a configuration cannot be generated or a launch is refused.
 #[derive(Debug, thiserror::Error)]
@@ -13,6 +13,9 @@ pub enum GemmError {
     /// The epilogue refused the C / D types.
     #[error(transparent)]
     Epilogue(#[from] EpilogueError),
+    /// The fusion (or its arguments) was refused.
+    #[error(transparent)]
+    Fusion(#[from] FusionError),
     /// Another configuration problem.
     #[error("invalid GEMM configuration: {0}")]
     Config(String),

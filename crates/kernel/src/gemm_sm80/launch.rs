@@ -25,7 +25,7 @@ impl GeneratedGemm {
 
     /// K tiles each split handles: `ceil(ceil(K / BK) / split_k)`.
     pub fn k_tiles_per_split(&self, k: i32, split_k: u32) -> i32 {
-        let kt = (k as i64 + self.tile[2] - 1) / self.tile[2];
+        let kt = (k.max(0) as i64 + self.tile[2] - 1) / self.tile[2];
         ((kt + split_k.max(1) as i64 - 1) / split_k.max(1) as i64) as i32
     }
 
@@ -67,9 +67,7 @@ impl GeneratedGemm {
     fn fusion_blob(&self, fusion_args: Option<&FusionArgs>) -> Result<Vec<u8>, GemmError> {
         match (self.config.is_linear_combination(), fusion_args) {
             (true, None) => Ok(Vec::new()),
-            (false, Some(fa)) => fa
-                .pack(&self.config.fusion)
-                .map_err(|e| GemmError::Config(format!("fusion: {e}"))),
+            (false, Some(fa)) => self.pack_fusion_args(fa),
             (true, Some(_)) => Err(GemmError::Config(
                 "this kernel's epilogue is the linear combination: launch it with launch / launch_split_k".into(),
             )),
@@ -80,39 +78,71 @@ impl GeneratedGemm {
         }
     }
 
+    /// The fusion's arguments packed as the kernel's parameter struct (checks their names,
+    /// kinds and pointers: [`GemmError::Fusion`]).
+    pub fn pack_fusion_args(&self, fusion_args: &FusionArgs) -> Result<Vec<u8>, GemmError> {
+        Ok(fusion_args.pack(&self.config.fusion)?)
+    }
+
+    /// The main kernel's arguments (see its parameters: C, `ldc`, `batch_stride_c`,
+    /// `alpha` and `beta` only with the linear combination, the fusion's struct otherwise).
     fn main_args(&self, a: &GemmArgs, blob: &[u8]) -> KernelArgs {
-        let ka = KernelArgs::new()
-            .u64(a.a)
-            .u64(a.b)
-            .u64(a.c)
+        let lincomb = blob.is_empty();
+        let mut ka = KernelArgs::new().u64(a.a).u64(a.b);
+        if lincomb {
+            ka = ka.u64(a.c);
+        }
+        let sem = if a.split_k_mode == SplitKMode::Serial {
+            a.semaphores
+        } else {
+            0
+        };
+        ka = ka
             .u64(a.d)
             .u64(a.workspace)
-            .u64(if a.split_k_mode == SplitKMode::Serial {
-                a.semaphores
-            } else {
-                0
-            })
+            .u64(sem)
             .i32(a.m)
             .i32(a.n)
             .i32(a.k)
-            .i32(a.l)
-            .i64(a.lda)
-            .i64(a.ldb)
-            .i64(a.ldc)
-            .i64(a.ldd)
-            .i64(a.batch_stride_a)
-            .i64(a.batch_stride_b)
-            .i64(a.batch_stride_c)
-            .i64(a.batch_stride_d)
-            .f32(a.alpha)
-            .f32(a.beta)
+            .i32(a.l);
+        ka = ka.i64(a.lda).i64(a.ldb);
+        if lincomb {
+            ka = ka.i64(a.ldc);
+        }
+        ka = ka.i64(a.ldd).i64(a.batch_stride_a).i64(a.batch_stride_b);
+        if lincomb {
+            ka = ka.i64(a.batch_stride_c);
+        }
+        ka = ka.i64(a.batch_stride_d);
+        if lincomb {
+            ka = ka.f32(a.alpha).f32(a.beta);
+        }
+        ka = ka
             .i32(a.split_k as i32)
             .i32(self.k_tiles_per_split(a.k, a.split_k))
             .i32((a.split_k_mode == SplitKMode::Serial) as i32);
-        if blob.is_empty() {
+        if lincomb {
             ka
         } else {
             ka.blob(blob)
+        }
+    }
+
+    /// The reduction kernel's arguments (as [`GeneratedGemm::main_args`] for C and the
+    /// fusion).
+    fn reduce_args(&self, a: &GemmArgs, blob: &[u8]) -> KernelArgs {
+        let mut ka = KernelArgs::new().u64(a.workspace);
+        if blob.is_empty() {
+            ka = ka.u64(a.c).u64(a.d).i32(a.m).i32(a.n).i32(a.split_k as i32);
+            ka.i64(a.ldc)
+                .i64(a.ldd)
+                .i64(a.batch_stride_c)
+                .i64(a.batch_stride_d)
+                .f32(a.alpha)
+                .f32(a.beta)
+        } else {
+            ka = ka.u64(a.d).i32(a.m).i32(a.n).i32(a.split_k as i32);
+            ka.i64(a.ldd).i64(a.batch_stride_d).blob(blob)
         }
     }
 }
@@ -213,22 +243,7 @@ unsafe fn launch_with(
         let mn = args.m as u64 * args.n as u64;
         let blocks = mn.div_ceil(g.reduce_threads as u64).max(1) as u32;
         let cfg = LaunchConfig::new((blocks, args.l as u32), g.reduce_threads);
-        let mut ka = KernelArgs::new()
-            .u64(args.workspace)
-            .u64(args.c)
-            .u64(args.d)
-            .i32(args.m)
-            .i32(args.n)
-            .i32(args.split_k as i32)
-            .i64(args.ldc)
-            .i64(args.ldd)
-            .i64(args.batch_stride_c)
-            .i64(args.batch_stride_d)
-            .f32(args.alpha)
-            .f32(args.beta);
-        if !blob.is_empty() {
-            ka = ka.blob(blob);
-        }
+        let ka = g.reduce_args(args, blob);
         // SAFETY: matches the reduction kernel's signature.
         unsafe { reduce.launch(&cfg, &ka)? };
     }
