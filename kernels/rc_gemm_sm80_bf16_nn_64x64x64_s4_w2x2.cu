@@ -30,6 +30,26 @@ __device__ __forceinline__ long long rc_min(long long a, long long b) { return a
 __device__ __forceinline__ long long rc_max(long long a, long long b) { return a > b ? a : b; }
 __device__ __forceinline__ long long rc_abs(long long a) { return a < 0 ? -a : a; }
 
+// --- from rcute-atom rc_ld_acquire_gpu ---
+__device__ __forceinline__ int rc_ld_acquire_gpu(void const *p) {
+  int v;
+  asm volatile(
+      "ld.acquire.gpu.global.b32 %0, [%1];\n"
+      : "=r"(v)
+      : "l"(p)
+      : "memory");
+  return v;
+}
+
+// --- from rcute-atom rc_st_release_gpu ---
+__device__ __forceinline__ void rc_st_release_gpu(void *p, int v) {
+  asm volatile(
+      "st.release.gpu.global.b32 [%0], %1;\n"
+      : 
+      : "l"(p), "r"(v)
+      : "memory");
+}
+
 // --- from rcute-atom rc_cp_async_cg_16_zfill ---
 __device__ __forceinline__ void rc_cp_async_cg_16_zfill(void *smem_dst, void const *gmem_src, bool pred) {
   uint32_t saddr;
@@ -104,17 +124,6 @@ __device__ __forceinline__ int rc_gemm_sm80_bf16_nn_64x64x64_s4_w2x2_sA(int mn, 
 // (stage s adds s * BMN * BK: the stage stride is a multiple of the swizzle period).
 __device__ __forceinline__ int rc_gemm_sm80_bf16_nn_64x64x64_s4_w2x2_sB(int mn, int k) {
   return (mn % 8 * 64 + mn / 8 * 512 + k % 64) ^ (((mn % 8 * 64 + mn / 8 * 512 + k % 64) & 448) >> 3);
-}
-
-// --- from rcute serial split-K ---
-// rcute serial split-K semaphore: gpu-scope acquire load / release store of a global int.
-__device__ __forceinline__ int rc_ld_acquire_gpu(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void rc_st_release_gpu(int* p, int v) {
-  asm volatile("st.release.gpu.global.b32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
 
 // D = alpha * A * B + beta * C, bf16 x bf16 -> f32 -> C bf16 / D bf16 (row), tile 64x64x64, 4 stages, 2x2 warps
@@ -359,8 +368,8 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_gemm_sm80_bf16_nn_64x64x
       for (int nj = 0; nj < 4; ++nj) {
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int r = 16 * (warp_m + 2 * mi) + lane / 4 + 8 * h;
-          const int cc = 32 * (nj / 2) + 16 * warp_n + 8 * (nj % 2) + 2 * (lane % 4);
+          const int r = lane / 4 + h * 8 + warp_m * 16 + mi * 32;  // row: layout ((4,8),2,2,2):((0,1),8,16,32) at (lane,h,warp_m,mi)
+          const int cc = lane % 4 * 2 + nj % 2 * 8 + nj / 2 * 32 + warp_n * 16;  // column: layout ((4,8),(2,2),2):((2,0),(8,32),16) at (lane,nj,warp_n)
           *reinterpret_cast<float2*>(sE + r * 72 + (cc ^ ((cc >> 3) & 4))) = make_float2(acc[mi][nj][2 * h], acc[mi][nj][2 * h + 1]);
         }
       }
@@ -433,7 +442,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_gemm_sm80_bf16_nn_64x64x
             v[x] *= alpha;
           }
           if (beta != 0.0f) {
-            const long long co = (long long)m * ldc + n;
+            const long long co = m * ldc + n;  // layout (M,N):(ldc,1) at (m,n)
             if (full && c_vec) {
               const uint4 c0 = *reinterpret_cast<const uint4*>(gC + co);
               v[0] += beta * __uint_as_float(c0.x << 16);
@@ -453,7 +462,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_gemm_sm80_bf16_nn_64x64x
               }
             }
           }
-          const long long dof = (long long)m * ldd + n;
+          const long long dof = m * ldd + n;  // layout (M,N):(ldd,1) at (m,n)
           if (full && d_vec) {
             *reinterpret_cast<uint4*>(gD + dof) = make_uint4((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[0])) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[1])) << 16), (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[2])) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[3])) << 16), (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[4])) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[5])) << 16), (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[6])) | ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(v[7])) << 16));
           } else {
@@ -510,7 +519,7 @@ extern "C" __global__ __launch_bounds__(256) void rc_gemm_sm80_bf16_nn_64x64x64_
   }
   float v = alpha * s;
   if (beta != 0.0f) {
-    v += beta * __bfloat162float(gC[(long long)m * ldc + n]);
+    v += beta * __bfloat162float(gC[m * ldc + n]);
   }
-  gD[(long long)m * ldd + n] = __float2bfloat16_rn(v);
+  gD[m * ldd + n] = __float2bfloat16_rn(v);
 }

@@ -30,6 +30,26 @@ __device__ __forceinline__ long long rc_min(long long a, long long b) { return a
 __device__ __forceinline__ long long rc_max(long long a, long long b) { return a > b ? a : b; }
 __device__ __forceinline__ long long rc_abs(long long a) { return a < 0 ? -a : a; }
 
+// --- from rcute-atom rc_ld_acquire_gpu ---
+__device__ __forceinline__ int rc_ld_acquire_gpu(void const *p) {
+  int v;
+  asm volatile(
+      "ld.acquire.gpu.global.b32 %0, [%1];\n"
+      : "=r"(v)
+      : "l"(p)
+      : "memory");
+  return v;
+}
+
+// --- from rcute-atom rc_st_release_gpu ---
+__device__ __forceinline__ void rc_st_release_gpu(void *p, int v) {
+  asm volatile(
+      "st.release.gpu.global.b32 [%0], %1;\n"
+      : 
+      : "l"(p), "r"(v)
+      : "memory");
+}
+
 // --- from rcute-atom rc_cp_async_cg_16_zfill ---
 __device__ __forceinline__ void rc_cp_async_cg_16_zfill(void *smem_dst, void const *gmem_src, bool pred) {
   uint32_t saddr;
@@ -99,17 +119,6 @@ __device__ __forceinline__ int rc_scaledmm_sm80_s8_bf16_rowcol_bias_bf16_128x128
     int k
 ) {
   return (mn % 8 * 64 + mn / 8 * 512 + k % 64) ^ (((mn % 8 * 64 + mn / 8 * 512 + k % 64) & 384) >> 3);
-}
-
-// --- from rcute serial split-K ---
-// rcute serial split-K semaphore: gpu-scope acquire load / release store of a global int.
-__device__ __forceinline__ int rc_ld_acquire_gpu(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void rc_st_release_gpu(int* p, int v) {
-  asm volatile("st.release.gpu.global.b32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
 
 // --- from rcute-collective fusion scaledmm_rowcol_bias_bf16 ---
@@ -350,8 +359,8 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm80_s8_bf16_ro
       for (int nj = 0; nj < 8; ++nj) {
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int r = 16 * (warp_m + 2 * mi) + lane / 4 + 8 * h;
-          const int cc = 32 * (nj / 2) + 16 * warp_n + 8 * (nj % 2) + 2 * (lane % 4);
+          const int r = lane / 4 + h * 8 + warp_m * 16 + mi * 32;  // row: layout ((4,8),2,2,2):((0,1),8,16,32) at (lane,h,warp_m,mi)
+          const int cc = lane % 4 * 2 + nj % 2 * 8 + nj / 2 * 32 + warp_n * 16;  // column: layout ((4,8),(2,4),2):((2,0),(8,32),16) at (lane,nj,warp_n)
           *reinterpret_cast<int2*>(sE + r * 136 + (cc ^ ((cc >> 3) & 4))) = make_int2(acc[mi][nj][2 * h], acc[mi][nj][2 * h + 1]);
         }
       }
@@ -419,7 +428,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm80_s8_bf16_ro
             }
           }
         } else {
-          const long long dof = (long long)m * ldd + n;
+          const long long dof = m * ldd + n;  // layout (M,N):(ldd,1) at (m,n)
           if (full && d_vec) {
             float o[8];  // the fusion at each element of the vector
             #pragma unroll
@@ -449,8 +458,8 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm80_s8_bf16_ro
       for (int nj = 0; nj < 8; ++nj) {
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int r = 16 * (warp_m + 2 * mi) + lane / 4 + 8 * h;
-          const int cc = 32 * (nj / 2) + 16 * warp_n + 8 * (nj % 2) + 2 * (lane % 4);
+          const int r = lane / 4 + h * 8 + warp_m * 16 + mi * 32;  // row: layout ((4,8),2,2,2):((0,1),8,16,32) at (lane,h,warp_m,mi)
+          const int cc = lane % 4 * 2 + nj % 2 * 8 + nj / 2 * 32 + warp_n * 16;  // column: layout ((4,8),(2,4),2):((2,0),(8,32),16) at (lane,nj,warp_n)
           *reinterpret_cast<int2*>(sE + r * 136 + (cc ^ ((cc >> 3) & 4))) = make_int2(acc[mi + 2][nj][2 * h], acc[mi + 2][nj][2 * h + 1]);
         }
       }
@@ -512,7 +521,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm80_s8_bf16_ro
             }
           }
         } else {
-          const long long dof = (long long)m * ldd + n;
+          const long long dof = m * ldd + n;  // layout (M,N):(ldd,1) at (m,n)
           if (full && d_vec) {
             float o[8];  // the fusion at each element of the vector
             #pragma unroll
@@ -567,5 +576,5 @@ extern "C" __global__ __launch_bounds__(256) void rc_scaledmm_sm80_s8_bf16_rowco
   for (int p = 0; p < split_k; ++p) {
     s += (unsigned)workspace[((long long)batch * split_k + p) * mn + i];
   }
-  gD[(long long)m * ldd + n] = __float2bfloat16_rn(rc_fusion_visit(ep, (float)(int)s, 0.0f, m, n, batch));
+  gD[m * ldd + n] = __float2bfloat16_rn(rc_fusion_visit(ep, (float)(int)s, 0.0f, m, n, batch));
 }

@@ -3,10 +3,11 @@
 //! operation, to D.
 
 use super::stmt::{c, d, dc, e, if_, if_else};
-use crate::emit::Stmt;
+use crate::emit::{index_expr, IndexExpr, Stmt};
 use rcute_atom::Element;
 use rcute_collective::epilogue::{convert_from_f32, convert_to_f32};
 use rcute_collective::{Sm80Mainloop, SmemEpilogue, StorageOrder};
+use rcute_layout::{tuple, Layout};
 
 /// `v[e] += beta * C[e]` for the `vec` elements of one full, aligned vector of C at `ptr`.
 fn c_vector_add(ce: Element, vec: i64, ptr: &str) -> Vec<Stmt> {
@@ -283,17 +284,20 @@ impl Staged<'_> {
     /// Slab `q`: every warp writes the accumulators of its M-atoms of the slab to `sE`.
     fn stage_slab(&self, q: i64) -> Vec<Stmt> {
         let (p, se, at2) = (self.p, self.se, self.at2);
-        let [wm, wn] = p.config.warps;
         let mut pass = vec![c(format!(
             "slab {q}: M-atoms {}..{} of every warp",
             q * se.mi_per_pass,
             (q + 1) * se.mi_per_pass
         ))];
-        let row = format!("16 * (warp_m + {wm} * mi) + lane / 4 + 8 * h");
-        let col = format!("{} * (nj / 2) + 16 * warp_n + 8 * (nj % 2) + 2 * (lane % 4)", 16 * wn);
+        let (row, col) = fragment_layouts(p, se.mi_per_pass);
+        let row = index_expr(&row, &["lane", "h", "warp_m", "mi"]).expect("rank-matched coordinate");
+        let col = index_expr(&col, &["lane", "nj", "warp_n"]).expect("rank-matched coordinate");
         let mi = plus("mi", q * se.mi_per_pass);
         let acc = |x: &str| format!("acc[{mi}][nj][{x}]");
-        let mut st = vec![d("const int", "r", row), d("const int", "cc", col)];
+        let mut st = vec![
+            dc("const int", "r", row.expr, format!("row: {}", row.comment)),
+            dc("const int", "cc", col.expr, format!("column: {}", col.comment)),
+        ];
         if self.row_major {
             st.push(e(format!(
                 "*reinterpret_cast<{at2}*>(sE + {}) = make_{at2}({}, {})",
@@ -439,13 +443,11 @@ impl Staged<'_> {
         )
     }
 
-    /// The element offset of `(m, n)` in a C / D matrix with leading dimension `ld`.
-    fn off(&self, ld: &str) -> String {
-        if self.row_major {
-            format!("(long long)m * {ld} + n")
-        } else {
-            format!("(long long)n * {ld} + m")
-        }
+    /// `const long long name = <offset of (m, n)>;` in a C / D matrix with leading
+    /// dimension `ld` (see [`gmem_offset`]).
+    fn offset_decl(&self, name: &str, ld: &str) -> Stmt {
+        let ix = gmem_offset(self.row_major, ld);
+        dc("const long long", name, ix.expr, ix.comment)
     }
 
     /// The epilogue operation on the complete sum and the store to D.
@@ -457,7 +459,7 @@ impl Staged<'_> {
                 if_(
                     "beta != 0.0f",
                     vec![
-                        d("const long long", "co", self.off("ldc")),
+                        self.offset_decl("co", "ldc"),
                         if_else(
                             "full && c_vec",
                             c_vector_add(*ce, v, "gC + co"),
@@ -472,7 +474,7 @@ impl Staged<'_> {
                         ),
                     ],
                 ),
-                d("const long long", "dof", self.off("ldd")),
+                self.offset_decl("dof", "ldd"),
                 if_else(
                     "full && d_vec",
                     vec![d_vector_store(d_elem, v, "gD + dof")],
@@ -490,7 +492,7 @@ impl Staged<'_> {
                 let (vm, vn) = if self.row_major { ("m", "n + x") } else { ("m + x", "n") };
                 let call = format!("{visit_fn}(ep, (float)v[x], 0.0f, {vm}, {vn}, batch)");
                 vec![
-                    d("const long long", "dof", self.off("ldd")),
+                    self.offset_decl("dof", "ldd"),
                     if_else(
                         "full && d_vec",
                         vec![
@@ -518,6 +520,35 @@ impl Staged<'_> {
     }
 }
 
+/// The slab row and tile column of accumulator element `acc[mi][nj][2 * h + x]` (`x` = 0, 1
+/// the adjacent column pair) as layouts of the thread's coordinates: the MMA atom's C
+/// fragment (`m = lane / 4 + 8 * h`, `n = 2 * (lane % 4)`) tiled by the `(WM, WN)` warps,
+/// `mi_per_pass` M-atoms per slab and the N permutation `(8,WN,2):(1,16,8)`:
+/// row over `(lane, h, warp_m, mi)` = `((4,8),2,WM,MI):((0,1),8,16,16*WM)`, column over
+/// `(lane, nj, warp_n)` = `((4,8),(2,NJ/2),WN):((2,0),(8,16*WN),16)`.
+pub(crate) fn fragment_layouts(p: &Sm80Mainloop, mi_per_pass: i64) -> (Layout, Layout) {
+    let [wm, wn] = p.config.warps;
+    let (mi_stride, nj2, nj2_stride) = (16 * wm, p.mma_n / 2, 16 * wn);
+    let row = Layout::new(tuple!((4, 8), 2, wm, mi_per_pass), tuple!((0, 1), 8, 16, mi_stride));
+    let col = Layout::new(tuple!((4, 8), (2, nj2), wn), tuple!((2, 0), (8, nj2_stride), 16));
+    (
+        row.expect("congruent shape and stride"),
+        col.expect("congruent shape and stride"),
+    )
+}
+
+/// The element offset of `(m, n)` in an `(M, N)` matrix with leading dimension `ld`, from
+/// its layout: row-major `(M,N):(ld,1)`, column-major `(M,N):(1,ld)` (`ld` is a `long long`
+/// kernel parameter, so the products are 64-bit).
+pub(crate) fn gmem_offset(row_major: bool, ld: &str) -> IndexExpr {
+    let l = if row_major {
+        Layout::new(tuple!("M", "N"), tuple!(ld, 1))
+    } else {
+        Layout::new(tuple!("M", "N"), tuple!(1, ld))
+    };
+    index_expr(&l.expect("congruent shape and stride"), &["m", "n"]).expect("rank-matched coordinate")
+}
+
 /// `base + k`, or `base` when `k == 0`.
 pub(crate) fn plus(base: &str, k: i64) -> String {
     if k == 0 {
@@ -538,5 +569,45 @@ fn deref_vec(ptr: &str, j: i64) -> String {
         format!("*{ptr}")
     } else {
         format!("*({ptr} + {j})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcute_collective::Sm80MainloopConfig;
+    use rcute_layout::{Int, Tuple};
+
+    fn at(l: &Layout, c: &[i64]) -> i64 {
+        let coord = Tuple::Node(c.iter().map(|&v| Tuple::Leaf(Int::Static(v))).collect());
+        l.crd2idx(&coord).unwrap().as_static().unwrap()
+    }
+
+    /// The fragment layouts agree with the plan's accumulator coordinates.
+    #[test]
+    fn fragment_layouts_match_acc_coord() {
+        for (tile, warps) in [
+            ([128, 128, 32], [2, 2]),
+            ([128, 256, 32], [2, 4]),
+            ([16, 64, 128], [1, 4]),
+        ] {
+            let p = Sm80Mainloop::new(&Sm80MainloopConfig::bf16_tn(tile, warps)).unwrap();
+            let (row, col) = fragment_layouts(&p, p.mma_m);
+            for t in 0..p.threads {
+                let (w_m, w_n) = p.warp_coord(t / 32);
+                for mi in 0..p.mma_m {
+                    for nj in 0..p.mma_n {
+                        for v in 0..4 {
+                            let want = p.acc_coord(t, mi, nj, v);
+                            let got = (
+                                at(&row, &[t % 32, v / 2, w_m, mi]),
+                                at(&col, &[t % 32, nj, w_n]) + v % 2,
+                            );
+                            assert_eq!(got, want, "{tile:?} {warps:?} t={t} mi={mi} nj={nj} v={v}");
+                        }
+                    }
+                }
+            }
+        }
     }
 }

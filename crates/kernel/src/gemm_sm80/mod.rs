@@ -113,7 +113,6 @@ pub use launch::{launch, launch_fused, launch_split_k};
 pub use rcute_atom::{Element as GemmElement, Major};
 pub use rcute_collective::StorageOrder;
 pub use rcute_collective::{Fusion, FusionArgs, ScaleKind};
-pub use split_k::SEMAPHORE_HELPERS;
 
 use smem::smem_fn;
 
@@ -121,6 +120,7 @@ use crate::emit::{unit_preamble, Item, Unit, UINTPTR_FOR_NVRTC};
 use kernel::main_kernel;
 use rcute_atom::copy_cp_async::{cp_async, cp_async_commit_group, cp_async_wait_group, CacheOp};
 use rcute_atom::mma_sm80::mma_sync_m8n8k16;
+use rcute_atom::sync::{ld_acquire_gpu, st_release_gpu};
 use rcute_atom::{Element, Snippet};
 use rcute_collective::{EpilogueConfig, EpiloguePlan, Sm80Mainloop, SmemEpilogue};
 use split_k::reduce_kernel;
@@ -199,7 +199,8 @@ fn atoms(
     name: &str,
 ) -> Result<(Vec<Snippet>, String, Vec<Item>), GemmError> {
     let no = |what: &str| GemmError::Config(format!("no {what} atom"));
-    let mut snippets = Vec::new();
+    // The serial split-K semaphore: gpu-scope acquire load, release store.
+    let mut snippets = vec![ld_acquire_gpu(), st_release_gpu()];
     if cfg.target == Sm80Target::Ampere {
         let cp = cp_async(CacheOp::CacheGlobal, 16, true).ok_or_else(|| no("cp.async"))?;
         snippets.extend([cp.snippet, cp_async_commit_group(), cp_async_wait_group()]);
@@ -309,10 +310,6 @@ pub fn generate(cfg: &GemmSm80Config) -> Result<GeneratedGemm, GemmError> {
         &plan.smem_layout_b,
         "B",
     )?));
-    items.push(Item::Snippet {
-        origin: "rcute serial split-K".into(),
-        code: SEMAPHORE_HELPERS.into(),
-    });
     if let Some(f) = &fusion {
         items.push(Item::Snippet {
             origin: format!("rcute-collective fusion {}", cfg.fusion.name()),

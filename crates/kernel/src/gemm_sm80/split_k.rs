@@ -2,6 +2,7 @@
 //! semaphore helpers.
 
 use super::config::{GemmSm80Config, REDUCE_THREADS};
+use super::epilogue::gmem_offset;
 use super::kernel::type_names;
 use super::stmt::{c, d, dc, e, if_};
 use crate::emit::{Function as CFunction, Stmt};
@@ -19,13 +20,8 @@ pub(super) fn reduce_kernel(
 ) -> CFunction {
     let t = type_names(cfg);
     let row_major = cfg.c_major == StorageOrder::RowMajor;
-    let off = |ld: &str| {
-        if row_major {
-            format!("(long long)m * {ld} + n")
-        } else {
-            format!("(long long)n * {ld} + m")
-        }
-    };
+    // (m, n) in C / D: the layout (M,N):(ld,1) (row-major) or (M,N):(1,ld).
+    let off = |ld: &str| gmem_offset(row_major, ld).expr;
     let mut body = vec![
         d("const long long", "mn", "(long long)M * N"),
         d("const int", "batch", "blockIdx.y"),
@@ -125,15 +121,3 @@ pub(super) fn reduce_kernel(
         body,
     }
 }
-
-/// The device helpers of serial split-K: a gpu-scope acquire load and release store.
-pub const SEMAPHORE_HELPERS: &str = r#"// rcute serial split-K semaphore: gpu-scope acquire load / release store of a global int.
-__device__ __forceinline__ int rc_ld_acquire_gpu(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void rc_st_release_gpu(int* p, int v) {
-  asm volatile("st.release.gpu.global.b32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
-}
-"#;
