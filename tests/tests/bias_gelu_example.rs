@@ -41,7 +41,11 @@ fn example_compiles_for_sm80_and_sm90a() {
         return;
     }
     example::main().expect("both variants compile");
-    assert!(example::sm80().source.contains("rc_fusion_visit"));
+    let sm80 = example::sm80().source;
+    assert!(sm80.contains("rc_fusion_visit"));
+    for unfolded in ["+ 0)", "- 0)", "* 1)", ">> 0", "<< 0"] {
+        assert!(!sm80.contains(unfolded), "unfolded `{unfolded}` in the sm_80 unit");
+    }
     assert!(example::sm90().name.ends_with("_bias_gelu"));
 }
 
