@@ -1,4 +1,4 @@
-//! GPU verification of the INT8 scaled GEMM (`rcute_kernel::scaled_mm_sm80` and
+//! GPU verification of the INT8 scaled GEMM (the s8 kernels of `rcute_kernel::gemm_sm80` and
 //! `rcute_ops::Ops::scaled_mm`).
 //!
 //! * Exact integer accumulation: the generated kernel with a fusion that also stores the
@@ -29,10 +29,10 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use half::{bf16, f16};
 use rcute_atom::Element;
 use rcute_collective::{Fusion, FusionArgs, Node};
-use rcute_kernel::gemm_sm80::SplitKMode;
-use rcute_kernel::scaled_mm_sm80::{generate, launch, ScaleKind, ScaledMmArgs, ScaledMmSm80Config, ScaledMmTarget};
+use rcute_kernel::gemm_sm80::{generate, launch_fused, GemmArgs, GemmSm80Config, ScaleKind, SplitKMode};
 use rcute_kernel::testing::gpu_for_test;
 use rcute_kernel::{Arch, CompileOptions, Gpu, KernelCache};
+use rcute_ops::scaled_mm::ScaledMmTarget;
 use rcute_ops::select::ScaledMmSelection;
 use rcute_ops::{validate_scaled_mm, DType, MatrixMut, MatrixRef, Ops, OpsError, Scale, VectorRef};
 use std::sync::Arc;
@@ -103,7 +103,7 @@ struct KCase {
 }
 
 struct Exact {
-    g: rcute_kernel::scaled_mm_sm80::GeneratedScaledMm,
+    g: rcute_kernel::gemm_sm80::GeneratedGemm,
     main: rcute_kernel::Function,
     reduce: rcute_kernel::Function,
     semaphores: CudaSlice<i32>,
@@ -115,7 +115,7 @@ fn exact_kernel(gpu: &Gpu, tile: [i64; 3], warps: [i64; 2], turing: bool) -> Exa
     let root = Node::col_broadcast("a_scale", Element::F32, false)
         * (Node::row_broadcast("b_scale", Element::F32, false) * Node::acc().store("acc_out", Element::S32));
     let f = Fusion::new(root).unwrap().with_name("scaledmm_rowcol_accout").unwrap();
-    let mut cfg = ScaledMmSm80Config::new(Element::F16, ScaleKind::PerRow, ScaleKind::PerCol, false, tile, warps)
+    let mut cfg = GemmSm80Config::scaled_mm(Element::F16, ScaleKind::PerRow, ScaleKind::PerCol, false, tile, warps)
         .unwrap()
         .with_fusion(f);
     if turing {
@@ -161,7 +161,7 @@ fn run_exact(gpu: &Gpu, kx: &Exact, c: KCase, rng: &mut Rng) -> Result<(), Strin
     let dd = upload(&s, &vec![f16::NAN; l * sd])?;
     let dacc = upload(&s, &vec![i32::MIN; m * n * l])?;
     let ws_bytes =
-        kx.g.workspace_bytes(m as i32, n as i32, l as i32, c.split_k, SplitKMode::Parallel)
+        kx.g.workspace_bytes_mode(m as i32, n as i32, l as i32, c.split_k, SplitKMode::Parallel)
             .max(16);
     let ws = s.alloc_zeros::<u8>(ws_bytes).map_err(e)?;
     let ptr = |x: &CudaSlice<u8>| x.device_ptr(&s).0;
@@ -171,15 +171,15 @@ fn run_exact(gpu: &Gpu, kx: &Exact, c: KCase, rng: &mut Rng) -> Result<(), Strin
         .ptr("acc_out", dacc.device_ptr(&s).0)
         .i64("acc_out_ld", n as i64)
         .i64("acc_out_batch_stride", (m * n) as i64);
-    let mut args = ScaledMmArgs::packed(
+    let mut args = GemmArgs::tn(
         m as i32,
         n as i32,
         k as i32,
         l as i32,
         da.device_ptr(&s).0,
         db.device_ptr(&s).0,
+        0,
         dd.device_ptr(&s).0,
-        fusion,
     );
     (args.lda, args.ldb, args.ldd) = (lda as i64, ldb as i64, ldd as i64);
     (args.batch_stride_a, args.batch_stride_b, args.batch_stride_d) = (sa as i64, sb as i64, sd as i64);
@@ -192,7 +192,7 @@ fn run_exact(gpu: &Gpu, kx: &Exact, c: KCase, rng: &mut Rng) -> Result<(), Strin
     args.workspace = ptr(&ws);
     args.semaphores = kx.semaphores.device_ptr(&s).0;
     // SAFETY: every buffer holds what the arguments describe.
-    unsafe { launch(&kx.main, &kx.reduce, &kx.g, &args) }.map_err(|x| format!("{c:?}: {x}"))?;
+    unsafe { launch_fused(&kx.main, &kx.reduce, &kx.g, &args, &fusion) }.map_err(|x| format!("{c:?}: {x}"))?;
     s.synchronize().map_err(e)?;
     let acc = s.clone_dtoh(&dacc).map_err(e)?;
     let out = s.clone_dtoh(&dd).map_err(e)?;

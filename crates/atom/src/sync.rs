@@ -250,6 +250,49 @@ pub fn setmaxnreg_dec() -> Snippet {
     )
 }
 
+/// `ld.acquire.gpu.global.b32`: a gpu-scope acquire load of a global `int` (the wait side
+/// of a semaphore, e.g. serial split-K's per-tile counter).
+pub fn ld_acquire_gpu() -> Snippet {
+    let p = Param::new(
+        "p",
+        ParamTy::GmemPtr {
+            bytes: 4,
+            constant: true,
+        },
+    );
+    let body = String::from("int v;\n")
+        + &asm_stmt(
+            &["ld.acquire.gpu.global.b32 %0, [%1];".into()],
+            &["\"=r\"(v)".into()],
+            &["\"l\"(p)".into()],
+            true,
+        )
+        + "return v;\n";
+    Snippet::build("rc_ld_acquire_gpu", Arch::SM80, 1, vec![p], &body).returning("int")
+}
+
+/// `st.release.gpu.global.b32`: a gpu-scope release store of a global `int` (the signal
+/// side of a semaphore).
+pub fn st_release_gpu() -> Snippet {
+    let params = vec![
+        Param::new(
+            "p",
+            ParamTy::GmemPtr {
+                bytes: 4,
+                constant: false,
+            },
+        ),
+        Param::scalar("v", "int"),
+    ];
+    let body = asm_stmt(
+        &["st.release.gpu.global.b32 [%0], %1;".into()],
+        &[],
+        &["\"l\"(p)".into(), "\"r\"(v)".into()],
+        true,
+    );
+    Snippet::build("rc_st_release_gpu", Arch::SM80, 1, params, &body)
+}
+
 /// Every synchronization snippet.
 pub fn all_sync() -> Vec<Snippet> {
     vec![

@@ -313,11 +313,26 @@ impl SmemEpilogue {
     }
 
     /// [`SmemEpilogue::offset`] as a C++ expression.
+    ///
+    /// The staging layout is `(outer, inner):(ld, 1)` with, when [`SmemEpilogue::swizzle`]
+    /// is set, the 4-float chunk of `inner` XORed with bit 3 of the chunk index (`inner`
+    /// bit 2 ^= bit 5); operands that are not plain names are parenthesized.
+    ///
+    /// ```
+    /// # use rcute_collective::{EpilogueConfig, Sm80Mainloop, Sm80MainloopConfig, SmemEpilogue, StorageOrder};
+    /// # use rcute_atom::Element;
+    /// let ml = Sm80Mainloop::new(&Sm80MainloopConfig::bf16_tn([128, 128, 32], [2, 2])).unwrap();
+    /// let cfg = EpilogueConfig { c: Element::BF16, d: Element::BF16, order: StorageOrder::RowMajor };
+    /// let se = SmemEpilogue::new(&cfg, &ml).unwrap();
+    /// assert_eq!(se.offset_cpp("so", "si"), format!("so * {} + (si ^ ((si >> 3) & 4))", se.ld));
+    /// assert_eq!(se.offset_cpp("so", "si + 4"), format!("so * {} + ((si + 4) ^ (((si + 4) >> 3) & 4))", se.ld));
+    /// ```
     pub fn offset_cpp(&self, outer: &str, inner: &str) -> String {
+        let (o, i) = (paren(outer), paren(inner));
         if self.swizzle {
-            format!("({outer}) * {} + ((({inner}) ^ ((({inner}) >> 3) & 4)))", self.ld)
+            format!("{o} * {} + ({i} ^ (({i} >> 3) & 4))", self.ld)
         } else {
-            format!("({outer}) * {} + ({inner})", self.ld)
+            format!("{o} * {} + {inner}", self.ld)
         }
     }
 
@@ -388,5 +403,14 @@ impl SmemEpilogue {
     /// Whether the fragment writes and vector reads are free of bank conflicts.
     pub fn conflict_free(&self) -> bool {
         self.write_wavefronts + self.read_wavefronts == self.ideal_wavefronts
+    }
+}
+
+/// `x` as an operand of `*` / `>>`: unchanged when it is a name or a number, else `(x)`.
+fn paren(x: &str) -> String {
+    if x.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        x.to_string()
+    } else {
+        format!("({x})")
     }
 }

@@ -138,8 +138,5 @@ fn goldens() {
     };
     assert_eq!(sw.offset(0, 32), 36);
     assert_eq!(sw.offset(1, 37), sw.ld + 33);
-    assert_eq!(
-        sw.offset_cpp("r", "c"),
-        format!("(r) * {} + (((c) ^ (((c) >> 3) & 4)))", sw.ld)
-    );
+    assert_eq!(sw.offset_cpp("r", "c"), format!("r * {} + (c ^ ((c >> 3) & 4))", sw.ld));
 }

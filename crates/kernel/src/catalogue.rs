@@ -12,7 +12,7 @@
 //! [`crate::gemm_sm80`] ([`gemm_sm80_configs`]) follow, one unit per configuration (the
 //! main kernel and its split-K reduction kernel), then the SM90 GEMM kernels of
 //! [`crate::gemm_sm90`] ([`gemm_sm90_configs`], compiled for `sm_90a` only, bf16 and the
-//! INT8 / FP8 scaled GEMMs), the INT8 scaled-mm units of [`crate::scaled_mm_sm80`]
+//! INT8 / FP8 scaled GEMMs), the INT8 scaled-mm units of [`crate::gemm_sm80`]
 //! ([`scaled_mm_sm80_configs`]: Ampere class for sm_80, Turing for sm_75), and the AWQ
 //! dequantization kernels of [`crate::awq_dequantize`].
 
@@ -165,7 +165,7 @@ pub fn standard() -> Vec<CatalogueKernel> {
         });
     }
     for (cfg, arch) in scaled_mm_sm80_configs() {
-        let g = crate::scaled_mm_sm80::generate(&cfg).expect("catalogue scaled-mm configurations are valid");
+        let g = crate::gemm_sm80::generate(&cfg).expect("catalogue scaled-mm configurations are valid");
         out.push(CatalogueKernel {
             name: g.name.clone(),
             arch,
@@ -257,12 +257,14 @@ pub fn gemm_sm80_configs() -> Vec<crate::gemm_sm80::GemmSm80Config> {
     v
 }
 
-/// The INT8 scaled-mm units of the Ampere class and Turing (`crate::scaled_mm_sm80`): the
-/// large-problem Ampere kernel (128x128x64, per-row / per-column scales, bf16 bias) and the
-/// Turing kernel (f16 out, compiled for sm_75).
-pub fn scaled_mm_sm80_configs() -> Vec<(crate::scaled_mm_sm80::ScaledMmSm80Config, Arch)> {
-    use crate::scaled_mm_sm80::{Element, ScaleKind, ScaledMmSm80Config};
-    let ampere = ScaledMmSm80Config::new(
+/// The INT8 scaled-mm units of the Ampere class and Turing (s8 kernels of
+/// `crate::gemm_sm80` with the scaled-mm fusion): the large-problem Ampere kernel
+/// (128x128x64, per-row / per-column scales, bf16 bias) and the Turing kernel (f16 out,
+/// compiled for sm_75).
+pub fn scaled_mm_sm80_configs() -> Vec<(crate::gemm_sm80::GemmSm80Config, Arch)> {
+    use crate::gemm_sm80::{GemmSm80Config, ScaleKind};
+    use rcute_atom::Element;
+    let ampere = GemmSm80Config::scaled_mm(
         Element::BF16,
         ScaleKind::PerRow,
         ScaleKind::PerCol,
@@ -271,7 +273,7 @@ pub fn scaled_mm_sm80_configs() -> Vec<(crate::scaled_mm_sm80::ScaledMmSm80Confi
         [2, 2],
     )
     .expect("a valid configuration");
-    let turing = ScaledMmSm80Config::new(
+    let turing = GemmSm80Config::scaled_mm(
         Element::F16,
         ScaleKind::PerRow,
         ScaleKind::PerCol,

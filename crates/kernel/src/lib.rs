@@ -6,10 +6,10 @@
 //! ## Code generation
 //!
 //! * [`catalogue`] — the standard catalogue of generated units, checked in under `kernels/`.
-//! * [`gemm_sm80`] — the Ampere-class GEMM generator (`generate`, `GemmArgs`, `launch`).
-//! * [`scaled_mm_sm80`] — the INT8 scaled GEMM (`scaled_mm`: s8 x s8 -> s32, per-tensor /
-//!   per-row / per-column scales and a bias through an epilogue fusion, f16 / bf16 out) for
-//!   the Ampere class and Turing, built from the `gemm_sm80` mainloop and staged epilogue.
+//! * [`gemm_sm80`] — the Ampere-class GEMM family (`generate`, `GemmArgs`, `launch`,
+//!   `launch_fused`): bf16 / f16 with the linear combination or any C-less `Fusion`
+//!   epilogue, and INT8 `scaled_mm` (s8 x s8 -> s32 with the scaled-mm fusion, f16 / bf16
+//!   out) for the Ampere class and Turing.
 //! * [`emit`] — a structured CUDA C++ emitter; index arithmetic comes from layouts, with
 //!   comments naming the layout behind each expression.
 //! * [`tile_scheduler`] — the SM90 persistent tile scheduler: raster order, swizzle and
@@ -65,7 +65,6 @@ pub mod launch;
 pub mod nvrtc;
 pub mod resources;
 pub mod sass;
-pub mod scaled_mm_sm80;
 pub mod testing;
 pub mod tile_scheduler;
 pub mod tma;

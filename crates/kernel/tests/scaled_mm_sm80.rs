@@ -1,19 +1,19 @@
-//! CPU-side checks of the INT8 scaled-mm generator (`rcute_kernel::scaled_mm_sm80`): names,
+//! CPU-side checks of the INT8 scaled-mm kernels (the s8 kernels of `rcute_kernel::gemm_sm80`
+//! with the scaled-mm fusion, `GemmSm80Config::scaled_mm`): names,
 //! refused configurations and arguments, and NVRTC compilation of the Ampere-class kernels
 //! for sm_80, sm_89 and sm_90a and of the Turing kernels for sm_75 (no spills, no stack, no
 //! local memory; IMMA, LDSM and — Ampere only — LDGSTS in the SASS).
 
 use rcute_atom::Element;
 use rcute_collective::{Fusion, FusionArgs, FusionError, Node, PlanError};
-use rcute_kernel::gemm_sm80::SplitKMode;
-use rcute_kernel::scaled_mm_sm80::{
-    generate, GeneratedScaledMm, ScaleKind, ScaledMmArgs, ScaledMmError, ScaledMmSm80Config, ScaledMmTarget,
+use rcute_kernel::gemm_sm80::{
+    generate, GemmArgs, GemmError, GemmSm80Config, GeneratedGemm, ScaleKind, Sm80Target, SplitKMode,
 };
 use rcute_kernel::testing::toolkit_for_test;
 use rcute_kernel::{compile, Arch, CompileOptions, Dim3, Sass};
 
-fn cfg(out: Element, a: ScaleKind, b: ScaleKind, bias: bool, tile: [i64; 3], warps: [i64; 2]) -> ScaledMmSm80Config {
-    ScaledMmSm80Config::new(out, a, b, bias, tile, warps).unwrap()
+fn cfg(out: Element, a: ScaleKind, b: ScaleKind, bias: bool, tile: [i64; 3], warps: [i64; 2]) -> GemmSm80Config {
+    GemmSm80Config::scaled_mm(out, a, b, bias, tile, warps).unwrap()
 }
 
 #[test]
@@ -50,11 +50,14 @@ fn names_plans_and_sources() {
     assert_eq!(g.grid_split(129, 257, 3, 2), Dim3::new(2, 3, 6));
     assert_eq!(g.k_tiles_per_split(4096, 3), 22);
     assert_eq!(
-        g.workspace_bytes(10, 20, 2, 3, SplitKMode::Parallel),
+        g.workspace_bytes_mode(10, 20, 2, 3, SplitKMode::Parallel),
         4 * 10 * 20 * 2 * 3
     );
-    assert_eq!(g.workspace_bytes(10, 20, 2, 3, SplitKMode::Serial), 4 * 10 * 20 * 2);
-    assert_eq!(g.workspace_bytes(10, 20, 2, 1, SplitKMode::Serial), 0);
+    assert_eq!(
+        g.workspace_bytes_mode(10, 20, 2, 3, SplitKMode::Serial),
+        4 * 10 * 20 * 2
+    );
+    assert_eq!(g.workspace_bytes_mode(10, 20, 2, 1, SplitKMode::Serial), 0);
     assert_eq!(g.semaphore_count(129, 257, 3), 1 + 3 * 2 * 3);
     for needle in [
         "int32_t acc[4][8][4];",
@@ -65,8 +68,8 @@ fn names_plans_and_sources() {
         "int* const sE = reinterpret_cast<int*>(rc_smem);",
         "*reinterpret_cast<int2*>(sE + ",
         "(float)v[x], 0.0f, m, n + x, batch)",
-        "const rc_scaledmm_ep_params ep",
-        "rc_scaledmm_ep_visit(ep, (float)v[x], 0.0f, m, n + x, batch)",
+        "const rc_fusion_params ep",
+        "rc_fusion_visit(ep, (float)v[x], 0.0f, m, n + x, batch)",
         "s += (unsigned)workspace[",
         "__ldg(p.a_scale + m)",
         "__ldg(p.b_scale + n)",
@@ -89,7 +92,7 @@ fn names_plans_and_sources() {
     .turing();
     let g = generate(&c).unwrap();
     assert_eq!(g.name, "rc_scaledmm_sm75_s8_f16_tensortensor_64x64x128_s2_w2x2");
-    assert_eq!(g.config.target, ScaledMmTarget::Turing);
+    assert_eq!(g.config.target, Sm80Target::Turing);
     for needle in [
         "rc_mma_m8n8k16_s32_s8_s8_s32(lo, a0, b0, lo);",
         "__ldg(reinterpret_cast<const uint4*>(a_ptr))",
@@ -127,7 +130,7 @@ fn refused_configs() {
         [2, 2],
     );
     assert!(matches!(
-        ScaledMmSm80Config::new(
+        GemmSm80Config::scaled_mm(
             Element::BF16,
             ScaleKind::PerCol,
             ScaleKind::PerCol,
@@ -135,28 +138,28 @@ fn refused_configs() {
             [64, 64, 64],
             [2, 2]
         ),
-        Err(ScaledMmError::Fusion(FusionError::ScaleKind { operand: "A", .. }))
+        Err(GemmError::Fusion(FusionError::ScaleKind { operand: "A", .. }))
     ));
     let mut c = base.clone();
-    c.out = Element::F32;
-    assert!(matches!(generate(&c), Err(ScaledMmError::Config(_))));
+    c.d = Element::F32;
+    assert!(matches!(generate(&c), Err(GemmError::Config(_))));
     let mut c = base.clone();
     c.tile = [128, 128, 48];
-    assert!(matches!(generate(&c), Err(ScaledMmError::Plan(PlanError::Tile { .. }))));
+    assert!(matches!(generate(&c), Err(GemmError::Plan(PlanError::Tile { .. }))));
     let mut c = base.clone();
     c.raster_swizzle = 6;
-    assert!(matches!(generate(&c), Err(ScaledMmError::Config(_))));
+    assert!(matches!(generate(&c), Err(GemmError::Config(_))));
     let mut c = base.clone();
     c.stages = Some(40);
     assert!(matches!(
         generate(&c),
-        Err(ScaledMmError::Plan(PlanError::SmemBudget { .. }))
+        Err(GemmError::Plan(PlanError::SmemBudget { .. }))
     ));
     // A fusion that reads C.
     let c = base.clone().with_fusion(Fusion::linear_combination());
-    assert!(matches!(generate(&c), Err(ScaledMmError::Config(m)) if m.contains("source")));
+    assert!(matches!(generate(&c), Err(GemmError::Config(m)) if m.contains("source")));
     // Turing: f16 only, two stages and at least two k-blocks, 64 KiB.
-    assert!(matches!(generate(&base.clone().turing()), Err(ScaledMmError::Config(m)) if m.contains("f16")));
+    assert!(matches!(generate(&base.clone().turing()), Err(GemmError::Config(m)) if m.contains("f16")));
     let mut t = cfg(
         Element::F16,
         ScaleKind::PerRow,
@@ -166,18 +169,21 @@ fn refused_configs() {
         [2, 2],
     )
     .turing();
-    assert!(matches!(generate(&t), Err(ScaledMmError::Config(m)) if m.contains("BK >= 64")));
+    assert!(matches!(generate(&t), Err(GemmError::Config(m)) if m.contains("BK >= 64")));
     t.tile = [256, 128, 128];
     t.warps = [4, 2];
     assert!(matches!(
         generate(&t),
-        Err(ScaledMmError::Plan(PlanError::SmemBudget { .. }))
+        Err(GemmError::Plan(PlanError::SmemBudget { .. }))
     ));
 }
 
-fn args() -> ScaledMmArgs {
-    let f = FusionArgs::new().ptr("a_scale", 0x4000).ptr("b_scale", 0x5000);
-    ScaledMmArgs::packed(100, 48, 64, 2, 0x1000, 0x2000, 0x3000, f)
+fn args() -> GemmArgs {
+    GemmArgs::tn(100, 48, 64, 2, 0x1000, 0x2000, 0, 0x3000)
+}
+
+fn fusion_args() -> FusionArgs {
+    FusionArgs::new().ptr("a_scale", 0x4000).ptr("b_scale", 0x5000)
 }
 
 #[test]
@@ -193,8 +199,9 @@ fn argument_validation() {
     .unwrap();
     let ok = args();
     ok.validate(&g).unwrap();
-    let shape = |a: &ScaledMmArgs| matches!(a.validate(&g), Err(ScaledMmError::Shape(_)));
-    let align = |a: &ScaledMmArgs| matches!(a.validate(&g), Err(ScaledMmError::Alignment(_)));
+    g.pack_fusion_args(&fusion_args()).unwrap();
+    let shape = |a: &GemmArgs| matches!(a.validate(&g), Err(GemmError::Shape(_)));
+    let align = |a: &GemmArgs| matches!(a.validate(&g), Err(GemmError::Alignment(_)));
     let mut a = ok.clone();
     a.k = 56; // K % 16
     a.lda = 64;
@@ -231,26 +238,25 @@ fn argument_validation() {
     a.semaphores = 0x9000;
     a.validate(&g).unwrap();
     // The fusion's arguments: missing, null, unknown.
-    let mut a = ok.clone();
-    a.fusion = FusionArgs::new().ptr("a_scale", 0x4000);
+    let fa = FusionArgs::new().ptr("a_scale", 0x4000);
     assert!(matches!(
-        a.validate(&g),
-        Err(ScaledMmError::Fusion(FusionError::MissingArg { .. }))
+        g.pack_fusion_args(&fa),
+        Err(GemmError::Fusion(FusionError::MissingArg { .. }))
     ));
-    a.fusion = FusionArgs::new().ptr("a_scale", 0x4000).ptr("b_scale", 0);
+    let fa = FusionArgs::new().ptr("a_scale", 0x4000).ptr("b_scale", 0);
     assert!(matches!(
-        a.validate(&g),
-        Err(ScaledMmError::Fusion(FusionError::NullPointer { .. }))
+        g.pack_fusion_args(&fa),
+        Err(GemmError::Fusion(FusionError::NullPointer { .. }))
     ));
-    a.fusion = args().fusion.ptr("bias", 0x6000);
+    let fa = fusion_args().ptr("bias", 0x6000);
     assert!(matches!(
-        a.validate(&g),
-        Err(ScaledMmError::Fusion(FusionError::UnknownArg { .. }))
+        g.pack_fusion_args(&fa),
+        Err(GemmError::Fusion(FusionError::UnknownArg { .. }))
     ));
 }
 
 /// Compile for `arch`; returns (registers of the main kernel, of the reduction kernel).
-fn compile_check(g: &GeneratedScaledMm, arch: Arch) -> Option<(u32, u32)> {
+fn compile_check(g: &GeneratedGemm, arch: Arch) -> Option<(u32, u32)> {
     let tk = toolkit_for_test()?;
     let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
         .unwrap_or_else(|e| panic!("{} does not compile for {}: {e}\n{}", g.name, arch.as_str(), g.source));
@@ -274,7 +280,7 @@ fn compile_check(g: &GeneratedScaledMm, arch: Arch) -> Option<(u32, u32)> {
         for op in ["IMMA", "LDSM"] {
             assert!(k.contains_opcode(op), "{}: no {op} on {arch}", g.name);
         }
-        let cp_async = g.config.target == ScaledMmTarget::Ampere;
+        let cp_async = g.config.target == Sm80Target::Ampere;
         assert_eq!(k.contains_opcode("LDGSTS"), cp_async, "{}: LDGSTS on {arch}", g.name);
         assert!(!k.contains_opcode("HMMA"), "{}: integer MMA only", g.name);
     }
@@ -282,7 +288,7 @@ fn compile_check(g: &GeneratedScaledMm, arch: Arch) -> Option<(u32, u32)> {
 }
 
 /// The configurations `rcute_ops::select` picks from, and a few more.
-fn ampere_configs() -> Vec<ScaledMmSm80Config> {
+fn ampere_configs() -> Vec<GemmSm80Config> {
     let mut v = Vec::new();
     for (tile, warps, a, b, bias, out) in [
         (
@@ -358,7 +364,7 @@ fn ampere_configs() -> Vec<ScaledMmSm80Config> {
     v
 }
 
-fn turing_configs() -> Vec<ScaledMmSm80Config> {
+fn turing_configs() -> Vec<GemmSm80Config> {
     let mut v = Vec::new();
     for (tile, warps) in [
         ([128, 128, 64], [2, 4]),
@@ -423,7 +429,7 @@ fn catalogue_units_compile_without_warnings() {
         return;
     }
     for (cfg, arch) in rcute_kernel::catalogue::scaled_mm_sm80_configs() {
-        let g = rcute_kernel::scaled_mm_sm80::generate(&cfg).unwrap();
+        let g = rcute_kernel::gemm_sm80::generate(&cfg).unwrap();
         for a in [arch, Arch::Sm90a] {
             let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(a)).unwrap();
             let warnings: Vec<&str> = c.log.lines().filter(|l| l.contains("warning")).collect();

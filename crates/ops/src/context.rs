@@ -11,7 +11,6 @@ use rcute_kernel::gemm_sm80::{
     self, GemmArgs, GemmElement, GemmSm80Config, GeneratedGemm, Major, SplitKMode, StorageOrder,
 };
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90};
-use rcute_kernel::scaled_mm_sm80::ScaledMmSm80Config;
 use rcute_kernel::{CompileOptions, Function, Gpu, KernelCache};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -58,7 +57,7 @@ pub struct Ops {
     /// Serial split-K semaphores: allocated zeroed, left zeroed by every completed launch.
     pub(crate) semaphores: Mutex<Option<CudaSlice<i32>>>,
     /// The loaded INT8 scaled-mm kernels (see [`crate::scaled_mm`]).
-    pub(crate) scaled_mms: Mutex<HashMap<ScaledMmSm80Config, crate::scaled_mm::LoadedScaledMm>>,
+    pub(crate) scaled_mms: Mutex<HashMap<GemmSm80Config, crate::scaled_mm::LoadedScaledMm>>,
     /// The same kernels by the key `run_scaled_mm` selects them with.
     pub(crate) scaled_mm_keys: Mutex<HashMap<crate::scaled_mm::ScaledMmKey, crate::scaled_mm::LoadedScaledMm>>,
 }

@@ -12,7 +12,7 @@
 //! picks the tile and split-K; [`Ops::scaled_mm`] generates, compiles (cached), loads and
 //! launches the kernel for the GPU's architecture: on sm_90 the TMA + `wgmma` kernel of
 //! `rcute_kernel::gemm_sm90` with the scaled_mm fusion ([`Ops::run_scaled_mm_sm90`]) when
-//! the operands suit TMA, otherwise the kernel of `rcute_kernel::scaled_mm_sm80`
+//! the operands suit TMA, otherwise the s8 kernel of `rcute_kernel::gemm_sm80` (the SM80 GEMM with the scaled-mm fusion)
 //! ([`Ops::scaled_mm_target`]: sm_75 Turing, sm_80 / sm_86 / sm_89 / sm_90 Ampere class).
 //!
 //! Rules (InfiniOP's alignment, checked here): `K` a multiple of 16 (16-byte `s8` vectors
@@ -27,14 +27,15 @@ use crate::select::{select_scaled_mm, ScaledMmSelection};
 use crate::tensor::{DType, Geometry, Major, MatrixMut, MatrixRef, VectorRef};
 use crate::Ops;
 use cudarc::driver::DevicePtr;
-use rcute_kernel::gemm_sm80::{SplitKMode, TICKET_SMEM};
-use rcute_kernel::scaled_mm_sm80::{
-    self, Element, FusionArgs, GeneratedScaledMm, ScaleKind, ScaledMmArgs, ScaledMmSm80Config, TURING_SMEM_BUDGET,
+use rcute_kernel::gemm_sm80::{
+    self, FusionArgs, GemmArgs, GemmElement as Element, GemmSm80Config, GeneratedGemm, ScaleKind, SplitKMode,
+    TICKET_SMEM, TURING_SMEM_BUDGET,
 };
 use rcute_kernel::{Arch, CompileOptions, Function, KernelCache};
 use std::sync::Arc;
 
-pub use rcute_kernel::scaled_mm_sm80::ScaledMmTarget;
+/// The kernel family of the SM80-class `scaled_mm` (Ampere class or Turing).
+pub use rcute_kernel::gemm_sm80::Sm80Target as ScaledMmTarget;
 
 /// A scale operand of [`Ops::scaled_mm`]: f32 values in device memory.
 #[derive(Clone, Copy, Debug)]
@@ -114,7 +115,7 @@ pub(crate) struct ScaledMmKey {
 #[derive(Clone)]
 pub struct LoadedScaledMm {
     /// The generated source and its launch geometry.
-    pub generated: Arc<GeneratedScaledMm>,
+    pub generated: Arc<GeneratedGemm>,
     main: Function,
     reduce: Function,
 }
@@ -416,7 +417,7 @@ impl Ops {
 
     /// Generate, compile (cached) and load the scaled-mm kernel of `cfg` for this GPU (once
     /// per configuration).
-    pub fn load_scaled_mm(&self, cfg: &ScaledMmSm80Config) -> Result<LoadedScaledMm, OpsError> {
+    pub fn load_scaled_mm(&self, cfg: &GemmSm80Config) -> Result<LoadedScaledMm, OpsError> {
         let poisoned = || OpsError::Arch("poisoned kernel table".into());
         if let Some(l) = self.scaled_mms.lock().map_err(|_| poisoned())?.get(cfg) {
             return Ok(l.clone());
@@ -425,7 +426,7 @@ impl Ops {
             .gpu()
             .arch()
             .ok_or_else(|| OpsError::Arch(format!("compute capability {:?}", self.gpu().compute_capability())))?;
-        let g = scaled_mm_sm80::generate(cfg).map_err(boxed)?;
+        let g = gemm_sm80::generate(cfg).map_err(boxed)?;
         let compiled = KernelCache::global()
             .get_or_compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
             .map_err(boxed)?;
@@ -525,7 +526,7 @@ impl Ops {
         let loaded = match hit {
             Some(l) => l,
             None => {
-                let mut cfg = ScaledMmSm80Config::new(
+                let mut cfg = GemmSm80Config::scaled_mm(
                     out,
                     p.a_scale_kind,
                     p.b_scale_kind,
@@ -555,7 +556,7 @@ impl Ops {
         if let Some(bias) = p.bias {
             fusion = fusion.ptr("bias", bias.ptr);
         }
-        let mut args = ScaledMmArgs::packed(m, n, k, l, p.a.ptr, p.b.ptr, p.out.ptr, fusion);
+        let mut args = GemmArgs::tn(m, n, k, l, p.a.ptr, p.b.ptr, 0, p.out.ptr);
         args.lda = p.a.ld();
         args.ldb = p.b.ld();
         args.ldd = p.out.ld();
@@ -570,7 +571,7 @@ impl Ops {
                 what: "problem (the grid exceeds 65535 CTAs in y or z)",
             });
         }
-        let ws_bytes = g.workspace_bytes(m, n, l, args.split_k, args.split_k_mode);
+        let ws_bytes = g.workspace_bytes_mode(m, n, l, args.split_k, args.split_k_mode);
         let mut sems = self
             .semaphores
             .lock()
@@ -602,7 +603,7 @@ impl Ops {
         // the strides and batch strides passed here and that the scales and bias hold the
         // elements the fusion reads; the views borrow their buffers for the duration of
         // this call; the workspace holds `workspace_bytes`.
-        unsafe { scaled_mm_sm80::launch(&loaded.main, &loaded.reduce, g, &args) }.map_err(boxed)?;
+        unsafe { gemm_sm80::launch_fused(&loaded.main, &loaded.reduce, g, &args, &fusion) }.map_err(boxed)?;
         Ok(())
     }
 }

@@ -6,9 +6,9 @@
 //! narrow-M tile and split K until the grid fills the machine. The autotuner (a later
 //! issue) replaces these rules with measured choices and keeps this interface.
 
+use rcute_kernel::gemm_sm80::Sm80Target as ScaledMmTarget;
 use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
 use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
-use rcute_kernel::scaled_mm_sm80::ScaledMmTarget;
 
 /// Which generated kernel runs a GEMM.
 #[derive(Clone, Debug, PartialEq, Eq)]

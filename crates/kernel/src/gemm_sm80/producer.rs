@@ -1,0 +1,266 @@
+//! The global -> shared producer: per-thread `cp.async` (or, on Turing, register-staged
+//! `ld.global.nc` + `st.shared`) copies of the A and B tiles into the pipeline stages.
+
+use super::smem::{smem_setup, Separable};
+use super::stmt::{c, d, dc, e};
+use crate::emit::Stmt;
+use rcute_atom::Major;
+use rcute_collective::Sm80Mainloop;
+
+/// How the mainloop emitter moves tiles from global to shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum G2sMode {
+    /// `cp.async.cg` with zero fill and a `stages`-deep pipeline (sm_80 and newer).
+    CpAsync,
+    /// Turing (sm_75, no `cp.async`): the loads of a tile go to registers (16-byte
+    /// `ld.global.nc`, zeros when predicated off) while the previous tile is multiplied,
+    /// and are stored to shared memory after its last k-block: CUTLASS's two-stage SM75
+    /// pipeline. Needs 2 stages and at least 2 k-blocks per tile.
+    Registers,
+}
+
+/// The G2S copy of one operand for tile `kt_var` into stage `stage_var` (with
+/// [`G2sMode::Registers`]: the loads into `{x}_reg`; [`r2s_tile`] stores them).
+pub(super) fn g2s_tile(
+    p: &Sm80Mainloop,
+    sep: Separable,
+    name: &str,
+    is_a: bool,
+    stage: &str,
+    kt: &str,
+    mode: G2sMode,
+) -> Vec<Stmt> {
+    let (x, g, st_elems, ld, gsep) = if is_a {
+        ("a", &p.g2s_a, p.stage_elems_a, "lda", sep.g2s_a)
+    } else {
+        ("b", &p.g2s_b, p.stage_elems_b, "ldb", sep.g2s_b)
+    };
+    let sx = if is_a { "sA" } else { "sB" };
+    let gx = if is_a { "gA" } else { "gB" };
+    let sfn = if is_a {
+        format!("{name}_sA")
+    } else {
+        format!("{name}_sB")
+    };
+    let _ = ld;
+    let bk = p.config.tile[2];
+    let ta = p.config.a.cuda_type();
+    let v = g.vec;
+    let dst = if gsep {
+        format!(
+            "{sx} + {stage} * {st_elems} + ({x}_s0 ^ {sfn}(p * {}, p * {}))",
+            g.pass_step[0], g.pass_step[1]
+        )
+    } else {
+        format!("{sx} + {stage} * {st_elems} + {x}_smem[p]")
+    };
+    let mut body = Vec::new();
+    let (tile_ptr, pred) = match g.major {
+        Major::K => {
+            body.push(dc(
+                "const bool",
+                &format!("{x}_kp"),
+                format!("{kt} * {bk} < {x}_krem"),
+                format!("whole {v}-vectors along K: K % {v} == 0"),
+            ));
+            (
+                format!("{x}_src + {kt} * {bk}"),
+                format!("{x}_kp && (({x}_pred_mn >> p) & 1)"),
+            )
+        }
+        Major::MN => (
+            format!("{x}_src + (long long)({kt} * {bk}) * {ld}"),
+            format!("{x}_pred_mn && ({kt} * {bk} + p * {} < {x}_krem)", g.pass_step[1]),
+        ),
+    };
+    body.push(d(&format!("const {ta}*"), &format!("{x}_ptr"), tile_ptr));
+    let _ = gx;
+    let passes = match mode {
+        G2sMode::CpAsync => vec![
+            d("const bool", "pred", pred),
+            c(format!("predicated off: src-size 0 zero-fills; the address is then only the kernel parameter {}", &gx[1..])),
+            e(format!("rc_cp_async_cg_16_zfill({dst}, pred ? static_cast<const void*>({x}_ptr) : static_cast<const void*>({}), pred)", &gx[1..])),
+            e(format!("{x}_ptr += {x}_pass")),
+        ],
+        G2sMode::Registers => vec![
+            d("const bool", "pred", pred),
+            Stmt::Assign {
+                lhs: format!("{x}_reg[p]"),
+                rhs: format!("pred ? __ldg(reinterpret_cast<const uint4*>({x}_ptr)) : make_uint4(0u, 0u, 0u, 0u)"),
+                comment: Some("predicated off: zeros".into()),
+            },
+            e(format!("{x}_ptr += {x}_pass")),
+        ],
+    };
+    body.push(Stmt::unrolled("p", g.passes, passes));
+    body
+}
+
+/// [`G2sMode::Registers`]: store the registers loaded by [`g2s_tile`] into stage `stage`.
+pub(super) fn r2s_tile(p: &Sm80Mainloop, sep: Separable, name: &str, is_a: bool, stage: &str) -> Vec<Stmt> {
+    let (x, g, st_elems, gsep) = if is_a {
+        ("a", &p.g2s_a, p.stage_elems_a, sep.g2s_a)
+    } else {
+        ("b", &p.g2s_b, p.stage_elems_b, sep.g2s_b)
+    };
+    let sx = if is_a { "sA" } else { "sB" };
+    let dst = if gsep {
+        format!(
+            "{sx} + {stage} * {st_elems} + ({x}_s0 ^ {name}_s{}(p * {}, p * {}))",
+            if is_a { "A" } else { "B" },
+            g.pass_step[0],
+            g.pass_step[1]
+        )
+    } else {
+        format!("{sx} + {stage} * {st_elems} + {x}_smem[p]")
+    };
+    vec![Stmt::unrolled(
+        "p",
+        g.passes,
+        vec![Stmt::assign(
+            format!("*reinterpret_cast<uint4*>({dst})"),
+            format!("{x}_reg[p]"),
+        )],
+    )]
+}
+
+/// Both operands of the tile in `{a,b}_reg` into stage `stage` ([`G2sMode::Registers`]).
+pub(super) fn r2s_both(p: &Sm80Mainloop, sep: Separable, name: &str, stage: &str) -> Vec<Stmt> {
+    let mut v = r2s_tile(p, sep, name, true, stage);
+    v.extend(r2s_tile(p, sep, name, false, stage));
+    v
+}
+
+/// The G2S setup of both operands: each thread's first vector (`x_mn`, `x_k`), its global
+/// source, the M/N predicates, the gmem step between passes, and its smem offsets.
+pub(super) fn g2s_setup(p: &Sm80Mainloop, sep: Separable, name: &str, mode: G2sMode) -> Vec<Stmt> {
+    let ta = p.config.a.cuda_type();
+    let mut b: Vec<Stmt> = Vec::new();
+    for (is_a, x, g, mn_total, m_or_n0, ld, sfn) in [
+        (true, "a", &p.g2s_a, "M", "m0", "lda", format!("{name}_sA")),
+        (false, "b", &p.g2s_b, "N", "n0", "ldb", format!("{name}_sB")),
+    ] {
+        let gx = if is_a { "gA" } else { "gB" };
+        let gsep = if is_a { sep.g2s_a } else { sep.g2s_b };
+        let (tmn, tk) = g.thread_extents();
+        let v = g.vec;
+        b.push(c(format!(
+            "G2S {}: {}, thr_layout {} x val_layout {}, {} passes",
+            if is_a { "A" } else { "B" },
+            match mode {
+                G2sMode::CpAsync => "cp.async.cg 16 B (zero fill)",
+                G2sMode::Registers =>
+                    "ld.global.nc 16 B into registers (zeros when predicated off), st.shared after the tile",
+            },
+            g.thr_layout,
+            g.val_layout,
+            g.passes
+        )));
+        match g.major {
+            Major::K => {
+                b.push(dc(
+                    "const int",
+                    &format!("{x}_mn"),
+                    format!("tid / {tk}"),
+                    format!("thr_layout ({tmn},{tk}):({tk},1)"),
+                ));
+                b.push(d("const int", &format!("{x}_k"), format!("tid % {tk} * {v}")));
+                b.push(dc(
+                    &format!("const {ta}* const"),
+                    &format!("{x}_src"),
+                    format!("{gx} + (long long)({m_or_n0} + {x}_mn) * {ld} + (k_begin + {x}_k)"),
+                    format!("K-major: ({mn_total},K):({ld},1)"),
+                ));
+                b.push(d("uint32_t", &format!("{x}_pred_mn"), "0"));
+                b.push(Stmt::unrolled(
+                    "p",
+                    g.passes,
+                    vec![e(format!(
+                        "{x}_pred_mn |= ({m_or_n0} + {x}_mn + p * {} < {mn_total} ? 1u : 0u) << p",
+                        g.pass_step[0]
+                    ))],
+                ));
+                b.push(dc(
+                    "const long long",
+                    &format!("{x}_pass"),
+                    format!("{} * {ld}", g.pass_step[0]),
+                    "gmem step between passes",
+                ));
+                b.push(dc(
+                    "const int",
+                    &format!("{x}_krem"),
+                    format!("k_end - k_begin - {x}_k"),
+                    "K left for this thread's first vector",
+                ));
+                b.extend(smem_setup(gsep, &sfn, x, g));
+            }
+            Major::MN => {
+                b.push(dc(
+                    "const int",
+                    &format!("{x}_mn"),
+                    format!("tid % {tmn} * {v}"),
+                    format!("thr_layout ({tmn},{tk}):(1,{tmn})"),
+                ));
+                b.push(d("const int", &format!("{x}_k"), format!("tid / {tmn}")));
+                b.push(dc(
+                    &format!("const {ta}* const"),
+                    &format!("{x}_src"),
+                    format!("{gx} + (long long)(k_begin + {x}_k) * {ld} + ({m_or_n0} + {x}_mn)"),
+                    format!("MN-major: ({mn_total},K):(1,{ld})"),
+                ));
+                b.push(dc(
+                    "const bool",
+                    &format!("{x}_pred_mn"),
+                    format!("{m_or_n0} + {x}_mn < {mn_total}"),
+                    "a vector past the edge reads ld padding that only feeds unstored outputs",
+                ));
+                b.push(dc(
+                    "const long long",
+                    &format!("{x}_pass"),
+                    format!("{} * {ld}", g.pass_step[1]),
+                    "gmem step between passes",
+                ));
+                b.push(dc(
+                    "const int",
+                    &format!("{x}_krem"),
+                    format!("k_end - k_begin - {x}_k"),
+                    "K left for this thread's first vector",
+                ));
+                b.extend(smem_setup(gsep, &sfn, x, g));
+            }
+        }
+    }
+    b
+}
+
+/// The prologue: the loads of the first `stages - 1` tiles (with [`G2sMode::Registers`]
+/// the register array of the tile in flight is declared here).
+pub(super) fn prologue(p: &Sm80Mainloop, sep: Separable, name: &str, mode: G2sMode) -> Vec<Stmt> {
+    let stages = p.stages;
+    let mut b: Vec<Stmt> = Vec::new();
+    b.push(c(format!(
+        "Prologue: start the loads of the first {} tiles",
+        stages - 1
+    )));
+    b.push(d("int", "k_tile_next", "0"));
+    if mode == G2sMode::Registers {
+        for (x, g) in [("a", &p.g2s_a), ("b", &p.g2s_b)] {
+            b.push(Stmt::Array {
+                ty: "uint4".into(),
+                name: format!("{x}_reg"),
+                len: g.passes as usize,
+                comment: Some("the tile in flight: loaded while the previous one is multiplied".into()),
+            });
+        }
+    }
+    let mut pro = g2s_tile(p, sep, name, true, "s", "k_tile_next", mode);
+    pro.extend(g2s_tile(p, sep, name, false, "s", "k_tile_next", mode));
+    match mode {
+        G2sMode::CpAsync => pro.push(e("rc_cp_async_commit_group()")),
+        G2sMode::Registers => pro.extend(r2s_both(p, sep, name, "s")),
+    }
+    pro.push(e("++k_tile_next"));
+    pro.push(e("--k_tile_count"));
+    b.push(Stmt::unrolled("s", stages - 1, pro));
+    b
+}
