@@ -310,7 +310,7 @@ fn bad_inputs_are_typed_errors() {
     assert!(matches!(r, Err(OpsError::DType(_))), "{r:?}");
     // Overlapping output and input.
     // SAFETY: the raw view describes memory inside `a`'s allocation.
-    let alias = unsafe { MatrixMut::from_raw(Geometry { ..av.geo }) };
+    let alias = unsafe { MatrixMut::from_raw(Geometry { ..av.geo() }) };
     let mut alias = alias;
     let r = ops.gemm(&av, &MatrixRef::new(&b, 64, 64), None, &mut alias, 1.0, 0.0);
     assert!(matches!(r, Err(OpsError::Strides { .. })), "{r:?}");

@@ -803,7 +803,7 @@ fn ops_scaled_mm_typed_errors() {
     let alias = unsafe {
         MatrixRef::from_raw(rcute_ops::Geometry {
             dtype: DType::S8,
-            ..MatrixMut::new(&mut d, 64, 64).geo
+            ..MatrixMut::new(&mut d, 64, 64).geo()
         })
     };
     check!(

@@ -12,6 +12,7 @@ use rcute_kernel::gemm_sm80::{
 };
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90};
 use rcute_kernel::{CompileOptions, Function, Gpu, KernelCache};
+use crate::memo::Memo;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -51,8 +52,8 @@ impl LoadedGemmSm90 {
 /// The ops handle: one per GPU.
 pub struct Ops {
     gpu: Gpu,
-    gemms: Mutex<HashMap<GemmSm80Config, LoadedGemm>>,
-    gemms_sm90: Mutex<HashMap<GemmSm90Config, LoadedGemmSm90>>,
+    gemms: Memo<GemmSm80Config, LoadedGemm>,
+    gemms_sm90: Memo<GemmSm90Config, LoadedGemmSm90>,
     pub(crate) workspace: Mutex<Option<CudaSlice<u8>>>,
     /// Serial split-K semaphores: allocated zeroed, left zeroed by every completed launch.
     pub(crate) semaphores: Mutex<Option<CudaSlice<i32>>>,
@@ -76,8 +77,8 @@ impl Ops {
     pub fn new(gpu: Gpu) -> Ops {
         Ops {
             gpu,
-            gemms: Mutex::new(HashMap::new()),
-            gemms_sm90: Mutex::new(HashMap::new()),
+            gemms: Memo::new(),
+            gemms_sm90: Memo::new(),
             workspace: Mutex::new(None),
             semaphores: Mutex::new(None),
             scaled_mms: Mutex::new(HashMap::new()),
@@ -90,16 +91,19 @@ impl Ops {
         &self.gpu
     }
 
+    /// How many GEMM kernels (SM80 and SM90 class, bf16 / f16 and the scaled-mm fusions
+    /// of the SM90 kernel) this handle generated, compiled and loaded. Each configuration
+    /// is built once, however many threads ask for it at the same time.
+    pub fn gemm_kernels_built(&self) -> usize {
+        self.gemms.builds() + self.gemms_sm90.builds()
+    }
+
     /// Generate, compile (cached) and load the kernel of `cfg` (once per configuration).
     pub fn load_gemm(&self, cfg: &GemmSm80Config) -> Result<LoadedGemm, OpsError> {
-        if let Some(l) = self
-            .gemms
-            .lock()
-            .map_err(|_| OpsError::Arch("poisoned kernel table".into()))?
-            .get(cfg)
-        {
-            return Ok(l.clone());
-        }
+        self.gemms.get_or_try_build(cfg, || self.build_gemm(cfg))
+    }
+
+    fn build_gemm(&self, cfg: &GemmSm80Config) -> Result<LoadedGemm, OpsError> {
         let arch = self
             .gpu
             .arch()
@@ -117,28 +121,20 @@ impl Ops {
         let module = self.gpu.load(&compiled).map_err(boxed)?;
         let main = module.function(&g.name).map_err(boxed)?;
         let reduce = module.function(&g.reduce_name).map_err(boxed)?;
-        let loaded = LoadedGemm {
+        Ok(LoadedGemm {
             generated: Arc::new(g),
             main,
             reduce,
-        };
-        if let Ok(mut t) = self.gemms.lock() {
-            t.insert(cfg.clone(), loaded.clone());
-        }
-        Ok(loaded)
+        })
     }
 
     /// Generate, compile (cached) and load the SM90 kernel of `cfg` (once per
     /// configuration); needs an sm_90 GPU.
     pub fn load_gemm_sm90(&self, cfg: &GemmSm90Config) -> Result<LoadedGemmSm90, OpsError> {
-        if let Some(l) = self
-            .gemms_sm90
-            .lock()
-            .map_err(|_| OpsError::Arch("poisoned kernel table".into()))?
-            .get(cfg)
-        {
-            return Ok(l.clone());
-        }
+        self.gemms_sm90.get_or_try_build(cfg, || self.build_gemm_sm90(cfg))
+    }
+
+    fn build_gemm_sm90(&self, cfg: &GemmSm90Config) -> Result<LoadedGemmSm90, OpsError> {
         if self.gpu.compute_capability() != (9, 0) {
             return Err(OpsError::Arch(format!(
                 "the SM90 GEMM needs sm_90, found {:?}",
@@ -156,15 +152,11 @@ impl Ops {
         let module = self.gpu.load(&compiled).map_err(boxed)?;
         let main = module.function(&g.name).map_err(boxed)?;
         let reduce = module.function(&g.reduce_name).map_err(boxed)?;
-        let loaded = LoadedGemmSm90 {
+        Ok(LoadedGemmSm90 {
             generated: Arc::new(g),
             main,
             reduce,
-        };
-        if let Ok(mut t) = self.gemms_sm90.lock() {
-            t.insert(cfg.clone(), loaded.clone());
-        }
-        Ok(loaded)
+        })
     }
 
     /// `D = alpha * A @ B + beta * C` (batched when the views are), with f16/bf16 inputs
@@ -229,14 +221,6 @@ impl Ops {
         } else {
             StorageOrder::ColMajor
         };
-        if let Some(c) = &p.c {
-            if c.major() != p.d.major() && p.m > 1 && p.n > 1 {
-                return Err(OpsError::Strides {
-                    operand: "C",
-                    detail: "C must have the storage order of D".into(),
-                });
-            }
-        }
         let sel = match forced {
             Some(Choice::Sm90(cfg, split)) => return self.run_gemm_sm90(p, cfg, *split),
             Some(Choice::Sm80(s)) => s.clone(),
@@ -260,6 +244,7 @@ impl Ops {
         let loaded = self.load_gemm(&cfg)?;
         let g = &loaded.generated;
         let (m, n, k, l) = (p.m as i32, p.n as i32, p.k as i32, p.l as i32);
+        check_grid(g, p, split_k.max(1), mode)?;
         let c = p.c.unwrap_or(p.d);
         let mut args = GemmArgs::packed(&cfg, m, n, k, l, p.a.ptr, p.b.ptr, c.ptr, p.d.ptr);
         args.lda = p.a.ld();
@@ -335,17 +320,23 @@ impl Ops {
             }
             views.push(c);
         }
-        // TMA: 16-byte pointers, leading dimensions, batch strides and contiguous extents.
-        p.k % 8 == 0
-            && p.n % 8 == 0
-            && views
-                .iter()
-                .all(|g| g.ptr % 16 == 0 && g.ld() % 8 == 0 && (p.l == 1 || g.batch_stride % 8 == 0))
+        p.k % 8 == 0 && p.n % 8 == 0 && views.iter().all(|g| tma_ok(g, p.l))
     }
 
     /// Run a validated problem on the SM90 kernel of `cfg` (types, C and D order taken
     /// from the views).
     fn run_gemm_sm90(&self, p: &GemmProblem, cfg: &GemmSm90Config, split_k: u32) -> Result<(), OpsError> {
+        let views = [("A", Some(p.a)), ("B", Some(p.b)), ("C", p.c), ("D", Some(p.d))];
+        for (operand, g) in views {
+            if g.is_some_and(|g| !tma_ok(&g, p.l)) {
+                return Err(OpsError::Alignment {
+                    operand,
+                    detail: "the SM90 kernel's TMA needs a 16-byte pointer, leading dimension and a positive \
+                             16-byte batch stride (no operand broadcast over the batch)"
+                        .into(),
+                });
+            }
+        }
         let mut cfg = cfg.clone();
         cfg.ab = element(p.a.dtype)?;
         cfg.cd = element(p.d.dtype)?;
@@ -413,4 +404,29 @@ impl Ops {
             .map_err(boxed)?;
         Ok(())
     }
+}
+
+/// Whether a 16-bit view suits the SM90 kernel's TMA: a 16-byte pointer and leading
+/// dimension, and with several batches a positive 16-byte batch stride (TMA cannot step
+/// by 0, so an operand broadcast over the batch takes the SM80-class path).
+fn tma_ok(g: &crate::tensor::Geometry, l: usize) -> bool {
+    g.ptr % 16 == 0 && g.ld() % 8 == 0 && (l == 1 || (g.batch_stride > 0 && g.batch_stride % 8 == 0))
+}
+
+/// Reject a problem whose SM80-class grid CUDA cannot launch (y or z above 65535, or a
+/// parallel split-K reduction of more than `2^31 - 1` blocks), before any launch.
+fn check_grid(g: &GeneratedGemm, p: &GemmProblem, split_k: u32, mode: SplitKMode) -> Result<(), OpsError> {
+    let grid = g.grid_split(p.m as i32, p.n as i32, p.l as i32, split_k);
+    if grid.y > 65535 || grid.z > 65535 {
+        return Err(OpsError::TooLarge {
+            what: "problem (the SM80-class grid exceeds 65535 CTAs in y or in z = batch x K splits)",
+        });
+    }
+    let reduce_blocks = (p.m as u64 * p.n as u64).div_ceil(u64::from(g.reduce_threads.max(1)));
+    if split_k > 1 && mode == SplitKMode::Parallel && reduce_blocks > i32::MAX as u64 {
+        return Err(OpsError::TooLarge {
+            what: "problem (the split-K reduction grid exceeds 2^31 - 1 blocks)",
+        });
+    }
+    Ok(())
 }

@@ -1,4 +1,10 @@
 //! Typed errors of the ops: every bad input is rejected before anything is launched.
+//!
+//! [`OpsError`] is also the one error type an application needs around an op: it converts
+//! from the errors of opening a GPU ([`rcute_kernel::DeviceError`]), of a driver call such
+//! as [`rcute_kernel::Gpu::synchronize`] ([`rcute_kernel::device::DriverFailure`]) and of
+//! `cudarc`'s own calls (allocation, copies: [`cudarc::driver::DriverError`]), so `?`
+//! works on all of them in a function returning `Result<_, OpsError>`.
 
 use crate::tensor::DType;
 
@@ -66,9 +72,26 @@ pub enum OpsError {
         /// The handle's device ordinal.
         expected: usize,
     },
+    /// A scalar argument (`alpha`, `beta`) is NaN or infinite.
+    #[error("{what} = {value} is not finite")]
+    NonFinite {
+        /// `alpha` or `beta`.
+        what: &'static str,
+        /// The value given.
+        value: f32,
+    },
     /// The GPU's architecture has no kernel for this op.
     #[error("unsupported architecture: {0}")]
     Arch(String),
+    /// No GPU could be opened ([`rcute_kernel::Gpu::open`]).
+    #[error(transparent)]
+    Detect(#[from] rcute_kernel::DeviceError),
+    /// A driver call failed (e.g. [`rcute_kernel::Gpu::synchronize`]).
+    #[error(transparent)]
+    Driver(#[from] rcute_kernel::device::DriverFailure),
+    /// A `cudarc` call of the application failed (allocation, copy, ...).
+    #[error("CUDA driver call failed: {0}")]
+    Cuda(#[from] cudarc::driver::DriverError),
     /// Generation, compilation or launch failed.
     #[error(transparent)]
     Kernel(#[from] Box<dyn std::error::Error + Send + Sync>),

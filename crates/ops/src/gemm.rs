@@ -36,7 +36,50 @@ pub struct GemmProblem {
     pub beta: f32,
 }
 
+/// The largest M, N or K the kernels take: they index rows, columns and K with 32-bit
+/// `int`s and add up to a tile (at most 256) and a thread's offset to a tile origin, so
+/// every dimension keeps that much headroom below `i32::MAX`.
+pub const MAX_DIM: usize = i32::MAX as usize - 1024;
+
+/// The largest batch count: the SM80-class kernels put the batch (times the K splits) in
+/// the grid's z extent, which CUDA limits to 65535.
+pub const MAX_BATCH: usize = 65535;
+
+/// Reject dimensions the kernels' 32-bit index arithmetic or grid cannot hold.
+pub(crate) fn check_dims(m: usize, n: usize, k: usize, l: usize) -> Result<(), OpsError> {
+    if m > MAX_DIM || n > MAX_DIM || k > MAX_DIM {
+        return Err(OpsError::TooLarge {
+            what: "matrix dimension (kernels index M, N and K with 32-bit ints: at most 2^31 - 1025)",
+        });
+    }
+    if l > MAX_BATCH {
+        return Err(OpsError::TooLarge {
+            what: "batch count (at most 65535: the grid's z extent)",
+        });
+    }
+    Ok(())
+}
+
+/// Reject NaN or infinite `alpha` / `beta`.
+pub(crate) fn check_scalars(alpha: f32, beta: f32) -> Result<(), OpsError> {
+    for (what, value) in [("alpha", alpha), ("beta", beta)] {
+        if !value.is_finite() {
+            return Err(OpsError::NonFinite { what, value });
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn check_layout(op: &'static str, g: &Geometry, output: bool) -> Result<(), OpsError> {
+    if g.row_stride < 0 || g.col_stride < 0 {
+        return Err(OpsError::Strides {
+            operand: op,
+            detail: format!(
+                "negative stride (row stride {}, column stride {})",
+                g.row_stride, g.col_stride
+            ),
+        });
+    }
     let major = g.major().ok_or_else(|| OpsError::Strides {
         operand: op,
         detail: format!(
@@ -49,7 +92,7 @@ pub(crate) fn check_layout(op: &'static str, g: &Geometry, output: bool) -> Resu
         Major::Col => (g.col_stride, g.rows),
     };
     let outer = if major == Major::Row { g.rows } else { g.cols };
-    if outer > 1 && ld < inner as i64 {
+    if outer > 1 && i128::from(ld) < inner as i128 {
         return Err(OpsError::Strides {
             operand: op,
             detail: format!("leading dimension {ld} < {inner}: rows overlap"),
@@ -66,7 +109,7 @@ pub(crate) fn check_layout(op: &'static str, g: &Geometry, output: bool) -> Resu
     }
     if output && g.batch > 1 {
         let one = Geometry { batch: 1, ..*g }.extent()?;
-        if (g.batch_stride as usize) < one {
+        if (g.batch_stride as u64) < one as u64 {
             return Err(OpsError::Strides {
                 operand: op,
                 detail: format!("batch stride {} < matrix span {one}", g.batch_stride),
@@ -81,42 +124,39 @@ pub(crate) fn check_layout(op: &'static str, g: &Geometry, output: bool) -> Resu
             len: g.len,
         });
     }
-    for (what, v) in [("rows", g.rows), ("columns", g.cols), ("batch", g.batch)] {
-        if v > i32::MAX as usize {
-            let _ = what;
-            return Err(OpsError::TooLarge {
-                what: "matrix dimension (kernels index with 32-bit extents)",
-            });
-        }
-    }
     Ok(())
 }
 
 pub(crate) fn check_vector_alignment(op: &'static str, g: &Geometry) -> Result<(), OpsError> {
     let b = g.dtype.bytes();
-    let bad = |what: &str, v: u64| OpsError::Alignment {
+    let bad = |what: &str, v: u128| OpsError::Alignment {
         operand: op,
         detail: format!("{what} = {v} bytes is not a multiple of {VECTOR_BYTES}"),
     };
     if g.ptr % VECTOR_BYTES as u64 != 0 {
-        return Err(bad(
-            "address",
-            g.ptr % VECTOR_BYTES as u64 + (g.ptr / VECTOR_BYTES as u64) * VECTOR_BYTES as u64,
-        ));
+        return Err(OpsError::Alignment {
+            operand: op,
+            detail: format!("address {:#x} is not a multiple of {VECTOR_BYTES} bytes", g.ptr),
+        });
     }
-    let ld_bytes = g.ld() as u64 * b as u64;
-    if ld_bytes % VECTOR_BYTES as u64 != 0 {
+    // Strides are non-negative `i64`s (checked by `check_layout`): in u128 the byte
+    // products cannot wrap.
+    let bytes = |elems: i64| elems.unsigned_abs() as u128 * b as u128;
+    let ld_bytes = bytes(g.ld());
+    if ld_bytes % VECTOR_BYTES as u128 != 0 {
         return Err(bad("leading dimension", ld_bytes));
     }
-    let bs = g.batch_stride as u64 * b as u64;
-    if g.batch > 1 && bs % VECTOR_BYTES as u64 != 0 {
+    let bs = bytes(g.batch_stride);
+    if g.batch > 1 && bs % VECTOR_BYTES as u128 != 0 {
         return Err(bad("batch stride", bs));
     }
     Ok(())
 }
 
 pub(crate) fn range(g: &Geometry) -> Result<(u64, u64), OpsError> {
-    let bytes = g.extent()? as u64 * g.dtype.bytes() as u64;
+    let bytes = (g.extent()? as u64)
+        .checked_mul(g.dtype.bytes() as u64)
+        .ok_or(OpsError::TooLarge { what: "matrix extent in bytes" })?;
     Ok((g.ptr, g.ptr.saturating_add(bytes)))
 }
 
@@ -125,7 +165,43 @@ pub(crate) fn overlaps(x: (u64, u64), y: (u64, u64)) -> bool {
 }
 
 /// Validate `D = alpha * A @ B + beta * C`. `c` may be `None` (then `beta` must be 0) or
-/// the same view as `d` (in-place update).
+/// the same view as `d` (in-place update). Pure: it reads only the views' geometry, so it
+/// runs without a GPU.
+///
+/// Rejects, each with a typed [`OpsError`] and before anything is launched:
+/// * NaN or infinite `alpha` / `beta` ([`OpsError::NonFinite`]);
+/// * element types other than f16 or bf16 A and B of one type, D of that type or f32, C
+///   like D ([`OpsError::DType`]);
+/// * shapes that do not chain (`A` M x K, `B` K x N, C and D M x N), batches that are
+///   neither 1 (broadcast) nor D's, `beta != 0` without C ([`OpsError::Shape`]);
+/// * M, N, K or L = 0 ([`OpsError::Empty`]);
+/// * M, N or K above [`MAX_DIM`], L above [`MAX_BATCH`], a view whose extent overflows
+///   ([`OpsError::TooLarge`]);
+/// * negative strides, no contiguous dimension, a leading dimension smaller than a row
+///   or column, output batches that overlap, D overlapping A or B or partly overlapping
+///   C, C not in D's storage order ([`OpsError::Strides`]);
+/// * a view that reaches past its buffer ([`OpsError::OutOfBounds`]);
+/// * A or B pointers, leading dimensions or batch strides that are not multiples of 16
+///   bytes, or K not a multiple of 8 where K is contiguous ([`OpsError::Alignment`]).
+///
+/// [`crate::Ops::gemm`] adds the checks that need the GPU: the operands' device
+/// ([`OpsError::Device`]), the architecture (sm_80 or newer, [`OpsError::Arch`]) and the
+/// grid of the selected kernel ([`OpsError::TooLarge`]).
+///
+/// ```
+/// use rcute_ops::{validate, DType, Geometry, MatrixMut, MatrixRef, OpsError};
+/// // SAFETY: nothing is launched; validation reads only the geometry.
+/// let (a, b, mut d) = unsafe {
+///     (
+///         MatrixRef::from_raw(Geometry::dense(0x10000, 64 * 32, DType::BF16, 64, 32)),
+///         MatrixRef::from_raw(Geometry::dense(0x20000, 32 * 16, DType::BF16, 32, 16)),
+///         MatrixMut::from_raw(Geometry::dense(0x30000, 64 * 16, DType::F32, 64, 16)),
+///     )
+/// };
+/// assert_eq!(validate(&a, &b, None, &d, 1.0, 0.0).unwrap().k, 32);
+/// let nan = validate(&a, &b, None, &d, f32::NAN, 0.0);
+/// assert!(matches!(nan, Err(OpsError::NonFinite { what: "alpha", .. })));
+/// ```
 pub fn validate(
     a: &MatrixRef<'_>,
     b: &MatrixRef<'_>,
@@ -134,8 +210,9 @@ pub fn validate(
     alpha: f32,
     beta: f32,
 ) -> Result<GemmProblem, OpsError> {
-    let (ga, gb, gd) = (a.geo, b.geo, d.geo);
-    let gc = c.map(|c| c.geo);
+    check_scalars(alpha, beta)?;
+    let (ga, gb, gd) = (a.geo(), b.geo(), d.geo());
+    let gc = c.map(|c| c.geo());
     // Element types.
     let ok_in = matches!(ga.dtype, DType::F16 | DType::BF16) && ga.dtype == gb.dtype;
     let ok_out = gd.dtype == ga.dtype || gd.dtype == DType::F32;
@@ -164,6 +241,7 @@ pub fn validate(
     if m == 0 || n == 0 || k == 0 || l == 0 {
         return Err(OpsError::Empty(format!("M={m}, N={n}, K={k}, L={l}")));
     }
+    check_dims(m, n, k, l)?;
     let mut ga = ga;
     let mut gb = gb;
     for (name, g) in [("A", &mut ga), ("B", &mut gb)] {
@@ -195,6 +273,14 @@ pub fn validate(
         check_layout("C", c, false)?;
     }
     check_layout("D", &gd, true)?;
+    if let Some(c) = &gc {
+        if c.major() != gd.major() && m > 1 && n > 1 {
+            return Err(OpsError::Strides {
+                operand: "C",
+                detail: "C must have the storage order of D".into(),
+            });
+        }
+    }
     check_vector_alignment("A", &ga)?;
     check_vector_alignment("B", &gb)?;
     // The SM80 kernels load K in 16-byte vectors: where K is the contiguous dimension of A
@@ -232,11 +318,6 @@ pub fn validate(
                 detail: "partially overlaps C".into(),
             });
         }
-    }
-    if !alpha.is_finite() || !beta.is_finite() {
-        return Err(OpsError::Shape(format!(
-            "alpha = {alpha}, beta = {beta} must be finite"
-        )));
     }
     Ok(GemmProblem {
         m,

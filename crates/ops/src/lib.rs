@@ -9,11 +9,44 @@
 //! Today: `gemm` (issue 4): [`Ops::gemm`]; INT8 `scaled_mm` (issue 6, Turing and Ampere
 //! class): [`Ops::scaled_mm`] (see [`scaled_mm`]). FP8 scaled GEMM, AWQ int4 GEMM and fused
 //! MoE follow in later issues.
+//!
+//! An application needs only this crate: it re-exports the GPU handle ([`Gpu`]), the
+//! `cudarc` and `half` crates rcute is built against ([`cudarc`], [`half`], and the pieces
+//! one GEMM names at the crate root: [`CudaSlice`], [`CudaStream`], [`bf16`], [`f16`]), and
+//! [`OpsError`] converts from every error on the way (opening the GPU, allocating and
+//! copying, the op, synchronising):
+//!
+//! ```
+//! use rcute_ops::{bf16, Gpu, MatrixMut, MatrixRef, Ops, OpsError};
+//!
+//! fn run() -> Result<Option<Vec<bf16>>, OpsError> {
+//!     let Some(gpu) = Gpu::detect()? else { return Ok(None) }; // no GPU here
+//!     let ops = Ops::new(gpu);
+//!     let stream = ops.gpu().stream().clone();
+//!     let (m, n, k) = (64, 64, 64);
+//!     let a = stream.memcpy_stod(&vec![bf16::from_f32(1.0); m * k])?;
+//!     let b = stream.memcpy_stod(&vec![bf16::from_f32(0.5); k * n])?;
+//!     let mut d = stream.alloc_zeros::<bf16>(m * n)?;
+//!     let a_view = MatrixRef::new(&a, m, k);
+//!     let b_view = MatrixRef::new(&b, k, n);
+//!     ops.gemm(&a_view, &b_view, None, &mut MatrixMut::new(&mut d, m, n), 1.0, 0.0)?;
+//!     ops.gpu().synchronize()?;
+//!     Ok(Some(stream.memcpy_dtov(&d)?))
+//! }
+//!
+//! match run() {
+//!     Ok(Some(d)) => assert!(d.iter().all(|x| x.to_f32() == 32.0)),
+//!     Ok(None) => eprintln!("no CUDA GPU: nothing to run"),
+//!     Err(OpsError::Detect(e)) => eprintln!("no usable GPU: {e}"),
+//!     Err(e) => panic!("{e}"),
+//! }
+//! ```
 
 pub mod awq;
 pub mod context;
 pub mod error;
 pub mod gemm;
+pub mod memo;
 pub mod scaled_mm;
 pub mod select;
 pub mod tensor;
@@ -22,4 +55,10 @@ pub use context::Ops;
 pub use error::OpsError;
 pub use gemm::{validate, GemmProblem};
 pub use scaled_mm::{validate_scaled_mm, Scale, ScaledMmProblem};
+pub use cudarc;
+pub use cudarc::driver::{CudaSlice, CudaStream};
+pub use half;
+pub use half::{bf16, f16};
+pub use rcute_kernel::device::{DeviceError, DriverFailure};
+pub use rcute_kernel::Gpu;
 pub use tensor::{DType, Element, Geometry, Major, MatrixMut, MatrixRef, VectorRef, E4M3};

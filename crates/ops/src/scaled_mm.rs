@@ -4,8 +4,9 @@
 //! with `s8` A (row-major `M x K`) and B (column-major `K x N`), exact `s32` accumulation,
 //! f32 scales — one per tensor or one per row of A (per token) / per column of B (per
 //! channel) — an optional bias of the output type, and an f16 or bf16 row-major output,
-//! 2-D or batched 3-D (A or B may be one matrix broadcast over the batch; scales and bias
-//! are shared by the batch).
+//! 2-D or batched 3-D (with INT8, A or B may be one matrix broadcast over the batch; FP8
+//! needs every operand batched: the SM90 TMA kernel, the only FP8 kernel, cannot step by a
+//! batch stride of 0; scales and bias are shared by the batch).
 //!
 //! [`validate_scaled_mm`] checks everything into a [`ScaledMmProblem`] (typed
 //! [`OpsError`]s, nothing is launched on bad input); [`crate::select::select_scaled_mm`]
@@ -17,8 +18,9 @@
 //!
 //! Rules (InfiniOP's alignment, checked here): `K` a multiple of 16 (16-byte `s8` vectors
 //! along K), `N` a multiple of 8 (16-byte f16 / bf16 output vectors); leading dimensions and
-//! batch strides of A and B multiples of 16 elements and both 16-byte aligned; on sm_75 the
-//! output is f16.
+//! batch strides of A and B multiples of 16 elements and both 16-byte aligned; the output's
+//! pointer 16-byte aligned and its leading dimension (and batch stride) a multiple of 8
+//! elements; on sm_75 the output is f16. [`validate_scaled_mm`] lists every rejection.
 
 use crate::context::boxed;
 use crate::error::{dtype_name, OpsError};
@@ -137,7 +139,7 @@ fn vector_check(
     if !expected_len.contains(&v.cols) || v.rows != 1 || v.batch != 1 {
         return Err(OpsError::VectorLength {
             operand,
-            len: v.cols * v.rows * v.batch,
+            len: v.cols.saturating_mul(v.rows).saturating_mul(v.batch),
             expected,
         });
     }
@@ -164,8 +166,47 @@ fn vector_check(
     Ok(())
 }
 
+/// The output's 16-byte vector stores: a 16-byte aligned pointer, a leading dimension and
+/// (with several batches) a batch stride of whole 16-byte vectors (8 f16 / bf16 elements).
+fn check_out_alignment(gd: &Geometry) -> Result<(), OpsError> {
+    let vec = (16 / gd.dtype.bytes()) as i64;
+    let detail = if gd.ptr % 16 != 0 {
+        format!("address {:#x} is not 16-byte aligned", gd.ptr)
+    } else if gd.ld() % vec != 0 {
+        format!("leading dimension {} is not a multiple of {vec} elements (16 bytes)", gd.ld())
+    } else if gd.batch > 1 && gd.batch_stride % vec != 0 {
+        format!("batch stride {} is not a multiple of {vec} elements (16 bytes)", gd.batch_stride)
+    } else {
+        return Ok(());
+    };
+    Err(OpsError::Alignment { operand: "out", detail })
+}
+
 /// Validate `out = scaled_mm(a, b, a_scale, b_scale, bias)` (see the module
-/// documentation for the semantics and rules).
+/// documentation for the semantics and rules). Pure: it reads only the views' geometry,
+/// so it runs without a GPU.
+///
+/// Rejects, each with a typed [`OpsError`] before anything is launched:
+/// * A and B not both `s8` or both `e4m3`, an output other than f16 / bf16, scales not
+///   f32, a bias not of the output type ([`OpsError::DType`]);
+/// * shapes that do not chain, batches that are neither 1 (broadcast) nor the output's
+///   ([`OpsError::Shape`]); M, N, K or L = 0 ([`OpsError::Empty`]);
+/// * M, N or K above [`crate::gemm::MAX_DIM`], L above 65535, an extent that overflows
+///   ([`OpsError::TooLarge`]);
+/// * A not row-major, B not column-major, the output not row-major, negative strides, a
+///   leading dimension smaller than a row, overlapping output batches, the output
+///   overlapping any input, FP8 with an operand broadcast over the batch
+///   ([`OpsError::Strides`]);
+/// * views past their buffer ([`OpsError::OutOfBounds`]); scales of a length other than
+///   1 or M (A) / N (B), a bias of a length other than N ([`OpsError::VectorLength`]);
+/// * K not a multiple of 16, N not a multiple of 8, A / B pointers, leading dimensions
+///   or batch strides not multiples of 16 bytes, an output pointer not 16-byte aligned, an
+///   output leading dimension or batch stride not a multiple of 8 elements, null or
+///   misaligned scale / bias pointers ([`OpsError::Alignment`]).
+///
+/// [`Ops::scaled_mm`] adds the operands' device ([`OpsError::Device`]), the architecture
+/// (sm_75 and newer; FP8 on sm_90 only; f16 output on sm_75: [`OpsError::Arch`],
+/// [`OpsError::DType`]) and the selected kernel's grid ([`OpsError::TooLarge`]).
 pub fn validate_scaled_mm(
     a: &MatrixRef<'_>,
     b: &MatrixRef<'_>,
@@ -174,7 +215,7 @@ pub fn validate_scaled_mm(
     bias: Option<&VectorRef<'_>>,
     out: &MatrixMut<'_>,
 ) -> Result<ScaledMmProblem, OpsError> {
-    let (mut ga, mut gb, gd) = (a.geo, b.geo, out.geo);
+    let (mut ga, mut gb, gd) = (a.geo(), b.geo(), out.geo());
     // Element types.
     let inputs_ok =
         (ga.dtype == DType::S8 && gb.dtype == DType::S8) || (ga.dtype == DType::E4M3 && gb.dtype == DType::E4M3);
@@ -197,7 +238,16 @@ pub fn validate_scaled_mm(
     if m == 0 || n == 0 || k == 0 || l == 0 {
         return Err(OpsError::Empty(format!("M={m}, N={n}, K={k}, L={l}")));
     }
+    crate::gemm::check_dims(m, n, k, l)?;
     for (name, g) in [("A", &mut ga), ("B", &mut gb)] {
+        if g.batch == 1 && l > 1 && g.dtype == DType::E4M3 {
+            return Err(OpsError::Strides {
+                operand: name,
+                detail: "FP8 runs only the SM90 TMA kernel, which cannot broadcast an operand over \
+                         the batch (batch stride 0): pass a batched view"
+                    .into(),
+            });
+        }
         if g.batch == 1 && l > 1 {
             g.batch_stride = 0; // one matrix broadcast over the batch
             g.batch = l;
@@ -229,11 +279,6 @@ pub fn validate_scaled_mm(
     check_layout("A", &ga, false)?;
     check_layout("B", &gb, false)?;
     check_layout("out", &gd, true)?;
-    if l > 65535 {
-        return Err(OpsError::TooLarge {
-            what: "batch count (at most 65535: the grid's z extent)",
-        });
-    }
     // Alignment (InfiniOP's rules) and 16-byte vectors of A and B.
     if k % 16 != 0 {
         return Err(OpsError::Alignment {
@@ -249,12 +294,7 @@ pub fn validate_scaled_mm(
     }
     check_vector_alignment("A", &ga)?;
     check_vector_alignment("B", &gb)?;
-    if gd.ptr % gd.dtype.bytes() as u64 != 0 {
-        return Err(OpsError::Alignment {
-            operand: "out",
-            detail: "not aligned to its element size".into(),
-        });
-    }
+    check_out_alignment(&gd)?;
     // Scales and bias.
     let a_scale_kind = match a_scale {
         Scale::Scalar(_) => ScaleKind::Scalar,
@@ -264,7 +304,7 @@ pub fn validate_scaled_mm(
         Scale::Scalar(_) => ScaleKind::Scalar,
         Scale::Vector(_) => ScaleKind::PerCol,
     };
-    let (sa, sb) = (a_scale.view().geo, b_scale.view().geo);
+    let (sa, sb) = (a_scale.view().geo(), b_scale.view().geo());
     match a_scale {
         Scale::Scalar(_) => vector_check("a_scale", &sa, DType::F32, &[1], "1 (per tensor)".into())?,
         Scale::Vector(_) => vector_check("a_scale", &sa, DType::F32, &[m], format!("M = {m} (per row)"))?,
@@ -273,7 +313,7 @@ pub fn validate_scaled_mm(
         Scale::Scalar(_) => vector_check("b_scale", &sb, DType::F32, &[1], "1 (per tensor)".into())?,
         Scale::Vector(_) => vector_check("b_scale", &sb, DType::F32, &[n], format!("N = {n} (per column)"))?,
     }
-    let gbias = bias.map(|v| v.geo);
+    let gbias = bias.map(|v| v.geo());
     if let Some(g) = &gbias {
         vector_check("bias", g, gd.dtype, &[n], format!("N = {n}"))?;
     }

@@ -108,7 +108,11 @@ pub struct Geometry {
 }
 
 impl Geometry {
+    /// A dense row-major `rows x cols` matrix. Sizes whose strides do not fit `i64`
+    /// saturate to `i64::MAX`, so that validation reports them as
+    /// [`OpsError::TooLarge`] instead of wrapping.
     fn row_major(ptr: u64, len: usize, dtype: DType, rows: usize, cols: usize, device: usize) -> Geometry {
+        let to_i64 = |v: Option<usize>| v.and_then(|v| i64::try_from(v).ok()).unwrap_or(i64::MAX);
         Geometry {
             ptr,
             len,
@@ -116,9 +120,9 @@ impl Geometry {
             rows,
             cols,
             batch: 1,
-            row_stride: cols as i64,
+            row_stride: to_i64(Some(cols)),
             col_stride: 1,
-            batch_stride: (rows * cols) as i64,
+            batch_stride: to_i64(rows.checked_mul(cols)),
             device: Some(device),
         }
     }
@@ -139,15 +143,34 @@ impl Geometry {
             _ => self.row_stride,
         }
     }
-    /// One past the largest element offset the view touches, or an error on overflow.
+    /// One past the largest element offset the view touches, or
+    /// [`OpsError::TooLarge`] when that does not fit `usize` (checked arithmetic: no
+    /// product or sum wraps).
+    ///
+    /// ```
+    /// # use rcute_ops::{DType, Geometry, OpsError};
+    /// let g = Geometry::dense(0x1000, usize::MAX, DType::BF16, usize::MAX / 2, 64);
+    /// assert!(matches!(g.extent(), Err(OpsError::TooLarge { .. })));
+    /// assert_eq!(Geometry::dense(0x1000, 64, DType::BF16, 4, 16).extent().unwrap(), 64);
+    /// ```
     pub fn extent(&self) -> Result<usize, OpsError> {
-        let span = |n: usize, s: i64| -> Option<i128> { Some((n as i128 - 1).max(0) * s as i128) };
+        let too_large = || OpsError::TooLarge { what: "matrix extent" };
+        let span = |n: usize, s: i64| -> Option<i128> { (n.max(1) as i128 - 1).checked_mul(s as i128) };
         let last = span(self.rows, self.row_stride)
             .zip(span(self.cols, self.col_stride))
             .zip(span(self.batch, self.batch_stride))
-            .map(|((a, b), c)| a + b + c + 1)
-            .ok_or(OpsError::TooLarge { what: "matrix extent" })?;
-        usize::try_from(last).map_err(|_| OpsError::TooLarge { what: "matrix extent" })
+            .and_then(|((a, b), c)| a.checked_add(b)?.checked_add(c)?.checked_add(1))
+            .ok_or_else(too_large)?;
+        usize::try_from(last).map_err(|_| too_large())
+    }
+    /// A dense row-major `rows x cols` matrix of `dtype` at `ptr` in a buffer of `len`
+    /// elements from `ptr` on, device unknown: the geometry to hand to the `unsafe`
+    /// `from_raw` constructors (or to validation tests, which need no GPU).
+    pub fn dense(ptr: u64, len: usize, dtype: DType, rows: usize, cols: usize) -> Geometry {
+        Geometry {
+            device: None,
+            ..Geometry::row_major(ptr, len, dtype, rows, cols, 0)
+        }
     }
     /// Set column-major strides (`row_stride = 1`, `col_stride = rows`).
     pub fn to_col_major(mut self) -> Geometry {
@@ -158,18 +181,29 @@ impl Geometry {
 }
 
 /// A read-only matrix view.
+///
+/// Its [`Geometry`] is private: the safe constructor takes the pointer and length from a
+/// borrowed `CudaSlice`, and the builders change only the shape and strides (validation
+/// checks that they stay inside the buffer); only the `unsafe` [`MatrixRef::from_raw`]
+/// describes memory the view does not borrow.
+///
+/// ```
+/// # use rcute_ops::{DType, Geometry, MatrixRef};
+/// // SAFETY: validation only; nothing is launched with this view.
+/// let a = unsafe { MatrixRef::from_raw(Geometry::dense(0x1000, 64 * 32, DType::BF16, 64, 32)) };
+/// let t = a.col_major();
+/// assert_eq!((t.geo().row_stride, t.geo().col_stride, t.geo().len), (1, 64, 64 * 32));
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct MatrixRef<'a> {
-    /// Geometry of the view.
-    pub geo: Geometry,
+    geo: Geometry,
     _buf: PhantomData<&'a ()>,
 }
 
-/// A writable matrix view.
+/// A writable matrix view (its [`Geometry`] is private, as [`MatrixRef`]'s).
 #[derive(Debug)]
 pub struct MatrixMut<'a> {
-    /// Geometry of the view.
-    pub geo: Geometry,
+    geo: Geometry,
     _buf: PhantomData<&'a mut ()>,
 }
 
@@ -189,6 +223,10 @@ impl<'a> MatrixRef<'a> {
     /// `ptr` must address at least `len` elements of `dtype` that stay valid for `'a`.
     pub unsafe fn from_raw(geo: Geometry) -> Self {
         MatrixRef { geo, _buf: PhantomData }
+    }
+    /// The view's geometry (a copy: changing it does not change the view).
+    pub fn geo(&self) -> Geometry {
+        self.geo
     }
     /// Column-major strides.
     pub fn col_major(mut self) -> Self {
@@ -229,6 +267,10 @@ impl<'a> MatrixMut<'a> {
     pub unsafe fn from_raw(geo: Geometry) -> Self {
         MatrixMut { geo, _buf: PhantomData }
     }
+    /// The view's geometry (a copy: changing it does not change the view).
+    pub fn geo(&self) -> Geometry {
+        self.geo
+    }
     /// Column-major strides.
     pub fn col_major(mut self) -> Self {
         self.geo = self.geo.to_col_major();
@@ -252,8 +294,7 @@ impl<'a> MatrixMut<'a> {
 /// stored as a one-row [`Geometry`] (`rows = 1`, `cols = len`, unit column stride).
 #[derive(Clone, Copy, Debug)]
 pub struct VectorRef<'a> {
-    /// Geometry of the view.
-    pub geo: Geometry,
+    geo: Geometry,
     _buf: PhantomData<&'a ()>,
 }
 
@@ -277,7 +318,11 @@ impl<'a> VectorRef<'a> {
         geo.device = device;
         VectorRef { geo, _buf: PhantomData }
     }
-    /// Number of elements of the view (`geo.len` is the buffer's length from `ptr` on).
+    /// The view's geometry (a copy: changing it does not change the view).
+    pub fn geo(&self) -> Geometry {
+        self.geo
+    }
+    /// Number of elements of the view (`geo().len` is the buffer's length from `ptr` on).
     #[allow(clippy::misnamed_getters)]
     pub fn len(&self) -> usize {
         self.geo.cols
