@@ -3,7 +3,8 @@
 //! workspace.
 
 use crate::error::OpsError;
-use crate::gemm::{validate, GemmProblem};
+use crate::gemm::{check_gemm_arch, tma_ok, validate, GemmProblem};
+use crate::memo::Memo;
 use crate::select::{select, select_sm90, Choice, Selection};
 use crate::tensor::{DType, Major as ViewMajor, MatrixMut, MatrixRef};
 use cudarc::driver::{CudaSlice, DevicePtr};
@@ -13,7 +14,6 @@ use rcute_kernel::gemm_sm80::{
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90};
 use rcute_kernel::scaled_mm_sm80::ScaledMmSm80Config;
 use rcute_kernel::{CompileOptions, Function, Gpu, KernelCache};
-use crate::memo::Memo;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -109,12 +109,7 @@ impl Ops {
             .gpu
             .arch()
             .ok_or_else(|| OpsError::Arch(format!("compute capability {:?}", self.gpu.compute_capability())))?;
-        if self.gpu.compute_capability().0 < 8 {
-            return Err(OpsError::Arch(format!(
-                "gemm needs sm_80 or newer, found {:?}",
-                self.gpu.compute_capability()
-            )));
-        }
+        check_gemm_arch(self.gpu.compute_capability())?;
         let g = gemm_sm80::generate(cfg).map_err(boxed)?;
         let compiled = KernelCache::global()
             .get_or_compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
@@ -173,6 +168,7 @@ impl Ops {
         beta: f32,
     ) -> Result<(), OpsError> {
         let p = validate(a, b, c, d, alpha, beta)?;
+        check_gemm_arch(self.gpu.compute_capability())?;
         let expected = self.gpu.context().ordinal();
         let views = [("A", Some(p.a)), ("B", Some(p.b)), ("C", p.c), ("D", Some(p.d))];
         for (operand, g) in views {
@@ -226,7 +222,7 @@ impl Ops {
             Some(Choice::Sm90(cfg, split)) => return self.run_gemm_sm90(p, cfg, *split),
             Some(Choice::Sm80(s)) => s.clone(),
             None => {
-                if self.sm90_qualifies(p, a_major, b_major, d_order) {
+                if crate::gemm::sm90_qualifies(self.gpu.compute_capability(), p) {
                     if let Some((cfg, split)) = select_sm90(p.m, p.n, p.k, p.l, self.gpu.sm_count()) {
                         return self.run_gemm_sm90(p, &cfg, split);
                     }
@@ -297,31 +293,6 @@ impl Ops {
         // the duration of this call; the workspace holds `workspace_bytes`.
         unsafe { gemm_sm80::launch_split_k(&loaded.main, &loaded.reduce, g, &args) }.map_err(boxed)?;
         Ok(())
-    }
-
-    /// Whether the SM90 kernel can run this problem: an sm_90 GPU, K-major A and B,
-    /// row-major D (and C), one 16-bit type for A, B, C and D, and the 16-byte TMA rules
-    /// (pointers, leading dimensions, batch strides).
-    fn sm90_qualifies(&self, p: &GemmProblem, a_major: Major, b_major: Major, d_order: StorageOrder) -> bool {
-        if self.gpu.compute_capability() != (9, 0)
-            || a_major != Major::K
-            || b_major != Major::K
-            || d_order != StorageOrder::RowMajor
-        {
-            return false;
-        }
-        let t = p.a.dtype;
-        if !matches!(t, DType::BF16 | DType::F16) || p.b.dtype != t || p.d.dtype != t {
-            return false;
-        }
-        let mut views = vec![p.a, p.b, p.d];
-        if let Some(c) = p.c {
-            if c.dtype != t {
-                return false;
-            }
-            views.push(c);
-        }
-        p.k % 8 == 0 && p.n % 8 == 0 && views.iter().all(|g| tma_ok(g, p.l))
     }
 
     /// Run a validated problem on the SM90 kernel of `cfg` (types, C and D order taken
@@ -405,13 +376,6 @@ impl Ops {
             .map_err(boxed)?;
         Ok(())
     }
-}
-
-/// Whether a 16-bit view suits the SM90 kernel's TMA: a 16-byte pointer and leading
-/// dimension, and with several batches a positive 16-byte batch stride (TMA cannot step
-/// by 0, so an operand broadcast over the batch takes the SM80-class path).
-fn tma_ok(g: &crate::tensor::Geometry, l: usize) -> bool {
-    g.ptr % 16 == 0 && g.ld() % 8 == 0 && (l == 1 || (g.batch_stride > 0 && g.batch_stride % 8 == 0))
 }
 
 /// Reject a problem whose SM80-class grid CUDA cannot launch (y or z above 65535, or a

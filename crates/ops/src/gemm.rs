@@ -70,6 +70,53 @@ pub(crate) fn check_scalars(alpha: f32, beta: f32) -> Result<(), OpsError> {
     Ok(())
 }
 
+/// The architecture rule of `gemm`: sm_80 or newer ([`OpsError::Arch`] otherwise). Pure,
+/// on a compute capability, so it is testable without that GPU.
+///
+/// ```
+/// assert!(rcute_ops::gemm::check_gemm_arch((9, 0)).is_ok());
+/// assert!(matches!(rcute_ops::gemm::check_gemm_arch((7, 5)), Err(rcute_ops::OpsError::Arch(_))));
+/// ```
+pub fn check_gemm_arch(cc: (u32, u32)) -> Result<(), OpsError> {
+    if cc.0 < 8 {
+        return Err(OpsError::Arch(format!(
+            "gemm needs sm_80 or newer, found compute capability {}.{}",
+            cc.0, cc.1
+        )));
+    }
+    Ok(())
+}
+
+/// Whether a 16-bit view suits the SM90 kernel's TMA: a 16-byte pointer and leading
+/// dimension, and with several batches a positive 16-byte batch stride (TMA cannot step
+/// by 0, so an operand broadcast over the batch takes the SM80-class path).
+pub(crate) fn tma_ok(g: &Geometry, l: usize) -> bool {
+    g.ptr % 16 == 0 && g.ld() % 8 == 0 && (l == 1 || (g.batch_stride > 0 && g.batch_stride % 8 == 0))
+}
+
+/// Whether `gemm` may run a validated problem on the SM90 kernel on a GPU of compute
+/// capability `cc`: sm_90, K-major A and B, row-major D (and C), one 16-bit type for A, B,
+/// C and D, N and K multiples of 8, and every view TMA-ready ([`tma_ok`]: no operand
+/// broadcast over the batch). Everything else runs the SM80-class kernel, which takes
+/// every validated problem.
+pub fn sm90_qualifies(cc: (u32, u32), p: &GemmProblem) -> bool {
+    let t = p.a.dtype;
+    cc == (9, 0)
+        && p.a.major() == Some(Major::Row)
+        && p.b.major() == Some(Major::Col)
+        && p.d.major() == Some(Major::Row)
+        && matches!(t, DType::BF16 | DType::F16)
+        && p.b.dtype == t
+        && p.d.dtype == t
+        && p.c.is_none_or(|c| c.dtype == t)
+        && p.k % 8 == 0
+        && p.n % 8 == 0
+        && [Some(p.a), Some(p.b), p.c, Some(p.d)]
+            .iter()
+            .flatten()
+            .all(|g| tma_ok(g, p.l))
+}
+
 pub(crate) fn check_layout(op: &'static str, g: &Geometry, output: bool) -> Result<(), OpsError> {
     if g.row_stride < 0 || g.col_stride < 0 {
         return Err(OpsError::Strides {
@@ -156,7 +203,9 @@ pub(crate) fn check_vector_alignment(op: &'static str, g: &Geometry) -> Result<(
 pub(crate) fn range(g: &Geometry) -> Result<(u64, u64), OpsError> {
     let bytes = (g.extent()? as u64)
         .checked_mul(g.dtype.bytes() as u64)
-        .ok_or(OpsError::TooLarge { what: "matrix extent in bytes" })?;
+        .ok_or(OpsError::TooLarge {
+            what: "matrix extent in bytes",
+        })?;
     Ok((g.ptr, g.ptr.saturating_add(bytes)))
 }
 

@@ -172,9 +172,15 @@ fn check_out_alignment(gd: &Geometry) -> Result<(), OpsError> {
     let detail = if gd.ptr % 16 != 0 {
         format!("address {:#x} is not 16-byte aligned", gd.ptr)
     } else if gd.ld() % vec != 0 {
-        format!("leading dimension {} is not a multiple of {vec} elements (16 bytes)", gd.ld())
+        format!(
+            "leading dimension {} is not a multiple of {vec} elements (16 bytes)",
+            gd.ld()
+        )
     } else if gd.batch > 1 && gd.batch_stride % vec != 0 {
-        format!("batch stride {} is not a multiple of {vec} elements (16 bytes)", gd.batch_stride)
+        format!(
+            "batch stride {} is not a multiple of {vec} elements (16 bytes)",
+            gd.batch_stride
+        )
     } else {
         return Ok(());
     };
@@ -351,6 +357,32 @@ pub fn validate_scaled_mm(
     })
 }
 
+/// The architecture rules of `scaled_mm` on a GPU of compute capability `cc`, pure so
+/// that they are testable without that GPU: sm_75 or newer ([`OpsError::Arch`]); FP8 only
+/// on sm_90 ([`OpsError::Arch`]); on sm_75 (the Turing kernel) an f16 output only
+/// ([`OpsError::DType`]).
+pub fn check_scaled_mm_arch(cc: (u32, u32), p: &ScaledMmProblem) -> Result<(), OpsError> {
+    if cc < (7, 5) {
+        return Err(OpsError::Arch(format!(
+            "scaled_mm needs sm_75 or newer, found compute capability {}.{}",
+            cc.0, cc.1
+        )));
+    }
+    if p.a.dtype == DType::E4M3 && cc != (9, 0) {
+        return Err(OpsError::Arch(format!(
+            "FP8 scaled_mm needs sm_90, found compute capability {}.{}",
+            cc.0, cc.1
+        )));
+    }
+    if cc == (7, 5) && p.out.dtype != DType::F16 {
+        return Err(OpsError::DType(format!(
+            "{} output on sm_75 (the Turing kernel writes f16 only)",
+            dtype_name(p.out.dtype)
+        )));
+    }
+    Ok(())
+}
+
 /// Whether the SM90 kernel can run a validated problem: TMA needs every batch stride of A
 /// and B to be a positive multiple of 16 bytes (a broadcast operand has stride 0) when
 /// there are several batches; the rest (K % 16, N % 8, 16-byte leading dimensions and
@@ -431,6 +463,7 @@ impl Ops {
         out: &mut MatrixMut<'_>,
     ) -> Result<(), OpsError> {
         let p = validate_scaled_mm(a, b, a_scale, b_scale, bias, out)?;
+        check_scaled_mm_arch(self.gpu().compute_capability(), &p)?;
         self.run_scaled_mm(&p, None)
     }
 

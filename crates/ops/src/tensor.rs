@@ -194,6 +194,15 @@ impl Geometry {
 /// let t = a.col_major();
 /// assert_eq!((t.geo().row_stride, t.geo().col_stride, t.geo().len), (1, 64, 64 * 32));
 /// ```
+///
+/// Safe code cannot enlarge a view or move its pointer:
+///
+/// ```compile_fail
+/// # use rcute_ops::{DType, Geometry, MatrixRef};
+/// // SAFETY: the geometry is never used to launch.
+/// let mut a = unsafe { MatrixRef::from_raw(Geometry::dense(0x1000, 64, DType::BF16, 8, 8)) };
+/// a.geo.len = usize::MAX; // error: the field is private
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct MatrixRef<'a> {
     geo: Geometry,
