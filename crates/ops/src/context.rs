@@ -158,6 +158,19 @@ impl Ops {
     /// `D = alpha * A @ B + beta * C` (batched when the views are), with f16/bf16 inputs
     /// and f32 accumulation; `c` may be `None` when `beta == 0`, or view the same memory as
     /// `d` for an in-place update. Runs on the GPU's stream; returns once launched.
+    ///
+    /// A, B or C may be one matrix broadcast over the batch (batch 1, or batch stride 0):
+    /// such problems run the SM80-class kernel (TMA cannot step by 0).
+    ///
+    /// # Errors
+    ///
+    /// Everything [`crate::validate`] rejects (its rustdoc lists each case: element types,
+    /// shapes, zero and too-large sizes, batch above 65535, NaN or infinite `alpha` /
+    /// `beta`, strides, overlap, bounds, alignment), then an operand on another device
+    /// ([`OpsError::Device`]), a GPU older than sm_80 ([`OpsError::Arch`]) and a grid the
+    /// selected kernel cannot launch ([`OpsError::TooLarge`]) — all before any launch, so
+    /// the output is untouched. [`OpsError::Kernel`] reports a failed compilation or
+    /// launch.
     pub fn gemm(
         &self,
         a: &MatrixRef<'_>,

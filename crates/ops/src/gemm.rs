@@ -90,8 +90,13 @@ pub fn check_gemm_arch(cc: (u32, u32)) -> Result<(), OpsError> {
 /// Whether a 16-bit view suits the SM90 kernel's TMA: a 16-byte pointer and leading
 /// dimension, and with several batches a positive 16-byte batch stride (TMA cannot step
 /// by 0, so an operand broadcast over the batch takes the SM80-class path).
+/// TMA descriptors also hold strides below 2^40 bytes.
 pub(crate) fn tma_ok(g: &Geometry, l: usize) -> bool {
-    g.ptr % 16 == 0 && g.ld() % 8 == 0 && (l == 1 || (g.batch_stride > 0 && g.batch_stride % 8 == 0))
+    let below_2_40 = |elems: i64| (elems.unsigned_abs() as u128 * g.dtype.bytes() as u128) < (1u128 << 40);
+    g.ptr % 16 == 0
+        && g.ld() % 8 == 0
+        && below_2_40(g.ld())
+        && (l == 1 || (g.batch_stride > 0 && g.batch_stride % 8 == 0 && below_2_40(g.batch_stride)))
 }
 
 /// Whether `gemm` may run a validated problem on the SM90 kernel on a GPU of compute

@@ -453,6 +453,14 @@ impl Ops {
     /// column-major `K x N` view (`MatrixRef::new(&buf, k, n).col_major()`), `out` an f16 /
     /// bf16 row-major `M x N` view; 3-D when the views are batched. Every input is validated
     /// first; runs on the GPU's stream and returns once launched.
+    ///
+    /// # Errors
+    ///
+    /// Everything [`validate_scaled_mm`] rejects (its rustdoc lists each case), then the
+    /// architecture rules of [`check_scaled_mm_arch`], an operand on another device
+    /// ([`OpsError::Device`]) and a grid the kernel cannot launch ([`OpsError::TooLarge`]),
+    /// all before any launch. Scale values live on the device and are not read: NaN or
+    /// infinite scales give NaN / infinite outputs, as IEEE arithmetic does.
     pub fn scaled_mm(
         &self,
         a: &MatrixRef<'_>,
