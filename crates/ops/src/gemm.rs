@@ -6,34 +6,96 @@
 
 use crate::error::{dtype_name, OpsError};
 use crate::tensor::{DType, Geometry, Major, MatrixMut, MatrixRef};
+use std::marker::PhantomData;
 
 /// Bytes every 16-byte vector access needs: pointers, leading dimensions and batch strides
 /// of A and B must be multiples of this.
 pub const VECTOR_BYTES: usize = 16;
 
 /// A validated GEMM problem.
+///
+/// Only [`validate`] makes one, and its fields are read-only: a problem always describes
+/// views that passed validation, and borrows their buffers (`'a`), so the safe
+/// [`crate::Ops::run_gemm`] family can launch it.
+///
+/// ```compile_fail
+/// use rcute_ops::{bf16, validate, CudaStream, GemmProblem, MatrixMut, MatrixRef};
+/// // error: the problem would outlive the buffers it describes.
+/// fn escape(s: &std::sync::Arc<CudaStream>) -> GemmProblem<'static> {
+///     let a = s.alloc_zeros::<bf16>(64).unwrap();
+///     let b = s.alloc_zeros::<bf16>(64).unwrap();
+///     let mut d = s.alloc_zeros::<bf16>(64).unwrap();
+///     let (av, bv) = (MatrixRef::new(&a, 8, 8), MatrixRef::new(&b, 8, 8));
+///     validate(&av, &bv, None, &MatrixMut::new(&mut d, 8, 8), 1.0, 0.0).unwrap()
+/// }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct GemmProblem {
+pub struct GemmProblem<'a> {
     /// Rows of A and D.
-    pub m: usize,
+    pub(crate) m: usize,
     /// Columns of B and D.
-    pub n: usize,
+    pub(crate) n: usize,
     /// Columns of A, rows of B.
-    pub k: usize,
+    pub(crate) k: usize,
     /// Batch count.
-    pub l: usize,
+    pub(crate) l: usize,
     /// A (M x K); batch stride 0 when broadcast.
-    pub a: Geometry,
+    pub(crate) a: Geometry,
     /// B (K x N).
-    pub b: Geometry,
+    pub(crate) b: Geometry,
     /// C (M x N), when `beta != 0`.
-    pub c: Option<Geometry>,
+    pub(crate) c: Option<Geometry>,
     /// D (M x N).
-    pub d: Geometry,
+    pub(crate) d: Geometry,
     /// Scale of the product.
-    pub alpha: f32,
+    pub(crate) alpha: f32,
     /// Scale of C.
-    pub beta: f32,
+    pub(crate) beta: f32,
+    /// The views' borrow: a problem cannot outlive the buffers it was validated on.
+    _views: PhantomData<&'a ()>,
+}
+
+impl GemmProblem<'_> {
+    /// Rows of A and D.
+    pub fn m(&self) -> usize {
+        self.m
+    }
+    /// Columns of B and D.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Columns of A, rows of B.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// Batch count.
+    pub fn l(&self) -> usize {
+        self.l
+    }
+    /// A (batch stride 0 when broadcast).
+    pub fn a(&self) -> Geometry {
+        self.a
+    }
+    /// B (batch stride 0 when broadcast).
+    pub fn b(&self) -> Geometry {
+        self.b
+    }
+    /// C, if given.
+    pub fn c(&self) -> Option<Geometry> {
+        self.c
+    }
+    /// D.
+    pub fn d(&self) -> Geometry {
+        self.d
+    }
+    /// Scale of the product.
+    pub fn alpha(&self) -> f32 {
+        self.alpha
+    }
+    /// Scale of C.
+    pub fn beta(&self) -> f32 {
+        self.beta
+    }
 }
 
 /// The largest M, N or K the kernels take: they index rows, columns and K with 32-bit
@@ -252,18 +314,18 @@ pub(crate) fn overlaps(x: (u64, u64), y: (u64, u64)) -> bool {
 ///         MatrixMut::from_raw(Geometry::dense(0x30000, 64 * 16, DType::F32, 64, 16)),
 ///     )
 /// };
-/// assert_eq!(validate(&a, &b, None, &d, 1.0, 0.0).unwrap().k, 32);
+/// assert_eq!(validate(&a, &b, None, &d, 1.0, 0.0).unwrap().k(), 32);
 /// let nan = validate(&a, &b, None, &d, f32::NAN, 0.0);
 /// assert!(matches!(nan, Err(OpsError::NonFinite { what: "alpha", .. })));
 /// ```
-pub fn validate(
-    a: &MatrixRef<'_>,
-    b: &MatrixRef<'_>,
-    c: Option<&MatrixRef<'_>>,
-    d: &MatrixMut<'_>,
+pub fn validate<'a>(
+    a: &MatrixRef<'a>,
+    b: &MatrixRef<'a>,
+    c: Option<&MatrixRef<'a>>,
+    d: &MatrixMut<'a>,
     alpha: f32,
     beta: f32,
-) -> Result<GemmProblem, OpsError> {
+) -> Result<GemmProblem<'a>, OpsError> {
     check_scalars(alpha, beta)?;
     let (ga, gb, gd) = (a.geo(), b.geo(), d.geo());
     let gc = c.map(|c| c.geo());
@@ -384,5 +446,6 @@ pub fn validate(
         d: gd,
         alpha,
         beta,
+        _views: PhantomData,
     })
 }

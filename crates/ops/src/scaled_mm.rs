@@ -34,6 +34,7 @@ use rcute_kernel::scaled_mm_sm80::{
     self, Element, FusionArgs, GeneratedScaledMm, ScaleKind, ScaledMmArgs, ScaledMmSm80Config, TURING_SMEM_BUDGET,
 };
 use rcute_kernel::{Arch, CompileOptions, Function, KernelCache};
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 pub use rcute_kernel::scaled_mm_sm80::ScaledMmTarget;
@@ -68,32 +69,89 @@ impl<'a> Scale<'a> {
 }
 
 /// A validated scaled-mm problem.
+///
+/// Only [`validate_scaled_mm`] makes one, and its fields are read-only: a problem always describes
+/// views that passed validation, and borrows their buffers (`'a`), so the safe
+/// [`crate::Ops::run_scaled_mm`] family can launch it.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ScaledMmProblem {
+pub struct ScaledMmProblem<'a> {
     /// Rows of A and the output.
-    pub m: usize,
+    pub(crate) m: usize,
     /// Columns of B and the output.
-    pub n: usize,
+    pub(crate) n: usize,
     /// Columns of A, rows of B.
-    pub k: usize,
+    pub(crate) k: usize,
     /// Batch count.
-    pub l: usize,
+    pub(crate) l: usize,
     /// A (`s8`, row-major M x K); batch stride 0 when broadcast.
-    pub a: Geometry,
+    pub(crate) a: Geometry,
     /// B (`s8`, column-major K x N); batch stride 0 when broadcast.
-    pub b: Geometry,
+    pub(crate) b: Geometry,
     /// The output (f16 / bf16, row-major M x N).
-    pub out: Geometry,
+    pub(crate) out: Geometry,
     /// A's scale (f32, 1 or M elements).
-    pub a_scale: Geometry,
+    pub(crate) a_scale: Geometry,
     /// How A's scale applies ([`ScaleKind::Scalar`] or [`ScaleKind::PerRow`]).
-    pub a_scale_kind: ScaleKind,
+    pub(crate) a_scale_kind: ScaleKind,
     /// B's scale (f32, 1 or N elements).
-    pub b_scale: Geometry,
+    pub(crate) b_scale: Geometry,
     /// How B's scale applies ([`ScaleKind::Scalar`] or [`ScaleKind::PerCol`]).
-    pub b_scale_kind: ScaleKind,
+    pub(crate) b_scale_kind: ScaleKind,
     /// The bias (N elements of the output type).
-    pub bias: Option<Geometry>,
+    pub(crate) bias: Option<Geometry>,
+    /// The views' borrow: a problem cannot outlive the buffers it was validated on.
+    _views: PhantomData<&'a ()>,
+}
+
+impl ScaledMmProblem<'_> {
+    /// Rows of A and the output.
+    pub fn m(&self) -> usize {
+        self.m
+    }
+    /// Columns of B and the output.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Columns of A, rows of B.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// Batch count.
+    pub fn l(&self) -> usize {
+        self.l
+    }
+    /// A (batch stride 0 when broadcast).
+    pub fn a(&self) -> Geometry {
+        self.a
+    }
+    /// B (batch stride 0 when broadcast).
+    pub fn b(&self) -> Geometry {
+        self.b
+    }
+    /// The output.
+    pub fn out(&self) -> Geometry {
+        self.out
+    }
+    /// A's scale.
+    pub fn a_scale(&self) -> Geometry {
+        self.a_scale
+    }
+    /// How A's scale applies.
+    pub fn a_scale_kind(&self) -> ScaleKind {
+        self.a_scale_kind
+    }
+    /// B's scale.
+    pub fn b_scale(&self) -> Geometry {
+        self.b_scale
+    }
+    /// How B's scale applies.
+    pub fn b_scale_kind(&self) -> ScaleKind {
+        self.b_scale_kind
+    }
+    /// The bias, if any.
+    pub fn bias(&self) -> Option<Geometry> {
+        self.bias
+    }
 }
 
 /// What selects a loaded kernel of [`Ops::run_scaled_mm`] (everything its configuration
@@ -212,14 +270,14 @@ fn check_out_alignment(gd: &Geometry) -> Result<(), OpsError> {
 /// [`Ops::scaled_mm`] adds the operands' device ([`OpsError::Device`]), the architecture
 /// (sm_75 and newer; FP8 on sm_90 only; f16 output on sm_75: [`OpsError::Arch`],
 /// [`OpsError::DType`]) and the selected kernel's grid ([`OpsError::TooLarge`]).
-pub fn validate_scaled_mm(
-    a: &MatrixRef<'_>,
-    b: &MatrixRef<'_>,
-    a_scale: Scale<'_>,
-    b_scale: Scale<'_>,
-    bias: Option<&VectorRef<'_>>,
-    out: &MatrixMut<'_>,
-) -> Result<ScaledMmProblem, OpsError> {
+pub fn validate_scaled_mm<'a>(
+    a: &MatrixRef<'a>,
+    b: &MatrixRef<'a>,
+    a_scale: Scale<'a>,
+    b_scale: Scale<'a>,
+    bias: Option<&VectorRef<'a>>,
+    out: &MatrixMut<'a>,
+) -> Result<ScaledMmProblem<'a>, OpsError> {
     let (mut ga, mut gb, gd) = (a.geo(), b.geo(), out.geo());
     // Element types.
     let inputs_ok =
@@ -354,6 +412,7 @@ pub fn validate_scaled_mm(
         b_scale: sb,
         b_scale_kind,
         bias: gbias,
+        _views: PhantomData,
     })
 }
 

@@ -69,13 +69,13 @@ impl Gemm {
             beta: 0.0,
         }
     }
-    fn run(&self) -> Result<rcute_ops::GemmProblem, OpsError> {
+    fn run(&self) -> Result<rcute_ops::GemmProblem<'static>, OpsError> {
         let c = self.c.map(r);
         validate(&r(self.a), &r(self.b), c.as_ref(), &w(self.d), self.alpha, self.beta)
     }
 }
 
-fn gemm(edit: impl FnOnce(&mut Gemm)) -> Result<rcute_ops::GemmProblem, OpsError> {
+fn gemm(edit: impl FnOnce(&mut Gemm)) -> Result<rcute_ops::GemmProblem<'static>, OpsError> {
     let mut g = Gemm::new();
     edit(&mut g);
     g.run()
@@ -84,7 +84,7 @@ fn gemm(edit: impl FnOnce(&mut Gemm)) -> Result<rcute_ops::GemmProblem, OpsError
 #[test]
 fn gemm_baseline_is_valid() {
     let p = Gemm::new().run().unwrap();
-    assert_eq!((p.m, p.n, p.k, p.l), (64, 48, 32, 1));
+    assert_eq!((p.m(), p.n(), p.k(), p.l()), (64, 48, 32, 1));
 }
 
 #[test]
@@ -425,7 +425,7 @@ fn gemm_broadcast_never_selects_sm90() {
     let mut g = Gemm::new();
     g.d = g.d.batched(3, 64 * 48);
     let p = g.run().unwrap();
-    assert_eq!((p.a.batch, p.a.batch_stride, p.l), (3, 0, 3));
+    assert_eq!((p.a().batch, p.a().batch_stride, p.l()), (3, 0, 3));
 }
 
 /// A valid INT8 scaled-mm: A 64x32 s8 (row-major), B 32x48 s8 (column-major), bf16 out,
@@ -452,7 +452,7 @@ impl Smm {
     }
 }
 
-fn smm(edit: impl FnOnce(&mut Smm)) -> Result<rcute_ops::ScaledMmProblem, OpsError> {
+fn smm(edit: impl FnOnce(&mut Smm)) -> Result<rcute_ops::ScaledMmProblem<'static>, OpsError> {
     let mut s = Smm::new();
     edit(&mut s);
     validate_scaled_mm(
@@ -468,7 +468,7 @@ fn smm(edit: impl FnOnce(&mut Smm)) -> Result<rcute_ops::ScaledMmProblem, OpsErr
 #[test]
 fn scaled_mm_baseline_is_valid() {
     let p = smm(|_| {}).unwrap();
-    assert_eq!((p.m, p.n, p.k, p.l), (64, 48, 32, 1));
+    assert_eq!((p.m(), p.n(), p.k(), p.l()), (64, 48, 32, 1));
     for cc in [(7, 5), (8, 0), (8, 9), (9, 0)] {
         let f16 = smm(|s| {
             s.out.dtype = DType::F16;
