@@ -3,7 +3,7 @@
 //! workspace.
 
 use crate::error::OpsError;
-use crate::gemm::{check_gemm_arch, tma_ok, validate, GemmProblem};
+use crate::gemm::{check_gemm_arch, validate, GemmProblem};
 use crate::memo::Memo;
 use crate::select::{select, select_sm90, Choice, Selection};
 use crate::tensor::{DType, Major as ViewMajor, MatrixMut, MatrixRef};
@@ -311,17 +311,9 @@ impl Ops {
     /// Run a validated problem on the SM90 kernel of `cfg` (types, C and D order taken
     /// from the views).
     fn run_gemm_sm90(&self, p: &GemmProblem, cfg: &GemmSm90Config, split_k: u32) -> Result<(), OpsError> {
-        let views = [("A", Some(p.a)), ("B", Some(p.b)), ("C", p.c), ("D", Some(p.d))];
-        for (operand, g) in views {
-            if g.is_some_and(|g| !tma_ok(&g, p.l)) {
-                return Err(OpsError::Alignment {
-                    operand,
-                    detail: "the SM90 kernel's TMA needs a 16-byte pointer, leading dimension and a positive \
-                             16-byte batch stride (no operand broadcast over the batch)"
-                        .into(),
-                });
-            }
-        }
+        // A forced SM90 choice must meet the kernel's rules too (the majors it assumes,
+        // TMA's strides): a typed error here, never a launch that reads out of bounds.
+        crate::gemm::sm90_requirements(self.gpu.compute_capability(), p)?;
         let mut cfg = cfg.clone();
         cfg.ab = element(p.a.dtype)?;
         cfg.cd = element(p.d.dtype)?;

@@ -162,26 +162,64 @@ pub(crate) fn tma_ok(g: &Geometry, l: usize) -> bool {
 }
 
 /// Whether `gemm` may run a validated problem on the SM90 kernel on a GPU of compute
-/// capability `cc`: sm_90, K-major A and B, row-major D (and C), one 16-bit type for A, B,
-/// C and D, N and K multiples of 8, and every view TMA-ready ([`tma_ok`]: no operand
-/// broadcast over the batch). Everything else runs the SM80-class kernel, which takes
-/// every validated problem.
-pub fn sm90_qualifies(cc: (u32, u32), p: &GemmProblem) -> bool {
+/// capability `cc` ([`sm90_requirements`] holds). Everything else runs the SM80-class
+/// kernel, which takes every validated problem.
+pub fn sm90_qualifies(cc: (u32, u32), p: &GemmProblem<'_>) -> bool {
+    sm90_requirements(cc, p).is_ok()
+}
+
+/// The SM90 kernel's rules, as a typed error saying which one a problem breaks: sm_90
+/// ([`OpsError::Arch`]); K-major A and B, row-major D and C ([`OpsError::Strides`]); one
+/// 16-bit type for A, B, C and D ([`OpsError::DType`]); N and K multiples of 8 and every
+/// view TMA-ready: 16-byte pointer and leading dimension, strides below 2^40 bytes and,
+/// with several batches, a positive 16-byte batch stride, so no operand broadcast over
+/// the batch ([`OpsError::Alignment`]).
+pub fn sm90_requirements(cc: (u32, u32), p: &GemmProblem<'_>) -> Result<(), OpsError> {
+    if cc != (9, 0) {
+        return Err(OpsError::Arch(format!(
+            "the SM90 GEMM needs sm_90, found compute capability {}.{}",
+            cc.0, cc.1
+        )));
+    }
+    let order = [
+        ("A", Some(p.a), Major::Row),
+        ("B", Some(p.b), Major::Col),
+        ("C", p.c, Major::Row),
+        ("D", Some(p.d), Major::Row),
+    ];
+    for (operand, g, want) in order {
+        if g.is_some_and(|g| g.major() != Some(want)) {
+            return Err(OpsError::Strides {
+                operand,
+                detail: "the SM90 kernel takes K-major A and B and row-major C and D".into(),
+            });
+        }
+    }
     let t = p.a.dtype;
-    cc == (9, 0)
-        && p.a.major() == Some(Major::Row)
-        && p.b.major() == Some(Major::Col)
-        && p.d.major() == Some(Major::Row)
-        && matches!(t, DType::BF16 | DType::F16)
-        && p.b.dtype == t
-        && p.d.dtype == t
-        && p.c.is_none_or(|c| c.dtype == t)
-        && p.k % 8 == 0
-        && p.n % 8 == 0
-        && [Some(p.a), Some(p.b), p.c, Some(p.d)]
-            .iter()
-            .flatten()
-            .all(|g| tma_ok(g, p.l))
+    let same = p.b.dtype == t && p.d.dtype == t && p.c.is_none_or(|c| c.dtype == t);
+    if !matches!(t, DType::BF16 | DType::F16) || !same {
+        return Err(OpsError::DType(
+            "the SM90 kernel takes one 16-bit type (f16 or bf16) for A, B, C and D".into(),
+        ));
+    }
+    if p.k % 8 != 0 || p.n % 8 != 0 {
+        return Err(OpsError::Alignment {
+            operand: "B",
+            detail: format!("the SM90 kernel needs N = {} and K = {} multiples of 8", p.n, p.k),
+        });
+    }
+    for (operand, g, _) in order {
+        if g.is_some_and(|g| !tma_ok(&g, p.l)) {
+            return Err(OpsError::Alignment {
+                operand,
+                detail: "the SM90 kernel's TMA needs a 16-byte pointer and leading dimension, strides \
+                         below 2^40 bytes and a positive 16-byte batch stride (no operand broadcast over \
+                         the batch)"
+                    .into(),
+            });
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn check_layout(op: &'static str, g: &Geometry, output: bool) -> Result<(), OpsError> {

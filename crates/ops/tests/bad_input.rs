@@ -704,3 +704,38 @@ fn scaled_mm_unsupported_architecture() {
     }
     assert!(check_scaled_mm_arch((9, 0), &fp8).is_ok());
 }
+
+#[test]
+fn sm90_requirements_are_typed() {
+    use rcute_ops::gemm::sm90_requirements;
+    // A TN bf16 problem: every rule holds on sm_90.
+    let tn = |edit: &dyn Fn(&mut Gemm)| {
+        let mut g = Gemm::new();
+        g.d = dense(3, DType::BF16, 64, 48);
+        edit(&mut g);
+        g.run().unwrap()
+    };
+    assert!(sm90_requirements((9, 0), &tn(&|_| {})).is_ok());
+    rejects!("sm_80", sm90_requirements((8, 0), &tn(&|_| {})), OpsError::Arch(_));
+    rejects!(
+        "MN-major A",
+        sm90_requirements((9, 0), &tn(&|g| g.a = dense(1, DType::BF16, 64, 32).to_col_major())),
+        OpsError::Strides { operand: "A", .. }
+    );
+    rejects!(
+        "f32 D",
+        sm90_requirements((9, 0), &tn(&|g| g.d = dense(3, DType::F32, 64, 48))),
+        OpsError::DType(_)
+    );
+    rejects!(
+        "broadcast A",
+        sm90_requirements(
+            (9, 0),
+            &tn(&|g| {
+                g.b = g.b.batched(2, 32 * 48);
+                g.d = g.d.batched(2, 64 * 48);
+            })
+        ),
+        OpsError::Alignment { operand: "A", .. }
+    );
+}
