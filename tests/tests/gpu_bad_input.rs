@@ -391,5 +391,50 @@ fn one_ops_shared_by_8_threads_builds_each_kernel_once() {
     for r in results {
         r.unwrap();
     }
-    assert_eq!(ops.gemm_kernels_built(), 1, "8 threads, one shape: one kernel build");
+    assert_eq!(ops.kernels_built(), 1, "8 threads, one shape: one kernel build");
+}
+
+#[test]
+fn one_ops_shared_by_8_threads_builds_the_scaled_mm_kernel_once() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    let (m, n, k) = (128, 128, 64);
+    let run = |t: u64| -> Result<(), String> {
+        let s = ops.gpu().stream().clone();
+        let e = |e: rcute_ops::cudarc::driver::DriverError| e.to_string();
+        let ha: Vec<i8> = ints(m * k, 30 + t).iter().map(|x| x.to_f32() as i8).collect();
+        let hb: Vec<i8> = ints(n * k, 40 + t).iter().map(|x| x.to_f32() as i8).collect();
+        let (da, db) = (s.clone_htod(&ha).map_err(e)?, s.clone_htod(&hb).map_err(e)?);
+        let one = s.clone_htod(&[1.0f32]).map_err(e)?;
+        let mut dd: CudaSlice<bf16> = s.alloc_zeros(m * n).map_err(e)?;
+        let sc = || Scale::Scalar(VectorRef::new(&one, 1));
+        ops.scaled_mm(
+            &MatrixRef::new(&da, m, k),
+            &MatrixRef::new(&db, k, n).col_major(),
+            sc(),
+            sc(),
+            None,
+            &mut MatrixMut::new(&mut dd, m, n),
+        )
+        .map_err(|x| x.to_string())?;
+        let got = s.clone_dtoh(&dd).map_err(e)?;
+        for i in 0..m {
+            for j in 0..n {
+                // B column-major: B(q, j) at j * k + q.
+                let want: i32 = (0..k).map(|q| ha[i * k + q] as i32 * hb[j * k + q] as i32).sum();
+                if got[i * n + j].to_f32() != want as f32 {
+                    return Err(format!("thread {t}: out({i},{j}) = {}, want {want}", got[i * n + j]));
+                }
+            }
+        }
+        Ok(())
+    };
+    let results: Vec<Result<(), String>> = std::thread::scope(|scope| {
+        let hs: Vec<_> = (0..8u64).map(|t| scope.spawn(move || run(t))).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for r in results {
+        r.unwrap();
+    }
+    assert_eq!(ops.kernels_built(), 1, "8 threads, one shape: one kernel build");
 }

@@ -59,7 +59,7 @@ pub struct Ops {
     /// Serial split-K semaphores: allocated zeroed, left zeroed by every completed launch.
     pub(crate) semaphores: Mutex<Option<CudaSlice<i32>>>,
     /// The loaded INT8 scaled-mm kernels (see [`crate::scaled_mm`]).
-    pub(crate) scaled_mms: Mutex<HashMap<ScaledMmSm80Config, crate::scaled_mm::LoadedScaledMm>>,
+    pub(crate) scaled_mms: Memo<ScaledMmSm80Config, crate::scaled_mm::LoadedScaledMm>,
     /// The same kernels by the key `run_scaled_mm` selects them with.
     pub(crate) scaled_mm_keys: Mutex<HashMap<crate::scaled_mm::ScaledMmKey, crate::scaled_mm::LoadedScaledMm>>,
 }
@@ -82,7 +82,7 @@ impl Ops {
             gemms_sm90: Memo::new(),
             workspace: Mutex::new(None),
             semaphores: Mutex::new(None),
-            scaled_mms: Mutex::new(HashMap::new()),
+            scaled_mms: Memo::new(),
             scaled_mm_keys: Mutex::new(HashMap::new()),
         }
     }
@@ -92,11 +92,11 @@ impl Ops {
         &self.gpu
     }
 
-    /// How many GEMM kernels (SM80 and SM90 class, bf16 / f16 and the scaled-mm fusions
-    /// of the SM90 kernel) this handle generated, compiled and loaded. Each configuration
-    /// is built once, however many threads ask for it at the same time.
-    pub fn gemm_kernels_built(&self) -> usize {
-        self.gemms.builds() + self.gemms_sm90.builds()
+    /// How many kernels (the SM80- and SM90-class GEMMs, bf16 / f16 and scaled-mm) this
+    /// handle generated, compiled and loaded. Each configuration is built once, however
+    /// many threads ask for it at the same time.
+    pub fn kernels_built(&self) -> usize {
+        self.gemms.builds() + self.gemms_sm90.builds() + self.scaled_mms.builds()
     }
 
     /// Generate, compile (cached) and load the kernel of `cfg` (once per configuration).

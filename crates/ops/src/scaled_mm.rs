@@ -557,10 +557,10 @@ impl Ops {
     /// Generate, compile (cached) and load the scaled-mm kernel of `cfg` for this GPU (once
     /// per configuration).
     pub fn load_scaled_mm(&self, cfg: &ScaledMmSm80Config) -> Result<LoadedScaledMm, OpsError> {
-        let poisoned = || OpsError::Arch("poisoned kernel table".into());
-        if let Some(l) = self.scaled_mms.lock().map_err(|_| poisoned())?.get(cfg) {
-            return Ok(l.clone());
-        }
+        self.scaled_mms.get_or_try_build(cfg, || self.build_scaled_mm(cfg))
+    }
+
+    fn build_scaled_mm(&self, cfg: &ScaledMmSm80Config) -> Result<LoadedScaledMm, OpsError> {
         let arch = self
             .gpu()
             .arch()
@@ -572,15 +572,11 @@ impl Ops {
         let module = self.gpu().load(&compiled).map_err(boxed)?;
         let main = module.function(&g.name).map_err(boxed)?;
         let reduce = module.function(&g.reduce_name).map_err(boxed)?;
-        let loaded = LoadedScaledMm {
+        Ok(LoadedScaledMm {
             generated: Arc::new(g),
             main,
             reduce,
-        };
-        if let Ok(mut t) = self.scaled_mms.lock() {
-            t.insert(cfg.clone(), loaded.clone());
-        }
-        Ok(loaded)
+        })
     }
 
     /// Run a validated problem with the automatic kernel choice, or a forced one (tests and
