@@ -303,7 +303,9 @@ pub fn validate_scaled_mm<'a>(
     }
     crate::gemm::check_dims(m, n, k, l)?;
     for (name, g) in [("A", &mut ga), ("B", &mut gb)] {
-        if g.batch == 1 && l > 1 && g.dtype == DType::E4M3 {
+        // A batch-1 view, or a batched one with batch stride 0, broadcasts over the batch.
+        let broadcast = l > 1 && (g.batch == 1 || g.batch_stride == 0);
+        if broadcast && g.dtype == DType::E4M3 {
             return Err(OpsError::Strides {
                 operand: name,
                 detail: "FP8 runs only the SM90 TMA kernel, which cannot broadcast an operand over \

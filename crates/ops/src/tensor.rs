@@ -218,6 +218,11 @@ pub struct MatrixMut<'a> {
 
 impl<'a> MatrixRef<'a> {
     /// A row-major `rows x cols` view of `buf` (strides can be changed with the builders).
+    ///
+    /// Infallible, so that the common path stays one line: sizes are checked when an op
+    /// validates the view, where a view larger than its buffer is
+    /// [`OpsError::OutOfBounds`] and one whose extent overflows (say `usize::MAX / 2` rows
+    /// of 64) is [`OpsError::TooLarge`], never a wrapped stride.
     pub fn new<T: Element>(buf: &'a CudaSlice<T>, rows: usize, cols: usize) -> Self {
         let (ptr, _sync) = buf.device_ptr(buf.stream());
         let device = buf.stream().context().ordinal();

@@ -587,6 +587,23 @@ fn scaled_mm_layouts_and_overlap() {
         }),
         OpsError::Strides { operand: "B", .. }
     );
+    rejects!(
+        "FP8 with an explicit batch stride 0",
+        smm(|s| {
+            s.a = Geometry {
+                dtype: DType::E4M3,
+                ..s.a
+            }
+            .batched(2, 64 * 32);
+            s.b = Geometry {
+                dtype: DType::E4M3,
+                ..s.b
+            }
+            .batched(2, 0);
+            s.out = s.out.batched(2, 64 * 48);
+        }),
+        OpsError::Strides { operand: "B", .. }
+    );
     // INT8 with a broadcast B is fine (the SM80-class kernel takes it).
     assert!(smm(|s| {
         s.a = s.a.batched(2, 64 * 32);
