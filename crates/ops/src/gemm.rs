@@ -4,7 +4,7 @@
 //! aliasing) into a [`GemmProblem`]; [`crate::select`] picks the kernel configuration, and
 //! the kernel layer generates, compiles (cached) and launches it.
 
-use crate::error::{dtype_name, OpsError};
+use crate::error::OpsError;
 use crate::tensor::{DType, Geometry, Major, MatrixMut, MatrixRef};
 use std::marker::PhantomData;
 
@@ -373,10 +373,10 @@ pub fn validate<'a>(
     if !ok_in || !ok_out || gc.is_some_and(|c| c.dtype != gd.dtype) {
         return Err(OpsError::DType(format!(
             "A {} x B {} -> C {} / D {} (supported: f16 or bf16 inputs of one type, D of the input type or f32, C like D)",
-            dtype_name(ga.dtype),
-            dtype_name(gb.dtype),
-            gc.map(|c| dtype_name(c.dtype)).unwrap_or("none"),
-            dtype_name(gd.dtype)
+            ga.dtype.name(),
+            gb.dtype.name(),
+            gc.map(|c| c.dtype.name()).unwrap_or("none"),
+            gd.dtype.name()
         )));
     }
     // Shapes.

@@ -23,7 +23,7 @@
 //! elements; on sm_75 the output is f16. [`validate_scaled_mm`] lists every rejection.
 
 use crate::context::boxed;
-use crate::error::{dtype_name, OpsError};
+use crate::error::OpsError;
 use crate::gemm::{check_layout, check_vector_alignment, overlaps, range};
 use crate::select::{select_scaled_mm, ScaledMmSelection};
 use crate::tensor::{DType, Geometry, Major, MatrixMut, MatrixRef, VectorRef};
@@ -189,8 +189,8 @@ fn vector_check(
     if v.dtype != dtype {
         return Err(OpsError::DType(format!(
             "{operand} is {}, expected {}",
-            dtype_name(v.dtype),
-            dtype_name(dtype)
+            v.dtype.name(),
+            dtype.name()
         )));
     }
     if !expected_len.contains(&v.cols) || v.rows != 1 || v.batch != 1 {
@@ -285,9 +285,9 @@ pub fn validate_scaled_mm<'a>(
     if !inputs_ok || !matches!(gd.dtype, DType::F16 | DType::BF16) {
         return Err(OpsError::DType(format!(
             "A {} x B {} -> {} (scaled_mm takes s8 A and B, or e4m3 A and B, and writes f16 or bf16)",
-            dtype_name(ga.dtype),
-            dtype_name(gb.dtype),
-            dtype_name(gd.dtype)
+            ga.dtype.name(),
+            gb.dtype.name(),
+            gd.dtype.name()
         )));
     }
     // Shapes.
@@ -438,7 +438,7 @@ pub fn check_scaled_mm_arch(cc: (u32, u32), p: &ScaledMmProblem) -> Result<(), O
     if cc == (7, 5) && p.out.dtype != DType::F16 {
         return Err(OpsError::DType(format!(
             "{} output on sm_75 (the Turing kernel writes f16 only)",
-            dtype_name(p.out.dtype)
+            p.out.dtype.name()
         )));
     }
     Ok(())
@@ -632,7 +632,7 @@ impl Ops {
         if sel.target == ScaledMmTarget::Turing && out != Element::F16 {
             return Err(OpsError::DType(format!(
                 "{} output on sm_75 (the Turing kernel writes f16 only)",
-                dtype_name(p.out.dtype)
+                p.out.dtype.name()
             )));
         }
         let optin = (self.gpu().max_shared_per_block_optin() as usize).saturating_sub(TICKET_SMEM);

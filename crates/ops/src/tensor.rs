@@ -26,6 +26,17 @@ pub enum DType {
 }
 
 impl DType {
+    /// The type's name in messages (`"bf16"`, `"e4m3"`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::F32 => "f32",
+            DType::S8 => "s8",
+            DType::S32 => "s32",
+            DType::E4M3 => "e4m3",
+        }
+    }
     /// Size of one element in bytes.
     pub fn bytes(self) -> usize {
         match self {
