@@ -120,9 +120,11 @@ fn gemm_bad_inputs_leave_the_output_untouched() {
     let (alias, misaligned) = unsafe {
         (
             MatrixRef::from_raw(dgeo),
+            // 63 rows one element in: inside the buffer, 2 bytes off the 16-byte grid.
             MatrixRef::from_raw(Geometry {
                 ptr: av.geo().ptr + 2,
                 len: av.geo().len - 1,
+                rows: 63,
                 ..av.geo()
             }),
         )
@@ -138,15 +140,8 @@ fn gemm_bad_inputs_leave_the_output_untouched() {
         ops,
         d,
         "misaligned A",
-        ops.gemm(
-            &misaligned.strides(64, 1),
-            &bv,
-            None,
-            &mut MatrixMut::new(&mut d, 64, 64),
-            1.0,
-            0.0
-        ),
-        OpsError::Alignment { operand: "A", .. } | OpsError::OutOfBounds { .. }
+        ops.gemm(&misaligned, &bv, None, &mut MatrixMut::new(&mut d, 63, 64), 1.0, 0.0),
+        OpsError::Alignment { operand: "A", .. }
     );
     rejects_untouched!(
         ops,
