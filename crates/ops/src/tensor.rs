@@ -186,7 +186,8 @@ impl Geometry {
     /// Set column-major strides (`row_stride = 1`, `col_stride = rows`).
     pub fn to_col_major(mut self) -> Geometry {
         self.row_stride = 1;
-        self.col_stride = self.rows as i64;
+        // Saturating, as in `row_major`: validation reports the size as too large.
+        self.col_stride = i64::try_from(self.rows).unwrap_or(i64::MAX);
         self
     }
 }
