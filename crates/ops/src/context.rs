@@ -3,7 +3,8 @@
 //! workspace.
 
 use crate::error::OpsError;
-use crate::gemm::{validate, GemmProblem};
+use crate::gemm::{check_gemm_arch, validate, GemmProblem};
+use crate::memo::Memo;
 use crate::select::{select, select_sm90, Choice, Selection};
 use crate::tensor::{DType, Major as ViewMajor, MatrixMut, MatrixRef};
 use cudarc::driver::{CudaSlice, DevicePtr};
@@ -12,7 +13,6 @@ use rcute_kernel::gemm_sm80::{
 };
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90};
 use rcute_kernel::{CompileOptions, Function, Gpu, KernelCache};
-use crate::memo::Memo;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -58,7 +58,7 @@ pub struct Ops {
     /// Serial split-K semaphores: allocated zeroed, left zeroed by every completed launch.
     pub(crate) semaphores: Mutex<Option<CudaSlice<i32>>>,
     /// The loaded INT8 scaled-mm kernels (see [`crate::scaled_mm`]).
-    pub(crate) scaled_mms: Mutex<HashMap<GemmSm80Config, crate::scaled_mm::LoadedScaledMm>>,
+    pub(crate) scaled_mms: Memo<GemmSm80Config, crate::scaled_mm::LoadedScaledMm>,
     /// The same kernels by the key `run_scaled_mm` selects them with.
     pub(crate) scaled_mm_keys: Mutex<HashMap<crate::scaled_mm::ScaledMmKey, crate::scaled_mm::LoadedScaledMm>>,
 }
@@ -81,7 +81,7 @@ impl Ops {
             gemms_sm90: Memo::new(),
             workspace: Mutex::new(None),
             semaphores: Mutex::new(None),
-            scaled_mms: Mutex::new(HashMap::new()),
+            scaled_mms: Memo::new(),
             scaled_mm_keys: Mutex::new(HashMap::new()),
         }
     }
@@ -91,11 +91,11 @@ impl Ops {
         &self.gpu
     }
 
-    /// How many GEMM kernels (SM80 and SM90 class, bf16 / f16 and the scaled-mm fusions
-    /// of the SM90 kernel) this handle generated, compiled and loaded. Each configuration
-    /// is built once, however many threads ask for it at the same time.
-    pub fn gemm_kernels_built(&self) -> usize {
-        self.gemms.builds() + self.gemms_sm90.builds()
+    /// How many kernels (the SM80- and SM90-class GEMMs, bf16 / f16 and scaled-mm) this
+    /// handle generated, compiled and loaded. Each configuration is built once, however
+    /// many threads ask for it at the same time.
+    pub fn kernels_built(&self) -> usize {
+        self.gemms.builds() + self.gemms_sm90.builds() + self.scaled_mms.builds()
     }
 
     /// Generate, compile (cached) and load the kernel of `cfg` (once per configuration).
@@ -108,12 +108,7 @@ impl Ops {
             .gpu
             .arch()
             .ok_or_else(|| OpsError::Arch(format!("compute capability {:?}", self.gpu.compute_capability())))?;
-        if self.gpu.compute_capability().0 < 8 {
-            return Err(OpsError::Arch(format!(
-                "gemm needs sm_80 or newer, found {:?}",
-                self.gpu.compute_capability()
-            )));
-        }
+        check_gemm_arch(self.gpu.compute_capability())?;
         let g = gemm_sm80::generate(cfg).map_err(boxed)?;
         let compiled = KernelCache::global()
             .get_or_compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
@@ -162,6 +157,19 @@ impl Ops {
     /// `D = alpha * A @ B + beta * C` (batched when the views are), with f16/bf16 inputs
     /// and f32 accumulation; `c` may be `None` when `beta == 0`, or view the same memory as
     /// `d` for an in-place update. Runs on the GPU's stream; returns once launched.
+    ///
+    /// A, B or C may be one matrix broadcast over the batch (batch 1, or batch stride 0):
+    /// such problems run the SM80-class kernel (TMA cannot step by 0).
+    ///
+    /// # Errors
+    ///
+    /// Everything [`crate::validate`] rejects (its rustdoc lists each case: element types,
+    /// shapes, zero and too-large sizes, batch above 65535, NaN or infinite `alpha` /
+    /// `beta`, strides, overlap, bounds, alignment), then an operand on another device
+    /// ([`OpsError::Device`]), a GPU older than sm_80 ([`OpsError::Arch`]) and a grid the
+    /// selected kernel cannot launch ([`OpsError::TooLarge`]) — all before any launch, so
+    /// the output is untouched. [`OpsError::Kernel`] reports a failed compilation or
+    /// launch.
     pub fn gemm(
         &self,
         a: &MatrixRef<'_>,
@@ -172,6 +180,7 @@ impl Ops {
         beta: f32,
     ) -> Result<(), OpsError> {
         let p = validate(a, b, c, d, alpha, beta)?;
+        check_gemm_arch(self.gpu.compute_capability())?;
         let expected = self.gpu.context().ordinal();
         let views = [("A", Some(p.a)), ("B", Some(p.b)), ("C", p.c), ("D", Some(p.d))];
         for (operand, g) in views {
@@ -225,7 +234,7 @@ impl Ops {
             Some(Choice::Sm90(cfg, split)) => return self.run_gemm_sm90(p, cfg, *split),
             Some(Choice::Sm80(s)) => s.clone(),
             None => {
-                if self.sm90_qualifies(p, a_major, b_major, d_order) {
+                if crate::gemm::sm90_qualifies(self.gpu.compute_capability(), p) {
                     if let Some((cfg, split)) = select_sm90(p.m, p.n, p.k, p.l, self.gpu.sm_count()) {
                         return self.run_gemm_sm90(p, &cfg, split);
                     }
@@ -298,45 +307,12 @@ impl Ops {
         Ok(())
     }
 
-    /// Whether the SM90 kernel can run this problem: an sm_90 GPU, K-major A and B,
-    /// row-major D (and C), one 16-bit type for A, B, C and D, and the 16-byte TMA rules
-    /// (pointers, leading dimensions, batch strides).
-    fn sm90_qualifies(&self, p: &GemmProblem, a_major: Major, b_major: Major, d_order: StorageOrder) -> bool {
-        if self.gpu.compute_capability() != (9, 0)
-            || a_major != Major::K
-            || b_major != Major::K
-            || d_order != StorageOrder::RowMajor
-        {
-            return false;
-        }
-        let t = p.a.dtype;
-        if !matches!(t, DType::BF16 | DType::F16) || p.b.dtype != t || p.d.dtype != t {
-            return false;
-        }
-        let mut views = vec![p.a, p.b, p.d];
-        if let Some(c) = p.c {
-            if c.dtype != t {
-                return false;
-            }
-            views.push(c);
-        }
-        p.k % 8 == 0 && p.n % 8 == 0 && views.iter().all(|g| tma_ok(g, p.l))
-    }
-
     /// Run a validated problem on the SM90 kernel of `cfg` (types, C and D order taken
     /// from the views).
     fn run_gemm_sm90(&self, p: &GemmProblem, cfg: &GemmSm90Config, split_k: u32) -> Result<(), OpsError> {
-        let views = [("A", Some(p.a)), ("B", Some(p.b)), ("C", p.c), ("D", Some(p.d))];
-        for (operand, g) in views {
-            if g.is_some_and(|g| !tma_ok(&g, p.l)) {
-                return Err(OpsError::Alignment {
-                    operand,
-                    detail: "the SM90 kernel's TMA needs a 16-byte pointer, leading dimension and a positive \
-                             16-byte batch stride (no operand broadcast over the batch)"
-                        .into(),
-                });
-            }
-        }
+        // A forced SM90 choice must meet the kernel's rules too (the majors it assumes,
+        // TMA's strides): a typed error here, never a launch that reads out of bounds.
+        crate::gemm::sm90_requirements(self.gpu.compute_capability(), p)?;
         let mut cfg = cfg.clone();
         cfg.ab = element(p.a.dtype)?;
         cfg.cd = element(p.d.dtype)?;
@@ -404,13 +380,6 @@ impl Ops {
             .map_err(boxed)?;
         Ok(())
     }
-}
-
-/// Whether a 16-bit view suits the SM90 kernel's TMA: a 16-byte pointer and leading
-/// dimension, and with several batches a positive 16-byte batch stride (TMA cannot step
-/// by 0, so an operand broadcast over the batch takes the SM80-class path).
-fn tma_ok(g: &crate::tensor::Geometry, l: usize) -> bool {
-    g.ptr % 16 == 0 && g.ld() % 8 == 0 && (l == 1 || (g.batch_stride > 0 && g.batch_stride % 8 == 0))
 }
 
 /// Reject a problem whose SM80-class grid CUDA cannot launch (y or z above 65535, or a

@@ -6,8 +6,6 @@
 //! `cudarc`'s own calls (allocation, copies: [`cudarc::driver::DriverError`]), so `?`
 //! works on all of them in a function returning `Result<_, OpsError>`.
 
-use crate::tensor::DType;
-
 /// Why an op refused its input or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum OpsError {
@@ -95,16 +93,4 @@ pub enum OpsError {
     /// Generation, compilation or launch failed.
     #[error(transparent)]
     Kernel(#[from] Box<dyn std::error::Error + Send + Sync>),
-}
-
-/// Name of an element type for messages.
-pub(crate) fn dtype_name(d: DType) -> &'static str {
-    match d {
-        DType::F16 => "f16",
-        DType::BF16 => "bf16",
-        DType::F32 => "f32",
-        DType::S8 => "s8",
-        DType::S32 => "s32",
-        DType::E4M3 => "e4m3",
-    }
 }

@@ -4,36 +4,98 @@
 //! aliasing) into a [`GemmProblem`]; [`crate::select`] picks the kernel configuration, and
 //! the kernel layer generates, compiles (cached) and launches it.
 
-use crate::error::{dtype_name, OpsError};
+use crate::error::OpsError;
 use crate::tensor::{DType, Geometry, Major, MatrixMut, MatrixRef};
+use std::marker::PhantomData;
 
 /// Bytes every 16-byte vector access needs: pointers, leading dimensions and batch strides
 /// of A and B must be multiples of this.
 pub const VECTOR_BYTES: usize = 16;
 
 /// A validated GEMM problem.
+///
+/// Only [`validate`] makes one, and its fields are read-only: a problem always describes
+/// views that passed validation, and borrows their buffers (`'a`), so the safe
+/// [`crate::Ops::run_gemm`] family can launch it.
+///
+/// ```compile_fail
+/// use rcute_ops::{bf16, validate, CudaStream, GemmProblem, MatrixMut, MatrixRef};
+/// // error: the problem would outlive the buffers it describes.
+/// fn escape(s: &std::sync::Arc<CudaStream>) -> GemmProblem<'static> {
+///     let a = s.alloc_zeros::<bf16>(64).unwrap();
+///     let b = s.alloc_zeros::<bf16>(64).unwrap();
+///     let mut d = s.alloc_zeros::<bf16>(64).unwrap();
+///     let (av, bv) = (MatrixRef::new(&a, 8, 8), MatrixRef::new(&b, 8, 8));
+///     validate(&av, &bv, None, &MatrixMut::new(&mut d, 8, 8), 1.0, 0.0).unwrap()
+/// }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct GemmProblem {
+pub struct GemmProblem<'a> {
     /// Rows of A and D.
-    pub m: usize,
+    pub(crate) m: usize,
     /// Columns of B and D.
-    pub n: usize,
+    pub(crate) n: usize,
     /// Columns of A, rows of B.
-    pub k: usize,
+    pub(crate) k: usize,
     /// Batch count.
-    pub l: usize,
+    pub(crate) l: usize,
     /// A (M x K); batch stride 0 when broadcast.
-    pub a: Geometry,
+    pub(crate) a: Geometry,
     /// B (K x N).
-    pub b: Geometry,
+    pub(crate) b: Geometry,
     /// C (M x N), when `beta != 0`.
-    pub c: Option<Geometry>,
+    pub(crate) c: Option<Geometry>,
     /// D (M x N).
-    pub d: Geometry,
+    pub(crate) d: Geometry,
     /// Scale of the product.
-    pub alpha: f32,
+    pub(crate) alpha: f32,
     /// Scale of C.
-    pub beta: f32,
+    pub(crate) beta: f32,
+    /// The views' borrow: a problem cannot outlive the buffers it was validated on.
+    _views: PhantomData<&'a ()>,
+}
+
+impl GemmProblem<'_> {
+    /// Rows of A and D.
+    pub fn m(&self) -> usize {
+        self.m
+    }
+    /// Columns of B and D.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Columns of A, rows of B.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// Batch count.
+    pub fn l(&self) -> usize {
+        self.l
+    }
+    /// A (batch stride 0 when broadcast).
+    pub fn a(&self) -> Geometry {
+        self.a
+    }
+    /// B (batch stride 0 when broadcast).
+    pub fn b(&self) -> Geometry {
+        self.b
+    }
+    /// C, if given.
+    pub fn c(&self) -> Option<Geometry> {
+        self.c
+    }
+    /// D.
+    pub fn d(&self) -> Geometry {
+        self.d
+    }
+    /// Scale of the product.
+    pub fn alpha(&self) -> f32 {
+        self.alpha
+    }
+    /// Scale of C.
+    pub fn beta(&self) -> f32 {
+        self.beta
+    }
 }
 
 /// The largest M, N or K the kernels take: they index rows, columns and K with 32-bit
@@ -65,6 +127,96 @@ pub(crate) fn check_scalars(alpha: f32, beta: f32) -> Result<(), OpsError> {
     for (what, value) in [("alpha", alpha), ("beta", beta)] {
         if !value.is_finite() {
             return Err(OpsError::NonFinite { what, value });
+        }
+    }
+    Ok(())
+}
+
+/// The architecture rule of `gemm`: sm_80 or newer ([`OpsError::Arch`] otherwise). Pure,
+/// on a compute capability, so it is testable without that GPU.
+///
+/// ```
+/// assert!(rcute_ops::gemm::check_gemm_arch((9, 0)).is_ok());
+/// assert!(matches!(rcute_ops::gemm::check_gemm_arch((7, 5)), Err(rcute_ops::OpsError::Arch(_))));
+/// ```
+pub fn check_gemm_arch(cc: (u32, u32)) -> Result<(), OpsError> {
+    if cc.0 < 8 {
+        return Err(OpsError::Arch(format!(
+            "gemm needs sm_80 or newer, found compute capability {}.{}",
+            cc.0, cc.1
+        )));
+    }
+    Ok(())
+}
+
+/// Whether a 16-bit view suits the SM90 kernel's TMA: a 16-byte pointer and leading
+/// dimension, and with several batches a positive 16-byte batch stride (TMA cannot step
+/// by 0, so an operand broadcast over the batch takes the SM80-class path).
+/// TMA descriptors also hold strides below 2^40 bytes.
+pub(crate) fn tma_ok(g: &Geometry, l: usize) -> bool {
+    let below_2_40 = |elems: i64| (elems.unsigned_abs() as u128 * g.dtype.bytes() as u128) < (1u128 << 40);
+    g.ptr % 16 == 0
+        && g.ld() % 8 == 0
+        && below_2_40(g.ld())
+        && (l == 1 || (g.batch_stride > 0 && g.batch_stride % 8 == 0 && below_2_40(g.batch_stride)))
+}
+
+/// Whether `gemm` may run a validated problem on the SM90 kernel on a GPU of compute
+/// capability `cc` ([`sm90_requirements`] holds). Everything else runs the SM80-class
+/// kernel, which takes every validated problem.
+pub fn sm90_qualifies(cc: (u32, u32), p: &GemmProblem<'_>) -> bool {
+    sm90_requirements(cc, p).is_ok()
+}
+
+/// The SM90 kernel's rules, as a typed error saying which one a problem breaks: sm_90
+/// ([`OpsError::Arch`]); K-major A and B, row-major D and C ([`OpsError::Strides`]); one
+/// 16-bit type for A, B, C and D ([`OpsError::DType`]); N and K multiples of 8 and every
+/// view TMA-ready: 16-byte pointer and leading dimension, strides below 2^40 bytes and,
+/// with several batches, a positive 16-byte batch stride, so no operand broadcast over
+/// the batch ([`OpsError::Alignment`]).
+pub fn sm90_requirements(cc: (u32, u32), p: &GemmProblem<'_>) -> Result<(), OpsError> {
+    if cc != (9, 0) {
+        return Err(OpsError::Arch(format!(
+            "the SM90 GEMM needs sm_90, found compute capability {}.{}",
+            cc.0, cc.1
+        )));
+    }
+    let order = [
+        ("A", Some(p.a), Major::Row),
+        ("B", Some(p.b), Major::Col),
+        ("C", p.c, Major::Row),
+        ("D", Some(p.d), Major::Row),
+    ];
+    for (operand, g, want) in order {
+        if g.is_some_and(|g| g.major() != Some(want)) {
+            return Err(OpsError::Strides {
+                operand,
+                detail: "the SM90 kernel takes K-major A and B and row-major C and D".into(),
+            });
+        }
+    }
+    let t = p.a.dtype;
+    let same = p.b.dtype == t && p.d.dtype == t && p.c.is_none_or(|c| c.dtype == t);
+    if !matches!(t, DType::BF16 | DType::F16) || !same {
+        return Err(OpsError::DType(
+            "the SM90 kernel takes one 16-bit type (f16 or bf16) for A, B, C and D".into(),
+        ));
+    }
+    if p.k % 8 != 0 || p.n % 8 != 0 {
+        return Err(OpsError::Alignment {
+            operand: "B",
+            detail: format!("the SM90 kernel needs N = {} and K = {} multiples of 8", p.n, p.k),
+        });
+    }
+    for (operand, g, _) in order {
+        if g.is_some_and(|g| !tma_ok(&g, p.l)) {
+            return Err(OpsError::Alignment {
+                operand,
+                detail: "the SM90 kernel's TMA needs a 16-byte pointer and leading dimension, strides \
+                         below 2^40 bytes and a positive 16-byte batch stride (no operand broadcast over \
+                         the batch)"
+                    .into(),
+            });
         }
     }
     Ok(())
@@ -156,7 +308,9 @@ pub(crate) fn check_vector_alignment(op: &'static str, g: &Geometry) -> Result<(
 pub(crate) fn range(g: &Geometry) -> Result<(u64, u64), OpsError> {
     let bytes = (g.extent()? as u64)
         .checked_mul(g.dtype.bytes() as u64)
-        .ok_or(OpsError::TooLarge { what: "matrix extent in bytes" })?;
+        .ok_or(OpsError::TooLarge {
+            what: "matrix extent in bytes",
+        })?;
     Ok((g.ptr, g.ptr.saturating_add(bytes)))
 }
 
@@ -198,18 +352,18 @@ pub(crate) fn overlaps(x: (u64, u64), y: (u64, u64)) -> bool {
 ///         MatrixMut::from_raw(Geometry::dense(0x30000, 64 * 16, DType::F32, 64, 16)),
 ///     )
 /// };
-/// assert_eq!(validate(&a, &b, None, &d, 1.0, 0.0).unwrap().k, 32);
+/// assert_eq!(validate(&a, &b, None, &d, 1.0, 0.0).unwrap().k(), 32);
 /// let nan = validate(&a, &b, None, &d, f32::NAN, 0.0);
 /// assert!(matches!(nan, Err(OpsError::NonFinite { what: "alpha", .. })));
 /// ```
-pub fn validate(
-    a: &MatrixRef<'_>,
-    b: &MatrixRef<'_>,
-    c: Option<&MatrixRef<'_>>,
-    d: &MatrixMut<'_>,
+pub fn validate<'a>(
+    a: &MatrixRef<'a>,
+    b: &MatrixRef<'a>,
+    c: Option<&MatrixRef<'a>>,
+    d: &MatrixMut<'a>,
     alpha: f32,
     beta: f32,
-) -> Result<GemmProblem, OpsError> {
+) -> Result<GemmProblem<'a>, OpsError> {
     check_scalars(alpha, beta)?;
     let (ga, gb, gd) = (a.geo(), b.geo(), d.geo());
     let gc = c.map(|c| c.geo());
@@ -219,10 +373,10 @@ pub fn validate(
     if !ok_in || !ok_out || gc.is_some_and(|c| c.dtype != gd.dtype) {
         return Err(OpsError::DType(format!(
             "A {} x B {} -> C {} / D {} (supported: f16 or bf16 inputs of one type, D of the input type or f32, C like D)",
-            dtype_name(ga.dtype),
-            dtype_name(gb.dtype),
-            gc.map(|c| dtype_name(c.dtype)).unwrap_or("none"),
-            dtype_name(gd.dtype)
+            ga.dtype.name(),
+            gb.dtype.name(),
+            gc.map(|c| c.dtype.name()).unwrap_or("none"),
+            gd.dtype.name()
         )));
     }
     // Shapes.
@@ -330,5 +484,6 @@ pub fn validate(
         d: gd,
         alpha,
         beta,
+        _views: PhantomData,
     })
 }

@@ -24,14 +24,14 @@
 //!     let ops = Ops::new(gpu);
 //!     let stream = ops.gpu().stream().clone();
 //!     let (m, n, k) = (64, 64, 64);
-//!     let a = stream.memcpy_stod(&vec![bf16::from_f32(1.0); m * k])?;
-//!     let b = stream.memcpy_stod(&vec![bf16::from_f32(0.5); k * n])?;
+//!     let a = stream.clone_htod(&vec![bf16::from_f32(1.0); m * k])?;
+//!     let b = stream.clone_htod(&vec![bf16::from_f32(0.5); k * n])?;
 //!     let mut d = stream.alloc_zeros::<bf16>(m * n)?;
 //!     let a_view = MatrixRef::new(&a, m, k);
 //!     let b_view = MatrixRef::new(&b, k, n);
 //!     ops.gemm(&a_view, &b_view, None, &mut MatrixMut::new(&mut d, m, n), 1.0, 0.0)?;
 //!     ops.gpu().synchronize()?;
-//!     Ok(Some(stream.memcpy_dtov(&d)?))
+//!     Ok(Some(stream.clone_dtoh(&d)?))
 //! }
 //!
 //! match run() {
@@ -52,13 +52,13 @@ pub mod select;
 pub mod tensor;
 
 pub use context::Ops;
-pub use error::OpsError;
-pub use gemm::{validate, GemmProblem};
-pub use scaled_mm::{validate_scaled_mm, Scale, ScaledMmProblem};
 pub use cudarc;
 pub use cudarc::driver::{CudaSlice, CudaStream};
+pub use error::OpsError;
+pub use gemm::{check_gemm_arch, validate, GemmProblem};
 pub use half;
 pub use half::{bf16, f16};
 pub use rcute_kernel::device::{DeviceError, DriverFailure};
 pub use rcute_kernel::Gpu;
+pub use scaled_mm::{check_scaled_mm_arch, validate_scaled_mm, Scale, ScaledMmProblem};
 pub use tensor::{DType, Element, Geometry, Major, MatrixMut, MatrixRef, VectorRef, E4M3};

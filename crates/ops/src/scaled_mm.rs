@@ -23,7 +23,7 @@
 //! elements; on sm_75 the output is f16. [`validate_scaled_mm`] lists every rejection.
 
 use crate::context::boxed;
-use crate::error::{dtype_name, OpsError};
+use crate::error::OpsError;
 use crate::gemm::{check_layout, check_vector_alignment, overlaps, range};
 use crate::select::{select_scaled_mm, ScaledMmSelection};
 use crate::tensor::{DType, Geometry, Major, MatrixMut, MatrixRef, VectorRef};
@@ -34,6 +34,7 @@ use rcute_kernel::gemm_sm80::{
     TICKET_SMEM, TURING_SMEM_BUDGET,
 };
 use rcute_kernel::{Arch, CompileOptions, Function, KernelCache};
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// The kernel family of the SM80-class `scaled_mm` (Ampere class or Turing).
@@ -69,32 +70,89 @@ impl<'a> Scale<'a> {
 }
 
 /// A validated scaled-mm problem.
+///
+/// Only [`validate_scaled_mm`] makes one, and its fields are read-only: a problem always describes
+/// views that passed validation, and borrows their buffers (`'a`), so the safe
+/// [`crate::Ops::run_scaled_mm`] family can launch it.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ScaledMmProblem {
+pub struct ScaledMmProblem<'a> {
     /// Rows of A and the output.
-    pub m: usize,
+    pub(crate) m: usize,
     /// Columns of B and the output.
-    pub n: usize,
+    pub(crate) n: usize,
     /// Columns of A, rows of B.
-    pub k: usize,
+    pub(crate) k: usize,
     /// Batch count.
-    pub l: usize,
+    pub(crate) l: usize,
     /// A (`s8`, row-major M x K); batch stride 0 when broadcast.
-    pub a: Geometry,
+    pub(crate) a: Geometry,
     /// B (`s8`, column-major K x N); batch stride 0 when broadcast.
-    pub b: Geometry,
+    pub(crate) b: Geometry,
     /// The output (f16 / bf16, row-major M x N).
-    pub out: Geometry,
+    pub(crate) out: Geometry,
     /// A's scale (f32, 1 or M elements).
-    pub a_scale: Geometry,
+    pub(crate) a_scale: Geometry,
     /// How A's scale applies ([`ScaleKind::Scalar`] or [`ScaleKind::PerRow`]).
-    pub a_scale_kind: ScaleKind,
+    pub(crate) a_scale_kind: ScaleKind,
     /// B's scale (f32, 1 or N elements).
-    pub b_scale: Geometry,
+    pub(crate) b_scale: Geometry,
     /// How B's scale applies ([`ScaleKind::Scalar`] or [`ScaleKind::PerCol`]).
-    pub b_scale_kind: ScaleKind,
+    pub(crate) b_scale_kind: ScaleKind,
     /// The bias (N elements of the output type).
-    pub bias: Option<Geometry>,
+    pub(crate) bias: Option<Geometry>,
+    /// The views' borrow: a problem cannot outlive the buffers it was validated on.
+    _views: PhantomData<&'a ()>,
+}
+
+impl ScaledMmProblem<'_> {
+    /// Rows of A and the output.
+    pub fn m(&self) -> usize {
+        self.m
+    }
+    /// Columns of B and the output.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+    /// Columns of A, rows of B.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// Batch count.
+    pub fn l(&self) -> usize {
+        self.l
+    }
+    /// A (batch stride 0 when broadcast).
+    pub fn a(&self) -> Geometry {
+        self.a
+    }
+    /// B (batch stride 0 when broadcast).
+    pub fn b(&self) -> Geometry {
+        self.b
+    }
+    /// The output.
+    pub fn out(&self) -> Geometry {
+        self.out
+    }
+    /// A's scale.
+    pub fn a_scale(&self) -> Geometry {
+        self.a_scale
+    }
+    /// How A's scale applies.
+    pub fn a_scale_kind(&self) -> ScaleKind {
+        self.a_scale_kind
+    }
+    /// B's scale.
+    pub fn b_scale(&self) -> Geometry {
+        self.b_scale
+    }
+    /// How B's scale applies.
+    pub fn b_scale_kind(&self) -> ScaleKind {
+        self.b_scale_kind
+    }
+    /// The bias, if any.
+    pub fn bias(&self) -> Option<Geometry> {
+        self.bias
+    }
 }
 
 /// What selects a loaded kernel of [`Ops::run_scaled_mm`] (everything its configuration
@@ -132,8 +190,8 @@ fn vector_check(
     if v.dtype != dtype {
         return Err(OpsError::DType(format!(
             "{operand} is {}, expected {}",
-            dtype_name(v.dtype),
-            dtype_name(dtype)
+            v.dtype.name(),
+            dtype.name()
         )));
     }
     if !expected_len.contains(&v.cols) || v.rows != 1 || v.batch != 1 {
@@ -173,9 +231,15 @@ fn check_out_alignment(gd: &Geometry) -> Result<(), OpsError> {
     let detail = if gd.ptr % 16 != 0 {
         format!("address {:#x} is not 16-byte aligned", gd.ptr)
     } else if gd.ld() % vec != 0 {
-        format!("leading dimension {} is not a multiple of {vec} elements (16 bytes)", gd.ld())
+        format!(
+            "leading dimension {} is not a multiple of {vec} elements (16 bytes)",
+            gd.ld()
+        )
     } else if gd.batch > 1 && gd.batch_stride % vec != 0 {
-        format!("batch stride {} is not a multiple of {vec} elements (16 bytes)", gd.batch_stride)
+        format!(
+            "batch stride {} is not a multiple of {vec} elements (16 bytes)",
+            gd.batch_stride
+        )
     } else {
         return Ok(());
     };
@@ -207,14 +271,14 @@ fn check_out_alignment(gd: &Geometry) -> Result<(), OpsError> {
 /// [`Ops::scaled_mm`] adds the operands' device ([`OpsError::Device`]), the architecture
 /// (sm_75 and newer; FP8 on sm_90 only; f16 output on sm_75: [`OpsError::Arch`],
 /// [`OpsError::DType`]) and the selected kernel's grid ([`OpsError::TooLarge`]).
-pub fn validate_scaled_mm(
-    a: &MatrixRef<'_>,
-    b: &MatrixRef<'_>,
-    a_scale: Scale<'_>,
-    b_scale: Scale<'_>,
-    bias: Option<&VectorRef<'_>>,
-    out: &MatrixMut<'_>,
-) -> Result<ScaledMmProblem, OpsError> {
+pub fn validate_scaled_mm<'a>(
+    a: &MatrixRef<'a>,
+    b: &MatrixRef<'a>,
+    a_scale: Scale<'a>,
+    b_scale: Scale<'a>,
+    bias: Option<&VectorRef<'a>>,
+    out: &MatrixMut<'a>,
+) -> Result<ScaledMmProblem<'a>, OpsError> {
     let (mut ga, mut gb, gd) = (a.geo(), b.geo(), out.geo());
     // Element types.
     let inputs_ok =
@@ -222,9 +286,9 @@ pub fn validate_scaled_mm(
     if !inputs_ok || !matches!(gd.dtype, DType::F16 | DType::BF16) {
         return Err(OpsError::DType(format!(
             "A {} x B {} -> {} (scaled_mm takes s8 A and B, or e4m3 A and B, and writes f16 or bf16)",
-            dtype_name(ga.dtype),
-            dtype_name(gb.dtype),
-            dtype_name(gd.dtype)
+            ga.dtype.name(),
+            gb.dtype.name(),
+            gd.dtype.name()
         )));
     }
     // Shapes.
@@ -240,7 +304,9 @@ pub fn validate_scaled_mm(
     }
     crate::gemm::check_dims(m, n, k, l)?;
     for (name, g) in [("A", &mut ga), ("B", &mut gb)] {
-        if g.batch == 1 && l > 1 && g.dtype == DType::E4M3 {
+        // A batch-1 view, or a batched one with batch stride 0, broadcasts over the batch.
+        let broadcast = l > 1 && (g.batch == 1 || g.batch_stride == 0);
+        if broadcast && g.dtype == DType::E4M3 {
             return Err(OpsError::Strides {
                 operand: name,
                 detail: "FP8 runs only the SM90 TMA kernel, which cannot broadcast an operand over \
@@ -349,7 +415,34 @@ pub fn validate_scaled_mm(
         b_scale: sb,
         b_scale_kind,
         bias: gbias,
+        _views: PhantomData,
     })
+}
+
+/// The architecture rules of `scaled_mm` on a GPU of compute capability `cc`, pure so
+/// that they are testable without that GPU: sm_75 or newer ([`OpsError::Arch`]); FP8 only
+/// on sm_90 ([`OpsError::Arch`]); on sm_75 (the Turing kernel) an f16 output only
+/// ([`OpsError::DType`]).
+pub fn check_scaled_mm_arch(cc: (u32, u32), p: &ScaledMmProblem) -> Result<(), OpsError> {
+    if cc < (7, 5) {
+        return Err(OpsError::Arch(format!(
+            "scaled_mm needs sm_75 or newer, found compute capability {}.{}",
+            cc.0, cc.1
+        )));
+    }
+    if p.a.dtype == DType::E4M3 && cc != (9, 0) {
+        return Err(OpsError::Arch(format!(
+            "FP8 scaled_mm needs sm_90, found compute capability {}.{}",
+            cc.0, cc.1
+        )));
+    }
+    if cc == (7, 5) && p.out.dtype != DType::F16 {
+        return Err(OpsError::DType(format!(
+            "{} output on sm_75 (the Turing kernel writes f16 only)",
+            p.out.dtype.name()
+        )));
+    }
+    Ok(())
 }
 
 /// Whether the SM90 kernel can run a validated problem: TMA needs every batch stride of A
@@ -422,6 +515,14 @@ impl Ops {
     /// column-major `K x N` view (`MatrixRef::new(&buf, k, n).col_major()`), `out` an f16 /
     /// bf16 row-major `M x N` view; 3-D when the views are batched. Every input is validated
     /// first; runs on the GPU's stream and returns once launched.
+    ///
+    /// # Errors
+    ///
+    /// Everything [`validate_scaled_mm`] rejects (its rustdoc lists each case), then the
+    /// architecture rules of [`check_scaled_mm_arch`], an operand on another device
+    /// ([`OpsError::Device`]) and a grid the kernel cannot launch ([`OpsError::TooLarge`]),
+    /// all before any launch. Scale values live on the device and are not read: NaN or
+    /// infinite scales give NaN / infinite outputs, as IEEE arithmetic does.
     pub fn scaled_mm(
         &self,
         a: &MatrixRef<'_>,
@@ -432,6 +533,7 @@ impl Ops {
         out: &mut MatrixMut<'_>,
     ) -> Result<(), OpsError> {
         let p = validate_scaled_mm(a, b, a_scale, b_scale, bias, out)?;
+        check_scaled_mm_arch(self.gpu().compute_capability(), &p)?;
         self.run_scaled_mm(&p, None)
     }
 
@@ -458,10 +560,10 @@ impl Ops {
     /// Generate, compile (cached) and load the scaled-mm kernel of `cfg` for this GPU (once
     /// per configuration).
     pub fn load_scaled_mm(&self, cfg: &GemmSm80Config) -> Result<LoadedScaledMm, OpsError> {
-        let poisoned = || OpsError::Arch("poisoned kernel table".into());
-        if let Some(l) = self.scaled_mms.lock().map_err(|_| poisoned())?.get(cfg) {
-            return Ok(l.clone());
-        }
+        self.scaled_mms.get_or_try_build(cfg, || self.build_scaled_mm(cfg))
+    }
+
+    fn build_scaled_mm(&self, cfg: &GemmSm80Config) -> Result<LoadedScaledMm, OpsError> {
         let arch = self
             .gpu()
             .arch()
@@ -473,15 +575,11 @@ impl Ops {
         let module = self.gpu().load(&compiled).map_err(boxed)?;
         let main = module.function(&g.name).map_err(boxed)?;
         let reduce = module.function(&g.reduce_name).map_err(boxed)?;
-        let loaded = LoadedScaledMm {
+        Ok(LoadedScaledMm {
             generated: Arc::new(g),
             main,
             reduce,
-        };
-        if let Ok(mut t) = self.scaled_mms.lock() {
-            t.insert(cfg.clone(), loaded.clone());
-        }
-        Ok(loaded)
+        })
     }
 
     /// Run a validated problem with the automatic kernel choice, or a forced one (tests and
@@ -535,7 +633,7 @@ impl Ops {
         if sel.target == ScaledMmTarget::Turing && out != Element::F16 {
             return Err(OpsError::DType(format!(
                 "{} output on sm_75 (the Turing kernel writes f16 only)",
-                dtype_name(p.out.dtype)
+                p.out.dtype.name()
             )));
         }
         let optin = (self.gpu().max_shared_per_block_optin() as usize).saturating_sub(TICKET_SMEM);

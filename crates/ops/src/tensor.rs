@@ -26,6 +26,17 @@ pub enum DType {
 }
 
 impl DType {
+    /// The type's name in messages (`"bf16"`, `"e4m3"`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::F32 => "f32",
+            DType::S8 => "s8",
+            DType::S32 => "s32",
+            DType::E4M3 => "e4m3",
+        }
+    }
     /// Size of one element in bytes.
     pub fn bytes(self) -> usize {
         match self {
@@ -175,7 +186,8 @@ impl Geometry {
     /// Set column-major strides (`row_stride = 1`, `col_stride = rows`).
     pub fn to_col_major(mut self) -> Geometry {
         self.row_stride = 1;
-        self.col_stride = self.rows as i64;
+        // Saturating, as in `row_major`: validation reports the size as too large.
+        self.col_stride = i64::try_from(self.rows).unwrap_or(i64::MAX);
         self
     }
 }
@@ -194,6 +206,15 @@ impl Geometry {
 /// let t = a.col_major();
 /// assert_eq!((t.geo().row_stride, t.geo().col_stride, t.geo().len), (1, 64, 64 * 32));
 /// ```
+///
+/// Safe code cannot enlarge a view or move its pointer:
+///
+/// ```compile_fail
+/// # use rcute_ops::{DType, Geometry, MatrixRef};
+/// // SAFETY: the geometry is never used to launch.
+/// let mut a = unsafe { MatrixRef::from_raw(Geometry::dense(0x1000, 64, DType::BF16, 8, 8)) };
+/// a.geo.len = usize::MAX; // error: the field is private
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct MatrixRef<'a> {
     geo: Geometry,
@@ -209,6 +230,11 @@ pub struct MatrixMut<'a> {
 
 impl<'a> MatrixRef<'a> {
     /// A row-major `rows x cols` view of `buf` (strides can be changed with the builders).
+    ///
+    /// Infallible, so that the common path stays one line: sizes are checked when an op
+    /// validates the view, where a view larger than its buffer is
+    /// [`OpsError::OutOfBounds`] and one whose extent overflows (say `usize::MAX / 2` rows
+    /// of 64) is [`OpsError::TooLarge`], never a wrapped stride.
     pub fn new<T: Element>(buf: &'a CudaSlice<T>, rows: usize, cols: usize) -> Self {
         let (ptr, _sync) = buf.device_ptr(buf.stream());
         let device = buf.stream().context().ordinal();
