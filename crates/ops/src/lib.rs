@@ -14,6 +14,7 @@ pub mod awq;
 pub mod context;
 pub mod error;
 pub mod gemm;
+pub mod moe;
 pub mod scaled_mm;
 pub mod select;
 pub mod tensor;
