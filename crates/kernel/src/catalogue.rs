@@ -13,8 +13,9 @@
 //! main kernel and its split-K reduction kernel), then the SM90 GEMM kernels of
 //! [`crate::gemm_sm90`] ([`gemm_sm90_configs`], compiled for `sm_90a` only, bf16 and the
 //! INT8 / FP8 scaled GEMMs), the INT8 scaled-mm units of [`crate::gemm_sm80`]
-//! ([`scaled_mm_sm80_configs`]: Ampere class for sm_80, Turing for sm_75), and the AWQ
-//! dequantization kernels of [`crate::awq_dequantize`].
+//! ([`scaled_mm_sm80_configs`]: Ampere class for sm_80, Turing for sm_75), the AWQ
+//! dequantization kernels of [`crate::awq_dequantize`] and the MoE routing kernels of
+//! [`crate::moe_routing`].
 
 use crate::nvrtc::Arch;
 use rcute_atom::catalogue::{all_atoms, Entry};
@@ -197,6 +198,32 @@ pub fn standard() -> Vec<CatalogueKernel> {
             kernels: 1,
         });
     }
+    // MoE routing: top-k softmax (f32 / bf16 / f16 logits; up to 64 experts, and up to 256
+    // for bf16) and the alignment of routed tokens to the grouped GEMM's tiles.
+    for (e, experts) in [
+        (rcute_atom::Element::F32, 64),
+        (rcute_atom::Element::BF16, 64),
+        (rcute_atom::Element::F16, 64),
+        (rcute_atom::Element::BF16, 256),
+    ] {
+        let g =
+            crate::moe_routing::topk_softmax::generate(e, experts).expect("top-k softmax generates for f32, bf16, f16");
+        out.push(CatalogueKernel {
+            name: g.name.clone(),
+            arch: Arch::Sm80,
+            source: g.source,
+            expect_sass: vec!["SHFL.BFLY", "MUFU.EX2"],
+            kernels: 1,
+        });
+    }
+    let g = crate::moe_routing::align::generate();
+    out.push(CatalogueKernel {
+        name: g.name.clone(),
+        arch: Arch::Sm80,
+        source: g.source,
+        expect_sass: vec!["MATCH.ANY", "SHFL.UP", "POPC"],
+        kernels: 1,
+    });
     out
 }
 

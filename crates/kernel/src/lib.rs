@@ -62,6 +62,7 @@ pub mod emit;
 pub mod gemm_sm80;
 pub mod gemm_sm90;
 pub mod launch;
+pub mod moe_routing;
 pub mod nvrtc;
 pub mod resources;
 pub mod sass;

@@ -47,6 +47,7 @@ pub mod context;
 pub mod error;
 pub mod gemm;
 pub mod memo;
+pub mod moe;
 pub mod scaled_mm;
 pub mod select;
 pub mod tensor;

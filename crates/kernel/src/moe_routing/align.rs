@@ -1,0 +1,465 @@
+//! Alignment of routed tokens to the grouped GEMM's tiles (the idea of vLLM's
+//! `moe_align_block_size`), on the GPU, deterministic and with no host synchronisation.
+//!
+//! Input: `topk_ids [T, k]` (int32, global expert ids) and a local expert range
+//! `[expert_offset, expert_offset + L)`; ids outside it are dropped (another GPU computes
+//! them). Outputs, for local expert `e` with `c_e` routed entries:
+//!
+//! * `counts [L]`: `c_e`;
+//! * `offsets [L + 1]`: `offsets[e] = sum_{e' < e} round_up(c_e', block_m)`, and
+//!   `offsets[L]` the padded row count, also written to the device scalar `total_rows [1]`;
+//! * `sorted_ids [rows]`: rows `offsets[e] .. offsets[e] + c_e` hold the flattened indices
+//!   `t * k + j` of the entries routed to `e` in ascending order, every other row the
+//!   sentinel `T * k`;
+//! * `block_expert [blocks]`: the local expert of each `block_m` block of rows, `-1` past
+//!   `total_rows`.
+//!
+//! `rows` and `blocks` come from [`align_capacity`], the worst case over all routings.
+//!
+//! One block of [`THREADS`] threads. Warp `w` owns a contiguous slice of the entries. Pass
+//! 1 counts each warp's entries per expert in shared memory (`__match_any_sync` groups the
+//! lanes holding one expert; the group's lowest lane adds its size, so no two lanes of a
+//! warp touch one counter). A block scan turns the counts into per-warp starting ranks and
+//! padded expert offsets. Pass 2 writes the padding and the block experts, pass 3 replays
+//! pass 1 and places each entry at `offset + warp's rank + rank within the group`: the
+//! order within an expert is the order of the flattened index, whatever the scheduling.
+//!
+//! ```
+//! use rcute_kernel::moe_routing::align::{align_capacity, generate, MoeAlignArgs};
+//! let g = generate();
+//! assert_eq!(g.name, "rc_moe_align_l256");
+//! // 3 tokens top-2 over 4 local experts, tiles of 16: at most one block per expert.
+//! let cap = align_capacity(3, 2, 4, 16).unwrap();
+//! assert_eq!((cap.rows, cap.blocks), (64, 4));
+//! assert!(align_capacity(3, 2, 0, 16).is_err());
+//! ```
+
+use super::{MoeRoutingError, MAX_LOCAL_EXPERTS};
+use crate::emit::{index_expr, unit_preamble, Function as CFunction, Item, Stmt, Unit};
+use crate::launch::{Dim3, KernelArgs, LaunchConfig};
+use rcute_layout::{tuple, Layout};
+
+/// Threads of the (single) block.
+pub const THREADS: u32 = 1024;
+
+/// Warps of the block: each owns a contiguous slice of the routed entries.
+const WARPS: u32 = THREADS / 32;
+
+/// Entries a warp loads before processing them (32 each): independent loads in flight.
+const UNROLL: u32 = 4;
+
+/// The largest `T * k + L * (block_m - 1)` the 32-bit indices allow.
+pub const MAX_ROWS_BOUND: i64 = 1 << 30;
+
+/// The output sizes of an alignment, from the shapes alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AlignCapacity {
+    /// Length of `sorted_ids`: the most padded rows any routing can produce, a multiple
+    /// of `block_m`.
+    pub rows: usize,
+    /// Length of `block_expert`: `rows / block_m`.
+    pub blocks: usize,
+    /// Length of `counts` (`L`); `offsets` has `L + 1` entries, `total_rows` one.
+    pub experts: usize,
+}
+
+/// Buffer sizes for `T` tokens, top-`k`, `L` local experts and tiles of `block_m` rows.
+///
+/// With `N = T * k` entries, expert `e` receiving `c_e` of them uses `ceil(c_e / block_m)`
+/// blocks; summed, at most `N` (every non-empty expert has an entry per block) and at
+/// most `floor((N + L * (block_m - 1)) / block_m)` (each expert pads by at most `block_m -
+/// 1`). So `blocks = min(N, (N + L * (block_m - 1)) / block_m)` and `rows = blocks *
+/// block_m`: no device data is needed, and both bounds are reached by some routing.
+pub fn align_capacity(
+    tokens: usize,
+    topk: usize,
+    local_experts: usize,
+    block_m: usize,
+) -> Result<AlignCapacity, MoeRoutingError> {
+    if local_experts == 0 || local_experts > MAX_LOCAL_EXPERTS as usize {
+        return Err(MoeRoutingError::ExpertRange {
+            offset: 0,
+            local: local_experts as i64,
+        });
+    }
+    if block_m == 0 {
+        return Err(MoeRoutingError::BlockM(0));
+    }
+    let n = tokens
+        .checked_mul(topk)
+        .ok_or_else(|| MoeRoutingError::TooLarge(format!("{tokens} tokens x top-{topk}")))?;
+    let bound = (local_experts as u128) * (block_m as u128 - 1) + n as u128;
+    if bound > MAX_ROWS_BOUND as u128 {
+        return Err(MoeRoutingError::TooLarge(format!(
+            "T * k + L * (block_m - 1) = {bound} > {MAX_ROWS_BOUND}"
+        )));
+    }
+    let blocks = n.min(bound as usize / block_m);
+    Ok(AlignCapacity {
+        rows: blocks * block_m,
+        blocks,
+        experts: local_experts,
+    })
+}
+
+/// The generated alignment kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GeneratedMoeAlign {
+    /// Kernel (and unit) name: `rc_moe_align_l256` (up to 256 local experts).
+    pub name: String,
+    /// CUDA C++ source.
+    pub source: String,
+}
+
+/// Run-time arguments: device pointers (int32 buffers sized by [`align_capacity`]) and sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeAlignArgs {
+    /// `topk_ids [T, k]`.
+    pub topk_ids: u64,
+    /// Output `counts [L]`.
+    pub counts: u64,
+    /// Output `offsets [L + 1]`.
+    pub offsets: u64,
+    /// Output `sorted_ids [rows]`.
+    pub sorted_ids: u64,
+    /// Output `block_expert [blocks]`.
+    pub block_expert: u64,
+    /// Output `total_rows [1]`.
+    pub total_rows: u64,
+    /// `T`.
+    pub tokens: i32,
+    /// `k`.
+    pub topk: i32,
+    /// First global expert id of this GPU.
+    pub expert_offset: i32,
+    /// `L`, the experts of this GPU.
+    pub local_experts: i32,
+    /// The GEMM tile's rows.
+    pub block_m: i32,
+}
+
+impl GeneratedMoeAlign {
+    /// Validates the sizes and returns the buffer sizes they need.
+    pub fn check(&self, a: &MoeAlignArgs) -> Result<AlignCapacity, MoeRoutingError> {
+        if a.expert_offset < 0 || a.local_experts < 1 || a.local_experts as u32 > MAX_LOCAL_EXPERTS {
+            return Err(MoeRoutingError::ExpertRange {
+                offset: a.expert_offset.into(),
+                local: a.local_experts.into(),
+            });
+        }
+        if a.block_m < 1 {
+            return Err(MoeRoutingError::BlockM(a.block_m.into()));
+        }
+        if a.tokens < 0 || a.topk < 1 {
+            return Err(MoeRoutingError::TooLarge(format!(
+                "{} tokens x top-{}",
+                a.tokens, a.topk
+            )));
+        }
+        align_capacity(
+            a.tokens as usize,
+            a.topk as usize,
+            a.local_experts as usize,
+            a.block_m as usize,
+        )
+    }
+
+    /// One block of [`THREADS`] threads.
+    pub fn launch_config(&self) -> LaunchConfig {
+        LaunchConfig::new(Dim3::new(1, 1, 1), THREADS)
+    }
+
+    /// The kernel's arguments in order (after [`Self::check`]).
+    pub fn args(&self, a: &MoeAlignArgs) -> Result<KernelArgs, MoeRoutingError> {
+        let cap = self.check(a)?;
+        Ok(KernelArgs::new()
+            .u64(a.topk_ids)
+            .u64(a.counts)
+            .u64(a.offsets)
+            .u64(a.sorted_ids)
+            .u64(a.block_expert)
+            .u64(a.total_rows)
+            .i32(a.tokens * a.topk)
+            .i32(a.expert_offset)
+            .i32(a.local_experts)
+            .i32(a.block_m)
+            .i32(cap.rows as i32))
+    }
+}
+
+/// Generates the alignment kernel (up to [`MAX_LOCAL_EXPERTS`] local experts).
+pub fn generate() -> GeneratedMoeAlign {
+    let name = format!("rc_moe_align_l{MAX_LOCAL_EXPERTS}");
+    let mut items = unit_preamble(&[], "");
+    items.push(Item::Function(kernel(&name)));
+    let unit = Unit {
+        header: vec![
+            format!(
+                "{name}: top-k expert ids -> per-expert counts, offsets padded to block_m, sorted ids, block experts (L <= {MAX_LOCAL_EXPERTS})"
+            ),
+            "Generated by rcute (crates/kernel/src/moe_routing/align.rs); do not edit.".into(),
+        ],
+        includes: vec![],
+        items,
+    };
+    GeneratedMoeAlign {
+        name,
+        source: unit.render(),
+    }
+}
+
+/// The per-warp counters `[WARPS, MAX_LOCAL_EXPERTS]` in shared memory, at `(w, e)`.
+fn counter(warp: &str) -> (String, String) {
+    let (w, l) = (i64::from(WARPS), i64::from(MAX_LOCAL_EXPERTS));
+    let l = Layout::new(tuple!(w, l), tuple!(l, 1)).expect("a static row-major layout");
+    let ix = index_expr(&l, &[warp, "e"]).expect("two modes, two coordinates");
+    (format!("warp_count[{}]", ix.expr), ix.comment)
+}
+
+/// Walks warp `w`'s entries `[begin, end)`, `UNROLL * 32` at a time; for each entry, `e`
+/// is its local expert, `local` whether it is one, `peers` the lanes with the same value
+/// and `before` those of lower lanes. `place` runs first (pass 3), then the group's lowest
+/// lane advances the warp's counter of `e`.
+fn walk_entries(place: Vec<Stmt>) -> Stmt {
+    let (cnt, cnt_doc) = counter("w");
+    let mut per_entry = vec![
+        Stmt::decl("const int", "e", "id[u]"),
+        Stmt::decl("const bool", "local", "(unsigned)e < (unsigned)L"),
+        Stmt::decl(
+            "const unsigned",
+            "peers",
+            "__match_any_sync(0xffffffffu, local ? e : -1)",
+        ),
+        Stmt::decl("const unsigned", "before", "peers & ((1u << lane) - 1u)"),
+    ];
+    per_entry.extend(place);
+    per_entry.extend([
+        Stmt::Comment(cnt_doc),
+        Stmt::If {
+            cond: "local && before == 0u".into(),
+            then: vec![Stmt::assign(cnt.clone(), format!("{cnt} + __popc(peers)"))],
+            otherwise: vec![],
+        },
+        Stmt::Expr("__syncwarp()".into()),
+    ]);
+    Stmt::Loop {
+        init: "int base = begin".into(),
+        cond: "base < end".into(),
+        step: format!("base += {}", 32 * UNROLL),
+        body: vec![
+            Stmt::Array {
+                ty: "int".into(),
+                name: "id".into(),
+                len: UNROLL as usize,
+                comment: Some("local expert of entries base + 32 * u + lane (-1 past end)".into()),
+            },
+            Stmt::unrolled(
+                "u",
+                UNROLL,
+                vec![
+                    Stmt::decl("const int", "i", "base + 32 * u + lane"),
+                    Stmt::assign(
+                        "id[u]",
+                        "i < end ? (int)((unsigned)topk_ids[i] - (unsigned)expert_offset) : -1",
+                    ),
+                ],
+            ),
+            Stmt::unrolled("u", UNROLL, per_entry),
+        ],
+    }
+}
+
+/// Per-expert totals, per-warp exclusive ranks (in place) and the padded offsets: a
+/// block-wide exclusive scan of `round_up(c_e, block_m)` over threads (thread `e` =
+/// expert `e`).
+fn scan() -> Vec<Stmt> {
+    let (cnt, cnt_doc) = counter("v");
+    let warp_scan = |var: &str| Stmt::Loop {
+        init: "int o = 1".into(),
+        cond: "o < 32".into(),
+        step: "o *= 2".into(),
+        body: vec![
+            Stmt::decl("const int", "y", format!("__shfl_up_sync(0xffffffffu, {var}, o)")),
+            Stmt::If {
+                cond: "lane >= o".into(),
+                then: vec![Stmt::assign(var, format!("{var} + y"))],
+                otherwise: vec![],
+            },
+        ],
+    };
+    vec![
+        Stmt::decl("int", "c", "0"),
+        Stmt::If {
+            cond: "(int)threadIdx.x < L".into(),
+            then: vec![
+                Stmt::decl("const int", "e", "threadIdx.x"),
+                Stmt::For {
+                    var: "v".into(),
+                    start: "0".into(),
+                    end: WARPS.to_string(),
+                    unroll: false,
+                    body: vec![
+                        Stmt::Comment(cnt_doc),
+                        Stmt::decl("const int", "n", cnt.clone()),
+                        Stmt::assign(cnt, "c"),
+                        Stmt::assign("c", "c + n"),
+                    ],
+                },
+                Stmt::assign("counts[e]", "c"),
+                Stmt::assign("expert_count[e]", "c"),
+            ],
+            otherwise: vec![],
+        },
+        Stmt::decl("const int", "padded", "(int)rc_ceil_div(c, block_m) * block_m"),
+        Stmt::decl("int", "incl", "padded"),
+        warp_scan("incl"),
+        Stmt::If {
+            cond: "lane == 31".into(),
+            then: vec![Stmt::assign("warp_sum[w]", "incl")],
+            otherwise: vec![],
+        },
+        Stmt::Expr("__syncthreads()".into()),
+        Stmt::If {
+            cond: "w == 0".into(),
+            then: vec![
+                Stmt::decl("int", "s", "warp_sum[lane]"),
+                warp_scan("s"),
+                Stmt::assign("warp_sum[lane]", "s"),
+            ],
+            otherwise: vec![],
+        },
+        Stmt::Expr("__syncthreads()".into()),
+        Stmt::decl("const int", "excl", "incl - padded + (w > 0 ? warp_sum[w - 1] : 0)"),
+        Stmt::If {
+            cond: "(int)threadIdx.x < L".into(),
+            then: vec![
+                Stmt::assign("row_offset[threadIdx.x]", "excl"),
+                Stmt::assign("offsets[threadIdx.x]", "excl"),
+            ],
+            otherwise: vec![],
+        },
+        Stmt::If {
+            cond: "threadIdx.x == 0".into(),
+            then: vec![
+                Stmt::decl("const int", "total", format!("warp_sum[{}]", WARPS - 1)),
+                Stmt::assign("row_offset[L]", "total"),
+                Stmt::assign("offsets[L]", "total"),
+                Stmt::assign("total_rows[0]", "total"),
+            ],
+            otherwise: vec![],
+        },
+        Stmt::Expr("__syncthreads()".into()),
+    ]
+}
+
+/// Pass 2: the sentinel in every padding row, the expert of every block (-1 past the
+/// total). The expert of row `r < total` is the last `e` with `row_offset[e] <= r`.
+fn pad_rows() -> Stmt {
+    Stmt::Loop {
+        init: "int r = threadIdx.x".into(),
+        cond: "r < max_rows".into(),
+        step: format!("r += {THREADS}"),
+        body: vec![
+            Stmt::decl("int", "lo", "0"),
+            Stmt::decl("int", "hi", "L"),
+            Stmt::If {
+                cond: "r < total".into(),
+                then: vec![Stmt::While {
+                    cond: "hi - lo > 1".into(),
+                    body: vec![
+                        Stmt::decl("const int", "mid", "(lo + hi) / 2"),
+                        Stmt::If {
+                            cond: "row_offset[mid] <= r".into(),
+                            then: vec![Stmt::assign("lo", "mid")],
+                            otherwise: vec![Stmt::assign("hi", "mid")],
+                        },
+                    ],
+                }],
+                otherwise: vec![],
+            },
+            Stmt::If {
+                cond: "r >= total || r - row_offset[lo] >= expert_count[lo]".into(),
+                then: vec![Stmt::assign("sorted_ids[r]", "N")],
+                otherwise: vec![],
+            },
+            Stmt::If {
+                cond: "r % block_m == 0".into(),
+                then: vec![Stmt::assign("block_expert[r / block_m]", "r < total ? lo : -1")],
+                otherwise: vec![],
+            },
+        ],
+    }
+}
+
+fn kernel(name: &str) -> CFunction {
+    let (cnt, _) = counter("w");
+    let shared = |decl: String| Stmt::Decl {
+        ty: "__shared__ int".into(),
+        name: decl,
+        init: None,
+        comment: None,
+    };
+    let mut body = vec![
+        shared(format!("warp_count[{}]", WARPS * MAX_LOCAL_EXPERTS)),
+        shared(format!("row_offset[{}]", MAX_LOCAL_EXPERTS + 1)),
+        shared(format!("expert_count[{MAX_LOCAL_EXPERTS}]")),
+        shared(format!("warp_sum[{WARPS}]")),
+        Stmt::decl("const int", "lane", "threadIdx.x % 32"),
+        Stmt::decl("const int", "w", "threadIdx.x / 32"),
+        Stmt::Loop {
+            init: "int i = threadIdx.x".into(),
+            cond: format!("i < {}", WARPS * MAX_LOCAL_EXPERTS),
+            step: format!("i += {THREADS}"),
+            body: vec![Stmt::assign("warp_count[i]", "0")],
+        },
+        Stmt::Expr("__syncthreads()".into()),
+        Stmt::Comment(format!(
+            "warp w owns the flattened entries [begin, end), {WARPS} contiguous slices"
+        )),
+        Stmt::decl("const long long", "per", format!("rc_ceil_div(N, {WARPS})")),
+        Stmt::decl("const int", "begin", "(int)rc_min(N, w * per)"),
+        Stmt::decl("const int", "end", "(int)rc_min(N, begin + per)"),
+        Stmt::Comment("pass 1: per-warp counts".into()),
+        walk_entries(vec![]),
+        Stmt::Expr("__syncthreads()".into()),
+    ];
+    body.extend(scan());
+    body.extend([
+        Stmt::decl("const int", "total", "row_offset[L]"),
+        Stmt::Comment("pass 2: padding rows and block experts".into()),
+        pad_rows(),
+        Stmt::Comment("pass 3: each entry at its expert's offset + the warp's rank + its rank in the group".into()),
+        walk_entries(vec![
+            Stmt::If {
+                cond: "local".into(),
+                then: vec![Stmt::assign(
+                    format!("sorted_ids[row_offset[e] + {cnt} + __popc(before)]"),
+                    "base + 32 * u + lane",
+                )],
+                otherwise: vec![],
+            },
+            Stmt::Expr("__syncwarp()".into()),
+        ]),
+    ]);
+    let int_out = |n: &str| ("int* __restrict__".to_string(), n.to_string());
+    CFunction {
+        qualifiers: format!("extern \"C\" __global__ __launch_bounds__({THREADS}, 1)"),
+        ret: "void".into(),
+        name: name.into(),
+        params: vec![
+            ("const int* __restrict__".into(), "topk_ids".into()),
+            int_out("counts"),
+            int_out("offsets"),
+            int_out("sorted_ids"),
+            int_out("block_expert"),
+            int_out("total_rows"),
+            ("int".into(), "N".into()),
+            ("int".into(), "expert_offset".into()),
+            ("int".into(), "L".into()),
+            ("int".into(), "block_m".into()),
+            ("int".into(), "max_rows".into()),
+        ],
+        doc: vec!["N = T * k routed entries; local experts [expert_offset, expert_offset + L); one block".into()],
+        body,
+    }
+}

@@ -1,0 +1,175 @@
+//! The MoE routing kernels: deterministic sources, typed errors for unsupported requests,
+//! and every kernel compiles for sm_80 and sm_90a without spills or local memory, with the
+//! warp-level instructions its design rests on.
+
+use rcute_atom::Element;
+use rcute_kernel::moe_routing::{align, topk_softmax, MoeRoutingError};
+use rcute_kernel::testing::toolkit_for_test;
+use rcute_kernel::{compile, Arch, CompileOptions, Sass};
+
+fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
+    let mut v = Vec::new();
+    for e in [Element::F32, Element::BF16, Element::F16] {
+        for experts in [8, 64, 128, 256] {
+            let g = topk_softmax::generate(e, experts).unwrap();
+            v.push((g.name, g.source, vec!["SHFL.BFLY", "MUFU.EX2"]));
+        }
+    }
+    let g = align::generate();
+    v.push((g.name, g.source, vec!["MATCH.ANY", "SHFL.UP", "POPC", "BAR.SYNC"]));
+    v
+}
+
+#[test]
+fn sources_are_deterministic_and_folded() {
+    assert_eq!(kernels(), kernels());
+    for (name, src, _) in kernels() {
+        for pat in ["+ 0)", "- 0)", "* 1)", ">> 0", "<< 0"] {
+            assert!(!src.contains(pat), "{name}: unfolded {pat:?} in\n{src}");
+        }
+        if let Some(dir) = std::env::var_os("RCUTE_DUMP") {
+            std::fs::write(std::path::Path::new(&dir).join(format!("{name}.cu")), &src).unwrap();
+        }
+    }
+}
+
+#[test]
+fn unsupported_requests_are_typed_errors() {
+    assert_eq!(
+        topk_softmax::generate(Element::S8, 8).unwrap_err(),
+        MoeRoutingError::Element(Element::S8)
+    );
+    assert!(matches!(
+        topk_softmax::generate(Element::BF16, 257),
+        Err(MoeRoutingError::Experts { experts: 257, .. })
+    ));
+    assert!(topk_softmax::generate(Element::BF16, 0).is_err());
+    // Experts round up to the values each lane holds.
+    assert_eq!(topk_softmax::generate(Element::F32, 65).unwrap().max_experts(), 128);
+    let g = topk_softmax::generate(Element::BF16, 64).unwrap();
+    let args = topk_softmax::TopkSoftmaxArgs {
+        logits: 0,
+        topk_ids: 0,
+        topk_weights: 0,
+        tokens: 5,
+        experts: 64,
+        topk: 6,
+        renormalize: false,
+    };
+    assert!(g.check(&args).is_ok());
+    for bad in [
+        topk_softmax::TopkSoftmaxArgs { experts: 65, ..args },
+        topk_softmax::TopkSoftmaxArgs { experts: 0, ..args },
+        topk_softmax::TopkSoftmaxArgs { topk: 0, ..args },
+        topk_softmax::TopkSoftmaxArgs { experts: 4, ..args },
+        topk_softmax::TopkSoftmaxArgs { tokens: -1, ..args },
+    ] {
+        assert!(g.check(&bad).is_err(), "{bad:?}");
+    }
+    let g = topk_softmax::generate(Element::BF16, 256).unwrap();
+    assert!(matches!(
+        g.check(&topk_softmax::TopkSoftmaxArgs {
+            experts: 256,
+            topk: 33,
+            ..args
+        }),
+        Err(MoeRoutingError::TopK { k: 33, experts: 256 })
+    ));
+
+    let a = align::generate();
+    let args = align::MoeAlignArgs {
+        topk_ids: 0,
+        counts: 0,
+        offsets: 0,
+        sorted_ids: 0,
+        block_expert: 0,
+        total_rows: 0,
+        tokens: 64,
+        topk: 6,
+        expert_offset: 0,
+        local_experts: 64,
+        block_m: 64,
+    };
+    assert_eq!(a.check(&args).unwrap(), align::align_capacity(64, 6, 64, 64).unwrap());
+    for bad in [
+        align::MoeAlignArgs {
+            local_experts: 0,
+            ..args
+        },
+        align::MoeAlignArgs {
+            local_experts: 257,
+            ..args
+        },
+        align::MoeAlignArgs {
+            expert_offset: -1,
+            ..args
+        },
+        align::MoeAlignArgs { block_m: 0, ..args },
+        align::MoeAlignArgs { topk: 0, ..args },
+        align::MoeAlignArgs { tokens: -3, ..args },
+        align::MoeAlignArgs {
+            tokens: 1 << 28,
+            topk: 8,
+            ..args
+        },
+    ] {
+        assert!(a.check(&bad).is_err(), "{bad:?}");
+        assert!(a.args(&bad).is_err());
+    }
+}
+
+/// `align_capacity` is the exact worst case: brute force over every distribution of `N`
+/// local entries (N <= T * k) on small shapes.
+#[test]
+fn align_capacity_is_the_worst_case() {
+    fn worst(n: usize, l: usize, bm: usize) -> usize {
+        // The most blocks `n` entries over `l` experts can need (dynamic programming over experts).
+        let mut best = vec![0usize; n + 1];
+        for _ in 0..l {
+            let prev = best.clone();
+            for total in 0..=n {
+                for c in 0..=total {
+                    best[total] = best[total].max(prev[total - c] + c.div_ceil(bm));
+                }
+            }
+        }
+        (0..=n).map(|m| best[m]).max().unwrap_or(0)
+    }
+    for t in 0..6 {
+        for k in 1..4 {
+            for l in 1..6 {
+                for bm in [1, 2, 3, 4, 16] {
+                    let cap = align::align_capacity(t, k, l, bm).unwrap();
+                    assert_eq!(cap.blocks, worst(t * k, l, bm), "T={t} k={k} L={l} bm={bm}");
+                    assert_eq!(cap.rows, cap.blocks * bm);
+                    assert_eq!(cap.experts, l);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn compiles_without_spills_or_local_memory() {
+    let Some(tk) = toolkit_for_test() else { return };
+    for (name, src, ops) in kernels() {
+        for arch in [Arch::Sm80, Arch::Sm90a] {
+            let c = compile(&src, &format!("{name}.cu"), &CompileOptions::new(arch))
+                .unwrap_or_else(|err| panic!("{name} for {arch}: {err}\n{src}"));
+            let r = c
+                .resources
+                .kernel(&name)
+                .unwrap_or_else(|| panic!("no resources\n{}", c.log));
+            assert!(!r.spills() && r.stack_frame_bytes == 0, "{name} on {arch}: {r:?}");
+            assert!(r.registers <= 64, "{name} on {arch}: {} registers", r.registers);
+            eprintln!("{name} {arch}: {} registers, {} B smem", r.registers, r.shared_bytes);
+            let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
+            let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
+            assert!(!sass.uses_local_memory(), "{name} on {arch}: LDL/STL");
+            let k = sass.kernel(&name).unwrap();
+            for op in &ops {
+                assert!(k.contains_opcode(op), "{name} on {arch}: no {op}");
+            }
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! Fused MoE on the host: the float64 references of the routing steps that the GPU kernels
+//! of `rcute_kernel::moe_routing` are checked against.
+//!
+//! * [`routing`]: router logits -> top-k expert ids and weights (softmax, top-k with ties
+//!   to the lower expert, optional renormalisation).
+//! * [`align`]: top-k ids and a local expert range -> per-expert counts, offsets padded to
+//!   the GEMM tile, the routed entries sorted by expert, the expert of every tile.
+//!
+//! ```
+//! use rcute_ops::moe::{align_reference, topk_softmax_reference};
+//! // Two tokens, four experts, top-2, renormalised.
+//! let logits = [0.1, 2.0, -1.0, 1.5, 3.0, 3.0, 0.0, 0.5];
+//! let r = topk_softmax_reference(&logits, 2, 4, 2, true).unwrap();
+//! assert_eq!(r.topk_ids, vec![1, 3, 0, 1]); // the tie 3.0 = 3.0 goes to expert 0 first
+//! assert!((r.topk_weights[2] - 0.5).abs() < 1e-15);
+//! // Experts [1, 3) on this GPU, tiles of 2 rows.
+//! let a = align_reference(&r.topk_ids, 2, 2, 1, 2, 2).unwrap();
+//! assert_eq!(a.counts, vec![2, 0]); // entries 0 and 3 go to expert 1; expert 2 gets none
+//! assert_eq!(a.sorted_ids, vec![0, 3]);
+//! assert_eq!(a.block_expert, vec![0]);
+//! ```
+
+pub mod align;
+pub mod routing;
+
+pub use align::{align_reference, Alignment};
+pub use routing::{topk_softmax_reference, Routing};

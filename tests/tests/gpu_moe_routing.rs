@@ -1,0 +1,302 @@
+//! The MoE routing kernels on the GPU against the float64 references of `rcute_ops::moe`:
+//! random router logits (f32, bf16, f16) for the Mixtral (E = 8, top-2) and
+//! DeepSeek-V2-Lite (E = 64, top-6) shapes at T = 1, 3, 64, 1000, 4096, with and without
+//! renormalisation. Top-k ids must match exactly (the kernel and the reference select on
+//! the same logits with the same tie rule), weights within 1e-6 relative. The alignment
+//! runs on the kernel's ids for the full expert range, an expert-parallel slice (offset 2,
+//! 3 local experts) and a slice no token routes to, at several tile heights; every output
+//! must match exactly, past the used rows too (sentinel, -1), and a second run must be
+//! bit-identical. Outputs are poisoned first. Skips with a printed reason without a GPU
+//! (fails under `RCUTE_REQUIRE_GPU=1`).
+
+mod common;
+
+use common::{compile_and_gpu, Rng};
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use rcute_atom::Element;
+use rcute_kernel::moe_routing::align::{self, AlignCapacity, GeneratedMoeAlign, MoeAlignArgs};
+use rcute_kernel::moe_routing::topk_softmax::{self, GeneratedTopkSoftmax, TopkSoftmaxArgs};
+use rcute_kernel::{Arch, Function, Gpu};
+use rcute_ops::moe::{align_reference, topk_softmax_reference, Alignment};
+use std::sync::Arc;
+
+const POISON: i32 = 0x5a5a_5a5a;
+
+/// Logits `[T, E]` rounded to `element`: their exact values and their bytes. Roughly
+/// normal with standard deviation 2; experts `low..E` get -30 (never selected at top-k
+/// when `low >= k`).
+fn logits(rng: &mut Rng, element: Element, t: usize, e: usize, low: usize) -> (Vec<f64>, Vec<u8>) {
+    let mut values = Vec::with_capacity(t * e);
+    let mut bytes = Vec::with_capacity(t * e * 4);
+    for i in 0..t * e {
+        let u: f64 = (0..4).map(|_| f64::from(rng.next_u32()) / f64::from(u32::MAX)).sum();
+        let x = if i % e >= low { -30.0 } else { (u - 2.0) * 3.4 };
+        match element {
+            Element::F32 => {
+                let v = x as f32;
+                values.push(f64::from(v));
+                bytes.extend(v.to_le_bytes());
+            }
+            Element::BF16 => {
+                let v = half::bf16::from_f64(x);
+                values.push(v.to_f64());
+                bytes.extend(v.to_bits().to_le_bytes());
+            }
+            _ => {
+                let v = half::f16::from_f64(x);
+                values.push(v.to_f64());
+                bytes.extend(v.to_bits().to_le_bytes());
+            }
+        }
+    }
+    (values, bytes)
+}
+
+struct Topk<'a> {
+    g: &'a GeneratedTopkSoftmax,
+    f: &'a Function,
+    stream: &'a Arc<CudaStream>,
+}
+
+impl Topk<'_> {
+    /// Routes on the GPU; returns the device ids (for the alignment) and both outputs.
+    fn run(
+        &self,
+        d_logits: &CudaSlice<u8>,
+        t: usize,
+        e: usize,
+        k: usize,
+        renorm: bool,
+    ) -> (CudaSlice<i32>, Vec<i32>, Vec<f32>) {
+        let s = self.stream;
+        let mut d_ids = s.clone_htod(&vec![POISON; t * k]).unwrap();
+        let mut d_w = s.clone_htod(&vec![f32::NAN; t * k]).unwrap();
+        {
+            let (pl, _gl) = d_logits.device_ptr(s);
+            let (pi, _gi) = d_ids.device_ptr_mut(s);
+            let (pw, _gw) = d_w.device_ptr_mut(s);
+            let a = TopkSoftmaxArgs {
+                logits: pl,
+                topk_ids: pi,
+                topk_weights: pw,
+                tokens: t as i32,
+                experts: e as i32,
+                topk: k as i32,
+                renormalize: renorm,
+            };
+            self.g.check(&a).unwrap();
+            // SAFETY: logits hold [T, E] elements of the kernel's type, ids and weights
+            // [T, k] (fresh allocations); E and k were checked against the kernel.
+            unsafe {
+                self.f
+                    .launch(&self.g.launch_config(&a).with_checked(true), &self.g.args(&a))
+            }
+            .unwrap();
+        }
+        let ids = s.clone_dtoh(&d_ids).unwrap();
+        let w = s.clone_dtoh(&d_w).unwrap();
+        (d_ids, ids, w)
+    }
+}
+
+/// The alignment kernel's outputs, full length.
+#[derive(Debug, PartialEq, Eq)]
+struct AlignOut {
+    counts: Vec<i32>,
+    offsets: Vec<i32>,
+    sorted_ids: Vec<i32>,
+    block_expert: Vec<i32>,
+    total: i32,
+}
+
+struct Align<'a> {
+    g: &'a GeneratedMoeAlign,
+    f: &'a Function,
+    stream: &'a Arc<CudaStream>,
+}
+
+impl Align<'_> {
+    fn run(
+        &self,
+        d_ids: &CudaSlice<i32>,
+        t: usize,
+        k: usize,
+        offset: usize,
+        local: usize,
+        bm: usize,
+    ) -> (AlignOut, AlignCapacity) {
+        let s = self.stream;
+        let cap = align::align_capacity(t, k, local, bm).unwrap();
+        let poisoned = |n: usize| s.clone_htod(&vec![POISON; n]).unwrap();
+        let (mut c, mut o, mut si, mut be, mut tot) = (
+            poisoned(local),
+            poisoned(local + 1),
+            poisoned(cap.rows),
+            poisoned(cap.blocks),
+            poisoned(1),
+        );
+        {
+            let (pi, _g0) = d_ids.device_ptr(s);
+            let (pc, _g1) = c.device_ptr_mut(s);
+            let (po, _g2) = o.device_ptr_mut(s);
+            let (ps, _g3) = si.device_ptr_mut(s);
+            let (pb, _g4) = be.device_ptr_mut(s);
+            let (pt, _g5) = tot.device_ptr_mut(s);
+            let a = MoeAlignArgs {
+                topk_ids: pi,
+                counts: pc,
+                offsets: po,
+                sorted_ids: ps,
+                block_expert: pb,
+                total_rows: pt,
+                tokens: t as i32,
+                topk: k as i32,
+                expert_offset: offset as i32,
+                local_experts: local as i32,
+                block_m: bm as i32,
+            };
+            let args = self.g.args(&a).unwrap();
+            // SAFETY: topk_ids holds [T, k] ints; the outputs have the lengths
+            // `align_capacity` gives for these sizes (counts L, offsets L + 1, sorted ids
+            // `rows`, block experts `blocks`, total 1), as the kernel requires.
+            unsafe { self.f.launch(&self.g.launch_config().with_checked(true), &args) }.unwrap();
+        }
+        let out = AlignOut {
+            counts: s.clone_dtoh(&c).unwrap(),
+            offsets: s.clone_dtoh(&o).unwrap(),
+            sorted_ids: s.clone_dtoh(&si).unwrap(),
+            block_expert: s.clone_dtoh(&be).unwrap(),
+            total: s.clone_dtoh(&tot).unwrap()[0],
+        };
+        (out, cap)
+    }
+}
+
+/// The kernel's full-length outputs against the trimmed reference.
+fn check_alignment(got: &AlignOut, want: &Alignment, cap: AlignCapacity, sentinel: i32, what: &str) {
+    assert_eq!(got.counts, want.counts, "{what}: counts");
+    assert_eq!(got.offsets, want.offsets, "{what}: offsets");
+    assert_eq!(got.total as usize, want.total_rows, "{what}: total rows");
+    let used = want.total_rows;
+    assert!(used <= cap.rows, "{what}: {used} rows past the capacity {}", cap.rows);
+    assert_eq!(got.sorted_ids[..used], want.sorted_ids[..], "{what}: sorted ids");
+    assert!(
+        got.sorted_ids[used..].iter().all(|&v| v == sentinel),
+        "{what}: rows past the total"
+    );
+    let blocks = want.block_expert.len();
+    assert_eq!(
+        got.block_expert[..blocks],
+        want.block_expert[..],
+        "{what}: block experts"
+    );
+    assert!(
+        got.block_expert[blocks..].iter().all(|&v| v == -1),
+        "{what}: blocks past the total"
+    );
+}
+
+fn check_routing(ids: &[i32], w: &[f32], logits: &[f64], t: usize, e: usize, k: usize, renorm: bool, what: &str) {
+    let want = topk_softmax_reference(logits, t, e, k, renorm).unwrap();
+    let bad: Vec<String> = (0..t * k)
+        .filter(|&i| {
+            ids[i] != want.topk_ids[i]
+                || (f64::from(w[i]) - want.topk_weights[i]).abs() > 1e-6 * want.topk_weights[i].abs()
+        })
+        .take(8)
+        .map(|i| {
+            format!(
+                "token {} slot {}: got ({}, {:e}), want ({}, {:e})",
+                i / k,
+                i % k,
+                ids[i],
+                w[i],
+                want.topk_ids[i],
+                want.topk_weights[i]
+            )
+        })
+        .collect();
+    assert!(bad.is_empty(), "{what}: {bad:#?}");
+}
+
+fn load(gpu: &Gpu, compiled: &rcute_kernel::Compiled, name: &str) -> Function {
+    gpu.load(compiled).unwrap().function(name).unwrap()
+}
+
+#[test]
+fn routing_matches_the_reference() {
+    let ga = align::generate();
+    let Some((gpu, ca)) = compile_and_gpu(&ga.source, &format!("{}.cu", ga.name), Arch::Sm80) else {
+        return;
+    };
+    let stream = gpu.stream();
+    let fa = load(&gpu, &ca, &ga.name);
+    let aligner = Align { g: &ga, f: &fa, stream };
+    let mut rng = Rng::for_test("gpu_moe_routing");
+    for element in [Element::F32, Element::BF16, Element::F16] {
+        for (e, k) in [(8usize, 2usize), (64, 6)] {
+            let g = topk_softmax::generate(element, e as u32).unwrap();
+            let Some((_, c)) = compile_and_gpu(&g.source, &format!("{}.cu", g.name), Arch::Sm80) else {
+                return;
+            };
+            let f = load(&gpu, &c, &g.name);
+            let router = Topk { g: &g, f: &f, stream };
+            for t in [1usize, 3, 64, 1000, 4096] {
+                let (values, bytes) = logits(&mut rng, element, t, e, e);
+                let d_logits = stream.clone_htod(&bytes).unwrap();
+                for renorm in [false, true] {
+                    let what = format!("{} T={t} E={e} k={k} renorm={renorm}", g.name);
+                    let (d_ids, ids, w) = router.run(&d_logits, t, e, k, renorm);
+                    check_routing(&ids, &w, &values, t, e, k, renorm, &what);
+                    let (_, ids2, w2) = router.run(&d_logits, t, e, k, renorm);
+                    assert!(
+                        ids2 == ids && w2.iter().zip(&w).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{what}: rerun differs"
+                    );
+                    if renorm {
+                        continue; // the alignment sees the same ids either way
+                    }
+                    for (offset, local, bm) in [(0, e, 16), (0, e, 64), (2, 3, 16), (2, 3, 128)] {
+                        let what = format!("{what} align [{offset}, +{local}) block_m={bm}");
+                        let want = align_reference(&ids, t, k, offset, local, bm).unwrap();
+                        let (got, cap) = aligner.run(&d_ids, t, k, offset, local, bm);
+                        check_alignment(&got, &want, cap, (t * k) as i32, &what);
+                        let (again, _) = aligner.run(&d_ids, t, k, offset, local, bm);
+                        assert_eq!(again, got, "{what}: rerun differs");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Experts 4..8 get logits of -30: top-2 never picks them, so the slice [4, 8) receives no
+/// token (all counts 0, no rows, every block -1) while [0, 4) receives all.
+#[test]
+fn a_slice_without_tokens_gets_no_rows() {
+    let ga = align::generate();
+    let Some((gpu, ca)) = compile_and_gpu(&ga.source, &format!("{}.cu", ga.name), Arch::Sm80) else {
+        return;
+    };
+    let stream = gpu.stream();
+    let fa = load(&gpu, &ca, &ga.name);
+    let aligner = Align { g: &ga, f: &fa, stream };
+    let g = topk_softmax::generate(Element::BF16, 8).unwrap();
+    let Some((_, c)) = compile_and_gpu(&g.source, &format!("{}.cu", g.name), Arch::Sm80) else {
+        return;
+    };
+    let f = load(&gpu, &c, &g.name);
+    let router = Topk { g: &g, f: &f, stream };
+    let mut rng = Rng::for_test("gpu_moe_routing_empty_slice");
+    let (t, e, k) = (300, 8, 2);
+    let (values, bytes) = logits(&mut rng, Element::BF16, t, e, 4);
+    let d_logits = stream.clone_htod(&bytes).unwrap();
+    let (d_ids, ids, w) = router.run(&d_logits, t, e, k, true);
+    check_routing(&ids, &w, &values, t, e, k, true, "empty-slice routing");
+    for (offset, local) in [(4, 4), (0, 4)] {
+        let want = align_reference(&ids, t, k, offset, local, 16).unwrap();
+        let (got, cap) = aligner.run(&d_ids, t, k, offset, local, 16);
+        check_alignment(&got, &want, cap, (t * k) as i32, &format!("slice [{offset}, +{local})"));
+        assert_eq!(want.total_rows == 0, offset == 4);
+    }
+}
