@@ -1,9 +1,10 @@
 //! SM80 / SM89 warp-level `mma.sync.aligned` atoms with CuTe's `MMA_Traits` layouts
 //! (`mma_traits_sm80.hpp`, `mma_traits_sm89.hpp`).
 
+use crate::arch::Arch;
 use crate::element::Element;
 use crate::mma::{reg_count, reg_cty, MmaAtom, MmaKind, MmaTypes};
-use crate::snippet::{asm_stmt, bind_array, operand_list, Arch, Dir, Param, Snippet};
+use crate::snippet::{asm_stmt, bind_array, operand_list, Dir, Param, Snippet};
 use rcute_layout::{tuple, Layout};
 
 fn lay(shape: rcute_layout::IntTuple, stride: rcute_layout::IntTuple) -> Layout {
@@ -66,7 +67,7 @@ pub fn mma_sync(d: Element, a: Element, b: Element, c: Element, k: i64) -> Optio
     let shape_mnk = [16, 8, k];
     let name = format!(
         "SM{}_16x8x{k}_{}{}{}{}_TN",
-        arch.sm,
+        arch.sm(),
         d.cute_name(),
         a.cute_name(),
         b.cute_name(),
