@@ -16,17 +16,6 @@ pub fn sm80_16x8_row() -> Layout {
     lay(tuple!((4, 8), (2, 2)), tuple!((32, 1), (16, 8)))
 }
 
-/// The `(M, N, K)` shapes and types of the `mma.sync` atoms this module provides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Sm80Shape {
-    /// m16n8k8 (16-bit inputs or TF32).
-    M16N8K8,
-    /// m16n8k16 (16-bit inputs).
-    M16N8K16,
-    /// m16n8k32 (8-bit inputs).
-    M16N8K32,
-}
-
 fn layouts(shape_k: i64, a_bits: u32) -> (Layout, Layout) {
     match (shape_k, a_bits) {
         // 16-bit inputs, K = 8.

@@ -6,7 +6,6 @@
 //! parameters ([`Param`]) so that [`crate::harness`] can wrap it into a test kernel.
 
 use crate::arch::Arch;
-use crate::element::Element;
 
 /// Whether a parameter is read, written or both by the snippet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -165,17 +164,6 @@ impl Snippet {
             1,
         );
         self.returns = Some(ty);
-        self
-    }
-
-    /// Add the headers that declare the given element types.
-    pub fn with_types(mut self, types: &[Element]) -> Snippet {
-        for t in types {
-            let h = t.header();
-            if !self.headers.contains(&h) {
-                self.headers.push(h);
-            }
-        }
         self
     }
 
