@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{compile_and_gpu, karch, pack, run_harness, tv_at, unpack, Rng};
+use common::{compile_and_gpu, pack, run_harness, tv_at, unpack, Rng};
 use cudarc::driver::DevicePtr;
 use rcute_atom::copy_cp_async::{cp_async, cp_async_commit_group, cp_async_wait_group, CacheOp};
 use rcute_atom::copy_ldsm::{ldmatrix, stmatrix};
@@ -146,7 +146,7 @@ fn fragment(atom: &MmaAtom, op: Operand, t: i64, bits: &[u32], cols: usize) -> V
 
 fn run_mma_sync(atom: &MmaAtom) {
     let k = rcute_atom::test_kernel(&atom.snippet);
-    let Some((gpu, compiled)) = compile_and_gpu(&k.source, &format!("{}.cu", k.name), karch(atom.arch)) else {
+    let Some((gpu, compiled)) = compile_and_gpu(&k.source, &format!("{}.cu", k.name), atom.arch) else {
         return;
     };
     let mut rng = Rng::for_test(&atom.name);
@@ -470,7 +470,7 @@ fn wgmma_ss_s8_matches_cpu_model() {
 /// destination side (`val_dst`).
 fn ldsm_case(op: &CopyOp) {
     let k = rcute_atom::test_kernel(&op.snippet);
-    let Some((gpu, compiled)) = compile_and_gpu(&k.source, &format!("{}.cu", k.name), karch(op.arch)) else {
+    let Some((gpu, compiled)) = compile_and_gpu(&k.source, &format!("{}.cu", k.name), op.arch) else {
         return;
     };
     let atom = op.atom(Element::U16).expect("16-bit copy atom");
@@ -617,7 +617,7 @@ fn cp_async_copies_and_zero_fills() {
             ..Default::default()
         };
         let k = test_kernel_with(&op.snippet, &opts);
-        let Some((gpu, compiled)) = compile_and_gpu(&k.source, &format!("{}.cu", k.name), karch(op.arch)) else {
+        let Some((gpu, compiled)) = compile_and_gpu(&k.source, &format!("{}.cu", k.name), op.arch) else {
             continue;
         };
         let mut rng = Rng::for_test(&op.snippet.name);
@@ -934,7 +934,7 @@ fn int4_biased_conversions_match_cpu_model() {
     ] {
         let k = test_kernel_with(&snippet, &HarnessOptions::default());
         assert_eq!((k.in_words_per_thread, k.out_words_per_thread), (1, 4), "{}", k.name);
-        let Some((gpu, compiled)) = compile_and_gpu(&k.source, &format!("{}.cu", k.name), karch(snippet.arch)) else {
+        let Some((gpu, compiled)) = compile_and_gpu(&k.source, &format!("{}.cu", k.name), snippet.arch) else {
             continue;
         };
         let mut rng = Rng::for_test(&snippet.name);

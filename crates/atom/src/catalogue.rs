@@ -1,10 +1,11 @@
 //! The catalogue of every atom and snippet this crate emits, with the architecture each
 //! needs, for NVRTC compile tests and GPU tests.
 
+use crate::arch::Arch;
 use crate::copy::CopyOp;
 use crate::harness::includes;
 use crate::mma::MmaAtom;
-use crate::snippet::{Arch, Snippet};
+use crate::snippet::Snippet;
 use crate::{convert_int4, copy_cp_async, copy_ldsm, copy_ldst, copy_tma, mma_sm80, mma_sm90, sync};
 
 /// What a catalogue entry is.

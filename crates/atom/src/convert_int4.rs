@@ -25,8 +25,9 @@
 //! assert!(rcute_atom::convert_int4::u4x8_to_f16x2_biased().code.contains("lop3.b32"));
 //! ```
 
+use crate::arch::Arch;
 use crate::element::Element;
-use crate::snippet::{Arch, Dir, Param, Snippet};
+use crate::snippet::{Dir, Param, Snippet};
 
 /// Column held by nibble `i` of an AutoAWQ-packed word (bits `4i..4i+3`): the word `j` of a
 /// row holds columns `8j + AWQ_ORDER[i]`.

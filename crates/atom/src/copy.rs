@@ -6,8 +6,9 @@
 //! [`crate::copy_cp_async`] (`cp.async`), [`crate::copy_ldsm`] (`ldmatrix` /
 //! `stmatrix`) and [`crate::copy_tma`] (TMA and bulk copies).
 
+use crate::arch::Arch;
 use crate::element::Element;
-use crate::snippet::{Arch, Snippet};
+use crate::snippet::Snippet;
 use rcute_layout::{tuple, Layout, Result};
 
 /// The family of a copy operation.

@@ -2,8 +2,9 @@
 //! (CuTe's `SM80_CP_ASYNC_CACHEALWAYS` / `CACHEGLOBAL` and their `_ZFILL` forms), and
 //! the group commit / wait snippets.
 
+use crate::arch::Arch;
 use crate::copy::{one_thread_bits, CopyKind, CopyOp};
-use crate::snippet::{asm_stmt, smem_cvt, Arch, Param, ParamTy, Snippet};
+use crate::snippet::{asm_stmt, smem_cvt, Param, ParamTy, Snippet};
 
 /// The cache policy of `cp.async`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -3,8 +3,9 @@
 //! (CuTe's `SM75_U32x{1,2,4}_LDSM_N`, `SM75_U16x{2,4,8}_LDSM_T`, `SM90_U32x{1,2,4}_STSM_N`,
 //! `SM90_U16x{2,4,8}_STSM_T`).
 
+use crate::arch::Arch;
 use crate::copy::{CopyKind, CopyOp};
-use crate::snippet::{asm_stmt, bind_array, operand_list, smem_cvt, Arch, Dir, Param, ParamTy, Snippet};
+use crate::snippet::{asm_stmt, bind_array, operand_list, smem_cvt, Dir, Param, ParamTy, Snippet};
 use rcute_layout::{tuple, Layout};
 
 fn lay(shape: rcute_layout::IntTuple, stride: rcute_layout::IntTuple) -> Layout {

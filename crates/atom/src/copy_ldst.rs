@@ -1,8 +1,9 @@
 //! Vectorized loads and stores through registers (CuTe's `UniversalCopy<uint32_t |
 //! uint64_t | uint128_t>`): one thread moves 4, 8 or 16 bytes with one instruction.
 
+use crate::arch::Arch;
 use crate::copy::{one_thread_bits, CopyKind, CopyOp};
-use crate::snippet::{asm_stmt, bind_array, operand_list, smem_cvt, Arch, Dir, Param, ParamTy, Snippet};
+use crate::snippet::{asm_stmt, bind_array, operand_list, smem_cvt, Dir, Param, ParamTy, Snippet};
 
 /// The memory a vectorized access reads or writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -6,8 +6,9 @@
 //! A TMA op is issued by one thread for a whole box; as in CuTe's `Copy_Traits` of
 //! `SM90_TMA_LOAD` / `SM90_TMA_STORE`, its layouts are `(1, box_bits)` with one thread.
 
+use crate::arch::Arch;
 use crate::copy::{one_thread_bits, CopyKind, CopyOp};
-use crate::snippet::{asm_stmt, smem_cvt, Arch, Param, ParamTy, Snippet};
+use crate::snippet::{asm_stmt, smem_cvt, Param, ParamTy, Snippet};
 use rcute_layout::{tuple, Layout};
 
 fn coord_params(rank: usize) -> Vec<Param> {

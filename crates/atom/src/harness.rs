@@ -21,7 +21,8 @@
 //! Extra statements can run before and after the call (e.g. `cp.async` commit and wait),
 //! using further snippets given in [`HarnessOptions::extra`].
 
-use crate::snippet::{Arch, Dir, ParamTy, Snippet};
+use crate::arch::Arch;
+use crate::snippet::{Dir, ParamTy, Snippet};
 
 /// Extra code around the snippet call.
 #[derive(Clone, Debug, Default)]

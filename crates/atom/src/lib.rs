@@ -10,7 +10,8 @@
 //! | file | contents |
 //! |---|---|
 //! | `element.rs` | [`Element`]: element types, bit widths, CUDA type names |
-//! | `snippet.rs` | [`Snippet`], [`Arch`], [`Param`]: the emitted device functions |
+//! | `arch.rs` | [`Arch`]: GPU architectures, names, compatibility rules |
+//! | `snippet.rs` | [`Snippet`], [`Param`]: the emitted device functions |
 //! | `mma.rs` | [`MmaAtom`], [`Operand`], [`Major`], bijection checks |
 //! | `mma_sm80.rs` | SM80/SM89 `mma.sync` atoms (f16, bf16, tf32, s8/u8, e4m3/e5m2) |
 //! | `mma_sm90.rs` | SM90a `wgmma` atoms (SS / RS, every N), fence / commit / wait, GMMA smem layout atoms |
@@ -36,6 +37,7 @@
 //! assert!(atom.snippet.code.contains("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"));
 //! ```
 
+pub mod arch;
 pub mod catalogue;
 pub mod convert_int4;
 pub mod copy;
@@ -55,6 +57,7 @@ pub mod tiled_copy;
 pub mod tiled_mma;
 pub mod tma;
 
+pub use arch::{Arch, UnknownArch};
 pub use catalogue::{all_atoms, all_copy_ops, all_helper_snippets, all_mma_atoms, atoms_for, translation_unit, Entry};
 pub use copy::{CopyAtom, CopyKind, CopyOp};
 pub use element::Element;
@@ -62,7 +65,7 @@ pub use gmma_desc::{make_gmma_desc, DescError, GmmaDescriptor};
 pub use harness::{test_kernel, test_kernel_with, HarnessOptions, TestKernel};
 pub use mma::{GmmaSource, Major, MmaAtom, MmaKind, MmaTypes, Operand};
 pub use mma_sm90::{GmmaSmemAtom, GmmaSwizzle};
-pub use snippet::{Arch, Dir, Param, ParamTy, Snippet};
+pub use snippet::{Dir, Param, ParamTy, Snippet};
 pub use tiled_copy::TiledCopy;
 pub use tiled_mma::{ThrMma, TiledMma};
 pub use tma::{TmaDescriptorSpec, TmaEncodeArgs, TmaError};

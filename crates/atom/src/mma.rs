@@ -8,8 +8,9 @@
 //! Shared-memory operands of `wgmma` have layouts with thread stride 0 (every thread of
 //! the warpgroup names the whole tile through a descriptor).
 
+use crate::arch::Arch;
 use crate::element::Element;
-use crate::snippet::{Arch, Snippet};
+use crate::snippet::Snippet;
 use rcute_layout::{Int, Layout};
 
 /// The major (contiguous) mode of an operand in shared memory (CuTe's `GMMA::Major`).

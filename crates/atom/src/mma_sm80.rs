@@ -1,9 +1,10 @@
 //! SM80 / SM89 warp-level `mma.sync.aligned` atoms with CuTe's `MMA_Traits` layouts
 //! (`mma_traits_sm80.hpp`, `mma_traits_sm89.hpp`).
 
+use crate::arch::Arch;
 use crate::element::Element;
 use crate::mma::{reg_count, reg_cty, MmaAtom, MmaKind, MmaTypes};
-use crate::snippet::{asm_stmt, bind_array, operand_list, Arch, Dir, Param, Snippet};
+use crate::snippet::{asm_stmt, bind_array, operand_list, Dir, Param, Snippet};
 use rcute_layout::{tuple, Layout};
 
 fn lay(shape: rcute_layout::IntTuple, stride: rcute_layout::IntTuple) -> Layout {
@@ -13,17 +14,6 @@ fn lay(shape: rcute_layout::IntTuple, stride: rcute_layout::IntTuple) -> Layout 
 /// `(T32,V4) -> (M16,N8)`: the accumulator layout of all m16n8 atoms.
 pub fn sm80_16x8_row() -> Layout {
     lay(tuple!((4, 8), (2, 2)), tuple!((32, 1), (16, 8)))
-}
-
-/// The `(M, N, K)` shapes and types of the `mma.sync` atoms this module provides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Sm80Shape {
-    /// m16n8k8 (16-bit inputs or TF32).
-    M16N8K8,
-    /// m16n8k16 (16-bit inputs).
-    M16N8K16,
-    /// m16n8k32 (8-bit inputs).
-    M16N8K32,
 }
 
 fn layouts(shape_k: i64, a_bits: u32) -> (Layout, Layout) {
@@ -66,7 +56,7 @@ pub fn mma_sync(d: Element, a: Element, b: Element, c: Element, k: i64) -> Optio
     let shape_mnk = [16, 8, k];
     let name = format!(
         "SM{}_16x8x{k}_{}{}{}{}_TN",
-        arch.sm,
+        arch.sm(),
         d.cute_name(),
         a.cute_name(),
         b.cute_name(),

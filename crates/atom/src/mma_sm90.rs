@@ -2,9 +2,10 @@
 //! warpgroup fence / commit / wait snippets, and the canonical GMMA shared-memory layout
 //! atoms. Descriptors are in [`crate::gmma_desc`].
 
+use crate::arch::Arch;
 use crate::element::Element;
 use crate::mma::{reg_count, reg_cty, GmmaSource, Major, MmaAtom, MmaKind, MmaTypes};
-use crate::snippet::{asm_stmt, bind_array, operand_list, Arch, Dir, Param, ParamTy, Snippet};
+use crate::snippet::{asm_stmt, bind_array, operand_list, Dir, Param, ParamTy, Snippet};
 use rcute_layout::{tuple, Layout, Swizzle};
 
 fn lay(shape: rcute_layout::IntTuple, stride: rcute_layout::IntTuple) -> Layout {

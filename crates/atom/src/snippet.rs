@@ -5,67 +5,7 @@
 //! architecture it needs, the CUDA headers it includes, and a description of its
 //! parameters ([`Param`]) so that [`crate::harness`] can wrap it into a test kernel.
 
-use crate::element::Element;
-use std::fmt;
-
-/// A GPU architecture a snippet needs (`sm_80`, `sm_89`, `sm_90`, `sm_90a`, ...).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Arch {
-    /// Compute capability times ten (80, 89, 90, ...).
-    pub sm: u32,
-    /// True for the architecture-specific variant (`sm_90a`): such features only exist
-    /// on exactly that architecture.
-    pub specific: bool,
-}
-
-impl Arch {
-    /// Turing (`mma.sync.m8n8k16` on 8-bit integers, `ldmatrix`; no `cp.async`).
-    pub const SM75: Arch = Arch {
-        sm: 75,
-        specific: false,
-    };
-    /// Ampere (`mma.sync`, `cp.async`, `ldmatrix`).
-    pub const SM80: Arch = Arch {
-        sm: 80,
-        specific: false,
-    };
-    /// Ada (FP8 `mma.sync`).
-    pub const SM89: Arch = Arch {
-        sm: 89,
-        specific: false,
-    };
-    /// Hopper without the architecture-specific features (TMA, mbarrier, clusters,
-    /// `stmatrix`, `elect.sync`).
-    pub const SM90: Arch = Arch {
-        sm: 90,
-        specific: false,
-    };
-    /// Hopper with `wgmma` and `setmaxnreg` (`sm_90a`).
-    pub const SM90A: Arch = Arch { sm: 90, specific: true };
-
-    /// The target name, e.g. `sm_90a`.
-    pub fn target(&self) -> String {
-        format!("sm_{}{}", self.sm, if self.specific { "a" } else { "" })
-    }
-    /// The NVRTC / nvcc option selecting this architecture.
-    pub fn nvrtc_option(&self) -> String {
-        format!("--gpu-architecture={}", self.target())
-    }
-    /// True when code needing `self` compiles for `target`.
-    pub fn supported_on(&self, target: Arch) -> bool {
-        if self.specific {
-            target == *self
-        } else {
-            target.sm >= self.sm
-        }
-    }
-}
-
-impl fmt::Display for Arch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.target())
-    }
-}
+use crate::arch::Arch;
 
 /// Whether a parameter is read, written or both by the snippet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -227,17 +167,6 @@ impl Snippet {
         self
     }
 
-    /// Add the headers that declare the given element types.
-    pub fn with_types(mut self, types: &[Element]) -> Snippet {
-        for t in types {
-            let h = t.header();
-            if !self.headers.contains(&h) {
-                self.headers.push(h);
-            }
-        }
-        self
-    }
-
     /// The `#include` lines and the definition: a complete translation unit fragment.
     pub fn source(&self) -> String {
         let mut s = String::new();
@@ -296,20 +225,6 @@ pub(crate) fn asm_stmt(lines: &[String], outputs: &[String], inputs: &[String], 
     }
     s.push_str(");\n");
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn arch_rules() {
-        assert!(Arch::SM80.supported_on(Arch::SM90A));
-        assert!(!Arch::SM90A.supported_on(Arch::SM90));
-        assert!(Arch::SM90.supported_on(Arch::SM90A));
-        assert!(!Arch::SM89.supported_on(Arch::SM80));
-        assert_eq!(Arch::SM90A.nvrtc_option(), "--gpu-architecture=sm_90a");
-    }
 }
 
 /// A statement converting the generic pointer `ptr` into the 32-bit shared address

@@ -2,7 +2,8 @@
 //! arrive in a cluster), proxy and init fences, named barriers, cluster barriers,
 //! `elect.sync` and `setmaxnreg`.
 
-use crate::snippet::{asm_stmt, Arch, Param, ParamTy, Snippet};
+use crate::arch::Arch;
+use crate::snippet::{asm_stmt, Param, ParamTy, Snippet};
 
 fn mbar() -> Param {
     Param::new("mbar", ParamTy::Mbarrier)

@@ -374,7 +374,7 @@ fn catalogue_and_harness() {
         assert!(e.snippet().code.contains(&e.snippet().name));
     }
     let sm80 = atoms_for(Arch::SM80);
-    assert!(sm80.iter().all(|e| e.arch().sm == 80));
+    assert!(sm80.iter().all(|e| e.arch().sm() == 80));
     assert!(sm80.iter().any(|e| e.name() == "SM80_16x8x16_F32BF16BF16F32_TN"));
     let k = test_kernel(&mma_sm80::sm80_16x8x16_f32_bf16_bf16_f32().snippet);
     assert_eq!(k.block_threads, 32);
@@ -407,7 +407,7 @@ fn dump_translation_units() {
         let mut tu = translation_unit(&snips);
         // Instantiate templates and force every function to be emitted.
         tu.push_str("\n");
-        std::fs::write(format!("{dir}/all_{}.cu", arch.target()), tu).unwrap();
+        std::fs::write(format!("{dir}/all_{}.cu", arch.as_str()), tu).unwrap();
         let mut kernels = String::new();
         for (i, e) in entries.iter().enumerate() {
             if e.arch() != arch || (matches!(e, Entry::Mma(m) if m.shape_mnk[1] > 64 && m.shape_mnk[1] != 256)) {
@@ -420,7 +420,7 @@ fn dump_translation_units() {
             ));
         }
         std::fs::write(
-            format!("{dir}/kernels_{}.cu", arch.target()),
+            format!("{dir}/kernels_{}.cu", arch.as_str()),
             format!("#include <cstdint>\n#include <cuda_fp16.h>\n{kernels}"),
         )
         .unwrap();

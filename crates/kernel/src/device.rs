@@ -1,5 +1,6 @@
-//! The GPU side: finding a device through the CUDA driver (via `cudarc`) and loading
-//! compiled modules onto it.
+//! The GPU side: finding a device through the CUDA driver (via `cudarc`) and its
+//! properties. Loading compiled modules onto it ([`Gpu::load`]) is part of
+//! [`crate::launch`].
 //!
 //! The driver library (`libcuda.so`) is opened at run time; on a machine without it
 //! [`Gpu::detect`] returns `Ok(None)` instead of failing or panicking.
@@ -9,8 +10,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::{self, CUdevice_attribute, CUresult};
 use cudarc::driver::{CudaContext, CudaStream, DriverError};
 
-use crate::launch::{LaunchError, Module};
-use crate::nvrtc::{Arch, Compiled};
+use crate::nvrtc::Arch;
 
 /// A failed CUDA driver call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -168,30 +168,6 @@ impl Gpu {
         self.stream
             .synchronize()
             .map_err(|e| DriverFailure::new("cuStreamSynchronize", e))
-    }
-
-    /// Loads a compiled CUBIN into this device's context.
-    ///
-    /// Fails with [`LaunchError::ArchMismatch`] if it was compiled for another
-    /// architecture than the device has.
-    pub fn load(&self, compiled: &Compiled) -> Result<Module, LaunchError> {
-        // SASS runs on the same major version with an equal or newer minor one; an
-        // arch-specific (`a`) cubin only on exactly its own architecture.
-        let (major, minor) = compiled.arch.compute_capability();
-        let (dev_major, dev_minor) = self.compute_capability;
-        let compatible =
-            major == dev_major && (minor == dev_minor || (minor < dev_minor && !compiled.arch.is_arch_specific()));
-        if !compatible {
-            return Err(LaunchError::ArchMismatch {
-                compiled: compiled.arch,
-                device: self.compute_capability,
-            });
-        }
-        let module = self
-            .ctx
-            .load_module(cudarc::nvrtc::Ptx::from_binary(compiled.cubin.clone()))
-            .map_err(|e| DriverFailure::new("cuModuleLoadData", e))?;
-        Ok(Module::new(self.clone(), module, compiled.resources.clone()))
     }
 }
 

@@ -1,4 +1,4 @@
-//! Launching kernels: [`Module`]s loaded by [`Gpu::load`](crate::device::Gpu::load),
+//! Launching kernels: [`Module`]s loaded by [`Gpu::load`],
 //! their [`Function`]s, the [`LaunchConfig`], and [`KernelArgs`] for building the
 //! parameter array.
 //!
@@ -20,7 +20,7 @@ use cudarc::driver::sys::{self, CUfunction_attribute, CUlaunchAttributeID};
 use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr};
 
 use crate::device::{DriverFailure, Gpu};
-use crate::nvrtc::Arch;
+use crate::nvrtc::{Arch, Compiled};
 use crate::resources::{KernelResources, ResourceReport};
 
 /// Environment variable that turns on checked launches everywhere when set to `1`.
@@ -177,6 +177,32 @@ pub enum LaunchError {
         /// The error the stream reported.
         failure: DriverFailure,
     },
+}
+
+impl Gpu {
+    /// Loads a compiled CUBIN into this device's context.
+    ///
+    /// Fails with [`LaunchError::ArchMismatch`] if it was compiled for another
+    /// architecture than the device has.
+    pub fn load(&self, compiled: &Compiled) -> Result<Module, LaunchError> {
+        // SASS runs on the same major version with an equal or newer minor one; an
+        // arch-specific (`a`) cubin only on exactly its own architecture.
+        let (major, minor) = compiled.arch.compute_capability();
+        let (dev_major, dev_minor) = self.compute_capability();
+        let compatible =
+            major == dev_major && (minor == dev_minor || (minor < dev_minor && !compiled.arch.is_arch_specific()));
+        if !compatible {
+            return Err(LaunchError::ArchMismatch {
+                compiled: compiled.arch,
+                device: (dev_major, dev_minor),
+            });
+        }
+        let module = self
+            .context()
+            .load_module(cudarc::nvrtc::Ptx::from_binary(compiled.cubin.clone()))
+            .map_err(|e| DriverFailure::new("cuModuleLoadData", e))?;
+        Ok(Module::new(self.clone(), module, compiled.resources.clone()))
+    }
 }
 
 /// A CUBIN loaded on a [`Gpu`].

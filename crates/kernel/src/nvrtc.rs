@@ -13,103 +13,14 @@
 use std::ffi::{c_char, CString};
 use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::sync::OnceLock;
 
 use cudarc::nvrtc::sys::{self, nvrtcResult};
 
+pub use rcute_atom::{Arch, UnknownArch};
+
 use crate::resources::ResourceReport;
 use crate::toolkit::{Toolkit, ToolkitError};
-
-/// A GPU architecture to compile SASS for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum Arch {
-    /// Turing (`sm_75`).
-    Sm75,
-    /// Ampere A100 (`sm_80`).
-    Sm80,
-    /// Ampere consumer (`sm_86`).
-    Sm86,
-    /// Ada (`sm_89`).
-    Sm89,
-    /// Hopper, portable subset (`sm_90`).
-    Sm90,
-    /// Hopper with arch-specific features: `wgmma`, `setmaxnreg`, ... (`sm_90a`).
-    Sm90a,
-}
-
-impl Arch {
-    /// Every supported architecture, oldest first.
-    pub const ALL: [Arch; 6] = [Arch::Sm75, Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90, Arch::Sm90a];
-
-    /// The architecture for a device of compute capability `major.minor`.
-    ///
-    /// With `arch_specific`, the `a` variant is chosen where one exists (`9.0` →
-    /// [`Arch::Sm90a`]); such code runs only on exactly that architecture, which is what
-    /// you want when compiling for the device at hand. Returns `None` for capabilities
-    /// this crate has no variant for.
-    pub fn from_compute_capability(major: u32, minor: u32, arch_specific: bool) -> Option<Arch> {
-        Some(match (major, minor) {
-            (7, 5) => Arch::Sm75,
-            (8, 0) => Arch::Sm80,
-            (8, 6) => Arch::Sm86,
-            (8, 9) => Arch::Sm89,
-            (9, 0) if arch_specific => Arch::Sm90a,
-            (9, 0) => Arch::Sm90,
-            _ => return None,
-        })
-    }
-
-    /// The `(major, minor)` compute capability this architecture targets.
-    pub fn compute_capability(self) -> (u32, u32) {
-        match self {
-            Arch::Sm75 => (7, 5),
-            Arch::Sm80 => (8, 0),
-            Arch::Sm86 => (8, 6),
-            Arch::Sm89 => (8, 9),
-            Arch::Sm90 | Arch::Sm90a => (9, 0),
-        }
-    }
-
-    /// Whether this is an arch-specific (`a`) target.
-    pub fn is_arch_specific(self) -> bool {
-        matches!(self, Arch::Sm90a)
-    }
-
-    /// The name NVRTC and ptxas use, e.g. `"sm_90a"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Arch::Sm75 => "sm_75",
-            Arch::Sm80 => "sm_80",
-            Arch::Sm86 => "sm_86",
-            Arch::Sm89 => "sm_89",
-            Arch::Sm90 => "sm_90",
-            Arch::Sm90a => "sm_90a",
-        }
-    }
-}
-
-impl fmt::Display for Arch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The error of parsing an [`Arch`] from a string.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown GPU architecture {0:?} (expected one of sm_75, sm_80, sm_86, sm_89, sm_90, sm_90a)")]
-pub struct UnknownArch(pub String);
-
-impl FromStr for Arch {
-    type Err = UnknownArch;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Arch::ALL
-            .into_iter()
-            .find(|a| a.as_str() == s)
-            .ok_or_else(|| UnknownArch(s.to_owned()))
-    }
-}
 
 /// Options for one NVRTC compilation. Build with [`CompileOptions::new`] and the
 /// `with_*` methods.
@@ -168,7 +79,7 @@ impl CompileOptions {
     pub fn nvrtc_args(&self, toolkit: &Toolkit) -> Vec<String> {
         let mut args = vec![
             "-std=c++17".to_owned(),
-            format!("--gpu-architecture={}", self.arch),
+            self.arch.nvrtc_option(),
             "-default-device".to_owned(),
             "--ptxas-options=-v".to_owned(),
         ];

@@ -63,18 +63,6 @@ impl Rng {
     }
 }
 
-/// The kernel crate's architecture for an atom's.
-pub fn karch(a: rcute_atom::Arch) -> Arch {
-    match (a.sm, a.specific) {
-        (80, _) => Arch::Sm80,
-        (86, _) => Arch::Sm86,
-        (89, _) => Arch::Sm89,
-        (90, false) => Arch::Sm90,
-        (90, true) => Arch::Sm90a,
-        _ => panic!("no kernel Arch for {a}"),
-    }
-}
-
 /// Compile `src` for `arch` (panicking with the diagnostics and the source on failure).
 pub fn compile(src: &str, name: &str, arch: Arch) -> Arc<Compiled> {
     match KernelCache::global().get_or_compile(src, name, &CompileOptions::new(arch)) {

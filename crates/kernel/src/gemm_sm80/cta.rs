@@ -1,7 +1,7 @@
 //! The CTA's work item: the shared-memory carve-up, threadblock rasterization (CUTLASS's
 //! identity swizzle), the serial split-K ticket, and this CTA's tile, batch and K range.
 
-use super::mainloop::MainloopEmit;
+use super::mainloop_emit::MainloopEmit;
 use super::stmt::{c, d, dc, e, if_};
 use crate::emit::Stmt;
 use rcute_collective::Sm80Mainloop;

@@ -4,7 +4,8 @@
 use super::config::{GemmSm80Config, Sm80Target, TICKET_SMEM};
 use super::cta::grid_doc;
 use super::epilogue::{staged_epilogue, EpilogueOp};
-use super::mainloop::{mainloop_stmts, MainloopEmit};
+use super::mainloop::mainloop_stmts;
+use super::mainloop_emit::MainloopEmit;
 use super::producer::G2sMode;
 use crate::emit::Function as CFunction;
 use rcute_collective::fusion::FusionCode;

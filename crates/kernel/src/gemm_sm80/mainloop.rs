@@ -4,27 +4,13 @@
 
 use super::cta::cta_setup;
 use super::ldsm::{lane_setup, s2r};
+use super::mainloop_emit::MainloopEmit;
 use super::mma::{fragments, pipelined_loop, simple_loop, RegPipeline};
 use super::producer::{g2s_setup, prologue, G2sMode};
 use super::smem::separable;
 use super::stmt::{c, d, dc, e};
 use crate::emit::Stmt;
 use rcute_collective::Sm80Mainloop;
-
-/// What the shared mainloop emitter ([`mainloop_stmts`]) needs besides the plan.
-pub(crate) struct MainloopEmit<'a> {
-    /// The kernel name: prefix of the `{name}_sA` / `{name}_sB` smem offset functions.
-    pub name: &'a str,
-    /// log2 of the rasterization swizzle.
-    pub raster_swizzle: u32,
-    /// Byte offset of the serial split-K ticket in dynamic shared memory (after the
-    /// mainloop / epilogue union).
-    pub ticket_offset: usize,
-    /// How tiles reach shared memory.
-    pub g2s: G2sMode,
-    /// The device function that issues one MMA atom on `(d, a, b, c)` fragments.
-    pub mma_fn: &'a str,
-}
 
 /// The kernel body shared by the SM80-class kernels up to the epilogue: shared-memory
 /// carve-up, threadblock rasterization, the serial split-K ticket, this CTA's tile, batch

@@ -2,7 +2,7 @@
 //! K tiles (with a register double buffer of `ldmatrix` fragments where the registers allow).
 
 use super::ldsm::s2r;
-use super::mainloop::MainloopEmit;
+use super::mainloop_emit::MainloopEmit;
 use super::producer::{g2s_tile, r2s_both, G2sMode};
 use super::smem::Separable;
 use super::stmt::{c, e, if_};

@@ -97,6 +97,7 @@ mod kernel;
 mod launch;
 mod ldsm;
 mod mainloop;
+mod mainloop_emit;
 mod mma;
 mod producer;
 mod smem;
