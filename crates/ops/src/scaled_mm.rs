@@ -586,28 +586,7 @@ impl Ops {
     /// benchmarks use this to cover every tile, split-K mode and the Turing kernel, which
     /// also runs on newer GPUs).
     pub fn run_scaled_mm(&self, p: &ScaledMmProblem, forced: Option<&ScaledMmSelection>) -> Result<(), OpsError> {
-        let expected = self.gpu().context().ordinal();
-        let mut views = vec![
-            ("A", p.a),
-            ("B", p.b),
-            ("out", p.out),
-            ("a_scale", p.a_scale),
-            ("b_scale", p.b_scale),
-        ];
-        if let Some(g) = p.bias {
-            views.push(("bias", g));
-        }
-        for (operand, g) in views {
-            if let Some(found) = g.device {
-                if found != expected {
-                    return Err(OpsError::Device {
-                        operand,
-                        found,
-                        expected,
-                    });
-                }
-            }
-        }
+        self.check_scaled_mm_devices(p)?;
         // sm_90: the TMA + wgmma kernel (s8 wgmma, the scaled_mm fusion in its TMA epilogue)
         // whenever the operands suit TMA; a forced SM80-class selection still runs that.
         // FP8 exists only there.
@@ -626,96 +605,28 @@ impl Ops {
             Some(s) => s.clone(),
             None => select_scaled_mm(self.scaled_mm_target()?, p.m, p.n, p.k, p.l, self.gpu().sm_count()),
         };
-        let out = match p.out.dtype {
-            DType::F16 => Element::F16,
-            _ => Element::BF16,
-        };
-        if sel.target == ScaledMmTarget::Turing && out != Element::F16 {
-            return Err(OpsError::DType(format!(
-                "{} output on sm_75 (the Turing kernel writes f16 only)",
-                p.out.dtype.name()
-            )));
-        }
-        let optin = (self.gpu().max_shared_per_block_optin() as usize).saturating_sub(TICKET_SMEM);
-        let smem_budget = match sel.target {
-            ScaledMmTarget::Ampere => optin,
-            ScaledMmTarget::Turing => TURING_SMEM_BUDGET.min(optin),
-        };
-        // The kernel table is keyed by a small copyable key first, so that a call does not
-        // rebuild and hash the fusion tree (host time per call).
-        let key = ScaledMmKey {
-            target: sel.target,
-            tile: sel.tile,
-            warps: sel.warps,
-            stages: sel.stages,
-            raster_swizzle: sel.raster_swizzle,
-            smem_budget,
-            out: p.out.dtype,
-            a_scale: p.a_scale_kind,
-            b_scale: p.b_scale_kind,
-            bias: p.bias.is_some(),
-        };
-        let hit = self
-            .scaled_mm_keys
-            .lock()
-            .map_err(|_| OpsError::Arch("poisoned kernel table".into()))?
-            .get(&key)
-            .cloned();
-        let loaded = match hit {
-            Some(l) => l,
-            None => {
-                let mut cfg = GemmSm80Config::scaled_mm(
-                    out,
-                    p.a_scale_kind,
-                    p.b_scale_kind,
-                    p.bias.is_some(),
-                    sel.tile,
-                    sel.warps,
-                )
-                .map_err(boxed)?;
-                if sel.target == ScaledMmTarget::Turing {
-                    cfg = cfg.turing();
-                }
-                cfg.smem_budget = smem_budget;
-                cfg.stages = sel.stages.or(cfg.stages);
-                cfg.raster_swizzle = sel.raster_swizzle;
-                let l = self.load_scaled_mm(&cfg)?;
-                if let Ok(mut t) = self.scaled_mm_keys.lock() {
-                    t.insert(key, l.clone());
-                }
-                l
-            }
-        };
+        let loaded = self.scaled_mm_kernel(p, &sel)?;
         let g = &loaded.generated;
-        let (m, n, k, l) = (p.m as i32, p.n as i32, p.k as i32, p.l as i32);
         let mut fusion = FusionArgs::new()
             .ptr("a_scale", p.a_scale.ptr)
             .ptr("b_scale", p.b_scale.ptr);
         if let Some(bias) = p.bias {
             fusion = fusion.ptr("bias", bias.ptr);
         }
-        let mut args = GemmArgs::tn(m, n, k, l, p.a.ptr, p.b.ptr, 0, p.out.ptr);
-        args.lda = p.a.ld();
-        args.ldb = p.b.ld();
-        args.ldd = p.out.ld();
-        args.batch_stride_a = p.a.batch_stride;
-        args.batch_stride_b = p.b.batch_stride;
-        args.batch_stride_d = if l > 1 { p.out.batch_stride } else { m as i64 * args.ldd };
-        args.split_k = sel.split_k.max(1);
-        args.split_k_mode = sel.split_k_mode;
-        let grid = g.grid_split(m, n, l, args.split_k);
+        let mut args = scaled_mm_args(p, &sel);
+        let grid = g.grid_split(args.m, args.n, args.l, args.split_k);
         if grid.y > 65535 || grid.z > 65535 {
             return Err(OpsError::TooLarge {
                 what: "problem (the grid exceeds 65535 CTAs in y or z)",
             });
         }
-        let ws_bytes = g.workspace_bytes_mode(m, n, l, args.split_k, args.split_k_mode);
+        let ws_bytes = g.workspace_bytes_mode(args.m, args.n, args.l, args.split_k, args.split_k_mode);
         let mut sems = self
             .semaphores
             .lock()
             .map_err(|_| OpsError::Arch("poisoned semaphores".into()))?;
         if args.split_k_mode == SplitKMode::Serial && args.split_k > 1 {
-            let count = g.semaphore_count(m, n, l);
+            let count = g.semaphore_count(args.m, args.n, args.l);
             if sems.as_ref().is_none_or(|s| s.len() < count) {
                 *sems = Some(self.gpu().stream().alloc_zeros::<i32>(count).map_err(boxed)?);
             }
@@ -744,4 +655,108 @@ impl Ops {
         unsafe { gemm_sm80::launch_fused(&loaded.main, &loaded.reduce, g, &args, &fusion) }.map_err(boxed)?;
         Ok(())
     }
+
+    /// Every operand lives on this handle's GPU.
+    fn check_scaled_mm_devices(&self, p: &ScaledMmProblem) -> Result<(), OpsError> {
+        let expected = self.gpu().context().ordinal();
+        let mut views = vec![
+            ("A", p.a),
+            ("B", p.b),
+            ("out", p.out),
+            ("a_scale", p.a_scale),
+            ("b_scale", p.b_scale),
+        ];
+        if let Some(g) = p.bias {
+            views.push(("bias", g));
+        }
+        for (operand, g) in views {
+            if let Some(found) = g.device {
+                if found != expected {
+                    return Err(OpsError::Device {
+                        operand,
+                        found,
+                        expected,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The SM80-class kernel of a selection, looked up by a small copyable key first so
+    /// that a call does not rebuild and hash the fusion tree (host time per call).
+    fn scaled_mm_kernel(&self, p: &ScaledMmProblem, sel: &ScaledMmSelection) -> Result<LoadedScaledMm, OpsError> {
+        let out = match p.out.dtype {
+            DType::F16 => Element::F16,
+            _ => Element::BF16,
+        };
+        if sel.target == ScaledMmTarget::Turing && out != Element::F16 {
+            return Err(OpsError::DType(format!(
+                "{} output on sm_75 (the Turing kernel writes f16 only)",
+                p.out.dtype.name()
+            )));
+        }
+        let optin = (self.gpu().max_shared_per_block_optin() as usize).saturating_sub(TICKET_SMEM);
+        let smem_budget = match sel.target {
+            ScaledMmTarget::Ampere => optin,
+            ScaledMmTarget::Turing => TURING_SMEM_BUDGET.min(optin),
+        };
+        let key = ScaledMmKey {
+            target: sel.target,
+            tile: sel.tile,
+            warps: sel.warps,
+            stages: sel.stages,
+            raster_swizzle: sel.raster_swizzle,
+            smem_budget,
+            out: p.out.dtype,
+            a_scale: p.a_scale_kind,
+            b_scale: p.b_scale_kind,
+            bias: p.bias.is_some(),
+        };
+        let hit = self
+            .scaled_mm_keys
+            .lock()
+            .map_err(|_| OpsError::Arch("poisoned kernel table".into()))?
+            .get(&key)
+            .cloned();
+        if let Some(l) = hit {
+            return Ok(l);
+        }
+        let mut cfg = GemmSm80Config::scaled_mm(
+            out,
+            p.a_scale_kind,
+            p.b_scale_kind,
+            p.bias.is_some(),
+            sel.tile,
+            sel.warps,
+        )
+        .map_err(boxed)?;
+        if sel.target == ScaledMmTarget::Turing {
+            cfg = cfg.turing();
+        }
+        cfg.smem_budget = smem_budget;
+        cfg.stages = sel.stages.or(cfg.stages);
+        cfg.raster_swizzle = sel.raster_swizzle;
+        let l = self.load_scaled_mm(&cfg)?;
+        if let Ok(mut t) = self.scaled_mm_keys.lock() {
+            t.insert(key, l.clone());
+        }
+        Ok(l)
+    }
+}
+
+/// The SM80-class kernel's launch arguments for a validated problem and a selection (the
+/// workspace and semaphores are bound by the caller).
+fn scaled_mm_args(p: &ScaledMmProblem, sel: &ScaledMmSelection) -> GemmArgs {
+    let (m, n, k, l) = (p.m as i32, p.n as i32, p.k as i32, p.l as i32);
+    let mut args = GemmArgs::tn(m, n, k, l, p.a.ptr, p.b.ptr, 0, p.out.ptr);
+    args.lda = p.a.ld();
+    args.ldb = p.b.ld();
+    args.ldd = p.out.ld();
+    args.batch_stride_a = p.a.batch_stride;
+    args.batch_stride_b = p.b.batch_stride;
+    args.batch_stride_d = if l > 1 { p.out.batch_stride } else { m as i64 * args.ldd };
+    args.split_k = sel.split_k.max(1);
+    args.split_k_mode = sel.split_k_mode;
+    args
 }
