@@ -84,9 +84,9 @@ step sanitize && for t in .device/bin/test-*-gpu_scaled_mm; do
     sanitize_filtered "$tool" "$t" ops_fp8_scaled_mm_matches_reference
   done
 done
-# AWQ kernels: memcheck, racecheck, synccheck.
+# AWQ and MoE routing kernels: memcheck, racecheck, synccheck.
 step sanitize && for tool in memcheck racecheck synccheck; do
-  for t in .device/bin/test-*-gpu_awq; do
+  for t in .device/bin/test-*-gpu_awq .device/bin/test-*-gpu_moe_routing; do
     [ -e "$t" ] && sanitize_filtered "$tool" "$t"
   done
 done
