@@ -727,7 +727,7 @@ pub(super) fn kernel(
                             len: 4,
                             comment: None,
                         },
-                        e(format!("rc_ldsm_x4(rc_smem_u32({c_base}) + s{jj}, cr)")),
+                        e(format!("rc_ldmatrix_x4_addr(rc_smem_u32({c_base}) + s{jj}, cr)")),
                     ];
                     for q in 0..4 {
                         let idx = 4 * (j + q / 2) + 2 * (q % 2);

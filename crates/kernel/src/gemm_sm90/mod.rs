@@ -36,7 +36,7 @@ use crate::gemm_sm80::{GemmArgs, GemmError};
 use crate::launch::{Function, KernelArgs, LaunchConfig};
 use crate::tile_scheduler::{RasterOrderOption, SchedulerParams, TileScheduler};
 use crate::tma::encode_tiled_cached;
-use rcute_atom::copy_ldsm::stmatrix;
+use rcute_atom::copy_ldsm::{ldmatrix_addr, stmatrix};
 use rcute_atom::copy_tma::{
     bulk_commit_group, bulk_wait_group, bulk_wait_group_read, prefetch_tensormap, tma_load, tma_store,
 };
@@ -146,6 +146,7 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         bulk_wait_group_read(),
         bulk_wait_group(),
         stmatrix(4, false).snippet,
+        ldmatrix_addr(4, false),
         wgmma_fence(),
         wgmma_commit_group(),
         wgmma_wait_group(),
