@@ -264,6 +264,14 @@ __device__ __forceinline__ void rc_stmatrix_x4(void *smem_dst, uint32_t const (&
       : "memory");
 }
 
+// --- from rcute-atom rc_ldmatrix_x4_addr ---
+__device__ __forceinline__ void rc_ldmatrix_x4_addr(uint32_t saddr, uint32_t (&d)[4]) {
+  asm volatile(
+      "ldmatrix.sync.aligned.x4.m8n8.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(saddr));
+}
+
 // --- from rcute-atom rc_wgmma_fence ---
 __device__ __forceinline__ void rc_wgmma_fence() {
   asm volatile(
@@ -441,11 +449,6 @@ __device__ __forceinline__ void rc_pipe_advance(uint32_t& index, uint32_t& phase
   index += n;
   phase ^= (index / stages) & 1u;
   index %= stages;
-}
-// ldmatrix x4 (no transpose) at a shared address.
-__device__ __forceinline__ void rc_ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.x4.m8n8.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
 struct __align__(64) rc_tmap_t { unsigned long long opaque[16]; };
 
@@ -835,7 +838,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][0], c0x, gm + 0, gn + 0, batch, M, N), rc_visit_at(p, (float)acc[0][1], c0y, gm + 0, gn + 1, batch, M, N));
@@ -862,7 +865,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][8], c0x, gm + 0, gn + 16, batch, M, N), rc_visit_at(p, (float)acc[0][9], c0y, gm + 0, gn + 17, batch, M, N));
@@ -949,7 +952,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][16], c0x, gm + 0, gn + 32, batch, M, N), rc_visit_at(p, (float)acc[0][17], c0y, gm + 0, gn + 33, batch, M, N));
@@ -976,7 +979,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][24], c0x, gm + 0, gn + 48, batch, M, N), rc_visit_at(p, (float)acc[0][25], c0y, gm + 0, gn + 49, batch, M, N));
@@ -1063,7 +1066,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][32], c0x, gm + 0, gn + 64, batch, M, N), rc_visit_at(p, (float)acc[0][33], c0y, gm + 0, gn + 65, batch, M, N));
@@ -1090,7 +1093,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][40], c0x, gm + 0, gn + 80, batch, M, N), rc_visit_at(p, (float)acc[0][41], c0y, gm + 0, gn + 81, batch, M, N));
@@ -1177,7 +1180,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][48], c0x, gm + 0, gn + 96, batch, M, N), rc_visit_at(p, (float)acc[0][49], c0y, gm + 0, gn + 97, batch, M, N));
@@ -1204,7 +1207,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][56], c0x, gm + 0, gn + 112, batch, M, N), rc_visit_at(p, (float)acc[0][57], c0y, gm + 0, gn + 113, batch, M, N));

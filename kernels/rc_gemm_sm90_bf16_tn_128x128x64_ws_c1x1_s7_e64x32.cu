@@ -264,6 +264,14 @@ __device__ __forceinline__ void rc_stmatrix_x4(void *smem_dst, uint32_t const (&
       : "memory");
 }
 
+// --- from rcute-atom rc_ldmatrix_x4_addr ---
+__device__ __forceinline__ void rc_ldmatrix_x4_addr(uint32_t saddr, uint32_t (&d)[4]) {
+  asm volatile(
+      "ldmatrix.sync.aligned.x4.m8n8.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(saddr));
+}
+
 // --- from rcute-atom rc_wgmma_fence ---
 __device__ __forceinline__ void rc_wgmma_fence() {
   asm volatile(
@@ -441,11 +449,6 @@ __device__ __forceinline__ void rc_pipe_advance(uint32_t& index, uint32_t& phase
   index += n;
   phase ^= (index / stages) & 1u;
   index %= stages;
-}
-// ldmatrix x4 (no transpose) at a shared address.
-__device__ __forceinline__ void rc_ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.x4.m8n8.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
 struct __align__(64) rc_tmap_t { unsigned long long opaque[16]; };
 
@@ -970,7 +973,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][0], c0x, gm + 0, gn + 0, batch, M, N), rc_visit_at(p, (float)acc[0][1], c0y, gm + 0, gn + 1, batch, M, N));
@@ -997,7 +1000,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][8], c0x, gm + 0, gn + 16, batch, M, N), rc_visit_at(p, (float)acc[0][9], c0y, gm + 0, gn + 17, batch, M, N));
@@ -1028,7 +1031,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[1][0] = rc_pack2(rc_visit_at(p, (float)acc[1][0], c0x, gm + 0, gn + 0, batch, M, N), rc_visit_at(p, (float)acc[1][1], c0y, gm + 0, gn + 1, batch, M, N));
@@ -1055,7 +1058,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[1][4] = rc_pack2(rc_visit_at(p, (float)acc[1][8], c0x, gm + 0, gn + 16, batch, M, N), rc_visit_at(p, (float)acc[1][9], c0y, gm + 0, gn + 17, batch, M, N));
@@ -1159,7 +1162,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][0], c0x, gm + 0, gn + 0, batch, M, N), rc_visit_at(p, (float)acc[0][1], c0y, gm + 0, gn + 1, batch, M, N));
@@ -1186,7 +1189,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][8], c0x, gm + 0, gn + 16, batch, M, N), rc_visit_at(p, (float)acc[0][9], c0y, gm + 0, gn + 17, batch, M, N));
@@ -1217,7 +1220,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[1][0] = rc_pack2(rc_visit_at(p, (float)acc[1][0], c0x, gm + 0, gn + 0, batch, M, N), rc_visit_at(p, (float)acc[1][1], c0y, gm + 0, gn + 1, batch, M, N));
@@ -1244,7 +1247,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[1][4] = rc_pack2(rc_visit_at(p, (float)acc[1][8], c0x, gm + 0, gn + 16, batch, M, N), rc_visit_at(p, (float)acc[1][9], c0y, gm + 0, gn + 17, batch, M, N));
@@ -1348,7 +1351,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][16], c0x, gm + 0, gn + 32, batch, M, N), rc_visit_at(p, (float)acc[0][17], c0y, gm + 0, gn + 33, batch, M, N));
@@ -1375,7 +1378,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][24], c0x, gm + 0, gn + 48, batch, M, N), rc_visit_at(p, (float)acc[0][25], c0y, gm + 0, gn + 49, batch, M, N));
@@ -1406,7 +1409,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[1][0] = rc_pack2(rc_visit_at(p, (float)acc[1][16], c0x, gm + 0, gn + 32, batch, M, N), rc_visit_at(p, (float)acc[1][17], c0y, gm + 0, gn + 33, batch, M, N));
@@ -1433,7 +1436,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[1][4] = rc_pack2(rc_visit_at(p, (float)acc[1][24], c0x, gm + 0, gn + 48, batch, M, N), rc_visit_at(p, (float)acc[1][25], c0y, gm + 0, gn + 49, batch, M, N));
@@ -1537,7 +1540,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][16], c0x, gm + 0, gn + 32, batch, M, N), rc_visit_at(p, (float)acc[0][17], c0y, gm + 0, gn + 33, batch, M, N));
@@ -1564,7 +1567,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][24], c0x, gm + 0, gn + 48, batch, M, N), rc_visit_at(p, (float)acc[0][25], c0y, gm + 0, gn + 49, batch, M, N));
@@ -1595,7 +1598,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[1][0] = rc_pack2(rc_visit_at(p, (float)acc[1][16], c0x, gm + 0, gn + 32, batch, M, N), rc_visit_at(p, (float)acc[1][17], c0y, gm + 0, gn + 33, batch, M, N));
@@ -1622,7 +1625,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[1][4] = rc_pack2(rc_visit_at(p, (float)acc[1][24], c0x, gm + 0, gn + 48, batch, M, N), rc_visit_at(p, (float)acc[1][25], c0y, gm + 0, gn + 49, batch, M, N));
@@ -1726,7 +1729,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][32], c0x, gm + 0, gn + 64, batch, M, N), rc_visit_at(p, (float)acc[0][33], c0y, gm + 0, gn + 65, batch, M, N));
@@ -1753,7 +1756,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][40], c0x, gm + 0, gn + 80, batch, M, N), rc_visit_at(p, (float)acc[0][41], c0y, gm + 0, gn + 81, batch, M, N));
@@ -1784,7 +1787,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[1][0] = rc_pack2(rc_visit_at(p, (float)acc[1][32], c0x, gm + 0, gn + 64, batch, M, N), rc_visit_at(p, (float)acc[1][33], c0y, gm + 0, gn + 65, batch, M, N));
@@ -1811,7 +1814,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[1][4] = rc_pack2(rc_visit_at(p, (float)acc[1][40], c0x, gm + 0, gn + 80, batch, M, N), rc_visit_at(p, (float)acc[1][41], c0y, gm + 0, gn + 81, batch, M, N));
@@ -1915,7 +1918,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][32], c0x, gm + 0, gn + 64, batch, M, N), rc_visit_at(p, (float)acc[0][33], c0y, gm + 0, gn + 65, batch, M, N));
@@ -1942,7 +1945,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][40], c0x, gm + 0, gn + 80, batch, M, N), rc_visit_at(p, (float)acc[0][41], c0y, gm + 0, gn + 81, batch, M, N));
@@ -1973,7 +1976,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[1][0] = rc_pack2(rc_visit_at(p, (float)acc[1][32], c0x, gm + 0, gn + 64, batch, M, N), rc_visit_at(p, (float)acc[1][33], c0y, gm + 0, gn + 65, batch, M, N));
@@ -2000,7 +2003,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[1][4] = rc_pack2(rc_visit_at(p, (float)acc[1][40], c0x, gm + 0, gn + 80, batch, M, N), rc_visit_at(p, (float)acc[1][41], c0y, gm + 0, gn + 81, batch, M, N));
@@ -2104,7 +2107,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][48], c0x, gm + 0, gn + 96, batch, M, N), rc_visit_at(p, (float)acc[0][49], c0y, gm + 0, gn + 97, batch, M, N));
@@ -2131,7 +2134,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][56], c0x, gm + 0, gn + 112, batch, M, N), rc_visit_at(p, (float)acc[0][57], c0y, gm + 0, gn + 113, batch, M, N));
@@ -2162,7 +2165,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[1][0] = rc_pack2(rc_visit_at(p, (float)acc[1][48], c0x, gm + 0, gn + 96, batch, M, N), rc_visit_at(p, (float)acc[1][49], c0y, gm + 0, gn + 97, batch, M, N));
@@ -2189,7 +2192,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[1][4] = rc_pack2(rc_visit_at(p, (float)acc[1][56], c0x, gm + 0, gn + 112, batch, M, N), rc_visit_at(p, (float)acc[1][57], c0y, gm + 0, gn + 113, batch, M, N));
@@ -2293,7 +2296,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][48], c0x, gm + 0, gn + 96, batch, M, N), rc_visit_at(p, (float)acc[0][49], c0y, gm + 0, gn + 97, batch, M, N));
@@ -2320,7 +2323,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][56], c0x, gm + 0, gn + 112, batch, M, N), rc_visit_at(p, (float)acc[0][57], c0y, gm + 0, gn + 113, batch, M, N));
@@ -2351,7 +2354,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s0, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[1][0] = rc_pack2(rc_visit_at(p, (float)acc[1][48], c0x, gm + 0, gn + 96, batch, M, N), rc_visit_at(p, (float)acc[1][49], c0y, gm + 0, gn + 97, batch, M, N));
@@ -2378,7 +2381,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
                   const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
                   const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
                   uint32_t cr[4];
-                  rc_ldsm_x4(rc_smem_u32(sd) + s1, cr);
+                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
                   float c0x, c0y;
                   rc_unpack2(cr[0], &c0x, &c0y);
                   packed[1][4] = rc_pack2(rc_visit_at(p, (float)acc[1][56], c0x, gm + 0, gn + 112, batch, M, N), rc_visit_at(p, (float)acc[1][57], c0y, gm + 0, gn + 113, batch, M, N));

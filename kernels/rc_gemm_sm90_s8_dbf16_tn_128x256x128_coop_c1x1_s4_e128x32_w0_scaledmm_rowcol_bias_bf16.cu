@@ -264,6 +264,14 @@ __device__ __forceinline__ void rc_stmatrix_x4(void *smem_dst, uint32_t const (&
       : "memory");
 }
 
+// --- from rcute-atom rc_ldmatrix_x4_addr ---
+__device__ __forceinline__ void rc_ldmatrix_x4_addr(uint32_t saddr, uint32_t (&d)[4]) {
+  asm volatile(
+      "ldmatrix.sync.aligned.x4.m8n8.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(saddr));
+}
+
 // --- from rcute-atom rc_wgmma_fence ---
 __device__ __forceinline__ void rc_wgmma_fence() {
   asm volatile(
@@ -449,11 +457,6 @@ __device__ __forceinline__ void rc_pipe_advance(uint32_t& index, uint32_t& phase
   index += n;
   phase ^= (index / stages) & 1u;
   index %= stages;
-}
-// ldmatrix x4 (no transpose) at a shared address.
-__device__ __forceinline__ void rc_ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.x4.m8n8.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
 struct __align__(64) rc_tmap_t { unsigned long long opaque[16]; };
 

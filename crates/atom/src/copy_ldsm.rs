@@ -79,6 +79,31 @@ pub fn ldmatrix(x: usize, trans: bool) -> CopyOp {
     }
 }
 
+/// The [`ldmatrix`] instruction as a snippet taking a 32-bit shared-state-space address
+/// (`rc_ldmatrix_x{x}[_trans]_addr(uint32_t saddr, uint32_t (&d)[x])`), for kernels that
+/// compute shared addresses as `uint32_t` offsets from one converted base. Volatile, without
+/// a memory clobber (the caller orders the shared writes it reads with a barrier).
+///
+/// ```
+/// let s = rcute_atom::copy_ldsm::ldmatrix_addr(4, false);
+/// assert_eq!(s.name, "rc_ldmatrix_x4_addr");
+/// assert!(s.code.contains("ldmatrix.sync.aligned.x4.m8n8.shared.b16"));
+/// ```
+pub fn ldmatrix_addr(x: usize, trans: bool) -> Snippet {
+    let t = if trans { ".trans" } else { "" };
+    let fname = format!("rc_ldmatrix_x{x}{}_addr", if trans { "_trans" } else { "" });
+    let params = vec![
+        Param::new("saddr", ParamTy::SmemAddr { bytes: 16 }),
+        Param::regs("d", "uint32_t", x, Dir::Out),
+    ];
+    let line = format!(
+        "ldmatrix.sync.aligned.x{x}{t}.m8n8.shared.b16 {}, [%{x}];",
+        operand_list(0, x)
+    );
+    let body = asm_stmt(&[line], &bind_array("=r", "d", x), &["\"r\"(saddr)".into()], false);
+    Snippet::build(fname, Arch::SM80, 32, params, &body)
+}
+
 /// `stmatrix.sync.aligned.x{1,2,4}[.trans].m8n8.shared.b16`: the inverse of
 /// [`ldmatrix`].
 pub fn stmatrix(x: usize, trans: bool) -> CopyOp {

@@ -7,7 +7,9 @@
 //! |---|---|
 //! | `sm80_mainloop.rs` | [`Sm80MainloopConfig`] -> [`Sm80Mainloop`]: the Ampere multistage `cp.async` mainloop plan (CuTe's `MainloopSm80CpAsync` with the SM80 default smem layouts and copies) |
 //! | `pipeline.rs` | [`PipelineState`]: the stage index / mbarrier phase / count cursor of the SM90 pipelines (CUTLASS's `PipelineState`) |
-//! | `sm90_mainloop.rs` | [`Sm90MainloopConfig`] -> [`Sm90Mainloop`]: the Hopper TMA + `wgmma` warp-specialized mainloop plan (schedule and warpgroups, `wgmma` atom, GMMA smem atoms and layouts, TMA boxes, stage count and the kernel's smem map); [`Sm90Schedule`], [`ss_smem_selector`] |
+//! | `sm90_mainloop.rs` | [`Sm90MainloopConfig`] -> [`Sm90Mainloop`]: the Hopper TMA + `wgmma` warp-specialized mainloop plan (schedule and warpgroups, `wgmma` atom, GMMA smem atoms and layouts, TMA boxes, stage count and the kernel's smem map) |
+//! | `sm90_schedule.rs` | [`Sm90Schedule`]: the SM90 kernel schedule (warp-specialized, cooperative, ping-pong) |
+//! | `gmma_smem.rs` | [`ss_smem_selector`], [`gmma_tma_swizzle`]: the GMMA smem atom of an operand tile and its TMA swizzle |
 //! | `sm90_epilogue.rs` | [`Sm90EpilogueConfig`] -> [`Sm90EpiloguePlan`]: the policy and types of CUTLASS's `Sm90TmaWarpSpecialized` epilogue (epilogue tile, StagesC/D, reuse, delayed store, smem atoms, layouts and storage, store pipeline) with typed errors for its asserts |
 //! | `epilogue.rs` | [`EpilogueConfig`] -> [`EpiloguePlan`]: `D = convert(alpha * acc + beta * C)`; [`SmemEpilogue`]: the shared-memory staging (slabs in a union with the mainloop smem, padding / swizzle chosen by a bank-conflict simulation, 16-byte vectors) |
 //! | `fusion/` | [`Fusion`]: the epilogue visitor tree (`node.rs` the tree and its builders, `validate.rs`, `tree.rs` the validated fusion and its ABI, `params.rs` / `args.rs` the parameter struct and argument packing, `emit.rs` the C++ incl. staged broadcasts, `eval.rs` the CPU reference, `element.rs` element rounding and encoding) — composable [`Node`]s (accumulator, source, scalars, row / column broadcasts, aux load / store, element-wise [`ComputeOp`]s) rendered as a C++ parameter struct and per-element `__device__` visit function ([`FusionCode`]), packed arguments ([`FusionArgs`]) and a CPU reference; `linear_combination` (the default) and vLLM's `scaled_mm` |
@@ -39,10 +41,12 @@
 
 pub mod epilogue;
 pub mod fusion;
+pub mod gmma_smem;
 pub mod pipeline;
 pub mod sm80_mainloop;
 pub mod sm90_epilogue;
 pub mod sm90_mainloop;
+pub mod sm90_schedule;
 
 pub use epilogue::{EpilogueConfig, EpilogueError, EpiloguePlan, SmemEpilogue, StorageOrder, STORE_VECTOR_BYTES};
 pub use fusion::{

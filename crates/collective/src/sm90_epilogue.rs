@@ -80,7 +80,8 @@
 //! ```
 
 use crate::epilogue::StorageOrder;
-use crate::sm90_mainloop::{gmma_tma_swizzle, ss_smem_selector, Sm90Schedule};
+use crate::gmma_smem::{gmma_tma_swizzle, ss_smem_selector};
+use crate::sm90_schedule::Sm90Schedule;
 use rcute_atom::tma::TmaSwizzle;
 use rcute_atom::{CopyOp, Element, GmmaSmemAtom, Major};
 use rcute_layout::{tuple, AnyLayout};

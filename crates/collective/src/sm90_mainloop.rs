@@ -60,10 +60,12 @@
 //! assert_eq!((p.tma_box_a, p.tma_box_b, p.tx_bytes), ([64, 128], [64, 256], 49152));
 //! ```
 
+pub use crate::gmma_smem::{gmma_tma_swizzle, ss_smem_selector};
 use crate::sm90_epilogue::{check_mma_nesting, Sm90EpilogueError, Sm90EpiloguePlan};
+pub use crate::sm90_schedule::Sm90Schedule;
 use rcute_atom::mma_sm90::{valid_n, wgmma};
 use rcute_atom::tma::TmaSwizzle;
-use rcute_atom::{Element, GmmaSmemAtom, GmmaSource, GmmaSwizzle, Major, MmaAtom};
+use rcute_atom::{Element, GmmaSmemAtom, GmmaSource, Major, MmaAtom};
 use rcute_layout::{tuple, AnyLayout};
 
 /// Opt-in shared memory per CTA of an SM90 GPU: 227 KiB (CUTLASS's
@@ -80,121 +82,9 @@ pub const SM90_KERNEL_RESERVE_BYTES: usize = 128;
 /// Alignment of every A, B and epilogue buffer (one 128B-swizzle atom).
 pub const SM90_BUFFER_ALIGN: usize = 1024;
 
-/// The SM90 kernel schedule (CUTLASS's `KernelTmaWarpSpecialized*`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Sm90Schedule {
-    /// One producer and one consumer warpgroup, not persistent; the epilogue shares the
-    /// mainloop's shared memory (`KernelTmaWarpSpecialized`).
-    WarpSpecialized,
-    /// Persistent; two consumer warpgroups split each tile along M
-    /// (`KernelTmaWarpSpecializedCooperative`).
-    Cooperative,
-    /// Persistent; two consumer warpgroups take turns on whole tiles, one's epilogue
-    /// overlapping the other's mainloop (`KernelTmaWarpSpecializedPingpong`).
-    PingPong,
-}
-
-impl Sm90Schedule {
-    /// All schedules.
-    pub const ALL: [Sm90Schedule; 3] = [
-        Sm90Schedule::WarpSpecialized,
-        Sm90Schedule::Cooperative,
-        Sm90Schedule::PingPong,
-    ];
-    /// CUTLASS's kernel schedule tag.
-    pub fn cutlass_name(self) -> &'static str {
-        match self {
-            Sm90Schedule::WarpSpecialized => "KernelTmaWarpSpecialized",
-            Sm90Schedule::Cooperative => "KernelTmaWarpSpecializedCooperative",
-            Sm90Schedule::PingPong => "KernelTmaWarpSpecializedPingpong",
-        }
-    }
-    /// A short tag (`ws`, `coop`, `pingpong`).
-    pub fn tag(self) -> &'static str {
-        match self {
-            Sm90Schedule::WarpSpecialized => "ws",
-            Sm90Schedule::Cooperative => "coop",
-            Sm90Schedule::PingPong => "pingpong",
-        }
-    }
-    /// True for the cooperative schedule (cooperative epilogue).
-    pub fn is_cooperative(self) -> bool {
-        self == Sm90Schedule::Cooperative
-    }
-    /// Consumer (MMA) warpgroups.
-    pub fn consumer_warpgroups(self) -> usize {
-        match self {
-            Sm90Schedule::WarpSpecialized => 1,
-            Sm90Schedule::Cooperative | Sm90Schedule::PingPong => 2,
-        }
-    }
-    /// Threads that run one tile's epilogue (256 cooperative, else 128).
-    pub fn epilogue_threads(self) -> i64 {
-        if self.is_cooperative() {
-            256
-        } else {
-            128
-        }
-    }
-    /// M of the tiled MMA's tile: 64 per warpgroup stacked along M (128 cooperative).
-    pub fn mma_tile_m(self) -> i64 {
-        if self.is_cooperative() {
-            128
-        } else {
-            64
-        }
-    }
-    /// Whether the epilogue's shared memory is a union with the mainloop's.
-    pub fn epilogue_union(self) -> bool {
-        self == Sm90Schedule::WarpSpecialized
-    }
-}
-
-/// CuTe's `ss_smem_selector`: the GMMA shared-memory atom for an `(mn, k)` operand tile of
-/// `elem` — for K-major the widest swizzle (128B, 64B, 32B, interleave) whose width in
-/// elements divides `k`, for MN-major the widest dividing `mn`. `None` when `mn` or `k`
-/// is not a positive multiple of 8 or no atom divides.
-///
-/// ```
-/// use rcute_atom::{Element, GmmaSwizzle, Major};
-/// use rcute_collective::ss_smem_selector;
-/// assert_eq!(ss_smem_selector(Major::K, Element::BF16, 128, 64).unwrap().mode, GmmaSwizzle::B128);
-/// assert_eq!(ss_smem_selector(Major::K, Element::F32, 64, 8).unwrap().mode, GmmaSwizzle::B32);
-/// assert_eq!(ss_smem_selector(Major::MN, Element::F16, 24, 64).unwrap().mode, GmmaSwizzle::Interleave);
-/// ```
-pub fn ss_smem_selector(major: Major, elem: Element, mn: i64, k: i64) -> Option<GmmaSmemAtom> {
-    if mn <= 0 || k <= 0 || mn % 8 != 0 || k % 8 != 0 {
-        return None;
-    }
-    let contiguous = match major {
-        Major::K => k,
-        Major::MN => mn,
-    };
-    let bits = elem.bits() as i64;
-    [
-        GmmaSwizzle::B128,
-        GmmaSwizzle::B64,
-        GmmaSwizzle::B32,
-        GmmaSwizzle::Interleave,
-    ]
-    .into_iter()
-    .find(|m| contiguous % (m.span_bytes() * 8 / bits) == 0)
-    .map(|m| GmmaSmemAtom::new(major, m, elem))
-}
-
 /// Elements per swizzle span of an atom (the TMA box's inner extent).
 fn atom_width(atom: &GmmaSmemAtom) -> i64 {
     atom.mode.span_bytes() * 8 / atom.elem.bits() as i64
-}
-
-/// The TMA swizzle of a GMMA atom.
-pub fn gmma_tma_swizzle(mode: GmmaSwizzle) -> TmaSwizzle {
-    match mode {
-        GmmaSwizzle::Interleave => TmaSwizzle::None,
-        GmmaSwizzle::B32 => TmaSwizzle::B32,
-        GmmaSwizzle::B64 => TmaSwizzle::B64,
-        GmmaSwizzle::B128 => TmaSwizzle::B128,
-    }
 }
 
 /// The input of the SM90 mainloop builder.

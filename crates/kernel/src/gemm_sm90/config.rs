@@ -1,0 +1,108 @@
+//! The configuration of one SM90 GEMM kernel and its tile scheduler.
+
+use super::*;
+
+/// The tile scheduler of a configuration.
+pub(super) fn scheduler(cfg: &GemmSm90Config) -> TileScheduler {
+    TileScheduler {
+        raster: cfg.raster,
+        swizzle_log2: cfg.swizzle_log2,
+        cluster: [cfg.cluster[0] as u32, cfg.cluster[1] as u32],
+    }
+}
+
+/// Whether the schedule walks several tiles per CTA.
+pub(super) fn persistent(s: Sm90Schedule) -> bool {
+    s != Sm90Schedule::WarpSpecialized
+}
+
+/// The configuration of one generated SM90 GEMM kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GemmSm90Config {
+    /// Element type of A and B (`bf16` or `f16`).
+    pub ab: Element,
+    /// Element type of C and D (`bf16` or `f16`).
+    pub cd: Element,
+    /// The epilogue fusion (a visitor tree): what D is, per element, from the
+    /// accumulator, C and broadcast operands. The default is the linear combination
+    /// `alpha * acc + beta * C`; C is loaded only when the tree reads it, and then only when
+    /// it is needed at run time (`beta != 0`).
+    pub fusion: Fusion,
+    /// CTA tile `(BM, BN, BK)`.
+    pub tile: [i64; 3],
+    /// Cluster shape `(M, N)` (only `[1, 1]` for now).
+    pub cluster: [i64; 2],
+    /// Kernel schedule.
+    pub schedule: Sm90Schedule,
+    /// Pipeline stages (`None`: as many as fit).
+    pub stages: Option<usize>,
+    /// Epilogue subtile `(EPI_M, EPI_N)` (`None`: the builder's automatic choice).
+    pub epi_tile: Option<[i64; 2]>,
+    /// Shared memory capacity per CTA.
+    pub smem_capacity: usize,
+    /// Raster order of the persistent tile walk (resolved per problem for `Heuristic`).
+    pub raster: RasterOrderOption,
+    /// log2 of the tile-walk swizzle (bands of `2^swizzle_log2` tiles; clamped per problem).
+    pub swizzle_log2: u32,
+    /// `wgmma` batches a consumer warpgroup keeps in flight before it waits (CUTLASS's
+    /// `K_PIPE_MMAS`): 1 waits for the previous k-tile's batch and releases its stage while
+    /// the current one runs; 0 waits for the current batch and releases its stage at once,
+    /// which frees stages a k-tile earlier (more loads in flight) and, with the cooperative
+    /// schedule's two consumer warpgroups, still keeps the tensor cores busy with the other
+    /// warpgroup's batch.
+    pub mma_pipe: u32,
+}
+
+impl Eq for GemmSm90Config {}
+
+impl std::hash::Hash for GemmSm90Config {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (
+            self.ab,
+            self.cd,
+            self.tile,
+            self.cluster,
+            self.schedule,
+            self.stages,
+            self.epi_tile,
+        )
+            .hash(h);
+        (self.smem_capacity, self.raster, self.swizzle_log2, self.mma_pipe).hash(h);
+        (self.fusion.name(), self.fusion.describe()).hash(h);
+    }
+}
+
+impl GemmSm90Config {
+    /// Whether the kernel can read a source C (its fusion reads C).
+    pub fn with_c(&self) -> bool {
+        self.fusion.reads_source()
+    }
+
+    /// The same configuration with `D = alpha * acc` (no C: the epilogue's smem holds D
+    /// only and the TMA stores are delayed, as CUTLASS's builder does without C).
+    pub fn without_c(mut self) -> Self {
+        self.fusion = Fusion::new(Node::scalar("alpha") * Node::acc())
+            .and_then(|f| f.with_name("scale"))
+            .expect("a valid two-node tree");
+        self
+    }
+
+    /// bf16 in and out, K-major A and B, C readable, cluster 1x1, automatic stages and
+    /// epilogue tile.
+    pub fn bf16(tile: [i64; 3], schedule: Sm90Schedule) -> Self {
+        GemmSm90Config {
+            ab: Element::BF16,
+            cd: Element::BF16,
+            fusion: Fusion::linear_combination(),
+            tile,
+            cluster: [1, 1],
+            schedule,
+            stages: None,
+            epi_tile: None,
+            smem_capacity: SM90_SMEM_CAPACITY,
+            raster: RasterOrderOption::Heuristic,
+            swizzle_log2: 0,
+            mma_pipe: 1,
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! The Hopper GEMM generator: TMA loads into 128B-swizzled shared memory, a pipeline of
+//! full / empty `mbarrier`s, one elected producer thread, consumer warpgroups issuing
+//! `wgmma` (SS), and the TMA warp-specialized epilogue (registers -> `stmatrix` -> shared
+//! memory -> TMA store, optionally C loaded by a producer warp through TMA).
+//!
+//! Three kernel schedules (CUTLASS's `KernelTmaWarpSpecialized*`):
+//!
+//! | schedule | consumers | tiles per CTA | epilogue smem |
+//! |---|---|---|---|
+//! | [`Sm90Schedule::WarpSpecialized`] | 1 warpgroup | one (grid = tiles) | union with the mainloop |
+//! | [`Sm90Schedule::Cooperative`] | 2 warpgroups share a tile (rows split) | persistent | separate |
+//! | [`Sm90Schedule::PingPong`] | 2 warpgroups alternate tiles, ordered by named barriers | persistent | separate |
+//!
+//! The producer warpgroup drops to 40 registers (`setmaxnreg.dec`), the consumers rise to
+//! 232. The persistent schedules walk the tiles with [`crate::tile_scheduler`].
+//!
+//! Run-time arguments are [`GemmArgs`] (shared with the Ampere-class path); the launch
+//! helper encodes the four tensor maps (A, B, C, D) on the host. Limits (typed errors):
+//! A and B K-major (row-major A, column-major B: BLAS "TN"), D / C row-major, 16-byte
+//! aligned pointers, leading dimensions and batch strides multiples of 16 bytes, and K and
+//! N multiples of 16 bytes too (TMA moves whole 16-byte chunks at a tensor's contiguous
+//! edge); M arbitrary. TMA zero-fills loads and clips stores past the M and N edges of a
+//! tile.
+//!
+//! ```
+//! use rcute_kernel::gemm_sm90::{generate, GemmSm90Config, Sm90Schedule};
+//! let cfg = GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative);
+//! let g = generate(&cfg).unwrap();
+//! assert_eq!(g.name, "rc_gemm_sm90_bf16_tn_128x256x64_coop_c1x1_s4_e128x32");
+//! assert_eq!(g.threads, 384);
+//! assert!(g.source.contains("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"));
+//! ```
+
+use crate::emit::{unit_preamble, Function as CFunction, Item, Stmt, Unit};
+use crate::gemm_sm80::{GemmArgs, GemmError};
+use crate::launch::{Function, KernelArgs, LaunchConfig};
+use crate::tile_scheduler::{RasterOrderOption, SchedulerParams, TileScheduler};
+use crate::tma::encode_tiled_cached;
+use rcute_atom::copy_ldsm::{ldmatrix_addr, stmatrix};
+use rcute_atom::copy_tma::{
+    bulk_commit_group, bulk_wait_group, bulk_wait_group_read, prefetch_tensormap, tma_load, tma_store,
+};
+use rcute_atom::mma_sm90::{wgmma_commit_group, wgmma_fence, wgmma_wait_group};
+use rcute_atom::sync::{
+    cluster_arrive, cluster_arrive_relaxed, cluster_wait, elect_one_sync, fence_mbarrier_init,
+    fence_proxy_async_shared, mbarrier_arrive, mbarrier_arrive_cluster, mbarrier_arrive_expect_tx, mbarrier_init,
+    mbarrier_wait_parity, named_barrier_arrive, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
+};
+use rcute_atom::tma::tma_data_type;
+use rcute_atom::{make_gmma_desc, Element, GmmaSmemAtom, GmmaSwizzle, Major, MmaAtom, Snippet, TmaEncodeArgs};
+use rcute_collective::fusion::FusionCode;
+pub use rcute_collective::Fusion;
+use rcute_collective::Node;
+pub use rcute_collective::Sm90Schedule;
+use rcute_collective::{
+    EpilogueCopyAtom, Sm90EpilogueConfig, Sm90EpiloguePlan, Sm90Mainloop, Sm90MainloopConfig, StorageOrder,
+};
+pub use rcute_collective::{FusionArgs, ScaleKind};
+use rcute_layout::algebra::Tiler;
+use rcute_layout::{tuple, Layout};
+
+/// Threads per warpgroup.
+const WG: i64 = 128;
+/// Shared memory an SM90 CTA may use (227 KiB): the collective's capacity constant.
+pub use rcute_collective::SM90_SMEM_CAPACITY;
+/// Registers per thread of the producer warpgroup after `setmaxnreg.dec`.
+pub const PRODUCER_REGS: u32 = 40;
+/// Registers per thread of the consumer warpgroups after `setmaxnreg.inc`.
+pub const CONSUMER_REGS: u32 = 232;
+/// Alignment slack requested on top of the layout (the kernel aligns its base to 1 KiB).
+const ALIGN_SLACK: usize = 1024;
+
+mod config;
+mod kernel;
+mod launch;
+mod plan;
+mod split_k;
+mod stmt;
+
+pub use config::*;
+use kernel::*;
+pub use launch::*;
+pub use plan::*;
+pub use split_k::*;
+use stmt::*;
+
+/// A generated SM90 GEMM.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GeneratedGemmSm90 {
+    /// Kernel (and unit) name.
+    pub name: String,
+    /// The split-K reduction kernel's name (`<name>_splitk_reduce`), in the same unit.
+    pub reduce_name: String,
+    /// CUDA C++ source.
+    pub source: String,
+    /// Threads per CTA.
+    pub threads: u32,
+    /// Dynamic shared memory per CTA.
+    pub smem_bytes: u32,
+    /// The configuration, stages resolved.
+    pub config: GemmSm90Config,
+    /// The plan.
+    pub plan: Sm90Plan,
+}
+
+/// Generate the kernel of a configuration.
+pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
+    let p = plan(cfg)?;
+    let name = kernel_name(cfg, &p);
+    let mut config = cfg.clone();
+    config.stages = Some(p.stages);
+    let [em, en] = p.epi_tile;
+    let sub_bits = em * en * cfg.cd.bits() as i64;
+    let [bm, bn, bk] = cfg.tile;
+    let snippets: Vec<Snippet> = vec![
+        mbarrier_init(),
+        mbarrier_arrive(),
+        mbarrier_arrive_expect_tx(),
+        mbarrier_wait_parity(),
+        fence_mbarrier_init(),
+        fence_proxy_async_shared(),
+        named_barrier_sync(),
+        named_barrier_arrive(),
+        elect_one_sync(),
+        setmaxnreg_inc(),
+        setmaxnreg_dec(),
+        prefetch_tensormap(),
+        tma_load(
+            3,
+            true,
+            (bm * bk * cfg.ab.bits() as i64).max(bn * bk * cfg.ab.bits() as i64),
+        )
+        .snippet,
+        mbarrier_arrive_cluster(),
+        cluster_arrive(),
+        cluster_arrive_relaxed(),
+        cluster_wait(),
+        tma_load(
+            3,
+            false,
+            (bm * bk * cfg.ab.bits() as i64).max(bn * bk * cfg.ab.bits() as i64),
+        )
+        .snippet,
+        tma_store(3, sub_bits).snippet,
+        bulk_commit_group(),
+        bulk_wait_group_read(),
+        bulk_wait_group(),
+        stmatrix(4, false).snippet,
+        ldmatrix_addr(4, false),
+        wgmma_fence(),
+        wgmma_commit_group(),
+        wgmma_wait_group(),
+        p.mma.snippet.clone(),
+    ];
+    let mut items = unit_preamble(&snippets, "");
+    items.push(scheduler(cfg).device_item(&name));
+    items.push(Item::Snippet {
+        origin: "rcute sm90 helpers".into(),
+        code: helpers(cfg.cd),
+    });
+    let fusion = if p.bc_floats > 0 {
+        cfg.fusion.emit_staged("rc_fusion", bm, bn)
+    } else {
+        cfg.fusion.emit("rc_fusion")
+    }
+    .map_err(|e| cfg_err(format!("fusion: {e}")))?;
+    // Only trees that index memory by the element's coordinates (broadcast vectors, aux
+    // matrices) need the bounds guard; scalars (also `ScalarPtr`'s element 0) are safe at
+    // any coordinate and, unguarded, are loaded once instead of under every element's
+    // predicate.
+    let guarded = !cfg.fusion.broadcasts().is_empty() || cfg.fusion.has_aux();
+    let visit_body = if guarded {
+        format!(
+            "return (m < M && n < N) ? {}(p, acc, c, m, n, l) : 0.0f;",
+            fusion.fn_name
+        )
+    } else {
+        format!(
+            "return {}(p, acc, c, m, n, l);  // no pointer loads: no guard needed",
+            fusion.fn_name
+        )
+    };
+    items.push(Item::Snippet {
+        origin: format!("rcute-collective fusion {}", cfg.fusion.name()),
+        code: fusion.source(),
+    });
+    items.push(Item::Snippet {
+        origin: "rcute sm90 fusion guard".into(),
+        code: format!(
+            "// The fusion at one element, or 0 outside the problem (broadcast loads stay in bounds).\n\
+             __device__ __forceinline__ float rc_visit_at(const {s}& p, float acc, float c, int m, int n, int l, int M, int N) {{\n\
+             \x20 {visit_body}\n\
+             }}\n{staged}",
+            s = fusion.struct_name,
+            staged = match &fusion.staged {
+                None => String::new(),
+                Some(st) => format!(
+                    "// The same with the broadcast vectors read from the tile's staging area `bc` at the\n\
+                     // element's tile position (lm, ln) = (m - m0, n - n0).\n\
+                     __device__ __forceinline__ float rc_visit_staged_at(const {s}& p, float acc, float c, int m, int n, int l, int M, int N, const float* bc, int lm, int ln) {{\n\
+                     \x20 {body}\n\
+                     }}\n",
+                    s = fusion.struct_name,
+                    body = if cfg.fusion.has_aux() {
+                        format!("return (m < M && n < N) ? {}(p, acc, c, m, n, l, bc, lm, ln) : 0.0f;", st.visit_name)
+                    } else {
+                        format!(
+                            "return {}(p, acc, c, m, n, l, bc, lm, ln);  // staged vectors are 0 past the edge and no aux matrix is touched: no guard (TMA stores only in-bounds elements)",
+                            st.visit_name
+                        )
+                    },
+                ),
+            },
+        ),
+    });
+    items.push(Item::Function(kernel(&config, &p, &name, &fusion)?));
+    items.push(Item::Function(reduce_kernel(&config, &name, &fusion)));
+    let unit = Unit {
+        header: vec![
+            format!("{name}: generated by rcute (crates/kernel/src/gemm_sm90.rs); do not edit."),
+            format!(
+                "A {} K-major, B {} K-major, C/D {} row-major{}, tile {bm}x{bn}x{bk}, schedule {:?}, cluster {}x{}, {} stages",
+                cfg.ab.ptx(),
+                cfg.ab.ptx(),
+                cfg.cd.ptx(),
+                if cfg.with_c() { "" } else { " (no C)" },
+                cfg.schedule,
+                cfg.cluster[0],
+                cfg.cluster[1],
+                p.stages
+            ),
+            format!("smem atom A/B: {} (TMA SWIZZLE_128B boxes {bk}x{bm} / {bk}x{bn})", p.smem_atom),
+            format!(
+                "epilogue: subtile {em}x{en}, D buffers {} (StagesD {}), StagesC {}, ReuseSmemC {}, DelayTmaStore {}, {:?} swizzle",
+                p.d_bufs, p.epilogue.stages_d, p.c_bufs, p.reuse_smem_c, p.delay_tma_store, p.epi_swizzle
+            ),
+            format!("MMA {} ({} per warpgroup along M)", p.mma.name, p.m_atoms),
+        ],
+        includes: vec![],
+        items,
+    };
+    Ok(GeneratedGemmSm90 {
+        reduce_name: format!("{name}_splitk_reduce"),
+        name,
+        source: unit.render(),
+        threads: ((1 + p.consumers) * WG) as u32,
+        smem_bytes: p.smem_bytes as u32,
+        config,
+        plan: p,
+    })
+}

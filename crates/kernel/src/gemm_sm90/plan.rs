@@ -1,0 +1,270 @@
+//! The resolved plan of one SM90 GEMM kernel (tile, stages, shared-memory map, epilogue),
+//! its name and the element types it implies.
+
+use super::*;
+
+/// The resolved plan of a configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sm90Plan {
+    /// Stages of the mainloop pipeline.
+    pub stages: usize,
+    /// Consumer warpgroups.
+    pub consumers: i64,
+    /// Rows of the tile one consumer warpgroup computes.
+    pub wg_rows: i64,
+    /// `wgmma` m64 atoms per consumer warpgroup along M.
+    pub m_atoms: i64,
+    /// The `wgmma` atom (m64 x BN x 16).
+    pub mma: MmaAtom,
+    /// The K-major shared-memory atom of A and B.
+    pub smem_atom: GmmaSmemAtom,
+    /// Bytes of one stage of A / B.
+    pub stage_bytes: [usize; 2],
+    /// Epilogue subtile.
+    pub epi_tile: [i64; 2],
+    /// D buffers (`StagesD`, or `StagesC` with reuse).
+    pub d_bufs: usize,
+    /// C buffers (`StagesC`, 0 without C).
+    pub c_bufs: usize,
+    /// D is written into C's buffers.
+    pub reuse_smem_c: bool,
+    /// The TMA store of subtile `i` is issued in iteration `i + 1`.
+    pub delay_tma_store: bool,
+    /// Swizzle of the epilogue's subtile buffers (bytes of a row: the span).
+    pub epi_swizzle: GmmaSwizzle,
+    /// Byte offsets in the 1 KiB-aligned dynamic smem: A, B, epilogue, barriers.
+    pub offsets: [usize; 4],
+    /// Floats of one epilogue group's broadcast staging area (0: the fusion has no
+    /// broadcast vectors): the tile's slices of the row / column vectors, loaded once per
+    /// tile instead of at every element ([`rcute_collective::Fusion::staging_layout`]).
+    pub bc_floats: i64,
+    /// Byte offset of the staging areas (one per epilogue group, `bc_group_bytes` apart;
+    /// outside the mainloop's storage even where the epilogue's buffers alias it).
+    pub bc_offset: usize,
+    /// Bytes of one group's staging area (16-byte multiple).
+    pub bc_group_bytes: usize,
+    /// Dynamic smem to request.
+    pub smem_bytes: usize,
+    /// The collective mainloop plan (stages, atoms, TMA boxes).
+    pub mainloop: Sm90Mainloop,
+    /// The collective epilogue plan (the builder's policy decisions).
+    pub epilogue: Sm90EpiloguePlan,
+}
+
+pub(super) fn cfg_err(s: impl Into<String>) -> GemmError {
+    GemmError::Config(s.into())
+}
+
+/// Resolve the plan: the collective builders ([`Sm90EpiloguePlan`], [`Sm90Mainloop`])
+/// choose the epilogue policy and the stage count; this generator adds its own limits (one
+/// 128-byte TMA box per operand row, `stmatrix.x4`, row-major C / D, 16-bit types) and
+/// lays out the shared memory.
+pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
+    let [bm, bn, bk] = cfg.tile;
+    if !matches!(
+        cfg.ab,
+        Element::BF16 | Element::F16 | Element::S8 | Element::E4M3 | Element::E5M2
+    ) {
+        return Err(cfg_err(format!(
+            "A/B must be bf16, f16, s8, e4m3 or e5m2, got {}",
+            cfg.ab.ptx()
+        )));
+    }
+    if !matches!(cfg.cd, Element::BF16 | Element::F16) {
+        return Err(cfg_err(format!("C/D must be bf16 or f16, got {}", cfg.cd.ptx())));
+    }
+    let [cm, cn] = cfg.cluster;
+    if !matches!(cm, 1 | 2 | 4) || !matches!(cn, 1 | 2 | 4) || cm * cn > 8 {
+        return Err(cfg_err(format!(
+            "cluster {cm}x{cn}: each extent must be 1, 2 or 4, at most 8 CTAs"
+        )));
+    }
+    // Multicast slices: A's BM rows split across the cn CTAs of a cluster row, B's BN rows
+    // across the cm CTAs of a cluster column; a slice must keep whole 8-row swizzle atoms.
+    if cfg.tile[0] % (8 * cn) != 0 || cfg.tile[1] % (8 * cm) != 0 {
+        return Err(cfg_err(format!(
+            "tile {:?} with cluster {cm}x{cn}: BM / cluster_n and BN / cluster_m must be multiples of 8",
+            cfg.tile
+        )));
+    }
+    if cfg.mma_pipe > 1 {
+        return Err(cfg_err(format!(
+            "mma_pipe {}: the generator keeps 0 or 1 wgmma batches in flight",
+            cfg.mma_pipe
+        )));
+    }
+    let eb = cfg.ab.bytes() as i64;
+    if bk * eb != 128 {
+        return Err(cfg_err(format!(
+            "BK * element bytes must be 128 (one 128B swizzle row), got BK={bk}"
+        )));
+    }
+    let mut ecfg = Sm90EpilogueConfig::new(
+        cfg.tile,
+        cfg.schedule,
+        cfg.with_c().then_some(cfg.cd),
+        cfg.cd,
+        StorageOrder::RowMajor,
+    );
+    ecfg.epi_tile = cfg.epi_tile;
+    let epi = Sm90EpiloguePlan::new(&ecfg).map_err(|e| cfg_err(e.to_string()))?;
+    let [em, en] = epi.epi_tile;
+    let db = cfg.cd.bytes() as i64;
+    if epi.copy_atom_c != EpilogueCopyAtom::StsmX4 {
+        return Err(cfg_err(format!(
+            "epilogue tile {em}x{en}: this generator stores with stmatrix.x4 (EPI_N % 16 == 0)"
+        )));
+    }
+    let epi_swizzle = epi.smem_atom_d.mode;
+    if epi.smem_atom_d.major != Major::K || epi_swizzle.span_bytes() != en * db {
+        return Err(cfg_err(format!(
+            "epilogue tile {em}x{en}: the generator needs one swizzle atom per subtile row (EPI_N * bytes = 32, 64 or 128), the builder chose {}",
+            epi.smem_atom_d
+        )));
+    }
+    if em % 64 != 0 {
+        return Err(cfg_err(format!(
+            "epilogue tile {em}x{en}: EPI_M must be a multiple of 64"
+        )));
+    }
+    let pp = cfg.schedule == Sm90Schedule::PingPong;
+    // Ping-pong: each consumer warpgroup gets its own epilogue buffers (the two epilogues
+    // may overlap), so the mainloop sees one more epilogue's worth of carve-out.
+    let epi_sets = if pp { 2 } else { 1 };
+    let sub_bytes = (em * en * db) as usize;
+    let epi_set_bytes = sub_bytes
+        * (epi.stages_d.max(if epi.reuse_smem_c { epi.stages_c } else { 0 })
+            + if epi.reuse_smem_c { 0 } else { epi.stages_c });
+    let d_bufs = if epi.reuse_smem_c { epi.stages_c } else { epi.stages_d };
+    let c_bar_bytes = epi_sets * epi.stages_c * 16;
+    let bc_floats = cfg.fusion.staging_layout(bm, bn).iter().map(|b| b.extent).sum::<i64>();
+    let bc_group_bytes = (bc_floats as usize * 4).div_ceil(16) * 16;
+    let extra = ALIGN_SLACK + c_bar_bytes + epi_sets * bc_group_bytes + if pp { epi.smem_bytes } else { 0 };
+    let mcfg = Sm90MainloopConfig {
+        a: cfg.ab,
+        b: cfg.ab,
+        acc: acc_element(cfg.ab),
+        a_major: Major::K,
+        b_major: Major::K,
+        tile: cfg.tile,
+        cluster: cfg.cluster,
+        schedule: cfg.schedule,
+        stages: cfg.stages,
+        smem_capacity: cfg.smem_capacity.saturating_sub(extra),
+    };
+    let ml = Sm90Mainloop::new(&mcfg, &epi).map_err(|e| cfg_err(e.to_string()))?;
+    if ml.n_atoms != 1 || ml.tma_boxes_per_stage_a != 1 || ml.tma_boxes_per_stage_b != 1 {
+        return Err(cfg_err(format!(
+            "tile {bm}x{bn}x{bk}: the generator issues one wgmma atom along N and one TMA box per operand"
+        )));
+    }
+    let consumers = ml.consumer_warpgroups as i64;
+    let wg_rows = ml.wg_tile[0];
+    let m_atoms = ml.m_atoms_per_wg;
+    if m_atoms * bn / 2 > 128 {
+        return Err(cfg_err(format!(
+            "{} accumulators per thread exceed 128",
+            m_atoms * bn / 2
+        )));
+    }
+    let stages = ml.stages;
+    let stage_bytes = [(bm * bk * eb) as usize, (bn * bk * eb) as usize];
+    let main_bytes = stages * (stage_bytes[0] + stage_bytes[1]);
+    let epi_bytes = epi_sets * epi_set_bytes;
+    let (off_epi, after) = if ml.storage_union {
+        (0, main_bytes.max(epi_bytes))
+    } else {
+        (main_bytes, main_bytes + epi_bytes)
+    };
+    let bc_offset = after.div_ceil(16) * 16;
+    let off_bar = (bc_offset + epi_sets * bc_group_bytes).div_ceil(8) * 8;
+    let smem_bytes = off_bar + stages * 16 + c_bar_bytes + ALIGN_SLACK;
+    if smem_bytes > cfg.smem_capacity {
+        return Err(cfg_err(format!(
+            "needs {smem_bytes} B of shared memory, capacity {}",
+            cfg.smem_capacity
+        )));
+    }
+    Ok(Sm90Plan {
+        stages,
+        consumers,
+        wg_rows,
+        m_atoms,
+        mma: ml.mma_atom.clone(),
+        smem_atom: ml.smem_atom_a.clone(),
+        stage_bytes,
+        epi_tile: epi.epi_tile,
+        d_bufs,
+        c_bufs: epi.stages_c,
+        reuse_smem_c: epi.reuse_smem_c,
+        delay_tma_store: epi.delay_tma_store,
+        epi_swizzle,
+        offsets: [0, stages * stage_bytes[0], off_epi, off_bar],
+        bc_floats,
+        bc_offset,
+        bc_group_bytes,
+        smem_bytes,
+        mainloop: ml,
+        epilogue: epi,
+    })
+}
+
+/// The byte offset of `(row, col)` in one epilogue subtile buffer, as the kernel computes
+/// it: row-major rows of `EPI_N * bytes` (one swizzle span) and the span's byte swizzle
+/// `Swizzle<B,4,3>` (`B = log2(span / 16)`). Equal to the epilogue plan's
+/// `smem_layout_d` (checked in the tests).
+pub fn epi_byte_offset(p: &Sm90Plan, row: i64, col: i64, elem_bytes: i64) -> i64 {
+    let o = row * p.epi_tile[1] * elem_bytes + col * elem_bytes;
+    let mask = (p.epi_swizzle.span_bytes() / 16 - 1) << 4;
+    o ^ ((o >> 3) & mask)
+}
+
+/// The accumulator type of an input type: s32 for s8, f32 otherwise.
+pub fn acc_element(ab: Element) -> Element {
+    if ab == Element::S8 {
+        Element::S32
+    } else {
+        Element::F32
+    }
+}
+
+/// The C++ type of an accumulator register.
+pub(super) fn acc_cty(ab: Element) -> &'static str {
+    if ab == Element::S8 {
+        "int32_t"
+    } else {
+        "float"
+    }
+}
+
+/// The kernel name, e.g. `rc_gemm_sm90_bf16_tn_128x256x64_coop_c1x1_s4_e128x32`.
+pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
+    let [bm, bn, bk] = cfg.tile;
+    let out = if cfg.cd == cfg.ab {
+        String::new()
+    } else {
+        format!("_d{}", cfg.cd.ptx())
+    };
+    // The default tree adds nothing; the C-less scale is `_noc`; other trees add their name.
+    let noc = match cfg.fusion.name().as_str() {
+        "lincomb" => String::new(),
+        "scale" => "_noc".to_string(),
+        other => format!("_{other}"),
+    };
+    // The default wgmma pipelining (one batch in flight) adds nothing.
+    let pipe = if cfg.mma_pipe == 1 {
+        String::new()
+    } else {
+        format!("_w{}", cfg.mma_pipe)
+    };
+    format!(
+        "rc_gemm_sm90_{}{out}_tn_{bm}x{bn}x{bk}_{}_c{}x{}_s{}_e{}x{}{pipe}{noc}",
+        cfg.ab.ptx(),
+        cfg.schedule.tag(),
+        cfg.cluster[0],
+        cfg.cluster[1],
+        p.stages,
+        p.epi_tile[0],
+        p.epi_tile[1]
+    )
+}

@@ -1,0 +1,102 @@
+//! Small statement builders shared by the SM90 emitters and the unit's device helpers.
+
+use super::*;
+
+pub(super) fn e(s: impl Into<String>) -> Stmt {
+    Stmt::Expr(s.into())
+}
+pub(super) fn c(s: impl Into<String>) -> Stmt {
+    Stmt::Comment(s.into())
+}
+pub(super) fn d(ty: &str, name: &str, init: impl Into<String>) -> Stmt {
+    Stmt::decl(ty, name, init)
+}
+pub(super) fn dc(ty: &str, name: &str, init: impl Into<String>, comment: impl Into<String>) -> Stmt {
+    Stmt::Decl {
+        ty: ty.into(),
+        name: name.into(),
+        init: Some(init.into()),
+        comment: Some(comment.into()),
+    }
+}
+pub(super) fn if_(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
+    Stmt::If {
+        cond: cond.into(),
+        then,
+        otherwise: vec![],
+    }
+}
+/// consumer_release of stage `prev`: a local arrive, or (in a cluster) a remote arrive on
+/// every CTA whose producer writes into this stage.
+pub(super) fn release(clustered: bool, ctas: i64) -> Vec<Stmt> {
+    if !clustered {
+        return vec![e("rc_mbarrier_arrive(bar_empty + 8 * prev)")];
+    }
+    vec![for_(
+        "r",
+        "0",
+        ctas.to_string(),
+        vec![if_(
+            "(peers >> r) & 1",
+            vec![e("rc_mbarrier_arrive_cluster(bar_empty + 8 * prev, (uint32_t)r)")],
+        )],
+    )]
+}
+
+/// The persistent tile walk: this CTA's work ids.
+pub(super) fn work_loop(body: Vec<Stmt>) -> Stmt {
+    Stmt::Loop {
+        init: "unsigned long long work = sched.first_work()".into(),
+        cond: "work < sched.total_work".into(),
+        step: "work += sched.stride()".into(),
+        body,
+    }
+}
+pub(super) fn for_(var: &str, start: impl Into<String>, end: impl Into<String>, body: Vec<Stmt>) -> Stmt {
+    Stmt::For {
+        var: var.into(),
+        start: start.into(),
+        end: end.into(),
+        unroll: false,
+        body,
+    }
+}
+
+/// Local device helpers: shared address of a generic pointer, an accumulator register
+/// fence (CuTe's `warpgroup_fence_operand`), packing two floats, pipeline advance.
+pub(super) fn helpers(cd: Element) -> String {
+    let pack = match cd {
+        Element::BF16 => "__nv_bfloat162 h = __floats2bfloat162_rn(x, y);",
+        _ => "__half2 h = __floats2half2_rn(x, y);",
+    };
+    let unpack = match cd {
+        Element::BF16 => "__nv_bfloat162 h = *reinterpret_cast<__nv_bfloat162*>(&v);\n  *x = __low2float(h);\n  *y = __high2float(h);",
+        _ => "__half2 h = *reinterpret_cast<__half2*>(&v);\n  *x = __low2float(h);\n  *y = __high2float(h);",
+    };
+    format!(
+        r#"// rcute sm90 GEMM helpers.
+__device__ __forceinline__ uint32_t rc_smem_u32(const void* p) {{
+  return (uint32_t)__cvta_generic_to_shared(p);
+}}
+// Keep the compiler from moving accumulator accesses across wgmma (warpgroup_fence_operand).
+__device__ __forceinline__ void rc_fence_acc(float& r) {{ asm volatile("" : "+f"(r)::"memory"); }}
+__device__ __forceinline__ void rc_fence_acc(int32_t& r) {{ asm volatile("" : "+r"(r)::"memory"); }}
+// Two floats rounded to the output type, packed in 32 bits.
+__device__ __forceinline__ uint32_t rc_pack2(float x, float y) {{
+  {pack}
+  return *reinterpret_cast<uint32_t*>(&h);
+}}
+// Two output-type values packed in 32 bits, widened to float.
+__device__ __forceinline__ void rc_unpack2(uint32_t v, float* x, float* y) {{
+  {unpack}
+}}
+// PipelineState: advance (index, phase) by n stages of a ring of `stages`.
+__device__ __forceinline__ void rc_pipe_advance(uint32_t& index, uint32_t& phase, uint32_t n, uint32_t stages) {{
+  index += n;
+  phase ^= (index / stages) & 1u;
+  index %= stages;
+}}
+struct __align__(64) rc_tmap_t {{ unsigned long long opaque[16]; }};
+"#
+    )
+}
