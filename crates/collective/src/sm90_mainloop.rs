@@ -304,139 +304,210 @@ fn types_ok(a: Element, b: Element, acc: Element) -> bool {
     )
 }
 
+/// `(BM, BN, BK)` with the schedule, for [`Sm90PlanError::Tile`].
+fn tile_err(cfg: &Sm90MainloopConfig, reason: String) -> Sm90PlanError {
+    Sm90PlanError::Tile {
+        tile: cfg.tile,
+        schedule: cfg.schedule,
+        reason,
+    }
+}
+
+/// The element types form a `wgmma` combination, and 8-bit operands are K-major.
+fn check_types(cfg: &Sm90MainloopConfig) -> Result<(), Sm90PlanError> {
+    if !types_ok(cfg.a, cfg.b, cfg.acc) {
+        return Err(Sm90PlanError::Types {
+            a: cfg.a,
+            b: cfg.b,
+            acc: cfg.acc,
+        });
+    }
+    if cfg.a.bits() == 8 && (cfg.a_major != Major::K || cfg.b_major != Major::K) {
+        return Err(Sm90PlanError::Major {
+            elem: cfg.a,
+            a_major: cfg.a_major,
+            b_major: cfg.b_major,
+        });
+    }
+    Ok(())
+}
+
+/// The schedule's tile checks and the `wgmma` atom: `BM` in 64-row atoms per consumer
+/// warpgroup, N the largest PTX-valid N dividing `BN`, `BK` a multiple of the atom's K.
+fn choose_mma_atom(cfg: &Sm90MainloopConfig) -> Result<MmaAtom, Sm90PlanError> {
+    let [bm, bn, bk] = cfg.tile;
+    let schedule = cfg.schedule;
+    if bm <= 0 || bn <= 0 || bk <= 0 {
+        return Err(tile_err(cfg, "extents must be positive".into()));
+    }
+    if bm % schedule.mma_tile_m() != 0 {
+        return Err(tile_err(
+            cfg,
+            if schedule.is_cooperative() {
+                format!("BM={bm} must be a multiple of 128: each of the two consumer warpgroups takes BM/2 rows in 64-row wgmma atoms")
+            } else {
+                format!("BM={bm} must be a multiple of the 64-row wgmma atom")
+            },
+        ));
+    }
+    let n = valid_n(cfg.a)
+        .into_iter()
+        .rev()
+        .find(|n| bn % n == 0)
+        .ok_or_else(|| tile_err(cfg, format!("BN={bn} is not a multiple of any wgmma N for {}", cfg.a)))?;
+    let mma_atom =
+        wgmma(cfg.acc, cfg.a, cfg.b, n, GmmaSource::SS, cfg.a_major, cfg.b_major).ok_or(Sm90PlanError::Types {
+            a: cfg.a,
+            b: cfg.b,
+            acc: cfg.acc,
+        })?;
+    let atom_k = mma_atom.shape_mnk[2];
+    if bk % atom_k != 0 {
+        return Err(tile_err(
+            cfg,
+            format!("BK={bk} must be a multiple of the wgmma K={atom_k}"),
+        ));
+    }
+    Ok(mma_atom)
+}
+
+/// Cluster extents of 1, 2 or 4 and at most 8 CTAs (the portable limit).
+fn check_cluster(cfg: &Sm90MainloopConfig) -> Result<(), Sm90PlanError> {
+    let [cm, cn] = cfg.cluster;
+    let cerr = |reason: &str| Sm90PlanError::Cluster {
+        cluster: cfg.cluster,
+        reason: reason.into(),
+    };
+    if ![1, 2, 4].contains(&cm) || ![1, 2, 4].contains(&cn) {
+        return Err(cerr("each cluster extent must be 1, 2 or 4"));
+    }
+    if cm * cn > 8 {
+        return Err(cerr("at most 8 CTAs per cluster (the portable limit)"));
+    }
+    Ok(())
+}
+
+/// The epilogue must follow this tile and schedule and nest with the atom's N.
+fn check_epilogue(cfg: &Sm90MainloopConfig, epi: &Sm90EpiloguePlan, atom_n: i64) -> Result<(), Sm90PlanError> {
+    let ec = &epi.config;
+    if ec.cta_tile[0] != cfg.tile[0] || ec.cta_tile[1] != cfg.tile[1] || ec.schedule != cfg.schedule {
+        return Err(Sm90PlanError::EpilogueMismatch(format!(
+            "epilogue for {:?} tile {:?}, mainloop {:?} tile {:?}",
+            ec.schedule, ec.cta_tile, cfg.schedule, cfg.tile
+        )));
+    }
+    check_mma_nesting(cfg.schedule, epi.epi_tile, epi.fragment_size, atom_n).map_err(Sm90PlanError::Epilogue)
+}
+
+/// The GMMA smem atoms of A and B (`ss_smem_selector`).
+fn smem_atoms(cfg: &Sm90MainloopConfig) -> Result<(GmmaSmemAtom, GmmaSmemAtom), Sm90PlanError> {
+    let [bm, bn, bk] = cfg.tile;
+    let a = ss_smem_selector(cfg.a_major, cfg.a, bm, bk)
+        .ok_or_else(|| tile_err(cfg, "no GMMA smem atom divides the A tile".into()))?;
+    let b = ss_smem_selector(cfg.b_major, cfg.b, bn, bk)
+        .ok_or_else(|| tile_err(cfg, "no GMMA smem atom divides the B tile".into()))?;
+    Ok((a, b))
+}
+
+/// The shared-memory budget: per-stage A/B bytes and the epilogue's carve-out (or union).
+struct SmemBudget {
+    a_stage: usize,
+    b_stage: usize,
+    union: bool,
+    epi_tensor_bytes: usize,
+    epi_barrier_bytes: usize,
+    epi_smem_bytes: usize,
+    capacity: usize,
+}
+
+impl SmemBudget {
+    fn new(cfg: &Sm90MainloopConfig, epi: &Sm90EpiloguePlan) -> SmemBudget {
+        let [bm, bn, bk] = cfg.tile;
+        SmemBudget {
+            a_stage: (bm * bk) as usize * cfg.a.bytes() as usize,
+            b_stage: (bn * bk) as usize * cfg.b.bytes() as usize,
+            union: cfg.schedule.epilogue_union(),
+            epi_tensor_bytes: epi.tensor_bytes,
+            epi_barrier_bytes: epi.barrier_bytes,
+            epi_smem_bytes: epi.smem_bytes,
+            capacity: cfg.smem_capacity,
+        }
+    }
+
+    fn stage_bytes(&self) -> usize {
+        self.a_stage + self.b_stage
+    }
+
+    /// The shared-memory map at `stages`.
+    fn map(&self, stages: usize) -> SmemMap {
+        let offset_b = round_up(stages * self.a_stage, SM90_BUFFER_ALIGN);
+        let ml = offset_b + round_up(stages * self.b_stage, SM90_BUFFER_ALIGN);
+        let ep = round_up(self.epi_tensor_bytes, SM90_BUFFER_ALIGN);
+        let (offset_epi, tensors) = if self.union { (0, ml.max(ep)) } else { (ml, ml + ep) };
+        let barriers = 16 * stages + self.epi_barrier_bytes + SM90_KERNEL_RESERVE_BYTES;
+        SmemMap {
+            offset_b,
+            offset_epi,
+            offset_barriers: tensors,
+            total: round_up(tensors + barriers, 128),
+        }
+    }
+
+    fn too_big(&self, stages: usize) -> Sm90PlanError {
+        Sm90PlanError::SmemCapacity {
+            stages,
+            stage_bytes: self.stage_bytes(),
+            epilogue: self.epi_smem_bytes,
+            needed: self.map(stages).total,
+            capacity: self.capacity,
+        }
+    }
+
+    /// Explicit stages checked against the capacity, or the most that fit (at least 2, at
+    /// most [`SM90_MAX_AUTO_STAGES`]).
+    fn stages(&self, requested: Option<usize>) -> Result<usize, Sm90PlanError> {
+        match requested {
+            Some(s) if s < 2 => Err(Sm90PlanError::Stages { stages: s }),
+            Some(s) if self.map(s).total > self.capacity => Err(self.too_big(s)),
+            Some(s) => Ok(s),
+            None => (2..=SM90_MAX_AUTO_STAGES)
+                .rev()
+                .find(|&s| self.map(s).total <= self.capacity)
+                .ok_or_else(|| self.too_big(2)),
+        }
+    }
+}
+
+/// `(mn, BK, PIPE)` -> element offset: `tile_to_shape` of the swizzled atom, MN first for
+/// MN-major operands.
+fn smem_layout(atom: &GmmaSmemAtom, mn: i64, bk: i64, stages: usize) -> Result<AnyLayout, Sm90PlanError> {
+    let order = (atom.major == Major::MN).then(|| tuple!(2, 1, 3));
+    let st = stages as i64;
+    atom.swizzle
+        .compose_layout(&atom.layout)
+        .tile_to_shape(&tuple!(mn, bk, st), order.as_ref())
+        .map_err(|e| Sm90PlanError::Layout(e.to_string()))
+}
+
 impl Sm90Mainloop {
     /// Build the plan for a mainloop configuration and the epilogue that follows it.
     pub fn new(cfg: &Sm90MainloopConfig, epi: &Sm90EpiloguePlan) -> Result<Sm90Mainloop, Sm90PlanError> {
         let [bm, bn, bk] = cfg.tile;
-        let schedule = cfg.schedule;
-        if !types_ok(cfg.a, cfg.b, cfg.acc) {
-            return Err(Sm90PlanError::Types {
-                a: cfg.a,
-                b: cfg.b,
-                acc: cfg.acc,
-            });
-        }
-        if cfg.a.bits() == 8 && (cfg.a_major != Major::K || cfg.b_major != Major::K) {
-            return Err(Sm90PlanError::Major {
-                elem: cfg.a,
-                a_major: cfg.a_major,
-                b_major: cfg.b_major,
-            });
-        }
-        let terr = |reason: String| Sm90PlanError::Tile {
-            tile: cfg.tile,
-            schedule,
-            reason,
-        };
-        if bm <= 0 || bn <= 0 || bk <= 0 {
-            return Err(terr("extents must be positive".into()));
-        }
-        let mma_m = schedule.mma_tile_m();
-        if bm % mma_m != 0 {
-            return Err(terr(if schedule.is_cooperative() {
-                format!("BM={bm} must be a multiple of 128: each of the two consumer warpgroups takes BM/2 rows in 64-row wgmma atoms")
-            } else {
-                format!("BM={bm} must be a multiple of the 64-row wgmma atom")
-            }));
-        }
-        let n = valid_n(cfg.a)
-            .into_iter()
-            .rev()
-            .find(|n| bn % n == 0)
-            .ok_or_else(|| terr(format!("BN={bn} is not a multiple of any wgmma N for {}", cfg.a)))?;
-        let mma_atom =
-            wgmma(cfg.acc, cfg.a, cfg.b, n, GmmaSource::SS, cfg.a_major, cfg.b_major).ok_or(Sm90PlanError::Types {
-                a: cfg.a,
-                b: cfg.b,
-                acc: cfg.acc,
-            })?;
-        let atom_k = mma_atom.shape_mnk[2];
-        if bk % atom_k != 0 {
-            return Err(terr(format!("BK={bk} must be a multiple of the wgmma K={atom_k}")));
-        }
-        let [cm, cn] = cfg.cluster;
-        let cerr = |reason: &str| Sm90PlanError::Cluster {
-            cluster: cfg.cluster,
-            reason: reason.into(),
-        };
-        if ![1, 2, 4].contains(&cm) || ![1, 2, 4].contains(&cn) {
-            return Err(cerr("each cluster extent must be 1, 2 or 4"));
-        }
-        if cm * cn > 8 {
-            return Err(cerr("at most 8 CTAs per cluster (the portable limit)"));
-        }
-
-        // The epilogue must follow this tile and schedule and nest with this atom.
-        let ec = &epi.config;
-        if ec.cta_tile[0] != bm || ec.cta_tile[1] != bn || ec.schedule != schedule {
-            return Err(Sm90PlanError::EpilogueMismatch(format!(
-                "epilogue for {:?} tile {:?}, mainloop {:?} tile {:?}",
-                ec.schedule, ec.cta_tile, schedule, cfg.tile
-            )));
-        }
-        check_mma_nesting(schedule, epi.epi_tile, epi.fragment_size, n).map_err(Sm90PlanError::Epilogue)?;
-
-        let smem_atom_a = ss_smem_selector(cfg.a_major, cfg.a, bm, bk)
-            .ok_or_else(|| terr("no GMMA smem atom divides the A tile".into()))?;
-        let smem_atom_b = ss_smem_selector(cfg.b_major, cfg.b, bn, bk)
-            .ok_or_else(|| terr("no GMMA smem atom divides the B tile".into()))?;
-
-        // Stages and the shared-memory map.
-        let a_stage = (bm * bk) as usize * cfg.a.bytes() as usize;
-        let b_stage = (bn * bk) as usize * cfg.b.bytes() as usize;
-        let stage_bytes = a_stage + b_stage;
-        let union = schedule.epilogue_union();
-        let map = |stages: usize| -> SmemMap {
-            let offset_b = round_up(stages * a_stage, SM90_BUFFER_ALIGN);
-            let ml = offset_b + round_up(stages * b_stage, SM90_BUFFER_ALIGN);
-            let ep = round_up(epi.tensor_bytes, SM90_BUFFER_ALIGN);
-            let (offset_epi, tensors) = if union { (0, ml.max(ep)) } else { (ml, ml + ep) };
-            let barriers = 16 * stages + epi.barrier_bytes + SM90_KERNEL_RESERVE_BYTES;
-            SmemMap {
-                offset_b,
-                offset_epi,
-                offset_barriers: tensors,
-                total: round_up(tensors + barriers, 128),
-            }
-        };
-        let capacity = cfg.smem_capacity;
-        let too_big = |stages: usize| Sm90PlanError::SmemCapacity {
-            stages,
-            stage_bytes,
-            epilogue: epi.smem_bytes,
-            needed: map(stages).total,
-            capacity,
-        };
-        let stages = match cfg.stages {
-            Some(s) if s < 2 => return Err(Sm90PlanError::Stages { stages: s }),
-            Some(s) => {
-                if map(s).total > capacity {
-                    return Err(too_big(s));
-                }
-                s
-            }
-            None => (2..=SM90_MAX_AUTO_STAGES)
-                .rev()
-                .find(|&s| map(s).total <= capacity)
-                .ok_or_else(|| too_big(2))?,
-        };
-        let m = map(stages);
-
-        let lerr = |e: rcute_layout::LayoutError| Sm90PlanError::Layout(e.to_string());
-        let st = stages as i64;
-        let layout = |atom: &GmmaSmemAtom, mn: i64| -> Result<AnyLayout, Sm90PlanError> {
-            let order = (atom.major == Major::MN).then(|| tuple!(2, 1, 3));
-            atom.swizzle
-                .compose_layout(&atom.layout)
-                .tile_to_shape(&tuple!(mn, bk, st), order.as_ref())
-                .map_err(lerr)
-        };
-        let smem_layout_a = layout(&smem_atom_a, bm)?;
-        let smem_layout_b = layout(&smem_atom_b, bn)?;
+        check_types(cfg)?;
+        let mma_atom = choose_mma_atom(cfg)?;
+        let [_, atom_n, atom_k] = mma_atom.shape_mnk;
+        check_cluster(cfg)?;
+        check_epilogue(cfg, epi, atom_n)?;
+        let (smem_atom_a, smem_atom_b) = smem_atoms(cfg)?;
+        let budget = SmemBudget::new(cfg, epi);
+        let stages = budget.stages(cfg.stages)?;
+        let m = budget.map(stages);
+        let smem_layout_a = smem_layout(&smem_atom_a, bm, bk, stages)?;
+        let smem_layout_b = smem_layout(&smem_atom_b, bn, bk, stages)?;
         let (tma_box_a, tma_boxes_per_stage_a) = tma_box(&smem_atom_a, bm, bk);
         let (tma_box_b, tma_boxes_per_stage_b) = tma_box(&smem_atom_b, bn, bk);
-        let consumer_warpgroups = schedule.consumer_warpgroups();
-        let wg_tile = if schedule.is_cooperative() {
+        let consumer_warpgroups = cfg.schedule.consumer_warpgroups();
+        let wg_tile = if cfg.schedule.is_cooperative() {
             [bm / 2, bn]
         } else {
             [bm, bn]
@@ -449,7 +520,7 @@ impl Sm90Mainloop {
             threads: 128 * (1 + consumer_warpgroups),
             wg_tile,
             m_atoms_per_wg: wg_tile[0] / 64,
-            n_atoms: bn / n,
+            n_atoms: bn / atom_n,
             k_atoms: bk / atom_k,
             mma_atom,
             tma_swizzle_a: gmma_tma_swizzle(smem_atom_a.mode),
@@ -458,21 +529,21 @@ impl Sm90Mainloop {
             smem_atom_b,
             smem_layout_a,
             smem_layout_b,
-            stage_bytes,
+            stage_bytes: budget.stage_bytes(),
             stages,
             barrier_bytes: 16 * stages,
             tma_box_a,
             tma_box_b,
             tma_boxes_per_stage_a,
             tma_boxes_per_stage_b,
-            tx_bytes: stage_bytes as u32,
-            storage_union: union,
+            tx_bytes: budget.stage_bytes() as u32,
+            storage_union: budget.union,
             smem_offset_b: m.offset_b,
             smem_offset_epilogue: m.offset_epi,
             smem_offset_barriers: m.offset_barriers,
             smem_bytes: m.total,
-            multicast_a: cn > 1,
-            multicast_b: cm > 1,
+            multicast_a: cfg.cluster[1] > 1,
+            multicast_b: cfg.cluster[0] > 1,
         })
     }
 
