@@ -426,209 +426,289 @@ fn supported_d(e: Element) -> bool {
     )
 }
 
+fn tile_err(cfg: &Sm90EpilogueConfig, epi_tile: Option<[i64; 2]>, reason: &str) -> Sm90EpilogueError {
+    Sm90EpilogueError::Tile {
+        cta_tile: cfg.cta_tile,
+        epi_tile,
+        reason: reason.to_string(),
+    }
+}
+
+/// C and D have types the epilogue handles.
+fn check_types(cfg: &Sm90EpilogueConfig) -> Result<(), Sm90EpilogueError> {
+    if let Some(c) = cfg.c {
+        if !supported_c(c) {
+            return Err(Sm90EpilogueError::Type { operand: "C", elem: c });
+        }
+    }
+    if !supported_d(cfg.d) {
+        return Err(Sm90EpilogueError::Type {
+            operand: "D",
+            elem: cfg.d,
+        });
+    }
+    Ok(())
+}
+
+/// The subtile `(EPI_M, EPI_N)` (given or automatic) and its `FragmentSize`, checked
+/// against the CTA tile and the MMA tile the mainloop picks.
+fn choose_subtile(cfg: &Sm90EpilogueConfig) -> Result<([i64; 2], i64), Sm90EpilogueError> {
+    let [bm, bn, bk] = cfg.cta_tile;
+    if bm <= 0 || bn <= 0 || bk <= 0 {
+        return Err(tile_err(cfg, cfg.epi_tile, "CTA tile extents must be positive"));
+    }
+    let mma_n =
+        assumed_mma_n(bn).ok_or_else(|| tile_err(cfg, cfg.epi_tile, "BN must be a multiple of 8 (a wgmma N)"))?;
+    let epi_tile = cfg
+        .epi_tile
+        .unwrap_or_else(|| sm90_auto_epi_tile(cfg.cta_tile, cfg.schedule, cfg.d));
+    let [em, en] = epi_tile;
+    if em <= 0 || en <= 0 {
+        return Err(tile_err(cfg, Some(epi_tile), "epilogue tile extents must be positive"));
+    }
+    if bm % em != 0 {
+        return Err(Sm90EpilogueError::Divide {
+            mode: 'M',
+            epi: em,
+            cta: bm,
+        });
+    }
+    if bn % en != 0 {
+        return Err(Sm90EpilogueError::Divide {
+            mode: 'N',
+            epi: en,
+            cta: bn,
+        });
+    }
+    let mma_m = cfg.schedule.mma_tile_m();
+    if em % mma_m != 0 {
+        return Err(Sm90EpilogueError::EpiM { epi_m: em, mma_m });
+    }
+    let threads = cfg.schedule.epilogue_threads();
+    // Always integral here (EPI_M is a multiple of 64 per 128 threads); kept as a check.
+    if (em * en) % threads != 0 {
+        return Err(Sm90EpilogueError::Fragment {
+            fragment: 0,
+            acc_values: mma_n / 2,
+        });
+    }
+    let fragment_size = em * en / threads;
+    check_mma_nesting(cfg.schedule, epi_tile, fragment_size, mma_n)?;
+    Ok((epi_tile, fragment_size))
+}
+
+/// `CopyAtomC`: the widest `stmatrix` whose width divides `EPI_N`.
+fn choose_copy_atom(epi_n: i64) -> Result<EpilogueCopyAtom, Sm90EpilogueError> {
+    if epi_n % 16 == 0 {
+        Ok(EpilogueCopyAtom::StsmX4)
+    } else if epi_n % 8 == 0 {
+        Ok(EpilogueCopyAtom::StsmX2)
+    } else {
+        Err(Sm90EpilogueError::CopyAtom { epi_n })
+    }
+}
+
+/// The subtile's GMMA major mode and contiguous extent for the storage order.
+fn subtile_major(order: StorageOrder, [em, en]: [i64; 2]) -> (Major, i64) {
+    match order {
+        StorageOrder::RowMajor => (Major::K, en),
+        StorageOrder::ColMajor => (Major::MN, em),
+    }
+}
+
+/// Each TMA box row of C and D is a multiple of 16 bytes.
+fn check_alignment(cfg: &Sm90EpilogueConfig, epi_tile: [i64; 2]) -> Result<(), Sm90EpilogueError> {
+    let (_, contiguous) = subtile_major(cfg.order, epi_tile);
+    for (operand, e) in [("C", cfg.c), ("D", Some(cfg.d))] {
+        if let Some(e) = e {
+            if (contiguous * e.bytes() as i64) % 16 != 0 {
+                return Err(Sm90EpilogueError::Alignment {
+                    operand,
+                    extent: contiguous,
+                    bytes: e.bytes(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The builder's policy: `StagesC`, `StagesD`, `ReuseSmemC` and `DelayTmaStore`.
+struct Policy {
+    stages_c: usize,
+    stages_d: usize,
+    reuse: bool,
+    delay: bool,
+}
+
+/// C/D stages, smem reuse and store delay (builder rules unless overridden), with the
+/// collective's checks.
+fn choose_policy(cfg: &Sm90EpilogueConfig, epi_tiles: i64) -> Result<Policy, Sm90EpilogueError> {
+    let tiles = epi_tiles as usize;
+    let rule_reuse = cfg.c.is_some_and(|c| c.bits() == cfg.d.bits()) && cfg.d.bits() > 8;
+    let reuse = cfg.reuse_smem_c.unwrap_or(rule_reuse);
+    let delay = cfg.delay_tma_store.unwrap_or(cfg.c.is_none() && !cfg.ptr_array);
+    let stages_d = cfg.stages_d.unwrap_or(tiles.min(2));
+    if stages_d == 0 {
+        return Err(Sm90EpilogueError::Stages("StagesD must be at least 1".into()));
+    }
+    let stages_c = match (cfg.c, cfg.stages_c) {
+        (None, None) | (None, Some(0)) => 0,
+        (None, Some(s)) => {
+            return Err(Sm90EpilogueError::Stages(format!("StagesC = {s} without a source C")));
+        }
+        (Some(_), Some(0)) => {
+            return Err(Sm90EpilogueError::Stages(
+                "StagesC must be at least 1 with a source C".into(),
+            ))
+        }
+        (Some(_), Some(s)) => s,
+        (Some(_), None) if reuse => tiles.min(4).max(stages_d + 1),
+        (Some(_), None) => tiles.min(4),
+    };
+    if reuse {
+        if cfg.c.is_none() {
+            return Err(Sm90EpilogueError::Reuse("reusing C's buffers needs a source C".into()));
+        }
+        if stages_d > stages_c {
+            return Err(Sm90EpilogueError::Reuse(format!(
+                "StagesD ({stages_d}) must not exceed StagesC ({stages_c})"
+            )));
+        }
+    }
+    if delay && reuse && stages_c <= stages_d {
+        return Err(Sm90EpilogueError::Deadlock { stages_c, stages_d });
+    }
+    Ok(Policy {
+        stages_c,
+        stages_d,
+        reuse,
+        delay,
+    })
+}
+
+/// The smem atoms and `(EPI_M, EPI_N, stages)` layouts of C and D.
+struct SmemBuffers {
+    atom_c: Option<GmmaSmemAtom>,
+    atom_d: GmmaSmemAtom,
+    layout_c: Option<AnyLayout>,
+    layout_d: AnyLayout,
+}
+
+/// The C and D buffers: D takes `StagesC` buffers when it reuses C's, and then their
+/// subtiles must have equal cosizes.
+fn smem_buffers(cfg: &Sm90EpilogueConfig, epi_tile: [i64; 2], p: &Policy) -> Result<SmemBuffers, Sm90EpilogueError> {
+    let [em, en] = epi_tile;
+    let (major, contiguous) = subtile_major(cfg.order, epi_tile);
+    let order = match cfg.order {
+        StorageOrder::RowMajor => None,
+        StorageOrder::ColMajor => Some(tuple!(2, 1, 3)),
+    };
+    let atom_for = |e: Element, operand: &'static str| {
+        ss_smem_selector(major, e, em, en).ok_or(Sm90EpilogueError::Alignment {
+            operand,
+            extent: contiguous,
+            bytes: e.bytes(),
+        })
+    };
+    let layout_for = |atom: &GmmaSmemAtom, stages: usize| -> Result<AnyLayout, Sm90EpilogueError> {
+        let st = stages as i64;
+        atom.swizzle
+            .compose_layout(&atom.layout)
+            .tile_to_shape(&tuple!(em, en, st), order.as_ref())
+            .map_err(|e| Sm90EpilogueError::Layout(e.to_string()))
+    };
+    let cosize_2d = |l: &AnyLayout| l.take(0, 2).ok().and_then(|t| t.cosize().as_static());
+    let atom_d = atom_for(cfg.d, "D")?;
+    let layout_d = layout_for(&atom_d, if p.reuse { p.stages_c } else { p.stages_d })?;
+    let (atom_c, layout_c) = match cfg.c {
+        Some(c) => {
+            let atom = atom_for(c, "C")?;
+            let layout = layout_for(&atom, p.stages_c)?;
+            (Some(atom), Some(layout))
+        }
+        None => (None, None),
+    };
+    if p.reuse {
+        let lc = layout_c.as_ref().and_then(cosize_2d);
+        if lc.is_none() || lc != cosize_2d(&layout_d) {
+            return Err(Sm90EpilogueError::Reuse(
+                "C and D subtiles must have equal cosizes".into(),
+            ));
+        }
+    }
+    Ok(SmemBuffers {
+        atom_c,
+        atom_d,
+        layout_c,
+        layout_d,
+    })
+}
+
+fn cosize_bytes(l: &AnyLayout, e: Element) -> Result<usize, Sm90EpilogueError> {
+    let n = l
+        .cosize()
+        .as_static()
+        .ok_or_else(|| Sm90EpilogueError::Layout("dynamic cosize".into()))?;
+    Ok(n as usize * e.bytes() as usize)
+}
+
+/// The storage kind, D's byte offset in it and the tensor bytes.
+fn storage_map(
+    cfg: &Sm90EpilogueConfig,
+    reuse: bool,
+    b: &SmemBuffers,
+) -> Result<(EpilogueStorage, usize, usize), Sm90EpilogueError> {
+    let d_bytes = cosize_bytes(&b.layout_d, cfg.d)?;
+    let c_bytes = match (&b.layout_c, cfg.c) {
+        (Some(l), Some(c)) => cosize_bytes(l, c)?,
+        _ => 0,
+    };
+    let storage = match (cfg.c, reuse) {
+        (None, _) => EpilogueStorage::UnionWithoutC,
+        (Some(_), true) => EpilogueStorage::UnionReuseC,
+        (Some(_), false) => EpilogueStorage::StructWithC,
+    };
+    let (smem_offset_d, tensor_bytes) = match storage {
+        EpilogueStorage::UnionWithoutC => (0, d_bytes),
+        EpilogueStorage::UnionReuseC => (0, c_bytes.max(d_bytes)),
+        EpilogueStorage::StructWithC => {
+            let off = round_up(c_bytes, atom_alignment(&b.atom_d));
+            (off, off + d_bytes)
+        }
+    };
+    Ok((storage, smem_offset_d, tensor_bytes))
+}
+
 impl Sm90EpiloguePlan {
     /// Apply the builder rules and the collective's checks, or say why not.
     pub fn new(cfg: &Sm90EpilogueConfig) -> Result<Sm90EpiloguePlan, Sm90EpilogueError> {
-        let [bm, bn, bk] = cfg.cta_tile;
-        let tile_err = |epi_tile: Option<[i64; 2]>, reason: &str| Sm90EpilogueError::Tile {
-            cta_tile: cfg.cta_tile,
-            epi_tile,
-            reason: reason.to_string(),
-        };
-        if let Some(c) = cfg.c {
-            if !supported_c(c) {
-                return Err(Sm90EpilogueError::Type { operand: "C", elem: c });
-            }
-        }
-        if !supported_d(cfg.d) {
-            return Err(Sm90EpilogueError::Type {
-                operand: "D",
-                elem: cfg.d,
-            });
-        }
-        if bm <= 0 || bn <= 0 || bk <= 0 {
-            return Err(tile_err(cfg.epi_tile, "CTA tile extents must be positive"));
-        }
-        let mma_n =
-            assumed_mma_n(bn).ok_or_else(|| tile_err(cfg.epi_tile, "BN must be a multiple of 8 (a wgmma N)"))?;
-        let epi_tile = cfg
-            .epi_tile
-            .unwrap_or_else(|| sm90_auto_epi_tile(cfg.cta_tile, cfg.schedule, cfg.d));
+        let [bm, bn, _] = cfg.cta_tile;
+        check_types(cfg)?;
+        let (epi_tile, fragment_size) = choose_subtile(cfg)?;
         let [em, en] = epi_tile;
-        if em <= 0 || en <= 0 {
-            return Err(tile_err(Some(epi_tile), "epilogue tile extents must be positive"));
-        }
-        if bm % em != 0 {
-            return Err(Sm90EpilogueError::Divide {
-                mode: 'M',
-                epi: em,
-                cta: bm,
-            });
-        }
-        if bn % en != 0 {
-            return Err(Sm90EpilogueError::Divide {
-                mode: 'N',
-                epi: en,
-                cta: bn,
-            });
-        }
-        let mma_m = cfg.schedule.mma_tile_m();
-        if em % mma_m != 0 {
-            return Err(Sm90EpilogueError::EpiM { epi_m: em, mma_m });
-        }
-        let threads = cfg.schedule.epilogue_threads();
-        // Always integral here (EPI_M is a multiple of 64 per 128 threads); kept as a check.
-        if (em * en) % threads != 0 {
-            return Err(Sm90EpilogueError::Fragment {
-                fragment: 0,
-                acc_values: mma_n / 2,
-            });
-        }
-        let fragment_size = em * en / threads;
-        check_mma_nesting(cfg.schedule, epi_tile, fragment_size, mma_n)?;
-        let copy_atom_c = if en % 16 == 0 {
-            EpilogueCopyAtom::StsmX4
-        } else if en % 8 == 0 {
-            EpilogueCopyAtom::StsmX2
-        } else {
-            return Err(Sm90EpilogueError::CopyAtom { epi_n: en });
-        };
-        let (major, contiguous) = match cfg.order {
-            StorageOrder::RowMajor => (Major::K, en),
-            StorageOrder::ColMajor => (Major::MN, em),
-        };
-        for (operand, e) in [("C", cfg.c), ("D", Some(cfg.d))] {
-            if let Some(e) = e {
-                if (contiguous * e.bytes() as i64) % 16 != 0 {
-                    return Err(Sm90EpilogueError::Alignment {
-                        operand,
-                        extent: contiguous,
-                        bytes: e.bytes(),
-                    });
-                }
-            }
-        }
-
-        // Policy.
+        let copy_atom_c = choose_copy_atom(en)?;
+        check_alignment(cfg, epi_tile)?;
         let epi_tiles = (bm / em) * (bn / en);
-        let tiles = epi_tiles as usize;
-        let rule_reuse = cfg.c.is_some_and(|c| c.bits() == cfg.d.bits()) && cfg.d.bits() > 8;
-        let reuse = cfg.reuse_smem_c.unwrap_or(rule_reuse);
-        let delay = cfg.delay_tma_store.unwrap_or(cfg.c.is_none() && !cfg.ptr_array);
-        let stages_d = cfg.stages_d.unwrap_or(tiles.min(2));
-        if stages_d == 0 {
-            return Err(Sm90EpilogueError::Stages("StagesD must be at least 1".into()));
-        }
-        let stages_c = match (cfg.c, cfg.stages_c) {
-            (None, None) | (None, Some(0)) => 0,
-            (None, Some(s)) => {
-                return Err(Sm90EpilogueError::Stages(format!("StagesC = {s} without a source C")));
-            }
-            (Some(_), Some(0)) => {
-                return Err(Sm90EpilogueError::Stages(
-                    "StagesC must be at least 1 with a source C".into(),
-                ))
-            }
-            (Some(_), Some(s)) => s,
-            (Some(_), None) if reuse => tiles.min(4).max(stages_d + 1),
-            (Some(_), None) => tiles.min(4),
-        };
-        if reuse {
-            if cfg.c.is_none() {
-                return Err(Sm90EpilogueError::Reuse("reusing C's buffers needs a source C".into()));
-            }
-            if stages_d > stages_c {
-                return Err(Sm90EpilogueError::Reuse(format!(
-                    "StagesD ({stages_d}) must not exceed StagesC ({stages_c})"
-                )));
-            }
-        }
-        if delay && reuse && stages_c <= stages_d {
-            return Err(Sm90EpilogueError::Deadlock { stages_c, stages_d });
-        }
-
-        // Shared memory.
-        let lerr = |e: rcute_layout::LayoutError| Sm90EpilogueError::Layout(e.to_string());
-        let order = match cfg.order {
-            StorageOrder::RowMajor => None,
-            StorageOrder::ColMajor => Some(tuple!(2, 1, 3)),
-        };
-        let atom_for = |e: Element, operand: &'static str| {
-            ss_smem_selector(major, e, em, en).ok_or(Sm90EpilogueError::Alignment {
-                operand,
-                extent: contiguous,
-                bytes: e.bytes(),
-            })
-        };
-        let layout_for = |atom: &GmmaSmemAtom, stages: usize| -> Result<AnyLayout, Sm90EpilogueError> {
-            let st = stages as i64;
-            atom.swizzle
-                .compose_layout(&atom.layout)
-                .tile_to_shape(&tuple!(em, en, st), order.as_ref())
-                .map_err(lerr)
-        };
-        let cosize_bytes = |l: &AnyLayout, e: Element| -> Result<usize, Sm90EpilogueError> {
-            let n = l
-                .cosize()
-                .as_static()
-                .ok_or_else(|| Sm90EpilogueError::Layout("dynamic cosize".into()))?;
-            Ok(n as usize * e.bytes() as usize)
-        };
-        let cosize_2d = |l: &AnyLayout| l.take(0, 2).ok().and_then(|t| t.cosize().as_static());
-        let smem_atom_d = atom_for(cfg.d, "D")?;
-        let stages_d_buffers = if reuse { stages_c } else { stages_d };
-        let smem_layout_d = layout_for(&smem_atom_d, stages_d_buffers)?;
-        let (smem_atom_c, smem_layout_c) = match cfg.c {
-            Some(c) => {
-                let atom = atom_for(c, "C")?;
-                let layout = layout_for(&atom, stages_c)?;
-                (Some(atom), Some(layout))
-            }
-            None => (None, None),
-        };
-        if reuse {
-            let lc = smem_layout_c.as_ref().and_then(cosize_2d);
-            if lc.is_none() || lc != cosize_2d(&smem_layout_d) {
-                return Err(Sm90EpilogueError::Reuse(
-                    "C and D subtiles must have equal cosizes".into(),
-                ));
-            }
-        }
-        let d_bytes = cosize_bytes(&smem_layout_d, cfg.d)?;
-        let c_bytes = match (&smem_layout_c, cfg.c) {
-            (Some(l), Some(c)) => cosize_bytes(l, c)?,
-            _ => 0,
-        };
-        let storage = match (cfg.c, reuse) {
-            (None, _) => EpilogueStorage::UnionWithoutC,
-            (Some(_), true) => EpilogueStorage::UnionReuseC,
-            (Some(_), false) => EpilogueStorage::StructWithC,
-        };
-        let (smem_offset_d, tensor_bytes) = match storage {
-            EpilogueStorage::UnionWithoutC => (0, d_bytes),
-            EpilogueStorage::UnionReuseC => (0, c_bytes.max(d_bytes)),
-            EpilogueStorage::StructWithC => {
-                let off = round_up(c_bytes, atom_alignment(&smem_atom_d));
-                (off, off + d_bytes)
-            }
-        };
-        let barrier_bytes = if cfg.c.is_some() { 16 * stages_c } else { 0 };
-        let smem_bytes = round_up(round_up(tensor_bytes, 8) + barrier_bytes, 128);
-        let tma_transaction_bytes = cfg.c.map_or(0, |c| (em * en) as usize * c.bytes() as usize);
-        let (store_pipeline_stages, store_pipeline_unacquired) = if reuse {
-            (stages_c, stages_d - 1)
-        } else {
-            (stages_d, stages_d - 1)
-        };
+        let p = choose_policy(cfg, epi_tiles)?;
+        let buffers = smem_buffers(cfg, epi_tile, &p)?;
+        let (storage, smem_offset_d, tensor_bytes) = storage_map(cfg, p.reuse, &buffers)?;
+        let barrier_bytes = if cfg.c.is_some() { 16 * p.stages_c } else { 0 };
+        let SmemBuffers {
+            atom_c: smem_atom_c,
+            atom_d: smem_atom_d,
+            layout_c: smem_layout_c,
+            layout_d: smem_layout_d,
+        } = buffers;
         Ok(Sm90EpiloguePlan {
             config: *cfg,
             epi_tile,
             epi_tiles,
             fragment_size,
-            stages_c,
-            stages_d,
-            reuse_smem_c: reuse,
-            delay_tma_store: delay,
+            stages_c: p.stages_c,
+            stages_d: p.stages_d,
+            reuse_smem_c: p.reuse,
+            delay_tma_store: p.delay,
             tma_swizzle_c: smem_atom_c.as_ref().map(|a| gmma_tma_swizzle(a.mode)),
             tma_swizzle_d: gmma_tma_swizzle(smem_atom_d.mode),
             smem_atom_c,
@@ -639,11 +719,11 @@ impl Sm90EpiloguePlan {
             smem_offset_d,
             tensor_bytes,
             barrier_bytes,
-            smem_bytes,
-            tma_transaction_bytes,
+            smem_bytes: round_up(round_up(tensor_bytes, 8) + barrier_bytes, 128),
+            tma_transaction_bytes: cfg.c.map_or(0, |c| (em * en) as usize * c.bytes() as usize),
             copy_atom_c,
-            store_pipeline_stages,
-            store_pipeline_unacquired,
+            store_pipeline_stages: if p.reuse { p.stages_c } else { p.stages_d },
+            store_pipeline_unacquired: p.stages_d - 1,
         })
     }
 
