@@ -7,10 +7,9 @@ use crate::bench_timing::{host_us, median_us, parse_shape};
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, DevicePtr};
 use half::bf16;
-use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
-use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
 use rcute_kernel::Gpu;
-use rcute_ops::select::{Choice, Selection};
+use rcute_ops::select::Choice;
+use rcute_ops::tuning::ConfigSpec;
 use rcute_ops::{MatrixMut, MatrixRef, Ops};
 
 /// Options of `rcute bench gemm`.
@@ -62,107 +61,11 @@ pub struct Row {
     pub max_rel_err: f64,
 }
 
+/// A forced configuration (`rcute_ops::tuning::ConfigSpec`'s grammar) as a `gemm` choice.
 fn parse_config(s: &str) -> Result<Choice, String> {
-    if let Some(rest) = s.strip_prefix("sm90:") {
-        return parse_sm90(s, rest);
-    }
-    let bad = |why: &str| {
-        format!("bad --config {s:?}: {why} (expected BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN])")
-    };
-    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
-    if parts.len() < 4 {
-        return Err(bad("too few fields"));
-    }
-    let nums = |x: &str, n: usize| -> Result<Vec<i64>, String> {
-        let v: Vec<i64> = x
-            .split(['x', 'X'])
-            .map(|y| y.parse::<i64>())
-            .collect::<Result<_, _>>()
-            .map_err(|e| bad(&e.to_string()))?;
-        if v.len() != n {
-            return Err(bad(&format!("{x:?} needs {n} extents")));
-        }
-        Ok(v)
-    };
-    let t = nums(parts[0], 3)?;
-    let w = nums(parts[1], 2)?;
-    let mut config = GemmSm80Config::bf16(Major::K, Major::K, [t[0], t[1], t[2]], [w[0], w[1]]);
-    config.stages = if parts[2] == "auto" {
-        None
-    } else {
-        Some(parts[2].parse().map_err(|_| bad("stages"))?)
-    };
-    let split_k: u32 = parts[3].parse().map_err(|_| bad("split-K"))?;
-    let mut split_k_mode = SplitKMode::Parallel;
-    for p in &parts[4..] {
-        match *p {
-            "serial" => split_k_mode = SplitKMode::Serial,
-            "parallel" => split_k_mode = SplitKMode::Parallel,
-            r if r.starts_with('r') => config.raster_swizzle = r[1..].parse().map_err(|_| bad("raster swizzle"))?,
-            other => return Err(bad(&format!("unknown field {other:?}"))),
-        }
-    }
-    Ok(Choice::Sm80(Selection {
-        config,
-        split_k,
-        split_k_mode,
-    }))
-}
-
-/// `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE]`.
-pub(crate) fn parse_sm90(s: &str, rest: &str) -> Result<Choice, String> {
-    let bad = |why: &str| {
-        format!("bad --config {s:?}: {why} (expected sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE])")
-    };
-    let parts: Vec<&str> = rest.split(',').map(str::trim).collect();
-    if parts.len() < 2 {
-        return Err(bad("too few fields"));
-    }
-    // `AxBx...` with exactly `n` extents.
-    let extents = |x: &str, n: usize, what: &str| -> Result<Vec<i64>, String> {
-        let v: Vec<i64> = x
-            .split('x')
-            .map(|y| y.parse::<i64>())
-            .collect::<Result<_, _>>()
-            .map_err(|e| bad(&e.to_string()))?;
-        if v.len() != n {
-            return Err(bad(&format!("the {what} needs {n} extents")));
-        }
-        Ok(v)
-    };
-    let t = extents(parts[0], 3, "tile")?;
-    let schedule = match parts[1] {
-        "ws" => Sm90Schedule::WarpSpecialized,
-        "coop" => Sm90Schedule::Cooperative,
-        "pp" | "pingpong" => Sm90Schedule::PingPong,
-        other => return Err(bad(&format!("unknown schedule {other:?}"))),
-    };
-    let mut cfg = GemmSm90Config::bf16([t[0], t[1], t[2]], schedule);
-    let mut split = 1u32;
-    for p in &parts[2..] {
-        if let Some(x) = p.strip_prefix('c') {
-            let v = extents(x, 2, "cluster")?;
-            cfg.cluster = [v[0], v[1]];
-        } else if let Some(x) = p.strip_prefix('k') {
-            split = x.parse().map_err(|_| bad("split-K"))?;
-        } else if let Some(x) = p.strip_prefix('s') {
-            cfg.stages = Some(x.parse().map_err(|_| bad("stages"))?);
-        } else if let Some(x) = p.strip_prefix('r') {
-            cfg.swizzle_log2 = x.parse().map_err(|_| bad("swizzle"))?;
-        } else if *p == "am" {
-            cfg.raster = rcute_kernel::tile_scheduler::RasterOrderOption::AlongM;
-        } else if *p == "an" {
-            cfg.raster = rcute_kernel::tile_scheduler::RasterOrderOption::AlongN;
-        } else if let Some(x) = p.strip_prefix('w') {
-            cfg.mma_pipe = x.parse().map_err(|_| bad("wgmma batches in flight"))?;
-        } else if let Some(x) = p.strip_prefix('e') {
-            let v = extents(x, 2, "epilogue tile")?;
-            cfg.epi_tile = Some([v[0], v[1]]);
-        } else {
-            return Err(bad(&format!("unknown field {p:?}")));
-        }
-    }
-    Ok(Choice::Sm90(cfg, split))
+    s.parse::<ConfigSpec>()
+        .map(|c| c.gemm_choice())
+        .map_err(|e| format!("bad --config: {e}"))
 }
 
 /// SplitMix64 random bf16 values in [-1, 1).

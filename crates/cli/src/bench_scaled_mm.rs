@@ -18,11 +18,10 @@ use crate::bench_timing::{host_us, median_us, parse_shape};
 use cudarc::cublaslt::{result as lt, sys as ltsys};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use half::{bf16, f16};
-use rcute_kernel::gemm_sm80::SplitKMode;
 use rcute_kernel::gemm_sm90::GemmSm90Config;
 use rcute_kernel::Gpu;
-use rcute_ops::scaled_mm::ScaledMmTarget;
-use rcute_ops::select::{Choice, ScaledMmSelection};
+use rcute_ops::select::ScaledMmSelection;
+use rcute_ops::tuning::ConfigSpec;
 use rcute_ops::{validate_scaled_mm, MatrixMut, MatrixRef, Ops, Scale, VectorRef};
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -93,68 +92,27 @@ pub enum Forced {
     Sm90(GemmSm90Config, u32),
 }
 
-/// Parse a forced configuration: `sm90:...` (see `rcute bench gemm`) or the Ampere-class
-/// `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing]`.
+/// Parse a forced configuration (`rcute_ops::tuning::ConfigSpec`'s grammar): `sm90:...`
+/// or the Ampere-class `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing]`
+/// (serial split-K unless it says `parallel`).
 pub fn parse_forced(s: &str) -> Result<Forced, String> {
-    match s.strip_prefix("sm90:") {
-        Some(rest) => match crate::bench_cmd::parse_sm90(s, rest)? {
-            Choice::Sm90(c, k) => Ok(Forced::Sm90(c, k)),
-            Choice::Sm80(_) => Err(format!("bad --config {s:?}")),
-        },
-        None => parse_config(s).map(Forced::Ampere),
+    match s.parse::<ConfigSpec>().map_err(|e| format!("bad --config: {e}"))? {
+        ConfigSpec::Sm90(spec) => Ok(Forced::Sm90(
+            spec.apply(GemmSm90Config::bf16(spec.tile, spec.schedule)),
+            spec.split_k,
+        )),
+        ConfigSpec::Sm80(spec) => Ok(Forced::Ampere(spec.scaled_mm_selection())),
     }
 }
 
-/// Parse `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing]`.
+/// Parse an Ampere-class forced configuration.
 pub fn parse_config(s: &str) -> Result<ScaledMmSelection, String> {
-    let bad = |why: &str| {
-        format!(
-            "bad --config {s:?}: {why} (expected BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing])"
-        )
-    };
-    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
-    if parts.len() < 4 {
-        return Err(bad("too few fields"));
+    match parse_forced(s)? {
+        Forced::Ampere(sel) => Ok(sel),
+        Forced::Sm90(..) => Err(format!(
+            "bad --config {s:?}: an Ampere-class configuration was expected"
+        )),
     }
-    let nums = |x: &str, n: usize| -> Result<Vec<i64>, String> {
-        let v: Vec<i64> = x
-            .split(['x', 'X'])
-            .map(|y| y.parse::<i64>())
-            .collect::<Result<_, _>>()
-            .map_err(|e| bad(&e.to_string()))?;
-        if v.len() != n {
-            return Err(bad(&format!("{x:?} needs {n} extents")));
-        }
-        Ok(v)
-    };
-    let t = nums(parts[0], 3)?;
-    let w = nums(parts[1], 2)?;
-    let mut sel = ScaledMmSelection {
-        target: ScaledMmTarget::Ampere,
-        tile: [t[0], t[1], t[2]],
-        warps: [w[0], w[1]],
-        stages: if parts[2] == "auto" {
-            None
-        } else {
-            Some(parts[2].parse().map_err(|_| bad("stages"))?)
-        },
-        raster_swizzle: 0,
-        split_k: parts[3].parse().map_err(|_| bad("split-K"))?,
-        split_k_mode: SplitKMode::Serial,
-    };
-    for p in &parts[4..] {
-        match *p {
-            "serial" => sel.split_k_mode = SplitKMode::Serial,
-            "parallel" => sel.split_k_mode = SplitKMode::Parallel,
-            "turing" => {
-                sel.target = ScaledMmTarget::Turing;
-                sel.stages = Some(2);
-            }
-            r if r.starts_with('r') => sel.raster_swizzle = r[1..].parse().map_err(|_| bad("raster swizzle"))?,
-            other => return Err(bad(&format!("unknown field {other:?}"))),
-        }
-    }
-    Ok(sel)
 }
 
 /// SplitMix64 stream.
@@ -570,6 +528,8 @@ fn report(gpu: &Gpu, args: &BenchScaledMmArgs, rows: &[Row], peer_note: &str) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rcute_kernel::gemm_sm80::SplitKMode;
+    use rcute_ops::scaled_mm::ScaledMmTarget;
 
     #[test]
     fn configs_parse() {

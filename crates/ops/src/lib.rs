@@ -51,6 +51,7 @@ pub mod moe;
 pub mod scaled_mm;
 pub mod select;
 pub mod tensor;
+pub mod tuning;
 
 pub use context::Ops;
 pub use cudarc;

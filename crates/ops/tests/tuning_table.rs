@@ -1,0 +1,153 @@
+//! Tuning tables that must not be used are ignored with one warning each; concurrent
+//! writers never tear a table or lose entries. (No GPU: these are the file rules.)
+
+use rcute_ops::tuning::{generator_hash, ConfigSpec, Entry, ProblemKey, TableHeader, Tables, TuningTable};
+
+fn here() -> TableHeader {
+    TableHeader {
+        device: "NVIDIA H200".into(),
+        sms: 132,
+        driver: 13000,
+        nvrtc: "13.0".into(),
+        generator: generator_hash(),
+    }
+}
+
+fn entry(m: usize, config: &str) -> Entry {
+    Entry {
+        key: ProblemKey::new("gemm", "bf16", "lincomb", "sm_90a", m, 4096, 4096),
+        config: config.into(),
+        us: 10.0 + m as f64,
+        peer: Some("cublas".into()),
+        peer_us: Some(12.0),
+    }
+}
+
+fn table(header: TableHeader, entries: Vec<Entry>) -> String {
+    TuningTable { header, entries }.to_json()
+}
+
+fn key(m: usize) -> ProblemKey {
+    ProblemKey::new("gemm", "bf16", "lincomb", "sm_90a", m, 4096, 4096)
+}
+
+#[test]
+fn a_matching_table_is_used_at_the_nearest_bucket() {
+    let text = table(
+        here(),
+        vec![entry(16, "sm90:64x128x64,pp,k2"), entry(256, "sm90:128x256x64,coop")],
+    );
+    let loaded = TuningTable::load_text(&text, "t.json", &here());
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let tables = Tables::new([loaded]);
+    assert_eq!(tables.lookup(&key(20)).unwrap().to_string(), "sm90:64x128x64,pp,k2");
+    assert_eq!(tables.lookup(&key(1000)).unwrap().to_string(), "sm90:128x256x64,coop");
+    let other_n = ProblemKey::new("gemm", "bf16", "lincomb", "sm_90a", 16, 14336, 4096);
+    assert!(tables.lookup(&other_n).is_none());
+}
+
+#[test]
+fn tables_from_elsewhere_are_ignored_with_one_warning() {
+    let mut other_device = here();
+    other_device.device = "NVIDIA H100 80GB HBM3".into();
+    other_device.sms = 132;
+    let mut other_generator = here();
+    other_generator.generator = "deadbeefdeadbeef".into();
+    let good = table(here(), vec![entry(16, "sm90:64x128x64,pp,k2")]);
+    let cases = [
+        (
+            "other-device",
+            table(other_device, vec![entry(16, "sm90:64x128x64,pp,k2")]),
+            "device NVIDIA H100",
+        ),
+        (
+            "other-generator",
+            table(other_generator, vec![entry(16, "sm90:64x128x64,pp,k2")]),
+            "generator deadbeef",
+        ),
+        ("truncated", good[..good.len() / 2].to_string(), "not a valid table"),
+        ("garbage", "\u{0}\u{1}{{{".to_string(), "not a valid table"),
+    ];
+    for (name, text, why) in cases {
+        let loaded = TuningTable::load_text(&text, name, &here());
+        assert!(loaded.entries.is_empty(), "{name}");
+        assert_eq!(loaded.warnings.len(), 1, "{name}: {:?}", loaded.warnings);
+        assert!(
+            loaded.warnings[0].contains(name) && loaded.warnings[0].contains(why),
+            "{:?}",
+            loaded.warnings
+        );
+        assert!(!loaded.warnings[0].contains('\n'));
+    }
+}
+
+#[test]
+fn an_unknown_configuration_string_drops_only_its_entry() {
+    let text = table(
+        here(),
+        vec![entry(16, "sm90:64x128x64,teleport"), entry(64, "64x128x64,2x2,3,1")],
+    );
+    let loaded = TuningTable::load_text(&text, "t.json", &here());
+    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+    assert!(loaded.warnings[0].contains("teleport"));
+    assert_eq!(loaded.entries.len(), 1);
+    let tables = Tables::new([loaded]);
+    // The surviving entry answers for every M of that problem.
+    assert_eq!(tables.lookup(&key(16)).unwrap().to_string(), "64x128x64,2x2,3,1");
+}
+
+#[test]
+fn earlier_tables_win() {
+    let a = TuningTable::load_text(&table(here(), vec![entry(16, "sm90:64x128x64,pp,k2")]), "a", &here());
+    let b = TuningTable::load_text(&table(here(), vec![entry(16, "sm90:128x128x64,pp")]), "b", &here());
+    let spec: ConfigSpec = "sm90:64x128x64,pp,k2".parse().unwrap();
+    assert_eq!(Tables::new([a, b]).lookup(&key(16)), Some(&spec));
+}
+
+#[test]
+fn files_missing_unreadable_or_written_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h200.json");
+    let loaded = TuningTable::load(&path, &here());
+    assert!(loaded.entries.is_empty() && loaded.warnings.is_empty());
+    std::fs::write(&path, [0xff, 0xfe, 0x00]).unwrap();
+    let loaded = TuningTable::load(&path, &here());
+    assert_eq!(loaded.warnings.len(), 1);
+    // A writer replaces a file it cannot read with a fresh table of its own header.
+    TuningTable::merge_into_file(&path, &here(), &[entry(16, "sm90:64x128x64,pp,k2")]).unwrap();
+    let loaded = TuningTable::load(&path, &here());
+    assert_eq!((loaded.entries.len(), loaded.warnings.len()), (1, 0));
+}
+
+#[test]
+fn concurrent_writers_lose_nothing_and_never_tear_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tuning.json");
+    let buckets = rcute_ops::tuning::bucket::M_BUCKETS;
+    std::thread::scope(|s| {
+        for (t, chunk) in buckets.chunks(3).enumerate() {
+            let path = path.clone();
+            s.spawn(move || {
+                for &m in chunk {
+                    let cfg = format!("sm90:64x128x64,pp,k{}", t + 1);
+                    TuningTable::merge_into_file(&path, &here(), &[entry(m, &cfg)]).unwrap();
+                    // Readers in between always see a whole table.
+                    let seen = TuningTable::load(&path, &here());
+                    assert!(seen.warnings.is_empty(), "{:?}", seen.warnings);
+                }
+            });
+        }
+    });
+    let loaded = TuningTable::load(&path, &here());
+    assert!(loaded.warnings.is_empty());
+    let mut ms: Vec<usize> = loaded.entries.iter().map(|(k, _)| k.m).collect();
+    ms.sort();
+    assert_eq!(ms, buckets.to_vec());
+    // No temporary files are left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
