@@ -5,7 +5,7 @@
 
 use crate::bench_timing::{host_us, median_us, parse_shape};
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
-use cudarc::driver::{CudaSlice, DevicePtr};
+use cudarc::driver::CudaSlice;
 use half::bf16;
 use rcute_kernel::Gpu;
 use rcute_ops::select::Choice;
@@ -245,11 +245,12 @@ fn report(gpu: &Gpu, rows: &[Row], json: Option<&std::path::Path>) -> Result<Str
     Ok(out)
 }
 
-/// `--dtype e4m3`: the SM90 FP8 GEMM with the scaled_mm fusion (per-row and per-column f32
-/// scales, bf16 out), timed alone (CUDA-graph replay of 10 calls, median of `--iters`).
+/// `--dtype e4m3`: FP8 `Ops::scaled_mm` (per-row and per-column f32 scales, bf16 out; the
+/// SM90 kernel that `ops` selects, or each forced `sm90:` configuration through
+/// `Ops::run_scaled_mm_sm90`), timed alone (CUDA-graph replay of 10 calls, median of
+/// `--iters`).
 fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
-    use rcute_kernel::gemm_sm80::GemmArgs;
-    use rcute_kernel::gemm_sm90::{launch_split_k, Fusion, FusionArgs, ScaleKind};
+    use rcute_ops::{validate_scaled_mm, Scale, VectorRef, E4M3};
     let shapes = args
         .shapes
         .iter()
@@ -260,12 +261,6 @@ fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
         Ok(None) => return Err("no CUDA GPU found: the benchmark needs one".into()),
         Err(e) => return Err(format!("no CUDA GPU usable: {e}")),
     };
-    if gpu.compute_capability() != (9, 0) {
-        return Err(format!(
-            "--dtype e4m3 needs an sm_90 GPU, found {:?}",
-            gpu.compute_capability()
-        ));
-    }
     let stream = gpu.stream().clone();
     // SAFETY: one stream (see `run`).
     unsafe { stream.context().disable_event_tracking() };
@@ -281,52 +276,33 @@ fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
         "shape (MxNxK)", "config", "rcute_us", "rcute_TFLOPs"
     ));
     for &(m, n, k) in &shapes {
-        // Random e4m3 bytes (no NaN encodings 0x7F / 0xFF), positive f32 scales.
+        // Random e4m3 bytes (no NaN encodings 0x7F / 0xFF, |x| < 2 keeps sums finite),
+        // positive f32 scales.
         let mut x = 0x1234_5678u64 ^ (m * n * k) as u64;
-        let mut bytes = |count: usize| -> Vec<u8> {
+        let mut bytes = |count: usize| -> Vec<E4M3> {
             (0..count)
                 .map(|_| {
                     x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    let b = (x >> 56) as u8 & 0xBF; // |value| <= 2^(-7+...) keeps sums finite
-                    if b & 0x7F == 0x7F {
-                        0
-                    } else {
-                        b
-                    }
+                    E4M3((x >> 56) as u8 & 0xBF)
                 })
                 .collect()
         };
-        let a: CudaSlice<u8> = stream.clone_htod(&bytes(m * k)).map_err(e)?;
-        let b: CudaSlice<u8> = stream.clone_htod(&bytes(n * k)).map_err(e)?;
+        let a: CudaSlice<E4M3> = stream.clone_htod(&bytes(m * k)).map_err(e)?;
+        let b: CudaSlice<E4M3> = stream.clone_htod(&bytes(n * k)).map_err(e)?;
         let sa: CudaSlice<f32> = stream.clone_htod(&vec![0.5f32; m]).map_err(e)?;
         let sb: CudaSlice<f32> = stream.clone_htod(&vec![0.25f32; n]).map_err(e)?;
-        let d: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
-        let sel = rcute_ops::select::select_scaled_sm90(m, n, k, 1, gpu.sm_count());
-        let mut variants = vec![("auto".to_string(), sel.0.clone(), sel.1)];
-        for (label, c) in &args.configs_fp8() {
-            variants.push((label.clone(), c.0.clone(), c.1));
-        }
-        for (label, mut cfg, split) in variants {
-            cfg.ab = rcute_kernel::gemm_sm80::GemmElement::E4M3;
-            cfg.fusion = Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, None).map_err(|x| x.to_string())?;
-            let loaded = ops.load_gemm_sm90(&cfg).map_err(|x| x.to_string())?;
-            let g = loaded.generated.clone();
-            let ws: CudaSlice<u8> = stream
-                .alloc_zeros(g.workspace_bytes(m as i32, n as i32, 1, split).max(16))
-                .map_err(e)?;
-            let ptr = |s: &CudaSlice<u8>| s.device_ptr(&stream).0;
-            let (pa, pb, pw) = (ptr(&a), ptr(&b), ptr(&ws));
-            let (psa, psb, pd) = (
-                sa.device_ptr(&stream).0,
-                sb.device_ptr(&stream).0,
-                d.device_ptr(&stream).0,
-            );
-            let mut ga = GemmArgs::tn(m as i32, n as i32, k as i32, 1, pa, pb, 0, pd);
-            (ga.split_k, ga.workspace) = (split, if split > 1 { pw } else { 0 });
-            let fa = FusionArgs::new().ptr("a_scale", psa).ptr("b_scale", psb);
+        let mut d: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
+        let mut variants: Vec<(String, Option<(rcute_kernel::gemm_sm90::GemmSm90Config, u32)>)> =
+            vec![("auto".to_string(), None)];
+        variants.extend(args.configs_fp8().into_iter().map(|(l, c)| (l, Some(c))));
+        for (label, forced) in variants {
+            let (av, bv) = (MatrixRef::new(&a, m, k), MatrixRef::new(&b, k, n).col_major());
+            let (sav, sbv) = (VectorRef::new(&sa, m), VectorRef::new(&sb, n));
+            let mut dv = MatrixMut::new(&mut d, m, n);
+            let p = validate_scaled_mm(&av, &bv, Scale::auto(sav), Scale::auto(sbv), None, &mut dv)
+                .map_err(|x| x.to_string())?;
             let mut call = || -> Result<(), String> {
-                // SAFETY: the buffers hold M*K, N*K bytes, M / N scales, M*N outputs and the workspace.
-                unsafe { launch_split_k(loaded.main(), loaded.reduce(), &g, &ga, &fa, gpu.sm_count()) }
+                ops.run_scaled_mm_sm90(&p, forced.as_ref().map(|(c, k)| (c, *k)))
                     .map_err(|x| x.to_string())
             };
             let (t, graphed) = median_us(&stream, args.iters, !args.eager, &mut [&mut call])?;
