@@ -69,7 +69,7 @@ fn parse_config(s: &str) -> Result<Choice, String> {
 }
 
 /// SplitMix64 random bf16 values in [-1, 1).
-fn random_bf16(n: usize, seed: u64) -> Vec<bf16> {
+pub(crate) fn random_bf16(n: usize, seed: u64) -> Vec<bf16> {
     let mut x = seed;
     (0..n)
         .map(|_| {

@@ -30,6 +30,7 @@ pub mod bench_timing;
 pub mod gen_cmd;
 pub mod layout_cmd;
 pub mod run_cmd;
+pub mod tune_cmd;
 
 use rcute_layout::eval::EvalError;
 use rcute_layout::parse::render_error;

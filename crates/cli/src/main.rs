@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use rcute_cli::layout_cmd::{self, LayoutArgs};
-use rcute_cli::{bench_cmd, bench_scaled_mm, gen_cmd, run_cmd};
+use rcute_cli::{bench_cmd, bench_scaled_mm, gen_cmd, run_cmd, tune_cmd};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -24,6 +24,9 @@ enum Command {
     /// Benchmarks on the GPU against the vendor library (exit 1 without a GPU).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Time the candidate kernels of a problem on this GPU and record the fastest in a
+    /// tuning table: `rcute tune gemm --shape MxNxK [--budget S] [--out FILE]`.
+    Tune(tune_cmd::TuneArgs),
 }
 
 #[derive(Subcommand)]
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Gen(args) => report(gen_cmd::run(&args).map_err(|e| e.to_string())),
         Command::Run(args) => report(run_cmd::run(&args)),
+        Command::Tune(args) => report(tune_cmd::run(&args).map(|t| (t, true))),
         Command::Bench(BenchCommand::Gemm(args)) => report(bench_cmd::run(&args).map(|t| (t, true))),
         Command::Bench(BenchCommand::ScaledMm(args)) => report(bench_scaled_mm::run(&args).map(|t| (t, true))),
         Command::Layout(args) => match layout_cmd::run(&args) {

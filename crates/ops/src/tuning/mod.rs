@@ -28,6 +28,7 @@
 pub mod bucket;
 mod header;
 mod key;
+pub mod space;
 mod spec;
 mod table;
 

@@ -1,0 +1,210 @@
+//! The candidates a tuner times for one problem: the generator's configuration space,
+//! pruned to what can run well on the problem's shape.
+//!
+//! For a bf16 `gemm` on `m x n x k` (batch `l`) and a GPU with `sms` multiprocessors:
+//! Ampere-class tiles from 16 to 128 rows with split-K 1 to 8 (serial and parallel) on
+//! every GPU; on sm_90 also the Hopper kernel's tiles, schedules, clusters 1x1 / 2x1 and
+//! split-K. Split-K stays where each split keeps at least 4 k-tiles and the grid stays
+//! within two waves; tiles whose rows exceed M several times over are left out. Every
+//! candidate generates (the generator accepts it); the rules' own choice is first.
+//!
+//! ```
+//! use rcute_ops::tuning::space::gemm_candidates;
+//! let c = gemm_candidates(16, 4096, 4096, 1, (9, 0), 132);
+//! assert!(c.len() >= 8 && c.len() <= 64);
+//! assert!(c.iter().any(|s| s.to_string().starts_with("sm90:")));
+//! assert!(gemm_candidates(16, 4096, 4096, 1, (8, 0), 108).iter().all(|s| !s.to_string().starts_with("sm90:")));
+//! ```
+
+use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
+use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
+
+use super::spec::{ConfigSpec, Sm80Spec, Sm90Spec};
+use crate::select::{select, select_sm90};
+
+/// The most candidates one problem gets.
+pub const MAX_CANDIDATES: usize = 64;
+
+/// Split counts worth timing for `tiles` output tiles and `k_tiles` k-tiles on `sms` SMs.
+fn splits(tiles: usize, k_tiles: usize, sms: u32) -> Vec<u32> {
+    [1u32, 2, 4, 8]
+        .into_iter()
+        .filter(|&s| s == 1 || (k_tiles / s as usize >= 4 && tiles * s as usize <= 2 * sms as usize))
+        .collect()
+}
+
+/// Ampere-class candidates.
+fn sm80(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
+    let geometries: [([i64; 3], [i64; 2], u32); 6] = [
+        ([16, 64, 128], [1, 4], 0),
+        ([32, 64, 128], [1, 4], 0),
+        ([64, 64, 64], [2, 2], 0),
+        ([64, 128, 32], [2, 2], 0),
+        ([128, 128, 32], [2, 2], 3),
+        ([128, 256, 32], [2, 4], 3),
+    ];
+    let mut out = Vec::new();
+    for (tile, warps, raster_swizzle) in geometries {
+        if tile[0] as usize > 4 * m.next_power_of_two().max(16) {
+            continue;
+        }
+        let tiles = m.div_ceil(tile[0] as usize) * n.div_ceil(tile[1] as usize) * l;
+        for split_k in splits(tiles, k.div_ceil(tile[2] as usize), sms) {
+            let modes: &[Option<SplitKMode>] = if split_k == 1 {
+                &[None]
+            } else {
+                &[Some(SplitKMode::Serial), Some(SplitKMode::Parallel)]
+            };
+            for &split_k_mode in modes {
+                out.push(ConfigSpec::Sm80(Sm80Spec {
+                    tile,
+                    warps,
+                    stages: None,
+                    split_k,
+                    split_k_mode,
+                    raster_swizzle,
+                    turing: false,
+                }));
+            }
+        }
+    }
+    out
+}
+
+/// Hopper candidates.
+fn sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
+    use Sm90Schedule::{Cooperative, PingPong};
+    let geometries: [([i64; 3], Sm90Schedule); 5] = [
+        ([64, 128, 64], PingPong),
+        ([64, 256, 64], PingPong),
+        ([128, 128, 64], PingPong),
+        ([128, 128, 64], Cooperative),
+        ([128, 256, 64], Cooperative),
+    ];
+    let mut out = Vec::new();
+    for (tile, schedule) in geometries {
+        if tile[0] as usize > 2 * m.next_power_of_two().max(64) {
+            continue;
+        }
+        let tiles = m.div_ceil(tile[0] as usize) * n.div_ceil(tile[1] as usize) * l;
+        for cluster in [[1, 1], [2, 1]] {
+            if cluster[0] > 1 && m <= tile[0] as usize {
+                continue; // a 2x1 cluster needs two tiles along M
+            }
+            for split_k in splits(tiles, k.div_ceil(tile[2] as usize), sms) {
+                out.push(ConfigSpec::Sm90(Sm90Spec {
+                    tile,
+                    schedule,
+                    stages: None,
+                    epi_tile: None,
+                    swizzle_log2: 0,
+                    raster: Default::default(),
+                    split_k,
+                    cluster,
+                    mma_pipe: None,
+                }));
+            }
+        }
+    }
+    out
+}
+
+/// Whether the generator accepts `spec` for a bf16 TN GEMM.
+fn generates(spec: &ConfigSpec) -> bool {
+    match spec {
+        ConfigSpec::Sm80(s) => {
+            rcute_kernel::gemm_sm80::generate(&s.apply(GemmSm80Config::bf16(Major::K, Major::K, s.tile, s.warps)))
+                .is_ok()
+        }
+        ConfigSpec::Sm90(s) => {
+            rcute_kernel::gemm_sm90::generate(&s.apply(GemmSm90Config::bf16(s.tile, s.schedule))).is_ok()
+        }
+    }
+}
+
+/// The rules' choice as a spec.
+fn rules_choice(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), sms: u32) -> ConfigSpec {
+    if cc == (9, 0) {
+        if let Some((cfg, split_k)) = select_sm90(m, n, k, l, sms) {
+            return ConfigSpec::Sm90(Sm90Spec {
+                tile: cfg.tile,
+                schedule: cfg.schedule,
+                stages: cfg.stages,
+                epi_tile: cfg.epi_tile,
+                swizzle_log2: cfg.swizzle_log2,
+                raster: cfg.raster,
+                split_k,
+                cluster: cfg.cluster,
+                mma_pipe: None,
+            });
+        }
+    }
+    let s = select(m, n, k, l, Major::K, Major::K, sms);
+    ConfigSpec::Sm80(Sm80Spec {
+        tile: s.config.tile,
+        warps: s.config.warps,
+        stages: s.config.stages,
+        split_k: s.split_k,
+        split_k_mode: Some(s.split_k_mode),
+        raster_swizzle: s.config.raster_swizzle,
+        turing: false,
+    })
+}
+
+/// The candidates for a bf16 `gemm` (K-major A and B) on a GPU of compute capability `cc`
+/// with `sms` SMs, the rules' choice first, at most [`MAX_CANDIDATES`], each accepted by
+/// the generator.
+pub fn gemm_candidates(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), sms: u32) -> Vec<ConfigSpec> {
+    let mut all = vec![rules_choice(m, n, k, l, cc, sms)];
+    if cc == (9, 0) {
+        all.extend(sm90(m, n, k, l, sms));
+    }
+    all.extend(sm80(m, n, k, l, sms));
+    let mut out: Vec<ConfigSpec> = Vec::new();
+    for c in all {
+        if out.len() < MAX_CANDIDATES && !out.contains(&c) && generates(&c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rules_choice_comes_first_and_candidates_are_distinct() {
+        for &(m, n, k) in &[(1, 4096, 4096), (64, 14336, 4096), (4096, 4096, 4096), (300, 520, 1040)] {
+            for (cc, sms) in [((9, 0), 132), ((8, 0), 108)] {
+                let c = gemm_candidates(m, n, k, 1, cc, sms);
+                assert_eq!(c[0], rules_choice(m, n, k, 1, cc, sms), "{m}x{n}x{k}");
+                assert!(c.len() > 1 && c.len() <= MAX_CANDIDATES);
+                for (i, x) in c.iter().enumerate() {
+                    assert!(!c[i + 1..].contains(x), "{x} twice");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn splits_keep_four_k_tiles_and_two_waves() {
+        for c in gemm_candidates(16, 4096, 4096, 1, (9, 0), 132) {
+            let (tile, split, rows) = match &c {
+                ConfigSpec::Sm80(s) => (s.tile, s.split_k, s.tile[0]),
+                ConfigSpec::Sm90(s) => (s.tile, s.split_k, s.tile[0]),
+            };
+            if split > 1 {
+                assert!(4096 / tile[2] as u32 / split >= 4, "{c}");
+                let tiles = 16usize.div_ceil(rows as usize) * 4096usize.div_ceil(tile[1] as usize);
+                assert!(tiles * split as usize <= 264, "{c}");
+            }
+        }
+        // Large problems do not split.
+        let big = gemm_candidates(8192, 8192, 8192, 1, (9, 0), 132);
+        assert!(big
+            .iter()
+            .skip(1)
+            .all(|c| !c.to_string().contains(",k") && !c.to_string().contains("serial")));
+    }
+}
