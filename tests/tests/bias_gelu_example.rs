@@ -58,7 +58,11 @@ fn run(gpu: &Gpu, arch: Arch, (m, n, k): (i64, i64, i64), rng: &mut common::Rng)
     let dd = s.alloc_zeros::<u8>((m * n * 2) as usize).expect("alloc");
     // The sm_80 kernel runs on any newer GPU once compiled for it (a CUBIN is loadable only on
     // the architecture it was built for).
-    let target = if arch == Arch::Sm80 { gpu.arch().expect("a supported GPU") } else { arch };
+    let target = if arch == Arch::Sm80 {
+        gpu.arch().expect("a supported GPU")
+    } else {
+        arch
+    };
     let fused = |name: &str, source: &str| {
         let c = KernelCache::global().get_or_compile(source, &format!("{name}.cu"), &CompileOptions::new(target));
         gpu.load(&c.expect("compiles")).expect("loads")

@@ -61,6 +61,8 @@ pub struct Ops {
     pub(crate) scaled_mms: Memo<GemmSm80Config, crate::scaled_mm::LoadedScaledMm>,
     /// The same kernels by the key `run_scaled_mm` selects them with.
     pub(crate) scaled_mm_keys: Mutex<HashMap<crate::scaled_mm::ScaledMmKey, crate::scaled_mm::LoadedScaledMm>>,
+    /// The tuning tables, read on first use (see [`crate::tuning`]).
+    tuning: std::sync::OnceLock<crate::tuning::OpsTuning>,
 }
 
 fn element(d: DType) -> Result<GemmElement, OpsError> {
@@ -83,7 +85,13 @@ impl Ops {
             semaphores: Mutex::new(None),
             scaled_mms: Memo::new(),
             scaled_mm_keys: Mutex::new(HashMap::new()),
+            tuning: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The tuning tables this handle consults (read on first use; see [`crate::tuning`]).
+    pub fn tuning(&self) -> &crate::tuning::OpsTuning {
+        self.tuning.get_or_init(|| crate::tuning::OpsTuning::load(&self.gpu))
     }
 
     /// The GPU.
@@ -234,6 +242,13 @@ impl Ops {
             Some(Choice::Sm90(cfg, split)) => return self.run_gemm_sm90(p, cfg, *split),
             Some(Choice::Sm80(s)) => s.clone(),
             None => {
+                let arch = self.gpu.arch().map_or("", |a| a.as_str());
+                if let Some(choice) = self.tuning().gemm(p, arch).map(|s| s.gemm_choice()) {
+                    let sm90_ok = crate::gemm::sm90_qualifies(self.gpu.compute_capability(), p);
+                    if sm90_ok || matches!(choice, Choice::Sm80(_)) {
+                        return self.run_gemm_with(p, Some(&choice));
+                    }
+                }
                 if crate::gemm::sm90_qualifies(self.gpu.compute_capability(), p) {
                     if let Some((cfg, split)) = select_sm90(p.m, p.n, p.k, p.l, self.gpu.sm_count()) {
                         return self.run_gemm_sm90(p, &cfg, split);

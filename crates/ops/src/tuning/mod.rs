@@ -28,12 +28,14 @@
 pub mod bucket;
 mod header;
 mod key;
+mod ops_tables;
 pub mod space;
 mod spec;
 mod table;
 
 pub use header::{generator_hash, TableHeader};
 pub use key::ProblemKey;
+pub use ops_tables::{OpsTuning, SHIPPED};
 pub use spec::{ConfigSpec, Sm80Spec, Sm90Spec, SpecError};
 pub use table::{Entry, Loaded, Tables, TuningTable};
 

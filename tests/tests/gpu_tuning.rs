@@ -1,0 +1,114 @@
+//! `Ops` and tuning tables on the GPU: a matching table's entry is the kernel `Ops::gemm`
+//! runs (and its answer is right); tables from another device, another generator, a
+//! truncated file and an entry with an unknown configuration string are ignored (the
+//! lookup finds nothing from them) and the op still returns the right answer.
+//!
+//! One test function: `RCUTE_TUNING_FILE` is process-wide, and each `Ops` handle reads the
+//! tables once, so the cases run in sequence, each with a fresh handle.
+
+use half::bf16;
+use rcute_kernel::testing::gpu_for_test;
+use rcute_ops::tuning::{Entry, ProblemKey, TableHeader, TuningTable};
+use rcute_ops::{MatrixMut, MatrixRef, Ops};
+
+/// `Ops::gemm` of a 16 x 256 x 512 TN problem on random data; the relative Frobenius
+/// error against a float64 reference, and what the tables chose for it.
+fn gemm_error(ops: &Ops) -> (f64, Option<String>) {
+    let (m, n, k) = (16usize, 256usize, 512usize);
+    let stream = ops.gpu().stream().clone();
+    let mut x = 7u64;
+    let mut rnd = |len: usize| -> Vec<bf16> {
+        (0..len)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                bf16::from_f32(((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0)
+            })
+            .collect()
+    };
+    let (ha, hb) = (rnd(m * k), rnd(n * k));
+    let a = stream.clone_htod(&ha).unwrap();
+    let b = stream.clone_htod(&hb).unwrap();
+    let mut d = stream.clone_htod(&vec![bf16::NAN; m * n]).unwrap();
+    let (av, bv) = (MatrixRef::new(&a, m, k), MatrixRef::new(&b, k, n).col_major());
+    let mut dv = MatrixMut::new(&mut d, m, n);
+    let p = rcute_ops::validate(&av, &bv, None, &dv, 1.0, 0.0).unwrap();
+    let arch = ops.gpu().arch().unwrap();
+    let chosen = ops.tuning().gemm(&p, arch.as_str()).map(|s| s.to_string());
+    ops.gemm(&av, &bv, None, &mut dv, 1.0, 0.0).unwrap();
+    let got = stream.clone_dtoh(&d).unwrap();
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for i in 0..m {
+        for j in 0..n {
+            let r: f64 = (0..k).map(|t| ha[i * k + t].to_f64() * hb[j * k + t].to_f64()).sum();
+            let g = got[i * n + j].to_f64();
+            num += if g.is_nan() { f64::INFINITY } else { (g - r) * (g - r) };
+            den += r * r;
+        }
+    }
+    ((num / den).sqrt(), chosen)
+}
+
+fn entry(config: &str, arch: &str) -> Entry {
+    Entry {
+        key: ProblemKey::new("gemm", "bf16", "lincomb", arch, 16, 256, 512),
+        config: config.into(),
+        us: 1.0,
+        peer: None,
+        peer_us: None,
+    }
+}
+
+#[test]
+fn tables_are_used_where_they_match_and_ignored_elsewhere() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let here = TableHeader::of(&gpu).expect("driver and NVRTC versions");
+    let arch = gpu.arch().unwrap().as_str();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("table.json");
+    // An Ampere-class configuration the rules never pick for this shape (they take
+    // 16x64x128 for M <= 32): it runs on every GPU the suite supports.
+    let forced = "64x64x64,2x2,auto,2,serial";
+    let write = |header: &TableHeader, config: &str| {
+        let t = TuningTable {
+            header: header.clone(),
+            entries: vec![entry(config, arch)],
+        };
+        std::fs::write(&path, t.to_json()).unwrap();
+    };
+    // SAFETY (of set_var): this binary has one test, so no other thread reads the environment.
+    unsafe { std::env::set_var("RCUTE_TUNING_FILE", &path) };
+
+    write(&here, forced);
+    let (err, chosen) = gemm_error(&Ops::new(gpu.clone()));
+    assert_eq!(chosen.as_deref(), Some(forced));
+    assert!(err < 1e-2, "tuned: relative error {err}");
+
+    let mut other_device = here.clone();
+    other_device.device = format!("{} (another one)", here.device);
+    let mut other_generator = here.clone();
+    other_generator.generator = "0123456789abcdef".into();
+    let cases: [(&str, Box<dyn Fn()>); 4] = [
+        ("another device", Box::new(|| write(&other_device, forced))),
+        ("another generator", Box::new(|| write(&other_generator, forced))),
+        (
+            "a truncated file",
+            Box::new(|| {
+                write(&here, forced);
+                let text = std::fs::read_to_string(&path).unwrap();
+                std::fs::write(&path, &text[..text.len() / 3]).unwrap();
+            }),
+        ),
+        (
+            "an unknown configuration",
+            Box::new(|| write(&here, "64x64x64,2x2,auto,2,warp-drive")),
+        ),
+    ];
+    for (what, make) in cases {
+        make();
+        let ops = Ops::new(gpu.clone());
+        let (err, chosen) = gemm_error(&ops);
+        assert_eq!(chosen, None, "{what}: the table must be ignored");
+        assert!(err < 1e-2, "{what}: relative error {err}");
+    }
+    unsafe { std::env::remove_var("RCUTE_TUNING_FILE") };
+}
