@@ -133,7 +133,7 @@ impl Mix {
 
 /// cuBLASLt INT8 GEMM, "TN": `acc (N x M, column-major = M x N row-major, s32) = B^T A`
 /// with B the column-major `K x N` buffer and A the row-major `M x K` buffer.
-struct LtInt8 {
+pub(crate) struct LtInt8 {
     handle: ltsys::cublasLtHandle_t,
     desc: ltsys::cublasLtMatmulDesc_t,
     layouts: [ltsys::cublasLtMatrixLayout_t; 3],
@@ -142,7 +142,7 @@ struct LtInt8 {
 }
 
 impl LtInt8 {
-    fn new(stream: &Arc<CudaStream>, m: usize, n: usize, k: usize) -> Result<LtInt8, String> {
+    pub(crate) fn new(stream: &Arc<CudaStream>, m: usize, n: usize, k: usize) -> Result<LtInt8, String> {
         let err = |x: lt::CublasError| format!("cuBLASLt: {x:?}");
         use ltsys::cublasLtMatmulDescAttributes_t as D;
         let handle = lt::create_handle().map_err(err)?;
@@ -199,7 +199,7 @@ impl LtInt8 {
         })
     }
 
-    fn run(
+    pub(crate) fn run(
         &mut self,
         stream: &Arc<CudaStream>,
         a: &CudaSlice<i8>,
@@ -255,7 +255,7 @@ impl Drop for LtInt8 {
 /// Random host inputs of an `m x n x k` problem: A and B (s8), the A and B scales (per
 /// token / per channel, or one each) and a bias of `n` values.
 #[allow(clippy::type_complexity)]
-fn host_inputs(
+pub(crate) fn host_inputs(
     seed: u64,
     (m, n, k): (usize, usize, usize),
     per_token: bool,
@@ -278,7 +278,7 @@ fn host_inputs(
 /// `acc * a_scale * b_scale (+ bias)` from the peer's accumulator `acc`, in units of one
 /// output step (bf16 or f16) plus the f32 rounding of the epilogue. A scale vector of
 /// length 1 is a tensor scale; a NaN output counts as infinite.
-fn max_scaled_err(
+pub(crate) fn max_scaled_err(
     acc: &[i32],
     got: &[f64],
     (m, n): (usize, usize),

@@ -62,5 +62,7 @@ pub use half;
 pub use half::{bf16, f16};
 pub use rcute_kernel::device::{DeviceError, DriverFailure};
 pub use rcute_kernel::Gpu;
-pub use scaled_mm::{check_scaled_mm_arch, validate_scaled_mm, Scale, ScaledMmProblem};
+pub use scaled_mm::{
+    check_scaled_mm_arch, sm90_scaled_config, validate_scaled_mm, Scale, ScaledMmKind, ScaledMmProblem,
+};
 pub use tensor::{DType, Element, Geometry, Major, MatrixMut, MatrixRef, VectorRef, E4M3};

@@ -27,6 +27,7 @@ use crate::error::OpsError;
 use crate::gemm::{check_layout, check_vector_alignment, overlaps, range};
 use crate::select::{select_scaled_mm, ScaledMmSelection};
 use crate::tensor::{DType, Geometry, Major, MatrixMut, MatrixRef, VectorRef};
+use crate::tuning::ConfigSpec;
 use crate::Ops;
 use cudarc::driver::DevicePtr;
 use rcute_kernel::gemm_sm80::{
@@ -454,7 +455,86 @@ fn sm90_qualifies(p: &ScaledMmProblem) -> bool {
     ok(&p.a) && ok(&p.b) && (p.l == 1 || (p.out.batch_stride > 0 && p.out.batch_stride % 8 == 0))
 }
 
+/// What of a scaled-mm problem decides its kernel besides the configuration: operand and
+/// output types, how the scales apply, whether there is a bias.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScaledMmKind {
+    /// Operand type (`S8` or `E4M3`).
+    pub ab: DType,
+    /// Output type (`F16` or `BF16`).
+    pub out: DType,
+    /// How A's scale applies.
+    pub a_scale: ScaleKind,
+    /// How B's scale applies.
+    pub b_scale: ScaleKind,
+    /// Whether a bias (of the output type) is added.
+    pub bias: bool,
+}
+
+impl ScaledMmKind {
+    /// The kind of a validated problem.
+    pub fn of(p: &ScaledMmProblem) -> ScaledMmKind {
+        ScaledMmKind {
+            ab: p.a.dtype,
+            out: p.out.dtype,
+            a_scale: p.a_scale_kind,
+            b_scale: p.b_scale_kind,
+            bias: p.bias.is_some(),
+        }
+    }
+
+    fn out_element(&self) -> Element {
+        match self.out {
+            DType::F16 => Element::F16,
+            _ => Element::BF16,
+        }
+    }
+}
+
+/// `base` (tile, schedule, cluster, stages...) as the SM90 scaled-mm kernel of `ab` operands
+/// and `out` output with the scaled-mm fusion of the given scales and bias (of the output
+/// type). Used by the op and by the tuner's candidate space, so both build the same kernels.
+pub fn sm90_scaled_config(
+    mut base: rcute_kernel::gemm_sm90::GemmSm90Config,
+    ab: Element,
+    out: Element,
+    a_scale: ScaleKind,
+    b_scale: ScaleKind,
+    bias: bool,
+) -> Result<rcute_kernel::gemm_sm90::GemmSm90Config, OpsError> {
+    base.ab = ab;
+    base.cd = out;
+    base.fusion = rcute_kernel::gemm_sm90::Fusion::scaled_mm(a_scale, b_scale, bias.then_some(out)).map_err(boxed)?;
+    Ok(base)
+}
+
 impl Ops {
+    /// Run a validated problem with the kernel a tuning spec names (an SM80-class spec runs
+    /// the Ampere-class kernel, an `sm90:` spec the Hopper kernel; types and fusion come
+    /// from the problem). `rcute tune scaled-mm` times candidates through this, and
+    /// [`Ops::scaled_mm`] runs a tuning table's entry through it.
+    pub fn run_scaled_mm_spec(&self, p: &ScaledMmProblem, spec: &ConfigSpec) -> Result<(), OpsError> {
+        match spec {
+            ConfigSpec::Sm80(s) => self.run_scaled_mm(p, Some(&s.scaled_mm_selection())),
+            ConfigSpec::Sm90(s) => {
+                let base = s.apply(rcute_kernel::gemm_sm90::GemmSm90Config::bf16(s.tile, s.schedule));
+                self.run_scaled_mm_sm90(p, Some((&base, s.split_k)))
+            }
+        }
+    }
+
+    /// The tuning table's choice for `p`, where one applies to this GPU and the problem
+    /// (an SM90 entry needs sm_90 and TMA-ready operands; FP8 runs only SM90 entries).
+    fn tuned_scaled_mm(&self, p: &ScaledMmProblem) -> Option<ConfigSpec> {
+        let arch = self.gpu().arch()?;
+        let spec = self.tuning().scaled_mm(p, arch.as_str())?;
+        let usable = match spec {
+            ConfigSpec::Sm90(_) => self.gpu().compute_capability() == (9, 0) && sm90_qualifies(p),
+            ConfigSpec::Sm80(_) => p.a.dtype == DType::S8,
+        };
+        usable.then(|| spec.clone())
+    }
+
     /// Run a validated scaled-mm problem on the SM90 TMA + `wgmma` kernel (sm_90 only):
     /// `forced` picks the configuration (tile, schedule, cluster; types and fusion are set
     /// from the problem) and split-K, else [`crate::select::select_scaled_sm90`] does.
@@ -463,7 +543,7 @@ impl Ops {
         p: &ScaledMmProblem,
         forced: Option<(&rcute_kernel::gemm_sm90::GemmSm90Config, u32)>,
     ) -> Result<(), OpsError> {
-        use rcute_kernel::gemm_sm90::{Fusion, FusionArgs};
+        use rcute_kernel::gemm_sm90::FusionArgs;
         if self.gpu().compute_capability() != (9, 0) {
             return Err(OpsError::Arch(format!(
                 "the SM90 scaled-mm kernel (and FP8) needs sm_90, found {:?}",
@@ -476,7 +556,7 @@ impl Ops {
                 detail: "the SM90 kernel needs positive 16-byte batch strides (no broadcast operand)".into(),
             });
         }
-        let (mut cfg, split) = match forced {
+        let (cfg, split) = match forced {
             Some((c, s)) => (c.clone(), s),
             None => crate::select::select_scaled_sm90(p.m, p.n, p.k, p.l, self.gpu().sm_count()),
         };
@@ -484,13 +564,12 @@ impl Ops {
             DType::F16 => Element::F16,
             _ => Element::BF16,
         };
-        cfg.ab = if p.a.dtype == DType::E4M3 {
+        let ab = if p.a.dtype == DType::E4M3 {
             Element::E4M3
         } else {
             Element::S8
         };
-        cfg.cd = out;
-        cfg.fusion = Fusion::scaled_mm(p.a_scale_kind, p.b_scale_kind, p.bias.map(|_| out)).map_err(boxed)?;
+        let cfg = sm90_scaled_config(cfg, ab, out, p.a_scale_kind, p.b_scale_kind, p.bias.is_some())?;
         let loaded = self.load_gemm_sm90(&cfg)?;
         let mut args = rcute_kernel::gemm_sm80::GemmArgs::tn(
             p.m as i32, p.n as i32, p.k as i32, p.l as i32, p.a.ptr, p.b.ptr, 0, p.out.ptr,
@@ -587,6 +666,11 @@ impl Ops {
     /// also runs on newer GPUs).
     pub fn run_scaled_mm(&self, p: &ScaledMmProblem, forced: Option<&ScaledMmSelection>) -> Result<(), OpsError> {
         self.check_scaled_mm_devices(p)?;
+        if forced.is_none() {
+            if let Some(spec) = self.tuned_scaled_mm(p) {
+                return self.run_scaled_mm_spec(p, &spec);
+            }
+        }
         // sm_90: the TMA + wgmma kernel (s8 wgmma, the scaled_mm fusion in its TMA epilogue)
         // whenever the operands suit TMA; a forced SM80-class selection still runs that.
         // FP8 exists only there.
@@ -686,14 +770,34 @@ impl Ops {
     /// The SM80-class kernel of a selection, looked up by a small copyable key first so
     /// that a call does not rebuild and hash the fusion tree (host time per call).
     fn scaled_mm_kernel(&self, p: &ScaledMmProblem, sel: &ScaledMmSelection) -> Result<LoadedScaledMm, OpsError> {
-        let out = match p.out.dtype {
-            DType::F16 => Element::F16,
-            _ => Element::BF16,
-        };
+        self.scaled_mm_kernel_of(&ScaledMmKind::of(p), sel)
+    }
+
+    /// Build (once) the kernel that a problem of `kind` runs with the tuning spec `spec`,
+    /// without running it: the tuner compiles its candidates in parallel through this.
+    pub fn load_scaled_mm_spec(&self, kind: &ScaledMmKind, spec: &ConfigSpec) -> Result<(), OpsError> {
+        match spec {
+            ConfigSpec::Sm80(s) => self.scaled_mm_kernel_of(kind, &s.scaled_mm_selection()).map(|_| ()),
+            ConfigSpec::Sm90(s) => {
+                let out = kind.out_element();
+                let ab = if kind.ab == DType::E4M3 {
+                    Element::E4M3
+                } else {
+                    Element::S8
+                };
+                let base = s.apply(rcute_kernel::gemm_sm90::GemmSm90Config::bf16(s.tile, s.schedule));
+                let cfg = sm90_scaled_config(base, ab, out, kind.a_scale, kind.b_scale, kind.bias)?;
+                self.load_gemm_sm90(&cfg).map(|_| ())
+            }
+        }
+    }
+
+    fn scaled_mm_kernel_of(&self, kind: &ScaledMmKind, sel: &ScaledMmSelection) -> Result<LoadedScaledMm, OpsError> {
+        let out = kind.out_element();
         if sel.target == ScaledMmTarget::Turing && out != Element::F16 {
             return Err(OpsError::DType(format!(
                 "{} output on sm_75 (the Turing kernel writes f16 only)",
-                p.out.dtype.name()
+                kind.out.name()
             )));
         }
         let optin = (self.gpu().max_shared_per_block_optin() as usize).saturating_sub(TICKET_SMEM);
@@ -708,10 +812,10 @@ impl Ops {
             stages: sel.stages,
             raster_swizzle: sel.raster_swizzle,
             smem_budget,
-            out: p.out.dtype,
-            a_scale: p.a_scale_kind,
-            b_scale: p.b_scale_kind,
-            bias: p.bias.is_some(),
+            out: kind.out,
+            a_scale: kind.a_scale,
+            b_scale: kind.b_scale,
+            bias: kind.bias,
         };
         let hit = self
             .scaled_mm_keys
@@ -722,15 +826,8 @@ impl Ops {
         if let Some(l) = hit {
             return Ok(l);
         }
-        let mut cfg = GemmSm80Config::scaled_mm(
-            out,
-            p.a_scale_kind,
-            p.b_scale_kind,
-            p.bias.is_some(),
-            sel.tile,
-            sel.warps,
-        )
-        .map_err(boxed)?;
+        let mut cfg = GemmSm80Config::scaled_mm(out, kind.a_scale, kind.b_scale, kind.bias, sel.tile, sel.warps)
+            .map_err(boxed)?;
         if sel.target == ScaledMmTarget::Turing {
             cfg = cfg.turing();
         }

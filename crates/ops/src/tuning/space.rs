@@ -20,7 +20,8 @@ use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
 use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
 
 use super::spec::{ConfigSpec, Sm80Spec, Sm90Spec};
-use crate::select::{select, select_sm90};
+use crate::select::{select, select_scaled_mm, select_scaled_sm90, select_sm90};
+use rcute_kernel::gemm_sm80::Sm80Target as ScaledMmTarget;
 
 /// The most candidates one problem gets.
 pub const MAX_CANDIDATES: usize = 64;
@@ -43,8 +44,21 @@ fn sm80(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
         ([128, 128, 32], [2, 2], 3),
         ([128, 256, 32], [2, 4], 3),
     ];
+    sm80_specs(&geometries, m, n, k, l, sms)
+}
+
+/// Ampere-class specs of `(tile, warps, raster swizzle)` geometries: tiles at most four
+/// times the rows of M (rounded up), every useful split-K in both modes.
+fn sm80_specs(
+    geometries: &[([i64; 3], [i64; 2], u32)],
+    m: usize,
+    n: usize,
+    k: usize,
+    l: usize,
+    sms: u32,
+) -> Vec<ConfigSpec> {
     let mut out = Vec::new();
-    for (tile, warps, raster_swizzle) in geometries {
+    for &(tile, warps, raster_swizzle) in geometries {
         if tile[0] as usize > 4 * m.next_power_of_two().max(16) {
             continue;
         }
@@ -74,15 +88,29 @@ fn sm80(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
 /// Hopper candidates.
 fn sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
     use Sm90Schedule::{Cooperative, PingPong};
-    let geometries: [([i64; 3], Sm90Schedule); 5] = [
-        ([64, 128, 64], PingPong),
-        ([64, 256, 64], PingPong),
-        ([128, 128, 64], PingPong),
-        ([128, 128, 64], Cooperative),
-        ([128, 256, 64], Cooperative),
+    let geometries: [([i64; 3], Sm90Schedule, Option<u32>); 5] = [
+        ([64, 128, 64], PingPong, None),
+        ([64, 256, 64], PingPong, None),
+        ([128, 128, 64], PingPong, None),
+        ([128, 128, 64], Cooperative, None),
+        ([128, 256, 64], Cooperative, None),
     ];
+    sm90_specs(&geometries, m, n, k, l, sms)
+}
+
+/// Hopper specs of `(tile, schedule, MMA pipelining)` geometries: tiles at most twice the
+/// rows of M (rounded up), clusters 1x1 and (with two tiles along M) 2x1, every useful
+/// split-K.
+fn sm90_specs(
+    geometries: &[([i64; 3], Sm90Schedule, Option<u32>)],
+    m: usize,
+    n: usize,
+    k: usize,
+    l: usize,
+    sms: u32,
+) -> Vec<ConfigSpec> {
     let mut out = Vec::new();
-    for (tile, schedule) in geometries {
+    for &(tile, schedule, mma_pipe) in geometries {
         if tile[0] as usize > 2 * m.next_power_of_two().max(64) {
             continue;
         }
@@ -101,7 +129,7 @@ fn sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
                     raster: Default::default(),
                     split_k,
                     cluster,
-                    mma_pipe: None,
+                    mma_pipe,
                 }));
             }
         }
@@ -160,6 +188,11 @@ pub fn gemm_candidates(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), s
         all.extend(sm90(m, n, k, l, sms));
     }
     all.extend(sm80(m, n, k, l, sms));
+    distinct_generated(all, generates)
+}
+
+/// The first [`MAX_CANDIDATES`] distinct specs of `all` that `generates` accepts, in order.
+fn distinct_generated(all: Vec<ConfigSpec>, generates: fn(&ConfigSpec) -> bool) -> Vec<ConfigSpec> {
     let mut out: Vec<ConfigSpec> = Vec::new();
     for c in all {
         if out.len() < MAX_CANDIDATES && !out.contains(&c) && generates(&c) {
@@ -167,6 +200,106 @@ pub fn gemm_candidates(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), s
         }
     }
     out
+}
+
+/// Ampere-class INT8 scaled-mm candidates (K tiles of 64 to 256 bytes of s8).
+fn sm80_scaled(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
+    let geometries: [([i64; 3], [i64; 2], u32); 6] = [
+        ([16, 64, 256], [1, 4], 0),
+        ([32, 64, 128], [1, 4], 0),
+        ([64, 64, 128], [2, 2], 0),
+        ([64, 128, 64], [2, 2], 0),
+        ([128, 128, 64], [2, 2], 3),
+        ([128, 256, 64], [2, 4], 3),
+    ];
+    sm80_specs(&geometries, m, n, k, l, sms)
+}
+
+/// Hopper INT8 / FP8 scaled-mm candidates (K tiles of 128 bytes).
+fn sm90_scaled(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
+    use Sm90Schedule::{Cooperative, PingPong};
+    let geometries: [([i64; 3], Sm90Schedule, Option<u32>); 5] = [
+        ([64, 128, 128], PingPong, None),
+        ([64, 256, 128], PingPong, None),
+        ([128, 128, 128], PingPong, None),
+        ([128, 128, 128], Cooperative, None),
+        ([128, 256, 128], Cooperative, Some(0)),
+    ];
+    sm90_specs(&geometries, m, n, k, l, sms)
+}
+
+/// Whether the generator accepts `spec` for the INT8 scaled-mm of the benchmark (per-token
+/// and per-channel scales, a bias, bf16 out).
+fn generates_scaled(spec: &ConfigSpec) -> bool {
+    use rcute_kernel::gemm_sm80::{GemmElement as Element, ScaleKind};
+    match spec {
+        ConfigSpec::Sm80(s) => GemmSm80Config::scaled_mm(
+            Element::BF16,
+            ScaleKind::PerRow,
+            ScaleKind::PerCol,
+            true,
+            s.tile,
+            s.warps,
+        )
+        .is_ok_and(|c| rcute_kernel::gemm_sm80::generate(&s.apply(c)).is_ok()),
+        ConfigSpec::Sm90(s) => crate::scaled_mm::sm90_scaled_config(
+            s.apply(GemmSm90Config::bf16(s.tile, s.schedule)),
+            Element::S8,
+            Element::BF16,
+            ScaleKind::PerRow,
+            ScaleKind::PerCol,
+            true,
+        )
+        .is_ok_and(|c| rcute_kernel::gemm_sm90::generate(&c).is_ok()),
+    }
+}
+
+/// The scaled-mm rules' choice as a spec.
+fn scaled_rules_choice(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), sms: u32) -> ConfigSpec {
+    if cc == (9, 0) {
+        let (cfg, split_k) = select_scaled_sm90(m, n, k, l, sms);
+        return ConfigSpec::Sm90(Sm90Spec {
+            tile: cfg.tile,
+            schedule: cfg.schedule,
+            stages: cfg.stages,
+            epi_tile: cfg.epi_tile,
+            swizzle_log2: cfg.swizzle_log2,
+            raster: cfg.raster,
+            split_k,
+            cluster: cfg.cluster,
+            mma_pipe: Some(cfg.mma_pipe),
+        });
+    }
+    let s = select_scaled_mm(ScaledMmTarget::Ampere, m, n, k, l, sms);
+    ConfigSpec::Sm80(Sm80Spec {
+        tile: s.tile,
+        warps: s.warps,
+        stages: s.stages,
+        split_k: s.split_k,
+        split_k_mode: Some(s.split_k_mode),
+        raster_swizzle: s.raster_swizzle,
+        turing: false,
+    })
+}
+
+/// The candidates for the INT8 `scaled_mm` (s8 operands, K-major) on a GPU of compute
+/// capability `cc` with `sms` SMs, the rules' choice first, at most [`MAX_CANDIDATES`],
+/// each accepted by the generator. (Specs carry no element types: the same candidates
+/// serve FP8 e4m3 on sm_90, where only the `sm90:` ones run.)
+///
+/// ```
+/// use rcute_ops::tuning::space::scaled_mm_candidates;
+/// let c = scaled_mm_candidates(16, 4096, 4096, 1, (9, 0), 132);
+/// assert!(c[0].to_string().starts_with("sm90:64x128x128"));
+/// assert!(c.iter().any(|s| !s.to_string().starts_with("sm90:")));
+/// ```
+pub fn scaled_mm_candidates(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), sms: u32) -> Vec<ConfigSpec> {
+    let mut all = vec![scaled_rules_choice(m, n, k, l, cc, sms)];
+    if cc == (9, 0) {
+        all.extend(sm90_scaled(m, n, k, l, sms));
+    }
+    all.extend(sm80_scaled(m, n, k, l, sms));
+    distinct_generated(all, generates_scaled)
 }
 
 #[cfg(test)]
@@ -206,5 +339,31 @@ mod tests {
             .iter()
             .skip(1)
             .all(|c| !c.to_string().contains(",k") && !c.to_string().contains("serial")));
+    }
+
+    #[test]
+    fn scaled_mm_candidates_start_with_the_rules_and_fit_the_gpu() {
+        for &(m, n, k) in &[(16, 4096, 4096), (128, 14336, 4096), (4096, 4096, 4096)] {
+            let hopper = scaled_mm_candidates(m, n, k, 1, (9, 0), 132);
+            assert_eq!(hopper[0], scaled_rules_choice(m, n, k, 1, (9, 0), 132), "{m}x{n}x{k}");
+            assert!(hopper.iter().any(|c| matches!(c, ConfigSpec::Sm80(_))));
+            let ampere = scaled_mm_candidates(m, n, k, 1, (8, 0), 108);
+            assert_eq!(ampere[0], scaled_rules_choice(m, n, k, 1, (8, 0), 108));
+            assert!(
+                ampere.iter().all(|c| matches!(c, ConfigSpec::Sm80(_))),
+                "no sm90 kernel on sm_80"
+            );
+            for c in [&hopper, &ampere] {
+                assert!(c.len() > 1 && c.len() <= MAX_CANDIDATES);
+                for (i, x) in c.iter().enumerate() {
+                    assert!(!c[i + 1..].contains(x), "{x} twice");
+                    let k_tile = match x {
+                        ConfigSpec::Sm80(s) => s.tile[2],
+                        ConfigSpec::Sm90(s) => s.tile[2],
+                    };
+                    assert!(k_tile >= 64, "{x}: s8 K tiles are at least 64 bytes");
+                }
+            }
+        }
     }
 }

@@ -1,0 +1,157 @@
+//! The bf16 GEMM under `rcute tune gemm`: row-major A, column-major B (the weight, rotated
+//! over copies), row-major D, no C; checked and timed against cuBLAS on the same buffers.
+
+use std::cell::RefCell;
+
+use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
+use cudarc::driver::{CudaSlice, CudaStream};
+use half::bf16;
+use rcute_kernel::gemm_sm80::{GemmSm80Config, Major};
+use rcute_kernel::gemm_sm90::GemmSm90Config;
+use rcute_ops::tuning::space::gemm_candidates;
+use rcute_ops::tuning::{ConfigSpec, ProblemKey};
+use rcute_ops::{MatrixMut, MatrixRef, Ops};
+use std::sync::Arc;
+
+use super::{copies_for, Compiler, Tunable};
+use crate::bench_cmd::random_bf16;
+
+/// A bf16 GEMM problem with its buffers and its cuBLAS peer.
+pub struct GemmTune<'b> {
+    shape: (usize, usize, usize),
+    stream: Arc<CudaStream>,
+    blas: &'b CudaBlas,
+    a: CudaSlice<bf16>,
+    bs: Vec<CudaSlice<bf16>>,
+    d: RefCell<CudaSlice<bf16>>,
+    dref: RefCell<CudaSlice<bf16>>,
+    want: Vec<bf16>,
+    candidates: Vec<ConfigSpec>,
+}
+
+impl<'b> GemmTune<'b> {
+    /// Random inputs on `ops`' GPU, the candidates, and cuBLAS's output as the reference.
+    pub fn new(ops: &Ops, blas: &'b CudaBlas, (m, n, k): (usize, usize, usize)) -> Result<Self, String> {
+        let gpu = ops.gpu();
+        let stream = gpu.stream().clone();
+        let e = |x: cudarc::driver::DriverError| x.to_string();
+        let copies = copies_for(n * k * 2);
+        let a = stream.clone_htod(&random_bf16(m * k, 11)).map_err(e)?;
+        let bs = (0..copies)
+            .map(|i| stream.clone_htod(&random_bf16(k * n, 12 + i as u64)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(e)?;
+        let mut t = GemmTune {
+            shape: (m, n, k),
+            d: RefCell::new(stream.alloc_zeros(m * n).map_err(e)?),
+            dref: RefCell::new(stream.alloc_zeros(m * n).map_err(e)?),
+            stream,
+            blas,
+            a,
+            bs,
+            want: Vec::new(),
+            candidates: gemm_candidates(m, n, k, 1, gpu.compute_capability(), gpu.sm_count()),
+        };
+        t.peer(0)?;
+        t.want = t.stream.clone_dtoh(&*t.dref.borrow()).map_err(e)?;
+        Ok(t)
+    }
+
+    fn cublas_config(&self) -> GemmConfig<bf16> {
+        let (m, n, k) = self.shape;
+        GemmConfig {
+            transa: cublasOperation_t::CUBLAS_OP_T,
+            transb: cublasOperation_t::CUBLAS_OP_N,
+            m: n as i32,
+            n: m as i32,
+            k: k as i32,
+            alpha: bf16::ONE,
+            lda: k as i32,
+            ldb: k as i32,
+            beta: bf16::ZERO,
+            ldc: n as i32,
+        }
+    }
+}
+
+impl Tunable for GemmTune<'_> {
+    fn shape(&self) -> (usize, usize, usize) {
+        self.shape
+    }
+
+    fn candidates(&self) -> &[ConfigSpec] {
+        &self.candidates
+    }
+
+    fn compiler(&self) -> Compiler {
+        Box::new(|ops: &Ops, spec: &ConfigSpec| {
+            match spec {
+                ConfigSpec::Sm80(x) => ops
+                    .load_gemm(&x.apply(GemmSm80Config::bf16(Major::K, Major::K, x.tile, x.warps)))
+                    .map(|_| ()),
+                ConfigSpec::Sm90(x) => ops
+                    .load_gemm_sm90(&x.apply(GemmSm90Config::bf16(x.tile, x.schedule)).without_c())
+                    .map(|_| ()),
+            }
+            .map_err(|e| e.to_string())
+        })
+    }
+
+    fn run(&self, ops: &Ops, spec: &ConfigSpec, turn: usize) -> Result<(), String> {
+        let (m, n, k) = self.shape;
+        let mut d = self.d.borrow_mut();
+        let b = &self.bs[turn % self.bs.len()];
+        let p = rcute_ops::validate(
+            &MatrixRef::new(&self.a, m, k),
+            &MatrixRef::new(b, k, n).col_major(),
+            None,
+            &MatrixMut::new(&mut d, m, n),
+            1.0,
+            0.0,
+        )
+        .map_err(|x| x.to_string())?;
+        ops.run_gemm_with(&p, Some(&spec.gemm_choice()))
+            .map_err(|x| x.to_string())
+    }
+
+    fn peer(&self, turn: usize) -> Result<(), String> {
+        let b = &self.bs[turn % self.bs.len()];
+        let mut d = self.dref.borrow_mut();
+        // SAFETY: the buffers hold K*N, M*K and M*N elements as the configuration says.
+        unsafe { self.blas.gemm(self.cublas_config(), b, &self.a, &mut *d) }.map_err(|x| x.to_string())
+    }
+
+    fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String> {
+        self.run(ops, spec, 0)?;
+        let got = self.stream.clone_dtoh(&*self.d.borrow()).map_err(|x| x.to_string())?;
+        let max_ref = self
+            .want
+            .iter()
+            .map(|x| x.to_f64().abs())
+            .fold(0.0, f64::max)
+            .max(1e-30);
+        let err = got
+            .iter()
+            .zip(&self.want)
+            .map(|(x, y)| (x.to_f64() - y.to_f64()).abs())
+            .fold(0.0, f64::max);
+        if got.iter().any(|x| x.is_nan()) || err / max_ref > 2e-2 {
+            return Err(format!("max relative error {:.2e} against cuBLAS", err / max_ref));
+        }
+        Ok(())
+    }
+
+    fn key(&self, arch: &str) -> Result<ProblemKey, String> {
+        let (m, n, k) = self.shape;
+        Ok(ProblemKey::new("gemm", "bf16", "lincomb", arch, m, n, k))
+    }
+
+    fn rotated(&self) -> (usize, usize) {
+        let (_, n, k) = self.shape;
+        (self.bs.len(), n * k * 2)
+    }
+
+    fn peer_name(&self) -> &'static str {
+        "cublas"
+    }
+}
