@@ -7,7 +7,8 @@ use crate::gemm::{check_gemm_arch, validate, GemmProblem};
 use crate::memo::Memo;
 use crate::select::{select, select_sm90, Choice, Selection};
 use crate::tensor::{DType, Major as ViewMajor, MatrixMut, MatrixRef};
-use cudarc::driver::{CudaSlice, DevicePtr};
+use crate::stream::{ScratchPool, Uses};
+use cudarc::driver::CudaStream;
 use rcute_kernel::gemm_sm80::{
     self, GemmArgs, GemmElement, GemmSm80Config, GeneratedGemm, Major, SplitKMode, StorageOrder,
 };
@@ -49,20 +50,38 @@ impl LoadedGemmSm90 {
     }
 }
 
-/// The ops handle: one per GPU.
+/// The ops handle: one per GPU (and per stream: [`Ops::on_stream`] makes handles on other
+/// streams that share everything else; see [`crate::stream`]).
+#[derive(Clone)]
 pub struct Ops {
+    /// Where this handle's ops launch.
+    pub(crate) stream: Arc<CudaStream>,
+    /// What the handles of all streams share.
+    pub(crate) shared: Arc<OpsShared>,
+}
+
+/// The state [`Ops`] handles of one GPU share (reached through `Deref`; its fields are
+/// the crate's own).
+#[doc(hidden)]
+pub struct OpsShared {
     gpu: Gpu,
     gemms: Memo<GemmSm80Config, LoadedGemm>,
     gemms_sm90: Memo<GemmSm90Config, LoadedGemmSm90>,
-    pub(crate) workspace: Mutex<Option<CudaSlice<u8>>>,
-    /// Serial split-K semaphores: allocated zeroed, left zeroed by every completed launch.
-    pub(crate) semaphores: Mutex<Option<CudaSlice<i32>>>,
+    /// Split-K workspaces and semaphores, per stream.
+    pub(crate) scratch_pool: ScratchPool,
     /// The loaded INT8 scaled-mm kernels (see [`crate::scaled_mm`]).
     pub(crate) scaled_mms: Memo<GemmSm80Config, crate::scaled_mm::LoadedScaledMm>,
     /// The same kernels by the key `run_scaled_mm` selects them with.
     pub(crate) scaled_mm_keys: Mutex<HashMap<crate::scaled_mm::ScaledMmKey, crate::scaled_mm::LoadedScaledMm>>,
     /// The tuning tables, read on first use (see [`crate::tuning`]).
     tuning: std::sync::OnceLock<crate::tuning::OpsTuning>,
+}
+
+impl std::ops::Deref for Ops {
+    type Target = OpsShared;
+    fn deref(&self) -> &OpsShared {
+        &self.shared
+    }
 }
 
 fn element(d: DType) -> Result<GemmElement, OpsError> {
@@ -75,17 +94,19 @@ fn element(d: DType) -> Result<GemmElement, OpsError> {
 }
 
 impl Ops {
-    /// An ops handle on `gpu`.
+    /// An ops handle on `gpu`, launching on [`Gpu::stream`].
     pub fn new(gpu: Gpu) -> Ops {
         Ops {
-            gpu,
-            gemms: Memo::new(),
-            gemms_sm90: Memo::new(),
-            workspace: Mutex::new(None),
-            semaphores: Mutex::new(None),
-            scaled_mms: Memo::new(),
-            scaled_mm_keys: Mutex::new(HashMap::new()),
-            tuning: std::sync::OnceLock::new(),
+            stream: gpu.stream().clone(),
+            shared: Arc::new(OpsShared {
+                gpu,
+                gemms: Memo::new(),
+                gemms_sm90: Memo::new(),
+                scratch_pool: ScratchPool::default(),
+                scaled_mms: Memo::new(),
+                scaled_mm_keys: Mutex::new(HashMap::new()),
+                tuning: std::sync::OnceLock::new(),
+            }),
         }
     }
 
@@ -164,7 +185,8 @@ impl Ops {
 
     /// `D = alpha * A @ B + beta * C` (batched when the views are), with f16/bf16 inputs
     /// and f32 accumulation; `c` may be `None` when `beta == 0`, or view the same memory as
-    /// `d` for an in-place update. Runs on the GPU's stream; returns once launched.
+    /// `d` for an in-place update. Runs on [`Ops::stream`] and returns once launched; holds
+    /// `cudarc`'s guards of the views' buffers for the launch (see [`crate::stream`]).
     ///
     /// A, B or C may be one matrix broadcast over the batch (batch 1, or batch stride 0):
     /// such problems run the SM80-class kernel (TMA cannot step by 0).
@@ -188,6 +210,17 @@ impl Ops {
         beta: f32,
     ) -> Result<(), OpsError> {
         let p = validate(a, b, c, d, alpha, beta)?;
+        let p = self.check_gemm_devices(p)?;
+        let mut uses = Uses::new(&self.stream)?;
+        uses.read(a.tracked());
+        uses.read(b.tracked());
+        uses.read(c.and_then(|c| c.tracked()));
+        uses.write(d.tracked_mut());
+        self.run_gemm(&p, None)
+    }
+
+    /// The device and architecture checks of [`Ops::gemm`].
+    fn check_gemm_devices<'p>(&self, p: GemmProblem<'p>) -> Result<GemmProblem<'p>, OpsError> {
         check_gemm_arch(self.gpu.compute_capability())?;
         let expected = self.gpu.context().ordinal();
         let views = [("A", Some(p.a)), ("B", Some(p.b)), ("C", p.c), ("D", Some(p.d))];
@@ -202,7 +235,7 @@ impl Ops {
                 }
             }
         }
-        self.run_gemm(&p, None)
+        Ok(p)
     }
 
     /// Run a validated problem, optionally with a forced configuration (benchmarks and the
@@ -288,32 +321,13 @@ impl Ops {
         args.split_k = split_k.max(1);
         args.split_k_mode = mode;
         let ws_bytes = g.workspace_bytes_mode(m, n, l, args.split_k, mode);
-        let mut sems = self
-            .semaphores
-            .lock()
-            .map_err(|_| OpsError::Arch("poisoned semaphores".into()))?;
+        let _scope = self.launch_scope();
+        let mut scratch = self.scratch();
         if mode == SplitKMode::Serial && args.split_k > 1 {
-            let count = g.semaphore_count(m, n, l);
-            if sems.as_ref().is_none_or(|s| s.len() < count) {
-                *sems = Some(self.gpu.stream().alloc_zeros::<i32>(count).map_err(boxed)?);
-            }
-            if let Some(s) = sems.as_ref() {
-                let (ptr, _rec) = s.device_ptr(self.gpu.stream());
-                args.semaphores = ptr;
-            }
+            args.semaphores = scratch.semaphores(g.semaphore_count(m, n, l))?;
         }
-        let mut ws = self
-            .workspace
-            .lock()
-            .map_err(|_| OpsError::Arch("poisoned workspace".into()))?;
         if ws_bytes > 0 {
-            if ws.as_ref().is_none_or(|w| w.len() < ws_bytes) {
-                *ws = Some(self.gpu.stream().alloc_zeros::<u8>(ws_bytes).map_err(boxed)?);
-            }
-            if let Some(w) = ws.as_ref() {
-                let (ptr, _rec) = w.device_ptr(self.gpu.stream());
-                args.workspace = ptr;
-            }
+            args.workspace = scratch.workspace(ws_bytes)?;
         }
         // SAFETY: `validate` checked that every view lies inside its buffer with the
         // strides and batch strides passed here, and the views borrow their buffers for
@@ -377,18 +391,10 @@ impl Ops {
     ) -> Result<(), OpsError> {
         let g = &loaded.generated;
         let ws_bytes = g.workspace_bytes(args.m, args.n, args.l, args.split_k);
-        let mut ws = self
-            .workspace
-            .lock()
-            .map_err(|_| OpsError::Arch("poisoned workspace".into()))?;
+        let _scope = self.launch_scope();
+        let mut scratch = self.scratch();
         if ws_bytes > 0 {
-            if ws.as_ref().is_none_or(|w| w.len() < ws_bytes) {
-                *ws = Some(self.gpu.stream().alloc_zeros::<u8>(ws_bytes).map_err(boxed)?);
-            }
-            if let Some(w) = ws.as_ref() {
-                let (ptr, _rec) = w.device_ptr(self.gpu.stream());
-                args.workspace = ptr;
-            }
+            args.workspace = scratch.workspace(ws_bytes)?;
         }
         // SAFETY: the caller guarantees the operands; the workspace holds `workspace_bytes`.
         unsafe { gemm_sm90::launch_split_k(&loaded.main, &loaded.reduce, g, &args, fa, self.gpu.sm_count()) }

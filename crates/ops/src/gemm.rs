@@ -356,11 +356,11 @@ pub(crate) fn overlaps(x: (u64, u64), y: (u64, u64)) -> bool {
 /// let nan = validate(&a, &b, None, &d, f32::NAN, 0.0);
 /// assert!(matches!(nan, Err(OpsError::NonFinite { what: "alpha", .. })));
 /// ```
-pub fn validate<'a>(
+pub fn validate<'a, 'd: 'a>(
     a: &MatrixRef<'a>,
     b: &MatrixRef<'a>,
     c: Option<&MatrixRef<'a>>,
-    d: &MatrixMut<'a>,
+    d: &MatrixMut<'d>,
     alpha: f32,
     beta: f32,
 ) -> Result<GemmProblem<'a>, OpsError> {

@@ -50,6 +50,7 @@ pub mod memo;
 pub mod moe;
 pub mod scaled_mm;
 pub mod select;
+pub mod stream;
 pub mod tensor;
 pub mod tuning;
 

@@ -28,7 +28,7 @@ use crate::gemm::{check_layout, check_vector_alignment, overlaps, range};
 use crate::select::{select_scaled_mm, ScaledMmSelection};
 use crate::tensor::{DType, Geometry, Major, MatrixMut, MatrixRef, VectorRef};
 use crate::Ops;
-use cudarc::driver::DevicePtr;
+use crate::stream::Uses;
 use rcute_kernel::gemm_sm80::{
     self, FusionArgs, GemmArgs, GemmElement as Element, GemmSm80Config, GeneratedGemm, ScaleKind, SplitKMode,
     TICKET_SMEM, TURING_SMEM_BUDGET,
@@ -271,13 +271,13 @@ fn check_out_alignment(gd: &Geometry) -> Result<(), OpsError> {
 /// [`Ops::scaled_mm`] adds the operands' device ([`OpsError::Device`]), the architecture
 /// (sm_75 and newer; FP8 on sm_90 only; f16 output on sm_75: [`OpsError::Arch`],
 /// [`OpsError::DType`]) and the selected kernel's grid ([`OpsError::TooLarge`]).
-pub fn validate_scaled_mm<'a>(
+pub fn validate_scaled_mm<'a, 'd: 'a>(
     a: &MatrixRef<'a>,
     b: &MatrixRef<'a>,
     a_scale: Scale<'a>,
     b_scale: Scale<'a>,
     bias: Option<&VectorRef<'a>>,
-    out: &MatrixMut<'a>,
+    out: &MatrixMut<'d>,
 ) -> Result<ScaledMmProblem<'a>, OpsError> {
     let (mut ga, mut gb, gd) = (a.geo(), b.geo(), out.geo());
     // Element types.
@@ -514,7 +514,8 @@ impl Ops {
     /// [`crate::scaled_mm`]). `a` is an `s8` row-major `M x K` view, `b` an `s8`
     /// column-major `K x N` view (`MatrixRef::new(&buf, k, n).col_major()`), `out` an f16 /
     /// bf16 row-major `M x N` view; 3-D when the views are batched. Every input is validated
-    /// first; runs on the GPU's stream and returns once launched.
+    /// first; runs on [`Ops::stream`] and returns once launched, holding `cudarc`'s guards of
+    /// the views' buffers for the launch (see [`crate::stream`]).
     ///
     /// # Errors
     ///
@@ -534,6 +535,14 @@ impl Ops {
     ) -> Result<(), OpsError> {
         let p = validate_scaled_mm(a, b, a_scale, b_scale, bias, out)?;
         check_scaled_mm_arch(self.gpu().compute_capability(), &p)?;
+        self.check_scaled_mm_devices(&p)?;
+        let mut uses = Uses::new(self.stream())?;
+        uses.read(a.tracked());
+        uses.read(b.tracked());
+        uses.read(a_scale.view().tracked());
+        uses.read(b_scale.view().tracked());
+        uses.read(bias.and_then(|v| v.tracked()));
+        uses.write(out.tracked_mut());
         self.run_scaled_mm(&p, None)
     }
 
@@ -621,32 +630,13 @@ impl Ops {
             });
         }
         let ws_bytes = g.workspace_bytes_mode(args.m, args.n, args.l, args.split_k, args.split_k_mode);
-        let mut sems = self
-            .semaphores
-            .lock()
-            .map_err(|_| OpsError::Arch("poisoned semaphores".into()))?;
+        let _scope = self.launch_scope();
+        let mut scratch = self.scratch();
         if args.split_k_mode == SplitKMode::Serial && args.split_k > 1 {
-            let count = g.semaphore_count(args.m, args.n, args.l);
-            if sems.as_ref().is_none_or(|s| s.len() < count) {
-                *sems = Some(self.gpu().stream().alloc_zeros::<i32>(count).map_err(boxed)?);
-            }
-            if let Some(s) = sems.as_ref() {
-                let (ptr, _rec) = s.device_ptr(self.gpu().stream());
-                args.semaphores = ptr;
-            }
+            args.semaphores = scratch.semaphores(g.semaphore_count(args.m, args.n, args.l))?;
         }
-        let mut ws = self
-            .workspace
-            .lock()
-            .map_err(|_| OpsError::Arch("poisoned workspace".into()))?;
         if ws_bytes > 0 {
-            if ws.as_ref().is_none_or(|w| w.len() < ws_bytes) {
-                *ws = Some(self.gpu().stream().alloc_zeros::<u8>(ws_bytes).map_err(boxed)?);
-            }
-            if let Some(w) = ws.as_ref() {
-                let (ptr, _rec) = w.device_ptr(self.gpu().stream());
-                args.workspace = ptr;
-            }
+            args.workspace = scratch.workspace(ws_bytes)?;
         }
         // SAFETY: `validate_scaled_mm` checked that every view lies inside its buffer with
         // the strides and batch strides passed here and that the scales and bias hold the
