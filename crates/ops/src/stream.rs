@@ -31,8 +31,9 @@
 //!   during capture too).
 //! * **Scratch.** Split-K workspaces and serial split-K semaphores are rcute's own memory,
 //!   one set per stream (two streams never share scratch, so they run concurrently),
-//!   allocated on that stream, grown when a larger problem needs more, and freed with the
-//!   [`Ops`]. Memory cannot be allocated inside a capture (it would belong to the graph): a
+//!   allocated on that stream, grown (doubling) when a larger problem needs more, and freed
+//!   with the last handle of the [`Ops`]; outgrown buffers are kept until then, since a graph
+//!   captured earlier may still use them. Memory cannot be allocated inside a capture (it would belong to the graph): a
 //!   captured op whose scratch would have to grow is an [`OpsError::Capture`]; run the op
 //!   once on that stream before capturing (the usual warm-up, which also compiles and loads
 //!   its kernel).
@@ -195,6 +196,10 @@ impl Drop for RawBuffer {
 struct StreamScratch {
     workspace: Option<RawBuffer>,
     semaphores: Option<RawBuffer>,
+    /// Buffers replaced by larger ones: a CUDA graph captured earlier may still use them,
+    /// so they live as long as the pool (growth doubles, so they hold less than the
+    /// current buffers).
+    retired: Vec<RawBuffer>,
 }
 
 /// Scratch memory per stream (see the module docs).
@@ -230,18 +235,21 @@ impl Scratch<'_> {
         } else {
             &mut entry.workspace
         };
-        if slot.as_ref().is_none_or(|b| b.bytes < bytes) {
+        let have = slot.as_ref().map_or(0, |b| b.bytes);
+        if have < bytes {
             if capturing {
                 return Err(OpsError::Capture(format!(
-                    "this op needs {bytes} bytes of split-K {} on the capturing stream, which has {}: \
+                    "this op needs {bytes} bytes of split-K {} on the capturing stream, which has {have}: \
                      run it once on this stream before capturing",
                     if semaphores { "semaphores" } else { "workspace" },
-                    slot.as_ref().map_or(0, |b| b.bytes)
                 )));
             }
-            *slot = None; // freed on the stream, after its earlier uses
-            *slot = Some(RawBuffer::zeroed(&self.stream, bytes)?);
+            let new = RawBuffer::zeroed(&self.stream, bytes.max(have.saturating_mul(2)))?;
+            if let Some(old) = slot.replace(new) {
+                entry.retired.push(old);
+            }
         }
+        let slot = if semaphores { &entry.semaphores } else { &entry.workspace };
         Ok(slot.as_ref().map_or(0, |b| b.ptr))
     }
 
