@@ -276,7 +276,11 @@ impl Ops {
             Some(Choice::Sm80(s)) => s.clone(),
             None => {
                 let arch = self.gpu.arch().map_or("", |a| a.as_str());
-                if let Some(choice) = self.tuning().gemm(p, arch).map(|s| s.gemm_choice()) {
+                let tuned = match crate::gemm::copy_bytes(p) {
+                    16 => self.tuning().gemm(p, arch).map(|s| s.gemm_choice()),
+                    _ => None, // tables hold fast-path kernels
+                };
+                if let Some(choice) = tuned {
                     let sm90_ok = crate::gemm::sm90_qualifies(self.gpu.compute_capability(), p);
                     if sm90_ok || matches!(choice, Choice::Sm80(_)) {
                         return self.run_gemm_with(p, Some(&choice));
@@ -291,6 +295,13 @@ impl Ops {
             }
         };
         let (mut cfg, split_k, mode) = (sel.config, sel.split_k, sel.split_k_mode);
+        // Operands that are not 16-byte aligned: the narrow-vector kernel, with a tile whose
+        // copy passes stay few even at one element per copy (forced tiles are kept).
+        let copy = crate::gemm::copy_bytes(p).min(cfg.copy_bytes);
+        if copy < cfg.copy_bytes && forced.is_none() {
+            (cfg.tile, cfg.warps, cfg.stages) = (NARROW_TILE, NARROW_WARPS, None);
+        }
+        cfg.copy_bytes = copy;
         cfg.a = element(p.a.dtype)?;
         cfg.b = element(p.b.dtype)?;
         cfg.d = element(p.d.dtype)?;
@@ -402,6 +413,12 @@ impl Ops {
         Ok(())
     }
 }
+
+/// The tile of the narrow-vector kernel (operands not 16-byte aligned): 128 threads copy
+/// a 64 x 32 slab of A or B in at most 16 passes even with 2-byte copies.
+const NARROW_TILE: [i64; 3] = [64, 64, 32];
+/// Its warps.
+const NARROW_WARPS: [i64; 2] = [2, 2];
 
 /// Reject a problem whose SM80-class grid CUDA cannot launch (y or z above 65535, or a
 /// parallel split-K reduction of more than `2^31 - 1` blocks), before any launch.
