@@ -262,3 +262,85 @@ fn gemm_takes_any_shape_and_leading_dimension() {
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
+
+/// INT8 `scaled_mm` with even K, leading dimensions and pointers off the 16-byte grid
+/// (the narrow-vector kernel), per-token / per-channel scales and a bias, against a
+/// float64 reference of the exact integer products.
+#[test]
+fn scaled_mm_takes_even_leading_dimensions() {
+    use rcute_ops::scaled_mm::scaled_mm_copy_bytes;
+    use rcute_ops::{validate_scaled_mm, Scale, VectorRef};
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    let s = ops.stream().clone();
+    let mut rng = Rng::for_test("scaled_mm_takes_even_leading_dimensions");
+    // (m, n, k, lda, ldb, a_off, b_off): offsets in elements (bytes) from the buffers.
+    let cases = [
+        (3, 8, 2, 2, 2, 0, 0),
+        (77, 40, 30, 34, 38, 2, 0),
+        (64, 64, 64, 66, 64, 0, 4),
+        (129, 136, 250, 250, 252, 8, 2),
+    ];
+    let mut failures = Vec::new();
+    for (m, n, k, lda, ldb, a_off, b_off) in cases {
+        let ha: Vec<i8> = (0..a_off + m * lda).map(|_| (rng.next_u32() % 255) as i8).collect();
+        let hb: Vec<i8> = (0..b_off + n * ldb).map(|_| (rng.next_u32() % 255) as i8).collect();
+        let sa: Vec<f32> = (0..m).map(|_| 1e-3 * (1 + rng.next_u32() % 100) as f32).collect();
+        let sb: Vec<f32> = (0..n).map(|_| 1e-3 * (1 + rng.next_u32() % 100) as f32).collect();
+        let bias: Vec<bf16> = (0..n).map(|_| bf16::from_f32((rng.next_u32() % 100) as f32 / 10.0)).collect();
+        let (da, db) = (s.clone_htod(&ha).unwrap(), s.clone_htod(&hb).unwrap());
+        let (dsa, dsb, dbias) = (
+            s.clone_htod(&sa).unwrap(),
+            s.clone_htod(&sb).unwrap(),
+            s.clone_htod(&bias).unwrap(),
+        );
+        let mut out = s.clone_htod(&vec![bf16::NAN; m * n]).unwrap();
+        let shift = |g: Geometry, off: usize, rows: usize, cols: usize, row_stride: i64, col_stride: i64| Geometry {
+            ptr: g.ptr + off as u64,
+            len: g.len - off,
+            rows,
+            cols,
+            row_stride,
+            col_stride,
+            ..g
+        };
+        // SAFETY: the shifted views lie inside `da` / `db`, which outlive the call.
+        let (a, b) = unsafe {
+            (
+                MatrixRef::from_raw(shift(MatrixRef::new(&da, 1, 1).geo(), a_off, m, k, lda as i64, 1)),
+                MatrixRef::from_raw(shift(MatrixRef::new(&db, 1, 1).geo(), b_off, k, n, 1, ldb as i64)),
+            )
+        };
+        let (vsa, vsb, vbias) = (VectorRef::new(&dsa, m), VectorRef::new(&dsb, n), VectorRef::new(&dbias, n));
+        let mut ov = MatrixMut::new(&mut out, m, n);
+        let width = scaled_mm_copy_bytes(
+            &validate_scaled_mm(&a, &b, Scale::auto(vsa), Scale::auto(vsb), Some(&vbias), &ov).unwrap(),
+        );
+        eprintln!("scaled_mm {m}x{n}x{k} lda {lda} ldb {ldb} offsets {a_off}/{b_off}: {width}-byte copies");
+        if let Err(e) = ops.scaled_mm(&a, &b, Scale::auto(vsa), Scale::auto(vsb), Some(&vbias), &mut ov) {
+            failures.push(format!("{m}x{n}x{k}: {e}"));
+            continue;
+        }
+        let got = s.clone_dtoh(&out).unwrap();
+        let (mut err, mut norm) = (0f64, 0f64);
+        for i in 0..m {
+            for j in 0..n {
+                let acc: i64 = (0..k)
+                    .map(|p| ha[a_off + i * lda + p] as i64 * hb[b_off + j * ldb + p] as i64)
+                    .sum();
+                let want = acc as f64 * sa[i] as f64 * sb[j] as f64 + bias[j].to_f64();
+                let g = got[i * n + j].to_f64();
+                if g.is_nan() {
+                    failures.push(format!("{m}x{n}x{k}: out[{i},{j}] not written"));
+                }
+                err += (g - want) * (g - want);
+                norm += want * want;
+            }
+        }
+        let rel = (err / norm.max(1e-30)).sqrt();
+        if rel >= 1e-2 {
+            failures.push(format!("{m}x{n}x{k}: relative error {rel}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

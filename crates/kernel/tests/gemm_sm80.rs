@@ -297,3 +297,26 @@ fn narrow_argument_validation() {
     a.a = 0x1002;
     assert!(matches!(a.validate(&g), Err(GemmError::Alignment(_))));
 }
+
+/// The INT8 scaled-mm kernel's narrow variants compile for sm_80 and sm_90a without spills.
+#[test]
+fn narrow_scaled_mm_compiles_without_spills() {
+    use rcute_collective::ScaleKind;
+    for bytes in [8, 4, 2] {
+        let c = GemmSm80Config::scaled_mm(Element::BF16, ScaleKind::PerRow, ScaleKind::PerCol, true, [64, 64, 64], [2, 2])
+            .unwrap()
+            .narrow(bytes);
+        let g = generate(&c).unwrap_or_else(|e| panic!("{c:?}: {e}"));
+        assert!(g.name.ends_with(&format!("_g2s{bytes}")), "{}", g.name);
+        if toolkit_for_test().is_none() {
+            return;
+        }
+        for arch in [Arch::Sm80, Arch::Sm90a] {
+            let comp = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
+                .unwrap_or_else(|e| panic!("{} does not compile for {}: {e}", g.name, arch.as_str()));
+            let r = comp.resources.kernel(&g.name).expect("resources");
+            assert_eq!(r.spill_stores_bytes + r.spill_loads_bytes, 0, "{} spills: {r:?}", g.name);
+            assert_eq!(r.stack_frame_bytes, 0, "{} stack frame", g.name);
+        }
+    }
+}

@@ -651,15 +651,15 @@ fn scaled_mm_layouts_and_overlap() {
 #[test]
 fn scaled_mm_misaligned() {
     rejects!(
-        "K % 16",
+        "FP8 K % 16",
         smm(|s| {
             s.a = Geometry {
                 len: 1 << 20,
-                ..dense(1, DType::S8, 64, 24).strides(32, 1)
+                ..dense(1, DType::E4M3, 64, 24).strides(32, 1)
             };
             s.b = Geometry {
                 len: 1 << 20,
-                ..dense(2, DType::S8, 24, 48).strides(1, 32)
+                ..dense(2, DType::E4M3, 24, 48).strides(1, 32)
             };
         }),
         OpsError::Alignment { .. }
@@ -681,8 +681,52 @@ fn scaled_mm_misaligned() {
         OpsError::Alignment { operand: "out", .. }
     );
     rejects!(
-        "A pointer",
-        smm(|s| s.a = s.a.at(s.a.ptr + 8)),
+        "A pointer odd",
+        smm(|s| s.a = s.a.at(s.a.ptr + 1)),
+        OpsError::Alignment { operand: "A", .. }
+    );
+    rejects!(
+        "B leading dimension odd",
+        smm(|s| s.b = Geometry {
+            len: 1 << 20,
+            ..s.b.strides(1, 33)
+        }),
+        OpsError::Alignment { operand: "B", .. }
+    );
+    rejects!(
+        "K odd",
+        smm(|s| {
+            s.a = Geometry {
+                len: 1 << 20,
+                ..dense(1, DType::S8, 64, 31).strides(32, 1)
+            };
+            s.b = Geometry {
+                len: 1 << 20,
+                ..dense(2, DType::S8, 31, 48).strides(1, 32)
+            };
+        }),
+        OpsError::Alignment { operand: "A", .. }
+    );
+    // Even values off the 16-byte grid are valid INT8 problems (the narrow-vector kernel).
+    let width = |edit: &dyn Fn(&mut Smm)| rcute_ops::scaled_mm::scaled_mm_copy_bytes(&smm(edit).unwrap());
+    assert_eq!(width(&|_| {}), 16);
+    assert_eq!(width(&|s| s.a = s.a.at(s.a.ptr + 8)), 8);
+    assert_eq!(width(&|s| s.b = s.b.at(s.b.ptr + 2)), 2);
+    assert_eq!(
+        width(&|s| s.b = Geometry {
+            len: 1 << 20,
+            ..s.b.strides(1, 36)
+        }),
+        4
+    );
+    // FP8 keeps the 16-byte rules (TMA).
+    rejects!(
+        "FP8 A pointer 8 bytes off",
+        smm(|s| {
+            s.a = s.a.at(s.a.ptr + 8);
+            s.a.dtype = DType::E4M3;
+            s.b.dtype = DType::E4M3;
+        }),
         OpsError::Alignment { operand: "A", .. }
     );
     rejects!(
