@@ -315,10 +315,10 @@ impl Ops {
         check_grid(g, p, split_k.max(1), mode)?;
         let c = p.c.unwrap_or(p.d);
         let mut args = GemmArgs::packed(&cfg, m, n, k, l, p.a.ptr, p.b.ptr, c.ptr, p.d.ptr);
-        args.lda = p.a.ld();
-        args.ldb = p.b.ld();
-        args.ldc = c.ld();
-        args.ldd = p.d.ld();
+        args.lda = p.a.kernel_ld();
+        args.ldb = p.b.kernel_ld();
+        args.ldc = c.kernel_ld();
+        args.ldd = p.d.kernel_ld();
         args.batch_stride_a = p.a.batch_stride;
         args.batch_stride_b = p.b.batch_stride;
         args.batch_stride_c = if p.c.is_some() {

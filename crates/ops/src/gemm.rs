@@ -347,7 +347,7 @@ pub fn copy_bytes(p: &GemmProblem<'_>) -> usize {
         (&p.b, p.b.major() == Some(Major::Col), p.n),
     ] {
         need.push(g.ptr);
-        need.push(g.ld().unsigned_abs() * e);
+        need.push(g.kernel_ld().unsigned_abs() * e);
         if p.l > 1 {
             need.push(g.batch_stride.unsigned_abs() * e);
         }

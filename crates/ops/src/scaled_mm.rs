@@ -251,7 +251,8 @@ fn check_pair_alignment(operand: &'static str, g: &Geometry) -> Result<(), OpsEr
 /// dimensions, batch strides (with several batches) and K. 16 is the fast path (and the
 /// only width of the sm_75 kernel and the SM90 TMA kernel).
 pub fn scaled_mm_copy_bytes(p: &ScaledMmProblem<'_>) -> usize {
-    let mut need = vec![p.a.ptr, p.b.ptr, p.a.ld().unsigned_abs(), p.b.ld().unsigned_abs(), p.k as u64];
+    let lds = [p.a.kernel_ld().unsigned_abs(), p.b.kernel_ld().unsigned_abs()];
+    let mut need = vec![p.a.ptr, p.b.ptr, lds[0], lds[1], p.k as u64];
     if p.l > 1 {
         need.extend([p.a.batch_stride.unsigned_abs(), p.b.batch_stride.unsigned_abs()]);
     }
@@ -820,9 +821,9 @@ impl Ops {
 fn scaled_mm_args(p: &ScaledMmProblem, sel: &ScaledMmSelection) -> GemmArgs {
     let (m, n, k, l) = (p.m as i32, p.n as i32, p.k as i32, p.l as i32);
     let mut args = GemmArgs::tn(m, n, k, l, p.a.ptr, p.b.ptr, 0, p.out.ptr);
-    args.lda = p.a.ld();
-    args.ldb = p.b.ld();
-    args.ldd = p.out.ld();
+    args.lda = p.a.kernel_ld();
+    args.ldb = p.b.kernel_ld();
+    args.ldd = p.out.kernel_ld();
     args.batch_stride_a = p.a.batch_stride;
     args.batch_stride_b = p.b.batch_stride;
     args.batch_stride_d = if l > 1 { p.out.batch_stride } else { m as i64 * args.ldd };

@@ -154,6 +154,20 @@ impl Geometry {
             _ => self.row_stride,
         }
     }
+    /// The leading dimension a kernel is given: [`Geometry::ld`], raised to the contiguous
+    /// extent when there is a single row (column) of it, whose stride nothing reads (a
+    /// `1 x N` row-major view may have any row stride; kernels expect `ld >= N`).
+    pub(crate) fn kernel_ld(&self) -> i64 {
+        let (outer, inner) = match self.major() {
+            Some(Major::Col) => (self.cols, self.rows),
+            _ => (self.rows, self.cols),
+        };
+        if outer <= 1 {
+            self.ld().max(i64::try_from(inner).unwrap_or(i64::MAX))
+        } else {
+            self.ld()
+        }
+    }
     /// One past the largest element offset the view touches, or
     /// [`OpsError::TooLarge`] when that does not fit `usize` (checked arithmetic: no
     /// product or sum wraps).

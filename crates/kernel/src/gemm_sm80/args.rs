@@ -163,11 +163,16 @@ impl GemmArgs {
         }
         let copy = cfg.copy_bytes as i64;
         let vec = copy / cfg.a.bytes() as i64;
+        // Batch strides matter only with several batches.
+        let batch_strides = match self.l {
+            1 => [0, 0],
+            _ => [self.batch_stride_a, self.batch_stride_b],
+        };
         for (name, v) in [
             ("lda", self.lda),
             ("ldb", self.ldb),
-            ("batch_stride_a", self.batch_stride_a),
-            ("batch_stride_b", self.batch_stride_b),
+            ("batch_stride_a", batch_strides[0]),
+            ("batch_stride_b", batch_strides[1]),
         ] {
             if v % vec != 0 {
                 return align(format!(
