@@ -199,7 +199,9 @@ impl Ops {
     /// ([`OpsError::Device`]), a GPU older than sm_80 ([`OpsError::Arch`]) and a grid the
     /// selected kernel cannot launch ([`OpsError::TooLarge`]) — all before any launch, so
     /// the output is untouched. [`OpsError::Kernel`] reports a failed compilation or
-    /// launch.
+    /// launch, [`OpsError::Capture`] split-K scratch that would have to be allocated while
+    /// the stream captures a graph (see [`crate::stream`]), [`OpsError::Cuda`] a failed
+    /// stream query.
     pub fn gemm(
         &self,
         a: &MatrixRef<'_>,
