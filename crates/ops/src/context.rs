@@ -439,3 +439,56 @@ fn check_grid(g: &GeneratedGemm, p: &GemmProblem, split_k: u32, mode: SplitKMode
     }
     Ok(())
 }
+
+impl Ops {
+    /// The stream this handle's ops launch on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// This handle on `stream` (of the same CUDA context): it shares the kernels, tuning
+    /// tables and scratch of `self`; its ops run on `stream`. Cheap, so it can be made per
+    /// call. See the [module docs](crate::stream) for the ordering rules.
+    ///
+    /// ```no_run
+    /// use rcute_ops::{bf16, Gpu, MatrixMut, MatrixRef, Ops, OpsError};
+    /// # fn main() -> Result<(), OpsError> {
+    /// let ops = Ops::new(Gpu::detect()?.expect("a GPU"));
+    /// let app = ops.gpu().context().new_stream()?; // the application's stream
+    /// let a = app.alloc_zeros::<bf16>(64 * 64)?;
+    /// let b = app.alloc_zeros::<bf16>(64 * 64)?;
+    /// let mut d = app.alloc_zeros::<bf16>(64 * 64)?;
+    /// let (av, bv) = (MatrixRef::new(&a, 64, 64), MatrixRef::new(&b, 64, 64).col_major());
+    /// ops.on_stream(&app)?.gemm(&av, &bv, None, &mut MatrixMut::new(&mut d, 64, 64), 1.0, 0.0)?;
+    /// let host = app.clone_dtoh(&d)?; // in order after the GEMM on `app`
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A stream of another CUDA context is an [`OpsError::Stream`].
+    pub fn on_stream(&self, stream: &Arc<CudaStream>) -> Result<Ops, OpsError> {
+        if stream.context().cu_ctx() != self.gpu().context().cu_ctx() {
+            return Err(OpsError::Stream(format!(
+                "the stream belongs to another CUDA context (device {}) than this handle (device {})",
+                stream.context().ordinal(),
+                self.gpu().context().ordinal()
+            )));
+        }
+        Ok(Ops {
+            stream: stream.clone(),
+            shared: self.shared.clone(),
+        })
+    }
+
+    /// Make this handle's stream the launch stream of the calling thread until the
+    /// returned scope ends (every launcher of `rcute-kernel` submits there).
+    pub(crate) fn launch_scope(&self) -> rcute_kernel::stream_scope::StreamScope {
+        rcute_kernel::stream_scope::StreamScope::enter(&self.stream)
+    }
+
+    /// This handle's stream's scratch, locked for one op (see [`crate::stream`]).
+    pub(crate) fn scratch(&self) -> crate::stream::Scratch<'_> {
+        self.scratch_pool.lock(&self.stream)
+    }
+}

@@ -284,6 +284,42 @@ fn check_out_alignment(gd: &Geometry) -> Result<(), OpsError> {
     Err(OpsError::Alignment { operand: "out", detail })
 }
 
+/// The alignment rules of [`validate_scaled_mm`] (see the module docs).
+fn check_scaled_alignment(ga: &Geometry, gb: &Geometry, gd: &Geometry, k: usize, n: usize) -> Result<(), OpsError> {
+    // Alignment. FP8 runs only the SM90 TMA kernel: InfiniOP's 16-byte rules. INT8 A and
+    // B take any even K, leading dimension, batch stride and pointer (the SM80-class
+    // kernel copies narrower vectors where 16-byte ones do not fit; its narrowest copy
+    // moves two s8 elements).
+    let fp8 = ga.dtype == DType::E4M3;
+    if fp8 && k % 16 != 0 {
+        return Err(OpsError::Alignment {
+            operand: "A",
+            detail: format!("K = {k} must be a multiple of 16 (16-byte FP8 vectors along K for TMA)"),
+        });
+    }
+    if k % 2 != 0 {
+        return Err(OpsError::Alignment {
+            operand: "A",
+            detail: format!("K = {k} must be even (the narrowest s8 copy moves 2 elements)"),
+        });
+    }
+    if n % 8 != 0 {
+        return Err(OpsError::Alignment {
+            operand: "out",
+            detail: format!("N = {n} must be a multiple of 8 (16-byte output vectors)"),
+        });
+    }
+    if fp8 {
+        check_vector_alignment("A", ga)?;
+        check_vector_alignment("B", gb)?;
+    } else {
+        check_pair_alignment("A", ga)?;
+        check_pair_alignment("B", gb)?;
+    }
+    check_out_alignment(gd)?;
+    Ok(())
+}
+
 /// Validate `out = scaled_mm(a, b, a_scale, b_scale, bias)` (see the module
 /// documentation for the semantics and rules). Pure: it reads only the views' geometry,
 /// so it runs without a GPU.
@@ -386,37 +422,7 @@ pub fn validate_scaled_mm<'a, 'd: 'a>(
     check_layout("A", &ga, false)?;
     check_layout("B", &gb, false)?;
     check_layout("out", &gd, true)?;
-    // Alignment. FP8 runs only the SM90 TMA kernel: InfiniOP's 16-byte rules. INT8 A and
-    // B take any even K, leading dimension, batch stride and pointer (the SM80-class
-    // kernel copies narrower vectors where 16-byte ones do not fit; its narrowest copy
-    // moves two s8 elements).
-    let fp8 = ga.dtype == DType::E4M3;
-    if fp8 && k % 16 != 0 {
-        return Err(OpsError::Alignment {
-            operand: "A",
-            detail: format!("K = {k} must be a multiple of 16 (16-byte FP8 vectors along K for TMA)"),
-        });
-    }
-    if k % 2 != 0 {
-        return Err(OpsError::Alignment {
-            operand: "A",
-            detail: format!("K = {k} must be even (the narrowest s8 copy moves 2 elements)"),
-        });
-    }
-    if n % 8 != 0 {
-        return Err(OpsError::Alignment {
-            operand: "out",
-            detail: format!("N = {n} must be a multiple of 8 (16-byte output vectors)"),
-        });
-    }
-    if fp8 {
-        check_vector_alignment("A", &ga)?;
-        check_vector_alignment("B", &gb)?;
-    } else {
-        check_pair_alignment("A", &ga)?;
-        check_pair_alignment("B", &gb)?;
-    }
-    check_out_alignment(&gd)?;
+    check_scaled_alignment(&ga, &gb, &gd, k, n)?;
     // Scales and bias.
     let a_scale_kind = match a_scale {
         Scale::Scalar(_) => ScaleKind::Scalar,

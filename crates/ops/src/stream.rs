@@ -2,10 +2,10 @@
 //!
 //! # The rules
 //!
-//! * **Which stream.** An [`Ops`] launches on its stream, [`Ops::stream`]: the
-//!   [`Gpu`](crate::Gpu)'s stream for [`Ops::new`] (use [`Gpu::from_stream`](crate::Gpu::from_stream)
+//! * **Which stream.** An [`Ops`](crate::Ops) launches on its stream, [`Ops::stream`](crate::Ops::stream): the
+//!   [`Gpu`](crate::Gpu)'s stream for [`Ops::new`](crate::Ops::new) (use [`Gpu::from_stream`](crate::Gpu::from_stream)
 //!   to open rcute on a stream the application already has), or the stream given to
-//!   [`Ops::on_stream`], which returns a handle on another stream of the same context that
+//!   [`Ops::on_stream`](crate::Ops::on_stream), which returns a handle on another stream of the same context that
 //!   shares the first one's kernels, tuning tables and scratch (cheap: per call, as in
 //!   `ops.on_stream(&stream)?.gemm(...)`). Every kernel of an op goes to that stream, in
 //!   order; an op returns once launched and never synchronizes the device or a stream.
@@ -32,16 +32,15 @@
 //! * **Scratch.** Split-K workspaces and serial split-K semaphores are rcute's own memory,
 //!   one set per stream (two streams never share scratch, so they run concurrently),
 //!   allocated on that stream, grown (doubling) when a larger problem needs more, and freed
-//!   with the last handle of the [`Ops`]; outgrown buffers are kept until then, since a graph
+//!   with the last handle of the [`Ops`](crate::Ops); outgrown buffers are kept until then, since a graph
 //!   captured earlier may still use them. Memory cannot be allocated inside a capture (it would belong to the graph): a
 //!   captured op whose scratch would have to grow is an [`OpsError::Capture`]; run the op
 //!   once on that stream before capturing (the usual warm-up, which also compiles and loads
 //!   its kernel).
-//! * **Threads.** One [`Ops`] (and its `on_stream` handles) may be used by several threads
+//! * **Threads.** One [`Ops`](crate::Ops) (and its `on_stream` handles) may be used by several threads
 //!   at once; launches of different threads on one stream are ordered as they reach it.
 
 use crate::error::OpsError;
-use crate::Ops;
 use cudarc::driver::sys::CUstreamCaptureStatus;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, SyncOnDrop};
 use std::collections::HashMap;
@@ -262,58 +261,5 @@ impl Scratch<'_> {
     /// split-K launch leaves them zero).
     pub(crate) fn semaphores(&mut self, count: usize) -> Result<u64, OpsError> {
         self.get(count.saturating_mul(4), true)
-    }
-}
-
-impl Ops {
-    /// The stream this handle's ops launch on.
-    pub fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
-    }
-
-    /// This handle on `stream` (of the same CUDA context): it shares the kernels, tuning
-    /// tables and scratch of `self`; its ops run on `stream`. Cheap, so it can be made per
-    /// call. See the [module docs](crate::stream) for the ordering rules.
-    ///
-    /// ```no_run
-    /// use rcute_ops::{bf16, Gpu, MatrixMut, MatrixRef, Ops, OpsError};
-    /// # fn main() -> Result<(), OpsError> {
-    /// let ops = Ops::new(Gpu::detect()?.expect("a GPU"));
-    /// let app = ops.gpu().context().new_stream()?; // the application's stream
-    /// let a = app.alloc_zeros::<bf16>(64 * 64)?;
-    /// let b = app.alloc_zeros::<bf16>(64 * 64)?;
-    /// let mut d = app.alloc_zeros::<bf16>(64 * 64)?;
-    /// let (av, bv) = (MatrixRef::new(&a, 64, 64), MatrixRef::new(&b, 64, 64).col_major());
-    /// ops.on_stream(&app)?.gemm(&av, &bv, None, &mut MatrixMut::new(&mut d, 64, 64), 1.0, 0.0)?;
-    /// let host = app.clone_dtoh(&d)?; // in order after the GEMM on `app`
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// A stream of another CUDA context is an [`OpsError::Stream`].
-    pub fn on_stream(&self, stream: &Arc<CudaStream>) -> Result<Ops, OpsError> {
-        if stream.context().cu_ctx() != self.gpu().context().cu_ctx() {
-            return Err(OpsError::Stream(format!(
-                "the stream belongs to another CUDA context (device {}) than this handle (device {})",
-                stream.context().ordinal(),
-                self.gpu().context().ordinal()
-            )));
-        }
-        Ok(Ops {
-            stream: stream.clone(),
-            shared: self.shared.clone(),
-        })
-    }
-
-    /// Make this handle's stream the launch stream of the calling thread until the
-    /// returned scope ends (every launcher of `rcute-kernel` submits there).
-    pub(crate) fn launch_scope(&self) -> rcute_kernel::stream_scope::StreamScope {
-        rcute_kernel::stream_scope::StreamScope::enter(&self.stream)
-    }
-
-    /// This handle's stream's scratch, locked for one op (see [`Scratch`]).
-    pub(crate) fn scratch(&self) -> Scratch<'_> {
-        self.scratch_pool.lock(&self.stream)
     }
 }
