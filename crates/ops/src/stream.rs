@@ -227,7 +227,6 @@ impl ScratchPool {
 impl Scratch<'_> {
     fn get(&mut self, bytes: usize, semaphores: bool) -> Result<u64, OpsError> {
         let key = self.stream.cu_stream() as usize;
-        let capturing = is_capturing(&self.stream)?;
         let entry = self.map.entry(key).or_default();
         let slot = if semaphores {
             &mut entry.semaphores
@@ -236,7 +235,7 @@ impl Scratch<'_> {
         };
         let have = slot.as_ref().map_or(0, |b| b.bytes);
         if have < bytes {
-            if capturing {
+            if is_capturing(&self.stream)? {
                 return Err(OpsError::Capture(format!(
                     "this op needs {bytes} bytes of split-K {} on the capturing stream, which has {have}: \
                      run it once on this stream before capturing",
