@@ -185,7 +185,8 @@ fn launch(ops: &Ops, ga: &Geometry, gb: &Geometry, gd: Geometry, cs: Case) -> Re
     let p = validate(&a, &b, c, &d, 1.5, cs.beta).map_err(|e| format!("validate: {e}"))?;
     let width = copy_bytes(&p);
     eprintln!("{cs:?}: {width}-byte copies");
-    ops.gemm(&a, &b, c, &mut d, 1.5, cs.beta).map_err(|e| format!("gemm: {e}"))
+    ops.gemm(&a, &b, c, &mut d, 1.5, cs.beta)
+        .map_err(|e| format!("gemm: {e}"))
 }
 
 #[test]
@@ -260,7 +261,12 @@ fn gemm_takes_any_shape_and_leading_dimension() {
             failures.push(format!("{cs:?}: {e}"));
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// INT8 `scaled_mm` with even K, leading dimensions and pointers off the 16-byte grid
@@ -287,7 +293,9 @@ fn scaled_mm_takes_even_leading_dimensions() {
         let hb: Vec<i8> = (0..b_off + n * ldb).map(|_| (rng.next_u32() % 255) as i8).collect();
         let sa: Vec<f32> = (0..m).map(|_| 1e-3 * (1 + rng.next_u32() % 100) as f32).collect();
         let sb: Vec<f32> = (0..n).map(|_| 1e-3 * (1 + rng.next_u32() % 100) as f32).collect();
-        let bias: Vec<bf16> = (0..n).map(|_| bf16::from_f32((rng.next_u32() % 100) as f32 / 10.0)).collect();
+        let bias: Vec<bf16> = (0..n)
+            .map(|_| bf16::from_f32((rng.next_u32() % 100) as f32 / 10.0))
+            .collect();
         let (da, db) = (s.clone_htod(&ha).unwrap(), s.clone_htod(&hb).unwrap());
         let (dsa, dsb, dbias) = (
             s.clone_htod(&sa).unwrap(),
@@ -311,7 +319,11 @@ fn scaled_mm_takes_even_leading_dimensions() {
                 MatrixRef::from_raw(shift(MatrixRef::new(&db, 1, 1).geo(), b_off, k, n, 1, ldb as i64)),
             )
         };
-        let (vsa, vsb, vbias) = (VectorRef::new(&dsa, m), VectorRef::new(&dsb, n), VectorRef::new(&dbias, n));
+        let (vsa, vsb, vbias) = (
+            VectorRef::new(&dsa, m),
+            VectorRef::new(&dsb, n),
+            VectorRef::new(&dbias, n),
+        );
         let mut ov = MatrixMut::new(&mut out, m, n);
         let width = scaled_mm_copy_bytes(
             &validate_scaled_mm(&a, &b, Scale::auto(vsa), Scale::auto(vsb), Some(&vbias), &ov).unwrap(),

@@ -287,7 +287,14 @@ fn bad_inputs_are_typed_errors() {
             ..ag
         })
     };
-    let r = ops.gemm(&odd, &MatrixRef::new(&b, 8, 8), None, &mut MatrixMut::new(&mut d, 8, 8), 1.0, 0.0);
+    let r = ops.gemm(
+        &odd,
+        &MatrixRef::new(&b, 8, 8),
+        None,
+        &mut MatrixMut::new(&mut d, 8, 8),
+        1.0,
+        0.0,
+    );
     assert!(matches!(r, Err(OpsError::Alignment { operand: "A", .. })), "{r:?}");
     // Empty problem.
     let r = ops.gemm(

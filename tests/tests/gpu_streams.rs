@@ -65,10 +65,7 @@ fn keep_busy(s: &Arc<CudaStream>) -> CudaSlice<u8> {
 
 /// `host` on the device, written by a device-side copy on `s` (queued, not done, when this
 /// returns if `s` is busy).
-fn upload_queued<T: cudarc::driver::DeviceRepr>(
-    s: &Arc<CudaStream>,
-    staging: &CudaSlice<T>,
-) -> CudaSlice<T> {
+fn upload_queued<T: cudarc::driver::DeviceRepr>(s: &Arc<CudaStream>, staging: &CudaSlice<T>) -> CudaSlice<T> {
     // SAFETY: the copy below writes every element before anything reads them.
     let mut dst = unsafe { s.alloc::<T>(staging.len()) }.unwrap();
     s.memcpy_dtod(staging, &mut dst).unwrap();
@@ -115,7 +112,14 @@ fn two_streams_with_dependent_work() {
         }
         // Stream A reads the result back, with no device-wide synchronization.
         let hd = sa.clone_dtoh(&d).unwrap();
-        check(&mut rng, &format!("explicit events {explicit_events}"), &ha, &hb, &hd, (m, n, k));
+        check(
+            &mut rng,
+            &format!("explicit events {explicit_events}"),
+            &ha,
+            &hb,
+            &hd,
+            (m, n, k),
+        );
     }
     ctx.check_err().unwrap();
 }
@@ -135,7 +139,14 @@ fn ops_opened_on_the_application_stream() {
     let (av, bv) = (MatrixRef::new(&a, m, k), MatrixRef::new(&b, k, n).col_major());
     ops.gemm(&av, &bv, None, &mut MatrixMut::new(&mut d, m, n), 1.0, 0.0)
         .unwrap();
-    check(&mut rng, "Gpu::from_stream", &ha, &hb, &app.clone_dtoh(&d).unwrap(), (m, n, k));
+    check(
+        &mut rng,
+        "Gpu::from_stream",
+        &ha,
+        &hb,
+        &app.clone_dtoh(&d).unwrap(),
+        (m, n, k),
+    );
     // A stream of another context is a typed error.
     if let Ok(other) = cudarc::driver::CudaContext::new(0) {
         if other.cu_ctx() != gpu.context().cu_ctx() {
@@ -219,7 +230,14 @@ fn gemm_captured_in_a_graph_replays_with_new_inputs() {
             s.memcpy_htod(&vec![bf16::NAN; m * n], &mut d).unwrap();
             graph.launch().unwrap();
             let hd = s.clone_dtoh(&d).unwrap();
-            check(&mut rng, &format!("{kernel:?} replay {replay}"), &ha, &hb, &hd, (m, n, k));
+            check(
+                &mut rng,
+                &format!("{kernel:?} replay {replay}"),
+                &ha,
+                &hb,
+                &hd,
+                (m, n, k),
+            );
         }
         gpu.context().check_err().unwrap();
     }

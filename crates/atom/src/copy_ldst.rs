@@ -110,11 +110,24 @@ pub fn st(space: Space, bytes: usize) -> CopyOp {
 /// signature of the `cp.async` zero-fill snippets: `(smem_dst, gmem_src, pred)`.
 pub fn g2s_u16_zfill() -> CopyOp {
     let params = vec![
-        Param::new("smem_dst", ParamTy::SmemPtr { bytes: 2, constant: false }),
-        Param::new("gmem_src", ParamTy::GmemPtr { bytes: 2, constant: true }),
+        Param::new(
+            "smem_dst",
+            ParamTy::SmemPtr {
+                bytes: 2,
+                constant: false,
+            },
+        ),
+        Param::new(
+            "gmem_src",
+            ParamTy::GmemPtr {
+                bytes: 2,
+                constant: true,
+            },
+        ),
         Param::scalar("pred", "bool"),
     ];
-    let body = "const unsigned short v = pred ? __ldg(static_cast<const unsigned short*>(gmem_src)) : (unsigned short)0;\n\
+    let body =
+        "const unsigned short v = pred ? __ldg(static_cast<const unsigned short*>(gmem_src)) : (unsigned short)0;\n\
                 *static_cast<unsigned short*>(smem_dst) = v;\n";
     CopyOp {
         name: "UniversalCopy<uint16_t>(g2s, zero fill)".into(),

@@ -365,7 +365,10 @@ fn g2s_copy(elem: Element, major: Major, mn: i64, bk: i64, threads: i64, bytes: 
     }
     .ok_or_else(|| format!("no global -> shared copy of {bytes} bytes (16, 8, 4 or 2)"))?;
     if (bytes * 8) as u32 % elem.bits() != 0 {
-        return Err(format!("a {bytes}-byte copy does not hold whole {} elements", elem.ptx()));
+        return Err(format!(
+            "a {bytes}-byte copy does not hold whole {} elements",
+            elem.ptx()
+        ));
     }
     let vec = (bytes * 8) as i64 / elem.bits() as i64;
     let atom = op.atom(elem).map_err(|e| e.to_string())?;

@@ -110,8 +110,9 @@ impl Gpu {
     /// The device of an application's existing `cudarc` stream, with that stream as
     /// [`Gpu::stream`] (launches go to it by default). No stream or context is created,
     /// so the application's `cudarc` context keeps its mode (`cudarc` tracks buffer uses
-    /// with events only once a context has made a stream besides its default one). This is how an engine that already holds a `cudarc`
-    /// stream (candle's `CudaDevice::cuda_stream()`, say) opens rcute on it.
+    /// with events only once a context has made a stream besides its default one). This is
+    /// how an engine that already holds a `cudarc` stream (candle's
+    /// `CudaDevice::cuda_stream()`, say) opens rcute on it.
     pub fn from_stream(stream: Arc<CudaStream>) -> Result<Gpu, DeviceError> {
         let ctx = stream.context().clone();
         let attr = |a: CUdevice_attribute| {

@@ -239,23 +239,41 @@ fn narrow_copies_compile_for_sm80_and_sm90a_without_spills() {
     assert_eq!(fast.clone().narrow(16), fast);
     assert!(!generate(&fast).unwrap().name.contains("_g2s"));
     for bytes in [8, 4, 2] {
-        for (a, b) in [(Major::K, Major::K), (Major::MN, Major::MN), (Major::K, Major::MN), (Major::MN, Major::K)] {
+        for (a, b) in [
+            (Major::K, Major::K),
+            (Major::MN, Major::MN),
+            (Major::K, Major::MN),
+            (Major::MN, Major::K),
+        ] {
             let c = cfg(a, b, [64, 64, 32], [2, 2]).narrow(bytes);
             let g = generate(&c).unwrap_or_else(|e| panic!("{c:?}: {e}"));
             assert!(g.name.ends_with(&format!("_g2s{bytes}")), "{}", g.name);
-            assert!(!g.source.contains("rc_cp_async_cg_16_zfill("), "{}: 16-byte copies", g.name);
+            assert!(
+                !g.source.contains("rc_cp_async_cg_16_zfill("),
+                "{}: 16-byte copies",
+                g.name
+            );
             let Some(tk) = toolkit_for_test() else { return };
             for arch in [Arch::Sm80, Arch::Sm90a] {
                 let comp = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
                     .unwrap_or_else(|e| panic!("{} does not compile for {}: {e}", g.name, arch.as_str()));
                 let r = comp.resources.kernel(&g.name).expect("resources");
-                assert_eq!(r.spill_stores_bytes + r.spill_loads_bytes, 0, "{} spills: {r:?}", g.name);
+                assert_eq!(
+                    r.spill_stores_bytes + r.spill_loads_bytes,
+                    0,
+                    "{} spills: {r:?}",
+                    g.name
+                );
                 assert_eq!(r.stack_frame_bytes, 0, "{} stack frame", g.name);
                 if let Some(objdump) = tk.cuobjdump.as_ref() {
                     let sass = Sass::disassemble_with(objdump, &comp.cubin).expect("cuobjdump");
                     assert!(!sass.uses_local_memory(), "{}: local memory", g.name);
                     let k = sass.kernel(&g.name).expect("kernel in SASS");
-                    let want: &[&str] = if bytes == 2 { &["HMMA", "LDSM", "LDG", "STS"] } else { &["HMMA", "LDSM", "LDGSTS"] };
+                    let want: &[&str] = if bytes == 2 {
+                        &["HMMA", "LDSM", "LDG", "STS"]
+                    } else {
+                        &["HMMA", "LDSM", "LDGSTS"]
+                    };
                     for op in want {
                         assert!(k.contains_opcode(op), "{}: no {op}", g.name);
                     }
@@ -303,9 +321,16 @@ fn narrow_argument_validation() {
 fn narrow_scaled_mm_compiles_without_spills() {
     use rcute_collective::ScaleKind;
     for bytes in [8, 4, 2] {
-        let c = GemmSm80Config::scaled_mm(Element::BF16, ScaleKind::PerRow, ScaleKind::PerCol, true, [64, 64, 64], [2, 2])
-            .unwrap()
-            .narrow(bytes);
+        let c = GemmSm80Config::scaled_mm(
+            Element::BF16,
+            ScaleKind::PerRow,
+            ScaleKind::PerCol,
+            true,
+            [64, 64, 64],
+            [2, 2],
+        )
+        .unwrap()
+        .narrow(bytes);
         let g = generate(&c).unwrap_or_else(|e| panic!("{c:?}: {e}"));
         assert!(g.name.ends_with(&format!("_g2s{bytes}")), "{}", g.name);
         if toolkit_for_test().is_none() {
@@ -315,7 +340,12 @@ fn narrow_scaled_mm_compiles_without_spills() {
             let comp = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
                 .unwrap_or_else(|e| panic!("{} does not compile for {}: {e}", g.name, arch.as_str()));
             let r = comp.resources.kernel(&g.name).expect("resources");
-            assert_eq!(r.spill_stores_bytes + r.spill_loads_bytes, 0, "{} spills: {r:?}", g.name);
+            assert_eq!(
+                r.spill_stores_bytes + r.spill_loads_bytes,
+                0,
+                "{} spills: {r:?}",
+                g.name
+            );
             assert_eq!(r.stack_frame_bytes, 0, "{} stack frame", g.name);
         }
     }

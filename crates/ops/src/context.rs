@@ -6,8 +6,8 @@ use crate::error::OpsError;
 use crate::gemm::{check_gemm_arch, validate, GemmProblem};
 use crate::memo::Memo;
 use crate::select::{select, select_sm90, Choice, Selection};
-use crate::tensor::{DType, Major as ViewMajor, MatrixMut, MatrixRef};
 use crate::stream::{ScratchPool, Uses};
+use crate::tensor::{DType, Major as ViewMajor, MatrixMut, MatrixRef};
 use cudarc::driver::CudaStream;
 use rcute_kernel::gemm_sm80::{
     self, GemmArgs, GemmElement, GemmSm80Config, GeneratedGemm, Major, SplitKMode, StorageOrder,

@@ -357,7 +357,12 @@ pub fn copy_bytes(p: &GemmProblem<'_>) -> usize {
             mn_extents.push(mn as u64 * e);
         }
     }
-    let widest = |vals: &[u64]| [16u64, 8, 4, 2].into_iter().find(|&w| vals.iter().all(|v| v % w == 0)).unwrap_or(2);
+    let widest = |vals: &[u64]| {
+        [16u64, 8, 4, 2]
+            .into_iter()
+            .find(|&w| vals.iter().all(|v| v % w == 0))
+            .unwrap_or(2)
+    };
     match widest(&need) {
         // The fast path, as it always ran (an MN-contiguous vector past M or N reads the
         // row's padding up to the 16-byte leading dimension).

@@ -31,9 +31,9 @@ use crate::context::boxed;
 use crate::error::OpsError;
 use crate::gemm::{check_layout, check_vector_alignment, overlaps, range};
 use crate::select::{select_scaled_mm, ScaledMmSelection};
+use crate::stream::Uses;
 use crate::tensor::{DType, Geometry, Major, MatrixMut, MatrixRef, VectorRef};
 use crate::Ops;
-use crate::stream::Uses;
 use rcute_kernel::gemm_sm80::{
     self, FusionArgs, GemmArgs, GemmElement as Element, GemmSm80Config, GeneratedGemm, ScaleKind, SplitKMode,
     TICKET_SMEM, TURING_SMEM_BUDGET,
@@ -237,9 +237,15 @@ fn check_pair_alignment(operand: &'static str, g: &Geometry) -> Result<(), OpsEr
     let detail = if g.ptr % 2 != 0 {
         format!("address {:#x} is odd (the narrowest s8 copy moves 2 bytes)", g.ptr)
     } else if g.ld() % 2 != 0 {
-        format!("leading dimension {} is odd (the narrowest s8 copy moves 2 bytes)", g.ld())
+        format!(
+            "leading dimension {} is odd (the narrowest s8 copy moves 2 bytes)",
+            g.ld()
+        )
     } else if g.batch > 1 && g.batch_stride % 2 != 0 {
-        format!("batch stride {} is odd (the narrowest s8 copy moves 2 bytes)", g.batch_stride)
+        format!(
+            "batch stride {} is odd (the narrowest s8 copy moves 2 bytes)",
+            g.batch_stride
+        )
     } else {
         return Ok(());
     };

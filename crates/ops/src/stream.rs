@@ -247,7 +247,11 @@ impl Scratch<'_> {
                 entry.retired.push(old);
             }
         }
-        let slot = if semaphores { &entry.semaphores } else { &entry.workspace };
+        let slot = if semaphores {
+            &entry.semaphores
+        } else {
+            &entry.workspace
+        };
         Ok(slot.as_ref().map_or(0, |b| b.ptr))
     }
 

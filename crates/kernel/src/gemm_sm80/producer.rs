@@ -78,8 +78,15 @@ pub(super) fn g2s_tile(
     let passes = match mode {
         G2sMode::CpAsync => vec![
             d("const bool", "pred", pred),
-            c(format!("predicated off: src-size 0 zero-fills; the address is then only the kernel parameter {}", &gx[1..])),
-            e(format!("{}({dst}, pred ? static_cast<const void*>({x}_ptr) : static_cast<const void*>({}), pred)", g.tiled.atom.op.snippet.name, &gx[1..])),
+            c(format!(
+                "predicated off: src-size 0 zero-fills; the address is then only the kernel parameter {}",
+                &gx[1..]
+            )),
+            e(format!(
+                "{}({dst}, pred ? static_cast<const void*>({x}_ptr) : static_cast<const void*>({}), pred)",
+                g.tiled.atom.op.snippet.name,
+                &gx[1..]
+            )),
             e(format!("{x}_ptr += {x}_pass")),
         ],
         G2sMode::Registers => vec![
