@@ -5,13 +5,11 @@
 use crate::error::OpsError;
 use crate::gemm::{check_gemm_arch, validate, GemmProblem};
 use crate::memo::Memo;
-use crate::select::{select, select_sm90, Choice, Selection};
+use crate::select::{element, select, select_sm90, sm80_config, Choice, Selection};
 use crate::stream::{ScratchPool, Uses};
-use crate::tensor::{DType, Major as ViewMajor, MatrixMut, MatrixRef};
+use crate::tensor::{Major as ViewMajor, MatrixMut, MatrixRef};
 use cudarc::driver::CudaStream;
-use rcute_kernel::gemm_sm80::{
-    self, GemmArgs, GemmElement, GemmSm80Config, GeneratedGemm, Major, SplitKMode, StorageOrder,
-};
+use rcute_kernel::gemm_sm80::{self, GemmArgs, GemmSm80Config, GeneratedGemm, Major, SplitKMode};
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90};
 use rcute_kernel::{CompileOptions, Function, Gpu, KernelCache};
 use std::collections::HashMap;
@@ -82,15 +80,6 @@ impl std::ops::Deref for Ops {
     fn deref(&self) -> &OpsShared {
         &self.shared
     }
-}
-
-fn element(d: DType) -> Result<GemmElement, OpsError> {
-    Ok(match d {
-        DType::F16 => GemmElement::F16,
-        DType::BF16 => GemmElement::BF16,
-        DType::F32 => GemmElement::F32,
-        other => return Err(OpsError::DType(format!("{other:?} in a floating-point GEMM"))),
-    })
 }
 
 impl Ops {
@@ -268,11 +257,6 @@ impl Ops {
         } else {
             Major::MN
         };
-        let d_order = if p.d.major() == Some(ViewMajor::Row) {
-            StorageOrder::RowMajor
-        } else {
-            StorageOrder::ColMajor
-        };
         let sel = match forced {
             Some(Choice::Sm90(cfg, split)) => return self.run_gemm_sm90(p, cfg, *split),
             Some(Choice::Sm80(s)) => s.clone(),
@@ -296,21 +280,8 @@ impl Ops {
                 select(p.m, p.n, p.k, p.l, a_major, b_major, self.gpu.sm_count())
             }
         };
-        let (mut cfg, split_k, mode) = (sel.config, sel.split_k, sel.split_k_mode);
-        // Operands that are not 16-byte aligned: the narrow-vector kernel, with a tile whose
-        // copy passes stay few even at one element per copy (forced tiles are kept).
-        let copy = crate::gemm::copy_bytes(p).min(cfg.copy_bytes);
-        if copy < cfg.copy_bytes && forced.is_none() {
-            (cfg.tile, cfg.warps, cfg.stages) = (NARROW_TILE, NARROW_WARPS, None);
-        }
-        cfg.copy_bytes = copy;
-        cfg.a = element(p.a.dtype)?;
-        cfg.b = element(p.b.dtype)?;
-        cfg.d = element(p.d.dtype)?;
-        cfg.c = cfg.d;
-        cfg.a_major = a_major;
-        cfg.b_major = b_major;
-        cfg.c_major = d_order;
+        let cfg = sm80_config(p, &sel, forced.is_some())?;
+        let (split_k, mode) = (sel.split_k, sel.split_k_mode);
         let loaded = self.load_gemm(&cfg)?;
         let g = &loaded.generated;
         let (m, n, k, l) = (p.m as i32, p.n as i32, p.k as i32, p.l as i32);
@@ -415,12 +386,6 @@ impl Ops {
         Ok(())
     }
 }
-
-/// The tile of the narrow-vector kernel (operands not 16-byte aligned): 128 threads copy
-/// a 64 x 32 slab of A or B in at most 16 passes even with 2-byte copies.
-const NARROW_TILE: [i64; 3] = [64, 64, 32];
-/// Its warps.
-const NARROW_WARPS: [i64; 2] = [2, 2];
 
 /// Reject a problem whose SM80-class grid CUDA cannot launch (y or z above 65535, or a
 /// parallel split-K reduction of more than `2^31 - 1` blocks), before any launch.
