@@ -120,9 +120,9 @@ fn gemm_bad_inputs_leave_the_output_untouched() {
     let (alias, misaligned) = unsafe {
         (
             MatrixRef::from_raw(dgeo),
-            // 63 rows one element in: inside the buffer, 2 bytes off the 16-byte grid.
+            // 63 rows one byte in: inside the buffer, off the 2-byte element grid.
             MatrixRef::from_raw(Geometry {
-                ptr: av.geo().ptr + 2,
+                ptr: av.geo().ptr + 1,
                 len: av.geo().len - 1,
                 rows: 63,
                 ..av.geo()

@@ -646,11 +646,12 @@ fn ops_scaled_mm_typed_errors() {
         ),
         OpsError::Shape(_)
     );
-    // K not a multiple of 16 (with 16-aligned leading dimensions); N not a multiple of 8.
+    // K odd (with 16-aligned leading dimensions; even K off the 16-byte grid runs the
+    // narrow-vector kernel); N not a multiple of 8.
     check!(
         ops.scaled_mm(
-            &MatrixRef::new(&a, 64, 24).strides(32, 1),
-            &MatrixRef::new(&b, 24, 64).strides(1, 32),
+            &MatrixRef::new(&a, 64, 23).strides(32, 1),
+            &MatrixRef::new(&b, 23, 64).strides(1, 32),
             one(),
             one(),
             None,
@@ -669,10 +670,10 @@ fn ops_scaled_mm_typed_errors() {
         ),
         OpsError::Alignment { operand: "out", .. }
     );
-    // A leading dimension that is not a multiple of 16.
+    // An odd leading dimension of A (even ones off the 16-byte grid are valid).
     check!(
         ops.scaled_mm(
-            &MatrixRef::new(&a, 32, 32).strides(40, 1),
+            &MatrixRef::new(&a, 32, 32).strides(41, 1),
             &MatrixRef::new(&b, 32, 64).col_major(),
             one(),
             one(),

@@ -103,6 +103,44 @@ pub fn st(space: Space, bytes: usize) -> CopyOp {
     }
 }
 
+/// The narrowest global -> shared copy: one 16-bit element through a register
+/// (`UniversalCopy<uint16_t>`), zero when `pred` is false. Synchronous (the load's latency
+/// is not hidden as `cp.async` hides it), for operands whose addresses are 2-byte but not
+/// 4-byte aligned, which `cp.async` (4, 8 or 16 bytes) cannot copy. Its call has the
+/// signature of the `cp.async` zero-fill snippets: `(smem_dst, gmem_src, pred)`.
+pub fn g2s_u16_zfill() -> CopyOp {
+    let params = vec![
+        Param::new(
+            "smem_dst",
+            ParamTy::SmemPtr {
+                bytes: 2,
+                constant: false,
+            },
+        ),
+        Param::new(
+            "gmem_src",
+            ParamTy::GmemPtr {
+                bytes: 2,
+                constant: true,
+            },
+        ),
+        Param::scalar("pred", "bool"),
+    ];
+    let body =
+        "const unsigned short v = pred ? __ldg(static_cast<const unsigned short*>(gmem_src)) : (unsigned short)0;\n\
+                *static_cast<unsigned short*>(smem_dst) = v;\n";
+    CopyOp {
+        name: "UniversalCopy<uint16_t>(g2s, zero fill)".into(),
+        arch: Arch::SM80,
+        kind: CopyKind::Universal,
+        thr_id: rcute_layout::Layout::col_major(rcute_layout::tuple!(1)),
+        src: one_thread_bits(16),
+        dst: one_thread_bits(16),
+        reference: one_thread_bits(16),
+        snippet: Snippet::build("rc_g2s_u16_zfill", Arch::SM80, 1, params, body),
+    }
+}
+
 /// All vectorized ld/st ops.
 pub fn all_ldst() -> Vec<CopyOp> {
     let mut v = Vec::new();

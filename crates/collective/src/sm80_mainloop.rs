@@ -70,6 +70,11 @@ pub struct Sm80MainloopConfig {
     pub smem_budget: usize,
     /// Bytes of the budget reserved for the epilogue (0 for direct stores).
     pub epilogue_smem: usize,
+    /// Bytes one thread copies from global to shared memory per access: 16 (`cp.async.cg`,
+    /// the fast path), or, for operands whose addresses, leading dimensions (or K) are not
+    /// 16-byte aligned, 8 or 4 (`cp.async.ca`) or 2 (one 16-bit element through a
+    /// register). The shared-memory layouts are the same for every width.
+    pub copy_bytes: usize,
 }
 
 impl Sm80MainloopConfig {
@@ -87,6 +92,7 @@ impl Sm80MainloopConfig {
             stages: None,
             smem_budget: DEFAULT_SMEM_BUDGET,
             epilogue_smem: 0,
+            copy_bytes: 16,
         }
     }
 
@@ -164,7 +170,9 @@ fn lerr(e: rcute_layout::LayoutError) -> PlanError {
 }
 
 /// The global -> shared tiled copy of one operand: `cp.async.cg` of 16 bytes (8 16-bit or
-/// 16 8-bit elements) per thread and pass, zero-filling predicated-off vectors.
+/// 16 8-bit elements) per thread and pass, zero-filling predicated-off vectors; or, with
+/// narrower [`Sm80MainloopConfig::copy_bytes`], `cp.async.ca` of 8 or 4 bytes or 16-bit
+/// register copies.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct G2sCopy {
     /// The contiguous mode of the operand in global and shared memory.
@@ -176,9 +184,14 @@ pub struct G2sCopy {
     pub val_layout: Layout,
     /// `make_tiled_copy(Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t>, T>, thr, val)`.
     pub tiled: TiledCopy,
-    /// Elements per 16-byte vector (8 for 16-bit elements, 16 for 8-bit).
+    /// Elements per 16-byte vector (8 for 16-bit elements, 16 for 8-bit): the unit of the
+    /// shared-memory swizzle.
     pub vec: i64,
-    /// Passes over the operand tile: `tile_elems / (threads * vec)`.
+    /// Elements one thread copies per access (`vec` on the 16-byte path).
+    pub copy_vec: i64,
+    /// Bytes one thread copies per access.
+    pub copy_bytes: usize,
+    /// Passes over the operand tile: `tile_elems / (threads * copy_vec)`.
     pub passes: i64,
     /// `(MN, K)` step between passes.
     pub pass_step: [i64; 2],
@@ -189,8 +202,8 @@ impl G2sCopy {
     pub fn thread_origin(&self, t: i64) -> (i64, i64) {
         let (tmn, tk) = self.thread_extents();
         match self.major {
-            Major::K => (t / tk, (t % tk) * self.vec),
-            Major::MN => ((t % tmn) * self.vec, t / tmn),
+            Major::K => (t / tk, (t % tk) * self.copy_vec),
+            Major::MN => ((t % tmn) * self.copy_vec, t / tmn),
         }
     }
     /// Threads along MN and K.
@@ -342,9 +355,22 @@ pub fn smem_atom_for(elem: Element, major: Major, mn: i64, bk: i64) -> Option<An
     Some(sw.compose_layout(&inner))
 }
 
-fn g2s_copy(elem: Element, major: Major, mn: i64, bk: i64, threads: i64) -> Result<G2sCopy, String> {
-    let vec = 128 / elem.bits() as i64;
-    let op = cp_async(CacheOp::CacheGlobal, 16, true).ok_or("no cp.async.cg 16 B op")?;
+fn g2s_copy(elem: Element, major: Major, mn: i64, bk: i64, threads: i64, bytes: usize) -> Result<G2sCopy, String> {
+    let chunk = 128 / elem.bits() as i64;
+    let op = match bytes {
+        16 => cp_async(CacheOp::CacheGlobal, 16, true),
+        8 | 4 => cp_async(CacheOp::CacheAlways, bytes, true),
+        2 => Some(rcute_atom::copy_ldst::g2s_u16_zfill()),
+        _ => None,
+    }
+    .ok_or_else(|| format!("no global -> shared copy of {bytes} bytes (16, 8, 4 or 2)"))?;
+    if (bytes * 8) as u32 % elem.bits() != 0 {
+        return Err(format!(
+            "a {bytes}-byte copy does not hold whole {} elements",
+            elem.ptx()
+        ));
+    }
+    let vec = (bytes * 8) as i64 / elem.bits() as i64;
     let atom = op.atom(elem).map_err(|e| e.to_string())?;
     let (thr, val, passes, step) = match major {
         Major::K => {
@@ -381,12 +407,19 @@ fn g2s_copy(elem: Element, major: Major, mn: i64, bk: i64, threads: i64) -> Resu
         }
     };
     let tiled = TiledCopy::make(atom, &thr, &val).map_err(|e| e.to_string())?;
+    if major == Major::K && passes > 32 {
+        return Err(format!(
+            "{passes} copy passes per thread (at most 32: the M/N predicates are one 32-bit mask)"
+        ));
+    }
     Ok(G2sCopy {
         major,
         thr_layout: thr,
         val_layout: val,
         tiled,
-        vec,
+        vec: chunk,
+        copy_vec: vec,
+        copy_bytes: bytes,
         passes,
         pass_step: step,
     })
@@ -442,8 +475,10 @@ impl Sm80Mainloop {
             .ok_or_else(|| terr("no SM80 smem atom divides the A tile".into()))?;
         let smem_atom_b = smem_atom_for(cfg.b, cfg.b_major, bn, bk)
             .ok_or_else(|| terr("no SM80 smem atom divides the B tile".into()))?;
-        let g2s_a = g2s_copy(cfg.a, cfg.a_major, bm, bk, threads).map_err(|r| terr(format!("A: {r}")))?;
-        let g2s_b = g2s_copy(cfg.b, cfg.b_major, bn, bk, threads).map_err(|r| terr(format!("B: {r}")))?;
+        let g2s_a =
+            g2s_copy(cfg.a, cfg.a_major, bm, bk, threads, cfg.copy_bytes).map_err(|r| terr(format!("A: {r}")))?;
+        let g2s_b =
+            g2s_copy(cfg.b, cfg.b_major, bn, bk, threads, cfg.copy_bytes).map_err(|r| terr(format!("B: {r}")))?;
 
         // Stages.
         let ebytes = cfg.a.bytes() as usize;

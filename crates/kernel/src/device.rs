@@ -104,6 +104,17 @@ impl Gpu {
         }
         let ctx = CudaContext::new(ordinal).map_err(|e| DriverFailure::new("cuDevicePrimaryCtxRetain", e))?;
         let stream = ctx.new_stream().map_err(|e| DriverFailure::new("cuStreamCreate", e))?;
+        Gpu::from_stream(stream)
+    }
+
+    /// The device of an application's existing `cudarc` stream, with that stream as
+    /// [`Gpu::stream`] (launches go to it by default). No stream or context is created,
+    /// so the application's `cudarc` context keeps its mode (`cudarc` tracks buffer uses
+    /// with events only once a context has made a stream besides its default one). This is
+    /// how an engine that already holds a `cudarc` stream (candle's
+    /// `CudaDevice::cuda_stream()`, say) opens rcute on it.
+    pub fn from_stream(stream: Arc<CudaStream>) -> Result<Gpu, DeviceError> {
+        let ctx = stream.context().clone();
         let attr = |a: CUdevice_attribute| {
             ctx.attribute(a)
                 .map(|v| u32::try_from(v).unwrap_or(0))

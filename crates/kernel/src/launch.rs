@@ -326,7 +326,9 @@ impl Function {
         &self.inner
     }
 
-    /// Launches on the GPU's default stream with arguments from a [`KernelArgs`].
+    /// Launches on the calling thread's launch stream (the innermost
+    /// [`crate::stream_scope::StreamScope`], else the GPU's stream) with arguments from a
+    /// [`KernelArgs`].
     ///
     /// # Safety
     ///
@@ -335,18 +337,22 @@ impl Function {
     /// read and write any memory those pointers reach.
     pub unsafe fn launch(&self, cfg: &LaunchConfig, args: &KernelArgs) -> Result<(), LaunchError> {
         let mut params = args.params();
-        self.launch_raw_on(self.gpu.stream(), cfg, &mut params)
+        self.launch_raw(cfg, &mut params)
     }
 
-    /// Launches on the GPU's default stream with a raw parameter array: one pointer to
-    /// each argument's value, as `cuLaunchKernel` takes them.
+    /// Launches on the calling thread's launch stream (as [`Function::launch`]) with a raw
+    /// parameter array: one pointer to each argument's value, as `cuLaunchKernel` takes
+    /// them.
     ///
     /// # Safety
     ///
     /// As for [`Function::launch`]; additionally each pointer must point to a live value
     /// of the parameter's type.
     pub unsafe fn launch_raw(&self, cfg: &LaunchConfig, params: &mut [*mut c_void]) -> Result<(), LaunchError> {
-        self.launch_raw_on(self.gpu.stream(), cfg, params)
+        match crate::stream_scope::StreamScope::current() {
+            Some(stream) => self.launch_raw_on(&stream, cfg, params),
+            None => self.launch_raw_on(self.gpu.stream(), cfg, params),
+        }
     }
 
     /// Like [`Function::launch_raw`], on `stream` (which must belong to this GPU's context).
@@ -362,6 +368,9 @@ impl Function {
     ) -> Result<(), LaunchError> {
         self.validate(cfg)?;
         let ctx = self.gpu.context();
+        if stream.context().cu_ctx() != ctx.cu_ctx() {
+            return Err(self.invalid("the stream belongs to another CUDA context than the kernel's module"));
+        }
         ctx.bind_to_thread()
             .map_err(|e| DriverFailure::new("cuCtxSetCurrent", e))?;
         self.prepare_attributes(cfg)?;

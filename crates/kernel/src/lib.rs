@@ -66,6 +66,7 @@ pub mod moe_routing;
 pub mod nvrtc;
 pub mod resources;
 pub mod sass;
+pub mod stream_scope;
 pub mod testing;
 pub mod tile_scheduler;
 pub mod tma;

@@ -228,3 +228,125 @@ fn compile_file() {
         }
     }
 }
+
+/// The narrow-vector variants (operands not 16-byte aligned): every copy width and operand
+/// major compiles for sm_80 and sm_90a without spills or local memory, with `cp.async`
+/// (LDGSTS) for 8 and 4 bytes and 16-bit loads (LDG.E.U16) into shared stores for 2 bytes;
+/// names say the width, and the 16-byte configuration keeps its name and source.
+#[test]
+fn narrow_copies_compile_for_sm80_and_sm90a_without_spills() {
+    let fast = cfg(Major::K, Major::K, [64, 64, 32], [2, 2]);
+    assert_eq!(fast.clone().narrow(16), fast);
+    assert!(!generate(&fast).unwrap().name.contains("_g2s"));
+    for bytes in [8, 4, 2] {
+        for (a, b) in [
+            (Major::K, Major::K),
+            (Major::MN, Major::MN),
+            (Major::K, Major::MN),
+            (Major::MN, Major::K),
+        ] {
+            let c = cfg(a, b, [64, 64, 32], [2, 2]).narrow(bytes);
+            let g = generate(&c).unwrap_or_else(|e| panic!("{c:?}: {e}"));
+            assert!(g.name.ends_with(&format!("_g2s{bytes}")), "{}", g.name);
+            assert!(
+                !g.source.contains("rc_cp_async_cg_16_zfill("),
+                "{}: 16-byte copies",
+                g.name
+            );
+            let Some(tk) = toolkit_for_test() else { return };
+            for arch in [Arch::Sm80, Arch::Sm90a] {
+                let comp = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
+                    .unwrap_or_else(|e| panic!("{} does not compile for {}: {e}", g.name, arch.as_str()));
+                let r = comp.resources.kernel(&g.name).expect("resources");
+                assert_eq!(
+                    r.spill_stores_bytes + r.spill_loads_bytes,
+                    0,
+                    "{} spills: {r:?}",
+                    g.name
+                );
+                assert_eq!(r.stack_frame_bytes, 0, "{} stack frame", g.name);
+                if let Some(objdump) = tk.cuobjdump.as_ref() {
+                    let sass = Sass::disassemble_with(objdump, &comp.cubin).expect("cuobjdump");
+                    assert!(!sass.uses_local_memory(), "{}: local memory", g.name);
+                    let k = sass.kernel(&g.name).expect("kernel in SASS");
+                    let want: &[&str] = if bytes == 2 {
+                        &["HMMA", "LDSM", "LDG", "STS"]
+                    } else {
+                        &["HMMA", "LDSM", "LDGSTS"]
+                    };
+                    for op in want {
+                        assert!(k.contains_opcode(op), "{}: no {op}", g.name);
+                    }
+                    if bytes == 2 {
+                        assert!(!k.contains_opcode("LDGSTS"), "{}: LDGSTS on the 2-byte path", g.name);
+                    }
+                }
+                eprintln!("{} {}: {} registers", g.name, arch.as_str(), r.registers);
+            }
+        }
+    }
+    // Widths the kernel has no copy for, and the Turing kernel, are refused.
+    assert!(matches!(generate(&fast.clone().narrow(3)), Err(GemmError::Config(_))));
+    let turing = GemmSm80Config::scaled_mm(
+        Element::F16,
+        rcute_collective::ScaleKind::Scalar,
+        rcute_collective::ScaleKind::Scalar,
+        false,
+        [128, 128, 64],
+        [2, 2],
+    )
+    .unwrap()
+    .turing()
+    .narrow(4);
+    assert!(matches!(generate(&turing), Err(GemmError::Config(_))));
+}
+
+/// Argument validation follows the copy width: a 4-byte kernel takes 4-byte leading
+/// dimensions, pointers and K, not 2-byte ones.
+#[test]
+fn narrow_argument_validation() {
+    let g = generate(&cfg(Major::K, Major::K, [64, 64, 32], [2, 2]).narrow(4)).unwrap();
+    let mut a = GemmArgs::tn(64, 64, 30, 1, 0x1000, 0x2000, 0, 0x3000);
+    (a.lda, a.ldb) = (30, 30);
+    assert!(a.validate(&g).is_ok(), "{:?}", a.validate(&g));
+    a.lda = 31;
+    assert!(matches!(a.validate(&g), Err(GemmError::Alignment(_))));
+    a.lda = 30;
+    a.a = 0x1002;
+    assert!(matches!(a.validate(&g), Err(GemmError::Alignment(_))));
+}
+
+/// The INT8 scaled-mm kernel's narrow variants compile for sm_80 and sm_90a without spills.
+#[test]
+fn narrow_scaled_mm_compiles_without_spills() {
+    use rcute_collective::ScaleKind;
+    for bytes in [8, 4, 2] {
+        let c = GemmSm80Config::scaled_mm(
+            Element::BF16,
+            ScaleKind::PerRow,
+            ScaleKind::PerCol,
+            true,
+            [64, 64, 64],
+            [2, 2],
+        )
+        .unwrap()
+        .narrow(bytes);
+        let g = generate(&c).unwrap_or_else(|e| panic!("{c:?}: {e}"));
+        assert!(g.name.ends_with(&format!("_g2s{bytes}")), "{}", g.name);
+        if toolkit_for_test().is_none() {
+            return;
+        }
+        for arch in [Arch::Sm80, Arch::Sm90a] {
+            let comp = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
+                .unwrap_or_else(|e| panic!("{} does not compile for {}: {e}", g.name, arch.as_str()));
+            let r = comp.resources.kernel(&g.name).expect("resources");
+            assert_eq!(
+                r.spill_stores_bytes + r.spill_loads_bytes,
+                0,
+                "{} spills: {r:?}",
+                g.name
+            );
+            assert_eq!(r.stack_frame_bytes, 0, "{} stack frame", g.name);
+        }
+    }
+}

@@ -5,12 +5,11 @@
 use crate::error::OpsError;
 use crate::gemm::{check_gemm_arch, validate, GemmProblem};
 use crate::memo::Memo;
-use crate::select::{select, select_sm90, Choice, Selection};
-use crate::tensor::{DType, Major as ViewMajor, MatrixMut, MatrixRef};
-use cudarc::driver::{CudaSlice, DevicePtr};
-use rcute_kernel::gemm_sm80::{
-    self, GemmArgs, GemmElement, GemmSm80Config, GeneratedGemm, Major, SplitKMode, StorageOrder,
-};
+use crate::select::{element, select, select_sm90, sm80_config, Choice, Selection};
+use crate::stream::{ScratchPool, Uses};
+use crate::tensor::{Major as ViewMajor, MatrixMut, MatrixRef};
+use cudarc::driver::CudaStream;
+use rcute_kernel::gemm_sm80::{self, GemmArgs, GemmSm80Config, GeneratedGemm, Major, SplitKMode};
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90};
 use rcute_kernel::{CompileOptions, Function, Gpu, KernelCache};
 use std::collections::HashMap;
@@ -49,14 +48,25 @@ impl LoadedGemmSm90 {
     }
 }
 
-/// The ops handle: one per GPU.
+/// The ops handle: one per GPU (and per stream: [`Ops::on_stream`] makes handles on other
+/// streams that share everything else; see [`crate::stream`]).
+#[derive(Clone)]
 pub struct Ops {
+    /// Where this handle's ops launch.
+    pub(crate) stream: Arc<CudaStream>,
+    /// What the handles of all streams share.
+    pub(crate) shared: Arc<OpsShared>,
+}
+
+/// The state [`Ops`] handles of one GPU share (reached through `Deref`; its fields are
+/// the crate's own).
+#[doc(hidden)]
+pub struct OpsShared {
     gpu: Gpu,
     gemms: Memo<GemmSm80Config, LoadedGemm>,
     gemms_sm90: Memo<GemmSm90Config, LoadedGemmSm90>,
-    pub(crate) workspace: Mutex<Option<CudaSlice<u8>>>,
-    /// Serial split-K semaphores: allocated zeroed, left zeroed by every completed launch.
-    pub(crate) semaphores: Mutex<Option<CudaSlice<i32>>>,
+    /// Split-K workspaces and semaphores, per stream.
+    pub(crate) scratch_pool: ScratchPool,
     /// The loaded INT8 scaled-mm kernels (see [`crate::scaled_mm`]).
     pub(crate) scaled_mms: Memo<GemmSm80Config, crate::scaled_mm::LoadedScaledMm>,
     /// The same kernels by the key `run_scaled_mm` selects them with.
@@ -65,27 +75,27 @@ pub struct Ops {
     tuning: std::sync::OnceLock<crate::tuning::OpsTuning>,
 }
 
-fn element(d: DType) -> Result<GemmElement, OpsError> {
-    Ok(match d {
-        DType::F16 => GemmElement::F16,
-        DType::BF16 => GemmElement::BF16,
-        DType::F32 => GemmElement::F32,
-        other => return Err(OpsError::DType(format!("{other:?} in a floating-point GEMM"))),
-    })
+impl std::ops::Deref for Ops {
+    type Target = OpsShared;
+    fn deref(&self) -> &OpsShared {
+        &self.shared
+    }
 }
 
 impl Ops {
-    /// An ops handle on `gpu`.
+    /// An ops handle on `gpu`, launching on [`Gpu::stream`].
     pub fn new(gpu: Gpu) -> Ops {
         Ops {
-            gpu,
-            gemms: Memo::new(),
-            gemms_sm90: Memo::new(),
-            workspace: Mutex::new(None),
-            semaphores: Mutex::new(None),
-            scaled_mms: Memo::new(),
-            scaled_mm_keys: Mutex::new(HashMap::new()),
-            tuning: std::sync::OnceLock::new(),
+            stream: gpu.stream().clone(),
+            shared: Arc::new(OpsShared {
+                gpu,
+                gemms: Memo::new(),
+                gemms_sm90: Memo::new(),
+                scratch_pool: ScratchPool::default(),
+                scaled_mms: Memo::new(),
+                scaled_mm_keys: Mutex::new(HashMap::new()),
+                tuning: std::sync::OnceLock::new(),
+            }),
         }
     }
 
@@ -164,7 +174,8 @@ impl Ops {
 
     /// `D = alpha * A @ B + beta * C` (batched when the views are), with f16/bf16 inputs
     /// and f32 accumulation; `c` may be `None` when `beta == 0`, or view the same memory as
-    /// `d` for an in-place update. Runs on the GPU's stream; returns once launched.
+    /// `d` for an in-place update. Runs on [`Ops::stream`] and returns once launched; holds
+    /// `cudarc`'s guards of the views' buffers for the launch (see [`crate::stream`]).
     ///
     /// A, B or C may be one matrix broadcast over the batch (batch 1, or batch stride 0):
     /// such problems run the SM80-class kernel (TMA cannot step by 0).
@@ -177,7 +188,9 @@ impl Ops {
     /// ([`OpsError::Device`]), a GPU older than sm_80 ([`OpsError::Arch`]) and a grid the
     /// selected kernel cannot launch ([`OpsError::TooLarge`]) — all before any launch, so
     /// the output is untouched. [`OpsError::Kernel`] reports a failed compilation or
-    /// launch.
+    /// launch, [`OpsError::Capture`] split-K scratch that would have to be allocated while
+    /// the stream captures a graph (see [`crate::stream`]), [`OpsError::Cuda`] a failed
+    /// stream query.
     pub fn gemm(
         &self,
         a: &MatrixRef<'_>,
@@ -188,6 +201,17 @@ impl Ops {
         beta: f32,
     ) -> Result<(), OpsError> {
         let p = validate(a, b, c, d, alpha, beta)?;
+        let p = self.check_gemm_devices(p)?;
+        let mut uses = Uses::new(&self.stream)?;
+        uses.read(a.tracked());
+        uses.read(b.tracked());
+        uses.read(c.and_then(|c| c.tracked()));
+        uses.write(d.tracked_mut());
+        self.run_gemm(&p, None)
+    }
+
+    /// The device and architecture checks of [`Ops::gemm`].
+    fn check_gemm_devices<'p>(&self, p: GemmProblem<'p>) -> Result<GemmProblem<'p>, OpsError> {
         check_gemm_arch(self.gpu.compute_capability())?;
         let expected = self.gpu.context().ordinal();
         let views = [("A", Some(p.a)), ("B", Some(p.b)), ("C", p.c), ("D", Some(p.d))];
@@ -202,7 +226,7 @@ impl Ops {
                 }
             }
         }
-        self.run_gemm(&p, None)
+        Ok(p)
     }
 
     /// Run a validated problem, optionally with a forced configuration (benchmarks and the
@@ -233,17 +257,16 @@ impl Ops {
         } else {
             Major::MN
         };
-        let d_order = if p.d.major() == Some(ViewMajor::Row) {
-            StorageOrder::RowMajor
-        } else {
-            StorageOrder::ColMajor
-        };
         let sel = match forced {
             Some(Choice::Sm90(cfg, split)) => return self.run_gemm_sm90(p, cfg, *split),
             Some(Choice::Sm80(s)) => s.clone(),
             None => {
                 let arch = self.gpu.arch().map_or("", |a| a.as_str());
-                if let Some(choice) = self.tuning().gemm(p, arch).map(|s| s.gemm_choice()) {
+                let tuned = match crate::gemm::copy_bytes(p) {
+                    16 => self.tuning().gemm(p, arch).map(|s| s.gemm_choice()),
+                    _ => None, // tables hold fast-path kernels
+                };
+                if let Some(choice) = tuned {
                     let sm90_ok = crate::gemm::sm90_qualifies(self.gpu.compute_capability(), p);
                     if sm90_ok || matches!(choice, Choice::Sm80(_)) {
                         return self.run_gemm_with(p, Some(&choice));
@@ -257,24 +280,18 @@ impl Ops {
                 select(p.m, p.n, p.k, p.l, a_major, b_major, self.gpu.sm_count())
             }
         };
-        let (mut cfg, split_k, mode) = (sel.config, sel.split_k, sel.split_k_mode);
-        cfg.a = element(p.a.dtype)?;
-        cfg.b = element(p.b.dtype)?;
-        cfg.d = element(p.d.dtype)?;
-        cfg.c = cfg.d;
-        cfg.a_major = a_major;
-        cfg.b_major = b_major;
-        cfg.c_major = d_order;
+        let cfg = sm80_config(p, &sel, forced.is_some())?;
+        let (split_k, mode) = (sel.split_k, sel.split_k_mode);
         let loaded = self.load_gemm(&cfg)?;
         let g = &loaded.generated;
         let (m, n, k, l) = (p.m as i32, p.n as i32, p.k as i32, p.l as i32);
         check_grid(g, p, split_k.max(1), mode)?;
         let c = p.c.unwrap_or(p.d);
         let mut args = GemmArgs::packed(&cfg, m, n, k, l, p.a.ptr, p.b.ptr, c.ptr, p.d.ptr);
-        args.lda = p.a.ld();
-        args.ldb = p.b.ld();
-        args.ldc = c.ld();
-        args.ldd = p.d.ld();
+        args.lda = p.a.kernel_ld();
+        args.ldb = p.b.kernel_ld();
+        args.ldc = c.kernel_ld();
+        args.ldd = p.d.kernel_ld();
         args.batch_stride_a = p.a.batch_stride;
         args.batch_stride_b = p.b.batch_stride;
         args.batch_stride_c = if p.c.is_some() {
@@ -288,32 +305,13 @@ impl Ops {
         args.split_k = split_k.max(1);
         args.split_k_mode = mode;
         let ws_bytes = g.workspace_bytes_mode(m, n, l, args.split_k, mode);
-        let mut sems = self
-            .semaphores
-            .lock()
-            .map_err(|_| OpsError::Arch("poisoned semaphores".into()))?;
+        let _scope = self.launch_scope();
+        let mut scratch = self.scratch();
         if mode == SplitKMode::Serial && args.split_k > 1 {
-            let count = g.semaphore_count(m, n, l);
-            if sems.as_ref().is_none_or(|s| s.len() < count) {
-                *sems = Some(self.gpu.stream().alloc_zeros::<i32>(count).map_err(boxed)?);
-            }
-            if let Some(s) = sems.as_ref() {
-                let (ptr, _rec) = s.device_ptr(self.gpu.stream());
-                args.semaphores = ptr;
-            }
+            args.semaphores = scratch.semaphores(g.semaphore_count(m, n, l))?;
         }
-        let mut ws = self
-            .workspace
-            .lock()
-            .map_err(|_| OpsError::Arch("poisoned workspace".into()))?;
         if ws_bytes > 0 {
-            if ws.as_ref().is_none_or(|w| w.len() < ws_bytes) {
-                *ws = Some(self.gpu.stream().alloc_zeros::<u8>(ws_bytes).map_err(boxed)?);
-            }
-            if let Some(w) = ws.as_ref() {
-                let (ptr, _rec) = w.device_ptr(self.gpu.stream());
-                args.workspace = ptr;
-            }
+            args.workspace = scratch.workspace(ws_bytes)?;
         }
         // SAFETY: `validate` checked that every view lies inside its buffer with the
         // strides and batch strides passed here, and the views borrow their buffers for
@@ -377,18 +375,10 @@ impl Ops {
     ) -> Result<(), OpsError> {
         let g = &loaded.generated;
         let ws_bytes = g.workspace_bytes(args.m, args.n, args.l, args.split_k);
-        let mut ws = self
-            .workspace
-            .lock()
-            .map_err(|_| OpsError::Arch("poisoned workspace".into()))?;
+        let _scope = self.launch_scope();
+        let mut scratch = self.scratch();
         if ws_bytes > 0 {
-            if ws.as_ref().is_none_or(|w| w.len() < ws_bytes) {
-                *ws = Some(self.gpu.stream().alloc_zeros::<u8>(ws_bytes).map_err(boxed)?);
-            }
-            if let Some(w) = ws.as_ref() {
-                let (ptr, _rec) = w.device_ptr(self.gpu.stream());
-                args.workspace = ptr;
-            }
+            args.workspace = scratch.workspace(ws_bytes)?;
         }
         // SAFETY: the caller guarantees the operands; the workspace holds `workspace_bytes`.
         unsafe { gemm_sm90::launch_split_k(&loaded.main, &loaded.reduce, g, &args, fa, self.gpu.sm_count()) }
@@ -413,4 +403,57 @@ fn check_grid(g: &GeneratedGemm, p: &GemmProblem, split_k: u32, mode: SplitKMode
         });
     }
     Ok(())
+}
+
+impl Ops {
+    /// The stream this handle's ops launch on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// This handle on `stream` (of the same CUDA context): it shares the kernels, tuning
+    /// tables and scratch of `self`; its ops run on `stream`. Cheap, so it can be made per
+    /// call. See the [module docs](crate::stream) for the ordering rules.
+    ///
+    /// ```no_run
+    /// use rcute_ops::{bf16, Gpu, MatrixMut, MatrixRef, Ops, OpsError};
+    /// # fn main() -> Result<(), OpsError> {
+    /// let ops = Ops::new(Gpu::detect()?.expect("a GPU"));
+    /// let app = ops.gpu().context().new_stream()?; // the application's stream
+    /// let a = app.alloc_zeros::<bf16>(64 * 64)?;
+    /// let b = app.alloc_zeros::<bf16>(64 * 64)?;
+    /// let mut d = app.alloc_zeros::<bf16>(64 * 64)?;
+    /// let (av, bv) = (MatrixRef::new(&a, 64, 64), MatrixRef::new(&b, 64, 64).col_major());
+    /// ops.on_stream(&app)?.gemm(&av, &bv, None, &mut MatrixMut::new(&mut d, 64, 64), 1.0, 0.0)?;
+    /// let host = app.clone_dtoh(&d)?; // in order after the GEMM on `app`
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A stream of another CUDA context is an [`OpsError::Stream`].
+    pub fn on_stream(&self, stream: &Arc<CudaStream>) -> Result<Ops, OpsError> {
+        if stream.context().cu_ctx() != self.gpu().context().cu_ctx() {
+            return Err(OpsError::Stream(format!(
+                "the stream belongs to another CUDA context (device {}) than this handle (device {})",
+                stream.context().ordinal(),
+                self.gpu().context().ordinal()
+            )));
+        }
+        Ok(Ops {
+            stream: stream.clone(),
+            shared: self.shared.clone(),
+        })
+    }
+
+    /// Make this handle's stream the launch stream of the calling thread until the
+    /// returned scope ends (every launcher of `rcute-kernel` submits there).
+    pub(crate) fn launch_scope(&self) -> rcute_kernel::stream_scope::StreamScope {
+        rcute_kernel::stream_scope::StreamScope::enter(&self.stream)
+    }
+
+    /// This handle's stream's scratch, locked for one op (see [`crate::stream`]).
+    pub(crate) fn scratch(&self) -> crate::stream::Scratch<'_> {
+        self.scratch_pool.lock(&self.stream)
+    }
 }

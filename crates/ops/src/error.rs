@@ -78,6 +78,13 @@ pub enum OpsError {
         /// The value given.
         value: f32,
     },
+    /// A stream that cannot run this handle's ops (another CUDA context).
+    #[error("unusable stream: {0}")]
+    Stream(String),
+    /// What the op needs cannot happen while its stream captures a CUDA graph (allocating
+    /// scratch; see [`crate::stream`]).
+    #[error("not possible during stream capture: {0}")]
+    Capture(String),
     /// The GPU's architecture has no kernel for this op.
     #[error("unsupported architecture: {0}")]
     Arch(String),

@@ -305,6 +305,76 @@ pub(crate) fn check_vector_alignment(op: &'static str, g: &Geometry) -> Result<(
     Ok(())
 }
 
+/// Reject a pointer that is not aligned to its element type.
+pub(crate) fn check_element_alignment(op: &'static str, g: &Geometry) -> Result<(), OpsError> {
+    if g.ptr % g.dtype.bytes() as u64 != 0 {
+        return Err(OpsError::Alignment {
+            operand: op,
+            detail: format!(
+                "address {:#x} is not a multiple of the {}-byte element",
+                g.ptr,
+                g.dtype.bytes()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The widest global -> shared copy (16, 8, 4 or 2 bytes) the SM80-class kernel may use
+/// for a validated problem: the largest power of two up to 16 bytes that divides A's and
+/// B's pointers, leading dimensions and (with several batches) batch strides, and K where K
+/// is contiguous in A or B; below 16 bytes also M (N) where M (N) is contiguous in A (B),
+/// so that no narrow vector reaches past its matrix. 16 selects the fast path; anything
+/// narrower, the narrow-vector kernel ([`rcute_kernel::gemm_sm80::GemmSm80Config::narrow`]).
+///
+/// ```
+/// use rcute_ops::{gemm::copy_bytes, validate, DType, Geometry, MatrixMut, MatrixRef};
+/// // SAFETY: nothing is launched; validation reads only the geometry.
+/// let view = |ptr, r, c, dt| unsafe { MatrixRef::from_raw(Geometry::dense(ptr, r * c, dt, r, c)) };
+/// let (a, b) = (view(0x10000, 64, 32, DType::BF16), view(0x20000, 32, 16, DType::BF16));
+/// let mut d = unsafe { MatrixMut::from_raw(Geometry::dense(0x30000, 64 * 16, DType::BF16, 64, 16)) };
+/// assert_eq!(copy_bytes(&validate(&a, &b, None, &d, 1.0, 0.0).unwrap()), 16);
+/// // 3x5 @ 5x7: K = 5 elements = 10 bytes per row of A, N = 7 per row of B.
+/// let (a, b) = (view(0x10000, 3, 5, DType::BF16), view(0x20000, 5, 7, DType::BF16));
+/// let d = unsafe { MatrixMut::from_raw(Geometry::dense(0x30000, 21, DType::BF16, 3, 7)) };
+/// assert_eq!(copy_bytes(&validate(&a, &b, None, &d, 1.0, 0.0).unwrap()), 2);
+/// ```
+pub fn copy_bytes(p: &GemmProblem<'_>) -> usize {
+    let e = p.a.dtype.bytes() as u64;
+    let (mut need, mut mn_extents): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
+    for (g, k_major, mn) in [
+        (&p.a, p.a.major() == Some(Major::Row), p.m),
+        (&p.b, p.b.major() == Some(Major::Col), p.n),
+    ] {
+        need.push(g.ptr);
+        need.push(g.kernel_ld().unsigned_abs() * e);
+        if p.l > 1 {
+            need.push(g.batch_stride.unsigned_abs() * e);
+        }
+        if k_major {
+            need.push(p.k as u64 * e);
+        } else {
+            mn_extents.push(mn as u64 * e);
+        }
+    }
+    let widest = |vals: &[u64]| {
+        [16u64, 8, 4, 2]
+            .into_iter()
+            .find(|&w| vals.iter().all(|v| v % w == 0))
+            .unwrap_or(2)
+    };
+    match widest(&need) {
+        // The fast path, as it always ran (an MN-contiguous vector past M or N reads the
+        // row's padding up to the 16-byte leading dimension).
+        16 => 16,
+        // Narrow copies also keep MN-contiguous vectors inside M (N).
+        _ => {
+            need.extend(mn_extents);
+            widest(&need) as usize
+        }
+    }
+}
+
 pub(crate) fn range(g: &Geometry) -> Result<(u64, u64), OpsError> {
     let bytes = (g.extent()? as u64)
         .checked_mul(g.dtype.bytes() as u64)
@@ -335,8 +405,12 @@ pub(crate) fn overlaps(x: (u64, u64), y: (u64, u64)) -> bool {
 ///   or column, output batches that overlap, D overlapping A or B or partly overlapping
 ///   C, C not in D's storage order ([`OpsError::Strides`]);
 /// * a view that reaches past its buffer ([`OpsError::OutOfBounds`]);
-/// * A or B pointers, leading dimensions or batch strides that are not multiples of 16
-///   bytes, or K not a multiple of 8 where K is contiguous ([`OpsError::Alignment`]).
+/// * A or B pointers that are not aligned to their element ([`OpsError::Alignment`]).
+///
+/// Every M, N, K, leading dimension and batch stride is accepted: operands whose
+/// pointers, leading dimensions, batch strides or contiguous extents are not multiples of
+/// 16 bytes run the SM80-class kernel with narrower copies ([`copy_bytes`]: 8 or 4 bytes
+/// with `cp.async`, 2 with 16-bit loads), which is slower than the 16-byte path.
 ///
 /// [`crate::Ops::gemm`] adds the checks that need the GPU: the operands' device
 /// ([`OpsError::Device`]), the architecture (sm_80 or newer, [`OpsError::Arch`]) and the
@@ -356,11 +430,11 @@ pub(crate) fn overlaps(x: (u64, u64), y: (u64, u64)) -> bool {
 /// let nan = validate(&a, &b, None, &d, f32::NAN, 0.0);
 /// assert!(matches!(nan, Err(OpsError::NonFinite { what: "alpha", .. })));
 /// ```
-pub fn validate<'a>(
+pub fn validate<'a, 'd: 'a>(
     a: &MatrixRef<'a>,
     b: &MatrixRef<'a>,
     c: Option<&MatrixRef<'a>>,
-    d: &MatrixMut<'a>,
+    d: &MatrixMut<'d>,
     alpha: f32,
     beta: f32,
 ) -> Result<GemmProblem<'a>, OpsError> {
@@ -435,22 +509,11 @@ pub fn validate<'a>(
             });
         }
     }
-    check_vector_alignment("A", &ga)?;
-    check_vector_alignment("B", &gb)?;
-    // The SM80 kernels load K in 16-byte vectors: where K is the contiguous dimension of A
-    // or B, K itself must be a multiple of 8 elements (there is no element-wise K tail).
-    let k_vec = VECTOR_BYTES / ga.dtype.bytes();
-    for (name, k_major) in [
-        ("A", ga.major() == Some(Major::Row)),
-        ("B", gb.major() == Some(Major::Col)),
-    ] {
-        if k_major && k % k_vec != 0 {
-            return Err(OpsError::Alignment {
-                operand: name,
-                detail: format!("K = {k} must be a multiple of {k_vec} when K is the contiguous dimension"),
-            });
-        }
-    }
+    // Any leading dimension, batch stride and K works: the SM80-class kernel copies
+    // narrower vectors where 16-byte ones do not fit (`copy_bytes`); only a pointer that
+    // is not aligned to its element cannot be read as elements.
+    check_element_alignment("A", &ga)?;
+    check_element_alignment("B", &gb)?;
     // D must not overlap the inputs; C may be D itself (same geometry) but not overlap it otherwise.
     let rd = range(&gd)?;
     for (name, g) in [("A", &ga), ("B", &gb)] {

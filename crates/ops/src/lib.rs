@@ -10,6 +10,13 @@
 //! class): [`Ops::scaled_mm`] (see [`scaled_mm`]). FP8 scaled GEMM, AWQ int4 GEMM and fused
 //! MoE follow in later issues.
 //!
+//! Ops run on a stream the application chooses ([`Ops::on_stream`], or [`Gpu::from_stream`]
+//! for a whole handle), in order with the application's own kernels and without any
+//! device-wide synchronization; with `cudarc`'s event tracking they hold the buffers'
+//! guards for the launch, and they can be captured in CUDA graphs. [`stream`] states the
+//! rules. `gemm` and INT8 `scaled_mm` take leading dimensions, K and pointers that are not
+//! 16-byte aligned (a narrow-vector kernel runs them; see [`gemm::copy_bytes`]).
+//!
 //! An application needs only this crate: it re-exports the GPU handle ([`Gpu`]), the
 //! `cudarc` and `half` crates rcute is built against ([`cudarc`], [`half`], and the pieces
 //! one GEMM names at the crate root: [`CudaSlice`], [`CudaStream`], [`bf16`], [`f16`]), and
@@ -50,6 +57,7 @@ pub mod memo;
 pub mod moe;
 pub mod scaled_mm;
 pub mod select;
+pub mod stream;
 pub mod tensor;
 pub mod tuning;
 

@@ -16,20 +16,25 @@
 //! the operands suit TMA, otherwise the s8 kernel of `rcute_kernel::gemm_sm80` (the SM80 GEMM with the scaled-mm fusion)
 //! ([`Ops::scaled_mm_target`]: sm_75 Turing, sm_80 / sm_86 / sm_89 / sm_90 Ampere class).
 //!
-//! Rules (InfiniOP's alignment, checked here): `K` a multiple of 16 (16-byte `s8` vectors
-//! along K), `N` a multiple of 8 (16-byte f16 / bf16 output vectors); leading dimensions and
-//! batch strides of A and B multiples of 16 elements and both 16-byte aligned; the output's
-//! pointer 16-byte aligned and its leading dimension (and batch stride) a multiple of 8
-//! elements; on sm_75 the output is f16. [`validate_scaled_mm`] lists every rejection.
+//! Rules (checked here): INT8 `K` even, A's and B's pointers, leading dimensions and batch
+//! strides even (the Ampere-class kernel copies 16 bytes where everything is 16-byte
+//! aligned, else 8, 4 or 2 bytes: [`scaled_mm_copy_bytes`]; its narrowest copy moves two
+//! `s8` elements, so odd values stay an error); on sm_75 (16-byte copies only) and for FP8
+//! (the SM90 TMA kernel only) InfiniOP's alignment: `K` a multiple of 16 and A / B
+//! pointers, leading dimensions and batch strides multiples of 16 bytes. For every
+//! type, `N` a multiple of 8 and the output's pointer 16-byte aligned with a leading
+//! dimension (and batch stride) a multiple of 8 elements: the epilogue stores 16-byte
+//! f16 / bf16 vectors and has no narrower store. On sm_75 the output is f16.
+//! [`validate_scaled_mm`] lists every rejection.
 
 use crate::context::boxed;
 use crate::error::OpsError;
 use crate::gemm::{check_layout, check_vector_alignment, overlaps, range};
 use crate::select::{select_scaled_mm, ScaledMmSelection};
+use crate::stream::Uses;
 use crate::tensor::{DType, Geometry, Major, MatrixMut, MatrixRef, VectorRef};
 use crate::tuning::ConfigSpec;
 use crate::Ops;
-use cudarc::driver::DevicePtr;
 use rcute_kernel::gemm_sm80::{
     self, FusionArgs, GemmArgs, GemmElement as Element, GemmSm80Config, GeneratedGemm, ScaleKind, SplitKMode,
     TICKET_SMEM, TURING_SMEM_BUDGET,
@@ -170,6 +175,7 @@ pub(crate) struct ScaledMmKey {
     a_scale: ScaleKind,
     b_scale: ScaleKind,
     bias: bool,
+    copy_bytes: usize,
 }
 
 /// A generated scaled-mm kernel loaded on the GPU.
@@ -225,6 +231,44 @@ fn vector_check(
     Ok(())
 }
 
+/// INT8 A and B: a 2-byte aligned pointer, an even leading dimension and (with several
+/// batches) an even batch stride: what the narrowest (2-byte) copy of the SM80-class
+/// kernel needs.
+fn check_pair_alignment(operand: &'static str, g: &Geometry) -> Result<(), OpsError> {
+    let detail = if g.ptr % 2 != 0 {
+        format!("address {:#x} is odd (the narrowest s8 copy moves 2 bytes)", g.ptr)
+    } else if g.ld() % 2 != 0 {
+        format!(
+            "leading dimension {} is odd (the narrowest s8 copy moves 2 bytes)",
+            g.ld()
+        )
+    } else if g.batch > 1 && g.batch_stride % 2 != 0 {
+        format!(
+            "batch stride {} is odd (the narrowest s8 copy moves 2 bytes)",
+            g.batch_stride
+        )
+    } else {
+        return Ok(());
+    };
+    Err(OpsError::Alignment { operand, detail })
+}
+
+/// The widest global -> shared copy (16, 8, 4 or 2 bytes) the SM80-class INT8 kernel may
+/// use for a validated problem: the largest that divides A's and B's pointers, leading
+/// dimensions, batch strides (with several batches) and K. 16 is the fast path (and the
+/// only width of the sm_75 kernel and the SM90 TMA kernel).
+pub fn scaled_mm_copy_bytes(p: &ScaledMmProblem<'_>) -> usize {
+    let lds = [p.a.kernel_ld().unsigned_abs(), p.b.kernel_ld().unsigned_abs()];
+    let mut need = vec![p.a.ptr, p.b.ptr, lds[0], lds[1], p.k as u64];
+    if p.l > 1 {
+        need.extend([p.a.batch_stride.unsigned_abs(), p.b.batch_stride.unsigned_abs()]);
+    }
+    [16u64, 8, 4, 2]
+        .into_iter()
+        .find(|&w| need.iter().all(|v| v % w == 0))
+        .unwrap_or(2) as usize
+}
+
 /// The output's 16-byte vector stores: a 16-byte aligned pointer, a leading dimension and
 /// (with several batches) a batch stride of whole 16-byte vectors (8 f16 / bf16 elements).
 fn check_out_alignment(gd: &Geometry) -> Result<(), OpsError> {
@@ -247,6 +291,42 @@ fn check_out_alignment(gd: &Geometry) -> Result<(), OpsError> {
     Err(OpsError::Alignment { operand: "out", detail })
 }
 
+/// The alignment rules of [`validate_scaled_mm`] (see the module docs).
+fn check_scaled_alignment(ga: &Geometry, gb: &Geometry, gd: &Geometry, k: usize, n: usize) -> Result<(), OpsError> {
+    // Alignment. FP8 runs only the SM90 TMA kernel: InfiniOP's 16-byte rules. INT8 A and
+    // B take any even K, leading dimension, batch stride and pointer (the SM80-class
+    // kernel copies narrower vectors where 16-byte ones do not fit; its narrowest copy
+    // moves two s8 elements).
+    let fp8 = ga.dtype == DType::E4M3;
+    if fp8 && k % 16 != 0 {
+        return Err(OpsError::Alignment {
+            operand: "A",
+            detail: format!("K = {k} must be a multiple of 16 (16-byte FP8 vectors along K for TMA)"),
+        });
+    }
+    if k % 2 != 0 {
+        return Err(OpsError::Alignment {
+            operand: "A",
+            detail: format!("K = {k} must be even (the narrowest s8 copy moves 2 elements)"),
+        });
+    }
+    if n % 8 != 0 {
+        return Err(OpsError::Alignment {
+            operand: "out",
+            detail: format!("N = {n} must be a multiple of 8 (16-byte output vectors)"),
+        });
+    }
+    if fp8 {
+        check_vector_alignment("A", ga)?;
+        check_vector_alignment("B", gb)?;
+    } else {
+        check_pair_alignment("A", ga)?;
+        check_pair_alignment("B", gb)?;
+    }
+    check_out_alignment(gd)?;
+    Ok(())
+}
+
 /// Validate `out = scaled_mm(a, b, a_scale, b_scale, bias)` (see the module
 /// documentation for the semantics and rules). Pure: it reads only the views' geometry,
 /// so it runs without a GPU.
@@ -264,21 +344,24 @@ fn check_out_alignment(gd: &Geometry) -> Result<(), OpsError> {
 ///   ([`OpsError::Strides`]);
 /// * views past their buffer ([`OpsError::OutOfBounds`]); scales of a length other than
 ///   1 or M (A) / N (B), a bias of a length other than N ([`OpsError::VectorLength`]);
-/// * K not a multiple of 16, N not a multiple of 8, A / B pointers, leading dimensions
-///   or batch strides not multiples of 16 bytes, an output pointer not 16-byte aligned, an
-///   output leading dimension or batch stride not a multiple of 8 elements, null or
-///   misaligned scale / bias pointers ([`OpsError::Alignment`]).
+/// * K odd (FP8: not a multiple of 16), N not a multiple of 8, odd A / B pointers,
+///   leading dimensions or batch strides (FP8: not multiples of 16 bytes), an output
+///   pointer not 16-byte aligned, an output leading dimension or batch stride not a
+///   multiple of 8 elements, null or misaligned scale / bias pointers
+///   ([`OpsError::Alignment`]). INT8 operands that pass but are not 16-byte aligned run
+///   the narrow-vector kernel ([`scaled_mm_copy_bytes`]); on sm_75 they are an
+///   [`OpsError::Alignment`] of [`Ops::scaled_mm`].
 ///
 /// [`Ops::scaled_mm`] adds the operands' device ([`OpsError::Device`]), the architecture
 /// (sm_75 and newer; FP8 on sm_90 only; f16 output on sm_75: [`OpsError::Arch`],
 /// [`OpsError::DType`]) and the selected kernel's grid ([`OpsError::TooLarge`]).
-pub fn validate_scaled_mm<'a>(
+pub fn validate_scaled_mm<'a, 'd: 'a>(
     a: &MatrixRef<'a>,
     b: &MatrixRef<'a>,
     a_scale: Scale<'a>,
     b_scale: Scale<'a>,
     bias: Option<&VectorRef<'a>>,
-    out: &MatrixMut<'a>,
+    out: &MatrixMut<'d>,
 ) -> Result<ScaledMmProblem<'a>, OpsError> {
     let (mut ga, mut gb, gd) = (a.geo(), b.geo(), out.geo());
     // Element types.
@@ -346,22 +429,7 @@ pub fn validate_scaled_mm<'a>(
     check_layout("A", &ga, false)?;
     check_layout("B", &gb, false)?;
     check_layout("out", &gd, true)?;
-    // Alignment (InfiniOP's rules) and 16-byte vectors of A and B.
-    if k % 16 != 0 {
-        return Err(OpsError::Alignment {
-            operand: "A",
-            detail: format!("K = {k} must be a multiple of 16 (16-byte s8 vectors along K)"),
-        });
-    }
-    if n % 8 != 0 {
-        return Err(OpsError::Alignment {
-            operand: "out",
-            detail: format!("N = {n} must be a multiple of 8 (16-byte output vectors)"),
-        });
-    }
-    check_vector_alignment("A", &ga)?;
-    check_vector_alignment("B", &gb)?;
-    check_out_alignment(&gd)?;
+    check_scaled_alignment(&ga, &gb, &gd, k, n)?;
     // Scales and bias.
     let a_scale_kind = match a_scale {
         Scale::Scalar(_) => ScaleKind::Scalar,
@@ -451,6 +519,9 @@ pub fn check_scaled_mm_arch(cc: (u32, u32), p: &ScaledMmProblem) -> Result<(), O
 /// there are several batches; the rest (K % 16, N % 8, 16-byte leading dimensions and
 /// pointers) `validate_scaled_mm` already requires.
 fn sm90_qualifies(p: &ScaledMmProblem) -> bool {
+    if scaled_mm_copy_bytes(p) != 16 {
+        return false;
+    }
     let ok = |g: &Geometry| p.l == 1 || (g.batch_stride > 0 && g.batch_stride % 16 == 0);
     ok(&p.a) && ok(&p.b) && (p.l == 1 || (p.out.batch_stride > 0 && p.out.batch_stride % 8 == 0))
 }
@@ -593,7 +664,8 @@ impl Ops {
     /// [`crate::scaled_mm`]). `a` is an `s8` row-major `M x K` view, `b` an `s8`
     /// column-major `K x N` view (`MatrixRef::new(&buf, k, n).col_major()`), `out` an f16 /
     /// bf16 row-major `M x N` view; 3-D when the views are batched. Every input is validated
-    /// first; runs on the GPU's stream and returns once launched.
+    /// first; runs on [`Ops::stream`] and returns once launched, holding `cudarc`'s guards of
+    /// the views' buffers for the launch (see [`crate::stream`]).
     ///
     /// # Errors
     ///
@@ -613,6 +685,14 @@ impl Ops {
     ) -> Result<(), OpsError> {
         let p = validate_scaled_mm(a, b, a_scale, b_scale, bias, out)?;
         check_scaled_mm_arch(self.gpu().compute_capability(), &p)?;
+        self.check_scaled_mm_devices(&p)?;
+        let mut uses = Uses::new(self.stream())?;
+        uses.read(a.tracked());
+        uses.read(b.tracked());
+        uses.read(a_scale.view().tracked());
+        uses.read(b_scale.view().tracked());
+        uses.read(bias.and_then(|v| v.tracked()));
+        uses.write(out.tracked_mut());
         self.run_scaled_mm(&p, None)
     }
 
@@ -685,11 +765,26 @@ impl Ops {
         if forced.is_none() && self.gpu().compute_capability() == (9, 0) && sm90_qualifies(p) {
             return self.run_scaled_mm_sm90(p, None);
         }
-        let sel = match forced {
+        let mut sel = match forced {
             Some(s) => s.clone(),
             None => select_scaled_mm(self.scaled_mm_target()?, p.m, p.n, p.k, p.l, self.gpu().sm_count()),
         };
-        let loaded = self.scaled_mm_kernel(p, &sel)?;
+        let copy = scaled_mm_copy_bytes(p);
+        if copy < 16 {
+            if sel.target == ScaledMmTarget::Turing {
+                return Err(OpsError::Alignment {
+                    operand: "A/B",
+                    detail: "the sm_75 kernel copies 16-byte vectors: A and B need 16-byte pointers, \
+                             leading dimensions, batch strides and K"
+                        .into(),
+                });
+            }
+            if forced.is_none() {
+                // Few copy passes per thread even with 2-byte copies.
+                (sel.tile, sel.warps, sel.stages) = ([64, 64, 64], [2, 2], None);
+            }
+        }
+        let loaded = self.scaled_mm_kernel(p, &sel, copy)?;
         let g = &loaded.generated;
         let mut fusion = FusionArgs::new()
             .ptr("a_scale", p.a_scale.ptr)
@@ -705,32 +800,13 @@ impl Ops {
             });
         }
         let ws_bytes = g.workspace_bytes_mode(args.m, args.n, args.l, args.split_k, args.split_k_mode);
-        let mut sems = self
-            .semaphores
-            .lock()
-            .map_err(|_| OpsError::Arch("poisoned semaphores".into()))?;
+        let _scope = self.launch_scope();
+        let mut scratch = self.scratch();
         if args.split_k_mode == SplitKMode::Serial && args.split_k > 1 {
-            let count = g.semaphore_count(args.m, args.n, args.l);
-            if sems.as_ref().is_none_or(|s| s.len() < count) {
-                *sems = Some(self.gpu().stream().alloc_zeros::<i32>(count).map_err(boxed)?);
-            }
-            if let Some(s) = sems.as_ref() {
-                let (ptr, _rec) = s.device_ptr(self.gpu().stream());
-                args.semaphores = ptr;
-            }
+            args.semaphores = scratch.semaphores(g.semaphore_count(args.m, args.n, args.l))?;
         }
-        let mut ws = self
-            .workspace
-            .lock()
-            .map_err(|_| OpsError::Arch("poisoned workspace".into()))?;
         if ws_bytes > 0 {
-            if ws.as_ref().is_none_or(|w| w.len() < ws_bytes) {
-                *ws = Some(self.gpu().stream().alloc_zeros::<u8>(ws_bytes).map_err(boxed)?);
-            }
-            if let Some(w) = ws.as_ref() {
-                let (ptr, _rec) = w.device_ptr(self.gpu().stream());
-                args.workspace = ptr;
-            }
+            args.workspace = scratch.workspace(ws_bytes)?;
         }
         // SAFETY: `validate_scaled_mm` checked that every view lies inside its buffer with
         // the strides and batch strides passed here and that the scales and bias hold the
@@ -769,15 +845,21 @@ impl Ops {
 
     /// The SM80-class kernel of a selection, looked up by a small copyable key first so
     /// that a call does not rebuild and hash the fusion tree (host time per call).
-    fn scaled_mm_kernel(&self, p: &ScaledMmProblem, sel: &ScaledMmSelection) -> Result<LoadedScaledMm, OpsError> {
-        self.scaled_mm_kernel_of(&ScaledMmKind::of(p), sel)
+    fn scaled_mm_kernel(
+        &self,
+        p: &ScaledMmProblem,
+        sel: &ScaledMmSelection,
+        copy_bytes: usize,
+    ) -> Result<LoadedScaledMm, OpsError> {
+        self.scaled_mm_kernel_of(&ScaledMmKind::of(p), sel, copy_bytes)
     }
 
     /// Build (once) the kernel that a problem of `kind` runs with the tuning spec `spec`,
-    /// without running it: the tuner compiles its candidates in parallel through this.
+    /// without running it (the fast path's 16-byte copies): the tuner compiles its
+    /// candidates in parallel through this.
     pub fn load_scaled_mm_spec(&self, kind: &ScaledMmKind, spec: &ConfigSpec) -> Result<(), OpsError> {
         match spec {
-            ConfigSpec::Sm80(s) => self.scaled_mm_kernel_of(kind, &s.scaled_mm_selection()).map(|_| ()),
+            ConfigSpec::Sm80(s) => self.scaled_mm_kernel_of(kind, &s.scaled_mm_selection(), 16).map(|_| ()),
             ConfigSpec::Sm90(s) => {
                 let out = kind.out_element();
                 let ab = if kind.ab == DType::E4M3 {
@@ -792,7 +874,12 @@ impl Ops {
         }
     }
 
-    fn scaled_mm_kernel_of(&self, kind: &ScaledMmKind, sel: &ScaledMmSelection) -> Result<LoadedScaledMm, OpsError> {
+    fn scaled_mm_kernel_of(
+        &self,
+        kind: &ScaledMmKind,
+        sel: &ScaledMmSelection,
+        copy_bytes: usize,
+    ) -> Result<LoadedScaledMm, OpsError> {
         let out = kind.out_element();
         if sel.target == ScaledMmTarget::Turing && out != Element::F16 {
             return Err(OpsError::DType(format!(
@@ -816,6 +903,7 @@ impl Ops {
             a_scale: kind.a_scale,
             b_scale: kind.b_scale,
             bias: kind.bias,
+            copy_bytes,
         };
         let hit = self
             .scaled_mm_keys
@@ -834,6 +922,7 @@ impl Ops {
         cfg.smem_budget = smem_budget;
         cfg.stages = sel.stages.or(cfg.stages);
         cfg.raster_swizzle = sel.raster_swizzle;
+        cfg.copy_bytes = copy_bytes;
         let l = self.load_scaled_mm(&cfg)?;
         if let Ok(mut t) = self.scaled_mm_keys.lock() {
             t.insert(key, l.clone());
@@ -847,9 +936,9 @@ impl Ops {
 fn scaled_mm_args(p: &ScaledMmProblem, sel: &ScaledMmSelection) -> GemmArgs {
     let (m, n, k, l) = (p.m as i32, p.n as i32, p.k as i32, p.l as i32);
     let mut args = GemmArgs::tn(m, n, k, l, p.a.ptr, p.b.ptr, 0, p.out.ptr);
-    args.lda = p.a.ld();
-    args.ldb = p.b.ld();
-    args.ldd = p.out.ld();
+    args.lda = p.a.kernel_ld();
+    args.ldb = p.b.kernel_ld();
+    args.ldd = p.out.kernel_ld();
     args.batch_stride_a = p.a.batch_stride;
     args.batch_stride_b = p.b.batch_stride;
     args.batch_stride_d = if l > 1 { p.out.batch_stride } else { m as i64 * args.ldd };

@@ -7,7 +7,7 @@
 //! issue) replaces these rules with measured choices and keeps this interface.
 
 use rcute_kernel::gemm_sm80::Sm80Target as ScaledMmTarget;
-use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
+use rcute_kernel::gemm_sm80::{GemmElement, GemmSm80Config, Major, SplitKMode};
 use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
 
 /// Which generated kernel runs a GEMM.
@@ -265,4 +265,77 @@ mod tests {
             ([128, 128, 32], 1, 3)
         );
     }
+}
+
+/// A gemm operand type as the kernels name it (f16, bf16 or f32).
+pub(crate) fn element(d: crate::tensor::DType) -> Result<GemmElement, crate::OpsError> {
+    use crate::tensor::DType;
+    Ok(match d {
+        DType::F16 => GemmElement::F16,
+        DType::BF16 => GemmElement::BF16,
+        DType::F32 => GemmElement::F32,
+        other => return Err(crate::OpsError::DType(format!("{other:?} in a floating-point GEMM"))),
+    })
+}
+
+/// The tile of the narrow-vector kernel (operands not 16-byte aligned): 128 threads copy
+/// a 64 x 32 slab of A or B in at most 16 passes even with 2-byte copies (the tile and
+/// warps the GPU tests ran; with 2-byte copies of K-major A and B the kernel takes 248
+/// registers on sm_80 and 254 on sm_90a, without spills, when not rasterized).
+pub const NARROW_TILE: [i64; 3] = [64, 64, 32];
+/// The warps of the narrow-vector kernel.
+pub const NARROW_WARPS: [i64; 2] = [2, 2];
+
+/// The SM80-class kernel configuration that runs validated problem `p` with selection
+/// `sel`: the problem's element types, operand majors and output order, and the copy
+/// width of [`crate::gemm::copy_bytes`]. Where that is below the configuration's (16 bytes
+/// for every selection), the narrow-vector kernel runs, on [`NARROW_TILE`] without a
+/// rasterization swizzle unless the selection was `forced` (then its tile is kept).
+///
+/// ```
+/// use rcute_ops::select::{select, sm80_config, NARROW_TILE};
+/// use rcute_ops::{validate, DType, Geometry, MatrixMut, MatrixRef};
+/// use rcute_kernel::gemm_sm80::Major;
+/// // SAFETY: nothing is launched; this reads only the geometry.
+/// let view = |ptr, r, c| unsafe { MatrixRef::from_raw(Geometry::dense(ptr, r * c, DType::BF16, r, c)) };
+/// let d = unsafe { MatrixMut::from_raw(Geometry::dense(0x30000, 3 * 7, DType::BF16, 3, 7)) };
+/// let (a, b) = (view(0x10000, 3, 5), view(0x20000, 5, 7));
+/// let p = validate(&a, &b, None, &d, 1.0, 0.0).unwrap();
+/// let sel = select(3, 7, 5, 1, Major::K, Major::MN, 132);
+/// let cfg = sm80_config(&p, &sel, false).unwrap();
+/// assert_eq!((cfg.copy_bytes, cfg.tile), (2, NARROW_TILE));
+/// ```
+pub fn sm80_config(
+    p: &crate::gemm::GemmProblem<'_>,
+    sel: &Selection,
+    forced: bool,
+) -> Result<GemmSm80Config, crate::OpsError> {
+    use crate::tensor::Major as ViewMajor;
+    use rcute_kernel::gemm_sm80::StorageOrder;
+    let mut cfg = sel.config.clone();
+    let copy = crate::gemm::copy_bytes(p).min(cfg.copy_bytes);
+    if copy < cfg.copy_bytes && !forced {
+        (cfg.tile, cfg.warps, cfg.stages, cfg.raster_swizzle) = (NARROW_TILE, NARROW_WARPS, None, 0);
+    }
+    cfg.copy_bytes = copy;
+    cfg.a = element(p.a.dtype)?;
+    cfg.b = element(p.b.dtype)?;
+    cfg.d = element(p.d.dtype)?;
+    cfg.c = cfg.d;
+    cfg.a_major = if p.a.major() == Some(ViewMajor::Row) {
+        Major::K
+    } else {
+        Major::MN
+    };
+    cfg.b_major = if p.b.major() == Some(ViewMajor::Col) {
+        Major::K
+    } else {
+        Major::MN
+    };
+    cfg.c_major = if p.d.major() == Some(ViewMajor::Row) {
+        StorageOrder::RowMajor
+    } else {
+        StorageOrder::ColMajor
+    };
+    Ok(cfg)
 }

@@ -5,8 +5,8 @@
 //! borrow their buffer, so the buffer outlives the op call.
 
 use crate::error::OpsError;
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
-use std::marker::PhantomData;
+use crate::stream::{address, TrackRead, TrackWrite};
+use cudarc::driver::CudaSlice;
 
 /// Element types the ops accept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -154,6 +154,20 @@ impl Geometry {
             _ => self.row_stride,
         }
     }
+    /// The leading dimension a kernel is given: [`Geometry::ld`], raised to the contiguous
+    /// extent when there is a single row (column) of it, whose stride nothing reads (a
+    /// `1 x N` row-major view may have any row stride; kernels expect `ld >= N`).
+    pub(crate) fn kernel_ld(&self) -> i64 {
+        let (outer, inner) = match self.major() {
+            Some(Major::Col) => (self.cols, self.rows),
+            _ => (self.rows, self.cols),
+        };
+        if outer <= 1 {
+            self.ld().max(i64::try_from(inner).unwrap_or(i64::MAX))
+        } else {
+            self.ld()
+        }
+    }
     /// One past the largest element offset the view touches, or
     /// [`OpsError::TooLarge`] when that does not fit `usize` (checked arithmetic: no
     /// product or sum wraps).
@@ -215,17 +229,40 @@ impl Geometry {
 /// let mut a = unsafe { MatrixRef::from_raw(Geometry::dense(0x1000, 64, DType::BF16, 8, 8)) };
 /// a.geo.len = usize::MAX; // error: the field is private
 /// ```
-#[derive(Clone, Copy, Debug)]
+///
+/// A view made from a `CudaSlice` keeps a reference to it, so that the op that reads the
+/// view holds `cudarc`'s read guard of the buffer for its whole launch (see
+/// [`crate::stream`]).
+#[derive(Clone, Copy)]
 pub struct MatrixRef<'a> {
     geo: Geometry,
-    _buf: PhantomData<&'a ()>,
+    buf: Option<&'a dyn TrackRead>,
 }
 
-/// A writable matrix view (its [`Geometry`] is private, as [`MatrixRef`]'s).
-#[derive(Debug)]
+/// A writable matrix view (its [`Geometry`] is private, as [`MatrixRef`]'s). Made from a
+/// `CudaSlice`, it holds the buffer's unique borrow, and the op that writes it holds
+/// `cudarc`'s write guard for its whole launch.
 pub struct MatrixMut<'a> {
     geo: Geometry,
-    _buf: PhantomData<&'a mut ()>,
+    buf: Option<&'a mut dyn TrackWrite>,
+}
+
+impl std::fmt::Debug for MatrixRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MatrixRef")
+            .field("geo", &self.geo)
+            .field("tracked", &self.buf.is_some())
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for MatrixMut<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MatrixMut")
+            .field("geo", &self.geo)
+            .field("tracked", &self.buf.is_some())
+            .finish()
+    }
 }
 
 impl<'a> MatrixRef<'a> {
@@ -236,11 +273,10 @@ impl<'a> MatrixRef<'a> {
     /// [`OpsError::OutOfBounds`] and one whose extent overflows (say `usize::MAX / 2` rows
     /// of 64) is [`OpsError::TooLarge`], never a wrapped stride.
     pub fn new<T: Element>(buf: &'a CudaSlice<T>, rows: usize, cols: usize) -> Self {
-        let (ptr, _sync) = buf.device_ptr(buf.stream());
         let device = buf.stream().context().ordinal();
         MatrixRef {
-            geo: Geometry::row_major(ptr, buf.len(), T::DTYPE, rows, cols, device),
-            _buf: PhantomData,
+            geo: Geometry::row_major(address(buf), buf.len(), T::DTYPE, rows, cols, device),
+            buf: Some(buf),
         }
     }
     /// A view from raw parts, for buffers the application manages itself.
@@ -248,11 +284,15 @@ impl<'a> MatrixRef<'a> {
     /// # Safety
     /// `ptr` must address at least `len` elements of `dtype` that stay valid for `'a`.
     pub unsafe fn from_raw(geo: Geometry) -> Self {
-        MatrixRef { geo, _buf: PhantomData }
+        MatrixRef { geo, buf: None }
     }
     /// The view's geometry (a copy: changing it does not change the view).
     pub fn geo(&self) -> Geometry {
         self.geo
+    }
+    /// The buffer whose uses `cudarc` tracks (`None` for raw views).
+    pub(crate) fn tracked(&self) -> Option<&'a dyn TrackRead> {
+        self.buf
     }
     /// Column-major strides.
     pub fn col_major(mut self) -> Self {
@@ -276,14 +316,9 @@ impl<'a> MatrixRef<'a> {
 impl<'a> MatrixMut<'a> {
     /// A row-major `rows x cols` writable view of `buf`.
     pub fn new<T: Element>(buf: &'a mut CudaSlice<T>, rows: usize, cols: usize) -> Self {
-        let len = buf.len();
-        let stream = buf.stream().clone();
-        let (ptr, _sync) = buf.device_ptr_mut(&stream);
-        let device = stream.context().ordinal();
-        MatrixMut {
-            geo: Geometry::row_major(ptr, len, T::DTYPE, rows, cols, device),
-            _buf: PhantomData,
-        }
+        let device = buf.stream().context().ordinal();
+        let geo = Geometry::row_major(address(buf), buf.len(), T::DTYPE, rows, cols, device);
+        MatrixMut { geo, buf: Some(buf) }
     }
     /// A writable view from raw parts.
     ///
@@ -291,11 +326,15 @@ impl<'a> MatrixMut<'a> {
     /// `ptr` must address at least `len` writable elements of `dtype` valid for `'a`,
     /// not aliased by any other view passed to the same op.
     pub unsafe fn from_raw(geo: Geometry) -> Self {
-        MatrixMut { geo, _buf: PhantomData }
+        MatrixMut { geo, buf: None }
     }
     /// The view's geometry (a copy: changing it does not change the view).
     pub fn geo(&self) -> Geometry {
         self.geo
+    }
+    /// The buffer whose uses `cudarc` tracks (`None` for raw views).
+    pub(crate) fn tracked_mut(&mut self) -> Option<&mut (dyn TrackWrite + 'a)> {
+        self.buf.as_deref_mut()
     }
     /// Column-major strides.
     pub fn col_major(mut self) -> Self {
@@ -318,20 +357,28 @@ impl<'a> MatrixMut<'a> {
 
 /// A read-only, contiguous vector view (scales, biases): `len` elements of a device buffer,
 /// stored as a one-row [`Geometry`] (`rows = 1`, `cols = len`, unit column stride).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct VectorRef<'a> {
     geo: Geometry,
-    _buf: PhantomData<&'a ()>,
+    buf: Option<&'a dyn TrackRead>,
+}
+
+impl std::fmt::Debug for VectorRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VectorRef")
+            .field("geo", &self.geo)
+            .field("tracked", &self.buf.is_some())
+            .finish()
+    }
 }
 
 impl<'a> VectorRef<'a> {
     /// The first `len` elements of `buf`.
     pub fn new<T: Element>(buf: &'a CudaSlice<T>, len: usize) -> Self {
-        let (ptr, _sync) = buf.device_ptr(buf.stream());
         let device = buf.stream().context().ordinal();
         VectorRef {
-            geo: Geometry::row_major(ptr, buf.len(), T::DTYPE, 1, len, device),
-            _buf: PhantomData,
+            geo: Geometry::row_major(address(buf), buf.len(), T::DTYPE, 1, len, device),
+            buf: Some(buf),
         }
     }
     /// A vector view from raw parts: `len` elements of `dtype` at `ptr` in a buffer of
@@ -342,11 +389,15 @@ impl<'a> VectorRef<'a> {
     pub unsafe fn from_raw(ptr: u64, buf_len: usize, dtype: DType, len: usize, device: Option<usize>) -> Self {
         let mut geo = Geometry::row_major(ptr, buf_len, dtype, 1, len, 0);
         geo.device = device;
-        VectorRef { geo, _buf: PhantomData }
+        VectorRef { geo, buf: None }
     }
     /// The view's geometry (a copy: changing it does not change the view).
     pub fn geo(&self) -> Geometry {
         self.geo
+    }
+    /// The buffer whose uses `cudarc` tracks (`None` for raw views).
+    pub(crate) fn tracked(&self) -> Option<&'a dyn TrackRead> {
+        self.buf
     }
     /// Number of elements of the view (`geo().len` is the buffer's length from `ptr` on).
     #[allow(clippy::misnamed_getters)]

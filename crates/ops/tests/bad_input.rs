@@ -8,7 +8,7 @@
 //! device addresses and nothing is launched. `tests/tests/gpu_bad_input.rs` runs the same
 //! classes through `Ops` on a GPU and checks that the output stays untouched.
 
-use rcute_ops::gemm::{sm90_qualifies, MAX_BATCH, MAX_DIM};
+use rcute_ops::gemm::{copy_bytes, sm90_qualifies, MAX_BATCH, MAX_DIM};
 use rcute_ops::{
     check_gemm_arch, check_scaled_mm_arch, validate, validate_scaled_mm, DType, Geometry, MatrixMut, MatrixRef,
     OpsError, Scale, VectorRef,
@@ -295,21 +295,41 @@ fn gemm_out_of_bounds() {
 #[test]
 fn gemm_misaligned() {
     rejects!(
-        "A pointer",
-        gemm(|g| g.a = g.a.at(g.a.ptr + 2)),
+        "A pointer off its element",
+        gemm(|g| g.a = g.a.at(g.a.ptr + 1)),
         OpsError::Alignment { operand: "A", .. }
     );
     rejects!(
-        "B leading dimension",
-        gemm(|g| g.b = Geometry {
-            len: 1 << 20,
-            ..g.b.strides(1, 36)
-        }),
+        "B pointer off its element",
+        gemm(|g| g.b = g.b.at(g.b.ptr + 3)),
         OpsError::Alignment { operand: "B", .. }
     );
-    rejects!(
-        "A batch stride",
-        gemm(|g| {
+}
+
+/// Leading dimensions, batch strides, K and pointers off the 16-byte grid are valid
+/// (the narrow-vector kernel runs them), and `copy_bytes` picks the narrow path exactly
+/// when the 16-byte one does not fit.
+#[test]
+fn gemm_any_alignment_selects_the_copy_width() {
+    let width = |edit: &dyn Fn(&mut Gemm)| copy_bytes(&gemm(edit).unwrap());
+    assert_eq!(width(&|_| {}), 16, "aligned baseline: the fast path");
+    assert_eq!(width(&|g| g.a = g.a.at(g.a.ptr + 2)), 2, "A 2 bytes off");
+    assert_eq!(width(&|g| g.a = g.a.at(g.a.ptr + 4)), 4, "A 4 bytes off");
+    assert_eq!(width(&|g| g.b = g.b.at(g.b.ptr + 8)), 8, "B 8 bytes off");
+    let b_ld = |ld: i64| {
+        move |g: &mut Gemm| {
+            g.b = Geometry {
+                len: 1 << 20,
+                ..g.b.strides(1, ld)
+            }
+        }
+    };
+    assert_eq!(width(&b_ld(36)), 8, "B leading dimension 72 bytes");
+    assert_eq!(width(&b_ld(34)), 4, "B leading dimension 68 bytes");
+    assert_eq!(width(&b_ld(33)), 2, "B leading dimension 66 bytes");
+    assert_eq!(width(&b_ld(40)), 16, "B leading dimension 80 bytes");
+    assert_eq!(
+        width(&|g| {
             g.a = Geometry {
                 len: 1 << 20,
                 ..g.a.batched(2, 64 * 32 + 4)
@@ -317,22 +337,38 @@ fn gemm_misaligned() {
             g.b = g.b.batched(2, 32 * 48);
             g.d = g.d.batched(2, 64 * 48);
         }),
-        OpsError::Alignment { operand: "A", .. }
+        8,
+        "A batch stride 8 bytes off"
     );
-    rejects!(
-        "contiguous K not a multiple of 8",
-        gemm(|g| {
-            g.a = Geometry {
-                len: 1 << 20,
-                ..dense(1, DType::BF16, 64, 30).strides(32, 1)
-            };
-            g.b = Geometry {
-                len: 1 << 20,
-                ..dense(2, DType::BF16, 30, 48).strides(1, 32)
-            };
-        }),
-        OpsError::Alignment { .. }
-    );
+    let k30 = |g: &mut Gemm| {
+        g.a = Geometry {
+            len: 1 << 20,
+            ..dense(1, DType::BF16, 64, 30).strides(32, 1)
+        };
+        g.b = Geometry {
+            len: 1 << 20,
+            ..dense(2, DType::BF16, 30, 48).strides(1, 32)
+        };
+    };
+    assert_eq!(width(&k30), 4, "contiguous K = 30 (60 bytes)");
+    // 3x5x7 and a row-major B of 70 columns, as a new user writes them.
+    let problem = |m: usize, n: usize, k: usize, b_row: bool| {
+        // SAFETY: validation only.
+        let (a, b, d) = unsafe {
+            let b = MatrixRef::from_raw(dense(2, DType::BF16, k, n));
+            (
+                MatrixRef::from_raw(dense(1, DType::BF16, m, k)),
+                if b_row { b } else { b.col_major() },
+                MatrixMut::from_raw(dense(4, DType::BF16, m, n)),
+            )
+        };
+        copy_bytes(&validate(&a, &b, None, &d, 1.0, 0.0).unwrap())
+    };
+    assert_eq!(problem(3, 7, 5, false), 2);
+    assert_eq!(problem(129, 257, 65, false), 2);
+    assert_eq!(problem(64, 70, 64, true), 4, "row-major B, N = 70");
+    assert_eq!(problem(64, 72, 64, true), 16, "row-major B, N = 72");
+    assert_eq!(problem(128, 256, 64, false), 16);
 }
 
 #[test]
@@ -615,15 +651,15 @@ fn scaled_mm_layouts_and_overlap() {
 #[test]
 fn scaled_mm_misaligned() {
     rejects!(
-        "K % 16",
+        "FP8 K % 16",
         smm(|s| {
             s.a = Geometry {
                 len: 1 << 20,
-                ..dense(1, DType::S8, 64, 24).strides(32, 1)
+                ..dense(1, DType::E4M3, 64, 24).strides(32, 1)
             };
             s.b = Geometry {
                 len: 1 << 20,
-                ..dense(2, DType::S8, 24, 48).strides(1, 32)
+                ..dense(2, DType::E4M3, 24, 48).strides(1, 32)
             };
         }),
         OpsError::Alignment { .. }
@@ -645,8 +681,52 @@ fn scaled_mm_misaligned() {
         OpsError::Alignment { operand: "out", .. }
     );
     rejects!(
-        "A pointer",
-        smm(|s| s.a = s.a.at(s.a.ptr + 8)),
+        "A pointer odd",
+        smm(|s| s.a = s.a.at(s.a.ptr + 1)),
+        OpsError::Alignment { operand: "A", .. }
+    );
+    rejects!(
+        "B leading dimension odd",
+        smm(|s| s.b = Geometry {
+            len: 1 << 20,
+            ..s.b.strides(1, 33)
+        }),
+        OpsError::Alignment { operand: "B", .. }
+    );
+    rejects!(
+        "K odd",
+        smm(|s| {
+            s.a = Geometry {
+                len: 1 << 20,
+                ..dense(1, DType::S8, 64, 31).strides(32, 1)
+            };
+            s.b = Geometry {
+                len: 1 << 20,
+                ..dense(2, DType::S8, 31, 48).strides(1, 32)
+            };
+        }),
+        OpsError::Alignment { operand: "A", .. }
+    );
+    // Even values off the 16-byte grid are valid INT8 problems (the narrow-vector kernel).
+    let width = |edit: &dyn Fn(&mut Smm)| rcute_ops::scaled_mm::scaled_mm_copy_bytes(&smm(edit).unwrap());
+    assert_eq!(width(&|_| {}), 16);
+    assert_eq!(width(&|s| s.a = s.a.at(s.a.ptr + 8)), 8);
+    assert_eq!(width(&|s| s.b = s.b.at(s.b.ptr + 2)), 2);
+    assert_eq!(
+        width(&|s| s.b = Geometry {
+            len: 1 << 20,
+            ..s.b.strides(1, 36)
+        }),
+        4
+    );
+    // FP8 keeps the 16-byte rules (TMA).
+    rejects!(
+        "FP8 A pointer 8 bytes off",
+        smm(|s| {
+            s.a = s.a.at(s.a.ptr + 8);
+            s.a.dtype = DType::E4M3;
+            s.b.dtype = DType::E4M3;
+        }),
         OpsError::Alignment { operand: "A", .. }
     );
     rejects!(

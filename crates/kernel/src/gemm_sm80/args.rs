@@ -161,21 +161,27 @@ impl GemmArgs {
         if self.batch_stride_a < 0 || self.batch_stride_b < 0 {
             return shape("negative batch stride".into());
         }
-        let vec = 16 / cfg.a.bytes() as i64;
+        let copy = cfg.copy_bytes as i64;
+        let vec = copy / cfg.a.bytes() as i64;
+        // Batch strides matter only with several batches.
+        let batch_strides = match self.l {
+            1 => [0, 0],
+            _ => [self.batch_stride_a, self.batch_stride_b],
+        };
         for (name, v) in [
             ("lda", self.lda),
             ("ldb", self.ldb),
-            ("batch_stride_a", self.batch_stride_a),
-            ("batch_stride_b", self.batch_stride_b),
+            ("batch_stride_a", batch_strides[0]),
+            ("batch_stride_b", batch_strides[1]),
         ] {
             if v % vec != 0 {
                 return align(format!(
-                    "{name}={v} must be a multiple of {vec} elements (16-byte cp.async vectors)"
+                    "{name}={v} must be a multiple of {vec} elements ({copy}-byte global -> shared copies)"
                 ));
             }
         }
-        if self.a % 16 != 0 || self.b % 16 != 0 {
-            return align("A and B must be 16-byte aligned".into());
+        if self.a % copy as u64 != 0 || self.b % copy as u64 != 0 {
+            return align(format!("A and B must be {copy}-byte aligned"));
         }
         if (cfg.a_major == Major::K || cfg.b_major == Major::K) && k % vec != 0 {
             return align(format!(

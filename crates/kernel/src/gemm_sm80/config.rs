@@ -46,6 +46,11 @@ pub struct GemmSm80Config {
     /// The GPU family (`cp.async` multistage on the Ampere class; the register-staged
     /// two-stage pipeline on Turing, s8 only).
     pub target: Sm80Target,
+    /// Bytes one thread copies from global to shared memory per access (16, the default
+    /// fast path; 8 or 4 with `cp.async.ca`, 2 with 16-bit register copies): the alignment
+    /// the kernel needs of A's and B's pointers, leading dimensions, batch strides and, where
+    /// K is contiguous, of K (see [`GemmSm80Config::narrow`]). Ampere target only.
+    pub copy_bytes: usize,
 }
 
 /// The shared memory a Turing CTA may use (64 KiB, the opt-in maximum of sm_75).
@@ -85,6 +90,7 @@ impl std::hash::Hash for GemmSm80Config {
             self.raster_swizzle,
             self.smem_budget,
             self.target,
+            self.copy_bytes,
         )
             .hash(h);
         (self.fusion.name(), self.fusion.describe()).hash(h);
@@ -110,6 +116,7 @@ impl GemmSm80Config {
             smem_budget: DEFAULT_SMEM_BUDGET,
             fusion: Fusion::linear_combination(),
             target: Sm80Target::Ampere,
+            copy_bytes: 16,
         }
     }
 
@@ -144,6 +151,14 @@ impl GemmSm80Config {
         self.target = Sm80Target::Turing;
         self.stages = Some(2);
         self.smem_budget = TURING_SMEM_BUDGET;
+        self
+    }
+
+    /// The same kernel with `bytes`-byte global -> shared copies (8, 4 or 2): the variant
+    /// for operands that are not 16-byte aligned. Its name ends in `_g2s{bytes}`; the
+    /// shared-memory layouts, MMA and epilogue are the fast path's.
+    pub fn narrow(mut self, bytes: usize) -> Self {
+        self.copy_bytes = bytes;
         self
     }
 
@@ -183,6 +198,7 @@ impl GemmSm80Config {
             stages: self.stages,
             smem_budget: self.smem_budget,
             epilogue_smem: 0,
+            copy_bytes: self.copy_bytes,
         }
     }
 }

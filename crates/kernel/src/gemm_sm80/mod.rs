@@ -137,10 +137,13 @@ pub fn kernel_name(cfg: &GemmSm80Config, stages: usize) -> String {
     let [bm, bn, bk] = cfg.tile;
     let [wm, wn] = cfg.warps;
     let shape = format!("{bm}x{bn}x{bk}_s{stages}_w{wm}x{wn}");
-    let swizzle = match cfg.raster_swizzle {
+    let mut swizzle = match cfg.raster_swizzle {
         0 => String::new(),
         r => format!("_r{r}"),
     };
+    if cfg.copy_bytes != 16 {
+        swizzle.push_str(&format!("_g2s{}", cfg.copy_bytes));
+    }
     if cfg.is_integer() {
         let f = cfg.fusion.name();
         let tag = f.strip_prefix("scaledmm_").unwrap_or(&f);
@@ -189,6 +192,16 @@ fn check_config(cfg: &GemmSm80Config) -> Result<(), GemmError> {
     if cfg.target == Sm80Target::Turing && !(cfg.is_integer() && cfg.d == Element::F16) {
         return err("the Turing (sm_75) kernel is s8 with f16 output only".into());
     }
+    let elem = cfg.a.bytes() as usize;
+    if !matches!(cfg.copy_bytes, 2 | 4 | 8 | 16) || cfg.copy_bytes % elem != 0 {
+        return err(format!(
+            "copy_bytes={} (16, 8, 4 or 2, a multiple of the {elem}-byte element)",
+            cfg.copy_bytes
+        ));
+    }
+    if cfg.target == Sm80Target::Turing && cfg.copy_bytes != 16 {
+        return err("the Turing (sm_75) kernel copies 16-byte vectors only".into());
+    }
     Ok(())
 }
 
@@ -203,7 +216,10 @@ fn atoms(
     // The serial split-K semaphore: gpu-scope acquire load, release store.
     let mut snippets = vec![ld_acquire_gpu(), st_release_gpu()];
     if cfg.target == Sm80Target::Ampere {
-        let cp = cp_async(CacheOp::CacheGlobal, 16, true).ok_or_else(|| no("cp.async"))?;
+        let cp = match cfg.copy_bytes {
+            16 => cp_async(CacheOp::CacheGlobal, 16, true).ok_or_else(|| no("cp.async"))?,
+            _ => plan.g2s_a.tiled.atom.op.clone(),
+        };
         snippets.extend([cp.snippet, cp_async_commit_group(), cp_async_wait_group()]);
     }
     snippets.push(plan.s2r_a.snippet.clone());

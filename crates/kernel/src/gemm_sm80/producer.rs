@@ -45,7 +45,7 @@ pub(super) fn g2s_tile(
     let _ = ld;
     let bk = p.config.tile[2];
     let ta = p.config.a.cuda_type();
-    let v = g.vec;
+    let v = g.copy_vec;
     let dst = if gsep {
         format!(
             "{sx} + {stage} * {st_elems} + ({x}_s0 ^ {sfn}(p * {}, p * {}))",
@@ -78,8 +78,15 @@ pub(super) fn g2s_tile(
     let passes = match mode {
         G2sMode::CpAsync => vec![
             d("const bool", "pred", pred),
-            c(format!("predicated off: src-size 0 zero-fills; the address is then only the kernel parameter {}", &gx[1..])),
-            e(format!("rc_cp_async_cg_16_zfill({dst}, pred ? static_cast<const void*>({x}_ptr) : static_cast<const void*>({}), pred)", &gx[1..])),
+            c(format!(
+                "predicated off: src-size 0 zero-fills; the address is then only the kernel parameter {}",
+                &gx[1..]
+            )),
+            e(format!(
+                "{}({dst}, pred ? static_cast<const void*>({x}_ptr) : static_cast<const void*>({}), pred)",
+                g.tiled.atom.op.snippet.name,
+                &gx[1..]
+            )),
             e(format!("{x}_ptr += {x}_pass")),
         ],
         G2sMode::Registers => vec![
@@ -143,13 +150,17 @@ pub(super) fn g2s_setup(p: &Sm80Mainloop, sep: Separable, name: &str, mode: G2sM
         let gx = if is_a { "gA" } else { "gB" };
         let gsep = if is_a { sep.g2s_a } else { sep.g2s_b };
         let (tmn, tk) = g.thread_extents();
-        let v = g.vec;
+        let v = g.copy_vec;
         b.push(c(format!(
             "G2S {}: {}, thr_layout {} x val_layout {}, {} passes",
             if is_a { "A" } else { "B" },
-            match mode {
-                G2sMode::CpAsync => "cp.async.cg 16 B (zero fill)",
-                G2sMode::Registers =>
+            match (mode, g.copy_bytes) {
+                (G2sMode::CpAsync, 16) => "cp.async.cg 16 B (zero fill)",
+                (G2sMode::CpAsync, 8) => "cp.async.ca 8 B (zero fill; operands not 16-byte aligned)",
+                (G2sMode::CpAsync, 4) => "cp.async.ca 4 B (zero fill; operands not 8-byte aligned)",
+                (G2sMode::CpAsync, _) =>
+                    "16-bit loads stored to shared memory (zeros when predicated off; operands not 4-byte aligned)",
+                (G2sMode::Registers, _) =>
                     "ld.global.nc 16 B into registers (zeros when predicated off), st.shared after the tile",
             },
             g.thr_layout,
