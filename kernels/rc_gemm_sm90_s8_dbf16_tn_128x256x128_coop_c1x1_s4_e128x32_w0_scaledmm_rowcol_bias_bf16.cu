@@ -749,9 +749,6 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_s8_dbf16_tn_12
             rc_fence_proxy_async_shared();
             rc_named_barrier_sync(epi_bar, 256u);
             sd_prev = sd;
-            if (use_c) {
-              rc_pipe_advance(cstage, cphase, 1u, 0u);
-            }
             dbuf = (dbuf + 1u) % 2u;
           }
         }

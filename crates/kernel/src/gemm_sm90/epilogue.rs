@@ -358,7 +358,9 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     if p.delay_tma_store {
         v.push(Stmt::assign("sd_prev", "sd"));
     }
-    v.push(if_("use_c", vec![e(format!("rc_pipe_advance(cstage, cphase, 1u, {}u)", p.c_bufs))]));
+    if with_c {
+        v.push(if_("use_c", vec![e(format!("rc_pipe_advance(cstage, cphase, 1u, {}u)", p.c_bufs))]));
+    }
     let dbuf = e(format!("dbuf = (dbuf + 1u) % {}u", p.d_bufs));
     v.push(if p.reuse_smem_c { if_("!use_c", vec![dbuf]) } else { dbuf });
     Ok(v)

@@ -49,7 +49,7 @@ fn operand_load(k: &Ctx, op: &str, offset: usize, stage_bytes: usize, origin: &s
 fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
     let p = k.p;
     let s = k.s;
-    let tx = p.stage_bytes[0] + p.stage_bytes[1];
+    let tx = p.mainloop.tx_bytes;
     let mut ml = vec![d("uint32_t", "stage", "0"), d("uint32_t", "phase", "0")];
     let mut body = tile_of(k, TileNeeds::WithSplit);
     body.push(for_(
