@@ -612,7 +612,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
         // consumer_wait: the stage's TMA transactions have landed
         rc_mbarrier_wait_parity(bar_full + 8 * stage, phase);
         const uint32_t a_base = smem_u32 + stage * 16384u + (uint32_t)wg_row0 * 128u;
-        const uint32_t b_base = smem_u32 + stage * 32768 + 65536u;
+        const uint32_t b_base = smem_u32 + 65536u + stage * 32768u;
         #pragma unroll
         for (int a = 0; a < 1; ++a) {
           #pragma unroll
@@ -692,41 +692,43 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
             rc_mbarrier_wait_parity(bar_c_full + 16 * (grp * 4 + cstage), cphase);
           }
           {
-            uint32_t packed[1][8];  // D fragment, stmatrix.x4 order
+            uint32_t packed[1][2][4];  // D fragment: packed[a][jj] = the four 8x8 matrices of block jj, stmatrix.x4 order
             #pragma unroll
             for (int a = 0; a < 1; ++a) {
               if ((wg_row0 + a * 64) / 128 == sm) {
                 const int gm = m0 + wg_row0 + a * 64 + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
                 const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-                #pragma unroll
-                for (int jj = 0; jj < 2; ++jj) {
-                  if (use_c) {
-                    {
-                      // source: ldmatrix.x4 gives the accumulator's fragment of C
-                      const int r_sub = wg_row0 + a * 64 - sm * 128 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
-                      const uint32_t o = r_sub * 64 + (lane >> 4) * 16 + jj * 32;  // layout (128,2,2):(64,16,32) at (r_sub,lane >> 4,jj)
-                      const uint32_t s = o ^ ((o & 384) >> 3);  // Sw<2,4,3> on bytes
-                      uint32_t cr[4];
-                      rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s, cr);
-                      #pragma unroll
-                      for (int q = 0; q < 4; ++q) {
-                        float cx, cy;
-                        rc_unpack2(cr[q], &cx, &cy);
-                        const int ri = q % 2 * 2 + q / 2 * 4 + jj * 8 + sn * 16;  // layout ((2,2),2,8):((2,4),8,16) at (q,jj,sn)
-                        const int row = q % 2 * 8;  // layout ((2,2),2,8):((8,0),0,0) at (q,jj,sn)
-                        const int col = q / 2 * 8 + jj * 16 + sn * 32;  // layout ((2,2),2,8):((0,8),16,32) at (q,jj,sn)
-                        const int pi = q + jj * 4;  // layout (4,2):(1,4) at (q,jj)
-                        packed[a][pi] = rc_pack2(rc_visit_at(p, (float)acc[a][ri], cx, gm + row, gn + col, batch, M, N), rc_visit_at(p, (float)acc[a][ri + 1], cy, gm + row, gn + col + 1, batch, M, N));
-                      }
+                if (use_c) {
+                  // source: ldmatrix.x4 gives the accumulator's fragment of C, block jj into cr[jj]
+                  const int r_sub = wg_row0 + a * 64 - sm * 128 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
+                  uint32_t cr[2][4];
+                  #pragma unroll
+                  for (int jj = 0; jj < 2; ++jj) {
+                    const uint32_t o = r_sub * 64 + (lane >> 4) * 16 + jj * 32;  // layout (128,2,2):(64,16,32) at (r_sub,lane >> 4,jj)
+                    const uint32_t s = o ^ ((o & 384) >> 3);  // Sw<2,4,3> on bytes
+                    rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s, cr[jj]);
+                  }
+                  #pragma unroll
+                  for (int jj = 0; jj < 2; ++jj) {
+                    #pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                      float cx, cy;
+                      rc_unpack2(cr[jj][q], &cx, &cy);
+                      const int ri = q % 2 * 2 + q / 2 * 4 + jj * 8 + sn * 16;  // layout ((2,2),2,8):((2,4),8,16) at (q,jj,sn)
+                      const int row = q % 2 * 8;  // layout ((2,2),2,8):((8,0),0,0) at (q,jj,sn)
+                      const int col = q / 2 * 8 + jj * 16 + sn * 32;  // layout ((2,2),2,8):((0,8),16,32) at (q,jj,sn)
+                      packed[a][jj][q] = rc_pack2(rc_visit_at(p, (float)acc[a][ri], cx, gm + row, gn + col, batch, M, N), rc_visit_at(p, (float)acc[a][ri + 1], cy, gm + row, gn + col + 1, batch, M, N));
                     }
-                  } else {
+                  }
+                } else {
+                  #pragma unroll
+                  for (int jj = 0; jj < 2; ++jj) {
                     #pragma unroll
                     for (int q = 0; q < 4; ++q) {
                       const int ri = q % 2 * 2 + q / 2 * 4 + jj * 8 + sn * 16;  // layout ((2,2),2,8):((2,4),8,16) at (q,jj,sn)
                       const int row = q % 2 * 8;  // layout ((2,2),2,8):((8,0),0,0) at (q,jj,sn)
                       const int col = q / 2 * 8 + jj * 16 + sn * 32;  // layout ((2,2),2,8):((0,8),16,32) at (q,jj,sn)
-                      const int pi = q + jj * 4;  // layout (4,2):(1,4) at (q,jj)
-                      packed[a][pi] = rc_pack2(rc_visit_at(p, (float)acc[a][ri], 0.0f, gm + row, gn + col, batch, M, N), rc_visit_at(p, (float)acc[a][ri + 1], 0.0f, gm + row, gn + col + 1, batch, M, N));
+                      packed[a][jj][q] = rc_pack2(rc_visit_at(p, (float)acc[a][ri], 0.0f, gm + row, gn + col, batch, M, N), rc_visit_at(p, (float)acc[a][ri + 1], 0.0f, gm + row, gn + col + 1, batch, M, N));
                     }
                   }
                 }
@@ -749,14 +751,8 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
                 #pragma unroll
                 for (int jj = 0; jj < 2; ++jj) {
                   const uint32_t o = r_sub * 64 + (lane >> 4) * 16 + jj * 32;  // layout (128,2,2):(64,16,32) at (r_sub,lane >> 4,jj)
-                  uint32_t v[4];
-                  #pragma unroll
-                  for (int q = 0; q < 4; ++q) {
-                    const int pi = q + jj * 4;  // layout (4,2):(1,4) at (q,jj)
-                    v[q] = packed[a][pi];
-                  }
                   // Sw<2,4,3> on bytes
-                  rc_stmatrix_x4(sd + (o ^ ((o & 384) >> 3)), v);
+                  rc_stmatrix_x4(sd + (o ^ ((o & 384) >> 3)), packed[a][jj]);
                 }
               }
             }

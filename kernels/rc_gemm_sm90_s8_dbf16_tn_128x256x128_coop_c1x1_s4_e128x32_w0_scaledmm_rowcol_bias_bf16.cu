@@ -617,7 +617,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_s8_dbf16_tn_12
         // consumer_wait: the stage's TMA transactions have landed
         rc_mbarrier_wait_parity(bar_full + 8 * stage, phase);
         const uint32_t a_base = smem_u32 + stage * 16384u + (uint32_t)wg_row0 * 128u;
-        const uint32_t b_base = smem_u32 + stage * 32768 + 65536u;
+        const uint32_t b_base = smem_u32 + 65536u + stage * 32768u;
         #pragma unroll
         for (int a = 0; a < 1; ++a) {
           #pragma unroll
@@ -693,7 +693,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_s8_dbf16_tn_12
           const uint32_t buf = dbuf;
           unsigned char* const sd = epi_smem + buf * 8192;
           {
-            uint32_t packed[1][8];  // D fragment, stmatrix.x4 order
+            uint32_t packed[1][2][4];  // D fragment: packed[a][jj] = the four 8x8 matrices of block jj, stmatrix.x4 order
             #pragma unroll
             for (int a = 0; a < 1; ++a) {
               if ((wg_row0 + a * 64) / 128 == sm) {
@@ -706,8 +706,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_s8_dbf16_tn_12
                     const int ri = q % 2 * 2 + q / 2 * 4 + jj * 8 + sn * 16;  // layout ((2,2),2,8):((2,4),8,16) at (q,jj,sn)
                     const int row = q % 2 * 8;  // layout ((2,2),2,8):((8,0),0,0) at (q,jj,sn)
                     const int col = q / 2 * 8 + jj * 16 + sn * 32;  // layout ((2,2),2,8):((0,8),16,32) at (q,jj,sn)
-                    const int pi = q + jj * 4;  // layout (4,2):(1,4) at (q,jj)
-                    packed[a][pi] = rc_pack2(rc_visit_staged_at(p, (float)acc[a][ri], 0.0f, gm + row, gn + col, batch, M, N, bc, gm + row - m0, gn + col - n0), rc_visit_staged_at(p, (float)acc[a][ri + 1], 0.0f, gm + row, gn + col + 1, batch, M, N, bc, gm + row - m0, gn + col + 1 - n0));
+                    packed[a][jj][q] = rc_pack2(rc_visit_staged_at(p, (float)acc[a][ri], 0.0f, gm + row, gn + col, batch, M, N, bc, gm + row - m0, gn + col - n0), rc_visit_staged_at(p, (float)acc[a][ri + 1], 0.0f, gm + row, gn + col + 1, batch, M, N, bc, gm + row - m0, gn + col + 1 - n0));
                   }
                 }
               }
@@ -734,14 +733,8 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_s8_dbf16_tn_12
                 #pragma unroll
                 for (int jj = 0; jj < 2; ++jj) {
                   const uint32_t o = r_sub * 64 + (lane >> 4) * 16 + jj * 32;  // layout (128,2,2):(64,16,32) at (r_sub,lane >> 4,jj)
-                  uint32_t v[4];
-                  #pragma unroll
-                  for (int q = 0; q < 4; ++q) {
-                    const int pi = q + jj * 4;  // layout (4,2):(1,4) at (q,jj)
-                    v[q] = packed[a][pi];
-                  }
                   // Sw<2,4,3> on bytes
-                  rc_stmatrix_x4(sd + (o ^ ((o & 384) >> 3)), v);
+                  rc_stmatrix_x4(sd + (o ^ ((o & 384) >> 3)), packed[a][jj]);
                 }
               }
             }

@@ -192,21 +192,28 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         ml.push(if_("local > 0", vec![e("rc_named_barrier_sync(3u + (uint32_t)cw, 256u)")]));
     }
     ml.push(d("uint32_t", "prev", "0"));
-    let a_base = var("stage")
-        .mul(&Expr::lit(p.stage_bytes[0] as i64))
-        .add(&Expr::lit(p.offsets[0] as i64));
-    let b_base = var("stage")
-        .mul(&Expr::lit(p.stage_bytes[1] as i64))
-        .add(&Expr::lit(p.offsets[1] as i64));
+    // The stage's operand addresses: the operand's offset, then the stage.
+    let base = |off: usize, bytes: usize| {
+        let stage = format!("stage * {bytes}u");
+        if off == 0 {
+            stage
+        } else {
+            format!("{off}u + {stage}")
+        }
+    };
     let mut kloop = vec![
         c("consumer_wait: the stage's TMA transactions have landed"),
         e("rc_mbarrier_wait_parity(bar_full + 8 * stage, phase)"),
         d(
             "const uint32_t",
             "a_base",
-            format!("smem_u32 + {}u + (uint32_t)wg_row0 * {}u", a_base.to_cpp(), k.row_bytes),
+            format!(
+                "smem_u32 + {} + (uint32_t)wg_row0 * {}u",
+                base(p.offsets[0], p.stage_bytes[0]),
+                k.row_bytes
+            ),
         ),
-        d("const uint32_t", "b_base", format!("smem_u32 + {}u", b_base.to_cpp())),
+        d("const uint32_t", "b_base", format!("smem_u32 + {}", base(p.offsets[1], p.stage_bytes[1]))),
         fence_acc(k),
         e("rc_wgmma_fence()"),
     ];

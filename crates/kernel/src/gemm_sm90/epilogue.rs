@@ -128,9 +128,9 @@ pub(super) fn epilogue(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     }
     let mut inner = vec![Stmt::Array {
         ty: "uint32_t".into(),
-        name: format!("packed[{}]", p.m_atoms),
-        len: (k.en / 16 * 4) as usize,
-        comment: Some("D fragment, stmatrix.x4 order".into()),
+        name: format!("packed[{}][{}]", p.m_atoms, k.en / 16),
+        len: 4,
+        comment: Some("D fragment: packed[a][jj] = the four 8x8 matrices of block jj, stmatrix.x4 order".into()),
     }];
     inner.push(per_atom(k, fragment_values(k)?));
     inner.extend(store_subtile(k)?);
@@ -184,7 +184,8 @@ fn swizzled(k: &Ctx) -> Result<(String, String), GemmError> {
 }
 
 /// The values of atom `a` in the subtile: the fusion of each accumulator pair (with C
-/// from `ldmatrix` when C is read), packed to the output type.
+/// from `ldmatrix` when C is read, every block's `ldmatrix` issued before the first
+/// visit), packed to the output type.
 fn fragment_values(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let jn = k.en / 16;
     let (sub_n, reg_n, en) = (k.sub_n, k.en / 2, k.en);
@@ -192,16 +193,14 @@ fn fragment_values(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let reg = lay(q_shape.clone(), tuple!((2, 4), 8, reg_n))?;
     let dm = lay(q_shape.clone(), tuple!((8, 0), 0, 0))?;
     let dn = lay(q_shape, tuple!((0, 8), 16, en))?;
-    let slot = lay(tuple!(4, jn), tuple!(1, 4))?;
     let qc = [var("q"), var("jj"), var("sn")];
     let pair = |cx: &str, cy: &str| -> Result<Vec<Stmt>, GemmError> {
         Ok(vec![
             dl("const int", "ri", &reg, &qc)?,
             dl("const int", "row", &dm, &qc)?,
             dl("const int", "col", &dn, &qc)?,
-            dl("const int", "pi", &slot, &[var("q"), var("jj")])?,
             Stmt::assign(
-                "packed[a][pi]",
+                "packed[a][jj][q]",
                 format!(
                     "rc_pack2({}, {})",
                     visit(k, "acc[a][ri]", cx, "col"),
@@ -210,8 +209,8 @@ fn fragment_values(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
             ),
         ])
     };
-    let no_c = vec![unroll("q", 4, pair("0.0f", "0.0f")?)];
-    let per_jj = if k.cfg.with_c() {
+    let no_c = vec![unroll("jj", jn, vec![unroll("q", 4, pair("0.0f", "0.0f")?)])];
+    let values = if k.cfg.with_c() {
         let (s, sw) = swizzled(k)?;
         let mut q = vec![
             Stmt::Decl {
@@ -220,32 +219,38 @@ fn fragment_values(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
                 init: None,
                 comment: None,
             },
-            e("rc_unpack2(cr[q], &cx, &cy)"),
+            e("rc_unpack2(cr[jj][q], &cx, &cy)"),
         ];
         q.extend(pair("cx", "cy")?);
         let with_c = vec![
-            c("source: ldmatrix.x4 gives the accumulator's fragment of C"),
+            c("source: ldmatrix.x4 gives the accumulator's fragment of C, block jj into cr[jj]"),
             r_sub(k, true),
-            chunk_offset(k)?,
-            dc("const uint32_t", "s", s, sw),
             Stmt::Array {
                 ty: "uint32_t".into(),
-                name: "cr".into(),
+                name: format!("cr[{jn}]"),
                 len: 4,
                 comment: None,
             },
-            e("rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s, cr)"),
-            unroll("q", 4, q),
+            unroll(
+                "jj",
+                jn,
+                vec![
+                    chunk_offset(k)?,
+                    dc("const uint32_t", "s", s, sw),
+                    e("rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s, cr[jj])"),
+                ],
+            ),
+            unroll("jj", jn, vec![unroll("q", 4, q)]),
         ];
         vec![Stmt::If {
             cond: "use_c".into(),
-            then: vec![Stmt::Block(with_c)],
+            then: with_c,
             otherwise: no_c,
         }]
     } else {
         no_c
     };
-    Ok(vec![
+    let mut v = vec![
         dc(
             "const int",
             "gm",
@@ -253,8 +258,9 @@ fn fragment_values(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
             "CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])",
         ),
         dc("const int", "gn", "n0 + 2 * (lane % 4)", "global column of acc[a][0] (+8j + e)"),
-        unroll("jj", jn, per_jj),
-    ])
+    ];
+    v.extend(values);
+    Ok(v)
 }
 
 /// The fusion at accumulator `acc` of element `(gm + row, gn + col)` (with staged
@@ -280,8 +286,6 @@ fn tma_store(_k: &Ctx, buf: &str, n: &str, m: &str) -> Vec<Stmt> {
 /// `stmatrix` of atom `a`'s packed fragment into the swizzled subtile buffer.
 fn fragment_write(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let (s, sw) = swizzled(k)?;
-    let jn = k.en / 16;
-    let slot = lay(tuple!(4, jn), tuple!(1, 4))?;
     Ok(vec![
         r_sub(k, false),
         unroll(
@@ -289,15 +293,8 @@ fn fragment_write(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
             k.en / 16,
             vec![
                 chunk_offset(k)?,
-                Stmt::Array {
-                    ty: "uint32_t".into(),
-                    name: "v".into(),
-                    len: 4,
-                    comment: None,
-                },
-                unroll("q", 4, vec![dl("const int", "pi", &slot, &[var("q"), var("jj")])?, Stmt::assign("v[q]", "packed[a][pi]")]),
                 Stmt::Comment(sw),
-                e(format!("rc_stmatrix_x4(sd + ({s}), v)")),
+                e(format!("rc_stmatrix_x4(sd + ({s}), packed[a][jj])")),
             ],
         ),
     ])
