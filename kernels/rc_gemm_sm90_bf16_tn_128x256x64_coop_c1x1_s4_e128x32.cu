@@ -151,57 +151,6 @@ __device__ __forceinline__ void rc_prefetch_tensormap(void const *tmap) {
       : "memory");
 }
 
-// --- from rcute-atom rc_tma_load_3d_multicast ---
-__device__ __forceinline__ void rc_tma_load_3d_multicast(void *smem_dst, void const *tmap, uint32_t mbar, uint16_t cta_mask, int32_t c0, int32_t c1, int32_t c2) {
-  uint32_t saddr;
-  asm("{ .reg .u64 rc_t; cvta.to.shared.u64 rc_t, %1; cvt.u32.u64 %0, rc_t; }" : "=r"(saddr) : "l"(smem_dst));
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%4, %5, %6}], [%2], %3;\n"
-      : 
-      : "r"(saddr), "l"(tmap), "r"(mbar), "h"(cta_mask), "r"(c0), "r"(c1), "r"(c2)
-      : "memory");
-}
-
-// --- from rcute-atom rc_mbarrier_arrive_cluster ---
-__device__ __forceinline__ void rc_mbarrier_arrive_cluster(uint32_t mbar, uint32_t cta_id) {
-  asm volatile(
-      "{\n"
-      ".reg .b32 rc_remote;\n"
-      "mapa.shared::cluster.u32 rc_remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [rc_remote];\n"
-      "}\n"
-      : 
-      : "r"(mbar), "r"(cta_id)
-      : "memory");
-}
-
-// --- from rcute-atom rc_cluster_arrive ---
-__device__ __forceinline__ void rc_cluster_arrive() {
-  asm volatile(
-      "barrier.cluster.arrive.aligned;\n"
-      : 
-      : 
-      : "memory");
-}
-
-// --- from rcute-atom rc_cluster_arrive_relaxed ---
-__device__ __forceinline__ void rc_cluster_arrive_relaxed() {
-  asm volatile(
-      "barrier.cluster.arrive.relaxed.aligned;\n"
-      : 
-      : 
-      : "memory");
-}
-
-// --- from rcute-atom rc_cluster_wait ---
-__device__ __forceinline__ void rc_cluster_wait() {
-  asm volatile(
-      "barrier.cluster.wait.aligned;\n"
-      : 
-      : 
-      : "memory");
-}
-
 // --- from rcute-atom rc_tma_load_3d ---
 __device__ __forceinline__ void rc_tma_load_3d(void *smem_dst, void const *tmap, uint32_t mbar, int32_t c0, int32_t c1, int32_t c2) {
   uint32_t saddr;
@@ -532,10 +481,10 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
   uint16_t mask_a = 0;  // %cluster_ctarank = rank_m + rank_n * cluster_m
   uint16_t mask_b = 0;
   for (int j = 0; j < 1; ++j) {
-    mask_a |= (uint16_t)(1u << (rank_m + j * 1));
+    mask_a |= (uint16_t)(1u << (rank_m + j));
   }
   for (int i = 0; i < 1; ++i) {
-    mask_b |= (uint16_t)(1u << (i + rank_n * 1));
+    mask_b |= (uint16_t)(1u << (i + rank_n));
   }
   const bool load_c = (p.beta != 0.0f) && split_k == 1;  // is_source_needed (split-K applies the fusion in the reduction instead)
   if (threadIdx.x == 0) {
@@ -583,8 +532,8 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
             rc_mbarrier_wait_parity(bar_empty + 8 * stage, phase ^ 1u);
             rc_mbarrier_arrive_expect_tx(full, 49152u);
             // TMA boxes (BK, BM) / (BK, BN) at (k, row, batch); out-of-bounds elements are zero-filled
-            rc_tma_load_3d(smem + 0 + stage * 16384 + a_slice, &tmap_a, full, kt * 64, m0 + a_rows, batch);
-            rc_tma_load_3d(smem + 65536 + stage * 32768 + b_slice, &tmap_b, full, kt * 64, n0 + b_rows, batch);
+            rc_tma_load_3d(smem + stage * 16384 + a_slice, &tmap_a, full, kt * 64, m0 + a_rows, batch);
+            rc_tma_load_3d(smem + stage * 32768 + 65536 + b_slice, &tmap_b, full, kt * 64, n0 + b_rows, batch);
             rc_pipe_advance(stage, phase, 1u, 4u);
           }
         }
@@ -609,46 +558,16 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
           const int n0 = tile_n * 256;
           const int grp = 0;
           if (load_c) {
-            rc_mbarrier_wait_parity(bar_c_empty + 16 * (grp * 4 + cstage), cphase ^ 1u);
-            const uint32_t cf_0_0 = bar_c_full + 16 * (grp * 4 + cstage);
-            rc_mbarrier_arrive_expect_tx(cf_0_0, 8192u);
-            rc_tma_load_3d(smem + 196608 + grp * 32768 + cstage * 8192, &tmap_c, cf_0_0, n0 + 0, m0 + 0, batch);
-            rc_pipe_advance(cstage, cphase, 1u, 4u);
-            rc_mbarrier_wait_parity(bar_c_empty + 16 * (grp * 4 + cstage), cphase ^ 1u);
-            const uint32_t cf_1_0 = bar_c_full + 16 * (grp * 4 + cstage);
-            rc_mbarrier_arrive_expect_tx(cf_1_0, 8192u);
-            rc_tma_load_3d(smem + 196608 + grp * 32768 + cstage * 8192, &tmap_c, cf_1_0, n0 + 32, m0 + 0, batch);
-            rc_pipe_advance(cstage, cphase, 1u, 4u);
-            rc_mbarrier_wait_parity(bar_c_empty + 16 * (grp * 4 + cstage), cphase ^ 1u);
-            const uint32_t cf_2_0 = bar_c_full + 16 * (grp * 4 + cstage);
-            rc_mbarrier_arrive_expect_tx(cf_2_0, 8192u);
-            rc_tma_load_3d(smem + 196608 + grp * 32768 + cstage * 8192, &tmap_c, cf_2_0, n0 + 64, m0 + 0, batch);
-            rc_pipe_advance(cstage, cphase, 1u, 4u);
-            rc_mbarrier_wait_parity(bar_c_empty + 16 * (grp * 4 + cstage), cphase ^ 1u);
-            const uint32_t cf_3_0 = bar_c_full + 16 * (grp * 4 + cstage);
-            rc_mbarrier_arrive_expect_tx(cf_3_0, 8192u);
-            rc_tma_load_3d(smem + 196608 + grp * 32768 + cstage * 8192, &tmap_c, cf_3_0, n0 + 96, m0 + 0, batch);
-            rc_pipe_advance(cstage, cphase, 1u, 4u);
-            rc_mbarrier_wait_parity(bar_c_empty + 16 * (grp * 4 + cstage), cphase ^ 1u);
-            const uint32_t cf_4_0 = bar_c_full + 16 * (grp * 4 + cstage);
-            rc_mbarrier_arrive_expect_tx(cf_4_0, 8192u);
-            rc_tma_load_3d(smem + 196608 + grp * 32768 + cstage * 8192, &tmap_c, cf_4_0, n0 + 128, m0 + 0, batch);
-            rc_pipe_advance(cstage, cphase, 1u, 4u);
-            rc_mbarrier_wait_parity(bar_c_empty + 16 * (grp * 4 + cstage), cphase ^ 1u);
-            const uint32_t cf_5_0 = bar_c_full + 16 * (grp * 4 + cstage);
-            rc_mbarrier_arrive_expect_tx(cf_5_0, 8192u);
-            rc_tma_load_3d(smem + 196608 + grp * 32768 + cstage * 8192, &tmap_c, cf_5_0, n0 + 160, m0 + 0, batch);
-            rc_pipe_advance(cstage, cphase, 1u, 4u);
-            rc_mbarrier_wait_parity(bar_c_empty + 16 * (grp * 4 + cstage), cphase ^ 1u);
-            const uint32_t cf_6_0 = bar_c_full + 16 * (grp * 4 + cstage);
-            rc_mbarrier_arrive_expect_tx(cf_6_0, 8192u);
-            rc_tma_load_3d(smem + 196608 + grp * 32768 + cstage * 8192, &tmap_c, cf_6_0, n0 + 192, m0 + 0, batch);
-            rc_pipe_advance(cstage, cphase, 1u, 4u);
-            rc_mbarrier_wait_parity(bar_c_empty + 16 * (grp * 4 + cstage), cphase ^ 1u);
-            const uint32_t cf_7_0 = bar_c_full + 16 * (grp * 4 + cstage);
-            rc_mbarrier_arrive_expect_tx(cf_7_0, 8192u);
-            rc_tma_load_3d(smem + 196608 + grp * 32768 + cstage * 8192, &tmap_c, cf_7_0, n0 + 224, m0 + 0, batch);
-            rc_pipe_advance(cstage, cphase, 1u, 4u);
+            #pragma unroll
+            for (int i = 0; i < 8; ++i) {
+              const int sm = 0;  // layout (1,8):(1,0) at (i)
+              const int sn = i;  // layout (1,8):(0,1) at (i)
+              rc_mbarrier_wait_parity(bar_c_empty + 16 * (grp * 4 + cstage), cphase ^ 1u);
+              const uint32_t cf = bar_c_full + 16 * (grp * 4 + cstage);
+              rc_mbarrier_arrive_expect_tx(cf, 8192u);
+              rc_tma_load_3d(smem + grp * 32768 + 196608 + cstage * 8192, &tmap_c, cf, n0 + sn * 32, m0 + sm * 128, batch);
+              rc_pipe_advance(cstage, cphase, 1u, 4u);
+            }
           }
           ++local;
         }
@@ -660,7 +579,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
     const int wg_row0 = cw * 64;  // first tile row of this warpgroup's accumulators
     const int grp = 0;  // epilogue group: the warpgroups that store a tile together
     const bool epi_leader = threadIdx.x == 128;  // issues the group's TMA stores
-    unsigned char* const epi_smem = smem + 196608 + grp * 32768;
+    unsigned char* const epi_smem = smem + grp * 32768 + 196608;
     const uint32_t epi_bar = 1u;
     uint32_t stage = 0;
     uint32_t phase = 0;
@@ -692,7 +611,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
       for (int kt = kt0; kt < kt0 + k_iters; ++kt) {
         // consumer_wait: the stage's TMA transactions have landed
         rc_mbarrier_wait_parity(bar_full + 8 * stage, phase);
-        const uint32_t a_base = smem_u32 + 0u + stage * 16384u + (uint32_t)wg_row0 * 128u;
+        const uint32_t a_base = smem_u32 + stage * 16384u + (uint32_t)wg_row0 * 128u;
         const uint32_t b_base = smem_u32 + 65536u + stage * 32768u;
         #pragma unroll
         for (int a = 0; a < 1; ++a) {
@@ -702,14 +621,14 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
           }
         }
         rc_wgmma_fence();
-        // m64 atom 0, k-block 0: K-major SW128 descriptors (LBO/SBO from make_gmma_desc)
-        rc_wgmma_m64n256k16_f32_bf16_bf16_ss_k_k((0x4000004000010000ull | (uint64_t)(((uint32_t)(a_base + 0u) & 0x3FFFFu) >> 4)), (0x4000004000010000ull | (uint64_t)(((uint32_t)(b_base + 0u) & 0x3FFFFu) >> 4)), acc[0], 1);
-        // m64 atom 0, k-block 1: K-major SW128 descriptors (LBO/SBO from make_gmma_desc)
-        rc_wgmma_m64n256k16_f32_bf16_bf16_ss_k_k((0x4000004000010000ull | (uint64_t)(((uint32_t)(a_base + 32u) & 0x3FFFFu) >> 4)), (0x4000004000010000ull | (uint64_t)(((uint32_t)(b_base + 32u) & 0x3FFFFu) >> 4)), acc[0], 1);
-        // m64 atom 0, k-block 2: K-major SW128 descriptors (LBO/SBO from make_gmma_desc)
-        rc_wgmma_m64n256k16_f32_bf16_bf16_ss_k_k((0x4000004000010000ull | (uint64_t)(((uint32_t)(a_base + 64u) & 0x3FFFFu) >> 4)), (0x4000004000010000ull | (uint64_t)(((uint32_t)(b_base + 64u) & 0x3FFFFu) >> 4)), acc[0], 1);
-        // m64 atom 0, k-block 3: K-major SW128 descriptors (LBO/SBO from make_gmma_desc)
-        rc_wgmma_m64n256k16_f32_bf16_bf16_ss_k_k((0x4000004000010000ull | (uint64_t)(((uint32_t)(a_base + 96u) & 0x3FFFFu) >> 4)), (0x4000004000010000ull | (uint64_t)(((uint32_t)(b_base + 96u) & 0x3FFFFu) >> 4)), acc[0], 1);
+        // per m64 atom a and k-block kb: K-major B128 descriptors (LBO/SBO from make_gmma_desc), k-blocks 32 B apart
+        #pragma unroll
+        for (int a = 0; a < 1; ++a) {
+          #pragma unroll
+          for (int kb = 0; kb < 4; ++kb) {
+            rc_wgmma_m64n256k16_f32_bf16_bf16_ss_k_k((0x4000004000010000ull | (uint64_t)(((uint32_t)(a_base + a * 8192 + kb * 32) & 0x3FFFFu) >> 4)), (0x4000004000010000ull | (uint64_t)(((uint32_t)(b_base + kb * 32) & 0x3FFFFu) >> 4)), acc[a], 1);
+          }
+        }
         rc_wgmma_commit_group();
         #pragma unroll
         for (int a = 0; a < 1; ++a) {
@@ -740,278 +659,83 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
       if (split_k > 1) {
         // split-K: store this split's partial sums (the fusion runs once, in the reduction kernel)
         float* const ws = reinterpret_cast<float*>(workspace) + ((long long)(split * L + batch) * M) * N;
-        {
-          const int gm = m0 + wg_row0 + 0 + 16 * warp + lane / 4;  // CLayout_64xN rows
+        #pragma unroll
+        for (int a = 0; a < 1; ++a) {
+          const int gm = m0 + wg_row0 + a * 64 + 16 * warp + lane / 4;  // CLayout_64xN rows
           const int gn = n0 + 2 * (lane % 4);
-          if (gm + 0 < M) {
-            if (gn + 0 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 0) = make_float2(acc[0][0], acc[0][1]);
-            }
-            if (gn + 8 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 8) = make_float2(acc[0][4], acc[0][5]);
-            }
-            if (gn + 16 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 16) = make_float2(acc[0][8], acc[0][9]);
-            }
-            if (gn + 24 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 24) = make_float2(acc[0][12], acc[0][13]);
-            }
-            if (gn + 32 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 32) = make_float2(acc[0][16], acc[0][17]);
-            }
-            if (gn + 40 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 40) = make_float2(acc[0][20], acc[0][21]);
-            }
-            if (gn + 48 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 48) = make_float2(acc[0][24], acc[0][25]);
-            }
-            if (gn + 56 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 56) = make_float2(acc[0][28], acc[0][29]);
-            }
-            if (gn + 64 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 64) = make_float2(acc[0][32], acc[0][33]);
-            }
-            if (gn + 72 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 72) = make_float2(acc[0][36], acc[0][37]);
-            }
-            if (gn + 80 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 80) = make_float2(acc[0][40], acc[0][41]);
-            }
-            if (gn + 88 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 88) = make_float2(acc[0][44], acc[0][45]);
-            }
-            if (gn + 96 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 96) = make_float2(acc[0][48], acc[0][49]);
-            }
-            if (gn + 104 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 104) = make_float2(acc[0][52], acc[0][53]);
-            }
-            if (gn + 112 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 112) = make_float2(acc[0][56], acc[0][57]);
-            }
-            if (gn + 120 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 120) = make_float2(acc[0][60], acc[0][61]);
-            }
-            if (gn + 128 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 128) = make_float2(acc[0][64], acc[0][65]);
-            }
-            if (gn + 136 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 136) = make_float2(acc[0][68], acc[0][69]);
-            }
-            if (gn + 144 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 144) = make_float2(acc[0][72], acc[0][73]);
-            }
-            if (gn + 152 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 152) = make_float2(acc[0][76], acc[0][77]);
-            }
-            if (gn + 160 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 160) = make_float2(acc[0][80], acc[0][81]);
-            }
-            if (gn + 168 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 168) = make_float2(acc[0][84], acc[0][85]);
-            }
-            if (gn + 176 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 176) = make_float2(acc[0][88], acc[0][89]);
-            }
-            if (gn + 184 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 184) = make_float2(acc[0][92], acc[0][93]);
-            }
-            if (gn + 192 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 192) = make_float2(acc[0][96], acc[0][97]);
-            }
-            if (gn + 200 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 200) = make_float2(acc[0][100], acc[0][101]);
-            }
-            if (gn + 208 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 208) = make_float2(acc[0][104], acc[0][105]);
-            }
-            if (gn + 216 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 216) = make_float2(acc[0][108], acc[0][109]);
-            }
-            if (gn + 224 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 224) = make_float2(acc[0][112], acc[0][113]);
-            }
-            if (gn + 232 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 232) = make_float2(acc[0][116], acc[0][117]);
-            }
-            if (gn + 240 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 240) = make_float2(acc[0][120], acc[0][121]);
-            }
-            if (gn + 248 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 0) * N + gn + 248) = make_float2(acc[0][124], acc[0][125]);
-            }
-          }
-          if (gm + 8 < M) {
-            if (gn + 0 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 0) = make_float2(acc[0][2], acc[0][3]);
-            }
-            if (gn + 8 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 8) = make_float2(acc[0][6], acc[0][7]);
-            }
-            if (gn + 16 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 16) = make_float2(acc[0][10], acc[0][11]);
-            }
-            if (gn + 24 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 24) = make_float2(acc[0][14], acc[0][15]);
-            }
-            if (gn + 32 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 32) = make_float2(acc[0][18], acc[0][19]);
-            }
-            if (gn + 40 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 40) = make_float2(acc[0][22], acc[0][23]);
-            }
-            if (gn + 48 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 48) = make_float2(acc[0][26], acc[0][27]);
-            }
-            if (gn + 56 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 56) = make_float2(acc[0][30], acc[0][31]);
-            }
-            if (gn + 64 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 64) = make_float2(acc[0][34], acc[0][35]);
-            }
-            if (gn + 72 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 72) = make_float2(acc[0][38], acc[0][39]);
-            }
-            if (gn + 80 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 80) = make_float2(acc[0][42], acc[0][43]);
-            }
-            if (gn + 88 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 88) = make_float2(acc[0][46], acc[0][47]);
-            }
-            if (gn + 96 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 96) = make_float2(acc[0][50], acc[0][51]);
-            }
-            if (gn + 104 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 104) = make_float2(acc[0][54], acc[0][55]);
-            }
-            if (gn + 112 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 112) = make_float2(acc[0][58], acc[0][59]);
-            }
-            if (gn + 120 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 120) = make_float2(acc[0][62], acc[0][63]);
-            }
-            if (gn + 128 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 128) = make_float2(acc[0][66], acc[0][67]);
-            }
-            if (gn + 136 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 136) = make_float2(acc[0][70], acc[0][71]);
-            }
-            if (gn + 144 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 144) = make_float2(acc[0][74], acc[0][75]);
-            }
-            if (gn + 152 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 152) = make_float2(acc[0][78], acc[0][79]);
-            }
-            if (gn + 160 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 160) = make_float2(acc[0][82], acc[0][83]);
-            }
-            if (gn + 168 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 168) = make_float2(acc[0][86], acc[0][87]);
-            }
-            if (gn + 176 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 176) = make_float2(acc[0][90], acc[0][91]);
-            }
-            if (gn + 184 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 184) = make_float2(acc[0][94], acc[0][95]);
-            }
-            if (gn + 192 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 192) = make_float2(acc[0][98], acc[0][99]);
-            }
-            if (gn + 200 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 200) = make_float2(acc[0][102], acc[0][103]);
-            }
-            if (gn + 208 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 208) = make_float2(acc[0][106], acc[0][107]);
-            }
-            if (gn + 216 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 216) = make_float2(acc[0][110], acc[0][111]);
-            }
-            if (gn + 224 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 224) = make_float2(acc[0][114], acc[0][115]);
-            }
-            if (gn + 232 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 232) = make_float2(acc[0][118], acc[0][119]);
-            }
-            if (gn + 240 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 240) = make_float2(acc[0][122], acc[0][123]);
-            }
-            if (gn + 248 < N) {
-              *reinterpret_cast<float2*>(ws + (long long)(gm + 8) * N + gn + 248) = make_float2(acc[0][126], acc[0][127]);
+          #pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = h * 8;  // layout (2,32):(8,0) at (h,0)
+            if (gm + row < M) {
+              #pragma unroll
+              for (int j = 0; j < 32; ++j) {
+                const int ri = h * 2 + j * 4;  // layout (2,32):(2,4) at (h,j)
+                const int col = j * 8;  // layout (2,32):(0,8) at (h,j)
+                if (gn + col < N) {
+                  *reinterpret_cast<float2*>(ws + (long long)(gm + row) * N + gn + col) = make_float2(acc[a][ri], acc[a][ri + 1]);
+                }
+              }
             }
           }
         }
       } else {
         // Epilogue: 1x8 subtiles of 128x32, N outer / M inner
         const bool use_c = load_c;  // C subtiles arrive through the C pipeline
-        {
-          // subtile (0,0): rows [0, 128), cols [0, 32)
+        // subtile i = (sm, sn): rows [sm * EPI_M, +EPI_M), cols [sn * EPI_N, +EPI_N)
+        #pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int sm = 0;  // layout (1,8):(1,0) at (i)
+          const int sn = i;  // layout (1,8):(0,1) at (i)
           const uint32_t buf = (use_c ? cstage : dbuf);
           unsigned char* const sd = epi_smem + buf * 8192;
           if (use_c) {
             rc_mbarrier_wait_parity(bar_c_full + 16 * (grp * 4 + cstage), cphase);
           }
           {
-            uint32_t packed[1][8];  // D fragment, stmatrix.x4 order
-            if ((wg_row0 + 0) / 128 == 0) {
-              const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
-              const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              if (use_c) {
-                {
-                  // source: ldmatrix.x4 gives the accumulator's fragment of C
-                  const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
-                  const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
-                  const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
-                  uint32_t cr[4];
-                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
-                  float c0x, c0y;
-                  rc_unpack2(cr[0], &c0x, &c0y);
-                  packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][0], c0x, gm + 0, gn + 0, batch, M, N), rc_visit_at(p, (float)acc[0][1], c0y, gm + 0, gn + 1, batch, M, N));
-                  float c1x, c1y;
-                  rc_unpack2(cr[1], &c1x, &c1y);
-                  packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][2], c1x, gm + 8, gn + 0, batch, M, N), rc_visit_at(p, (float)acc[0][3], c1y, gm + 8, gn + 1, batch, M, N));
-                  float c2x, c2y;
-                  rc_unpack2(cr[2], &c2x, &c2y);
-                  packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][4], c2x, gm + 0, gn + 8, batch, M, N), rc_visit_at(p, (float)acc[0][5], c2y, gm + 0, gn + 9, batch, M, N));
-                  float c3x, c3y;
-                  rc_unpack2(cr[3], &c3x, &c3y);
-                  packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][6], c3x, gm + 8, gn + 8, batch, M, N), rc_visit_at(p, (float)acc[0][7], c3y, gm + 8, gn + 9, batch, M, N));
+            uint32_t packed[1][2][4];  // D fragment: packed[a][jj] = the four 8x8 matrices of block jj, stmatrix.x4 order
+            #pragma unroll
+            for (int a = 0; a < 1; ++a) {
+              if ((wg_row0 + a * 64) / 128 == sm) {
+                const int gm = m0 + wg_row0 + a * 64 + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
+                const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
+                if (use_c) {
+                  // source: ldmatrix.x4 gives the accumulator's fragment of C, block jj into cr[jj]
+                  const int r_sub = wg_row0 + a * 64 - sm * 128 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
+                  uint32_t cr[2][4];
+                  #pragma unroll
+                  for (int jj = 0; jj < 2; ++jj) {
+                    const uint32_t o = r_sub * 64 + (lane >> 4) * 16 + jj * 32;  // layout (128,2,2):(64,16,32) at (r_sub,lane >> 4,jj)
+                    const uint32_t s = o ^ ((o & 384) >> 3);  // Sw<2,4,3> on bytes
+                    rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s, cr[jj]);
+                  }
+                  #pragma unroll
+                  for (int jj = 0; jj < 2; ++jj) {
+                    #pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                      float cx, cy;
+                      rc_unpack2(cr[jj][q], &cx, &cy);
+                      const int ri = q % 2 * 2 + q / 2 * 4 + jj * 8 + sn * 16;  // layout ((2,2),2,8):((2,4),8,16) at (q,jj,sn)
+                      const int row = q % 2 * 8;  // layout ((2,2),2,8):((8,0),0,0) at (q,jj,sn)
+                      const int col = q / 2 * 8 + jj * 16 + sn * 32;  // layout ((2,2),2,8):((0,8),16,32) at (q,jj,sn)
+                      packed[a][jj][q] = rc_pack2(rc_visit_at(p, (float)acc[a][ri], cx, gm + row, gn + col, batch, M, N), rc_visit_at(p, (float)acc[a][ri + 1], cy, gm + row, gn + col + 1, batch, M, N));
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (int jj = 0; jj < 2; ++jj) {
+                    #pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                      const int ri = q % 2 * 2 + q / 2 * 4 + jj * 8 + sn * 16;  // layout ((2,2),2,8):((2,4),8,16) at (q,jj,sn)
+                      const int row = q % 2 * 8;  // layout ((2,2),2,8):((8,0),0,0) at (q,jj,sn)
+                      const int col = q / 2 * 8 + jj * 16 + sn * 32;  // layout ((2,2),2,8):((0,8),16,32) at (q,jj,sn)
+                      packed[a][jj][q] = rc_pack2(rc_visit_at(p, (float)acc[a][ri], 0.0f, gm + row, gn + col, batch, M, N), rc_visit_at(p, (float)acc[a][ri + 1], 0.0f, gm + row, gn + col + 1, batch, M, N));
+                    }
+                  }
                 }
-              } else {
-                packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][0], 0.0f, gm + 0, gn + 0, batch, M, N), rc_visit_at(p, (float)acc[0][1], 0.0f, gm + 0, gn + 1, batch, M, N));
-                packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][2], 0.0f, gm + 8, gn + 0, batch, M, N), rc_visit_at(p, (float)acc[0][3], 0.0f, gm + 8, gn + 1, batch, M, N));
-                packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][4], 0.0f, gm + 0, gn + 8, batch, M, N), rc_visit_at(p, (float)acc[0][5], 0.0f, gm + 0, gn + 9, batch, M, N));
-                packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][6], 0.0f, gm + 8, gn + 8, batch, M, N), rc_visit_at(p, (float)acc[0][7], 0.0f, gm + 8, gn + 9, batch, M, N));
-              }
-              if (use_c) {
-                {
-                  // source: ldmatrix.x4 gives the accumulator's fragment of C
-                  const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
-                  const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
-                  const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
-                  uint32_t cr[4];
-                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
-                  float c0x, c0y;
-                  rc_unpack2(cr[0], &c0x, &c0y);
-                  packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][8], c0x, gm + 0, gn + 16, batch, M, N), rc_visit_at(p, (float)acc[0][9], c0y, gm + 0, gn + 17, batch, M, N));
-                  float c1x, c1y;
-                  rc_unpack2(cr[1], &c1x, &c1y);
-                  packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][10], c1x, gm + 8, gn + 16, batch, M, N), rc_visit_at(p, (float)acc[0][11], c1y, gm + 8, gn + 17, batch, M, N));
-                  float c2x, c2y;
-                  rc_unpack2(cr[2], &c2x, &c2y);
-                  packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][12], c2x, gm + 0, gn + 24, batch, M, N), rc_visit_at(p, (float)acc[0][13], c2y, gm + 0, gn + 25, batch, M, N));
-                  float c3x, c3y;
-                  rc_unpack2(cr[3], &c3x, &c3y);
-                  packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][14], c3x, gm + 8, gn + 24, batch, M, N), rc_visit_at(p, (float)acc[0][15], c3y, gm + 8, gn + 25, batch, M, N));
-                }
-              } else {
-                packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][8], 0.0f, gm + 0, gn + 16, batch, M, N), rc_visit_at(p, (float)acc[0][9], 0.0f, gm + 0, gn + 17, batch, M, N));
-                packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][10], 0.0f, gm + 8, gn + 16, batch, M, N), rc_visit_at(p, (float)acc[0][11], 0.0f, gm + 8, gn + 17, batch, M, N));
-                packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][12], 0.0f, gm + 0, gn + 24, batch, M, N), rc_visit_at(p, (float)acc[0][13], 0.0f, gm + 0, gn + 25, batch, M, N));
-                packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][14], 0.0f, gm + 8, gn + 24, batch, M, N), rc_visit_at(p, (float)acc[0][15], 0.0f, gm + 8, gn + 25, batch, M, N));
               }
             }
             // the buffer's previous store must have read it: at most 3 store(s) still reading
-            if (epi_leader && !(use_c && true)) {
+            if (epi_leader && !use_c) {
               rc_bulk_wait_group_read<3>();
             }
             // C was read by the generic proxy: order it before later async-proxy (TMA) writes
@@ -1020,826 +744,23 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
             }
             // everyone has read C / the buffer's previous store is done: write D
             rc_named_barrier_sync(epi_bar, 256u);
-            if ((wg_row0 + 0) / 128 == 0) {
-              const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);
-              const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);
-              uint32_t v0[4];
-              v0[0] = packed[0][0];
-              v0[1] = packed[0][1];
-              v0[2] = packed[0][2];
-              v0[3] = packed[0][3];
-              rc_stmatrix_x4(sd + (o0 ^ ((o0 >> 3) & 48u)), v0);
-              const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);
-              uint32_t v1[4];
-              v1[0] = packed[0][4];
-              v1[1] = packed[0][5];
-              v1[2] = packed[0][6];
-              v1[3] = packed[0][7];
-              rc_stmatrix_x4(sd + (o1 ^ ((o1 >> 3) & 48u)), v1);
+            #pragma unroll
+            for (int a = 0; a < 1; ++a) {
+              if ((wg_row0 + a * 64) / 128 == sm) {
+                const int r_sub = wg_row0 + a * 64 - sm * 128 + 16 * warp + (lane & 8) + (lane & 7);
+                #pragma unroll
+                for (int jj = 0; jj < 2; ++jj) {
+                  const uint32_t o = r_sub * 64 + (lane >> 4) * 16 + jj * 32;  // layout (128,2,2):(64,16,32) at (r_sub,lane >> 4,jj)
+                  // Sw<2,4,3> on bytes
+                  rc_stmatrix_x4(sd + (o ^ ((o & 384) >> 3)), packed[a][jj]);
+                }
+              }
             }
             // make the generic-proxy smem writes visible to TMA, then one thread stores the subtile
             rc_fence_proxy_async_shared();
             rc_named_barrier_sync(epi_bar, 256u);
             if (epi_leader) {
-              rc_tma_store_3d(&tmap_d, sd, n0 + 0, m0 + 0, batch);
-              rc_bulk_commit_group();
-              // ReuseSmemC: the C buffer returns to the producer once its store has read it
-              if (use_c) {
-                rc_bulk_wait_group_read<0>();
-                rc_mbarrier_arrive(bar_c_full + 16 * (grp * 4 + cstage) + 8);
-              }
-            }
-            if (use_c) {
-              rc_pipe_advance(cstage, cphase, 1u, 4u);
-            }
-            if (!use_c) {
-              dbuf = (dbuf + 1u) % 4u;
-            }
-          }
-        }
-        {
-          // subtile (0,1): rows [0, 128), cols [32, 64)
-          const uint32_t buf = (use_c ? cstage : dbuf);
-          unsigned char* const sd = epi_smem + buf * 8192;
-          if (use_c) {
-            rc_mbarrier_wait_parity(bar_c_full + 16 * (grp * 4 + cstage), cphase);
-          }
-          {
-            uint32_t packed[1][8];  // D fragment, stmatrix.x4 order
-            if ((wg_row0 + 0) / 128 == 0) {
-              const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
-              const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              if (use_c) {
-                {
-                  // source: ldmatrix.x4 gives the accumulator's fragment of C
-                  const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
-                  const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
-                  const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
-                  uint32_t cr[4];
-                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
-                  float c0x, c0y;
-                  rc_unpack2(cr[0], &c0x, &c0y);
-                  packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][16], c0x, gm + 0, gn + 32, batch, M, N), rc_visit_at(p, (float)acc[0][17], c0y, gm + 0, gn + 33, batch, M, N));
-                  float c1x, c1y;
-                  rc_unpack2(cr[1], &c1x, &c1y);
-                  packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][18], c1x, gm + 8, gn + 32, batch, M, N), rc_visit_at(p, (float)acc[0][19], c1y, gm + 8, gn + 33, batch, M, N));
-                  float c2x, c2y;
-                  rc_unpack2(cr[2], &c2x, &c2y);
-                  packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][20], c2x, gm + 0, gn + 40, batch, M, N), rc_visit_at(p, (float)acc[0][21], c2y, gm + 0, gn + 41, batch, M, N));
-                  float c3x, c3y;
-                  rc_unpack2(cr[3], &c3x, &c3y);
-                  packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][22], c3x, gm + 8, gn + 40, batch, M, N), rc_visit_at(p, (float)acc[0][23], c3y, gm + 8, gn + 41, batch, M, N));
-                }
-              } else {
-                packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][16], 0.0f, gm + 0, gn + 32, batch, M, N), rc_visit_at(p, (float)acc[0][17], 0.0f, gm + 0, gn + 33, batch, M, N));
-                packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][18], 0.0f, gm + 8, gn + 32, batch, M, N), rc_visit_at(p, (float)acc[0][19], 0.0f, gm + 8, gn + 33, batch, M, N));
-                packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][20], 0.0f, gm + 0, gn + 40, batch, M, N), rc_visit_at(p, (float)acc[0][21], 0.0f, gm + 0, gn + 41, batch, M, N));
-                packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][22], 0.0f, gm + 8, gn + 40, batch, M, N), rc_visit_at(p, (float)acc[0][23], 0.0f, gm + 8, gn + 41, batch, M, N));
-              }
-              if (use_c) {
-                {
-                  // source: ldmatrix.x4 gives the accumulator's fragment of C
-                  const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
-                  const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
-                  const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
-                  uint32_t cr[4];
-                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
-                  float c0x, c0y;
-                  rc_unpack2(cr[0], &c0x, &c0y);
-                  packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][24], c0x, gm + 0, gn + 48, batch, M, N), rc_visit_at(p, (float)acc[0][25], c0y, gm + 0, gn + 49, batch, M, N));
-                  float c1x, c1y;
-                  rc_unpack2(cr[1], &c1x, &c1y);
-                  packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][26], c1x, gm + 8, gn + 48, batch, M, N), rc_visit_at(p, (float)acc[0][27], c1y, gm + 8, gn + 49, batch, M, N));
-                  float c2x, c2y;
-                  rc_unpack2(cr[2], &c2x, &c2y);
-                  packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][28], c2x, gm + 0, gn + 56, batch, M, N), rc_visit_at(p, (float)acc[0][29], c2y, gm + 0, gn + 57, batch, M, N));
-                  float c3x, c3y;
-                  rc_unpack2(cr[3], &c3x, &c3y);
-                  packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][30], c3x, gm + 8, gn + 56, batch, M, N), rc_visit_at(p, (float)acc[0][31], c3y, gm + 8, gn + 57, batch, M, N));
-                }
-              } else {
-                packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][24], 0.0f, gm + 0, gn + 48, batch, M, N), rc_visit_at(p, (float)acc[0][25], 0.0f, gm + 0, gn + 49, batch, M, N));
-                packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][26], 0.0f, gm + 8, gn + 48, batch, M, N), rc_visit_at(p, (float)acc[0][27], 0.0f, gm + 8, gn + 49, batch, M, N));
-                packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][28], 0.0f, gm + 0, gn + 56, batch, M, N), rc_visit_at(p, (float)acc[0][29], 0.0f, gm + 0, gn + 57, batch, M, N));
-                packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][30], 0.0f, gm + 8, gn + 56, batch, M, N), rc_visit_at(p, (float)acc[0][31], 0.0f, gm + 8, gn + 57, batch, M, N));
-              }
-            }
-            // the buffer's previous store must have read it: at most 3 store(s) still reading
-            if (epi_leader && !(use_c && true)) {
-              rc_bulk_wait_group_read<3>();
-            }
-            // C was read by the generic proxy: order it before later async-proxy (TMA) writes
-            if (use_c) {
-              rc_fence_proxy_async_shared();
-            }
-            // everyone has read C / the buffer's previous store is done: write D
-            rc_named_barrier_sync(epi_bar, 256u);
-            if ((wg_row0 + 0) / 128 == 0) {
-              const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);
-              const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);
-              uint32_t v0[4];
-              v0[0] = packed[0][0];
-              v0[1] = packed[0][1];
-              v0[2] = packed[0][2];
-              v0[3] = packed[0][3];
-              rc_stmatrix_x4(sd + (o0 ^ ((o0 >> 3) & 48u)), v0);
-              const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);
-              uint32_t v1[4];
-              v1[0] = packed[0][4];
-              v1[1] = packed[0][5];
-              v1[2] = packed[0][6];
-              v1[3] = packed[0][7];
-              rc_stmatrix_x4(sd + (o1 ^ ((o1 >> 3) & 48u)), v1);
-            }
-            // make the generic-proxy smem writes visible to TMA, then one thread stores the subtile
-            rc_fence_proxy_async_shared();
-            rc_named_barrier_sync(epi_bar, 256u);
-            if (epi_leader) {
-              rc_tma_store_3d(&tmap_d, sd, n0 + 32, m0 + 0, batch);
-              rc_bulk_commit_group();
-              // ReuseSmemC: the C buffer returns to the producer once its store has read it
-              if (use_c) {
-                rc_bulk_wait_group_read<0>();
-                rc_mbarrier_arrive(bar_c_full + 16 * (grp * 4 + cstage) + 8);
-              }
-            }
-            if (use_c) {
-              rc_pipe_advance(cstage, cphase, 1u, 4u);
-            }
-            if (!use_c) {
-              dbuf = (dbuf + 1u) % 4u;
-            }
-          }
-        }
-        {
-          // subtile (0,2): rows [0, 128), cols [64, 96)
-          const uint32_t buf = (use_c ? cstage : dbuf);
-          unsigned char* const sd = epi_smem + buf * 8192;
-          if (use_c) {
-            rc_mbarrier_wait_parity(bar_c_full + 16 * (grp * 4 + cstage), cphase);
-          }
-          {
-            uint32_t packed[1][8];  // D fragment, stmatrix.x4 order
-            if ((wg_row0 + 0) / 128 == 0) {
-              const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
-              const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              if (use_c) {
-                {
-                  // source: ldmatrix.x4 gives the accumulator's fragment of C
-                  const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
-                  const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
-                  const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
-                  uint32_t cr[4];
-                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
-                  float c0x, c0y;
-                  rc_unpack2(cr[0], &c0x, &c0y);
-                  packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][32], c0x, gm + 0, gn + 64, batch, M, N), rc_visit_at(p, (float)acc[0][33], c0y, gm + 0, gn + 65, batch, M, N));
-                  float c1x, c1y;
-                  rc_unpack2(cr[1], &c1x, &c1y);
-                  packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][34], c1x, gm + 8, gn + 64, batch, M, N), rc_visit_at(p, (float)acc[0][35], c1y, gm + 8, gn + 65, batch, M, N));
-                  float c2x, c2y;
-                  rc_unpack2(cr[2], &c2x, &c2y);
-                  packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][36], c2x, gm + 0, gn + 72, batch, M, N), rc_visit_at(p, (float)acc[0][37], c2y, gm + 0, gn + 73, batch, M, N));
-                  float c3x, c3y;
-                  rc_unpack2(cr[3], &c3x, &c3y);
-                  packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][38], c3x, gm + 8, gn + 72, batch, M, N), rc_visit_at(p, (float)acc[0][39], c3y, gm + 8, gn + 73, batch, M, N));
-                }
-              } else {
-                packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][32], 0.0f, gm + 0, gn + 64, batch, M, N), rc_visit_at(p, (float)acc[0][33], 0.0f, gm + 0, gn + 65, batch, M, N));
-                packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][34], 0.0f, gm + 8, gn + 64, batch, M, N), rc_visit_at(p, (float)acc[0][35], 0.0f, gm + 8, gn + 65, batch, M, N));
-                packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][36], 0.0f, gm + 0, gn + 72, batch, M, N), rc_visit_at(p, (float)acc[0][37], 0.0f, gm + 0, gn + 73, batch, M, N));
-                packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][38], 0.0f, gm + 8, gn + 72, batch, M, N), rc_visit_at(p, (float)acc[0][39], 0.0f, gm + 8, gn + 73, batch, M, N));
-              }
-              if (use_c) {
-                {
-                  // source: ldmatrix.x4 gives the accumulator's fragment of C
-                  const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
-                  const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
-                  const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
-                  uint32_t cr[4];
-                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
-                  float c0x, c0y;
-                  rc_unpack2(cr[0], &c0x, &c0y);
-                  packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][40], c0x, gm + 0, gn + 80, batch, M, N), rc_visit_at(p, (float)acc[0][41], c0y, gm + 0, gn + 81, batch, M, N));
-                  float c1x, c1y;
-                  rc_unpack2(cr[1], &c1x, &c1y);
-                  packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][42], c1x, gm + 8, gn + 80, batch, M, N), rc_visit_at(p, (float)acc[0][43], c1y, gm + 8, gn + 81, batch, M, N));
-                  float c2x, c2y;
-                  rc_unpack2(cr[2], &c2x, &c2y);
-                  packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][44], c2x, gm + 0, gn + 88, batch, M, N), rc_visit_at(p, (float)acc[0][45], c2y, gm + 0, gn + 89, batch, M, N));
-                  float c3x, c3y;
-                  rc_unpack2(cr[3], &c3x, &c3y);
-                  packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][46], c3x, gm + 8, gn + 88, batch, M, N), rc_visit_at(p, (float)acc[0][47], c3y, gm + 8, gn + 89, batch, M, N));
-                }
-              } else {
-                packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][40], 0.0f, gm + 0, gn + 80, batch, M, N), rc_visit_at(p, (float)acc[0][41], 0.0f, gm + 0, gn + 81, batch, M, N));
-                packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][42], 0.0f, gm + 8, gn + 80, batch, M, N), rc_visit_at(p, (float)acc[0][43], 0.0f, gm + 8, gn + 81, batch, M, N));
-                packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][44], 0.0f, gm + 0, gn + 88, batch, M, N), rc_visit_at(p, (float)acc[0][45], 0.0f, gm + 0, gn + 89, batch, M, N));
-                packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][46], 0.0f, gm + 8, gn + 88, batch, M, N), rc_visit_at(p, (float)acc[0][47], 0.0f, gm + 8, gn + 89, batch, M, N));
-              }
-            }
-            // the buffer's previous store must have read it: at most 3 store(s) still reading
-            if (epi_leader && !(use_c && true)) {
-              rc_bulk_wait_group_read<3>();
-            }
-            // C was read by the generic proxy: order it before later async-proxy (TMA) writes
-            if (use_c) {
-              rc_fence_proxy_async_shared();
-            }
-            // everyone has read C / the buffer's previous store is done: write D
-            rc_named_barrier_sync(epi_bar, 256u);
-            if ((wg_row0 + 0) / 128 == 0) {
-              const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);
-              const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);
-              uint32_t v0[4];
-              v0[0] = packed[0][0];
-              v0[1] = packed[0][1];
-              v0[2] = packed[0][2];
-              v0[3] = packed[0][3];
-              rc_stmatrix_x4(sd + (o0 ^ ((o0 >> 3) & 48u)), v0);
-              const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);
-              uint32_t v1[4];
-              v1[0] = packed[0][4];
-              v1[1] = packed[0][5];
-              v1[2] = packed[0][6];
-              v1[3] = packed[0][7];
-              rc_stmatrix_x4(sd + (o1 ^ ((o1 >> 3) & 48u)), v1);
-            }
-            // make the generic-proxy smem writes visible to TMA, then one thread stores the subtile
-            rc_fence_proxy_async_shared();
-            rc_named_barrier_sync(epi_bar, 256u);
-            if (epi_leader) {
-              rc_tma_store_3d(&tmap_d, sd, n0 + 64, m0 + 0, batch);
-              rc_bulk_commit_group();
-              // ReuseSmemC: the C buffer returns to the producer once its store has read it
-              if (use_c) {
-                rc_bulk_wait_group_read<0>();
-                rc_mbarrier_arrive(bar_c_full + 16 * (grp * 4 + cstage) + 8);
-              }
-            }
-            if (use_c) {
-              rc_pipe_advance(cstage, cphase, 1u, 4u);
-            }
-            if (!use_c) {
-              dbuf = (dbuf + 1u) % 4u;
-            }
-          }
-        }
-        {
-          // subtile (0,3): rows [0, 128), cols [96, 128)
-          const uint32_t buf = (use_c ? cstage : dbuf);
-          unsigned char* const sd = epi_smem + buf * 8192;
-          if (use_c) {
-            rc_mbarrier_wait_parity(bar_c_full + 16 * (grp * 4 + cstage), cphase);
-          }
-          {
-            uint32_t packed[1][8];  // D fragment, stmatrix.x4 order
-            if ((wg_row0 + 0) / 128 == 0) {
-              const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
-              const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              if (use_c) {
-                {
-                  // source: ldmatrix.x4 gives the accumulator's fragment of C
-                  const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
-                  const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
-                  const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
-                  uint32_t cr[4];
-                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
-                  float c0x, c0y;
-                  rc_unpack2(cr[0], &c0x, &c0y);
-                  packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][48], c0x, gm + 0, gn + 96, batch, M, N), rc_visit_at(p, (float)acc[0][49], c0y, gm + 0, gn + 97, batch, M, N));
-                  float c1x, c1y;
-                  rc_unpack2(cr[1], &c1x, &c1y);
-                  packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][50], c1x, gm + 8, gn + 96, batch, M, N), rc_visit_at(p, (float)acc[0][51], c1y, gm + 8, gn + 97, batch, M, N));
-                  float c2x, c2y;
-                  rc_unpack2(cr[2], &c2x, &c2y);
-                  packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][52], c2x, gm + 0, gn + 104, batch, M, N), rc_visit_at(p, (float)acc[0][53], c2y, gm + 0, gn + 105, batch, M, N));
-                  float c3x, c3y;
-                  rc_unpack2(cr[3], &c3x, &c3y);
-                  packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][54], c3x, gm + 8, gn + 104, batch, M, N), rc_visit_at(p, (float)acc[0][55], c3y, gm + 8, gn + 105, batch, M, N));
-                }
-              } else {
-                packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][48], 0.0f, gm + 0, gn + 96, batch, M, N), rc_visit_at(p, (float)acc[0][49], 0.0f, gm + 0, gn + 97, batch, M, N));
-                packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][50], 0.0f, gm + 8, gn + 96, batch, M, N), rc_visit_at(p, (float)acc[0][51], 0.0f, gm + 8, gn + 97, batch, M, N));
-                packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][52], 0.0f, gm + 0, gn + 104, batch, M, N), rc_visit_at(p, (float)acc[0][53], 0.0f, gm + 0, gn + 105, batch, M, N));
-                packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][54], 0.0f, gm + 8, gn + 104, batch, M, N), rc_visit_at(p, (float)acc[0][55], 0.0f, gm + 8, gn + 105, batch, M, N));
-              }
-              if (use_c) {
-                {
-                  // source: ldmatrix.x4 gives the accumulator's fragment of C
-                  const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
-                  const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
-                  const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
-                  uint32_t cr[4];
-                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
-                  float c0x, c0y;
-                  rc_unpack2(cr[0], &c0x, &c0y);
-                  packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][56], c0x, gm + 0, gn + 112, batch, M, N), rc_visit_at(p, (float)acc[0][57], c0y, gm + 0, gn + 113, batch, M, N));
-                  float c1x, c1y;
-                  rc_unpack2(cr[1], &c1x, &c1y);
-                  packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][58], c1x, gm + 8, gn + 112, batch, M, N), rc_visit_at(p, (float)acc[0][59], c1y, gm + 8, gn + 113, batch, M, N));
-                  float c2x, c2y;
-                  rc_unpack2(cr[2], &c2x, &c2y);
-                  packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][60], c2x, gm + 0, gn + 120, batch, M, N), rc_visit_at(p, (float)acc[0][61], c2y, gm + 0, gn + 121, batch, M, N));
-                  float c3x, c3y;
-                  rc_unpack2(cr[3], &c3x, &c3y);
-                  packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][62], c3x, gm + 8, gn + 120, batch, M, N), rc_visit_at(p, (float)acc[0][63], c3y, gm + 8, gn + 121, batch, M, N));
-                }
-              } else {
-                packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][56], 0.0f, gm + 0, gn + 112, batch, M, N), rc_visit_at(p, (float)acc[0][57], 0.0f, gm + 0, gn + 113, batch, M, N));
-                packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][58], 0.0f, gm + 8, gn + 112, batch, M, N), rc_visit_at(p, (float)acc[0][59], 0.0f, gm + 8, gn + 113, batch, M, N));
-                packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][60], 0.0f, gm + 0, gn + 120, batch, M, N), rc_visit_at(p, (float)acc[0][61], 0.0f, gm + 0, gn + 121, batch, M, N));
-                packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][62], 0.0f, gm + 8, gn + 120, batch, M, N), rc_visit_at(p, (float)acc[0][63], 0.0f, gm + 8, gn + 121, batch, M, N));
-              }
-            }
-            // the buffer's previous store must have read it: at most 3 store(s) still reading
-            if (epi_leader && !(use_c && true)) {
-              rc_bulk_wait_group_read<3>();
-            }
-            // C was read by the generic proxy: order it before later async-proxy (TMA) writes
-            if (use_c) {
-              rc_fence_proxy_async_shared();
-            }
-            // everyone has read C / the buffer's previous store is done: write D
-            rc_named_barrier_sync(epi_bar, 256u);
-            if ((wg_row0 + 0) / 128 == 0) {
-              const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);
-              const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);
-              uint32_t v0[4];
-              v0[0] = packed[0][0];
-              v0[1] = packed[0][1];
-              v0[2] = packed[0][2];
-              v0[3] = packed[0][3];
-              rc_stmatrix_x4(sd + (o0 ^ ((o0 >> 3) & 48u)), v0);
-              const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);
-              uint32_t v1[4];
-              v1[0] = packed[0][4];
-              v1[1] = packed[0][5];
-              v1[2] = packed[0][6];
-              v1[3] = packed[0][7];
-              rc_stmatrix_x4(sd + (o1 ^ ((o1 >> 3) & 48u)), v1);
-            }
-            // make the generic-proxy smem writes visible to TMA, then one thread stores the subtile
-            rc_fence_proxy_async_shared();
-            rc_named_barrier_sync(epi_bar, 256u);
-            if (epi_leader) {
-              rc_tma_store_3d(&tmap_d, sd, n0 + 96, m0 + 0, batch);
-              rc_bulk_commit_group();
-              // ReuseSmemC: the C buffer returns to the producer once its store has read it
-              if (use_c) {
-                rc_bulk_wait_group_read<0>();
-                rc_mbarrier_arrive(bar_c_full + 16 * (grp * 4 + cstage) + 8);
-              }
-            }
-            if (use_c) {
-              rc_pipe_advance(cstage, cphase, 1u, 4u);
-            }
-            if (!use_c) {
-              dbuf = (dbuf + 1u) % 4u;
-            }
-          }
-        }
-        {
-          // subtile (0,4): rows [0, 128), cols [128, 160)
-          const uint32_t buf = (use_c ? cstage : dbuf);
-          unsigned char* const sd = epi_smem + buf * 8192;
-          if (use_c) {
-            rc_mbarrier_wait_parity(bar_c_full + 16 * (grp * 4 + cstage), cphase);
-          }
-          {
-            uint32_t packed[1][8];  // D fragment, stmatrix.x4 order
-            if ((wg_row0 + 0) / 128 == 0) {
-              const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
-              const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              if (use_c) {
-                {
-                  // source: ldmatrix.x4 gives the accumulator's fragment of C
-                  const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
-                  const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
-                  const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
-                  uint32_t cr[4];
-                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
-                  float c0x, c0y;
-                  rc_unpack2(cr[0], &c0x, &c0y);
-                  packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][64], c0x, gm + 0, gn + 128, batch, M, N), rc_visit_at(p, (float)acc[0][65], c0y, gm + 0, gn + 129, batch, M, N));
-                  float c1x, c1y;
-                  rc_unpack2(cr[1], &c1x, &c1y);
-                  packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][66], c1x, gm + 8, gn + 128, batch, M, N), rc_visit_at(p, (float)acc[0][67], c1y, gm + 8, gn + 129, batch, M, N));
-                  float c2x, c2y;
-                  rc_unpack2(cr[2], &c2x, &c2y);
-                  packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][68], c2x, gm + 0, gn + 136, batch, M, N), rc_visit_at(p, (float)acc[0][69], c2y, gm + 0, gn + 137, batch, M, N));
-                  float c3x, c3y;
-                  rc_unpack2(cr[3], &c3x, &c3y);
-                  packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][70], c3x, gm + 8, gn + 136, batch, M, N), rc_visit_at(p, (float)acc[0][71], c3y, gm + 8, gn + 137, batch, M, N));
-                }
-              } else {
-                packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][64], 0.0f, gm + 0, gn + 128, batch, M, N), rc_visit_at(p, (float)acc[0][65], 0.0f, gm + 0, gn + 129, batch, M, N));
-                packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][66], 0.0f, gm + 8, gn + 128, batch, M, N), rc_visit_at(p, (float)acc[0][67], 0.0f, gm + 8, gn + 129, batch, M, N));
-                packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][68], 0.0f, gm + 0, gn + 136, batch, M, N), rc_visit_at(p, (float)acc[0][69], 0.0f, gm + 0, gn + 137, batch, M, N));
-                packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][70], 0.0f, gm + 8, gn + 136, batch, M, N), rc_visit_at(p, (float)acc[0][71], 0.0f, gm + 8, gn + 137, batch, M, N));
-              }
-              if (use_c) {
-                {
-                  // source: ldmatrix.x4 gives the accumulator's fragment of C
-                  const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
-                  const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
-                  const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
-                  uint32_t cr[4];
-                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
-                  float c0x, c0y;
-                  rc_unpack2(cr[0], &c0x, &c0y);
-                  packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][72], c0x, gm + 0, gn + 144, batch, M, N), rc_visit_at(p, (float)acc[0][73], c0y, gm + 0, gn + 145, batch, M, N));
-                  float c1x, c1y;
-                  rc_unpack2(cr[1], &c1x, &c1y);
-                  packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][74], c1x, gm + 8, gn + 144, batch, M, N), rc_visit_at(p, (float)acc[0][75], c1y, gm + 8, gn + 145, batch, M, N));
-                  float c2x, c2y;
-                  rc_unpack2(cr[2], &c2x, &c2y);
-                  packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][76], c2x, gm + 0, gn + 152, batch, M, N), rc_visit_at(p, (float)acc[0][77], c2y, gm + 0, gn + 153, batch, M, N));
-                  float c3x, c3y;
-                  rc_unpack2(cr[3], &c3x, &c3y);
-                  packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][78], c3x, gm + 8, gn + 152, batch, M, N), rc_visit_at(p, (float)acc[0][79], c3y, gm + 8, gn + 153, batch, M, N));
-                }
-              } else {
-                packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][72], 0.0f, gm + 0, gn + 144, batch, M, N), rc_visit_at(p, (float)acc[0][73], 0.0f, gm + 0, gn + 145, batch, M, N));
-                packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][74], 0.0f, gm + 8, gn + 144, batch, M, N), rc_visit_at(p, (float)acc[0][75], 0.0f, gm + 8, gn + 145, batch, M, N));
-                packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][76], 0.0f, gm + 0, gn + 152, batch, M, N), rc_visit_at(p, (float)acc[0][77], 0.0f, gm + 0, gn + 153, batch, M, N));
-                packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][78], 0.0f, gm + 8, gn + 152, batch, M, N), rc_visit_at(p, (float)acc[0][79], 0.0f, gm + 8, gn + 153, batch, M, N));
-              }
-            }
-            // the buffer's previous store must have read it: at most 3 store(s) still reading
-            if (epi_leader && !(use_c && true)) {
-              rc_bulk_wait_group_read<3>();
-            }
-            // C was read by the generic proxy: order it before later async-proxy (TMA) writes
-            if (use_c) {
-              rc_fence_proxy_async_shared();
-            }
-            // everyone has read C / the buffer's previous store is done: write D
-            rc_named_barrier_sync(epi_bar, 256u);
-            if ((wg_row0 + 0) / 128 == 0) {
-              const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);
-              const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);
-              uint32_t v0[4];
-              v0[0] = packed[0][0];
-              v0[1] = packed[0][1];
-              v0[2] = packed[0][2];
-              v0[3] = packed[0][3];
-              rc_stmatrix_x4(sd + (o0 ^ ((o0 >> 3) & 48u)), v0);
-              const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);
-              uint32_t v1[4];
-              v1[0] = packed[0][4];
-              v1[1] = packed[0][5];
-              v1[2] = packed[0][6];
-              v1[3] = packed[0][7];
-              rc_stmatrix_x4(sd + (o1 ^ ((o1 >> 3) & 48u)), v1);
-            }
-            // make the generic-proxy smem writes visible to TMA, then one thread stores the subtile
-            rc_fence_proxy_async_shared();
-            rc_named_barrier_sync(epi_bar, 256u);
-            if (epi_leader) {
-              rc_tma_store_3d(&tmap_d, sd, n0 + 128, m0 + 0, batch);
-              rc_bulk_commit_group();
-              // ReuseSmemC: the C buffer returns to the producer once its store has read it
-              if (use_c) {
-                rc_bulk_wait_group_read<0>();
-                rc_mbarrier_arrive(bar_c_full + 16 * (grp * 4 + cstage) + 8);
-              }
-            }
-            if (use_c) {
-              rc_pipe_advance(cstage, cphase, 1u, 4u);
-            }
-            if (!use_c) {
-              dbuf = (dbuf + 1u) % 4u;
-            }
-          }
-        }
-        {
-          // subtile (0,5): rows [0, 128), cols [160, 192)
-          const uint32_t buf = (use_c ? cstage : dbuf);
-          unsigned char* const sd = epi_smem + buf * 8192;
-          if (use_c) {
-            rc_mbarrier_wait_parity(bar_c_full + 16 * (grp * 4 + cstage), cphase);
-          }
-          {
-            uint32_t packed[1][8];  // D fragment, stmatrix.x4 order
-            if ((wg_row0 + 0) / 128 == 0) {
-              const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
-              const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              if (use_c) {
-                {
-                  // source: ldmatrix.x4 gives the accumulator's fragment of C
-                  const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
-                  const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
-                  const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
-                  uint32_t cr[4];
-                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
-                  float c0x, c0y;
-                  rc_unpack2(cr[0], &c0x, &c0y);
-                  packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][80], c0x, gm + 0, gn + 160, batch, M, N), rc_visit_at(p, (float)acc[0][81], c0y, gm + 0, gn + 161, batch, M, N));
-                  float c1x, c1y;
-                  rc_unpack2(cr[1], &c1x, &c1y);
-                  packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][82], c1x, gm + 8, gn + 160, batch, M, N), rc_visit_at(p, (float)acc[0][83], c1y, gm + 8, gn + 161, batch, M, N));
-                  float c2x, c2y;
-                  rc_unpack2(cr[2], &c2x, &c2y);
-                  packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][84], c2x, gm + 0, gn + 168, batch, M, N), rc_visit_at(p, (float)acc[0][85], c2y, gm + 0, gn + 169, batch, M, N));
-                  float c3x, c3y;
-                  rc_unpack2(cr[3], &c3x, &c3y);
-                  packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][86], c3x, gm + 8, gn + 168, batch, M, N), rc_visit_at(p, (float)acc[0][87], c3y, gm + 8, gn + 169, batch, M, N));
-                }
-              } else {
-                packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][80], 0.0f, gm + 0, gn + 160, batch, M, N), rc_visit_at(p, (float)acc[0][81], 0.0f, gm + 0, gn + 161, batch, M, N));
-                packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][82], 0.0f, gm + 8, gn + 160, batch, M, N), rc_visit_at(p, (float)acc[0][83], 0.0f, gm + 8, gn + 161, batch, M, N));
-                packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][84], 0.0f, gm + 0, gn + 168, batch, M, N), rc_visit_at(p, (float)acc[0][85], 0.0f, gm + 0, gn + 169, batch, M, N));
-                packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][86], 0.0f, gm + 8, gn + 168, batch, M, N), rc_visit_at(p, (float)acc[0][87], 0.0f, gm + 8, gn + 169, batch, M, N));
-              }
-              if (use_c) {
-                {
-                  // source: ldmatrix.x4 gives the accumulator's fragment of C
-                  const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
-                  const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
-                  const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
-                  uint32_t cr[4];
-                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
-                  float c0x, c0y;
-                  rc_unpack2(cr[0], &c0x, &c0y);
-                  packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][88], c0x, gm + 0, gn + 176, batch, M, N), rc_visit_at(p, (float)acc[0][89], c0y, gm + 0, gn + 177, batch, M, N));
-                  float c1x, c1y;
-                  rc_unpack2(cr[1], &c1x, &c1y);
-                  packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][90], c1x, gm + 8, gn + 176, batch, M, N), rc_visit_at(p, (float)acc[0][91], c1y, gm + 8, gn + 177, batch, M, N));
-                  float c2x, c2y;
-                  rc_unpack2(cr[2], &c2x, &c2y);
-                  packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][92], c2x, gm + 0, gn + 184, batch, M, N), rc_visit_at(p, (float)acc[0][93], c2y, gm + 0, gn + 185, batch, M, N));
-                  float c3x, c3y;
-                  rc_unpack2(cr[3], &c3x, &c3y);
-                  packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][94], c3x, gm + 8, gn + 184, batch, M, N), rc_visit_at(p, (float)acc[0][95], c3y, gm + 8, gn + 185, batch, M, N));
-                }
-              } else {
-                packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][88], 0.0f, gm + 0, gn + 176, batch, M, N), rc_visit_at(p, (float)acc[0][89], 0.0f, gm + 0, gn + 177, batch, M, N));
-                packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][90], 0.0f, gm + 8, gn + 176, batch, M, N), rc_visit_at(p, (float)acc[0][91], 0.0f, gm + 8, gn + 177, batch, M, N));
-                packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][92], 0.0f, gm + 0, gn + 184, batch, M, N), rc_visit_at(p, (float)acc[0][93], 0.0f, gm + 0, gn + 185, batch, M, N));
-                packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][94], 0.0f, gm + 8, gn + 184, batch, M, N), rc_visit_at(p, (float)acc[0][95], 0.0f, gm + 8, gn + 185, batch, M, N));
-              }
-            }
-            // the buffer's previous store must have read it: at most 3 store(s) still reading
-            if (epi_leader && !(use_c && true)) {
-              rc_bulk_wait_group_read<3>();
-            }
-            // C was read by the generic proxy: order it before later async-proxy (TMA) writes
-            if (use_c) {
-              rc_fence_proxy_async_shared();
-            }
-            // everyone has read C / the buffer's previous store is done: write D
-            rc_named_barrier_sync(epi_bar, 256u);
-            if ((wg_row0 + 0) / 128 == 0) {
-              const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);
-              const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);
-              uint32_t v0[4];
-              v0[0] = packed[0][0];
-              v0[1] = packed[0][1];
-              v0[2] = packed[0][2];
-              v0[3] = packed[0][3];
-              rc_stmatrix_x4(sd + (o0 ^ ((o0 >> 3) & 48u)), v0);
-              const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);
-              uint32_t v1[4];
-              v1[0] = packed[0][4];
-              v1[1] = packed[0][5];
-              v1[2] = packed[0][6];
-              v1[3] = packed[0][7];
-              rc_stmatrix_x4(sd + (o1 ^ ((o1 >> 3) & 48u)), v1);
-            }
-            // make the generic-proxy smem writes visible to TMA, then one thread stores the subtile
-            rc_fence_proxy_async_shared();
-            rc_named_barrier_sync(epi_bar, 256u);
-            if (epi_leader) {
-              rc_tma_store_3d(&tmap_d, sd, n0 + 160, m0 + 0, batch);
-              rc_bulk_commit_group();
-              // ReuseSmemC: the C buffer returns to the producer once its store has read it
-              if (use_c) {
-                rc_bulk_wait_group_read<0>();
-                rc_mbarrier_arrive(bar_c_full + 16 * (grp * 4 + cstage) + 8);
-              }
-            }
-            if (use_c) {
-              rc_pipe_advance(cstage, cphase, 1u, 4u);
-            }
-            if (!use_c) {
-              dbuf = (dbuf + 1u) % 4u;
-            }
-          }
-        }
-        {
-          // subtile (0,6): rows [0, 128), cols [192, 224)
-          const uint32_t buf = (use_c ? cstage : dbuf);
-          unsigned char* const sd = epi_smem + buf * 8192;
-          if (use_c) {
-            rc_mbarrier_wait_parity(bar_c_full + 16 * (grp * 4 + cstage), cphase);
-          }
-          {
-            uint32_t packed[1][8];  // D fragment, stmatrix.x4 order
-            if ((wg_row0 + 0) / 128 == 0) {
-              const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
-              const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              if (use_c) {
-                {
-                  // source: ldmatrix.x4 gives the accumulator's fragment of C
-                  const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
-                  const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
-                  const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
-                  uint32_t cr[4];
-                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
-                  float c0x, c0y;
-                  rc_unpack2(cr[0], &c0x, &c0y);
-                  packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][96], c0x, gm + 0, gn + 192, batch, M, N), rc_visit_at(p, (float)acc[0][97], c0y, gm + 0, gn + 193, batch, M, N));
-                  float c1x, c1y;
-                  rc_unpack2(cr[1], &c1x, &c1y);
-                  packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][98], c1x, gm + 8, gn + 192, batch, M, N), rc_visit_at(p, (float)acc[0][99], c1y, gm + 8, gn + 193, batch, M, N));
-                  float c2x, c2y;
-                  rc_unpack2(cr[2], &c2x, &c2y);
-                  packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][100], c2x, gm + 0, gn + 200, batch, M, N), rc_visit_at(p, (float)acc[0][101], c2y, gm + 0, gn + 201, batch, M, N));
-                  float c3x, c3y;
-                  rc_unpack2(cr[3], &c3x, &c3y);
-                  packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][102], c3x, gm + 8, gn + 200, batch, M, N), rc_visit_at(p, (float)acc[0][103], c3y, gm + 8, gn + 201, batch, M, N));
-                }
-              } else {
-                packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][96], 0.0f, gm + 0, gn + 192, batch, M, N), rc_visit_at(p, (float)acc[0][97], 0.0f, gm + 0, gn + 193, batch, M, N));
-                packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][98], 0.0f, gm + 8, gn + 192, batch, M, N), rc_visit_at(p, (float)acc[0][99], 0.0f, gm + 8, gn + 193, batch, M, N));
-                packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][100], 0.0f, gm + 0, gn + 200, batch, M, N), rc_visit_at(p, (float)acc[0][101], 0.0f, gm + 0, gn + 201, batch, M, N));
-                packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][102], 0.0f, gm + 8, gn + 200, batch, M, N), rc_visit_at(p, (float)acc[0][103], 0.0f, gm + 8, gn + 201, batch, M, N));
-              }
-              if (use_c) {
-                {
-                  // source: ldmatrix.x4 gives the accumulator's fragment of C
-                  const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
-                  const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
-                  const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
-                  uint32_t cr[4];
-                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
-                  float c0x, c0y;
-                  rc_unpack2(cr[0], &c0x, &c0y);
-                  packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][104], c0x, gm + 0, gn + 208, batch, M, N), rc_visit_at(p, (float)acc[0][105], c0y, gm + 0, gn + 209, batch, M, N));
-                  float c1x, c1y;
-                  rc_unpack2(cr[1], &c1x, &c1y);
-                  packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][106], c1x, gm + 8, gn + 208, batch, M, N), rc_visit_at(p, (float)acc[0][107], c1y, gm + 8, gn + 209, batch, M, N));
-                  float c2x, c2y;
-                  rc_unpack2(cr[2], &c2x, &c2y);
-                  packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][108], c2x, gm + 0, gn + 216, batch, M, N), rc_visit_at(p, (float)acc[0][109], c2y, gm + 0, gn + 217, batch, M, N));
-                  float c3x, c3y;
-                  rc_unpack2(cr[3], &c3x, &c3y);
-                  packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][110], c3x, gm + 8, gn + 216, batch, M, N), rc_visit_at(p, (float)acc[0][111], c3y, gm + 8, gn + 217, batch, M, N));
-                }
-              } else {
-                packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][104], 0.0f, gm + 0, gn + 208, batch, M, N), rc_visit_at(p, (float)acc[0][105], 0.0f, gm + 0, gn + 209, batch, M, N));
-                packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][106], 0.0f, gm + 8, gn + 208, batch, M, N), rc_visit_at(p, (float)acc[0][107], 0.0f, gm + 8, gn + 209, batch, M, N));
-                packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][108], 0.0f, gm + 0, gn + 216, batch, M, N), rc_visit_at(p, (float)acc[0][109], 0.0f, gm + 0, gn + 217, batch, M, N));
-                packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][110], 0.0f, gm + 8, gn + 216, batch, M, N), rc_visit_at(p, (float)acc[0][111], 0.0f, gm + 8, gn + 217, batch, M, N));
-              }
-            }
-            // the buffer's previous store must have read it: at most 3 store(s) still reading
-            if (epi_leader && !(use_c && true)) {
-              rc_bulk_wait_group_read<3>();
-            }
-            // C was read by the generic proxy: order it before later async-proxy (TMA) writes
-            if (use_c) {
-              rc_fence_proxy_async_shared();
-            }
-            // everyone has read C / the buffer's previous store is done: write D
-            rc_named_barrier_sync(epi_bar, 256u);
-            if ((wg_row0 + 0) / 128 == 0) {
-              const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);
-              const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);
-              uint32_t v0[4];
-              v0[0] = packed[0][0];
-              v0[1] = packed[0][1];
-              v0[2] = packed[0][2];
-              v0[3] = packed[0][3];
-              rc_stmatrix_x4(sd + (o0 ^ ((o0 >> 3) & 48u)), v0);
-              const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);
-              uint32_t v1[4];
-              v1[0] = packed[0][4];
-              v1[1] = packed[0][5];
-              v1[2] = packed[0][6];
-              v1[3] = packed[0][7];
-              rc_stmatrix_x4(sd + (o1 ^ ((o1 >> 3) & 48u)), v1);
-            }
-            // make the generic-proxy smem writes visible to TMA, then one thread stores the subtile
-            rc_fence_proxy_async_shared();
-            rc_named_barrier_sync(epi_bar, 256u);
-            if (epi_leader) {
-              rc_tma_store_3d(&tmap_d, sd, n0 + 192, m0 + 0, batch);
-              rc_bulk_commit_group();
-              // ReuseSmemC: the C buffer returns to the producer once its store has read it
-              if (use_c) {
-                rc_bulk_wait_group_read<0>();
-                rc_mbarrier_arrive(bar_c_full + 16 * (grp * 4 + cstage) + 8);
-              }
-            }
-            if (use_c) {
-              rc_pipe_advance(cstage, cphase, 1u, 4u);
-            }
-            if (!use_c) {
-              dbuf = (dbuf + 1u) % 4u;
-            }
-          }
-        }
-        {
-          // subtile (0,7): rows [0, 128), cols [224, 256)
-          const uint32_t buf = (use_c ? cstage : dbuf);
-          unsigned char* const sd = epi_smem + buf * 8192;
-          if (use_c) {
-            rc_mbarrier_wait_parity(bar_c_full + 16 * (grp * 4 + cstage), cphase);
-          }
-          {
-            uint32_t packed[1][8];  // D fragment, stmatrix.x4 order
-            if ((wg_row0 + 0) / 128 == 0) {
-              const int gm = m0 + (wg_row0 + 0) + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
-              const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
-              if (use_c) {
-                {
-                  // source: ldmatrix.x4 gives the accumulator's fragment of C
-                  const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
-                  const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
-                  const uint32_t s0 = o0 ^ ((o0 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
-                  uint32_t cr[4];
-                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s0, cr);
-                  float c0x, c0y;
-                  rc_unpack2(cr[0], &c0x, &c0y);
-                  packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][112], c0x, gm + 0, gn + 224, batch, M, N), rc_visit_at(p, (float)acc[0][113], c0y, gm + 0, gn + 225, batch, M, N));
-                  float c1x, c1y;
-                  rc_unpack2(cr[1], &c1x, &c1y);
-                  packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][114], c1x, gm + 8, gn + 224, batch, M, N), rc_visit_at(p, (float)acc[0][115], c1y, gm + 8, gn + 225, batch, M, N));
-                  float c2x, c2y;
-                  rc_unpack2(cr[2], &c2x, &c2y);
-                  packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][116], c2x, gm + 0, gn + 232, batch, M, N), rc_visit_at(p, (float)acc[0][117], c2y, gm + 0, gn + 233, batch, M, N));
-                  float c3x, c3y;
-                  rc_unpack2(cr[3], &c3x, &c3y);
-                  packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][118], c3x, gm + 8, gn + 232, batch, M, N), rc_visit_at(p, (float)acc[0][119], c3y, gm + 8, gn + 233, batch, M, N));
-                }
-              } else {
-                packed[0][0] = rc_pack2(rc_visit_at(p, (float)acc[0][112], 0.0f, gm + 0, gn + 224, batch, M, N), rc_visit_at(p, (float)acc[0][113], 0.0f, gm + 0, gn + 225, batch, M, N));
-                packed[0][1] = rc_pack2(rc_visit_at(p, (float)acc[0][114], 0.0f, gm + 8, gn + 224, batch, M, N), rc_visit_at(p, (float)acc[0][115], 0.0f, gm + 8, gn + 225, batch, M, N));
-                packed[0][2] = rc_pack2(rc_visit_at(p, (float)acc[0][116], 0.0f, gm + 0, gn + 232, batch, M, N), rc_visit_at(p, (float)acc[0][117], 0.0f, gm + 0, gn + 233, batch, M, N));
-                packed[0][3] = rc_pack2(rc_visit_at(p, (float)acc[0][118], 0.0f, gm + 8, gn + 232, batch, M, N), rc_visit_at(p, (float)acc[0][119], 0.0f, gm + 8, gn + 233, batch, M, N));
-              }
-              if (use_c) {
-                {
-                  // source: ldmatrix.x4 gives the accumulator's fragment of C
-                  const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
-                  const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);  // byte offset (row, col) in the row-major subtile, before the swizzle
-                  const uint32_t s1 = o1 ^ ((o1 >> 3) & 48u);  // Swizzle<2,4,3> on bytes
-                  uint32_t cr[4];
-                  rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s1, cr);
-                  float c0x, c0y;
-                  rc_unpack2(cr[0], &c0x, &c0y);
-                  packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][120], c0x, gm + 0, gn + 240, batch, M, N), rc_visit_at(p, (float)acc[0][121], c0y, gm + 0, gn + 241, batch, M, N));
-                  float c1x, c1y;
-                  rc_unpack2(cr[1], &c1x, &c1y);
-                  packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][122], c1x, gm + 8, gn + 240, batch, M, N), rc_visit_at(p, (float)acc[0][123], c1y, gm + 8, gn + 241, batch, M, N));
-                  float c2x, c2y;
-                  rc_unpack2(cr[2], &c2x, &c2y);
-                  packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][124], c2x, gm + 0, gn + 248, batch, M, N), rc_visit_at(p, (float)acc[0][125], c2y, gm + 0, gn + 249, batch, M, N));
-                  float c3x, c3y;
-                  rc_unpack2(cr[3], &c3x, &c3y);
-                  packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][126], c3x, gm + 8, gn + 248, batch, M, N), rc_visit_at(p, (float)acc[0][127], c3y, gm + 8, gn + 249, batch, M, N));
-                }
-              } else {
-                packed[0][4] = rc_pack2(rc_visit_at(p, (float)acc[0][120], 0.0f, gm + 0, gn + 240, batch, M, N), rc_visit_at(p, (float)acc[0][121], 0.0f, gm + 0, gn + 241, batch, M, N));
-                packed[0][5] = rc_pack2(rc_visit_at(p, (float)acc[0][122], 0.0f, gm + 8, gn + 240, batch, M, N), rc_visit_at(p, (float)acc[0][123], 0.0f, gm + 8, gn + 241, batch, M, N));
-                packed[0][6] = rc_pack2(rc_visit_at(p, (float)acc[0][124], 0.0f, gm + 0, gn + 248, batch, M, N), rc_visit_at(p, (float)acc[0][125], 0.0f, gm + 0, gn + 249, batch, M, N));
-                packed[0][7] = rc_pack2(rc_visit_at(p, (float)acc[0][126], 0.0f, gm + 8, gn + 248, batch, M, N), rc_visit_at(p, (float)acc[0][127], 0.0f, gm + 8, gn + 249, batch, M, N));
-              }
-            }
-            // the buffer's previous store must have read it: at most 3 store(s) still reading
-            if (epi_leader && !(use_c && true)) {
-              rc_bulk_wait_group_read<3>();
-            }
-            // C was read by the generic proxy: order it before later async-proxy (TMA) writes
-            if (use_c) {
-              rc_fence_proxy_async_shared();
-            }
-            // everyone has read C / the buffer's previous store is done: write D
-            rc_named_barrier_sync(epi_bar, 256u);
-            if ((wg_row0 + 0) / 128 == 0) {
-              const int r_sub = (wg_row0 + 0) - 0 + 16 * warp + (lane & 8) + (lane & 7);
-              const uint32_t o0 = (uint32_t)(r_sub * 64 + 0 + (lane >> 4) * 16);
-              uint32_t v0[4];
-              v0[0] = packed[0][0];
-              v0[1] = packed[0][1];
-              v0[2] = packed[0][2];
-              v0[3] = packed[0][3];
-              rc_stmatrix_x4(sd + (o0 ^ ((o0 >> 3) & 48u)), v0);
-              const uint32_t o1 = (uint32_t)(r_sub * 64 + 32 + (lane >> 4) * 16);
-              uint32_t v1[4];
-              v1[0] = packed[0][4];
-              v1[1] = packed[0][5];
-              v1[2] = packed[0][6];
-              v1[3] = packed[0][7];
-              rc_stmatrix_x4(sd + (o1 ^ ((o1 >> 3) & 48u)), v1);
-            }
-            // make the generic-proxy smem writes visible to TMA, then one thread stores the subtile
-            rc_fence_proxy_async_shared();
-            rc_named_barrier_sync(epi_bar, 256u);
-            if (epi_leader) {
-              rc_tma_store_3d(&tmap_d, sd, n0 + 224, m0 + 0, batch);
+              rc_tma_store_3d(&tmap_d, sd, n0 + sn * 32, m0 + sm * 128, batch);
               rc_bulk_commit_group();
               // ReuseSmemC: the C buffer returns to the producer once its store has read it
               if (use_c) {

@@ -234,6 +234,8 @@ pub struct Sm90Mainloop {
     pub smem_layout_b: AnyLayout,
     /// Bytes of A and B per stage.
     pub stage_bytes: usize,
+    /// Bytes of A's and of B's tile per stage.
+    pub stage_bytes_ab: [usize; 2],
     /// Pipeline depth.
     pub stages: usize,
     /// The mainloop pipeline's full and empty mbarriers (`16 * stages`).
@@ -242,6 +244,13 @@ pub struct Sm90Mainloop {
     pub tma_box_a: [u32; 2],
     /// TMA box of B.
     pub tma_box_b: [u32; 2],
+    /// The box each CTA of A's multicast group issues: a K-major A's box with its rows
+    /// split across the cluster's N CTAs (each loads its slice for all of them; equal to
+    /// `tma_box_a` without multicast or for MN-major A).
+    pub tma_multicast_box_a: [u32; 2],
+    /// The box each CTA of B's multicast group issues (B's outer extent split across the
+    /// cluster's M CTAs).
+    pub tma_multicast_box_b: [u32; 2],
     /// TMA boxes per stage of A.
     pub tma_boxes_per_stage_a: usize,
     /// TMA boxes per stage of B.
@@ -287,6 +296,15 @@ fn tma_box(atom: &GmmaSmemAtom, mn: i64, bk: i64) -> ([u32; 2], usize) {
     };
     let (outer, n_outer) = split_box(outer_extent);
     ([w as u32, outer as u32], ((inner_extent / w) * n_outer) as usize)
+}
+
+/// The box one CTA of a multicast group of `ctas` issues: a K-major box's rows split
+/// across the group (MN-major boxes are not split).
+fn multicast_box(atom: &GmmaSmemAtom, tma_box: [u32; 2], ctas: i64) -> [u32; 2] {
+    match atom.major {
+        Major::K => [tma_box[0], tma_box[1] / ctas.max(1) as u32],
+        Major::MN => tma_box,
+    }
 }
 
 struct SmemMap {
@@ -506,6 +524,8 @@ impl Sm90Mainloop {
         let smem_layout_b = smem_layout(&smem_atom_b, bn, bk, stages)?;
         let (tma_box_a, tma_boxes_per_stage_a) = tma_box(&smem_atom_a, bm, bk);
         let (tma_box_b, tma_boxes_per_stage_b) = tma_box(&smem_atom_b, bn, bk);
+        let tma_multicast_box_a = multicast_box(&smem_atom_a, tma_box_a, cfg.cluster[1]);
+        let tma_multicast_box_b = multicast_box(&smem_atom_b, tma_box_b, cfg.cluster[0]);
         let consumer_warpgroups = cfg.schedule.consumer_warpgroups();
         let wg_tile = if cfg.schedule.is_cooperative() {
             [bm / 2, bn]
@@ -530,10 +550,13 @@ impl Sm90Mainloop {
             smem_layout_a,
             smem_layout_b,
             stage_bytes: budget.stage_bytes(),
+            stage_bytes_ab: [budget.a_stage, budget.b_stage],
             stages,
             barrier_bytes: 16 * stages,
             tma_box_a,
             tma_box_b,
+            tma_multicast_box_a,
+            tma_multicast_box_b,
             tma_boxes_per_stage_a,
             tma_boxes_per_stage_b,
             tx_bytes: budget.stage_bytes() as u32,

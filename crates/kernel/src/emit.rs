@@ -7,7 +7,7 @@
 //! that produced it. Inline PTX never appears here: it lives in the atoms' snippets, which
 //! a unit includes verbatim as [`Item::Snippet`].
 
-use rcute_layout::{Int, IntTuple, Layout, Tuple};
+use rcute_layout::{Expr, Int, IntTuple, Layout, Tuple};
 use std::fmt::Write;
 
 /// Device helpers every generated unit can use; symbolic layout expressions render with
@@ -207,16 +207,46 @@ pub struct IndexExpr {
 /// assert_eq!(index_expr(&tile, &["i", "j"]).unwrap().expr, "i % 4 * 2 + i / 4 * 16 + j");
 /// ```
 pub fn index_expr(layout: &Layout, coord: &[&str]) -> Result<IndexExpr, rcute_layout::LayoutError> {
-    let c: IntTuple = if coord.len() == 1 {
-        Tuple::Leaf(Int::from(*coord.first().unwrap_or(&"0")))
-    } else {
-        Tuple::Node(coord.iter().map(|v| Tuple::Leaf(Int::from(*v))).collect())
+    let c: Vec<Expr> = coord.iter().map(|v| Expr::var(*v)).collect();
+    index_expr_at(layout, &c)
+}
+
+/// [`index_expr`] with the coordinate given as expressions (`i - 1`, `lane >> 4`): they
+/// fold with the layout's static strides and offsets (`x * 1`, `x + 0`, `x >> 0` and
+/// multiples of zero vanish; constants add up), and bind tighter than the layout's own
+/// operators.
+///
+/// ```
+/// use rcute_kernel::emit::index_expr_at;
+/// use rcute_layout::{tuple, Expr, Layout};
+/// let sub = Layout::new(tuple!(1, 8), tuple!(0, 32)).unwrap();
+/// let i = Expr::var("i");
+/// assert_eq!(index_expr_at(&sub, &[i.sub(&Expr::lit(1))]).unwrap().expr, "(i - 1) * 32");
+/// let rows = Layout::new(tuple!(1, 8), tuple!(128, 0)).unwrap();
+/// assert_eq!(index_expr_at(&rows, &[i]).unwrap().expr, "0");
+/// ```
+pub fn index_expr_at(layout: &Layout, coord: &[Expr]) -> Result<IndexExpr, rcute_layout::LayoutError> {
+    let leaf = |e: &Expr| Tuple::Leaf(Int::from(e.clone()));
+    let c: IntTuple = match coord {
+        [one] => leaf(one),
+        _ => Tuple::Node(coord.iter().map(leaf).collect()),
     };
     let off = layout.crd2idx(&c)?;
+    let names: Vec<String> = coord.iter().map(Expr::to_cpp).collect();
     Ok(IndexExpr {
         expr: off.to_cpp(),
-        comment: format!("layout {layout} at ({})", coord.join(",")),
+        comment: format!("layout {layout} at ({})", names.join(",")),
     })
+}
+
+/// `base + c` as C++ with the constant folded (`base` alone for 0).
+///
+/// ```
+/// assert_eq!(rcute_kernel::emit::plus("n0", 0), "n0");
+/// assert_eq!(rcute_kernel::emit::plus("n0", 32), "n0 + 32");
+/// ```
+pub fn plus(base: &str, c: i64) -> String {
+    Expr::var(base).add(&Expr::lit(c)).to_cpp()
 }
 
 impl Unit {

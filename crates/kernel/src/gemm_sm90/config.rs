@@ -2,20 +2,6 @@
 
 use super::*;
 
-/// The tile scheduler of a configuration.
-pub(super) fn scheduler(cfg: &GemmSm90Config) -> TileScheduler {
-    TileScheduler {
-        raster: cfg.raster,
-        swizzle_log2: cfg.swizzle_log2,
-        cluster: [cfg.cluster[0] as u32, cfg.cluster[1] as u32],
-    }
-}
-
-/// Whether the schedule walks several tiles per CTA.
-pub(super) fn persistent(s: Sm90Schedule) -> bool {
-    s != Sm90Schedule::WarpSpecialized
-}
-
 /// The configuration of one generated SM90 GEMM kernel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GemmSm90Config {

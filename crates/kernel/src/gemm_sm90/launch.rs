@@ -8,7 +8,7 @@ pub(super) fn tmap(
     dims: [u64; 3],
     strides_elems: [u64; 2],
     boxd: [u32; 3],
-    swizzle: GmmaSwizzle,
+    swizzle: rcute_atom::tma::TmaSwizzle,
 ) -> Result<TmaEncodeArgs, GemmError> {
     let eb = elem.bytes() as u64;
     Ok(TmaEncodeArgs {
@@ -19,7 +19,7 @@ pub(super) fn tmap(
         box_dim: boxd.to_vec(),
         element_strides: vec![1, 1, 1],
         interleave: 0,
-        swizzle: rcute_collective::sm90_mainloop::gmma_tma_swizzle(swizzle).code(),
+        swizzle: swizzle.code(),
         l2_promotion: rcute_atom::tma::L2Promotion::B256.code(),
         oob_fill: rcute_atom::tma::OobFill::Zero.code(),
     })
@@ -122,7 +122,6 @@ impl GeneratedGemmSm90 {
     fn tensor_maps_with(&self, args: &GemmArgs, uses_c: bool) -> Result<[TmaEncodeArgs; 4], GemmError> {
         self.validate_with(args, uses_c)?;
         let cfg = &self.config;
-        let [bm, bn, bk] = cfg.tile;
         let [em, en] = self.plan.epi_tile;
         let (m, n, k, l) = (args.m as u64, args.n as u64, args.k.max(1) as u64, args.l as u64);
         // A batch stride is irrelevant for L = 1 but must still be a valid TMA stride.
@@ -133,21 +132,25 @@ impl GeneratedGemmSm90 {
                 s as u64
             }
         };
+        // A and B: the collective mainloop's boxes (each CTA's multicast slice) and swizzles.
+        let ml = &self.plan.mainloop;
+        let [a_in, a_out] = ml.tma_multicast_box_a;
+        let [b_in, b_out] = ml.tma_multicast_box_b;
         let a = tmap(
             cfg.ab,
             [k, m, l],
             [args.lda as u64, bs(args.batch_stride_a, args.lda, m)],
-            [bk as u32, (bm / cfg.cluster[1]) as u32, 1],
-            GmmaSwizzle::B128,
+            [a_in, a_out, 1],
+            ml.tma_swizzle_a,
         )?;
         let b = tmap(
             cfg.ab,
             [k, n, l],
             [args.ldb as u64, bs(args.batch_stride_b, args.ldb, n)],
-            [bk as u32, (bn / cfg.cluster[0]) as u32, 1],
-            GmmaSwizzle::B128,
+            [b_in, b_out, 1],
+            ml.tma_swizzle_b,
         )?;
-        let sw = self.plan.epi_swizzle;
+        let sw = rcute_collective::sm90_mainloop::gmma_tma_swizzle(self.plan.epi_swizzle);
         let ldc = if !uses_c { args.ldd } else { args.ldc };
         let bsc = if !uses_c {
             args.batch_stride_d

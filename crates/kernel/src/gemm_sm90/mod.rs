@@ -31,7 +31,7 @@
 //! assert!(g.source.contains("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"));
 //! ```
 
-use crate::emit::{unit_preamble, Function as CFunction, Item, Stmt, Unit};
+use crate::emit::{index_expr_at, plus, unit_preamble, Function as CFunction, Item, Stmt, Unit};
 use crate::gemm_sm80::{GemmArgs, GemmError};
 use crate::launch::{Function, KernelArgs, LaunchConfig};
 use crate::tile_scheduler::{RasterOrderOption, SchedulerParams, TileScheduler};
@@ -57,7 +57,7 @@ use rcute_collective::{
 };
 pub use rcute_collective::{FusionArgs, ScaleKind};
 use rcute_layout::algebra::Tiler;
-use rcute_layout::{tuple, Layout};
+use rcute_layout::{tuple, Expr, Int, IntTuple, Layout, Swizzle};
 
 /// Threads per warpgroup.
 const WG: i64 = 128;
@@ -71,14 +71,19 @@ pub const CONSUMER_REGS: u32 = 232;
 const ALIGN_SLACK: usize = 1024;
 
 mod config;
+mod consumer;
+mod epilogue;
 mod kernel;
 mod launch;
 mod plan;
+mod producer;
+mod scheduler;
 mod split_k;
 mod stmt;
 
 pub use config::*;
 use kernel::*;
+use scheduler::*;
 pub use launch::*;
 pub use plan::*;
 pub use split_k::*;
@@ -112,7 +117,8 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
     let [em, en] = p.epi_tile;
     let sub_bits = em * en * cfg.cd.bits() as i64;
     let [bm, bn, bk] = cfg.tile;
-    let snippets: Vec<Snippet> = vec![
+    let box_bits = (bm * bk * cfg.ab.bits() as i64).max(bn * bk * cfg.ab.bits() as i64);
+    let mut snippets: Vec<Snippet> = vec![
         mbarrier_init(),
         mbarrier_arrive(),
         mbarrier_arrive_expect_tx(),
@@ -125,22 +131,19 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         setmaxnreg_inc(),
         setmaxnreg_dec(),
         prefetch_tensormap(),
-        tma_load(
-            3,
-            true,
-            (bm * bk * cfg.ab.bits() as i64).max(bn * bk * cfg.ab.bits() as i64),
-        )
-        .snippet,
-        mbarrier_arrive_cluster(),
-        cluster_arrive(),
-        cluster_arrive_relaxed(),
-        cluster_wait(),
-        tma_load(
-            3,
-            false,
-            (bm * bk * cfg.ab.bits() as i64).max(bn * bk * cfg.ab.bits() as i64),
-        )
-        .snippet,
+    ];
+    if cfg.cluster[0] * cfg.cluster[1] > 1 {
+        // Multicast loads and cluster barriers: only a cluster of several CTAs uses them.
+        snippets.extend([
+            tma_load(3, true, box_bits).snippet,
+            mbarrier_arrive_cluster(),
+            cluster_arrive(),
+            cluster_arrive_relaxed(),
+            cluster_wait(),
+        ]);
+    }
+    snippets.extend([
+        tma_load(3, false, box_bits).snippet,
         tma_store(3, sub_bits).snippet,
         bulk_commit_group(),
         bulk_wait_group_read(),
@@ -151,7 +154,7 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         wgmma_commit_group(),
         wgmma_wait_group(),
         p.mma.snippet.clone(),
-    ];
+    ]);
     let mut items = unit_preamble(&snippets, "");
     items.push(scheduler(cfg).device_item(&name));
     items.push(Item::Snippet {

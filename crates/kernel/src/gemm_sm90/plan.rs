@@ -55,12 +55,10 @@ pub(super) fn cfg_err(s: impl Into<String>) -> GemmError {
     GemmError::Config(s.into())
 }
 
-/// Resolve the plan: the collective builders ([`Sm90EpiloguePlan`], [`Sm90Mainloop`])
-/// choose the epilogue policy and the stage count; this generator adds its own limits (one
-/// 128-byte TMA box per operand row, `stmatrix.x4`, row-major C / D, 16-bit types) and
-/// lays out the shared memory.
-pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
-    let [bm, bn, bk] = cfg.tile;
+/// The generator's own limits on a configuration: element types, cluster, `mma_pipe` and
+/// one 128-byte swizzle row per k-tile row.
+fn check_config(cfg: &GemmSm90Config) -> Result<(), GemmError> {
+    let bk = cfg.tile[2];
     if !matches!(
         cfg.ab,
         Element::BF16 | Element::F16 | Element::S8 | Element::E4M3 | Element::E5M2
@@ -99,6 +97,16 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
             "BK * element bytes must be 128 (one 128B swizzle row), got BK={bk}"
         )));
     }
+    Ok(())
+}
+
+/// Resolve the plan: the collective builders ([`Sm90EpiloguePlan`], [`Sm90Mainloop`])
+/// choose the epilogue policy and the stage count; this generator adds its own limits (one
+/// 128-byte TMA box per operand row, `stmatrix.x4`, row-major C / D, 16-bit types) and
+/// lays out the shared memory.
+pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
+    let [bm, bn, bk] = cfg.tile;
+    check_config(cfg)?;
     let mut ecfg = Sm90EpilogueConfig::new(
         cfg.tile,
         cfg.schedule,
@@ -167,14 +175,19 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
             m_atoms * bn / 2
         )));
     }
+    // The collective's plan gives the stages, the per-stage bytes and the offsets of B and
+    // of the epilogue's buffers; the kernel adds what the collective does not model after
+    // them: ping-pong's second epilogue set, the broadcast staging areas and the C
+    // pipeline's barriers.
     let stages = ml.stages;
-    let stage_bytes = [(bm * bk * eb) as usize, (bn * bk * eb) as usize];
-    let main_bytes = stages * (stage_bytes[0] + stage_bytes[1]);
+    let stage_bytes = ml.stage_bytes_ab;
+    let main_bytes = ml.smem_offset_b + stages * stage_bytes[1];
     let epi_bytes = epi_sets * epi_set_bytes;
-    let (off_epi, after) = if ml.storage_union {
-        (0, main_bytes.max(epi_bytes))
+    let off_epi = ml.smem_offset_epilogue;
+    let after = if ml.storage_union {
+        main_bytes.max(epi_bytes)
     } else {
-        (main_bytes, main_bytes + epi_bytes)
+        off_epi + epi_bytes
     };
     let bc_offset = after.div_ceil(16) * 16;
     let off_bar = (bc_offset + epi_sets * bc_group_bytes).div_ceil(8) * 8;
@@ -199,7 +212,7 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
         reuse_smem_c: epi.reuse_smem_c,
         delay_tma_store: epi.delay_tma_store,
         epi_swizzle,
-        offsets: [0, stages * stage_bytes[0], off_epi, off_bar],
+        offsets: [0, ml.smem_offset_b, off_epi, off_bar],
         bc_floats,
         bc_offset,
         bc_group_bytes,

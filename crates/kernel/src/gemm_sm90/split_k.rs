@@ -2,50 +2,54 @@
 
 use super::*;
 
-/// Split-K: the work item's f32 partial sums go straight from the accumulator registers
-/// to `workspace[(split * L + batch) * M * N + m * N + n]` (8-byte stores of column pairs);
+/// Split-K: the work item's partial sums go straight from the accumulator registers to
+/// `workspace[(split * L + batch) * M * N + m * N + n]` (8-byte stores of column pairs);
 /// the reduction kernel sums the splits and applies the fusion.
-pub(super) fn split_partials(p: &Sm90Plan, cfg: &GemmSm90Config) -> Vec<Stmt> {
-    let bn = cfg.tile[1];
+pub(super) fn split_partials(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     // Partial sums keep the accumulator type: int32 partials of s8 GEMMs add up exactly.
-    let at = if cfg.ab == Element::S8 { "int" } else { "float" };
-    let mut v = vec![
+    let at = if k.cfg.ab == Element::S8 { "int" } else { "float" };
+    let pairs = k.bn / 8;
+    // CLayout_64xN: the register pair of (h, j) and its column in the atom.
+    let reg = lay(tuple!(2, pairs), tuple!(2, 4))?;
+    let row = lay(tuple!(2, pairs), tuple!(8, 0))?;
+    let col = lay(tuple!(2, pairs), tuple!(0, 8))?;
+    let hj = [var("h"), var("j")];
+    let store = vec![
+        dl("const int", "ri", &reg, &hj)?,
+        dl("const int", "col", &col, &hj)?,
+        if_(
+            "gn + col < N",
+            vec![e(format!(
+                "*reinterpret_cast<{at}2*>(ws + (long long)(gm + row) * N + gn + col) = make_{at}2(acc[a][ri], acc[a][ri + 1])"
+            ))],
+        ),
+    ];
+    let per_atom = vec![
+        dc(
+            "const int",
+            "gm",
+            "m0 + wg_row0 + a * 64 + 16 * warp + lane / 4",
+            "CLayout_64xN rows",
+        ),
+        d("const int", "gn", "n0 + 2 * (lane % 4)"),
+        unroll(
+            "h",
+            2,
+            vec![
+                dl("const int", "row", &row, &[var("h"), Expr::lit(0)])?,
+                if_("gm + row < M", vec![unroll("j", pairs, store)]),
+            ],
+        ),
+    ];
+    Ok(vec![
         c("split-K: store this split's partial sums (the fusion runs once, in the reduction kernel)"),
         d(
             &format!("{at}* const"),
             "ws",
             format!("reinterpret_cast<{at}*>(workspace) + ((long long)(split * L + batch) * M) * N"),
         ),
-    ];
-    for a in 0..p.m_atoms {
-        let mut inner = vec![
-            dc(
-                "const int",
-                "gm",
-                format!("m0 + wg_row0 + {} + 16 * warp + lane / 4", a * 64),
-                "CLayout_64xN rows",
-            ),
-            d("const int", "gn", "n0 + 2 * (lane % 4)"),
-        ];
-        for h in 0..2 {
-            let mut row = vec![];
-            for j in 0..bn / 8 {
-                row.push(if_(
-                    format!("gn + {} < N", 8 * j),
-                    vec![e(format!(
-                        "*reinterpret_cast<{at}2*>(ws + (long long)(gm + {}) * N + gn + {}) = make_{at}2(acc[{a}][{}], acc[{a}][{}])",
-                        8 * h,
-                        8 * j,
-                        4 * j + 2 * h,
-                        4 * j + 2 * h + 1
-                    ))],
-                ));
-            }
-            inner.push(if_(format!("gm + {} < M", 8 * h), row));
-        }
-        v.push(Stmt::Block(inner));
-    }
-    v
+        unroll("a", k.p.m_atoms, per_atom),
+    ])
 }
 
 /// The largest split-K factor.

@@ -26,31 +26,23 @@ pub(super) fn if_(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
         otherwise: vec![],
     }
 }
-/// consumer_release of stage `prev`: a local arrive, or (in a cluster) a remote arrive on
-/// every CTA whose producer writes into this stage.
-pub(super) fn release(clustered: bool, ctas: i64) -> Vec<Stmt> {
-    if !clustered {
-        return vec![e("rc_mbarrier_arrive(bar_empty + 8 * prev)")];
-    }
-    vec![for_(
-        "r",
-        "0",
-        ctas.to_string(),
-        vec![if_(
-            "(peers >> r) & 1",
-            vec![e("rc_mbarrier_arrive_cluster(bar_empty + 8 * prev, (uint32_t)r)")],
-        )],
-    )]
+/// A layout from its shape and stride (static extents).
+pub(super) fn lay(shape: IntTuple, stride: IntTuple) -> Result<Layout, GemmError> {
+    Layout::new(shape, stride).map_err(|e| cfg_err(e.to_string()))
 }
-
-/// The persistent tile walk: this CTA's work ids.
-pub(super) fn work_loop(body: Vec<Stmt>) -> Stmt {
-    Stmt::Loop {
-        init: "unsigned long long work = sched.first_work()".into(),
-        cond: "work < sched.total_work".into(),
-        step: "work += sched.stride()".into(),
-        body,
-    }
+/// A C++ variable as an expression.
+pub(super) fn var(name: &str) -> Expr {
+    Expr::var(name)
+}
+/// `ty name = layout(coord);  // layout L at (coord)`: an index declared from a layout, its
+/// constants folded.
+pub(super) fn dl(ty: &str, name: &str, layout: &Layout, coord: &[Expr]) -> Result<Stmt, GemmError> {
+    let ix = index_expr_at(layout, coord).map_err(|e| cfg_err(e.to_string()))?;
+    Ok(dc(ty, name, ix.expr, ix.comment))
+}
+/// A `#pragma unroll` loop over `0..n`, a compile-time constant.
+pub(super) fn unroll(var: &str, n: impl ToString, body: Vec<Stmt>) -> Stmt {
+    Stmt::unrolled(var, n, body)
 }
 pub(super) fn for_(var: &str, start: impl Into<String>, end: impl Into<String>, body: Vec<Stmt>) -> Stmt {
     Stmt::For {

@@ -1,0 +1,144 @@
+//! The producer warpgroup: one elected thread issues the mainloop's TMA loads of A and B
+//! into the stage ring; with C, an elected thread of another warp (or the same thread
+//! after the mainloop, where the epilogue's buffers alias the stages) loads C subtiles.
+
+use super::*;
+
+/// The producer warpgroup's body.
+pub(super) fn producer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
+    let mut ml_block = vec![
+        c("Mainloop producer: one elected thread issues every TMA load"),
+        Stmt::Block(mainloop_loads(k)),
+    ];
+    let mut prod = vec![e(format!("rc_setmaxnreg_dec<{PRODUCER_REGS}>()"))];
+    let mut c_warp = None;
+    if k.cfg.with_c() {
+        let c_block = vec![
+            c("Epilogue producer: TMA loads of C subtiles (StagesC buffers, transaction-count mbarriers)"),
+            Stmt::Block(c_loads(k)?),
+        ];
+        if k.p.mainloop.storage_union {
+            ml_block.extend(c_block);
+        } else {
+            c_warp = Some(if_("warp == 1 && rc_elect_one_sync()", c_block));
+        }
+    }
+    prod.push(if_("warp == 0 && rc_elect_one_sync()", ml_block));
+    prod.extend(c_warp);
+    Ok(prod)
+}
+
+/// The TMA load of one operand's stage slice: multicast to the cluster's `mask` CTAs when
+/// `multicast`.
+fn operand_load(k: &Ctx, op: &str, offset: usize, stage_bytes: usize, origin: &str, multicast: bool) -> Stmt {
+    let (f, mask) = if multicast {
+        ("rc_tma_load_3d_multicast", format!(", mask_{op}"))
+    } else {
+        ("rc_tma_load_3d", String::new())
+    };
+    let dst = var("stage").mul(&Expr::lit(stage_bytes as i64)).add(&Expr::lit(offset as i64));
+    e(format!(
+        "{f}(smem + {} + {op}_slice, &tmap_{op}, full{mask}, kt * {}, {origin} + {op}_rows, batch)",
+        dst.to_cpp(),
+        k.bk
+    ))
+}
+
+/// The mainloop producer: per k-tile, wait for the stage to be free, expect its bytes and
+/// load A's and B's boxes.
+fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
+    let p = k.p;
+    let s = k.s;
+    let tx = p.mainloop.tx_bytes;
+    let mut ml = vec![d("uint32_t", "stage", "0"), d("uint32_t", "phase", "0")];
+    let mut body = tile_of(k, TileNeeds::WithSplit);
+    body.push(for_(
+        "kt",
+        "kt0",
+        "kt0 + k_iters",
+        vec![
+            dc(
+                "const uint32_t",
+                "full",
+                "bar_full + 8 * stage",
+                "producer_acquire: wait for the consumers to free the stage",
+            ),
+            e("rc_mbarrier_wait_parity(bar_empty + 8 * stage, phase ^ 1u)"),
+            e(format!("rc_mbarrier_arrive_expect_tx(full, {tx}u)")),
+            c("TMA boxes (BK, BM) / (BK, BN) at (k, row, batch); out-of-bounds elements are zero-filled"),
+            operand_load(k, "a", p.offsets[0], p.stage_bytes[0], "m0", k.cn > 1),
+            operand_load(k, "b", p.offsets[1], p.stage_bytes[1], "n0", k.cm > 1),
+            e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")),
+        ],
+    ));
+    ml.push(work_loop(body));
+    if p.mainloop.storage_union && k.cfg.with_c() {
+        ml.push(c(
+            "load_tail: the epilogue's buffers alias the mainloop's (union), so wait until the consumers",
+        ));
+        ml.push(c("have released every stage before C is loaded into them"));
+        ml.push(for_(
+            "i",
+            "0",
+            s.to_string(),
+            vec![
+                e("rc_mbarrier_wait_parity(bar_empty + 8 * stage, phase ^ 1u)"),
+                e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")),
+            ],
+        ));
+    }
+    ml
+}
+
+/// The epilogue producer: per tile, the C subtiles in the consumers' order (N outer, M
+/// inner) into the StagesC ring.
+fn c_loads(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
+    let p = k.p;
+    let mut cl = vec![
+        d("uint32_t", "cstage", "0u"),
+        d("uint32_t", "cphase", "0u"),
+        d("int", "local", "0"),
+    ];
+    if k.pp {
+        cl.push(dc(
+            "uint32_t",
+            "cstage_other",
+            "0u",
+            "ping-pong: the other group's C pipeline state (groups alternate tiles)",
+        ));
+        cl.push(d("uint32_t", "cphase_other", "0u"));
+    }
+    let mut body = tile_of(k, TileNeeds::TileOnly);
+    body.push(d("const int", "grp", if k.pp { "local & 1" } else { "0" }));
+    let [sm, sn] = k.subtile_coord("sm", "sn", var("i"))?;
+    let slot = format!("16 * (grp * {} + cstage)", p.c_bufs);
+    let buf = format!(
+        "smem + {} + cstage * {}",
+        var("grp").mul(&Expr::lit(k.epi_set_bytes as i64)).add(&Expr::lit(p.offsets[2] as i64)).to_cpp(),
+        k.sub_bytes
+    );
+    let sub = unroll(
+        "i",
+        k.sub_m * k.sub_n,
+        vec![
+            sm,
+            sn,
+            e(format!("rc_mbarrier_wait_parity(bar_c_empty + {slot}, cphase ^ 1u)")),
+            d("const uint32_t", "cf", format!("bar_c_full + {slot}")),
+            e(format!("rc_mbarrier_arrive_expect_tx(cf, {}u)", k.sub_bytes)),
+            e(format!(
+                "rc_tma_load_3d({buf}, &tmap_c, cf, n0 + sn * {}, m0 + sm * {}, batch)",
+                k.en, k.em
+            )),
+            e(format!("rc_pipe_advance(cstage, cphase, 1u, {}u)", p.c_bufs)),
+        ],
+    );
+    body.push(if_("load_c", vec![sub]));
+    if k.pp {
+        body.push(e("uint32_t t = cstage; cstage = cstage_other; cstage_other = t"));
+        body.push(e("t = cphase; cphase = cphase_other; cphase_other = t"));
+    }
+    body.push(e("++local"));
+    cl.push(work_loop(body));
+    Ok(cl)
+}

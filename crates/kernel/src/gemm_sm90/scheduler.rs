@@ -1,0 +1,69 @@
+//! The tile-scheduler role: the persistent walk over work ids and the tile one work id
+//! names, emitted alike for the producer and the consumers so that they agree on the order.
+
+use super::*;
+
+/// The tile scheduler of a configuration.
+pub(super) fn scheduler(cfg: &GemmSm90Config) -> TileScheduler {
+    TileScheduler {
+        raster: cfg.raster,
+        swizzle_log2: cfg.swizzle_log2,
+        cluster: [cfg.cluster[0] as u32, cfg.cluster[1] as u32],
+    }
+}
+
+/// Whether the schedule walks several tiles per CTA.
+pub(super) fn persistent(s: Sm90Schedule) -> bool {
+    s != Sm90Schedule::WarpSpecialized
+}
+
+/// The persistent tile walk: this CTA's work ids.
+pub(super) fn work_loop(body: Vec<Stmt>) -> Stmt {
+    Stmt::Loop {
+        init: "unsigned long long work = sched.first_work()".into(),
+        cond: "work < sched.total_work".into(),
+        step: "work += sched.stride()".into(),
+        body,
+    }
+}
+
+/// What a role needs of the work item: its k-tiles (mainloop roles) or only its tile.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum TileNeeds {
+    /// Tile origin, batch and the split's first k-tile `kt0`.
+    WithSplit,
+    /// Tile origin and batch only (the C producer).
+    TileOnly,
+}
+
+/// The head of one work item: skip padding work ids, then the tile `(m0, n0)`, the batch
+/// and (for the mainloop roles) the split's first k-tile.
+pub(super) fn tile_of(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
+    let mut v = vec![
+        Stmt::Decl {
+            ty: "int".into(),
+            name: "tile_m, tile_n, batch".into(),
+            init: None,
+            comment: None,
+        },
+        c("work ids past the problem (padding of the swizzle bands) are skipped by every role alike"),
+        if_("!sched.cluster_valid(work)", vec![Stmt::Continue]),
+        c("a CTA whose tile lies past the edge still loads (TMA zero-fills) for its cluster partners"),
+        e("sched.tile(work, tile_m, tile_n, batch)"),
+    ];
+    if needs == TileNeeds::WithSplit {
+        v.push(dc(
+            "const int",
+            "split",
+            "batch / L",
+            "the scheduler's batches are (split, batch) pairs, split slowest",
+        ));
+    }
+    v.push(Stmt::assign("batch", "batch % L"));
+    if needs == TileNeeds::WithSplit {
+        v.push(d("const int", "kt0", "split * k_iters"));
+    }
+    v.push(d("const int", "m0", format!("tile_m * {}", k.bm)));
+    v.push(d("const int", "n0", format!("tile_n * {}", k.bn)));
+    v
+}
