@@ -158,8 +158,8 @@ fn check_name(f: &Function, want: &str) -> Result<(), GemmError> {
 }
 
 /// Launch the GEMM (`split_k` must be 1; see [`launch_split_k`]) on the calling thread's
-/// launch stream ([`crate::stream_scope`]; by default the function's GPU's stream). The kernel's epilogue must be the linear combination (else
-/// [`launch_fused`]).
+/// launch stream ([`crate::stream_scope`]; by default the function's GPU's stream). The
+/// kernel's epilogue must be the linear combination (else [`launch_fused`]).
 ///
 /// # Safety
 ///
