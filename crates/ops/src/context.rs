@@ -230,7 +230,9 @@ impl Ops {
     }
 
     /// Run a validated problem, optionally with a forced configuration (benchmarks and the
-    /// correctness suite use this to cover every kernel).
+    /// correctness suite use this to cover every kernel). Like every `run_*` method it
+    /// launches on [`Ops::stream`] but holds no `cudarc` guards (a problem keeps only the
+    /// views' geometry): the caller orders the buffers' other uses (see [`crate::stream`]).
     pub fn run_gemm(&self, p: &GemmProblem, forced: Option<(&GemmSm80Config, u32)>) -> Result<(), OpsError> {
         let sel = forced.map(|(cfg, s)| {
             Choice::Sm80(Selection {

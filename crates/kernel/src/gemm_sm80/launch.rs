@@ -157,9 +157,9 @@ fn check_name(f: &Function, want: &str) -> Result<(), GemmError> {
     Ok(())
 }
 
-/// Launch the GEMM (`split_k` must be 1; see [`launch_split_k`]) on the function's GPU's
-/// default stream. The kernel's epilogue must be the linear combination (else
-/// [`launch_fused`]).
+/// Launch the GEMM (`split_k` must be 1; see [`launch_split_k`]) on the calling thread's
+/// launch stream ([`crate::stream_scope`]; by default the function's GPU's stream). The
+/// kernel's epilogue must be the linear combination (else [`launch_fused`]).
 ///
 /// # Safety
 ///
