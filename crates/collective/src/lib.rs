@@ -39,6 +39,7 @@
 //! assert_eq!(plan.stages, 4);
 //! ```
 
+pub mod awq_mainloop;
 pub mod epilogue;
 pub mod fusion;
 pub mod gmma_smem;
