@@ -187,7 +187,7 @@ fn gemm_rejects_each_bad_input() {
     let out = |m: usize| w(dense(6, DType::F16, m, n));
     let bias = v(7, DType::F16, n);
     assert!(validate_awq_gemm(&x(3), &ok, None, &out(3)).is_ok());
-    assert_eq!(validate_awq_gemm(&x(1), &ok, Some(&bias), &out(1)).unwrap().m, 1);
+    assert_eq!(validate_awq_gemm(&x(1), &ok, Some(&bias), &out(1)).unwrap().m(), 1);
     rejects!(
         "M = 0",
         validate_awq_gemm(&x(0), &ok, None, &out(0)),

@@ -3,6 +3,7 @@
 
 pub mod format;
 pub mod run;
+pub mod select;
 pub mod validate;
 
 pub use format::{dequantize_reference, gemm_reference, pack_awq_matrix, unpack_awq_matrix, AwqShape, AWQ_GROUP_SIZES};

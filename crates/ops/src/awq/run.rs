@@ -4,13 +4,16 @@
 //! goes through [`AwqKernels`]'s `launch` so that the stream it runs on is chosen in one
 //! place.
 
-use super::validate::{validate_awq_dequantize, AwqTensors};
+use super::select::select_awq_gemm;
+use super::validate::{validate_awq_dequantize, validate_awq_gemm, AwqGemmProblem, AwqTensors};
 use crate::context::{boxed, Ops};
 use crate::error::OpsError;
 use crate::memo::Memo;
-use crate::tensor::{DType, Geometry, MatrixMut};
+use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef, VectorRef};
+use cudarc::driver::DevicePtr;
 use rcute_atom::Element;
 use rcute_kernel::awq_dequantize::{self, AwqDequantizeArgs, GeneratedAwqDequantize};
+use rcute_kernel::awq_gemm::{self, AwqGemmArgs, AwqGemmConfig, GeneratedAwqGemm};
 use rcute_kernel::launch::{KernelArgs, LaunchConfig};
 use rcute_kernel::{CompileOptions, Function, KernelCache};
 use std::sync::Arc;
@@ -23,16 +26,25 @@ pub struct LoadedAwqDequantize {
     function: Function,
 }
 
+/// A loaded AWQ GEMM kernel.
+#[derive(Clone)]
+pub struct LoadedAwqGemm {
+    /// The generated source and its plan.
+    pub generated: Arc<GeneratedAwqGemm>,
+    function: Function,
+}
+
 /// The AWQ kernels an [`Ops`] handle loaded.
 #[derive(Default)]
 pub struct AwqKernels {
     pub(crate) dequantize: Memo<Element, LoadedAwqDequantize>,
+    pub(crate) gemm: Memo<AwqGemmConfig, LoadedAwqGemm>,
 }
 
 impl AwqKernels {
     /// How many kernels were built.
     pub fn builds(&self) -> usize {
-        self.dequantize.builds()
+        self.dequantize.builds() + self.gemm.builds()
     }
 }
 
@@ -153,5 +165,149 @@ impl Ops {
         // tensor the kernel reads ([K, N/8], [K/G, N/8], [K/G, N]) and writes ([K, N]); the
         // views borrow their buffers for this call.
         unsafe { self.awq_launch(&loaded.function, &g.launch_config(&args), &g.args(&args)) }
+    }
+}
+
+impl Ops {
+    /// Generate, compile (cached) and load the AWQ GEMM of `cfg` (once per configuration).
+    pub fn load_awq_gemm(&self, cfg: &AwqGemmConfig) -> Result<LoadedAwqGemm, OpsError> {
+        self.awq.gemm.get_or_try_build(cfg, || {
+            let g = awq_gemm::generate(cfg).map_err(boxed)?;
+            let function = self.load_function(&g.source, &g.name)?;
+            Ok(LoadedAwqGemm {
+                generated: Arc::new(g),
+                function,
+            })
+        })
+    }
+
+    /// `out = x @ dequantize(w) (+ bias)` on AutoAWQ's checkpoint tensors as they are:
+    /// `x [M, K]` f16 or bf16 (the scales' type), f32 accumulation, `out [M, N]` rounded
+    /// once. The configuration follows the shape ([`super::select::select_awq_gemm`]). Runs
+    /// on the GPU's stream; returns once launched.
+    ///
+    /// # Errors
+    ///
+    /// Everything [`crate::awq::validate_awq_gemm`] rejects (M = 0 included), an operand
+    /// on another device ([`OpsError::Device`]), a GPU older than sm_80
+    /// ([`OpsError::Arch`]) and a grid CUDA cannot launch ([`OpsError::TooLarge`]), all
+    /// before anything is launched: `out` is untouched.
+    ///
+    /// ```
+    /// use rcute_ops::awq::{pack_awq_matrix, AwqTensors};
+    /// use rcute_ops::{f16, Gpu, MatrixMut, MatrixRef, Ops, VectorRef};
+    /// let Some(gpu) = Gpu::detect().unwrap() else { return }; // no GPU here
+    /// let ops = Ops::new(gpu);
+    /// let s = ops.gpu().stream().clone();
+    /// let (m, k, n, g) = (3, 64, 16, 32);
+    /// // q = 9, z = 8, s = 0.5: every weight is 0.5; x = 1; bias = 1.
+    /// let q = s.clone_htod(&pack_awq_matrix(&vec![9u8; k * n], k, n).unwrap()).unwrap();
+    /// let z = s.clone_htod(&pack_awq_matrix(&vec![8u8; 2 * n], 2, n).unwrap()).unwrap();
+    /// let sc = s.clone_htod(&vec![f16::from_f32(0.5); 2 * n]).unwrap();
+    /// let x = s.clone_htod(&vec![f16::ONE; m * k]).unwrap();
+    /// let b = s.clone_htod(&vec![f16::ONE; n]).unwrap();
+    /// let mut out = s.alloc_zeros::<f16>(m * n).unwrap();
+    /// let w = AwqTensors {
+    ///     qweight: MatrixRef::new(&q, k, n / 8),
+    ///     scales: MatrixRef::new(&sc, 2, n),
+    ///     qzeros: MatrixRef::new(&z, 2, n / 8),
+    ///     group: g,
+    /// };
+    /// let bias = VectorRef::new(&b, n);
+    /// ops.awq_gemm(&MatrixRef::new(&x, m, k), &w, Some(&bias), &mut MatrixMut::new(&mut out, m, n)).unwrap();
+    /// assert!(s.clone_dtoh(&out).unwrap().iter().all(|v| v.to_f32() == 33.0));
+    /// ```
+    pub fn awq_gemm(
+        &self,
+        x: &MatrixRef<'_>,
+        w: &AwqTensors<'_>,
+        bias: Option<&VectorRef<'_>>,
+        out: &mut MatrixMut<'_>,
+    ) -> Result<(), OpsError> {
+        let p = validate_awq_gemm(x, w, bias, out)?;
+        self.run_awq_gemm(&p, None)
+    }
+
+    /// Run a validated problem with the configuration and requested K splits of
+    /// `forced`, or the shape's choice for `None` (tests and benchmarks cover every kernel
+    /// this way).
+    pub fn run_awq_gemm(&self, p: &AwqGemmProblem<'_>, forced: Option<(AwqGemmConfig, u32)>) -> Result<(), OpsError> {
+        let mut views = vec![
+            ("x", &p.x),
+            ("qweight", &p.w.qweight),
+            ("scales", &p.w.scales),
+            ("qzeros", &p.w.qzeros),
+            ("out", &p.out),
+        ];
+        if let Some(b) = &p.bias {
+            views.push(("bias", b));
+        }
+        self.check_devices(&views)?;
+        let e = element(p.w.dtype)?;
+        let (mut cfg, splits) =
+            forced.unwrap_or_else(|| select_awq_gemm(p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize, e));
+        cfg.element = e;
+        if cfg.b_vector_words == 4 && (p.w.shape.n / 8) % 4 != 0 {
+            return Err(OpsError::Alignment {
+                operand: "qweight",
+                detail: format!(
+                    "16-byte qweight copies need N / 8 = {} to be a multiple of 4",
+                    p.w.shape.n / 8
+                ),
+            });
+        }
+        let loaded = self.load_awq_gemm(&cfg)?;
+        let g = &loaded.generated;
+        let (m, n, k) = (p.m as i32, p.w.shape.n as i32, p.w.shape.k as i32);
+        let (_, splits) = g.split_plan(k, splits.max(1) as i32);
+        let lc = g.launch_config(m, n, splits);
+        if lc.grid.y > 65535 || lc.grid.z > 65535 {
+            return Err(OpsError::TooLarge {
+                what: "problem (the AWQ GEMM grid exceeds 65535 CTAs in y = M tiles)",
+            });
+        }
+        let mut args = AwqGemmArgs {
+            x: p.x.ptr,
+            qweight: p.w.qweight.ptr,
+            scales: p.w.scales.ptr,
+            qzeros: p.w.qzeros.ptr,
+            bias: p.bias.map_or(0, |b| b.ptr),
+            out: p.out.ptr,
+            m,
+            n,
+            k,
+            group: p.w.shape.group as i32,
+            ldx: p.x.row_stride,
+            ldo: p.out.row_stride,
+            splits,
+            ..AwqGemmArgs::default()
+        };
+        let ws_bytes = g.workspace_bytes(m, n, splits);
+        let mut sems = self
+            .semaphores
+            .lock()
+            .map_err(|_| OpsError::Arch("poisoned semaphores".into()))?;
+        let mut ws = self
+            .workspace
+            .lock()
+            .map_err(|_| OpsError::Arch("poisoned workspace".into()))?;
+        if splits > 1 {
+            let count = g.semaphore_count(m, n);
+            if sems.as_ref().is_none_or(|s| s.len() < count) {
+                *sems = Some(self.gpu().stream().alloc_zeros::<i32>(count).map_err(boxed)?);
+            }
+            if ws.as_ref().is_none_or(|w| w.len() < ws_bytes) {
+                *ws = Some(self.gpu().stream().alloc_zeros::<u8>(ws_bytes).map_err(boxed)?);
+            }
+            if let (Some(s), Some(w)) = (sems.as_ref(), ws.as_ref()) {
+                args.semaphores = s.device_ptr(self.gpu().stream()).0;
+                args.workspace = w.device_ptr(self.gpu().stream()).0;
+            }
+        }
+        // SAFETY: validation checked every view's shape, bounds, strides and alignment
+        // against what the kernel reads (x [M, K] with ldx, qweight, scales, qzeros, bias
+        // [N]) and writes (out [M, N] with ldo); the workspace holds `workspace_bytes` and
+        // the semaphores `semaphore_count` zeroed ints; the views borrow their buffers.
+        unsafe { self.awq_launch(&loaded.function, &lc, &g.args(&args)) }
     }
 }

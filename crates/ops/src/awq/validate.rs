@@ -14,7 +14,7 @@
 //!     qzeros: view(0x30000, DType::S32, k / g, n / 8),
 //!     group: g,
 //! };
-//! assert_eq!(validate_awq_weight(&w).unwrap().shape.n, 64);
+//! assert_eq!(validate_awq_weight(&w).unwrap().shape().n, 64);
 //! let bad = AwqTensors { group: 96, ..w };
 //! assert!(matches!(validate_awq_weight(&bad), Err(OpsError::Shape(_))));
 //! ```
@@ -23,6 +23,7 @@ use super::format::AwqShape;
 use crate::error::OpsError;
 use crate::gemm::{check_dims, check_layout, overlaps, range};
 use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef, VectorRef};
+use std::marker::PhantomData;
 
 /// The checkpoint tensors of one AWQ weight, as AutoAWQ stores them: `qweight` int32
 /// `[K, N/8]`, `scales` f16 or bf16 `[K/G, N]`, `qzeros` int32 `[K/G, N/8]`, all dense
@@ -39,34 +40,55 @@ pub struct AwqTensors<'a> {
     pub group: usize,
 }
 
-/// A validated AWQ weight: its shape, 16-bit type and the tensors' geometry.
+/// A validated AWQ weight: its shape, 16-bit type and the tensors' geometry. Only the
+/// validation functions make one (its fields are read-only), so a problem always describes
+/// views that passed validation.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AwqWeightProblem {
+    pub(crate) shape: AwqShape,
+    pub(crate) dtype: DType,
+    pub(crate) qweight: Geometry,
+    pub(crate) scales: Geometry,
+    pub(crate) qzeros: Geometry,
+}
+
+impl AwqWeightProblem {
     /// K, N and G.
-    pub shape: AwqShape,
+    pub fn shape(&self) -> AwqShape {
+        self.shape
+    }
     /// Type of the scales (and of the activations and outputs that go with them).
-    pub dtype: DType,
-    /// `qweight`.
-    pub qweight: Geometry,
-    /// `scales`.
-    pub scales: Geometry,
-    /// `qzeros`.
-    pub qzeros: Geometry,
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
 }
 
 /// A validated `awq_gemm`: the weight, `x [M, K]`, the optional bias `[N]` and `out [M, N]`.
+/// Only [`validate_awq_gemm`] makes one; it borrows the views' buffers (`'a`), so the safe
+/// [`crate::Ops::run_awq_gemm`] can launch it.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct AwqGemmProblem {
-    /// The weight.
-    pub w: AwqWeightProblem,
+pub struct AwqGemmProblem<'a> {
+    pub(crate) w: AwqWeightProblem,
+    pub(crate) m: usize,
+    pub(crate) x: Geometry,
+    pub(crate) bias: Option<Geometry>,
+    pub(crate) out: Geometry,
+    _views: PhantomData<&'a ()>,
+}
+
+impl AwqGemmProblem<'_> {
     /// Rows of `x` and `out`.
-    pub m: usize,
-    /// `x`, row-major.
-    pub x: Geometry,
-    /// The bias, if any.
-    pub bias: Option<Geometry>,
-    /// `out`, row-major.
-    pub out: Geometry,
+    pub fn m(&self) -> usize {
+        self.m
+    }
+    /// The weight.
+    pub fn weight(&self) -> AwqWeightProblem {
+        self.w
+    }
+    /// Whether a bias is added.
+    pub fn has_bias(&self) -> bool {
+        self.bias.is_some()
+    }
 }
 
 fn is_16bit(d: DType) -> bool {
@@ -223,12 +245,12 @@ pub fn validate_awq_dequantize(
 /// aligned with leading dimensions of whole 16-byte vectors, and K a multiple of 8 (`x`
 /// is read in 16-byte vectors; every group size but `G = K` implies it)
 /// ([`OpsError::Alignment`]).
-pub fn validate_awq_gemm(
-    x: &MatrixRef<'_>,
-    w: &AwqTensors<'_>,
-    bias: Option<&VectorRef<'_>>,
-    out: &MatrixMut<'_>,
-) -> Result<AwqGemmProblem, OpsError> {
+pub fn validate_awq_gemm<'a>(
+    x: &MatrixRef<'a>,
+    w: &AwqTensors<'a>,
+    bias: Option<&VectorRef<'a>>,
+    out: &MatrixMut<'a>,
+) -> Result<AwqGemmProblem<'a>, OpsError> {
     let wp = validate_awq_weight(w)?;
     let (gx, go) = (x.geo(), out.geo());
     let gb = bias.map(|b| b.geo());
@@ -291,5 +313,6 @@ pub fn validate_awq_gemm(
         x: gx,
         bias: gb,
         out: go,
+        _views: PhantomData,
     })
 }
