@@ -616,20 +616,14 @@ impl<'a> Emit<'a> {
         ]
     }
 
-    /// The kernel: setup, the multistage mainloop, the epilogue.
-    fn kernel(&self) -> CFunction {
+    /// Kernel setup: shared-memory carve-up, lane / warp / tile coordinates, this split's
+    /// k-tiles, zeroed accumulators and the group cache.
+    fn setup(&self) -> Vec<Stmt> {
         let p = self.p;
         let [bm, bn, _] = p.config.tile;
         let stages = p.config.stages;
-        let (a_elems, b_words) = (bm * AWQ_BK, AWQ_BK * p.b_row_words);
         let ty = self.ty;
-        let load = |k: &str, slot: &str| {
-            s(format!(
-                "{}_load_tile(sA + {slot} * {a_elems}, sB + {slot} * {b_words}, x, qweight, m0, n0w, {k}, M, N8, K, ldx)",
-                self.name
-            ))
-        };
-        let mut body = vec![
+        vec![
             Stmt::Comment(format!(
                 "dynamic smem: {stages} stages of x (BM, 64) {ty}, then {stages} stages of qweight (64, {}) words",
                 p.b_row_words
@@ -709,6 +703,24 @@ impl<'a> Emit<'a> {
             Stmt::decl("uint32_t", &format!("sc[{}][4]", p.ns), "{}"),
             Stmt::decl("uint32_t", &format!("zb[{}][4]", p.ns), "{}"),
             Stmt::decl("int", "cur_grp", "-1"),
+        ]
+    }
+
+    /// The kernel: setup, the multistage mainloop, the epilogue.
+    fn kernel(&self) -> CFunction {
+        let p = self.p;
+        let bm = p.config.tile[0];
+        let stages = p.config.stages;
+        let (a_elems, b_words) = (bm * AWQ_BK, AWQ_BK * p.b_row_words);
+        let ty = self.ty;
+        let load = |k: &str, slot: &str| {
+            s(format!(
+                "{}_load_tile(sA + {slot} * {a_elems}, sB + {slot} * {b_words}, x, qweight, m0, n0w, {k}, M, N8, K, ldx)",
+                self.name
+            ))
+        };
+        let mut body = self.setup();
+        body.extend([
             Stmt::Comment(format!("prologue: stages 0 .. {} in flight", stages - 2)),
             Stmt::For {
                 var: "st".into(),
@@ -724,7 +736,7 @@ impl<'a> Emit<'a> {
                     s("rc_cp_async_commit_group()"),
                 ],
             },
-        ];
+        ]);
         let mut step = vec![Stmt::decl("const int", "k0", format!("(kt0 + it) * {AWQ_BK}"))];
         step.push(Stmt::decl("const int", "slot", format!("it % {stages}")));
         step.push(Stmt::unrolled("kk", AWQ_BK / 16, self.k16_step()));

@@ -4,49 +4,19 @@
 //! goes through [`AwqKernels`]'s `launch` so that the stream it runs on is chosen in one
 //! place.
 
+use super::kernels::{LoadedAwqDequantize, LoadedAwqGemm};
 use super::select::select_awq_gemm;
 use super::validate::{validate_awq_dequantize, validate_awq_gemm, AwqGemmProblem, AwqTensors};
 use crate::context::{boxed, Ops};
 use crate::error::OpsError;
-use crate::memo::Memo;
 use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef, VectorRef};
 use cudarc::driver::DevicePtr;
 use rcute_atom::Element;
-use rcute_kernel::awq_dequantize::{self, AwqDequantizeArgs, GeneratedAwqDequantize};
-use rcute_kernel::awq_gemm::{self, AwqGemmArgs, AwqGemmConfig, GeneratedAwqGemm};
+use rcute_kernel::awq_dequantize::{self, AwqDequantizeArgs};
+use rcute_kernel::awq_gemm::{self, AwqGemmArgs, AwqGemmConfig};
 use rcute_kernel::launch::{KernelArgs, LaunchConfig};
 use rcute_kernel::{CompileOptions, Function, KernelCache};
 use std::sync::Arc;
-
-/// A loaded dequantization kernel.
-#[derive(Clone)]
-pub struct LoadedAwqDequantize {
-    /// The generated source and launch geometry.
-    pub generated: Arc<GeneratedAwqDequantize>,
-    function: Function,
-}
-
-/// A loaded AWQ GEMM kernel.
-#[derive(Clone)]
-pub struct LoadedAwqGemm {
-    /// The generated source and its plan.
-    pub generated: Arc<GeneratedAwqGemm>,
-    function: Function,
-}
-
-/// The AWQ kernels an [`Ops`] handle loaded.
-#[derive(Default)]
-pub struct AwqKernels {
-    pub(crate) dequantize: Memo<Element, LoadedAwqDequantize>,
-    pub(crate) gemm: Memo<AwqGemmConfig, LoadedAwqGemm>,
-}
-
-impl AwqKernels {
-    /// How many kernels were built.
-    pub fn builds(&self) -> usize {
-        self.dequantize.builds() + self.gemm.builds()
-    }
-}
 
 pub(crate) fn element(d: DType) -> Result<Element, OpsError> {
     match d {

@@ -28,7 +28,7 @@ pub fn select_awq_gemm(m: usize, n: usize, k: usize, sms: usize, element: Elemen
     } else {
         ([128, 256, 64], [2, 4], 3)
     };
-    let vw = if (n / 8) % 4 == 0 { 4 } else { 1 };
+    let vw = if (n / 8).is_multiple_of(4) { 4 } else { 1 };
     let cfg = AwqGemmConfig::new(element, tile, warps, stages, vw);
     let tiles = m.div_ceil(tile[0] as usize) * n.div_ceil(tile[1] as usize);
     let k_tiles = k.div_ceil(64).max(1);
