@@ -81,7 +81,7 @@ __device__ __forceinline__ void rc_cvt_u4x8_f16x2_biased(uint32_t q, uint32_t (&
   }
 }
 
-// One pipeline stage: the (BM, 64) tile of x and the (64, BN/8) tile of qweight words.
+// One pipeline stage: the (BM, 64) tile of x, the (64, BN/8) tile of qweight words, and the scales and zero words of the tile's groups.
 __device__ __forceinline__ void rc_awq_gemm_f16_128x256x64_w2x4_s3_v4_load_tile(
     __half* sA,
     uint32_t* sB,
@@ -93,7 +93,14 @@ __device__ __forceinline__ void rc_awq_gemm_f16_128x256x64_w2x4_s3_v4_load_tile(
     int M,
     int N8,
     int K,
-    long long ldx
+    long long ldx,
+    __half* sS,
+    uint32_t* sZ,
+    const __half* __restrict__ scales,
+    const uint32_t* __restrict__ qzeros,
+    int N,
+    int G,
+    int groups
 ) {
   #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -116,6 +123,34 @@ __device__ __forceinline__ void rc_awq_gemm_f16_128x256x64_w2x4_s3_v4_load_tile(
     const uint32_t* src = ok ? qweight + (long long)(k0 + r) * N8 + (n0w + w) : qweight;
     // padded rows of 36 words
     rc_cp_async_cg_16_zfill(sB + r * 36 + w, src, ok);
+  }
+  #pragma unroll
+  for (int i = 0; i < 1; ++i) {
+    const int c = threadIdx.x + i * 256;
+    if (c < 64) {
+      // chunk c of the (2, BN) scales: group slot c / 32, columns 8 (c % 32) .. + 8
+      const int slot = c / 32;
+      const int w = c % 32;
+      const int grp = min((k0 + 32 * slot) / G, groups - 1);
+      const bool ok = n0w + w < N8;
+      // scales [K/G, N] row-major
+      const __half* src = ok ? scales + (long long)grp * N + 8 * (n0w + w) : scales;
+      rc_cp_async_cg_16_zfill(sS + slot * 256 + 8 * w, src, ok);
+    }
+  }
+  #pragma unroll
+  for (int i = 0; i < 1; ++i) {
+    const int c = threadIdx.x + i * 256;
+    if (c < 16) {
+      // copy c of the (2, BN/8) zero words: group slot c / 8
+      const int slot = c / 8;
+      const int w = (c % 8) * 4;
+      const int grp = min((k0 + 32 * slot) / G, groups - 1);
+      const bool ok = n0w + w < N8;
+      // qzeros [K/G, N/8] row-major
+      const uint32_t* src = ok ? qzeros + (long long)grp * N8 + (n0w + w) : qzeros;
+      rc_cp_async_cg_16_zfill(sZ + slot * 32 + w, src, ok);
+    }
   }
 }
 
@@ -163,10 +198,12 @@ extern "C" __global__ __launch_bounds__(256) void rc_awq_gemm_f16_128x256x64_w2x
     int splits,
     int kt_per_split
 ) {
-  // dynamic smem: 3 stages of x (BM, 64) __half, then 3 stages of qweight (64, 36) words
+  // dynamic smem: 3 stages each of x (BM, 64) __half, qweight (64, 36) words, scales (2, BN) and zero words (2, BN/8)
   extern __shared__ __align__(128) unsigned char smem[];
   __half* sA = reinterpret_cast<__half*>(smem);
   uint32_t* sB = reinterpret_cast<uint32_t*>(smem + 49152);
+  __half* sS = reinterpret_cast<__half*>(smem + 76800);
+  uint32_t* sZ = reinterpret_cast<uint32_t*>(smem + 79872);
   const uint32_t sA_base = static_cast<uint32_t>(__cvta_generic_to_shared(sA));
   __shared__ int is_last;
   const int N8 = N >> 3;
@@ -199,12 +236,11 @@ extern "C" __global__ __launch_bounds__(256) void rc_awq_gemm_f16_128x256x64_w2x
   }
   uint32_t sc[1][4] = {};
   uint32_t zb[1][4] = {};
-  int cur_grp = -1;
   // prologue: stages 0 .. 1 in flight
   #pragma unroll
   for (int st = 0; st < 2; ++st) {
     if (st < nkt) {
-      rc_awq_gemm_f16_128x256x64_w2x4_s3_v4_load_tile(sA + st * 8192, sB + st * 2304, x, qweight, m0, n0w, (kt0 + st) * 64, M, N8, K, ldx);
+      rc_awq_gemm_f16_128x256x64_w2x4_s3_v4_load_tile(sA + st * 8192, sB + st * 2304, x, qweight, m0, n0w, (kt0 + st) * 64, M, N8, K, ldx, sS + st * 512, sZ + st * 64, scales, qzeros, N, G, groups);
     }
     rc_cp_async_commit_group();
   }
@@ -215,7 +251,7 @@ extern "C" __global__ __launch_bounds__(256) void rc_awq_gemm_f16_128x256x64_w2x
     // refill the stage every warp finished with in the previous iteration
     const int nx = it + 2;
     if (nx < nkt) {
-      rc_awq_gemm_f16_128x256x64_w2x4_s3_v4_load_tile(sA + (nx % 3) * 8192, sB + (nx % 3) * 2304, x, qweight, m0, n0w, (kt0 + nx) * 64, M, N8, K, ldx);
+      rc_awq_gemm_f16_128x256x64_w2x4_s3_v4_load_tile(sA + (nx % 3) * 8192, sB + (nx % 3) * 2304, x, qweight, m0, n0w, (kt0 + nx) * 64, M, N8, K, ldx, sS + (nx % 3) * 512, sZ + (nx % 3) * 64, scales, qzeros, N, G, groups);
     }
     rc_cp_async_commit_group();
     const int k0 = (kt0 + it) * 64;
@@ -230,29 +266,18 @@ extern "C" __global__ __launch_bounds__(256) void rc_awq_gemm_f16_128x256x64_w2x
         // Sw<3,3,3> o (BM,64):(64,1), 2 bytes per element
         rc_ldmatrix_x4_addr(sA_base + 2 * (slot * 8192 + r * 64 + ((ch ^ (r & 7)) << 3)), a[mi]);
       }
-      // the step's quantization group (rows past K are zero-filled in x; clamp)
-      const int grp = min((k0 + 16 * kk) / G, groups - 1);
-      if (grp != cur_grp) {
-        cur_grp = grp;
+      // the group's scales and zeros: k16 steps 0, 1 use slot 0, steps 2, 3 slot 1
+      if ((kk & 1) == 0) {
         #pragma unroll
         for (int si = 0; si < 1; ++si) {
-          const int wc = n0w + wword + 8 * si + g;
-          if (wc < N8) {
-            // scales [K/G, N] row-major: 8 columns 8 wc .. 8 wc + 8 of group grp
-            const uint4 s4 = *reinterpret_cast<const uint4*>(scales + (long long)grp * N + 8 * wc);
-            sc[si][0] = s4.x;
-            sc[si][1] = s4.y;
-            sc[si][2] = s4.z;
-            sc[si][3] = s4.w;
-            // qzeros [K/G, N/8] row-major
-            rc_cvt_u4x8_f16x2_biased(qzeros[(long long)grp * N8 + wc], zb[si]);
-          } else {
-            #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              sc[si][i] = 0u;
-              zb[si][i] = 0u;
-            }
-          }
+          const int wl = wword + 8 * si + g;
+          // group slot kk / 2 of this stage: scales (2, 256), zero words (2, 32)
+          const uint4 s4 = *reinterpret_cast<const uint4*>(sS + slot * 512 + (kk >> 1) * 256 + 8 * wl);
+          sc[si][0] = s4.x;
+          sc[si][1] = s4.y;
+          sc[si][2] = s4.z;
+          sc[si][3] = s4.w;
+          rc_cvt_u4x8_f16x2_biased(sZ[slot * 64 + (kk >> 1) * 32 + wl], zb[si]);
         }
       }
       #pragma unroll
@@ -305,10 +330,12 @@ extern "C" __global__ __launch_bounds__(256) void rc_awq_gemm_f16_128x256x64_w2x
             if (splits == 1) {
               rc_awq_gemm_f16_128x256x64_w2x4_s3_v4_store(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v);
             } else {
-              // workspace [splits, M, N] f32, row-major per split
-              float* w = ws + ((long long)blockIdx.z * M + row) * N + 8 * wc;
-              *reinterpret_cast<float4*>(w) = make_float4(v[0], v[1], v[2], v[3]);
-              *reinterpret_cast<float4*>(w + 4) = make_float4(v[4], v[5], v[6], v[7]);
+              // accumulate into the zeroed f32 [M, N] workspace (L2 reductions)
+              float* w = ws + (long long)row * N + 8 * wc;
+              #pragma unroll
+              for (int j = 0; j < 8; ++j) {
+                atomicAdd(w + j, v[j]);
+              }
             }
           }
         }
@@ -318,7 +345,7 @@ extern "C" __global__ __launch_bounds__(256) void rc_awq_gemm_f16_128x256x64_w2x
   if (splits == 1) {
     return;
   }
-  // publish the partial tile, then count this split on the tile's semaphore
+  // publish the partial sums, then count this split on the tile's semaphore
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -341,22 +368,20 @@ extern "C" __global__ __launch_bounds__(256) void rc_awq_gemm_f16_128x256x64_w2x
           const int row = m0 + wrow + 16 * mi + g + 8 * h;
           const int wc = n0w + wword + 8 * si + 2 * t + u;
           if (row < M && wc < N8) {
-            float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-            // sum the partials in split order (deterministic), through L2
-            for (int z = 0; z < splits; ++z) {
-              const float* w = ws + ((long long)z * M + row) * N + 8 * wc;
-              const float4 lo = __ldcg(reinterpret_cast<const float4*>(w));
-              const float4 hi = __ldcg(reinterpret_cast<const float4*>(w + 4));
-              v[0] += lo.x; v[1] += lo.y; v[2] += lo.z; v[3] += lo.w;
-              v[4] += hi.x; v[5] += hi.y; v[6] += hi.z; v[7] += hi.w;
-            }
+            // every split's sum is in: read it through L2, leave zeros for the next launch
+            float4* w = reinterpret_cast<float4*>(ws + (long long)row * N + 8 * wc);
+            const float4 lo = __ldcg(w);
+            const float4 hi = __ldcg(w + 1);
+            __stcg(w, make_float4(0.f, 0.f, 0.f, 0.f));
+            __stcg(w + 1, make_float4(0.f, 0.f, 0.f, 0.f));
+            float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
             rc_awq_gemm_f16_128x256x64_w2x4_s3_v4_store(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v);
           }
         }
       }
     }
   }
-  // every split arrived: leave the semaphore zeroed for the next launch
+  // every split arrived: leave the semaphore zeroed too
   if (threadIdx.x == 0) {
     sem[tile] = 0;
   }

@@ -153,6 +153,8 @@ fn configs(e: rcute_atom::Element, n: usize) -> Vec<AwqGemmConfig> {
     let vw = if (n / 8) % 4 == 0 { 4 } else { 1 };
     vec![
         AwqGemmConfig::new(e, [16, 256, 64], [1, 4], 4, vw),
+        AwqGemmConfig::new(e, [32, 256, 64], [1, 4], 4, vw),
+        AwqGemmConfig::new(e, [64, 256, 64], [1, 4], 3, vw),
         AwqGemmConfig::new(e, [64, 128, 64], [2, 2], 4, vw),
         AwqGemmConfig::new(e, [128, 256, 64], [2, 4], 3, vw),
     ]

@@ -7,7 +7,9 @@
 //! `Sw<3,3,3> o (BM,64):(64,1)`: 16-byte chunk `c` of row `r` at chunk `c ^ (r % 8)`) and
 //! `(BK, BN/8)` tiles of packed `qweight` words (16-byte `cp.async` along N, 4-byte where
 //! N/8 is not a multiple of 4; rows padded to [`AwqMainloop::b_row_words`] words so that
-//! the fragment reads are conflict-free) into `stages` buffers, `stages - 1` in flight.
+//! the fragment reads are conflict-free) into `stages` buffers, `stages - 1` in flight,
+//! together with the scales and packed zeros of the (at most [`GROUP_SLOTS`]) groups the
+//! k-tile touches, so no global load stalls the math.
 //!
 //! The mapping that makes AWQ's packing usable without reordering the checkpoint: lane
 //! `(g, t) = (lane / 4, lane % 4)` of a warp reads the packed words of rows
@@ -45,6 +47,11 @@ pub const AWQ_BK: i64 = 64;
 /// Padding of a shared `qweight` row, in words: a row of `BN/8 + 4` words with `BN` a
 /// multiple of 128 puts rows `2t` (t = 0..3) 8 banks apart.
 pub const B_ROW_PAD_WORDS: i64 = 4;
+
+/// Quantization groups a 64-row k-tile can touch (G = 32: rows `k0 .. k0+32` and
+/// `k0+32 .. k0+64`; G a multiple of 64 or G = K: one). Slot `s` of a stage holds the scales
+/// and zeros of group `min((k0 + 32 s) / G, K/G - 1)`; k16 step `kk` reads slot `kk / 2`.
+pub const GROUP_SLOTS: i64 = 2;
 
 /// The input of the AWQ mainloop builder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -91,8 +98,17 @@ pub struct AwqMainloop {
     pub a_stage_bytes: i64,
     /// Bytes of one stage of `qweight`.
     pub b_stage_bytes: i64,
+    /// Bytes of one stage of scales: the [`GROUP_SLOTS`] group rows of the k-tile, `BN`
+    /// 16-bit values each.
+    pub s_stage_bytes: i64,
+    /// Bytes of one stage of packed zeros: [`GROUP_SLOTS`] rows of `BN/8` words.
+    pub z_stage_bytes: i64,
     /// Dynamic shared memory of the mainloop.
     pub smem_bytes: i64,
+    /// 16-byte scale copies per thread per stage.
+    pub s_copies: i64,
+    /// Zero-word copies (`b_vector_words` words each) per thread per stage.
+    pub z_copies: i64,
     /// 16-byte `x` copies per thread per stage.
     pub a_copies: i64,
     /// `qweight` copies per thread per stage.
@@ -161,6 +177,10 @@ impl AwqMainloop {
         let b_row_words = bn / 8 + B_ROW_PAD_WORDS;
         let a_stage_bytes = bm * bk * 2;
         let b_stage_bytes = bk * b_row_words * 4;
+        let s_stage_bytes = GROUP_SLOTS * bn * 2;
+        let z_stage_bytes = GROUP_SLOTS * bn / 8 * 4;
+        let s_chunks = GROUP_SLOTS * bn * 2 / 16;
+        let z_chunks = GROUP_SLOTS * bn / 8 / cfg.b_vector_words;
         let a_chunks = bm * bk / 8;
         let b_chunks = bk * bn / 8 / cfg.b_vector_words;
         Ok(AwqMainloop {
@@ -171,7 +191,11 @@ impl AwqMainloop {
             b_row_words,
             a_stage_bytes,
             b_stage_bytes,
-            smem_bytes: (a_stage_bytes + b_stage_bytes) * cfg.stages as i64,
+            s_stage_bytes,
+            z_stage_bytes,
+            smem_bytes: (a_stage_bytes + b_stage_bytes + s_stage_bytes + z_stage_bytes) * cfg.stages as i64,
+            s_copies: (s_chunks + threads - 1) / threads,
+            z_copies: (z_chunks + threads - 1) / threads,
             a_copies: (a_chunks + threads - 1) / threads,
             b_copies: (b_chunks + threads - 1) / threads,
             mma,
@@ -284,7 +308,7 @@ mod tests {
         banks.sort();
         banks.dedup();
         assert_eq!(banks.len(), 32);
-        assert_eq!(p.smem_bytes, 4 * (16 * 64 * 2 + 64 * 36 * 4));
+        assert_eq!(p.smem_bytes, 4 * (16 * 64 * 2 + 64 * 36 * 4 + 2 * 256 * 2 + 2 * 32 * 4));
         let big = AwqMainloop::new(&AwqMainloopConfig::new(Element::BF16, [128, 256, 64], [2, 4], 3, 1)).unwrap();
         assert_eq!((big.mi, big.ns, big.threads, big.b_copies), (4, 1, 256, 8));
         for bad in [

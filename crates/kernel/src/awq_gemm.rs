@@ -5,10 +5,12 @@
 //!
 //! Grid: `(ceil(N / BN), ceil(M / BM), splits)`. Split `z` walks k-tiles
 //! `[z * kt_per_split, (z + 1) * kt_per_split)`. With one split the epilogue adds the bias
-//! and stores 16-bit outputs directly; with several, every split stores its f32 partial
-//! tile to the workspace (`[splits, M, N]`), counts itself on the tile's semaphore, and the
-//! last split to arrive sums the partials in split order (deterministic), adds the bias,
-//! stores, and resets the semaphore to 0 (semaphores start and stay zeroed).
+//! and stores 16-bit outputs directly; with several, every split adds its f32 partial tile
+//! into a zeroed `[M, N]` f32 workspace with L2 reductions (`atomicAdd`: the workspace stays
+//! in L2, so K splits cost no DRAM traffic beyond it; the order of the additions, and so
+//! the last bits of the result, may vary run to run), counts itself on the tile's semaphore,
+//! and the last split to arrive reads the sums, adds the bias, stores, and writes zeros back
+//! to the workspace and the semaphore (both start and stay zeroed).
 //!
 //! ```
 //! use rcute_atom::Element;
@@ -23,9 +25,9 @@ use crate::emit::{unit_preamble, Function as CFunction, Item, Stmt, Unit};
 use crate::gemm_sm80::GemmError;
 use crate::launch::{Dim3, KernelArgs, LaunchConfig};
 use rcute_atom::copy_cp_async::{cp_async_commit_group, cp_async_wait_group};
-use rcute_atom::Element;
+pub use rcute_atom::Element;
 pub use rcute_collective::awq_mainloop::AwqMainloopConfig as AwqGemmConfig;
-use rcute_collective::awq_mainloop::{AwqMainloop, AWQ_BK};
+use rcute_collective::awq_mainloop::{AwqMainloop, AWQ_BK, GROUP_SLOTS};
 
 /// A generated AWQ GEMM kernel.
 #[derive(Clone, Debug, PartialEq)]
@@ -96,12 +98,13 @@ impl GeneratedAwqGemm {
             .with_dynamic_smem(self.plan.smem_bytes as u32)
     }
 
-    /// Workspace bytes for `splits` splits (0 for one).
+    /// Bytes of the f32 `[M, N]` accumulation workspace for `splits` splits (0 for one):
+    /// it must be zeroed, and every completed launch leaves it zeroed.
     pub fn workspace_bytes(&self, m: i32, n: i32, splits: i32) -> usize {
         if splits <= 1 {
             0
         } else {
-            splits as usize * m.max(0) as usize * n.max(0) as usize * 4
+            m.max(0) as usize * n.max(0) as usize * 4
         }
     }
 
@@ -287,6 +290,63 @@ impl<'a> Emit<'a> {
             "threadIdx.x + i * ".to_string() + &threads.to_string(),
         )];
         b_loop.extend(guard(AWQ_BK * bn / 8 / vw, p.b_copies, b_body));
+        let spr = bn / 8; // 16-byte scale chunks (8 columns) per group row
+        let s_body = vec![
+            Stmt::Comment(format!(
+                "chunk c of the ({GROUP_SLOTS}, BN) scales: group slot c / {spr}, columns 8 (c % {spr}) .. + 8"
+            )),
+            Stmt::decl("const int", "slot", format!("c / {spr}")),
+            Stmt::decl("const int", "w", format!("c % {spr}")),
+            Stmt::decl("const int", "grp", "min((k0 + 32 * slot) / G, groups - 1)"),
+            Stmt::decl("const bool", "ok", "n0w + w < N8"),
+            Stmt::Comment("scales [K/G, N] row-major".into()),
+            Stmt::decl(
+                &format!("const {}*", self.ty),
+                "src",
+                "ok ? scales + (long long)grp * N + 8 * (n0w + w) : scales",
+            ),
+            s(format!("{}(sS + slot * {bn} + 8 * w, src, ok)", p.copy_a.snippet.name)),
+        ];
+        let zpr = bn / 8 / vw;
+        let z_body = vec![
+            Stmt::Comment(format!(
+                "copy c of the ({GROUP_SLOTS}, BN/8) zero words: group slot c / {zpr}"
+            )),
+            Stmt::decl("const int", "slot", format!("c / {zpr}")),
+            Stmt::decl(
+                "const int",
+                "w",
+                if vw == 1 {
+                    format!("c % {zpr}")
+                } else {
+                    format!("(c % {zpr}) * {vw}")
+                },
+            ),
+            Stmt::decl("const int", "grp", "min((k0 + 32 * slot) / G, groups - 1)"),
+            Stmt::decl("const bool", "ok", "n0w + w < N8"),
+            Stmt::Comment("qzeros [K/G, N/8] row-major".into()),
+            Stmt::decl(
+                "const uint32_t*",
+                "src",
+                "ok ? qzeros + (long long)grp * N8 + (n0w + w) : qzeros",
+            ),
+            s(format!(
+                "{}(sZ + slot * {} + w, src, ok)",
+                p.copy_b.snippet.name,
+                bn / 8
+            )),
+        ];
+        let c_decl = || {
+            Stmt::decl(
+                "const int",
+                "c",
+                "threadIdx.x + i * ".to_string() + &threads.to_string(),
+            )
+        };
+        let mut s_loop = vec![c_decl()];
+        s_loop.extend(guard(GROUP_SLOTS * spr, p.s_copies, s_body));
+        let mut z_loop = vec![c_decl()];
+        z_loop.extend(guard(GROUP_SLOTS * zpr, p.z_copies, z_body));
         CFunction {
             qualifiers: "__device__ __forceinline__".into(),
             ret: "void".into(),
@@ -303,11 +363,22 @@ impl<'a> Emit<'a> {
                 ("int".into(), "N8".into()),
                 ("int".into(), "K".into()),
                 ("long long".into(), "ldx".into()),
+                (format!("{}*", self.ty), "sS".into()),
+                ("uint32_t*".into(), "sZ".into()),
+                (format!("const {}* __restrict__", self.ty), "scales".into()),
+                ("const uint32_t* __restrict__".into(), "qzeros".into()),
+                ("int".into(), "N".into()),
+                ("int".into(), "G".into()),
+                ("int".into(), "groups".into()),
             ],
-            doc: vec!["One pipeline stage: the (BM, 64) tile of x and the (64, BN/8) tile of qweight words.".into()],
+            doc: vec![
+                "One pipeline stage: the (BM, 64) tile of x, the (64, BN/8) tile of qweight words, and the scales and zero words of the tile's groups.".into(),
+            ],
             body: vec![
                 Stmt::unrolled("i", p.a_copies, a_loop),
                 Stmt::unrolled("i", p.b_copies, b_loop),
+                Stmt::unrolled("i", p.s_copies, s_loop),
+                Stmt::unrolled("i", p.z_copies, z_loop),
             ],
         }
     }
@@ -414,30 +485,30 @@ impl<'a> Emit<'a> {
                 p.config.tile[0] * AWQ_BK
             )),
         ];
+        let bn = p.config.tile[1];
         let load_group = vec![
-            Stmt::decl("const int", "wc", "n0w + wword + 8 * si + g"),
-            Stmt::If {
-                cond: "wc < N8".into(),
-                then: vec![
-                    Stmt::Comment("scales [K/G, N] row-major: 8 columns 8 wc .. 8 wc + 8 of group grp".into()),
-                    Stmt::decl(
-                        "const uint4",
-                        "s4",
-                        "*reinterpret_cast<const uint4*>(scales + (long long)grp * N + 8 * wc)",
-                    ),
-                    Stmt::assign("sc[si][0]", "s4.x"),
-                    Stmt::assign("sc[si][1]", "s4.y"),
-                    Stmt::assign("sc[si][2]", "s4.z"),
-                    Stmt::assign("sc[si][3]", "s4.w"),
-                    Stmt::Comment("qzeros [K/G, N/8] row-major".into()),
-                    s(format!("{cvt}(qzeros[(long long)grp * N8 + wc], zb[si])")),
-                ],
-                otherwise: vec![Stmt::unrolled(
-                    "i",
-                    4,
-                    vec![Stmt::assign("sc[si][i]", "0u"), Stmt::assign("zb[si][i]", "0u")],
-                )],
-            },
+            Stmt::decl("const int", "wl", "wword + 8 * si + g"),
+            Stmt::Comment(format!(
+                "group slot kk / 2 of this stage: scales ({GROUP_SLOTS}, {bn}), zero words ({GROUP_SLOTS}, {})",
+                bn / 8
+            )),
+            Stmt::decl(
+                "const uint4",
+                "s4",
+                format!(
+                    "*reinterpret_cast<const uint4*>(sS + slot * {} + (kk >> 1) * {bn} + 8 * wl)",
+                    GROUP_SLOTS * bn
+                ),
+            ),
+            Stmt::assign("sc[si][0]", "s4.x"),
+            Stmt::assign("sc[si][1]", "s4.y"),
+            Stmt::assign("sc[si][2]", "s4.z"),
+            Stmt::assign("sc[si][3]", "s4.w"),
+            s(format!(
+                "{cvt}(sZ[slot * {} + (kk >> 1) * {} + wl], zb[si])",
+                GROUP_SLOTS * bn / 8,
+                bn / 8
+            )),
         ];
         let pair = vec![
             Stmt::Array {
@@ -522,11 +593,10 @@ impl<'a> Emit<'a> {
                 comment: Some("A fragments of the m16 tiles".into()),
             },
             Stmt::unrolled("mi", p.mi, a_frag),
-            Stmt::Comment("the step's quantization group (rows past K are zero-filled in x; clamp)".into()),
-            Stmt::decl("const int", "grp", "min((k0 + 16 * kk) / G, groups - 1)"),
+            Stmt::Comment("the group's scales and zeros: k16 steps 0, 1 use slot 0, steps 2, 3 slot 1".into()),
             Stmt::If {
-                cond: "grp != cur_grp".into(),
-                then: vec![Stmt::assign("cur_grp", "grp"), Stmt::unrolled("si", p.ns, load_group)],
+                cond: "(kk & 1) == 0".into(),
+                then: vec![Stmt::unrolled("si", p.ns, load_group)],
                 otherwise: vec![],
             },
             Stmt::unrolled("si", p.ns, slice),
@@ -551,31 +621,24 @@ impl<'a> Emit<'a> {
                     "{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)"
                 ))],
                 otherwise: vec![
-                    Stmt::Comment("workspace [splits, M, N] f32, row-major per split".into()),
-                    Stmt::decl("float*", "w", "ws + ((long long)blockIdx.z * M + row) * N + 8 * wc"),
-                    Stmt::assign("*reinterpret_cast<float4*>(w)", "make_float4(v[0], v[1], v[2], v[3])"),
-                    Stmt::assign(
-                        "*reinterpret_cast<float4*>(w + 4)",
-                        "make_float4(v[4], v[5], v[6], v[7])",
-                    ),
+                    Stmt::Comment("accumulate into the zeroed f32 [M, N] workspace (L2 reductions)".into()),
+                    Stmt::decl("float*", "w", "ws + (long long)row * N + 8 * wc"),
+                    Stmt::unrolled("j", 8, vec![s("atomicAdd(w + j, v[j])")]),
                 ],
             },
         ];
         let reduce = vec![
-            Stmt::decl("float", "v[8]", "{0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}"),
-            Stmt::Comment("sum the partials in split order (deterministic), through L2".into()),
-            Stmt::Loop {
-                init: "int z = 0".into(),
-                cond: "z < splits".into(),
-                step: "++z".into(),
-                body: vec![
-                    Stmt::decl("const float*", "w", "ws + ((long long)z * M + row) * N + 8 * wc"),
-                    Stmt::decl("const float4", "lo", "__ldcg(reinterpret_cast<const float4*>(w))"),
-                    Stmt::decl("const float4", "hi", "__ldcg(reinterpret_cast<const float4*>(w + 4))"),
-                    s("v[0] += lo.x; v[1] += lo.y; v[2] += lo.z; v[3] += lo.w"),
-                    s("v[4] += hi.x; v[5] += hi.y; v[6] += hi.z; v[7] += hi.w"),
-                ],
-            },
+            Stmt::Comment("every split's sum is in: read it through L2, leave zeros for the next launch".into()),
+            Stmt::decl(
+                "float4*",
+                "w",
+                "reinterpret_cast<float4*>(ws + (long long)row * N + 8 * wc)",
+            ),
+            Stmt::decl("const float4", "lo", "__ldcg(w)"),
+            Stmt::decl("const float4", "hi", "__ldcg(w + 1)"),
+            s("__stcg(w, make_float4(0.f, 0.f, 0.f, 0.f))"),
+            s("__stcg(w + 1, make_float4(0.f, 0.f, 0.f, 0.f))"),
+            Stmt::decl("float", "v[8]", "{lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w}"),
             s(format!("{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)")),
         ];
         vec![
@@ -588,7 +651,7 @@ impl<'a> Emit<'a> {
                 then: vec![Stmt::Return],
                 otherwise: vec![],
             },
-            Stmt::Comment("publish the partial tile, then count this split on the tile's semaphore".into()),
+            Stmt::Comment("publish the partial sums, then count this split on the tile's semaphore".into()),
             s("__threadfence()"),
             s("__syncthreads()"),
             Stmt::If {
@@ -607,7 +670,7 @@ impl<'a> Emit<'a> {
             },
             s("__threadfence()"),
             self.output_nest(reduce),
-            Stmt::Comment("every split arrived: leave the semaphore zeroed for the next launch".into()),
+            Stmt::Comment("every split arrived: leave the semaphore zeroed too".into()),
             Stmt::If {
                 cond: "threadIdx.x == 0".into(),
                 then: vec![Stmt::assign("sem[tile]", "0")],
@@ -625,7 +688,7 @@ impl<'a> Emit<'a> {
         let ty = self.ty;
         vec![
             Stmt::Comment(format!(
-                "dynamic smem: {stages} stages of x (BM, 64) {ty}, then {stages} stages of qweight (64, {}) words",
+                "dynamic smem: {stages} stages each of x (BM, 64) {ty}, qweight (64, {}) words, scales ({GROUP_SLOTS}, BN) and zero words ({GROUP_SLOTS}, BN/8)",
                 p.b_row_words
             )),
             s("extern __shared__ __align__(128) unsigned char smem[]"),
@@ -636,6 +699,22 @@ impl<'a> Emit<'a> {
                 format!(
                     "reinterpret_cast<uint32_t*>(smem + {})",
                     stages as i64 * p.a_stage_bytes
+                ),
+            ),
+            Stmt::decl(
+                &format!("{ty}*"),
+                "sS",
+                format!(
+                    "reinterpret_cast<{ty}*>(smem + {})",
+                    stages as i64 * (p.a_stage_bytes + p.b_stage_bytes)
+                ),
+            ),
+            Stmt::decl(
+                "uint32_t*",
+                "sZ",
+                format!(
+                    "reinterpret_cast<uint32_t*>(smem + {})",
+                    stages as i64 * (p.a_stage_bytes + p.b_stage_bytes + p.s_stage_bytes)
                 ),
             ),
             Stmt::decl(
@@ -702,7 +781,6 @@ impl<'a> Emit<'a> {
             ),
             Stmt::decl("uint32_t", &format!("sc[{}][4]", p.ns), "{}"),
             Stmt::decl("uint32_t", &format!("zb[{}][4]", p.ns), "{}"),
-            Stmt::decl("int", "cur_grp", "-1"),
         ]
     }
 
@@ -712,10 +790,11 @@ impl<'a> Emit<'a> {
         let bm = p.config.tile[0];
         let stages = p.config.stages;
         let (a_elems, b_words) = (bm * AWQ_BK, AWQ_BK * p.b_row_words);
+        let (s_elems, z_words) = (GROUP_SLOTS * p.config.tile[1], GROUP_SLOTS * p.config.tile[1] / 8);
         let ty = self.ty;
         let load = |k: &str, slot: &str| {
             s(format!(
-                "{}_load_tile(sA + {slot} * {a_elems}, sB + {slot} * {b_words}, x, qweight, m0, n0w, {k}, M, N8, K, ldx)",
+                "{}_load_tile(sA + {slot} * {a_elems}, sB + {slot} * {b_words}, x, qweight, m0, n0w, {k}, M, N8, K, ldx, sS + {slot} * {s_elems}, sZ + {slot} * {z_words}, scales, qzeros, N, G, groups)",
                 self.name
             ))
         };

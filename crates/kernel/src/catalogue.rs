@@ -326,7 +326,7 @@ pub fn path_of(k: &CatalogueKernel) -> String {
 }
 
 /// The AWQ GEMM configurations in the catalogue: the tiles `ops` selects by M (decode
-/// `16x256`, mid `64x128`, prefill `128x256`), f16 and bf16, 16-byte and 4-byte weight copies.
+/// `16x256`, mid `64x256`, prefill `128x256`), f16 and bf16, 16-byte and 4-byte weight copies.
 pub fn awq_gemm_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
@@ -334,7 +334,7 @@ pub fn awq_gemm_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
         AwqGemmConfig::new(F16, [16, 256, 64], [1, 4], 4, 4),
         AwqGemmConfig::new(BF16, [16, 256, 64], [1, 4], 4, 4),
         AwqGemmConfig::new(F16, [16, 256, 64], [1, 4], 4, 1),
-        AwqGemmConfig::new(F16, [64, 128, 64], [2, 2], 4, 4),
+        AwqGemmConfig::new(F16, [64, 256, 64], [1, 4], 3, 4),
         AwqGemmConfig::new(F16, [128, 256, 64], [2, 4], 3, 4),
         AwqGemmConfig::new(BF16, [128, 256, 64], [2, 4], 3, 4),
     ]

@@ -34,7 +34,10 @@ fn generated_source_is_deterministic_and_rejects_bad_configs() {
     // K = 4096 in 64-wide tiles over 5 requested splits: 13 tiles each, 5 splits run.
     assert_eq!(g.split_plan(4096, 5), (13, 5));
     assert_eq!(g.split_plan(100, 8), (1, 2));
-    assert_eq!(g.workspace_bytes(3, 64, 2), 2 * 3 * 64 * 4);
+    assert_eq!(
+        (g.workspace_bytes(3, 64, 2), g.workspace_bytes(3, 64, 1)),
+        (3 * 64 * 4, 0)
+    );
     assert_eq!(g.semaphore_count(17, 512), 2 * 2);
 }
 

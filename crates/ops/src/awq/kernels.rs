@@ -2,11 +2,12 @@
 //! configuration, through [`Memo`]).
 
 use crate::memo::Memo;
+use cudarc::driver::CudaSlice;
 use rcute_atom::Element;
 use rcute_kernel::awq_dequantize::GeneratedAwqDequantize;
 use rcute_kernel::awq_gemm::{AwqGemmConfig, GeneratedAwqGemm};
 use rcute_kernel::Function;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// A loaded dequantization kernel.
 #[derive(Clone)]
@@ -29,6 +30,9 @@ pub struct LoadedAwqGemm {
 pub struct AwqKernels {
     pub(crate) dequantize: Memo<Element, LoadedAwqDequantize>,
     pub(crate) gemm: Memo<AwqGemmConfig, LoadedAwqGemm>,
+    /// The split-K accumulation workspace: f32, allocated zeroed and left zeroed by every
+    /// completed launch (not the handle's scratch workspace, which other ops leave dirty).
+    pub(crate) accumulators: Mutex<Option<CudaSlice<u8>>>,
 }
 
 impl AwqKernels {

@@ -1,8 +1,8 @@
 //! The AWQ ops on [`Ops`]: `awq_dequantize` and `awq_gemm`. Kernels are generated,
 //! compiled (cached) and loaded once per configuration through the same [`Memo`] path as
-//! the GEMMs; split-K partial sums use the handle's workspace and semaphores. Every launch
-//! goes through [`AwqKernels`]'s `launch` so that the stream it runs on is chosen in one
-//! place.
+//! the GEMMs; split-K partial sums go to a zeroed accumulator buffer of the AWQ kernels and
+//! the handle's semaphores (both left zeroed). Every launch goes through one function
+//! (`Ops::awq_launch`), so that the stream it runs on is chosen in one place.
 
 use super::kernels::{LoadedAwqDequantize, LoadedAwqGemm};
 use super::select::select_awq_gemm;
@@ -258,9 +258,10 @@ impl Ops {
             .lock()
             .map_err(|_| OpsError::Arch("poisoned semaphores".into()))?;
         let mut ws = self
-            .workspace
+            .awq
+            .accumulators
             .lock()
-            .map_err(|_| OpsError::Arch("poisoned workspace".into()))?;
+            .map_err(|_| OpsError::Arch("poisoned AWQ accumulators".into()))?;
         if splits > 1 {
             let count = g.semaphore_count(m, n);
             if sems.as_ref().is_none_or(|s| s.len() < count) {
@@ -276,7 +277,7 @@ impl Ops {
         }
         // SAFETY: validation checked every view's shape, bounds, strides and alignment
         // against what the kernel reads (x [M, K] with ldx, qweight, scales, qzeros, bias
-        // [N]) and writes (out [M, N] with ldo); the workspace holds `workspace_bytes` and
+        // [N]) and writes (out [M, N] with ldo); the zeroed accumulators hold `workspace_bytes` and
         // the semaphores `semaphore_count` zeroed ints; the views borrow their buffers.
         unsafe { self.awq_launch(&loaded.function, &lc, &g.args(&args)) }
     }
