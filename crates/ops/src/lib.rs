@@ -7,8 +7,9 @@
 //! cached kernel.
 //!
 //! Today: `gemm` (issue 4): [`Ops::gemm`]; INT8 `scaled_mm` (issue 6, Turing and Ampere
-//! class): [`Ops::scaled_mm`] (see [`scaled_mm`]). FP8 scaled GEMM, AWQ int4 GEMM and fused
-//! MoE follow in later issues.
+//! class): [`Ops::scaled_mm`] (see [`scaled_mm`]); AWQ W4A16 on AutoAWQ checkpoints (issue
+//! 12): [`Ops::awq_gemm`] and [`Ops::awq_dequantize`] (see [`awq`]). FP8 scaled GEMM and
+//! fused MoE follow in later issues.
 //!
 //! An application needs only this crate: it re-exports the GPU handle ([`Gpu`]), the
 //! `cudarc` and `half` crates rcute is built against ([`cudarc`], [`half`], and the pieces

@@ -11,6 +11,8 @@
 //! assert_eq!((cfg.tile, splits), ([16, 256, 64], 5));
 //! let (cfg, splits) = select_awq_gemm(128, 14336, 4096, 132, rcute_atom::Element::F16);
 //! assert_eq!((cfg.tile, splits), ([128, 256, 64], 2));
+//! let (cfg, splits) = select_awq_gemm(4096, 14336, 4096, 132, rcute_atom::Element::F16);
+//! assert_eq!((cfg.tile, splits), ([128, 256, 64], 1));
 //! ```
 
 use rcute_atom::Element;
@@ -29,7 +31,8 @@ pub const MAX_SPLITS: usize = 20;
 /// in proportion to `splits x M x N`). Larger M takes, when the weight has many 256-column
 /// tiles (at least a quarter of the SMs), the 64x256 tile with 4 splits up to M = 64 and
 /// the 128x256 tile with 2 splits above; with few column tiles, the 16x256 tile with 5
-/// splits up to M = 64 and the 64x256 tile with 4 splits above. Each choice is the fastest
+/// splits up to M = 64 and the 64x256 tile with 4 splits above; no split when the output
+/// already has a tile for every SM (prefill). Each choice is the fastest
 /// of those measured on an H100 for `N x K = 14336 x 4096` and `4096 x 4096` (BENCHMARKS.md).
 pub fn select_awq_gemm(m: usize, n: usize, k: usize, sms: usize, element: Element) -> (AwqGemmConfig, u32) {
     let vw = if (n / 8).is_multiple_of(4) { 4 } else { 1 };
@@ -54,6 +57,9 @@ pub fn select_awq_gemm(m: usize, n: usize, k: usize, sms: usize, element: Elemen
     } else {
         (mid.0, mid.1, mid.2, 4)
     };
+    // Prefill: with a CTA for every SM already, K splits only add reduction traffic.
+    let tiles = m.div_ceil(tile[0] as usize) * n.div_ceil(tile[1] as usize);
+    let splits = if m > 16 && tiles >= sms { 1 } else { splits };
     (
         AwqGemmConfig::new(element, tile, warps, stages, vw),
         splits.min(k_tiles),
