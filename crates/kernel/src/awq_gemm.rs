@@ -200,6 +200,20 @@ fn warp_origin(op: &str, w: i64, step: i64, zero: bool) -> String {
     }
 }
 
+/// `body` for copy `c`, inside `if (c < chunks)` unless the `threads x copies` slots are
+/// exactly the `chunks` copies.
+fn guarded(chunks: i64, slots: i64, body: Vec<Stmt>) -> Vec<Stmt> {
+    if slots == chunks {
+        body
+    } else {
+        vec![Stmt::If {
+            cond: format!("c < {chunks}"),
+            then: body,
+            otherwise: vec![],
+        }]
+    }
+}
+
 fn s(line: impl Into<String>) -> Stmt {
     Stmt::Expr(line.into())
 }
@@ -225,17 +239,7 @@ impl<'a> Emit<'a> {
         let threads = p.threads;
         let vw = p.config.b_vector_words;
         let cpr = bn / 8 / vw;
-        let guard = |chunks: i64, copies: i64, body: Vec<Stmt>| -> Vec<Stmt> {
-            if copies * threads == chunks {
-                body
-            } else {
-                vec![Stmt::If {
-                    cond: format!("c < {chunks}"),
-                    then: body,
-                    otherwise: vec![],
-                }]
-            }
-        };
+        let guard = |chunks: i64, copies: i64, body: Vec<Stmt>| guarded(chunks, copies * threads, body);
         let a_body = vec![
             Stmt::Comment("chunk c of the (BM, 64) tile: row c / 8, 16-byte chunk c % 8".into()),
             Stmt::decl("const int", "r", "c >> 3"),
@@ -290,6 +294,50 @@ impl<'a> Emit<'a> {
             "threadIdx.x + i * ".to_string() + &threads.to_string(),
         )];
         b_loop.extend(guard(AWQ_BK * bn / 8 / vw, p.b_copies, b_body));
+        let [s_loop, z_loop] = self.group_copies(&guard);
+        CFunction {
+            qualifiers: "__device__ __forceinline__".into(),
+            ret: "void".into(),
+            name: format!("{}_load_tile", self.name),
+            params: vec![
+                (format!("{}*", self.ty), "sA".into()),
+                ("uint32_t*".into(), "sB".into()),
+                (format!("const {}* __restrict__", self.ty), "x".into()),
+                ("const uint32_t* __restrict__".into(), "qweight".into()),
+                ("int".into(), "m0".into()),
+                ("int".into(), "n0w".into()),
+                ("int".into(), "k0".into()),
+                ("int".into(), "M".into()),
+                ("int".into(), "N8".into()),
+                ("int".into(), "K".into()),
+                ("long long".into(), "ldx".into()),
+                (format!("{}*", self.ty), "sS".into()),
+                ("uint32_t*".into(), "sZ".into()),
+                (format!("const {}* __restrict__", self.ty), "scales".into()),
+                ("const uint32_t* __restrict__".into(), "qzeros".into()),
+                ("int".into(), "N".into()),
+                ("int".into(), "G".into()),
+                ("int".into(), "groups".into()),
+            ],
+            doc: vec![
+                "One pipeline stage: the (BM, 64) tile of x, the (64, BN/8) tile of qweight words, and the scales and zero words of the tile's groups.".into(),
+            ],
+            body: vec![
+                Stmt::unrolled("i", p.a_copies, a_loop),
+                Stmt::unrolled("i", p.b_copies, b_loop),
+                s_loop,
+                z_loop,
+            ],
+        }
+    }
+
+    /// The scale and zero-word copies of one stage: the [`GROUP_SLOTS`] group rows the
+    /// k-tile touches (`guard` wraps a copy body that not every thread runs).
+    fn group_copies(&self, guard: &dyn Fn(i64, i64, Vec<Stmt>) -> Vec<Stmt>) -> [Stmt; 2] {
+        let p = self.p;
+        let bn = p.config.tile[1];
+        let threads = p.threads;
+        let vw = p.config.b_vector_words;
         let spr = bn / 8; // 16-byte scale chunks (8 columns) per group row
         let s_body = vec![
             Stmt::Comment(format!(
@@ -347,40 +395,10 @@ impl<'a> Emit<'a> {
         s_loop.extend(guard(GROUP_SLOTS * spr, p.s_copies, s_body));
         let mut z_loop = vec![c_decl()];
         z_loop.extend(guard(GROUP_SLOTS * zpr, p.z_copies, z_body));
-        CFunction {
-            qualifiers: "__device__ __forceinline__".into(),
-            ret: "void".into(),
-            name: format!("{}_load_tile", self.name),
-            params: vec![
-                (format!("{}*", self.ty), "sA".into()),
-                ("uint32_t*".into(), "sB".into()),
-                (format!("const {}* __restrict__", self.ty), "x".into()),
-                ("const uint32_t* __restrict__".into(), "qweight".into()),
-                ("int".into(), "m0".into()),
-                ("int".into(), "n0w".into()),
-                ("int".into(), "k0".into()),
-                ("int".into(), "M".into()),
-                ("int".into(), "N8".into()),
-                ("int".into(), "K".into()),
-                ("long long".into(), "ldx".into()),
-                (format!("{}*", self.ty), "sS".into()),
-                ("uint32_t*".into(), "sZ".into()),
-                (format!("const {}* __restrict__", self.ty), "scales".into()),
-                ("const uint32_t* __restrict__".into(), "qzeros".into()),
-                ("int".into(), "N".into()),
-                ("int".into(), "G".into()),
-                ("int".into(), "groups".into()),
-            ],
-            doc: vec![
-                "One pipeline stage: the (BM, 64) tile of x, the (64, BN/8) tile of qweight words, and the scales and zero words of the tile's groups.".into(),
-            ],
-            body: vec![
-                Stmt::unrolled("i", p.a_copies, a_loop),
-                Stmt::unrolled("i", p.b_copies, b_loop),
-                Stmt::unrolled("i", p.s_copies, s_loop),
-                Stmt::unrolled("i", p.z_copies, z_loop),
-            ],
-        }
+        [
+            Stmt::unrolled("i", p.s_copies, s_loop),
+            Stmt::unrolled("i", p.z_copies, z_loop),
+        ]
     }
 
     /// `{name}_store`: eight f32 values of columns `8 wc .. 8 wc + 8` of one row, plus the
