@@ -25,7 +25,7 @@ pub struct LoadedAwqGemm {
     pub(crate) function: Function,
 }
 
-/// The AWQ kernels an [`Ops`] handle loaded.
+/// The AWQ kernels an [`crate::Ops`] handle loaded.
 #[derive(Default)]
 pub struct AwqKernels {
     pub(crate) dequantize: Memo<Element, LoadedAwqDequantize>,

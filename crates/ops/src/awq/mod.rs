@@ -1,5 +1,5 @@
 //! AWQ int4 weight-only quantization (W4A16) on AutoAWQ's `version="gemm"` checkpoints
-//! (issue 12): the format and its float64 reference ([`format`]), validation into typed
+//! (issue 12): the format and its float64 reference ([`mod@format`]), validation into typed
 //! errors ([`validate`]), the shape-based kernel choice ([`select`]), and the ops
 //! [`crate::Ops::awq_dequantize`] and [`crate::Ops::awq_gemm`] ([`run`]), whose kernels are
 //! generated from `rcute_collective::awq_mainloop` by `rcute_kernel::awq_gemm` and

@@ -1,5 +1,5 @@
 //! The AWQ ops on [`Ops`]: `awq_dequantize` and `awq_gemm`. Kernels are generated,
-//! compiled (cached) and loaded once per configuration through the same [`Memo`] path as
+//! compiled (cached) and loaded once per configuration through the same [`crate::memo::Memo`] path as
 //! the GEMMs; split-K partial sums go to a zeroed accumulator buffer of the AWQ kernels and
 //! the handle's semaphores (both left zeroed). Every launch goes through one function
 //! (`Ops::awq_launch`), so that the stream it runs on is chosen in one place.
