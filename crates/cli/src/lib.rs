@@ -24,6 +24,7 @@
 //! integers and tuples, `{"tiler":"..."}` for tilers and
 //! `{"swizzle":"Sw<B,M,S>","bits":B,"base":M,"shift":S}` for swizzles.
 
+pub mod bench_awq;
 pub mod bench_cmd;
 pub mod bench_scaled_mm;
 pub mod bench_timing;

@@ -6,6 +6,7 @@
 //! | file | contents |
 //! |---|---|
 //! | `sm80_mainloop.rs` | [`Sm80MainloopConfig`] -> [`Sm80Mainloop`]: the Ampere multistage `cp.async` mainloop plan (CuTe's `MainloopSm80CpAsync` with the SM80 default smem layouts and copies) |
+//! | `awq_mainloop.rs` | [`awq_mainloop::AwqMainloopConfig`] -> [`awq_mainloop::AwqMainloop`]: the AWQ W4A16 mixed-input SM80 mainloop plan (16-bit x by `ldmatrix`, AutoAWQ-packed int4 weight words, scales and zeros by multistage `cp.async`, in-register `lop3` dequantization permuted into `m16n8k16` B fragments; the lane -> fragment mapping) |
 //! | `pipeline.rs` | [`PipelineState`]: the stage index / mbarrier phase / count cursor of the SM90 pipelines (CUTLASS's `PipelineState`) |
 //! | `sm90_mainloop.rs` | [`Sm90MainloopConfig`] -> [`Sm90Mainloop`]: the Hopper TMA + `wgmma` warp-specialized mainloop plan (schedule and warpgroups, `wgmma` atom, GMMA smem atoms and layouts, TMA boxes, stage count and the kernel's smem map) |
 //! | `sm90_schedule.rs` | [`Sm90Schedule`]: the SM90 kernel schedule (warp-specialized, cooperative, ping-pong) |
@@ -39,6 +40,7 @@
 //! assert_eq!(plan.stages, 4);
 //! ```
 
+pub mod awq_mainloop;
 pub mod epilogue;
 pub mod fusion;
 pub mod gmma_smem;

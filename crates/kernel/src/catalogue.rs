@@ -14,7 +14,8 @@
 //! [`crate::gemm_sm90`] ([`gemm_sm90_configs`], compiled for `sm_90a` only, bf16 and the
 //! INT8 / FP8 scaled GEMMs), the INT8 scaled-mm units of [`crate::gemm_sm80`]
 //! ([`scaled_mm_sm80_configs`]: Ampere class for sm_80, Turing for sm_75), the AWQ
-//! dequantization kernels of [`crate::awq_dequantize`] and the MoE routing kernels of
+//! dequantization kernels of [`crate::awq_dequantize`], the AWQ GEMMs of
+//! [`crate::awq_gemm`] ([`awq_gemm_configs`]) and the MoE routing kernels of
 //! [`crate::moe_routing`].
 
 use crate::nvrtc::Arch;
@@ -193,6 +194,17 @@ pub fn standard() -> Vec<CatalogueKernel> {
             kernels: 1,
         });
     }
+    // AWQ W4A16 GEMM: the decode (m16), mid and prefill tiles of `ops::awq::select`.
+    for cfg in awq_gemm_configs() {
+        let g = crate::awq_gemm::generate(&cfg).expect("catalogue AWQ GEMM configurations are valid");
+        out.push(CatalogueKernel {
+            name: g.name.clone(),
+            arch: Arch::Sm80,
+            source: g.source,
+            expect_sass: vec!["LDGSTS", "LDSM", "LOP3", "PRMT", "HMMA"],
+            kernels: 1,
+        });
+    }
     // MoE routing: top-k softmax (f32 / bf16 / f16 logits; up to 64 experts, and up to 256
     // for bf16) and the alignment of routed tokens to the grouped GEMM's tiles.
     for (e, experts) in [
@@ -311,4 +323,19 @@ pub fn scaled_mm_sm80_configs() -> Vec<(crate::gemm_sm80::GemmSm80Config, Arch)>
 /// The path of a catalogue unit relative to the workspace root.
 pub fn path_of(k: &CatalogueKernel) -> String {
     format!("kernels/{}.cu", k.name)
+}
+
+/// The AWQ GEMM configurations in the catalogue: the tiles `ops` selects by M (decode
+/// `16x256`, mid `64x256`, prefill `128x256`), f16 and bf16, 16-byte and 4-byte weight copies.
+pub fn awq_gemm_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
+    use crate::awq_gemm::AwqGemmConfig;
+    use rcute_atom::Element::{BF16, F16};
+    vec![
+        AwqGemmConfig::new(F16, [16, 256, 64], [1, 4], 4, 4),
+        AwqGemmConfig::new(BF16, [16, 256, 64], [1, 4], 4, 4),
+        AwqGemmConfig::new(F16, [16, 256, 64], [1, 4], 4, 1),
+        AwqGemmConfig::new(F16, [64, 256, 64], [1, 4], 3, 4),
+        AwqGemmConfig::new(F16, [128, 256, 64], [2, 4], 3, 4),
+        AwqGemmConfig::new(BF16, [128, 256, 64], [2, 4], 3, 4),
+    ]
 }

@@ -55,6 +55,7 @@
 //! ```
 
 pub mod awq_dequantize;
+pub mod awq_gemm;
 pub mod cache;
 pub mod catalogue;
 pub mod device;

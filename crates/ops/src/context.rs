@@ -73,6 +73,8 @@ pub struct OpsShared {
     pub(crate) scaled_mm_keys: Mutex<HashMap<crate::scaled_mm::ScaledMmKey, crate::scaled_mm::LoadedScaledMm>>,
     /// The tuning tables, read on first use (see [`crate::tuning`]).
     tuning: std::sync::OnceLock<crate::tuning::OpsTuning>,
+    /// The loaded AWQ kernels (see [`crate::awq`]).
+    pub(crate) awq: crate::awq::AwqKernels,
 }
 
 impl std::ops::Deref for Ops {
@@ -95,6 +97,7 @@ impl Ops {
                 scaled_mms: Memo::new(),
                 scaled_mm_keys: Mutex::new(HashMap::new()),
                 tuning: std::sync::OnceLock::new(),
+                awq: crate::awq::AwqKernels::default(),
             }),
         }
     }
@@ -113,7 +116,7 @@ impl Ops {
     /// handle generated, compiled and loaded. Each configuration is built once, however
     /// many threads ask for it at the same time.
     pub fn kernels_built(&self) -> usize {
-        self.gemms.builds() + self.gemms_sm90.builds() + self.scaled_mms.builds()
+        self.gemms.builds() + self.gemms_sm90.builds() + self.scaled_mms.builds() + self.awq.builds()
     }
 
     /// Generate, compile (cached) and load the kernel of `cfg` (once per configuration).

@@ -7,8 +7,9 @@
 //! cached kernel.
 //!
 //! Today: `gemm` (issue 4): [`Ops::gemm`]; INT8 `scaled_mm` (issue 6, Turing and Ampere
-//! class): [`Ops::scaled_mm`] (see [`scaled_mm`]). FP8 scaled GEMM, AWQ int4 GEMM and fused
-//! MoE follow in later issues.
+//! class): [`Ops::scaled_mm`] (see [`scaled_mm`]); AWQ W4A16 on AutoAWQ checkpoints (issue
+//! 12): [`Ops::awq_gemm`] and [`Ops::awq_dequantize`] (see [`awq`]). FP8 scaled GEMM and
+//! fused MoE follow in later issues.
 //!
 //! Ops run on a stream the application chooses ([`Ops::on_stream`], or [`Gpu::from_stream`]
 //! for a whole handle), in order with the application's own kernels and without any

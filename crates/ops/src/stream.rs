@@ -195,6 +195,8 @@ impl Drop for RawBuffer {
 struct StreamScratch {
     workspace: Option<RawBuffer>,
     semaphores: Option<RawBuffer>,
+    /// Zeroed accumulators that every completed launch leaves zero (AWQ split-K).
+    zeroed: Option<RawBuffer>,
     /// Buffers replaced by larger ones: a CUDA graph captured earlier may still use them,
     /// so they live as long as the pool (growth doubles, so they hold less than the
     /// current buffers).
@@ -224,45 +226,72 @@ impl ScratchPool {
     }
 }
 
+/// The kinds of scratch a stream holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Left dirty by the ops.
+    Workspace,
+    /// Zero, left zero by every completed launch.
+    Semaphores,
+    /// Zero, left zero by every completed launch (accumulators).
+    Zeroed,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Workspace => "split-K workspace",
+            Kind::Semaphores => "split-K semaphores",
+            Kind::Zeroed => "zeroed split-K accumulators",
+        }
+    }
+}
+
+impl StreamScratch {
+    fn slot(&mut self, kind: Kind) -> &mut Option<RawBuffer> {
+        match kind {
+            Kind::Workspace => &mut self.workspace,
+            Kind::Semaphores => &mut self.semaphores,
+            Kind::Zeroed => &mut self.zeroed,
+        }
+    }
+}
+
 impl Scratch<'_> {
-    fn get(&mut self, bytes: usize, semaphores: bool) -> Result<u64, OpsError> {
+    fn get(&mut self, bytes: usize, kind: Kind) -> Result<u64, OpsError> {
         let key = self.stream.cu_stream() as usize;
         let entry = self.map.entry(key).or_default();
-        let slot = if semaphores {
-            &mut entry.semaphores
-        } else {
-            &mut entry.workspace
-        };
-        let have = slot.as_ref().map_or(0, |b| b.bytes);
+        let have = entry.slot(kind).as_ref().map_or(0, |b| b.bytes);
         if have < bytes {
             if is_capturing(&self.stream)? {
                 return Err(OpsError::Capture(format!(
-                    "this op needs {bytes} bytes of split-K {} on the capturing stream, which has {have}: \
+                    "this op needs {bytes} bytes of {} on the capturing stream, which has {have}: \
                      run it once on this stream before capturing",
-                    if semaphores { "semaphores" } else { "workspace" },
+                    kind.name(),
                 )));
             }
             let new = RawBuffer::zeroed(&self.stream, bytes.max(have.saturating_mul(2)))?;
-            if let Some(old) = slot.replace(new) {
+            if let Some(old) = entry.slot(kind).replace(new) {
                 entry.retired.push(old);
             }
         }
-        let slot = if semaphores {
-            &entry.semaphores
-        } else {
-            &entry.workspace
-        };
-        Ok(slot.as_ref().map_or(0, |b| b.ptr))
+        Ok(entry.slot(kind).as_ref().map_or(0, |b| b.ptr))
     }
 
     /// A workspace of at least `bytes` bytes (16-byte aligned) on this stream.
     pub(crate) fn workspace(&mut self, bytes: usize) -> Result<u64, OpsError> {
-        self.get(bytes, false)
+        self.get(bytes, Kind::Workspace)
     }
 
     /// At least `count` `int` semaphores on this stream, zero (every completed serial
     /// split-K launch leaves them zero).
     pub(crate) fn semaphores(&mut self, count: usize) -> Result<u64, OpsError> {
-        self.get(count.saturating_mul(4), true)
+        self.get(count.saturating_mul(4), Kind::Semaphores)
+    }
+
+    /// At least `bytes` bytes (16-byte aligned) on this stream, zero: for accumulators that
+    /// every completed launch leaves zero again (AWQ's split-K sums).
+    pub(crate) fn zeroed(&mut self, bytes: usize) -> Result<u64, OpsError> {
+        self.get(bytes, Kind::Zeroed)
     }
 }

@@ -1,0 +1,350 @@
+//! `rcute bench awq`: rcute's AWQ W4A16 GEMM (`Ops::awq_gemm` on AutoAWQ's checkpoint
+//! tensors) against cuBLAS fp16 GEMM on the dequantized weight, in one process, on random
+//! data. Each side rotates over enough weight copies to total at least `--min-mb` MB (150 by
+//! default, three times an H200's 50 MB L2), so weights come from HBM ("cold"); samples
+//! replay CUDA graphs of 10 calls and the medians are reported with the achieved GB/s and
+//! the device-to-device copy bandwidth measured in the same run. `--dequantize` also times
+//! `Ops::awq_dequantize` of each shape's `[K, N]` weight against that copy bandwidth.
+
+use crate::bench_timing::{median_us, parse_shape};
+use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
+use cudarc::driver::{CudaSlice, CudaStream};
+use half::f16;
+use rcute_kernel::awq_gemm::AwqGemmConfig;
+use rcute_kernel::Gpu;
+use rcute_ops::awq::{pack_awq_matrix, validate_awq_gemm, AwqShape, AwqTensors};
+use rcute_ops::{MatrixMut, MatrixRef, Ops, VectorRef};
+use std::cell::Cell;
+use std::sync::Arc;
+
+/// Options of `rcute bench awq`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchAwqArgs {
+    /// Problem shapes `MxNxK` (repeatable): x is `[M, K]`, the weight `[K, N]`.
+    #[arg(long = "shape", required = true)]
+    pub shapes: Vec<String>,
+    /// Quantization group size (32, 64, 128 or K).
+    #[arg(long, default_value_t = 128)]
+    pub group: usize,
+    /// Timed samples per kernel (median reported), each a graph of 10 calls.
+    #[arg(long, default_value_t = 30)]
+    pub iters: usize,
+    /// Each side's weight copies total at least this many MB (rotated call by call).
+    #[arg(long, default_value_t = 150)]
+    pub min_mb: usize,
+    /// Also time `awq_dequantize` of each shape's weight against the copy bandwidth.
+    #[arg(long)]
+    pub dequantize: bool,
+    /// Also time forced configurations (repeatable): `BMxBN,WMxWN,STAGES,SPLITS`, e.g.
+    /// `--config 16x256,1x4,4,8` (BK is 64; f16; 16-byte weight copies where N/8 allows).
+    #[arg(long = "config")]
+    pub configs: Vec<String>,
+}
+
+/// Parse `BMxBN,WMxWN,STAGES,SPLITS` into a configuration (element and weight copy width
+/// are set per problem) and the requested splits.
+pub fn parse_awq_config(s: &str) -> Result<(AwqGemmConfig, u32), String> {
+    let bad = || format!("bad --config {s:?}: expected BMxBN,WMxWN,STAGES,SPLITS");
+    let parts: Vec<&str> = s.split(',').collect();
+    let pair = |t: &str| -> Result<(i64, i64), String> {
+        let v: Vec<i64> = t
+            .split('x')
+            .map(|x| x.trim().parse::<i64>())
+            .collect::<Result<_, _>>()
+            .map_err(|_| bad())?;
+        match v.as_slice() {
+            [a, b] => Ok((*a, *b)),
+            _ => Err(bad()),
+        }
+    };
+    let [tile, warps, stages, splits] = parts.as_slice() else {
+        return Err(bad());
+    };
+    let ((bm, bn), (wm, wn)) = (pair(tile)?, pair(warps)?);
+    let stages: usize = stages.trim().parse().map_err(|_| bad())?;
+    let splits: u32 = splits.trim().parse().map_err(|_| bad())?;
+    let cfg = AwqGemmConfig::new(rcute_kernel::awq_gemm::Element::F16, [bm, bn, 64], [wm, wn], stages, 4);
+    rcute_kernel::awq_gemm::generate(&cfg).map_err(|e| format!("{s}: {e}"))?;
+    Ok((cfg, splits))
+}
+
+/// SplitMix64.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+/// One AWQ weight on the device.
+struct Weight {
+    q: CudaSlice<i32>,
+    s: CudaSlice<f16>,
+    z: CudaSlice<i32>,
+}
+
+impl Weight {
+    fn tensors(&self, shape: AwqShape) -> AwqTensors<'_> {
+        let (k, n, g) = (shape.k, shape.n, shape.groups());
+        AwqTensors {
+            qweight: MatrixRef::new(&self.q, k, n / 8),
+            scales: MatrixRef::new(&self.s, g, n),
+            qzeros: MatrixRef::new(&self.z, g, n / 8),
+            group: shape.group,
+        }
+    }
+    /// Bytes of the three checkpoint tensors.
+    fn bytes(shape: AwqShape) -> usize {
+        shape.k * shape.n / 2 + shape.groups() * shape.n * 2 + shape.groups() * shape.n / 2
+    }
+}
+
+fn random_weight(stream: &Arc<CudaStream>, shape: AwqShape, rng: &mut Rng) -> Result<Weight, String> {
+    let e = |x: cudarc::driver::DriverError| x.to_string();
+    let (k, n, g) = (shape.k, shape.n, shape.groups());
+    let q: Vec<u8> = (0..k * n).map(|_| (rng.next() % 16) as u8).collect();
+    let z: Vec<u8> = (0..g * n).map(|_| (rng.next() % 16) as u8).collect();
+    // Scales in [1e-3, 2e-2]: outputs of order one for K in the thousands.
+    let s: Vec<f16> = (0..g * n).map(|_| f16::from_f32(1e-3 + 1.9e-2 * rng.unit())).collect();
+    Ok(Weight {
+        q: stream
+            .clone_htod(&pack_awq_matrix(&q, k, n).map_err(|x| x.to_string())?)
+            .map_err(e)?,
+        s: stream.clone_htod(&s).map_err(e)?,
+        z: stream
+            .clone_htod(&pack_awq_matrix(&z, g, n).map_err(|x| x.to_string())?)
+            .map_err(e)?,
+    })
+}
+
+/// Median microseconds of a device-to-device copy of `bytes` and its bandwidth in GB/s
+/// (read + write).
+fn copy_bandwidth(stream: &Arc<CudaStream>, bytes: usize, iters: usize) -> Result<(f64, f64), String> {
+    let e = |x: cudarc::driver::DriverError| x.to_string();
+    let src: CudaSlice<u8> = stream.alloc_zeros(bytes).map_err(e)?;
+    let mut dst: CudaSlice<u8> = stream.alloc_zeros(bytes).map_err(e)?;
+    let mut f = || stream.memcpy_dtod(&src, &mut dst).map_err(|x| x.to_string());
+    let (t, _) = median_us(stream, iters, true, &mut [&mut f])?;
+    Ok((t[0], 2.0 * bytes as f64 / (t[0] * 1e-6) / 1e9))
+}
+
+/// Run the benchmark; returns the printed table.
+pub fn run(args: &BenchAwqArgs) -> Result<String, String> {
+    let shapes = args
+        .shapes
+        .iter()
+        .map(|s| parse_shape(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let gpu = match Gpu::detect() {
+        Ok(Some(g)) => g,
+        Ok(None) => return Err("no CUDA GPU found: the benchmark needs one".into()),
+        Err(e) => return Err(format!("no CUDA GPU usable: {e}")),
+    };
+    let stream = gpu.stream().clone();
+    // SAFETY: one stream only, so cross-stream event tracking is unnecessary, and without it
+    // CUDA-graph capture sees no foreign events.
+    unsafe { stream.context().disable_event_tracking() };
+    let blas = CudaBlas::new(stream.clone()).map_err(|e| format!("cuBLAS: {e}"))?;
+    let ops = Ops::new(gpu.clone());
+    let min_bytes = args.min_mb * 1_000_000;
+    let (copy_us, copy_gbs) = copy_bandwidth(&stream, 256 << 20, args.iters)?;
+    let mut out = format!(
+        "device: {} ({} SMs); device-to-device copy of 256 MiB: {copy_us:.1} us = {copy_gbs:.0} GB/s (read + write)\n",
+        gpu.name(),
+        gpu.sm_count()
+    );
+    out.push_str(&format!(
+        "{:<18} {:<18} {:>4} {:>7} {:>9} {:>10} {:>8} {:>9} {:>7} {:>8} {:>11}\n",
+        "shape (MxNxK)",
+        "config",
+        "G",
+        "copies",
+        "rcute_us",
+        "cublas_us",
+        "ratio",
+        "rc_GB/s",
+        "%copy",
+        "host_us",
+        "max_rel_err"
+    ));
+    let forced = args
+        .configs
+        .iter()
+        .map(|c| parse_awq_config(c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut rng = Rng(0x5eed);
+    for &(m, n, k) in &shapes {
+        let shape = AwqShape::new(k, n, args.group).map_err(|e| e.to_string())?;
+        let mut variants: Vec<(String, Option<(AwqGemmConfig, u32)>)> = vec![("auto".into(), None)];
+        for (c, (cfg, splits)) in args.configs.iter().zip(&forced) {
+            let mut cfg = *cfg;
+            if !(n / 8).is_multiple_of(4) {
+                cfg.b_vector_words = 1;
+            }
+            variants.push((c.clone(), Some((cfg, *splits))));
+        }
+        out.push_str(&bench_shape(
+            &ops, &blas, &stream, shape, m, min_bytes, args.iters, copy_gbs, &mut rng, &variants,
+        )?);
+        if args.dequantize {
+            out.push_str(&bench_dequantize(
+                &ops, &stream, shape, min_bytes, args.iters, copy_gbs, &mut rng,
+            )?);
+        }
+    }
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bench_shape(
+    ops: &Ops,
+    blas: &CudaBlas,
+    stream: &Arc<CudaStream>,
+    shape: AwqShape,
+    m: usize,
+    min_bytes: usize,
+    iters: usize,
+    copy_gbs: f64,
+    rng: &mut Rng,
+    variants: &[(String, Option<(AwqGemmConfig, u32)>)],
+) -> Result<String, String> {
+    let e = |x: cudarc::driver::DriverError| x.to_string();
+    let (k, n) = (shape.k, shape.n);
+    let awq_copies = min_bytes.div_ceil(Weight::bytes(shape)).max(1);
+    let dense_copies = min_bytes.div_ceil(k * n * 2).max(1);
+    let weights: Vec<Weight> = (0..awq_copies)
+        .map(|_| random_weight(stream, shape, rng))
+        .collect::<Result<_, _>>()?;
+    // cuBLAS's weights: the dequantized copies (copy i from AWQ copy i % awq_copies).
+    let mut dense: Vec<CudaSlice<f16>> = Vec::new();
+    for i in 0..dense_copies {
+        let mut d: CudaSlice<f16> = stream.alloc_zeros(k * n).map_err(e)?;
+        let w = weights[i % awq_copies].tensors(shape);
+        ops.awq_dequantize(&w, &mut MatrixMut::new(&mut d, k, n))
+            .map_err(|x| x.to_string())?;
+        dense.push(d);
+    }
+    let x: CudaSlice<f16> = stream
+        .clone_htod(
+            &(0..m * k)
+                .map(|_| f16::from_f32(2.0 * rng.unit() - 1.0))
+                .collect::<Vec<_>>(),
+        )
+        .map_err(e)?;
+    let bias_host: Vec<f16> = vec![f16::ZERO; n];
+    let bias: CudaSlice<f16> = stream.clone_htod(&bias_host).map_err(e)?;
+    let mut y: CudaSlice<f16> = stream.alloc_zeros(m * n).map_err(e)?;
+    let mut yref: CudaSlice<f16> = stream.alloc_zeros(m * n).map_err(e)?;
+    // cuBLAS is column-major: out^T (N x M) = W^T (N x K, W row-major [K, N]) * x^T (K x M).
+    let cfg = GemmConfig {
+        transa: cublasOperation_t::CUBLAS_OP_N,
+        transb: cublasOperation_t::CUBLAS_OP_N,
+        m: n as i32,
+        n: m as i32,
+        k: k as i32,
+        alpha: f16::ONE,
+        lda: n as i32,
+        ldb: k as i32,
+        beta: f16::ZERO,
+        ldc: n as i32,
+    };
+    let mut rows = String::new();
+    for (label, forced) in variants {
+        let (label, forced) = (label.as_str(), *forced);
+        let (ri, ci) = (Cell::new(0usize), Cell::new(0usize));
+        let mut rc = || {
+            let w = &weights[ri.get() % awq_copies];
+            ri.set(ri.get() + 1);
+            let b = VectorRef::new(&bias, n);
+            let xv = MatrixRef::new(&x, m, k);
+            let wt = w.tensors(shape);
+            let yv = MatrixMut::new(&mut y, m, n);
+            let p = validate_awq_gemm(&xv, &wt, Some(&b), &yv).map_err(|x| x.to_string())?;
+            ops.run_awq_gemm(&p, forced).map_err(|x| x.to_string())
+        };
+        let mut cublas = || {
+            let d = &dense[ci.get() % dense_copies];
+            ci.set(ci.get() + 1);
+            // SAFETY: the buffers hold N*K, K*M and N*M elements as the config describes.
+            unsafe { blas.gemm(cfg, d, &x, &mut yref) }.map_err(|x| x.to_string())
+        };
+        let (t, graphed) = median_us(stream, iters, true, &mut [&mut rc, &mut cublas])?;
+        let host = crate::bench_timing::host_us(stream, &mut rc)?;
+        // Correctness on copy 0 for both.
+        ri.set(0);
+        ci.set(0);
+        rc()?;
+        cublas()?;
+        stream.synchronize().map_err(e)?;
+        let (got, want) = (stream.clone_dtoh(&y).map_err(e)?, stream.clone_dtoh(&yref).map_err(e)?);
+        let max_ref = want.iter().map(|v| v.to_f64().abs()).fold(1e-30, f64::max);
+        let max_err = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a.to_f64() - b.to_f64()).abs())
+            .fold(0.0, f64::max);
+        let bytes = Weight::bytes(shape) + m * k * 2 + m * n * 2 + n * 2;
+        let gbs = bytes as f64 / (t[0] * 1e-6) / 1e9;
+        rows.push_str(&format!(
+            "{:<18} {:<18} {:>4} {:>7} {:>9.2} {:>10.2} {:>8.3} {:>9.0} {:>6.1}% {:>8.1} {:>11.2e}{}\n",
+            format!("{m}x{n}x{k}"),
+            label,
+            shape.group,
+            format!("{awq_copies}/{dense_copies}"),
+            t[0],
+            t[1],
+            t[1] / t[0],
+            gbs,
+            100.0 * gbs / copy_gbs,
+            host,
+            max_err / max_ref,
+            if graphed { "" } else { " (eager)" }
+        ));
+    }
+    Ok(rows)
+}
+
+fn bench_dequantize(
+    ops: &Ops,
+    stream: &Arc<CudaStream>,
+    shape: AwqShape,
+    min_bytes: usize,
+    iters: usize,
+    copy_gbs: f64,
+    rng: &mut Rng,
+) -> Result<String, String> {
+    let e = |x: cudarc::driver::DriverError| x.to_string();
+    let (k, n) = (shape.k, shape.n);
+    let per = Weight::bytes(shape) + k * n * 2;
+    let copies = min_bytes.div_ceil(per).max(1);
+    let weights: Vec<Weight> = (0..copies)
+        .map(|_| random_weight(stream, shape, rng))
+        .collect::<Result<_, _>>()?;
+    let mut outs: Vec<CudaSlice<f16>> = (0..copies)
+        .map(|_| stream.alloc_zeros(k * n))
+        .collect::<Result<_, _>>()
+        .map_err(e)?;
+    let i = Cell::new(0usize);
+    let mut f = || {
+        let c = i.get() % copies;
+        i.set(i.get() + 1);
+        ops.awq_dequantize(&weights[c].tensors(shape), &mut MatrixMut::new(&mut outs[c], k, n))
+            .map_err(|x| x.to_string())
+    };
+    let (t, _) = median_us(stream, iters, true, &mut [&mut f])?;
+    let gbs = per as f64 / (t[0] * 1e-6) / 1e9;
+    Ok(format!(
+        "awq_dequantize K x N = {k} x {n}, G = {}: {copies} copies, {:.2} us, {gbs:.0} GB/s (int4 + scales/zeros read, 16-bit write) = {:.1}% of the copy bandwidth\n",
+        shape.group,
+        t[0],
+        100.0 * gbs / copy_gbs
+    ))
+}

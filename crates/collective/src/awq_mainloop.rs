@@ -1,0 +1,324 @@
+//! The AWQ W4A16 mixed-input mainloop (SM80 class): 16-bit activations `x [M, K]` times a
+//! 4-bit weight in AutoAWQ's packing, `mma.sync.m16n8k16` with the weight dequantized in
+//! registers. A *plan* (tile, warps, stages, shared-memory geometry, atoms and the thread
+//! to fragment mapping) that `rcute_kernel::awq_gemm` renders.
+//!
+//! Pipeline: the CTA copies `(BM, BK)` tiles of `x` (16-byte `cp.async`, smem atom
+//! `Sw<3,3,3> o (BM,64):(64,1)`: 16-byte chunk `c` of row `r` at chunk `c ^ (r % 8)`) and
+//! `(BK, BN/8)` tiles of packed `qweight` words (16-byte `cp.async` along N, 4-byte where
+//! N/8 is not a multiple of 4; rows padded to [`AwqMainloop::b_row_words`] words so that
+//! the fragment reads are conflict-free) into `stages` buffers, `stages - 1` in flight,
+//! together with the scales and packed zeros of the (at most [`GROUP_SLOTS`]) groups the
+//! k-tile touches, so no global load stalls the math.
+//!
+//! The mapping that makes AWQ's packing usable without reordering the checkpoint: lane
+//! `(g, t) = (lane / 4, lane % 4)` of a warp reads the packed words of rows
+//! `2t, 2t+1, 2t+8, 2t+9` of a k16 step in word column `g` of the warp's 8-word slice. Each
+//! word converts (the `lop3` atom, [`rcute_atom::convert_int4`]) to pairs of adjacent
+//! columns `(2i, 2i+1)`; `(bias + q) - (bias + z)` is exact and one multiplication by the
+//! scale pair rounds once (the dequantized value is bit-exactly `awq_dequantize`'s), and a
+//! byte permutation turns the column pairs of two rows into the K pairs of an `m16n8k16`
+//! B fragment. So `n8` tile `j` of the slice holds, in its column `g`, the weight column
+//! `8g + j` ([`AwqMainloop::b_column`]): the MMA's N order is a permutation of the
+//! weight's, and the accumulators of lane `(g, t)` are the 16 *contiguous* output columns
+//! `16t .. 16t + 16` of the slice ([`AwqMainloop::acc_column`]): 16-byte stores.
+//!
+//! ```
+//! use rcute_atom::Element;
+//! use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+//! let p = AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4)).unwrap();
+//! assert_eq!((p.threads, p.mi, p.ns, p.b_row_words), (128, 1, 1, 36));
+//! // Lane 5 = (g 1, t 1): rows 2, 3, 10, 11 of word column 1; its accumulators are columns 16..32.
+//! assert_eq!((p.b_rows(5), p.b_column(5, 3)), ([2, 3, 10, 11], 8 + 3));
+//! assert_eq!((p.acc_column(5, 0, 0), p.acc_column(5, 7, 1)), (16, 31));
+//! assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [16, 192, 64], [1, 4], 4, 4)).is_err());
+//! ```
+
+use crate::sm80_mainloop::PlanError;
+use rcute_atom::convert_int4::{u4x8_to_bf16x2_biased, u4x8_to_f16x2_biased, Biased16};
+use rcute_atom::copy_cp_async::{cp_async, CacheOp};
+use rcute_atom::copy_ldsm::ldmatrix_addr;
+use rcute_atom::mma_sm80::mma_sync;
+use rcute_atom::{CopyOp, Element, MmaAtom, Snippet};
+
+/// The K extent of a CTA tile: one 128-byte row of `x` per stage row (the `Sw<3,3,3>` atom).
+pub const AWQ_BK: i64 = 64;
+
+/// Padding of a shared `qweight` row, in words: a row of `BN/8 + 4` words with `BN` a
+/// multiple of 128 puts rows `2t` (t = 0..3) 8 banks apart.
+pub const B_ROW_PAD_WORDS: i64 = 4;
+
+/// Quantization groups a 64-row k-tile can touch (G = 32: rows `k0 .. k0+32` and
+/// `k0+32 .. k0+64`; G a multiple of 64 or G = K: one). Slot `s` of a stage holds the scales
+/// and zeros of group `min((k0 + 32 s) / G, K/G - 1)`; k16 step `kk` reads slot `kk / 2`.
+pub const GROUP_SLOTS: i64 = 2;
+
+/// The input of the AWQ mainloop builder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AwqMainloopConfig {
+    /// The 16-bit type of `x`, the scales and the MMA (f16 or bf16).
+    pub element: Element,
+    /// CTA tile `(BM, BN, BK)`; `BK` must be [`AWQ_BK`].
+    pub tile: [i64; 3],
+    /// Warps along M and N.
+    pub warps: [i64; 2],
+    /// Shared-memory stages (at least 2).
+    pub stages: usize,
+    /// `qweight` words per `cp.async` (4: 16 bytes, needs N/8 a multiple of 4; or 1).
+    pub b_vector_words: i64,
+}
+
+impl AwqMainloopConfig {
+    /// A configuration from its parts.
+    pub fn new(element: Element, tile: [i64; 3], warps: [i64; 2], stages: usize, b_vector_words: i64) -> Self {
+        AwqMainloopConfig {
+            element,
+            tile,
+            warps,
+            stages,
+            b_vector_words,
+        }
+    }
+}
+
+/// The plan of the AWQ mainloop.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AwqMainloop {
+    /// The configuration it was built from.
+    pub config: AwqMainloopConfig,
+    /// Threads per CTA (32 per warp).
+    pub threads: i64,
+    /// `m16` MMA tiles per warp along M.
+    pub mi: i64,
+    /// 64-column (8-word) slices per warp along N.
+    pub ns: i64,
+    /// Words per shared `qweight` row (`BN/8` plus [`B_ROW_PAD_WORDS`]).
+    pub b_row_words: i64,
+    /// Bytes of one stage of `x`.
+    pub a_stage_bytes: i64,
+    /// Bytes of one stage of `qweight`.
+    pub b_stage_bytes: i64,
+    /// Bytes of one stage of scales: the [`GROUP_SLOTS`] group rows of the k-tile, `BN`
+    /// 16-bit values each.
+    pub s_stage_bytes: i64,
+    /// Bytes of one stage of packed zeros: [`GROUP_SLOTS`] rows of `BN/8` words.
+    pub z_stage_bytes: i64,
+    /// Dynamic shared memory of the mainloop.
+    pub smem_bytes: i64,
+    /// 16-byte scale copies per thread per stage.
+    pub s_copies: i64,
+    /// Zero-word copies (`b_vector_words` words each) per thread per stage.
+    pub z_copies: i64,
+    /// 16-byte `x` copies per thread per stage.
+    pub a_copies: i64,
+    /// `qweight` copies per thread per stage.
+    pub b_copies: i64,
+    /// The MMA atom (`m16n8k16`, f32 accumulators).
+    pub mma: MmaAtom,
+    /// `x` global -> shared copy (16-byte `cp.async.cg` with zero fill).
+    pub copy_a: CopyOp,
+    /// `qweight` global -> shared copy (`cp.async` of `b_vector_words` words, zero fill).
+    pub copy_b: CopyOp,
+    /// `ldmatrix.x4` of the A fragments.
+    pub ldsm_a: Snippet,
+    /// The int4 -> 16-bit conversion atom.
+    pub convert: Snippet,
+    /// Its float format (magic bias).
+    pub biased: Biased16,
+}
+
+fn tile_err(cfg: &AwqMainloopConfig, reason: impl Into<String>) -> PlanError {
+    PlanError::Tile {
+        tile: cfg.tile,
+        warps: cfg.warps,
+        reason: reason.into(),
+    }
+}
+
+impl AwqMainloop {
+    /// Checks and plans a configuration: f16 or bf16; `BK = 64`; `BM` a multiple of 16
+    /// warps-along-M; `BN` a multiple of 64 per warp along N and of 128 (padding rule);
+    /// at least two stages; 4 or 1 words per `qweight` copy.
+    pub fn new(cfg: &AwqMainloopConfig) -> Result<AwqMainloop, PlanError> {
+        let e = cfg.element;
+        let types = PlanError::Types {
+            a: e,
+            b: e,
+            acc: Element::F32,
+        };
+        let (convert, biased) = match e {
+            Element::F16 => (u4x8_to_f16x2_biased(), Biased16::F16),
+            Element::BF16 => (u4x8_to_bf16x2_biased(), Biased16::BF16),
+            _ => return Err(types),
+        };
+        let mma = mma_sync(Element::F32, e, e, Element::F32, 16).ok_or(types)?;
+        let [bm, bn, bk] = cfg.tile;
+        let [wm, wn] = cfg.warps;
+        if bk != AWQ_BK {
+            return Err(tile_err(cfg, format!("BK must be {AWQ_BK}")));
+        }
+        if wm < 1 || wn < 1 || bm <= 0 || bm % (16 * wm) != 0 {
+            return Err(tile_err(cfg, "BM must be a positive multiple of 16 x warps along M"));
+        }
+        if bn <= 0 || bn % (64 * wn) != 0 || bn % 128 != 0 {
+            return Err(tile_err(cfg, "BN must be a multiple of 128 and of 64 x warps along N"));
+        }
+        if cfg.stages < 2 {
+            return Err(tile_err(cfg, "at least two stages"));
+        }
+        let copy_b = match cfg.b_vector_words {
+            4 => cp_async(CacheOp::CacheGlobal, 16, true),
+            1 => cp_async(CacheOp::CacheAlways, 4, true),
+            _ => None,
+        }
+        .ok_or_else(|| tile_err(cfg, "qweight copies are 4 words (16 bytes) or 1 word"))?;
+        let copy_a = cp_async(CacheOp::CacheGlobal, 16, true).ok_or_else(|| tile_err(cfg, "no 16-byte cp.async"))?;
+        let threads = 32 * wm * wn;
+        let b_row_words = bn / 8 + B_ROW_PAD_WORDS;
+        let a_stage_bytes = bm * bk * 2;
+        let b_stage_bytes = bk * b_row_words * 4;
+        let s_stage_bytes = GROUP_SLOTS * bn * 2;
+        let z_stage_bytes = GROUP_SLOTS * bn / 8 * 4;
+        let s_chunks = GROUP_SLOTS * bn * 2 / 16;
+        let z_chunks = GROUP_SLOTS * bn / 8 / cfg.b_vector_words;
+        let a_chunks = bm * bk / 8;
+        let b_chunks = bk * bn / 8 / cfg.b_vector_words;
+        Ok(AwqMainloop {
+            config: *cfg,
+            threads,
+            mi: bm / (16 * wm),
+            ns: bn / (64 * wn),
+            b_row_words,
+            a_stage_bytes,
+            b_stage_bytes,
+            s_stage_bytes,
+            z_stage_bytes,
+            smem_bytes: (a_stage_bytes + b_stage_bytes + s_stage_bytes + z_stage_bytes) * cfg.stages as i64,
+            s_copies: (s_chunks + threads - 1) / threads,
+            z_copies: (z_chunks + threads - 1) / threads,
+            a_copies: (a_chunks + threads - 1) / threads,
+            b_copies: (b_chunks + threads - 1) / threads,
+            mma,
+            copy_a,
+            copy_b,
+            ldsm_a: ldmatrix_addr(4, false),
+            convert,
+            biased,
+        })
+    }
+
+    /// The four rows (within a k16 step) whose packed words lane `lane` reads: `2t, 2t+1`
+    /// (B fragment register 0) and `2t+8, 2t+9` (register 1).
+    pub fn b_rows(&self, lane: i64) -> [i64; 4] {
+        let t = lane % 4;
+        [2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9]
+    }
+
+    /// The word column (within the warp's 8-word slice) lane `lane` reads.
+    pub fn b_word(&self, lane: i64) -> i64 {
+        lane / 4
+    }
+
+    /// The weight column (within the 64-column slice) that `n8` tile `j` holds in the
+    /// B-fragment column of lane `lane`: `8 * (lane / 4) + j`.
+    pub fn b_column(&self, lane: i64, j: i64) -> i64 {
+        8 * self.b_word(lane) + j
+    }
+
+    /// The output column (within the slice) of accumulator `v` (0..4) of `n8` tile `j` of
+    /// lane `lane`: the tile's column `2t + v % 2` is the weight's `8 (2t + v % 2) + j`.
+    pub fn acc_column(&self, lane: i64, j: i64, v: i64) -> i64 {
+        8 * (2 * (lane % 4) + v % 2) + j
+    }
+
+    /// The row (within the m16 tile) of accumulator `v` of lane `lane`.
+    pub fn acc_row(&self, lane: i64, v: i64) -> i64 {
+        lane / 4 + 8 * (v / 2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcute_atom::convert_int4::{pack_awq, u4x8_to_16x2_biased};
+
+    fn plan() -> AwqMainloop {
+        AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4)).unwrap()
+    }
+
+    /// `__byte_perm(x, y, s)` for the two selectors the kernel uses.
+    fn prmt(x: u32, y: u32, hi: bool) -> u32 {
+        if hi {
+            (x >> 16) | (y & 0xffff_0000)
+        } else {
+            (x & 0xffff) | (y << 16)
+        }
+    }
+
+    /// One k16 step of one warp on the CPU: every lane builds its B fragments from the
+    /// packed words exactly as the kernel does (convert, then permute pairs), and the
+    /// fragments, read with `mma.sync`'s B layout, must be the weight at the columns the
+    /// plan says; the accumulator columns of each lane are 16 contiguous columns.
+    #[test]
+    fn fragments_hold_the_weight_at_the_planned_columns() {
+        let p = plan();
+        // q[k][c] for a 16 x 64 slice, packed into 16 x 8 words.
+        let q: Vec<u8> = (0..16 * 64).map(|i| ((i * 7 + i / 64) % 16) as u8).collect();
+        let words: Vec<u32> = (0..16 * 8)
+            .map(|w| {
+                let (k, j) = (w / 8, w % 8);
+                pack_awq(&std::array::from_fn(|c| q[k * 64 + 8 * j + c]))
+            })
+            .collect();
+        for lane in 0..32i64 {
+            let rows = p.b_rows(lane);
+            let pairs: Vec<[u32; 4]> = rows
+                .iter()
+                .map(|&r| u4x8_to_16x2_biased(words[(r * 8 + p.b_word(lane)) as usize], Biased16::F16))
+                .collect();
+            for j in 0..8i64 {
+                let (i, hi) = ((j / 2) as usize, j % 2 == 1);
+                let b = [prmt(pairs[0][i], pairs[1][i], hi), prmt(pairs[2][i], pairs[3][i], hi)];
+                // mma.sync B fragment: b[r] holds rows (2t + 8r, 2t + 8r + 1) of column g.
+                for (r, reg) in b.iter().enumerate() {
+                    for h in 0..2 {
+                        let k = 2 * (lane % 4) + 8 * r as i64 + h;
+                        let got = Biased16::F16.values(*reg)[h as usize] - 1024.0;
+                        let want = q[(k * 64 + p.b_column(lane, j)) as usize];
+                        assert_eq!(got, f32::from(want), "lane {lane} tile {j} k {k}");
+                    }
+                }
+            }
+            let cols: Vec<i64> = (0..2)
+                .flat_map(|v| (0..8).map(move |j| (v, j)))
+                .map(|(v, j)| p.acc_column(lane, j, v))
+                .collect();
+            let first = 16 * (lane % 4);
+            assert_eq!(cols, (first..first + 16).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn shared_reads_are_conflict_free_and_shapes_check() {
+        let p = plan();
+        // Lanes read word (row 2t, column g): banks (2t * row_words + g) % 32 all distinct.
+        let mut banks: Vec<i64> = (0..32)
+            .map(|l| (p.b_rows(l)[0] * p.b_row_words + p.b_word(l)) % 32)
+            .collect();
+        banks.sort();
+        banks.dedup();
+        assert_eq!(banks.len(), 32);
+        assert_eq!(p.smem_bytes, 4 * (16 * 64 * 2 + 64 * 36 * 4 + 2 * 256 * 2 + 2 * 32 * 4));
+        let big = AwqMainloop::new(&AwqMainloopConfig::new(Element::BF16, [128, 256, 64], [2, 4], 3, 1)).unwrap();
+        assert_eq!((big.mi, big.ns, big.threads, big.b_copies), (4, 1, 256, 8));
+        for bad in [
+            AwqMainloopConfig::new(Element::F32, [16, 256, 64], [1, 4], 4, 4),
+            AwqMainloopConfig::new(Element::F16, [16, 256, 32], [1, 4], 4, 4),
+            AwqMainloopConfig::new(Element::F16, [24, 256, 64], [1, 4], 4, 4),
+            AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 4], 1, 4),
+            AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 2),
+        ] {
+            assert!(AwqMainloop::new(&bad).is_err(), "{bad:?}");
+        }
+    }
+}

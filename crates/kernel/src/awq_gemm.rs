@@ -1,0 +1,892 @@
+//! The AWQ W4A16 GEMM (SM80 class, runs on SM90 too): `out = x @ dequantize(qweight,
+//! scales, qzeros) (+ bias)` on AutoAWQ's checkpoint tensors as they are, rendered from the
+//! [`AwqMainloop`] plan of `rcute_collective::awq_mainloop` (which documents the pipeline
+//! and the lane -> fragment mapping).
+//!
+//! Grid: `(ceil(N / BN), ceil(M / BM), splits)`. Split `z` walks k-tiles
+//! `[z * kt_per_split, (z + 1) * kt_per_split)`. With one split the epilogue adds the bias
+//! and stores 16-bit outputs directly; with several, every split adds its f32 partial tile
+//! into a zeroed `[M, N]` f32 workspace with L2 reductions (`atomicAdd`: the workspace stays
+//! in L2, so K splits cost no DRAM traffic beyond it; the order of the additions, and so
+//! the last bits of the result, may vary run to run), counts itself on the tile's semaphore,
+//! and the last split to arrive reads the sums, adds the bias, stores, and writes zeros back
+//! to the workspace and the semaphore (both start and stay zeroed).
+//!
+//! ```
+//! use rcute_atom::Element;
+//! use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
+//! let g = generate(&AwqGemmConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4)).unwrap();
+//! assert_eq!(g.name, "rc_awq_gemm_f16_16x256x64_w1x4_s4_v4");
+//! assert!(g.source.contains("rc_cvt_u4x8_f16x2_biased") && g.source.contains("mma.sync"));
+//! assert_eq!(g.launch_config(1, 14336, 5).grid.x, 56);
+//! ```
+
+use crate::emit::{unit_preamble, Function as CFunction, Item, Stmt, Unit};
+use crate::gemm_sm80::GemmError;
+use crate::launch::{Dim3, KernelArgs, LaunchConfig};
+use rcute_atom::copy_cp_async::{cp_async_commit_group, cp_async_wait_group};
+pub use rcute_atom::Element;
+pub use rcute_collective::awq_mainloop::AwqMainloopConfig as AwqGemmConfig;
+use rcute_collective::awq_mainloop::{AwqMainloop, AWQ_BK, GROUP_SLOTS};
+
+/// A generated AWQ GEMM kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GeneratedAwqGemm {
+    /// Kernel (and unit) name, after the configuration.
+    pub name: String,
+    /// The mainloop plan.
+    pub plan: AwqMainloop,
+    /// CUDA C++ source.
+    pub source: String,
+}
+
+/// Run-time arguments of one launch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AwqGemmArgs {
+    /// `x [M, K]`, row-major with leading dimension `ldx`.
+    pub x: u64,
+    /// `qweight` int32 `[K, N/8]`.
+    pub qweight: u64,
+    /// `scales [K/G, N]`.
+    pub scales: u64,
+    /// `qzeros` int32 `[K/G, N/8]`.
+    pub qzeros: u64,
+    /// `bias [N]`, or 0 for none.
+    pub bias: u64,
+    /// `out [M, N]`, row-major with leading dimension `ldo`.
+    pub out: u64,
+    /// f32 workspace of [`GeneratedAwqGemm::workspace_bytes`] (with several splits).
+    pub workspace: u64,
+    /// Zeroed `i32` semaphores, [`GeneratedAwqGemm::semaphore_count`] (several splits).
+    pub semaphores: u64,
+    /// Rows of `x`.
+    pub m: i32,
+    /// Columns of the weight.
+    pub n: i32,
+    /// Reduction size.
+    pub k: i32,
+    /// Group size.
+    pub group: i32,
+    /// Leading dimension of `x` (elements).
+    pub ldx: i64,
+    /// Leading dimension of `out` (elements).
+    pub ldo: i64,
+    /// K splits (grid z).
+    pub splits: i32,
+}
+
+impl GeneratedAwqGemm {
+    /// K tiles of a problem.
+    pub fn k_tiles(&self, k: i32) -> i32 {
+        (k.max(1) + AWQ_BK as i32 - 1) / AWQ_BK as i32
+    }
+
+    /// K tiles per split for `splits` requested splits, and the splits that run (every one
+    /// non-empty).
+    pub fn split_plan(&self, k: i32, splits: i32) -> (i32, i32) {
+        let kt = self.k_tiles(k);
+        let per = (kt + splits.clamp(1, kt) - 1) / splits.clamp(1, kt);
+        (per, (kt + per - 1) / per)
+    }
+
+    /// Grid, block and dynamic shared memory.
+    pub fn launch_config(&self, m: i32, n: i32, splits: i32) -> LaunchConfig {
+        let [bm, bn, _] = self.plan.config.tile;
+        let gx = (n.max(1) as u32).div_ceil(bn as u32);
+        let gy = (m.max(1) as u32).div_ceil(bm as u32);
+        LaunchConfig::new(Dim3::new(gx, gy, splits.max(1) as u32), self.plan.threads as u32)
+            .with_dynamic_smem(self.plan.smem_bytes as u32)
+    }
+
+    /// Bytes of the f32 `[M, N]` accumulation workspace for `splits` splits (0 for one):
+    /// it must be zeroed, and every completed launch leaves it zeroed.
+    pub fn workspace_bytes(&self, m: i32, n: i32, splits: i32) -> usize {
+        if splits <= 1 {
+            0
+        } else {
+            m.max(0) as usize * n.max(0) as usize * 4
+        }
+    }
+
+    /// Semaphores (one per output tile) needed with several splits.
+    pub fn semaphore_count(&self, m: i32, n: i32) -> usize {
+        let g = self.launch_config(m, n, 1).grid;
+        g.x as usize * g.y as usize
+    }
+
+    /// The kernel's arguments in order; `a.splits` must be the splits that run
+    /// ([`Self::split_plan`]).
+    pub fn args(&self, a: &AwqGemmArgs) -> KernelArgs {
+        let (per, _) = self.split_plan(a.k, a.splits);
+        KernelArgs::new()
+            .u64(a.x)
+            .u64(a.qweight)
+            .u64(a.scales)
+            .u64(a.qzeros)
+            .u64(a.bias)
+            .u64(a.out)
+            .u64(a.workspace)
+            .u64(a.semaphores)
+            .i32(a.m)
+            .i32(a.n)
+            .i32(a.k)
+            .i32(a.group)
+            .i64(a.ldx)
+            .i64(a.ldo)
+            .i32(a.splits)
+            .i32(per)
+    }
+}
+
+/// Generates the kernel of `cfg`.
+pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
+    let plan = AwqMainloop::new(cfg).map_err(|e| GemmError::Config(e.to_string()))?;
+    let [bm, bn, bk] = cfg.tile;
+    let name = format!(
+        "rc_awq_gemm_{}_{bm}x{bn}x{bk}_w{}x{}_s{}_v{}",
+        cfg.element, cfg.warps[0], cfg.warps[1], cfg.stages, cfg.b_vector_words
+    );
+    let e = Emit::new(&plan, &name)?;
+    let snippets = vec![
+        plan.copy_a.snippet.clone(),
+        plan.copy_b.snippet.clone(),
+        cp_async_commit_group(),
+        cp_async_wait_group(),
+        plan.ldsm_a.clone(),
+        plan.mma.snippet.clone(),
+        plan.convert.clone(),
+    ];
+    let mut snips = snippets;
+    snips.dedup_by(|a, b| a.name == b.name);
+    let mut items = unit_preamble(&snips, "");
+    items.push(Item::Function(e.load_tile()));
+    items.push(Item::Function(e.store()));
+    items.push(Item::Function(e.kernel()));
+    let unit = Unit {
+        header: vec![
+            format!(
+                "{name}: AWQ W4A16 GEMM, {} x (int4 AutoAWQ qweight, {} scales), CTA {bm}x{bn}x{bk}, warps {}x{}, {} stages, {}-word qweight copies",
+                cfg.element, cfg.element, cfg.warps[0], cfg.warps[1], cfg.stages, cfg.b_vector_words
+            ),
+            "Generated by rcute (crates/kernel/src/awq_gemm.rs from rcute_collective::awq_mainloop); do not edit."
+                .into(),
+        ],
+        includes: vec![],
+        items,
+    };
+    Ok(GeneratedAwqGemm {
+        name,
+        plan,
+        source: unit.render(),
+    })
+}
+
+/// The names and constants the emitter threads through.
+struct Emit<'a> {
+    p: &'a AwqMainloop,
+    name: &'a str,
+    ty: &'static str,
+    ty2: &'static str,
+}
+
+/// `(warp OP w) * step`, folded: `0` when `zero` (one warp along that mode), no `/ 1`.
+fn warp_origin(op: &str, w: i64, step: i64, zero: bool) -> String {
+    if zero {
+        "0".into()
+    } else if w == 1 {
+        format!("warp * {step}")
+    } else {
+        format!("({op}{w}) * {step}")
+    }
+}
+
+/// `body` for copy `c`, inside `if (c < chunks)` unless the `threads x copies` slots are
+/// exactly the `chunks` copies.
+fn guarded(chunks: i64, slots: i64, body: Vec<Stmt>) -> Vec<Stmt> {
+    if slots == chunks {
+        body
+    } else {
+        vec![Stmt::If {
+            cond: format!("c < {chunks}"),
+            then: body,
+            otherwise: vec![],
+        }]
+    }
+}
+
+fn s(line: impl Into<String>) -> Stmt {
+    Stmt::Expr(line.into())
+}
+
+impl<'a> Emit<'a> {
+    fn new(p: &'a AwqMainloop, name: &'a str) -> Result<Emit<'a>, GemmError> {
+        let (ty, ty2) = match p.config.element {
+            Element::F16 => ("__half", "__half2"),
+            Element::BF16 => ("__nv_bfloat16", "__nv_bfloat162"),
+            other => {
+                return Err(GemmError::Config(format!(
+                    "AWQ activations must be f16 or bf16, got {other}"
+                )))
+            }
+        };
+        Ok(Emit { p, name, ty, ty2 })
+    }
+
+    /// `{name}_load_tile`: one stage of `x` and `qweight` with zero-filled edges.
+    fn load_tile(&self) -> CFunction {
+        let p = self.p;
+        let [bm, bn, _] = p.config.tile;
+        let threads = p.threads;
+        let vw = p.config.b_vector_words;
+        let cpr = bn / 8 / vw;
+        let guard = |chunks: i64, copies: i64, body: Vec<Stmt>| guarded(chunks, copies * threads, body);
+        let a_body = vec![
+            Stmt::Comment("chunk c of the (BM, 64) tile: row c / 8, 16-byte chunk c % 8".into()),
+            Stmt::decl("const int", "r", "c >> 3"),
+            Stmt::decl("const int", "ch", "c & 7"),
+            Stmt::decl("const bool", "ok", "m0 + r < M && k0 + 8 * ch < K"),
+            Stmt::decl(
+                &format!("const {}*", self.ty),
+                "src",
+                "ok ? x + (long long)(m0 + r) * ldx + (k0 + 8 * ch) : x",
+            ),
+            Stmt::Comment("Sw<3,3,3> o (BM,64):(64,1): chunk ch of row r lives at chunk ch ^ (r % 8)".into()),
+            s(format!(
+                "{}(sA + r * 64 + ((ch ^ (r & 7)) << 3), src, ok)",
+                p.copy_a.snippet.name
+            )),
+        ];
+        let b_body = vec![
+            Stmt::Comment(format!(
+                "copy c of the (64, BN/8) word tile: row c / {cpr}, word (c % {cpr}) * {vw}"
+            )),
+            Stmt::decl("const int", "r", format!("c / {cpr}")),
+            Stmt::decl(
+                "const int",
+                "w",
+                if vw == 1 {
+                    format!("c % {cpr}")
+                } else {
+                    format!("(c % {cpr}) * {vw}")
+                },
+            ),
+            Stmt::decl("const bool", "ok", "k0 + r < K && n0w + w < N8"),
+            Stmt::decl(
+                "const uint32_t*",
+                "src",
+                "ok ? qweight + (long long)(k0 + r) * N8 + (n0w + w) : qweight",
+            ),
+            Stmt::Comment(format!("padded rows of {} words", p.b_row_words)),
+            s(format!(
+                "{}(sB + r * {} + w, src, ok)",
+                p.copy_b.snippet.name, p.b_row_words
+            )),
+        ];
+        let mut a_loop = vec![Stmt::decl(
+            "const int",
+            "c",
+            "threadIdx.x + i * ".to_string() + &threads.to_string(),
+        )];
+        a_loop.extend(guard(bm * AWQ_BK / 8, p.a_copies, a_body));
+        let mut b_loop = vec![Stmt::decl(
+            "const int",
+            "c",
+            "threadIdx.x + i * ".to_string() + &threads.to_string(),
+        )];
+        b_loop.extend(guard(AWQ_BK * bn / 8 / vw, p.b_copies, b_body));
+        let [s_loop, z_loop] = self.group_copies(&guard);
+        CFunction {
+            qualifiers: "__device__ __forceinline__".into(),
+            ret: "void".into(),
+            name: format!("{}_load_tile", self.name),
+            params: vec![
+                (format!("{}*", self.ty), "sA".into()),
+                ("uint32_t*".into(), "sB".into()),
+                (format!("const {}* __restrict__", self.ty), "x".into()),
+                ("const uint32_t* __restrict__".into(), "qweight".into()),
+                ("int".into(), "m0".into()),
+                ("int".into(), "n0w".into()),
+                ("int".into(), "k0".into()),
+                ("int".into(), "M".into()),
+                ("int".into(), "N8".into()),
+                ("int".into(), "K".into()),
+                ("long long".into(), "ldx".into()),
+                (format!("{}*", self.ty), "sS".into()),
+                ("uint32_t*".into(), "sZ".into()),
+                (format!("const {}* __restrict__", self.ty), "scales".into()),
+                ("const uint32_t* __restrict__".into(), "qzeros".into()),
+                ("int".into(), "N".into()),
+                ("int".into(), "G".into()),
+                ("int".into(), "groups".into()),
+            ],
+            doc: vec![
+                "One pipeline stage: the (BM, 64) tile of x, the (64, BN/8) tile of qweight words, and the scales and zero words of the tile's groups.".into(),
+            ],
+            body: vec![
+                Stmt::unrolled("i", p.a_copies, a_loop),
+                Stmt::unrolled("i", p.b_copies, b_loop),
+                s_loop,
+                z_loop,
+            ],
+        }
+    }
+
+    /// The scale and zero-word copies of one stage: the [`GROUP_SLOTS`] group rows the
+    /// k-tile touches (`guard` wraps a copy body that not every thread runs).
+    fn group_copies(&self, guard: &dyn Fn(i64, i64, Vec<Stmt>) -> Vec<Stmt>) -> [Stmt; 2] {
+        let p = self.p;
+        let bn = p.config.tile[1];
+        let threads = p.threads;
+        let vw = p.config.b_vector_words;
+        let spr = bn / 8; // 16-byte scale chunks (8 columns) per group row
+        let s_body = vec![
+            Stmt::Comment(format!(
+                "chunk c of the ({GROUP_SLOTS}, BN) scales: group slot c / {spr}, columns 8 (c % {spr}) .. + 8"
+            )),
+            Stmt::decl("const int", "slot", format!("c / {spr}")),
+            Stmt::decl("const int", "w", format!("c % {spr}")),
+            Stmt::decl("const int", "grp", "min((k0 + 32 * slot) / G, groups - 1)"),
+            Stmt::decl("const bool", "ok", "n0w + w < N8"),
+            Stmt::Comment("scales [K/G, N] row-major".into()),
+            Stmt::decl(
+                &format!("const {}*", self.ty),
+                "src",
+                "ok ? scales + (long long)grp * N + 8 * (n0w + w) : scales",
+            ),
+            s(format!("{}(sS + slot * {bn} + 8 * w, src, ok)", p.copy_a.snippet.name)),
+        ];
+        let zpr = bn / 8 / vw;
+        let z_body = vec![
+            Stmt::Comment(format!(
+                "copy c of the ({GROUP_SLOTS}, BN/8) zero words: group slot c / {zpr}"
+            )),
+            Stmt::decl("const int", "slot", format!("c / {zpr}")),
+            Stmt::decl(
+                "const int",
+                "w",
+                if vw == 1 {
+                    format!("c % {zpr}")
+                } else {
+                    format!("(c % {zpr}) * {vw}")
+                },
+            ),
+            Stmt::decl("const int", "grp", "min((k0 + 32 * slot) / G, groups - 1)"),
+            Stmt::decl("const bool", "ok", "n0w + w < N8"),
+            Stmt::Comment("qzeros [K/G, N/8] row-major".into()),
+            Stmt::decl(
+                "const uint32_t*",
+                "src",
+                "ok ? qzeros + (long long)grp * N8 + (n0w + w) : qzeros",
+            ),
+            s(format!(
+                "{}(sZ + slot * {} + w, src, ok)",
+                p.copy_b.snippet.name,
+                bn / 8
+            )),
+        ];
+        let c_decl = || {
+            Stmt::decl(
+                "const int",
+                "c",
+                "threadIdx.x + i * ".to_string() + &threads.to_string(),
+            )
+        };
+        let mut s_loop = vec![c_decl()];
+        s_loop.extend(guard(GROUP_SLOTS * spr, p.s_copies, s_body));
+        let mut z_loop = vec![c_decl()];
+        z_loop.extend(guard(GROUP_SLOTS * zpr, p.z_copies, z_body));
+        [
+            Stmt::unrolled("i", p.s_copies, s_loop),
+            Stmt::unrolled("i", p.z_copies, z_loop),
+        ]
+    }
+
+    /// `{name}_store`: eight f32 values of columns `8 wc .. 8 wc + 8` of one row, plus the
+    /// bias, to 16-bit outputs in one 16-byte store.
+    fn store(&self) -> CFunction {
+        let (ty, ty2) = (self.ty, self.ty2);
+        let cvt = if ty == "__half" {
+            "__floats2half2_rn"
+        } else {
+            "__floats2bfloat162_rn"
+        };
+        let to_f = if ty == "__half" {
+            "__half2float"
+        } else {
+            "__bfloat162float"
+        };
+        CFunction {
+            qualifiers: "__device__ __forceinline__".into(),
+            ret: "void".into(),
+            name: format!("{}_store", self.name),
+            params: vec![
+                (format!("{ty}* __restrict__"), "out".into()),
+                (format!("const {ty}* __restrict__"), "bias".into()),
+                ("long long".into(), "off".into()),
+                ("int".into(), "col".into()),
+                ("float".into(), "(&v)[8]".into()),
+            ],
+            doc: vec!["out[off .. off + 8] = v (+ bias[col .. col + 8]), rounded once.".into()],
+            body: vec![
+                Stmt::If {
+                    cond: "bias != nullptr".into(),
+                    then: vec![
+                        Stmt::decl("const uint4", "b4", "*reinterpret_cast<const uint4*>(bias + col)"),
+                        Stmt::decl(
+                            &format!("const {ty}*"),
+                            "b",
+                            format!("reinterpret_cast<const {ty}*>(&b4)"),
+                        ),
+                        Stmt::unrolled("j", 8, vec![s(format!("v[j] += {to_f}(b[j])"))]),
+                    ],
+                    otherwise: vec![],
+                },
+                Stmt::Array {
+                    ty: "uint32_t".into(),
+                    name: "o".into(),
+                    len: 4,
+                    comment: Some("pairs of adjacent columns".into()),
+                },
+                Stmt::unrolled(
+                    "i",
+                    4,
+                    vec![
+                        Stmt::decl(&format!("const {ty2}"), "h", format!("{cvt}(v[2 * i], v[2 * i + 1])")),
+                        Stmt::assign("o[i]", "*reinterpret_cast<const uint32_t*>(&h)"),
+                    ],
+                ),
+                Stmt::assign(
+                    "*reinterpret_cast<uint4*>(out + off)",
+                    "make_uint4(o[0], o[1], o[2], o[3])",
+                ),
+            ],
+        }
+    }
+
+    /// The loop nest over a lane's outputs: m16 tile `mi`, slice `si`, row half `h` and
+    /// word `u` (accumulators `2h + u` of the slice's eight n8 tiles are the columns
+    /// `8 wc .. 8 wc + 8`, see `AwqMainloop::acc_column`), running `body` where `row` and
+    /// `wc` are in bounds.
+    fn output_nest(&self, body: Vec<Stmt>) -> Stmt {
+        let inner = vec![
+            Stmt::decl("const int", "row", "m0 + wrow + 16 * mi + g + 8 * h"),
+            Stmt::decl("const int", "wc", "n0w + wword + 8 * si + 2 * t + u"),
+            Stmt::If {
+                cond: "row < M && wc < N8".into(),
+                then: body,
+                otherwise: vec![],
+            },
+        ];
+        let u = Stmt::unrolled("u", 2, inner);
+        let h = Stmt::unrolled("h", 2, vec![u]);
+        let si = Stmt::unrolled("si", self.p.ns, vec![h]);
+        Stmt::unrolled("mi", self.p.mi, vec![si])
+    }
+
+    /// One k16 step of the mainloop on stage `slot`: A fragments by `ldmatrix`, the
+    /// group's scales and zeros when the group changes, then per 8-word slice the four
+    /// packed words of the lane, converted, dequantized, permuted into B fragments, and
+    /// sixteen `mma.sync`s per m16 tile.
+    fn k16_step(&self) -> Vec<Stmt> {
+        let p = self.p;
+        let (ty2, row) = (self.ty2, p.b_row_words);
+        let cvt = &p.convert.name;
+        let as2 = |v: &str| format!("*reinterpret_cast<const {ty2}*>(&{v})");
+        let mma = &p.mma.snippet.name;
+        let a_frag = vec![
+            Stmt::decl("const int", "r", "wrow + 16 * mi + (lane & 15)"),
+            Stmt::decl("const int", "ch", "2 * kk + (lane >> 4)"),
+            Stmt::Comment("Sw<3,3,3> o (BM,64):(64,1), 2 bytes per element".into()),
+            s(format!(
+                "{}(sA_base + 2 * (slot * {} + r * 64 + ((ch ^ (r & 7)) << 3)), a[mi])",
+                p.ldsm_a.name,
+                p.config.tile[0] * AWQ_BK
+            )),
+        ];
+        let bn = p.config.tile[1];
+        let load_group = vec![
+            Stmt::decl("const int", "wl", "wword + 8 * si + g"),
+            Stmt::Comment(format!(
+                "group slot kk / 2 of this stage: scales ({GROUP_SLOTS}, {bn}), zero words ({GROUP_SLOTS}, {})",
+                bn / 8
+            )),
+            Stmt::decl(
+                "const uint4",
+                "s4",
+                format!(
+                    "*reinterpret_cast<const uint4*>(sS + slot * {} + (kk >> 1) * {bn} + 8 * wl)",
+                    GROUP_SLOTS * bn
+                ),
+            ),
+            Stmt::assign("sc[si][0]", "s4.x"),
+            Stmt::assign("sc[si][1]", "s4.y"),
+            Stmt::assign("sc[si][2]", "s4.z"),
+            Stmt::assign("sc[si][3]", "s4.w"),
+            s(format!(
+                "{cvt}(sZ[slot * {} + (kk >> 1) * {} + wl], zb[si])",
+                GROUP_SLOTS * bn / 8,
+                bn / 8
+            )),
+        ];
+        let pair = vec![
+            Stmt::Array {
+                ty: "uint32_t".into(),
+                name: "d".into(),
+                len: 4,
+                comment: Some("rows 2t, 2t+1, 2t+8, 2t+9: columns (8g' + 2i, 8g' + 2i + 1)".into()),
+            },
+            Stmt::unrolled(
+                "r",
+                4,
+                vec![
+                    Stmt::Comment("(bias + q) - (bias + z) = q - z exactly; one rounding in the product".into()),
+                    Stmt::decl(
+                        &format!("const {ty2}"),
+                        "v",
+                        format!(
+                            "{}({}({}, {}), {})",
+                            "__hmul2",
+                            "__hsub2",
+                            as2("q[r][i]"),
+                            as2("zb[si][i]"),
+                            as2("sc[si][i]")
+                        ),
+                    ),
+                    Stmt::assign("d[r]", "*reinterpret_cast<const uint32_t*>(&v)"),
+                ],
+            ),
+            Stmt::Comment(
+                "column pairs of two rows -> K pairs of one column: n8 tiles 2i (low halves), 2i+1 (high)".into(),
+            ),
+            Stmt::decl(
+                "const uint32_t",
+                "b_lo[2]",
+                "{__byte_perm(d[0], d[1], 0x5410), __byte_perm(d[2], d[3], 0x5410)}",
+            ),
+            Stmt::decl(
+                "const uint32_t",
+                "b_hi[2]",
+                "{__byte_perm(d[0], d[1], 0x7632), __byte_perm(d[2], d[3], 0x7632)}",
+            ),
+            Stmt::unrolled(
+                "mi",
+                p.mi,
+                vec![
+                    s(format!("{mma}(acc[mi][si][2 * i], a[mi], b_lo, acc[mi][si][2 * i])")),
+                    s(format!(
+                        "{mma}(acc[mi][si][2 * i + 1], a[mi], b_hi, acc[mi][si][2 * i + 1])"
+                    )),
+                ],
+            ),
+        ];
+        let slice = vec![
+            Stmt::Comment(format!(
+                "word column wword + 8 si + g of rows 16 kk + (2t, 2t+1, 2t+8, 2t+9): padded rows of {row} words"
+            )),
+            Stmt::decl(
+                "const uint32_t*",
+                "bw",
+                format!(
+                    "sB + slot * {} + (16 * kk + 2 * t) * {row} + wword + 8 * si + g",
+                    AWQ_BK * row
+                ),
+            ),
+            Stmt::Decl {
+                ty: "uint32_t".into(),
+                name: "q[4][4]".into(),
+                init: None,
+                comment: Some("pairs {bias + q} of columns (2i, 2i + 1) of the word, per row".into()),
+            },
+            s(format!("{cvt}(bw[0], q[0])")),
+            s(format!("{cvt}(bw[{row}], q[1])")),
+            s(format!("{cvt}(bw[{}], q[2])", 8 * row)),
+            s(format!("{cvt}(bw[{}], q[3])", 9 * row)),
+            Stmt::unrolled("i", 4, pair),
+        ];
+        vec![
+            Stmt::Decl {
+                ty: "uint32_t".into(),
+                name: format!("a[{}][4]", p.mi),
+                init: None,
+                comment: Some("A fragments of the m16 tiles".into()),
+            },
+            Stmt::unrolled("mi", p.mi, a_frag),
+            Stmt::Comment("the group's scales and zeros: k16 steps 0, 1 use slot 0, steps 2, 3 slot 1".into()),
+            Stmt::If {
+                cond: "(kk & 1) == 0".into(),
+                then: vec![Stmt::unrolled("si", p.ns, load_group)],
+                otherwise: vec![],
+            },
+            Stmt::unrolled("si", p.ns, slice),
+        ]
+    }
+
+    /// The epilogue: direct stores with one split; with several, partial tiles to the
+    /// workspace and the last split's reduction.
+    fn epilogue(&self) -> Vec<Stmt> {
+        let store = format!("{}_store", self.name);
+        let gather = vec![
+            Stmt::Decl {
+                ty: "float".into(),
+                name: "v[8]".into(),
+                init: None,
+                comment: Some("columns 8 wc + j: accumulator 2h + u of n8 tile j".into()),
+            },
+            Stmt::unrolled("j", 8, vec![Stmt::assign("v[j]", "acc[mi][si][j][2 * h + u]")]),
+            Stmt::If {
+                cond: "splits == 1".into(),
+                then: vec![s(format!(
+                    "{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)"
+                ))],
+                otherwise: vec![
+                    Stmt::Comment("accumulate into the zeroed f32 [M, N] workspace (L2 reductions)".into()),
+                    Stmt::decl("float*", "w", "ws + (long long)row * N + 8 * wc"),
+                    Stmt::unrolled("j", 8, vec![s("atomicAdd(w + j, v[j])")]),
+                ],
+            },
+        ];
+        let reduce = vec![
+            Stmt::Comment("every split's sum is in: read it through L2, leave zeros for the next launch".into()),
+            Stmt::decl(
+                "float4*",
+                "w",
+                "reinterpret_cast<float4*>(ws + (long long)row * N + 8 * wc)",
+            ),
+            Stmt::decl("const float4", "lo", "__ldcg(w)"),
+            Stmt::decl("const float4", "hi", "__ldcg(w + 1)"),
+            s("__stcg(w, make_float4(0.f, 0.f, 0.f, 0.f))"),
+            s("__stcg(w + 1, make_float4(0.f, 0.f, 0.f, 0.f))"),
+            Stmt::decl("float", "v[8]", "{lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w}"),
+            s(format!("{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)")),
+        ];
+        vec![
+            Stmt::Comment(
+                "Epilogue: lane (g, t) holds columns 8 wc .. 8 wc + 16 of rows g and g + 8 per m16 tile".into(),
+            ),
+            self.output_nest(gather),
+            Stmt::If {
+                cond: "splits == 1".into(),
+                then: vec![Stmt::Return],
+                otherwise: vec![],
+            },
+            Stmt::Comment("publish the partial sums, then count this split on the tile's semaphore".into()),
+            s("__threadfence()"),
+            s("__syncthreads()"),
+            Stmt::If {
+                cond: "threadIdx.x == 0".into(),
+                then: vec![
+                    Stmt::decl("const int", "prev", "atomicAdd(sem + tile, 1)"),
+                    Stmt::assign("is_last", "prev == splits - 1"),
+                ],
+                otherwise: vec![],
+            },
+            s("__syncthreads()"),
+            Stmt::If {
+                cond: "!is_last".into(),
+                then: vec![Stmt::Return],
+                otherwise: vec![],
+            },
+            s("__threadfence()"),
+            self.output_nest(reduce),
+            Stmt::Comment("every split arrived: leave the semaphore zeroed too".into()),
+            Stmt::If {
+                cond: "threadIdx.x == 0".into(),
+                then: vec![Stmt::assign("sem[tile]", "0")],
+                otherwise: vec![],
+            },
+        ]
+    }
+
+    /// Kernel setup: shared-memory carve-up, lane / warp / tile coordinates, this split's
+    /// k-tiles, zeroed accumulators and the group cache.
+    fn setup(&self) -> Vec<Stmt> {
+        let p = self.p;
+        let [bm, bn, _] = p.config.tile;
+        let stages = p.config.stages;
+        let ty = self.ty;
+        vec![
+            Stmt::Comment(format!(
+                "dynamic smem: {stages} stages each of x (BM, 64) {ty}, qweight (64, {}) words, scales ({GROUP_SLOTS}, BN) and zero words ({GROUP_SLOTS}, BN/8)",
+                p.b_row_words
+            )),
+            s("extern __shared__ __align__(128) unsigned char smem[]"),
+            Stmt::decl(&format!("{ty}*"), "sA", format!("reinterpret_cast<{ty}*>(smem)")),
+            Stmt::decl(
+                "uint32_t*",
+                "sB",
+                format!(
+                    "reinterpret_cast<uint32_t*>(smem + {})",
+                    stages as i64 * p.a_stage_bytes
+                ),
+            ),
+            Stmt::decl(
+                &format!("{ty}*"),
+                "sS",
+                format!(
+                    "reinterpret_cast<{ty}*>(smem + {})",
+                    stages as i64 * (p.a_stage_bytes + p.b_stage_bytes)
+                ),
+            ),
+            Stmt::decl(
+                "uint32_t*",
+                "sZ",
+                format!(
+                    "reinterpret_cast<uint32_t*>(smem + {})",
+                    stages as i64 * (p.a_stage_bytes + p.b_stage_bytes + p.s_stage_bytes)
+                ),
+            ),
+            Stmt::decl(
+                "const uint32_t",
+                "sA_base",
+                "static_cast<uint32_t>(__cvta_generic_to_shared(sA))",
+            ),
+            s("__shared__ int is_last"),
+            Stmt::decl("const int", "N8", "N >> 3"),
+            Stmt::decl("const int", "groups", "K / G"),
+            Stmt::decl("const int", "lane", "threadIdx.x & 31"),
+            Stmt::decl("const int", "warp", "threadIdx.x >> 5"),
+            Stmt::decl("const int", "g", "lane >> 2"),
+            Stmt::decl("const int", "t", "lane & 3"),
+            Stmt::decl("const int", "m0", format!("blockIdx.y * {bm}")),
+            Stmt::decl("const int", "n0w", format!("blockIdx.x * {}", bn / 8)),
+            Stmt::decl("const int", "tile", "blockIdx.y * gridDim.x + blockIdx.x"),
+            Stmt::Comment(format!(
+                "warps {}x{} (M fastest): {} rows and {} words each",
+                p.config.warps[0],
+                p.config.warps[1],
+                16 * p.mi,
+                8 * p.ns
+            )),
+            Stmt::decl(
+                "const int",
+                "wrow",
+                warp_origin("warp % ", p.config.warps[0], 16 * p.mi, p.config.warps[0] == 1),
+            ),
+            Stmt::decl(
+                "const int",
+                "wword",
+                warp_origin(
+                    "warp / ",
+                    p.config.warps[0],
+                    8 * p.ns,
+                    p.config.warps[0] * p.config.warps[1] == p.config.warps[0],
+                ),
+            ),
+            Stmt::decl("const int", "kt0", "blockIdx.z * kt_per_split"),
+            Stmt::decl(
+                "const int",
+                "nkt",
+                format!("min(kt_per_split, (K + {}) / {AWQ_BK} - kt0)", AWQ_BK - 1),
+            ),
+            Stmt::Decl {
+                ty: "float".into(),
+                name: format!("acc[{}][{}][8][4]", p.mi, p.ns),
+                init: None,
+                comment: Some("(m16 tile, slice, n8 tile, mma.sync C register)".into()),
+            },
+            Stmt::unrolled(
+                "mi",
+                p.mi,
+                vec![Stmt::unrolled(
+                    "si",
+                    p.ns,
+                    vec![Stmt::unrolled(
+                        "j",
+                        8,
+                        vec![Stmt::unrolled("v", 4, vec![Stmt::assign("acc[mi][si][j][v]", "0.f")])],
+                    )],
+                )],
+            ),
+            Stmt::decl("uint32_t", &format!("sc[{}][4]", p.ns), "{}"),
+            Stmt::decl("uint32_t", &format!("zb[{}][4]", p.ns), "{}"),
+        ]
+    }
+
+    /// The kernel: setup, the multistage mainloop, the epilogue.
+    fn kernel(&self) -> CFunction {
+        let p = self.p;
+        let bm = p.config.tile[0];
+        let stages = p.config.stages;
+        let (a_elems, b_words) = (bm * AWQ_BK, AWQ_BK * p.b_row_words);
+        let (s_elems, z_words) = (GROUP_SLOTS * p.config.tile[1], GROUP_SLOTS * p.config.tile[1] / 8);
+        let ty = self.ty;
+        let load = |k: &str, slot: &str| {
+            s(format!(
+                "{}_load_tile(sA + {slot} * {a_elems}, sB + {slot} * {b_words}, x, qweight, m0, n0w, {k}, M, N8, K, ldx, sS + {slot} * {s_elems}, sZ + {slot} * {z_words}, scales, qzeros, N, G, groups)",
+                self.name
+            ))
+        };
+        let mut body = self.setup();
+        body.extend([
+            Stmt::Comment(format!("prologue: stages 0 .. {} in flight", stages - 2)),
+            Stmt::For {
+                var: "st".into(),
+                start: "0".into(),
+                end: (stages - 1).to_string(),
+                unroll: true,
+                body: vec![
+                    Stmt::If {
+                        cond: "st < nkt".into(),
+                        then: vec![load(&format!("(kt0 + st) * {AWQ_BK}"), "st")],
+                        otherwise: vec![],
+                    },
+                    s("rc_cp_async_commit_group()"),
+                ],
+            },
+        ]);
+        let mut step = vec![Stmt::decl("const int", "k0", format!("(kt0 + it) * {AWQ_BK}"))];
+        step.push(Stmt::decl("const int", "slot", format!("it % {stages}")));
+        step.push(Stmt::unrolled("kk", AWQ_BK / 16, self.k16_step()));
+        body.push(Stmt::Loop {
+            init: "int it = 0".into(),
+            cond: "it < nkt".into(),
+            step: "++it".into(),
+            body: [
+                vec![
+                    Stmt::Comment(format!(
+                        "tile it has landed (at most {} younger groups pending)",
+                        stages - 2
+                    )),
+                    s(format!("rc_cp_async_wait_group<{}>()", stages - 2)),
+                    s("__syncthreads()"),
+                    Stmt::Comment("refill the stage every warp finished with in the previous iteration".into()),
+                    Stmt::decl("const int", "nx", format!("it + {}", stages - 1)),
+                    Stmt::If {
+                        cond: "nx < nkt".into(),
+                        then: vec![load(&format!("(kt0 + nx) * {AWQ_BK}"), &format!("(nx % {stages})"))],
+                        otherwise: vec![],
+                    },
+                    s("rc_cp_async_commit_group()"),
+                ],
+                step,
+            ]
+            .concat(),
+        });
+        body.extend(self.epilogue());
+        CFunction {
+            qualifiers: format!("extern \"C\" __global__ __launch_bounds__({})", p.threads),
+            ret: "void".into(),
+            name: self.name.into(),
+            params: vec![
+                (format!("const {ty}* __restrict__"), "x".into()),
+                ("const uint32_t* __restrict__".into(), "qweight".into()),
+                (format!("const {ty}* __restrict__"), "scales".into()),
+                ("const uint32_t* __restrict__".into(), "qzeros".into()),
+                (format!("const {ty}* __restrict__"), "bias".into()),
+                (format!("{ty}* __restrict__"), "out".into()),
+                ("float* __restrict__".into(), "ws".into()),
+                ("int* __restrict__".into(), "sem".into()),
+                ("int".into(), "M".into()),
+                ("int".into(), "N".into()),
+                ("int".into(), "K".into()),
+                ("int".into(), "G".into()),
+                ("long long".into(), "ldx".into()),
+                ("long long".into(), "ldo".into()),
+                ("int".into(), "splits".into()),
+                ("int".into(), "kt_per_split".into()),
+            ],
+            doc: vec!["out = x @ ((q - z) * s) (+ bias); grid (N tiles, M tiles, K splits).".into()],
+            body,
+        }
+    }
+}

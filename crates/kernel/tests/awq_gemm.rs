@@ -1,0 +1,67 @@
+//! The AWQ GEMM kernels generate deterministically, compile for sm_80 and sm_90a without
+//! spills or local memory, and use the instructions of the plan (cp.async, ldmatrix, the
+//! LOP3 conversion, PRMT, HMMA); bad configurations are errors.
+
+use rcute_atom::Element;
+use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
+use rcute_kernel::testing::toolkit_for_test;
+use rcute_kernel::{compile, Arch, CompileOptions, Sass};
+
+fn configs() -> Vec<AwqGemmConfig> {
+    vec![
+        AwqGemmConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4),
+        AwqGemmConfig::new(Element::BF16, [16, 256, 64], [1, 4], 4, 1),
+        AwqGemmConfig::new(Element::F16, [64, 128, 64], [2, 2], 4, 4),
+        AwqGemmConfig::new(Element::BF16, [128, 256, 64], [2, 4], 3, 4),
+    ]
+}
+
+#[test]
+fn generated_source_is_deterministic_and_rejects_bad_configs() {
+    for cfg in configs() {
+        let g = generate(&cfg).unwrap();
+        assert_eq!(g, generate(&cfg).unwrap());
+        for pat in ["+ 0)", "- 0)", "* 1)", "% 1)", "/ 1)", ">> 0", "<< 0"] {
+            assert!(!g.source.contains(pat), "unfolded {pat:?} in\n{}", g.source);
+        }
+        if let Some(dir) = std::env::var_os("RCUTE_DUMP") {
+            std::fs::write(std::path::Path::new(&dir).join(format!("{}.cu", g.name)), &g.source).unwrap();
+        }
+    }
+    assert!(generate(&AwqGemmConfig::new(Element::F32, [16, 256, 64], [1, 4], 4, 4)).is_err());
+    assert!(generate(&AwqGemmConfig::new(Element::F16, [16, 256, 32], [1, 4], 4, 4)).is_err());
+    let g = generate(&configs()[0]).unwrap();
+    // K = 4096 in 64-wide tiles over 5 requested splits: 13 tiles each, 5 splits run.
+    assert_eq!(g.split_plan(4096, 5), (13, 5));
+    assert_eq!(g.split_plan(100, 8), (1, 2));
+    assert_eq!(
+        (g.workspace_bytes(3, 64, 2), g.workspace_bytes(3, 64, 1)),
+        (3 * 64 * 4, 0)
+    );
+    assert_eq!(g.semaphore_count(17, 512), 2 * 2);
+}
+
+#[test]
+fn compiles_without_spills_and_uses_the_planned_instructions() {
+    let Some(tk) = toolkit_for_test() else { return };
+    for cfg in configs() {
+        let g = generate(&cfg).unwrap();
+        for arch in [Arch::Sm80, Arch::Sm90a] {
+            let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
+                .unwrap_or_else(|err| panic!("{} for {arch}: {err}\n{}", g.name, g.source));
+            let r = c
+                .resources
+                .kernel(&g.name)
+                .unwrap_or_else(|| panic!("no resources\n{}", c.log));
+            assert!(!r.spills() && r.stack_frame_bytes == 0, "{} on {arch}: {r:?}", g.name);
+            eprintln!("{} on {arch}: {} registers", g.name, r.registers);
+            let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
+            let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
+            assert!(!sass.uses_local_memory());
+            let k = sass.kernel(&g.name).unwrap();
+            for op in ["LDGSTS", "LDSM", "LOP3", "PRMT", "HMMA"] {
+                assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
+            }
+        }
+    }
+}

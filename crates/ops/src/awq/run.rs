@@ -1,0 +1,280 @@
+//! The AWQ ops on [`Ops`]: `awq_dequantize` and `awq_gemm`. Kernels are generated,
+//! compiled (cached) and loaded once per configuration through the same [`crate::memo::Memo`] path as
+//! the GEMMs; split-K partial sums go to zeroed accumulators and semaphores of the stream's
+//! scratch (both left zeroed; see [`crate::stream`]). Every launch goes through one
+//! function (`Ops::awq_launch`), on the handle's stream.
+
+use super::kernels::{LoadedAwqDequantize, LoadedAwqGemm};
+use super::select::select_awq_gemm;
+use super::validate::{validate_awq_dequantize, validate_awq_gemm, AwqGemmProblem, AwqTensors};
+use crate::context::{boxed, Ops};
+use crate::error::OpsError;
+use crate::stream::Uses;
+use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef, VectorRef};
+use rcute_atom::Element;
+use rcute_kernel::awq_dequantize::{self, AwqDequantizeArgs};
+use rcute_kernel::awq_gemm::{self, AwqGemmArgs, AwqGemmConfig};
+use rcute_kernel::launch::{KernelArgs, LaunchConfig};
+use rcute_kernel::{CompileOptions, Function, KernelCache};
+use std::sync::Arc;
+
+pub(crate) fn element(d: DType) -> Result<Element, OpsError> {
+    match d {
+        DType::F16 => Ok(Element::F16),
+        DType::BF16 => Ok(Element::BF16),
+        other => Err(OpsError::DType(format!("AWQ 16-bit type {}", other.name()))),
+    }
+}
+
+impl Ops {
+    pub(crate) fn check_devices(&self, views: &[(&'static str, &Geometry)]) -> Result<(), OpsError> {
+        let expected = self.gpu().context().ordinal();
+        for (operand, g) in views {
+            if let Some(found) = g.device {
+                if found != expected {
+                    return Err(OpsError::Device {
+                        operand,
+                        found,
+                        expected,
+                    });
+                }
+            }
+        }
+        crate::gemm::check_gemm_arch(self.gpu().compute_capability())
+    }
+
+    /// Launch `f` on the handle's stream: the one place the AWQ ops launch.
+    ///
+    /// # Safety
+    /// As [`Function::launch`]: `args` match the kernel and the buffers stay valid.
+    pub(crate) unsafe fn awq_launch(
+        &self,
+        f: &Function,
+        cfg: &LaunchConfig,
+        args: &KernelArgs,
+    ) -> Result<(), OpsError> {
+        let _scope = self.launch_scope();
+        // SAFETY: forwarded from the caller.
+        unsafe { f.launch(cfg, args) }.map_err(boxed)
+    }
+
+    /// Generate, compile (cached) and load the dequantization kernel for `e` (once).
+    pub fn load_awq_dequantize(&self, e: Element) -> Result<LoadedAwqDequantize, OpsError> {
+        self.awq.dequantize.get_or_try_build(&e, || {
+            let g = awq_dequantize::generate(e).map_err(boxed)?;
+            let function = self.load_function(&g.source, &g.name)?;
+            Ok(LoadedAwqDequantize {
+                generated: Arc::new(g),
+                function,
+            })
+        })
+    }
+
+    /// Compile (cached) `source` for this GPU and load its kernel `name`.
+    pub(crate) fn load_function(&self, source: &str, name: &str) -> Result<Function, OpsError> {
+        let arch = self
+            .gpu()
+            .arch()
+            .ok_or_else(|| OpsError::Arch(format!("compute capability {:?}", self.gpu().compute_capability())))?;
+        let compiled = KernelCache::global()
+            .get_or_compile(source, &format!("{name}.cu"), &CompileOptions::new(arch))
+            .map_err(boxed)?;
+        let module = self.gpu().load(&compiled).map_err(boxed)?;
+        module.function(name).map_err(boxed)
+    }
+
+    /// `out = dequantize(w)`: the dense 16-bit `[K, N]` weight `(q - z) * s` of an AutoAWQ
+    /// checkpoint (rounded once to the scales' type). Runs on the GPU's stream; returns once
+    /// launched.
+    ///
+    /// # Errors
+    ///
+    /// Everything [`crate::awq::validate_awq_dequantize`] rejects, an operand on another
+    /// device ([`OpsError::Device`]) or a GPU older than sm_80 ([`OpsError::Arch`]), all
+    /// before anything is launched: `out` is untouched.
+    ///
+    /// ```
+    /// use rcute_ops::awq::{pack_awq_matrix, AwqTensors};
+    /// use rcute_ops::{f16, Gpu, MatrixMut, MatrixRef, Ops};
+    /// let Some(gpu) = Gpu::detect().unwrap() else { return }; // no GPU here
+    /// let ops = Ops::new(gpu);
+    /// let s = ops.gpu().stream().clone();
+    /// let (k, n, g) = (64, 16, 32);
+    /// let q = s.clone_htod(&pack_awq_matrix(&vec![9u8; k * n], k, n).unwrap()).unwrap();
+    /// let z = s.clone_htod(&pack_awq_matrix(&vec![8u8; 2 * n], 2, n).unwrap()).unwrap();
+    /// let sc = s.clone_htod(&vec![f16::from_f32(0.5); 2 * n]).unwrap();
+    /// let mut out = s.alloc_zeros::<f16>(k * n).unwrap();
+    /// let w = AwqTensors {
+    ///     qweight: MatrixRef::new(&q, k, n / 8),
+    ///     scales: MatrixRef::new(&sc, 2, n),
+    ///     qzeros: MatrixRef::new(&z, 2, n / 8),
+    ///     group: g,
+    /// };
+    /// ops.awq_dequantize(&w, &mut MatrixMut::new(&mut out, k, n)).unwrap();
+    /// assert!(s.clone_dtoh(&out).unwrap().iter().all(|v| v.to_f32() == 0.5));
+    /// ```
+    pub fn awq_dequantize(&self, w: &AwqTensors<'_>, out: &mut MatrixMut<'_>) -> Result<(), OpsError> {
+        let (p, o) = validate_awq_dequantize(w, out)?;
+        let mut uses = Uses::new(self.stream())?;
+        for v in [&w.qweight, &w.scales, &w.qzeros] {
+            uses.read(v.tracked());
+        }
+        uses.write(out.tracked_mut());
+        self.check_devices(&[
+            ("qweight", &p.qweight),
+            ("scales", &p.scales),
+            ("qzeros", &p.qzeros),
+            ("out", &o),
+        ])?;
+        let loaded = self.load_awq_dequantize(element(p.dtype)?)?;
+        let g = &loaded.generated;
+        let args = AwqDequantizeArgs {
+            qweight: p.qweight.ptr,
+            qzeros: p.qzeros.ptr,
+            scales: p.scales.ptr,
+            out: o.ptr,
+            k: p.shape.k as i32,
+            n: p.shape.n as i32,
+            group: p.shape.group as i32,
+        };
+        // SAFETY: validation checked the shapes, density, bounds and alignment of every
+        // tensor the kernel reads ([K, N/8], [K/G, N/8], [K/G, N]) and writes ([K, N]); the
+        // views borrow their buffers for this call.
+        unsafe { self.awq_launch(&loaded.function, &g.launch_config(&args), &g.args(&args)) }
+    }
+}
+
+impl Ops {
+    /// Generate, compile (cached) and load the AWQ GEMM of `cfg` (once per configuration).
+    pub fn load_awq_gemm(&self, cfg: &AwqGemmConfig) -> Result<LoadedAwqGemm, OpsError> {
+        self.awq.gemm.get_or_try_build(cfg, || {
+            let g = awq_gemm::generate(cfg).map_err(boxed)?;
+            let function = self.load_function(&g.source, &g.name)?;
+            Ok(LoadedAwqGemm {
+                generated: Arc::new(g),
+                function,
+            })
+        })
+    }
+
+    /// `out = x @ dequantize(w) (+ bias)` on AutoAWQ's checkpoint tensors as they are:
+    /// `x [M, K]` f16 or bf16 (the scales' type), f32 accumulation, `out [M, N]` rounded
+    /// once. The configuration follows the shape ([`super::select::select_awq_gemm`]). Runs
+    /// on the GPU's stream; returns once launched.
+    ///
+    /// # Errors
+    ///
+    /// Everything [`crate::awq::validate_awq_gemm`] rejects (M = 0 included), an operand
+    /// on another device ([`OpsError::Device`]), a GPU older than sm_80
+    /// ([`OpsError::Arch`]) and a grid CUDA cannot launch ([`OpsError::TooLarge`]), all
+    /// before anything is launched: `out` is untouched.
+    ///
+    /// ```
+    /// use rcute_ops::awq::{pack_awq_matrix, AwqTensors};
+    /// use rcute_ops::{f16, Gpu, MatrixMut, MatrixRef, Ops, VectorRef};
+    /// let Some(gpu) = Gpu::detect().unwrap() else { return }; // no GPU here
+    /// let ops = Ops::new(gpu);
+    /// let s = ops.gpu().stream().clone();
+    /// let (m, k, n, g) = (3, 64, 16, 32);
+    /// // q = 9, z = 8, s = 0.5: every weight is 0.5; x = 1; bias = 1.
+    /// let q = s.clone_htod(&pack_awq_matrix(&vec![9u8; k * n], k, n).unwrap()).unwrap();
+    /// let z = s.clone_htod(&pack_awq_matrix(&vec![8u8; 2 * n], 2, n).unwrap()).unwrap();
+    /// let sc = s.clone_htod(&vec![f16::from_f32(0.5); 2 * n]).unwrap();
+    /// let x = s.clone_htod(&vec![f16::ONE; m * k]).unwrap();
+    /// let b = s.clone_htod(&vec![f16::ONE; n]).unwrap();
+    /// let mut out = s.alloc_zeros::<f16>(m * n).unwrap();
+    /// let w = AwqTensors {
+    ///     qweight: MatrixRef::new(&q, k, n / 8),
+    ///     scales: MatrixRef::new(&sc, 2, n),
+    ///     qzeros: MatrixRef::new(&z, 2, n / 8),
+    ///     group: g,
+    /// };
+    /// let bias = VectorRef::new(&b, n);
+    /// ops.awq_gemm(&MatrixRef::new(&x, m, k), &w, Some(&bias), &mut MatrixMut::new(&mut out, m, n)).unwrap();
+    /// assert!(s.clone_dtoh(&out).unwrap().iter().all(|v| v.to_f32() == 33.0));
+    /// ```
+    pub fn awq_gemm(
+        &self,
+        x: &MatrixRef<'_>,
+        w: &AwqTensors<'_>,
+        bias: Option<&VectorRef<'_>>,
+        out: &mut MatrixMut<'_>,
+    ) -> Result<(), OpsError> {
+        let p = validate_awq_gemm(x, w, bias, out)?;
+        let mut uses = Uses::new(self.stream())?;
+        for v in [x, &w.qweight, &w.scales, &w.qzeros] {
+            uses.read(v.tracked());
+        }
+        uses.read(bias.and_then(|b| b.tracked()));
+        uses.write(out.tracked_mut());
+        self.run_awq_gemm(&p, None)
+    }
+
+    /// Run a validated problem with the configuration and requested K splits of
+    /// `forced`, or the shape's choice for `None` (tests and benchmarks cover every kernel
+    /// this way).
+    pub fn run_awq_gemm(&self, p: &AwqGemmProblem<'_>, forced: Option<(AwqGemmConfig, u32)>) -> Result<(), OpsError> {
+        let mut views = vec![
+            ("x", &p.x),
+            ("qweight", &p.w.qweight),
+            ("scales", &p.w.scales),
+            ("qzeros", &p.w.qzeros),
+            ("out", &p.out),
+        ];
+        if let Some(b) = &p.bias {
+            views.push(("bias", b));
+        }
+        self.check_devices(&views)?;
+        let e = element(p.w.dtype)?;
+        let (mut cfg, splits) =
+            forced.unwrap_or_else(|| select_awq_gemm(p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize, e));
+        cfg.element = e;
+        if cfg.b_vector_words == 4 && (p.w.shape.n / 8) % 4 != 0 {
+            return Err(OpsError::Alignment {
+                operand: "qweight",
+                detail: format!(
+                    "16-byte qweight copies need N / 8 = {} to be a multiple of 4",
+                    p.w.shape.n / 8
+                ),
+            });
+        }
+        let loaded = self.load_awq_gemm(&cfg)?;
+        let g = &loaded.generated;
+        let (m, n, k) = (p.m as i32, p.w.shape.n as i32, p.w.shape.k as i32);
+        let (_, splits) = g.split_plan(k, splits.max(1) as i32);
+        let lc = g.launch_config(m, n, splits);
+        if lc.grid.y > 65535 || lc.grid.z > 65535 {
+            return Err(OpsError::TooLarge {
+                what: "problem (the AWQ GEMM grid exceeds 65535 CTAs in y = M tiles)",
+            });
+        }
+        let mut args = AwqGemmArgs {
+            x: p.x.ptr,
+            qweight: p.w.qweight.ptr,
+            scales: p.w.scales.ptr,
+            qzeros: p.w.qzeros.ptr,
+            bias: p.bias.map_or(0, |b| b.ptr),
+            out: p.out.ptr,
+            m,
+            n,
+            k,
+            group: p.w.shape.group as i32,
+            ldx: p.x.row_stride,
+            ldo: p.out.row_stride,
+            splits,
+            ..AwqGemmArgs::default()
+        };
+        let ws_bytes = g.workspace_bytes(m, n, splits);
+        // Held across the launch: another op on this stream cannot take the scratch meanwhile.
+        let mut scratch = self.scratch();
+        if splits > 1 {
+            args.semaphores = scratch.semaphores(g.semaphore_count(m, n))?;
+            args.workspace = scratch.zeroed(ws_bytes)?;
+        }
+        // SAFETY: validation checked every view's shape, bounds, strides and alignment
+        // against what the kernel reads (x [M, K] with ldx, qweight, scales, qzeros, bias
+        // [N]) and writes (out [M, N] with ldo); the zeroed accumulators hold `workspace_bytes` and
+        // the semaphores `semaphore_count` zeroed ints; the views borrow their buffers.
+        unsafe { self.awq_launch(&loaded.function, &lc, &g.args(&args)) }
+    }
+}

@@ -1,0 +1,67 @@
+//! The AWQ GEMM's configuration by shape: the CTA tile by M (decode rows in one m16 tile,
+//! prefill in 128-row tiles) and the K splits that give every SM work when the output has
+//! few tiles (decode: the weight is streamed by `tiles x splits` CTAs); see
+//! [`select_awq_gemm`] for the rules and the measurements behind them.
+//!
+//! ```
+//! use rcute_ops::awq::select::select_awq_gemm;
+//! let (cfg, splits) = select_awq_gemm(1, 14336, 4096, 132, rcute_atom::Element::F16);
+//! assert_eq!((cfg.tile, splits), ([16, 256, 64], 10));
+//! let (cfg, splits) = select_awq_gemm(16, 4096, 4096, 132, rcute_atom::Element::F16);
+//! assert_eq!((cfg.tile, splits), ([16, 256, 64], 5));
+//! let (cfg, splits) = select_awq_gemm(128, 14336, 4096, 132, rcute_atom::Element::F16);
+//! assert_eq!((cfg.tile, splits), ([128, 256, 64], 2));
+//! let (cfg, splits) = select_awq_gemm(4096, 14336, 4096, 132, rcute_atom::Element::F16);
+//! assert_eq!((cfg.tile, splits), ([128, 256, 64], 1));
+//! ```
+
+use rcute_atom::Element;
+use rcute_kernel::awq_gemm::AwqGemmConfig;
+
+/// CTAs per SM the decode split choice aims at.
+pub const CTAS_PER_SM: usize = 4;
+
+/// Most K splits.
+pub const MAX_SPLITS: usize = 20;
+
+/// The configuration and requested K splits for `M x N x K` on `sms` SMs.
+///
+/// Decode (M <= 16) takes the 16x256 tile with `4 x SMs / tiles` splits (at most 20, and
+/// at most `80 / M`: each split adds its partial sums into the L2 workspace, which costs
+/// in proportion to `splits x M x N`). Larger M takes, when the weight has many 256-column
+/// tiles (at least a quarter of the SMs), the 64x256 tile with 4 splits up to M = 64 and
+/// the 128x256 tile with 2 splits above; with few column tiles, the 16x256 tile with 5
+/// splits up to M = 64 and the 64x256 tile with 4 splits above; no split when the output
+/// already has a tile for every SM (prefill). Each choice is the fastest
+/// of those measured on an H100 for `N x K = 14336 x 4096` and `4096 x 4096` (BENCHMARKS.md).
+pub fn select_awq_gemm(m: usize, n: usize, k: usize, sms: usize, element: Element) -> (AwqGemmConfig, u32) {
+    let vw = if (n / 8).is_multiple_of(4) { 4 } else { 1 };
+    let k_tiles = k.div_ceil(64).max(1) as u32;
+    let m = m.max(1);
+    let wide = n.div_ceil(256) * 4 >= sms;
+    let decode = ([16, 256, 64], [1, 4], 4);
+    let mid = ([64, 256, 64], [1, 4], 3);
+    let (tile, warps, stages, splits) = if m <= 16 {
+        let tiles = n.div_ceil(256);
+        let want = (CTAS_PER_SM * sms.max(1)).div_ceil(tiles.max(1));
+        let splits = want.clamp(1, MAX_SPLITS).min((80 / m).max(1));
+        (decode.0, decode.1, decode.2, splits as u32)
+    } else if m <= 64 {
+        if wide {
+            (mid.0, mid.1, mid.2, 4)
+        } else {
+            (decode.0, decode.1, decode.2, 5)
+        }
+    } else if wide {
+        ([128, 256, 64], [2, 4], 3, 2)
+    } else {
+        (mid.0, mid.1, mid.2, 4)
+    };
+    // Prefill: with a CTA for every SM already, K splits only add reduction traffic.
+    let tiles = m.div_ceil(tile[0] as usize) * n.div_ceil(tile[1] as usize);
+    let splits = if m > 16 && tiles >= sms { 1 } else { splits };
+    (
+        AwqGemmConfig::new(element, tile, warps, stages, vw),
+        splits.min(k_tiles),
+    )
+}

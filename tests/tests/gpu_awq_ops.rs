@@ -1,0 +1,304 @@
+//! The AWQ ops through `Ops` on the GPU:
+//!
+//! * `awq_gemm` against a float64 reference of the format on random packed weights (zeros
+//!   0 and 15 included, scales log-uniform in [1e-4, 1]): ragged M (1, 3, 17, 255, 257,
+//!   1000), N not a multiple of the tile (and N/8 not a multiple of 4: 4-byte weight
+//!   copies), K of several groups plus a tail of the 64-wide K tile, bias on and off, G in
+//!   32, 64, 128 and G = K, f16 and bf16; every kernel configuration forced with one and
+//!   with several K splits. Each output element must be within `tol * (sum_k |x w| +
+//!   |bias|)` of the reference (the weight and the output each rounded once to the 16-bit
+//!   type); the output is poisoned first, so an unwritten element fails;
+//! * `awq_dequantize` through `Ops` bit-exact against the formula;
+//! * bad inputs (M = 0, shapes, G, dtypes, misalignment) are typed errors and write nothing.
+//!
+//! Skips with a printed reason without a GPU (fails under `RCUTE_REQUIRE_GPU=1`).
+
+mod common;
+
+use common::Rng;
+use rcute_kernel::awq_gemm::AwqGemmConfig;
+use rcute_kernel::testing::gpu_for_test;
+use rcute_ops::awq::{dequantize_reference, gemm_reference, pack_awq_matrix, validate_awq_gemm, AwqShape, AwqTensors};
+use rcute_ops::{bf16, f16, CudaSlice, MatrixMut, MatrixRef, Ops, OpsError, VectorRef};
+
+/// 16-bit host values of either type.
+trait Half:
+    Copy + cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits + rcute_ops::Element + PartialEq + std::fmt::Debug
+{
+    fn from_f64(v: f64) -> Self;
+    fn to_f64(self) -> f64;
+    /// Relative error bound of one product term and of the output rounding together.
+    const TOL: f64;
+}
+impl Half for f16 {
+    fn from_f64(v: f64) -> Self {
+        f16::from_f64(v)
+    }
+    fn to_f64(self) -> f64 {
+        f16::to_f64(self)
+    }
+    const TOL: f64 = 1.0 / 512.0;
+}
+impl Half for bf16 {
+    fn from_f64(v: f64) -> Self {
+        bf16::from_f64(v)
+    }
+    fn to_f64(self) -> f64 {
+        bf16::to_f64(self)
+    }
+    const TOL: f64 = 1.0 / 64.0;
+}
+
+/// One random problem on the host and the device.
+struct Case<T: Half> {
+    m: usize,
+    shape: AwqShape,
+    w: Vec<f64>,
+    /// The reference output and `sum_k |x w| + |bias|` per element.
+    want: Vec<f64>,
+    mag: Vec<f64>,
+    d_x: CudaSlice<T>,
+    d_q: CudaSlice<i32>,
+    d_s: CudaSlice<T>,
+    d_z: CudaSlice<i32>,
+    d_b: Option<CudaSlice<T>>,
+}
+
+impl<T: Half> Case<T> {
+    fn new(ops: &Ops, rng: &mut Rng, m: usize, n: usize, k: usize, group: usize, bias: bool) -> Case<T> {
+        let s = ops.gpu().stream();
+        let shape = AwqShape::new(k, n, group).unwrap();
+        let gn = shape.groups() * n;
+        let q: Vec<u8> = (0..k * n).map(|_| (rng.next_u32() % 16) as u8).collect();
+        let z: Vec<u8> = (0..gn)
+            .map(|i| match i % 7 {
+                0 => 0,
+                1 => 15,
+                _ => (rng.next_u32() % 16) as u8,
+            })
+            .collect();
+        let unit = |rng: &mut Rng| f64::from(rng.next_u32()) / f64::from(u32::MAX);
+        let sc: Vec<T> = (0..gn).map(|_| T::from_f64(10f64.powf(-4.0 * unit(rng)))).collect();
+        let x: Vec<T> = (0..m * k).map(|_| T::from_f64(2.0 * unit(rng) - 1.0)).collect();
+        let b: Option<Vec<T>> = bias.then(|| (0..n).map(|_| T::from_f64(2.0 * unit(rng) - 1.0)).collect());
+        let qw = pack_awq_matrix(&q, k, n).unwrap();
+        let qz = pack_awq_matrix(&z, shape.groups(), n).unwrap();
+        let s64: Vec<f64> = sc.iter().map(|v| v.to_f64()).collect();
+        let w = dequantize_reference(shape, &qw, &qz, &s64).unwrap();
+        let x64: Vec<f64> = x.iter().map(|v| v.to_f64()).collect();
+        let b64: Option<Vec<f64>> = b.as_ref().map(|b| b.iter().map(|v| v.to_f64()).collect());
+        let want = gemm_reference(&x64, m, &w, shape, b64.as_deref());
+        let abs = |v: &[f64]| v.iter().map(|x| x.abs()).collect::<Vec<f64>>();
+        let abs_b = b64.as_deref().map(abs);
+        let mag = gemm_reference(&abs(&x64), m, &abs(&w), shape, abs_b.as_deref());
+        Case {
+            m,
+            shape,
+            d_x: s.clone_htod(&x).unwrap(),
+            d_q: s.clone_htod(&qw).unwrap(),
+            d_s: s.clone_htod(&sc).unwrap(),
+            d_z: s.clone_htod(&qz).unwrap(),
+            d_b: b.as_ref().map(|b| s.clone_htod(b).unwrap()),
+            w,
+            want,
+            mag,
+        }
+    }
+
+    fn tensors(&self) -> AwqTensors<'_> {
+        let (k, n, g) = (self.shape.k, self.shape.n, self.shape.groups());
+        AwqTensors {
+            qweight: MatrixRef::new(&self.d_q, k, n / 8),
+            scales: MatrixRef::new(&self.d_s, g, n),
+            qzeros: MatrixRef::new(&self.d_z, g, n / 8),
+            group: self.shape.group,
+        }
+    }
+
+    /// Runs `awq_gemm` (forced configuration or the op's own) and checks every element.
+    fn check(&self, ops: &Ops, forced: Option<(AwqGemmConfig, u32)>, what: &str) {
+        let s = ops.gpu().stream();
+        let (m, n, k) = (self.m, self.shape.n, self.shape.k);
+        let mut out: CudaSlice<T> = s.clone_htod(&vec![T::from_f64(f64::NAN); m * n]).unwrap();
+        {
+            let x = MatrixRef::new(&self.d_x, m, k);
+            let b = self.d_b.as_ref().map(|b| VectorRef::new(b, n));
+            let w = self.tensors();
+            let mut o = MatrixMut::new(&mut out, m, n);
+            let p = validate_awq_gemm(&x, &w, b.as_ref(), &o).unwrap();
+            ops.run_awq_gemm(&p, forced).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let _ = &mut o;
+        }
+        ops.gpu().synchronize().unwrap();
+        let got = s.clone_dtoh(&out).unwrap();
+        let (want, mag) = (&self.want, &self.mag);
+        let mut bad = Vec::new();
+        for i in 0..m * n {
+            let g = got[i].to_f64();
+            let tol = T::TOL * mag[i] + 1e-6;
+            if !((g - want[i]).abs() <= tol) {
+                bad.push(format!("({}, {}): got {g}, want {} (tol {tol})", i / n, i % n, want[i]));
+            }
+        }
+        assert!(
+            bad.is_empty(),
+            "{what}: {} bad, first {:#?}",
+            bad.len(),
+            &bad[..bad.len().min(8)]
+        );
+    }
+}
+
+fn configs(e: rcute_atom::Element, n: usize) -> Vec<AwqGemmConfig> {
+    let vw = if (n / 8) % 4 == 0 { 4 } else { 1 };
+    vec![
+        AwqGemmConfig::new(e, [16, 256, 64], [1, 4], 4, vw),
+        AwqGemmConfig::new(e, [32, 256, 64], [1, 4], 4, vw),
+        AwqGemmConfig::new(e, [64, 256, 64], [1, 4], 3, vw),
+        AwqGemmConfig::new(e, [64, 128, 64], [2, 2], 4, vw),
+        AwqGemmConfig::new(e, [128, 256, 64], [2, 4], 3, vw),
+    ]
+}
+
+fn gemm_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    let mut rng = Rng::for_test(&format!("awq_gemm_{e}"));
+    // (M, N, K, G, bias): N = 264 / 1000 (N/8 odd: 4-byte copies), K = 96 / 320 / 192 end
+    // inside a 64-wide K tile, G = K for K = 256 and 128.
+    let shapes = [
+        (1, 4096, 512, 128, true),
+        (3, 264, 96, 32, false),
+        (17, 520, 320, 64, true),
+        (255, 1000, 192, 64, false),
+        (257, 512, 256, 256, true),
+        (1000, 384, 128, 128, false),
+        (16, 768, 4096, 128, true),
+    ];
+    for (m, n, k, g, bias) in shapes {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        case.check(ops, None, &format!("{e} {m}x{n}x{k} G={g} bias={bias} (auto)"));
+        for cfg in configs(e, n) {
+            for splits in [1, 3] {
+                let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} {:?} split {splits}", cfg.tile);
+                case.check(ops, Some((cfg, splits)), &what);
+            }
+        }
+        eprintln!("ok {e} {m}x{n}x{k} G={g} bias={bias}");
+    }
+}
+
+#[test]
+fn awq_gemm_matches_the_float64_reference() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    gemm_cases::<f16>(&ops, rcute_atom::Element::F16);
+    gemm_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+}
+
+#[test]
+fn awq_dequantize_through_ops_is_bit_exact() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    let mut rng = Rng::for_test("awq_dequantize_ops");
+    for (k, n, g) in [(256, 64, 128), (96, 24, 96), (320, 1000, 64), (128, 2056, 32)] {
+        let case = Case::<bf16>::new(&ops, &mut rng, 1, n, k, g, false);
+        let s = ops.gpu().stream();
+        let mut out: CudaSlice<bf16> = s.clone_htod(&vec![bf16::NAN; k * n]).unwrap();
+        ops.awq_dequantize(&case.tensors(), &mut MatrixMut::new(&mut out, k, n))
+            .unwrap();
+        let got = s.clone_dtoh(&out).unwrap();
+        for (i, (g, w)) in got.iter().zip(&case.w).enumerate() {
+            assert_eq!(g.to_bits(), bf16::from_f64(*w).to_bits(), "{k}x{n} G={g}: element {i}");
+        }
+    }
+}
+
+const SENTINEL: f32 = 7.0;
+
+#[test]
+fn awq_bad_inputs_write_nothing() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    let mut rng = Rng::for_test("awq_bad_inputs");
+    let (k, n) = (256, 64);
+    let case = Case::<f16>::new(&ops, &mut rng, 4, n, k, 128, false);
+    let s = ops.gpu().stream().clone();
+    let mut out: CudaSlice<f16> = s.clone_htod(&vec![f16::from_f32(SENTINEL); 4 * n]).unwrap();
+    let mut deq: CudaSlice<f16> = s.clone_htod(&vec![f16::from_f32(SENTINEL); k * n]).unwrap();
+    let xb: CudaSlice<bf16> = s.alloc_zeros(4 * k).unwrap();
+    let w = case.tensors();
+    let x = MatrixRef::new(&case.d_x, 4, k);
+    let results: Vec<(&str, Result<(), OpsError>)> = vec![
+        (
+            "M = 0",
+            ops.awq_gemm(
+                &MatrixRef::new(&case.d_x, 0, k),
+                &w,
+                None,
+                &mut MatrixMut::new(&mut out, 0, n),
+            ),
+        ),
+        (
+            "x K",
+            ops.awq_gemm(
+                &MatrixRef::new(&case.d_x, 2, 128),
+                &w,
+                None,
+                &mut MatrixMut::new(&mut out, 2, n),
+            ),
+        ),
+        (
+            "bf16 x",
+            ops.awq_gemm(
+                &MatrixRef::new(&xb, 4, k),
+                &w,
+                None,
+                &mut MatrixMut::new(&mut out, 4, n),
+            ),
+        ),
+        (
+            "G = 64",
+            ops.awq_gemm(
+                &x,
+                &AwqTensors { group: 64, ..w },
+                None,
+                &mut MatrixMut::new(&mut out, 4, n),
+            ),
+        ),
+        (
+            "scales shape",
+            ops.awq_gemm(
+                &x,
+                &AwqTensors {
+                    scales: MatrixRef::new(&case.d_s, 1, n),
+                    ..w
+                },
+                None,
+                &mut MatrixMut::new(&mut out, 4, n),
+            ),
+        ),
+        (
+            "x row stride of 2 bytes past a 16-byte vector",
+            ops.awq_gemm(
+                &MatrixRef::new(&case.d_x, 2, k).strides(k as i64 + 1, 1),
+                &w,
+                None,
+                &mut MatrixMut::new(&mut out, 2, n),
+            ),
+        ),
+        (
+            "dequantize out shape",
+            ops.awq_dequantize(&w, &mut MatrixMut::new(&mut deq, k, n - 8)),
+        ),
+        (
+            "dequantize G = 32",
+            ops.awq_dequantize(&AwqTensors { group: 32, ..w }, &mut MatrixMut::new(&mut deq, k, n)),
+        ),
+    ];
+    for (what, r) in results {
+        assert!(r.is_err(), "{what}: accepted");
+        eprintln!("{what}: {}", r.unwrap_err());
+    }
+    ops.gpu().synchronize().unwrap();
+    assert!(s.clone_dtoh(&out).unwrap().iter().all(|v| v.to_f32() == SENTINEL));
+    assert!(s.clone_dtoh(&deq).unwrap().iter().all(|v| v.to_f32() == SENTINEL));
+}
