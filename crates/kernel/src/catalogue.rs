@@ -220,6 +220,13 @@ pub fn standard() -> Vec<CatalogueKernel> {
         expect_sass: vec!["MATCH.ANY", "SHFL.UP", "POPC"],
         kernels: 1,
     });
+    out.extend(grouped_gemm_units());
+    out
+}
+
+/// The grouped (MoE) GEMM units and the finalize.
+fn grouped_gemm_units() -> Vec<CatalogueKernel> {
+    let mut out = Vec::new();
     // The grouped (MoE) GEMMs `ops::fused_moe` runs (GEMM1 with SwiGLU on gathered token
     // rows, GEMM2 scattering weighted entry rows; decode and prefill tiles), the gathered
     // scatter of `ops::grouped_gemm`, and the deterministic finalize.
