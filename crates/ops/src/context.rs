@@ -63,6 +63,8 @@ pub struct Ops {
     pub(crate) scaled_mm_keys: Mutex<HashMap<crate::scaled_mm::ScaledMmKey, crate::scaled_mm::LoadedScaledMm>>,
     /// The tuning tables, read on first use (see [`crate::tuning`]).
     tuning: std::sync::OnceLock<crate::tuning::OpsTuning>,
+    /// The loaded MoE kernels (routing, grouped GEMMs, finalize) by kernel name.
+    pub(crate) moe_units: Memo<String, Function>,
 }
 
 fn element(d: DType) -> Result<GemmElement, OpsError> {
@@ -86,6 +88,7 @@ impl Ops {
             scaled_mms: Memo::new(),
             scaled_mm_keys: Mutex::new(HashMap::new()),
             tuning: std::sync::OnceLock::new(),
+            moe_units: Memo::new(),
         }
     }
 
@@ -103,7 +106,7 @@ impl Ops {
     /// handle generated, compiled and loaded. Each configuration is built once, however
     /// many threads ask for it at the same time.
     pub fn kernels_built(&self) -> usize {
-        self.gemms.builds() + self.gemms_sm90.builds() + self.scaled_mms.builds()
+        self.gemms.builds() + self.gemms_sm90.builds() + self.scaled_mms.builds() + self.moe_units.builds()
     }
 
     /// Generate, compile (cached) and load the kernel of `cfg` (once per configuration).
