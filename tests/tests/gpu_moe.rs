@@ -256,13 +256,14 @@ fn graph_replay_with_new_routing() {
         let x = MatrixRef::new(&d_x, t, h);
         let w13 = MatrixRef::new(&layer.d_w13, 2 * i, h).batched(e, (2 * i * h) as i64);
         let w2 = MatrixRef::new(&layer.d_w2, h, i).batched(e, (h * i) as i64);
-        // Load (compile) the kernels outside the capture.
-        ops.fused_moe(&x, &w13, &w2, &routing, &MoeOptions::default(), &mut MoeWorkspace::new(&mut ws), &mut MatrixMut::new(&mut y, t, h))
-            .unwrap();
+        // Views (whose constructors touch the buffers' stream events) and the kernels
+        // (compiled on first use) are made before the capture.
+        let mut wsv = MoeWorkspace::new(&mut ws);
+        let mut yv = MatrixMut::new(&mut y, t, h);
+        ops.fused_moe(&x, &w13, &w2, &routing, &MoeOptions::default(), &mut wsv, &mut yv).unwrap();
         s.synchronize().unwrap();
         s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).unwrap();
-        ops.fused_moe(&x, &w13, &w2, &routing, &MoeOptions::default(), &mut MoeWorkspace::new(&mut ws), &mut MatrixMut::new(&mut y, t, h))
-            .unwrap();
+        ops.fused_moe(&x, &w13, &w2, &routing, &MoeOptions::default(), &mut wsv, &mut yv).unwrap();
         s.end_capture(CUgraphInstantiate_flags(0)).unwrap().expect("a graph")
     };
     for round in 0..2 {

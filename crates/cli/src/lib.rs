@@ -25,6 +25,7 @@
 //! `{"swizzle":"Sw<B,M,S>","bits":B,"base":M,"shift":S}` for swizzles.
 
 pub mod bench_cmd;
+pub mod bench_moe;
 pub mod bench_scaled_mm;
 pub mod bench_timing;
 pub mod gen_cmd;

@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use rcute_cli::layout_cmd::{self, LayoutArgs};
-use rcute_cli::{bench_cmd, bench_scaled_mm, gen_cmd, run_cmd, tune_cmd};
+use rcute_cli::{bench_cmd, bench_moe, bench_scaled_mm, gen_cmd, run_cmd, tune_cmd};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -36,6 +36,9 @@ enum BenchCommand {
     /// rcute INT8 scaled_mm (per-token / per-channel scales, bias) vs cuBLASLt int8:
     /// `--shape MxNxK [--shape ...]`.
     ScaledMm(bench_scaled_mm::BenchScaledMmArgs),
+    /// rcute fused MoE layer vs the same layer's GEMMs from cuBLAS per expert:
+    /// `--tokens T [--tokens ...] --experts E --topk k --hidden H --inter I`.
+    Moe(bench_moe::BenchMoeArgs),
 }
 
 /// Print a (report, success) pair; failure exits 1.
@@ -64,6 +67,7 @@ fn main() -> ExitCode {
         Command::Tune(args) => report(tune_cmd::run(&args).map(|t| (t, true))),
         Command::Bench(BenchCommand::Gemm(args)) => report(bench_cmd::run(&args).map(|t| (t, true))),
         Command::Bench(BenchCommand::ScaledMm(args)) => report(bench_scaled_mm::run(&args).map(|t| (t, true))),
+        Command::Bench(BenchCommand::Moe(args)) => report(bench_moe::run(&args).map(|t| (t, true))),
         Command::Layout(args) => match layout_cmd::run(&args) {
             Ok(out) => {
                 // A closed stdout (e.g. `| head`) is not an error worth a panic.
