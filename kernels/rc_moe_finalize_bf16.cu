@@ -24,7 +24,7 @@ __device__ __forceinline__ long long rc_min(long long a, long long b) { return a
 __device__ __forceinline__ long long rc_max(long long a, long long b) { return a > b ? a : b; }
 __device__ __forceinline__ long long rc_abs(long long a) { return a < 0 ? -a : a; }
 
-// y[t] = sum over the token's local entries of out[t * k + j], j ascending; one thread per 8 elements
+// y[t] = sum over the token's local entries j and the K splits s of out[s][t * k + j], j then s ascending; one thread per 8 elements
 extern "C" __global__ __launch_bounds__(256) void rc_moe_finalize_bf16(
     const __nv_bfloat16* __restrict__ out,
     const int* __restrict__ topk_ids,
@@ -33,7 +33,9 @@ extern "C" __global__ __launch_bounds__(256) void rc_moe_finalize_bf16(
     int k,
     int H,
     int expert_offset,
-    int L
+    int L,
+    int splits,
+    long long split_stride
 ) {
   const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
   const int vecs = H / 8;
@@ -50,13 +52,15 @@ extern "C" __global__ __launch_bounds__(256) void rc_moe_finalize_bf16(
   for (int j = 0; j < k; ++j) {
     const int e = __ldg(topk_ids + (long long)t * k + j) - expert_offset;
     if ((unsigned)e < (unsigned)L) {
-      const uint4 v = __ldg(reinterpret_cast<const uint4*>(out + ((long long)t * k + j) * H + c));  // out (T*k,H):(H,1), row t * k + j
-      const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v);
-      #pragma unroll
-      for (int x = 0; x < 4; ++x) {
-        const float2 f = __bfloat1622float2(p[x]);
-        s[2 * x] = s[2 * x] + f.x;
-        s[2 * x + 1] = s[2 * x + 1] + f.y;
+      for (int sp = 0; sp < splits; ++sp) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(out + sp * split_stride + ((long long)t * k + j) * H + c));  // out (splits,T*k,H):(split_stride,H,1), slab sp, row t * k + j
+        const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v);
+        #pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          const float2 f = __bfloat1622float2(p[x]);
+          s[2 * x] = s[2 * x] + f.x;
+          s[2 * x + 1] = s[2 * x + 1] + f.y;
+        }
       }
     }
   }

@@ -101,7 +101,7 @@ __device__ __forceinline__ int rc_moe_grouped_sm80_bf16_gather_scatter_64x128x32
 }
 
 // grouped GEMM over M padded rows (row tiles of 64, expert block_expert[tile]), tile 64x128x32, 4 stages
-// grid (max row tiles, ceil(N / output columns per tile)); entries = T * topk routed entries
+// grid (max row tiles, ceil(N / output columns per tile), K splits); entries = T * topk routed entries
 extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_gather_scatter_64x128x32_s4_w2x2(
     const __nv_bfloat16* __restrict__ A,
     const __nv_bfloat16* __restrict__ B,
@@ -118,7 +118,9 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_ga
     long long ldd,
     long long expert_stride,
     int entries,
-    int topk
+    int topk,
+    int k_per_split,
+    long long split_stride
 ) {
   // Shared memory: sA Sw<2,3,3> o 0 o ((8,8),(32,1),(1,4)):((32,256),(1,0),(0,2048)) | sB Sw<2,3,3> o 0 o ((8,16),(32,1),(1,4)):((32,256),(1,0),(0,4096))
   extern __shared__ __align__(128) unsigned char rc_smem[];
@@ -140,9 +142,10 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_ga
     return;
   }
   const int n0 = tile_n * 128;  // first output column of this tile
-  const int k_begin = 0;
-  const int k_end = K;
-  int k_tile_count = (K + 31) / 32;
+  const int split = blockIdx.z;  // split-K (scatter only): split s sums K range [s * k_per_split, (s + 1) * k_per_split) into its own output slab
+  const int k_begin = split * k_per_split;
+  const int k_end = min(K, k_begin + k_per_split);
+  int k_tile_count = k_end > k_begin ? (k_end - k_begin + 31) / 32 : 0;
   const __nv_bfloat16* const gA = A;
   const __nv_bfloat16* const gB = B + (long long)expert * expert_stride;  // the expert's weight (N,K):(ldb,1)
   // G2S A: cp.async.cg 16 B (zero fill), thr_layout (32,4):(4,1) x val_layout (1,8):(0,1), 2 passes
@@ -310,7 +313,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_ga
       const int entry = m < M ? __ldg(sorted_ids + m) : entries;  // the routed entry of this row (entries: padding)
       if (entry < entries) {
         const float w = weights != nullptr ? __ldg(weights + entry) : 1.0f;
-        __nv_bfloat16* const drow = D + (long long)entry * ldd;
+        __nv_bfloat16* const drow = D + split * split_stride + (long long)entry * ldd;  // slab of this K split, row of the entry
         #pragma unroll
         for (int nj = 0; nj < 8; ++nj) {
           const int n = n0 + lane % 4 * 2 + nj % 2 * 8 + nj / 2 * 32 + warp_n * 16;  // column pair (n, n + 1): layout ((4,8),(2,4),2):((2,0),(8,32),16) at (lane,nj,warp_n)

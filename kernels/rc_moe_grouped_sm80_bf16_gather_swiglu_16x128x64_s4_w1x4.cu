@@ -104,7 +104,7 @@ __device__ __forceinline__ int rc_moe_grouped_sm80_bf16_gather_swiglu_16x128x64_
 __device__ __forceinline__ float rc_silu(float x) { return x / (1.0f + __expf(-x)); }
 
 // grouped GEMM over M padded rows (row tiles of 16, expert block_expert[tile]), tile 16x128x64, 4 stages
-// grid (max row tiles, ceil(N / output columns per tile)); entries = T * topk routed entries
+// grid (max row tiles, ceil(N / output columns per tile), K splits); entries = T * topk routed entries
 extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_gather_swiglu_16x128x64_s4_w1x4(
     const __nv_bfloat16* __restrict__ A,
     const __nv_bfloat16* __restrict__ B,
@@ -121,7 +121,9 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_ga
     long long ldd,
     long long expert_stride,
     int entries,
-    int topk
+    int topk,
+    int k_per_split,
+    long long split_stride
 ) {
   // Shared memory: sA Sw<3,3,3> o 0 o ((8,2),(64,1),(1,4)):((64,512),(1,0),(0,1024)) | sB Sw<3,3,3> o 0 o ((8,16),(64,1),(1,4)):((64,512),(1,0),(0,8192))
   extern __shared__ __align__(128) unsigned char rc_smem[];
@@ -143,9 +145,10 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_ga
     return;
   }
   const int n0 = tile_n * 64;  // first output column of this tile
-  const int k_begin = 0;
-  const int k_end = K;
-  int k_tile_count = (K + 63) / 64;
+  const int split = blockIdx.z;  // split-K (scatter only): split s sums K range [s * k_per_split, (s + 1) * k_per_split) into its own output slab
+  const int k_begin = split * k_per_split;
+  const int k_end = min(K, k_begin + k_per_split);
+  int k_tile_count = k_end > k_begin ? (k_end - k_begin + 63) / 64 : 0;
   const __nv_bfloat16* const gA = A;
   const __nv_bfloat16* const gB = B + (long long)expert * expert_stride;  // the expert's weight (N,K):(ldb,1)
   // G2S A: cp.async.cg 16 B (zero fill), thr_layout (16,8):(8,1) x val_layout (1,8):(0,1), 1 passes

@@ -254,13 +254,14 @@ fn grouped_gemm_units() -> Vec<CatalogueKernel> {
 }
 
 /// The grouped (MoE) GEMM configurations of the catalogue: bf16 GEMM1 (gathered rows,
-/// SwiGLU) and GEMM2 (padded rows, weighted scatter) at the decode (16x128x64) and
-/// prefill (64x128x32) tiles, and the gathered scatter of `grouped_gemm`.
+/// SwiGLU) and GEMM2 (padded rows, weighted scatter) at the decode (16x128x64), middle
+/// (64x128x32) and prefill (128x128x32) tiles `ops::moe::moe_tile` picks, and the gathered
+/// scatter of `grouped_gemm`.
 pub fn grouped_gemm_configs() -> Vec<crate::grouped_gemm::GroupedGemmConfig> {
     use crate::grouped_gemm::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
     let e = rcute_atom::Element::BF16;
     let mut v = Vec::new();
-    for (tile, warps) in [([16, 128, 64], [1, 4]), ([64, 128, 32], [2, 2])] {
+    for (tile, warps) in [([16, 128, 64], [1, 4]), ([64, 128, 32], [2, 2]), ([128, 128, 32], [2, 2])] {
         v.push(GroupedGemmConfig::new(e, GroupedA::Gathered, GroupedEpilogue::SwiGlu).with_tile(tile, warps));
         v.push(GroupedGemmConfig::new(e, GroupedA::Rows, GroupedEpilogue::Scatter).with_tile(tile, warps));
     }

@@ -26,6 +26,9 @@ fn configs() -> Vec<GroupedGemmConfig> {
         GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter)
             .with_tile([16, 128, 64], [1, 4]),
     );
+    for (a, ep) in [(GroupedA::Gathered, GroupedEpilogue::SwiGlu), (GroupedA::Rows, GroupedEpilogue::Scatter)] {
+        v.push(GroupedGemmConfig::new(Element::BF16, a, ep).with_tile([128, 128, 32], [2, 2]));
+    }
     v
 }
 
@@ -95,6 +98,8 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         expert_stride: 192 * 40,
         entries: 10,
         topk: 2,
+        splits: 1,
+        split_stride: 0,
     };
     assert!(g.check(&ok).is_ok());
     assert_eq!(g.b_rows(96), 192);
@@ -109,6 +114,7 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         GroupedGemmArgs { sorted_ids: 0, ..ok },
         GroupedGemmArgs { entries: 0, ..ok },
         GroupedGemmArgs { expert_stride: 7, ..ok },
+        GroupedGemmArgs { splits: 2, split_stride: 960, ..ok },
     ] {
         assert!(matches!(g.check(&bad), Err(GroupedGemmError::Args(_))), "{bad:?}");
     }
@@ -124,6 +130,8 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         hidden: 64,
         expert_offset: 0,
         local_experts: 8,
+        splits: 1,
+        split_stride: 0,
     };
     assert!(f.check(&fa).is_ok());
     for bad in [
@@ -131,6 +139,8 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         MoeFinalizeArgs { tokens: 0, ..fa },
         MoeFinalizeArgs { y: 0x3008, ..fa },
         MoeFinalizeArgs { local_experts: 0, ..fa },
+        MoeFinalizeArgs { splits: 0, ..fa },
+        MoeFinalizeArgs { splits: 2, split_stride: 64, ..fa },
     ] {
         assert!(f.check(&bad).is_err(), "{bad:?}");
     }

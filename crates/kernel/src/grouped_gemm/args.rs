@@ -38,6 +38,11 @@ pub struct GroupedGemmArgs {
     pub entries: i32,
     /// `topk` (entry `t * topk + j` belongs to token `t`).
     pub topk: i32,
+    /// K splits (scatter only; 0 or 1: none): split `s` writes its partial to the slab
+    /// `D + s * split_stride`, summed later in a fixed order (the finalize).
+    pub splits: i32,
+    /// Elements between the splits' output slabs.
+    pub split_stride: i64,
 }
 
 impl GeneratedGroupedGemm {
@@ -68,16 +73,31 @@ impl GeneratedGroupedGemm {
         if a.a % 16 != 0 || a.b % 16 != 0 || a.d % 4 != 0 {
             return err("A and B must be 16-byte aligned, D 4-byte aligned".into());
         }
+        if a.splits > 1 && self.config.epilogue == GroupedEpilogue::SwiGlu {
+            return err(format!("{} K splits: SwiGLU needs the whole sum", a.splits));
+        }
+        if a.splits > 64 || (a.splits > 1 && a.split_stride < i64::from(a.entries) * a.ldd) {
+            return err(format!("{} splits {} elements apart (at most 64, slabs of entries x ldd)", a.splits, a.split_stride));
+        }
         if a.sorted_ids == 0 || a.block_expert == 0 || a.total_rows == 0 || a.a == 0 || a.b == 0 || a.d == 0 {
             return err("null pointer".into());
         }
         Ok(())
     }
 
-    /// The launch geometry for `args`: `(M / BM, ceil(N / output columns per tile))`.
+    /// The launch geometry for `args`: `(M / BM, ceil(N / output columns per tile), splits)`.
     pub fn launch_config(&self, a: &GroupedGemmArgs) -> LaunchConfig {
         let blocks = (a.m / self.config.tile[0] as i32).max(0) as u32;
-        LaunchConfig::new(self.grid(blocks, a.n.max(0) as u32), self.threads).with_dynamic_smem(self.smem_bytes)
+        let mut grid = self.grid(blocks, a.n.max(0) as u32);
+        grid.z = a.splits.max(1) as u32;
+        LaunchConfig::new(grid, self.threads).with_dynamic_smem(self.smem_bytes)
+    }
+
+    /// K per split: whole `BK` tiles, `ceil(ceil(K / BK) / splits) * BK`.
+    pub fn k_per_split(&self, a: &GroupedGemmArgs) -> i32 {
+        let bk = self.config.tile[2] as i32;
+        let tiles = (a.k.max(0) + bk - 1) / bk;
+        (tiles + a.splits.max(1) - 1) / a.splits.max(1) * bk
     }
 
     /// The kernel's arguments in order.
@@ -99,6 +119,8 @@ impl GeneratedGroupedGemm {
             .i64(a.expert_stride)
             .i32(a.entries)
             .i32(a.topk)
+            .i32(self.k_per_split(a))
+            .i64(a.split_stride)
     }
 
     /// The rows of B per expert the kernel reads: `2N` with SwiGLU, else `N`.

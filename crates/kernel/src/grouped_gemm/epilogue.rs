@@ -113,7 +113,12 @@ pub(super) fn epilogue(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
                 cond: "entry < entries".into(),
                 then: vec![
                     Stmt::decl("const float", "w", "weights != nullptr ? __ldg(weights + entry) : 1.0f"),
-                    Stmt::decl(&format!("{ta}* const"), "drow", "D + (long long)entry * ldd"),
+                    Stmt::Decl {
+                        ty: format!("{ta}* const"),
+                        name: "drow".into(),
+                        init: Some("D + split * split_stride + (long long)entry * ldd".into()),
+                        comment: Some("slab of this K split, row of the entry".into()),
+                    },
                     Stmt::unrolled(
                         "nj",
                         p.mma_n,

@@ -1,5 +1,6 @@
-//! The MoE finalize: `y[t] = sum_{j < k, topk_ids[t, j] local} out[t * k + j]`, summed in
-//! f32 in the order `j = 0, 1, ..., k - 1` (no atomics: bit-identical on every run).
+//! The MoE finalize: `y[t] = sum_{j < k, topk_ids[t, j] local} sum_{s < splits} out[s][t *
+//! k + j]` (`out[s]` the slab of GEMM2's K split `s`), summed in f32 in the order `j = 0,
+//! 1, ..., k - 1`, then `s` (no atomics: bit-identical on every run).
 //! Entries routed to experts outside `[expert_offset, expert_offset + L)` contribute
 //! nothing (another GPU computes them); a token with none gets zeros.
 //!
@@ -49,6 +50,10 @@ pub struct MoeFinalizeArgs {
     pub expert_offset: i32,
     /// Local experts.
     pub local_experts: i32,
+    /// GEMM2's K splits (slabs of `out`), at least 1.
+    pub splits: i32,
+    /// Elements between the slabs (at least `T * k * H` when `splits > 1`).
+    pub split_stride: i64,
 }
 
 /// Generates the finalize kernel for bf16 or f16.
@@ -92,22 +97,33 @@ pub fn generate(element: Element) -> Result<GeneratedMoeFinalize, GroupedGemmErr
                 Stmt::If {
                     cond: "(unsigned)e < (unsigned)L".into(),
                     then: vec![
-                        Stmt::Decl {
-                            ty: "const uint4".into(),
-                            name: "v".into(),
-                            init: Some("__ldg(reinterpret_cast<const uint4*>(out + ((long long)t * k + j) * H + c))".into()),
-                            comment: Some("out (T*k,H):(H,1), row t * k + j".into()),
-                        },
-                        Stmt::decl(&format!("const {t2}*"), "p", format!("reinterpret_cast<const {t2}*>(&v)")),
-                        Stmt::unrolled(
-                            "x",
-                            4,
-                            vec![
-                                Stmt::decl("const float2", "f", format!("{to_f2}(p[x])")),
-                                Stmt::assign("s[2 * x]", "s[2 * x] + f.x"),
-                                Stmt::assign("s[2 * x + 1]", "s[2 * x + 1] + f.y"),
+                        Stmt::For {
+                            var: "sp".into(),
+                            start: "0".into(),
+                            end: "splits".into(),
+                            unroll: false,
+                            body: vec![
+                                Stmt::Decl {
+                                    ty: "const uint4".into(),
+                                    name: "v".into(),
+                                    init: Some(
+                                        "__ldg(reinterpret_cast<const uint4*>(out + sp * split_stride + ((long long)t * k + j) * H + c))"
+                                            .into(),
+                                    ),
+                                    comment: Some("out (splits,T*k,H):(split_stride,H,1), slab sp, row t * k + j".into()),
+                                },
+                                Stmt::decl(&format!("const {t2}*"), "p", format!("reinterpret_cast<const {t2}*>(&v)")),
+                                Stmt::unrolled(
+                                    "x",
+                                    4,
+                                    vec![
+                                        Stmt::decl("const float2", "f", format!("{to_f2}(p[x])")),
+                                        Stmt::assign("s[2 * x]", "s[2 * x] + f.x"),
+                                        Stmt::assign("s[2 * x + 1]", "s[2 * x + 1] + f.y"),
+                                    ],
+                                ),
                             ],
-                        ),
+                        },
                     ],
                     otherwise: vec![],
                 },
@@ -138,8 +154,10 @@ pub fn generate(element: Element) -> Result<GeneratedMoeFinalize, GroupedGemmErr
             ("int".into(), "H".into()),
             ("int".into(), "expert_offset".into()),
             ("int".into(), "L".into()),
+            ("int".into(), "splits".into()),
+            ("long long".into(), "split_stride".into()),
         ],
-        doc: vec!["y[t] = sum over the token's local entries of out[t * k + j], j ascending; one thread per 8 elements".into()],
+        doc: vec!["y[t] = sum over the token's local entries j and the K splits s of out[s][t * k + j], j then s ascending; one thread per 8 elements".into()],
         body,
     };
     let mut items = unit_preamble(&[], "");
@@ -169,6 +187,9 @@ impl GeneratedMoeFinalize {
                 a.tokens, a.topk, a.hidden, a.expert_offset, a.local_experts
             ));
         }
+        if a.splits < 1 || (a.splits > 1 && a.split_stride < i64::from(a.tokens) * i64::from(a.topk) * i64::from(a.hidden)) || a.split_stride % 8 != 0 {
+            return err(format!("{} splits {} elements apart", a.splits, a.split_stride));
+        }
         if a.out % 16 != 0 || a.y % 16 != 0 || a.topk_ids % 4 != 0 {
             return err("out and y must be 16-byte aligned".into());
         }
@@ -195,13 +216,15 @@ impl GeneratedMoeFinalize {
             .i32(a.hidden)
             .i32(a.expert_offset)
             .i32(a.local_experts)
+            .i32(a.splits)
+            .i64(a.split_stride)
     }
 
     /// Checks `a` and launches `f` (this kernel, loaded).
     ///
     /// # Safety
     ///
-    /// `out` must hold `T * k * H`, `topk_ids` `T * k`, `y` `T * H` elements, valid until
+    /// `out` must hold `splits` slabs of `T * k * H` (`split_stride` apart), `topk_ids` `T * k`, `y` `T * H` elements, valid until
     /// the kernel finishes.
     pub unsafe fn launch(&self, f: &Function, a: &MoeFinalizeArgs) -> Result<(), GroupedGemmError> {
         self.check(a)?;

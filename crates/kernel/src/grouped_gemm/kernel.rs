@@ -73,9 +73,15 @@ fn cta(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
             format!("tile_n * {}", cfg.tile_n_out()),
             "first output column of this tile",
         ),
-        d("const int", "k_begin", "0"),
-        d("const int", "k_end", "K"),
-        d("int", "k_tile_count", format!("(K + {}) / {bk}", bk - 1)),
+        dc(
+            "const int",
+            "split",
+            "blockIdx.z",
+            "split-K (scatter only): split s sums K range [s * k_per_split, (s + 1) * k_per_split) into its own output slab",
+        ),
+        d("const int", "k_begin", "split * k_per_split"),
+        d("const int", "k_end", "min(K, k_begin + k_per_split)"),
+        d("int", "k_tile_count", format!("k_end > k_begin ? (k_end - k_begin + {}) / {bk} : 0", bk - 1)),
         d(&format!("const {ta}* const"), "gA", "A"),
         dc(
             &format!("const {ta}* const"),
@@ -154,6 +160,8 @@ pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &s
         ("long long".into(), "expert_stride".into()),
         ("int".into(), "entries".into()),
         ("int".into(), "topk".into()),
+        ("int".into(), "k_per_split".into()),
+        ("long long".into(), "split_stride".into()),
     ];
     CFunction {
         qualifiers: format!("extern \"C\" __global__ __launch_bounds__({}, 1)", p.threads),
@@ -165,7 +173,7 @@ pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &s
                 "grouped GEMM over M padded rows (row tiles of {bm}, expert block_expert[tile]), tile {bm}x{bn}x{bk}, {} stages",
                 p.stages
             ),
-            "grid (max row tiles, ceil(N / output columns per tile)); entries = T * topk routed entries".into(),
+            "grid (max row tiles, ceil(N / output columns per tile), K splits); entries = T * topk routed entries".into(),
         ],
         body,
     }

@@ -193,6 +193,8 @@ impl Ops {
             ldb: p.w2.row_stride,
             ldd: i64::from(h),
             expert_stride: p.w2.batch_stride,
+            splits: l.splits as i32,
+            split_stride: (p.tokens * p.topk * p.hidden) as i64,
             ..common
         };
         let fin = MoeFinalizeArgs {
@@ -204,6 +206,8 @@ impl Ops {
             hidden: h,
             expert_offset: p.expert_offset as i32,
             local_experts: p.local_experts as i32,
+            splits: l.splits as i32,
+            split_stride: (p.tokens * p.topk * p.hidden) as i64,
         };
         g1.check(&gemm1).map_err(boxed)?;
         g2.check(&gemm2).map_err(boxed)?;

@@ -114,7 +114,7 @@ pub fn validate_grouped_gemm(
     if workspace.len < need {
         return Err(OpsError::OutOfBounds { operand: "workspace", needed: need, len: workspace.len });
     }
-    let layout = WorkspaceLayout::new(tokens, topk, local, GROUPED_BLOCK_M, 0, 0)?;
+    let layout = WorkspaceLayout::new(tokens, topk, local, GROUPED_BLOCK_M, 0, 0, 1)?;
     let ws = (workspace.ptr, workspace.ptr + need as u64);
     let or = range(&og)?;
     let mut ins = vec![range(&xg)?, range(&wg)?, range(&ig)?];
@@ -187,6 +187,8 @@ impl Ops {
             expert_stride: p.w.batch_stride,
             entries: (p.tokens * p.topk) as i32,
             topk: p.topk as i32,
+            splits: 1,
+            split_stride: 0,
         };
         g.check(&a).map_err(boxed)?;
         self.moe_align(p.ids.ptr, p.tokens, p.topk, p.expert_offset, p.local_experts, ws, l)?;

@@ -89,15 +89,30 @@ impl<'a> MoeWorkspace<'a> {
     }
 }
 
-/// The tile of the grouped GEMMs for `entries` routed rows over `local` experts: 16-row
-/// tiles when an expert gets at most 16 rows on average (decode: the weights dominate),
-/// 64-row tiles otherwise.
+/// The tile of the grouped GEMMs for `entries` routed rows over `local` experts, by the
+/// average rows per expert: up to 16, 16-row tiles (decode: the weights dominate); up to
+/// 256, 64-row tiles; more, 128x128 tiles (prefill: tensor-core bound).
 pub fn moe_tile(entries: usize, local: usize) -> ([i64; 3], [i64; 2]) {
-    if entries <= 16 * local.max(1) {
+    let local = local.max(1);
+    if entries <= 16 * local {
         ([16, 128, 64], [1, 4])
-    } else {
+    } else if entries <= 256 * local {
         ([64, 128, 32], [2, 2])
+    } else {
+        ([128, 128, 32], [2, 2])
     }
+}
+
+/// K splits of GEMM2 (each writes its own slab, summed in a fixed order by the finalize):
+/// enough CTAs to keep every SM streaming weights when few row tiles are routed (decode),
+/// about 512 CTAs for the most row tiles the routing can give, at most 8 splits and at
+/// least 4 `BK` tiles of the intermediate size per split.
+pub fn moe_splits(tokens: usize, topk: usize, local: usize, hidden: usize, inter: usize) -> usize {
+    let (tile, _) = moe_tile(tokens.saturating_mul(topk), local);
+    let Ok(cap) = align_capacity(tokens, topk, local, tile[0] as usize) else { return 1 };
+    let ctas = cap.blocks.max(1) * hidden.div_ceil(tile[1] as usize).max(1);
+    let by_k = (inter.div_ceil(tile[2] as usize) / 4).max(1);
+    512usize.div_ceil(ctas).clamp(1, 8).min(by_k)
 }
 
 const ALIGN: usize = 256;
@@ -120,8 +135,10 @@ pub(crate) struct WorkspaceLayout {
     pub block_expert: usize,
     /// GEMM1's `[rows, I]` output (fused MoE only).
     pub inter: usize,
-    /// GEMM2's `[T * k, H]` entry rows (fused MoE only).
+    /// GEMM2's `[splits, T * k, H]` entry rows (fused MoE only).
     pub entry_out: usize,
+    /// GEMM2's K splits.
+    pub splits: usize,
     pub bytes: usize,
 }
 
@@ -133,6 +150,7 @@ impl WorkspaceLayout {
         block_m: usize,
         inter_bytes_per_row: usize,
         entry_bytes_per_row: usize,
+        splits: usize,
     ) -> Result<WorkspaceLayout, OpsError> {
         let cap = align_capacity(tokens, topk, local, block_m).map_err(crate::context::boxed)?;
         let too_large = || OpsError::TooLarge { what: "MoE workspace" };
@@ -152,7 +170,7 @@ impl WorkspaceLayout {
         let sorted_ids = take(cap.rows.checked_mul(4))?;
         let block_expert = take(cap.blocks.checked_mul(4))?;
         let inter = take(cap.rows.checked_mul(inter_bytes_per_row))?;
-        let entry_out = take(n.checked_mul(entry_bytes_per_row))?;
+        let entry_out = take(n.checked_mul(entry_bytes_per_row).and_then(|b| b.checked_mul(splits)))?;
         Ok(WorkspaceLayout {
             cap,
             block_m,
@@ -165,6 +183,7 @@ impl WorkspaceLayout {
             block_expert,
             inter,
             entry_out,
+            splits,
             bytes: at,
         })
     }
@@ -199,13 +218,14 @@ pub fn fused_moe_workspace_bytes(
         tile[0] as usize,
         inter.checked_mul(e).ok_or_else(too_large)?,
         hidden.checked_mul(e).ok_or_else(too_large)?,
+        moe_splits(tokens, topk, local_experts, hidden, inter),
     )?;
     Ok(l.bytes)
 }
 
 /// The workspace [`crate::Ops::grouped_gemm`] needs (the alignment's buffers only).
 pub fn grouped_gemm_workspace_bytes(tokens: usize, topk: usize, local_experts: usize) -> Result<usize, OpsError> {
-    Ok(WorkspaceLayout::new(tokens, topk, local_experts, GROUPED_BLOCK_M, 0, 0)?.bytes)
+    Ok(WorkspaceLayout::new(tokens, topk, local_experts, GROUPED_BLOCK_M, 0, 0, 1)?.bytes)
 }
 
 /// The row tile of [`crate::Ops::grouped_gemm`].
@@ -399,7 +419,8 @@ pub fn validate_fused_moe(
     }
     let (tile, _) = moe_tile(tokens * topk, local);
     let e = xg.dtype.bytes();
-    let layout = WorkspaceLayout::new(tokens, topk, local, tile[0] as usize, inter * e, hidden * e)?;
+    let splits = moe_splits(tokens, topk, local, hidden, inter);
+    let layout = WorkspaceLayout::new(tokens, topk, local, tile[0] as usize, inter * e, hidden * e, splits)?;
     if workspace.len < layout.bytes {
         return Err(OpsError::OutOfBounds {
             operand: "workspace",
