@@ -1,7 +1,7 @@
 //! [`MainloopEmit`]: what the SM80 mainloop emitters (the CTA setup, the MMA consumer and
 //! their composition in [`super::mainloop`]) need besides the collective's plan.
 
-use super::producer::G2sMode;
+use super::producer::{G2sMode, G2sRows};
 use crate::emit::Stmt;
 
 /// What the shared mainloop emitter ([`super::mainloop::mainloop_stmts`]) needs besides
@@ -25,27 +25,4 @@ pub(crate) struct MainloopEmit<'a> {
     pub cta: Option<Vec<Stmt>>,
     /// Operands whose rows are gathered in the load stage.
     pub rows: G2sRows,
-}
-
-/// Row gathers of the K-major operands in the load stage: for an operand with `Some`
-/// statements, they run once per load pass with the tile row `r` (an `int`, `0 <= r <
-/// BM` or `BN`) in scope and must declare `src_row` (`int`: the operand's row that tile
-/// row `r` reads) and `src_ok` (`bool`: whether that row exists; if not, the row is
-/// zero-filled). `None`: row `m0 + r` (`n0 + r`), in bounds when below `M` (`N`).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct G2sRows {
-    /// A's row map.
-    pub a: Option<Vec<Stmt>>,
-    /// B's row map.
-    pub b: Option<Vec<Stmt>>,
-}
-
-impl G2sRows {
-    pub(crate) fn of(&self, is_a: bool) -> Option<&[Stmt]> {
-        if is_a {
-            self.a.as_deref()
-        } else {
-            self.b.as_deref()
-        }
-    }
 }

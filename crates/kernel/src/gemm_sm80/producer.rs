@@ -1,12 +1,34 @@
 //! The global -> shared producer: per-thread `cp.async` (or, on Turing, register-staged
 //! `ld.global.nc` + `st.shared`) copies of the A and B tiles into the pipeline stages.
 
-use super::mainloop_emit::G2sRows;
 use super::smem::{smem_setup, Separable};
 use super::stmt::{c, d, dc, e};
 use crate::emit::Stmt;
 use rcute_atom::Major;
 use rcute_collective::Sm80Mainloop;
+
+/// Row gathers of the K-major operands in the load stage: for an operand with `Some`
+/// statements, they run once per load pass with the tile row `r` (an `int`, `0 <= r <
+/// BM` or `BN`) in scope and must declare `src_row` (`int`: the operand's row that tile
+/// row `r` reads) and `src_ok` (`bool`: whether that row exists; if not, the row is
+/// zero-filled). `None`: row `m0 + r` (`n0 + r`), in bounds when below `M` (`N`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct G2sRows {
+    /// A's row map.
+    pub a: Option<Vec<Stmt>>,
+    /// B's row map.
+    pub b: Option<Vec<Stmt>>,
+}
+
+impl G2sRows {
+    pub(crate) fn of(&self, is_a: bool) -> Option<&[Stmt]> {
+        if is_a {
+            self.a.as_deref()
+        } else {
+            self.b.as_deref()
+        }
+    }
+}
 
 /// How the mainloop emitter moves tiles from global to shared memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
