@@ -96,10 +96,13 @@ fn good_inputs_pass() {
     check(&c).unwrap();
 }
 
+/// A bad input, and the error it must give.
+type BadCase = (&'static str, Case, fn(&OpsError) -> bool);
+
 #[test]
 fn each_bad_input_is_a_typed_error() {
     let g = good();
-    let bad: Vec<(&str, Case, fn(&OpsError) -> bool)> = vec![
+    let bad: Vec<BadCase> = vec![
         ("x f32", Case { x: mat(1, DType::F32, 5, 64), ..good() }, |e| matches!(e, OpsError::DType(_))),
         ("w2 f16", Case { w2: batched(mat(3, DType::F16, 64, 32), 8), ..good() }, |e| matches!(e, OpsError::DType(_))),
         ("empty T", Case { x: mat(1, DType::BF16, 0, 64), ..good() }, |e| matches!(e, OpsError::Empty(_))),

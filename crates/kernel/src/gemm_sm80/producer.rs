@@ -44,6 +44,7 @@ pub(crate) enum G2sMode {
 
 /// The G2S copy of one operand for tile `kt_var` into stage `stage_var` (with
 /// [`G2sMode::Registers`]: the loads into `{x}_reg`; [`r2s_tile`] stores them).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn g2s_tile(
     p: &Sm80Mainloop,
     sep: Separable,

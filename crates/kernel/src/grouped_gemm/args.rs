@@ -70,7 +70,7 @@ impl GeneratedGroupedGemm {
         if a.lda % 8 != 0 || a.ldb % 8 != 0 || a.expert_stride % 8 != 0 {
             return err("lda, ldb and the expert stride must be multiples of 8 elements".into());
         }
-        if a.a % 16 != 0 || a.b % 16 != 0 || a.d % 4 != 0 {
+        if !a.a.is_multiple_of(16) || !a.b.is_multiple_of(16) || !a.d.is_multiple_of(4) {
             return err("A and B must be 16-byte aligned, D 4-byte aligned".into());
         }
         if a.splits > 1 && self.config.epilogue == GroupedEpilogue::SwiGlu {

@@ -190,7 +190,7 @@ impl GeneratedMoeFinalize {
         if a.splits < 1 || (a.splits > 1 && a.split_stride < i64::from(a.tokens) * i64::from(a.topk) * i64::from(a.hidden)) || a.split_stride % 8 != 0 {
             return err(format!("{} splits {} elements apart", a.splits, a.split_stride));
         }
-        if a.out % 16 != 0 || a.y % 16 != 0 || a.topk_ids % 4 != 0 {
+        if !a.out.is_multiple_of(16) || !a.y.is_multiple_of(16) || !a.topk_ids.is_multiple_of(4) {
             return err("out and y must be 16-byte aligned".into());
         }
         if (a.tokens as i64) * (a.hidden as i64 / 8) > (i32::MAX as i64) * i64::from(THREADS) {

@@ -51,6 +51,7 @@ impl Ops {
 
     /// The alignment of `ids` (device `[T, k]` int32) into the workspace regions of `p`'s
     /// layout.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn moe_align(
         &self,
         ids: u64,

@@ -88,7 +88,7 @@ pub fn validate_grouped_gemm(
         }
         row_major("weights", &v, false, false)?;
     }
-    if k % 8 != 0 || n % 2 != 0 {
+    if !k.is_multiple_of(8) || !n.is_multiple_of(2) {
         return Err(OpsError::Alignment {
             operand: "w",
             detail: format!("K = {k} must be a multiple of 8 and N = {n} even"),
@@ -107,7 +107,7 @@ pub fn validate_grouped_gemm(
     if ig.row_stride != topk as i64 {
         return Err(OpsError::Strides { operand: "topk_ids", detail: "must be dense [T, k]".into() });
     }
-    if og.ptr % 4 != 0 || og.row_stride % 2 != 0 {
+    if !og.ptr.is_multiple_of(4) || og.row_stride % 2 != 0 {
         return Err(OpsError::Alignment { operand: "out", detail: "4-byte aligned, even leading dimension".into() });
     }
     let need = grouped_gemm_workspace_bytes(tokens, topk, local)?;

@@ -381,7 +381,7 @@ pub fn validate_fused_moe(
     if yg.rows != tokens || yg.cols != hidden || yg.batch != 1 {
         return Err(shape(format!("y [{}, {}]: expected [{tokens}, {hidden}]", yg.rows, yg.cols)));
     }
-    if hidden % 8 != 0 || inter % 8 != 0 {
+    if !hidden.is_multiple_of(8) || !inter.is_multiple_of(8) {
         return Err(OpsError::Alignment {
             operand: "w13",
             detail: format!("H = {hidden} and I = {inter} must be multiples of 8 (16-byte vectors)"),
@@ -428,7 +428,7 @@ pub fn validate_fused_moe(
             len: workspace.len,
         });
     }
-    if workspace.ptr % ALIGN as u64 != 0 {
+    if !workspace.ptr.is_multiple_of(ALIGN as u64) {
         return Err(OpsError::Alignment {
             operand: "workspace",
             detail: format!("address {:#x} is not a multiple of {ALIGN} bytes", workspace.ptr),
