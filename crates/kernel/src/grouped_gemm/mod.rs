@@ -48,7 +48,7 @@ use crate::emit::{unit_preamble, Item, Unit, UINTPTR_FOR_NVRTC};
 use crate::gemm_sm80::smem_offset_fn;
 use crate::launch::Dim3;
 use rcute_atom::copy_cp_async::{cp_async, cp_async_commit_group, cp_async_wait_group, CacheOp};
-use rcute_atom::{Element, Major};
+use rcute_atom::Element;
 use rcute_collective::{Sm80Mainloop, Sm80MainloopConfig};
 use thiserror::Error;
 
@@ -247,7 +247,6 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
     };
     let mut config = cfg.clone();
     config.stages = Some(plan.stages);
-    let _ = Major::K;
     Ok(GeneratedGroupedGemm {
         name,
         source: unit.render(),

@@ -101,6 +101,36 @@ impl Ops {
     /// ([`OpsError::Alignment`]), views past their buffers or a workspace that is too
     /// small ([`OpsError::OutOfBounds`]), non-row-major or overlapping operands
     /// ([`OpsError::Strides`]).
+    ///
+    /// ```no_run
+    /// use rcute_ops::moe::{fused_moe_workspace_bytes, MoeOptions, MoeRouting, MoeWorkspace};
+    /// use rcute_ops::{bf16, DType, Gpu, MatrixMut, MatrixRef, Ops, OpsError};
+    ///
+    /// fn main() -> Result<(), OpsError> {
+    ///     let Some(gpu) = Gpu::detect()? else { return Ok(()) };
+    ///     let ops = Ops::new(gpu);
+    ///     let s = ops.gpu().stream().clone();
+    ///     let (t, e, k, h, i) = (4, 8, 2, 4096, 14336); // Mixtral
+    ///     let x = s.alloc_zeros::<bf16>(t * h)?;
+    ///     let logits = s.alloc_zeros::<f32>(t * e)?;
+    ///     let w13 = s.alloc_zeros::<bf16>(e * 2 * i * h)?;
+    ///     let w2 = s.alloc_zeros::<bf16>(e * h * i)?;
+    ///     let mut y = s.alloc_zeros::<bf16>(t * h)?;
+    ///     let mut ws = s.alloc_zeros::<u8>(fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16)?)?;
+    ///     let routing = MoeRouting::Logits { logits: MatrixRef::new(&logits, t, e), topk: k, renormalize: true };
+    ///     ops.fused_moe(
+    ///         &MatrixRef::new(&x, t, h),
+    ///         &MatrixRef::new(&w13, 2 * i, h).batched(e, (2 * i * h) as i64),
+    ///         &MatrixRef::new(&w2, h, i).batched(e, (h * i) as i64),
+    ///         &routing,
+    ///         &MoeOptions::default(),
+    ///         &mut MoeWorkspace::new(&mut ws),
+    ///         &mut MatrixMut::new(&mut y, t, h),
+    ///     )?;
+    ///     ops.gpu().synchronize()?;
+    ///     Ok(())
+    /// }
+    /// ```
     #[allow(clippy::too_many_arguments)]
     pub fn fused_moe(
         &self,
