@@ -73,6 +73,9 @@ impl GeneratedGroupedGemm {
         if !a.a.is_multiple_of(16) || !a.b.is_multiple_of(16) || !a.d.is_multiple_of(4) {
             return err("A and B must be 16-byte aligned, D 4-byte aligned".into());
         }
+        if (i64::from(a.n) + self.config.tile_n_out() - 1) / self.config.tile_n_out() > 65535 {
+            return err(format!("N={} needs more than 65535 column tiles (grid y)", a.n));
+        }
         if a.splits > 1 && self.config.epilogue == GroupedEpilogue::SwiGlu {
             return err(format!("{} K splits: SwiGLU needs the whole sum", a.splits));
         }
