@@ -26,6 +26,7 @@
 
 pub mod bench_awq;
 pub mod bench_cmd;
+pub mod bench_moe;
 pub mod bench_scaled_mm;
 pub mod bench_timing;
 pub mod gen_cmd;

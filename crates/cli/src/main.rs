@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use rcute_cli::layout_cmd::{self, LayoutArgs};
-use rcute_cli::{bench_awq, bench_cmd, bench_scaled_mm, gen_cmd, run_cmd, tune_cmd};
+use rcute_cli::{bench_awq, bench_cmd, bench_moe, bench_scaled_mm, gen_cmd, run_cmd, tune_cmd};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -39,6 +39,9 @@ enum BenchCommand {
     /// rcute AWQ W4A16 GEMM vs cuBLAS fp16 on the dequantized weight, cold weights:
     /// `--shape MxNxK [--shape ...] [--group 128] [--dequantize]`.
     Awq(bench_awq::BenchAwqArgs),
+    /// rcute fused MoE layer vs the same layer's GEMMs from cuBLAS per expert:
+    /// `--tokens T [--tokens ...] --experts E --topk k --hidden H --inter I`.
+    Moe(bench_moe::BenchMoeArgs),
 }
 
 /// Print a (report, success) pair; failure exits 1.
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Gemm(args)) => report(bench_cmd::run(&args).map(|t| (t, true))),
         Command::Bench(BenchCommand::ScaledMm(args)) => report(bench_scaled_mm::run(&args).map(|t| (t, true))),
         Command::Bench(BenchCommand::Awq(args)) => report(bench_awq::run(&args).map(|t| (t, true))),
+        Command::Bench(BenchCommand::Moe(args)) => report(bench_moe::run(&args).map(|t| (t, true))),
         Command::Layout(args) => match layout_cmd::run(&args) {
             Ok(out) => {
                 // A closed stdout (e.g. `| head`) is not an error worth a panic.

@@ -15,8 +15,9 @@
 //! INT8 / FP8 scaled GEMMs), the INT8 scaled-mm units of [`crate::gemm_sm80`]
 //! ([`scaled_mm_sm80_configs`]: Ampere class for sm_80, Turing for sm_75), the AWQ
 //! dequantization kernels of [`crate::awq_dequantize`], the AWQ GEMMs of
-//! [`crate::awq_gemm`] ([`awq_gemm_configs`]) and the MoE routing kernels of
-//! [`crate::moe_routing`].
+//! [`crate::awq_gemm`] ([`awq_gemm_configs`]), the MoE routing kernels of
+//! [`crate::moe_routing`] and the grouped MoE GEMMs and finalize of
+//! [`crate::grouped_gemm`] ([`grouped_gemm_configs`]).
 
 use crate::nvrtc::Arch;
 use rcute_atom::catalogue::{all_atoms, Entry};
@@ -231,7 +232,57 @@ pub fn standard() -> Vec<CatalogueKernel> {
         expect_sass: vec!["MATCH.ANY", "SHFL.UP", "POPC"],
         kernels: 1,
     });
+    out.extend(grouped_gemm_units());
     out
+}
+
+/// The grouped (MoE) GEMM units and the finalize.
+fn grouped_gemm_units() -> Vec<CatalogueKernel> {
+    let mut out = Vec::new();
+    // The grouped (MoE) GEMMs `ops::fused_moe` runs (GEMM1 with SwiGLU on gathered token
+    // rows, GEMM2 scattering weighted entry rows; decode and prefill tiles), the gathered
+    // scatter of `ops::grouped_gemm`, and the deterministic finalize.
+    for cfg in grouped_gemm_configs() {
+        let g = crate::grouped_gemm::generate(&cfg).expect("catalogue grouped GEMM configurations generate");
+        out.push(CatalogueKernel {
+            name: g.name.clone(),
+            arch: Arch::Sm80,
+            source: g.source,
+            expect_sass: vec!["HMMA", "LDGSTS", "LDSM"],
+            kernels: 1,
+        });
+    }
+    for e in [rcute_atom::Element::BF16, rcute_atom::Element::F16] {
+        let g = crate::grouped_gemm::finalize::generate(e).expect("finalize generates for bf16 and f16");
+        out.push(CatalogueKernel {
+            name: g.name.clone(),
+            arch: Arch::Sm80,
+            source: g.source,
+            expect_sass: vec!["LDG.E.128"],
+            kernels: 1,
+        });
+    }
+    out
+}
+
+/// The grouped (MoE) GEMM configurations of the catalogue: bf16 GEMM1 (gathered rows,
+/// SwiGLU) and GEMM2 (padded rows, weighted scatter) at the decode (16x128x64), middle
+/// (64x128x32) and prefill (128x128x32) tiles `ops::moe::moe_tile` picks, and the gathered
+/// scatter of `grouped_gemm`.
+pub fn grouped_gemm_configs() -> Vec<crate::grouped_gemm::GroupedGemmConfig> {
+    use crate::grouped_gemm::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
+    let e = rcute_atom::Element::BF16;
+    let mut v = Vec::new();
+    for (tile, warps) in [
+        ([16, 128, 64], [1, 4]),
+        ([64, 128, 32], [2, 2]),
+        ([128, 128, 32], [2, 2]),
+    ] {
+        v.push(GroupedGemmConfig::new(e, GroupedA::Gathered, GroupedEpilogue::SwiGlu).with_tile(tile, warps));
+        v.push(GroupedGemmConfig::new(e, GroupedA::Rows, GroupedEpilogue::Scatter).with_tile(tile, warps));
+    }
+    v.push(GroupedGemmConfig::new(e, GroupedA::Gathered, GroupedEpilogue::Scatter));
+    v
 }
 
 /// The SM90 GEMM configurations of the catalogue (the ones `ops` selects, and one per

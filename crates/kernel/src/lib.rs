@@ -62,6 +62,7 @@ pub mod device;
 pub mod emit;
 pub mod gemm_sm80;
 pub mod gemm_sm90;
+pub mod grouped_gemm;
 pub mod launch;
 pub mod moe_routing;
 pub mod nvrtc;

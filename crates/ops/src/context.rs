@@ -75,6 +75,8 @@ pub struct OpsShared {
     tuning: std::sync::OnceLock<crate::tuning::OpsTuning>,
     /// The loaded AWQ kernels (see [`crate::awq`]).
     pub(crate) awq: crate::awq::AwqKernels,
+    /// The loaded MoE kernels (routing, grouped GEMMs, finalize) by kernel name.
+    pub(crate) moe_units: Memo<String, Function>,
 }
 
 impl std::ops::Deref for Ops {
@@ -98,6 +100,7 @@ impl Ops {
                 scaled_mm_keys: Mutex::new(HashMap::new()),
                 tuning: std::sync::OnceLock::new(),
                 awq: crate::awq::AwqKernels::default(),
+                moe_units: Memo::new(),
             }),
         }
     }
@@ -116,7 +119,11 @@ impl Ops {
     /// handle generated, compiled and loaded. Each configuration is built once, however
     /// many threads ask for it at the same time.
     pub fn kernels_built(&self) -> usize {
-        self.gemms.builds() + self.gemms_sm90.builds() + self.scaled_mms.builds() + self.awq.builds()
+        self.gemms.builds()
+            + self.gemms_sm90.builds()
+            + self.scaled_mms.builds()
+            + self.awq.builds()
+            + self.moe_units.builds()
     }
 
     /// Generate, compile (cached) and load the kernel of `cfg` (once per configuration).

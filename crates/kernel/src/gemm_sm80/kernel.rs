@@ -51,6 +51,8 @@ pub(super) fn main_kernel(
             Sm80Target::Turing => G2sMode::Registers,
         },
         mma_fn,
+        cta: None,
+        rows: Default::default(),
     };
     let mut b = mainloop_stmts(p, &opts);
     let (op, what) = match fusion {

@@ -30,9 +30,12 @@ pub(crate) fn mainloop_stmts(p: &Sm80Mainloop, opts: &MainloopEmit) -> Vec<Stmt>
     let sep = separable(p);
     let rp = RegPipeline::of(p);
     let reg_pipeline = rp.on;
-    let mut b = cta_setup(p, opts);
-    b.extend(g2s_setup(p, sep, name, mode));
-    b.extend(prologue(p, sep, name, mode));
+    let mut b = match &opts.cta {
+        Some(cta) => cta.clone(),
+        None => cta_setup(p, opts),
+    };
+    b.extend(g2s_setup(p, sep, name, mode, &opts.rows));
+    b.extend(prologue(p, sep, name, mode, &opts.rows));
     b.extend(fragments(p, rp));
     b.extend(lane_setup(p, sep, name));
     b.push(d("int", "read_stage", "0"));

@@ -125,8 +125,26 @@ pub(super) fn pipelined_loop(
         G2sMode::CpAsync => c("issue the cp.async loads of tile k_tile_next into the free stage (before the ldmatrix below: fewer live registers)"),
         G2sMode::Registers => c("load tile k_tile_next into registers (stored to shared memory after this tile's last k-block)"),
     }];
-    issue.extend(g2s_tile(p, sep, name, true, "write_stage", "k_tile_next", mode));
-    issue.extend(g2s_tile(p, sep, name, false, "write_stage", "k_tile_next", mode));
+    issue.extend(g2s_tile(
+        p,
+        sep,
+        name,
+        true,
+        "write_stage",
+        "k_tile_next",
+        mode,
+        &opts.rows,
+    ));
+    issue.extend(g2s_tile(
+        p,
+        sep,
+        name,
+        false,
+        "write_stage",
+        "k_tile_next",
+        mode,
+        &opts.rows,
+    ));
     if mode == G2sMode::CpAsync {
         issue.push(e("rc_cp_async_commit_group()"));
     }
@@ -196,8 +214,26 @@ pub(super) fn simple_loop(p: &Sm80Mainloop, sep: Separable, opts: &MainloopEmit)
             c("load tile k_tile_next into registers (stored to write_stage after this tile's k-blocks)"),
         ],
     };
-    wbody.extend(g2s_tile(p, sep, name, true, "write_stage", "k_tile_next", mode));
-    wbody.extend(g2s_tile(p, sep, name, false, "write_stage", "k_tile_next", mode));
+    wbody.extend(g2s_tile(
+        p,
+        sep,
+        name,
+        true,
+        "write_stage",
+        "k_tile_next",
+        mode,
+        &opts.rows,
+    ));
+    wbody.extend(g2s_tile(
+        p,
+        sep,
+        name,
+        false,
+        "write_stage",
+        "k_tile_next",
+        mode,
+        &opts.rows,
+    ));
     if mode == G2sMode::CpAsync {
         wbody.push(e("rc_cp_async_commit_group()"));
     }

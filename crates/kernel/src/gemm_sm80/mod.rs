@@ -117,6 +117,13 @@ pub use rcute_collective::{Fusion, FusionArgs, ScaleKind};
 
 use smem::smem_fn;
 
+// Hooks for the grouped (MoE) kernels of `crate::grouped_gemm`, which reuse this mainloop.
+pub(crate) use epilogue::fragment_layouts;
+pub(crate) use mainloop::mainloop_stmts;
+pub(crate) use mainloop_emit::MainloopEmit;
+pub(crate) use producer::{G2sMode, G2sRows};
+pub(crate) use smem::smem_fn as smem_offset_fn;
+
 use crate::emit::{unit_preamble, Item, Unit, UINTPTR_FOR_NVRTC};
 use kernel::main_kernel;
 use rcute_atom::copy_cp_async::{cp_async, cp_async_commit_group, cp_async_wait_group, CacheOp};

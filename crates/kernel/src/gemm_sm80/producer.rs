@@ -7,6 +7,29 @@ use crate::emit::Stmt;
 use rcute_atom::Major;
 use rcute_collective::Sm80Mainloop;
 
+/// Row gathers of the K-major operands in the load stage: for an operand with `Some`
+/// statements, they run once per load pass with the tile row `r` (an `int`, `0 <= r <
+/// BM` or `BN`) in scope and must declare `src_row` (`int`: the operand's row that tile
+/// row `r` reads) and `src_ok` (`bool`: whether that row exists; if not, the row is
+/// zero-filled). `None`: row `m0 + r` (`n0 + r`), in bounds when below `M` (`N`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct G2sRows {
+    /// A's row map.
+    pub a: Option<Vec<Stmt>>,
+    /// B's row map.
+    pub b: Option<Vec<Stmt>>,
+}
+
+impl G2sRows {
+    pub(crate) fn of(&self, is_a: bool) -> Option<&[Stmt]> {
+        if is_a {
+            self.a.as_deref()
+        } else {
+            self.b.as_deref()
+        }
+    }
+}
+
 /// How the mainloop emitter moves tiles from global to shared memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum G2sMode {
@@ -21,6 +44,7 @@ pub(crate) enum G2sMode {
 
 /// The G2S copy of one operand for tile `kt_var` into stage `stage_var` (with
 /// [`G2sMode::Registers`]: the loads into `{x}_reg`; [`r2s_tile`] stores them).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn g2s_tile(
     p: &Sm80Mainloop,
     sep: Separable,
@@ -29,7 +53,9 @@ pub(super) fn g2s_tile(
     stage: &str,
     kt: &str,
     mode: G2sMode,
+    rows: &G2sRows,
 ) -> Vec<Stmt> {
+    let gathered = rows.of(is_a).is_some() && g2s_major(p, is_a) == Major::K;
     let (x, g, st_elems, ld, gsep) = if is_a {
         ("a", &p.g2s_a, p.stage_elems_a, "lda", sep.g2s_a)
     } else {
@@ -73,9 +99,23 @@ pub(super) fn g2s_tile(
             format!("{x}_pred_mn && ({kt} * {bk} + p * {} < {x}_krem)", g.pass_step[1]),
         ),
     };
-    body.push(d(&format!("const {ta}*"), &format!("{x}_ptr"), tile_ptr));
-    let _ = gx;
-    let passes = match mode {
+    let mut passes = Vec::new();
+    if gathered {
+        // gathered rows: one source row per pass (see `G2sRows`)
+        passes.push(d(
+            &format!("const {ta}*"),
+            &format!("{x}_ptr"),
+            format!("{x}_row[p] + {kt} * {bk}"),
+        ));
+    } else {
+        body.push(d(&format!("const {ta}*"), &format!("{x}_ptr"), tile_ptr));
+    }
+    let step = if gathered {
+        vec![]
+    } else {
+        vec![e(format!("{x}_ptr += {x}_pass"))]
+    };
+    passes.extend(match mode {
         G2sMode::CpAsync => vec![
             d("const bool", "pred", pred),
             c(format!(
@@ -87,7 +127,6 @@ pub(super) fn g2s_tile(
                 g.tiled.atom.op.snippet.name,
                 &gx[1..]
             )),
-            e(format!("{x}_ptr += {x}_pass")),
         ],
         G2sMode::Registers => vec![
             d("const bool", "pred", pred),
@@ -96,9 +135,9 @@ pub(super) fn g2s_tile(
                 rhs: format!("pred ? __ldg(reinterpret_cast<const uint4*>({x}_ptr)) : make_uint4(0u, 0u, 0u, 0u)"),
                 comment: Some("predicated off: zeros".into()),
             },
-            e(format!("{x}_ptr += {x}_pass")),
         ],
-    };
+    });
+    passes.extend(step);
     body.push(Stmt::unrolled("p", g.passes, passes));
     body
 }
@@ -140,7 +179,7 @@ pub(super) fn r2s_both(p: &Sm80Mainloop, sep: Separable, name: &str, stage: &str
 
 /// The G2S setup of both operands: each thread's first vector (`x_mn`, `x_k`), its global
 /// source, the M/N predicates, the gmem step between passes, and its smem offsets.
-pub(super) fn g2s_setup(p: &Sm80Mainloop, sep: Separable, name: &str, mode: G2sMode) -> Vec<Stmt> {
+pub(super) fn g2s_setup(p: &Sm80Mainloop, sep: Separable, name: &str, mode: G2sMode, rows: &G2sRows) -> Vec<Stmt> {
     let ta = p.config.a.cuda_type();
     let mut b: Vec<Stmt> = Vec::new();
     for (is_a, x, g, mn_total, m_or_n0, ld, sfn) in [
@@ -168,6 +207,15 @@ pub(super) fn g2s_setup(p: &Sm80Mainloop, sep: Separable, name: &str, mode: G2sM
             g.passes
         )));
         match g.major {
+            Major::K if rows.of(is_a).is_some() => {
+                b.extend(gathered_rows_setup(
+                    p,
+                    is_a,
+                    rows.of(is_a).unwrap_or_default(),
+                    &sfn,
+                    gsep,
+                ));
+            }
             Major::K => {
                 b.push(dc(
                     "const int",
@@ -246,7 +294,7 @@ pub(super) fn g2s_setup(p: &Sm80Mainloop, sep: Separable, name: &str, mode: G2sM
 
 /// The prologue: the loads of the first `stages - 1` tiles (with [`G2sMode::Registers`]
 /// the register array of the tile in flight is declared here).
-pub(super) fn prologue(p: &Sm80Mainloop, sep: Separable, name: &str, mode: G2sMode) -> Vec<Stmt> {
+pub(super) fn prologue(p: &Sm80Mainloop, sep: Separable, name: &str, mode: G2sMode, rows: &G2sRows) -> Vec<Stmt> {
     let stages = p.stages;
     let mut b: Vec<Stmt> = Vec::new();
     b.push(c(format!(
@@ -264,8 +312,8 @@ pub(super) fn prologue(p: &Sm80Mainloop, sep: Separable, name: &str, mode: G2sMo
             });
         }
     }
-    let mut pro = g2s_tile(p, sep, name, true, "s", "k_tile_next", mode);
-    pro.extend(g2s_tile(p, sep, name, false, "s", "k_tile_next", mode));
+    let mut pro = g2s_tile(p, sep, name, true, "s", "k_tile_next", mode, rows);
+    pro.extend(g2s_tile(p, sep, name, false, "s", "k_tile_next", mode, rows));
     match mode {
         G2sMode::CpAsync => pro.push(e("rc_cp_async_commit_group()")),
         G2sMode::Registers => pro.extend(r2s_both(p, sep, name, "s")),
@@ -273,5 +321,64 @@ pub(super) fn prologue(p: &Sm80Mainloop, sep: Separable, name: &str, mode: G2sMo
     pro.push(e("++k_tile_next"));
     pro.push(e("--k_tile_count"));
     b.push(Stmt::unrolled("s", stages - 1, pro));
+    b
+}
+
+fn g2s_major(p: &Sm80Mainloop, is_a: bool) -> Major {
+    if is_a {
+        p.g2s_a.major
+    } else {
+        p.g2s_b.major
+    }
+}
+
+/// The G2S setup of a K-major operand whose rows are gathered ([`G2sRows`]): per pass, the
+/// tile row `r = x_mn + p * step` is mapped by the caller's statements to `src_row` /
+/// `src_ok`; `x_row[p]` points at the thread's first vector of that row and bit `p` of
+/// `x_pred_mn` says whether it exists (otherwise the vector is zero-filled).
+fn gathered_rows_setup(p: &Sm80Mainloop, is_a: bool, map: &[Stmt], sfn: &str, gsep: bool) -> Vec<Stmt> {
+    let (x, g, gx, ld) = if is_a {
+        ("a", &p.g2s_a, "gA", "lda")
+    } else {
+        ("b", &p.g2s_b, "gB", "ldb")
+    };
+    let ta = p.config.a.cuda_type();
+    let (_, tk) = g.thread_extents();
+    let mut b = vec![
+        dc(
+            "const int",
+            &format!("{x}_mn"),
+            format!("tid / {tk}"),
+            format!("thr_layout (*,{tk}):({tk},1)"),
+        ),
+        d("const int", &format!("{x}_k"), format!("tid % {tk} * {}", g.vec)),
+        Stmt::Array {
+            ty: format!("const {ta}*"),
+            name: format!("{x}_row"),
+            len: g.passes as usize,
+            comment: Some("gathered rows: the thread's first vector of each pass's source row".into()),
+        },
+        d("uint32_t", &format!("{x}_pred_mn"), "0"),
+    ];
+    let mut per_pass = vec![dc(
+        "const int",
+        "r",
+        format!("{x}_mn + p * {}", g.pass_step[0]),
+        "tile row",
+    )];
+    per_pass.extend(map.iter().cloned());
+    per_pass.push(Stmt::assign(
+        format!("{x}_row[p]"),
+        format!("{gx} + (long long)(src_ok ? src_row : 0) * {ld} + (k_begin + {x}_k)"),
+    ));
+    per_pass.push(e(format!("{x}_pred_mn |= (src_ok ? 1u : 0u) << p")));
+    b.push(Stmt::unrolled("p", g.passes, per_pass));
+    b.push(dc(
+        "const int",
+        &format!("{x}_krem"),
+        format!("k_end - k_begin - {x}_k"),
+        "K left for this thread's first vector",
+    ));
+    b.extend(smem_setup(gsep, sfn, x, g));
     b
 }

@@ -125,10 +125,21 @@ pub(super) fn kernel(
     params.push((format!("const {}", fusion.struct_name), "p".into()));
     params.push(("float* __restrict__".into(), "workspace".into()));
     params.extend(
-        ["split_k", "sched_tiles_m", "sched_tiles_n", "sched_batches", "sched_along_n", "sched_log_swizzle"].map(int),
+        [
+            "split_k",
+            "sched_tiles_m",
+            "sched_tiles_n",
+            "sched_batches",
+            "sched_along_n",
+            "sched_log_swizzle",
+        ]
+        .map(int),
     );
     Ok(CFunction {
-        qualifiers: format!("extern \"C\" __global__ __launch_bounds__({}, 1)", (1 + p.consumers) * WG),
+        qualifiers: format!(
+            "extern \"C\" __global__ __launch_bounds__({}, 1)",
+            (1 + p.consumers) * WG
+        ),
         ret: "void".into(),
         name: name.into(),
         params,
@@ -149,7 +160,10 @@ fn smem_map(k: &Ctx) -> Vec<Stmt> {
     let span = p.epi_swizzle.span_bytes();
     let mut b = vec![
         c("Shared memory (byte offsets from a 1 KiB-aligned base):"),
-        c(format!("  sA (BM,BK,PIPE) = ({bm},{bk},{s}) of {} at {off_a}", p.smem_atom)),
+        c(format!(
+            "  sA (BM,BK,PIPE) = ({bm},{bk},{s}) of {} at {off_a}",
+            p.smem_atom
+        )),
         c(format!("  sB (BN,BK,PIPE) = ({bn},{bk},{s}) at {off_b}")),
         c(format!(
             "  epilogue at {off_epi}{}: {} D buffer(s){} of ({em},{en}) row-major, Swizzle<{},4,3> on bytes (TMA {:?})",
@@ -167,7 +181,9 @@ fn smem_map(k: &Ctx) -> Vec<Stmt> {
             (span / 16).trailing_zeros(),
             p.epi_swizzle
         )),
-        c(format!("  mbarriers at {off_bar}: full[{s}], empty[{s}], then C full/empty")),
+        c(format!(
+            "  mbarriers at {off_bar}: full[{s}], empty[{s}], then C full/empty"
+        )),
         e("extern __shared__ __align__(1024) unsigned char rc_smem_raw[]"),
         d(
             "unsigned char* const",

@@ -83,9 +83,9 @@ mod stmt;
 
 pub use config::*;
 use kernel::*;
-use scheduler::*;
 pub use launch::*;
 pub use plan::*;
+use scheduler::*;
 pub use split_k::*;
 use stmt::*;
 

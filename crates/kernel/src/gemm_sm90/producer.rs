@@ -36,7 +36,9 @@ fn operand_load(k: &Ctx, op: &str, offset: usize, stage_bytes: usize, origin: &s
     } else {
         ("rc_tma_load_3d", String::new())
     };
-    let dst = var("stage").mul(&Expr::lit(stage_bytes as i64)).add(&Expr::lit(offset as i64));
+    let dst = var("stage")
+        .mul(&Expr::lit(stage_bytes as i64))
+        .add(&Expr::lit(offset as i64));
     e(format!(
         "{f}(smem + {} + {op}_slice, &tmap_{op}, full{mask}, kt * {}, {origin} + {op}_rows, batch)",
         dst.to_cpp(),
@@ -114,7 +116,10 @@ fn c_loads(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let slot = format!("16 * (grp * {} + cstage)", p.c_bufs);
     let buf = format!(
         "smem + {} + cstage * {}",
-        var("grp").mul(&Expr::lit(k.epi_set_bytes as i64)).add(&Expr::lit(p.offsets[2] as i64)).to_cpp(),
+        var("grp")
+            .mul(&Expr::lit(k.epi_set_bytes as i64))
+            .add(&Expr::lit(p.offsets[2] as i64))
+            .to_cpp(),
         k.sub_bytes
     );
     let sub = unroll(

@@ -1,10 +1,13 @@
-//! Fused MoE on the host: the float64 references of the routing steps that the GPU kernels
-//! of `rcute_kernel::moe_routing` are checked against.
+//! Fused MoE: the layer on the GPU ([`crate::Ops::fused_moe`], [`crate::Ops::grouped_gemm`])
+//! and its float64 references.
 //!
 //! * [`routing`]: router logits -> top-k expert ids and weights (softmax, top-k with ties
 //!   to the lower expert, optional renormalisation).
 //! * [`align`]: top-k ids and a local expert range -> per-expert counts, offsets padded to
 //!   the GEMM tile, the routed entries sorted by expert, the expert of every tile.
+//! * [`reference`]: the whole layer in float64.
+//! * [`problem`]: validation, workspace sizes ([`fused_moe_workspace_bytes`]) and the
+//!   routing / options types.
 //!
 //! ```
 //! use rcute_ops::moe::{align_reference, topk_softmax_reference};
@@ -21,7 +24,17 @@
 //! ```
 
 pub mod align;
+mod fused;
+mod grouped;
+pub mod problem;
+pub mod reference;
 pub mod routing;
 
 pub use align::{align_reference, Alignment};
+pub use grouped::{validate_grouped_gemm, GroupedProblem};
+pub use problem::{
+    fused_moe_workspace_bytes, grouped_gemm_workspace_bytes, moe_splits, moe_tile, validate_fused_moe, MoeOptions,
+    MoeProblem, MoeRouting, MoeWorkspace,
+};
+pub use reference::fused_moe_reference;
 pub use routing::{topk_softmax_reference, Routing};

@@ -1,0 +1,167 @@
+//! Run-time arguments of a grouped GEMM, their checks and the launch.
+
+use super::{GeneratedGroupedGemm, GroupedEpilogue, GroupedGemmError};
+use crate::launch::{Function, KernelArgs, LaunchConfig};
+
+/// Device pointers and sizes of one grouped GEMM launch (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupedGemmArgs {
+    /// A: `[tokens, K]` (gathered) or `[M, K]` (padded rows), row-major with `lda`.
+    pub a: u64,
+    /// B: `[experts, N or 2N, K]` K-major, `expert_stride` elements per expert.
+    pub b: u64,
+    /// D: `[M, N]` (SwiGLU) or `[entries, N]` (scatter), row-major with `ldd`.
+    pub d: u64,
+    /// The alignment's `sorted_ids [M]`.
+    pub sorted_ids: u64,
+    /// The alignment's `block_expert [M / BM]`.
+    pub block_expert: u64,
+    /// The alignment's `total_rows [1]`.
+    pub total_rows: u64,
+    /// `weights [entries]` (f32) of the scatter epilogue, or 0 for 1.
+    pub weights: u64,
+    /// Padded rows: the alignment's capacity `rows`, a multiple of `BM`.
+    pub m: i32,
+    /// Output columns (SwiGLU: the intermediate size; B holds `2N` rows per expert).
+    pub n: i32,
+    /// The reduction length.
+    pub k: i32,
+    /// A's leading dimension.
+    pub lda: i64,
+    /// B's leading dimension (elements between an expert's rows).
+    pub ldb: i64,
+    /// D's leading dimension.
+    pub ldd: i64,
+    /// Elements between consecutive experts' weights.
+    pub expert_stride: i64,
+    /// Routed entries `T * topk` (the padding sentinel).
+    pub entries: i32,
+    /// `topk` (entry `t * topk + j` belongs to token `t`).
+    pub topk: i32,
+    /// K splits (scatter only; 0 or 1: none): split `s` writes its partial to the slab
+    /// `D + s * split_stride`, summed later in a fixed order (the finalize).
+    pub splits: i32,
+    /// Elements between the splits' output slabs.
+    pub split_stride: i64,
+}
+
+impl GeneratedGroupedGemm {
+    /// Checks what the kernel assumes: positive sizes, `M` a multiple of `BM`, `K` a
+    /// multiple of 8 (16-byte vectors), even `N` and `ldd` (column-pair stores), leading
+    /// dimensions at least a row and multiples of 8, 16-byte aligned A and B, 4-byte D.
+    pub fn check(&self, a: &GroupedGemmArgs) -> Result<(), GroupedGemmError> {
+        let err = |s: String| Err(GroupedGemmError::Args(s));
+        let bm = self.config.tile[0] as i32;
+        if a.m < 1 || a.n < 1 || a.k < 1 || a.entries < 1 || a.topk < 1 {
+            return err(format!(
+                "M={} N={} K={} entries={} topk={} must be positive",
+                a.m, a.n, a.k, a.entries, a.topk
+            ));
+        }
+        if a.m % bm != 0 {
+            return err(format!("M={} is not a multiple of the row tile {bm}", a.m));
+        }
+        if a.k % 8 != 0 || a.n % 2 != 0 || a.ldd % 2 != 0 {
+            return err(format!(
+                "K={} must be a multiple of 8, N={} and ldd={} even",
+                a.k, a.n, a.ldd
+            ));
+        }
+        if a.lda < i64::from(a.k) || a.ldb < i64::from(a.k) || a.ldd < i64::from(a.n) {
+            return err(format!(
+                "leading dimensions lda={} ldb={} ldd={} shorter than a row",
+                a.lda, a.ldb, a.ldd
+            ));
+        }
+        if a.lda % 8 != 0 || a.ldb % 8 != 0 || a.expert_stride % 8 != 0 {
+            return err("lda, ldb and the expert stride must be multiples of 8 elements".into());
+        }
+        if !a.a.is_multiple_of(16) || !a.b.is_multiple_of(16) || !a.d.is_multiple_of(4) {
+            return err("A and B must be 16-byte aligned, D 4-byte aligned".into());
+        }
+        if (i64::from(a.n) + self.config.tile_n_out() - 1) / self.config.tile_n_out() > 65535 {
+            return err(format!("N={} needs more than 65535 column tiles (grid y)", a.n));
+        }
+        if a.splits > 1 && self.config.epilogue == GroupedEpilogue::SwiGlu {
+            return err(format!("{} K splits: SwiGLU needs the whole sum", a.splits));
+        }
+        if a.splits > 64 || (a.splits > 1 && a.split_stride < i64::from(a.entries) * a.ldd) {
+            return err(format!(
+                "{} splits {} elements apart (at most 64, slabs of entries x ldd)",
+                a.splits, a.split_stride
+            ));
+        }
+        if a.sorted_ids == 0 || a.block_expert == 0 || a.total_rows == 0 || a.a == 0 || a.b == 0 || a.d == 0 {
+            return err("null pointer".into());
+        }
+        Ok(())
+    }
+
+    /// The launch geometry for `args`: `(M / BM, ceil(N / output columns per tile), splits)`.
+    pub fn launch_config(&self, a: &GroupedGemmArgs) -> LaunchConfig {
+        let blocks = (a.m / self.config.tile[0] as i32).max(0) as u32;
+        let mut grid = self.grid(blocks, a.n.max(0) as u32);
+        grid.z = a.splits.max(1) as u32;
+        LaunchConfig::new(grid, self.threads).with_dynamic_smem(self.smem_bytes)
+    }
+
+    /// K per split: whole `BK` tiles, `ceil(ceil(K / BK) / splits) * BK`.
+    pub fn k_per_split(&self, a: &GroupedGemmArgs) -> i32 {
+        let bk = self.config.tile[2] as i32;
+        let tiles = (a.k.max(0) + bk - 1) / bk;
+        (tiles + a.splits.max(1) - 1) / a.splits.max(1) * bk
+    }
+
+    /// The kernel's arguments in order.
+    pub fn args(&self, a: &GroupedGemmArgs) -> KernelArgs {
+        KernelArgs::new()
+            .u64(a.a)
+            .u64(a.b)
+            .u64(a.d)
+            .u64(a.sorted_ids)
+            .u64(a.block_expert)
+            .u64(a.total_rows)
+            .u64(a.weights)
+            .i32(a.m)
+            .i32(a.n)
+            .i32(a.k)
+            .i64(a.lda)
+            .i64(a.ldb)
+            .i64(a.ldd)
+            .i64(a.expert_stride)
+            .i32(a.entries)
+            .i32(a.topk)
+            .i32(self.k_per_split(a))
+            .i64(a.split_stride)
+    }
+
+    /// The rows of B per expert the kernel reads: `2N` with SwiGLU, else `N`.
+    pub fn b_rows(&self, n: i32) -> i64 {
+        match self.config.epilogue {
+            GroupedEpilogue::SwiGlu => 2 * i64::from(n),
+            GroupedEpilogue::Scatter => i64::from(n),
+        }
+    }
+
+    /// Checks `args` and launches `f` (this kernel, loaded) on its stream.
+    ///
+    /// # Safety
+    ///
+    /// Every pointer must address a device buffer large enough for the shapes in `args`
+    /// (A: `tokens` or `M` rows of `lda`; B: the local experts' `b_rows(N)` rows of `ldb`,
+    /// `expert_stride` apart; D: `M` or `entries` rows of `ldd`; the alignment's buffers
+    /// sized by its capacity for `M` rows) and stay valid until the kernel finishes.
+    pub unsafe fn launch(&self, f: &Function, a: &GroupedGemmArgs) -> Result<(), GroupedGemmError> {
+        self.check(a)?;
+        if f.name() != self.name {
+            return Err(GroupedGemmError::Args(format!(
+                "function {} is not {}",
+                f.name(),
+                self.name
+            )));
+        }
+        // SAFETY: the caller guarantees the buffers; the arguments match the signature.
+        unsafe { f.launch(&self.launch_config(a), &self.args(a))? };
+        Ok(())
+    }
+}

@@ -1,0 +1,239 @@
+//! The MoE finalize: `y[t] = sum_{j < k, topk_ids[t, j] local} sum_{s < splits} out[s][t *
+//! k + j]` (`out[s]` the slab of GEMM2's K split `s`), summed in f32 in the order `j = 0,
+//! 1, ..., k - 1`, then `s` (no atomics: bit-identical on every run).
+//! Entries routed to experts outside `[expert_offset, expert_offset + L)` contribute
+//! nothing (another GPU computes them); a token with none gets zeros.
+//!
+//! One thread per 16-byte vector (8 elements) of `y`; `H` must be a multiple of 8.
+//!
+//! ```
+//! use rcute_kernel::grouped_gemm::finalize::generate;
+//! let g = generate(rcute_atom::Element::BF16).unwrap();
+//! assert_eq!(g.name, "rc_moe_finalize_bf16");
+//! ```
+
+use super::GroupedGemmError;
+use crate::emit::{unit_preamble, Function as CFunction, Item, Stmt, Unit};
+use crate::launch::{Function, KernelArgs, LaunchConfig};
+use rcute_atom::Element;
+
+/// Threads per block.
+pub const THREADS: u32 = 256;
+
+/// The generated finalize kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GeneratedMoeFinalize {
+    /// `rc_moe_finalize_<type>`.
+    pub name: String,
+    /// CUDA C++ source.
+    pub source: String,
+    /// The element type of `out` and `y`.
+    pub element: Element,
+}
+
+/// Arguments of a finalize launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeFinalizeArgs {
+    /// `out [T * k, H]`, the scattered, weighted expert rows.
+    pub out: u64,
+    /// `topk_ids [T, k]` (int32, global expert ids).
+    pub topk_ids: u64,
+    /// `y [T, H]`.
+    pub y: u64,
+    /// `T`.
+    pub tokens: i32,
+    /// `k`.
+    pub topk: i32,
+    /// `H`, a multiple of 8.
+    pub hidden: i32,
+    /// First local expert.
+    pub expert_offset: i32,
+    /// Local experts.
+    pub local_experts: i32,
+    /// GEMM2's K splits (slabs of `out`), at least 1.
+    pub splits: i32,
+    /// Elements between the slabs (at least `T * k * H` when `splits > 1`).
+    pub split_stride: i64,
+}
+
+/// Generates the finalize kernel for bf16 or f16.
+pub fn generate(element: Element) -> Result<GeneratedMoeFinalize, GroupedGemmError> {
+    let (t2, to_f2, from_f2) = match element {
+        Element::BF16 => ("__nv_bfloat162", "__bfloat1622float2", "__floats2bfloat162_rn"),
+        Element::F16 => ("__half2", "__half22float2", "__floats2half2_rn"),
+        other => return Err(GroupedGemmError::Config(format!("finalize of {other} (bf16 or f16)"))),
+    };
+    let ta = element.cuda_type();
+    let name = format!("rc_moe_finalize_{}", element.ptx());
+    let body = vec![
+        Stmt::decl("const long long", "i", format!("(long long)blockIdx.x * {THREADS} + threadIdx.x")),
+        Stmt::decl("const int", "vecs", "H / 8"),
+        Stmt::If {
+            cond: "i >= (long long)T * vecs".into(),
+            then: vec![Stmt::Return],
+            otherwise: vec![],
+        },
+        Stmt::Decl {
+            ty: "const int".into(),
+            name: "t".into(),
+            init: Some("(int)(i / vecs)".into()),
+            comment: Some("y (T,H):(H,1) in 8-element vectors: (T,H/8):(H/8,1)".into()),
+        },
+        Stmt::decl("const int", "c", "(int)(i % vecs) * 8"),
+        Stmt::Array {
+            ty: "float".into(),
+            name: "s".into(),
+            len: 8,
+            comment: Some("the sum, in the fixed order j = 0..k-1".into()),
+        },
+        Stmt::unrolled("x", 8, vec![Stmt::assign("s[x]", "0.0f")]),
+        Stmt::For {
+            var: "j".into(),
+            start: "0".into(),
+            end: "k".into(),
+            unroll: false,
+            body: vec![
+                Stmt::decl("const int", "e", "__ldg(topk_ids + (long long)t * k + j) - expert_offset"),
+                Stmt::If {
+                    cond: "(unsigned)e < (unsigned)L".into(),
+                    then: vec![
+                        Stmt::For {
+                            var: "sp".into(),
+                            start: "0".into(),
+                            end: "splits".into(),
+                            unroll: false,
+                            body: vec![
+                                Stmt::Decl {
+                                    ty: "const uint4".into(),
+                                    name: "v".into(),
+                                    init: Some(
+                                        "__ldg(reinterpret_cast<const uint4*>(out + sp * split_stride + ((long long)t * k + j) * H + c))"
+                                            .into(),
+                                    ),
+                                    comment: Some("out (splits,T*k,H):(split_stride,H,1), slab sp, row t * k + j".into()),
+                                },
+                                Stmt::decl(&format!("const {t2}*"), "p", format!("reinterpret_cast<const {t2}*>(&v)")),
+                                Stmt::unrolled(
+                                    "x",
+                                    4,
+                                    vec![
+                                        Stmt::decl("const float2", "f", format!("{to_f2}(p[x])")),
+                                        Stmt::assign("s[2 * x]", "s[2 * x] + f.x"),
+                                        Stmt::assign("s[2 * x + 1]", "s[2 * x + 1] + f.y"),
+                                    ],
+                                ),
+                            ],
+                        },
+                    ],
+                    otherwise: vec![],
+                },
+            ],
+        },
+        Stmt::Array {
+            ty: t2.into(),
+            name: "o".into(),
+            len: 4,
+            comment: None,
+        },
+        Stmt::unrolled("x", 4, vec![Stmt::assign("o[x]", format!("{from_f2}(s[2 * x], s[2 * x + 1])"))]),
+        Stmt::assign(
+            "*reinterpret_cast<uint4*>(y + (long long)t * H + c)",
+            "*reinterpret_cast<const uint4*>(o)",
+        ),
+    ];
+    let f = CFunction {
+        qualifiers: format!("extern \"C\" __global__ __launch_bounds__({THREADS})"),
+        ret: "void".into(),
+        name: name.clone(),
+        params: vec![
+            (format!("const {ta}* __restrict__"), "out".into()),
+            ("const int* __restrict__".into(), "topk_ids".into()),
+            (format!("{ta}* __restrict__"), "y".into()),
+            ("int".into(), "T".into()),
+            ("int".into(), "k".into()),
+            ("int".into(), "H".into()),
+            ("int".into(), "expert_offset".into()),
+            ("int".into(), "L".into()),
+            ("int".into(), "splits".into()),
+            ("long long".into(), "split_stride".into()),
+        ],
+        doc: vec!["y[t] = sum over the token's local entries j and the K splits s of out[s][t * k + j], j then s ascending; one thread per 8 elements".into()],
+        body,
+    };
+    let mut items = unit_preamble(&[], "");
+    items.push(Item::Function(f));
+    let unit = Unit {
+        header: vec![
+            format!("{name}: per token, the sum of its k expert rows in a fixed order (deterministic, no atomics)"),
+            "Generated by rcute (crates/kernel/src/grouped_gemm/finalize.rs); do not edit.".into(),
+        ],
+        includes: vec![],
+        items,
+    };
+    Ok(GeneratedMoeFinalize {
+        name,
+        source: unit.render(),
+        element,
+    })
+}
+
+impl GeneratedMoeFinalize {
+    /// Checks the sizes (positive, `H % 8 == 0`, 16-byte aligned `out` and `y`).
+    pub fn check(&self, a: &MoeFinalizeArgs) -> Result<(), GroupedGemmError> {
+        let err = |s: String| Err(GroupedGemmError::Args(s));
+        if a.tokens < 1 || a.topk < 1 || a.hidden < 8 || a.hidden % 8 != 0 || a.local_experts < 1 || a.expert_offset < 0
+        {
+            return err(format!(
+                "finalize T={} k={} H={} (a multiple of 8) experts [{}, +{})",
+                a.tokens, a.topk, a.hidden, a.expert_offset, a.local_experts
+            ));
+        }
+        if a.splits < 1
+            || (a.splits > 1 && a.split_stride < i64::from(a.tokens) * i64::from(a.topk) * i64::from(a.hidden))
+            || a.split_stride % 8 != 0
+        {
+            return err(format!("{} splits {} elements apart", a.splits, a.split_stride));
+        }
+        if !a.out.is_multiple_of(16) || !a.y.is_multiple_of(16) || !a.topk_ids.is_multiple_of(4) {
+            return err("out and y must be 16-byte aligned".into());
+        }
+        if (a.tokens as i64) * (a.hidden as i64 / 8) > (i32::MAX as i64) * i64::from(THREADS) {
+            return err("too many vectors for the grid".into());
+        }
+        Ok(())
+    }
+
+    /// One thread per 8-element vector of `y`.
+    pub fn launch_config(&self, a: &MoeFinalizeArgs) -> LaunchConfig {
+        let n = (a.tokens.max(0) as u64) * (a.hidden.max(0) as u64 / 8);
+        LaunchConfig::new((n.div_ceil(u64::from(THREADS)).max(1) as u32, 1, 1), THREADS)
+    }
+
+    /// The kernel's arguments in order.
+    pub fn args(&self, a: &MoeFinalizeArgs) -> KernelArgs {
+        KernelArgs::new()
+            .u64(a.out)
+            .u64(a.topk_ids)
+            .u64(a.y)
+            .i32(a.tokens)
+            .i32(a.topk)
+            .i32(a.hidden)
+            .i32(a.expert_offset)
+            .i32(a.local_experts)
+            .i32(a.splits)
+            .i64(a.split_stride)
+    }
+
+    /// Checks `a` and launches `f` (this kernel, loaded).
+    ///
+    /// # Safety
+    ///
+    /// `out` must hold `splits` slabs of `T * k * H` (`split_stride` apart), `topk_ids` `T * k`, `y` `T * H` elements, valid until
+    /// the kernel finishes.
+    pub unsafe fn launch(&self, f: &Function, a: &MoeFinalizeArgs) -> Result<(), GroupedGemmError> {
+        self.check(a)?;
+        // SAFETY: the caller guarantees the buffers; the arguments match the signature.
+        unsafe { f.launch(&self.launch_config(a), &self.args(a))? };
+        Ok(())
+    }
+}

@@ -1,0 +1,188 @@
+//! The grouped kernel: its parameters, the CTA setup (row tile, expert and the exit past
+//! the routed rows, all read on the device), the row gathers of A and B, the SM80
+//! mainloop of [`crate::gemm_sm80`] and the epilogue of [`super::epilogue`].
+
+use super::epilogue::epilogue;
+use super::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
+use crate::emit::{Function as CFunction, Stmt};
+use crate::gemm_sm80::{mainloop_stmts, G2sMode, G2sRows, MainloopEmit};
+use rcute_collective::Sm80Mainloop;
+
+fn d(ty: &str, name: &str, init: impl Into<String>) -> Stmt {
+    Stmt::decl(ty, name, init)
+}
+
+fn dc(ty: &str, name: &str, init: impl Into<String>, comment: impl Into<String>) -> Stmt {
+    Stmt::Decl {
+        ty: ty.into(),
+        name: name.into(),
+        init: Some(init.into()),
+        comment: Some(comment.into()),
+    }
+}
+
+fn if_(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
+    Stmt::If {
+        cond: cond.into(),
+        then,
+        otherwise: vec![],
+    }
+}
+
+/// The CTA setup: the names [`MainloopEmit::cta`] requires, from the device-resident
+/// alignment (`total_rows`, `block_expert`).
+fn cta(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
+    let ta = cfg.element.cuda_type();
+    let [bm, bn, bk] = cfg.tile;
+    let [wm, _] = cfg.warps;
+    let stages = p.stages;
+    vec![
+        Stmt::Comment(format!("Shared memory: sA {} | sB {}", p.smem_layout_a, p.smem_layout_b)),
+        Stmt::Expr("extern __shared__ __align__(128) unsigned char rc_smem[]".into()),
+        dc(
+            &format!("{ta}* const"),
+            "sA",
+            format!("reinterpret_cast<{ta}*>(rc_smem)"),
+            format!("(BM,BK,PIPE) = ({bm},{bk},{stages})"),
+        ),
+        dc(
+            &format!("{ta}* const"),
+            "sB",
+            format!("sA + {}", p.stage_elems_a * stages as i64),
+            format!("(BN,BK,PIPE) = ({bn},{bk},{stages})"),
+        ),
+        d("const int", "tid", "threadIdx.x"),
+        dc(
+            "const int",
+            "lane",
+            "tid % 32",
+            "thr_layout_vmnk = 32 x (WM,WN,1): thread = lane + 32 * (warp_m + WM * warp_n)",
+        ),
+        d("const int", "warp_m", format!("(tid / 32) % {wm}")),
+        d("const int", "warp_n", format!("(tid / 32) / {wm}")),
+        dc("const int", "tile_m", "blockIdx.x", "row tile: fastest, so the tiles of one expert share its B tile in L2"),
+        d("const int", "tile_n", "blockIdx.y"),
+        d("const int", "m0", format!("tile_m * {bm}")),
+        Stmt::Comment("the grid covers the most padded rows any routing gives; tiles past this routing's rows exit".into()),
+        if_("m0 >= __ldg(total_rows)", vec![Stmt::Return]),
+        dc("const int", "expert", "__ldg(block_expert + tile_m)", "the local expert of this row tile"),
+        if_("expert < 0", vec![Stmt::Return]),
+        dc(
+            "const int",
+            "n0",
+            format!("tile_n * {}", cfg.tile_n_out()),
+            "first output column of this tile",
+        ),
+        dc(
+            "const int",
+            "split",
+            "blockIdx.z",
+            "split-K (scatter only): split s sums K range [s * k_per_split, (s + 1) * k_per_split) into its own output slab",
+        ),
+        d("const int", "k_begin", "split * k_per_split"),
+        d("const int", "k_end", "min(K, k_begin + k_per_split)"),
+        d("int", "k_tile_count", format!("k_end > k_begin ? (k_end - k_begin + {}) / {bk} : 0", bk - 1)),
+        d(&format!("const {ta}* const"), "gA", "A"),
+        dc(
+            &format!("const {ta}* const"),
+            "gB",
+            "B + (long long)expert * expert_stride",
+            "the expert's weight (N,K):(ldb,1)",
+        ),
+    ]
+}
+
+/// The row maps of the load stage ([`G2sRows`]).
+fn rows(cfg: &GroupedGemmConfig) -> G2sRows {
+    let a = match cfg.a {
+        GroupedA::Rows => None,
+        GroupedA::Gathered => Some(vec![
+            d("const int", "m", "m0 + r"),
+            dc(
+                "const int",
+                "entry",
+                "m < M ? __ldg(sorted_ids + m) : entries",
+                "the routed (token, j) entry t * topk + j of this row; `entries` in padding rows",
+            ),
+            d("const bool", "src_ok", "entry < entries"),
+            dc("const int", "src_row", "entry / topk", "its token"),
+        ]),
+    };
+    let b = match cfg.epilogue {
+        GroupedEpilogue::Scatter => None,
+        GroupedEpilogue::SwiGlu => {
+            let half = cfg.tile[1] / 2;
+            Some(vec![
+                dc(
+                    "const int",
+                    "col",
+                    format!("n0 + r % {half}"),
+                    "the output column of this B row",
+                ),
+                dc(
+                    "const int",
+                    "src_row",
+                    format!("r < {half} ? col : N + col"),
+                    format!(
+                        "tile rows 0..{half}: gate rows (0..N of w13); {half}..{}: up rows (N..2N)",
+                        2 * half
+                    ),
+                ),
+                d("const bool", "src_ok", "col < N"),
+            ])
+        }
+    };
+    G2sRows { a, b }
+}
+
+/// The kernel function.
+pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &str) -> CFunction {
+    let ta = cfg.element.cuda_type();
+    let mma_fn = p.mma_atom.fn_name().to_string();
+    let opts = MainloopEmit {
+        name,
+        raster_swizzle: 0,
+        ticket_offset: 0,
+        g2s: G2sMode::CpAsync,
+        mma_fn: &mma_fn,
+        cta: Some(cta(cfg, p)),
+        rows: rows(cfg),
+    };
+    let mut body = mainloop_stmts(p, &opts);
+    body.extend(epilogue(cfg, p));
+    let [bm, bn, bk] = cfg.tile;
+    let params: Vec<(String, String)> = vec![
+        (format!("const {ta}* __restrict__"), "A".into()),
+        (format!("const {ta}* __restrict__"), "B".into()),
+        (format!("{ta}* __restrict__"), "D".into()),
+        ("const int* __restrict__".into(), "sorted_ids".into()),
+        ("const int* __restrict__".into(), "block_expert".into()),
+        ("const int* __restrict__".into(), "total_rows".into()),
+        ("const float* __restrict__".into(), "weights".into()),
+        ("int".into(), "M".into()),
+        ("int".into(), "N".into()),
+        ("int".into(), "K".into()),
+        ("long long".into(), "lda".into()),
+        ("long long".into(), "ldb".into()),
+        ("long long".into(), "ldd".into()),
+        ("long long".into(), "expert_stride".into()),
+        ("int".into(), "entries".into()),
+        ("int".into(), "topk".into()),
+        ("int".into(), "k_per_split".into()),
+        ("long long".into(), "split_stride".into()),
+    ];
+    CFunction {
+        qualifiers: format!("extern \"C\" __global__ __launch_bounds__({}, 1)", p.threads),
+        ret: "void".into(),
+        name: name.into(),
+        params,
+        doc: vec![
+            format!(
+                "grouped GEMM over M padded rows (row tiles of {bm}, expert block_expert[tile]), tile {bm}x{bn}x{bk}, {} stages",
+                p.stages
+            ),
+            "grid (max row tiles, ceil(N / output columns per tile), K splits); entries = T * topk routed entries".into(),
+        ],
+        body,
+    }
+}

@@ -1,0 +1,257 @@
+//! The grouped (MoE) GEMM family on the SM80 mainloop (`mma.sync`; runs on sm_80 and
+//! newer, the H200 included): one launch multiplies every expert's routed rows by that
+//! expert's weight, over the alignment of [`crate::moe_routing::align`] that lives on the
+//! GPU.
+//!
+//! * Rows are the alignment's padded rows: row tile `tile_m` (of `BM` rows) belongs to
+//!   local expert `block_expert[tile_m]`, whose weight is `B + expert * expert_stride`
+//!   (`[N, K]`, K-major). The grid is sized on the host by the padded maximum
+//!   ([`crate::moe_routing::align::align_capacity`]); tiles at or past the device scalar
+//!   `total_rows` exit, so nothing waits for the host and the launch can be captured in a
+//!   CUDA graph and replayed with new routing.
+//! * [`GroupedA::Gathered`]: A rows are gathered in the load stage: padded row `m` reads
+//!   token row `sorted_ids[m] / topk` of A; padding rows (`sorted_ids[m] == entries`) are
+//!   zero-filled. [`GroupedA::Rows`]: A is already in padded-row order (GEMM2 reads
+//!   GEMM1's output).
+//! * [`GroupedEpilogue::SwiGlu`] (GEMM1): B is `w13 [2N, K]` (rows `0..N` the gate, `N..2N`
+//!   the up projection); a CTA's B tile holds `BN / 2` gate rows then the `BN / 2` up rows
+//!   of the same output columns (a row gather of B), so each thread holds the gate and up
+//!   accumulators of its columns and writes `D[m, n] = silu(gate) * up` (`[rows, N]`,
+//!   never `[rows, 2N]`).
+//! * [`GroupedEpilogue::Scatter`] (GEMM2, and [`GroupedA::Gathered`] callers): row `m`
+//!   goes to `D[sorted_ids[m]]`, one row per routed (token, j) entry, scaled by
+//!   `weights[sorted_ids[m]]` (the router weight; `1` when `weights` is null); padding
+//!   rows are not stored.
+//!
+//! [`finalize`] sums each token's `k` entry rows in a fixed order (no atomics), so two
+//! runs of the layer are bit-identical.
+//!
+//! ```
+//! use rcute_kernel::grouped_gemm::{generate, GroupedA, GroupedEpilogue, GroupedGemmConfig};
+//! use rcute_atom::Element;
+//! let cfg = GroupedGemmConfig::new(Element::BF16, GroupedA::Gathered, GroupedEpilogue::SwiGlu);
+//! let g = generate(&cfg).unwrap();
+//! assert_eq!(g.name, "rc_moe_grouped_sm80_bf16_gather_swiglu_64x128x32_s4_w2x2");
+//! assert!(g.source.contains("rc_mma_m16n8k16_f32_bf16_bf16_f32"));
+//! // 3 tokens top-2, 4 local experts: at most 4 row tiles of 64; 256 output columns.
+//! assert_eq!(g.grid(4, 256), rcute_kernel::Dim3::new(4, 4, 1));
+//! ```
+
+mod args;
+mod epilogue;
+pub mod finalize;
+mod kernel;
+
+pub use args::GroupedGemmArgs;
+
+use crate::emit::{unit_preamble, Item, Unit, UINTPTR_FOR_NVRTC};
+use crate::gemm_sm80::smem_offset_fn;
+use crate::launch::Dim3;
+use rcute_atom::copy_cp_async::{cp_async, cp_async_commit_group, cp_async_wait_group, CacheOp};
+use rcute_atom::Element;
+use rcute_collective::{Sm80Mainloop, Sm80MainloopConfig};
+use thiserror::Error;
+
+/// Where A's rows come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GroupedA {
+    /// Padded row `m` reads A row `sorted_ids[m] / topk` (the token of the routed entry).
+    Gathered,
+    /// Padded row `m` reads A row `m`.
+    Rows,
+}
+
+/// What the epilogue writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GroupedEpilogue {
+    /// `D[m, n] = silu(acc_gate[m, n]) * acc_up[m, n]` in padded-row order; B holds `2N`
+    /// rows (gate then up).
+    SwiGlu,
+    /// `D[sorted_ids[m], n] = weight * acc[m, n]`, padding rows skipped.
+    Scatter,
+}
+
+/// A grouped GEMM configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GroupedGemmConfig {
+    /// A, B and D element type: bf16 or f16 (f32 accumulation).
+    pub element: Element,
+    /// CTA tile `(BM, BN, BK)`; `BM` is the alignment's `block_m`. With
+    /// [`GroupedEpilogue::SwiGlu`] a tile covers `BN / 2` output columns.
+    pub tile: [i64; 3],
+    /// Warps along M and N.
+    pub warps: [i64; 2],
+    /// Pipeline stages (`None`: as many as fit, at most 4).
+    pub stages: Option<usize>,
+    /// A's rows.
+    pub a: GroupedA,
+    /// The epilogue.
+    pub epilogue: GroupedEpilogue,
+}
+
+impl GroupedGemmConfig {
+    /// The default tile `64x128x32` with 2x2 warps and automatic stages.
+    pub fn new(element: Element, a: GroupedA, epilogue: GroupedEpilogue) -> Self {
+        GroupedGemmConfig {
+            element,
+            tile: [64, 128, 32],
+            warps: [2, 2],
+            stages: None,
+            a,
+            epilogue,
+        }
+    }
+
+    /// The same configuration with another tile and warp arrangement.
+    pub fn with_tile(mut self, tile: [i64; 3], warps: [i64; 2]) -> Self {
+        self.tile = tile;
+        self.warps = warps;
+        self
+    }
+
+    /// The mainloop's configuration: both operands K-major.
+    pub fn mainloop(&self) -> Sm80MainloopConfig {
+        let mut m = Sm80MainloopConfig::bf16_tn(self.tile, self.warps);
+        m.a = self.element;
+        m.b = self.element;
+        m.stages = self.stages;
+        m
+    }
+
+    /// Output columns of one CTA tile: `BN`, or `BN / 2` with SwiGLU.
+    pub fn tile_n_out(&self) -> i64 {
+        match self.epilogue {
+            GroupedEpilogue::SwiGlu => self.tile[1] / 2,
+            GroupedEpilogue::Scatter => self.tile[1],
+        }
+    }
+}
+
+/// Why a grouped GEMM cannot be generated or launched.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum GroupedGemmError {
+    /// The configuration has no kernel.
+    #[error("grouped GEMM configuration: {0}")]
+    Config(String),
+    /// The mainloop builder rejected the tile.
+    #[error(transparent)]
+    Plan(#[from] rcute_collective::PlanError),
+    /// Run-time arguments the kernel cannot take.
+    #[error("grouped GEMM arguments: {0}")]
+    Args(String),
+    /// A launch failed.
+    #[error(transparent)]
+    Launch(#[from] crate::launch::LaunchError),
+}
+
+/// A generated grouped GEMM.
+#[derive(Clone, Debug)]
+pub struct GeneratedGroupedGemm {
+    /// Kernel (and unit) name, e.g. `rc_moe_grouped_sm80_bf16_gather_swiglu_64x128x32_s4_w2x2`.
+    pub name: String,
+    /// CUDA C++ source.
+    pub source: String,
+    /// Threads per CTA.
+    pub threads: u32,
+    /// Dynamic shared memory per CTA.
+    pub smem_bytes: u32,
+    /// The configuration, with the stage count filled in.
+    pub config: GroupedGemmConfig,
+}
+
+impl GeneratedGroupedGemm {
+    /// The grid for `blocks` row tiles (the alignment's capacity) and `n` output columns:
+    /// `(blocks, ceil(n / tile_n_out))`.
+    pub fn grid(&self, blocks: u32, n: u32) -> Dim3 {
+        let bn = self.config.tile_n_out() as u32;
+        Dim3::new(blocks, n.div_ceil(bn), 1)
+    }
+}
+
+/// The kernel name of a configuration with `stages` stages.
+pub fn kernel_name(cfg: &GroupedGemmConfig, stages: usize) -> String {
+    let [bm, bn, bk] = cfg.tile;
+    let [wm, wn] = cfg.warps;
+    let a = match cfg.a {
+        GroupedA::Gathered => "gather",
+        GroupedA::Rows => "rows",
+    };
+    let ep = match cfg.epilogue {
+        GroupedEpilogue::SwiGlu => "swiglu",
+        GroupedEpilogue::Scatter => "scatter",
+    };
+    format!(
+        "rc_moe_grouped_sm80_{}_{a}_{ep}_{bm}x{bn}x{bk}_s{stages}_w{wm}x{wn}",
+        cfg.element.ptx()
+    )
+}
+
+/// Generate the kernel of a configuration.
+pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, GroupedGemmError> {
+    if !matches!(cfg.element, Element::BF16 | Element::F16) {
+        return Err(GroupedGemmError::Config(format!(
+            "element {} (bf16 or f16)",
+            cfg.element
+        )));
+    }
+    let plan = Sm80Mainloop::new(&cfg.mainloop())?;
+    if cfg.epilogue == GroupedEpilogue::SwiGlu {
+        epilogue::check_swiglu_pairs(&plan)?;
+    }
+    let name = kernel_name(cfg, plan.stages);
+    let no = |what: &str| GroupedGemmError::Config(format!("no {what} atom"));
+    let cp = cp_async(CacheOp::CacheGlobal, 16, true).ok_or_else(|| no("cp.async"))?;
+    let mut snippets = vec![cp.snippet, cp_async_commit_group(), cp_async_wait_group()];
+    snippets.push(plan.s2r_a.snippet.clone());
+    if plan.s2r_b.snippet.name != plan.s2r_a.snippet.name {
+        snippets.push(plan.s2r_b.snippet.clone());
+    }
+    snippets.push(plan.mma_atom.snippet.clone());
+    let mut items = unit_preamble(&snippets, UINTPTR_FOR_NVRTC);
+    let smem_err = |e: crate::gemm_sm80::GemmError| GroupedGemmError::Config(e.to_string());
+    items.push(Item::Function(
+        smem_offset_fn(&format!("{name}_sA"), &plan.smem_layout_a, "A").map_err(smem_err)?,
+    ));
+    items.push(Item::Function(
+        smem_offset_fn(&format!("{name}_sB"), &plan.smem_layout_b, "B").map_err(smem_err)?,
+    ));
+    if cfg.epilogue == GroupedEpilogue::SwiGlu {
+        items.push(Item::Snippet {
+            origin: "rcute SiLU".into(),
+            code: "__device__ __forceinline__ float rc_silu(float x) { return x / (1.0f + __expf(-x)); }\n".into(),
+        });
+    }
+    items.push(Item::Function(kernel::grouped_kernel(cfg, &plan, &name)));
+    let [bm, bn, bk] = cfg.tile;
+    let unit = Unit {
+        header: vec![
+            format!("{name}: generated by rcute (crates/kernel/src/grouped_gemm); do not edit."),
+            format!(
+                "grouped (MoE) GEMM, sm_80 class (cp.async, mma.sync): A {} K-major ({}), B {} K-major per expert, epilogue {}",
+                cfg.element.ptx(),
+                match cfg.a {
+                    GroupedA::Gathered => "rows gathered by sorted entry",
+                    GroupedA::Rows => "padded rows",
+                },
+                cfg.element.ptx(),
+                match cfg.epilogue {
+                    GroupedEpilogue::SwiGlu => "SwiGLU (gate rows 0..N, up rows N..2N of B)",
+                    GroupedEpilogue::Scatter => "router weight, scattered to entry rows",
+                }
+            ),
+            format!("tile {bm}x{bn}x{bk}, warps {}x{}, {} stages", cfg.warps[0], cfg.warps[1], plan.stages),
+            format!("smem atoms: A {} | B {}", plan.smem_atom_a, plan.smem_atom_b),
+        ],
+        includes: vec![],
+        items,
+    };
+    let mut config = cfg.clone();
+    config.stages = Some(plan.stages);
+    Ok(GeneratedGroupedGemm {
+        name,
+        source: unit.render(),
+        threads: plan.threads as u32,
+        smem_bytes: plan.smem_bytes as u32,
+        config,
+    })
+}

@@ -1,0 +1,198 @@
+//! The grouped (MoE) GEMM kernels and the finalize: deterministic, folded sources named
+//! after their configuration, typed errors for configurations and arguments they cannot
+//! take, and every kernel compiles for sm_80 and sm_90a without spills or local memory,
+//! with `mma.sync` (HMMA), `cp.async` (LDGSTS) and `ldmatrix` (LDSM) in its SASS.
+
+use rcute_atom::Element;
+use rcute_kernel::grouped_gemm::finalize::{self, MoeFinalizeArgs};
+use rcute_kernel::grouped_gemm::{
+    generate, GroupedA, GroupedEpilogue, GroupedGemmArgs, GroupedGemmConfig, GroupedGemmError,
+};
+use rcute_kernel::testing::toolkit_for_test;
+use rcute_kernel::{compile, Arch, CompileOptions, Sass};
+
+fn configs() -> Vec<GroupedGemmConfig> {
+    let mut v = Vec::new();
+    for e in [Element::BF16, Element::F16] {
+        v.push(GroupedGemmConfig::new(e, GroupedA::Gathered, GroupedEpilogue::SwiGlu));
+        v.push(GroupedGemmConfig::new(e, GroupedA::Rows, GroupedEpilogue::Scatter));
+        v.push(GroupedGemmConfig::new(e, GroupedA::Gathered, GroupedEpilogue::Scatter));
+    }
+    v.push(
+        GroupedGemmConfig::new(Element::BF16, GroupedA::Gathered, GroupedEpilogue::SwiGlu)
+            .with_tile([16, 128, 64], [1, 4]),
+    );
+    v.push(
+        GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter)
+            .with_tile([16, 128, 64], [1, 4]),
+    );
+    for (a, ep) in [
+        (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
+        (GroupedA::Rows, GroupedEpilogue::Scatter),
+    ] {
+        v.push(GroupedGemmConfig::new(Element::BF16, a, ep).with_tile([128, 128, 32], [2, 2]));
+    }
+    v
+}
+
+fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
+    let mut v: Vec<_> = configs()
+        .iter()
+        .map(|c| {
+            let g = generate(c).unwrap();
+            (g.name, g.source, vec!["HMMA", "LDGSTS", "LDSM"])
+        })
+        .collect();
+    for e in [Element::BF16, Element::F16] {
+        let g = finalize::generate(e).unwrap();
+        v.push((g.name, g.source, vec!["LDG.E.128"]));
+    }
+    v
+}
+
+#[test]
+fn sources_are_deterministic_named_and_folded() {
+    assert_eq!(kernels(), kernels());
+    let names: Vec<String> = kernels().into_iter().map(|k| k.0).collect();
+    assert!(names.contains(&"rc_moe_grouped_sm80_bf16_gather_swiglu_64x128x32_s4_w2x2".to_string()));
+    assert!(names.contains(&"rc_moe_grouped_sm80_f16_rows_scatter_64x128x32_s4_w2x2".to_string()));
+    assert!(names.contains(&"rc_moe_finalize_bf16".to_string()));
+    for (name, src, _) in kernels() {
+        for pat in ["+ 0)", "- 0)", "* 1)", ">> 0", "<< 0"] {
+            assert!(!src.contains(pat), "{name}: unfolded {pat:?} in\n{src}");
+        }
+        if let Some(dir) = std::env::var_os("RCUTE_DUMP") {
+            std::fs::write(std::path::Path::new(&dir).join(format!("{name}.cu")), &src).unwrap();
+        }
+    }
+}
+
+#[test]
+fn bad_configurations_and_arguments_are_typed_errors() {
+    let bad_elem = GroupedGemmConfig::new(Element::F32, GroupedA::Rows, GroupedEpilogue::Scatter);
+    assert!(matches!(generate(&bad_elem), Err(GroupedGemmError::Config(_))));
+    // 2x4 warps on BN = 64: two n-atoms per warp, gate and up in different threads.
+    let narrow = GroupedGemmConfig::new(Element::BF16, GroupedA::Gathered, GroupedEpilogue::SwiGlu)
+        .with_tile([64, 64, 32], [2, 4]);
+    assert!(matches!(generate(&narrow), Err(GroupedGemmError::Config(_))));
+    // The same tile without SwiGLU is fine.
+    let scatter = GroupedGemmConfig {
+        epilogue: GroupedEpilogue::Scatter,
+        ..narrow
+    };
+    assert!(generate(&scatter).is_ok());
+    assert!(matches!(
+        generate(
+            &GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter)
+                .with_tile([64, 128, 24], [2, 2])
+        ),
+        Err(GroupedGemmError::Plan(_))
+    ));
+
+    let g = generate(&GroupedGemmConfig::new(
+        Element::BF16,
+        GroupedA::Gathered,
+        GroupedEpilogue::SwiGlu,
+    ))
+    .unwrap();
+    let ok = GroupedGemmArgs {
+        a: 0x1000,
+        b: 0x2000,
+        d: 0x3000,
+        sorted_ids: 0x4000,
+        block_expert: 0x5000,
+        total_rows: 0x6000,
+        weights: 0,
+        m: 128,
+        n: 96,
+        k: 40,
+        lda: 40,
+        ldb: 40,
+        ldd: 96,
+        expert_stride: 192 * 40,
+        entries: 10,
+        topk: 2,
+        splits: 1,
+        split_stride: 0,
+    };
+    assert!(g.check(&ok).is_ok());
+    assert_eq!(g.b_rows(96), 192);
+    assert_eq!(g.launch_config(&ok).grid, rcute_kernel::Dim3::new(2, 2, 1));
+    for bad in [
+        GroupedGemmArgs { m: 100, ..ok },
+        GroupedGemmArgs { m: 0, ..ok },
+        GroupedGemmArgs {
+            k: 36,
+            lda: 36,
+            ldb: 36,
+            ..ok
+        },
+        GroupedGemmArgs { n: 95, ..ok },
+        GroupedGemmArgs { lda: 32, ..ok },
+        GroupedGemmArgs { a: 0x1008, ..ok },
+        GroupedGemmArgs { sorted_ids: 0, ..ok },
+        GroupedGemmArgs { entries: 0, ..ok },
+        GroupedGemmArgs { expert_stride: 7, ..ok },
+        GroupedGemmArgs {
+            splits: 2,
+            split_stride: 960,
+            ..ok
+        },
+    ] {
+        assert!(matches!(g.check(&bad), Err(GroupedGemmError::Args(_))), "{bad:?}");
+    }
+
+    assert!(finalize::generate(Element::F32).is_err());
+    let f = finalize::generate(Element::BF16).unwrap();
+    let fa = MoeFinalizeArgs {
+        out: 0x1000,
+        topk_ids: 0x2000,
+        y: 0x3000,
+        tokens: 3,
+        topk: 2,
+        hidden: 64,
+        expert_offset: 0,
+        local_experts: 8,
+        splits: 1,
+        split_stride: 0,
+    };
+    assert!(f.check(&fa).is_ok());
+    for bad in [
+        MoeFinalizeArgs { hidden: 60, ..fa },
+        MoeFinalizeArgs { tokens: 0, ..fa },
+        MoeFinalizeArgs { y: 0x3008, ..fa },
+        MoeFinalizeArgs { local_experts: 0, ..fa },
+        MoeFinalizeArgs { splits: 0, ..fa },
+        MoeFinalizeArgs {
+            splits: 2,
+            split_stride: 64,
+            ..fa
+        },
+    ] {
+        assert!(f.check(&bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn compiles_without_spills_or_local_memory() {
+    let Some(tk) = toolkit_for_test() else { return };
+    for (name, src, ops) in kernels() {
+        for arch in [Arch::Sm80, Arch::Sm90a] {
+            let c = compile(&src, &format!("{name}.cu"), &CompileOptions::new(arch))
+                .unwrap_or_else(|err| panic!("{name} for {arch}: {err}\n{src}"));
+            let r = c
+                .resources
+                .kernel(&name)
+                .unwrap_or_else(|| panic!("no resources\n{}", c.log));
+            assert!(!r.spills() && r.stack_frame_bytes == 0, "{name} on {arch}: {r:?}");
+            eprintln!("{name} {arch}: {} registers, {} B smem", r.registers, r.shared_bytes);
+            let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
+            let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
+            assert!(!sass.uses_local_memory(), "{name} on {arch}: LDL/STL");
+            let k = sass.kernel(&name).unwrap();
+            for op in &ops {
+                assert!(k.contains_opcode(op), "{name} on {arch}: no {op}");
+            }
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! [`Ops::fused_moe`]: the whole MoE layer on the GPU in five launches on the ops stream,
+//! none waiting for the host (so a CUDA graph can capture it): top-k softmax (when routed
+//! from logits), alignment, GEMM1 (gathered token rows x w13, SwiGLU), GEMM2 (x w2, router
+//! weight, scattered to entry rows) and the deterministic finalize.
+
+use super::problem::{moe_tile, validate_fused_moe, MoeOptions, MoeProblem, MoeRouting, MoeWorkspace};
+use crate::context::boxed;
+use crate::error::OpsError;
+use crate::stream::Uses;
+use crate::tensor::{DType, MatrixMut, MatrixRef};
+use crate::Ops;
+use rcute_atom::Element;
+use rcute_kernel::grouped_gemm::finalize::{self, MoeFinalizeArgs};
+use rcute_kernel::grouped_gemm::{
+    self, GeneratedGroupedGemm, GroupedA, GroupedEpilogue, GroupedGemmArgs, GroupedGemmConfig,
+};
+use rcute_kernel::moe_routing::align::{self, MoeAlignArgs};
+use rcute_kernel::moe_routing::topk_softmax::{self, TopkSoftmaxArgs};
+use rcute_kernel::{CompileOptions, Function, KernelCache};
+
+pub(crate) fn element(d: DType) -> Result<Element, OpsError> {
+    Ok(match d {
+        DType::BF16 => Element::BF16,
+        DType::F16 => Element::F16,
+        DType::F32 => Element::F32,
+        other => return Err(OpsError::DType(format!("{} in a MoE op", other.name()))),
+    })
+}
+
+impl Ops {
+    /// Compile (cached) and load the kernel `name` of a generated unit, once per name
+    /// (the MoE units' names spell their whole configuration).
+    pub(crate) fn moe_unit(&self, name: &str, source: &str) -> Result<Function, OpsError> {
+        self.moe_units.get_or_try_build(&name.to_string(), || {
+            let arch = self
+                .gpu()
+                .arch()
+                .ok_or_else(|| OpsError::Arch(format!("compute capability {:?}", self.gpu().compute_capability())))?;
+            crate::gemm::check_gemm_arch(self.gpu().compute_capability())?;
+            let compiled = KernelCache::global()
+                .get_or_compile(source, &format!("{name}.cu"), &CompileOptions::new(arch))
+                .map_err(boxed)?;
+            let module = self.gpu().load(&compiled).map_err(boxed)?;
+            module.function(name).map_err(boxed)
+        })
+    }
+
+    /// A grouped GEMM kernel, generated and loaded once.
+    pub(crate) fn grouped_kernel(&self, cfg: &GroupedGemmConfig) -> Result<(GeneratedGroupedGemm, Function), OpsError> {
+        let g = grouped_gemm::generate(cfg).map_err(boxed)?;
+        let f = self.moe_unit(&g.name, &g.source)?;
+        Ok((g, f))
+    }
+
+    /// The alignment of `ids` (device `[T, k]` int32) into the workspace regions of `p`'s
+    /// layout.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn moe_align(
+        &self,
+        ids: u64,
+        tokens: usize,
+        topk: usize,
+        expert_offset: usize,
+        local: usize,
+        ws: u64,
+        l: &super::problem::WorkspaceLayout,
+    ) -> Result<(), OpsError> {
+        let g = align::generate();
+        let f = self.moe_unit(&g.name, &g.source)?;
+        let a = MoeAlignArgs {
+            topk_ids: ids,
+            counts: ws + l.counts as u64,
+            offsets: ws + l.offsets as u64,
+            sorted_ids: ws + l.sorted_ids as u64,
+            block_expert: ws + l.block_expert as u64,
+            total_rows: ws + l.total_rows as u64,
+            tokens: tokens as i32,
+            topk: topk as i32,
+            expert_offset: expert_offset as i32,
+            local_experts: local as i32,
+            block_m: l.block_m as i32,
+        };
+        let ka = g.args(&a).map_err(boxed)?;
+        // SAFETY: `ids` holds T * k int32 (validated view or workspace region); the output
+        // regions are sized by `align_capacity` for these shapes (the workspace layout).
+        unsafe { f.launch(&g.launch_config(), &ka) }.map_err(boxed)
+    }
+
+    /// The fused MoE layer: `y[t] = sum over the routed local experts e of weight(t, e) *
+    /// W2_e (silu(Wgate_e x_t) * (Wup_e x_t))`, with `x [T, H]`, `w13 [L, 2I, H]` (rows
+    /// `0..I` the gate, `I..2I` the up projection; a batched row-major view, batch `L`),
+    /// `w2 [L, H, I]`, `y [T, H]` (bf16 or f16, all one type) and routing from logits or
+    /// the caller ([`MoeRouting`]). With expert parallelism (`opts.expert_offset`, `L` the
+    /// experts held here) tokens routed elsewhere contribute nothing, so the GPUs' outputs
+    /// sum to the full layer. The workspace ([`super::fused_moe_workspace_bytes`]) can be
+    /// reused; the layer never synchronizes with the host, and two runs are bit-identical.
+    ///
+    /// # Errors
+    ///
+    /// Before any launch: element types ([`OpsError::DType`]), shapes (w13 / w2 / y / the
+    /// routing not matching x, `k > E`, `k > 32`, more than 256 experts, the local range
+    /// past the logits' experts: [`OpsError::Shape`]), empty `x` or weights
+    /// ([`OpsError::Empty`]), `H` or `I` not multiples of 8, misaligned operands
+    /// ([`OpsError::Alignment`]), views past their buffers or a workspace that is too
+    /// small ([`OpsError::OutOfBounds`]), non-row-major or overlapping operands
+    /// ([`OpsError::Strides`]).
+    ///
+    /// ```no_run
+    /// use rcute_ops::moe::{fused_moe_workspace_bytes, MoeOptions, MoeRouting, MoeWorkspace};
+    /// use rcute_ops::{bf16, DType, Gpu, MatrixMut, MatrixRef, Ops, OpsError};
+    ///
+    /// fn main() -> Result<(), OpsError> {
+    ///     let Some(gpu) = Gpu::detect()? else { return Ok(()) };
+    ///     let ops = Ops::new(gpu);
+    ///     let s = ops.gpu().stream().clone();
+    ///     let (t, e, k, h, i) = (4, 8, 2, 4096, 14336); // Mixtral
+    ///     let x = s.alloc_zeros::<bf16>(t * h)?;
+    ///     let logits = s.alloc_zeros::<f32>(t * e)?;
+    ///     let w13 = s.alloc_zeros::<bf16>(e * 2 * i * h)?;
+    ///     let w2 = s.alloc_zeros::<bf16>(e * h * i)?;
+    ///     let mut y = s.alloc_zeros::<bf16>(t * h)?;
+    ///     let mut ws = s.alloc_zeros::<u8>(fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16)?)?;
+    ///     let routing = MoeRouting::Logits { logits: MatrixRef::new(&logits, t, e), topk: k, renormalize: true };
+    ///     ops.fused_moe(
+    ///         &MatrixRef::new(&x, t, h),
+    ///         &MatrixRef::new(&w13, 2 * i, h).batched(e, (2 * i * h) as i64),
+    ///         &MatrixRef::new(&w2, h, i).batched(e, (h * i) as i64),
+    ///         &routing,
+    ///         &MoeOptions::default(),
+    ///         &mut MoeWorkspace::new(&mut ws),
+    ///         &mut MatrixMut::new(&mut y, t, h),
+    ///     )?;
+    ///     ops.gpu().synchronize()?;
+    ///     Ok(())
+    /// }
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn fused_moe(
+        &self,
+        x: &MatrixRef<'_>,
+        w13: &MatrixRef<'_>,
+        w2: &MatrixRef<'_>,
+        routing: &MoeRouting<'_>,
+        opts: &MoeOptions,
+        workspace: &mut MoeWorkspace<'_>,
+        y: &mut MatrixMut<'_>,
+    ) -> Result<(), OpsError> {
+        let p = validate_fused_moe(x, w13, w2, routing, opts, workspace, y)?;
+        let expected = self.gpu().context().ordinal();
+        for (operand, g) in [("x", p.x), ("w13", p.w13), ("w2", p.w2), ("y", p.y)] {
+            if let Some(found) = g.device {
+                if found != expected {
+                    return Err(OpsError::Device {
+                        operand,
+                        found,
+                        expected,
+                    });
+                }
+            }
+        }
+        let mut uses = Uses::new(self.stream())?;
+        for v in [x, w13, w2] {
+            uses.read(v.tracked());
+        }
+        match routing {
+            MoeRouting::Logits { logits, .. } => uses.read(logits.tracked()),
+            MoeRouting::Given { topk_ids, topk_weights } => {
+                uses.read(topk_ids.tracked());
+                uses.read(topk_weights.tracked());
+            }
+        }
+        uses.write(workspace.tracked_mut());
+        uses.write(y.tracked_mut());
+        self.run_fused_moe(&p)
+    }
+
+    /// Launch a validated layer (the kernels are loaded first, so a failed compilation
+    /// leaves `y` untouched).
+    pub fn run_fused_moe(&self, p: &MoeProblem) -> Result<(), OpsError> {
+        let _scope = self.launch_scope();
+        let el = element(p.dtype)?;
+        let l = &p.layout;
+        let ws = p.workspace;
+        let (tile, warps) = moe_tile(p.tokens * p.topk, p.local_experts);
+        let (g1, f1) = self.grouped_kernel(
+            &GroupedGemmConfig::new(el, GroupedA::Gathered, GroupedEpilogue::SwiGlu).with_tile(tile, warps),
+        )?;
+        let (g2, f2) = self.grouped_kernel(
+            &GroupedGemmConfig::new(el, GroupedA::Rows, GroupedEpilogue::Scatter).with_tile(tile, warps),
+        )?;
+        let gf = finalize::generate(el).map_err(boxed)?;
+        let ff = self.moe_unit(&gf.name, &gf.source)?;
+        let (ids, weights) = match (p.logits, p.ids) {
+            (Some((lg, renorm)), _) => {
+                let e = p.experts.unwrap_or(lg.cols);
+                let g = topk_softmax::generate(element(lg.dtype)?, e as u32).map_err(boxed)?;
+                let f = self.moe_unit(&g.name, &g.source)?;
+                let a = TopkSoftmaxArgs {
+                    logits: lg.ptr,
+                    topk_ids: ws + l.topk_ids as u64,
+                    topk_weights: ws + l.topk_weights as u64,
+                    tokens: p.tokens as i32,
+                    experts: e as i32,
+                    topk: p.topk as i32,
+                    renormalize: renorm,
+                };
+                g.check(&a).map_err(boxed)?;
+                // SAFETY: logits validated [T, E]; ids / weights are workspace regions of T * k.
+                unsafe { f.launch(&g.launch_config(&a), &g.args(&a)) }.map_err(boxed)?;
+                (a.topk_ids, a.topk_weights)
+            }
+            (None, Some((i, w))) => (i.ptr, w.ptr),
+            (None, None) => return Err(OpsError::Shape("no routing".into())),
+        };
+        self.moe_align(ids, p.tokens, p.topk, p.expert_offset, p.local_experts, ws, l)?;
+        let (h, i) = (p.hidden as i32, p.inter as i32);
+        let entries = (p.tokens * p.topk) as i32;
+        let common = GroupedGemmArgs {
+            sorted_ids: ws + l.sorted_ids as u64,
+            block_expert: ws + l.block_expert as u64,
+            total_rows: ws + l.total_rows as u64,
+            m: l.cap.rows as i32,
+            entries,
+            topk: p.topk as i32,
+            ..Default::default()
+        };
+        let gemm1 = GroupedGemmArgs {
+            a: p.x.ptr,
+            b: p.w13.ptr,
+            d: ws + l.inter as u64,
+            n: i,
+            k: h,
+            lda: p.x.row_stride,
+            ldb: p.w13.row_stride,
+            ldd: i64::from(i),
+            expert_stride: p.w13.batch_stride,
+            ..common
+        };
+        let gemm2 = GroupedGemmArgs {
+            a: ws + l.inter as u64,
+            b: p.w2.ptr,
+            d: ws + l.entry_out as u64,
+            weights,
+            n: h,
+            k: i,
+            lda: i64::from(i),
+            ldb: p.w2.row_stride,
+            ldd: i64::from(h),
+            expert_stride: p.w2.batch_stride,
+            splits: l.splits as i32,
+            split_stride: (p.tokens * p.topk * p.hidden) as i64,
+            ..common
+        };
+        let fin = MoeFinalizeArgs {
+            out: ws + l.entry_out as u64,
+            topk_ids: ids,
+            y: p.y.ptr,
+            tokens: p.tokens as i32,
+            topk: p.topk as i32,
+            hidden: h,
+            expert_offset: p.expert_offset as i32,
+            local_experts: p.local_experts as i32,
+            splits: l.splits as i32,
+            split_stride: (p.tokens * p.topk * p.hidden) as i64,
+        };
+        g1.check(&gemm1).map_err(boxed)?;
+        g2.check(&gemm2).map_err(boxed)?;
+        gf.check(&fin).map_err(boxed)?;
+        // SAFETY: validated views (x [T, H], w13 [L, 2I, H], w2 [L, H, I], y [T, H]) and
+        // workspace regions sized for these shapes by the layout; A rows gathered by the
+        // alignment's entries are tokens < T.
+        unsafe {
+            g1.launch(&f1, &gemm1).map_err(boxed)?;
+            g2.launch(&f2, &gemm2).map_err(boxed)?;
+            gf.launch(&ff, &fin).map_err(boxed)?;
+        }
+        Ok(())
+    }
+}

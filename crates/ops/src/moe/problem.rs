@@ -1,0 +1,510 @@
+//! The validated shapes of a fused MoE layer or a grouped GEMM, their kernel choice and
+//! workspace layout. Pure host code: every rejection here happens before anything is
+//! launched (and is tested without a GPU).
+
+use crate::error::OpsError;
+use crate::gemm::{check_layout, check_vector_alignment, overlaps, range};
+use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef};
+use rcute_kernel::moe_routing::align::{align_capacity, AlignCapacity};
+use rcute_kernel::moe_routing::{MAX_EXPERTS, MAX_LOCAL_EXPERTS, MAX_TOPK};
+
+/// How tokens are routed.
+#[derive(Clone, Copy, Debug)]
+pub enum MoeRouting<'a> {
+    /// Router logits `[T, E]` (f32, bf16 or f16, row-major): softmax, top-`k` (ties to the
+    /// lower expert), and with `renormalize` the `k` weights divided by their sum
+    /// (Mixtral), all on the GPU.
+    Logits {
+        /// `[T, E]`.
+        logits: MatrixRef<'a>,
+        /// `k`.
+        topk: usize,
+        /// Renormalise the `k` weights.
+        renormalize: bool,
+    },
+    /// The caller's routing: `topk_ids [T, k]` (int32, global expert ids; ids outside the
+    /// local range are skipped: another GPU computes them) and `topk_weights [T, k]` (f32).
+    Given {
+        /// `[T, k]` int32.
+        topk_ids: MatrixRef<'a>,
+        /// `[T, k]` f32.
+        topk_weights: MatrixRef<'a>,
+    },
+}
+
+/// Options of [`crate::Ops::fused_moe`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MoeOptions {
+    /// Expert parallelism: the global id of the first expert whose weights this GPU holds
+    /// (`w13` / `w2` hold experts `expert_offset .. expert_offset + L`, `L` their batch).
+    pub expert_offset: usize,
+}
+
+/// A device buffer the MoE ops use for routing and intermediates (size:
+/// [`fused_moe_workspace_bytes`] / [`grouped_gemm_workspace_bytes`]); reusable across
+/// calls (a CUDA graph captures the same addresses every replay).
+pub struct MoeWorkspace<'a> {
+    pub(crate) ptr: u64,
+    pub(crate) len: usize,
+    /// The buffer whose uses `cudarc` tracks (`None` for raw parts).
+    buf: Option<&'a mut (dyn crate::stream::TrackWrite + 'a)>,
+}
+
+impl std::fmt::Debug for MoeWorkspace<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MoeWorkspace")
+            .field("ptr", &format_args!("{:#x}", self.ptr))
+            .field("len", &self.len)
+            .field("tracked", &self.buf.is_some())
+            .finish()
+    }
+}
+
+impl<'a> MoeWorkspace<'a> {
+    /// The whole of `buf`. (The address is read without recording a use: the op that
+    /// uses the workspace holds `cudarc`'s guard for its launches; see [`crate::stream`].)
+    pub fn new(buf: &'a mut cudarc::driver::CudaSlice<u8>) -> Self {
+        MoeWorkspace {
+            ptr: crate::stream::address(buf),
+            len: buf.len(),
+            buf: Some(buf),
+        }
+    }
+
+    /// A workspace from raw parts.
+    ///
+    /// # Safety
+    /// `ptr` must address `len` writable bytes valid for `'a`, used by nothing else
+    /// while the op runs.
+    pub unsafe fn from_raw(ptr: u64, len: usize) -> Self {
+        MoeWorkspace { ptr, len, buf: None }
+    }
+
+    /// The buffer whose uses `cudarc` tracks.
+    pub(crate) fn tracked_mut(&mut self) -> Option<&mut (dyn crate::stream::TrackWrite + 'a)> {
+        self.buf.as_deref_mut()
+    }
+
+    /// Bytes available.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds no byte.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// The tile of the grouped GEMMs for `entries` routed rows over `local` experts, by the
+/// average rows per expert: up to 16, 16-row tiles (decode: the weights dominate); up to
+/// 256, 64-row tiles; more, 128x128 tiles (prefill: tensor-core bound).
+pub fn moe_tile(entries: usize, local: usize) -> ([i64; 3], [i64; 2]) {
+    let local = local.max(1);
+    if entries <= 16 * local {
+        ([16, 128, 64], [1, 4])
+    } else if entries <= 256 * local {
+        ([64, 128, 32], [2, 2])
+    } else {
+        ([128, 128, 32], [2, 2])
+    }
+}
+
+/// K splits of GEMM2 (each writes its own slab, summed in a fixed order by the finalize):
+/// enough CTAs to keep every SM streaming weights when few row tiles are routed (decode),
+/// about 512 CTAs for the most row tiles the routing can give, at most 8 splits and at
+/// least 4 `BK` tiles of the intermediate size per split.
+pub fn moe_splits(tokens: usize, topk: usize, local: usize, hidden: usize, inter: usize) -> usize {
+    let (tile, _) = moe_tile(tokens.saturating_mul(topk), local);
+    let Ok(cap) = align_capacity(tokens, topk, local, tile[0] as usize) else {
+        return 1;
+    };
+    let ctas = cap.blocks.max(1) * hidden.div_ceil(tile[1] as usize).max(1);
+    let by_k = (inter.div_ceil(tile[2] as usize) / 4).max(1);
+    512usize.div_ceil(ctas).clamp(1, 8).min(by_k)
+}
+
+const ALIGN: usize = 256;
+
+fn round_up(x: usize) -> usize {
+    x.div_ceil(ALIGN) * ALIGN
+}
+
+/// Byte offsets of the workspace regions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WorkspaceLayout {
+    pub cap: AlignCapacity,
+    pub block_m: usize,
+    pub topk_ids: usize,
+    pub topk_weights: usize,
+    pub counts: usize,
+    pub offsets: usize,
+    pub total_rows: usize,
+    pub sorted_ids: usize,
+    pub block_expert: usize,
+    /// GEMM1's `[rows, I]` output (fused MoE only).
+    pub inter: usize,
+    /// GEMM2's `[splits, T * k, H]` entry rows (fused MoE only).
+    pub entry_out: usize,
+    /// GEMM2's K splits.
+    pub splits: usize,
+    pub bytes: usize,
+}
+
+impl WorkspaceLayout {
+    pub(crate) fn new(
+        tokens: usize,
+        topk: usize,
+        local: usize,
+        block_m: usize,
+        inter_bytes_per_row: usize,
+        entry_bytes_per_row: usize,
+        splits: usize,
+    ) -> Result<WorkspaceLayout, OpsError> {
+        let cap = align_capacity(tokens, topk, local, block_m).map_err(crate::context::boxed)?;
+        let too_large = || OpsError::TooLarge { what: "MoE workspace" };
+        let n = tokens.checked_mul(topk).ok_or_else(too_large)?;
+        let mut at = 0usize;
+        let mut take = |bytes: Option<usize>| -> Result<usize, OpsError> {
+            let b = bytes.ok_or_else(too_large)?;
+            let o = at;
+            at = at.checked_add(round_up(b)).ok_or_else(too_large)?;
+            Ok(o)
+        };
+        let topk_ids = take(n.checked_mul(4))?;
+        let topk_weights = take(n.checked_mul(4))?;
+        let counts = take(Some(local * 4))?;
+        let offsets = take(Some((local + 1) * 4))?;
+        let total_rows = take(Some(4))?;
+        let sorted_ids = take(cap.rows.checked_mul(4))?;
+        let block_expert = take(cap.blocks.checked_mul(4))?;
+        let inter = take(cap.rows.checked_mul(inter_bytes_per_row))?;
+        let entry_out = take(n.checked_mul(entry_bytes_per_row).and_then(|b| b.checked_mul(splits)))?;
+        Ok(WorkspaceLayout {
+            cap,
+            block_m,
+            topk_ids,
+            topk_weights,
+            counts,
+            offsets,
+            total_rows,
+            sorted_ids,
+            block_expert,
+            inter,
+            entry_out,
+            splits,
+            bytes: at,
+        })
+    }
+}
+
+/// The workspace [`crate::Ops::fused_moe`] needs for `tokens` tokens, top-`topk`,
+/// `local_experts` experts on this GPU, hidden size `hidden` and intermediate size
+/// `inter` in `dtype` (bf16 or f16).
+///
+/// ```
+/// use rcute_ops::moe::fused_moe_workspace_bytes;
+/// use rcute_ops::DType;
+/// let b = fused_moe_workspace_bytes(4, 2, 8, 4096, 14336, DType::BF16).unwrap();
+/// assert!(b >= 8 * 4096 * 2 + 8 * 14336 * 2);
+/// assert!(fused_moe_workspace_bytes(4, 2, 0, 4096, 14336, DType::BF16).is_err());
+/// ```
+pub fn fused_moe_workspace_bytes(
+    tokens: usize,
+    topk: usize,
+    local_experts: usize,
+    hidden: usize,
+    inter: usize,
+    dtype: DType,
+) -> Result<usize, OpsError> {
+    let (tile, _) = moe_tile(tokens.saturating_mul(topk), local_experts);
+    let e = dtype.bytes();
+    let too_large = || OpsError::TooLarge { what: "MoE workspace" };
+    let l = WorkspaceLayout::new(
+        tokens,
+        topk,
+        local_experts,
+        tile[0] as usize,
+        inter.checked_mul(e).ok_or_else(too_large)?,
+        hidden.checked_mul(e).ok_or_else(too_large)?,
+        moe_splits(tokens, topk, local_experts, hidden, inter),
+    )?;
+    Ok(l.bytes)
+}
+
+/// The workspace [`crate::Ops::grouped_gemm`] needs (the alignment's buffers only).
+pub fn grouped_gemm_workspace_bytes(tokens: usize, topk: usize, local_experts: usize) -> Result<usize, OpsError> {
+    Ok(WorkspaceLayout::new(tokens, topk, local_experts, GROUPED_BLOCK_M, 0, 0, 1)?.bytes)
+}
+
+/// The row tile of [`crate::Ops::grouped_gemm`].
+pub(crate) const GROUPED_BLOCK_M: usize = 64;
+
+/// A validated fused MoE problem.
+#[derive(Clone, Copy, Debug)]
+pub struct MoeProblem {
+    /// `T`.
+    pub tokens: usize,
+    /// `H`.
+    pub hidden: usize,
+    /// `I`.
+    pub inter: usize,
+    /// `k`.
+    pub topk: usize,
+    /// `E` when routed from logits.
+    pub experts: Option<usize>,
+    /// `L`: the experts whose weights are here.
+    pub local_experts: usize,
+    /// First local expert.
+    pub expert_offset: usize,
+    /// The activations' and weights' type.
+    pub dtype: DType,
+    pub(crate) x: Geometry,
+    pub(crate) w13: Geometry,
+    pub(crate) w2: Geometry,
+    pub(crate) y: Geometry,
+    pub(crate) logits: Option<(Geometry, bool)>,
+    pub(crate) ids: Option<(Geometry, Geometry)>,
+    pub(crate) layout: WorkspaceLayout,
+    pub(crate) workspace: u64,
+}
+
+fn shape(s: String) -> OpsError {
+    OpsError::Shape(s)
+}
+
+/// A dense row-major matrix (batch stride checked separately): layout, bounds, and for
+/// bf16 / f16 operands 16-byte vectors.
+fn dense(op: &'static str, g: &Geometry, output: bool, vectors: bool) -> Result<(), OpsError> {
+    check_layout(op, g, output)?;
+    if g.col_stride != 1 {
+        return Err(OpsError::Strides {
+            operand: op,
+            detail: "must be row-major (unit column stride)".into(),
+        });
+    }
+    if vectors {
+        check_vector_alignment(op, g)?;
+    }
+    Ok(())
+}
+
+fn dtype_is(op: &str, g: &Geometry, want: &[DType]) -> Result<(), OpsError> {
+    if want.contains(&g.dtype) {
+        Ok(())
+    } else {
+        Err(OpsError::DType(format!(
+            "{op} is {}, expected {want:?}",
+            g.dtype.name()
+        )))
+    }
+}
+
+/// The routing part of the validation: `(k, E, logits, ids)`.
+type Routed = (
+    usize,
+    Option<usize>,
+    Option<(Geometry, bool)>,
+    Option<(Geometry, Geometry)>,
+);
+
+fn validate_routing(routing: &MoeRouting<'_>, tokens: usize) -> Result<Routed, OpsError> {
+    Ok(match routing {
+        MoeRouting::Logits {
+            logits,
+            topk,
+            renormalize,
+        } => {
+            let g = logits.geo();
+            dtype_is("router logits", &g, &[DType::F32, DType::BF16, DType::F16])?;
+            dense("logits", &g, false, false)?;
+            let e = g.cols;
+            if g.rows != tokens || g.batch != 1 || g.row_stride != e as i64 {
+                return Err(shape(format!(
+                    "router logits [{}, {e}] for {tokens} tokens (dense rows)",
+                    g.rows
+                )));
+            }
+            if e == 0 || e > MAX_EXPERTS as usize {
+                return Err(shape(format!("{e} experts: supported are 1..={MAX_EXPERTS}")));
+            }
+            if *topk == 0 || *topk > e || *topk > MAX_TOPK as usize {
+                return Err(shape(format!(
+                    "top-{topk} of {e} experts (1 <= k <= min(E, {MAX_TOPK}))"
+                )));
+            }
+            (*topk, Some(e), Some((g, *renormalize)), None)
+        }
+        MoeRouting::Given { topk_ids, topk_weights } => {
+            let (i, w) = (topk_ids.geo(), topk_weights.geo());
+            dtype_is("topk_ids", &i, &[DType::S32])?;
+            dtype_is("topk_weights", &w, &[DType::F32])?;
+            dense("topk_ids", &i, false, false)?;
+            dense("topk_weights", &w, false, false)?;
+            let k = i.cols;
+            if i.rows != tokens || w.rows != tokens || w.cols != k || i.batch != 1 || w.batch != 1 {
+                return Err(shape(format!(
+                    "topk_ids [{}, {}] and topk_weights [{}, {}] for {tokens} tokens",
+                    i.rows, i.cols, w.rows, w.cols
+                )));
+            }
+            if i.row_stride != k as i64 || w.row_stride != k as i64 {
+                return Err(OpsError::Strides {
+                    operand: "topk_ids",
+                    detail: "routing must be dense [T, k]".into(),
+                });
+            }
+            if k == 0 || k > MAX_TOPK as usize {
+                return Err(shape(format!("top-{k}: supported are 1..={MAX_TOPK}")));
+            }
+            (k, None, None, Some((i, w)))
+        }
+    })
+}
+
+/// Validates a fused MoE layer's inputs (see [`crate::Ops::fused_moe`]).
+pub fn validate_fused_moe(
+    x: &MatrixRef<'_>,
+    w13: &MatrixRef<'_>,
+    w2: &MatrixRef<'_>,
+    routing: &MoeRouting<'_>,
+    opts: &MoeOptions,
+    workspace: &MoeWorkspace<'_>,
+    y: &MatrixMut<'_>,
+) -> Result<MoeProblem, OpsError> {
+    let (xg, ag, bg, yg) = (x.geo(), w13.geo(), w2.geo(), y.geo());
+    dtype_is("x", &xg, &[DType::BF16, DType::F16])?;
+    for (op, g) in [("w13", &ag), ("w2", &bg), ("y", &yg)] {
+        if g.dtype != xg.dtype {
+            return Err(OpsError::DType(format!(
+                "{op} is {}, x is {}",
+                g.dtype.name(),
+                xg.dtype.name()
+            )));
+        }
+    }
+    let (tokens, hidden) = (xg.rows, xg.cols);
+    if tokens == 0 || hidden == 0 || xg.batch != 1 {
+        return Err(OpsError::Empty(format!("x [{tokens}, {hidden}] (batch {})", xg.batch)));
+    }
+    let local = ag.batch;
+    let inter = ag.rows / 2;
+    if local == 0 || inter == 0 {
+        return Err(OpsError::Empty(format!("w13 [{local}, {}, {}]", ag.rows, ag.cols)));
+    }
+    if ag.rows != 2 * inter || ag.cols != hidden {
+        return Err(shape(format!(
+            "w13 [{local}, {}, {}]: expected [L, 2I, H = {hidden}]",
+            ag.rows, ag.cols
+        )));
+    }
+    if bg.batch != local || bg.rows != hidden || bg.cols != inter {
+        return Err(shape(format!(
+            "w2 [{}, {}, {}]: expected [L = {local}, H = {hidden}, I = {inter}]",
+            bg.batch, bg.rows, bg.cols
+        )));
+    }
+    if yg.rows != tokens || yg.cols != hidden || yg.batch != 1 {
+        return Err(shape(format!(
+            "y [{}, {}]: expected [{tokens}, {hidden}]",
+            yg.rows, yg.cols
+        )));
+    }
+    if !hidden.is_multiple_of(8) || !inter.is_multiple_of(8) {
+        return Err(OpsError::Alignment {
+            operand: "w13",
+            detail: format!("H = {hidden} and I = {inter} must be multiples of 8 (16-byte vectors)"),
+        });
+    }
+    if local > MAX_LOCAL_EXPERTS as usize {
+        return Err(shape(format!("{local} local experts: at most {MAX_LOCAL_EXPERTS}")));
+    }
+    dense("x", &xg, false, true)?;
+    dense("w13", &ag, false, true)?;
+    dense("w2", &bg, false, true)?;
+    dense("y", &yg, true, true)?;
+    if yg.row_stride != hidden as i64 {
+        return Err(OpsError::Strides {
+            operand: "y",
+            detail: "y must be dense [T, H]".into(),
+        });
+    }
+    let (topk, experts, logits, ids) = validate_routing(routing, tokens)?;
+    if let Some(e) = experts {
+        if opts.expert_offset + local > e {
+            return Err(shape(format!(
+                "local experts [{}, {}) outside the {e} experts of the logits",
+                opts.expert_offset,
+                opts.expert_offset + local
+            )));
+        }
+    }
+    if opts.expert_offset > i32::MAX as usize {
+        return Err(OpsError::TooLarge { what: "expert offset" });
+    }
+    let entries = tokens.checked_mul(topk).filter(|n| *n < (1 << 30));
+    if entries.is_none() || tokens.saturating_mul(hidden) > i32::MAX as usize {
+        return Err(OpsError::TooLarge {
+            what: "tokens x top-k (32-bit indices)",
+        });
+    }
+    let (tile, _) = moe_tile(tokens * topk, local);
+    let e = xg.dtype.bytes();
+    let splits = moe_splits(tokens, topk, local, hidden, inter);
+    let layout = WorkspaceLayout::new(tokens, topk, local, tile[0] as usize, inter * e, hidden * e, splits)?;
+    if workspace.len < layout.bytes {
+        return Err(OpsError::OutOfBounds {
+            operand: "workspace",
+            needed: layout.bytes,
+            len: workspace.len,
+        });
+    }
+    if !workspace.ptr.is_multiple_of(ALIGN as u64) {
+        return Err(OpsError::Alignment {
+            operand: "workspace",
+            detail: format!("address {:#x} is not a multiple of {ALIGN} bytes", workspace.ptr),
+        });
+    }
+    let ws = (workspace.ptr, workspace.ptr.saturating_add(layout.bytes as u64));
+    let yr = range(&yg)?;
+    let mut inputs = vec![("x", range(&xg)?), ("w13", range(&ag)?), ("w2", range(&bg)?)];
+    if let Some((l, _)) = &logits {
+        inputs.push(("logits", range(l)?));
+    }
+    if let Some((i, w)) = &ids {
+        inputs.push(("topk_ids", range(i)?));
+        inputs.push(("topk_weights", range(w)?));
+    }
+    for (op, r) in inputs {
+        if overlaps(r, yr) || overlaps(r, ws) {
+            return Err(OpsError::Strides {
+                operand: "y",
+                detail: format!("y or the workspace overlaps {op}"),
+            });
+        }
+    }
+    if overlaps(yr, ws) {
+        return Err(OpsError::Strides {
+            operand: "y",
+            detail: "y overlaps the workspace".into(),
+        });
+    }
+    Ok(MoeProblem {
+        tokens,
+        hidden,
+        inter,
+        topk,
+        experts,
+        local_experts: local,
+        expert_offset: opts.expert_offset,
+        dtype: xg.dtype,
+        x: xg,
+        w13: ag,
+        w2: bg,
+        y: yg,
+        logits,
+        ids,
+        layout,
+        workspace: workspace.ptr,
+    })
+}

@@ -1,0 +1,373 @@
+//! The fused MoE layer (`Ops::fused_moe`) and the grouped GEMM (`Ops::grouped_gemm`) on the
+//! GPU against the float64 reference of `rcute_ops::moe`: Mixtral-like (E = 8, top-2,
+//! renormalised) and DeepSeek-like (E = 64, top-6) shapes with reduced H and I (multiples
+//! of 8, not of the tiles), T = 1, a non-multiple of the tiles and enough tokens for the
+//! 64-row tiles; routing from logits (f32) and from the caller (with an expert that gets
+//! no token); expert-parallel slices whose outputs sum to the full layer; two runs
+//! bit-identical; a CUDA graph captured once and replayed after the routing changed gives
+//! the new answer. Outputs are poisoned (NaN) first. Skips without a GPU (fails under
+//! `RCUTE_REQUIRE_GPU=1`).
+
+mod common;
+
+use common::Rng;
+use cudarc::driver::{CudaSlice, CudaStream};
+use half::bf16;
+use rcute_kernel::testing::gpu_for_test;
+use rcute_ops::moe::reference::MoeShape;
+use rcute_ops::moe::{
+    fused_moe_reference, fused_moe_workspace_bytes, grouped_gemm_workspace_bytes, topk_softmax_reference, MoeOptions,
+    MoeRouting, MoeWorkspace,
+};
+use rcute_ops::{DType, MatrixMut, MatrixRef, Ops};
+use std::sync::Arc;
+
+fn ops() -> Option<Ops> {
+    gpu_for_test().map(Ops::new)
+}
+
+/// Uniform values in `[-scale, scale]`, rounded to bf16: the exact values and the bf16s.
+fn rand_bf16(rng: &mut Rng, n: usize, scale: f64) -> (Vec<f64>, Vec<bf16>) {
+    let b: Vec<bf16> = (0..n)
+        .map(|_| bf16::from_f64((f64::from(rng.next_u32()) / f64::from(u32::MAX) * 2.0 - 1.0) * scale))
+        .collect();
+    (b.iter().map(|v| v.to_f64()).collect(), b)
+}
+
+/// Relative Frobenius error below 1e-2 and no element off by more than 3% of the largest.
+fn check_close(what: &str, got: &[bf16], want: &[f64]) {
+    assert_eq!(got.len(), want.len());
+    let (mut num, mut den, mut maxref, mut maxerr) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    for (g, w) in got.iter().zip(want) {
+        let g = g.to_f64();
+        assert!(g.is_finite(), "{what}: non-finite output {g}");
+        num += (g - w) * (g - w);
+        den += w * w;
+        maxref = maxref.max(w.abs());
+        maxerr = maxerr.max((g - w).abs());
+    }
+    let rel = (num / den.max(1e-300)).sqrt();
+    eprintln!("{what}: relative error {rel:.2e}, max abs error {maxerr:.2e} (max |ref| {maxref:.2e})");
+    assert!(rel < 1e-2, "{what}: relative Frobenius error {rel}");
+    assert!(
+        maxerr <= 3e-2 * maxref + 1e-6,
+        "{what}: max error {maxerr} vs max |ref| {maxref}"
+    );
+}
+
+/// One layer's weights on the host and the device.
+struct Layer {
+    h: usize,
+    i: usize,
+    w13: Vec<f64>,
+    w2: Vec<f64>,
+    d_w13: CudaSlice<bf16>,
+    d_w2: CudaSlice<bf16>,
+}
+
+impl Layer {
+    fn new(s: &Arc<CudaStream>, rng: &mut Rng, e: usize, h: usize, i: usize) -> Layer {
+        let (w13, b13) = rand_bf16(rng, e * 2 * i * h, 1.0 / (h as f64).sqrt());
+        let (w2, b2) = rand_bf16(rng, e * h * i, 1.0 / (i as f64).sqrt());
+        Layer {
+            h,
+            i,
+            w13,
+            w2,
+            d_w13: s.clone_htod(&b13).unwrap(),
+            d_w2: s.clone_htod(&b2).unwrap(),
+        }
+    }
+
+    /// Device copies of experts `off..off + l` (an expert-parallel GPU's weights).
+    fn slice(&self, s: &Arc<CudaStream>, off: usize, l: usize) -> (CudaSlice<bf16>, CudaSlice<bf16>) {
+        let (a, b) = (2 * self.i * self.h, self.h * self.i);
+        let w13: Vec<bf16> = self.w13[off * a..(off + l) * a]
+            .iter()
+            .map(|v| bf16::from_f64(*v))
+            .collect();
+        let w2: Vec<bf16> = self.w2[off * b..(off + l) * b]
+            .iter()
+            .map(|v| bf16::from_f64(*v))
+            .collect();
+        (s.clone_htod(&w13).unwrap(), s.clone_htod(&w2).unwrap())
+    }
+}
+
+/// Runs `Ops::fused_moe` on device weights of `l` experts from `off`; returns y.
+#[allow(clippy::too_many_arguments)]
+fn run(
+    ops: &Ops,
+    layer: &Layer,
+    w: (&CudaSlice<bf16>, &CudaSlice<bf16>),
+    d_x: &CudaSlice<bf16>,
+    t: usize,
+    routing: &MoeRouting<'_>,
+    k: usize,
+    off: usize,
+    l: usize,
+) -> Vec<bf16> {
+    let s = ops.gpu().stream().clone();
+    let (h, i) = (layer.h, layer.i);
+    let bytes = fused_moe_workspace_bytes(t, k, l, h, i, DType::BF16).unwrap();
+    let mut ws = s.alloc_zeros::<u8>(bytes).unwrap();
+    let mut y = s.clone_htod(&vec![bf16::NAN; t * h]).unwrap();
+    let x = MatrixRef::new(d_x, t, h);
+    let w13 = MatrixRef::new(w.0, 2 * i, h).batched(l, (2 * i * h) as i64);
+    let w2 = MatrixRef::new(w.1, h, i).batched(l, (h * i) as i64);
+    let mut wsv = MoeWorkspace::new(&mut ws);
+    let opts = MoeOptions { expert_offset: off };
+    ops.fused_moe(
+        &x,
+        &w13,
+        &w2,
+        routing,
+        &opts,
+        &mut wsv,
+        &mut MatrixMut::new(&mut y, t, h),
+    )
+    .unwrap();
+    s.clone_dtoh(&y).unwrap()
+}
+
+/// Logits routing for the full layer: GPU vs reference at several T, twice bit-identical.
+fn logits_case(name: &str, e: usize, k: usize, h: usize, i: usize, renorm: bool, tokens: &[usize]) {
+    let Some(ops) = ops() else { return };
+    let mut rng = Rng::for_test(name);
+    let s = ops.gpu().stream().clone();
+    let layer = Layer::new(&s, &mut rng, e, h, i);
+    for &t in tokens {
+        let (xv, xb) = rand_bf16(&mut rng, t * h, 1.0);
+        let logits: Vec<f32> = (0..t * e)
+            .map(|_| (f64::from(rng.next_u32()) / f64::from(u32::MAX) * 8.0 - 4.0) as f32)
+            .collect();
+        let lf: Vec<f64> = logits.iter().map(|v| f64::from(*v)).collect();
+        let r = topk_softmax_reference(&lf, t, e, k, renorm).unwrap();
+        let d_x = s.clone_htod(&xb).unwrap();
+        let d_logits = s.clone_htod(&logits).unwrap();
+        let routing = MoeRouting::Logits {
+            logits: MatrixRef::new(&d_logits, t, e),
+            topk: k,
+            renormalize: renorm,
+        };
+        let y = run(&ops, &layer, (&layer.d_w13, &layer.d_w2), &d_x, t, &routing, k, 0, e);
+        let shape = MoeShape {
+            tokens: t,
+            hidden: h,
+            inter: i,
+            topk: k,
+            expert_offset: 0,
+            local_experts: e,
+        };
+        let want = fused_moe_reference(&shape, &xv, &layer.w13, &layer.w2, &r.topk_ids, &r.topk_weights).unwrap();
+        check_close(&format!("{name} T={t}"), &y, &want);
+        let again = run(&ops, &layer, (&layer.d_w13, &layer.d_w2), &d_x, t, &routing, k, 0, e);
+        let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&y), bits(&again), "{name} T={t}: two runs differ");
+    }
+}
+
+#[test]
+fn mixtral_like_e8_top2_renormalised() {
+    logits_case("mixtral_like", 8, 2, 200, 136, true, &[1, 77, 300, 1100]);
+}
+
+#[test]
+fn deepseek_like_e64_top6() {
+    logits_case("deepseek_like", 64, 6, 144, 96, false, &[1, 100, 250]);
+}
+
+/// Caller's routing with an expert (3) that receives no token; expert-parallel slices
+/// [0, 3) and [3, 8) (their own weight copies) each match the reference of their slice and
+/// sum to the full layer.
+#[test]
+fn given_routing_empty_expert_and_expert_parallel_slices() {
+    let Some(ops) = ops() else { return };
+    let mut rng = Rng::for_test("given_routing_ep");
+    let s = ops.gpu().stream().clone();
+    let (e, k, h, i) = (8, 2, 136, 72);
+    let layer = Layer::new(&s, &mut rng, e, h, i);
+    for t in [1usize, 45, 130] {
+        let (xv, xb) = rand_bf16(&mut rng, t * h, 1.0);
+        let mut ids = Vec::with_capacity(t * k);
+        for _ in 0..t {
+            let a = [0, 1, 2, 4, 5, 6, 7][rng.range(0, 6) as usize];
+            let mut b = a;
+            while b == a || b == 3 {
+                b = rng.range(0, 7) as i32;
+            }
+            ids.extend([a, b]);
+        }
+        let wts: Vec<f32> = (0..t * k).map(|_| (rng.next_u32() % 1000) as f32 / 1000.0).collect();
+        let wf: Vec<f64> = wts.iter().map(|v| f64::from(*v)).collect();
+        let d_x = s.clone_htod(&xb).unwrap();
+        let d_ids = s.clone_htod(&ids).unwrap();
+        let d_w = s.clone_htod(&wts).unwrap();
+        let routing = MoeRouting::Given {
+            topk_ids: MatrixRef::new(&d_ids, t, k),
+            topk_weights: MatrixRef::new(&d_w, t, k),
+        };
+        let shape = |off, l| MoeShape {
+            tokens: t,
+            hidden: h,
+            inter: i,
+            topk: k,
+            expert_offset: off,
+            local_experts: l,
+        };
+        let full_ref = fused_moe_reference(&shape(0, e), &xv, &layer.w13, &layer.w2, &ids, &wf).unwrap();
+        let full = run(&ops, &layer, (&layer.d_w13, &layer.d_w2), &d_x, t, &routing, k, 0, e);
+        check_close(&format!("given T={t}"), &full, &full_ref);
+        let mut sum = vec![0.0f64; t * h];
+        for (off, l) in [(0usize, 3usize), (3, 5)] {
+            let (a, b) = layer.slice(&s, off, l);
+            let part = run(&ops, &layer, (&a, &b), &d_x, t, &routing, k, off, l);
+            let (w13s, w2s) = (
+                &layer.w13[off * 2 * i * h..(off + l) * 2 * i * h],
+                &layer.w2[off * h * i..(off + l) * h * i],
+            );
+            let part_ref = fused_moe_reference(&shape(off, l), &xv, w13s, w2s, &ids, &wf).unwrap();
+            check_close(&format!("given T={t} experts [{off}, {})", off + l), &part, &part_ref);
+            for (acc, v) in sum.iter_mut().zip(&part) {
+                *acc += v.to_f64();
+            }
+        }
+        let sum_b: Vec<bf16> = sum.iter().map(|v| bf16::from_f64(*v)).collect();
+        check_close(&format!("given T={t} slices summed"), &sum_b, &full_ref);
+    }
+}
+
+/// A CUDA graph of the layer captured once, replayed after new routing was copied into
+/// the same buffers, gives the new routing's answer.
+#[test]
+fn graph_replay_with_new_routing() {
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    let Some(ops) = ops() else { return };
+    let mut rng = Rng::for_test("graph_replay");
+    let s = ops.gpu().stream().clone();
+    let (e, k, h, i, t) = (8, 2, 64, 48, 40);
+    let layer = Layer::new(&s, &mut rng, e, h, i);
+    let (xv, xb) = rand_bf16(&mut rng, t * h, 1.0);
+    let d_x = s.clone_htod(&xb).unwrap();
+    let mut d_ids = s.alloc_zeros::<i32>(t * k).unwrap();
+    let mut d_w = s.alloc_zeros::<f32>(t * k).unwrap();
+    let mut ws = s
+        .alloc_zeros::<u8>(fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap())
+        .unwrap();
+    let mut y = s.alloc_zeros::<bf16>(t * h).unwrap();
+    let route = |rng: &mut Rng| -> (Vec<i32>, Vec<f32>) {
+        let ids: Vec<i32> = (0..t)
+            .flat_map(|_| {
+                let a = rng.range(0, 7) as i32;
+                [a, (a + 1 + rng.range(0, 6) as i32) % 8]
+            })
+            .collect();
+        let w: Vec<f32> = (0..t * k).map(|_| (rng.next_u32() % 997) as f32 / 997.0).collect();
+        (ids, w)
+    };
+    let (ids0, w0) = route(&mut rng);
+    s.memcpy_htod(&ids0, &mut d_ids).unwrap();
+    s.memcpy_htod(&w0, &mut d_w).unwrap();
+    s.synchronize().unwrap();
+    let graph = {
+        let routing = MoeRouting::Given {
+            topk_ids: MatrixRef::new(&d_ids, t, k),
+            topk_weights: MatrixRef::new(&d_w, t, k),
+        };
+        let x = MatrixRef::new(&d_x, t, h);
+        let w13 = MatrixRef::new(&layer.d_w13, 2 * i, h).batched(e, (2 * i * h) as i64);
+        let w2 = MatrixRef::new(&layer.d_w2, h, i).batched(e, (h * i) as i64);
+        // Views (whose constructors touch the buffers' stream events) and the kernels
+        // (compiled on first use) are made before the capture.
+        let mut wsv = MoeWorkspace::new(&mut ws);
+        let mut yv = MatrixMut::new(&mut y, t, h);
+        ops.fused_moe(&x, &w13, &w2, &routing, &MoeOptions::default(), &mut wsv, &mut yv)
+            .unwrap();
+        s.synchronize().unwrap();
+        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .unwrap();
+        ops.fused_moe(&x, &w13, &w2, &routing, &MoeOptions::default(), &mut wsv, &mut yv)
+            .unwrap();
+        s.end_capture(CUgraphInstantiate_flags(0)).unwrap().expect("a graph")
+    };
+    for round in 0..2 {
+        let (ids, w) = route(&mut rng);
+        s.memcpy_htod(&ids, &mut d_ids).unwrap();
+        s.memcpy_htod(&w, &mut d_w).unwrap();
+        graph.launch().unwrap();
+        let got = s.clone_dtoh(&y).unwrap();
+        let shape = MoeShape {
+            tokens: t,
+            hidden: h,
+            inter: i,
+            topk: k,
+            expert_offset: 0,
+            local_experts: e,
+        };
+        let wf: Vec<f64> = w.iter().map(|v| f64::from(*v)).collect();
+        let want = fused_moe_reference(&shape, &xv, &layer.w13, &layer.w2, &ids, &wf).unwrap();
+        check_close(&format!("graph replay {round}"), &got, &want);
+    }
+}
+
+/// `Ops::grouped_gemm`: every local entry row is `weight * W_e x_t`; rows of entries
+/// routed outside the local range keep their poison.
+#[test]
+fn grouped_gemm_matches_reference() {
+    let Some(ops) = ops() else { return };
+    let mut rng = Rng::for_test("grouped_gemm");
+    let s = ops.gpu().stream().clone();
+    let (e, k, n, kk, off, l) = (6usize, 3usize, 130usize, 88usize, 1usize, 4usize);
+    for t in [1usize, 37, 90] {
+        let (xv, xb) = rand_bf16(&mut rng, t * kk, 1.0);
+        let (wv, wb) = rand_bf16(&mut rng, l * n * kk, 0.2);
+        let ids: Vec<i32> = (0..t * k).map(|_| rng.range(0, e as i64 - 1) as i32).collect();
+        let wts: Vec<f32> = (0..t * k).map(|_| (rng.next_u32() % 1000) as f32 / 1000.0).collect();
+        let d_x = s.clone_htod(&xb).unwrap();
+        let d_wt = s.clone_htod(&wb).unwrap();
+        let d_ids = s.clone_htod(&ids).unwrap();
+        let d_w = s.clone_htod(&wts).unwrap();
+        let mut out = s.clone_htod(&vec![bf16::NAN; t * k * n]).unwrap();
+        let mut ws = s
+            .alloc_zeros::<u8>(grouped_gemm_workspace_bytes(t, k, l).unwrap())
+            .unwrap();
+        let wv_ = MatrixRef::new(&d_x, t, kk);
+        let w = MatrixRef::new(&d_wt, n, kk).batched(l, (n * kk) as i64);
+        let idv = MatrixRef::new(&d_ids, t, k);
+        let wtv = MatrixRef::new(&d_w, t, k);
+        ops.grouped_gemm(
+            &wv_,
+            &w,
+            &idv,
+            Some(&wtv),
+            off,
+            &mut MoeWorkspace::new(&mut ws),
+            &mut MatrixMut::new(&mut out, t * k, n),
+        )
+        .unwrap();
+        let got = s.clone_dtoh(&out).unwrap();
+        let (mut g_local, mut want) = (Vec::new(), Vec::new());
+        for entry in 0..t * k {
+            let ex = ids[entry] as i64 - off as i64;
+            let row = &got[entry * n..(entry + 1) * n];
+            if ex < 0 || ex >= l as i64 {
+                assert!(
+                    row.iter().all(|v| v.is_nan()),
+                    "T={t} entry {entry} (expert {}) was written",
+                    ids[entry]
+                );
+                continue;
+            }
+            let tok = entry / k;
+            for c in 0..n {
+                let wrow = &wv[(ex as usize * n + c) * kk..(ex as usize * n + c + 1) * kk];
+                let dot: f64 = wrow.iter().zip(&xv[tok * kk..(tok + 1) * kk]).map(|(a, b)| a * b).sum();
+                want.push(f64::from(wts[entry]) * dot);
+                g_local.push(row[c]);
+            }
+        }
+        if !want.is_empty() {
+            check_close(&format!("grouped_gemm T={t}"), &g_local, &want);
+        }
+    }
+}
