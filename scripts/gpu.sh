@@ -22,6 +22,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 fail=0
 STEPS=${RCUTE_GPU_STEPS:-tests sanitize bench}
 step() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+# "sanitize" runs every sanitizer block; "sanitize-NAME" one block (atoms, sm80, sm90,
+# scaled, awq, moe, apps), to split the sanitizers over several calls.
+sstep() { step sanitize || step "sanitize-$1"; }
 
 step tests && for t in .device/bin/test-*; do
   echo "=== $t"
@@ -43,14 +46,14 @@ sanitize() {
   fi
 }
 # Atoms and the kernel built from atoms: memcheck, racecheck, synccheck.
-step sanitize && for tool in memcheck racecheck synccheck; do
+sstep atoms && for tool in memcheck racecheck synccheck; do
   for t in .device/bin/test-*-gpu_atoms .device/bin/test-*-build_from_atoms; do
     [ -e "$t" ] && sanitize "$tool" "$t"
   done
 done
 # The SM80 GEMM kernels (every config of the kernel-level suite): memcheck. (racecheck
 # serializes CTAs, so serial split-K's CTA-to-CTA spin wait never completes under it.)
-step sanitize && for t in .device/bin/test-*-gpu_gemm_sm80; do
+sstep sm80 && for t in .device/bin/test-*-gpu_gemm_sm80; do
   [ -e "$t" ] && sanitize memcheck "$t"
 done
 # The SM90 GEMM kernels (every schedule, split-K, the fused epilogue): memcheck with two
@@ -66,7 +69,7 @@ sanitize_filtered() {  # tool binary [test filter]; bounded in time
     echo "sanitizer $tool FAILED"; tail -30 "$log"; fail=1
   fi
 }
-step sanitize && for t in .device/bin/test-*-gpu_gemm_sm90; do
+sstep sm90 && for t in .device/bin/test-*-gpu_gemm_sm90; do
   [ -e "$t" ] || continue
   sanitize_filtered memcheck "$t"
   sanitize_filtered racecheck "$t" sm90_gemm_with_fused_epilogue
@@ -77,18 +80,30 @@ done
 # parallel split-K only, so no CTA-to-CTA waits under racecheck) and the FP8 ops test (the
 # SM90 FP8 kernel) under memcheck, racecheck and synccheck, bounded in time. (The SM90 INT8
 # kernel is covered by the SM90 suite's memcheck above.)
-step sanitize && for t in .device/bin/test-*-gpu_scaled_mm; do
+sstep scaled && for t in .device/bin/test-*-gpu_scaled_mm; do
   [ -e "$t" ] || continue
   for tool in memcheck racecheck synccheck; do
     sanitize_filtered "$tool" "$t" kernel_accumulates_int8_exactly
     sanitize_filtered "$tool" "$t" ops_fp8_scaled_mm_matches_reference
   done
 done
-# AWQ and MoE routing kernels: memcheck, racecheck, synccheck.
-step sanitize && for tool in memcheck racecheck synccheck; do
-  for t in .device/bin/test-*-gpu_awq .device/bin/test-*-gpu_moe_routing; do
+# AWQ (dequantize, the W4A16 GEMM with split-K) and the MoE routing kernels: memcheck,
+# racecheck, synccheck.
+sstep awq && for tool in memcheck racecheck synccheck; do
+  for t in .device/bin/test-*-gpu_awq .device/bin/test-*-gpu_awq_ops .device/bin/test-*-gpu_moe_routing; do
     [ -e "$t" ] && sanitize_filtered "$tool" "$t"
   done
+done
+# The fused MoE layer (routing, grouped GEMMs with gather / SwiGLU / scatter, finalize):
+# memcheck, racecheck, synccheck.
+sstep moe && for tool in memcheck racecheck synccheck; do
+  for t in .device/bin/test-*-gpu_moe; do
+    [ -e "$t" ] && sanitize_filtered "$tool" "$t"
+  done
+done
+# The narrow-vector SM80 kernels (any shape) and ops on caller streams / in graphs: memcheck.
+sstep apps && for t in .device/bin/test-*-gpu_any_shape .device/bin/test-*-gpu_streams; do
+  [ -e "$t" ] && sanitize_filtered memcheck "$t"
 done
 
 if step bench && [ -x .device/bin/rcute ]; then
