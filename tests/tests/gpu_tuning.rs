@@ -4,7 +4,7 @@
 //! lookup finds nothing from them) and the op still returns the right answer.
 //!
 //! The same for `Ops::scaled_mm` (INT8, per-token / per-channel scales, bias, bf16 out):
-//! a matching entry (keyed as `rcute_ops::tuning::scaled_mm_key` says) is what the op
+//! a matching entry (keyed as `rcute_ops::scaled_mm::scaled_mm_key` says) is what the op
 //! runs, and the answer is right.
 //!
 //! One test function: `RCUTE_TUNING_FILE` is process-wide, and each `Ops` handle reads the
@@ -12,7 +12,8 @@
 
 use half::bf16;
 use rcute_kernel::testing::gpu_for_test;
-use rcute_ops::tuning::{scaled_mm_key, Entry, ProblemKey, TableHeader, TuningTable};
+use rcute_ops::scaled_mm::scaled_mm_key;
+use rcute_ops::tuning::{Entry, ProblemKey, TableHeader, TuningTable};
 use rcute_ops::{validate_scaled_mm, MatrixMut, MatrixRef, Ops, Scale, VectorRef};
 
 /// `Ops::gemm` of a 16 x 256 x 512 TN problem on random data; the relative Frobenius
@@ -83,7 +84,7 @@ fn scaled_mm_error(ops: &Ops) -> (f64, Option<String>, ProblemKey) {
     let p = validate_scaled_mm(&av, &bv, Scale::auto(sav), Scale::auto(sbv), Some(&biasv), &dv).unwrap();
     let arch = ops.gpu().arch().unwrap();
     let key = scaled_mm_key(&p, arch.as_str());
-    let chosen = ops.tuning().scaled_mm(&p, arch.as_str()).map(|s| s.to_string());
+    let chosen = ops.tuning().lookup(&key).map(|s| s.to_string());
     ops.scaled_mm(&av, &bv, Scale::auto(sav), Scale::auto(sbv), Some(&biasv), &mut dv)
         .unwrap();
     let got = stream.clone_dtoh(&d).unwrap();

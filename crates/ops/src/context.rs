@@ -2,7 +2,7 @@
 //! compiled through the kernel cache and loaded once per configuration) and the split-K
 //! workspace.
 
-use crate::error::OpsError;
+use crate::error::{boxed, OpsError};
 use crate::gemm::{check_gemm_arch, validate, GemmProblem};
 use crate::memo::Memo;
 use crate::select::{element, select, select_sm90, sm80_config, Choice, Selection};
@@ -14,10 +14,6 @@ use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90};
 use rcute_kernel::{CompileOptions, Function, Gpu, KernelCache};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-
-pub(crate) fn boxed<E: std::error::Error + Send + Sync + 'static>(e: E) -> OpsError {
-    OpsError::Kernel(Box::new(e))
-}
 
 /// A generated GEMM kernel loaded on the GPU.
 #[derive(Clone)]
@@ -68,9 +64,10 @@ pub struct OpsShared {
     /// Split-K workspaces and semaphores, per stream.
     pub(crate) scratch_pool: ScratchPool,
     /// The loaded INT8 scaled-mm kernels (see [`crate::scaled_mm`]).
-    pub(crate) scaled_mms: Memo<GemmSm80Config, crate::scaled_mm::LoadedScaledMm>,
+    pub(crate) scaled_mms: Memo<GemmSm80Config, crate::scaled_mm_kernel::LoadedScaledMm>,
     /// The same kernels by the key `run_scaled_mm` selects them with.
-    pub(crate) scaled_mm_keys: Mutex<HashMap<crate::scaled_mm::ScaledMmKey, crate::scaled_mm::LoadedScaledMm>>,
+    pub(crate) scaled_mm_keys:
+        Mutex<HashMap<crate::scaled_mm_kernel::ScaledMmKey, crate::scaled_mm_kernel::LoadedScaledMm>>,
     /// The tuning tables, read on first use (see [`crate::tuning`]).
     tuning: std::sync::OnceLock<crate::tuning::OpsTuning>,
     /// The loaded AWQ kernels (see [`crate::awq`]).

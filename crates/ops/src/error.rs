@@ -101,3 +101,8 @@ pub enum OpsError {
     #[error(transparent)]
     Kernel(#[from] Box<dyn std::error::Error + Send + Sync>),
 }
+
+/// A kernel-layer error (generation, compilation, launch) as an [`OpsError::Kernel`].
+pub(crate) fn boxed<E: std::error::Error + Send + Sync + 'static>(e: E) -> OpsError {
+    OpsError::Kernel(Box::new(e))
+}

@@ -27,19 +27,20 @@
 //! f16 / bf16 vectors and has no narrower store. On sm_75 the output is f16.
 //! [`validate_scaled_mm`] lists every rejection.
 
-use crate::context::boxed;
+use crate::error::boxed;
 use crate::error::OpsError;
 use crate::gemm::{check_layout, check_vector_alignment, overlaps, range};
+use crate::scaled_mm_kernel::{LoadedScaledMm, ScaledMmKey};
 use crate::select::{select_scaled_mm, ScaledMmSelection};
 use crate::stream::Uses;
 use crate::tensor::{DType, Geometry, Major, MatrixMut, MatrixRef, VectorRef};
 use crate::tuning::ConfigSpec;
 use crate::Ops;
 use rcute_kernel::gemm_sm80::{
-    self, FusionArgs, GemmArgs, GemmElement as Element, GemmSm80Config, GeneratedGemm, ScaleKind, SplitKMode,
-    TICKET_SMEM, TURING_SMEM_BUDGET,
+    self, FusionArgs, GemmArgs, GemmElement as Element, GemmSm80Config, ScaleKind, SplitKMode, TICKET_SMEM,
+    TURING_SMEM_BUDGET,
 };
-use rcute_kernel::{Arch, CompileOptions, Function, KernelCache};
+use rcute_kernel::{Arch, CompileOptions, KernelCache};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -159,32 +160,6 @@ impl ScaledMmProblem<'_> {
     pub fn bias(&self) -> Option<Geometry> {
         self.bias
     }
-}
-
-/// What selects a loaded kernel of [`Ops::run_scaled_mm`] (everything its configuration
-/// depends on).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct ScaledMmKey {
-    target: ScaledMmTarget,
-    tile: [i64; 3],
-    warps: [i64; 2],
-    stages: Option<usize>,
-    raster_swizzle: u32,
-    smem_budget: usize,
-    out: DType,
-    a_scale: ScaleKind,
-    b_scale: ScaleKind,
-    bias: bool,
-    copy_bytes: usize,
-}
-
-/// A generated scaled-mm kernel loaded on the GPU.
-#[derive(Clone)]
-pub struct LoadedScaledMm {
-    /// The generated source and its launch geometry.
-    pub generated: Arc<GeneratedGemm>,
-    main: Function,
-    reduce: Function,
 }
 
 fn vector_check(
@@ -526,6 +501,34 @@ fn sm90_qualifies(p: &ScaledMmProblem) -> bool {
     ok(&p.a) && ok(&p.b) && (p.l == 1 || (p.out.batch_stride > 0 && p.out.batch_stride % 8 == 0))
 }
 
+/// The tuning key of a `scaled_mm` problem: op `scaled_mm`, types `A:OUT` (e.g. `s8:bf16`),
+/// fusion `A_SCALE-B_SCALE[+bias]` with scales `tensor`, `token` or `channel`, and the
+/// problem's M bucket, N and K. `rcute tune scaled-mm` writes its entries under this key
+/// and [`Ops::scaled_mm`] looks them up under it (one batch only).
+///
+/// ```
+/// # use rcute_ops::tuning::ProblemKey;
+/// // The key of 16x4096x4096 with per-token and per-channel scales, a bias and bf16
+/// // output on the H200:
+/// let k = ProblemKey::new("scaled_mm", "s8:bf16", "token-channel+bias", "sm_90a", 16, 4096, 4096);
+/// assert_eq!(k.m, 16);
+/// ```
+pub fn scaled_mm_key(p: &ScaledMmProblem<'_>, arch: &str) -> crate::tuning::ProblemKey {
+    let kind = |s: ScaleKind| match s {
+        ScaleKind::Scalar => "tensor",
+        ScaleKind::PerRow => "token",
+        ScaleKind::PerCol => "channel",
+    };
+    let fusion = format!(
+        "{}-{}{}",
+        kind(p.a_scale_kind),
+        kind(p.b_scale_kind),
+        if p.bias.is_some() { "+bias" } else { "" }
+    );
+    let dtypes = format!("{}:{}", p.a.dtype.name(), p.out.dtype.name());
+    crate::tuning::ProblemKey::new("scaled_mm", &dtypes, &fusion, arch, p.m, p.n, p.k)
+}
+
 /// What of a scaled-mm problem decides its kernel besides the configuration: operand and
 /// output types, how the scales apply, whether there is a bias.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -598,7 +601,10 @@ impl Ops {
     /// (an SM90 entry needs sm_90 and TMA-ready operands; FP8 runs only SM90 entries).
     fn tuned_scaled_mm(&self, p: &ScaledMmProblem) -> Option<ConfigSpec> {
         let arch = self.gpu().arch()?;
-        let spec = self.tuning().scaled_mm(p, arch.as_str())?;
+        if p.l != 1 {
+            return None;
+        }
+        let spec = self.tuning().lookup(&scaled_mm_key(p, arch.as_str()))?;
         let usable = match spec {
             ConfigSpec::Sm90(_) => self.gpu().compute_capability() == (9, 0) && sm90_qualifies(p),
             ConfigSpec::Sm80(_) => p.a.dtype == DType::S8,

@@ -8,9 +8,10 @@ use std::cell::RefCell;
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::bf16;
 use rcute_kernel::gemm_sm80::ScaleKind;
+use rcute_ops::scaled_mm::scaled_mm_key;
 use rcute_ops::tensor::DType;
 use rcute_ops::tuning::space::scaled_mm_candidates;
-use rcute_ops::tuning::{scaled_mm_key, ConfigSpec, ProblemKey};
+use rcute_ops::tuning::{ConfigSpec, ProblemKey};
 use rcute_ops::{validate_scaled_mm, MatrixMut, MatrixRef, Ops, Scale, ScaledMmKind, ScaledMmProblem, VectorRef};
 use std::sync::Arc;
 

@@ -7,7 +7,8 @@
 use super::kernels::{LoadedAwqDequantize, LoadedAwqGemm};
 use super::select::select_awq_gemm;
 use super::validate::{validate_awq_dequantize, validate_awq_gemm, AwqGemmProblem, AwqTensors};
-use crate::context::{boxed, Ops};
+use crate::context::Ops;
+use crate::error::boxed;
 use crate::error::OpsError;
 use crate::stream::Uses;
 use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef, VectorRef};

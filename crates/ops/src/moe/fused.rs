@@ -4,7 +4,7 @@
 //! weight, scattered to entry rows) and the deterministic finalize.
 
 use super::problem::{moe_tile, validate_fused_moe, MoeOptions, MoeProblem, MoeRouting, MoeWorkspace};
-use crate::context::boxed;
+use crate::error::boxed;
 use crate::error::OpsError;
 use crate::stream::Uses;
 use crate::tensor::{DType, MatrixMut, MatrixRef};

@@ -3,7 +3,7 @@
 
 use super::fused::element;
 use super::problem::{grouped_gemm_workspace_bytes, MoeWorkspace, WorkspaceLayout, GROUPED_BLOCK_M};
-use crate::context::boxed;
+use crate::error::boxed;
 use crate::error::OpsError;
 use crate::gemm::{check_layout, check_vector_alignment, overlaps, range};
 use crate::stream::Uses;

@@ -161,7 +161,7 @@ impl WorkspaceLayout {
         entry_bytes_per_row: usize,
         splits: usize,
     ) -> Result<WorkspaceLayout, OpsError> {
-        let cap = align_capacity(tokens, topk, local, block_m).map_err(crate::context::boxed)?;
+        let cap = align_capacity(tokens, topk, local, block_m).map_err(crate::error::boxed)?;
         let too_large = || OpsError::TooLarge { what: "MoE workspace" };
         let n = tokens.checked_mul(topk).ok_or_else(too_large)?;
         let mut at = 0usize;

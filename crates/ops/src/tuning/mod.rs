@@ -35,7 +35,7 @@ mod table;
 
 pub use header::{generator_hash, TableHeader};
 pub use key::ProblemKey;
-pub use ops_tables::{scaled_mm_key, OpsTuning, SHIPPED};
+pub use ops_tables::{OpsTuning, SHIPPED};
 pub use spec::{ConfigSpec, Sm80Spec, Sm90Spec, SpecError};
 pub use table::{Entry, Loaded, Tables, TuningTable};
 

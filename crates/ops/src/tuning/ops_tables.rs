@@ -5,9 +5,7 @@ use rcute_kernel::Gpu;
 use super::bucket::m_bucket;
 use super::{ConfigSpec, ProblemKey, TableHeader, Tables, TuningMode, TuningTable};
 use crate::gemm::GemmProblem;
-use crate::scaled_mm::ScaledMmProblem;
 use crate::tensor::{DType, Major};
-use rcute_kernel::gemm_sm80::ScaleKind;
 
 /// The tables shipped with this crate: `(name, JSON)`, measured with `rcute tune` (see
 /// `crates/ops/tuning/README.md`). Each applies only where its header matches.
@@ -91,40 +89,9 @@ impl OpsTuning {
         self.tables.lookup(&key)
     }
 
-    /// The measured choice for a `scaled_mm` problem, if a table has one (one batch only;
-    /// the key names the operand and output types and the scales and bias, see
-    /// [`scaled_mm_key`]).
-    pub fn scaled_mm(&self, p: &ScaledMmProblem<'_>, arch: &str) -> Option<&ConfigSpec> {
-        if self.tables.is_empty() || p.l() != 1 {
-            return None;
-        }
-        self.tables.lookup(&scaled_mm_key(p, arch))
+    /// The usable entry nearest to `key` (same op, types, fusion, arch, N and K; the
+    /// nearest M bucket), if any.
+    pub fn lookup(&self, key: &ProblemKey) -> Option<&ConfigSpec> {
+        self.tables.lookup(key)
     }
-}
-
-/// The tuning key of a `scaled_mm` problem: op `scaled_mm`, types `A:OUT` (e.g. `s8:bf16`),
-/// fusion `A_SCALE-B_SCALE[+bias]` with scales `tensor`, `token` or `channel`, and the
-/// problem's M bucket, N and K.
-///
-/// ```
-/// # use rcute_ops::tuning::ProblemKey;
-/// // The key `rcute tune scaled-mm` writes for 16x4096x4096 with per-token and per-channel
-/// // scales, a bias and bf16 output on the H200:
-/// let k = ProblemKey::new("scaled_mm", "s8:bf16", "token-channel+bias", "sm_90a", 16, 4096, 4096);
-/// assert_eq!(k.m, 16);
-/// ```
-pub fn scaled_mm_key(p: &ScaledMmProblem<'_>, arch: &str) -> ProblemKey {
-    let kind = |s: ScaleKind| match s {
-        ScaleKind::Scalar => "tensor",
-        ScaleKind::PerRow => "token",
-        ScaleKind::PerCol => "channel",
-    };
-    let fusion = format!(
-        "{}-{}{}",
-        kind(p.a_scale_kind()),
-        kind(p.b_scale_kind()),
-        if p.bias().is_some() { "+bias" } else { "" }
-    );
-    let dtypes = format!("{}:{}", p.a().dtype.name(), p.out().dtype.name());
-    ProblemKey::new("scaled_mm", &dtypes, &fusion, arch, p.m(), p.n(), p.k())
 }
