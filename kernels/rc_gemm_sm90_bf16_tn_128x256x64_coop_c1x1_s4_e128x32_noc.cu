@@ -544,8 +544,6 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
     const uint32_t epi_bar = 1u;
     uint32_t stage = 0;
     uint32_t phase = 0;
-    uint32_t cstage = 0;
-    uint32_t cphase = 0;
     uint32_t dbuf = 0;  // D buffer ring index (when not reusing C's buffers)
     int local = 0;
     float acc[1][128];  // CLayout_64x256 per m64 atom: acc[a][4j+2h+e] = (row 16*warp + lane/4 + 8h, col 8j + 2*(lane%4) + e)
@@ -642,7 +640,6 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
       } else {
         // Epilogue: 1x8 subtiles of 128x32, N outer / M inner
         unsigned char* sd_prev = epi_smem;  // DelayTmaStore: the subtile whose store is pending
-        const bool use_c = load_c;  // C subtiles arrive through the C pipeline
         // subtile i = (sm, sn): rows [sm * EPI_M, +EPI_M), cols [sn * EPI_N, +EPI_N)
         #pragma unroll
         for (int i = 0; i < 8; ++i) {

@@ -108,8 +108,10 @@ pub(super) fn epilogue(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
             "DelayTmaStore: the subtile whose store is pending",
         ));
     }
-    tile.push(dc("const bool", "use_c", "load_c", "C subtiles arrive through the C pipeline"));
-    let buf = if p.reuse_smem_c { "(use_c ? cstage : dbuf)" } else { "dbuf" };
+    if k.cfg.with_c() {
+        tile.push(dc("const bool", "use_c", "load_c", "C subtiles arrive through the C pipeline"));
+    }
+    let buf = if p.reuse_smem_c && k.cfg.with_c() { "(use_c ? cstage : dbuf)" } else { "dbuf" };
     let [sm, sn] = k.subtile_coord("sm", "sn", var("i"))?;
     let mut body = vec![
         sm,
@@ -323,7 +325,7 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         p.d_bufs - 1
     )));
     v.push(if_(
-        if p.reuse_smem_c { "epi_leader && !use_c" } else { "epi_leader" },
+        if p.reuse_smem_c && with_c { "epi_leader && !use_c" } else { "epi_leader" },
         vec![e(format!("rc_bulk_wait_group_read<{}>()", p.d_bufs - 1))],
     ));
     if with_c {
@@ -359,6 +361,6 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         v.push(if_("use_c", vec![e(format!("rc_pipe_advance(cstage, cphase, 1u, {}u)", p.c_bufs))]));
     }
     let dbuf = e(format!("dbuf = (dbuf + 1u) % {}u", p.d_bufs));
-    v.push(if p.reuse_smem_c { if_("!use_c", vec![dbuf]) } else { dbuf });
+    v.push(if p.reuse_smem_c && with_c { if_("!use_c", vec![dbuf]) } else { dbuf });
     Ok(v)
 }
