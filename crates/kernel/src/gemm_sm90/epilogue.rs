@@ -144,7 +144,7 @@ pub(super) fn epilogue(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         tile.push(c("DelayTmaStore: flush the tile's last store"));
         tile.push(if_(
             "epi_leader",
-            tma_store(k, "sd_prev", &plus("n0", last / k.sub_m * k.en), &plus("m0", last % k.sub_m * k.em)),
+            tma_store("sd_prev", &plus("n0", last / k.sub_m * k.en), &plus("m0", last % k.sub_m * k.em)),
         ));
     }
     Ok(tile)
@@ -278,7 +278,7 @@ fn visit(k: &Ctx, acc: &str, c: &str, col: &str) -> String {
 }
 
 /// The TMA store of subtile buffer `buf` at `(n, m)` and its commit.
-fn tma_store(_k: &Ctx, buf: &str, n: &str, m: &str) -> Vec<Stmt> {
+fn tma_store(buf: &str, n: &str, m: &str) -> Vec<Stmt> {
     vec![
         e(format!("rc_tma_store_3d(&tmap_d, {buf}, {n}, {m}, batch)")),
         e("rc_bulk_commit_group()"),
@@ -316,7 +316,7 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         let mut prev = vec![psm, psn];
         prev.push(if_(
             "epi_leader",
-            tma_store(k, "sd_prev", &format!("n0 + psn * {}", k.en), &format!("m0 + psm * {}", k.em)),
+            tma_store("sd_prev", &format!("n0 + psn * {}", k.en), &format!("m0 + psm * {}", k.em)),
         ));
         v.push(if_("i > 0", prev));
     }
@@ -345,7 +345,7 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let mut store = if p.delay_tma_store {
         vec![]
     } else {
-        tma_store(k, "sd", &format!("n0 + sn * {}", k.en), &format!("m0 + sm * {}", k.em))
+        tma_store("sd", &format!("n0 + sn * {}", k.en), &format!("m0 + sm * {}", k.em))
     };
     if with_c && p.reuse_smem_c {
         store.push(c("ReuseSmemC: the C buffer returns to the producer once its store has read it"));
