@@ -112,7 +112,12 @@ fn state(k: &Ctx) -> Vec<Stmt> {
     let epi_smem = var("grp").mul(&Expr::lit(k.epi_set_bytes as i64)).add(&Expr::lit(p.offsets[2] as i64));
     cons.push(d("unsigned char* const", "epi_smem", format!("smem + {}", epi_smem.to_cpp())));
     cons.push(d("const uint32_t", "epi_bar", if pp { "1u + (uint32_t)cw" } else { "1u" }));
-    for v in ["stage", "phase", "cstage", "cphase"] {
+    let states: &[&str] = if k.cfg.with_c() {
+        &["stage", "phase", "cstage", "cphase"]
+    } else {
+        &["stage", "phase"]
+    };
+    for v in states {
         cons.push(d("uint32_t", v, "0"));
     }
     cons.push(dc("uint32_t", "dbuf", "0", "D buffer ring index (when not reusing C's buffers)"));

@@ -108,8 +108,10 @@ pub(super) fn epilogue(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
             "DelayTmaStore: the subtile whose store is pending",
         ));
     }
-    tile.push(dc("const bool", "use_c", "load_c", "C subtiles arrive through the C pipeline"));
-    let buf = if p.reuse_smem_c { "(use_c ? cstage : dbuf)" } else { "dbuf" };
+    if k.cfg.with_c() {
+        tile.push(dc("const bool", "use_c", "load_c", "C subtiles arrive through the C pipeline"));
+    }
+    let buf = if p.reuse_smem_c && k.cfg.with_c() { "(use_c ? cstage : dbuf)" } else { "dbuf" };
     let [sm, sn] = k.subtile_coord("sm", "sn", var("i"))?;
     let mut body = vec![
         sm,
@@ -142,7 +144,7 @@ pub(super) fn epilogue(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         tile.push(c("DelayTmaStore: flush the tile's last store"));
         tile.push(if_(
             "epi_leader",
-            tma_store(k, "sd_prev", &plus("n0", last / k.sub_m * k.en), &plus("m0", last % k.sub_m * k.em)),
+            tma_store("sd_prev", &plus("n0", last / k.sub_m * k.en), &plus("m0", last % k.sub_m * k.em)),
         ));
     }
     Ok(tile)
@@ -276,7 +278,7 @@ fn visit(k: &Ctx, acc: &str, c: &str, col: &str) -> String {
 }
 
 /// The TMA store of subtile buffer `buf` at `(n, m)` and its commit.
-fn tma_store(_k: &Ctx, buf: &str, n: &str, m: &str) -> Vec<Stmt> {
+fn tma_store(buf: &str, n: &str, m: &str) -> Vec<Stmt> {
     vec![
         e(format!("rc_tma_store_3d(&tmap_d, {buf}, {n}, {m}, batch)")),
         e("rc_bulk_commit_group()"),
@@ -314,7 +316,7 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         let mut prev = vec![psm, psn];
         prev.push(if_(
             "epi_leader",
-            tma_store(k, "sd_prev", &format!("n0 + psn * {}", k.en), &format!("m0 + psm * {}", k.em)),
+            tma_store("sd_prev", &format!("n0 + psn * {}", k.en), &format!("m0 + psm * {}", k.em)),
         ));
         v.push(if_("i > 0", prev));
     }
@@ -323,7 +325,7 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         p.d_bufs - 1
     )));
     v.push(if_(
-        if p.reuse_smem_c { "epi_leader && !use_c" } else { "epi_leader" },
+        if p.reuse_smem_c && with_c { "epi_leader && !use_c" } else { "epi_leader" },
         vec![e(format!("rc_bulk_wait_group_read<{}>()", p.d_bufs - 1))],
     ));
     if with_c {
@@ -343,7 +345,7 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let mut store = if p.delay_tma_store {
         vec![]
     } else {
-        tma_store(k, "sd", &format!("n0 + sn * {}", k.en), &format!("m0 + sm * {}", k.em))
+        tma_store("sd", &format!("n0 + sn * {}", k.en), &format!("m0 + sm * {}", k.em))
     };
     if with_c && p.reuse_smem_c {
         store.push(c("ReuseSmemC: the C buffer returns to the producer once its store has read it"));
@@ -359,6 +361,6 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         v.push(if_("use_c", vec![e(format!("rc_pipe_advance(cstage, cphase, 1u, {}u)", p.c_bufs))]));
     }
     let dbuf = e(format!("dbuf = (dbuf + 1u) % {}u", p.d_bufs));
-    v.push(if p.reuse_smem_c { if_("!use_c", vec![dbuf]) } else { dbuf });
+    v.push(if p.reuse_smem_c && with_c { if_("!use_c", vec![dbuf]) } else { dbuf });
     Ok(v)
 }

@@ -150,7 +150,9 @@ impl GeneratedGemmSm90 {
             [b_in, b_out, 1],
             ml.tma_swizzle_b,
         )?;
-        let sw = rcute_collective::sm90_mainloop::gmma_tma_swizzle(self.plan.epi_swizzle);
+        // C and D: the epilogue plan's subtile box and D's swizzle (C is read with D's
+        // swizzled addressing, so its map uses the same swizzle).
+        let sw = self.plan.epilogue.tma_swizzle_d;
         let ldc = if !uses_c { args.ldd } else { args.ldc };
         let bsc = if !uses_c {
             args.batch_stride_d
