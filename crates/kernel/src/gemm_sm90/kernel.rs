@@ -74,7 +74,7 @@ impl<'a> Ctx<'a> {
             db,
             sub_bytes,
             epi_threads: if coop { 2 * WG } else { WG },
-            epi_set_bytes: sub_bytes as usize * (p.d_bufs + if p.reuse_smem_c { 0 } else { p.c_bufs }),
+            epi_set_bytes: p.epi_set_bytes,
             nacc: bn / 2,
         }
     }

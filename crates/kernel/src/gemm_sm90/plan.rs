@@ -32,6 +32,9 @@ pub struct Sm90Plan {
     pub delay_tma_store: bool,
     /// Swizzle of the epilogue's subtile buffers (bytes of a row: the span).
     pub epi_swizzle: GmmaSwizzle,
+    /// Bytes of one epilogue group's C and D buffers (the collective's tensor storage; D's
+    /// buffers first, then C's).
+    pub epi_set_bytes: usize,
     /// Byte offsets in the 1 KiB-aligned dynamic smem: A, B, epilogue, barriers.
     pub offsets: [usize; 4],
     /// Floats of one epilogue group's broadcast staging area (0: the fusion has no
@@ -139,12 +142,10 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
     // Ping-pong: each consumer warpgroup gets its own epilogue buffers (the two epilogues
     // may overlap), so the mainloop sees one more epilogue's worth of carve-out.
     let epi_sets = if pp { 2 } else { 1 };
-    let sub_bytes = (em * en * db) as usize;
-    let epi_set_bytes = sub_bytes
-        * (epi.stages_d.max(if epi.reuse_smem_c { epi.stages_c } else { 0 })
-            + if epi.reuse_smem_c { 0 } else { epi.stages_c });
+    // One group's C and D buffers and C pipeline barriers: the collective's storage.
+    let epi_set_bytes = epi.tensor_bytes;
     let d_bufs = if epi.reuse_smem_c { epi.stages_c } else { epi.stages_d };
-    let c_bar_bytes = epi_sets * epi.stages_c * 16;
+    let c_bar_bytes = epi_sets * epi.barrier_bytes;
     let bc_floats = cfg.fusion.staging_layout(bm, bn).iter().map(|b| b.extent).sum::<i64>();
     let bc_group_bytes = (bc_floats as usize * 4).div_ceil(16) * 16;
     let extra = ALIGN_SLACK + c_bar_bytes + epi_sets * bc_group_bytes + if pp { epi.smem_bytes } else { 0 };
@@ -212,6 +213,7 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
         reuse_smem_c: epi.reuse_smem_c,
         delay_tma_store: epi.delay_tma_store,
         epi_swizzle,
+        epi_set_bytes,
         offsets: [0, ml.smem_offset_b, off_epi, off_bar],
         bc_floats,
         bc_offset,
