@@ -151,3 +151,23 @@ fn concurrent_writers_lose_nothing_and_never_tear_the_file() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn shipped_tables_are_well_formed() {
+    // Every shipped table parses, names its device, and every entry's configuration is one
+    // the ops understand (a table with an unknown configuration would silently lose it).
+    // A table measured with another generator is not an error (ops ignore it with a
+    // warning until it is re-measured on the GPU); say so.
+    let current = generator_hash();
+    for (name, text) in rcute_ops::tuning::SHIPPED {
+        let t = TuningTable::from_json(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(!t.header.device.is_empty(), "{name}: no device");
+        for e in &t.entries {
+            assert!(e.config.parse::<ConfigSpec>().is_ok(), "{name}: unknown configuration {}", e.config);
+            assert!(e.us > 0.0 && e.key.n > 0 && e.key.k > 0, "{name}: bad entry {e:?}");
+        }
+        if !t.entries.is_empty() && t.header.generator != current {
+            eprintln!("note: {name} was measured with generator {} (now {current}): re-run rcute tune", t.header.generator);
+        }
+    }
+}

@@ -96,8 +96,8 @@ impl ScaledMmTune {
         let p = validate_scaled_mm(
             &MatrixRef::new(&self.a, m, k),
             &MatrixRef::new(b, k, n).col_major(),
-            Scale::auto(VectorRef::new(&self.sa, m)),
-            Scale::auto(VectorRef::new(&self.sb, n)),
+            Scale::Vector(VectorRef::new(&self.sa, m)),
+            Scale::Vector(VectorRef::new(&self.sb, n)),
             Some(&bias),
             &MatrixMut::new(&mut out, m, n),
         )

@@ -9,7 +9,10 @@ use crate::tensor::{DType, Major};
 
 /// The tables shipped with this crate: `(name, JSON)`, measured with `rcute tune` (see
 /// `crates/ops/tuning/README.md`). Each applies only where its header matches.
-pub const SHIPPED: &[(&str, &str)] = &[("crates/ops/tuning/h200.json", include_str!("../../tuning/h200.json"))];
+pub const SHIPPED: &[(&str, &str)] = &[
+    ("crates/ops/tuning/h200.json", include_str!("../../tuning/h200.json")),
+    ("crates/ops/tuning/h100.json", include_str!("../../tuning/h100.json")),
+];
 
 /// What one `Ops` handle reads: `RCUTE_TUNING_FILE` first, then the shipped tables, unless
 /// `RCUTE_TUNING=off`. Warnings (tables or entries ignored) go to stderr, one line each,
