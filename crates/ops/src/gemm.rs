@@ -324,8 +324,11 @@ pub(crate) fn check_element_alignment(op: &'static str, g: &Geometry) -> Result<
 /// for a validated problem: the largest power of two up to 16 bytes that divides A's and
 /// B's pointers, leading dimensions and (with several batches) batch strides, and K where K
 /// is contiguous in A or B; below 16 bytes also M (N) where M (N) is contiguous in A (B),
-/// so that no narrow vector reaches past its matrix. 16 selects the fast path; anything
-/// narrower, the narrow-vector kernel ([`rcute_kernel::gemm_sm80::GemmSm80Config::narrow`]).
+/// so that no narrow vector reaches past its matrix. The fast path's 16-byte vectors of an
+/// M (N)-contiguous operand read each row up to the next 16 bytes, so it also needs the
+/// buffer to hold the last row's padding; otherwise the copy is narrowed as for M (N). 16
+/// selects the fast path; anything narrower, the narrow-vector kernel
+/// ([`rcute_kernel::gemm_sm80::GemmSm80Config::narrow`]).
 ///
 /// ```
 /// use rcute_ops::{gemm::copy_bytes, validate, DType, Geometry, MatrixMut, MatrixRef};
@@ -338,10 +341,18 @@ pub(crate) fn check_element_alignment(op: &'static str, g: &Geometry) -> Result<
 /// let (a, b) = (view(0x10000, 3, 5, DType::BF16), view(0x20000, 5, 7, DType::BF16));
 /// let d = unsafe { MatrixMut::from_raw(Geometry::dense(0x30000, 21, DType::BF16, 3, 7)) };
 /// assert_eq!(copy_bytes(&validate(&a, &b, None, &d, 1.0, 0.0).unwrap()), 2);
+/// // B row-major (N contiguous), N = 130 with rows 136 elements apart: the fast path's last
+/// // vector reads 6 elements past N, which a buffer ending right after N does not hold.
+/// let b_rows = |len| unsafe { MatrixRef::from_raw(Geometry::dense(0x20000, len, DType::BF16, 64, 130)) }.strides(136, 1);
+/// let a = view(0x10000, 64, 64, DType::BF16);
+/// let d = unsafe { MatrixMut::from_raw(Geometry::dense(0x40000, 64 * 130, DType::BF16, 64, 130)) };
+/// assert_eq!(copy_bytes(&validate(&a, &b_rows(64 * 136), None, &d, 1.0, 0.0).unwrap()), 16);
+/// assert!(copy_bytes(&validate(&a, &b_rows(63 * 136 + 130), None, &d, 1.0, 0.0).unwrap()) < 16);
 /// ```
 pub fn copy_bytes(p: &GemmProblem<'_>) -> usize {
     let e = p.a.dtype.bytes() as u64;
     let (mut need, mut mn_extents): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
+    let mut padding_inside = true;
     for (g, k_major, mn) in [
         (&p.a, p.a.major() == Some(Major::Row), p.m),
         (&p.b, p.b.major() == Some(Major::Col), p.n),
@@ -355,7 +366,12 @@ pub fn copy_bytes(p: &GemmProblem<'_>) -> usize {
             need.push(p.k as u64 * e);
         } else {
             mn_extents.push(mn as u64 * e);
+            padding_inside &= padded_rows_inside(g, p.k, mn, p.l, 16 / e);
         }
+    }
+    if !padding_inside {
+        // The fast path would read past the buffer's end: copy no wider than M (N) allows.
+        need.extend(mn_extents.iter().copied());
     }
     let widest = |vals: &[u64]| {
         [16u64, 8, 4, 2]
@@ -373,6 +389,17 @@ pub fn copy_bytes(p: &GemmProblem<'_>) -> usize {
             widest(&need) as usize
         }
     }
+}
+
+/// Whether the 16-byte vectors of an MN-contiguous operand (`k` rows of `mn` contiguous
+/// elements, `l` batches), which read each row up to the next multiple of `vec` elements,
+/// stay inside the view's buffer: only the last row of the last batch can reach past it,
+/// when the buffer ends right after its `mn` elements.
+fn padded_rows_inside(g: &Geometry, k: usize, mn: usize, l: usize, vec: u64) -> bool {
+    let last_row = (l.max(1) as u64 - 1)
+        .saturating_mul(g.batch_stride.unsigned_abs())
+        .saturating_add((k.max(1) as u64 - 1).saturating_mul(g.kernel_ld().unsigned_abs()));
+    last_row.saturating_add((mn as u64).div_ceil(vec) * vec) <= g.len as u64
 }
 
 pub(crate) fn range(g: &Geometry) -> Result<(u64, u64), OpsError> {

@@ -163,11 +163,18 @@ fn shipped_tables_are_well_formed() {
         let t = TuningTable::from_json(text).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(!t.header.device.is_empty(), "{name}: no device");
         for e in &t.entries {
-            assert!(e.config.parse::<ConfigSpec>().is_ok(), "{name}: unknown configuration {}", e.config);
+            assert!(
+                e.config.parse::<ConfigSpec>().is_ok(),
+                "{name}: unknown configuration {}",
+                e.config
+            );
             assert!(e.us > 0.0 && e.key.n > 0 && e.key.k > 0, "{name}: bad entry {e:?}");
         }
         if !t.entries.is_empty() && t.header.generator != current {
-            eprintln!("note: {name} was measured with generator {} (now {current}): re-run rcute tune", t.header.generator);
+            eprintln!(
+                "note: {name} was measured with generator {} (now {current}): re-run rcute tune",
+                t.header.generator
+            );
         }
     }
 }
