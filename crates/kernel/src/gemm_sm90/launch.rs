@@ -269,8 +269,9 @@ impl GeneratedGemmSm90 {
     }
 }
 
-/// Launch the SM90 GEMM on the function's GPU's default stream with at most `max_ctas`
-/// persistent CTAs (usually the SM count).
+/// Launch the SM90 GEMM with at most `max_ctas` persistent CTAs (usually the SM count) on
+/// the thread's launch stream: the one a [`crate::stream_scope::StreamScope`] entered, else
+/// the function's GPU's stream.
 ///
 /// # Safety
 ///
