@@ -69,10 +69,10 @@ fn awq_dequantize_is_bit_exact() {
             let d_s = stream.clone_htod(&s_bits).unwrap();
             let mut d_out = stream.clone_htod(&vec![0x7fffu16; k * n]).unwrap();
             {
-                let (pq, _gq) = d_q.device_ptr(&stream);
-                let (pz, _gz) = d_z.device_ptr(&stream);
-                let (ps, _gs) = d_s.device_ptr(&stream);
-                let (po, _go) = d_out.device_ptr_mut(&stream);
+                let (pq, _gq) = d_q.device_ptr(stream);
+                let (pz, _gz) = d_z.device_ptr(stream);
+                let (ps, _gs) = d_s.device_ptr(stream);
+                let (po, _go) = d_out.device_ptr_mut(stream);
                 let args = AwqDequantizeArgs {
                     qweight: pq,
                     qzeros: pz,

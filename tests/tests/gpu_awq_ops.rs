@@ -150,7 +150,7 @@ impl<T: Half> Case<T> {
 }
 
 fn configs(e: rcute_atom::Element, n: usize) -> Vec<AwqGemmConfig> {
-    let vw = if (n / 8) % 4 == 0 { 4 } else { 1 };
+    let vw = if (n / 8).is_multiple_of(4) { 4 } else { 1 };
     vec![
         AwqGemmConfig::new(e, [16, 256, 64], [1, 4], 4, vw),
         AwqGemmConfig::new(e, [32, 256, 64], [1, 4], 4, vw),

@@ -904,7 +904,11 @@ fn ops_fp8_scaled_mm_matches_reference() {
         let (mut num, mut den) = (0.0f64, 0.0f64);
         for i in 0..m {
             for j in 0..n {
-                let acc: f64 = fa[i * k..(i + 1) * k].iter().zip(&fb[j * k..(j + 1) * k]).map(|(x, y)| x * y).sum();
+                let acc: f64 = fa[i * k..(i + 1) * k]
+                    .iter()
+                    .zip(&fb[j * k..(j + 1) * k])
+                    .map(|(x, y)| x * y)
+                    .sum();
                 let mut want = acc * a_scale[i] as f64 * b_scale[j] as f64;
                 if bias_ty.is_some() {
                     want += bias_q[j];

@@ -58,7 +58,7 @@ pub struct GmmaDescriptor {
 }
 
 fn field(name: &'static str, bytes: u32) -> Result<u64, DescError> {
-    if bytes % 16 != 0 {
+    if !bytes.is_multiple_of(16) {
         return Err(DescError::Misaligned {
             field: name,
             value: bytes as u64,

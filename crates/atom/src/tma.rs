@@ -363,7 +363,7 @@ impl TmaDescriptorSpec {
         }
         if self.interleave == TmaInterleave::None {
             let inner = self.box_dims[0] as u64 * eb as u64;
-            if inner % 16 != 0 {
+            if !inner.is_multiple_of(16) {
                 return Err(TmaError::InnerBoxAlignment(inner));
             }
             if let Some(span) = self.swizzle.span_bytes() {

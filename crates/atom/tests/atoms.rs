@@ -406,7 +406,7 @@ fn dump_translation_units() {
         let snips: Vec<&Snippet> = entries.iter().map(|e| e.snippet()).collect();
         let mut tu = translation_unit(&snips);
         // Instantiate templates and force every function to be emitted.
-        tu.push_str("\n");
+        tu.push('\n');
         std::fs::write(format!("{dir}/all_{}.cu", arch.as_str()), tu).unwrap();
         let mut kernels = String::new();
         for (i, e) in entries.iter().enumerate() {

@@ -298,8 +298,8 @@ fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
         for (label, forced) in variants {
             let (av, bv) = (MatrixRef::new(&a, m, k), MatrixRef::new(&b, k, n).col_major());
             let (sav, sbv) = (VectorRef::new(&sa, m), VectorRef::new(&sb, n));
-            let mut dv = MatrixMut::new(&mut d, m, n);
-            let p = validate_scaled_mm(&av, &bv, Scale::auto(sav), Scale::auto(sbv), None, &mut dv)
+            let dv = MatrixMut::new(&mut d, m, n);
+            let p = validate_scaled_mm(&av, &bv, Scale::auto(sav), Scale::auto(sbv), None, &dv)
                 .map_err(|x| x.to_string())?;
             let mut call = || -> Result<(), String> {
                 ops.run_scaled_mm_sm90(&p, forced.as_ref().map(|(c, k)| (c, *k)))

@@ -364,7 +364,7 @@ fn g2s_copy(elem: Element, major: Major, mn: i64, bk: i64, threads: i64, bytes: 
         _ => None,
     }
     .ok_or_else(|| format!("no global -> shared copy of {bytes} bytes (16, 8, 4 or 2)"))?;
-    if (bytes * 8) as u32 % elem.bits() != 0 {
+    if !((bytes * 8) as u32).is_multiple_of(elem.bits()) {
         return Err(format!(
             "a {bytes}-byte copy does not hold whole {} elements",
             elem.ptx()

@@ -79,7 +79,7 @@ fn staging_covers_the_tile_once_and_fits() {
                     }
                 }
                 assert_eq!(read, written, "{name}");
-                assert_eq!(e.iterations * ml.threads >= e.vectors_per_pass, true);
+                assert!(e.iterations * ml.threads >= e.vectors_per_pass);
             }
         }
     }

@@ -17,7 +17,11 @@ fn main() {
     let src = std::fs::read_to_string(path).expect("read source");
     let t0 = std::time::Instant::now();
     let out = compile(&src, path, &CompileOptions::new(arch)).expect("compile");
-    eprintln!("compile: {:.2} s ({path}, {})", t0.elapsed().as_secs_f64(), arch.as_str());
+    eprintln!(
+        "compile: {:.2} s ({path}, {})",
+        t0.elapsed().as_secs_f64(),
+        arch.as_str()
+    );
     for k in &out.resources.kernels {
         eprintln!(
             "{}: {} registers, {} B spill stores, {} B spill loads, {} B stack",

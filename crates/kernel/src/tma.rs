@@ -153,7 +153,7 @@ pub fn check_args(args: &TmaEncodeArgs, global_address: u64) -> Result<(), TmaEn
     l2_promotion(args.l2_promotion)?;
     oob_fill(args.oob_fill)?;
     let align = if args.interleave == 2 { 32 } else { 16 };
-    if global_address % align != 0 {
+    if !global_address.is_multiple_of(align) {
         return Err(TmaEncodeError::Address(global_address));
     }
     Ok(())

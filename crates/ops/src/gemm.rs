@@ -155,7 +155,7 @@ pub fn check_gemm_arch(cc: (u32, u32)) -> Result<(), OpsError> {
 /// TMA descriptors also hold strides below 2^40 bytes.
 pub(crate) fn tma_ok(g: &Geometry, l: usize) -> bool {
     let below_2_40 = |elems: i64| (elems.unsigned_abs() as u128 * g.dtype.bytes() as u128) < (1u128 << 40);
-    g.ptr % 16 == 0
+    g.ptr.is_multiple_of(16)
         && g.ld() % 8 == 0
         && below_2_40(g.ld())
         && (l == 1 || (g.batch_stride > 0 && g.batch_stride % 8 == 0 && below_2_40(g.batch_stride)))
@@ -202,7 +202,7 @@ pub fn sm90_requirements(cc: (u32, u32), p: &GemmProblem<'_>) -> Result<(), OpsE
             "the SM90 kernel takes one 16-bit type (f16 or bf16) for A, B, C and D".into(),
         ));
     }
-    if p.k % 8 != 0 || p.n % 8 != 0 {
+    if !p.k.is_multiple_of(8) || !p.n.is_multiple_of(8) {
         return Err(OpsError::Alignment {
             operand: "B",
             detail: format!("the SM90 kernel needs N = {} and K = {} multiples of 8", p.n, p.k),
@@ -285,7 +285,7 @@ pub(crate) fn check_vector_alignment(op: &'static str, g: &Geometry) -> Result<(
         operand: op,
         detail: format!("{what} = {v} bytes is not a multiple of {VECTOR_BYTES}"),
     };
-    if g.ptr % VECTOR_BYTES as u64 != 0 {
+    if !g.ptr.is_multiple_of(VECTOR_BYTES as u64) {
         return Err(OpsError::Alignment {
             operand: op,
             detail: format!("address {:#x} is not a multiple of {VECTOR_BYTES} bytes", g.ptr),
@@ -307,7 +307,7 @@ pub(crate) fn check_vector_alignment(op: &'static str, g: &Geometry) -> Result<(
 
 /// Reject a pointer that is not aligned to its element type.
 pub(crate) fn check_element_alignment(op: &'static str, g: &Geometry) -> Result<(), OpsError> {
-    if g.ptr % g.dtype.bytes() as u64 != 0 {
+    if !g.ptr.is_multiple_of(g.dtype.bytes() as u64) {
         return Err(OpsError::Alignment {
             operand: op,
             detail: format!(

@@ -197,7 +197,7 @@ fn vector_check(
             len: v.len,
         });
     }
-    if v.ptr == 0 || v.ptr % dtype.bytes() as u64 != 0 {
+    if v.ptr == 0 || !v.ptr.is_multiple_of(dtype.bytes() as u64) {
         return Err(OpsError::Alignment {
             operand,
             detail: format!("address {:#x} is null or not aligned to {} bytes", v.ptr, dtype.bytes()),
@@ -210,7 +210,7 @@ fn vector_check(
 /// batches) an even batch stride: what the narrowest (2-byte) copy of the SM80-class
 /// kernel needs.
 fn check_pair_alignment(operand: &'static str, g: &Geometry) -> Result<(), OpsError> {
-    let detail = if g.ptr % 2 != 0 {
+    let detail = if !g.ptr.is_multiple_of(2) {
         format!("address {:#x} is odd (the narrowest s8 copy moves 2 bytes)", g.ptr)
     } else if g.ld() % 2 != 0 {
         format!(
@@ -248,7 +248,7 @@ pub fn scaled_mm_copy_bytes(p: &ScaledMmProblem<'_>) -> usize {
 /// (with several batches) a batch stride of whole 16-byte vectors (8 f16 / bf16 elements).
 fn check_out_alignment(gd: &Geometry) -> Result<(), OpsError> {
     let vec = (16 / gd.dtype.bytes()) as i64;
-    let detail = if gd.ptr % 16 != 0 {
+    let detail = if !gd.ptr.is_multiple_of(16) {
         format!("address {:#x} is not 16-byte aligned", gd.ptr)
     } else if gd.ld() % vec != 0 {
         format!(
@@ -273,19 +273,19 @@ fn check_scaled_alignment(ga: &Geometry, gb: &Geometry, gd: &Geometry, k: usize,
     // kernel copies narrower vectors where 16-byte ones do not fit; its narrowest copy
     // moves two s8 elements).
     let fp8 = ga.dtype == DType::E4M3;
-    if fp8 && k % 16 != 0 {
+    if fp8 && !k.is_multiple_of(16) {
         return Err(OpsError::Alignment {
             operand: "A",
             detail: format!("K = {k} must be a multiple of 16 (16-byte FP8 vectors along K for TMA)"),
         });
     }
-    if k % 2 != 0 {
+    if !k.is_multiple_of(2) {
         return Err(OpsError::Alignment {
             operand: "A",
             detail: format!("K = {k} must be even (the narrowest s8 copy moves 2 elements)"),
         });
     }
-    if n % 8 != 0 {
+    if !n.is_multiple_of(8) {
         return Err(OpsError::Alignment {
             operand: "out",
             detail: format!("N = {n} must be a multiple of 8 (16-byte output vectors)"),

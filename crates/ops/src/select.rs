@@ -208,65 +208,6 @@ pub fn select_scaled_mm(target: ScaledMmTarget, m: usize, n: usize, k: usize, l:
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scaled_mm_buckets() {
-        let s = |m, n, k| select_scaled_mm(ScaledMmTarget::Ampere, m, n, k, 1, 132);
-        assert_eq!((s(1, 4096, 4096).tile, s(1, 4096, 4096).split_k), ([16, 64, 256], 1));
-        assert_eq!((s(64, 4096, 4096).tile, s(64, 4096, 4096).split_k), ([32, 64, 128], 1));
-        assert_eq!(
-            (s(128, 14336, 4096).tile, s(128, 14336, 4096).split_k),
-            ([64, 128, 64], 1)
-        );
-        let big = s(4096, 4096, 4096);
-        assert_eq!(
-            (big.tile, big.warps, big.split_k, big.raster_swizzle),
-            ([128, 128, 64], [2, 2], 1, 3)
-        );
-        // A small grid with a long K splits: 1x1024x8192 has 16 CTAs.
-        let x = s(1, 1024, 8192);
-        assert_eq!((x.split_k, x.split_k_mode), (4, SplitKMode::Serial));
-        let t = select_scaled_mm(ScaledMmTarget::Turing, 4096, 4096, 4096, 1, 40);
-        assert_eq!((t.tile, t.stages), ([128, 128, 64], Some(2)));
-        // Small K never splits below 4 k-tiles per split.
-        assert_eq!(s(1, 64, 256).split_k, 1);
-    }
-
-    #[test]
-    fn decode_and_large_choices() {
-        let s = |m, n, k| select(m, n, k, 1, Major::K, Major::K, 132);
-        assert_eq!(
-            (s(16, 4096, 4096).config.tile, s(16, 4096, 4096).split_k),
-            ([16, 64, 128], 2)
-        );
-        assert_eq!(
-            (s(32, 4096, 4096).config.tile, s(32, 4096, 4096).split_k),
-            ([16, 64, 128], 1)
-        );
-        assert_eq!(
-            (s(64, 14336, 4096).config.tile, s(64, 14336, 4096).split_k),
-            ([64, 64, 64], 1)
-        );
-        let x = s(128, 4096, 4096);
-        assert_eq!(
-            (x.config.tile, x.split_k, x.split_k_mode),
-            ([64, 64, 64], 2, SplitKMode::Serial)
-        );
-        assert_eq!(
-            (s(128, 14336, 4096).config.tile, s(128, 14336, 4096).split_k),
-            ([64, 128, 32], 1)
-        );
-        let big = s(4096, 4096, 4096);
-        assert_eq!(
-            (big.config.tile, big.split_k, big.config.raster_swizzle),
-            ([128, 128, 32], 1, 3)
-        );
-    }
-}
-
 /// A gemm operand type as the kernels name it (f16, bf16 or f32).
 pub(crate) fn element(d: crate::tensor::DType) -> Result<GemmElement, crate::OpsError> {
     use crate::tensor::DType;
@@ -338,4 +279,63 @@ pub fn sm80_config(
         StorageOrder::ColMajor
     };
     Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaled_mm_buckets() {
+        let s = |m, n, k| select_scaled_mm(ScaledMmTarget::Ampere, m, n, k, 1, 132);
+        assert_eq!((s(1, 4096, 4096).tile, s(1, 4096, 4096).split_k), ([16, 64, 256], 1));
+        assert_eq!((s(64, 4096, 4096).tile, s(64, 4096, 4096).split_k), ([32, 64, 128], 1));
+        assert_eq!(
+            (s(128, 14336, 4096).tile, s(128, 14336, 4096).split_k),
+            ([64, 128, 64], 1)
+        );
+        let big = s(4096, 4096, 4096);
+        assert_eq!(
+            (big.tile, big.warps, big.split_k, big.raster_swizzle),
+            ([128, 128, 64], [2, 2], 1, 3)
+        );
+        // A small grid with a long K splits: 1x1024x8192 has 16 CTAs.
+        let x = s(1, 1024, 8192);
+        assert_eq!((x.split_k, x.split_k_mode), (4, SplitKMode::Serial));
+        let t = select_scaled_mm(ScaledMmTarget::Turing, 4096, 4096, 4096, 1, 40);
+        assert_eq!((t.tile, t.stages), ([128, 128, 64], Some(2)));
+        // Small K never splits below 4 k-tiles per split.
+        assert_eq!(s(1, 64, 256).split_k, 1);
+    }
+
+    #[test]
+    fn decode_and_large_choices() {
+        let s = |m, n, k| select(m, n, k, 1, Major::K, Major::K, 132);
+        assert_eq!(
+            (s(16, 4096, 4096).config.tile, s(16, 4096, 4096).split_k),
+            ([16, 64, 128], 2)
+        );
+        assert_eq!(
+            (s(32, 4096, 4096).config.tile, s(32, 4096, 4096).split_k),
+            ([16, 64, 128], 1)
+        );
+        assert_eq!(
+            (s(64, 14336, 4096).config.tile, s(64, 14336, 4096).split_k),
+            ([64, 64, 64], 1)
+        );
+        let x = s(128, 4096, 4096);
+        assert_eq!(
+            (x.config.tile, x.split_k, x.split_k_mode),
+            ([64, 64, 64], 2, SplitKMode::Serial)
+        );
+        assert_eq!(
+            (s(128, 14336, 4096).config.tile, s(128, 14336, 4096).split_k),
+            ([64, 128, 32], 1)
+        );
+        let big = s(4096, 4096, 4096);
+        assert_eq!(
+            (big.config.tile, big.split_k, big.config.raster_swizzle),
+            ([128, 128, 32], 1, 3)
+        );
+    }
 }

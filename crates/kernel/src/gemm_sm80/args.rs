@@ -180,7 +180,7 @@ impl GemmArgs {
                 ));
             }
         }
-        if self.a % copy as u64 != 0 || self.b % copy as u64 != 0 {
+        if !self.a.is_multiple_of(copy as u64) || !self.b.is_multiple_of(copy as u64) {
             return align(format!("A and B must be {copy}-byte aligned"));
         }
         if (cfg.a_major == Major::K || cfg.b_major == Major::K) && k % vec != 0 {
@@ -189,18 +189,18 @@ impl GemmArgs {
             ));
         }
         let dbytes = cfg.d.bytes() as u64;
-        if self.d % dbytes != 0 || (reads_c && self.c % cfg.c.bytes() as u64 != 0) {
+        if !self.d.is_multiple_of(dbytes) || (reads_c && !self.c.is_multiple_of(cfg.c.bytes() as u64)) {
             return align("C and D must be aligned to their element size".into());
         }
         if self.split_k < 1 {
             return shape("split_k must be at least 1".into());
         }
-        if self.split_k > 1 && (self.workspace == 0 || self.workspace % 16 != 0) {
+        if self.split_k > 1 && (self.workspace == 0 || !self.workspace.is_multiple_of(16)) {
             return shape("split_k > 1 needs a 16-byte aligned workspace of the accumulator type".into());
         }
         if self.split_k > 1
             && self.split_k_mode == SplitKMode::Serial
-            && (self.semaphores == 0 || self.semaphores % 4 != 0)
+            && (self.semaphores == 0 || !self.semaphores.is_multiple_of(4))
         {
             return shape("serial split-K needs a zeroed, 4-byte aligned semaphore array".into());
         }

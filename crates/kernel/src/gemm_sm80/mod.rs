@@ -200,7 +200,7 @@ fn check_config(cfg: &GemmSm80Config) -> Result<(), GemmError> {
         return err("the Turing (sm_75) kernel is s8 with f16 output only".into());
     }
     let elem = cfg.a.bytes() as usize;
-    if !matches!(cfg.copy_bytes, 2 | 4 | 8 | 16) || cfg.copy_bytes % elem != 0 {
+    if !matches!(cfg.copy_bytes, 2 | 4 | 8 | 16) || !cfg.copy_bytes.is_multiple_of(elem) {
         return err(format!(
             "copy_bytes={} (16, 8, 4 or 2, a multiple of the {elem}-byte element)",
             cfg.copy_bytes

@@ -86,7 +86,11 @@ fn state(k: &Ctx) -> Vec<Stmt> {
     cons.push(dc(
         "const int",
         "wg_row0",
-        if coop { format!("cw * {}", p.wg_rows) } else { "0".into() },
+        if coop {
+            format!("cw * {}", p.wg_rows)
+        } else {
+            "0".into()
+        },
         "first tile row of this warpgroup's accumulators",
     ));
     cons.push(dc(
@@ -98,7 +102,11 @@ fn state(k: &Ctx) -> Vec<Stmt> {
     cons.push(dc(
         "const bool",
         "epi_leader",
-        if coop { "threadIdx.x == 128" } else { "(threadIdx.x % 128) == 0" },
+        if coop {
+            "threadIdx.x == 128"
+        } else {
+            "(threadIdx.x % 128) == 0"
+        },
         "issues the group's TMA stores",
     ));
     if k.staged {
@@ -109,9 +117,19 @@ fn state(k: &Ctx) -> Vec<Stmt> {
             "thread index within the epilogue group",
         ));
     }
-    let epi_smem = var("grp").mul(&Expr::lit(k.epi_set_bytes as i64)).add(&Expr::lit(p.offsets[2] as i64));
-    cons.push(d("unsigned char* const", "epi_smem", format!("smem + {}", epi_smem.to_cpp())));
-    cons.push(d("const uint32_t", "epi_bar", if pp { "1u + (uint32_t)cw" } else { "1u" }));
+    let epi_smem = var("grp")
+        .mul(&Expr::lit(k.epi_set_bytes as i64))
+        .add(&Expr::lit(p.offsets[2] as i64));
+    cons.push(d(
+        "unsigned char* const",
+        "epi_smem",
+        format!("smem + {}", epi_smem.to_cpp()),
+    ));
+    cons.push(d(
+        "const uint32_t",
+        "epi_bar",
+        if pp { "1u + (uint32_t)cw" } else { "1u" },
+    ));
     let states: &[&str] = if k.cfg.with_c() {
         &["stage", "phase", "cstage", "cphase"]
     } else {
@@ -120,13 +138,21 @@ fn state(k: &Ctx) -> Vec<Stmt> {
     for v in states {
         cons.push(d("uint32_t", v, "0"));
     }
-    cons.push(dc("uint32_t", "dbuf", "0", "D buffer ring index (when not reusing C's buffers)"));
+    cons.push(dc(
+        "uint32_t",
+        "dbuf",
+        "0",
+        "D buffer ring index (when not reusing C's buffers)",
+    ));
     cons.push(d("int", "local", "0"));
     if pp {
         cons.push(c(
             "Ping-pong: warpgroup cw takes the CTA's tiles cw, cw+2, ...; its pipeline view skips the other's k-tiles",
         ));
-        cons.push(e(format!("rc_pipe_advance(stage, phase, (uint32_t)(cw * k_iters), {}u)", k.s)));
+        cons.push(e(format!(
+            "rc_pipe_advance(stage, phase, (uint32_t)(cw * k_iters), {}u)",
+            k.s
+        )));
     }
     cons.push(Stmt::Array {
         ty: acc_cty(k.cfg.ab).into(),
@@ -142,7 +168,11 @@ fn state(k: &Ctx) -> Vec<Stmt> {
 
 /// `rc_fence_acc` on every accumulator (CuTe's `warpgroup_fence_operand`).
 fn fence_acc(k: &Ctx) -> Stmt {
-    unroll("a", k.p.m_atoms, vec![unroll("i", k.nacc, vec![e("rc_fence_acc(acc[a][i])")])])
+    unroll(
+        "a",
+        k.p.m_atoms,
+        vec![unroll("i", k.nacc, vec![e("rc_fence_acc(acc[a][i])")])],
+    )
 }
 
 /// The `wgmma` batch of one k-tile: per m64 atom and k-block, the SS descriptors at the
@@ -152,7 +182,9 @@ fn wgmma_batch(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let p = k.p;
     let kblocks = k.bk / p.mma.shape_mnk[2];
     let step = kblock_bytes(p, k.bk, 1.min(kblocks - 1))?;
-    let even = (0..kblocks).map(|kb| kblock_bytes(p, k.bk, kb)).collect::<Result<Vec<_>, _>>()?
+    let even = (0..kblocks)
+        .map(|kb| kblock_bytes(p, k.bk, kb))
+        .collect::<Result<Vec<_>, _>>()?
         == (0..kblocks).map(|kb| kb * step).collect::<Vec<_>>();
     let call = |a: Expr, kb: Expr| -> Result<Stmt, GemmError> {
         let a_off = a.mul(&Expr::lit(64 * k.row_bytes)).add(&kb.mul(&Expr::lit(step)));
@@ -160,7 +192,11 @@ fn wgmma_batch(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         let addr = |base: &str, off: &Expr| var(base).add(off).to_cpp();
         let da = desc_expr(p, 64, k.bk, &addr("a_base", &a_off))?;
         let dbx = desc_expr(p, k.bn, k.bk, &addr("b_base", &b_off))?;
-        Ok(e(format!("{}({da}, {dbx}, acc[{}], 1)", p.mma.snippet.name, a.to_cpp())))
+        Ok(e(format!(
+            "{}({da}, {dbx}, acc[{}], 1)",
+            p.mma.snippet.name,
+            a.to_cpp()
+        )))
     };
     if even {
         return Ok(vec![
@@ -191,10 +227,20 @@ fn wgmma_batch(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
 /// issue its `wgmma` batch and release the stage the finished batch read.
 fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let (p, s, pp) = (k.p, k.s, k.pp);
-    let mut ml = vec![for_("a", "0", p.m_atoms.to_string(), vec![unroll("i", k.nacc, vec![Stmt::assign("acc[a][i]", "0")])])];
+    let mut ml = vec![for_(
+        "a",
+        "0",
+        p.m_atoms.to_string(),
+        vec![unroll("i", k.nacc, vec![Stmt::assign("acc[a][i]", "0")])],
+    )];
     if pp {
-        ml.push(c("Ordered math: wait for the other warpgroup's mainloop of the previous tile"));
-        ml.push(if_("local > 0", vec![e("rc_named_barrier_sync(3u + (uint32_t)cw, 256u)")]));
+        ml.push(c(
+            "Ordered math: wait for the other warpgroup's mainloop of the previous tile",
+        ));
+        ml.push(if_(
+            "local > 0",
+            vec![e("rc_named_barrier_sync(3u + (uint32_t)cw, 256u)")],
+        ));
     }
     ml.push(d("uint32_t", "prev", "0"));
     // The stage's operand addresses: the operand's offset, then the stage.
@@ -218,7 +264,11 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
                 k.row_bytes
             ),
         ),
-        d("const uint32_t", "b_base", format!("smem_u32 + {}", base(p.offsets[1], p.stage_bytes[1]))),
+        d(
+            "const uint32_t",
+            "b_base",
+            format!("smem_u32 + {}", base(p.offsets[1], p.stage_bytes[1])),
+        ),
         fence_acc(k),
         e("rc_wgmma_fence()"),
     ];
@@ -227,14 +277,18 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     kloop.push(fence_acc(k));
     let release = release(k);
     if k.cfg.mma_pipe == 0 {
-        kloop.push(c("K_PIPE_MMAS = 0: wait for this batch, then consumer_release its stage at once"));
+        kloop.push(c(
+            "K_PIPE_MMAS = 0: wait for this batch, then consumer_release its stage at once",
+        ));
         kloop.push(e("rc_wgmma_wait_group<0>()"));
         kloop.push(Stmt::assign("prev", "stage"));
         kloop.push(if_("lane == 0", release));
         kloop.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
         ml.push(for_("kt", "kt0", "kt0 + k_iters", kloop));
     } else {
-        kloop.push(c("keep one wgmma batch in flight; the previous one is done: consumer_release its stage"));
+        kloop.push(c(
+            "keep one wgmma batch in flight; the previous one is done: consumer_release its stage",
+        ));
         kloop.push(e("rc_wgmma_wait_group<1>()"));
         kloop.push(if_("kt > kt0 && lane == 0", release.clone()));
         kloop.push(Stmt::assign("prev", "stage"));
@@ -245,7 +299,9 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         ml.push(if_("k_iters > 0 && lane == 0", release));
     }
     if pp {
-        ml.push(c("Let the other warpgroup's next mainloop start (only if it has one), then skip its k-tiles"));
+        ml.push(c(
+            "Let the other warpgroup's next mainloop start (only if it has one), then skip its k-tiles",
+        ));
         ml.push(d("bool", "other_next", "false"));
         ml.push(Stmt::Loop {
             init: "unsigned long long w = work + sched.stride()".into(),
@@ -253,7 +309,10 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
             step: "w += sched.stride()".into(),
             body: vec![Stmt::assign("other_next", "sched.cluster_valid(w)")],
         });
-        ml.push(if_("other_next", vec![e("rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u)")]));
+        ml.push(if_(
+            "other_next",
+            vec![e("rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u)")],
+        ));
         ml.push(e(format!("rc_pipe_advance(stage, phase, (uint32_t)k_iters, {s}u)")));
     }
     Ok(ml)

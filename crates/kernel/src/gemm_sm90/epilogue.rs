@@ -109,15 +109,28 @@ pub(super) fn epilogue(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         ));
     }
     if k.cfg.with_c() {
-        tile.push(dc("const bool", "use_c", "load_c", "C subtiles arrive through the C pipeline"));
+        tile.push(dc(
+            "const bool",
+            "use_c",
+            "load_c",
+            "C subtiles arrive through the C pipeline",
+        ));
     }
-    let buf = if p.reuse_smem_c && k.cfg.with_c() { "(use_c ? cstage : dbuf)" } else { "dbuf" };
+    let buf = if p.reuse_smem_c && k.cfg.with_c() {
+        "(use_c ? cstage : dbuf)"
+    } else {
+        "dbuf"
+    };
     let [sm, sn] = k.subtile_coord("sm", "sn", var("i"))?;
     let mut body = vec![
         sm,
         sn,
         d("const uint32_t", "buf", buf),
-        d("unsigned char* const", "sd", format!("epi_smem + buf * {}", k.sub_bytes)),
+        d(
+            "unsigned char* const",
+            "sd",
+            format!("epi_smem + buf * {}", k.sub_bytes),
+        ),
     ];
     if k.cfg.with_c() {
         body.push(if_(
@@ -137,14 +150,20 @@ pub(super) fn epilogue(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     inner.push(per_atom(k, fragment_values(k)?));
     inner.extend(store_subtile(k)?);
     body.push(Stmt::Block(inner));
-    tile.push(c("subtile i = (sm, sn): rows [sm * EPI_M, +EPI_M), cols [sn * EPI_N, +EPI_N)"));
+    tile.push(c(
+        "subtile i = (sm, sn): rows [sm * EPI_M, +EPI_M), cols [sn * EPI_N, +EPI_N)",
+    ));
     tile.push(unroll("i", k.sub_m * k.sub_n, body));
     if p.delay_tma_store {
         let last = k.sub_m * k.sub_n - 1;
         tile.push(c("DelayTmaStore: flush the tile's last store"));
         tile.push(if_(
             "epi_leader",
-            tma_store("sd_prev", &plus("n0", last / k.sub_m * k.en), &plus("m0", last % k.sub_m * k.em)),
+            tma_store(
+                "sd_prev",
+                &plus("n0", last / k.sub_m * k.en),
+                &plus("m0", last % k.sub_m * k.em),
+            ),
         ));
     }
     Ok(tile)
@@ -175,7 +194,12 @@ fn r_sub(k: &Ctx, comment: bool) -> Stmt {
 fn chunk_offset(k: &Ctx) -> Result<Stmt, GemmError> {
     let (em, jn, row_b, chunk_b, block_b) = (k.em, k.en / 16, k.en * k.db, 8 * k.db, 16 * k.db);
     let rows = lay(tuple!(em, 2, jn), tuple!(row_b, chunk_b, block_b))?;
-    dl("const uint32_t", "o", &rows, &[var("r_sub"), var("lane").shr(&Expr::lit(4)), var("jj")])
+    dl(
+        "const uint32_t",
+        "o",
+        &rows,
+        &[var("r_sub"), var("lane").shr(&Expr::lit(4)), var("jj")],
+    )
 }
 
 /// The swizzled address expression of `o` in the subtile buffer (the span's byte swizzle).
@@ -259,7 +283,12 @@ fn fragment_values(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
             "m0 + wg_row0 + a * 64 + 16 * warp + lane / 4",
             "CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])",
         ),
-        dc("const int", "gn", "n0 + 2 * (lane % 4)", "global column of acc[a][0] (+8j + e)"),
+        dc(
+            "const int",
+            "gn",
+            "n0 + 2 * (lane % 4)",
+            "global column of acc[a][0] (+8j + e)",
+        ),
     ];
     v.extend(values);
     Ok(v)
@@ -308,15 +337,24 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let p = k.p;
     let with_c = k.cfg.with_c();
     let sync = e(format!("rc_named_barrier_sync(epi_bar, {}u)", k.epi_threads));
-    let c_release = e(format!("rc_mbarrier_arrive(bar_c_full + 16 * (grp * {} + cstage) + 8)", p.c_bufs));
+    let c_release = e(format!(
+        "rc_mbarrier_arrive(bar_c_full + 16 * (grp * {} + cstage) + 8)",
+        p.c_bufs
+    ));
     let mut v = vec![];
     if p.delay_tma_store {
         let [psm, psn] = k.subtile_coord("psm", "psn", var("i").sub(&Expr::lit(1)))?;
-        v.push(c("DelayTmaStore: the previous subtile's store is issued now, after this subtile's visit"));
+        v.push(c(
+            "DelayTmaStore: the previous subtile's store is issued now, after this subtile's visit",
+        ));
         let mut prev = vec![psm, psn];
         prev.push(if_(
             "epi_leader",
-            tma_store("sd_prev", &format!("n0 + psn * {}", k.en), &format!("m0 + psm * {}", k.em)),
+            tma_store(
+                "sd_prev",
+                &format!("n0 + psn * {}", k.en),
+                &format!("m0 + psm * {}", k.em),
+            ),
         ));
         v.push(if_("i > 0", prev));
     }
@@ -325,21 +363,31 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         p.d_bufs - 1
     )));
     v.push(if_(
-        if p.reuse_smem_c && with_c { "epi_leader && !use_c" } else { "epi_leader" },
+        if p.reuse_smem_c && with_c {
+            "epi_leader && !use_c"
+        } else {
+            "epi_leader"
+        },
         vec![e(format!("rc_bulk_wait_group_read<{}>()", p.d_bufs - 1))],
     ));
     if with_c {
-        v.push(c("C was read by the generic proxy: order it before later async-proxy (TMA) writes"));
+        v.push(c(
+            "C was read by the generic proxy: order it before later async-proxy (TMA) writes",
+        ));
         v.push(if_("use_c", vec![e("rc_fence_proxy_async_shared()")]));
     }
     v.push(c("everyone has read C / the buffer's previous store is done: write D"));
     v.push(sync.clone());
     if with_c && !p.reuse_smem_c {
-        v.push(c("every thread has its C values: release the C buffer to the epilogue producer"));
+        v.push(c(
+            "every thread has its C values: release the C buffer to the epilogue producer",
+        ));
         v.push(if_("use_c && epi_leader", vec![c_release.clone()]));
     }
     v.push(per_atom(k, fragment_write(k)?));
-    v.push(c("make the generic-proxy smem writes visible to TMA, then one thread stores the subtile"));
+    v.push(c(
+        "make the generic-proxy smem writes visible to TMA, then one thread stores the subtile",
+    ));
     v.push(e("rc_fence_proxy_async_shared()"));
     v.push(sync);
     let mut store = if p.delay_tma_store {
@@ -348,7 +396,9 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         tma_store("sd", &format!("n0 + sn * {}", k.en), &format!("m0 + sm * {}", k.em))
     };
     if with_c && p.reuse_smem_c {
-        store.push(c("ReuseSmemC: the C buffer returns to the producer once its store has read it"));
+        store.push(c(
+            "ReuseSmemC: the C buffer returns to the producer once its store has read it",
+        ));
         store.push(if_("use_c", vec![e("rc_bulk_wait_group_read<0>()"), c_release]));
     }
     if !store.is_empty() {
@@ -358,9 +408,16 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         v.push(Stmt::assign("sd_prev", "sd"));
     }
     if with_c {
-        v.push(if_("use_c", vec![e(format!("rc_pipe_advance(cstage, cphase, 1u, {}u)", p.c_bufs))]));
+        v.push(if_(
+            "use_c",
+            vec![e(format!("rc_pipe_advance(cstage, cphase, 1u, {}u)", p.c_bufs))],
+        ));
     }
     let dbuf = e(format!("dbuf = (dbuf + 1u) % {}u", p.d_bufs));
-    v.push(if p.reuse_smem_c && with_c { if_("!use_c", vec![dbuf]) } else { dbuf });
+    v.push(if p.reuse_smem_c && with_c {
+        if_("!use_c", vec![dbuf])
+    } else {
+        dbuf
+    });
     Ok(v)
 }

@@ -195,7 +195,7 @@ impl GeneratedGemmSm90 {
         if a.split_k < 1 || a.split_k > MAX_SPLIT_K {
             return shape(format!("split_k = {} must be in 1..={MAX_SPLIT_K}", a.split_k));
         }
-        if a.split_k > 1 && (a.workspace == 0 || a.workspace % 16 != 0) {
+        if a.split_k > 1 && (a.workspace == 0 || !a.workspace.is_multiple_of(16)) {
             return shape(format!(
                 "split_k = {} needs a 16-byte aligned workspace of workspace_bytes()",
                 a.split_k
@@ -256,7 +256,7 @@ impl GeneratedGemmSm90 {
                     a.ldc, a.batch_stride_c
                 ));
             }
-            if a.c % 16 != 0 {
+            if !a.c.is_multiple_of(16) {
                 return align(format!("C at {:#x} is not 16-byte aligned", a.c));
             }
         }

@@ -130,7 +130,10 @@ fn c_loads(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
             sn,
             e(format!("rc_mbarrier_wait_parity(bar_c_empty + {slot}, cphase ^ 1u)")),
             d("const uint32_t", "cf", format!("bar_c_full + {slot}")),
-            e(format!("rc_mbarrier_arrive_expect_tx(cf, {}u)", p.epilogue.tma_transaction_bytes)),
+            e(format!(
+                "rc_mbarrier_arrive_expect_tx(cf, {}u)",
+                p.epilogue.tma_transaction_bytes
+            )),
             e(format!(
                 "rc_tma_load_3d({buf}, &tmap_c, cf, n0 + sn * {}, m0 + sm * {}, batch)",
                 k.en, k.em

@@ -93,7 +93,7 @@ pub(super) fn reduce_kernel(cfg: &GemmSm90Config, name: &str, fusion: &FusionCod
         if_(
             fusion.source_needed.clone(),
             vec![
-                d("const uint4", "craw", format!("*reinterpret_cast<const uint4*>(C + batch * bsc + (long long)m * ldc + n)")),
+                d("const uint4", "craw", "*reinterpret_cast<const uint4*>(C + batch * bsc + (long long)m * ldc + n)".to_string()),
                 d(&format!("const {t}*"), "ce", format!("reinterpret_cast<const {t}*>(&craw)")),
                 Stmt::unrolled("i", 8, vec![Stmt::assign("cv[i]", format!("{conv}(ce[i])"))]),
             ],

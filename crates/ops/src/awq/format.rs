@@ -45,7 +45,7 @@ impl AwqShape {
         if k == 0 || n == 0 {
             return Err(OpsError::Empty(format!("AWQ weight of {k} x {n}")));
         }
-        if n % 8 != 0 {
+        if !n.is_multiple_of(8) {
             return Err(OpsError::Shape(format!(
                 "AWQ N = {n} is not a multiple of 8 (eight 4-bit values per word)"
             )));
@@ -55,7 +55,7 @@ impl AwqShape {
                 "AWQ group size {group} is not one of {AWQ_GROUP_SIZES:?} or K = {k}"
             )));
         }
-        if k % group != 0 {
+        if !k.is_multiple_of(group) {
             return Err(OpsError::Shape(format!(
                 "AWQ K = {k} is not a multiple of the group size {group}"
             )));
@@ -97,7 +97,7 @@ fn check_matrix(len: usize, rows: usize, cols: usize) -> Result<(), OpsError> {
     let want = rows
         .checked_mul(cols)
         .ok_or(OpsError::TooLarge { what: "AWQ matrix" })?;
-    if cols % 8 != 0 || len != want {
+    if !cols.is_multiple_of(8) || len != want {
         return Err(OpsError::Shape(format!(
             "AWQ matrix of {rows} x {cols} (cols a multiple of 8) does not match {len} values"
         )));

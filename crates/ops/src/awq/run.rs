@@ -230,7 +230,7 @@ impl Ops {
         let (mut cfg, splits) =
             forced.unwrap_or_else(|| select_awq_gemm(p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize, e));
         cfg.element = e;
-        if cfg.b_vector_words == 4 && (p.w.shape.n / 8) % 4 != 0 {
+        if cfg.b_vector_words == 4 && !(p.w.shape.n / 8).is_multiple_of(4) {
             return Err(OpsError::Alignment {
                 operand: "qweight",
                 detail: format!(

@@ -124,14 +124,14 @@ fn check_row_major(op: &'static str, g: &Geometry, output: bool) -> Result<(), O
 }
 
 fn check_aligned(op: &'static str, g: &Geometry, bytes: u64) -> Result<(), OpsError> {
-    if g.ptr % bytes != 0 {
+    if !g.ptr.is_multiple_of(bytes) {
         return Err(OpsError::Alignment {
             operand: op,
             detail: format!("address {:#x} is not a multiple of {bytes} bytes", g.ptr),
         });
     }
     let ld_bytes = g.row_stride.unsigned_abs() * g.dtype.bytes() as u64;
-    if g.rows > 1 && ld_bytes % bytes != 0 {
+    if g.rows > 1 && !ld_bytes.is_multiple_of(bytes) {
         return Err(OpsError::Alignment {
             operand: op,
             detail: format!("row stride of {ld_bytes} bytes is not a multiple of {bytes}"),
