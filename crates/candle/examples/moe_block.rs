@@ -90,16 +90,10 @@ fn awq_weight(k: usize, n: usize, seed: usize, dev: &Device) -> Result<(AwqWeigh
 
 fn main() -> Result<()> {
     let tokens: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(64);
-    if !cfg!(feature = "cuda") {
-        println!("no GPU: rcute-candle was built without its `cuda` feature (scripts/build-candle.sh)");
-        return Ok(());
-    }
-    let dev = match Device::new_cuda(0) {
-        Ok(d) => d,
-        Err(e) => {
-            println!("no GPU: {e}");
-            return Ok(());
-        }
+    let dev = match rcute_candle::cuda_device(0)? {
+        Some(d) => d,
+        None if cfg!(feature = "cuda") => return Ok(println!("no GPU: no CUDA driver or device")),
+        None => return Ok(println!("no GPU: built without the `cuda` feature (scripts/build-candle.sh)")),
     };
     println!("{tokens} tokens; MoE: hidden {HIDDEN}, inter {INTER}, {EXPERTS} experts, top-{TOPK} (bf16)");
     let x = Tensor::randn(0f32, 1.0, (tokens, HIDDEN), &dev)?.to_dtype(DType::BF16)?;

@@ -31,6 +31,7 @@
 //! ```
 
 mod awq;
+mod device;
 mod error;
 mod gemm;
 mod launch;
@@ -39,6 +40,7 @@ mod operand;
 mod scaled_mm;
 
 pub use awq::{awq_dequantize, awq_gemm, AwqWeight};
+pub use device::cuda_device;
 pub use error::Error;
 pub use gemm::{gemm, matmul};
 #[cfg(feature = "cuda")]

@@ -6,13 +6,11 @@ use candle_core::{DType, Device, Tensor, D};
 
 /// The CUDA device, or `None` (after printing why) when there is none.
 fn gpu() -> Option<Device> {
-    let why = if cfg!(feature = "cuda") {
-        match Device::new_cuda(0) {
-            Ok(d) => return Some(d),
-            Err(e) => format!("no CUDA device: {e}"),
-        }
-    } else {
-        "rcute-candle was built without its `cuda` feature".to_string()
+    let why = match rcute_candle::cuda_device(0) {
+        Ok(Some(d)) => return Some(d),
+        Ok(None) if cfg!(feature = "cuda") => "no CUDA driver or device".to_string(),
+        Ok(None) => "rcute-candle was built without its `cuda` feature".to_string(),
+        Err(e) => format!("the CUDA device does not open: {e}"),
     };
     assert!(std::env::var("RCUTE_REQUIRE_GPU").as_deref() != Ok("1"), "RCUTE_REQUIRE_GPU=1 but {why}");
     eprintln!("skipping: {why}");
