@@ -71,9 +71,11 @@ if [[ ! -f "$patched/.version" || "$(cat "$patched/.version")" != "$version" ]];
 import re, sys
 p = sys.argv[1]
 s = open(p).read()
-dep = re.search(r'\[dependencies\.cudarc\][^\[]*', s)
-assert dep and '"dynamic-linking"' in dep.group(0), "candle-core's cudarc features changed"
-s = s[:dep.start()] + dep.group(0).replace('"dynamic-linking"', '"dynamic-loading"') + s[dep.end():]
+start = s.index("[dependencies.cudarc]")
+end = s.find("\n[", start)
+dep = s[start:end]
+assert '"dynamic-linking"' in dep, "candle-core's cudarc features changed"
+s = s[:start] + dep.replace('"dynamic-linking"', '"dynamic-loading"') + s[end:]
 open(p, "w").write(s)
 PY
     printf '%s' "$version" > "$patched/.version"

@@ -34,7 +34,9 @@ pub(crate) fn launch(
 }
 
 #[cfg(feature = "cuda")]
-pub(crate) use cuda::{launch, ops};
+pub(crate) use cuda::launch;
+#[cfg(feature = "cuda")]
+pub use cuda::ops;
 
 #[cfg(feature = "cuda")]
 mod cuda {
@@ -110,7 +112,7 @@ mod cuda {
             // in the same way when it is both operands).
             let locked: Vec<_> = self.inputs[1..].iter().map(|(_, t)| t.storage_and_layout()).collect();
             let mut storages = vec![first];
-            for ((operand, t), (s, _)) in self.inputs[1..].iter().zip(&locked) {
+            for (&(operand, t), (s, _)) in self.inputs[1..].iter().zip(&locked) {
                 match &**s {
                     Storage::Cuda(c) => storages.push(c),
                     _ => {
@@ -121,7 +123,7 @@ mod cuda {
             }
             let mut geos = Vec::with_capacity(storages.len());
             let mut held = Vec::with_capacity(storages.len());
-            for ((operand, t), s) in self.inputs.iter().zip(&storages) {
+            for (&(operand, t), s) in self.inputs.iter().zip(&storages) {
                 let (ptr, len, guard) = address(s, &stream);
                 let mut g = geometry(operand, t, ptr, Some(len))?;
                 g.device = Some(s.device.cuda_stream().context().ordinal());
