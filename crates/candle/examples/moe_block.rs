@@ -90,10 +90,12 @@ fn awq_weight(k: usize, n: usize, seed: usize, dev: &Device) -> Result<(AwqWeigh
 
 fn main() -> Result<()> {
     let tokens: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(64);
-    let dev = match rcute_candle::cuda_device(0)? {
-        Some(d) => d,
-        None if cfg!(feature = "cuda") => return Ok(println!("no GPU: no CUDA driver or device")),
-        None => return Ok(println!("no GPU: built without the `cuda` feature (scripts/build-candle.sh)")),
+    let Some(dev) = rcute_candle::cuda_device(0)? else {
+        match cfg!(feature = "cuda") {
+            true => println!("no GPU: no CUDA driver or device"),
+            false => println!("no GPU: built without the `cuda` feature (scripts/build-candle.sh)"),
+        }
+        return Ok(());
     };
     println!("{tokens} tokens; MoE: hidden {HIDDEN}, inter {INTER}, {EXPERTS} experts, top-{TOPK} (bf16)");
     let x = Tensor::randn(0f32, 1.0, (tokens, HIDDEN), &dev)?.to_dtype(DType::BF16)?;
