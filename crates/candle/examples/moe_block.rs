@@ -1,0 +1,139 @@
+//! A Mixtral-style sparse MoE block (router linear, fused MoE; bf16) and a Llama-style MLP
+//! with AWQ-packed weights (f16, packed as AutoAWQ does), each computed through rcute on
+//! candle tensors and through candle's own ops (softmax / top-k / per-expert matmuls; the
+//! dequantized weights with candle matmul and silu), compared and timed.
+//!
+//! `cargo run --release --features cuda --example moe_block [tokens]`
+
+use candle_core::{DType, Device, Result, Tensor, D};
+use rcute_candle::rcute_ops::awq::pack_awq_matrix;
+use rcute_candle::{awq_gemm, fused_moe, matmul, AwqWeight, MoeRouting};
+use std::time::Instant;
+
+const HIDDEN: usize = 1024;
+const INTER: usize = 3584;
+const EXPERTS: usize = 8;
+const TOPK: usize = 2;
+const GROUP: usize = 128;
+
+/// The largest |a - b| relative to max |b|.
+fn rel_err(a: &Tensor, b: &Tensor) -> Result<f32> {
+    let (a, b) = (a.to_dtype(DType::F32)?, b.to_dtype(DType::F32)?);
+    let diff = (a - &b)?.abs()?.max_all()?.to_scalar::<f32>()?;
+    Ok(diff / b.abs()?.max_all()?.to_scalar::<f32>()?.max(1e-6))
+}
+
+/// Mean seconds per run of `f` (after one warm-up run), synchronized with the device.
+fn time(dev: &Device, iters: usize, mut f: impl FnMut() -> Result<Tensor>) -> Result<f64> {
+    f()?;
+    dev.synchronize()?;
+    let t = Instant::now();
+    for _ in 0..iters {
+        f()?;
+    }
+    dev.synchronize()?;
+    Ok(t.elapsed().as_secs_f64() / iters as f64)
+}
+
+/// candle's sparse MoE block (as candle-transformers' Mixtral): softmax, top-k on the host,
+/// then per expert the routed rows through silu(x Wg^T) * (x Wu^T) Wd^T, weighted and added.
+fn candle_moe(x: &Tensor, router: &Tensor, w13: &Tensor, w2: &Tensor) -> Result<Tensor> {
+    let logits = x.matmul(&router.t()?)?.to_dtype(DType::F32)?;
+    let max = logits.max_keepdim(D::Minus1)?;
+    let e = logits.broadcast_sub(&max)?.exp()?;
+    let probs = e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?;
+    let ids: Vec<Vec<u32>> = probs.arg_sort_last_dim(false)?.narrow(1, 0, TOPK)?.to_vec2()?;
+    let p: Vec<Vec<f32>> = probs.to_vec2()?;
+    let (mut rows, mut weights) = (vec![vec![]; EXPERTS], vec![vec![]; EXPERTS]);
+    for (t, ids) in ids.iter().enumerate() {
+        let sum: f32 = ids.iter().map(|&j| p[t][j as usize]).sum();
+        for &j in ids {
+            rows[j as usize].push(t as u32);
+            weights[j as usize].push(p[t][j as usize] / sum);
+        }
+    }
+    let mut y = x.zeros_like()?.to_dtype(DType::F32)?;
+    for j in 0..EXPERTS {
+        if rows[j].is_empty() {
+            continue;
+        }
+        let idx = Tensor::new(rows[j].as_slice(), x.device())?;
+        let xs = x.index_select(&idx, 0)?;
+        let gu = xs.matmul(&w13.get(j)?.t()?)?;
+        let act = (gu.narrow(1, 0, INTER)?.silu()? * gu.narrow(1, INTER, INTER)?)?;
+        let out = act.matmul(&w2.get(j)?.t()?)?.to_dtype(DType::F32)?;
+        let w = Tensor::new(weights[j].as_slice(), x.device())?.unsqueeze(1)?;
+        y = y.index_add(&idx, &out.broadcast_mul(&w)?, 0)?;
+    }
+    y.to_dtype(x.dtype())
+}
+
+/// An AWQ weight `[k, n]` (random 4-bit values, zeros and f16 scales) and its dequantized
+/// dense f16 weight, computed by candle: `(q - z) * s` per group of rows.
+fn awq_weight(k: usize, n: usize, seed: usize, dev: &Device) -> Result<(AwqWeight, Tensor)> {
+    let q: Vec<u8> = (0..k * n).map(|i| ((i * 7 + seed * 13 + i / 97) % 16) as u8).collect();
+    let z: Vec<u8> = (0..k / GROUP * n).map(|i| ((i * 5 + seed) % 16) as u8).collect();
+    let pack = |v: &[u8], rows| pack_awq_matrix(v, rows, n).map_err(candle_core::Error::wrap);
+    let scales = (Tensor::rand(0.5f32, 1.5, (k / GROUP, n), dev)? * (2.0 / (k as f64).sqrt() / 8.0))?;
+    let w = AwqWeight {
+        qweight: Tensor::from_vec(pack(&q, k)?, (k, n / 8), dev)?,
+        scales: scales.to_dtype(DType::F16)?,
+        qzeros: Tensor::from_vec(pack(&z, k / GROUP)?, (k / GROUP, n / 8), dev)?,
+        group: GROUP,
+    };
+    let f = |v: &[u8], rows| Tensor::from_vec(v.iter().map(|&b| b as f32).collect(), (rows, n), dev);
+    let expand = |t: Tensor| -> Result<Tensor> { t.unsqueeze(1)?.repeat((1, GROUP, 1))?.reshape((k, n)) };
+    let scales = w.scales.to_dtype(DType::F32)?;
+    let dense = ((f(&q, k)? - expand(f(&z, k / GROUP)?)?)? * expand(scales)?)?.to_dtype(DType::F16)?;
+    Ok((w, dense))
+}
+
+fn main() -> Result<()> {
+    let tokens: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(64);
+    let Some(dev) = rcute_candle::cuda_device(0)? else {
+        match cfg!(feature = "cuda") {
+            true => println!("no GPU: no CUDA driver or device"),
+            false => println!("no GPU: built without the `cuda` feature (scripts/build-candle.sh)"),
+        }
+        return Ok(());
+    };
+    println!("{tokens} tokens; MoE: hidden {HIDDEN}, inter {INTER}, {EXPERTS} experts, top-{TOPK} (bf16)");
+    let x = Tensor::randn(0f32, 1.0, (tokens, HIDDEN), &dev)?.to_dtype(DType::BF16)?;
+    let router = (Tensor::randn(0f32, 1.0, (EXPERTS, HIDDEN), &dev)? * 0.05)?.to_dtype(DType::BF16)?;
+    let w13 = (Tensor::randn(0f32, 1.0, (EXPERTS, 2 * INTER, HIDDEN), &dev)? * 0.03)?.to_dtype(DType::BF16)?;
+    let w2 = (Tensor::randn(0f32, 1.0, (EXPERTS, HIDDEN, INTER), &dev)? * 0.02)?.to_dtype(DType::BF16)?;
+    let rcute_moe = || -> Result<Tensor> {
+        let logits = matmul(&x, &router.t()?)?;
+        let routing = MoeRouting::Logits {
+            logits: &logits,
+            topk: TOPK,
+            renormalize: true,
+        };
+        fused_moe(&x, &w13, &w2, routing, Default::default())
+    };
+    let err = rel_err(&rcute_moe()?, &candle_moe(&x, &router, &w13, &w2)?)?;
+    println!("MoE block: max |rcute - candle| / max |candle| = {err:.2e}");
+    assert!(err < 3e-2, "the MoE outputs differ beyond bf16 tolerance");
+    let (tr, tc) = (time(&dev, 20, rcute_moe)?, time(&dev, 20, || candle_moe(&x, &router, &w13, &w2))?);
+    println!("MoE block: rcute {:.1} us, candle {:.1} us, candle / rcute = {:.2}x", tr * 1e6, tc * 1e6, tc / tr);
+
+    println!("MLP: hidden {HIDDEN}, inter {INTER}, AWQ 4-bit group {GROUP} (f16)");
+    let xh = Tensor::randn(0f32, 1.0, (tokens, HIDDEN), &dev)?.to_dtype(DType::F16)?;
+    let (gate, gate_w) = awq_weight(HIDDEN, INTER, 1, &dev)?;
+    let (up, up_w) = awq_weight(HIDDEN, INTER, 2, &dev)?;
+    let (down, down_w) = awq_weight(INTER, HIDDEN, 3, &dev)?;
+    let rcute_mlp = || -> Result<Tensor> {
+        let act = (awq_gemm(&xh, &gate, None)?.silu()? * awq_gemm(&xh, &up, None)?)?;
+        awq_gemm(&act, &down, None)
+    };
+    let candle_mlp = || -> Result<Tensor> {
+        let act = (xh.matmul(&gate_w)?.silu()? * xh.matmul(&up_w)?)?;
+        act.matmul(&down_w)
+    };
+    let err = rel_err(&rcute_mlp()?, &candle_mlp()?)?;
+    println!("AWQ MLP: max |rcute - candle| / max |candle| = {err:.2e}");
+    assert!(err < 3e-2, "the MLP outputs differ beyond fp16 tolerance");
+    let (tr, tc) = (time(&dev, 50, rcute_mlp)?, time(&dev, 50, candle_mlp)?);
+    println!("AWQ MLP: rcute {:.1} us, candle (dense f16) {:.1} us, candle / rcute = {:.2}x", tr * 1e6, tc * 1e6, tc / tr);
+    Ok(())
+}
