@@ -11,7 +11,6 @@ use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::f16;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
-use rcute_kernel::Gpu;
 use rcute_ops::awq::{pack_awq_matrix, validate_awq_gemm, AwqShape, AwqTensors};
 use rcute_ops::{MatrixMut, MatrixRef, Ops, VectorRef};
 use std::cell::Cell;
@@ -143,11 +142,7 @@ pub fn run(args: &BenchAwqArgs) -> Result<String, String> {
         .iter()
         .map(|s| parse_shape(s))
         .collect::<Result<Vec<_>, _>>()?;
-    let gpu = match Gpu::detect() {
-        Ok(Some(g)) => g,
-        Ok(None) => return Err("no CUDA GPU found: the benchmark needs one".into()),
-        Err(e) => return Err(format!("no CUDA GPU usable: {e}")),
-    };
+    let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
     let stream = gpu.stream().clone();
     // SAFETY: one stream only, so cross-stream event tracking is unnecessary, and without it
     // CUDA-graph capture sees no foreign events.

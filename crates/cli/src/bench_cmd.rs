@@ -83,6 +83,24 @@ pub(crate) fn random_bf16(n: usize, seed: u64) -> Vec<bf16> {
         .collect()
 }
 
+/// cuBLAS's configuration of the dense bf16 "TN" GEMM `D (M x N, row-major) = A (M x K,
+/// row-major) @ B (K x N, column-major, i.e. K-contiguous)`, alpha 1, beta 0: cuBLAS is
+/// column-major, so it computes `D^T (N x M) = B^T (N x K) * A^T (K x M)` with B first.
+pub fn cublas_tn_bf16(m: usize, n: usize, k: usize) -> GemmConfig<bf16> {
+    GemmConfig {
+        transa: cublasOperation_t::CUBLAS_OP_T,
+        transb: cublasOperation_t::CUBLAS_OP_N,
+        m: n as i32,
+        n: m as i32,
+        k: k as i32,
+        alpha: bf16::ONE,
+        lda: k as i32,
+        ldb: k as i32,
+        beta: bf16::ZERO,
+        ldc: n as i32,
+    }
+}
+
 /// Run the benchmark; returns the printed table.
 pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
     if args.dtype == "e4m3" {
@@ -101,11 +119,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
         .iter()
         .map(|s| parse_config(s).map(|c| (s.clone(), c)))
         .collect::<Result<Vec<_>, _>>()?;
-    let gpu = match Gpu::detect() {
-        Ok(Some(g)) => g,
-        Ok(None) => return Err("no CUDA GPU found: the benchmark needs one".into()),
-        Err(e) => return Err(format!("no CUDA GPU usable: {e}")),
-    };
+    let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
     let stream = gpu.stream().clone();
     // SAFETY: the benchmark uses one stream, so per-slice event tracking (cross-stream
     // synchronization) is unnecessary; without it CUDA-graph capture sees no foreign events.
@@ -121,19 +135,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
         let b: CudaSlice<bf16> = stream.clone_htod(&random_bf16(k * n, 2 + 3 * i as u64)).map_err(e)?;
         let mut d: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
         let mut dref: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
-        // cuBLAS is column-major: D^T (NxM) = B^T (NxK) * A^T (KxM).
-        let cfg = GemmConfig {
-            transa: cublasOperation_t::CUBLAS_OP_T,
-            transb: cublasOperation_t::CUBLAS_OP_N,
-            m: n as i32,
-            n: m as i32,
-            k: k as i32,
-            alpha: bf16::ONE,
-            lda: k as i32,
-            ldb: k as i32,
-            beta: bf16::ZERO,
-            ldc: n as i32,
-        };
+        let cfg = cublas_tn_bf16(m, n, k);
         let mut timed: Vec<(String, f64, f64, f64)> = Vec::new();
         let mut variants: Vec<(String, Option<Choice>)> = vec![("auto".into(), None)];
         variants.extend(forced.iter().map(|(n, c)| (n.clone(), Some(c.clone()))));
@@ -256,11 +258,7 @@ fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
         .iter()
         .map(|s| parse_shape(s))
         .collect::<Result<Vec<_>, _>>()?;
-    let gpu = match Gpu::detect() {
-        Ok(Some(g)) => g,
-        Ok(None) => return Err("no CUDA GPU found: the benchmark needs one".into()),
-        Err(e) => return Err(format!("no CUDA GPU usable: {e}")),
-    };
+    let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
     let stream = gpu.stream().clone();
     // SAFETY: one stream (see `run`).
     unsafe { stream.context().disable_event_tracking() };

@@ -14,7 +14,6 @@ use crate::bench_timing::median_us;
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::bf16;
-use rcute_kernel::Gpu;
 use rcute_ops::moe::{fused_moe_workspace_bytes, topk_softmax_reference, MoeOptions, MoeRouting, MoeWorkspace};
 use rcute_ops::{DType, MatrixMut, MatrixRef, Ops};
 use std::sync::Arc;
@@ -124,19 +123,8 @@ impl Peer {
     ) -> Result<(), String> {
         let (h, i) = (a.hidden, a.inter);
         for &(ex, r0, c) in &self.groups {
-            // Column-major view: D^T (2I x c) = W13_e^T... as cuBLAS "TN".
-            let g1 = GemmConfig {
-                transa: cublasOperation_t::CUBLAS_OP_T,
-                transb: cublasOperation_t::CUBLAS_OP_N,
-                m: (2 * i) as i32,
-                n: c as i32,
-                k: h as i32,
-                alpha: bf16::ONE,
-                lda: h as i32,
-                ldb: h as i32,
-                beta: bf16::ZERO,
-                ldc: (2 * i) as i32,
-            };
+            // The gathered rows [c, H] @ W13_e^T ([H, 2I], K-contiguous) -> [c, 2I].
+            let g1 = crate::bench_cmd::cublas_tn_bf16(c, 2 * i, h);
             let w = w13.slice(ex * 2 * i * h..(ex + 1) * 2 * i * h);
             let xr = self.xg.slice(r0 * h..(r0 + c) * h);
             let mut hr = self.h1.slice_mut(r0 * 2 * i..(r0 + c) * 2 * i);
@@ -167,11 +155,7 @@ impl Peer {
 /// Runs the benchmark; returns the table.
 pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
     let (e_n, k, h, i) = (args.experts, args.topk, args.hidden, args.inter);
-    let gpu = match Gpu::detect() {
-        Ok(Some(g)) => g,
-        Ok(None) => return Err("no CUDA GPU found: the benchmark needs one".into()),
-        Err(e) => return Err(format!("no CUDA GPU usable: {e}")),
-    };
+    let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
     let s = gpu.stream().clone();
     // SAFETY: one stream: per-slice event tracking is unnecessary, and graph capture must
     // see no foreign events.

@@ -337,11 +337,7 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
         .iter()
         .map(|s| parse_forced(s).map(|c| (s.clone(), c)))
         .collect::<Result<Vec<_>, _>>()?;
-    let gpu = match Gpu::detect() {
-        Ok(Some(g)) => g,
-        Ok(None) => return Err("no CUDA GPU found: the benchmark needs one".into()),
-        Err(e) => return Err(format!("no CUDA GPU usable: {e}")),
-    };
+    let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
     let stream = gpu.stream().clone();
     // SAFETY: every buffer of the benchmark (and of the ops handle) is used on this one
     // stream only, so cudarc's per-slice events (a wait and a record per use: host time,

@@ -8,6 +8,15 @@ use std::sync::Arc;
 /// overhead does not count as kernel time.
 pub const CALLS_PER_SAMPLE: usize = 10;
 
+/// The GPU to run on; `Err` says that `what` (e.g. "the benchmark") needs one.
+pub fn detect_gpu(what: &str) -> Result<rcute_kernel::Gpu, String> {
+    match rcute_kernel::Gpu::detect() {
+        Ok(Some(g)) => Ok(g),
+        Ok(None) => Err(format!("no CUDA GPU found: {what} needs one")),
+        Err(e) => Err(format!("no CUDA GPU usable: {e}")),
+    }
+}
+
 /// Parse `MxNxK` with positive extents.
 pub fn parse_shape(s: &str) -> Result<(usize, usize, usize), String> {
     let v: Vec<usize> = s

@@ -119,11 +119,7 @@ pub fn run(args: &TuneArgs) -> Result<String, String> {
         .iter()
         .map(|s| parse_shape(s))
         .collect::<Result<Vec<_>, _>>()?;
-    let gpu = match Gpu::detect() {
-        Ok(Some(g)) => g,
-        Ok(None) => return Err("no CUDA GPU found: tuning needs one".into()),
-        Err(e) => return Err(format!("no CUDA GPU usable: {e}")),
-    };
+    let gpu = crate::bench_timing::detect_gpu("tuning")?;
     let arch = gpu
         .arch()
         .ok_or_else(|| format!("no rcute arch for {:?}", gpu.compute_capability()))?;

@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 
-use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
+use cudarc::cublas::{CudaBlas, Gemm};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::bf16;
 use rcute_kernel::gemm_sm80::{GemmSm80Config, Major};
@@ -14,7 +14,7 @@ use rcute_ops::{MatrixMut, MatrixRef, Ops};
 use std::sync::Arc;
 
 use super::{copies_for, Compiler, Tunable};
-use crate::bench_cmd::random_bf16;
+use crate::bench_cmd::{cublas_tn_bf16, random_bf16};
 
 /// A bf16 GEMM problem with its buffers and its cuBLAS peer.
 pub struct GemmTune<'b> {
@@ -55,22 +55,6 @@ impl<'b> GemmTune<'b> {
         t.peer(0)?;
         t.want = t.stream.clone_dtoh(&*t.dref.borrow()).map_err(e)?;
         Ok(t)
-    }
-
-    fn cublas_config(&self) -> GemmConfig<bf16> {
-        let (m, n, k) = self.shape;
-        GemmConfig {
-            transa: cublasOperation_t::CUBLAS_OP_T,
-            transb: cublasOperation_t::CUBLAS_OP_N,
-            m: n as i32,
-            n: m as i32,
-            k: k as i32,
-            alpha: bf16::ONE,
-            lda: k as i32,
-            ldb: k as i32,
-            beta: bf16::ZERO,
-            ldc: n as i32,
-        }
     }
 }
 
@@ -118,7 +102,15 @@ impl Tunable for GemmTune<'_> {
         let b = &self.bs[turn % self.bs.len()];
         let mut d = self.dref.borrow_mut();
         // SAFETY: the buffers hold K*N, M*K and M*N elements as the configuration says.
-        unsafe { self.blas.gemm(self.cublas_config(), b, &self.a, &mut *d) }.map_err(|x| x.to_string())
+        unsafe {
+            self.blas.gemm(
+                cublas_tn_bf16(self.shape.0, self.shape.1, self.shape.2),
+                b,
+                &self.a,
+                &mut *d,
+            )
+        }
+        .map_err(|x| x.to_string())
     }
 
     fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String> {
