@@ -154,17 +154,7 @@ fn generates(spec: &ConfigSpec) -> bool {
 fn rules_choice(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), sms: u32) -> ConfigSpec {
     if cc == (9, 0) {
         if let Some((cfg, split_k)) = select_sm90(m, n, k, l, sms) {
-            return ConfigSpec::Sm90(Sm90Spec {
-                tile: cfg.tile,
-                schedule: cfg.schedule,
-                stages: cfg.stages,
-                epi_tile: cfg.epi_tile,
-                swizzle_log2: cfg.swizzle_log2,
-                raster: cfg.raster,
-                split_k,
-                cluster: cfg.cluster,
-                mma_pipe: None,
-            });
+            return ConfigSpec::Sm90(Sm90Spec::of(&cfg, split_k));
         }
     }
     let s = select(m, n, k, l, Major::K, Major::K, sms);
@@ -258,16 +248,10 @@ fn generates_scaled(spec: &ConfigSpec) -> bool {
 fn scaled_rules_choice(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), sms: u32) -> ConfigSpec {
     if cc == (9, 0) {
         let (cfg, split_k) = select_scaled_sm90(m, n, k, l, sms);
+        // The scaled kernels' rules also fix the MMA pipelining (w0 for 128x256x128).
         return ConfigSpec::Sm90(Sm90Spec {
-            tile: cfg.tile,
-            schedule: cfg.schedule,
-            stages: cfg.stages,
-            epi_tile: cfg.epi_tile,
-            swizzle_log2: cfg.swizzle_log2,
-            raster: cfg.raster,
-            split_k,
-            cluster: cfg.cluster,
             mma_pipe: Some(cfg.mma_pipe),
+            ..Sm90Spec::of(&cfg, split_k)
         });
     }
     let s = select_scaled_mm(ScaledMmTarget::Ampere, m, n, k, l, sms);

@@ -138,6 +138,22 @@ impl Sm80Spec {
 }
 
 impl Sm90Spec {
+    /// The spec of a configuration the rules chose, with its split-K (`mma_pipe` left to
+    /// the base configuration: `None`).
+    pub fn of(cfg: &GemmSm90Config, split_k: u32) -> Sm90Spec {
+        Sm90Spec {
+            tile: cfg.tile,
+            schedule: cfg.schedule,
+            stages: cfg.stages,
+            epi_tile: cfg.epi_tile,
+            swizzle_log2: cfg.swizzle_log2,
+            raster: cfg.raster,
+            split_k,
+            cluster: cfg.cluster,
+            mma_pipe: None,
+        }
+    }
+
     /// `base` (element types, fusion) with this spec's knobs.
     pub fn apply(&self, mut base: GemmSm90Config) -> GemmSm90Config {
         base.tile = self.tile;
