@@ -7,7 +7,7 @@ use crate::gemm::{check_gemm_arch, validate, GemmProblem};
 use crate::memo::Memo;
 use crate::select::{element, select, select_sm90, sm80_config, Choice, Selection};
 use crate::stream::{ScratchPool, Uses};
-use crate::tensor::{Major as ViewMajor, MatrixMut, MatrixRef};
+use crate::tensor::{Geometry, Major as ViewMajor, MatrixMut, MatrixRef};
 use cudarc::driver::CudaStream;
 use rcute_kernel::gemm_sm80::{self, GemmArgs, GemmSm80Config, GeneratedGemm, Major, SplitKMode};
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90};
@@ -220,20 +220,28 @@ impl Ops {
     /// The device and architecture checks of [`Ops::gemm`].
     fn check_gemm_devices<'p>(&self, p: GemmProblem<'p>) -> Result<GemmProblem<'p>, OpsError> {
         check_gemm_arch(self.gpu.compute_capability())?;
+        let mut views = vec![("A", &p.a), ("B", &p.b), ("D", &p.d)];
+        if let Some(c) = &p.c {
+            views.insert(2, ("C", c));
+        }
+        self.check_devices(&views)?;
+        Ok(p)
+    }
+
+    /// Every operand whose device is known is on this handle's GPU, else
+    /// [`OpsError::Device`] naming the first that is not (the one device check of every op).
+    pub(crate) fn check_devices(&self, views: &[(&'static str, &Geometry)]) -> Result<(), OpsError> {
         let expected = self.gpu.context().ordinal();
-        let views = [("A", Some(p.a)), ("B", Some(p.b)), ("C", p.c), ("D", Some(p.d))];
-        for (operand, g) in views {
-            if let Some(found) = g.and_then(|g| g.device) {
-                if found != expected {
-                    return Err(OpsError::Device {
-                        operand,
-                        found,
-                        expected,
-                    });
-                }
+        for &(operand, g) in views {
+            if let Some(found) = g.device.filter(|&d| d != expected) {
+                return Err(OpsError::Device {
+                    operand,
+                    found,
+                    expected,
+                });
             }
         }
-        Ok(p)
+        Ok(())
     }
 
     /// Run a validated problem, optionally with a forced configuration (benchmarks and the

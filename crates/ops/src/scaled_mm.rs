@@ -824,29 +824,17 @@ impl Ops {
 
     /// Every operand lives on this handle's GPU.
     fn check_scaled_mm_devices(&self, p: &ScaledMmProblem) -> Result<(), OpsError> {
-        let expected = self.gpu().context().ordinal();
         let mut views = vec![
-            ("A", p.a),
-            ("B", p.b),
-            ("out", p.out),
-            ("a_scale", p.a_scale),
-            ("b_scale", p.b_scale),
+            ("A", &p.a),
+            ("B", &p.b),
+            ("out", &p.out),
+            ("a_scale", &p.a_scale),
+            ("b_scale", &p.b_scale),
         ];
-        if let Some(g) = p.bias {
+        if let Some(g) = &p.bias {
             views.push(("bias", g));
         }
-        for (operand, g) in views {
-            if let Some(found) = g.device {
-                if found != expected {
-                    return Err(OpsError::Device {
-                        operand,
-                        found,
-                        expected,
-                    });
-                }
-            }
-        }
-        Ok(())
+        self.check_devices(&views)
     }
 
     /// The SM80-class kernel of a selection, looked up by a small copyable key first so

@@ -28,19 +28,10 @@ pub(crate) fn element(d: DType) -> Result<Element, OpsError> {
 }
 
 impl Ops {
-    pub(crate) fn check_devices(&self, views: &[(&'static str, &Geometry)]) -> Result<(), OpsError> {
-        let expected = self.gpu().context().ordinal();
-        for (operand, g) in views {
-            if let Some(found) = g.device {
-                if found != expected {
-                    return Err(OpsError::Device {
-                        operand,
-                        found,
-                        expected,
-                    });
-                }
-            }
-        }
+    /// The operands are on this GPU ([`Ops::check_devices`]) and it runs the SM80-class
+    /// kernels.
+    fn check_awq_devices(&self, views: &[(&'static str, &Geometry)]) -> Result<(), OpsError> {
+        self.check_devices(views)?;
         crate::gemm::check_gemm_arch(self.gpu().compute_capability())
     }
 
@@ -121,7 +112,7 @@ impl Ops {
             uses.read(v.tracked());
         }
         uses.write(out.tracked_mut());
-        self.check_devices(&[
+        self.check_awq_devices(&[
             ("qweight", &p.qweight),
             ("scales", &p.scales),
             ("qzeros", &p.qzeros),
@@ -225,7 +216,7 @@ impl Ops {
         if let Some(b) = &p.bias {
             views.push(("bias", b));
         }
-        self.check_devices(&views)?;
+        self.check_awq_devices(&views)?;
         let e = element(p.w.dtype)?;
         let (mut cfg, splits) =
             forced.unwrap_or_else(|| select_awq_gemm(p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize, e));

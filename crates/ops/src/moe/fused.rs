@@ -146,18 +146,7 @@ impl Ops {
         y: &mut MatrixMut<'_>,
     ) -> Result<(), OpsError> {
         let p = validate_fused_moe(x, w13, w2, routing, opts, workspace, y)?;
-        let expected = self.gpu().context().ordinal();
-        for (operand, g) in [("x", p.x), ("w13", p.w13), ("w2", p.w2), ("y", p.y)] {
-            if let Some(found) = g.device {
-                if found != expected {
-                    return Err(OpsError::Device {
-                        operand,
-                        found,
-                        expected,
-                    });
-                }
-            }
-        }
+        self.check_devices(&[("x", &p.x), ("w13", &p.w13), ("w2", &p.w2), ("y", &p.y)])?;
         let mut uses = Uses::new(self.stream())?;
         for v in [x, w13, w2] {
             uses.read(v.tracked());
