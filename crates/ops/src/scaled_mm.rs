@@ -601,7 +601,8 @@ impl Ops {
     /// (an SM90 entry needs sm_90 and TMA-ready operands; FP8 runs only SM90 entries).
     fn tuned_scaled_mm(&self, p: &ScaledMmProblem) -> Option<ConfigSpec> {
         let arch = self.gpu().arch()?;
-        if p.l != 1 {
+        // No key (it allocates) on the per-call path unless a table could answer.
+        if p.l != 1 || self.tuning().tables().is_empty() {
             return None;
         }
         let spec = self.tuning().lookup(&scaled_mm_key(p, arch.as_str()))?;
