@@ -3,15 +3,20 @@
 # scripts/build-device.sh): every test binary with the GPU required, compute-sanitizer on
 # the GPU kernels, then the GEMM benchmark against cuBLAS. Logs go to $OUT/logs.tgz.
 # RCUTE_BENCH_ARGS overrides the benchmark shapes; RCUTE_GPU_STEPS picks the steps
-# (default "tests sanitize bench"; split them across calls to stay under a call's limit).
+# (default "tests sanitize bench"; split them across calls to stay under a call's limit,
+# or run several sets side by side); RCUTE_GPU_JOBS runs that many test binaries at once.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export RCUTE_REQUIRE_GPU=1 RCUTE_CUDA_HOME="${RCUTE_CUDA_HOME:-/usr/local/cuda}" RCUTE_CACHE_DIR=/tmp/rcute-cache
 # insta finds snapshots from the workspace root, which it asks cargo for; there is no cargo here.
 export INSTA_WORKSPACE_ROOT="$PWD" INSTA_UPDATE=no
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
-LOGS=/tmp/rcute-logs; rm -rf "$LOGS"; mkdir -p "$LOGS"
-trap 'tar czf "$OUT/logs.tgz" -C "$LOGS" .' EXIT
+STEPS=${RCUTE_GPU_STEPS:-tests sanitize bench}
+# One log folder and archive per set of steps, so that several invocations with different
+# RCUTE_GPU_STEPS can run side by side in one call.
+TAG=$(echo "$STEPS" | tr -c 'a-zA-Z0-9\n-' '_'); TAG=${TAG%_}
+LOGS=/tmp/rcute-logs-$TAG; rm -rf "$LOGS"; mkdir -p "$LOGS"
+trap 'tar czf "$OUT/logs-$TAG.tgz" -C "$LOGS" .' EXIT
 # The test binaries were built in /work/main and find their data files (kernels/,
 # tests/data) through that compile-time path: point it at this checkout.
 # (/work/wt: binaries built in a second worktree while /work/main had work in progress.)
@@ -20,45 +25,35 @@ for p in /work/main /work/wt; do
 done
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 fail=0
-STEPS=${RCUTE_GPU_STEPS:-tests sanitize bench}
 step() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 # "sanitize" runs every sanitizer block; "sanitize-NAME" one block (atoms, sm80, sm90,
 # scaled, awq, moe, apps), to split the sanitizers over several calls.
 sstep() { step sanitize || step "sanitize-$1"; }
 
-step tests && for t in .device/bin/test-*; do
-  echo "=== $t"
-  if ! "$t" --test-threads=1 >"$LOGS/$(basename "$t").log" 2>&1; then
-    echo "FAILED: $t"; tail -40 "$LOGS/$(basename "$t").log"; fail=1
+# RCUTE_GPU_JOBS test binaries run at once (default 1). Correctness tests share the GPU
+# well; their float64 references are CPU-bound, and the GPU machine has 16 cores.
+run_test() {  # binary; prints its summary, leaves its status in $LOGS/NAME.rc
+  local t=$1 log="$LOGS/$(basename "$1").log" rc=0
+  "$t" --test-threads=1 >"$log" 2>&1 || rc=$?
+  echo "$rc" >"$LOGS/$(basename "$t").rc"
+  if [ "$rc" != 0 ]; then
+    { echo "=== $t"; echo "FAILED: $t"; tail -40 "$log"; } >"$log.summary"
   else
-    grep -E "^test result" "$LOGS/$(basename "$t").log" | tail -1
-  fi
-done
-
-sanitize() {
-  local tool=$1 t=$2 log
-  log="$LOGS/sanitizer-$tool-$(basename "$t").log"
-  echo "=== compute-sanitizer --tool $tool $t"
-  if compute-sanitizer --tool "$tool" --error-exitcode 9 "$t" --test-threads=1 >"$log" 2>&1; then
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result" "$log" | tail -3
-  else
-    echo "sanitizer $tool FAILED"; tail -30 "$log"; fail=1
+    { echo "=== $t"; grep -E "^test result" "$log" | tail -1; } >"$log.summary"
   fi
 }
-# Atoms and the kernel built from atoms: memcheck, racecheck, synccheck.
-sstep atoms && for tool in memcheck racecheck synccheck; do
-  for t in .device/bin/test-*-gpu_atoms .device/bin/test-*-build_from_atoms; do
-    [ -e "$t" ] && sanitize "$tool" "$t"
+if step tests; then
+  for t in .device/bin/test-*; do
+    while [ "$(jobs -rp | wc -l)" -ge "${RCUTE_GPU_JOBS:-1}" ]; do sleep 0.2; done
+    run_test "$t" &
   done
-done
-# The SM80 GEMM kernels (every config of the kernel-level suite): memcheck. (racecheck
-# serializes CTAs, so serial split-K's CTA-to-CTA spin wait never completes under it.)
-sstep sm80 && for t in .device/bin/test-*-gpu_gemm_sm80; do
-  [ -e "$t" ] && sanitize memcheck "$t"
-done
-# The SM90 GEMM kernels (every schedule, split-K, the fused epilogue): memcheck with two
-# random cases per configuration; racecheck and synccheck on the fused-epilogue test
-# (three schedules, split-K included). Bounded in time.
+  wait
+  for t in .device/bin/test-*; do
+    cat "$LOGS/$(basename "$t").log.summary"
+    [ "$(cat "$LOGS/$(basename "$t").rc" 2>/dev/null)" = 0 ] || fail=1
+  done
+fi
+
 sanitize_filtered() {  # tool binary [test filter]; bounded in time
   local tool=$1 t=$2 filter=${3:-} log
   log="$LOGS/sanitizer-$tool-$(basename "$t")${filter:+-$filter}.log"
@@ -69,6 +64,20 @@ sanitize_filtered() {  # tool binary [test filter]; bounded in time
     echo "sanitizer $tool FAILED"; tail -30 "$log"; fail=1
   fi
 }
+# Atoms and the kernel built from atoms: memcheck, racecheck, synccheck.
+sstep atoms && for tool in memcheck racecheck synccheck; do
+  for t in .device/bin/test-*-gpu_atoms .device/bin/test-*-build_from_atoms; do
+    [ -e "$t" ] && sanitize_filtered "$tool" "$t"
+  done
+done
+# The SM80 GEMM kernels (every config of the kernel-level suite): memcheck. (racecheck
+# serializes CTAs, so serial split-K's CTA-to-CTA spin wait never completes under it.)
+sstep sm80 && for t in .device/bin/test-*-gpu_gemm_sm80; do
+  [ -e "$t" ] && sanitize_filtered memcheck "$t"
+done
+# The SM90 GEMM kernels (every schedule, split-K, the fused epilogue): memcheck with two
+# random cases per configuration; racecheck and synccheck on the fused-epilogue test
+# (three schedules, split-K included). Bounded in time.
 sstep sm90 && for t in .device/bin/test-*-gpu_gemm_sm90; do
   [ -e "$t" ] || continue
   sanitize_filtered memcheck "$t"
