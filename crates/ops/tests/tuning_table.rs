@@ -41,7 +41,10 @@ fn a_matching_table_is_used_at_the_nearest_bucket() {
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     let tables = Tables::new([loaded]);
     assert_eq!(tables.lookup(&key(20)).unwrap().to_string(), "sm90:64x128x64,pp,k2");
-    assert_eq!(tables.lookup(&key(1000)).unwrap().to_string(), "sm90:128x256x64,coop");
+    assert_eq!(tables.lookup(&key(500)).unwrap().to_string(), "sm90:128x256x64,coop");
+    // More than a factor of two from every tuned M: the rules decide, not a decode entry.
+    assert!(tables.lookup(&key(1000)).is_none());
+    assert!(tables.lookup(&key(4096)).is_none());
     let other_n = ProblemKey::new("gemm", "bf16", "lincomb", "sm_90a", 16, 14336, 4096);
     assert!(tables.lookup(&other_n).is_none());
 }
@@ -92,8 +95,9 @@ fn an_unknown_configuration_string_drops_only_its_entry() {
     assert!(loaded.warnings[0].contains("teleport"));
     assert_eq!(loaded.entries.len(), 1);
     let tables = Tables::new([loaded]);
-    // The surviving entry answers for every M of that problem.
-    assert_eq!(tables.lookup(&key(16)).unwrap().to_string(), "64x128x64,2x2,3,1");
+    // The surviving entry answers for the M it reaches (M = 32..128), the dropped one for none.
+    assert_eq!(tables.lookup(&key(32)).unwrap().to_string(), "64x128x64,2x2,3,1");
+    assert!(tables.lookup(&key(16)).is_none());
 }
 
 #[test]

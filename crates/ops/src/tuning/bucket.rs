@@ -4,15 +4,19 @@
 //! rounded to a bucket (the powers of two, plus the batch sizes serving engines capture
 //! CUDA graphs for that are not powers of two), and a lookup takes the nearest bucket
 //! that the table has, nearest on a log scale (ties to the larger bucket, whose kernel
-//! covers the smaller M with predication).
+//! covers the smaller M with predication), but only within [`REACH`] of M: a kernel tuned
+//! for a decode batch says nothing about a prefill of thousands of rows, which falls back
+//! to the rules.
 //!
 //! ```
-//! use rcute_ops::tuning::bucket::{m_bucket, nearest_bucket};
+//! use rcute_ops::tuning::bucket::{m_bucket, nearest_bucket, nearest_within_reach};
 //! assert_eq!(m_bucket(1), 1);
 //! assert_eq!(m_bucket(100), 96);
 //! assert_eq!(m_bucket(5000), 4096);
 //! assert_eq!(nearest_bucket(40, &[16, 64, 256]), Some(64));
 //! assert_eq!(nearest_bucket(40, &[]), None);
+//! assert_eq!(nearest_within_reach(40, &[16, 64, 256]), Some(64));
+//! assert_eq!(nearest_within_reach(4096, &[16, 64, 128]), None);
 //! ```
 
 /// Powers of two up to 64 Ki rows, plus 24, 48, 96, 192 and 384 (graph-captured batch
@@ -25,6 +29,18 @@ pub const M_BUCKETS: [usize; 22] = [
 /// bucket maps to it).
 pub fn m_bucket(m: usize) -> usize {
     nearest_bucket(m, &M_BUCKETS).unwrap_or(1)
+}
+
+/// How far (a factor on M) a tuned entry reaches: an entry tuned at M = b serves every M
+/// in [b / 2, 2 b].
+pub const REACH: f64 = 2.0;
+
+/// [`nearest_bucket`], but `None` when the nearest entry is more than [`REACH`] away
+/// from `m`.
+pub fn nearest_within_reach(m: usize, have: &[usize]) -> Option<usize> {
+    let b = nearest_bucket(m, have)?;
+    let ratio = b.max(1) as f64 / m.max(1) as f64;
+    (ratio <= REACH + 1e-12 && ratio >= 1.0 / REACH - 1e-12).then_some(b)
 }
 
 /// The entry of `have` nearest to `m` on a log scale, ties to the larger; `None` when
@@ -48,6 +64,17 @@ pub fn nearest_bucket(m: usize, have: &[usize]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_reaches_a_factor_of_two_and_no_further() {
+        assert_eq!(nearest_within_reach(128, &[128]), Some(128));
+        assert_eq!(nearest_within_reach(256, &[128]), Some(128));
+        assert_eq!(nearest_within_reach(64, &[128]), Some(128));
+        assert_eq!(nearest_within_reach(257, &[128]), None);
+        assert_eq!(nearest_within_reach(63, &[128]), None);
+        assert_eq!(nearest_within_reach(4096, &[1, 16, 128]), None);
+        assert_eq!(nearest_within_reach(1, &[1, 16, 128]), Some(1));
+    }
 
     #[test]
     fn every_bucket_is_its_own_bucket_and_buckets_ascend() {

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::bucket::nearest_bucket;
+use super::bucket::nearest_within_reach;
 use super::header::TableHeader;
 use super::key::ProblemKey;
 use super::spec::ConfigSpec;
@@ -220,11 +220,12 @@ impl Tables {
     }
 
     /// The configuration measured for `key`'s problem at the nearest M bucket (same op,
-    /// types, fusion, arch, N and K), if any.
+    /// types, fusion, arch, N and K), if one lies within a factor of two of `key.m`
+    /// ([`super::bucket::REACH`]).
     pub fn lookup(&self, key: &ProblemKey) -> Option<&ConfigSpec> {
         let same: Vec<&(ProblemKey, ConfigSpec)> = self.entries.iter().filter(|(k, _)| k.same_but_m(key)).collect();
         let ms: Vec<usize> = same.iter().map(|(k, _)| k.m).collect();
-        let m = nearest_bucket(key.m, &ms)?;
+        let m = nearest_within_reach(key.m, &ms)?;
         same.into_iter().find(|(k, _)| k.m == m).map(|(_, s)| s)
     }
 }
