@@ -2,8 +2,11 @@
 //! process, timed with CUDA events (warm-up, then the median of many runs; each variant is
 //! sampled alternately with cuBLAS, so both see the same clocks and temperature). Samples
 //! replay CUDA graphs of 10 calls (device time); `--eager` times plain launches instead.
+//! B (the weight) rotates call by call over copies totalling more than three times the L2
+//! (`--rotate-mb`), for rcute and cuBLAS alike, so decode shapes read it from HBM.
 
-use crate::bench_timing::{host_us, median_us, parse_shape};
+use crate::bench_timing::{host_us, median_us, parse_shape, Rotation, ROTATE_BYTES};
+use std::cell::Cell;
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::CudaSlice;
 use half::bf16;
@@ -41,6 +44,9 @@ pub struct BenchGemmArgs {
     /// Write the table as JSON to this file.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// B's rotated copies total at least this many MB (0: one copy, read from a warm L2).
+    #[arg(long, default_value_t = ROTATE_BYTES / 1_000_000)]
+    pub rotate_mb: usize,
 }
 
 /// One row of the table.
@@ -59,6 +65,8 @@ pub struct Row {
     pub host_us: f64,
     /// Max relative error of rcute vs cuBLAS (max |r - c| / max |c|).
     pub max_rel_err: f64,
+    /// Copies of B rotated through (1: L2-warm).
+    pub b_copies: usize,
 }
 
 /// A forced configuration (`rcute_ops::tuning::ConfigSpec`'s grammar) as a `gemm` choice.
@@ -132,7 +140,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
         // A row-major MxK, B column-major KxN ("TN"), D row-major MxN: the layouts of
         // cuBLAS's fastest transposed case seen from row-major storage.
         let a: CudaSlice<bf16> = stream.clone_htod(&random_bf16(m * k, 1 + 3 * i as u64)).map_err(e)?;
-        let b: CudaSlice<bf16> = stream.clone_htod(&random_bf16(k * n, 2 + 3 * i as u64)).map_err(e)?;
+        let b = Rotation::upload(&stream, &random_bf16(k * n, 2 + 3 * i as u64), args.rotate_mb * 1_000_000)?;
         let mut d: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
         let mut dref: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
         let cfg = cublas_tn_bf16(m, n, k);
@@ -140,9 +148,10 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
         let mut variants: Vec<(String, Option<Choice>)> = vec![("auto".into(), None)];
         variants.extend(forced.iter().map(|(n, c)| (n.clone(), Some(c.clone()))));
         for (label, sel) in &variants {
+            let (rcur, ccur) = (Cell::new(0), Cell::new(0));
             let rc = || {
                 let av = MatrixRef::new(&a, m, k);
-                let bv = MatrixRef::new(&b, k, n).col_major();
+                let bv = MatrixRef::new(b.next(&rcur), k, n).col_major();
                 let mut dv = MatrixMut::new(&mut d, m, n);
                 match sel {
                     None => ops.gemm(&av, &bv, None, &mut dv, 1.0, 0.0).map_err(|x| x.to_string()),
@@ -153,7 +162,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
                 }
             };
             // SAFETY: the buffers hold K*N, M*K and M*N elements as the config describes.
-            let cublas = || unsafe { blas.gemm(cfg, &b, &a, &mut dref) }.map_err(|x| x.to_string());
+            let cublas = || unsafe { blas.gemm(cfg, b.next(&ccur), &a, &mut dref) }.map_err(|x| x.to_string());
             let (mut rc, mut cublas) = (rc, cublas);
             match median_us(&stream, args.iters, !args.eager, &mut [&mut rc, &mut cublas]) {
                 Ok((t, graphed)) => {
@@ -168,6 +177,8 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
                 Err(e) => return Err(e),
             }
         }
+        // SAFETY: as above; the reference reads B's first copy, as the checks below do.
+        unsafe { blas.gemm(cfg, b.first(), &a, &mut dref) }.map_err(|x| x.to_string())?;
         let want = stream.clone_dtoh(&dref).map_err(e)?;
         let max_ref = want.iter().map(|x| x.to_f64().abs()).fold(0.0, f64::max).max(1e-30);
         for (label, rcute_us, cublas_us, host_us) in timed {
@@ -175,7 +186,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
             let sel = variants.iter().find(|v| v.0 == label).and_then(|v| v.1.clone());
             let mut dv = MatrixMut::new(&mut d, m, n);
             let av = MatrixRef::new(&a, m, k);
-            let bv = MatrixRef::new(&b, k, n).col_major();
+            let bv = MatrixRef::new(b.first(), k, n).col_major();
             match &sel {
                 None => ops.gemm(&av, &bv, None, &mut dv, 1.0, 0.0).map_err(|x| x.to_string())?,
                 Some(s) => {
@@ -198,6 +209,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
                 cublas_us,
                 host_us,
                 max_rel_err: if nan { f64::NAN } else { max_err / max_ref },
+                b_copies: b.count(),
             });
         }
     }
@@ -209,7 +221,7 @@ fn report(gpu: &Gpu, rows: &[Row], json: Option<&std::path::Path>) -> Result<Str
     let mut out = String::new();
     out.push_str(&format!("device: {} ({} SMs)\n", gpu.name(), gpu.sm_count()));
     out.push_str(&format!(
-        "{:<20} {:<28} {:>11} {:>11} {:>17} {:>13} {:>9} {:>12}\n",
+        "{:<20} {:<28} {:>11} {:>11} {:>17} {:>13} {:>9} {:>12} {:>8}\n",
         "shape (MxNxK)",
         "config",
         "rcute_us",
@@ -217,13 +229,14 @@ fn report(gpu: &Gpu, rows: &[Row], json: Option<&std::path::Path>) -> Result<Str
         "ratio (cuBLAS/rc)",
         "rcute_TFLOPs",
         "host_us",
-        "max_rel_err"
+        "max_rel_err",
+        "B copies"
     ));
     for r in rows {
         let (m, n, k) = r.shape;
         let tflops = 2.0 * m as f64 * n as f64 * k as f64 / (r.rcute_us * 1e-6) / 1e12;
         out.push_str(&format!(
-            "{:<20} {:<28} {:>11.1} {:>11.1} {:>17.3} {:>13.1} {:>9.1} {:>12.2e}\n",
+            "{:<20} {:<28} {:>11.1} {:>11.1} {:>17.3} {:>13.1} {:>9.1} {:>12.2e} {:>8}\n",
             format!("{m}x{n}x{k}"),
             r.config,
             r.rcute_us,
@@ -231,7 +244,8 @@ fn report(gpu: &Gpu, rows: &[Row], json: Option<&std::path::Path>) -> Result<Str
             r.cublas_us / r.rcute_us,
             tflops,
             r.host_us,
-            r.max_rel_err
+            r.max_rel_err,
+            r.b_copies
         ));
     }
     if let Some(path) = json {
@@ -239,7 +253,7 @@ fn report(gpu: &Gpu, rows: &[Row], json: Option<&std::path::Path>) -> Result<Str
             .iter()
             .map(|r| {
                 serde_json::json!({"config": r.config, "m": r.shape.0, "n": r.shape.1, "k": r.shape.2, "rcute_us": r.rcute_us,
-                    "cublas_us": r.cublas_us, "ratio": r.cublas_us / r.rcute_us, "host_us": r.host_us, "max_rel_err": r.max_rel_err})
+                    "cublas_us": r.cublas_us, "ratio": r.cublas_us / r.rcute_us, "host_us": r.host_us, "max_rel_err": r.max_rel_err, "b_copies": r.b_copies})
             })
             .collect();
         std::fs::write(path, serde_json::to_string_pretty(&v).unwrap_or_default()).map_err(|x| x.to_string())?;
@@ -265,9 +279,10 @@ fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
     let ops = Ops::new(gpu.clone());
     let e = |x: cudarc::driver::DriverError| x.to_string();
     let mut out = format!(
-        "device: {} ({} SMs); FP8 e4m3 x e4m3 -> f32, row-wise scales, bf16 out\n",
+        "device: {} ({} SMs); FP8 e4m3 x e4m3 -> f32, row-wise scales, bf16 out; B rotated over copies of at least {} MB in all\n",
         gpu.name(),
-        gpu.sm_count()
+        gpu.sm_count(),
+        args.rotate_mb
     );
     out.push_str(&format!(
         "{:<20} {:<28} {:>11} {:>13}\n",
@@ -286,7 +301,7 @@ fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
                 .collect()
         };
         let a: CudaSlice<E4M3> = stream.clone_htod(&bytes(m * k)).map_err(e)?;
-        let b: CudaSlice<E4M3> = stream.clone_htod(&bytes(n * k)).map_err(e)?;
+        let b = Rotation::upload(&stream, &bytes(n * k), args.rotate_mb * 1_000_000)?;
         let sa: CudaSlice<f32> = stream.clone_htod(&vec![0.5f32; m]).map_err(e)?;
         let sb: CudaSlice<f32> = stream.clone_htod(&vec![0.25f32; n]).map_err(e)?;
         let mut d: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
@@ -294,12 +309,13 @@ fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
             vec![("auto".to_string(), None)];
         variants.extend(args.configs_fp8().into_iter().map(|(l, c)| (l, Some(c))));
         for (label, forced) in variants {
-            let (av, bv) = (MatrixRef::new(&a, m, k), MatrixRef::new(&b, k, n).col_major());
-            let (sav, sbv) = (VectorRef::new(&sa, m), VectorRef::new(&sb, n));
-            let dv = MatrixMut::new(&mut d, m, n);
-            let p = validate_scaled_mm(&av, &bv, Scale::auto(sav), Scale::auto(sbv), None, &dv)
-                .map_err(|x| x.to_string())?;
+            let cur = Cell::new(0);
             let mut call = || -> Result<(), String> {
+                let (av, bv) = (MatrixRef::new(&a, m, k), MatrixRef::new(b.next(&cur), k, n).col_major());
+                let (sav, sbv) = (VectorRef::new(&sa, m), VectorRef::new(&sb, n));
+                let dv = MatrixMut::new(&mut d, m, n);
+                let p = validate_scaled_mm(&av, &bv, Scale::auto(sav), Scale::auto(sbv), None, &dv)
+                    .map_err(|x| x.to_string())?;
                 ops.run_scaled_mm_sm90(&p, forced.as_ref().map(|(c, k)| (c, *k)))
                     .map_err(|x| x.to_string())
             };

@@ -14,7 +14,8 @@
 //! `max_err` is the largest `|out - cast(acc * a_scale * b_scale + bias)|` in units of the
 //! output type's rounding step at that value (<= 1 expected).
 
-use crate::bench_timing::{host_us, median_us, parse_shape};
+use crate::bench_timing::{host_us, median_us, parse_shape, Rotation, ROTATE_BYTES};
+use std::cell::Cell;
 use cudarc::cublaslt::{result as lt, sys as ltsys};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use half::{bf16, f16};
@@ -62,6 +63,10 @@ pub struct BenchScaledMmArgs {
     /// Write the table as JSON to this file.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// B's rotated copies (the weight, for rcute and the peer alike) total at least this
+    /// many MB (0: one copy, read from a warm L2).
+    #[arg(long, default_value_t = ROTATE_BYTES / 1_000_000)]
+    pub rotate_mb: usize,
 }
 
 /// One row of the table.
@@ -350,7 +355,7 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
     for (si, &(m, n, k)) in shapes.iter().enumerate() {
         let (ha, hb, hsa, hsb, hbias) = host_inputs(0x5EED + si as u64, (m, n, k), per_token);
         let da: CudaSlice<i8> = stream.clone_htod(&ha).map_err(e)?;
-        let db: CudaSlice<i8> = stream.clone_htod(&hb).map_err(e)?;
+        let db = Rotation::upload(&stream, &hb, args.rotate_mb * 1_000_000)?;
         let dsa: CudaSlice<f32> = stream.clone_htod(&hsa).map_err(e)?;
         let dsb: CudaSlice<f32> = stream.clone_htod(&hsb).map_err(e)?;
         let bias16: CudaSlice<f16> = stream
@@ -387,14 +392,16 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
         // The reference accumulator from the peer (or none).
         let mut want_acc: Option<Vec<i32>> = None;
         if let Some(p) = peer.as_mut() {
-            p.run(&stream, &da, &db, &mut acc)?;
+            p.run(&stream, &da, db.first(), &mut acc)?;
             stream.synchronize().map_err(e)?;
             want_acc = Some(stream.clone_dtoh(&acc).map_err(e)?);
         }
         for (label, sel) in &variants {
+            let (rcur, pcur) = (Cell::new(0), Cell::new(0));
+            // Every copy of B holds the same values: any copy's result checks against `want_acc`.
             let mut rc = || -> Result<(), String> {
                 let av = MatrixRef::new(&da, m, k);
-                let bv = MatrixRef::new(&db, k, n).col_major();
+                let bv = MatrixRef::new(db.next(&rcur), k, n).col_major();
                 let sa = Scale::auto(VectorRef::new(&dsa, hsa.len()));
                 let sb = Scale::auto(VectorRef::new(&dsb, hsb.len()));
                 let biasv = if bf {
@@ -418,7 +425,7 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
             };
             let res = match peer.as_mut() {
                 Some(p) => {
-                    let mut pf = || p.run(&stream, &da, &db, &mut acc);
+                    let mut pf = || p.run(&stream, &da, db.next(&pcur), &mut acc);
                     median_us(&stream, args.iters, !args.eager, &mut [&mut rc, &mut pf])
                         .map(|(v, _)| (v[0], Some(v[1])))
                 }
@@ -464,7 +471,7 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
 fn report(gpu: &Gpu, args: &BenchScaledMmArgs, rows: &[Row], peer_note: &str) -> Result<String, String> {
     let mut s = String::new();
     s.push_str(&format!(
-        "device: {} ({} SMs); scaled_mm {} out, {} scales, {}; peer: cuBLASLt int8 -> s32 (TN, unscaled); {}\n",
+        "device: {} ({} SMs); scaled_mm {} out, {} scales, {}; peer: cuBLASLt int8 -> s32 (TN, unscaled); {}; B rotated over copies of at least {} MB in all\n",
         gpu.name(),
         gpu.sm_count(),
         args.dtype,
@@ -474,7 +481,8 @@ fn report(gpu: &Gpu, args: &BenchScaledMmArgs, rows: &[Row], peer_note: &str) ->
             "10 back-to-back launches per sample"
         } else {
             "CUDA graphs of 10 calls"
-        }
+        },
+        args.rotate_mb
     ));
     s.push_str(peer_note);
     s.push_str(&format!(

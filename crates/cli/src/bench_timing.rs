@@ -1,12 +1,60 @@
 //! What the GPU benchmarks share: shape parsing and CUDA-event timing of calls, with CUDA
 //! graphs, sampled round-robin so every timed function sees the same clocks.
 
-use cudarc::driver::{CudaGraph, CudaStream};
+use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DeviceRepr};
+use std::cell::Cell;
 use std::sync::Arc;
 
 /// Calls per timed sample: back-to-back calls keep the GPU busy, so host-side launch
 /// overhead does not count as kernel time.
 pub const CALLS_PER_SAMPLE: usize = 10;
+
+/// Bytes that a benchmark's rotated weight copies exceed by default: three times the H200's
+/// 50 MB L2, so that each call reads its weights from HBM, as in a model whose layers take
+/// turns, and not from the L2 the previous call of the same layer filled.
+pub const ROTATE_BYTES: usize = 150_000_000;
+
+/// Copies of a weight operand that a benchmark cycles through call by call, for rcute and
+/// its peer alike. The count divides [`CALLS_PER_SAMPLE`] (1, 2, 5 or 10 copies), so a CUDA
+/// graph of that many calls ends on the copy it started from and no replay reads the copy
+/// its predecessor just read. With `min_bytes = 0` there is one copy (L2-warm timing).
+pub struct Rotation<T> {
+    copies: Vec<CudaSlice<T>>,
+}
+
+impl<T: DeviceRepr + Clone> Rotation<T> {
+    /// Upload `host` as many times as `min_bytes` needs (at most [`CALLS_PER_SAMPLE`]).
+    pub fn upload(stream: &Arc<CudaStream>, host: &[T], min_bytes: usize) -> Result<Self, String> {
+        let bytes = std::mem::size_of_val(host).max(1);
+        let want = min_bytes.div_ceil(bytes).max(1);
+        let count = [1, 2, 5, CALLS_PER_SAMPLE]
+            .into_iter()
+            .find(|&c| c >= want)
+            .unwrap_or(CALLS_PER_SAMPLE);
+        let copies = (0..count)
+            .map(|_| stream.clone_htod(host).map_err(|e| format!("weight copy: {e}")))
+            .collect::<Result<_, _>>()?;
+        Ok(Rotation { copies })
+    }
+
+    /// The copy after the one `cursor` names last; advances `cursor` (each caller keeps
+    /// its own, so rcute and the peer both cycle through every copy).
+    pub fn next(&self, cursor: &Cell<usize>) -> &CudaSlice<T> {
+        let i = cursor.get();
+        cursor.set((i + 1) % self.copies.len());
+        &self.copies[i]
+    }
+
+    /// The first copy (what a correctness check reads).
+    pub fn first(&self) -> &CudaSlice<T> {
+        &self.copies[0]
+    }
+
+    /// How many copies there are.
+    pub fn count(&self) -> usize {
+        self.copies.len()
+    }
+}
 
 /// The GPU to run on; `Err` says that `what` (e.g. "the benchmark") needs one.
 pub fn detect_gpu(what: &str) -> Result<rcute_kernel::Gpu, String> {
