@@ -120,7 +120,8 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_ga
     int entries,
     int topk,
     int k_per_split,
-    long long split_stride
+    long long split_stride,
+    int up_first
 ) {
   // Shared memory: sA Sw<2,3,3> o 0 o ((8,8),(32,1),(1,4)):((32,256),(1,0),(0,2048)) | sB Sw<2,3,3> o 0 o ((8,16),(32,1),(1,4)):((32,256),(1,0),(0,4096))
   extern __shared__ __align__(128) unsigned char rc_smem[];

@@ -123,7 +123,8 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_ga
     int entries,
     int topk,
     int k_per_split,
-    long long split_stride
+    long long split_stride,
+    int up_first
 ) {
   // Shared memory: sA Sw<2,3,3> o 0 o ((8,16),(32,1),(1,4)):((32,256),(1,0),(0,4096)) | sB Sw<2,3,3> o 0 o ((8,16),(32,1),(1,4)):((32,256),(1,0),(0,4096))
   extern __shared__ __align__(128) unsigned char rc_smem[];
@@ -177,7 +178,8 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_ga
   for (int p = 0; p < 4; ++p) {
     const int r = b_mn + p * 32;  // tile row
     const int col = n0 + r % 64;  // the output column of this B row
-    const int src_row = r < 64 ? col : N + col;  // tile rows 0..64: gate rows (0..N of w13); 64..128: up rows (N..2N)
+    const bool gate = r < 64;  // tile rows 0..64 load gate rows, 64..128 up rows
+    const int src_row = (gate != (up_first != 0) ? 0 : N) + col;  // w13 holds the gate rows at 0..N and the up rows at N..2N, or the reverse when up_first
     const bool src_ok = col < N;
     b_row[p] = gB + (long long)(src_ok ? src_row : 0) * ldb + (k_begin + b_k);
     b_pred_mn |= (src_ok ? 1u : 0u) << p;

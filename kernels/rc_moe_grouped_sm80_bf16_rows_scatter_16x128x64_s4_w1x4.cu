@@ -120,7 +120,8 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_ro
     int entries,
     int topk,
     int k_per_split,
-    long long split_stride
+    long long split_stride,
+    int up_first
 ) {
   // Shared memory: sA Sw<3,3,3> o 0 o ((8,2),(64,1),(1,4)):((64,512),(1,0),(0,1024)) | sB Sw<3,3,3> o 0 o ((8,16),(64,1),(1,4)):((64,512),(1,0),(0,8192))
   extern __shared__ __align__(128) unsigned char rc_smem[];

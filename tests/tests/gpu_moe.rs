@@ -104,7 +104,7 @@ fn run(
     t: usize,
     routing: &MoeRouting<'_>,
     k: usize,
-    off: usize,
+    opts: MoeOptions,
     l: usize,
 ) -> Vec<bf16> {
     let s = ops.gpu().stream().clone();
@@ -116,7 +116,6 @@ fn run(
     let w13 = MatrixRef::new(w.0, 2 * i, h).batched(l, (2 * i * h) as i64);
     let w2 = MatrixRef::new(w.1, h, i).batched(l, (h * i) as i64);
     let mut wsv = MoeWorkspace::new(&mut ws);
-    let opts = MoeOptions { expert_offset: off };
     ops.fused_moe(
         &x,
         &w13,
@@ -150,7 +149,17 @@ fn logits_case(name: &str, e: usize, k: usize, h: usize, i: usize, renorm: bool,
             topk: k,
             renormalize: renorm,
         };
-        let y = run(&ops, &layer, (&layer.d_w13, &layer.d_w2), &d_x, t, &routing, k, 0, e);
+        let y = run(
+            &ops,
+            &layer,
+            (&layer.d_w13, &layer.d_w2),
+            &d_x,
+            t,
+            &routing,
+            k,
+            MoeOptions::default(),
+            e,
+        );
         let shape = MoeShape {
             tokens: t,
             hidden: h,
@@ -161,7 +170,17 @@ fn logits_case(name: &str, e: usize, k: usize, h: usize, i: usize, renorm: bool,
         };
         let want = fused_moe_reference(&shape, &xv, &layer.w13, &layer.w2, &r.topk_ids, &r.topk_weights).unwrap();
         check_close(&format!("{name} T={t}"), &y, &want);
-        let again = run(&ops, &layer, (&layer.d_w13, &layer.d_w2), &d_x, t, &routing, k, 0, e);
+        let again = run(
+            &ops,
+            &layer,
+            (&layer.d_w13, &layer.d_w2),
+            &d_x,
+            t,
+            &routing,
+            k,
+            MoeOptions::default(),
+            e,
+        );
         let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&y), bits(&again), "{name} T={t}: two runs differ");
     }
@@ -216,12 +235,26 @@ fn given_routing_empty_expert_and_expert_parallel_slices() {
             local_experts: l,
         };
         let full_ref = fused_moe_reference(&shape(0, e), &xv, &layer.w13, &layer.w2, &ids, &wf).unwrap();
-        let full = run(&ops, &layer, (&layer.d_w13, &layer.d_w2), &d_x, t, &routing, k, 0, e);
+        let full = run(
+            &ops,
+            &layer,
+            (&layer.d_w13, &layer.d_w2),
+            &d_x,
+            t,
+            &routing,
+            k,
+            MoeOptions::default(),
+            e,
+        );
         check_close(&format!("given T={t}"), &full, &full_ref);
         let mut sum = vec![0.0f64; t * h];
         for (off, l) in [(0usize, 3usize), (3, 5)] {
             let (a, b) = layer.slice(&s, off, l);
-            let part = run(&ops, &layer, (&a, &b), &d_x, t, &routing, k, off, l);
+            let opts = MoeOptions {
+                expert_offset: off,
+                ..MoeOptions::default()
+            };
+            let part = run(&ops, &layer, (&a, &b), &d_x, t, &routing, k, opts, l);
             let (w13s, w2s) = (
                 &layer.w13[off * 2 * i * h..(off + l) * 2 * i * h],
                 &layer.w2[off * h * i..(off + l) * h * i],
@@ -235,6 +268,54 @@ fn given_routing_empty_expert_and_expert_parallel_slices() {
         let sum_b: Vec<bf16> = sum.iter().map(|v| bf16::from_f64(*v)).collect();
         check_close(&format!("given T={t} slices summed"), &sum_b, &full_ref);
     }
+}
+
+/// `w13` stored up-first (rows `0..I` the up projection, `I..2I` the gate) with
+/// `MoeOptions::up_first` is the same layer, bit for bit, as vLLM's gate-first order.
+#[test]
+fn up_first_w13_is_the_same_layer() {
+    let Some(ops) = ops() else { return };
+    let mut rng = Rng::for_test("up_first");
+    let s = ops.gpu().stream().clone();
+    let (e, k, h, i, t) = (8, 2, 136, 72, 45);
+    let layer = Layer::new(&s, &mut rng, e, h, i);
+    let swapped: Vec<bf16> = (0..e * 2 * i)
+        .flat_map(|row| {
+            let (ex, r) = (row / (2 * i), row % (2 * i));
+            let src = ex * 2 * i + (r + i) % (2 * i);
+            layer.w13[src * h..(src + 1) * h].iter().map(|v| bf16::from_f64(*v))
+        })
+        .collect();
+    let d_swapped = s.clone_htod(&swapped).unwrap();
+    let (_, xb) = rand_bf16(&mut rng, t * h, 1.0);
+    let logits: Vec<f32> = (0..t * e)
+        .map(|_| (rng.next_u32() % 800) as f32 / 100.0 - 4.0)
+        .collect();
+    let (d_x, d_logits) = (s.clone_htod(&xb).unwrap(), s.clone_htod(&logits).unwrap());
+    let routing = MoeRouting::Logits {
+        logits: MatrixRef::new(&d_logits, t, e),
+        topk: k,
+        renormalize: true,
+    };
+    let gate_first = run(
+        &ops,
+        &layer,
+        (&layer.d_w13, &layer.d_w2),
+        &d_x,
+        t,
+        &routing,
+        k,
+        MoeOptions::default(),
+        e,
+    );
+    let opts = MoeOptions {
+        up_first: true,
+        ..MoeOptions::default()
+    };
+    let up_first = run(&ops, &layer, (&d_swapped, &layer.d_w2), &d_x, t, &routing, k, opts, e);
+    let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert!(gate_first.iter().all(|v| v.is_finite()));
+    assert_eq!(bits(&gate_first), bits(&up_first), "up-first w13 gives another layer");
 }
 
 /// A CUDA graph of the layer captured once, replayed after new routing was copied into

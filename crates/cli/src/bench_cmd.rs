@@ -6,7 +6,6 @@
 //! (`--rotate-mb`), for rcute and cuBLAS alike, so decode shapes read it from HBM.
 
 use crate::bench_timing::{host_us, median_us, parse_shape, Rotation, ROTATE_BYTES};
-use std::cell::Cell;
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::CudaSlice;
 use half::bf16;
@@ -14,6 +13,7 @@ use rcute_kernel::Gpu;
 use rcute_ops::select::Choice;
 use rcute_ops::tuning::ConfigSpec;
 use rcute_ops::{MatrixMut, MatrixRef, Ops};
+use std::cell::Cell;
 
 /// Options of `rcute bench gemm`.
 #[derive(clap::Args, Debug, Clone)]
@@ -140,7 +140,11 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
         // A row-major MxK, B column-major KxN ("TN"), D row-major MxN: the layouts of
         // cuBLAS's fastest transposed case seen from row-major storage.
         let a: CudaSlice<bf16> = stream.clone_htod(&random_bf16(m * k, 1 + 3 * i as u64)).map_err(e)?;
-        let b = Rotation::upload(&stream, &random_bf16(k * n, 2 + 3 * i as u64), args.rotate_mb * 1_000_000)?;
+        let b = Rotation::upload(
+            &stream,
+            &random_bf16(k * n, 2 + 3 * i as u64),
+            args.rotate_mb * 1_000_000,
+        )?;
         let mut d: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
         let mut dref: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
         let cfg = cublas_tn_bf16(m, n, k);

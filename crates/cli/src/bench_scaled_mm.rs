@@ -15,7 +15,6 @@
 //! output type's rounding step at that value (<= 1 expected).
 
 use crate::bench_timing::{host_us, median_us, parse_shape, Rotation, ROTATE_BYTES};
-use std::cell::Cell;
 use cudarc::cublaslt::{result as lt, sys as ltsys};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use half::{bf16, f16};
@@ -24,6 +23,7 @@ use rcute_kernel::Gpu;
 use rcute_ops::select::ScaledMmSelection;
 use rcute_ops::tuning::ConfigSpec;
 use rcute_ops::{validate_scaled_mm, MatrixMut, MatrixRef, Ops, Scale, VectorRef};
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::Arc;
 

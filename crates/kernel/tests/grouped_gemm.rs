@@ -114,6 +114,7 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         topk: 2,
         splits: 1,
         split_stride: 0,
+        up_first: false,
     };
     assert!(g.check(&ok).is_ok());
     assert_eq!(g.b_rows(96), 192);

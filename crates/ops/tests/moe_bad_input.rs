@@ -77,6 +77,7 @@ fn check(c: &Case) -> Result<(), OpsError> {
             &routing,
             &MoeOptions {
                 expert_offset: c.offset,
+                ..MoeOptions::default()
             },
             &ws,
             &MatrixMut::from_raw(c.y),

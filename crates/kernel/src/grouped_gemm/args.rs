@@ -43,6 +43,9 @@ pub struct GroupedGemmArgs {
     pub splits: i32,
     /// Elements between the splits' output slabs.
     pub split_stride: i64,
+    /// SwiGLU: B's `2N` rows per expert hold the up projection first (rows `0..N`) and the
+    /// gate second; `false` (vLLM's `w13`): the gate first. Ignored by the scatter epilogue.
+    pub up_first: bool,
 }
 
 impl GeneratedGroupedGemm {
@@ -133,6 +136,7 @@ impl GeneratedGroupedGemm {
             .i32(a.topk)
             .i32(self.k_per_split(a))
             .i64(a.split_stride)
+            .i32(i32::from(a.up_first))
     }
 
     /// The rows of B per expert the kernel reads: `2N` with SwiGLU, else `N`.

@@ -120,13 +120,16 @@ fn rows(cfg: &GroupedGemmConfig) -> G2sRows {
                     "the output column of this B row",
                 ),
                 dc(
+                    "const bool",
+                    "gate",
+                    format!("r < {half}"),
+                    format!("tile rows 0..{half} load gate rows, {half}..{} up rows", 2 * half),
+                ),
+                dc(
                     "const int",
                     "src_row",
-                    format!("r < {half} ? col : N + col"),
-                    format!(
-                        "tile rows 0..{half}: gate rows (0..N of w13); {half}..{}: up rows (N..2N)",
-                        2 * half
-                    ),
+                    "(gate != (up_first != 0) ? 0 : N) + col",
+                    "w13 holds the gate rows at 0..N and the up rows at N..2N, or the reverse when up_first",
                 ),
                 d("const bool", "src_ok", "col < N"),
             ])
@@ -170,6 +173,7 @@ pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &s
         ("int".into(), "topk".into()),
         ("int".into(), "k_per_split".into()),
         ("long long".into(), "split_stride".into()),
+        ("int".into(), "up_first".into()),
     ];
     CFunction {
         qualifiers: format!("extern \"C\" __global__ __launch_bounds__({}, 1)", p.threads),

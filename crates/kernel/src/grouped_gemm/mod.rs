@@ -14,10 +14,10 @@
 //!   zero-filled. [`GroupedA::Rows`]: A is already in padded-row order (GEMM2 reads
 //!   GEMM1's output).
 //! * [`GroupedEpilogue::SwiGlu`] (GEMM1): B is `w13 [2N, K]` (rows `0..N` the gate, `N..2N`
-//!   the up projection); a CTA's B tile holds `BN / 2` gate rows then the `BN / 2` up rows
-//!   of the same output columns (a row gather of B), so each thread holds the gate and up
-//!   accumulators of its columns and writes `D[m, n] = silu(gate) * up` (`[rows, N]`,
-//!   never `[rows, 2N]`).
+//!   the up projection, or the reverse with [`GroupedGemmArgs::up_first`]); a CTA's B tile
+//!   holds `BN / 2` gate rows then the `BN / 2` up rows of the same output columns (a row
+//!   gather of B), so each thread holds the gate and up accumulators of its columns and
+//!   writes `D[m, n] = silu(gate) * up` (`[rows, N]`, never `[rows, 2N]`).
 //! * [`GroupedEpilogue::Scatter`] (GEMM2, and [`GroupedA::Gathered`] callers): row `m`
 //!   goes to `D[sorted_ids[m]]`, one row per routed (token, j) entry, scaled by
 //!   `weights[sorted_ids[m]]` (the router weight; `1` when `weights` is null); padding

@@ -223,6 +223,7 @@ impl Ops {
             ldb: p.w13.row_stride,
             ldd: i64::from(i),
             expert_stride: p.w13.batch_stride,
+            up_first: p.up_first,
             ..common
         };
         let gemm2 = GroupedGemmArgs {

@@ -218,6 +218,7 @@ impl Ops {
             topk: p.topk as i32,
             splits: 1,
             split_stride: 0,
+            up_first: false,
         };
         g.check(&a).map_err(boxed)?;
         self.moe_align(p.ids.ptr, p.tokens, p.topk, p.expert_offset, p.local_experts, ws, l)?;

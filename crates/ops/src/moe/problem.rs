@@ -38,6 +38,9 @@ pub struct MoeOptions {
     /// Expert parallelism: the global id of the first expert whose weights this GPU holds
     /// (`w13` / `w2` hold experts `expert_offset .. expert_offset + L`, `L` their batch).
     pub expert_offset: usize,
+    /// `w13`'s `2I` rows per expert hold the up projection first (rows `0..I`) and the gate
+    /// second; `false` (the default) is vLLM's order, the gate first.
+    pub up_first: bool,
 }
 
 /// A device buffer the MoE ops use for routing and intermediates (size:
@@ -257,6 +260,8 @@ pub struct MoeProblem {
     pub local_experts: usize,
     /// First local expert.
     pub expert_offset: usize,
+    /// `w13` holds the up rows first ([`MoeOptions::up_first`]).
+    pub up_first: bool,
     /// The activations' and weights' type.
     pub dtype: DType,
     pub(crate) x: Geometry,
@@ -497,6 +502,7 @@ pub fn validate_fused_moe(
         experts,
         local_experts: local,
         expert_offset: opts.expert_offset,
+        up_first: opts.up_first,
         dtype: xg.dtype,
         x: xg,
         w13: ag,
