@@ -202,16 +202,19 @@ fn summary(gpu: &Gpu, args: &TuneArgs, results: &[ShapeResult]) -> String {
         let rules_us = o.rules.as_ref().map_or(f64::NAN, |t| t.us);
         match &o.best {
             Some(b) => {
-                let peer_us = b.peer_us.unwrap_or(f64::NAN);
+                let (peer_us, vs_peer) = match b.peer_us {
+                    Some(p) => (format!("{p:.1}"), format!("{:.3}", p / b.us)),
+                    None => ("-".into(), "-".into()),
+                };
                 out.push_str(&format!(
-                    "{:<18} {:>6} {:>9.1} {:<34} {:>9.1} {:>9.1} {:>8.3} {:>9.3} {:>8.0}\n",
+                    "{:<18} {:>6} {:>9.1} {:<34} {:>9.1} {:>9} {:>8} {:>9.3} {:>8.0}\n",
                     format!("{m}x{n}x{k}"),
                     format!("{}/{}", o.timed, o.candidates),
                     rules_us,
                     b.spec.to_string(),
                     b.us,
                     peer_us,
-                    peer_us / b.us,
+                    vs_peer,
                     rules_us / b.us,
                     r.rotated_mb
                 ))

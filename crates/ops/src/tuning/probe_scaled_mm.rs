@@ -29,8 +29,17 @@ struct ScaledMmProbe<T: Half> {
     sb: CudaSlice<f32>,
     bias: CudaSlice<T>,
     out: RefCell<CudaSlice<T>>,
-    host: (Vec<i8>, Vec<i8>, Vec<f32>, Vec<f32>, Vec<T>),
+    host: Host<T>,
     candidates: Vec<ConfigSpec>,
+}
+
+/// Host copies of the inputs, for the check.
+struct Host<T> {
+    a: Vec<i8>,
+    b: Vec<i8>,
+    sa: Vec<f32>,
+    sb: Vec<f32>,
+    bias: Vec<T>,
 }
 
 fn int8(len: usize, seed: u64) -> Vec<i8> {
@@ -63,7 +72,13 @@ impl<T: Half> ScaledMmProbe<T> {
             bias: stream.clone_htod(&hbias).map_err(e)?,
             out: RefCell::new(stream.alloc_zeros(m * n).map_err(e)?),
             stream,
-            host: (ha, hb, hsa, hsb, hbias),
+            host: Host {
+                a: ha,
+                b: hb,
+                sa: hsa,
+                sb: hsb,
+                bias: hbias,
+            },
             candidates: scaled_mm_candidates(m, n, k, 1, gpu.compute_capability(), gpu.sm_count()),
         })
     }
@@ -78,8 +93,8 @@ impl<T: Half> ScaledMmProbe<T> {
         let b = &self.bs[turn % self.bs.len()];
         let mut out = self.out.borrow_mut();
         let (sa, sb) = (
-            VectorRef::new(&self.sa, self.host.2.len()),
-            VectorRef::new(&self.sb, self.host.3.len()),
+            VectorRef::new(&self.sa, self.host.sa.len()),
+            VectorRef::new(&self.sb, self.host.sb.len()),
         );
         let sa = if self.kind.a_scale == ScaleKind::PerRow {
             Scale::Vector(sa)
@@ -134,7 +149,13 @@ impl<T: Half> Tunable for ScaledMmProbe<T> {
             .map_err(|x| x.to_string())?;
         self.run(ops, spec, 0)?;
         let got = self.stream.clone_dtoh(&*self.out.borrow()).map_err(|x| x.to_string())?;
-        let (ha, hb, sa, sb, bias) = &self.host;
+        let Host {
+            a: ha,
+            b: hb,
+            sa,
+            sb,
+            bias,
+        } = &self.host;
         let (mut err, mut max_ref) = (0f64, 1e-30f64);
         for i in sample(m, 16) {
             for j in sample(n, 64) {
