@@ -13,7 +13,10 @@
 //! ([`tuner::tune`] within `RCUTE_TUNING_BUDGET` seconds, default 20, compilation
 //! included), writes the winner to `RCUTE_TUNING_FILE` (or `tuning.json` in the kernel
 //! cache's directory) and runs it; concurrent callers of one `Ops` tune a key once
-//! ([`OpsTuning::choose`]). On-miss covers `gemm` and INT8 `scaled_mm`.
+//! ([`OpsTuning::choose`]). On-miss covers `gemm` and INT8 `scaled_mm`; it tunes on buffers of
+//! its own (random data of the problem's shape, the weight copied until the copies exceed
+//! 150 MB), never the caller's, synchronizes the op's stream, and does nothing while that
+//! stream captures a graph (the rules serve; the next call outside a capture tunes).
 //!
 //! ```
 //! use rcute_ops::tuning::{ConfigSpec, ProblemKey, Tables, TableHeader, TuningTable};
