@@ -71,9 +71,9 @@ pub struct Row {
 
 /// A forced configuration (`rcute_ops::tuning::ConfigSpec`'s grammar) as a `gemm` choice.
 fn parse_config(s: &str) -> Result<Choice, String> {
-    s.parse::<ConfigSpec>()
-        .map(|c| c.gemm_choice())
-        .map_err(|e| format!("bad --config: {e}"))
+    let spec = s.parse::<ConfigSpec>().map_err(|e| format!("bad --config: {e}"))?;
+    spec.gemm_choice()
+        .ok_or_else(|| format!("bad --config: {spec} is not a gemm configuration"))
 }
 
 /// SplitMix64 random bf16 values in [-1, 1).

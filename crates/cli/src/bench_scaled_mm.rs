@@ -107,6 +107,7 @@ pub fn parse_forced(s: &str) -> Result<Forced, String> {
             spec.split_k,
         )),
         ConfigSpec::Sm80(spec) => Ok(Forced::Ampere(spec.scaled_mm_selection())),
+        other => Err(format!("bad --config: {other} is not a scaled-mm configuration")),
     }
 }
 

@@ -1,13 +1,11 @@
-//! What the GPU benchmarks share: shape parsing and CUDA-event timing of calls, with CUDA
-//! graphs, sampled round-robin so every timed function sees the same clocks.
+//! What the GPU benchmarks share: GPU detection, shape parsing, host-side timing, and (from
+//! `rcute_ops::tuning::timing`, which the tuner shares) CUDA-event timing of calls.
 
-use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, DeviceRepr};
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
 use std::cell::Cell;
 use std::sync::Arc;
 
-/// Calls per timed sample: back-to-back calls keep the GPU busy, so host-side launch
-/// overhead does not count as kernel time.
-pub const CALLS_PER_SAMPLE: usize = 10;
+pub use rcute_ops::tuning::timing::{median_us, CALLS_PER_SAMPLE};
 
 /// Bytes that a benchmark's rotated weight copies exceed by default: three times the H200's
 /// 50 MB L2, so that each call reads its weights from HBM, as in a model whose layers take
@@ -92,82 +90,6 @@ pub fn host_us(stream: &Arc<CudaStream>, f: &mut dyn FnMut() -> Result<(), Strin
     }
     v.sort_by(f64::total_cmp);
     Ok(v[v.len() / 2])
-}
-
-/// A CUDA graph of `CALLS_PER_SAMPLE` calls of `f`, or `None` (after saying why on stderr)
-/// when something in `f` cannot be captured, e.g. a call that synchronizes.
-fn capture(stream: &Arc<CudaStream>, f: &mut dyn FnMut() -> Result<(), String>) -> Option<CudaGraph> {
-    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-    if let Err(x) = stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED) {
-        eprintln!("graph capture not started: {x}");
-        return None;
-    }
-    let r = (0..CALLS_PER_SAMPLE).try_for_each(|_| f());
-    let graph = stream.end_capture(CUgraphInstantiate_flags(0));
-    match (r, graph) {
-        (Ok(()), Ok(Some(g))) => Some(g),
-        (r, g) => {
-            eprintln!(
-                "graph capture failed (timing eager launches): calls {r:?}, capture {:?}",
-                g.err()
-            );
-            None
-        }
-    }
-}
-
-/// Median per-call microseconds of each of `fs`, sampled round-robin (f0, f1, ..., f0,
-/// f1, ...) so all see the same clocks and temperature: a GPU that heats up during a long
-/// benchmark would otherwise favour whichever runs first. With `graphs`, each sample
-/// replays a CUDA graph of `CALLS_PER_SAMPLE` calls (device time without the host's
-/// launch cost) when every function could be captured; the bool says whether graphs were
-/// timed (else back-to-back eager calls were, for all alike).
-pub fn median_us(
-    stream: &Arc<CudaStream>,
-    iters: usize,
-    graphs: bool,
-    fs: &mut [&mut dyn FnMut() -> Result<(), String>],
-) -> Result<(Vec<f64>, bool), String> {
-    let e = |what: &'static str| move |x: cudarc::driver::DriverError| format!("{what}: {x}");
-    for _ in 0..5 {
-        for f in fs.iter_mut() {
-            f()?;
-        }
-    }
-    stream.synchronize().map_err(e("warm-up"))?;
-    let mut gs: Vec<Option<CudaGraph>> = Vec::new();
-    if graphs {
-        for f in fs.iter_mut() {
-            gs.push(capture(stream, *f));
-        }
-    }
-    let graphed = graphs && gs.iter().all(Option::is_some);
-    stream.synchronize().map_err(e("after capture"))?;
-    let ctx = stream.context();
-    let timing = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
-    let mut times = vec![Vec::with_capacity(iters); fs.len()];
-    for _ in 0..iters.max(1) {
-        for (i, f) in fs.iter_mut().enumerate() {
-            let start = ctx.new_event(timing).map_err(e("event"))?;
-            let end = ctx.new_event(timing).map_err(e("event"))?;
-            start.record(stream).map_err(e("record"))?;
-            match gs.get(i) {
-                Some(Some(g)) if graphed => g.launch().map_err(e("graph launch"))?,
-                _ => (0..CALLS_PER_SAMPLE).try_for_each(|_| f())?,
-            }
-            end.record(stream).map_err(e("record"))?;
-            end.synchronize().map_err(e("event sync"))?;
-            times[i].push(start.elapsed_ms(&end).map_err(e("elapsed"))? as f64 * 1e3 / CALLS_PER_SAMPLE as f64);
-        }
-    }
-    let medians = times
-        .into_iter()
-        .map(|mut v| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        })
-        .collect();
-    Ok((medians, graphed))
 }
 
 #[cfg(test)]

@@ -278,9 +278,8 @@ impl Ops {
             Some(Choice::Sm90(cfg, split)) => return self.run_gemm_sm90(p, cfg, *split),
             Some(Choice::Sm80(s)) => s.clone(),
             None => {
-                let arch = self.gpu.arch().map_or("", |a| a.as_str());
                 let tuned = match crate::gemm::copy_bytes(p) {
-                    16 => self.tuning().gemm(p, arch).map(|s| s.gemm_choice()),
+                    16 => self.tuned_gemm(p).and_then(|s| s.gemm_choice()),
                     _ => None, // tables hold fast-path kernels
                 };
                 if let Some(choice) = tuned {

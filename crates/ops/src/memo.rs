@@ -67,6 +67,27 @@ impl<K: Eq + Hash + Clone, V: Clone> Memo<K, V> {
         Ok(v)
     }
 
+    /// The value of `key` if a build finished, without building (and `None` while one
+    /// runs, rather than waiting for it).
+    ///
+    /// ```
+    /// use rcute_ops::memo::Memo;
+    /// let memo: Memo<u32, u32> = Memo::new();
+    /// assert_eq!(memo.get(&1), None);
+    /// memo.get_or_try_build(&1, || Ok::<_, ()>(10)).unwrap();
+    /// assert_eq!((memo.get(&1), memo.builds()), (Some(10), 1));
+    /// ```
+    pub fn get(&self, key: &K) -> Option<V> {
+        let slot = self
+            .slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)?
+            .clone();
+        let value = slot.try_lock().ok()?.clone();
+        value
+    }
+
     /// How many times a value was built (successful or not): what a test reads to see
     /// that concurrent callers did not build one key twice.
     pub fn builds(&self) -> usize {

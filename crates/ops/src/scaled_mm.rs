@@ -594,23 +594,21 @@ impl Ops {
                 let base = s.apply(rcute_kernel::gemm_sm90::GemmSm90Config::bf16(s.tile, s.schedule));
                 self.run_scaled_mm_sm90(p, Some((&base, s.split_k)))
             }
+            other => Err(not_scaled_mm(other)),
         }
     }
 
     /// The tuning table's choice for `p`, where one applies to this GPU and the problem
     /// (an SM90 entry needs sm_90 and TMA-ready operands; FP8 runs only SM90 entries).
     fn tuned_scaled_mm(&self, p: &ScaledMmProblem) -> Option<ConfigSpec> {
-        let arch = self.gpu().arch()?;
         // No key (it allocates) on the per-call path unless a table could answer.
-        if p.l != 1 || self.tuning().tables().is_empty() {
-            return None;
-        }
-        let spec = self.tuning().lookup(&scaled_mm_key(p, arch.as_str()))?;
+        let spec = self.tuned_scaled_mm_spec(p)?;
         let usable = match spec {
             ConfigSpec::Sm90(_) => self.gpu().compute_capability() == (9, 0) && sm90_qualifies(p),
             ConfigSpec::Sm80(_) => p.a.dtype == DType::S8,
+            ConfigSpec::Awq(_) | ConfigSpec::Moe(_) => false,
         };
-        usable.then(|| spec.clone())
+        usable.then_some(spec)
     }
 
     /// Run a validated scaled-mm problem on the SM90 TMA + `wgmma` kernel (sm_90 only):
@@ -866,6 +864,7 @@ impl Ops {
                 let cfg = sm90_scaled_config(base, ab, out, kind.a_scale, kind.b_scale, kind.bias)?;
                 self.load_gemm_sm90(&cfg).map(|_| ())
             }
+            other => Err(not_scaled_mm(other)),
         }
     }
 
@@ -924,6 +923,11 @@ impl Ops {
         }
         Ok(l)
     }
+}
+
+/// The error of a tuning spec of another op's kernel family given to a scaled-mm entry point.
+fn not_scaled_mm(spec: &ConfigSpec) -> OpsError {
+    OpsError::Shape(format!("{spec} is not a scaled-mm configuration"))
 }
 
 /// The SM80-class kernel's launch arguments for a validated problem and a selection (the

@@ -13,12 +13,13 @@ use rcute_ops::tuning::{ConfigSpec, ProblemKey};
 use rcute_ops::{MatrixMut, MatrixRef, Ops};
 use std::sync::Arc;
 
-use super::{copies_for, Compiler, Tunable};
 use crate::bench_cmd::{cublas_tn_bf16, random_bf16};
+use rcute_ops::tuning::tuner::{copies_for, Compiler, Tunable};
 
 /// A bf16 GEMM problem with its buffers and its cuBLAS peer.
 pub struct GemmTune<'b> {
     shape: (usize, usize, usize),
+    arch: String,
     stream: Arc<CudaStream>,
     blas: &'b CudaBlas,
     a: CudaSlice<bf16>,
@@ -31,7 +32,7 @@ pub struct GemmTune<'b> {
 
 impl<'b> GemmTune<'b> {
     /// Random inputs on `ops`' GPU, the candidates, and cuBLAS's output as the reference.
-    pub fn new(ops: &Ops, blas: &'b CudaBlas, (m, n, k): (usize, usize, usize)) -> Result<Self, String> {
+    pub fn new(ops: &Ops, blas: &'b CudaBlas, (m, n, k): (usize, usize, usize), arch: &str) -> Result<Self, String> {
         let gpu = ops.gpu();
         let stream = gpu.stream().clone();
         let e = |x: cudarc::driver::DriverError| x.to_string();
@@ -43,6 +44,7 @@ impl<'b> GemmTune<'b> {
             .map_err(e)?;
         let mut t = GemmTune {
             shape: (m, n, k),
+            arch: arch.into(),
             d: RefCell::new(stream.alloc_zeros(m * n).map_err(e)?),
             dref: RefCell::new(stream.alloc_zeros(m * n).map_err(e)?),
             stream,
@@ -76,6 +78,7 @@ impl Tunable for GemmTune<'_> {
                 ConfigSpec::Sm90(x) => ops
                     .load_gemm_sm90(&x.apply(GemmSm90Config::bf16(x.tile, x.schedule)).without_c())
                     .map(|_| ()),
+                other => return Err(format!("{other} is not a gemm configuration")),
             }
             .map_err(|e| e.to_string())
         })
@@ -94,8 +97,10 @@ impl Tunable for GemmTune<'_> {
             0.0,
         )
         .map_err(|x| x.to_string())?;
-        ops.run_gemm_with(&p, Some(&spec.gemm_choice()))
-            .map_err(|x| x.to_string())
+        let choice = spec
+            .gemm_choice()
+            .ok_or_else(|| format!("{spec} is not a gemm configuration"))?;
+        ops.run_gemm_with(&p, Some(&choice)).map_err(|x| x.to_string())
     }
 
     fn peer(&self, turn: usize) -> Result<(), String> {
@@ -133,9 +138,9 @@ impl Tunable for GemmTune<'_> {
         Ok(())
     }
 
-    fn key(&self, arch: &str) -> Result<ProblemKey, String> {
+    fn key(&self) -> ProblemKey {
         let (m, n, k) = self.shape;
-        Ok(ProblemKey::new("gemm", "bf16", "lincomb", arch, m, n, k))
+        ProblemKey::new("gemm", "bf16", "lincomb", &self.arch, m, n, k)
     }
 
     fn rotated(&self) -> (usize, usize) {
@@ -143,7 +148,7 @@ impl Tunable for GemmTune<'_> {
         (self.bs.len(), n * k * 2)
     }
 
-    fn peer_name(&self) -> &'static str {
-        "cublas"
+    fn peer_name(&self) -> Option<&'static str> {
+        Some("cublas")
     }
 }

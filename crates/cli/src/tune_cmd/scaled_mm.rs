@@ -15,8 +15,8 @@ use rcute_ops::tuning::{ConfigSpec, ProblemKey};
 use rcute_ops::{validate_scaled_mm, MatrixMut, MatrixRef, Ops, Scale, ScaledMmKind, ScaledMmProblem, VectorRef};
 use std::sync::Arc;
 
-use super::{copies_for, Compiler, Tunable};
 use crate::bench_scaled_mm::{host_inputs, max_scaled_err, LtInt8};
+use rcute_ops::tuning::tuner::{copies_for, Compiler, Tunable};
 
 /// The kind of every problem this tuner times.
 const KIND: ScaledMmKind = ScaledMmKind {
@@ -30,6 +30,7 @@ const KIND: ScaledMmKind = ScaledMmKind {
 /// An INT8 scaled-mm problem with its buffers and its cuBLASLt peer.
 pub struct ScaledMmTune {
     shape: (usize, usize, usize),
+    arch: String,
     stream: Arc<CudaStream>,
     a: CudaSlice<i8>,
     bs: Vec<CudaSlice<i8>>,
@@ -46,7 +47,7 @@ pub struct ScaledMmTune {
 
 impl ScaledMmTune {
     /// Random inputs on `ops`' GPU, the candidates, and the peer's exact accumulator.
-    pub fn new(ops: &Ops, (m, n, k): (usize, usize, usize)) -> Result<Self, String> {
+    pub fn new(ops: &Ops, (m, n, k): (usize, usize, usize), arch: &str) -> Result<Self, String> {
         let gpu = ops.gpu();
         let stream = gpu.stream().clone();
         let e = |x: cudarc::driver::DriverError| x.to_string();
@@ -60,6 +61,7 @@ impl ScaledMmTune {
         let bias16: Vec<bf16> = hbias.iter().map(|&x| bf16::from_f32(x)).collect();
         let t = ScaledMmTune {
             shape: (m, n, k),
+            arch: arch.into(),
             a: stream.clone_htod(&ha).map_err(e)?,
             bs,
             sa: stream.clone_htod(&hsa).map_err(e)?,
@@ -153,9 +155,11 @@ impl Tunable for ScaledMmTune {
         Ok(())
     }
 
-    fn key(&self, arch: &str) -> Result<ProblemKey, String> {
+    fn key(&self) -> ProblemKey {
         // The key the op itself looks up for this problem.
-        self.with_problem(0, |p| Ok(scaled_mm_key(p, arch)))
+        let (m, n, k) = self.shape;
+        self.with_problem(0, |p| Ok(scaled_mm_key(p, &self.arch)))
+            .unwrap_or_else(|_| ProblemKey::new("scaled_mm", "s8:bf16", "token-channel+bias", &self.arch, m, n, k))
     }
 
     fn rotated(&self) -> (usize, usize) {
@@ -163,7 +167,7 @@ impl Tunable for ScaledMmTune {
         (self.bs.len(), n * k)
     }
 
-    fn peer_name(&self) -> &'static str {
-        "cublaslt-int8"
+    fn peer_name(&self) -> Option<&'static str> {
+        Some("cublaslt-int8")
     }
 }

@@ -166,11 +166,17 @@ impl Ops {
     /// Launch a validated layer (the kernels are loaded first, so a failed compilation
     /// leaves `y` untouched).
     pub fn run_fused_moe(&self, p: &MoeProblem) -> Result<(), OpsError> {
+        let (tile, warps) = moe_tile(p.tokens * p.topk, p.local_experts);
+        self.launch_fused_moe(p, tile, warps)
+    }
+
+    /// Launch a validated layer whose workspace layout was made for the grouped GEMMs'
+    /// `tile` (its row block) and GEMM2's splits (see [`Ops::run_fused_moe_with`]).
+    pub(crate) fn launch_fused_moe(&self, p: &MoeProblem, tile: [i64; 3], warps: [i64; 2]) -> Result<(), OpsError> {
         let _scope = self.launch_scope();
         let el = element(p.dtype)?;
         let l = &p.layout;
         let ws = p.workspace;
-        let (tile, warps) = moe_tile(p.tokens * p.topk, p.local_experts);
         let (g1, f1) = self.grouped_kernel(
             &GroupedGemmConfig::new(el, GroupedA::Gathered, GroupedEpilogue::SwiGlu).with_tile(tile, warps),
         )?;

@@ -24,6 +24,7 @@
 //! ```
 
 pub mod align;
+mod forced;
 mod fused;
 mod grouped;
 pub mod problem;
@@ -31,6 +32,7 @@ pub mod reference;
 pub mod routing;
 
 pub use align::{align_reference, Alignment};
+pub use forced::fused_moe_workspace_bytes_with;
 pub use grouped::{validate_grouped_gemm, GroupedProblem};
 pub use problem::{
     fused_moe_workspace_bytes, grouped_gemm_workspace_bytes, moe_splits, moe_tile, validate_fused_moe, MoeOptions,

@@ -272,6 +272,8 @@ pub struct MoeProblem {
     pub(crate) ids: Option<(Geometry, Geometry)>,
     pub(crate) layout: WorkspaceLayout,
     pub(crate) workspace: u64,
+    /// Bytes of the workspace (a forced configuration's layout must fit them).
+    pub(crate) workspace_len: usize,
 }
 
 fn shape(s: String) -> OpsError {
@@ -512,5 +514,6 @@ pub fn validate_fused_moe(
         ids,
         layout,
         workspace: workspace.ptr,
+        workspace_len: workspace.len,
     })
 }

@@ -8,7 +8,15 @@
 //! ([`TuningTable::load`]).
 //!
 //! Environment: `RCUTE_TUNING_FILE` names a table to read (before any shipped one);
-//! `RCUTE_TUNING=off` ignores every table, `cached` (the default) uses them.
+//! `RCUTE_TUNING=off` ignores every table, `cached` (the default) uses them, `on-miss`
+//! also tunes a problem with no entry at its own M bucket the first time an op meets it
+//! ([`tuner::tune`] within `RCUTE_TUNING_BUDGET` seconds, default 20, compilation
+//! included), writes the winner to `RCUTE_TUNING_FILE` (or `tuning.json` in the kernel
+//! cache's directory) and runs it; concurrent callers of one `Ops` tune a key once
+//! ([`OpsTuning::choose`]). On-miss covers `gemm` and INT8 `scaled_mm`; it tunes on buffers of
+//! its own (random data of the problem's shape, the weight copied until the copies exceed
+//! 150 MB), never the caller's, synchronizes the op's stream, and does nothing while that
+//! stream captures a graph (the rules serve; the next call outside a capture tunes).
 //!
 //! ```
 //! use rcute_ops::tuning::{ConfigSpec, ProblemKey, Tables, TableHeader, TuningTable};
@@ -26,16 +34,25 @@
 //! ```
 
 pub mod bucket;
+mod budget;
 mod header;
 mod key;
+mod op_specs;
 mod ops_tables;
+mod probe_gemm;
+mod probe_scaled_mm;
 pub mod space;
+mod space_awq_moe;
 mod spec;
+mod spec_text;
 mod table;
+pub mod timing;
+pub mod tuner;
 
 pub use header::{generator_hash, TableHeader};
 pub use key::ProblemKey;
-pub use ops_tables::{OpsTuning, SHIPPED};
+pub use op_specs::{AwqSpec, MoeSpec};
+pub use ops_tables::{gemm_key, OpsTuning, ON_MISS_SECONDS, SHIPPED};
 pub use spec::{ConfigSpec, Sm80Spec, Sm90Spec, SpecError};
 pub use table::{Entry, Loaded, Tables, TuningTable};
 
@@ -44,21 +61,40 @@ pub use table::{Entry, Loaded, Tables, TuningTable};
 pub enum TuningMode {
     /// Use the rules only.
     Off,
-    /// Use table entries where they exist, the rules elsewhere.
+    /// Use table entries where they exist (the nearest M bucket), the rules elsewhere.
     Cached,
+    /// Use the entry at a problem's own M bucket; without one, tune the problem on first
+    /// use, record the winner and use it.
+    OnMiss,
 }
 
 impl TuningMode {
-    /// `RCUTE_TUNING`: `off` or `cached` (default); any other value is reported in the
-    /// returned warning and read as `cached`.
-    pub fn from_env() -> (TuningMode, Option<String>) {
-        match std::env::var("RCUTE_TUNING").as_deref() {
-            Err(_) | Ok("") | Ok("cached") => (TuningMode::Cached, None),
-            Ok("off") => (TuningMode::Off, None),
-            Ok(other) => (
+    /// The mode a value of `RCUTE_TUNING` names: `off`, `cached` (also unset or empty) or
+    /// `on-miss`; anything else is read as `cached`, with the warning to print.
+    ///
+    /// ```
+    /// use rcute_ops::tuning::TuningMode;
+    /// assert_eq!(TuningMode::parse(Some("on-miss")), (TuningMode::OnMiss, None));
+    /// assert_eq!(TuningMode::parse(None), (TuningMode::Cached, None));
+    /// assert!(TuningMode::parse(Some("always")).1.is_some());
+    /// ```
+    pub fn parse(value: Option<&str>) -> (TuningMode, Option<String>) {
+        match value.map(str::trim) {
+            None | Some("") | Some("cached") => (TuningMode::Cached, None),
+            Some("off") => (TuningMode::Off, None),
+            Some("on-miss") => (TuningMode::OnMiss, None),
+            Some(other) => (
                 TuningMode::Cached,
-                Some(format!("RCUTE_TUNING={other:?} is not off or cached: using cached")),
+                Some(format!(
+                    "RCUTE_TUNING={other:?} is not off, cached or on-miss: using cached"
+                )),
             ),
         }
+    }
+
+    /// [`TuningMode::parse`] of `RCUTE_TUNING`.
+    pub fn from_env() -> (TuningMode, Option<String>) {
+        let v = std::env::var("RCUTE_TUNING").ok();
+        TuningMode::parse(v.as_deref())
     }
 }

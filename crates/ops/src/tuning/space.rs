@@ -19,6 +19,7 @@
 use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
 use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
 
+pub use super::space_awq_moe::{awq_candidates, moe_candidates};
 use super::spec::{ConfigSpec, Sm80Spec, Sm90Spec};
 use crate::select::{select, select_scaled_mm, select_scaled_sm90, select_sm90};
 use rcute_kernel::gemm_sm80::Sm80Target as ScaledMmTarget;
@@ -147,6 +148,7 @@ fn generates(spec: &ConfigSpec) -> bool {
         ConfigSpec::Sm90(s) => {
             rcute_kernel::gemm_sm90::generate(&s.apply(GemmSm90Config::bf16(s.tile, s.schedule))).is_ok()
         }
+        ConfigSpec::Awq(_) | ConfigSpec::Moe(_) => false,
     }
 }
 
@@ -241,6 +243,7 @@ fn generates_scaled(spec: &ConfigSpec) -> bool {
             true,
         )
         .is_ok_and(|c| rcute_kernel::gemm_sm90::generate(&c).is_ok()),
+        ConfigSpec::Awq(_) | ConfigSpec::Moe(_) => false,
     }
 }
 
@@ -310,6 +313,7 @@ mod tests {
             let (tile, split, rows) = match &c {
                 ConfigSpec::Sm80(s) => (s.tile, s.split_k, s.tile[0]),
                 ConfigSpec::Sm90(s) => (s.tile, s.split_k, s.tile[0]),
+                other => panic!("{other} is not a gemm candidate"),
             };
             if split > 1 {
                 assert!(4096 / tile[2] as u32 / split >= 4, "{c}");
@@ -344,6 +348,7 @@ mod tests {
                     let k_tile = match x {
                         ConfigSpec::Sm80(s) => s.tile[2],
                         ConfigSpec::Sm90(s) => s.tile[2],
+                        other => panic!("{other} is not a scaled-mm candidate"),
                     };
                     assert!(k_tile >= 64, "{x}: s8 K tiles are at least 64 bytes");
                 }

@@ -3,7 +3,7 @@
 //!
 //! A spec names only the knobs a tuner varies (tile, warps or schedule, stages, cluster,
 //! split-K, rasterization); the element types and the fused epilogue come from the
-//! problem. Two grammars, one per kernel family:
+//! problem. One grammar per kernel family (the AWQ and MoE ones in [`super::op_specs`]):
 //!
 //! * Ampere class: `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing]`
 //! * Hopper: `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE]`
@@ -26,6 +26,7 @@ use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, Sm80Target, SplitKMode};
 use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
 use rcute_kernel::tile_scheduler::RasterOrderOption;
 
+use super::spec_text::{extents, number};
 use crate::select::{Choice, ScaledMmSelection, Selection};
 
 /// The tunable knobs of an Ampere-class (`mma.sync`) kernel.
@@ -78,6 +79,10 @@ pub enum ConfigSpec {
     Sm80(Sm80Spec),
     /// The Hopper kernel.
     Sm90(Sm90Spec),
+    /// The AWQ GEMM.
+    Awq(super::op_specs::AwqSpec),
+    /// The fused MoE layer.
+    Moe(super::op_specs::MoeSpec),
 }
 
 impl Sm80Spec {
@@ -100,15 +105,26 @@ impl Sm80Spec {
 
 impl ConfigSpec {
     /// The `gemm` kernel choice this spec names (bf16, K-major operands as the base; the
-    /// op substitutes the problem's types and majors).
-    pub fn gemm_choice(&self) -> Choice {
-        match self {
+    /// op substitutes the problem's types and majors); `None` for an AWQ or MoE spec.
+    pub fn gemm_choice(&self) -> Option<Choice> {
+        Some(match self {
             ConfigSpec::Sm80(s) => Choice::Sm80(Selection {
                 config: s.apply(GemmSm80Config::bf16(Major::K, Major::K, s.tile, s.warps)),
                 split_k: s.split_k,
                 split_k_mode: s.split_k_mode.unwrap_or(SplitKMode::Parallel),
             }),
             ConfigSpec::Sm90(s) => Choice::Sm90(s.apply(GemmSm90Config::bf16(s.tile, s.schedule)), s.split_k),
+            ConfigSpec::Awq(_) | ConfigSpec::Moe(_) => return None,
+        })
+    }
+
+    /// Whether the spec is of the kernel family op `op` runs (`gemm` and `scaled_mm`: the
+    /// Ampere-class and Hopper GEMMs; `awq`; `moe`).
+    pub fn fits_op(&self, op: &str) -> bool {
+        match self {
+            ConfigSpec::Sm80(_) | ConfigSpec::Sm90(_) => op == "gemm" || op == "scaled_mm",
+            ConfigSpec::Awq(_) => op == "awq",
+            ConfigSpec::Moe(_) => op == "moe",
         }
     }
 }
@@ -185,25 +201,6 @@ pub struct SpecError {
 const SM80_GRAMMAR: &str = "BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing]";
 const SM90_GRAMMAR: &str =
     "sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE]";
-
-/// `AxBx...` with exactly `N` positive extents.
-fn extents<const N: usize>(x: &str, what: &str) -> Result<[i64; N], String> {
-    let v: Vec<i64> = x
-        .split(['x', 'X'])
-        .map(|y| y.trim().parse::<i64>().map_err(|e| format!("{what} {x:?}: {e}")))
-        .collect::<Result<_, _>>()?;
-    let arr: [i64; N] = v
-        .try_into()
-        .map_err(|_| format!("the {what} {x:?} needs {N} extents"))?;
-    if arr.iter().any(|&e| e <= 0) {
-        return Err(format!("the {what} {x:?} has a non-positive extent"));
-    }
-    Ok(arr)
-}
-
-fn number<T: FromStr>(x: &str, what: &str) -> Result<T, String> {
-    x.parse().map_err(|_| format!("{what} {x:?} is not a number"))
-}
 
 fn parse_sm80(s: &str) -> Result<Sm80Spec, String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
@@ -291,18 +288,23 @@ impl FromStr for ConfigSpec {
     type Err = SpecError;
 
     fn from_str(s: &str) -> Result<ConfigSpec, SpecError> {
+        use super::op_specs::{parse_awq, parse_moe, AWQ_GRAMMAR, MOE_GRAMMAR};
         let s = s.trim();
-        match s.strip_prefix("sm90:") {
-            Some(rest) => parse_sm90(rest).map(ConfigSpec::Sm90).map_err(|why| SpecError {
+        let err = |grammar: &'static str| {
+            move |why: String| SpecError {
                 text: s.into(),
                 why,
-                grammar: SM90_GRAMMAR,
-            }),
-            None => parse_sm80(s).map(ConfigSpec::Sm80).map_err(|why| SpecError {
-                text: s.into(),
-                why,
-                grammar: SM80_GRAMMAR,
-            }),
+                grammar,
+            }
+        };
+        if let Some(rest) = s.strip_prefix("sm90:") {
+            parse_sm90(rest).map(ConfigSpec::Sm90).map_err(err(SM90_GRAMMAR))
+        } else if let Some(rest) = s.strip_prefix("awq:") {
+            parse_awq(rest).map(ConfigSpec::Awq).map_err(err(AWQ_GRAMMAR))
+        } else if let Some(rest) = s.strip_prefix("moe:") {
+            parse_moe(rest).map(ConfigSpec::Moe).map_err(err(MOE_GRAMMAR))
+        } else {
+            parse_sm80(s).map(ConfigSpec::Sm80).map_err(err(SM80_GRAMMAR))
         }
     }
 }
@@ -373,6 +375,8 @@ impl fmt::Display for ConfigSpec {
         match self {
             ConfigSpec::Sm80(s) => s.fmt(f),
             ConfigSpec::Sm90(s) => s.fmt(f),
+            ConfigSpec::Awq(s) => s.fmt(f),
+            ConfigSpec::Moe(s) => s.fmt(f),
         }
     }
 }
@@ -440,7 +444,7 @@ mod tests {
             (sel.target, sel.stages, sel.split_k_mode),
             (Sm80Target::Turing, Some(2), SplitKMode::Serial)
         );
-        let Choice::Sm80(sel) = "64x64x128,2x2,auto,4".parse::<ConfigSpec>().unwrap().gemm_choice() else {
+        let Some(Choice::Sm80(sel)) = "64x64x128,2x2,auto,4".parse::<ConfigSpec>().unwrap().gemm_choice() else {
             panic!("expected an SM80 choice")
         };
         assert_eq!((sel.split_k, sel.split_k_mode), (4, SplitKMode::Parallel));

@@ -95,6 +95,10 @@ impl TuningTable {
         }
         for e in table.entries {
             match e.config.parse::<ConfigSpec>() {
+                Ok(spec) if !spec.fits_op(&e.key.op) => out.warnings.push(format!(
+                    "tuning table {origin}: entry ignored: {} is not a configuration of op {:?}",
+                    e.config, e.key.op
+                )),
                 Ok(spec) => out.entries.push((e.key, spec)),
                 Err(err) => out
                     .warnings
@@ -217,6 +221,11 @@ impl Tables {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// The configuration measured for exactly `key` (its own M bucket), if any.
+    pub fn exact(&self, key: &ProblemKey) -> Option<&ConfigSpec> {
+        self.entries.iter().find(|(k, _)| k == key).map(|(_, s)| s)
     }
 
     /// The configuration measured for `key`'s problem at the nearest M bucket (same op,

@@ -1,0 +1,170 @@
+//! The text forms of the AWQ GEMM's and the fused MoE's configurations (the other two
+//! families a tuning table stores; see [`super::ConfigSpec`]):
+//!
+//! * AWQ: `awq:BMxBNxBK,WMxWN,sSTAGES,vWORDS[,kSPLITS]`: the CTA tile, warp grid,
+//!   shared-memory stages, `qweight` words per copy (4 or 1) and requested K splits.
+//! * MoE: `moe:BMxBNxBK,WMxWN[,kSPLITS]`: the grouped GEMMs' tile and warp grid (both
+//!   GEMMs; `BM` is also the alignment's row block) and GEMM2's K splits.
+//!
+//! ```
+//! use rcute_ops::tuning::ConfigSpec;
+//! let awq: ConfigSpec = "awq:16x256x64,1x4,s4,v4,k10".parse().unwrap();
+//! assert_eq!(awq.to_string(), "awq:16x256x64,1x4,s4,v4,k10");
+//! let moe: ConfigSpec = "moe:16x128x64,1x4,k4".parse().unwrap();
+//! assert_eq!(moe.to_string().parse::<ConfigSpec>().unwrap(), moe);
+//! assert!("awq:16x256x64,1x4".parse::<ConfigSpec>().is_err()); // stages and words needed
+//! ```
+
+use std::fmt;
+
+use rcute_atom::Element;
+use rcute_kernel::awq_gemm::AwqGemmConfig;
+
+use super::spec_text::{extents, number};
+
+/// The tunable knobs of the AWQ GEMM.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AwqSpec {
+    /// CTA tile `(BM, BN, BK)`.
+    pub tile: [i64; 3],
+    /// Warps along M and N.
+    pub warps: [i64; 2],
+    /// Shared-memory stages.
+    pub stages: usize,
+    /// `qweight` words per `cp.async` (4 or 1).
+    pub b_vector_words: i64,
+    /// Requested K splits (the kernel's plan may use fewer).
+    pub splits: u32,
+}
+
+impl AwqSpec {
+    /// The spec of a configuration and its requested splits.
+    pub fn of(cfg: &AwqGemmConfig, splits: u32) -> AwqSpec {
+        AwqSpec {
+            tile: cfg.tile,
+            warps: cfg.warps,
+            stages: cfg.stages,
+            b_vector_words: cfg.b_vector_words,
+            splits,
+        }
+    }
+
+    /// The kernel configuration for `element` operands, with the requested splits.
+    pub fn config(&self, element: Element) -> (AwqGemmConfig, u32) {
+        (
+            AwqGemmConfig::new(element, self.tile, self.warps, self.stages, self.b_vector_words),
+            self.splits,
+        )
+    }
+}
+
+/// The tunable knobs of the fused MoE layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MoeSpec {
+    /// The grouped GEMMs' CTA tile `(BM, BN, BK)`.
+    pub tile: [i64; 3],
+    /// Warps along M and N.
+    pub warps: [i64; 2],
+    /// GEMM2's K splits.
+    pub splits: u32,
+}
+
+pub(crate) const AWQ_GRAMMAR: &str = "awq:BMxBNxBK,WMxWN,sSTAGES,vWORDS[,kSPLITS]";
+pub(crate) const MOE_GRAMMAR: &str = "moe:BMxBNxBK,WMxWN[,kSPLITS]";
+
+/// `kSPLITS` fields after the fixed ones (at least 1).
+fn splits_field(rest: &[&str]) -> Result<u32, String> {
+    let mut splits = 1;
+    for p in rest {
+        match p.strip_prefix('k') {
+            Some(x) => splits = number(x, "K splits")?,
+            None => return Err(format!("unknown field {p:?}")),
+        }
+    }
+    if splits == 0 {
+        return Err("K splits must be at least 1".into());
+    }
+    Ok(splits)
+}
+
+pub(crate) fn parse_awq(s: &str) -> Result<AwqSpec, String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    if parts.len() < 4 {
+        return Err("too few fields".into());
+    }
+    let stages = parts[2].strip_prefix('s').ok_or("the third field is sSTAGES")?;
+    let words = parts[3].strip_prefix('v').ok_or("the fourth field is vWORDS")?;
+    Ok(AwqSpec {
+        tile: extents(parts[0], "tile")?,
+        warps: extents(parts[1], "warp grid")?,
+        stages: number(stages, "stages")?,
+        b_vector_words: number(words, "qweight words")?,
+        splits: splits_field(&parts[4..])?,
+    })
+}
+
+pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    if parts.len() < 2 {
+        return Err("too few fields".into());
+    }
+    Ok(MoeSpec {
+        tile: extents(parts[0], "tile")?,
+        warps: extents(parts[1], "warp grid")?,
+        splits: splits_field(&parts[2..])?,
+    })
+}
+
+impl fmt::Display for AwqSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [bm, bn, bk] = self.tile;
+        let [wm, wn] = self.warps;
+        write!(
+            f,
+            "awq:{bm}x{bn}x{bk},{wm}x{wn},s{},v{}",
+            self.stages, self.b_vector_words
+        )?;
+        if self.splits != 1 {
+            write!(f, ",k{}", self.splits)?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for MoeSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [bm, bn, bk] = self.tile;
+        let [wm, wn] = self.warps;
+        write!(f, "moe:{bm}x{bn}x{bk},{wm}x{wn}")?;
+        if self.splits != 1 {
+            write!(f, ",k{}", self.splits)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::tuning::ConfigSpec;
+
+    #[test]
+    fn canonical_forms_round_trip_and_bad_ones_say_why() {
+        for s in [
+            "awq:16x256x64,1x4,s4,v4,k10",
+            "awq:128x256x64,2x4,s3,v1",
+            "moe:64x128x32,2x2",
+            "moe:16x128x64,1x4,k8",
+        ] {
+            assert_eq!(s.parse::<ConfigSpec>().unwrap().to_string(), s);
+        }
+        for (s, why) in [
+            ("awq:16x256x64,1x4,4,v4", "sSTAGES"),
+            ("awq:16x256x64,1x4,s4,v4,k0", "at least 1"),
+            ("moe:16x128,1x4", "3 extents"),
+            ("moe:16x128x64,1x4,z2", "unknown field"),
+        ] {
+            let e = s.parse::<ConfigSpec>().unwrap_err();
+            assert!(e.to_string().contains(why), "{s}: {e}");
+        }
+    }
+}

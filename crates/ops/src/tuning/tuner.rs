@@ -1,0 +1,241 @@
+//! The tuner: compile a problem's candidates in parallel, check each against a reference,
+//! time the ones that pass, and return the fastest. `rcute tune` (with a progress bar and
+//! a peer) and `RCUTE_TUNING=on-miss` (inside the op, no peer) both run [`tune`].
+//!
+//! Per problem: the candidates are compiled on a thread pool (NVRTC programs are
+//! independent; one thread per core) through the [`Ops`] kernel tables, so the timed calls
+//! find them built; then, one by one, each candidate runs once and is checked
+//! ([`Tunable::check`]), and the ones that pass are timed with CUDA events
+//! ([`super::timing::median_us`]), paired round-robin with the peer where there is one,
+//! the weight operand rotated over copies that together exceed three times the L2
+//! ([`copies_for`]). The rules' choice is always timed (it is first), so the winner is
+//! never slower than the rules.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+pub use super::budget::TuneBudget;
+use super::timing::median_us;
+use super::{ConfigSpec, ProblemKey};
+use crate::Ops;
+
+/// Bytes the rotated weight copies must exceed: three times the H200's 50 MB L2.
+pub const ROTATE_BYTES: usize = 150 << 20;
+
+/// Copies of a weight of `bytes` that together exceed [`ROTATE_BYTES`] (at most 64).
+///
+/// ```
+/// use rcute_ops::tuning::tuner::copies_for;
+/// assert_eq!(copies_for(32 << 20), 5); // a 4096 x 4096 bf16 weight
+/// assert_eq!(copies_for(1), 64);
+/// ```
+pub fn copies_for(bytes: usize) -> usize {
+    ROTATE_BYTES.div_ceil(bytes.max(1)).clamp(1, 64)
+}
+
+/// Builds one candidate's kernel without running it (called from several threads at once).
+pub type Compiler = Box<dyn Fn(&Ops, &ConfigSpec) -> Result<(), String> + Sync>;
+
+/// One problem under tuning, with its buffers on the GPU.
+pub trait Tunable {
+    /// `(M, N, K)` (for MoE: tokens, hidden, intermediate).
+    fn shape(&self) -> (usize, usize, usize);
+    /// The table key of the problem.
+    fn key(&self) -> ProblemKey;
+    /// The candidates, the rules' choice first.
+    fn candidates(&self) -> &[ConfigSpec];
+    /// What builds a candidate's kernel without running it.
+    fn compiler(&self) -> Compiler;
+    /// Run a candidate on weight copy `turn`.
+    fn run(&self, ops: &Ops, spec: &ConfigSpec, turn: usize) -> Result<(), String>;
+    /// Run a candidate once and compare its output with the reference; `Err` says why it
+    /// is wrong.
+    fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String>;
+    /// Weight copies and the bytes of one.
+    fn rotated(&self) -> (usize, usize);
+    /// The peer's name in the table, if the problem has one.
+    fn peer_name(&self) -> Option<&'static str> {
+        None
+    }
+    /// Run the peer on weight copy `turn` (only called when [`Tunable::peer_name`] is some).
+    fn peer(&self, _turn: usize) -> Result<(), String> {
+        Err("no peer".into())
+    }
+}
+
+/// What a progress display hears (every method does nothing by default; called from the
+/// compiling threads too).
+pub trait TuneObserver: Sync {
+    /// Compilation of `total` candidates starts.
+    fn compiling(&self, _total: usize) {}
+    /// One more candidate was compiled (or failed to).
+    fn compiled(&self) {}
+    /// Checking and timing of `total` compiled candidates starts.
+    fn timing(&self, _total: usize) {}
+    /// One more candidate was checked (and timed, if it passed); `best` so far.
+    fn timed(&self, _best: Option<&Timed>) {}
+}
+
+/// The observer of [`TuneObserver`]'s defaults.
+pub struct Quiet;
+impl TuneObserver for Quiet {}
+
+/// One timed candidate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timed {
+    /// The configuration.
+    pub spec: ConfigSpec,
+    /// Its median microseconds per call.
+    pub us: f64,
+    /// The peer's, in the same samples.
+    pub peer_us: Option<f64>,
+}
+
+/// What tuning one problem found.
+#[derive(Clone, Debug)]
+pub struct TuneOutcome {
+    /// The problem's table key.
+    pub key: ProblemKey,
+    /// The rules' choice, if it was timed.
+    pub rules: Option<Timed>,
+    /// The fastest candidate (the rules' choice included), if any ran.
+    pub best: Option<Timed>,
+    /// Candidates in the space.
+    pub candidates: usize,
+    /// Candidates timed.
+    pub timed: usize,
+    /// `config: why` for each candidate that failed to compile, check or time.
+    pub rejected: Vec<String>,
+}
+
+impl TuneOutcome {
+    /// The table entry of the winner, if there is one.
+    pub fn entry(&self, peer: Option<&str>) -> Option<super::Entry> {
+        let b = self.best.as_ref()?;
+        Some(super::Entry {
+            key: self.key.clone(),
+            config: b.spec.to_string(),
+            us: b.us,
+            peer: b.peer_us.and(peer.map(str::to_string)),
+            peer_us: b.peer_us,
+        })
+    }
+}
+
+/// Compile the candidates on all cores (through the `Ops` kernel tables); returns the ones
+/// that compiled and why the others did not. Workers take no new candidate after
+/// `deadline`.
+pub fn compile_all(
+    ops: &Ops,
+    specs: &[ConfigSpec],
+    compile: &Compiler,
+    deadline: Option<Instant>,
+    obs: &dyn TuneObserver,
+) -> (Vec<ConfigSpec>, Vec<String>) {
+    let threads = std::thread::available_parallelism()
+        .map_or(4, |n| n.get())
+        .min(specs.len().max(1));
+    let next = AtomicUsize::new(0);
+    let results: Vec<Mutex<Option<Result<(), String>>>> = specs.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                if deadline.is_some_and(|d| Instant::now() > d) {
+                    break;
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(spec) = specs.get(i) else { break };
+                let r = compile(ops, spec);
+                *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                obs.compiled();
+            });
+        }
+    });
+    let mut ok = Vec::new();
+    let mut rejected = Vec::new();
+    for (spec, r) in specs.iter().zip(results) {
+        match r.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some(Ok(())) => ok.push(spec.clone()),
+            Some(Err(e)) => rejected.push(format!("{spec}: {e}")),
+            None => rejected.push(format!("{spec}: not compiled (budget)")),
+        }
+    }
+    (ok, rejected)
+}
+
+/// Tune one problem: compile, check and time its candidates within `budget`.
+///
+/// # Errors
+///
+/// Only a failed CUDA stream operation outside a candidate's own calls; a candidate that
+/// fails is listed in [`TuneOutcome::rejected`].
+pub fn tune(ops: &Ops, t: &dyn Tunable, budget: &TuneBudget, obs: &dyn TuneObserver) -> Result<TuneOutcome, String> {
+    let start = Instant::now();
+    let total = t.candidates().len();
+    let rules_spec = t.candidates().first().cloned();
+    obs.compiling(total);
+    let compile_deadline = budget
+        .include_compile
+        .then(|| start + std::time::Duration::from_secs_f64(budget.seconds * 0.75));
+    let (specs, mut rejected) = compile_all(ops, t.candidates(), &t.compiler(), compile_deadline, obs);
+    obs.timing(specs.len());
+    let timing_start = if budget.include_compile { start } else { Instant::now() };
+    let stream = ops.stream().clone();
+    let with_peer = t.peer_name().is_some();
+    let mut timed: Vec<Timed> = Vec::new();
+    for (i, spec) in specs.iter().enumerate() {
+        // The rules' choice is timed whatever the budget says, so there is a baseline.
+        let is_rules = Some(spec) == rules_spec.as_ref();
+        if !is_rules && i > 0 && timing_start.elapsed().as_secs_f64() > budget.seconds {
+            rejected.push(format!("{spec}: not timed (budget)"));
+            continue;
+        }
+        if let Err(why) = t.check(ops, spec) {
+            rejected.push(format!("{spec}: {why}"));
+            obs.timed(best_of(&timed));
+            continue;
+        }
+        let mut turn = 0usize;
+        let mut run = || {
+            turn += 1;
+            t.run(ops, spec, turn)
+        };
+        let mut turn_p = 0usize;
+        let mut peer = || {
+            turn_p += 1;
+            t.peer(turn_p)
+        };
+        let result = if with_peer {
+            median_us(&stream, budget.iters, budget.graphs, &mut [&mut run, &mut peer])
+        } else {
+            median_us(&stream, budget.iters, budget.graphs, &mut [&mut run])
+        };
+        match result {
+            Ok((v, _)) => timed.push(Timed {
+                spec: spec.clone(),
+                us: v[0],
+                peer_us: v.get(1).copied(),
+            }),
+            Err(x) => {
+                rejected.push(format!("{spec}: {x}"));
+                // A failed launch may leave an error on the stream: stop at one that sticks.
+                stream.synchronize().map_err(|e| format!("stream after {spec}: {e}"))?;
+            }
+        }
+        obs.timed(best_of(&timed));
+    }
+    let rules = timed.iter().find(|x| Some(&x.spec) == rules_spec.as_ref()).cloned();
+    Ok(TuneOutcome {
+        key: t.key(),
+        rules,
+        best: best_of(&timed).cloned(),
+        candidates: total,
+        timed: timed.len(),
+        rejected,
+    })
+}
+
+fn best_of(timed: &[Timed]) -> Option<&Timed> {
+    timed.iter().min_by(|x, y| x.us.total_cmp(&y.us))
+}

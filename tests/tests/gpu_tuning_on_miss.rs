@@ -1,0 +1,254 @@
+//! `RCUTE_TUNING=on-miss` on the GPU: the first `Ops::gemm` (and INT8 `Ops::scaled_mm`) of
+//! a shape with no table entry tunes it (within `RCUTE_TUNING_BUDGET` seconds), writes the
+//! winner to `RCUTE_TUNING_FILE`, returns the right answer, and later calls and a fresh
+//! handle use the written entry without tuning again. Also: the fused MoE layer with a
+//! forced configuration (`Ops::run_fused_moe_with`, what `rcute tune moe` times) gives the
+//! answer of the op's own choice.
+//!
+//! One test function sets the environment: it is process-wide, and each `Ops` handle
+//! reads it once.
+
+use half::bf16;
+use rcute_kernel::testing::gpu_for_test;
+use rcute_ops::moe::{fused_moe_workspace_bytes_with, validate_fused_moe, MoeOptions, MoeRouting, MoeWorkspace};
+use rcute_ops::scaled_mm::scaled_mm_key;
+use rcute_ops::tuning::{gemm_key, MoeSpec, TableHeader, TuningMode, TuningTable};
+use rcute_ops::{validate_scaled_mm, DType, MatrixMut, MatrixRef, Ops, Scale, VectorRef};
+
+fn lcg(seed: u64) -> impl FnMut() -> u32 {
+    let mut x = seed;
+    move || {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (x >> 33) as u32
+    }
+}
+
+/// `ops.gemm` of 16 x 256 x 512 (TN, bf16): the relative Frobenius error against float64
+/// and the problem's table key.
+fn gemm_case(ops: &Ops) -> (f64, rcute_ops::tuning::ProblemKey) {
+    let (m, n, k) = (16usize, 256usize, 512usize);
+    let s = ops.gpu().stream().clone();
+    let mut r = lcg(7);
+    let mut rnd = |len: usize| -> Vec<bf16> {
+        (0..len)
+            .map(|_| bf16::from_f32((r() % 2001) as f32 / 1000.0 - 1.0))
+            .collect()
+    };
+    let (ha, hb) = (rnd(m * k), rnd(n * k));
+    let (a, b) = (s.clone_htod(&ha).unwrap(), s.clone_htod(&hb).unwrap());
+    let mut d = s.clone_htod(&vec![bf16::NAN; m * n]).unwrap();
+    let (av, bv) = (MatrixRef::new(&a, m, k), MatrixRef::new(&b, k, n).col_major());
+    let mut dv = MatrixMut::new(&mut d, m, n);
+    let key = gemm_key(
+        &rcute_ops::validate(&av, &bv, None, &dv, 1.0, 0.0).unwrap(),
+        ops.gpu().arch().unwrap().as_str(),
+    )
+    .unwrap();
+    ops.gemm(&av, &bv, None, &mut dv, 1.0, 0.0).unwrap();
+    let got = s.clone_dtoh(&d).unwrap();
+    let (mut num, mut den) = (0f64, 0f64);
+    for i in 0..m {
+        for j in 0..n {
+            let want: f64 = (0..k).map(|t| ha[i * k + t].to_f64() * hb[j * k + t].to_f64()).sum();
+            let g = got[i * n + j].to_f64();
+            num += if g.is_nan() { f64::INFINITY } else { (g - want).powi(2) };
+            den += want * want;
+        }
+    }
+    ((num / den).sqrt(), key)
+}
+
+/// `ops.scaled_mm` of 16 x 256 x 512 INT8 (per-token / per-channel scales, bias, bf16 out):
+/// the largest relative error against the exact result, and the table key.
+fn scaled_mm_case(ops: &Ops) -> (f64, rcute_ops::tuning::ProblemKey) {
+    let (m, n, k) = (16usize, 256usize, 512usize);
+    let s = ops.gpu().stream().clone();
+    let mut r = lcg(11);
+    let ha: Vec<i8> = (0..m * k).map(|_| r() as u8 as i8).collect();
+    let hb: Vec<i8> = (0..n * k).map(|_| r() as u8 as i8).collect();
+    let hsa: Vec<f32> = (0..m).map(|_| 1e-4 * (1.0 + (r() % 100) as f32 / 100.0)).collect();
+    let hsb: Vec<f32> = (0..n).map(|_| 1e-2 * (1.0 + (r() % 100) as f32 / 100.0)).collect();
+    let hbias: Vec<bf16> = (0..n)
+        .map(|_| bf16::from_f32((r() % 200) as f32 / 100.0 - 1.0))
+        .collect();
+    let (a, b) = (s.clone_htod(&ha).unwrap(), s.clone_htod(&hb).unwrap());
+    let (sa, sb, bias) = (
+        s.clone_htod(&hsa).unwrap(),
+        s.clone_htod(&hsb).unwrap(),
+        s.clone_htod(&hbias).unwrap(),
+    );
+    let mut d = s.clone_htod(&vec![bf16::NAN; m * n]).unwrap();
+    let (av, bv) = (MatrixRef::new(&a, m, k), MatrixRef::new(&b, k, n).col_major());
+    let (sav, sbv, biasv) = (VectorRef::new(&sa, m), VectorRef::new(&sb, n), VectorRef::new(&bias, n));
+    let mut dv = MatrixMut::new(&mut d, m, n);
+    let p = validate_scaled_mm(&av, &bv, Scale::Vector(sav), Scale::Vector(sbv), Some(&biasv), &dv).unwrap();
+    let key = scaled_mm_key(&p, ops.gpu().arch().unwrap().as_str());
+    ops.scaled_mm(&av, &bv, Scale::Vector(sav), Scale::Vector(sbv), Some(&biasv), &mut dv)
+        .unwrap();
+    let got = s.clone_dtoh(&d).unwrap();
+    let mut worst = 0f64;
+    for i in 0..m {
+        for j in 0..n {
+            let acc: i64 = (0..k).map(|t| ha[i * k + t] as i64 * hb[j * k + t] as i64).sum();
+            let want = acc as f64 * hsa[i] as f64 * hsb[j] as f64 + hbias[j].to_f64();
+            let e = (got[i * n + j].to_f64() - want).abs() / want.abs().max(1e-3);
+            worst = if e.is_nan() { f64::INFINITY } else { worst.max(e) };
+        }
+    }
+    (worst, key)
+}
+
+#[test]
+fn on_miss_tunes_once_writes_the_winner_and_later_lookups_use_it() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("on-miss.json");
+    // SAFETY (of set_var): the only test that touches the environment; the others of this
+    // binary read none of these variables.
+    unsafe {
+        std::env::set_var("RCUTE_TUNING", "on-miss");
+        std::env::set_var("RCUTE_TUNING_FILE", &path);
+        std::env::set_var("RCUTE_TUNING_BUDGET", "8");
+    }
+    let ops = Ops::new(gpu.clone());
+    assert_eq!(ops.tuning().mode(), TuningMode::OnMiss);
+    let (err, gemm_k) = gemm_case(&ops);
+    assert!(err < 1e-2, "on-miss gemm: relative error {err}");
+    assert_eq!(ops.tuning().tunings(), 1, "the first call tunes its key");
+    let here = TableHeader::of(&gpu).unwrap();
+    let written = TuningTable::load(&path, &here);
+    assert!(written.warnings.is_empty(), "{:?}", written.warnings);
+    let (_, spec) = written
+        .entries
+        .iter()
+        .find(|(k, _)| *k == gemm_k)
+        .expect("the winner is in the file");
+    assert_eq!(ops.tuning().lookup(&gemm_k).as_ref(), Some(spec));
+    let (err, _) = gemm_case(&ops);
+    assert!(err < 1e-2, "second gemm: relative error {err}");
+    assert_eq!(ops.tuning().tunings(), 1, "the second call uses the entry");
+
+    let (err, sm_k) = scaled_mm_case(&ops);
+    assert!(err < 1e-2, "on-miss scaled_mm: relative error {err}");
+    assert_eq!(ops.tuning().tunings(), 2);
+    let written = TuningTable::load(&path, &here);
+    let sm_spec = written.entries.iter().find(|(k, _)| *k == sm_k).map(|(_, s)| s.clone());
+    assert!(sm_spec.is_some(), "the scaled-mm winner is in the file too");
+
+    // A fresh handle reading the file (cached) runs the written entries.
+    unsafe { std::env::set_var("RCUTE_TUNING", "cached") };
+    let fresh = Ops::new(gpu.clone());
+    assert_eq!(fresh.tuning().lookup(&gemm_k).as_ref(), Some(spec));
+    assert_eq!(fresh.tuning().lookup(&sm_k), sm_spec);
+    let (err, _) = gemm_case(&fresh);
+    assert!(err < 1e-2, "cached gemm: relative error {err}");
+    assert_eq!(fresh.tuning().tunings(), 0);
+    unsafe {
+        std::env::remove_var("RCUTE_TUNING");
+        std::env::remove_var("RCUTE_TUNING_FILE");
+        std::env::remove_var("RCUTE_TUNING_BUDGET");
+    }
+}
+
+#[test]
+fn fused_moe_with_forced_configurations_matches_the_ops_choice() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    let s = ops.gpu().stream().clone();
+    let (t, e, k, h, i) = (24usize, 8usize, 2usize, 256usize, 512usize);
+    let mut r = lcg(5);
+    let mut rnd = |len: usize, scale: f32| -> Vec<bf16> {
+        (0..len)
+            .map(|_| bf16::from_f32(((r() % 2001) as f32 / 1000.0 - 1.0) * scale))
+            .collect()
+    };
+    let x = s.clone_htod(&rnd(t * h, 1.0)).unwrap();
+    let w13 = s.clone_htod(&rnd(e * 2 * i * h, 0.0625)).unwrap();
+    let w2 = s.clone_htod(&rnd(e * h * i, 0.0442)).unwrap();
+    let logits = s.clone_htod(&rnd(t * e, 4.0)).unwrap();
+    let specs = [
+        MoeSpec {
+            tile: [16, 128, 64],
+            warps: [1, 4],
+            splits: 1,
+        },
+        MoeSpec {
+            tile: [64, 128, 32],
+            warps: [2, 2],
+            splits: 4,
+        },
+        MoeSpec {
+            tile: [128, 128, 32],
+            warps: [2, 2],
+            splits: 2,
+        },
+    ];
+    let bytes = specs
+        .iter()
+        .map(|sp| fused_moe_workspace_bytes_with(t, k, e, h, i, DType::BF16, sp).unwrap())
+        .chain([rcute_ops::moe::fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap()])
+        .max()
+        .unwrap();
+    let mut ws = s.alloc_zeros::<u8>(bytes).unwrap();
+    let mut y = s.alloc_zeros::<bf16>(t * h).unwrap();
+    let routing = MoeRouting::Logits {
+        logits: MatrixRef::new(&logits, t, e),
+        topk: k,
+        renormalize: true,
+    };
+    let mut run = |spec: Option<&MoeSpec>| -> Vec<bf16> {
+        let p = validate_fused_moe(
+            &MatrixRef::new(&x, t, h),
+            &MatrixRef::new(&w13, 2 * i, h).batched(e, (2 * i * h) as i64),
+            &MatrixRef::new(&w2, h, i).batched(e, (h * i) as i64),
+            &routing,
+            &MoeOptions::default(),
+            &MoeWorkspace::new(&mut ws),
+            &MatrixMut::new(&mut y, t, h),
+        )
+        .unwrap();
+        match spec {
+            Some(sp) => ops.run_fused_moe_with(&p, sp).unwrap(),
+            None => ops.run_fused_moe(&p).unwrap(),
+        }
+        s.clone_dtoh(&y).unwrap()
+    };
+    let want = run(None);
+    let max_ref = want.iter().map(|v| v.to_f64().abs()).fold(1e-30, f64::max);
+    assert!(max_ref > 1e-3, "a layer with some output");
+    for sp in &specs {
+        let got = run(Some(sp));
+        let err = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a.to_f64() - b.to_f64()).abs())
+            .fold(0.0, f64::max);
+        assert!(err / max_ref < 2e-2, "{sp}: relative error {}", err / max_ref);
+    }
+    // A workspace too small for a forced layout is a typed error, before any launch.
+    let mut small = s
+        .alloc_zeros::<u8>(rcute_ops::moe::fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap())
+        .unwrap();
+    let p = validate_fused_moe(
+        &MatrixRef::new(&x, t, h),
+        &MatrixRef::new(&w13, 2 * i, h).batched(e, (2 * i * h) as i64),
+        &MatrixRef::new(&w2, h, i).batched(e, (h * i) as i64),
+        &routing,
+        &MoeOptions::default(),
+        &MoeWorkspace::new(&mut small),
+        &MatrixMut::new(&mut y, t, h),
+    )
+    .unwrap();
+    let big = MoeSpec {
+        tile: [16, 128, 64],
+        warps: [1, 4],
+        splits: 8,
+    };
+    let need = fused_moe_workspace_bytes_with(t, k, e, h, i, DType::BF16, &big).unwrap();
+    if need > small.len() {
+        assert!(matches!(
+            ops.run_fused_moe_with(&p, &big),
+            Err(rcute_ops::OpsError::OutOfBounds { .. })
+        ));
+    }
+}
