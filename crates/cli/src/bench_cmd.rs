@@ -260,9 +260,20 @@ fn report(gpu: &Gpu, rows: &[Row], json: Option<&std::path::Path>) -> Result<Str
                     "cublas_us": r.cublas_us, "ratio": r.cublas_us / r.rcute_us, "host_us": r.host_us, "max_rel_err": r.max_rel_err, "b_copies": r.b_copies})
             })
             .collect();
-        std::fs::write(path, serde_json::to_string_pretty(&v).unwrap_or_default()).map_err(|x| x.to_string())?;
+        write_json(path, &v)?;
     }
     Ok(out)
+}
+
+/// Write `rows` to `path` as a pretty-printed JSON array (the `--json` file).
+fn write_json(path: &std::path::Path, rows: &[serde_json::Value]) -> Result<(), String> {
+    std::fs::write(path, serde_json::to_string_pretty(rows).unwrap_or_default()).map_err(|x| x.to_string())
+}
+
+/// The `--json` row of one FP8 timing (no in-process peer, so no `cublas_us`):
+/// `scripts/bench_table.py` reads `config`, `m`, `n`, `k` and `rcute_us`.
+fn fp8_json_row(config: &str, (m, n, k): (usize, usize, usize), us: f64, tflops: f64) -> serde_json::Value {
+    serde_json::json!({"config": config, "m": m, "n": n, "k": k, "rcute_us": us, "rcute_tflops": tflops})
 }
 
 /// `--dtype e4m3`: FP8 `Ops::scaled_mm` (per-row and per-column f32 scales, bf16 out; the
@@ -292,6 +303,7 @@ fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
         "{:<20} {:<28} {:>11} {:>13}\n",
         "shape (MxNxK)", "config", "rcute_us", "rcute_TFLOPs"
     ));
+    let mut json_rows = Vec::new();
     for &(m, n, k) in &shapes {
         // Random e4m3 bytes (no NaN encodings 0x7F / 0xFF, |x| < 2 keeps sums finite),
         // positive f32 scales.
@@ -336,7 +348,11 @@ fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
                 us,
                 tflops
             ));
+            json_rows.push(fp8_json_row(&label, (m, n, k), us, tflops));
         }
+    }
+    if let Some(path) = args.json.as_deref() {
+        write_json(path, &json_rows)?;
     }
     Ok(out)
 }
@@ -351,5 +367,22 @@ impl BenchGemmArgs {
                 _ => None,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fp8_json_row;
+
+    #[test]
+    fn fp8_json_rows_carry_what_bench_table_reads() {
+        let r = fp8_json_row("auto", (8192, 8192, 4096), 850.0, 647.0);
+        assert_eq!(
+            (r["config"].as_str(), r["m"].as_u64(), r["n"].as_u64()),
+            (Some("auto"), Some(8192), Some(8192))
+        );
+        assert_eq!((r["k"].as_u64(), r["rcute_us"].as_f64()), (Some(4096), Some(850.0)));
+        // No in-process peer: bench_table.py prints the time without a peer ratio.
+        assert!(r.get("cublas_us").is_none());
     }
 }
