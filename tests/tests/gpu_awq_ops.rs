@@ -115,8 +115,9 @@ impl<T: Half> Case<T> {
         }
     }
 
-    /// Runs `awq_gemm` (forced configuration or the op's own) and checks every element.
-    fn check(&self, ops: &Ops, forced: Option<(AwqGemmConfig, u32)>, what: &str) {
+    /// Runs `awq_gemm` (forced configuration or the op's own), checks every element and
+    /// returns the output.
+    fn check(&self, ops: &Ops, forced: Option<(AwqGemmConfig, u32)>, what: &str) -> Vec<T> {
         let s = ops.gpu().stream();
         let (m, n, k) = (self.m, self.shape.n, self.shape.k);
         let mut out: CudaSlice<T> = s.clone_htod(&vec![T::from_f64(f64::NAN); m * n]).unwrap();
@@ -146,6 +147,7 @@ impl<T: Half> Case<T> {
             bad.len(),
             &bad[..bad.len().min(8)]
         );
+        got
     }
 }
 
@@ -192,6 +194,31 @@ fn awq_gemm_matches_the_float64_reference() {
     let ops = Ops::new(gpu);
     gemm_cases::<f16>(&ops, rcute_atom::Element::F16);
     gemm_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+}
+
+/// Split-K sums the splits' f32 slabs in a fixed order: repeated runs of one problem give
+/// the same bits (with the op's own choice and with forced split counts of every tile).
+#[test]
+fn awq_gemm_split_k_is_bit_identical_run_to_run() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    let mut rng = Rng::for_test("awq_gemm_deterministic");
+    let e = rcute_atom::Element::F16;
+    for (m, n, k) in [(1, 4096, 4096), (16, 768, 4096), (40, 1024, 2048)] {
+        let case = Case::<f16>::new(&ops, &mut rng, m, n, k, 128, true);
+        let cfgs = configs(e, n);
+        let choices = [None, Some((cfgs[0], 13)), Some((cfgs[2], 5)), Some((cfgs[4], 3))];
+        for forced in choices {
+            let what = format!("{m}x{n}x{k} {:?}", forced.as_ref().map(|(c, s)| (c.tile, *s)));
+            let bits = |v: Vec<f16>| v.iter().map(|x| x.to_bits()).collect::<Vec<u16>>();
+            let first = bits(case.check(&ops, forced, &what));
+            for run in 1..5 {
+                let again = bits(case.check(&ops, forced, &what));
+                let diff = first.iter().zip(&again).filter(|(a, b)| a != b).count();
+                assert_eq!(diff, 0, "{what}: run {run} differs from run 0 in {diff} elements");
+            }
+        }
+    }
 }
 
 #[test]

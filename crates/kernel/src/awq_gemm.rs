@@ -5,12 +5,13 @@
 //!
 //! Grid: `(ceil(N / BN), ceil(M / BM), splits)`. Split `z` walks k-tiles
 //! `[z * kt_per_split, (z + 1) * kt_per_split)`. With one split the epilogue adds the bias
-//! and stores 16-bit outputs directly; with several, every split adds its f32 partial tile
-//! into a zeroed `[M, N]` f32 workspace with L2 reductions (`atomicAdd`: the workspace stays
-//! in L2, so K splits cost no DRAM traffic beyond it; the order of the additions, and so
-//! the last bits of the result, may vary run to run), counts itself on the tile's semaphore,
-//! and the last split to arrive reads the sums, adds the bias, stores, and writes zeros back
-//! to the workspace and the semaphore (both start and stay zeroed).
+//! and stores 16-bit outputs directly; with several, every split writes its f32 partial
+//! tile to its own slab of a `[splits, M, N]` f32 workspace (16-byte `st.global.cg`
+//! stores: the slabs stay in L2), counts itself on the tile's semaphore, and the last
+//! split to arrive sums the slabs in slab order `0, 1, .., splits - 1` (whichever split
+//! that is), adds the bias, stores, and writes the semaphore back to zero. The order of
+//! the additions is fixed, so repeated runs give bit-identical results; the workspace
+//! needs no initialization.
 //!
 //! ```
 //! use rcute_atom::Element;
@@ -55,7 +56,8 @@ pub struct AwqGemmArgs {
     pub bias: u64,
     /// `out [M, N]`, row-major with leading dimension `ldo`.
     pub out: u64,
-    /// f32 workspace of [`GeneratedAwqGemm::workspace_bytes`] (with several splits).
+    /// f32 `[splits, M, N]` workspace of [`GeneratedAwqGemm::workspace_bytes`] (with
+    /// several splits; any contents).
     pub workspace: u64,
     /// Zeroed `i32` semaphores, [`GeneratedAwqGemm::semaphore_count`] (several splits).
     pub semaphores: u64,
@@ -98,13 +100,13 @@ impl GeneratedAwqGemm {
             .with_dynamic_smem(self.plan.smem_bytes as u32)
     }
 
-    /// Bytes of the f32 `[M, N]` accumulation workspace for `splits` splits (0 for one):
-    /// it must be zeroed, and every completed launch leaves it zeroed.
+    /// Bytes of the f32 `[splits, M, N]` partial-sum slabs for `splits` splits (0 for
+    /// one); their contents before the launch do not matter.
     pub fn workspace_bytes(&self, m: i32, n: i32, splits: i32) -> usize {
         if splits <= 1 {
             0
         } else {
-            m.max(0) as usize * n.max(0) as usize * 4
+            splits as usize * m.max(0) as usize * n.max(0) as usize * 4
         }
     }
 
@@ -639,26 +641,18 @@ impl<'a> Emit<'a> {
                     "{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)"
                 ))],
                 otherwise: vec![
-                    Stmt::Comment("accumulate into the zeroed f32 [M, N] workspace (L2 reductions)".into()),
-                    Stmt::decl("float*", "w", "ws + (long long)row * N + 8 * wc"),
-                    Stmt::unrolled("j", 8, vec![s("atomicAdd(w + j, v[j])")]),
+                    Stmt::Comment("this split's f32 partial tile to its slab blockIdx.z of the [splits, M, N] workspace (kept in L2)".into()),
+                    Stmt::decl(
+                        "float4*",
+                        "w",
+                        "reinterpret_cast<float4*>(ws + ((long long)blockIdx.z * M + row) * N + 8 * wc)",
+                    ),
+                    s("__stcg(w, make_float4(v[0], v[1], v[2], v[3]))"),
+                    s("__stcg(w + 1, make_float4(v[4], v[5], v[6], v[7]))"),
                 ],
             },
         ];
-        let reduce = vec![
-            Stmt::Comment("every split's sum is in: read it through L2, leave zeros for the next launch".into()),
-            Stmt::decl(
-                "float4*",
-                "w",
-                "reinterpret_cast<float4*>(ws + (long long)row * N + 8 * wc)",
-            ),
-            Stmt::decl("const float4", "lo", "__ldcg(w)"),
-            Stmt::decl("const float4", "hi", "__ldcg(w + 1)"),
-            s("__stcg(w, make_float4(0.f, 0.f, 0.f, 0.f))"),
-            s("__stcg(w + 1, make_float4(0.f, 0.f, 0.f, 0.f))"),
-            Stmt::decl("float", "v[8]", "{lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w}"),
-            s(format!("{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)")),
-        ];
+        let reduce = self.slab_sum(&store);
         vec![
             Stmt::Comment(
                 "Epilogue: lane (g, t) holds columns 8 wc .. 8 wc + 16 of rows g and g + 8 per m16 tile".into(),
@@ -688,12 +682,67 @@ impl<'a> Emit<'a> {
             },
             s("__threadfence()"),
             self.output_nest(reduce),
-            Stmt::Comment("every split arrived: leave the semaphore zeroed too".into()),
+            Stmt::Comment("every split arrived: leave the semaphore zeroed for the next launch".into()),
             Stmt::If {
                 cond: "threadIdx.x == 0".into(),
                 then: vec![Stmt::assign("sem[tile]", "0")],
                 otherwise: vec![],
             },
+        ]
+    }
+
+    /// The last split's reduction of one lane's eight columns: the slabs `0 .. splits` of
+    /// the `[splits, M, N]` f32 workspace added in that fixed order (whichever split
+    /// arrives last, so repeated runs are bit-identical), four slabs' loads in flight at
+    /// a time, then the bias and the 16-bit store.
+    fn slab_sum(&self, store: &str) -> Vec<Stmt> {
+        let add = (0..8)
+            .map(|j| {
+                let (half, c) = (if j < 4 { "lo" } else { "hi" }, ["x", "y", "z", "w"][j % 4]);
+                format!("v[{j}] += {half}[j].{c}")
+            })
+            .map(s)
+            .collect::<Vec<_>>();
+        let slab = |p: &str| format!("reinterpret_cast<const float4*>(ws + ((long long)({p}) * M + row) * N + 8 * wc)");
+        vec![
+            Stmt::Comment("every split's slab is in: sum them through L2 in slab order".into()),
+            Stmt::decl("float", "v[8]", "{0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}"),
+            Stmt::Loop {
+                init: "int p0 = 0".into(),
+                cond: "p0 < splits".into(),
+                step: "p0 += 4".into(),
+                body: vec![
+                    Stmt::Decl {
+                        ty: "float4".into(),
+                        name: "lo[4], hi[4]".into(),
+                        init: None,
+                        comment: Some("columns 8 wc .. 8 wc + 4 and + 4 .. + 8 of slabs p0 .. p0 + 4".into()),
+                    },
+                    Stmt::unrolled(
+                        "j",
+                        4,
+                        vec![Stmt::If {
+                            cond: "p0 + j < splits".into(),
+                            then: vec![
+                                Stmt::decl("const float4*", "w", slab("p0 + j")),
+                                Stmt::assign("lo[j]", "__ldcg(w)"),
+                                Stmt::assign("hi[j]", "__ldcg(w + 1)"),
+                            ],
+                            otherwise: vec![],
+                        }],
+                    ),
+                    Stmt::unrolled(
+                        "j",
+                        4,
+                        vec![Stmt::If {
+                            cond: "p0 + j < splits".into(),
+                            then: add,
+                            otherwise: vec![],
+                        }],
+                    ),
+                ],
+            },
+            s(format!("{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)")),
         ]
     }
 

@@ -36,7 +36,7 @@ fn generated_source_is_deterministic_and_rejects_bad_configs() {
     assert_eq!(g.split_plan(100, 8), (1, 2));
     assert_eq!(
         (g.workspace_bytes(3, 64, 2), g.workspace_bytes(3, 64, 1)),
-        (3 * 64 * 4, 0)
+        (2 * 3 * 64 * 4, 0)
     );
     assert_eq!(g.semaphore_count(17, 512), 2 * 2);
 }

@@ -195,8 +195,6 @@ impl Drop for RawBuffer {
 struct StreamScratch {
     workspace: Option<RawBuffer>,
     semaphores: Option<RawBuffer>,
-    /// Zeroed accumulators that every completed launch leaves zero (AWQ split-K).
-    zeroed: Option<RawBuffer>,
     /// Buffers replaced by larger ones: a CUDA graph captured earlier may still use them,
     /// so they live as long as the pool (growth doubles, so they hold less than the
     /// current buffers).
@@ -233,8 +231,6 @@ enum Kind {
     Workspace,
     /// Zero, left zero by every completed launch.
     Semaphores,
-    /// Zero, left zero by every completed launch (accumulators).
-    Zeroed,
 }
 
 impl Kind {
@@ -242,7 +238,6 @@ impl Kind {
         match self {
             Kind::Workspace => "split-K workspace",
             Kind::Semaphores => "split-K semaphores",
-            Kind::Zeroed => "zeroed split-K accumulators",
         }
     }
 }
@@ -252,7 +247,6 @@ impl StreamScratch {
         match kind {
             Kind::Workspace => &mut self.workspace,
             Kind::Semaphores => &mut self.semaphores,
-            Kind::Zeroed => &mut self.zeroed,
         }
     }
 }
@@ -287,11 +281,5 @@ impl Scratch<'_> {
     /// split-K launch leaves them zero).
     pub(crate) fn semaphores(&mut self, count: usize) -> Result<u64, OpsError> {
         self.get(count.saturating_mul(4), Kind::Semaphores)
-    }
-
-    /// At least `bytes` bytes (16-byte aligned) on this stream, zero: for accumulators that
-    /// every completed launch leaves zero again (AWQ's split-K sums).
-    pub(crate) fn zeroed(&mut self, bytes: usize) -> Result<u64, OpsError> {
-        self.get(bytes, Kind::Zeroed)
     }
 }

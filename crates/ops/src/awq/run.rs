@@ -1,7 +1,8 @@
 //! The AWQ ops on [`Ops`]: `awq_dequantize` and `awq_gemm`. Kernels are generated,
 //! compiled (cached) and loaded once per configuration through the same [`crate::memo::Memo`] path as
-//! the GEMMs; split-K partial sums go to zeroed accumulators and semaphores of the stream's
-//! scratch (both left zeroed; see [`crate::stream`]). Every launch goes through one
+//! the GEMMs; split-K partial sums go to per-split f32 slabs in the stream's split-K
+//! workspace and the tiles count their splits on its semaphores (left zeroed; see
+//! [`crate::stream`]), as the GEMMs' serial split-K does. Every launch goes through one
 //! function (`Ops::awq_launch`), on the handle's stream.
 
 use super::kernels::{LoadedAwqDequantize, LoadedAwqGemm};
@@ -261,12 +262,13 @@ impl Ops {
         let mut scratch = self.scratch();
         if splits > 1 {
             args.semaphores = scratch.semaphores(g.semaphore_count(m, n))?;
-            args.workspace = scratch.zeroed(ws_bytes)?;
+            args.workspace = scratch.workspace(ws_bytes)?;
         }
         // SAFETY: validation checked every view's shape, bounds, strides and alignment
         // against what the kernel reads (x [M, K] with ldx, qweight, scales, qzeros, bias
-        // [N]) and writes (out [M, N] with ldo); the zeroed accumulators hold `workspace_bytes` and
-        // the semaphores `semaphore_count` zeroed ints; the views borrow their buffers.
+        // [N]) and writes (out [M, N] with ldo); the workspace holds `workspace_bytes` (the
+        // [splits, M, N] f32 slabs) and the semaphores `semaphore_count` zeroed ints; the
+        // views borrow their buffers.
         unsafe { self.awq_launch(&loaded.function, &lc, &g.args(&args)) }
     }
 }

@@ -27,8 +27,8 @@ pub const MAX_SPLITS: usize = 20;
 /// The configuration and requested K splits for `M x N x K` on `sms` SMs.
 ///
 /// Decode (M <= 16) takes the 16x256 tile with `4 x SMs / tiles` splits (at most 20, and
-/// at most `80 / M`: each split adds its partial sums into the L2 workspace, which costs
-/// in proportion to `splits x M x N`). Larger M takes, when the weight has many 256-column
+/// at most `80 / M`: each split writes its f32 partial slab to the L2 workspace and the
+/// last one sums them, which costs in proportion to `splits x M x N`). Larger M takes, when the weight has many 256-column
 /// tiles (at least a quarter of the SMs), the 64x256 tile with 4 splits up to M = 64 and
 /// the 128x256 tile with 2 splits above; with few column tiles, the 16x256 tile with 5
 /// splits up to M = 64 and the 64x256 tile with 4 splits above; no split when the output
