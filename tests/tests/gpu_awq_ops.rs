@@ -4,11 +4,14 @@
 //!   0 and 15 included, scales log-uniform in [1e-4, 1]): ragged M (1, 3, 17, 255, 257,
 //!   1000), N not a multiple of the tile (and N/8 not a multiple of 4: 4-byte weight
 //!   copies), K of several groups plus a tail of the 64-wide K tile, bias on and off, G in
-//!   32, 64, 128 and G = K, f16 and bf16; every kernel configuration forced with one and
-//!   with several K splits. Each output element must be within `tol * (sum_k |x w| +
+//!   32, 64, 128 and G = K, f16 and bf16; the op's own path, the fused kernel's own
+//!   configuration, the dense path (K-major dequantization + SM90 GEMM, on sm_90), and
+//!   every fused configuration forced with one and with several K splits. Each output element must be within `tol * (sum_k |x w| +
 //!   |bias|)` of the reference (the weight and the output each rounded once to the 16-bit
 //!   type); the output is poisoned first, so an unwritten element fails;
-//! * `awq_dequantize` through `Ops` bit-exact against the formula;
+//! * split-K is deterministic: repeated runs give identical bits;
+//! * `awq_dequantize` and `awq_dequantize_kmajor` through `Ops` bit-exact against the
+//!   formula (the latter transposed);
 //! * bad inputs (M = 0, shapes, G, dtypes, misalignment) are typed errors and write nothing.
 //!
 //! Skips with a printed reason without a GPU (fails under `RCUTE_REQUIRE_GPU=1`).
@@ -115,9 +118,9 @@ impl<T: Half> Case<T> {
         }
     }
 
-    /// Runs `awq_gemm` (forced configuration or the op's own), checks every element and
-    /// returns the output.
-    fn check(&self, ops: &Ops, forced: Option<(AwqGemmConfig, u32)>, what: &str) -> Vec<T> {
+    /// Runs `awq_gemm` (`run`: the op, the fused kernel, or the dense path), checks every
+    /// element and returns the output.
+    fn check(&self, ops: &Ops, run: Run, what: &str) -> Vec<T> {
         let s = ops.gpu().stream();
         let (m, n, k) = (self.m, self.shape.n, self.shape.k);
         let mut out: CudaSlice<T> = s.clone_htod(&vec![T::from_f64(f64::NAN); m * n]).unwrap();
@@ -127,8 +130,12 @@ impl<T: Half> Case<T> {
             let w = self.tensors();
             let mut o = MatrixMut::new(&mut out, m, n);
             let p = validate_awq_gemm(&x, &w, b.as_ref(), &o).unwrap();
-            ops.run_awq_gemm(&p, forced).unwrap_or_else(|e| panic!("{what}: {e}"));
-            let _ = &mut o;
+            match run {
+                Run::Op => ops.awq_gemm(&x, &w, b.as_ref(), &mut o),
+                Run::Fused(forced) => ops.run_awq_gemm(&p, forced),
+                Run::Dense => ops.run_awq_gemm_dense(&p),
+            }
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
         }
         ops.gpu().synchronize().unwrap();
         let got = s.clone_dtoh(&out).unwrap();
@@ -149,6 +156,17 @@ impl<T: Half> Case<T> {
         );
         got
     }
+}
+
+/// How a check runs the problem.
+#[derive(Clone, Copy)]
+enum Run {
+    /// `Ops::awq_gemm` (its own path and configuration).
+    Op,
+    /// The fused int4 kernel: forced configuration and splits, or the shape's choice.
+    Fused(Option<(AwqGemmConfig, u32)>),
+    /// The dense path (K-major dequantization + the SM90 GEMM).
+    Dense,
 }
 
 fn configs(e: rcute_atom::Element, n: usize) -> Vec<AwqGemmConfig> {
@@ -177,11 +195,19 @@ fn gemm_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     ];
     for (m, n, k, g, bias) in shapes {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
-        case.check(ops, None, &format!("{e} {m}x{n}x{k} G={g} bias={bias} (auto)"));
+        case.check(ops, Run::Op, &format!("{e} {m}x{n}x{k} G={g} bias={bias} (op)"));
+        case.check(
+            ops,
+            Run::Fused(None),
+            &format!("{e} {m}x{n}x{k} G={g} bias={bias} (fused)"),
+        );
+        if ops.gpu().compute_capability() == (9, 0) {
+            case.check(ops, Run::Dense, &format!("{e} {m}x{n}x{k} G={g} bias={bias} (dense)"));
+        }
         for cfg in configs(e, n) {
             for splits in [1, 3] {
                 let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} {:?} split {splits}", cfg.tile);
-                case.check(ops, Some((cfg, splits)), &what);
+                case.check(ops, Run::Fused(Some((cfg, splits))), &what);
             }
         }
         eprintln!("ok {e} {m}x{n}x{k} G={g} bias={bias}");
@@ -208,8 +234,11 @@ fn awq_gemm_split_k_is_bit_identical_run_to_run() {
         let case = Case::<f16>::new(&ops, &mut rng, m, n, k, 128, true);
         let cfgs = configs(e, n);
         let choices = [None, Some((cfgs[0], 13)), Some((cfgs[2], 5)), Some((cfgs[4], 3))];
-        for forced in choices {
-            let what = format!("{m}x{n}x{k} {:?}", forced.as_ref().map(|(c, s)| (c.tile, *s)));
+        for forced in choices.map(Run::Fused).into_iter().chain([Run::Op]) {
+            let what = match forced {
+                Run::Fused(f) => format!("{m}x{n}x{k} {:?}", f.map(|(c, s)| (c.tile, s))),
+                _ => format!("{m}x{n}x{k} (op)"),
+            };
             let bits = |v: Vec<f16>| v.iter().map(|x| x.to_bits()).collect::<Vec<u16>>();
             let first = bits(case.check(&ops, forced, &what));
             for run in 1..5 {
@@ -237,6 +266,41 @@ fn awq_dequantize_through_ops_is_bit_exact() {
             assert_eq!(g.to_bits(), bf16::from_f64(*w).to_bits(), "{k}x{n} G={g}: element {i}");
         }
     }
+}
+
+/// The K-major dequantization (the dense path's weight) is the transposed formula, bit
+/// for bit, in both types; K not a multiple of 8 is a typed error that writes nothing.
+#[test]
+fn awq_dequantize_kmajor_is_the_bit_exact_transpose() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    let mut rng = Rng::for_test("awq_dequantize_kmajor");
+    fn check<T: Half>(ops: &Ops, case: &Case<T>) {
+        let (k, n, s) = (case.shape.k, case.shape.n, ops.gpu().stream());
+        let mut out: CudaSlice<T> = s.clone_htod(&vec![T::from_f64(f64::NAN); k * n]).unwrap();
+        ops.awq_dequantize_kmajor(&case.tensors(), &mut MatrixMut::new(&mut out, n, k))
+            .unwrap();
+        let got = s.clone_dtoh(&out).unwrap();
+        for (i, g) in got.iter().enumerate() {
+            let (c, r) = (i / k, i % k);
+            let want = T::from_f64(case.w[r * n + c]);
+            assert!(
+                g.to_f64().to_bits() == want.to_f64().to_bits(),
+                "{k}x{n}: w^T[{c}][{r}] = {g:?}, want {want:?}"
+            );
+        }
+    }
+    for (k, n, g) in [(256, 64, 128), (104, 24, 104), (320, 1000, 64), (128, 2056, 32)] {
+        check(&ops, &Case::<bf16>::new(&ops, &mut rng, 1, n, k, g, false));
+        check(&ops, &Case::<f16>::new(&ops, &mut rng, 1, n, k, g, false));
+    }
+    let (k, n) = (100, 16);
+    let case = Case::<f16>::new(&ops, &mut rng, 1, n, k, k, false);
+    let s = ops.gpu().stream();
+    let mut out: CudaSlice<f16> = s.clone_htod(&vec![f16::from_f32(SENTINEL); k * n]).unwrap();
+    let r = ops.awq_dequantize_kmajor(&case.tensors(), &mut MatrixMut::new(&mut out, n, k));
+    assert!(matches!(r, Err(OpsError::Alignment { .. })), "{r:?}");
+    assert!(s.clone_dtoh(&out).unwrap().iter().all(|v| v.to_f32() == SENTINEL));
 }
 
 const SENTINEL: f32 = 7.0;

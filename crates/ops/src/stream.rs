@@ -29,7 +29,8 @@
 //!   streams joins it only through events recorded in the same capture, as CUDA requires.
 //!   Views read their buffer's address without recording a use (so making a view is allowed
 //!   during capture too).
-//! * **Scratch.** Split-K workspaces and serial split-K semaphores are rcute's own memory,
+//! * **Scratch.** Split-K workspaces, serial split-K semaphores and the dense weight of AWQ's
+//!   prefill path ([`crate::awq::dense`]) are rcute's own memory,
 //!   one set per stream (two streams never share scratch, so they run concurrently),
 //!   allocated on that stream, grown (doubling) when a larger problem needs more, and freed
 //!   with the last handle of the [`Ops`](crate::Ops); outgrown buffers are kept until then, since a graph
@@ -195,6 +196,8 @@ impl Drop for RawBuffer {
 struct StreamScratch {
     workspace: Option<RawBuffer>,
     semaphores: Option<RawBuffer>,
+    /// A dequantized weight (AWQ's dense prefill path).
+    weight: Option<RawBuffer>,
     /// Buffers replaced by larger ones: a CUDA graph captured earlier may still use them,
     /// so they live as long as the pool (growth doubles, so they hold less than the
     /// current buffers).
@@ -231,6 +234,8 @@ enum Kind {
     Workspace,
     /// Zero, left zero by every completed launch.
     Semaphores,
+    /// Left dirty: a dense weight an op writes and then reads.
+    Weight,
 }
 
 impl Kind {
@@ -238,6 +243,7 @@ impl Kind {
         match self {
             Kind::Workspace => "split-K workspace",
             Kind::Semaphores => "split-K semaphores",
+            Kind::Weight => "dequantized weight scratch",
         }
     }
 }
@@ -247,6 +253,7 @@ impl StreamScratch {
         match kind {
             Kind::Workspace => &mut self.workspace,
             Kind::Semaphores => &mut self.semaphores,
+            Kind::Weight => &mut self.weight,
         }
     }
 }
@@ -281,5 +288,11 @@ impl Scratch<'_> {
     /// split-K launch leaves them zero).
     pub(crate) fn semaphores(&mut self, count: usize) -> Result<u64, OpsError> {
         self.get(count.saturating_mul(4), Kind::Semaphores)
+    }
+
+    /// At least `bytes` bytes (16-byte aligned) on this stream for a dense weight that one
+    /// op writes and then reads (AWQ's prefill path, under `AwqKernels::dense`).
+    pub(crate) fn weight(&mut self, bytes: usize) -> Result<u64, OpsError> {
+        self.get(bytes, Kind::Weight)
     }
 }

@@ -27,8 +27,12 @@ pub struct LoadedAwqGemm {
 /// The AWQ kernels an [`crate::Ops`] handle loaded.
 #[derive(Default)]
 pub struct AwqKernels {
-    pub(crate) dequantize: Memo<Element, LoadedAwqDequantize>,
+    /// By element type and whether the output is K-major (`[N, K]`).
+    pub(crate) dequantize: Memo<(Element, bool), LoadedAwqDequantize>,
     pub(crate) gemm: Memo<AwqGemmConfig, LoadedAwqGemm>,
+    /// Held while the dense prefill path dequantizes into its stream's weight scratch and
+    /// launches the GEMM that reads it, so no other op reuses that scratch in between.
+    pub(crate) dense: std::sync::Mutex<()>,
 }
 
 impl AwqKernels {

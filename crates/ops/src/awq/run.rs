@@ -53,8 +53,18 @@ impl Ops {
 
     /// Generate, compile (cached) and load the dequantization kernel for `e` (once).
     pub fn load_awq_dequantize(&self, e: Element) -> Result<LoadedAwqDequantize, OpsError> {
-        self.awq.dequantize.get_or_try_build(&e, || {
-            let g = awq_dequantize::generate(e).map_err(boxed)?;
+        self.load_awq_dequantizer(e, false)
+    }
+
+    /// The dequantization kernel for `e`, writing `[K, N]` or (`kmajor`) `[N, K]`.
+    pub(crate) fn load_awq_dequantizer(&self, e: Element, kmajor: bool) -> Result<LoadedAwqDequantize, OpsError> {
+        self.awq.dequantize.get_or_try_build(&(e, kmajor), || {
+            let g = if kmajor {
+                awq_dequantize::generate_kmajor(e)
+            } else {
+                awq_dequantize::generate(e)
+            }
+            .map_err(boxed)?;
             let function = self.load_function(&g.source, &g.name)?;
             Ok(LoadedAwqDequantize {
                 generated: Arc::new(g),
@@ -152,8 +162,10 @@ impl Ops {
 
     /// `out = x @ dequantize(w) (+ bias)` on AutoAWQ's checkpoint tensors as they are:
     /// `x [M, K]` f16 or bf16 (the scales' type), f32 accumulation, `out [M, N]` rounded
-    /// once. The configuration follows the shape ([`super::select::select_awq_gemm`]). Runs
-    /// on the GPU's stream; returns once launched.
+    /// once. The path follows the shape: the fused int4 kernel (its configuration from
+    /// [`super::select::select_awq_gemm`]), or for prefill sizes on sm_90 the dense path
+    /// ([`super::dense`], chosen by [`super::select::awq_dense_wins`]). Runs on the GPU's
+    /// stream; returns once launched.
     ///
     /// # Errors
     ///
@@ -200,7 +212,12 @@ impl Ops {
         }
         uses.read(bias.and_then(|b| b.tracked()));
         uses.write(out.tracked_mut());
-        self.run_awq_gemm(&p, None)
+        let (m, n, k) = (p.m, p.w.shape.n, p.w.shape.k);
+        if super::select::awq_dense_wins(m, n, k, self.gpu().compute_capability()) {
+            self.run_awq_gemm_dense(&p)
+        } else {
+            self.run_awq_gemm(&p, None)
+        }
     }
 
     /// Run a validated problem with the configuration and requested K splits of
