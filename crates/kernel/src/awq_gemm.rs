@@ -145,8 +145,13 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
     let plan = AwqMainloop::new(cfg).map_err(|e| GemmError::Config(e.to_string()))?;
     let [bm, bn, bk] = cfg.tile;
     let name = format!(
-        "rc_awq_gemm_{}_{bm}x{bn}x{bk}_w{}x{}_s{}_v{}",
-        cfg.element, cfg.warps[0], cfg.warps[1], cfg.stages, cfg.b_vector_words
+        "rc_awq_gemm_{}_{bm}x{bn}x{bk}_w{}x{}_s{}_v{}{}",
+        cfg.element,
+        cfg.warps[0],
+        cfg.warps[1],
+        cfg.stages,
+        cfg.b_vector_words,
+        if cfg.prepared { "_prepared" } else { "" }
     );
     let e = Emit::new(&plan, &name)?;
     let snippets = vec![
@@ -258,32 +263,36 @@ impl<'a> Emit<'a> {
                 p.copy_a.snippet.name
             )),
         ];
-        let b_body = vec![
-            Stmt::Comment(format!(
-                "copy c of the (64, BN/8) word tile: row c / {cpr}, word (c % {cpr}) * {vw}"
-            )),
-            Stmt::decl("const int", "r", format!("c / {cpr}")),
-            Stmt::decl(
-                "const int",
-                "w",
-                if vw == 1 {
-                    format!("c % {cpr}")
-                } else {
-                    format!("(c % {cpr}) * {vw}")
-                },
-            ),
-            Stmt::decl("const bool", "ok", "k0 + r < K && n0w + w < N8"),
-            Stmt::decl(
-                "const uint32_t*",
-                "src",
-                "ok ? qweight + (long long)(k0 + r) * N8 + (n0w + w) : qweight",
-            ),
-            Stmt::Comment(format!("padded rows of {} words", p.b_row_words)),
-            s(format!(
-                "{}(sB + r * {} + w, src, ok)",
-                p.copy_b.snippet.name, p.b_row_words
-            )),
-        ];
+        let b_body = if p.config.prepared {
+            self.prepared_b_copy()
+        } else {
+            vec![
+                Stmt::Comment(format!(
+                    "copy c of the (64, BN/8) word tile: row c / {cpr}, word (c % {cpr}) * {vw}"
+                )),
+                Stmt::decl("const int", "r", format!("c / {cpr}")),
+                Stmt::decl(
+                    "const int",
+                    "w",
+                    if vw == 1 {
+                        format!("c % {cpr}")
+                    } else {
+                        format!("(c % {cpr}) * {vw}")
+                    },
+                ),
+                Stmt::decl("const bool", "ok", "k0 + r < K && n0w + w < N8"),
+                Stmt::decl(
+                    "const uint32_t*",
+                    "src",
+                    "ok ? qweight + (long long)(k0 + r) * N8 + (n0w + w) : qweight",
+                ),
+                Stmt::Comment(format!("padded rows of {} words", p.b_row_words)),
+                s(format!(
+                    "{}(sB + r * {} + w, src, ok)",
+                    p.copy_b.snippet.name, p.b_row_words
+                )),
+            ]
+        };
         let mut a_loop = vec![Stmt::decl(
             "const int",
             "c",
@@ -331,6 +340,37 @@ impl<'a> Emit<'a> {
                 z_loop,
             ],
         }
+    }
+
+    /// The body of copy `c` of a stage of the prepared weight
+    /// ([`rcute_collective::awq_prepared`]): the tile's four k16 blocks are each one
+    /// contiguous run of `BN/64` 8-word blocks (`2 BN` words), copied in 16-byte chunks.
+    fn prepared_b_copy(&self) -> Vec<Stmt> {
+        let p = self.p;
+        let bn = p.config.tile[1];
+        let per = bn / 2; // 16-byte chunks per k16 block
+        vec![
+            Stmt::Comment(format!(
+                "chunk c of the prepared (64, BN/8) tile: k16 block c / {per}, chunk c % {per} of its run ((2,4,2,K/16),(8,N/64)):((1,4,2,2N),(16,128))"
+            )),
+            Stmt::decl("const int", "kbi", format!("c / {per}")),
+            Stmt::decl("const int", "cc", format!("c % {per}")),
+            Stmt::decl(
+                "const bool",
+                "ok",
+                "(k0 >> 4) + kbi < (K >> 4) && (n0w >> 3) + (cc >> 5) < (N8 >> 3)",
+            ),
+            Stmt::decl(
+                "const uint32_t*",
+                "src",
+                "ok ? qweight + ((long long)((k0 >> 4) + kbi) * (N8 >> 3) + (n0w >> 3)) * 128 + 4 * cc : qweight",
+            ),
+            s(format!(
+                "{}(sB + kbi * {} + 4 * cc, src, ok)",
+                p.copy_b.snippet.name,
+                2 * bn
+            )),
+        ]
     }
 
     /// The scale and zero-word copies of one stage: the [`GROUP_SLOTS`] group rows the
@@ -581,30 +621,54 @@ impl<'a> Emit<'a> {
                 ],
             ),
         ];
-        let slice = vec![
-            Stmt::Comment(format!(
-                "word column wword + 8 si + g of rows 16 kk + (2t, 2t+1, 2t+8, 2t+9): padded rows of {row} words"
-            )),
-            Stmt::decl(
-                "const uint32_t*",
-                "bw",
-                format!(
-                    "sB + slot * {} + (16 * kk + 2 * t) * {row} + wword + 8 * si + g",
-                    AWQ_BK * row
+        let q_decl = Stmt::Decl {
+            ty: "uint32_t".into(),
+            name: "q[4][4]".into(),
+            init: None,
+            comment: Some("pairs {bias + q} of columns (2i, 2i + 1) of the word, per row".into()),
+        };
+        let slice = if p.config.prepared {
+            let blocks = p.config.tile[1] / 64;
+            vec![
+                Stmt::Comment(format!(
+                    "prepared stage [k16 block][{blocks} 8-word blocks][32 lanes][4 words]: this lane's words of rows 16 kk + (2t, 2t+1, 2t+8, 2t+9), word column wword + 8 si + g"
+                )),
+                Stmt::decl(
+                    "const uint4",
+                    "bv",
+                    format!(
+                        "*reinterpret_cast<const uint4*>(sB + slot * {} + ((kk * {blocks} + (wword >> 3) + si) * 32 + lane) * 4)",
+                        AWQ_BK * row
+                    ),
                 ),
-            ),
-            Stmt::Decl {
-                ty: "uint32_t".into(),
-                name: "q[4][4]".into(),
-                init: None,
-                comment: Some("pairs {bias + q} of columns (2i, 2i + 1) of the word, per row".into()),
-            },
-            s(format!("{cvt}(bw[0], q[0])")),
-            s(format!("{cvt}(bw[{row}], q[1])")),
-            s(format!("{cvt}(bw[{}], q[2])", 8 * row)),
-            s(format!("{cvt}(bw[{}], q[3])", 9 * row)),
-            Stmt::unrolled("i", 4, pair),
-        ];
+                q_decl,
+                s(format!("{cvt}(bv.x, q[0])")),
+                s(format!("{cvt}(bv.y, q[1])")),
+                s(format!("{cvt}(bv.z, q[2])")),
+                s(format!("{cvt}(bv.w, q[3])")),
+                Stmt::unrolled("i", 4, pair),
+            ]
+        } else {
+            vec![
+                Stmt::Comment(format!(
+                    "word column wword + 8 si + g of rows 16 kk + (2t, 2t+1, 2t+8, 2t+9): padded rows of {row} words"
+                )),
+                Stmt::decl(
+                    "const uint32_t*",
+                    "bw",
+                    format!(
+                        "sB + slot * {} + (16 * kk + 2 * t) * {row} + wword + 8 * si + g",
+                        AWQ_BK * row
+                    ),
+                ),
+                q_decl,
+                s(format!("{cvt}(bw[0], q[0])")),
+                s(format!("{cvt}(bw[{row}], q[1])")),
+                s(format!("{cvt}(bw[{}], q[2])", 8 * row)),
+                s(format!("{cvt}(bw[{}], q[3])", 9 * row)),
+                Stmt::unrolled("i", 4, pair),
+            ]
+        };
         vec![
             Stmt::Decl {
                 ty: "uint32_t".into(),
