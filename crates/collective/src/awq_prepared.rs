@@ -52,7 +52,7 @@ pub fn prepared_qweight_layout(k: i64, n: i64) -> Result<Layout, PlanError> {
     }
     let (kb, wb, kb_stride) = (k / PREPARED_K, n / PREPARED_N, 2 * n);
     Layout::new(tuple!((2, 4, 2, kb), (8, wb)), tuple!((1, 4, 2, kb_stride), (16, 128)))
-    .map_err(|e| PlanError::Layout(e.to_string()))
+        .map_err(|e| PlanError::Layout(e.to_string()))
 }
 
 /// The word offset of `qweight[k][word]` in the prepared weight of `N` columns: the

@@ -525,13 +525,69 @@ impl<'a> Emit<'a> {
         Stmt::unrolled("mi", self.p.mi, vec![si])
     }
 
+    /// The four packed words of lane `(g, t)` for slice `si` of k16 step `kk` (rows
+    /// `16 kk + (2t, 2t+1, 2t+8, 2t+9)`, word column `wword + 8 si + g`), converted to
+    /// `q[row][pair]`: four 4-byte reads of the padded row-major stage, or one 16-byte read
+    /// of the prepared stage.
+    fn b_words(&self) -> Vec<Stmt> {
+        let p = self.p;
+        let row = p.b_row_words;
+        let cvt = &p.convert.name;
+        let q_decl = Stmt::Decl {
+            ty: "uint32_t".into(),
+            name: "q[4][4]".into(),
+            init: None,
+            comment: Some("pairs {bias + q} of columns (2i, 2i + 1) of the word, per row".into()),
+        };
+        if p.config.prepared {
+            let blocks = p.config.tile[1] / 64;
+            vec![
+                Stmt::Comment(format!(
+                    "prepared stage [k16 block][{blocks} 8-word blocks][32 lanes][4 words]: this lane's words of rows 16 kk + (2t, 2t+1, 2t+8, 2t+9), word column wword + 8 si + g"
+                )),
+                Stmt::decl(
+                    "const uint4",
+                    "bv",
+                    format!(
+                        "*reinterpret_cast<const uint4*>(sB + slot * {} + ((kk * {blocks} + (wword >> 3) + si) * 32 + lane) * 4)",
+                        AWQ_BK * row
+                    ),
+                ),
+                q_decl,
+                s(format!("{cvt}(bv.x, q[0])")),
+                s(format!("{cvt}(bv.y, q[1])")),
+                s(format!("{cvt}(bv.z, q[2])")),
+                s(format!("{cvt}(bv.w, q[3])")),
+            ]
+        } else {
+            vec![
+                Stmt::Comment(format!(
+                    "word column wword + 8 si + g of rows 16 kk + (2t, 2t+1, 2t+8, 2t+9): padded rows of {row} words"
+                )),
+                Stmt::decl(
+                    "const uint32_t*",
+                    "bw",
+                    format!(
+                        "sB + slot * {} + (16 * kk + 2 * t) * {row} + wword + 8 * si + g",
+                        AWQ_BK * row
+                    ),
+                ),
+                q_decl,
+                s(format!("{cvt}(bw[0], q[0])")),
+                s(format!("{cvt}(bw[{row}], q[1])")),
+                s(format!("{cvt}(bw[{}], q[2])", 8 * row)),
+                s(format!("{cvt}(bw[{}], q[3])", 9 * row)),
+            ]
+        }
+    }
+
     /// One k16 step of the mainloop on stage `slot`: A fragments by `ldmatrix`, the
     /// group's scales and zeros when the group changes, then per 8-word slice the four
     /// packed words of the lane, converted, dequantized, permuted into B fragments, and
     /// sixteen `mma.sync`s per m16 tile.
     fn k16_step(&self) -> Vec<Stmt> {
         let p = self.p;
-        let (ty2, row) = (self.ty2, p.b_row_words);
+        let ty2 = self.ty2;
         let cvt = &p.convert.name;
         let as2 = |v: &str| format!("*reinterpret_cast<const {ty2}*>(&{v})");
         let mma = &p.mma.snippet.name;
@@ -621,54 +677,8 @@ impl<'a> Emit<'a> {
                 ],
             ),
         ];
-        let q_decl = Stmt::Decl {
-            ty: "uint32_t".into(),
-            name: "q[4][4]".into(),
-            init: None,
-            comment: Some("pairs {bias + q} of columns (2i, 2i + 1) of the word, per row".into()),
-        };
-        let slice = if p.config.prepared {
-            let blocks = p.config.tile[1] / 64;
-            vec![
-                Stmt::Comment(format!(
-                    "prepared stage [k16 block][{blocks} 8-word blocks][32 lanes][4 words]: this lane's words of rows 16 kk + (2t, 2t+1, 2t+8, 2t+9), word column wword + 8 si + g"
-                )),
-                Stmt::decl(
-                    "const uint4",
-                    "bv",
-                    format!(
-                        "*reinterpret_cast<const uint4*>(sB + slot * {} + ((kk * {blocks} + (wword >> 3) + si) * 32 + lane) * 4)",
-                        AWQ_BK * row
-                    ),
-                ),
-                q_decl,
-                s(format!("{cvt}(bv.x, q[0])")),
-                s(format!("{cvt}(bv.y, q[1])")),
-                s(format!("{cvt}(bv.z, q[2])")),
-                s(format!("{cvt}(bv.w, q[3])")),
-                Stmt::unrolled("i", 4, pair),
-            ]
-        } else {
-            vec![
-                Stmt::Comment(format!(
-                    "word column wword + 8 si + g of rows 16 kk + (2t, 2t+1, 2t+8, 2t+9): padded rows of {row} words"
-                )),
-                Stmt::decl(
-                    "const uint32_t*",
-                    "bw",
-                    format!(
-                        "sB + slot * {} + (16 * kk + 2 * t) * {row} + wword + 8 * si + g",
-                        AWQ_BK * row
-                    ),
-                ),
-                q_decl,
-                s(format!("{cvt}(bw[0], q[0])")),
-                s(format!("{cvt}(bw[{row}], q[1])")),
-                s(format!("{cvt}(bw[{}], q[2])", 8 * row)),
-                s(format!("{cvt}(bw[{}], q[3])", 9 * row)),
-                Stmt::unrolled("i", 4, pair),
-            ]
-        };
+        let mut slice = self.b_words();
+        slice.push(Stmt::unrolled("i", 4, pair));
         vec![
             Stmt::Decl {
                 ty: "uint32_t".into(),

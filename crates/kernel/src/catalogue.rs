@@ -359,7 +359,8 @@ pub fn path_of(k: &CatalogueKernel) -> String {
 }
 
 /// AWQ: dequantization of the int4 checkpoint format (f16 and bf16 scales), to the
-/// `[K, N]` weight and to the K-major `[N, K]` weight of the dense prefill path.
+/// `[K, N]` weight and to the K-major `[N, K]` weight of the dense prefill path, and the
+/// reorder of `qweight` into the prepared layout.
 fn awq_dequantize_units() -> Vec<CatalogueKernel> {
     let dequantizers = [rcute_atom::Element::F16, rcute_atom::Element::BF16]
         .into_iter()
@@ -369,7 +370,15 @@ fn awq_dequantize_units() -> Vec<CatalogueKernel> {
                 crate::awq_dequantize::generate_kmajor(e),
             ]
         });
-    dequantizers
+    let prepare = crate::awq_prepare::generate().expect("the AWQ reorder generates");
+    let reorder = CatalogueKernel {
+        name: prepare.name,
+        arch: Arch::Sm80,
+        source: prepare.source,
+        expect_sass: vec!["STG.E.128"],
+        kernels: 1,
+    };
+    let mut units: Vec<CatalogueKernel> = dequantizers
         .map(|g| {
             let g = g.expect("AWQ dequantization generates for f16 and bf16");
             // sm_80 has no bf16 HMUL2: the product is an HFMA2.BF16 with a -0 addend.
@@ -386,11 +395,14 @@ fn awq_dequantize_units() -> Vec<CatalogueKernel> {
                 kernels: 1,
             }
         })
-        .collect()
+        .collect();
+    units.push(reorder);
+    units
 }
 
 /// The AWQ GEMM configurations in the catalogue: the tiles `ops` selects by M (decode
-/// `16x256`, mid `64x256`, prefill `128x256`), f16 and bf16, 16-byte and 4-byte weight copies.
+/// `16x256`, mid `64x256`, prefill `128x256`), f16 and bf16, 16-byte and 4-byte weight copies,
+/// and the decode and mid tiles on the prepared weight layout.
 pub fn awq_gemm_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
@@ -401,5 +413,8 @@ pub fn awq_gemm_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
         AwqGemmConfig::new(F16, [64, 256, 64], [1, 4], 3, 4),
         AwqGemmConfig::new(F16, [128, 256, 64], [2, 4], 3, 4),
         AwqGemmConfig::new(BF16, [128, 256, 64], [2, 4], 3, 4),
+        AwqGemmConfig::new(F16, [16, 256, 64], [1, 4], 4, 4).prepared(),
+        AwqGemmConfig::new(BF16, [16, 256, 64], [1, 4], 4, 4).prepared(),
+        AwqGemmConfig::new(F16, [64, 256, 64], [1, 4], 3, 4).prepared(),
     ]
 }

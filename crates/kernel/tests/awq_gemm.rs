@@ -67,3 +67,19 @@ fn compiles_without_spills_and_uses_the_planned_instructions() {
         }
     }
 }
+
+/// The reorder into the prepared layout compiles without spills and stores 16 bytes at a
+/// time.
+#[test]
+fn prepare_kernel_compiles_and_stores_16_bytes() {
+    let g = rcute_kernel::awq_prepare::generate().unwrap();
+    assert_eq!(g, rcute_kernel::awq_prepare::generate().unwrap());
+    let Some(tk) = toolkit_for_test() else { return };
+    let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm80))
+        .unwrap_or_else(|err| panic!("{err}\n{}", g.source));
+    let r = c.resources.kernel(&g.name).unwrap();
+    assert!(!r.spills() && r.stack_frame_bytes == 0, "{r:?}");
+    let Some(objdump) = tk.cuobjdump.as_ref() else { return };
+    let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
+    assert!(sass.kernel(&g.name).unwrap().contains_opcode("STG.E.128"));
+}
