@@ -9,6 +9,8 @@
 //!   every fused configuration forced with one and with several K splits. Each output element must be within `tol * (sum_k |x w| +
 //!   |bias|)` of the reference (the weight and the output each rounded once to the 16-bit
 //!   type); the output is poisoned first, so an unwritten element fails;
+//! * the prepared path (`AwqWeight::prepare`, `awq_gemm_prepared`) on the same kind of
+//!   checks, with its own bad inputs;
 //! * split-K is deterministic: repeated runs give identical bits;
 //! * `awq_dequantize` and `awq_dequantize_kmajor` through `Ops` bit-exact against the
 //!   formula (the latter transposed);
@@ -21,7 +23,9 @@ mod common;
 use common::Rng;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
 use rcute_kernel::testing::gpu_for_test;
-use rcute_ops::awq::{dequantize_reference, gemm_reference, pack_awq_matrix, validate_awq_gemm, AwqShape, AwqTensors};
+use rcute_ops::awq::{
+    dequantize_reference, gemm_reference, pack_awq_matrix, validate_awq_gemm, AwqShape, AwqTensors, AwqWeight,
+};
 use rcute_ops::{bf16, f16, CudaSlice, MatrixMut, MatrixRef, Ops, OpsError, VectorRef};
 
 /// 16-bit host values of either type.
@@ -120,7 +124,7 @@ impl<T: Half> Case<T> {
 
     /// Runs `awq_gemm` (`run`: the op, the fused kernel, or the dense path), checks every
     /// element and returns the output.
-    fn check(&self, ops: &Ops, run: Run, what: &str) -> Vec<T> {
+    fn check(&self, ops: &Ops, run: Run<'_>, what: &str) -> Vec<T> {
         let s = ops.gpu().stream();
         let (m, n, k) = (self.m, self.shape.n, self.shape.k);
         let mut out: CudaSlice<T> = s.clone_htod(&vec![T::from_f64(f64::NAN); m * n]).unwrap();
@@ -134,6 +138,8 @@ impl<T: Half> Case<T> {
                 Run::Op => ops.awq_gemm(&x, &w, b.as_ref(), &mut o),
                 Run::Fused(forced) => ops.run_awq_gemm(&p, forced),
                 Run::Dense => ops.run_awq_gemm_dense(&p),
+                Run::PreparedOp(pw) => ops.awq_gemm_prepared(&x, pw, b.as_ref(), &mut o),
+                Run::Prepared(pw, f) => ops.run_awq_gemm_prepared(&x, pw, b.as_ref(), &mut o, f),
             }
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         }
@@ -160,13 +166,17 @@ impl<T: Half> Case<T> {
 
 /// How a check runs the problem.
 #[derive(Clone, Copy)]
-enum Run {
+enum Run<'w> {
     /// `Ops::awq_gemm` (its own path and configuration).
     Op,
     /// The fused int4 kernel: forced configuration and splits, or the shape's choice.
     Fused(Option<(AwqGemmConfig, u32)>),
     /// The dense path (K-major dequantization + the SM90 GEMM).
     Dense,
+    /// `Ops::awq_gemm_prepared` on a prepared weight.
+    PreparedOp(&'w AwqWeight<'w>),
+    /// The prepared kernel: forced configuration and splits, or the shape's choice.
+    Prepared(&'w AwqWeight<'w>, Option<(AwqGemmConfig, u32)>),
 }
 
 fn configs(e: rcute_atom::Element, n: usize) -> Vec<AwqGemmConfig> {
@@ -220,6 +230,69 @@ fn awq_gemm_matches_the_float64_reference() {
     let ops = Ops::new(gpu);
     gemm_cases::<f16>(&ops, rcute_atom::Element::F16);
     gemm_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+}
+
+fn prepared_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    let mut rng = Rng::for_test(&format!("awq_prepared_{e}"));
+    // N a multiple of 64 (the layout's blocks; 576 and 320 end inside a 128/256 tile), K of
+    // 16s (96 and 320 end inside a 64-wide K tile), G = K for 256.
+    let shapes = [
+        (1, 4096, 512, 128, true),
+        (3, 320, 96, 32, false),
+        (17, 576, 320, 64, true),
+        (255, 1024, 192, 64, false),
+        (300, 512, 256, 256, true),
+        (16, 768, 4096, 128, true),
+    ];
+    for (m, n, k, g, bias) in shapes {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} prepared");
+        case.check(ops, Run::PreparedOp(&w), &format!("{what} (op)"));
+        case.check(ops, Run::Prepared(&w, None), &format!("{what} (fused)"));
+        for cfg in configs(e, n) {
+            for splits in [1, 3] {
+                let forced = Some((cfg, splits));
+                case.check(ops, Run::Prepared(&w, forced), &format!("{what} {:?} split {splits}", cfg.tile));
+            }
+        }
+        eprintln!("ok {what}");
+    }
+}
+
+/// `AwqWeight::prepare` + `awq_gemm_prepared` against the float64 reference (the op's own
+/// path, the prepared kernel's own configuration and every configuration forced with one
+/// and with three K splits, f16 and bf16); shapes the layout cannot block and a prepared
+/// weight used with another K or N are typed errors that write nothing.
+#[test]
+fn awq_gemm_prepared_matches_the_float64_reference() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    prepared_cases::<f16>(&ops, rcute_atom::Element::F16);
+    prepared_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+    let mut rng = Rng::for_test("awq_prepared_bad");
+    for (n, k) in [(520, 128), (64, 40)] {
+        let case = Case::<f16>::new(&ops, &mut rng, 2, n, k, if k == 40 { 40 } else { 128 }, false);
+        let r = AwqWeight::prepare(&ops, &case.tensors());
+        assert!(matches!(r, Err(OpsError::Shape(_))), "{n}x{k}: {:?}", r.err());
+    }
+    let (m, n, k) = (4, 128, 256);
+    let case = Case::<f16>::new(&ops, &mut rng, m, n, k, 128, false);
+    let w = AwqWeight::prepare(&ops, &case.tensors()).unwrap();
+    let s = ops.gpu().stream();
+    let x2: CudaSlice<f16> = s.clone_htod(&vec![f16::ONE; m * 2 * k]).unwrap();
+    let mut out: CudaSlice<f16> = s.clone_htod(&vec![f16::from_f32(SENTINEL); m * 2 * n]).unwrap();
+    let r = ops.awq_gemm_prepared(&MatrixRef::new(&x2, m, 2 * k), &w, None, &mut MatrixMut::new(&mut out, m, n));
+    assert!(matches!(r, Err(OpsError::Shape(_))), "other K: {r:?}");
+    let r = ops.awq_gemm_prepared(&MatrixRef::new(&x2, m, k), &w, None, &mut MatrixMut::new(&mut out, m, 2 * n));
+    assert!(matches!(r, Err(OpsError::Shape(_))), "other N: {r:?}");
+    let r = ops.run_awq_gemm(
+        &validate_awq_gemm(&MatrixRef::new(&x2, m, k), &case.tensors(), None, &MatrixMut::new(&mut out, m, n)).unwrap(),
+        Some((configs(rcute_atom::Element::F16, n)[0].prepared(), 1)),
+    );
+    assert!(matches!(r, Err(OpsError::Shape(_))), "prepared config on a raw weight: {r:?}");
+    ops.gpu().synchronize().unwrap();
+    assert!(s.clone_dtoh(&out).unwrap().iter().all(|v| v.to_f32() == SENTINEL));
 }
 
 /// Split-K sums the splits' f32 slabs in a fixed order: repeated runs of one problem give

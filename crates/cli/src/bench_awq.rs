@@ -12,7 +12,7 @@ use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::f16;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
-use rcute_ops::awq::{pack_awq_matrix, validate_awq_gemm, AwqShape, AwqTensors};
+use rcute_ops::awq::{pack_awq_matrix, validate_awq_gemm, AwqShape, AwqTensors, AwqWeight};
 use rcute_ops::{MatrixMut, MatrixRef, Ops, VectorRef};
 use std::cell::Cell;
 use std::sync::Arc;
@@ -36,7 +36,8 @@ pub struct BenchAwqArgs {
     #[arg(long)]
     pub dequantize: bool,
     /// Also time forced paths (repeatable): `fused` (the fused int4 kernel with the shape's
-    /// configuration), `dense` (K-major dequantization + the SM90 GEMM, sm_90 only), or a
+    /// configuration), `prepared` (the same on a prepared weight), `dense` (K-major
+    /// dequantization + the SM90 GEMM, sm_90 only), or a
     /// fused configuration `BMxBN,WMxWN,STAGES,SPLITS`, e.g. `--config 16x256,1x4,4,8` (BK
     /// is 64; f16; 16-byte weight copies where N/8 allows).
     #[arg(long = "config")]
@@ -79,6 +80,9 @@ enum Variant {
     Fused(Option<(AwqGemmConfig, u32)>),
     /// The dense path.
     Dense,
+    /// The prepared kernel (`AwqWeight::prepare` once per weight copy, outside the timing)
+    /// with the shape's configuration.
+    Prepared,
 }
 
 /// A `--config` value as a [`Variant`].
@@ -86,6 +90,7 @@ fn parse_variant(s: &str) -> Result<Variant, String> {
     match s {
         "dense" => Ok(Variant::Dense),
         "fused" => Ok(Variant::Fused(None)),
+        "prepared" => Ok(Variant::Prepared),
         _ => parse_awq_config(s).map(|c| Variant::Fused(Some(c))),
     }
 }
@@ -252,6 +257,15 @@ fn bench_shape(
             .map_err(|x| x.to_string())?;
         dense.push(d);
     }
+    let prepared: Vec<AwqWeight<'_>> = if variants.iter().any(|(_, v)| matches!(v, Variant::Prepared)) {
+        weights
+            .iter()
+            .map(|w| AwqWeight::prepare(ops, &w.tensors(shape)))
+            .collect::<Result<_, _>>()
+            .map_err(|x| x.to_string())?
+    } else {
+        Vec::new()
+    };
     let x: CudaSlice<f16> = stream
         .clone_htod(
             &(0..m * k)
@@ -281,7 +295,8 @@ fn bench_shape(
         let (label, forced) = (label.as_str(), *forced);
         let (ri, ci) = (Cell::new(0usize), Cell::new(0usize));
         let mut rc = || {
-            let w = &weights[ri.get() % awq_copies];
+            let i = ri.get() % awq_copies;
+            let w = &weights[i];
             ri.set(ri.get() + 1);
             let b = VectorRef::new(&bias, n);
             let xv = MatrixRef::new(&x, m, k);
@@ -292,6 +307,7 @@ fn bench_shape(
                 Variant::Auto => ops.awq_gemm(&xv, &wt, Some(&b), &mut yv),
                 Variant::Fused(f) => ops.run_awq_gemm(&p, f),
                 Variant::Dense => ops.run_awq_gemm_dense(&p),
+                Variant::Prepared => ops.run_awq_gemm_prepared(&xv, &prepared[i], Some(&b), &mut yv, None),
             }
             .map_err(|x| x.to_string())
         };

@@ -18,6 +18,8 @@ use crate::gemm_sm80::GemmError;
 use crate::launch::{Dim3, KernelArgs, LaunchConfig};
 use rcute_layout::{tuple, Layout};
 
+pub use rcute_collective::awq_prepared::{prepared_offset, prepared_qweight_layout, PREPARED_K, PREPARED_N};
+
 /// Threads per block.
 pub const THREADS: u32 = 256;
 

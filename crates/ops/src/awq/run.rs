@@ -220,10 +220,23 @@ impl Ops {
         }
     }
 
-    /// Run a validated problem with the configuration and requested K splits of
-    /// `forced`, or the shape's choice for `None` (tests and benchmarks cover every kernel
-    /// this way).
+    /// Run a validated problem on the fused kernel with the configuration and requested K
+    /// splits of `forced`, or the shape's choice for `None` (tests and benchmarks cover
+    /// every kernel this way). The problem's `qweight` is AutoAWQ's: a configuration with
+    /// `prepared` set is an [`OpsError::Shape`] here (prepared weights run through
+    /// [`Ops::run_awq_gemm_prepared`]).
     pub fn run_awq_gemm(&self, p: &AwqGemmProblem<'_>, forced: Option<(AwqGemmConfig, u32)>) -> Result<(), OpsError> {
+        if forced.is_some_and(|(c, _)| c.prepared) {
+            return Err(OpsError::Shape(
+                "a prepared configuration needs the prepared weight: use run_awq_gemm_prepared".into(),
+            ));
+        }
+        self.run_awq_fused(p, forced)
+    }
+
+    /// [`Ops::run_awq_gemm`] without the layout check: `forced` with `prepared` set needs
+    /// the problem's `qweight` in the prepared layout.
+    pub(crate) fn run_awq_fused(&self, p: &AwqGemmProblem<'_>, forced: Option<(AwqGemmConfig, u32)>) -> Result<(), OpsError> {
         let mut views = vec![
             ("x", &p.x),
             ("qweight", &p.w.qweight),
