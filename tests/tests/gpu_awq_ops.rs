@@ -253,7 +253,11 @@ fn prepared_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         for cfg in configs(e, n) {
             for splits in [1, 3] {
                 let forced = Some((cfg, splits));
-                case.check(ops, Run::Prepared(&w, forced), &format!("{what} {:?} split {splits}", cfg.tile));
+                case.check(
+                    ops,
+                    Run::Prepared(&w, forced),
+                    &format!("{what} {:?} split {splits}", cfg.tile),
+                );
             }
         }
         eprintln!("ok {what}");
@@ -282,15 +286,34 @@ fn awq_gemm_prepared_matches_the_float64_reference() {
     let s = ops.gpu().stream();
     let x2: CudaSlice<f16> = s.clone_htod(&vec![f16::ONE; m * 2 * k]).unwrap();
     let mut out: CudaSlice<f16> = s.clone_htod(&vec![f16::from_f32(SENTINEL); m * 2 * n]).unwrap();
-    let r = ops.awq_gemm_prepared(&MatrixRef::new(&x2, m, 2 * k), &w, None, &mut MatrixMut::new(&mut out, m, n));
+    let r = ops.awq_gemm_prepared(
+        &MatrixRef::new(&x2, m, 2 * k),
+        &w,
+        None,
+        &mut MatrixMut::new(&mut out, m, n),
+    );
     assert!(matches!(r, Err(OpsError::Shape(_))), "other K: {r:?}");
-    let r = ops.awq_gemm_prepared(&MatrixRef::new(&x2, m, k), &w, None, &mut MatrixMut::new(&mut out, m, 2 * n));
+    let r = ops.awq_gemm_prepared(
+        &MatrixRef::new(&x2, m, k),
+        &w,
+        None,
+        &mut MatrixMut::new(&mut out, m, 2 * n),
+    );
     assert!(matches!(r, Err(OpsError::Shape(_))), "other N: {r:?}");
     let r = ops.run_awq_gemm(
-        &validate_awq_gemm(&MatrixRef::new(&x2, m, k), &case.tensors(), None, &MatrixMut::new(&mut out, m, n)).unwrap(),
+        &validate_awq_gemm(
+            &MatrixRef::new(&x2, m, k),
+            &case.tensors(),
+            None,
+            &MatrixMut::new(&mut out, m, n),
+        )
+        .unwrap(),
         Some((configs(rcute_atom::Element::F16, n)[0].prepared(), 1)),
     );
-    assert!(matches!(r, Err(OpsError::Shape(_))), "prepared config on a raw weight: {r:?}");
+    assert!(
+        matches!(r, Err(OpsError::Shape(_))),
+        "prepared config on a raw weight: {r:?}"
+    );
     ops.gpu().synchronize().unwrap();
     assert!(s.clone_dtoh(&out).unwrap().iter().all(|v| v.to_f32() == SENTINEL));
 }

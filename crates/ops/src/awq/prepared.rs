@@ -165,9 +165,8 @@ impl Ops {
         uses.read(bias.and_then(|b| b.tracked()));
         uses.write(out.tracked_mut());
         let e = element(p.w.dtype)?;
-        let (cfg, splits) = forced.unwrap_or_else(|| {
-            select_awq_gemm(p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize, e)
-        });
+        let (cfg, splits) =
+            forced.unwrap_or_else(|| select_awq_gemm(p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize, e));
         self.run_awq_fused(&p, Some((cfg.prepared(), splits)))
     }
 }

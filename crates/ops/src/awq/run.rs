@@ -236,7 +236,11 @@ impl Ops {
 
     /// [`Ops::run_awq_gemm`] without the layout check: `forced` with `prepared` set needs
     /// the problem's `qweight` in the prepared layout.
-    pub(crate) fn run_awq_fused(&self, p: &AwqGemmProblem<'_>, forced: Option<(AwqGemmConfig, u32)>) -> Result<(), OpsError> {
+    pub(crate) fn run_awq_fused(
+        &self,
+        p: &AwqGemmProblem<'_>,
+        forced: Option<(AwqGemmConfig, u32)>,
+    ) -> Result<(), OpsError> {
         let mut views = vec![
             ("x", &p.x),
             ("qweight", &p.w.qweight),
