@@ -172,7 +172,9 @@ impl Ops {
     /// Everything [`crate::awq::validate_awq_gemm`] rejects (M = 0 included), an operand
     /// on another device ([`OpsError::Device`]), a GPU older than sm_80
     /// ([`OpsError::Arch`]) and a grid CUDA cannot launch ([`OpsError::TooLarge`]), all
-    /// before anything is launched: `out` is untouched.
+    /// before anything is launched: `out` is untouched. On the dense path, scratch (the
+    /// `K x N` weight, the GEMM's split-K workspace) that would have to grow while the
+    /// stream captures a graph is an [`OpsError::Capture`]: run the op once before capturing.
     ///
     /// ```
     /// use rcute_ops::awq::{pack_awq_matrix, AwqTensors};
