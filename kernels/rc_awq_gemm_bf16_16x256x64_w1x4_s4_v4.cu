@@ -330,12 +330,10 @@ extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_bf16_16x256x64_w1x
             if (splits == 1) {
               rc_awq_gemm_bf16_16x256x64_w1x4_s4_v4_store(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v);
             } else {
-              // accumulate into the zeroed f32 [M, N] workspace (L2 reductions)
-              float* w = ws + (long long)row * N + 8 * wc;
-              #pragma unroll
-              for (int j = 0; j < 8; ++j) {
-                atomicAdd(w + j, v[j]);
-              }
+              // this split's f32 partial tile to its slab blockIdx.z of the [splits, M, N] workspace (kept in L2)
+              float4* w = reinterpret_cast<float4*>(ws + ((long long)blockIdx.z * M + row) * N + 8 * wc);
+              __stcg(w, make_float4(v[0], v[1], v[2], v[3]));
+              __stcg(w + 1, make_float4(v[4], v[5], v[6], v[7]));
             }
           }
         }
@@ -368,20 +366,39 @@ extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_bf16_16x256x64_w1x
           const int row = m0 + wrow + 16 * mi + g + 8 * h;
           const int wc = n0w + wword + 8 * si + 2 * t + u;
           if (row < M && wc < N8) {
-            // every split's sum is in: read it through L2, leave zeros for the next launch
-            float4* w = reinterpret_cast<float4*>(ws + (long long)row * N + 8 * wc);
-            const float4 lo = __ldcg(w);
-            const float4 hi = __ldcg(w + 1);
-            __stcg(w, make_float4(0.f, 0.f, 0.f, 0.f));
-            __stcg(w + 1, make_float4(0.f, 0.f, 0.f, 0.f));
-            float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+            // every split's slab is in: sum them through L2 in slab order
+            float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+            for (int p0 = 0; p0 < splits; p0 += 4) {
+              float4 lo[4], hi[4];  // columns 8 wc .. 8 wc + 4 and + 4 .. + 8 of slabs p0 .. p0 + 4
+              #pragma unroll
+              for (int j = 0; j < 4; ++j) {
+                if (p0 + j < splits) {
+                  const float4* w = reinterpret_cast<const float4*>(ws + ((long long)(p0 + j) * M + row) * N + 8 * wc);
+                  lo[j] = __ldcg(w);
+                  hi[j] = __ldcg(w + 1);
+                }
+              }
+              #pragma unroll
+              for (int j = 0; j < 4; ++j) {
+                if (p0 + j < splits) {
+                  v[0] += lo[j].x;
+                  v[1] += lo[j].y;
+                  v[2] += lo[j].z;
+                  v[3] += lo[j].w;
+                  v[4] += hi[j].x;
+                  v[5] += hi[j].y;
+                  v[6] += hi[j].z;
+                  v[7] += hi[j].w;
+                }
+              }
+            }
             rc_awq_gemm_bf16_16x256x64_w1x4_s4_v4_store(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v);
           }
         }
       }
     }
   }
-  // every split arrived: leave the semaphore zeroed too
+  // every split arrived: leave the semaphore zeroed for the next launch
   if (threadIdx.x == 0) {
     sem[tile] = 0;
   }

@@ -4,11 +4,16 @@
 //!   0 and 15 included, scales log-uniform in [1e-4, 1]): ragged M (1, 3, 17, 255, 257,
 //!   1000), N not a multiple of the tile (and N/8 not a multiple of 4: 4-byte weight
 //!   copies), K of several groups plus a tail of the 64-wide K tile, bias on and off, G in
-//!   32, 64, 128 and G = K, f16 and bf16; every kernel configuration forced with one and
-//!   with several K splits. Each output element must be within `tol * (sum_k |x w| +
+//!   32, 64, 128 and G = K, f16 and bf16; the op's own path, the fused kernel's own
+//!   configuration, the dense path (K-major dequantization + SM90 GEMM, on sm_90), and
+//!   every fused configuration forced with one and with several K splits. Each output element must be within `tol * (sum_k |x w| +
 //!   |bias|)` of the reference (the weight and the output each rounded once to the 16-bit
 //!   type); the output is poisoned first, so an unwritten element fails;
-//! * `awq_dequantize` through `Ops` bit-exact against the formula;
+//! * the prepared path (`AwqWeight::prepare`, `awq_gemm_prepared`) on the same kind of
+//!   checks, with its own bad inputs;
+//! * split-K is deterministic: repeated runs give identical bits;
+//! * `awq_dequantize` and `awq_dequantize_kmajor` through `Ops` bit-exact against the
+//!   formula (the latter transposed);
 //! * bad inputs (M = 0, shapes, G, dtypes, misalignment) are typed errors and write nothing.
 //!
 //! Skips with a printed reason without a GPU (fails under `RCUTE_REQUIRE_GPU=1`).
@@ -18,7 +23,9 @@ mod common;
 use common::Rng;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
 use rcute_kernel::testing::gpu_for_test;
-use rcute_ops::awq::{dequantize_reference, gemm_reference, pack_awq_matrix, validate_awq_gemm, AwqShape, AwqTensors};
+use rcute_ops::awq::{
+    dequantize_reference, gemm_reference, pack_awq_matrix, validate_awq_gemm, AwqShape, AwqTensors, AwqWeight,
+};
 use rcute_ops::{bf16, f16, CudaSlice, MatrixMut, MatrixRef, Ops, OpsError, VectorRef};
 
 /// 16-bit host values of either type.
@@ -115,8 +122,9 @@ impl<T: Half> Case<T> {
         }
     }
 
-    /// Runs `awq_gemm` (forced configuration or the op's own) and checks every element.
-    fn check(&self, ops: &Ops, forced: Option<(AwqGemmConfig, u32)>, what: &str) {
+    /// Runs `awq_gemm` (`run`: the op, the fused kernel, or the dense path), checks every
+    /// element and returns the output.
+    fn check(&self, ops: &Ops, run: Run<'_>, what: &str) -> Vec<T> {
         let s = ops.gpu().stream();
         let (m, n, k) = (self.m, self.shape.n, self.shape.k);
         let mut out: CudaSlice<T> = s.clone_htod(&vec![T::from_f64(f64::NAN); m * n]).unwrap();
@@ -126,8 +134,14 @@ impl<T: Half> Case<T> {
             let w = self.tensors();
             let mut o = MatrixMut::new(&mut out, m, n);
             let p = validate_awq_gemm(&x, &w, b.as_ref(), &o).unwrap();
-            ops.run_awq_gemm(&p, forced).unwrap_or_else(|e| panic!("{what}: {e}"));
-            let _ = &mut o;
+            match run {
+                Run::Op => ops.awq_gemm(&x, &w, b.as_ref(), &mut o),
+                Run::Fused(forced) => ops.run_awq_gemm(&p, forced),
+                Run::Dense => ops.run_awq_gemm_dense(&p),
+                Run::PreparedOp(pw) => ops.awq_gemm_prepared(&x, pw, b.as_ref(), &mut o),
+                Run::Prepared(pw, f) => ops.run_awq_gemm_prepared(&x, pw, b.as_ref(), &mut o, f),
+            }
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
         }
         ops.gpu().synchronize().unwrap();
         let got = s.clone_dtoh(&out).unwrap();
@@ -146,7 +160,23 @@ impl<T: Half> Case<T> {
             bad.len(),
             &bad[..bad.len().min(8)]
         );
+        got
     }
+}
+
+/// How a check runs the problem.
+#[derive(Clone, Copy)]
+enum Run<'w> {
+    /// `Ops::awq_gemm` (its own path and configuration).
+    Op,
+    /// The fused int4 kernel: forced configuration and splits, or the shape's choice.
+    Fused(Option<(AwqGemmConfig, u32)>),
+    /// The dense path (K-major dequantization + the SM90 GEMM).
+    Dense,
+    /// `Ops::awq_gemm_prepared` on a prepared weight.
+    PreparedOp(&'w AwqWeight<'w>),
+    /// The prepared kernel: forced configuration and splits, or the shape's choice.
+    Prepared(&'w AwqWeight<'w>, Option<(AwqGemmConfig, u32)>),
 }
 
 fn configs(e: rcute_atom::Element, n: usize) -> Vec<AwqGemmConfig> {
@@ -175,11 +205,19 @@ fn gemm_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     ];
     for (m, n, k, g, bias) in shapes {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
-        case.check(ops, None, &format!("{e} {m}x{n}x{k} G={g} bias={bias} (auto)"));
+        case.check(ops, Run::Op, &format!("{e} {m}x{n}x{k} G={g} bias={bias} (op)"));
+        case.check(
+            ops,
+            Run::Fused(None),
+            &format!("{e} {m}x{n}x{k} G={g} bias={bias} (fused)"),
+        );
+        if ops.gpu().compute_capability() == (9, 0) {
+            case.check(ops, Run::Dense, &format!("{e} {m}x{n}x{k} G={g} bias={bias} (dense)"));
+        }
         for cfg in configs(e, n) {
             for splits in [1, 3] {
                 let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} {:?} split {splits}", cfg.tile);
-                case.check(ops, Some((cfg, splits)), &what);
+                case.check(ops, Run::Fused(Some((cfg, splits))), &what);
             }
         }
         eprintln!("ok {e} {m}x{n}x{k} G={g} bias={bias}");
@@ -192,6 +230,120 @@ fn awq_gemm_matches_the_float64_reference() {
     let ops = Ops::new(gpu);
     gemm_cases::<f16>(&ops, rcute_atom::Element::F16);
     gemm_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+}
+
+fn prepared_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    let mut rng = Rng::for_test(&format!("awq_prepared_{e}"));
+    // N a multiple of 64 (the layout's blocks; 576 and 320 end inside a 128/256 tile), K of
+    // 16s (96 and 320 end inside a 64-wide K tile), G = K for 256.
+    let shapes = [
+        (1, 4096, 512, 128, true),
+        (3, 320, 96, 32, false),
+        (17, 576, 320, 64, true),
+        (255, 1024, 192, 64, false),
+        (300, 512, 256, 256, true),
+        (16, 768, 4096, 128, true),
+    ];
+    for (m, n, k, g, bias) in shapes {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} prepared");
+        case.check(ops, Run::PreparedOp(&w), &format!("{what} (op)"));
+        case.check(ops, Run::Prepared(&w, None), &format!("{what} (fused)"));
+        for cfg in configs(e, n) {
+            for splits in [1, 3] {
+                let forced = Some((cfg, splits));
+                case.check(
+                    ops,
+                    Run::Prepared(&w, forced),
+                    &format!("{what} {:?} split {splits}", cfg.tile),
+                );
+            }
+        }
+        eprintln!("ok {what}");
+    }
+}
+
+/// `AwqWeight::prepare` + `awq_gemm_prepared` against the float64 reference (the op's own
+/// path, the prepared kernel's own configuration and every configuration forced with one
+/// and with three K splits, f16 and bf16); shapes the layout cannot block and a prepared
+/// weight used with another K or N are typed errors that write nothing.
+#[test]
+fn awq_gemm_prepared_matches_the_float64_reference() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    prepared_cases::<f16>(&ops, rcute_atom::Element::F16);
+    prepared_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+    let mut rng = Rng::for_test("awq_prepared_bad");
+    for (n, k) in [(520, 128), (64, 40)] {
+        let case = Case::<f16>::new(&ops, &mut rng, 2, n, k, if k == 40 { 40 } else { 128 }, false);
+        let r = AwqWeight::prepare(&ops, &case.tensors());
+        assert!(matches!(r, Err(OpsError::Shape(_))), "{n}x{k}: {:?}", r.err());
+    }
+    let (m, n, k) = (4, 128, 256);
+    let case = Case::<f16>::new(&ops, &mut rng, m, n, k, 128, false);
+    let w = AwqWeight::prepare(&ops, &case.tensors()).unwrap();
+    let s = ops.gpu().stream();
+    let x2: CudaSlice<f16> = s.clone_htod(&vec![f16::ONE; m * 2 * k]).unwrap();
+    let mut out: CudaSlice<f16> = s.clone_htod(&vec![f16::from_f32(SENTINEL); m * 2 * n]).unwrap();
+    let r = ops.awq_gemm_prepared(
+        &MatrixRef::new(&x2, m, 2 * k),
+        &w,
+        None,
+        &mut MatrixMut::new(&mut out, m, n),
+    );
+    assert!(matches!(r, Err(OpsError::Shape(_))), "other K: {r:?}");
+    let r = ops.awq_gemm_prepared(
+        &MatrixRef::new(&x2, m, k),
+        &w,
+        None,
+        &mut MatrixMut::new(&mut out, m, 2 * n),
+    );
+    assert!(matches!(r, Err(OpsError::Shape(_))), "other N: {r:?}");
+    let r = ops.run_awq_gemm(
+        &validate_awq_gemm(
+            &MatrixRef::new(&x2, m, k),
+            &case.tensors(),
+            None,
+            &MatrixMut::new(&mut out, m, n),
+        )
+        .unwrap(),
+        Some((configs(rcute_atom::Element::F16, n)[0].prepared(), 1)),
+    );
+    assert!(
+        matches!(r, Err(OpsError::Shape(_))),
+        "prepared config on a raw weight: {r:?}"
+    );
+    ops.gpu().synchronize().unwrap();
+    assert!(s.clone_dtoh(&out).unwrap().iter().all(|v| v.to_f32() == SENTINEL));
+}
+
+/// Split-K sums the splits' f32 slabs in a fixed order: repeated runs of one problem give
+/// the same bits (with the op's own choice and with forced split counts of every tile).
+#[test]
+fn awq_gemm_split_k_is_bit_identical_run_to_run() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    let mut rng = Rng::for_test("awq_gemm_deterministic");
+    let e = rcute_atom::Element::F16;
+    for (m, n, k) in [(1, 4096, 4096), (16, 768, 4096), (40, 1024, 2048)] {
+        let case = Case::<f16>::new(&ops, &mut rng, m, n, k, 128, true);
+        let cfgs = configs(e, n);
+        let choices = [None, Some((cfgs[0], 13)), Some((cfgs[2], 5)), Some((cfgs[4], 3))];
+        for forced in choices.map(Run::Fused).into_iter().chain([Run::Op]) {
+            let what = match forced {
+                Run::Fused(f) => format!("{m}x{n}x{k} {:?}", f.map(|(c, s)| (c.tile, s))),
+                _ => format!("{m}x{n}x{k} (op)"),
+            };
+            let bits = |v: Vec<f16>| v.iter().map(|x| x.to_bits()).collect::<Vec<u16>>();
+            let first = bits(case.check(&ops, forced, &what));
+            for run in 1..5 {
+                let again = bits(case.check(&ops, forced, &what));
+                let diff = first.iter().zip(&again).filter(|(a, b)| a != b).count();
+                assert_eq!(diff, 0, "{what}: run {run} differs from run 0 in {diff} elements");
+            }
+        }
+    }
 }
 
 #[test]
@@ -210,6 +362,41 @@ fn awq_dequantize_through_ops_is_bit_exact() {
             assert_eq!(g.to_bits(), bf16::from_f64(*w).to_bits(), "{k}x{n} G={g}: element {i}");
         }
     }
+}
+
+/// The K-major dequantization (the dense path's weight) is the transposed formula, bit
+/// for bit, in both types; K not a multiple of 8 is a typed error that writes nothing.
+#[test]
+fn awq_dequantize_kmajor_is_the_bit_exact_transpose() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    let mut rng = Rng::for_test("awq_dequantize_kmajor");
+    fn check<T: Half>(ops: &Ops, case: &Case<T>) {
+        let (k, n, s) = (case.shape.k, case.shape.n, ops.gpu().stream());
+        let mut out: CudaSlice<T> = s.clone_htod(&vec![T::from_f64(f64::NAN); k * n]).unwrap();
+        ops.awq_dequantize_kmajor(&case.tensors(), &mut MatrixMut::new(&mut out, n, k))
+            .unwrap();
+        let got = s.clone_dtoh(&out).unwrap();
+        for (i, g) in got.iter().enumerate() {
+            let (c, r) = (i / k, i % k);
+            let want = T::from_f64(case.w[r * n + c]);
+            assert!(
+                g.to_f64().to_bits() == want.to_f64().to_bits(),
+                "{k}x{n}: w^T[{c}][{r}] = {g:?}, want {want:?}"
+            );
+        }
+    }
+    for (k, n, g) in [(256, 64, 128), (104, 24, 104), (320, 1000, 64), (128, 2056, 32)] {
+        check(&ops, &Case::<bf16>::new(&ops, &mut rng, 1, n, k, g, false));
+        check(&ops, &Case::<f16>::new(&ops, &mut rng, 1, n, k, g, false));
+    }
+    let (k, n) = (100, 16);
+    let case = Case::<f16>::new(&ops, &mut rng, 1, n, k, k, false);
+    let s = ops.gpu().stream();
+    let mut out: CudaSlice<f16> = s.clone_htod(&vec![f16::from_f32(SENTINEL); k * n]).unwrap();
+    let r = ops.awq_dequantize_kmajor(&case.tensors(), &mut MatrixMut::new(&mut out, n, k));
+    assert!(matches!(r, Err(OpsError::Alignment { .. })), "{r:?}");
+    assert!(s.clone_dtoh(&out).unwrap().iter().all(|v| v.to_f32() == SENTINEL));
 }
 
 const SENTINEL: f32 = 7.0;

@@ -4,14 +4,15 @@
 //! default, three times an H200's 50 MB L2), so weights come from HBM ("cold"); samples
 //! replay CUDA graphs of 10 calls and the medians are reported with the achieved GB/s and
 //! the device-to-device copy bandwidth measured in the same run. `--dequantize` also times
-//! `Ops::awq_dequantize` of each shape's `[K, N]` weight against that copy bandwidth.
+//! `Ops::awq_dequantize` of each shape's `[K, N]` weight and `Ops::awq_dequantize_kmajor`
+//! (`[N, K]`) against that copy bandwidth.
 
 use crate::bench_timing::{median_us, parse_shape};
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::f16;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
-use rcute_ops::awq::{pack_awq_matrix, validate_awq_gemm, AwqShape, AwqTensors};
+use rcute_ops::awq::{pack_awq_matrix, validate_awq_gemm, AwqShape, AwqTensors, AwqWeight};
 use rcute_ops::{MatrixMut, MatrixRef, Ops, VectorRef};
 use std::cell::Cell;
 use std::sync::Arc;
@@ -34,8 +35,11 @@ pub struct BenchAwqArgs {
     /// Also time `awq_dequantize` of each shape's weight against the copy bandwidth.
     #[arg(long)]
     pub dequantize: bool,
-    /// Also time forced configurations (repeatable): `BMxBN,WMxWN,STAGES,SPLITS`, e.g.
-    /// `--config 16x256,1x4,4,8` (BK is 64; f16; 16-byte weight copies where N/8 allows).
+    /// Also time forced paths (repeatable): `fused` (the fused int4 kernel with the shape's
+    /// configuration), `prepared` (the same on a prepared weight), `dense` (K-major
+    /// dequantization + the SM90 GEMM, sm_90 only), or a
+    /// fused configuration `BMxBN,WMxWN,STAGES,SPLITS`, e.g. `--config 16x256,1x4,4,8` (BK
+    /// is 64; f16; 16-byte weight copies where N/8 allows).
     #[arg(long = "config")]
     pub configs: Vec<String>,
 }
@@ -65,6 +69,30 @@ pub fn parse_awq_config(s: &str) -> Result<(AwqGemmConfig, u32), String> {
     let cfg = AwqGemmConfig::new(rcute_kernel::awq_gemm::Element::F16, [bm, bn, 64], [wm, wn], stages, 4);
     rcute_kernel::awq_gemm::generate(&cfg).map_err(|e| format!("{s}: {e}"))?;
     Ok((cfg, splits))
+}
+
+/// How a row runs `awq_gemm`.
+#[derive(Clone, Copy, Debug)]
+enum Variant {
+    /// `Ops::awq_gemm`'s own choice.
+    Auto,
+    /// The fused kernel, forced configuration or the shape's.
+    Fused(Option<(AwqGemmConfig, u32)>),
+    /// The dense path.
+    Dense,
+    /// The prepared kernel (`AwqWeight::prepare` once per weight copy, outside the timing)
+    /// with the shape's configuration.
+    Prepared,
+}
+
+/// A `--config` value as a [`Variant`].
+fn parse_variant(s: &str) -> Result<Variant, String> {
+    match s {
+        "dense" => Ok(Variant::Dense),
+        "fused" => Ok(Variant::Fused(None)),
+        "prepared" => Ok(Variant::Prepared),
+        _ => parse_awq_config(s).map(|c| Variant::Fused(Some(c))),
+    }
 }
 
 /// SplitMix64.
@@ -173,18 +201,20 @@ pub fn run(args: &BenchAwqArgs) -> Result<String, String> {
     let forced = args
         .configs
         .iter()
-        .map(|c| parse_awq_config(c))
+        .map(|c| parse_variant(c))
         .collect::<Result<Vec<_>, _>>()?;
     let mut rng = Rng(0x5eed);
     for &(m, n, k) in &shapes {
         let shape = AwqShape::new(k, n, args.group).map_err(|e| e.to_string())?;
-        let mut variants: Vec<(String, Option<(AwqGemmConfig, u32)>)> = vec![("auto".into(), None)];
-        for (c, (cfg, splits)) in args.configs.iter().zip(&forced) {
-            let mut cfg = *cfg;
-            if !(n / 8).is_multiple_of(4) {
-                cfg.b_vector_words = 1;
+        let mut variants: Vec<(String, Variant)> = vec![("auto".into(), Variant::Auto)];
+        for (c, v) in args.configs.iter().zip(&forced) {
+            let mut v = *v;
+            if let Variant::Fused(Some((cfg, _))) = &mut v {
+                if !(n / 8).is_multiple_of(4) {
+                    cfg.b_vector_words = 1;
+                }
             }
-            variants.push((c.clone(), Some((cfg, *splits))));
+            variants.push((c.clone(), v));
         }
         out.push_str(&bench_shape(
             &ops, &blas, &stream, shape, m, min_bytes, args.iters, copy_gbs, &mut rng, &variants,
@@ -209,7 +239,7 @@ fn bench_shape(
     iters: usize,
     copy_gbs: f64,
     rng: &mut Rng,
-    variants: &[(String, Option<(AwqGemmConfig, u32)>)],
+    variants: &[(String, Variant)],
 ) -> Result<String, String> {
     let e = |x: cudarc::driver::DriverError| x.to_string();
     let (k, n) = (shape.k, shape.n);
@@ -227,6 +257,15 @@ fn bench_shape(
             .map_err(|x| x.to_string())?;
         dense.push(d);
     }
+    let prepared: Vec<AwqWeight<'_>> = if variants.iter().any(|(_, v)| matches!(v, Variant::Prepared)) {
+        weights
+            .iter()
+            .map(|w| AwqWeight::prepare(ops, &w.tensors(shape)))
+            .collect::<Result<_, _>>()
+            .map_err(|x| x.to_string())?
+    } else {
+        Vec::new()
+    };
     let x: CudaSlice<f16> = stream
         .clone_htod(
             &(0..m * k)
@@ -256,14 +295,21 @@ fn bench_shape(
         let (label, forced) = (label.as_str(), *forced);
         let (ri, ci) = (Cell::new(0usize), Cell::new(0usize));
         let mut rc = || {
-            let w = &weights[ri.get() % awq_copies];
+            let i = ri.get() % awq_copies;
+            let w = &weights[i];
             ri.set(ri.get() + 1);
             let b = VectorRef::new(&bias, n);
             let xv = MatrixRef::new(&x, m, k);
             let wt = w.tensors(shape);
-            let yv = MatrixMut::new(&mut y, m, n);
+            let mut yv = MatrixMut::new(&mut y, m, n);
             let p = validate_awq_gemm(&xv, &wt, Some(&b), &yv).map_err(|x| x.to_string())?;
-            ops.run_awq_gemm(&p, forced).map_err(|x| x.to_string())
+            match forced {
+                Variant::Auto => ops.awq_gemm(&xv, &wt, Some(&b), &mut yv),
+                Variant::Fused(f) => ops.run_awq_gemm(&p, f),
+                Variant::Dense => ops.run_awq_gemm_dense(&p),
+                Variant::Prepared => ops.run_awq_gemm_prepared(&xv, &prepared[i], Some(&b), &mut yv, None),
+            }
+            .map_err(|x| x.to_string())
         };
         let mut cublas = || {
             let d = &dense[ci.get() % dense_copies];
@@ -327,19 +373,29 @@ fn bench_dequantize(
         .map(|_| stream.alloc_zeros(k * n))
         .collect::<Result<_, _>>()
         .map_err(e)?;
-    let i = Cell::new(0usize);
-    let mut f = || {
-        let c = i.get() % copies;
-        i.set(i.get() + 1);
-        ops.awq_dequantize(&weights[c].tensors(shape), &mut MatrixMut::new(&mut outs[c], k, n))
+    let mut rows = String::new();
+    for kmajor in [false, true] {
+        let i = Cell::new(0usize);
+        let mut f = || {
+            let c = i.get() % copies;
+            i.set(i.get() + 1);
+            let w = weights[c].tensors(shape);
+            if kmajor {
+                ops.awq_dequantize_kmajor(&w, &mut MatrixMut::new(&mut outs[c], n, k))
+            } else {
+                ops.awq_dequantize(&w, &mut MatrixMut::new(&mut outs[c], k, n))
+            }
             .map_err(|x| x.to_string())
-    };
-    let (t, _) = median_us(stream, iters, true, &mut [&mut f])?;
-    let gbs = per as f64 / (t[0] * 1e-6) / 1e9;
-    Ok(format!(
-        "awq_dequantize K x N = {k} x {n}, G = {}: {copies} copies, {:.2} us, {gbs:.0} GB/s (int4 + scales/zeros read, 16-bit write) = {:.1}% of the copy bandwidth\n",
-        shape.group,
-        t[0],
-        100.0 * gbs / copy_gbs
-    ))
+        };
+        let (t, _) = median_us(stream, iters, true, &mut [&mut f])?;
+        let gbs = per as f64 / (t[0] * 1e-6) / 1e9;
+        rows.push_str(&format!(
+            "awq_dequantize{} K x N = {k} x {n}, G = {}: {copies} copies, {:.2} us, {gbs:.0} GB/s (int4 + scales/zeros read, 16-bit write) = {:.1}% of the copy bandwidth\n",
+            if kmajor { "_kmajor" } else { "" },
+            shape.group,
+            t[0],
+            100.0 * gbs / copy_gbs
+        ));
+    }
+    Ok(rows)
 }

@@ -66,6 +66,10 @@ pub struct AwqMainloopConfig {
     pub stages: usize,
     /// `qweight` words per `cp.async` (4: 16 bytes, needs N/8 a multiple of 4; or 1).
     pub b_vector_words: i64,
+    /// Whether `qweight` comes in the prepared layout of [`crate::awq_prepared`] (16-byte
+    /// copies of contiguous runs, unpadded shared rows, one 16-byte shared load per lane
+    /// and k16 step) instead of AutoAWQ's row-major words.
+    pub prepared: bool,
 }
 
 impl AwqMainloopConfig {
@@ -77,7 +81,22 @@ impl AwqMainloopConfig {
             warps,
             stages,
             b_vector_words,
+            prepared: false,
         }
+    }
+
+    /// The same configuration on the prepared weight layout (16-byte copies).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4).prepared();
+    /// assert_eq!(AwqMainloop::new(&cfg).unwrap().b_row_words, 32);
+    /// ```
+    pub fn prepared(mut self) -> Self {
+        self.prepared = true;
+        self.b_vector_words = 4;
+        self
     }
 }
 
@@ -174,7 +193,8 @@ impl AwqMainloop {
         .ok_or_else(|| tile_err(cfg, "qweight copies are 4 words (16 bytes) or 1 word"))?;
         let copy_a = cp_async(CacheOp::CacheGlobal, 16, true).ok_or_else(|| tile_err(cfg, "no 16-byte cp.async"))?;
         let threads = 32 * wm * wn;
-        let b_row_words = bn / 8 + B_ROW_PAD_WORDS;
+        // The prepared layout needs no padding: each lane reads its own 16 contiguous bytes.
+        let b_row_words = if cfg.prepared { bn / 8 } else { bn / 8 + B_ROW_PAD_WORDS };
         let a_stage_bytes = bm * bk * 2;
         let b_stage_bytes = bk * b_row_words * 4;
         let s_stage_bytes = GROUP_SLOTS * bn * 2;

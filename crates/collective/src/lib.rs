@@ -41,6 +41,7 @@
 //! ```
 
 pub mod awq_mainloop;
+pub mod awq_prepared;
 pub mod epilogue;
 pub mod fusion;
 pub mod gmma_smem;

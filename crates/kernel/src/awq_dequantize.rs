@@ -10,12 +10,24 @@
 //! bit-exactly the formula rounded to the 16-bit type. Loads of the scales and the store of
 //! the eight results are 16 bytes wide.
 //!
+//! [`generate_kmajor`] writes the transposed weight `w^T [N, K]` (row-major, K contiguous:
+//! the K-major B operand that the SM90 dense GEMM reads) instead: one thread per packed
+//! word column and eight rows, whose 8 x 8 results are permuted (`prmt`) into column
+//! vectors of eight K-consecutive values, each stored as 16 bytes (`K` a multiple of 8).
+//! A warp takes one word column and 32 consecutive eight-row blocks, so each of its
+//! stores writes 512 contiguous bytes of a row of `w^T` (whole sectors: scattered
+//! 16-byte stores, one per row, ran at 14 % of the copy bandwidth on an H100), and the
+//! eight warps of a block read the eight words of one 32-byte sector of each row.
+//!
 //! ```
-//! use rcute_kernel::awq_dequantize::generate;
+//! use rcute_kernel::awq_dequantize::{generate, generate_kmajor};
 //! use rcute_atom::Element;
 //! let g = generate(Element::F16).unwrap();
 //! assert_eq!(g.name, "rc_awq_dequantize_f16");
 //! assert!(g.source.contains("rc_cvt_u4x8_f16x2_biased"));
+//! let t = generate_kmajor(Element::BF16).unwrap();
+//! assert_eq!(t.name, "rc_awq_dequantize_kmajor_bf16");
+//! assert!(t.kmajor && t.source.contains("__byte_perm"));
 //! ```
 
 use crate::emit::{index_expr, unit_preamble, Function as CFunction, Item, Stmt, Unit};
@@ -28,6 +40,9 @@ use rcute_layout::{tuple, Layout};
 /// Threads per block.
 pub const THREADS: u32 = 256;
 
+/// Word columns per block of the K-major kernel (one per warp).
+pub const KMAJOR_WORDS: u32 = THREADS / 32;
+
 /// A generated dequantization kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GeneratedAwqDequantize {
@@ -35,6 +50,8 @@ pub struct GeneratedAwqDequantize {
     pub name: String,
     /// The 16-bit element type of the scales and the output.
     pub element: Element,
+    /// Whether the output is the transposed `[N, K]` weight ([`generate_kmajor`]).
+    pub kmajor: bool,
     /// CUDA C++ source.
     pub source: String,
 }
@@ -48,7 +65,7 @@ pub struct AwqDequantizeArgs {
     pub qzeros: u64,
     /// `scales`, 16-bit `[K/G, N]` (16-byte aligned).
     pub scales: u64,
-    /// The output `[K, N]` (16-byte aligned).
+    /// The output `[K, N]`, or `[N, K]` for the K-major kernel (16-byte aligned).
     pub out: u64,
     /// Rows.
     pub k: i32,
@@ -60,11 +77,16 @@ pub struct AwqDequantizeArgs {
 
 impl GeneratedAwqDequantize {
     /// One thread per packed word of a row (`x`), one row per block row (`y`, at most
-    /// 65535: the kernel strides over the rest).
+    /// 65535: the kernel strides over the rest); for the K-major kernel one warp per word
+    /// column and 32 eight-row blocks per block row.
     pub fn launch_config(&self, a: &AwqDequantizeArgs) -> LaunchConfig {
         let words = (a.n.max(0) / 8) as u32;
-        let x = words.div_ceil(THREADS).max(1);
-        let y = (a.k.max(1) as u32).min(65_535);
+        let (x, rows) = if self.kmajor {
+            (words.div_ceil(KMAJOR_WORDS), (a.k.max(8) as u32 / 8).div_ceil(32))
+        } else {
+            (words.div_ceil(THREADS), a.k.max(1) as u32)
+        };
+        let (x, y) = (x.max(1), rows.min(65_535));
         LaunchConfig::new(Dim3::new(x, y, 1), THREADS)
     }
 
@@ -83,6 +105,16 @@ impl GeneratedAwqDequantize {
 
 /// Generates the dequantization kernel for f16 or bf16 scales and output.
 pub fn generate(element: Element) -> Result<GeneratedAwqDequantize, GemmError> {
+    generate_with(element, false)
+}
+
+/// Generates the K-major dequantization kernel: the output is `w^T [N, K]` (row-major),
+/// `K` must be a multiple of 8 (16-byte column vectors).
+pub fn generate_kmajor(element: Element) -> Result<GeneratedAwqDequantize, GemmError> {
+    generate_with(element, true)
+}
+
+fn generate_with(element: Element, kmajor: bool) -> Result<GeneratedAwqDequantize, GemmError> {
     let (ty, ty2, convert) = match element {
         Element::F16 => ("__half", "__half2", u4x8_to_f16x2_biased()),
         Element::BF16 => ("__nv_bfloat16", "__nv_bfloat162", u4x8_to_bf16x2_biased()),
@@ -92,12 +124,22 @@ pub fn generate(element: Element) -> Result<GeneratedAwqDequantize, GemmError> {
             )))
         }
     };
-    let name = format!("rc_awq_dequantize_{element}");
+    let name = if kmajor {
+        format!("rc_awq_dequantize_kmajor_{element}")
+    } else {
+        format!("rc_awq_dequantize_{element}")
+    };
     let mut items = unit_preamble(std::slice::from_ref(&convert), "");
-    items.push(Item::Function(kernel(&name, ty, ty2, &convert.name)?));
+    let f = if kmajor {
+        kernel_kmajor(&name, ty, ty2, &convert.name)?
+    } else {
+        kernel(&name, ty, ty2, &convert.name)?
+    };
+    items.push(Item::Function(f));
+    let what = if kmajor { "transposed [N, K]" } else { "[K, N]" };
     let unit = Unit {
         header: vec![
-            format!("{name}: AutoAWQ int4 (qweight, qzeros, {ty} scales) -> dense {ty} weight"),
+            format!("{name}: AutoAWQ int4 (qweight, qzeros, {ty} scales) -> dense {what} {ty} weight"),
             "Generated by rcute (crates/kernel/src/awq_dequantize.rs); do not edit.".into(),
         ],
         includes: vec![],
@@ -106,6 +148,7 @@ pub fn generate(element: Element) -> Result<GeneratedAwqDequantize, GemmError> {
     Ok(GeneratedAwqDequantize {
         name,
         element,
+        kmajor,
         source: unit.render(),
     })
 }
@@ -211,6 +254,149 @@ fn kernel(name: &str, ty: &str, ty2: &str, convert: &str) -> Result<CFunction, G
             ("int".into(), "G".into()),
         ],
         doc: vec!["w[k][n] = (q[k][n] - z[k/G][n]) * s[k/G][n]; one thread per packed word (8 columns).".into()],
+        body,
+    })
+}
+
+/// The K-major kernel: thread `(j, kb)` dequantizes word column `j` of rows `8 kb .. 8 kb +
+/// 8` (one group: `G` is a multiple of 8 or `K`) and stores each of its eight columns as
+/// one 16-byte vector of K-consecutive values of `w^T [N, K]`.
+fn kernel_kmajor(name: &str, ty: &str, ty2: &str, convert: &str) -> Result<CFunction, GemmError> {
+    let cfg = |e: rcute_layout::LayoutError| GemmError::Config(e.to_string());
+    let packed = Layout::new(tuple!("K", "N8"), tuple!("ld_q", 1)).map_err(cfg)?;
+    let dense = Layout::new(tuple!("K", "N"), tuple!("ld_w", 1)).map_err(cfg)?;
+    let transposed = Layout::new(tuple!("N", "K"), tuple!("ld_t", 1)).map_err(cfg)?;
+    let (q_idx, q_doc) = at(&packed, &["(k0 + r)", "j"])?;
+    let (z_idx, z_doc) = at(&packed, &["g", "j"])?;
+    let (s_idx, s_doc) = at(&dense, &["g", "n0"])?;
+    let (lo_idx, o_doc) = at(&transposed, &["(n0 + 2 * i)", "k0"])?;
+    let (hi_idx, _) = at(&transposed, &["(n0 + 2 * i + 1)", "k0"])?;
+    let as2 = |x: &str| format!("*reinterpret_cast<const {ty2}*>(&{x})");
+    let u4 = |a: &str| format!("make_uint4({a}[0], {a}[1], {a}[2], {a}[3])");
+    let column = vec![
+        Stmt::decl("const int", "n0", "8 * j"),
+        Stmt::Array {
+            ty: "uint32_t".into(),
+            name: "z".into(),
+            len: 4,
+            comment: Some("pairs {bias + z} of columns (n0 + 2i, n0 + 2i + 1)".into()),
+        },
+        Stmt::Comment(z_doc),
+        Stmt::Expr(format!("{convert}(qzeros[{z_idx}], z)")),
+        Stmt::Comment(s_doc),
+        Stmt::decl(
+            "const uint4",
+            "s4",
+            format!("*reinterpret_cast<const uint4*>(scales + {s_idx})"),
+        ),
+        Stmt::decl("const uint32_t", "s[4]", "{s4.x, s4.y, s4.z, s4.w}"),
+        Stmt::Decl {
+            ty: "uint32_t".into(),
+            name: "w[8][4]".into(),
+            init: None,
+            comment: Some("row k0 + r: pairs of columns (n0 + 2i, n0 + 2i + 1)".into()),
+        },
+        Stmt::unrolled(
+            "r",
+            8,
+            vec![
+                Stmt::Array {
+                    ty: "uint32_t".into(),
+                    name: "q".into(),
+                    len: 4,
+                    comment: Some("pairs {bias + q}".into()),
+                },
+                Stmt::Comment(q_doc),
+                Stmt::Expr(format!("{convert}(qweight[{q_idx}], q)")),
+                Stmt::unrolled(
+                    "i",
+                    4,
+                    vec![
+                        Stmt::Comment("(bias + q) - (bias + z) = q - z exactly; one rounding in the product".into()),
+                        Stmt::decl(
+                            &format!("const {ty2}"),
+                            "v",
+                            format!("__hmul2(__hsub2({}, {}), {})", as2("q[i]"), as2("z[i]"), as2("s[i]")),
+                        ),
+                        Stmt::assign("w[r][i]", "*reinterpret_cast<const uint32_t*>(&v)"),
+                    ],
+                ),
+            ],
+        ),
+        Stmt::unrolled(
+            "i",
+            4,
+            vec![
+                Stmt::Array {
+                    ty: "uint32_t".into(),
+                    name: "lo".into(),
+                    len: 4,
+                    comment: Some("column n0 + 2i, rows (k0 + 2p, k0 + 2p + 1): low halves".into()),
+                },
+                Stmt::Array {
+                    ty: "uint32_t".into(),
+                    name: "hi".into(),
+                    len: 4,
+                    comment: Some("column n0 + 2i + 1: high halves".into()),
+                },
+                Stmt::unrolled(
+                    "p",
+                    4,
+                    vec![
+                        Stmt::assign("lo[p]", "__byte_perm(w[2 * p][i], w[2 * p + 1][i], 0x5410)"),
+                        Stmt::assign("hi[p]", "__byte_perm(w[2 * p][i], w[2 * p + 1][i], 0x7632)"),
+                    ],
+                ),
+                Stmt::Comment(o_doc),
+                Stmt::assign(format!("*reinterpret_cast<uint4*>(out + {lo_idx})"), u4("lo")),
+                Stmt::assign(format!("*reinterpret_cast<uint4*>(out + {hi_idx})"), u4("hi")),
+            ],
+        ),
+    ];
+    let body = vec![
+        Stmt::decl("const long long", "ld_q", "N8"),
+        Stmt::decl("const long long", "ld_w", "8ll * N8"),
+        Stmt::decl("const long long", "ld_t", "K"),
+        Stmt::Comment(format!(
+            "warp w of block x takes word column j = {KMAJOR_WORDS} x + w; its lanes take 32 consecutive 8-row blocks, so each 16-byte store of a warp fills 512 contiguous bytes of one row of w^T"
+        )),
+        Stmt::decl("const int", "j", format!("blockIdx.x * {KMAJOR_WORDS} + (threadIdx.x >> 5)")),
+        Stmt::If {
+            cond: "j >= N8".into(),
+            then: vec![Stmt::Return],
+            otherwise: vec![],
+        },
+        Stmt::Loop {
+            init: "int kb = blockIdx.y * 32 + (threadIdx.x & 31)".into(),
+            cond: "kb < K / 8".into(),
+            step: "kb += gridDim.y * 32".into(),
+            body: [
+                vec![
+                    Stmt::decl("const int", "k0", "8 * kb"),
+                    Stmt::decl("const int", "g", "k0 / G"),
+                ],
+                column,
+            ]
+            .concat(),
+        },
+    ];
+    Ok(CFunction {
+        qualifiers: format!("extern \"C\" __global__ __launch_bounds__({THREADS})"),
+        ret: "void".into(),
+        name: name.into(),
+        params: vec![
+            ("const uint32_t* __restrict__".into(), "qweight".into()),
+            ("const uint32_t* __restrict__".into(), "qzeros".into()),
+            (format!("const {ty}* __restrict__"), "scales".into()),
+            (format!("{ty}* __restrict__"), "out".into()),
+            ("int".into(), "K".into()),
+            ("int".into(), "N8".into()),
+            ("int".into(), "G".into()),
+        ],
+        doc: vec![
+            "w^T[n][k] = (q[k][n] - z[k/G][n]) * s[k/G][n]; one thread per packed word column and 8 rows (K % 8 == 0)."
+                .into(),
+        ],
         body,
     })
 }

@@ -5,12 +5,13 @@
 //!
 //! Grid: `(ceil(N / BN), ceil(M / BM), splits)`. Split `z` walks k-tiles
 //! `[z * kt_per_split, (z + 1) * kt_per_split)`. With one split the epilogue adds the bias
-//! and stores 16-bit outputs directly; with several, every split adds its f32 partial tile
-//! into a zeroed `[M, N]` f32 workspace with L2 reductions (`atomicAdd`: the workspace stays
-//! in L2, so K splits cost no DRAM traffic beyond it; the order of the additions, and so
-//! the last bits of the result, may vary run to run), counts itself on the tile's semaphore,
-//! and the last split to arrive reads the sums, adds the bias, stores, and writes zeros back
-//! to the workspace and the semaphore (both start and stay zeroed).
+//! and stores 16-bit outputs directly; with several, every split writes its f32 partial
+//! tile to its own slab of a `[splits, M, N]` f32 workspace (16-byte `st.global.cg`
+//! stores: the slabs stay in L2), counts itself on the tile's semaphore, and the last
+//! split to arrive sums the slabs in slab order `0, 1, .., splits - 1` (whichever split
+//! that is), adds the bias, stores, and writes the semaphore back to zero. The order of
+//! the additions is fixed, so repeated runs give bit-identical results; the workspace
+//! needs no initialization.
 //!
 //! ```
 //! use rcute_atom::Element;
@@ -55,7 +56,8 @@ pub struct AwqGemmArgs {
     pub bias: u64,
     /// `out [M, N]`, row-major with leading dimension `ldo`.
     pub out: u64,
-    /// f32 workspace of [`GeneratedAwqGemm::workspace_bytes`] (with several splits).
+    /// f32 `[splits, M, N]` workspace of [`GeneratedAwqGemm::workspace_bytes`] (with
+    /// several splits; any contents).
     pub workspace: u64,
     /// Zeroed `i32` semaphores, [`GeneratedAwqGemm::semaphore_count`] (several splits).
     pub semaphores: u64,
@@ -98,13 +100,13 @@ impl GeneratedAwqGemm {
             .with_dynamic_smem(self.plan.smem_bytes as u32)
     }
 
-    /// Bytes of the f32 `[M, N]` accumulation workspace for `splits` splits (0 for one):
-    /// it must be zeroed, and every completed launch leaves it zeroed.
+    /// Bytes of the f32 `[splits, M, N]` partial-sum slabs for `splits` splits (0 for
+    /// one); their contents before the launch do not matter.
     pub fn workspace_bytes(&self, m: i32, n: i32, splits: i32) -> usize {
         if splits <= 1 {
             0
         } else {
-            m.max(0) as usize * n.max(0) as usize * 4
+            splits as usize * m.max(0) as usize * n.max(0) as usize * 4
         }
     }
 
@@ -143,8 +145,13 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
     let plan = AwqMainloop::new(cfg).map_err(|e| GemmError::Config(e.to_string()))?;
     let [bm, bn, bk] = cfg.tile;
     let name = format!(
-        "rc_awq_gemm_{}_{bm}x{bn}x{bk}_w{}x{}_s{}_v{}",
-        cfg.element, cfg.warps[0], cfg.warps[1], cfg.stages, cfg.b_vector_words
+        "rc_awq_gemm_{}_{bm}x{bn}x{bk}_w{}x{}_s{}_v{}{}",
+        cfg.element,
+        cfg.warps[0],
+        cfg.warps[1],
+        cfg.stages,
+        cfg.b_vector_words,
+        if cfg.prepared { "_prepared" } else { "" }
     );
     let e = Emit::new(&plan, &name)?;
     let snippets = vec![
@@ -256,32 +263,36 @@ impl<'a> Emit<'a> {
                 p.copy_a.snippet.name
             )),
         ];
-        let b_body = vec![
-            Stmt::Comment(format!(
-                "copy c of the (64, BN/8) word tile: row c / {cpr}, word (c % {cpr}) * {vw}"
-            )),
-            Stmt::decl("const int", "r", format!("c / {cpr}")),
-            Stmt::decl(
-                "const int",
-                "w",
-                if vw == 1 {
-                    format!("c % {cpr}")
-                } else {
-                    format!("(c % {cpr}) * {vw}")
-                },
-            ),
-            Stmt::decl("const bool", "ok", "k0 + r < K && n0w + w < N8"),
-            Stmt::decl(
-                "const uint32_t*",
-                "src",
-                "ok ? qweight + (long long)(k0 + r) * N8 + (n0w + w) : qweight",
-            ),
-            Stmt::Comment(format!("padded rows of {} words", p.b_row_words)),
-            s(format!(
-                "{}(sB + r * {} + w, src, ok)",
-                p.copy_b.snippet.name, p.b_row_words
-            )),
-        ];
+        let b_body = if p.config.prepared {
+            self.prepared_b_copy()
+        } else {
+            vec![
+                Stmt::Comment(format!(
+                    "copy c of the (64, BN/8) word tile: row c / {cpr}, word (c % {cpr}) * {vw}"
+                )),
+                Stmt::decl("const int", "r", format!("c / {cpr}")),
+                Stmt::decl(
+                    "const int",
+                    "w",
+                    if vw == 1 {
+                        format!("c % {cpr}")
+                    } else {
+                        format!("(c % {cpr}) * {vw}")
+                    },
+                ),
+                Stmt::decl("const bool", "ok", "k0 + r < K && n0w + w < N8"),
+                Stmt::decl(
+                    "const uint32_t*",
+                    "src",
+                    "ok ? qweight + (long long)(k0 + r) * N8 + (n0w + w) : qweight",
+                ),
+                Stmt::Comment(format!("padded rows of {} words", p.b_row_words)),
+                s(format!(
+                    "{}(sB + r * {} + w, src, ok)",
+                    p.copy_b.snippet.name, p.b_row_words
+                )),
+            ]
+        };
         let mut a_loop = vec![Stmt::decl(
             "const int",
             "c",
@@ -329,6 +340,37 @@ impl<'a> Emit<'a> {
                 z_loop,
             ],
         }
+    }
+
+    /// The body of copy `c` of a stage of the prepared weight
+    /// ([`rcute_collective::awq_prepared`]): the tile's four k16 blocks are each one
+    /// contiguous run of `BN/64` 8-word blocks (`2 BN` words), copied in 16-byte chunks.
+    fn prepared_b_copy(&self) -> Vec<Stmt> {
+        let p = self.p;
+        let bn = p.config.tile[1];
+        let per = bn / 2; // 16-byte chunks per k16 block
+        vec![
+            Stmt::Comment(format!(
+                "chunk c of the prepared (64, BN/8) tile: k16 block c / {per}, chunk c % {per} of its run ((2,4,2,K/16),(8,N/64)):((1,4,2,2N),(16,128))"
+            )),
+            Stmt::decl("const int", "kbi", format!("c / {per}")),
+            Stmt::decl("const int", "cc", format!("c % {per}")),
+            Stmt::decl(
+                "const bool",
+                "ok",
+                "(k0 >> 4) + kbi < (K >> 4) && (n0w >> 3) + (cc >> 5) < (N8 >> 3)",
+            ),
+            Stmt::decl(
+                "const uint32_t*",
+                "src",
+                "ok ? qweight + ((long long)((k0 >> 4) + kbi) * (N8 >> 3) + (n0w >> 3)) * 128 + 4 * cc : qweight",
+            ),
+            s(format!(
+                "{}(sB + kbi * {} + 4 * cc, src, ok)",
+                p.copy_b.snippet.name,
+                2 * bn
+            )),
+        ]
     }
 
     /// The scale and zero-word copies of one stage: the [`GROUP_SLOTS`] group rows the
@@ -483,13 +525,69 @@ impl<'a> Emit<'a> {
         Stmt::unrolled("mi", self.p.mi, vec![si])
     }
 
+    /// The four packed words of lane `(g, t)` for slice `si` of k16 step `kk` (rows
+    /// `16 kk + (2t, 2t+1, 2t+8, 2t+9)`, word column `wword + 8 si + g`), converted to
+    /// `q[row][pair]`: four 4-byte reads of the padded row-major stage, or one 16-byte read
+    /// of the prepared stage.
+    fn b_words(&self) -> Vec<Stmt> {
+        let p = self.p;
+        let row = p.b_row_words;
+        let cvt = &p.convert.name;
+        let q_decl = Stmt::Decl {
+            ty: "uint32_t".into(),
+            name: "q[4][4]".into(),
+            init: None,
+            comment: Some("pairs {bias + q} of columns (2i, 2i + 1) of the word, per row".into()),
+        };
+        if p.config.prepared {
+            let blocks = p.config.tile[1] / 64;
+            vec![
+                Stmt::Comment(format!(
+                    "prepared stage [k16 block][{blocks} 8-word blocks][32 lanes][4 words]: this lane's words of rows 16 kk + (2t, 2t+1, 2t+8, 2t+9), word column wword + 8 si + g"
+                )),
+                Stmt::decl(
+                    "const uint4",
+                    "bv",
+                    format!(
+                        "*reinterpret_cast<const uint4*>(sB + slot * {} + ((kk * {blocks} + (wword >> 3) + si) * 32 + lane) * 4)",
+                        AWQ_BK * row
+                    ),
+                ),
+                q_decl,
+                s(format!("{cvt}(bv.x, q[0])")),
+                s(format!("{cvt}(bv.y, q[1])")),
+                s(format!("{cvt}(bv.z, q[2])")),
+                s(format!("{cvt}(bv.w, q[3])")),
+            ]
+        } else {
+            vec![
+                Stmt::Comment(format!(
+                    "word column wword + 8 si + g of rows 16 kk + (2t, 2t+1, 2t+8, 2t+9): padded rows of {row} words"
+                )),
+                Stmt::decl(
+                    "const uint32_t*",
+                    "bw",
+                    format!(
+                        "sB + slot * {} + (16 * kk + 2 * t) * {row} + wword + 8 * si + g",
+                        AWQ_BK * row
+                    ),
+                ),
+                q_decl,
+                s(format!("{cvt}(bw[0], q[0])")),
+                s(format!("{cvt}(bw[{row}], q[1])")),
+                s(format!("{cvt}(bw[{}], q[2])", 8 * row)),
+                s(format!("{cvt}(bw[{}], q[3])", 9 * row)),
+            ]
+        }
+    }
+
     /// One k16 step of the mainloop on stage `slot`: A fragments by `ldmatrix`, the
     /// group's scales and zeros when the group changes, then per 8-word slice the four
     /// packed words of the lane, converted, dequantized, permuted into B fragments, and
     /// sixteen `mma.sync`s per m16 tile.
     fn k16_step(&self) -> Vec<Stmt> {
         let p = self.p;
-        let (ty2, row) = (self.ty2, p.b_row_words);
+        let ty2 = self.ty2;
         let cvt = &p.convert.name;
         let as2 = |v: &str| format!("*reinterpret_cast<const {ty2}*>(&{v})");
         let mma = &p.mma.snippet.name;
@@ -579,30 +677,8 @@ impl<'a> Emit<'a> {
                 ],
             ),
         ];
-        let slice = vec![
-            Stmt::Comment(format!(
-                "word column wword + 8 si + g of rows 16 kk + (2t, 2t+1, 2t+8, 2t+9): padded rows of {row} words"
-            )),
-            Stmt::decl(
-                "const uint32_t*",
-                "bw",
-                format!(
-                    "sB + slot * {} + (16 * kk + 2 * t) * {row} + wword + 8 * si + g",
-                    AWQ_BK * row
-                ),
-            ),
-            Stmt::Decl {
-                ty: "uint32_t".into(),
-                name: "q[4][4]".into(),
-                init: None,
-                comment: Some("pairs {bias + q} of columns (2i, 2i + 1) of the word, per row".into()),
-            },
-            s(format!("{cvt}(bw[0], q[0])")),
-            s(format!("{cvt}(bw[{row}], q[1])")),
-            s(format!("{cvt}(bw[{}], q[2])", 8 * row)),
-            s(format!("{cvt}(bw[{}], q[3])", 9 * row)),
-            Stmt::unrolled("i", 4, pair),
-        ];
+        let mut slice = self.b_words();
+        slice.push(Stmt::unrolled("i", 4, pair));
         vec![
             Stmt::Decl {
                 ty: "uint32_t".into(),
@@ -639,26 +715,18 @@ impl<'a> Emit<'a> {
                     "{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)"
                 ))],
                 otherwise: vec![
-                    Stmt::Comment("accumulate into the zeroed f32 [M, N] workspace (L2 reductions)".into()),
-                    Stmt::decl("float*", "w", "ws + (long long)row * N + 8 * wc"),
-                    Stmt::unrolled("j", 8, vec![s("atomicAdd(w + j, v[j])")]),
+                    Stmt::Comment("this split's f32 partial tile to its slab blockIdx.z of the [splits, M, N] workspace (kept in L2)".into()),
+                    Stmt::decl(
+                        "float4*",
+                        "w",
+                        "reinterpret_cast<float4*>(ws + ((long long)blockIdx.z * M + row) * N + 8 * wc)",
+                    ),
+                    s("__stcg(w, make_float4(v[0], v[1], v[2], v[3]))"),
+                    s("__stcg(w + 1, make_float4(v[4], v[5], v[6], v[7]))"),
                 ],
             },
         ];
-        let reduce = vec![
-            Stmt::Comment("every split's sum is in: read it through L2, leave zeros for the next launch".into()),
-            Stmt::decl(
-                "float4*",
-                "w",
-                "reinterpret_cast<float4*>(ws + (long long)row * N + 8 * wc)",
-            ),
-            Stmt::decl("const float4", "lo", "__ldcg(w)"),
-            Stmt::decl("const float4", "hi", "__ldcg(w + 1)"),
-            s("__stcg(w, make_float4(0.f, 0.f, 0.f, 0.f))"),
-            s("__stcg(w + 1, make_float4(0.f, 0.f, 0.f, 0.f))"),
-            Stmt::decl("float", "v[8]", "{lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w}"),
-            s(format!("{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)")),
-        ];
+        let reduce = self.slab_sum(&store);
         vec![
             Stmt::Comment(
                 "Epilogue: lane (g, t) holds columns 8 wc .. 8 wc + 16 of rows g and g + 8 per m16 tile".into(),
@@ -688,12 +756,67 @@ impl<'a> Emit<'a> {
             },
             s("__threadfence()"),
             self.output_nest(reduce),
-            Stmt::Comment("every split arrived: leave the semaphore zeroed too".into()),
+            Stmt::Comment("every split arrived: leave the semaphore zeroed for the next launch".into()),
             Stmt::If {
                 cond: "threadIdx.x == 0".into(),
                 then: vec![Stmt::assign("sem[tile]", "0")],
                 otherwise: vec![],
             },
+        ]
+    }
+
+    /// The last split's reduction of one lane's eight columns: the slabs `0 .. splits` of
+    /// the `[splits, M, N]` f32 workspace added in that fixed order (whichever split
+    /// arrives last, so repeated runs are bit-identical), four slabs' loads in flight at
+    /// a time, then the bias and the 16-bit store.
+    fn slab_sum(&self, store: &str) -> Vec<Stmt> {
+        let add = (0..8)
+            .map(|j| {
+                let (half, c) = (if j < 4 { "lo" } else { "hi" }, ["x", "y", "z", "w"][j % 4]);
+                format!("v[{j}] += {half}[j].{c}")
+            })
+            .map(s)
+            .collect::<Vec<_>>();
+        let slab = |p: &str| format!("reinterpret_cast<const float4*>(ws + ((long long)({p}) * M + row) * N + 8 * wc)");
+        vec![
+            Stmt::Comment("every split's slab is in: sum them through L2 in slab order".into()),
+            Stmt::decl("float", "v[8]", "{0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}"),
+            Stmt::Loop {
+                init: "int p0 = 0".into(),
+                cond: "p0 < splits".into(),
+                step: "p0 += 4".into(),
+                body: vec![
+                    Stmt::Decl {
+                        ty: "float4".into(),
+                        name: "lo[4], hi[4]".into(),
+                        init: None,
+                        comment: Some("columns 8 wc .. 8 wc + 4 and + 4 .. + 8 of slabs p0 .. p0 + 4".into()),
+                    },
+                    Stmt::unrolled(
+                        "j",
+                        4,
+                        vec![Stmt::If {
+                            cond: "p0 + j < splits".into(),
+                            then: vec![
+                                Stmt::decl("const float4*", "w", slab("p0 + j")),
+                                Stmt::assign("lo[j]", "__ldcg(w)"),
+                                Stmt::assign("hi[j]", "__ldcg(w + 1)"),
+                            ],
+                            otherwise: vec![],
+                        }],
+                    ),
+                    Stmt::unrolled(
+                        "j",
+                        4,
+                        vec![Stmt::If {
+                            cond: "p0 + j < splits".into(),
+                            then: add,
+                            otherwise: vec![],
+                        }],
+                    ),
+                ],
+            },
+            s(format!("{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)")),
         ]
     }
 

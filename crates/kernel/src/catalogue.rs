@@ -176,25 +176,7 @@ pub fn standard() -> Vec<CatalogueKernel> {
             kernels: 2,
         });
     }
-    // AWQ: dequantization of the int4 checkpoint format (f16 and bf16 scales).
-    for e in [rcute_atom::Element::F16, rcute_atom::Element::BF16] {
-        let g = crate::awq_dequantize::generate(e).expect("AWQ dequantization generates for f16 and bf16");
-        out.push(CatalogueKernel {
-            name: g.name.clone(),
-            arch: Arch::Sm80,
-            source: g.source,
-            // sm_80 has no bf16 HMUL2: the product is an HFMA2.BF16 with a -0 addend.
-            expect_sass: vec![
-                "LOP3",
-                if e == rcute_atom::Element::F16 {
-                    "HMUL2"
-                } else {
-                    "HFMA2"
-                },
-            ],
-            kernels: 1,
-        });
-    }
+    out.extend(awq_dequantize_units());
     // AWQ W4A16 GEMM: the decode (m16), mid and prefill tiles of `ops::awq::select`.
     for cfg in awq_gemm_configs() {
         let g = crate::awq_gemm::generate(&cfg).expect("catalogue AWQ GEMM configurations are valid");
@@ -376,8 +358,51 @@ pub fn path_of(k: &CatalogueKernel) -> String {
     format!("kernels/{}.cu", k.name)
 }
 
+/// AWQ: dequantization of the int4 checkpoint format (f16 and bf16 scales), to the
+/// `[K, N]` weight and to the K-major `[N, K]` weight of the dense prefill path, and the
+/// reorder of `qweight` into the prepared layout.
+fn awq_dequantize_units() -> Vec<CatalogueKernel> {
+    let dequantizers = [rcute_atom::Element::F16, rcute_atom::Element::BF16]
+        .into_iter()
+        .flat_map(|e| {
+            [
+                crate::awq_dequantize::generate(e),
+                crate::awq_dequantize::generate_kmajor(e),
+            ]
+        });
+    let prepare = crate::awq_prepare::generate().expect("the AWQ reorder generates");
+    let reorder = CatalogueKernel {
+        name: prepare.name,
+        arch: Arch::Sm80,
+        source: prepare.source,
+        expect_sass: vec!["STG.E.128"],
+        kernels: 1,
+    };
+    let mut units: Vec<CatalogueKernel> = dequantizers
+        .map(|g| {
+            let g = g.expect("AWQ dequantization generates for f16 and bf16");
+            // sm_80 has no bf16 HMUL2: the product is an HFMA2.BF16 with a -0 addend.
+            let mul = if g.element == rcute_atom::Element::F16 {
+                "HMUL2"
+            } else {
+                "HFMA2"
+            };
+            CatalogueKernel {
+                name: g.name.clone(),
+                arch: Arch::Sm80,
+                source: g.source,
+                expect_sass: vec!["LOP3", mul],
+                kernels: 1,
+            }
+        })
+        .collect();
+    units.push(reorder);
+    units
+}
+
 /// The AWQ GEMM configurations in the catalogue: the tiles `ops` selects by M (decode
-/// `16x256`, mid `64x256`, prefill `128x256`), f16 and bf16, 16-byte and 4-byte weight copies.
+/// `16x256`, mid `64x256`, prefill `128x256`), f16 and bf16, 16-byte and 4-byte weight copies,
+/// and the decode and mid tiles on the prepared weight layout.
 pub fn awq_gemm_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
@@ -388,5 +413,8 @@ pub fn awq_gemm_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
         AwqGemmConfig::new(F16, [64, 256, 64], [1, 4], 3, 4),
         AwqGemmConfig::new(F16, [128, 256, 64], [2, 4], 3, 4),
         AwqGemmConfig::new(BF16, [128, 256, 64], [2, 4], 3, 4),
+        AwqGemmConfig::new(F16, [16, 256, 64], [1, 4], 4, 4).prepared(),
+        AwqGemmConfig::new(BF16, [16, 256, 64], [1, 4], 4, 4).prepared(),
+        AwqGemmConfig::new(F16, [64, 256, 64], [1, 4], 3, 4).prepared(),
     ]
 }

@@ -56,6 +56,7 @@
 
 pub mod awq_dequantize;
 pub mod awq_gemm;
+pub mod awq_prepare;
 pub mod cache;
 pub mod catalogue;
 pub mod device;

@@ -2,18 +2,20 @@
 //! memory, converts with LOP3 and stores 16 bytes at a time.
 
 use rcute_atom::Element;
-use rcute_kernel::awq_dequantize::generate;
+use rcute_kernel::awq_dequantize::{generate, generate_kmajor};
 use rcute_kernel::testing::toolkit_for_test;
 use rcute_kernel::{compile, Arch, CompileOptions, Sass};
 
 #[test]
 fn generated_source_is_deterministic_and_rejects_other_types() {
     assert_eq!(generate(Element::BF16).unwrap(), generate(Element::BF16).unwrap());
-    assert!(generate(Element::F32).is_err());
-    let g = generate(Element::F16).unwrap();
-    for pat in ["+ 0)", "- 0)", "* 1)", ">> 0", "<< 0"] {
-        assert!(!g.source.contains(pat), "unfolded {pat:?} in\n{}", g.source);
+    assert!(generate(Element::F32).is_err() && generate_kmajor(Element::F32).is_err());
+    for g in [generate(Element::F16).unwrap(), generate_kmajor(Element::F16).unwrap()] {
+        for pat in ["+ 0)", "- 0)", "* 1)", ">> 0", "<< 0"] {
+            assert!(!g.source.contains(pat), "unfolded {pat:?} in\n{}", g.source);
+        }
     }
+    let g = generate_kmajor(Element::F16).unwrap();
     if let Some(path) = std::env::var_os("RCUTE_DUMP") {
         std::fs::write(path, &g.source).unwrap();
     }
@@ -22,8 +24,8 @@ fn generated_source_is_deterministic_and_rejects_other_types() {
 #[test]
 fn compiles_without_spills_and_uses_lop3() {
     let Some(tk) = toolkit_for_test() else { return };
-    for e in [Element::F16, Element::BF16] {
-        let g = generate(e).unwrap();
+    let all = [Element::F16, Element::BF16].map(|e| [generate(e).unwrap(), generate_kmajor(e).unwrap()]);
+    for g in all.into_iter().flatten() {
         for arch in [Arch::Sm80, Arch::Sm90a] {
             let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
                 .unwrap_or_else(|err| panic!("{} for {arch}: {err}\n{}", g.name, g.source));
@@ -37,7 +39,12 @@ fn compiles_without_spills_and_uses_lop3() {
             let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
             assert!(!sass.uses_local_memory());
             let k = sass.kernel(&g.name).unwrap();
-            for op in ["LOP3", "STG.E.128"] {
+            let ops: &[&str] = if g.kmajor {
+                &["LOP3", "PRMT", "STG.E.128"]
+            } else {
+                &["LOP3", "STG.E.128"]
+            };
+            for &op in ops {
                 assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
             }
         }

@@ -13,6 +13,8 @@ fn configs() -> Vec<AwqGemmConfig> {
         AwqGemmConfig::new(Element::BF16, [16, 256, 64], [1, 4], 4, 1),
         AwqGemmConfig::new(Element::F16, [64, 128, 64], [2, 2], 4, 4),
         AwqGemmConfig::new(Element::BF16, [128, 256, 64], [2, 4], 3, 4),
+        AwqGemmConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4).prepared(),
+        AwqGemmConfig::new(Element::BF16, [64, 128, 64], [2, 2], 4, 4).prepared(),
     ]
 }
 
@@ -36,7 +38,7 @@ fn generated_source_is_deterministic_and_rejects_bad_configs() {
     assert_eq!(g.split_plan(100, 8), (1, 2));
     assert_eq!(
         (g.workspace_bytes(3, 64, 2), g.workspace_bytes(3, 64, 1)),
-        (3 * 64 * 4, 0)
+        (2 * 3 * 64 * 4, 0)
     );
     assert_eq!(g.semaphore_count(17, 512), 2 * 2);
 }
@@ -64,4 +66,20 @@ fn compiles_without_spills_and_uses_the_planned_instructions() {
             }
         }
     }
+}
+
+/// The reorder into the prepared layout compiles without spills and stores 16 bytes at a
+/// time.
+#[test]
+fn prepare_kernel_compiles_and_stores_16_bytes() {
+    let g = rcute_kernel::awq_prepare::generate().unwrap();
+    assert_eq!(g, rcute_kernel::awq_prepare::generate().unwrap());
+    let Some(tk) = toolkit_for_test() else { return };
+    let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm80))
+        .unwrap_or_else(|err| panic!("{err}\n{}", g.source));
+    let r = c.resources.kernel(&g.name).unwrap();
+    assert!(!r.spills() && r.stack_frame_bytes == 0, "{r:?}");
+    let Some(objdump) = tk.cuobjdump.as_ref() else { return };
+    let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
+    assert!(sass.kernel(&g.name).unwrap().contains_opcode("STG.E.128"));
 }

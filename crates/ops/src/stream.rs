@@ -29,7 +29,8 @@
 //!   streams joins it only through events recorded in the same capture, as CUDA requires.
 //!   Views read their buffer's address without recording a use (so making a view is allowed
 //!   during capture too).
-//! * **Scratch.** Split-K workspaces and serial split-K semaphores are rcute's own memory,
+//! * **Scratch.** Split-K workspaces, serial split-K semaphores and the dense weight of AWQ's
+//!   prefill path ([`crate::awq::dense`]) are rcute's own memory,
 //!   one set per stream (two streams never share scratch, so they run concurrently),
 //!   allocated on that stream, grown (doubling) when a larger problem needs more, and freed
 //!   with the last handle of the [`Ops`](crate::Ops); outgrown buffers are kept until then, since a graph
@@ -195,8 +196,8 @@ impl Drop for RawBuffer {
 struct StreamScratch {
     workspace: Option<RawBuffer>,
     semaphores: Option<RawBuffer>,
-    /// Zeroed accumulators that every completed launch leaves zero (AWQ split-K).
-    zeroed: Option<RawBuffer>,
+    /// A dequantized weight (AWQ's dense prefill path).
+    weight: Option<RawBuffer>,
     /// Buffers replaced by larger ones: a CUDA graph captured earlier may still use them,
     /// so they live as long as the pool (growth doubles, so they hold less than the
     /// current buffers).
@@ -233,8 +234,8 @@ enum Kind {
     Workspace,
     /// Zero, left zero by every completed launch.
     Semaphores,
-    /// Zero, left zero by every completed launch (accumulators).
-    Zeroed,
+    /// Left dirty: a dense weight an op writes and then reads.
+    Weight,
 }
 
 impl Kind {
@@ -242,7 +243,7 @@ impl Kind {
         match self {
             Kind::Workspace => "split-K workspace",
             Kind::Semaphores => "split-K semaphores",
-            Kind::Zeroed => "zeroed split-K accumulators",
+            Kind::Weight => "dequantized weight scratch",
         }
     }
 }
@@ -252,7 +253,7 @@ impl StreamScratch {
         match kind {
             Kind::Workspace => &mut self.workspace,
             Kind::Semaphores => &mut self.semaphores,
-            Kind::Zeroed => &mut self.zeroed,
+            Kind::Weight => &mut self.weight,
         }
     }
 }
@@ -289,9 +290,9 @@ impl Scratch<'_> {
         self.get(count.saturating_mul(4), Kind::Semaphores)
     }
 
-    /// At least `bytes` bytes (16-byte aligned) on this stream, zero: for accumulators that
-    /// every completed launch leaves zero again (AWQ's split-K sums).
-    pub(crate) fn zeroed(&mut self, bytes: usize) -> Result<u64, OpsError> {
-        self.get(bytes, Kind::Zeroed)
+    /// At least `bytes` bytes (16-byte aligned) on this stream for a dense weight that one
+    /// op writes and then reads (AWQ's prefill path, under `AwqKernels::dense`).
+    pub(crate) fn weight(&mut self, bytes: usize) -> Result<u64, OpsError> {
+        self.get(bytes, Kind::Weight)
     }
 }

@@ -57,7 +57,7 @@ use rcute_atom::tma::tma_data_type;
 use rcute_atom::{make_gmma_desc, Element, GmmaSmemAtom, GmmaSwizzle, Major, MmaAtom, Snippet, TmaEncodeArgs};
 use rcute_collective::fusion::FusionCode;
 pub use rcute_collective::Fusion;
-use rcute_collective::Node;
+pub use rcute_collective::Node;
 pub use rcute_collective::Sm90Schedule;
 use rcute_collective::{
     EpilogueCopyAtom, Sm90EpilogueConfig, Sm90EpiloguePlan, Sm90Mainloop, Sm90MainloopConfig, StorageOrder,

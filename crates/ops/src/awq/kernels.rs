@@ -27,13 +27,19 @@ pub struct LoadedAwqGemm {
 /// The AWQ kernels an [`crate::Ops`] handle loaded.
 #[derive(Default)]
 pub struct AwqKernels {
-    pub(crate) dequantize: Memo<Element, LoadedAwqDequantize>,
+    /// By element type and whether the output is K-major (`[N, K]`).
+    pub(crate) dequantize: Memo<(Element, bool), LoadedAwqDequantize>,
     pub(crate) gemm: Memo<AwqGemmConfig, LoadedAwqGemm>,
+    /// The reorder into the prepared layout.
+    pub(crate) prepare: Memo<(), rcute_kernel::Function>,
+    /// Held while the dense prefill path dequantizes into its stream's weight scratch and
+    /// launches the GEMM that reads it, so no other op reuses that scratch in between.
+    pub(crate) dense: std::sync::Mutex<()>,
 }
 
 impl AwqKernels {
     /// How many kernels were built.
     pub fn builds(&self) -> usize {
-        self.dequantize.builds() + self.gemm.builds()
+        self.dequantize.builds() + self.gemm.builds() + self.prepare.builds()
     }
 }

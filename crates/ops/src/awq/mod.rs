@@ -1,19 +1,26 @@
 //! AWQ int4 weight-only quantization (W4A16) on AutoAWQ's `version="gemm"` checkpoints
 //! (issue 12): the format and its float64 reference ([`mod@format`]), validation into typed
-//! errors ([`validate`]), the shape-based kernel choice ([`select`]), and the ops
-//! [`crate::Ops::awq_dequantize`] and [`crate::Ops::awq_gemm`] ([`run`]), whose kernels are
-//! generated from `rcute_collective::awq_mainloop` by `rcute_kernel::awq_gemm` and
-//! `rcute_kernel::awq_dequantize`. Not done yet: the prepared-weight fast path and an SM90
-//! (`wgmma`) path.
+//! errors ([`validate`]), the shape-based choice of path and kernel ([`select`]), and the
+//! ops [`crate::Ops::awq_dequantize`] and [`crate::Ops::awq_gemm`] ([`run`]), whose kernels
+//! are generated from `rcute_collective::awq_mainloop` by `rcute_kernel::awq_gemm` and
+//! `rcute_kernel::awq_dequantize`; for prefill sizes on sm_90, `awq_gemm` dequantizes into
+//! a K-major scratch weight and runs the dense SM90 GEMM ([`dense`],
+//! [`crate::Ops::awq_dequantize_kmajor`]); [`AwqWeight::prepare`] reorders `qweight` once
+//! for [`crate::Ops::awq_gemm_prepared`] ([`prepared`]). Not done yet: a mixed-input SM90
+//! (`wgmma`) kernel.
 
+pub mod dense;
 pub mod format;
 pub mod kernels;
+pub mod prepared;
 pub mod run;
 pub mod select;
 pub mod validate;
 
 pub use format::{dequantize_reference, gemm_reference, pack_awq_matrix, unpack_awq_matrix, AwqShape, AWQ_GROUP_SIZES};
 pub use kernels::AwqKernels;
+pub use prepared::AwqWeight;
 pub use validate::{
-    validate_awq_dequantize, validate_awq_gemm, validate_awq_weight, AwqGemmProblem, AwqTensors, AwqWeightProblem,
+    validate_awq_dequantize, validate_awq_dequantize_kmajor, validate_awq_gemm, validate_awq_weight, AwqGemmProblem,
+    AwqTensors, AwqWeightProblem,
 };

@@ -1,7 +1,8 @@
 //! The AWQ ops on [`Ops`]: `awq_dequantize` and `awq_gemm`. Kernels are generated,
 //! compiled (cached) and loaded once per configuration through the same [`crate::memo::Memo`] path as
-//! the GEMMs; split-K partial sums go to zeroed accumulators and semaphores of the stream's
-//! scratch (both left zeroed; see [`crate::stream`]). Every launch goes through one
+//! the GEMMs; split-K partial sums go to per-split f32 slabs in the stream's split-K
+//! workspace and the tiles count their splits on its semaphores (left zeroed; see
+//! [`crate::stream`]), as the GEMMs' serial split-K does. Every launch goes through one
 //! function (`Ops::awq_launch`), on the handle's stream.
 
 use super::kernels::{LoadedAwqDequantize, LoadedAwqGemm};
@@ -52,8 +53,18 @@ impl Ops {
 
     /// Generate, compile (cached) and load the dequantization kernel for `e` (once).
     pub fn load_awq_dequantize(&self, e: Element) -> Result<LoadedAwqDequantize, OpsError> {
-        self.awq.dequantize.get_or_try_build(&e, || {
-            let g = awq_dequantize::generate(e).map_err(boxed)?;
+        self.load_awq_dequantizer(e, false)
+    }
+
+    /// The dequantization kernel for `e`, writing `[K, N]` or (`kmajor`) `[N, K]`.
+    pub(crate) fn load_awq_dequantizer(&self, e: Element, kmajor: bool) -> Result<LoadedAwqDequantize, OpsError> {
+        self.awq.dequantize.get_or_try_build(&(e, kmajor), || {
+            let g = if kmajor {
+                awq_dequantize::generate_kmajor(e)
+            } else {
+                awq_dequantize::generate(e)
+            }
+            .map_err(boxed)?;
             let function = self.load_function(&g.source, &g.name)?;
             Ok(LoadedAwqDequantize {
                 generated: Arc::new(g),
@@ -151,15 +162,19 @@ impl Ops {
 
     /// `out = x @ dequantize(w) (+ bias)` on AutoAWQ's checkpoint tensors as they are:
     /// `x [M, K]` f16 or bf16 (the scales' type), f32 accumulation, `out [M, N]` rounded
-    /// once. The configuration follows the shape ([`super::select::select_awq_gemm`]). Runs
-    /// on the GPU's stream; returns once launched.
+    /// once. The path follows the shape: the fused int4 kernel (its configuration from
+    /// [`super::select::select_awq_gemm`]), or for prefill sizes on sm_90 the dense path
+    /// ([`super::dense`], chosen by [`super::select::awq_dense_wins`]). Runs on the GPU's
+    /// stream; returns once launched.
     ///
     /// # Errors
     ///
     /// Everything [`crate::awq::validate_awq_gemm`] rejects (M = 0 included), an operand
     /// on another device ([`OpsError::Device`]), a GPU older than sm_80
     /// ([`OpsError::Arch`]) and a grid CUDA cannot launch ([`OpsError::TooLarge`]), all
-    /// before anything is launched: `out` is untouched.
+    /// before anything is launched: `out` is untouched. On the dense path, scratch (the
+    /// `K x N` weight, the GEMM's split-K workspace) that would have to grow while the
+    /// stream captures a graph is an [`OpsError::Capture`]: run the op once before capturing.
     ///
     /// ```
     /// use rcute_ops::awq::{pack_awq_matrix, AwqTensors};
@@ -199,13 +214,35 @@ impl Ops {
         }
         uses.read(bias.and_then(|b| b.tracked()));
         uses.write(out.tracked_mut());
-        self.run_awq_gemm(&p, None)
+        let (m, n, k) = (p.m, p.w.shape.n, p.w.shape.k);
+        if super::select::awq_dense_wins(m, n, k, self.gpu().compute_capability()) {
+            self.run_awq_gemm_dense(&p)
+        } else {
+            self.run_awq_gemm(&p, None)
+        }
     }
 
-    /// Run a validated problem with the configuration and requested K splits of
-    /// `forced`, or the shape's choice for `None` (tests and benchmarks cover every kernel
-    /// this way).
+    /// Run a validated problem on the fused kernel with the configuration and requested K
+    /// splits of `forced`, or the shape's choice for `None` (tests and benchmarks cover
+    /// every kernel this way). The problem's `qweight` is AutoAWQ's: a configuration with
+    /// `prepared` set is an [`OpsError::Shape`] here (prepared weights run through
+    /// [`Ops::run_awq_gemm_prepared`]).
     pub fn run_awq_gemm(&self, p: &AwqGemmProblem<'_>, forced: Option<(AwqGemmConfig, u32)>) -> Result<(), OpsError> {
+        if forced.is_some_and(|(c, _)| c.prepared) {
+            return Err(OpsError::Shape(
+                "a prepared configuration needs the prepared weight: use run_awq_gemm_prepared".into(),
+            ));
+        }
+        self.run_awq_fused(p, forced)
+    }
+
+    /// [`Ops::run_awq_gemm`] without the layout check: `forced` with `prepared` set needs
+    /// the problem's `qweight` in the prepared layout.
+    pub(crate) fn run_awq_fused(
+        &self,
+        p: &AwqGemmProblem<'_>,
+        forced: Option<(AwqGemmConfig, u32)>,
+    ) -> Result<(), OpsError> {
         let mut views = vec![
             ("x", &p.x),
             ("qweight", &p.w.qweight),
@@ -261,12 +298,13 @@ impl Ops {
         let mut scratch = self.scratch();
         if splits > 1 {
             args.semaphores = scratch.semaphores(g.semaphore_count(m, n))?;
-            args.workspace = scratch.zeroed(ws_bytes)?;
+            args.workspace = scratch.workspace(ws_bytes)?;
         }
         // SAFETY: validation checked every view's shape, bounds, strides and alignment
         // against what the kernel reads (x [M, K] with ldx, qweight, scales, qzeros, bias
-        // [N]) and writes (out [M, N] with ldo); the zeroed accumulators hold `workspace_bytes` and
-        // the semaphores `semaphore_count` zeroed ints; the views borrow their buffers.
+        // [N]) and writes (out [M, N] with ldo); the workspace holds `workspace_bytes` (the
+        // [splits, M, N] f32 slabs) and the semaphores `semaphore_count` zeroed ints; the
+        // views borrow their buffers.
         unsafe { self.awq_launch(&loaded.function, &lc, &g.args(&args)) }
     }
 }

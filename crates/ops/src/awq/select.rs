@@ -1,4 +1,6 @@
-//! The AWQ GEMM's configuration by shape: the CTA tile by M (decode rows in one m16 tile,
+//! The AWQ GEMM's path by shape ([`awq_dense_wins`]: the fused int4 kernel, or on sm_90
+//! for prefill sizes dequantization + the dense SM90 GEMM) and the fused kernel's
+//! configuration: the CTA tile by M (decode rows in one m16 tile,
 //! prefill in 128-row tiles) and the K splits that give every SM work when the output has
 //! few tiles (decode: the weight is streamed by `tiles x splits` CTAs); see
 //! [`select_awq_gemm`] for the rules and the measurements behind them.
@@ -18,6 +20,41 @@
 use rcute_atom::Element;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
 
+/// Columns from which a weight counts as wide for [`awq_dense_wins`].
+pub const DENSE_WIDE_N: usize = 8192;
+
+/// Whether `awq_gemm` of `M x N x K` on a GPU of compute capability `cc` runs the dense
+/// path ([`crate::awq::dense`]: K-major dequantization + the SM90 GEMM) instead of the
+/// fused int4 kernel. Only on sm_90. From the crossover measured on an H100 with
+/// `rcute bench awq --config fused --config dense` (K = 4096, G = 128; BENCHMARKS.md, AWQ):
+///
+/// * wide weights (`N >= DENSE_WIDE_N`, measured at N = 14336): dense above M = 128
+///   (fused 84.9 / dense 106.9 µs at M = 128, 150.3 / 111.5 at M = 192);
+/// * narrower ones (measured at N = 4096): dense for M = 64 ..= 128 (33.5 / 29.0 µs at
+///   64, 40.8 / 31.0 at 128) and above M = 256 (99.8 / 58.5 at 512); between them the
+///   fused kernel (50.8 / 57.6 at 192, 54.6 / 58.5 at 256), where the SM90 GEMM's
+///   128x256 tiles give a 4096-column output only 32 CTAs.
+///
+/// ```
+/// use rcute_ops::awq::select::awq_dense_wins;
+/// let h = (9, 0);
+/// assert!(!awq_dense_wins(1, 14336, 4096, h) && !awq_dense_wins(128, 14336, 4096, h));
+/// assert!(awq_dense_wins(192, 14336, 4096, h) && awq_dense_wins(4096, 14336, 4096, h));
+/// assert!(!awq_dense_wins(32, 4096, 4096, h) && awq_dense_wins(64, 4096, 4096, h));
+/// assert!(!awq_dense_wins(192, 4096, 4096, h) && awq_dense_wins(512, 4096, 4096, h));
+/// assert!(!awq_dense_wins(4096, 14336, 4096, (8, 0)));
+/// ```
+pub fn awq_dense_wins(m: usize, n: usize, _k: usize, cc: (u32, u32)) -> bool {
+    if cc != (9, 0) {
+        return false;
+    }
+    if n >= DENSE_WIDE_N {
+        m > 128
+    } else {
+        (64..=128).contains(&m) || m > 256
+    }
+}
+
 /// CTAs per SM the decode split choice aims at.
 pub const CTAS_PER_SM: usize = 4;
 
@@ -27,8 +64,8 @@ pub const MAX_SPLITS: usize = 20;
 /// The configuration and requested K splits for `M x N x K` on `sms` SMs.
 ///
 /// Decode (M <= 16) takes the 16x256 tile with `4 x SMs / tiles` splits (at most 20, and
-/// at most `80 / M`: each split adds its partial sums into the L2 workspace, which costs
-/// in proportion to `splits x M x N`). Larger M takes, when the weight has many 256-column
+/// at most `80 / M`: each split writes its f32 partial slab to the L2 workspace and the
+/// last one sums them, which costs in proportion to `splits x M x N`). Larger M takes, when the weight has many 256-column
 /// tiles (at least a quarter of the SMs), the 64x256 tile with 4 splits up to M = 64 and
 /// the 128x256 tile with 2 splits above; with few column tiles, the 16x256 tile with 5
 /// splits up to M = 64 and the 64x256 tile with 4 splits above; no split when the output

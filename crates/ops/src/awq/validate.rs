@@ -211,6 +211,24 @@ pub fn validate_awq_dequantize(
     w: &AwqTensors<'_>,
     out: &MatrixMut<'_>,
 ) -> Result<(AwqWeightProblem, Geometry), OpsError> {
+    validate_dequantize_into(w, out, false)
+}
+
+/// Validates `awq_dequantize_kmajor`: as [`validate_awq_dequantize`], but `out` is the
+/// transposed weight `[N, K]` and K must be a multiple of 8 (16-byte column vectors;
+/// [`OpsError::Alignment`]).
+pub fn validate_awq_dequantize_kmajor(
+    w: &AwqTensors<'_>,
+    out: &MatrixMut<'_>,
+) -> Result<(AwqWeightProblem, Geometry), OpsError> {
+    validate_dequantize_into(w, out, true)
+}
+
+fn validate_dequantize_into(
+    w: &AwqTensors<'_>,
+    out: &MatrixMut<'_>,
+    kmajor: bool,
+) -> Result<(AwqWeightProblem, Geometry), OpsError> {
     let p = validate_awq_weight(w)?;
     let o = out.geo();
     if o.dtype != p.dtype {
@@ -220,11 +238,19 @@ pub fn validate_awq_dequantize(
             o.dtype.name()
         )));
     }
-    if o.rows != p.shape.k || o.cols != p.shape.n {
+    let (k, n) = (p.shape.k, p.shape.n);
+    let (rows, cols, what) = if kmajor { (n, k, "[N, K]") } else { (k, n, "[K, N]") };
+    if o.rows != rows || o.cols != cols {
         return Err(OpsError::Shape(format!(
-            "awq_dequantize out is [{}, {}], expected [K, N] = [{}, {}]",
-            o.rows, o.cols, p.shape.k, p.shape.n
+            "awq_dequantize out is [{}, {}], expected {what} = [{rows}, {cols}]",
+            o.rows, o.cols
         )));
+    }
+    if kmajor && k % 8 != 0 {
+        return Err(OpsError::Alignment {
+            operand: "out",
+            detail: format!("the K-major weight is written in 16-byte vectors: K = {k} must be a multiple of 8"),
+        });
     }
     check_dense("out", &o)?;
     check_aligned("out", &o, 16)?;

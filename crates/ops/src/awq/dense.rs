@@ -1,0 +1,159 @@
+//! AWQ's dense path: dequantize the checkpoint once per call into a K-major 16-bit weight
+//! and run the library's own dense GEMM on it. From a few hundred rows on, a GEMM is
+//! compute-bound and the dense SM90 kernel (TMA + `wgmma`, warp-specialized) beats any
+//! `mma.sync` kernel that converts int4 in its mainloop, while the dequantization costs
+//! one bandwidth-bound pass over the weight (about 2.5 bytes per weight element: int4 read
+//! and 16-bit write). [`crate::awq::select::awq_dense_wins`] picks this path by shape.
+//!
+//! * [`Ops::awq_dequantize_kmajor`]: the transposed weight `w^T [N, K]`, the K-major B
+//!   operand the SM90 GEMM reads with TMA;
+//! * [`Ops::run_awq_gemm_dense`]: `out = x @ w (+ bias)` as that dequantization into the
+//!   stream's weight scratch (`K x N` 16-bit elements, kept for the handle's life like
+//!   the split-K workspace, see [`crate::stream`]) and the SM90 GEMM with the bias added
+//!   in its epilogue (a row-broadcast fusion), f32 accumulation, one rounding of `out`.
+//!   The weight is rounded once to the 16-bit type first (as `awq_dequantize` does), so
+//!   results agree with the fused kernel's to the 16-bit rounding of `(q - z) * s`.
+
+use super::run::element;
+use super::validate::{validate_awq_dequantize_kmajor, AwqGemmProblem, AwqTensors, AwqWeightProblem};
+use crate::context::Ops;
+use crate::error::{boxed, OpsError};
+use crate::stream::Uses;
+use crate::tensor::MatrixMut;
+use rcute_kernel::awq_dequantize::AwqDequantizeArgs;
+use rcute_kernel::gemm_sm80::GemmArgs;
+use rcute_kernel::gemm_sm90::{Fusion, FusionArgs, Node};
+use std::sync::PoisonError;
+
+impl Ops {
+    /// `out = dequantize(w)^T`: the dense weight `(q - z) * s` of an AutoAWQ checkpoint,
+    /// transposed to `[N, K]` (row-major, so each column of the `[K, N]` weight is
+    /// contiguous: the K-major operand of a dense GEMM), rounded once to the scales' type.
+    /// Runs on the handle's stream; returns once launched.
+    ///
+    /// # Errors
+    ///
+    /// Everything [`crate::awq::validate_awq_dequantize_kmajor`] rejects (K not a multiple
+    /// of 8 included), an operand on another device ([`OpsError::Device`]) or a GPU older
+    /// than sm_80 ([`OpsError::Arch`]), all before anything is launched.
+    ///
+    /// ```
+    /// use rcute_ops::awq::{pack_awq_matrix, AwqTensors};
+    /// use rcute_ops::{f16, Gpu, MatrixMut, MatrixRef, Ops};
+    /// let Some(gpu) = Gpu::detect().unwrap() else { return }; // no GPU here
+    /// let ops = Ops::new(gpu);
+    /// let s = ops.gpu().stream().clone();
+    /// let (k, n, g) = (64, 16, 32);
+    /// // q[k][n] = n % 16, z = 8, s = 0.5: w^T[n][k] = (n % 16 - 8) / 2.
+    /// let q: Vec<u8> = (0..k * n).map(|i| (i % n) as u8).collect();
+    /// let q = s.clone_htod(&pack_awq_matrix(&q, k, n).unwrap()).unwrap();
+    /// let z = s.clone_htod(&pack_awq_matrix(&vec![8u8; 2 * n], 2, n).unwrap()).unwrap();
+    /// let sc = s.clone_htod(&vec![f16::from_f32(0.5); 2 * n]).unwrap();
+    /// let mut out = s.alloc_zeros::<f16>(n * k).unwrap();
+    /// let w = AwqTensors {
+    ///     qweight: MatrixRef::new(&q, k, n / 8),
+    ///     scales: MatrixRef::new(&sc, 2, n),
+    ///     qzeros: MatrixRef::new(&z, 2, n / 8),
+    ///     group: g,
+    /// };
+    /// ops.awq_dequantize_kmajor(&w, &mut MatrixMut::new(&mut out, n, k)).unwrap();
+    /// let host = s.clone_dtoh(&out).unwrap();
+    /// assert!((0..n * k).all(|i| host[i].to_f32() == ((i / k) as f32 - 8.0) / 2.0));
+    /// ```
+    pub fn awq_dequantize_kmajor(&self, w: &AwqTensors<'_>, out: &mut MatrixMut<'_>) -> Result<(), OpsError> {
+        let (p, o) = validate_awq_dequantize_kmajor(w, out)?;
+        let mut uses = Uses::new(self.stream())?;
+        for v in [&w.qweight, &w.scales, &w.qzeros] {
+            uses.read(v.tracked());
+        }
+        uses.write(out.tracked_mut());
+        self.check_devices(&[
+            ("qweight", &p.qweight),
+            ("scales", &p.scales),
+            ("qzeros", &p.qzeros),
+            ("out", &o),
+        ])?;
+        crate::gemm::check_gemm_arch(self.gpu().compute_capability())?;
+        // SAFETY: validation checked the inputs and that `out` holds the dense [N, K] weight.
+        unsafe { self.launch_dequantize_kmajor(&p, o.ptr) }
+    }
+
+    /// Launch the K-major dequantization of a validated weight into `out`.
+    ///
+    /// # Safety
+    /// `out` holds `N * K` 16-bit elements, 16-byte aligned, not overlapping the inputs;
+    /// `p.shape.k` is a multiple of 8.
+    unsafe fn launch_dequantize_kmajor(&self, p: &AwqWeightProblem, out: u64) -> Result<(), OpsError> {
+        let loaded = self.load_awq_dequantizer(element(p.dtype)?, true)?;
+        let g = &loaded.generated;
+        let args = AwqDequantizeArgs {
+            qweight: p.qweight.ptr,
+            qzeros: p.qzeros.ptr,
+            scales: p.scales.ptr,
+            out,
+            k: p.shape.k as i32,
+            n: p.shape.n as i32,
+            group: p.shape.group as i32,
+        };
+        // SAFETY: forwarded from the caller; the weight's views were validated.
+        unsafe { self.awq_launch(&loaded.function, &g.launch_config(&args), &g.args(&args)) }
+    }
+
+    /// Run a validated `awq_gemm` problem on the dense path (module docs): the K-major
+    /// dequantization into the stream's weight scratch, then the SM90 GEMM. Needs sm_90
+    /// ([`OpsError::Arch`] elsewhere); `awq_gemm` takes this path by itself where it is the
+    /// faster one ([`crate::awq::select::awq_dense_wins`]).
+    pub fn run_awq_gemm_dense(&self, p: &AwqGemmProblem<'_>) -> Result<(), OpsError> {
+        let mut views = vec![
+            ("x", &p.x),
+            ("qweight", &p.w.qweight),
+            ("scales", &p.w.scales),
+            ("qzeros", &p.w.qzeros),
+            ("out", &p.out),
+        ];
+        if let Some(b) = &p.bias {
+            views.push(("bias", b));
+        }
+        self.check_devices(&views)?;
+        let cc = self.gpu().compute_capability();
+        if cc != (9, 0) {
+            return Err(OpsError::Arch(format!(
+                "the AWQ dense path runs the SM90 GEMM: needs sm_90, found {}.{}",
+                cc.0, cc.1
+            )));
+        }
+        let e = element(p.w.dtype)?;
+        let (m, n, k) = (p.m, p.w.shape.n, p.w.shape.k);
+        let (mut cfg, split) = crate::select::select_sm90(m, n, k, 1, self.gpu().sm_count())
+            .ok_or_else(|| OpsError::Arch("no SM90 GEMM configuration for this shape".into()))?;
+        (cfg.ab, cfg.cd) = (e, e);
+        let fa = match &p.bias {
+            Some(b) => {
+                cfg.fusion = Fusion::new(Node::Accumulator + Node::row_broadcast("bias", e, false))
+                    .and_then(|f| f.with_name(&format!("bias_{e}")))
+                    .map_err(boxed)?;
+                FusionArgs::new().ptr("bias", b.ptr)
+            }
+            None => {
+                cfg = cfg.without_c();
+                FusionArgs::new().f32("alpha", 1.0)
+            }
+        };
+        let loaded = self.load_gemm_sm90(&cfg)?;
+        // One dense path at a time writes and reads a stream's weight scratch.
+        let _serial = self.awq.dense.lock().unwrap_or_else(PoisonError::into_inner);
+        let weight = self.scratch().weight(n * k * 2)?;
+        // SAFETY: the scratch holds N * K 16-bit elements (16-byte aligned, rcute's own
+        // memory, so it overlaps no input); validate_awq_gemm checked K % 8 == 0.
+        unsafe { self.launch_dequantize_kmajor(&p.w, weight) }?;
+        let mut args = GemmArgs::tn(m as i32, n as i32, k as i32, 1, p.x.ptr, weight, 0, p.out.ptr);
+        (args.lda, args.ldb, args.ldc, args.ldd) = (p.x.ld(), k as i64, p.out.ld(), p.out.ld());
+        args.beta = 0.0;
+        args.split_k = split.max(1);
+        // SAFETY: validate_awq_gemm checked x [M, K] and out [M, N] (row-major, 16-byte
+        // aligned, leading dimensions of whole 16-byte vectors: what TMA needs) and the bias
+        // [N]; the weight scratch holds w^T [N, K], written by the launch before on this
+        // stream; the views borrow their buffers for the call.
+        unsafe { self.launch_sm90(&loaded, args, &fa) }
+    }
+}

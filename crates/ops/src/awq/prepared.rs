@@ -1,0 +1,172 @@
+//! The prepared AWQ weight: `qweight` reordered once (on the GPU, by `rc_awq_prepare`) into
+//! the layout `((2,4,2,K/16),(8,N/64)):((1,4,2,2N),(16,128))` of
+//! `rcute_collective::awq_prepared`, which the prepared AWQ GEMM streams with contiguous
+//! 16-byte `cp.async` runs and reads with one conflict-free 16-byte shared load per lane
+//! and k16 step (the unprepared kernel: four 4-byte reads of padded rows). Scales and
+//! zeros stay the checkpoint's tensors, borrowed.
+//!
+//! Precision: the prepared kernel dequantizes exactly as the unprepared one and as
+//! `awq_dequantize`: the `lop3` conversion gives `bias + q` and, once per group,
+//! `bias + z` as 16-bit pairs (exact), `(bias + q) - (bias + z) = q - z` is exact, and one
+//! multiplication by the scale rounds once, so the weight the MMA sees is bit-exactly
+//! `awq_dequantize`'s. Zeros are *not* folded into an FMA term `q * s + (-z * s)`: the
+//! rounding of `z * s` to 16 bits would add a second rounding error of up to half an ulp
+//! of `15 s` to every weight (and with the magic-number bias inside the product, an error
+//! of the order of `s` itself); the subtraction costs one `HSUB2` per pair, as Marlin's
+//! dequantization spends one operation per pair before its scale multiplication.
+//!
+//! For prefill sizes `Ops::awq_gemm_prepared` takes the dense path on the checkpoint's own
+//! `qweight` (kept borrowed for that), like [`crate::Ops::awq_gemm`].
+
+use super::run::element;
+use super::select::{awq_dense_wins, select_awq_gemm};
+use super::validate::{validate_awq_gemm, validate_awq_weight, AwqGemmProblem, AwqTensors};
+use super::AwqShape;
+use crate::context::Ops;
+use crate::error::{boxed, OpsError};
+use crate::stream::Uses;
+use crate::tensor::{MatrixMut, MatrixRef, VectorRef};
+use cudarc::driver::CudaSlice;
+use rcute_kernel::awq_gemm::AwqGemmConfig;
+use rcute_kernel::awq_prepare::{self, PREPARED_K, PREPARED_N};
+
+/// An AWQ weight prepared for [`Ops::awq_gemm_prepared`] (module docs): the reordered
+/// `qweight` (owned, on the GPU it was prepared on) and the checkpoint tensors (borrowed).
+pub struct AwqWeight<'a> {
+    tensors: AwqTensors<'a>,
+    shape: AwqShape,
+    prepared: CudaSlice<i32>,
+}
+
+impl<'a> AwqWeight<'a> {
+    /// Reorders `w.qweight` into the prepared layout on `ops`'s GPU (one kernel on its
+    /// stream; the result is ready for any op later on that stream).
+    ///
+    /// # Errors
+    ///
+    /// Everything [`crate::awq::validate_awq_weight`] rejects; K not a multiple of 16 or N
+    /// not a multiple of 64 ([`OpsError::Shape`]: the layout's blocks); a tensor on
+    /// another device ([`OpsError::Device`]), a GPU older than sm_80 ([`OpsError::Arch`]).
+    ///
+    /// ```
+    /// use rcute_ops::awq::{pack_awq_matrix, AwqTensors, AwqWeight};
+    /// use rcute_ops::{f16, Gpu, MatrixMut, MatrixRef, Ops};
+    /// let Some(gpu) = Gpu::detect().unwrap() else { return }; // no GPU here
+    /// let ops = Ops::new(gpu);
+    /// let s = ops.gpu().stream().clone();
+    /// let (m, k, n, g) = (3, 64, 64, 32);
+    /// // q = 9, z = 8, s = 0.5: every weight is 0.5; x = 1.
+    /// let q = s.clone_htod(&pack_awq_matrix(&vec![9u8; k * n], k, n).unwrap()).unwrap();
+    /// let z = s.clone_htod(&pack_awq_matrix(&vec![8u8; 2 * n], 2, n).unwrap()).unwrap();
+    /// let sc = s.clone_htod(&vec![f16::from_f32(0.5); 2 * n]).unwrap();
+    /// let x = s.clone_htod(&vec![f16::ONE; m * k]).unwrap();
+    /// let mut out = s.alloc_zeros::<f16>(m * n).unwrap();
+    /// let tensors = AwqTensors {
+    ///     qweight: MatrixRef::new(&q, k, n / 8),
+    ///     scales: MatrixRef::new(&sc, 2, n),
+    ///     qzeros: MatrixRef::new(&z, 2, n / 8),
+    ///     group: g,
+    /// };
+    /// let w = AwqWeight::prepare(&ops, &tensors).unwrap();
+    /// ops.awq_gemm_prepared(&MatrixRef::new(&x, m, k), &w, None, &mut MatrixMut::new(&mut out, m, n)).unwrap();
+    /// assert!(s.clone_dtoh(&out).unwrap().iter().all(|v| v.to_f32() == 32.0));
+    /// ```
+    pub fn prepare(ops: &Ops, w: &AwqTensors<'a>) -> Result<AwqWeight<'a>, OpsError> {
+        let p = validate_awq_weight(w)?;
+        let (k, n) = (p.shape.k, p.shape.n);
+        if !k.is_multiple_of(PREPARED_K as usize) || !n.is_multiple_of(PREPARED_N as usize) {
+            return Err(OpsError::Shape(format!(
+                "the prepared AWQ weight needs K a multiple of {PREPARED_K} and N of {PREPARED_N}, got K = {k}, N = {n}"
+            )));
+        }
+        ops.check_devices(&[("qweight", &p.qweight), ("scales", &p.scales), ("qzeros", &p.qzeros)])?;
+        crate::gemm::check_gemm_arch(ops.gpu().compute_capability())?;
+        let mut uses = Uses::new(ops.stream())?;
+        uses.read(w.qweight.tracked());
+        let mut prepared = ops.stream().alloc_zeros::<i32>(k * n / 8)?;
+        let function = ops.awq.prepare.get_or_try_build(&(), || {
+            let g = awq_prepare::generate().map_err(boxed)?;
+            ops.load_function(&g.source, &g.name)
+        })?;
+        let g = awq_prepare::generate().map_err(boxed)?;
+        let out = MatrixMut::new(&mut prepared, k, n / 8).geo().ptr;
+        // SAFETY: qweight was validated as K x N/8 dense words; `prepared` holds as many;
+        // K % 16 == 0 and N % 64 == 0 (the kernel's blocks).
+        unsafe {
+            ops.awq_launch(
+                &function,
+                &g.launch_config(k as i32, n as i32),
+                &g.args(p.qweight.ptr, out, k as i32, n as i32),
+            )
+        }?;
+        drop(uses);
+        Ok(AwqWeight {
+            tensors: *w,
+            shape: p.shape,
+            prepared,
+        })
+    }
+
+    /// K, N and G.
+    pub fn shape(&self) -> AwqShape {
+        self.shape
+    }
+
+    /// The checkpoint tensors with `qweight` replaced by the prepared words (same shape).
+    fn prepared_tensors(&self) -> AwqTensors<'_> {
+        AwqTensors {
+            qweight: MatrixRef::new(&self.prepared, self.shape.k, self.shape.n / 8),
+            ..self.tensors
+        }
+    }
+}
+
+impl Ops {
+    /// `out = x @ dequantize(w) (+ bias)` on a prepared weight: as [`Ops::awq_gemm`] (the
+    /// same results: the weight is dequantized identically), with the prepared kernel for
+    /// the fused path.
+    ///
+    /// # Errors
+    ///
+    /// As [`Ops::awq_gemm`]; `x`, `bias` or `out` of another shape than the prepared
+    /// weight's K and N ([`OpsError::Shape`], [`OpsError::VectorLength`]) and a weight
+    /// prepared on another device ([`OpsError::Device`]) included; nothing is launched.
+    pub fn awq_gemm_prepared(
+        &self,
+        x: &MatrixRef<'_>,
+        w: &AwqWeight<'_>,
+        bias: Option<&VectorRef<'_>>,
+        out: &mut MatrixMut<'_>,
+    ) -> Result<(), OpsError> {
+        let (m, n, k) = (x.geo().rows, w.shape.n, w.shape.k);
+        if awq_dense_wins(m, n, k, self.gpu().compute_capability()) {
+            return self.awq_gemm(x, &w.tensors, bias, out);
+        }
+        self.run_awq_gemm_prepared(x, w, bias, out, None)
+    }
+
+    /// [`Ops::awq_gemm_prepared`] on the fused prepared kernel, with the configuration and
+    /// requested K splits of `forced` (its `prepared` flag is set here), or the shape's
+    /// choice for `None` (tests and benchmarks cover every kernel this way).
+    pub fn run_awq_gemm_prepared(
+        &self,
+        x: &MatrixRef<'_>,
+        w: &AwqWeight<'_>,
+        bias: Option<&VectorRef<'_>>,
+        out: &mut MatrixMut<'_>,
+        forced: Option<(AwqGemmConfig, u32)>,
+    ) -> Result<(), OpsError> {
+        let t = w.prepared_tensors();
+        let p: AwqGemmProblem<'_> = validate_awq_gemm(x, &t, bias, out)?;
+        let mut uses = Uses::new(self.stream())?;
+        for v in [x, &t.qweight, &t.scales, &t.qzeros] {
+            uses.read(v.tracked());
+        }
+        uses.read(bias.and_then(|b| b.tracked()));
+        uses.write(out.tracked_mut());
+        let e = element(p.w.dtype)?;
+        let (cfg, splits) =
+            forced.unwrap_or_else(|| select_awq_gemm(p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize, e));
+        self.run_awq_fused(&p, Some((cfg.prepared(), splits)))
+    }
+}
