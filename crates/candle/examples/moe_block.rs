@@ -39,6 +39,16 @@ fn time(dev: &Device, iters: usize, mut f: impl FnMut() -> Result<Tensor>) -> Re
     Ok(t.elapsed().as_secs_f64() / iters as f64)
 }
 
+/// Prints both times (seconds per run) and their ratio.
+fn compare(what: &str, rcute: f64, candle: f64) {
+    let ratio = candle / rcute;
+    println!(
+        "{what}: rcute {:.1} us, candle {:.1} us, candle / rcute = {ratio:.2}x",
+        rcute * 1e6,
+        candle * 1e6
+    );
+}
+
 /// candle's sparse MoE block (as candle-transformers' Mixtral) from router logits `[T, E]`:
 /// softmax on the GPU, top-k on the host (ties to the lower expert, as rcute), then per
 /// expert the routed rows through silu(x Wg^T) * (x Wu^T) Wd^T, weighted and added.
@@ -133,12 +143,19 @@ fn main() -> Result<()> {
     let err = rel_err(&got, &candle_moe(&x, &logits, &w13, &w2)?)?;
     println!("MoE block: max |rcute - candle| / max |candle| = {err:.2e}");
     assert!(err < 3e-2, "the MoE outputs differ beyond bf16 tolerance");
-    let (tr, tc) = (time(&dev, 20, rcute_moe)?, time(&dev, 20, candle_block)?);
-    println!(
-        "MoE block: rcute {:.1} us, candle {:.1} us, candle / rcute = {:.2}x",
-        tr * 1e6,
-        tc * 1e6,
-        tc / tr
+    compare("MoE block", time(&dev, 20, rcute_moe)?, time(&dev, 20, candle_block)?);
+    let router_rcute = time(&dev, 20, || matmul(&x, &router.t()?))?;
+    compare(
+        "  router linear",
+        router_rcute,
+        time(&dev, 20, || x.matmul(&router.t()?))?,
+    );
+    let layer = || fused_moe(&x, &w13, &w2, routing, Default::default());
+    let layer_candle = || candle_moe(&x, &logits, &w13, &w2);
+    compare(
+        "  layer from logits",
+        time(&dev, 20, layer)?,
+        time(&dev, 20, layer_candle)?,
     );
 
     println!("{tokens} tokens; MLP (Llama-2-7B): hidden {MLP_HIDDEN}, inter {MLP_INTER}, AWQ 4-bit group {GROUP}, f16, pseudo-random 4-bit weights and zeros, uniform scales");
@@ -157,12 +174,10 @@ fn main() -> Result<()> {
     let err = rel_err(&rcute_mlp()?, &candle_mlp()?)?;
     println!("AWQ MLP: max |rcute - candle| / max |candle| = {err:.2e}");
     assert!(err < 3e-2, "the MLP outputs differ beyond fp16 tolerance");
-    let (tr, tc) = (time(&dev, 50, rcute_mlp)?, time(&dev, 50, candle_mlp)?);
-    println!(
-        "AWQ MLP: rcute {:.1} us, candle (dense f16) {:.1} us, candle / rcute = {:.2}x",
-        tr * 1e6,
-        tc * 1e6,
-        tc / tr
+    compare(
+        "AWQ MLP (candle: dense f16)",
+        time(&dev, 50, rcute_mlp)?,
+        time(&dev, 50, candle_mlp)?,
     );
     Ok(())
 }
