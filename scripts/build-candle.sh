@@ -14,8 +14,12 @@
 #   <root>/.cuda-nvcc/candle-core, used through `--config patch.crates-io...` (the
 #   committed Cargo.lock is restored afterwards).
 #
-# Usage: scripts/build-candle.sh [--no-cuda] [extra cargo args for `cargo test`]
+# Usage: scripts/build-candle.sh [--no-cuda | --device DIR] [extra cargo args for `cargo test`]
 #   --no-cuda: build and test without candle's CUDA backend (validation tests only).
+#   --device DIR: build (no test run) the GPU test binary and the examples, stripped, into
+#     DIR/candle.tgz for the GPU machine (scripts/gpu.sh's `candle` step; see
+#     scripts/build-device.sh). Stripped, each binary is ~45 MB (candle's kernels' PTX for
+#     sm_90a); gzip makes the three ~35 MB.
 #   CARGO_TARGET_DIR: as usual (the CUDA build uses $CARGO_TARGET_DIR/cuda).
 #   CANDLE_PROFILE: the cargo profile of the CUDA build (default: release, for the
 #   example's timings).
@@ -29,6 +33,11 @@ jobs=(-j "${CARGO_BUILD_JOBS:-$(nproc)}")
 export RCUTE_CUDA_WHEELS="${RCUTE_CUDA_WHEELS:-$root/.cuda}"
 RCUTE_CUDA_WHEELS="$RCUTE_CUDA_WHEELS" "$root/scripts/setup-cuda.sh"
 
+device=""
+if [[ "${1:-}" == "--device" ]]; then
+    device="$(mkdir -p "$2" && cd "$2" && pwd)"
+    shift 2
+fi
 if [[ "${1:-}" == "--no-cuda" ]]; then
     shift
     cd "$crate"
@@ -90,5 +99,28 @@ export LD_LIBRARY_PATH="$cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CARGO_TARGET_DIR="$target/cuda"
 patch=(--config "patch.crates-io.candle-core.path=\"$patched\"")
 profile=(--profile "${CANDLE_PROFILE:-release}")
+if [[ -n "$device" ]]; then
+    stage="$device/stage"
+    rm -rf "$stage" "$device/candle.tgz" && mkdir -p "$stage"
+    # The GPU tests and the examples (validation.rs and readme.rs need no GPU: run them
+    # here with this script without --device).
+    cargo build "${patch[@]}" "${jobs[@]}" "${profile[@]}" --features cuda --examples --test gpu \
+        --message-format=json | python3 -c '
+import json, shutil, sys
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        kind = m["target"]["kind"][0]
+        dst = sys.argv[1] + "/%s-%s" % ("test" if kind == "test" else kind, m["target"]["name"])
+        shutil.copy(m["executable"], dst)
+        print(dst, file=sys.stderr)
+' "$stage"
+    strip "$stage"/*
+    tar czf "$device/candle.tgz" -C "$stage" .
+    rm -rf "$stage"
+    du -sh "$device/candle.tgz"
+    exit 0
+fi
 cargo build "${patch[@]}" "${jobs[@]}" "${profile[@]}" --features cuda --lib --examples --tests
 cargo test "${patch[@]}" "${jobs[@]}" "${profile[@]}" --features cuda "$@"

@@ -3,6 +3,14 @@
 # (git-ignored; name it in the device tool's `carry`): the test binaries of the crates
 # with GPU tests (rcute-kernel, rcute-tests) and the release `rcute` binary, stripped to
 # stay well under the device tool's 64 MiB transfer limit. Then run `bash scripts/gpu.sh` on the GPU machine.
+#
+# RCUTE_DEVICE_CANDLE=1 also builds rcute-candle (crates/candle, its own workspace: candle's
+# CUDA kernels are compiled with nvcc from pip wheels, scripts/build-candle.sh) into
+# .device-candle/candle.tgz: its GPU test binary and its examples, stripped and gzipped
+# (~35 MB: each binary holds candle's ~40 MB of PTX). It is a directory of its own because
+# .device (~60 MB) and it together exceed the 64 MiB a call carries: run the `candle` step in
+# a call of its own (carry .device-candle, RCUTE_GPU_STEPS=candle). Off by default: the
+# first build installs the nvcc wheels and compiles candle's kernels (minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .device && mkdir -p .device/bin
@@ -24,3 +32,7 @@ for line in sys.stdin:
 '
 strip .device/bin/* 2>/dev/null || true
 du -sh .device
+if [ "${RCUTE_DEVICE_CANDLE:-0}" = 1 ]; then
+  rm -rf .device-candle
+  CANDLE_PROFILE=release scripts/build-candle.sh --device .device-candle
+fi

@@ -3,15 +3,18 @@
 # scripts/build-device.sh): every test binary with the GPU required, compute-sanitizer on
 # the GPU kernels, then the GEMM benchmark against cuBLAS. Logs go to $OUT/logs.tgz.
 # RCUTE_BENCH_ARGS overrides the benchmark shapes; RCUTE_GPU_STEPS picks the steps
-# (default "tests sanitize bench"; split them across calls to stay under a call's limit,
-# or run several sets side by side); RCUTE_GPU_JOBS runs that many test binaries at once.
+# (default "tests sanitize bench candle"; split them across calls to stay under a call's
+# limit, or run several sets side by side); RCUTE_GPU_JOBS runs that many test binaries at
+# once. The `candle` step runs rcute-candle's GPU tests and examples from
+# .device-candle/candle.tgz (RCUTE_DEVICE_CANDLE=1 scripts/build-device.sh; carried on its
+# own, see that script).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export RCUTE_REQUIRE_GPU=1 RCUTE_CUDA_HOME="${RCUTE_CUDA_HOME:-/usr/local/cuda}" RCUTE_CACHE_DIR=/tmp/rcute-cache
 # insta finds snapshots from the workspace root, which it asks cargo for; there is no cargo here.
 export INSTA_WORKSPACE_ROOT="$PWD" INSTA_UPDATE=no
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
-STEPS=${RCUTE_GPU_STEPS:-tests sanitize bench}
+STEPS=${RCUTE_GPU_STEPS:-tests sanitize bench candle}
 # One log folder and archive per set of steps, so that several invocations with different
 # RCUTE_GPU_STEPS can run side by side in one call.
 TAG=$(echo "$STEPS" | tr -c 'a-zA-Z0-9\n-' '_'); TAG=${TAG%_}
@@ -119,5 +122,36 @@ if step bench && [ -x .device/bin/rcute ]; then
   args=${RCUTE_BENCH_ARGS:---shape 2048x2048x2048 --shape 4096x4096x4096 --shape 8192x8192x8192 --shape 4096x14336x4096 --shape 16x4096x4096 --shape 32x4096x4096 --shape 64x4096x4096 --shape 128x4096x4096 --shape 16x14336x4096 --shape 32x14336x4096 --shape 64x14336x4096 --shape 128x14336x4096}
   echo "=== rcute bench gemm $args"
   .device/bin/rcute bench gemm $args --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.txt" || fail=1
+fi
+# rcute-candle (crates/candle, a workspace of its own): its GPU tests, the README's lines
+# (example `readme`) and a Mixtral MoE block and an AWQ Llama MLP against candle's own ops
+# (example `moe_block`, tokens from RCUTE_CANDLE_TOKENS, default "64"; the output, with
+# both times and the ratio, goes to $OUT/candle.txt).
+if step candle; then
+  tgz=.device-candle/candle.tgz
+  if [ ! -f "$tgz" ]; then
+    echo "=== candle: no $tgz (RCUTE_DEVICE_CANDLE=1 scripts/build-device.sh, carry .device-candle): not run"
+  else
+    dir=/tmp/rcute-candle; rm -rf "$dir"; mkdir -p "$dir"; tar xzf "$tgz" -C "$dir"
+    # candle-kernels links libcudart.so.13; candle opens cuBLAS and cuRAND at run time.
+    export LD_LIBRARY_PATH="$RCUTE_CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcurand.so.10; do
+      [ -e "$RCUTE_CUDA_HOME/lib64/$lib" ] || { echo "candle: $RCUTE_CUDA_HOME/lib64/$lib is missing"; fail=1; }
+    done
+    for t in "$dir"/test-*; do
+      echo "=== candle $(basename "$t")"
+      if ! "$t" --test-threads=1 >"$LOGS/candle-$(basename "$t").log" 2>&1; then
+        echo "FAILED: candle $t"; tail -40 "$LOGS/candle-$(basename "$t").log"; fail=1
+      else
+        grep -E "^test result" "$LOGS/candle-$(basename "$t").log" | tail -1
+      fi
+    done
+    echo "=== candle example-readme" | tee "$OUT/candle.txt"
+    "$dir/example-readme" 2>&1 | tee -a "$OUT/candle.txt" || { echo "FAILED: candle example-readme"; fail=1; }
+    for tokens in ${RCUTE_CANDLE_TOKENS:-64}; do
+      echo "=== candle example-moe_block $tokens" | tee -a "$OUT/candle.txt"
+      "$dir/example-moe_block" "$tokens" 2>&1 | tee -a "$OUT/candle.txt" || { echo "FAILED: candle example-moe_block $tokens"; fail=1; }
+    done
+  fi
 fi
 exit $fail

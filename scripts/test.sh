@@ -7,3 +7,14 @@ cd "$(dirname "$0")/.."
 bash scripts/setup-cuda.sh
 export RCUTE_CUDA_WHEELS="${RCUTE_CUDA_WHEELS:-$PWD/.cuda}"
 cargo test --workspace --locked "$@"
+# rcute-candle (crates/candle: its own workspace, excluded from the one above) with candle's
+# CUDA backend, whose kernels nvcc from NVIDIA's pip wheels compiles (no GPU needed; its GPU
+# tests skip): ~20 min from scratch measured on 2 busy cores, so it fits CI's time
+# (crates/candle/README.md, "CI"). RCUTE_TEST_CANDLE=0 skips it.
+if [ "${RCUTE_TEST_CANDLE:-1}" = 1 ]; then
+    if command -v g++ >/dev/null; then
+        CANDLE_PROFILE=dev bash scripts/build-candle.sh
+    else
+        echo "test.sh: rcute-candle not built: nvcc needs a host C++ compiler (g++), and there is none" >&2
+    fi
+fi

@@ -10,10 +10,14 @@ use rcute_candle::rcute_ops::awq::pack_awq_matrix;
 use rcute_candle::{awq_gemm, fused_moe, matmul, AwqWeight, MoeRouting};
 use std::time::Instant;
 
-const HIDDEN: usize = 1024;
-const INTER: usize = 3584;
+// Mixtral 8x7B's MoE layer.
+const HIDDEN: usize = 4096;
+const INTER: usize = 14336;
 const EXPERTS: usize = 8;
 const TOPK: usize = 2;
+// Llama-2-7B's MLP, AWQ 4-bit with AutoAWQ's default group.
+const MLP_HIDDEN: usize = 4096;
+const MLP_INTER: usize = 11008;
 const GROUP: usize = 128;
 
 /// The largest |a - b| relative to max |b|.
@@ -35,21 +39,33 @@ fn time(dev: &Device, iters: usize, mut f: impl FnMut() -> Result<Tensor>) -> Re
     Ok(t.elapsed().as_secs_f64() / iters as f64)
 }
 
-/// candle's sparse MoE block (as candle-transformers' Mixtral): softmax, top-k on the host,
-/// then per expert the routed rows through silu(x Wg^T) * (x Wu^T) Wd^T, weighted and added.
-fn candle_moe(x: &Tensor, router: &Tensor, w13: &Tensor, w2: &Tensor) -> Result<Tensor> {
-    let logits = x.matmul(&router.t()?)?.to_dtype(DType::F32)?;
+/// Prints both times (seconds per run) and their ratio.
+fn compare(what: &str, rcute: f64, candle: f64) {
+    let ratio = candle / rcute;
+    println!(
+        "{what}: rcute {:.1} us, candle {:.1} us, candle / rcute = {ratio:.2}x",
+        rcute * 1e6,
+        candle * 1e6
+    );
+}
+
+/// candle's sparse MoE block (as candle-transformers' Mixtral) from router logits `[T, E]`:
+/// softmax on the GPU, top-k on the host (ties to the lower expert, as rcute), then per
+/// expert the routed rows through silu(x Wg^T) * (x Wu^T) Wd^T, weighted and added.
+fn candle_moe(x: &Tensor, logits: &Tensor, w13: &Tensor, w2: &Tensor) -> Result<Tensor> {
+    let logits = logits.to_dtype(DType::F32)?;
     let max = logits.max_keepdim(D::Minus1)?;
     let e = logits.broadcast_sub(&max)?.exp()?;
     let probs = e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?;
-    let ids: Vec<Vec<u32>> = probs.arg_sort_last_dim(false)?.narrow(1, 0, TOPK)?.to_vec2()?;
     let p: Vec<Vec<f32>> = probs.to_vec2()?;
     let (mut rows, mut weights) = (vec![vec![]; EXPERTS], vec![vec![]; EXPERTS]);
-    for (t, ids) in ids.iter().enumerate() {
-        let sum: f32 = ids.iter().map(|&j| p[t][j as usize]).sum();
-        for &j in ids {
-            rows[j as usize].push(t as u32);
-            weights[j as usize].push(p[t][j as usize] / sum);
+    for (t, p) in p.iter().enumerate() {
+        let mut ids: Vec<usize> = (0..EXPERTS).collect();
+        ids.sort_by(|&a, &b| p[b].total_cmp(&p[a]).then(a.cmp(&b)));
+        let sum: f32 = ids[..TOPK].iter().map(|&j| p[j]).sum();
+        for &j in &ids[..TOPK] {
+            rows[j].push(t as u32);
+            weights[j].push(p[j] / sum);
         }
     }
     let mut y = x.zeros_like()?.to_dtype(DType::F32)?;
@@ -97,7 +113,7 @@ fn main() -> Result<()> {
         }
         return Ok(());
     };
-    println!("{tokens} tokens; MoE: hidden {HIDDEN}, inter {INTER}, {EXPERTS} experts, top-{TOPK} (bf16)");
+    println!("{tokens} tokens; MoE block (Mixtral 8x7B): hidden {HIDDEN}, inter {INTER}, {EXPERTS} experts, top-{TOPK}, bf16, random N(0,1) activations and scaled N(0,1) weights");
     let x = Tensor::randn(0f32, 1.0, (tokens, HIDDEN), &dev)?.to_dtype(DType::BF16)?;
     let router = (Tensor::randn(0f32, 1.0, (EXPERTS, HIDDEN), &dev)? * 0.05)?.to_dtype(DType::BF16)?;
     let w13 = (Tensor::randn(0f32, 1.0, (EXPERTS, 2 * INTER, HIDDEN), &dev)? * 0.03)?.to_dtype(DType::BF16)?;
@@ -111,17 +127,42 @@ fn main() -> Result<()> {
         };
         fused_moe(&x, &w13, &w2, routing, Default::default())
     };
-    let err = rel_err(&rcute_moe()?, &candle_moe(&x, &router, &w13, &w2)?)?;
+    let candle_block = || candle_moe(&x, &x.matmul(&router.t()?)?, &w13, &w2);
+    // The router linear on its own, then the layer from the same logits on both sides (a
+    // one-ulp difference of two bf16 GEMMs may swap near-tied experts).
+    let logits = x.matmul(&router.t()?)?;
+    let err = rel_err(&matmul(&x, &router.t()?)?, &logits)?;
+    println!("router linear: max |rcute - candle| / max |candle| = {err:.2e}");
+    assert!(err < 1e-2, "the router logits differ beyond bf16 tolerance");
+    let routing = MoeRouting::Logits {
+        logits: &logits,
+        topk: TOPK,
+        renormalize: true,
+    };
+    let got = fused_moe(&x, &w13, &w2, routing, Default::default())?;
+    let err = rel_err(&got, &candle_moe(&x, &logits, &w13, &w2)?)?;
     println!("MoE block: max |rcute - candle| / max |candle| = {err:.2e}");
     assert!(err < 3e-2, "the MoE outputs differ beyond bf16 tolerance");
-    let (tr, tc) = (time(&dev, 20, rcute_moe)?, time(&dev, 20, || candle_moe(&x, &router, &w13, &w2))?);
-    println!("MoE block: rcute {:.1} us, candle {:.1} us, candle / rcute = {:.2}x", tr * 1e6, tc * 1e6, tc / tr);
+    compare("MoE block", time(&dev, 20, rcute_moe)?, time(&dev, 20, candle_block)?);
+    let router_rcute = time(&dev, 20, || matmul(&x, &router.t()?))?;
+    compare(
+        "  router linear",
+        router_rcute,
+        time(&dev, 20, || x.matmul(&router.t()?))?,
+    );
+    let layer = || fused_moe(&x, &w13, &w2, routing, Default::default());
+    let layer_candle = || candle_moe(&x, &logits, &w13, &w2);
+    compare(
+        "  layer from logits",
+        time(&dev, 20, layer)?,
+        time(&dev, 20, layer_candle)?,
+    );
 
-    println!("MLP: hidden {HIDDEN}, inter {INTER}, AWQ 4-bit group {GROUP} (f16)");
-    let xh = Tensor::randn(0f32, 1.0, (tokens, HIDDEN), &dev)?.to_dtype(DType::F16)?;
-    let (gate, gate_w) = awq_weight(HIDDEN, INTER, 1, &dev)?;
-    let (up, up_w) = awq_weight(HIDDEN, INTER, 2, &dev)?;
-    let (down, down_w) = awq_weight(INTER, HIDDEN, 3, &dev)?;
+    println!("{tokens} tokens; MLP (Llama-2-7B): hidden {MLP_HIDDEN}, inter {MLP_INTER}, AWQ 4-bit group {GROUP}, f16, pseudo-random 4-bit weights and zeros, uniform scales");
+    let xh = Tensor::randn(0f32, 1.0, (tokens, MLP_HIDDEN), &dev)?.to_dtype(DType::F16)?;
+    let (gate, gate_w) = awq_weight(MLP_HIDDEN, MLP_INTER, 1, &dev)?;
+    let (up, up_w) = awq_weight(MLP_HIDDEN, MLP_INTER, 2, &dev)?;
+    let (down, down_w) = awq_weight(MLP_INTER, MLP_HIDDEN, 3, &dev)?;
     let rcute_mlp = || -> Result<Tensor> {
         let act = (awq_gemm(&xh, &gate, None)?.silu()? * awq_gemm(&xh, &up, None)?)?;
         awq_gemm(&act, &down, None)
@@ -133,7 +174,10 @@ fn main() -> Result<()> {
     let err = rel_err(&rcute_mlp()?, &candle_mlp()?)?;
     println!("AWQ MLP: max |rcute - candle| / max |candle| = {err:.2e}");
     assert!(err < 3e-2, "the MLP outputs differ beyond fp16 tolerance");
-    let (tr, tc) = (time(&dev, 50, rcute_mlp)?, time(&dev, 50, candle_mlp)?);
-    println!("AWQ MLP: rcute {:.1} us, candle (dense f16) {:.1} us, candle / rcute = {:.2}x", tr * 1e6, tc * 1e6, tc / tr);
+    compare(
+        "AWQ MLP (candle: dense f16)",
+        time(&dev, 50, rcute_mlp)?,
+        time(&dev, 50, candle_mlp)?,
+    );
     Ok(())
 }

@@ -11,6 +11,7 @@ use crate::tensor::{Geometry, Major as ViewMajor, MatrixMut, MatrixRef};
 use cudarc::driver::CudaStream;
 use rcute_kernel::gemm_sm80::{self, GemmArgs, GemmSm80Config, GeneratedGemm, Major, SplitKMode};
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90};
+use rcute_kernel::grouped_gemm::{GeneratedGroupedGemm, GroupedGemmConfig};
 use rcute_kernel::{CompileOptions, Function, Gpu, KernelCache};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -74,6 +75,9 @@ pub struct OpsShared {
     pub(crate) awq: crate::awq::AwqKernels,
     /// The loaded MoE kernels (routing, grouped GEMMs, finalize) by kernel name.
     pub(crate) moe_units: Memo<String, Function>,
+    /// The generated grouped GEMMs with their loaded kernels, by configuration: generating
+    /// one takes milliseconds of host time, so it happens once, not on every call.
+    pub(crate) moe_grouped: Memo<GroupedGemmConfig, (GeneratedGroupedGemm, Function)>,
 }
 
 impl std::ops::Deref for Ops {
@@ -98,6 +102,7 @@ impl Ops {
                 tuning: std::sync::OnceLock::new(),
                 awq: crate::awq::AwqKernels::default(),
                 moe_units: Memo::new(),
+                moe_grouped: Memo::new(),
             }),
         }
     }

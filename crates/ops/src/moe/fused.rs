@@ -45,11 +45,13 @@ impl Ops {
         })
     }
 
-    /// A grouped GEMM kernel, generated and loaded once.
+    /// A grouped GEMM kernel, generated and loaded once per configuration.
     pub(crate) fn grouped_kernel(&self, cfg: &GroupedGemmConfig) -> Result<(GeneratedGroupedGemm, Function), OpsError> {
-        let g = grouped_gemm::generate(cfg).map_err(boxed)?;
-        let f = self.moe_unit(&g.name, &g.source)?;
-        Ok((g, f))
+        self.moe_grouped.get_or_try_build(cfg, || {
+            let g = grouped_gemm::generate(cfg).map_err(boxed)?;
+            let f = self.moe_unit(&g.name, &g.source)?;
+            Ok((g, f))
+        })
     }
 
     /// The alignment of `ids` (device `[T, k]` int32) into the workspace regions of `p`'s
