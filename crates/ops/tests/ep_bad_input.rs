@@ -1,0 +1,58 @@
+//! Expert parallelism's host-side rejections (cargo feature `nccl`), without a GPU and
+//! without NCCL: slices that are not the even split, ranks past the world, a missing or
+//! broken NCCL library (a typed error naming what was tried, no panic), workspace sizes.
+
+use rcute_ops::ep::{ep_moe_workspace_bytes, validate_ep_slice, Communicator, EpCombine, Nccl};
+use rcute_ops::moe::fused_moe_workspace_bytes;
+use rcute_ops::{DType, OpsError};
+
+#[test]
+fn even_split_accepted() {
+    for (rank, world, local) in [(0, 1, 8), (0, 2, 4), (1, 2, 4), (3, 4, 16)] {
+        validate_ep_slice(rank, world, rank * local, local, Some(world * local)).unwrap();
+        validate_ep_slice(rank, world, rank * local, local, None).unwrap();
+    }
+}
+
+#[test]
+fn bad_rank_offset_or_slice_rejected() {
+    let shape = |r: Result<(), OpsError>| assert!(matches!(r, Err(OpsError::Shape(_))), "{r:?}");
+    shape(validate_ep_slice(2, 2, 8, 4, None)); // rank past the world
+    shape(validate_ep_slice(5, 2, 20, 4, None));
+    shape(validate_ep_slice(1, 2, 0, 4, None)); // rank 1 starting at expert 0
+    shape(validate_ep_slice(0, 2, 4, 4, None)); // rank 0 starting at expert 4
+    shape(validate_ep_slice(1, 2, 4, 4, Some(6))); // 2 x 4 experts for a routing of 6
+    shape(validate_ep_slice(1, 2, 4, 4, Some(16)));
+    shape(validate_ep_slice(1, 2, usize::MAX, 4, None)); // offset overflow
+    assert!(matches!(validate_ep_slice(0, 0, 0, 4, None), Err(OpsError::Empty(_))));
+    assert!(matches!(validate_ep_slice(0, 2, 0, 0, None), Err(OpsError::Empty(_))));
+}
+
+#[test]
+fn missing_nccl_library_is_a_typed_error() {
+    let e = Nccl::load_from(&["/nonexistent/dir/libnccl.so.2".into()]).unwrap_err();
+    let OpsError::Nccl(msg) = &e else { panic!("{e:?}") };
+    assert!(msg.contains("/nonexistent/dir/libnccl.so.2"), "{msg}");
+    assert!(msg.contains("RCUTE_NCCL_LIB"), "{msg}");
+    // A file that is not a shared library.
+    let not_lib = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let e = Nccl::load_from(&[not_lib.into()]).unwrap_err();
+    assert!(matches!(e, OpsError::Nccl(ref m) if m.contains("Cargo.toml")), "{e:?}");
+    // No candidate at all.
+    assert!(matches!(Nccl::load_from(&[]), Err(OpsError::Nccl(_))));
+}
+
+#[test]
+fn no_stream_no_communicator() {
+    assert!(matches!(Communicator::from_streams(&[]), Err(OpsError::Empty(_))));
+}
+
+#[test]
+fn workspace_sizes() {
+    let (t, k, l, w, h, i) = (100, 2, 4, 2, 256, 512);
+    let one = fused_moe_workspace_bytes(t, k, l, h, i, DType::BF16).unwrap();
+    assert_eq!(ep_moe_workspace_bytes(EpCombine::AllReduce, t, k, l, w, h, i, DType::BF16).unwrap(), one);
+    let rs = ep_moe_workspace_bytes(EpCombine::ReduceScatter, t, k, l, w, h, i, DType::BF16).unwrap();
+    assert!(rs >= one + t * h * 2);
+    assert!(ep_moe_workspace_bytes(EpCombine::AllReduce, t, k, 0, w, h, i, DType::BF16).is_err());
+}
