@@ -55,4 +55,10 @@ fn workspace_sizes() {
     let rs = ep_moe_workspace_bytes(EpCombine::ReduceScatter, t, k, l, w, h, i, DType::BF16).unwrap();
     assert!(rs >= one + t * h * 2);
     assert!(ep_moe_workspace_bytes(EpCombine::AllReduce, t, k, 0, w, h, i, DType::BF16).is_err());
+    // The dispatch: the fused MoE of the W * T received rows, plus send / receive / result
+    // rows [W, T, H] (three of them) and their routing.
+    let d = ep_moe_workspace_bytes(EpCombine::Dispatch, t, k, l, w, h, i, DType::BF16).unwrap();
+    let recv = fused_moe_workspace_bytes(w * t, k, l, h, i, DType::BF16).unwrap();
+    assert!(d >= recv + 3 * w * t * h * 2 + 4 * w * t * k * 4, "{d}");
+    assert!(ep_moe_workspace_bytes(EpCombine::Dispatch, usize::MAX / 2, k, l, w, h, i, DType::BF16).is_err());
 }

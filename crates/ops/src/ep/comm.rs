@@ -13,6 +13,16 @@ use cudarc::nccl::sys::{ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclUniqueId};
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
+/// Where the layer is when [`super::ExpertParallel::fused_moe_marked`] calls its marker: around
+/// the NCCL collectives (a benchmark records CUDA events there to time them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EpMark {
+    /// Before the first collective is enqueued.
+    CollectiveBegin,
+    /// After the last collective is enqueued.
+    CollectiveEnd,
+}
+
 /// The bootstrap id every rank of a multi-process communicator needs
 /// ([`Communicator::from_rank`]): made by one rank, sent to the others by the application.
 #[derive(Clone, Copy, Debug)]
@@ -226,27 +236,30 @@ impl Communicator {
         self.nccl.check("ncclAllGather", r)
     }
 
-    /// All-to-all: block `p` of `send` goes to rank `p`, block `p` of `recv` comes from
-    /// rank `p` (`count` elements per block; one NCCL group of send/recv pairs, which
-    /// every NCCL 2.7+ has, rather than `ncclAlltoAll`, which only recent ones have).
+    /// All-to-all of several buffers in one NCCL group of send/recv pairs (which every
+    /// NCCL 2.7+ has, rather than `ncclAlltoAll`, which only recent ones have): for each
+    /// `(send, recv, count, dtype)`, block `p` of `send` goes to rank `p` and block `p` of
+    /// `recv` comes from rank `p` (`count` elements per block).
     ///
     /// # Safety
     ///
-    /// As [`Self::all_reduce_sum`]; `send` and `recv` hold `world * count` elements each
-    /// and do not overlap.
-    pub unsafe fn all_to_all(&self, send: u64, recv: u64, count: usize, dtype: DType) -> Result<(), OpsError> {
-        let t = nccl_type(dtype)?;
-        let bytes = (count * dtype.bytes()) as u64;
+    /// As [`Self::all_reduce_sum`]; each `send` and `recv` holds `world * count` elements
+    /// and no `recv` overlaps anything else.
+    pub unsafe fn all_to_all_group(&self, bufs: &[(u64, u64, usize, DType)]) -> Result<(), OpsError> {
+        let types = bufs.iter().map(|b| nccl_type(b.3)).collect::<Result<Vec<_>, _>>()?;
         self.stream.context().bind_to_thread()?;
         let n = self.nccl;
         n.check("ncclGroupStart", (n.GroupStart)())?;
         let mut first_err = Ok(());
-        for p in 0..self.world {
-            let off = p as u64 * bytes;
-            let s = (n.Send)((send + off) as *const c_void, count, t, p as c_int, self.comm, self.raw_stream());
-            let r = (n.Recv)((recv + off) as *mut c_void, count, t, p as c_int, self.comm, self.raw_stream());
-            if first_err.is_ok() {
-                first_err = n.check("ncclSend", s).and_then(|_| n.check("ncclRecv", r));
+        for (&(send, recv, count, dtype), &t) in bufs.iter().zip(&types) {
+            let bytes = (count * dtype.bytes()) as u64;
+            for p in 0..self.world {
+                let off = p as u64 * bytes;
+                let s = (n.Send)((send + off) as *const c_void, count, t, p as c_int, self.comm, self.raw_stream());
+                let r = (n.Recv)((recv + off) as *mut c_void, count, t, p as c_int, self.comm, self.raw_stream());
+                if first_err.is_ok() {
+                    first_err = n.check("ncclSend", s).and_then(|_| n.check("ncclRecv", r));
+                }
             }
         }
         let end = n.check("ncclGroupEnd", (n.GroupEnd)());

@@ -10,16 +10,21 @@
 //! * [`EpCombine::ReduceScatter`]: the same, but the parts are summed with a
 //!   reduce-scatter: rank `r` gets tokens `[r T / W, (r + 1) T / W)` of `y` (`T` a
 //!   multiple of `W`; `y` is `[T / W, H]`), half the traffic of the all-reduce.
+//! * [`EpCombine::Dispatch`]: each rank holds only its own tokens; the routed rows go to
+//!   the owning ranks with NCCL all-to-all, are computed there and come back for the
+//!   weighted sum on the source rank ([`super::dispatch`] has the steps).
 //!
 //! # CUDA graphs
 //!
-//! Both combines are capturable on the communicator's stream: the fused MoE never waits for
-//! the host, and NCCL (2.9+) captures its collectives; nothing is allocated and no size
-//! is read back.
+//! All three combines are capturable on the communicator's stream: the fused MoE never
+//! waits for the host, NCCL (2.9+) captures its collectives and send/recv groups,
+//! nothing is allocated, and no size is read back (the dispatch uses a fixed capacity of
+//! `T` rows per destination rank, so its counts stay on the GPU).
 //!
 //! # Reproducibility
 //!
-//! Each rank's part is bit-identical from run to run (the fused MoE's fixed-order
+//! The dispatch is bit-identical from run to run (send/recv copy bytes; the source rank
+//! sums the returned parts in rank order). Each rank's part is bit-identical from run to run (the fused MoE's fixed-order
 //! finalize). With two ranks the all-reduce / reduce-scatter sum of two bf16 values is
 //! commutative, so the result is bit-identical run to run and on both ranks; with more
 //! ranks NCCL's summation order depends on its algorithm choice (fixed for one
@@ -27,7 +32,7 @@
 //! experts the result is not bit-identical: each rank rounds its part to bf16 / f16
 //! before the sum (within bf16 rounding of the single-GPU layer; the tests check 1e-2).
 
-use super::comm::Communicator;
+use super::comm::{Communicator, EpMark};
 use crate::error::OpsError;
 use crate::moe::{fused_moe_workspace_bytes, validate_fused_moe, MoeOptions, MoeRouting, MoeWorkspace};
 use crate::stream::Uses;
@@ -41,16 +46,9 @@ pub enum EpCombine {
     AllReduce,
     /// All tokens on every rank; NCCL reduce-scatter; `y [T / W, H]`, rank `r`'s tokens.
     ReduceScatter,
-}
-
-/// Where the layer is when [`ExpertParallel::fused_moe_marked`] calls its marker: around
-/// the NCCL collectives (a benchmark records CUDA events there to time them).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EpMark {
-    /// Before the first collective is enqueued.
-    CollectiveBegin,
-    /// After the last collective is enqueued.
-    CollectiveEnd,
+    /// Each rank its own `T` tokens (the same `T` everywhere); rows dispatched to the
+    /// experts' ranks with all-to-all and back ([`super::dispatch`]); `y [T, H]`.
+    Dispatch,
 }
 
 /// Checks that rank `rank` of `world` holding `local` experts from `expert_offset` is the
@@ -101,7 +99,8 @@ pub fn validate_ep_slice(
 }
 
 /// The workspace [`ExpertParallel::fused_moe`] needs on each rank for `tokens` tokens
-/// (all of them, as every rank holds), top-`topk`, `local` experts per rank, `world`
+/// (those the rank holds: all of them for the all-reduce / reduce-scatter, its own for
+/// the dispatch), top-`topk`, `local` experts per rank, `world`
 /// ranks, hidden `hidden`, intermediate `inter`.
 ///
 /// ```
@@ -129,13 +128,13 @@ pub fn ep_moe_workspace_bytes(
     inter: usize,
     dtype: DType,
 ) -> Result<usize, OpsError> {
-    let _ = world;
     let fused = fused_moe_workspace_bytes(tokens, topk, local, hidden, inter, dtype)?;
     match combine {
         EpCombine::AllReduce => Ok(fused),
         EpCombine::ReduceScatter => round_up(fused)
             .checked_add(tokens.saturating_mul(hidden).saturating_mul(dtype.bytes()))
             .ok_or(OpsError::TooLarge { what: "MoE workspace" }),
+        EpCombine::Dispatch => Ok(super::dispatch::DispatchLayout::new(tokens, topk, local, world, hidden, inter, dtype)?.bytes),
     }
 }
 
@@ -246,12 +245,15 @@ impl ExpertParallel {
             MoeRouting::Given { .. } => None,
         };
         validate_ep_slice(rank, world, opts.expert_offset, local, experts)?;
+        if combine == EpCombine::Dispatch {
+            return super::dispatch::run(&self.ops, &self.comm, x, w13, w2, routing, &opts, workspace, y, mark);
+        }
         let (t, h) = (x.geo().rows, x.geo().cols);
         let yg = y.geo();
         // The full [T, H] part: y itself (all-reduce in place) or the workspace's tail.
-        let fused_bytes = fused_moe_workspace_bytes(t, routing_topk(routing), local, h, w13.geo().rows / 2, yg.dtype)?;
+        let fused_bytes = fused_moe_workspace_bytes(t, routing.topk(), local, h, w13.geo().rows / 2, yg.dtype)?;
         let (part, rows_out) = match combine {
-            EpCombine::AllReduce => (None, t),
+            EpCombine::AllReduce | EpCombine::Dispatch => (None, t),
             EpCombine::ReduceScatter => {
                 if t % world != 0 {
                     return Err(OpsError::Shape(format!("reduce-scatter of {t} tokens over {world} ranks")));
@@ -317,20 +319,12 @@ impl ExpertParallel {
         // SAFETY: `p.y` is the validated [T, H] part (y or the workspace's tail) and `yg`
         // the validated output; every rank enqueues the same collective.
         unsafe {
-            match combine {
-                EpCombine::AllReduce => self.comm.all_reduce_sum(p.y.ptr, p.y.ptr, t * h, yg.dtype)?,
-                EpCombine::ReduceScatter => self.comm.reduce_scatter_sum(p.y.ptr, yg.ptr, rows_out * h, yg.dtype)?,
+            match part {
+                None => self.comm.all_reduce_sum(p.y.ptr, p.y.ptr, t * h, yg.dtype)?,
+                Some(_) => self.comm.reduce_scatter_sum(p.y.ptr, yg.ptr, rows_out * h, yg.dtype)?,
             }
         }
         mark(EpMark::CollectiveEnd);
         Ok(())
-    }
-}
-
-/// `k` of a routing (0 for a malformed one: validation reports it).
-fn routing_topk(r: &MoeRouting<'_>) -> usize {
-    match r {
-        MoeRouting::Logits { topk, .. } => *topk,
-        MoeRouting::Given { topk_ids, .. } => topk_ids.geo().cols,
     }
 }

@@ -7,6 +7,7 @@
 //!   and the collectives the layer uses.
 //! * [`expert_parallel`]: [`ExpertParallel`], the layer on one rank, and its combines
 //!   ([`EpCombine`]), with what is capturable in a CUDA graph and what is bit-reproducible.
+//! * [`dispatch`]: the token-dispatch combine (all-to-all there and back).
 //!
 //! ```
 //! use rcute_ops::ep::{validate_ep_slice, Nccl};
@@ -19,9 +20,10 @@
 //! ```
 
 pub mod comm;
+pub mod dispatch;
 pub mod expert_parallel;
 pub mod library;
 
-pub use comm::{Communicator, UniqueId};
-pub use expert_parallel::{ep_moe_workspace_bytes, validate_ep_slice, EpCombine, EpMark, ExpertParallel};
+pub use comm::{Communicator, EpMark, UniqueId};
+pub use expert_parallel::{ep_moe_workspace_bytes, validate_ep_slice, EpCombine, ExpertParallel};
 pub use library::{Nccl, ENV_NCCL_LIB};

@@ -24,7 +24,7 @@
 //! ```
 
 pub mod align;
-mod fused;
+pub(crate) mod fused;
 mod grouped;
 pub mod problem;
 pub mod reference;
