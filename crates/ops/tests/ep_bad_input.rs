@@ -62,3 +62,23 @@ fn workspace_sizes() {
     assert!(d >= recv + 3 * w * t * h * 2 + 4 * w * t * k * 4, "{d}");
     assert!(ep_moe_workspace_bytes(EpCombine::Dispatch, usize::MAX / 2, k, l, w, h, i, DType::BF16).is_err());
 }
+
+/// Where NCCL is installed (`RCUTE_NCCL_LIB`, `LD_LIBRARY_PATH`, a Python package), it
+/// loads without a GPU, reports a 2.x version and makes a bootstrap id; elsewhere
+/// `Nccl::get` is a typed error (this test then says so and passes).
+#[test]
+fn nccl_loads_where_installed() {
+    match Nccl::get() {
+        Ok(n) => {
+            let v = n.version().unwrap();
+            eprintln!("NCCL {v} from {}", n.path);
+            assert!((20000..100000).contains(&v), "version code {v}");
+            let id = rcute_ops::ep::UniqueId::new().unwrap();
+            assert!(id.0.iter().any(|&b| b != 0));
+        }
+        Err(e) => {
+            assert!(matches!(e, OpsError::Nccl(_)), "{e:?}");
+            eprintln!("no NCCL here ({e})");
+        }
+    }
+}

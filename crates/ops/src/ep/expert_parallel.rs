@@ -255,7 +255,7 @@ impl ExpertParallel {
         let (part, rows_out) = match combine {
             EpCombine::AllReduce | EpCombine::Dispatch => (None, t),
             EpCombine::ReduceScatter => {
-                if t % world != 0 {
+                if !t.is_multiple_of(world) {
                     return Err(OpsError::Shape(format!("reduce-scatter of {t} tokens over {world} ranks")));
                 }
                 let at = round_up(fused_bytes);

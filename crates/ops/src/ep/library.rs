@@ -114,7 +114,12 @@ impl Nccl {
     /// [`OpsError::Nccl`] when no candidate loads (the message lists them).
     pub fn get() -> Result<&'static Nccl, OpsError> {
         static LIB: OnceLock<Result<Nccl, String>> = OnceLock::new();
-        LIB.get_or_init(|| Nccl::load_from(&candidates()).map_err(|e| e.to_string()))
+        LIB.get_or_init(|| {
+            Nccl::load_from(&candidates()).map_err(|e| match e {
+                OpsError::Nccl(m) => m,
+                other => other.to_string(),
+            })
+        })
             .as_ref()
             .map_err(|e| OpsError::Nccl(e.clone()))
     }
