@@ -82,3 +82,25 @@ fn nccl_loads_where_installed() {
         }
     }
 }
+
+/// The search finds a Python package's NCCL through a `python3` on a `PATH` (a fake
+/// virtual environment with an empty `libnccl.so.2` in its site-packages).
+#[test]
+fn python_package_nccl_is_a_candidate() {
+    use rcute_ops::ep::library::{default_candidates, python_prefixes, site_packages_nccl};
+    let dir = tempfile::tempdir().unwrap();
+    let venv = dir.path();
+    std::fs::create_dir_all(venv.join("bin")).unwrap();
+    std::fs::write(venv.join("bin/python3"), "").unwrap();
+    let lib = venv.join("lib/python3.12/site-packages/nvidia/nccl/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(lib.join("libnccl.so.2"), "").unwrap();
+    let path = std::env::join_paths([venv.join("nothing"), venv.join("bin")]).unwrap();
+    let prefixes = python_prefixes(&path);
+    assert_eq!(prefixes, vec![venv.to_path_buf()]);
+    assert_eq!(site_packages_nccl(&prefixes), vec![lib.join("libnccl.so.2")]);
+    assert_eq!(default_candidates()[0], std::path::PathBuf::from("libnccl.so.2"));
+    // An empty file is no library: a typed error naming it.
+    let e = Nccl::load_from(&[lib.join("libnccl.so.2")]).unwrap_err();
+    assert!(matches!(e, OpsError::Nccl(ref m) if m.contains("site-packages")), "{e:?}");
+}

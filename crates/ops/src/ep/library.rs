@@ -12,10 +12,12 @@
 //! 1. `RCUTE_NCCL_LIB`, when set: that file only (an absolute path to `libnccl.so.2`);
 //! 2. `libnccl.so.2`, then `libnccl.so`, through the system loader (`LD_LIBRARY_PATH`, the
 //!    `ldconfig` cache, `/usr/lib/...`);
-//! 3. `nvidia/nccl/lib/libnccl.so.2` under the Python package directories: `$VIRTUAL_ENV`,
-//!    `$CONDA_PREFIX`, `~/.local`, `/usr/local`, `/usr` and `/opt/conda`, each
-//!    `lib/python3.*/{site,dist}-packages` (where `pip install nvidia-nccl-cu13`, or
-//!    PyTorch's dependencies, put it). A shell finds the same directory with
+//! 3. `nvidia/nccl/lib/libnccl.so.2` under the Python package directories of these
+//!    prefixes: `$VIRTUAL_ENV`, `$CONDA_PREFIX`, the parent of every `PATH` directory
+//!    holding a `python3` (a virtual environment's or conda's `bin/`), `~/.local`,
+//!    `/usr/local`, `/usr` and `/opt/conda`, each `lib/python3.*/{site,dist}-packages`
+//!    (where `pip install nvidia-nccl-cu13`, or PyTorch's dependencies, put it; the GPU
+//!    machine's PyTorch has it in `/opt/torch/.venv/lib/python3.12/site-packages`). A shell finds the same directory with
 //!    `python3 -c "import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], 'lib'))"`.
 //!
 //! When none loads, or the library lacks an entry point, the answer is
@@ -66,17 +68,41 @@ impl std::fmt::Debug for Nccl {
 
 /// The candidates of steps 2 and 3 (see the module docs), in order.
 pub fn default_candidates() -> Vec<PathBuf> {
-    let mut c = vec![PathBuf::from("libnccl.so.2"), PathBuf::from("libnccl.so")];
     let mut prefixes: Vec<PathBuf> = Vec::new();
     for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
         if let Some(p) = std::env::var_os(var) {
             prefixes.push(p.into());
         }
     }
+    if let Some(path) = std::env::var_os("PATH") {
+        prefixes.extend(python_prefixes(&path));
+    }
     if let Some(home) = std::env::var_os("HOME") {
         prefixes.push(Path::new(&home).join(".local"));
     }
     prefixes.extend(["/usr/local", "/usr", "/opt/conda"].map(PathBuf::from));
+    let mut c = vec![PathBuf::from("libnccl.so.2"), PathBuf::from("libnccl.so")];
+    for lib in site_packages_nccl(&prefixes) {
+        if !c.contains(&lib) {
+            c.push(lib);
+        }
+    }
+    c
+}
+
+/// The parents of the directories of a `PATH`-like list that hold a `python3` (the
+/// prefixes of virtual environments and conda installations on it).
+pub fn python_prefixes(path: &std::ffi::OsStr) -> Vec<PathBuf> {
+    std::env::split_paths(path)
+        .filter(|dir| dir.join("python3").exists())
+        .filter_map(|dir| dir.parent().map(Path::to_path_buf))
+        .collect()
+}
+
+/// The existing `lib/python3.*/{site,dist}-packages/nvidia/nccl/lib/libnccl.so.2` files
+/// under `prefixes`, in order.
+pub fn site_packages_nccl(prefixes: &[PathBuf]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
     for prefix in prefixes {
         let Ok(dir) = std::fs::read_dir(prefix.join("lib")) else { continue };
         let mut pythons: Vec<PathBuf> = dir
@@ -89,12 +115,12 @@ pub fn default_candidates() -> Vec<PathBuf> {
             for pkgs in ["site-packages", "dist-packages"] {
                 let lib = py.join(pkgs).join("nvidia/nccl/lib/libnccl.so.2");
                 if lib.exists() {
-                    c.push(lib);
+                    found.push(lib);
                 }
             }
         }
     }
-    c
+    found
 }
 
 /// The candidates this process uses: `RCUTE_NCCL_LIB` alone when set, else
