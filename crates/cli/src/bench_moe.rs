@@ -49,8 +49,9 @@ pub struct BenchMoeArgs {
     /// rcute-cli): times the layer split over the ranks against one GPU.
     #[arg(long, default_value_t = 1)]
     pub ranks: usize,
-    /// With `--ranks`: the combines to time (all-reduce, reduce-scatter, dispatch).
-    #[arg(long = "combine", default_values_t = ["all-reduce".to_string(), "dispatch".to_string()])]
+    /// With `--ranks`: the combines to time (all-reduce, all-reduce-overlapped,
+    /// reduce-scatter, dispatch).
+    #[arg(long = "combine", default_values_t = ["all-reduce".to_string(), "all-reduce-overlapped".to_string(), "dispatch".to_string()])]
     pub combine: Vec<String>,
 }
 

@@ -13,8 +13,9 @@ use cudarc::nccl::sys::{ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclUniqueId};
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
-/// Where the layer is when [`super::ExpertParallel::fused_moe_marked`] calls its marker: around
-/// the NCCL collectives (a benchmark records CUDA events there to time them).
+/// Where the layer is when [`super::ExpertParallel::fused_moe_marked`] calls its marker
+/// (with the stream the collectives go to): around the NCCL collectives (a benchmark
+/// records CUDA events there to time them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EpMark {
     /// Before the first collective is enqueued.
@@ -182,8 +183,25 @@ impl Communicator {
     /// `send` and `recv` address `count` elements of `dtype` on this rank's device, valid
     /// until the stream reaches the collective; every rank makes the same call.
     pub unsafe fn all_reduce_sum(&self, send: u64, recv: u64, count: usize, dtype: DType) -> Result<(), OpsError> {
+        self.all_reduce_sum_on(&self.stream, send, recv, count, dtype)
+    }
+
+    /// [`Self::all_reduce_sum`] enqueued on `stream` instead of [`Self::stream`].
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::all_reduce_sum`]; `stream` belongs to this rank's device, and the
+    /// collectives of this communicator stay in one order on every rank.
+    pub unsafe fn all_reduce_sum_on(
+        &self,
+        stream: &CudaStream,
+        send: u64,
+        recv: u64,
+        count: usize,
+        dtype: DType,
+    ) -> Result<(), OpsError> {
         let t = nccl_type(dtype)?;
-        self.stream.context().bind_to_thread()?;
+        stream.context().bind_to_thread()?;
         let r = (self.nccl.AllReduce)(
             send as *const c_void,
             recv as *mut c_void,
@@ -191,7 +209,7 @@ impl Communicator {
             t,
             ncclRedOp_t::ncclSum,
             self.comm,
-            self.raw_stream(),
+            stream.cu_stream() as *mut c_void,
         );
         self.nccl.check("ncclAllReduce", r)
     }

@@ -30,6 +30,8 @@ use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef};
 use crate::Ops;
 use rcute_kernel::moe_routing::ep_dispatch::{self, EpPackArgs, GeneratedEpKernel};
 use rcute_kernel::KernelArgs;
+use cudarc::driver::CudaStream;
+use std::sync::Arc;
 
 const ALIGN: usize = 256;
 
@@ -124,7 +126,7 @@ pub(crate) fn run(
     opts: &MoeOptions,
     workspace: &mut MoeWorkspace<'_>,
     y: &mut MatrixMut<'_>,
-    mark: &mut dyn FnMut(EpMark),
+    mark: &mut dyn FnMut(EpMark, &Arc<CudaStream>),
 ) -> Result<(), OpsError> {
     let world = comm.world_size();
     let (xg, yg) = (x.geo(), y.geo());
@@ -236,7 +238,7 @@ pub(crate) fn run(
         fp.launch(&GeneratedEpKernel::pack_config(&pa), &pack_args).map_err(boxed)?;
         fg.launch(&ep_dispatch::vector_config(rows, vecs), &gather_args).map_err(boxed)?;
     }
-    mark(EpMark::CollectiveBegin);
+    mark(EpMark::CollectiveBegin, comm.stream());
     // SAFETY: [W, T, ...] send and receive regions of the workspace; every rank makes
     // the same calls with the same T.
     unsafe {
@@ -246,13 +248,13 @@ pub(crate) fn run(
             (at(l.send_weights), at(l.recv_weights), t * topk, DType::F32),
         ])?;
     }
-    mark(EpMark::CollectiveEnd);
+    mark(EpMark::CollectiveEnd, comm.stream());
     ops.run_fused_moe(&recv)?;
     let _scope = ops.launch_scope();
-    mark(EpMark::CollectiveBegin);
+    mark(EpMark::CollectiveBegin, comm.stream());
     // SAFETY: y_recv [W, T, H] back into send_x (free since the first all-to-all).
     unsafe { comm.all_to_all_group(&[(at(l.y_recv), at(l.send_x), t * h, dt)])? };
-    mark(EpMark::CollectiveEnd);
+    mark(EpMark::CollectiveEnd, comm.stream());
     // SAFETY: send_x now holds [W, T, H] returned rows; y is the validated [T, H].
     unsafe { fc.launch(&ep_dispatch::vector_config(t, h / 8), &combine_args) }.map_err(boxed)?;
     Ok(())

@@ -6,7 +6,9 @@
 //!
 //! * [`EpCombine::AllReduce`]: every rank holds all `T` tokens (and the same routing); each
 //!   computes its experts' part of `y [T, H]` in place and an NCCL all-reduce sums the
-//!   parts, so every rank ends with the whole `y`.
+//!   parts, so every rank ends with the whole `y`. [`EpCombine::AllReduceOverlapped`]
+//!   does it in two halves of the tokens, the first half's all-reduce running on a
+//!   second stream of the rank (made on first use) while the second half's experts run.
 //! * [`EpCombine::ReduceScatter`]: the same, but the parts are summed with a
 //!   reduce-scatter: rank `r` gets tokens `[r T / W, (r + 1) T / W)` of `y` (`T` a
 //!   multiple of `W`; `y` is `[T / W, H]`), half the traffic of the all-reduce.
@@ -16,21 +18,26 @@
 //!
 //! # CUDA graphs
 //!
-//! All three combines are capturable on the communicator's stream: the fused MoE never
-//! waits for the host, NCCL (2.9+) captures its collectives and send/recv groups,
-//! nothing is allocated, and no size is read back (the dispatch uses a fixed capacity of
+//! Every combine is capturable on the communicator's stream: the fused MoE never waits
+//! for the host, NCCL (2.9+) captures its collectives and send/recv groups, the
+//! overlapped all-reduce's second stream forks from and joins the main one with events
+//! (call it once before capturing, so that the stream exists), nothing is allocated,
+//! and no size is read back (the dispatch uses a fixed capacity of
 //! `T` rows per destination rank, so its counts stay on the GPU).
 //!
 //! # Reproducibility
 //!
-//! The dispatch is bit-identical from run to run (send/recv copy bytes; the source rank
-//! sums the returned parts in rank order). Each rank's part is bit-identical from run to run (the fused MoE's fixed-order
-//! finalize). With two ranks the all-reduce / reduce-scatter sum of two bf16 values is
-//! commutative, so the result is bit-identical run to run and on both ranks; with more
-//! ranks NCCL's summation order depends on its algorithm choice (fixed for one
-//! configuration and size, not promised by NCCL). Compared with one GPU running all
-//! experts the result is not bit-identical: each rank rounds its part to bf16 / f16
-//! before the sum (within bf16 rounding of the single-GPU layer; the tests check 1e-2).
+//! Each rank's part is bit-identical from run to run (the fused MoE's fixed-order
+//! finalize), and so is the dispatch (send/recv copy bytes; the source rank sums the
+//! returned parts in rank order). With two ranks the all-reduce / reduce-scatter sum of
+//! two bf16 values is commutative, so the result is bit-identical run to run and on both
+//! ranks; with more ranks NCCL's summation order depends on its algorithm choice (fixed
+//! for one configuration and size, not promised by NCCL). Compared with one GPU running
+//! all experts the result is not bit-identical: each rank rounds its part to bf16 / f16
+//! before the sum (within bf16 rounding of the one-GPU layer; the tests check 1e-2).
+//! With one rank, the all-reduce, reduce-scatter and dispatch equal the one-GPU layer
+//! bit for bit; the overlapped all-reduce runs two half-size layers, whose GEMM
+//! configuration may differ from the whole's.
 
 use super::comm::{Communicator, EpMark};
 use crate::error::OpsError;
@@ -38,12 +45,17 @@ use crate::moe::{fused_moe_workspace_bytes, validate_fused_moe, MoeOptions, MoeR
 use crate::stream::Uses;
 use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef};
 use crate::Ops;
+use cudarc::driver::CudaStream;
+use std::sync::Arc;
 
 /// How the ranks' partial outputs are combined (see the [module docs](self)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EpCombine {
     /// All tokens on every rank; NCCL all-reduce; `y [T, H]` on every rank.
     AllReduce,
+    /// As [`EpCombine::AllReduce`], in two halves of the tokens: the first half's
+    /// all-reduce (on a second stream of the rank) overlaps the second half's experts.
+    AllReduceOverlapped,
     /// All tokens on every rank; NCCL reduce-scatter; `y [T / W, H]`, rank `r`'s tokens.
     ReduceScatter,
     /// Each rank its own `T` tokens (the same `T` everywhere); rows dispatched to the
@@ -130,7 +142,7 @@ pub fn ep_moe_workspace_bytes(
 ) -> Result<usize, OpsError> {
     let fused = fused_moe_workspace_bytes(tokens, topk, local, hidden, inter, dtype)?;
     match combine {
-        EpCombine::AllReduce => Ok(fused),
+        EpCombine::AllReduce | EpCombine::AllReduceOverlapped => Ok(fused),
         EpCombine::ReduceScatter => round_up(fused)
             .checked_add(tokens.saturating_mul(hidden).saturating_mul(dtype.bytes()))
             .ok_or(OpsError::TooLarge { what: "MoE workspace" }),
@@ -166,6 +178,8 @@ fn round_up(b: usize) -> usize {
 pub struct ExpertParallel {
     comm: Communicator,
     ops: Ops,
+    /// The second stream of [`EpCombine::AllReduceOverlapped`], made on first use.
+    side: std::sync::OnceLock<Arc<CudaStream>>,
 }
 
 impl std::fmt::Debug for ExpertParallel {
@@ -182,7 +196,11 @@ impl ExpertParallel {
     /// [`OpsError::Stream`] when the communicator's stream is not on `ops`' GPU.
     pub fn new(ops: &Ops, comm: Communicator) -> Result<ExpertParallel, OpsError> {
         let ops = ops.on_stream(comm.stream())?;
-        Ok(ExpertParallel { comm, ops })
+        Ok(ExpertParallel {
+            comm,
+            ops,
+            side: std::sync::OnceLock::new(),
+        })
     }
 
     /// The communicator.
@@ -218,11 +236,12 @@ impl ExpertParallel {
         workspace: &mut MoeWorkspace<'_>,
         y: &mut MatrixMut<'_>,
     ) -> Result<(), OpsError> {
-        self.fused_moe_marked(x, w13, w2, routing, combine, workspace, y, &mut |_| {})
+        self.fused_moe_marked(x, w13, w2, routing, combine, workspace, y, &mut |_, _| {})
     }
 
     /// [`Self::fused_moe`], calling `mark` right before and after the collectives are
-    /// enqueued (on this thread; e.g. to record CUDA events on [`Communicator::stream`]).
+    /// enqueued, with the stream they go to (on this thread; e.g. to record CUDA events
+    /// there).
     #[allow(clippy::too_many_arguments)]
     pub fn fused_moe_marked(
         &self,
@@ -233,7 +252,7 @@ impl ExpertParallel {
         combine: EpCombine,
         workspace: &mut MoeWorkspace<'_>,
         y: &mut MatrixMut<'_>,
-        mark: &mut dyn FnMut(EpMark),
+        mark: &mut dyn FnMut(EpMark, &Arc<CudaStream>),
     ) -> Result<(), OpsError> {
         let (rank, world) = (self.comm.rank(), self.comm.world_size());
         let local = w13.geo().batch;
@@ -253,7 +272,7 @@ impl ExpertParallel {
         // The full [T, H] part: y itself (all-reduce in place) or the workspace's tail.
         let fused_bytes = fused_moe_workspace_bytes(t, routing.topk(), local, h, w13.geo().rows / 2, yg.dtype)?;
         let (part, rows_out) = match combine {
-            EpCombine::AllReduce | EpCombine::Dispatch => (None, t),
+            EpCombine::AllReduce | EpCombine::AllReduceOverlapped | EpCombine::Dispatch => (None, t),
             EpCombine::ReduceScatter => {
                 if !t.is_multiple_of(world) {
                     return Err(OpsError::Shape(format!("reduce-scatter of {t} tokens over {world} ranks")));
@@ -301,6 +320,7 @@ impl ExpertParallel {
         };
         let ops = &self.ops;
         ops.check_devices(&[("x", &p.x), ("w13", &p.w13), ("w2", &p.w2), ("y", &yg)])?;
+        let ws = (workspace.ptr, workspace.len);
         let mut uses = Uses::new(ops.stream())?;
         for v in [x, w13, w2] {
             uses.read(v.tracked());
@@ -314,8 +334,12 @@ impl ExpertParallel {
         }
         uses.write(workspace.tracked_mut());
         uses.write(y.tracked_mut());
+        if combine == EpCombine::AllReduceOverlapped && t >= 2 {
+            return self.overlapped(&p, x, routing, &opts, ws, &yg, mark);
+        }
         ops.run_fused_moe(&p)?;
-        mark(EpMark::CollectiveBegin);
+        let st = self.comm.stream();
+        mark(EpMark::CollectiveBegin, st);
         // SAFETY: `p.y` is the validated [T, H] part (y or the workspace's tail) and `yg`
         // the validated output; every rank enqueues the same collective.
         unsafe {
@@ -324,7 +348,89 @@ impl ExpertParallel {
                 Some(_) => self.comm.reduce_scatter_sum(p.y.ptr, yg.ptr, rows_out * h, yg.dtype)?,
             }
         }
-        mark(EpMark::CollectiveEnd);
+        mark(EpMark::CollectiveEnd, st);
         Ok(())
+    }
+
+    /// [`EpCombine::AllReduceOverlapped`] of the validated layer `p` (its `y` the
+    /// caller's): tokens `[0, T / 2)` and `[T / 2, T)` one after the other on the main
+    /// stream, each half's all-reduce on the side stream once its experts are done; the
+    /// main stream waits for the second at the end. The caller holds the guards of the
+    /// buffers (its `Uses`) until this returns.
+    #[allow(clippy::too_many_arguments)]
+    fn overlapped(
+        &self,
+        p: &crate::moe::MoeProblem,
+        x: &MatrixRef<'_>,
+        routing: &MoeRouting<'_>,
+        opts: &MoeOptions,
+        workspace: (u64, usize),
+        y: &Geometry,
+        mark: &mut dyn FnMut(EpMark, &Arc<CudaStream>),
+    ) -> Result<(), OpsError> {
+        let main = self.ops.stream();
+        let side = match self.side.get() {
+            Some(s) => s,
+            None => {
+                let s = main.context().new_stream()?;
+                self.side.get_or_init(|| s)
+            }
+        };
+        let (t, h) = (p.tokens, p.hidden);
+        let half = t / 2;
+        // Each half validated as a layer of its own, so a problem is found before any
+        // launch.
+        let halves = [(0, half), (half, t - half)]
+            .map(|(r0, n)| {
+                // SAFETY: rows [r0, r0 + n) of validated views; the workspace as given.
+                unsafe {
+                    let xr = MatrixRef::from_raw(rows_of(&x.geo(), r0, n));
+                    let yr = MatrixMut::from_raw(rows_of(y, r0, n));
+                    let ws = MoeWorkspace::from_raw(workspace.0, workspace.1);
+                    let rr = match routing {
+                        MoeRouting::Logits { logits, topk, renormalize } => MoeRouting::Logits {
+                            logits: MatrixRef::from_raw(rows_of(&logits.geo(), r0, n)),
+                            topk: *topk,
+                            renormalize: *renormalize,
+                        },
+                        MoeRouting::Given { topk_ids, topk_weights } => MoeRouting::Given {
+                            topk_ids: MatrixRef::from_raw(rows_of(&topk_ids.geo(), r0, n)),
+                            topk_weights: MatrixRef::from_raw(rows_of(&topk_weights.geo(), r0, n)),
+                        },
+                    };
+                    let w13 = MatrixRef::from_raw(p.w13);
+                    let w2 = MatrixRef::from_raw(p.w2);
+                    validate_fused_moe(&xr, &w13, &w2, &rr, opts, &ws, &yr)
+                }
+            });
+        let [a, b] = halves;
+        let (a, b) = (a?, b?);
+        for q in [&a, &b] {
+            // The workspace is reused by the second half only after the first half's
+            // kernels (same stream); the all-reduce reads y alone.
+            self.ops.run_fused_moe(q)?;
+            side.join(main)?;
+            mark(EpMark::CollectiveBegin, side);
+            // SAFETY: this half's rows of the validated y; every rank makes the same two
+            // calls in the same order on its side stream.
+            unsafe {
+                self.comm
+                    .all_reduce_sum_on(side, q.y.ptr, q.y.ptr, q.tokens * h, q.dtype)?
+            };
+            mark(EpMark::CollectiveEnd, side);
+        }
+        main.join(side)?;
+        Ok(())
+    }
+}
+
+/// Rows `[r0, r0 + n)` of a (row-major) geometry.
+fn rows_of(g: &Geometry, r0: usize, n: usize) -> Geometry {
+    let skip = r0 as i64 * g.row_stride;
+    Geometry {
+        ptr: g.ptr + (skip as u64) * g.dtype.bytes() as u64,
+        len: g.len.saturating_sub(skip as usize),
+        rows: n,
+        ..*g
     }
 }
