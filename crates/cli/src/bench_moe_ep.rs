@@ -5,11 +5,13 @@
 //! Per `T`: the one-GPU layer (all `E` experts, `T` tokens routed from random logits),
 //! then each combine asked for on `W` GPUs (rank `r` holds experts `[r E / W, (r + 1) E /
 //! W)`; all-reduce: every rank the same `T` tokens; dispatch: `T / W` tokens per rank, `T`
-//! in all). Both sides are timed the same way: eager back-to-back launches (NCCL's time
-//! is measured with CUDA events recorded around the collectives, which a captured graph
-//! would not allow), `CALLS_PER_SAMPLE` layers per sample after a barrier across the rank
-//! threads, the median over samples; a rank's time is its stream's, the layer's the
-//! slowest rank's. Weights and activations are random bf16.
+//! in all). Both sides are timed the same way: CUDA graphs of `CALLS_PER_SAMPLE` layers
+//! (the NCCL calls captured too), replayed after a barrier across the rank threads, the
+//! median over samples; a rank's time is its stream's, the layer's the slowest rank's.
+//! NCCL's share comes from eager runs of the same layer with CUDA events recorded around
+//! the collectives (events inside a captured graph cannot be timed); in those, a
+//! collective's time includes waiting for the slower rank. Weights and activations are
+//! random bf16.
 
 use crate::bench_moe::{device_random, random_bf16, BenchMoeArgs};
 use crate::bench_timing::CALLS_PER_SAMPLE;
@@ -75,6 +77,45 @@ fn time_calls(
     Ok((median(total), median(inside)))
 }
 
+/// Median microseconds per call of `f` replayed from a CUDA graph of `CALLS_PER_SAMPLE`
+/// calls captured on `st` (after 3 eager warm-up calls), `iters` samples, each after
+/// `barrier`; `None` when the capture fails (then the caller times eager calls).
+fn time_graph(
+    st: &Arc<CudaStream>,
+    iters: usize,
+    barrier: Option<&Barrier>,
+    f: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<Option<f64>, String> {
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    for _ in 0..3 {
+        f()?;
+    }
+    st.synchronize().map_err(s)?;
+    st.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(s)?;
+    let r = (0..CALLS_PER_SAMPLE).try_for_each(|_| f());
+    let g = st.end_capture(CUgraphInstantiate_flags(0));
+    let graph = match (r, g) {
+        (Ok(()), Ok(Some(g))) => g,
+        (r, g) => {
+            eprintln!("graph capture failed ({r:?}, {:?}): eager timing", g.err());
+            return Ok(None);
+        }
+    };
+    let mut v = Vec::new();
+    for _ in 0..iters.max(1) {
+        if let Some(b) = barrier {
+            b.wait();
+        }
+        let (a, z) = (event(st)?, event(st)?);
+        a.record(st).map_err(s)?;
+        graph.launch().map_err(s)?;
+        z.record(st).map_err(s)?;
+        z.synchronize().map_err(s)?;
+        v.push(f64::from(a.elapsed_ms(&z).map_err(s)?) * 1e3 / CALLS_PER_SAMPLE as f64);
+    }
+    Ok(Some(median(v)))
+}
+
 /// The one-GPU layer on `gpu`: median microseconds per layer.
 fn one_gpu(gpu: &Gpu, a: &BenchMoeArgs, t: usize, x_h: &[bf16], logits_h: &[f32]) -> Result<f64, String> {
     let (e_n, k, h, i) = (a.experts, a.topk, a.hidden, a.inter);
@@ -100,10 +141,14 @@ fn one_gpu(gpu: &Gpu, a: &BenchMoeArgs, t: usize, x_h: &[bf16], logits_h: &[f32]
     };
     let mut wsv = MoeWorkspace::new(&mut ws);
     let mut yv = MatrixMut::new(&mut y, t, h);
-    let (us, _) = time_calls(&st, a.iters, None, &mut |_| {
+    let mut call = || {
         ops.fused_moe(&xv, &w13v, &w2v, &routing, &MoeOptions::default(), &mut wsv, &mut yv)
             .map_err(s)
-    })?;
+    };
+    if let Some(us) = time_graph(&st, a.iters, None, &mut call)? {
+        return Ok(us);
+    }
+    let (us, _) = time_calls(&st, a.iters, None, &mut |_| call())?;
     Ok(us)
 }
 
@@ -145,7 +190,12 @@ fn rank_time(
     };
     let mut wsv = MoeWorkspace::new(&mut ws);
     let mut yv = MatrixMut::new(&mut y, rows, h);
-    time_calls(&st, a.iters, Some(barrier), &mut |marks| {
+    let graphed = time_graph(&st, a.iters, Some(barrier), &mut || {
+        ep.fused_moe(&xv, &w13v, &w2v, &routing, combine, &mut wsv, &mut yv).map_err(s)
+    })?;
+    // NCCL's share: eager layers with CUDA events around the collectives (the eager
+    // layer's own time is host-bound: the op generates its kernels' sources per call).
+    let (eager, nccl) = time_calls(&st, a.iters, Some(barrier), &mut |marks| {
         let mut err = Ok(());
         let mut mark = |m: EpMark, on: &Arc<CudaStream>| {
             let r = match m {
@@ -163,7 +213,8 @@ fn rank_time(
         ep.fused_moe_marked(&xv, &w13v, &w2v, &routing, combine, &mut wsv, &mut yv, &mut mark)
             .map_err(s)?;
         err
-    })
+    })?;
+    Ok((graphed.unwrap_or(eager), nccl))
 }
 
 /// The combine named on the command line.
@@ -204,7 +255,7 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
     let (e_n, k, h, i) = (args.experts, args.topk, args.hidden, args.inter);
     let combines: Vec<EpCombine> = args.combine.iter().map(|c| parse_combine(c)).collect::<Result<_, _>>()?;
     let mut out = format!(
-        "expert-parallel MoE E={e_n} top-{k} H={h} I={i} bf16 over {w} x {} (NCCL {} from {}), eager launches\n{:>6} {:>10}",
+        "expert-parallel MoE E={e_n} top-{k} H={h} I={i} bf16 over {w} x {} (NCCL {} from {}), CUDA graphs\n{:>6} {:>10}",
         gpus[0].name(),
         lib.version().map_err(s)?,
         lib.path,
