@@ -28,7 +28,10 @@ use rcute_ops::{DType, Gpu, MatrixMut, MatrixRef, Ops};
 
 /// `RCUTE_REQUIRE_GPU` as a number of GPUs (0 when unset).
 fn required() -> usize {
-    std::env::var("RCUTE_REQUIRE_GPU").ok().and_then(|v| v.parse().ok()).unwrap_or(0)
+    std::env::var("RCUTE_REQUIRE_GPU")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// `n` GPUs with NCCL loaded, or `None` after printing why.
@@ -38,7 +41,11 @@ fn gpus(n: usize) -> Option<Vec<Gpu>> {
         match Gpu::open(i) {
             Ok(g) => v.push(g),
             Err(e) => {
-                assert!(required() < n, "RCUTE_REQUIRE_GPU={} but GPU {i} cannot be opened: {e}", required());
+                assert!(
+                    required() < n,
+                    "RCUTE_REQUIRE_GPU={} but GPU {i} cannot be opened: {e}",
+                    required()
+                );
                 eprintln!("skipping: {n} GPUs needed, GPU {i} cannot be opened ({e})");
                 return None;
             }
@@ -84,7 +91,10 @@ fn check_close(what: &str, got: &[bf16], want: &[f64]) {
     let rel = (num / den.max(1e-300)).sqrt();
     eprintln!("{what}: relative error {rel:.2e}, max abs error {maxerr:.2e} (max |ref| {maxref:.2e})");
     assert!(rel < 1e-2, "{what}: relative Frobenius error {rel}");
-    assert!(maxerr <= 3e-2 * maxref + 1e-6, "{what}: max error {maxerr} vs max |ref| {maxref}");
+    assert!(
+        maxerr <= 3e-2 * maxref + 1e-6,
+        "{what}: max error {maxerr} vs max |ref| {maxref}"
+    );
 }
 
 /// A layer and its inputs on the host.
@@ -140,7 +150,9 @@ impl Case {
             }
             ids.extend(row);
         }
-        let w = (0..self.t * self.k).map(|_| (rng.next_u32() % 997) as f32 / 997.0 + 0.01).collect();
+        let w = (0..self.t * self.k)
+            .map(|_| (rng.next_u32() % 997) as f32 / 997.0 + 0.01)
+            .collect();
         self.given = Some((ids, w));
         self
     }
@@ -296,7 +308,10 @@ fn two_rank_case(name: &str, c: &Case) {
     let eps = ranks(&g);
     for combine in COMBINES {
         let got: Vec<Vec<Vec<bf16>>> = std::thread::scope(|sc| {
-            let hs: Vec<_> = eps.iter().map(|ep| sc.spawn(move || rank_run(ep, c, combine, 2))).collect();
+            let hs: Vec<_> = eps
+                .iter()
+                .map(|ep| sc.spawn(move || rank_run(ep, c, combine, 2)))
+                .collect();
             hs.into_iter().map(|h| h.join().unwrap()).collect()
         });
         for (r, runs) in got.iter().enumerate() {
@@ -311,7 +326,11 @@ fn two_rank_case(name: &str, c: &Case) {
             assert_eq!(bits(&runs[0]), bits(&runs[1]), "{what}: two runs differ");
         }
         if matches!(combine, EpCombine::AllReduce | EpCombine::AllReduceOverlapped) {
-            assert_eq!(bits(&got[0][0]), bits(&got[1][0]), "{name}: the ranks' all-reduced outputs differ");
+            assert_eq!(
+                bits(&got[0][0]),
+                bits(&got[1][0]),
+                "{name}: the ranks' all-reduced outputs differ"
+            );
         }
     }
 }
@@ -388,7 +407,8 @@ fn two_ranks_dispatch_graph_replay() {
                     let t = c.t / w;
                     let x = s.clone_htod(&c.x[r * t * c.h..(r + 1) * t * c.h]).unwrap();
                     let mut routing = Routing::upload(ep.ops(), c, r * t, t);
-                    let bytes = ep_moe_workspace_bytes(EpCombine::Dispatch, t, c.k, l, w, c.h, c.i, DType::BF16).unwrap();
+                    let bytes =
+                        ep_moe_workspace_bytes(EpCombine::Dispatch, t, c.k, l, w, c.h, c.i, DType::BF16).unwrap();
                     let mut ws = s.alloc_zeros::<u8>(bytes).unwrap();
                     let mut y = s.alloc_zeros::<bf16>(t * c.h).unwrap();
                     let graph = {
@@ -398,10 +418,13 @@ fn two_ranks_dispatch_graph_replay() {
                         let rv = routing.view(c, t);
                         let mut wsv = MoeWorkspace::new(&mut ws);
                         let mut yv = MatrixMut::new(&mut y, t, c.h);
-                        ep.fused_moe(&xv, &w13v, &w2v, &rv, EpCombine::Dispatch, &mut wsv, &mut yv).unwrap();
+                        ep.fused_moe(&xv, &w13v, &w2v, &rv, EpCombine::Dispatch, &mut wsv, &mut yv)
+                            .unwrap();
                         s.synchronize().unwrap();
-                        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).unwrap();
-                        ep.fused_moe(&xv, &w13v, &w2v, &rv, EpCombine::Dispatch, &mut wsv, &mut yv).unwrap();
+                        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+                            .unwrap();
+                        ep.fused_moe(&xv, &w13v, &w2v, &rv, EpCombine::Dispatch, &mut wsv, &mut yv)
+                            .unwrap();
                         s.end_capture(CUgraphInstantiate_flags(0)).unwrap().expect("a graph")
                     };
                     let (ids, wts) = c1.given.as_ref().unwrap();
@@ -418,6 +441,10 @@ fn two_ranks_dispatch_graph_replay() {
     let want = c1.reference();
     let t = c1.t / w;
     for (r, y) in got.iter().enumerate() {
-        check_close(&format!("graph replay rank {r}"), y, &want[r * t * c1.h..(r + 1) * t * c1.h]);
+        check_close(
+            &format!("graph replay rank {r}"),
+            y,
+            &want[r * t * c1.h..(r + 1) * t * c1.h],
+        );
     }
 }

@@ -91,7 +91,8 @@ fn time_graph(
         f()?;
     }
     st.synchronize().map_err(s)?;
-    st.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED).map_err(s)?;
+    st.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED)
+        .map_err(s)?;
     let r = (0..CALLS_PER_SAMPLE).try_for_each(|_| f());
     let g = st.end_capture(CUgraphInstantiate_flags(0));
     let graph = match (r, g) {
@@ -191,7 +192,8 @@ fn rank_time(
     let mut wsv = MoeWorkspace::new(&mut ws);
     let mut yv = MatrixMut::new(&mut y, rows, h);
     let graphed = time_graph(&st, a.iters, Some(barrier), &mut || {
-        ep.fused_moe(&xv, &w13v, &w2v, &routing, combine, &mut wsv, &mut yv).map_err(s)
+        ep.fused_moe(&xv, &w13v, &w2v, &routing, combine, &mut wsv, &mut yv)
+            .map_err(s)
     })?;
     // NCCL's share: eager layers with CUDA events around the collectives (the eager
     // layer's own time is host-bound: the op generates its kernels' sources per call).
@@ -253,7 +255,11 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         .collect::<Result<_, _>>()
         .map_err(s)?;
     let (e_n, k, h, i) = (args.experts, args.topk, args.hidden, args.inter);
-    let combines: Vec<EpCombine> = args.combine.iter().map(|c| parse_combine(c)).collect::<Result<_, _>>()?;
+    let combines: Vec<EpCombine> = args
+        .combine
+        .iter()
+        .map(|c| parse_combine(c))
+        .collect::<Result<_, _>>()?;
     let mut out = format!(
         "expert-parallel MoE E={e_n} top-{k} H={h} I={i} bf16 over {w} x {} (NCCL {} from {}), CUDA graphs\n{:>6} {:>10}",
         gpus[0].name(),
@@ -264,7 +270,12 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
     );
     for c in &combines {
         let n = format!("{c:?}").to_lowercase();
-        out.push_str(&format!(" {:>14} {:>14} {:>9}", format!("{n}_us"), format!("{n}_nccl_us"), "speedup"));
+        out.push_str(&format!(
+            " {:>14} {:>14} {:>9}",
+            format!("{n}_us"),
+            format!("{n}_nccl_us"),
+            "speedup"
+        ));
     }
     out.push('\n');
     for (n, &t) in args.tokens.iter().enumerate() {
@@ -272,7 +283,10 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
             return Err(format!("T = {t} does not split over {w} ranks"));
         }
         let x_h = random_bf16(t * h, 100 + n as u64, 1.0);
-        let logits_h: Vec<f32> = random_bf16(t * e_n, 200 + n as u64, 4.0).iter().map(|v| v.to_f32()).collect();
+        let logits_h: Vec<f32> = random_bf16(t * e_n, 200 + n as u64, 4.0)
+            .iter()
+            .map(|v| v.to_f32())
+            .collect();
         let single = one_gpu(&gpus[0], args, t, &x_h, &logits_h)?;
         out.push_str(&format!("{t:>6} {single:>10.1}"));
         for &c in &combines {

@@ -51,7 +51,10 @@ fn no_stream_no_communicator() {
 fn workspace_sizes() {
     let (t, k, l, w, h, i) = (100, 2, 4, 2, 256, 512);
     let one = fused_moe_workspace_bytes(t, k, l, h, i, DType::BF16).unwrap();
-    assert_eq!(ep_moe_workspace_bytes(EpCombine::AllReduce, t, k, l, w, h, i, DType::BF16).unwrap(), one);
+    assert_eq!(
+        ep_moe_workspace_bytes(EpCombine::AllReduce, t, k, l, w, h, i, DType::BF16).unwrap(),
+        one
+    );
     let rs = ep_moe_workspace_bytes(EpCombine::ReduceScatter, t, k, l, w, h, i, DType::BF16).unwrap();
     assert!(rs >= one + t * h * 2);
     assert!(ep_moe_workspace_bytes(EpCombine::AllReduce, t, k, 0, w, h, i, DType::BF16).is_err());
@@ -102,5 +105,8 @@ fn python_package_nccl_is_a_candidate() {
     assert_eq!(default_candidates()[0], std::path::PathBuf::from("libnccl.so.2"));
     // An empty file is no library: a typed error naming it.
     let e = Nccl::load_from(&[lib.join("libnccl.so.2")]).unwrap_err();
-    assert!(matches!(e, OpsError::Nccl(ref m) if m.contains("site-packages")), "{e:?}");
+    assert!(
+        matches!(e, OpsError::Nccl(ref m) if m.contains("site-packages")),
+        "{e:?}"
+    );
 }

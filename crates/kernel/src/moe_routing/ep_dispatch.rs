@@ -143,7 +143,11 @@ pub fn generate_pack() -> GeneratedEpKernel {
             ],
         ),
         sync(),
-        Stmt::decl("const int", "slot", "base + incl - flag + (w > 0 ? warp_sum[w - 1] : 0)"),
+        Stmt::decl(
+            "const int",
+            "slot",
+            "base + incl - flag + (w > 0 ? warp_sum[w - 1] : 0)",
+        ),
         Stmt::Comment("slot_map, src_token (W,T):(T,1); send_ids, send_weights (W,T,k):(T*k,k,1)".into()),
         if_(
             "t < T",
@@ -174,7 +178,13 @@ pub fn generate_pack() -> GeneratedEpKernel {
             ],
         ),
         sync(),
-        if_("threadIdx.x == 0", vec![Stmt::assign("base", format!("base + warp_sum[{}]", PACK_THREADS / 32 - 1))]),
+        if_(
+            "threadIdx.x == 0",
+            vec![Stmt::assign(
+                "base",
+                format!("base + warp_sum[{}]", PACK_THREADS / 32 - 1),
+            )],
+        ),
         sync(),
     ];
     let body = vec![
@@ -238,10 +248,16 @@ pub fn generate_pack() -> GeneratedEpKernel {
             ("int", "k"),
             ("int", "L"),
         ]),
-        doc: vec!["block p: the tokens routed to rank p, in token order, as rows of block p of the send buffers".into()],
+        doc: vec![
+            "block p: the tokens routed to rank p, in token order, as rows of block p of the send buffers".into(),
+        ],
         body,
     };
-    let source = unit(&name, "tokens -> per-destination rows (fixed capacity T, deterministic block scan)", f);
+    let source = unit(
+        &name,
+        "tokens -> per-destination rows (fixed capacity T, deterministic block scan)",
+        f,
+    );
     GeneratedEpKernel { name, source }
 }
 
@@ -282,7 +298,11 @@ impl GeneratedEpKernel {
 pub fn generate_gather() -> GeneratedEpKernel {
     let name = "rc_ep_dispatch_gather_v16".to_string();
     let body = vec![
-        Stmt::decl("const long long", "i", format!("(long long)blockIdx.x * {THREADS} + threadIdx.x")),
+        Stmt::decl(
+            "const long long",
+            "i",
+            format!("(long long)blockIdx.x * {THREADS} + threadIdx.x"),
+        ),
         Stmt::If {
             cond: "i >= (long long)rows * vecs".into(),
             then: vec![Stmt::Return],
@@ -297,7 +317,10 @@ pub fn generate_gather() -> GeneratedEpKernel {
         Stmt::decl("const int", "s", "src_token[r]"),
         Stmt::If {
             cond: "s >= 0".into(),
-            then: vec![Stmt::assign("send_x[i]", "__ldg(x + (long long)s * vecs + (i - (long long)r * vecs))")],
+            then: vec![Stmt::assign(
+                "send_x[i]",
+                "__ldg(x + (long long)s * vecs + (i - (long long)r * vecs))",
+            )],
             otherwise: vec![],
         },
     ];
@@ -336,7 +359,11 @@ pub fn generate_combine(element: Element) -> Result<GeneratedEpKernel, MoeRoutin
     let ta = element.cuda_type();
     let name = format!("rc_ep_dispatch_combine_{}", element.ptx());
     let body = vec![
-        Stmt::decl("const long long", "i", format!("(long long)blockIdx.x * {THREADS} + threadIdx.x")),
+        Stmt::decl(
+            "const long long",
+            "i",
+            format!("(long long)blockIdx.x * {THREADS} + threadIdx.x"),
+        ),
         Stmt::decl("const int", "vecs", "H / 8"),
         Stmt::If {
             cond: "i >= (long long)T * vecs".into(),
@@ -371,11 +398,16 @@ pub fn generate_combine(element: Element) -> Result<GeneratedEpKernel, MoeRoutin
                             ty: "const uint4".into(),
                             name: "v".into(),
                             init: Some(
-                                "__ldg(reinterpret_cast<const uint4*>(back + ((long long)p * T + slot) * H + c))".into(),
+                                "__ldg(reinterpret_cast<const uint4*>(back + ((long long)p * T + slot) * H + c))"
+                                    .into(),
                             ),
                             comment: Some("back (W,T,H):(T*H,H,1), block p, row slot".into()),
                         },
-                        Stmt::decl(&format!("const {t2}*"), "q", format!("reinterpret_cast<const {t2}*>(&v)")),
+                        Stmt::decl(
+                            &format!("const {t2}*"),
+                            "q",
+                            format!("reinterpret_cast<const {t2}*>(&v)"),
+                        ),
                         Stmt::unrolled(
                             "x",
                             4,
@@ -396,7 +428,11 @@ pub fn generate_combine(element: Element) -> Result<GeneratedEpKernel, MoeRoutin
             len: 4,
             comment: None,
         },
-        Stmt::unrolled("x", 4, vec![Stmt::assign("o[x]", format!("{from_f2}(s[2 * x], s[2 * x + 1])"))]),
+        Stmt::unrolled(
+            "x",
+            4,
+            vec![Stmt::assign("o[x]", format!("{from_f2}(s[2 * x], s[2 * x + 1])"))],
+        ),
         Stmt::assign(
             "*reinterpret_cast<uint4*>(y + (long long)t * H + c)",
             "*reinterpret_cast<const uint4*>(o)",
@@ -417,6 +453,10 @@ pub fn generate_combine(element: Element) -> Result<GeneratedEpKernel, MoeRoutin
         doc: vec!["y[t] = sum over ranks p (ascending) with slot_map[p, t] >= 0 of back[p, slot_map[p, t]]".into()],
         body,
     };
-    let source = unit(&name, "per token, the sum of the ranks' returned rows in a fixed order", f);
+    let source = unit(
+        &name,
+        "per token, the sum of the ranks' returned rows in a fixed order",
+        f,
+    );
     Ok(GeneratedEpKernel { name, source })
 }

@@ -133,7 +133,12 @@ impl Communicator {
     ///
     /// [`OpsError::Shape`] for `rank >= world`; [`OpsError::Nccl`] when NCCL is absent or
     /// fails.
-    pub fn from_rank(stream: &Arc<CudaStream>, rank: usize, world: usize, id: UniqueId) -> Result<Communicator, OpsError> {
+    pub fn from_rank(
+        stream: &Arc<CudaStream>,
+        rank: usize,
+        world: usize,
+        id: UniqueId,
+    ) -> Result<Communicator, OpsError> {
         if rank >= world || world > c_int::MAX as usize {
             return Err(OpsError::Shape(format!("rank {rank} of a world of {world}")));
         }
@@ -141,7 +146,14 @@ impl Communicator {
         let mut comm: ncclComm_t = std::ptr::null_mut();
         stream.context().bind_to_thread()?;
         // SAFETY: writes one communicator; the id is NCCL's opaque 128 bytes.
-        let r = unsafe { (nccl.CommInitRank)(&mut comm, world as c_int, ncclUniqueId { internal: id.0 }, rank as c_int) };
+        let r = unsafe {
+            (nccl.CommInitRank)(
+                &mut comm,
+                world as c_int,
+                ncclUniqueId { internal: id.0 },
+                rank as c_int,
+            )
+        };
         nccl.check("ncclCommInitRank", r)?;
         Ok(Communicator {
             comm,
@@ -220,7 +232,13 @@ impl Communicator {
     /// # Safety
     ///
     /// As [`Self::all_reduce_sum`], with the sizes above.
-    pub unsafe fn reduce_scatter_sum(&self, send: u64, recv: u64, recv_count: usize, dtype: DType) -> Result<(), OpsError> {
+    pub unsafe fn reduce_scatter_sum(
+        &self,
+        send: u64,
+        recv: u64,
+        recv_count: usize,
+        dtype: DType,
+    ) -> Result<(), OpsError> {
         let t = nccl_type(dtype)?;
         self.stream.context().bind_to_thread()?;
         let r = (self.nccl.ReduceScatter)(
@@ -273,8 +291,22 @@ impl Communicator {
             let bytes = (count * dtype.bytes()) as u64;
             for p in 0..self.world {
                 let off = p as u64 * bytes;
-                let s = (n.Send)((send + off) as *const c_void, count, t, p as c_int, self.comm, self.raw_stream());
-                let r = (n.Recv)((recv + off) as *mut c_void, count, t, p as c_int, self.comm, self.raw_stream());
+                let s = (n.Send)(
+                    (send + off) as *const c_void,
+                    count,
+                    t,
+                    p as c_int,
+                    self.comm,
+                    self.raw_stream(),
+                );
+                let r = (n.Recv)(
+                    (recv + off) as *mut c_void,
+                    count,
+                    t,
+                    p as c_int,
+                    self.comm,
+                    self.raw_stream(),
+                );
                 if first_err.is_ok() {
                     first_err = n.check("ncclSend", s).and_then(|_| n.check("ncclRecv", r));
                 }

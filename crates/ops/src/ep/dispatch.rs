@@ -28,9 +28,9 @@ use crate::error::{boxed, OpsError};
 use crate::moe::{fused_moe_workspace_bytes, validate_fused_moe, MoeOptions, MoeRouting, MoeWorkspace};
 use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef};
 use crate::Ops;
+use cudarc::driver::CudaStream;
 use rcute_kernel::moe_routing::ep_dispatch::{self, EpPackArgs, GeneratedEpKernel};
 use rcute_kernel::KernelArgs;
-use cudarc::driver::CudaStream;
 use std::sync::Arc;
 
 const ALIGN: usize = 256;
@@ -66,7 +66,9 @@ impl DispatchLayout {
         inter: usize,
         dtype: DType,
     ) -> Result<DispatchLayout, OpsError> {
-        let too_large = || OpsError::TooLarge { what: "expert-parallel dispatch workspace" };
+        let too_large = || OpsError::TooLarge {
+            what: "expert-parallel dispatch workspace",
+        };
         let rows = world.checked_mul(tokens).ok_or_else(too_large)?;
         let fused = fused_moe_workspace_bytes(rows, topk, local, hidden, inter, dtype)?;
         let mut at = 0usize;
@@ -235,8 +237,10 @@ pub(crate) fn run(
     // SAFETY: every pointer is a validated view or a workspace region sized by the layout
     // for these shapes; x is dense [T, H] with H a multiple of 8 (16-byte rows).
     unsafe {
-        fp.launch(&GeneratedEpKernel::pack_config(&pa), &pack_args).map_err(boxed)?;
-        fg.launch(&ep_dispatch::vector_config(rows, vecs), &gather_args).map_err(boxed)?;
+        fp.launch(&GeneratedEpKernel::pack_config(&pa), &pack_args)
+            .map_err(boxed)?;
+        fg.launch(&ep_dispatch::vector_config(rows, vecs), &gather_args)
+            .map_err(boxed)?;
     }
     mark(EpMark::CollectiveBegin, comm.stream());
     // SAFETY: [W, T, ...] send and receive regions of the workspace; every rank makes

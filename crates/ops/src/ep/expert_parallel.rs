@@ -149,7 +149,9 @@ pub fn ep_moe_workspace_bytes(
         EpCombine::ReduceScatter => round_up(fused)
             .checked_add(tokens.saturating_mul(hidden).saturating_mul(dtype.bytes()))
             .ok_or(OpsError::TooLarge { what: "MoE workspace" }),
-        EpCombine::Dispatch => Ok(super::dispatch::DispatchLayout::new(tokens, topk, local, world, hidden, inter, dtype)?.bytes),
+        EpCombine::Dispatch => {
+            Ok(super::dispatch::DispatchLayout::new(tokens, topk, local, world, hidden, inter, dtype)?.bytes)
+        }
     }
 }
 
@@ -187,7 +189,9 @@ pub struct ExpertParallel {
 
 impl std::fmt::Debug for ExpertParallel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ExpertParallel").field("comm", &self.comm).finish_non_exhaustive()
+        f.debug_struct("ExpertParallel")
+            .field("comm", &self.comm)
+            .finish_non_exhaustive()
     }
 }
 
@@ -278,7 +282,9 @@ impl ExpertParallel {
             EpCombine::AllReduce | EpCombine::AllReduceOverlapped | EpCombine::Dispatch => (None, t),
             EpCombine::ReduceScatter => {
                 if !t.is_multiple_of(world) {
-                    return Err(OpsError::Shape(format!("reduce-scatter of {t} tokens over {world} ranks")));
+                    return Err(OpsError::Shape(format!(
+                        "reduce-scatter of {t} tokens over {world} ranks"
+                    )));
                 }
                 let at = round_up(fused_bytes);
                 let need = at + t * h * yg.dtype.bytes();
@@ -383,29 +389,32 @@ impl ExpertParallel {
         let half = t / 2;
         // Each half validated as a layer of its own, so a problem is found before any
         // launch.
-        let halves = [(0, half), (half, t - half)]
-            .map(|(r0, n)| {
-                // SAFETY: rows [r0, r0 + n) of validated views; the workspace as given.
-                unsafe {
-                    let xr = MatrixRef::from_raw(rows_of(&x.geo(), r0, n));
-                    let yr = MatrixMut::from_raw(rows_of(y, r0, n));
-                    let ws = MoeWorkspace::from_raw(workspace.0, workspace.1);
-                    let rr = match routing {
-                        MoeRouting::Logits { logits, topk, renormalize } => MoeRouting::Logits {
-                            logits: MatrixRef::from_raw(rows_of(&logits.geo(), r0, n)),
-                            topk: *topk,
-                            renormalize: *renormalize,
-                        },
-                        MoeRouting::Given { topk_ids, topk_weights } => MoeRouting::Given {
-                            topk_ids: MatrixRef::from_raw(rows_of(&topk_ids.geo(), r0, n)),
-                            topk_weights: MatrixRef::from_raw(rows_of(&topk_weights.geo(), r0, n)),
-                        },
-                    };
-                    let w13 = MatrixRef::from_raw(p.w13);
-                    let w2 = MatrixRef::from_raw(p.w2);
-                    validate_fused_moe(&xr, &w13, &w2, &rr, opts, &ws, &yr)
-                }
-            });
+        let halves = [(0, half), (half, t - half)].map(|(r0, n)| {
+            // SAFETY: rows [r0, r0 + n) of validated views; the workspace as given.
+            unsafe {
+                let xr = MatrixRef::from_raw(rows_of(&x.geo(), r0, n));
+                let yr = MatrixMut::from_raw(rows_of(y, r0, n));
+                let ws = MoeWorkspace::from_raw(workspace.0, workspace.1);
+                let rr = match routing {
+                    MoeRouting::Logits {
+                        logits,
+                        topk,
+                        renormalize,
+                    } => MoeRouting::Logits {
+                        logits: MatrixRef::from_raw(rows_of(&logits.geo(), r0, n)),
+                        topk: *topk,
+                        renormalize: *renormalize,
+                    },
+                    MoeRouting::Given { topk_ids, topk_weights } => MoeRouting::Given {
+                        topk_ids: MatrixRef::from_raw(rows_of(&topk_ids.geo(), r0, n)),
+                        topk_weights: MatrixRef::from_raw(rows_of(&topk_weights.geo(), r0, n)),
+                    },
+                };
+                let w13 = MatrixRef::from_raw(p.w13);
+                let w2 = MatrixRef::from_raw(p.w2);
+                validate_fused_moe(&xr, &w13, &w2, &rr, opts, &ws, &yr)
+            }
+        });
         let [a, b] = halves;
         let (a, b) = (a?, b?);
         for q in [&a, &b] {

@@ -51,7 +51,8 @@ pub struct Nccl {
         unsafe extern "C" fn(*const c_void, *mut c_void, usize, ncclDataType_t, ncclRedOp_t, ncclComm_t, Stream) -> Res,
     pub(crate) ReduceScatter:
         unsafe extern "C" fn(*const c_void, *mut c_void, usize, ncclDataType_t, ncclRedOp_t, ncclComm_t, Stream) -> Res,
-    pub(crate) AllGather: unsafe extern "C" fn(*const c_void, *mut c_void, usize, ncclDataType_t, ncclComm_t, Stream) -> Res,
+    pub(crate) AllGather:
+        unsafe extern "C" fn(*const c_void, *mut c_void, usize, ncclDataType_t, ncclComm_t, Stream) -> Res,
     pub(crate) Send: unsafe extern "C" fn(*const c_void, usize, ncclDataType_t, c_int, ncclComm_t, Stream) -> Res,
     pub(crate) Recv: unsafe extern "C" fn(*mut c_void, usize, ncclDataType_t, c_int, ncclComm_t, Stream) -> Res,
     pub(crate) GroupStart: unsafe extern "C" fn() -> Res,
@@ -104,7 +105,9 @@ pub fn python_prefixes(path: &std::ffi::OsStr) -> Vec<PathBuf> {
 pub fn site_packages_nccl(prefixes: &[PathBuf]) -> Vec<PathBuf> {
     let mut found = Vec::new();
     for prefix in prefixes {
-        let Ok(dir) = std::fs::read_dir(prefix.join("lib")) else { continue };
+        let Ok(dir) = std::fs::read_dir(prefix.join("lib")) else {
+            continue;
+        };
         let mut pythons: Vec<PathBuf> = dir
             .flatten()
             .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
@@ -146,8 +149,8 @@ impl Nccl {
                 other => other.to_string(),
             })
         })
-            .as_ref()
-            .map_err(|e| OpsError::Nccl(e.clone()))
+        .as_ref()
+        .map_err(|e| OpsError::Nccl(e.clone()))
     }
 
     /// Loads the first of `paths` that loads and has every entry point.
