@@ -104,16 +104,22 @@ fn warp_scan(var: &str) -> Stmt {
     }
 }
 
-/// The pack kernel (see the module docs).
-pub fn generate_pack() -> GeneratedEpKernel {
-    let name = "rc_ep_dispatch_pack".to_string();
-    let if_ = |cond: &str, then: Vec<Stmt>| Stmt::If {
+fn if_(cond: &str, then: Vec<Stmt>) -> Stmt {
+    Stmt::If {
         cond: cond.into(),
         then,
         otherwise: vec![],
-    };
-    let sync = || Stmt::Expr("__syncthreads()".into());
-    let chunk = vec![
+    }
+}
+
+fn sync() -> Stmt {
+    Stmt::Expr("__syncthreads()".into())
+}
+
+/// One chunk of `PACK_THREADS` tokens from `t0`: each token's flag (an expert on `p`), a
+/// block scan of the flags, the rows of the flagged tokens, `base` advanced.
+fn pack_chunk() -> Vec<Stmt> {
+    vec![
         Stmt::decl("const int", "t", "t0 + (int)threadIdx.x"),
         Stmt::decl("int", "flag", "0"),
         Stmt::Comment("topk_ids (T,k):(k,1); the token goes to p if one of its experts is in [p L, (p + 1) L)".into()),
@@ -186,7 +192,13 @@ pub fn generate_pack() -> GeneratedEpKernel {
             )],
         ),
         sync(),
-    ];
+    ]
+}
+
+/// The pack kernel (see the module docs).
+pub fn generate_pack() -> GeneratedEpKernel {
+    let name = "rc_ep_dispatch_pack".to_string();
+    let chunk = pack_chunk();
     let body = vec![
         Stmt::Decl {
             ty: "__shared__ int".into(),
