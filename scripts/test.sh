@@ -7,6 +7,11 @@ cd "$(dirname "$0")/.."
 bash scripts/setup-cuda.sh
 export RCUTE_CUDA_WHEELS="${RCUTE_CUDA_WHEELS:-$PWD/.cuda}"
 cargo test --workspace --locked "$@"
+# Expert parallelism (cargo feature `nccl` of rcute-ops, off by default): its CPU tests
+# (typed errors, a missing NCCL), and that its GPU test and `rcute bench moe --ranks`
+# build. NCCL is loaded at run time (rcute_ops::ep::library), so none is needed here.
+cargo test --locked -p rcute-ops --features nccl --test ep_bad_input
+cargo check --locked -p rcute-cli -p rcute-tests --features rcute-cli/nccl,rcute-tests/nccl --tests
 # rcute-candle (crates/candle: its own workspace, excluded from the one above) with candle's
 # CUDA backend, whose kernels nvcc from NVIDIA's pip wheels compiles (no GPU needed; its GPU
 # tests skip): ~20 min from scratch measured on 2 busy cores, so it fits CI's time

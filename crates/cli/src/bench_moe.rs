@@ -45,10 +45,18 @@ pub struct BenchMoeArgs {
     /// Time back-to-back launches instead of CUDA graphs.
     #[arg(long)]
     pub eager: bool,
+    /// Expert parallelism over this many GPUs (NCCL; needs the `nccl` feature of
+    /// rcute-cli): times the layer split over the ranks against one GPU.
+    #[arg(long, default_value_t = 1)]
+    pub ranks: usize,
+    /// With `--ranks`: the combines to time (all-reduce, all-reduce-overlapped,
+    /// reduce-scatter, dispatch).
+    #[arg(long = "combine", default_values_t = ["all-reduce".to_string(), "all-reduce-overlapped".to_string(), "dispatch".to_string()])]
+    pub combine: Vec<String>,
 }
 
 /// SplitMix64 values as bf16 in `[-scale, scale]`.
-fn random_bf16(n: usize, seed: u64, scale: f32) -> Vec<bf16> {
+pub(crate) fn random_bf16(n: usize, seed: u64, scale: f32) -> Vec<bf16> {
     let mut s = seed;
     (0..n)
         .map(|_| {
@@ -63,7 +71,7 @@ fn random_bf16(n: usize, seed: u64, scale: f32) -> Vec<bf16> {
 }
 
 /// `n` random bf16 on the device: a 16M-element random block repeated.
-fn device_random(s: &Arc<CudaStream>, n: usize, seed: u64, scale: f32) -> Result<CudaSlice<bf16>, String> {
+pub(crate) fn device_random(s: &Arc<CudaStream>, n: usize, seed: u64, scale: f32) -> Result<CudaSlice<bf16>, String> {
     let e = |x: cudarc::driver::DriverError| x.to_string();
     let block = n.min(1 << 24);
     let host = random_bf16(block, seed, scale);
@@ -154,6 +162,9 @@ impl Peer {
 
 /// Runs the benchmark; returns the table.
 pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
+    if args.ranks > 1 {
+        return Err("--ranks above 1: the expert-parallel layer is `bench_moe_ep::run` (feature nccl), which `rcute bench moe` calls".into());
+    }
     let (e_n, k, h, i) = (args.experts, args.topk, args.hidden, args.inter);
     let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
     let s = gpu.stream().clone();

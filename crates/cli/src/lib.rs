@@ -27,6 +27,8 @@
 pub mod bench_awq;
 pub mod bench_cmd;
 pub mod bench_moe;
+#[cfg(feature = "nccl")]
+pub mod bench_moe_ep;
 pub mod bench_scaled_mm;
 pub mod bench_timing;
 pub mod gen_cmd;

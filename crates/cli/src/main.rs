@@ -71,7 +71,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Gemm(args)) => report(bench_cmd::run(&args).map(|t| (t, true))),
         Command::Bench(BenchCommand::ScaledMm(args)) => report(bench_scaled_mm::run(&args).map(|t| (t, true))),
         Command::Bench(BenchCommand::Awq(args)) => report(bench_awq::run(&args).map(|t| (t, true))),
-        Command::Bench(BenchCommand::Moe(args)) => report(bench_moe::run(&args).map(|t| (t, true))),
+        Command::Bench(BenchCommand::Moe(args)) => report(bench_moe_any(&args).map(|t| (t, true))),
         Command::Layout(args) => match layout_cmd::run(&args) {
             Ok(out) => {
                 // A closed stdout (e.g. `| head`) is not an error worth a panic.
@@ -84,4 +84,15 @@ fn main() -> ExitCode {
             }
         },
     }
+}
+
+/// `rcute bench moe`: one GPU, or the expert-parallel layer over `--ranks` GPUs.
+fn bench_moe_any(args: &bench_moe::BenchMoeArgs) -> Result<String, String> {
+    if args.ranks <= 1 {
+        return bench_moe::run(args);
+    }
+    #[cfg(feature = "nccl")]
+    return rcute_cli::bench_moe_ep::run(args);
+    #[cfg(not(feature = "nccl"))]
+    Err("--ranks needs NCCL: build rcute with `cargo build -p rcute-cli --features nccl`".into())
 }

@@ -3,7 +3,7 @@
 //! warp-level instructions its design rests on.
 
 use rcute_atom::Element;
-use rcute_kernel::moe_routing::{align, topk_softmax, MoeRoutingError};
+use rcute_kernel::moe_routing::{align, ep_dispatch, topk_softmax, MoeRoutingError};
 use rcute_kernel::testing::toolkit_for_test;
 use rcute_kernel::{compile, Arch, CompileOptions, Sass};
 
@@ -17,6 +17,14 @@ fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
     }
     let g = align::generate();
     v.push((g.name, g.source, vec!["MATCH.ANY", "SHFL.UP", "POPC", "BAR.SYNC"]));
+    let g = ep_dispatch::generate_pack();
+    v.push((g.name, g.source, vec!["SHFL.UP", "BAR.SYNC"]));
+    let g = ep_dispatch::generate_gather();
+    v.push((g.name, g.source, vec!["LDG.E.128"]));
+    for e in [Element::BF16, Element::F16] {
+        let g = ep_dispatch::generate_combine(e).unwrap();
+        v.push((g.name, g.source, vec!["LDG.E.128"]));
+    }
     v
 }
 

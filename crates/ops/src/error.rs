@@ -97,6 +97,10 @@ pub enum OpsError {
     /// A `cudarc` call of the application failed (allocation, copy, ...).
     #[error("CUDA driver call failed: {0}")]
     Cuda(#[from] cudarc::driver::DriverError),
+    /// NCCL is missing (the message lists where it was looked for) or a call of it
+    /// failed (expert parallelism, cargo feature `nccl`: `rcute_ops::ep`).
+    #[error("NCCL: {0}")]
+    Nccl(String),
     /// Generation, compilation or launch failed.
     #[error(transparent)]
     Kernel(#[from] Box<dyn std::error::Error + Send + Sync>),

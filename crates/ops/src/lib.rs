@@ -52,6 +52,8 @@
 
 pub mod awq;
 pub mod context;
+#[cfg(feature = "nccl")]
+pub mod ep;
 pub mod error;
 pub mod gemm;
 pub mod memo;

@@ -21,6 +21,7 @@
 //! ```
 
 pub mod align;
+pub mod ep_dispatch;
 pub mod topk_softmax;
 
 use thiserror::Error;

@@ -88,6 +88,35 @@ impl Ops {
         unsafe { f.launch(&g.launch_config(), &ka) }.map_err(boxed)
     }
 
+    /// Top-k softmax of validated logits `lg [T, E]` into device `ids` / `weights`
+    /// (`T * k` int32 / f32 each).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn moe_topk_softmax(
+        &self,
+        lg: &crate::tensor::Geometry,
+        experts: usize,
+        tokens: usize,
+        topk: usize,
+        renormalize: bool,
+        ids: u64,
+        weights: u64,
+    ) -> Result<(), OpsError> {
+        let g = topk_softmax::generate(element(lg.dtype)?, experts as u32).map_err(boxed)?;
+        let f = self.moe_unit(&g.name, &g.source)?;
+        let a = TopkSoftmaxArgs {
+            logits: lg.ptr,
+            topk_ids: ids,
+            topk_weights: weights,
+            tokens: tokens as i32,
+            experts: experts as i32,
+            topk: topk as i32,
+            renormalize,
+        };
+        g.check(&a).map_err(boxed)?;
+        // SAFETY: logits validated [T, E]; the caller's ids / weights hold T * k each.
+        unsafe { f.launch(&g.launch_config(&a), &g.args(&a)) }.map_err(boxed)
+    }
+
     /// The fused MoE layer: `y[t] = sum over the routed local experts e of weight(t, e) *
     /// W2_e (silu(Wgate_e x_t) * (Wup_e x_t))`, with `x [T, H]`, `w13 [L, 2I, H]` (rows
     /// `0..I` the gate, `I..2I` the up projection; a batched row-major view, batch `L`),
@@ -190,21 +219,9 @@ impl Ops {
         let (ids, weights) = match (p.logits, p.ids) {
             (Some((lg, renorm)), _) => {
                 let e = p.experts.unwrap_or(lg.cols);
-                let g = topk_softmax::generate(element(lg.dtype)?, e as u32).map_err(boxed)?;
-                let f = self.moe_unit(&g.name, &g.source)?;
-                let a = TopkSoftmaxArgs {
-                    logits: lg.ptr,
-                    topk_ids: ws + l.topk_ids as u64,
-                    topk_weights: ws + l.topk_weights as u64,
-                    tokens: p.tokens as i32,
-                    experts: e as i32,
-                    topk: p.topk as i32,
-                    renormalize: renorm,
-                };
-                g.check(&a).map_err(boxed)?;
-                // SAFETY: logits validated [T, E]; ids / weights are workspace regions of T * k.
-                unsafe { f.launch(&g.launch_config(&a), &g.args(&a)) }.map_err(boxed)?;
-                (a.topk_ids, a.topk_weights)
+                let (ids, w) = (ws + l.topk_ids as u64, ws + l.topk_weights as u64);
+                self.moe_topk_softmax(&lg, e, p.tokens, p.topk, renorm, ids, w)?;
+                (ids, w)
             }
             (None, Some((i, w))) => (i.ptr, w.ptr),
             (None, None) => return Err(OpsError::Shape("no routing".into())),

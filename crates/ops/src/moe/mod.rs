@@ -25,7 +25,7 @@
 
 pub mod align;
 mod forced;
-mod fused;
+pub(crate) mod fused;
 mod grouped;
 pub mod problem;
 pub mod reference;

@@ -32,6 +32,16 @@ pub enum MoeRouting<'a> {
     },
 }
 
+impl MoeRouting<'_> {
+    /// `k`: experts per token (the columns of `topk_ids` for the caller's routing).
+    pub fn topk(&self) -> usize {
+        match self {
+            MoeRouting::Logits { topk, .. } => *topk,
+            MoeRouting::Given { topk_ids, .. } => topk_ids.geo().cols,
+        }
+    }
+}
+
 /// Options of [`crate::Ops::fused_moe`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MoeOptions {
