@@ -10,7 +10,7 @@ use std::path::PathBuf;
 /// Options of `rcute layout`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LayoutArgs {
-    /// The expression, e.g. 'zipped_divide((128,64),[32,16])' (see the grammar in the docs).
+    /// The expression, e.g. `zipped_divide((128,64),[32,16])` (see the grammar in the docs).
     #[arg(allow_hyphen_values = true, value_name = "EXPR")]
     pub expr: String,
     /// Print JSON: {"shape","stride","layout"} for layouts, {"value"} for integers.

@@ -15,7 +15,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Evaluate a layout-algebra expression, e.g. 'zipped_divide((128,64),[32,16])'.
+    /// Evaluate a layout-algebra expression, e.g. `zipped_divide((128,64),[32,16])`.
     Layout(LayoutArgs),
     /// Write the standard catalogue's generated CUDA sources into kernels/ (--check: verify only).
     Gen(gen_cmd::GenArgs),

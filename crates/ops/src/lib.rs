@@ -20,7 +20,7 @@
 //!
 //! An application needs only this crate: it re-exports the GPU handle ([`Gpu`]), the
 //! `cudarc` and `half` crates rcute is built against ([`cudarc`], [`half`], and the pieces
-//! one GEMM names at the crate root: [`CudaSlice`], [`CudaStream`], [`bf16`], [`f16`]), and
+//! one GEMM names at the crate root: [`CudaSlice`], [`CudaStream`], [`bf16`], [`f16`](struct@f16)), and
 //! [`OpsError`] converts from every error on the way (opening the GPU, allocating and
 //! copying, the op, synchronising):
 //!

@@ -5,7 +5,7 @@
 //!   to the lower expert, optional renormalisation).
 //! * [`align`]: top-k ids and a local expert range -> per-expert counts, offsets padded to
 //!   the GEMM tile, the routed entries sorted by expert, the expert of every tile.
-//! * [`reference`]: the whole layer in float64.
+//! * [`reference`](mod@reference): the whole layer in float64.
 //! * [`problem`]: validation, workspace sizes ([`fused_moe_workspace_bytes`]) and the
 //!   routing / options types.
 //!
