@@ -107,8 +107,7 @@ impl Tunable for AwqTune {
 
     fn key(&self) -> ProblemKey {
         let (m, n, k) = self.shape;
-        let fusion = format!("g{}", self.awq.group);
-        ProblemKey::new("awq", "f16", &fusion, &self.arch, m, n, k)
+        rcute_ops::tuning::awq_key("f16", self.awq.group, &self.arch, m, n, k)
     }
 
     fn candidates(&self) -> &[ConfigSpec] {

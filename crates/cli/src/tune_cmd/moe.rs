@@ -133,8 +133,7 @@ impl Tunable for MoeTune {
 
     fn key(&self) -> ProblemKey {
         let (t, h, i) = self.shape;
-        let fusion = format!("e{}-top{}", self.experts, self.topk);
-        ProblemKey::new("moe", "bf16", &fusion, &self.arch, t, h, i)
+        rcute_ops::tuning::moe_key("bf16", self.experts, self.topk, &self.arch, t, h, i)
     }
 
     fn candidates(&self) -> &[ConfigSpec] {

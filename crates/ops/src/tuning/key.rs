@@ -43,3 +43,44 @@ impl ProblemKey {
             == (&other.op, &other.dtypes, &other.fusion, &other.arch, other.n, other.k)
     }
 }
+
+/// The key of an AWQ W4A16 GEMM (`x [M, K] @ w [K, N]`, group size `group`), activations
+/// `dtype` (`f16` or `bf16`): what `rcute tune awq` writes and `Ops::awq_gemm` looks up.
+///
+/// ```
+/// use rcute_ops::tuning::awq_key;
+/// let k = awq_key("f16", 128, "sm_90a", 16, 4096, 4096);
+/// assert_eq!((k.op.as_str(), k.fusion.as_str(), k.m), ("awq", "g128", 16));
+/// ```
+pub fn awq_key(dtype: &str, group: usize, arch: &str, m: usize, n: usize, k: usize) -> ProblemKey {
+    ProblemKey::new("awq", dtype, &format!("g{group}"), arch, m, n, k)
+}
+
+/// The key of a fused MoE layer of `tokens` tokens, hidden size `hidden`, intermediate size
+/// `inter`, `experts` experts on this GPU and top-`topk` routing, in `dtype`: what `rcute
+/// tune moe` writes and `Ops::fused_moe` looks up (`m` = tokens, `n` = hidden, `k` = inter).
+///
+/// ```
+/// use rcute_ops::tuning::moe_key;
+/// let k = moe_key("bf16", 8, 2, "sm_90a", 64, 4096, 14336);
+/// assert_eq!((k.op.as_str(), k.fusion.as_str(), k.n, k.k), ("moe", "e8-top2", 4096, 14336));
+/// ```
+pub fn moe_key(
+    dtype: &str,
+    experts: usize,
+    topk: usize,
+    arch: &str,
+    tokens: usize,
+    hidden: usize,
+    inter: usize,
+) -> ProblemKey {
+    ProblemKey::new(
+        "moe",
+        dtype,
+        &format!("e{experts}-top{topk}"),
+        arch,
+        tokens,
+        hidden,
+        inter,
+    )
+}

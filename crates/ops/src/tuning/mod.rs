@@ -50,7 +50,7 @@ pub mod timing;
 pub mod tuner;
 
 pub use header::{generator_hash, TableHeader};
-pub use key::ProblemKey;
+pub use key::{awq_key, moe_key, ProblemKey};
 pub use op_specs::{AwqSpec, MoeSpec};
 pub use ops_tables::{gemm_key, OpsTuning, ON_MISS_SECONDS, SHIPPED};
 pub use spec::{ConfigSpec, Sm80Spec, Sm90Spec, SpecError};
