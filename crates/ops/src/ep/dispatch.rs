@@ -184,19 +184,7 @@ pub(crate) fn run(
         ops.moe_unit(&gather.name, &gather.source)?,
         ops.moe_unit(&combine.name, &combine.source)?,
     );
-    let mut uses = crate::stream::Uses::new(ops.stream())?;
-    for v in [x, w13, w2] {
-        uses.read(v.tracked());
-    }
-    match routing {
-        MoeRouting::Logits { logits, .. } => uses.read(logits.tracked()),
-        MoeRouting::Given { topk_ids, topk_weights } => {
-            uses.read(topk_ids.tracked());
-            uses.read(topk_weights.tracked());
-        }
-    }
-    uses.write(workspace.tracked_mut());
-    uses.write(y.tracked_mut());
+    let _uses = crate::moe::fused::layer_uses(ops.stream(), [x, w13, w2], routing, workspace, y)?;
     let _scope = ops.launch_scope();
     let (ids, weights) = match (own.logits, own.ids) {
         (Some((lg, renorm)), _) => {

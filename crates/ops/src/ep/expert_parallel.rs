@@ -41,8 +41,8 @@
 
 use super::comm::{Communicator, EpMark};
 use crate::error::OpsError;
+use crate::moe::fused::layer_uses;
 use crate::moe::{fused_moe_workspace_bytes, validate_fused_moe, MoeOptions, MoeRouting, MoeWorkspace};
-use crate::stream::Uses;
 use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef};
 use crate::Ops;
 use cudarc::driver::CudaStream;
@@ -331,19 +331,7 @@ impl ExpertParallel {
         let ops = &self.ops;
         ops.check_devices(&[("x", &p.x), ("w13", &p.w13), ("w2", &p.w2), ("y", &yg)])?;
         let ws = (workspace.ptr, workspace.len);
-        let mut uses = Uses::new(ops.stream())?;
-        for v in [x, w13, w2] {
-            uses.read(v.tracked());
-        }
-        match routing {
-            MoeRouting::Logits { logits, .. } => uses.read(logits.tracked()),
-            MoeRouting::Given { topk_ids, topk_weights } => {
-                uses.read(topk_ids.tracked());
-                uses.read(topk_weights.tracked());
-            }
-        }
-        uses.write(workspace.tracked_mut());
-        uses.write(y.tracked_mut());
+        let _uses = layer_uses(ops.stream(), [x, w13, w2], routing, workspace, y)?;
         if combine == EpCombine::AllReduceOverlapped && t >= 2 {
             return self.overlapped(&p, x, routing, &opts, ws, &yg, mark);
         }

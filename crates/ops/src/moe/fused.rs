@@ -27,6 +27,31 @@ pub(crate) fn element(d: DType) -> Result<Element, OpsError> {
     })
 }
 
+/// cudarc's guards for one launch of a MoE layer on `stream`: reads of `x`, `w13`, `w2` and
+/// the routing, writes of the workspace and `y`, held while the returned value lives.
+pub(crate) fn layer_uses<'s>(
+    stream: &'s cudarc::driver::CudaStream,
+    inputs: [&MatrixRef<'s>; 3],
+    routing: &MoeRouting<'s>,
+    workspace: &'s mut MoeWorkspace<'_>,
+    y: &'s mut MatrixMut<'_>,
+) -> Result<Uses<'s>, OpsError> {
+    let mut uses = Uses::new(stream)?;
+    for v in inputs {
+        uses.read(v.tracked());
+    }
+    match routing {
+        MoeRouting::Logits { logits, .. } => uses.read(logits.tracked()),
+        MoeRouting::Given { topk_ids, topk_weights } => {
+            uses.read(topk_ids.tracked());
+            uses.read(topk_weights.tracked());
+        }
+    }
+    uses.write(workspace.tracked_mut());
+    uses.write(y.tracked_mut());
+    Ok(uses)
+}
+
 impl Ops {
     /// Compile (cached) and load the kernel `name` of a generated unit, once per name
     /// (the MoE units' names spell their whole configuration).
@@ -178,19 +203,7 @@ impl Ops {
     ) -> Result<(), OpsError> {
         let p = validate_fused_moe(x, w13, w2, routing, opts, workspace, y)?;
         self.check_devices(&[("x", &p.x), ("w13", &p.w13), ("w2", &p.w2), ("y", &p.y)])?;
-        let mut uses = Uses::new(self.stream())?;
-        for v in [x, w13, w2] {
-            uses.read(v.tracked());
-        }
-        match routing {
-            MoeRouting::Logits { logits, .. } => uses.read(logits.tracked()),
-            MoeRouting::Given { topk_ids, topk_weights } => {
-                uses.read(topk_ids.tracked());
-                uses.read(topk_weights.tracked());
-            }
-        }
-        uses.write(workspace.tracked_mut());
-        uses.write(y.tracked_mut());
+        let _uses = layer_uses(self.stream(), [x, w13, w2], routing, workspace, y)?;
         self.run_fused_moe(&p)
     }
 
