@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build (here, on the CPU machine) everything the GPU machine runs, into .device/
 # (git-ignored; name it in the device tool's `carry`): the test binaries of the crates
-# with GPU tests (rcute-kernel, rcute-tests) and the release `rcute` binary, stripped to
-# stay well under the device tool's 64 MiB transfer limit. Then run `bash scripts/gpu.sh` on the GPU machine.
+# with GPU tests (rcute-kernel, rcute-tests) and the release `rcute` binary, stripped and
+# gzipped (.device/bin.tgz) to stay well under the device tool's 64 MiB transfer limit. Then run `bash scripts/gpu.sh` on the GPU machine.
 #
 # RCUTE_DEVICE_CANDLE=1 also builds rcute-candle (crates/candle, its own workspace: candle's
 # CUDA kernels are compiled with nvcc from pip wheels, scripts/build-candle.sh) into
@@ -31,6 +31,9 @@ for line in sys.stdin:
         print(dst)
 '
 strip .device/bin/* 2>/dev/null || true
+# Stripped, the binaries exceed the 64 MiB a device call carries; gzipped they are ~1/3 of
+# that. scripts/gpu.sh unpacks .device/bin.tgz on the GPU machine.
+tar czf .device/bin.tgz -C .device bin && rm -rf .device/bin
 du -sh .device
 if [ "${RCUTE_DEVICE_CANDLE:-0}" = 1 ]; then
   rm -rf .device-candle

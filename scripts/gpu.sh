@@ -26,6 +26,9 @@ trap 'tar czf "$OUT/logs-$TAG.tgz" -C "$LOGS" .' EXIT
 for p in /work/main /work/wt; do
   if [ ! -e "$p" ] && [ "$PWD" != "$p" ]; then mkdir -p /work && ln -s "$PWD" "$p"; fi
 done
+# build-device.sh ships the binaries gzipped (.device/bin.tgz) to stay under the 64 MiB a
+# call carries; unpack once (several invocations in one call share the unpacked folder).
+if [ -f .device/bin.tgz ] && [ ! -d .device/bin ]; then tar xzf .device/bin.tgz -C .device; fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 fail=0
 step() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
