@@ -14,9 +14,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .device && mkdir -p .device/bin
-cargo build --release -p rcute-cli
+# The nccl feature (expert parallelism) loads NCCL at run time: with one GPU its one-rank
+# tests run, with two the two-rank ones too (RCUTE_REQUIRE_GPU=2), and `rcute bench moe --ranks`.
+cargo build --release -p rcute-cli --features nccl
 cp "${CARGO_TARGET_DIR:-target}/release/rcute" .device/bin/
-cargo test --release -p rcute-kernel -p rcute-tests --no-run --message-format=json 2>/dev/null \
+cargo test --release -p rcute-kernel -p rcute-tests --features rcute-tests/nccl --no-run --message-format=json 2>/dev/null \
   | python3 -c '
 import json, sys, shutil, os
 for line in sys.stdin:

@@ -381,6 +381,33 @@ fn one_rank_equals_fused_moe_bitwise() {
     }
 }
 
+/// A rank built `with_up_first(true)` reads `w13` as up rows first: fed the gate-first
+/// weights with each expert's halves swapped, every combine on one rank gives the one-GPU
+/// gate-first layer bit for bit (the overlapped all-reduce within bf16 tolerance).
+#[test]
+fn one_rank_up_first_equals_gate_first() {
+    let Some(g) = gpus(1) else { return };
+    let mut rng = Rng::for_test("ep_up_first");
+    let c = Case::new(&mut rng, 4, 2, 72, 40, 33).with_logits(&mut rng, true);
+    let single = single_gpu(&Ops::new(g[0].clone()), &c);
+    let mut swapped = c.clone();
+    let half = c.i * c.h;
+    for e in 0..c.e {
+        let w = &mut swapped.w13[e * 2 * half..(e + 1) * 2 * half];
+        let (gate, up) = w.split_at_mut(half);
+        gate.swap_with_slice(up);
+    }
+    let ep = ranks(&g).remove(0).with_up_first(true);
+    for combine in COMBINES {
+        let y = rank_run(&ep, &swapped, combine, 1);
+        if combine == EpCombine::AllReduceOverlapped {
+            check_close("one rank up-first, overlapped", &y[0], &f64s(&single));
+        } else {
+            assert_eq!(bits(&y[0]), bits(&single), "{combine:?} up-first with one rank");
+        }
+    }
+}
+
 /// A CUDA graph of the dispatch layer on each of two ranks, captured once and replayed
 /// after new routing was copied into the same buffers, gives the new answer.
 #[test]

@@ -185,6 +185,8 @@ pub struct ExpertParallel {
     ops: Ops,
     /// The second stream of [`EpCombine::AllReduceOverlapped`], made on first use.
     side: std::sync::OnceLock<Arc<CudaStream>>,
+    /// `w13` holds the up rows first ([`MoeOptions::up_first`]).
+    up_first: bool,
 }
 
 impl std::fmt::Debug for ExpertParallel {
@@ -207,7 +209,15 @@ impl ExpertParallel {
             comm,
             ops,
             side: std::sync::OnceLock::new(),
+            up_first: false,
         })
+    }
+
+    /// The same rank, reading each expert's `w13` rows as up projection first and gate
+    /// second ([`MoeOptions::up_first`]; the default is vLLM's order, gate first).
+    pub fn with_up_first(mut self, up_first: bool) -> ExpertParallel {
+        self.up_first = up_first;
+        self
     }
 
     /// The communicator.
@@ -265,7 +275,7 @@ impl ExpertParallel {
         let local = w13.geo().batch;
         let opts = MoeOptions {
             expert_offset: rank.saturating_mul(local),
-            ..MoeOptions::default()
+            up_first: self.up_first,
         };
         let experts = match routing {
             MoeRouting::Logits { logits, .. } => Some(logits.geo().cols),
