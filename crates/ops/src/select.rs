@@ -59,10 +59,10 @@ pub fn select_scaled_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> (
 /// raster's short mode, so that operand is re-read from DRAM each wave once it no longer
 /// stays in the L2 (50 MB on H100 / H200): at 8192^3 the INT8 kernel ran with a 65% L2 hit
 /// rate and the L2 at 95% of its throughput (ncu). Bands of 8 make a wave 8 x 16.5 tiles,
-/// about 40% fewer distinct rows of A and B per k-slice: on an H100, 8192^3 took 9-10% less
-/// time (bf16 and INT8), while at 4096^3 and 4096x14336x4096 (operands of at most 32 MiB
-/// that stay in the L2) it changed nothing beyond noise (BENCHMARKS.md, "Session 9 (helper
-/// hopper)").
+/// about 40% fewer distinct rows of A and B per k-slice: on an H100, 8192^3 took 9% less
+/// time in bf16 and 10-20% less in INT8 (two rounds each), while at 4096^3 and
+/// 4096x14336x4096 (operands of at most 32 MiB, which stay in the L2) it changed nothing
+/// beyond noise (BENCHMARKS.md, "Session 9 (helper hopper)").
 fn large_swizzle_log2(m: usize, n: usize, k: usize, elem_bytes: usize) -> u32 {
     if m.min(n).saturating_mul(k).saturating_mul(elem_bytes) > SWIZZLE_MIN_OPERAND_BYTES {
         3
