@@ -36,7 +36,8 @@ fn decode_split_k(m: usize, n: usize, k: usize, l: usize, tile: [usize; 3], sms:
 /// for large problems, with no wgmma batch kept in flight (`mma_pipe = 0`: each stage is
 /// released as soon as both consumer warpgroups finished it, so more TMA loads are in
 /// flight; measured on the H200 with `rcute bench scaled-mm --config sm90:...,w0`: +2-4%
-/// INT8, FP8 8192^3 1210 -> 1386 TFLOP/s in one run); for decode shapes (`m <= 128`)
+/// INT8, FP8 8192^3 1210 -> 1386 TFLOP/s in one run) and the tile walk swizzled where an
+/// operand outgrows the L2 (`large_swizzle_log2`); for decode shapes (`m <= 128`)
 /// 64x128x128 ping-pong, splitting K until about one wave (as [`select_sm90`] does for
 /// bf16).
 pub fn select_scaled_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> (GemmSm90Config, u32) {
@@ -45,13 +46,40 @@ pub fn select_scaled_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> (
         return (cfg, decode_split_k(m, n, k, l, [64, 128, 128], sms));
     }
     let mut cfg = GemmSm90Config::bf16([128, 256, 128], Sm90Schedule::Cooperative);
-    cfg.mma_pipe = 0;
+    (cfg.mma_pipe, cfg.swizzle_log2) = (0, large_swizzle_log2(m, n, k, 1));
     (cfg, 1)
 }
 
+/// The tile-walk swizzle of a large-problem SM90 kernel: bands of `1 << 3` tiles across the
+/// raster's minor mode where the smaller operand (`min(m, n)` rows of `k` elements of
+/// `elem_bytes`) exceeds [`SWIZZLE_MIN_OPERAND_BYTES`], else none (the scheduler also
+/// narrows the band for small grids).
+///
+/// Without the swizzle a wave of 132 persistent 128x256 tiles spans every tile of the
+/// raster's short mode, so that operand is re-read from DRAM each wave once it no longer
+/// stays in the L2 (50 MB on H100 / H200): at 8192^3 the INT8 kernel ran with a 65% L2 hit
+/// rate and the L2 at 95% of its throughput (ncu). Bands of 8 make a wave 8 x 16.5 tiles,
+/// about 40% fewer distinct rows of A and B per k-slice: on an H100, 8192^3 took 9% less
+/// time in bf16 and 10-20% less in INT8 (two rounds each), while at 4096^3 and
+/// 4096x14336x4096 (operands of at most 32 MiB, which stay in the L2) it changed nothing
+/// beyond noise (BENCHMARKS.md, "Session 9 (helper hopper)").
+fn large_swizzle_log2(m: usize, n: usize, k: usize, elem_bytes: usize) -> u32 {
+    if m.min(n).saturating_mul(k).saturating_mul(elem_bytes) > SWIZZLE_MIN_OPERAND_BYTES {
+        3
+    } else {
+        0
+    }
+}
+
+/// Operand size above which [`large_swizzle_log2`] swizzles the tile walk: 32 MiB, so that
+/// the operand a wave re-reads no longer fits the L2 beside the other operand's stream.
+const SWIZZLE_MIN_OPERAND_BYTES: usize = 32 << 20;
+
 /// Pick the Hopper kernel for an `m x n x k` problem, or `None` where the Ampere-class
 /// path is the better (or only) choice. The caller checks that the operands qualify
-/// (majors, types, alignment).
+/// (majors, types, alignment). Large problems (`m > 128`) get the 128x256x64 (128x128x64
+/// below N = 256) cooperative kernel, the tile walk swizzled where an operand outgrows the
+/// L2 (`large_swizzle_log2`).
 pub fn select_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Option<(GemmSm90Config, u32)> {
     if m <= 128 {
         // Decode shapes: 64x128 tiles, ping-pong, and split K until about one wave.
@@ -59,7 +87,9 @@ pub fn select_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Option<(
         return Some((cfg, decode_split_k(m, n, k, l, [64, 128, 64], sms)));
     }
     let tile = if n >= 256 { [128, 256, 64] } else { [128, 128, 64] };
-    Some((GemmSm90Config::bf16(tile, Sm90Schedule::Cooperative), 1))
+    let mut cfg = GemmSm90Config::bf16(tile, Sm90Schedule::Cooperative);
+    cfg.swizzle_log2 = large_swizzle_log2(m, n, k, 2);
+    Some((cfg, 1))
 }
 
 /// A kernel configuration and its run-time split-K factor.
@@ -306,6 +336,22 @@ mod tests {
         assert_eq!((t.tile, t.stages), ([128, 128, 64], Some(2)));
         // Small K never splits below 4 k-tiles per split.
         assert_eq!(s(1, 64, 256).split_k, 1);
+    }
+
+    #[test]
+    fn sm90_large_problems_swizzle_the_tile_walk() {
+        let (big, split) = select_sm90(8192, 8192, 8192, 1, 132).unwrap();
+        assert_eq!((big.tile, big.swizzle_log2, split), ([128, 256, 64], 3, 1));
+        // Operands of at most 32 MiB stay in the L2: the plain walk.
+        assert_eq!(select_sm90(4096, 4096, 4096, 1, 132).unwrap().0.swizzle_log2, 0);
+        assert_eq!(select_sm90(4096, 14336, 4096, 1, 132).unwrap().0.swizzle_log2, 0);
+        assert_eq!(select_sm90(16, 65536, 65536, 1, 132).unwrap().0.swizzle_log2, 0);
+        let (s8, _) = select_scaled_sm90(8192, 8192, 8192, 1, 132);
+        assert_eq!((s8.tile, s8.mma_pipe, s8.swizzle_log2), ([128, 256, 128], 0, 3));
+        assert_eq!(select_scaled_sm90(4096, 14336, 4096, 1, 132).0.swizzle_log2, 0);
+        // 8-bit operands are half the bytes: 8192 x 4096 (32 MiB) stays unswizzled.
+        assert_eq!(select_scaled_sm90(8192, 8192, 4096, 1, 132).0.swizzle_log2, 0);
+        assert_eq!(select_scaled_sm90(128, 65536, 65536, 1, 132).0.swizzle_log2, 0);
     }
 
     #[test]
