@@ -35,7 +35,7 @@ pub use align::{align_reference, Alignment};
 pub use forced::fused_moe_workspace_bytes_with;
 pub use grouped::{validate_grouped_gemm, GroupedProblem};
 pub use problem::{
-    fused_moe_workspace_bytes, grouped_gemm_workspace_bytes, moe_splits, moe_tile, validate_fused_moe, MoeOptions,
+    fused_moe_workspace_bytes, grouped_gemm_workspace_bytes, moe_space, moe_splits, moe_tile, validate_fused_moe, MoeOptions,
     MoeProblem, MoeRouting, MoeWorkspace,
 };
 pub use reference::fused_moe_reference;

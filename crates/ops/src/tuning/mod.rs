@@ -39,7 +39,10 @@ mod header;
 mod key;
 mod op_specs;
 mod ops_tables;
+pub mod probe;
+mod probe_awq;
 mod probe_gemm;
+mod probe_moe;
 mod probe_scaled_mm;
 pub mod space;
 mod space_awq_moe;
@@ -53,6 +56,7 @@ pub use header::{generator_hash, TableHeader};
 pub use key::{awq_key, moe_key, ProblemKey};
 pub use op_specs::{AwqSpec, MoeSpec};
 pub use ops_tables::{gemm_key, OpsTuning, ON_MISS_SECONDS, SHIPPED};
+pub use probe_moe::moe_problem_key;
 pub use spec::{ConfigSpec, Sm80Spec, Sm90Spec, SpecError};
 pub use table::{Entry, Loaded, Tables, TuningTable};
 
