@@ -26,9 +26,9 @@ pub mod scaled_mm;
 use std::path::PathBuf;
 
 use cudarc::cublas::CudaBlas;
+use half::{bf16, f16};
 use indicatif::{ProgressBar, ProgressStyle};
 use rcute_kernel::Gpu;
-use half::{bf16, f16};
 use rcute_ops::tuning::probe::{AwqProbe, MoeProbe};
 use rcute_ops::tuning::tuner::{tune, Timed, Tunable, TuneBudget, TuneObserver, TuneOutcome};
 use rcute_ops::tuning::{Entry, TableHeader, TuningTable};

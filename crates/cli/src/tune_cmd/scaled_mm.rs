@@ -29,7 +29,11 @@ fn kind(ab: DType) -> ScaledMmKind {
 }
 
 /// The probe of `(M, N, K)` with `s8` (and its cuBLASLt peer) or `e4m3` operands.
-pub fn tunable<'o>(ops: &'o Ops, dtype: &str, (m, n, k): (usize, usize, usize)) -> Result<Box<dyn Tunable + 'o>, String> {
+pub fn tunable<'o>(
+    ops: &'o Ops,
+    dtype: &str,
+    (m, n, k): (usize, usize, usize),
+) -> Result<Box<dyn Tunable + 'o>, String> {
     match dtype {
         "s8" | "int8" => {
             let probe = ScaledMmProbe::<i8, bf16>::new(ops, kind(DType::S8), (m, n, k))?;
@@ -41,7 +45,11 @@ pub fn tunable<'o>(ops: &'o Ops, dtype: &str, (m, n, k): (usize, usize, usize)) 
             };
             Ok(Box::new(Peered::new(probe, "cublaslt-int8", peer)))
         }
-        "e4m3" | "fp8" => Ok(Box::new(ScaledMmProbe::<E4M3, bf16>::new(ops, kind(DType::E4M3), (m, n, k))?)),
+        "e4m3" | "fp8" => Ok(Box::new(ScaledMmProbe::<E4M3, bf16>::new(
+            ops,
+            kind(DType::E4M3),
+            (m, n, k),
+        )?)),
         other => Err(format!("--dtype {other}: s8 or e4m3")),
     }
 }

@@ -90,8 +90,8 @@ pub fn random<T: Copy + Default + Send>(len: usize, seed: u64, map: impl Fn(f32)
             let map = &map;
             s.spawn(move || {
                 for (c, chunk) in group {
-                    let mut x = (seed ^ (c as u64).wrapping_mul(0xD1B5_4A32_D192_ED03)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                        | 1;
+                    let mut x =
+                        (seed ^ (c as u64).wrapping_mul(0xD1B5_4A32_D192_ED03)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
                     for v in chunk.iter_mut() {
                         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                         *v = map(((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0);
@@ -133,7 +133,11 @@ pub fn max_rel_err(
     for &i in rows {
         for &j in cols {
             let (g, r) = (got(i, j), want(i, j));
-            err = if g.is_nan() { f64::INFINITY } else { err.max((g - r).abs()) };
+            err = if g.is_nan() {
+                f64::INFINITY
+            } else {
+                err.max((g - r).abs())
+            };
             max_ref = max_ref.max(r.abs());
         }
     }

@@ -61,7 +61,10 @@ impl<T: Half> AwqProbe<T> {
         // Scales in [1e-3, 2e-2]: outputs of order one for K in the thousands.
         let s: Vec<T> = random(g * n, 4, |u| T::from_f32(1e-3 + 0.95e-2 * (u + 1.0)));
         let e = |x: crate::OpsError| x.to_string();
-        let (qp, zp) = (pack_awq_matrix(&q, k, n).map_err(e)?, pack_awq_matrix(&z, g, n).map_err(e)?);
+        let (qp, zp) = (
+            pack_awq_matrix(&q, k, n).map_err(e)?,
+            pack_awq_matrix(&z, g, n).map_err(e)?,
+        );
         let bytes = k * n / 2 + g * n * 2 + g * n / 2;
         let ws = (0..copies_for(bytes))
             .map(|_| -> Result<Weight<T>, String> {
@@ -113,8 +116,13 @@ impl<T: Half> AwqProbe<T> {
             group: self.awq.group,
         };
         let mut out = self.out.borrow_mut();
-        let p = validate_awq_gemm(&MatrixRef::new(&self.x, m, k), &t, None, &MatrixMut::new(&mut out, m, n))
-            .map_err(|e| e.to_string())?;
+        let p = validate_awq_gemm(
+            &MatrixRef::new(&self.x, m, k),
+            &t,
+            None,
+            &MatrixMut::new(&mut out, m, n),
+        )
+        .map_err(|e| e.to_string())?;
         f(&p)
     }
 }
@@ -154,9 +162,7 @@ impl<T: Half> Tunable for AwqProbe<T> {
 
     fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String> {
         let (m, n, k) = self.shape;
-        self.stream
-            .memset_zeros(&mut *self.out.borrow_mut())
-            .map_err(driver)?;
+        self.stream.memset_zeros(&mut *self.out.borrow_mut()).map_err(driver)?;
         self.run(ops, spec, 0)?;
         let got = self.stream.clone_dtoh(&*self.out.borrow()).map_err(driver)?;
         let Host { x, q, z, s } = &self.host;

@@ -53,7 +53,9 @@ impl<T: Half> GemmProbe<T> {
             candidates: gemm_candidates(m, n, k, 1, gpu.compute_capability(), gpu.sm_count()),
         };
         // The key the op itself looks up for this problem.
-        probe.key = probe.with_problem(0, |p| gemm_key(p, arch.as_str()).ok_or("not a tuned GEMM layout".into()))?;
+        probe.key = probe.with_problem(0, |p| {
+            gemm_key(p, arch.as_str()).ok_or("not a tuned GEMM layout".into())
+        })?;
         Ok(probe)
     }
 
@@ -129,9 +131,7 @@ impl<T: Half> Tunable for GemmProbe<T> {
 
     fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String> {
         let (m, n, k) = self.shape;
-        self.stream
-            .memset_zeros(&mut *self.d.borrow_mut())
-            .map_err(driver)?;
+        self.stream.memset_zeros(&mut *self.d.borrow_mut()).map_err(driver)?;
         self.run(ops, spec, 0)?;
         let got = self.stream.clone_dtoh(&*self.d.borrow()).map_err(driver)?;
         let (ha, hb) = (&self.host_a, &self.host_b);

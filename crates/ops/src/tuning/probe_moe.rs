@@ -64,7 +64,9 @@ impl<T: Half> MoeProbe<T> {
             experts,
             topk,
             x: stream.clone_htod(&random(t * h, 13, T::from_f32)).map_err(driver)?,
-            logits: stream.clone_htod(&random(t * experts, 14, |u| u * 4.0)).map_err(driver)?,
+            logits: stream
+                .clone_htod(&random(t * experts, 14, |u| u * 4.0))
+                .map_err(driver)?,
             w13: copies(&stream, &w13, n)?,
             w2: copies(&stream, &w2, n)?,
             ws: RefCell::new(stream.alloc_zeros(ws.max(1)).map_err(driver)?),
@@ -140,9 +142,7 @@ impl<T: Half> Tunable for MoeProbe<T> {
 
     fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String> {
         let (t, h, _) = self.shape;
-        self.stream
-            .memset_zeros(&mut *self.y.borrow_mut())
-            .map_err(driver)?;
+        self.stream.memset_zeros(&mut *self.y.borrow_mut()).map_err(driver)?;
         self.run(ops, spec, 0)?;
         let got = self.stream.clone_dtoh(&*self.y.borrow()).map_err(driver)?;
         let want = &self.want;
@@ -183,8 +183,16 @@ impl Ops {
             })
         })?;
         let ConfigSpec::Moe(s) = spec else { return None };
-        let need = crate::moe::fused_moe_workspace_bytes_with(p.tokens, p.topk, p.local_experts, p.hidden, p.inter, p.dtype, &s)
-            .ok()?;
+        let need = crate::moe::fused_moe_workspace_bytes_with(
+            p.tokens,
+            p.topk,
+            p.local_experts,
+            p.hidden,
+            p.inter,
+            p.dtype,
+            &s,
+        )
+        .ok()?;
         (need <= p.workspace_len).then_some(s)
     }
 }

@@ -215,9 +215,7 @@ impl<Q: Operand8, T: Half> Tunable for ScaledMmProbe<Q, T> {
 
     fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String> {
         let (m, n, k) = self.shape;
-        self.stream
-            .memset_zeros(&mut *self.out.borrow_mut())
-            .map_err(driver)?;
+        self.stream.memset_zeros(&mut *self.out.borrow_mut()).map_err(driver)?;
         self.run(ops, spec, 0)?;
         let got = self.stream.clone_dtoh(&*self.out.borrow()).map_err(driver)?;
         let Host { a, b, sa, sb, bias } = &self.host;
