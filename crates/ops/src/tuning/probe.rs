@@ -144,9 +144,45 @@ pub fn max_rel_err(
     err / max_ref
 }
 
+/// The reference of a probe's check: the wanted values of an `m x n` output at 16 sampled
+/// rows and 64 sampled columns, computed once (the check runs for every candidate).
+pub struct Sampled {
+    rows: Vec<usize>,
+    cols: Vec<usize>,
+    want: Vec<f64>,
+}
+
+impl Sampled {
+    /// `want(i, j)` at the sampled rows `i` and columns `j` of an `m x n` output.
+    pub fn new(m: usize, n: usize, want: impl Fn(usize, usize) -> f64) -> Sampled {
+        let (rows, cols) = (sample(m, 16), sample(n, 64));
+        let want = rows
+            .iter()
+            .flat_map(|&i| cols.iter().map(move |&j| (i, j)))
+            .map(|(i, j)| want(i, j))
+            .collect();
+        Sampled { rows, cols, want }
+    }
+
+    /// [`max_rel_err`] of `got` against the reference at most [`TOLERANCE`]; `Err` says by
+    /// how much it missed, against what.
+    pub fn check(&self, got: impl Fn(usize, usize) -> f64, against: &str) -> Result<(), String> {
+        let at = |i: usize, j: usize| {
+            let r = self.rows.binary_search(&i).unwrap_or(0);
+            let c = self.cols.binary_search(&j).unwrap_or(0);
+            self.want[r * self.cols.len() + c]
+        };
+        let err = max_rel_err(&self.rows, &self.cols, got, at);
+        if err.is_nan() || err > TOLERANCE {
+            return Err(format!("max relative error {err:.2e} against {against}"));
+        }
+        Ok(())
+    }
+}
+
 /// The check of every probe: [`max_rel_err`] over 16 sampled rows and 64 sampled columns
-/// of an `m x n` output at most [`TOLERANCE`]; `Err` says by how much it missed, against
-/// what.
+/// of an `m x n` output at most [`TOLERANCE`] ([`Sampled`] once and its check); `Err` says
+/// by how much it missed, against what.
 pub fn check_sampled(
     m: usize,
     n: usize,
@@ -154,11 +190,7 @@ pub fn check_sampled(
     want: impl Fn(usize, usize) -> f64,
     against: &str,
 ) -> Result<(), String> {
-    let err = max_rel_err(&sample(m, 16), &sample(n, 64), got, want);
-    if err.is_nan() || err > TOLERANCE {
-        return Err(format!("max relative error {err:.2e} against {against}"));
-    }
-    Ok(())
+    Sampled::new(m, n, want).check(got, against)
 }
 
 /// `count` device copies of `host` (the rotated weight).

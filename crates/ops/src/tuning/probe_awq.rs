@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::probe::{check_sampled, driver, random, Half};
+use super::probe::{driver, random, Half, Sampled};
 use super::space::awq_candidates;
 use super::tuner::{copies_for, Compiler, Tunable};
 use super::{awq_key, AwqSpec, ConfigSpec, ProblemKey};
@@ -24,15 +24,6 @@ struct Weight<T> {
     z: CudaSlice<i32>,
 }
 
-/// Host copies of the inputs, for the check: x, the 4-bit weights and zeros (unpacked,
-/// `[K, N]` and `[K / group, N]`), the scales.
-struct Host<T> {
-    x: Vec<T>,
-    q: Vec<u8>,
-    z: Vec<u8>,
-    s: Vec<T>,
-}
-
 /// An AWQ GEMM problem (`x [M, K]` of `T`, f16 or bf16, times the dequantized `[K, N]`
 /// weight of group size `group`) with its candidates.
 pub struct AwqProbe<T: Half> {
@@ -43,7 +34,8 @@ pub struct AwqProbe<T: Half> {
     x: CudaSlice<T>,
     ws: Vec<Weight<T>>,
     out: RefCell<CudaSlice<T>>,
-    host: Host<T>,
+    /// The float64 product with the dequantized weight at the sampled outputs.
+    want: Sampled,
     candidates: Vec<ConfigSpec>,
 }
 
@@ -80,6 +72,15 @@ impl<T: Half> AwqProbe<T> {
             _ => "f16",
         };
         let arch = ops.gpu().arch().ok_or("no rcute arch for this GPU")?;
+        let want = Sampled::new(m, n, |i, j| {
+            (0..k)
+                .map(|t| {
+                    let gi = (t / group) * n + j;
+                    let w = (f64::from(q[t * n + j]) - f64::from(z[gi])) * s[gi].to_f64();
+                    x[i * k + t].to_f64() * w
+                })
+                .sum()
+        });
         Ok(AwqProbe {
             key: awq_key(dtype, group, arch.as_str(), m, n, k),
             shape: (m, n, k),
@@ -87,7 +88,7 @@ impl<T: Half> AwqProbe<T> {
             x: stream.clone_htod(&x).map_err(driver)?,
             ws,
             out: RefCell::new(stream.alloc_zeros(m * n).map_err(driver)?),
-            host: Host { x, q, z, s },
+            want,
             candidates: awq_candidates(m, n, k, ops.gpu().sm_count()),
             stream,
         })
@@ -161,22 +162,11 @@ impl<T: Half> Tunable for AwqProbe<T> {
     }
 
     fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String> {
-        let (m, n, k) = self.shape;
+        let n = self.shape.1;
         self.stream.memset_zeros(&mut *self.out.borrow_mut()).map_err(driver)?;
         self.run(ops, spec, 0)?;
         let got = self.stream.clone_dtoh(&*self.out.borrow()).map_err(driver)?;
-        let Host { x, q, z, s } = &self.host;
-        let group = self.awq.group;
-        let want = |i: usize, j: usize| -> f64 {
-            (0..k)
-                .map(|t| {
-                    let gi = (t / group) * n + j;
-                    let w = (f64::from(q[t * n + j]) - f64::from(z[gi])) * s[gi].to_f64();
-                    x[i * k + t].to_f64() * w
-                })
-                .sum()
-        };
-        check_sampled(m, n, |i, j| got[i * n + j].to_f64(), want, "float64")
+        self.want.check(|i, j| got[i * n + j].to_f64(), "float64")
     }
 
     fn rotated(&self) -> (usize, usize) {

@@ -9,7 +9,7 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use rcute_kernel::gemm_sm80::{GemmSm80Config, Major};
 use rcute_kernel::gemm_sm90::GemmSm90Config;
 
-use super::probe::{check_sampled, copies, driver, random, Half};
+use super::probe::{copies, driver, random, Half, Sampled};
 use super::space::gemm_candidates;
 use super::tuner::{copies_for, Compiler, Tunable};
 use super::{gemm_key, ConfigSpec, ProblemKey};
@@ -26,8 +26,8 @@ pub struct GemmProbe<T: Half> {
     a: CudaSlice<T>,
     bs: Vec<CudaSlice<T>>,
     d: RefCell<CudaSlice<T>>,
-    host_a: Vec<T>,
-    host_b: Vec<T>,
+    /// The float64 product at the sampled outputs.
+    want: Sampled,
     candidates: Vec<ConfigSpec>,
 }
 
@@ -48,8 +48,11 @@ impl<T: Half> GemmProbe<T> {
             bs: copies(&stream, &host_b, copies_for(n * k * 2))?,
             d: RefCell::new(stream.alloc_zeros(m * n).map_err(driver)?),
             stream,
-            host_a,
-            host_b,
+            want: Sampled::new(m, n, |i, j| {
+                (0..k)
+                    .map(|t| host_a[i * k + t].to_f64() * host_b[j * k + t].to_f64())
+                    .sum()
+            }),
             candidates: gemm_candidates(m, n, k, 1, gpu.compute_capability(), gpu.sm_count()),
         };
         // The key the op itself looks up for this problem.
@@ -130,18 +133,11 @@ impl<T: Half> Tunable for GemmProbe<T> {
     }
 
     fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String> {
-        let (m, n, k) = self.shape;
+        let n = self.shape.1;
         self.stream.memset_zeros(&mut *self.d.borrow_mut()).map_err(driver)?;
         self.run(ops, spec, 0)?;
         let got = self.stream.clone_dtoh(&*self.d.borrow()).map_err(driver)?;
-        let (ha, hb) = (&self.host_a, &self.host_b);
-        check_sampled(
-            m,
-            n,
-            |i, j| got[i * n + j].to_f64(),
-            |i, j| (0..k).map(|t| ha[i * k + t].to_f64() * hb[j * k + t].to_f64()).sum(),
-            "float64",
-        )
+        self.want.check(|i, j| got[i * n + j].to_f64(), "float64")
     }
 
     fn rotated(&self) -> (usize, usize) {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::probe::{check_sampled, copies, driver, random, Half};
+use super::probe::{copies, driver, random, Half, Sampled};
 use super::space::moe_candidates;
 use super::tuner::{copies_for, Compiler, Tunable};
 use super::{moe_key, ConfigSpec, MoeSpec, ProblemKey};
@@ -42,8 +42,8 @@ pub struct MoeProbe<T: Half> {
     w2: Vec<CudaSlice<T>>,
     ws: RefCell<CudaSlice<u8>>,
     y: RefCell<CudaSlice<T>>,
-    /// The rules' output on copy 0.
-    want: Vec<T>,
+    /// The rules' output on copy 0 at the sampled outputs.
+    want: Sampled,
     candidates: Vec<ConfigSpec>,
 }
 
@@ -71,7 +71,7 @@ impl<T: Half> MoeProbe<T> {
             w2: copies(&stream, &w2, n)?,
             ws: RefCell::new(stream.alloc_zeros(ws.max(1)).map_err(driver)?),
             y: RefCell::new(stream.alloc_zeros(t * h).map_err(driver)?),
-            want: Vec::new(),
+            want: Sampled::new(0, 0, |_, _| 0.0),
             candidates: moe_candidates(t, topk, experts, h, i),
             stream,
         };
@@ -79,7 +79,8 @@ impl<T: Half> MoeProbe<T> {
             ops.run_fused_moe_rules(p).map_err(|e| e.to_string())?;
             Ok(moe_problem_key(p, arch.as_str()))
         })?;
-        probe.want = probe.stream.clone_dtoh(&*probe.y.borrow()).map_err(driver)?;
+        let rules = probe.stream.clone_dtoh(&*probe.y.borrow()).map_err(driver)?;
+        probe.want = Sampled::new(t, h, |r, c| rules[r * h + c].to_f64());
         Ok(probe)
     }
 
@@ -141,18 +142,11 @@ impl<T: Half> Tunable for MoeProbe<T> {
     }
 
     fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String> {
-        let (t, h, _) = self.shape;
+        let h = self.shape.1;
         self.stream.memset_zeros(&mut *self.y.borrow_mut()).map_err(driver)?;
         self.run(ops, spec, 0)?;
         let got = self.stream.clone_dtoh(&*self.y.borrow()).map_err(driver)?;
-        let want = &self.want;
-        check_sampled(
-            t,
-            h,
-            |r, c| got[r * h + c].to_f64(),
-            |r, c| want[r * h + c].to_f64(),
-            "the rules' choice",
-        )
+        self.want.check(|r, c| got[r * h + c].to_f64(), "the rules' choice")
     }
 
     fn rotated(&self) -> (usize, usize) {

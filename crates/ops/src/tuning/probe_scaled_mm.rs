@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 use rcute_kernel::gemm_sm80::ScaleKind;
 
-use super::probe::{check_sampled, copies, driver, random, Half};
+use super::probe::{copies, driver, random, Half, Sampled};
 use super::space::scaled_mm_candidates;
 use super::tuner::{copies_for, Compiler, Tunable};
 use super::{ConfigSpec, ProblemKey};
@@ -74,17 +74,11 @@ pub struct ScaledMmProbe<Q: Operand8, T: Half> {
     sb: CudaSlice<f32>,
     bias: CudaSlice<T>,
     out: RefCell<CudaSlice<T>>,
-    host: Host<Q, T>,
+    /// Scale lengths (1 for a tensor scale).
+    scales: (usize, usize),
+    /// The exact result at the sampled outputs.
+    want: Sampled,
     candidates: Vec<ConfigSpec>,
-}
-
-/// Host copies of the inputs, for the check.
-struct Host<Q, T> {
-    a: Vec<Q>,
-    b: Vec<Q>,
-    sa: Vec<f32>,
-    sb: Vec<f32>,
-    bias: Vec<T>,
 }
 
 impl<Q: Operand8, T: Half> ScaledMmProbe<Q, T> {
@@ -116,6 +110,14 @@ impl<Q: Operand8, T: Half> ScaledMmProbe<Q, T> {
         if Q::DTYPE == DType::E4M3 {
             candidates.retain(|c| matches!(c, ConfigSpec::Sm90(_)));
         }
+        // Products of 8-bit values and their K-long sums are exact in float64.
+        let dec = |v: &[Q]| -> Vec<f64> { v.iter().map(|x| x.to_f64()).collect() };
+        let (fa, fb) = (dec(&ha), dec(&hb));
+        let want = Sampled::new(m, n, |i, j| {
+            let acc: f64 = (0..k).map(|t| fa[i * k + t] * fb[j * k + t]).sum();
+            let s = f64::from(hsa[i.min(rows - 1)]) * f64::from(hsb[j.min(cols - 1)]);
+            acc * s + if kind.bias { hbias[j].to_f64() } else { 0.0 }
+        });
         let mut probe = ScaledMmProbe {
             key: ProblemKey::new("scaled_mm", "", "", "", 0, 0, 0),
             kind,
@@ -127,13 +129,8 @@ impl<Q: Operand8, T: Half> ScaledMmProbe<Q, T> {
             bias: stream.clone_htod(&hbias).map_err(driver)?,
             out: RefCell::new(stream.alloc_zeros(m * n).map_err(driver)?),
             stream,
-            host: Host {
-                a: ha,
-                b: hb,
-                sa: hsa,
-                sb: hsb,
-                bias: hbias,
-            },
+            scales: (rows, cols),
+            want,
             candidates,
         };
         // The key (and kind) the op itself sees for this problem.
@@ -164,8 +161,8 @@ impl<Q: Operand8, T: Half> ScaledMmProbe<Q, T> {
         let (m, n, k) = self.shape;
         let mut out = self.out.borrow_mut();
         let (sa, sb) = (
-            VectorRef::new(&self.sa, self.host.sa.len()),
-            VectorRef::new(&self.sb, self.host.sb.len()),
+            VectorRef::new(&self.sa, self.scales.0),
+            VectorRef::new(&self.sb, self.scales.1),
         );
         let sa = if self.kind.a_scale == ScaleKind::PerRow {
             Scale::Vector(sa)
@@ -214,19 +211,11 @@ impl<Q: Operand8, T: Half> Tunable for ScaledMmProbe<Q, T> {
     }
 
     fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String> {
-        let (m, n, k) = self.shape;
+        let n = self.shape.1;
         self.stream.memset_zeros(&mut *self.out.borrow_mut()).map_err(driver)?;
         self.run(ops, spec, 0)?;
         let got = self.stream.clone_dtoh(&*self.out.borrow()).map_err(driver)?;
-        let Host { a, b, sa, sb, bias } = &self.host;
-        let with_bias = self.kind.bias;
-        // Products of 8-bit values and their K-long sums are exact in float64.
-        let want = |i: usize, j: usize| {
-            let acc: f64 = (0..k).map(|t| a[i * k + t].to_f64() * b[j * k + t].to_f64()).sum();
-            let s = f64::from(sa[i.min(sa.len() - 1)]) * f64::from(sb[j.min(sb.len() - 1)]);
-            acc * s + if with_bias { bias[j].to_f64() } else { 0.0 }
-        };
-        check_sampled(m, n, |i, j| got[i * n + j].to_f64(), want, "the exact result")
+        self.want.check(|i, j| got[i * n + j].to_f64(), "the exact result")
     }
 
     fn rotated(&self) -> (usize, usize) {
