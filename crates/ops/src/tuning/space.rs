@@ -3,7 +3,7 @@
 //!
 //! For a bf16 `gemm` on `m x n x k` (batch `l`) and a GPU with `sms` multiprocessors:
 //! Ampere-class tiles from 16 to 128 rows (64 to 256 columns) with split-K 1 to 16
-//! (serial and parallel) on every GPU; on sm_90 also the Hopper kernel's tiles (64 to 256
+//! (serial and parallel) on every GPU; on sm_90 also the Hopper kernel's tiles (32 to 256
 //! columns), schedules, clusters 1x1 / 2x1 and split-K. Split-K stays where each split
 //! keeps at least 4 k-tiles and the grid stays within four waves; tiles whose rows exceed
 //! M several times over are left out. Every candidate generates (the generator accepts
@@ -26,7 +26,7 @@ use crate::select::{select, select_scaled_mm, select_scaled_sm90, select_sm90};
 use rcute_kernel::gemm_sm80::Sm80Target as ScaledMmTarget;
 
 /// The most candidates one problem gets.
-pub const MAX_CANDIDATES: usize = 96;
+pub const MAX_CANDIDATES: usize = 128;
 
 /// Waves of CTAs split-K may fill at most.
 const SPLIT_WAVES: usize = 4;
@@ -94,10 +94,13 @@ fn sm80_specs(
 
 /// Hopper candidates.
 fn sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
+    use Sm90Schedule::WarpSpecialized;
     use Sm90Schedule::{Cooperative, PingPong};
-    let geometries: [([i64; 3], Sm90Schedule, Option<u32>); 7] = [
+    let geometries: [([i64; 3], Sm90Schedule, Option<u32>); 9] = [
+        ([64, 32, 64], PingPong, None),
         ([64, 64, 64], PingPong, None),
-        ([64, 64, 64], Cooperative, None),
+        ([64, 64, 64], WarpSpecialized, None),
+        ([64, 96, 64], PingPong, None),
         ([64, 128, 64], PingPong, None),
         ([64, 256, 64], PingPong, None),
         ([128, 128, 64], PingPong, None),
