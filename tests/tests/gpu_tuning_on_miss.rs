@@ -271,6 +271,9 @@ fn moe_case(ops: &Ops) -> (f64, ProblemKey) {
     (err / max_ref, key)
 }
 
+/// One op's case: its relative error and table key.
+type Case = fn(&Ops) -> (f64, ProblemKey);
+
 /// Run `case` on an on-miss handle: it tunes once (the count goes from `before` to
 /// `before + 1`), the winner lands in `path`, and a second call tunes nothing.
 fn tunes_once(
@@ -279,7 +282,7 @@ fn tunes_once(
     here: &TableHeader,
     before: usize,
     what: &str,
-    case: fn(&Ops) -> (f64, ProblemKey),
+    case: Case,
 ) -> ProblemKey {
     let (err, key) = case(ops);
     assert!(err < 2e-2, "on-miss {what}: relative error {err}");
@@ -340,7 +343,7 @@ fn on_miss_tunes_once_writes_the_winner_and_later_lookups_use_it() {
     let sm_spec = written.entries.iter().find(|(k, _)| *k == sm_k).map(|(_, s)| s.clone());
     assert!(sm_spec.is_some(), "the scaled-mm winner is in the file too");
 
-    let mut cases: Vec<(&str, fn(&Ops) -> (f64, ProblemKey))> = vec![("awq_gemm", awq_case), ("fused_moe", moe_case)];
+    let mut cases: Vec<(&str, Case)> = vec![("awq_gemm", awq_case), ("fused_moe", moe_case)];
     if gpu.compute_capability() == (9, 0) {
         cases.push(("FP8 scaled_mm", fp8_case));
     }

@@ -134,7 +134,7 @@ pub fn run(args: &TuneArgs) -> Result<String, String> {
     let mut results = Vec::new();
     for &shape in &shapes {
         let t: Box<dyn Tunable + '_> = match args.op {
-            TuneOp::Gemm => Box::new(gemm::tunable(&ops, &blas, shape)?),
+            TuneOp::Gemm => gemm::tunable(&ops, &blas, shape)?,
             TuneOp::ScaledMm => scaled_mm::tunable(&ops, &args.dtype, shape)?,
             TuneOp::Awq => Box::new(AwqProbe::<f16>::new(&ops, shape, args.group)?),
             TuneOp::Moe => Box::new(MoeProbe::<bf16>::new(&ops, shape, (args.experts, args.topk))?),

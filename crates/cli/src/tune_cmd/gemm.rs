@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use cudarc::cublas::{CudaBlas, Gemm};
 use half::bf16;
 use rcute_ops::tuning::probe::GemmProbe;
+use rcute_ops::tuning::tuner::Tunable;
 use rcute_ops::Ops;
 
 use super::peered::Peered;
@@ -17,7 +18,7 @@ pub fn tunable<'b>(
     ops: &Ops,
     blas: &'b CudaBlas,
     (m, n, k): (usize, usize, usize),
-) -> Result<Peered<GemmProbe<bf16>, impl Fn(&GemmProbe<bf16>, usize) -> Result<(), String> + 'b>, String> {
+) -> Result<Box<dyn Tunable + 'b>, String> {
     let probe = GemmProbe::<bf16>::new(ops, (m, n, k))?;
     let dref = RefCell::new(ops.stream().alloc_zeros::<bf16>(m * n).map_err(|e| e.to_string())?);
     let peer = move |p: &GemmProbe<bf16>, turn: usize| {
@@ -25,5 +26,5 @@ pub fn tunable<'b>(
         // SAFETY: the buffers hold K*N, M*K and M*N elements as the configuration says.
         unsafe { blas.gemm(cublas_tn_bf16(m, n, k), p.b(turn), p.a(), &mut *d) }.map_err(|x| x.to_string())
     };
-    Ok(Peered::new(probe, "cublas", peer))
+    Ok(Box::new(Peered::new(probe, "cublas", peer)))
 }

@@ -214,9 +214,9 @@ impl Ops {
     /// stream captures a graph (`Err`: the next miss tries again); a probe that cannot be
     /// built (e.g. out of memory) is a miss the rules serve from then on (`Ok(None)`);
     /// else [`tune`] within the handle's budget, the winner as a table entry.
-    pub(crate) fn tune_on_miss<'p>(
-        &'p self,
-        build: impl FnOnce() -> Result<Box<dyn Tunable + 'p>, String>,
+    pub(crate) fn tune_on_miss(
+        &self,
+        build: impl FnOnce() -> Result<Box<dyn Tunable>, String>,
     ) -> Result<Option<Entry>, String> {
         if crate::stream::is_capturing(self.stream()).map_err(|e| e.to_string())? {
             return Err("the stream captures a graph".into());
