@@ -12,7 +12,7 @@
 //! ```
 //! use rcute_ops::tuning::space::gemm_candidates;
 //! let c = gemm_candidates(16, 4096, 4096, 1, (9, 0), 132);
-//! assert!(c.len() >= 8 && c.len() <= 64);
+//! assert!(c.len() >= 8 && c.len() <= rcute_ops::tuning::space::MAX_CANDIDATES);
 //! assert!(c.iter().any(|s| s.to_string().starts_with("sm90:")));
 //! assert!(gemm_candidates(16, 4096, 4096, 1, (8, 0), 108).iter().all(|s| !s.to_string().starts_with("sm90:")));
 //! ```
