@@ -7,27 +7,29 @@
 //! checked and timed, paired round-robin with the peer where there is one (CUDA-graph
 //! replay, medians), the weights rotated over copies that exceed three times the L2 (as
 //! far as a graph of `CALLS_PER_SAMPLE` calls reaches; the output says how many bytes were
-//! rotated). This command adds the problems' buffers and peers ([`Tunable`]), a progress
+//! rotated). The problems are the ops' own probes (`rcute_ops::tuning::probe`: buffers,
+//! candidates, the sampled check); this command adds the peers ([`peered`]), a progress
 //! bar (candidates compiled and timed, the best so far, the time left) and a summary
 //! table. `--out FILE` merges the winners into a tuning table
 //! (`rcute_ops::tuning::TuningTable`), which `Ops` reads through `RCUTE_TUNING_FILE`.
 //!
-//! The problems: [`gemm`] (bf16, against cuBLAS), [`scaled_mm`] (INT8 with per-token and
-//! per-channel scales, a bias and bf16 out, checked against cuBLASLt's exact s32
-//! accumulator and timed against cuBLASLt's INT8 GEMM), [`awq`] (W4A16 on AutoAWQ
-//! tensors, checked against float64, no peer) and [`moe`] (the fused MoE layer, checked
-//! against the op's own choice, no peer).
+//! The problems: [`gemm`] (bf16, checked against float64, timed against cuBLAS),
+//! [`scaled_mm`] (INT8 or FP8 e4m3 with per-token and per-channel scales, a bias and bf16
+//! out, checked against the exact product; INT8 timed against cuBLASLt's INT8 GEMM), AWQ
+//! (W4A16 on AutoAWQ tensors, f16, checked against float64, no peer) and MoE (the fused
+//! layer, bf16, checked against the rules' choice, no peer).
 
-pub mod awq;
 pub mod gemm;
-pub mod moe;
+pub mod peered;
 pub mod scaled_mm;
 
 use std::path::PathBuf;
 
 use cudarc::cublas::CudaBlas;
+use half::{bf16, f16};
 use indicatif::{ProgressBar, ProgressStyle};
 use rcute_kernel::Gpu;
+use rcute_ops::tuning::probe::{AwqProbe, MoeProbe};
 use rcute_ops::tuning::tuner::{tune, Timed, Tunable, TuneBudget, TuneObserver, TuneOutcome};
 use rcute_ops::tuning::{Entry, TableHeader, TuningTable};
 use rcute_ops::Ops;
@@ -39,7 +41,8 @@ use crate::bench_timing::{parse_shape, CALLS_PER_SAMPLE};
 pub enum TuneOp {
     /// bf16 GEMM (row-major A, column-major B, row-major D), against cuBLAS.
     Gemm,
-    /// INT8 scaled_mm (per-token / per-channel scales, bias, bf16 out), against cuBLASLt.
+    /// scaled_mm (per-token / per-channel scales, bias, bf16 out; `--dtype s8`, against
+    /// cuBLASLt's INT8 GEMM, or `e4m3`, no peer).
     ScaledMm,
     /// AWQ W4A16 gemm (f16, AutoAWQ layout; `--group`), over the op's tiles and K splits.
     Awq,
@@ -65,6 +68,9 @@ pub struct TuneArgs {
     /// Merge the winners into this tuning table.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// scaled-mm: operand type, `s8` or `e4m3`.
+    #[arg(long, default_value = "s8")]
+    pub dtype: String,
     /// AWQ: quantization group size.
     #[arg(long, default_value_t = 128)]
     pub group: usize,
@@ -118,22 +124,20 @@ pub fn run(args: &TuneArgs) -> Result<String, String> {
         .map(|s| parse_shape(s))
         .collect::<Result<Vec<_>, _>>()?;
     let gpu = crate::bench_timing::detect_gpu("tuning")?;
-    let arch = gpu
-        .arch()
+    gpu.arch()
         .ok_or_else(|| format!("no rcute arch for {:?}", gpu.compute_capability()))?;
     let stream = gpu.stream().clone();
     // SAFETY: one stream; graph capture of the timed calls then sees no foreign events.
     unsafe { stream.context().disable_event_tracking() };
     let ops = Ops::new(gpu.clone());
     let blas = CudaBlas::new(stream.clone()).map_err(|e| format!("cuBLAS: {e}"))?;
-    let arch = arch.as_str();
     let mut results = Vec::new();
     for &shape in &shapes {
         let t: Box<dyn Tunable + '_> = match args.op {
-            TuneOp::Gemm => Box::new(gemm::GemmTune::new(&ops, &blas, shape, arch)?),
-            TuneOp::ScaledMm => Box::new(scaled_mm::ScaledMmTune::new(&ops, shape, arch)?),
-            TuneOp::Awq => Box::new(awq::AwqTune::new(&ops, shape, args.group, arch)?),
-            TuneOp::Moe => Box::new(moe::MoeTune::new(&ops, shape, (args.experts, args.topk), arch)?),
+            TuneOp::Gemm => gemm::tunable(&ops, &blas, shape)?,
+            TuneOp::ScaledMm => scaled_mm::tunable(&ops, &args.dtype, shape)?,
+            TuneOp::Awq => Box::new(AwqProbe::<f16>::new(&ops, shape, args.group)?),
+            TuneOp::Moe => Box::new(MoeProbe::<bf16>::new(&ops, shape, (args.experts, args.topk))?),
         };
         results.push(tune_one(&ops, t.as_ref(), args)?);
     }
@@ -178,6 +182,9 @@ fn tune_one(ops: &Ops, t: &dyn Tunable, args: &TuneArgs) -> Result<ShapeResult, 
 fn summary(gpu: &Gpu, args: &TuneArgs, results: &[ShapeResult]) -> String {
     let what = match args.op {
         TuneOp::Gemm => "bf16 gemm, TN, peer cuBLAS".to_string(),
+        TuneOp::ScaledMm if args.dtype == "e4m3" || args.dtype == "fp8" => {
+            "FP8 e4m3 scaled_mm, token/channel scales + bias, bf16 out, no peer".to_string()
+        }
         TuneOp::ScaledMm => {
             "INT8 scaled_mm, token/channel scales + bias, bf16 out, peer cuBLASLt INT8 (s32 out)".to_string()
         }

@@ -173,6 +173,16 @@ fn shipped_tables_are_well_formed() {
                 e.config
             );
             assert!(e.us > 0.0 && e.key.n > 0 && e.key.k > 0, "{name}: bad entry {e:?}");
+            let spec: ConfigSpec = e.config.parse().unwrap();
+            assert!(spec.fits_op(&e.key.op), "{name}: {} under a {} key", e.config, e.key.op);
+            // A MoE entry is a configuration of the layer's space, so it fits the caller's
+            // workspace of `fused_moe_workspace_bytes` and `Ops::fused_moe` runs it.
+            if let ConfigSpec::Moe(s) = spec {
+                let (experts, topk) = e.key.fusion[1..].split_once("-top").expect("fusion eE-topK");
+                let (experts, topk): (usize, usize) = (experts.parse().unwrap(), topk.parse().unwrap());
+                let space = rcute_ops::moe::moe_space(e.key.m, topk, experts, e.key.n, e.key.k);
+                assert!(space.contains(&s), "{name}: {s} outside the space of {:?}", e.key);
+            }
         }
         if !t.entries.is_empty() && t.header.generator != current {
             eprintln!(

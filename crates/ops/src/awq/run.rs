@@ -223,21 +223,10 @@ impl Ops {
     }
 
     /// The fused configuration a tuning table holds for `p` (written by `rcute tune awq`,
-    /// looked up as `RCUTE_TUNING` says: [`crate::tuning::awq_key`]), or `None` for the
-    /// rules. Prefill sizes where the dense path wins never get here.
+    /// looked up, or tuned on a miss, as `RCUTE_TUNING` says: [`Ops::tuned_awq`]), or
+    /// `None` for the rules. Prefill sizes where the dense path wins never get here.
     fn awq_tuned(&self, p: &AwqGemmProblem<'_>) -> Option<(AwqGemmConfig, u32)> {
-        let arch = self.gpu().arch()?;
-        let dtype = match p.w.dtype {
-            DType::F16 => "f16",
-            DType::BF16 => "bf16",
-            _ => return None,
-        };
-        let (n, k) = (p.w.shape.n, p.w.shape.k);
-        let key = crate::tuning::awq_key(dtype, p.w.shape.group, arch.as_str(), p.m, n, k);
-        match self.tuning().lookup(&key)? {
-            crate::tuning::ConfigSpec::Awq(s) => Some(s.config(element(p.w.dtype).ok()?)),
-            _ => None,
-        }
+        Some(self.tuned_awq(p)?.config(element(p.w.dtype).ok()?))
     }
 
     /// Run a validated problem on the fused kernel with the configuration and requested K

@@ -3,23 +3,26 @@
 //! ([`super::moe_tile`], [`super::moe_splits`]); `rcute tune moe` times its candidates
 //! through it.
 
-use super::problem::{MoeProblem, WorkspaceLayout};
+use super::problem::{spec_layout, MoeProblem};
 use crate::error::OpsError;
 use crate::tensor::DType;
 use crate::tuning::MoeSpec;
 use crate::Ops;
 
-/// The workspace [`Ops::run_fused_moe_with`] needs for `spec` (as
-/// [`super::fused_moe_workspace_bytes`] for the rules' choice).
+/// The workspace [`Ops::run_fused_moe_with`] needs for `spec` (at most
+/// [`super::fused_moe_workspace_bytes`] for a configuration of [`super::moe_space`]).
 ///
 /// ```
-/// use rcute_ops::moe::{fused_moe_workspace_bytes, fused_moe_workspace_bytes_with};
+/// use rcute_ops::moe::{fused_moe_workspace_bytes, fused_moe_workspace_bytes_with, moe_space};
 /// use rcute_ops::tuning::MoeSpec;
 /// use rcute_ops::DType;
 /// let spec = MoeSpec { tile: [64, 128, 32], warps: [2, 2], splits: 8 };
 /// let forced = fused_moe_workspace_bytes_with(4, 2, 8, 4096, 14336, DType::BF16, &spec).unwrap();
 /// assert!(forced > 0);
-/// assert!(fused_moe_workspace_bytes(4, 2, 8, 4096, 14336, DType::BF16).is_ok());
+/// let any = fused_moe_workspace_bytes(4, 2, 8, 4096, 14336, DType::BF16).unwrap();
+/// for s in moe_space(4, 2, 8, 4096, 14336) {
+///     assert!(fused_moe_workspace_bytes_with(4, 2, 8, 4096, 14336, DType::BF16, &s).unwrap() <= any);
+/// }
 /// ```
 pub fn fused_moe_workspace_bytes_with(
     tokens: usize,
@@ -30,34 +33,7 @@ pub fn fused_moe_workspace_bytes_with(
     dtype: DType,
     spec: &MoeSpec,
 ) -> Result<usize, OpsError> {
-    Ok(layout_for(tokens, topk, local_experts, hidden, inter, dtype, spec)?.bytes)
-}
-
-fn layout_for(
-    tokens: usize,
-    topk: usize,
-    local: usize,
-    hidden: usize,
-    inter: usize,
-    dtype: DType,
-    spec: &MoeSpec,
-) -> Result<WorkspaceLayout, OpsError> {
-    let too_large = || OpsError::TooLarge { what: "MoE workspace" };
-    if spec.tile.iter().chain(&spec.warps).any(|&x| x <= 0) || spec.splits == 0 {
-        return Err(OpsError::Shape(format!(
-            "MoE configuration {spec}: non-positive extent"
-        )));
-    }
-    let e = dtype.bytes();
-    WorkspaceLayout::new(
-        tokens,
-        topk,
-        local,
-        spec.tile[0] as usize,
-        inter.checked_mul(e).ok_or_else(too_large)?,
-        hidden.checked_mul(e).ok_or_else(too_large)?,
-        spec.splits as usize,
-    )
+    Ok(spec_layout(tokens, topk, local_experts, hidden, inter, dtype, spec)?.bytes)
 }
 
 impl Ops {
@@ -70,7 +46,7 @@ impl Ops {
     /// ([`OpsError::OutOfBounds`]), a configuration the generator rejects, and what
     /// [`Ops::run_fused_moe`] reports; all before any launch.
     pub fn run_fused_moe_with(&self, p: &MoeProblem, spec: &MoeSpec) -> Result<(), OpsError> {
-        let layout = layout_for(p.tokens, p.topk, p.local_experts, p.hidden, p.inter, p.dtype, spec)?;
+        let layout = spec_layout(p.tokens, p.topk, p.local_experts, p.hidden, p.inter, p.dtype, spec)?;
         if layout.bytes > p.workspace_len {
             return Err(OpsError::OutOfBounds {
                 operand: "workspace",

@@ -208,8 +208,18 @@ impl Ops {
     }
 
     /// Launch a validated layer (the kernels are loaded first, so a failed compilation
-    /// leaves `y` untouched).
+    /// leaves `y` untouched) with the configuration a tuning table holds for it (or
+    /// `RCUTE_TUNING=on-miss` measures: `crate::tuning::moe_problem_key`), else the rules'
+    /// ([`moe_tile`], [`super::moe_splits`]).
     pub fn run_fused_moe(&self, p: &MoeProblem) -> Result<(), OpsError> {
+        if let Some(spec) = self.tuned_moe(p) {
+            return self.run_fused_moe_with(p, &spec);
+        }
+        self.run_fused_moe_rules(p)
+    }
+
+    /// [`Ops::run_fused_moe`] with the rules' configuration, whatever the tables say.
+    pub(crate) fn run_fused_moe_rules(&self, p: &MoeProblem) -> Result<(), OpsError> {
         let (tile, warps) = moe_tile(p.tokens * p.topk, p.local_experts);
         self.launch_fused_moe(p, tile, warps)
     }

@@ -35,8 +35,8 @@ pub use align::{align_reference, Alignment};
 pub use forced::fused_moe_workspace_bytes_with;
 pub use grouped::{validate_grouped_gemm, GroupedProblem};
 pub use problem::{
-    fused_moe_workspace_bytes, grouped_gemm_workspace_bytes, moe_splits, moe_tile, validate_fused_moe, MoeOptions,
-    MoeProblem, MoeRouting, MoeWorkspace,
+    fused_moe_workspace_bytes, grouped_gemm_workspace_bytes, moe_space, moe_splits, moe_tile, validate_fused_moe,
+    MoeOptions, MoeProblem, MoeRouting, MoeWorkspace,
 };
 pub use reference::fused_moe_reference;
 pub use routing::{topk_softmax_reference, Routing};

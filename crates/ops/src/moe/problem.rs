@@ -8,6 +8,8 @@ use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef};
 use rcute_kernel::moe_routing::align::{align_capacity, AlignCapacity};
 use rcute_kernel::moe_routing::{MAX_EXPERTS, MAX_LOCAL_EXPERTS, MAX_TOPK};
 
+use crate::tuning::MoeSpec;
+
 /// How tokens are routed.
 #[derive(Clone, Copy, Debug)]
 pub enum MoeRouting<'a> {
@@ -211,9 +213,68 @@ impl WorkspaceLayout {
     }
 }
 
+/// The grouped GEMMs' `(tile, warps)` geometries of the configuration space
+/// ([`moe_space`]).
+const MOE_GEOMETRIES: [([i64; 3], [i64; 2]); 5] = [
+    ([16, 128, 64], [1, 4]),
+    ([32, 128, 64], [1, 4]),
+    ([64, 128, 32], [2, 2]),
+    ([64, 128, 64], [2, 2]),
+    ([128, 128, 32], [2, 2]),
+];
+
+/// GEMM2 CTAs (row tiles x column tiles x K splits) beyond which more K splits are not in
+/// [`moe_space`]: splits pay only while few CTAs stream the weights, and each split adds
+/// a `[T * k, H]` slab to the workspace.
+const MAX_SPLIT_CTAS: usize = 2048;
+
+/// The fused MoE layer's configurations for `tokens` tokens, top-`topk`, `local` experts,
+/// hidden size `hidden` and intermediate size `inter`: the rules' choice ([`moe_tile`],
+/// [`moe_splits`]) first, then row tiles up to four times the average rows per expert
+/// (rounded up to 16) with GEMM2 K splits 1 to 8 that keep four k-tiles each and at most
+/// 2048 GEMM2 CTAs. The tuner's candidates are the ones the generator accepts; a tuning
+/// table entry in this space always fits a workspace of [`fused_moe_workspace_bytes`].
+///
+/// ```
+/// use rcute_ops::moe::moe_space;
+/// let s = moe_space(16, 2, 8, 4096, 14336);
+/// assert_eq!(s[0].tile, [16, 128, 64]); // the rules' choice first
+/// assert!(s.iter().any(|c| c.splits > 1));
+/// // Prefill: no K splits (enough CTAs), so the workspace stays the rules' size.
+/// assert!(moe_space(4096, 2, 8, 4096, 14336).iter().all(|c| c.splits == 1));
+/// ```
+pub fn moe_space(tokens: usize, topk: usize, local: usize, hidden: usize, inter: usize) -> Vec<MoeSpec> {
+    let entries = tokens.saturating_mul(topk);
+    let (tile, warps) = moe_tile(entries, local);
+    let rules = MoeSpec {
+        tile,
+        warps,
+        splits: moe_splits(tokens, topk, local, hidden, inter) as u32,
+    };
+    let mut out = vec![rules];
+    let rows = entries.div_ceil(local.max(1)).next_power_of_two().max(16);
+    for (tile, warps) in MOE_GEOMETRIES {
+        if tile[0] as usize > 4 * rows {
+            continue;
+        }
+        let blocks = align_capacity(tokens, topk, local, tile[0] as usize).map_or(usize::MAX, |c| c.blocks.max(1));
+        let ctas = blocks.saturating_mul(hidden.div_ceil(tile[1] as usize).max(1));
+        for splits in [1u32, 2, 4, 8] {
+            let by_k = inter.div_ceil(tile[2] as usize) / 4 >= splits as usize;
+            let by_ctas = ctas.saturating_mul(splits as usize) <= MAX_SPLIT_CTAS;
+            let spec = MoeSpec { tile, warps, splits };
+            if (splits == 1 || (by_k && by_ctas)) && !out.contains(&spec) {
+                out.push(spec);
+            }
+        }
+    }
+    out
+}
+
 /// The workspace [`crate::Ops::fused_moe`] needs for `tokens` tokens, top-`topk`,
 /// `local_experts` experts on this GPU, hidden size `hidden` and intermediate size
-/// `inter` in `dtype` (bf16 or f16).
+/// `inter` in `dtype` (bf16 or f16): the largest layout of any configuration of
+/// [`moe_space`], so the op can run whichever one a tuning table holds.
 ///
 /// ```
 /// use rcute_ops::moe::fused_moe_workspace_bytes;
@@ -230,19 +291,39 @@ pub fn fused_moe_workspace_bytes(
     inter: usize,
     dtype: DType,
 ) -> Result<usize, OpsError> {
-    let (tile, _) = moe_tile(tokens.saturating_mul(topk), local_experts);
-    let e = dtype.bytes();
+    let mut bytes = 0;
+    for spec in moe_space(tokens, topk, local_experts, hidden, inter) {
+        bytes = bytes.max(spec_layout(tokens, topk, local_experts, hidden, inter, dtype, &spec)?.bytes);
+    }
+    Ok(bytes)
+}
+
+/// The workspace layout of the layer run with `spec`'s row tile and GEMM2 splits.
+pub(crate) fn spec_layout(
+    tokens: usize,
+    topk: usize,
+    local: usize,
+    hidden: usize,
+    inter: usize,
+    dtype: DType,
+    spec: &MoeSpec,
+) -> Result<WorkspaceLayout, OpsError> {
     let too_large = || OpsError::TooLarge { what: "MoE workspace" };
-    let l = WorkspaceLayout::new(
+    if spec.tile.iter().chain(&spec.warps).any(|&x| x <= 0) || spec.splits == 0 {
+        return Err(OpsError::Shape(format!(
+            "MoE configuration {spec}: non-positive extent"
+        )));
+    }
+    let e = dtype.bytes();
+    WorkspaceLayout::new(
         tokens,
         topk,
-        local_experts,
-        tile[0] as usize,
+        local,
+        spec.tile[0] as usize,
         inter.checked_mul(e).ok_or_else(too_large)?,
         hidden.checked_mul(e).ok_or_else(too_large)?,
-        moe_splits(tokens, topk, local_experts, hidden, inter),
-    )?;
-    Ok(l.bytes)
+        spec.splits as usize,
+    )
 }
 
 /// The workspace [`crate::Ops::grouped_gemm`] needs (the alignment's buffers only).
@@ -469,10 +550,12 @@ pub fn validate_fused_moe(
     let e = xg.dtype.bytes();
     let splits = moe_splits(tokens, topk, local, hidden, inter);
     let layout = WorkspaceLayout::new(tokens, topk, local, tile[0] as usize, inter * e, hidden * e, splits)?;
-    if workspace.len < layout.bytes {
+    // Room for any configuration a tuning table may pick, not only the rules' layout.
+    let needed = fused_moe_workspace_bytes(tokens, topk, local, hidden, inter, xg.dtype)?;
+    if workspace.len < needed {
         return Err(OpsError::OutOfBounds {
             operand: "workspace",
-            needed: layout.bytes,
+            needed,
             len: workspace.len,
         });
     }
@@ -482,7 +565,7 @@ pub fn validate_fused_moe(
             detail: format!("address {:#x} is not a multiple of {ALIGN} bytes", workspace.ptr),
         });
     }
-    let ws = (workspace.ptr, workspace.ptr.saturating_add(layout.bytes as u64));
+    let ws = (workspace.ptr, workspace.ptr.saturating_add(needed as u64));
     let yr = range(&yg)?;
     let mut inputs = vec![("x", range(&xg)?), ("w13", range(&ag)?), ("w2", range(&bg)?)];
     if let Some((l, _)) = &logits {

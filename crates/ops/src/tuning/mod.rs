@@ -13,10 +13,14 @@
 //! ([`tuner::tune`] within `RCUTE_TUNING_BUDGET` seconds, default 20, compilation
 //! included), writes the winner to `RCUTE_TUNING_FILE` (or `tuning.json` in the kernel
 //! cache's directory) and runs it; concurrent callers of one `Ops` tune a key once
-//! ([`OpsTuning::choose`]). On-miss covers `gemm` and INT8 `scaled_mm`; it tunes on buffers of
+//! ([`OpsTuning::choose`]). On-miss covers `gemm`, `scaled_mm` (INT8; FP8 on sm_90),
+//! `awq_gemm` (its fused path) and `fused_moe`; it tunes the op's [`probe`] on buffers of
 //! its own (random data of the problem's shape, the weight copied until the copies exceed
 //! 150 MB), never the caller's, synchronizes the op's stream, and does nothing while that
-//! stream captures a graph (the rules serve; the next call outside a capture tunes).
+//! stream captures a graph (the rules serve; the next call outside a capture tunes). A
+//! probe that cannot be built (out of memory) leaves the key to the rules. `fused_moe` runs
+//! a table's `moe:` entry on the caller's workspace: [`crate::moe::fused_moe_workspace_bytes`]
+//! covers every configuration of [`crate::moe::moe_space`].
 //!
 //! ```
 //! use rcute_ops::tuning::{ConfigSpec, ProblemKey, Tables, TableHeader, TuningTable};
@@ -39,7 +43,10 @@ mod header;
 mod key;
 mod op_specs;
 mod ops_tables;
+pub mod probe;
+mod probe_awq;
 mod probe_gemm;
+mod probe_moe;
 mod probe_scaled_mm;
 pub mod space;
 mod space_awq_moe;
@@ -53,6 +60,7 @@ pub use header::{generator_hash, TableHeader};
 pub use key::{awq_key, moe_key, ProblemKey};
 pub use op_specs::{AwqSpec, MoeSpec};
 pub use ops_tables::{gemm_key, OpsTuning, ON_MISS_SECONDS, SHIPPED};
+pub use probe_moe::moe_problem_key;
 pub use spec::{ConfigSpec, Sm80Spec, Sm90Spec, SpecError};
 pub use table::{Entry, Loaded, Tables, TuningTable};
 

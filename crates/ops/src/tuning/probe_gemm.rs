@@ -1,98 +1,91 @@
-//! On-miss tuning of `gemm`: a [`Tunable`] on buffers of the problem's shape (random
-//! data, the weight B rotated over copies), checked against a float64 reference on a
-//! sample of the output, and the [`Ops`] path that runs it on a miss.
+//! The `gemm` probe: a TN GEMM of one shape (random data, the weight B rotated over
+//! copies), checked against float64 on a sample of the output, and the [`Ops`] path that
+//! tunes it on a miss.
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 use rcute_kernel::gemm_sm80::{GemmSm80Config, Major};
 use rcute_kernel::gemm_sm90::GemmSm90Config;
-use std::sync::Arc;
 
+use super::probe::{copies, driver, random, Half, Sampled};
 use super::space::gemm_candidates;
-use super::tuner::{copies_for, tune, Compiler, Quiet, Tunable};
-use super::{gemm_key, ConfigSpec, Entry, ProblemKey};
+use super::tuner::{copies_for, Compiler, Tunable};
+use super::{gemm_key, ConfigSpec, ProblemKey};
 use crate::gemm::GemmProblem;
-use crate::tensor::{DType, Element, MatrixMut, MatrixRef};
+use crate::tensor::{DType, MatrixMut, MatrixRef};
 use crate::Ops;
 
-/// A 16-bit floating type the GEMM probe fills with random values.
-pub(crate) trait Half: Element + cudarc::driver::ValidAsZeroBits + Copy + Default + Unpin + 'static {
-    fn from_f32(x: f32) -> Self;
-    fn to_f64(self) -> f64;
-}
-impl Half for half::bf16 {
-    fn from_f32(x: f32) -> Self {
-        half::bf16::from_f32(x)
-    }
-    fn to_f64(self) -> f64 {
-        half::bf16::to_f64(self)
-    }
-}
-impl Half for half::f16 {
-    fn from_f32(x: f32) -> Self {
-        half::f16::from_f32(x)
-    }
-    fn to_f64(self) -> f64 {
-        half::f16::to_f64(self)
-    }
-}
-
-/// `len` values uniform in [-1, 1) from a fixed seed (a 64-bit LCG).
-pub(crate) fn uniform(len: usize, seed: u64) -> impl Iterator<Item = f32> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len).map(move |_| {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    })
-}
-
-/// Up to `count` indices spread over `0..len`, the last one included.
-pub(crate) fn sample(len: usize, count: usize) -> Vec<usize> {
-    let count = count.min(len).max(1);
-    let mut v: Vec<usize> = (0..count).map(|i| i * len / count).collect();
-    v.push(len - 1);
-    v.dedup();
-    v
-}
-
-/// A TN GEMM problem (row-major A, column-major B, row-major D, no C) of one shape.
-struct GemmProbe<T: Half> {
+/// A TN GEMM problem (row-major A `[M, K]`, column-major B `[K, N]`, row-major D, no C,
+/// `alpha = 1`, `beta = 0`) of one shape in `T` (bf16 or f16), with its candidates.
+pub struct GemmProbe<T: Half> {
     key: ProblemKey,
     shape: (usize, usize, usize),
-    dtype: DType,
     stream: Arc<CudaStream>,
     a: CudaSlice<T>,
     bs: Vec<CudaSlice<T>>,
     d: RefCell<CudaSlice<T>>,
-    host_a: Vec<T>,
-    host_b: Vec<T>,
+    /// The float64 product at the sampled outputs.
+    want: Sampled,
     candidates: Vec<ConfigSpec>,
 }
 
 impl<T: Half> GemmProbe<T> {
-    fn new(ops: &Ops, key: ProblemKey, (m, n, k): (usize, usize, usize), dtype: DType) -> Result<Self, String> {
+    /// Random inputs of `(M, N, K)` on `ops`' GPU (B copied until the copies exceed
+    /// [`super::tuner::ROTATE_BYTES`]) and the candidates of
+    /// [`gemm_candidates`] (the rules' choice first).
+    pub fn new(ops: &Ops, (m, n, k): (usize, usize, usize)) -> Result<Self, String> {
         let stream = ops.stream().clone();
-        let e = |x: cudarc::driver::DriverError| x.to_string();
-        let host_a: Vec<T> = uniform(m * k, 1).map(T::from_f32).collect();
-        let host_b: Vec<T> = uniform(n * k, 2).map(T::from_f32).collect();
-        let bs = (0..copies_for(n * k * 2))
-            .map(|_| stream.clone_htod(&host_b))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(e)?;
+        let host_a: Vec<T> = random(m * k, 1, T::from_f32);
+        let host_b: Vec<T> = random(n * k, 2, T::from_f32);
         let gpu = ops.gpu();
-        Ok(GemmProbe {
-            key,
+        let arch = gpu.arch().ok_or("no rcute arch for this GPU")?;
+        let mut probe = GemmProbe {
+            key: ProblemKey::new("gemm", "", "", "", 0, 0, 0),
             shape: (m, n, k),
-            dtype,
-            a: stream.clone_htod(&host_a).map_err(e)?,
-            bs,
-            d: RefCell::new(stream.alloc_zeros(m * n).map_err(e)?),
+            a: stream.clone_htod(&host_a).map_err(driver)?,
+            bs: copies(&stream, &host_b, copies_for(n * k * 2))?,
+            d: RefCell::new(stream.alloc_zeros(m * n).map_err(driver)?),
             stream,
-            host_a,
-            host_b,
+            want: Sampled::new(m, n, |i, j| {
+                (0..k)
+                    .map(|t| host_a[i * k + t].to_f64() * host_b[j * k + t].to_f64())
+                    .sum()
+            }),
             candidates: gemm_candidates(m, n, k, 1, gpu.compute_capability(), gpu.sm_count()),
-        })
+        };
+        // The key the op itself looks up for this problem.
+        probe.key = probe.with_problem(0, |p| {
+            gemm_key(p, arch.as_str()).ok_or("not a tuned GEMM layout".into())
+        })?;
+        Ok(probe)
+    }
+
+    /// A, on the GPU.
+    pub fn a(&self) -> &CudaSlice<T> {
+        &self.a
+    }
+
+    /// B copy `turn` (of [`Tunable::rotated`]'s count, modulo), on the GPU.
+    pub fn b(&self, turn: usize) -> &CudaSlice<T> {
+        &self.bs[turn % self.bs.len()]
+    }
+
+    /// `f` of the validated problem on B copy `turn`.
+    fn with_problem<R>(&self, turn: usize, f: impl FnOnce(&GemmProblem<'_>) -> Result<R, String>) -> Result<R, String> {
+        let (m, n, k) = self.shape;
+        let mut d = self.d.borrow_mut();
+        let p = crate::validate(
+            &MatrixRef::new(&self.a, m, k),
+            &MatrixRef::new(self.b(turn), k, n).col_major(),
+            None,
+            &MatrixMut::new(&mut d, m, n),
+            1.0,
+            0.0,
+        )
+        .map_err(|x| x.to_string())?;
+        f(&p)
     }
 }
 
@@ -110,7 +103,7 @@ impl<T: Half> Tunable for GemmProbe<T> {
     }
 
     fn compiler(&self) -> Compiler {
-        let e = match self.dtype {
+        let e = match T::DTYPE {
             DType::F16 => rcute_atom::Element::F16,
             _ => rcute_atom::Element::BF16,
         };
@@ -133,50 +126,18 @@ impl<T: Half> Tunable for GemmProbe<T> {
     }
 
     fn run(&self, ops: &Ops, spec: &ConfigSpec, turn: usize) -> Result<(), String> {
-        let (m, n, k) = self.shape;
         let choice = spec
             .gemm_choice()
             .ok_or_else(|| format!("{spec} is not a gemm configuration"))?;
-        let mut d = self.d.borrow_mut();
-        let b = &self.bs[turn % self.bs.len()];
-        let p = crate::validate(
-            &MatrixRef::new(&self.a, m, k),
-            &MatrixRef::new(b, k, n).col_major(),
-            None,
-            &MatrixMut::new(&mut d, m, n),
-            1.0,
-            0.0,
-        )
-        .map_err(|x| x.to_string())?;
-        ops.run_gemm_with(&p, Some(&choice)).map_err(|x| x.to_string())
+        self.with_problem(turn, |p| ops.run_gemm_with(p, Some(&choice)).map_err(|x| x.to_string()))
     }
 
     fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String> {
-        let (m, n, k) = self.shape;
-        self.stream
-            .memset_zeros(&mut *self.d.borrow_mut())
-            .map_err(|x| x.to_string())?;
+        let n = self.shape.1;
+        self.stream.memset_zeros(&mut *self.d.borrow_mut()).map_err(driver)?;
         self.run(ops, spec, 0)?;
-        let got = self.stream.clone_dtoh(&*self.d.borrow()).map_err(|x| x.to_string())?;
-        let (mut err, mut max_ref) = (0f64, 1e-30f64);
-        for i in sample(m, 16) {
-            for j in sample(n, 64) {
-                let r: f64 = (0..k)
-                    .map(|t| self.host_a[i * k + t].to_f64() * self.host_b[j * k + t].to_f64())
-                    .sum();
-                let g = got[i * n + j].to_f64();
-                err = if g.is_nan() {
-                    f64::INFINITY
-                } else {
-                    err.max((g - r).abs())
-                };
-                max_ref = max_ref.max(r.abs());
-            }
-        }
-        if err / max_ref > 2e-2 {
-            return Err(format!("max relative error {:.2e} against float64", err / max_ref));
-        }
-        Ok(())
+        let got = self.stream.clone_dtoh(&*self.d.borrow()).map_err(driver)?;
+        self.want.check(|i, j| got[i * n + j].to_f64(), "float64")
     }
 
     fn rotated(&self) -> (usize, usize) {
@@ -196,23 +157,14 @@ impl Ops {
         let arch = self.gpu().arch()?;
         let key = gemm_key(p, arch.as_str())?;
         let shape = (p.m(), p.n(), p.k());
+        let dtype = p.a().dtype;
         tuning.choose(&key, || {
-            if crate::stream::is_capturing(self.stream()).map_err(|e| e.to_string())? {
-                return Err("the stream captures a graph".into());
-            }
-            let t: Box<dyn Tunable> = match p.a().dtype {
-                DType::F16 => Box::new(GemmProbe::<half::f16>::new(self, key.clone(), shape, DType::F16)?),
-                _ => Box::new(GemmProbe::<half::bf16>::new(self, key.clone(), shape, DType::BF16)?),
-            };
-            on_miss_entry(self, t.as_ref())
+            self.tune_on_miss(|| {
+                Ok(match dtype {
+                    DType::F16 => Box::new(GemmProbe::<half::f16>::new(self, shape)?),
+                    _ => Box::new(GemmProbe::<half::bf16>::new(self, shape)?),
+                })
+            })
         })
     }
-}
-
-/// Tune `t` within the handle's on-miss budget; the winner as a table entry.
-pub(crate) fn on_miss_entry(ops: &Ops, t: &dyn Tunable) -> Result<Option<Entry>, String> {
-    let outcome = tune(ops, t, ops.tuning().budget(), &Quiet)?;
-    // Wait for the probe's work before its buffers are freed and the caller's op runs.
-    ops.stream().synchronize().map_err(|e| e.to_string())?;
-    Ok(outcome.entry(None))
 }

@@ -2,16 +2,17 @@
 //! pruned to what can run well on the problem's shape.
 //!
 //! For a bf16 `gemm` on `m x n x k` (batch `l`) and a GPU with `sms` multiprocessors:
-//! Ampere-class tiles from 16 to 128 rows with split-K 1 to 8 (serial and parallel) on
-//! every GPU; on sm_90 also the Hopper kernel's tiles, schedules, clusters 1x1 / 2x1 and
-//! split-K. Split-K stays where each split keeps at least 4 k-tiles and the grid stays
-//! within two waves; tiles whose rows exceed M several times over are left out. Every
-//! candidate generates (the generator accepts it); the rules' own choice is first.
+//! Ampere-class tiles from 16 to 128 rows (64 to 256 columns) with split-K 1 to 16
+//! (serial and parallel) on every GPU; on sm_90 also the Hopper kernel's tiles (32 to 256
+//! columns), schedules, clusters 1x1 / 2x1 and split-K. Split-K stays where each split
+//! keeps at least 4 k-tiles and the grid stays within four waves; tiles whose rows exceed
+//! M several times over are left out. Every candidate generates (the generator accepts
+//! it); the rules' own choice is first.
 //!
 //! ```
 //! use rcute_ops::tuning::space::gemm_candidates;
 //! let c = gemm_candidates(16, 4096, 4096, 1, (9, 0), 132);
-//! assert!(c.len() >= 8 && c.len() <= 64);
+//! assert!(c.len() >= 8 && c.len() <= rcute_ops::tuning::space::MAX_CANDIDATES);
 //! assert!(c.iter().any(|s| s.to_string().starts_with("sm90:")));
 //! assert!(gemm_candidates(16, 4096, 4096, 1, (8, 0), 108).iter().all(|s| !s.to_string().starts_with("sm90:")));
 //! ```
@@ -25,21 +26,26 @@ use crate::select::{select, select_scaled_mm, select_scaled_sm90, select_sm90};
 use rcute_kernel::gemm_sm80::Sm80Target as ScaledMmTarget;
 
 /// The most candidates one problem gets.
-pub const MAX_CANDIDATES: usize = 64;
+pub const MAX_CANDIDATES: usize = 128;
 
-/// Split counts worth timing for `tiles` output tiles and `k_tiles` k-tiles on `sms` SMs.
+/// Waves of CTAs split-K may fill at most.
+const SPLIT_WAVES: usize = 4;
+
+/// Split counts worth timing for `tiles` output tiles and `k_tiles` k-tiles on `sms` SMs:
+/// each split keeps at least 4 k-tiles and the grid stays within [`SPLIT_WAVES`] waves.
 fn splits(tiles: usize, k_tiles: usize, sms: u32) -> Vec<u32> {
-    [1u32, 2, 4, 8]
+    [1u32, 2, 3, 4, 6, 8, 16]
         .into_iter()
-        .filter(|&s| s == 1 || (k_tiles / s as usize >= 4 && tiles * s as usize <= 2 * sms as usize))
+        .filter(|&s| s == 1 || (k_tiles / s as usize >= 4 && tiles * s as usize <= SPLIT_WAVES * sms as usize))
         .collect()
 }
 
 /// Ampere-class candidates.
 fn sm80(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
-    let geometries: [([i64; 3], [i64; 2], u32); 6] = [
+    let geometries: [([i64; 3], [i64; 2], u32); 7] = [
         ([16, 64, 128], [1, 4], 0),
         ([32, 64, 128], [1, 4], 0),
+        ([32, 64, 64], [2, 2], 0),
         ([64, 64, 64], [2, 2], 0),
         ([64, 128, 32], [2, 2], 0),
         ([128, 128, 32], [2, 2], 3),
@@ -48,8 +54,8 @@ fn sm80(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
     sm80_specs(&geometries, m, n, k, l, sms)
 }
 
-/// Ampere-class specs of `(tile, warps, raster swizzle)` geometries: tiles at most four
-/// times the rows of M (rounded up), every useful split-K in both modes.
+/// Ampere-class specs of `(tile, warps, raster swizzle)` geometries: tiles of at most M's
+/// rows (rounded up to a power of two, at least 32), every useful split-K in both modes.
 fn sm80_specs(
     geometries: &[([i64; 3], [i64; 2], u32)],
     m: usize,
@@ -60,7 +66,7 @@ fn sm80_specs(
 ) -> Vec<ConfigSpec> {
     let mut out = Vec::new();
     for &(tile, warps, raster_swizzle) in geometries {
-        if tile[0] as usize > 4 * m.next_power_of_two().max(16) {
+        if tile[0] as usize > m.next_power_of_two().max(32) {
             continue;
         }
         let tiles = m.div_ceil(tile[0] as usize) * n.div_ceil(tile[1] as usize) * l;
@@ -88,8 +94,13 @@ fn sm80_specs(
 
 /// Hopper candidates.
 fn sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
+    use Sm90Schedule::WarpSpecialized;
     use Sm90Schedule::{Cooperative, PingPong};
-    let geometries: [([i64; 3], Sm90Schedule, Option<u32>); 5] = [
+    let geometries: [([i64; 3], Sm90Schedule, Option<u32>); 9] = [
+        ([64, 32, 64], PingPong, None),
+        ([64, 64, 64], PingPong, None),
+        ([64, 64, 64], WarpSpecialized, None),
+        ([64, 96, 64], PingPong, None),
         ([64, 128, 64], PingPong, None),
         ([64, 256, 64], PingPong, None),
         ([128, 128, 64], PingPong, None),
@@ -99,9 +110,9 @@ fn sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
     sm90_specs(&geometries, m, n, k, l, sms)
 }
 
-/// Hopper specs of `(tile, schedule, MMA pipelining)` geometries: tiles at most twice the
-/// rows of M (rounded up), clusters 1x1 and (with two tiles along M) 2x1, every useful
-/// split-K.
+/// Hopper specs of `(tile, schedule, MMA pipelining)` geometries: tiles of at most M's rows
+/// (rounded up to a power of two, at least 64), clusters 1x1 and (with two tiles along M)
+/// 2x1, every useful split-K (at most 2 with a 2x1 cluster).
 fn sm90_specs(
     geometries: &[([i64; 3], Sm90Schedule, Option<u32>)],
     m: usize,
@@ -112,7 +123,7 @@ fn sm90_specs(
 ) -> Vec<ConfigSpec> {
     let mut out = Vec::new();
     for &(tile, schedule, mma_pipe) in geometries {
-        if tile[0] as usize > 2 * m.next_power_of_two().max(64) {
+        if tile[0] as usize > m.next_power_of_two().max(64) {
             continue;
         }
         let tiles = m.div_ceil(tile[0] as usize) * n.div_ceil(tile[1] as usize) * l;
@@ -121,6 +132,9 @@ fn sm90_specs(
                 continue; // a 2x1 cluster needs two tiles along M
             }
             for split_k in splits(tiles, k.div_ceil(tile[2] as usize), sms) {
+                if cluster[0] > 1 && split_k > 2 {
+                    continue; // fine splits are for grids too small to pair CTAs
+                }
                 out.push(ConfigSpec::Sm90(Sm90Spec {
                     tile,
                     schedule,
@@ -318,7 +332,7 @@ mod tests {
             if split > 1 {
                 assert!(4096 / tile[2] as u32 / split >= 4, "{c}");
                 let tiles = 16usize.div_ceil(rows as usize) * 4096usize.div_ceil(tile[1] as usize);
-                assert!(tiles * split as usize <= 264, "{c}");
+                assert!(tiles * split as usize <= 4 * 132, "{c}");
             }
         }
         // Large problems do not split.
@@ -327,6 +341,30 @@ mod tests {
             .iter()
             .skip(1)
             .all(|c| !c.to_string().contains(",k") && !c.to_string().contains("serial")));
+    }
+
+    #[test]
+    fn decode_shapes_get_narrow_tiles_and_finer_splits() {
+        for m in [32, 64, 128] {
+            let s = scaled_mm_candidates(m, 4096, 4096, 1, (9, 0), 132);
+            assert!(s.len() < MAX_CANDIDATES, "{m}: scaled-mm space cut off at {}", s.len());
+            let c = gemm_candidates(m, 4096, 4096, 1, (9, 0), 132);
+            let names: Vec<String> = c.iter().map(|s| s.to_string()).collect();
+            eprintln!("{m}x4096x4096: {} candidates: {}", c.len(), names.join(" "));
+            assert!(c.len() < MAX_CANDIDATES, "{m}: the space is not cut off");
+            assert!(
+                names.iter().any(|s| s.starts_with("sm90:64x64x64")),
+                "{m}: 64-wide Hopper tiles"
+            );
+            assert!(
+                names.iter().any(|s| s.starts_with("sm90:") && s.contains(",k3")),
+                "{m}: split-K 3"
+            );
+            assert!(
+                names.iter().any(|s| !s.starts_with("sm90:") && s.contains("serial")),
+                "{m}: SM80 split-K"
+            );
+        }
     }
 
     #[test]

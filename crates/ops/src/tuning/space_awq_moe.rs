@@ -19,7 +19,7 @@ use rcute_kernel::grouped_gemm::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
 use super::op_specs::{AwqSpec, MoeSpec};
 use super::spec::ConfigSpec;
 use crate::awq::select::select_awq_gemm;
-use crate::moe::{moe_splits, moe_tile};
+use crate::moe::moe_space;
 
 /// The AWQ GEMM's `(tile, warps, stages)` geometries the tuner tries.
 const AWQ_GEOMETRIES: [([i64; 3], [i64; 2], usize); 6] = [
@@ -68,40 +68,11 @@ pub fn awq_candidates(m: usize, n: usize, k: usize, sms: u32) -> Vec<ConfigSpec>
     out
 }
 
-/// The grouped GEMMs' `(tile, warps)` geometries the tuner tries.
-const MOE_GEOMETRIES: [([i64; 3], [i64; 2]); 5] = [
-    ([16, 128, 64], [1, 4]),
-    ([32, 128, 64], [1, 4]),
-    ([64, 128, 32], [2, 2]),
-    ([64, 128, 64], [2, 2]),
-    ([128, 128, 32], [2, 2]),
-];
-
 /// The fused MoE layer's candidates (bf16) for `tokens` tokens, top-`topk`, `local`
-/// experts, hidden size `hidden` and intermediate size `inter`: the rules' choice
-/// ([`moe_tile`], [`moe_splits`]) first, then row tiles up to four times the average rows
-/// per expert (rounded up to 16) with GEMM2 K splits 1 to 8 that keep four k-tiles each.
+/// experts, hidden size `hidden` and intermediate size `inter`: the configurations of
+/// [`moe_space`] (the rules' choice first) that the generator accepts.
 pub fn moe_candidates(tokens: usize, topk: usize, local: usize, hidden: usize, inter: usize) -> Vec<ConfigSpec> {
-    let entries = tokens.saturating_mul(topk);
-    let (tile, warps) = moe_tile(entries, local);
-    let rules = MoeSpec {
-        tile,
-        warps,
-        splits: moe_splits(tokens, topk, local, hidden, inter) as u32,
-    };
-    let mut all = vec![rules];
-    let rows = entries.div_ceil(local.max(1)).next_power_of_two().max(16);
-    for (tile, warps) in MOE_GEOMETRIES {
-        if tile[0] as usize > 4 * rows {
-            continue;
-        }
-        for splits in [1u32, 2, 4, 8] {
-            if splits > 1 && inter.div_ceil(tile[2] as usize) / 4 < splits as usize {
-                continue;
-            }
-            all.push(MoeSpec { tile, warps, splits });
-        }
-    }
+    let all = moe_space(tokens, topk, local, hidden, inter);
     let generates = |s: &MoeSpec| {
         [
             (GroupedA::Gathered, GroupedEpilogue::SwiGlu),

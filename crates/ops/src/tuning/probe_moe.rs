@@ -1,0 +1,192 @@
+//! The MoE probe: the fused MoE layer of one shape (tokens `T`, hidden size `H`,
+//! intermediate size `I`, `L` experts all here, top-`k` routing from random logits,
+//! renormalised; the weights rotated over copies where one copy is under the rotation
+//! target), its candidates the configurations [`Ops::run_fused_moe_with`] takes
+//! ([`moe_candidates`]), each checked against the output of the rules' choice (which the
+//! GPU suite checks against the float64 [`crate::moe::fused_moe_reference`]); and the
+//! [`Ops`] path that consults the tables, and tunes on a miss, in [`Ops::fused_moe`].
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream};
+
+use super::probe::{copies, driver, random, Half, Sampled};
+use super::space::moe_candidates;
+use super::tuner::{copies_for, Compiler, Tunable};
+use super::{moe_key, ConfigSpec, MoeSpec, ProblemKey};
+use crate::moe::{fused_moe_workspace_bytes, validate_fused_moe, MoeOptions, MoeProblem, MoeRouting, MoeWorkspace};
+use crate::tensor::{DType, MatrixMut, MatrixRef};
+use crate::Ops;
+
+/// The table key of a validated MoE layer ([`moe_key`] with its local experts).
+pub fn moe_problem_key(p: &MoeProblem, arch: &str) -> ProblemKey {
+    let dtype = match p.dtype {
+        DType::F16 => "f16",
+        _ => "bf16",
+    };
+    moe_key(dtype, p.local_experts, p.topk, arch, p.tokens, p.hidden, p.inter)
+}
+
+/// A fused MoE layer of `T` (bf16 or f16) with its buffers and candidates.
+pub struct MoeProbe<T: Half> {
+    key: ProblemKey,
+    /// `(T, H, I)`.
+    shape: (usize, usize, usize),
+    experts: usize,
+    topk: usize,
+    stream: Arc<CudaStream>,
+    x: CudaSlice<T>,
+    logits: CudaSlice<f32>,
+    w13: Vec<CudaSlice<T>>,
+    w2: Vec<CudaSlice<T>>,
+    ws: RefCell<CudaSlice<u8>>,
+    y: RefCell<CudaSlice<T>>,
+    /// The rules' output on copy 0 at the sampled outputs.
+    want: Sampled,
+    candidates: Vec<ConfigSpec>,
+}
+
+impl<T: Half> MoeProbe<T> {
+    /// Random inputs of `(T, H, I)` with `experts` experts and top-`topk` routing on `ops`'
+    /// GPU, the candidates, and the output of the rules' choice.
+    pub fn new(ops: &Ops, (t, h, i): (usize, usize, usize), (experts, topk): (usize, usize)) -> Result<Self, String> {
+        let stream = ops.stream().clone();
+        let (s13, s2) = (1.0 / (h as f32).sqrt(), 1.0 / (i as f32).sqrt());
+        let w13 = random(experts * 2 * i * h, 11, |u| T::from_f32(u * s13));
+        let w2 = random(experts * h * i, 12, |u| T::from_f32(u * s2));
+        let n = copies_for((w13.len() + w2.len()) * 2);
+        let ws = fused_moe_workspace_bytes(t, topk, experts, h, i, T::DTYPE).map_err(|e| e.to_string())?;
+        let arch = ops.gpu().arch().ok_or("no rcute arch for this GPU")?;
+        let mut probe = MoeProbe {
+            key: ProblemKey::new("moe", "", "", "", 0, 0, 0),
+            shape: (t, h, i),
+            experts,
+            topk,
+            x: stream.clone_htod(&random(t * h, 13, T::from_f32)).map_err(driver)?,
+            logits: stream
+                .clone_htod(&random(t * experts, 14, |u| u * 4.0))
+                .map_err(driver)?,
+            w13: copies(&stream, &w13, n)?,
+            w2: copies(&stream, &w2, n)?,
+            ws: RefCell::new(stream.alloc_zeros(ws.max(1)).map_err(driver)?),
+            y: RefCell::new(stream.alloc_zeros(t * h).map_err(driver)?),
+            want: Sampled::new(0, 0, |_, _| 0.0),
+            candidates: moe_candidates(t, topk, experts, h, i),
+            stream,
+        };
+        probe.key = probe.with_problem(0, |p| {
+            ops.run_fused_moe_rules(p).map_err(|e| e.to_string())?;
+            Ok(moe_problem_key(p, arch.as_str()))
+        })?;
+        let rules = probe.stream.clone_dtoh(&*probe.y.borrow()).map_err(driver)?;
+        probe.want = Sampled::new(t, h, |r, c| rules[r * h + c].to_f64());
+        Ok(probe)
+    }
+
+    /// `f` of the validated layer on weight copy `turn`.
+    fn with_problem<R>(&self, turn: usize, f: impl FnOnce(&MoeProblem) -> Result<R, String>) -> Result<R, String> {
+        let (t, h, i) = self.shape;
+        let (w13, w2) = (&self.w13[turn % self.w13.len()], &self.w2[turn % self.w2.len()]);
+        let mut ws = self.ws.borrow_mut();
+        let mut y = self.y.borrow_mut();
+        let routing = MoeRouting::Logits {
+            logits: MatrixRef::new(&self.logits, t, self.experts),
+            topk: self.topk,
+            renormalize: true,
+        };
+        let p = validate_fused_moe(
+            &MatrixRef::new(&self.x, t, h),
+            &MatrixRef::new(w13, 2 * i, h).batched(self.experts, (2 * i * h) as i64),
+            &MatrixRef::new(w2, h, i).batched(self.experts, (h * i) as i64),
+            &routing,
+            &MoeOptions::default(),
+            &MoeWorkspace::new(&mut ws),
+            &MatrixMut::new(&mut y, t, h),
+        )
+        .map_err(|x| x.to_string())?;
+        f(&p)
+    }
+}
+
+fn moe_spec(spec: &ConfigSpec) -> Result<&MoeSpec, String> {
+    match spec {
+        ConfigSpec::Moe(s) => Ok(s),
+        other => Err(format!("{other} is not a MoE configuration")),
+    }
+}
+
+impl<T: Half> Tunable for MoeProbe<T> {
+    fn shape(&self) -> (usize, usize, usize) {
+        self.shape
+    }
+
+    fn key(&self) -> ProblemKey {
+        self.key.clone()
+    }
+
+    fn candidates(&self) -> &[ConfigSpec] {
+        &self.candidates
+    }
+
+    fn compiler(&self) -> Compiler {
+        Box::new(|ops: &Ops, spec: &ConfigSpec| {
+            ops.load_fused_moe_spec(T::DTYPE, moe_spec(spec)?)
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn run(&self, ops: &Ops, spec: &ConfigSpec, turn: usize) -> Result<(), String> {
+        let s = moe_spec(spec)?;
+        self.with_problem(turn, |p| ops.run_fused_moe_with(p, s).map_err(|x| x.to_string()))
+    }
+
+    fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String> {
+        let h = self.shape.1;
+        self.stream.memset_zeros(&mut *self.y.borrow_mut()).map_err(driver)?;
+        self.run(ops, spec, 0)?;
+        let got = self.stream.clone_dtoh(&*self.y.borrow()).map_err(driver)?;
+        self.want.check(|r, c| got[r * h + c].to_f64(), "the rules' choice")
+    }
+
+    fn rotated(&self) -> (usize, usize) {
+        let (_, h, i) = self.shape;
+        (self.w13.len(), self.experts * 3 * h * i * 2)
+    }
+}
+
+impl Ops {
+    /// The configuration the tuning tables hold for a validated MoE layer under
+    /// `RCUTE_TUNING` ([`moe_problem_key`]; on a miss with `on-miss`, tuned here on buffers
+    /// of the layer's shape, never the caller's), if its workspace layout fits the
+    /// caller's workspace (always, for a configuration of [`crate::moe::moe_space`]).
+    pub(crate) fn tuned_moe(&self, p: &MoeProblem) -> Option<MoeSpec> {
+        let tuning = self.tuning();
+        if !tuning.active() {
+            return None;
+        }
+        let arch = self.gpu().arch()?;
+        let key = moe_problem_key(p, arch.as_str());
+        let (shape, routed, dtype) = ((p.tokens, p.hidden, p.inter), (p.local_experts, p.topk), p.dtype);
+        let spec = tuning.choose(&key, || {
+            self.tune_on_miss(|| {
+                Ok(match dtype {
+                    DType::F16 => Box::new(MoeProbe::<half::f16>::new(self, shape, routed)?),
+                    _ => Box::new(MoeProbe::<half::bf16>::new(self, shape, routed)?),
+                })
+            })
+        })?;
+        let ConfigSpec::Moe(s) = spec else { return None };
+        let need = crate::moe::fused_moe_workspace_bytes_with(
+            p.tokens,
+            p.topk,
+            p.local_experts,
+            p.hidden,
+            p.inter,
+            p.dtype,
+            &s,
+        )
+        .ok()?;
+        (need <= p.workspace_len).then_some(s)
+    }
+}

@@ -1,0 +1,107 @@
+//! The fused MoE layer's configuration space against its workspace size, without a GPU:
+//! every configuration a tuning table can hold for a layer (`moe_space`, of which the
+//! tuner's candidates are a part) fits a workspace of `fused_moe_workspace_bytes`, which
+//! validation requires, so `Ops::fused_moe` can run a table's `moe:` entry on the
+//! caller's workspace; and where the space has no K splits (prefill) the size is the
+//! rules' own.
+
+use rcute_ops::moe::{
+    fused_moe_workspace_bytes, fused_moe_workspace_bytes_with, moe_space, moe_splits, moe_tile, validate_fused_moe,
+    MoeOptions, MoeRouting, MoeWorkspace,
+};
+use rcute_ops::tensor::Geometry;
+use rcute_ops::tuning::space::moe_candidates;
+use rcute_ops::tuning::{ConfigSpec, MoeSpec};
+use rcute_ops::{DType, MatrixMut, MatrixRef, OpsError};
+
+/// `(tokens, topk, experts, hidden, inter)`: Mixtral and DeepSeek-V2-Lite at decode and
+/// prefill sizes, and a small layer.
+const LAYERS: [(usize, usize, usize, usize, usize); 10] = [
+    (1, 2, 8, 4096, 14336),
+    (16, 2, 8, 4096, 14336),
+    (64, 2, 8, 4096, 14336),
+    (256, 2, 8, 4096, 14336),
+    (4096, 2, 8, 4096, 14336),
+    (1, 6, 64, 2048, 1408),
+    (64, 6, 64, 2048, 1408),
+    (1024, 6, 64, 2048, 1408),
+    (4096, 6, 64, 2048, 1408),
+    (24, 2, 8, 256, 512),
+];
+
+#[test]
+fn every_configuration_of_the_space_fits_the_workspace_size() {
+    for (t, k, e, h, i) in LAYERS {
+        let space = moe_space(t, k, e, h, i);
+        let (tile, warps) = moe_tile(t * k, e);
+        let rules = MoeSpec {
+            tile,
+            warps,
+            splits: moe_splits(t, k, e, h, i) as u32,
+        };
+        assert_eq!(space[0], rules, "the rules' choice first ({t} tokens)");
+        let bytes = fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap();
+        for s in &space {
+            let need = fused_moe_workspace_bytes_with(t, k, e, h, i, DType::BF16, s).unwrap();
+            assert!(need <= bytes, "{s} needs {need} > {bytes} ({t}x{h}x{i}, E={e})");
+        }
+        for c in moe_candidates(t, k, e, h, i) {
+            let ConfigSpec::Moe(s) = c else {
+                panic!("{c} is not a MoE candidate")
+            };
+            assert!(space.contains(&s), "candidate {s} outside the space");
+        }
+        // Splits only while GEMM2 has few CTAs: a prefill layer's workspace is the rules'.
+        if t >= 1024 {
+            assert!(space.iter().all(|s| s.splits == 1), "{t} tokens: {space:?}");
+            let rules_bytes = fused_moe_workspace_bytes_with(t, k, e, h, i, DType::BF16, &rules).unwrap();
+            let largest_tile = space.iter().map(|s| s.tile[0]).max().unwrap();
+            if largest_tile == rules.tile[0] {
+                assert_eq!(bytes, rules_bytes, "{t} tokens");
+            }
+        }
+    }
+}
+
+#[test]
+fn validation_asks_for_the_whole_space() {
+    const GB: u64 = 8 << 30; // slots far enough apart for the Mixtral weights
+    let (t, k, e, h, i) = (16usize, 2usize, 8usize, 4096usize, 14336usize);
+    let mat = |slot: u64, rows: usize, cols: usize, batch: usize| -> Geometry {
+        let mut g = Geometry::dense(slot * GB, rows * cols * batch * 2, DType::BF16, rows, cols);
+        g.batch = batch;
+        g.batch_stride = (rows * cols) as i64;
+        g
+    };
+    let logits = Geometry::dense(5 * GB, t * e * 4, DType::F32, t, e);
+    let bytes = fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap();
+    let run = |len: usize| -> Result<(), OpsError> {
+        // SAFETY: host-side validation only; nothing is launched or dereferenced.
+        unsafe {
+            let routing = MoeRouting::Logits {
+                logits: MatrixRef::from_raw(logits),
+                topk: k,
+                renormalize: true,
+            };
+            validate_fused_moe(
+                &MatrixRef::from_raw(mat(1, t, h, 1)),
+                &MatrixRef::from_raw(mat(2, 2 * i, h, e)),
+                &MatrixRef::from_raw(mat(3, h, i, e)),
+                &routing,
+                &MoeOptions::default(),
+                &MoeWorkspace::from_raw(6 * GB, len),
+                &MatrixMut::from_raw(mat(4, t, h, 1)),
+            )
+            .map(|_| ())
+        }
+    };
+    run(bytes).unwrap();
+    match run(bytes - 1) {
+        Err(OpsError::OutOfBounds { needed, .. }) => assert_eq!(needed, bytes),
+        other => panic!("a workspace one byte short: {other:?}"),
+    }
+    // The decode layer's space has K splits, so it asks for more than the rules' layout.
+    let rules = moe_space(t, k, e, h, i)[0];
+    let rules_bytes = fused_moe_workspace_bytes_with(t, k, e, h, i, DType::BF16, &rules).unwrap();
+    assert!(bytes > rules_bytes, "{bytes} vs {rules_bytes}");
+}
