@@ -190,6 +190,29 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
     })
 }
 
+/// Shared memory of one SM of the SM80 / SM90 class (bytes) and what the driver reserves
+/// per CTA.
+const SM_SMEM_BYTES: i64 = 228 * 1024;
+const CTA_SMEM_RESERVED: i64 = 1024;
+
+/// The CTAs per SM the kernel asks the compiler to fit (`__launch_bounds__`'s second
+/// argument): as many as shared memory allows, but never so many that a thread gets fewer
+/// than `64 + 32 x (accumulator tiles)` registers (96 for the one-m16-tile decode kernels,
+/// whose 3-stage variants so run 5 CTAs of 128 threads per SM instead of the 4 that their
+/// ~110 registers allow; the larger tiles stay unconstrained).
+///
+/// ```
+/// use rcute_atom::Element;
+/// use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
+/// let g = generate(&AwqGemmConfig::new(Element::F16, [16, 256, 64], [1, 4], 3, 4).prepared()).unwrap();
+/// assert!(g.source.contains("__launch_bounds__(128, 5)"));
+/// ```
+fn min_blocks(p: &AwqMainloop) -> i64 {
+    let by_smem = SM_SMEM_BYTES / (p.smem_bytes + CTA_SMEM_RESERVED);
+    let by_regs = 65536 / (p.threads * (64 + 32 * p.mi * p.ns));
+    by_smem.clamp(1, by_regs.max(1))
+}
+
 /// The names and constants the emitter threads through.
 struct Emit<'a> {
     p: &'a AwqMainloop,
@@ -733,9 +756,10 @@ impl<'a> Emit<'a> {
         let (a_elems, b_words) = (bm * AWQ_BK, AWQ_BK * p.b_row_words);
         let (s_elems, z_words) = (GROUP_SLOTS * p.config.tile[1], GROUP_SLOTS * p.config.tile[1] / 8);
         let ty = self.ty;
+        let b_args = self.copy_args();
         let load = |k: &str, slot: &str| {
             s(format!(
-                "{}_load_tile(sA + {slot} * {a_elems}, sB + {slot} * {b_words}, sS + {slot} * {s_elems}, sZ + {slot} * {z_words}, x, qweight, scales, qzeros, a_src, b_src, s_src, z_src, {k}, K, N8, N, gshift, groups)",
+                "{}_load_tile(sA + {slot} * {a_elems}, sB + {slot} * {b_words}, sS + {slot} * {s_elems}, sZ + {slot} * {z_words}, x, qweight, scales, qzeros, {b_args}, {k}, K, N8, N, gshift, groups)",
                 self.name
             ))
         };
@@ -788,7 +812,11 @@ impl<'a> Emit<'a> {
         });
         body.extend(self.epilogue());
         CFunction {
-            qualifiers: format!("extern \"C\" __global__ __launch_bounds__({})", p.threads),
+            qualifiers: format!(
+                "extern \"C\" __global__ __launch_bounds__({}, {})",
+                p.threads,
+                min_blocks(p)
+            ),
             ret: "void".into(),
             name: self.name.into(),
             params: vec![

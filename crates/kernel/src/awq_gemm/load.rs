@@ -26,6 +26,9 @@ struct Copy {
     fallback: &'static str,
     dst: String,
     op: String,
+    /// Rows of `qweight` between a thread's consecutive copies when they all share one
+    /// column (then one source pointer and a stride replace the per-copy pointers).
+    row_step: Option<i64>,
 }
 
 impl Emit<'_> {
@@ -49,6 +52,7 @@ impl Emit<'_> {
             fallback: "x",
             dst: "sA + r * 64 + ((ch ^ (r & 7)) << 3)".into(),
             op: p.copy_a.snippet.name.clone(),
+            row_step: None,
         };
         let b = if p.config.prepared {
             let per = bn / 2; // 16-byte chunks per k16 block
@@ -68,6 +72,7 @@ impl Emit<'_> {
                 fallback: "qweight",
                 dst: format!("sB + kbi * {} + 4 * cc", 2 * bn),
                 op: p.copy_b.snippet.name.clone(),
+                row_step: (p.threads % per == 0).then_some(16 * p.threads / per),
             }
         } else {
             let cpr = bn / 8 / vw;
@@ -98,6 +103,7 @@ impl Emit<'_> {
                 fallback: "qweight",
                 dst: format!("sB + r * {} + w", p.b_row_words),
                 op: p.copy_b.snippet.name.clone(),
+                row_step: (p.threads % cpr == 0).then_some(p.threads / cpr),
             }
         };
         let spr = bn / 8; // 16-byte scale chunks (8 columns) per group row
@@ -117,6 +123,7 @@ impl Emit<'_> {
             fallback: "scales",
             dst: format!("sS + slot * {bn} + 8 * w"),
             op: p.copy_a.snippet.name.clone(),
+            row_step: None,
         };
         let zpr = bn / 8 / vw;
         let z = Copy {
@@ -145,6 +152,7 @@ impl Emit<'_> {
             fallback: "qzeros",
             dst: format!("sZ + slot * {} + w", bn / 8),
             op: p.copy_b.snippet.name.clone(),
+            row_step: None,
         };
         vec![a, b, sc, z]
     }
@@ -161,6 +169,24 @@ impl Emit<'_> {
         )];
         for cp in self.copies() {
             let arr = format!("{}_src", cp.prefix);
+            if let Some(rows) = cp.row_step {
+                out.push(Stmt::Comment(format!(
+                    "a thread's {} copies share one column, {rows} rows apart: one source and a stride",
+                    cp.prefix
+                )));
+                let mut body = vec![Stmt::decl("const int", "c", "threadIdx.x")];
+                body.extend(cp.coords.clone());
+                body.push(Stmt::assign(format!("{arr}0"), format!("{} ? {} : nullptr", cp.valid, cp.src0)));
+                out.push(Stmt::Decl {
+                    ty: cp.ty.clone(),
+                    name: format!("{arr}0"),
+                    init: None,
+                    comment: None,
+                });
+                out.push(Stmt::Block(body));
+                out.push(Stmt::decl("const long long", &format!("{}_step", cp.prefix), format!("(long long){rows} * N8")));
+                continue;
+            }
             out.push(Stmt::Array {
                 ty: cp.ty.clone(),
                 name: arr.clone(),
@@ -178,6 +204,18 @@ impl Emit<'_> {
             out.push(Stmt::unrolled("i", cp.copies, body));
         }
         out
+    }
+
+    /// The copy sources as `{name}_load_tile` takes them (after the four tensors).
+    pub(super) fn copy_args(&self) -> String {
+        self.copies()
+            .iter()
+            .map(|cp| match cp.row_step {
+                Some(_) => format!("{0}_src0, {0}_step", cp.prefix),
+                None => format!("{}_src", cp.prefix),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// `{name}_load_tile`: one stage of `x`, `qweight`, scales and zero words with
@@ -204,8 +242,14 @@ impl Emit<'_> {
             ("const uint32_t* __restrict__".into(), "qzeros".into()),
         ];
         for cp in self.copies() {
-            params.push((format!("{} const", cp.ty), format!("(&{}_src)[{}]", cp.prefix, cp.copies)));
-            let src = format!("{}_src[i]", cp.prefix);
+            let (src, off) = if cp.row_step.is_some() {
+                params.push((cp.ty.clone(), format!("{}_src0", cp.prefix)));
+                params.push(("long long".into(), format!("{}_step", cp.prefix)));
+                (format!("{}_src0", cp.prefix), format!("({} + i * {}_step)", cp.k_off, cp.prefix))
+            } else {
+                params.push((format!("{} const", cp.ty), format!("(&{}_src)[{}]", cp.prefix, cp.copies)));
+                (format!("{}_src[i]", cp.prefix), cp.k_off.clone())
+            };
             let ok = match &cp.k_ok {
                 Some(k) => format!("{src} != nullptr && {k}"),
                 None => format!("{src} != nullptr"),
@@ -214,8 +258,8 @@ impl Emit<'_> {
             b.extend(cp.coords.clone());
             b.push(Stmt::decl("const bool", "ok", ok));
             b.push(s(format!(
-                "{}({}, ok ? {src} + {} : {}, ok)",
-                cp.op, cp.dst, cp.k_off, cp.fallback
+                "{}({}, ok ? {src} + {off} : {}, ok)",
+                cp.op, cp.dst, cp.fallback
             )));
             let mut l = vec![self.copy_index()];
             l.extend(guarded(cp.chunks, cp.copies * p.threads, b));

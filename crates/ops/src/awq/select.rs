@@ -70,7 +70,7 @@ pub const MAX_SPLITS: usize = 20;
 /// partial slab to the L2 workspace and the last one sums them, which costs in proportion
 /// to `splits x M x N`). Larger M takes, when the weight has many 256-column tiles (at
 /// least a quarter of the SMs), the 32x256 tile with 4 splits up to M = 32 (measured at
-/// M = 16 and 32 of 14336 x 4096: 28.5 / 33.4 µs against 31.8 / 40.5 µs for the earlier
+/// M = 16 and 32 of 14336 x 4096: 28.5 / 33.3 µs against 31.6 / 40.5 µs for the earlier
 /// 16x256 / 5 and 64x256 / 4 choices), the 64x256 tile with 4 splits up to M = 64 and the
 /// 128x256 tile with 2 splits above; with few column tiles, the 16x256 tile with 5 splits
 /// up to M = 64 and the 64x256 tile with 4 splits above; no split when the output already
