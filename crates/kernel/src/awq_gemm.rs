@@ -31,6 +31,7 @@ pub use rcute_collective::awq_mainloop::AwqMainloopConfig as AwqGemmConfig;
 use rcute_collective::awq_mainloop::{AwqMainloop, AWQ_BK, GROUP_SLOTS};
 
 mod load;
+mod prepared;
 
 /// A generated AWQ GEMM kernel.
 #[derive(Clone, Debug, PartialEq)]
@@ -156,7 +157,7 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
         if cfg.prepared { "_prepared" } else { "" }
     );
     let e = Emit::new(&plan, &name)?;
-    let snippets = vec![
+    let mut snippets = vec![
         plan.copy_a.snippet.clone(),
         plan.copy_b.snippet.clone(),
         cp_async_commit_group(),
@@ -165,6 +166,9 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
         plan.mma.snippet.clone(),
         plan.convert.clone(),
     ];
+    if cfg.prepared {
+        snippets.push(plan.convert_x16.clone());
+    }
     let mut snips = snippets;
     snips.dedup_by(|a, b| a.name == b.name);
     let mut items = unit_preamble(&snips, "");
@@ -500,7 +504,7 @@ impl<'a> Emit<'a> {
         ];
         let mut slice = self.b_words();
         slice.push(Stmt::unrolled("i", 4, pair));
-        vec![
+        let a = vec![
             Stmt::Decl {
                 ty: "uint32_t".into(),
                 name: format!("a[{}][4]", p.mi),
@@ -508,6 +512,13 @@ impl<'a> Emit<'a> {
                 comment: Some("A fragments of the m16 tiles".into()),
             },
             Stmt::unrolled("mi", p.mi, a_frag),
+        ];
+        if p.config.prepared {
+            return [a, self.prepared_k16_tail()].concat();
+        }
+        vec![
+            a[0].clone(),
+            a[1].clone(),
             Stmt::Comment("the group's scales and zeros: k16 steps 0, 1 use slot 0, steps 2, 3 slot 1".into()),
             Stmt::If {
                 cond: "(kk & 1) == 0".into(),
@@ -743,9 +754,17 @@ impl<'a> Emit<'a> {
                     )],
                 )],
             ),
-            Stmt::decl("uint32_t", &format!("sc[{}][4]", p.ns), "{}"),
-            Stmt::decl("uint32_t", &format!("zb[{}][4]", p.ns), "{}"),
         ]
+        .into_iter()
+        .chain(if p.config.prepared {
+            self.prepared_group_regs()
+        } else {
+            vec![
+                Stmt::decl("uint32_t", &format!("sc[{}][4]", p.ns), "{}"),
+                Stmt::decl("uint32_t", &format!("zb[{}][4]", p.ns), "{}"),
+            ]
+        })
+        .collect()
     }
 
     /// The kernel: setup, the multistage mainloop, the epilogue.

@@ -63,7 +63,7 @@ impl Emit<'_> {
                 chunks: AWQ_BK * bn / 8 / vw,
                 coords: vec![d("kbi", format!("c / {per}")), d("cc", format!("c % {per}"))],
                 comment: format!(
-                    "chunk c of the prepared (64, BN/8) tile: k16 block c / {per}, chunk c % {per} of its run ((2,4,2,K/16),(8,N/64)):((1,4,2,2N),(16,128)); k16 block kb starts at word 16 kb N8"
+                    "chunk c of the prepared (64, BN/8) tile: k16 block c / {per}, chunk c % {per} of its run (the lanes' 16-byte words of rcute_collective::awq_prepared); k16 block kb starts at word 16 kb N8"
                 ),
                 valid: "(n0w >> 3) + (cc >> 5) < (N8 >> 3)".into(),
                 src0: "qweight + ((long long)kbi * (N8 >> 3) + (n0w >> 3)) * 128 + 4 * cc".into(),
