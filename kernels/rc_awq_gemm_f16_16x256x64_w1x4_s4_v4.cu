@@ -92,8 +92,7 @@ __device__ __forceinline__ void rc_awq_gemm_f16_16x256x64_w1x4_s4_v4_load_tile(
     const __half* __restrict__ scales,
     const uint32_t* __restrict__ qzeros,
     const __half* const (&a_src)[1],
-    const uint32_t* b_src0,
-    long long b_step,
+    const uint32_t* const (&b_src)[4],
     const __half* const (&s_src)[1],
     const uint32_t* const (&z_src)[1],
     int k0,
@@ -123,8 +122,8 @@ __device__ __forceinline__ void rc_awq_gemm_f16_16x256x64_w1x4_s4_v4_load_tile(
     // copy c of the (64, BN/8) qweight word tile: row c / 8, word (c % 8) * 4; padded shared rows of 36 words
     const int r = c / 8;
     const int w = (c % 8) * 4;
-    const bool ok = b_src0 != nullptr && k0 + r < K;
-    rc_cp_async_cg_16_zfill(sB + r * 36 + w, ok ? b_src0 + (kw + i * b_step) : qweight, ok);
+    const bool ok = b_src[i] != nullptr && k0 + r < K;
+    rc_cp_async_cg_16_zfill(sB + r * 36 + w, ok ? b_src[i] + kw : qweight, ok);
   }
   #pragma unroll
   for (int i = 0; i < 1; ++i) {
@@ -176,7 +175,7 @@ __device__ __forceinline__ void rc_awq_gemm_f16_16x256x64_w1x4_s4_v4_store(
 }
 
 // out = x @ ((q - z) * s) (+ bias); grid (N tiles, M tiles, K splits).
-extern "C" __global__ __launch_bounds__(128, 4) void rc_awq_gemm_f16_16x256x64_w1x4_s4_v4(
+extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_f16_16x256x64_w1x4_s4_v4(
     const __half* __restrict__ x,
     const uint32_t* __restrict__ qweight,
     const __half* __restrict__ scales,
@@ -243,15 +242,14 @@ extern "C" __global__ __launch_bounds__(128, 4) void rc_awq_gemm_f16_16x256x64_w
     const int ch = c & 7;
     a_src[i] = m0 + r < M ? x + (long long)(m0 + r) * ldx + 8 * ch : nullptr;
   }
-  // a thread's b copies share one column, 16 rows apart: one source and a stride
-  const uint32_t* b_src0;
-  {
-    const int c = threadIdx.x;
+  const uint32_t* b_src[4];
+  #pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int c = threadIdx.x + i * 128;
     const int r = c / 8;
     const int w = (c % 8) * 4;
-    b_src0 = n0w + w < N8 ? qweight + (long long)r * N8 + (n0w + w) : nullptr;
+    b_src[i] = n0w + w < N8 ? qweight + (long long)r * N8 + (n0w + w) : nullptr;
   }
-  const long long b_step = (long long)16 * N8;
   const __half* s_src[1];
   #pragma unroll
   for (int i = 0; i < 1; ++i) {
@@ -272,7 +270,7 @@ extern "C" __global__ __launch_bounds__(128, 4) void rc_awq_gemm_f16_16x256x64_w
   #pragma unroll
   for (int st = 0; st < 3; ++st) {
     if (st < nkt) {
-      rc_awq_gemm_f16_16x256x64_w1x4_s4_v4_load_tile(sA + st * 1024, sB + st * 2304, sS + st * 512, sZ + st * 64, x, qweight, scales, qzeros, a_src, b_src0, b_step, s_src, z_src, (kt0 + st) * 64, K, N8, N, gshift, groups);
+      rc_awq_gemm_f16_16x256x64_w1x4_s4_v4_load_tile(sA + st * 1024, sB + st * 2304, sS + st * 512, sZ + st * 64, x, qweight, scales, qzeros, a_src, b_src, s_src, z_src, (kt0 + st) * 64, K, N8, N, gshift, groups);
     }
     rc_cp_async_commit_group();
   }
@@ -283,7 +281,7 @@ extern "C" __global__ __launch_bounds__(128, 4) void rc_awq_gemm_f16_16x256x64_w
     // refill the stage every warp finished with in the previous iteration
     const int nx = it + 3;
     if (nx < nkt) {
-      rc_awq_gemm_f16_16x256x64_w1x4_s4_v4_load_tile(sA + (nx % 4) * 1024, sB + (nx % 4) * 2304, sS + (nx % 4) * 512, sZ + (nx % 4) * 64, x, qweight, scales, qzeros, a_src, b_src0, b_step, s_src, z_src, (kt0 + nx) * 64, K, N8, N, gshift, groups);
+      rc_awq_gemm_f16_16x256x64_w1x4_s4_v4_load_tile(sA + (nx % 4) * 1024, sB + (nx % 4) * 2304, sS + (nx % 4) * 512, sZ + (nx % 4) * 64, x, qweight, scales, qzeros, a_src, b_src, s_src, z_src, (kt0 + nx) * 64, K, N8, N, gshift, groups);
     }
     rc_cp_async_commit_group();
     const int k0 = (kt0 + it) * 64;

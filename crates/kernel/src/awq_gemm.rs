@@ -199,11 +199,13 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
 const SM_SMEM_BYTES: i64 = 228 * 1024;
 const CTA_SMEM_RESERVED: i64 = 1024;
 
-/// The CTAs per SM the kernel asks the compiler to fit (`__launch_bounds__`'s second
-/// argument): as many as shared memory allows, but never so many that a thread gets fewer
-/// than `64 + 32 x (accumulator tiles)` registers (96 for the one-m16-tile decode kernels,
-/// whose 3-stage variants so run 5 CTAs of 128 threads per SM instead of the 4 that their
-/// ~110 registers allow; the larger tiles stay unconstrained).
+/// The CTAs per SM a prepared kernel asks the compiler to fit (`__launch_bounds__`'s
+/// second argument): as many as shared memory allows, but never so many that a thread gets
+/// fewer than `64 + 32 x (accumulator tiles)` registers (96 for the one-m16-tile decode
+/// kernels, whose 3-stage variants so run 5 CTAs of 128 threads per SM instead of the 4
+/// that their ~110 registers allow; the larger tiles stay unconstrained). The unprepared
+/// kernels keep `__launch_bounds__(threads)`: with their per-copy source pointers the
+/// bound would make the 4-byte-copy variant spill.
 ///
 /// ```
 /// use rcute_atom::Element;
@@ -831,11 +833,15 @@ impl<'a> Emit<'a> {
         });
         body.extend(self.epilogue());
         CFunction {
-            qualifiers: format!(
-                "extern \"C\" __global__ __launch_bounds__({}, {})",
-                p.threads,
-                min_blocks(p)
-            ),
+            qualifiers: if p.config.prepared {
+                format!(
+                    "extern \"C\" __global__ __launch_bounds__({}, {})",
+                    p.threads,
+                    min_blocks(p)
+                )
+            } else {
+                format!("extern \"C\" __global__ __launch_bounds__({})", p.threads)
+            },
             ret: "void".into(),
             name: self.name.into(),
             params: vec![

@@ -103,7 +103,9 @@ impl Emit<'_> {
                 fallback: "qweight",
                 dst: format!("sB + r * {} + w", p.b_row_words),
                 op: p.copy_b.snippet.name.clone(),
-                row_step: (p.threads % cpr == 0).then_some(p.threads / cpr),
+                // Per-copy pointers: one pointer and a stride measured 4-5 % slower on the
+                // unprepared kernels (H200, BENCHMARKS.md, AWQ helper awq3).
+                row_step: None,
             }
         };
         let spr = bn / 8; // 16-byte scale chunks (8 columns) per group row
