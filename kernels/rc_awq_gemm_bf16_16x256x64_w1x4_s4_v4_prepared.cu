@@ -85,70 +85,67 @@ __device__ __forceinline__ void rc_cvt_u4x8_bf16x2_biased(uint32_t q, uint32_t (
 __device__ __forceinline__ void rc_awq_gemm_bf16_16x256x64_w1x4_s4_v4_prepared_load_tile(
     __nv_bfloat16* sA,
     uint32_t* sB,
-    const __nv_bfloat16* __restrict__ x,
-    const uint32_t* __restrict__ qweight,
-    int m0,
-    int n0w,
-    int k0,
-    int M,
-    int N8,
-    int K,
-    long long ldx,
     __nv_bfloat16* sS,
     uint32_t* sZ,
+    const __nv_bfloat16* __restrict__ x,
+    const uint32_t* __restrict__ qweight,
     const __nv_bfloat16* __restrict__ scales,
     const uint32_t* __restrict__ qzeros,
+    const __nv_bfloat16* const (&a_src)[1],
+    const uint32_t* b_src0,
+    long long b_step,
+    const __nv_bfloat16* const (&s_src)[1],
+    const uint32_t* const (&z_src)[1],
+    int k0,
+    int K,
+    int N8,
     int N,
-    int G,
+    int gshift,
     int groups
 ) {
+  // the k-tile's word offset in qweight (both layouts: k0 rows of N8 words)
+  const long long kw = (long long)k0 * N8;
+  // group rows of the stage's 2 slots (rows k0 and k0 + 32); G is a power of two or G = K (one group)
+  const int g0 = min(k0 >> gshift, groups - 1);
+  const int g1 = min((k0 + 32) >> gshift, groups - 1);
   #pragma unroll
   for (int i = 0; i < 1; ++i) {
     const int c = threadIdx.x + i * 128;
-    // chunk c of the (BM, 64) tile: row c / 8, 16-byte chunk c % 8
+    // chunk c of the (BM, 64) x tile: row c / 8, 16-byte chunk c % 8; Sw<3,3,3> o (BM,64):(64,1) puts it at chunk ch ^ (r % 8)
     const int r = c >> 3;
     const int ch = c & 7;
-    const bool ok = m0 + r < M && k0 + 8 * ch < K;
-    const __nv_bfloat16* src = ok ? x + (long long)(m0 + r) * ldx + (k0 + 8 * ch) : x;
-    // Sw<3,3,3> o (BM,64):(64,1): chunk ch of row r lives at chunk ch ^ (r % 8)
-    rc_cp_async_cg_16_zfill(sA + r * 64 + ((ch ^ (r & 7)) << 3), src, ok);
+    const bool ok = a_src[i] != nullptr && k0 + 8 * ch < K;
+    rc_cp_async_cg_16_zfill(sA + r * 64 + ((ch ^ (r & 7)) << 3), ok ? a_src[i] + k0 : x, ok);
   }
   #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int c = threadIdx.x + i * 128;
-    // chunk c of the prepared (64, BN/8) tile: k16 block c / 128, chunk c % 128 of its run ((2,4,2,K/16),(8,N/64)):((1,4,2,2N),(16,128))
+    // chunk c of the prepared (64, BN/8) tile: k16 block c / 128, chunk c % 128 of its run (the lanes' 16-byte words of rcute_collective::awq_prepared); k16 block kb starts at word 16 kb N8
     const int kbi = c / 128;
     const int cc = c % 128;
-    const bool ok = (k0 >> 4) + kbi < (K >> 4) && (n0w >> 3) + (cc >> 5) < (N8 >> 3);
-    const uint32_t* src = ok ? qweight + ((long long)((k0 >> 4) + kbi) * (N8 >> 3) + (n0w >> 3)) * 128 + 4 * cc : qweight;
-    rc_cp_async_cg_16_zfill(sB + kbi * 512 + 4 * cc, src, ok);
+    const bool ok = b_src0 != nullptr && (k0 >> 4) + kbi < (K >> 4);
+    rc_cp_async_cg_16_zfill(sB + kbi * 512 + 4 * cc, ok ? b_src0 + (kw + i * b_step) : qweight, ok);
   }
   #pragma unroll
   for (int i = 0; i < 1; ++i) {
     const int c = threadIdx.x + i * 128;
     if (c < 64) {
-      // chunk c of the (2, BN) scales: group slot c / 32, columns 8 (c % 32) .. + 8
+      // chunk c of the (2, BN) scales [K/G, N]: group slot c / 32 (group row g0 or g1), columns 8 (c % 32) .. + 8
       const int slot = c / 32;
       const int w = c % 32;
-      const int grp = min((k0 + 32 * slot) / G, groups - 1);
-      const bool ok = n0w + w < N8;
-      // scales [K/G, N] row-major
-      const __nv_bfloat16* src = ok ? scales + (long long)grp * N + 8 * (n0w + w) : scales;
-      rc_cp_async_cg_16_zfill(sS + slot * 256 + 8 * w, src, ok);
+      const bool ok = s_src[i] != nullptr;
+      rc_cp_async_cg_16_zfill(sS + slot * 256 + 8 * w, ok ? s_src[i] + (long long)(slot ? g1 : g0) * N : scales, ok);
     }
   }
   #pragma unroll
   for (int i = 0; i < 1; ++i) {
     const int c = threadIdx.x + i * 128;
     if (c < 16) {
-      // copy c of the (2, BN/8) zero words: group slot c / 8
+      // copy c of the (2, BN/8) zero words qzeros [K/G, N/8]: group slot c / 8
       const int slot = c / 8;
       const int w = (c % 8) * 4;
-      const int grp = min((k0 + 32 * slot) / G, groups - 1);
-      const bool ok = n0w + w < N8;
-      // qzeros [K/G, N/8] row-major
-      const uint32_t* src = ok ? qzeros + (long long)grp * N8 + (n0w + w) : qzeros;
-      rc_cp_async_cg_16_zfill(sZ + slot * 32 + w, src, ok);
+      const bool ok = z_src[i] != nullptr;
+      rc_cp_async_cg_16_zfill(sZ + slot * 32 + w, ok ? z_src[i] + (long long)(slot ? g1 : g0) * N8 : qzeros, ok);
     }
   }
 }
@@ -179,7 +176,7 @@ __device__ __forceinline__ void rc_awq_gemm_bf16_16x256x64_w1x4_s4_v4_prepared_s
 }
 
 // out = x @ ((q - z) * s) (+ bias); grid (N tiles, M tiles, K splits).
-extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_bf16_16x256x64_w1x4_s4_v4_prepared(
+extern "C" __global__ __launch_bounds__(128, 4) void rc_awq_gemm_bf16_16x256x64_w1x4_s4_v4_prepared(
     const __nv_bfloat16* __restrict__ x,
     const uint32_t* __restrict__ qweight,
     const __nv_bfloat16* __restrict__ scales,
@@ -207,6 +204,8 @@ extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_bf16_16x256x64_w1x
   __shared__ int is_last;
   const int N8 = N >> 3;
   const int groups = K / G;
+  // group of row k: min(k >> gshift, groups - 1) (G is 32, 64, 128, or K: one group)
+  const int gshift = __ffs(G) - 1;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int g = lane >> 2;
@@ -233,13 +232,48 @@ extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_bf16_16x256x64_w1x
       }
     }
   }
-  uint32_t sc[1][4] = {};
-  uint32_t zb[1][4] = {};
+  // per slice and column 8g + j of the group: {s, s}, {bias + z, bias + z}
+  uint32_t sc[1][8] = {};
+  uint32_t zl[1][8] = {};
+  // each copy's k-invariant source (nullptr: outside the problem); the mainloop adds the k-tile's offset
+  const __nv_bfloat16* a_src[1];
+  #pragma unroll
+  for (int i = 0; i < 1; ++i) {
+    const int c = threadIdx.x + i * 128;
+    const int r = c >> 3;
+    const int ch = c & 7;
+    a_src[i] = m0 + r < M ? x + (long long)(m0 + r) * ldx + 8 * ch : nullptr;
+  }
+  // a thread's b copies share one column, 16 rows apart: one source and a stride
+  const uint32_t* b_src0;
+  {
+    const int c = threadIdx.x;
+    const int kbi = c / 128;
+    const int cc = c % 128;
+    b_src0 = (n0w >> 3) + (cc >> 5) < (N8 >> 3) ? qweight + ((long long)kbi * (N8 >> 3) + (n0w >> 3)) * 128 + 4 * cc : nullptr;
+  }
+  const long long b_step = (long long)16 * N8;
+  const __nv_bfloat16* s_src[1];
+  #pragma unroll
+  for (int i = 0; i < 1; ++i) {
+    const int c = threadIdx.x + i * 128;
+    const int slot = c / 32;
+    const int w = c % 32;
+    s_src[i] = c < 64 && n0w + w < N8 ? scales + 8 * (n0w + w) : nullptr;
+  }
+  const uint32_t* z_src[1];
+  #pragma unroll
+  for (int i = 0; i < 1; ++i) {
+    const int c = threadIdx.x + i * 128;
+    const int slot = c / 8;
+    const int w = (c % 8) * 4;
+    z_src[i] = c < 16 && n0w + w < N8 ? qzeros + (n0w + w) : nullptr;
+  }
   // prologue: stages 0 .. 2 in flight
   #pragma unroll
   for (int st = 0; st < 3; ++st) {
     if (st < nkt) {
-      rc_awq_gemm_bf16_16x256x64_w1x4_s4_v4_prepared_load_tile(sA + st * 1024, sB + st * 2048, x, qweight, m0, n0w, (kt0 + st) * 64, M, N8, K, ldx, sS + st * 512, sZ + st * 64, scales, qzeros, N, G, groups);
+      rc_awq_gemm_bf16_16x256x64_w1x4_s4_v4_prepared_load_tile(sA + st * 1024, sB + st * 2048, sS + st * 512, sZ + st * 64, x, qweight, scales, qzeros, a_src, b_src0, b_step, s_src, z_src, (kt0 + st) * 64, K, N8, N, gshift, groups);
     }
     rc_cp_async_commit_group();
   }
@@ -250,7 +284,7 @@ extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_bf16_16x256x64_w1x
     // refill the stage every warp finished with in the previous iteration
     const int nx = it + 3;
     if (nx < nkt) {
-      rc_awq_gemm_bf16_16x256x64_w1x4_s4_v4_prepared_load_tile(sA + (nx % 4) * 1024, sB + (nx % 4) * 2048, x, qweight, m0, n0w, (kt0 + nx) * 64, M, N8, K, ldx, sS + (nx % 4) * 512, sZ + (nx % 4) * 64, scales, qzeros, N, G, groups);
+      rc_awq_gemm_bf16_16x256x64_w1x4_s4_v4_prepared_load_tile(sA + (nx % 4) * 1024, sB + (nx % 4) * 2048, sS + (nx % 4) * 512, sZ + (nx % 4) * 64, x, qweight, scales, qzeros, a_src, b_src0, b_step, s_src, z_src, (kt0 + nx) * 64, K, N8, N, gshift, groups);
     }
     rc_cp_async_commit_group();
     const int k0 = (kt0 + it) * 64;
@@ -265,45 +299,44 @@ extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_bf16_16x256x64_w1x
         // Sw<3,3,3> o (BM,64):(64,1), 2 bytes per element
         rc_ldmatrix_x4_addr(sA_base + 2 * (slot * 1024 + r * 64 + ((ch ^ (r & 7)) << 3)), a[mi]);
       }
-      // the group's scales and zeros: k16 steps 0, 1 use slot 0, steps 2, 3 slot 1
-      if ((kk & 1) == 0) {
+      // group registers: slot 0 at k16 step 0; slot 1 at step 2 only when G = 32 (gshift 5)
+      if (kk == 0 || (kk == 2 && gshift == 5)) {
         #pragma unroll
         for (int si = 0; si < 1; ++si) {
           const int wl = wword + 8 * si + g;
-          // group slot kk / 2 of this stage: scales (2, 256), zero words (2, 32)
+          // group slot kk / 2 of this stage: scales (2, 256) of columns 8 wl .. + 8, zero word wl of (2, 32)
           const uint4 s4 = *reinterpret_cast<const uint4*>(sS + slot * 512 + (kk >> 1) * 256 + 8 * wl);
-          sc[si][0] = s4.x;
-          sc[si][1] = s4.y;
-          sc[si][2] = s4.z;
-          sc[si][3] = s4.w;
-          rc_cvt_u4x8_bf16x2_biased(sZ[slot * 64 + (kk >> 1) * 32 + wl], zb[si]);
+          const uint32_t sw[4] = {s4.x, s4.y, s4.z, s4.w};
+          uint32_t zq[4];  // {bias + z} of columns (2i, 2i + 1)
+          rc_cvt_u4x8_bf16x2_biased(sZ[slot * 64 + (kk >> 1) * 32 + wl], zq);
+          #pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            // low (j even) or high (j odd) half of the pair holding column j, in both halves
+            const uint32_t sel = (j & 1) ? 0x3232 : 0x1010;
+            sc[si][j] = __byte_perm(sw[j >> 1], 0, sel);
+            zl[si][j] = __byte_perm(zq[j >> 1], 0, sel);
+          }
         }
       }
       #pragma unroll
       for (int si = 0; si < 1; ++si) {
-        // prepared stage [k16 block][4 8-word blocks][32 lanes][4 words]: this lane's words of rows 16 kk + (2t, 2t+1, 2t+8, 2t+9), word column wword + 8 si + g
+        // prepared stage [k16 block][4 64-column blocks][32 lanes][4 words]: word r holds b0, b1 of tiles 2r, 2r + 1 (nibble pairs (0,4), (1,5), (2,6), (3,7))
         const uint4 bv = *reinterpret_cast<const uint4*>(sB + slot * 2048 + ((kk * 4 + (wword >> 3) + si) * 32 + lane) * 4);
-        uint32_t q[4][4];  // pairs {bias + q} of columns (2i, 2i + 1) of the word, per row
-        rc_cvt_u4x8_bf16x2_biased(bv.x, q[0]);
-        rc_cvt_u4x8_bf16x2_biased(bv.y, q[1]);
-        rc_cvt_u4x8_bf16x2_biased(bv.z, q[2]);
-        rc_cvt_u4x8_bf16x2_biased(bv.w, q[3]);
+        const uint32_t bw[4] = {bv.x, bv.y, bv.z, bv.w};
         #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          uint32_t d[4];  // rows 2t, 2t+1, 2t+8, 2t+9: columns (8g' + 2i, 8g' + 2i + 1)
+        for (int r = 0; r < 4; ++r) {
+          uint32_t q[4];  // biased pairs: b0, b1 of tile 2r, then of tile 2r + 1
+          rc_cvt_u4x8_bf16x2_biased(bw[r], q);
           #pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            // (bias + q) - (bias + z) = q - z exactly; one rounding in the product
-            const __nv_bfloat162 v = __hmul2(__hsub2(*reinterpret_cast<const __nv_bfloat162*>(&q[r][i]), *reinterpret_cast<const __nv_bfloat162*>(&zb[si][i])), *reinterpret_cast<const __nv_bfloat162*>(&sc[si][i]));
-            d[r] = *reinterpret_cast<const uint32_t*>(&v);
-          }
-          // column pairs of two rows -> K pairs of one column: n8 tiles 2i (low halves), 2i+1 (high)
-          const uint32_t b_lo[2] = {__byte_perm(d[0], d[1], 0x5410), __byte_perm(d[2], d[3], 0x5410)};
-          const uint32_t b_hi[2] = {__byte_perm(d[0], d[1], 0x7632), __byte_perm(d[2], d[3], 0x7632)};
-          #pragma unroll
-          for (int mi = 0; mi < 1; ++mi) {
-            rc_mma_m16n8k16_f32_bf16_bf16_f32(acc[mi][si][2 * i], a[mi], b_lo, acc[mi][si][2 * i]);
-            rc_mma_m16n8k16_f32_bf16_bf16_f32(acc[mi][si][2 * i + 1], a[mi], b_hi, acc[mi][si][2 * i + 1]);
+          for (int u = 0; u < 2; ++u) {
+            // tile 2r + u: (q - z) exactly, then one rounding in the scale product
+            const __nv_bfloat162 v0 = __hmul2(__hsub2(*reinterpret_cast<const __nv_bfloat162*>(&q[2 * u]), *reinterpret_cast<const __nv_bfloat162*>(&zl[si][2 * r + u])), *reinterpret_cast<const __nv_bfloat162*>(&sc[si][2 * r + u]));
+            const __nv_bfloat162 v1 = __hmul2(__hsub2(*reinterpret_cast<const __nv_bfloat162*>(&q[2 * u + 1]), *reinterpret_cast<const __nv_bfloat162*>(&zl[si][2 * r + u])), *reinterpret_cast<const __nv_bfloat162*>(&sc[si][2 * r + u]));
+            const uint32_t b[2] = {*reinterpret_cast<const uint32_t*>(&v0), *reinterpret_cast<const uint32_t*>(&v1)};
+            #pragma unroll
+            for (int mi = 0; mi < 1; ++mi) {
+              rc_mma_m16n8k16_f32_bf16_bf16_f32(acc[mi][si][2 * r + u], a[mi], b, acc[mi][si][2 * r + u]);
+            }
           }
         }
       }

@@ -97,71 +97,66 @@ __device__ __forceinline__ void rc_cvt_u4x8_f16x2_biased(uint32_t q, uint32_t (&
 __device__ __forceinline__ void rc_awq_gemm_f16_16x256x64_w1x4_s4_v1_load_tile(
     __half* sA,
     uint32_t* sB,
-    const __half* __restrict__ x,
-    const uint32_t* __restrict__ qweight,
-    int m0,
-    int n0w,
-    int k0,
-    int M,
-    int N8,
-    int K,
-    long long ldx,
     __half* sS,
     uint32_t* sZ,
+    const __half* __restrict__ x,
+    const uint32_t* __restrict__ qweight,
     const __half* __restrict__ scales,
     const uint32_t* __restrict__ qzeros,
+    const __half* const (&a_src)[1],
+    const uint32_t* const (&b_src)[16],
+    const __half* const (&s_src)[1],
+    const uint32_t* const (&z_src)[1],
+    int k0,
+    int K,
+    int N8,
     int N,
-    int G,
+    int gshift,
     int groups
 ) {
+  // the k-tile's word offset in qweight (both layouts: k0 rows of N8 words)
+  const long long kw = (long long)k0 * N8;
+  // group rows of the stage's 2 slots (rows k0 and k0 + 32); G is a power of two or G = K (one group)
+  const int g0 = min(k0 >> gshift, groups - 1);
+  const int g1 = min((k0 + 32) >> gshift, groups - 1);
   #pragma unroll
   for (int i = 0; i < 1; ++i) {
     const int c = threadIdx.x + i * 128;
-    // chunk c of the (BM, 64) tile: row c / 8, 16-byte chunk c % 8
+    // chunk c of the (BM, 64) x tile: row c / 8, 16-byte chunk c % 8; Sw<3,3,3> o (BM,64):(64,1) puts it at chunk ch ^ (r % 8)
     const int r = c >> 3;
     const int ch = c & 7;
-    const bool ok = m0 + r < M && k0 + 8 * ch < K;
-    const __half* src = ok ? x + (long long)(m0 + r) * ldx + (k0 + 8 * ch) : x;
-    // Sw<3,3,3> o (BM,64):(64,1): chunk ch of row r lives at chunk ch ^ (r % 8)
-    rc_cp_async_cg_16_zfill(sA + r * 64 + ((ch ^ (r & 7)) << 3), src, ok);
+    const bool ok = a_src[i] != nullptr && k0 + 8 * ch < K;
+    rc_cp_async_cg_16_zfill(sA + r * 64 + ((ch ^ (r & 7)) << 3), ok ? a_src[i] + k0 : x, ok);
   }
   #pragma unroll
   for (int i = 0; i < 16; ++i) {
     const int c = threadIdx.x + i * 128;
-    // copy c of the (64, BN/8) word tile: row c / 32, word (c % 32) * 1
+    // copy c of the (64, BN/8) qweight word tile: row c / 32, word (c % 32) * 1; padded shared rows of 36 words
     const int r = c / 32;
     const int w = c % 32;
-    const bool ok = k0 + r < K && n0w + w < N8;
-    const uint32_t* src = ok ? qweight + (long long)(k0 + r) * N8 + (n0w + w) : qweight;
-    // padded rows of 36 words
-    rc_cp_async_ca_4_zfill(sB + r * 36 + w, src, ok);
+    const bool ok = b_src[i] != nullptr && k0 + r < K;
+    rc_cp_async_ca_4_zfill(sB + r * 36 + w, ok ? b_src[i] + kw : qweight, ok);
   }
   #pragma unroll
   for (int i = 0; i < 1; ++i) {
     const int c = threadIdx.x + i * 128;
     if (c < 64) {
-      // chunk c of the (2, BN) scales: group slot c / 32, columns 8 (c % 32) .. + 8
+      // chunk c of the (2, BN) scales [K/G, N]: group slot c / 32 (group row g0 or g1), columns 8 (c % 32) .. + 8
       const int slot = c / 32;
       const int w = c % 32;
-      const int grp = min((k0 + 32 * slot) / G, groups - 1);
-      const bool ok = n0w + w < N8;
-      // scales [K/G, N] row-major
-      const __half* src = ok ? scales + (long long)grp * N + 8 * (n0w + w) : scales;
-      rc_cp_async_cg_16_zfill(sS + slot * 256 + 8 * w, src, ok);
+      const bool ok = s_src[i] != nullptr;
+      rc_cp_async_cg_16_zfill(sS + slot * 256 + 8 * w, ok ? s_src[i] + (long long)(slot ? g1 : g0) * N : scales, ok);
     }
   }
   #pragma unroll
   for (int i = 0; i < 1; ++i) {
     const int c = threadIdx.x + i * 128;
     if (c < 64) {
-      // copy c of the (2, BN/8) zero words: group slot c / 32
+      // copy c of the (2, BN/8) zero words qzeros [K/G, N/8]: group slot c / 32
       const int slot = c / 32;
       const int w = c % 32;
-      const int grp = min((k0 + 32 * slot) / G, groups - 1);
-      const bool ok = n0w + w < N8;
-      // qzeros [K/G, N/8] row-major
-      const uint32_t* src = ok ? qzeros + (long long)grp * N8 + (n0w + w) : qzeros;
-      rc_cp_async_ca_4_zfill(sZ + slot * 32 + w, src, ok);
+      const bool ok = z_src[i] != nullptr;
+      rc_cp_async_ca_4_zfill(sZ + slot * 32 + w, ok ? z_src[i] + (long long)(slot ? g1 : g0) * N8 : qzeros, ok);
     }
   }
 }
@@ -220,6 +215,8 @@ extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_f16_16x256x64_w1x4
   __shared__ int is_last;
   const int N8 = N >> 3;
   const int groups = K / G;
+  // group of row k: min(k >> gshift, groups - 1) (G is 32, 64, 128, or K: one group)
+  const int gshift = __ffs(G) - 1;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int g = lane >> 2;
@@ -248,11 +245,44 @@ extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_f16_16x256x64_w1x4
   }
   uint32_t sc[1][4] = {};
   uint32_t zb[1][4] = {};
+  // each copy's k-invariant source (nullptr: outside the problem); the mainloop adds the k-tile's offset
+  const __half* a_src[1];
+  #pragma unroll
+  for (int i = 0; i < 1; ++i) {
+    const int c = threadIdx.x + i * 128;
+    const int r = c >> 3;
+    const int ch = c & 7;
+    a_src[i] = m0 + r < M ? x + (long long)(m0 + r) * ldx + 8 * ch : nullptr;
+  }
+  const uint32_t* b_src[16];
+  #pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int c = threadIdx.x + i * 128;
+    const int r = c / 32;
+    const int w = c % 32;
+    b_src[i] = n0w + w < N8 ? qweight + (long long)r * N8 + (n0w + w) : nullptr;
+  }
+  const __half* s_src[1];
+  #pragma unroll
+  for (int i = 0; i < 1; ++i) {
+    const int c = threadIdx.x + i * 128;
+    const int slot = c / 32;
+    const int w = c % 32;
+    s_src[i] = c < 64 && n0w + w < N8 ? scales + 8 * (n0w + w) : nullptr;
+  }
+  const uint32_t* z_src[1];
+  #pragma unroll
+  for (int i = 0; i < 1; ++i) {
+    const int c = threadIdx.x + i * 128;
+    const int slot = c / 32;
+    const int w = c % 32;
+    z_src[i] = c < 64 && n0w + w < N8 ? qzeros + (n0w + w) : nullptr;
+  }
   // prologue: stages 0 .. 2 in flight
   #pragma unroll
   for (int st = 0; st < 3; ++st) {
     if (st < nkt) {
-      rc_awq_gemm_f16_16x256x64_w1x4_s4_v1_load_tile(sA + st * 1024, sB + st * 2304, x, qweight, m0, n0w, (kt0 + st) * 64, M, N8, K, ldx, sS + st * 512, sZ + st * 64, scales, qzeros, N, G, groups);
+      rc_awq_gemm_f16_16x256x64_w1x4_s4_v1_load_tile(sA + st * 1024, sB + st * 2304, sS + st * 512, sZ + st * 64, x, qweight, scales, qzeros, a_src, b_src, s_src, z_src, (kt0 + st) * 64, K, N8, N, gshift, groups);
     }
     rc_cp_async_commit_group();
   }
@@ -263,7 +293,7 @@ extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_f16_16x256x64_w1x4
     // refill the stage every warp finished with in the previous iteration
     const int nx = it + 3;
     if (nx < nkt) {
-      rc_awq_gemm_f16_16x256x64_w1x4_s4_v1_load_tile(sA + (nx % 4) * 1024, sB + (nx % 4) * 2304, x, qweight, m0, n0w, (kt0 + nx) * 64, M, N8, K, ldx, sS + (nx % 4) * 512, sZ + (nx % 4) * 64, scales, qzeros, N, G, groups);
+      rc_awq_gemm_f16_16x256x64_w1x4_s4_v1_load_tile(sA + (nx % 4) * 1024, sB + (nx % 4) * 2304, sS + (nx % 4) * 512, sZ + (nx % 4) * 64, x, qweight, scales, qzeros, a_src, b_src, s_src, z_src, (kt0 + nx) * 64, K, N8, N, gshift, groups);
     }
     rc_cp_async_commit_group();
     const int k0 = (kt0 + it) * 64;

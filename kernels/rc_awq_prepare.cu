@@ -35,7 +35,7 @@ extern "C" __global__ __launch_bounds__(256) void rc_awq_prepare(
   const long long chunks = (long long)(K >> 4) * (N8 >> 3) * 32;
   const int blocks_n = N8 >> 3;
   for (long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x; c < chunks; c += (long long)gridDim.x * blockDim.x) {
-    // chunk c = (kb * N/64 + wb) * 32 + lane of ((2,4,2,K/16),(8,N/64)):((1,4,2,2N),(16,128))
+    // chunk c = (kb * N/64 + wb) * 32 + lane: words 4c .. 4c + 4 of ((2,4,2,K/16),(2,4,8,N/64)):((4,32,1,16N),(2,8,128,1024)) (nibble offsets)
     const int lane = (int)(c & 31);
     const long long blk = c >> 5;
     const int wb = (int)(blk % blocks_n);
@@ -50,7 +50,14 @@ extern "C" __global__ __launch_bounds__(256) void rc_awq_prepare(
     const uint32_t w2 = qweight[(k0 + 8) * ld_q + j];
     // layout (K,N8):(ld_q,1) at ((k0 + 9),j)
     const uint32_t w3 = qweight[(k0 + 9) * ld_q + j];
-    // registers 0..3 = rows 2t, 2t+1, 2t+8, 2t+9 of the lane
-    reinterpret_cast<uint4*>(out)[c] = make_uint4(w0, w1, w2, w3);
+    // word r of the lane: columns 2r (AutoAWQ nibble r) and 2r + 1 (nibble r + 4) of rows 2t, 2t+8 | 2t+1, 2t+9 (prepare_lane_words)
+    uint32_t o[4];
+    #pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int lo = 4 * r;
+      const int hi = 4 * r + 16;
+      o[r] = ((w0 >> lo) & 0xf) | (((w2 >> lo) & 0xf) << 4) | (((w0 >> hi) & 0xf) << 8) | (((w2 >> hi) & 0xf) << 12) | (((w1 >> lo) & 0xf) << 16) | (((w3 >> lo) & 0xf) << 20) | (((w1 >> hi) & 0xf) << 24) | (((w3 >> hi) & 0xf) << 28);
+    }
+    reinterpret_cast<uint4*>(out)[c] = make_uint4(o[0], o[1], o[2], o[3]);
   }
 }

@@ -183,6 +183,8 @@ fn configs(e: rcute_atom::Element, n: usize) -> Vec<AwqGemmConfig> {
     let vw = if (n / 8).is_multiple_of(4) { 4 } else { 1 };
     vec![
         AwqGemmConfig::new(e, [16, 256, 64], [1, 4], 4, vw),
+        // 3 stages: what M = 16 on a wide weight runs (5 CTAs per SM for the prepared kernel)
+        AwqGemmConfig::new(e, [16, 256, 64], [1, 4], 3, vw),
         AwqGemmConfig::new(e, [32, 256, 64], [1, 4], 4, vw),
         AwqGemmConfig::new(e, [64, 256, 64], [1, 4], 3, vw),
         AwqGemmConfig::new(e, [64, 128, 64], [2, 2], 4, vw),

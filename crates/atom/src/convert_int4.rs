@@ -127,6 +127,49 @@ pub fn u4x8_to_bf16x2_biased() -> Snippet {
     biased_snippet("rc_cvt_u4x8_bf16x2_biased", Biased16::BF16)
 }
 
+/// CPU model of [`u4x8_to_f16x2_biased_x16`]: pairs `(n0, n4)`, `(16 n1, 16 n5)`,
+/// `(n2, n6)`, `(16 n3, 16 n7)`, each plus the f16 bias 1024.
+pub fn u4x8_to_f16x2_biased_x16(word: u32) -> [u32; 4] {
+    let magic = 0x6400_6400u32;
+    let hi = word >> 8;
+    [
+        (word & 0x000f_000f) | magic,
+        (word & 0x00f0_00f0) | magic,
+        (hi & 0x000f_000f) | magic,
+        (hi & 0x00f0_00f0) | magic,
+    ]
+}
+
+/// `rc_cvt_u4x8_f16x2_biased_x16(q, out)`: eight nibbles to four f16 pairs with one shift:
+/// `out[0] = {1024 + n0, 1024 + n4}`, `out[1] = {1024 + 16 n1, 1024 + 16 n5}`, `out[2]` and
+/// `out[3]` the same of nibbles 2, 6 and 3, 7 (the masks `0x000f000f` / `0x00f000f0` of
+/// `q` and `q >> 8`, Marlin's trick). Pair `i` holds nibbles `(i, i + 4)` as in
+/// [`u4x8_to_f16x2_biased`]; the odd pairs are 16 times the value, which the caller
+/// removes exactly with `hfma2(v, 1/16, -(64 + z))` (`(1024 + 16 q) / 16 = 64 + q`). f16
+/// only: bf16's 7 mantissa bits cannot hold `16 q`.
+///
+/// ```
+/// use rcute_atom::convert_int4::{u4x8_to_f16x2_biased_x16, Biased16};
+/// let pairs = u4x8_to_f16x2_biased_x16(0x7654_3210);
+/// assert_eq!(Biased16::F16.values(pairs[0]), [1024.0, 1024.0 + 4.0]);
+/// assert_eq!(Biased16::F16.values(pairs[3]), [1024.0 + 16.0 * 3.0, 1024.0 + 16.0 * 7.0]);
+/// assert!(rcute_atom::convert_int4::u4x8_to_f16x2_biased_x16_snippet().code.contains("0x00f000f0"));
+/// ```
+pub fn u4x8_to_f16x2_biased_x16_snippet() -> Snippet {
+    let body = "// out[0] = {1024 + n0, 1024 + n4}, out[1] = {1024 + 16 n1, 1024 + 16 n5}; out[2], out[3] the same of q >> 8
+                const uint32_t q8 = q >> 8;
+                asm(\"lop3.b32 %0, %1, %2, %3, 0xea;\" : \"=r\"(out[0]) : \"r\"(q), \"n\"(0x000f000f), \"n\"(0x64006400));
+                asm(\"lop3.b32 %0, %1, %2, %3, 0xea;\" : \"=r\"(out[1]) : \"r\"(q), \"n\"(0x00f000f0), \"n\"(0x64006400));
+                asm(\"lop3.b32 %0, %1, %2, %3, 0xea;\" : \"=r\"(out[2]) : \"r\"(q8), \"n\"(0x000f000f), \"n\"(0x64006400));
+                asm(\"lop3.b32 %0, %1, %2, %3, 0xea;\" : \"=r\"(out[3]) : \"r\"(q8), \"n\"(0x00f000f0), \"n\"(0x64006400));
+";
+    let params = vec![
+        Param::scalar("q", "uint32_t"),
+        Param::regs("out", "uint32_t", 4, Dir::Out),
+    ];
+    Snippet::build("rc_cvt_u4x8_f16x2_biased_x16", Arch::SM80, 1, params, body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +203,25 @@ mod tests {
                 let pairs = u4x8_to_16x2_biased(q | (q << 16), f);
                 assert_eq!(f.values(pairs[0]), [f.bias() + q as f32; 2]);
                 assert_eq!(f.values(pairs[1]), [f.bias(); 2]);
+            }
+        }
+    }
+
+    #[test]
+    fn the_x16_conversion_recovers_every_nibble_exactly() {
+        let mut x = 0x1234_5678u32;
+        for _ in 0..1000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let p = u4x8_to_f16x2_biased_x16(x);
+            let base = u4x8_to_16x2_biased(x, Biased16::F16);
+            for i in 0..4 {
+                let [lo, hi] = Biased16::F16.values(p[i]);
+                let [blo, bhi] = Biased16::F16.values(base[i]);
+                // Odd pairs hold 1024 + 16 q: (v / 16) - 64 = q.
+                let f = |v: f32| if i % 2 == 1 { v / 16.0 - 64.0 + 1024.0 } else { v };
+                assert_eq!([f(lo), f(hi)], [blo, bhi], "word {x:#x} pair {i}");
             }
         }
     }

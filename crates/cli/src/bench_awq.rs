@@ -37,9 +37,10 @@ pub struct BenchAwqArgs {
     pub dequantize: bool,
     /// Also time forced paths (repeatable): `fused` (the fused int4 kernel with the shape's
     /// configuration), `prepared` (the same on a prepared weight), `dense` (K-major
-    /// dequantization + the SM90 GEMM, sm_90 only), or a
+    /// dequantization + the SM90 GEMM, sm_90 only), a
     /// fused configuration `BMxBN,WMxWN,STAGES,SPLITS`, e.g. `--config 16x256,1x4,4,8` (BK
-    /// is 64; f16; 16-byte weight copies where N/8 allows).
+    /// is 64; f16; 16-byte weight copies where N/8 allows), or `prepared:` and such a
+    /// configuration (the prepared kernel forced to it).
     #[arg(long = "config")]
     pub configs: Vec<String>,
 }
@@ -80,9 +81,9 @@ enum Variant {
     Fused(Option<(AwqGemmConfig, u32)>),
     /// The dense path.
     Dense,
-    /// The prepared kernel (`AwqWeight::prepare` once per weight copy, outside the timing)
-    /// with the shape's configuration.
-    Prepared,
+    /// The prepared kernel (`AwqWeight::prepare` once per weight copy, outside the timing),
+    /// forced configuration or the shape's.
+    Prepared(Option<(AwqGemmConfig, u32)>),
 }
 
 /// A `--config` value as a [`Variant`].
@@ -90,8 +91,11 @@ fn parse_variant(s: &str) -> Result<Variant, String> {
     match s {
         "dense" => Ok(Variant::Dense),
         "fused" => Ok(Variant::Fused(None)),
-        "prepared" => Ok(Variant::Prepared),
-        _ => parse_awq_config(s).map(|c| Variant::Fused(Some(c))),
+        "prepared" => Ok(Variant::Prepared(None)),
+        _ => match s.strip_prefix("prepared:") {
+            Some(c) => parse_awq_config(c).map(|c| Variant::Prepared(Some(c))),
+            None => parse_awq_config(s).map(|c| Variant::Fused(Some(c))),
+        },
     }
 }
 
@@ -257,7 +261,7 @@ fn bench_shape(
             .map_err(|x| x.to_string())?;
         dense.push(d);
     }
-    let prepared: Vec<AwqWeight<'_>> = if variants.iter().any(|(_, v)| matches!(v, Variant::Prepared)) {
+    let prepared: Vec<AwqWeight<'_>> = if variants.iter().any(|(_, v)| matches!(v, Variant::Prepared(_))) {
         weights
             .iter()
             .map(|w| AwqWeight::prepare(ops, &w.tensors(shape)))
@@ -307,7 +311,7 @@ fn bench_shape(
                 Variant::Auto => ops.awq_gemm(&xv, &wt, Some(&b), &mut yv),
                 Variant::Fused(f) => ops.run_awq_gemm(&p, f),
                 Variant::Dense => ops.run_awq_gemm_dense(&p),
-                Variant::Prepared => ops.run_awq_gemm_prepared(&xv, &prepared[i], Some(&b), &mut yv, None),
+                Variant::Prepared(f) => ops.run_awq_gemm_prepared(&xv, &prepared[i], Some(&b), &mut yv, f),
             }
             .map_err(|x| x.to_string())
         };

@@ -35,7 +35,9 @@
 //! ```
 
 use crate::sm80_mainloop::PlanError;
-use rcute_atom::convert_int4::{u4x8_to_bf16x2_biased, u4x8_to_f16x2_biased, Biased16};
+use rcute_atom::convert_int4::{
+    u4x8_to_bf16x2_biased, u4x8_to_f16x2_biased, u4x8_to_f16x2_biased_x16_snippet, Biased16,
+};
 use rcute_atom::copy_cp_async::{cp_async, CacheOp};
 use rcute_atom::copy_ldsm::ldmatrix_addr;
 use rcute_atom::mma_sm80::mma_sync;
@@ -142,6 +144,9 @@ pub struct AwqMainloop {
     pub ldsm_a: Snippet,
     /// The int4 -> 16-bit conversion atom.
     pub convert: Snippet,
+    /// The prepared kernel's word conversion: f16's one-shift `x16` atom (odd pairs hold
+    /// `bias + 16 q`), or [`Self::convert`] for bf16.
+    pub convert_x16: Snippet,
     /// Its float format (magic bias).
     pub biased: Biased16,
 }
@@ -165,9 +170,9 @@ impl AwqMainloop {
             b: e,
             acc: Element::F32,
         };
-        let (convert, biased) = match e {
-            Element::F16 => (u4x8_to_f16x2_biased(), Biased16::F16),
-            Element::BF16 => (u4x8_to_bf16x2_biased(), Biased16::BF16),
+        let (convert, convert_x16, biased) = match e {
+            Element::F16 => (u4x8_to_f16x2_biased(), u4x8_to_f16x2_biased_x16_snippet(), Biased16::F16),
+            Element::BF16 => (u4x8_to_bf16x2_biased(), u4x8_to_bf16x2_biased(), Biased16::BF16),
             _ => return Err(types),
         };
         let mma = mma_sync(Element::F32, e, e, Element::F32, 16).ok_or(types)?;
@@ -223,6 +228,7 @@ impl AwqMainloop {
             copy_b,
             ldsm_a: ldmatrix_addr(4, false),
             convert,
+            convert_x16,
             biased,
         })
     }

@@ -30,6 +30,9 @@ pub use rcute_atom::Element;
 pub use rcute_collective::awq_mainloop::AwqMainloopConfig as AwqGemmConfig;
 use rcute_collective::awq_mainloop::{AwqMainloop, AWQ_BK, GROUP_SLOTS};
 
+mod load;
+mod prepared;
+
 /// A generated AWQ GEMM kernel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GeneratedAwqGemm {
@@ -154,7 +157,7 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
         if cfg.prepared { "_prepared" } else { "" }
     );
     let e = Emit::new(&plan, &name)?;
-    let snippets = vec![
+    let mut snippets = vec![
         plan.copy_a.snippet.clone(),
         plan.copy_b.snippet.clone(),
         cp_async_commit_group(),
@@ -163,6 +166,9 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
         plan.mma.snippet.clone(),
         plan.convert.clone(),
     ];
+    if cfg.prepared {
+        snippets.push(plan.convert_x16.clone());
+    }
     let mut snips = snippets;
     snips.dedup_by(|a, b| a.name == b.name);
     let mut items = unit_preamble(&snips, "");
@@ -186,6 +192,31 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
         plan,
         source: unit.render(),
     })
+}
+
+/// Shared memory of one SM of the SM80 / SM90 class (bytes) and what the driver reserves
+/// per CTA.
+const SM_SMEM_BYTES: i64 = 228 * 1024;
+const CTA_SMEM_RESERVED: i64 = 1024;
+
+/// The CTAs per SM a prepared kernel asks the compiler to fit (`__launch_bounds__`'s
+/// second argument): as many as shared memory allows, but never so many that a thread gets
+/// fewer than `64 + 32 x (accumulator tiles)` registers (96 for the one-m16-tile decode
+/// kernels, whose 3-stage variants so run 5 CTAs of 128 threads per SM instead of the 4
+/// that their ~110 registers allow; the larger tiles stay unconstrained). The unprepared
+/// kernels keep `__launch_bounds__(threads)`: with their per-copy source pointers the
+/// bound would make the 4-byte-copy variant spill.
+///
+/// ```
+/// use rcute_atom::Element;
+/// use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
+/// let g = generate(&AwqGemmConfig::new(Element::F16, [16, 256, 64], [1, 4], 3, 4).prepared()).unwrap();
+/// assert!(g.source.contains("__launch_bounds__(128, 5)"));
+/// ```
+fn min_blocks(p: &AwqMainloop) -> i64 {
+    let by_smem = SM_SMEM_BYTES / (p.smem_bytes + CTA_SMEM_RESERVED);
+    let by_regs = 65536 / (p.threads * (64 + 32 * p.mi * p.ns));
+    by_smem.clamp(1, by_regs.max(1))
 }
 
 /// The names and constants the emitter threads through.
@@ -237,210 +268,6 @@ impl<'a> Emit<'a> {
             }
         };
         Ok(Emit { p, name, ty, ty2 })
-    }
-
-    /// `{name}_load_tile`: one stage of `x` and `qweight` with zero-filled edges.
-    fn load_tile(&self) -> CFunction {
-        let p = self.p;
-        let [bm, bn, _] = p.config.tile;
-        let threads = p.threads;
-        let vw = p.config.b_vector_words;
-        let cpr = bn / 8 / vw;
-        let guard = |chunks: i64, copies: i64, body: Vec<Stmt>| guarded(chunks, copies * threads, body);
-        let a_body = vec![
-            Stmt::Comment("chunk c of the (BM, 64) tile: row c / 8, 16-byte chunk c % 8".into()),
-            Stmt::decl("const int", "r", "c >> 3"),
-            Stmt::decl("const int", "ch", "c & 7"),
-            Stmt::decl("const bool", "ok", "m0 + r < M && k0 + 8 * ch < K"),
-            Stmt::decl(
-                &format!("const {}*", self.ty),
-                "src",
-                "ok ? x + (long long)(m0 + r) * ldx + (k0 + 8 * ch) : x",
-            ),
-            Stmt::Comment("Sw<3,3,3> o (BM,64):(64,1): chunk ch of row r lives at chunk ch ^ (r % 8)".into()),
-            s(format!(
-                "{}(sA + r * 64 + ((ch ^ (r & 7)) << 3), src, ok)",
-                p.copy_a.snippet.name
-            )),
-        ];
-        let b_body = if p.config.prepared {
-            self.prepared_b_copy()
-        } else {
-            vec![
-                Stmt::Comment(format!(
-                    "copy c of the (64, BN/8) word tile: row c / {cpr}, word (c % {cpr}) * {vw}"
-                )),
-                Stmt::decl("const int", "r", format!("c / {cpr}")),
-                Stmt::decl(
-                    "const int",
-                    "w",
-                    if vw == 1 {
-                        format!("c % {cpr}")
-                    } else {
-                        format!("(c % {cpr}) * {vw}")
-                    },
-                ),
-                Stmt::decl("const bool", "ok", "k0 + r < K && n0w + w < N8"),
-                Stmt::decl(
-                    "const uint32_t*",
-                    "src",
-                    "ok ? qweight + (long long)(k0 + r) * N8 + (n0w + w) : qweight",
-                ),
-                Stmt::Comment(format!("padded rows of {} words", p.b_row_words)),
-                s(format!(
-                    "{}(sB + r * {} + w, src, ok)",
-                    p.copy_b.snippet.name, p.b_row_words
-                )),
-            ]
-        };
-        let mut a_loop = vec![Stmt::decl(
-            "const int",
-            "c",
-            "threadIdx.x + i * ".to_string() + &threads.to_string(),
-        )];
-        a_loop.extend(guard(bm * AWQ_BK / 8, p.a_copies, a_body));
-        let mut b_loop = vec![Stmt::decl(
-            "const int",
-            "c",
-            "threadIdx.x + i * ".to_string() + &threads.to_string(),
-        )];
-        b_loop.extend(guard(AWQ_BK * bn / 8 / vw, p.b_copies, b_body));
-        let [s_loop, z_loop] = self.group_copies(&guard);
-        CFunction {
-            qualifiers: "__device__ __forceinline__".into(),
-            ret: "void".into(),
-            name: format!("{}_load_tile", self.name),
-            params: vec![
-                (format!("{}*", self.ty), "sA".into()),
-                ("uint32_t*".into(), "sB".into()),
-                (format!("const {}* __restrict__", self.ty), "x".into()),
-                ("const uint32_t* __restrict__".into(), "qweight".into()),
-                ("int".into(), "m0".into()),
-                ("int".into(), "n0w".into()),
-                ("int".into(), "k0".into()),
-                ("int".into(), "M".into()),
-                ("int".into(), "N8".into()),
-                ("int".into(), "K".into()),
-                ("long long".into(), "ldx".into()),
-                (format!("{}*", self.ty), "sS".into()),
-                ("uint32_t*".into(), "sZ".into()),
-                (format!("const {}* __restrict__", self.ty), "scales".into()),
-                ("const uint32_t* __restrict__".into(), "qzeros".into()),
-                ("int".into(), "N".into()),
-                ("int".into(), "G".into()),
-                ("int".into(), "groups".into()),
-            ],
-            doc: vec![
-                "One pipeline stage: the (BM, 64) tile of x, the (64, BN/8) tile of qweight words, and the scales and zero words of the tile's groups.".into(),
-            ],
-            body: vec![
-                Stmt::unrolled("i", p.a_copies, a_loop),
-                Stmt::unrolled("i", p.b_copies, b_loop),
-                s_loop,
-                z_loop,
-            ],
-        }
-    }
-
-    /// The body of copy `c` of a stage of the prepared weight
-    /// ([`rcute_collective::awq_prepared`]): the tile's four k16 blocks are each one
-    /// contiguous run of `BN/64` 8-word blocks (`2 BN` words), copied in 16-byte chunks.
-    fn prepared_b_copy(&self) -> Vec<Stmt> {
-        let p = self.p;
-        let bn = p.config.tile[1];
-        let per = bn / 2; // 16-byte chunks per k16 block
-        vec![
-            Stmt::Comment(format!(
-                "chunk c of the prepared (64, BN/8) tile: k16 block c / {per}, chunk c % {per} of its run ((2,4,2,K/16),(8,N/64)):((1,4,2,2N),(16,128))"
-            )),
-            Stmt::decl("const int", "kbi", format!("c / {per}")),
-            Stmt::decl("const int", "cc", format!("c % {per}")),
-            Stmt::decl(
-                "const bool",
-                "ok",
-                "(k0 >> 4) + kbi < (K >> 4) && (n0w >> 3) + (cc >> 5) < (N8 >> 3)",
-            ),
-            Stmt::decl(
-                "const uint32_t*",
-                "src",
-                "ok ? qweight + ((long long)((k0 >> 4) + kbi) * (N8 >> 3) + (n0w >> 3)) * 128 + 4 * cc : qweight",
-            ),
-            s(format!(
-                "{}(sB + kbi * {} + 4 * cc, src, ok)",
-                p.copy_b.snippet.name,
-                2 * bn
-            )),
-        ]
-    }
-
-    /// The scale and zero-word copies of one stage: the [`GROUP_SLOTS`] group rows the
-    /// k-tile touches (`guard` wraps a copy body that not every thread runs).
-    fn group_copies(&self, guard: &dyn Fn(i64, i64, Vec<Stmt>) -> Vec<Stmt>) -> [Stmt; 2] {
-        let p = self.p;
-        let bn = p.config.tile[1];
-        let threads = p.threads;
-        let vw = p.config.b_vector_words;
-        let spr = bn / 8; // 16-byte scale chunks (8 columns) per group row
-        let s_body = vec![
-            Stmt::Comment(format!(
-                "chunk c of the ({GROUP_SLOTS}, BN) scales: group slot c / {spr}, columns 8 (c % {spr}) .. + 8"
-            )),
-            Stmt::decl("const int", "slot", format!("c / {spr}")),
-            Stmt::decl("const int", "w", format!("c % {spr}")),
-            Stmt::decl("const int", "grp", "min((k0 + 32 * slot) / G, groups - 1)"),
-            Stmt::decl("const bool", "ok", "n0w + w < N8"),
-            Stmt::Comment("scales [K/G, N] row-major".into()),
-            Stmt::decl(
-                &format!("const {}*", self.ty),
-                "src",
-                "ok ? scales + (long long)grp * N + 8 * (n0w + w) : scales",
-            ),
-            s(format!("{}(sS + slot * {bn} + 8 * w, src, ok)", p.copy_a.snippet.name)),
-        ];
-        let zpr = bn / 8 / vw;
-        let z_body = vec![
-            Stmt::Comment(format!(
-                "copy c of the ({GROUP_SLOTS}, BN/8) zero words: group slot c / {zpr}"
-            )),
-            Stmt::decl("const int", "slot", format!("c / {zpr}")),
-            Stmt::decl(
-                "const int",
-                "w",
-                if vw == 1 {
-                    format!("c % {zpr}")
-                } else {
-                    format!("(c % {zpr}) * {vw}")
-                },
-            ),
-            Stmt::decl("const int", "grp", "min((k0 + 32 * slot) / G, groups - 1)"),
-            Stmt::decl("const bool", "ok", "n0w + w < N8"),
-            Stmt::Comment("qzeros [K/G, N/8] row-major".into()),
-            Stmt::decl(
-                "const uint32_t*",
-                "src",
-                "ok ? qzeros + (long long)grp * N8 + (n0w + w) : qzeros",
-            ),
-            s(format!(
-                "{}(sZ + slot * {} + w, src, ok)",
-                p.copy_b.snippet.name,
-                bn / 8
-            )),
-        ];
-        let c_decl = || {
-            Stmt::decl(
-                "const int",
-                "c",
-                "threadIdx.x + i * ".to_string() + &threads.to_string(),
-            )
-        };
-        let mut s_loop = vec![c_decl()];
-        s_loop.extend(guard(GROUP_SLOTS * spr, p.s_copies, s_body));
-        let mut z_loop = vec![c_decl()];
-        z_loop.extend(guard(GROUP_SLOTS * zpr, p.z_copies, z_body));
-        [
-            Stmt::unrolled("i", p.s_copies, s_loop),
-            Stmt::unrolled("i", p.z_copies, z_loop),
-        ]
     }
 
     /// `{name}_store`: eight f32 values of columns `8 wc .. 8 wc + 8` of one row, plus the
@@ -679,7 +506,7 @@ impl<'a> Emit<'a> {
         ];
         let mut slice = self.b_words();
         slice.push(Stmt::unrolled("i", 4, pair));
-        vec![
+        let a = vec![
             Stmt::Decl {
                 ty: "uint32_t".into(),
                 name: format!("a[{}][4]", p.mi),
@@ -687,6 +514,13 @@ impl<'a> Emit<'a> {
                 comment: Some("A fragments of the m16 tiles".into()),
             },
             Stmt::unrolled("mi", p.mi, a_frag),
+        ];
+        if p.config.prepared {
+            return [a, self.prepared_k16_tail()].concat();
+        }
+        vec![
+            a[0].clone(),
+            a[1].clone(),
             Stmt::Comment("the group's scales and zeros: k16 steps 0, 1 use slot 0, steps 2, 3 slot 1".into()),
             Stmt::If {
                 cond: "(kk & 1) == 0".into(),
@@ -866,6 +700,8 @@ impl<'a> Emit<'a> {
             s("__shared__ int is_last"),
             Stmt::decl("const int", "N8", "N >> 3"),
             Stmt::decl("const int", "groups", "K / G"),
+            Stmt::Comment("group of row k: min(k >> gshift, groups - 1) (G is 32, 64, 128, or K: one group)".into()),
+            Stmt::decl("const int", "gshift", "__ffs(G) - 1"),
             Stmt::decl("const int", "lane", "threadIdx.x & 31"),
             Stmt::decl("const int", "warp", "threadIdx.x >> 5"),
             Stmt::decl("const int", "g", "lane >> 2"),
@@ -920,9 +756,17 @@ impl<'a> Emit<'a> {
                     )],
                 )],
             ),
-            Stmt::decl("uint32_t", &format!("sc[{}][4]", p.ns), "{}"),
-            Stmt::decl("uint32_t", &format!("zb[{}][4]", p.ns), "{}"),
         ]
+        .into_iter()
+        .chain(if p.config.prepared {
+            self.prepared_group_regs()
+        } else {
+            vec![
+                Stmt::decl("uint32_t", &format!("sc[{}][4]", p.ns), "{}"),
+                Stmt::decl("uint32_t", &format!("zb[{}][4]", p.ns), "{}"),
+            ]
+        })
+        .collect()
     }
 
     /// The kernel: setup, the multistage mainloop, the epilogue.
@@ -933,13 +777,15 @@ impl<'a> Emit<'a> {
         let (a_elems, b_words) = (bm * AWQ_BK, AWQ_BK * p.b_row_words);
         let (s_elems, z_words) = (GROUP_SLOTS * p.config.tile[1], GROUP_SLOTS * p.config.tile[1] / 8);
         let ty = self.ty;
+        let b_args = self.copy_args();
         let load = |k: &str, slot: &str| {
             s(format!(
-                "{}_load_tile(sA + {slot} * {a_elems}, sB + {slot} * {b_words}, x, qweight, m0, n0w, {k}, M, N8, K, ldx, sS + {slot} * {s_elems}, sZ + {slot} * {z_words}, scales, qzeros, N, G, groups)",
+                "{}_load_tile(sA + {slot} * {a_elems}, sB + {slot} * {b_words}, sS + {slot} * {s_elems}, sZ + {slot} * {z_words}, x, qweight, scales, qzeros, {b_args}, {k}, K, N8, N, gshift, groups)",
                 self.name
             ))
         };
         let mut body = self.setup();
+        body.extend(self.copy_sources());
         body.extend([
             Stmt::Comment(format!("prologue: stages 0 .. {} in flight", stages - 2)),
             Stmt::For {
@@ -987,7 +833,15 @@ impl<'a> Emit<'a> {
         });
         body.extend(self.epilogue());
         CFunction {
-            qualifiers: format!("extern \"C\" __global__ __launch_bounds__({})", p.threads),
+            qualifiers: if p.config.prepared {
+                format!(
+                    "extern \"C\" __global__ __launch_bounds__({}, {})",
+                    p.threads,
+                    min_blocks(p)
+                )
+            } else {
+                format!("extern \"C\" __global__ __launch_bounds__({})", p.threads)
+            },
             ret: "void".into(),
             name: self.name.into(),
             params: vec![

@@ -1,9 +1,11 @@
 //! The one-time reorder of AutoAWQ's `qweight [K, N/8]` into the prepared layout of
 //! [`rcute_collective::awq_prepared`] (what the prepared AWQ GEMM streams): one thread per
 //! 16-byte chunk of the output, i.e. per lane `(g, t)` of one (k16 block, 8-word block),
-//! gathering the words of rows `16 kb + 2t + (0, 1, 8, 9)` in word column `8 wb + g` and
-//! storing them with one 16-byte store (consecutive threads write consecutive chunks).
-//! Words are moved, never changed, so the kernel serves f16 and bf16 checkpoints alike.
+//! gathering the words of rows `16 kb + 2t + (0, 1, 8, 9)` in word column `8 wb + g`,
+//! redistributing their nibbles into the lane's four words
+//! ([`rcute_collective::awq_prepared::prepare_lane_words`]) and storing them with one
+//! 16-byte store (consecutive threads write consecutive chunks). Nibbles are moved, never
+//! changed, so the kernel serves f16 and bf16 checkpoints alike.
 //!
 //! ```
 //! use rcute_kernel::awq_prepare::generate;
@@ -18,7 +20,7 @@ use crate::gemm_sm80::GemmError;
 use crate::launch::{Dim3, KernelArgs, LaunchConfig};
 use rcute_layout::{tuple, Layout};
 
-pub use rcute_collective::awq_prepared::{prepared_offset, prepared_qweight_layout, PREPARED_K, PREPARED_N};
+pub use rcute_collective::awq_prepared::{prepared_nibble, prepared_qweight_layout, PREPARED_K, PREPARED_N};
 
 /// Threads per block.
 pub const THREADS: u32 = 256;
@@ -59,7 +61,7 @@ pub fn generate() -> Result<GeneratedAwqPrepare, GemmError> {
         Stmt::decl("const int", "blocks_n", "N8 >> 3"),
     ];
     let mut chunk = vec![
-        Stmt::Comment("chunk c = (kb * N/64 + wb) * 32 + lane of ((2,4,2,K/16),(8,N/64)):((1,4,2,2N),(16,128))".into()),
+        Stmt::Comment("chunk c = (kb * N/64 + wb) * 32 + lane: words 4c .. 4c + 4 of ((2,4,2,K/16),(2,4,8,N/64)):((4,32,1,16N),(2,8,128,1024)) (nibble offsets)".into()),
         Stmt::decl("const int", "lane", "(int)(c & 31)"),
         Stmt::decl("const long long", "blk", "c >> 5"),
         Stmt::decl("const int", "wb", "(int)(blk % blocks_n)"),
@@ -79,11 +81,32 @@ pub fn generate() -> Result<GeneratedAwqPrepare, GemmError> {
         ));
     }
     chunk.push(Stmt::Comment(
-        "registers 0..3 = rows 2t, 2t+1, 2t+8, 2t+9 of the lane".into(),
+        "word r of the lane: columns 2r (AutoAWQ nibble r) and 2r + 1 (nibble r + 4) of rows 2t, 2t+8 | 2t+1, 2t+9 (prepare_lane_words)".into(),
+    ));
+    chunk.push(Stmt::Array {
+        ty: "uint32_t".into(),
+        name: "o".into(),
+        len: 4,
+        comment: None,
+    });
+    let [w0, w1, w2, w3] = [&loads[0], &loads[1], &loads[2], &loads[3]];
+    chunk.push(Stmt::unrolled(
+        "r",
+        4,
+        vec![
+            Stmt::decl("const int", "lo", "4 * r"),
+            Stmt::decl("const int", "hi", "4 * r + 16"),
+            Stmt::assign(
+                "o[r]",
+                format!(
+                    "(({w0} >> lo) & 0xf) | ((({w2} >> lo) & 0xf) << 4) | ((({w0} >> hi) & 0xf) << 8) | ((({w2} >> hi) & 0xf) << 12) | ((({w1} >> lo) & 0xf) << 16) | ((({w3} >> lo) & 0xf) << 20) | ((({w1} >> hi) & 0xf) << 24) | ((({w3} >> hi) & 0xf) << 28)"
+                ),
+            ),
+        ],
     ));
     chunk.push(Stmt::assign(
         "reinterpret_cast<uint4*>(out)[c]",
-        format!("make_uint4({})", loads.join(", ")),
+        "make_uint4(o[0], o[1], o[2], o[3])",
     ));
     body.push(Stmt::Loop {
         init: "long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x".into(),

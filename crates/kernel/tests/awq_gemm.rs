@@ -14,6 +14,9 @@ fn configs() -> Vec<AwqGemmConfig> {
         AwqGemmConfig::new(Element::F16, [64, 128, 64], [2, 2], 4, 4),
         AwqGemmConfig::new(Element::BF16, [128, 256, 64], [2, 4], 3, 4),
         AwqGemmConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4).prepared(),
+        AwqGemmConfig::new(Element::F16, [16, 256, 64], [1, 4], 3, 4).prepared(),
+        AwqGemmConfig::new(Element::F16, [32, 256, 64], [1, 4], 4, 4),
+        AwqGemmConfig::new(Element::F16, [64, 256, 64], [1, 4], 3, 4),
         AwqGemmConfig::new(Element::BF16, [64, 128, 64], [2, 2], 4, 4).prepared(),
     ]
 }

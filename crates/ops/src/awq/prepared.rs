@@ -1,19 +1,22 @@
-//! The prepared AWQ weight: `qweight` reordered once (on the GPU, by `rc_awq_prepare`) into
-//! the layout `((2,4,2,K/16),(8,N/64)):((1,4,2,2N),(16,128))` of
-//! `rcute_collective::awq_prepared`, which the prepared AWQ GEMM streams with contiguous
-//! 16-byte `cp.async` runs and reads with one conflict-free 16-byte shared load per lane
-//! and k16 step (the unprepared kernel: four 4-byte reads of padded rows). Scales and
-//! zeros stay the checkpoint's tensors, borrowed.
+//! The prepared AWQ weight: `qweight`'s nibbles reordered once (on the GPU, by
+//! `rc_awq_prepare`) into the layout `((2,4,2,K/16),(2,4,8,N/64)):((4,32,1,16N),(2,8,128,1024))`
+//! (weight `(k, n)` to nibble offset) of `rcute_collective::awq_prepared`, which the
+//! prepared AWQ GEMM streams with contiguous 16-byte `cp.async` runs, reads with one
+//! conflict-free 16-byte shared load per lane and k16 step (the unprepared kernel: four
+//! 4-byte reads of padded rows) and converts word by word straight into `mma.sync` B
+//! fragments (no byte permutation; f16 with one shift per word). Scales and zeros stay the
+//! checkpoint's tensors, borrowed.
 //!
 //! Precision: the prepared kernel dequantizes exactly as the unprepared one and as
-//! `awq_dequantize`: the `lop3` conversion gives `bias + q` and, once per group,
-//! `bias + z` as 16-bit pairs (exact), `(bias + q) - (bias + z) = q - z` is exact, and one
+//! `awq_dequantize`: the `lop3` conversion gives `bias + q` (or, for f16's odd pairs,
+//! `bias + 16 q`, brought back exactly by `hfma2(v, 1/16, -(64 + z))`) and, once per
+//! group, `bias + z` as 16-bit pairs (exact), the difference `q - z` is exact, and one
 //! multiplication by the scale rounds once, so the weight the MMA sees is bit-exactly
 //! `awq_dequantize`'s. Zeros are *not* folded into an FMA term `q * s + (-z * s)`: the
 //! rounding of `z * s` to 16 bits would add a second rounding error of up to half an ulp
 //! of `15 s` to every weight (and with the magic-number bias inside the product, an error
-//! of the order of `s` itself); the subtraction costs one `HSUB2` per pair, as Marlin's
-//! dequantization spends one operation per pair before its scale multiplication.
+//! of the order of `s` itself); the subtraction costs one `HADD2` / `HFMA2` per pair, as
+//! Marlin's dequantization spends one operation per pair before its scale multiplication.
 //!
 //! For prefill sizes `Ops::awq_gemm_prepared` takes the dense path on the checkpoint's own
 //! `qweight` (kept borrowed for that), like [`crate::Ops::awq_gemm`].

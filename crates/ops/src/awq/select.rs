@@ -11,6 +11,10 @@
 //! assert_eq!((cfg.tile, splits), ([16, 256, 64], 10));
 //! let (cfg, splits) = select_awq_gemm(16, 4096, 4096, 132, rcute_atom::Element::F16);
 //! assert_eq!((cfg.tile, splits), ([16, 256, 64], 5));
+//! let (cfg, splits) = select_awq_gemm(16, 14336, 4096, 132, rcute_atom::Element::F16);
+//! assert_eq!((cfg.tile, cfg.stages, splits), ([16, 256, 64], 3, 10));
+//! let (cfg, splits) = select_awq_gemm(32, 14336, 4096, 132, rcute_atom::Element::F16);
+//! assert_eq!((cfg.tile, splits), ([32, 256, 64], 4));
 //! let (cfg, splits) = select_awq_gemm(128, 14336, 4096, 132, rcute_atom::Element::F16);
 //! assert_eq!((cfg.tile, splits), ([128, 256, 64], 2));
 //! let (cfg, splits) = select_awq_gemm(4096, 14336, 4096, 132, rcute_atom::Element::F16);
@@ -63,14 +67,20 @@ pub const MAX_SPLITS: usize = 20;
 
 /// The configuration and requested K splits for `M x N x K` on `sms` SMs.
 ///
-/// Decode (M <= 16) takes the 16x256 tile with `4 x SMs / tiles` splits (at most 20, and
-/// at most `80 / M`: each split writes its f32 partial slab to the L2 workspace and the
-/// last one sums them, which costs in proportion to `splits x M x N`). Larger M takes, when the weight has many 256-column
-/// tiles (at least a quarter of the SMs), the 64x256 tile with 4 splits up to M = 64 and
-/// the 128x256 tile with 2 splits above; with few column tiles, the 16x256 tile with 5
-/// splits up to M = 64 and the 64x256 tile with 4 splits above; no split when the output
-/// already has a tile for every SM (prefill). Each choice is the fastest
-/// of those measured on an H100 for `N x K = 14336 x 4096` and `4096 x 4096` (BENCHMARKS.md).
+/// Decode (M < 16, and M = 16 on a narrow weight) takes the 16x256 tile with
+/// `4 x SMs / tiles` splits (at most 20, and at most `80 / M`: each split writes its f32
+/// partial slab to the L2 workspace and the last one sums them, which costs in proportion
+/// to `splits x M x N`). Larger M takes, when the weight has many 256-column tiles (at
+/// least a quarter of the SMs), at M = 16 the 16x256 tile with 3 stages and 10 splits
+/// (H200, 16 x 14336 x 4096: 26.5 µs fused / 26.7 µs prepared against 28.1 / 30.2 for the
+/// 32x256 tile with 4 splits), up to M = 32 the 32x256 tile with 4 splits (H100, M = 32:
+/// 33.3 µs against 40.5 for the earlier 64x256 / 4 choice; H200: 32.7 against 43.2 for
+/// 16x256 / 3 / 10), the 64x256 tile with 4 splits up to M = 64 and the
+/// 128x256 tile with 2 splits above; with few column tiles, the 16x256 tile with 5 splits
+/// up to M = 64 and the 64x256 tile with 4 splits above; no split when the output already
+/// has a tile for every SM (prefill). Each choice is the fastest of those measured on an
+/// H100 (or, where named, an H200) for `N x K = 14336 x 4096` and `4096 x 4096`
+/// (BENCHMARKS.md).
 pub fn select_awq_gemm(m: usize, n: usize, k: usize, sms: usize, element: Element) -> (AwqGemmConfig, u32) {
     let vw = if (n / 8).is_multiple_of(4) { 4 } else { 1 };
     let k_tiles = k.div_ceil(64).max(1) as u32;
@@ -78,11 +88,19 @@ pub fn select_awq_gemm(m: usize, n: usize, k: usize, sms: usize, element: Elemen
     let wide = n.div_ceil(256) * 4 >= sms;
     let decode = ([16, 256, 64], [1, 4], 4);
     let mid = ([64, 256, 64], [1, 4], 3);
-    let (tile, warps, stages, splits) = if m <= 16 {
+    let (tile, warps, stages, splits) = if m < 16 || (m == 16 && !wide) {
         let tiles = n.div_ceil(256);
         let want = (CTAS_PER_SM * sms.max(1)).div_ceil(tiles.max(1));
         let splits = want.clamp(1, MAX_SPLITS).min((80 / m).max(1));
         (decode.0, decode.1, decode.2, splits as u32)
+    } else if m == 16 && wide {
+        // 3 stages (5 CTAs per SM for the prepared kernel), 10 splits: measured at
+        // 16 x 14336 x 4096 on an H200 faster than the 32x256 tile with 4 splits.
+        ([16, 256, 64], [1, 4], 3, 10)
+    } else if m <= 32 && wide {
+        // One 32-row tile, 4 splits: at M = 16 and 32 (N = 14336) faster than the 16-row
+        // tile with its M-proportional slab reduction and than the half-empty 64-row tile.
+        ([32, 256, 64], [1, 4], 4, 4)
     } else if m <= 64 {
         if wide {
             (mid.0, mid.1, mid.2, 4)
