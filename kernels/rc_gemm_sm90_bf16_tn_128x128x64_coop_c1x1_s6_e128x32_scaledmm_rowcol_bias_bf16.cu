@@ -733,7 +733,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
                 #pragma unroll
                 for (int jj = 0; jj < 2; ++jj) {
                   const uint32_t o = r_sub * 64 + (lane >> 4) * 16 + jj * 32;  // layout (64,2,2):(64,16,32) at (r_sub,lane >> 4,jj)
-                  // Sw<2,4,3> on bytes
+                  // Sw<2,4,3> on bytes: chunk c of row r -> c ^ (r >> 1) % 4, the 8 rows of an 8x8 matrix in distinct banks
                   rc_stmatrix_x4(sd + (o ^ ((o & 384) >> 3)), packed[a][jj]);
                 }
               }

@@ -225,11 +225,25 @@ fn chunk_offset(k: &Ctx) -> Result<Stmt, GemmError> {
     )
 }
 
-/// The swizzled address expression of `o` in the subtile buffer (the span's byte swizzle).
+/// The swizzled address expression of `o` in the subtile buffer (the span's byte swizzle
+/// `Swizzle<B,4,3>`, `B = log2(span / 16)`), and the comment naming it: row `r`'s 16-byte
+/// chunk `c` moves to chunk `c ^ (r >> (7 - log2 span)) % 2^B`, so the eight rows of one
+/// `stmatrix` / `ldmatrix` 8x8 matrix (one chunk each) fall in eight distinct 4-bank
+/// groups: the staging stores and C reads are free of bank conflicts (checked in the
+/// tests against the plan's layout).
 fn swizzled(k: &Ctx) -> Result<(String, String), GemmError> {
-    let bits = (k.p.epi_swizzle.span_bytes() / 16).trailing_zeros() as i32;
+    let span = k.p.epi_swizzle.span_bytes();
+    let bits = (span / 16).trailing_zeros() as i32;
     let sw = Swizzle::new(bits, 4, 3).map_err(|e| cfg_err(e.to_string()))?;
-    Ok((sw.apply_expr(&Int::from("o")).to_cpp(), format!("{sw} on bytes")))
+    let shift = 7 - span.trailing_zeros() as i32;
+    let rows = if shift > 0 { format!("(r >> {shift})") } else { "r".to_string() };
+    Ok((
+        sw.apply_expr(&Int::from("o")).to_cpp(),
+        format!(
+            "{sw} on bytes: chunk c of row r -> c ^ {rows} % {}, the 8 rows of an 8x8 matrix in distinct banks",
+            1 << bits
+        ),
+    ))
 }
 
 /// The values of atom `a` in the subtile: the fusion of each accumulator pair (with C
