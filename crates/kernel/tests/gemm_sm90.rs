@@ -230,8 +230,16 @@ fn cooperative_epilogue_stores_per_warpgroup() {
             assert_eq!(m.box_dim, vec![en as u32, p.group_tile[0] as u32, 1], "{}", g.name);
         }
         if cfg.schedule == Sm90Schedule::Cooperative {
-            assert!(g.source.contains("const uint32_t epi_bar = 1u + (uint32_t)cw;"), "{}", g.name);
-            assert!(g.source.contains("const bool epi_leader = (threadIdx.x % 128) == 0;"), "{}", g.name);
+            assert!(
+                g.source.contains("const uint32_t epi_bar = 1u + (uint32_t)cw;"),
+                "{}",
+                g.name
+            );
+            assert!(
+                g.source.contains("const bool epi_leader = (threadIdx.x % 128) == 0;"),
+                "{}",
+                g.name
+            );
             assert!(g.source.contains("rc_named_barrier_sync(epi_bar, 128u)"), "{}", g.name);
             assert!(!g.source.contains("256u)"), "{}: a 256-thread barrier is left", g.name);
         }

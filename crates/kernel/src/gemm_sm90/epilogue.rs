@@ -236,7 +236,11 @@ fn swizzled(k: &Ctx) -> Result<(String, String), GemmError> {
     let bits = (span / 16).trailing_zeros() as i32;
     let sw = Swizzle::new(bits, 4, 3).map_err(|e| cfg_err(e.to_string()))?;
     let shift = 7 - span.trailing_zeros() as i32;
-    let rows = if shift > 0 { format!("(r >> {shift})") } else { "r".to_string() };
+    let rows = if shift > 0 {
+        format!("(r >> {shift})")
+    } else {
+        "r".to_string()
+    };
     Ok((
         sw.apply_expr(&Int::from("o")).to_cpp(),
         format!(
