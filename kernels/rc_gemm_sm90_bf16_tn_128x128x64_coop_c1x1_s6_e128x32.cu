@@ -447,7 +447,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
   // Shared memory (byte offsets from a 1 KiB-aligned base):
   //   sA (BM,BK,PIPE) = (128,64,6) of Sw<3,3,3> o (8,64):(64,1) at 0
   //   sB (BN,BK,PIPE) = (128,64,6) at 98304
-  //   epilogue at 196608: 4 D buffer(s) = the C buffers (ReuseSmemC) of (128,32) row-major, Swizzle<2,4,3> on bytes (TMA B64)
+  //   epilogue at 196608: per group (2 of 16384 B), 4 D buffer(s) = the C buffers (ReuseSmemC) of (64,32) row-major, Swizzle<2,4,3> on bytes (TMA B64)
   //   mbarriers at 229376: full[6], empty[6], then C full/empty
   extern __shared__ __align__(1024) unsigned char rc_smem_raw[];
   unsigned char* const smem = rc_smem_raw + ((1024u - (rc_smem_u32(rc_smem_raw) & 1023u)) & 1023u);
@@ -484,7 +484,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
       rc_mbarrier_init(bar_full + 8 * i, 1);
       rc_mbarrier_init(bar_empty + 8 * i, 8);
     }
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 8; ++i) {
       rc_mbarrier_init(bar_c_full + 16 * i, 1);
       rc_mbarrier_init(bar_c_full + 16 * i + 8, 1);
     }
@@ -548,16 +548,19 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
           batch = batch % L;
           const int m0 = tile_m * 128;
           const int n0 = tile_n * 128;
-          const int grp = 0;
           if (load_c) {
             #pragma unroll
             for (int i = 0; i < 4; ++i) {
               const int sm = 0;  // layout (1,4):(1,0) at (i)
               const int sn = i;  // layout (1,4):(0,1) at (i)
-              rc_mbarrier_wait_parity(bar_c_empty + 16 * (grp * 4 + cstage), cphase ^ 1u);
-              const uint32_t cf = bar_c_full + 16 * (grp * 4 + cstage);
-              rc_mbarrier_arrive_expect_tx(cf, 8192u);
-              rc_tma_load_3d(smem + grp * 32768 + 196608 + cstage * 8192, &tmap_c, cf, n0 + sn * 32, m0 + sm * 128, batch);
+              // each consumer warpgroup's half of the subtile into its own ring
+              #pragma unroll
+              for (int grp = 0; grp < 2; ++grp) {
+                rc_mbarrier_wait_parity(bar_c_empty + 16 * (grp * 4 + cstage), cphase ^ 1u);
+                const uint32_t cf = bar_c_full + 16 * (grp * 4 + cstage);
+                rc_mbarrier_arrive_expect_tx(cf, 4096u);
+                rc_tma_load_3d(smem + grp * 16384 + 196608 + cstage * 4096, &tmap_c, cf, n0 + sn * 32, m0 + grp * 64 + sm * 64, batch);
+              }
               rc_pipe_advance(cstage, cphase, 1u, 4u);
             }
           }
@@ -569,10 +572,10 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
     rc_setmaxnreg_inc<232>();
     const int cw = wg - 1;  // consumer warpgroup index
     const int wg_row0 = cw * 64;  // first tile row of this warpgroup's accumulators
-    const int grp = 0;  // epilogue group: the warpgroups that store a tile together
-    const bool epi_leader = threadIdx.x == 128;  // issues the group's TMA stores
-    unsigned char* const epi_smem = smem + grp * 32768 + 196608;
-    const uint32_t epi_bar = 1u;
+    const int grp = cw;  // epilogue group: this warpgroup stages and stores its own rows of every subtile
+    const bool epi_leader = (threadIdx.x % 128) == 0;  // issues the group's TMA stores
+    unsigned char* const epi_smem = smem + grp * 16384 + 196608;
+    const uint32_t epi_bar = 1u + (uint32_t)cw;  // the group's named barrier (128 threads; 0 is __syncthreads)
     uint32_t stage = 0;
     uint32_t phase = 0;
     uint32_t cstage = 0;
@@ -671,15 +674,17 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
           }
         }
       } else {
-        // Epilogue: 1x4 subtiles of 128x32, N outer / M inner
+        // Epilogue: 1x4 subtiles of 64x32, N outer / M inner
+        // (of this warpgroup's rows [wg_row0, +64): each warpgroup stages and stores its half of the tile
+        // on its own, with its own buffers, C ring, staging area and 128-thread named barrier)
         const bool use_c = load_c;  // C subtiles arrive through the C pipeline
-        // subtile i = (sm, sn): rows [sm * EPI_M, +EPI_M), cols [sn * EPI_N, +EPI_N)
+        // subtile i = (sm, sn): rows wg_row0 + [sm * 64, +64), cols [sn * 32, +32)
         #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int sm = 0;  // layout (1,4):(1,0) at (i)
           const int sn = i;  // layout (1,4):(0,1) at (i)
           const uint32_t buf = (use_c ? cstage : dbuf);
-          unsigned char* const sd = epi_smem + buf * 8192;
+          unsigned char* const sd = epi_smem + buf * 4096;
           if (use_c) {
             rc_mbarrier_wait_parity(bar_c_full + 16 * (grp * 4 + cstage), cphase);
           }
@@ -687,17 +692,17 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
             uint32_t packed[1][2][4];  // D fragment: packed[a][jj] = the four 8x8 matrices of block jj, stmatrix.x4 order
             #pragma unroll
             for (int a = 0; a < 1; ++a) {
-              if ((wg_row0 + a * 64) / 128 == sm) {
+              if (true) {
                 const int gm = m0 + wg_row0 + a * 64 + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
                 const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
                 if (use_c) {
                   // source: ldmatrix.x4 gives the accumulator's fragment of C, block jj into cr[jj]
-                  const int r_sub = wg_row0 + a * 64 - sm * 128 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
+                  const int r_sub = a * 64 - sm * 64 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
                   uint32_t cr[2][4];
                   #pragma unroll
                   for (int jj = 0; jj < 2; ++jj) {
-                    const uint32_t o = r_sub * 64 + (lane >> 4) * 16 + jj * 32;  // layout (128,2,2):(64,16,32) at (r_sub,lane >> 4,jj)
-                    const uint32_t s = o ^ ((o & 384) >> 3);  // Sw<2,4,3> on bytes
+                    const uint32_t o = r_sub * 64 + (lane >> 4) * 16 + jj * 32;  // layout (64,2,2):(64,16,32) at (r_sub,lane >> 4,jj)
+                    const uint32_t s = o ^ ((o & 384) >> 3);  // Sw<2,4,3> on bytes: chunk c of row r -> c ^ (r >> 1) % 4, the 8 rows of an 8x8 matrix in distinct banks
                     rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s, cr[jj]);
                   }
                   #pragma unroll
@@ -735,24 +740,24 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
               rc_fence_proxy_async_shared();
             }
             // everyone has read C / the buffer's previous store is done: write D
-            rc_named_barrier_sync(epi_bar, 256u);
+            rc_named_barrier_sync(epi_bar, 128u);
             #pragma unroll
             for (int a = 0; a < 1; ++a) {
-              if ((wg_row0 + a * 64) / 128 == sm) {
-                const int r_sub = wg_row0 + a * 64 - sm * 128 + 16 * warp + (lane & 8) + (lane & 7);
+              if (true) {
+                const int r_sub = a * 64 - sm * 64 + 16 * warp + (lane & 8) + (lane & 7);
                 #pragma unroll
                 for (int jj = 0; jj < 2; ++jj) {
-                  const uint32_t o = r_sub * 64 + (lane >> 4) * 16 + jj * 32;  // layout (128,2,2):(64,16,32) at (r_sub,lane >> 4,jj)
-                  // Sw<2,4,3> on bytes
+                  const uint32_t o = r_sub * 64 + (lane >> 4) * 16 + jj * 32;  // layout (64,2,2):(64,16,32) at (r_sub,lane >> 4,jj)
+                  // Sw<2,4,3> on bytes: chunk c of row r -> c ^ (r >> 1) % 4, the 8 rows of an 8x8 matrix in distinct banks
                   rc_stmatrix_x4(sd + (o ^ ((o & 384) >> 3)), packed[a][jj]);
                 }
               }
             }
             // make the generic-proxy smem writes visible to TMA, then one thread stores the subtile
             rc_fence_proxy_async_shared();
-            rc_named_barrier_sync(epi_bar, 256u);
+            rc_named_barrier_sync(epi_bar, 128u);
             if (epi_leader) {
-              rc_tma_store_3d(&tmap_d, sd, n0 + sn * 32, m0 + sm * 128, batch);
+              rc_tma_store_3d(&tmap_d, sd, n0 + sn * 32, m0 + wg_row0 + sm * 64, batch);
               rc_bulk_commit_group();
               // ReuseSmemC: the C buffer returns to the producer once its store has read it
               if (use_c) {

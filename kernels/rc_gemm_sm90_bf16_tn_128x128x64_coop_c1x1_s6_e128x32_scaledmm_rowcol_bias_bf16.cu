@@ -478,12 +478,12 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
   // Shared memory (byte offsets from a 1 KiB-aligned base):
   //   sA (BM,BK,PIPE) = (128,64,6) of Sw<3,3,3> o (8,64):(64,1) at 0
   //   sB (BN,BK,PIPE) = (128,64,6) at 98304
-  //   epilogue at 196608: 2 D buffer(s) + 0 C buffer(s) of (128,32) row-major, Swizzle<2,4,3> on bytes (TMA B64)
-  //   mbarriers at 214528: full[6], empty[6], then C full/empty
+  //   epilogue at 196608: per group (2 of 8192 B), 2 D buffer(s) + 0 C buffer(s) of (64,32) row-major, Swizzle<2,4,3> on bytes (TMA B64)
+  //   mbarriers at 216064: full[6], empty[6], then C full/empty
   extern __shared__ __align__(1024) unsigned char rc_smem_raw[];
   unsigned char* const smem = rc_smem_raw + ((1024u - (rc_smem_u32(rc_smem_raw) & 1023u)) & 1023u);
   const uint32_t smem_u32 = rc_smem_u32(smem);
-  const uint32_t bar_full = smem_u32 + 214528u;
+  const uint32_t bar_full = smem_u32 + 216064u;
   const uint32_t bar_empty = bar_full + 48u;
   const uint32_t bar_c_full = bar_full + 96u;  // C pipeline: per C stage (and ping-pong group) a [full, empty] pair of mbarriers, 16 B apart
   const int wg = threadIdx.x / 128;
@@ -565,11 +565,11 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
     rc_setmaxnreg_inc<232>();
     const int cw = wg - 1;  // consumer warpgroup index
     const int wg_row0 = cw * 64;  // first tile row of this warpgroup's accumulators
-    const int grp = 0;  // epilogue group: the warpgroups that store a tile together
-    const bool epi_leader = threadIdx.x == 128;  // issues the group's TMA stores
-    const int epi_tid = threadIdx.x - 128;  // thread index within the epilogue group
-    unsigned char* const epi_smem = smem + grp * 16384 + 196608;
-    const uint32_t epi_bar = 1u;
+    const int grp = cw;  // epilogue group: this warpgroup stages and stores its own rows of every subtile
+    const bool epi_leader = (threadIdx.x % 128) == 0;  // issues the group's TMA stores
+    const int epi_tid = threadIdx.x % 128;  // thread index within the epilogue group
+    unsigned char* const epi_smem = smem + grp * 8192 + 196608;
+    const uint32_t epi_bar = 1u + (uint32_t)cw;  // the group's named barrier (128 threads; 0 is __syncthreads)
     uint32_t stage = 0;
     uint32_t phase = 0;
     uint32_t dbuf = 0;  // D buffer ring index (when not reusing C's buffers)
@@ -592,9 +592,9 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
       // mainloop so that their latency hides behind it (rc_fusion_broadcast has the slot layout)
       float bc_r[3];
       if (split_k == 1) {
-        bc_r[0] = (epi_tid < 128 && m0 + epi_tid < M) ? rc_fusion_broadcast(p, 0, m0 + epi_tid, batch) : 0.0f;
-        bc_r[1] = (epi_tid < 128 && n0 + epi_tid < N) ? rc_fusion_broadcast(p, 1, n0 + epi_tid, batch) : 0.0f;
-        bc_r[2] = (epi_tid < 128 && n0 + epi_tid < N) ? rc_fusion_broadcast(p, 2, n0 + epi_tid, batch) : 0.0f;
+        bc_r[0] = (m0 + epi_tid < M) ? rc_fusion_broadcast(p, 0, m0 + epi_tid, batch) : 0.0f;
+        bc_r[1] = (n0 + epi_tid < N) ? rc_fusion_broadcast(p, 1, n0 + epi_tid, batch) : 0.0f;
+        bc_r[2] = (n0 + epi_tid < N) ? rc_fusion_broadcast(p, 2, n0 + epi_tid, batch) : 0.0f;
       }
       for (int a = 0; a < 1; ++a) {
         #pragma unroll
@@ -674,33 +674,29 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
           }
         }
       } else {
-        // Epilogue: 1x4 subtiles of 128x32, N outer / M inner
+        // Epilogue: 1x4 subtiles of 64x32, N outer / M inner
+        // (of this warpgroup's rows [wg_row0, +64): each warpgroup stages and stores its half of the tile
+        // on its own, with its own buffers, C ring, staging area and 128-thread named barrier)
         // Broadcast staging (2/2): the registers into this group's staging area, read by every subtile below
         // (the previous tile's readers are done: each subtile's barrier follows its reads)
         float* const bc = reinterpret_cast<float*>(smem + 212992 + grp * 1536);
-        if (epi_tid < 128) {
-          bc[epi_tid] = bc_r[0];
-        }
-        if (epi_tid < 128) {
-          bc[epi_tid + 128] = bc_r[1];
-        }
-        if (epi_tid < 128) {
-          bc[epi_tid + 256] = bc_r[2];
-        }
-        rc_named_barrier_sync(epi_bar, 256u);
+        bc[epi_tid] = bc_r[0];
+        bc[epi_tid + 128] = bc_r[1];
+        bc[epi_tid + 256] = bc_r[2];
+        rc_named_barrier_sync(epi_bar, 128u);
         unsigned char* sd_prev = epi_smem;  // DelayTmaStore: the subtile whose store is pending
-        // subtile i = (sm, sn): rows [sm * EPI_M, +EPI_M), cols [sn * EPI_N, +EPI_N)
+        // subtile i = (sm, sn): rows wg_row0 + [sm * 64, +64), cols [sn * 32, +32)
         #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int sm = 0;  // layout (1,4):(1,0) at (i)
           const int sn = i;  // layout (1,4):(0,1) at (i)
           const uint32_t buf = dbuf;
-          unsigned char* const sd = epi_smem + buf * 8192;
+          unsigned char* const sd = epi_smem + buf * 4096;
           {
             uint32_t packed[1][2][4];  // D fragment: packed[a][jj] = the four 8x8 matrices of block jj, stmatrix.x4 order
             #pragma unroll
             for (int a = 0; a < 1; ++a) {
-              if ((wg_row0 + a * 64) / 128 == sm) {
+              if (true) {
                 const int gm = m0 + wg_row0 + a * 64 + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
                 const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
                 #pragma unroll
@@ -720,7 +716,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
               const int psm = 0;  // layout (1,4):(1,0) at (i - 1)
               const int psn = i - 1;  // layout (1,4):(0,1) at (i - 1)
               if (epi_leader) {
-                rc_tma_store_3d(&tmap_d, sd_prev, n0 + psn * 32, m0 + psm * 128, batch);
+                rc_tma_store_3d(&tmap_d, sd_prev, n0 + psn * 32, m0 + wg_row0 + psm * 64, batch);
                 rc_bulk_commit_group();
               }
             }
@@ -729,29 +725,29 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
               rc_bulk_wait_group_read<1>();
             }
             // everyone has read C / the buffer's previous store is done: write D
-            rc_named_barrier_sync(epi_bar, 256u);
+            rc_named_barrier_sync(epi_bar, 128u);
             #pragma unroll
             for (int a = 0; a < 1; ++a) {
-              if ((wg_row0 + a * 64) / 128 == sm) {
-                const int r_sub = wg_row0 + a * 64 - sm * 128 + 16 * warp + (lane & 8) + (lane & 7);
+              if (true) {
+                const int r_sub = a * 64 - sm * 64 + 16 * warp + (lane & 8) + (lane & 7);
                 #pragma unroll
                 for (int jj = 0; jj < 2; ++jj) {
-                  const uint32_t o = r_sub * 64 + (lane >> 4) * 16 + jj * 32;  // layout (128,2,2):(64,16,32) at (r_sub,lane >> 4,jj)
-                  // Sw<2,4,3> on bytes
+                  const uint32_t o = r_sub * 64 + (lane >> 4) * 16 + jj * 32;  // layout (64,2,2):(64,16,32) at (r_sub,lane >> 4,jj)
+                  // Sw<2,4,3> on bytes: chunk c of row r -> c ^ (r >> 1) % 4, the 8 rows of an 8x8 matrix in distinct banks
                   rc_stmatrix_x4(sd + (o ^ ((o & 384) >> 3)), packed[a][jj]);
                 }
               }
             }
             // make the generic-proxy smem writes visible to TMA, then one thread stores the subtile
             rc_fence_proxy_async_shared();
-            rc_named_barrier_sync(epi_bar, 256u);
+            rc_named_barrier_sync(epi_bar, 128u);
             sd_prev = sd;
             dbuf = (dbuf + 1u) % 2u;
           }
         }
         // DelayTmaStore: flush the tile's last store
         if (epi_leader) {
-          rc_tma_store_3d(&tmap_d, sd_prev, n0 + 96, m0, batch);
+          rc_tma_store_3d(&tmap_d, sd_prev, n0 + 96, m0 + wg_row0, batch);
           rc_bulk_commit_group();
         }
       }

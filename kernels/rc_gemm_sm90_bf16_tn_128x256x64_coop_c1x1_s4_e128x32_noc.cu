@@ -451,7 +451,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
   // Shared memory (byte offsets from a 1 KiB-aligned base):
   //   sA (BM,BK,PIPE) = (128,64,4) of Sw<3,3,3> o (8,64):(64,1) at 0
   //   sB (BN,BK,PIPE) = (256,64,4) at 65536
-  //   epilogue at 196608: 2 D buffer(s) + 0 C buffer(s) of (128,32) row-major, Swizzle<2,4,3> on bytes (TMA B64)
+  //   epilogue at 196608: per group (2 of 8192 B), 2 D buffer(s) + 0 C buffer(s) of (64,32) row-major, Swizzle<2,4,3> on bytes (TMA B64)
   //   mbarriers at 212992: full[4], empty[4], then C full/empty
   extern __shared__ __align__(1024) unsigned char rc_smem_raw[];
   unsigned char* const smem = rc_smem_raw + ((1024u - (rc_smem_u32(rc_smem_raw) & 1023u)) & 1023u);
@@ -538,10 +538,10 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
     rc_setmaxnreg_inc<232>();
     const int cw = wg - 1;  // consumer warpgroup index
     const int wg_row0 = cw * 64;  // first tile row of this warpgroup's accumulators
-    const int grp = 0;  // epilogue group: the warpgroups that store a tile together
-    const bool epi_leader = threadIdx.x == 128;  // issues the group's TMA stores
-    unsigned char* const epi_smem = smem + grp * 16384 + 196608;
-    const uint32_t epi_bar = 1u;
+    const int grp = cw;  // epilogue group: this warpgroup stages and stores its own rows of every subtile
+    const bool epi_leader = (threadIdx.x % 128) == 0;  // issues the group's TMA stores
+    unsigned char* const epi_smem = smem + grp * 8192 + 196608;
+    const uint32_t epi_bar = 1u + (uint32_t)cw;  // the group's named barrier (128 threads; 0 is __syncthreads)
     uint32_t stage = 0;
     uint32_t phase = 0;
     uint32_t dbuf = 0;  // D buffer ring index (when not reusing C's buffers)
@@ -638,20 +638,22 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
           }
         }
       } else {
-        // Epilogue: 1x8 subtiles of 128x32, N outer / M inner
+        // Epilogue: 1x8 subtiles of 64x32, N outer / M inner
+        // (of this warpgroup's rows [wg_row0, +64): each warpgroup stages and stores its half of the tile
+        // on its own, with its own buffers, C ring, staging area and 128-thread named barrier)
         unsigned char* sd_prev = epi_smem;  // DelayTmaStore: the subtile whose store is pending
-        // subtile i = (sm, sn): rows [sm * EPI_M, +EPI_M), cols [sn * EPI_N, +EPI_N)
+        // subtile i = (sm, sn): rows wg_row0 + [sm * 64, +64), cols [sn * 32, +32)
         #pragma unroll
         for (int i = 0; i < 8; ++i) {
           const int sm = 0;  // layout (1,8):(1,0) at (i)
           const int sn = i;  // layout (1,8):(0,1) at (i)
           const uint32_t buf = dbuf;
-          unsigned char* const sd = epi_smem + buf * 8192;
+          unsigned char* const sd = epi_smem + buf * 4096;
           {
             uint32_t packed[1][2][4];  // D fragment: packed[a][jj] = the four 8x8 matrices of block jj, stmatrix.x4 order
             #pragma unroll
             for (int a = 0; a < 1; ++a) {
-              if ((wg_row0 + a * 64) / 128 == sm) {
+              if (true) {
                 const int gm = m0 + wg_row0 + a * 64 + 16 * warp + lane / 4;  // CLayout_64xN: global row of acc[a][4j + e] (+8 for acc[a][4j + 2 + e])
                 const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
                 #pragma unroll
@@ -671,7 +673,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
               const int psm = 0;  // layout (1,8):(1,0) at (i - 1)
               const int psn = i - 1;  // layout (1,8):(0,1) at (i - 1)
               if (epi_leader) {
-                rc_tma_store_3d(&tmap_d, sd_prev, n0 + psn * 32, m0 + psm * 128, batch);
+                rc_tma_store_3d(&tmap_d, sd_prev, n0 + psn * 32, m0 + wg_row0 + psm * 64, batch);
                 rc_bulk_commit_group();
               }
             }
@@ -680,29 +682,29 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
               rc_bulk_wait_group_read<1>();
             }
             // everyone has read C / the buffer's previous store is done: write D
-            rc_named_barrier_sync(epi_bar, 256u);
+            rc_named_barrier_sync(epi_bar, 128u);
             #pragma unroll
             for (int a = 0; a < 1; ++a) {
-              if ((wg_row0 + a * 64) / 128 == sm) {
-                const int r_sub = wg_row0 + a * 64 - sm * 128 + 16 * warp + (lane & 8) + (lane & 7);
+              if (true) {
+                const int r_sub = a * 64 - sm * 64 + 16 * warp + (lane & 8) + (lane & 7);
                 #pragma unroll
                 for (int jj = 0; jj < 2; ++jj) {
-                  const uint32_t o = r_sub * 64 + (lane >> 4) * 16 + jj * 32;  // layout (128,2,2):(64,16,32) at (r_sub,lane >> 4,jj)
-                  // Sw<2,4,3> on bytes
+                  const uint32_t o = r_sub * 64 + (lane >> 4) * 16 + jj * 32;  // layout (64,2,2):(64,16,32) at (r_sub,lane >> 4,jj)
+                  // Sw<2,4,3> on bytes: chunk c of row r -> c ^ (r >> 1) % 4, the 8 rows of an 8x8 matrix in distinct banks
                   rc_stmatrix_x4(sd + (o ^ ((o & 384) >> 3)), packed[a][jj]);
                 }
               }
             }
             // make the generic-proxy smem writes visible to TMA, then one thread stores the subtile
             rc_fence_proxy_async_shared();
-            rc_named_barrier_sync(epi_bar, 256u);
+            rc_named_barrier_sync(epi_bar, 128u);
             sd_prev = sd;
             dbuf = (dbuf + 1u) % 2u;
           }
         }
         // DelayTmaStore: flush the tile's last store
         if (epi_leader) {
-          rc_tma_store_3d(&tmap_d, sd_prev, n0 + 224, m0, batch);
+          rc_tma_store_3d(&tmap_d, sd_prev, n0 + 224, m0 + wg_row0, batch);
           rc_bulk_commit_group();
         }
       }

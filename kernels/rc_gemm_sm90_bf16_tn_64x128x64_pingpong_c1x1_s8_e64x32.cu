@@ -447,7 +447,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_64x128
   // Shared memory (byte offsets from a 1 KiB-aligned base):
   //   sA (BM,BK,PIPE) = (64,64,8) of Sw<3,3,3> o (8,64):(64,1) at 0
   //   sB (BN,BK,PIPE) = (128,64,8) at 65536
-  //   epilogue at 196608: 4 D buffer(s) = the C buffers (ReuseSmemC) of (64,32) row-major, Swizzle<2,4,3> on bytes (TMA B64)
+  //   epilogue at 196608: per group (2 of 16384 B), 4 D buffer(s) = the C buffers (ReuseSmemC) of (64,32) row-major, Swizzle<2,4,3> on bytes (TMA B64)
   //   mbarriers at 229376: full[8], empty[8], then C full/empty
   extern __shared__ __align__(1024) unsigned char rc_smem_raw[];
   unsigned char* const smem = rc_smem_raw + ((1024u - (rc_smem_u32(rc_smem_raw) & 1023u)) & 1023u);
@@ -573,10 +573,10 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_64x128
     rc_setmaxnreg_inc<232>();
     const int cw = wg - 1;  // consumer warpgroup index
     const int wg_row0 = 0;  // first tile row of this warpgroup's accumulators
-    const int grp = cw;  // epilogue group: the warpgroups that store a tile together
+    const int grp = cw;  // epilogue group: the warpgroup that stores the tile
     const bool epi_leader = (threadIdx.x % 128) == 0;  // issues the group's TMA stores
     unsigned char* const epi_smem = smem + grp * 16384 + 196608;
-    const uint32_t epi_bar = 1u + (uint32_t)cw;
+    const uint32_t epi_bar = 1u + (uint32_t)cw;  // the group's named barrier (128 threads; 0 is __syncthreads)
     uint32_t stage = 0;
     uint32_t phase = 0;
     uint32_t cstage = 0;
@@ -696,7 +696,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_64x128
       } else {
         // Epilogue: 1x4 subtiles of 64x32, N outer / M inner
         const bool use_c = load_c;  // C subtiles arrive through the C pipeline
-        // subtile i = (sm, sn): rows [sm * EPI_M, +EPI_M), cols [sn * EPI_N, +EPI_N)
+        // subtile i = (sm, sn): rows [sm * 64, +64), cols [sn * 32, +32)
         #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int sm = 0;  // layout (1,4):(1,0) at (i)
@@ -715,12 +715,12 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_64x128
                 const int gn = n0 + 2 * (lane % 4);  // global column of acc[a][0] (+8j + e)
                 if (use_c) {
                   // source: ldmatrix.x4 gives the accumulator's fragment of C, block jj into cr[jj]
-                  const int r_sub = wg_row0 + a * 64 - sm * 64 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
+                  const int r_sub = a * 64 - sm * 64 + 16 * warp + (lane & 8) + (lane & 7);  // ldmatrix.x4 lane -> row of matrix lane/8
                   uint32_t cr[2][4];
                   #pragma unroll
                   for (int jj = 0; jj < 2; ++jj) {
                     const uint32_t o = r_sub * 64 + (lane >> 4) * 16 + jj * 32;  // layout (64,2,2):(64,16,32) at (r_sub,lane >> 4,jj)
-                    const uint32_t s = o ^ ((o & 384) >> 3);  // Sw<2,4,3> on bytes
+                    const uint32_t s = o ^ ((o & 384) >> 3);  // Sw<2,4,3> on bytes: chunk c of row r -> c ^ (r >> 1) % 4, the 8 rows of an 8x8 matrix in distinct banks
                     rc_ldmatrix_x4_addr(rc_smem_u32(sd) + s, cr[jj]);
                   }
                   #pragma unroll
@@ -762,11 +762,11 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_64x128
             #pragma unroll
             for (int a = 0; a < 1; ++a) {
               if (true) {
-                const int r_sub = wg_row0 + a * 64 - sm * 64 + 16 * warp + (lane & 8) + (lane & 7);
+                const int r_sub = a * 64 - sm * 64 + 16 * warp + (lane & 8) + (lane & 7);
                 #pragma unroll
                 for (int jj = 0; jj < 2; ++jj) {
                   const uint32_t o = r_sub * 64 + (lane >> 4) * 16 + jj * 32;  // layout (64,2,2):(64,16,32) at (r_sub,lane >> 4,jj)
-                  // Sw<2,4,3> on bytes
+                  // Sw<2,4,3> on bytes: chunk c of row r -> c ^ (r >> 1) % 4, the 8 rows of an 8x8 matrix in distinct banks
                   rc_stmatrix_x4(sd + (o ^ ((o & 384) >> 3)), packed[a][jj]);
                 }
               }

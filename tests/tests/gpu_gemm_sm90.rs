@@ -308,6 +308,8 @@ pub fn configs() -> Vec<GemmSm90Config> {
         GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::WarpSpecialized),
         GemmSm90Config::bf16([64, 128, 64], Sm90Schedule::PingPong),
         GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::PingPong),
+        // Cooperative with two m64 atoms per warpgroup (two group subtiles along M).
+        GemmSm90Config::bf16([256, 128, 64], Sm90Schedule::Cooperative),
     ];
     let mut f = GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative);
     (f.ab, f.cd) = (Element::F16, Element::F16);

@@ -65,6 +65,9 @@
 //! * Buffers are aligned to their swizzle atom (`8 x` the swizzle span: 1024 bytes for
 //!   128B); CUTLASS's `alignment_for_swizzle` reads the swizzle of the element layout.
 //! * D is never void (no aux-only epilogues) and no fusion storage is counted.
+//! * The cooperative kernels of this project stage and store each subtile per consumer
+//!   warpgroup, `EPI_M / 2` rows each ([`Sm90EpiloguePlan::warpgroup_subtile`]); the plan's
+//!   buffers and bytes are CUTLASS's, split in two halves.
 //!
 //! ```
 //! use rcute_atom::Element;
@@ -741,6 +744,30 @@ impl Sm90EpiloguePlan {
     pub fn subtile_order(&self) -> Vec<(i64, i64)> {
         let [tm, tn] = self.epi_tiles_mn();
         (0..tn).flat_map(|n| (0..tm).map(move |m| (m, n))).collect()
+    }
+
+    /// The subtile one consumer warpgroup stages and stores on its own: `(EPI_M / 2,
+    /// EPI_N)` for the cooperative schedule (its two warpgroups stacked along M each take
+    /// their 64-row half of every subtile), the subtile itself otherwise.
+    ///
+    /// This project's cooperative kernels store per warpgroup (a deviation from CUTLASS,
+    /// whose cooperative epilogue stores each subtile from all 256 threads): every
+    /// warpgroup has its own buffers, TMA boxes of this shape and 128-thread barriers, so
+    /// neither waits for the other between subtiles. The shared bytes are unchanged (two
+    /// sets of half-height buffers).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::{Sm90EpilogueConfig, Sm90EpiloguePlan, Sm90Schedule, StorageOrder};
+    /// let cfg = Sm90EpilogueConfig::new(
+    ///     [128, 256, 64], Sm90Schedule::Cooperative, None, Element::BF16, StorageOrder::RowMajor);
+    /// let p = Sm90EpiloguePlan::new(&cfg).unwrap();
+    /// assert_eq!((p.epi_tile, p.warpgroup_subtile()), ([128, 32], [64, 32]));
+    /// ```
+    pub fn warpgroup_subtile(&self) -> [i64; 2] {
+        let [em, en] = self.epi_tile;
+        let groups = self.config.schedule.epilogue_threads() / 128;
+        [em / groups, en]
     }
 
     /// Whether the epilogue loads a source C.

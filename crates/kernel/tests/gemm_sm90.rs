@@ -14,6 +14,8 @@ fn configs() -> Vec<GemmSm90Config> {
         GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::WarpSpecialized),
         GemmSm90Config::bf16([64, 128, 64], Sm90Schedule::PingPong),
         GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::PingPong),
+        // Two m64 atoms per warpgroup: each warpgroup's rows hold two 64-row group subtiles.
+        GemmSm90Config::bf16([256, 128, 64], Sm90Schedule::Cooperative),
     ];
     for cluster in [[2, 1], [1, 2]] {
         let mut c = GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative);
@@ -204,5 +206,75 @@ fn generated_units_compile_without_warnings() {
             g.name,
             warnings.join("\n")
         );
+    }
+}
+
+/// The cooperative epilogue stages and stores per consumer warpgroup: two groups of
+/// half-height subtiles in the collective's bytes, 128-thread named barriers with one id per
+/// warpgroup (no 256-thread barrier left), a TMA-issuing thread per warpgroup and C / D
+/// boxes of the group's subtile.
+#[test]
+fn cooperative_epilogue_stores_per_warpgroup() {
+    for cfg in configs() {
+        let g = generate(&cfg).unwrap();
+        let p = &g.plan;
+        let [em, en] = p.epi_tile;
+        let want = match cfg.schedule {
+            Sm90Schedule::Cooperative => (2, [em / 2, en], p.epilogue.tensor_bytes / 2),
+            Sm90Schedule::PingPong => (2, [em, en], p.epilogue.tensor_bytes),
+            _ => (1, [em, en], p.epilogue.tensor_bytes),
+        };
+        assert_eq!((p.epi_groups, p.group_tile, p.epi_set_bytes), want, "{}", g.name);
+        let maps = g.tensor_maps(&args(1000, 1024, 512)).unwrap();
+        for m in &maps[2..] {
+            assert_eq!(m.box_dim, vec![en as u32, p.group_tile[0] as u32, 1], "{}", g.name);
+        }
+        if cfg.schedule == Sm90Schedule::Cooperative {
+            assert!(
+                g.source.contains("const uint32_t epi_bar = 1u + (uint32_t)cw;"),
+                "{}",
+                g.name
+            );
+            assert!(
+                g.source.contains("const bool epi_leader = (threadIdx.x % 128) == 0;"),
+                "{}",
+                g.name
+            );
+            assert!(g.source.contains("rc_named_barrier_sync(epi_bar, 128u)"), "{}", g.name);
+            assert!(!g.source.contains("256u)"), "{}: a 256-thread barrier is left", g.name);
+        }
+    }
+}
+
+/// The staging layout is free of bank conflicts: for every configuration, the 32 lane
+/// addresses of each `stmatrix.x4` / `ldmatrix.x4` (four 8x8 matrices, lane `8q + r`
+/// addressing row `r` of matrix `q`, as the kernel computes them) put each matrix's eight
+/// 16-byte rows in eight distinct groups of four 4-byte banks.
+#[test]
+fn epilogue_staging_is_free_of_bank_conflicts() {
+    use rcute_kernel::gemm_sm90::{epi_byte_offset, plan};
+    for cfg in configs() {
+        let p = plan(&cfg).unwrap();
+        let eb = cfg.cd.bytes() as i64;
+        let [gem, en] = p.group_tile;
+        for r0 in (0..gem).step_by(16) {
+            for jj in 0..en / 16 {
+                for q in 0..4 {
+                    let mut banks = std::collections::BTreeSet::new();
+                    for r in 0..8 {
+                        // Matrix q: rows +8 for q odd, columns +8 for q >= 2 (the kernel's
+                        // r_sub and (lane >> 4) * 16 bytes).
+                        let row = r0 + 8 * (q % 2) + r;
+                        let col = 16 * jj + 8 * (q / 2);
+                        let o = epi_byte_offset(&p, row, col, eb);
+                        assert_eq!(o % 16, 0);
+                        for b in 0..4 {
+                            banks.insert((o / 4 + b) % 32);
+                        }
+                    }
+                    assert_eq!(banks.len(), 32, "{cfg:?}: rows {r0}.. block {jj} matrix {q}");
+                }
+            }
+        }
     }
 }

@@ -96,24 +96,24 @@ fn state(k: &Ctx) -> Vec<Stmt> {
     cons.push(dc(
         "const int",
         "grp",
-        if pp { "cw" } else { "0" },
-        "epilogue group: the warpgroups that store a tile together",
+        if pp || coop { "cw" } else { "0" },
+        if coop {
+            "epilogue group: this warpgroup stages and stores its own rows of every subtile"
+        } else {
+            "epilogue group: the warpgroup that stores the tile"
+        },
     ));
     cons.push(dc(
         "const bool",
         "epi_leader",
-        if coop {
-            "threadIdx.x == 128"
-        } else {
-            "(threadIdx.x % 128) == 0"
-        },
+        "(threadIdx.x % 128) == 0",
         "issues the group's TMA stores",
     ));
     if k.staged {
         cons.push(dc(
             "const int",
             "epi_tid",
-            if coop { "threadIdx.x - 128" } else { "threadIdx.x % 128" },
+            "threadIdx.x % 128",
             "thread index within the epilogue group",
         ));
     }
@@ -125,10 +125,11 @@ fn state(k: &Ctx) -> Vec<Stmt> {
         "epi_smem",
         format!("smem + {}", epi_smem.to_cpp()),
     ));
-    cons.push(d(
+    cons.push(dc(
         "const uint32_t",
         "epi_bar",
-        if pp { "1u + (uint32_t)cw" } else { "1u" },
+        if pp || coop { "1u + (uint32_t)cw" } else { "1u" },
+        "the group's named barrier (128 threads; 0 is __syncthreads)",
     ));
     let states: &[&str] = if k.cfg.with_c() {
         &["stage", "phase", "cstage", "cphase"]

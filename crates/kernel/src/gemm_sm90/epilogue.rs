@@ -97,8 +97,17 @@ pub(super) fn epilogue(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let p = k.p;
     let mut tile = vec![c(format!(
         "Epilogue: {}x{} subtiles of {}x{}, N outer / M inner",
-        k.sub_m, k.sub_n, k.em, k.en
+        k.sub_m, k.sub_n, k.gem, k.en
     ))];
+    if k.coop {
+        tile.push(c(format!(
+            "(of this warpgroup's rows [wg_row0, +{}): each warpgroup stages and stores its half of the tile",
+            k.p.wg_rows
+        )));
+        tile.push(c(
+            "on its own, with its own buffers, C ring, staging area and 128-thread named barrier)",
+        ));
+    }
     tile.extend(broadcast_stores(k));
     if p.delay_tma_store {
         tile.push(dc(
@@ -150,9 +159,12 @@ pub(super) fn epilogue(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     inner.push(per_atom(k, fragment_values(k)?));
     inner.extend(store_subtile(k)?);
     body.push(Stmt::Block(inner));
-    tile.push(c(
-        "subtile i = (sm, sn): rows [sm * EPI_M, +EPI_M), cols [sn * EPI_N, +EPI_N)",
-    ));
+    tile.push(c(format!(
+        "subtile i = (sm, sn): rows {}[sm * {gem}, +{gem}), cols [sn * {en}, +{en})",
+        if k.coop { "wg_row0 + " } else { "" },
+        gem = k.gem,
+        en = k.en
+    )));
     tile.push(unroll("i", k.sub_m * k.sub_n, body));
     if p.delay_tma_store {
         let last = k.sub_m * k.sub_n - 1;
@@ -162,26 +174,37 @@ pub(super) fn epilogue(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
             tma_store(
                 "sd_prev",
                 &plus("n0", last / k.sub_m * k.en),
-                &plus("m0", last % k.sub_m * k.em),
+                &plus(row_origin(k), last % k.sub_m * k.gem),
             ),
         ));
     }
     Ok(tile)
 }
 
+/// The first global row of the group's subtiles: the tile's, or (cooperative) its
+/// warpgroup's.
+fn row_origin(k: &Ctx) -> &'static str {
+    if k.coop {
+        "m0 + wg_row0"
+    } else {
+        "m0"
+    }
+}
+
 /// `body` for each m64 atom of this warpgroup whose rows lie in subtile row `sm`.
 fn per_atom(k: &Ctx, body: Vec<Stmt>) -> Stmt {
-    let cond = if k.coop || k.p.m_atoms > 1 || k.sub_m > 1 {
-        format!("(wg_row0 + a * 64) / {} == sm", k.em)
+    let cond = if k.p.m_atoms > 1 || k.sub_m > 1 {
+        format!("a * 64 / {} == sm", k.gem)
     } else {
         "true".into()
     };
     unroll("a", k.p.m_atoms, vec![if_(cond, body)])
 }
 
-/// `r_sub`: the subtile row of this lane's `ldmatrix` / `stmatrix` address in atom `a`.
+/// `r_sub`: the group subtile's row of this lane's `ldmatrix` / `stmatrix` address in
+/// atom `a` (a group's subtiles start at its first row, `wg_row0`).
 fn r_sub(k: &Ctx, comment: bool) -> Stmt {
-    let init = format!("wg_row0 + a * 64 - sm * {} + 16 * warp + (lane & 8) + (lane & 7)", k.em);
+    let init = format!("a * 64 - sm * {} + 16 * warp + (lane & 8) + (lane & 7)", k.gem);
     if comment {
         dc("const int", "r_sub", init, "ldmatrix.x4 lane -> row of matrix lane/8")
     } else {
@@ -192,7 +215,7 @@ fn r_sub(k: &Ctx, comment: bool) -> Stmt {
 /// `o`: the byte offset of this lane's 16-byte row chunk of 16-column block `jj` in the
 /// row-major subtile, before the swizzle.
 fn chunk_offset(k: &Ctx) -> Result<Stmt, GemmError> {
-    let (em, jn, row_b, chunk_b, block_b) = (k.em, k.en / 16, k.en * k.db, 8 * k.db, 16 * k.db);
+    let (em, jn, row_b, chunk_b, block_b) = (k.gem, k.en / 16, k.en * k.db, 8 * k.db, 16 * k.db);
     let rows = lay(tuple!(em, 2, jn), tuple!(row_b, chunk_b, block_b))?;
     dl(
         "const uint32_t",
@@ -202,11 +225,29 @@ fn chunk_offset(k: &Ctx) -> Result<Stmt, GemmError> {
     )
 }
 
-/// The swizzled address expression of `o` in the subtile buffer (the span's byte swizzle).
+/// The swizzled address expression of `o` in the subtile buffer (the span's byte swizzle
+/// `Swizzle<B,4,3>`, `B = log2(span / 16)`), and the comment naming it: row `r`'s 16-byte
+/// chunk `c` moves to chunk `c ^ (r >> (7 - log2 span)) % 2^B`, so the eight rows of one
+/// `stmatrix` / `ldmatrix` 8x8 matrix (one chunk each) fall in eight distinct 4-bank
+/// groups: the staging stores and C reads are free of bank conflicts (checked in the
+/// tests against the plan's layout).
 fn swizzled(k: &Ctx) -> Result<(String, String), GemmError> {
-    let bits = (k.p.epi_swizzle.span_bytes() / 16).trailing_zeros() as i32;
+    let span = k.p.epi_swizzle.span_bytes();
+    let bits = (span / 16).trailing_zeros() as i32;
     let sw = Swizzle::new(bits, 4, 3).map_err(|e| cfg_err(e.to_string()))?;
-    Ok((sw.apply_expr(&Int::from("o")).to_cpp(), format!("{sw} on bytes")))
+    let shift = 7 - span.trailing_zeros() as i32;
+    let rows = if shift > 0 {
+        format!("(r >> {shift})")
+    } else {
+        "r".to_string()
+    };
+    Ok((
+        sw.apply_expr(&Int::from("o")).to_cpp(),
+        format!(
+            "{sw} on bytes: chunk c of row r -> c ^ {rows} % {}, the 8 rows of an 8x8 matrix in distinct banks",
+            1 << bits
+        ),
+    ))
 }
 
 /// The values of atom `a` in the subtile: the fusion of each accumulator pair (with C
@@ -353,7 +394,7 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
             tma_store(
                 "sd_prev",
                 &format!("n0 + psn * {}", k.en),
-                &format!("m0 + psm * {}", k.em),
+                &format!("{} + psm * {}", row_origin(k), k.gem),
             ),
         ));
         v.push(if_("i > 0", prev));
@@ -393,7 +434,11 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let mut store = if p.delay_tma_store {
         vec![]
     } else {
-        tma_store("sd", &format!("n0 + sn * {}", k.en), &format!("m0 + sm * {}", k.em))
+        tma_store(
+            "sd",
+            &format!("n0 + sn * {}", k.en),
+            &format!("{} + sm * {}", row_origin(k), k.gem),
+        )
     };
     if with_c && p.reuse_smem_c {
         store.push(c(

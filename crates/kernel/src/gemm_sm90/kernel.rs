@@ -15,10 +15,11 @@ pub(super) struct Ctx<'a> {
     pub bm: i64,
     pub bn: i64,
     pub bk: i64,
-    /// Epilogue subtile rows / columns.
-    pub em: i64,
+    /// Epilogue subtile columns.
     pub en: i64,
-    /// Subtiles along M and N.
+    /// Rows of the subtile one epilogue group stages and stores (`em / 2` cooperative).
+    pub gem: i64,
+    /// Subtiles along M and N (of the tile; per group, of the group's rows, cooperative).
     pub sub_m: i64,
     pub sub_n: i64,
     /// Mainloop stages.
@@ -34,9 +35,9 @@ pub(super) struct Ctx<'a> {
     pub row_bytes: i64,
     /// Bytes of one C / D element.
     pub db: i64,
-    /// Bytes of one epilogue subtile.
+    /// Bytes of one epilogue group's subtile (a buffer).
     pub sub_bytes: i64,
-    /// Threads that store a tile together.
+    /// Threads of one epilogue group (one warpgroup).
     pub epi_threads: i64,
     /// Bytes of one epilogue group's buffers.
     pub epi_set_bytes: usize,
@@ -51,7 +52,8 @@ impl<'a> Ctx<'a> {
         let [cm, cn] = cfg.cluster;
         let coop = cfg.schedule == Sm90Schedule::Cooperative;
         let db = cfg.cd.bytes() as i64;
-        let sub_bytes = em * en * db;
+        let gem = p.group_tile[0];
+        let sub_bytes = gem * en * db;
         Ctx {
             cfg,
             p,
@@ -59,8 +61,8 @@ impl<'a> Ctx<'a> {
             bm,
             bn,
             bk,
-            em,
             en,
+            gem,
             sub_m: bm / em,
             sub_n: bn / en,
             s: p.stages,
@@ -73,7 +75,7 @@ impl<'a> Ctx<'a> {
             row_bytes: bk * cfg.ab.bytes() as i64,
             db,
             sub_bytes,
-            epi_threads: if coop { 2 * WG } else { WG },
+            epi_threads: WG,
             epi_set_bytes: p.epi_set_bytes,
             nacc: bn / 2,
         }
@@ -155,7 +157,7 @@ pub(super) fn kernel(
 /// The shared-memory map (as comments) and the aligned base and barrier addresses.
 fn smem_map(k: &Ctx) -> Vec<Stmt> {
     let p = k.p;
-    let (bm, bn, bk, s, em, en) = (k.bm, k.bn, k.bk, k.s, k.em, k.en);
+    let (bm, bn, bk, s, gem, en) = (k.bm, k.bn, k.bk, k.s, k.gem, k.en);
     let [off_a, off_b, off_epi, off_bar] = p.offsets;
     let span = p.epi_swizzle.span_bytes();
     let mut b = vec![
@@ -166,12 +168,14 @@ fn smem_map(k: &Ctx) -> Vec<Stmt> {
         )),
         c(format!("  sB (BN,BK,PIPE) = ({bn},{bk},{s}) at {off_b}")),
         c(format!(
-            "  epilogue at {off_epi}{}: {} D buffer(s){} of ({em},{en}) row-major, Swizzle<{},4,3> on bytes (TMA {:?})",
+            "  epilogue at {off_epi}{}: per group ({} of {} B), {} D buffer(s){} of ({gem},{en}) row-major, Swizzle<{},4,3> on bytes (TMA {:?})",
             if off_epi == 0 {
                 " (a union with the mainloop: the non-persistent schedule)"
             } else {
                 ""
             },
+            p.epi_groups,
+            p.epi_set_bytes,
             p.d_bufs,
             if p.reuse_smem_c {
                 " = the C buffers (ReuseSmemC)".to_string()
@@ -273,7 +277,7 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
         format!("({}) && split_k == 1", k.fusion.source_needed),
         "is_source_needed (split-K applies the fusion in the reduction instead)",
     ));
-    let c_groups = if k.pp { 2 } else { 1 };
+    let c_groups = k.p.epi_groups as usize;
     b.push(if_(
         "threadIdx.x == 0",
         vec![

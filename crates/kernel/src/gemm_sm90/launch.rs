@@ -122,7 +122,8 @@ impl GeneratedGemmSm90 {
     fn tensor_maps_with(&self, args: &GemmArgs, uses_c: bool) -> Result<[TmaEncodeArgs; 4], GemmError> {
         self.validate_with(args, uses_c)?;
         let cfg = &self.config;
-        let [em, en] = self.plan.epi_tile;
+        // C and D move in the boxes of one epilogue group's subtile.
+        let [em, en] = self.plan.group_tile;
         let (m, n, k, l) = (args.m as u64, args.n as u64, args.k.max(1) as u64, args.l as u64);
         // A batch stride is irrelevant for L = 1 but must still be a valid TMA stride.
         let bs = |s: i64, ld: i64, rows: u64| {
@@ -150,7 +151,7 @@ impl GeneratedGemmSm90 {
             [b_in, b_out, 1],
             ml.tma_swizzle_b,
         )?;
-        // C and D: the epilogue plan's subtile box and D's swizzle (C is read with D's
+        // C and D: the epilogue group's subtile box and D's swizzle (C is read with D's
         // swizzled addressing, so its map uses the same swizzle).
         let sw = self.plan.epilogue.tma_swizzle_d;
         let ldc = if !uses_c { args.ldd } else { args.ldc };

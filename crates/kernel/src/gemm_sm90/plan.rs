@@ -22,6 +22,13 @@ pub struct Sm90Plan {
     pub stage_bytes: [usize; 2],
     /// Epilogue subtile.
     pub epi_tile: [i64; 2],
+    /// Epilogue groups: the sets of warpgroups that stage and store on their own, each with
+    /// its own buffers, C pipeline, named barrier and TMA-issuing thread (1 warp-specialized;
+    /// 2 ping-pong, one per tile; 2 cooperative, one per half of every subtile).
+    pub epi_groups: i64,
+    /// The subtile one group stages and stores (the C / D TMA box):
+    /// [`Sm90EpiloguePlan::warpgroup_subtile`], `(EPI_M / 2, EPI_N)` cooperative.
+    pub group_tile: [i64; 2],
     /// D buffers (`StagesD`, or `StagesC` with reuse).
     pub d_bufs: usize,
     /// C buffers (`StagesC`, 0 without C).
@@ -139,11 +146,15 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
         )));
     }
     let pp = cfg.schedule == Sm90Schedule::PingPong;
+    let coop = cfg.schedule == Sm90Schedule::Cooperative;
     // Ping-pong: each consumer warpgroup gets its own epilogue buffers (the two epilogues
     // may overlap), so the mainloop sees one more epilogue's worth of carve-out.
-    let epi_sets = if pp { 2 } else { 1 };
-    // One group's C and D buffers and C pipeline barriers: the collective's storage.
-    let epi_set_bytes = epi.tensor_bytes;
+    // Cooperative: each warpgroup stages its half of every subtile in its own half of the
+    // collective's buffers (same bytes), with its own C barriers and staging area.
+    let epi_sets = if pp || coop { 2 } else { 1 };
+    let group_tile = epi.warpgroup_subtile();
+    // One group's C and D buffers: the collective's storage (its half, cooperative).
+    let epi_set_bytes = epi.tensor_bytes / (em / group_tile[0]) as usize;
     let d_bufs = if epi.reuse_smem_c { epi.stages_c } else { epi.stages_d };
     let c_bar_bytes = epi_sets * epi.barrier_bytes;
     let bc_floats = cfg.fusion.staging_layout(bm, bn).iter().map(|b| b.extent).sum::<i64>();
@@ -208,6 +219,8 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
         smem_atom: ml.smem_atom_a.clone(),
         stage_bytes,
         epi_tile: epi.epi_tile,
+        epi_groups: epi_sets as i64,
+        group_tile,
         d_bufs,
         c_bufs: epi.stages_c,
         reuse_smem_c: epi.reuse_smem_c,

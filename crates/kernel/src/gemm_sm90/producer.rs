@@ -93,7 +93,8 @@ fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
 }
 
 /// The epilogue producer: per tile, the C subtiles in the consumers' order (N outer, M
-/// inner) into the StagesC ring.
+/// inner) into the StagesC ring (cooperative: each subtile's two halves, one into each
+/// warpgroup's ring).
 fn c_loads(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let p = k.p;
     let mut cl = vec![
@@ -111,7 +112,9 @@ fn c_loads(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         cl.push(d("uint32_t", "cphase_other", "0u"));
     }
     let mut body = tile_of(k, TileNeeds::TileOnly);
-    body.push(d("const int", "grp", if k.pp { "local & 1" } else { "0" }));
+    if !k.coop {
+        body.push(d("const int", "grp", if k.pp { "local & 1" } else { "0" }));
+    }
     let [sm, sn] = k.subtile_coord("sm", "sn", var("i"))?;
     let slot = format!("16 * (grp * {} + cstage)", p.c_bufs);
     let buf = format!(
@@ -122,25 +125,30 @@ fn c_loads(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
             .to_cpp(),
         k.sub_bytes
     );
-    let sub = unroll(
-        "i",
-        k.sub_m * k.sub_n,
-        vec![
-            sm,
-            sn,
-            e(format!("rc_mbarrier_wait_parity(bar_c_empty + {slot}, cphase ^ 1u)")),
-            d("const uint32_t", "cf", format!("bar_c_full + {slot}")),
-            e(format!(
-                "rc_mbarrier_arrive_expect_tx(cf, {}u)",
-                p.epilogue.tma_transaction_bytes
-            )),
-            e(format!(
-                "rc_tma_load_3d({buf}, &tmap_c, cf, n0 + sn * {}, m0 + sm * {}, batch)",
-                k.en, k.em
-            )),
-            e(format!("rc_pipe_advance(cstage, cphase, 1u, {}u)", p.c_bufs)),
-        ],
-    );
+    // The group's first tile row: its warpgroup's rows (cooperative), else the tile's.
+    let row0 = if k.coop {
+        format!("m0 + grp * {} + sm * {}", p.wg_rows, k.gem)
+    } else {
+        format!("m0 + sm * {}", k.gem)
+    };
+    let load = vec![
+        e(format!("rc_mbarrier_wait_parity(bar_c_empty + {slot}, cphase ^ 1u)")),
+        d("const uint32_t", "cf", format!("bar_c_full + {slot}")),
+        e(format!("rc_mbarrier_arrive_expect_tx(cf, {}u)", k.sub_bytes)),
+        e(format!(
+            "rc_tma_load_3d({buf}, &tmap_c, cf, n0 + sn * {}, {row0}, batch)",
+            k.en
+        )),
+    ];
+    let mut per_sub = vec![sm, sn];
+    if k.coop {
+        per_sub.push(c("each consumer warpgroup's half of the subtile into its own ring"));
+        per_sub.push(unroll("grp", p.epi_groups, load));
+    } else {
+        per_sub.extend(load);
+    }
+    per_sub.push(e(format!("rc_pipe_advance(cstage, cphase, 1u, {}u)", p.c_bufs)));
+    let sub = unroll("i", k.sub_m * k.sub_n, per_sub);
     body.push(if_("load_c", vec![sub]));
     if k.pp {
         body.push(e("uint32_t t = cstage; cstage = cstage_other; cstage_other = t"));
