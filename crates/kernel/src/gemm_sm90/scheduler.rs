@@ -64,6 +64,18 @@ pub(super) fn tile_of(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
         v.push(d("const int", "kt0", "split * k_iters"));
     }
     v.push(d("const int", "m0", format!("tile_m * {}", k.bm)));
-    v.push(d("const int", "n0", format!("tile_n * {}", k.bn)));
+    if k.cfg.grouped == Some(Sm90Grouped::SwiGlu) {
+        v.push(dc(
+            "const int",
+            "n0",
+            format!("tile_n * {}", k.bn / 2),
+            "first output column: a SwiGLU tile's BN B rows are BN/2 gate + BN/2 up rows",
+        ));
+    } else {
+        v.push(d("const int", "n0", format!("tile_n * {}", k.bn)));
+    }
+    if k.cfg.grouped.is_some() {
+        v.extend(grouped::tile_skip());
+    }
     v
 }

@@ -57,6 +57,7 @@ fn layout_for(
         inter.checked_mul(e).ok_or_else(too_large)?,
         hidden.checked_mul(e).ok_or_else(too_large)?,
         spec.splits as usize,
+        0,
     )
 }
 

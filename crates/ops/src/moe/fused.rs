@@ -142,6 +142,29 @@ impl Ops {
         unsafe { f.launch(&g.launch_config(&a), &g.args(&a)) }.map_err(boxed)
     }
 
+    /// The routing of a validated layer into the regions of `l`: top-k softmax of the
+    /// logits (or the caller's ids and weights as they are), then the alignment; returns
+    /// the device `(topk_ids, topk_weights)`.
+    pub(crate) fn moe_route(
+        &self,
+        p: &MoeProblem,
+        l: &super::problem::WorkspaceLayout,
+    ) -> Result<(u64, u64), OpsError> {
+        let ws = p.workspace;
+        let (ids, weights) = match (p.logits, p.ids) {
+            (Some((lg, renorm)), _) => {
+                let e = p.experts.unwrap_or(lg.cols);
+                let (ids, w) = (ws + l.topk_ids as u64, ws + l.topk_weights as u64);
+                self.moe_topk_softmax(&lg, e, p.tokens, p.topk, renorm, ids, w)?;
+                (ids, w)
+            }
+            (None, Some((i, w))) => (i.ptr, w.ptr),
+            (None, None) => return Err(OpsError::Shape("no routing".into())),
+        };
+        self.moe_align(ids, p.tokens, p.topk, p.expert_offset, p.local_experts, ws, l)?;
+        Ok((ids, weights))
+    }
+
     /// The fused MoE layer: `y[t] = sum over the routed local experts e of weight(t, e) *
     /// W2_e (silu(Wgate_e x_t) * (Wup_e x_t))`, with `x [T, H]`, `w13 [L, 2I, H]` (rows
     /// `0..I` the gate, `I..2I` the up projection; a batched row-major view, batch `L`),
@@ -210,6 +233,9 @@ impl Ops {
     /// Launch a validated layer (the kernels are loaded first, so a failed compilation
     /// leaves `y` untouched).
     pub fn run_fused_moe(&self, p: &MoeProblem) -> Result<(), OpsError> {
+        if self.moe_sm90_runs(p)? {
+            return self.launch_fused_moe_sm90(p);
+        }
         let (tile, warps) = moe_tile(p.tokens * p.topk, p.local_experts);
         self.launch_fused_moe(p, tile, warps)
     }
@@ -229,17 +255,7 @@ impl Ops {
         )?;
         let gf = finalize::generate(el).map_err(boxed)?;
         let ff = self.moe_unit(&gf.name, &gf.source)?;
-        let (ids, weights) = match (p.logits, p.ids) {
-            (Some((lg, renorm)), _) => {
-                let e = p.experts.unwrap_or(lg.cols);
-                let (ids, w) = (ws + l.topk_ids as u64, ws + l.topk_weights as u64);
-                self.moe_topk_softmax(&lg, e, p.tokens, p.topk, renorm, ids, w)?;
-                (ids, w)
-            }
-            (None, Some((i, w))) => (i.ptr, w.ptr),
-            (None, None) => return Err(OpsError::Shape("no routing".into())),
-        };
-        self.moe_align(ids, p.tokens, p.topk, p.expert_offset, p.local_experts, ws, l)?;
+        let (ids, weights) = self.moe_route(p, l)?;
         let (h, i) = (p.hidden as i32, p.inter as i32);
         let entries = (p.tokens * p.topk) as i32;
         let common = GroupedGemmArgs {

@@ -5,6 +5,8 @@
 use crate::error::OpsError;
 use crate::gemm::{check_layout, check_vector_alignment, overlaps, range};
 use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef};
+use super::path::MoePath;
+use rcute_kernel::grouped_gemm::SM90_TILE;
 use rcute_kernel::moe_routing::align::{align_capacity, AlignCapacity};
 use rcute_kernel::moe_routing::{MAX_EXPERTS, MAX_LOCAL_EXPERTS, MAX_TOPK};
 
@@ -51,6 +53,8 @@ pub struct MoeOptions {
     /// `w13`'s `2I` rows per expert hold the up projection first (rows `0..I`) and the gate
     /// second; `false` (the default) is vLLM's order, the gate first.
     pub up_first: bool,
+    /// The grouped GEMM family ([`MoePath::Auto`]: the rule of [`super::sm90_chosen`]).
+    pub path: MoePath,
 }
 
 /// A device buffer the MoE ops use for routing and intermediates (size:
@@ -159,12 +163,16 @@ pub(crate) struct WorkspaceLayout {
     pub inter: usize,
     /// GEMM2's `[splits, T * k, H]` entry rows (fused MoE only).
     pub entry_out: usize,
+    /// The token rows gathered into padded-row order `[rows, H]` (the SM90 family's GEMM1
+    /// A; empty for the SM80 family, which gathers in its load stage).
+    pub gathered: usize,
     /// GEMM2's K splits.
     pub splits: usize,
     pub bytes: usize,
 }
 
 impl WorkspaceLayout {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         tokens: usize,
         topk: usize,
@@ -173,6 +181,7 @@ impl WorkspaceLayout {
         inter_bytes_per_row: usize,
         entry_bytes_per_row: usize,
         splits: usize,
+        gather_bytes_per_row: usize,
     ) -> Result<WorkspaceLayout, OpsError> {
         let cap = align_capacity(tokens, topk, local, block_m).map_err(crate::error::boxed)?;
         let too_large = || OpsError::TooLarge { what: "MoE workspace" };
@@ -193,6 +202,7 @@ impl WorkspaceLayout {
         let block_expert = take(cap.blocks.checked_mul(4))?;
         let inter = take(cap.rows.checked_mul(inter_bytes_per_row))?;
         let entry_out = take(n.checked_mul(entry_bytes_per_row).and_then(|b| b.checked_mul(splits)))?;
+        let gathered = take(cap.rows.checked_mul(gather_bytes_per_row))?;
         Ok(WorkspaceLayout {
             cap,
             block_m,
@@ -205,6 +215,7 @@ impl WorkspaceLayout {
             block_expert,
             inter,
             entry_out,
+            gathered,
             splits,
             bytes: at,
         })
@@ -230,24 +241,37 @@ pub fn fused_moe_workspace_bytes(
     inter: usize,
     dtype: DType,
 ) -> Result<usize, OpsError> {
-    let (tile, _) = moe_tile(tokens.saturating_mul(topk), local_experts);
-    let e = dtype.bytes();
+    let [sm80, sm90] = layouts(tokens, topk, local_experts, hidden, inter, dtype.bytes())?;
+    Ok(sm80.bytes.max(sm90.bytes))
+}
+
+/// The workspace layouts of the two grouped GEMM families for a layer: the SM80 family's
+/// (the rules' tile and GEMM2 splits) and the SM90 family's (128-row tiles, the gathered
+/// token rows, no split).
+pub(crate) fn layouts(
+    tokens: usize,
+    topk: usize,
+    local: usize,
+    hidden: usize,
+    inter: usize,
+    e: usize,
+) -> Result<[WorkspaceLayout; 2], OpsError> {
+    let (tile, _) = moe_tile(tokens.saturating_mul(topk), local);
     let too_large = || OpsError::TooLarge { what: "MoE workspace" };
-    let l = WorkspaceLayout::new(
-        tokens,
-        topk,
-        local_experts,
-        tile[0] as usize,
+    let (ib, hb) = (
         inter.checked_mul(e).ok_or_else(too_large)?,
         hidden.checked_mul(e).ok_or_else(too_large)?,
-        moe_splits(tokens, topk, local_experts, hidden, inter),
-    )?;
-    Ok(l.bytes)
+    );
+    let splits = moe_splits(tokens, topk, local, hidden, inter);
+    Ok([
+        WorkspaceLayout::new(tokens, topk, local, tile[0] as usize, ib, hb, splits, 0)?,
+        WorkspaceLayout::new(tokens, topk, local, SM90_TILE[0] as usize, ib, hb, 1, hb)?,
+    ])
 }
 
 /// The workspace [`crate::Ops::grouped_gemm`] needs (the alignment's buffers only).
 pub fn grouped_gemm_workspace_bytes(tokens: usize, topk: usize, local_experts: usize) -> Result<usize, OpsError> {
-    Ok(WorkspaceLayout::new(tokens, topk, local_experts, GROUPED_BLOCK_M, 0, 0, 1)?.bytes)
+    Ok(WorkspaceLayout::new(tokens, topk, local_experts, GROUPED_BLOCK_M, 0, 0, 1, 0)?.bytes)
 }
 
 /// The row tile of [`crate::Ops::grouped_gemm`].
@@ -272,6 +296,8 @@ pub struct MoeProblem {
     pub expert_offset: usize,
     /// `w13` holds the up rows first ([`MoeOptions::up_first`]).
     pub up_first: bool,
+    /// The grouped GEMM family asked for ([`MoeOptions::path`]).
+    pub path: MoePath,
     /// The activations' and weights' type.
     pub dtype: DType,
     pub(crate) x: Geometry,
@@ -281,6 +307,8 @@ pub struct MoeProblem {
     pub(crate) logits: Option<(Geometry, bool)>,
     pub(crate) ids: Option<(Geometry, Geometry)>,
     pub(crate) layout: WorkspaceLayout,
+    /// The SM90 family's layout of the same workspace (used when that family runs).
+    pub(crate) layout90: WorkspaceLayout,
     pub(crate) workspace: u64,
     /// Bytes of the workspace (a forced configuration's layout must fit them).
     pub(crate) workspace_len: usize,
@@ -465,10 +493,7 @@ pub fn validate_fused_moe(
             what: "tokens x top-k (32-bit indices)",
         });
     }
-    let (tile, _) = moe_tile(tokens * topk, local);
-    let e = xg.dtype.bytes();
-    let splits = moe_splits(tokens, topk, local, hidden, inter);
-    let layout = WorkspaceLayout::new(tokens, topk, local, tile[0] as usize, inter * e, hidden * e, splits)?;
+    let [layout, layout90] = layouts(tokens, topk, local, hidden, inter, xg.dtype.bytes())?;
     if workspace.len < layout.bytes {
         return Err(OpsError::OutOfBounds {
             operand: "workspace",
@@ -515,6 +540,7 @@ pub fn validate_fused_moe(
         local_experts: local,
         expert_offset: opts.expert_offset,
         up_first: opts.up_first,
+        path: opts.path,
         dtype: xg.dtype,
         x: xg,
         w13: ag,
@@ -523,6 +549,7 @@ pub fn validate_fused_moe(
         logits,
         ids,
         layout,
+        layout90,
         workspace: workspace.ptr,
         workspace_len: workspace.len,
     })
