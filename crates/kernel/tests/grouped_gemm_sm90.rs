@@ -156,11 +156,3 @@ fn compiles_for_sm90a_without_spills_with_wgmma_and_tma() {
     }
 }
 
-#[test]
-#[ignore]
-fn dump() {
-    let g = generate(&sm90_config(Element::BF16, GroupedEpilogue::SwiGlu, SM90_TILE)).unwrap();
-    std::fs::write("/tmp/dumpsrc/swiglu.cu", &g.source).unwrap();
-    let g = generate(&sm90_config(Element::BF16, GroupedEpilogue::Scatter, SM90_TILE)).unwrap();
-    std::fs::write("/tmp/dumpsrc/scatter.cu", &g.source).unwrap();
-}

@@ -23,6 +23,9 @@ pub const SM90_TILE: [i64; 3] = [128, 256, 64];
 /// (`BM` 128: the cooperative schedule's two warpgroups of 64 rows).
 pub fn sm90_config(element: Element, epilogue: GroupedEpilogue, tile: [i64; 3]) -> GemmSm90Config {
     let mut c = GemmSm90Config::bf16(tile, Sm90Schedule::Cooperative).without_c();
+    // Bands of 8 tiles across the raster direction: a wave of CTAs shares its A row tiles
+    // and its experts' B tiles in L2 (neither operand fits it at prefill sizes).
+    c.swizzle_log2 = 3;
     c.ab = element;
     c.cd = element;
     c.grouped = Some(match epilogue {
