@@ -11,7 +11,7 @@ use std::cell::RefCell;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::bf16;
-use rcute_ops::moe::{fused_moe_workspace_bytes_with, validate_fused_moe, MoeOptions, MoeRouting, MoeWorkspace};
+use rcute_ops::moe::{fused_moe_workspace_bytes, fused_moe_workspace_bytes_with, validate_fused_moe, MoeOptions, MoeRouting, MoeWorkspace};
 use rcute_ops::tuning::space::moe_candidates;
 use rcute_ops::tuning::tuner::{copies_for, Compiler, Tunable};
 use rcute_ops::tuning::{ConfigSpec, ProblemKey};
@@ -70,7 +70,8 @@ impl MoeTune {
             .map(|_| Ok((stream.clone_htod(&w13).map_err(e)?, stream.clone_htod(&w2).map_err(e)?)))
             .collect::<Result<Vec<_>, String>>()?;
         let candidates = moe_candidates(t, topk, experts, h, i);
-        let mut bytes = 0;
+        // The layer's validation asks for the rules' workspace (either family's layout).
+        let mut bytes = fused_moe_workspace_bytes(t, topk, experts, h, i, DType::BF16).map_err(|x| x.to_string())?;
         for c in &candidates {
             if let ConfigSpec::Moe(s) = c {
                 let b = fused_moe_workspace_bytes_with(t, topk, experts, h, i, DType::BF16, s)

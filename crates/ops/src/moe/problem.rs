@@ -494,10 +494,12 @@ pub fn validate_fused_moe(
         });
     }
     let [layout, layout90] = layouts(tokens, topk, local, hidden, inter, xg.dtype.bytes())?;
-    if workspace.len < layout.bytes {
+    // Room for either family's layout: the choice between them is made at launch.
+    let needed = layout.bytes.max(layout90.bytes);
+    if workspace.len < needed {
         return Err(OpsError::OutOfBounds {
             operand: "workspace",
-            needed: layout.bytes,
+            needed,
             len: workspace.len,
         });
     }
@@ -507,7 +509,7 @@ pub fn validate_fused_moe(
             detail: format!("address {:#x} is not a multiple of {ALIGN} bytes", workspace.ptr),
         });
     }
-    let ws = (workspace.ptr, workspace.ptr.saturating_add(layout.bytes as u64));
+    let ws = (workspace.ptr, workspace.ptr.saturating_add(needed as u64));
     let yr = range(&yg)?;
     let mut inputs = vec![("x", range(&xg)?), ("w13", range(&ag)?), ("w2", range(&bg)?)];
     if let Some((l, _)) = &logits {
