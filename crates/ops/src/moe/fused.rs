@@ -173,6 +173,9 @@ impl Ops {
     /// experts held here) tokens routed elsewhere contribute nothing, so the GPUs' outputs
     /// sum to the full layer. The workspace ([`super::fused_moe_workspace_bytes`]) can be
     /// reused; the layer never synchronizes with the host, and two runs are bit-identical.
+    /// The grouped GEMMs are the SM80 (`mma.sync`) family, or on sm_90 once the experts
+    /// average [`super::SM90_MIN_ROWS_PER_EXPERT`] routed rows the SM90 (TMA + `wgmma`)
+    /// family; [`MoeOptions::path`] forces either ([`super::MoePath`]).
     ///
     /// # Errors
     ///
@@ -230,8 +233,8 @@ impl Ops {
         self.run_fused_moe(&p)
     }
 
-    /// Launch a validated layer (the kernels are loaded first, so a failed compilation
-    /// leaves `y` untouched).
+    /// Launch a validated layer on the family [`super::sm90_chosen`] picks for it (the
+    /// kernels are loaded first, so a failed compilation leaves `y` untouched).
     pub fn run_fused_moe(&self, p: &MoeProblem) -> Result<(), OpsError> {
         if self.moe_sm90_runs(p)? {
             return self.launch_fused_moe_sm90(p);
