@@ -430,6 +430,29 @@ __device__ __forceinline__ float rc_visit_at(const rc_fusion_params& p, float ac
   return rc_fusion_visit(p, acc, c, m, n, l);  // no pointer loads: no guard needed
 }
 
+// --- from rcute grouped tile walk ---
+// The tile of work id `work` in the expert-aligned walk over the alignment's row tiles of
+// 128 rows (offsets: the experts' padded row offsets [L + 1]); false past the routed rows.
+__device__ __forceinline__ bool rc_grouped_tile(unsigned long long work, int tiles_n, int rows_used,
+    const int* __restrict__ offsets, const int* __restrict__ block_expert, int& tile_m, int& tile_n) {
+  const int t = (int)(work / (unsigned long long)tiles_n);  // the row tile whose band holds this id
+  if (t >= rows_used / 128) return false;
+  const int e = __ldg(block_expert + t);
+  if (e < 0) return false;
+  const int f = __ldg(offsets + e) / 128;           // the expert's first row tile
+  const int cnt = __ldg(offsets + e + 1) / 128 - f;  // and its row tiles
+  const int nb = (cnt + 16 - 1) / 16;        // bands: rem of base + 1 tiles, then base tiles
+  const int base = cnt / nb, rem = cnt % nb;
+  const int r = t - f;
+  const int j = r < rem * (base + 1) ? r / (base + 1) : rem + (r - rem * (base + 1)) / base;
+  const int start = f + j * base + min(j, rem);
+  const int size = base + (j < rem ? 1 : 0);
+  const int local = (int)(work - (unsigned long long)start * tiles_n);  // < size * tiles_n
+  tile_n = local / size;
+  tile_m = start + local % size;
+  return true;
+}
+
 // rc_moe_grouped_sm90_bf16_scatter_128x256x64_coop_s4: TMA + wgmma Cooperative GEMM, D = fusion(acc = A * B, C), fusion multiply(alpha, acc)
 extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_scatter_128x256x64_coop_s4(
     const __grid_constant__ rc_tmap_t tmap_a,
@@ -450,6 +473,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_sc
     const int* __restrict__ sorted_ids,
     const int* __restrict__ block_expert,
     const int* __restrict__ total_rows,
+    const int* __restrict__ offsets,
     const float* __restrict__ weights,
     long long ldd,
     int entries,
@@ -515,25 +539,17 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_sc
         uint32_t phase = 0;
         for (unsigned long long work = sched.first_work(); work < sched.total_work; work += sched.stride()) {
           int tile_m, tile_n, batch;
-          // work ids past the problem (padding of the swizzle bands) are skipped by every role alike
-          if (!sched.cluster_valid(work)) {
+          // the expert-aligned walk (rc_grouped_tile); ids past this routing's rows are skipped by every role alike
+          if (!rc_grouped_tile(work, sched_tiles_n, rows_used, offsets, block_expert, tile_m, tile_n)) {
             continue;
           }
-          // a CTA whose tile lies past the edge still loads (TMA zero-fills) for its cluster partners
-          sched.tile(work, tile_m, tile_n, batch);
+          batch = 0;
           const int split = batch / L;  // the scheduler's batches are (split, batch) pairs, split slowest
           batch = batch % L;
           const int kt0 = split * k_iters;
           const int m0 = tile_m * 128;
           const int n0 = tile_n * 256;
-          // tiles past this routing's rows are skipped by every role alike (the grid covers the capacity)
-          if (m0 >= rows_used) {
-            continue;
-          }
           const int expert = __ldg(block_expert + tile_m);  // the local expert of this row tile
-          if (expert < 0) {
-            continue;
-          }
           for (int kt = kt0; kt < kt0 + k_iters; ++kt) {
             const uint32_t full = bar_full + 8 * stage;  // producer_acquire: wait for the consumers to free the stage
             rc_mbarrier_wait_parity(bar_empty + 8 * stage, phase ^ 1u);
@@ -561,25 +577,17 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_sc
     float acc[1][128];  // CLayout_64x256 per m64 atom: acc[a][4j+2h+e] = (row 16*warp + lane/4 + 8h, col 8j + 2*(lane%4) + e)
     for (unsigned long long work = sched.first_work(); work < sched.total_work; work += sched.stride()) {
       int tile_m, tile_n, batch;
-      // work ids past the problem (padding of the swizzle bands) are skipped by every role alike
-      if (!sched.cluster_valid(work)) {
+      // the expert-aligned walk (rc_grouped_tile); ids past this routing's rows are skipped by every role alike
+      if (!rc_grouped_tile(work, sched_tiles_n, rows_used, offsets, block_expert, tile_m, tile_n)) {
         continue;
       }
-      // a CTA whose tile lies past the edge still loads (TMA zero-fills) for its cluster partners
-      sched.tile(work, tile_m, tile_n, batch);
+      batch = 0;
       const int split = batch / L;  // the scheduler's batches are (split, batch) pairs, split slowest
       batch = batch % L;
       const int kt0 = split * k_iters;
       const int m0 = tile_m * 128;
       const int n0 = tile_n * 256;
-      // tiles past this routing's rows are skipped by every role alike (the grid covers the capacity)
-      if (m0 >= rows_used) {
-        continue;
-      }
       const int expert = __ldg(block_expert + tile_m);  // the local expert of this row tile
-      if (expert < 0) {
-        continue;
-      }
       for (int a = 0; a < 1; ++a) {
         #pragma unroll
         for (int i = 0; i < 128; ++i) {

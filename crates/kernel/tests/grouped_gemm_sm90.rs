@@ -33,7 +33,7 @@ fn names_and_sources() {
     assert!(g.source.contains("gate_row0 + n0, expert"), "{}", g.source);
     assert!(g.source.contains("up_row0 + n0, expert"));
     assert!(g.source.contains("ri + 64"));
-    assert!(g.source.contains("m0 >= rows_used"));
+    assert!(g.source.contains("rc_grouped_tile(work, sched_tiles_n, rows_used, offsets"));
     assert!(!g.source.contains("tmap_d"), "grouped units have no D tensor map");
     assert!(!g.source.contains("_splitk_reduce"));
     let s = generate(&sm90_config(Element::F16, GroupedEpilogue::Scatter, SM90_TILE)).unwrap();
@@ -70,6 +70,7 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         sorted_ids: 4 << 20,
         block_expert: 5 << 20,
         total_rows: 6 << 20,
+        offsets: 7 << 20,
         weights: 0,
         m: 256,
         n: 136,
@@ -95,6 +96,7 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         Sm90GroupedArgs { expert_stride: 136 * 200, ..ok },
         Sm90GroupedArgs { a: (1 << 20) + 8, ..ok },
         Sm90GroupedArgs { total_rows: 0, ..ok },
+        Sm90GroupedArgs { offsets: 0, ..ok },
         Sm90GroupedArgs { entries: 0, ..ok },
     ] {
         assert!(g.grouped_check(&bad).is_err(), "{bad:?}");

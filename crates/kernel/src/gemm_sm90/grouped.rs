@@ -12,9 +12,11 @@
 //!   `0 .. BN/2` and their up rows (`N + n0 ..`, or the reverse with `up_first`) at
 //!   `BN/2 .. BN`, so the thread holding gate column `c` holds its up column `c + BN/2`
 //!   (register `+ BN/4` in the `wgmma` accumulator layout).
-//! * Tiles at or past the device scalar `total_rows` (and tiles of no expert) are skipped
-//!   by every role alike: no host synchronisation, the launch can be captured in a CUDA
-//!   graph and replayed with new routing.
+//! * The tile walk is the group's own ([`walk_helper`]): bands of one expert's row tiles
+//!   walked row tile fastest, so a wave of CTAs shares its experts' B tiles in L2; work ids
+//!   past the device scalar `total_rows` are skipped by every role alike (no host
+//!   synchronisation: the launch can be captured in a CUDA graph and replayed with new
+//!   routing). The scheduler only hands out the work ids.
 //! * The epilogue writes from the accumulator registers: SwiGLU `D[m, n] = silu(gate) *
 //!   up` in padded-row order (`[M, N]`); scatter `D[sorted_ids[m]] = weight * acc`,
 //!   padding rows not stored.
@@ -81,6 +83,7 @@ pub(super) fn params(cfg: &GemmSm90Config) -> Vec<(String, String)> {
         ("const int* __restrict__".into(), "sorted_ids"),
         ("const int* __restrict__".into(), "block_expert"),
         ("const int* __restrict__".into(), "total_rows"),
+        ("const int* __restrict__".into(), "offsets"),
         ("const float* __restrict__".into(), "weights"),
         ("long long".into(), "ldd"),
         ("int".into(), "entries"),
@@ -111,20 +114,58 @@ pub(super) fn prologue(g: Sm90Grouped) -> Vec<Stmt> {
     v
 }
 
-/// In every role's tile head, after the tile origin: skip tiles past the routed rows or
-/// of no expert, and read the tile's expert.
-pub(super) fn tile_skip() -> Vec<Stmt> {
+/// Row tiles of one band of the grouped tile walk, at most.
+pub const WALK_BAND: i64 = 16;
+
+/// In every role's tile head: the tile of this work id in the expert-aligned walk
+/// ([`walk_helper`]), or skip it (past this routing's rows).
+pub(super) fn tile_walk() -> Vec<Stmt> {
     vec![
-        c("tiles past this routing's rows are skipped by every role alike (the grid covers the capacity)"),
-        if_("m0 >= rows_used", vec![Stmt::Continue]),
-        dc(
-            "const int",
-            "expert",
-            "__ldg(block_expert + tile_m)",
-            "the local expert of this row tile",
+        c("the expert-aligned walk (rc_grouped_tile); ids past this routing's rows are skipped by every role alike"),
+        if_(
+            "!rc_grouped_tile(work, sched_tiles_n, rows_used, offsets, block_expert, tile_m, tile_n)",
+            vec![Stmt::Continue],
         ),
-        if_("expert < 0", vec![Stmt::Continue]),
+        Stmt::assign("batch", "0"),
     ]
+}
+
+/// The grouped tile walk, the same in every role. Work id `w` lies in row tile `t = w /
+/// tiles_n`'s band: each expert's row tiles (contiguous in the alignment) are split into
+/// bands of at most [`WALK_BAND`] tiles of near-equal size, and the `size * tiles_n` ids of
+/// band `[start, start + size)` (ids `start * tiles_n ..`) walk its row tiles fastest, then
+/// the column tiles. A wave of CTAs so covers one expert's row tiles by many column tiles:
+/// each B tile is shared by every row tile of its expert at once, and no band straddles
+/// two experts. A bijection of `[0, used_tiles * tiles_n)`; ids past it are skipped.
+pub(super) fn walk_helper(bm: i64) -> Item {
+    Item::Snippet {
+        origin: "rcute grouped tile walk".into(),
+        code: format!(
+            r#"// The tile of work id `work` in the expert-aligned walk over the alignment's row tiles of
+// {bm} rows (offsets: the experts' padded row offsets [L + 1]); false past the routed rows.
+__device__ __forceinline__ bool rc_grouped_tile(unsigned long long work, int tiles_n, int rows_used,
+    const int* __restrict__ offsets, const int* __restrict__ block_expert, int& tile_m, int& tile_n) {{
+  const int t = (int)(work / (unsigned long long)tiles_n);  // the row tile whose band holds this id
+  if (t >= rows_used / {bm}) return false;
+  const int e = __ldg(block_expert + t);
+  if (e < 0) return false;
+  const int f = __ldg(offsets + e) / {bm};           // the expert's first row tile
+  const int cnt = __ldg(offsets + e + 1) / {bm} - f;  // and its row tiles
+  const int nb = (cnt + {band} - 1) / {band};        // bands: rem of base + 1 tiles, then base tiles
+  const int base = cnt / nb, rem = cnt % nb;
+  const int r = t - f;
+  const int j = r < rem * (base + 1) ? r / (base + 1) : rem + (r - rem * (base + 1)) / base;
+  const int start = f + j * base + min(j, rem);
+  const int size = base + (j < rem ? 1 : 0);
+  const int local = (int)(work - (unsigned long long)start * tiles_n);  // < size * tiles_n
+  tile_n = local / size;
+  tile_m = start + local % size;
+  return true;
+}}
+"#,
+            band = WALK_BAND
+        ),
+    }
 }
 
 /// The producer's loads of one k-tile: A at the tile's padded rows; B at the expert's rows

@@ -20,6 +20,8 @@ pub struct Sm90GroupedArgs {
     pub block_expert: u64,
     /// The alignment's `total_rows [1]`.
     pub total_rows: u64,
+    /// The alignment's `offsets [experts + 1]` (padded rows, multiples of `BM`).
+    pub offsets: u64,
     /// `weights [entries]` (f32) of the scatter epilogue, or 0 for 1.
     pub weights: u64,
     /// Padded rows: the alignment's capacity, a multiple of `BM`.
@@ -102,13 +104,15 @@ impl GeneratedGemmSm90 {
         if !a.a.is_multiple_of(16) || !a.b.is_multiple_of(16) || !a.d.is_multiple_of(4) {
             return align("A and B must be 16-byte aligned, D 4-byte aligned".into());
         }
-        if [a.a, a.b, a.d, a.sorted_ids, a.block_expert, a.total_rows].contains(&0) {
+        if [a.a, a.b, a.d, a.sorted_ids, a.block_expert, a.total_rows, a.offsets].contains(&0) {
             return shape("null pointer".into());
         }
         Ok(())
     }
 
-    /// The tile scheduler's parameters: `M / BM` row tiles by the output column tiles.
+    /// The tile scheduler's parameters: `M / BM` row tiles by the output column tiles (the
+    /// scheduler hands out the work ids; the kernel's expert-aligned walk maps them to
+    /// tiles).
     pub fn grouped_scheduler_params(&self, a: &Sm90GroupedArgs) -> Result<SchedulerParams, GemmError> {
         let bm = self.config.tile[0] as u32;
         let bn = grouped::tile_n_out(&self.config) as u32;
@@ -210,6 +214,7 @@ pub unsafe fn launch_grouped(
         .u64(a.sorted_ids)
         .u64(a.block_expert)
         .u64(a.total_rows)
+        .u64(a.offsets)
         .u64(a.weights)
         .i64(a.ldd)
         .i32(a.entries)

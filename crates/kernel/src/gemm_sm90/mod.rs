@@ -228,6 +228,9 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
             },
         ),
     });
+    if cfg.grouped.is_some() {
+        items.push(grouped::walk_helper(bm));
+    }
     if cfg.grouped == Some(Sm90Grouped::SwiGlu) {
         items.push(grouped::silu_helper());
     }

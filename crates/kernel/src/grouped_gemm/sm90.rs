@@ -24,13 +24,10 @@ pub const SM90_TILE: [i64; 3] = [128, 256, 64];
 /// (`BM` 128: the cooperative schedule's two warpgroups of 64 rows).
 pub fn sm90_config(element: Element, epilogue: GroupedEpilogue, tile: [i64; 3]) -> GemmSm90Config {
     let mut c = GemmSm90Config::bf16(tile, Sm90Schedule::Cooperative).without_c();
-    // Consecutive work ids walk N inside bands of 8 row tiles (about one expert's rows at
-    // prefill): a wave shares its few A row tiles and its one or two experts' B tiles in
-    // L2. On an H100 at Mixtral T = 4096 GEMM1 read 10.4 GB from HBM this way against
-    // 15.0 GB for the heuristic's walk along M (bands of 8 column tiles), 4.06 against
-    // 5.46 ms (BENCHMARKS.md, "Fused MoE on the SM90 grouped GEMM").
+    // The kernel walks its tiles in expert-aligned bands (gemm_sm90's grouped mode); the
+    // scheduler only hands out the work ids, unswizzled (no padding ids).
     c.raster = RasterOrderOption::AlongN;
-    c.swizzle_log2 = 3;
+    c.swizzle_log2 = 0;
     c.ab = element;
     c.cd = element;
     c.grouped = Some(match epilogue {

@@ -77,6 +77,7 @@ impl Ops {
             sorted_ids: ws + l.sorted_ids as u64,
             block_expert: ws + l.block_expert as u64,
             total_rows: ws + l.total_rows as u64,
+            offsets: ws + l.offsets as u64,
             m: rows,
             experts: p.local_experts as i32,
             entries,
