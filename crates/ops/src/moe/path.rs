@@ -17,9 +17,9 @@ pub enum MoePath {
 
 /// Routed rows per local expert (on average) from which the SM90 family runs. Its row tile
 /// is 128 rows; below that the SM80 family's 16- and 64-row tiles waste less work on
-/// padding. Measured on an H100 (BENCHMARKS.md, "Fused MoE on the SM90 grouped GEMM"):
-/// SM90 faster at 96 rows per expert (DeepSeek-V2-Lite T = 1024: 581 against 666 us) and
-/// above, equal at 16 (Mixtral T = 64), slower at 6 (DeepSeek T = 64: 539 against 416 us).
+/// padding. Measured on an H200 (BENCHMARKS.md, "Fused MoE on the SM90 grouped GEMM"): SM90
+/// faster at 64 rows per expert (Mixtral T = 256: 794 against 1102 us) and above, slower at
+/// 48 (DeepSeek-V2-Lite T = 512: 408 against 382 us) and below.
 pub const SM90_MIN_ROWS_PER_EXPERT: usize = 64;
 
 /// Whether the layer of `entries` routed rows over `local` experts runs the SM90 family on
