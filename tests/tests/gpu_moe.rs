@@ -5,8 +5,10 @@
 //! 64-row tiles; routing from logits (f32) and from the caller (with an expert that gets
 //! no token); expert-parallel slices whose outputs sum to the full layer; two runs
 //! bit-identical; a CUDA graph captured once and replayed after the routing changed gives
-//! the new answer. Outputs are poisoned (NaN) first. Skips without a GPU (fails under
-//! `RCUTE_REQUIRE_GPU=1`).
+//! the new answer. Outputs are poisoned (NaN) first. Every layer runs on each grouped GEMM
+//! family the GPU has (`MoePath::Sm80`, and on sm_90 `MoePath::Sm90` forced on the same
+//! shapes, then the rule's choice); at a prefill shape the rule's choice is the SM90 family,
+//! bit for bit. Skips without a GPU (fails under `RCUTE_REQUIRE_GPU=1`).
 
 mod common;
 
@@ -17,13 +19,44 @@ use rcute_kernel::testing::gpu_for_test;
 use rcute_ops::moe::reference::MoeShape;
 use rcute_ops::moe::{
     fused_moe_reference, fused_moe_workspace_bytes, grouped_gemm_workspace_bytes, topk_softmax_reference, MoeOptions,
-    MoeRouting, MoeWorkspace,
+    MoePath, MoeRouting, MoeWorkspace,
 };
 use rcute_ops::{DType, MatrixMut, MatrixRef, Ops};
 use std::sync::Arc;
 
 fn ops() -> Option<Ops> {
     gpu_for_test().map(Ops::new)
+}
+
+/// The grouped GEMM families to run: SM80 everywhere, SM90 forced on sm_90, then the rule;
+/// `RCUTE_MOE_PATHS` (a comma list of `sm80`, `sm90`, `auto`) keeps some of them (the
+/// sanitizer runs keep `sm90`).
+fn paths(ops: &Ops) -> Vec<MoePath> {
+    let mut v = vec![MoePath::Sm80];
+    if ops.gpu().compute_capability() == (9, 0) {
+        v.push(MoePath::Sm90);
+    } else {
+        eprintln!("not an sm_90 GPU: the SM90 grouped GEMMs are not run");
+    }
+    v.push(MoePath::Auto);
+    if let Ok(keep) = std::env::var("RCUTE_MOE_PATHS") {
+        let keep: Vec<String> = keep.split(',').map(|x| x.trim().to_lowercase()).collect();
+        v.retain(|p| keep.contains(&format!("{p:?}").to_lowercase()));
+    }
+    v
+}
+
+/// The first `RCUTE_CASES` token counts (all without it): the sanitizer runs keep two.
+fn cases(tokens: &[usize]) -> &[usize] {
+    let n = std::env::var("RCUTE_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(tokens.len());
+    &tokens[..n.min(tokens.len())]
+}
+
+fn with_path(opts: MoeOptions, path: MoePath) -> MoeOptions {
+    MoeOptions { path, ..opts }
 }
 
 /// Uniform values in `[-scale, scale]`, rounded to bf16: the exact values and the bf16s.
@@ -135,7 +168,7 @@ fn logits_case(name: &str, e: usize, k: usize, h: usize, i: usize, renorm: bool,
     let mut rng = Rng::for_test(name);
     let s = ops.gpu().stream().clone();
     let layer = Layer::new(&s, &mut rng, e, h, i);
-    for &t in tokens {
+    for &t in cases(tokens) {
         let (xv, xb) = rand_bf16(&mut rng, t * h, 1.0);
         let logits: Vec<f32> = (0..t * e)
             .map(|_| (f64::from(rng.next_u32()) / f64::from(u32::MAX) * 8.0 - 4.0) as f32)
@@ -149,17 +182,6 @@ fn logits_case(name: &str, e: usize, k: usize, h: usize, i: usize, renorm: bool,
             topk: k,
             renormalize: renorm,
         };
-        let y = run(
-            &ops,
-            &layer,
-            (&layer.d_w13, &layer.d_w2),
-            &d_x,
-            t,
-            &routing,
-            k,
-            MoeOptions::default(),
-            e,
-        );
         let shape = MoeShape {
             tokens: t,
             hidden: h,
@@ -169,20 +191,15 @@ fn logits_case(name: &str, e: usize, k: usize, h: usize, i: usize, renorm: bool,
             local_experts: e,
         };
         let want = fused_moe_reference(&shape, &xv, &layer.w13, &layer.w2, &r.topk_ids, &r.topk_weights).unwrap();
-        check_close(&format!("{name} T={t}"), &y, &want);
-        let again = run(
-            &ops,
-            &layer,
-            (&layer.d_w13, &layer.d_w2),
-            &d_x,
-            t,
-            &routing,
-            k,
-            MoeOptions::default(),
-            e,
-        );
-        let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&y), bits(&again), "{name} T={t}: two runs differ");
+        for path in paths(&ops) {
+            let opts = with_path(MoeOptions::default(), path);
+            let w = (&layer.d_w13, &layer.d_w2);
+            let y = run(&ops, &layer, w, &d_x, t, &routing, k, opts, e);
+            check_close(&format!("{name} T={t} {path:?}"), &y, &want);
+            let again = run(&ops, &layer, w, &d_x, t, &routing, k, opts, e);
+            let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&y), bits(&again), "{name} T={t} {path:?}: two runs differ");
+        }
     }
 }
 
@@ -235,38 +252,31 @@ fn given_routing_empty_expert_and_expert_parallel_slices() {
             local_experts: l,
         };
         let full_ref = fused_moe_reference(&shape(0, e), &xv, &layer.w13, &layer.w2, &ids, &wf).unwrap();
-        let full = run(
-            &ops,
-            &layer,
-            (&layer.d_w13, &layer.d_w2),
-            &d_x,
-            t,
-            &routing,
-            k,
-            MoeOptions::default(),
-            e,
-        );
-        check_close(&format!("given T={t}"), &full, &full_ref);
-        let mut sum = vec![0.0f64; t * h];
-        for (off, l) in [(0usize, 3usize), (3, 5)] {
-            let (a, b) = layer.slice(&s, off, l);
-            let opts = MoeOptions {
-                expert_offset: off,
-                ..MoeOptions::default()
-            };
-            let part = run(&ops, &layer, (&a, &b), &d_x, t, &routing, k, opts, l);
-            let (w13s, w2s) = (
-                &layer.w13[off * 2 * i * h..(off + l) * 2 * i * h],
-                &layer.w2[off * h * i..(off + l) * h * i],
-            );
-            let part_ref = fused_moe_reference(&shape(off, l), &xv, w13s, w2s, &ids, &wf).unwrap();
-            check_close(&format!("given T={t} experts [{off}, {})", off + l), &part, &part_ref);
-            for (acc, v) in sum.iter_mut().zip(&part) {
-                *acc += v.to_f64();
+        for path in paths(&ops) {
+            let opts = with_path(MoeOptions::default(), path);
+            let full = run(&ops, &layer, (&layer.d_w13, &layer.d_w2), &d_x, t, &routing, k, opts, e);
+            check_close(&format!("given T={t} {path:?}"), &full, &full_ref);
+            let mut sum = vec![0.0f64; t * h];
+            for (off, l) in [(0usize, 3usize), (3, 5)] {
+                let (a, b) = layer.slice(&s, off, l);
+                let opts = MoeOptions {
+                    expert_offset: off,
+                    ..opts
+                };
+                let part = run(&ops, &layer, (&a, &b), &d_x, t, &routing, k, opts, l);
+                let (w13s, w2s) = (
+                    &layer.w13[off * 2 * i * h..(off + l) * 2 * i * h],
+                    &layer.w2[off * h * i..(off + l) * h * i],
+                );
+                let part_ref = fused_moe_reference(&shape(off, l), &xv, w13s, w2s, &ids, &wf).unwrap();
+                check_close(&format!("given T={t} {path:?} experts [{off}, {})", off + l), &part, &part_ref);
+                for (acc, v) in sum.iter_mut().zip(&part) {
+                    *acc += v.to_f64();
+                }
             }
+            let sum_b: Vec<bf16> = sum.iter().map(|v| bf16::from_f64(*v)).collect();
+            check_close(&format!("given T={t} {path:?} slices summed"), &sum_b, &full_ref);
         }
-        let sum_b: Vec<bf16> = sum.iter().map(|v| bf16::from_f64(*v)).collect();
-        check_close(&format!("given T={t} slices summed"), &sum_b, &full_ref);
     }
 }
 
@@ -297,33 +307,30 @@ fn up_first_w13_is_the_same_layer() {
         topk: k,
         renormalize: true,
     };
-    let gate_first = run(
-        &ops,
-        &layer,
-        (&layer.d_w13, &layer.d_w2),
-        &d_x,
-        t,
-        &routing,
-        k,
-        MoeOptions::default(),
-        e,
-    );
-    let opts = MoeOptions {
-        up_first: true,
-        ..MoeOptions::default()
-    };
-    let up_first = run(&ops, &layer, (&d_swapped, &layer.d_w2), &d_x, t, &routing, k, opts, e);
-    let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    assert!(gate_first.iter().all(|v| v.is_finite()));
-    assert_eq!(bits(&gate_first), bits(&up_first), "up-first w13 gives another layer");
+    for path in paths(&ops) {
+        let opts = with_path(MoeOptions::default(), path);
+        let gate_first = run(&ops, &layer, (&layer.d_w13, &layer.d_w2), &d_x, t, &routing, k, opts, e);
+        let opts = MoeOptions { up_first: true, ..opts };
+        let up_first = run(&ops, &layer, (&d_swapped, &layer.d_w2), &d_x, t, &routing, k, opts, e);
+        let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert!(gate_first.iter().all(|v| v.is_finite()));
+        assert_eq!(bits(&gate_first), bits(&up_first), "{path:?}: up-first w13 gives another layer");
+    }
 }
 
 /// A CUDA graph of the layer captured once, replayed after new routing was copied into
 /// the same buffers, gives the new routing's answer.
 #[test]
 fn graph_replay_with_new_routing() {
-    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
     let Some(ops) = ops() else { return };
+    for path in paths(&ops) {
+        graph_replay_case(&ops, path);
+    }
+}
+
+fn graph_replay_case(ops: &Ops, path: MoePath) {
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    let opts = with_path(MoeOptions::default(), path);
     let mut rng = Rng::for_test("graph_replay");
     let s = ops.gpu().stream().clone();
     let (e, k, h, i, t) = (8, 2, 64, 48, 40);
@@ -362,12 +369,12 @@ fn graph_replay_with_new_routing() {
         // (compiled on first use) are made before the capture.
         let mut wsv = MoeWorkspace::new(&mut ws);
         let mut yv = MatrixMut::new(&mut y, t, h);
-        ops.fused_moe(&x, &w13, &w2, &routing, &MoeOptions::default(), &mut wsv, &mut yv)
+        ops.fused_moe(&x, &w13, &w2, &routing, &opts, &mut wsv, &mut yv)
             .unwrap();
         s.synchronize().unwrap();
         s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .unwrap();
-        ops.fused_moe(&x, &w13, &w2, &routing, &MoeOptions::default(), &mut wsv, &mut yv)
+        ops.fused_moe(&x, &w13, &w2, &routing, &opts, &mut wsv, &mut yv)
             .unwrap();
         s.end_capture(CUgraphInstantiate_flags(0)).unwrap().expect("a graph")
     };
@@ -387,7 +394,7 @@ fn graph_replay_with_new_routing() {
         };
         let wf: Vec<f64> = w.iter().map(|v| f64::from(*v)).collect();
         let want = fused_moe_reference(&shape, &xv, &layer.w13, &layer.w2, &ids, &wf).unwrap();
-        check_close(&format!("graph replay {round}"), &got, &want);
+        check_close(&format!("graph replay {round} {path:?}"), &got, &want);
     }
 }
 
@@ -451,4 +458,38 @@ fn grouped_gemm_matches_reference() {
             check_close(&format!("grouped_gemm T={t}"), &g_local, &want);
         }
     }
+}
+
+/// At a prefill shape (E = 8, top-2, 2000 tokens: 500 rows per expert) the rule picks the
+/// SM90 family on sm_90 (its output equals the forced SM90 run bit for bit, and differs
+/// from the SM80 family's, whose sums run in another order), and the two families agree.
+#[test]
+fn prefill_shape_runs_the_sm90_family_on_sm90() {
+    let Some(ops) = ops() else { return };
+    if ops.gpu().compute_capability() != (9, 0) {
+        eprintln!("not an sm_90 GPU: nothing to check");
+        return;
+    }
+    let mut rng = Rng::for_test("prefill_sm90");
+    let s = ops.gpu().stream().clone();
+    let (e, k, h, i, t) = (8, 2, 512, 384, 2000);
+    let layer = Layer::new(&s, &mut rng, e, h, i);
+    let (_, xb) = rand_bf16(&mut rng, t * h, 1.0);
+    let logits: Vec<f32> = (0..t * e)
+        .map(|_| (rng.next_u32() % 800) as f32 / 100.0 - 4.0)
+        .collect();
+    let (d_x, d_logits) = (s.clone_htod(&xb).unwrap(), s.clone_htod(&logits).unwrap());
+    let routing = MoeRouting::Logits {
+        logits: MatrixRef::new(&d_logits, t, e),
+        topk: k,
+        renormalize: true,
+    };
+    let w = (&layer.d_w13, &layer.d_w2);
+    let run_path = |p| run(&ops, &layer, w, &d_x, t, &routing, k, with_path(MoeOptions::default(), p), e);
+    let (auto, sm90, sm80) = (run_path(MoePath::Auto), run_path(MoePath::Sm90), run_path(MoePath::Sm80));
+    let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&auto), bits(&sm90), "the rule did not run the SM90 family");
+    assert_ne!(bits(&sm80), bits(&sm90), "the SM80 and SM90 families gave identical bits");
+    let sm80_f: Vec<f64> = sm80.iter().map(|v| v.to_f64()).collect();
+    check_close("SM90 vs SM80 family at T=2000", &sm90, &sm80_f);
 }

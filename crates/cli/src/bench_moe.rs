@@ -14,7 +14,7 @@ use crate::bench_timing::median_us;
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::bf16;
-use rcute_ops::moe::{fused_moe_workspace_bytes, topk_softmax_reference, MoeOptions, MoeRouting, MoeWorkspace};
+use rcute_ops::moe::{fused_moe_workspace_bytes, topk_softmax_reference, MoeOptions, MoePath, MoeRouting, MoeWorkspace};
 use rcute_ops::{DType, MatrixMut, MatrixRef, Ops};
 use std::sync::Arc;
 
@@ -45,6 +45,10 @@ pub struct BenchMoeArgs {
     /// Time back-to-back launches instead of CUDA graphs.
     #[arg(long)]
     pub eager: bool,
+    /// The grouped GEMM family of the layer (repeatable; each is timed in the same run,
+    /// alternating with the peer): `auto` (the op's rule), `sm80` or `sm90`.
+    #[arg(long = "path", default_values_t = ["auto".to_string()])]
+    pub path: Vec<String>,
     /// Expert parallelism over this many GPUs (NCCL; needs the `nccl` feature of
     /// rcute-cli): times the layer split over the ranks against one GPU.
     #[arg(long, default_value_t = 1)]
@@ -160,8 +164,21 @@ impl Peer {
     }
 }
 
+/// The `--path` values.
+fn parse_paths(v: &[String]) -> Result<Vec<MoePath>, String> {
+    v.iter()
+        .map(|p| match p.as_str() {
+            "auto" => Ok(MoePath::Auto),
+            "sm80" => Ok(MoePath::Sm80),
+            "sm90" => Ok(MoePath::Sm90),
+            other => Err(format!("--path {other}: auto, sm80 or sm90")),
+        })
+        .collect()
+}
+
 /// Runs the benchmark; returns the table.
 pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
+    let paths = parse_paths(&args.path)?;
     if args.ranks > 1 {
         return Err("--ranks above 1: the expert-parallel layer is `bench_moe_ep::run` (feature nccl), which `rcute bench moe` calls".into());
     }
@@ -177,10 +194,11 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
     let w13 = device_random(&s, e_n * 2 * i * h, 11, 1.0 / (h as f32).sqrt())?;
     let w2 = device_random(&s, e_n * h * i, 12, 1.0 / (i as f32).sqrt())?;
     let mut out = format!(
-        "MoE E={e_n} top-{k} H={h} I={i} bf16, {} (experts {:.1} MB, one copy)\n{:>6} {:>10} {:>9} {:>9} {:>10} {:>8} {:>7}\n",
+        "MoE E={e_n} top-{k} H={h} I={i} bf16, {} (experts {:.1} MB, one copy)\n{:>6} {:>5} {:>10} {:>9} {:>9} {:>10} {:>8} {:>7}\n",
         gpu.name(),
         (3 * e_n * h * i * 2) as f64 / 1e6,
         "T",
+        "path",
         "rcute_us",
         "TB/s",
         "TFLOP/s",
@@ -211,25 +229,43 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
             topk: k,
             renormalize: args.renormalize,
         };
-        let mut wsv = MoeWorkspace::new(&mut ws);
-        let mut yv = MatrixMut::new(&mut y, t, h);
-        let opts = MoeOptions::default();
-        let mut rc = || {
-            ops.fused_moe(&xv, &w13v, &w2v, &routing, &opts, &mut wsv, &mut yv)
-                .map_err(|x| x.to_string())
-        };
+        // One closure per path on the same buffers (borrowed in turn), then the peer:
+        // timed alternately.
+        let bufs = std::cell::RefCell::new((MoeWorkspace::new(&mut ws), MatrixMut::new(&mut y, t, h)));
+        let mut layers: Vec<Box<dyn FnMut() -> Result<(), String> + '_>> = Vec::new();
+        for &path in &paths {
+            let opts = MoeOptions {
+                path,
+                ..MoeOptions::default()
+            };
+            let (ops, xv, w13v, w2v, routing, bufs) = (&ops, &xv, &w13v, &w2v, &routing, &bufs);
+            layers.push(Box::new(move || {
+                let mut b = bufs.borrow_mut();
+                let (wsv, yv) = &mut *b;
+                ops.fused_moe(xv, w13v, w2v, routing, &opts, wsv, yv)
+                    .map_err(|x| x.to_string())
+            }));
+        }
         let mut pc = || peer.run(&blas, &w13, &w2, args);
-        let (med, graphed) = median_us(&s, args.iters, !args.eager, &mut [&mut rc, &mut pc])?;
-        let (us, peer_us) = (med[0], med[1]);
+        let mut all: Vec<&mut dyn FnMut() -> Result<(), String>> = layers
+            .iter_mut()
+            .map(|f| f.as_mut() as &mut dyn FnMut() -> Result<(), String>)
+            .collect();
+        all.push(&mut pc);
+        let (med, graphed) = median_us(&s, args.iters, !args.eager, &mut all)?;
+        let peer_us = med[paths.len()];
         let moved = (touched * 3 * h * i * 2 + 2 * t * h * 2) as f64;
         let flops = 6.0 * (t * k * h * i) as f64;
-        out.push_str(&format!(
-            "{t:>6} {us:>10.1} {:>9.2} {:>9.1} {peer_us:>10.1} {:>8.2} {:>7}\n",
-            moved / us / 1e6,
-            flops / us / 1e6,
-            peer_us / us,
-            graphed
-        ));
+        for (path, us) in paths.iter().zip(&med) {
+            out.push_str(&format!(
+                "{t:>6} {:>5} {us:>10.1} {:>9.2} {:>9.1} {peer_us:>10.1} {:>8.2} {:>7}\n",
+                format!("{path:?}").to_lowercase(),
+                moved / us / 1e6,
+                flops / us / 1e6,
+                peer_us / us,
+                graphed
+            ));
+        }
     }
     out.push_str("ratio = cublas_us / rcute_us (> 1: rcute faster); the peer is GEMMs only, on pre-gathered rows\n");
     Ok(out)

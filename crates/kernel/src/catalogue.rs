@@ -16,8 +16,9 @@
 //! ([`scaled_mm_sm80_configs`]: Ampere class for sm_80, Turing for sm_75), the AWQ
 //! dequantization kernels of [`crate::awq_dequantize`], the AWQ GEMMs of
 //! [`crate::awq_gemm`] ([`awq_gemm_configs`]), the MoE routing kernels of
-//! [`crate::moe_routing`] and the grouped MoE GEMMs and finalize of
-//! [`crate::grouped_gemm`] ([`grouped_gemm_configs`]).
+//! [`crate::moe_routing`] and the grouped MoE GEMMs, row gather and finalize of
+//! [`crate::grouped_gemm`] ([`grouped_gemm_configs`], and the SM90 members
+//! [`grouped_gemm_sm90_configs`] for `sm_90a`).
 
 use crate::nvrtc::Arch;
 use rcute_atom::catalogue::{all_atoms, Entry};
@@ -234,6 +235,27 @@ fn grouped_gemm_units() -> Vec<CatalogueKernel> {
             kernels: 1,
         });
     }
+    // The SM90 grouped GEMMs `ops::fused_moe` runs on sm_90 for prefill (TMA + wgmma,
+    // persistent cooperative; GEMM1 with SwiGLU, GEMM2 with the weighted scatter) and the
+    // row gather in front of GEMM1.
+    for cfg in grouped_gemm_sm90_configs() {
+        let g = crate::gemm_sm90::generate(&cfg).expect("catalogue SM90 grouped GEMM configurations generate");
+        out.push(CatalogueKernel {
+            name: g.name.clone(),
+            arch: Arch::Sm90a,
+            source: g.source,
+            expect_sass: vec!["HGMMA", "UTMALDG", "SYNCS"],
+            kernels: 1,
+        });
+    }
+    let g = crate::grouped_gemm::gather::generate(rcute_atom::Element::BF16).expect("the gather generates for bf16");
+    out.push(CatalogueKernel {
+        name: g.name.clone(),
+        arch: Arch::Sm80,
+        source: g.source,
+        expect_sass: vec!["LDG.E.128"],
+        kernels: 1,
+    });
     for e in [rcute_atom::Element::BF16, rcute_atom::Element::F16] {
         let g = crate::grouped_gemm::finalize::generate(e).expect("finalize generates for bf16 and f16");
         out.push(CatalogueKernel {
@@ -265,6 +287,17 @@ pub fn grouped_gemm_configs() -> Vec<crate::grouped_gemm::GroupedGemmConfig> {
     }
     v.push(GroupedGemmConfig::new(e, GroupedA::Gathered, GroupedEpilogue::Scatter));
     v
+}
+
+/// The SM90 grouped (MoE) GEMM configurations of the catalogue: bf16 GEMM1 (SwiGLU) and
+/// GEMM2 (weighted scatter) at the tile `ops::fused_moe` runs on sm_90
+/// ([`crate::grouped_gemm::SM90_TILE`]).
+pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
+    use crate::grouped_gemm::{sm90_config, GroupedEpilogue, SM90_TILE};
+    [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter]
+        .into_iter()
+        .map(|ep| sm90_config(rcute_atom::Element::BF16, ep, SM90_TILE))
+        .collect()
 }
 
 /// The SM90 GEMM configurations of the catalogue (the ones `ops` selects, and one per

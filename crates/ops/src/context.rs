@@ -78,6 +78,8 @@ pub struct OpsShared {
     /// The generated grouped GEMMs with their loaded kernels, by configuration: generating
     /// one takes milliseconds of host time, so it happens once, not on every call.
     pub(crate) moe_grouped: Memo<GroupedGemmConfig, (GeneratedGroupedGemm, Function)>,
+    /// The SM90 grouped GEMMs, likewise.
+    pub(crate) moe_grouped_sm90: Memo<GemmSm90Config, (GeneratedGemmSm90, Function)>,
 }
 
 impl std::ops::Deref for Ops {
@@ -103,6 +105,7 @@ impl Ops {
                 awq: crate::awq::AwqKernels::default(),
                 moe_units: Memo::new(),
                 moe_grouped: Memo::new(),
+                moe_grouped_sm90: Memo::new(),
             }),
         }
     }

@@ -51,14 +51,12 @@ fn every_configuration_of_the_space_fits_the_workspace_size() {
             };
             assert!(space.contains(&s), "candidate {s} outside the space");
         }
-        // Splits only while GEMM2 has few CTAs: a prefill layer's workspace is the rules'.
+        // Splits only while GEMM2 has few CTAs: a prefill layer's workspace is the larger
+        // of the rules' SM80 layout and the SM90 family's (unit test in `moe::problem`).
         if t >= 1024 {
             assert!(space.iter().all(|s| s.splits == 1), "{t} tokens: {space:?}");
             let rules_bytes = fused_moe_workspace_bytes_with(t, k, e, h, i, DType::BF16, &rules).unwrap();
-            let largest_tile = space.iter().map(|s| s.tile[0]).max().unwrap();
-            if largest_tile == rules.tile[0] {
-                assert_eq!(bytes, rules_bytes, "{t} tokens");
-            }
+            assert!(bytes >= rules_bytes, "{t} tokens");
         }
     }
 }

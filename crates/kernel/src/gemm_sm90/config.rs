@@ -37,6 +37,10 @@ pub struct GemmSm90Config {
     /// schedule's two consumer warpgroups, still keeps the tensor cores busy with the other
     /// warpgroup's batch.
     pub mma_pipe: u32,
+    /// The grouped (MoE) member of the family ([`Sm90Grouped`]): rows in the alignment's
+    /// padded order, B per expert, no C, the register epilogue of the mode; `None` for the
+    /// plain GEMM.
+    pub grouped: Option<Sm90Grouped>,
 }
 
 impl Eq for GemmSm90Config {}
@@ -53,7 +57,7 @@ impl std::hash::Hash for GemmSm90Config {
             self.epi_tile,
         )
             .hash(h);
-        (self.smem_capacity, self.raster, self.swizzle_log2, self.mma_pipe).hash(h);
+        (self.smem_capacity, self.raster, self.swizzle_log2, self.mma_pipe, self.grouped).hash(h);
         (self.fusion.name(), self.fusion.describe()).hash(h);
     }
 }
@@ -89,6 +93,7 @@ impl GemmSm90Config {
             raster: RasterOrderOption::Heuristic,
             swizzle_log2: 0,
             mma_pipe: 1,
+            grouped: None,
         }
     }
 }

@@ -62,11 +62,14 @@ pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     }
     tile.extend(epilogue::broadcast_loads(k));
     tile.extend(mainloop(k)?);
-    tile.push(Stmt::If {
-        cond: "split_k > 1".into(),
-        then: split_partials(k)?,
-        otherwise: epilogue::epilogue(k)?,
-    });
+    match k.cfg.grouped {
+        Some(g) => tile.extend(grouped::epilogue(k, g)?),
+        None => tile.push(Stmt::If {
+            cond: "split_k > 1".into(),
+            then: split_partials(k)?,
+            otherwise: epilogue::epilogue(k)?,
+        }),
+    }
     tile.push(e("++local"));
     cons.push(work_loop(tile));
     cons.push(c(

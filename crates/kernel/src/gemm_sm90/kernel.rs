@@ -118,7 +118,13 @@ pub(super) fn kernel(
         b.push(e("rc_cluster_arrive()"));
         b.push(e("rc_cluster_wait()"));
     }
-    let mut params: Vec<(String, String)> = ["tmap_a", "tmap_b", "tmap_c", "tmap_d"]
+    // The grouped member stores from registers: no C / D tensor maps.
+    let maps: &[&str] = if cfg.grouped.is_some() {
+        &["tmap_a", "tmap_b"]
+    } else {
+        &["tmap_a", "tmap_b", "tmap_c", "tmap_d"]
+    };
+    let mut params: Vec<(String, String)> = maps
         .iter()
         .map(|t| ("const __grid_constant__ rc_tmap_t".to_string(), t.to_string()))
         .collect();
@@ -137,6 +143,9 @@ pub(super) fn kernel(
         ]
         .map(int),
     );
+    if cfg.grouped.is_some() {
+        params.extend(grouped::params(cfg));
+    }
     Ok(CFunction {
         qualifiers: format!(
             "extern \"C\" __global__ __launch_bounds__({}, 1)",
@@ -302,15 +311,14 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
             e("rc_fence_mbarrier_init()"),
         ],
     ));
-    b.push(if_(
-        "threadIdx.x == 32",
-        vec![
-            e("rc_prefetch_tensormap(&tmap_a)"),
-            e("rc_prefetch_tensormap(&tmap_b)"),
-            e("rc_prefetch_tensormap(&tmap_d)"),
-            if_("load_c", vec![e("rc_prefetch_tensormap(&tmap_c)")]),
-        ],
-    ));
+    let mut prefetch = vec![e("rc_prefetch_tensormap(&tmap_a)"), e("rc_prefetch_tensormap(&tmap_b)")];
+    if let Some(g) = k.cfg.grouped {
+        b.extend(grouped::prologue(g));
+    } else {
+        prefetch.push(e("rc_prefetch_tensormap(&tmap_d)"));
+        prefetch.push(if_("load_c", vec![e("rc_prefetch_tensormap(&tmap_c)")]));
+    }
+    b.push(if_("threadIdx.x == 32", prefetch));
     b.push(e("__syncthreads()"));
     if k.clustered {
         b.push(c(

@@ -101,6 +101,9 @@ fn check_config(cfg: &GemmSm90Config) -> Result<(), GemmError> {
             cfg.mma_pipe
         )));
     }
+    if let Some(g) = cfg.grouped {
+        grouped::check(cfg, g)?;
+    }
     let eb = cfg.ab.bytes() as i64;
     if bk * eb != 128 {
         return Err(cfg_err(format!(
@@ -268,6 +271,16 @@ pub(super) fn acc_cty(ab: Element) -> &'static str {
 /// The kernel name, e.g. `rc_gemm_sm90_bf16_tn_128x256x64_coop_c1x1_s4_e128x32`.
 pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
     let [bm, bn, bk] = cfg.tile;
+    if let Some(g) = cfg.grouped {
+        // The grouped member: `rc_moe_grouped_sm90_bf16_swiglu_128x256x64_coop_s4`.
+        return format!(
+            "rc_moe_grouped_sm90_{}_{}_{bm}x{bn}x{bk}_{}_s{}",
+            cfg.ab.ptx(),
+            g.tag(),
+            cfg.schedule.tag(),
+            p.stages
+        );
+    }
     let out = if cfg.cd == cfg.ab {
         String::new()
     } else {

@@ -54,25 +54,26 @@ fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
     let tx = p.mainloop.tx_bytes;
     let mut ml = vec![d("uint32_t", "stage", "0"), d("uint32_t", "phase", "0")];
     let mut body = tile_of(k, TileNeeds::WithSplit);
-    body.push(for_(
-        "kt",
-        "kt0",
-        "kt0 + k_iters",
-        vec![
-            dc(
-                "const uint32_t",
-                "full",
-                "bar_full + 8 * stage",
-                "producer_acquire: wait for the consumers to free the stage",
-            ),
-            e("rc_mbarrier_wait_parity(bar_empty + 8 * stage, phase ^ 1u)"),
-            e(format!("rc_mbarrier_arrive_expect_tx(full, {tx}u)")),
+    let mut kt_body = vec![
+        dc(
+            "const uint32_t",
+            "full",
+            "bar_full + 8 * stage",
+            "producer_acquire: wait for the consumers to free the stage",
+        ),
+        e("rc_mbarrier_wait_parity(bar_empty + 8 * stage, phase ^ 1u)"),
+        e(format!("rc_mbarrier_arrive_expect_tx(full, {tx}u)")),
+    ];
+    match k.cfg.grouped {
+        Some(g) => kt_body.extend(grouped::operand_loads(k, g)),
+        None => kt_body.extend([
             c("TMA boxes (BK, BM) / (BK, BN) at (k, row, batch); out-of-bounds elements are zero-filled"),
             operand_load(k, "a", p.offsets[0], p.stage_bytes[0], "m0", k.cn > 1),
             operand_load(k, "b", p.offsets[1], p.stage_bytes[1], "n0", k.cm > 1),
-            e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")),
-        ],
-    ));
+        ]),
+    }
+    kt_body.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
+    body.push(for_("kt", "kt0", "kt0 + k_iters", kt_body));
     ml.push(work_loop(body));
     if p.mainloop.storage_union && k.cfg.with_c() {
         ml.push(c(

@@ -39,18 +39,22 @@ pub(super) enum TileNeeds {
 /// The head of one work item: skip padding work ids, then the tile `(m0, n0)`, the batch
 /// and (for the mainloop roles) the split's first k-tile.
 pub(super) fn tile_of(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
-    let mut v = vec![
-        Stmt::Decl {
-            ty: "int".into(),
-            name: "tile_m, tile_n, batch".into(),
-            init: None,
-            comment: None,
-        },
-        c("work ids past the problem (padding of the swizzle bands) are skipped by every role alike"),
-        if_("!sched.cluster_valid(work)", vec![Stmt::Continue]),
-        c("a CTA whose tile lies past the edge still loads (TMA zero-fills) for its cluster partners"),
-        e("sched.tile(work, tile_m, tile_n, batch)"),
-    ];
+    let mut v = vec![Stmt::Decl {
+        ty: "int".into(),
+        name: "tile_m, tile_n, batch".into(),
+        init: None,
+        comment: None,
+    }];
+    if k.cfg.grouped.is_some() {
+        v.extend(grouped::tile_walk());
+    } else {
+        v.extend([
+            c("work ids past the problem (padding of the swizzle bands) are skipped by every role alike"),
+            if_("!sched.cluster_valid(work)", vec![Stmt::Continue]),
+            c("a CTA whose tile lies past the edge still loads (TMA zero-fills) for its cluster partners"),
+            e("sched.tile(work, tile_m, tile_n, batch)"),
+        ]);
+    }
     if needs == TileNeeds::WithSplit {
         v.push(dc(
             "const int",
@@ -64,6 +68,23 @@ pub(super) fn tile_of(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
         v.push(d("const int", "kt0", "split * k_iters"));
     }
     v.push(d("const int", "m0", format!("tile_m * {}", k.bm)));
-    v.push(d("const int", "n0", format!("tile_n * {}", k.bn)));
+    if k.cfg.grouped == Some(Sm90Grouped::SwiGlu) {
+        v.push(dc(
+            "const int",
+            "n0",
+            format!("tile_n * {}", k.bn / 2),
+            "first output column: a SwiGLU tile's BN B rows are BN/2 gate + BN/2 up rows",
+        ));
+    } else {
+        v.push(d("const int", "n0", format!("tile_n * {}", k.bn)));
+    }
+    if k.cfg.grouped.is_some() {
+        v.push(dc(
+            "const int",
+            "expert",
+            "__ldg(block_expert + tile_m)",
+            "the local expert of this row tile",
+        ));
+    }
     v
 }

@@ -26,6 +26,11 @@
 //! [`finalize`] sums each token's `k` entry rows in a fixed order (no atomics), so two
 //! runs of the layer are bit-identical.
 //!
+//! The SM90 member ([`sm90_config`]) is the Hopper generator's grouped mode
+//! ([`crate::gemm_sm90::Sm90Grouped`]: TMA + `wgmma`, persistent cooperative schedule,
+//! the same SwiGLU / scatter epilogues from registers), with A in padded-row order
+//! ([`gather`] puts GEMM1's token rows there first).
+//!
 //! ```
 //! use rcute_kernel::grouped_gemm::{generate, GroupedA, GroupedEpilogue, GroupedGemmConfig};
 //! use rcute_atom::Element;
@@ -40,9 +45,12 @@
 mod args;
 mod epilogue;
 pub mod finalize;
+pub mod gather;
 mod kernel;
+mod sm90;
 
 pub use args::GroupedGemmArgs;
+pub use sm90::{sm90_config, SM90_TILE};
 
 use crate::emit::{unit_preamble, Item, Unit, UINTPTR_FOR_NVRTC};
 use crate::gemm_sm80::smem_offset_fn;

@@ -276,6 +276,7 @@ impl ExpertParallel {
         let opts = MoeOptions {
             expert_offset: rank.saturating_mul(local),
             up_first: self.up_first,
+            ..MoeOptions::default()
         };
         let experts = match routing {
             MoeRouting::Logits { logits, .. } => Some(logits.geo().cols),

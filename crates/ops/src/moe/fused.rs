@@ -142,6 +142,29 @@ impl Ops {
         unsafe { f.launch(&g.launch_config(&a), &g.args(&a)) }.map_err(boxed)
     }
 
+    /// The routing of a validated layer into the regions of `l`: top-k softmax of the
+    /// logits (or the caller's ids and weights as they are), then the alignment; returns
+    /// the device `(topk_ids, topk_weights)`.
+    pub(crate) fn moe_route(
+        &self,
+        p: &MoeProblem,
+        l: &super::problem::WorkspaceLayout,
+    ) -> Result<(u64, u64), OpsError> {
+        let ws = p.workspace;
+        let (ids, weights) = match (p.logits, p.ids) {
+            (Some((lg, renorm)), _) => {
+                let e = p.experts.unwrap_or(lg.cols);
+                let (ids, w) = (ws + l.topk_ids as u64, ws + l.topk_weights as u64);
+                self.moe_topk_softmax(&lg, e, p.tokens, p.topk, renorm, ids, w)?;
+                (ids, w)
+            }
+            (None, Some((i, w))) => (i.ptr, w.ptr),
+            (None, None) => return Err(OpsError::Shape("no routing".into())),
+        };
+        self.moe_align(ids, p.tokens, p.topk, p.expert_offset, p.local_experts, ws, l)?;
+        Ok((ids, weights))
+    }
+
     /// The fused MoE layer: `y[t] = sum over the routed local experts e of weight(t, e) *
     /// W2_e (silu(Wgate_e x_t) * (Wup_e x_t))`, with `x [T, H]`, `w13 [L, 2I, H]` (rows
     /// `0..I` the gate, `I..2I` the up projection; a batched row-major view, batch `L`),
@@ -150,6 +173,9 @@ impl Ops {
     /// experts held here) tokens routed elsewhere contribute nothing, so the GPUs' outputs
     /// sum to the full layer. The workspace ([`super::fused_moe_workspace_bytes`]) can be
     /// reused; the layer never synchronizes with the host, and two runs are bit-identical.
+    /// The grouped GEMMs are the SM80 (`mma.sync`) family, or on sm_90 once the experts
+    /// average [`super::SM90_MIN_ROWS_PER_EXPERT`] routed rows the SM90 (TMA + `wgmma`)
+    /// family; [`MoeOptions::path`] forces either ([`super::MoePath`]).
     ///
     /// # Errors
     ///
@@ -208,17 +234,22 @@ impl Ops {
     }
 
     /// Launch a validated layer (the kernels are loaded first, so a failed compilation
-    /// leaves `y` untouched) with the configuration a tuning table holds for it (or
-    /// `RCUTE_TUNING=on-miss` measures: `crate::tuning::moe_problem_key`), else the rules'
-    /// ([`moe_tile`], [`super::moe_splits`]).
+    /// leaves `y` untouched): on the SM90 family where [`super::sm90_chosen`] picks it,
+    /// else on the SM80 family with the configuration a tuning table holds for it (or
+    /// `RCUTE_TUNING=on-miss` measures: `crate::tuning::moe_problem_key`; the tables hold
+    /// SM80 configurations only), else the rules' ([`moe_tile`], [`super::moe_splits`]).
     pub fn run_fused_moe(&self, p: &MoeProblem) -> Result<(), OpsError> {
+        if self.moe_sm90_runs(p)? {
+            return self.launch_fused_moe_sm90(p);
+        }
         if let Some(spec) = self.tuned_moe(p) {
             return self.run_fused_moe_with(p, &spec);
         }
         self.run_fused_moe_rules(p)
     }
 
-    /// [`Ops::run_fused_moe`] with the rules' configuration, whatever the tables say.
+    /// [`Ops::run_fused_moe`] on the SM80 family with the rules' configuration, whatever
+    /// the tables say.
     pub(crate) fn run_fused_moe_rules(&self, p: &MoeProblem) -> Result<(), OpsError> {
         let (tile, warps) = moe_tile(p.tokens * p.topk, p.local_experts);
         self.launch_fused_moe(p, tile, warps)
@@ -239,17 +270,7 @@ impl Ops {
         )?;
         let gf = finalize::generate(el).map_err(boxed)?;
         let ff = self.moe_unit(&gf.name, &gf.source)?;
-        let (ids, weights) = match (p.logits, p.ids) {
-            (Some((lg, renorm)), _) => {
-                let e = p.experts.unwrap_or(lg.cols);
-                let (ids, w) = (ws + l.topk_ids as u64, ws + l.topk_weights as u64);
-                self.moe_topk_softmax(&lg, e, p.tokens, p.topk, renorm, ids, w)?;
-                (ids, w)
-            }
-            (None, Some((i, w))) => (i.ptr, w.ptr),
-            (None, None) => return Err(OpsError::Shape("no routing".into())),
-        };
-        self.moe_align(ids, p.tokens, p.topk, p.expert_offset, p.local_experts, ws, l)?;
+        let (ids, weights) = self.moe_route(p, l)?;
         let (h, i) = (p.hidden as i32, p.inter as i32);
         let entries = (p.tokens * p.topk) as i32;
         let common = GroupedGemmArgs {

@@ -133,7 +133,7 @@ pub fn validate_grouped_gemm(
             len: workspace.len,
         });
     }
-    let layout = WorkspaceLayout::new(tokens, topk, local, GROUPED_BLOCK_M, 0, 0, 1)?;
+    let layout = WorkspaceLayout::new(tokens, topk, local, GROUPED_BLOCK_M, 0, 0, 1, 0)?;
     let ws = (workspace.ptr, workspace.ptr + need as u64);
     let or = range(&og)?;
     let mut ins = vec![range(&xg)?, range(&wg)?, range(&ig)?];

@@ -26,7 +26,9 @@
 pub mod align;
 mod forced;
 pub(crate) mod fused;
+mod fused_sm90;
 mod grouped;
+pub mod path;
 pub mod problem;
 pub mod reference;
 pub mod routing;
@@ -34,6 +36,7 @@ pub mod routing;
 pub use align::{align_reference, Alignment};
 pub use forced::fused_moe_workspace_bytes_with;
 pub use grouped::{validate_grouped_gemm, GroupedProblem};
+pub use path::{sm90_chosen, MoePath, SM90_MIN_ROWS_PER_EXPERT};
 pub use problem::{
     fused_moe_workspace_bytes, grouped_gemm_workspace_bytes, moe_space, moe_splits, moe_tile, validate_fused_moe,
     MoeOptions, MoeProblem, MoeRouting, MoeWorkspace,

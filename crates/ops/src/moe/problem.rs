@@ -5,6 +5,8 @@
 use crate::error::OpsError;
 use crate::gemm::{check_layout, check_vector_alignment, overlaps, range};
 use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef};
+use super::path::MoePath;
+use rcute_kernel::grouped_gemm::SM90_TILE;
 use rcute_kernel::moe_routing::align::{align_capacity, AlignCapacity};
 use rcute_kernel::moe_routing::{MAX_EXPERTS, MAX_LOCAL_EXPERTS, MAX_TOPK};
 
@@ -53,6 +55,8 @@ pub struct MoeOptions {
     /// `w13`'s `2I` rows per expert hold the up projection first (rows `0..I`) and the gate
     /// second; `false` (the default) is vLLM's order, the gate first.
     pub up_first: bool,
+    /// The grouped GEMM family ([`MoePath::Auto`]: the rule of [`super::sm90_chosen`]).
+    pub path: MoePath,
 }
 
 /// A device buffer the MoE ops use for routing and intermediates (size:
@@ -161,12 +165,16 @@ pub(crate) struct WorkspaceLayout {
     pub inter: usize,
     /// GEMM2's `[splits, T * k, H]` entry rows (fused MoE only).
     pub entry_out: usize,
+    /// The token rows gathered into padded-row order `[rows, H]` (the SM90 family's GEMM1
+    /// A; empty for the SM80 family, which gathers in its load stage).
+    pub gathered: usize,
     /// GEMM2's K splits.
     pub splits: usize,
     pub bytes: usize,
 }
 
 impl WorkspaceLayout {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         tokens: usize,
         topk: usize,
@@ -175,6 +183,7 @@ impl WorkspaceLayout {
         inter_bytes_per_row: usize,
         entry_bytes_per_row: usize,
         splits: usize,
+        gather_bytes_per_row: usize,
     ) -> Result<WorkspaceLayout, OpsError> {
         let cap = align_capacity(tokens, topk, local, block_m).map_err(crate::error::boxed)?;
         let too_large = || OpsError::TooLarge { what: "MoE workspace" };
@@ -195,6 +204,7 @@ impl WorkspaceLayout {
         let block_expert = take(cap.blocks.checked_mul(4))?;
         let inter = take(cap.rows.checked_mul(inter_bytes_per_row))?;
         let entry_out = take(n.checked_mul(entry_bytes_per_row).and_then(|b| b.checked_mul(splits)))?;
+        let gathered = take(cap.rows.checked_mul(gather_bytes_per_row))?;
         Ok(WorkspaceLayout {
             cap,
             block_m,
@@ -207,6 +217,7 @@ impl WorkspaceLayout {
             block_expert,
             inter,
             entry_out,
+            gathered,
             splits,
             bytes: at,
         })
@@ -291,14 +302,16 @@ pub fn fused_moe_workspace_bytes(
     inter: usize,
     dtype: DType,
 ) -> Result<usize, OpsError> {
-    let mut bytes = 0;
+    let [sm80, sm90] = layouts(tokens, topk, local_experts, hidden, inter, dtype.bytes())?;
+    let mut bytes = sm80.bytes.max(sm90.bytes);
     for spec in moe_space(tokens, topk, local_experts, hidden, inter) {
         bytes = bytes.max(spec_layout(tokens, topk, local_experts, hidden, inter, dtype, &spec)?.bytes);
     }
     Ok(bytes)
 }
 
-/// The workspace layout of the layer run with `spec`'s row tile and GEMM2 splits.
+/// The workspace layout of the layer run on the SM80 family with `spec`'s row tile and
+/// GEMM2 splits.
 pub(crate) fn spec_layout(
     tokens: usize,
     topk: usize,
@@ -323,12 +336,37 @@ pub(crate) fn spec_layout(
         inter.checked_mul(e).ok_or_else(too_large)?,
         hidden.checked_mul(e).ok_or_else(too_large)?,
         spec.splits as usize,
+        0,
     )
+}
+
+/// The workspace layouts of the two grouped GEMM families for a layer: the SM80 family's
+/// (the rules' tile and GEMM2 splits) and the SM90 family's (128-row tiles, the gathered
+/// token rows, no split).
+pub(crate) fn layouts(
+    tokens: usize,
+    topk: usize,
+    local: usize,
+    hidden: usize,
+    inter: usize,
+    e: usize,
+) -> Result<[WorkspaceLayout; 2], OpsError> {
+    let (tile, _) = moe_tile(tokens.saturating_mul(topk), local);
+    let too_large = || OpsError::TooLarge { what: "MoE workspace" };
+    let (ib, hb) = (
+        inter.checked_mul(e).ok_or_else(too_large)?,
+        hidden.checked_mul(e).ok_or_else(too_large)?,
+    );
+    let splits = moe_splits(tokens, topk, local, hidden, inter);
+    Ok([
+        WorkspaceLayout::new(tokens, topk, local, tile[0] as usize, ib, hb, splits, 0)?,
+        WorkspaceLayout::new(tokens, topk, local, SM90_TILE[0] as usize, ib, hb, 1, hb)?,
+    ])
 }
 
 /// The workspace [`crate::Ops::grouped_gemm`] needs (the alignment's buffers only).
 pub fn grouped_gemm_workspace_bytes(tokens: usize, topk: usize, local_experts: usize) -> Result<usize, OpsError> {
-    Ok(WorkspaceLayout::new(tokens, topk, local_experts, GROUPED_BLOCK_M, 0, 0, 1)?.bytes)
+    Ok(WorkspaceLayout::new(tokens, topk, local_experts, GROUPED_BLOCK_M, 0, 0, 1, 0)?.bytes)
 }
 
 /// The row tile of [`crate::Ops::grouped_gemm`].
@@ -353,6 +391,8 @@ pub struct MoeProblem {
     pub expert_offset: usize,
     /// `w13` holds the up rows first ([`MoeOptions::up_first`]).
     pub up_first: bool,
+    /// The grouped GEMM family asked for ([`MoeOptions::path`]).
+    pub path: MoePath,
     /// The activations' and weights' type.
     pub dtype: DType,
     pub(crate) x: Geometry,
@@ -362,6 +402,8 @@ pub struct MoeProblem {
     pub(crate) logits: Option<(Geometry, bool)>,
     pub(crate) ids: Option<(Geometry, Geometry)>,
     pub(crate) layout: WorkspaceLayout,
+    /// The SM90 family's layout of the same workspace (used when that family runs).
+    pub(crate) layout90: WorkspaceLayout,
     pub(crate) workspace: u64,
     /// Bytes of the workspace (a forced configuration's layout must fit them).
     pub(crate) workspace_len: usize,
@@ -546,11 +588,9 @@ pub fn validate_fused_moe(
             what: "tokens x top-k (32-bit indices)",
         });
     }
-    let (tile, _) = moe_tile(tokens * topk, local);
-    let e = xg.dtype.bytes();
-    let splits = moe_splits(tokens, topk, local, hidden, inter);
-    let layout = WorkspaceLayout::new(tokens, topk, local, tile[0] as usize, inter * e, hidden * e, splits)?;
-    // Room for any configuration a tuning table may pick, not only the rules' layout.
+    let [layout, layout90] = layouts(tokens, topk, local, hidden, inter, xg.dtype.bytes())?;
+    // Room for either family's layout and for any SM80 configuration a tuning table may
+    // pick: the choice is made at launch.
     let needed = fused_moe_workspace_bytes(tokens, topk, local, hidden, inter, xg.dtype)?;
     if workspace.len < needed {
         return Err(OpsError::OutOfBounds {
@@ -598,6 +638,7 @@ pub fn validate_fused_moe(
         local_experts: local,
         expert_offset: opts.expert_offset,
         up_first: opts.up_first,
+        path: opts.path,
         dtype: xg.dtype,
         x: xg,
         w13: ag,
@@ -606,7 +647,24 @@ pub fn validate_fused_moe(
         logits,
         ids,
         layout,
+        layout90,
         workspace: workspace.ptr,
         workspace_len: workspace.len,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// At prefill sizes the tuning space adds no split slabs: the workspace is exactly the
+    /// larger of the two families' layouts for the rules' configuration.
+    #[test]
+    fn prefill_workspace_is_the_larger_family_layout() {
+        for (t, k, e, h, i) in [(4096, 2, 8, 4096, 14336), (1024, 6, 64, 2048, 1408), (4096, 6, 64, 2048, 1408)] {
+            let [sm80, sm90] = layouts(t, k, e, h, i, 2).unwrap();
+            let bytes = fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap();
+            assert_eq!(bytes, sm80.bytes.max(sm90.bytes), "{t} tokens, E={e}");
+        }
+    }
 }

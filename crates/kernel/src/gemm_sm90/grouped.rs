@@ -1,0 +1,312 @@
+//! The grouped (MoE) member of the SM90 family: the same producer / consumer / scheduler
+//! roles over the row tiles of an alignment that lives on the GPU
+//! ([`crate::moe_routing::align`]).
+//!
+//! * A is `[M, K]` in the alignment's padded-row order (GEMM1 reads the token rows
+//!   gathered into that order beforehand, GEMM2 reads GEMM1's output), loaded by TMA at the
+//!   tile's rows. Row tile `tile_m` (of `BM` rows, the alignment's block) belongs to local
+//!   expert `block_expert[tile_m]`.
+//! * B is one tensor map over `[L, rows, K]` (the experts are its third mode): a tile loads
+//!   its expert's rows. With [`Sm90Grouped::SwiGlu`] every B stage is two TMA boxes of
+//!   `BN / 2` rows, the gate rows of the tile's output columns `n0 ..` at smem rows
+//!   `0 .. BN/2` and their up rows (`N + n0 ..`, or the reverse with `up_first`) at
+//!   `BN/2 .. BN`, so the thread holding gate column `c` holds its up column `c + BN/2`
+//!   (register `+ BN/4` in the `wgmma` accumulator layout).
+//! * The tile walk is the group's own ([`walk_helper`]): bands of one expert's row tiles
+//!   walked row tile fastest, so a wave of CTAs shares its experts' B tiles in L2; work ids
+//!   past the device scalar `total_rows` are skipped by every role alike (no host
+//!   synchronisation: the launch can be captured in a CUDA graph and replayed with new
+//!   routing). The scheduler only hands out the work ids.
+//! * The epilogue writes from the accumulator registers: SwiGLU `D[m, n] = silu(gate) *
+//!   up` in padded-row order (`[M, N]`); scatter `D[sorted_ids[m]] = weight * acc`,
+//!   padding rows not stored.
+
+use super::*;
+
+/// What a grouped SM90 kernel's epilogue writes (the mainloop is the family's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Sm90Grouped {
+    /// GEMM1: B holds `2N` rows per expert (gate then up); a tile covers `BN / 2` output
+    /// columns and writes `silu(gate) * up` to padded row `m`.
+    SwiGlu,
+    /// GEMM2: row `m` goes to `D[sorted_ids[m]]`, times `weights[sorted_ids[m]]`.
+    Scatter,
+}
+
+impl Sm90Grouped {
+    /// The name's tag.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Sm90Grouped::SwiGlu => "swiglu",
+            Sm90Grouped::Scatter => "scatter",
+        }
+    }
+}
+
+/// Output columns of one tile: `BN`, or `BN / 2` with SwiGLU.
+pub(super) fn tile_n_out(cfg: &GemmSm90Config) -> i64 {
+    match cfg.grouped {
+        Some(Sm90Grouped::SwiGlu) => cfg.tile[1] / 2,
+        _ => cfg.tile[1],
+    }
+}
+
+/// The grouped member's own limits.
+pub(super) fn check(cfg: &GemmSm90Config, g: Sm90Grouped) -> Result<(), GemmError> {
+    if cfg.schedule == Sm90Schedule::PingPong {
+        return Err(cfg_err(
+            "grouped: the ping-pong schedule's look-ahead does not see skipped tiles; use cooperative or warp-specialized",
+        ));
+    }
+    if cfg.cluster != [1, 1] || cfg.with_c() || cfg.ab != cfg.cd {
+        return Err(cfg_err("grouped: cluster 1x1, no C, A/B and D of one type"));
+    }
+    if !matches!(cfg.ab, Element::BF16 | Element::F16) {
+        return Err(cfg_err(format!("grouped: bf16 or f16, got {}", cfg.ab.ptx())));
+    }
+    // The up box starts BN/2 rows into the stage: whole 8-row (1 KiB) swizzle atoms.
+    if g == Sm90Grouped::SwiGlu && cfg.tile[1] % 16 != 0 {
+        return Err(cfg_err(format!(
+            "grouped SwiGLU: BN = {} must be a multiple of 16 (two boxes of whole swizzle atoms)",
+            cfg.tile[1]
+        )));
+    }
+    Ok(())
+}
+
+/// The kernel's parameters after the family's: D, the alignment, the router weights and
+/// the sizes of the epilogue.
+pub(super) fn params(cfg: &GemmSm90Config) -> Vec<(String, String)> {
+    let t = cfg.cd.cuda_type();
+    [
+        (format!("{t}* __restrict__"), "D"),
+        ("const int* __restrict__".into(), "sorted_ids"),
+        ("const int* __restrict__".into(), "block_expert"),
+        ("const int* __restrict__".into(), "total_rows"),
+        ("const int* __restrict__".into(), "offsets"),
+        ("const float* __restrict__".into(), "weights"),
+        ("long long".into(), "ldd"),
+        ("int".into(), "entries"),
+        ("int".into(), "up_first"),
+    ]
+    .into_iter()
+    .map(|(t, n)| (t, n.to_string()))
+    .collect()
+}
+
+/// Prologue: this routing's padded rows, and the B row origins of the gate and up halves.
+pub(super) fn prologue(g: Sm90Grouped) -> Vec<Stmt> {
+    let mut v = vec![dc(
+        "const int",
+        "rows_used",
+        "__ldg(total_rows)",
+        "the alignment's padded rows (a multiple of BM): tiles from here on have no rows",
+    )];
+    if g == Sm90Grouped::SwiGlu {
+        v.push(dc(
+            "const int",
+            "gate_row0",
+            "up_first ? N : 0",
+            "w13 per expert: gate rows 0..N and up rows N..2N, or the reverse when up_first",
+        ));
+        v.push(d("const int", "up_row0", "up_first ? 0 : N"));
+    }
+    v
+}
+
+/// Row tiles of one band of the grouped tile walk, at most.
+pub const WALK_BAND: i64 = 16;
+
+/// In every role's tile head: the tile of this work id in the expert-aligned walk
+/// ([`walk_helper`]), or skip it (past this routing's rows).
+pub(super) fn tile_walk() -> Vec<Stmt> {
+    vec![
+        c("the expert-aligned walk (rc_grouped_tile); ids past this routing's rows are skipped by every role alike"),
+        if_(
+            "!rc_grouped_tile(work, sched_tiles_n, rows_used, offsets, block_expert, tile_m, tile_n)",
+            vec![Stmt::Continue],
+        ),
+        Stmt::assign("batch", "0"),
+    ]
+}
+
+/// The grouped tile walk, the same in every role. Work id `w` lies in row tile `t = w /
+/// tiles_n`'s band: each expert's row tiles (contiguous in the alignment) are split into
+/// bands of at most [`WALK_BAND`] tiles of near-equal size, and the `size * tiles_n` ids of
+/// band `[start, start + size)` (ids `start * tiles_n ..`) walk its row tiles fastest, then
+/// the column tiles. A wave of CTAs so covers one expert's row tiles by many column tiles:
+/// each B tile is shared by every row tile of its expert at once, and no band straddles
+/// two experts. A bijection of `[0, used_tiles * tiles_n)`; ids past it are skipped.
+pub(super) fn walk_helper(bm: i64) -> Item {
+    Item::Snippet {
+        origin: "rcute grouped tile walk".into(),
+        code: format!(
+            r#"// The tile of work id `work` in the expert-aligned walk over the alignment's row tiles of
+// {bm} rows (offsets: the experts' padded row offsets [L + 1]); false past the routed rows.
+__device__ __forceinline__ bool rc_grouped_tile(unsigned long long work, int tiles_n, int rows_used,
+    const int* __restrict__ offsets, const int* __restrict__ block_expert, int& tile_m, int& tile_n) {{
+  const int t = (int)(work / (unsigned long long)tiles_n);  // the row tile whose band holds this id
+  if (t >= rows_used / {bm}) return false;
+  const int e = __ldg(block_expert + t);
+  if (e < 0) return false;
+  const int f = __ldg(offsets + e) / {bm};           // the expert's first row tile
+  const int cnt = __ldg(offsets + e + 1) / {bm} - f;  // and its row tiles
+  const int nb = (cnt + {band} - 1) / {band};        // bands: rem of base + 1 tiles, then base tiles
+  const int base = cnt / nb, rem = cnt % nb;
+  const int r = t - f;
+  const int j = r < rem * (base + 1) ? r / (base + 1) : rem + (r - rem * (base + 1)) / base;
+  const int start = f + j * base + min(j, rem);
+  const int size = base + (j < rem ? 1 : 0);
+  const int local = (int)(work - (unsigned long long)start * tiles_n);  // < size * tiles_n
+  tile_n = local / size;
+  tile_m = start + local % size;
+  return true;
+}}
+"#,
+            band = WALK_BAND
+        ),
+    }
+}
+
+/// The producer's loads of one k-tile: A at the tile's padded rows; B at the expert's rows
+/// (SwiGLU: the gate box, then the up box `BN / 2` rows further into the stage).
+pub(super) fn operand_loads(k: &Ctx, g: Sm90Grouped) -> Vec<Stmt> {
+    let p = k.p;
+    let at = |off: usize, bytes: usize, extra: i64| {
+        var("stage")
+            .mul(&Expr::lit(bytes as i64))
+            .add(&Expr::lit(off as i64 + extra))
+            .to_cpp()
+    };
+    let load = |dst: String, map: &str, row: &str, batch: &str| {
+        e(format!(
+            "rc_tma_load_3d(smem + {dst}, &tmap_{map}, full, kt * {}, {row}, {batch})",
+            k.bk
+        ))
+    };
+    let a = load(at(p.offsets[0], p.stage_bytes[0], 0), "a", "m0", "0");
+    match g {
+        Sm90Grouped::Scatter => vec![
+            c("TMA boxes (BK, BM) of A's padded rows and (BK, BN) of the expert's B rows; zero-filled past the edges"),
+            a,
+            load(at(p.offsets[1], p.stage_bytes[1], 0), "b", "n0", "expert"),
+        ],
+        Sm90Grouped::SwiGlu => {
+            let half = k.bn / 2;
+            vec![
+                c(format!(
+                    "TMA boxes (BK, BM) of A's padded rows; B: (BK, {half}) gate rows to stage rows 0..{half}, (BK, {half}) up rows to {half}..{}",
+                    k.bn
+                )),
+                a,
+                load(at(p.offsets[1], p.stage_bytes[1], 0), "b", "gate_row0 + n0", "expert"),
+                load(
+                    at(p.offsets[1], p.stage_bytes[1], half * k.row_bytes),
+                    "b",
+                    "up_row0 + n0",
+                    "expert",
+                ),
+            ]
+        }
+    }
+}
+
+/// `*reinterpret_cast<T2*>(ptr) = (x, y)` in the output's pair type.
+fn store_pair(el: Element, ptr: &str, x: &str, y: &str) -> Stmt {
+    let (t2, f) = match el {
+        Element::BF16 => ("__nv_bfloat162", "__floats2bfloat162_rn"),
+        _ => ("__half2", "__floats2half2_rn"),
+    };
+    Stmt::assign(format!("*reinterpret_cast<{t2}*>({ptr})"), format!("{f}({x}, {y})"))
+}
+
+/// The register epilogue of one tile: per m64 atom and row half, the thread's column
+/// pairs straight to global memory.
+pub(super) fn epilogue(k: &Ctx, g: Sm90Grouped) -> Result<Vec<Stmt>, GemmError> {
+    let el = k.cfg.cd;
+    let t = el.cuda_type();
+    // CLayout_64xN: the register pair of (h, j) and its row / column in the atom.
+    let pairs = match g {
+        Sm90Grouped::SwiGlu => k.bn / 16,
+        Sm90Grouped::Scatter => k.bn / 8,
+    };
+    let reg = lay(tuple!(2, pairs), tuple!(2, 4))?;
+    let row = lay(tuple!(2, pairs), tuple!(8, 0))?;
+    let col = lay(tuple!(2, pairs), tuple!(0, 8))?;
+    let hj = [var("h"), var("j")];
+    let pair = |x: &str, y: &str| if_("gn + col < N", vec![store_pair(el, "drow + gn + col", x, y)]);
+    let store = match g {
+        Sm90Grouped::SwiGlu => vec![
+            dl("const int", "ri", &reg, &hj)?,
+            dl("const int", "col", &col, &hj)?,
+            dc(
+                "const int",
+                "ru",
+                format!("ri + {}", k.bn / 4),
+                format!("the up accumulator: column col + {} (B rows {}..{})", k.bn / 2, k.bn / 2, k.bn),
+            ),
+            pair(
+                "rc_silu(acc[a][ri]) * acc[a][ru]",
+                "rc_silu(acc[a][ri + 1]) * acc[a][ru + 1]",
+            ),
+        ],
+        Sm90Grouped::Scatter => vec![
+            dl("const int", "ri", &reg, &hj)?,
+            dl("const int", "col", &col, &hj)?,
+            pair("w * acc[a][ri]", "w * acc[a][ri + 1]"),
+        ],
+    };
+    let per_row = match g {
+        Sm90Grouped::SwiGlu => vec![
+            dl("const int", "row", &row, &[var("h"), Expr::lit(0)])?,
+            d(
+                &format!("{t}* const"),
+                "drow",
+                "D + (long long)(gm + row) * ldd",
+            ),
+            if_("gm + row < M", vec![unroll("j", pairs, store)]),
+        ],
+        Sm90Grouped::Scatter => vec![
+            dl("const int", "row", &row, &[var("h"), Expr::lit(0)])?,
+            dc(
+                "const int",
+                "entry",
+                "gm + row < M ? __ldg(sorted_ids + gm + row) : entries",
+                "the routed (token, j) entry of this row; `entries` in padding rows",
+            ),
+            if_(
+                "entry < entries",
+                vec![
+                    d("const float", "w", "weights != nullptr ? __ldg(weights + entry) : 1.0f"),
+                    d(&format!("{t}* const"), "drow", "D + (long long)entry * ldd"),
+                    unroll("j", pairs, store),
+                ],
+            ),
+        ],
+    };
+    let per_atom = vec![
+        dc(
+            "const int",
+            "gm",
+            "m0 + wg_row0 + a * 64 + 16 * warp + lane / 4",
+            "CLayout_64xN rows (+8 for the second half)",
+        ),
+        dc("const int", "gn", "n0 + 2 * (lane % 4)", "output column of acc[a][0]"),
+        unroll("h", 2, per_row),
+    ];
+    Ok(vec![
+        c(match g {
+            Sm90Grouped::SwiGlu => "grouped epilogue: silu(gate) * up, column pairs from the registers to padded rows",
+            Sm90Grouped::Scatter => "grouped epilogue: router weight times the row, scattered to its entry row",
+        }),
+        unroll("a", k.p.m_atoms, per_atom),
+    ])
+}
+
+/// SiLU for the SwiGLU epilogue.
+pub(super) fn silu_helper() -> Item {
+    Item::Snippet {
+        origin: "rcute SiLU".into(),
+        code: "__device__ __forceinline__ float rc_silu(float x) { return x / (1.0f + __expf(-x)); }\n".into(),
+    }
+}

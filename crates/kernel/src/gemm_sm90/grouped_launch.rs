@@ -1,0 +1,227 @@
+//! Launch side of the grouped (MoE) SM90 kernels ([`Sm90Grouped`]): run-time arguments,
+//! their checks, the two tensor maps and the persistent launch.
+
+use super::launch::tmap;
+use super::*;
+
+/// Device pointers and sizes of one grouped SM90 launch (see [`Sm90Grouped`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sm90GroupedArgs {
+    /// A `[M, K]` in padded-row order, row-major with `lda`.
+    pub a: u64,
+    /// B `[experts, rows, K]` K-major (`rows` = `2N` with SwiGLU, else `N`), `ldb`
+    /// between rows, `expert_stride` elements between experts.
+    pub b: u64,
+    /// D: `[M, N]` (SwiGLU) or `[entries, N]` (scatter), row-major with `ldd`.
+    pub d: u64,
+    /// The alignment's `sorted_ids [M]`.
+    pub sorted_ids: u64,
+    /// The alignment's `block_expert [M / BM]`.
+    pub block_expert: u64,
+    /// The alignment's `total_rows [1]`.
+    pub total_rows: u64,
+    /// The alignment's `offsets [experts + 1]` (padded rows, multiples of `BM`).
+    pub offsets: u64,
+    /// `weights [entries]` (f32) of the scatter epilogue, or 0 for 1.
+    pub weights: u64,
+    /// Padded rows: the alignment's capacity, a multiple of `BM`.
+    pub m: i32,
+    /// Output columns.
+    pub n: i32,
+    /// The reduction length (a multiple of 16 bytes of A / B).
+    pub k: i32,
+    /// Local experts (B's third mode).
+    pub experts: i32,
+    /// A's leading dimension.
+    pub lda: i64,
+    /// B's leading dimension.
+    pub ldb: i64,
+    /// D's leading dimension.
+    pub ldd: i64,
+    /// Elements between consecutive experts' weights.
+    pub expert_stride: i64,
+    /// Routed entries `T * topk` (the padding sentinel of `sorted_ids`).
+    pub entries: i32,
+    /// SwiGLU: the up rows come first in each expert's `2N` rows.
+    pub up_first: bool,
+}
+
+impl GeneratedGemmSm90 {
+    fn grouped_mode(&self) -> Result<Sm90Grouped, GemmError> {
+        self.config
+            .grouped
+            .ok_or_else(|| GemmError::Config(format!("{} is not a grouped kernel", self.name)))
+    }
+
+    /// B rows per expert: `2N` with SwiGLU, else `N`.
+    pub fn grouped_b_rows(&self, n: i32) -> Result<i64, GemmError> {
+        Ok(match self.grouped_mode()? {
+            Sm90Grouped::SwiGlu => 2 * i64::from(n),
+            Sm90Grouped::Scatter => i64::from(n),
+        })
+    }
+
+    /// Checks what the grouped kernel assumes: positive sizes, `M` a multiple of `BM`, K
+    /// rows of whole 16-byte chunks (TMA), even `N` and `ldd` (column-pair stores),
+    /// leading dimensions and the expert stride at least a row / an expert and multiples of
+    /// 16 bytes, 16-byte aligned A and B, 4-byte aligned D, no null pointer.
+    pub fn grouped_check(&self, a: &Sm90GroupedArgs) -> Result<(), GemmError> {
+        let shape = |s: String| Err(GemmError::Shape(s));
+        let align = |s: String| Err(GemmError::Alignment(s));
+        let bm = self.config.tile[0] as i32;
+        let eb = self.config.ab.bytes() as i64;
+        if a.m < 1 || a.n < 1 || a.k < 1 || a.experts < 1 || a.entries < 1 {
+            return shape(format!(
+                "M={} N={} K={} experts={} entries={} must be positive",
+                a.m, a.n, a.k, a.experts, a.entries
+            ));
+        }
+        if a.m % bm != 0 {
+            return shape(format!("M={} is not a multiple of the row tile {bm}", a.m));
+        }
+        let rows = self.grouped_b_rows(a.n)?;
+        let k = i64::from(a.k);
+        if a.lda < k || a.ldb < k || a.ldd < i64::from(a.n) || a.expert_stride < rows * a.ldb {
+            return shape(format!(
+                "lda={} ldb={} ldd={} expert_stride={} shorter than a row / an expert",
+                a.lda, a.ldb, a.ldd, a.expert_stride
+            ));
+        }
+        if (k * eb) % 16 != 0 || a.n % 2 != 0 || a.ldd % 2 != 0 {
+            return align(format!(
+                "K={} must be a multiple of {} (TMA), N={} and ldd={} even",
+                a.k,
+                16 / eb,
+                a.n,
+                a.ldd
+            ));
+        }
+        for (what, v) in [("lda", a.lda), ("ldb", a.ldb), ("expert_stride", a.expert_stride)] {
+            if (v * eb) % 16 != 0 {
+                return align(format!("{what} = {v} elements is not a multiple of 16 bytes (TMA)"));
+            }
+        }
+        if !a.a.is_multiple_of(16) || !a.b.is_multiple_of(16) || !a.d.is_multiple_of(4) {
+            return align("A and B must be 16-byte aligned, D 4-byte aligned".into());
+        }
+        if [a.a, a.b, a.d, a.sorted_ids, a.block_expert, a.total_rows, a.offsets].contains(&0) {
+            return shape("null pointer".into());
+        }
+        Ok(())
+    }
+
+    /// The tile scheduler's parameters: `M / BM` row tiles by the output column tiles (the
+    /// scheduler hands out the work ids; the kernel's expert-aligned walk maps them to
+    /// tiles).
+    pub fn grouped_scheduler_params(&self, a: &Sm90GroupedArgs) -> Result<SchedulerParams, GemmError> {
+        let bm = self.config.tile[0] as u32;
+        let bn = grouped::tile_n_out(&self.config) as u32;
+        scheduler(&self.config)
+            .params(a.m.max(0) as u64, a.n.max(0) as u64, 1, bm, bn)
+            .map_err(|e| GemmError::Shape(e.to_string()))
+    }
+
+    /// The launch configuration: at most `max_ctas` persistent CTAs (usually the SM
+    /// count), or one CTA per tile for the warp-specialized schedule.
+    pub fn grouped_launch_config(&self, a: &Sm90GroupedArgs, max_ctas: u32) -> Result<LaunchConfig, GemmError> {
+        let p = self.grouped_scheduler_params(a)?;
+        let ctas = if persistent(self.config.schedule) {
+            max_ctas.max(1)
+        } else {
+            p.total_work.min(u32::MAX as u64) as u32
+        };
+        let grid = scheduler(&self.config)
+            .grid(&p, ctas, None)
+            .map_err(|e| GemmError::Shape(e.to_string()))?;
+        Ok(LaunchConfig::new(grid, self.threads).with_dynamic_smem(self.smem_bytes))
+    }
+
+    /// The tensor maps of A (`[K, M]`, boxes `(BK, BM)`) and B (`[K, rows, experts]`,
+    /// boxes `(BK, BN)`, or `(BK, BN / 2)` with SwiGLU: a gate and an up box per stage).
+    pub fn grouped_tensor_maps(&self, a: &Sm90GroupedArgs) -> Result<[TmaEncodeArgs; 2], GemmError> {
+        self.grouped_check(a)?;
+        let ml = &self.plan.mainloop;
+        let [a_in, a_out] = ml.tma_multicast_box_a;
+        let [b_in, b_out] = ml.tma_multicast_box_b;
+        let b_box = match self.grouped_mode()? {
+            Sm90Grouped::SwiGlu => b_out / 2,
+            Sm90Grouped::Scatter => b_out,
+        };
+        let (m, k) = (a.m as u64, a.k as u64);
+        let am = tmap(
+            self.config.ab,
+            [k, m, 1],
+            [a.lda as u64, (a.lda as u64 * m).div_ceil(8) * 8],
+            [a_in, a_out, 1],
+            ml.tma_swizzle_a,
+        )?;
+        let bmap = tmap(
+            self.config.ab,
+            [k, self.grouped_b_rows(a.n)? as u64, a.experts as u64],
+            [a.ldb as u64, a.expert_stride as u64],
+            [b_in, b_box, 1],
+            ml.tma_swizzle_b,
+        )?;
+        Ok([am, bmap])
+    }
+}
+
+/// Launch a grouped SM90 kernel with at most `max_ctas` persistent CTAs (usually the SM
+/// count) on the thread's launch stream.
+///
+/// # Safety
+///
+/// Every pointer in `a` must address a device buffer large enough for its shapes (A: `M`
+/// rows of `lda`; B: `experts` experts of `expert_stride`; D: `M` (SwiGLU) or `entries`
+/// (scatter) rows of `ldd`; the alignment's buffers sized by its capacity for `M` rows;
+/// `weights` `entries` floats) and stay valid until the kernel finishes.
+pub unsafe fn launch_grouped(
+    f: &Function,
+    g: &GeneratedGemmSm90,
+    a: &Sm90GroupedArgs,
+    max_ctas: u32,
+) -> Result<(), GemmError> {
+    if f.name() != g.name {
+        return Err(GemmError::WrongFunction {
+            expected: g.name.clone(),
+            got: f.name().into(),
+        });
+    }
+    let maps = g.grouped_tensor_maps(a)?;
+    let fe = |e: rcute_collective::FusionError| GemmError::Config(format!("fusion arguments: {e}"));
+    let blob = FusionArgs::new()
+        .f32("alpha", 1.0)
+        .pack(&g.config.fusion)
+        .map_err(fe)?;
+    let enc = |m: &TmaEncodeArgs, ptr: u64| {
+        encode_tiled_cached(m, ptr).map_err(|e| GemmError::Config(format!("tensor map: {e}")))
+    };
+    let (ta, tb) = (enc(&maps[0], a.a)?, enc(&maps[1], a.b)?);
+    let mut ka = KernelArgs::new()
+        .tensor_map(&ta)
+        .tensor_map(&tb)
+        .i32(a.m)
+        .i32(a.n)
+        .i32(a.k)
+        .i32(1)
+        .blob(&blob)
+        .u64(0)
+        .i32(1);
+    let sp = g.grouped_scheduler_params(a)?;
+    ka = sp.device_args().iter().fold(ka, |ka, &v| ka.i32(v));
+    let ka = ka
+        .u64(a.d)
+        .u64(a.sorted_ids)
+        .u64(a.block_expert)
+        .u64(a.total_rows)
+        .u64(a.offsets)
+        .u64(a.weights)
+        .i64(a.ldd)
+        .i32(a.entries)
+        .i32(i32::from(a.up_first));
+    let lc = g.grouped_launch_config(a, max_ctas)?;
+    // SAFETY: the parameter list matches the generated kernel's signature; the caller
+    // guarantees the buffers.
+    unsafe { f.launch(&lc, &ka)? };
+    Ok(())
+}

@@ -1,0 +1,38 @@
+//! The grouped family's SM90 member: the configurations of the Hopper generator
+//! ([`crate::gemm_sm90`], TMA + `wgmma`, persistent cooperative schedule) for the MoE
+//! GEMMs, with the [`Sm90Grouped`] epilogues. GEMM1's A is the token rows gathered into the
+//! alignment's padded-row order first ([`super::gather`]); GEMM2's A is GEMM1's output.
+//!
+//! ```
+//! use rcute_kernel::grouped_gemm::{sm90_config, GroupedEpilogue, SM90_TILE};
+//! use rcute_atom::Element;
+//! let g = rcute_kernel::gemm_sm90::generate(&sm90_config(Element::BF16, GroupedEpilogue::SwiGlu, SM90_TILE)).unwrap();
+//! assert!(g.name.starts_with("rc_moe_grouped_sm90_bf16_swiglu_128x256x64_coop_s"));
+//! assert!(g.source.contains("wgmma.mma_async"));
+//! ```
+
+use super::GroupedEpilogue;
+use crate::gemm_sm90::{GemmSm90Config, Sm90Grouped, Sm90Schedule};
+use crate::tile_scheduler::RasterOrderOption;
+use rcute_atom::Element;
+
+/// The SM90 grouped tile: `BM = 128` rows (two consumer warpgroups of 64; the alignment's
+/// block), `BN = 256` B rows (SwiGLU: 128 gate + 128 up rows), `BK = 64`.
+pub const SM90_TILE: [i64; 3] = [128, 256, 64];
+
+/// The SM90 grouped GEMM configuration of `element` operands with `epilogue` and `tile`
+/// (`BM` 128: the cooperative schedule's two warpgroups of 64 rows).
+pub fn sm90_config(element: Element, epilogue: GroupedEpilogue, tile: [i64; 3]) -> GemmSm90Config {
+    let mut c = GemmSm90Config::bf16(tile, Sm90Schedule::Cooperative).without_c();
+    // The kernel walks its tiles in expert-aligned bands (gemm_sm90's grouped mode); the
+    // scheduler only hands out the work ids, unswizzled (no padding ids).
+    c.raster = RasterOrderOption::AlongN;
+    c.swizzle_log2 = 0;
+    c.ab = element;
+    c.cd = element;
+    c.grouped = Some(match epilogue {
+        GroupedEpilogue::SwiGlu => Sm90Grouped::SwiGlu,
+        GroupedEpilogue::Scatter => Sm90Grouped::Scatter,
+    });
+    c
+}

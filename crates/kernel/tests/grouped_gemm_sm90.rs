@@ -1,0 +1,160 @@
+//! The SM90 grouped (MoE) GEMMs of the Hopper generator and the row gather in front of
+//! GEMM1: names after their configuration, deterministic sources, typed errors for
+//! configurations and arguments they cannot take, and every kernel compiles for sm_90a
+//! without spills or local memory, with `wgmma` (HGMMA) and TMA loads (UTMALDG) in its SASS.
+
+use rcute_atom::Element;
+use rcute_kernel::gemm_sm90::{generate, GemmSm90Config, Sm90Grouped, Sm90GroupedArgs, Sm90Schedule};
+use rcute_kernel::grouped_gemm::gather::{self, MoeGatherArgs};
+use rcute_kernel::grouped_gemm::{sm90_config, GroupedEpilogue, SM90_TILE};
+use rcute_kernel::testing::toolkit_for_test;
+use rcute_kernel::{compile, Arch, CompileOptions, Sass};
+
+fn configs() -> Vec<GemmSm90Config> {
+    let mut v = Vec::new();
+    for e in [Element::BF16, Element::F16] {
+        for ep in [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter] {
+            v.push(sm90_config(e, ep, SM90_TILE));
+        }
+    }
+    for ep in [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter] {
+        v.push(sm90_config(Element::BF16, ep, [128, 128, 64]));
+    }
+    v
+}
+
+#[test]
+fn names_and_sources() {
+    let g = generate(&sm90_config(Element::BF16, GroupedEpilogue::SwiGlu, SM90_TILE)).unwrap();
+    assert!(g.name.starts_with("rc_moe_grouped_sm90_bf16_swiglu_128x256x64_coop_s"), "{}", g.name);
+    assert_eq!(g.threads, 384);
+    // The gate and up halves of a B stage: two TMA boxes per k-tile, the up box 128 rows
+    // (16 KiB) into the stage; the up accumulator of a gate column is 64 registers further.
+    assert!(g.source.contains("gate_row0 + n0, expert"), "{}", g.source);
+    assert!(g.source.contains("up_row0 + n0, expert"));
+    assert!(g.source.contains("ri + 64"));
+    assert!(g.source.contains("rc_grouped_tile(work, sched_tiles_n, rows_used, offsets"));
+    assert!(!g.source.contains("tmap_d"), "grouped units have no D tensor map");
+    assert!(!g.source.contains("_splitk_reduce"));
+    let s = generate(&sm90_config(Element::F16, GroupedEpilogue::Scatter, SM90_TILE)).unwrap();
+    assert!(s.name.starts_with("rc_moe_grouped_sm90_f16_scatter_128x256x64_coop_s"));
+    assert!(s.source.contains("__ldg(weights + entry)"));
+    assert!(!s.source.contains("gate_row0"));
+    for c in configs() {
+        assert_eq!(generate(&c).unwrap().source, generate(&c).unwrap().source);
+    }
+    assert_eq!(gather::generate(Element::BF16).unwrap().name, "rc_moe_gather_rows_bf16");
+}
+
+#[test]
+fn bad_configurations_and_arguments_are_typed_errors() {
+    let mut pp = sm90_config(Element::BF16, GroupedEpilogue::Scatter, [128, 128, 64]);
+    pp.schedule = Sm90Schedule::PingPong;
+    assert!(generate(&pp).is_err(), "ping-pong");
+    let mut cl = sm90_config(Element::BF16, GroupedEpilogue::Scatter, SM90_TILE);
+    cl.cluster = [2, 1];
+    assert!(generate(&cl).is_err(), "cluster");
+    let mut with_c = GemmSm90Config::bf16(SM90_TILE, Sm90Schedule::Cooperative);
+    with_c.grouped = Some(Sm90Grouped::Scatter);
+    assert!(generate(&with_c).is_err(), "a fusion reading C");
+    let mut s8 = sm90_config(Element::BF16, GroupedEpilogue::Scatter, [128, 128, 128]);
+    s8.ab = Element::S8;
+    assert!(generate(&s8).is_err(), "s8");
+    assert!(gather::generate(Element::F32).is_err());
+
+    let g = generate(&sm90_config(Element::BF16, GroupedEpilogue::SwiGlu, SM90_TILE)).unwrap();
+    let ok = Sm90GroupedArgs {
+        a: 1 << 20,
+        b: 2 << 20,
+        d: 3 << 20,
+        sorted_ids: 4 << 20,
+        block_expert: 5 << 20,
+        total_rows: 6 << 20,
+        offsets: 7 << 20,
+        weights: 0,
+        m: 256,
+        n: 136,
+        k: 200,
+        experts: 8,
+        lda: 200,
+        ldb: 200,
+        ldd: 136,
+        expert_stride: 2 * 136 * 200,
+        entries: 90,
+        up_first: false,
+    };
+    g.grouped_check(&ok).unwrap();
+    assert_eq!(g.grouped_b_rows(136).unwrap(), 272);
+    let p = g.grouped_scheduler_params(&ok).unwrap();
+    // 2 row tiles of 128, ceil(136 / 128) = 2 column tiles of 128 output columns.
+    assert_eq!(p.output_tiles(), 4);
+    for bad in [
+        Sm90GroupedArgs { m: 200, ..ok },
+        Sm90GroupedArgs { k: 196, lda: 196, ldb: 196, ..ok },
+        Sm90GroupedArgs { n: 135, ..ok },
+        Sm90GroupedArgs { lda: 100, ..ok },
+        Sm90GroupedArgs { expert_stride: 136 * 200, ..ok },
+        Sm90GroupedArgs { a: (1 << 20) + 8, ..ok },
+        Sm90GroupedArgs { total_rows: 0, ..ok },
+        Sm90GroupedArgs { offsets: 0, ..ok },
+        Sm90GroupedArgs { entries: 0, ..ok },
+    ] {
+        assert!(g.grouped_check(&bad).is_err(), "{bad:?}");
+    }
+    let plain = generate(&GemmSm90Config::bf16(SM90_TILE, Sm90Schedule::Cooperative)).unwrap();
+    assert!(plain.grouped_check(&ok).is_err(), "not a grouped kernel");
+
+    let gg = gather::generate(Element::BF16).unwrap();
+    let ga = MoeGatherArgs {
+        x: 1 << 20,
+        out: 2 << 20,
+        sorted_ids: 3 << 20,
+        total_rows: 4 << 20,
+        rows: 256,
+        hidden: 200,
+        ldx: 200,
+        entries: 90,
+        topk: 2,
+    };
+    gg.check(&ga).unwrap();
+    for bad in [
+        MoeGatherArgs { hidden: 204, ldx: 204, ..ga },
+        MoeGatherArgs { ldx: 100, ..ga },
+        MoeGatherArgs { out: (2 << 20) + 4, ..ga },
+        MoeGatherArgs { rows: 0, ..ga },
+    ] {
+        assert!(gg.check(&bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn compiles_for_sm90a_without_spills_with_wgmma_and_tma() {
+    let Some(tk) = toolkit_for_test() else { return };
+    let mut units: Vec<(String, String, Vec<&str>)> = configs()
+        .iter()
+        .map(|c| {
+            let g = generate(c).unwrap();
+            (g.name, g.source, vec!["HGMMA", "UTMALDG", "SYNCS"])
+        })
+        .collect();
+    let gg = gather::generate(Element::BF16).unwrap();
+    units.push((gg.name, gg.source, vec!["LDG.E.128"]));
+    for (name, src, ops) in units {
+        let c = compile(&src, &format!("{name}.cu"), &CompileOptions::new(Arch::Sm90a))
+            .unwrap_or_else(|err| panic!("{name}: {err}\n{src}"));
+        let r = c
+            .resources
+            .kernel(&name)
+            .unwrap_or_else(|| panic!("no resources\n{}", c.log));
+        assert!(!r.spills() && r.stack_frame_bytes == 0, "{name}: {r:?}");
+        eprintln!("{name}: {} registers, {} B smem", r.registers, r.shared_bytes);
+        let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
+        let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
+        assert!(!sass.uses_local_memory(), "{name}: LDL/STL");
+        let k = sass.kernel(&name).unwrap();
+        for op in &ops {
+            assert!(k.contains_opcode(op), "{name}: no {op}");
+        }
+    }
+}
+

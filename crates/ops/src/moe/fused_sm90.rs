@@ -1,0 +1,153 @@
+//! The fused MoE layer on the SM90 grouped GEMMs (TMA + `wgmma`,
+//! [`rcute_kernel::gemm_sm90::Sm90Grouped`]): routing and alignment to 128-row tiles as for
+//! the SM80 family, then the token rows gathered into padded-row order (TMA cannot gather
+//! rows), GEMM1 with SwiGLU, GEMM2 with the router weight scattered to entry rows, and the
+//! deterministic finalize; six launches, none waiting for the host.
+
+use super::fused::element;
+use super::path::sm90_chosen;
+use super::problem::MoeProblem;
+use crate::error::{boxed, OpsError};
+use crate::Ops;
+use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90, Sm90GroupedArgs};
+use rcute_kernel::grouped_gemm::finalize::{self, MoeFinalizeArgs};
+use rcute_kernel::grouped_gemm::gather::{self, MoeGatherArgs};
+use rcute_kernel::grouped_gemm::{sm90_config, GroupedEpilogue, SM90_TILE};
+use rcute_kernel::Function;
+
+impl Ops {
+    /// Whether `p` runs on the SM90 family: [`sm90_chosen`] for its path, this GPU and its
+    /// routed rows, and (for [`super::MoePath::Auto`]) a workspace large enough for the SM90
+    /// layout ([`super::fused_moe_workspace_bytes`] always is).
+    ///
+    /// # Errors
+    ///
+    /// [`super::MoePath::Sm90`] on a GPU other than sm_90 ([`OpsError::Arch`]) or with a
+    /// workspace smaller than the SM90 layout ([`OpsError::OutOfBounds`]).
+    pub(crate) fn moe_sm90_runs(&self, p: &MoeProblem) -> Result<bool, OpsError> {
+        let cc = self.gpu().compute_capability();
+        if !sm90_chosen(p.path, cc, p.tokens * p.topk, p.local_experts) {
+            return Ok(false);
+        }
+        let fits = p.layout90.bytes <= p.workspace_len;
+        if p.path == super::MoePath::Auto {
+            return Ok(fits);
+        }
+        if cc != (9, 0) {
+            return Err(OpsError::Arch(format!(
+                "the SM90 grouped GEMMs need sm_90, found {cc:?}"
+            )));
+        }
+        if !fits {
+            return Err(OpsError::OutOfBounds {
+                operand: "workspace",
+                needed: p.layout90.bytes,
+                len: p.workspace_len,
+            });
+        }
+        Ok(true)
+    }
+
+    /// An SM90 grouped GEMM, generated and loaded once per configuration.
+    pub(crate) fn grouped_sm90_kernel(&self, cfg: &GemmSm90Config) -> Result<(GeneratedGemmSm90, Function), OpsError> {
+        self.moe_grouped_sm90.get_or_try_build(cfg, || {
+            let g = gemm_sm90::generate(cfg).map_err(boxed)?;
+            let f = self.moe_unit(&g.name, &g.source)?;
+            Ok((g, f))
+        })
+    }
+
+    /// Launch a validated layer on the SM90 family (its workspace layout `p.layout90`);
+    /// every kernel is loaded before the first launch.
+    pub(crate) fn launch_fused_moe_sm90(&self, p: &MoeProblem) -> Result<(), OpsError> {
+        let _scope = self.launch_scope();
+        let el = element(p.dtype)?;
+        let (g1, f1) = self.grouped_sm90_kernel(&sm90_config(el, GroupedEpilogue::SwiGlu, SM90_TILE))?;
+        let (g2, f2) = self.grouped_sm90_kernel(&sm90_config(el, GroupedEpilogue::Scatter, SM90_TILE))?;
+        let gg = gather::generate(el).map_err(boxed)?;
+        let fg = self.moe_unit(&gg.name, &gg.source)?;
+        let gf = finalize::generate(el).map_err(boxed)?;
+        let ff = self.moe_unit(&gf.name, &gf.source)?;
+        let l = &p.layout90;
+        let ws = p.workspace;
+        let (h, i) = (p.hidden as i32, p.inter as i32);
+        let entries = (p.tokens * p.topk) as i32;
+        let rows = l.cap.rows as i32;
+        let common = Sm90GroupedArgs {
+            sorted_ids: ws + l.sorted_ids as u64,
+            block_expert: ws + l.block_expert as u64,
+            total_rows: ws + l.total_rows as u64,
+            offsets: ws + l.offsets as u64,
+            m: rows,
+            experts: p.local_experts as i32,
+            entries,
+            ..Default::default()
+        };
+        let gather = MoeGatherArgs {
+            x: p.x.ptr,
+            out: ws + l.gathered as u64,
+            sorted_ids: common.sorted_ids,
+            total_rows: common.total_rows,
+            rows,
+            hidden: h,
+            ldx: p.x.row_stride,
+            entries,
+            topk: p.topk as i32,
+        };
+        let gemm1 = Sm90GroupedArgs {
+            a: ws + l.gathered as u64,
+            b: p.w13.ptr,
+            d: ws + l.inter as u64,
+            n: i,
+            k: h,
+            lda: i64::from(h),
+            ldb: p.w13.row_stride,
+            ldd: i64::from(i),
+            expert_stride: p.w13.batch_stride,
+            up_first: p.up_first,
+            ..common
+        };
+        let gemm2 = Sm90GroupedArgs {
+            a: ws + l.inter as u64,
+            b: p.w2.ptr,
+            d: ws + l.entry_out as u64,
+            n: h,
+            k: i,
+            lda: i64::from(i),
+            ldb: p.w2.row_stride,
+            ldd: i64::from(h),
+            expert_stride: p.w2.batch_stride,
+            ..common
+        };
+        let mut fin = MoeFinalizeArgs {
+            out: ws + l.entry_out as u64,
+            topk_ids: 0,
+            y: p.y.ptr,
+            tokens: p.tokens as i32,
+            topk: p.topk as i32,
+            hidden: h,
+            expert_offset: p.expert_offset as i32,
+            local_experts: p.local_experts as i32,
+            splits: 1,
+            split_stride: 0,
+        };
+        gg.check(&gather).map_err(boxed)?;
+        g1.grouped_check(&gemm1).map_err(boxed)?;
+        g2.grouped_check(&gemm2).map_err(boxed)?;
+        let (ids, weights) = self.moe_route(p, l)?;
+        fin.topk_ids = ids;
+        gf.check(&fin).map_err(boxed)?;
+        let gemm2 = Sm90GroupedArgs { weights, ..gemm2 };
+        let sms = self.gpu().sm_count();
+        // SAFETY: validated views (x [T, H], w13 [L, 2I, H], w2 [L, H, I], y [T, H]) and
+        // workspace regions sized for these shapes by the SM90 layout (its capacity rows);
+        // the gathered rows name tokens below T (the alignment's entries).
+        unsafe {
+            gg.launch(&fg, &gather).map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f1, &g1, &gemm1, sms).map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f2, &g2, &gemm2, sms).map_err(boxed)?;
+            gf.launch(&ff, &fin).map_err(boxed)?;
+        }
+        Ok(())
+    }
+}
