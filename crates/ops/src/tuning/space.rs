@@ -4,7 +4,9 @@
 //! For a bf16 `gemm` on `m x n x k` (batch `l`) and a GPU with `sms` multiprocessors:
 //! Ampere-class tiles from 16 to 128 rows (64 to 256 columns) with split-K 1 to 16
 //! (serial and parallel) on every GPU; on sm_90 also the Hopper kernel's tiles (32 to 256
-//! columns), schedules, clusters 1x1 / 2x1 and split-K. Split-K stays where each split
+//! columns), schedules, clusters 1x1 / 2x1 and split-K, and for decode shapes (M <= 128)
+//! the 64-row tiles again with the deepest pipeline that fits (clusters 1x1 / 1x2 / 2x1,
+//! split-K 1 and 2). Split-K stays where each split
 //! keeps at least 4 k-tiles and the grid stays within four waves; tiles whose rows exceed
 //! M several times over are left out. Every candidate generates (the generator accepts
 //! it); the rules' own choice is first.
