@@ -344,9 +344,28 @@ pub fn configs() -> Vec<GemmSm90Config> {
     v
 }
 
-#[test]
-fn sm90_gemm_matches_reference() {
-    let Some(gpu) = gpu_for_test() else { return };
+/// Decode configurations with deep pipelines (more stages than the automatic cap), as the
+/// tuner's decode space has them: 64x32 ping-pong with A multicast (1x2), 64x64
+/// warp-specialized, 64x64 ping-pong with a 2x1 cluster.
+pub fn deep_configs() -> Vec<GemmSm90Config> {
+    [
+        ([1, 2], [64, 32, 64], Sm90Schedule::PingPong, 16),
+        ([1, 1], [64, 64, 64], Sm90Schedule::WarpSpecialized, 13),
+        ([2, 1], [64, 64, 64], Sm90Schedule::PingPong, 12),
+    ]
+    .into_iter()
+    .map(|(cluster, tile, sched, stages)| {
+        let mut c = GemmSm90Config::bf16(tile, sched);
+        (c.cluster, c.stages) = (cluster, Some(stages));
+        c
+    })
+    .collect()
+}
+
+/// Whether the test may run: an sm_90 GPU (a missing or other GPU skips, or fails with
+/// `RCUTE_REQUIRE_GPU=1`).
+fn sm90_gpu() -> Option<Gpu> {
+    let gpu = gpu_for_test()?;
     if gpu.arch() != Some(Arch::Sm90a) && gpu.compute_capability() != (9, 0) {
         if std::env::var("RCUTE_REQUIRE_GPU").is_ok_and(|v| v == "1") {
             panic!(
@@ -358,8 +377,34 @@ fn sm90_gemm_matches_reference() {
             "skipping: the SM90 GEMM needs an sm_90 GPU, found {:?}",
             gpu.compute_capability()
         );
-        return;
+        return None;
     }
+    Some(gpu)
+}
+
+#[test]
+fn sm90_gemm_deep_pipelines() {
+    let Some(gpu) = sm90_gpu() else { return };
+    let mut rng = Rng::new("sm90_gemm_deep_pipelines");
+    let count: usize = std::env::var("RCUTE_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    for cfg in deep_configs() {
+        let k = build(&gpu, &cfg);
+        assert_eq!(k.g.config.stages, cfg.stages, "{}", k.g.name);
+        let mut worst = 0.0f64;
+        let cs = cases(&mut rng, cfg.tile, cfg.with_c(), count);
+        for c in &cs {
+            worst = worst.max(run_case(&gpu, &k, *c, &mut rng));
+        }
+        eprintln!("{}: {} cases, worst relative error {worst:.2e}", k.g.name, cs.len());
+    }
+}
+
+#[test]
+fn sm90_gemm_matches_reference() {
+    let Some(gpu) = sm90_gpu() else { return };
     let mut rng = Rng::new("sm90_gemm_matches_reference");
     let count: usize = std::env::var("RCUTE_CASES")
         .ok()

@@ -68,8 +68,9 @@ use rcute_layout::{tuple, Expr, Int, IntTuple, Layout, Swizzle};
 
 /// Threads per warpgroup.
 const WG: i64 = 128;
-/// Shared memory an SM90 CTA may use (227 KiB): the collective's capacity constant.
-pub use rcute_collective::SM90_SMEM_CAPACITY;
+/// Shared memory an SM90 CTA may use (227 KiB) and the most stages the automatic choice
+/// picks: the collective's constants.
+pub use rcute_collective::{SM90_MAX_AUTO_STAGES, SM90_SMEM_CAPACITY};
 /// Registers per thread of the producer warpgroup after `setmaxnreg.dec`.
 pub const PRODUCER_REGS: u32 = 40;
 /// Registers per thread of the consumer warpgroups after `setmaxnreg.inc`.

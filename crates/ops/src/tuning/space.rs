@@ -4,7 +4,9 @@
 //! For a bf16 `gemm` on `m x n x k` (batch `l`) and a GPU with `sms` multiprocessors:
 //! Ampere-class tiles from 16 to 128 rows (64 to 256 columns) with split-K 1 to 16
 //! (serial and parallel) on every GPU; on sm_90 also the Hopper kernel's tiles (32 to 256
-//! columns), schedules, clusters 1x1 / 2x1 and split-K. Split-K stays where each split
+//! columns), schedules, clusters 1x1 / 2x1 and split-K, and for decode shapes (M <= 128)
+//! the 64-row tiles again with the deepest pipeline that fits (clusters 1x1 / 1x2 / 2x1,
+//! split-K 1 and 2). Split-K stays where each split
 //! keeps at least 4 k-tiles and the grid stays within four waves; tiles whose rows exceed
 //! M several times over are left out. Every candidate generates (the generator accepts
 //! it); the rules' own choice is first.
@@ -26,7 +28,7 @@ use crate::select::{select, select_scaled_mm, select_scaled_sm90, select_sm90};
 use rcute_kernel::gemm_sm80::Sm80Target as ScaledMmTarget;
 
 /// The most candidates one problem gets.
-pub const MAX_CANDIDATES: usize = 128;
+pub const MAX_CANDIDATES: usize = 160;
 
 /// Waves of CTAs split-K may fill at most.
 const SPLIT_WAVES: usize = 4;
@@ -152,6 +154,68 @@ fn sm90_specs(
     out
 }
 
+/// Hopper decode candidates (M <= 128) with the deepest pipeline that fits: the narrow
+/// 64-row tiles stream B from HBM, and the automatic stage count (at most
+/// `SM90_MAX_AUTO_STAGES`) leaves too few bytes in flight per SM (BENCHMARKS.md, session 9,
+/// helper decode: cuBLAS's kernels at these sizes run 13 to 16 stages); clusters 1x1, 1x2
+/// (A multicast along N) and, with two tiles along M, 2x1; split-K 1 and 2.
+fn sm90_deep(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
+    use Sm90Schedule::{PingPong, WarpSpecialized};
+    if m > 128 {
+        return Vec::new();
+    }
+    let geometries: [([i64; 3], Sm90Schedule); 5] = [
+        ([64, 32, 64], PingPong),
+        ([64, 64, 64], PingPong),
+        ([64, 64, 64], WarpSpecialized),
+        ([64, 96, 64], PingPong),
+        ([64, 128, 64], PingPong),
+    ];
+    let mut out = Vec::new();
+    for (tile, schedule) in geometries {
+        let tiles = m.div_ceil(tile[0] as usize) * n.div_ceil(tile[1] as usize) * l;
+        for cluster in [[1, 1], [1, 2], [2, 1]] {
+            if cluster[0] > 1 && m <= tile[0] as usize {
+                continue; // a 2x1 cluster needs two tiles along M
+            }
+            let base = Sm90Spec {
+                tile,
+                schedule,
+                stages: None,
+                epi_tile: None,
+                swizzle_log2: 0,
+                raster: Default::default(),
+                split_k: 1,
+                cluster,
+                mma_pipe: None,
+            };
+            let Some(stages) = deepest_stages(&base) else { continue };
+            for split_k in splits(tiles, k.div_ceil(tile[2] as usize), sms) {
+                if split_k <= 2 {
+                    out.push(ConfigSpec::Sm90(Sm90Spec {
+                        stages: Some(stages),
+                        split_k,
+                        ..base.clone()
+                    }));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The most stages of `spec`'s bf16 kernel that fit the shared memory, when that is more
+/// than the automatic choice's cap; `None` otherwise.
+fn deepest_stages(spec: &Sm90Spec) -> Option<usize> {
+    use rcute_kernel::gemm_sm90::{plan, SM90_MAX_AUTO_STAGES};
+    let fits = |s: usize| {
+        let mut cfg = spec.apply(GemmSm90Config::bf16(spec.tile, spec.schedule));
+        cfg.stages = Some(s);
+        plan(&cfg).is_ok()
+    };
+    (SM90_MAX_AUTO_STAGES + 1..=24).rev().find(|&s| fits(s))
+}
+
 /// Whether the generator accepts `spec` for a bf16 TN GEMM.
 fn generates(spec: &ConfigSpec) -> bool {
     match spec {
@@ -192,6 +256,7 @@ pub fn gemm_candidates(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), s
     let mut all = vec![rules_choice(m, n, k, l, cc, sms)];
     if cc == (9, 0) {
         all.extend(sm90(m, n, k, l, sms));
+        all.extend(sm90_deep(m, n, k, l, sms));
     }
     all.extend(sm80(m, n, k, l, sms));
     distinct_generated(all, generates)
@@ -364,6 +429,16 @@ mod tests {
                 names.iter().any(|s| !s.starts_with("sm90:") && s.contains("serial")),
                 "{m}: SM80 split-K"
             );
+            let deep = |c: &ConfigSpec| matches!(c, ConfigSpec::Sm90(s) if s.stages.is_some_and(|st| st > 8));
+            assert!(
+                c.iter().any(|s| deep(s) && s.to_string().starts_with("sm90:64x32x64,pp") && s.to_string().contains("c1x2")),
+                "{m}: deep pipelines with A multicast"
+            );
+            assert!(c.iter().filter(|s| deep(s)).all(generates), "{m}: deep candidates generate");
+        }
+        for m in [256, 4096] {
+            let c = gemm_candidates(m, 4096, 4096, 1, (9, 0), 132);
+            assert!(c.iter().all(|s| !matches!(s, ConfigSpec::Sm90(s) if s.stages.is_some())), "{m}: no deep decode variants");
         }
     }
 
