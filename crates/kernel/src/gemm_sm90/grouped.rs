@@ -58,11 +58,17 @@ pub(super) fn check(cfg: &GemmSm90Config, g: Sm90Grouped) -> Result<(), GemmErro
             "grouped: the ping-pong schedule's look-ahead does not see skipped tiles; use cooperative or warp-specialized",
         ));
     }
-    if cfg.cluster != [1, 1] || cfg.with_c() || cfg.ab != cfg.cd {
-        return Err(cfg_err("grouped: cluster 1x1, no C, A/B and D of one type"));
+    if cfg.cluster != [1, 1] || cfg.with_c() {
+        return Err(cfg_err("grouped: cluster 1x1, no C"));
     }
-    if !matches!(cfg.ab, Element::BF16 | Element::F16) {
-        return Err(cfg_err(format!("grouped: bf16 or f16, got {}", cfg.ab.ptx())));
+    let same = cfg.ab == cfg.cd && matches!(cfg.ab, Element::BF16 | Element::F16);
+    let fp8 = is_fp8(cfg) && matches!(cfg.cd, Element::BF16 | Element::F16);
+    if !same && !fp8 {
+        return Err(cfg_err(format!(
+            "grouped: bf16 or f16 A/B and D of one type, or e4m3 A/B with a bf16 / f16 D; got {} -> {}",
+            cfg.ab.ptx(),
+            cfg.cd.ptx()
+        )));
     }
     // The up box starts BN/2 rows into the stage: whole 8-row (1 KiB) swizzle atoms.
     if g == Sm90Grouped::SwiGlu && cfg.tile[1] % 16 != 0 {
@@ -74,10 +80,25 @@ pub(super) fn check(cfg: &GemmSm90Config, g: Sm90Grouped) -> Result<(), GemmErro
     Ok(())
 }
 
+/// FP8 (e4m3) operands: the epilogue scales each accumulator by its row's activation
+/// scale `a_scale[m]` (per padded row, i.e. per token) and its B row's weight scale
+/// `b_scale[expert][row]` (per output channel) before SwiGLU / the router weight.
+pub(super) fn is_fp8(cfg: &GemmSm90Config) -> bool {
+    cfg.ab == Element::E4M3
+}
+
 /// The kernel's parameters after the family's: D, the alignment, the router weights and
-/// the sizes of the epilogue.
+/// the sizes of the epilogue (and with e4m3 operands the two scale vectors).
 pub(super) fn params(cfg: &GemmSm90Config) -> Vec<(String, String)> {
     let t = cfg.cd.cuda_type();
+    let scales: &[(&str, &str)] = if is_fp8(cfg) {
+        &[
+            ("const float* __restrict__", "a_scale"),
+            ("const float* __restrict__", "b_scale"),
+        ]
+    } else {
+        &[]
+    };
     [
         (format!("{t}* __restrict__"), "D"),
         ("const int* __restrict__".into(), "sorted_ids"),
@@ -90,6 +111,7 @@ pub(super) fn params(cfg: &GemmSm90Config) -> Vec<(String, String)> {
         ("int".into(), "up_first"),
     ]
     .into_iter()
+    .chain(scales.iter().map(|&(t, n)| (t.to_string(), n)))
     .map(|(t, n)| (t, n.to_string()))
     .collect()
 }
@@ -220,10 +242,22 @@ fn store_pair(el: Element, ptr: &str, x: &str, y: &str) -> Stmt {
     Stmt::assign(format!("*reinterpret_cast<{t2}*>({ptr})"), format!("{f}({x}, {y})"))
 }
 
+/// The accumulator `acc[a][r]` as a value of the epilogue: with e4m3 operands times the
+/// row's activation scale `sa` and the B row's weight scale at `bs[brow]`.
+fn scaled(fp8: bool, r: &str, brow: &str) -> String {
+    if fp8 {
+        format!("(acc[a][{r}] * sa * __ldg(bs + {brow}))")
+    } else {
+        format!("acc[a][{r}]")
+    }
+}
+
 /// The register epilogue of one tile: per m64 atom and row half, the thread's column
-/// pairs straight to global memory.
+/// pairs straight to global memory (e4m3 operands: each accumulator times its row's and
+/// its B row's scales first).
 pub(super) fn epilogue(k: &Ctx, g: Sm90Grouped) -> Result<Vec<Stmt>, GemmError> {
     let el = k.cfg.cd;
+    let fp8 = is_fp8(k.cfg);
     let t = el.cuda_type();
     // CLayout_64xN: the register pair of (h, j) and its row / column in the atom.
     let pairs = match g {
@@ -236,26 +270,55 @@ pub(super) fn epilogue(k: &Ctx, g: Sm90Grouped) -> Result<Vec<Stmt>, GemmError> 
     let hj = [var("h"), var("j")];
     let pair = |x: &str, y: &str| if_("gn + col < N", vec![store_pair(el, "drow + gn + col", x, y)]);
     let store = match g {
-        Sm90Grouped::SwiGlu => vec![
-            dl("const int", "ri", &reg, &hj)?,
-            dl("const int", "col", &col, &hj)?,
-            dc(
-                "const int",
-                "ru",
-                format!("ri + {}", k.bn / 4),
-                format!("the up accumulator: column col + {} (B rows {}..{})", k.bn / 2, k.bn / 2, k.bn),
-            ),
-            pair(
-                "rc_silu(acc[a][ri]) * acc[a][ru]",
-                "rc_silu(acc[a][ri + 1]) * acc[a][ru + 1]",
-            ),
-        ],
+        Sm90Grouped::SwiGlu => {
+            let v = |r: &str, up: &str, c: &str| {
+                format!(
+                    "rc_silu({}) * {}",
+                    scaled(fp8, r, &format!("gate_row0 + gn + col{c}")),
+                    scaled(fp8, up, &format!("up_row0 + gn + col{c}"))
+                )
+            };
+            vec![
+                dl("const int", "ri", &reg, &hj)?,
+                dl("const int", "col", &col, &hj)?,
+                dc(
+                    "const int",
+                    "ru",
+                    format!("ri + {}", k.bn / 4),
+                    format!("the up accumulator: column col + {} (B rows {}..{})", k.bn / 2, k.bn / 2, k.bn),
+                ),
+                pair(&v("ri", "ru", ""), &v("ri + 1", "ru + 1", " + 1")),
+            ]
+        }
         Sm90Grouped::Scatter => vec![
             dl("const int", "ri", &reg, &hj)?,
             dl("const int", "col", &col, &hj)?,
-            pair("w * acc[a][ri]", "w * acc[a][ri + 1]"),
+            pair(
+                &format!("w * {}", scaled(fp8, "ri", "gn + col")),
+                &format!("w * {}", scaled(fp8, "ri + 1", "gn + col + 1")),
+            ),
         ],
     };
+    let row_scale = |gate: &str| {
+        dc(
+            "const float",
+            "sa",
+            format!("__ldg(a_scale + {gate})"),
+            "the row's (token's) activation scale",
+        )
+    };
+    let mut swiglu_row = vec![];
+    let mut scatter_row = vec![];
+    if fp8 {
+        swiglu_row.push(row_scale("gm + row"));
+        scatter_row.push(row_scale("gm + row"));
+    }
+    swiglu_row.push(unroll("j", pairs, store.clone()));
+    scatter_row.extend([
+        d("const float", "w", "weights != nullptr ? __ldg(weights + entry) : 1.0f"),
+        d(&format!("{t}* const"), "drow", "D + (long long)entry * ldd"),
+        unroll("j", pairs, store),
+    ]);
     let per_row = match g {
         Sm90Grouped::SwiGlu => vec![
             dl("const int", "row", &row, &[var("h"), Expr::lit(0)])?,
@@ -264,7 +327,7 @@ pub(super) fn epilogue(k: &Ctx, g: Sm90Grouped) -> Result<Vec<Stmt>, GemmError> 
                 "drow",
                 "D + (long long)(gm + row) * ldd",
             ),
-            if_("gm + row < M", vec![unroll("j", pairs, store)]),
+            if_("gm + row < M", swiglu_row),
         ],
         Sm90Grouped::Scatter => vec![
             dl("const int", "row", &row, &[var("h"), Expr::lit(0)])?,
@@ -274,14 +337,7 @@ pub(super) fn epilogue(k: &Ctx, g: Sm90Grouped) -> Result<Vec<Stmt>, GemmError> 
                 "gm + row < M ? __ldg(sorted_ids + gm + row) : entries",
                 "the routed (token, j) entry of this row; `entries` in padding rows",
             ),
-            if_(
-                "entry < entries",
-                vec![
-                    d("const float", "w", "weights != nullptr ? __ldg(weights + entry) : 1.0f"),
-                    d(&format!("{t}* const"), "drow", "D + (long long)entry * ldd"),
-                    unroll("j", pairs, store),
-                ],
-            ),
+            if_("entry < entries", scatter_row),
         ],
     };
     let per_atom = vec![
@@ -294,13 +350,24 @@ pub(super) fn epilogue(k: &Ctx, g: Sm90Grouped) -> Result<Vec<Stmt>, GemmError> 
         dc("const int", "gn", "n0 + 2 * (lane % 4)", "output column of acc[a][0]"),
         unroll("h", 2, per_row),
     ];
-    Ok(vec![
-        c(match g {
-            Sm90Grouped::SwiGlu => "grouped epilogue: silu(gate) * up, column pairs from the registers to padded rows",
-            Sm90Grouped::Scatter => "grouped epilogue: router weight times the row, scattered to its entry row",
-        }),
-        unroll("a", k.p.m_atoms, per_atom),
-    ])
+    let mut v = vec![c(match g {
+        Sm90Grouped::SwiGlu => "grouped epilogue: silu(gate) * up, column pairs from the registers to padded rows",
+        Sm90Grouped::Scatter => "grouped epilogue: router weight times the row, scattered to its entry row",
+    })];
+    if fp8 {
+        let rows = match g {
+            Sm90Grouped::SwiGlu => "2 * N",
+            Sm90Grouped::Scatter => "N",
+        };
+        v.push(dc(
+            "const float* const",
+            "bs",
+            format!("b_scale + (long long)expert * {rows}"),
+            format!("the expert's weight scales, one per B row: b_scale (L,{rows}):({rows},1)"),
+        ));
+    }
+    v.push(unroll("a", k.p.m_atoms, per_atom));
+    Ok(v)
 }
 
 /// SiLU for the SwiGLU epilogue.

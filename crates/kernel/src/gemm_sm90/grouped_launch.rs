@@ -44,6 +44,11 @@ pub struct Sm90GroupedArgs {
     pub entries: i32,
     /// SwiGLU: the up rows come first in each expert's `2N` rows.
     pub up_first: bool,
+    /// e4m3 operands only: `a_scale [M]` (f32), the activation scale of each padded row.
+    pub a_scale: u64,
+    /// e4m3 operands only: `b_scale [experts, rows]` (f32, dense), the weight scale of each
+    /// B row (output channel; SwiGLU: `2N` rows per expert, gate and up).
+    pub b_scale: u64,
 }
 
 impl GeneratedGemmSm90 {
@@ -106,6 +111,9 @@ impl GeneratedGemmSm90 {
         }
         if [a.a, a.b, a.d, a.sorted_ids, a.block_expert, a.total_rows, a.offsets].contains(&0) {
             return shape("null pointer".into());
+        }
+        if grouped::is_fp8(&self.config) && (a.a_scale == 0 || a.b_scale == 0) {
+            return shape("e4m3 operands need a_scale and b_scale".into());
         }
         Ok(())
     }
@@ -219,6 +227,11 @@ pub unsafe fn launch_grouped(
         .i64(a.ldd)
         .i32(a.entries)
         .i32(i32::from(a.up_first));
+    let ka = if grouped::is_fp8(&g.config) {
+        ka.u64(a.a_scale).u64(a.b_scale)
+    } else {
+        ka
+    };
     let lc = g.grouped_launch_config(a, max_ctas)?;
     // SAFETY: the parameter list matches the generated kernel's signature; the caller
     // guarantees the buffers.

@@ -272,9 +272,15 @@ pub(super) fn acc_cty(ab: Element) -> &'static str {
 pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
     let [bm, bn, bk] = cfg.tile;
     if let Some(g) = cfg.grouped {
-        // The grouped member: `rc_moe_grouped_sm90_bf16_swiglu_128x256x64_coop_s4`.
+        // The grouped member: `rc_moe_grouped_sm90_bf16_swiglu_128x256x64_coop_s4`, with
+        // `_d<type>` where D's type is not A's (e4m3 operands).
+        let out = if cfg.cd == cfg.ab {
+            String::new()
+        } else {
+            format!("_d{}", cfg.cd.ptx())
+        };
         return format!(
-            "rc_moe_grouped_sm90_{}_{}_{bm}x{bn}x{bk}_{}_s{}",
+            "rc_moe_grouped_sm90_{}_{}_{bm}x{bn}x{bk}_{}_s{}{out}",
             cfg.ab.ptx(),
             g.tag(),
             cfg.schedule.tag(),

@@ -20,6 +20,31 @@ use rcute_atom::Element;
 /// block), `BN = 256` B rows (SwiGLU: 128 gate + 128 up rows), `BK = 64`.
 pub const SM90_TILE: [i64; 3] = [128, 256, 64];
 
+/// The FP8 grouped tile: `BK = 128` e4m3 elements (128-byte rows, the `SWIZZLE_128B`
+/// atom), as the FP8 scaled GEMM's.
+pub const SM90_FP8_TILE: [i64; 3] = [128, 256, 128];
+
+/// The SM90 grouped GEMM configuration of e4m3 operands with an `out` (bf16 or f16) D and
+/// `epilogue` at [`SM90_FP8_TILE`]: f32 accumulation, the per-row activation scale and the
+/// per-output-channel weight scale applied in the register epilogue before SwiGLU / the
+/// router weight.
+///
+/// ```
+/// use rcute_kernel::grouped_gemm::{sm90_fp8_config, GroupedEpilogue};
+/// use rcute_atom::Element;
+/// let g = rcute_kernel::gemm_sm90::generate(&sm90_fp8_config(Element::BF16, GroupedEpilogue::Scatter)).unwrap();
+/// assert!(g.name.starts_with("rc_moe_grouped_sm90_e4m3_scatter_128x256x128_coop_s"));
+/// assert!(g.name.ends_with("_dbf16"));
+/// assert!(g.source.contains("e4m3.e4m3"));
+/// ```
+pub fn sm90_fp8_config(out: Element, epilogue: GroupedEpilogue) -> GemmSm90Config {
+    let mut c = sm90_config(out, epilogue, SM90_FP8_TILE);
+    c.ab = Element::E4M3;
+    // As the FP8 scaled GEMM: no extra wgmma batch in flight (register pressure).
+    c.mma_pipe = 0;
+    c
+}
+
 /// The SM90 grouped GEMM configuration of `element` operands with `epilogue` and `tile`
 /// (`BM` 128: the cooperative schedule's two warpgroups of 64 rows).
 pub fn sm90_config(element: Element, epilogue: GroupedEpilogue, tile: [i64; 3]) -> GemmSm90Config {
