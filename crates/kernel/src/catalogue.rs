@@ -240,11 +240,24 @@ fn grouped_gemm_units() -> Vec<CatalogueKernel> {
     // row gather in front of GEMM1.
     for cfg in grouped_gemm_sm90_configs() {
         let g = crate::gemm_sm90::generate(&cfg).expect("catalogue SM90 grouped GEMM configurations generate");
+        let mma = if cfg.ab == rcute_atom::Element::E4M3 { "QGMMA" } else { "HGMMA" };
         out.push(CatalogueKernel {
             name: g.name.clone(),
             arch: Arch::Sm90a,
             source: g.source,
-            expect_sass: vec!["HGMMA", "UTMALDG", "SYNCS"],
+            expect_sass: vec![mma, "UTMALDG", "SYNCS"],
+            kernels: 1,
+        });
+    }
+    // The FP8 MoE layer's per-token e4m3 quantization (GEMM1: fused with the row gather;
+    // GEMM2: of GEMM1's SwiGLU output).
+    for src in [crate::grouped_gemm::quant::QuantSource::Gather, crate::grouped_gemm::quant::QuantSource::Rows] {
+        let g = crate::grouped_gemm::quant::generate(rcute_atom::Element::BF16, src).expect("the quantize generates for bf16");
+        out.push(CatalogueKernel {
+            name: g.name.clone(),
+            arch: Arch::Sm90a,
+            source: g.source,
+            expect_sass: vec!["LDG.E.128", "SHFL.BFLY", "F2FP"],
             kernels: 1,
         });
     }
@@ -291,13 +304,14 @@ pub fn grouped_gemm_configs() -> Vec<crate::grouped_gemm::GroupedGemmConfig> {
 
 /// The SM90 grouped (MoE) GEMM configurations of the catalogue: bf16 GEMM1 (SwiGLU) and
 /// GEMM2 (weighted scatter) at the tile `ops::fused_moe` runs on sm_90
-/// ([`crate::grouped_gemm::SM90_TILE`]).
+/// ([`crate::grouped_gemm::SM90_TILE`]), and the e4m3 pair of `ops::fused_moe_fp8`
+/// ([`crate::grouped_gemm::sm90_fp8_config`], bf16 output).
 pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
-    use crate::grouped_gemm::{sm90_config, GroupedEpilogue, SM90_TILE};
-    [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter]
-        .into_iter()
-        .map(|ep| sm90_config(rcute_atom::Element::BF16, ep, SM90_TILE))
-        .collect()
+    use crate::grouped_gemm::{sm90_config, sm90_fp8_config, GroupedEpilogue, SM90_TILE};
+    let eps = [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter];
+    let bf16 = eps.map(|ep| sm90_config(rcute_atom::Element::BF16, ep, SM90_TILE));
+    let fp8 = eps.map(|ep| sm90_fp8_config(rcute_atom::Element::BF16, ep));
+    bf16.into_iter().chain(fp8).collect()
 }
 
 /// The SM90 GEMM configurations of the catalogue (the ones `ops` selects, and one per

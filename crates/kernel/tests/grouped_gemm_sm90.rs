@@ -6,7 +6,8 @@
 use rcute_atom::Element;
 use rcute_kernel::gemm_sm90::{generate, GemmSm90Config, Sm90Grouped, Sm90GroupedArgs, Sm90Schedule};
 use rcute_kernel::grouped_gemm::gather::{self, MoeGatherArgs};
-use rcute_kernel::grouped_gemm::{sm90_config, GroupedEpilogue, SM90_TILE};
+use rcute_kernel::grouped_gemm::quant::{self, MoeQuantArgs, QuantSource};
+use rcute_kernel::grouped_gemm::{sm90_config, sm90_fp8_config, GroupedEpilogue, SM90_TILE};
 use rcute_kernel::testing::toolkit_for_test;
 use rcute_kernel::{compile, Arch, CompileOptions, Sass};
 
@@ -19,6 +20,7 @@ fn configs() -> Vec<GemmSm90Config> {
     }
     for ep in [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter] {
         v.push(sm90_config(Element::BF16, ep, [128, 128, 64]));
+        v.push(sm90_fp8_config(Element::BF16, ep));
     }
     v
 }
@@ -44,6 +46,23 @@ fn names_and_sources() {
         assert_eq!(generate(&c).unwrap().source, generate(&c).unwrap().source);
     }
     assert_eq!(gather::generate(Element::BF16).unwrap().name, "rc_moe_gather_rows_bf16");
+    // FP8: e4m3 operands, a bf16 D, both scales applied to the accumulators before SwiGLU
+    // (gate and up rows' own channel scales) and before the router weight.
+    let f = generate(&sm90_fp8_config(Element::BF16, GroupedEpilogue::SwiGlu)).unwrap();
+    assert!(f.name.starts_with("rc_moe_grouped_sm90_e4m3_swiglu_128x256x128_coop_s"), "{}", f.name);
+    assert!(f.name.ends_with("_dbf16"));
+    assert!(f.source.contains("rc_silu((acc[a][ri] * sa * __ldg(bs + gate_row0 + gn + col)))"), "{}", f.source);
+    assert!(f.source.contains("(acc[a][ru] * sa * __ldg(bs + up_row0 + gn + col))"));
+    assert!(f.source.contains("b_scale + (long long)expert * 2 * N"));
+    let s = generate(&sm90_fp8_config(Element::BF16, GroupedEpilogue::Scatter)).unwrap();
+    assert!(s.source.contains("w * (acc[a][ri] * sa * __ldg(bs + gn + col))"));
+    assert!(s.source.contains("b_scale + (long long)expert * N"));
+    assert!(!generate(&sm90_config(Element::BF16, GroupedEpilogue::Scatter, SM90_TILE)).unwrap().source.contains("a_scale"));
+    for src in [QuantSource::Gather, QuantSource::Rows] {
+        let q = quant::generate(Element::BF16, src).unwrap();
+        assert_eq!(q.source, quant::generate(Element::BF16, src).unwrap().source);
+    }
+    assert_eq!(quant::generate(Element::F16, QuantSource::Rows).unwrap().name, "rc_moe_quant_e4m3_f16_rows");
 }
 
 #[test]
@@ -61,6 +80,34 @@ fn bad_configurations_and_arguments_are_typed_errors() {
     s8.ab = Element::S8;
     assert!(generate(&s8).is_err(), "s8");
     assert!(gather::generate(Element::F32).is_err());
+    assert!(quant::generate(Element::E4M3, QuantSource::Rows).is_err());
+    let mut f8_to_f32 = sm90_fp8_config(Element::BF16, GroupedEpilogue::Scatter);
+    f8_to_f32.cd = Element::F32;
+    assert!(generate(&f8_to_f32).is_err(), "e4m3 -> f32");
+    let q = quant::generate(Element::BF16, QuantSource::Gather).unwrap();
+    let qa = MoeQuantArgs {
+        src: 1 << 20,
+        q: 2 << 20,
+        scale: 3 << 20,
+        sorted_ids: 4 << 20,
+        total_rows: 5 << 20,
+        rows: 256,
+        k: 208,
+        ld: 208,
+        entries: 90,
+        topk: 2,
+    };
+    q.check(&qa).unwrap();
+    for bad in [
+        MoeQuantArgs { k: 200, ld: 200, ..qa },
+        MoeQuantArgs { ld: 100, ..qa },
+        MoeQuantArgs { q: (2 << 20) + 8, ..qa },
+        MoeQuantArgs { scale: 0, ..qa },
+        MoeQuantArgs { sorted_ids: 0, ..qa },
+        MoeQuantArgs { rows: 0, ..qa },
+    ] {
+        assert!(q.check(&bad).is_err(), "{bad:?}");
+    }
 
     let g = generate(&sm90_config(Element::BF16, GroupedEpilogue::SwiGlu, SM90_TILE)).unwrap();
     let ok = Sm90GroupedArgs {
@@ -82,6 +129,8 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         expert_stride: 2 * 136 * 200,
         entries: 90,
         up_first: false,
+        a_scale: 0,
+        b_scale: 0,
     };
     g.grouped_check(&ok).unwrap();
     assert_eq!(g.grouped_b_rows(136).unwrap(), 272);
@@ -100,6 +149,17 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         Sm90GroupedArgs { entries: 0, ..ok },
     ] {
         assert!(g.grouped_check(&bad).is_err(), "{bad:?}");
+    }
+    // e4m3 operands: the two scale vectors are required, K a multiple of 16 elements.
+    let f8 = generate(&sm90_fp8_config(Element::BF16, GroupedEpilogue::SwiGlu)).unwrap();
+    let ok8 = Sm90GroupedArgs { k: 208, lda: 208, ldb: 208, expert_stride: 2 * 136 * 208, a_scale: 8 << 20, b_scale: 9 << 20, ..ok };
+    f8.grouped_check(&ok8).unwrap();
+    for bad in [
+        Sm90GroupedArgs { a_scale: 0, ..ok8 },
+        Sm90GroupedArgs { b_scale: 0, ..ok8 },
+        Sm90GroupedArgs { k: 200, lda: 200, ldb: 200, expert_stride: 2 * 136 * 200, ..ok8 },
+    ] {
+        assert!(f8.grouped_check(&bad).is_err(), "{bad:?}");
     }
     let plain = generate(&GemmSm90Config::bf16(SM90_TILE, Sm90Schedule::Cooperative)).unwrap();
     assert!(plain.grouped_check(&ok).is_err(), "not a grouped kernel");
@@ -134,11 +194,16 @@ fn compiles_for_sm90a_without_spills_with_wgmma_and_tma() {
         .iter()
         .map(|c| {
             let g = generate(c).unwrap();
-            (g.name, g.source, vec!["HGMMA", "UTMALDG", "SYNCS"])
+            let mma = if c.ab == Element::E4M3 { "QGMMA" } else { "HGMMA" };
+            (g.name, g.source, vec![mma, "UTMALDG", "SYNCS"])
         })
         .collect();
     let gg = gather::generate(Element::BF16).unwrap();
     units.push((gg.name, gg.source, vec!["LDG.E.128"]));
+    for src in [QuantSource::Gather, QuantSource::Rows] {
+        let q = quant::generate(Element::BF16, src).unwrap();
+        units.push((q.name, q.source, vec!["LDG.E.128", "SHFL.BFLY", "F2FP"]));
+    }
     for (name, src, ops) in units {
         let c = compile(&src, &format!("{name}.cu"), &CompileOptions::new(Arch::Sm90a))
             .unwrap_or_else(|err| panic!("{name}: {err}\n{src}"));
