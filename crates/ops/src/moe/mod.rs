@@ -26,6 +26,7 @@
 pub mod align;
 mod forced;
 pub(crate) mod fused;
+mod fused_fp8;
 mod fused_sm90;
 mod grouped;
 pub mod path;
@@ -35,6 +36,7 @@ pub mod routing;
 
 pub use align::{align_reference, Alignment};
 pub use forced::fused_moe_workspace_bytes_with;
+pub use fused_fp8::{fused_moe_fp8_workspace_bytes, MoeFp8Weights};
 pub use grouped::{validate_grouped_gemm, GroupedProblem};
 pub use path::{sm90_chosen, MoePath, SM90_MIN_ROWS_PER_EXPERT};
 pub use problem::{

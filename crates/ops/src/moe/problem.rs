@@ -512,13 +512,32 @@ pub fn validate_fused_moe(
     workspace: &MoeWorkspace<'_>,
     y: &MatrixMut<'_>,
 ) -> Result<MoeProblem, OpsError> {
+    validate_moe(x, w13, w2, routing, opts, workspace, y, false)
+}
+
+/// [`validate_fused_moe`], or with `fp8` for e4m3 weights (x and y bf16 / f16, `H` and `I`
+/// multiples of 16, the FP8 workspace layout in `layout90`: see
+/// [`super::fused_fp8::fp8_layout`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn validate_moe(
+    x: &MatrixRef<'_>,
+    w13: &MatrixRef<'_>,
+    w2: &MatrixRef<'_>,
+    routing: &MoeRouting<'_>,
+    opts: &MoeOptions,
+    workspace: &MoeWorkspace<'_>,
+    y: &MatrixMut<'_>,
+    fp8: bool,
+) -> Result<MoeProblem, OpsError> {
     let (xg, ag, bg, yg) = (x.geo(), w13.geo(), w2.geo(), y.geo());
     dtype_is("x", &xg, &[DType::BF16, DType::F16])?;
-    for (op, g) in [("w13", &ag), ("w2", &bg), ("y", &yg)] {
-        if g.dtype != xg.dtype {
+    let wdt = if fp8 { DType::E4M3 } else { xg.dtype };
+    for (op, g, want) in [("w13", &ag, wdt), ("w2", &bg, wdt), ("y", &yg, xg.dtype)] {
+        if g.dtype != want {
             return Err(OpsError::DType(format!(
-                "{op} is {}, x is {}",
+                "{op} is {}, expected {} (x is {})",
                 g.dtype.name(),
+                want.name(),
                 xg.dtype.name()
             )));
         }
@@ -550,10 +569,11 @@ pub fn validate_fused_moe(
             yg.rows, yg.cols
         )));
     }
-    if !hidden.is_multiple_of(8) || !inter.is_multiple_of(8) {
+    let vec = if fp8 { 16 } else { 8 };
+    if !hidden.is_multiple_of(vec) || !inter.is_multiple_of(vec) {
         return Err(OpsError::Alignment {
             operand: "w13",
-            detail: format!("H = {hidden} and I = {inter} must be multiples of 8 (16-byte vectors)"),
+            detail: format!("H = {hidden} and I = {inter} must be multiples of {vec} (16-byte vectors)"),
         });
     }
     if local > MAX_LOCAL_EXPERTS as usize {
@@ -588,10 +608,16 @@ pub fn validate_fused_moe(
             what: "tokens x top-k (32-bit indices)",
         });
     }
-    let [layout, layout90] = layouts(tokens, topk, local, hidden, inter, xg.dtype.bytes())?;
+    let [layout, mut layout90] = layouts(tokens, topk, local, hidden, inter, xg.dtype.bytes())?;
     // Room for either family's layout and for any SM80 configuration a tuning table may
-    // pick: the choice is made at launch.
-    let needed = fused_moe_workspace_bytes(tokens, topk, local, hidden, inter, xg.dtype)?;
+    // pick: the choice is made at launch. FP8: its own SM90 layout.
+    let needed = if fp8 {
+        let (l, bytes) = super::fused_fp8::fp8_layout(tokens, topk, local, hidden, inter, xg.dtype)?;
+        layout90 = l;
+        bytes
+    } else {
+        fused_moe_workspace_bytes(tokens, topk, local, hidden, inter, xg.dtype)?
+    };
     if workspace.len < needed {
         return Err(OpsError::OutOfBounds {
             operand: "workspace",
