@@ -5,7 +5,8 @@
 //!   to the lower expert, optional renormalisation).
 //! * [`align`]: top-k ids and a local expert range -> per-expert counts, offsets padded to
 //!   the GEMM tile, the routed entries sorted by expert, the expert of every tile.
-//! * [`reference`](mod@reference): the whole layer in float64.
+//! * [`reference`](mod@reference): the whole layer in float64; [`reference_fp8`]: the FP8
+//!   layer's quantized semantics ([`crate::Ops::fused_moe_fp8`]).
 //! * [`problem`]: validation, workspace sizes ([`fused_moe_workspace_bytes`]) and the
 //!   routing / options types.
 //!
@@ -32,6 +33,7 @@ mod grouped;
 pub mod path;
 pub mod problem;
 pub mod reference;
+pub mod reference_fp8;
 pub mod routing;
 
 pub use align::{align_reference, Alignment};
