@@ -14,8 +14,11 @@ use crate::bench_timing::median_us;
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::bf16;
-use rcute_ops::moe::{fused_moe_workspace_bytes, topk_softmax_reference, MoeOptions, MoePath, MoeRouting, MoeWorkspace};
-use rcute_ops::{DType, MatrixMut, MatrixRef, Ops};
+use rcute_ops::moe::{
+    fused_moe_fp8_workspace_bytes, fused_moe_workspace_bytes, topk_softmax_reference, MoeFp8Weights, MoeOptions, MoePath,
+    MoeRouting, MoeWorkspace,
+};
+use rcute_ops::{DType, MatrixMut, MatrixRef, Ops, E4M3};
 use std::sync::Arc;
 
 /// Options of `rcute bench moe`.
@@ -57,6 +60,63 @@ pub struct BenchMoeArgs {
     /// reduce-scatter, dispatch).
     #[arg(long = "combine", default_values_t = ["all-reduce".to_string(), "all-reduce-overlapped".to_string(), "dispatch".to_string()])]
     pub combine: Vec<String>,
+    /// The experts' weight type: `bf16`, or `e4m3` (sm_90): the FP8 layer
+    /// (`Ops::fused_moe_fp8`, the bf16 weights quantized per output channel on the GPU) is
+    /// timed beside the `--path` bf16 layers in the same run, with its relative error
+    /// against the last bf16 layer's output.
+    #[arg(long, default_value = "bf16")]
+    pub dtype: String,
+}
+
+/// The FP8 copy of the benchmark's experts: e4m3 weights and their per-row f32 scales.
+struct Fp8Experts {
+    w13: CudaSlice<E4M3>,
+    w2: CudaSlice<E4M3>,
+    s13: CudaSlice<f32>,
+    s2: CudaSlice<f32>,
+}
+
+impl Fp8Experts {
+    /// Quantizes `w13 [E * 2I, H]` and `w2 [E * H, I]` per row on the GPU.
+    fn new(ops: &Ops, w13: &CudaSlice<bf16>, w2: &CudaSlice<bf16>, a: &BenchMoeArgs) -> Result<Fp8Experts, String> {
+        let s = ops.gpu().stream().clone();
+        let e = |x: cudarc::driver::DriverError| x.to_string();
+        let (r13, r2) = (a.experts * 2 * a.inter, a.experts * a.hidden);
+        let mut f = Fp8Experts {
+            w13: s.alloc_zeros::<E4M3>(r13 * a.hidden).map_err(e)?,
+            w2: s.alloc_zeros::<E4M3>(r2 * a.inter).map_err(e)?,
+            s13: s.alloc_zeros::<f32>(r13).map_err(e)?,
+            s2: s.alloc_zeros::<f32>(r2).map_err(e)?,
+        };
+        for (src, q, sc, rows, k) in [(w13, &mut f.w13, &mut f.s13, r13, a.hidden), (w2, &mut f.w2, &mut f.s2, r2, a.inter)] {
+            ops.quantize_e4m3_rows(
+                &MatrixRef::new(src, rows, k),
+                &mut MatrixMut::new(q, rows, k),
+                &mut MatrixMut::new(sc, rows, 1),
+            )
+            .map_err(|x| x.to_string())?;
+        }
+        Ok(f)
+    }
+
+    fn weights(&self, a: &BenchMoeArgs) -> MoeFp8Weights<'_> {
+        let (e, h, i) = (a.experts, a.hidden, a.inter);
+        MoeFp8Weights {
+            w13: MatrixRef::new(&self.w13, 2 * i, h).batched(e, (2 * i * h) as i64),
+            w2: MatrixRef::new(&self.w2, h, i).batched(e, (h * i) as i64),
+            w13_scale: MatrixRef::new(&self.s13, e, 2 * i),
+            w2_scale: MatrixRef::new(&self.s2, e, h),
+        }
+    }
+}
+
+/// Relative Frobenius distance of `got` from `want`.
+fn rel_error(got: &[bf16], want: &[bf16]) -> f64 {
+    let (n, d) = got.iter().zip(want).fold((0.0f64, 0.0f64), |(n, d), (g, w)| {
+        let (g, w) = (g.to_f64(), w.to_f64());
+        (n + (g - w) * (g - w), d + w * w)
+    });
+    (n / d.max(1e-300)).sqrt()
 }
 
 /// SplitMix64 values as bf16 in `[-scale, scale]`.
@@ -193,6 +253,11 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
     let e = |x: cudarc::driver::DriverError| x.to_string();
     let w13 = device_random(&s, e_n * 2 * i * h, 11, 1.0 / (h as f32).sqrt())?;
     let w2 = device_random(&s, e_n * h * i, 12, 1.0 / (i as f32).sqrt())?;
+    let fp8 = match args.dtype.as_str() {
+        "bf16" => None,
+        "e4m3" => Some(Fp8Experts::new(&ops, &w13, &w2, args)?),
+        other => return Err(format!("--dtype {other}: bf16 or e4m3")),
+    };
     let mut out = format!(
         "MoE E={e_n} top-{k} H={h} I={i} bf16, {} (experts {:.1} MB, one copy)\n{:>6} {:>5} {:>10} {:>9} {:>9} {:>10} {:>8} {:>7}\n",
         gpu.name(),
@@ -219,6 +284,9 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         let mut y = s.alloc_zeros::<bf16>(t * h).map_err(e)?;
         let bytes = fused_moe_workspace_bytes(t, k, e_n, h, i, DType::BF16).map_err(|x| x.to_string())?;
         let mut ws = s.alloc_zeros::<u8>(bytes).map_err(e)?;
+        let mut y8 = s.alloc_zeros::<bf16>(t * h).map_err(e)?;
+        let bytes8 = fused_moe_fp8_workspace_bytes(t, k, e_n, h, i, DType::BF16).map_err(|x| x.to_string())?;
+        let mut ws8 = s.alloc_zeros::<u8>(if fp8.is_some() { bytes8 } else { 1 }).map_err(e)?;
         let mut peer = Peer::new(&s, &x_h, &r.topk_ids, args, t)?;
         let touched = peer.groups.len();
         let xv = MatrixRef::new(&x, t, h);
@@ -232,6 +300,8 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         // One closure per path on the same buffers (borrowed in turn), then the peer:
         // timed alternately.
         let bufs = std::cell::RefCell::new((MoeWorkspace::new(&mut ws), MatrixMut::new(&mut y, t, h)));
+        let bufs8 = std::cell::RefCell::new((MoeWorkspace::new(&mut ws8), MatrixMut::new(&mut y8, t, h)));
+        let w8 = fp8.as_ref().map(|f| f.weights(args));
         let mut layers: Vec<Box<dyn FnMut() -> Result<(), String> + '_>> = Vec::new();
         for &path in &paths {
             let opts = MoeOptions {
@@ -246,6 +316,15 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
                     .map_err(|x| x.to_string())
             }));
         }
+        if let Some(w8) = &w8 {
+            let (ops, xv, routing, bufs8) = (&ops, &xv, &routing, &bufs8);
+            layers.push(Box::new(move || {
+                let mut b = bufs8.borrow_mut();
+                let (wsv, yv) = &mut *b;
+                ops.fused_moe_fp8(xv, w8, routing, &MoeOptions::default(), wsv, yv)
+                    .map_err(|x| x.to_string())
+            }));
+        }
         let mut pc = || peer.run(&blas, &w13, &w2, args);
         let mut all: Vec<&mut dyn FnMut() -> Result<(), String>> = layers
             .iter_mut()
@@ -253,17 +332,31 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
             .collect();
         all.push(&mut pc);
         let (med, graphed) = median_us(&s, args.iters, !args.eager, &mut all)?;
-        let peer_us = med[paths.len()];
-        let moved = (touched * 3 * h * i * 2 + 2 * t * h * 2) as f64;
+        let peer_us = med[med.len() - 1];
+        drop(all);
+        drop(layers);
         let flops = 6.0 * (t * k * h * i) as f64;
-        for (path, us) in paths.iter().zip(&med) {
+        let names = paths.iter().map(|p| format!("{p:?}").to_lowercase());
+        for (n, (path, us)) in names.chain(std::iter::once("e4m3".to_string())).zip(&med).enumerate() {
+            let wb = if n < paths.len() { 2 } else { 1 };
+            let moved = (touched * 3 * h * i * wb + 2 * t * h * 2) as f64;
             out.push_str(&format!(
-                "{t:>6} {:>5} {us:>10.1} {:>9.2} {:>9.1} {peer_us:>10.1} {:>8.2} {:>7}\n",
-                format!("{path:?}").to_lowercase(),
+                "{t:>6} {path:>5} {us:>10.1} {:>9.2} {:>9.1} {peer_us:>10.1} {:>8.2} {:>7}\n",
                 moved / us / 1e6,
                 flops / us / 1e6,
                 peer_us / us,
                 graphed
+            ));
+        }
+        if fp8.is_some() {
+            drop((bufs, bufs8));
+            let (yb, y8h) = (s.clone_dtoh(&y).map_err(e)?, s.clone_dtoh(&y8).map_err(e)?);
+            let last = paths.len() - 1;
+            out.push_str(&format!(
+                "{t:>6} e4m3 vs bf16 ({:?}): {:.2}x faster, relative error {:.2e}\n",
+                paths[last],
+                med[last] / med[paths.len()],
+                rel_error(&y8h, &yb)
             ));
         }
     }

@@ -104,6 +104,7 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         MoeQuantArgs { q: (2 << 20) + 8, ..qa },
         MoeQuantArgs { scale: 0, ..qa },
         MoeQuantArgs { sorted_ids: 0, ..qa },
+        MoeQuantArgs { total_rows: 0, ..qa },
         MoeQuantArgs { rows: 0, ..qa },
     ] {
         assert!(q.check(&bad).is_err(), "{bad:?}");

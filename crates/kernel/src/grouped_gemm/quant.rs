@@ -69,7 +69,7 @@ pub struct MoeQuantArgs {
     pub scale: u64,
     /// The alignment's `sorted_ids [rows]` (gather only).
     pub sorted_ids: u64,
-    /// The alignment's `total_rows [1]`.
+    /// The alignment's `total_rows [1]` (rows only: 0 quantizes all `rows` rows).
     pub total_rows: u64,
     /// The alignment's capacity (grid).
     pub rows: i32,
@@ -112,7 +112,7 @@ extern "C" __global__ __launch_bounds__(THREADS) void {name}(
     int K, long long ld, int entries, int topk) {{
   __shared__ float warp_max[THREADS / 32];
   const int m = blockIdx.x;
-  if (m >= __ldg(total_rows)) return;  // rows past this routing's padded rows are never read
+  if (total_rows != nullptr && m >= __ldg(total_rows)) return;  // rows past this routing's padded rows are never read
 {row}  // pass 1: the row's absmax over 8-element (16-byte) vectors
   float amax = 0.0f;
   for (int v = threadIdx.x; v < K / 8; v += THREADS) {{
@@ -187,7 +187,7 @@ impl GeneratedMoeQuant {
         if !a.src.is_multiple_of(16) || !a.q.is_multiple_of(16) || !a.scale.is_multiple_of(4) || a.scale == 0 {
             return err("src and q must be 16-byte aligned, scale 4-byte aligned and set".into());
         }
-        if a.total_rows == 0 || (self.src == QuantSource::Gather && (a.sorted_ids == 0 || a.entries < 1 || a.topk < 1)) {
+        if self.src == QuantSource::Gather && (a.total_rows == 0 || a.sorted_ids == 0 || a.entries < 1 || a.topk < 1) {
             return err("the alignment's pointers, entries and topk must be set".into());
         }
         Ok(())

@@ -28,6 +28,7 @@ pub mod align;
 mod forced;
 pub(crate) mod fused;
 mod fused_fp8;
+mod quantize;
 mod fused_sm90;
 mod grouped;
 pub mod path;
