@@ -349,7 +349,6 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
             ));
         }
         if fp8.is_some() {
-            drop((bufs, bufs8));
             let (yb, y8h) = (s.clone_dtoh(&y).map_err(e)?, s.clone_dtoh(&y8).map_err(e)?);
             let last = paths.len() - 1;
             out.push_str(&format!(

@@ -9,7 +9,7 @@
 //! Seven launches, none waiting for the host.
 
 use super::fused::{element, layer_uses};
-use super::problem::{validate_moe, MoeProblem, MoeRouting, MoeWorkspace, WorkspaceLayout};
+use super::problem::{fp8_layout, validate_moe, MoeProblem, MoeRouting, MoeWorkspace};
 use crate::error::{boxed, OpsError};
 use crate::gemm::{check_layout, overlaps, range};
 use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef};
@@ -17,7 +17,7 @@ use crate::Ops;
 use rcute_kernel::gemm_sm90::{self, Sm90GroupedArgs};
 use rcute_kernel::grouped_gemm::finalize::{self, MoeFinalizeArgs};
 use rcute_kernel::grouped_gemm::quant::{self, MoeQuantArgs, QuantSource};
-use rcute_kernel::grouped_gemm::{sm90_fp8_config, GroupedEpilogue, SM90_FP8_TILE};
+use rcute_kernel::grouped_gemm::{sm90_fp8_config, GroupedEpilogue};
 
 /// The e4m3 expert weights of [`Ops::fused_moe_fp8`] and their per-output-channel scales:
 /// `w13 [L, 2I, H]` and `w2 [L, H, I]` (e4m3, batched row-major views, as
@@ -34,33 +34,6 @@ pub struct MoeFp8Weights<'a> {
     pub w13_scale: MatrixRef<'a>,
     /// `[L, H]` f32.
     pub w2_scale: MatrixRef<'a>,
-}
-
-/// The FP8 layer's workspace layout and its total bytes: the SM90 layout with a `[rows,
-/// max(H, I)]` e4m3 region (`gathered`: GEMM1's quantized A, then GEMM2's) and, after it,
-/// the `[rows]` f32 activation scales (at `layout.bytes`).
-pub(crate) fn fp8_layout(
-    tokens: usize,
-    topk: usize,
-    local: usize,
-    hidden: usize,
-    inter: usize,
-    dtype: DType,
-) -> Result<(WorkspaceLayout, usize), OpsError> {
-    let too_large = || OpsError::TooLarge { what: "MoE workspace" };
-    let e = dtype.bytes();
-    let l = WorkspaceLayout::new(
-        tokens,
-        topk,
-        local,
-        SM90_FP8_TILE[0] as usize,
-        inter.checked_mul(e).ok_or_else(too_large)?,
-        hidden.checked_mul(e).ok_or_else(too_large)?,
-        1,
-        hidden.max(inter),
-    )?;
-    let scales = l.cap.rows.checked_mul(4).ok_or_else(too_large)?.div_ceil(256) * 256;
-    Ok((l, l.bytes.checked_add(scales).ok_or_else(too_large)?))
 }
 
 /// The workspace [`Ops::fused_moe_fp8`] needs for `tokens` tokens, top-`topk`,

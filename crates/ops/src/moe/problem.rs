@@ -364,6 +364,33 @@ pub(crate) fn layouts(
     ])
 }
 
+/// The FP8 layer's workspace layout and its total bytes: the SM90 layout with a `[rows,
+/// max(H, I)]` e4m3 region (`gathered`: GEMM1's quantized A, then GEMM2's) and, after it,
+/// the `[rows]` f32 activation scales (at `layout.bytes`).
+pub(crate) fn fp8_layout(
+    tokens: usize,
+    topk: usize,
+    local: usize,
+    hidden: usize,
+    inter: usize,
+    dtype: DType,
+) -> Result<(WorkspaceLayout, usize), OpsError> {
+    let too_large = || OpsError::TooLarge { what: "MoE workspace" };
+    let e = dtype.bytes();
+    let l = WorkspaceLayout::new(
+        tokens,
+        topk,
+        local,
+        rcute_kernel::grouped_gemm::SM90_FP8_TILE[0] as usize,
+        inter.checked_mul(e).ok_or_else(too_large)?,
+        hidden.checked_mul(e).ok_or_else(too_large)?,
+        1,
+        hidden.max(inter),
+    )?;
+    let scales = l.cap.rows.checked_mul(4).ok_or_else(too_large)?.div_ceil(256) * 256;
+    Ok((l, l.bytes.checked_add(scales).ok_or_else(too_large)?))
+}
+
 /// The workspace [`crate::Ops::grouped_gemm`] needs (the alignment's buffers only).
 pub fn grouped_gemm_workspace_bytes(tokens: usize, topk: usize, local_experts: usize) -> Result<usize, OpsError> {
     Ok(WorkspaceLayout::new(tokens, topk, local_experts, GROUPED_BLOCK_M, 0, 0, 1, 0)?.bytes)
@@ -502,6 +529,23 @@ fn validate_routing(routing: &MoeRouting<'_>, tokens: usize) -> Result<Routed, O
     })
 }
 
+/// x bf16 / f16, y of x's type, the weights of x's type or (`fp8`) e4m3.
+fn check_dtypes(xg: &Geometry, ag: &Geometry, bg: &Geometry, yg: &Geometry, fp8: bool) -> Result<(), OpsError> {
+    dtype_is("x", xg, &[DType::BF16, DType::F16])?;
+    let wdt = if fp8 { DType::E4M3 } else { xg.dtype };
+    for (op, g, want) in [("w13", ag, wdt), ("w2", bg, wdt), ("y", yg, xg.dtype)] {
+        if g.dtype != want {
+            return Err(OpsError::DType(format!(
+                "{op} is {}, expected {} (x is {})",
+                g.dtype.name(),
+                want.name(),
+                xg.dtype.name()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Validates a fused MoE layer's inputs (see [`crate::Ops::fused_moe`]).
 pub fn validate_fused_moe(
     x: &MatrixRef<'_>,
@@ -517,7 +561,7 @@ pub fn validate_fused_moe(
 
 /// [`validate_fused_moe`], or with `fp8` for e4m3 weights (x and y bf16 / f16, `H` and `I`
 /// multiples of 16, the FP8 workspace layout in `layout90`: see
-/// [`super::fused_fp8::fp8_layout`]).
+/// [`fp8_layout`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn validate_moe(
     x: &MatrixRef<'_>,
@@ -530,18 +574,7 @@ pub(crate) fn validate_moe(
     fp8: bool,
 ) -> Result<MoeProblem, OpsError> {
     let (xg, ag, bg, yg) = (x.geo(), w13.geo(), w2.geo(), y.geo());
-    dtype_is("x", &xg, &[DType::BF16, DType::F16])?;
-    let wdt = if fp8 { DType::E4M3 } else { xg.dtype };
-    for (op, g, want) in [("w13", &ag, wdt), ("w2", &bg, wdt), ("y", &yg, xg.dtype)] {
-        if g.dtype != want {
-            return Err(OpsError::DType(format!(
-                "{op} is {}, expected {} (x is {})",
-                g.dtype.name(),
-                want.name(),
-                xg.dtype.name()
-            )));
-        }
-    }
+    check_dtypes(&xg, &ag, &bg, &yg, fp8)?;
     let (tokens, hidden) = (xg.rows, xg.cols);
     if tokens == 0 || hidden == 0 || xg.batch != 1 {
         return Err(OpsError::Empty(format!("x [{tokens}, {hidden}] (batch {})", xg.batch)));
@@ -612,7 +645,7 @@ pub(crate) fn validate_moe(
     // Room for either family's layout and for any SM80 configuration a tuning table may
     // pick: the choice is made at launch. FP8: its own SM90 layout.
     let needed = if fp8 {
-        let (l, bytes) = super::fused_fp8::fp8_layout(tokens, topk, local, hidden, inter, xg.dtype)?;
+        let (l, bytes) = fp8_layout(tokens, topk, local, hidden, inter, xg.dtype)?;
         layout90 = l;
         bytes
     } else {
