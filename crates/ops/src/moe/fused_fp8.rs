@@ -156,7 +156,9 @@ impl Ops {
             }
         }
         if p.path == super::MoePath::Sm80 {
-            return Err(OpsError::Arch("the FP8 MoE layer runs only on the SM90 grouped GEMMs".into()));
+            return Err(OpsError::Arch(
+                "the FP8 MoE layer runs only on the SM90 grouped GEMMs".into(),
+            ));
         }
         let cc = self.gpu().compute_capability();
         if cc != (9, 0) {

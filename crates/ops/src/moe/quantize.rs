@@ -60,7 +60,10 @@ impl Ops {
         }
         let (rows, k) = (sg.rows, sg.cols);
         if rows == 0 || k == 0 || sg.batch != 1 || qg.batch != 1 || cg.batch != 1 {
-            return Err(OpsError::Shape(format!("src [{rows}, {k}] (batch {}): empty or batched", sg.batch)));
+            return Err(OpsError::Shape(format!(
+                "src [{rows}, {k}] (batch {}): empty or batched",
+                sg.batch
+            )));
         }
         if (qg.rows, qg.cols, cg.rows, cg.cols) != (rows, k, rows, 1) {
             return Err(OpsError::Shape(format!(
