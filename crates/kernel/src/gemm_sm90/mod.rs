@@ -51,7 +51,7 @@ use rcute_atom::mma_sm90::{wgmma_commit_group, wgmma_fence, wgmma_wait_group};
 use rcute_atom::sync::{
     cluster_arrive, cluster_arrive_relaxed, cluster_wait, elect_one_sync, fence_mbarrier_init,
     fence_proxy_async_shared, mbarrier_arrive, mbarrier_arrive_cluster, mbarrier_arrive_expect_tx, mbarrier_init,
-    mbarrier_wait_parity, named_barrier_arrive, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
+    mbarrier_wait_parity, named_barrier_arrive, named_barrier_red_or, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
 };
 use rcute_atom::tma::tma_data_type;
 use rcute_atom::{make_gmma_desc, Element, GmmaSmemAtom, GmmaSwizzle, Major, MmaAtom, Snippet, TmaEncodeArgs};
@@ -107,7 +107,7 @@ pub struct GeneratedGemmSm90 {
     /// Kernel (and unit) name.
     pub name: String,
     /// The split-K reduction kernel's name (`<name>_splitk_reduce`), in the same unit
-    /// (not in a grouped unit).
+    /// (not in a grouped unit nor with [`Sm90SplitK::InKernel`]).
     pub reduce_name: String,
     /// CUDA C++ source.
     pub source: String,
@@ -146,6 +146,9 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         setmaxnreg_dec(),
         prefetch_tensormap(),
     ];
+    if cfg.split_k_mode == Sm90SplitK::InKernel {
+        snippets.push(named_barrier_red_or());
+    }
     if cfg.cluster[0] * cfg.cluster[1] > 1 {
         // Multicast loads and cluster barriers: only a cluster of several CTAs uses them.
         snippets.extend([
@@ -237,7 +240,7 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         items.push(grouped::silu_helper());
     }
     items.push(Item::Function(kernel(&config, &p, &name, &fusion)?));
-    if cfg.grouped.is_none() {
+    if cfg.grouped.is_none() && cfg.split_k_mode == Sm90SplitK::Separate {
         items.push(Item::Function(reduce_kernel(&config, &name, &fusion)));
     }
     let unit = Unit {
