@@ -283,6 +283,14 @@ pub fn setmaxnreg_dec() -> Snippet {
     )
 }
 
+/// `fence.acq_rel.gpu`: a gpu-scope release / acquire fence (lighter than `__threadfence`'s
+/// `fence.sc.gpu`), for a relaxed atomic flag between global writes and reads, e.g. the
+/// in-kernel split-K ticket.
+pub fn fence_acq_rel_gpu() -> Snippet {
+    let body = asm_stmt(&["fence.acq_rel.gpu;".into()], &[], &[], true);
+    Snippet::build("rc_fence_acq_rel_gpu", Arch::SM80, 1, vec![], &body)
+}
+
 /// `ld.acquire.gpu.global.b32`: a gpu-scope acquire load of a global `int` (the wait side
 /// of a semaphore, e.g. serial split-K's per-tile counter).
 pub fn ld_acquire_gpu() -> Snippet {

@@ -49,7 +49,7 @@ use rcute_atom::copy_tma::{
 };
 use rcute_atom::mma_sm90::{wgmma_commit_group, wgmma_fence, wgmma_wait_group};
 use rcute_atom::sync::{
-    cluster_arrive, cluster_arrive_relaxed, cluster_wait, elect_one_sync, fence_mbarrier_init,
+    cluster_arrive, cluster_arrive_relaxed, cluster_wait, elect_one_sync, fence_acq_rel_gpu, fence_mbarrier_init,
     fence_proxy_async_shared, mbarrier_arrive, mbarrier_arrive_cluster, mbarrier_arrive_expect_tx, mbarrier_init,
     mbarrier_wait_parity, named_barrier_arrive, named_barrier_red_or, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
 };
@@ -147,7 +147,7 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         prefetch_tensormap(),
     ];
     if cfg.split_k_mode == Sm90SplitK::InKernel {
-        snippets.push(named_barrier_red_or());
+        snippets.extend([named_barrier_red_or(), fence_acq_rel_gpu()]);
     }
     if cfg.cluster[0] * cfg.cluster[1] > 1 {
         // Multicast loads and cluster barriers: only a cluster of several CTAs uses them.

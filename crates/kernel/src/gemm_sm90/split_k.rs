@@ -61,54 +61,10 @@ pub(super) fn counter_groups(cfg: &GemmSm90Config) -> u64 {
 pub(super) fn in_kernel_reduce(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let at = if k.cfg.ab == Element::S8 { "int" } else { "float" };
     let groups = counter_groups(k.cfg);
-    let pairs = k.bn / 8;
-    // CLayout_64xN, as in split_partials.
-    let reg = lay(tuple!(2, pairs), tuple!(2, 4))?;
-    let row = lay(tuple!(2, pairs), tuple!(8, 0))?;
-    let col = lay(tuple!(2, pairs), tuple!(0, 8))?;
-    let hj = [var("h"), var("j")];
-    let sum = vec![
-        dl("const int", "ri", &reg, &hj)?,
-        dl("const int", "col", &col, &hj)?,
-        if_(
-            "gn + col < N",
-            vec![
-                d(&format!("{at}2"), "t", format!("make_{at}2(0, 0)")),
-                for_(
-                    "s",
-                    "0",
-                    "split_k",
-                    vec![
-                        dc(
-                            &format!("const {at}2"),
-                            "v",
-                            format!("__ldcg(reinterpret_cast<const {at}2*>(slab0 + (long long)s * slab + (long long)(gm + row) * N + gn + col))"),
-                            "L2 only: other SMs wrote it",
-                        ),
-                        e("t.x += v.x; t.y += v.y"),
-                    ],
-                ),
-                Stmt::assign("acc[a][ri]", "t.x"),
-                Stmt::assign("acc[a][ri + 1]", "t.y"),
-            ],
-        ),
-    ];
-    let per_atom = vec![
-        dc("const int", "gm", "m0 + wg_row0 + a * 64 + 16 * warp + lane / 4", "CLayout_64xN rows"),
-        d("const int", "gn", "n0 + 2 * (lane % 4)"),
-        unroll(
-            "h",
-            2,
-            vec![
-                dl("const int", "row", &row, &[var("h"), Expr::lit(0)])?,
-                if_("gm + row < M", vec![unroll("j", pairs, sum)]),
-            ],
-        ),
-    ];
     let cgrp = if groups > 1 { format!(" * {groups} + cw") } else { String::new() };
     Ok(vec![
-        c("in-kernel split-K: publish the partials (fence), then one ticket per epilogue group on the tile's counter"),
-        e("__threadfence()"),
+        c("in-kernel split-K: publish the partials (release fence), then one ticket per epilogue group on the tile's counter"),
+        e("rc_fence_acq_rel_gpu()"),
         d("uint32_t", "last", "0u"),
         if_(
             "epi_leader && m0 < M && n0 < N",
@@ -133,21 +89,68 @@ pub(super) fn in_kernel_reduce(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
             "run_epilogue",
             format!("rc_named_barrier_red_or(epi_bar, {}u, last)", k.epi_threads),
         ),
-        if_(
-            "run_epilogue",
+        if_("run_epilogue", slab_sum(k, at)?),
+    ])
+}
+
+/// The last split's sum: the accumulators cleared, then per split (in order, so the sum is
+/// deterministic and equals the reduction kernel's) one batch of independent loads of this
+/// thread's elements of the slab, added in. (Strong `ld.cg` loads serialize: measured on the
+/// H200 at 22.5 us against 12.8 us unsplit for 64x4096x4096, BENCHMARKS.md.)
+fn slab_sum(k: &Ctx, at: &str) -> Result<Vec<Stmt>, GemmError> {
+    let pairs = k.bn / 8;
+    // CLayout_64xN, as in split_partials.
+    let reg = lay(tuple!(2, pairs), tuple!(2, 4))?;
+    let row = lay(tuple!(2, pairs), tuple!(8, 0))?;
+    let col = lay(tuple!(2, pairs), tuple!(0, 8))?;
+    let hj = [var("h"), var("j")];
+    // Two passes per row half: every load first (independent, so they are all in flight
+    // together), then the adds.
+    let load = vec![
+        dl("const int", "col", &col, &hj)?,
+        Stmt::assign(
+            "part[j]",
+            format!(
+                "(gn + col < N) ? *reinterpret_cast<const {at}2*>(ws + (long long)(gm + row) * N + gn + col) : make_{at}2(0, 0)"
+            ),
+        ),
+    ];
+    let add = vec![
+        dl("const int", "ri", &reg, &hj)?,
+        e("acc[a][ri] += part[j].x; acc[a][ri + 1] += part[j].y"),
+    ];
+    let rows = vec![
+        c("weak loads after the acquire fence"),
+        Stmt::Array { ty: format!("{at}2"), name: "part".into(), len: pairs as usize, comment: None },
+        unroll("j", pairs, load),
+        unroll("j", pairs, add),
+    ];
+    let per_atom = vec![
+        dc("const int", "gm", "m0 + wg_row0 + a * 64 + 16 * warp + lane / 4", "CLayout_64xN rows"),
+        d("const int", "gn", "n0 + 2 * (lane % 4)"),
+        unroll(
+            "h",
+            2,
             vec![
-                c("acquire: every split's partials are visible; sum the slabs in split order (deterministic)"),
-                e("__threadfence()"),
+                dl("const int", "row", &row, &[var("h"), Expr::lit(0)])?,
+                if_("gm + row < M", rows),
+            ],
+        ),
+    ];
+    Ok(vec![
+        c("acquire: every split's partials are visible; sum the slabs in split order (deterministic)"),
+        e("rc_fence_acq_rel_gpu()"),
+        unroll("a", k.p.m_atoms, vec![unroll("i", k.nacc, vec![Stmt::assign("acc[a][i]", "0")])]),
+        for_(
+            "s",
+            "0",
+            "split_k",
+            vec![
                 dc(
-                    "const long long",
-                    "slab",
-                    "(long long)L * M * N",
-                    "workspace slabs: (split, batch, m, n) row-major",
-                ),
-                d(
                     &format!("const {at}* const"),
-                    "slab0",
-                    format!("reinterpret_cast<const {at}*>(workspace) + (long long)batch * M * N"),
+                    "ws",
+                    format!("reinterpret_cast<const {at}*>(workspace) + ((long long)(s * L + batch) * M) * N"),
+                    "slab s: (split, batch, m, n) row-major",
                 ),
                 unroll("a", k.p.m_atoms, per_atom),
             ],
