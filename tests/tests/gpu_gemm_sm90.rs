@@ -204,7 +204,11 @@ fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> f64 {
             // In-kernel split-K: the counters are back to zero (replayable) and a second
             // launch gives the same bits (the slabs are summed in split order).
             let zero = stream.clone_dtoh(&d_s).expect("dtoh");
-            assert!(zero.iter().all(|&x| x == 0), "{} {c:?}: tile counters left {zero:?}", k.g.name);
+            assert!(
+                zero.iter().all(|&x| x == 0),
+                "{} {c:?}: tile counters left {zero:?}",
+                k.g.name
+            );
             first_run = Some(stream.clone_dtoh(&d_d).expect("dtoh"));
             // SAFETY: as above.
             unsafe { launch_kernel(k, &args, &fa, ctas, ps) };

@@ -269,7 +269,11 @@ fn given_routing_empty_expert_and_expert_parallel_slices() {
                     &layer.w2[off * h * i..(off + l) * h * i],
                 );
                 let part_ref = fused_moe_reference(&shape(off, l), &xv, w13s, w2s, &ids, &wf).unwrap();
-                check_close(&format!("given T={t} {path:?} experts [{off}, {})", off + l), &part, &part_ref);
+                check_close(
+                    &format!("given T={t} {path:?} experts [{off}, {})", off + l),
+                    &part,
+                    &part_ref,
+                );
                 for (acc, v) in sum.iter_mut().zip(&part) {
                     *acc += v.to_f64();
                 }
@@ -314,7 +318,11 @@ fn up_first_w13_is_the_same_layer() {
         let up_first = run(&ops, &layer, (&d_swapped, &layer.d_w2), &d_x, t, &routing, k, opts, e);
         let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert!(gate_first.iter().all(|v| v.is_finite()));
-        assert_eq!(bits(&gate_first), bits(&up_first), "{path:?}: up-first w13 gives another layer");
+        assert_eq!(
+            bits(&gate_first),
+            bits(&up_first),
+            "{path:?}: up-first w13 gives another layer"
+        );
     }
 }
 
@@ -485,11 +493,31 @@ fn prefill_shape_runs_the_sm90_family_on_sm90() {
         renormalize: true,
     };
     let w = (&layer.d_w13, &layer.d_w2);
-    let run_path = |p| run(&ops, &layer, w, &d_x, t, &routing, k, with_path(MoeOptions::default(), p), e);
-    let (auto, sm90, sm80) = (run_path(MoePath::Auto), run_path(MoePath::Sm90), run_path(MoePath::Sm80));
+    let run_path = |p| {
+        run(
+            &ops,
+            &layer,
+            w,
+            &d_x,
+            t,
+            &routing,
+            k,
+            with_path(MoeOptions::default(), p),
+            e,
+        )
+    };
+    let (auto, sm90, sm80) = (
+        run_path(MoePath::Auto),
+        run_path(MoePath::Sm90),
+        run_path(MoePath::Sm80),
+    );
     let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&auto), bits(&sm90), "the rule did not run the SM90 family");
-    assert_ne!(bits(&sm80), bits(&sm90), "the SM80 and SM90 families gave identical bits");
+    assert_ne!(
+        bits(&sm80),
+        bits(&sm90),
+        "the SM80 and SM90 families gave identical bits"
+    );
     let sm80_f: Vec<f64> = sm80.iter().map(|v| v.to_f64()).collect();
     check_close("SM90 vs SM80 family at T=2000", &sm90, &sm80_f);
 }
@@ -597,8 +625,22 @@ fn fp8_layer_matches_quantized_reference() {
         let d_bscale = s.alloc_zeros::<bf16>(e * 2 * i).unwrap();
         for (what, bad, dtype) in [
             ("bf16 w13", MoeFp8Weights { w13: bad13, ..w }, true),
-            ("bf16 scale", MoeFp8Weights { w13_scale: MatrixRef::new(&d_bscale, e, 2 * i), ..w }, true),
-            ("scale shape", MoeFp8Weights { w2_scale: MatrixRef::new(&f8.ds[1], e, h / 2), ..w }, false),
+            (
+                "bf16 scale",
+                MoeFp8Weights {
+                    w13_scale: MatrixRef::new(&d_bscale, e, 2 * i),
+                    ..w
+                },
+                true,
+            ),
+            (
+                "scale shape",
+                MoeFp8Weights {
+                    w2_scale: MatrixRef::new(&f8.ds[1], e, h / 2),
+                    ..w
+                },
+                false,
+            ),
         ] {
             match run_fp8(&mut ws, &bad) {
                 Err(OpsError::DType(_)) if dtype => {}
@@ -620,9 +662,17 @@ fn fp8_layer_matches_quantized_reference() {
             expert_offset: 0,
             local_experts: e,
         };
-        let want =
-            fused_moe_fp8_reference(&shape, &xv, &f8.w13, &f8.s13, &f8.w2, &f8.s2, &r.topk_ids, &r.topk_weights)
-                .unwrap();
+        let want = fused_moe_fp8_reference(
+            &shape,
+            &xv,
+            &f8.w13,
+            &f8.s13,
+            &f8.w2,
+            &f8.s2,
+            &r.topk_ids,
+            &r.topk_weights,
+        )
+        .unwrap();
         check_close(&format!("fp8 T={t} vs the quantized reference"), &y, &want);
         let again = run_fp8(&mut ws, &w).unwrap();
         let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -632,7 +682,10 @@ fn fp8_layer_matches_quantized_reference() {
         let (num, den) = y.iter().zip(&full).fold((0.0, 0.0), |(n, d), (g, w)| {
             (n + (g.to_f64() - w) * (g.to_f64() - w), d + w * w)
         });
-        eprintln!("fp8 T={t}: relative error against the unquantized reference {:.2e}", (num / den).sqrt());
+        eprintln!(
+            "fp8 T={t}: relative error against the unquantized reference {:.2e}",
+            (num / den).sqrt()
+        );
     }
 }
 
@@ -671,7 +724,10 @@ fn quantize_e4m3_rows_matches_reference() {
             let (g, w) = (qh[r * k + c].0, e4m3_bits(want[c]));
             if g != w {
                 off += 1;
-                assert!((i32::from(g) - i32::from(w)).abs() == 1, "row {r} col {c}: {g:#x} vs {w:#x}");
+                assert!(
+                    (i32::from(g) - i32::from(w)).abs() == 1,
+                    "row {r} col {c}: {g:#x} vs {w:#x}"
+                );
             }
         }
     }

@@ -15,8 +15,8 @@ use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::bf16;
 use rcute_ops::moe::{
-    fused_moe_fp8_workspace_bytes, fused_moe_workspace_bytes, topk_softmax_reference, MoeFp8Weights, MoeOptions, MoePath,
-    MoeRouting, MoeWorkspace,
+    fused_moe_fp8_workspace_bytes, fused_moe_workspace_bytes, topk_softmax_reference, MoeFp8Weights, MoeOptions,
+    MoePath, MoeRouting, MoeWorkspace,
 };
 use rcute_ops::{DType, MatrixMut, MatrixRef, Ops, E4M3};
 use std::sync::Arc;
@@ -88,7 +88,10 @@ impl Fp8Experts {
             s13: s.alloc_zeros::<f32>(r13).map_err(e)?,
             s2: s.alloc_zeros::<f32>(r2).map_err(e)?,
         };
-        for (src, q, sc, rows, k) in [(w13, &mut f.w13, &mut f.s13, r13, a.hidden), (w2, &mut f.w2, &mut f.s2, r2, a.inter)] {
+        for (src, q, sc, rows, k) in [
+            (w13, &mut f.w13, &mut f.s13, r13, a.hidden),
+            (w2, &mut f.w2, &mut f.s2, r2, a.inter),
+        ] {
             ops.quantize_e4m3_rows(
                 &MatrixRef::new(src, rows, k),
                 &mut MatrixMut::new(q, rows, k),

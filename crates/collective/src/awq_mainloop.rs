@@ -171,7 +171,11 @@ impl AwqMainloop {
             acc: Element::F32,
         };
         let (convert, convert_x16, biased) = match e {
-            Element::F16 => (u4x8_to_f16x2_biased(), u4x8_to_f16x2_biased_x16_snippet(), Biased16::F16),
+            Element::F16 => (
+                u4x8_to_f16x2_biased(),
+                u4x8_to_f16x2_biased_x16_snippet(),
+                Biased16::F16,
+            ),
             Element::BF16 => (u4x8_to_bf16x2_biased(), u4x8_to_bf16x2_biased(), Biased16::BF16),
             _ => return Err(types),
         };

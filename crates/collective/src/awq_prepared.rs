@@ -96,16 +96,7 @@ pub fn prepare_lane_words(rows: [u32; 4]) -> [u32; 4] {
     std::array::from_fn(|r| {
         let (c0, c1) = (2 * r, 2 * r + 1);
         // nibble slot -> (row of the lane, column)
-        let slots = [
-            (0, c0),
-            (2, c0),
-            (0, c1),
-            (2, c1),
-            (1, c0),
-            (3, c0),
-            (1, c1),
-            (3, c1),
-        ];
+        let slots = [(0, c0), (2, c0), (0, c1), (2, c1), (1, c0), (3, c0), (1, c1), (3, c1)];
         slots
             .iter()
             .enumerate()
@@ -164,7 +155,8 @@ mod tests {
                 assert_eq!(got, u32::from(q[(kk * n + c) as usize]), "({kk}, {c})");
             }
         }
-        let p = AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4).prepared()).unwrap();
+        let p =
+            AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4).prepared()).unwrap();
         for lane in 0..32i64 {
             let (t, at) = (lane % 4, prepared_lane_word(1, 2, lane, n) as usize);
             for r in 0..4usize {

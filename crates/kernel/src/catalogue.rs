@@ -240,7 +240,11 @@ fn grouped_gemm_units() -> Vec<CatalogueKernel> {
     // row gather in front of GEMM1.
     for cfg in grouped_gemm_sm90_configs() {
         let g = crate::gemm_sm90::generate(&cfg).expect("catalogue SM90 grouped GEMM configurations generate");
-        let mma = if cfg.ab == rcute_atom::Element::E4M3 { "QGMMA" } else { "HGMMA" };
+        let mma = if cfg.ab == rcute_atom::Element::E4M3 {
+            "QGMMA"
+        } else {
+            "HGMMA"
+        };
         out.push(CatalogueKernel {
             name: g.name.clone(),
             arch: Arch::Sm90a,
@@ -251,8 +255,12 @@ fn grouped_gemm_units() -> Vec<CatalogueKernel> {
     }
     // The FP8 MoE layer's per-token e4m3 quantization (GEMM1: fused with the row gather;
     // GEMM2: of GEMM1's SwiGLU output).
-    for src in [crate::grouped_gemm::quant::QuantSource::Gather, crate::grouped_gemm::quant::QuantSource::Rows] {
-        let g = crate::grouped_gemm::quant::generate(rcute_atom::Element::BF16, src).expect("the quantize generates for bf16");
+    for src in [
+        crate::grouped_gemm::quant::QuantSource::Gather,
+        crate::grouped_gemm::quant::QuantSource::Rows,
+    ] {
+        let g = crate::grouped_gemm::quant::generate(rcute_atom::Element::BF16, src)
+            .expect("the quantize generates for bf16");
         out.push(CatalogueKernel {
             name: g.name.clone(),
             arch: Arch::Sm90a,

@@ -28,14 +28,20 @@ fn configs() -> Vec<GemmSm90Config> {
 #[test]
 fn names_and_sources() {
     let g = generate(&sm90_config(Element::BF16, GroupedEpilogue::SwiGlu, SM90_TILE)).unwrap();
-    assert!(g.name.starts_with("rc_moe_grouped_sm90_bf16_swiglu_128x256x64_coop_s"), "{}", g.name);
+    assert!(
+        g.name.starts_with("rc_moe_grouped_sm90_bf16_swiglu_128x256x64_coop_s"),
+        "{}",
+        g.name
+    );
     assert_eq!(g.threads, 384);
     // The gate and up halves of a B stage: two TMA boxes per k-tile, the up box 128 rows
     // (16 KiB) into the stage; the up accumulator of a gate column is 64 registers further.
     assert!(g.source.contains("gate_row0 + n0, expert"), "{}", g.source);
     assert!(g.source.contains("up_row0 + n0, expert"));
     assert!(g.source.contains("ri + 64"));
-    assert!(g.source.contains("rc_grouped_tile(work, sched_tiles_n, rows_used, offsets"));
+    assert!(g
+        .source
+        .contains("rc_grouped_tile(work, sched_tiles_n, rows_used, offsets"));
     assert!(!g.source.contains("tmap_d"), "grouped units have no D tensor map");
     assert!(!g.source.contains("_splitk_reduce"));
     let s = generate(&sm90_config(Element::F16, GroupedEpilogue::Scatter, SM90_TILE)).unwrap();
@@ -49,20 +55,37 @@ fn names_and_sources() {
     // FP8: e4m3 operands, a bf16 D, both scales applied to the accumulators before SwiGLU
     // (gate and up rows' own channel scales) and before the router weight.
     let f = generate(&sm90_fp8_config(Element::BF16, GroupedEpilogue::SwiGlu)).unwrap();
-    assert!(f.name.starts_with("rc_moe_grouped_sm90_e4m3_swiglu_128x256x128_coop_s"), "{}", f.name);
+    assert!(
+        f.name.starts_with("rc_moe_grouped_sm90_e4m3_swiglu_128x256x128_coop_s"),
+        "{}",
+        f.name
+    );
     assert!(f.name.ends_with("_dbf16"));
-    assert!(f.source.contains("rc_silu((acc[a][ri] * sa * __ldg(bs + gate_row0 + gn + col)))"), "{}", f.source);
+    assert!(
+        f.source
+            .contains("rc_silu((acc[a][ri] * sa * __ldg(bs + gate_row0 + gn + col)))"),
+        "{}",
+        f.source
+    );
     assert!(f.source.contains("(acc[a][ru] * sa * __ldg(bs + up_row0 + gn + col))"));
     assert!(f.source.contains("b_scale + (long long)expert * 2 * N"));
     let s = generate(&sm90_fp8_config(Element::BF16, GroupedEpilogue::Scatter)).unwrap();
     assert!(s.source.contains("w * (acc[a][ri] * sa * __ldg(bs + gn + col))"));
     assert!(s.source.contains("b_scale + (long long)expert * N"));
-    assert!(!generate(&sm90_config(Element::BF16, GroupedEpilogue::Scatter, SM90_TILE)).unwrap().source.contains("a_scale"));
+    assert!(
+        !generate(&sm90_config(Element::BF16, GroupedEpilogue::Scatter, SM90_TILE))
+            .unwrap()
+            .source
+            .contains("a_scale")
+    );
     for src in [QuantSource::Gather, QuantSource::Rows] {
         let q = quant::generate(Element::BF16, src).unwrap();
         assert_eq!(q.source, quant::generate(Element::BF16, src).unwrap().source);
     }
-    assert_eq!(quant::generate(Element::F16, QuantSource::Rows).unwrap().name, "rc_moe_quant_e4m3_f16_rows");
+    assert_eq!(
+        quant::generate(Element::F16, QuantSource::Rows).unwrap().name,
+        "rc_moe_quant_e4m3_f16_rows"
+    );
 }
 
 #[test]
@@ -140,10 +163,18 @@ fn bad_configurations_and_arguments_are_typed_errors() {
     assert_eq!(p.output_tiles(), 4);
     for bad in [
         Sm90GroupedArgs { m: 200, ..ok },
-        Sm90GroupedArgs { k: 196, lda: 196, ldb: 196, ..ok },
+        Sm90GroupedArgs {
+            k: 196,
+            lda: 196,
+            ldb: 196,
+            ..ok
+        },
         Sm90GroupedArgs { n: 135, ..ok },
         Sm90GroupedArgs { lda: 100, ..ok },
-        Sm90GroupedArgs { expert_stride: 136 * 200, ..ok },
+        Sm90GroupedArgs {
+            expert_stride: 136 * 200,
+            ..ok
+        },
         Sm90GroupedArgs { a: (1 << 20) + 8, ..ok },
         Sm90GroupedArgs { total_rows: 0, ..ok },
         Sm90GroupedArgs { offsets: 0, ..ok },
@@ -153,12 +184,26 @@ fn bad_configurations_and_arguments_are_typed_errors() {
     }
     // e4m3 operands: the two scale vectors are required, K a multiple of 16 elements.
     let f8 = generate(&sm90_fp8_config(Element::BF16, GroupedEpilogue::SwiGlu)).unwrap();
-    let ok8 = Sm90GroupedArgs { k: 208, lda: 208, ldb: 208, expert_stride: 2 * 136 * 208, a_scale: 8 << 20, b_scale: 9 << 20, ..ok };
+    let ok8 = Sm90GroupedArgs {
+        k: 208,
+        lda: 208,
+        ldb: 208,
+        expert_stride: 2 * 136 * 208,
+        a_scale: 8 << 20,
+        b_scale: 9 << 20,
+        ..ok
+    };
     f8.grouped_check(&ok8).unwrap();
     for bad in [
         Sm90GroupedArgs { a_scale: 0, ..ok8 },
         Sm90GroupedArgs { b_scale: 0, ..ok8 },
-        Sm90GroupedArgs { k: 200, lda: 200, ldb: 200, expert_stride: 2 * 136 * 200, ..ok8 },
+        Sm90GroupedArgs {
+            k: 200,
+            lda: 200,
+            ldb: 200,
+            expert_stride: 2 * 136 * 200,
+            ..ok8
+        },
     ] {
         assert!(f8.grouped_check(&bad).is_err(), "{bad:?}");
     }
@@ -179,9 +224,16 @@ fn bad_configurations_and_arguments_are_typed_errors() {
     };
     gg.check(&ga).unwrap();
     for bad in [
-        MoeGatherArgs { hidden: 204, ldx: 204, ..ga },
+        MoeGatherArgs {
+            hidden: 204,
+            ldx: 204,
+            ..ga
+        },
         MoeGatherArgs { ldx: 100, ..ga },
-        MoeGatherArgs { out: (2 << 20) + 4, ..ga },
+        MoeGatherArgs {
+            out: (2 << 20) + 4,
+            ..ga
+        },
         MoeGatherArgs { rows: 0, ..ga },
     ] {
         assert!(gg.check(&bad).is_err(), "{bad:?}");
@@ -223,4 +275,3 @@ fn compiles_for_sm90a_without_spills_with_wgmma_and_tma() {
         }
     }
 }
-

@@ -144,9 +144,7 @@ impl Emit<'_> {
                     },
                 ),
             ],
-            comment: format!(
-                "copy c of the ({GROUP_SLOTS}, BN/8) zero words qzeros [K/G, N/8]: group slot c / {zpr}"
-            ),
+            comment: format!("copy c of the ({GROUP_SLOTS}, BN/8) zero words qzeros [K/G, N/8]: group slot c / {zpr}"),
             valid: "n0w + w < N8".into(),
             src0: "qzeros + (n0w + w)".into(),
             k_ok: None,
@@ -167,7 +165,8 @@ impl Emit<'_> {
     /// `nullptr` where the copy is outside the problem.
     pub(super) fn copy_sources(&self) -> Vec<Stmt> {
         let mut out = vec![Stmt::Comment(
-            "each copy's k-invariant source (nullptr: outside the problem); the mainloop adds the k-tile's offset".into(),
+            "each copy's k-invariant source (nullptr: outside the problem); the mainloop adds the k-tile's offset"
+                .into(),
         )];
         for cp in self.copies() {
             let arr = format!("{}_src", cp.prefix);
@@ -178,7 +177,10 @@ impl Emit<'_> {
                 )));
                 let mut body = vec![Stmt::decl("const int", "c", "threadIdx.x")];
                 body.extend(cp.coords.clone());
-                body.push(Stmt::assign(format!("{arr}0"), format!("{} ? {} : nullptr", cp.valid, cp.src0)));
+                body.push(Stmt::assign(
+                    format!("{arr}0"),
+                    format!("{} ? {} : nullptr", cp.valid, cp.src0),
+                ));
                 out.push(Stmt::Decl {
                     ty: cp.ty.clone(),
                     name: format!("{arr}0"),
@@ -186,7 +188,11 @@ impl Emit<'_> {
                     comment: None,
                 });
                 out.push(Stmt::Block(body));
-                out.push(Stmt::decl("const long long", &format!("{}_step", cp.prefix), format!("(long long){rows} * N8")));
+                out.push(Stmt::decl(
+                    "const long long",
+                    &format!("{}_step", cp.prefix),
+                    format!("(long long){rows} * N8"),
+                ));
                 continue;
             }
             out.push(Stmt::Array {
@@ -202,7 +208,10 @@ impl Emit<'_> {
             } else {
                 format!("c < {} && {}", cp.chunks, cp.valid)
             };
-            body.push(Stmt::assign(format!("{arr}[i]"), format!("{valid} ? {} : nullptr", cp.src0)));
+            body.push(Stmt::assign(
+                format!("{arr}[i]"),
+                format!("{valid} ? {} : nullptr", cp.src0),
+            ));
             out.push(Stmt::unrolled("i", cp.copies, body));
         }
         out
@@ -247,9 +256,15 @@ impl Emit<'_> {
             let (src, off) = if cp.row_step.is_some() {
                 params.push((cp.ty.clone(), format!("{}_src0", cp.prefix)));
                 params.push(("long long".into(), format!("{}_step", cp.prefix)));
-                (format!("{}_src0", cp.prefix), format!("({} + i * {}_step)", cp.k_off, cp.prefix))
+                (
+                    format!("{}_src0", cp.prefix),
+                    format!("({} + i * {}_step)", cp.k_off, cp.prefix),
+                )
             } else {
-                params.push((format!("{} const", cp.ty), format!("(&{}_src)[{}]", cp.prefix, cp.copies)));
+                params.push((
+                    format!("{} const", cp.ty),
+                    format!("(&{}_src)[{}]", cp.prefix, cp.copies),
+                ));
                 (format!("{}_src[i]", cp.prefix), cp.k_off.clone())
             };
             let ok = match &cp.k_ok {
@@ -267,7 +282,14 @@ impl Emit<'_> {
             l.extend(guarded(cp.chunks, cp.copies * p.threads, b));
             body.push(Stmt::unrolled("i", cp.copies, l));
         }
-        for (t, n) in [("int", "k0"), ("int", "K"), ("int", "N8"), ("int", "N"), ("int", "gshift"), ("int", "groups")] {
+        for (t, n) in [
+            ("int", "k0"),
+            ("int", "K"),
+            ("int", "N8"),
+            ("int", "N"),
+            ("int", "gshift"),
+            ("int", "groups"),
+        ] {
             params.push((t.into(), n.into()));
         }
         CFunction {

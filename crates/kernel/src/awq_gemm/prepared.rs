@@ -30,7 +30,9 @@ impl Emit<'_> {
             Stmt::decl("uint32_t", &format!("zl[{ns}][8]"), "{}"),
         ];
         if self.x16() {
-            v.push(Stmt::Comment("f16: -(64 + z) per column, and 1/16 (the x16 conversion's odd pairs)".into()));
+            v.push(Stmt::Comment(
+                "f16: -(64 + z) per column, and 1/16 (the x16 conversion's odd pairs)".into(),
+            ));
             v.push(Stmt::decl("uint32_t", &format!("zh[{ns}][8]"), "{}"));
             v.push(Stmt::decl("const __half2", "x16_inv", "__float2half2_rn(0.0625f)"));
             v.push(Stmt::decl("const __half2", "z_shift", "__float2half2_rn(960.f)"));

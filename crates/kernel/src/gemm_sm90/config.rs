@@ -60,7 +60,14 @@ impl std::hash::Hash for GemmSm90Config {
             self.epi_tile,
         )
             .hash(h);
-        (self.smem_capacity, self.raster, self.swizzle_log2, self.mma_pipe, self.grouped).hash(h);
+        (
+            self.smem_capacity,
+            self.raster,
+            self.swizzle_log2,
+            self.mma_pipe,
+            self.grouped,
+        )
+            .hash(h);
         self.split_k_mode.hash(h);
         (self.fusion.name(), self.fusion.describe()).hash(h);
     }

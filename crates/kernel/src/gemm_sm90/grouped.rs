@@ -285,7 +285,12 @@ pub(super) fn epilogue(k: &Ctx, g: Sm90Grouped) -> Result<Vec<Stmt>, GemmError> 
                     "const int",
                     "ru",
                     format!("ri + {}", k.bn / 4),
-                    format!("the up accumulator: column col + {} (B rows {}..{})", k.bn / 2, k.bn / 2, k.bn),
+                    format!(
+                        "the up accumulator: column col + {} (B rows {}..{})",
+                        k.bn / 2,
+                        k.bn / 2,
+                        k.bn
+                    ),
                 ),
                 pair(&v("ri", "ru", ""), &v("ri + 1", "ru + 1", " + 1")),
             ]
@@ -322,11 +327,7 @@ pub(super) fn epilogue(k: &Ctx, g: Sm90Grouped) -> Result<Vec<Stmt>, GemmError> 
     let per_row = match g {
         Sm90Grouped::SwiGlu => vec![
             dl("const int", "row", &row, &[var("h"), Expr::lit(0)])?,
-            d(
-                &format!("{t}* const"),
-                "drow",
-                "D + (long long)(gm + row) * ldd",
-            ),
+            d(&format!("{t}* const"), "drow", "D + (long long)(gm + row) * ldd"),
             if_("gm + row < M", swiglu_row),
         ],
         Sm90Grouped::Scatter => vec![

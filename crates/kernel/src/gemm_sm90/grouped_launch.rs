@@ -197,10 +197,7 @@ pub unsafe fn launch_grouped(
     }
     let maps = g.grouped_tensor_maps(a)?;
     let fe = |e: rcute_collective::FusionError| GemmError::Config(format!("fusion arguments: {e}"));
-    let blob = FusionArgs::new()
-        .f32("alpha", 1.0)
-        .pack(&g.config.fusion)
-        .map_err(fe)?;
+    let blob = FusionArgs::new().f32("alpha", 1.0).pack(&g.config.fusion).map_err(fe)?;
     let enc = |m: &TmaEncodeArgs, ptr: u64| {
         encode_tiled_cached(m, ptr).map_err(|e| GemmError::Config(format!("tensor map: {e}")))
     };

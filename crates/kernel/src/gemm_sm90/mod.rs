@@ -52,7 +52,8 @@ use rcute_atom::mma_sm90::{wgmma_commit_group, wgmma_fence, wgmma_wait_group};
 use rcute_atom::sync::{
     cluster_arrive, cluster_arrive_relaxed, cluster_wait, elect_one_sync, fence_acq_rel_gpu, fence_mbarrier_init,
     fence_proxy_async_shared, mbarrier_arrive, mbarrier_arrive_cluster, mbarrier_arrive_expect_tx, mbarrier_init,
-    mbarrier_wait_parity, named_barrier_arrive, named_barrier_red_or, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
+    mbarrier_wait_parity, named_barrier_arrive, named_barrier_red_or, named_barrier_sync, setmaxnreg_dec,
+    setmaxnreg_inc,
 };
 use rcute_atom::tma::tma_data_type;
 use rcute_atom::{make_gmma_desc, Element, GmmaSmemAtom, GmmaSwizzle, Major, MmaAtom, Snippet, TmaEncodeArgs};

@@ -61,7 +61,11 @@ pub(super) fn counter_groups(cfg: &GemmSm90Config) -> u64 {
 pub(super) fn in_kernel_reduce(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let at = if k.cfg.ab == Element::S8 { "int" } else { "float" };
     let groups = counter_groups(k.cfg);
-    let cgrp = if groups > 1 { format!(" * {groups} + cw") } else { String::new() };
+    let cgrp = if groups > 1 {
+        format!(" * {groups} + cw")
+    } else {
+        String::new()
+    };
     Ok(vec![
         c("in-kernel split-K: publish the partials (release fence), then one ticket per epilogue group on the tile's counter"),
         e("rc_fence_acq_rel_gpu()"),
@@ -121,12 +125,22 @@ fn slab_sum(k: &Ctx, at: &str) -> Result<Vec<Stmt>, GemmError> {
     ];
     let rows = vec![
         c("weak loads after the acquire fence"),
-        Stmt::Array { ty: format!("{at}2"), name: "part".into(), len: pairs as usize, comment: None },
+        Stmt::Array {
+            ty: format!("{at}2"),
+            name: "part".into(),
+            len: pairs as usize,
+            comment: None,
+        },
         unroll("j", pairs, load),
         unroll("j", pairs, add),
     ];
     let per_atom = vec![
-        dc("const int", "gm", "m0 + wg_row0 + a * 64 + 16 * warp + lane / 4", "CLayout_64xN rows"),
+        dc(
+            "const int",
+            "gm",
+            "m0 + wg_row0 + a * 64 + 16 * warp + lane / 4",
+            "CLayout_64xN rows",
+        ),
         d("const int", "gn", "n0 + 2 * (lane % 4)"),
         unroll(
             "h",
@@ -140,7 +154,11 @@ fn slab_sum(k: &Ctx, at: &str) -> Result<Vec<Stmt>, GemmError> {
     Ok(vec![
         c("acquire: every split's partials are visible; sum the slabs in split order (deterministic)"),
         e("rc_fence_acq_rel_gpu()"),
-        unroll("a", k.p.m_atoms, vec![unroll("i", k.nacc, vec![Stmt::assign("acc[a][i]", "0")])]),
+        unroll(
+            "a",
+            k.p.m_atoms,
+            vec![unroll("i", k.nacc, vec![Stmt::assign("acc[a][i]", "0")])],
+        ),
         for_(
             "s",
             "0",
@@ -199,8 +217,12 @@ pub(super) fn split_partials(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     ];
     Ok(vec![
         c(match k.cfg.split_k_mode {
-            Sm90SplitK::Separate => "split-K: store this split's partial sums (the fusion runs once, in the reduction kernel)",
-            Sm90SplitK::InKernel => "split-K: store this split's partial sums to its slab (the last split reduces them)",
+            Sm90SplitK::Separate => {
+                "split-K: store this split's partial sums (the fusion runs once, in the reduction kernel)"
+            }
+            Sm90SplitK::InKernel => {
+                "split-K: store this split's partial sums to its slab (the last split reduces them)"
+            }
         }),
         d(
             &format!("{at}* const"),

@@ -46,8 +46,8 @@ mod args;
 mod epilogue;
 pub mod finalize;
 pub mod gather;
-pub mod quant;
 mod kernel;
+pub mod quant;
 mod sm90;
 
 pub use args::GroupedGemmArgs;

@@ -2,10 +2,10 @@
 //! workspace layout. Pure host code: every rejection here happens before anything is
 //! launched (and is tested without a GPU).
 
+use super::path::MoePath;
 use crate::error::OpsError;
 use crate::gemm::{check_layout, check_vector_alignment, overlaps, range};
 use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef};
-use super::path::MoePath;
 use rcute_kernel::grouped_gemm::SM90_TILE;
 use rcute_kernel::moe_routing::align::{align_capacity, AlignCapacity};
 use rcute_kernel::moe_routing::{MAX_EXPERTS, MAX_LOCAL_EXPERTS, MAX_TOPK};
@@ -720,7 +720,11 @@ mod tests {
     /// larger of the two families' layouts for the rules' configuration.
     #[test]
     fn prefill_workspace_is_the_larger_family_layout() {
-        for (t, k, e, h, i) in [(4096, 2, 8, 4096, 14336), (1024, 6, 64, 2048, 1408), (4096, 6, 64, 2048, 1408)] {
+        for (t, k, e, h, i) in [
+            (4096, 2, 8, 4096, 14336),
+            (1024, 6, 64, 2048, 1408),
+            (4096, 6, 64, 2048, 1408),
+        ] {
             let [sm80, sm90] = layouts(t, k, e, h, i, 2).unwrap();
             let bytes = fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap();
             assert_eq!(bytes, sm80.bytes.max(sm90.bytes), "{t} tokens, E={e}");

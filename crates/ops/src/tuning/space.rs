@@ -452,14 +452,23 @@ mod tests {
             );
             let deep = |c: &ConfigSpec| matches!(c, ConfigSpec::Sm90(s) if s.stages.is_some_and(|st| st > 8));
             assert!(
-                c.iter().any(|s| deep(s) && s.to_string().starts_with("sm90:64x32x64,pp") && s.to_string().contains("c1x2")),
+                c.iter().any(|s| deep(s)
+                    && s.to_string().starts_with("sm90:64x32x64,pp")
+                    && s.to_string().contains("c1x2")),
                 "{m}: deep pipelines with A multicast"
             );
-            assert!(c.iter().filter(|s| deep(s)).all(generates), "{m}: deep candidates generate");
+            assert!(
+                c.iter().filter(|s| deep(s)).all(generates),
+                "{m}: deep candidates generate"
+            );
         }
         for m in [256, 4096] {
             let c = gemm_candidates(m, 4096, 4096, 1, (9, 0), 132);
-            assert!(c.iter().all(|s| !matches!(s, ConfigSpec::Sm90(s) if s.stages.is_some())), "{m}: no deep decode variants");
+            assert!(
+                c.iter()
+                    .all(|s| !matches!(s, ConfigSpec::Sm90(s) if s.stages.is_some())),
+                "{m}: no deep decode variants"
+            );
         }
     }
 
