@@ -2,8 +2,7 @@
 //! schedule (warp-specialized, cooperative, ping-pong), with and without C, bf16 and f16;
 //! random shapes (M, N, K not multiples of the tile, M = 1, K = 0; N and K multiples of 8
 //! as TMA requires), batches, padded leading dimensions, alpha / beta (null C
-//! when beta = 0), split-K (2 to 5 splits, through the reduction kernel or reduced in the
-//! kernel by each tile's last split, then bit-identical across runs), and problems
+//! when beta = 0), split-K (2 to 5 splits, through the reduction kernel), and problems
 //! larger than the persistent grid (the tile walk wraps).
 //! Outputs are poisoned before each launch; every in-bounds element must be written and
 //! every padding element left alone; results are compared with a float64 CPU reference:
@@ -15,9 +14,7 @@
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use rcute_atom::Element;
 use rcute_kernel::gemm_sm80::{GemmArgs, SplitKMode};
-use rcute_kernel::gemm_sm90::{
-    generate, launch_fused, launch_split_k, FusionArgs, GemmSm90Config, GeneratedGemmSm90, Sm90Schedule, Sm90SplitK,
-};
+use rcute_kernel::gemm_sm90::{generate, launch_split_k, GemmSm90Config, GeneratedGemmSm90, Sm90Schedule};
 use rcute_kernel::testing::gpu_for_test;
 use rcute_kernel::tile_scheduler::RasterOrderOption;
 use rcute_kernel::{Arch, CompileOptions, Function, Gpu, KernelCache};
@@ -70,27 +67,7 @@ fn decode(e: Element, b: &[u8]) -> f64 {
 struct Kernel {
     g: GeneratedGemmSm90,
     f: Function,
-    /// The split-K reduction kernel (`None`: in-kernel split-K).
-    reduce: Option<Function>,
-}
-
-/// Launch `k` with split-K through its reduction kernel, or (in-kernel split-K) with the
-/// zeroed tile counters at `counters` ([`GeneratedGemmSm90::tile_counters`] ints).
-///
-/// # Safety
-///
-/// As for `launch_split_k`.
-unsafe fn launch_kernel(k: &Kernel, args: &GemmArgs, fa: &FusionArgs, ctas: u32, counters: u64) {
-    let mut args = *args;
-    args.semaphores = counters;
-    // SAFETY: as documented.
-    let r = unsafe {
-        match &k.reduce {
-            Some(reduce) => launch_split_k(&k.f, reduce, &k.g, &args, fa, ctas),
-            None => launch_fused(&k.f, &k.g, &args, fa, ctas),
-        }
-    };
-    r.unwrap_or_else(|err| panic!("{} {args:?}: {err}", k.g.name));
+    reduce: Function,
 }
 
 fn build(gpu: &Gpu, cfg: &GemmSm90Config) -> Kernel {
@@ -100,8 +77,7 @@ fn build(gpu: &Gpu, cfg: &GemmSm90Config) -> Kernel {
         .unwrap_or_else(|e| panic!("{}: {e}", g.name));
     let module = gpu.load(&compiled).expect("load");
     let f = module.function(&g.name).expect("kernel");
-    let reduce = (g.config.split_k_mode == Sm90SplitK::Separate)
-        .then(|| module.function(&g.reduce_name).expect("reduce kernel"));
+    let reduce = module.function(&g.reduce_name).expect("reduce kernel");
     eprintln!(
         "{}: {} registers, {} B dynamic smem",
         g.name,
@@ -160,12 +136,8 @@ fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> f64 {
     let d_w = stream
         .alloc_zeros::<u8>(k.g.workspace_bytes(m as i32, n as i32, l as i32, c.split).max(16))
         .expect("workspace");
-    let counters = k.g.tile_counters(m as i32, n as i32, l as i32, c.split);
-    let d_s = stream.alloc_zeros::<i32>(counters.max(4)).expect("tile counters");
-    let mut first_run = None;
     {
         let (pw, _rw) = d_w.device_ptr(stream);
-        let (ps, _rs) = d_s.device_ptr(stream);
         let (pa, _ra) = d_a.device_ptr(stream);
         let (pb, _rb) = d_b.device_ptr(stream);
         let (pc, _rc) = d_c.device_ptr(stream);
@@ -194,32 +166,17 @@ fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> f64 {
             split_k_mode: SplitKMode::Parallel,
             semaphores: 0,
         };
+        // SAFETY: the buffers hold the matrices described by `args`.
         let fa = k.g.default_fusion_args(&args).unwrap();
         let ctas = c.ctas.max((k.g.config.cluster[0] * k.g.config.cluster[1]) as u32);
-        // SAFETY: the buffers hold the matrices described by `args`.
-        unsafe { launch_kernel(k, &args, &fa, ctas, ps) };
+        unsafe {
+            launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, ctas)
+                .unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name))
+        };
         gpu.synchronize()
             .unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name));
-        if k.reduce.is_none() {
-            // In-kernel split-K: the counters are back to zero (replayable) and a second
-            // launch gives the same bits (the slabs are summed in split order).
-            let zero = stream.clone_dtoh(&d_s).expect("dtoh");
-            assert!(
-                zero.iter().all(|&x| x == 0),
-                "{} {c:?}: tile counters left {zero:?}",
-                k.g.name
-            );
-            first_run = Some(stream.clone_dtoh(&d_d).expect("dtoh"));
-            // SAFETY: as above.
-            unsafe { launch_kernel(k, &args, &fa, ctas, ps) };
-            gpu.synchronize()
-                .unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name));
-        }
     }
     let out = stream.clone_dtoh(&d_d).expect("dtoh");
-    if let Some(first) = first_run {
-        assert!(first == out, "{} {c:?}: two runs differ", k.g.name);
-    }
     let (mut num, mut den) = (0.0f64, 0.0f64);
     for b in 0..l {
         for i in 0..m {
@@ -405,26 +362,6 @@ pub fn deep_configs() -> Vec<GemmSm90Config> {
     .collect()
 }
 
-/// In-kernel split-K configurations (no C: the reduction runs before the epilogue): the
-/// decode tile with its deepest pipeline, ping-pong (two groups alternating tiles),
-/// cooperative (two groups per tile, a counter each) and a 2x1 cluster (tiles past the M
-/// edge take no ticket).
-pub fn in_kernel_configs() -> Vec<GemmSm90Config> {
-    [
-        ([1, 1], [64, 64, 64], Sm90Schedule::WarpSpecialized, Some(14)),
-        ([1, 1], [64, 128, 64], Sm90Schedule::PingPong, None),
-        ([1, 1], [128, 128, 64], Sm90Schedule::Cooperative, None),
-        ([2, 1], [64, 64, 64], Sm90Schedule::PingPong, Some(12)),
-    ]
-    .into_iter()
-    .map(|(cluster, tile, sched, stages)| {
-        let mut c = GemmSm90Config::bf16(tile, sched).without_c();
-        (c.cluster, c.stages, c.split_k_mode) = (cluster, stages, Sm90SplitK::InKernel);
-        c
-    })
-    .collect()
-}
-
 /// Whether the test may run: an sm_90 GPU (a missing or other GPU skips, or fails with
 /// `RCUTE_REQUIRE_GPU=1`).
 fn sm90_gpu() -> Option<Gpu> {
@@ -458,34 +395,6 @@ fn sm90_gemm_deep_pipelines() {
         assert_eq!(k.g.config.stages, cfg.stages, "{}", k.g.name);
         let mut worst = 0.0f64;
         let cs = cases(&mut rng, cfg.tile, cfg.with_c(), count);
-        for c in &cs {
-            worst = worst.max(run_case(&gpu, &k, *c, &mut rng));
-        }
-        eprintln!("{}: {} cases, worst relative error {worst:.2e}", k.g.name, cs.len());
-    }
-}
-
-#[test]
-fn sm90_gemm_in_kernel_split_k() {
-    let Some(gpu) = sm90_gpu() else { return };
-    let mut rng = Rng::new("sm90_gemm_in_kernel_split_k");
-    let count: usize = std::env::var("RCUTE_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
-    for cfg in in_kernel_configs() {
-        let k = build(&gpu, &cfg);
-        assert!(k.reduce.is_none(), "{}: a reduction kernel in the unit", k.g.name);
-        let mut worst = 0.0f64;
-        // Every other unsplit case split in two (split 1 still runs the plain epilogue).
-        let cs: Vec<Case> = cases(&mut rng, cfg.tile, false, count)
-            .into_iter()
-            .enumerate()
-            .map(|(i, c)| Case {
-                split: if c.split == 1 && i % 2 == 1 { 2 } else { c.split },
-                ..c
-            })
-            .collect();
         for c in &cs {
             worst = worst.max(run_case(&gpu, &k, *c, &mut rng));
         }
@@ -532,16 +441,13 @@ fn sm90_gemm_with_fused_epilogue() {
     }
     let mut rng = Rng::new("sm90_gemm_with_fused_epilogue");
     let fusion = Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, Some(Element::BF16)).unwrap();
-    for (sched, mode) in [
-        (Sm90Schedule::Cooperative, Sm90SplitK::Separate),
-        (Sm90Schedule::PingPong, Sm90SplitK::Separate),
-        (Sm90Schedule::WarpSpecialized, Sm90SplitK::Separate),
-        (Sm90Schedule::Cooperative, Sm90SplitK::InKernel),
-        (Sm90Schedule::PingPong, Sm90SplitK::InKernel),
-        (Sm90Schedule::WarpSpecialized, Sm90SplitK::InKernel),
+    for sched in [
+        Sm90Schedule::Cooperative,
+        Sm90Schedule::PingPong,
+        Sm90Schedule::WarpSpecialized,
     ] {
         let mut cfg = GemmSm90Config::bf16([128, 128, 64], sched);
-        (cfg.fusion, cfg.split_k_mode) = (fusion.clone(), mode);
+        cfg.fusion = fusion.clone();
         let k = build(&gpu, &cfg);
         let stream = gpu.stream();
         for &(m, n, kk, l) in &[(300i64, 264i64, 200i64, 2i64), (1, 8, 64, 1), (129, 136, 8, 1)] {
@@ -571,24 +477,20 @@ fn sm90_gemm_with_fused_epilogue() {
                 let (pbs, _r5) = d_bs.device_ptr(stream);
                 let (pbias, _r6) = d_bias.device_ptr(stream);
                 let mut args = GemmArgs::tn(m as i32, n as i32, kk as i32, l as i32, pa, pb, 0, pd);
-                // The first shape runs split-K: the fusion then runs in the reduction kernel
-                // (or in the epilogue of each tile's last split).
+                // The first shape runs split-K: the fusion then runs in the reduction kernel.
                 let split = if m == 300 { 3 } else { 1 };
                 let d_w = stream
                     .alloc_zeros::<u8>(k.g.workspace_bytes(m as i32, n as i32, l as i32, split).max(16))
                     .unwrap();
                 let (pw, _r7) = d_w.device_ptr(stream);
-                let d_s = stream
-                    .alloc_zeros::<i32>(k.g.tile_counters(m as i32, n as i32, l as i32, split).max(4))
-                    .unwrap();
-                let (ps, _r8) = d_s.device_ptr(stream);
                 (args.split_k, args.workspace) = (split, if split > 1 { pw } else { 0 });
                 let fa = FusionArgs::new()
                     .ptr("a_scale", pas)
                     .ptr("b_scale", pbs)
                     .ptr("bias", pbias);
                 // SAFETY: the buffers hold the matrices and vectors described.
-                unsafe { launch_kernel(&k, &args, &fa, 132, ps) };
+                unsafe { launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, 132) }
+                    .unwrap_or_else(|e| panic!("{}: {e}", k.g.name));
                 gpu.synchronize().unwrap();
                 let out = stream.clone_dtoh(&d_d).unwrap();
                 let mut acc = vec![0.0f64; (m * n * l) as usize];
@@ -722,7 +624,8 @@ fn sm90_int8_and_fp8_scaled_gemm() {
                     .ptr("b_scale", pbs)
                     .ptr("bias", pbias);
                 // SAFETY: the buffers hold the matrices and vectors described.
-                unsafe { launch_kernel(&k, &args, &fa, 132, 0) };
+                unsafe { launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, 132) }
+                    .unwrap_or_else(|e| panic!("{}: {e}", k.g.name));
                 gpu.synchronize().unwrap();
                 let out = stream.clone_dtoh(&d_d).unwrap();
                 let (mut num, mut den) = (0.0f64, 0.0f64);

@@ -161,9 +161,6 @@ fn ops_opened_on_the_application_stream() {
 enum Kernel {
     Auto,
     Sm80SplitK(SplitKMode),
-    /// `sm90:64x64x64,ws,s14,k2,ik`: SM90 split-K reduced in the kernel (tile counters in
-    /// the stream's semaphores, left zero by every launch).
-    Sm90SplitKIk,
 }
 
 fn gemm(
@@ -185,11 +182,6 @@ fn gemm(
             (s.split_k, s.split_k_mode) = (4, mode);
             ops.run_gemm_with(&p, Some(&Choice::Sm80(s)))
         }
-        Kernel::Sm90SplitKIk => {
-            let p = validate(&av, &bv, None, &dv, 1.0, 0.0)?;
-            let spec: rcute_ops::tuning::ConfigSpec = "sm90:64x64x64,ws,s14,k2,ik".parse().unwrap();
-            ops.run_gemm_with(&p, spec.gemm_choice().as_ref())
-        }
     }
 }
 
@@ -202,12 +194,7 @@ fn gemm_captured_in_a_graph_replays_with_new_inputs() {
         Kernel::Auto,
         Kernel::Sm80SplitK(SplitKMode::Parallel),
         Kernel::Sm80SplitK(SplitKMode::Serial),
-        Kernel::Sm90SplitKIk,
     ] {
-        if matches!(kernel, Kernel::Sm90SplitKIk) && gpu.compute_capability() != (9, 0) {
-            eprintln!("skipping {kernel:?}: not an sm_90 GPU");
-            continue;
-        }
         // A fresh stream of the application: no scratch of rcute's on it yet.
         let s = gpu.context().new_stream().unwrap();
         let ops = ops.on_stream(&s).unwrap();

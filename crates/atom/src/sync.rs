@@ -165,38 +165,6 @@ pub fn named_barrier_arrive() -> Snippet {
     Snippet::build("rc_named_barrier_arrive", Arch::SM80, 32, params, &body)
 }
 
-/// `bar.red.or.pred`: a named barrier (`num_threads` a multiple of 32) that also returns,
-/// to every participating thread, whether `pred` was non-zero in any of them (the barrier
-/// orders memory like `bar.sync`).
-pub fn named_barrier_red_or() -> Snippet {
-    let params = vec![
-        Param::scalar("id", "uint32_t"),
-        Param::scalar("num_threads", "uint32_t"),
-        Param::scalar("pred", "uint32_t"),
-    ];
-    let lines: Vec<String> = [
-        "{",
-        ".reg .pred rc_p;",
-        ".reg .pred rc_q;",
-        "setp.ne.u32 rc_p, %3, 0;",
-        "bar.red.or.pred rc_q, %1, %2, rc_p;",
-        "selp.u32 %0, 1, 0, rc_q;",
-        "}",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let body = String::from("uint32_t any;\n")
-        + &asm_stmt(
-            &lines,
-            &["\"=r\"(any)".into()],
-            &["\"r\"(id)".into(), "\"r\"(num_threads)".into(), "\"r\"(pred)".into()],
-            true,
-        )
-        + "return any != 0;\n";
-    Snippet::build("rc_named_barrier_red_or", Arch::SM80, 32, params, &body).returning("bool")
-}
-
 /// `barrier.cluster.arrive.aligned` (release semantics by default).
 pub fn cluster_arrive() -> Snippet {
     let body = asm_stmt(&["barrier.cluster.arrive.aligned;".into()], &[], &[], true);
@@ -281,14 +249,6 @@ pub fn setmaxnreg_dec() -> Snippet {
         vec![("int", "N", "40".into())],
         &body,
     )
-}
-
-/// `fence.acq_rel.gpu`: a gpu-scope release / acquire fence (lighter than `__threadfence`'s
-/// `fence.sc.gpu`), for a relaxed atomic flag between global writes and reads, e.g. the
-/// in-kernel split-K ticket.
-pub fn fence_acq_rel_gpu() -> Snippet {
-    let body = asm_stmt(&["fence.acq_rel.gpu;".into()], &[], &[], true);
-    Snippet::build("rc_fence_acq_rel_gpu", Arch::SM80, 1, vec![], &body)
 }
 
 /// `ld.acquire.gpu.global.b32`: a gpu-scope acquire load of a global `int` (the wait side

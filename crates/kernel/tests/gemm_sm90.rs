@@ -3,7 +3,7 @@
 //! UTMALDG, UTMASTG and STSM in the SASS).
 
 use rcute_atom::Element;
-use rcute_kernel::gemm_sm90::{generate, GemmSm90Config, GeneratedGemmSm90, Sm90Schedule, Sm90SplitK};
+use rcute_kernel::gemm_sm90::{generate, GemmSm90Config, GeneratedGemmSm90, Sm90Schedule};
 use rcute_kernel::testing::toolkit_for_test;
 use rcute_kernel::{compile, Arch, CompileOptions, Sass};
 
@@ -51,34 +51,6 @@ fn configs() -> Vec<GemmSm90Config> {
     f.cd = Element::F16;
     f = f.without_c();
     v.push(f);
-    v.extend(in_kernel_configs());
-    v
-}
-
-/// In-kernel split-K (no C): the decode tile with a deep pipeline, ping-pong, cooperative
-/// (two epilogue groups per tile), and an INT8 scaled GEMM (int partials, broadcast
-/// fusion).
-fn in_kernel_configs() -> Vec<GemmSm90Config> {
-    let mut v = vec![];
-    for (tile, sched, stages) in [
-        ([64, 64, 64], Sm90Schedule::WarpSpecialized, Some(14)),
-        ([64, 128, 64], Sm90Schedule::PingPong, None),
-        ([128, 128, 64], Sm90Schedule::Cooperative, None),
-    ] {
-        let mut c = GemmSm90Config::bf16(tile, sched).without_c();
-        (c.stages, c.split_k_mode) = (stages, Sm90SplitK::InKernel);
-        v.push(c);
-    }
-    let mut c = GemmSm90Config::bf16([64, 128, 128], Sm90Schedule::PingPong);
-    c.ab = Element::S8;
-    c.fusion = rcute_collective::Fusion::scaled_mm(
-        rcute_collective::fusion::ScaleKind::PerRow,
-        rcute_collective::fusion::ScaleKind::PerCol,
-        Some(Element::BF16),
-    )
-    .unwrap();
-    c.split_k_mode = Sm90SplitK::InKernel;
-    v.push(c);
     v
 }
 

@@ -31,8 +31,7 @@ pub struct LoadedGemmSm90 {
     /// The generated source and its plan.
     pub generated: Arc<GeneratedGemmSm90>,
     main: Function,
-    /// The split-K reduction kernel (`None` for an in-kernel split-K configuration).
-    reduce: Option<Function>,
+    reduce: Function,
 }
 
 impl LoadedGemmSm90 {
@@ -40,9 +39,9 @@ impl LoadedGemmSm90 {
     pub fn main(&self) -> &Function {
         &self.main
     }
-    /// The split-K reduction kernel (`None` for [`gemm_sm90::Sm90SplitK::InKernel`]).
-    pub fn reduce(&self) -> Option<&Function> {
-        self.reduce.as_ref()
+    /// The split-K reduction kernel.
+    pub fn reduce(&self) -> &Function {
+        &self.reduce
     }
 }
 
@@ -180,10 +179,7 @@ impl Ops {
             .map_err(boxed)?;
         let module = self.gpu.load(&compiled).map_err(boxed)?;
         let main = module.function(&g.name).map_err(boxed)?;
-        let reduce = match g.config.split_k_mode {
-            gemm_sm90::Sm90SplitK::Separate => Some(module.function(&g.reduce_name).map_err(boxed)?),
-            gemm_sm90::Sm90SplitK::InKernel => None,
-        };
+        let reduce = module.function(&g.reduce_name).map_err(boxed)?;
         Ok(LoadedGemmSm90 {
             generated: Arc::new(g),
             main,
@@ -360,10 +356,6 @@ impl Ops {
         if !(p.c.is_some() && p.beta != 0.0) {
             cfg = cfg.without_c();
         }
-        if cfg.with_c() {
-            // The in-kernel split-K reduction has no C: C goes through the reduction kernel.
-            cfg.split_k_mode = gemm_sm90::Sm90SplitK::Separate;
-        }
         let loaded = self.load_gemm_sm90(&cfg)?;
         let g = &loaded.generated;
         let (m, n, k, l) = (p.m as i32, p.n as i32, p.k as i32, p.l as i32);
@@ -412,19 +404,9 @@ impl Ops {
         if ws_bytes > 0 {
             args.workspace = scratch.workspace(ws_bytes)?;
         }
-        let counters = g.tile_counters(args.m, args.n, args.l, args.split_k);
-        if counters > 0 {
-            // Zero on allocation; every completed in-kernel split-K launch leaves them zero.
-            args.semaphores = scratch.semaphores(counters)?;
-        }
         // SAFETY: the caller guarantees the operands; the workspace holds `workspace_bytes`.
-        unsafe {
-            match &loaded.reduce {
-                Some(reduce) => gemm_sm90::launch_split_k(&loaded.main, reduce, g, &args, fa, self.gpu.sm_count()),
-                None => gemm_sm90::launch_fused(&loaded.main, g, &args, fa, self.gpu.sm_count()),
-            }
-        }
-        .map_err(boxed)?;
+        unsafe { gemm_sm90::launch_split_k(&loaded.main, &loaded.reduce, g, &args, fa, self.gpu.sm_count()) }
+            .map_err(boxed)?;
         Ok(())
     }
 }

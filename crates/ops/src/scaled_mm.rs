@@ -591,9 +591,7 @@ impl Ops {
         match spec {
             ConfigSpec::Sm80(s) => self.run_scaled_mm(p, Some(&s.scaled_mm_selection())),
             ConfigSpec::Sm90(s) => {
-                let mut base = s.apply(rcute_kernel::gemm_sm90::GemmSm90Config::bf16(s.tile, s.schedule));
-                // scaled_mm combines SM90 splits with the reduction kernel.
-                base.split_k_mode = rcute_kernel::gemm_sm90::Sm90SplitK::Separate;
+                let base = s.apply(rcute_kernel::gemm_sm90::GemmSm90Config::bf16(s.tile, s.schedule));
                 self.run_scaled_mm_sm90(p, Some((&base, s.split_k)))
             }
             other => Err(not_scaled_mm(other)),
@@ -862,9 +860,7 @@ impl Ops {
                 } else {
                     Element::S8
                 };
-                let mut base = s.apply(rcute_kernel::gemm_sm90::GemmSm90Config::bf16(s.tile, s.schedule));
-                // scaled_mm combines SM90 splits with the reduction kernel.
-                base.split_k_mode = rcute_kernel::gemm_sm90::Sm90SplitK::Separate;
+                let base = s.apply(rcute_kernel::gemm_sm90::GemmSm90Config::bf16(s.tile, s.schedule));
                 let cfg = sm90_scaled_config(base, ab, out, kind.a_scale, kind.b_scale, kind.bias)?;
                 self.load_gemm_sm90(&cfg).map(|_| ())
             }

@@ -41,9 +41,6 @@ pub struct GemmSm90Config {
     /// padded order, B per expert, no C, the register epilogue of the mode; `None` for the
     /// plain GEMM.
     pub grouped: Option<Sm90Grouped>,
-    /// How split-K partial sums are combined ([`Sm90SplitK`]; the default is the separate
-    /// reduction kernel).
-    pub split_k_mode: Sm90SplitK,
 }
 
 impl Eq for GemmSm90Config {}
@@ -68,7 +65,6 @@ impl std::hash::Hash for GemmSm90Config {
             self.grouped,
         )
             .hash(h);
-        self.split_k_mode.hash(h);
         (self.fusion.name(), self.fusion.describe()).hash(h);
     }
 }
@@ -105,7 +101,6 @@ impl GemmSm90Config {
             swizzle_log2: 0,
             mma_pipe: 1,
             grouped: None,
-            split_k_mode: Sm90SplitK::Separate,
         }
     }
 }

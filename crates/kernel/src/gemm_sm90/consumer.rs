@@ -64,18 +64,6 @@ pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     tile.extend(mainloop(k)?);
     match k.cfg.grouped {
         Some(g) => tile.extend(grouped::epilogue(k, g)?),
-        None if k.cfg.split_k_mode == Sm90SplitK::InKernel => {
-            tile.push(dc(
-                "bool",
-                "run_epilogue",
-                "true",
-                "split-K: only the tile's last split to arrive runs the epilogue",
-            ));
-            let mut split = split_partials(k)?;
-            split.extend(in_kernel_reduce(k)?);
-            tile.push(if_("split_k > 1", split));
-            tile.push(if_("run_epilogue", epilogue::epilogue(k)?));
-        }
         None => tile.push(Stmt::If {
             cond: "split_k > 1".into(),
             then: split_partials(k)?,

@@ -57,12 +57,7 @@ pub(super) fn broadcast_loads(k: &Ctx) -> Vec<Stmt> {
             len: regs.len(),
             comment: None,
         },
-        if k.cfg.split_k_mode == Sm90SplitK::InKernel {
-            // The split that runs the epilogue is known only after the mainloop.
-            Stmt::Block(loads)
-        } else {
-            if_("split_k == 1", loads)
-        },
+        if_("split_k == 1", loads),
     ]
 }
 

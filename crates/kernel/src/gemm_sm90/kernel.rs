@@ -132,9 +132,6 @@ pub(super) fn kernel(
     params.extend(["M", "N", "K", "L"].map(int));
     params.push((format!("const {}", fusion.struct_name), "p".into()));
     params.push(("float* __restrict__".into(), "workspace".into()));
-    if cfg.split_k_mode == Sm90SplitK::InKernel {
-        params.push(("int* __restrict__".into(), "tile_counters".into()));
-    }
     params.extend(
         [
             "split_k",

@@ -41,16 +41,6 @@ impl GeneratedGemmSm90 {
         split_k as usize * l.max(0) as usize * m.max(0) as usize * n.max(0) as usize * 4
     }
 
-    /// `int` tile counters an in-kernel split-K launch needs in `args.semaphores`, zero
-    /// before the launch and left zero by it (0 for the separate reduction or no split).
-    pub fn tile_counters(&self, m: i32, n: i32, l: i32, split_k: u32) -> usize {
-        if split_k <= 1 || self.config.split_k_mode != Sm90SplitK::InKernel {
-            return 0;
-        }
-        let tiles = self.tiles(m.max(0), n.max(0), l.max(0));
-        (tiles * counter_groups(&self.config)) as usize
-    }
-
     /// The tile scheduler's parameters for a problem (its batches are `(split, batch)`
     /// pairs with split-K).
     pub fn scheduler_params(&self, args: &GemmArgs) -> Result<SchedulerParams, GemmError> {
@@ -212,13 +202,6 @@ impl GeneratedGemmSm90 {
                 a.split_k
             ));
         }
-        let in_kernel = self.config.split_k_mode == Sm90SplitK::InKernel;
-        if a.split_k > 1 && in_kernel && (a.semaphores == 0 || !a.semaphores.is_multiple_of(4)) {
-            return shape(format!(
-                "split_k = {} in-kernel needs tile_counters() zeroed ints in semaphores",
-                a.split_k
-            ));
-        }
         let (n, k) = (a.n as i64, a.k as i64);
         // TMA moves whole 16-byte chunks at the contiguous edge of a tensor (a store
         // past N would overwrite the row's padding; a load past K would read it), so the
@@ -323,10 +306,7 @@ pub unsafe fn launch_fused(
 /// Launch with split-K (`args.split_k > 1`; 1 runs only `main`): `main` writes f32
 /// partial sums of each split into `args.workspace`
 /// ([`GeneratedGemmSm90::workspace_bytes`]), then `reduce` (the unit's
-/// `<name>_splitk_reduce`) sums them and applies the fusion, C and D. An
-/// [`Sm90SplitK::InKernel`] configuration has no reduction kernel: launch it with
-/// [`launch_fused`] (its last split of each tile reduces; `args.semaphores` holds
-/// [`GeneratedGemmSm90::tile_counters`] zeroed ints).
+/// `<name>_splitk_reduce`) sums them and applies the fusion, C and D.
 ///
 /// # Safety
 ///
@@ -392,18 +372,14 @@ pub(super) unsafe fn launch_inner(
     } else {
         ka.blob(&blob)
     };
-    ka = ka.u64(args.workspace);
-    if g.config.split_k_mode == Sm90SplitK::InKernel {
-        ka = ka.u64(args.semaphores);
-    }
-    ka = ka.i32(args.split_k as i32);
+    ka = ka.u64(args.workspace).i32(args.split_k as i32);
     let sp = g.scheduler_params(args)?;
     let ka = sp.device_args().iter().fold(ka, |ka, &v| ka.i32(v));
     let lc = g.launch_config(args, max_ctas)?;
     // SAFETY: the parameter list matches the generated kernel's signature; the caller
     // guarantees the buffers.
     unsafe { f.launch(&lc, &ka)? };
-    if args.split_k > 1 && g.config.split_k_mode == Sm90SplitK::Separate {
+    if args.split_k > 1 {
         let Some(reduce) = reduce else {
             return Err(GemmError::Shape(
                 "split_k > 1 needs the reduction kernel: use launch_split_k".into(),

@@ -17,8 +17,7 @@
 //! The main kernel is assembled from one emitter per role (`kernel.rs` composes them):
 //! `producer.rs` (TMA loads of A / B and of C), `consumer.rs` (the `wgmma` mainloop),
 //! `epilogue.rs` (fusion, `stmatrix`, TMA stores), `scheduler.rs` (the tile walk) and
-//! `split_k.rs` (partials, the in-kernel reduction of [`Sm90SplitK::InKernel`] and the reduction
-//! kernel). They read one plan ([`Sm90Plan`],
+//! `split_k.rs` (partials and the reduction kernel). They read one plan ([`Sm90Plan`],
 //! built on the collective's [`Sm90Mainloop`] and [`Sm90EpiloguePlan`]) and emit loops
 //! over compile-time extents with every index declared from its layout.
 //!
@@ -50,10 +49,9 @@ use rcute_atom::copy_tma::{
 };
 use rcute_atom::mma_sm90::{wgmma_commit_group, wgmma_fence, wgmma_wait_group};
 use rcute_atom::sync::{
-    cluster_arrive, cluster_arrive_relaxed, cluster_wait, elect_one_sync, fence_acq_rel_gpu, fence_mbarrier_init,
+    cluster_arrive, cluster_arrive_relaxed, cluster_wait, elect_one_sync, fence_mbarrier_init,
     fence_proxy_async_shared, mbarrier_arrive, mbarrier_arrive_cluster, mbarrier_arrive_expect_tx, mbarrier_init,
-    mbarrier_wait_parity, named_barrier_arrive, named_barrier_red_or, named_barrier_sync, setmaxnreg_dec,
-    setmaxnreg_inc,
+    mbarrier_wait_parity, named_barrier_arrive, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
 };
 use rcute_atom::tma::tma_data_type;
 use rcute_atom::{make_gmma_desc, Element, GmmaSmemAtom, GmmaSwizzle, Major, MmaAtom, Snippet, TmaEncodeArgs};
@@ -109,7 +107,7 @@ pub struct GeneratedGemmSm90 {
     /// Kernel (and unit) name.
     pub name: String,
     /// The split-K reduction kernel's name (`<name>_splitk_reduce`), in the same unit
-    /// (not in a grouped unit nor with [`Sm90SplitK::InKernel`]).
+    /// (not in a grouped unit).
     pub reduce_name: String,
     /// CUDA C++ source.
     pub source: String,
@@ -148,9 +146,6 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         setmaxnreg_dec(),
         prefetch_tensormap(),
     ];
-    if cfg.split_k_mode == Sm90SplitK::InKernel {
-        snippets.extend([named_barrier_red_or(), fence_acq_rel_gpu()]);
-    }
     if cfg.cluster[0] * cfg.cluster[1] > 1 {
         // Multicast loads and cluster barriers: only a cluster of several CTAs uses them.
         snippets.extend([
@@ -242,7 +237,7 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         items.push(grouped::silu_helper());
     }
     items.push(Item::Function(kernel(&config, &p, &name, &fusion)?));
-    if cfg.grouped.is_none() && cfg.split_k_mode == Sm90SplitK::Separate {
+    if cfg.grouped.is_none() {
         items.push(Item::Function(reduce_kernel(&config, &name, &fusion)));
     }
     let unit = Unit {

@@ -95,7 +95,6 @@ fn check_config(cfg: &GemmSm90Config) -> Result<(), GemmError> {
             cfg.tile
         )));
     }
-    check_split_k_mode(cfg)?;
     if cfg.mma_pipe > 1 {
         return Err(cfg_err(format!(
             "mma_pipe {}: the generator keeps 0 or 1 wgmma batches in flight",
@@ -305,13 +304,8 @@ pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
     } else {
         format!("_w{}", cfg.mma_pipe)
     };
-    // The separate split-K reduction adds nothing; the in-kernel one is `_ik`.
-    let ik = match cfg.split_k_mode {
-        Sm90SplitK::Separate => "",
-        Sm90SplitK::InKernel => "_ik",
-    };
     format!(
-        "rc_gemm_sm90_{}{out}_tn_{bm}x{bn}x{bk}_{}_c{}x{}_s{}_e{}x{}{pipe}{ik}{noc}",
+        "rc_gemm_sm90_{}{out}_tn_{bm}x{bn}x{bk}_{}_c{}x{}_s{}_e{}x{}{pipe}{noc}",
         cfg.ab.ptx(),
         cfg.schedule.tag(),
         cfg.cluster[0],

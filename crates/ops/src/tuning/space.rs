@@ -20,7 +20,7 @@
 //! ```
 
 use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
-use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule, Sm90SplitK};
+use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
 
 pub use super::space_awq_moe::{awq_candidates, moe_candidates};
 use super::spec::{ConfigSpec, Sm80Spec, Sm90Spec};
@@ -145,7 +145,6 @@ fn sm90_specs(
                     swizzle_log2: 0,
                     raster: Default::default(),
                     split_k,
-                    split_k_mode: Sm90SplitK::Separate,
                     cluster,
                     mma_pipe,
                 }));
@@ -159,9 +158,7 @@ fn sm90_specs(
 /// 64-row tiles stream B from HBM, and the automatic stage count (at most
 /// `SM90_MAX_AUTO_STAGES`) leaves too few bytes in flight per SM (BENCHMARKS.md, session 9,
 /// helper decode: cuBLAS's kernels at these sizes run 13 to 16 stages); clusters 1x1, 1x2
-/// (A multicast along N) and, with two tiles along M, 2x1; split-K 1 and 2; and, without
-/// a cluster, split-K 2 to 4 reduced in the kernel (`ik`: no second launch; the 64 tiles of
-/// N = 4096 leave half of the SMs idle unsplit).
+/// (A multicast along N) and, with two tiles along M, 2x1; split-K 1 and 2.
 fn sm90_deep(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
     use Sm90Schedule::{PingPong, WarpSpecialized};
     if m > 128 {
@@ -189,7 +186,6 @@ fn sm90_deep(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec
                 swizzle_log2: 0,
                 raster: Default::default(),
                 split_k: 1,
-                split_k_mode: Sm90SplitK::Separate,
                 cluster,
                 mma_pipe: None,
             };
@@ -199,14 +195,6 @@ fn sm90_deep(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec
                     out.push(ConfigSpec::Sm90(Sm90Spec {
                         stages: Some(stages),
                         split_k,
-                        ..base.clone()
-                    }));
-                }
-                if (2..=4).contains(&split_k) && cluster == [1, 1] {
-                    out.push(ConfigSpec::Sm90(Sm90Spec {
-                        stages: Some(stages),
-                        split_k,
-                        split_k_mode: Sm90SplitK::InKernel,
                         ..base.clone()
                     }));
                 }
@@ -236,14 +224,7 @@ fn generates(spec: &ConfigSpec) -> bool {
                 .is_ok()
         }
         ConfigSpec::Sm90(s) => {
-            let cfg = s.apply(GemmSm90Config::bf16(s.tile, s.schedule));
-            // The in-kernel split-K reduction runs without C (the op's beta = 0 problems).
-            let cfg = if s.split_k_mode == Sm90SplitK::InKernel {
-                cfg.without_c()
-            } else {
-                cfg
-            };
-            rcute_kernel::gemm_sm90::generate(&cfg).is_ok()
+            rcute_kernel::gemm_sm90::generate(&s.apply(GemmSm90Config::bf16(s.tile, s.schedule))).is_ok()
         }
         ConfigSpec::Awq(_) | ConfigSpec::Moe(_) => false,
     }
@@ -332,8 +313,6 @@ fn generates_scaled(spec: &ConfigSpec) -> bool {
             s.warps,
         )
         .is_ok_and(|c| rcute_kernel::gemm_sm80::generate(&s.apply(c)).is_ok()),
-        // scaled_mm reduces SM90 splits with the reduction kernel only.
-        ConfigSpec::Sm90(s) if s.split_k_mode == Sm90SplitK::InKernel => false,
         ConfigSpec::Sm90(s) => crate::scaled_mm::sm90_scaled_config(
             s.apply(GemmSm90Config::bf16(s.tile, s.schedule)),
             Element::S8,

@@ -6,8 +6,7 @@
 //! problem. One grammar per kernel family (the AWQ and MoE ones in [`super::op_specs`]):
 //!
 //! * Ampere class: `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing]`
-//! * Hopper: `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,ik][,cCMxCN][,wMMA_PIPE]`
-//!   (`ik`: split-K reduced in the kernel by each tile's last split, [`Sm90SplitK::InKernel`])
+//! * Hopper: `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE]`
 //!
 //! [`ConfigSpec`]'s `Display` writes the canonical form (every field the spec sets, in
 //! the order above), which parses back to the same spec:
@@ -24,7 +23,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, Sm80Target, SplitKMode};
-use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule, Sm90SplitK};
+use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
 use rcute_kernel::tile_scheduler::RasterOrderOption;
 
 use super::spec_text::{extents, number};
@@ -67,8 +66,6 @@ pub struct Sm90Spec {
     pub raster: RasterOrderOption,
     /// K-splits (1 = none).
     pub split_k: u32,
-    /// How the splits are combined (`ik`: in the kernel; default: the reduction kernel).
-    pub split_k_mode: Sm90SplitK,
     /// Cluster shape `(CM, CN)`.
     pub cluster: [i64; 2],
     /// `wgmma` batches kept in flight (`None`: the config's default).
@@ -168,7 +165,6 @@ impl Sm90Spec {
             swizzle_log2: cfg.swizzle_log2,
             raster: cfg.raster,
             split_k,
-            split_k_mode: cfg.split_k_mode,
             cluster: cfg.cluster,
             mma_pipe: None,
         }
@@ -183,7 +179,6 @@ impl Sm90Spec {
         base.swizzle_log2 = self.swizzle_log2;
         base.raster = self.raster;
         base.cluster = self.cluster;
-        base.split_k_mode = self.split_k_mode;
         if let Some(w) = self.mma_pipe {
             base.mma_pipe = w;
         }
@@ -205,7 +200,7 @@ pub struct SpecError {
 
 const SM80_GRAMMAR: &str = "BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing]";
 const SM90_GRAMMAR: &str =
-    "sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,ik][,cCMxCN][,wMMA_PIPE]";
+    "sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE]";
 
 fn parse_sm80(s: &str) -> Result<Sm80Spec, String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
@@ -258,13 +253,11 @@ fn parse_sm90(rest: &str) -> Result<Sm90Spec, String> {
         swizzle_log2: 0,
         raster: RasterOrderOption::Heuristic,
         split_k: 1,
-        split_k_mode: Sm90SplitK::Separate,
         cluster: [1, 1],
         mma_pipe: None,
     };
     for p in &parts[2..] {
         match *p {
-            "ik" => spec.split_k_mode = Sm90SplitK::InKernel,
             "am" => spec.raster = RasterOrderOption::AlongM,
             "an" => spec.raster = RasterOrderOption::AlongN,
             _ => sm90_field(&mut spec, p)?,
@@ -367,9 +360,6 @@ impl fmt::Display for Sm90Spec {
         if self.split_k != 1 {
             write!(f, ",k{}", self.split_k)?;
         }
-        if self.split_k_mode == Sm90SplitK::InKernel {
-            f.write_str(",ik")?;
-        }
         if self.cluster != [1, 1] {
             write!(f, ",c{}x{}", self.cluster[0], self.cluster[1])?;
         }
@@ -439,15 +429,6 @@ mod tests {
             ([64, 128, 64], Sm90Schedule::PingPong, Some(8))
         );
         assert_eq!((cfg.cluster, cfg.mma_pipe), ([2, 1], 0));
-        assert_eq!(cfg.split_k_mode, Sm90SplitK::Separate);
-        // `ik`: the in-kernel split-K reduction, written after the split.
-        let ik: ConfigSpec = "sm90:64x64x64,ws,ik,s14,k2".parse().unwrap();
-        assert_eq!(ik.to_string(), "sm90:64x64x64,ws,s14,k2,ik");
-        assert_eq!(ik.to_string().parse::<ConfigSpec>().unwrap(), ik);
-        let Some(Choice::Sm90(cfg, 2)) = ik.gemm_choice() else {
-            panic!("expected an SM90 choice with two splits")
-        };
-        assert_eq!(cfg.split_k_mode, Sm90SplitK::InKernel);
         let ConfigSpec::Sm80(spec) = "64x128x64,2x2,2,1,turing".parse().unwrap() else {
             panic!("expected an SM80 spec")
         };
