@@ -339,8 +339,11 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         drop(all);
         drop(layers);
         let flops = 6.0 * (t * k * h * i) as f64;
+        // One row per timed layer: the paths, then the FP8 layer when there is one (the last
+        // median is the peer's, printed in its own column).
         let names = paths.iter().map(|p| format!("{p:?}").to_lowercase());
-        for (n, (path, us)) in names.chain(std::iter::once("e4m3".to_string())).zip(&med).enumerate() {
+        let fp8_name = fp8.as_ref().map(|_| "e4m3".to_string());
+        for (n, (path, us)) in names.chain(fp8_name).zip(&med[..med.len() - 1]).enumerate() {
             let wb = if n < paths.len() { 2 } else { 1 };
             let moved = (touched * 3 * h * i * wb + 2 * t * h * 2) as f64;
             out.push_str(&format!(
