@@ -56,17 +56,29 @@ pub struct MoeFinalizeArgs {
     pub split_stride: i64,
 }
 
-/// Generates the finalize kernel for bf16 or f16.
-pub fn generate(element: Element) -> Result<GeneratedMoeFinalize, GroupedGemmError> {
-    let (t2, to_f2, from_f2) = match element {
-        Element::BF16 => ("__nv_bfloat162", "__bfloat1622float2", "__floats2bfloat162_rn"),
-        Element::F16 => ("__half2", "__half22float2", "__floats2half2_rn"),
-        other => return Err(GroupedGemmError::Config(format!("finalize of {other} (bf16 or f16)"))),
-    };
-    let ta = element.cuda_type();
-    let name = format!("rc_moe_finalize_{}", element.ptx());
-    let body = vec![
-        Stmt::decl("const long long", "i", format!("(long long)blockIdx.x * {THREADS} + threadIdx.x")),
+/// The 16-bit pair type of a row sum over `element` (bf16 or f16) and its conversions to
+/// and from `float2`: `(pair, to_float2, from_float2)`.
+pub(crate) fn pair_types(element: Element) -> Option<(&'static str, &'static str, &'static str)> {
+    match element {
+        Element::BF16 => Some(("__nv_bfloat162", "__bfloat1622float2", "__floats2bfloat162_rn")),
+        Element::F16 => Some(("__half2", "__half22float2", "__floats2half2_rn")),
+        _ => None,
+    }
+}
+
+/// The body of a per-token sum of 16-bit rows into `y [T, H]` in a fixed order (no
+/// atomics), one thread per 8 elements (`H` a multiple of 8): the thread's token `t` and
+/// column `c` (from blocks of `threads`), the f32 sum `s[8]` (zeroed; `order` names its order in the comment), `rows`
+/// (the loop adding the rows with [`add_row`]) and the store of `s` rounded to `t2` pairs
+/// (made by `from_f2`). Shared by this kernel and the expert-parallel combine
+/// ([`crate::moe_routing::ep_dispatch::generate_combine`]).
+pub(crate) fn row_sum_body(threads: u32, t2: &str, from_f2: &str, order: &str, rows: Stmt) -> Vec<Stmt> {
+    vec![
+        Stmt::decl(
+            "const long long",
+            "i",
+            format!("(long long)blockIdx.x * {threads} + threadIdx.x"),
+        ),
         Stmt::decl("const int", "vecs", "H / 8"),
         Stmt::If {
             cond: "i >= (long long)T * vecs".into(),
@@ -84,63 +96,93 @@ pub fn generate(element: Element) -> Result<GeneratedMoeFinalize, GroupedGemmErr
             ty: "float".into(),
             name: "s".into(),
             len: 8,
-            comment: Some("the sum, in the fixed order j = 0..k-1".into()),
+            comment: Some(format!("the sum, in the fixed order {order}")),
         },
         Stmt::unrolled("x", 8, vec![Stmt::assign("s[x]", "0.0f")]),
-        Stmt::For {
-            var: "j".into(),
-            start: "0".into(),
-            end: "k".into(),
-            unroll: false,
-            body: vec![
-                Stmt::decl("const int", "e", "__ldg(topk_ids + (long long)t * k + j) - expert_offset"),
-                Stmt::If {
-                    cond: "(unsigned)e < (unsigned)L".into(),
-                    then: vec![
-                        Stmt::For {
-                            var: "sp".into(),
-                            start: "0".into(),
-                            end: "splits".into(),
-                            unroll: false,
-                            body: vec![
-                                Stmt::Decl {
-                                    ty: "const uint4".into(),
-                                    name: "v".into(),
-                                    init: Some(
-                                        "__ldg(reinterpret_cast<const uint4*>(out + sp * split_stride + ((long long)t * k + j) * H + c))"
-                                            .into(),
-                                    ),
-                                    comment: Some("out (splits,T*k,H):(split_stride,H,1), slab sp, row t * k + j".into()),
-                                },
-                                Stmt::decl(&format!("const {t2}*"), "p", format!("reinterpret_cast<const {t2}*>(&v)")),
-                                Stmt::unrolled(
-                                    "x",
-                                    4,
-                                    vec![
-                                        Stmt::decl("const float2", "f", format!("{to_f2}(p[x])")),
-                                        Stmt::assign("s[2 * x]", "s[2 * x] + f.x"),
-                                        Stmt::assign("s[2 * x + 1]", "s[2 * x + 1] + f.y"),
-                                    ],
-                                ),
-                            ],
-                        },
-                    ],
-                    otherwise: vec![],
-                },
-            ],
-        },
+        rows,
         Stmt::Array {
             ty: t2.into(),
             name: "o".into(),
             len: 4,
             comment: None,
         },
-        Stmt::unrolled("x", 4, vec![Stmt::assign("o[x]", format!("{from_f2}(s[2 * x], s[2 * x + 1])"))]),
+        Stmt::unrolled(
+            "x",
+            4,
+            vec![Stmt::assign("o[x]", format!("{from_f2}(s[2 * x], s[2 * x + 1])"))],
+        ),
         Stmt::assign(
             "*reinterpret_cast<uint4*>(y + (long long)t * H + c)",
             "*reinterpret_cast<const uint4*>(o)",
         ),
-    ];
+    ]
+}
+
+/// Adds one row's 16-byte vector to the sum `s[8]` of [`row_sum_body`] in f32: loads `v`
+/// from the address `at` (commented with its `layout`) and reads it through the `t2` pair
+/// pointer `ptr`, converted by `to_f2`.
+pub(crate) fn add_row(t2: &str, to_f2: &str, at: &str, layout: &str, ptr: &str) -> Vec<Stmt> {
+    vec![
+        Stmt::Decl {
+            ty: "const uint4".into(),
+            name: "v".into(),
+            init: Some(format!("__ldg(reinterpret_cast<const uint4*>({at}))")),
+            comment: Some(layout.into()),
+        },
+        Stmt::decl(
+            &format!("const {t2}*"),
+            ptr,
+            format!("reinterpret_cast<const {t2}*>(&v)"),
+        ),
+        Stmt::unrolled(
+            "x",
+            4,
+            vec![
+                Stmt::decl("const float2", "f", format!("{to_f2}({ptr}[x])")),
+                Stmt::assign("s[2 * x]", "s[2 * x] + f.x"),
+                Stmt::assign("s[2 * x + 1]", "s[2 * x + 1] + f.y"),
+            ],
+        ),
+    ]
+}
+
+/// Generates the finalize kernel for bf16 or f16.
+pub fn generate(element: Element) -> Result<GeneratedMoeFinalize, GroupedGemmError> {
+    let (t2, to_f2, from_f2) =
+        pair_types(element).ok_or_else(|| GroupedGemmError::Config(format!("finalize of {element} (bf16 or f16)")))?;
+    let ta = element.cuda_type();
+    let name = format!("rc_moe_finalize_{}", element.ptx());
+    let rows = Stmt::For {
+        var: "j".into(),
+        start: "0".into(),
+        end: "k".into(),
+        unroll: false,
+        body: vec![
+            Stmt::decl(
+                "const int",
+                "e",
+                "__ldg(topk_ids + (long long)t * k + j) - expert_offset",
+            ),
+            Stmt::If {
+                cond: "(unsigned)e < (unsigned)L".into(),
+                then: vec![Stmt::For {
+                    var: "sp".into(),
+                    start: "0".into(),
+                    end: "splits".into(),
+                    unroll: false,
+                    body: add_row(
+                        t2,
+                        to_f2,
+                        "out + sp * split_stride + ((long long)t * k + j) * H + c",
+                        "out (splits,T*k,H):(split_stride,H,1), slab sp, row t * k + j",
+                        "p",
+                    ),
+                }],
+                otherwise: vec![],
+            },
+        ],
+    };
+    let body = row_sum_body(THREADS, t2, from_f2, "j = 0..k-1", rows);
     let f = CFunction {
         qualifiers: format!("extern \"C\" __global__ __launch_bounds__({THREADS})"),
         ret: "void".into(),

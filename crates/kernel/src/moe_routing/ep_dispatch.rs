@@ -24,6 +24,7 @@
 
 use super::MoeRoutingError;
 use crate::emit::{unit_preamble, Function as CFunction, Item, Stmt, Unit};
+use crate::grouped_gemm::finalize::{add_row, pair_types, row_sum_body};
 use crate::launch::{KernelArgs, LaunchConfig};
 use rcute_atom::Element;
 
@@ -363,93 +364,30 @@ pub fn vector_config(rows: usize, vecs: usize) -> LaunchConfig {
 /// The combine on the source rank for bf16 or f16 (see the module docs); one thread per
 /// 8 elements of `y [T, H]`.
 pub fn generate_combine(element: Element) -> Result<GeneratedEpKernel, MoeRoutingError> {
-    let (t2, to_f2, from_f2) = match element {
-        Element::BF16 => ("__nv_bfloat162", "__bfloat1622float2", "__floats2bfloat162_rn"),
-        Element::F16 => ("__half2", "__half22float2", "__floats2half2_rn"),
-        other => return Err(MoeRoutingError::Element(other)),
-    };
+    let (t2, to_f2, from_f2) = pair_types(element).ok_or(MoeRoutingError::Element(element))?;
     let ta = element.cuda_type();
     let name = format!("rc_ep_dispatch_combine_{}", element.ptx());
-    let body = vec![
-        Stmt::decl(
-            "const long long",
-            "i",
-            format!("(long long)blockIdx.x * {THREADS} + threadIdx.x"),
-        ),
-        Stmt::decl("const int", "vecs", "H / 8"),
-        Stmt::If {
-            cond: "i >= (long long)T * vecs".into(),
-            then: vec![Stmt::Return],
-            otherwise: vec![],
-        },
-        Stmt::Decl {
-            ty: "const int".into(),
-            name: "t".into(),
-            init: Some("(int)(i / vecs)".into()),
-            comment: Some("y (T,H):(H,1) in 8-element vectors: (T,H/8):(H/8,1)".into()),
-        },
-        Stmt::decl("const int", "c", "(int)(i % vecs) * 8"),
-        Stmt::Array {
-            ty: "float".into(),
-            name: "s".into(),
-            len: 8,
-            comment: Some("the sum, in the fixed order p = 0..W-1".into()),
-        },
-        Stmt::unrolled("x", 8, vec![Stmt::assign("s[x]", "0.0f")]),
-        Stmt::For {
-            var: "p".into(),
-            start: "0".into(),
-            end: "W".into(),
-            unroll: false,
-            body: vec![
-                Stmt::decl("const int", "slot", "__ldg(slot_map + (long long)p * T + t)"),
-                Stmt::If {
-                    cond: "slot >= 0".into(),
-                    then: vec![
-                        Stmt::Decl {
-                            ty: "const uint4".into(),
-                            name: "v".into(),
-                            init: Some(
-                                "__ldg(reinterpret_cast<const uint4*>(back + ((long long)p * T + slot) * H + c))"
-                                    .into(),
-                            ),
-                            comment: Some("back (W,T,H):(T*H,H,1), block p, row slot".into()),
-                        },
-                        Stmt::decl(
-                            &format!("const {t2}*"),
-                            "q",
-                            format!("reinterpret_cast<const {t2}*>(&v)"),
-                        ),
-                        Stmt::unrolled(
-                            "x",
-                            4,
-                            vec![
-                                Stmt::decl("const float2", "f", format!("{to_f2}(q[x])")),
-                                Stmt::assign("s[2 * x]", "s[2 * x] + f.x"),
-                                Stmt::assign("s[2 * x + 1]", "s[2 * x + 1] + f.y"),
-                            ],
-                        ),
-                    ],
-                    otherwise: vec![],
-                },
-            ],
-        },
-        Stmt::Array {
-            ty: t2.into(),
-            name: "o".into(),
-            len: 4,
-            comment: None,
-        },
-        Stmt::unrolled(
-            "x",
-            4,
-            vec![Stmt::assign("o[x]", format!("{from_f2}(s[2 * x], s[2 * x + 1])"))],
-        ),
-        Stmt::assign(
-            "*reinterpret_cast<uint4*>(y + (long long)t * H + c)",
-            "*reinterpret_cast<const uint4*>(o)",
-        ),
-    ];
+    let ranks = Stmt::For {
+        var: "p".into(),
+        start: "0".into(),
+        end: "W".into(),
+        unroll: false,
+        body: vec![
+            Stmt::decl("const int", "slot", "__ldg(slot_map + (long long)p * T + t)"),
+            Stmt::If {
+                cond: "slot >= 0".into(),
+                then: add_row(
+                    t2,
+                    to_f2,
+                    "back + ((long long)p * T + slot) * H + c",
+                    "back (W,T,H):(T*H,H,1), block p, row slot",
+                    "q",
+                ),
+                otherwise: vec![],
+            },
+        ],
+    };
+    let body = row_sum_body(THREADS, t2, from_f2, "p = 0..W-1", ranks);
     let f = CFunction {
         qualifiers: format!("extern \"C\" __global__ __launch_bounds__({THREADS})"),
         ret: "void".into(),
