@@ -159,41 +159,20 @@ fn at(layout: &Layout, coord: &[&str]) -> Result<(String, String), GemmError> {
     Ok((e.expr, e.comment))
 }
 
-fn kernel(name: &str, ty: &str, ty2: &str, convert: &str) -> Result<CFunction, GemmError> {
-    // Row-major tensors with run-time extents and 64-bit leading dimensions (`ld_q` = N / 8
-    // packed words per row, `ld_w` = N elements), so offsets never wrap.
+/// The row-major layouts both kernels read: `qweight` / `qzeros` as `(K, N8):(ld_q, 1)`
+/// packed words and the scales as `(K, N):(ld_w, 1)` elements (run-time extents, 64-bit
+/// leading dimensions, so offsets never wrap).
+fn row_major_layouts() -> Result<(Layout, Layout), GemmError> {
     let cfg = |e: rcute_layout::LayoutError| GemmError::Config(e.to_string());
     let packed = Layout::new(tuple!("K", "N8"), tuple!("ld_q", 1)).map_err(cfg)?;
     let dense = Layout::new(tuple!("K", "N"), tuple!("ld_w", 1)).map_err(cfg)?;
-    let (q_idx, q_doc) = at(&packed, &["k", "j"])?;
-    let (z_idx, z_doc) = at(&packed, &["g", "j"])?;
-    let (s_idx, s_doc) = at(&dense, &["g", "n0"])?;
-    let (o_idx, o_doc) = at(&dense, &["k", "n0"])?;
-    let as2 = |x: &str| format!("*reinterpret_cast<const {ty2}*>(&{x})");
-    let column = vec![
-        Stmt::decl("const int", "n0", "8 * j"),
-        Stmt::Array {
-            ty: "uint32_t".into(),
-            name: "q".into(),
-            len: 4,
-            comment: Some("pairs {bias + q} of columns (n0 + 2i, n0 + 2i + 1)".into()),
-        },
-        Stmt::Array {
-            ty: "uint32_t".into(),
-            name: "z".into(),
-            len: 4,
-            comment: Some("pairs {bias + z}".into()),
-        },
-        Stmt::Array {
-            ty: "uint32_t".into(),
-            name: "w".into(),
-            len: 4,
-            comment: Some("pairs of the result".into()),
-        },
-        Stmt::Comment(q_doc),
-        Stmt::Expr(format!("{convert}(qweight[{q_idx}], q)")),
-        Stmt::Comment(z_doc),
-        Stmt::Expr(format!("{convert}(qzeros[{z_idx}], z)")),
+    Ok((packed, dense))
+}
+
+/// The 16-byte load of the eight scales of columns `n0 ..` in group `g`, at `s_idx`
+/// (commented `s_doc`), as the pairs `s[4]`.
+fn load_scales(s_idx: &str, s_doc: String) -> Vec<Stmt> {
+    vec![
         Stmt::Comment(s_doc),
         Stmt::decl(
             "const uint4",
@@ -201,46 +180,34 @@ fn kernel(name: &str, ty: &str, ty2: &str, convert: &str) -> Result<CFunction, G
             format!("*reinterpret_cast<const uint4*>(scales + {s_idx})"),
         ),
         Stmt::decl("const uint32_t", "s[4]", "{s4.x, s4.y, s4.z, s4.w}"),
-        Stmt::For {
-            var: "i".into(),
-            start: "0".into(),
-            end: "4".into(),
-            unroll: true,
-            body: vec![
-                Stmt::Comment("(bias + q) - (bias + z) = q - z exactly; one rounding in the product".into()),
-                Stmt::decl(
-                    &format!("const {ty2}"),
-                    "v",
-                    format!("__hmul2(__hsub2({}, {}), {})", as2("q[i]"), as2("z[i]"), as2("s[i]")),
-                ),
-                Stmt::assign("w[i]", "*reinterpret_cast<const uint32_t*>(&v)"),
-            ],
-        },
-        Stmt::Comment(o_doc),
-        Stmt::assign(
-            format!("*reinterpret_cast<uint4*>(out + {o_idx})"),
-            "make_uint4(w[0], w[1], w[2], w[3])",
+    ]
+}
+
+/// `target = (q[i] - z[i]) * s[i]` for the pair `i` in `ty2`, from the biased pairs.
+fn dequantize_pair(ty2: &str, target: &str) -> Vec<Stmt> {
+    let as2 = |x: &str| format!("*reinterpret_cast<const {ty2}*>(&{x})");
+    vec![
+        Stmt::Comment("(bias + q) - (bias + z) = q - z exactly; one rounding in the product".into()),
+        Stmt::decl(
+            &format!("const {ty2}"),
+            "v",
+            format!("__hmul2(__hsub2({}, {}), {})", as2("q[i]"), as2("z[i]"), as2("s[i]")),
         ),
-    ];
-    let body = vec![
+        Stmt::assign(target, "*reinterpret_cast<const uint32_t*>(&v)"),
+    ]
+}
+
+/// The leading dimensions of the row-major layouts ([`row_major_layouts`]).
+fn leading_dims() -> Vec<Stmt> {
+    vec![
         Stmt::decl("const long long", "ld_q", "N8"),
         Stmt::decl("const long long", "ld_w", "8ll * N8"),
-        Stmt::Loop {
-            init: "int k = blockIdx.y".into(),
-            cond: "k < K".into(),
-            step: "k += gridDim.y".into(),
-            body: vec![
-                Stmt::decl("const int", "g", "k / G"),
-                Stmt::Loop {
-                    init: "int j = blockIdx.x * blockDim.x + threadIdx.x".into(),
-                    cond: "j < N8".into(),
-                    step: "j += gridDim.x * blockDim.x".into(),
-                    body: column,
-                },
-            ],
-        },
-    ];
-    Ok(CFunction {
+    ]
+}
+
+/// The kernel function `name` with the arguments of [`GeneratedAwqDequantize::args`].
+fn kernel_fn(name: &str, ty: &str, doc: &str, body: Vec<Stmt>) -> CFunction {
+    CFunction {
         qualifiers: format!("extern \"C\" __global__ __launch_bounds__({THREADS})"),
         ret: "void".into(),
         name: name.into(),
@@ -253,109 +220,165 @@ fn kernel(name: &str, ty: &str, ty2: &str, convert: &str) -> Result<CFunction, G
             ("int".into(), "N8".into()),
             ("int".into(), "G".into()),
         ],
-        doc: vec!["w[k][n] = (q[k][n] - z[k/G][n]) * s[k/G][n]; one thread per packed word (8 columns).".into()],
+        doc: vec![doc.into()],
         body,
-    })
+    }
+}
+
+fn kernel(name: &str, ty: &str, ty2: &str, convert: &str) -> Result<CFunction, GemmError> {
+    // `ld_q` = N / 8 packed words per row, `ld_w` = N elements.
+    let (packed, dense) = row_major_layouts()?;
+    let (q_idx, q_doc) = at(&packed, &["k", "j"])?;
+    let (z_idx, z_doc) = at(&packed, &["g", "j"])?;
+    let (s_idx, s_doc) = at(&dense, &["g", "n0"])?;
+    let (o_idx, o_doc) = at(&dense, &["k", "n0"])?;
+    let column = [
+        vec![
+            Stmt::decl("const int", "n0", "8 * j"),
+            Stmt::Array {
+                ty: "uint32_t".into(),
+                name: "q".into(),
+                len: 4,
+                comment: Some("pairs {bias + q} of columns (n0 + 2i, n0 + 2i + 1)".into()),
+            },
+            Stmt::Array {
+                ty: "uint32_t".into(),
+                name: "z".into(),
+                len: 4,
+                comment: Some("pairs {bias + z}".into()),
+            },
+            Stmt::Array {
+                ty: "uint32_t".into(),
+                name: "w".into(),
+                len: 4,
+                comment: Some("pairs of the result".into()),
+            },
+            Stmt::Comment(q_doc),
+            Stmt::Expr(format!("{convert}(qweight[{q_idx}], q)")),
+            Stmt::Comment(z_doc),
+            Stmt::Expr(format!("{convert}(qzeros[{z_idx}], z)")),
+        ],
+        load_scales(&s_idx, s_doc),
+        vec![
+            Stmt::For {
+                var: "i".into(),
+                start: "0".into(),
+                end: "4".into(),
+                unroll: true,
+                body: dequantize_pair(ty2, "w[i]"),
+            },
+            Stmt::Comment(o_doc),
+            Stmt::assign(
+                format!("*reinterpret_cast<uint4*>(out + {o_idx})"),
+                "make_uint4(w[0], w[1], w[2], w[3])",
+            ),
+        ],
+    ]
+    .concat();
+    let mut body = leading_dims();
+    body.push(Stmt::Loop {
+        init: "int k = blockIdx.y".into(),
+        cond: "k < K".into(),
+        step: "k += gridDim.y".into(),
+        body: vec![
+            Stmt::decl("const int", "g", "k / G"),
+            Stmt::Loop {
+                init: "int j = blockIdx.x * blockDim.x + threadIdx.x".into(),
+                cond: "j < N8".into(),
+                step: "j += gridDim.x * blockDim.x".into(),
+                body: column,
+            },
+        ],
+    });
+    Ok(kernel_fn(
+        name,
+        ty,
+        "w[k][n] = (q[k][n] - z[k/G][n]) * s[k/G][n]; one thread per packed word (8 columns).",
+        body,
+    ))
 }
 
 /// The K-major kernel: thread `(j, kb)` dequantizes word column `j` of rows `8 kb .. 8 kb +
 /// 8` (one group: `G` is a multiple of 8 or `K`) and stores each of its eight columns as
 /// one 16-byte vector of K-consecutive values of `w^T [N, K]`.
 fn kernel_kmajor(name: &str, ty: &str, ty2: &str, convert: &str) -> Result<CFunction, GemmError> {
-    let cfg = |e: rcute_layout::LayoutError| GemmError::Config(e.to_string());
-    let packed = Layout::new(tuple!("K", "N8"), tuple!("ld_q", 1)).map_err(cfg)?;
-    let dense = Layout::new(tuple!("K", "N"), tuple!("ld_w", 1)).map_err(cfg)?;
-    let transposed = Layout::new(tuple!("N", "K"), tuple!("ld_t", 1)).map_err(cfg)?;
+    let (packed, dense) = row_major_layouts()?;
+    let transposed = Layout::new(tuple!("N", "K"), tuple!("ld_t", 1)).map_err(|e| GemmError::Config(e.to_string()))?;
     let (q_idx, q_doc) = at(&packed, &["(k0 + r)", "j"])?;
     let (z_idx, z_doc) = at(&packed, &["g", "j"])?;
     let (s_idx, s_doc) = at(&dense, &["g", "n0"])?;
     let (lo_idx, o_doc) = at(&transposed, &["(n0 + 2 * i)", "k0"])?;
     let (hi_idx, _) = at(&transposed, &["(n0 + 2 * i + 1)", "k0"])?;
-    let as2 = |x: &str| format!("*reinterpret_cast<const {ty2}*>(&{x})");
     let u4 = |a: &str| format!("make_uint4({a}[0], {a}[1], {a}[2], {a}[3])");
-    let column = vec![
-        Stmt::decl("const int", "n0", "8 * j"),
-        Stmt::Array {
-            ty: "uint32_t".into(),
-            name: "z".into(),
-            len: 4,
-            comment: Some("pairs {bias + z} of columns (n0 + 2i, n0 + 2i + 1)".into()),
-        },
-        Stmt::Comment(z_doc),
-        Stmt::Expr(format!("{convert}(qzeros[{z_idx}], z)")),
-        Stmt::Comment(s_doc),
-        Stmt::decl(
-            "const uint4",
-            "s4",
-            format!("*reinterpret_cast<const uint4*>(scales + {s_idx})"),
-        ),
-        Stmt::decl("const uint32_t", "s[4]", "{s4.x, s4.y, s4.z, s4.w}"),
-        Stmt::Decl {
-            ty: "uint32_t".into(),
-            name: "w[8][4]".into(),
-            init: None,
-            comment: Some("row k0 + r: pairs of columns (n0 + 2i, n0 + 2i + 1)".into()),
-        },
-        Stmt::unrolled(
-            "r",
-            8,
-            vec![
-                Stmt::Array {
-                    ty: "uint32_t".into(),
-                    name: "q".into(),
-                    len: 4,
-                    comment: Some("pairs {bias + q}".into()),
-                },
-                Stmt::Comment(q_doc),
-                Stmt::Expr(format!("{convert}(qweight[{q_idx}], q)")),
-                Stmt::unrolled(
-                    "i",
-                    4,
-                    vec![
-                        Stmt::Comment("(bias + q) - (bias + z) = q - z exactly; one rounding in the product".into()),
-                        Stmt::decl(
-                            &format!("const {ty2}"),
-                            "v",
-                            format!("__hmul2(__hsub2({}, {}), {})", as2("q[i]"), as2("z[i]"), as2("s[i]")),
-                        ),
-                        Stmt::assign("w[r][i]", "*reinterpret_cast<const uint32_t*>(&v)"),
-                    ],
-                ),
-            ],
-        ),
-        Stmt::unrolled(
-            "i",
-            4,
-            vec![
-                Stmt::Array {
-                    ty: "uint32_t".into(),
-                    name: "lo".into(),
-                    len: 4,
-                    comment: Some("column n0 + 2i, rows (k0 + 2p, k0 + 2p + 1): low halves".into()),
-                },
-                Stmt::Array {
-                    ty: "uint32_t".into(),
-                    name: "hi".into(),
-                    len: 4,
-                    comment: Some("column n0 + 2i + 1: high halves".into()),
-                },
-                Stmt::unrolled(
-                    "p",
-                    4,
-                    vec![
-                        Stmt::assign("lo[p]", "__byte_perm(w[2 * p][i], w[2 * p + 1][i], 0x5410)"),
-                        Stmt::assign("hi[p]", "__byte_perm(w[2 * p][i], w[2 * p + 1][i], 0x7632)"),
-                    ],
-                ),
-                Stmt::Comment(o_doc),
-                Stmt::assign(format!("*reinterpret_cast<uint4*>(out + {lo_idx})"), u4("lo")),
-                Stmt::assign(format!("*reinterpret_cast<uint4*>(out + {hi_idx})"), u4("hi")),
-            ],
-        ),
-    ];
-    let body = vec![
-        Stmt::decl("const long long", "ld_q", "N8"),
-        Stmt::decl("const long long", "ld_w", "8ll * N8"),
+    let column = [
+        vec![
+            Stmt::decl("const int", "n0", "8 * j"),
+            Stmt::Array {
+                ty: "uint32_t".into(),
+                name: "z".into(),
+                len: 4,
+                comment: Some("pairs {bias + z} of columns (n0 + 2i, n0 + 2i + 1)".into()),
+            },
+            Stmt::Comment(z_doc),
+            Stmt::Expr(format!("{convert}(qzeros[{z_idx}], z)")),
+        ],
+        load_scales(&s_idx, s_doc),
+        vec![
+            Stmt::Decl {
+                ty: "uint32_t".into(),
+                name: "w[8][4]".into(),
+                init: None,
+                comment: Some("row k0 + r: pairs of columns (n0 + 2i, n0 + 2i + 1)".into()),
+            },
+            Stmt::unrolled(
+                "r",
+                8,
+                vec![
+                    Stmt::Array {
+                        ty: "uint32_t".into(),
+                        name: "q".into(),
+                        len: 4,
+                        comment: Some("pairs {bias + q}".into()),
+                    },
+                    Stmt::Comment(q_doc),
+                    Stmt::Expr(format!("{convert}(qweight[{q_idx}], q)")),
+                    Stmt::unrolled("i", 4, dequantize_pair(ty2, "w[r][i]")),
+                ],
+            ),
+            Stmt::unrolled(
+                "i",
+                4,
+                vec![
+                    Stmt::Array {
+                        ty: "uint32_t".into(),
+                        name: "lo".into(),
+                        len: 4,
+                        comment: Some("column n0 + 2i, rows (k0 + 2p, k0 + 2p + 1): low halves".into()),
+                    },
+                    Stmt::Array {
+                        ty: "uint32_t".into(),
+                        name: "hi".into(),
+                        len: 4,
+                        comment: Some("column n0 + 2i + 1: high halves".into()),
+                    },
+                    Stmt::unrolled(
+                        "p",
+                        4,
+                        vec![
+                            Stmt::assign("lo[p]", "__byte_perm(w[2 * p][i], w[2 * p + 1][i], 0x5410)"),
+                            Stmt::assign("hi[p]", "__byte_perm(w[2 * p][i], w[2 * p + 1][i], 0x7632)"),
+                        ],
+                    ),
+                    Stmt::Comment(o_doc),
+                    Stmt::assign(format!("*reinterpret_cast<uint4*>(out + {lo_idx})"), u4("lo")),
+                    Stmt::assign(format!("*reinterpret_cast<uint4*>(out + {hi_idx})"), u4("hi")),
+                ],
+            ),
+        ],
+    ]
+    .concat();
+    let mut body = leading_dims();
+    body.extend([
         Stmt::decl("const long long", "ld_t", "K"),
         Stmt::Comment(format!(
             "warp w of block x takes word column j = {KMAJOR_WORDS} x + w; its lanes take 32 consecutive 8-row blocks, so each 16-byte store of a warp fills 512 contiguous bytes of one row of w^T"
@@ -379,24 +402,11 @@ fn kernel_kmajor(name: &str, ty: &str, ty2: &str, convert: &str) -> Result<CFunc
             ]
             .concat(),
         },
-    ];
-    Ok(CFunction {
-        qualifiers: format!("extern \"C\" __global__ __launch_bounds__({THREADS})"),
-        ret: "void".into(),
-        name: name.into(),
-        params: vec![
-            ("const uint32_t* __restrict__".into(), "qweight".into()),
-            ("const uint32_t* __restrict__".into(), "qzeros".into()),
-            (format!("const {ty}* __restrict__"), "scales".into()),
-            (format!("{ty}* __restrict__"), "out".into()),
-            ("int".into(), "K".into()),
-            ("int".into(), "N8".into()),
-            ("int".into(), "G".into()),
-        ],
-        doc: vec![
-            "w^T[n][k] = (q[k][n] - z[k/G][n]) * s[k/G][n]; one thread per packed word column and 8 rows (K % 8 == 0)."
-                .into(),
-        ],
+    ]);
+    Ok(kernel_fn(
+        name,
+        ty,
+        "w^T[n][k] = (q[k][n] - z[k/G][n]) * s[k/G][n]; one thread per packed word column and 8 rows (K % 8 == 0).",
         body,
-    })
+    ))
 }
