@@ -15,12 +15,10 @@
 //!   results agree with the fused kernel's to the 16-bit rounding of `(q - z) * s`.
 
 use super::run::element;
-use super::validate::{validate_awq_dequantize_kmajor, AwqGemmProblem, AwqTensors, AwqWeightProblem};
+use super::validate::{AwqGemmProblem, AwqTensors};
 use crate::context::Ops;
 use crate::error::{boxed, OpsError};
-use crate::stream::Uses;
 use crate::tensor::MatrixMut;
-use rcute_kernel::awq_dequantize::AwqDequantizeArgs;
 use rcute_kernel::gemm_sm80::GemmArgs;
 use rcute_kernel::gemm_sm90::{Fusion, FusionArgs, Node};
 use std::sync::PoisonError;
@@ -61,42 +59,7 @@ impl Ops {
     /// assert!((0..n * k).all(|i| host[i].to_f32() == ((i / k) as f32 - 8.0) / 2.0));
     /// ```
     pub fn awq_dequantize_kmajor(&self, w: &AwqTensors<'_>, out: &mut MatrixMut<'_>) -> Result<(), OpsError> {
-        let (p, o) = validate_awq_dequantize_kmajor(w, out)?;
-        let mut uses = Uses::new(self.stream())?;
-        for v in [&w.qweight, &w.scales, &w.qzeros] {
-            uses.read(v.tracked());
-        }
-        uses.write(out.tracked_mut());
-        self.check_devices(&[
-            ("qweight", &p.qweight),
-            ("scales", &p.scales),
-            ("qzeros", &p.qzeros),
-            ("out", &o),
-        ])?;
-        crate::gemm::check_gemm_arch(self.gpu().compute_capability())?;
-        // SAFETY: validation checked the inputs and that `out` holds the dense [N, K] weight.
-        unsafe { self.launch_dequantize_kmajor(&p, o.ptr) }
-    }
-
-    /// Launch the K-major dequantization of a validated weight into `out`.
-    ///
-    /// # Safety
-    /// `out` holds `N * K` 16-bit elements, 16-byte aligned, not overlapping the inputs;
-    /// `p.shape.k` is a multiple of 8.
-    unsafe fn launch_dequantize_kmajor(&self, p: &AwqWeightProblem, out: u64) -> Result<(), OpsError> {
-        let loaded = self.load_awq_dequantizer(element(p.dtype)?, true)?;
-        let g = &loaded.generated;
-        let args = AwqDequantizeArgs {
-            qweight: p.qweight.ptr,
-            qzeros: p.qzeros.ptr,
-            scales: p.scales.ptr,
-            out,
-            k: p.shape.k as i32,
-            n: p.shape.n as i32,
-            group: p.shape.group as i32,
-        };
-        // SAFETY: forwarded from the caller; the weight's views were validated.
-        unsafe { self.awq_launch(&loaded.function, &g.launch_config(&args), &g.args(&args)) }
+        self.dequantize_into(w, out, true)
     }
 
     /// Run a validated `awq_gemm` problem on the dense path (module docs): the K-major
@@ -145,7 +108,7 @@ impl Ops {
         let weight = self.scratch().weight(n * k * 2)?;
         // SAFETY: the scratch holds N * K 16-bit elements (16-byte aligned, rcute's own
         // memory, so it overlaps no input); validate_awq_gemm checked K % 8 == 0.
-        unsafe { self.launch_dequantize_kmajor(&p.w, weight) }?;
+        unsafe { self.launch_dequantize(&p.w, weight, true) }?;
         let mut args = GemmArgs::tn(m as i32, n as i32, k as i32, 1, p.x.ptr, weight, 0, p.out.ptr);
         (args.lda, args.ldb, args.ldc, args.ldd) = (p.x.ld(), k as i64, p.out.ld(), p.out.ld());
         args.beta = 0.0;

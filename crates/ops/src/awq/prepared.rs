@@ -82,8 +82,7 @@ impl<'a> AwqWeight<'a> {
                 "the prepared AWQ weight needs K a multiple of {PREPARED_K} and N of {PREPARED_N}, got K = {k}, N = {n}"
             )));
         }
-        ops.check_devices(&[("qweight", &p.qweight), ("scales", &p.scales), ("qzeros", &p.qzeros)])?;
-        crate::gemm::check_gemm_arch(ops.gpu().compute_capability())?;
+        ops.check_awq_devices(&[("qweight", &p.qweight), ("scales", &p.scales), ("qzeros", &p.qzeros)])?;
         let mut uses = Uses::new(ops.stream())?;
         uses.read(w.qweight.tracked());
         let mut prepared = ops.stream().alloc_zeros::<i32>(k * n / 8)?;

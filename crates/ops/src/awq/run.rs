@@ -7,7 +7,10 @@
 
 use super::kernels::{LoadedAwqDequantize, LoadedAwqGemm};
 use super::select::select_awq_gemm;
-use super::validate::{validate_awq_dequantize, validate_awq_gemm, AwqGemmProblem, AwqTensors};
+use super::validate::{
+    validate_awq_dequantize, validate_awq_dequantize_kmajor, validate_awq_gemm, AwqGemmProblem, AwqTensors,
+    AwqWeightProblem,
+};
 use crate::context::Ops;
 use crate::error::boxed;
 use crate::error::OpsError;
@@ -31,7 +34,7 @@ pub(crate) fn element(d: DType) -> Result<Element, OpsError> {
 impl Ops {
     /// The operands are on this GPU ([`Ops::check_devices`]) and it runs the SM80-class
     /// kernels.
-    fn check_awq_devices(&self, views: &[(&'static str, &Geometry)]) -> Result<(), OpsError> {
+    pub(super) fn check_awq_devices(&self, views: &[(&'static str, &Geometry)]) -> Result<(), OpsError> {
         self.check_devices(views)?;
         crate::gemm::check_gemm_arch(self.gpu().compute_capability())
     }
@@ -117,7 +120,23 @@ impl Ops {
     /// assert!(s.clone_dtoh(&out).unwrap().iter().all(|v| v.to_f32() == 0.5));
     /// ```
     pub fn awq_dequantize(&self, w: &AwqTensors<'_>, out: &mut MatrixMut<'_>) -> Result<(), OpsError> {
-        let (p, o) = validate_awq_dequantize(w, out)?;
+        self.dequantize_into(w, out, false)
+    }
+
+    /// The body of [`Ops::awq_dequantize`] and (`kmajor`) [`Ops::awq_dequantize_kmajor`]:
+    /// validation, the buffers' uses on the stream, the device and architecture checks, then
+    /// the launch; every error comes before anything is launched.
+    pub(crate) fn dequantize_into(
+        &self,
+        w: &AwqTensors<'_>,
+        out: &mut MatrixMut<'_>,
+        kmajor: bool,
+    ) -> Result<(), OpsError> {
+        let (p, o) = if kmajor {
+            validate_awq_dequantize_kmajor(w, out)?
+        } else {
+            validate_awq_dequantize(w, out)?
+        };
         let mut uses = Uses::new(self.stream())?;
         for v in [&w.qweight, &w.scales, &w.qzeros] {
             uses.read(v.tracked());
@@ -129,20 +148,36 @@ impl Ops {
             ("qzeros", &p.qzeros),
             ("out", &o),
         ])?;
-        let loaded = self.load_awq_dequantize(element(p.dtype)?)?;
+        // SAFETY: validation checked the shapes, density, bounds and alignment of every
+        // tensor the kernel reads ([K, N/8], [K/G, N/8], [K/G, N]) and writes ([K, N], or
+        // [N, K] with K a multiple of 8); the views borrow their buffers for this call.
+        unsafe { self.launch_dequantize(&p, o.ptr, kmajor) }
+    }
+
+    /// Launch the dequantization of a validated weight into `out`: `[K, N]`, or `[N, K]`
+    /// with the K-major kernel (`kmajor`).
+    ///
+    /// # Safety
+    /// `out` holds `K * N` 16-bit elements, 16-byte aligned, not overlapping the inputs;
+    /// with `kmajor`, `p.shape.k` is a multiple of 8.
+    pub(crate) unsafe fn launch_dequantize(
+        &self,
+        p: &AwqWeightProblem,
+        out: u64,
+        kmajor: bool,
+    ) -> Result<(), OpsError> {
+        let loaded = self.load_awq_dequantizer(element(p.dtype)?, kmajor)?;
         let g = &loaded.generated;
         let args = AwqDequantizeArgs {
             qweight: p.qweight.ptr,
             qzeros: p.qzeros.ptr,
             scales: p.scales.ptr,
-            out: o.ptr,
+            out,
             k: p.shape.k as i32,
             n: p.shape.n as i32,
             group: p.shape.group as i32,
         };
-        // SAFETY: validation checked the shapes, density, bounds and alignment of every
-        // tensor the kernel reads ([K, N/8], [K/G, N/8], [K/G, N]) and writes ([K, N]); the
-        // views borrow their buffers for this call.
+        // SAFETY: forwarded from the caller; the weight's views were validated.
         unsafe { self.awq_launch(&loaded.function, &g.launch_config(&args), &g.args(&args)) }
     }
 }
