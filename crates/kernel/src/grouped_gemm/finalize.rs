@@ -67,11 +67,11 @@ pub(crate) fn pair_types(element: Element) -> Option<(&'static str, &'static str
 }
 
 /// The body of a per-token sum of 16-bit rows into `y [T, H]` in a fixed order (no
-/// atomics), one thread per 8 elements (`H` a multiple of 8): the thread's token `t` and
-/// column `c` (from blocks of `threads`), the f32 sum `s[8]` (zeroed; `order` names its order in the comment), `rows`
-/// (the loop adding the rows with [`add_row`]) and the store of `s` rounded to `t2` pairs
-/// (made by `from_f2`). Shared by this kernel and the expert-parallel combine
-/// ([`crate::moe_routing::ep_dispatch::generate_combine`]).
+/// atomics), one thread per 8 elements (`H` a multiple of 8, blocks of `threads`): the
+/// thread's token `t` and column `c`, the f32 sum `s[8]` (zeroed; `order` names its order
+/// in the comment), `rows` (the loop adding the rows with [`add_row`]) and the store of `s`
+/// rounded to `t2` pairs (made by `from_f2`). Shared by this kernel and the
+/// expert-parallel combine ([`crate::moe_routing::ep_dispatch::generate_combine`]).
 pub(crate) fn row_sum_body(threads: u32, t2: &str, from_f2: &str, order: &str, rows: Stmt) -> Vec<Stmt> {
     vec![
         Stmt::decl(
