@@ -19,8 +19,18 @@ pub struct MoeShape {
     pub local_experts: usize,
 }
 
-fn silu(x: f64) -> f64 {
+pub(super) fn silu(x: f64) -> f64 {
     x / (1.0 + (-x).exp())
+}
+
+/// Each operand `(name, elements, expected)` has its expected number of elements.
+pub(super) fn check_lengths(want: &[(&str, usize, usize)]) -> Result<(), OpsError> {
+    for &(op, got, need) in want {
+        if got != need {
+            return Err(OpsError::Shape(format!("{op} has {got} elements, expected {need}")));
+        }
+    }
+    Ok(())
 }
 
 /// `y [T, H]`: for each token `t` and each `j < k` whose expert `e = topk_ids[t, j]` lies
@@ -46,18 +56,13 @@ pub fn fused_moe_reference(
     topk_weights: &[f64],
 ) -> Result<Vec<f64>, OpsError> {
     let (t, h, i, k, l) = (s.tokens, s.hidden, s.inter, s.topk, s.local_experts);
-    let want = [
+    check_lengths(&[
         ("x", x.len(), t * h),
         ("w13", w13.len(), l * 2 * i * h),
         ("w2", w2.len(), l * h * i),
         ("topk_ids", topk_ids.len(), t * k),
         ("topk_weights", topk_weights.len(), t * k),
-    ];
-    for (op, got, need) in want {
-        if got != need {
-            return Err(OpsError::Shape(format!("{op} has {got} elements, expected {need}")));
-        }
-    }
+    ])?;
     let mut y = vec![0.0; t * h];
     let mut act = vec![0.0; i];
     for tok in 0..t {

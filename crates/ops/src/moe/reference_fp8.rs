@@ -1,7 +1,7 @@
 //! The FP8 MoE layer's quantized semantics in float64 ([`crate::Ops::fused_moe_fp8`]'s
 //! reference): e4m3 rounding, per-row dynamic quantization and the layer built on them.
 
-use super::reference::MoeShape;
+use super::reference::{check_lengths, silu, MoeShape};
 use crate::error::OpsError;
 
 /// e4m3's largest finite magnitude.
@@ -61,10 +61,6 @@ pub fn quantize_row(row: &[f64]) -> (Vec<f64>, f64) {
     (row.iter().map(|v| e4m3_round(v * inv)).collect(), amax / E4M3_MAX)
 }
 
-fn silu(x: f64) -> f64 {
-    x / (1.0 + (-x).exp())
-}
-
 /// The FP8 layer: `w13 [L, 2I, H]` and `w2 [L, H, I]` e4m3 values (decoded) with per-row
 /// scales `s13 [L, 2I]` and `s2 [L, H]`; each token row quantized per row
 /// ([`quantize_row`]), GEMM1 scaled by the row's and the weight row's scale, SwiGLU,
@@ -94,7 +90,7 @@ pub fn fused_moe_fp8_reference(
     topk_weights: &[f64],
 ) -> Result<Vec<f64>, OpsError> {
     let (t, h, i, k, l) = (s.tokens, s.hidden, s.inter, s.topk, s.local_experts);
-    let want = [
+    check_lengths(&[
         ("x", x.len(), t * h),
         ("w13", w13.len(), l * 2 * i * h),
         ("w13_scale", s13.len(), l * 2 * i),
@@ -102,12 +98,7 @@ pub fn fused_moe_fp8_reference(
         ("w2_scale", s2.len(), l * h),
         ("topk_ids", topk_ids.len(), t * k),
         ("topk_weights", topk_weights.len(), t * k),
-    ];
-    for (op, got, need) in want {
-        if got != need {
-            return Err(OpsError::Shape(format!("{op} has {got} elements, expected {need}")));
-        }
-    }
+    ])?;
     let mut y = vec![0.0; t * h];
     let mut act = vec![0.0; i];
     for tok in 0..t {
