@@ -50,6 +50,28 @@ __device__ __forceinline__ void rc_st_release_gpu(void *p, int v) {
       : "memory");
 }
 
+// --- from rcute-atom rc_grid_dependency_wait ---
+__device__ __forceinline__ void rc_grid_dependency_wait() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.wait;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
+// --- from rcute-atom rc_launch_dependents ---
+__device__ __forceinline__ void rc_launch_dependents() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.launch_dependents;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
 // --- from rcute-atom rc_cp_async_cg_16_zfill ---
 __device__ __forceinline__ void rc_cp_async_cg_16_zfill(void *smem_dst, void const *gmem_src, bool pred) {
   uint32_t saddr;
@@ -153,6 +175,9 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm80_bf16_nn_128x25
     int k_tiles_per_split,
     int split_serial
 ) {
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  rc_grid_dependency_wait();
+  rc_launch_dependents();
   // Shared memory: sA Sw<3,3,3> o 0 o ((64,2),(8,4),(1,3)):((1,512),(64,1024),(0,4096)) | sB Sw<2,3,3> o 0 o ((8,32),(32,1),(1,3)):((32,256),(1,0),(0,8192))
   extern __shared__ __align__(128) unsigned char rc_smem[];
   __nv_bfloat16* const sA = reinterpret_cast<__nv_bfloat16*>(rc_smem);  // (BM,BK,PIPE) = (128,32,3)
@@ -592,6 +617,9 @@ extern "C" __global__ __launch_bounds__(256) void rc_gemm_sm80_bf16_nn_128x256x3
     float alpha,
     float beta
 ) {
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  rc_grid_dependency_wait();
+  rc_launch_dependents();
   const long long mn = (long long)M * N;
   const int batch = blockIdx.y;
   const __nv_bfloat16* const gC = C + batch * batch_stride_c;

@@ -50,6 +50,28 @@ __device__ __forceinline__ void rc_st_release_gpu(void *p, int v) {
       : "memory");
 }
 
+// --- from rcute-atom rc_grid_dependency_wait ---
+__device__ __forceinline__ void rc_grid_dependency_wait() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.wait;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
+// --- from rcute-atom rc_launch_dependents ---
+__device__ __forceinline__ void rc_launch_dependents() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.launch_dependents;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
 // --- from rcute-atom rc_cp_async_cg_16_zfill ---
 __device__ __forceinline__ void rc_cp_async_cg_16_zfill(void *smem_dst, void const *gmem_src, bool pred) {
   uint32_t saddr;
@@ -153,6 +175,9 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_gemm_sm80_bf16_nn_16x64x
     int k_tiles_per_split,
     int split_serial
 ) {
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  rc_grid_dependency_wait();
+  rc_launch_dependents();
   // Shared memory: sA Sw<1,3,3> o 0 o ((16,1),(8,16),(1,4)):((1,0),(16,128),(0,2048)) | sB Sw<3,3,3> o 0 o ((8,8),(64,2),(1,4)):((64,512),(1,4096),(0,8192))
   extern __shared__ __align__(128) unsigned char rc_smem[];
   __nv_bfloat16* const sA = reinterpret_cast<__nv_bfloat16*>(rc_smem);  // (BM,BK,PIPE) = (16,128,4)
@@ -502,6 +527,9 @@ extern "C" __global__ __launch_bounds__(256) void rc_gemm_sm80_bf16_nn_16x64x128
     float alpha,
     float beta
 ) {
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  rc_grid_dependency_wait();
+  rc_launch_dependents();
   const long long mn = (long long)M * N;
   const int batch = blockIdx.y;
   const __nv_bfloat16* const gC = C + batch * batch_stride_c;

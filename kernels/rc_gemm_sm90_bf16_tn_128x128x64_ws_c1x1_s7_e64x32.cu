@@ -151,6 +151,28 @@ __device__ __forceinline__ void rc_prefetch_tensormap(void const *tmap) {
       : "memory");
 }
 
+// --- from rcute-atom rc_grid_dependency_wait ---
+__device__ __forceinline__ void rc_grid_dependency_wait() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.wait;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
+// --- from rcute-atom rc_launch_dependents ---
+__device__ __forceinline__ void rc_launch_dependents() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.launch_dependents;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
 // --- from rcute-atom rc_tma_load_3d ---
 __device__ __forceinline__ void rc_tma_load_3d(void *smem_dst, void const *tmap, uint32_t mbar, int32_t c0, int32_t c1, int32_t c2) {
   uint32_t saddr;
@@ -490,6 +512,9 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_gemm_sm90_bf16_tn_128x12
     }
     rc_fence_mbarrier_init();
   }
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  rc_grid_dependency_wait();
+  rc_launch_dependents();
   if (threadIdx.x == 32) {
     rc_prefetch_tensormap(&tmap_a);
     rc_prefetch_tensormap(&tmap_b);
@@ -796,6 +821,9 @@ extern "C" __global__ __launch_bounds__(256) void rc_gemm_sm90_bf16_tn_128x128x6
     long long bsd,
     const rc_fusion_params p
 ) {
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  rc_grid_dependency_wait();
+  rc_launch_dependents();
   const int batch = blockIdx.y;
   const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const int groups = N / 8;

@@ -152,6 +152,28 @@ __device__ __forceinline__ void rc_prefetch_tensormap(void const *tmap) {
       : "memory");
 }
 
+// --- from rcute-atom rc_grid_dependency_wait ---
+__device__ __forceinline__ void rc_grid_dependency_wait() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.wait;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
+// --- from rcute-atom rc_launch_dependents ---
+__device__ __forceinline__ void rc_launch_dependents() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.launch_dependents;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
 // --- from rcute-atom rc_tma_load_3d ---
 __device__ __forceinline__ void rc_tma_load_3d(void *smem_dst, void const *tmap, uint32_t mbar, int32_t c0, int32_t c1, int32_t c2) {
   uint32_t saddr;
@@ -527,6 +549,9 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_sw
     }
     rc_fence_mbarrier_init();
   }
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  rc_grid_dependency_wait();
+  rc_launch_dependents();
   const int rows_used = __ldg(total_rows);  // the alignment's padded rows (a multiple of BM): tiles from here on have no rows
   const int gate_row0 = up_first ? N : 0;  // w13 per expert: gate rows 0..N and up rows N..2N, or the reverse when up_first
   const int up_row0 = up_first ? 0 : N;

@@ -50,6 +50,28 @@ __device__ __forceinline__ void rc_st_release_gpu(void *p, int v) {
       : "memory");
 }
 
+// --- from rcute-atom rc_grid_dependency_wait ---
+__device__ __forceinline__ void rc_grid_dependency_wait() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.wait;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
+// --- from rcute-atom rc_launch_dependents ---
+__device__ __forceinline__ void rc_launch_dependents() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.launch_dependents;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
 // --- from rcute-atom rc_ldmatrix_x4 ---
 __device__ __forceinline__ void rc_ldmatrix_x4(void const *smem_src, uint32_t (&d)[4]) {
   uint32_t saddr;
@@ -151,6 +173,9 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm75_s8_f16_row
     int split_serial,
     const rc_fusion_params ep
 ) {
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  rc_grid_dependency_wait();
+  rc_launch_dependents();
   // Shared memory: sA Sw<2,4,3> o 0 o ((8,8),(64,1),(1,2)):((64,512),(1,0),(0,4096)) | sB Sw<2,4,3> o 0 o ((8,8),(64,1),(1,2)):((64,512),(1,0),(0,4096))
   extern __shared__ __align__(128) unsigned char rc_smem[];
   int8_t* const sA = reinterpret_cast<int8_t*>(rc_smem);  // (BM,BK,PIPE) = (64,64,2)
@@ -580,6 +605,9 @@ extern "C" __global__ __launch_bounds__(256) void rc_scaledmm_sm75_s8_f16_rowcol
     long long batch_stride_d,
     const rc_fusion_params ep
 ) {
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  rc_grid_dependency_wait();
+  rc_launch_dependents();
   const long long mn = (long long)M * N;
   const int batch = blockIdx.y;
   __half* const gD = D + batch * batch_stride_d;

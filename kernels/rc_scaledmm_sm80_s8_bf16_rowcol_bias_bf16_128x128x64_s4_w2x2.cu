@@ -50,6 +50,28 @@ __device__ __forceinline__ void rc_st_release_gpu(void *p, int v) {
       : "memory");
 }
 
+// --- from rcute-atom rc_grid_dependency_wait ---
+__device__ __forceinline__ void rc_grid_dependency_wait() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.wait;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
+// --- from rcute-atom rc_launch_dependents ---
+__device__ __forceinline__ void rc_launch_dependents() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.launch_dependents;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
 // --- from rcute-atom rc_cp_async_cg_16_zfill ---
 __device__ __forceinline__ void rc_cp_async_cg_16_zfill(void *smem_dst, void const *gmem_src, bool pred) {
   uint32_t saddr;
@@ -163,6 +185,9 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm80_s8_bf16_ro
     int split_serial,
     const rc_fusion_params ep
 ) {
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  rc_grid_dependency_wait();
+  rc_launch_dependents();
   // Shared memory: sA Sw<2,4,3> o 0 o ((8,16),(64,1),(1,4)):((64,512),(1,0),(0,8192)) | sB Sw<2,4,3> o 0 o ((8,16),(64,1),(1,4)):((64,512),(1,0),(0,8192))
   extern __shared__ __align__(128) unsigned char rc_smem[];
   int8_t* const sA = reinterpret_cast<int8_t*>(rc_smem);  // (BM,BK,PIPE) = (128,64,4)
@@ -562,6 +587,9 @@ extern "C" __global__ __launch_bounds__(256) void rc_scaledmm_sm80_s8_bf16_rowco
     long long batch_stride_d,
     const rc_fusion_params ep
 ) {
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  rc_grid_dependency_wait();
+  rc_launch_dependents();
   const long long mn = (long long)M * N;
   const int batch = blockIdx.y;
   __nv_bfloat16* const gD = D + batch * batch_stride_d;

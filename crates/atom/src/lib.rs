@@ -22,6 +22,7 @@
 //! | `copy_ldsm.rs` | `ldmatrix` / `stmatrix` x1/x2/x4 (+ `.trans`) |
 //! | `copy_tma.rs` | TMA loads (multicast), stores, prefetches, bulk copies |
 //! | `convert_int4.rs` | 4-bit weights to f16 / bf16 pairs with `lop3` magic numbers; AutoAWQ's nibble order |
+//! | `grid_dependency.rs` | programmatic dependent launch: `griddepcontrol.wait` / `.launch_dependents` |
 //! | `sync.rs` | mbarriers, fences, named / cluster barriers, `elect.sync`, `setmaxnreg` |
 //! | `tma.rs` | [`TmaDescriptorSpec`]: validated `cuTensorMapEncodeTiled` parameters |
 //! | `tiled_mma.rs` | [`TiledMma`], [`ThrMma`]: `thrfrg_*`, `get_layout*_TV`, `partition_*` |
@@ -47,6 +48,7 @@ pub mod copy_ldst;
 pub mod copy_tma;
 pub mod element;
 pub mod gmma_desc;
+pub mod grid_dependency;
 pub mod harness;
 pub mod mma;
 pub mod mma_sm80;

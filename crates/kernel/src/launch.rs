@@ -8,6 +8,13 @@
 //! cluster divisibility), and `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` is raised
 //! when a launch asks for more than the default 48 KiB of dynamic shared memory.
 //!
+//! A launch may carry a *programmatic dependency* ([`LaunchConfig::with_programmatic_dependency`],
+//! Hopper's programmatic dependent launch): the kernel may then start while the kernel
+//! before it in the stream still runs, and must wait for it with
+//! `rcute_atom::grid_dependency::grid_dependency_wait` before touching global memory.
+//! Only the generators whose kernels do so ask for it; the attribute is dropped on devices
+//! before compute capability 9.0 and when `RCUTE_PDL=0` is set.
+//!
 //! In *checked* mode ([`LaunchConfig::checked`], or `RCUTE_CHECKED=1` in the environment)
 //! each launch synchronizes its stream and reports a fault in the kernel as
 //! [`LaunchError::Kernel`], naming the kernel.
@@ -25,6 +32,10 @@ use crate::resources::{KernelResources, ResourceReport};
 
 /// Environment variable that turns on checked launches everywhere when set to `1`.
 pub const ENV_CHECKED: &str = "RCUTE_CHECKED";
+
+/// Environment variable that, set to `0`, launches every kernel without its programmatic
+/// dependency (plain stream order), for comparisons and debugging.
+pub const ENV_PDL: &str = "RCUTE_PDL";
 
 /// Dynamic shared memory a kernel may use without opting in.
 const DEFAULT_DYNAMIC_SMEM: u32 = 48 * 1024;
@@ -89,6 +100,11 @@ pub struct LaunchConfig {
     /// Synchronize after the launch and report kernel faults (also enabled by
     /// `RCUTE_CHECKED=1`).
     pub checked: bool,
+    /// Launch with a programmatic dependency on the previous kernel of the stream
+    /// (`CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`; `sm_90`+): the kernel may
+    /// begin before its predecessor ends. Set only for kernels that execute
+    /// `griddepcontrol.wait` in every thread before their first global memory access.
+    pub programmatic: bool,
 }
 
 impl LaunchConfig {
@@ -101,6 +117,7 @@ impl LaunchConfig {
             cluster: None,
             dynamic_smem_bytes: 0,
             checked: false,
+            programmatic: false,
         }
     }
 
@@ -125,6 +142,20 @@ impl LaunchConfig {
     /// Enables or disables checked mode.
     pub fn with_checked(mut self, checked: bool) -> Self {
         self.checked = checked;
+        self
+    }
+
+    /// Launches with (or without) a programmatic dependency on the stream's previous
+    /// kernel: see [`LaunchConfig::programmatic`]. Ignored before compute capability 9.0
+    /// and when `RCUTE_PDL=0`.
+    ///
+    /// ```
+    /// use rcute_kernel::launch::LaunchConfig;
+    /// let cfg = LaunchConfig::new(128, 256).with_programmatic_dependency(true);
+    /// assert!(cfg.programmatic);
+    /// ```
+    pub fn with_programmatic_dependency(mut self, on: bool) -> Self {
+        self.programmatic = on;
         self
     }
 }
@@ -385,6 +416,13 @@ impl Function {
             attr.value.clusterDim.z = c.z;
             attrs.push(attr);
         }
+        if cfg.programmatic && self.gpu.compute_capability().0 >= 9 && pdl_from_env() {
+            // SAFETY: as above.
+            let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+            attr.id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+            attr.value.programmaticStreamSerializationAllowed = 1;
+            attrs.push(attr);
+        }
         let config = sys::CUlaunchConfig {
             gridDimX: cfg.grid.x,
             gridDimY: cfg.grid.y,
@@ -487,6 +525,12 @@ impl Function {
         }
         Ok(())
     }
+}
+
+/// False when `RCUTE_PDL=0` (read once per process).
+fn pdl_from_env() -> bool {
+    static PDL: OnceLock<bool> = OnceLock::new();
+    *PDL.get_or_init(|| std::env::var(ENV_PDL).map_or(true, |v| v != "0"))
 }
 
 fn checked_from_env() -> bool {

@@ -29,6 +29,8 @@
 //! * [`device`] — [`Gpu`]: a CUDA device (or `None` where there is none) and module loading.
 //! * [`launch`] — [`Function`]s, [`LaunchConfig`] (clusters, large dynamic shared memory,
 //!   checked mode) and [`KernelArgs`].
+//! * [`grid_dependency`] — the opening statements of kernels launched with a programmatic
+//!   dependency (Hopper's programmatic dependent launch).
 //! * [`sass`] — the SASS of a CUBIN via `cuobjdump`, for asserting on generated code
 //!   without a GPU.
 //! * [`tma`] — `cuTensorMapEncodeTiled` on an atom's [`rcute_atom::TmaEncodeArgs`].
@@ -63,6 +65,7 @@ pub mod device;
 pub mod emit;
 pub mod gemm_sm80;
 pub mod gemm_sm90;
+pub mod grid_dependency;
 pub mod grouped_gemm;
 pub mod launch;
 pub mod moe_routing;

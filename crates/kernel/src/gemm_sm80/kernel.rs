@@ -54,7 +54,8 @@ pub(super) fn main_kernel(
         cta: None,
         rows: Default::default(),
     };
-    let mut b = mainloop_stmts(p, &opts);
+    let mut b = crate::grid_dependency::prologue();
+    b.extend(mainloop_stmts(p, &opts));
     let (op, what) = match fusion {
         None => (
             EpilogueOp::LinearCombination { c: cfg.c },

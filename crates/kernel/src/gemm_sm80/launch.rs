@@ -58,8 +58,10 @@ impl GeneratedGemm {
 
     /// The launch configuration of the main kernel.
     pub fn launch_config(&self, args: &GemmArgs) -> LaunchConfig {
+        // The kernel waits on its grid dependency first thing (`crate::grid_dependency`).
         LaunchConfig::new(self.grid_split(args.m, args.n, args.l, args.split_k), self.threads)
             .with_dynamic_smem(self.smem_bytes)
+            .with_programmatic_dependency(true)
     }
 
     /// The packed fusion parameters: empty for the linear combination (which takes no
@@ -242,7 +244,7 @@ unsafe fn launch_with(
     if args.split_k > 1 && args.split_k_mode == SplitKMode::Parallel {
         let mn = args.m as u64 * args.n as u64;
         let blocks = mn.div_ceil(g.reduce_threads as u64).max(1) as u32;
-        let cfg = LaunchConfig::new((blocks, args.l as u32), g.reduce_threads);
+        let cfg = LaunchConfig::new((blocks, args.l as u32), g.reduce_threads).with_programmatic_dependency(true);
         let ka = g.reduce_args(args, blob);
         // SAFETY: matches the reduction kernel's signature.
         unsafe { reduce.launch(&cfg, &ka)? };

@@ -222,6 +222,7 @@ fn atoms(
     let no = |what: &str| GemmError::Config(format!("no {what} atom"));
     // The serial split-K semaphore: gpu-scope acquire load, release store.
     let mut snippets = vec![ld_acquire_gpu(), st_release_gpu()];
+    snippets.extend(crate::grid_dependency::snippets());
     if cfg.target == Sm80Target::Ampere {
         let cp = match cfg.copy_bytes {
             16 => cp_async(CacheOp::CacheGlobal, 16, true).ok_or_else(|| no("cp.async"))?,

@@ -22,10 +22,11 @@ pub(super) fn reduce_kernel(
     let row_major = cfg.c_major == StorageOrder::RowMajor;
     // (m, n) in C / D: the layout (M,N):(ld,1) (row-major) or (M,N):(1,ld).
     let off = |ld: &str| gmem_offset(row_major, ld).expr;
-    let mut body = vec![
+    let mut body = crate::grid_dependency::prologue();
+    body.extend([
         d("const long long", "mn", "(long long)M * N"),
         d("const int", "batch", "blockIdx.y"),
-    ];
+    ]);
     if fusion.is_none() {
         body.push(d(&format!("const {}* const", t.tc), "gC", "C + batch * batch_stride_c"));
     }

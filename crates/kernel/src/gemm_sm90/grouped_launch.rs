@@ -141,7 +141,9 @@ impl GeneratedGemmSm90 {
         let grid = scheduler(&self.config)
             .grid(&p, ctas, None)
             .map_err(|e| GemmError::Shape(e.to_string()))?;
-        Ok(LaunchConfig::new(grid, self.threads).with_dynamic_smem(self.smem_bytes))
+        Ok(LaunchConfig::new(grid, self.threads)
+            .with_dynamic_smem(self.smem_bytes)
+            .with_programmatic_dependency(true))
     }
 
     /// The tensor maps of A (`[K, M]`, boxes `(BK, BM)`) and B (`[K, rows, experts]`,

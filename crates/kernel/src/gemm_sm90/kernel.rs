@@ -311,6 +311,7 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
             e("rc_fence_mbarrier_init()"),
         ],
     ));
+    b.extend(crate::grid_dependency::prologue());
     let mut prefetch = vec![e("rc_prefetch_tensormap(&tmap_a)"), e("rc_prefetch_tensormap(&tmap_b)")];
     if let Some(g) = k.cfg.grouped {
         b.extend(grouped::prologue(g));
@@ -329,3 +330,4 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
     }
     b
 }
+

@@ -70,7 +70,10 @@ impl GeneratedGemmSm90 {
         let grid = scheduler(&self.config)
             .grid(&p, ctas, None)
             .map_err(|e| GemmError::Shape(e.to_string()))?;
-        let lc = LaunchConfig::new(grid, self.threads).with_dynamic_smem(self.smem_bytes);
+        // The kernel waits on its grid dependency first thing (`kernel::grid_dependency`).
+        let lc = LaunchConfig::new(grid, self.threads)
+            .with_dynamic_smem(self.smem_bytes)
+            .with_programmatic_dependency(true);
         Ok(if cm * cn > 1 {
             lc.with_cluster(p.cluster_dim())
         } else {
@@ -388,7 +391,7 @@ pub(super) unsafe fn launch_inner(
         let groups = (args.m as u64 * (args.n as u64 / 8))
             .div_ceil(REDUCE_THREADS as u64)
             .max(1) as u32;
-        let cfg = LaunchConfig::new((groups, args.l as u32), REDUCE_THREADS);
+        let cfg = LaunchConfig::new((groups, args.l as u32), REDUCE_THREADS).with_programmatic_dependency(true);
         let rk = KernelArgs::new()
             .u64(args.workspace)
             .u64(c_ptr)

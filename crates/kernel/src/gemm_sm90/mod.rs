@@ -146,6 +146,7 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         setmaxnreg_dec(),
         prefetch_tensormap(),
     ];
+    snippets.extend(crate::grid_dependency::snippets());
     if cfg.cluster[0] * cfg.cluster[1] > 1 {
         // Multicast loads and cluster barriers: only a cluster of several CTAs uses them.
         snippets.extend([

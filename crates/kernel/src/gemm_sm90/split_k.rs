@@ -67,7 +67,8 @@ pub(super) fn reduce_kernel(cfg: &GemmSm90Config, name: &str, fusion: &FusionCod
         Element::BF16 => "__bfloat162float",
         _ => "__half2float",
     };
-    let body = vec![
+    let mut body = crate::grid_dependency::prologue();
+    body.extend([
         d("const int", "batch", "blockIdx.y"),
         d("const long long", "idx", "(long long)blockIdx.x * blockDim.x + threadIdx.x"),
         d("const int", "groups", "N / 8"),
@@ -108,7 +109,7 @@ pub(super) fn reduce_kernel(cfg: &GemmSm90Config, name: &str, fusion: &FusionCod
             )],
         ),
         e("*reinterpret_cast<uint4*>(D + batch * bsd + (long long)m * ldd + n) = make_uint4(out[0], out[1], out[2], out[3])"),
-    ];
+    ]);
     CFunction {
         qualifiers: format!("extern \"C\" __global__ __launch_bounds__({REDUCE_THREADS})"),
         ret: "void".into(),
