@@ -8,6 +8,7 @@ use super::fused::element;
 use super::path::sm90_chosen;
 use super::problem::MoeProblem;
 use crate::error::{boxed, OpsError};
+use crate::tensor::Geometry;
 use crate::Ops;
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90, Sm90GroupedArgs};
 use rcute_kernel::grouped_gemm::finalize::{self, GeneratedMoeFinalize, MoeFinalizeArgs};
@@ -163,33 +164,26 @@ pub(super) fn sm90_layer_args(p: &MoeProblem, operands: &Sm90Operands) -> Sm90La
         a_scale: operands.a_scale,
         ..Default::default()
     };
+    // GEMM `g` (0 or 1) of weight `w` into the workspace region at `d`, `(N, K)`: A
+    // `[rows, K]` and D `[rows or entries, N]` dense row-major (lda = K, ldd = N).
+    let gemm = |g: usize, w: &Geometry, d: usize, (n, k): (i32, i32)| Sm90GroupedArgs {
+        a: operands.a[g],
+        b: w.ptr,
+        b_scale: operands.b_scale[g],
+        d: ws + d as u64,
+        n,
+        k,
+        lda: i64::from(k),
+        ldb: w.row_stride,
+        ldd: i64::from(n),
+        expert_stride: w.batch_stride,
+        ..common
+    };
     let gemm1 = Sm90GroupedArgs {
-        a: operands.a[0],
-        b: p.w13.ptr,
-        b_scale: operands.b_scale[0],
-        d: ws + l.inter as u64,
-        n: i,
-        k: h,
-        lda: i64::from(h),
-        ldb: p.w13.row_stride,
-        ldd: i64::from(i),
-        expert_stride: p.w13.batch_stride,
         up_first: p.up_first,
-        ..common
+        ..gemm(0, &p.w13, l.inter, (i, h))
     };
-    let gemm2 = Sm90GroupedArgs {
-        a: operands.a[1],
-        b: p.w2.ptr,
-        b_scale: operands.b_scale[1],
-        d: ws + l.entry_out as u64,
-        n: h,
-        k: i,
-        lda: i64::from(i),
-        ldb: p.w2.row_stride,
-        ldd: i64::from(h),
-        expert_stride: p.w2.batch_stride,
-        ..common
-    };
+    let gemm2 = gemm(1, &p.w2, l.entry_out, (h, i));
     let fin = MoeFinalizeArgs {
         out: ws + l.entry_out as u64,
         topk_ids: 0,
