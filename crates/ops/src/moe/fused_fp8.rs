@@ -222,7 +222,7 @@ impl Ops {
         };
         qg.check(&quant_x).map_err(boxed)?;
         qr.check(&quant_inter).map_err(boxed)?;
-        let a = self.route_sm90_layer(p, [&g1, &g2], &gf, args)?;
+        let routed = self.route_sm90_layer(p, [&g1, &g2], &gf, args)?;
         let sms = self.gpu().sm_count();
         // SAFETY: validated views (x [T, H], w13 [L, 2I, H] and w2 [L, H, I] e4m3, their
         // scales [L, 2I] / [L, H], y [T, H]) and workspace regions sized for these shapes by
@@ -230,10 +230,10 @@ impl Ops {
         // layout); the gathered rows name tokens below T (the alignment's entries).
         unsafe {
             qg.launch(&fqg, &quant_x).map_err(boxed)?;
-            gemm_sm90::launch_grouped(&f1, &g1, &a.gemm1, sms).map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f1, &g1, &routed.gemm1, sms).map_err(boxed)?;
             qr.launch(&fqr, &quant_inter).map_err(boxed)?;
-            gemm_sm90::launch_grouped(&f2, &g2, &a.gemm2, sms).map_err(boxed)?;
-            gf.launch(&ff, &a.fin).map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f2, &g2, &routed.gemm2, sms).map_err(boxed)?;
+            gf.launch(&ff, &routed.fin).map_err(boxed)?;
         }
         Ok(())
     }

@@ -3,6 +3,9 @@
 //! the SM80 family, then the token rows gathered into padded-row order (TMA cannot gather
 //! rows), GEMM1 with SwiGLU, GEMM2 with the router weight scattered to entry rows, and the
 //! deterministic finalize; six launches, none waiting for the host.
+//! [`sm90_layer_args`] and [`Ops::route_sm90_layer`] build, check and route the GEMM and
+//! finalize arguments that the FP8 layer ([`Ops::fused_moe_fp8`]) shares, with its own A
+//! operands and scales ([`Sm90Operands`]).
 
 use super::fused::element;
 use super::path::sm90_chosen;
@@ -88,16 +91,16 @@ impl Ops {
             topk: p.topk as i32,
         };
         gg.check(&gather).map_err(boxed)?;
-        let a = self.route_sm90_layer(p, [&g1, &g2], &gf, args)?;
+        let routed = self.route_sm90_layer(p, [&g1, &g2], &gf, args)?;
         let sms = self.gpu().sm_count();
         // SAFETY: validated views (x [T, H], w13 [L, 2I, H], w2 [L, H, I], y [T, H]) and
         // workspace regions sized for these shapes by the SM90 layout (its capacity rows);
         // the gathered rows name tokens below T (the alignment's entries).
         unsafe {
             gg.launch(&fg, &gather).map_err(boxed)?;
-            gemm_sm90::launch_grouped(&f1, &g1, &a.gemm1, sms).map_err(boxed)?;
-            gemm_sm90::launch_grouped(&f2, &g2, &a.gemm2, sms).map_err(boxed)?;
-            gf.launch(&ff, &a.fin).map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f1, &g1, &routed.gemm1, sms).map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f2, &g2, &routed.gemm2, sms).map_err(boxed)?;
+            gf.launch(&ff, &routed.fin).map_err(boxed)?;
         }
         Ok(())
     }
