@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::Rng;
+use common::{check_close, Rng};
 use cudarc::driver::CudaSlice;
 use half::bf16;
 use rcute_ops::ep::{ep_moe_workspace_bytes, Communicator, EpCombine, ExpertParallel, Nccl};
@@ -74,27 +74,6 @@ fn f64s(v: &[bf16]) -> Vec<f64> {
 
 fn bits(v: &[bf16]) -> Vec<u16> {
     v.iter().map(|x| x.to_bits()).collect()
-}
-
-/// Relative Frobenius error below 1e-2, every element within 3% of the largest.
-fn check_close(what: &str, got: &[bf16], want: &[f64]) {
-    assert_eq!(got.len(), want.len(), "{what}");
-    let (mut num, mut den, mut maxref, mut maxerr) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
-    for (g, w) in got.iter().zip(want) {
-        let g = g.to_f64();
-        assert!(g.is_finite(), "{what}: non-finite output {g}");
-        num += (g - w) * (g - w);
-        den += w * w;
-        maxref = maxref.max(w.abs());
-        maxerr = maxerr.max((g - w).abs());
-    }
-    let rel = (num / den.max(1e-300)).sqrt();
-    eprintln!("{what}: relative error {rel:.2e}, max abs error {maxerr:.2e} (max |ref| {maxref:.2e})");
-    assert!(rel < 1e-2, "{what}: relative Frobenius error {rel}");
-    assert!(
-        maxerr <= 3e-2 * maxref + 1e-6,
-        "{what}: max error {maxerr} vs max |ref| {maxref}"
-    );
 }
 
 /// A layer and its inputs on the host.

@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::Rng;
+use common::{check_close, Rng};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::bf16;
 use rcute_kernel::testing::gpu_for_test;
@@ -65,27 +65,6 @@ fn rand_bf16(rng: &mut Rng, n: usize, scale: f64) -> (Vec<f64>, Vec<bf16>) {
         .map(|_| bf16::from_f64((f64::from(rng.next_u32()) / f64::from(u32::MAX) * 2.0 - 1.0) * scale))
         .collect();
     (b.iter().map(|v| v.to_f64()).collect(), b)
-}
-
-/// Relative Frobenius error below 1e-2 and no element off by more than 3% of the largest.
-fn check_close(what: &str, got: &[bf16], want: &[f64]) {
-    assert_eq!(got.len(), want.len());
-    let (mut num, mut den, mut maxref, mut maxerr) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
-    for (g, w) in got.iter().zip(want) {
-        let g = g.to_f64();
-        assert!(g.is_finite(), "{what}: non-finite output {g}");
-        num += (g - w) * (g - w);
-        den += w * w;
-        maxref = maxref.max(w.abs());
-        maxerr = maxerr.max((g - w).abs());
-    }
-    let rel = (num / den.max(1e-300)).sqrt();
-    eprintln!("{what}: relative error {rel:.2e}, max abs error {maxerr:.2e} (max |ref| {maxref:.2e})");
-    assert!(rel < 1e-2, "{what}: relative Frobenius error {rel}");
-    assert!(
-        maxerr <= 3e-2 * maxref + 1e-6,
-        "{what}: max error {maxerr} vs max |ref| {maxref}"
-    );
 }
 
 /// One layer's weights on the host and the device.

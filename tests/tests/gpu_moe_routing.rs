@@ -196,7 +196,9 @@ fn check_alignment(got: &AlignOut, want: &Alignment, cap: AlignCapacity, sentine
     );
 }
 
-fn check_routing(ids: &[i32], w: &[f32], logits: &[f64], t: usize, e: usize, k: usize, renorm: bool, what: &str) {
+/// The GPU's top-k `ids` and weights `w` against the float64 routing of `logits` for
+/// `(t, e, k)`: `t` tokens, `e` experts, top-`k`, renormalised with `renorm`.
+fn check_routing(ids: &[i32], w: &[f32], logits: &[f64], (t, e, k): (usize, usize, usize), renorm: bool, what: &str) {
     let want = topk_softmax_reference(logits, t, e, k, renorm).unwrap();
     let bad: Vec<String> = (0..t * k)
         .filter(|&i| {
@@ -247,7 +249,7 @@ fn routing_matches_the_reference() {
                 for renorm in [false, true] {
                     let what = format!("{} T={t} E={e} k={k} renorm={renorm}", g.name);
                     let (d_ids, ids, w) = router.run(&d_logits, t, e, k, renorm);
-                    check_routing(&ids, &w, &values, t, e, k, renorm, &what);
+                    check_routing(&ids, &w, &values, (t, e, k), renorm, &what);
                     let (_, ids2, w2) = router.run(&d_logits, t, e, k, renorm);
                     assert!(
                         ids2 == ids && w2.iter().zip(&w).all(|(a, b)| a.to_bits() == b.to_bits()),
@@ -292,7 +294,7 @@ fn a_slice_without_tokens_gets_no_rows() {
     let (values, bytes) = logits(&mut rng, Element::BF16, t, e, 4);
     let d_logits = stream.clone_htod(&bytes).unwrap();
     let (d_ids, ids, w) = router.run(&d_logits, t, e, k, true);
-    check_routing(&ids, &w, &values, t, e, k, true, "empty-slice routing");
+    check_routing(&ids, &w, &values, (t, e, k), true, "empty-slice routing");
     for (offset, local) in [(4, 4), (0, 4)] {
         let want = align_reference(&ids, t, k, offset, local, 16).unwrap();
         let (got, cap) = aligner.run(&d_ids, t, k, offset, local, 16);

@@ -1,5 +1,6 @@
 //! Helpers shared by the GPU integration tests: a seeded RNG, architecture mapping,
-//! compile-here-run-there plumbing and the runner of `rcute_atom::harness` kernels.
+//! compile-here-run-there plumbing, the runner of `rcute_atom::harness` kernels and the
+//! closeness check of a bf16 output against its float64 reference ([`check_close`]).
 #![allow(dead_code)]
 
 use std::sync::Arc;
@@ -174,4 +175,27 @@ pub fn unpack(words: &[u32], bits: u32, i: usize) -> u32 {
     } else {
         (w >> ((i % per) as u32 * bits)) & ((1u32 << bits) - 1)
     }
+}
+
+/// A bf16 output `got` against its float64 reference `want` (`what` names it in the
+/// messages): the same length, every element finite, relative Frobenius error below 1e-2
+/// and no element off by more than 3% of the largest `|want|`; prints both errors.
+pub fn check_close(what: &str, got: &[half::bf16], want: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    let (mut num, mut den, mut maxref, mut maxerr) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    for (g, w) in got.iter().zip(want) {
+        let g = g.to_f64();
+        assert!(g.is_finite(), "{what}: non-finite output {g}");
+        num += (g - w) * (g - w);
+        den += w * w;
+        maxref = maxref.max(w.abs());
+        maxerr = maxerr.max((g - w).abs());
+    }
+    let rel = (num / den.max(1e-300)).sqrt();
+    eprintln!("{what}: relative error {rel:.2e}, max abs error {maxerr:.2e} (max |ref| {maxref:.2e})");
+    assert!(rel < 1e-2, "{what}: relative Frobenius error {rel}");
+    assert!(
+        maxerr <= 3e-2 * maxref + 1e-6,
+        "{what}: max error {maxerr} vs max |ref| {maxref}"
+    );
 }

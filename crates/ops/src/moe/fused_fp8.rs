@@ -9,13 +9,14 @@
 //! Seven launches, none waiting for the host.
 
 use super::fused::{element, layer_uses};
+use super::fused_sm90::{sm90_layer_args, Sm90Operands};
 use super::problem::{fp8_layout, validate_moe, MoeProblem, MoeRouting, MoeWorkspace};
 use crate::error::{boxed, OpsError};
 use crate::gemm::{check_layout, overlaps, range};
 use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef};
 use crate::Ops;
-use rcute_kernel::gemm_sm90::{self, Sm90GroupedArgs};
-use rcute_kernel::grouped_gemm::finalize::{self, MoeFinalizeArgs};
+use rcute_kernel::gemm_sm90;
+use rcute_kernel::grouped_gemm::finalize;
 use rcute_kernel::grouped_gemm::quant::{self, MoeQuantArgs, QuantSource};
 use rcute_kernel::grouped_gemm::{sm90_fp8_config, GroupedEpilogue};
 
@@ -194,30 +195,23 @@ impl Ops {
         let l = &p.layout90;
         let ws = p.workspace;
         let (h, i) = (p.hidden as i32, p.inter as i32);
-        let entries = (p.tokens * p.topk) as i32;
-        let rows = l.cap.rows as i32;
         let (q, a_scale) = (ws + l.gathered as u64, ws + l.bytes as u64);
-        let common = Sm90GroupedArgs {
-            sorted_ids: ws + l.sorted_ids as u64,
-            block_expert: ws + l.block_expert as u64,
-            total_rows: ws + l.total_rows as u64,
-            offsets: ws + l.offsets as u64,
-            m: rows,
-            experts: p.local_experts as i32,
-            entries,
+        let operands = Sm90Operands {
+            a: [q, q],
             a_scale,
-            ..Default::default()
+            b_scale: [s13, s2],
         };
+        let args = sm90_layer_args(p, &operands);
         let quant_x = MoeQuantArgs {
             src: p.x.ptr,
             q,
             scale: a_scale,
-            sorted_ids: common.sorted_ids,
-            total_rows: common.total_rows,
-            rows,
+            sorted_ids: args.gemm1.sorted_ids,
+            total_rows: args.gemm1.total_rows,
+            rows: args.gemm1.m,
             k: h,
             ld: p.x.row_stride,
-            entries,
+            entries: args.gemm1.entries,
             topk: p.topk as i32,
         };
         let quant_inter = MoeQuantArgs {
@@ -226,53 +220,9 @@ impl Ops {
             ld: i64::from(i),
             ..quant_x
         };
-        let gemm1 = Sm90GroupedArgs {
-            a: q,
-            b: p.w13.ptr,
-            b_scale: s13,
-            d: ws + l.inter as u64,
-            n: i,
-            k: h,
-            lda: i64::from(h),
-            ldb: p.w13.row_stride,
-            ldd: i64::from(i),
-            expert_stride: p.w13.batch_stride,
-            up_first: p.up_first,
-            ..common
-        };
-        let gemm2 = Sm90GroupedArgs {
-            a: q,
-            b: p.w2.ptr,
-            b_scale: s2,
-            d: ws + l.entry_out as u64,
-            n: h,
-            k: i,
-            lda: i64::from(i),
-            ldb: p.w2.row_stride,
-            ldd: i64::from(h),
-            expert_stride: p.w2.batch_stride,
-            ..common
-        };
-        let mut fin = MoeFinalizeArgs {
-            out: ws + l.entry_out as u64,
-            topk_ids: 0,
-            y: p.y.ptr,
-            tokens: p.tokens as i32,
-            topk: p.topk as i32,
-            hidden: h,
-            expert_offset: p.expert_offset as i32,
-            local_experts: p.local_experts as i32,
-            splits: 1,
-            split_stride: 0,
-        };
         qg.check(&quant_x).map_err(boxed)?;
         qr.check(&quant_inter).map_err(boxed)?;
-        g1.grouped_check(&gemm1).map_err(boxed)?;
-        g2.grouped_check(&gemm2).map_err(boxed)?;
-        let (ids, weights) = self.moe_route(p, l)?;
-        fin.topk_ids = ids;
-        gf.check(&fin).map_err(boxed)?;
-        let gemm2 = Sm90GroupedArgs { weights, ..gemm2 };
+        let routed = self.route_sm90_layer(p, [&g1, &g2], &gf, args)?;
         let sms = self.gpu().sm_count();
         // SAFETY: validated views (x [T, H], w13 [L, 2I, H] and w2 [L, H, I] e4m3, their
         // scales [L, 2I] / [L, H], y [T, H]) and workspace regions sized for these shapes by
@@ -280,10 +230,10 @@ impl Ops {
         // layout); the gathered rows name tokens below T (the alignment's entries).
         unsafe {
             qg.launch(&fqg, &quant_x).map_err(boxed)?;
-            gemm_sm90::launch_grouped(&f1, &g1, &gemm1, sms).map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f1, &g1, &routed.gemm1, sms).map_err(boxed)?;
             qr.launch(&fqr, &quant_inter).map_err(boxed)?;
-            gemm_sm90::launch_grouped(&f2, &g2, &gemm2, sms).map_err(boxed)?;
-            gf.launch(&ff, &fin).map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f2, &g2, &routed.gemm2, sms).map_err(boxed)?;
+            gf.launch(&ff, &routed.fin).map_err(boxed)?;
         }
         Ok(())
     }

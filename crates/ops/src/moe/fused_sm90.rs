@@ -3,14 +3,18 @@
 //! the SM80 family, then the token rows gathered into padded-row order (TMA cannot gather
 //! rows), GEMM1 with SwiGLU, GEMM2 with the router weight scattered to entry rows, and the
 //! deterministic finalize; six launches, none waiting for the host.
+//! [`sm90_layer_args`] and [`Ops::route_sm90_layer`] build, check and route the GEMM and
+//! finalize arguments that the FP8 layer ([`Ops::fused_moe_fp8`]) shares, with its own A
+//! operands and scales ([`Sm90Operands`]).
 
 use super::fused::element;
 use super::path::sm90_chosen;
 use super::problem::MoeProblem;
 use crate::error::{boxed, OpsError};
+use crate::tensor::Geometry;
 use crate::Ops;
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90, Sm90GroupedArgs};
-use rcute_kernel::grouped_gemm::finalize::{self, MoeFinalizeArgs};
+use rcute_kernel::grouped_gemm::finalize::{self, GeneratedMoeFinalize, MoeFinalizeArgs};
 use rcute_kernel::grouped_gemm::gather::{self, MoeGatherArgs};
 use rcute_kernel::grouped_gemm::{sm90_config, GroupedEpilogue, SM90_TILE};
 use rcute_kernel::Function;
@@ -70,84 +74,130 @@ impl Ops {
         let ff = self.moe_unit(&gf.name, &gf.source)?;
         let l = &p.layout90;
         let ws = p.workspace;
-        let (h, i) = (p.hidden as i32, p.inter as i32);
-        let entries = (p.tokens * p.topk) as i32;
-        let rows = l.cap.rows as i32;
-        let common = Sm90GroupedArgs {
-            sorted_ids: ws + l.sorted_ids as u64,
-            block_expert: ws + l.block_expert as u64,
-            total_rows: ws + l.total_rows as u64,
-            offsets: ws + l.offsets as u64,
-            m: rows,
-            experts: p.local_experts as i32,
-            entries,
+        let operands = Sm90Operands {
+            a: [ws + l.gathered as u64, ws + l.inter as u64],
             ..Default::default()
         };
+        let args = sm90_layer_args(p, &operands);
         let gather = MoeGatherArgs {
             x: p.x.ptr,
             out: ws + l.gathered as u64,
-            sorted_ids: common.sorted_ids,
-            total_rows: common.total_rows,
-            rows,
-            hidden: h,
+            sorted_ids: args.gemm1.sorted_ids,
+            total_rows: args.gemm1.total_rows,
+            rows: args.gemm1.m,
+            hidden: p.hidden as i32,
             ldx: p.x.row_stride,
-            entries,
+            entries: args.gemm1.entries,
             topk: p.topk as i32,
-        };
-        let gemm1 = Sm90GroupedArgs {
-            a: ws + l.gathered as u64,
-            b: p.w13.ptr,
-            d: ws + l.inter as u64,
-            n: i,
-            k: h,
-            lda: i64::from(h),
-            ldb: p.w13.row_stride,
-            ldd: i64::from(i),
-            expert_stride: p.w13.batch_stride,
-            up_first: p.up_first,
-            ..common
-        };
-        let gemm2 = Sm90GroupedArgs {
-            a: ws + l.inter as u64,
-            b: p.w2.ptr,
-            d: ws + l.entry_out as u64,
-            n: h,
-            k: i,
-            lda: i64::from(i),
-            ldb: p.w2.row_stride,
-            ldd: i64::from(h),
-            expert_stride: p.w2.batch_stride,
-            ..common
-        };
-        let mut fin = MoeFinalizeArgs {
-            out: ws + l.entry_out as u64,
-            topk_ids: 0,
-            y: p.y.ptr,
-            tokens: p.tokens as i32,
-            topk: p.topk as i32,
-            hidden: h,
-            expert_offset: p.expert_offset as i32,
-            local_experts: p.local_experts as i32,
-            splits: 1,
-            split_stride: 0,
         };
         gg.check(&gather).map_err(boxed)?;
-        g1.grouped_check(&gemm1).map_err(boxed)?;
-        g2.grouped_check(&gemm2).map_err(boxed)?;
-        let (ids, weights) = self.moe_route(p, l)?;
-        fin.topk_ids = ids;
-        gf.check(&fin).map_err(boxed)?;
-        let gemm2 = Sm90GroupedArgs { weights, ..gemm2 };
+        let routed = self.route_sm90_layer(p, [&g1, &g2], &gf, args)?;
         let sms = self.gpu().sm_count();
         // SAFETY: validated views (x [T, H], w13 [L, 2I, H], w2 [L, H, I], y [T, H]) and
         // workspace regions sized for these shapes by the SM90 layout (its capacity rows);
         // the gathered rows name tokens below T (the alignment's entries).
         unsafe {
             gg.launch(&fg, &gather).map_err(boxed)?;
-            gemm_sm90::launch_grouped(&f1, &g1, &gemm1, sms).map_err(boxed)?;
-            gemm_sm90::launch_grouped(&f2, &g2, &gemm2, sms).map_err(boxed)?;
-            gf.launch(&ff, &fin).map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f1, &g1, &routed.gemm1, sms).map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f2, &g2, &routed.gemm2, sms).map_err(boxed)?;
+            gf.launch(&ff, &routed.fin).map_err(boxed)?;
         }
         Ok(())
     }
+
+    /// Check the layer's two GEMMs against their kernels `g`, route (top-k and alignment
+    /// launches into `p.layout90`) and check the finalize `gf` with the routed ids: `args`
+    /// with GEMM2's router weights and the finalize's `topk_ids` filled in.
+    pub(super) fn route_sm90_layer(
+        &self,
+        p: &MoeProblem,
+        g: [&GeneratedGemmSm90; 2],
+        gf: &GeneratedMoeFinalize,
+        args: Sm90LayerArgs,
+    ) -> Result<Sm90LayerArgs, OpsError> {
+        g[0].grouped_check(&args.gemm1).map_err(boxed)?;
+        g[1].grouped_check(&args.gemm2).map_err(boxed)?;
+        let (ids, weights) = self.moe_route(p, &p.layout90)?;
+        let fin = MoeFinalizeArgs {
+            topk_ids: ids,
+            ..args.fin
+        };
+        gf.check(&fin).map_err(boxed)?;
+        let gemm2 = Sm90GroupedArgs { weights, ..args.gemm2 };
+        Ok(Sm90LayerArgs { gemm2, fin, ..args })
+    }
+}
+
+/// What differs between the SM90 layers over `p.layout90` (bf16 / f16 and FP8 e4m3): the A
+/// operands of GEMM1 and GEMM2 and the e4m3 scales (0 for bf16 / f16).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Sm90Operands {
+    /// GEMM1's and GEMM2's A (`[rows, H]` and `[rows, I]` in padded-row order).
+    pub a: [u64; 2],
+    /// The activation scale of each padded row (`[rows]` f32), both GEMMs.
+    pub a_scale: u64,
+    /// w13's and w2's per-output-channel scales (`[L, 2I]` and `[L, H]` f32).
+    pub b_scale: [u64; 2],
+}
+
+/// The launch arguments of an SM90 layer: GEMM1 (SwiGLU into the intermediate rows),
+/// GEMM2 (router weight, scatter to entry rows) and the finalize.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Sm90LayerArgs {
+    pub gemm1: Sm90GroupedArgs,
+    pub gemm2: Sm90GroupedArgs,
+    pub fin: MoeFinalizeArgs,
+}
+
+/// The arguments of the SM90 layer `p` over its layout `p.layout90` with `operands`, before
+/// routing: GEMM2's `weights` and the finalize's `topk_ids` stay 0 until
+/// [`Ops::route_sm90_layer`] fills them.
+pub(super) fn sm90_layer_args(p: &MoeProblem, operands: &Sm90Operands) -> Sm90LayerArgs {
+    let l = &p.layout90;
+    let ws = p.workspace;
+    let (h, i) = (p.hidden as i32, p.inter as i32);
+    let common = Sm90GroupedArgs {
+        sorted_ids: ws + l.sorted_ids as u64,
+        block_expert: ws + l.block_expert as u64,
+        total_rows: ws + l.total_rows as u64,
+        offsets: ws + l.offsets as u64,
+        m: l.cap.rows as i32,
+        experts: p.local_experts as i32,
+        entries: (p.tokens * p.topk) as i32,
+        a_scale: operands.a_scale,
+        ..Default::default()
+    };
+    // GEMM `g` (0 or 1) of weight `w` into the workspace region at `d`, `(N, K)`: A
+    // `[rows, K]` and D `[rows or entries, N]` dense row-major (lda = K, ldd = N).
+    let gemm = |g: usize, w: &Geometry, d: usize, (n, k): (i32, i32)| Sm90GroupedArgs {
+        a: operands.a[g],
+        b: w.ptr,
+        b_scale: operands.b_scale[g],
+        d: ws + d as u64,
+        n,
+        k,
+        lda: i64::from(k),
+        ldb: w.row_stride,
+        ldd: i64::from(n),
+        expert_stride: w.batch_stride,
+        ..common
+    };
+    let gemm1 = Sm90GroupedArgs {
+        up_first: p.up_first,
+        ..gemm(0, &p.w13, l.inter, (i, h))
+    };
+    let gemm2 = gemm(1, &p.w2, l.entry_out, (h, i));
+    let fin = MoeFinalizeArgs {
+        out: ws + l.entry_out as u64,
+        topk_ids: 0,
+        y: p.y.ptr,
+        tokens: p.tokens as i32,
+        topk: p.topk as i32,
+        hidden: h,
+        expert_offset: p.expert_offset as i32,
+        local_experts: p.local_experts as i32,
+        splits: 1,
+        split_stride: 0,
+    };
+    Sm90LayerArgs { gemm1, gemm2, fin }
 }

@@ -18,6 +18,7 @@
 //! assert!(check_sampled(8, 8, |_, _| f64::NAN, want, "float64").is_err());
 //! ```
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
@@ -143,6 +144,45 @@ pub fn max_rel_err(
     }
     err / max_ref
 }
+
+impl Sampled {
+    /// A probe's check of one candidate that writes `out` (row-major, `cols` columns):
+    /// `out` zeroed, the candidate `run` once on `stream`, then [`Sampled::check`] of
+    /// what it wrote against this reference (`against` names it).
+    pub(crate) fn check_output<T: Half>(
+        &self,
+        stream: &Arc<CudaStream>,
+        out: &RefCell<CudaSlice<T>>,
+        cols: usize,
+        against: &str,
+        run: impl FnOnce() -> Result<(), String>,
+    ) -> Result<(), String> {
+        stream.memset_zeros(&mut *out.borrow_mut()).map_err(driver)?;
+        run()?;
+        let got = stream.clone_dtoh(&*out.borrow()).map_err(driver)?;
+        self.check(|i, j| got[i * cols + j].to_f64(), against)
+    }
+}
+
+/// [`Tunable::shape`], [`Tunable::key`] and [`Tunable::candidates`] of a probe that keeps
+/// them in its fields `shape`, `key` and `candidates` (every probe here), for its
+/// `impl Tunable`.
+macro_rules! probe_fields {
+    () => {
+        fn shape(&self) -> (usize, usize, usize) {
+            self.shape
+        }
+
+        fn key(&self) -> $crate::tuning::ProblemKey {
+            self.key.clone()
+        }
+
+        fn candidates(&self) -> &[$crate::tuning::ConfigSpec] {
+            &self.candidates
+        }
+    };
+}
+pub(crate) use probe_fields;
 
 /// The reference of a probe's check: the wanted values of an `m x n` output at 16 sampled
 /// rows and 64 sampled columns, computed once (the check runs for every candidate).

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::probe::{driver, random, Half, Sampled};
+use super::probe::{driver, probe_fields, random, Half, Sampled};
 use super::space::awq_candidates;
 use super::tuner::{copies_for, Compiler, Tunable};
 use super::{awq_key, AwqSpec, ConfigSpec, ProblemKey};
@@ -128,45 +128,27 @@ impl<T: Half> AwqProbe<T> {
     }
 }
 
-fn awq_spec(spec: &ConfigSpec) -> Result<&AwqSpec, String> {
-    match spec {
-        ConfigSpec::Awq(s) => Ok(s),
-        other => Err(format!("{other} is not an AWQ configuration")),
-    }
-}
-
 impl<T: Half> Tunable for AwqProbe<T> {
-    fn shape(&self) -> (usize, usize, usize) {
-        self.shape
-    }
-
-    fn key(&self) -> ProblemKey {
-        self.key.clone()
-    }
-
-    fn candidates(&self) -> &[ConfigSpec] {
-        &self.candidates
-    }
+    probe_fields!();
 
     fn compiler(&self) -> Compiler {
         Box::new(|ops: &Ops, spec: &ConfigSpec| {
-            ops.load_awq_gemm(&awq_spec(spec)?.config(Self::element()).0)
+            ops.load_awq_gemm(&spec.op_spec::<AwqSpec>()?.config(Self::element()).0)
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         })
     }
 
     fn run(&self, ops: &Ops, spec: &ConfigSpec, turn: usize) -> Result<(), String> {
-        let forced = awq_spec(spec)?.config(Self::element());
+        let forced = spec.op_spec::<AwqSpec>()?.config(Self::element());
         self.with_problem(turn, |p| ops.run_awq_gemm(p, Some(forced)).map_err(|e| e.to_string()))
     }
 
     fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String> {
-        let n = self.shape.1;
-        self.stream.memset_zeros(&mut *self.out.borrow_mut()).map_err(driver)?;
-        self.run(ops, spec, 0)?;
-        let got = self.stream.clone_dtoh(&*self.out.borrow()).map_err(driver)?;
-        self.want.check(|i, j| got[i * n + j].to_f64(), "float64")
+        self.want
+            .check_output(&self.stream, &self.out, self.shape.1, "float64", || {
+                self.run(ops, spec, 0)
+            })
     }
 
     fn rotated(&self) -> (usize, usize) {

@@ -9,7 +9,7 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use rcute_kernel::gemm_sm80::{GemmSm80Config, Major};
 use rcute_kernel::gemm_sm90::GemmSm90Config;
 
-use super::probe::{copies, driver, random, Half, Sampled};
+use super::probe::{copies, driver, probe_fields, random, Half, Sampled};
 use super::space::gemm_candidates;
 use super::tuner::{copies_for, Compiler, Tunable};
 use super::{gemm_key, ConfigSpec, ProblemKey};
@@ -90,17 +90,7 @@ impl<T: Half> GemmProbe<T> {
 }
 
 impl<T: Half> Tunable for GemmProbe<T> {
-    fn shape(&self) -> (usize, usize, usize) {
-        self.shape
-    }
-
-    fn key(&self) -> ProblemKey {
-        self.key.clone()
-    }
-
-    fn candidates(&self) -> &[ConfigSpec] {
-        &self.candidates
-    }
+    probe_fields!();
 
     fn compiler(&self) -> Compiler {
         let e = match T::DTYPE {
@@ -133,11 +123,10 @@ impl<T: Half> Tunable for GemmProbe<T> {
     }
 
     fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String> {
-        let n = self.shape.1;
-        self.stream.memset_zeros(&mut *self.d.borrow_mut()).map_err(driver)?;
-        self.run(ops, spec, 0)?;
-        let got = self.stream.clone_dtoh(&*self.d.borrow()).map_err(driver)?;
-        self.want.check(|i, j| got[i * n + j].to_f64(), "float64")
+        self.want
+            .check_output(&self.stream, &self.d, self.shape.1, "float64", || {
+                self.run(ops, spec, 0)
+            })
     }
 
     fn rotated(&self) -> (usize, usize) {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
-use super::probe::{copies, driver, random, Half, Sampled};
+use super::probe::{copies, driver, probe_fields, random, Half, Sampled};
 use super::space::moe_candidates;
 use super::tuner::{copies_for, Compiler, Tunable};
 use super::{moe_key, ConfigSpec, MoeSpec, ProblemKey};
@@ -109,44 +109,26 @@ impl<T: Half> MoeProbe<T> {
     }
 }
 
-fn moe_spec(spec: &ConfigSpec) -> Result<&MoeSpec, String> {
-    match spec {
-        ConfigSpec::Moe(s) => Ok(s),
-        other => Err(format!("{other} is not a MoE configuration")),
-    }
-}
-
 impl<T: Half> Tunable for MoeProbe<T> {
-    fn shape(&self) -> (usize, usize, usize) {
-        self.shape
-    }
-
-    fn key(&self) -> ProblemKey {
-        self.key.clone()
-    }
-
-    fn candidates(&self) -> &[ConfigSpec] {
-        &self.candidates
-    }
+    probe_fields!();
 
     fn compiler(&self) -> Compiler {
         Box::new(|ops: &Ops, spec: &ConfigSpec| {
-            ops.load_fused_moe_spec(T::DTYPE, moe_spec(spec)?)
+            ops.load_fused_moe_spec(T::DTYPE, spec.op_spec::<MoeSpec>()?)
                 .map_err(|e| e.to_string())
         })
     }
 
     fn run(&self, ops: &Ops, spec: &ConfigSpec, turn: usize) -> Result<(), String> {
-        let s = moe_spec(spec)?;
+        let s = spec.op_spec::<MoeSpec>()?;
         self.with_problem(turn, |p| ops.run_fused_moe_with(p, s).map_err(|x| x.to_string()))
     }
 
     fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String> {
-        let h = self.shape.1;
-        self.stream.memset_zeros(&mut *self.y.borrow_mut()).map_err(driver)?;
-        self.run(ops, spec, 0)?;
-        let got = self.stream.clone_dtoh(&*self.y.borrow()).map_err(driver)?;
-        self.want.check(|r, c| got[r * h + c].to_f64(), "the rules' choice")
+        self.want
+            .check_output(&self.stream, &self.y, self.shape.1, "the rules' choice", || {
+                self.run(ops, spec, 0)
+            })
     }
 
     fn rotated(&self) -> (usize, usize) {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
 use rcute_kernel::gemm_sm80::ScaleKind;
 
-use super::probe::{copies, driver, random, Half, Sampled};
+use super::probe::{copies, driver, probe_fields, random, Half, Sampled};
 use super::space::scaled_mm_candidates;
 use super::tuner::{copies_for, Compiler, Tunable};
 use super::{ConfigSpec, ProblemKey};
@@ -189,17 +189,7 @@ impl<Q: Operand8, T: Half> ScaledMmProbe<Q, T> {
 }
 
 impl<Q: Operand8, T: Half> Tunable for ScaledMmProbe<Q, T> {
-    fn shape(&self) -> (usize, usize, usize) {
-        self.shape
-    }
-
-    fn key(&self) -> ProblemKey {
-        self.key.clone()
-    }
-
-    fn candidates(&self) -> &[ConfigSpec] {
-        &self.candidates
-    }
+    probe_fields!();
 
     fn compiler(&self) -> Compiler {
         let kind = self.kind;
@@ -211,11 +201,10 @@ impl<Q: Operand8, T: Half> Tunable for ScaledMmProbe<Q, T> {
     }
 
     fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String> {
-        let n = self.shape.1;
-        self.stream.memset_zeros(&mut *self.out.borrow_mut()).map_err(driver)?;
-        self.run(ops, spec, 0)?;
-        let got = self.stream.clone_dtoh(&*self.out.borrow()).map_err(driver)?;
-        self.want.check(|i, j| got[i * n + j].to_f64(), "the exact result")
+        self.want
+            .check_output(&self.stream, &self.out, self.shape.1, "the exact result", || {
+                self.run(ops, spec, 0)
+            })
     }
 
     fn rotated(&self) -> (usize, usize) {

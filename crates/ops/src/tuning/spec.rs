@@ -26,6 +26,7 @@ use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, Sm80Target, SplitKMode};
 use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
 use rcute_kernel::tile_scheduler::RasterOrderOption;
 
+use super::op_specs::{AwqSpec, MoeSpec};
 use super::spec_text::{extents, number};
 use crate::select::{Choice, ScaledMmSelection, Selection};
 
@@ -80,9 +81,9 @@ pub enum ConfigSpec {
     /// The Hopper kernel.
     Sm90(Sm90Spec),
     /// The AWQ GEMM.
-    Awq(super::op_specs::AwqSpec),
+    Awq(AwqSpec),
     /// The fused MoE layer.
-    Moe(super::op_specs::MoeSpec),
+    Moe(MoeSpec),
 }
 
 impl Sm80Spec {
@@ -125,6 +126,40 @@ impl ConfigSpec {
             ConfigSpec::Sm80(_) | ConfigSpec::Sm90(_) => op == "gemm" || op == "scaled_mm",
             ConfigSpec::Awq(_) => op == "awq",
             ConfigSpec::Moe(_) => op == "moe",
+        }
+    }
+
+    /// The knobs of op `S` (AWQ, MoE) this spec holds; `Err` says it is not `S`'s
+    /// (`"<spec> is not an AWQ configuration"`).
+    pub(crate) fn op_spec<S: OpSpec>(&self) -> Result<&S, String> {
+        S::held_by(self).ok_or_else(|| format!("{self} is not {}", S::WHAT))
+    }
+}
+
+/// The knobs of an op with a [`ConfigSpec`] variant of its own ([`AwqSpec`], [`MoeSpec`]).
+pub(crate) trait OpSpec {
+    /// What an error calls a configuration of the op (`"an AWQ configuration"`).
+    const WHAT: &'static str;
+    /// The knobs `spec` holds, if it is this op's variant.
+    fn held_by(spec: &ConfigSpec) -> Option<&Self>;
+}
+
+impl OpSpec for AwqSpec {
+    const WHAT: &'static str = "an AWQ configuration";
+    fn held_by(spec: &ConfigSpec) -> Option<&Self> {
+        match spec {
+            ConfigSpec::Awq(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl OpSpec for MoeSpec {
+    const WHAT: &'static str = "a MoE configuration";
+    fn held_by(spec: &ConfigSpec) -> Option<&Self> {
+        match spec {
+            ConfigSpec::Moe(s) => Some(s),
+            _ => None,
         }
     }
 }
@@ -448,5 +483,22 @@ mod tests {
             panic!("expected an SM80 choice")
         };
         assert_eq!((sel.split_k, sel.split_k_mode), (4, SplitKMode::Parallel));
+    }
+
+    #[test]
+    fn op_specs_come_out_of_their_own_variant_only() {
+        let awq: ConfigSpec = "awq:16x256x64,1x4,s4,v4,k10".parse().unwrap();
+        let moe: ConfigSpec = "moe:16x128x64,1x4,k4".parse().unwrap();
+        assert_eq!(awq.op_spec::<AwqSpec>().unwrap().splits, 10);
+        assert_eq!(moe.op_spec::<MoeSpec>().unwrap().splits, 4);
+        assert_eq!(
+            moe.op_spec::<AwqSpec>().unwrap_err(),
+            "moe:16x128x64,1x4,k4 is not an AWQ configuration"
+        );
+        let gemm: ConfigSpec = "sm90:128x256x64,coop".parse().unwrap();
+        assert_eq!(
+            gemm.op_spec::<MoeSpec>().unwrap_err(),
+            "sm90:128x256x64,coop is not a MoE configuration"
+        );
     }
 }
