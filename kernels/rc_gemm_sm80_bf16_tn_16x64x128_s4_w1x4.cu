@@ -162,11 +162,15 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_gemm_sm80_bf16_tn_16x64x
     float beta,
     int split_k,
     int k_tiles_per_split,
-    int split_serial
+    int split_serial,
+    int early_trigger
 ) {
-  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
   rc_grid_dependency_wait();
-  rc_launch_dependents();
+  if (early_trigger) {
+    // few CTAs: the next kernel may launch now and wait on the idle SMs
+    rc_launch_dependents();
+  }
   // Shared memory: sA Sw<3,3,3> o 0 o ((8,2),(64,2),(1,4)):((64,512),(1,1024),(0,2048)) | sB Sw<3,3,3> o 0 o ((8,8),(64,2),(1,4)):((64,512),(1,4096),(0,8192))
   extern __shared__ __align__(128) unsigned char rc_smem[];
   __nv_bfloat16* const sA = reinterpret_cast<__nv_bfloat16*>(rc_smem);  // (BM,BK,PIPE) = (16,128,4)
@@ -522,9 +526,8 @@ extern "C" __global__ __launch_bounds__(256) void rc_gemm_sm80_bf16_tn_16x64x128
     float alpha,
     float beta
 ) {
-  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
   rc_grid_dependency_wait();
-  rc_launch_dependents();
   const long long mn = (long long)M * N;
   const int batch = blockIdx.y;
   const __nv_bfloat16* const gC = C + batch * batch_stride_c;

@@ -495,7 +495,8 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
     int sched_tiles_n,
     int sched_batches,
     int sched_along_n,
-    int sched_log_swizzle
+    int sched_log_swizzle,
+    int early_trigger
 ) {
   // Shared memory (byte offsets from a 1 KiB-aligned base):
   //   sA (BM,BK,PIPE) = (128,64,6) of Sw<3,3,3> o (8,64):(64,1) at 0
@@ -542,9 +543,12 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x12
     }
     rc_fence_mbarrier_init();
   }
-  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
   rc_grid_dependency_wait();
-  rc_launch_dependents();
+  if (early_trigger) {
+    // few CTAs: the next kernel may launch now and wait on the idle SMs
+    rc_launch_dependents();
+  }
   if (threadIdx.x == 32) {
     rc_prefetch_tensormap(&tmap_a);
     rc_prefetch_tensormap(&tmap_b);
@@ -800,9 +804,8 @@ extern "C" __global__ __launch_bounds__(256) void rc_gemm_sm90_bf16_tn_128x128x6
     long long bsd,
     const rc_fusion_params p
 ) {
-  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
   rc_grid_dependency_wait();
-  rc_launch_dependents();
   const int batch = blockIdx.y;
   const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const int groups = N / 8;

@@ -491,6 +491,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_sc
     int sched_batches,
     int sched_along_n,
     int sched_log_swizzle,
+    int early_trigger,
     __nv_bfloat16* __restrict__ D,
     const int* __restrict__ sorted_ids,
     const int* __restrict__ block_expert,
@@ -546,9 +547,12 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_sc
     }
     rc_fence_mbarrier_init();
   }
-  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
   rc_grid_dependency_wait();
-  rc_launch_dependents();
+  if (early_trigger) {
+    // few CTAs: the next kernel may launch now and wait on the idle SMs
+    rc_launch_dependents();
+  }
   const int rows_used = __ldg(total_rows);  // the alignment's padded rows (a multiple of BM): tiles from here on have no rows
   if (threadIdx.x == 32) {
     rc_prefetch_tensormap(&tmap_a);

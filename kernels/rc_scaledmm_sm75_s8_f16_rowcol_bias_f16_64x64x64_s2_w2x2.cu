@@ -171,11 +171,15 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_scaledmm_sm75_s8_f16_row
     int split_k,
     int k_tiles_per_split,
     int split_serial,
+    int early_trigger,
     const rc_fusion_params ep
 ) {
-  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
   rc_grid_dependency_wait();
-  rc_launch_dependents();
+  if (early_trigger) {
+    // few CTAs: the next kernel may launch now and wait on the idle SMs
+    rc_launch_dependents();
+  }
   // Shared memory: sA Sw<2,4,3> o 0 o ((8,8),(64,1),(1,2)):((64,512),(1,0),(0,4096)) | sB Sw<2,4,3> o 0 o ((8,8),(64,1),(1,2)):((64,512),(1,0),(0,4096))
   extern __shared__ __align__(128) unsigned char rc_smem[];
   int8_t* const sA = reinterpret_cast<int8_t*>(rc_smem);  // (BM,BK,PIPE) = (64,64,2)
@@ -605,9 +609,8 @@ extern "C" __global__ __launch_bounds__(256) void rc_scaledmm_sm75_s8_f16_rowcol
     long long batch_stride_d,
     const rc_fusion_params ep
 ) {
-  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory, then let the next kernel launch
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
   rc_grid_dependency_wait();
-  rc_launch_dependents();
   const long long mn = (long long)M * N;
   const int batch = blockIdx.y;
   __half* const gD = D + batch * batch_stride_d;

@@ -34,7 +34,13 @@ fn on_sm90(instruction: &str) -> String {
 /// `griddepcontrol.wait`: block until the prerequisite grids have completed and their
 /// memory is visible (returns at once when the launch had no programmatic dependency).
 pub fn grid_dependency_wait() -> Snippet {
-    Snippet::build("rc_grid_dependency_wait", Arch::SM80, 1, vec![], &on_sm90("griddepcontrol.wait;"))
+    Snippet::build(
+        "rc_grid_dependency_wait",
+        Arch::SM80,
+        1,
+        vec![],
+        &on_sm90("griddepcontrol.wait;"),
+    )
 }
 
 /// `griddepcontrol.launch_dependents`: allow the dependent grid to launch once every CTA
@@ -56,7 +62,10 @@ mod tests {
     #[test]
     fn both_instructions_are_guarded_by_the_architecture() {
         for s in [grid_dependency_wait(), launch_dependents()] {
-            let guard = s.code.find("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900").expect("guard");
+            let guard = s
+                .code
+                .find("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900")
+                .expect("guard");
             let asm = s.code.find("griddepcontrol.").expect("instruction");
             let end = s.code.find("#endif").expect("endif");
             assert!(guard < asm && asm < end, "{}", s.code);

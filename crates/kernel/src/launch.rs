@@ -336,6 +336,11 @@ impl Function {
         &self.name
     }
 
+    /// The GPU the kernel's module lives on.
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
     /// The kernel's resource usage: from ptxas' report when the compile log had one, else
     /// from the driver's function attributes (without spill counts, which read as 0).
     pub fn resources(&self) -> &KernelResources {

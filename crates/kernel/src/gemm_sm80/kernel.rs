@@ -54,7 +54,7 @@ pub(super) fn main_kernel(
         cta: None,
         rows: Default::default(),
     };
-    let mut b = crate::grid_dependency::prologue();
+    let mut b = crate::grid_dependency::prologue(Some("early_trigger"));
     b.extend(mainloop_stmts(p, &opts));
     let (op, what) = match fusion {
         None => (
@@ -134,6 +134,7 @@ fn main_params(t: &Names, fusion: Option<&FusionCode>) -> Vec<(String, String)> 
     v.push(("int".into(), "split_k".into()));
     v.push(("int".into(), "k_tiles_per_split".into()));
     v.push(("int".into(), "split_serial".into()));
+    v.push(("int".into(), "early_trigger".into()));
     if let Some(f) = fusion {
         v.push((format!("const {}", f.struct_name), "ep".into()));
     }

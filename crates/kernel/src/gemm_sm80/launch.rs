@@ -88,7 +88,7 @@ impl GeneratedGemm {
 
     /// The main kernel's arguments (see its parameters: C, `ldc`, `batch_stride_c`,
     /// `alpha` and `beta` only with the linear combination, the fusion's struct otherwise).
-    fn main_args(&self, a: &GemmArgs, blob: &[u8]) -> KernelArgs {
+    fn main_args(&self, a: &GemmArgs, blob: &[u8], early_trigger: bool) -> KernelArgs {
         let lincomb = blob.is_empty();
         let mut ka = KernelArgs::new().u64(a.a).u64(a.b);
         if lincomb {
@@ -122,7 +122,8 @@ impl GeneratedGemm {
         ka = ka
             .i32(a.split_k as i32)
             .i32(self.k_tiles_per_split(a.k, a.split_k))
-            .i32((a.split_k_mode == SplitKMode::Serial) as i32);
+            .i32((a.split_k_mode == SplitKMode::Serial) as i32)
+            .i32(i32::from(early_trigger));
         if lincomb {
             ka
         } else {
@@ -177,9 +178,11 @@ pub unsafe fn launch(f: &Function, g: &GeneratedGemm, args: &GemmArgs) -> Result
     }
     let blob = g.fusion_blob(None)?;
     args.validate(g)?;
+    let lc = g.launch_config(args);
+    let early = early_trigger_of(f, &lc);
     // SAFETY: the parameter list matches the generated kernel's signature; the caller
     // guarantees the buffers.
-    unsafe { f.launch(&g.launch_config(args), &g.main_args(args, &blob))? };
+    unsafe { f.launch(&lc, &g.main_args(args, &blob, early))? };
     Ok(())
 }
 
@@ -239,8 +242,10 @@ unsafe fn launch_with(
     check_name(main, &g.name)?;
     check_name(reduce, &g.reduce_name)?;
     args.validate(g)?;
+    let lc = g.launch_config(args);
+    let early = early_trigger_of(main, &lc);
     // SAFETY: as in `launch`.
-    unsafe { main.launch(&g.launch_config(args), &g.main_args(args, blob))? };
+    unsafe { main.launch(&lc, &g.main_args(args, blob, early))? };
     if args.split_k > 1 && args.split_k_mode == SplitKMode::Parallel {
         let mn = args.m as u64 * args.n as u64;
         let blocks = mn.div_ceil(g.reduce_threads as u64).max(1) as u32;
@@ -250,4 +255,11 @@ unsafe fn launch_with(
         unsafe { reduce.launch(&cfg, &ka)? };
     }
     Ok(())
+}
+
+/// Whether launch `lc` of `f` triggers its dependents early
+/// ([`crate::grid_dependency::early_trigger`]).
+fn early_trigger_of(f: &Function, lc: &LaunchConfig) -> bool {
+    let ctas = lc.grid.volume().map_or(u64::MAX, u64::from);
+    crate::grid_dependency::early_trigger(ctas, f.gpu().sm_count())
 }

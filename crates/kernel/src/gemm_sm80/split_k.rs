@@ -22,7 +22,7 @@ pub(super) fn reduce_kernel(
     let row_major = cfg.c_major == StorageOrder::RowMajor;
     // (m, n) in C / D: the layout (M,N):(ld,1) (row-major) or (M,N):(1,ld).
     let off = |ld: &str| gmem_offset(row_major, ld).expr;
-    let mut body = crate::grid_dependency::prologue();
+    let mut body = crate::grid_dependency::prologue(None);
     body.extend([
         d("const long long", "mn", "(long long)M * N"),
         d("const int", "batch", "blockIdx.y"),

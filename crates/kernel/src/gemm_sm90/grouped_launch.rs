@@ -216,7 +216,9 @@ pub unsafe fn launch_grouped(
         .i32(1);
     let sp = g.grouped_scheduler_params(a)?;
     ka = sp.device_args().iter().fold(ka, |ka, &v| ka.i32(v));
+    let lc = g.grouped_launch_config(a, max_ctas)?;
     let ka = ka
+        .i32(super::launch::early_trigger_of(f, &lc))
         .u64(a.d)
         .u64(a.sorted_ids)
         .u64(a.block_expert)
@@ -231,7 +233,6 @@ pub unsafe fn launch_grouped(
     } else {
         ka
     };
-    let lc = g.grouped_launch_config(a, max_ctas)?;
     // SAFETY: the parameter list matches the generated kernel's signature; the caller
     // guarantees the buffers.
     unsafe { f.launch(&lc, &ka)? };

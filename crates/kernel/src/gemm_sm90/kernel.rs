@@ -140,6 +140,7 @@ pub(super) fn kernel(
             "sched_batches",
             "sched_along_n",
             "sched_log_swizzle",
+            "early_trigger",
         ]
         .map(int),
     );
@@ -311,7 +312,7 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
             e("rc_fence_mbarrier_init()"),
         ],
     ));
-    b.extend(crate::grid_dependency::prologue());
+    b.extend(crate::grid_dependency::prologue(Some("early_trigger")));
     let mut prefetch = vec![e("rc_prefetch_tensormap(&tmap_a)"), e("rc_prefetch_tensormap(&tmap_b)")];
     if let Some(g) = k.cfg.grouped {
         b.extend(grouped::prologue(g));
@@ -330,4 +331,3 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
     }
     b
 }
-

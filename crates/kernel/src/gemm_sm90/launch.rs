@@ -379,6 +379,7 @@ pub(super) unsafe fn launch_inner(
     let sp = g.scheduler_params(args)?;
     let ka = sp.device_args().iter().fold(ka, |ka, &v| ka.i32(v));
     let lc = g.launch_config(args, max_ctas)?;
+    let ka = ka.i32(early_trigger_of(f, &lc));
     // SAFETY: the parameter list matches the generated kernel's signature; the caller
     // guarantees the buffers.
     unsafe { f.launch(&lc, &ka)? };
@@ -414,4 +415,11 @@ pub(super) unsafe fn launch_inner(
         unsafe { reduce.launch(&cfg, &rk)? };
     }
     Ok(())
+}
+
+/// The main kernel's `early_trigger` argument for launch `lc` of `f`
+/// ([`crate::grid_dependency::early_trigger`]).
+pub(super) fn early_trigger_of(f: &Function, lc: &LaunchConfig) -> i32 {
+    let ctas = lc.grid.volume().map_or(u64::MAX, u64::from);
+    i32::from(crate::grid_dependency::early_trigger(ctas, f.gpu().sm_count()))
 }

@@ -67,7 +67,7 @@ pub(super) fn reduce_kernel(cfg: &GemmSm90Config, name: &str, fusion: &FusionCod
         Element::BF16 => "__bfloat162float",
         _ => "__half2float",
     };
-    let mut body = crate::grid_dependency::prologue();
+    let mut body = crate::grid_dependency::prologue(None);
     body.extend([
         d("const int", "batch", "blockIdx.y"),
         d("const long long", "idx", "(long long)blockIdx.x * blockDim.x + threadIdx.x"),

@@ -154,22 +154,25 @@ fn sm90_specs(
     out
 }
 
-/// Hopper decode candidates (M <= 128) with the deepest pipeline that fits: the narrow
-/// 64-row tiles stream B from HBM, and the automatic stage count (at most
+/// Hopper decode candidates (M <= 128; bf16, or 8-bit with K tiles of 128) with the deepest
+/// pipeline that fits: the narrow 64-row tiles stream B from HBM, and the automatic stage
+/// count (at most
 /// `SM90_MAX_AUTO_STAGES`) leaves too few bytes in flight per SM (BENCHMARKS.md, session 9,
 /// helper decode: cuBLAS's kernels at these sizes run 13 to 16 stages); clusters 1x1, 1x2
 /// (A multicast along N) and, with two tiles along M, 2x1; split-K 1 and 2.
-fn sm90_deep(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
+fn sm90_deep(m: usize, n: usize, k: usize, l: usize, sms: u32, family: Family) -> Vec<ConfigSpec> {
     use Sm90Schedule::{PingPong, WarpSpecialized};
     if m > 128 {
         return Vec::new();
     }
+    // One 128-byte swizzle row of K per stage: 64 bf16 or 128 8-bit elements.
+    let bk = family.k_tile();
     let geometries: [([i64; 3], Sm90Schedule); 5] = [
-        ([64, 32, 64], PingPong),
-        ([64, 64, 64], PingPong),
-        ([64, 64, 64], WarpSpecialized),
-        ([64, 96, 64], PingPong),
-        ([64, 128, 64], PingPong),
+        ([64, 32, bk], PingPong),
+        ([64, 64, bk], PingPong),
+        ([64, 64, bk], WarpSpecialized),
+        ([64, 96, bk], PingPong),
+        ([64, 128, bk], PingPong),
     ];
     let mut out = Vec::new();
     for (tile, schedule) in geometries {
@@ -189,7 +192,9 @@ fn sm90_deep(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec
                 cluster,
                 mma_pipe: None,
             };
-            let Some(stages) = deepest_stages(&base) else { continue };
+            let Some(stages) = deepest_stages(&base, family) else {
+                continue;
+            };
             for split_k in splits(tiles, k.div_ceil(tile[2] as usize), sms) {
                 if split_k <= 2 {
                     out.push(ConfigSpec::Sm90(Sm90Spec {
@@ -204,14 +209,51 @@ fn sm90_deep(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec
     out
 }
 
-/// The most stages of `spec`'s bf16 kernel that fit the shared memory, when that is more
-/// than the automatic choice's cap; `None` otherwise.
-fn deepest_stages(spec: &Sm90Spec) -> Option<usize> {
+/// The kernel family a deep-pipeline candidate is for: its K tile and its configuration
+/// (the 8-bit scaled-mm epilogue stages its scale and bias vectors in shared memory too).
+#[derive(Clone, Copy)]
+enum Family {
+    /// bf16 `gemm`.
+    Bf16,
+    /// INT8 / FP8 `scaled_mm` with per-token and per-channel scales and a bias.
+    Scaled8,
+}
+
+impl Family {
+    fn k_tile(self) -> i64 {
+        match self {
+            Family::Bf16 => 64,
+            Family::Scaled8 => 128,
+        }
+    }
+
+    fn config(self, spec: &Sm90Spec) -> Option<GemmSm90Config> {
+        use rcute_kernel::gemm_sm80::{GemmElement as Element, ScaleKind};
+        let base = spec.apply(GemmSm90Config::bf16(spec.tile, spec.schedule));
+        match self {
+            Family::Bf16 => Some(base),
+            Family::Scaled8 => crate::scaled_mm::sm90_scaled_config(
+                base,
+                Element::S8,
+                Element::BF16,
+                ScaleKind::PerRow,
+                ScaleKind::PerCol,
+                true,
+            )
+            .ok(),
+        }
+    }
+}
+
+/// The most stages of `spec`'s kernel in `family` that fit the shared memory, when that is
+/// more than the automatic choice's cap; `None` otherwise.
+fn deepest_stages(spec: &Sm90Spec, family: Family) -> Option<usize> {
     use rcute_kernel::gemm_sm90::{plan, SM90_MAX_AUTO_STAGES};
     let fits = |s: usize| {
-        let mut cfg = spec.apply(GemmSm90Config::bf16(spec.tile, spec.schedule));
-        cfg.stages = Some(s);
-        plan(&cfg).is_ok()
+        family.config(spec).is_some_and(|mut cfg| {
+            cfg.stages = Some(s);
+            plan(&cfg).is_ok()
+        })
     };
     (SM90_MAX_AUTO_STAGES + 1..=24).rev().find(|&s| fits(s))
 }
@@ -256,7 +298,7 @@ pub fn gemm_candidates(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), s
     let mut all = vec![rules_choice(m, n, k, l, cc, sms)];
     if cc == (9, 0) {
         all.extend(sm90(m, n, k, l, sms));
-        all.extend(sm90_deep(m, n, k, l, sms));
+        all.extend(sm90_deep(m, n, k, l, sms, Family::Bf16));
     }
     all.extend(sm80(m, n, k, l, sms));
     distinct_generated(all, generates)
@@ -363,6 +405,7 @@ pub fn scaled_mm_candidates(m: usize, n: usize, k: usize, l: usize, cc: (u32, u3
     let mut all = vec![scaled_rules_choice(m, n, k, l, cc, sms)];
     if cc == (9, 0) {
         all.extend(sm90_scaled(m, n, k, l, sms));
+        all.extend(sm90_deep(m, n, k, l, sms, Family::Scaled8));
     }
     all.extend(sm80_scaled(m, n, k, l, sms));
     distinct_generated(all, generates_scaled)
@@ -439,6 +482,21 @@ mod tests {
             assert!(
                 c.iter().filter(|s| deep(s)).all(generates),
                 "{m}: deep candidates generate"
+            );
+        }
+        for m in [32, 64, 128] {
+            let s = scaled_mm_candidates(m, 4096, 4096, 1, (9, 0), 132);
+            let deep: Vec<&ConfigSpec> = s
+                .iter()
+                .filter(|c| matches!(c, ConfigSpec::Sm90(s) if s.stages.is_some_and(|st| st > 8)))
+                .collect();
+            assert!(
+                deep.iter().any(|c| c.to_string().starts_with("sm90:64x64x128,ws")),
+                "{m}: deep 8-bit pipelines"
+            );
+            assert!(
+                deep.iter().all(|c| generates_scaled(c)),
+                "{m}: deep 8-bit candidates generate"
             );
         }
         for m in [256, 4096] {
