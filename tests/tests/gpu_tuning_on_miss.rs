@@ -478,3 +478,33 @@ fn fused_moe_with_forced_configurations_matches_the_ops_choice() {
         ));
     }
 }
+
+/// One row of A has one scale either way: a per-tensor A scale at M = 1 looks up the
+/// per-token entries (the benchmarks' and tables' key); at M = 2 the two kinds stay apart.
+#[test]
+fn a_single_rows_per_tensor_scale_keys_as_per_token() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let s = gpu.stream().clone();
+    let arch = gpu.arch().unwrap();
+    let (n, k) = (256usize, 512usize);
+    let a = s.alloc_zeros::<i8>(2 * k).unwrap();
+    let b = s.alloc_zeros::<i8>(n * k).unwrap();
+    let (sa, sb) = (s.alloc_zeros::<f32>(2).unwrap(), s.alloc_zeros::<f32>(n).unwrap());
+    let mut d = s.alloc_zeros::<bf16>(2 * n).unwrap();
+    let key = |m: usize, scalar: bool, d: &mut cudarc::driver::CudaSlice<bf16>| {
+        let (av, bv) = (MatrixRef::new(&a, m, k), MatrixRef::new(&b, k, n).col_major());
+        let sav = if scalar {
+            Scale::Scalar(VectorRef::new(&sa, 1))
+        } else {
+            Scale::Vector(VectorRef::new(&sa, m))
+        };
+        let dv = MatrixMut::new(d, m, n);
+        let p = validate_scaled_mm(&av, &bv, sav, Scale::Vector(VectorRef::new(&sb, n)), None, &dv).unwrap();
+        scaled_mm_key(&p, arch.as_str())
+    };
+    let one_scalar = key(1, true, &mut d);
+    assert_eq!(one_scalar.fusion, "token-channel");
+    assert_eq!(one_scalar, key(1, false, &mut d));
+    assert_eq!(key(2, true, &mut d).fusion, "tensor-channel");
+    assert_eq!(key(2, false, &mut d).fusion, "token-channel");
+}

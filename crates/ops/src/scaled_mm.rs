@@ -502,7 +502,8 @@ fn sm90_qualifies(p: &ScaledMmProblem) -> bool {
 }
 
 /// The tuning key of a `scaled_mm` problem: op `scaled_mm`, types `A:OUT` (e.g. `s8:bf16`),
-/// fusion `A_SCALE-B_SCALE[+bias]` with scales `tensor`, `token` or `channel`, and the
+/// fusion `A_SCALE-B_SCALE[+bias]` with scales `tensor`, `token` or `channel` (a single
+/// row's per-tensor scale keys as `token`, a single column's as `channel`), and the
 /// problem's M bucket, N and K. `rcute tune scaled-mm` writes its entries under this key
 /// and [`Ops::scaled_mm`] looks them up under it (one batch only).
 ///
@@ -519,10 +520,20 @@ pub fn scaled_mm_key(p: &ScaledMmProblem<'_>, arch: &str) -> crate::tuning::Prob
         ScaleKind::PerRow => "token",
         ScaleKind::PerCol => "channel",
     };
+    // One row of A (one column of B) has one scale either way: there a per-tensor scale
+    // and a per-token (per-channel) one are the same scaling, and share their entries.
+    let a_scale = match p.a_scale_kind {
+        ScaleKind::Scalar if p.m == 1 => ScaleKind::PerRow,
+        s => s,
+    };
+    let b_scale = match p.b_scale_kind {
+        ScaleKind::Scalar if p.n == 1 => ScaleKind::PerCol,
+        s => s,
+    };
     let fusion = format!(
         "{}-{}{}",
-        kind(p.a_scale_kind),
-        kind(p.b_scale_kind),
+        kind(a_scale),
+        kind(b_scale),
         if p.bias.is_some() { "+bias" } else { "" }
     );
     let dtypes = format!("{}:{}", p.a.dtype.name(), p.out.dtype.name());
