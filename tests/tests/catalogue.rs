@@ -69,6 +69,7 @@ fn check_unit(k: &CatalogueKernel, arch: Arch) {
     };
     let sass = Sass::disassemble_with(objdump, &c.cubin).expect("cuobjdump");
     assert!(!sass.uses_local_memory(), "{}: LDL/STL in SASS", k.name);
+    check_grid_dependency(k, arch, &sass);
     for op in &k.expect_sass {
         // Hopper has no FP8 mma.sync unit: ptxas unpacks FP8 to f16 (F2FP) and uses HMMA.
         let op = if arch == Arch::Sm90a && *op == "QMMA" {
@@ -81,6 +82,34 @@ fn check_unit(k: &CatalogueKernel, arch: Arch) {
             ops.sort();
             ops.dedup();
             panic!("{}: {op} missing from SASS; opcodes: {ops:?}", k.name);
+        }
+    }
+}
+
+/// Kernels that may start before the previous kernel of their stream ends
+/// (`rcute_kernel::grid_dependency`) wait for it before touching global memory: on sm_90a
+/// `griddepcontrol.wait` is `ACQBULK`, and no global load, store or copy precedes it in the
+/// kernel; before sm_90 the wait compiles to nothing.
+fn check_grid_dependency(k: &CatalogueKernel, arch: Arch, sass: &Sass) {
+    // (The atom units test each snippet in a kernel of its own.)
+    if k.name.starts_with("atoms_") || !k.source.contains("rc_grid_dependency_wait();") {
+        return;
+    }
+    const GLOBAL: [&str; 9] = [
+        "LDG", "STG", "LDGSTS", "ATOMG", "RED", "UTMALDG", "UTMASTG", "UBLKCP", "UTMAPF",
+    ];
+    for kern in &sass.kernels {
+        let ops: Vec<&str> = kern.instructions.iter().map(|i| i.base_opcode()).collect();
+        let wait = ops.iter().position(|&o| o == "ACQBULK");
+        if arch != Arch::Sm90a {
+            assert!(wait.is_none(), "{} {}: ACQBULK before sm_90", k.name, kern.name);
+            continue;
+        }
+        let Some(w) = wait else {
+            panic!("{} {}: no griddepcontrol.wait (ACQBULK) in SASS", k.name, kern.name)
+        };
+        if let Some(early) = ops[..w].iter().find(|o| GLOBAL.contains(o)) {
+            panic!("{} {}: {early} before the grid dependency wait", k.name, kern.name);
         }
     }
 }
