@@ -158,8 +158,8 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
     );
     let e = Emit::new(&plan, &name)?;
     let mut snippets = vec![
-        plan.copy_a.snippet.clone(),
-        plan.copy_b.snippet.clone(),
+        plan.copy_a_addr.clone(),
+        plan.copy_b_addr.clone(),
         cp_async_commit_group(),
         cp_async_wait_group(),
         plan.ldsm_a.clone(),
@@ -201,21 +201,22 @@ const CTA_SMEM_RESERVED: i64 = 1024;
 
 /// The CTAs per SM a prepared kernel asks the compiler to fit (`__launch_bounds__`'s
 /// second argument): as many as shared memory allows, but never so many that a thread gets
-/// fewer than `64 + 32 x (accumulator tiles)` registers (96 for the one-m16-tile decode
-/// kernels, whose 3-stage variants so run 5 CTAs of 128 threads per SM instead of the 4
-/// that their ~110 registers allow; the larger tiles stay unconstrained). The unprepared
-/// kernels keep `__launch_bounds__(threads)`: with their per-copy source pointers the
-/// bound would make the 4-byte-copy variant spill.
+/// fewer than `max(64 + 32 x (accumulator tiles), 104)` registers. The one-m16-tile decode
+/// kernels so run 4 CTAs of 128 threads per SM (104 registers leave 4 where 96 left 5: the
+/// stage loader's running sources and source sizes spilled under the 5-CTA bound; the
+/// 5-CTA 3-stage kernel measured no faster than the unbounded one, H200, BENCHMARKS.md,
+/// awq3); the larger tiles stay unconstrained. The unprepared kernels keep
+/// `__launch_bounds__(threads)`.
 ///
 /// ```
 /// use rcute_atom::Element;
 /// use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
 /// let g = generate(&AwqGemmConfig::new(Element::F16, [16, 256, 64], [1, 4], 3, 4).prepared()).unwrap();
-/// assert!(g.source.contains("__launch_bounds__(128, 5)"));
+/// assert!(g.source.contains("__launch_bounds__(128, 4)"));
 /// ```
 fn min_blocks(p: &AwqMainloop) -> i64 {
     let by_smem = SM_SMEM_BYTES / (p.smem_bytes + CTA_SMEM_RESERVED);
-    let by_regs = 65536 / (p.threads * (64 + 32 * p.mi * p.ns));
+    let by_regs = 65536 / (p.threads * (64 + 32 * p.mi * p.ns).max(104));
     by_smem.clamp(1, by_regs.max(1))
 }
 
@@ -772,15 +773,12 @@ impl<'a> Emit<'a> {
     /// The kernel: setup, the multistage mainloop, the epilogue.
     fn kernel(&self) -> CFunction {
         let p = self.p;
-        let bm = p.config.tile[0];
         let stages = p.config.stages;
-        let (a_elems, b_words) = (bm * AWQ_BK, AWQ_BK * p.b_row_words);
-        let (s_elems, z_words) = (GROUP_SLOTS * p.config.tile[1], GROUP_SLOTS * p.config.tile[1] / 8);
         let ty = self.ty;
         let b_args = self.copy_args();
         let load = |k: &str, slot: &str| {
             s(format!(
-                "{}_load_tile(sA + {slot} * {a_elems}, sB + {slot} * {b_words}, sS + {slot} * {s_elems}, sZ + {slot} * {z_words}, x, qweight, scales, qzeros, {b_args}, {k}, K, N8, N, gshift, groups)",
+                "{}_load_tile(sA_base, {slot}, x, qweight, scales, qzeros, {b_args}, {k}, K, N8, N, gshift, groups, n0w, m0, M)",
                 self.name
             ))
         };
