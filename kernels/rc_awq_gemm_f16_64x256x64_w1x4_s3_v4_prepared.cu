@@ -212,7 +212,7 @@ __device__ __forceinline__ void rc_awq_gemm_f16_64x256x64_w1x4_s3_v4_prepared_st
 }
 
 // out = x @ ((q - z) * s) (+ bias); grid (N tiles, M tiles, K splits).
-extern "C" __global__ __launch_bounds__(128, 2) void rc_awq_gemm_f16_64x256x64_w1x4_s3_v4_prepared(
+extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_f16_64x256x64_w1x4_s3_v4_prepared(
     const __half* __restrict__ x,
     const uint32_t* __restrict__ qweight,
     const __half* __restrict__ scales,

@@ -1,5 +1,6 @@
-//! The AWQ GEMM's stage loader: which thread copies which 16-byte (or 4-byte) chunk of a
-//! stage, split into the part that does not depend on the k-tile and the per-stage part.
+//! The prepared AWQ GEMM kernels' stage loader: which thread copies which 16-byte chunk of
+//! a stage, split into the part that does not depend on the k-tile and the per-stage part.
+//! (The unprepared kernels keep the per-copy pointers of [`super::load_per_copy`].)
 //!
 //! Set up once per thread: each copy's source at the split's first k-tile (the tensor's
 //! base where the copy's row or columns lie outside the problem), its source size (the copy
@@ -88,7 +89,7 @@ impl Emit<'_> {
             bytes: 16,
             row_step: None,
         };
-        let b = if p.config.prepared {
+        let b = {
             let per = bn / 2; // 16-byte chunks per k16 block
             Copy {
                 prefix: "b",
@@ -113,45 +114,6 @@ impl Emit<'_> {
                 op: b_op.clone(),
                 bytes: 4 * vw,
                 row_step: (p.threads % per == 0).then_some(16 * p.threads / per),
-            }
-        } else {
-            let cpr = bn / 8 / vw;
-            Copy {
-                prefix: "b",
-                ty: "const uint32_t*".into(),
-                copies: p.b_copies,
-                chunks: AWQ_BK * bn / 8 / vw,
-                coords: vec![
-                    d("r", format!("c / {cpr}")),
-                    d(
-                        "w",
-                        if vw == 1 {
-                            format!("c % {cpr}")
-                        } else {
-                            format!("(c % {cpr}) * {vw}")
-                        },
-                    ),
-                ],
-                comment: format!(
-                    "copy c of the (64, BN/8) qweight word tile: row c / {cpr}, word (c % {cpr}) * {vw}; padded shared rows of {} words",
-                    p.b_row_words
-                ),
-                valid: "n0w + w < N8".into(),
-                src0: "qweight + (long long)r * N8 + (n0w + w)".into(),
-                k_ok: Some("k0 + r < K".into()),
-                k_step: Some(format!("{AWQ_BK} * N8")),
-                recheck: false,
-                g_off: String::new(),
-                base: "qweight",
-                dst: format!("r * {} + w", p.b_row_words),
-                elem_bytes: 4,
-                region: b_region,
-                stage_bytes: p.b_stage_bytes,
-                op: b_op.clone(),
-                bytes: 4 * vw,
-                // Per-copy pointers: one pointer and a stride measured 4-5 % slower on the
-                // unprepared kernels (H200, BENCHMARKS.md, AWQ helper awq3).
-                row_step: None,
             }
         };
         vec![a, b]
@@ -262,12 +224,12 @@ impl Emit<'_> {
                 let mut body = vec![Stmt::decl("const int", "c", "threadIdx.x")];
                 body.extend(cp.coords.clone());
                 body.push(Stmt::decl("const bool", "ok", cp.valid.clone()));
-                body.push(Stmt::assign(format!("{arr}0"), format!("ok ? {} : {}", cp.src0, cp.base)));
-                body.push(Stmt::assign(format!("{pre}_sz"), format!("ok ? {}u : 0u", cp.bytes)));
                 body.push(Stmt::assign(
-                    format!("{pre}_step"),
-                    format!("ok ? {rows} * N8 : 0"),
+                    format!("{arr}0"),
+                    format!("ok ? {} : {}", cp.src0, cp.base),
                 ));
+                body.push(Stmt::assign(format!("{pre}_sz"), format!("ok ? {}u : 0u", cp.bytes)));
+                body.push(Stmt::assign(format!("{pre}_step"), format!("ok ? {rows} * N8 : 0")));
                 body.push(s(format!("{arr}0 += (long long)kt0 * {pre}_step * {}", AWQ_BK / rows)));
                 for (t, n) in [
                     (cp.ty.clone(), format!("{arr}0")),
@@ -317,7 +279,10 @@ impl Emit<'_> {
                 format!("c < {} && {}", cp.chunks, cp.valid)
             };
             body.push(Stmt::decl("const bool", "ok", valid));
-            body.push(Stmt::assign(format!("{arr}[i]"), format!("ok ? {} : {}", cp.src0, cp.base)));
+            body.push(Stmt::assign(
+                format!("{arr}[i]"),
+                format!("ok ? {} : {}", cp.src0, cp.base),
+            ));
             match (adv, cp.recheck) {
                 (Some(k), true) => body.push(s(format!("{arr}[i] += (long long)kt0 * (ok ? {k} : 0)"))),
                 (Some(k), false) => {
@@ -384,7 +349,11 @@ impl Emit<'_> {
                 format!("in_n ? {}u : 0u", cp.bytes),
             ),
         };
-        let region = if cp.region == 0 { String::new() } else { format!(" + {}", cp.region) };
+        let region = if cp.region == 0 {
+            String::new()
+        } else {
+            format!(" + {}", cp.region)
+        };
         let dst = format!(
             "sm{region} + stage * {} + {} * ({})",
             cp.stage_bytes, cp.elem_bytes, cp.dst
