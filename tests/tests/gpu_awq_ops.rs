@@ -186,6 +186,8 @@ fn configs(e: rcute_atom::Element, n: usize) -> Vec<AwqGemmConfig> {
         // 3 stages: what M = 16 on a wide weight runs
         AwqGemmConfig::new(e, [16, 256, 64], [1, 4], 3, vw),
         AwqGemmConfig::new(e, [32, 256, 64], [1, 4], 4, vw),
+        // 3 stages: what the prepared path runs for M = 17 ..= 32 on a wide weight
+        AwqGemmConfig::new(e, [32, 256, 64], [1, 4], 3, vw),
         AwqGemmConfig::new(e, [64, 256, 64], [1, 4], 3, vw),
         AwqGemmConfig::new(e, [64, 128, 64], [2, 2], 4, vw),
         AwqGemmConfig::new(e, [128, 256, 64], [2, 4], 3, vw),
