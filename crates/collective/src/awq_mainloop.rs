@@ -206,7 +206,8 @@ impl AwqMainloop {
         }
         .ok_or_else(|| tile_err(cfg, "qweight copies are 4 words (16 bytes) or 1 word"))?;
         let copy_a = cp_async(CacheOp::CacheGlobal, 16, true).ok_or_else(|| tile_err(cfg, "no 16-byte cp.async"))?;
-        let copy_a_addr = cp_async_addr(CacheOp::CacheGlobal, 16).ok_or_else(|| tile_err(cfg, "no 16-byte cp.async"))?;
+        let copy_a_addr =
+            cp_async_addr(CacheOp::CacheGlobal, 16).ok_or_else(|| tile_err(cfg, "no 16-byte cp.async"))?;
         let copy_b_addr = match cfg.b_vector_words {
             4 => cp_async_addr(CacheOp::CacheGlobal, 16),
             _ => cp_async_addr(CacheOp::CacheAlways, 4),
