@@ -24,11 +24,8 @@ __device__ __forceinline__ long long rc_min(long long a, long long b) { return a
 __device__ __forceinline__ long long rc_max(long long a, long long b) { return a > b ? a : b; }
 __device__ __forceinline__ long long rc_abs(long long a) { return a < 0 ? -a : a; }
 
-// --- from rcute-atom rc_cp_async_cg_16_zfill ---
-__device__ __forceinline__ void rc_cp_async_cg_16_zfill(void *smem_dst, void const *gmem_src, bool pred) {
-  uint32_t saddr;
-  asm("{ .reg .u64 rc_t; cvta.to.shared.u64 rc_t, %1; cvt.u32.u64 %0, rc_t; }" : "=r"(saddr) : "l"(smem_dst));
-  uint32_t src_size = pred ? 16u : 0u;
+// --- from rcute-atom rc_cp_async_cg_16_zfill_addr ---
+__device__ __forceinline__ void rc_cp_async_cg_16_zfill_addr(uint32_t saddr, void const *gmem_src, uint32_t src_size) {
   asm volatile(
       "cp.async.cg.shared.global [%0], [%1], %2, %3;\n"
       : 
@@ -91,50 +88,70 @@ __device__ __forceinline__ void rc_cvt_u4x8_f16x2_biased_x16(uint32_t q, uint32_
                   asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(out[3]) : "r"(q8), "n"(0x00f000f0), "n"(0x64006400));
 }
 
-// One pipeline stage: the (BM, 64) tile of x, the (64, BN/8) tile of qweight words, and the scales and zero words of the tile's groups.
+// One pipeline stage (stage slot `stage` of dynamic shared memory at shared address `sm`): the (BM, 64) tile of x, the (64, BN/8) tile of qweight words, and the scales and zero words of the tile's groups.
 __device__ __forceinline__ void rc_awq_gemm_f16_64x256x64_w1x4_s3_v4_prepared_load_tile(
-    __half* sA,
-    uint32_t* sB,
-    __half* sS,
-    uint32_t* sZ,
+    uint32_t sm,
+    int stage,
     const __half* __restrict__ x,
     const uint32_t* __restrict__ qweight,
     const __half* __restrict__ scales,
     const uint32_t* __restrict__ qzeros,
-    const __half* const (&a_src)[4],
-    const uint32_t* b_src0,
-    long long b_step,
-    const __half* const (&s_src)[1],
-    const uint32_t* const (&z_src)[1],
+    const __half* (&a_src)[4],
+    const uint32_t*& b_src0,
+    uint32_t b_sz,
+    int b_step,
     int k0,
     int K,
     int N8,
     int N,
     int gshift,
-    int groups
+    int groups,
+    int n0w,
+    int m0,
+    int M
 ) {
-  // the k-tile's word offset in qweight (both layouts: k0 rows of N8 words)
-  const long long kw = (long long)k0 * N8;
   // group rows of the stage's 2 slots (rows k0 and k0 + 32); G is a power of two or G = K (one group)
   const int g0 = min(k0 >> gshift, groups - 1);
   const int g1 = min((k0 + 32) >> gshift, groups - 1);
-  #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int c = threadIdx.x + i * 128;
-    // chunk c of the (BM, 64) x tile: row c / 8, 16-byte chunk c % 8; Sw<3,3,3> o (BM,64):(64,1) puts it at chunk ch ^ (r % 8)
-    const int r = c >> 3;
-    const int ch = c & 7;
-    const bool ok = a_src[i] != nullptr && k0 + 8 * ch < K;
-    rc_cp_async_cg_16_zfill(sA + r * 64 + ((ch ^ (r & 7)) << 3), ok ? a_src[i] + k0 : x, ok);
-  }
-  #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int c = threadIdx.x + i * 128;
-    // chunk c of the prepared (64, BN/8) tile: k16 block c / 128, chunk c % 128 of its run (the lanes' 16-byte words of rcute_collective::awq_prepared); k16 block kb starts at word 16 kb N8
-    const int kbi = c / 128;
-    const int cc = c % 128;
-    const bool ok = b_src0 != nullptr && (k0 >> 4) + kbi < (K >> 4);
-    rc_cp_async_cg_16_zfill(sB + kbi * 512 + 4 * cc, ok ? b_src0 + (kw + i * b_step) : qweight, ok);
+  // x and qweight: K bounds only on a k-tile that reaches past K (k0 + 64 > K)
+  if (k0 + 64 <= K) {
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = threadIdx.x + i * 128;
+      // chunk c of the (BM, 64) x tile: row c / 8, 16-byte chunk c % 8; Sw<3,3,3> o (BM,64):(64,1) puts it at chunk ch ^ (r % 8)
+      const int r = c >> 3;
+      const int ch = c & 7;
+      const bool in_b = m0 + r < M;
+      rc_cp_async_cg_16_zfill_addr(sm + stage * 8192 + 2 * (r * 64 + ((ch ^ (r & 7)) << 3)), a_src[i], (in_b ? 16u : 0u));
+    }
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = threadIdx.x + i * 128;
+      // chunk c of the prepared (64, BN/8) tile: k16 block c / 128, chunk c % 128 of its run (the lanes' 16-byte words of rcute_collective::awq_prepared); k16 block kb starts at word 16 kb N8
+      const int kbi = c / 128;
+      const int cc = c % 128;
+      rc_cp_async_cg_16_zfill_addr(sm + 24576 + stage * 8192 + 4 * (kbi * 512 + 4 * cc), b_src0 + (long long)i * b_step, b_sz);
+    }
+  } else {
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = threadIdx.x + i * 128;
+      // chunk c of the (BM, 64) x tile: row c / 8, 16-byte chunk c % 8; Sw<3,3,3> o (BM,64):(64,1) puts it at chunk ch ^ (r % 8)
+      const int r = c >> 3;
+      const int ch = c & 7;
+      const bool in_b = m0 + r < M;
+      const bool ok = k0 + 8 * ch < K;
+      rc_cp_async_cg_16_zfill_addr(sm + stage * 8192 + 2 * (r * 64 + ((ch ^ (r & 7)) << 3)), ok ? a_src[i] : x, ok ? (in_b ? 16u : 0u) : 0u);
+    }
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = threadIdx.x + i * 128;
+      // chunk c of the prepared (64, BN/8) tile: k16 block c / 128, chunk c % 128 of its run (the lanes' 16-byte words of rcute_collective::awq_prepared); k16 block kb starts at word 16 kb N8
+      const int kbi = c / 128;
+      const int cc = c % 128;
+      const bool ok = (k0 >> 4) + kbi < (K >> 4);
+      rc_cp_async_cg_16_zfill_addr(sm + 24576 + stage * 8192 + 4 * (kbi * 512 + 4 * cc), ok ? b_src0 + (long long)i * b_step : qweight, ok ? b_sz : 0u);
+    }
   }
   #pragma unroll
   for (int i = 0; i < 1; ++i) {
@@ -143,8 +160,8 @@ __device__ __forceinline__ void rc_awq_gemm_f16_64x256x64_w1x4_s3_v4_prepared_lo
       // chunk c of the (2, BN) scales [K/G, N]: group slot c / 32 (group row g0 or g1), columns 8 (c % 32) .. + 8
       const int slot = c / 32;
       const int w = c % 32;
-      const bool ok = s_src[i] != nullptr;
-      rc_cp_async_cg_16_zfill(sS + slot * 256 + 8 * w, ok ? s_src[i] + (long long)(slot ? g1 : g0) * N : scales, ok);
+      const bool in_n = n0w + w < N8;
+      rc_cp_async_cg_16_zfill_addr(sm + 49152 + stage * 1024 + 2 * (8 * c), scales + ((in_n ? 8 * (n0w + w) : 0) + (long long)(slot ? g1 : g0) * N), in_n ? 16u : 0u);
     }
   }
   #pragma unroll
@@ -154,10 +171,19 @@ __device__ __forceinline__ void rc_awq_gemm_f16_64x256x64_w1x4_s3_v4_prepared_lo
       // copy c of the (2, BN/8) zero words qzeros [K/G, N/8]: group slot c / 8
       const int slot = c / 8;
       const int w = (c % 8) * 4;
-      const bool ok = z_src[i] != nullptr;
-      rc_cp_async_cg_16_zfill(sZ + slot * 32 + w, ok ? z_src[i] + (long long)(slot ? g1 : g0) * N8 : qzeros, ok);
+      const bool in_n = n0w + w < N8;
+      rc_cp_async_cg_16_zfill_addr(sm + 52224 + stage * 256 + 4 * (4 * c), qzeros + ((in_n ? n0w + w : 0) + (long long)(slot ? g1 : g0) * N8), in_n ? 16u : 0u);
     }
   }
+  // advance the running sources by one k-tile
+  #pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int c = threadIdx.x + i * 128;
+    const int r = c >> 3;
+    const int ch = c & 7;
+    a_src[i] += m0 + r < M ? 64 : 0;
+  }
+  b_src0 += (long long)b_step * 4;
 }
 
 // out[off .. off + 8] = v (+ bias[col .. col + 8]), rounded once.
@@ -186,7 +212,7 @@ __device__ __forceinline__ void rc_awq_gemm_f16_64x256x64_w1x4_s3_v4_prepared_st
 }
 
 // out = x @ ((q - z) * s) (+ bias); grid (N tiles, M tiles, K splits).
-extern "C" __global__ __launch_bounds__(128, 2) void rc_awq_gemm_f16_64x256x64_w1x4_s3_v4_prepared(
+extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_f16_64x256x64_w1x4_s3_v4_prepared(
     const __half* __restrict__ x,
     const uint32_t* __restrict__ qweight,
     const __half* __restrict__ scales,
@@ -249,45 +275,36 @@ extern "C" __global__ __launch_bounds__(128, 2) void rc_awq_gemm_f16_64x256x64_w
   uint32_t zh[1][8] = {};
   const __half2 x16_inv = __float2half2_rn(0.0625f);
   const __half2 z_shift = __float2half2_rn(960.f);
-  // each copy's k-invariant source (nullptr: outside the problem); the mainloop adds the k-tile's offset
+  // each copy's source at k-tile kt0 (the tensor's base outside the problem), its source size (0 outside: zeros) and its advance per k-tile
   const __half* a_src[4];
   #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int c = threadIdx.x + i * 128;
     const int r = c >> 3;
     const int ch = c & 7;
-    a_src[i] = m0 + r < M ? x + (long long)(m0 + r) * ldx + 8 * ch : nullptr;
+    const bool ok = m0 + r < M;
+    a_src[i] = ok ? x + (long long)(m0 + r) * ldx + 8 * ch : x;
+    a_src[i] += (long long)kt0 * (ok ? 64 : 0);
   }
   // a thread's b copies share one column, 16 rows apart: one source and a stride
   const uint32_t* b_src0;
+  uint32_t b_sz;
+  int b_step;
   {
     const int c = threadIdx.x;
     const int kbi = c / 128;
     const int cc = c % 128;
-    b_src0 = (n0w >> 3) + (cc >> 5) < (N8 >> 3) ? qweight + ((long long)kbi * (N8 >> 3) + (n0w >> 3)) * 128 + 4 * cc : nullptr;
-  }
-  const long long b_step = (long long)16 * N8;
-  const __half* s_src[1];
-  #pragma unroll
-  for (int i = 0; i < 1; ++i) {
-    const int c = threadIdx.x + i * 128;
-    const int slot = c / 32;
-    const int w = c % 32;
-    s_src[i] = c < 64 && n0w + w < N8 ? scales + 8 * (n0w + w) : nullptr;
-  }
-  const uint32_t* z_src[1];
-  #pragma unroll
-  for (int i = 0; i < 1; ++i) {
-    const int c = threadIdx.x + i * 128;
-    const int slot = c / 8;
-    const int w = (c % 8) * 4;
-    z_src[i] = c < 16 && n0w + w < N8 ? qzeros + (n0w + w) : nullptr;
+    const bool ok = (n0w >> 3) + (cc >> 5) < (N8 >> 3);
+    b_src0 = ok ? qweight + ((long long)kbi * (N8 >> 3) + (n0w >> 3)) * 128 + 4 * cc : qweight;
+    b_sz = ok ? 16u : 0u;
+    b_step = ok ? 16 * N8 : 0;
+    b_src0 += (long long)kt0 * b_step * 4;
   }
   // prologue: stages 0 .. 1 in flight
   #pragma unroll
   for (int st = 0; st < 2; ++st) {
     if (st < nkt) {
-      rc_awq_gemm_f16_64x256x64_w1x4_s3_v4_prepared_load_tile(sA + st * 4096, sB + st * 2048, sS + st * 512, sZ + st * 64, x, qweight, scales, qzeros, a_src, b_src0, b_step, s_src, z_src, (kt0 + st) * 64, K, N8, N, gshift, groups);
+      rc_awq_gemm_f16_64x256x64_w1x4_s3_v4_prepared_load_tile(sA_base, st, x, qweight, scales, qzeros, a_src, b_src0, b_sz, b_step, (kt0 + st) * 64, K, N8, N, gshift, groups, n0w, m0, M);
     }
     rc_cp_async_commit_group();
   }
@@ -298,7 +315,7 @@ extern "C" __global__ __launch_bounds__(128, 2) void rc_awq_gemm_f16_64x256x64_w
     // refill the stage every warp finished with in the previous iteration
     const int nx = it + 2;
     if (nx < nkt) {
-      rc_awq_gemm_f16_64x256x64_w1x4_s3_v4_prepared_load_tile(sA + (nx % 3) * 4096, sB + (nx % 3) * 2048, sS + (nx % 3) * 512, sZ + (nx % 3) * 64, x, qweight, scales, qzeros, a_src, b_src0, b_step, s_src, z_src, (kt0 + nx) * 64, K, N8, N, gshift, groups);
+      rc_awq_gemm_f16_64x256x64_w1x4_s3_v4_prepared_load_tile(sA_base, (nx % 3), x, qweight, scales, qzeros, a_src, b_src0, b_sz, b_step, (kt0 + nx) * 64, K, N8, N, gshift, groups, n0w, m0, M);
     }
     rc_cp_async_commit_group();
     const int k0 = (kt0 + it) * 64;

@@ -183,9 +183,11 @@ fn configs(e: rcute_atom::Element, n: usize) -> Vec<AwqGemmConfig> {
     let vw = if (n / 8).is_multiple_of(4) { 4 } else { 1 };
     vec![
         AwqGemmConfig::new(e, [16, 256, 64], [1, 4], 4, vw),
-        // 3 stages: what M = 16 on a wide weight runs (5 CTAs per SM for the prepared kernel)
+        // 3 stages: what M = 16 on a wide weight runs
         AwqGemmConfig::new(e, [16, 256, 64], [1, 4], 3, vw),
         AwqGemmConfig::new(e, [32, 256, 64], [1, 4], 4, vw),
+        // 3 stages: what the prepared path runs for M = 17 ..= 32 on a wide weight
+        AwqGemmConfig::new(e, [32, 256, 64], [1, 4], 3, vw),
         AwqGemmConfig::new(e, [64, 256, 64], [1, 4], 3, vw),
         AwqGemmConfig::new(e, [64, 128, 64], [2, 2], 4, vw),
         AwqGemmConfig::new(e, [128, 256, 64], [2, 4], 3, vw),
@@ -204,6 +206,9 @@ fn gemm_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         (257, 512, 256, 256, true),
         (1000, 384, 128, 128, false),
         (16, 768, 4096, 128, true),
+        // K = 352: five full 64-wide k-tiles, then a half one that a split reaches only
+        // after advancing its running sources (3 splits: tiles 4 and 5)
+        (5, 768, 352, 32, true),
     ];
     for (m, n, k, g, bias) in shapes {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
@@ -245,6 +250,8 @@ fn prepared_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         (255, 1024, 192, 64, false),
         (300, 512, 256, 256, true),
         (16, 768, 4096, 128, true),
+        // a half k-tile after five full ones (see gemm_cases)
+        (5, 768, 352, 32, true),
     ];
     for (m, n, k, g, bias) in shapes {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);

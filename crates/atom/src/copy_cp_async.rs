@@ -65,6 +65,51 @@ pub fn cp_async(cache: CacheOp, bytes: usize, zfill: bool) -> Option<CopyOp> {
     })
 }
 
+/// `cp.async.{ca,cg}.shared.global [saddr], [src], bytes, src_size` as a snippet taking a
+/// 32-bit shared-state-space address and the source size itself
+/// (`rc_cp_async_{ca,cg}_{bytes}_zfill_addr(uint32_t saddr, const void* gmem_src, uint32_t
+/// src_size)`: `src_size` bytes are read, the rest of the `bytes` written as zeros), for
+/// kernels that keep shared addresses as `uint32_t` offsets from one converted base and
+/// each copy's size (`bytes` or 0) in a register instead of converting a generic pointer
+/// and selecting the size per copy.
+///
+/// ```
+/// use rcute_atom::copy_cp_async::{cp_async_addr, CacheOp};
+/// let s = cp_async_addr(CacheOp::CacheGlobal, 16).unwrap();
+/// assert_eq!(s.name, "rc_cp_async_cg_16_zfill_addr");
+/// assert!(s.code.contains("cp.async.cg.shared.global [%0], [%1], %2, %3;"));
+/// assert!(cp_async_addr(CacheOp::CacheGlobal, 4).is_none());
+/// ```
+pub fn cp_async_addr(cache: CacheOp, bytes: usize) -> Option<Snippet> {
+    if !matches!(bytes, 4 | 8 | 16) || (cache == CacheOp::CacheGlobal && bytes != 16) {
+        return None;
+    }
+    let c = match cache {
+        CacheOp::CacheAlways => "ca",
+        CacheOp::CacheGlobal => "cg",
+    };
+    let params = vec![
+        Param::new("saddr", ParamTy::SmemAddr { bytes }),
+        Param::new("gmem_src", ParamTy::GmemPtr { bytes, constant: true }),
+        Param::scalar("src_size", "uint32_t"),
+    ];
+    let ins = [
+        "\"r\"(saddr)".to_string(),
+        "\"l\"(gmem_src)".to_string(),
+        format!("\"n\"({bytes})"),
+        "\"r\"(src_size)".to_string(),
+    ];
+    let line = format!("cp.async.{c}.shared.global [%0], [%1], %2, %3;");
+    let body = asm_stmt(&[line], &[], &ins, true);
+    Some(Snippet::build(
+        format!("rc_cp_async_{c}_{bytes}_zfill_addr"),
+        Arch::SM80,
+        1,
+        params,
+        &body,
+    ))
+}
+
 /// Every `cp.async` op.
 pub fn all_cp_async() -> Vec<CopyOp> {
     let mut v = Vec::new();

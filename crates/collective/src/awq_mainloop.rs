@@ -38,7 +38,7 @@ use crate::sm80_mainloop::PlanError;
 use rcute_atom::convert_int4::{
     u4x8_to_bf16x2_biased, u4x8_to_f16x2_biased, u4x8_to_f16x2_biased_x16_snippet, Biased16,
 };
-use rcute_atom::copy_cp_async::{cp_async, CacheOp};
+use rcute_atom::copy_cp_async::{cp_async, cp_async_addr, CacheOp};
 use rcute_atom::copy_ldsm::ldmatrix_addr;
 use rcute_atom::mma_sm80::mma_sync;
 use rcute_atom::{CopyOp, Element, MmaAtom, Snippet};
@@ -140,6 +140,11 @@ pub struct AwqMainloop {
     pub copy_a: CopyOp,
     /// `qweight` global -> shared copy (`cp.async` of `b_vector_words` words, zero fill).
     pub copy_b: CopyOp,
+    /// [`Self::copy_a`] (also the scale copies) on a 32-bit shared address with the source
+    /// size in a register: the stage loader's form.
+    pub copy_a_addr: Snippet,
+    /// [`Self::copy_b`] (also the zero-word copies) in the same form.
+    pub copy_b_addr: Snippet,
     /// `ldmatrix.x4` of the A fragments.
     pub ldsm_a: Snippet,
     /// The int4 -> 16-bit conversion atom.
@@ -201,6 +206,13 @@ impl AwqMainloop {
         }
         .ok_or_else(|| tile_err(cfg, "qweight copies are 4 words (16 bytes) or 1 word"))?;
         let copy_a = cp_async(CacheOp::CacheGlobal, 16, true).ok_or_else(|| tile_err(cfg, "no 16-byte cp.async"))?;
+        let copy_a_addr =
+            cp_async_addr(CacheOp::CacheGlobal, 16).ok_or_else(|| tile_err(cfg, "no 16-byte cp.async"))?;
+        let copy_b_addr = match cfg.b_vector_words {
+            4 => cp_async_addr(CacheOp::CacheGlobal, 16),
+            _ => cp_async_addr(CacheOp::CacheAlways, 4),
+        }
+        .ok_or_else(|| tile_err(cfg, "no qweight cp.async"))?;
         let threads = 32 * wm * wn;
         // The prepared layout needs no padding: each lane reads its own 16 contiguous bytes.
         let b_row_words = if cfg.prepared { bn / 8 } else { bn / 8 + B_ROW_PAD_WORDS };
@@ -230,6 +242,8 @@ impl AwqMainloop {
             mma,
             copy_a,
             copy_b,
+            copy_a_addr,
+            copy_b_addr,
             ldsm_a: ldmatrix_addr(4, false),
             convert,
             convert_x16,

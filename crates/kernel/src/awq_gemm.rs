@@ -31,6 +31,7 @@ pub use rcute_collective::awq_mainloop::AwqMainloopConfig as AwqGemmConfig;
 use rcute_collective::awq_mainloop::{AwqMainloop, AWQ_BK, GROUP_SLOTS};
 
 mod load;
+mod load_per_copy;
 mod prepared;
 
 /// A generated AWQ GEMM kernel.
@@ -157,9 +158,14 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
         if cfg.prepared { "_prepared" } else { "" }
     );
     let e = Emit::new(&plan, &name)?;
+    let copies = if cfg.prepared {
+        [plan.copy_a_addr.clone(), plan.copy_b_addr.clone()]
+    } else {
+        [plan.copy_a.snippet.clone(), plan.copy_b.snippet.clone()]
+    };
     let mut snippets = vec![
-        plan.copy_a.snippet.clone(),
-        plan.copy_b.snippet.clone(),
+        copies[0].clone(),
+        copies[1].clone(),
         cp_async_commit_group(),
         cp_async_wait_group(),
         plan.ldsm_a.clone(),
@@ -172,7 +178,11 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
     let mut snips = snippets;
     snips.dedup_by(|a, b| a.name == b.name);
     let mut items = unit_preamble(&snips, "");
-    items.push(Item::Function(e.load_tile()));
+    items.push(Item::Function(if cfg.prepared {
+        e.load_tile()
+    } else {
+        e.per_copy_load_tile()
+    }));
     items.push(Item::Function(e.store()));
     items.push(Item::Function(e.kernel()));
     let unit = Unit {
@@ -199,24 +209,30 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
 const SM_SMEM_BYTES: i64 = 228 * 1024;
 const CTA_SMEM_RESERVED: i64 = 1024;
 
-/// The CTAs per SM a prepared kernel asks the compiler to fit (`__launch_bounds__`'s
-/// second argument): as many as shared memory allows, but never so many that a thread gets
-/// fewer than `64 + 32 x (accumulator tiles)` registers (96 for the one-m16-tile decode
-/// kernels, whose 3-stage variants so run 5 CTAs of 128 threads per SM instead of the 4
-/// that their ~110 registers allow; the larger tiles stay unconstrained). The unprepared
-/// kernels keep `__launch_bounds__(threads)`: with their per-copy source pointers the
-/// bound would make the 4-byte-copy variant spill.
+/// The CTAs per SM a prepared one-m16-tile (decode) kernel asks the compiler to fit
+/// (`__launch_bounds__`'s second argument): as many as shared memory allows, but never so
+/// many that a thread gets fewer than 104 registers, i.e. 4 CTAs of 128 threads (96
+/// registers for 5 spilled the stage loader's running sources; the 5-CTA 3-stage kernel
+/// had measured no faster than an unbounded one, H200, BENCHMARKS.md, awq3). Kernels with
+/// several accumulator tiles and the unprepared kernels are left unbounded
+/// (`__launch_bounds__(threads)`): the 4-CTA bound made the prepared 32x256 kernel 9 %
+/// slower (same measurements). `None` for those.
 ///
 /// ```
 /// use rcute_atom::Element;
 /// use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
 /// let g = generate(&AwqGemmConfig::new(Element::F16, [16, 256, 64], [1, 4], 3, 4).prepared()).unwrap();
-/// assert!(g.source.contains("__launch_bounds__(128, 5)"));
+/// assert!(g.source.contains("__launch_bounds__(128, 4)"));
+/// let g = generate(&AwqGemmConfig::new(Element::F16, [32, 256, 64], [1, 4], 4, 4).prepared()).unwrap();
+/// assert!(g.source.contains("__launch_bounds__(128)"));
 /// ```
-fn min_blocks(p: &AwqMainloop) -> i64 {
+fn min_blocks(p: &AwqMainloop) -> Option<i64> {
+    if !p.config.prepared || p.mi * p.ns != 1 {
+        return None;
+    }
     let by_smem = SM_SMEM_BYTES / (p.smem_bytes + CTA_SMEM_RESERVED);
-    let by_regs = 65536 / (p.threads * (64 + 32 * p.mi * p.ns));
-    by_smem.clamp(1, by_regs.max(1))
+    let by_regs = 65536 / (p.threads * 104);
+    Some(by_smem.clamp(1, by_regs.max(1)))
 }
 
 /// The names and constants the emitter threads through.
@@ -769,23 +785,37 @@ impl<'a> Emit<'a> {
         .collect()
     }
 
+    /// The call of `{name}_load_tile` for k-tile row `k` into stage slot `slot`.
+    fn load_call(&self, k: &str, slot: &str) -> String {
+        let name = self.name;
+        if self.p.config.prepared {
+            return format!(
+                "{name}_load_tile(sA_base, {slot}, x, qweight, scales, qzeros, {}, {k}, K, N8, N, gshift, groups, n0w, m0, M)",
+                self.copy_args()
+            );
+        }
+        let p = self.p;
+        let bn = p.config.tile[1];
+        let (a_elems, b_words) = (p.config.tile[0] * AWQ_BK, AWQ_BK * p.b_row_words);
+        let (s_elems, z_words) = (GROUP_SLOTS * bn, GROUP_SLOTS * bn / 8);
+        format!(
+            "{name}_load_tile(sA + {slot} * {a_elems}, sB + {slot} * {b_words}, sS + {slot} * {s_elems}, sZ + {slot} * {z_words}, x, qweight, scales, qzeros, {}, {k}, K, N8, N, gshift, groups)",
+            self.per_copy_args()
+        )
+    }
+
     /// The kernel: setup, the multistage mainloop, the epilogue.
     fn kernel(&self) -> CFunction {
         let p = self.p;
-        let bm = p.config.tile[0];
         let stages = p.config.stages;
-        let (a_elems, b_words) = (bm * AWQ_BK, AWQ_BK * p.b_row_words);
-        let (s_elems, z_words) = (GROUP_SLOTS * p.config.tile[1], GROUP_SLOTS * p.config.tile[1] / 8);
         let ty = self.ty;
-        let b_args = self.copy_args();
-        let load = |k: &str, slot: &str| {
-            s(format!(
-                "{}_load_tile(sA + {slot} * {a_elems}, sB + {slot} * {b_words}, sS + {slot} * {s_elems}, sZ + {slot} * {z_words}, x, qweight, scales, qzeros, {b_args}, {k}, K, N8, N, gshift, groups)",
-                self.name
-            ))
-        };
+        let load = |k: &str, slot: &str| s(self.load_call(k, slot));
         let mut body = self.setup();
-        body.extend(self.copy_sources());
+        body.extend(if p.config.prepared {
+            self.copy_sources()
+        } else {
+            self.per_copy_sources()
+        });
         body.extend([
             Stmt::Comment(format!("prologue: stages 0 .. {} in flight", stages - 2)),
             Stmt::For {
@@ -833,14 +863,9 @@ impl<'a> Emit<'a> {
         });
         body.extend(self.epilogue());
         CFunction {
-            qualifiers: if p.config.prepared {
-                format!(
-                    "extern \"C\" __global__ __launch_bounds__({}, {})",
-                    p.threads,
-                    min_blocks(p)
-                )
-            } else {
-                format!("extern \"C\" __global__ __launch_bounds__({})", p.threads)
+            qualifiers: match min_blocks(p) {
+                Some(b) => format!("extern \"C\" __global__ __launch_bounds__({}, {b})", p.threads),
+                None => format!("extern \"C\" __global__ __launch_bounds__({})", p.threads),
             },
             ret: "void".into(),
             name: self.name.into(),

@@ -22,7 +22,7 @@
 //! `qweight` (kept borrowed for that), like [`crate::Ops::awq_gemm`].
 
 use super::run::element;
-use super::select::{awq_dense_wins, select_awq_gemm};
+use super::select::{awq_dense_wins, select_awq_gemm_prepared};
 use super::validate::{validate_awq_gemm, validate_awq_weight, AwqGemmProblem, AwqTensors};
 use super::AwqShape;
 use crate::context::Ops;
@@ -167,8 +167,9 @@ impl Ops {
         uses.read(bias.and_then(|b| b.tracked()));
         uses.write(out.tracked_mut());
         let e = element(p.w.dtype)?;
-        let (cfg, splits) =
-            forced.unwrap_or_else(|| select_awq_gemm(p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize, e));
+        let (cfg, splits) = forced.unwrap_or_else(|| {
+            select_awq_gemm_prepared(p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize, e)
+        });
         self.run_awq_fused(&p, Some((cfg.prepared(), splits)))
     }
 }

@@ -120,3 +120,52 @@ pub fn select_awq_gemm(m: usize, n: usize, k: usize, sms: usize, element: Elemen
         splits.min(k_tiles),
     )
 }
+
+/// The prepared kernel's configuration and requested K splits for `M x N x K` on `sms`
+/// SMs ([`Ops::awq_gemm_prepared`](crate::Ops::awq_gemm_prepared)): [`select_awq_gemm`]'s
+/// choice, except where the prepared kernels with their running-source stage loader
+/// measured faster otherwise (H200, `rcute bench awq --config prepared:...`, G = 128,
+/// BENCHMARKS.md, AWQ helper awqdec):
+///
+/// * M < 16 on a narrow weight: at most 8 splits (1 x 4096 x 4096: 9.97 µs against 10.84
+///   with 20 and 10.82 with 16);
+/// * M = 16: the 16x256 tile with 4 stages and 4 splits on a wide weight (16 x 14336 x
+///   4096: 22.20 µs against 25.3-25.6 for 3 stages / 10 splits, 24.04 for 8 splits), 8
+///   splits on a narrow one (16 x 4096 x 4096: 14.24 µs against 15.64 with 5);
+/// * 16 < M <= 32 on a wide weight: the 32x256 tile with 3 stages, 4 splits (32 x 14336 x
+///   4096: 29.92 µs against 33.45 with 4 stages).
+///
+/// ```
+/// use rcute_ops::awq::select::select_awq_gemm_prepared;
+/// let f16 = rcute_atom::Element::F16;
+/// let (cfg, splits) = select_awq_gemm_prepared(1, 14336, 4096, 132, f16);
+/// assert_eq!((cfg.tile, cfg.stages, splits), ([16, 256, 64], 4, 10));
+/// let (cfg, splits) = select_awq_gemm_prepared(1, 4096, 4096, 132, f16);
+/// assert_eq!((cfg.tile, splits), ([16, 256, 64], 8));
+/// let (cfg, splits) = select_awq_gemm_prepared(16, 14336, 4096, 132, f16);
+/// assert_eq!((cfg.tile, cfg.stages, splits), ([16, 256, 64], 4, 4));
+/// let (cfg, splits) = select_awq_gemm_prepared(16, 4096, 4096, 132, f16);
+/// assert_eq!((cfg.tile, cfg.stages, splits), ([16, 256, 64], 4, 8));
+/// let (cfg, splits) = select_awq_gemm_prepared(32, 14336, 4096, 132, f16);
+/// assert_eq!((cfg.tile, cfg.stages, splits), ([32, 256, 64], 3, 4));
+/// let (cfg, splits) = select_awq_gemm_prepared(64, 14336, 4096, 132, f16);
+/// assert_eq!((cfg.tile, cfg.stages, splits), ([64, 256, 64], 3, 4));
+/// ```
+pub fn select_awq_gemm_prepared(m: usize, n: usize, k: usize, sms: usize, element: Element) -> (AwqGemmConfig, u32) {
+    let (cfg, splits) = select_awq_gemm(m, n, k, sms, element);
+    let k_tiles = k.div_ceil(64).max(1) as u32;
+    let wide = n.div_ceil(256) * 4 >= sms;
+    let vw = cfg.b_vector_words;
+    let m = m.max(1);
+    let (cfg, splits) = if m < 16 && !wide {
+        (cfg, splits.min(8))
+    } else if m == 16 {
+        let cfg = AwqGemmConfig::new(element, [16, 256, 64], [1, 4], 4, vw);
+        (cfg, if wide { 4 } else { 8 })
+    } else if m <= 32 && wide && cfg.tile == [32, 256, 64] {
+        (AwqGemmConfig::new(element, [32, 256, 64], [1, 4], 3, vw), splits)
+    } else {
+        (cfg, splits)
+    };
+    (cfg, splits.min(k_tiles))
+}

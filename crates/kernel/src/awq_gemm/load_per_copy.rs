@@ -1,0 +1,244 @@
+//! The unprepared AWQ GEMM kernels' stage loader (AutoAWQ's row-major `qweight`): which
+//! thread copies which 16-byte (or 4-byte) chunk of a stage, split into the part that does
+//! not depend on the k-tile (each copy's source pointer at `k = 0`, computed once per
+//! thread in the kernel's setup, `nullptr` where the copy's row or columns lie outside the
+//! problem) and the per-stage part (`{name}_load_tile`: the k offset, the K bound and the
+//! group rows, a few integer operations per copy). The prepared kernels use the leaner
+//! running-source loader of [`super::load`], which measured 1-6 % slower than this one on
+//! the unprepared kernels' table choices (H200, BENCHMARKS.md, AWQ helper awqdec).
+
+use super::{guarded, s, Emit};
+use crate::emit::{Function as CFunction, Stmt};
+use rcute_collective::awq_mainloop::{AWQ_BK, GROUP_SLOTS};
+
+/// One kind of copy of a stage: its name prefix, copies per thread, chunks per stage, the
+/// thread-constant coordinates of copy `c`, the k-invariant source (or `nullptr`), and the
+/// per-stage bound, source offset and shared destination.
+struct Copy {
+    prefix: &'static str,
+    ty: String,
+    copies: i64,
+    chunks: i64,
+    coords: Vec<Stmt>,
+    comment: String,
+    src0: String,
+    valid: String,
+    k_ok: Option<String>,
+    k_off: String,
+    fallback: &'static str,
+    dst: String,
+    op: String,
+}
+
+impl Emit<'_> {
+    fn per_copy_copies(&self) -> Vec<Copy> {
+        let p = self.p;
+        let [bm, bn, _] = p.config.tile;
+        let vw = p.config.b_vector_words;
+        let ty = self.ty;
+        let d = |n: &str, e: String| Stmt::decl("const int", n, e);
+        let a = Copy {
+            prefix: "a",
+            ty: format!("const {ty}*"),
+            copies: p.a_copies,
+            chunks: bm * AWQ_BK / 8,
+            coords: vec![d("r", "c >> 3".into()), d("ch", "c & 7".into())],
+            comment: "chunk c of the (BM, 64) x tile: row c / 8, 16-byte chunk c % 8; Sw<3,3,3> o (BM,64):(64,1) puts it at chunk ch ^ (r % 8)".into(),
+            valid: "m0 + r < M".into(),
+            src0: "x + (long long)(m0 + r) * ldx + 8 * ch".into(),
+            k_ok: Some("k0 + 8 * ch < K".into()),
+            k_off: "k0".into(),
+            fallback: "x",
+            dst: "sA + r * 64 + ((ch ^ (r & 7)) << 3)".into(),
+            op: p.copy_a.snippet.name.clone(),
+        };
+        let b = {
+            let cpr = bn / 8 / vw;
+            Copy {
+            prefix: "b",
+            ty: "const uint32_t*".into(),
+            copies: p.b_copies,
+            chunks: AWQ_BK * bn / 8 / vw,
+            coords: vec![
+                d("r", format!("c / {cpr}")),
+                d(
+                    "w",
+                    if vw == 1 {
+                        format!("c % {cpr}")
+                    } else {
+                        format!("(c % {cpr}) * {vw}")
+                    },
+                ),
+            ],
+            comment: format!(
+                "copy c of the (64, BN/8) qweight word tile: row c / {cpr}, word (c % {cpr}) * {vw}; padded shared rows of {} words",
+                p.b_row_words
+            ),
+            valid: "n0w + w < N8".into(),
+            src0: "qweight + (long long)r * N8 + (n0w + w)".into(),
+            k_ok: Some("k0 + r < K".into()),
+            k_off: "kw".into(),
+            fallback: "qweight",
+            dst: format!("sB + r * {} + w", p.b_row_words),
+            op: p.copy_b.snippet.name.clone(),
+            // Per-copy pointers: one pointer and a stride measured 4-5 % slower on these
+            // kernels (H200, BENCHMARKS.md, AWQ helper awq3).
+        }
+        };
+        let spr = bn / 8; // 16-byte scale chunks (8 columns) per group row
+        let sc = Copy {
+            prefix: "s",
+            ty: format!("const {ty}*"),
+            copies: p.s_copies,
+            chunks: GROUP_SLOTS * spr,
+            coords: vec![d("slot", format!("c / {spr}")), d("w", format!("c % {spr}"))],
+            comment: format!(
+                "chunk c of the ({GROUP_SLOTS}, BN) scales [K/G, N]: group slot c / {spr} (group row g0 or g1), columns 8 (c % {spr}) .. + 8"
+            ),
+            valid: "n0w + w < N8".into(),
+            src0: "scales + 8 * (n0w + w)".into(),
+            k_ok: None,
+            k_off: "(long long)(slot ? g1 : g0) * N".into(),
+            fallback: "scales",
+            dst: format!("sS + slot * {bn} + 8 * w"),
+            op: p.copy_a.snippet.name.clone(),
+        };
+        let zpr = bn / 8 / vw;
+        let z = Copy {
+            prefix: "z",
+            ty: "const uint32_t*".into(),
+            copies: p.z_copies,
+            chunks: GROUP_SLOTS * zpr,
+            coords: vec![
+                d("slot", format!("c / {zpr}")),
+                d(
+                    "w",
+                    if vw == 1 {
+                        format!("c % {zpr}")
+                    } else {
+                        format!("(c % {zpr}) * {vw}")
+                    },
+                ),
+            ],
+            comment: format!("copy c of the ({GROUP_SLOTS}, BN/8) zero words qzeros [K/G, N/8]: group slot c / {zpr}"),
+            valid: "n0w + w < N8".into(),
+            src0: "qzeros + (n0w + w)".into(),
+            k_ok: None,
+            k_off: "(long long)(slot ? g1 : g0) * N8".into(),
+            fallback: "qzeros",
+            dst: format!("sZ + slot * {} + w", bn / 8),
+            op: p.copy_b.snippet.name.clone(),
+        };
+        vec![a, b, sc, z]
+    }
+
+    fn per_copy_index(&self) -> Stmt {
+        Stmt::decl("const int", "c", format!("threadIdx.x + i * {}", self.p.threads))
+    }
+
+    /// Setup statements: each copy's k-invariant source pointer (`{a,b,s,z}_src[i]`), or
+    /// `nullptr` where the copy is outside the problem.
+    pub(super) fn per_copy_sources(&self) -> Vec<Stmt> {
+        let mut out = vec![Stmt::Comment(
+            "each copy's k-invariant source (nullptr: outside the problem); the mainloop adds the k-tile's offset"
+                .into(),
+        )];
+        for cp in self.per_copy_copies() {
+            let arr = format!("{}_src", cp.prefix);
+            out.push(Stmt::Array {
+                ty: cp.ty.clone(),
+                name: arr.clone(),
+                len: cp.copies as usize,
+                comment: None,
+            });
+            let mut body = vec![self.per_copy_index()];
+            body.extend(cp.coords.clone());
+            let valid = if cp.copies * self.p.threads == cp.chunks {
+                cp.valid.clone()
+            } else {
+                format!("c < {} && {}", cp.chunks, cp.valid)
+            };
+            body.push(Stmt::assign(
+                format!("{arr}[i]"),
+                format!("{valid} ? {} : nullptr", cp.src0),
+            ));
+            out.push(Stmt::unrolled("i", cp.copies, body));
+        }
+        out
+    }
+
+    /// The copy sources as `{name}_load_tile` takes them (after the four tensors).
+    pub(super) fn per_copy_args(&self) -> String {
+        self.per_copy_copies()
+            .iter()
+            .map(|cp| format!("{}_src", cp.prefix))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `{name}_load_tile`: one stage of `x`, `qweight`, scales and zero words with
+    /// zero-filled edges, from the precomputed sources.
+    pub(super) fn per_copy_load_tile(&self) -> CFunction {
+        let p = self.p;
+        let mut body = vec![
+            Stmt::Comment("the k-tile's word offset in qweight (both layouts: k0 rows of N8 words)".into()),
+            Stmt::decl("const long long", "kw", "(long long)k0 * N8"),
+            Stmt::Comment(format!(
+                "group rows of the stage's {GROUP_SLOTS} slots (rows k0 and k0 + 32); G is a power of two or G = K (one group)"
+            )),
+            Stmt::decl("const int", "g0", "min(k0 >> gshift, groups - 1)"),
+            Stmt::decl("const int", "g1", "min((k0 + 32) >> gshift, groups - 1)"),
+        ];
+        let mut params = vec![
+            (format!("{}*", self.ty), "sA".to_string()),
+            ("uint32_t*".into(), "sB".into()),
+            (format!("{}*", self.ty), "sS".into()),
+            ("uint32_t*".into(), "sZ".into()),
+            (format!("const {}* __restrict__", self.ty), "x".into()),
+            ("const uint32_t* __restrict__".into(), "qweight".into()),
+            (format!("const {}* __restrict__", self.ty), "scales".into()),
+            ("const uint32_t* __restrict__".into(), "qzeros".into()),
+        ];
+        for cp in self.per_copy_copies() {
+            params.push((
+                format!("{} const", cp.ty),
+                format!("(&{}_src)[{}]", cp.prefix, cp.copies),
+            ));
+            let (src, off) = (format!("{}_src[i]", cp.prefix), cp.k_off.clone());
+            let ok = match &cp.k_ok {
+                Some(k) => format!("{src} != nullptr && {k}"),
+                None => format!("{src} != nullptr"),
+            };
+            let mut b = vec![Stmt::Comment(cp.comment.clone())];
+            b.extend(cp.coords.clone());
+            b.push(Stmt::decl("const bool", "ok", ok));
+            b.push(s(format!(
+                "{}({}, ok ? {src} + {off} : {}, ok)",
+                cp.op, cp.dst, cp.fallback
+            )));
+            let mut l = vec![self.per_copy_index()];
+            l.extend(guarded(cp.chunks, cp.copies * p.threads, b));
+            body.push(Stmt::unrolled("i", cp.copies, l));
+        }
+        for (t, n) in [
+            ("int", "k0"),
+            ("int", "K"),
+            ("int", "N8"),
+            ("int", "N"),
+            ("int", "gshift"),
+            ("int", "groups"),
+        ] {
+            params.push((t.into(), n.into()));
+        }
+        CFunction {
+            qualifiers: "__device__ __forceinline__".into(),
+            ret: "void".into(),
+            name: format!("{}_load_tile", self.name),
+            params,
+            doc: vec![
+                "One pipeline stage: the (BM, 64) tile of x, the (64, BN/8) tile of qweight words, and the scales and zero words of the tile's groups.".into(),
+            ],
+            body,
+        }
+    }
+}
