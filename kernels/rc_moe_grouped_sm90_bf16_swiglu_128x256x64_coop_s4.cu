@@ -630,11 +630,46 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_sw
         }
       }
       uint32_t prev = 0;
-      for (int kt = kt0; kt < kt0 + k_iters; ++kt) {
-        // consumer_wait: the stage's TMA transactions have landed
-        rc_mbarrier_wait_parity(bar_full + 8 * stage, phase);
-        const uint32_t a_base = smem_u32 + stage * 16384u + (uint32_t)wg_row0 * 128u;
-        const uint32_t b_base = smem_u32 + 65536u + stage * 32768u;
+      const bool wg_routed = __ldg(sorted_ids + m0 + wg_row0) < entries;  // this warpgroup's first row is a routed entry (padding rows follow an expert's entries)
+      if (wg_routed) {
+        for (int kt = kt0; kt < kt0 + k_iters; ++kt) {
+          // consumer_wait: the stage's TMA transactions have landed
+          rc_mbarrier_wait_parity(bar_full + 8 * stage, phase);
+          const uint32_t a_base = smem_u32 + stage * 16384u + (uint32_t)wg_row0 * 128u;
+          const uint32_t b_base = smem_u32 + 65536u + stage * 32768u;
+          #pragma unroll
+          for (int a = 0; a < 1; ++a) {
+            #pragma unroll
+            for (int i = 0; i < 128; ++i) {
+              rc_fence_acc(acc[a][i]);
+            }
+          }
+          rc_wgmma_fence();
+          // per m64 atom a and k-block kb: K-major B128 descriptors (LBO/SBO from make_gmma_desc), k-blocks 32 B apart
+          #pragma unroll
+          for (int a = 0; a < 1; ++a) {
+            #pragma unroll
+            for (int kb = 0; kb < 4; ++kb) {
+              rc_wgmma_m64n256k16_f32_bf16_bf16_ss_k_k((0x4000004000010000ull | (uint64_t)(((uint32_t)(a_base + a * 8192 + kb * 32) & 0x3FFFFu) >> 4)), (0x4000004000010000ull | (uint64_t)(((uint32_t)(b_base + kb * 32) & 0x3FFFFu) >> 4)), acc[a], 1);
+            }
+          }
+          rc_wgmma_commit_group();
+          #pragma unroll
+          for (int a = 0; a < 1; ++a) {
+            #pragma unroll
+            for (int i = 0; i < 128; ++i) {
+              rc_fence_acc(acc[a][i]);
+            }
+          }
+          // keep one wgmma batch in flight; the previous one is done: consumer_release its stage
+          rc_wgmma_wait_group<1>();
+          if (kt > kt0 && lane == 0) {
+            rc_mbarrier_arrive(bar_empty + 8 * prev);
+          }
+          prev = stage;
+          rc_pipe_advance(stage, phase, 1u, 4u);
+        }
+        rc_wgmma_wait_group<0>();
         #pragma unroll
         for (int a = 0; a < 1; ++a) {
           #pragma unroll
@@ -642,41 +677,19 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_sw
             rc_fence_acc(acc[a][i]);
           }
         }
-        rc_wgmma_fence();
-        // per m64 atom a and k-block kb: K-major B128 descriptors (LBO/SBO from make_gmma_desc), k-blocks 32 B apart
-        #pragma unroll
-        for (int a = 0; a < 1; ++a) {
-          #pragma unroll
-          for (int kb = 0; kb < 4; ++kb) {
-            rc_wgmma_m64n256k16_f32_bf16_bf16_ss_k_k((0x4000004000010000ull | (uint64_t)(((uint32_t)(a_base + a * 8192 + kb * 32) & 0x3FFFFu) >> 4)), (0x4000004000010000ull | (uint64_t)(((uint32_t)(b_base + kb * 32) & 0x3FFFFu) >> 4)), acc[a], 1);
-          }
-        }
-        rc_wgmma_commit_group();
-        #pragma unroll
-        for (int a = 0; a < 1; ++a) {
-          #pragma unroll
-          for (int i = 0; i < 128; ++i) {
-            rc_fence_acc(acc[a][i]);
-          }
-        }
-        // keep one wgmma batch in flight; the previous one is done: consumer_release its stage
-        rc_wgmma_wait_group<1>();
-        if (kt > kt0 && lane == 0) {
+        if (k_iters > 0 && lane == 0) {
           rc_mbarrier_arrive(bar_empty + 8 * prev);
         }
-        prev = stage;
-        rc_pipe_advance(stage, phase, 1u, 4u);
-      }
-      rc_wgmma_wait_group<0>();
-      #pragma unroll
-      for (int a = 0; a < 1; ++a) {
-        #pragma unroll
-        for (int i = 0; i < 128; ++i) {
-          rc_fence_acc(acc[a][i]);
+      } else {
+        // all 64 rows padding: no wgmma, only consumer_wait / consumer_release of each stage
+        for (int kt = kt0; kt < kt0 + k_iters; ++kt) {
+          rc_mbarrier_wait_parity(bar_full + 8 * stage, phase);
+          prev = stage;
+          if (lane == 0) {
+            rc_mbarrier_arrive(bar_empty + 8 * prev);
+          }
+          rc_pipe_advance(stage, phase, 1u, 4u);
         }
-      }
-      if (k_iters > 0 && lane == 0) {
-        rc_mbarrier_arrive(bar_empty + 8 * prev);
       }
       // grouped epilogue: silu(gate) * up, column pairs from the registers to padded rows
       #pragma unroll

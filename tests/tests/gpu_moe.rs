@@ -28,13 +28,15 @@ fn ops() -> Option<Ops> {
     gpu_for_test().map(Ops::new)
 }
 
-/// The grouped GEMM families to run: SM80 everywhere, SM90 forced on sm_90, then the rule;
-/// `RCUTE_MOE_PATHS` (a comma list of `sm80`, `sm90`, `auto`) keeps some of them (the
-/// sanitizer runs keep `sm90`).
+/// The grouped GEMM families to run: SM80 everywhere, SM90 forced on sm_90 (GEMM2 on
+/// 128x256 and on 128x128 tiles), then the rule; `RCUTE_MOE_PATHS` (a comma list of
+/// `sm80`, `sm90`, `sm90narrow`, `auto`) keeps some of them (the sanitizer runs keep the
+/// SM90 ones).
 fn paths(ops: &Ops) -> Vec<MoePath> {
     let mut v = vec![MoePath::Sm80];
     if ops.gpu().compute_capability() == (9, 0) {
         v.push(MoePath::Sm90);
+        v.push(MoePath::Sm90Narrow);
     } else {
         eprintln!("not an sm_90 GPU: the SM90 grouped GEMMs are not run");
     }
@@ -485,10 +487,11 @@ fn prefill_shape_runs_the_sm90_family_on_sm90() {
             e,
         )
     };
-    let (auto, sm90, sm80) = (
+    let (auto, sm90, sm80, narrow) = (
         run_path(MoePath::Auto),
         run_path(MoePath::Sm90),
         run_path(MoePath::Sm80),
+        run_path(MoePath::Sm90Narrow),
     );
     let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&auto), bits(&sm90), "the rule did not run the SM90 family");
@@ -499,6 +502,9 @@ fn prefill_shape_runs_the_sm90_family_on_sm90() {
     );
     let sm80_f: Vec<f64> = sm80.iter().map(|v| v.to_f64()).collect();
     check_close("SM90 vs SM80 family at T=2000", &sm90, &sm80_f);
+    // GEMM2 on 128x128 tiles (the rule's choice for few row tiles, not at this shape: 35
+    // row tiles by 2 wide column tiles are one round on 132 SMs).
+    check_close("SM90 narrow GEMM2 vs SM80 family at T=2000", &narrow, &sm80_f);
 }
 
 /// One FP8 layer on the host (e4m3 values decoded, per-row scales) and the device.

@@ -49,7 +49,8 @@ pub struct BenchMoeArgs {
     #[arg(long)]
     pub eager: bool,
     /// The grouped GEMM family of the layer (repeatable; each is timed in the same run,
-    /// alternating with the peer): `auto` (the op's rule), `sm80` or `sm90`.
+    /// alternating with the peer): `auto` (the op's rule), `sm80`, `sm90` (GEMM2 on 128x256
+    /// tiles) or `sm90-narrow` (GEMM2 on 128x128 tiles).
     #[arg(long = "path", default_values_t = ["auto".to_string()])]
     pub path: Vec<String>,
     /// Expert parallelism over this many GPUs (NCCL; needs the `nccl` feature of
@@ -234,7 +235,8 @@ fn parse_paths(v: &[String]) -> Result<Vec<MoePath>, String> {
             "auto" => Ok(MoePath::Auto),
             "sm80" => Ok(MoePath::Sm80),
             "sm90" => Ok(MoePath::Sm90),
-            other => Err(format!("--path {other}: auto, sm80 or sm90")),
+            "sm90-narrow" => Ok(MoePath::Sm90Narrow),
+            other => Err(format!("--path {other}: auto, sm80, sm90 or sm90-narrow")),
         })
         .collect()
 }

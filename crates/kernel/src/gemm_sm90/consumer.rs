@@ -227,6 +227,45 @@ fn wgmma_batch(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     Ok(v)
 }
 
+/// The grouped member: a warpgroup whose 64 rows are all padding (its first row is, and an
+/// expert's routed rows come before its padding) skips its `wgmma` batches and only waits
+/// for and releases each stage, so that the other warpgroup has the tensor cores to itself;
+/// its accumulators stay zero, as the products of zero-filled padding rows were. Other
+/// members: the mainloop `mma` as it is.
+fn grouped_rows_or_drain(k: &Ctx, mma: Vec<Stmt>) -> Vec<Stmt> {
+    if k.cfg.grouped.is_none() {
+        return mma;
+    }
+    let s = k.s;
+    let drain = for_(
+        "kt",
+        "kt0",
+        "kt0 + k_iters",
+        vec![
+            e("rc_mbarrier_wait_parity(bar_full + 8 * stage, phase)"),
+            Stmt::assign("prev", "stage"),
+            if_("lane == 0", release(k)),
+            e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")),
+        ],
+    );
+    vec![
+        dc(
+            "const bool",
+            "wg_routed",
+            "__ldg(sorted_ids + m0 + wg_row0) < entries",
+            "this warpgroup's first row is a routed entry (padding rows follow an expert's entries)",
+        ),
+        Stmt::If {
+            cond: "wg_routed".into(),
+            then: mma,
+            otherwise: vec![
+                c("all 64 rows padding: no wgmma, only consumer_wait / consumer_release of each stage"),
+                drain,
+            ],
+        },
+    ]
+}
+
 /// The mainloop of one tile: zero the accumulators, then per k-tile wait for the stage,
 /// issue its `wgmma` batch and release the stage the finished batch read.
 fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
@@ -288,7 +327,7 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         kloop.push(Stmt::assign("prev", "stage"));
         kloop.push(if_("lane == 0", release));
         kloop.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
-        ml.push(for_("kt", "kt0", "kt0 + k_iters", kloop));
+        ml.extend(grouped_rows_or_drain(k, vec![for_("kt", "kt0", "kt0 + k_iters", kloop)]));
     } else {
         kloop.push(c(
             "keep one wgmma batch in flight; the previous one is done: consumer_release its stage",
@@ -297,10 +336,13 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         kloop.push(if_("kt > kt0 && lane == 0", release.clone()));
         kloop.push(Stmt::assign("prev", "stage"));
         kloop.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
-        ml.push(for_("kt", "kt0", "kt0 + k_iters", kloop));
-        ml.push(e("rc_wgmma_wait_group<0>()"));
-        ml.push(fence_acc(k));
-        ml.push(if_("k_iters > 0 && lane == 0", release));
+        let pipelined = vec![
+            for_("kt", "kt0", "kt0 + k_iters", kloop),
+            e("rc_wgmma_wait_group<0>()"),
+            fence_acc(k),
+            if_("k_iters > 0 && lane == 0", release),
+        ];
+        ml.extend(grouped_rows_or_drain(k, pipelined));
     }
     if pp {
         ml.push(c(

@@ -20,6 +20,11 @@ use rcute_atom::Element;
 /// block), `BN = 256` B rows (SwiGLU: 128 gate + 128 up rows), `BK = 64`.
 pub const SM90_TILE: [i64; 3] = [128, 256, 64];
 
+/// GEMM2's narrow SM90 grouped tile: `BN = 128` output columns, twice the tiles of
+/// [`SM90_TILE`] for a shorter wave tail when few row tiles are routed (K = I is long, so
+/// each tile is a long share of a CTA's time).
+pub const SM90_NARROW_TILE: [i64; 3] = [128, 128, 64];
+
 /// The FP8 grouped tile: `BK = 128` e4m3 elements (128-byte rows, the `SWIZZLE_128B`
 /// atom), as the FP8 scaled GEMM's.
 pub const SM90_FP8_TILE: [i64; 3] = [128, 256, 128];

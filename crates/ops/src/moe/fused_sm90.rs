@@ -1,14 +1,15 @@
 //! The fused MoE layer on the SM90 grouped GEMMs (TMA + `wgmma`,
 //! [`rcute_kernel::gemm_sm90::Sm90Grouped`]): routing and alignment to 128-row tiles as for
 //! the SM80 family, then the token rows gathered into padded-row order (TMA cannot gather
-//! rows), GEMM1 with SwiGLU, GEMM2 with the router weight scattered to entry rows, and the
-//! deterministic finalize; six launches, none waiting for the host.
+//! rows), GEMM1 with SwiGLU, GEMM2 with the router weight scattered to entry rows (on
+//! 128x256 or, when few row tiles are routed, 128x128 tiles: [`super::sm90_gemm2_tile`]),
+//! and the deterministic finalize; six launches, none waiting for the host.
 //! [`sm90_layer_args`] and [`Ops::route_sm90_layer`] build, check and route the GEMM and
 //! finalize arguments that the FP8 layer ([`Ops::fused_moe_fp8`]) shares, with its own A
 //! operands and scales ([`Sm90Operands`]).
 
 use super::fused::element;
-use super::path::sm90_chosen;
+use super::path::{sm90_chosen, sm90_gemm2_tile};
 use super::problem::MoeProblem;
 use crate::error::{boxed, OpsError};
 use crate::tensor::Geometry;
@@ -26,7 +27,7 @@ impl Ops {
     ///
     /// # Errors
     ///
-    /// [`super::MoePath::Sm90`] on a GPU other than sm_90 ([`OpsError::Arch`]) or with a
+    /// [`super::MoePath::Sm90`] or [`super::MoePath::Sm90Narrow`] on a GPU other than sm_90 ([`OpsError::Arch`]) or with a
     /// workspace smaller than the SM90 layout ([`OpsError::OutOfBounds`]).
     pub(crate) fn moe_sm90_runs(&self, p: &MoeProblem) -> Result<bool, OpsError> {
         let cc = self.gpu().compute_capability();
@@ -67,7 +68,14 @@ impl Ops {
         let _scope = self.launch_scope();
         let el = element(p.dtype)?;
         let (g1, f1) = self.grouped_sm90_kernel(&sm90_config(el, GroupedEpilogue::SwiGlu, SM90_TILE))?;
-        let (g2, f2) = self.grouped_sm90_kernel(&sm90_config(el, GroupedEpilogue::Scatter, SM90_TILE))?;
+        let tile2 = sm90_gemm2_tile(
+            p.path,
+            p.tokens * p.topk,
+            p.local_experts,
+            p.hidden,
+            self.gpu().sm_count(),
+        );
+        let (g2, f2) = self.grouped_sm90_kernel(&sm90_config(el, GroupedEpilogue::Scatter, tile2))?;
         let gg = gather::generate(el).map_err(boxed)?;
         let fg = self.moe_unit(&gg.name, &gg.source)?;
         let gf = finalize::generate(el).map_err(boxed)?;

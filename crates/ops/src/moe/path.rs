@@ -11,9 +11,15 @@ pub enum MoePath {
     Auto,
     /// Always the SM80 (`mma.sync`) family.
     Sm80,
-    /// Always the SM90 (TMA + `wgmma`) family: an error on other GPUs.
+    /// Always the SM90 (TMA + `wgmma`) family, GEMM2 on [`SM90_TILE`] (128x256) tiles: an
+    /// error on other GPUs.
     Sm90,
+    /// Always the SM90 family, GEMM2 on [`SM90_NARROW_TILE`] (128x128) tiles: an error on
+    /// other GPUs.
+    Sm90Narrow,
 }
+
+use rcute_kernel::grouped_gemm::{SM90_NARROW_TILE, SM90_TILE};
 
 /// Routed rows per local expert (on average) from which the SM90 family runs. Its row tile
 /// is 128 rows; below that the SM80 family's 16- and 64-row tiles waste less work on
@@ -36,7 +42,48 @@ pub const SM90_MIN_ROWS_PER_EXPERT: usize = 64;
 pub fn sm90_chosen(path: MoePath, cc: (u32, u32), entries: usize, local: usize) -> bool {
     match path {
         MoePath::Sm80 => false,
-        MoePath::Sm90 => true,
+        MoePath::Sm90 | MoePath::Sm90Narrow => true,
         MoePath::Auto => cc == (9, 0) && entries >= SM90_MIN_ROWS_PER_EXPERT * local.max(1),
+    }
+}
+
+/// Time of a 128x128 GEMM2 tile over a 128x256 one ([`sm90_gemm2_tile`]): a little more
+/// than half (less operand reuse per `wgmma`). Measured on an H200 (ncu, Mixtral T = 1024:
+/// 445 us for 5 rounds of narrow tiles against 467 us for 3 of wide ones; BENCHMARKS.md,
+/// "GEMM2's wave tail").
+pub const SM90_NARROW_TILE_COST: f64 = 0.57;
+
+/// GEMM2's tile on the SM90 family for `entries` routed rows over `local` experts, `hidden`
+/// output columns and `sms` persistent CTAs: [`SM90_NARROW_TILE`] for
+/// [`MoePath::Sm90Narrow`], [`SM90_TILE`] for [`MoePath::Sm90`], and for the other paths the
+/// one whose waves of equal tiles (the CTAs' longest share; K = I is long) are expected to
+/// take less time. The row tiles are estimated on the host (no sync with the routing): an
+/// expert of `mu = entries / local` rows on average fills `mu / 128` tiles and pads half of
+/// one more, at least one.
+///
+/// ```
+/// use rcute_ops::moe::{sm90_gemm2_tile, MoePath};
+/// // Mixtral T = 1024 (top-2, 8 experts, H = 4096) on 132 SMs: ~20 row tiles by 16 column
+/// // tiles are 2.4 waves of 128x256 tiles (3 rounds); 128x128 tiles: 4.8 (5 rounds of half).
+/// assert_eq!(sm90_gemm2_tile(MoePath::Auto, 2048, 8, 4096, 132), [128, 128, 64]);
+/// // T = 4096: 8.2 waves (9 rounds) against 16.5 (17 rounds of half): the wide tile.
+/// assert_eq!(sm90_gemm2_tile(MoePath::Auto, 8192, 8, 4096, 132), [128, 256, 64]);
+/// assert_eq!(sm90_gemm2_tile(MoePath::Sm90, 2048, 8, 4096, 132), [128, 256, 64]);
+/// ```
+pub fn sm90_gemm2_tile(path: MoePath, entries: usize, local: usize, hidden: usize, sms: u32) -> [i64; 3] {
+    match path {
+        MoePath::Sm90 => return SM90_TILE,
+        MoePath::Sm90Narrow => return SM90_NARROW_TILE,
+        MoePath::Auto | MoePath::Sm80 => {}
+    }
+    let bm = SM90_TILE[0] as f64;
+    let mu = entries as f64 / local.max(1) as f64;
+    let per_expert = if mu <= bm { 1.0 } else { mu / bm + 0.5 };
+    let row_tiles = (per_expert * local.max(1) as f64).round();
+    let rounds = |bn: i64| (row_tiles * hidden.div_ceil(bn as usize) as f64 / f64::from(sms.max(1))).ceil();
+    if rounds(SM90_NARROW_TILE[1]) * SM90_NARROW_TILE_COST < rounds(SM90_TILE[1]) {
+        SM90_NARROW_TILE
+    } else {
+        SM90_TILE
     }
 }
