@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{check_close, Rng};
+use common::{check_close, check_close_within, Rng};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::bf16;
 use rcute_kernel::testing::gpu_for_test;
@@ -658,7 +658,15 @@ fn fp8_layer_matches_quantized_reference() {
             &r.topk_weights,
         )
         .unwrap();
-        check_close(&format!("fp8 T={t} vs the quantized reference"), &y, &want);
+        // Not bit-exact even against the quantized reference: the GPU's intermediate (GEMM1
+        // accumulated in the tensor cores, SwiGLU in f32, rounded to bf16) can sit one bf16
+        // step from the reference's, and the per-token e4m3 requantization then rounds such
+        // an element to the neighbouring e4m3 value (a step of 2^-3). At T = 1 the output
+        // rests on 2 x 160 intermediate values, and one flip of a large one moves it by about
+        // 1e-2: seven seeds on the H200 gave 2.5e-3 to 2.2e-2 at T = 1 (5e-3 to 6.5e-3 at
+        // T >= 77), reproducible per seed with and without compute-sanitizer. 4e-2 is still
+        // below the unquantized reference's 6e-2; a wrong scale, expert or row is off by O(1).
+        check_close_within(&format!("fp8 T={t} vs the quantized reference"), &y, &want, 4e-2);
         let again = run_fp8(&mut ws, &w).unwrap();
         let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&y), bits(&again), "fp8 T={t}: two runs differ");

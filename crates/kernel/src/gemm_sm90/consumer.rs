@@ -327,7 +327,10 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         kloop.push(Stmt::assign("prev", "stage"));
         kloop.push(if_("lane == 0", release));
         kloop.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
-        ml.extend(grouped_rows_or_drain(k, vec![for_("kt", "kt0", "kt0 + k_iters", kloop)]));
+        ml.extend(grouped_rows_or_drain(
+            k,
+            vec![for_("kt", "kt0", "kt0 + k_iters", kloop)],
+        ));
     } else {
         kloop.push(c(
             "keep one wgmma batch in flight; the previous one is done: consumer_release its stage",
