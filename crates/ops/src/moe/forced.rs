@@ -70,7 +70,10 @@ impl Ops {
     /// layout ([`OpsError::OutOfBounds`]), and what [`Ops::run_fused_moe`] reports; all
     /// before any launch.
     pub fn run_fused_moe_sm90_with(&self, p: &MoeProblem, spec: MoeSm90Spec) -> Result<(), OpsError> {
-        let forced = MoeProblem { path: spec.path(), ..*p };
+        let forced = MoeProblem {
+            path: spec.path(),
+            ..*p
+        };
         // A forced SM90 path either runs or is an error (never `Ok(false)`).
         self.moe_sm90_runs(&forced)?;
         self.launch_fused_moe_sm90(&forced)

@@ -62,6 +62,7 @@ impl<T: Half> MoeProbe<T> {
         let n = copies_for((w13.len() + w2.len()) * 2);
         let ws = fused_moe_workspace_bytes(t, topk, experts, h, i, T::DTYPE).map_err(|e| e.to_string())?;
         let arch = ops.gpu().arch().ok_or("no rcute arch for this GPU")?;
+        let gpu_cc = ops.gpu().compute_capability();
         let mut probe = MoeProbe {
             key: ProblemKey::new("moe", "", "", "", 0, 0, 0),
             shape: (t, h, i),
@@ -76,7 +77,7 @@ impl<T: Half> MoeProbe<T> {
             ws: RefCell::new(stream.alloc_zeros(ws.max(1)).map_err(driver)?),
             y: RefCell::new(stream.alloc_zeros(t * h).map_err(driver)?),
             want: Sampled::new(0, 0, |_, _| 0.0),
-            candidates: moe_candidates(t, topk, experts, h, i, ops.gpu().compute_capability(), ops.gpu().sm_count()),
+            candidates: moe_candidates(t, topk, experts, h, i, gpu_cc, ops.gpu().sm_count()),
             stream,
         };
         probe.key = probe.with_problem(0, |p| {
@@ -117,9 +118,7 @@ impl<T: Half> Tunable for MoeProbe<T> {
     probe_fields!();
 
     fn compiler(&self) -> Compiler {
-        Box::new(|ops: &Ops, spec: &ConfigSpec| {
-            ops.load_fused_moe_spec(T::DTYPE, spec).map_err(|e| e.to_string())
-        })
+        Box::new(|ops: &Ops, spec: &ConfigSpec| ops.load_fused_moe_spec(T::DTYPE, spec).map_err(|e| e.to_string()))
     }
 
     fn run(&self, ops: &Ops, spec: &ConfigSpec, turn: usize) -> Result<(), String> {
@@ -243,7 +242,10 @@ mod tests {
             for cc in [(8, 0), (8, 9), (10, 0)] {
                 let warning = moe_entry_runs(&sm90, MoePath::Auto, cc).unwrap_err();
                 assert!(!warning.contains('\n'), "one line: {warning}");
-                assert!(warning.contains(text) && warning.contains("using the rules"), "{warning}");
+                assert!(
+                    warning.contains(text) && warning.contains("using the rules"),
+                    "{warning}"
+                );
             }
         }
     }

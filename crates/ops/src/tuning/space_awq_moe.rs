@@ -91,7 +91,11 @@ pub fn moe_candidates(
         let rules = MoeSm90Spec::of_gemm2_tile(sm90_gemm2_tile(MoePath::Auto, entries, local, hidden, sms));
         let mut forms = vec![rules];
         forms.extend(MoeSm90Spec::ALL.into_iter().filter(|&s| s != rules));
-        forms.into_iter().filter(|&s| sm90_generates(s)).map(ConfigSpec::MoeSm90).collect()
+        forms
+            .into_iter()
+            .filter(|&s| sm90_generates(s))
+            .map(ConfigSpec::MoeSm90)
+            .collect()
     } else {
         Vec::new()
     };
@@ -176,7 +180,11 @@ mod tests {
             assert!(!ampere.iter().any(is_sm90), "{t} tokens on sm_80: {ampere:?}");
             assert_eq!(ampere[0], ConfigSpec::Moe(moe_space(t, k, e, h, i)[0]), "{t} tokens");
             if sm90_chosen(MoePath::Auto, (9, 0), t * k, e) {
-                assert!(is_sm90(&hopper[0]), "{t} tokens: the rules pick SM90, got {}", hopper[0]);
+                assert!(
+                    is_sm90(&hopper[0]),
+                    "{t} tokens: the rules pick SM90, got {}",
+                    hopper[0]
+                );
             } else {
                 assert_eq!(hopper[0], ampere[0], "{t} tokens: the SM80 rules first");
             }
