@@ -25,7 +25,6 @@ use rcute_atom::Element;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
 use rcute_kernel::grouped_gemm::{SM90_NARROW_TILE, SM90_TILE};
 
-use super::spec::ConfigSpec;
 use super::spec_text::{extents, number};
 use crate::moe::MoePath;
 
@@ -159,24 +158,29 @@ pub(crate) fn parse_awq(s: &str) -> Result<AwqSpec, String> {
     })
 }
 
-/// A `moe:` configuration (the text after the prefix): the SM90 family's forms, else the
-/// SM80 family's fields.
-pub(crate) fn parse_moe(s: &str) -> Result<ConfigSpec, String> {
+/// The SM90 family's form a `moe:` configuration (the text after the prefix) names, if
+/// it names one (`sm...`; `Err` for an unknown one); `None` for the SM80 family's fields
+/// ([`parse_moe`]).
+pub(crate) fn parse_moe_sm90(s: &str) -> Option<Result<MoeSm90Spec, String>> {
     match s {
-        "sm90" => return Ok(ConfigSpec::MoeSm90(MoeSm90Spec::Wide)),
-        "sm90n" => return Ok(ConfigSpec::MoeSm90(MoeSm90Spec::Narrow)),
-        _ if s.starts_with("sm") => return Err(format!("unknown SM90 form {s:?} (sm90 or sm90n)")),
-        _ => {}
+        "sm90" => Some(Ok(MoeSm90Spec::Wide)),
+        "sm90n" => Some(Ok(MoeSm90Spec::Narrow)),
+        _ if s.starts_with("sm") => Some(Err(format!("unknown SM90 form {s:?} (sm90 or sm90n)"))),
+        _ => None,
     }
+}
+
+/// The SM80 family's `moe:` fields (the text after the prefix).
+pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     if parts.len() < 2 {
         return Err("too few fields".into());
     }
-    Ok(ConfigSpec::Moe(MoeSpec {
+    Ok(MoeSpec {
         tile: extents(parts[0], "tile")?,
         warps: extents(parts[1], "warp grid")?,
         splits: splits_field(&parts[2..])?,
-    }))
+    })
 }
 
 impl fmt::Display for AwqSpec {

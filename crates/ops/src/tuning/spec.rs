@@ -325,7 +325,7 @@ impl FromStr for ConfigSpec {
     type Err = SpecError;
 
     fn from_str(s: &str) -> Result<ConfigSpec, SpecError> {
-        use super::op_specs::{parse_awq, parse_moe, AWQ_GRAMMAR, MOE_GRAMMAR};
+        use super::op_specs::{parse_awq, parse_moe, parse_moe_sm90, AWQ_GRAMMAR, MOE_GRAMMAR};
         let s = s.trim();
         let err = |grammar: &'static str| {
             move |why: String| SpecError {
@@ -339,7 +339,11 @@ impl FromStr for ConfigSpec {
         } else if let Some(rest) = s.strip_prefix("awq:") {
             parse_awq(rest).map(ConfigSpec::Awq).map_err(err(AWQ_GRAMMAR))
         } else if let Some(rest) = s.strip_prefix("moe:") {
-            parse_moe(rest).map_err(err(MOE_GRAMMAR))
+            match parse_moe_sm90(rest) {
+                Some(form) => form.map(ConfigSpec::MoeSm90),
+                None => parse_moe(rest).map(ConfigSpec::Moe),
+            }
+            .map_err(err(MOE_GRAMMAR))
         } else {
             parse_sm80(s).map(ConfigSpec::Sm80).map_err(err(SM80_GRAMMAR))
         }
