@@ -2,7 +2,7 @@
 # Re-measure a shipped tuning table on the GPU it is for (run on that GPU, repo root,
 # after scripts/build-device.sh): every benchmark shape of bf16 GEMM, INT8 and FP8
 # scaled-mm, AWQ and the fused MoE layer. Usage: scripts/tune-tables.sh OUT.json
-# (then copy OUT.json to crates/ops/tuning/h100.json or h200.json). ~2-3 min on an H100.
+# (then copy OUT.json to crates/ops/tuning/h100.json or h200.json). ~3 min on an H100.
 set -u
 T=${1:?usage: scripts/tune-tables.sh OUT.json}
 [ -d .device/bin ] || tar xzf .device/bin.tgz -C .device
@@ -22,3 +22,6 @@ $R tune scaled-mm --dtype e4m3 --shape 4096x14336x4096 --shape 8192x8192x8192 --
 $R tune awq $A --group 128 --budget 2 --iters 7 --out "$T"
 $R tune moe --shape 1x4096x14336 --shape 16x4096x14336 --shape 64x4096x14336 --experts 8 --topk 2 --budget 2 --iters 5 --out "$T"
 $R tune moe --shape 1x2048x1408 --shape 64x2048x1408 --shape 256x2048x1408 --experts 64 --topk 6 --budget 2 --iters 5 --out "$T"
+# Prefill: the SM90 family's forms against the SM80 family's tiles (rules first).
+$R tune moe --shape 256x4096x14336 --shape 1024x4096x14336 --shape 4096x4096x14336 --experts 8 --topk 2 --budget 3 --iters 5 --out "$T"
+$R tune moe --shape 1024x2048x1408 --shape 4096x2048x1408 --experts 64 --topk 6 --budget 3 --iters 5 --out "$T"

@@ -4,18 +4,23 @@
 //! `RCUTE_TUNING_FILE`, returns the right answer, and later calls and a fresh handle use
 //! the written entry without tuning again (the MoE one on the caller's workspace of
 //! `fused_moe_workspace_bytes`). Also: the fused MoE layer with a forced configuration
-//! (`Ops::run_fused_moe_with`, what `rcute tune moe` times) gives the answer of the op's
-//! own choice.
+//! of either grouped GEMM family (`Ops::run_fused_moe_spec`, what `rcute tune moe` times;
+//! the SM90 forms on sm_90, a typed error elsewhere) gives the answer of the op's own
+//! choice.
 //!
 //! One test function sets the environment: it is process-wide, and each `Ops` handle
 //! reads it once.
 
 use half::bf16;
 use rcute_kernel::testing::gpu_for_test;
-use rcute_ops::moe::{fused_moe_workspace_bytes_with, validate_fused_moe, MoeOptions, MoeRouting, MoeWorkspace};
+use rcute_ops::moe::{
+    fused_moe_workspace_bytes_with, validate_fused_moe, MoeOptions, MoePath, MoeRouting, MoeWorkspace,
+};
 use rcute_ops::scaled_mm::scaled_mm_key;
 use rcute_ops::tuning::probe::Operand8;
-use rcute_ops::tuning::{awq_key, gemm_key, moe_key, MoeSpec, ProblemKey, TableHeader, TuningMode, TuningTable};
+use rcute_ops::tuning::{
+    awq_key, gemm_key, moe_key, ConfigSpec, MoeSm90Spec, MoeSpec, ProblemKey, TableHeader, TuningMode, TuningTable,
+};
 use rcute_ops::{validate_scaled_mm, DType, MatrixMut, MatrixRef, Ops, Scale, VectorRef, E4M3};
 
 fn lcg(seed: u64) -> impl FnMut() -> u32 {
@@ -422,34 +427,65 @@ fn fused_moe_with_forced_configurations_matches_the_ops_choice() {
         topk: k,
         renormalize: true,
     };
-    let mut run = |spec: Option<&MoeSpec>| -> Vec<bf16> {
+    // The layer with `spec` forced (`None`: the op's own choice, under `path`).
+    let mut run = |spec: Option<&ConfigSpec>, path: MoePath| -> Result<Vec<bf16>, rcute_ops::OpsError> {
         let p = validate_fused_moe(
             &MatrixRef::new(&x, t, h),
             &MatrixRef::new(&w13, 2 * i, h).batched(e, (2 * i * h) as i64),
             &MatrixRef::new(&w2, h, i).batched(e, (h * i) as i64),
             &routing,
-            &MoeOptions::default(),
+            &MoeOptions {
+                path,
+                ..MoeOptions::default()
+            },
             &MoeWorkspace::new(&mut ws),
             &MatrixMut::new(&mut y, t, h),
         )
         .unwrap();
         match spec {
-            Some(sp) => ops.run_fused_moe_with(&p, sp).unwrap(),
-            None => ops.run_fused_moe(&p).unwrap(),
+            Some(sp) => ops.run_fused_moe_spec(&p, sp)?,
+            None => ops.run_fused_moe(&p)?,
         }
-        s.clone_dtoh(&y).unwrap()
+        Ok(s.clone_dtoh(&y).unwrap())
     };
-    let want = run(None);
+    let want = run(None, MoePath::Auto).unwrap();
     let max_ref = want.iter().map(|v| v.to_f64().abs()).fold(1e-30, f64::max);
     assert!(max_ref > 1e-3, "a layer with some output");
-    for sp in &specs {
-        let got = run(Some(sp));
+    let close = |sp: &ConfigSpec, got: &[bf16]| {
         let err = got
             .iter()
             .zip(&want)
             .map(|(a, b)| (a.to_f64() - b.to_f64()).abs())
             .fold(0.0, f64::max);
         assert!(err / max_ref < 2e-2, "{sp}: relative error {}", err / max_ref);
+    };
+    for sp in &specs {
+        let spec = ConfigSpec::Moe(*sp);
+        close(&spec, &run(Some(&spec), MoePath::Auto).unwrap());
+    }
+    // The SM90 forms at any row count (here 6 rows per expert, where the rules run SM80):
+    // the op's answer on sm_90, bit for bit what the path option forcing them gives; a
+    // typed error before any launch elsewhere.
+    let hopper = ops.gpu().compute_capability() == (9, 0);
+    for form in MoeSm90Spec::ALL {
+        let spec = ConfigSpec::MoeSm90(form);
+        match run(Some(&spec), MoePath::Auto) {
+            Ok(got) => {
+                assert!(hopper, "{spec} ran on {:?}", ops.gpu().compute_capability());
+                close(&spec, &got);
+                assert_eq!(
+                    got,
+                    run(None, form.path()).unwrap(),
+                    "{spec} against MoePath {:?}",
+                    form.path()
+                );
+            }
+            Err(err) => {
+                assert!(!hopper, "{spec} on sm_90: {err}");
+                assert!(matches!(err, rcute_ops::OpsError::Arch(_)), "{spec}: {err}");
+                eprintln!("{spec}: {err} (skipped: not an sm_90 GPU)");
+            }
+        }
     }
     // A workspace too small for a forced layout is a typed error, before any launch.
     let mut small = s

@@ -617,7 +617,7 @@ impl Ops {
         let usable = match spec {
             ConfigSpec::Sm90(_) => self.gpu().compute_capability() == (9, 0) && sm90_qualifies(p),
             ConfigSpec::Sm80(_) => p.a.dtype == DType::S8,
-            ConfigSpec::Awq(_) | ConfigSpec::Moe(_) => false,
+            ConfigSpec::Awq(_) | ConfigSpec::Moe(_) | ConfigSpec::MoeSm90(_) => false,
         };
         usable.then_some(spec)
     }

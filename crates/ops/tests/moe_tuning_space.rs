@@ -45,11 +45,15 @@ fn every_configuration_of_the_space_fits_the_workspace_size() {
             let need = fused_moe_workspace_bytes_with(t, k, e, h, i, DType::BF16, s).unwrap();
             assert!(need <= bytes, "{s} needs {need} > {bytes} ({t}x{h}x{i}, E={e})");
         }
-        for c in moe_candidates(t, k, e, h, i) {
-            let ConfigSpec::Moe(s) = c else {
-                panic!("{c} is not a MoE candidate")
-            };
-            assert!(space.contains(&s), "candidate {s} outside the space");
+        for cc in [(9, 0), (8, 0)] {
+            for c in moe_candidates(t, k, e, h, i, cc, 132) {
+                match c {
+                    ConfigSpec::Moe(s) => assert!(space.contains(&s), "candidate {s} outside the space"),
+                    // The SM90 layout is one of those the workspace size covers.
+                    ConfigSpec::MoeSm90(_) => assert_eq!(cc, (9, 0), "{c} on {cc:?}"),
+                    other => panic!("{other} is not a MoE candidate"),
+                }
+            }
         }
         // Splits only while GEMM2 has few CTAs: a prefill layer's workspace is the larger
         // of the rules' SM80 layout and the SM90 family's (unit test in `moe::problem`).

@@ -1,12 +1,14 @@
-//! The fused MoE layer with a forced configuration ([`Ops::run_fused_moe_with`]): the
-//! grouped GEMMs' tile and GEMM2's K splits of a [`MoeSpec`] instead of the rules'
-//! ([`super::moe_tile`], [`super::moe_splits`]); `rcute tune moe` times its candidates
-//! through it.
+//! The fused MoE layer with a forced configuration: on the SM80 family the grouped GEMMs'
+//! tile and GEMM2's K splits of a [`MoeSpec`] instead of the rules' ([`super::moe_tile`],
+//! [`super::moe_splits`]; [`Ops::run_fused_moe_with`]), or the SM90 family with GEMM2's
+//! tile of a [`MoeSm90Spec`] ([`Ops::run_fused_moe_sm90_with`]); `rcute tune moe` times
+//! its candidates, and [`Ops::fused_moe`] runs a tuning table's entry, through
+//! [`Ops::run_fused_moe_spec`].
 
 use super::problem::{spec_layout, MoeProblem};
 use crate::error::OpsError;
 use crate::tensor::DType;
-use crate::tuning::MoeSpec;
+use crate::tuning::{ConfigSpec, MoeSm90Spec, MoeSpec};
 use crate::Ops;
 
 /// The workspace [`Ops::run_fused_moe_with`] needs for `spec` (at most
@@ -57,20 +59,67 @@ impl Ops {
         let forced = MoeProblem { layout, ..*p };
         self.launch_fused_moe(&forced, spec.tile, spec.warps)
     }
+
+    /// Launch a validated layer on the SM90 family with GEMM2 on `spec`'s tile, over the
+    /// SM90 workspace layout ([`super::fused_moe_workspace_bytes`] covers it), whatever
+    /// the routed row count.
+    ///
+    /// # Errors
+    ///
+    /// A GPU other than sm_90 ([`OpsError::Arch`]), a workspace smaller than the SM90
+    /// layout ([`OpsError::OutOfBounds`]), and what [`Ops::run_fused_moe`] reports; all
+    /// before any launch.
+    pub fn run_fused_moe_sm90_with(&self, p: &MoeProblem, spec: MoeSm90Spec) -> Result<(), OpsError> {
+        let forced = MoeProblem {
+            path: spec.path(),
+            ..*p
+        };
+        // A forced SM90 path either runs or is an error (never `Ok(false)`).
+        self.moe_sm90_runs(&forced)?;
+        self.launch_fused_moe_sm90(&forced)
+    }
+
+    /// Launch a validated layer with a MoE configuration of either family
+    /// ([`ConfigSpec::Moe`]: [`Ops::run_fused_moe_with`]; [`ConfigSpec::MoeSm90`]:
+    /// [`Ops::run_fused_moe_sm90_with`]).
+    ///
+    /// # Errors
+    ///
+    /// Those of the family's method; a configuration of another op ([`OpsError::Shape`]).
+    pub fn run_fused_moe_spec(&self, p: &MoeProblem, spec: &ConfigSpec) -> Result<(), OpsError> {
+        match spec {
+            ConfigSpec::Moe(s) => self.run_fused_moe_with(p, s),
+            ConfigSpec::MoeSm90(s) => self.run_fused_moe_sm90_with(p, *s),
+            other => Err(not_moe(other)),
+        }
+    }
+}
+
+fn not_moe(spec: &ConfigSpec) -> OpsError {
+    OpsError::Shape(format!("MoE configuration: {spec} is not a MoE configuration"))
 }
 
 impl Ops {
-    /// Generate, compile (cached) and load the two grouped GEMMs of `spec` for `dtype`
-    /// operands without running them (the tuner compiles its candidates in parallel
-    /// through this).
-    pub fn load_fused_moe_spec(&self, dtype: DType, spec: &MoeSpec) -> Result<(), OpsError> {
-        use rcute_kernel::grouped_gemm::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
+    /// Generate, compile (cached) and load the two grouped GEMMs of `spec` (either
+    /// family) for `dtype` operands without running them (the tuner compiles its
+    /// candidates in parallel through this).
+    pub fn load_fused_moe_spec(&self, dtype: DType, spec: &ConfigSpec) -> Result<(), OpsError> {
+        use rcute_kernel::grouped_gemm::{sm90_config, GroupedA, GroupedEpilogue, GroupedGemmConfig, SM90_TILE};
         let el = super::fused::element(dtype)?;
-        for (a, e) in [
-            (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
-            (GroupedA::Rows, GroupedEpilogue::Scatter),
-        ] {
-            self.grouped_kernel(&GroupedGemmConfig::new(el, a, e).with_tile(spec.tile, spec.warps))?;
+        match spec {
+            ConfigSpec::Moe(s) => {
+                for (a, e) in [
+                    (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
+                    (GroupedA::Rows, GroupedEpilogue::Scatter),
+                ] {
+                    self.grouped_kernel(&GroupedGemmConfig::new(el, a, e).with_tile(s.tile, s.warps))?;
+                }
+            }
+            ConfigSpec::MoeSm90(s) => {
+                self.grouped_sm90_kernel(&sm90_config(el, GroupedEpilogue::SwiGlu, SM90_TILE))?;
+                self.grouped_sm90_kernel(&sm90_config(el, GroupedEpilogue::Scatter, s.gemm2_tile()))?;
+            }
+            other => return Err(not_moe(other)),
         }
         Ok(())
     }

@@ -234,23 +234,30 @@ impl Ops {
     }
 
     /// Launch a validated layer (the kernels are loaded first, so a failed compilation
-    /// leaves `y` untouched): on the SM90 family where [`super::sm90_chosen`] picks it,
-    /// else on the SM80 family with the configuration a tuning table holds for it (or
-    /// `RCUTE_TUNING=on-miss` measures: `crate::tuning::moe_problem_key`; the tables hold
-    /// SM80 configurations only), else the rules' ([`moe_tile`], [`super::moe_splits`]).
+    /// leaves `y` untouched): a forced SM90 path ([`super::MoePath::Sm90`],
+    /// [`super::MoePath::Sm90Narrow`]) as asked; else the configuration of either family a
+    /// tuning table holds for it (or `RCUTE_TUNING=on-miss` measures:
+    /// `crate::tuning::moe_problem_key`; with [`super::MoePath::Sm80`] only SM80 entries),
+    /// else the rules' choice ([`Ops::run_fused_moe_rules`]).
     pub fn run_fused_moe(&self, p: &MoeProblem) -> Result<(), OpsError> {
-        if self.moe_sm90_runs(p)? {
+        if matches!(p.path, super::MoePath::Sm90 | super::MoePath::Sm90Narrow) {
+            self.moe_sm90_runs(p)?;
             return self.launch_fused_moe_sm90(p);
         }
         if let Some(spec) = self.tuned_moe(p) {
-            return self.run_fused_moe_with(p, &spec);
+            return self.run_fused_moe_spec(p, &spec);
         }
         self.run_fused_moe_rules(p)
     }
 
-    /// [`Ops::run_fused_moe`] on the SM80 family with the rules' configuration, whatever
-    /// the tables say.
+    /// [`Ops::run_fused_moe`] with the rules' choice, whatever the tables say: the SM90
+    /// family where [`super::sm90_chosen`] picks it (GEMM2's tile by
+    /// [`super::sm90_gemm2_tile`]), else the SM80 family with the rules' tile
+    /// ([`moe_tile`]) and GEMM2 splits ([`super::moe_splits`]).
     pub(crate) fn run_fused_moe_rules(&self, p: &MoeProblem) -> Result<(), OpsError> {
+        if self.moe_sm90_runs(p)? {
+            return self.launch_fused_moe_sm90(p);
+        }
         let (tile, warps) = moe_tile(p.tokens * p.topk, p.local_experts);
         self.launch_fused_moe(p, tile, warps)
     }

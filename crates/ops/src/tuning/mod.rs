@@ -58,9 +58,9 @@ pub mod tuner;
 
 pub use header::{generator_hash, TableHeader};
 pub use key::{awq_key, moe_key, ProblemKey};
-pub use op_specs::{AwqSpec, MoeSpec};
+pub use op_specs::{AwqSpec, MoeSm90Spec, MoeSpec};
 pub use ops_tables::{gemm_key, OpsTuning, ON_MISS_SECONDS, SHIPPED};
-pub use probe_moe::moe_problem_key;
+pub use probe_moe::{moe_entry_runs, moe_problem_key};
 pub use spec::{ConfigSpec, Sm80Spec, Sm90Spec, SpecError};
 pub use table::{Entry, Loaded, Tables, TuningTable};
 

@@ -3,8 +3,10 @@
 //!
 //! * AWQ: `awq:BMxBNxBK,WMxWN,sSTAGES,vWORDS[,kSPLITS]`: the CTA tile, warp grid,
 //!   shared-memory stages, `qweight` words per copy (4 or 1) and requested K splits.
-//! * MoE: `moe:BMxBNxBK,WMxWN[,kSPLITS]`: the grouped GEMMs' tile and warp grid (both
-//!   GEMMs; `BM` is also the alignment's row block) and GEMM2's K splits.
+//! * MoE on the SM80 family: `moe:BMxBNxBK,WMxWN[,kSPLITS]`: the grouped GEMMs' tile and
+//!   warp grid (both GEMMs; `BM` is also the alignment's row block) and GEMM2's K splits.
+//! * MoE on the SM90 family: `moe:sm90` (GEMM2 on 128x256 tiles) or `moe:sm90n` (GEMM2 on
+//!   128x128 tiles); GEMM1 is always on 128x256 tiles ([`MoeSm90Spec`]).
 //!
 //! ```
 //! use rcute_ops::tuning::ConfigSpec;
@@ -12,6 +14,8 @@
 //! assert_eq!(awq.to_string(), "awq:16x256x64,1x4,s4,v4,k10");
 //! let moe: ConfigSpec = "moe:16x128x64,1x4,k4".parse().unwrap();
 //! assert_eq!(moe.to_string().parse::<ConfigSpec>().unwrap(), moe);
+//! let sm90: ConfigSpec = "moe:sm90n".parse().unwrap();
+//! assert_eq!(sm90, ConfigSpec::MoeSm90(rcute_ops::tuning::MoeSm90Spec::Narrow));
 //! assert!("awq:16x256x64,1x4".parse::<ConfigSpec>().is_err()); // stages and words needed
 //! ```
 
@@ -19,8 +23,10 @@ use std::fmt;
 
 use rcute_atom::Element;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
+use rcute_kernel::grouped_gemm::{SM90_NARROW_TILE, SM90_TILE};
 
 use super::spec_text::{extents, number};
+use crate::moe::MoePath;
 
 /// The tunable knobs of the AWQ GEMM.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -69,8 +75,57 @@ pub struct MoeSpec {
     pub splits: u32,
 }
 
+/// The fused MoE layer on the SM90 grouped GEMMs (TMA + `wgmma`, 128-row tiles; sm_90
+/// only): GEMM1 on [`SM90_TILE`], GEMM2 on the tile this names. Which one the rules pick
+/// is [`crate::moe::sm90_gemm2_tile`] for [`MoePath::Auto`].
+///
+/// ```
+/// use rcute_ops::moe::MoePath;
+/// use rcute_ops::tuning::MoeSm90Spec;
+/// assert_eq!(MoeSm90Spec::Narrow.path(), MoePath::Sm90Narrow);
+/// assert_eq!(MoeSm90Spec::of_gemm2_tile([128, 256, 64]), MoeSm90Spec::Wide);
+/// assert_eq!(MoeSm90Spec::Wide.to_string(), "moe:sm90");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MoeSm90Spec {
+    /// GEMM2 on 128x256 tiles (`moe:sm90`, [`MoePath::Sm90`]).
+    Wide,
+    /// GEMM2 on 128x128 tiles (`moe:sm90n`, [`MoePath::Sm90Narrow`]).
+    Narrow,
+}
+
+impl MoeSm90Spec {
+    /// Both forms, the wide one first.
+    pub const ALL: [MoeSm90Spec; 2] = [MoeSm90Spec::Wide, MoeSm90Spec::Narrow];
+
+    /// The path that forces this form.
+    pub fn path(self) -> MoePath {
+        match self {
+            MoeSm90Spec::Wide => MoePath::Sm90,
+            MoeSm90Spec::Narrow => MoePath::Sm90Narrow,
+        }
+    }
+
+    /// GEMM2's tile.
+    pub fn gemm2_tile(self) -> [i64; 3] {
+        match self {
+            MoeSm90Spec::Wide => SM90_TILE,
+            MoeSm90Spec::Narrow => SM90_NARROW_TILE,
+        }
+    }
+
+    /// The form whose GEMM2 runs on `tile` ([`SM90_NARROW_TILE`]: narrow; else wide).
+    pub fn of_gemm2_tile(tile: [i64; 3]) -> MoeSm90Spec {
+        if tile == SM90_NARROW_TILE {
+            MoeSm90Spec::Narrow
+        } else {
+            MoeSm90Spec::Wide
+        }
+    }
+}
+
 pub(crate) const AWQ_GRAMMAR: &str = "awq:BMxBNxBK,WMxWN,sSTAGES,vWORDS[,kSPLITS]";
-pub(crate) const MOE_GRAMMAR: &str = "moe:BMxBNxBK,WMxWN[,kSPLITS]";
+pub(crate) const MOE_GRAMMAR: &str = "moe:BMxBNxBK,WMxWN[,kSPLITS] or moe:sm90|sm90n";
 
 /// `kSPLITS` fields after the fixed ones (at least 1).
 fn splits_field(rest: &[&str]) -> Result<u32, String> {
@@ -103,6 +158,19 @@ pub(crate) fn parse_awq(s: &str) -> Result<AwqSpec, String> {
     })
 }
 
+/// The SM90 family's form a `moe:` configuration (the text after the prefix) names, if
+/// it names one (`sm...`; `Err` for an unknown one); `None` for the SM80 family's fields
+/// ([`parse_moe`]).
+pub(crate) fn parse_moe_sm90(s: &str) -> Option<Result<MoeSm90Spec, String>> {
+    match s {
+        "sm90" => Some(Ok(MoeSm90Spec::Wide)),
+        "sm90n" => Some(Ok(MoeSm90Spec::Narrow)),
+        _ if s.starts_with("sm") => Some(Err(format!("unknown SM90 form {s:?} (sm90 or sm90n)"))),
+        _ => None,
+    }
+}
+
+/// The SM80 family's `moe:` fields (the text after the prefix).
 pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     if parts.len() < 2 {
@@ -143,6 +211,15 @@ impl fmt::Display for MoeSpec {
     }
 }
 
+impl fmt::Display for MoeSm90Spec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MoeSm90Spec::Wide => "moe:sm90",
+            MoeSm90Spec::Narrow => "moe:sm90n",
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::tuning::ConfigSpec;
@@ -154,6 +231,8 @@ mod tests {
             "awq:128x256x64,2x4,s3,v1",
             "moe:64x128x32,2x2",
             "moe:16x128x64,1x4,k8",
+            "moe:sm90",
+            "moe:sm90n",
         ] {
             assert_eq!(s.parse::<ConfigSpec>().unwrap().to_string(), s);
         }
@@ -162,9 +241,29 @@ mod tests {
             ("awq:16x256x64,1x4,s4,v4,k0", "at least 1"),
             ("moe:16x128,1x4", "3 extents"),
             ("moe:16x128x64,1x4,z2", "unknown field"),
+            ("moe:sm90w", "unknown SM90 form"),
+            ("moe:sm90,k2", "unknown SM90 form"),
+            ("moe:sm80", "unknown SM90 form"),
+            ("moe:sm90n,128x128", "unknown SM90 form"),
         ] {
             let e = s.parse::<ConfigSpec>().unwrap_err();
             assert!(e.to_string().contains(why), "{s}: {e}");
+            if s.starts_with("moe:") {
+                assert_eq!(e.grammar, super::MOE_GRAMMAR, "{s}");
+            }
         }
+    }
+
+    #[test]
+    fn sm90_forms_name_their_path_and_gemm2_tile() {
+        use super::MoeSm90Spec;
+        use crate::moe::MoePath;
+        for s in MoeSm90Spec::ALL {
+            assert_eq!(MoeSm90Spec::of_gemm2_tile(s.gemm2_tile()), s);
+            assert_eq!(s.to_string().parse::<ConfigSpec>().unwrap(), ConfigSpec::MoeSm90(s));
+            assert!(ConfigSpec::MoeSm90(s).fits_op("moe") && !ConfigSpec::MoeSm90(s).fits_op("gemm"));
+        }
+        assert_eq!(MoeSm90Spec::Wide.path(), MoePath::Sm90);
+        assert_eq!(MoeSm90Spec::Narrow.gemm2_tile(), [128, 128, 64]);
     }
 }

@@ -1,10 +1,12 @@
 //! The MoE probe: the fused MoE layer of one shape (tokens `T`, hidden size `H`,
 //! intermediate size `I`, `L` experts all here, top-`k` routing from random logits,
 //! renormalised; the weights rotated over copies where one copy is under the rotation
-//! target), its candidates the configurations [`Ops::run_fused_moe_with`] takes
-//! ([`moe_candidates`]), each checked against the output of the rules' choice (which the
-//! GPU suite checks against the float64 [`crate::moe::fused_moe_reference`]); and the
-//! [`Ops`] path that consults the tables, and tunes on a miss, in [`Ops::fused_moe`].
+//! target), its candidates the configurations of either grouped GEMM family that
+//! [`Ops::run_fused_moe_spec`] takes ([`moe_candidates`]), each checked against the output
+//! of the rules' choice (which the GPU suite checks against the float64
+//! [`crate::moe::fused_moe_reference`]); and the [`Ops`] path that consults the tables,
+//! and tunes on a miss, in [`Ops::fused_moe`] ([`moe_entry_runs`] says which entries a
+//! layer can run).
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -14,8 +16,10 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use super::probe::{copies, driver, probe_fields, random, Half, Sampled};
 use super::space::moe_candidates;
 use super::tuner::{copies_for, Compiler, Tunable};
-use super::{moe_key, ConfigSpec, MoeSpec, ProblemKey};
-use crate::moe::{fused_moe_workspace_bytes, validate_fused_moe, MoeOptions, MoeProblem, MoeRouting, MoeWorkspace};
+use super::{moe_key, ConfigSpec, ProblemKey};
+use crate::moe::{
+    fused_moe_workspace_bytes, validate_fused_moe, MoeOptions, MoePath, MoeProblem, MoeRouting, MoeWorkspace,
+};
 use crate::tensor::{DType, MatrixMut, MatrixRef};
 use crate::Ops;
 
@@ -58,6 +62,7 @@ impl<T: Half> MoeProbe<T> {
         let n = copies_for((w13.len() + w2.len()) * 2);
         let ws = fused_moe_workspace_bytes(t, topk, experts, h, i, T::DTYPE).map_err(|e| e.to_string())?;
         let arch = ops.gpu().arch().ok_or("no rcute arch for this GPU")?;
+        let gpu_cc = ops.gpu().compute_capability();
         let mut probe = MoeProbe {
             key: ProblemKey::new("moe", "", "", "", 0, 0, 0),
             shape: (t, h, i),
@@ -72,7 +77,7 @@ impl<T: Half> MoeProbe<T> {
             ws: RefCell::new(stream.alloc_zeros(ws.max(1)).map_err(driver)?),
             y: RefCell::new(stream.alloc_zeros(t * h).map_err(driver)?),
             want: Sampled::new(0, 0, |_, _| 0.0),
-            candidates: moe_candidates(t, topk, experts, h, i),
+            candidates: moe_candidates(t, topk, experts, h, i, gpu_cc, ops.gpu().sm_count()),
             stream,
         };
         probe.key = probe.with_problem(0, |p| {
@@ -113,15 +118,11 @@ impl<T: Half> Tunable for MoeProbe<T> {
     probe_fields!();
 
     fn compiler(&self) -> Compiler {
-        Box::new(|ops: &Ops, spec: &ConfigSpec| {
-            ops.load_fused_moe_spec(T::DTYPE, spec.op_spec::<MoeSpec>()?)
-                .map_err(|e| e.to_string())
-        })
+        Box::new(|ops: &Ops, spec: &ConfigSpec| ops.load_fused_moe_spec(T::DTYPE, spec).map_err(|e| e.to_string()))
     }
 
     fn run(&self, ops: &Ops, spec: &ConfigSpec, turn: usize) -> Result<(), String> {
-        let s = spec.op_spec::<MoeSpec>()?;
-        self.with_problem(turn, |p| ops.run_fused_moe_with(p, s).map_err(|x| x.to_string()))
+        self.with_problem(turn, |p| ops.run_fused_moe_spec(p, spec).map_err(|x| x.to_string()))
     }
 
     fn check(&self, ops: &Ops, spec: &ConfigSpec) -> Result<(), String> {
@@ -137,12 +138,43 @@ impl<T: Half> Tunable for MoeProbe<T> {
     }
 }
 
+/// Whether a layer forced to `path` on a GPU of compute capability `cc` runs the MoE
+/// table entry `spec`: `Ok(true)` it does; `Ok(false)` the caller forced the other family
+/// (or the spec is not a MoE configuration); `Err(warning)` an SM90 entry on a GPU other
+/// than sm_90, which the layer ignores (falling back to the rules) after the one-line
+/// warning.
+///
+/// ```
+/// use rcute_ops::moe::MoePath;
+/// use rcute_ops::tuning::{moe_entry_runs, ConfigSpec};
+/// let sm90: ConfigSpec = "moe:sm90n".parse().unwrap();
+/// assert_eq!(moe_entry_runs(&sm90, MoePath::Auto, (9, 0)), Ok(true));
+/// assert_eq!(moe_entry_runs(&sm90, MoePath::Sm80, (9, 0)), Ok(false));
+/// assert!(moe_entry_runs(&sm90, MoePath::Auto, (8, 0)).unwrap_err().contains("sm_90"));
+/// ```
+pub fn moe_entry_runs(spec: &ConfigSpec, path: MoePath, cc: (u32, u32)) -> Result<bool, String> {
+    let forced90 = matches!(path, MoePath::Sm90 | MoePath::Sm90Narrow);
+    match spec {
+        ConfigSpec::Moe(_) => Ok(!forced90),
+        ConfigSpec::MoeSm90(_) if path != MoePath::Auto => Ok(false),
+        ConfigSpec::MoeSm90(_) if cc == (9, 0) => Ok(true),
+        ConfigSpec::MoeSm90(_) => Err(format!(
+            "tuning table entry {spec} ignored: the SM90 grouped GEMMs need sm_90, found compute capability {}.{}: using the rules",
+            cc.0, cc.1
+        )),
+        _ => Ok(false),
+    }
+}
+
 impl Ops {
-    /// The configuration the tuning tables hold for a validated MoE layer under
-    /// `RCUTE_TUNING` ([`moe_problem_key`]; on a miss with `on-miss`, tuned here on buffers
-    /// of the layer's shape, never the caller's), if its workspace layout fits the
-    /// caller's workspace (always, for a configuration of [`crate::moe::moe_space`]).
-    pub(crate) fn tuned_moe(&self, p: &MoeProblem) -> Option<MoeSpec> {
+    /// The configuration (either family) the tuning tables hold for a validated MoE layer
+    /// under `RCUTE_TUNING` ([`moe_problem_key`]; on a miss with `on-miss`, tuned here on
+    /// buffers of the layer's shape, never the caller's), if the layer can run it
+    /// ([`moe_entry_runs`]; an SM90 entry on another GPU: a warning, once) and its
+    /// workspace layout fits the caller's workspace (always, for a configuration of
+    /// [`crate::moe::moe_space`] or the SM90 family).
+    pub(crate) fn tuned_moe(&self, p: &MoeProblem) -> Option<ConfigSpec> {
+        static WARNED: std::sync::Once = std::sync::Once::new();
         let tuning = self.tuning();
         if !tuning.active() {
             return None;
@@ -158,17 +190,63 @@ impl Ops {
                 })
             })
         })?;
-        let ConfigSpec::Moe(s) = spec else { return None };
-        let need = crate::moe::fused_moe_workspace_bytes_with(
-            p.tokens,
-            p.topk,
-            p.local_experts,
-            p.hidden,
-            p.inter,
-            p.dtype,
-            &s,
-        )
-        .ok()?;
-        (need <= p.workspace_len).then_some(s)
+        match moe_entry_runs(&spec, p.path, self.gpu().compute_capability()) {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(warning) => {
+                WARNED.call_once(|| eprintln!("rcute: {warning}"));
+                return None;
+            }
+        }
+        let need = match &spec {
+            ConfigSpec::Moe(s) => crate::moe::fused_moe_workspace_bytes_with(
+                p.tokens,
+                p.topk,
+                p.local_experts,
+                p.hidden,
+                p.inter,
+                p.dtype,
+                s,
+            )
+            .ok()?,
+            _ => p.layout90.bytes,
+        };
+        (need <= p.workspace_len).then_some(spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::moe_entry_runs;
+    use crate::moe::MoePath;
+    use crate::tuning::ConfigSpec;
+
+    #[test]
+    fn entries_run_where_their_family_can_and_the_path_allows() {
+        let sm80: ConfigSpec = "moe:16x128x64,1x4,k4".parse().unwrap();
+        let gemm: ConfigSpec = "sm90:128x256x64,coop".parse().unwrap();
+        for cc in [(9, 0), (8, 0), (8, 9)] {
+            assert_eq!(moe_entry_runs(&sm80, MoePath::Auto, cc), Ok(true));
+            assert_eq!(moe_entry_runs(&sm80, MoePath::Sm80, cc), Ok(true));
+            assert_eq!(moe_entry_runs(&gemm, MoePath::Auto, cc), Ok(false));
+            for forced in [MoePath::Sm90, MoePath::Sm90Narrow] {
+                assert_eq!(moe_entry_runs(&sm80, forced, cc), Ok(false), "{forced:?} wins");
+            }
+        }
+        for text in ["moe:sm90", "moe:sm90n"] {
+            let sm90: ConfigSpec = text.parse().unwrap();
+            assert_eq!(moe_entry_runs(&sm90, MoePath::Auto, (9, 0)), Ok(true));
+            for path in [MoePath::Sm80, MoePath::Sm90, MoePath::Sm90Narrow] {
+                assert_eq!(moe_entry_runs(&sm90, path, (9, 0)), Ok(false), "{text} {path:?}");
+            }
+            for cc in [(8, 0), (8, 9), (10, 0)] {
+                let warning = moe_entry_runs(&sm90, MoePath::Auto, cc).unwrap_err();
+                assert!(!warning.contains('\n'), "one line: {warning}");
+                assert!(
+                    warning.contains(text) && warning.contains("using the rules"),
+                    "{warning}"
+                );
+            }
+        }
     }
 }

@@ -268,7 +268,7 @@ fn generates(spec: &ConfigSpec) -> bool {
         ConfigSpec::Sm90(s) => {
             rcute_kernel::gemm_sm90::generate(&s.apply(GemmSm90Config::bf16(s.tile, s.schedule))).is_ok()
         }
-        ConfigSpec::Awq(_) | ConfigSpec::Moe(_) => false,
+        ConfigSpec::Awq(_) | ConfigSpec::Moe(_) | ConfigSpec::MoeSm90(_) => false,
     }
 }
 
@@ -364,7 +364,7 @@ fn generates_scaled(spec: &ConfigSpec) -> bool {
             true,
         )
         .is_ok_and(|c| rcute_kernel::gemm_sm90::generate(&c).is_ok()),
-        ConfigSpec::Awq(_) | ConfigSpec::Moe(_) => false,
+        ConfigSpec::Awq(_) | ConfigSpec::Moe(_) | ConfigSpec::MoeSm90(_) => false,
     }
 }
 

@@ -26,7 +26,7 @@ use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, Sm80Target, SplitKMode};
 use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
 use rcute_kernel::tile_scheduler::RasterOrderOption;
 
-use super::op_specs::{AwqSpec, MoeSpec};
+use super::op_specs::{AwqSpec, MoeSm90Spec, MoeSpec};
 use super::spec_text::{extents, number};
 use crate::select::{Choice, ScaledMmSelection, Selection};
 
@@ -82,8 +82,10 @@ pub enum ConfigSpec {
     Sm90(Sm90Spec),
     /// The AWQ GEMM.
     Awq(AwqSpec),
-    /// The fused MoE layer.
+    /// The fused MoE layer on the SM80 grouped GEMMs.
     Moe(MoeSpec),
+    /// The fused MoE layer on the SM90 grouped GEMMs.
+    MoeSm90(MoeSm90Spec),
 }
 
 impl Sm80Spec {
@@ -115,7 +117,7 @@ impl ConfigSpec {
                 split_k_mode: s.split_k_mode.unwrap_or(SplitKMode::Parallel),
             }),
             ConfigSpec::Sm90(s) => Choice::Sm90(s.apply(GemmSm90Config::bf16(s.tile, s.schedule)), s.split_k),
-            ConfigSpec::Awq(_) | ConfigSpec::Moe(_) => return None,
+            ConfigSpec::Awq(_) | ConfigSpec::Moe(_) | ConfigSpec::MoeSm90(_) => return None,
         })
     }
 
@@ -125,7 +127,7 @@ impl ConfigSpec {
         match self {
             ConfigSpec::Sm80(_) | ConfigSpec::Sm90(_) => op == "gemm" || op == "scaled_mm",
             ConfigSpec::Awq(_) => op == "awq",
-            ConfigSpec::Moe(_) => op == "moe",
+            ConfigSpec::Moe(_) | ConfigSpec::MoeSm90(_) => op == "moe",
         }
     }
 
@@ -323,7 +325,7 @@ impl FromStr for ConfigSpec {
     type Err = SpecError;
 
     fn from_str(s: &str) -> Result<ConfigSpec, SpecError> {
-        use super::op_specs::{parse_awq, parse_moe, AWQ_GRAMMAR, MOE_GRAMMAR};
+        use super::op_specs::{parse_awq, parse_moe, parse_moe_sm90, AWQ_GRAMMAR, MOE_GRAMMAR};
         let s = s.trim();
         let err = |grammar: &'static str| {
             move |why: String| SpecError {
@@ -337,7 +339,11 @@ impl FromStr for ConfigSpec {
         } else if let Some(rest) = s.strip_prefix("awq:") {
             parse_awq(rest).map(ConfigSpec::Awq).map_err(err(AWQ_GRAMMAR))
         } else if let Some(rest) = s.strip_prefix("moe:") {
-            parse_moe(rest).map(ConfigSpec::Moe).map_err(err(MOE_GRAMMAR))
+            match parse_moe_sm90(rest) {
+                Some(form) => form.map(ConfigSpec::MoeSm90),
+                None => parse_moe(rest).map(ConfigSpec::Moe),
+            }
+            .map_err(err(MOE_GRAMMAR))
         } else {
             parse_sm80(s).map(ConfigSpec::Sm80).map_err(err(SM80_GRAMMAR))
         }
@@ -412,6 +418,7 @@ impl fmt::Display for ConfigSpec {
             ConfigSpec::Sm90(s) => s.fmt(f),
             ConfigSpec::Awq(s) => s.fmt(f),
             ConfigSpec::Moe(s) => s.fmt(f),
+            ConfigSpec::MoeSm90(s) => s.fmt(f),
         }
     }
 }
