@@ -78,16 +78,23 @@ fn sm80_specs(
             } else {
                 &[Some(SplitKMode::Serial), Some(SplitKMode::Parallel)]
             };
+            // Unsplit narrow decode tiles also with a 3-stage pipeline: one more CTA fits
+            // per SM, which beat the automatic depth at 32x14336x4096 on the H200 (session
+            // 10: 32x64x128 at 3 stages 31.9-32.1 us, at the automatic 4 32.4-32.8).
+            let shallow = split_k == 1 && tile[0] <= 32 && m <= 128;
+            let depths: &[Option<usize>] = if shallow { &[None, Some(3)] } else { &[None] };
             for &split_k_mode in modes {
-                out.push(ConfigSpec::Sm80(Sm80Spec {
-                    tile,
-                    warps,
-                    stages: None,
-                    split_k,
-                    split_k_mode,
-                    raster_swizzle,
-                    turing: false,
-                }));
+                for &stages in depths {
+                    out.push(ConfigSpec::Sm80(Sm80Spec {
+                        tile,
+                        warps,
+                        stages,
+                        split_k,
+                        split_k_mode,
+                        raster_swizzle,
+                        turing: false,
+                    }));
+                }
             }
         }
     }
@@ -499,6 +506,15 @@ mod tests {
                 "{m}: deep 8-bit candidates generate"
             );
         }
+        let c32: Vec<String> = gemm_candidates(32, 14336, 4096, 1, (9, 0), 132)
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(
+            c32.iter().any(|s| s == "32x64x128,1x4,3,1"),
+            "3-stage narrow tiles: {c32:?}"
+        );
+        assert!(c32.iter().any(|s| s == "32x64x128,1x4,auto,1"), "{c32:?}");
         for m in [256, 4096] {
             let c = gemm_candidates(m, 4096, 4096, 1, (9, 0), 132);
             assert!(
