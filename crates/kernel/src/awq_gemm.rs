@@ -30,6 +30,7 @@ pub use rcute_atom::Element;
 pub use rcute_collective::awq_mainloop::AwqMainloopConfig as AwqGemmConfig;
 use rcute_collective::awq_mainloop::{AwqMainloop, AWQ_BK, GROUP_SLOTS};
 
+mod chunks;
 mod load;
 mod load_per_copy;
 mod prepared;

@@ -11,6 +11,7 @@
 //! and the scales and zero words add their group row. No 64-bit multiply, division or
 //! generic-to-shared conversion per copy.
 
+use super::chunks::{decl, Chunks};
 use super::{guarded, s, Emit};
 use crate::emit::{Function as CFunction, Stmt};
 use rcute_collective::awq_mainloop::{AWQ_BK, GROUP_SLOTS};
@@ -19,17 +20,11 @@ use rcute_collective::awq_mainloop::{AWQ_BK, GROUP_SLOTS};
 /// thread-constant coordinates of copy `c`, the k-invariant source, the per-stage bound,
 /// advance or group offset, and the shared destination.
 struct Copy {
-    prefix: &'static str,
-    ty: String,
-    copies: i64,
-    chunks: i64,
-    coords: Vec<Stmt>,
-    comment: String,
+    /// Which chunks the kind's copies move ([`Chunks`]; its fields read through `Deref`).
+    which: Chunks,
     /// Source of the copy at k = 0 (where `valid`); for the scales and zero words, which
     /// keep no state, its element offset from the tensor's base.
     src0: String,
-    /// Whether the copy's rows / columns lie inside the problem (k-invariant).
-    valid: String,
     /// The K bound of a k-tile that reaches past K (`x`, `qweight`).
     k_ok: Option<String>,
     /// Advance of the source per k-tile (`x`, `qweight`); `None`: the group row's offset
@@ -56,25 +51,24 @@ struct Copy {
     row_step: Option<i64>,
 }
 
+impl std::ops::Deref for Copy {
+    type Target = Chunks;
+    fn deref(&self) -> &Chunks {
+        &self.which
+    }
+}
+
 impl Emit<'_> {
     /// The `x` and `qweight` copies of a stage.
     fn tile_copies(&self) -> Vec<Copy> {
         let p = self.p;
-        let [bm, bn, _] = p.config.tile;
+        let bn = p.config.tile[1];
         let stages = p.config.stages as i64;
         let vw = p.config.b_vector_words;
-        let ty = self.ty;
-        let d = |n: &str, e: String| Stmt::decl("const int", n, e);
         let (a_op, b_op) = (p.copy_a_addr.name.clone(), p.copy_b_addr.name.clone());
         let b_region = stages * p.a_stage_bytes;
         let a = Copy {
-            prefix: "a",
-            ty: format!("const {ty}*"),
-            copies: p.a_copies,
-            chunks: bm * AWQ_BK / 8,
-            coords: vec![d("r", "c >> 3".into()), d("ch", "c & 7".into())],
-            comment: "chunk c of the (BM, 64) x tile: row c / 8, 16-byte chunk c % 8; Sw<3,3,3> o (BM,64):(64,1) puts it at chunk ch ^ (r % 8)".into(),
-            valid: "m0 + r < M".into(),
+            which: self.x_chunks(),
             src0: "x + (long long)(m0 + r) * ldx + 8 * ch".into(),
             k_ok: Some("k0 + 8 * ch < K".into()),
             k_step: Some(AWQ_BK.to_string()),
@@ -92,15 +86,17 @@ impl Emit<'_> {
         let b = {
             let per = bn / 2; // 16-byte chunks per k16 block
             Copy {
-                prefix: "b",
-                ty: "const uint32_t*".into(),
-                copies: p.b_copies,
-                chunks: AWQ_BK * bn / 8 / vw,
-                coords: vec![d("kbi", format!("c / {per}")), d("cc", format!("c % {per}"))],
-                comment: format!(
-                    "chunk c of the prepared (64, BN/8) tile: k16 block c / {per}, chunk c % {per} of its run (the lanes' 16-byte words of rcute_collective::awq_prepared); k16 block kb starts at word 16 kb N8"
-                ),
-                valid: "(n0w >> 3) + (cc >> 5) < (N8 >> 3)".into(),
+                which: Chunks {
+                    prefix: "b",
+                    ty: "const uint32_t*".into(),
+                    copies: p.b_copies,
+                    chunks: AWQ_BK * bn / 8 / vw,
+                    coords: vec![decl("kbi", format!("c / {per}")), decl("cc", format!("c % {per}"))],
+                    comment: format!(
+                        "chunk c of the prepared (64, BN/8) tile: k16 block c / {per}, chunk c % {per} of its run (the lanes' 16-byte words of rcute_collective::awq_prepared); k16 block kb starts at word 16 kb N8"
+                    ),
+                    valid: "(n0w >> 3) + (cc >> 5) < (N8 >> 3)".into(),
+                },
                 src0: "qweight + ((long long)kbi * (N8 >> 3) + (n0w >> 3)) * 128 + 4 * cc".into(),
                 k_ok: Some("(k0 >> 4) + kbi < (K >> 4)".into()),
                 k_step: Some(format!("{AWQ_BK} * N8")),
@@ -122,25 +118,13 @@ impl Emit<'_> {
     /// The scale and zero-word copies of a stage (one group row per slot).
     fn group_copies(&self) -> Vec<Copy> {
         let p = self.p;
-        let bn = p.config.tile[1];
         let stages = p.config.stages as i64;
         let vw = p.config.b_vector_words;
-        let ty = self.ty;
-        let d = |n: &str, e: String| Stmt::decl("const int", n, e);
         let (a_op, b_op) = (p.copy_a_addr.name.clone(), p.copy_b_addr.name.clone());
         let s_region = stages * (p.a_stage_bytes + p.b_stage_bytes);
         let z_region = s_region + stages * p.s_stage_bytes;
-        let spr = bn / 8; // 16-byte scale chunks (8 columns) per group row
         let sc = Copy {
-            prefix: "s",
-            ty: format!("const {ty}*"),
-            copies: p.s_copies,
-            chunks: GROUP_SLOTS * spr,
-            coords: vec![d("slot", format!("c / {spr}")), d("w", format!("c % {spr}"))],
-            comment: format!(
-                "chunk c of the ({GROUP_SLOTS}, BN) scales [K/G, N]: group slot c / {spr} (group row g0 or g1), columns 8 (c % {spr}) .. + 8"
-            ),
-            valid: "n0w + w < N8".into(),
+            which: self.scale_chunks(),
             src0: "8 * (n0w + w)".into(),
             k_ok: None,
             k_step: None,
@@ -156,25 +140,8 @@ impl Emit<'_> {
             bytes: 16,
             row_step: None,
         };
-        let zpr = bn / 8 / vw;
         let z = Copy {
-            prefix: "z",
-            ty: "const uint32_t*".into(),
-            copies: p.z_copies,
-            chunks: GROUP_SLOTS * zpr,
-            coords: vec![
-                d("slot", format!("c / {zpr}")),
-                d(
-                    "w",
-                    if vw == 1 {
-                        format!("c % {zpr}")
-                    } else {
-                        format!("(c % {zpr}) * {vw}")
-                    },
-                ),
-            ],
-            comment: format!("copy c of the ({GROUP_SLOTS}, BN/8) zero words qzeros [K/G, N/8]: group slot c / {zpr}"),
-            valid: "n0w + w < N8".into(),
+            which: self.zero_chunks(),
             src0: "n0w + w".into(),
             k_ok: None,
             k_step: None,

@@ -7,6 +7,7 @@
 //! running-source loader of [`super::load`], which measured 1-6 % slower than this one on
 //! the unprepared kernels' table choices (H200, BENCHMARKS.md, AWQ helper awqdec).
 
+use super::chunks::{decl, Chunks};
 use super::{guarded, s, Emit};
 use crate::emit::{Function as CFunction, Stmt};
 use rcute_collective::awq_mainloop::{AWQ_BK, GROUP_SLOTS};
@@ -15,14 +16,9 @@ use rcute_collective::awq_mainloop::{AWQ_BK, GROUP_SLOTS};
 /// thread-constant coordinates of copy `c`, the k-invariant source (or `nullptr`), and the
 /// per-stage bound, source offset and shared destination.
 struct Copy {
-    prefix: &'static str,
-    ty: String,
-    copies: i64,
-    chunks: i64,
-    coords: Vec<Stmt>,
-    comment: String,
+    /// Which chunks the kind's copies move ([`Chunks`]; its fields read through `Deref`).
+    which: Chunks,
     src0: String,
-    valid: String,
     k_ok: Option<String>,
     k_off: String,
     fallback: &'static str,
@@ -30,21 +26,20 @@ struct Copy {
     op: String,
 }
 
+impl std::ops::Deref for Copy {
+    type Target = Chunks;
+    fn deref(&self) -> &Chunks {
+        &self.which
+    }
+}
+
 impl Emit<'_> {
     fn per_copy_copies(&self) -> Vec<Copy> {
         let p = self.p;
-        let [bm, bn, _] = p.config.tile;
+        let bn = p.config.tile[1];
         let vw = p.config.b_vector_words;
-        let ty = self.ty;
-        let d = |n: &str, e: String| Stmt::decl("const int", n, e);
         let a = Copy {
-            prefix: "a",
-            ty: format!("const {ty}*"),
-            copies: p.a_copies,
-            chunks: bm * AWQ_BK / 8,
-            coords: vec![d("r", "c >> 3".into()), d("ch", "c & 7".into())],
-            comment: "chunk c of the (BM, 64) x tile: row c / 8, 16-byte chunk c % 8; Sw<3,3,3> o (BM,64):(64,1) puts it at chunk ch ^ (r % 8)".into(),
-            valid: "m0 + r < M".into(),
+            which: self.x_chunks(),
             src0: "x + (long long)(m0 + r) * ldx + 8 * ch".into(),
             k_ok: Some("k0 + 8 * ch < K".into()),
             k_off: "k0".into(),
@@ -55,26 +50,28 @@ impl Emit<'_> {
         let b = {
             let cpr = bn / 8 / vw;
             Copy {
-            prefix: "b",
-            ty: "const uint32_t*".into(),
-            copies: p.b_copies,
-            chunks: AWQ_BK * bn / 8 / vw,
-            coords: vec![
-                d("r", format!("c / {cpr}")),
-                d(
-                    "w",
-                    if vw == 1 {
-                        format!("c % {cpr}")
-                    } else {
-                        format!("(c % {cpr}) * {vw}")
-                    },
-                ),
-            ],
-            comment: format!(
-                "copy c of the (64, BN/8) qweight word tile: row c / {cpr}, word (c % {cpr}) * {vw}; padded shared rows of {} words",
-                p.b_row_words
-            ),
-            valid: "n0w + w < N8".into(),
+                which: Chunks {
+                    prefix: "b",
+                    ty: "const uint32_t*".into(),
+                    copies: p.b_copies,
+                    chunks: AWQ_BK * bn / 8 / vw,
+                    coords: vec![
+                        decl("r", format!("c / {cpr}")),
+                        decl(
+                            "w",
+                            if vw == 1 {
+                                format!("c % {cpr}")
+                            } else {
+                                format!("(c % {cpr}) * {vw}")
+                            },
+                        ),
+                    ],
+                    comment: format!(
+                        "copy c of the (64, BN/8) qweight word tile: row c / {cpr}, word (c % {cpr}) * {vw}; padded shared rows of {} words",
+                        p.b_row_words
+                    ),
+                    valid: "n0w + w < N8".into(),
+                },
             src0: "qweight + (long long)r * N8 + (n0w + w)".into(),
             k_ok: Some("k0 + r < K".into()),
             k_off: "kw".into(),
@@ -85,17 +82,8 @@ impl Emit<'_> {
             // kernels (H200, BENCHMARKS.md, AWQ helper awq3).
         }
         };
-        let spr = bn / 8; // 16-byte scale chunks (8 columns) per group row
         let sc = Copy {
-            prefix: "s",
-            ty: format!("const {ty}*"),
-            copies: p.s_copies,
-            chunks: GROUP_SLOTS * spr,
-            coords: vec![d("slot", format!("c / {spr}")), d("w", format!("c % {spr}"))],
-            comment: format!(
-                "chunk c of the ({GROUP_SLOTS}, BN) scales [K/G, N]: group slot c / {spr} (group row g0 or g1), columns 8 (c % {spr}) .. + 8"
-            ),
-            valid: "n0w + w < N8".into(),
+            which: self.scale_chunks(),
             src0: "scales + 8 * (n0w + w)".into(),
             k_ok: None,
             k_off: "(long long)(slot ? g1 : g0) * N".into(),
@@ -103,25 +91,8 @@ impl Emit<'_> {
             dst: format!("sS + slot * {bn} + 8 * w"),
             op: p.copy_a.snippet.name.clone(),
         };
-        let zpr = bn / 8 / vw;
         let z = Copy {
-            prefix: "z",
-            ty: "const uint32_t*".into(),
-            copies: p.z_copies,
-            chunks: GROUP_SLOTS * zpr,
-            coords: vec![
-                d("slot", format!("c / {zpr}")),
-                d(
-                    "w",
-                    if vw == 1 {
-                        format!("c % {zpr}")
-                    } else {
-                        format!("(c % {zpr}) * {vw}")
-                    },
-                ),
-            ],
-            comment: format!("copy c of the ({GROUP_SLOTS}, BN/8) zero words qzeros [K/G, N/8]: group slot c / {zpr}"),
-            valid: "n0w + w < N8".into(),
+            which: self.zero_chunks(),
             src0: "qzeros + (n0w + w)".into(),
             k_ok: None,
             k_off: "(long long)(slot ? g1 : g0) * N8".into(),
