@@ -17,6 +17,7 @@
 //! [`LaunchConfig::with_programmatic_dependency`]: crate::launch::LaunchConfig::with_programmatic_dependency
 
 use crate::emit::Stmt;
+use crate::launch::{Function, LaunchConfig};
 use rcute_atom::grid_dependency::{grid_dependency_wait, launch_dependents};
 use rcute_atom::Snippet;
 
@@ -44,10 +45,17 @@ pub fn early_trigger(ctas: u64, sms: u32) -> bool {
     ctas.saturating_mul(2) <= u64::from(sms)
 }
 
+/// [`early_trigger`] for launch `lc` of `f` on `f`'s GPU: the value of the kernel's
+/// `early_trigger` argument.
+pub(crate) fn early_trigger_for(f: &Function, lc: &LaunchConfig) -> bool {
+    let ctas = lc.grid.volume().map_or(u64::MAX, u64::from);
+    early_trigger(ctas, f.gpu().sm_count())
+}
+
 /// The statements, placed before the kernel's first global memory access and before any
-/// early return: wait for the previous kernel, then, when the kernel has an `int`
-/// parameter named `early` and it is non-zero, let the next kernel launch (see
-/// [`early_trigger`]). Without the parameter the next kernel launches when this one exits.
+/// early return: wait for the previous kernel, then, with `early` the name of an `int`
+/// kernel parameter, let the next kernel launch when that is non-zero (see
+/// [`early_trigger`]). Without it the next kernel launches when this one exits.
 ///
 /// ```
 /// use rcute_kernel::emit::Stmt;

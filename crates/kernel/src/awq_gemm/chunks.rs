@@ -25,7 +25,24 @@ pub(super) fn decl(name: &str, e: String) -> Stmt {
     Stmt::decl("const int", name, e)
 }
 
+impl Chunks {
+    /// Whether copy `c` of a thread (of `threads`) moves a chunk of the stage that lies
+    /// inside the problem: `valid`, and `c < chunks` where the copies overrun the stage.
+    pub fn in_stage_and_problem(&self, threads: i64) -> String {
+        if self.copies * threads == self.chunks {
+            self.valid.clone()
+        } else {
+            format!("c < {} && {}", self.chunks, self.valid)
+        }
+    }
+}
+
 impl Emit<'_> {
+    /// `c`: the stage chunk of a thread's copy `i` (copies stride by the CTA's threads).
+    pub(super) fn copy_index(&self) -> Stmt {
+        Stmt::decl("const int", "c", format!("threadIdx.x + i * {}", self.p.threads))
+    }
+
     /// The `(BM, 64)` tile of `x`: 16-byte chunks, eight per row.
     pub(super) fn x_chunks(&self) -> Chunks {
         let p = self.p;

@@ -167,10 +167,6 @@ impl Emit<'_> {
         v
     }
 
-    fn copy_index(&self) -> Stmt {
-        Stmt::decl("const int", "c", format!("threadIdx.x + i * {}", self.p.threads))
-    }
-
     /// Setup statements (after `kt0`): per copy its source at the split's first k-tile
     /// (`{a,b,s,z}_src[i]`, the tensor's base outside the problem), its source size
     /// (`_sz`, 0 outside) and, for `x` and `qweight`, its advance per k-tile (`_adv`, 0
@@ -240,11 +236,7 @@ impl Emit<'_> {
             }
             let mut body = vec![self.copy_index()];
             body.extend(cp.coords.clone());
-            let valid = if cp.copies * self.p.threads == cp.chunks {
-                cp.valid.clone()
-            } else {
-                format!("c < {} && {}", cp.chunks, cp.valid)
-            };
+            let valid = cp.in_stage_and_problem(self.p.threads);
             body.push(Stmt::decl("const bool", "ok", valid));
             body.push(Stmt::assign(
                 format!("{arr}[i]"),

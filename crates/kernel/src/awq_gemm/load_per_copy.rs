@@ -103,10 +103,6 @@ impl Emit<'_> {
         vec![a, b, sc, z]
     }
 
-    fn per_copy_index(&self) -> Stmt {
-        Stmt::decl("const int", "c", format!("threadIdx.x + i * {}", self.p.threads))
-    }
-
     /// Setup statements: each copy's k-invariant source pointer (`{a,b,s,z}_src[i]`), or
     /// `nullptr` where the copy is outside the problem.
     pub(super) fn per_copy_sources(&self) -> Vec<Stmt> {
@@ -122,13 +118,9 @@ impl Emit<'_> {
                 len: cp.copies as usize,
                 comment: None,
             });
-            let mut body = vec![self.per_copy_index()];
+            let mut body = vec![self.copy_index()];
             body.extend(cp.coords.clone());
-            let valid = if cp.copies * self.p.threads == cp.chunks {
-                cp.valid.clone()
-            } else {
-                format!("c < {} && {}", cp.chunks, cp.valid)
-            };
+            let valid = cp.in_stage_and_problem(self.p.threads);
             body.push(Stmt::assign(
                 format!("{arr}[i]"),
                 format!("{valid} ? {} : nullptr", cp.src0),
@@ -187,7 +179,7 @@ impl Emit<'_> {
                 "{}({}, ok ? {src} + {off} : {}, ok)",
                 cp.op, cp.dst, cp.fallback
             )));
-            let mut l = vec![self.per_copy_index()];
+            let mut l = vec![self.copy_index()];
             l.extend(guarded(cp.chunks, cp.copies * p.threads, b));
             body.push(Stmt::unrolled("i", cp.copies, l));
         }

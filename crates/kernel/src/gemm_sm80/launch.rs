@@ -150,7 +150,8 @@ impl GeneratedGemm {
     }
 }
 
-fn check_name(f: &Function, want: &str) -> Result<(), GemmError> {
+/// `f` is the kernel named `want`, or [`GemmError::WrongFunction`] (both GEMM families).
+pub(crate) fn check_name(f: &Function, want: &str) -> Result<(), GemmError> {
     if f.name() != want {
         return Err(GemmError::WrongFunction {
             expected: want.into(),
@@ -179,7 +180,7 @@ pub unsafe fn launch(f: &Function, g: &GeneratedGemm, args: &GemmArgs) -> Result
     let blob = g.fusion_blob(None)?;
     args.validate(g)?;
     let lc = g.launch_config(args);
-    let early = early_trigger_of(f, &lc);
+    let early = crate::grid_dependency::early_trigger_for(f, &lc);
     // SAFETY: the parameter list matches the generated kernel's signature; the caller
     // guarantees the buffers.
     unsafe { f.launch(&lc, &g.main_args(args, &blob, early))? };
@@ -243,7 +244,7 @@ unsafe fn launch_with(
     check_name(reduce, &g.reduce_name)?;
     args.validate(g)?;
     let lc = g.launch_config(args);
-    let early = early_trigger_of(main, &lc);
+    let early = crate::grid_dependency::early_trigger_for(main, &lc);
     // SAFETY: as in `launch`.
     unsafe { main.launch(&lc, &g.main_args(args, blob, early))? };
     if args.split_k > 1 && args.split_k_mode == SplitKMode::Parallel {
@@ -255,11 +256,4 @@ unsafe fn launch_with(
         unsafe { reduce.launch(&cfg, &ka)? };
     }
     Ok(())
-}
-
-/// Whether launch `lc` of `f` triggers its dependents early
-/// ([`crate::grid_dependency::early_trigger`]).
-fn early_trigger_of(f: &Function, lc: &LaunchConfig) -> bool {
-    let ctas = lc.grid.volume().map_or(u64::MAX, u64::from);
-    crate::grid_dependency::early_trigger(ctas, f.gpu().sm_count())
 }

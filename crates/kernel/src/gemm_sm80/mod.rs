@@ -110,6 +110,7 @@ pub use config::{
     GemmSm80Config, GeneratedGemm, Sm80Target, SplitKMode, REDUCE_THREADS, TICKET_SMEM, TURING_SMEM_BUDGET,
 };
 pub use error::GemmError;
+pub(crate) use launch::check_name;
 pub use launch::{launch, launch_fused, launch_split_k};
 pub use rcute_atom::{Element as GemmElement, Major};
 pub use rcute_collective::StorageOrder;

@@ -191,12 +191,7 @@ pub unsafe fn launch_grouped(
     a: &Sm90GroupedArgs,
     max_ctas: u32,
 ) -> Result<(), GemmError> {
-    if f.name() != g.name {
-        return Err(GemmError::WrongFunction {
-            expected: g.name.clone(),
-            got: f.name().into(),
-        });
-    }
+    crate::gemm_sm80::check_name(f, &g.name)?;
     let maps = g.grouped_tensor_maps(a)?;
     let fe = |e: rcute_collective::FusionError| GemmError::Config(format!("fusion arguments: {e}"));
     let blob = FusionArgs::new().f32("alpha", 1.0).pack(&g.config.fusion).map_err(fe)?;
@@ -218,7 +213,7 @@ pub unsafe fn launch_grouped(
     ka = sp.device_args().iter().fold(ka, |ka, &v| ka.i32(v));
     let lc = g.grouped_launch_config(a, max_ctas)?;
     let ka = ka
-        .i32(super::launch::early_trigger_of(f, &lc))
+        .i32(i32::from(crate::grid_dependency::early_trigger_for(f, &lc)))
         .u64(a.d)
         .u64(a.sorted_ids)
         .u64(a.block_expert)

@@ -323,12 +323,7 @@ pub unsafe fn launch_split_k(
     fusion_args: &FusionArgs,
     max_ctas: u32,
 ) -> Result<(), GemmError> {
-    if reduce.name() != g.reduce_name {
-        return Err(GemmError::WrongFunction {
-            expected: g.reduce_name.clone(),
-            got: reduce.name().into(),
-        });
-    }
+    crate::gemm_sm80::check_name(reduce, &g.reduce_name)?;
     // SAFETY: as documented for this function.
     unsafe { launch_inner(main, Some(reduce), g, args, fusion_args, max_ctas) }
 }
@@ -341,12 +336,7 @@ pub(super) unsafe fn launch_inner(
     fusion_args: &FusionArgs,
     max_ctas: u32,
 ) -> Result<(), GemmError> {
-    if f.name() != g.name {
-        return Err(GemmError::WrongFunction {
-            expected: g.name.clone(),
-            got: f.name().into(),
-        });
-    }
+    crate::gemm_sm80::check_name(f, &g.name)?;
     let fusion = &g.config.fusion;
     let fe = |e: rcute_collective::FusionError| GemmError::Config(format!("fusion arguments: {e}"));
     let uses_c = fusion.needs_source(fusion_args).map_err(fe)?;
@@ -379,7 +369,7 @@ pub(super) unsafe fn launch_inner(
     let sp = g.scheduler_params(args)?;
     let ka = sp.device_args().iter().fold(ka, |ka, &v| ka.i32(v));
     let lc = g.launch_config(args, max_ctas)?;
-    let ka = ka.i32(early_trigger_of(f, &lc));
+    let ka = ka.i32(i32::from(crate::grid_dependency::early_trigger_for(f, &lc)));
     // SAFETY: the parameter list matches the generated kernel's signature; the caller
     // guarantees the buffers.
     unsafe { f.launch(&lc, &ka)? };
@@ -415,11 +405,4 @@ pub(super) unsafe fn launch_inner(
         unsafe { reduce.launch(&cfg, &rk)? };
     }
     Ok(())
-}
-
-/// The main kernel's `early_trigger` argument for launch `lc` of `f`
-/// ([`crate::grid_dependency::early_trigger`]).
-pub(super) fn early_trigger_of(f: &Function, lc: &LaunchConfig) -> i32 {
-    let ctas = lc.grid.volume().map_or(u64::MAX, u64::from);
-    i32::from(crate::grid_dependency::early_trigger(ctas, f.gpu().sm_count()))
 }
