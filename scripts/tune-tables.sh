@@ -12,10 +12,10 @@ D4=""; D14=""; for m in 1 2 4 8 16 32 64 128; do D4="$D4 --shape ${m}x4096x4096"
 BIG="--shape 2048x2048x2048 --shape 4096x4096x4096 --shape 4096x14336x4096 --shape 8192x8192x8192"
 A=""; for n in 4096 14336; do for m in 1 16 32 64; do A="$A --shape ${m}x${n}x4096"; done; done
 set -e
-$R tune gemm $D4 --budget 2 --iters 7 --out "$T"
-$R tune gemm $D14 --budget 1.5 --iters 7 --out "$T"
+$R tune gemm $D4 --budget 3 --iters 7 --out "$T"
+$R tune gemm $D14 --budget 3 --iters 7 --out "$T"
 $R tune gemm $BIG --budget 3 --iters 5 --out "$T"
-$R tune scaled-mm $D4 $D14 --budget 1.5 --iters 7 --out "$T"
+$R tune scaled-mm $D4 $D14 --budget 3 --iters 7 --out "$T"
 $R tune scaled-mm $BIG --budget 3 --iters 5 --out "$T"
 $R tune scaled-mm --dtype e4m3 $D4 $D14 --budget 1 --iters 7 --out "$T"
 $R tune scaled-mm --dtype e4m3 --shape 4096x14336x4096 --shape 8192x8192x8192 --budget 3 --iters 5 --out "$T"
