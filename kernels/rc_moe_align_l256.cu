@@ -24,6 +24,28 @@ __device__ __forceinline__ long long rc_min(long long a, long long b) { return a
 __device__ __forceinline__ long long rc_max(long long a, long long b) { return a > b ? a : b; }
 __device__ __forceinline__ long long rc_abs(long long a) { return a < 0 ? -a : a; }
 
+// --- from rcute-atom rc_grid_dependency_wait ---
+__device__ __forceinline__ void rc_grid_dependency_wait() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.wait;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
+// --- from rcute-atom rc_launch_dependents ---
+__device__ __forceinline__ void rc_launch_dependents() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.launch_dependents;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
 // N = T * k routed entries; local experts [expert_offset, expert_offset + L); one block
 extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_align_l256(
     const int* __restrict__ topk_ids,
@@ -36,8 +58,15 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_align_l256(
     int expert_offset,
     int L,
     int block_m,
-    int max_rows
+    int max_rows,
+    int early_trigger
 ) {
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
+  rc_grid_dependency_wait();
+  if (early_trigger) {
+    // few CTAs: the next kernel may launch now and wait on the idle SMs
+    rc_launch_dependents();
+  }
   __shared__ int warp_count[8192];
   __shared__ int row_offset[257];
   __shared__ int expert_count[256];

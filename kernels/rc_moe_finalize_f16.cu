@@ -24,6 +24,28 @@ __device__ __forceinline__ long long rc_min(long long a, long long b) { return a
 __device__ __forceinline__ long long rc_max(long long a, long long b) { return a > b ? a : b; }
 __device__ __forceinline__ long long rc_abs(long long a) { return a < 0 ? -a : a; }
 
+// --- from rcute-atom rc_grid_dependency_wait ---
+__device__ __forceinline__ void rc_grid_dependency_wait() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.wait;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
+// --- from rcute-atom rc_launch_dependents ---
+__device__ __forceinline__ void rc_launch_dependents() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.launch_dependents;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
 // y[t] = sum over the token's local entries j and the K splits s of out[s][t * k + j], j then s ascending; one thread per 8 elements
 extern "C" __global__ __launch_bounds__(256) void rc_moe_finalize_f16(
     const __half* __restrict__ out,
@@ -35,8 +57,15 @@ extern "C" __global__ __launch_bounds__(256) void rc_moe_finalize_f16(
     int expert_offset,
     int L,
     int splits,
-    long long split_stride
+    long long split_stride,
+    int early_trigger
 ) {
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
+  rc_grid_dependency_wait();
+  if (early_trigger) {
+    // few CTAs: the next kernel may launch now and wait on the idle SMs
+    rc_launch_dependents();
+  }
   const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
   const int vecs = H / 8;
   if (i >= (long long)T * vecs) {

@@ -24,6 +24,28 @@ __device__ __forceinline__ long long rc_min(long long a, long long b) { return a
 __device__ __forceinline__ long long rc_max(long long a, long long b) { return a > b ? a : b; }
 __device__ __forceinline__ long long rc_abs(long long a) { return a < 0 ? -a : a; }
 
+// --- from rcute-atom rc_grid_dependency_wait ---
+__device__ __forceinline__ void rc_grid_dependency_wait() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.wait;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
+// --- from rcute-atom rc_launch_dependents ---
+__device__ __forceinline__ void rc_launch_dependents() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.launch_dependents;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
 // out[m] = x[sorted_ids[m] / topk] (zeros in padding rows) for m < total_rows; one CTA per row
 extern "C" __global__ __launch_bounds__(128) void rc_moe_gather_rows_bf16(
     const __nv_bfloat16* __restrict__ x,
@@ -33,8 +55,15 @@ extern "C" __global__ __launch_bounds__(128) void rc_moe_gather_rows_bf16(
     int H,
     long long ldx,
     int entries,
-    int topk
+    int topk,
+    int early_trigger
 ) {
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
+  rc_grid_dependency_wait();
+  if (early_trigger) {
+    // few CTAs: the next kernel may launch now and wait on the idle SMs
+    rc_launch_dependents();
+  }
   const int m = blockIdx.x;
   // rows past this routing's padded rows are never read by the GEMM
   if (m >= __ldg(total_rows)) {

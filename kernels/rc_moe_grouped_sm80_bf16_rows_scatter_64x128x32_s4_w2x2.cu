@@ -80,6 +80,28 @@ __device__ __forceinline__ void rc_mma_m16n8k16_f32_bf16_bf16_f32(float (&d)[4],
         "f"(c[2]), "f"(c[3]));
 }
 
+// --- from rcute-atom rc_grid_dependency_wait ---
+__device__ __forceinline__ void rc_grid_dependency_wait() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.wait;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
+// --- from rcute-atom rc_launch_dependents ---
+__device__ __forceinline__ void rc_launch_dependents() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.launch_dependents;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
 // A: element offset of (mn, k) in stage 0 of the smem layout
 //   Sw<2,3,3> o 0 o ((8,8),(32,1),(1,4)):((32,256),(1,0),(0,2048))
 // (stage s adds s * BMN * BK: the stage stride is a multiple of the swizzle period).
@@ -121,8 +143,15 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_ro
     int topk,
     int k_per_split,
     long long split_stride,
-    int up_first
+    int up_first,
+    int early_trigger
 ) {
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
+  rc_grid_dependency_wait();
+  if (early_trigger) {
+    // few CTAs: the next kernel may launch now and wait on the idle SMs
+    rc_launch_dependents();
+  }
   // Shared memory: sA Sw<2,3,3> o 0 o ((8,8),(32,1),(1,4)):((32,256),(1,0),(0,2048)) | sB Sw<2,3,3> o 0 o ((8,16),(32,1),(1,4)):((32,256),(1,0),(0,4096))
   extern __shared__ __align__(128) unsigned char rc_smem[];
   __nv_bfloat16* const sA = reinterpret_cast<__nv_bfloat16*>(rc_smem);  // (BM,BK,PIPE) = (64,32,4)

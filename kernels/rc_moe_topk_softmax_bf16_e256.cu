@@ -24,6 +24,28 @@ __device__ __forceinline__ long long rc_min(long long a, long long b) { return a
 __device__ __forceinline__ long long rc_max(long long a, long long b) { return a > b ? a : b; }
 __device__ __forceinline__ long long rc_abs(long long a) { return a < 0 ? -a : a; }
 
+// --- from rcute-atom rc_grid_dependency_wait ---
+__device__ __forceinline__ void rc_grid_dependency_wait() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.wait;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
+// --- from rcute-atom rc_launch_dependents ---
+__device__ __forceinline__ void rc_launch_dependents() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "griddepcontrol.launch_dependents;\n"
+      : 
+      : 
+      : "memory");
+  #endif
+}
+
 // softmax over E experts in f32, the K largest (ties to the lower index), one warp per token
 extern "C" __global__ __launch_bounds__(128) void rc_moe_topk_softmax_bf16_e256(
     const __nv_bfloat16* __restrict__ logits,
@@ -32,8 +54,15 @@ extern "C" __global__ __launch_bounds__(128) void rc_moe_topk_softmax_bf16_e256(
     int T,
     int E,
     int K,
-    int renormalize
+    int renormalize,
+    int early_trigger
 ) {
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
+  rc_grid_dependency_wait();
+  if (early_trigger) {
+    // few CTAs: the next kernel may launch now and wait on the idle SMs
+    rc_launch_dependents();
+  }
   const int lane = threadIdx.x % 32;
   const long long ld_x = E;
   const long long ld_k = K;

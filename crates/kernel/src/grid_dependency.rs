@@ -12,12 +12,15 @@
 //!
 //! On a split-K GEMM this hides the reduction kernel's launch behind the main kernel's
 //! tail, and in a sequence of GEMMs (a decoder layer, a CUDA graph) each launch behind the
-//! previous kernel's.
+//! previous kernel's. The small kernels around the grouped GEMMs of the MoE layer (routing,
+//! gather, quantization, finalize) are links of the same chain: [`chain_link`] opens them
+//! with [`prologue`]`(Some(`[`EARLY_TRIGGER`]`))` and ends their parameter list with the
+//! flag, and [`launch_chained`] launches them.
 //!
 //! [`LaunchConfig::with_programmatic_dependency`]: crate::launch::LaunchConfig::with_programmatic_dependency
 
-use crate::emit::Stmt;
-use crate::launch::{Function, LaunchConfig};
+use crate::emit::{Function as CFunction, Stmt};
+use crate::launch::{Function, KernelArgs, LaunchConfig, LaunchError};
 use rcute_atom::grid_dependency::{grid_dependency_wait, launch_dependents};
 use rcute_atom::Snippet;
 
@@ -82,4 +85,61 @@ pub fn prologue(early: Option<&str>) -> Vec<Stmt> {
         });
     }
     v
+}
+
+/// The name of the `int` parameter that carries [`early_trigger`]'s answer into a kernel.
+pub const EARLY_TRIGGER: &str = "early_trigger";
+
+/// The `(type, name)` of the [`EARLY_TRIGGER`] parameter, the last of a chained kernel's.
+pub fn early_trigger_param() -> (String, String) {
+    ("int".into(), EARLY_TRIGGER.into())
+}
+
+/// `f` as a link of a chain of programmatically dependent kernels: its body opened by
+/// [`prologue`]`(Some(EARLY_TRIGGER))` and [`early_trigger_param`] appended to its
+/// parameters (the unit needs [`snippets`]); launch it with [`launch_chained`].
+///
+/// ```
+/// use rcute_kernel::emit::{Function, Stmt};
+/// use rcute_kernel::grid_dependency::{chain_link, early_trigger_param};
+/// let f = Function {
+///     qualifiers: "extern \"C\" __global__".into(),
+///     ret: "void".into(),
+///     name: "k".into(),
+///     params: vec![("int*".into(), "p".into())],
+///     doc: vec![],
+///     body: vec![Stmt::assign("p[0]", "1")],
+/// };
+/// let l = chain_link(f);
+/// assert_eq!(l.params.last(), Some(&early_trigger_param()));
+/// assert_eq!(l.body[1], Stmt::Expr("rc_grid_dependency_wait()".into()));
+/// assert_eq!(l.body.last(), Some(&Stmt::assign("p[0]", "1")));
+/// ```
+pub fn chain_link(mut f: CFunction) -> CFunction {
+    let mut body = prologue(Some(EARLY_TRIGGER));
+    body.append(&mut f.body);
+    f.body = body;
+    f.params.push(early_trigger_param());
+    f
+}
+
+/// Launches `f` as a link of a chain of programmatically dependent kernels: `lc` with the
+/// dependency ([`LaunchConfig::with_programmatic_dependency`]) and `args` followed by the
+/// [`EARLY_TRIGGER`] flag that [`early_trigger`] gives this grid on `f`'s GPU. The kernel
+/// opens with [`prologue`]`(Some(EARLY_TRIGGER))` and its last parameter is
+/// [`early_trigger_param`].
+///
+/// # Errors
+///
+/// As [`Function::launch`].
+///
+/// # Safety
+///
+/// As [`Function::launch`]: `args` are the kernel's parameters but the last, and every
+/// buffer they name is valid for the kernel.
+pub unsafe fn launch_chained(f: &Function, lc: LaunchConfig, args: KernelArgs) -> Result<(), LaunchError> {
+    let lc = lc.with_programmatic_dependency(true);
+    let args = args.i32(i32::from(early_trigger_for(f, &lc)));
+    // SAFETY: the caller's guarantee, and the flag is the kernel's last parameter.
+    unsafe { f.launch(&lc, &args) }
 }

@@ -115,8 +115,10 @@ impl GeneratedGroupedGemm {
         (tiles + a.splits.max(1) - 1) / a.splits.max(1) * bk
     }
 
-    /// The kernel's arguments in order.
-    pub fn args(&self, a: &GroupedGemmArgs) -> KernelArgs {
+    /// The kernel's arguments in order, but its last (the early-trigger flag that
+    /// [`crate::grid_dependency::launch_chained`] adds: the kernel is a link of the MoE
+    /// layer's chain).
+    pub(crate) fn args(&self, a: &GroupedGemmArgs) -> KernelArgs {
         KernelArgs::new()
             .u64(a.a)
             .u64(a.b)
@@ -165,7 +167,7 @@ impl GeneratedGroupedGemm {
             )));
         }
         // SAFETY: the caller guarantees the buffers; the arguments match the signature.
-        unsafe { f.launch(&self.launch_config(a), &self.args(a))? };
+        unsafe { crate::grid_dependency::launch_chained(f, self.launch_config(a), self.args(a))? };
         Ok(())
     }
 }

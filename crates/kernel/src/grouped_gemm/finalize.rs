@@ -202,8 +202,8 @@ pub fn generate(element: Element) -> Result<GeneratedMoeFinalize, GroupedGemmErr
         doc: vec!["y[t] = sum over the token's local entries j and the K splits s of out[s][t * k + j], j then s ascending; one thread per 8 elements".into()],
         body,
     };
-    let mut items = unit_preamble(&[], "");
-    items.push(Item::Function(f));
+    let mut items = unit_preamble(&crate::grid_dependency::snippets(), "");
+    items.push(Item::Function(crate::grid_dependency::chain_link(f)));
     let unit = Unit {
         header: vec![
             format!("{name}: per token, the sum of its k expert rows in a fixed order (deterministic, no atomics)"),
@@ -251,8 +251,10 @@ impl GeneratedMoeFinalize {
         LaunchConfig::new((n.div_ceil(u64::from(THREADS)).max(1) as u32, 1, 1), THREADS)
     }
 
-    /// The kernel's arguments in order.
-    pub fn args(&self, a: &MoeFinalizeArgs) -> KernelArgs {
+    /// The kernel's arguments in order, but its last (the early-trigger flag that
+    /// [`crate::grid_dependency::launch_chained`] adds: the kernel is a link of the MoE
+    /// layer's chain).
+    pub(crate) fn args(&self, a: &MoeFinalizeArgs) -> KernelArgs {
         KernelArgs::new()
             .u64(a.out)
             .u64(a.topk_ids)
@@ -275,7 +277,7 @@ impl GeneratedMoeFinalize {
     pub unsafe fn launch(&self, f: &Function, a: &MoeFinalizeArgs) -> Result<(), GroupedGemmError> {
         self.check(a)?;
         // SAFETY: the caller guarantees the buffers; the arguments match the signature.
-        unsafe { f.launch(&self.launch_config(a), &self.args(a))? };
+        unsafe { crate::grid_dependency::launch_chained(f, self.launch_config(a), self.args(a))? };
         Ok(())
     }
 }

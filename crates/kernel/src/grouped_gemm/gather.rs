@@ -116,8 +116,8 @@ pub fn generate(element: Element) -> Result<GeneratedMoeGather, GroupedGemmError
         ],
         body,
     };
-    let mut items = unit_preamble(&[], "");
-    items.push(Item::Function(f));
+    let mut items = unit_preamble(&crate::grid_dependency::snippets(), "");
+    items.push(Item::Function(crate::grid_dependency::chain_link(f)));
     let unit = Unit {
         header: vec![
             format!(
@@ -159,8 +159,10 @@ impl GeneratedMoeGather {
         LaunchConfig::new((a.rows.max(1) as u32, 1, 1), THREADS)
     }
 
-    /// The kernel's arguments in order.
-    pub fn args(&self, a: &MoeGatherArgs) -> KernelArgs {
+    /// The kernel's arguments in order, but its last (the early-trigger flag that
+    /// [`crate::grid_dependency::launch_chained`] adds: the kernel is a link of the MoE
+    /// layer's chain).
+    pub(crate) fn args(&self, a: &MoeGatherArgs) -> KernelArgs {
         KernelArgs::new()
             .u64(a.x)
             .u64(a.out)
@@ -182,7 +184,7 @@ impl GeneratedMoeGather {
     pub unsafe fn launch(&self, f: &Function, a: &MoeGatherArgs) -> Result<(), GroupedGemmError> {
         self.check(a)?;
         // SAFETY: the caller guarantees the buffers; the arguments match the signature.
-        unsafe { f.launch(&self.launch_config(a), &self.args(a))? };
+        unsafe { crate::grid_dependency::launch_chained(f, self.launch_config(a), self.args(a))? };
         Ok(())
     }
 }

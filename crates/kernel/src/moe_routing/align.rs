@@ -169,7 +169,9 @@ impl GeneratedMoeAlign {
         LaunchConfig::new(Dim3::new(1, 1, 1), THREADS)
     }
 
-    /// The kernel's arguments in order (after [`Self::check`]).
+    /// The kernel's arguments in order (after [`Self::check`]), but its last
+    /// ([`crate::grid_dependency::launch_chained`] adds the early-trigger flag: this kernel
+    /// is a link of the MoE layer's chain).
     pub fn args(&self, a: &MoeAlignArgs) -> Result<KernelArgs, MoeRoutingError> {
         let cap = self.check(a)?;
         Ok(KernelArgs::new()
@@ -190,8 +192,8 @@ impl GeneratedMoeAlign {
 /// Generates the alignment kernel (up to [`MAX_LOCAL_EXPERTS`] local experts).
 pub fn generate() -> GeneratedMoeAlign {
     let name = format!("rc_moe_align_l{MAX_LOCAL_EXPERTS}");
-    let mut items = unit_preamble(&[], "");
-    items.push(Item::Function(kernel(&name)));
+    let mut items = unit_preamble(&crate::grid_dependency::snippets(), "");
+    items.push(Item::Function(crate::grid_dependency::chain_link(kernel(&name))));
     let unit = Unit {
         header: vec![
             format!(

@@ -101,7 +101,8 @@ impl GeneratedTopkSoftmax {
         LaunchConfig::new(Dim3::new(blocks, 1, 1), 32 * WARPS)
     }
 
-    /// The kernel's arguments in order.
+    /// The kernel's arguments in order, but its last ([`crate::grid_dependency::launch_chained`]
+    /// adds the early-trigger flag: this kernel is a link of the MoE layer's chain).
     pub fn args(&self, a: &TopkSoftmaxArgs) -> KernelArgs {
         KernelArgs::new()
             .u64(a.logits)
@@ -131,13 +132,13 @@ pub fn generate(element: Element, max_experts: u32) -> Result<GeneratedTopkSoftm
     }
     let values_per_lane = max_experts.div_ceil(32).next_power_of_two();
     let name = format!("rc_moe_topk_softmax_{element}_e{}", 32 * values_per_lane);
-    let mut items = unit_preamble(&[], "");
-    items.push(Item::Function(kernel(
+    let mut items = unit_preamble(&crate::grid_dependency::snippets(), "");
+    items.push(Item::Function(crate::grid_dependency::chain_link(kernel(
         &name,
         element.cuda_type(),
         load,
         values_per_lane,
-    )?));
+    )?)));
     let unit = Unit {
         header: vec![
             format!(

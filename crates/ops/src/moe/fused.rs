@@ -16,7 +16,7 @@ use rcute_kernel::grouped_gemm::{
 };
 use rcute_kernel::moe_routing::align::{self, MoeAlignArgs};
 use rcute_kernel::moe_routing::topk_softmax::{self, TopkSoftmaxArgs};
-use rcute_kernel::{CompileOptions, Function, KernelCache};
+use rcute_kernel::{grid_dependency, CompileOptions, Function, KernelCache};
 
 pub(crate) fn element(d: DType) -> Result<Element, OpsError> {
     Ok(match d {
@@ -110,7 +110,7 @@ impl Ops {
         let ka = g.args(&a).map_err(boxed)?;
         // SAFETY: `ids` holds T * k int32 (validated view or workspace region); the output
         // regions are sized by `align_capacity` for these shapes (the workspace layout).
-        unsafe { f.launch(&g.launch_config(), &ka) }.map_err(boxed)
+        unsafe { grid_dependency::launch_chained(&f, g.launch_config(), ka) }.map_err(boxed)
     }
 
     /// Top-k softmax of validated logits `lg [T, E]` into device `ids` / `weights`
@@ -139,7 +139,7 @@ impl Ops {
         };
         g.check(&a).map_err(boxed)?;
         // SAFETY: logits validated [T, E]; the caller's ids / weights hold T * k each.
-        unsafe { f.launch(&g.launch_config(&a), &g.args(&a)) }.map_err(boxed)
+        unsafe { grid_dependency::launch_chained(&f, g.launch_config(&a), g.args(&a)) }.map_err(boxed)
     }
 
     /// The routing of a validated layer into the regions of `l`: top-k softmax of the
