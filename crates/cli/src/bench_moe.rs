@@ -236,7 +236,8 @@ fn parse_paths(v: &[String]) -> Result<Vec<MoePath>, String> {
             "sm80" => Ok(MoePath::Sm80),
             "sm90" => Ok(MoePath::Sm90),
             "sm90-narrow" => Ok(MoePath::Sm90Narrow),
-            other => Err(format!("--path {other}: auto, sm80, sm90 or sm90-narrow")),
+            "sm90-cluster" => Ok(MoePath::Sm90Cluster),
+            other => Err(format!("--path {other}: auto, sm80, sm90, sm90-narrow or sm90-cluster")),
         })
         .collect()
 }

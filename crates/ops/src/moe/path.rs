@@ -17,6 +17,17 @@ pub enum MoePath {
     /// Always the SM90 family, GEMM2 on [`SM90_NARROW_TILE`] (128x128) tiles: an error on
     /// other GPUs.
     Sm90Narrow,
+    /// Always the SM90 family, GEMM1 on 2x1 CTA clusters that multicast each weight tile
+    /// to two row tiles of its expert ([`rcute_kernel::grouped_gemm::sm90_cluster_config`]),
+    /// GEMM2's tile by the rule ([`sm90_gemm2_tile`]): an error on other GPUs.
+    Sm90Cluster,
+}
+
+impl MoePath {
+    /// Whether the path forces the SM90 family.
+    pub fn forces_sm90(self) -> bool {
+        matches!(self, MoePath::Sm90 | MoePath::Sm90Narrow | MoePath::Sm90Cluster)
+    }
 }
 
 use rcute_kernel::grouped_gemm::{SM90_NARROW_TILE, SM90_TILE};
@@ -42,8 +53,32 @@ pub const SM90_MIN_ROWS_PER_EXPERT: usize = 64;
 pub fn sm90_chosen(path: MoePath, cc: (u32, u32), entries: usize, local: usize) -> bool {
     match path {
         MoePath::Sm80 => false,
-        MoePath::Sm90 | MoePath::Sm90Narrow => true,
+        MoePath::Sm90 | MoePath::Sm90Narrow | MoePath::Sm90Cluster => true,
         MoePath::Auto => cc == (9, 0) && entries >= SM90_MIN_ROWS_PER_EXPERT * local.max(1),
+    }
+}
+
+/// Routed rows per local expert (on average) from which [`MoePath::Auto`] runs GEMM1 on
+/// 2x1 clusters ([`sm90_gemm1_cluster`]): two row tiles, so that most clusters pair two
+/// row tiles of one expert and read each weight tile once for both.
+pub const SM90_CLUSTER_MIN_ROWS_PER_EXPERT: usize = 256;
+
+/// Whether GEMM1 of the SM90 family runs on 2x1 CTA clusters
+/// ([`rcute_kernel::grouped_gemm::sm90_cluster_config`]) for `entries` routed rows over
+/// `local` experts: always with [`MoePath::Sm90Cluster`], never with the other forced
+/// paths, and for [`MoePath::Auto`] once the experts average
+/// [`SM90_CLUSTER_MIN_ROWS_PER_EXPERT`] rows.
+///
+/// ```
+/// use rcute_ops::moe::{sm90_gemm1_cluster, MoePath};
+/// assert!(sm90_gemm1_cluster(MoePath::Sm90Cluster, 512, 8));
+/// assert!(!sm90_gemm1_cluster(MoePath::Sm90, 8192, 8));
+/// ```
+pub fn sm90_gemm1_cluster(path: MoePath, entries: usize, local: usize) -> bool {
+    match path {
+        MoePath::Sm90Cluster => true,
+        MoePath::Auto => entries >= SM90_CLUSTER_MIN_ROWS_PER_EXPERT * local.max(1),
+        MoePath::Sm80 | MoePath::Sm90 | MoePath::Sm90Narrow => false,
     }
 }
 
@@ -74,7 +109,7 @@ pub fn sm90_gemm2_tile(path: MoePath, entries: usize, local: usize, hidden: usiz
     match path {
         MoePath::Sm90 => return SM90_TILE,
         MoePath::Sm90Narrow => return SM90_NARROW_TILE,
-        MoePath::Auto | MoePath::Sm80 => {}
+        MoePath::Auto | MoePath::Sm80 | MoePath::Sm90Cluster => {}
     }
     let bm = SM90_TILE[0] as f64;
     let mu = entries as f64 / local.max(1) as f64;
