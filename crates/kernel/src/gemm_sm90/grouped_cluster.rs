@@ -208,3 +208,74 @@ pub(super) fn operand_loads(k: &Ctx, g: Sm90Grouped) -> Vec<Stmt> {
         },
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    /// The device walk (`rc_grouped_cluster_tile`) line by line on the host: `(tile_m,
+    /// tile_n, mine, shared_b)` of work id `w` for rank `rank`, or `None` (skipped).
+    fn item(w: usize, rank: usize, tiles_n: usize, offsets: &[usize]) -> Option<(usize, usize, bool, bool)> {
+        let half_band = (super::super::grouped::WALK_BAND / 2) as usize;
+        let pairs_n = tiles_n.div_ceil(2);
+        let t = w / pairs_n;
+        let e = (0..offsets.len() - 1).find(|&e| offsets[e] <= t && t < offsets[e + 1])?;
+        let (f, cnt) = (offsets[e], offsets[e + 1] - offsets[e]);
+        let (pairs, odd) = (cnt / 2, cnt % 2);
+        let nb = if pairs > 0 { pairs.div_ceil(half_band) } else { 1 };
+        let (base, rem) = (pairs / nb, pairs % nb);
+        let q = ((t - f) / 2).min(pairs.max(1) - 1);
+        let j = if pairs == 0 {
+            0
+        } else if q < rem * (base + 1) {
+            q / (base + 1)
+        } else {
+            rem + (q - rem * (base + 1)) / base
+        };
+        let psize = base + usize::from(j < rem);
+        let start = f + 2 * (j * base + j.min(rem));
+        let rows = 2 * psize + if j == nb - 1 { odd } else { 0 };
+        let local = w - start * pairs_n;
+        assert!(local < rows * pairs_n, "work id {w} outside its band");
+        let (c, i) = (local / rows, local % rows);
+        if i < 2 * psize {
+            let tn = 2 * c + (i & 1);
+            return (tn < tiles_n).then_some((start + (i & !1) + rank, tn, true, true));
+        }
+        Some((start + i, 2 * c + rank, 2 * c + rank < tiles_n, false))
+    }
+
+    /// Every (row tile, column tile) of every expert is one CTA's tile exactly once; a
+    /// cluster's two CTAs share B (same column, two row tiles of one expert) or A (one row
+    /// tile), and skip the same ids.
+    #[test]
+    fn the_cluster_walk_covers_each_tile_once() {
+        for counts in [&[0usize, 1, 2, 3][..], &[5, 0, 40, 7], &[1], &[17, 16, 33]] {
+            let mut offsets = vec![0];
+            for c in counts {
+                offsets.push(offsets.last().unwrap() + c);
+            }
+            let used = *offsets.last().unwrap();
+            for tiles_n in 1..6 {
+                let mut seen = vec![0u8; used * tiles_n];
+                for w in 0..used.div_ceil(2) * 2 * tiles_n.div_ceil(2) + 3 {
+                    let (a, b) = (item(w, 0, tiles_n, &offsets), item(w, 1, tiles_n, &offsets));
+                    assert_eq!(a.is_some(), b.is_some());
+                    let (Some(a), Some(b)) = (a, b) else { continue };
+                    assert_eq!(a.3, b.3);
+                    if a.3 {
+                        assert_eq!((a.1, a.0 + 1), (b.1, b.0));
+                    } else {
+                        assert_eq!(a.0, b.0);
+                    }
+                    let expert = |t: usize| offsets.iter().rposition(|&o| o <= t).unwrap();
+                    assert_eq!(expert(a.0), expert(b.0), "one expert per cluster");
+                    for (tm, tn, mine, _) in [a, b] {
+                        if mine {
+                            seen[tm * tiles_n + tn] += 1;
+                        }
+                    }
+                }
+                assert!(seen.iter().all(|&s| s == 1), "{counts:?} tiles_n {tiles_n}: {seen:?}");
+            }
+        }
+    }
+}
