@@ -237,7 +237,10 @@ fn parse_paths(v: &[String]) -> Result<Vec<MoePath>, String> {
             "sm90" => Ok(MoePath::Sm90),
             "sm90-narrow" => Ok(MoePath::Sm90Narrow),
             "sm90-cluster" => Ok(MoePath::Sm90Cluster),
-            other => Err(format!("--path {other}: auto, sm80, sm90, sm90-narrow or sm90-cluster")),
+            "sm90-narrow-cluster" => Ok(MoePath::Sm90NarrowCluster),
+            other => Err(format!(
+                "--path {other}: auto, sm80, sm90, sm90-narrow, sm90-cluster or sm90-narrow-cluster"
+            )),
         })
         .collect()
 }

@@ -68,12 +68,9 @@ impl Ops {
     pub(crate) fn launch_fused_moe_sm90(&self, p: &MoeProblem) -> Result<(), OpsError> {
         let _scope = self.launch_scope();
         let el = element(p.dtype)?;
-        let gemm1 = if sm90_gemm1_cluster(p.path, p.tokens * p.topk, p.local_experts) {
-            sm90_cluster_config(el, GroupedEpilogue::SwiGlu, SM90_TILE)
-        } else {
-            sm90_config(el, GroupedEpilogue::SwiGlu, SM90_TILE)
-        };
-        let (g1, f1) = self.grouped_sm90_kernel(&gemm1)?;
+        let w13_bytes = 2 * p.inter * p.hidden * p.dtype.bytes();
+        let cluster = sm90_gemm1_cluster(p.path, p.tokens * p.topk, p.local_experts, w13_bytes);
+        let (g1, f1) = self.grouped_sm90_kernel(&sm90_gemm1(el, cluster))?;
         let tile2 = sm90_gemm2_tile(
             p.path,
             p.tokens * p.topk,
@@ -139,6 +136,16 @@ impl Ops {
         gf.check(&fin).map_err(boxed)?;
         let gemm2 = Sm90GroupedArgs { weights, ..args.gemm2 };
         Ok(Sm90LayerArgs { gemm2, fin, ..args })
+    }
+}
+
+/// GEMM1 of the SM90 layer (SwiGLU on [`SM90_TILE`]) for `el` operands, on 2x1 CTA
+/// clusters when `cluster`.
+pub(crate) fn sm90_gemm1(el: rcute_atom::Element, cluster: bool) -> GemmSm90Config {
+    if cluster {
+        sm90_cluster_config(el, GroupedEpilogue::SwiGlu, SM90_TILE)
+    } else {
+        sm90_config(el, GroupedEpilogue::SwiGlu, SM90_TILE)
     }
 }
 
