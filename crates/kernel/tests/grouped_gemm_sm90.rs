@@ -63,7 +63,11 @@ fn names_and_sources() {
     assert!(k.name.contains("_coop_c2x1_s"), "{}", k.name);
     assert!(k.source.contains("rc_grouped_cluster_tile(work, N, rows_used, offsets"));
     assert!(!k.source.contains("rc_grouped_tile("));
-    assert!(k.source.contains("(rank_m ? up_row0 : gate_row0) + n0, expert)"), "{}", k.source);
+    assert!(
+        k.source.contains("(rank_m ? up_row0 : gate_row0) + n0, expert)"),
+        "{}",
+        k.source
+    );
     assert!(k.source.contains("mine && __ldg(sorted_ids + m0 + wg_row0) < entries"));
     assert!(k.source.contains("rc_cluster_wait()"));
     let ks = generate(&sm90_cluster_config(Element::BF16, GroupedEpilogue::Scatter, SM90_TILE)).unwrap();

@@ -379,7 +379,9 @@ pub(super) fn epilogue(k: &Ctx, g: Sm90Grouped) -> Result<Vec<Stmt>, GemmError> 
     }
     let atoms = unroll("a", k.p.m_atoms, per_atom);
     if k.clustered {
-        v.push(c("a cluster CTA without a tile (its partner's column tile is the last) stores nothing"));
+        v.push(c(
+            "a cluster CTA without a tile (its partner's column tile is the last) stores nothing",
+        ));
         v.push(if_("mine", vec![atoms]));
     } else {
         v.push(atoms);

@@ -190,9 +190,7 @@ pub(crate) fn parse_moe_sm90(s: &str) -> Option<Result<MoeSm90Spec, String>> {
         "sm90n" => Some(Ok(MoeSm90Spec::Narrow)),
         "sm90c" => Some(Ok(MoeSm90Spec::WideCluster)),
         "sm90nc" => Some(Ok(MoeSm90Spec::NarrowCluster)),
-        _ if s.starts_with("sm") => Some(Err(format!(
-            "unknown SM90 form {s:?} (sm90, sm90n, sm90c or sm90nc)"
-        ))),
+        _ if s.starts_with("sm") => Some(Err(format!("unknown SM90 form {s:?} (sm90, sm90n, sm90c or sm90nc)"))),
         _ => None,
     }
 }
