@@ -29,14 +29,15 @@ fn ops() -> Option<Ops> {
 }
 
 /// The grouped GEMM families to run: SM80 everywhere, SM90 forced on sm_90 (GEMM2 on
-/// 128x256 and on 128x128 tiles), then the rule; `RCUTE_MOE_PATHS` (a comma list of
-/// `sm80`, `sm90`, `sm90narrow`, `auto`) keeps some of them (the sanitizer runs keep the
+/// 128x256 and on 128x128 tiles, GEMM1 on 2x1 clusters), then the rule; `RCUTE_MOE_PATHS`
+/// (a comma list of `sm80`, `sm90`, `sm90narrow`, `sm90cluster`, `auto`) keeps some of them (the sanitizer runs keep the
 /// SM90 ones).
 fn paths(ops: &Ops) -> Vec<MoePath> {
     let mut v = vec![MoePath::Sm80];
     if ops.gpu().compute_capability() == (9, 0) {
         v.push(MoePath::Sm90);
         v.push(MoePath::Sm90Narrow);
+        v.push(MoePath::Sm90Cluster);
     } else {
         eprintln!("not an sm_90 GPU: the SM90 grouped GEMMs are not run");
     }
@@ -493,8 +494,12 @@ fn prefill_shape_runs_the_sm90_family_on_sm90() {
         run_path(MoePath::Sm80),
         run_path(MoePath::Sm90Narrow),
     );
+    let cluster = run_path(MoePath::Sm90Cluster);
     let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&auto), bits(&sm90), "the rule did not run the SM90 family");
+    // GEMM1 on 2x1 clusters computes every tile as the 1x1 kernel does (the same wgmma
+    // sequence on the same operands, B multicast): the same bits.
+    assert_eq!(bits(&cluster), bits(&sm90), "GEMM1 on clusters changed the result");
     assert_ne!(
         bits(&sm80),
         bits(&sm90),

@@ -236,7 +236,11 @@ fn parse_paths(v: &[String]) -> Result<Vec<MoePath>, String> {
             "sm80" => Ok(MoePath::Sm80),
             "sm90" => Ok(MoePath::Sm90),
             "sm90-narrow" => Ok(MoePath::Sm90Narrow),
-            other => Err(format!("--path {other}: auto, sm80, sm90 or sm90-narrow")),
+            "sm90-cluster" => Ok(MoePath::Sm90Cluster),
+            "sm90-narrow-cluster" => Ok(MoePath::Sm90NarrowCluster),
+            other => Err(format!(
+                "--path {other}: auto, sm80, sm90, sm90-narrow, sm90-cluster or sm90-narrow-cluster"
+            )),
         })
         .collect()
 }

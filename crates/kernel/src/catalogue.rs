@@ -313,16 +313,21 @@ pub fn grouped_gemm_configs() -> Vec<crate::grouped_gemm::GroupedGemmConfig> {
 /// The SM90 grouped (MoE) GEMM configurations of the catalogue: bf16 GEMM1 (SwiGLU) and
 /// GEMM2 (weighted scatter) at the tile `ops::fused_moe` runs on sm_90
 /// ([`crate::grouped_gemm::SM90_TILE`]), GEMM2 at its narrow tile
-/// ([`crate::grouped_gemm::SM90_NARROW_TILE`]), and the e4m3 pair of `ops::fused_moe_fp8`
-/// ([`crate::grouped_gemm::sm90_fp8_config`], bf16 output).
+/// ([`crate::grouped_gemm::SM90_NARROW_TILE`]), GEMM1 on 2x1 clusters
+/// ([`crate::grouped_gemm::sm90_cluster_config`]), and the e4m3 pair of
+/// `ops::fused_moe_fp8` ([`crate::grouped_gemm::sm90_fp8_config`], bf16 output).
 pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
-    use crate::grouped_gemm::{sm90_config, sm90_fp8_config, GroupedEpilogue, SM90_NARROW_TILE, SM90_TILE};
+    use crate::grouped_gemm::{
+        sm90_cluster_config, sm90_config, sm90_fp8_config, GroupedEpilogue, SM90_NARROW_TILE, SM90_TILE,
+    };
     let eps = [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter];
     let bf16 = eps.map(|ep| sm90_config(rcute_atom::Element::BF16, ep, SM90_TILE));
     // GEMM2 on the narrow tile: `ops::fused_moe`'s choice when few row tiles are routed.
     let narrow = sm90_config(rcute_atom::Element::BF16, GroupedEpilogue::Scatter, SM90_NARROW_TILE);
+    // GEMM1 on 2x1 clusters: `ops::fused_moe`'s choice when experts hold two row tiles.
+    let cluster = sm90_cluster_config(rcute_atom::Element::BF16, GroupedEpilogue::SwiGlu, SM90_TILE);
     let fp8 = eps.map(|ep| sm90_fp8_config(rcute_atom::Element::BF16, ep));
-    bf16.into_iter().chain([narrow]).chain(fp8).collect()
+    bf16.into_iter().chain([narrow, cluster]).chain(fp8).collect()
 }
 
 /// The SM90 GEMM configurations of the catalogue (the ones `ops` selects, and one per

@@ -7,7 +7,7 @@ use rcute_atom::Element;
 use rcute_kernel::gemm_sm90::{generate, GemmSm90Config, Sm90Grouped, Sm90GroupedArgs, Sm90Schedule};
 use rcute_kernel::grouped_gemm::gather::{self, MoeGatherArgs};
 use rcute_kernel::grouped_gemm::quant::{self, MoeQuantArgs, QuantSource};
-use rcute_kernel::grouped_gemm::{sm90_config, sm90_fp8_config, GroupedEpilogue, SM90_TILE};
+use rcute_kernel::grouped_gemm::{sm90_cluster_config, sm90_config, sm90_fp8_config, GroupedEpilogue, SM90_TILE};
 use rcute_kernel::testing::toolkit_for_test;
 use rcute_kernel::{compile, Arch, CompileOptions, Sass};
 
@@ -21,6 +21,8 @@ fn configs() -> Vec<GemmSm90Config> {
     for ep in [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter] {
         v.push(sm90_config(Element::BF16, ep, [128, 128, 64]));
         v.push(sm90_fp8_config(Element::BF16, ep));
+        v.push(sm90_cluster_config(Element::BF16, ep, SM90_TILE));
+        v.push(sm90_cluster_config(Element::BF16, ep, [128, 128, 64]));
     }
     v
 }
@@ -55,6 +57,21 @@ fn names_and_sources() {
         assert_eq!(generate(&c).unwrap().source, generate(&c).unwrap().source);
     }
     assert_eq!(gather::generate(Element::BF16).unwrap().name, "rc_moe_gather_rows_bf16");
+    // 2x1 clusters: the cluster walk; B shared: A's two halves of this CTA, B's half rank_m
+    // multicast (gate or up box); A shared: A's half rank_m multicast, B only with a tile.
+    let k = generate(&sm90_cluster_config(Element::BF16, GroupedEpilogue::SwiGlu, SM90_TILE)).unwrap();
+    assert!(k.name.contains("_coop_c2x1_s"), "{}", k.name);
+    assert!(k.source.contains("rc_grouped_cluster_tile(work, N, rows_used, offsets"));
+    assert!(!k.source.contains("rc_grouped_tile("));
+    assert!(
+        k.source.contains("(rank_m ? up_row0 : gate_row0) + n0, expert)"),
+        "{}",
+        k.source
+    );
+    assert!(k.source.contains("mine && __ldg(sorted_ids + m0 + wg_row0) < entries"));
+    assert!(k.source.contains("rc_cluster_wait()"));
+    let ks = generate(&sm90_cluster_config(Element::BF16, GroupedEpilogue::Scatter, SM90_TILE)).unwrap();
+    assert!(ks.source.contains("n0 + rank_m * 128, expert)"), "{}", ks.source);
     // FP8: e4m3 operands, a bf16 D, both scales applied to the accumulators before SwiGLU
     // (gate and up rows' own channel scales) and before the router weight.
     let f = generate(&sm90_fp8_config(Element::BF16, GroupedEpilogue::SwiGlu)).unwrap();
@@ -97,8 +114,10 @@ fn bad_configurations_and_arguments_are_typed_errors() {
     pp.schedule = Sm90Schedule::PingPong;
     assert!(generate(&pp).is_err(), "ping-pong");
     let mut cl = sm90_config(Element::BF16, GroupedEpilogue::Scatter, SM90_TILE);
-    cl.cluster = [2, 1];
-    assert!(generate(&cl).is_err(), "cluster");
+    cl.cluster = [1, 2];
+    assert!(generate(&cl).is_err(), "cluster 1x2");
+    cl.cluster = [4, 1];
+    assert!(generate(&cl).is_err(), "cluster 4x1");
     let mut with_c = GemmSm90Config::bf16(SM90_TILE, Sm90Schedule::Cooperative);
     with_c.grouped = Some(Sm90Grouped::Scatter);
     assert!(generate(&with_c).is_err(), "a fusion reading C");

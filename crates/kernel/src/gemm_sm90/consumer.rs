@@ -82,7 +82,7 @@ pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
 /// Register raise, warpgroup roles, epilogue group, pipeline states and accumulators.
 fn state(k: &Ctx) -> Vec<Stmt> {
     let (p, coop, pp) = (k.p, k.coop, k.pp);
-    let mut cons = vec![e(format!("rc_setmaxnreg_inc<{CONSUMER_REGS}>()"))];
+    let mut cons = vec![e(format!("rc_setmaxnreg_inc<{}>()", warpgroup_regs(k.cfg)[1]))];
     if coop || pp {
         cons.push(dc("const int", "cw", "wg - 1", "consumer warpgroup index"));
     }
@@ -252,8 +252,16 @@ fn grouped_rows_or_drain(k: &Ctx, mma: Vec<Stmt>) -> Vec<Stmt> {
         dc(
             "const bool",
             "wg_routed",
-            "__ldg(sorted_ids + m0 + wg_row0) < entries",
-            "this warpgroup's first row is a routed entry (padding rows follow an expert's entries)",
+            if k.clustered {
+                "mine && __ldg(sorted_ids + m0 + wg_row0) < entries"
+            } else {
+                "__ldg(sorted_ids + m0 + wg_row0) < entries"
+            },
+            if k.clustered {
+                "this CTA has a tile and the warpgroup's first row is a routed entry (padding rows follow an expert's entries)"
+            } else {
+                "this warpgroup's first row is a routed entry (padding rows follow an expert's entries)"
+            },
         ),
         Stmt::If {
             cond: "wg_routed".into(),

@@ -58,9 +58,10 @@ pub(super) fn check(cfg: &GemmSm90Config, g: Sm90Grouped) -> Result<(), GemmErro
             "grouped: the ping-pong schedule's look-ahead does not see skipped tiles; use cooperative or warp-specialized",
         ));
     }
-    if cfg.cluster != [1, 1] || cfg.with_c() {
-        return Err(cfg_err("grouped: cluster 1x1, no C"));
+    if cfg.with_c() {
+        return Err(cfg_err("grouped: no C"));
     }
+    grouped_cluster::check(cfg)?;
     let same = cfg.ab == cfg.cd && matches!(cfg.ab, Element::BF16 | Element::F16);
     let fp8 = is_fp8(cfg) && matches!(cfg.cd, Element::BF16 | Element::F16);
     if !same && !fp8 {
@@ -141,7 +142,10 @@ pub const WALK_BAND: i64 = 16;
 
 /// In every role's tile head: the tile of this work id in the expert-aligned walk
 /// ([`walk_helper`]), or skip it (past this routing's rows).
-pub(super) fn tile_walk() -> Vec<Stmt> {
+pub(super) fn tile_walk(cfg: &GemmSm90Config) -> Vec<Stmt> {
+    if grouped_cluster::clustered(cfg) {
+        return grouped_cluster::tile_walk();
+    }
     vec![
         c("the expert-aligned walk (rc_grouped_tile); ids past this routing's rows are skipped by every role alike"),
         if_(
@@ -193,7 +197,11 @@ __device__ __forceinline__ bool rc_grouped_tile(unsigned long long work, int til
 /// The producer's loads of one k-tile: A at the tile's padded rows; B at the expert's rows
 /// (SwiGLU: the gate box, then the up box `BN / 2` rows further into the stage).
 pub(super) fn operand_loads(k: &Ctx, g: Sm90Grouped) -> Vec<Stmt> {
+    if k.clustered {
+        return grouped_cluster::operand_loads(k, g);
+    }
     let p = k.p;
+    let expect = e(format!("rc_mbarrier_arrive_expect_tx(full, {}u)", p.mainloop.tx_bytes));
     let at = |off: usize, bytes: usize, extra: i64| {
         var("stage")
             .mul(&Expr::lit(bytes as i64))
@@ -209,6 +217,7 @@ pub(super) fn operand_loads(k: &Ctx, g: Sm90Grouped) -> Vec<Stmt> {
     let a = load(at(p.offsets[0], p.stage_bytes[0], 0), "a", "m0", "0");
     match g {
         Sm90Grouped::Scatter => vec![
+            expect,
             c("TMA boxes (BK, BM) of A's padded rows and (BK, BN) of the expert's B rows; zero-filled past the edges"),
             a,
             load(at(p.offsets[1], p.stage_bytes[1], 0), "b", "n0", "expert"),
@@ -216,6 +225,7 @@ pub(super) fn operand_loads(k: &Ctx, g: Sm90Grouped) -> Vec<Stmt> {
         Sm90Grouped::SwiGlu => {
             let half = k.bn / 2;
             vec![
+                expect,
                 c(format!(
                     "TMA boxes (BK, BM) of A's padded rows; B: (BK, {half}) gate rows to stage rows 0..{half}, (BK, {half}) up rows to {half}..{}",
                     k.bn
@@ -367,7 +377,15 @@ pub(super) fn epilogue(k: &Ctx, g: Sm90Grouped) -> Result<Vec<Stmt>, GemmError> 
             format!("the expert's weight scales, one per B row: b_scale (L,{rows}):({rows},1)"),
         ));
     }
-    v.push(unroll("a", k.p.m_atoms, per_atom));
+    let atoms = unroll("a", k.p.m_atoms, per_atom);
+    if k.clustered {
+        v.push(c(
+            "a cluster CTA without a tile (its partner's column tile is the last) stores nothing",
+        ));
+        v.push(if_("mine", vec![atoms]));
+    } else {
+        v.push(atoms);
+    }
     Ok(v)
 }
 

@@ -120,12 +120,20 @@ impl GeneratedGemmSm90 {
 
     /// The tile scheduler's parameters: `M / BM` row tiles by the output column tiles (the
     /// scheduler hands out the work ids; the kernel's expert-aligned walk maps them to
-    /// tiles).
+    /// tiles). On 2x1 clusters a work id is one cluster's item: `M / BM` row tiles by the
+    /// column-tile pairs, counted as `M / BM` row tiles in pairs (one cluster each) by
+    /// twice the column pairs.
     pub fn grouped_scheduler_params(&self, a: &Sm90GroupedArgs) -> Result<SchedulerParams, GemmError> {
         let bm = self.config.tile[0] as u32;
         let bn = grouped::tile_n_out(&self.config) as u32;
+        let n = a.n.max(0) as u64;
+        let n = if grouped_cluster::clustered(&self.config) {
+            n.div_ceil(2 * u64::from(bn)) * 2 * u64::from(bn)
+        } else {
+            n
+        };
         scheduler(&self.config)
-            .params(a.m.max(0) as u64, a.n.max(0) as u64, 1, bm, bn)
+            .params(a.m.max(0) as u64, n, 1, bm, bn)
             .map_err(|e| GemmError::Shape(e.to_string()))
     }
 
@@ -141,28 +149,36 @@ impl GeneratedGemmSm90 {
         let grid = scheduler(&self.config)
             .grid(&p, ctas, None)
             .map_err(|e| GemmError::Shape(e.to_string()))?;
-        Ok(LaunchConfig::new(grid, self.threads)
+        let lc = LaunchConfig::new(grid, self.threads)
             .with_dynamic_smem(self.smem_bytes)
-            .with_programmatic_dependency(true))
+            .with_programmatic_dependency(true);
+        Ok(if grouped_cluster::clustered(&self.config) {
+            lc.with_cluster(p.cluster_dim())
+        } else {
+            lc
+        })
     }
 
     /// The tensor maps of A (`[K, M]`, boxes `(BK, BM)`) and B (`[K, rows, experts]`,
     /// boxes `(BK, BN)`, or `(BK, BN / 2)` with SwiGLU: a gate and an up box per stage).
+    /// On 2x1 clusters every box is half a tile: `(BK, BM / 2)` and `(BK, BN / 2)`.
     pub fn grouped_tensor_maps(&self, a: &Sm90GroupedArgs) -> Result<[TmaEncodeArgs; 2], GemmError> {
         self.grouped_check(a)?;
         let ml = &self.plan.mainloop;
-        let [a_in, a_out] = ml.tma_multicast_box_a;
-        let [b_in, b_out] = ml.tma_multicast_box_b;
+        let [a_in, a_out] = ml.tma_box_a;
+        let [b_in, b_out] = ml.tma_box_b;
+        let halves = grouped_cluster::clustered(&self.config);
+        let a_box = if halves { a_out / 2 } else { a_out };
         let b_box = match self.grouped_mode()? {
-            Sm90Grouped::SwiGlu => b_out / 2,
-            Sm90Grouped::Scatter => b_out,
+            Sm90Grouped::Scatter if !halves => b_out,
+            _ => b_out / 2,
         };
         let (m, k) = (a.m as u64, a.k as u64);
         let am = tmap(
             self.config.ab,
             [k, m, 1],
             [a.lda as u64, (a.lda as u64 * m).div_ceil(8) * 8],
-            [a_in, a_out, 1],
+            [a_in, a_box, 1],
             ml.tma_swizzle_a,
         )?;
         let bmap = tmap(

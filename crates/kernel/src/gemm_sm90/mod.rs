@@ -75,6 +75,21 @@ pub use rcute_collective::{SM90_MAX_AUTO_STAGES, SM90_SMEM_CAPACITY};
 pub const PRODUCER_REGS: u32 = 40;
 /// Registers per thread of the consumer warpgroups after `setmaxnreg.inc`.
 pub const CONSUMER_REGS: u32 = 232;
+/// The grouped member on clusters ([`GROUPED_CLUSTER`]): its producer runs the cluster
+/// walk and needs more than 40 registers; 56 + 2 * 224 = 504 of the 512 per thread slot.
+pub const CLUSTER_PRODUCER_REGS: u32 = 56;
+/// The consumers' registers beside [`CLUSTER_PRODUCER_REGS`].
+pub const CLUSTER_CONSUMER_REGS: u32 = 224;
+
+/// `[producer, consumer]` registers per thread after `setmaxnreg` for `cfg`.
+fn warpgroup_regs(cfg: &GemmSm90Config) -> [u32; 2] {
+    if grouped_cluster::clustered(cfg) {
+        [CLUSTER_PRODUCER_REGS, CLUSTER_CONSUMER_REGS]
+    } else {
+        [PRODUCER_REGS, CONSUMER_REGS]
+    }
+}
+
 /// Alignment slack requested on top of the layout (the kernel aligns its base to 1 KiB).
 const ALIGN_SLACK: usize = 1024;
 
@@ -82,6 +97,7 @@ mod config;
 mod consumer;
 mod epilogue;
 mod grouped;
+mod grouped_cluster;
 mod grouped_launch;
 mod kernel;
 mod launch;
@@ -93,6 +109,7 @@ mod stmt;
 
 pub use config::*;
 pub use grouped::Sm90Grouped;
+pub use grouped_cluster::GROUPED_CLUSTER;
 pub use grouped_launch::*;
 use kernel::*;
 pub use launch::*;
@@ -231,7 +248,9 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
             },
         ),
     });
-    if cfg.grouped.is_some() {
+    if grouped_cluster::clustered(cfg) {
+        items.push(grouped_cluster::walk_helper(bm, grouped::tile_n_out(cfg)));
+    } else if cfg.grouped.is_some() {
         items.push(grouped::walk_helper(bm));
     }
     if cfg.grouped == Some(Sm90Grouped::SwiGlu) {

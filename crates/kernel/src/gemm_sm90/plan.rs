@@ -273,14 +273,19 @@ pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
     let [bm, bn, bk] = cfg.tile;
     if let Some(g) = cfg.grouped {
         // The grouped member: `rc_moe_grouped_sm90_bf16_swiglu_128x256x64_coop_s4`, with
-        // `_d<type>` where D's type is not A's (e4m3 operands).
+        // `_d<type>` where D's type is not A's (e4m3 operands), `_c2x1` on clusters.
+        let cluster = if cfg.cluster == [1, 1] {
+            String::new()
+        } else {
+            format!("_c{}x{}", cfg.cluster[0], cfg.cluster[1])
+        };
         let out = if cfg.cd == cfg.ab {
             String::new()
         } else {
             format!("_d{}", cfg.cd.ptx())
         };
         return format!(
-            "rc_moe_grouped_sm90_{}_{}_{bm}x{bn}x{bk}_{}_s{}{out}",
+            "rc_moe_grouped_sm90_{}_{}_{bm}x{bn}x{bk}_{}{cluster}_s{}{out}",
             cfg.ab.ptx(),
             g.tag(),
             cfg.schedule.tag(),

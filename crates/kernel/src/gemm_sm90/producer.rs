@@ -10,7 +10,7 @@ pub(super) fn producer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         c("Mainloop producer: one elected thread issues every TMA load"),
         Stmt::Block(mainloop_loads(k)),
     ];
-    let mut prod = vec![e(format!("rc_setmaxnreg_dec<{PRODUCER_REGS}>()"))];
+    let mut prod = vec![e(format!("rc_setmaxnreg_dec<{}>()", warpgroup_regs(k.cfg)[0]))];
     let mut c_warp = None;
     if k.cfg.with_c() {
         let c_block = vec![
@@ -62,11 +62,11 @@ fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
             "producer_acquire: wait for the consumers to free the stage",
         ),
         e("rc_mbarrier_wait_parity(bar_empty + 8 * stage, phase ^ 1u)"),
-        e(format!("rc_mbarrier_arrive_expect_tx(full, {tx}u)")),
     ];
     match k.cfg.grouped {
         Some(g) => kt_body.extend(grouped::operand_loads(k, g)),
         None => kt_body.extend([
+            e(format!("rc_mbarrier_arrive_expect_tx(full, {tx}u)")),
             c("TMA boxes (BK, BM) / (BK, BN) at (k, row, batch); out-of-bounds elements are zero-filled"),
             operand_load(k, "a", p.offsets[0], p.stage_bytes[0], "m0", k.cn > 1),
             operand_load(k, "b", p.offsets[1], p.stage_bytes[1], "n0", k.cm > 1),

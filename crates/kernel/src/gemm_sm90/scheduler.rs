@@ -46,7 +46,7 @@ pub(super) fn tile_of(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
         comment: None,
     }];
     if k.cfg.grouped.is_some() {
-        v.extend(grouped::tile_walk());
+        v.extend(grouped::tile_walk(k.cfg));
     } else {
         v.extend([
             c("work ids past the problem (padding of the swizzle bands) are skipped by every role alike"),
@@ -78,7 +78,7 @@ pub(super) fn tile_of(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
     } else {
         v.push(d("const int", "n0", format!("tile_n * {}", k.bn)));
     }
-    if k.cfg.grouped.is_some() {
+    if k.cfg.grouped.is_some() && !k.clustered {
         v.push(dc(
             "const int",
             "expert",

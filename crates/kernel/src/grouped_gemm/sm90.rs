@@ -50,6 +50,25 @@ pub fn sm90_fp8_config(out: Element, epilogue: GroupedEpilogue) -> GemmSm90Confi
     c
 }
 
+/// [`sm90_config`] on 2x1 CTA clusters ([`crate::gemm_sm90::GROUPED_CLUSTER`]): the two
+/// CTAs of a cluster take two row tiles of one expert by one column tile and multicast
+/// the B (weight) tile to both, so that each weight tile is read once per pair of row
+/// tiles (an expert's odd last row tile: by two column tiles, sharing A).
+///
+/// ```
+/// use rcute_kernel::grouped_gemm::{sm90_cluster_config, GroupedEpilogue, SM90_TILE};
+/// use rcute_atom::Element;
+/// let g = rcute_kernel::gemm_sm90::generate(&sm90_cluster_config(Element::BF16, GroupedEpilogue::SwiGlu, SM90_TILE)).unwrap();
+/// assert!(g.name.starts_with("rc_moe_grouped_sm90_bf16_swiglu_128x256x64_coop_c2x1_s"));
+/// assert!(g.source.contains("rc_tma_load_3d_multicast"));
+/// ```
+pub fn sm90_cluster_config(element: Element, epilogue: GroupedEpilogue, tile: [i64; 3]) -> GemmSm90Config {
+    GemmSm90Config {
+        cluster: crate::gemm_sm90::GROUPED_CLUSTER,
+        ..sm90_config(element, epilogue, tile)
+    }
+}
+
 /// The SM90 grouped GEMM configuration of `element` operands with `epilogue` and `tile`
 /// (`BM` 128: the cooperative schedule's two warpgroups of 64 rows).
 pub fn sm90_config(element: Element, epilogue: GroupedEpilogue, tile: [i64; 3]) -> GemmSm90Config {

@@ -104,7 +104,7 @@ impl Ops {
     /// family) for `dtype` operands without running them (the tuner compiles its
     /// candidates in parallel through this).
     pub fn load_fused_moe_spec(&self, dtype: DType, spec: &ConfigSpec) -> Result<(), OpsError> {
-        use rcute_kernel::grouped_gemm::{sm90_config, GroupedA, GroupedEpilogue, GroupedGemmConfig, SM90_TILE};
+        use rcute_kernel::grouped_gemm::{sm90_config, GroupedA, GroupedEpilogue, GroupedGemmConfig};
         let el = super::fused::element(dtype)?;
         match spec {
             ConfigSpec::Moe(s) => {
@@ -116,7 +116,7 @@ impl Ops {
                 }
             }
             ConfigSpec::MoeSm90(s) => {
-                self.grouped_sm90_kernel(&sm90_config(el, GroupedEpilogue::SwiGlu, SM90_TILE))?;
+                self.grouped_sm90_kernel(&super::fused_sm90::sm90_gemm1(el, s.gemm1_cluster()))?;
                 self.grouped_sm90_kernel(&sm90_config(el, GroupedEpilogue::Scatter, s.gemm2_tile()))?;
             }
             other => return Err(not_moe(other)),

@@ -1,7 +1,8 @@
 //! The fused MoE layer on the SM90 grouped GEMMs (TMA + `wgmma`,
 //! [`rcute_kernel::gemm_sm90::Sm90Grouped`]): routing and alignment to 128-row tiles as for
 //! the SM80 family, then the token rows gathered into padded-row order (TMA cannot gather
-//! rows), GEMM1 with SwiGLU, GEMM2 with the router weight scattered to entry rows (on
+//! rows), GEMM1 with SwiGLU (on 2x1 CTA clusters sharing the weight tiles where
+//! [`super::sm90_gemm1_cluster`] says), GEMM2 with the router weight scattered to entry rows (on
 //! 128x256 or, when few row tiles are routed, 128x128 tiles: [`super::sm90_gemm2_tile`]),
 //! and the deterministic finalize; six launches, none waiting for the host.
 //! [`sm90_layer_args`] and [`Ops::route_sm90_layer`] build, check and route the GEMM and
@@ -9,7 +10,7 @@
 //! operands and scales ([`Sm90Operands`]).
 
 use super::fused::element;
-use super::path::{sm90_chosen, sm90_gemm2_tile};
+use super::path::{sm90_chosen, sm90_gemm1_cluster, sm90_gemm2_tile};
 use super::problem::MoeProblem;
 use crate::error::{boxed, OpsError};
 use crate::tensor::Geometry;
@@ -17,7 +18,7 @@ use crate::Ops;
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90, Sm90GroupedArgs};
 use rcute_kernel::grouped_gemm::finalize::{self, GeneratedMoeFinalize, MoeFinalizeArgs};
 use rcute_kernel::grouped_gemm::gather::{self, MoeGatherArgs};
-use rcute_kernel::grouped_gemm::{sm90_config, GroupedEpilogue, SM90_TILE};
+use rcute_kernel::grouped_gemm::{sm90_cluster_config, sm90_config, GroupedEpilogue, SM90_TILE};
 use rcute_kernel::Function;
 
 impl Ops {
@@ -27,7 +28,7 @@ impl Ops {
     ///
     /// # Errors
     ///
-    /// [`super::MoePath::Sm90`] or [`super::MoePath::Sm90Narrow`] on a GPU other than sm_90 ([`OpsError::Arch`]) or with a
+    /// A forced SM90 path ([`super::MoePath::forces_sm90`]) on a GPU other than sm_90 ([`OpsError::Arch`]) or with a
     /// workspace smaller than the SM90 layout ([`OpsError::OutOfBounds`]).
     pub(crate) fn moe_sm90_runs(&self, p: &MoeProblem) -> Result<bool, OpsError> {
         let cc = self.gpu().compute_capability();
@@ -67,7 +68,9 @@ impl Ops {
     pub(crate) fn launch_fused_moe_sm90(&self, p: &MoeProblem) -> Result<(), OpsError> {
         let _scope = self.launch_scope();
         let el = element(p.dtype)?;
-        let (g1, f1) = self.grouped_sm90_kernel(&sm90_config(el, GroupedEpilogue::SwiGlu, SM90_TILE))?;
+        let w13_bytes = 2 * p.inter * p.hidden * p.dtype.bytes();
+        let cluster = sm90_gemm1_cluster(p.path, p.tokens * p.topk, p.local_experts, w13_bytes);
+        let (g1, f1) = self.grouped_sm90_kernel(&sm90_gemm1(el, cluster))?;
         let tile2 = sm90_gemm2_tile(
             p.path,
             p.tokens * p.topk,
@@ -133,6 +136,16 @@ impl Ops {
         gf.check(&fin).map_err(boxed)?;
         let gemm2 = Sm90GroupedArgs { weights, ..args.gemm2 };
         Ok(Sm90LayerArgs { gemm2, fin, ..args })
+    }
+}
+
+/// GEMM1 of the SM90 layer (SwiGLU on [`SM90_TILE`]) for `el` operands, on 2x1 CTA
+/// clusters when `cluster`.
+pub(crate) fn sm90_gemm1(el: rcute_atom::Element, cluster: bool) -> GemmSm90Config {
+    if cluster {
+        sm90_cluster_config(el, GroupedEpilogue::SwiGlu, SM90_TILE)
+    } else {
+        sm90_config(el, GroupedEpilogue::SwiGlu, SM90_TILE)
     }
 }
 

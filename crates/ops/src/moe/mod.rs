@@ -28,7 +28,7 @@ pub mod align;
 mod forced;
 pub(crate) mod fused;
 mod fused_fp8;
-mod fused_sm90;
+pub(crate) mod fused_sm90;
 mod grouped;
 pub mod path;
 pub mod problem;
@@ -41,7 +41,10 @@ pub use align::{align_reference, Alignment};
 pub use forced::fused_moe_workspace_bytes_with;
 pub use fused_fp8::{fused_moe_fp8_workspace_bytes, MoeFp8Weights};
 pub use grouped::{validate_grouped_gemm, GroupedProblem};
-pub use path::{sm90_chosen, sm90_gemm2_tile, MoePath, SM90_MIN_ROWS_PER_EXPERT, SM90_NARROW_TILE_COST};
+pub use path::{
+    sm90_chosen, sm90_gemm1_cluster, sm90_gemm2_tile, MoePath, SM90_CLUSTER_MIN_EXPERT_BYTES,
+    SM90_CLUSTER_MIN_ROWS_PER_EXPERT, SM90_MIN_ROWS_PER_EXPERT, SM90_NARROW_TILE_COST,
+};
 pub use problem::{
     fused_moe_workspace_bytes, grouped_gemm_workspace_bytes, moe_space, moe_splits, moe_tile, validate_fused_moe,
     MoeOptions, MoeProblem, MoeRouting, MoeWorkspace,

@@ -17,6 +17,19 @@ pub enum MoePath {
     /// Always the SM90 family, GEMM2 on [`SM90_NARROW_TILE`] (128x128) tiles: an error on
     /// other GPUs.
     Sm90Narrow,
+    /// [`MoePath::Sm90`] with GEMM1 on 2x1 CTA clusters that multicast each weight tile
+    /// to two row tiles of its expert ([`rcute_kernel::grouped_gemm::sm90_cluster_config`]):
+    /// an error on other GPUs.
+    Sm90Cluster,
+    /// [`MoePath::Sm90Narrow`] with GEMM1 on 2x1 CTA clusters: an error on other GPUs.
+    Sm90NarrowCluster,
+}
+
+impl MoePath {
+    /// Whether the path forces the SM90 family.
+    pub fn forces_sm90(self) -> bool {
+        !matches!(self, MoePath::Auto | MoePath::Sm80)
+    }
 }
 
 use rcute_kernel::grouped_gemm::{SM90_NARROW_TILE, SM90_TILE};
@@ -42,8 +55,48 @@ pub const SM90_MIN_ROWS_PER_EXPERT: usize = 64;
 pub fn sm90_chosen(path: MoePath, cc: (u32, u32), entries: usize, local: usize) -> bool {
     match path {
         MoePath::Sm80 => false,
-        MoePath::Sm90 | MoePath::Sm90Narrow => true,
+        MoePath::Sm90 | MoePath::Sm90Narrow | MoePath::Sm90Cluster | MoePath::Sm90NarrowCluster => true,
         MoePath::Auto => cc == (9, 0) && entries >= SM90_MIN_ROWS_PER_EXPERT * local.max(1),
+    }
+}
+
+/// Routed rows per local expert (on average) from which [`MoePath::Auto`] runs GEMM1 on
+/// 2x1 clusters ([`sm90_gemm1_cluster`]): two row tiles, so that most clusters pair two
+/// row tiles of one expert and read each weight tile once for both.
+pub const SM90_CLUSTER_MIN_ROWS_PER_EXPERT: usize = 256;
+
+/// Bytes of one expert's `w13` from which [`MoePath::Auto`] runs GEMM1 on 2x1 clusters:
+/// larger than the L2 (50 MiB on an H100 / H200), where a weight tile that two row tiles
+/// read at different times comes from DRAM twice. Measured on an H200 (BENCHMARKS.md,
+/// "GEMM1 on 2x1 clusters"): Mixtral (224 MiB per expert) reads 29-49% fewer GEMM1 DRAM
+/// bytes and runs 8% faster; DeepSeek-V2-Lite (11 MiB, in L2 anyway) runs 21% slower.
+pub const SM90_CLUSTER_MIN_EXPERT_BYTES: usize = 64 << 20;
+
+/// Whether GEMM1 of the SM90 family runs on 2x1 CTA clusters
+/// ([`rcute_kernel::grouped_gemm::sm90_cluster_config`]) for `entries` routed rows over
+/// `local` experts of `w13_expert_bytes` each: always with [`MoePath::Sm90Cluster`] and
+/// [`MoePath::Sm90NarrowCluster`], never with the other forced paths, and for
+/// [`MoePath::Auto`] once the experts average [`SM90_CLUSTER_MIN_ROWS_PER_EXPERT`] rows and
+/// hold at least [`SM90_CLUSTER_MIN_EXPERT_BYTES`].
+///
+/// ```
+/// use rcute_ops::moe::{sm90_gemm1_cluster, MoePath};
+/// let mixtral = 2 * 14336 * 4096 * 2; // w13 bytes of one Mixtral expert (bf16)
+/// assert!(sm90_gemm1_cluster(MoePath::Auto, 2048, 8, mixtral)); // T = 1024, top-2
+/// assert!(!sm90_gemm1_cluster(MoePath::Auto, 512, 8, mixtral)); // T = 256: one row tile
+/// let deepseek = 2 * 1408 * 2048 * 2; // DeepSeek-V2-Lite: in L2
+/// assert!(!sm90_gemm1_cluster(MoePath::Auto, 24576, 64, deepseek));
+/// assert!(sm90_gemm1_cluster(MoePath::Sm90Cluster, 2, 8, deepseek));
+/// assert!(!sm90_gemm1_cluster(MoePath::Sm90, 8192, 8, mixtral));
+/// ```
+pub fn sm90_gemm1_cluster(path: MoePath, entries: usize, local: usize, w13_expert_bytes: usize) -> bool {
+    match path {
+        MoePath::Sm90Cluster | MoePath::Sm90NarrowCluster => true,
+        MoePath::Auto => {
+            entries >= SM90_CLUSTER_MIN_ROWS_PER_EXPERT * local.max(1)
+                && w13_expert_bytes >= SM90_CLUSTER_MIN_EXPERT_BYTES
+        }
+        MoePath::Sm80 | MoePath::Sm90 | MoePath::Sm90Narrow => false,
     }
 }
 
@@ -72,8 +125,8 @@ pub const SM90_NARROW_TILE_COST: f64 = 0.57;
 /// ```
 pub fn sm90_gemm2_tile(path: MoePath, entries: usize, local: usize, hidden: usize, sms: u32) -> [i64; 3] {
     match path {
-        MoePath::Sm90 => return SM90_TILE,
-        MoePath::Sm90Narrow => return SM90_NARROW_TILE,
+        MoePath::Sm90 | MoePath::Sm90Cluster => return SM90_TILE,
+        MoePath::Sm90Narrow | MoePath::Sm90NarrowCluster => return SM90_NARROW_TILE,
         MoePath::Auto | MoePath::Sm80 => {}
     }
     let bm = SM90_TILE[0] as f64;

@@ -6,7 +6,8 @@
 //! * MoE on the SM80 family: `moe:BMxBNxBK,WMxWN[,kSPLITS]`: the grouped GEMMs' tile and
 //!   warp grid (both GEMMs; `BM` is also the alignment's row block) and GEMM2's K splits.
 //! * MoE on the SM90 family: `moe:sm90` (GEMM2 on 128x256 tiles) or `moe:sm90n` (GEMM2 on
-//!   128x128 tiles); GEMM1 is always on 128x256 tiles ([`MoeSm90Spec`]).
+//!   128x128 tiles), with a `c` suffix GEMM1 on 2x1 CTA clusters; GEMM1 is always on
+//!   128x256 tiles ([`MoeSm90Spec`]).
 //!
 //! ```
 //! use rcute_ops::tuning::ConfigSpec;
@@ -76,15 +77,18 @@ pub struct MoeSpec {
 }
 
 /// The fused MoE layer on the SM90 grouped GEMMs (TMA + `wgmma`, 128-row tiles; sm_90
-/// only): GEMM1 on [`SM90_TILE`], GEMM2 on the tile this names. Which one the rules pick
-/// is [`crate::moe::sm90_gemm2_tile`] for [`MoePath::Auto`].
+/// only): GEMM1 on [`SM90_TILE`] (on 1x1 or 2x1 CTA clusters), GEMM2 on the tile this
+/// names. Which one the rules pick is [`crate::moe::sm90_gemm2_tile`] and
+/// [`crate::moe::sm90_gemm1_cluster`] for [`MoePath::Auto`].
 ///
 /// ```
 /// use rcute_ops::moe::MoePath;
 /// use rcute_ops::tuning::MoeSm90Spec;
 /// assert_eq!(MoeSm90Spec::Narrow.path(), MoePath::Sm90Narrow);
-/// assert_eq!(MoeSm90Spec::of_gemm2_tile([128, 256, 64]), MoeSm90Spec::Wide);
+/// assert_eq!(MoeSm90Spec::of_rules([128, 256, 64], false), MoeSm90Spec::Wide);
+/// assert_eq!(MoeSm90Spec::of_rules([128, 128, 64], true), MoeSm90Spec::NarrowCluster);
 /// assert_eq!(MoeSm90Spec::Wide.to_string(), "moe:sm90");
+/// assert_eq!(MoeSm90Spec::NarrowCluster.to_string(), "moe:sm90nc");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MoeSm90Spec {
@@ -92,40 +96,59 @@ pub enum MoeSm90Spec {
     Wide,
     /// GEMM2 on 128x128 tiles (`moe:sm90n`, [`MoePath::Sm90Narrow`]).
     Narrow,
+    /// [`MoeSm90Spec::Wide`] with GEMM1 on 2x1 clusters (`moe:sm90c`, [`MoePath::Sm90Cluster`]).
+    WideCluster,
+    /// [`MoeSm90Spec::Narrow`] with GEMM1 on 2x1 clusters (`moe:sm90nc`,
+    /// [`MoePath::Sm90NarrowCluster`]).
+    NarrowCluster,
 }
 
 impl MoeSm90Spec {
-    /// Both forms, the wide one first.
-    pub const ALL: [MoeSm90Spec; 2] = [MoeSm90Spec::Wide, MoeSm90Spec::Narrow];
+    /// Every form: the wide one first, the 1x1 GEMM1 before the clusters.
+    pub const ALL: [MoeSm90Spec; 4] = [
+        MoeSm90Spec::Wide,
+        MoeSm90Spec::Narrow,
+        MoeSm90Spec::WideCluster,
+        MoeSm90Spec::NarrowCluster,
+    ];
 
     /// The path that forces this form.
     pub fn path(self) -> MoePath {
         match self {
             MoeSm90Spec::Wide => MoePath::Sm90,
             MoeSm90Spec::Narrow => MoePath::Sm90Narrow,
+            MoeSm90Spec::WideCluster => MoePath::Sm90Cluster,
+            MoeSm90Spec::NarrowCluster => MoePath::Sm90NarrowCluster,
         }
     }
 
     /// GEMM2's tile.
     pub fn gemm2_tile(self) -> [i64; 3] {
         match self {
-            MoeSm90Spec::Wide => SM90_TILE,
-            MoeSm90Spec::Narrow => SM90_NARROW_TILE,
+            MoeSm90Spec::Wide | MoeSm90Spec::WideCluster => SM90_TILE,
+            MoeSm90Spec::Narrow | MoeSm90Spec::NarrowCluster => SM90_NARROW_TILE,
         }
     }
 
-    /// The form whose GEMM2 runs on `tile` ([`SM90_NARROW_TILE`]: narrow; else wide).
-    pub fn of_gemm2_tile(tile: [i64; 3]) -> MoeSm90Spec {
-        if tile == SM90_NARROW_TILE {
-            MoeSm90Spec::Narrow
-        } else {
-            MoeSm90Spec::Wide
+    /// Whether GEMM1 runs on 2x1 clusters.
+    pub fn gemm1_cluster(self) -> bool {
+        matches!(self, MoeSm90Spec::WideCluster | MoeSm90Spec::NarrowCluster)
+    }
+
+    /// The form whose GEMM2 runs on `tile` ([`SM90_NARROW_TILE`]: narrow; else wide) and
+    /// GEMM1 on 2x1 clusters when `cluster`.
+    pub fn of_rules(tile: [i64; 3], cluster: bool) -> MoeSm90Spec {
+        match (tile == SM90_NARROW_TILE, cluster) {
+            (true, false) => MoeSm90Spec::Narrow,
+            (false, false) => MoeSm90Spec::Wide,
+            (true, true) => MoeSm90Spec::NarrowCluster,
+            (false, true) => MoeSm90Spec::WideCluster,
         }
     }
 }
 
 pub(crate) const AWQ_GRAMMAR: &str = "awq:BMxBNxBK,WMxWN,sSTAGES,vWORDS[,kSPLITS]";
-pub(crate) const MOE_GRAMMAR: &str = "moe:BMxBNxBK,WMxWN[,kSPLITS] or moe:sm90|sm90n";
+pub(crate) const MOE_GRAMMAR: &str = "moe:BMxBNxBK,WMxWN[,kSPLITS] or moe:sm90|sm90n|sm90c|sm90nc";
 
 /// `kSPLITS` fields after the fixed ones (at least 1).
 fn splits_field(rest: &[&str]) -> Result<u32, String> {
@@ -165,7 +188,9 @@ pub(crate) fn parse_moe_sm90(s: &str) -> Option<Result<MoeSm90Spec, String>> {
     match s {
         "sm90" => Some(Ok(MoeSm90Spec::Wide)),
         "sm90n" => Some(Ok(MoeSm90Spec::Narrow)),
-        _ if s.starts_with("sm") => Some(Err(format!("unknown SM90 form {s:?} (sm90 or sm90n)"))),
+        "sm90c" => Some(Ok(MoeSm90Spec::WideCluster)),
+        "sm90nc" => Some(Ok(MoeSm90Spec::NarrowCluster)),
+        _ if s.starts_with("sm") => Some(Err(format!("unknown SM90 form {s:?} (sm90, sm90n, sm90c or sm90nc)"))),
         _ => None,
     }
 }
@@ -216,6 +241,8 @@ impl fmt::Display for MoeSm90Spec {
         f.write_str(match self {
             MoeSm90Spec::Wide => "moe:sm90",
             MoeSm90Spec::Narrow => "moe:sm90n",
+            MoeSm90Spec::WideCluster => "moe:sm90c",
+            MoeSm90Spec::NarrowCluster => "moe:sm90nc",
         })
     }
 }
@@ -233,6 +260,8 @@ mod tests {
             "moe:16x128x64,1x4,k8",
             "moe:sm90",
             "moe:sm90n",
+            "moe:sm90c",
+            "moe:sm90nc",
         ] {
             assert_eq!(s.parse::<ConfigSpec>().unwrap().to_string(), s);
         }
@@ -259,7 +288,7 @@ mod tests {
         use super::MoeSm90Spec;
         use crate::moe::MoePath;
         for s in MoeSm90Spec::ALL {
-            assert_eq!(MoeSm90Spec::of_gemm2_tile(s.gemm2_tile()), s);
+            assert_eq!(MoeSm90Spec::of_rules(s.gemm2_tile(), s.gemm1_cluster()), s);
             assert_eq!(s.to_string().parse::<ConfigSpec>().unwrap(), ConfigSpec::MoeSm90(s));
             assert!(ConfigSpec::MoeSm90(s).fits_op("moe") && !ConfigSpec::MoeSm90(s).fits_op("gemm"));
         }

@@ -153,7 +153,7 @@ impl<T: Half> Tunable for MoeProbe<T> {
 /// assert!(moe_entry_runs(&sm90, MoePath::Auto, (8, 0)).unwrap_err().contains("sm_90"));
 /// ```
 pub fn moe_entry_runs(spec: &ConfigSpec, path: MoePath, cc: (u32, u32)) -> Result<bool, String> {
-    let forced90 = matches!(path, MoePath::Sm90 | MoePath::Sm90Narrow);
+    let forced90 = path.forces_sm90();
     match spec {
         ConfigSpec::Moe(_) => Ok(!forced90),
         ConfigSpec::MoeSm90(_) if path != MoePath::Auto => Ok(false),

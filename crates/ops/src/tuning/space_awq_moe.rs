@@ -13,16 +13,16 @@
 //! assert!(moe.len() > 4);
 //! // Prefill on an H100 / H200: the rules run the SM90 family.
 //! let prefill = moe_candidates(1024, 2, 8, 4096, 14336, (9, 0), 132);
-//! assert_eq!(prefill[0].to_string(), "moe:sm90n");
+//! assert_eq!(prefill[0].to_string(), "moe:sm90nc");
 //! ```
 
 use rcute_atom::Element;
-use rcute_kernel::grouped_gemm::{sm90_config, GroupedA, GroupedEpilogue, GroupedGemmConfig, SM90_TILE};
+use rcute_kernel::grouped_gemm::{sm90_config, GroupedA, GroupedEpilogue, GroupedGemmConfig};
 
 use super::op_specs::{AwqSpec, MoeSm90Spec, MoeSpec};
 use super::spec::ConfigSpec;
 use crate::awq::select::select_awq_gemm;
-use crate::moe::{moe_space, sm90_chosen, sm90_gemm2_tile, MoePath};
+use crate::moe::{moe_space, sm90_chosen, sm90_gemm1_cluster, sm90_gemm2_tile, MoePath};
 
 /// The AWQ GEMM's `(tile, warps, stages)` geometries the tuner tries.
 const AWQ_GEOMETRIES: [([i64; 3], [i64; 2], usize); 6] = [
@@ -88,7 +88,11 @@ pub fn moe_candidates(
 ) -> Vec<ConfigSpec> {
     let entries = tokens.saturating_mul(topk);
     let sm90: Vec<ConfigSpec> = if cc == (9, 0) {
-        let rules = MoeSm90Spec::of_gemm2_tile(sm90_gemm2_tile(MoePath::Auto, entries, local, hidden, sms));
+        let w13_bytes = 2 * inter * hidden * 2;
+        let rules = MoeSm90Spec::of_rules(
+            sm90_gemm2_tile(MoePath::Auto, entries, local, hidden, sms),
+            sm90_gemm1_cluster(MoePath::Auto, entries, local, w13_bytes),
+        );
         let mut forms = vec![rules];
         forms.extend(MoeSm90Spec::ALL.into_iter().filter(|&s| s != rules));
         forms
@@ -138,11 +142,11 @@ fn sm80_generates(s: &MoeSpec) -> bool {
 /// Whether the generator accepts both SM90 grouped GEMMs of `s` (bf16).
 fn sm90_generates(s: MoeSm90Spec) -> bool {
     [
-        (GroupedEpilogue::SwiGlu, SM90_TILE),
-        (GroupedEpilogue::Scatter, s.gemm2_tile()),
+        crate::moe::fused_sm90::sm90_gemm1(Element::BF16, s.gemm1_cluster()),
+        sm90_config(Element::BF16, GroupedEpilogue::Scatter, s.gemm2_tile()),
     ]
-    .into_iter()
-    .all(|(e, tile)| rcute_kernel::gemm_sm90::generate(&sm90_config(Element::BF16, e, tile)).is_ok())
+    .iter()
+    .all(|c| rcute_kernel::gemm_sm90::generate(c).is_ok())
 }
 
 #[cfg(test)]
@@ -192,9 +196,10 @@ mod tests {
                 assert!(!hopper[..n].contains(c), "{t} tokens: {c} twice");
             }
         }
-        // What Auto runs at Mixtral prefill (`sm90_gemm2_tile`'s own examples).
+        // What Auto runs at Mixtral prefill (`sm90_gemm2_tile`'s own examples; GEMM1 on
+        // clusters from two row tiles per expert, `sm90_gemm1_cluster`).
         let first = |t: usize| moe_candidates(t, 2, 8, 4096, 14336, (9, 0), 132)[0].clone();
-        assert_eq!(first(1024), ConfigSpec::MoeSm90(MoeSm90Spec::Narrow));
-        assert_eq!(first(4096), ConfigSpec::MoeSm90(MoeSm90Spec::Wide));
+        assert_eq!(first(1024), ConfigSpec::MoeSm90(MoeSm90Spec::NarrowCluster));
+        assert_eq!(first(4096), ConfigSpec::MoeSm90(MoeSm90Spec::WideCluster));
     }
 }
