@@ -21,7 +21,7 @@
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys::{self, CUfunction_attribute, CUlaunchAttributeID};
 use cudarc::driver::{CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr};
@@ -311,6 +311,7 @@ impl Module {
             max_threads,
             dynamic_smem_limit: Arc::new(AtomicU32::new(DEFAULT_DYNAMIC_SMEM)),
             non_portable_cluster: Arc::new(AtomicU32::new(0)),
+            cluster_occupancy: Arc::new(Mutex::new(Vec::new())),
         })
     }
 }
@@ -328,6 +329,18 @@ pub struct Function {
     dynamic_smem_limit: Arc<AtomicU32>,
     /// 1 once `NON_PORTABLE_CLUSTER_SIZE_ALLOWED` is set.
     non_portable_cluster: Arc<AtomicU32>,
+    /// [`Function::max_active_clusters`] per (cluster, block, dynamic shared memory),
+    /// shared by clones.
+    cluster_occupancy: Arc<Mutex<Vec<ClusterOccupancy>>>,
+}
+
+/// One answer of `cuOccupancyMaxActiveClusters`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ClusterOccupancy {
+    cluster: Dim3,
+    block: Dim3,
+    dynamic_smem_bytes: u32,
+    clusters: u32,
 }
 
 impl Function {
@@ -457,6 +470,64 @@ impl Function {
             })?;
         }
         Ok(())
+    }
+
+    /// How many clusters of `cfg`'s shape (with its block and dynamic shared memory) can
+    /// be resident on the GPU at once (`cuOccupancyMaxActiveClusters`). A persistent
+    /// kernel launches no more than this: the clusters of a GPC must fit its SMs, so on a
+    /// 132-SM Hopper with 16- and 18-SM GPCs at most 32 clusters of 4 CTAs run at once,
+    /// not 132 / 4 = 33, and a 33rd would run after the others, doubling the time. The
+    /// answer is cached per shape. `cfg` without a cluster counts one-CTA clusters.
+    ///
+    /// # Errors
+    ///
+    /// The configuration's checks (as for a launch) and the driver's.
+    pub fn max_active_clusters(&self, cfg: &LaunchConfig) -> Result<u32, LaunchError> {
+        let cluster = cfg.cluster.unwrap_or(Dim3::new(1, 1, 1));
+        let key = |clusters| ClusterOccupancy {
+            cluster,
+            block: cfg.block,
+            dynamic_smem_bytes: cfg.dynamic_smem_bytes,
+            clusters,
+        };
+        let same = |o: &&ClusterOccupancy| **o == key(o.clusters);
+        let cache = || self.cluster_occupancy.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(o) = cache().iter().find(same) {
+            return Ok(o.clusters);
+        }
+        self.validate(cfg)?;
+        self.gpu
+            .context()
+            .bind_to_thread()
+            .map_err(|e| DriverFailure::new("cuCtxSetCurrent", e))?;
+        self.prepare_attributes(cfg)?;
+        // SAFETY: an all-zero attribute is a valid starting value (plain C data).
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim.x = cluster.x;
+        attr.value.clusterDim.y = cluster.y;
+        attr.value.clusterDim.z = cluster.z;
+        let config = sys::CUlaunchConfig {
+            gridDimX: cfg.grid.x,
+            gridDimY: cfg.grid.y,
+            gridDimZ: cfg.grid.z,
+            blockDimX: cfg.block.x,
+            blockDimY: cfg.block.y,
+            blockDimZ: cfg.block.z,
+            sharedMemBytes: cfg.dynamic_smem_bytes,
+            hStream: std::ptr::null_mut(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        let mut clusters: std::ffi::c_int = 0;
+        // SAFETY: `config` and `attr` outlive the call; the function belongs to the bound context.
+        let result = unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, self.inner.cu_function(), &config) };
+        result
+            .result()
+            .map_err(|e| DriverFailure::new("cuOccupancyMaxActiveClusters", e))?;
+        let clusters = u32::try_from(clusters).unwrap_or(0);
+        cache().push(key(clusters));
+        Ok(clusters)
     }
 
     fn invalid(&self, reason: impl Into<String>) -> LaunchError {

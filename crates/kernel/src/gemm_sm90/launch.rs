@@ -60,6 +60,20 @@ impl GeneratedGemmSm90 {
     /// the persistent ones at most `max_ctas` CTAs (usually the SM count), as the tile
     /// scheduler lays them out.
     pub fn launch_config(&self, args: &GemmArgs, max_ctas: u32) -> Result<LaunchConfig, GemmError> {
+        self.launch_config_with(args, max_ctas, None)
+    }
+
+    /// [`Self::launch_config`] with, for a persistent kernel on clusters of several CTAs,
+    /// at most `max_active_clusters` clusters (what [`Function::max_active_clusters`] says
+    /// fit on the GPU at once: the tile scheduler's [`TileScheduler::grid`]).
+    ///
+    /// [`TileScheduler::grid`]: crate::tile_scheduler::TileScheduler::grid
+    pub fn launch_config_with(
+        &self,
+        args: &GemmArgs,
+        max_ctas: u32,
+        max_active_clusters: Option<u32>,
+    ) -> Result<LaunchConfig, GemmError> {
         let p = self.scheduler_params(args)?;
         let [cm, cn] = self.config.cluster;
         let ctas = if persistent(self.config.schedule) {
@@ -68,7 +82,7 @@ impl GeneratedGemmSm90 {
             (p.total_work * (cm * cn) as u64).min(u32::MAX as u64) as u32
         };
         let grid = scheduler(&self.config)
-            .grid(&p, ctas, None)
+            .grid(&p, ctas, max_active_clusters)
             .map_err(|e| GemmError::Shape(e.to_string()))?;
         // The kernel waits on its grid dependency first thing (`kernel::grid_dependency`).
         let lc = LaunchConfig::new(grid, self.threads)
@@ -369,6 +383,12 @@ pub(super) unsafe fn launch_inner(
     let sp = g.scheduler_params(args)?;
     let ka = sp.device_args().iter().fold(ka, |ka, &v| ka.i32(v));
     let lc = g.launch_config(args, max_ctas)?;
+    let lc = match lc.cluster {
+        Some(_) if persistent(g.config.schedule) => {
+            g.launch_config_with(args, max_ctas, Some(f.max_active_clusters(&lc)?))?
+        }
+        _ => lc,
+    };
     let ka = ka.i32(i32::from(crate::grid_dependency::early_trigger_for(f, &lc)));
     // SAFETY: the parameter list matches the generated kernel's signature; the caller
     // guarantees the buffers.
