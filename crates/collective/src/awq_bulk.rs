@@ -12,12 +12,16 @@
 //!   bytes; a k16 block past K is not copied and its k16 step is skipped);
 //! * scales / zero words: lanes 4, 5 copy scale rows of group slots 0, 1 (`2 min(BN, N - n0)`
 //!   bytes), lanes 6, 7 the zero rows (`min(BN, N - n0) / 2` bytes); slot 1 only for G = 32;
-//! * `x`: 16-byte chunks, chunk `c = lane + 32 j` is row `c / 8`, chunk `c % 8` of the k-tile
-//!   and lands at the `Sw<3,3,3>` position of the `cp.async` kernel (chunk `ch ^ (r % 8)`);
-//!   rows past M are never copied (zeroed once before the ring starts), chunks past K skipped.
+//! * `x` (a few KB, from L2): 16-byte `cp.async` with zero fill, chunk `c = lane + 32 j` is
+//!   row `c / 8`, chunk `c % 8` of the k-tile, at the `Sw<3,3,3>` position of the `cp.async`
+//!   kernel (chunk `ch ^ (r % 8)`); rows past M and chunks past K are zero-filled. Each lane
+//!   then arrives on the *full* barrier through `cp.async.mbarrier.arrive.noinc` (once its
+//!   copies landed). Bulk copies of 16 bytes would be one serialized `UBLKCP` per lane and
+//!   chunk: at M = 16 the 128 per stage made the kernel 2.5x slower (H200, BENCHMARKS.md).
 //!
-//! The lanes add their bytes (`__reduce_add_sync`), lane 0 arrives on the stage's *full*
-//! barrier with that transaction count, then every lane issues its copies. Each consumer
+//! The lanes add their bulk bytes (`__reduce_add_sync`), lane 0 arrives on the stage's
+//! *full* barrier with that transaction count, then every lane issues its copies; the full
+//! barrier completes after `1 + 32` arrivals and the bytes. Each consumer
 //! thread arrives on the stage's *empty* barrier once it has read the stage; the producer
 //! waits for it (parity `phase ^ 1`, so a fresh ring is free) before refilling. The
 //! epilogue's CTA barriers become named barriers over the consumer threads.
@@ -32,6 +36,7 @@
 //! assert_eq!((ring.barrier_offset, p.smem_bytes), (8 * 11520, 8 * 11520 + 8 * 16));
 //! ```
 
+use rcute_atom::copy_cp_async::{cp_async_addr, cp_async_mbarrier_arrive_noinc, CacheOp};
 use rcute_atom::copy_tma::bulk_load;
 use rcute_atom::sync::{
     fence_mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init, mbarrier_wait_parity,
@@ -50,6 +55,10 @@ pub const ZERO_LANE: i64 = 6;
 /// Named barrier of the consumer threads (0 is `__syncthreads`).
 pub const CONSUMER_BARRIER: i64 = 1;
 
+/// Arrivals that complete a *full* barrier: lane 0's (with the transaction bytes) and one
+/// `cp.async` arrival per producer lane.
+pub const FULL_ARRIVALS: i64 = 33;
+
 /// The ring of the SM90 bulk producer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AwqBulkRing {
@@ -64,6 +73,10 @@ pub struct AwqBulkRing {
     pub barrier_offset: i64,
     /// The 1-D bulk copy (global -> shared, mbarrier transaction bytes).
     pub copy: CopyOp,
+    /// The 16-byte zero-filling `cp.async` of `x` (32-bit shared address, source size).
+    pub copy_x: Snippet,
+    /// `cp.async.mbarrier.arrive.noinc`: a lane's arrival once its `x` copies landed.
+    pub x_arrive: Snippet,
     /// mbarrier init / init fence / arrive / arrive with transaction count / parity wait
     /// and the consumers' named barrier.
     pub sync: Vec<Snippet>,
@@ -79,6 +92,8 @@ impl AwqBulkRing {
             x_copies: (bm * 8 + 31) / 32,
             barrier_offset: stages as i64 * stage_bytes,
             copy: bulk_load(16),
+            copy_x: cp_async_addr(CacheOp::CacheGlobal, 16).expect("16-byte cp.async.cg exists"),
+            x_arrive: cp_async_mbarrier_arrive_noinc(),
             sync: vec![
                 mbarrier_init(),
                 fence_mbarrier_init(),

@@ -167,7 +167,11 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
         [plan.copy_a.snippet.clone(), plan.copy_b.snippet.clone()]
     };
     let mut snippets = match &plan.bulk {
-        Some(ring) => [vec![ring.copy.snippet.clone()], ring.sync.clone()].concat(),
+        Some(ring) => [
+            vec![ring.copy.snippet.clone(), ring.copy_x.clone(), ring.x_arrive.clone()],
+            ring.sync.clone(),
+        ]
+        .concat(),
         None => vec![
             copies[0].clone(),
             copies[1].clone(),

@@ -5,7 +5,7 @@
 
 use super::{s, Emit};
 use crate::emit::Stmt;
-use rcute_collective::awq_bulk::{AwqBulkRing, CONSUMER_BARRIER, SCALE_LANE, WEIGHT_LANES, ZERO_LANE};
+use rcute_collective::awq_bulk::{AwqBulkRing, CONSUMER_BARRIER, FULL_ARRIVALS, SCALE_LANE, WEIGHT_LANES, ZERO_LANE};
 use rcute_collective::awq_mainloop::{AWQ_BK, GROUP_SLOTS};
 
 impl Emit<'_> {
@@ -22,16 +22,14 @@ impl Emit<'_> {
         }
     }
 
-    /// After the setup: the ring's barriers (thread 0), the rows of `x` past M zeroed in
-    /// every stage (no copy ever writes them), one CTA barrier.
+    /// After the setup: the ring's barriers (thread 0), one CTA barrier.
     pub(super) fn ring_setup(&self) -> Vec<Stmt> {
         let p = self.p;
         let r = self.ring();
         let stages = p.config.stages;
-        let bm = p.config.tile[0];
         vec![
             Stmt::Comment(format!(
-                "mbarrier ring: full[s] at smem + {} + 8 s (producer arrival + transaction bytes), empty[s] at + 8 ({stages} + s) ({} consumer arrivals)",
+                "mbarrier ring: full[s] at smem + {} + 8 s (lane 0 with the bulk bytes, then one cp.async arrival per producer lane: {FULL_ARRIVALS}), empty[s] at + 8 ({stages} + s) ({} consumer arrivals)",
                 r.barrier_offset, r.consumer_threads
             )),
             Stmt::decl(
@@ -47,30 +45,13 @@ impl Emit<'_> {
                         "st",
                         stages as i64,
                         vec![
-                            s("rc_mbarrier_init(bar_full + 8 * st, 1u)"),
+                            s(format!("rc_mbarrier_init(bar_full + 8 * st, {FULL_ARRIVALS}u)")),
                             s(format!("rc_mbarrier_init(bar_empty + 8 * st, {}u)", r.consumer_threads)),
                         ],
                     ),
                     s("rc_fence_mbarrier_init()"),
                 ],
                 otherwise: vec![],
-            },
-            Stmt::Comment(format!(
-                "rows m0 + r >= M of the (BM, 64) x stages are never copied: zero them once ({} 16-byte chunks per stage)",
-                bm * 8
-            )),
-            Stmt::Loop {
-                init: "int i = threadIdx.x".into(),
-                cond: format!("i < {}", stages as i64 * bm * 8),
-                step: format!("i += {}", p.threads),
-                body: vec![Stmt::If {
-                    cond: format!("m0 + (i >> 3) % {bm} >= M"),
-                    then: vec![Stmt::assign(
-                        "*reinterpret_cast<uint4*>(sA + 8 * i)",
-                        "make_uint4(0u, 0u, 0u, 0u)",
-                    )],
-                    otherwise: vec![],
-                }],
             },
             s("__syncthreads()"),
         ]
@@ -89,17 +70,15 @@ impl Emit<'_> {
             Stmt::decl("const int", "c", "lane + 32 * j"),
             Stmt::decl("const int", "xr", "c >> 3"),
             Stmt::decl("const int", "ch", "c & 7"),
-            Stmt::If {
-                cond: format!("c < {} && m0 + xr < M && k0 + 8 * ch < K", bm * 8),
-                then: vec![
-                    Stmt::Comment("Sw<3,3,3> o (BM,64):(64,1): chunk ch of row xr at chunk ch ^ (xr % 8)".into()),
-                    s(format!(
-                        "{copy}(sA + slot * {} + xr * 64 + ((ch ^ (xr & 7)) << 3), x + (long long)(m0 + xr) * ldx + k0 + 8 * ch, full, 16u)",
-                        bm * AWQ_BK
-                    )),
-                ],
-                otherwise: vec![],
-            },
+            Stmt::decl("const bool", "ok", "m0 + xr < M && k0 + 8 * ch < K"),
+            Stmt::Comment(
+                "Sw<3,3,3> o (BM,64):(64,1): chunk ch of row xr at chunk ch ^ (xr % 8); zeros past M or K".into(),
+            ),
+            s(format!(
+                "{}(sA_base + 2 * (slot * {} + xr * 64 + ((ch ^ (xr & 7)) << 3)), ok ? x + (long long)(m0 + xr) * ldx + k0 + 8 * ch : x, ok ? 16u : 0u)",
+                r.copy_x.name,
+                bm * AWQ_BK
+            )),
         ];
         let group_row = |slot: &str| format!("min((k0 + 32 * {slot}) >> gshift, groups - 1)");
         let run = vec![
@@ -141,19 +120,8 @@ impl Emit<'_> {
             },
         ];
         let bytes = vec![
+            Stmt::Comment("this lane's bulk bytes (x comes by cp.async)".into()),
             Stmt::decl("uint32_t", "bytes", "0u"),
-            Stmt::unrolled(
-                "j",
-                r.x_copies,
-                vec![
-                    Stmt::decl("const int", "c", "lane + 32 * j"),
-                    Stmt::If {
-                        cond: format!("c < {} && m0 + (c >> 3) < M && k0 + 8 * (c & 7) < K", bm * 8),
-                        then: vec![s("bytes += 16u")],
-                        otherwise: vec![],
-                    },
-                ],
-            ),
             Stmt::If {
                 cond: format!("lane < {WEIGHT_LANES} && (k0 >> 4) + lane < (K >> 4)"),
                 then: vec![s("bytes += 8u * cols")],
@@ -185,9 +153,13 @@ impl Emit<'_> {
             },
             Stmt::Comment("the transaction count is announced before any copy can complete".into()),
             s("__syncwarp()"),
-            Stmt::unrolled("j", r.x_copies, x_chunk),
         ]);
         kt.extend(run);
+        kt.extend([
+            Stmt::unrolled("j", r.x_copies, x_chunk),
+            Stmt::Comment("one arrival on the full barrier once this lane's x copies landed".into()),
+            s(format!("{}(full)", r.x_arrive.name)),
+        ]);
         kt.push(Stmt::If {
             cond: format!("++stage == {stages}u"),
             then: vec![Stmt::assign("stage", "0u"), Stmt::assign("phase", "phase ^ 1u")],
