@@ -252,6 +252,8 @@ fn prepared_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         (16, 768, 4096, 128, true),
         // a half k-tile after five full ones (see gemm_cases)
         (5, 768, 352, 32, true),
+        // a wide weight at 16 < M <= 32: the bulk-producer kernel's shapes on sm_90
+        (24, 14336, 256, 128, true),
     ];
     for (m, n, k, g, bias) in shapes {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
@@ -280,6 +282,8 @@ fn bulk_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
         // 3 stages: the ring wraps (and flips its phase) every third k-tile
         AwqGemmConfig::new(e, [16, 256, 64], [1, 4], 3, 4).bulk(),
         AwqGemmConfig::new(e, [32, 256, 64], [1, 4], 6, 4).bulk(),
+        // what the prepared path runs on sm_90 for 16 < M <= 32 on a wide weight
+        AwqGemmConfig::new(e, [32, 256, 64], [1, 4], 4, 4).bulk(),
         AwqGemmConfig::new(e, [16, 512, 64], [1, 8], 9, 4).bulk(),
         AwqGemmConfig::new(e, [64, 128, 64], [2, 2], 5, 4).bulk(),
     ]

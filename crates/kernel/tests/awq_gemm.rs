@@ -21,14 +21,16 @@ fn configs() -> Vec<AwqGemmConfig> {
     ]
 }
 
-/// The prepared kernels with the SM90 bulk producer (sm_90a only).
+/// The prepared kernels with the SM90 bulk producer (sm_90a only): the catalogue's and more.
 fn bulk_configs() -> Vec<AwqGemmConfig> {
-    vec![
+    let mut v = rcute_kernel::catalogue::awq_bulk_configs();
+    v.extend([
         AwqGemmConfig::new(Element::F16, [16, 256, 64], [1, 4], 8, 4).bulk(),
         AwqGemmConfig::new(Element::BF16, [16, 256, 64], [1, 4], 6, 4).bulk(),
         AwqGemmConfig::new(Element::F16, [32, 256, 64], [1, 4], 6, 4).bulk(),
         AwqGemmConfig::new(Element::F16, [16, 512, 64], [1, 8], 9, 4).bulk(),
-    ]
+    ]);
+    v
 }
 
 #[test]
