@@ -250,10 +250,12 @@ impl AwqMainloop {
         let a_chunks = bm * bk / 8;
         let b_chunks = bk * bn / 8 / cfg.b_vector_words;
         let stage_bytes = a_stage_bytes + b_stage_bytes + s_stage_bytes + z_stage_bytes;
-        let bulk = cfg
-            .bulk
-            .then(|| AwqBulkRing::new(wm * wn, bm, cfg.stages, stage_bytes));
-        let ring_bytes = if cfg.bulk { AwqBulkRing::barrier_bytes(cfg.stages) } else { 0 };
+        let bulk = cfg.bulk.then(|| AwqBulkRing::new(wm * wn, bm, cfg.stages, stage_bytes));
+        let ring_bytes = if cfg.bulk {
+            AwqBulkRing::barrier_bytes(cfg.stages)
+        } else {
+            0
+        };
         Ok(AwqMainloop {
             config: *cfg,
             threads,

@@ -101,7 +101,10 @@ fn bulk_kernels_compile_for_sm90a_without_spills() {
             .kernel(&g.name)
             .unwrap_or_else(|| panic!("no resources\n{}", c.log));
         assert!(!r.spills() && r.stack_frame_bytes == 0, "{}: {r:?}", g.name);
-        eprintln!("{}: {} registers, {} bytes smem", g.name, r.registers, g.plan.smem_bytes);
+        eprintln!(
+            "{}: {} registers, {} bytes smem",
+            g.name, r.registers, g.plan.smem_bytes
+        );
         let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
         let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
         assert!(!sass.uses_local_memory());
@@ -114,7 +117,12 @@ fn bulk_kernels_compile_for_sm90a_without_spills() {
         }
         // the weight, scale and zero rows: four runs and four group rows per stage, no more
         // bulk copies than that in the loop (x comes by cp.async)
-        assert!(k.count_opcode("UBLKCP") <= 8, "{}: {} UBLKCP", g.name, k.count_opcode("UBLKCP"));
+        assert!(
+            k.count_opcode("UBLKCP") <= 8,
+            "{}: {} UBLKCP",
+            g.name,
+            k.count_opcode("UBLKCP")
+        );
     }
 }
 

@@ -170,7 +170,9 @@ impl Emit<'_> {
             then: vec![
                 Stmt::Comment("producer warp: the stage copies of every k-tile of this split".into()),
                 Stmt::decl("const int", "n0", "n0w * 8"),
-                Stmt::Comment(format!("columns of this tile inside N (a multiple of 64): min({bn}, N - n0)")),
+                Stmt::Comment(format!(
+                    "columns of this tile inside N (a multiple of 64): min({bn}, N - n0)"
+                )),
                 Stmt::decl("const uint32_t", "cols", format!("min({bn}, N - n0)")),
                 Stmt::decl("uint32_t", "stage", "0u"),
                 Stmt::decl("uint32_t", "phase", "0u"),
