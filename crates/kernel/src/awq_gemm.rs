@@ -13,6 +13,10 @@
 //! the additions is fixed, so repeated runs give bit-identical results; the workspace
 //! needs no initialization.
 //!
+//! With [`AwqGemmConfig::bulk`] (sm_90, prepared layout) one more warp produces the stages
+//! with `cp.async.bulk` into an mbarrier ring and the other warps only consume them
+//! ([`rcute_collective::awq_bulk`], emitted by `awq_gemm/bulk.rs`).
+//!
 //! ```
 //! use rcute_atom::Element;
 //! use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};

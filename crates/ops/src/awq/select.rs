@@ -171,7 +171,7 @@ pub fn select_awq_gemm_prepared(m: usize, n: usize, k: usize, sms: usize, elemen
 }
 
 /// The prepared path's configuration on sm_90 where the SM90 bulk-producer kernel
-/// ([`rcute_collective::awq_bulk`]: a producer warp streams the prepared weight with
+/// (`rcute_collective::awq_bulk`: a producer warp streams the prepared weight with
 /// `cp.async.bulk` into an mbarrier ring) measured faster than the `cp.async` kernel of
 /// [`select_awq_gemm_prepared`], or `None` (H200, `rcute bench awq --config bulk:...`,
 /// G = 128, BENCHMARKS.md, AWQ helper awq90):
