@@ -376,6 +376,14 @@ __device__ __forceinline__ void rc_cp_async_wait_all() {
       : "memory");
 }
 
+__device__ __forceinline__ void rc_cp_async_mbarrier_arrive_noinc(uint32_t mbar) {
+  asm volatile(
+      "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n"
+      : 
+      : "r"(mbar)
+      : "memory");
+}
+
 __device__ __forceinline__ void rc_cvt_u4x8_f16x2_biased(uint32_t q, uint32_t (&out)[4]) {
   // out[i] = {bias + nibble i, bias + nibble i+4} (bias 1024): (q >> 4i) & 0x000f000f | 0x64006400
   #pragma unroll
@@ -1228,6 +1236,22 @@ extern "C" __global__ void rc_test_rc_cp_async_wait_all(uint32_t const* __restri
   if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
   __syncthreads();
   rc_cp_async_wait_all();
+  __syncthreads();
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_cp_async_mbarrier_arrive_noinc(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 1;
+  uint32_t* rc_my_out = rc_out + rc_tid * 1;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  uint32_t rc_p0;
+  asm("{ .reg .u64 rc_t; cvta.to.shared.u64 rc_t, %1; cvt.u32.u64 %0, rc_t; }" : "=r"(rc_p0) : "l"((void*)&rc_mbar[0]));
+  rc_cp_async_mbarrier_arrive_noinc(rc_p0);
   __syncthreads();
   (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
 }

@@ -252,6 +252,8 @@ fn prepared_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         (16, 768, 4096, 128, true),
         // a half k-tile after five full ones (see gemm_cases)
         (5, 768, 352, 32, true),
+        // a wide weight at 16 < M <= 32: the bulk-producer kernel's shapes on sm_90
+        (24, 14336, 256, 128, true),
     ];
     for (m, n, k, g, bias) in shapes {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
@@ -271,6 +273,81 @@ fn prepared_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         }
         eprintln!("ok {what}");
     }
+}
+
+/// The prepared kernels with the SM90 bulk producer (a producer warp, an mbarrier ring).
+fn bulk_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
+    vec![
+        AwqGemmConfig::new(e, [16, 256, 64], [1, 4], 8, 4).bulk(),
+        // 3 stages: the ring wraps (and flips its phase) every third k-tile
+        AwqGemmConfig::new(e, [16, 256, 64], [1, 4], 3, 4).bulk(),
+        AwqGemmConfig::new(e, [32, 256, 64], [1, 4], 6, 4).bulk(),
+        // what the prepared path runs on sm_90 for 16 < M <= 32 on a wide weight
+        AwqGemmConfig::new(e, [32, 256, 64], [1, 4], 4, 4).bulk(),
+        AwqGemmConfig::new(e, [16, 512, 64], [1, 8], 9, 4).bulk(),
+        AwqGemmConfig::new(e, [64, 128, 64], [2, 2], 5, 4).bulk(),
+    ]
+}
+
+/// The bulk-producer kernels forced with 1, 3 and 7 K splits on the prepared shapes of
+/// [`prepared_cases`] (M past the tile, N and K ending inside a tile, G = 32 with its second
+/// group slot, G = K), against the float64 reference.
+fn bulk_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    let mut rng = Rng::for_test(&format!("awq_bulk_{e}"));
+    let shapes = [
+        (1, 4096, 512, 128, true),
+        (3, 320, 96, 32, false),
+        (17, 576, 320, 64, true),
+        (70, 1024, 192, 64, false),
+        (33, 512, 256, 256, true),
+        (16, 768, 4096, 128, true),
+        (5, 768, 352, 32, true),
+    ];
+    for (m, n, k, g, bias) in shapes {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} bulk");
+        for cfg in bulk_configs(e) {
+            for splits in [1, 3, 7] {
+                let forced = Some((cfg, splits));
+                let name = format!("{what} {:?} s{} split {splits}", cfg.tile, cfg.stages);
+                case.check(ops, Run::Prepared(&w, forced), &name);
+            }
+        }
+        eprintln!("ok {what}");
+    }
+}
+
+/// The SM90 bulk-producer kernels on the prepared weight against the float64 reference
+/// (f16 and bf16); on another architecture forcing one is an [`OpsError::Arch`] that writes
+/// nothing.
+#[test]
+fn awq_gemm_prepared_bulk_matches_the_float64_reference() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    if ops.gpu().compute_capability() != (9, 0) {
+        let mut rng = Rng::for_test("awq_bulk_arch");
+        let case = Case::<f16>::new(&ops, &mut rng, 2, 256, 128, 128, false);
+        let w = AwqWeight::prepare(&ops, &case.tensors()).unwrap();
+        let s = ops.gpu().stream();
+        let x: CudaSlice<f16> = s.clone_htod(&vec![f16::ONE; 2 * 128]).unwrap();
+        let mut out: CudaSlice<f16> = s.clone_htod(&vec![f16::from_f32(SENTINEL); 2 * 256]).unwrap();
+        let forced = Some((bulk_configs(rcute_atom::Element::F16)[0], 1));
+        let r = ops.run_awq_gemm_prepared(
+            &MatrixRef::new(&x, 2, 128),
+            &w,
+            None,
+            &mut MatrixMut::new(&mut out, 2, 256),
+            forced,
+        );
+        assert!(matches!(r, Err(OpsError::Arch(_))), "bulk kernel off sm_90: {r:?}");
+        ops.gpu().synchronize().unwrap();
+        assert!(s.clone_dtoh(&out).unwrap().iter().all(|v| v.to_f32() == SENTINEL));
+        eprintln!("skipped the bulk kernels' numerics: they need sm_90");
+        return;
+    }
+    bulk_cases::<f16>(&ops, rcute_atom::Element::F16);
+    bulk_cases::<bf16>(&ops, rcute_atom::Element::BF16);
 }
 
 /// `AwqWeight::prepare` + `awq_gemm_prepared` against the float64 reference (the op's own

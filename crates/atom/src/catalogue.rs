@@ -64,6 +64,7 @@ pub fn all_helper_snippets() -> Vec<Snippet> {
         copy_cp_async::cp_async_commit_group(),
         copy_cp_async::cp_async_wait_group(),
         copy_cp_async::cp_async_wait_all(),
+        copy_cp_async::cp_async_mbarrier_arrive_noinc(),
         mma_sm90::wgmma_fence(),
         mma_sm90::wgmma_commit_group(),
         mma_sm90::wgmma_wait_group(),

@@ -142,6 +142,32 @@ pub fn cp_async_wait_group() -> Snippet {
     )
 }
 
+/// `cp.async.mbarrier.arrive.noinc.shared::cta.b64 [mbar]`: one arrival on the mbarrier
+/// once every `cp.async` this thread issued before has landed. `noinc`: the arrival is one
+/// of the count the barrier was initialized with (so a stage filled by `cp.async` and bulk
+/// copies completes when both have landed).
+///
+/// ```
+/// use rcute_atom::copy_cp_async::cp_async_mbarrier_arrive_noinc;
+/// let s = cp_async_mbarrier_arrive_noinc();
+/// assert!(s.code.contains("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];"));
+/// ```
+pub fn cp_async_mbarrier_arrive_noinc() -> Snippet {
+    let body = asm_stmt(
+        &["cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];".into()],
+        &[],
+        &["\"r\"(mbar)".into()],
+        true,
+    );
+    Snippet::build(
+        "rc_cp_async_mbarrier_arrive_noinc",
+        Arch::SM80,
+        1,
+        vec![Param::new("mbar", ParamTy::Mbarrier)],
+        &body,
+    )
+}
+
 /// `cp.async.wait_all`.
 pub fn cp_async_wait_all() -> Snippet {
     let body = asm_stmt(&["cp.async.wait_all;".into()], &[], &[], true);

@@ -40,7 +40,8 @@ pub struct BenchAwqArgs {
     /// dequantization + the SM90 GEMM, sm_90 only), a
     /// fused configuration `BMxBN,WMxWN,STAGES,SPLITS`, e.g. `--config 16x256,1x4,4,8` (BK
     /// is 64; f16; 16-byte weight copies where N/8 allows), or `prepared:` and such a
-    /// configuration (the prepared kernel forced to it).
+    /// configuration (the prepared kernel forced to it), or `bulk:` and such a configuration
+    /// (the prepared kernel with the SM90 bulk producer, sm_90 only).
     #[arg(long = "config")]
     pub configs: Vec<String>,
 }
@@ -92,9 +93,10 @@ fn parse_variant(s: &str) -> Result<Variant, String> {
         "dense" => Ok(Variant::Dense),
         "fused" => Ok(Variant::Fused(None)),
         "prepared" => Ok(Variant::Prepared(None)),
-        _ => match s.strip_prefix("prepared:") {
-            Some(c) => parse_awq_config(c).map(|c| Variant::Prepared(Some(c))),
-            None => parse_awq_config(s).map(|c| Variant::Fused(Some(c))),
+        _ => match (s.strip_prefix("prepared:"), s.strip_prefix("bulk:")) {
+            (Some(c), _) => parse_awq_config(c).map(|c| Variant::Prepared(Some(c))),
+            (_, Some(c)) => parse_awq_config(c).map(|(c, k)| Variant::Prepared(Some((c.bulk(), k)))),
+            _ => parse_awq_config(s).map(|c| Variant::Fused(Some(c))),
         },
     }
 }

@@ -34,6 +34,7 @@
 //! assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [16, 192, 64], [1, 4], 4, 4)).is_err());
 //! ```
 
+use crate::awq_bulk::AwqBulkRing;
 use crate::sm80_mainloop::PlanError;
 use rcute_atom::convert_int4::{
     u4x8_to_bf16x2_biased, u4x8_to_f16x2_biased, u4x8_to_f16x2_biased_x16_snippet, Biased16,
@@ -72,6 +73,10 @@ pub struct AwqMainloopConfig {
     /// copies of contiguous runs, unpadded shared rows, one 16-byte shared load per lane
     /// and k16 step) instead of AutoAWQ's row-major words.
     pub prepared: bool,
+    /// Whether one producer warp streams the stages with `cp.async.bulk` into an mbarrier
+    /// ring ([`crate::awq_bulk`]; sm_90, prepared layout only) instead of every thread
+    /// issuing `cp.async` copies.
+    pub bulk: bool,
 }
 
 impl AwqMainloopConfig {
@@ -84,7 +89,22 @@ impl AwqMainloopConfig {
             stages,
             b_vector_words,
             prepared: false,
+            bulk: false,
         }
+    }
+
+    /// The same configuration on the prepared layout with the SM90 bulk producer
+    /// ([`crate::awq_bulk`]).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 4], 12, 4).bulk();
+    /// assert!(cfg.prepared && AwqMainloop::new(&cfg).unwrap().bulk.is_some());
+    /// ```
+    pub fn bulk(mut self) -> Self {
+        self.bulk = true;
+        self.prepared()
     }
 
     /// The same configuration on the prepared weight layout (16-byte copies).
@@ -154,6 +174,8 @@ pub struct AwqMainloop {
     pub convert_x16: Snippet,
     /// Its float format (magic bias).
     pub biased: Biased16,
+    /// The SM90 bulk producer's ring (with `bulk`).
+    pub bulk: Option<AwqBulkRing>,
 }
 
 fn tile_err(cfg: &AwqMainloopConfig, reason: impl Into<String>) -> PlanError {
@@ -213,7 +235,10 @@ impl AwqMainloop {
             _ => cp_async_addr(CacheOp::CacheAlways, 4),
         }
         .ok_or_else(|| tile_err(cfg, "no qweight cp.async"))?;
-        let threads = 32 * wm * wn;
+        if cfg.bulk && !cfg.prepared {
+            return Err(tile_err(cfg, "the bulk producer streams the prepared layout only"));
+        }
+        let threads = 32 * wm * wn + if cfg.bulk { 32 } else { 0 };
         // The prepared layout needs no padding: each lane reads its own 16 contiguous bytes.
         let b_row_words = if cfg.prepared { bn / 8 } else { bn / 8 + B_ROW_PAD_WORDS };
         let a_stage_bytes = bm * bk * 2;
@@ -224,6 +249,13 @@ impl AwqMainloop {
         let z_chunks = GROUP_SLOTS * bn / 8 / cfg.b_vector_words;
         let a_chunks = bm * bk / 8;
         let b_chunks = bk * bn / 8 / cfg.b_vector_words;
+        let stage_bytes = a_stage_bytes + b_stage_bytes + s_stage_bytes + z_stage_bytes;
+        let bulk = cfg.bulk.then(|| AwqBulkRing::new(wm * wn, bm, cfg.stages, stage_bytes));
+        let ring_bytes = if cfg.bulk {
+            AwqBulkRing::barrier_bytes(cfg.stages)
+        } else {
+            0
+        };
         Ok(AwqMainloop {
             config: *cfg,
             threads,
@@ -234,7 +266,7 @@ impl AwqMainloop {
             b_stage_bytes,
             s_stage_bytes,
             z_stage_bytes,
-            smem_bytes: (a_stage_bytes + b_stage_bytes + s_stage_bytes + z_stage_bytes) * cfg.stages as i64,
+            smem_bytes: stage_bytes * cfg.stages as i64 + ring_bytes,
             s_copies: (s_chunks + threads - 1) / threads,
             z_copies: (z_chunks + threads - 1) / threads,
             a_copies: (a_chunks + threads - 1) / threads,
@@ -248,6 +280,7 @@ impl AwqMainloop {
             convert,
             convert_x16,
             biased,
+            bulk,
         })
     }
 

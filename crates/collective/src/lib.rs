@@ -40,6 +40,7 @@
 //! assert_eq!(plan.stages, 4);
 //! ```
 
+pub mod awq_bulk;
 pub mod awq_mainloop;
 pub mod awq_prepared;
 pub mod epilogue;

@@ -189,6 +189,17 @@ pub fn standard() -> Vec<CatalogueKernel> {
             kernels: 1,
         });
     }
+    // AWQ W4A16 GEMM with the SM90 bulk producer (`ops::awq::select::select_awq_bulk`).
+    for cfg in awq_bulk_configs() {
+        let g = crate::awq_gemm::generate(&cfg).expect("catalogue AWQ bulk configurations are valid");
+        out.push(CatalogueKernel {
+            name: g.name.clone(),
+            arch: Arch::Sm90a,
+            source: g.source,
+            expect_sass: vec!["UBLKCP", "LDGSTS", "SYNCS", "LDSM", "LOP3", "HMMA"],
+            kernels: 1,
+        });
+    }
     // MoE routing: top-k softmax (f32 / bf16 / f16 logits; up to 64 experts, and up to 256
     // for bf16) and the alignment of routed tokens to the grouped GEMM's tiles.
     for (e, experts) in [
@@ -461,6 +472,17 @@ fn awq_dequantize_units() -> Vec<CatalogueKernel> {
         .collect();
     units.push(reorder);
     units
+}
+
+/// The AWQ GEMM configurations with the SM90 bulk producer in the catalogue (sm_90a): the
+/// prepared 32x256 tile that `ops` selects for 16 < M <= 32 on wide weights, f16 and bf16.
+pub fn awq_bulk_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
+    use crate::awq_gemm::AwqGemmConfig;
+    use rcute_atom::Element::{BF16, F16};
+    vec![
+        AwqGemmConfig::new(F16, [32, 256, 64], [1, 4], 4, 4).bulk(),
+        AwqGemmConfig::new(BF16, [32, 256, 64], [1, 4], 4, 4).bulk(),
+    ]
 }
 
 /// The AWQ GEMM configurations in the catalogue: the tiles `ops` selects by M (decode

@@ -21,9 +21,21 @@ fn configs() -> Vec<AwqGemmConfig> {
     ]
 }
 
+/// The prepared kernels with the SM90 bulk producer (sm_90a only): the catalogue's and more.
+fn bulk_configs() -> Vec<AwqGemmConfig> {
+    let mut v = rcute_kernel::catalogue::awq_bulk_configs();
+    v.extend([
+        AwqGemmConfig::new(Element::F16, [16, 256, 64], [1, 4], 8, 4).bulk(),
+        AwqGemmConfig::new(Element::BF16, [16, 256, 64], [1, 4], 6, 4).bulk(),
+        AwqGemmConfig::new(Element::F16, [32, 256, 64], [1, 4], 6, 4).bulk(),
+        AwqGemmConfig::new(Element::F16, [16, 512, 64], [1, 8], 9, 4).bulk(),
+    ]);
+    v
+}
+
 #[test]
 fn generated_source_is_deterministic_and_rejects_bad_configs() {
-    for cfg in configs() {
+    for cfg in configs().into_iter().chain(bulk_configs()) {
         let g = generate(&cfg).unwrap();
         assert_eq!(g, generate(&cfg).unwrap());
         for pat in ["+ 0)", "- 0)", "* 1)", "% 1)", "/ 1)", ">> 0", "<< 0"] {
@@ -35,6 +47,9 @@ fn generated_source_is_deterministic_and_rejects_bad_configs() {
     }
     assert!(generate(&AwqGemmConfig::new(Element::F32, [16, 256, 64], [1, 4], 4, 4)).is_err());
     assert!(generate(&AwqGemmConfig::new(Element::F16, [16, 256, 32], [1, 4], 4, 4)).is_err());
+    let mut unprepared_bulk = AwqGemmConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4);
+    unprepared_bulk.bulk = true;
+    assert!(generate(&unprepared_bulk).is_err());
     let g = generate(&configs()[0]).unwrap();
     // K = 4096 in 64-wide tiles over 5 requested splits: 13 tiles each, 5 splits run.
     assert_eq!(g.split_plan(4096, 5), (13, 5));
@@ -68,6 +83,46 @@ fn compiles_without_spills_and_uses_the_planned_instructions() {
                 assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
             }
         }
+    }
+}
+
+/// The bulk-producer kernels compile for sm_90a without spills or local memory, copy the
+/// weight and group rows with `cp.async.bulk` (UBLKCP) and `x` with `cp.async` (LDGSTS),
+/// and keep the consumers' ldmatrix, conversion and HMMA.
+#[test]
+fn bulk_kernels_compile_for_sm90a_without_spills() {
+    let Some(tk) = toolkit_for_test() else { return };
+    for cfg in bulk_configs() {
+        let g = generate(&cfg).unwrap();
+        let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm90a))
+            .unwrap_or_else(|err| panic!("{}: {err}\n{}", g.name, g.source));
+        let r = c
+            .resources
+            .kernel(&g.name)
+            .unwrap_or_else(|| panic!("no resources\n{}", c.log));
+        assert!(!r.spills() && r.stack_frame_bytes == 0, "{}: {r:?}", g.name);
+        eprintln!(
+            "{}: {} registers, {} bytes smem",
+            g.name, r.registers, g.plan.smem_bytes
+        );
+        let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
+        let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
+        assert!(!sass.uses_local_memory());
+        let k = sass.kernel(&g.name).unwrap();
+        if std::env::var_os("RCUTE_DUMP").is_some() {
+            eprintln!("{}", k.opcodes().collect::<Vec<_>>().join(" "));
+        }
+        for op in ["UBLKCP", "LDGSTS", "SYNCS", "LDSM", "LOP3", "HMMA"] {
+            assert!(k.contains_opcode(op), "{}: no {op}", g.name);
+        }
+        // the weight, scale and zero rows: four runs and four group rows per stage, no more
+        // bulk copies than that in the loop (x comes by cp.async)
+        assert!(
+            k.count_opcode("UBLKCP") <= 8,
+            "{}: {} UBLKCP",
+            g.name,
+            k.count_opcode("UBLKCP")
+        );
     }
 }
 

@@ -22,7 +22,7 @@
 //! `qweight` (kept borrowed for that), like [`crate::Ops::awq_gemm`].
 
 use super::run::element;
-use super::select::{awq_dense_wins, select_awq_gemm_prepared};
+use super::select::{awq_dense_wins, select_awq_bulk, select_awq_gemm_prepared};
 use super::validate::{validate_awq_gemm, validate_awq_weight, AwqGemmProblem, AwqTensors};
 use super::AwqShape;
 use crate::context::Ops;
@@ -149,7 +149,10 @@ impl Ops {
 
     /// [`Ops::awq_gemm_prepared`] on the fused prepared kernel, with the configuration and
     /// requested K splits of `forced` (its `prepared` flag is set here), or the shape's
-    /// choice for `None` (tests and benchmarks cover every kernel this way).
+    /// choice for `None`: on sm_90 the bulk-producer kernel where
+    /// [`super::select::select_awq_bulk`] takes it, else
+    /// [`super::select::select_awq_gemm_prepared`] (tests and benchmarks cover every kernel
+    /// this way). A forced bulk configuration off sm_90 is an [`OpsError::Arch`].
     pub fn run_awq_gemm_prepared(
         &self,
         x: &MatrixRef<'_>,
@@ -167,9 +170,14 @@ impl Ops {
         uses.read(bias.and_then(|b| b.tracked()));
         uses.write(out.tracked_mut());
         let e = element(p.w.dtype)?;
-        let (cfg, splits) = forced.unwrap_or_else(|| {
-            select_awq_gemm_prepared(p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize, e)
-        });
+        let (m, n, k, sms) = (p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize);
+        let bulk = || match self.gpu().compute_capability() {
+            (9, 0) => select_awq_bulk(m, n, k, sms, e),
+            _ => None,
+        };
+        let (cfg, splits) = forced
+            .or_else(bulk)
+            .unwrap_or_else(|| select_awq_gemm_prepared(m, n, k, sms, e));
         self.run_awq_fused(&p, Some((cfg.prepared(), splits)))
     }
 }

@@ -300,6 +300,21 @@ impl Ops {
         let (mut cfg, splits) =
             forced.unwrap_or_else(|| select_awq_gemm(p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize, e));
         cfg.element = e;
+        if cfg.bulk && self.gpu().compute_capability() != (9, 0) {
+            return Err(OpsError::Arch(format!(
+                "the AWQ bulk-producer kernel (cp.async.bulk, mbarriers) needs sm_90, not {:?}",
+                self.gpu().compute_capability()
+            )));
+        }
+        if cfg.bulk && !p.w.qzeros.ptr.is_multiple_of(16) {
+            return Err(OpsError::Alignment {
+                operand: "qzeros",
+                detail: format!(
+                    "the bulk-producer kernel copies zero rows in 16-byte units: address {:#x}",
+                    p.w.qzeros.ptr
+                ),
+            });
+        }
         if cfg.b_vector_words == 4 && !(p.w.shape.n / 8).is_multiple_of(4) {
             return Err(OpsError::Alignment {
                 operand: "qweight",

@@ -169,3 +169,40 @@ pub fn select_awq_gemm_prepared(m: usize, n: usize, k: usize, sms: usize, elemen
     };
     (cfg, splits.min(k_tiles))
 }
+
+/// The prepared path's configuration on sm_90 where the SM90 bulk-producer kernel
+/// (`rcute_collective::awq_bulk`: a producer warp streams the prepared weight with
+/// `cp.async.bulk` into an mbarrier ring) measured faster than the `cp.async` kernel of
+/// [`select_awq_gemm_prepared`], or `None` (H200, `rcute bench awq --config bulk:...`,
+/// G = 128, BENCHMARKS.md, AWQ helper awq90):
+///
+/// * 16 < M <= 32 on a wide weight: the 32x256 tile, warps 1x4 + the producer, 4 stages,
+///   4 splits (32 x 14336 x 4096: 28.73 µs against 30.47 for the `cp.async` 32x256 / 3
+///   stages / 4 splits).
+///
+/// At M = 1 and 16 the bulk kernel measured no faster (1 x 14336: 17.74 µs at best against
+/// 17.32; 16 x 14336: 22.56 against 22.42; 1 and 16 x 4096: 10.89 / 15.17 against 9.99 /
+/// 14.32): there the kernel is bound by the consumers' dequantization, not by the bytes in
+/// flight.
+///
+/// ```
+/// use rcute_ops::awq::select::select_awq_bulk;
+/// let f16 = rcute_atom::Element::F16;
+/// let (cfg, splits) = select_awq_bulk(32, 14336, 4096, 132, f16).unwrap();
+/// assert!(cfg.bulk && cfg.prepared);
+/// assert_eq!((cfg.tile, cfg.stages, splits), ([32, 256, 64], 4, 4));
+/// assert!(select_awq_bulk(17, 14336, 4096, 132, f16).is_some());
+/// assert!(select_awq_bulk(16, 14336, 4096, 132, f16).is_none());
+/// assert!(select_awq_bulk(1, 14336, 4096, 132, f16).is_none());
+/// assert!(select_awq_bulk(32, 4096, 4096, 132, f16).is_none());
+/// assert!(select_awq_bulk(64, 14336, 4096, 132, f16).is_none());
+/// ```
+pub fn select_awq_bulk(m: usize, n: usize, k: usize, sms: usize, element: Element) -> Option<(AwqGemmConfig, u32)> {
+    let wide = n.div_ceil(256) * 4 >= sms;
+    let k_tiles = k.div_ceil(64).max(1) as u32;
+    if !(17..=32).contains(&m) || !wide || !(n / 8).is_multiple_of(4) {
+        return None;
+    }
+    let cfg = AwqGemmConfig::new(element, [32, 256, 64], [1, 4], 4, 4).bulk();
+    Some((cfg, 4.min(k_tiles)))
+}
