@@ -306,14 +306,23 @@ impl Ops {
                 self.gpu().compute_capability()
             )));
         }
-        if cfg.bulk && !p.w.qzeros.ptr.is_multiple_of(16) {
-            return Err(OpsError::Alignment {
-                operand: "qzeros",
-                detail: format!(
-                    "the bulk-producer kernel copies zero rows in 16-byte units: address {:#x}",
-                    p.w.qzeros.ptr
-                ),
-            });
+        // The 16-byte copies of qweight and qzeros (4 words each, every prepared and bulk
+        // kernel) need 16-byte aligned bases: the rules' choice falls back to 4-byte copies,
+        // a forced or prepared configuration is refused before anything is launched.
+        if cfg.b_vector_words == 4 {
+            let misaligned = [("qweight", p.w.qweight.ptr), ("qzeros", p.w.qzeros.ptr)]
+                .into_iter()
+                .find(|&(_, ptr)| !ptr.is_multiple_of(16));
+            match misaligned {
+                Some(_) if forced.is_none() && !cfg.prepared => cfg.b_vector_words = 1,
+                Some((operand, ptr)) => {
+                    return Err(OpsError::Alignment {
+                        operand,
+                        detail: format!("this AWQ kernel copies {operand} in 16-byte units: address {ptr:#x}"),
+                    })
+                }
+                None => {}
+            }
         }
         if cfg.b_vector_words == 4 && !(p.w.shape.n / 8).is_multiple_of(4) {
             return Err(OpsError::Alignment {
