@@ -426,13 +426,7 @@ impl Function {
 
         let mut attrs: Vec<sys::CUlaunchAttribute> = Vec::new();
         if let Some(c) = cfg.cluster {
-            // SAFETY: an all-zero attribute is a valid starting value (plain C data).
-            let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-            attr.id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-            attr.value.clusterDim.x = c.x;
-            attr.value.clusterDim.y = c.y;
-            attr.value.clusterDim.z = c.z;
-            attrs.push(attr);
+            attrs.push(cluster_attribute(c));
         }
         if cfg.programmatic && self.gpu.compute_capability().0 >= 9 && pdl_from_env() {
             // SAFETY: as above.
@@ -441,18 +435,7 @@ impl Function {
             attr.value.programmaticStreamSerializationAllowed = 1;
             attrs.push(attr);
         }
-        let config = sys::CUlaunchConfig {
-            gridDimX: cfg.grid.x,
-            gridDimY: cfg.grid.y,
-            gridDimZ: cfg.grid.z,
-            blockDimX: cfg.block.x,
-            blockDimY: cfg.block.y,
-            blockDimZ: cfg.block.z,
-            sharedMemBytes: cfg.dynamic_smem_bytes,
-            hStream: stream.cu_stream(),
-            attrs: attrs.as_mut_ptr(),
-            numAttrs: attrs.len() as u32,
-        };
+        let config = driver_config(cfg, stream.cu_stream(), &mut attrs);
         let params_ptr = if params.is_empty() {
             std::ptr::null_mut()
         } else {
@@ -501,26 +484,10 @@ impl Function {
             .bind_to_thread()
             .map_err(|e| DriverFailure::new("cuCtxSetCurrent", e))?;
         self.prepare_attributes(cfg)?;
-        // SAFETY: an all-zero attribute is a valid starting value (plain C data).
-        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-        attr.id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = cluster.x;
-        attr.value.clusterDim.y = cluster.y;
-        attr.value.clusterDim.z = cluster.z;
-        let config = sys::CUlaunchConfig {
-            gridDimX: cfg.grid.x,
-            gridDimY: cfg.grid.y,
-            gridDimZ: cfg.grid.z,
-            blockDimX: cfg.block.x,
-            blockDimY: cfg.block.y,
-            blockDimZ: cfg.block.z,
-            sharedMemBytes: cfg.dynamic_smem_bytes,
-            hStream: std::ptr::null_mut(),
-            attrs: &mut attr,
-            numAttrs: 1,
-        };
+        let mut attrs = [cluster_attribute(cluster)];
+        let config = driver_config(cfg, std::ptr::null_mut(), &mut attrs);
         let mut clusters: std::ffi::c_int = 0;
-        // SAFETY: `config` and `attr` outlive the call; the function belongs to the bound context.
+        // SAFETY: `config` and `attrs` outlive the call; the function belongs to the bound context.
         let result = unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, self.inner.cu_function(), &config) };
         result
             .result()
@@ -600,6 +567,38 @@ impl Function {
             self.non_portable_cluster.store(1, Ordering::Release);
         }
         Ok(())
+    }
+}
+
+/// The driver's launch attribute for a cluster of `c` CTAs.
+fn cluster_attribute(c: Dim3) -> sys::CUlaunchAttribute {
+    // SAFETY: an all-zero attribute is a valid starting value (plain C data).
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = c.x;
+    attr.value.clusterDim.y = c.y;
+    attr.value.clusterDim.z = c.z;
+    attr
+}
+
+/// The driver's launch configuration of `cfg` on `stream` with `attrs` (which must outlive
+/// its use).
+fn driver_config(
+    cfg: &LaunchConfig,
+    stream: sys::CUstream,
+    attrs: &mut [sys::CUlaunchAttribute],
+) -> sys::CUlaunchConfig {
+    sys::CUlaunchConfig {
+        gridDimX: cfg.grid.x,
+        gridDimY: cfg.grid.y,
+        gridDimZ: cfg.grid.z,
+        blockDimX: cfg.block.x,
+        blockDimY: cfg.block.y,
+        blockDimZ: cfg.block.z,
+        sharedMemBytes: cfg.dynamic_smem_bytes,
+        hStream: stream,
+        attrs: attrs.as_mut_ptr(),
+        numAttrs: attrs.len() as u32,
     }
 }
 
