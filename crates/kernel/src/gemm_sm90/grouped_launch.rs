@@ -140,6 +140,18 @@ impl GeneratedGemmSm90 {
     /// The launch configuration: at most `max_ctas` persistent CTAs (usually the SM
     /// count), or one CTA per tile for the warp-specialized schedule.
     pub fn grouped_launch_config(&self, a: &Sm90GroupedArgs, max_ctas: u32) -> Result<LaunchConfig, GemmError> {
+        self.grouped_launch_config_with(a, max_ctas, None)
+    }
+
+    /// [`Self::grouped_launch_config`] with at most `max_active_clusters` clusters for a
+    /// persistent kernel on clusters (what [`Function::max_active_clusters`] reports), as
+    /// [`Self::launch_config_with`] does for the plain GEMM.
+    pub fn grouped_launch_config_with(
+        &self,
+        a: &Sm90GroupedArgs,
+        max_ctas: u32,
+        max_active_clusters: Option<u32>,
+    ) -> Result<LaunchConfig, GemmError> {
         let p = self.grouped_scheduler_params(a)?;
         let ctas = if persistent(self.config.schedule) {
             max_ctas.max(1)
@@ -147,7 +159,7 @@ impl GeneratedGemmSm90 {
             p.total_work.min(u32::MAX as u64) as u32
         };
         let grid = scheduler(&self.config)
-            .grid(&p, ctas, None)
+            .grid(&p, ctas, max_active_clusters)
             .map_err(|e| GemmError::Shape(e.to_string()))?;
         let lc = LaunchConfig::new(grid, self.threads)
             .with_dynamic_smem(self.smem_bytes)
@@ -228,6 +240,12 @@ pub unsafe fn launch_grouped(
     let sp = g.grouped_scheduler_params(a)?;
     ka = sp.device_args().iter().fold(ka, |ka, &v| ka.i32(v));
     let lc = g.grouped_launch_config(a, max_ctas)?;
+    let lc = match lc.cluster {
+        Some(_) if persistent(g.config.schedule) => {
+            g.grouped_launch_config_with(a, max_ctas, Some(f.max_active_clusters(&lc)?))?
+        }
+        _ => lc,
+    };
     let ka = ka
         .i32(i32::from(crate::grid_dependency::early_trigger_for(f, &lc)))
         .u64(a.d)
