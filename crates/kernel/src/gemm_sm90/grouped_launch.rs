@@ -239,13 +239,7 @@ pub unsafe fn launch_grouped(
         .i32(1);
     let sp = g.grouped_scheduler_params(a)?;
     ka = sp.device_args().iter().fold(ka, |ka, &v| ka.i32(v));
-    let lc = g.grouped_launch_config(a, max_ctas)?;
-    let lc = match lc.cluster {
-        Some(_) if persistent(g.config.schedule) => {
-            g.grouped_launch_config_with(a, max_ctas, Some(f.max_active_clusters(&lc)?))?
-        }
-        _ => lc,
-    };
+    let lc = fitting_launch(f, g.config.schedule, |c| g.grouped_launch_config_with(a, max_ctas, c))?;
     let ka = ka
         .i32(i32::from(crate::grid_dependency::early_trigger_for(f, &lc)))
         .u64(a.d)

@@ -382,13 +382,7 @@ pub(super) unsafe fn launch_inner(
     ka = ka.u64(args.workspace).i32(args.split_k as i32);
     let sp = g.scheduler_params(args)?;
     let ka = sp.device_args().iter().fold(ka, |ka, &v| ka.i32(v));
-    let lc = g.launch_config(args, max_ctas)?;
-    let lc = match lc.cluster {
-        Some(_) if persistent(g.config.schedule) => {
-            g.launch_config_with(args, max_ctas, Some(f.max_active_clusters(&lc)?))?
-        }
-        _ => lc,
-    };
+    let lc = fitting_launch(f, g.config.schedule, |c| g.launch_config_with(args, max_ctas, c))?;
     let ka = ka.i32(i32::from(crate::grid_dependency::early_trigger_for(f, &lc)));
     // SAFETY: the parameter list matches the generated kernel's signature; the caller
     // guarantees the buffers.

@@ -17,6 +17,22 @@ pub(super) fn persistent(s: Sm90Schedule) -> bool {
     s != Sm90Schedule::WarpSpecialized
 }
 
+/// The launch configuration `build` gives for at most `max_active_clusters` clusters
+/// (`None`: as many as the SMs hold), capped for a persistent kernel on clusters at what
+/// [`Function::max_active_clusters`] says `f`'s GPU holds at once: every cluster of a
+/// persistent walk must be resident together, or the ones left over run as a second wave.
+pub(super) fn fitting_launch(
+    f: &Function,
+    schedule: Sm90Schedule,
+    build: impl Fn(Option<u32>) -> Result<LaunchConfig, GemmError>,
+) -> Result<LaunchConfig, GemmError> {
+    let lc = build(None)?;
+    match lc.cluster {
+        Some(_) if persistent(schedule) => build(Some(f.max_active_clusters(&lc)?)),
+        _ => Ok(lc),
+    }
+}
+
 /// The persistent tile walk: this CTA's work ids.
 pub(super) fn work_loop(body: Vec<Stmt>) -> Stmt {
     Stmt::Loop {
