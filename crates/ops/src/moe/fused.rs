@@ -10,7 +10,7 @@ use crate::stream::Uses;
 use crate::tensor::{DType, MatrixMut, MatrixRef};
 use crate::Ops;
 use rcute_atom::Element;
-use rcute_kernel::grouped_gemm::finalize::{self, MoeFinalizeArgs};
+use rcute_kernel::grouped_gemm::finalize;
 use rcute_kernel::grouped_gemm::{
     self, GeneratedGroupedGemm, GroupedA, GroupedEpilogue, GroupedGemmArgs, GroupedGemmConfig,
 };
@@ -317,18 +317,7 @@ impl Ops {
             split_stride: (p.tokens * p.topk * p.hidden) as i64,
             ..common
         };
-        let fin = MoeFinalizeArgs {
-            out: ws + l.entry_out as u64,
-            topk_ids: ids,
-            y: p.y.ptr,
-            tokens: p.tokens as i32,
-            topk: p.topk as i32,
-            hidden: h,
-            expert_offset: p.expert_offset as i32,
-            local_experts: p.local_experts as i32,
-            splits: l.splits as i32,
-            split_stride: (p.tokens * p.topk * p.hidden) as i64,
-        };
+        let fin = p.finalize_args(l, ids);
         g1.check(&gemm1).map_err(boxed)?;
         g2.check(&gemm2).map_err(boxed)?;
         gf.check(&fin).map_err(boxed)?;

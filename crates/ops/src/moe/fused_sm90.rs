@@ -208,17 +208,6 @@ pub(super) fn sm90_layer_args(p: &MoeProblem, operands: &Sm90Operands) -> Sm90La
         ..gemm(0, &p.w13, l.inter, (i, h))
     };
     let gemm2 = gemm(1, &p.w2, l.entry_out, (h, i));
-    let fin = MoeFinalizeArgs {
-        out: ws + l.entry_out as u64,
-        topk_ids: 0,
-        y: p.y.ptr,
-        tokens: p.tokens as i32,
-        topk: p.topk as i32,
-        hidden: h,
-        expert_offset: p.expert_offset as i32,
-        local_experts: p.local_experts as i32,
-        splits: 1,
-        split_stride: 0,
-    };
+    let fin = p.finalize_args(l, 0);
     Sm90LayerArgs { gemm1, gemm2, fin }
 }

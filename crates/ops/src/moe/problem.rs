@@ -6,6 +6,7 @@ use super::path::MoePath;
 use crate::error::OpsError;
 use crate::gemm::{check_layout, check_vector_alignment, overlaps, range};
 use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef};
+use rcute_kernel::grouped_gemm::finalize::MoeFinalizeArgs;
 use rcute_kernel::grouped_gemm::SM90_TILE;
 use rcute_kernel::moe_routing::align::{align_capacity, AlignCapacity};
 use rcute_kernel::moe_routing::{MAX_EXPERTS, MAX_LOCAL_EXPERTS, MAX_TOPK};
@@ -434,6 +435,26 @@ pub struct MoeProblem {
     pub(crate) workspace: u64,
     /// Bytes of the workspace (a forced configuration's layout must fit them).
     pub(crate) workspace_len: usize,
+}
+
+impl MoeProblem {
+    /// The finalize's arguments over workspace layout `l` with the routed `topk_ids`: the
+    /// entry rows of GEMM2's `l.splits` slabs (`[splits, T * k, H]`) summed into `y`. Both
+    /// families build their finalize from this (the SM90 layouts have one slab).
+    pub(crate) fn finalize_args(&self, l: &WorkspaceLayout, topk_ids: u64) -> MoeFinalizeArgs {
+        MoeFinalizeArgs {
+            out: self.workspace + l.entry_out as u64,
+            topk_ids,
+            y: self.y.ptr,
+            tokens: self.tokens as i32,
+            topk: self.topk as i32,
+            hidden: self.hidden as i32,
+            expert_offset: self.expert_offset as i32,
+            local_experts: self.local_experts as i32,
+            splits: l.splits as i32,
+            split_stride: (self.tokens * self.topk * self.hidden) as i64,
+        }
+    }
 }
 
 fn shape(s: String) -> OpsError {
