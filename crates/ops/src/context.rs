@@ -296,7 +296,7 @@ impl Ops {
                         return self.run_gemm_with(p, Some(&choice));
                     }
                 }
-                if !crate::select::skinny(p.m, p.n) && crate::gemm::sm90_qualifies(self.gpu.compute_capability(), p) {
+                if crate::gemm::sm90_qualifies(self.gpu.compute_capability(), p) {
                     if let Some((cfg, split)) = select_sm90(p.m, p.n, p.k, p.l, self.gpu.sm_count()) {
                         return self.run_gemm_sm90(p, &cfg, split);
                     }

@@ -103,43 +103,8 @@ pub struct Selection {
     pub split_k_mode: SplitKMode,
 }
 
-/// Whether an `m x n` output is *skinny*: N within one 64-column tile and at most
-/// [`SKINNY_MAX_M`] rows (router and gating linears, N = the experts). Every architecture
-/// runs these on the SM80-class 16x64x128 kernel with K split serially ([`select`]): on the
-/// H100 (session 11, `rcute bench gemm --config ...`, cuBLAS in the same run) 64x8x4096 took
-/// 4.1 us with 16 splits against 6.7 us for the SM90 decode choice (64x128 ping-pong, split
-/// K) and cuBLAS's 5.5 us; 256x8x4096 4.8 us with 8 splits against 20.8 us for the one
-/// 128x128 cooperative tile the large-M rule gave.
-pub fn skinny(m: usize, n: usize) -> bool {
-    n <= 64 && m <= SKINNY_MAX_M
-}
-
-/// The most rows of a [`skinny`] problem.
-pub const SKINNY_MAX_M: usize = 256;
-
-/// The [`skinny`] choice: 16x64x128 (1x4 warps), K split serially while the grid stays
-/// within one wave and each split keeps two k-tiles (at most 16 splits).
-fn select_skinny(m: usize, k: usize, l: usize, a_major: Major, b_major: Major, sms: u32) -> Selection {
-    let tile = [16, 64, 128];
-    let config = GemmSm80Config::bf16(a_major, b_major, tile, [1, 4]);
-    let ctas = m.div_ceil(tile[0] as usize) * l;
-    let k_tiles = k.div_ceil(tile[2] as usize);
-    let mut split_k = 1u32;
-    while ctas * 2 * (split_k as usize) <= sms as usize && k_tiles / (2 * split_k as usize) >= 2 && split_k < 16 {
-        split_k *= 2;
-    }
-    Selection {
-        config,
-        split_k,
-        split_k_mode: SplitKMode::Serial,
-    }
-}
-
 /// Pick a configuration for an `m x n x k` problem with `l` batches on `sms` multiprocessors.
 pub fn select(m: usize, n: usize, k: usize, l: usize, a_major: Major, b_major: Major, sms: u32) -> Selection {
-    if skinny(m, n) {
-        return select_skinny(m, k, l, a_major, b_major, sms);
-    }
     // Measured on the H200 (BENCHMARKS.md, `rcute bench gemm --config ...` sweeps; the
     // forced configurations run exactly the kernels chosen here):
     // * M <= 32: 16x64x128 (1x4 warps), K split only below half a wave: 16x4096x4096
@@ -349,21 +314,6 @@ pub fn sm80_config(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn skinny_problems_take_the_narrow_tile_split_to_one_wave() {
-        let s = |m, n, k| select(m, n, k, 1, Major::K, Major::K, 132);
-        // Router linears: 1, 64 and 256 tokens x 8 experts x K = 4096 (32 k-tiles).
-        for (m, splits) in [(1, 16), (64, 16), (256, 8)] {
-            let x = s(m, 8, 4096);
-            assert_eq!(x.config.tile, [16, 64, 128], "{m}");
-            assert_eq!((x.split_k, x.split_k_mode), (splits, SplitKMode::Serial), "{m}");
-        }
-        // Two k-tiles per split at least; one 64-column tile is the limit.
-        assert_eq!(s(1, 64, 512).split_k, 2);
-        assert!(skinny(256, 64) && !skinny(257, 64) && !skinny(16, 72));
-        assert_ne!(s(300, 8, 4096).config.tile, [16, 64, 128]);
-    }
 
     #[test]
     fn scaled_mm_buckets() {

@@ -287,7 +287,7 @@ fn generates(spec: &ConfigSpec) -> bool {
 
 /// The rules' choice as a spec.
 fn rules_choice(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), sms: u32) -> ConfigSpec {
-    if cc == (9, 0) && !crate::select::skinny(m, n) {
+    if cc == (9, 0) {
         if let Some((cfg, split_k)) = select_sm90(m, n, k, l, sms) {
             return ConfigSpec::Sm90(Sm90Spec::of(&cfg, split_k));
         }
