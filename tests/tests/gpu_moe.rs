@@ -195,6 +195,84 @@ fn deepseek_like_e64_top6() {
     logits_case("deepseek_like", 64, 6, 144, 96, false, &[1, 100, 250]);
 }
 
+/// The decode configurations of the SM80 family (deep pipelines, GEMM2 K splits, the
+/// tables' `moe:...,sN` entries): every deep-stage configuration of `moe_space` and the
+/// listed ones, forced with `Ops::run_fused_moe_with` on DeepSeek-like and Mixtral-like
+/// layers whose K spans more k-tiles than the deepest pipeline holds (H = 1032: 17 k-tiles
+/// of 64) and fewer (I = 712 for GEMM2 split in two: 6 per split), against the float64
+/// reference, two runs bit-identical.
+#[test]
+fn decode_configurations_match_reference() {
+    use rcute_ops::moe::{fused_moe_workspace_bytes_with, moe_space, validate_fused_moe};
+    use rcute_ops::tuning::MoeSpec;
+    let Some(ops) = ops() else { return };
+    let s = ops.gpu().stream().clone();
+    let listed = [
+        MoeSpec::new([16, 128, 64], [1, 4], 1).with_stages(12),
+        MoeSpec::new([16, 128, 64], [1, 4], 4).with_stages(12),
+        MoeSpec::new([16, 128, 64], [1, 4], 2).with_stages(8),
+        MoeSpec::new([16, 64, 64], [1, 2], 1).with_stages(8),
+        MoeSpec::new([16, 64, 64], [1, 2], 2).with_stages(16),
+    ];
+    for (name, e, k, renorm, tokens) in [
+        ("decode_deepseek_like", 64usize, 6usize, false, &[1usize, 5, 40][..]),
+        ("decode_mixtral_like", 8, 2, true, &[1, 16][..]),
+    ] {
+        let (h, i) = (1032usize, 712usize);
+        let mut rng = Rng::for_test(name);
+        let layer = Layer::new(&s, &mut rng, e, h, i);
+        for &t in cases(tokens) {
+            let (xv, xb) = rand_bf16(&mut rng, t * h, 1.0);
+            let logits: Vec<f32> = (0..t * e)
+                .map(|_| (f64::from(rng.next_u32()) / f64::from(u32::MAX) * 8.0 - 4.0) as f32)
+                .collect();
+            let lf: Vec<f64> = logits.iter().map(|v| f64::from(*v)).collect();
+            let r = topk_softmax_reference(&lf, t, e, k, renorm).unwrap();
+            let shape = MoeShape {
+                tokens: t,
+                hidden: h,
+                inter: i,
+                topk: k,
+                expert_offset: 0,
+                local_experts: e,
+            };
+            let want = fused_moe_reference(&shape, &xv, &layer.w13, &layer.w2, &r.topk_ids, &r.topk_weights).unwrap();
+            let (d_x, d_logits) = (s.clone_htod(&xb).unwrap(), s.clone_htod(&logits).unwrap());
+            let routing = MoeRouting::Logits {
+                logits: MatrixRef::new(&d_logits, t, e),
+                topk: k,
+                renormalize: renorm,
+            };
+            let mut specs: Vec<MoeSpec> = moe_space(t, k, e, h, i).into_iter().filter(|c| c.stages.is_some()).collect();
+            assert!(!specs.is_empty(), "{name} T={t}: no deep configuration in the space");
+            specs.extend(listed);
+            for spec in specs {
+                let bytes = fused_moe_workspace_bytes_with(t, k, e, h, i, DType::BF16, &spec)
+                    .unwrap()
+                    .max(fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap());
+                let mut ws = s.alloc_zeros::<u8>(bytes).unwrap();
+                let run_spec = |ws: &mut CudaSlice<u8>| {
+                    let mut y = s.clone_htod(&vec![bf16::NAN; t * h]).unwrap();
+                    let x = MatrixRef::new(&d_x, t, h);
+                    let w13 = MatrixRef::new(&layer.d_w13, 2 * i, h).batched(e, (2 * i * h) as i64);
+                    let w2 = MatrixRef::new(&layer.d_w2, h, i).batched(e, (h * i) as i64);
+                    let wsv = MoeWorkspace::new(ws);
+                    let yv = MatrixMut::new(&mut y, t, h);
+                    let p = validate_fused_moe(&x, &w13, &w2, &routing, &MoeOptions::default(), &wsv, &yv).unwrap();
+                    ops.run_fused_moe_with(&p, &spec).unwrap();
+                    drop((wsv, yv));
+                    s.clone_dtoh(&y).unwrap()
+                };
+                let y = run_spec(&mut ws);
+                check_close(&format!("{name} T={t} {spec}"), &y, &want);
+                let again = run_spec(&mut ws);
+                let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&y), bits(&again), "{name} T={t} {spec}: two runs differ");
+            }
+        }
+    }
+}
+
 /// Caller's routing with an expert (3) that receives no token; expert-parallel slices
 /// [0, 3) and [3, 8) (their own weight copies) each match the reference of their slice and
 /// sum to the full layer.

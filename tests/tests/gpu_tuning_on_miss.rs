@@ -398,21 +398,9 @@ fn fused_moe_with_forced_configurations_matches_the_ops_choice() {
     let w2 = s.clone_htod(&rnd(e * h * i, 0.0442)).unwrap();
     let logits = s.clone_htod(&rnd(t * e, 4.0)).unwrap();
     let specs = [
-        MoeSpec {
-            tile: [16, 128, 64],
-            warps: [1, 4],
-            splits: 1,
-        },
-        MoeSpec {
-            tile: [64, 128, 32],
-            warps: [2, 2],
-            splits: 4,
-        },
-        MoeSpec {
-            tile: [128, 128, 32],
-            warps: [2, 2],
-            splits: 2,
-        },
+        MoeSpec::new([16, 128, 64], [1, 4], 1),
+        MoeSpec::new([64, 128, 32], [2, 2], 4),
+        MoeSpec::new([128, 128, 32], [2, 2], 2),
     ];
     let bytes = specs
         .iter()
@@ -501,11 +489,7 @@ fn fused_moe_with_forced_configurations_matches_the_ops_choice() {
         &MatrixMut::new(&mut y, t, h),
     )
     .unwrap();
-    let big = MoeSpec {
-        tile: [16, 128, 64],
-        warps: [1, 4],
-        splits: 8,
-    };
+    let big = MoeSpec::new([16, 128, 64], [1, 4], 8);
     let need = fused_moe_workspace_bytes_with(t, k, e, h, i, DType::BF16, &big).unwrap();
     if need > small.len() {
         assert!(matches!(

@@ -15,9 +15,10 @@ use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::bf16;
 use rcute_ops::moe::{
-    fused_moe_fp8_workspace_bytes, fused_moe_workspace_bytes, topk_softmax_reference, MoeFp8Weights, MoeOptions,
-    MoePath, MoeRouting, MoeWorkspace,
+    fused_moe_fp8_workspace_bytes, fused_moe_workspace_bytes, fused_moe_workspace_bytes_with, topk_softmax_reference,
+    validate_fused_moe, MoeFp8Weights, MoeOptions, MoePath, MoeRouting, MoeWorkspace,
 };
+use rcute_ops::tuning::ConfigSpec;
 use rcute_ops::{DType, MatrixMut, MatrixRef, Ops, E4M3};
 use std::sync::Arc;
 
@@ -53,6 +54,11 @@ pub struct BenchMoeArgs {
     /// tiles) or `sm90-narrow` (GEMM2 on 128x128 tiles).
     #[arg(long = "path", default_values_t = ["auto".to_string()])]
     pub path: Vec<String>,
+    /// A MoE configuration of either family (repeatable; the tuning tables' text form,
+    /// e.g. `moe:16x128x64,1x4,k4,s8` or `moe:sm90n`), timed beside the `--path` layers in
+    /// the same run (`Ops::run_fused_moe_spec` on the same buffers).
+    #[arg(long = "config")]
+    pub config: Vec<String>,
     /// Expert parallelism over this many GPUs (NCCL; needs the `nccl` feature of
     /// rcute-cli): times the layer split over the ranks against one GPU.
     #[arg(long, default_value_t = 1)]
@@ -245,9 +251,23 @@ fn parse_paths(v: &[String]) -> Result<Vec<MoePath>, String> {
         .collect()
 }
 
+/// The `--config` values: MoE configurations of either family.
+fn parse_configs(v: &[String]) -> Result<Vec<ConfigSpec>, String> {
+    v.iter()
+        .map(|c| {
+            let spec: ConfigSpec = c.parse().map_err(|e| format!("--config {c}: {e}"))?;
+            match spec {
+                ConfigSpec::Moe(_) | ConfigSpec::MoeSm90(_) => Ok(spec),
+                other => Err(format!("--config {other}: not a MoE configuration")),
+            }
+        })
+        .collect()
+}
+
 /// Runs the benchmark; returns the table.
 pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
     let paths = parse_paths(&args.path)?;
+    let configs = parse_configs(&args.config)?;
     if args.ranks > 1 {
         return Err("--ranks above 1: the expert-parallel layer is `bench_moe_ep::run` (feature nccl), which `rcute bench moe` calls".into());
     }
@@ -291,7 +311,13 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         let x = s.clone_htod(&x_h).map_err(e)?;
         let logits = s.clone_htod(&logits_h).map_err(e)?;
         let mut y = s.alloc_zeros::<bf16>(t * h).map_err(e)?;
-        let bytes = fused_moe_workspace_bytes(t, k, e_n, h, i, DType::BF16).map_err(|x| x.to_string())?;
+        let mut bytes = fused_moe_workspace_bytes(t, k, e_n, h, i, DType::BF16).map_err(|x| x.to_string())?;
+        for c in &configs {
+            if let ConfigSpec::Moe(s) = c {
+                let b = fused_moe_workspace_bytes_with(t, k, e_n, h, i, DType::BF16, s).map_err(|x| x.to_string())?;
+                bytes = bytes.max(b);
+            }
+        }
         let mut ws = s.alloc_zeros::<u8>(bytes).map_err(e)?;
         let mut y8 = s.alloc_zeros::<bf16>(t * h).map_err(e)?;
         let bytes8 = fused_moe_fp8_workspace_bytes(t, k, e_n, h, i, DType::BF16).map_err(|x| x.to_string())?;
@@ -325,6 +351,16 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
                     .map_err(|x| x.to_string())
             }));
         }
+        for spec in &configs {
+            let (ops, xv, w13v, w2v, routing, bufs) = (&ops, &xv, &w13v, &w2v, &routing, &bufs);
+            layers.push(Box::new(move || {
+                let mut b = bufs.borrow_mut();
+                let (wsv, yv) = &mut *b;
+                let p = validate_fused_moe(xv, w13v, w2v, routing, &MoeOptions::default(), wsv, yv)
+                    .map_err(|x| x.to_string())?;
+                ops.run_fused_moe_spec(&p, spec).map_err(|x| x.to_string())
+            }));
+        }
         if let Some(w8) = &w8 {
             let (ops, xv, routing, bufs8) = (&ops, &xv, &routing, &bufs8);
             layers.push(Box::new(move || {
@@ -347,10 +383,14 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         let flops = 6.0 * (t * k * h * i) as f64;
         // One row per timed layer: the paths, then the FP8 layer when there is one (the last
         // median is the peer's, printed in its own column).
-        let names = paths.iter().map(|p| format!("{p:?}").to_lowercase());
+        let names = paths
+            .iter()
+            .map(|p| format!("{p:?}").to_lowercase())
+            .chain(configs.iter().map(|c| c.to_string()));
+        let bf16_layers = paths.len() + configs.len();
         let fp8_name = fp8.as_ref().map(|_| "e4m3".to_string());
         for (n, (path, us)) in names.chain(fp8_name).zip(&med[..med.len() - 1]).enumerate() {
-            let wb = if n < paths.len() { 2 } else { 1 };
+            let wb = if n < bf16_layers { 2 } else { 1 };
             let moved = (touched * 3 * h * i * wb + 2 * t * h * 2) as f64;
             out.push_str(&format!(
                 "{t:>6} {path:>5} {us:>10.1} {:>9.2} {:>9.1} {peer_us:>10.1} {:>8.2} {:>7}\n",
@@ -366,7 +406,7 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
             out.push_str(&format!(
                 "{t:>6} e4m3 vs bf16 ({:?}): {:.2}x faster, relative error {:.2e}\n",
                 paths[last],
-                med[last] / med[paths.len()],
+                med[last] / med[bf16_layers],
                 rel_error(&y8h, &yb)
             ));
         }

@@ -31,6 +31,15 @@ fn configs() -> Vec<GroupedGemmConfig> {
         (GroupedA::Rows, GroupedEpilogue::Scatter),
     ] {
         v.push(GroupedGemmConfig::new(Element::BF16, a, ep).with_tile([128, 128, 32], [2, 2]));
+        // The decode tiles with deep pipelines (the MoE space's `sN` candidates): 8 stages
+        // and the most that fit.
+        for tile in [[16, 128, 64], [32, 128, 64]] {
+            let c = GroupedGemmConfig::new(Element::BF16, a, ep).with_tile(tile, [1, 4]);
+            let most = c.max_stages();
+            assert!(most > 8, "{tile:?}: {most} stages fit");
+            v.push(c.clone().with_stages(Some(8)));
+            v.push(c.with_stages(Some(most)));
+        }
     }
     v
 }

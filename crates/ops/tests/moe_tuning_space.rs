@@ -34,11 +34,7 @@ fn every_configuration_of_the_space_fits_the_workspace_size() {
     for (t, k, e, h, i) in LAYERS {
         let space = moe_space(t, k, e, h, i);
         let (tile, warps) = moe_tile(t * k, e);
-        let rules = MoeSpec {
-            tile,
-            warps,
-            splits: moe_splits(t, k, e, h, i) as u32,
-        };
+        let rules = MoeSpec::new(tile, warps, moe_splits(t, k, e, h, i) as u32);
         assert_eq!(space[0], rules, "the rules' choice first ({t} tokens)");
         let bytes = fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap();
         for s in &space {

@@ -118,6 +118,28 @@ impl GroupedGemmConfig {
         self
     }
 
+    /// The same configuration with `stages` pipeline stages (`None`: as many as fit, at
+    /// most 4).
+    pub fn with_stages(mut self, stages: Option<usize>) -> Self {
+        self.stages = stages;
+        self
+    }
+
+    /// The most pipeline stages of this tile that fit the SM80 mainloop's shared-memory
+    /// budget ([`rcute_collective::DEFAULT_SMEM_BUDGET`]).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_kernel::grouped_gemm::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
+    /// let c = GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter);
+    /// assert_eq!(c.with_tile([16, 128, 64], [1, 4]).max_stages(), 12); // 18 KiB a stage
+    /// ```
+    pub fn max_stages(&self) -> usize {
+        let [bm, bn, bk] = self.tile;
+        let stage = ((bm + bn) * bk).max(1) as usize * self.element.bytes() as usize;
+        rcute_collective::DEFAULT_SMEM_BUDGET / stage
+    }
+
     /// The mainloop's configuration: both operands K-major.
     pub fn mainloop(&self) -> Sm80MainloopConfig {
         let mut m = Sm80MainloopConfig::bf16_tn(self.tile, self.warps);

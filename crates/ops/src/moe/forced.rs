@@ -18,7 +18,7 @@ use crate::Ops;
 /// use rcute_ops::moe::{fused_moe_workspace_bytes, fused_moe_workspace_bytes_with, moe_space};
 /// use rcute_ops::tuning::MoeSpec;
 /// use rcute_ops::DType;
-/// let spec = MoeSpec { tile: [64, 128, 32], warps: [2, 2], splits: 8 };
+/// let spec = MoeSpec::new([64, 128, 32], [2, 2], 8);
 /// let forced = fused_moe_workspace_bytes_with(4, 2, 8, 4096, 14336, DType::BF16, &spec).unwrap();
 /// assert!(forced > 0);
 /// let any = fused_moe_workspace_bytes(4, 2, 8, 4096, 14336, DType::BF16).unwrap();
@@ -57,7 +57,7 @@ impl Ops {
             });
         }
         let forced = MoeProblem { layout, ..*p };
-        self.launch_fused_moe(&forced, spec.tile, spec.warps)
+        self.launch_fused_moe(&forced, spec.tile, spec.warps, spec.stages)
     }
 
     /// Launch a validated layer on the SM90 family with GEMM2 on `spec`'s tile, over the
@@ -112,7 +112,7 @@ impl Ops {
                     (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
                     (GroupedA::Rows, GroupedEpilogue::Scatter),
                 ] {
-                    self.grouped_kernel(&GroupedGemmConfig::new(el, a, e).with_tile(s.tile, s.warps))?;
+                    self.grouped_kernel(&GroupedGemmConfig::new(el, a, e).with_tile(s.tile, s.warps).with_stages(s.stages))?;
                 }
             }
             ConfigSpec::MoeSm90(s) => {

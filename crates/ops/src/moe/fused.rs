@@ -259,21 +259,33 @@ impl Ops {
             return self.launch_fused_moe_sm90(p);
         }
         let (tile, warps) = moe_tile(p.tokens * p.topk, p.local_experts);
-        self.launch_fused_moe(p, tile, warps)
+        self.launch_fused_moe(p, tile, warps, None)
     }
 
     /// Launch a validated layer whose workspace layout was made for the grouped GEMMs'
-    /// `tile` (its row block) and GEMM2's splits (see [`Ops::run_fused_moe_with`]).
-    pub(crate) fn launch_fused_moe(&self, p: &MoeProblem, tile: [i64; 3], warps: [i64; 2]) -> Result<(), OpsError> {
+    /// `tile` (its row block) and GEMM2's splits (see [`Ops::run_fused_moe_with`]), both
+    /// grouped GEMMs on `tile` and `warps` with `stages` shared-memory stages (`None`: the
+    /// mainloop's automatic count).
+    pub(crate) fn launch_fused_moe(
+        &self,
+        p: &MoeProblem,
+        tile: [i64; 3],
+        warps: [i64; 2],
+        stages: Option<usize>,
+    ) -> Result<(), OpsError> {
         let _scope = self.launch_scope();
         let el = element(p.dtype)?;
         let l = &p.layout;
         let ws = p.workspace;
         let (g1, f1) = self.grouped_kernel(
-            &GroupedGemmConfig::new(el, GroupedA::Gathered, GroupedEpilogue::SwiGlu).with_tile(tile, warps),
+            &GroupedGemmConfig::new(el, GroupedA::Gathered, GroupedEpilogue::SwiGlu)
+                .with_tile(tile, warps)
+                .with_stages(stages),
         )?;
         let (g2, f2) = self.grouped_kernel(
-            &GroupedGemmConfig::new(el, GroupedA::Rows, GroupedEpilogue::Scatter).with_tile(tile, warps),
+            &GroupedGemmConfig::new(el, GroupedA::Rows, GroupedEpilogue::Scatter)
+                .with_tile(tile, warps)
+                .with_stages(stages),
         )?;
         let gf = finalize::generate(el).map_err(boxed)?;
         let ff = self.moe_unit(&gf.name, &gf.source)?;

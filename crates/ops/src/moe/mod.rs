@@ -46,7 +46,7 @@ pub use path::{
     SM90_CLUSTER_MIN_ROWS_PER_EXPERT, SM90_MIN_ROWS_PER_EXPERT, SM90_NARROW_TILE_COST,
 };
 pub use problem::{
-    fused_moe_workspace_bytes, grouped_gemm_workspace_bytes, moe_space, moe_splits, moe_tile, validate_fused_moe,
+    deep_stages, fused_moe_workspace_bytes, grouped_gemm_workspace_bytes, moe_space, moe_splits, moe_tile, validate_fused_moe,
     MoeOptions, MoeProblem, MoeRouting, MoeWorkspace,
 };
 pub use reference::fused_moe_reference;

@@ -258,11 +258,7 @@ const MAX_SPLIT_CTAS: usize = 2048;
 pub fn moe_space(tokens: usize, topk: usize, local: usize, hidden: usize, inter: usize) -> Vec<MoeSpec> {
     let entries = tokens.saturating_mul(topk);
     let (tile, warps) = moe_tile(entries, local);
-    let rules = MoeSpec {
-        tile,
-        warps,
-        splits: moe_splits(tokens, topk, local, hidden, inter) as u32,
-    };
+    let rules = MoeSpec::new(tile, warps, moe_splits(tokens, topk, local, hidden, inter) as u32);
     let mut out = vec![rules];
     let rows = entries.div_ceil(local.max(1)).next_power_of_two().max(16);
     for (tile, warps) in MOE_GEOMETRIES {
@@ -274,13 +270,42 @@ pub fn moe_space(tokens: usize, topk: usize, local: usize, hidden: usize, inter:
         for splits in [1u32, 2, 4, 8] {
             let by_k = inter.div_ceil(tile[2] as usize) / 4 >= splits as usize;
             let by_ctas = ctas.saturating_mul(splits as usize) <= MAX_SPLIT_CTAS;
-            let spec = MoeSpec { tile, warps, splits };
+            let spec = MoeSpec::new(tile, warps, splits);
             if (splits == 1 || (by_k && by_ctas)) && !out.contains(&spec) {
                 out.push(spec);
             }
         }
     }
+    let deep: Vec<MoeSpec> = out
+        .iter()
+        .filter(|s| s.tile[0] <= DEEP_MAX_BM)
+        .flat_map(|s| deep_stages(s.tile).into_iter().map(|st| s.with_stages(st)))
+        .collect();
+    out.extend(deep);
     out
+}
+
+/// Row tiles up to which [`moe_space`] also offers deep pipelines ([`deep_stages`]): the
+/// decode tiles, whose CTAs (one or two per SM) stream weights and wait on them.
+const DEEP_MAX_BM: i64 = 32;
+
+/// The stage counts beyond the automatic four that [`moe_space`] offers for a decode
+/// `tile`: 8, and the most that fit the SM80 mainloop's shared-memory budget (bf16 or f16
+/// operands), where that is more.
+///
+/// ```
+/// use rcute_ops::moe::deep_stages;
+/// assert_eq!(deep_stages([16, 128, 64]), vec![8, 12]); // 18 KiB a stage, 227 KiB
+/// assert_eq!(deep_stages([128, 128, 128]), Vec::<usize>::new()); // 64 KiB a stage
+/// ```
+pub fn deep_stages(tile: [i64; 3]) -> Vec<usize> {
+    use rcute_kernel::grouped_gemm::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
+    let most = GroupedGemmConfig::new(rcute_atom::Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter)
+        .with_tile(tile, [1, 1])
+        .max_stages();
+    let mut v: Vec<usize> = [8, most].into_iter().filter(|&s| s > 4 && s <= most).collect();
+    v.dedup();
+    v
 }
 
 /// The workspace [`crate::Ops::fused_moe`] needs for `tokens` tokens, top-`topk`,

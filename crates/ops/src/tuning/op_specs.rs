@@ -3,8 +3,9 @@
 //!
 //! * AWQ: `awq:BMxBNxBK,WMxWN,sSTAGES,vWORDS[,kSPLITS]`: the CTA tile, warp grid,
 //!   shared-memory stages, `qweight` words per copy (4 or 1) and requested K splits.
-//! * MoE on the SM80 family: `moe:BMxBNxBK,WMxWN[,kSPLITS]`: the grouped GEMMs' tile and
-//!   warp grid (both GEMMs; `BM` is also the alignment's row block) and GEMM2's K splits.
+//! * MoE on the SM80 family: `moe:BMxBNxBK,WMxWN[,kSPLITS][,sSTAGES]`: the grouped GEMMs'
+//!   tile and warp grid (both GEMMs; `BM` is also the alignment's row block), GEMM2's K
+//!   splits and both GEMMs' shared-memory stages (absent: as many as fit, at most 4).
 //! * MoE on the SM90 family: `moe:sm90` (GEMM2 on 128x256 tiles) or `moe:sm90n` (GEMM2 on
 //!   128x128 tiles), with a `c` suffix GEMM1 on 2x1 CTA clusters; GEMM1 is always on
 //!   128x256 tiles ([`MoeSm90Spec`]).
@@ -74,6 +75,36 @@ pub struct MoeSpec {
     pub warps: [i64; 2],
     /// GEMM2's K splits.
     pub splits: u32,
+    /// Shared-memory stages of both grouped GEMMs (`None`: the mainloop's automatic
+    /// choice, as many as fit and at most four). Decode layers stream their weights at
+    /// one or two CTAs per SM, where bytes in flight per SM set the pace.
+    pub stages: Option<usize>,
+}
+
+impl MoeSpec {
+    /// The spec of a tile, warp grid and GEMM2 splits with automatic stages.
+    ///
+    /// ```
+    /// use rcute_ops::tuning::MoeSpec;
+    /// let s = MoeSpec::new([16, 128, 64], [1, 4], 4);
+    /// assert_eq!(s.stages, None);
+    /// assert_eq!(s.to_string(), "moe:16x128x64,1x4,k4");
+    /// assert_eq!(s.with_stages(8).to_string(), "moe:16x128x64,1x4,k4,s8");
+    /// ```
+    pub fn new(tile: [i64; 3], warps: [i64; 2], splits: u32) -> MoeSpec {
+        MoeSpec {
+            tile,
+            warps,
+            splits,
+            stages: None,
+        }
+    }
+
+    /// The same spec with `stages` shared-memory stages.
+    pub fn with_stages(mut self, stages: usize) -> MoeSpec {
+        self.stages = Some(stages);
+        self
+    }
 }
 
 /// The fused MoE layer on the SM90 grouped GEMMs (TMA + `wgmma`, 128-row tiles; sm_90
@@ -148,7 +179,7 @@ impl MoeSm90Spec {
 }
 
 pub(crate) const AWQ_GRAMMAR: &str = "awq:BMxBNxBK,WMxWN,sSTAGES,vWORDS[,kSPLITS]";
-pub(crate) const MOE_GRAMMAR: &str = "moe:BMxBNxBK,WMxWN[,kSPLITS] or moe:sm90|sm90n|sm90c|sm90nc";
+pub(crate) const MOE_GRAMMAR: &str = "moe:BMxBNxBK,WMxWN[,kSPLITS][,sSTAGES] or moe:sm90|sm90n|sm90c|sm90nc";
 
 /// `kSPLITS` fields after the fixed ones (at least 1).
 fn splits_field(rest: &[&str]) -> Result<u32, String> {
@@ -195,16 +226,30 @@ pub(crate) fn parse_moe_sm90(s: &str) -> Option<Result<MoeSm90Spec, String>> {
     }
 }
 
-/// The SM80 family's `moe:` fields (the text after the prefix).
+/// The SM80 family's `moe:` fields (the text after the prefix): the tile, the warp grid,
+/// then an optional `kSPLITS` and an optional `sSTAGES` (at least 2), in that order.
 pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     if parts.len() < 2 {
         return Err("too few fields".into());
     }
+    let mut rest = &parts[2..];
+    let mut stages = None;
+    if let Some((last, before)) = rest.split_last() {
+        if let Some(x) = last.strip_prefix('s') {
+            let n: usize = number(x, "stages")?;
+            if n < 2 {
+                return Err("stages must be at least 2".into());
+            }
+            stages = Some(n);
+            rest = before;
+        }
+    }
     Ok(MoeSpec {
         tile: extents(parts[0], "tile")?,
         warps: extents(parts[1], "warp grid")?,
-        splits: splits_field(&parts[2..])?,
+        splits: splits_field(rest)?,
+        stages,
     })
 }
 
@@ -232,6 +277,9 @@ impl fmt::Display for MoeSpec {
         if self.splits != 1 {
             write!(f, ",k{}", self.splits)?;
         }
+        if let Some(st) = self.stages {
+            write!(f, ",s{st}")?;
+        }
         Ok(())
     }
 }
@@ -258,6 +306,8 @@ mod tests {
             "awq:128x256x64,2x4,s3,v1",
             "moe:64x128x32,2x2",
             "moe:16x128x64,1x4,k8",
+            "moe:16x128x64,1x4,s12",
+            "moe:16x128x64,1x4,k4,s8",
             "moe:sm90",
             "moe:sm90n",
             "moe:sm90c",
@@ -270,6 +320,8 @@ mod tests {
             ("awq:16x256x64,1x4,s4,v4,k0", "at least 1"),
             ("moe:16x128,1x4", "3 extents"),
             ("moe:16x128x64,1x4,z2", "unknown field"),
+            ("moe:16x128x64,1x4,s1", "at least 2"),
+            ("moe:16x128x64,1x4,s8,k4", "unknown field"),
             ("moe:sm90w", "unknown SM90 form"),
             ("moe:sm90,k2", "unknown SM90 form"),
             ("moe:sm80", "unknown SM90 form"),
