@@ -8,7 +8,8 @@
 //! the new answer. Outputs are poisoned (NaN) first. Every layer runs on each grouped GEMM
 //! family the GPU has (`MoePath::Sm80`, and on sm_90 `MoePath::Sm90` forced on the same
 //! shapes, then the rule's choice); at a prefill shape the rule's choice is the SM90 family,
-//! bit for bit. Skips without a GPU (fails under `RCUTE_REQUIRE_GPU=1`).
+//! bit for bit; the SM80 family's decode configurations (deep pipelines, K splits) forced on
+//! decode shapes. Skips without a GPU (fails under `RCUTE_REQUIRE_GPU=1`).
 
 mod common;
 
@@ -243,7 +244,10 @@ fn decode_configurations_match_reference() {
                 topk: k,
                 renormalize: renorm,
             };
-            let mut specs: Vec<MoeSpec> = moe_space(t, k, e, h, i).into_iter().filter(|c| c.stages.is_some()).collect();
+            let mut specs: Vec<MoeSpec> = moe_space(t, k, e, h, i)
+                .into_iter()
+                .filter(|c| c.stages.is_some())
+                .collect();
             assert!(!specs.is_empty(), "{name} T={t}: no deep configuration in the space");
             specs.extend(listed);
             for spec in specs {
@@ -253,14 +257,15 @@ fn decode_configurations_match_reference() {
                 let mut ws = s.alloc_zeros::<u8>(bytes).unwrap();
                 let run_spec = |ws: &mut CudaSlice<u8>| {
                     let mut y = s.clone_htod(&vec![bf16::NAN; t * h]).unwrap();
-                    let x = MatrixRef::new(&d_x, t, h);
-                    let w13 = MatrixRef::new(&layer.d_w13, 2 * i, h).batched(e, (2 * i * h) as i64);
-                    let w2 = MatrixRef::new(&layer.d_w2, h, i).batched(e, (h * i) as i64);
-                    let wsv = MoeWorkspace::new(ws);
-                    let yv = MatrixMut::new(&mut y, t, h);
-                    let p = validate_fused_moe(&x, &w13, &w2, &routing, &MoeOptions::default(), &wsv, &yv).unwrap();
-                    ops.run_fused_moe_with(&p, &spec).unwrap();
-                    drop((wsv, yv));
+                    {
+                        let x = MatrixRef::new(&d_x, t, h);
+                        let w13 = MatrixRef::new(&layer.d_w13, 2 * i, h).batched(e, (2 * i * h) as i64);
+                        let w2 = MatrixRef::new(&layer.d_w2, h, i).batched(e, (h * i) as i64);
+                        let wsv = MoeWorkspace::new(ws);
+                        let yv = MatrixMut::new(&mut y, t, h);
+                        let p = validate_fused_moe(&x, &w13, &w2, &routing, &MoeOptions::default(), &wsv, &yv).unwrap();
+                        ops.run_fused_moe_with(&p, &spec).unwrap();
+                    }
                     s.clone_dtoh(&y).unwrap()
                 };
                 let y = run_spec(&mut ws);

@@ -112,7 +112,11 @@ impl Ops {
                     (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
                     (GroupedA::Rows, GroupedEpilogue::Scatter),
                 ] {
-                    self.grouped_kernel(&GroupedGemmConfig::new(el, a, e).with_tile(s.tile, s.warps).with_stages(s.stages))?;
+                    self.grouped_kernel(
+                        &GroupedGemmConfig::new(el, a, e)
+                            .with_tile(s.tile, s.warps)
+                            .with_stages(s.stages),
+                    )?;
                 }
             }
             ConfigSpec::MoeSm90(s) => {

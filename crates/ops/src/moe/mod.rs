@@ -46,8 +46,8 @@ pub use path::{
     SM90_CLUSTER_MIN_ROWS_PER_EXPERT, SM90_MIN_ROWS_PER_EXPERT, SM90_NARROW_TILE_COST,
 };
 pub use problem::{
-    deep_stages, fused_moe_workspace_bytes, grouped_gemm_workspace_bytes, moe_space, moe_splits, moe_tile, validate_fused_moe,
-    MoeOptions, MoeProblem, MoeRouting, MoeWorkspace,
+    deep_stages, fused_moe_workspace_bytes, grouped_gemm_workspace_bytes, moe_space, moe_splits, moe_tile,
+    validate_fused_moe, MoeOptions, MoeProblem, MoeRouting, MoeWorkspace,
 };
 pub use reference::fused_moe_reference;
 pub use routing::{topk_softmax_reference, Routing};

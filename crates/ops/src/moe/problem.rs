@@ -244,7 +244,8 @@ const MAX_SPLIT_CTAS: usize = 2048;
 /// hidden size `hidden` and intermediate size `inter`: the rules' choice ([`moe_tile`],
 /// [`moe_splits`]) first, then row tiles up to four times the average rows per expert
 /// (rounded up to 16) with GEMM2 K splits 1 to 8 that keep four k-tiles each and at most
-/// 2048 GEMM2 CTAs. The tuner's candidates are the ones the generator accepts; a tuning
+/// 2048 GEMM2 CTAs, then each of those with a decode row tile (at most 32 rows) again with
+/// the deep pipelines of [`deep_stages`]. The tuner's candidates are the ones the generator accepts; a tuning
 /// table entry in this space always fits a workspace of [`fused_moe_workspace_bytes`].
 ///
 /// ```
