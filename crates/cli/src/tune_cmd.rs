@@ -47,7 +47,7 @@ pub enum TuneOp {
     /// AWQ W4A16 gemm (f16, AutoAWQ layout; `--group`), over the op's tiles and K splits.
     Awq,
     /// Fused MoE (`--shape TOKENSxHIDDENxINTER`, bf16, `--experts`, `--topk`), over the
-    /// grouped GEMMs' tiles and GEMM2's K splits.
+    /// grouped GEMMs' tiles, pipeline stages and GEMM2's K splits.
     Moe,
 }
 /// `rcute tune` arguments.

@@ -1,5 +1,5 @@
 //! The fused MoE layer with a forced configuration: on the SM80 family the grouped GEMMs'
-//! tile and GEMM2's K splits of a [`MoeSpec`] instead of the rules' ([`super::moe_tile`],
+//! tile, stages and GEMM2's K splits of a [`MoeSpec`] instead of the rules' ([`super::moe_tile`],
 //! [`super::moe_splits`]; [`Ops::run_fused_moe_with`]), or the SM90 family with GEMM2's
 //! tile of a [`MoeSm90Spec`] ([`Ops::run_fused_moe_sm90_with`]); `rcute tune moe` times
 //! its candidates, and [`Ops::fused_moe`] runs a tuning table's entry, through
@@ -39,7 +39,7 @@ pub fn fused_moe_workspace_bytes_with(
 }
 
 impl Ops {
-    /// Launch a validated layer with the grouped GEMMs' tile and GEMM2's K splits of
+    /// Launch a validated layer with the grouped GEMMs' tile and stages and GEMM2's K splits of
     /// `spec` (tests, benchmarks and the tuner cover every configuration this way).
     ///
     /// # Errors
