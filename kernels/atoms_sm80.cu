@@ -207,6 +207,13 @@ __device__ __forceinline__ void rc_st_shared_b128(void *dst, uint32_t const (&r)
       : "memory");
 }
 
+__device__ __forceinline__ void rc_ld_global_stream_b128(void const *src, uint32_t (&r)[4]) {
+  asm volatile(
+      "ld.global.nc.L1::no_allocate.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "l"(src));
+}
+
 __device__ __forceinline__ void rc_cp_async_ca_4(void *smem_dst, void const *gmem_src) {
   uint32_t saddr;
   asm("{ .reg .u64 rc_t; cvta.to.shared.u64 rc_t, %1; cvt.u32.u64 %0, rc_t; }" : "=r"(saddr) : "l"(smem_dst));
@@ -927,6 +934,24 @@ extern "C" __global__ void rc_test_rc_st_shared_b128(uint32_t const* __restrict_
   rc_st_shared_b128(rc_p0, rc_p1);
   __syncthreads();
   for (uint32_t i = rc_tid; i < 32u; i += blockDim.x) reinterpret_cast<uint32_t*>(rc_gmem)[i] = rc_smem_words[i];
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_ld_global_stream_b128(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 1;
+  uint32_t* rc_my_out = rc_out + rc_tid * 4;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  void* rc_p0 = (void*)(rc_gmem + 0 + 0 + rc_tid * 16);
+  uint32_t rc_p1[4];
+  for (int w = 0; w < 4; ++w) reinterpret_cast<uint32_t*>(rc_p1)[w] = 0u;
+  rc_ld_global_stream_b128(rc_p0, rc_p1);
+  for (int w = 0; w < 4; ++w) rc_my_out[0 + w] = reinterpret_cast<uint32_t const*>(rc_p1)[w];
+  __syncthreads();
   (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
 }
 

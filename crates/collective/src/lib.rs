@@ -43,6 +43,7 @@
 pub mod awq_bulk;
 pub mod awq_mainloop;
 pub mod awq_prepared;
+pub mod awq_streamed;
 pub mod epilogue;
 pub mod fusion;
 pub mod gmma_smem;
