@@ -51,23 +51,19 @@ __device__ __forceinline__ void rc_cvt_u4x8_bf16x2_biased(uint32_t q, uint32_t (
   }
 }
 
-// Per column 8g + j of a lane's group: the scale pair {s, s} and the biased zero {bias + z, bias + z}.
+// A lane's group: scale pairs {s(2i), s(2i+1)} and biased zero pairs {bias + z(2i), bias + z(2i+1)} of its columns 8g + 2i, + 1.
 __device__ __forceinline__ void rc_awq_gemm_bf16_8x64x64_w4x1_s8_v4_prepared_streamed_group(
     const uint4 s_raw,
     const uint32_t z_raw,
-    uint32_t (&sc)[8],
-    uint32_t (&zl)[8]
+    uint32_t (&sc)[4],
+    uint32_t (&zl)[4]
 ) {
-  const uint32_t sw[4] = {s_raw.x, s_raw.y, s_raw.z, s_raw.w};
-  uint32_t zq[4];  // {bias + z} of columns (2i, 2i + 1) (AutoAWQ's nibble order)
-  rc_cvt_u4x8_bf16x2_biased(z_raw, zq);
-  #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    // low (j even) or high (j odd) half of the pair holding column j, in both halves
-    const uint32_t sel = (j & 1) ? 0x3232 : 0x1010;
-    sc[j] = __byte_perm(sw[j >> 1], 0, sel);
-    zl[j] = __byte_perm(zq[j >> 1], 0, sel);
-  }
+  sc[0] = s_raw.x;
+  sc[1] = s_raw.y;
+  sc[2] = s_raw.z;
+  sc[3] = s_raw.w;
+  // {bias + z} of columns (2i, 2i + 1) (AutoAWQ's nibble order)
+  rc_cvt_u4x8_bf16x2_biased(z_raw, zl);
 }
 
 // out[off .. off + 8] = v (+ bias[col .. col + 8]), rounded once.
@@ -115,7 +111,7 @@ extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_bf16_8x64x64_w4x1_
     int kt_per_split
 ) {
   extern __shared__ __align__(128) unsigned char smem[];
-  uint32_t* sx = reinterpret_cast<uint32_t*>(smem);  // staged x: word w of row r of the CTA's K range at r * 1032 + (w % 4) * 258 + w / 4
+  uint32_t* sx = reinterpret_cast<uint32_t*>(smem);  // staged x: word w of row r of the CTA's K range at r * 2056 + (w % 4) * 514 + w / 4
   __shared__ int is_last;
   const int N8 = N >> 3;
   const int groups = K / G;
@@ -171,21 +167,30 @@ extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_bf16_8x64x64_w4x1_
   for (int c = threadIdx.x; c < 2 * steps; c += 128) {
     #pragma unroll
     for (int r = 0; r < 8; ++r) {
-      // rows past M are zeros: the fragment loads need no bound
-      const uint4 v = r < rows ? __ldg(reinterpret_cast<const uint4*>(x + (long long)(m0 + r) * ldx + k0) + c) : make_uint4(0u, 0u, 0u, 0u);
-      // words 4c .. 4c + 3 of the row: t = 0..3, j = c
-      uint32_t* dst = sx + r * 1032 + c;
-      dst[0] = v.x;
-      dst[258] = v.y;
-      dst[516] = v.z;
-      dst[774] = v.w;
+      if (r < rows) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(x + (long long)(m0 + r) * ldx + k0) + c);
+        // words 4c .. 4c + 3 of the row: t = 0..3, j = c
+        uint32_t* dst = sx + r * 2056 + c;
+        dst[0] = v.x;
+        dst[514] = v.y;
+        dst[1028] = v.z;
+        dst[1542] = v.w;
+      }
     }
   }
+  // row 8: zeros, the B fragments of rows past M
+  for (int c = threadIdx.x; c < 2056; c += 128) {
+    sx[16448 + c] = 0u;
+  }
   __syncthreads();
-  uint32_t sc[8] = {};
-  uint32_t zl[8] = {};
+  uint32_t sc[4] = {};
+  uint32_t zl[4] = {};
   int krem = 0;  // rows left in the current group (0: a group starts)
-  const uint32_t* xf = sx + g * 1032 + t * 258 + 2 * s_begin;  // this lane's plane t of row g at the warp's first step
+  const uint32_t* xf[1];  // plane t of row 8f + g (the zero row 8 past M) at step s0
+  #pragma unroll
+  for (int f = 0; f < 1; ++f) {
+    xf[f] = sx + (8 * f + g < rows ? 8 * f + g : 8) * 2056 + t * 514 + 2 * s_begin;
+  }
   for (int s0 = 0; s0 < n_my; s0 += 8) {
     #pragma unroll
     for (int d = 0; d < 8; ++d) {
@@ -206,8 +211,8 @@ extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_bf16_8x64x64_w4x1_
         uint32_t b[1][2];  // B fragments: 8 rows of x each (the MMA's n = the row of x)
         #pragma unroll
         for (int f = 0; f < 1; ++f) {
-          // row 8f + g: b0 = x[row][16 step + 2t, +1] = word (t, 2 step), b1 = k + 8 = word (t, 2 step + 1)
-          const uint2 xv = *reinterpret_cast<const uint2*>(xf + f * 8256 + 2 * s);
+          // row 8f + g (the zero row past M), CTA step s_begin + s: b0 = x[row][16 step + 2t, +1] = word (t, 2 step), b1 = k + 8 = word (t, 2 step + 1)
+          const uint2 xv = *reinterpret_cast<const uint2*>(xf[f] + 2 * d);
           b[f][0] = xv.x;
           b[f][1] = xv.y;
         }
@@ -216,10 +221,10 @@ extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_bf16_8x64x64_w4x1_
           uint32_t q[4];  // biased pairs 0..3 of word r (nibbles (0,4), (1,5), (2,6), (3,7))
           rc_cvt_u4x8_bf16x2_biased(wr[d][r], q);
           // (q - z) exactly, one rounding in the scale product: the weight awq_dequantize gives
-          const __nv_bfloat162 a0 = __hmul2(__hsub2(*reinterpret_cast<const __nv_bfloat162*>(&q[0]), *reinterpret_cast<const __nv_bfloat162*>(&zl[2 * r])), *reinterpret_cast<const __nv_bfloat162*>(&sc[2 * r]));  // row g (column 8g + 2r), k 2t, 2t+1
-          const __nv_bfloat162 a1 = __hmul2(__hsub2(*reinterpret_cast<const __nv_bfloat162*>(&q[2]), *reinterpret_cast<const __nv_bfloat162*>(&zl[2 * r + 1])), *reinterpret_cast<const __nv_bfloat162*>(&sc[2 * r + 1]));  // row g + 8 (column 8g + 2r + 1), k 2t, 2t+1
-          const __nv_bfloat162 a2 = __hmul2(__hsub2(*reinterpret_cast<const __nv_bfloat162*>(&q[1]), *reinterpret_cast<const __nv_bfloat162*>(&zl[2 * r])), *reinterpret_cast<const __nv_bfloat162*>(&sc[2 * r]));  // row g, k 2t+8, 2t+9
-          const __nv_bfloat162 a3 = __hmul2(__hsub2(*reinterpret_cast<const __nv_bfloat162*>(&q[3]), *reinterpret_cast<const __nv_bfloat162*>(&zl[2 * r + 1])), *reinterpret_cast<const __nv_bfloat162*>(&sc[2 * r + 1]));  // row g + 8, k 2t+8, 2t+9
+          const __nv_bfloat162 a0 = __hmul2(__hsub2(*reinterpret_cast<const __nv_bfloat162*>(&q[0]), __low2bfloat162(*reinterpret_cast<const __nv_bfloat162*>(&zl[r]))), __low2bfloat162(*reinterpret_cast<const __nv_bfloat162*>(&sc[r])));  // row g (column 8g + 2r), k 2t, 2t+1
+          const __nv_bfloat162 a1 = __hmul2(__hsub2(*reinterpret_cast<const __nv_bfloat162*>(&q[2]), __high2bfloat162(*reinterpret_cast<const __nv_bfloat162*>(&zl[r]))), __high2bfloat162(*reinterpret_cast<const __nv_bfloat162*>(&sc[r])));  // row g + 8 (column 8g + 2r + 1), k 2t, 2t+1
+          const __nv_bfloat162 a2 = __hmul2(__hsub2(*reinterpret_cast<const __nv_bfloat162*>(&q[1]), __low2bfloat162(*reinterpret_cast<const __nv_bfloat162*>(&zl[r]))), __low2bfloat162(*reinterpret_cast<const __nv_bfloat162*>(&sc[r])));  // row g, k 2t+8, 2t+9
+          const __nv_bfloat162 a3 = __hmul2(__hsub2(*reinterpret_cast<const __nv_bfloat162*>(&q[3]), __high2bfloat162(*reinterpret_cast<const __nv_bfloat162*>(&zl[r]))), __high2bfloat162(*reinterpret_cast<const __nv_bfloat162*>(&sc[r])));  // row g + 8, k 2t+8, 2t+9
           const uint32_t a[4] = {*reinterpret_cast<const uint32_t*>(&a0), *reinterpret_cast<const uint32_t*>(&a1), *reinterpret_cast<const uint32_t*>(&a2), *reinterpret_cast<const uint32_t*>(&a3)};
           #pragma unroll
           for (int f = 0; f < 1; ++f) {
@@ -232,6 +237,11 @@ extern "C" __global__ __launch_bounds__(128) void rc_awq_gemm_bf16_8x64x64_w4x1_
         }
         wnext += wstride;
       }
+    }
+    // the fragment pointers follow the steps (loop-carried: 8 steps, 2 words each)
+    #pragma unroll
+    for (int f = 0; f < 1; ++f) {
+      xf[f] += 16;
     }
   }
   // every warp is done with the staged x: its memory takes the partial tiles

@@ -27,7 +27,7 @@
 //! word are loaded one group ahead. `x` is staged once per CTA into shared memory in the
 //! fragment order `[row][t][j]` (word `w` of a row's K range at `(w % 4, w / 4)`, rows of
 //! [`AwqStreamed::x_row_words`], `t` planes of [`AwqStreamed::x_t_words`] words: the two B
-//! registers of a step are one conflict-free 8-byte load). The warps' partial sums meet
+//! registers of a step are one conflict-free 8-byte load; rows past M read a zero row). The warps' partial sums meet
 //! once at the end in shared memory (added in warp order, deterministic), then the
 //! kernel's split-K slab reduction ([`crate::awq_mainloop`]'s kernels) or a direct store.
 //!
@@ -38,10 +38,10 @@
 //! let cfg = AwqMainloopConfig::new(Element::F16, [8, 64, 64], [4, 1], 8, 4).streamed();
 //! let p = AwqMainloop::new(&cfg).unwrap();
 //! let s = p.streamed.as_ref().unwrap();
-//! assert_eq!((p.threads, s.k_slices, s.col_blocks, s.b_frags, s.max_k_tiles), (128, 4, 1, 1, 32));
+//! assert_eq!((p.threads, s.k_slices, s.col_blocks, s.b_frags, s.max_k_tiles), (128, 4, 1, 1, 64));
 //! // (row, t, j) -> word: t planes of 8 * 32 + 2 words, rows of four planes.
-//! assert_eq!((s.x_t_words, s.x_row_words), (258, 1032));
-//! assert_eq!(p.smem_bytes, 8 * 1032 * 4);
+//! assert_eq!((s.x_t_words, s.x_row_words), (514, 2056));
+//! assert_eq!(p.smem_bytes, (8 + 1) * 2056 * 4);
 //! assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [32, 64, 64], [4, 1], 8, 4).streamed()).is_err());
 //! ```
 
@@ -49,8 +49,8 @@ use rcute_atom::copy_ldst::ld_global_stream;
 use rcute_atom::CopyOp;
 
 /// `x` rows a CTA stages (and k-tiles per split), in rows x k-tiles: `BM * max_k_tiles`
-/// (32 KB of 16-bit `x` at most per CTA).
-pub const X_ROW_TILES: i64 = 256;
+/// (64 KB of 16-bit `x` at most per CTA: K = 4096 in one split of 8 rows).
+pub const X_ROW_TILES: i64 = 512;
 
 /// Padding of a `t` plane of the staged `x` (words): planes `2 (mod 32)` words apart and
 /// rows `8 (mod 32)`, so the 8-byte fragment loads of lanes `(g, t)`, `g < 4`, hit 16
@@ -113,9 +113,10 @@ impl AwqStreamed {
         })
     }
 
-    /// Bytes of the staged `x` of `bm` rows.
+    /// Bytes of the staged `x` of `bm` rows and the zero row after them (the B fragments of
+    /// rows past M read it).
     pub fn x_bytes(&self, bm: i64) -> i64 {
-        bm * self.x_row_words * 4
+        (bm + 1) * self.x_row_words * 4
     }
 
     /// Dynamic shared memory: the staged `x`, or the partial sums where larger.

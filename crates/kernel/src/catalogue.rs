@@ -212,7 +212,7 @@ pub fn standard() -> Vec<CatalogueKernel> {
                 Arch::Sm80
             },
             source: g.source,
-            expect_sass: vec!["LDG", "LDS", "LOP3", "PRMT", "HMMA"],
+            expect_sass: vec!["LDG", "LDS", "LOP3", "HMMA"],
             kernels: 1,
         });
     }

@@ -179,7 +179,7 @@ fn streamed_kernels_compile_without_spills_and_stream_into_registers() {
             let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
             assert!(!sass.uses_local_memory());
             let k = sass.kernel(&g.name).unwrap();
-            for op in ["LDG.E.NA.128.CONSTANT", "LDS.64", "LOP3", "PRMT", "HMMA"] {
+            for op in ["LDG.E.NA.128.CONSTANT", "LDS.64", "LOP3", "HMMA"] {
                 assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
             }
             for op in ["LDGSTS", "LDSM"] {

@@ -35,30 +35,40 @@ impl Emit<'_> {
         self.p.streamed.as_ref().expect("streamed kernels have a streamed plan")
     }
 
-    /// `{name}_group`: a group's registers from its raw scales (8 columns) and zero word.
+    /// `{name}_group`: a group's registers from its raw scales (8 columns) and zero word:
+    /// pairs `i` = columns `(2i, 2i + 1)` (the step picks a column's half with
+    /// `__low2half2` / `__high2half2`, an operand selector of the half-precision ops).
     pub(super) fn streamed_group_fn(&self) -> CFunction {
         let cvt = &self.p.convert.name;
         let mut params = vec![
             ("const uint4".to_string(), "s_raw".to_string()),
             ("const uint32_t".into(), "z_raw".into()),
-            ("uint32_t".into(), "(&sc)[8]".into()),
-            ("uint32_t".into(), "(&zl)[8]".into()),
+            ("uint32_t".into(), "(&sc)[4]".into()),
+            ("uint32_t".into(), "(&zl)[4]".into()),
         ];
-        let mut per_col = vec![
-            Stmt::Comment("low (j even) or high (j odd) half of the pair holding column j, in both halves".into()),
-            Stmt::decl("const uint32_t", "sel", "(j & 1) ? 0x3232 : 0x1010"),
-            Stmt::assign("sc[j]", "__byte_perm(sw[j >> 1], 0, sel)"),
-            Stmt::assign("zl[j]", "__byte_perm(zq[j >> 1], 0, sel)"),
+        let mut body = vec![
+            Stmt::assign("sc[0]", "s_raw.x"),
+            Stmt::assign("sc[1]", "s_raw.y"),
+            Stmt::assign("sc[2]", "s_raw.z"),
+            Stmt::assign("sc[3]", "s_raw.w"),
+            Stmt::Comment("{bias + z} of columns (2i, 2i + 1) (AutoAWQ's nibble order)".into()),
+            s(format!("{cvt}(z_raw, zl)")),
         ];
         if self.x16() {
-            params.push(("uint32_t".into(), "(&zh)[8]".into()));
-            per_col.push(Stmt::Comment("960 - (1024 + z) = -(64 + z), exact (the x16 words' odd pairs)".into()));
-            per_col.push(Stmt::decl(
-                "const __half2",
-                "zn",
-                "__hsub2(__float2half2_rn(960.f), *reinterpret_cast<const __half2*>(&zl[j]))",
+            params.push(("uint32_t".into(), "(&zh)[4]".into()));
+            body.push(Stmt::unrolled(
+                "i",
+                4,
+                vec![
+                    Stmt::Comment("960 - (1024 + z) = -(64 + z), exact (the x16 words' odd pairs)".into()),
+                    Stmt::decl(
+                        "const __half2",
+                        "zn",
+                        "__hsub2(__float2half2_rn(960.f), *reinterpret_cast<const __half2*>(&zl[i]))",
+                    ),
+                    Stmt::assign("zh[i]", "*reinterpret_cast<const uint32_t*>(&zn)"),
+                ],
             ));
-            per_col.push(Stmt::assign("zh[j]", "*reinterpret_cast<const uint32_t*>(&zn)"));
         }
         CFunction {
             qualifiers: "__device__ __forceinline__".into(),
@@ -66,19 +76,9 @@ impl Emit<'_> {
             name: format!("{}_group", self.name),
             params,
             doc: vec![
-                "Per column 8g + j of a lane's group: the scale pair {s, s} and the biased zero {bias + z, bias + z}.".into(),
+                "A lane's group: scale pairs {s(2i), s(2i+1)} and biased zero pairs {bias + z(2i), bias + z(2i+1)} of its columns 8g + 2i, + 1.".into(),
             ],
-            body: vec![
-                Stmt::decl("const uint32_t", "sw[4]", "{s_raw.x, s_raw.y, s_raw.z, s_raw.w}"),
-                Stmt::Decl {
-                    ty: "uint32_t".into(),
-                    name: "zq[4]".into(),
-                    init: None,
-                    comment: Some("{bias + z} of columns (2i, 2i + 1) (AutoAWQ's nibble order)".into()),
-                },
-                s(format!("{cvt}(z_raw, zq)")),
-                Stmt::unrolled("j", 8, per_col),
-            ],
+            body,
         }
     }
 
@@ -139,20 +139,22 @@ impl Emit<'_> {
         let st = self.st();
         let (bm, d, load) = (p.config.tile[0], st.ring, &st.load.snippet.name);
         let threads = p.threads;
-        let stage_rows = vec![
-            Stmt::Comment("rows past M are zeros: the fragment loads need no bound".into()),
-            Stmt::decl(
-                "const uint4",
-                "v",
-                "r < rows ? __ldg(reinterpret_cast<const uint4*>(x + (long long)(m0 + r) * ldx + k0) + c) : make_uint4(0u, 0u, 0u, 0u)",
-            ),
-            Stmt::Comment("words 4c .. 4c + 3 of the row: t = 0..3, j = c".into()),
-            Stmt::decl("uint32_t*", "dst", format!("sx + r * {} + c", st.x_row_words)),
-            s("dst[0] = v.x"),
-            s(format!("dst[{}] = v.y", st.x_t_words)),
-            s(format!("dst[{}] = v.z", 2 * st.x_t_words)),
-            s(format!("dst[{}] = v.w", 3 * st.x_t_words)),
-        ];
+        let stage_rows = vec![when(
+            "r < rows",
+            vec![
+                Stmt::decl(
+                    "const uint4",
+                    "v",
+                    "__ldg(reinterpret_cast<const uint4*>(x + (long long)(m0 + r) * ldx + k0) + c)",
+                ),
+                Stmt::Comment("words 4c .. 4c + 3 of the row: t = 0..3, j = c".into()),
+                Stmt::decl("uint32_t*", "dst", format!("sx + r * {} + c", st.x_row_words)),
+                s("dst[0] = v.x"),
+                s(format!("dst[{}] = v.y", st.x_t_words)),
+                s(format!("dst[{}] = v.z", 2 * st.x_t_words)),
+                s(format!("dst[{}] = v.w", 3 * st.x_t_words)),
+            ],
+        )];
         vec![
             Stmt::Comment(
                 "prepared weight, k16 block kb, 64-column block wb, lane: 16-byte unit (N / 2) kb + 32 wb + lane (awq_prepared::prepared_lane_word / 4)".into(),
@@ -193,31 +195,44 @@ impl Emit<'_> {
                 step: format!("c += {threads}"),
                 body: vec![Stmt::unrolled("r", bm, stage_rows)],
             },
+            Stmt::Comment(format!("row {bm}: zeros, the B fragments of rows past M")),
+            Stmt::Loop {
+                init: "int c = threadIdx.x".into(),
+                cond: format!("c < {}", st.x_row_words),
+                step: format!("c += {threads}"),
+                body: vec![Stmt::assign(format!("sx[{} + c]", bm * st.x_row_words), "0u")],
+            },
             s("__syncthreads()"),
         ]
     }
 
-    /// The dequantized A fragment of word `r` (`q` its converted pairs) and its MMAs.
+    /// The dequantized A fragment of word `r` (`q` its converted pairs: columns `8g + 2r`
+    /// and `8g + 2r + 1`, the low and high halves of group pair `r`) and its MMAs.
     fn streamed_word(&self) -> Vec<Stmt> {
         let p = self.p;
         let (ty2, mma) = (self.ty2, &p.mma.snippet.name);
+        let (lo, hi) = if self.x16() {
+            ("__low2half2", "__high2half2")
+        } else {
+            ("__low2bfloat162", "__high2bfloat162")
+        };
         let h = |v: &str| format!("*reinterpret_cast<const {ty2}*>(&{v})");
-        let odd = |q: &str, c: &str| {
+        // the group pair r's half of column 2r (low) or 2r + 1 (high), in both halves
+        let col = |v: &str, high: bool| format!("{}({})", if high { hi } else { lo }, h(&format!("{v}[r]")));
+        let even = |q: &str, high: bool| format!("__hsub2({}, {})", h(q), col("zl", high));
+        let odd = |q: &str, high: bool| {
             if self.x16() {
-                format!("__hfma2({}, x16_inv, {})", h(q), h(&format!("zh[{c}]")))
+                format!("__hfma2({}, x16_inv, {})", h(q), col("zh", high))
             } else {
-                format!("__hsub2({}, {})", h(q), h(&format!("zl[{c}]")))
+                even(q, high)
             }
         };
-        let even = |q: &str, c: &str| format!("__hsub2({}, {})", h(q), h(&format!("zl[{c}]")));
-        let sc = |c: &str| h(&format!("sc[{c}]"));
-        let (c0, c1) = ("2 * r", "2 * r + 1");
         vec![
             Stmt::Comment("(q - z) exactly, one rounding in the scale product: the weight awq_dequantize gives".into()),
-            decl_c(&format!("const {ty2}"), "a0", format!("__hmul2({}, {})", even("q[0]", c0), sc(c0)), "row g (column 8g + 2r), k 2t, 2t+1"),
-            decl_c(&format!("const {ty2}"), "a1", format!("__hmul2({}, {})", even("q[2]", c1), sc(c1)), "row g + 8 (column 8g + 2r + 1), k 2t, 2t+1"),
-            decl_c(&format!("const {ty2}"), "a2", format!("__hmul2({}, {})", odd("q[1]", c0), sc(c0)), "row g, k 2t+8, 2t+9"),
-            decl_c(&format!("const {ty2}"), "a3", format!("__hmul2({}, {})", odd("q[3]", c1), sc(c1)), "row g + 8, k 2t+8, 2t+9"),
+            decl_c(&format!("const {ty2}"), "a0", format!("__hmul2({}, {})", even("q[0]", false), col("sc", false)), "row g (column 8g + 2r), k 2t, 2t+1"),
+            decl_c(&format!("const {ty2}"), "a1", format!("__hmul2({}, {})", even("q[2]", true), col("sc", true)), "row g + 8 (column 8g + 2r + 1), k 2t, 2t+1"),
+            decl_c(&format!("const {ty2}"), "a2", format!("__hmul2({}, {})", odd("q[1]", false), col("sc", false)), "row g, k 2t+8, 2t+9"),
+            decl_c(&format!("const {ty2}"), "a3", format!("__hmul2({}, {})", odd("q[3]", true), col("sc", true)), "row g + 8, k 2t+8, 2t+9"),
             Stmt::decl(
                 "const uint32_t",
                 "a[4]",
@@ -237,12 +252,12 @@ impl Emit<'_> {
         let group_args = if self.x16() { "s_raw, z_raw, sc, zl, zh" } else { "s_raw, z_raw, sc, zl" };
         let frag = vec![
             Stmt::Comment(
-                "row 8f + g: b0 = x[row][16 step + 2t, +1] = word (t, 2 step), b1 = k + 8 = word (t, 2 step + 1)".into(),
+                "row 8f + g (the zero row past M), CTA step s_begin + s: b0 = x[row][16 step + 2t, +1] = word (t, 2 step), b1 = k + 8 = word (t, 2 step + 1)".into(),
             ),
             Stmt::decl(
                 "const uint2",
                 "xv",
-                format!("*reinterpret_cast<const uint2*>(xf + f * {} + 2 * s)", 8 * st.x_row_words),
+"*reinterpret_cast<const uint2*>(xf[f] + 2 * d)",
             ),
             Stmt::assign("b[f][0]", "xv.x"),
             Stmt::assign("b[f][1]", "xv.y"),
@@ -298,32 +313,53 @@ impl Emit<'_> {
 
     /// The warp's loop over its steps, `ring` steps per iteration (ring slot = step % ring).
     fn streamed_loop(&self) -> Vec<Stmt> {
-        let st = self.st();
+        let (p, st) = (self.p, self.st());
         let d = st.ring;
         let mut regs = vec![
-            Stmt::decl("uint32_t", "sc[8]", "{}"),
-            Stmt::decl("uint32_t", "zl[8]", "{}"),
+            Stmt::decl("uint32_t", "sc[4]", "{}"),
+            Stmt::decl("uint32_t", "zl[4]", "{}"),
         ];
         if self.x16() {
-            regs.push(Stmt::decl("uint32_t", "zh[8]", "{}"));
+            regs.push(Stmt::decl("uint32_t", "zh[4]", "{}"));
             regs.push(Stmt::decl("const __half2", "x16_inv", "__float2half2_rn(0.0625f)"));
         }
         regs.push(decl_c("int", "krem", "0", "rows left in the current group (0: a group starts)"));
-        regs.push(
-            decl_c("const uint32_t*", "xf", format!("sx + g * {} + t * {} + 2 * s_begin", st.x_row_words, st.x_t_words), "this lane's plane t of row g at the warp's first step"),
-        );
+        regs.push(Stmt::Decl {
+            ty: "const uint32_t*".into(),
+            name: format!("xf[{}]", st.b_frags),
+            init: None,
+            comment: Some(format!(
+                "plane t of row 8f + g (the zero row {} past M) at step s0",
+                p.config.tile[0]
+            )),
+        });
+        regs.push(Stmt::unrolled(
+            "f",
+            st.b_frags,
+            vec![Stmt::assign(
+                "xf[f]",
+                format!(
+                    "sx + (8 * f + g < rows ? 8 * f + g : {}) * {} + t * {} + 2 * s_begin",
+                    p.config.tile[0], st.x_row_words, st.x_t_words
+                ),
+            )],
+        ));
         regs.push(Stmt::Loop {
             init: "int s0 = 0".into(),
             cond: "s0 < n_my".into(),
             step: format!("s0 += {d}"),
-            body: vec![Stmt::unrolled(
-                "d",
-                d,
-                vec![
-                    Stmt::decl("const int", "s", "s0 + d"),
-                    when("s < n_my", self.streamed_step()),
-                ],
-            )],
+            body: vec![
+                Stmt::unrolled(
+                    "d",
+                    d,
+                    vec![
+                        Stmt::decl("const int", "s", "s0 + d"),
+                        when("s < n_my", self.streamed_step()),
+                    ],
+                ),
+                Stmt::Comment(format!("the fragment pointers follow the steps (loop-carried: {d} steps, 2 words each)")),
+                Stmt::unrolled("f", st.b_frags, vec![s(format!("xf[f] += {}", 2 * d))]),
+            ],
         });
         regs
     }
