@@ -357,6 +357,11 @@ fn streamed_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
         AwqGemmConfig::new(e, [8, 64, 64], [4, 1], 8, 4).streamed(),
         AwqGemmConfig::new(e, [16, 64, 64], [4, 1], 8, 4).streamed(),
         AwqGemmConfig::new(e, [8, 64, 64], [8, 1], 4, 4).streamed(),
+        // candidates of the op's choice: 8 warps along K, rings of 4 to 16
+        AwqGemmConfig::new(e, [8, 64, 64], [8, 1], 12, 4).streamed(),
+        AwqGemmConfig::new(e, [8, 64, 64], [8, 1], 16, 4).streamed(),
+        AwqGemmConfig::new(e, [16, 64, 64], [8, 1], 4, 4).streamed(),
+        AwqGemmConfig::new(e, [16, 64, 64], [8, 1], 6, 4).streamed(),
         // two column blocks a CTA: N = 320 and 576 end inside the 128-column tile
         AwqGemmConfig::new(e, [16, 128, 64], [2, 2], 8, 4).streamed(),
         AwqGemmConfig::new(e, [8, 256, 64], [1, 4], 12, 4).streamed(),

@@ -113,8 +113,11 @@ impl GeneratedAwqGemm {
         let [bm, bn, _] = self.plan.config.tile;
         let gx = (n.max(1) as u32).div_ceil(bn as u32);
         let gy = (m.max(1) as u32).div_ceil(bm as u32);
+        // The streamed kernel waits on its grid dependency first thing
+        // (`crate::grid_dependency`): its launch may overlap the previous kernel's tail.
         LaunchConfig::new(Dim3::new(gx, gy, splits.max(1) as u32), self.plan.threads as u32)
             .with_dynamic_smem(self.plan.smem_bytes as u32)
+            .with_programmatic_dependency(self.plan.streamed.is_some())
     }
 
     /// Bytes of the f32 `[splits, M, N]` partial-sum slabs for `splits` splits (0 for
@@ -174,6 +177,7 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
     let e = Emit::new(&plan, &name)?;
     if let Some(st) = &plan.streamed {
         let mut snips = vec![st.load.snippet.clone(), plan.mma.snippet.clone(), plan.convert.clone(), plan.convert_x16.clone()];
+        snips.extend(crate::grid_dependency::snippets());
         snips.dedup_by(|a, b| a.name == b.name);
         let mut items = unit_preamble(&snips, "");
         items.push(Item::Function(e.streamed_group_fn()));

@@ -471,6 +471,7 @@ impl Emit<'_> {
     /// The streamed kernel.
     pub(super) fn streamed_kernel(&self) -> CFunction {
         let body = [
+            crate::grid_dependency::prologue(None),
             self.streamed_setup(),
             self.streamed_prologue(),
             self.streamed_loop(),

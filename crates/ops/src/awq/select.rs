@@ -206,3 +206,39 @@ pub fn select_awq_bulk(m: usize, n: usize, k: usize, sms: usize, element: Elemen
     let cfg = AwqGemmConfig::new(element, [32, 256, 64], [1, 4], 4, 4).bulk();
     Some((cfg, 4.min(k_tiles)))
 }
+
+/// The prepared path's register-streamed kernel (`rcute_collective::awq_streamed`: the
+/// prepared weight streamed into registers, swap-AB `mma.sync`, so on every architecture
+/// of the prepared path) where it measured faster than the kernels of
+/// [`select_awq_gemm_prepared`] and [`select_awq_bulk`], or `None` (BENCHMARKS.md, AWQ,
+/// helper awqreg: `rcute bench awq --config streamed:...`, G = 128):
+///
+/// * M <= 8 (8 rows of `x`, one B fragment per step): 8 warps along K, 64 columns a CTA,
+///   12 steps in flight per warp; one K split on a wide weight (`N / 64 >= SMs`), 4 on a
+///   narrow one;
+/// * 8 < M <= 16 on a narrow weight: 16 rows, 8 warps along K, 4 steps in flight, 4 splits.
+///
+/// ```
+/// use rcute_ops::awq::select::select_awq_streamed;
+/// let f16 = rcute_atom::Element::F16;
+/// let (cfg, splits) = select_awq_streamed(1, 14336, 4096, 132, f16).unwrap();
+/// assert!(cfg.streamed && cfg.prepared);
+/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([8, 64, 64], [8, 1], 12, 1));
+/// let (cfg, splits) = select_awq_streamed(1, 4096, 4096, 132, f16).unwrap();
+/// assert_eq!((cfg.tile, splits), ([8, 64, 64], 4));
+/// let (cfg, splits) = select_awq_streamed(16, 4096, 4096, 132, f16).unwrap();
+/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([16, 64, 64], [8, 1], 4, 4));
+/// assert!(select_awq_streamed(16, 14336, 4096, 132, f16).is_none());
+/// assert!(select_awq_streamed(17, 4096, 4096, 132, f16).is_none());
+/// ```
+pub fn select_awq_streamed(m: usize, n: usize, k: usize, sms: usize, element: Element) -> Option<(AwqGemmConfig, u32)> {
+    let wide = n / 64 >= sms;
+    let k_tiles = k.div_ceil(64).max(1) as u32;
+    let (bm, ring, splits) = match m {
+        0..=8 => (8, 12, if wide { 1 } else { 4 }),
+        9..=16 if !wide => (16, 4, 4),
+        _ => return None,
+    };
+    let cfg = AwqGemmConfig::new(element, [bm, 64, 64], [8, 1], ring, 4).streamed();
+    Some((cfg, splits.min(k_tiles)))
+}
