@@ -43,6 +43,8 @@ fn streamed_configs() -> Vec<AwqGemmConfig> {
         AwqGemmConfig::new(Element::BF16, [16, 128, 64], [2, 2], 8, 4).streamed(),
         AwqGemmConfig::new(Element::F16, [8, 256, 64], [1, 4], 12, 4).streamed(),
         AwqGemmConfig::new(Element::F16, [16, 64, 64], [1, 1], 2, 4).streamed(),
+        AwqGemmConfig::new(Element::F16, [8, 64, 64], [8, 1], 16, 4).streamed(),
+        AwqGemmConfig::new(Element::F16, [16, 64, 64], [8, 1], 6, 4).streamed(),
     ]);
     v
 }
