@@ -83,6 +83,50 @@ __device__ __forceinline__ void rc_launch_dependents() {
   #endif
 }
 
+// --- from rcute-atom rc_cluster_sync_sm90 ---
+__device__ __forceinline__ void rc_cluster_sync_sm90() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "barrier.cluster.arrive.aligned;\n"
+      "barrier.cluster.wait.aligned;\n"
+      : 
+      : 
+      : "memory");
+  #else
+  #endif
+}
+
+// --- from rcute-atom rc_cluster_size_sm90 ---
+__device__ __forceinline__ uint32_t rc_cluster_size_sm90() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t n;
+  asm volatile(
+      "mov.u32 %0, %%cluster_nctarank;\n"
+      : "=r"(n)
+      : );
+  return n;
+  #else
+  return 1u;
+  #endif
+}
+
+// --- from rcute-atom rc_ld_dsmem_f32x4 ---
+__device__ __forceinline__ void rc_ld_dsmem_f32x4(uint32_t addr, uint32_t rank, float (&v)[4]) {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n"
+      ".reg .b32 rc_remote;\n"
+      "mapa.shared::cluster.u32 rc_remote, %4, %5;\n"
+      "ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [rc_remote];\n"
+      "}\n"
+      : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
+      : "r"(addr), "r"(rank)
+      : "memory");
+  #else
+  v[0] = v[1] = v[2] = v[3] = 0.f;
+  #endif
+}
+
 // A lane's group: scale pairs {s(2i), s(2i+1)} and biased zero pairs {bias + z(2i), bias + z(2i+1)} of its columns 8g + 2i, + 1.
 __device__ __forceinline__ void rc_awq_gemm_f16_8x64x64_w8x1_s12_v4_prepared_streamed_group(
     const uint4 s_raw,
@@ -304,6 +348,7 @@ extern "C" __global__ __launch_bounds__(256) void rc_awq_gemm_f16_8x64x64_w8x1_s
   }
   __syncthreads();
   // chunk c: 64-column block c / 64, row (c / 8) % 8, columns 8 (c % 8) .. + 8
+  const bool clustered = splits > 1 && rc_cluster_size_sm90() == (uint32_t)splits;  // sm_90, the splits of this tile launched as one (1, 1, splits) cluster
   for (int c = threadIdx.x; c < 64; c += 256) {
     const int row = m0 + ((c >> 3) % 8);
     const int wc = blockIdx.x * 8 + (c & 7);  // word column: output columns 8 wc .. 8 wc + 8
@@ -320,14 +365,49 @@ extern "C" __global__ __launch_bounds__(256) void rc_awq_gemm_f16_8x64x64_w8x1_s
       if (splits == 1) {
         rc_awq_gemm_f16_8x64x64_w8x1_s12_v4_prepared_streamed_store(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v);
       } else {
-        // this split's f32 partial tile to its slab blockIdx.z of the [splits, M, N] workspace (kept in L2)
-        float4* wsp = reinterpret_cast<float4*>(ws + ((long long)blockIdx.z * M + row) * N + 8 * wc);
-        __stcg(wsp, make_float4(v[0], v[1], v[2], v[3]));
-        __stcg(wsp + 1, make_float4(v[4], v[5], v[6], v[7]));
+        if (clustered) {
+          // this split's partial chunk c to part[c] (shared, at byte 17408) for rank 0 of the cluster
+          float4* pt = reinterpret_cast<float4*>(smem + 17408 + 32 * c);
+          pt[0] = make_float4(v[0], v[1], v[2], v[3]);
+          pt[1] = make_float4(v[4], v[5], v[6], v[7]);
+        } else {
+          // this split's f32 partial tile to its slab blockIdx.z of the [splits, M, N] workspace (kept in L2)
+          float4* wsp = reinterpret_cast<float4*>(ws + ((long long)blockIdx.z * M + row) * N + 8 * wc);
+          __stcg(wsp, make_float4(v[0], v[1], v[2], v[3]));
+          __stcg(wsp + 1, make_float4(v[4], v[5], v[6], v[7]));
+        }
       }
     }
   }
   if (splits == 1) {
+    return;
+  }
+  if (clustered) {
+    // every split's partial chunks are in its shared memory
+    rc_cluster_sync_sm90();
+    if (blockIdx.z == 0) {
+      for (int c = threadIdx.x; c < 64; c += 256) {
+        const int row = m0 + ((c >> 3) % 8);
+        const int wc = blockIdx.x * 8 + (c & 7);  // word column: output columns 8 wc .. 8 wc + 8
+        if (row < M && wc < N8) {
+          float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+          const uint32_t pa = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + 17408 + 32 * c;
+          for (int r = 0; r < splits; ++r) {
+            float lo[4], hi[4];  // part[c] of cluster rank r
+            rc_ld_dsmem_f32x4(pa, r, lo);
+            rc_ld_dsmem_f32x4(pa + 16, r, hi);
+            #pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              v[j] += lo[j];
+              v[4 + j] += hi[j];
+            }
+          }
+          rc_awq_gemm_f16_8x64x64_w8x1_s12_v4_prepared_streamed_store(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v);
+        }
+      }
+    }
+    // the peers keep their shared memory until rank 0 has read it
+    rc_cluster_sync_sm90();
     return;
   }
   // publish the partial sums, then count this split on the tile's semaphore

@@ -40,6 +40,7 @@
 
 pub mod arch;
 pub mod catalogue;
+pub mod cluster_dsmem;
 pub mod convert_int4;
 pub mod copy;
 pub mod copy_cp_async;

@@ -28,8 +28,11 @@
 //! fragment order `[row][t][j]` (word `w` of a row's K range at `(w % 4, w / 4)`, rows of
 //! [`AwqStreamed::x_row_words`], `t` planes of [`AwqStreamed::x_t_words`] words: the two B
 //! registers of a step are one conflict-free 8-byte load; rows past M read a zero row). The warps' partial sums meet
-//! once at the end in shared memory (added in warp order, deterministic), then the
-//! kernel's split-K slab reduction ([`crate::awq_mainloop`]'s kernels) or a direct store.
+//! once at the end in shared memory (added in warp order, deterministic), then a direct
+//! store, or with K splits: on sm_90 with at most [`MAX_CLUSTER_SPLITS`] splits the splits
+//! of a tile run as one cluster and split 0 adds the others' partial tiles through
+//! distributed shared memory in rank order ([`AwqStreamed::clustered`]); otherwise the
+//! split-K slab reduction in global memory of the other AWQ kernels.
 //!
 //! ```
 //! use rcute_atom::Element;
@@ -45,8 +48,9 @@
 //! assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [32, 64, 64], [4, 1], 8, 4).streamed()).is_err());
 //! ```
 
+use rcute_atom::cluster_dsmem::{cluster_size_sm90, cluster_sync_sm90, ld_dsmem_f32x4};
 use rcute_atom::copy_ldst::ld_global_stream;
-use rcute_atom::CopyOp;
+use rcute_atom::{CopyOp, Snippet};
 
 /// `x` rows a CTA stages (and k-tiles per split), in rows x k-tiles: `BM * max_k_tiles`
 /// (64 KB of 16-bit `x` at most per CTA: K = 4096 in one split of 8 rows).
@@ -59,6 +63,9 @@ pub const X_PLANE_PAD_WORDS: i64 = 2;
 
 /// Padding of a row of the partial-sum tile (floats): 16-byte aligned rows.
 pub const RED_ROW_PAD: i64 = 4;
+
+/// Most K splits summed in a cluster (the portable cluster size).
+pub const MAX_CLUSTER_SPLITS: i32 = 8;
 
 /// The plan of the register-streamed kernel.
 #[derive(Clone, Debug, PartialEq)]
@@ -84,8 +91,17 @@ pub struct AwqStreamed {
     /// Bytes of the partial-sum tiles: `warps x BM x red_row_floats` f32 (they reuse the
     /// staged `x`'s memory after the loop).
     pub red_bytes: i64,
+    /// Byte offset (after the partial-sum tiles) of a clustered split's partial chunks
+    /// (32 bytes per 8 columns of a row) that rank 0 of the cluster reads through
+    /// distributed shared memory.
+    pub part_offset: i64,
+    /// Bytes of those partial chunks: `col_blocks x BM x 8` chunks of 32 bytes.
+    pub part_bytes: i64,
     /// The weight's streaming load (16 bytes, read-only path, no L1 allocation).
     pub load: CopyOp,
+    /// The clustered split-K sum: cluster barrier, cluster size, peer shared-memory load
+    /// (each a no-op / 1 / zeros before sm_90).
+    pub cluster: [Snippet; 3],
 }
 
 impl AwqStreamed {
@@ -109,7 +125,10 @@ impl AwqStreamed {
             x_row_words: 4 * x_t_words,
             red_row_floats,
             red_bytes: k_slices * col_blocks * bm * red_row_floats * 4,
+            part_offset: k_slices * col_blocks * bm * red_row_floats * 4,
+            part_bytes: col_blocks * bm * 8 * 32,
             load: ld_global_stream(16),
+            cluster: [cluster_sync_sm90(), cluster_size_sm90(), ld_dsmem_f32x4()],
         })
     }
 
@@ -119,9 +138,27 @@ impl AwqStreamed {
         (bm + 1) * self.x_row_words * 4
     }
 
-    /// Dynamic shared memory: the staged `x`, or the partial sums where larger.
+    /// Dynamic shared memory: the staged `x`, or the partial sums and a clustered split's
+    /// partial chunks where larger.
     pub fn smem_bytes(&self, bm: i64) -> i64 {
-        self.x_bytes(bm).max(self.red_bytes)
+        self.x_bytes(bm).max(self.part_offset + self.part_bytes)
+    }
+
+    /// Whether `splits` K splits of this kernel run as one `(1, 1, splits)` cluster per
+    /// output tile on a GPU of compute capability `cc` (sm_90, 2 ..= 8 splits: the portable
+    /// cluster size), summing the splits through distributed shared memory instead of the
+    /// split-K slabs in global memory.
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let p = AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [8, 64, 64], [8, 1], 8, 4).streamed()).unwrap();
+    /// let s = p.streamed.unwrap();
+    /// assert!(s.clustered(4, (9, 0)) && !s.clustered(1, (9, 0)) && !s.clustered(9, (9, 0)));
+    /// assert!(!s.clustered(4, (8, 0)));
+    /// ```
+    pub fn clustered(&self, splits: i32, cc: (u32, u32)) -> bool {
+        cc == (9, 0) && (2..=MAX_CLUSTER_SPLITS).contains(&splits)
     }
 
     /// The word of staged `x` that holds `x[row][2 w .. 2 w + 2]` (`w` the word within the

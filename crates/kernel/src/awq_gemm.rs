@@ -120,6 +120,28 @@ impl GeneratedAwqGemm {
             .with_programmatic_dependency(self.plan.streamed.is_some())
     }
 
+    /// [`Self::launch_config`] on a GPU of compute capability `cc`: a streamed kernel whose
+    /// splits sum through distributed shared memory
+    /// ([`rcute_collective::awq_streamed::AwqStreamed::clustered`]) launches each tile's
+    /// splits as one `(1, 1, splits)` cluster (the kernel then leaves the workspace and the
+    /// semaphores alone).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
+    /// let g = generate(&AwqGemmConfig::new(Element::F16, [8, 64, 64], [8, 1], 8, 4).streamed()).unwrap();
+    /// assert_eq!(g.launch_config_on(1, 4096, 4, (9, 0)).cluster.map(|c| c.z), Some(4));
+    /// assert_eq!(g.launch_config_on(1, 4096, 4, (8, 0)).cluster, None);
+    /// assert_eq!(g.launch_config_on(1, 4096, 12, (9, 0)).cluster, None);
+    /// ```
+    pub fn launch_config_on(&self, m: i32, n: i32, splits: i32, cc: (u32, u32)) -> LaunchConfig {
+        let lc = self.launch_config(m, n, splits);
+        match &self.plan.streamed {
+            Some(st) if st.clustered(splits, cc) => lc.with_cluster(Dim3::new(1, 1, splits as u32)),
+            _ => lc,
+        }
+    }
+
     /// Bytes of the f32 `[splits, M, N]` partial-sum slabs for `splits` splits (0 for
     /// one); their contents before the launch do not matter.
     pub fn workspace_bytes(&self, m: i32, n: i32, splits: i32) -> usize {
@@ -178,6 +200,7 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
     if let Some(st) = &plan.streamed {
         let mut snips = vec![st.load.snippet.clone(), plan.mma.snippet.clone(), plan.convert.clone(), plan.convert_x16.clone()];
         snips.extend(crate::grid_dependency::snippets());
+        snips.extend(st.cluster.iter().cloned());
         snips.dedup_by(|a, b| a.name == b.name);
         let mut items = unit_preamble(&snips, "");
         items.push(Item::Function(e.streamed_group_fn()));

@@ -187,9 +187,11 @@ fn streamed_kernels_compile_without_spills_and_stream_into_registers() {
             for op in ["LDGSTS", "LDSM"] {
                 assert!(!k.contains_opcode(op), "{} on {arch}: {op}", g.name);
             }
-            // one after staging x, then the epilogue's four: before and after the partial
-            // tiles, around the split's semaphore
-            assert!(k.count_opcode("BAR") <= 5, "{} on {arch}: {} BAR", g.name, k.count_opcode("BAR"));
+            // one after staging x, then the epilogue's: before and after the partial tiles,
+            // around the split's semaphore, and on sm_90 the two cluster barriers of the
+            // clustered split-K sum
+            let most = if arch == Arch::Sm90a { 7 } else { 5 };
+            assert!(k.count_opcode("BAR") <= most, "{} on {arch}: {} BAR", g.name, k.count_opcode("BAR"));
         }
     }
 }

@@ -370,28 +370,10 @@ impl Emit<'_> {
         let st = self.st();
         let (bm, wk, wn, rr) = (p.config.tile[0], st.k_slices, st.col_blocks, st.red_row_floats);
         let store = format!("{}_store", self.name);
-        let chunks = wn * bm * 8;
         // 64-column block of chunk c (0 with one block along N)
         let cblock = if wn == 1 { String::new() } else { format!("c / {} * {wk} + ", bm * 8) };
         let cblock = if wn > 1 && wk == 1 { format!("c / {} + ", bm * 8) } else { cblock };
-        let wc = if wn == 1 {
-            "blockIdx.x * 8 + (c & 7)".to_string()
-        } else {
-            format!("(blockIdx.x * {wn} + c / {}) * 8 + (c & 7)", bm * 8)
-        };
-        let each_chunk = |body: Vec<Stmt>| Stmt::Loop {
-            init: "int c = threadIdx.x".into(),
-            cond: format!("c < {chunks}"),
-            step: format!("c += {}", p.threads),
-            body: [
-                vec![
-                    Stmt::decl("const int", "row", format!("m0 + ((c >> 3) % {bm})")),
-                    decl_c("const int", "wc", wc.clone(), "word column: output columns 8 wc .. 8 wc + 8"),
-                ],
-                vec![when("row < M && wc < N8", body)],
-            ]
-            .concat(),
-        };
+        let each_chunk = |body: Vec<Stmt>| self.each_chunk(body);
         let sum = vec![
             Stmt::decl("float", "v[8]", "{0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}"),
             Stmt::unrolled(
@@ -412,12 +394,21 @@ impl Emit<'_> {
             Stmt::If {
                 cond: "splits == 1".into(),
                 then: vec![s(format!("{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)"))],
-                otherwise: vec![
+                otherwise: vec![Stmt::If {
+                    cond: "clustered".into(),
+                    then: vec![
+                        Stmt::Comment(format!("this split's partial chunk c to part[c] (shared, at byte {}) for rank 0 of the cluster", st.part_offset)),
+                        Stmt::decl("float4*", "pt", format!("reinterpret_cast<float4*>(smem + {} + 32 * c)", st.part_offset)),
+                        s("pt[0] = make_float4(v[0], v[1], v[2], v[3])"),
+                        s("pt[1] = make_float4(v[4], v[5], v[6], v[7])"),
+                    ],
+                    otherwise: vec![
                     Stmt::Comment("this split's f32 partial tile to its slab blockIdx.z of the [splits, M, N] workspace (kept in L2)".into()),
                     Stmt::decl("float4*", "wsp", "reinterpret_cast<float4*>(ws + ((long long)blockIdx.z * M + row) * N + 8 * wc)"),
                     s("__stcg(wsp, make_float4(v[0], v[1], v[2], v[3]))"),
                     s("__stcg(wsp + 1, make_float4(v[4], v[5], v[6], v[7]))"),
                 ],
+                }],
             },
         ];
         vec![
@@ -447,8 +438,15 @@ impl Emit<'_> {
             ),
             s("__syncthreads()"),
             Stmt::Comment(format!("chunk c: 64-column block c / {}, row (c / 8) % {bm}, columns 8 (c % 8) .. + 8", bm * 8)),
+            decl_c(
+                "const bool",
+                "clustered",
+                "splits > 1 && rc_cluster_size_sm90() == (uint32_t)splits",
+                "sm_90, the splits of this tile launched as one (1, 1, splits) cluster",
+            ),
             each_chunk(sum),
             when("splits == 1", vec![Stmt::Return]),
+            when("clustered", self.streamed_cluster_sum()),
             Stmt::Comment("publish the partial sums, then count this split on the tile's semaphore".into()),
             s("__threadfence()"),
             s("__syncthreads()"),
@@ -465,6 +463,72 @@ impl Emit<'_> {
             each_chunk(self.slab_sum(&store)),
             Stmt::Comment("every split arrived: leave the semaphore zeroed for the next launch".into()),
             when("threadIdx.x == 0", vec![Stmt::assign("sem[tile]", "0")]),
+        ]
+    }
+
+    /// The loop over the output chunks of the CTA, running `body` where `row` and `wc` are
+    /// in bounds: chunk `c` is row `(c / 8) % BM` and columns `8 (c % 8) .. + 8` of the
+    /// CTA's 64-column block `c / (8 BM)`.
+    fn each_chunk(&self, body: Vec<Stmt>) -> Stmt {
+        let p = self.p;
+        let st = self.st();
+        let (bm, wn) = (p.config.tile[0], st.col_blocks);
+        let wc = if wn == 1 {
+            "blockIdx.x * 8 + (c & 7)".to_string()
+        } else {
+            format!("(blockIdx.x * {wn} + c / {}) * 8 + (c & 7)", bm * 8)
+        };
+        Stmt::Loop {
+            init: "int c = threadIdx.x".into(),
+            cond: format!("c < {}", wn * bm * 8),
+            step: format!("c += {}", p.threads),
+            body: vec![
+                Stmt::decl("const int", "row", format!("m0 + ((c >> 3) % {bm})")),
+                decl_c("const int", "wc", wc, "word column: output columns 8 wc .. 8 wc + 8"),
+                when("row < M && wc < N8", body),
+            ],
+        }
+    }
+
+    /// The split-K sum of a clustered tile (sm_90): every split's partial chunks are in its
+    /// shared memory; rank 0 (split 0) adds them through distributed shared memory in rank
+    /// order (deterministic) and stores; the second cluster barrier keeps the peers'
+    /// shared memory alive until then.
+    fn streamed_cluster_sum(&self) -> Vec<Stmt> {
+        let st = self.st();
+        let store = format!("{}_store", self.name);
+        let sum = vec![
+            Stmt::decl("float", "v[8]", "{0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}"),
+            Stmt::decl(
+                "const uint32_t",
+                "pa",
+                format!("static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + {} + 32 * c", st.part_offset),
+            ),
+            Stmt::Loop {
+                init: "int r = 0".into(),
+                cond: "r < splits".into(),
+                step: "++r".into(),
+                body: vec![
+                    Stmt::Decl {
+                        ty: "float".into(),
+                        name: "lo[4], hi[4]".into(),
+                        init: None,
+                        comment: Some("part[c] of cluster rank r".into()),
+                    },
+                    s("rc_ld_dsmem_f32x4(pa, r, lo)"),
+                    s("rc_ld_dsmem_f32x4(pa + 16, r, hi)"),
+                    Stmt::unrolled("j", 4, vec![s("v[j] += lo[j]"), s("v[4 + j] += hi[j]")]),
+                ],
+            },
+            s(format!("{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)")),
+        ];
+        vec![
+            Stmt::Comment("every split's partial chunks are in its shared memory".into()),
+            s("rc_cluster_sync_sm90()"),
+            when("blockIdx.z == 0", vec![self.each_chunk(sum)]),
+            Stmt::Comment("the peers keep their shared memory until rank 0 has read it".into()),
+            s("rc_cluster_sync_sm90()"),
+            Stmt::Return,
         ]
     }
 
