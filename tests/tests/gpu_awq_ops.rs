@@ -357,7 +357,10 @@ fn streamed_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
         AwqGemmConfig::new(e, [8, 64, 64], [4, 1], 8, 4).streamed(),
         AwqGemmConfig::new(e, [16, 64, 64], [4, 1], 8, 4).streamed(),
         AwqGemmConfig::new(e, [8, 64, 64], [8, 1], 4, 4).streamed(),
-        // candidates of the op's choice: 8 warps along K, rings of 4 to 16
+        // the op's choice on narrow weights (16 warps along K, 2 splits: a cluster on sm_90)
+        AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 4, 4).streamed(),
+        AwqGemmConfig::new(e, [16, 64, 64], [16, 1], 4, 4).streamed(),
+        // 8 warps along K, rings of 4 to 16
         AwqGemmConfig::new(e, [8, 64, 64], [8, 1], 12, 4).streamed(),
         AwqGemmConfig::new(e, [8, 64, 64], [8, 1], 16, 4).streamed(),
         AwqGemmConfig::new(e, [16, 64, 64], [8, 1], 4, 4).streamed(),
@@ -394,8 +397,9 @@ fn streamed_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         case.check(ops, Run::PreparedOp(&w), &format!("{what} (op)"));
         case.check(ops, Run::Prepared(&w, None), &format!("{what} (fused)"));
         for (i, cfg) in streamed_configs(e).into_iter().enumerate() {
-            // on sm_90 up to 8 splits sum in a cluster through distributed shared memory,
-            // 13 (the first configuration) through the split-K slabs in global memory
+            // on sm_90 two splits sum in a cluster through distributed shared memory (K =
+            // 96 and the 2-tile splits of K = 4096 at 16 rows), more through the split-K
+            // slabs in global memory
             let splits: &[u32] = if i == 0 { &[1, 3, 7, 13] } else { &[1, 3, 7] };
             for &splits in splits {
                 let forced = Some((cfg, splits));

@@ -64,8 +64,11 @@ pub const X_PLANE_PAD_WORDS: i64 = 2;
 /// Padding of a row of the partial-sum tile (floats): 16-byte aligned rows.
 pub const RED_ROW_PAD: i64 = 4;
 
-/// Most K splits summed in a cluster (the portable cluster size).
-pub const MAX_CLUSTER_SPLITS: i32 = 8;
+/// Most K splits summed in a cluster. Two: on an H100 (BENCHMARKS.md, AWQ, helper awqreg)
+/// clusters of 2 splits ran 0.5-0.7 us faster than the global slab sum (1 and 16 x 4096 x
+/// 4096), while clusters of 4 ran up to 6 us slower than the slabs (16 x 4096 x 4096, 16
+/// rows, 8 warps: 17.6 against 11.5 us), so more splits take the slabs.
+pub const MAX_CLUSTER_SPLITS: i32 = 2;
 
 /// The plan of the register-streamed kernel.
 #[derive(Clone, Debug, PartialEq)]
@@ -145,8 +148,8 @@ impl AwqStreamed {
     }
 
     /// Whether `splits` K splits of this kernel run as one `(1, 1, splits)` cluster per
-    /// output tile on a GPU of compute capability `cc` (sm_90, 2 ..= 8 splits: the portable
-    /// cluster size), summing the splits through distributed shared memory instead of the
+    /// output tile on a GPU of compute capability `cc` (sm_90, 2 ..= [`MAX_CLUSTER_SPLITS`]
+    /// splits), summing the splits through distributed shared memory instead of the
     /// split-K slabs in global memory.
     ///
     /// ```
@@ -154,8 +157,8 @@ impl AwqStreamed {
     /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
     /// let p = AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [8, 64, 64], [8, 1], 8, 4).streamed()).unwrap();
     /// let s = p.streamed.unwrap();
-    /// assert!(s.clustered(4, (9, 0)) && !s.clustered(1, (9, 0)) && !s.clustered(9, (9, 0)));
-    /// assert!(!s.clustered(4, (8, 0)));
+    /// assert!(s.clustered(2, (9, 0)) && !s.clustered(1, (9, 0)) && !s.clustered(4, (9, 0)));
+    /// assert!(!s.clustered(2, (8, 0)));
     /// ```
     pub fn clustered(&self, splits: i32, cc: (u32, u32)) -> bool {
         cc == (9, 0) && (2..=MAX_CLUSTER_SPLITS).contains(&splits)

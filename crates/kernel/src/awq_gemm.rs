@@ -130,9 +130,9 @@ impl GeneratedAwqGemm {
     /// use rcute_atom::Element;
     /// use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
     /// let g = generate(&AwqGemmConfig::new(Element::F16, [8, 64, 64], [8, 1], 8, 4).streamed()).unwrap();
-    /// assert_eq!(g.launch_config_on(1, 4096, 4, (9, 0)).cluster.map(|c| c.z), Some(4));
-    /// assert_eq!(g.launch_config_on(1, 4096, 4, (8, 0)).cluster, None);
-    /// assert_eq!(g.launch_config_on(1, 4096, 12, (9, 0)).cluster, None);
+    /// assert_eq!(g.launch_config_on(1, 4096, 2, (9, 0)).cluster.map(|c| c.z), Some(2));
+    /// assert_eq!(g.launch_config_on(1, 4096, 2, (8, 0)).cluster, None);
+    /// assert_eq!(g.launch_config_on(1, 4096, 4, (9, 0)).cluster, None);
     /// ```
     pub fn launch_config_on(&self, m: i32, n: i32, splits: i32, cc: (u32, u32)) -> LaunchConfig {
         let lc = self.launch_config(m, n, splits);

@@ -515,9 +515,9 @@ pub fn awq_streamed_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
     vec![
-        AwqGemmConfig::new(F16, [8, 64, 64], [8, 1], 12, 4).streamed(),
-        AwqGemmConfig::new(F16, [16, 64, 64], [8, 1], 4, 4).streamed(),
-        AwqGemmConfig::new(BF16, [8, 64, 64], [8, 1], 12, 4).streamed(),
+        AwqGemmConfig::new(F16, [8, 64, 64], [16, 1], 4, 4).streamed(),
+        AwqGemmConfig::new(F16, [16, 64, 64], [16, 1], 4, 4).streamed(),
+        AwqGemmConfig::new(BF16, [8, 64, 64], [16, 1], 4, 4).streamed(),
     ]
 }
 

@@ -210,35 +210,41 @@ pub fn select_awq_bulk(m: usize, n: usize, k: usize, sms: usize, element: Elemen
 /// The prepared path's register-streamed kernel (`rcute_collective::awq_streamed`: the
 /// prepared weight streamed into registers, swap-AB `mma.sync`, so on every architecture
 /// of the prepared path) where it measured faster than the kernels of
-/// [`select_awq_gemm_prepared`] and [`select_awq_bulk`], or `None` (BENCHMARKS.md, AWQ,
-/// helper awqreg: `rcute bench awq --config streamed:...`, G = 128):
+/// [`select_awq_gemm_prepared`] and [`select_awq_bulk`], or `None`.
 ///
-/// * M <= 8 (8 rows of `x`, one B fragment per step): 8 warps along K, 64 columns a CTA,
-///   12 steps in flight per warp; one K split on a wide weight (`N / 64 >= SMs`), 4 on a
-///   narrow one;
-/// * 8 < M <= 16 on a narrow weight: 16 rows, 8 warps along K, 4 steps in flight, 4 splits.
+/// Measured (H100, `rcute bench awq --config prepared --config streamed:...`, G = 128,
+/// cuBLAS fp16 in the same run; BENCHMARKS.md, AWQ, helper awqreg): on a weight of N =
+/// 4096 columns (64 column blocks) the kernel with 16 warps along K, 64 columns a CTA, 4
+/// steps in flight per warp and 2 K splits (128 CTAs, one wave; the two splits summed in a
+/// cluster on sm_90) took 9.15 us at 1 x 4096 x 4096 (8 rows) against 10.16 for the
+/// prepared `cp.async` kernel, and 11.18 us at 16 x 4096 x 4096 (16 rows) against 14.66.
+/// On the wide 14336-column weight no streamed configuration beat it (1 x 14336 x 4096:
+/// 19.48 against 18.63-18.78 us; 16 rows: 26.68 against 22.67), so the rule takes the
+/// streamed kernel where its grid of `2 N / 64` CTAs fills between half and one wave of
+/// the SMs, for M <= 16 and K up to what two splits stage (8192 at 8 rows, 4096 at 16).
 ///
 /// ```
 /// use rcute_ops::awq::select::select_awq_streamed;
 /// let f16 = rcute_atom::Element::F16;
-/// let (cfg, splits) = select_awq_streamed(1, 14336, 4096, 132, f16).unwrap();
-/// assert!(cfg.streamed && cfg.prepared);
-/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([8, 64, 64], [8, 1], 12, 1));
 /// let (cfg, splits) = select_awq_streamed(1, 4096, 4096, 132, f16).unwrap();
-/// assert_eq!((cfg.tile, splits), ([8, 64, 64], 4));
+/// assert!(cfg.streamed && cfg.prepared);
+/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([8, 64, 64], [16, 1], 4, 2));
 /// let (cfg, splits) = select_awq_streamed(16, 4096, 4096, 132, f16).unwrap();
-/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([16, 64, 64], [8, 1], 4, 4));
+/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([16, 64, 64], [16, 1], 4, 2));
+/// assert!(select_awq_streamed(1, 14336, 4096, 132, f16).is_none());
 /// assert!(select_awq_streamed(16, 14336, 4096, 132, f16).is_none());
 /// assert!(select_awq_streamed(17, 4096, 4096, 132, f16).is_none());
+/// assert!(select_awq_streamed(16, 4096, 8192, 132, f16).is_none());
+/// assert!(select_awq_streamed(1, 1024, 4096, 132, f16).is_none());
 /// ```
 pub fn select_awq_streamed(m: usize, n: usize, k: usize, sms: usize, element: Element) -> Option<(AwqGemmConfig, u32)> {
-    let wide = n / 64 >= sms;
-    let k_tiles = k.div_ceil(64).max(1) as u32;
-    let (bm, ring, splits) = match m {
-        0..=8 => (8, 12, if wide { 1 } else { 4 }),
-        9..=16 if !wide => (16, 4, 4),
-        _ => return None,
-    };
-    let cfg = AwqGemmConfig::new(element, [bm, 64, 64], [8, 1], ring, 4).streamed();
-    Some((cfg, splits.min(k_tiles)))
+    let ctas = 2 * (n / 64);
+    let bm: i64 = if m <= 8 { 8 } else { 16 };
+    // two splits of at most max_k_tiles 64-row tiles: 512 / BM (the staged x)
+    let max_k = 2 * 64 * (512 / bm as usize);
+    if m > 16 || 2 * ctas <= sms || ctas > sms || k > max_k {
+        return None;
+    }
+    let cfg = AwqGemmConfig::new(element, [bm, 64, 64], [16, 1], 4, 4).streamed();
+    Some((cfg, 2.min(k.div_ceil(64).max(1) as u32)))
 }
