@@ -248,3 +248,37 @@ pub fn select_awq_streamed(m: usize, n: usize, k: usize, sms: usize, element: El
     let cfg = AwqGemmConfig::new(element, [bm, 64, 64], [16, 1], 4, 4).streamed();
     Some((cfg, 2.min(k.div_ceil(64).max(1) as u32)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Wherever the streamed kernel is chosen, it is a valid streamed configuration whose
+    /// splits stay the two it asks for (the staged `x` holds each split's K range, so the
+    /// sm_90 cluster sum applies), M fits its rows, and the grid is at most one wave (at
+    /// least half of one with two splits).
+    #[test]
+    fn streamed_choice_keeps_two_splits_and_one_wave() {
+        let e = Element::F16;
+        let mut chosen = 0;
+        for sms in [108, 132] {
+            for m in 1..=24 {
+                for n in (64..=16384).step_by(320) {
+                    for k in [64, 1024, 4096, 8192, 12288] {
+                        let Some((cfg, splits)) = select_awq_streamed(m, n, k, sms, e) else { continue };
+                        chosen += 1;
+                        let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
+                        assert!(cfg.streamed && m <= cfg.tile[0] as usize, "{m}x{n}x{k}");
+                        let (_, run) = g.split_plan(k as i32, splits as i32);
+                        assert!(run <= 2, "{m}x{n}x{k}: {run} splits");
+                        let ctas = g.launch_config(m as i32, n as i32, run).grid.x as usize * run as usize;
+                        // half to one wave (with both splits: K of one 64-row tile runs one)
+                        assert!(ctas <= sms && (run == 1 || 2 * ctas > sms), "{m}x{n}x{k} on {sms}: {ctas} CTAs");
+                    }
+                }
+            }
+        }
+        assert!(chosen > 0);
+        assert!(select_awq_streamed(1, 4096, 4096, 132, e).is_some());
+    }
+}
