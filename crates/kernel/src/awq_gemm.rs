@@ -15,7 +15,12 @@
 //!
 //! With [`AwqGemmConfig::bulk`] (sm_90, prepared layout) one more warp produces the stages
 //! with `cp.async.bulk` into an mbarrier ring and the other warps only consume them
-//! ([`rcute_collective::awq_bulk`], emitted by `awq_gemm/bulk.rs`).
+//! ([`rcute_collective::awq_bulk`], emitted by `awq_gemm/bulk.rs`). With
+//! [`AwqGemmConfig::streamed`] (prepared layout, the decode kernel) each lane streams its
+//! 16 bytes of the weight per k16 step straight into registers and multiplies them as the
+//! A operand of a swap-AB `mma.sync` ([`rcute_collective::awq_streamed`], emitted by
+//! `awq_gemm/streamed.rs`); up to two K splits of a tile then sum through distributed
+//! shared memory on sm_90 ([`GeneratedAwqGemm::launch_config_on`]).
 //!
 //! ```
 //! use rcute_atom::Element;
