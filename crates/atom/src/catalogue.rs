@@ -6,7 +6,10 @@ use crate::copy::CopyOp;
 use crate::harness::includes;
 use crate::mma::MmaAtom;
 use crate::snippet::Snippet;
-use crate::{cluster_dsmem, convert_int4, copy_cp_async, copy_ldsm, copy_ldst, copy_tma, grid_dependency, mma_sm80, mma_sm90, sync};
+use crate::{
+    cluster_dsmem, convert_int4, copy_cp_async, copy_ldsm, copy_ldst, copy_tma, grid_dependency, mma_sm80, mma_sm90,
+    sync,
+};
 
 /// What a catalogue entry is.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -23,7 +23,10 @@ fn on_sm90(sm90: &str, before: &str) -> String {
 /// (acquire) by every thread of the CTA on sm_90; nothing before.
 pub fn cluster_sync_sm90() -> Snippet {
     let body = asm_stmt(
-        &["barrier.cluster.arrive.aligned;".into(), "barrier.cluster.wait.aligned;".into()],
+        &[
+            "barrier.cluster.arrive.aligned;".into(),
+            "barrier.cluster.wait.aligned;".into(),
+        ],
         &[],
         &[],
         true,
@@ -35,9 +38,21 @@ pub fn cluster_sync_sm90() -> Snippet {
 /// before.
 pub fn cluster_size_sm90() -> Snippet {
     let sm90 = String::from("uint32_t n;\n")
-        + &asm_stmt(&["mov.u32 %0, %%cluster_nctarank;".into()], &["\"=r\"(n)".into()], &[], false)
+        + &asm_stmt(
+            &["mov.u32 %0, %%cluster_nctarank;".into()],
+            &["\"=r\"(n)".into()],
+            &[],
+            false,
+        )
         + "return n;\n";
-    Snippet::build("rc_cluster_size_sm90", Arch::SM80, 1, vec![], &on_sm90(&sm90, "return 1u;\n")).returning("uint32_t")
+    Snippet::build(
+        "rc_cluster_size_sm90",
+        Arch::SM80,
+        1,
+        vec![],
+        &on_sm90(&sm90, "return 1u;\n"),
+    )
+    .returning("uint32_t")
 }
 
 /// `rc_ld_dsmem_f32x4(addr, rank, v)`: four floats at shared address `addr` (this CTA's

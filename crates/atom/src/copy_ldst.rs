@@ -128,7 +128,12 @@ pub fn ld_global_stream(bytes: usize) -> CopyOp {
         vec_suffix(words),
         operand_list(0, words)
     );
-    let body = asm_stmt(&[line], &bind_array("=r", "r", words), &["\"l\"(src)".to_string()], false);
+    let body = asm_stmt(
+        &[line],
+        &bind_array("=r", "r", words),
+        &["\"l\"(src)".to_string()],
+        false,
+    );
     CopyOp {
         name: format!("UniversalCopy<uint{bits}_t>(ld.global.nc.L1::no_allocate)"),
         arch: Arch::SM80,

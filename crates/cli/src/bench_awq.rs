@@ -76,7 +76,13 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
     let ((bm, bn), (wm, wn)) = (pair(tile)?, pair(warps)?);
     let stages: usize = stages.trim().parse().map_err(|_| bad())?;
     let splits: u32 = splits.trim().parse().map_err(|_| bad())?;
-    let cfg = kind(AwqGemmConfig::new(rcute_kernel::awq_gemm::Element::F16, [bm, bn, 64], [wm, wn], stages, 4));
+    let cfg = kind(AwqGemmConfig::new(
+        rcute_kernel::awq_gemm::Element::F16,
+        [bm, bn, 64],
+        [wm, wn],
+        stages,
+        4,
+    ));
     rcute_kernel::awq_gemm::generate(&cfg).map_err(|e| format!("{s}: {e}"))?;
     Ok((cfg, splits))
 }
@@ -101,7 +107,11 @@ fn parse_variant(s: &str) -> Result<Variant, String> {
         "dense" => Ok(Variant::Dense),
         "fused" => Ok(Variant::Fused(None)),
         "prepared" => Ok(Variant::Prepared(None)),
-        _ => match (s.strip_prefix("prepared:"), s.strip_prefix("bulk:"), s.strip_prefix("streamed:")) {
+        _ => match (
+            s.strip_prefix("prepared:"),
+            s.strip_prefix("bulk:"),
+            s.strip_prefix("streamed:"),
+        ) {
             (Some(c), _, _) => parse_awq_config(c).map(|c| Variant::Prepared(Some(c))),
             (_, Some(c), _) => parse_awq_config_as(c, AwqGemmConfig::bulk).map(|c| Variant::Prepared(Some(c))),
             (_, _, Some(c)) => parse_awq_config_as(c, AwqGemmConfig::streamed).map(|c| Variant::Prepared(Some(c))),

@@ -203,7 +203,12 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
     ) + if cfg.streamed { "_streamed" } else { "" };
     let e = Emit::new(&plan, &name)?;
     if let Some(st) = &plan.streamed {
-        let mut snips = vec![st.load.snippet.clone(), plan.mma.snippet.clone(), plan.convert.clone(), plan.convert_x16.clone()];
+        let mut snips = vec![
+            st.load.snippet.clone(),
+            plan.mma.snippet.clone(),
+            plan.convert.clone(),
+            plan.convert_x16.clone(),
+        ];
         snips.extend(crate::grid_dependency::snippets());
         snips.extend(st.cluster.iter().cloned());
         snips.dedup_by(|a, b| a.name == b.name);

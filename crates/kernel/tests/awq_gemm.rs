@@ -191,7 +191,12 @@ fn streamed_kernels_compile_without_spills_and_stream_into_registers() {
             // around the split's semaphore, and on sm_90 the two cluster barriers of the
             // clustered split-K sum
             let most = if arch == Arch::Sm90a { 7 } else { 5 };
-            assert!(k.count_opcode("BAR") <= most, "{} on {arch}: {} BAR", g.name, k.count_opcode("BAR"));
+            assert!(
+                k.count_opcode("BAR") <= most,
+                "{} on {arch}: {} BAR",
+                g.name,
+                k.count_opcode("BAR")
+            );
         }
     }
 }

@@ -87,7 +87,13 @@ impl Emit<'_> {
         let p = self.p;
         let st = self.st();
         let (bm, wk, wn) = (p.config.tile[0], st.k_slices, st.col_blocks);
-        let fold = |v: &str, w: i64, op: &str| if w == 1 { "0".to_string() } else { format!("{v} {op} {w}") };
+        let fold = |v: &str, w: i64, op: &str| {
+            if w == 1 {
+                "0".to_string()
+            } else {
+                format!("{v} {op} {w}")
+            }
+        };
         vec![
             s("extern __shared__ __align__(128) unsigned char smem[]"),
             Stmt::Decl {
@@ -108,26 +114,75 @@ impl Emit<'_> {
             Stmt::decl("const int", "t", "lane & 3"),
             Stmt::Comment(format!("warps {wk} along K (fastest) x {wn} along N")),
             Stmt::decl("const int", "wk", fold("warp", wk, "%")),
-            Stmt::decl("const int", "wn", if wk == 1 { "warp".to_string() } else { fold("warp", wk, "/") }),
+            Stmt::decl(
+                "const int",
+                "wn",
+                if wk == 1 {
+                    "warp".to_string()
+                } else {
+                    fold("warp", wk, "/")
+                },
+            ),
             Stmt::decl("const int", "m0", format!("blockIdx.y * {bm}")),
             Stmt::decl("const int", "rows", format!("min({bm}, M - m0)")),
             Stmt::decl("const int", "tile", "blockIdx.y * gridDim.x + blockIdx.x"),
-            decl_c("const int", "wb", if wn == 1 { "blockIdx.x".to_string() } else { format!("blockIdx.x * {wn} + wn") }, "this warp's 64-column block"),
+            decl_c(
+                "const int",
+                "wb",
+                if wn == 1 {
+                    "blockIdx.x".to_string()
+                } else {
+                    format!("blockIdx.x * {wn} + wn")
+                },
+                "this warp's 64-column block",
+            ),
             Stmt::decl("const int", "k0", "blockIdx.z * kt_per_split * 64"),
-            decl_c("const int", "steps", "max(0, min(4 * kt_per_split, (K - k0) >> 4))", "the CTA's k16 steps (K is a multiple of 16)"),
-            Stmt::decl("const int", "per_warp", if wk == 1 { "steps".to_string() } else { format!("(steps + {}) / {wk}", wk - 1) }),
-            Stmt::decl("const int", "s_begin", if wk == 1 { "0".to_string() } else { "min(steps, wk * per_warp)".to_string() }),
-            decl_c("const int", "n_my", "wb * 64 < N ? min(steps, s_begin + per_warp) - s_begin : 0", "this warp's steps: s_begin .. s_begin + n_my"),
+            decl_c(
+                "const int",
+                "steps",
+                "max(0, min(4 * kt_per_split, (K - k0) >> 4))",
+                "the CTA's k16 steps (K is a multiple of 16)",
+            ),
+            Stmt::decl(
+                "const int",
+                "per_warp",
+                if wk == 1 {
+                    "steps".to_string()
+                } else {
+                    format!("(steps + {}) / {wk}", wk - 1)
+                },
+            ),
+            Stmt::decl(
+                "const int",
+                "s_begin",
+                if wk == 1 {
+                    "0".to_string()
+                } else {
+                    "min(steps, wk * per_warp)".to_string()
+                },
+            ),
+            decl_c(
+                "const int",
+                "n_my",
+                "wb * 64 < N ? min(steps, s_begin + per_warp) - s_begin : 0",
+                "this warp's steps: s_begin .. s_begin + n_my",
+            ),
             Stmt::Decl {
                 ty: "float".into(),
                 name: format!("acc[{}][4][4]", st.b_frags),
                 init: None,
-                comment: Some("(8-row fragment of x, word r: columns 8g + 2r, 8g + 2r + 1, mma.sync D register)".into()),
+                comment: Some(
+                    "(8-row fragment of x, word r: columns 8g + 2r, 8g + 2r + 1, mma.sync D register)".into(),
+                ),
             },
             Stmt::unrolled(
                 "f",
                 st.b_frags,
-                vec![Stmt::unrolled("r", 4, vec![Stmt::unrolled("v", 4, vec![Stmt::assign("acc[f][r][v]", "0.f")])])],
+                vec![Stmt::unrolled(
+                    "r",
+                    4,
+                    vec![Stmt::unrolled("v", 4, vec![Stmt::assign("acc[f][r][v]", "0.f")])],
+                )],
             ),
         ]
     }
@@ -249,7 +304,11 @@ impl Emit<'_> {
         let st = self.st();
         let (d, load) = (st.ring, &st.load.snippet.name);
         let cvt = &p.convert_x16.name;
-        let group_args = if self.x16() { "s_raw, z_raw, sc, zl, zh" } else { "s_raw, z_raw, sc, zl" };
+        let group_args = if self.x16() {
+            "s_raw, z_raw, sc, zl, zh"
+        } else {
+            "s_raw, z_raw, sc, zl"
+        };
         let frag = vec![
             Stmt::Comment(
                 "row 8f + g (the zero row past M), CTA step s_begin + s: b0 = x[row][16 step + 2t, +1] = word (t, 2 step), b1 = k + 8 = word (t, 2 step + 1)".into(),
@@ -263,7 +322,9 @@ impl Emit<'_> {
             Stmt::assign("b[f][1]", "xv.y"),
         ];
         vec![
-            Stmt::Comment("a group starts: its registers, then the next group's raw scales and zero word in flight".into()),
+            Stmt::Comment(
+                "a group starts: its registers, then the next group's raw scales and zero word in flight".into(),
+            ),
             when(
                 "krem == 0",
                 vec![
@@ -323,7 +384,12 @@ impl Emit<'_> {
             regs.push(Stmt::decl("uint32_t", "zh[4]", "{}"));
             regs.push(Stmt::decl("const __half2", "x16_inv", "__float2half2_rn(0.0625f)"));
         }
-        regs.push(decl_c("int", "krem", "0", "rows left in the current group (0: a group starts)"));
+        regs.push(decl_c(
+            "int",
+            "krem",
+            "0",
+            "rows left in the current group (0: a group starts)",
+        ));
         regs.push(Stmt::Decl {
             ty: "const uint32_t*".into(),
             name: format!("xf[{}]", st.b_frags),
@@ -357,7 +423,9 @@ impl Emit<'_> {
                         when("s < n_my", self.streamed_step()),
                     ],
                 ),
-                Stmt::Comment(format!("the fragment pointers follow the steps (loop-carried: {d} steps, 2 words each)")),
+                Stmt::Comment(format!(
+                    "the fragment pointers follow the steps (loop-carried: {d} steps, 2 words each)"
+                )),
                 Stmt::unrolled("f", st.b_frags, vec![s(format!("xf[f] += {}", 2 * d))]),
             ],
         });
@@ -371,8 +439,16 @@ impl Emit<'_> {
         let (bm, wk, wn, rr) = (p.config.tile[0], st.k_slices, st.col_blocks, st.red_row_floats);
         let store = format!("{}_store", self.name);
         // 64-column block of chunk c (0 with one block along N)
-        let cblock = if wn == 1 { String::new() } else { format!("c / {} * {wk} + ", bm * 8) };
-        let cblock = if wn > 1 && wk == 1 { format!("c / {} + ", bm * 8) } else { cblock };
+        let cblock = if wn == 1 {
+            String::new()
+        } else {
+            format!("c / {} * {wk} + ", bm * 8)
+        };
+        let cblock = if wn > 1 && wk == 1 {
+            format!("c / {} + ", bm * 8)
+        } else {
+            cblock
+        };
         let each_chunk = |body: Vec<Stmt>| self.each_chunk(body);
         let sum = vec![
             Stmt::decl("float", "v[8]", "{0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}"),
@@ -418,7 +494,9 @@ impl Emit<'_> {
                 ty: "float*".into(),
                 name: "red".into(),
                 init: Some("reinterpret_cast<float*>(smem)".into()),
-                comment: Some(format!("partial tile of warp (wn, wk): red[((wn * {wk} + wk) * {bm} + row) * {rr} + column]")),
+                comment: Some(format!(
+                    "partial tile of warp (wn, wk): red[((wn * {wk} + wk) * {bm} + row) * {rr} + column]"
+                )),
             },
             Stmt::decl("float*", "rw", format!("red + (warp * {bm} + 2 * t) * {rr} + 8 * g")),
             Stmt::unrolled(
@@ -428,7 +506,9 @@ impl Emit<'_> {
                     "r",
                     4,
                     vec![
-                        Stmt::Comment("D of word r: d0, d1 = column 8g + 2r of rows 2t, 2t+1; d2, d3 = column 8g + 2r + 1".into()),
+                        Stmt::Comment(
+                            "D of word r: d0, d1 = column 8g + 2r of rows 2t, 2t+1; d2, d3 = column 8g + 2r + 1".into(),
+                        ),
                         s(format!("rw[8 * f * {rr} + 2 * r] = acc[f][r][0]")),
                         s(format!("rw[(8 * f + 1) * {rr} + 2 * r] = acc[f][r][1]")),
                         s(format!("rw[8 * f * {rr} + 2 * r + 1] = acc[f][r][2]")),
@@ -437,7 +517,10 @@ impl Emit<'_> {
                 )],
             ),
             s("__syncthreads()"),
-            Stmt::Comment(format!("chunk c: 64-column block c / {}, row (c / 8) % {bm}, columns 8 (c % 8) .. + 8", bm * 8)),
+            Stmt::Comment(format!(
+                "chunk c: 64-column block c / {}, row (c / 8) % {bm}, columns 8 (c % 8) .. + 8",
+                bm * 8
+            )),
             decl_c(
                 "const bool",
                 "clustered",
@@ -502,7 +585,10 @@ impl Emit<'_> {
             Stmt::decl(
                 "const uint32_t",
                 "pa",
-                format!("static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + {} + 32 * c", st.part_offset),
+                format!(
+                    "static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + {} + 32 * c",
+                    st.part_offset
+                ),
             ),
             Stmt::Loop {
                 init: "int r = 0".into(),

@@ -265,7 +265,9 @@ mod tests {
             for m in 1..=24 {
                 for n in (64..=16384).step_by(320) {
                     for k in [64, 1024, 4096, 8192, 12288] {
-                        let Some((cfg, splits)) = select_awq_streamed(m, n, k, sms, e) else { continue };
+                        let Some((cfg, splits)) = select_awq_streamed(m, n, k, sms, e) else {
+                            continue;
+                        };
                         chosen += 1;
                         let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
                         assert!(cfg.streamed && m <= cfg.tile[0] as usize, "{m}x{n}x{k}");
@@ -273,7 +275,10 @@ mod tests {
                         assert!(run <= 2, "{m}x{n}x{k}: {run} splits");
                         let ctas = g.launch_config(m as i32, n as i32, run).grid.x as usize * run as usize;
                         // half to one wave (with both splits: K of one 64-row tile runs one)
-                        assert!(ctas <= sms && (run == 1 || 2 * ctas > sms), "{m}x{n}x{k} on {sms}: {ctas} CTAs");
+                        assert!(
+                            ctas <= sms && (run == 1 || 2 * ctas > sms),
+                            "{m}x{n}x{k} on {sms}: {ctas} CTAs"
+                        );
                     }
                 }
             }
