@@ -350,6 +350,81 @@ fn awq_gemm_prepared_bulk_matches_the_float64_reference() {
     bulk_cases::<bf16>(&ops, rcute_atom::Element::BF16);
 }
 
+/// The register-streamed prepared kernels (swap-AB, the weight streamed into registers):
+/// 8 and 16 rows, warps along K and N, rings of 1 to 12 steps.
+fn streamed_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
+    vec![
+        AwqGemmConfig::new(e, [8, 64, 64], [4, 1], 8, 4).streamed(),
+        AwqGemmConfig::new(e, [16, 64, 64], [4, 1], 8, 4).streamed(),
+        AwqGemmConfig::new(e, [8, 64, 64], [8, 1], 4, 4).streamed(),
+        // the op's choice on narrow weights (16 warps along K, 2 splits: a cluster on sm_90)
+        AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 4, 4).streamed(),
+        AwqGemmConfig::new(e, [16, 64, 64], [16, 1], 4, 4).streamed(),
+        // 8 warps along K, rings of 4 to 16
+        AwqGemmConfig::new(e, [8, 64, 64], [8, 1], 12, 4).streamed(),
+        AwqGemmConfig::new(e, [8, 64, 64], [8, 1], 16, 4).streamed(),
+        AwqGemmConfig::new(e, [16, 64, 64], [8, 1], 4, 4).streamed(),
+        AwqGemmConfig::new(e, [16, 64, 64], [8, 1], 6, 4).streamed(),
+        // two column blocks a CTA: N = 320 and 576 end inside the 128-column tile
+        AwqGemmConfig::new(e, [16, 128, 64], [2, 2], 8, 4).streamed(),
+        AwqGemmConfig::new(e, [8, 256, 64], [1, 4], 12, 4).streamed(),
+        // one warp, a ring of 2 and of 1: the ring wraps every step or two
+        AwqGemmConfig::new(e, [16, 64, 64], [1, 1], 2, 4).streamed(),
+        AwqGemmConfig::new(e, [8, 64, 64], [4, 1], 1, 4).streamed(),
+    ]
+}
+
+/// The streamed kernels forced with 1, 3 and 7 requested K splits (and 13 for the first; a
+/// split holds at most the plan's `max_k_tiles`, so K = 4096 may run more) on ragged M (1, 3, 5, 16, and 24: two
+/// or three row tiles), N ending inside a CTA tile, K ending inside a 64-wide k-tile, G =
+/// 32, 64, 128 and K, bias on and off; the op's own choice; split-K bit-identical run to
+/// run.
+fn streamed_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    let mut rng = Rng::for_test(&format!("awq_streamed_{e}"));
+    let shapes = [
+        (1, 4096, 512, 128, true),
+        (3, 320, 96, 32, false),
+        (5, 576, 320, 64, true),
+        (16, 768, 4096, 128, true),
+        (5, 768, 352, 32, false),
+        (24, 320, 256, 256, true),
+        (1, 192, 2048, 128, false),
+    ];
+    for (m, n, k, g, bias) in shapes {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} streamed");
+        case.check(ops, Run::PreparedOp(&w), &format!("{what} (op)"));
+        case.check(ops, Run::Prepared(&w, None), &format!("{what} (fused)"));
+        for (i, cfg) in streamed_configs(e).into_iter().enumerate() {
+            // on sm_90 two splits sum in a cluster through distributed shared memory (K =
+            // 96 and the 2-tile splits of K = 4096 at 16 rows), more through the split-K
+            // slabs in global memory
+            let splits: &[u32] = if i == 0 { &[1, 3, 7, 13] } else { &[1, 3, 7] };
+            for &splits in splits {
+                let forced = Some((cfg, splits));
+                let name = format!("{what} {:?} w{:?} s{} split {splits}", cfg.tile, cfg.warps, cfg.stages);
+                let first = case.check(ops, Run::Prepared(&w, forced), &name);
+                if i == 0 && splits >= 7 {
+                    let again = case.check(ops, Run::Prepared(&w, forced), &name);
+                    assert!(first == again, "{name}: a second run differs");
+                }
+            }
+        }
+        eprintln!("ok {what}");
+    }
+}
+
+/// The register-streamed kernels on the prepared weight against the float64 reference, f16
+/// and bf16 (`mma.sync`: every architecture the prepared path runs on).
+#[test]
+fn awq_gemm_prepared_streamed_matches_the_float64_reference() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    streamed_cases::<f16>(&ops, rcute_atom::Element::F16);
+    streamed_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+}
+
 /// `AwqWeight::prepare` + `awq_gemm_prepared` against the float64 reference (the op's own
 /// path, the prepared kernel's own configuration and every configuration forced with one
 /// and with three K splits, f16 and bf16); shapes the layout cannot block and a prepared

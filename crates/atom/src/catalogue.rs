@@ -6,7 +6,10 @@ use crate::copy::CopyOp;
 use crate::harness::includes;
 use crate::mma::MmaAtom;
 use crate::snippet::Snippet;
-use crate::{convert_int4, copy_cp_async, copy_ldsm, copy_ldst, copy_tma, grid_dependency, mma_sm80, mma_sm90, sync};
+use crate::{
+    cluster_dsmem, convert_int4, copy_cp_async, copy_ldsm, copy_ldst, copy_tma, grid_dependency, mma_sm80, mma_sm90,
+    sync,
+};
 
 /// What a catalogue entry is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +76,9 @@ pub fn all_helper_snippets() -> Vec<Snippet> {
         convert_int4::u4x8_to_bf16x2_biased(),
         grid_dependency::grid_dependency_wait(),
         grid_dependency::launch_dependents(),
+        cluster_dsmem::cluster_sync_sm90(),
+        cluster_dsmem::cluster_size_sm90(),
+        cluster_dsmem::ld_dsmem_f32x4(),
     ];
     v.extend(copy_tma::all_tma().1);
     v.extend(sync::all_sync());

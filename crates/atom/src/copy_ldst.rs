@@ -103,6 +103,49 @@ pub fn st(space: Space, bytes: usize) -> CopyOp {
     }
 }
 
+/// `ld.global.nc.L1::no_allocate[.vN].b32`: a streaming load of `bytes` (4, 8, 16) from
+/// read-only global memory into `uint32_t r[bytes/4]`, through the non-coherent path and
+/// without allocating the line in L1 (data read once, such as a weight streamed from
+/// DRAM straight into registers; the loaded bytes do not evict what L1 holds for reuse).
+/// The source address must be aligned to `bytes`, and the memory must not be written while
+/// the kernel runs.
+///
+/// ```
+/// let op = rcute_atom::copy_ldst::ld_global_stream(16);
+/// assert_eq!(op.snippet.name, "rc_ld_global_stream_b128");
+/// assert!(op.snippet.source().contains("ld.global.nc.L1::no_allocate.v4.b32"));
+/// ```
+pub fn ld_global_stream(bytes: usize) -> CopyOp {
+    assert!(matches!(bytes, 4 | 8 | 16), "vector width must be 4, 8 or 16 bytes");
+    let words = bytes / 4;
+    let bits = (bytes * 8) as i64;
+    let params = vec![
+        Param::new("src", ParamTy::GmemPtr { bytes, constant: true }),
+        Param::regs("r", "uint32_t", words, Dir::Out),
+    ];
+    let line = format!(
+        "ld.global.nc.L1::no_allocate.{} {}, [%{words}];",
+        vec_suffix(words),
+        operand_list(0, words)
+    );
+    let body = asm_stmt(
+        &[line],
+        &bind_array("=r", "r", words),
+        &["\"l\"(src)".to_string()],
+        false,
+    );
+    CopyOp {
+        name: format!("UniversalCopy<uint{bits}_t>(ld.global.nc.L1::no_allocate)"),
+        arch: Arch::SM80,
+        kind: CopyKind::Universal,
+        thr_id: rcute_layout::Layout::col_major(rcute_layout::tuple!(1)),
+        src: one_thread_bits(bits),
+        dst: one_thread_bits(bits),
+        reference: one_thread_bits(bits),
+        snippet: Snippet::build(format!("rc_ld_global_stream_b{bits}"), Arch::SM80, 1, params, &body),
+    }
+}
+
 /// The narrowest global -> shared copy: one 16-bit element through a register
 /// (`UniversalCopy<uint16_t>`), zero when `pred` is false. Synchronous (the load's latency
 /// is not hidden as `cp.async` hides it), for operands whose addresses are 2-byte but not
@@ -150,5 +193,6 @@ pub fn all_ldst() -> Vec<CopyOp> {
             v.push(st(space, bytes));
         }
     }
+    v.push(ld_global_stream(16));
     v
 }

@@ -17,13 +17,14 @@
 //! | `mma_sm90.rs` | SM90a `wgmma` atoms (SS / RS, every N), fence / commit / wait, GMMA smem layout atoms |
 //! | `gmma_desc.rs` | [`GmmaDescriptor`] encoder / decoder and `make_gmma_desc` |
 //! | `copy.rs` | [`CopyOp`] (bit layouts) and [`CopyAtom`] (element layouts) |
-//! | `copy_ldst.rs` | vectorized global / shared ld and st (4/8/16 B) |
+//! | `copy_ldst.rs` | vectorized global / shared ld and st (4/8/16 B), the streaming `ld.global.nc.L1::no_allocate` |
 //! | `copy_cp_async.rs` | `cp.async.ca/.cg` (+ zero fill), commit / wait |
 //! | `copy_ldsm.rs` | `ldmatrix` / `stmatrix` x1/x2/x4 (+ `.trans`) |
 //! | `copy_tma.rs` | TMA loads (multicast), stores, prefetches, bulk copies |
 //! | `convert_int4.rs` | 4-bit weights to f16 / bf16 pairs with `lop3` magic numbers; AutoAWQ's nibble order |
 //! | `grid_dependency.rs` | programmatic dependent launch: `griddepcontrol.wait` / `.launch_dependents` |
 //! | `sync.rs` | mbarriers, fences, named / cluster barriers, `elect.sync`, `setmaxnreg` |
+//! | `cluster_dsmem.rs` | cluster barrier, cluster size and peer shared-memory loads, guarded so sm_80 units compile |
 //! | `tma.rs` | [`TmaDescriptorSpec`]: validated `cuTensorMapEncodeTiled` parameters |
 //! | `tiled_mma.rs` | [`TiledMma`], [`ThrMma`]: `thrfrg_*`, `get_layout*_TV`, `partition_*` |
 //! | `tiled_copy.rs` | [`TiledCopy`]: `make_tiled_copy*`, `tidfrg_*`, `partition_S/D`, `retile` |
@@ -40,6 +41,7 @@
 
 pub mod arch;
 pub mod catalogue;
+pub mod cluster_dsmem;
 pub mod convert_int4;
 pub mod copy;
 pub mod copy_cp_async;

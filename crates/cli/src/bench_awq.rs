@@ -40,8 +40,10 @@ pub struct BenchAwqArgs {
     /// dequantization + the SM90 GEMM, sm_90 only), a
     /// fused configuration `BMxBN,WMxWN,STAGES,SPLITS`, e.g. `--config 16x256,1x4,4,8` (BK
     /// is 64; f16; 16-byte weight copies where N/8 allows), or `prepared:` and such a
-    /// configuration (the prepared kernel forced to it), or `bulk:` and such a configuration
-    /// (the prepared kernel with the SM90 bulk producer, sm_90 only).
+    /// configuration (the prepared kernel forced to it), `bulk:` and such a configuration
+    /// (the prepared kernel with the SM90 bulk producer, sm_90 only), or `streamed:` and
+    /// `BMxBN,WKxWN,RING,SPLITS` (the register-streamed prepared kernel: BM 8 or 16, BN = 64
+    /// WN, WK warps along K, RING k16 steps in flight per warp).
     #[arg(long = "config")]
     pub configs: Vec<String>,
 }
@@ -49,6 +51,12 @@ pub struct BenchAwqArgs {
 /// Parse `BMxBN,WMxWN,STAGES,SPLITS` into a configuration (element and weight copy width
 /// are set per problem) and the requested splits.
 pub fn parse_awq_config(s: &str) -> Result<(AwqGemmConfig, u32), String> {
+    parse_awq_config_as(s, |c| c)
+}
+
+/// [`parse_awq_config`] for the configuration that `kind` makes of the parsed one (the
+/// prepared, bulk or streamed kernel), checked by generating it.
+fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Result<(AwqGemmConfig, u32), String> {
     let bad = || format!("bad --config {s:?}: expected BMxBN,WMxWN,STAGES,SPLITS");
     let parts: Vec<&str> = s.split(',').collect();
     let pair = |t: &str| -> Result<(i64, i64), String> {
@@ -68,7 +76,13 @@ pub fn parse_awq_config(s: &str) -> Result<(AwqGemmConfig, u32), String> {
     let ((bm, bn), (wm, wn)) = (pair(tile)?, pair(warps)?);
     let stages: usize = stages.trim().parse().map_err(|_| bad())?;
     let splits: u32 = splits.trim().parse().map_err(|_| bad())?;
-    let cfg = AwqGemmConfig::new(rcute_kernel::awq_gemm::Element::F16, [bm, bn, 64], [wm, wn], stages, 4);
+    let cfg = kind(AwqGemmConfig::new(
+        rcute_kernel::awq_gemm::Element::F16,
+        [bm, bn, 64],
+        [wm, wn],
+        stages,
+        4,
+    ));
     rcute_kernel::awq_gemm::generate(&cfg).map_err(|e| format!("{s}: {e}"))?;
     Ok((cfg, splits))
 }
@@ -93,9 +107,14 @@ fn parse_variant(s: &str) -> Result<Variant, String> {
         "dense" => Ok(Variant::Dense),
         "fused" => Ok(Variant::Fused(None)),
         "prepared" => Ok(Variant::Prepared(None)),
-        _ => match (s.strip_prefix("prepared:"), s.strip_prefix("bulk:")) {
-            (Some(c), _) => parse_awq_config(c).map(|c| Variant::Prepared(Some(c))),
-            (_, Some(c)) => parse_awq_config(c).map(|(c, k)| Variant::Prepared(Some((c.bulk(), k)))),
+        _ => match (
+            s.strip_prefix("prepared:"),
+            s.strip_prefix("bulk:"),
+            s.strip_prefix("streamed:"),
+        ) {
+            (Some(c), _, _) => parse_awq_config(c).map(|c| Variant::Prepared(Some(c))),
+            (_, Some(c), _) => parse_awq_config_as(c, AwqGemmConfig::bulk).map(|c| Variant::Prepared(Some(c))),
+            (_, _, Some(c)) => parse_awq_config_as(c, AwqGemmConfig::streamed).map(|c| Variant::Prepared(Some(c))),
             _ => parse_awq_config(s).map(|c| Variant::Fused(Some(c))),
         },
     }

@@ -35,6 +35,7 @@
 //! ```
 
 use crate::awq_bulk::AwqBulkRing;
+use crate::awq_streamed::AwqStreamed;
 use crate::sm80_mainloop::PlanError;
 use rcute_atom::convert_int4::{
     u4x8_to_bf16x2_biased, u4x8_to_f16x2_biased, u4x8_to_f16x2_biased_x16_snippet, Biased16,
@@ -77,6 +78,11 @@ pub struct AwqMainloopConfig {
     /// ring ([`crate::awq_bulk`]; sm_90, prepared layout only) instead of every thread
     /// issuing `cp.async` copies.
     pub bulk: bool,
+    /// Whether the prepared weight is streamed from global memory straight into registers
+    /// ([`crate::awq_streamed`]: swap-AB, no shared-memory stages). Then `tile` is
+    /// `(BM, 64 col_blocks, 64)` with `BM` 8 or 16, `warps` is `[k_slices, col_blocks]`
+    /// (warps along K, then along N) and `stages` the k16 steps in flight per warp.
+    pub streamed: bool,
 }
 
 impl AwqMainloopConfig {
@@ -90,7 +96,22 @@ impl AwqMainloopConfig {
             b_vector_words,
             prepared: false,
             bulk: false,
+            streamed: false,
         }
+    }
+
+    /// The same configuration as the register-streamed kernel on the prepared layout
+    /// ([`crate::awq_streamed`]).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [16, 128, 64], [2, 2], 6, 4).streamed();
+    /// assert!(cfg.prepared && AwqMainloop::new(&cfg).unwrap().streamed.is_some());
+    /// ```
+    pub fn streamed(mut self) -> Self {
+        self.streamed = true;
+        self.prepared()
     }
 
     /// The same configuration on the prepared layout with the SM90 bulk producer
@@ -176,6 +197,8 @@ pub struct AwqMainloop {
     pub biased: Biased16,
     /// The SM90 bulk producer's ring (with `bulk`).
     pub bulk: Option<AwqBulkRing>,
+    /// The register-streamed kernel's plan (with `streamed`).
+    pub streamed: Option<AwqStreamed>,
 }
 
 fn tile_err(cfg: &AwqMainloopConfig, reason: impl Into<String>) -> PlanError {
@@ -212,13 +235,26 @@ impl AwqMainloop {
         if bk != AWQ_BK {
             return Err(tile_err(cfg, format!("BK must be {AWQ_BK}")));
         }
-        if wm < 1 || wn < 1 || bm <= 0 || bm % (16 * wm) != 0 {
+        let streamed = if cfg.streamed {
+            if !cfg.prepared || cfg.bulk || bn != 64 * wn {
+                return Err(tile_err(
+                    cfg,
+                    "the streamed kernel reads the prepared layout, 64 columns per warp along N, without a producer",
+                ));
+            }
+            let plan = AwqStreamed::new(bm, cfg.warps, cfg.stages as i64)
+                .ok_or_else(|| tile_err(cfg, "streamed: BM 8 or 16, 1 ..= 32 warps, at least one step in flight"))?;
+            Some(plan)
+        } else {
+            None
+        };
+        if streamed.is_none() && (wm < 1 || wn < 1 || bm <= 0 || bm % (16 * wm) != 0) {
             return Err(tile_err(cfg, "BM must be a positive multiple of 16 x warps along M"));
         }
-        if bn <= 0 || bn % (64 * wn) != 0 || bn % 128 != 0 {
+        if streamed.is_none() && (bn <= 0 || bn % (64 * wn) != 0 || bn % 128 != 0) {
             return Err(tile_err(cfg, "BN must be a multiple of 128 and of 64 x warps along N"));
         }
-        if cfg.stages < 2 {
+        if streamed.is_none() && cfg.stages < 2 {
             return Err(tile_err(cfg, "at least two stages"));
         }
         let copy_b = match cfg.b_vector_words {
@@ -266,7 +302,10 @@ impl AwqMainloop {
             b_stage_bytes,
             s_stage_bytes,
             z_stage_bytes,
-            smem_bytes: stage_bytes * cfg.stages as i64 + ring_bytes,
+            smem_bytes: match &streamed {
+                Some(st) => st.smem_bytes(bm),
+                None => stage_bytes * cfg.stages as i64 + ring_bytes,
+            },
             s_copies: (s_chunks + threads - 1) / threads,
             z_copies: (z_chunks + threads - 1) / threads,
             a_copies: (a_chunks + threads - 1) / threads,
@@ -281,6 +320,7 @@ impl AwqMainloop {
             convert_x16,
             biased,
             bulk,
+            streamed,
         })
     }
 

@@ -15,7 +15,12 @@
 //!
 //! With [`AwqGemmConfig::bulk`] (sm_90, prepared layout) one more warp produces the stages
 //! with `cp.async.bulk` into an mbarrier ring and the other warps only consume them
-//! ([`rcute_collective::awq_bulk`], emitted by `awq_gemm/bulk.rs`).
+//! ([`rcute_collective::awq_bulk`], emitted by `awq_gemm/bulk.rs`). With
+//! [`AwqGemmConfig::streamed`] (prepared layout, the decode kernel) each lane streams its
+//! 16 bytes of the weight per k16 step straight into registers and multiplies them as the
+//! A operand of a swap-AB `mma.sync` ([`rcute_collective::awq_streamed`], emitted by
+//! `awq_gemm/streamed.rs`); up to two K splits of a tile then sum through distributed
+//! shared memory on sm_90 ([`GeneratedAwqGemm::launch_config_on`]).
 //!
 //! ```
 //! use rcute_atom::Element;
@@ -39,6 +44,7 @@ mod chunks;
 mod load;
 mod load_per_copy;
 mod prepared;
+mod streamed;
 
 /// A generated AWQ GEMM kernel.
 #[derive(Clone, Debug, PartialEq)]
@@ -94,10 +100,16 @@ impl GeneratedAwqGemm {
     }
 
     /// K tiles per split for `splits` requested splits, and the splits that run (every one
-    /// non-empty).
+    /// non-empty); a streamed kernel's splits hold at most its plan's `max_k_tiles`, so it
+    /// may run more splits than requested.
     pub fn split_plan(&self, k: i32, splits: i32) -> (i32, i32) {
         let kt = self.k_tiles(k);
         let per = (kt + splits.clamp(1, kt) - 1) / splits.clamp(1, kt);
+        // The streamed kernel stages a split's x in shared memory: at most `max_k_tiles`.
+        let per = match &self.plan.streamed {
+            Some(st) => per.min(st.max_k_tiles as i32),
+            None => per,
+        };
         (per, (kt + per - 1) / per)
     }
 
@@ -106,8 +118,33 @@ impl GeneratedAwqGemm {
         let [bm, bn, _] = self.plan.config.tile;
         let gx = (n.max(1) as u32).div_ceil(bn as u32);
         let gy = (m.max(1) as u32).div_ceil(bm as u32);
+        // The streamed kernel waits on its grid dependency first thing
+        // (`crate::grid_dependency`): its launch may overlap the previous kernel's tail.
         LaunchConfig::new(Dim3::new(gx, gy, splits.max(1) as u32), self.plan.threads as u32)
             .with_dynamic_smem(self.plan.smem_bytes as u32)
+            .with_programmatic_dependency(self.plan.streamed.is_some())
+    }
+
+    /// [`Self::launch_config`] on a GPU of compute capability `cc`: a streamed kernel whose
+    /// splits sum through distributed shared memory
+    /// ([`rcute_collective::awq_streamed::AwqStreamed::clustered`]) launches each tile's
+    /// splits as one `(1, 1, splits)` cluster (the kernel then leaves the workspace and the
+    /// semaphores alone).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
+    /// let g = generate(&AwqGemmConfig::new(Element::F16, [8, 64, 64], [8, 1], 8, 4).streamed()).unwrap();
+    /// assert_eq!(g.launch_config_on(1, 4096, 2, (9, 0)).cluster.map(|c| c.z), Some(2));
+    /// assert_eq!(g.launch_config_on(1, 4096, 2, (8, 0)).cluster, None);
+    /// assert_eq!(g.launch_config_on(1, 4096, 4, (9, 0)).cluster, None);
+    /// ```
+    pub fn launch_config_on(&self, m: i32, n: i32, splits: i32, cc: (u32, u32)) -> LaunchConfig {
+        let lc = self.launch_config(m, n, splits);
+        match &self.plan.streamed {
+            Some(st) if st.clustered(splits, cc) => lc.with_cluster(Dim3::new(1, 1, splits as u32)),
+            _ => lc,
+        }
     }
 
     /// Bytes of the f32 `[splits, M, N]` partial-sum slabs for `splits` splits (0 for
@@ -163,8 +200,40 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
         cfg.b_vector_words,
         if cfg.prepared { "_prepared" } else { "" },
         if cfg.bulk { "_bulk" } else { "" }
-    );
+    ) + if cfg.streamed { "_streamed" } else { "" };
     let e = Emit::new(&plan, &name)?;
+    if let Some(st) = &plan.streamed {
+        let mut snips = vec![
+            st.load.snippet.clone(),
+            plan.mma.snippet.clone(),
+            plan.convert.clone(),
+            plan.convert_x16.clone(),
+        ];
+        snips.extend(crate::grid_dependency::snippets());
+        snips.extend(st.cluster.iter().cloned());
+        snips.dedup_by(|a, b| a.name == b.name);
+        let mut items = unit_preamble(&snips, "");
+        items.push(Item::Function(e.streamed_group_fn()));
+        items.push(Item::Function(e.store()));
+        items.push(Item::Function(e.streamed_kernel()));
+        let unit = Unit {
+            header: vec![
+                format!(
+                    "{name}: AWQ W4A16 GEMM, {} x (int4 prepared qweight, {} scales), {bm} rows x {bn} columns, warps {} along K x {} along N, {} k16 steps in flight per warp",
+                    cfg.element, cfg.element, st.k_slices, st.col_blocks, st.ring
+                ),
+                "Register-streamed: swap-AB mma.sync (weight = A, x = B), no shared-memory weight stage (rcute_collective::awq_streamed).".into(),
+                "Generated by rcute (crates/kernel/src/awq_gemm/streamed.rs); do not edit.".into(),
+            ],
+            includes: vec![],
+            items,
+        };
+        return Ok(GeneratedAwqGemm {
+            name,
+            plan,
+            source: unit.render(),
+        });
+    }
     let copies = if cfg.prepared {
         [plan.copy_a_addr.clone(), plan.copy_b_addr.clone()]
     } else {
@@ -250,7 +319,7 @@ const CTA_SMEM_RESERVED: i64 = 1024;
 /// assert!(g.source.contains("__launch_bounds__(128)"));
 /// ```
 fn min_blocks(p: &AwqMainloop) -> Option<i64> {
-    if !p.config.prepared || p.mi * p.ns != 1 {
+    if !p.config.prepared || p.streamed.is_some() || p.mi * p.ns != 1 {
         return None;
     }
     let by_smem = SM_SMEM_BYTES / (p.smem_bytes + CTA_SMEM_RESERVED);

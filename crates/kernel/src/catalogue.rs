@@ -200,6 +200,7 @@ pub fn standard() -> Vec<CatalogueKernel> {
             kernels: 1,
         });
     }
+    out.extend(awq_streamed_units());
     // MoE routing: top-k softmax (f32 / bf16 / f16 logits; up to 64 experts, and up to 256
     // for bf16) and the alignment of routed tokens to the grouped GEMM's tiles.
     for (e, experts) in [
@@ -482,6 +483,41 @@ pub fn awq_bulk_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     vec![
         AwqGemmConfig::new(F16, [32, 256, 64], [1, 4], 4, 4).bulk(),
         AwqGemmConfig::new(BF16, [32, 256, 64], [1, 4], 4, 4).bulk(),
+    ]
+}
+
+/// The register-streamed AWQ decode kernels (`ops::awq::select::select_awq_streamed`):
+/// `mma.sync`, so f16 on sm_90a (the H200's choice) and bf16 on sm_80.
+fn awq_streamed_units() -> Vec<CatalogueKernel> {
+    awq_streamed_configs()
+        .into_iter()
+        .map(|cfg| {
+            let g = crate::awq_gemm::generate(&cfg).expect("catalogue AWQ streamed configurations are valid");
+            CatalogueKernel {
+                name: g.name.clone(),
+                arch: if cfg.element == rcute_atom::Element::F16 {
+                    Arch::Sm90a
+                } else {
+                    Arch::Sm80
+                },
+                source: g.source,
+                expect_sass: vec!["LDG", "LDS", "LOP3", "HMMA"],
+                kernels: 1,
+            }
+        })
+        .collect()
+}
+
+/// The register-streamed AWQ GEMM configurations in the catalogue
+/// ([`rcute_collective::awq_streamed`]; `mma.sync`, so sm_80 and sm_90): the decode
+/// kernels `ops` selects for the prepared path, f16 and bf16.
+pub fn awq_streamed_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
+    use crate::awq_gemm::AwqGemmConfig;
+    use rcute_atom::Element::{BF16, F16};
+    vec![
+        AwqGemmConfig::new(F16, [8, 64, 64], [16, 1], 4, 4).streamed(),
+        AwqGemmConfig::new(F16, [16, 64, 64], [16, 1], 4, 4).streamed(),
+        AwqGemmConfig::new(BF16, [8, 64, 64], [16, 1], 4, 4).streamed(),
     ]
 }
 

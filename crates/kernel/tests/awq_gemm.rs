@@ -33,9 +33,25 @@ fn bulk_configs() -> Vec<AwqGemmConfig> {
     v
 }
 
+/// The register-streamed kernels: 8 and 16 rows, warps along K and N, rings of 2..12.
+fn streamed_configs() -> Vec<AwqGemmConfig> {
+    let mut v = rcute_kernel::catalogue::awq_streamed_configs();
+    v.extend([
+        AwqGemmConfig::new(Element::F16, [8, 64, 64], [4, 1], 8, 4).streamed(),
+        AwqGemmConfig::new(Element::BF16, [8, 64, 64], [8, 1], 4, 4).streamed(),
+        AwqGemmConfig::new(Element::F16, [16, 64, 64], [4, 1], 6, 4).streamed(),
+        AwqGemmConfig::new(Element::BF16, [16, 128, 64], [2, 2], 8, 4).streamed(),
+        AwqGemmConfig::new(Element::F16, [8, 256, 64], [1, 4], 12, 4).streamed(),
+        AwqGemmConfig::new(Element::F16, [16, 64, 64], [1, 1], 2, 4).streamed(),
+        AwqGemmConfig::new(Element::F16, [8, 64, 64], [8, 1], 16, 4).streamed(),
+        AwqGemmConfig::new(Element::F16, [16, 64, 64], [8, 1], 6, 4).streamed(),
+    ]);
+    v
+}
+
 #[test]
 fn generated_source_is_deterministic_and_rejects_bad_configs() {
-    for cfg in configs().into_iter().chain(bulk_configs()) {
+    for cfg in configs().into_iter().chain(bulk_configs()).chain(streamed_configs()) {
         let g = generate(&cfg).unwrap();
         assert_eq!(g, generate(&cfg).unwrap());
         for pat in ["+ 0)", "- 0)", "* 1)", "% 1)", "/ 1)", ">> 0", "<< 0"] {
@@ -140,4 +156,47 @@ fn prepare_kernel_compiles_and_stores_16_bytes() {
     let Some(objdump) = tk.cuobjdump.as_ref() else { return };
     let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
     assert!(sass.kernel(&g.name).unwrap().contains_opcode("STG.E.128"));
+}
+
+/// The register-streamed kernels compile for sm_80 and sm_90a without spills or local
+/// memory; the weight comes by 16-byte non-allocating loads straight into registers (LDG,
+/// no LDGSTS, no LDSM), the MMAs are HMMA, and the only CTA barriers are the one after
+/// staging `x` and the epilogue's (none in the loop).
+#[test]
+fn streamed_kernels_compile_without_spills_and_stream_into_registers() {
+    let Some(tk) = toolkit_for_test() else { return };
+    for cfg in streamed_configs() {
+        let g = generate(&cfg).unwrap();
+        assert!(g.name.ends_with("_prepared_streamed"), "{}", g.name);
+        for arch in [Arch::Sm80, Arch::Sm90a] {
+            let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
+                .unwrap_or_else(|err| panic!("{} for {arch}: {err}\n{}", g.name, g.source));
+            let r = c
+                .resources
+                .kernel(&g.name)
+                .unwrap_or_else(|| panic!("no resources\n{}", c.log));
+            assert!(!r.spills() && r.stack_frame_bytes == 0, "{} on {arch}: {r:?}", g.name);
+            eprintln!("{} on {arch}: {} registers", g.name, r.registers);
+            let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
+            let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
+            assert!(!sass.uses_local_memory());
+            let k = sass.kernel(&g.name).unwrap();
+            for op in ["LDG.E.NA.128.CONSTANT", "LDS.64", "LOP3", "HMMA"] {
+                assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
+            }
+            for op in ["LDGSTS", "LDSM"] {
+                assert!(!k.contains_opcode(op), "{} on {arch}: {op}", g.name);
+            }
+            // one after staging x, then the epilogue's: before and after the partial tiles,
+            // around the split's semaphore, and on sm_90 the two cluster barriers of the
+            // clustered split-K sum
+            let most = if arch == Arch::Sm90a { 7 } else { 5 };
+            assert!(
+                k.count_opcode("BAR") <= most,
+                "{} on {arch}: {} BAR",
+                g.name,
+                k.count_opcode("BAR")
+            );
+        }
+    }
 }

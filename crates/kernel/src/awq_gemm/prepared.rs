@@ -17,7 +17,7 @@ use rcute_collective::awq_mainloop::{AWQ_BK, GROUP_SLOTS};
 
 impl Emit<'_> {
     /// Whether the f16 `x16` conversion is used (f16 prepared kernels).
-    fn x16(&self) -> bool {
+    pub(super) fn x16(&self) -> bool {
         self.ty == "__half"
     }
 

@@ -206,3 +206,84 @@ pub fn select_awq_bulk(m: usize, n: usize, k: usize, sms: usize, element: Elemen
     let cfg = AwqGemmConfig::new(element, [32, 256, 64], [1, 4], 4, 4).bulk();
     Some((cfg, 4.min(k_tiles)))
 }
+
+/// The prepared path's register-streamed kernel (`rcute_collective::awq_streamed`: the
+/// prepared weight streamed into registers, swap-AB `mma.sync`, so on every architecture
+/// of the prepared path) where it measured faster than the kernels of
+/// [`select_awq_gemm_prepared`] and [`select_awq_bulk`], or `None`.
+///
+/// Measured (H100, `rcute bench awq --config prepared --config streamed:...`, G = 128,
+/// cuBLAS fp16 in the same run; BENCHMARKS.md, AWQ, helper awqreg): on a weight of N =
+/// 4096 columns (64 column blocks) the kernel with 16 warps along K, 64 columns a CTA, 4
+/// steps in flight per warp and 2 K splits (128 CTAs, one wave; the two splits summed in a
+/// cluster on sm_90) took 9.15 us at 1 x 4096 x 4096 (8 rows) against 10.16 for the
+/// prepared `cp.async` kernel, and 11.18 us at 16 x 4096 x 4096 (16 rows) against 14.66.
+/// On the wide 14336-column weight no streamed configuration beat it (1 x 14336 x 4096:
+/// 19.48 against 18.63-18.78 us; 16 rows: 26.68 against 22.67), so the rule takes the
+/// streamed kernel where its grid of `2 N / 64` CTAs fills between half and one wave of
+/// the SMs, for M <= 16 and K up to what two splits stage (8192 at 8 rows, 4096 at 16).
+///
+/// ```
+/// use rcute_ops::awq::select::select_awq_streamed;
+/// let f16 = rcute_atom::Element::F16;
+/// let (cfg, splits) = select_awq_streamed(1, 4096, 4096, 132, f16).unwrap();
+/// assert!(cfg.streamed && cfg.prepared);
+/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([8, 64, 64], [16, 1], 4, 2));
+/// let (cfg, splits) = select_awq_streamed(16, 4096, 4096, 132, f16).unwrap();
+/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([16, 64, 64], [16, 1], 4, 2));
+/// assert!(select_awq_streamed(1, 14336, 4096, 132, f16).is_none());
+/// assert!(select_awq_streamed(16, 14336, 4096, 132, f16).is_none());
+/// assert!(select_awq_streamed(17, 4096, 4096, 132, f16).is_none());
+/// assert!(select_awq_streamed(16, 4096, 8192, 132, f16).is_none());
+/// assert!(select_awq_streamed(1, 1024, 4096, 132, f16).is_none());
+/// ```
+pub fn select_awq_streamed(m: usize, n: usize, k: usize, sms: usize, element: Element) -> Option<(AwqGemmConfig, u32)> {
+    let ctas = 2 * (n / 64);
+    let bm: i64 = if m <= 8 { 8 } else { 16 };
+    // two splits of at most max_k_tiles 64-row tiles: 512 / BM (the staged x)
+    let max_k = 2 * 64 * (512 / bm as usize);
+    if m > 16 || 2 * ctas <= sms || ctas > sms || k > max_k {
+        return None;
+    }
+    let cfg = AwqGemmConfig::new(element, [bm, 64, 64], [16, 1], 4, 4).streamed();
+    Some((cfg, 2.min(k.div_ceil(64).max(1) as u32)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Wherever the streamed kernel is chosen, it is a valid streamed configuration whose
+    /// splits stay the two it asks for (the staged `x` holds each split's K range, so the
+    /// sm_90 cluster sum applies), M fits its rows, and the grid is at most one wave (at
+    /// least half of one with two splits).
+    #[test]
+    fn streamed_choice_keeps_two_splits_and_one_wave() {
+        let e = Element::F16;
+        let mut chosen = 0;
+        for sms in [108, 132] {
+            for m in 1..=24 {
+                for n in (64..=16384).step_by(320) {
+                    for k in [64, 1024, 4096, 8192, 12288] {
+                        let Some((cfg, splits)) = select_awq_streamed(m, n, k, sms, e) else {
+                            continue;
+                        };
+                        chosen += 1;
+                        let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
+                        assert!(cfg.streamed && m <= cfg.tile[0] as usize, "{m}x{n}x{k}");
+                        let (_, run) = g.split_plan(k as i32, splits as i32);
+                        assert!(run <= 2, "{m}x{n}x{k}: {run} splits");
+                        let ctas = g.launch_config(m as i32, n as i32, run).grid.x as usize * run as usize;
+                        // half to one wave (with both splits: K of one 64-row tile runs one)
+                        assert!(
+                            ctas <= sms && (run == 1 || 2 * ctas > sms),
+                            "{m}x{n}x{k} on {sms}: {ctas} CTAs"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(chosen > 0);
+        assert!(select_awq_streamed(1, 4096, 4096, 132, e).is_some());
+    }
+}

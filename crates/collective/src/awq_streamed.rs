@@ -1,0 +1,249 @@
+//! The register-streamed AWQ decode mainloop ([`crate::awq_mainloop`] with `streamed`): the
+//! prepared weight ([`crate::awq_prepared`]) goes from global memory straight into
+//! registers, with no shared-memory stage, no `cp.async` and no CTA barrier in the loop.
+//!
+//! **Swap-AB.** In the prepared layout lane `(g, t)` of a warp owns 16 contiguous bytes per
+//! (k16 block, 64-column block), and word `r` of them holds the nibble pairs
+//!
+//! ```text
+//! pair 0 = column 8g + 2r,     k 2t, 2t+1      pair 1 = column 8g + 2r,     k 2t+8, 2t+9
+//! pair 2 = column 8g + 2r + 1, k 2t, 2t+1      pair 3 = column 8g + 2r + 1, k 2t+8, 2t+9
+//! ```
+//!
+//! which is exactly an `m16n8k16` **A** fragment (`a0 = pair 0`, `a1 = pair 2`, `a2 =
+//! pair 1`, `a3 = pair 3`) of a 16-row "virtual tile" whose row `g` is weight column
+//! `8g + 2r` and row `g + 8` column `8g + 2r + 1`. So the weight is the MMA's A operand
+//! (4 MMAs per 16 bytes, one per word) and `x` its B operand (`k16 x n8`, `n` = the rows
+//! of `x`: one B fragment per 8 rows of the `BM` = 8 or 16 rows of a CTA). The
+//! accumulator `d` of word `r` holds output columns `8g + 2r` (`d0`, `d1`: rows `2t`,
+//! `2t+1`) and `8g + 2r + 1` (`d2`, `d3`): lane `(g, t)` ends with columns `8g .. 8g + 8`
+//! of rows `2t, 2t+1` (and `8 + 2t, 9 + 2t`), and needs per group only the scales of its
+//! eight columns (one 16-byte load) and one `qzeros` word.
+//!
+//! **Pipeline.** Each warp walks a contiguous range of k16 steps of one 64-column block
+//! (the CTA's K range split over its `k_slices` warps along K; `col_blocks` warps along
+//! N), keeping `ring` steps of the weight in flight in registers (one 16-byte
+//! `ld.global.nc.L1::no_allocate` per lane and step); the next group's scales and zero
+//! word are loaded one group ahead. `x` is staged once per CTA into shared memory in the
+//! fragment order `[row][t][j]` (word `w` of a row's K range at `(w % 4, w / 4)`, rows of
+//! [`AwqStreamed::x_row_words`], `t` planes of [`AwqStreamed::x_t_words`] words: the two B
+//! registers of a step are one conflict-free 8-byte load; rows past M read a zero row). The warps' partial sums meet
+//! once at the end in shared memory (added in warp order, deterministic), then a direct
+//! store, or with K splits: on sm_90 with at most [`MAX_CLUSTER_SPLITS`] splits the splits
+//! of a tile run as one cluster and split 0 adds the others' partial tiles through
+//! distributed shared memory in rank order ([`AwqStreamed::clustered`]); otherwise the
+//! split-K slab reduction in global memory of the other AWQ kernels.
+//!
+//! ```
+//! use rcute_atom::Element;
+//! use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+//! // 8 rows, one 64-column block, 4 warps along K, 8 steps in flight per warp.
+//! let cfg = AwqMainloopConfig::new(Element::F16, [8, 64, 64], [4, 1], 8, 4).streamed();
+//! let p = AwqMainloop::new(&cfg).unwrap();
+//! let s = p.streamed.as_ref().unwrap();
+//! assert_eq!((p.threads, s.k_slices, s.col_blocks, s.b_frags, s.max_k_tiles), (128, 4, 1, 1, 64));
+//! // (row, t, j) -> word: t planes of 8 * 32 + 2 words, rows of four planes.
+//! assert_eq!((s.x_t_words, s.x_row_words), (514, 2056));
+//! assert_eq!(p.smem_bytes, (8 + 1) * 2056 * 4);
+//! assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [32, 64, 64], [4, 1], 8, 4).streamed()).is_err());
+//! ```
+
+use rcute_atom::cluster_dsmem::{cluster_size_sm90, cluster_sync_sm90, ld_dsmem_f32x4};
+use rcute_atom::copy_ldst::ld_global_stream;
+use rcute_atom::{CopyOp, Snippet};
+
+/// `x` rows a CTA stages (and k-tiles per split), in rows x k-tiles: `BM * max_k_tiles`
+/// (64 KB of 16-bit `x` at most per CTA: K = 4096 in one split of 8 rows).
+pub const X_ROW_TILES: i64 = 512;
+
+/// Padding of a `t` plane of the staged `x` (words): planes `2 (mod 32)` words apart and
+/// rows `8 (mod 32)`, so the 8-byte fragment loads of lanes `(g, t)`, `g < 4`, hit 16
+/// distinct bank pairs.
+pub const X_PLANE_PAD_WORDS: i64 = 2;
+
+/// Padding of a row of the partial-sum tile (floats): 16-byte aligned rows.
+pub const RED_ROW_PAD: i64 = 4;
+
+/// Most K splits summed in a cluster. Two: on an H100 (BENCHMARKS.md, AWQ, helper awqreg)
+/// clusters of 2 splits ran 0.5-0.7 us faster than the global slab sum (1 and 16 x 4096 x
+/// 4096), while clusters of 4 ran up to 6 us slower than the slabs (16 x 4096 x 4096, 16
+/// rows, 8 warps: 17.6 against 11.5 us), so more splits take the slabs.
+pub const MAX_CLUSTER_SPLITS: i32 = 2;
+
+/// The plan of the register-streamed kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AwqStreamed {
+    /// Warps along K (each walks a contiguous share of the CTA's k16 steps).
+    pub k_slices: i64,
+    /// Warps along N (one 64-column block each).
+    pub col_blocks: i64,
+    /// k16 steps of the weight in flight per warp (registers: 4 words each).
+    pub ring: i64,
+    /// B fragments (8 rows of `x` each) per step: `BM / 8`.
+    pub b_frags: i64,
+    /// Most 64-row k-tiles of one split (the staged `x` holds that many):
+    /// [`X_ROW_TILES`]` / BM`.
+    pub max_k_tiles: i64,
+    /// Words of one `t` plane of a staged `x` row: `8 max_k_tiles` (`j` = word / 4) plus
+    /// [`X_PLANE_PAD_WORDS`].
+    pub x_t_words: i64,
+    /// Words of one staged `x` row: four planes.
+    pub x_row_words: i64,
+    /// Floats of one row of a warp's partial-sum tile (`64 + RED_ROW_PAD`).
+    pub red_row_floats: i64,
+    /// Bytes of the partial-sum tiles: `warps x BM x red_row_floats` f32 (they reuse the
+    /// staged `x`'s memory after the loop).
+    pub red_bytes: i64,
+    /// Byte offset (after the partial-sum tiles) of a clustered split's partial chunks
+    /// (32 bytes per 8 columns of a row) that rank 0 of the cluster reads through
+    /// distributed shared memory.
+    pub part_offset: i64,
+    /// Bytes of those partial chunks: `col_blocks x BM x 8` chunks of 32 bytes.
+    pub part_bytes: i64,
+    /// The weight's streaming load (16 bytes, read-only path, no L1 allocation).
+    pub load: CopyOp,
+    /// The clustered split-K sum: cluster barrier, cluster size, peer shared-memory load
+    /// (each a no-op / 1 / zeros before sm_90).
+    pub cluster: [Snippet; 3],
+}
+
+impl AwqStreamed {
+    /// The plan for `bm` rows of `x` (8 or 16), `warps = [k_slices, col_blocks]` and `ring`
+    /// steps in flight; `None` for another `bm`, no warps or an empty ring.
+    pub fn new(bm: i64, warps: [i64; 2], ring: i64) -> Option<AwqStreamed> {
+        let [k_slices, col_blocks] = warps;
+        if !matches!(bm, 8 | 16) || k_slices < 1 || col_blocks < 1 || k_slices * col_blocks > 32 || ring < 1 {
+            return None;
+        }
+        let max_k_tiles = X_ROW_TILES / bm;
+        let x_t_words = 8 * max_k_tiles + X_PLANE_PAD_WORDS;
+        let red_row_floats = 64 + RED_ROW_PAD;
+        Some(AwqStreamed {
+            k_slices,
+            col_blocks,
+            ring,
+            b_frags: bm / 8,
+            max_k_tiles,
+            x_t_words,
+            x_row_words: 4 * x_t_words,
+            red_row_floats,
+            red_bytes: k_slices * col_blocks * bm * red_row_floats * 4,
+            part_offset: k_slices * col_blocks * bm * red_row_floats * 4,
+            part_bytes: col_blocks * bm * 8 * 32,
+            load: ld_global_stream(16),
+            cluster: [cluster_sync_sm90(), cluster_size_sm90(), ld_dsmem_f32x4()],
+        })
+    }
+
+    /// Bytes of the staged `x` of `bm` rows and the zero row after them (the B fragments of
+    /// rows past M read it).
+    pub fn x_bytes(&self, bm: i64) -> i64 {
+        (bm + 1) * self.x_row_words * 4
+    }
+
+    /// Dynamic shared memory: the staged `x`, or the partial sums and a clustered split's
+    /// partial chunks where larger.
+    pub fn smem_bytes(&self, bm: i64) -> i64 {
+        self.x_bytes(bm).max(self.part_offset + self.part_bytes)
+    }
+
+    /// Whether `splits` K splits of this kernel run as one `(1, 1, splits)` cluster per
+    /// output tile on a GPU of compute capability `cc` (sm_90, 2 ..= [`MAX_CLUSTER_SPLITS`]
+    /// splits), summing the splits through distributed shared memory instead of the
+    /// split-K slabs in global memory.
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let p = AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [8, 64, 64], [8, 1], 8, 4).streamed()).unwrap();
+    /// let s = p.streamed.unwrap();
+    /// assert!(s.clustered(2, (9, 0)) && !s.clustered(1, (9, 0)) && !s.clustered(4, (9, 0)));
+    /// assert!(!s.clustered(2, (8, 0)));
+    /// ```
+    pub fn clustered(&self, splits: i32, cc: (u32, u32)) -> bool {
+        cc == (9, 0) && (2..=MAX_CLUSTER_SPLITS).contains(&splits)
+    }
+
+    /// The word of staged `x` that holds `x[row][2 w .. 2 w + 2]` (`w` the word within the
+    /// CTA's K range): `(row, w % 4, w / 4)` of `[row][t][j]`.
+    pub fn x_word(&self, row: i64, w: i64) -> i64 {
+        row * self.x_row_words + (w % 4) * self.x_t_words + w / 4
+    }
+
+    /// The staged words lane `lane` loads as the B fragment of CTA step `step` (row
+    /// `lane / 4` of the fragment): `b0` = `x` k `16 step + 2t, +1`, `b1` = `+8, +9`.
+    pub fn b_words(&self, lane: i64, step: i64) -> [i64; 2] {
+        let (g, t) = (lane / 4, lane % 4);
+        [self.x_word(g, 8 * step + t), self.x_word(g, 8 * step + t + 4)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::awq_prepared::{prepare_lane_words, prepared_lane_word};
+    use rcute_atom::convert_int4::{pack_awq, u4x8_to_16x2_biased, Biased16};
+
+    /// The prepared words of every lane, read as swap-AB A fragments (`a0 = pair 0`, `a1 =
+    /// pair 2`, `a2 = pair 1`, `a3 = pair 3`) with `mma.sync`'s A layout (`a0`: row `g`,
+    /// k `2t, 2t+1`; `a1`: row `g + 8`; `a2`: row `g`, k `2t+8`; `a3`: row `g + 8`, k
+    /// `2t+8`), are the weight with virtual row `g` = column `8g + 2r` and row `g + 8` =
+    /// column `8g + 2r + 1`.
+    #[test]
+    fn prepared_words_are_swap_ab_a_fragments() {
+        let (k, n) = (16i64, 64i64);
+        let q: Vec<u8> = (0..k * n).map(|i| ((i * 11 + i / 7) % 16) as u8).collect();
+        let word = |row: i64, j: i64| pack_awq(&std::array::from_fn(|c| q[(row * n + 8 * j + c as i64) as usize]));
+        for lane in 0..32i64 {
+            let (g, t) = (lane / 4, lane % 4);
+            let words = prepare_lane_words([0, 1, 8, 9].map(|d| word(2 * t + d, g)));
+            assert_eq!(prepared_lane_word(0, 0, lane, n), 4 * lane);
+            for (r, w) in words.iter().enumerate() {
+                let pairs = u4x8_to_16x2_biased(*w, Biased16::F16);
+                let a = [pairs[0], pairs[2], pairs[1], pairs[3]];
+                for (i, reg) in a.iter().enumerate() {
+                    let row = g + 8 * (i as i64 % 2);
+                    let col = 8 * g + 2 * r as i64 + row / 8;
+                    let k0 = 2 * t + 8 * (i as i64 / 2);
+                    let want = [k0, k0 + 1].map(|kk| 1024.0 + f32::from(q[(kk * n + col) as usize]));
+                    assert_eq!(Biased16::F16.values(*reg), want, "lane {lane} word {r} a{i}");
+                }
+            }
+        }
+    }
+
+    /// The staged `x` holds every word of a row once, and the B-fragment loads of the
+    /// first and second 16 lanes (the two phases of an 8-byte shared load) hit 16
+    /// distinct bank pairs.
+    #[test]
+    fn staged_x_is_a_bijection_and_fragment_loads_are_conflict_free() {
+        for bm in [8, 16] {
+            let s = AwqStreamed::new(bm, [4, 1], 8).unwrap();
+            let words = 32 * s.max_k_tiles;
+            let mut seen = std::collections::HashSet::new();
+            for row in 0..bm {
+                for w in 0..words {
+                    let at = s.x_word(row, w);
+                    assert!(at < bm * s.x_row_words && seen.insert(at));
+                }
+            }
+            for step in [0, 5, 4 * s.max_k_tiles - 1] {
+                for half in 0..2 {
+                    let mut pairs: Vec<i64> = (16 * half..16 * half + 16)
+                        .map(|l| {
+                            let [b0, b1] = s.b_words(l, step);
+                            assert_eq!((b0 % 2, b1, s.b_words(l, step)[0] + 1), (0, b0 + 1, b1));
+                            (b0 % 32) / 2
+                        })
+                        .collect();
+                    pairs.sort();
+                    pairs.dedup();
+                    assert_eq!(pairs.len(), 16, "bm {bm} step {step}");
+                }
+            }
+        }
+        assert!(AwqStreamed::new(24, [4, 1], 8).is_none());
+        assert!(AwqStreamed::new(8, [4, 1], 0).is_none());
+        assert!(AwqStreamed::new(8, [33, 1], 4).is_none());
+    }
+}

@@ -1,0 +1,633 @@
+//! The register-streamed decode kernel ([`rcute_collective::awq_streamed`]): each lane
+//! loads its 16 bytes of the prepared weight per k16 step straight into a ring of
+//! registers (`ring` steps in flight), converts every word into a swap-AB A fragment (the
+//! weight's columns are the MMA's rows) and multiplies it by `x` as the B operand, staged
+//! once per CTA in shared memory in fragment order. No shared-memory weight stage, no
+//! `cp.async`, no CTA barrier in the loop: the warps along K meet once at the end, add
+//! their partial tiles in warp order, and store (or hand the split's tile to the split-K
+//! slab reduction of the other AWQ kernels).
+
+use super::{s, Emit};
+use crate::emit::{Function as CFunction, Stmt};
+use rcute_collective::awq_streamed::AwqStreamed;
+
+/// `ty name = init; // comment`.
+fn decl_c(ty: &str, name: &str, init: impl Into<String>, comment: &str) -> Stmt {
+    Stmt::Decl {
+        ty: ty.into(),
+        name: name.into(),
+        init: Some(init.into()),
+        comment: Some(comment.into()),
+    }
+}
+
+/// `if (cond) { then }`.
+fn when(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
+    Stmt::If {
+        cond: cond.into(),
+        then,
+        otherwise: vec![],
+    }
+}
+
+impl Emit<'_> {
+    fn st(&self) -> &AwqStreamed {
+        self.p.streamed.as_ref().expect("streamed kernels have a streamed plan")
+    }
+
+    /// `{name}_group`: a group's registers from its raw scales (8 columns) and zero word:
+    /// pairs `i` = columns `(2i, 2i + 1)` (the step picks a column's half with
+    /// `__low2half2` / `__high2half2`, an operand selector of the half-precision ops).
+    pub(super) fn streamed_group_fn(&self) -> CFunction {
+        let cvt = &self.p.convert.name;
+        let mut params = vec![
+            ("const uint4".to_string(), "s_raw".to_string()),
+            ("const uint32_t".into(), "z_raw".into()),
+            ("uint32_t".into(), "(&sc)[4]".into()),
+            ("uint32_t".into(), "(&zl)[4]".into()),
+        ];
+        let mut body = vec![
+            Stmt::assign("sc[0]", "s_raw.x"),
+            Stmt::assign("sc[1]", "s_raw.y"),
+            Stmt::assign("sc[2]", "s_raw.z"),
+            Stmt::assign("sc[3]", "s_raw.w"),
+            Stmt::Comment("{bias + z} of columns (2i, 2i + 1) (AutoAWQ's nibble order)".into()),
+            s(format!("{cvt}(z_raw, zl)")),
+        ];
+        if self.x16() {
+            params.push(("uint32_t".into(), "(&zh)[4]".into()));
+            body.push(Stmt::unrolled(
+                "i",
+                4,
+                vec![
+                    Stmt::Comment("960 - (1024 + z) = -(64 + z), exact (the x16 words' odd pairs)".into()),
+                    Stmt::decl(
+                        "const __half2",
+                        "zn",
+                        "__hsub2(__float2half2_rn(960.f), *reinterpret_cast<const __half2*>(&zl[i]))",
+                    ),
+                    Stmt::assign("zh[i]", "*reinterpret_cast<const uint32_t*>(&zn)"),
+                ],
+            ));
+        }
+        CFunction {
+            qualifiers: "__device__ __forceinline__".into(),
+            ret: "void".into(),
+            name: format!("{}_group", self.name),
+            params,
+            doc: vec![
+                "A lane's group: scale pairs {s(2i), s(2i+1)} and biased zero pairs {bias + z(2i), bias + z(2i+1)} of its columns 8g + 2i, + 1.".into(),
+            ],
+            body,
+        }
+    }
+
+    /// Coordinates of the CTA, the warp and its k16 steps; zeroed accumulators.
+    fn streamed_setup(&self) -> Vec<Stmt> {
+        let p = self.p;
+        let st = self.st();
+        let (bm, wk, wn) = (p.config.tile[0], st.k_slices, st.col_blocks);
+        let fold = |v: &str, w: i64, op: &str| {
+            if w == 1 {
+                "0".to_string()
+            } else {
+                format!("{v} {op} {w}")
+            }
+        };
+        vec![
+            s("extern __shared__ __align__(128) unsigned char smem[]"),
+            Stmt::Decl {
+                ty: "uint32_t*".into(),
+                name: "sx".into(),
+                init: Some("reinterpret_cast<uint32_t*>(smem)".into()),
+                comment: Some(format!(
+                    "staged x: word w of row r of the CTA's K range at r * {} + (w % 4) * {} + w / 4",
+                    st.x_row_words, st.x_t_words
+                )),
+            },
+            s("__shared__ int is_last"),
+            Stmt::decl("const int", "N8", "N >> 3"),
+            Stmt::decl("const int", "groups", "K / G"),
+            Stmt::decl("const int", "lane", "threadIdx.x & 31"),
+            Stmt::decl("const int", "warp", "threadIdx.x >> 5"),
+            Stmt::decl("const int", "g", "lane >> 2"),
+            Stmt::decl("const int", "t", "lane & 3"),
+            Stmt::Comment(format!("warps {wk} along K (fastest) x {wn} along N")),
+            Stmt::decl("const int", "wk", fold("warp", wk, "%")),
+            Stmt::decl(
+                "const int",
+                "wn",
+                if wk == 1 {
+                    "warp".to_string()
+                } else {
+                    fold("warp", wk, "/")
+                },
+            ),
+            Stmt::decl("const int", "m0", format!("blockIdx.y * {bm}")),
+            Stmt::decl("const int", "rows", format!("min({bm}, M - m0)")),
+            Stmt::decl("const int", "tile", "blockIdx.y * gridDim.x + blockIdx.x"),
+            decl_c(
+                "const int",
+                "wb",
+                if wn == 1 {
+                    "blockIdx.x".to_string()
+                } else {
+                    format!("blockIdx.x * {wn} + wn")
+                },
+                "this warp's 64-column block",
+            ),
+            Stmt::decl("const int", "k0", "blockIdx.z * kt_per_split * 64"),
+            decl_c(
+                "const int",
+                "steps",
+                "max(0, min(4 * kt_per_split, (K - k0) >> 4))",
+                "the CTA's k16 steps (K is a multiple of 16)",
+            ),
+            Stmt::decl(
+                "const int",
+                "per_warp",
+                if wk == 1 {
+                    "steps".to_string()
+                } else {
+                    format!("(steps + {}) / {wk}", wk - 1)
+                },
+            ),
+            Stmt::decl(
+                "const int",
+                "s_begin",
+                if wk == 1 {
+                    "0".to_string()
+                } else {
+                    "min(steps, wk * per_warp)".to_string()
+                },
+            ),
+            decl_c(
+                "const int",
+                "n_my",
+                "wb * 64 < N ? min(steps, s_begin + per_warp) - s_begin : 0",
+                "this warp's steps: s_begin .. s_begin + n_my",
+            ),
+            Stmt::Decl {
+                ty: "float".into(),
+                name: format!("acc[{}][4][4]", st.b_frags),
+                init: None,
+                comment: Some(
+                    "(8-row fragment of x, word r: columns 8g + 2r, 8g + 2r + 1, mma.sync D register)".into(),
+                ),
+            },
+            Stmt::unrolled(
+                "f",
+                st.b_frags,
+                vec![Stmt::unrolled(
+                    "r",
+                    4,
+                    vec![Stmt::unrolled("v", 4, vec![Stmt::assign("acc[f][r][v]", "0.f")])],
+                )],
+            ),
+        ]
+    }
+
+    /// Before the loop: the ring's first loads, the first group's scales, `x` staged into
+    /// shared memory (one CTA barrier), the first group's registers.
+    fn streamed_prologue(&self) -> Vec<Stmt> {
+        let p = self.p;
+        let st = self.st();
+        let (bm, d, load) = (p.config.tile[0], st.ring, &st.load.snippet.name);
+        let threads = p.threads;
+        let stage_rows = vec![when(
+            "r < rows",
+            vec![
+                Stmt::decl(
+                    "const uint4",
+                    "v",
+                    "__ldg(reinterpret_cast<const uint4*>(x + (long long)(m0 + r) * ldx + k0) + c)",
+                ),
+                Stmt::Comment("words 4c .. 4c + 3 of the row: t = 0..3, j = c".into()),
+                Stmt::decl("uint32_t*", "dst", format!("sx + r * {} + c", st.x_row_words)),
+                s("dst[0] = v.x"),
+                s(format!("dst[{}] = v.y", st.x_t_words)),
+                s(format!("dst[{}] = v.z", 2 * st.x_t_words)),
+                s(format!("dst[{}] = v.w", 3 * st.x_t_words)),
+            ],
+        )];
+        vec![
+            Stmt::Comment(
+                "prepared weight, k16 block kb, 64-column block wb, lane: 16-byte unit (N / 2) kb + 32 wb + lane (awq_prepared::prepared_lane_word / 4)".into(),
+            ),
+            Stmt::decl("const long long", "wstride", "N >> 1"),
+            Stmt::decl(
+                "const uint4*",
+                "wsrc",
+                "reinterpret_cast<const uint4*>(qweight) + (long long)((k0 >> 4) + s_begin) * wstride + 32 * wb + lane",
+            ),
+            Stmt::Decl {
+                ty: "uint32_t".into(),
+                name: format!("wr[{d}][4]"),
+                init: None,
+                comment: Some("ring slot d: the lane's 16 bytes of step s with s % ring = d".into()),
+            },
+            Stmt::Comment(format!("the ring: steps 0 .. {d} in flight")),
+            Stmt::unrolled("d", d, vec![when("d < n_my", vec![s(format!("{load}(wsrc + d * wstride, wr[d])"))])]),
+            Stmt::decl("const uint4*", "wnext", format!("wsrc + {d} * wstride")),
+            Stmt::Comment("group gnext's scales of columns 64 wb + 8g .. + 8 and its zero word (same 16-byte / word index)".into()),
+            Stmt::decl("int", "gnext", "(k0 + 16 * s_begin) / G"),
+            Stmt::decl("uint4", "s_raw", "make_uint4(0u, 0u, 0u, 0u)"),
+            Stmt::decl("uint32_t", "z_raw", "0u"),
+            when(
+                "n_my > 0",
+                vec![
+                    Stmt::decl("const long long", "gz", "(long long)gnext * N8 + 8 * wb + g"),
+                    Stmt::assign("s_raw", "__ldg(reinterpret_cast<const uint4*>(scales) + gz)"),
+                    Stmt::assign("z_raw", "__ldg(qzeros + gz)"),
+                ],
+            ),
+            Stmt::Comment(format!(
+                "x rows m0 .. m0 + rows, k0 .. k0 + 16 steps in 16-byte chunks c (words 4c .. 4c + 3) -> [row][t][j = c]; {bm} rows"
+            )),
+            Stmt::Loop {
+                init: "int c = threadIdx.x".into(),
+                cond: "c < 2 * steps".into(),
+                step: format!("c += {threads}"),
+                body: vec![Stmt::unrolled("r", bm, stage_rows)],
+            },
+            Stmt::Comment(format!("row {bm}: zeros, the B fragments of rows past M")),
+            Stmt::Loop {
+                init: "int c = threadIdx.x".into(),
+                cond: format!("c < {}", st.x_row_words),
+                step: format!("c += {threads}"),
+                body: vec![Stmt::assign(format!("sx[{} + c]", bm * st.x_row_words), "0u")],
+            },
+            s("__syncthreads()"),
+        ]
+    }
+
+    /// The dequantized A fragment of word `r` (`q` its converted pairs: columns `8g + 2r`
+    /// and `8g + 2r + 1`, the low and high halves of group pair `r`) and its MMAs.
+    fn streamed_word(&self) -> Vec<Stmt> {
+        let p = self.p;
+        let (ty2, mma) = (self.ty2, &p.mma.snippet.name);
+        let (lo, hi) = if self.x16() {
+            ("__low2half2", "__high2half2")
+        } else {
+            ("__low2bfloat162", "__high2bfloat162")
+        };
+        let h = |v: &str| format!("*reinterpret_cast<const {ty2}*>(&{v})");
+        // the group pair r's half of column 2r (low) or 2r + 1 (high), in both halves
+        let col = |v: &str, high: bool| format!("{}({})", if high { hi } else { lo }, h(&format!("{v}[r]")));
+        let even = |q: &str, high: bool| format!("__hsub2({}, {})", h(q), col("zl", high));
+        let odd = |q: &str, high: bool| {
+            if self.x16() {
+                format!("__hfma2({}, x16_inv, {})", h(q), col("zh", high))
+            } else {
+                even(q, high)
+            }
+        };
+        vec![
+            Stmt::Comment("(q - z) exactly, one rounding in the scale product: the weight awq_dequantize gives".into()),
+            decl_c(&format!("const {ty2}"), "a0", format!("__hmul2({}, {})", even("q[0]", false), col("sc", false)), "row g (column 8g + 2r), k 2t, 2t+1"),
+            decl_c(&format!("const {ty2}"), "a1", format!("__hmul2({}, {})", even("q[2]", true), col("sc", true)), "row g + 8 (column 8g + 2r + 1), k 2t, 2t+1"),
+            decl_c(&format!("const {ty2}"), "a2", format!("__hmul2({}, {})", odd("q[1]", false), col("sc", false)), "row g, k 2t+8, 2t+9"),
+            decl_c(&format!("const {ty2}"), "a3", format!("__hmul2({}, {})", odd("q[3]", true), col("sc", true)), "row g + 8, k 2t+8, 2t+9"),
+            Stmt::decl(
+                "const uint32_t",
+                "a[4]",
+                "{*reinterpret_cast<const uint32_t*>(&a0), *reinterpret_cast<const uint32_t*>(&a1), *reinterpret_cast<const uint32_t*>(&a2), *reinterpret_cast<const uint32_t*>(&a3)}",
+            ),
+            Stmt::unrolled("f", self.st().b_frags, vec![s(format!("{mma}(acc[f][r], a, b[f], acc[f][r])"))]),
+        ]
+    }
+
+    /// One k16 step `s` of the warp from ring slot `d`: refill the slot `ring` steps ahead,
+    /// the group's registers where a group starts, the B fragments of `x`, four words.
+    fn streamed_step(&self) -> Vec<Stmt> {
+        let p = self.p;
+        let st = self.st();
+        let (d, load) = (st.ring, &st.load.snippet.name);
+        let cvt = &p.convert_x16.name;
+        let group_args = if self.x16() {
+            "s_raw, z_raw, sc, zl, zh"
+        } else {
+            "s_raw, z_raw, sc, zl"
+        };
+        let frag = vec![
+            Stmt::Comment(
+                "row 8f + g (the zero row past M), CTA step s_begin + s: b0 = x[row][16 step + 2t, +1] = word (t, 2 step), b1 = k + 8 = word (t, 2 step + 1)".into(),
+            ),
+            Stmt::decl(
+                "const uint2",
+                "xv",
+"*reinterpret_cast<const uint2*>(xf[f] + 2 * d)",
+            ),
+            Stmt::assign("b[f][0]", "xv.x"),
+            Stmt::assign("b[f][1]", "xv.y"),
+        ];
+        vec![
+            Stmt::Comment(
+                "a group starts: its registers, then the next group's raw scales and zero word in flight".into(),
+            ),
+            when(
+                "krem == 0",
+                vec![
+                    s(format!("{}_group({group_args})", self.name)),
+                    Stmt::assign("krem", "(gnext + 1) * G - (k0 + 16 * (s_begin + s))"),
+                    s("++gnext"),
+                    when(
+                        "gnext < groups",
+                        vec![
+                            Stmt::decl("const long long", "gz", "(long long)gnext * N8 + 8 * wb + g"),
+                            Stmt::assign("s_raw", "__ldg(reinterpret_cast<const uint4*>(scales) + gz)"),
+                            Stmt::assign("z_raw", "__ldg(qzeros + gz)"),
+                        ],
+                    ),
+                ],
+            ),
+            s("krem -= 16"),
+            Stmt::Decl {
+                ty: "uint32_t".into(),
+                name: format!("b[{}][2]", st.b_frags),
+                init: None,
+                comment: Some("B fragments: 8 rows of x each (the MMA's n = the row of x)".into()),
+            },
+            Stmt::unrolled("f", st.b_frags, frag),
+            Stmt::unrolled(
+                "r",
+                4,
+                [
+                    vec![
+                        Stmt::Decl {
+                            ty: "uint32_t".into(),
+                            name: "q[4]".into(),
+                            init: None,
+                            comment: Some("biased pairs 0..3 of word r (nibbles (0,4), (1,5), (2,6), (3,7))".into()),
+                        },
+                        s(format!("{cvt}(wr[d][r], q)")),
+                    ],
+                    self.streamed_word(),
+                ]
+                .concat(),
+            ),
+            Stmt::Comment(format!("slot d is free: step s + {d} into it")),
+            when(format!("s + {d} < n_my"), vec![s(format!("{load}(wnext, wr[d])"))]),
+            s("wnext += wstride"),
+        ]
+    }
+
+    /// The warp's loop over its steps, `ring` steps per iteration (ring slot = step % ring).
+    fn streamed_loop(&self) -> Vec<Stmt> {
+        let (p, st) = (self.p, self.st());
+        let d = st.ring;
+        let mut regs = vec![
+            Stmt::decl("uint32_t", "sc[4]", "{}"),
+            Stmt::decl("uint32_t", "zl[4]", "{}"),
+        ];
+        if self.x16() {
+            regs.push(Stmt::decl("uint32_t", "zh[4]", "{}"));
+            regs.push(Stmt::decl("const __half2", "x16_inv", "__float2half2_rn(0.0625f)"));
+        }
+        regs.push(decl_c(
+            "int",
+            "krem",
+            "0",
+            "rows left in the current group (0: a group starts)",
+        ));
+        regs.push(Stmt::Decl {
+            ty: "const uint32_t*".into(),
+            name: format!("xf[{}]", st.b_frags),
+            init: None,
+            comment: Some(format!(
+                "plane t of row 8f + g (the zero row {} past M) at step s0",
+                p.config.tile[0]
+            )),
+        });
+        regs.push(Stmt::unrolled(
+            "f",
+            st.b_frags,
+            vec![Stmt::assign(
+                "xf[f]",
+                format!(
+                    "sx + (8 * f + g < rows ? 8 * f + g : {}) * {} + t * {} + 2 * s_begin",
+                    p.config.tile[0], st.x_row_words, st.x_t_words
+                ),
+            )],
+        ));
+        regs.push(Stmt::Loop {
+            init: "int s0 = 0".into(),
+            cond: "s0 < n_my".into(),
+            step: format!("s0 += {d}"),
+            body: vec![
+                Stmt::unrolled(
+                    "d",
+                    d,
+                    vec![
+                        Stmt::decl("const int", "s", "s0 + d"),
+                        when("s < n_my", self.streamed_step()),
+                    ],
+                ),
+                Stmt::Comment(format!(
+                    "the fragment pointers follow the steps (loop-carried: {d} steps, 2 words each)"
+                )),
+                Stmt::unrolled("f", st.b_frags, vec![s(format!("xf[f] += {}", 2 * d))]),
+            ],
+        });
+        regs
+    }
+
+    /// After the loop: the warps' partial tiles through shared memory, added in warp order.
+    fn streamed_epilogue(&self) -> Vec<Stmt> {
+        let p = self.p;
+        let st = self.st();
+        let (bm, wk, wn, rr) = (p.config.tile[0], st.k_slices, st.col_blocks, st.red_row_floats);
+        let store = format!("{}_store", self.name);
+        // 64-column block of chunk c (0 with one block along N)
+        let cblock = if wn == 1 {
+            String::new()
+        } else {
+            format!("c / {} * {wk} + ", bm * 8)
+        };
+        let cblock = if wn > 1 && wk == 1 {
+            format!("c / {} + ", bm * 8)
+        } else {
+            cblock
+        };
+        let each_chunk = |body: Vec<Stmt>| self.each_chunk(body);
+        let sum = vec![
+            Stmt::decl("float", "v[8]", "{0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}"),
+            Stmt::unrolled(
+                "kk",
+                wk,
+                vec![
+                    Stmt::decl(
+                        "const float4*",
+                        "pp",
+                        format!("reinterpret_cast<const float4*>(red + (({cblock}kk) * {bm} + ((c >> 3) % {bm})) * {rr} + 8 * (c & 7))"),
+                    ),
+                    Stmt::decl("const float4", "lo", "pp[0]"),
+                    Stmt::decl("const float4", "hi", "pp[1]"),
+                    s("v[0] += lo.x; v[1] += lo.y; v[2] += lo.z; v[3] += lo.w"),
+                    s("v[4] += hi.x; v[5] += hi.y; v[6] += hi.z; v[7] += hi.w"),
+                ],
+            ),
+            Stmt::If {
+                cond: "splits == 1".into(),
+                then: vec![s(format!("{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)"))],
+                otherwise: vec![Stmt::If {
+                    cond: "clustered".into(),
+                    then: vec![
+                        Stmt::Comment(format!("this split's partial chunk c to part[c] (shared, at byte {}) for rank 0 of the cluster", st.part_offset)),
+                        Stmt::decl("float4*", "pt", format!("reinterpret_cast<float4*>(smem + {} + 32 * c)", st.part_offset)),
+                        s("pt[0] = make_float4(v[0], v[1], v[2], v[3])"),
+                        s("pt[1] = make_float4(v[4], v[5], v[6], v[7])"),
+                    ],
+                    otherwise: vec![
+                    Stmt::Comment("this split's f32 partial tile to its slab blockIdx.z of the [splits, M, N] workspace (kept in L2)".into()),
+                    Stmt::decl("float4*", "wsp", "reinterpret_cast<float4*>(ws + ((long long)blockIdx.z * M + row) * N + 8 * wc)"),
+                    s("__stcg(wsp, make_float4(v[0], v[1], v[2], v[3]))"),
+                    s("__stcg(wsp + 1, make_float4(v[4], v[5], v[6], v[7]))"),
+                ],
+                }],
+            },
+        ];
+        vec![
+            Stmt::Comment("every warp is done with the staged x: its memory takes the partial tiles".into()),
+            s("__syncthreads()"),
+            Stmt::Decl {
+                ty: "float*".into(),
+                name: "red".into(),
+                init: Some("reinterpret_cast<float*>(smem)".into()),
+                comment: Some(format!(
+                    "partial tile of warp (wn, wk): red[((wn * {wk} + wk) * {bm} + row) * {rr} + column]"
+                )),
+            },
+            Stmt::decl("float*", "rw", format!("red + (warp * {bm} + 2 * t) * {rr} + 8 * g")),
+            Stmt::unrolled(
+                "f",
+                st.b_frags,
+                vec![Stmt::unrolled(
+                    "r",
+                    4,
+                    vec![
+                        Stmt::Comment(
+                            "D of word r: d0, d1 = column 8g + 2r of rows 2t, 2t+1; d2, d3 = column 8g + 2r + 1".into(),
+                        ),
+                        s(format!("rw[8 * f * {rr} + 2 * r] = acc[f][r][0]")),
+                        s(format!("rw[(8 * f + 1) * {rr} + 2 * r] = acc[f][r][1]")),
+                        s(format!("rw[8 * f * {rr} + 2 * r + 1] = acc[f][r][2]")),
+                        s(format!("rw[(8 * f + 1) * {rr} + 2 * r + 1] = acc[f][r][3]")),
+                    ],
+                )],
+            ),
+            s("__syncthreads()"),
+            Stmt::Comment(format!(
+                "chunk c: 64-column block c / {}, row (c / 8) % {bm}, columns 8 (c % 8) .. + 8",
+                bm * 8
+            )),
+            decl_c(
+                "const bool",
+                "clustered",
+                "splits > 1 && rc_cluster_size_sm90() == (uint32_t)splits",
+                "sm_90, the splits of this tile launched as one (1, 1, splits) cluster",
+            ),
+            each_chunk(sum),
+            when("splits == 1", vec![Stmt::Return]),
+            when("clustered", self.streamed_cluster_sum()),
+            Stmt::Comment("publish the partial sums, then count this split on the tile's semaphore".into()),
+            s("__threadfence()"),
+            s("__syncthreads()"),
+            when(
+                "threadIdx.x == 0",
+                vec![
+                    Stmt::decl("const int", "prev", "atomicAdd(sem + tile, 1)"),
+                    Stmt::assign("is_last", "prev == splits - 1"),
+                ],
+            ),
+            s("__syncthreads()"),
+            when("!is_last", vec![Stmt::Return]),
+            s("__threadfence()"),
+            each_chunk(self.slab_sum(&store)),
+            Stmt::Comment("every split arrived: leave the semaphore zeroed for the next launch".into()),
+            when("threadIdx.x == 0", vec![Stmt::assign("sem[tile]", "0")]),
+        ]
+    }
+
+    /// The loop over the output chunks of the CTA, running `body` where `row` and `wc` are
+    /// in bounds: chunk `c` is row `(c / 8) % BM` and columns `8 (c % 8) .. + 8` of the
+    /// CTA's 64-column block `c / (8 BM)`.
+    fn each_chunk(&self, body: Vec<Stmt>) -> Stmt {
+        let p = self.p;
+        let st = self.st();
+        let (bm, wn) = (p.config.tile[0], st.col_blocks);
+        let wc = if wn == 1 {
+            "blockIdx.x * 8 + (c & 7)".to_string()
+        } else {
+            format!("(blockIdx.x * {wn} + c / {}) * 8 + (c & 7)", bm * 8)
+        };
+        Stmt::Loop {
+            init: "int c = threadIdx.x".into(),
+            cond: format!("c < {}", wn * bm * 8),
+            step: format!("c += {}", p.threads),
+            body: vec![
+                Stmt::decl("const int", "row", format!("m0 + ((c >> 3) % {bm})")),
+                decl_c("const int", "wc", wc, "word column: output columns 8 wc .. 8 wc + 8"),
+                when("row < M && wc < N8", body),
+            ],
+        }
+    }
+
+    /// The split-K sum of a clustered tile (sm_90): every split's partial chunks are in its
+    /// shared memory; rank 0 (split 0) adds them through distributed shared memory in rank
+    /// order (deterministic) and stores; the second cluster barrier keeps the peers'
+    /// shared memory alive until then.
+    fn streamed_cluster_sum(&self) -> Vec<Stmt> {
+        let st = self.st();
+        let store = format!("{}_store", self.name);
+        let sum = vec![
+            Stmt::decl("float", "v[8]", "{0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}"),
+            Stmt::decl(
+                "const uint32_t",
+                "pa",
+                format!(
+                    "static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + {} + 32 * c",
+                    st.part_offset
+                ),
+            ),
+            Stmt::Loop {
+                init: "int r = 0".into(),
+                cond: "r < splits".into(),
+                step: "++r".into(),
+                body: vec![
+                    Stmt::Decl {
+                        ty: "float".into(),
+                        name: "lo[4], hi[4]".into(),
+                        init: None,
+                        comment: Some("part[c] of cluster rank r".into()),
+                    },
+                    s("rc_ld_dsmem_f32x4(pa, r, lo)"),
+                    s("rc_ld_dsmem_f32x4(pa + 16, r, hi)"),
+                    Stmt::unrolled("j", 4, vec![s("v[j] += lo[j]"), s("v[4 + j] += hi[j]")]),
+                ],
+            },
+            s(format!("{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)")),
+        ];
+        vec![
+            Stmt::Comment("every split's partial chunks are in its shared memory".into()),
+            s("rc_cluster_sync_sm90()"),
+            when("blockIdx.z == 0", vec![self.each_chunk(sum)]),
+            Stmt::Comment("the peers keep their shared memory until rank 0 has read it".into()),
+            s("rc_cluster_sync_sm90()"),
+            Stmt::Return,
+        ]
+    }
+
+    /// The streamed kernel.
+    pub(super) fn streamed_kernel(&self) -> CFunction {
+        let body = [
+            crate::grid_dependency::prologue(None),
+            self.streamed_setup(),
+            self.streamed_prologue(),
+            self.streamed_loop(),
+            self.streamed_epilogue(),
+        ]
+        .concat();
+        self.kernel_function(body)
+    }
+}
