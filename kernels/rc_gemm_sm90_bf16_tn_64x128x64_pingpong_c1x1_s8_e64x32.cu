@@ -479,8 +479,11 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_64x128
   const uint32_t bar_empty = bar_full + 64u;
   const uint32_t bar_c_full = bar_full + 128u;  // C pipeline: per C stage (and ping-pong group) a [full, empty] pair of mbarriers, 16 B apart
   const uint32_t bar_c_empty = bar_c_full + 8u;
-  const int wg = threadIdx.x / 128;
-  const int warp = (threadIdx.x / 32) % 4;
+  // warpgroup and warp indices broadcast from lane 0 (CUTLASS's canonical_warp_group_idx): ptxas then
+  // knows them warp-uniform, so the stage ring and the wgmma descriptors derived from them live in
+  // uniform registers instead of being moved there (R2UR) before every wgmma
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+  const int warp = __shfl_sync(0xffffffffu, (threadIdx.x / 32) % 4, 0);
   const int lane = threadIdx.x % 32;
   const int k_tiles = (K + 63) / 64;
   const int k_iters = split_k > 1 ? (k_tiles + split_k - 1) / split_k : k_tiles;  // k-tiles per work item: every split runs the same count (TMA zero-fills past K)
@@ -638,6 +641,11 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_64x128
           acc[a][i] = 0;
         }
       }
+      // whether the other warpgroup has a next tile (it waits for this mainloop only then)
+      bool other_next = false;
+      for (unsigned long long w = work + sched.stride(); w < sched.total_work && !other_next; w += sched.stride()) {
+        other_next = sched.cluster_valid(w);
+      }
       // Ordered math: wait for the other warpgroup's mainloop of the previous tile
       if (local > 0) {
         rc_named_barrier_sync(3u + (uint32_t)cw, 256u);
@@ -656,11 +664,11 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_64x128
           }
         }
         rc_wgmma_fence();
-        // per m64 atom a and k-block kb: K-major B128 descriptors (LBO/SBO from make_gmma_desc), k-blocks 32 B apart
+        // per k-block kb, then m64 atom a (CuTe's order: consecutive wgmmas accumulate into different registers): K-major B128 descriptors (LBO/SBO from make_gmma_desc), k-blocks 32 B apart
         #pragma unroll
-        for (int a = 0; a < 1; ++a) {
+        for (int kb = 0; kb < 4; ++kb) {
           #pragma unroll
-          for (int kb = 0; kb < 4; ++kb) {
+          for (int a = 0; a < 1; ++a) {
             rc_wgmma_m64n128k16_f32_bf16_bf16_ss_k_k((0x4000004000010000ull | (uint64_t)(((uint32_t)(a_base + a * 8192 + kb * 32) & 0x3FFFFu) >> 4)), (0x4000004000010000ull | (uint64_t)(((uint32_t)(b_base + kb * 32) & 0x3FFFFu) >> 4)), acc[a], 1);
           }
         }
@@ -680,6 +688,11 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_64x128
         prev = stage;
         rc_pipe_advance(stage, phase, 1u, 8u);
       }
+      // Ordered math: every batch of this tile is issued; let the other warpgroup's next mainloop start
+      if (other_next) {
+        rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u);
+      }
+      // mma_tail: the last batch is done; consumer_release its stage
       rc_wgmma_wait_group<0>();
       #pragma unroll
       for (int a = 0; a < 1; ++a) {
@@ -691,14 +704,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_64x128
       if (k_iters > 0 && lane == 0) {
         rc_mbarrier_arrive(bar_empty + 8 * prev);
       }
-      // Let the other warpgroup's next mainloop start (only if it has one), then skip its k-tiles
-      bool other_next = false;
-      for (unsigned long long w = work + sched.stride(); w < sched.total_work && !other_next; w += sched.stride()) {
-        other_next = sched.cluster_valid(w);
-      }
-      if (other_next) {
-        rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u);
-      }
+      // skip the other warpgroup's k-tiles in this warpgroup's view of the stage ring
       rc_pipe_advance(stage, phase, (uint32_t)k_iters, 8u);
       if (split_k > 1) {
         // split-K: store this split's partial sums (the fusion runs once, in the reduction kernel)

@@ -518,8 +518,11 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_e4m3_sw
   const uint32_t bar_full = smem_u32 + 212992u;
   const uint32_t bar_empty = bar_full + 32u;
   const uint32_t bar_c_full = bar_full + 64u;  // C pipeline: per C stage (and ping-pong group) a [full, empty] pair of mbarriers, 16 B apart
-  const int wg = threadIdx.x / 128;
-  const int warp = (threadIdx.x / 32) % 4;
+  // warpgroup and warp indices broadcast from lane 0 (CUTLASS's canonical_warp_group_idx): ptxas then
+  // knows them warp-uniform, so the stage ring and the wgmma descriptors derived from them live in
+  // uniform registers instead of being moved there (R2UR) before every wgmma
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+  const int warp = __shfl_sync(0xffffffffu, (threadIdx.x / 32) % 4, 0);
   const int lane = threadIdx.x % 32;
   const int k_tiles = (K + 127) / 128;
   const int k_iters = split_k > 1 ? (k_tiles + split_k - 1) / split_k : k_tiles;  // k-tiles per work item: every split runs the same count (TMA zero-fills past K)
@@ -647,11 +650,11 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_e4m3_sw
             }
           }
           rc_wgmma_fence();
-          // per m64 atom a and k-block kb: K-major B128 descriptors (LBO/SBO from make_gmma_desc), k-blocks 32 B apart
+          // per k-block kb, then m64 atom a (CuTe's order: consecutive wgmmas accumulate into different registers): K-major B128 descriptors (LBO/SBO from make_gmma_desc), k-blocks 32 B apart
           #pragma unroll
-          for (int a = 0; a < 1; ++a) {
+          for (int kb = 0; kb < 4; ++kb) {
             #pragma unroll
-            for (int kb = 0; kb < 4; ++kb) {
+            for (int a = 0; a < 1; ++a) {
               rc_wgmma_m64n256k32_f32_e4m3_e4m3_ss_k_k((0x4000004000010000ull | (uint64_t)(((uint32_t)(a_base + a * 8192 + kb * 32) & 0x3FFFFu) >> 4)), (0x4000004000010000ull | (uint64_t)(((uint32_t)(b_base + kb * 32) & 0x3FFFFu) >> 4)), acc[a], 1);
             }
           }

@@ -205,15 +205,15 @@ fn wgmma_batch(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     if even {
         return Ok(vec![
             c(format!(
-                "per m64 atom a and k-block kb: K-major {:?} descriptors (LBO/SBO from make_gmma_desc), k-blocks {step} B apart",
+                "per k-block kb, then m64 atom a (CuTe's order: consecutive wgmmas accumulate into different registers): K-major {:?} descriptors (LBO/SBO from make_gmma_desc), k-blocks {step} B apart",
                 p.smem_atom.mode
             )),
-            unroll("a", p.m_atoms, vec![unroll("kb", kblocks, vec![call(var("a"), var("kb"))?])]),
+            unroll("kb", kblocks, vec![unroll("a", p.m_atoms, vec![call(var("a"), var("kb"))?])]),
         ]);
     }
     let mut v = vec![];
-    for a in 0..p.m_atoms {
-        for kb in 0..kblocks {
+    for kb in 0..kblocks {
+        for a in 0..p.m_atoms {
             let kb_off = kblock_bytes(p, k.bk, kb)?;
             let addr = |base: &str, off: i64| plus(base, off);
             let da = desc_expr(p, 64, k.bk, &addr("a_base", a * 64 * k.row_bytes + kb_off))?;
@@ -285,6 +285,7 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         vec![unroll("i", k.nacc, vec![Stmt::assign("acc[a][i]", "0")])],
     )];
     if pp {
+        ml.extend(order_lookahead());
         ml.push(c(
             "Ordered math: wait for the other warpgroup's mainloop of the previous tile",
         ));
@@ -335,10 +336,11 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         kloop.push(Stmt::assign("prev", "stage"));
         kloop.push(if_("lane == 0", release));
         kloop.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
-        ml.extend(grouped_rows_or_drain(
-            k,
-            vec![for_("kt", "kt0", "kt0 + k_iters", kloop)],
-        ));
+        let mut issued = vec![for_("kt", "kt0", "kt0 + k_iters", kloop)];
+        if pp {
+            issued.extend(order_arrive());
+        }
+        ml.extend(grouped_rows_or_drain(k, issued));
     } else {
         kloop.push(c(
             "keep one wgmma batch in flight; the previous one is done: consumer_release its stage",
@@ -347,30 +349,51 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         kloop.push(if_("kt > kt0 && lane == 0", release.clone()));
         kloop.push(Stmt::assign("prev", "stage"));
         kloop.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
-        let pipelined = vec![
-            for_("kt", "kt0", "kt0 + k_iters", kloop),
+        let mut pipelined = vec![for_("kt", "kt0", "kt0 + k_iters", kloop)];
+        if pp {
+            pipelined.extend(order_arrive());
+        }
+        pipelined.extend([
+            c("mma_tail: the last batch is done; consumer_release its stage"),
             e("rc_wgmma_wait_group<0>()"),
             fence_acc(k),
             if_("k_iters > 0 && lane == 0", release),
-        ];
+        ]);
         ml.extend(grouped_rows_or_drain(k, pipelined));
     }
     if pp {
-        ml.push(c(
-            "Let the other warpgroup's next mainloop start (only if it has one), then skip its k-tiles",
-        ));
-        ml.push(d("bool", "other_next", "false"));
-        ml.push(Stmt::Loop {
+        ml.push(c("skip the other warpgroup's k-tiles in this warpgroup's view of the stage ring"));
+        ml.push(e(format!("rc_pipe_advance(stage, phase, (uint32_t)k_iters, {s}u)")));
+    }
+    Ok(ml)
+}
+
+/// Ping-pong, before the ordered wait (off the tensor cores' critical path): whether the
+/// other warpgroup has a next tile to wait for this one's mainloop (the scheduler's
+/// look-ahead divides 64-bit work ids).
+fn order_lookahead() -> Vec<Stmt> {
+    vec![
+        c("whether the other warpgroup has a next tile (it waits for this mainloop only then)"),
+        d("bool", "other_next", "false"),
+        Stmt::Loop {
             init: "unsigned long long w = work + sched.stride()".into(),
             cond: "w < sched.total_work && !other_next".into(),
             step: "w += sched.stride()".into(),
             body: vec![Stmt::assign("other_next", "sched.cluster_valid(w)")],
-        });
-        ml.push(if_(
+        },
+    ]
+}
+
+/// Ping-pong: the other warpgroup's next mainloop may start as soon as this one's last
+/// `wgmma` batch is issued (CUTLASS's `math_wg_order_barrier.arrive()` between `mma` and
+/// `mma_tail`), so the tensor cores get its first batch while this batch still runs,
+/// instead of idling through this batch's drain and the stage release.
+fn order_arrive() -> Vec<Stmt> {
+    vec![
+        c("Ordered math: every batch of this tile is issued; let the other warpgroup's next mainloop start"),
+        if_(
             "other_next",
             vec![e("rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u)")],
-        ));
-        ml.push(e(format!("rc_pipe_advance(stage, phase, (uint32_t)k_iters, {s}u)")));
-    }
-    Ok(ml)
+        ),
+    ]
 }
