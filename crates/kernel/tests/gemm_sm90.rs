@@ -1,6 +1,6 @@
 //! CPU-side checks of the SM90 GEMM generator: names, plans, error cases, and NVRTC
 //! compilation of every schedule for sm_90a (no spills, no local memory; HGMMA,
-//! UTMALDG, UTMASTG and STSM in the SASS).
+//! UTMALDG, UTMASTG and STSM in the SASS, and no R2UR inside a wgmma batch).
 
 use rcute_atom::Element;
 use rcute_kernel::gemm_sm90::{generate, GemmSm90Config, GeneratedGemmSm90, Sm90Schedule};
@@ -96,7 +96,37 @@ fn compile_check(g: &GeneratedGemmSm90) {
         for op in [mma, "UTMALDG", "UTMASTG", "STSM", "SYNCS"] {
             assert!(k.contains_opcode(op), "{}: no {op}", g.name);
         }
+        let moves = r2ur_inside_wgmma_batches(k, mma);
+        assert_eq!(
+            moves, 0,
+            "{}: {moves} R2UR between the wgmmas of a batch (descriptors computed per thread)",
+            g.name
+        );
     }
+}
+
+/// `R2UR` instructions between consecutive `mma` instructions of one batch (no branch and
+/// no `wgmma` wait between them). With warp-uniform warpgroup indices the descriptors are
+/// computed in uniform registers; a per-thread index (`threadIdx.x / 128`) made ptxas
+/// compute them in vector registers and move each into uniform ones before every wgmma,
+/// which left the ping-pong consumers issue-bound (BENCHMARKS.md, helper hopper3).
+fn r2ur_inside_wgmma_batches(k: &rcute_kernel::sass::SassKernel, mma: &str) -> usize {
+    let mut moves = 0;
+    let mut pending = None;
+    for i in &k.instructions {
+        let op = i.base_opcode();
+        if op == mma {
+            moves += pending.take().unwrap_or(0);
+            pending = Some(0);
+        } else if op == "BRA" || i.opcode.starts_with("WARPGROUP.DEPBAR") {
+            pending = None;
+        } else if op == "R2UR" {
+            if let Some(n) = pending.as_mut() {
+                *n += 1;
+            }
+        }
+    }
+    moves
 }
 
 #[test]
