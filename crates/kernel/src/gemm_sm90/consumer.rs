@@ -362,7 +362,9 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         ml.extend(grouped_rows_or_drain(k, pipelined));
     }
     if pp {
-        ml.push(c("skip the other warpgroup's k-tiles in this warpgroup's view of the stage ring"));
+        ml.push(c(
+            "skip the other warpgroup's k-tiles in this warpgroup's view of the stage ring",
+        ));
         ml.push(e(format!("rc_pipe_advance(stage, phase, (uint32_t)k_iters, {s}u)")));
     }
     Ok(ml)
