@@ -131,6 +131,9 @@ fn r2ur_inside_wgmma_batches(k: &rcute_kernel::sass::SassKernel, mma: &str) -> u
 
 #[test]
 fn every_schedule_compiles_for_sm90a() {
+    if let Ok(dir) = std::env::var("RCUTE_SASS_DIR") {
+        dump_kloops(&dir);
+    }
     for cfg in configs() {
         let g = generate(&cfg).unwrap_or_else(|e| panic!("{cfg:?}: {e}"));
         compile_check(&g);
@@ -306,5 +309,64 @@ fn epilogue_staging_is_free_of_bank_conflicts() {
                 }
             }
         }
+    }
+}
+
+/// The k-tile loop of a kernel: the shortest backward branch's range (target ..= branch)
+/// that holds an `mma` instruction; `(instructions, mmas)` in it.
+fn kloop(k: &rcute_kernel::sass::SassKernel, mma: &str) -> Option<(usize, usize, u32, u32)> {
+    let ins = &k.instructions;
+    let mut best: Option<(usize, usize, u32, u32)> = None;
+    for b in ins.iter().filter(|i| i.base_opcode() == "BRA") {
+        let Some(t) = b.operands.split_whitespace().find_map(|w| {
+            u32::from_str_radix(w.trim_start_matches("0x").trim_end_matches(';'), 16)
+                .ok()
+                .filter(|_| w.starts_with("0x"))
+        }) else {
+            continue;
+        };
+        if t > b.offset {
+            continue;
+        }
+        let body: Vec<_> = ins.iter().filter(|i| i.offset >= t && i.offset <= b.offset).collect();
+        let mmas = body.iter().filter(|i| i.base_opcode() == mma).count();
+        if mmas > 0 && best.is_none_or(|x| body.len() < x.0) {
+            best = Some((body.len(), mmas, t, b.offset));
+        }
+    }
+    best
+}
+
+fn dump_kloops(dir: &str) {
+    let Some(tk) = toolkit_for_test() else { return };
+    let objdump = tk.cuobjdump.as_ref().expect("cuobjdump");
+    for cfg in configs() {
+        let g = generate(&cfg).unwrap();
+        let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm90a)).unwrap();
+        let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
+        let k = sass.kernel(&g.name).unwrap();
+        let mma = match g.config.ab {
+            Element::S8 => "IGMMA",
+            Element::E4M3 | Element::E5M2 => "QGMMA",
+            _ => "HGMMA",
+        };
+        let l = kloop(k, mma);
+        println!(
+            "KLOOP {} {:?} mma/ktile {}",
+            g.name,
+            l,
+            g.plan.m_atoms * (cfg.tile[2] / g.plan.mma.shape_mnk[2])
+        );
+        let mut text = String::new();
+        for i in &k.instructions {
+            text.push_str(&format!(
+                "/*{:04x}*/ {} {} {}\n",
+                i.offset,
+                i.predicate.clone().unwrap_or_default(),
+                i.opcode,
+                i.operands
+            ));
+        }
+        std::fs::write(format!("{dir}/{}.sass", g.name), text).unwrap();
     }
 }

@@ -54,7 +54,9 @@ use rcute_atom::sync::{
     mbarrier_wait_parity, named_barrier_arrive, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
 };
 use rcute_atom::tma::tma_data_type;
-use rcute_atom::{make_gmma_desc, Element, GmmaSmemAtom, GmmaSwizzle, Major, MmaAtom, Snippet, TmaEncodeArgs};
+use rcute_atom::{
+    make_gmma_desc, Element, GmmaDescriptor, GmmaSmemAtom, GmmaSwizzle, Major, MmaAtom, Snippet, TmaEncodeArgs,
+};
 use rcute_collective::fusion::FusionCode;
 pub use rcute_collective::Fusion;
 pub use rcute_collective::Node;
@@ -106,6 +108,7 @@ mod producer;
 mod scheduler;
 mod split_k;
 mod stmt;
+mod wgmma_desc;
 
 pub use config::*;
 pub use grouped::Sm90Grouped;
@@ -117,6 +120,7 @@ pub use plan::*;
 use scheduler::*;
 pub use split_k::*;
 use stmt::*;
+pub use wgmma_desc::*;
 
 /// A generated SM90 GEMM.
 #[derive(Clone, Debug, PartialEq, Eq)]
