@@ -17,7 +17,8 @@
 //! The main kernel is assembled from one emitter per role (`kernel.rs` composes them):
 //! `producer.rs` (TMA loads of A / B and of C), `consumer.rs` (the `wgmma` mainloop),
 //! `epilogue.rs` (fusion, `stmatrix`, TMA stores), `scheduler.rs` (the tile walk) and
-//! `split_k.rs` (partials and the reduction kernel). They read one plan ([`Sm90Plan`],
+//! `split_k.rs` (partials and the reduction kernel); `wgmma_desc.rs` plans the consumers'
+//! descriptor iteration ([`Sm90Descriptors`]). They read one plan ([`Sm90Plan`],
 //! built on the collective's [`Sm90Mainloop`] and [`Sm90EpiloguePlan`]) and emit loops
 //! over compile-time extents with every index declared from its layout.
 //!
