@@ -430,6 +430,11 @@ __device__ __forceinline__ void rc_pipe_advance(uint32_t& index, uint32_t& phase
   phase ^= (index / stages) & 1u;
   index %= stages;
 }
+// PipelineState ++ of a consumer: the index wraps at `stages` and flips the phase; the stage's descriptor low words move with it.
+__device__ __forceinline__ void rc_pipe_next(uint32_t& index, uint32_t& phase, uint32_t& a_desc, uint32_t& b_desc, uint32_t stages, uint32_t a_step, uint32_t b_step) {
+  a_desc += a_step, b_desc += b_step;
+  if (++index == stages) { index = 0; phase ^= 1u; a_desc -= stages * a_step; b_desc -= stages * b_step; }
+}
 struct __align__(64) rc_tmap_t { unsigned long long opaque[16]; };
 
 // --- from rcute-collective fusion scale ---
@@ -515,8 +520,11 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_e4m3_sc
   const uint32_t bar_full = smem_u32 + 212992u;
   const uint32_t bar_empty = bar_full + 32u;
   const uint32_t bar_c_full = bar_full + 64u;  // C pipeline: per C stage (and ping-pong group) a [full, empty] pair of mbarriers, 16 B apart
-  const int wg = threadIdx.x / 128;
-  const int warp = (threadIdx.x / 32) % 4;
+  // warpgroup and warp indices broadcast from lane 0 (CUTLASS's canonical_warp_group_idx): ptxas then
+  // knows them warp-uniform, so the stage ring and the wgmma descriptors derived from them live in
+  // uniform registers instead of being moved there (R2UR) before every wgmma
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
+  const int warp = __shfl_sync(0xffffffffu, (threadIdx.x / 32) % 4, 0);
   const int lane = threadIdx.x % 32;
   const int k_tiles = (K + 127) / 128;
   const int k_iters = split_k > 1 ? (k_tiles + split_k - 1) / split_k : k_tiles;  // k-tiles per work item: every split runs the same count (TMA zero-fills past K)
@@ -615,7 +623,6 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_e4m3_sc
       batch = 0;
       const int split = batch / L;  // the scheduler's batches are (split, batch) pairs, split slowest
       batch = batch % L;
-      const int kt0 = split * k_iters;
       const int m0 = tile_m * 128;
       const int n0 = tile_n * 256;
       const int expert = __ldg(block_expert + tile_m);  // the local expert of this row tile
@@ -628,11 +635,11 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_e4m3_sc
       uint32_t prev = 0;
       const bool wg_routed = __ldg(sorted_ids + m0 + wg_row0) < entries;  // this warpgroup's first row is a routed entry (padding rows follow an expert's entries)
       if (wg_routed) {
-        for (int kt = kt0; kt < kt0 + k_iters; ++kt) {
+        uint32_t a_desc = (0x00010000u | (((uint32_t)(smem_u32 + stage * 16384u + (uint32_t)wg_row0 * 128u) & 0x3FFFFu) >> 4));  // wgmma descriptor low words (CuTe's GmmaDescriptor) of the stage's A and B; m64 atoms, k-blocks and stages add bytes / 16 (all start addresses stay below 166000 B of the shared window: no carry out of the 14-bit field)
+        uint32_t b_desc = (0x00010000u | (((uint32_t)(smem_u32 + 65536u + stage * 32768u) & 0x3FFFFu) >> 4));
+        for (int kt = 0; kt < k_iters; ++kt) {
           // consumer_wait: the stage's TMA transactions have landed
           rc_mbarrier_wait_parity(bar_full + 8 * stage, phase);
-          const uint32_t a_base = smem_u32 + stage * 16384u + (uint32_t)wg_row0 * 128u;
-          const uint32_t b_base = smem_u32 + 65536u + stage * 32768u;
           #pragma unroll
           for (int a = 0; a < 1; ++a) {
             #pragma unroll
@@ -641,12 +648,12 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_e4m3_sc
             }
           }
           rc_wgmma_fence();
-          // per m64 atom a and k-block kb: K-major B128 descriptors (LBO/SBO from make_gmma_desc), k-blocks 32 B apart
+          // per k-block kb, then m64 atom a (CuTe's order: consecutive wgmmas accumulate into different registers): K-major B128 descriptors (SBO, swizzle in the high word, from make_gmma_desc), m64 atoms 8192 B and k-blocks 32 B apart
           #pragma unroll
-          for (int a = 0; a < 1; ++a) {
+          for (int kb = 0; kb < 4; ++kb) {
             #pragma unroll
-            for (int kb = 0; kb < 4; ++kb) {
-              rc_wgmma_m64n256k32_f32_e4m3_e4m3_ss_k_k((0x4000004000010000ull | (uint64_t)(((uint32_t)(a_base + a * 8192 + kb * 32) & 0x3FFFFu) >> 4)), (0x4000004000010000ull | (uint64_t)(((uint32_t)(b_base + kb * 32) & 0x3FFFFu) >> 4)), acc[a], 1);
+            for (int a = 0; a < 1; ++a) {
+              rc_wgmma_m64n256k32_f32_e4m3_e4m3_ss_k_k(0x4000004000000000ull | (a_desc + a * 512 + kb * 2), 0x4000004000000000ull | (b_desc + kb * 2), acc[a], 1);
             }
           }
           rc_wgmma_commit_group();
@@ -663,11 +670,11 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_e4m3_sc
           if (lane == 0) {
             rc_mbarrier_arrive(bar_empty + 8 * prev);
           }
-          rc_pipe_advance(stage, phase, 1u, 4u);
+          rc_pipe_next(stage, phase, a_desc, b_desc, 4u, 1024u, 2048u);
         }
       } else {
         // all 64 rows padding: no wgmma, only consumer_wait / consumer_release of each stage
-        for (int kt = kt0; kt < kt0 + k_iters; ++kt) {
+        for (int kt = 0; kt < k_iters; ++kt) {
           rc_mbarrier_wait_parity(bar_full + 8 * stage, phase);
           prev = stage;
           if (lane == 0) {

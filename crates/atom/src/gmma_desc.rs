@@ -103,6 +103,50 @@ impl GmmaDescriptor {
             swizzle: GmmaSwizzle::from_layout_type(((d >> 62) & 3) as u8).unwrap_or(GmmaSwizzle::Interleave),
         }
     }
+    /// The two 32-bit words `[low, high]` of the descriptor with its start address taken
+    /// as 0 (CuTe's `reg32_[0]` and `reg32_[1]`): the low word holds the start address
+    /// (bits `[0,14)`) and the leading byte offset, the high word the stride byte offset,
+    /// the base offset and the swizzle.
+    ///
+    /// ```
+    /// use rcute_atom::{GmmaDescriptor, GmmaSwizzle};
+    /// let d = GmmaDescriptor { start_address: 4096, leading_byte_offset: 16, stride_byte_offset: 1024,
+    ///     base_offset: 0, swizzle: GmmaSwizzle::B128 };
+    /// assert_eq!(d.words_without_start().unwrap(), [0x0001_0000, 0x4000_0040]);
+    /// ```
+    pub fn words_without_start(&self) -> Result<[u32; 2], DescError> {
+        let d = GmmaDescriptor {
+            start_address: 0,
+            ..*self
+        }
+        .encode()?;
+        Ok([d as u32, (d >> 32) as u32])
+    }
+
+    /// The start-address field of a byte address or offset (`bytes >> 4`): what iterating a
+    /// descriptor adds to its low word to move its start by `bytes` (CuTe's
+    /// `GmmaDescriptorIterator`). An error unless `bytes` is 16-byte aligned and the field
+    /// fits its 14 bits; the caller keeps the sum of the base's field and every offset below
+    /// `2^14` too, so that the addition never carries into the leading byte offset.
+    ///
+    /// ```
+    /// use rcute_atom::GmmaDescriptor;
+    /// assert_eq!(GmmaDescriptor::start_field(16384).unwrap(), 1024);
+    /// assert!(GmmaDescriptor::start_field(8).is_err());
+    /// assert!(GmmaDescriptor::start_field(1 << 18).is_err());
+    /// ```
+    pub fn start_field(bytes: u32) -> Result<u32, DescError> {
+        field("start_address", bytes).map(|v| v as u32)
+    }
+
+    /// A C++ expression for the low word of the descriptor at the shared address held by
+    /// the `uint32_t` variable `addr` (the start address of `self` is ignored): the
+    /// constant leading byte offset ORed with `(addr & 0x3FFFF) >> 4`.
+    pub fn device_low_word_expr(&self, addr: &str) -> Result<String, DescError> {
+        let [lo, _] = self.words_without_start()?;
+        Ok(format!("(0x{lo:08x}u | (((uint32_t)({addr}) & 0x3FFFFu) >> 4))"))
+    }
+
     /// A C++ expression for the descriptor of this layout at the shared address held by
     /// the `uint32_t` variable `addr` (the start address of `self` is ignored): the
     /// constant upper fields ORed with `(addr & 0x3FFFF) >> 4`.

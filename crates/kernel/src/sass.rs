@@ -63,6 +63,39 @@ impl SassKernel {
             .count()
     }
 
+    /// The innermost loop around an instruction matching `opcode`: the instructions from a
+    /// backward branch's target to the branch (`BRA` to a lower address), the shortest such
+    /// range that holds a match. Used to count what a mainloop executes per iteration.
+    ///
+    /// ```
+    /// use rcute_kernel::Sass;
+    /// let sass = Sass::parse("Function : k\n/*0000*/ MOV R1, R2 ;\n/*0010*/ HMMA.16816.F32 R4, R8, R12, R4 ;\n\
+    ///     /*0020*/ IADD3 R1, R1, 0x1, RZ ;\n/*0030*/ @P0 BRA 0x10 ;\n/*0040*/ EXIT ;\n");
+    /// let body = sass.kernel("k").unwrap().innermost_loop_with("HMMA").unwrap();
+    /// assert_eq!(body.iter().map(|i| i.base_opcode()).collect::<Vec<_>>(), ["HMMA", "IADD3", "BRA"]);
+    /// ```
+    pub fn innermost_loop_with(&self, opcode: &str) -> Option<&[Instruction]> {
+        let ins = &self.instructions;
+        let mut best: Option<&[Instruction]> = None;
+        for (end, b) in ins.iter().enumerate().filter(|(_, i)| i.base_opcode() == "BRA") {
+            let target = b
+                .operands
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("0x").and_then(|h| u32::from_str_radix(h, 16).ok()));
+            let Some(target) = target.filter(|&t| t <= b.offset) else {
+                continue;
+            };
+            let Some(start) = ins.iter().position(|i| i.offset == target) else {
+                continue;
+            };
+            let body = &ins[start..=end];
+            if body.iter().any(|i| opcode_matches(&i.opcode, opcode)) && best.is_none_or(|x| body.len() < x.len()) {
+                best = Some(body);
+            }
+        }
+        best
+    }
+
     /// Whether the kernel loads or stores local memory (`LDL`/`STL`): spills or
     /// dynamically indexed local arrays.
     pub fn uses_local_memory(&self) -> bool {

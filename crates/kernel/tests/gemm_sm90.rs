@@ -1,6 +1,7 @@
 //! CPU-side checks of the SM90 GEMM generator: names, plans, error cases, and NVRTC
 //! compilation of every schedule for sm_90a (no spills, no local memory; HGMMA,
-//! UTMALDG, UTMASTG and STSM in the SASS).
+//! UTMALDG, UTMASTG and STSM in the SASS, no R2UR inside a wgmma batch, and a bound on the
+//! k-tile loop's instructions), and the consumers' descriptor iteration against the encoder.
 
 use rcute_atom::Element;
 use rcute_kernel::gemm_sm90::{generate, GemmSm90Config, GeneratedGemmSm90, Sm90Schedule};
@@ -96,7 +97,65 @@ fn compile_check(g: &GeneratedGemmSm90) {
         for op in [mma, "UTMALDG", "UTMASTG", "STSM", "SYNCS"] {
             assert!(k.contains_opcode(op), "{}: no {op}", g.name);
         }
+        let moves = r2ur_inside_wgmma_batches(k, mma);
+        assert_eq!(
+            moves, 0,
+            "{}: {moves} R2UR between the wgmmas of a batch (descriptors computed per thread)",
+            g.name
+        );
+        let (per_ktile, bound) = ktile_instructions(g, k, mma);
+        println!("{}: {per_ktile} SASS instructions per k-tile (bound {bound})", g.name);
+        assert!(
+            per_ktile <= bound,
+            "{}: the k-tile loop issues {per_ktile} instructions per k-tile, more than {bound}",
+            g.name
+        );
     }
+}
+
+/// SASS instructions per k-tile of the consumer's k-tile loop (the innermost loop around
+/// the `wgmma`s; ptxas may unroll it, so the count is scaled by the k-tiles it covers), and
+/// its bound: 6 per `wgmma` (the descriptors' low word adds and ptxas's reloads of their
+/// constant high words, 2 to 4 uniform instructions between two wgmmas), 24 for the
+/// stage's wait, fence, commit, wait_group, release and `PipelineState` step, 8 per CTA of
+/// a cluster (the remote releases). Rebuilding each descriptor from the stage address
+/// (`(addr & 0x3FFFF) >> 4 | constant` per wgmma, hopper3's generator) took 67-100 per
+/// k-tile for these units and fails it.
+fn ktile_instructions(g: &GeneratedGemmSm90, k: &rcute_kernel::sass::SassKernel, mma: &str) -> (usize, usize) {
+    let body = k
+        .innermost_loop_with(mma)
+        .unwrap_or_else(|| panic!("{}: no loop around {mma}", g.name));
+    let per_ktile_mmas = (g.plan.m_atoms * g.plan.descriptors.kblocks) as usize;
+    let mmas = body.iter().filter(|i| i.base_opcode() == mma).count();
+    assert_eq!(mmas % per_ktile_mmas, 0, "{}: {mmas} {mma} in the k-tile loop", g.name);
+    let [cm, cn] = g.config.cluster;
+    let ctas = (cm * cn) as usize;
+    let cluster = if ctas > 1 { 8 * ctas } else { 0 };
+    (body.len() * per_ktile_mmas / mmas, 6 * per_ktile_mmas + 24 + cluster)
+}
+
+/// `R2UR` instructions between consecutive `mma` instructions of one batch (no branch and
+/// no `wgmma` wait between them). With warp-uniform warpgroup indices the descriptors are
+/// computed in uniform registers; a per-thread index (`threadIdx.x / 128`) made ptxas
+/// compute them in vector registers and move each into uniform ones before every wgmma,
+/// which left the ping-pong consumers issue-bound (BENCHMARKS.md, helper hopper3).
+fn r2ur_inside_wgmma_batches(k: &rcute_kernel::sass::SassKernel, mma: &str) -> usize {
+    let mut moves = 0;
+    let mut pending = None;
+    for i in &k.instructions {
+        let op = i.base_opcode();
+        if op == mma {
+            moves += pending.take().unwrap_or(0);
+            pending = Some(0);
+        } else if op == "BRA" || i.opcode.starts_with("WARPGROUP.DEPBAR") {
+            pending = None;
+        } else if op == "R2UR" {
+            if let Some(n) = pending.as_mut() {
+                *n += 1;
+            }
+        }
+    }
+    moves
 }
 
 #[test]
@@ -277,4 +336,97 @@ fn epilogue_staging_is_free_of_bank_conflicts() {
             }
         }
     }
+}
+
+/// The consumers' descriptor iteration equals the encoder's descriptor of every address a
+/// `wgmma` reads: the low word built at the tile's first stage as the kernel builds it
+/// (`LBO | (addr & 0x3FFFF) >> 4` at the warpgroup's first row), carried around the stage
+/// ring twice by `rc_pipe_next`'s steps and advanced by each `wgmma`'s m64 atom and k-block
+/// offset, for a shared window at cluster ranks 0, 1 and 7 (bits 24 and up of the address)
+/// and both alignments of the dynamic shared memory. A carry out of the 14-bit start
+/// address field would change the leading byte offset and fail the comparison.
+#[test]
+fn descriptor_iteration_matches_the_encoder() {
+    use rcute_atom::GmmaDescriptor;
+    use rcute_kernel::gemm_sm90::{plan, SMEM_SYSTEM_RESERVE};
+    for cfg in configs() {
+        let p = plan(&cfg).unwrap();
+        let d = &p.descriptors;
+        let eb = cfg.ab.bytes();
+        let row_bytes = cfg.tile[2] as u32 * eb;
+        let kblock_bytes = p.mma.shape_mnk[2] as u32 * eb;
+        let [sa, sb] = p.stage_bytes.map(|b| b as u32);
+        let [oa, ob] = [p.offsets[0] as u32, p.offsets[1] as u32];
+        let s = p.stages as u32;
+        let low = |w: u32, addr: u32| w | ((addr & 0x3FFFF) >> 4);
+        let full = |hi: u32, lo: u32| ((hi as u64) << 32) | lo as u64;
+        let enc = |desc: &GmmaDescriptor, addr: u32| {
+            GmmaDescriptor {
+                start_address: addr & 0x3FFFF,
+                ..*desc
+            }
+            .encode()
+            .unwrap()
+        };
+        let warpgroups = if cfg.schedule == Sm90Schedule::Cooperative {
+            p.consumers
+        } else {
+            1
+        };
+        for rank in [0u32, 1, 7] {
+            for window in [SMEM_SYSTEM_RESERVE as u32, SMEM_SYSTEM_RESERVE as u32 + 1024] {
+                let smem = (rank << 24) + window;
+                for cw in 0..warpgroups as u32 {
+                    let wg_bytes = cw * p.wg_rows as u32 * row_bytes;
+                    for first in 0..s {
+                        let mut stage = first;
+                        let mut a_desc = low(d.a_words[0], smem + oa + stage * sa + wg_bytes);
+                        let mut b_desc = low(d.b_words[0], smem + ob + stage * sb);
+                        for _ in 0..2 * s {
+                            for kb in 0..d.kblocks {
+                                for a in 0..p.m_atoms {
+                                    let [da, db] = d.batch_offsets(kb, a);
+                                    let col = kb as u32 * kblock_bytes;
+                                    let addr_a = smem + oa + stage * sa + wg_bytes + a as u32 * 64 * row_bytes + col;
+                                    let addr_b = smem + ob + stage * sb + col;
+                                    let ctx = format!(
+                                        "{}: rank {rank} window {window} cw {cw} stage {stage} kb {kb} atom {a}",
+                                        cfg.tile[0]
+                                    );
+                                    assert_eq!(full(d.a_words[1], a_desc + da), enc(&d.a, addr_a), "A {ctx}");
+                                    assert_eq!(full(d.b_words[1], b_desc + db), enc(&d.b, addr_b), "B {ctx}");
+                                    assert!(((a_desc + da) & 0x3FFF).max((b_desc + db) & 0x3FFF) <= d.max_start_field);
+                                }
+                            }
+                            // rc_pipe_next
+                            a_desc += d.stage_field[0];
+                            b_desc += d.stage_field[1];
+                            stage += 1;
+                            if stage == s {
+                                stage = 0;
+                                a_desc -= s * d.stage_field[0];
+                                b_desc -= s * d.stage_field[1];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A plan whose stages would put a descriptor's start address past the 14-bit field (256
+/// KiB of shared window, reachable only with a capacity above the GPU's) is refused with a
+/// typed error instead of generating descriptors that carry into the leading byte offset.
+#[test]
+fn descriptor_start_field_overflow_is_a_typed_error() {
+    use rcute_kernel::gemm_sm80::GemmError;
+    let mut c = GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative);
+    (c.smem_capacity, c.stages) = (1 << 20, Some(8));
+    match generate(&c) {
+        Err(GemmError::Config(m)) => assert!(m.contains("14-bit start address field"), "{m}"),
+        other => panic!("expected a configuration error, got {:?}", other.map(|g| g.name)),
+    }
+    c.stages = Some(4);
+    assert!(generate(&c).is_ok());
 }

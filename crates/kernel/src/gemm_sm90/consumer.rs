@@ -4,36 +4,6 @@
 
 use super::*;
 
-/// The descriptor expression (upper fields constant) of the K-major operand block of 64
-/// (or BN) rows and one k-block of 16 elements, at the shared address `addr`.
-pub(super) fn desc_expr(p: &Sm90Plan, rows: i64, bk: i64, addr: &str) -> Result<String, GemmError> {
-    let tile = p
-        .smem_atom
-        .layout
-        .tile_to_shape(&tuple!(rows, bk), None)
-        .map_err(|e| cfg_err(e.to_string()))?;
-    let k = p.mma.shape_mnk[2];
-    let kblock = tile
-        .compose_tiler(&Tiler::shape(&[rows, k]))
-        .map_err(|e| cfg_err(e.to_string()))?;
-    let desc =
-        make_gmma_desc(Major::K, p.smem_atom.mode, &kblock, p.smem_atom.elem).map_err(|e| cfg_err(e.to_string()))?;
-    desc.device_expr(addr).map_err(|e| cfg_err(e.to_string()))
-}
-
-/// Byte offset of k-block `kb` in a K-major tile (the unswizzled column offset).
-pub(super) fn kblock_bytes(p: &Sm90Plan, bk: i64, kb: i64) -> Result<i64, GemmError> {
-    let tile: Layout = p
-        .smem_atom
-        .layout
-        .tile_to_shape(&tuple!(8, bk), None)
-        .map_err(|e| cfg_err(e.to_string()))?;
-    let k = p.mma.shape_mnk[2];
-    let kk = kb * k;
-    let off = tile.crd2idx(&tuple!(0, kk)).map_err(|e| cfg_err(e.to_string()))?;
-    Ok(off.as_static().unwrap_or(0) * p.smem_atom.elem.bytes() as i64)
-}
-
 /// consumer_release of stage `prev`: a local arrive, or (in a cluster) a remote arrive on
 /// every CTA whose producer writes into this stage.
 fn release(k: &Ctx) -> Vec<Stmt> {
@@ -55,7 +25,7 @@ fn release(k: &Ctx) -> Vec<Stmt> {
 /// epilogue (or split-K partials).
 pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let mut cons = state(k);
-    let mut tile = tile_of(k, TileNeeds::WithSplit);
+    let mut tile = tile_of(k, TileNeeds::SplitOnly);
     if k.pp {
         // After the validity check, so only real tiles alternate between the warpgroups.
         tile.insert(3, if_("(local & 1) != cw", vec![e("++local"), Stmt::Continue]));
@@ -179,52 +149,40 @@ fn fence_acc(k: &Ctx) -> Stmt {
     )
 }
 
-/// The `wgmma` batch of one k-tile: per m64 atom and k-block, the SS descriptors at the
-/// atom's rows and the k-block's column (a loop where the k-blocks are evenly spaced in the
-/// swizzled layout, as for every K-major atom; unrolled in Rust otherwise).
-fn wgmma_batch(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
-    let p = k.p;
-    let kblocks = k.bk / p.mma.shape_mnk[2];
-    let step = kblock_bytes(p, k.bk, 1.min(kblocks - 1))?;
-    let even = (0..kblocks)
-        .map(|kb| kblock_bytes(p, k.bk, kb))
-        .collect::<Result<Vec<_>, _>>()?
-        == (0..kblocks).map(|kb| kb * step).collect::<Vec<_>>();
-    let call = |a: Expr, kb: Expr| -> Result<Stmt, GemmError> {
-        let a_off = a.mul(&Expr::lit(64 * k.row_bytes)).add(&kb.mul(&Expr::lit(step)));
-        let b_off = kb.mul(&Expr::lit(step));
-        let addr = |base: &str, off: &Expr| var(base).add(off).to_cpp();
-        let da = desc_expr(p, 64, k.bk, &addr("a_base", &a_off))?;
-        let dbx = desc_expr(p, k.bn, k.bk, &addr("b_base", &b_off))?;
-        Ok(e(format!(
-            "{}({da}, {dbx}, acc[{}], 1)",
-            p.mma.snippet.name,
-            a.to_cpp()
-        )))
-    };
-    if even {
-        return Ok(vec![
-            c(format!(
-                "per m64 atom a and k-block kb: K-major {:?} descriptors (LBO/SBO from make_gmma_desc), k-blocks {step} B apart",
-                p.smem_atom.mode
-            )),
-            unroll("a", p.m_atoms, vec![unroll("kb", kblocks, vec![call(var("a"), var("kb"))?])]),
-        ]);
-    }
-    let mut v = vec![];
-    for a in 0..p.m_atoms {
-        for kb in 0..kblocks {
-            let kb_off = kblock_bytes(p, k.bk, kb)?;
-            let addr = |base: &str, off: i64| plus(base, off);
-            let da = desc_expr(p, 64, k.bk, &addr("a_base", a * 64 * k.row_bytes + kb_off))?;
-            let dbx = desc_expr(p, k.bn, k.bk, &addr("b_base", kb_off))?;
-            v.push(c(format!(
-                "m64 atom {a}, k-block {kb}: K-major descriptors (LBO/SBO from make_gmma_desc)"
-            )));
-            v.push(e(format!("{}({da}, {dbx}, acc[{a}], 1)", p.mma.snippet.name)));
-        }
-    }
-    Ok(v)
+/// The `wgmma` batch of one k-tile: per k-block and m64 atom, the descriptors' low words of
+/// the stage (`a_desc`, `b_desc`) advanced by the atom's rows and the k-block's column, in
+/// 16-byte units of the start address field, under the constant high word.
+fn wgmma_batch(k: &Ctx) -> Vec<Stmt> {
+    let dsc = &k.p.descriptors;
+    let [a_hi, b_hi] = [dsc.a_words[1], dsc.b_words[1]];
+    let a_off = var("a")
+        .mul(&Expr::lit(dsc.atom_field as i64))
+        .add(&var("kb").mul(&Expr::lit(dsc.kblock_field as i64)));
+    let b_off = var("kb").mul(&Expr::lit(dsc.kblock_field as i64));
+    vec![
+        c(format!(
+            "per k-block kb, then m64 atom a (CuTe's order: consecutive wgmmas accumulate into different registers): K-major {:?} descriptors (SBO, swizzle in the high word, from make_gmma_desc), m64 atoms {} B and k-blocks {} B apart",
+            k.p.smem_atom.mode,
+            dsc.atom_field * 16,
+            dsc.kblock_field * 16
+        )),
+        unroll(
+            "kb",
+            dsc.kblocks,
+            vec![unroll(
+                "a",
+                k.p.m_atoms,
+                vec![e(format!(
+                    "{}(0x{:016x}ull | (a_desc + {}), 0x{:016x}ull | (b_desc + {}), acc[a], 1)",
+                    k.p.mma.snippet.name,
+                    (a_hi as u64) << 32,
+                    a_off.to_cpp(),
+                    (b_hi as u64) << 32,
+                    b_off.to_cpp(),
+                ))],
+            )],
+        ),
+    ]
 }
 
 /// The grouped member: a warpgroup whose 64 rows are all padding (its first row is, and an
@@ -239,8 +197,8 @@ fn grouped_rows_or_drain(k: &Ctx, mma: Vec<Stmt>) -> Vec<Stmt> {
     let s = k.s;
     let drain = for_(
         "kt",
-        "kt0",
-        "kt0 + k_iters",
+        "0",
+        "k_iters",
         vec![
             e("rc_mbarrier_wait_parity(bar_full + 8 * stage, phase)"),
             Stmt::assign("prev", "stage"),
@@ -285,6 +243,7 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         vec![unroll("i", k.nacc, vec![Stmt::assign("acc[a][i]", "0")])],
     )];
     if pp {
+        ml.extend(order_lookahead());
         ml.push(c(
             "Ordered math: wait for the other warpgroup's mainloop of the previous tile",
         ));
@@ -294,36 +253,13 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         ));
     }
     ml.push(d("uint32_t", "prev", "0"));
-    // The stage's operand addresses: the operand's offset, then the stage.
-    let base = |off: usize, bytes: usize| {
-        let stage = format!("stage * {bytes}u");
-        if off == 0 {
-            stage
-        } else {
-            format!("{off}u + {stage}")
-        }
-    };
     let mut kloop = vec![
         c("consumer_wait: the stage's TMA transactions have landed"),
         e("rc_mbarrier_wait_parity(bar_full + 8 * stage, phase)"),
-        d(
-            "const uint32_t",
-            "a_base",
-            format!(
-                "smem_u32 + {} + (uint32_t)wg_row0 * {}u",
-                base(p.offsets[0], p.stage_bytes[0]),
-                k.row_bytes
-            ),
-        ),
-        d(
-            "const uint32_t",
-            "b_base",
-            format!("smem_u32 + {}", base(p.offsets[1], p.stage_bytes[1])),
-        ),
         fence_acc(k),
         e("rc_wgmma_fence()"),
     ];
-    kloop.extend(wgmma_batch(k)?);
+    kloop.extend(wgmma_batch(k));
     kloop.push(e("rc_wgmma_commit_group()"));
     kloop.push(fence_acc(k));
     let release = release(k);
@@ -334,43 +270,110 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         kloop.push(e("rc_wgmma_wait_group<0>()"));
         kloop.push(Stmt::assign("prev", "stage"));
         kloop.push(if_("lane == 0", release));
-        kloop.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
-        ml.extend(grouped_rows_or_drain(
-            k,
-            vec![for_("kt", "kt0", "kt0 + k_iters", kloop)],
-        ));
+        kloop.extend(stage_step(k));
+        let mut issued = stage_descriptors(k)?;
+        issued.push(for_("kt", "0", "k_iters", kloop));
+        if pp {
+            issued.extend(order_arrive());
+        }
+        ml.extend(grouped_rows_or_drain(k, issued));
     } else {
         kloop.push(c(
             "keep one wgmma batch in flight; the previous one is done: consumer_release its stage",
         ));
         kloop.push(e("rc_wgmma_wait_group<1>()"));
-        kloop.push(if_("kt > kt0 && lane == 0", release.clone()));
+        kloop.push(if_("kt > 0 && lane == 0", release.clone()));
         kloop.push(Stmt::assign("prev", "stage"));
-        kloop.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
-        let pipelined = vec![
-            for_("kt", "kt0", "kt0 + k_iters", kloop),
+        kloop.extend(stage_step(k));
+        let mut pipelined = stage_descriptors(k)?;
+        pipelined.push(for_("kt", "0", "k_iters", kloop));
+        if pp {
+            pipelined.extend(order_arrive());
+        }
+        pipelined.extend([
+            c("mma_tail: the last batch is done; consumer_release its stage"),
             e("rc_wgmma_wait_group<0>()"),
             fence_acc(k),
             if_("k_iters > 0 && lane == 0", release),
-        ];
+        ]);
         ml.extend(grouped_rows_or_drain(k, pipelined));
     }
     if pp {
         ml.push(c(
-            "Let the other warpgroup's next mainloop start (only if it has one), then skip its k-tiles",
-        ));
-        ml.push(d("bool", "other_next", "false"));
-        ml.push(Stmt::Loop {
-            init: "unsigned long long w = work + sched.stride()".into(),
-            cond: "w < sched.total_work && !other_next".into(),
-            step: "w += sched.stride()".into(),
-            body: vec![Stmt::assign("other_next", "sched.cluster_valid(w)")],
-        });
-        ml.push(if_(
-            "other_next",
-            vec![e("rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u)")],
+            "skip the other warpgroup's k-tiles in this warpgroup's view of the stage ring",
         ));
         ml.push(e(format!("rc_pipe_advance(stage, phase, (uint32_t)k_iters, {s}u)")));
     }
     Ok(ml)
+}
+
+/// The low words of the `wgmma` descriptors of this warpgroup's A rows and of B in the
+/// tile's first stage, k-block 0 (CuTe's `make_gmma_desc` at the stage's start: LBO | start
+/// address >> 4), carried through the k-tile loop with the stage ([`stage_step`]).
+fn stage_descriptors(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
+    let (p, dsc) = (k.p, &k.p.descriptors);
+    let low = |d: &GmmaDescriptor, addr: String| d.device_low_word_expr(&addr).map_err(|e| cfg_err(e.to_string()));
+    let at = |off: usize, bytes: usize| match off {
+        0 => format!("smem_u32 + stage * {bytes}u"),
+        _ => format!("smem_u32 + {off}u + stage * {bytes}u"),
+    };
+    let a_addr = format!(
+        "{} + (uint32_t)wg_row0 * {}u",
+        at(p.offsets[0], p.stage_bytes[0]),
+        k.row_bytes
+    );
+    Ok(vec![
+        dc(
+            "uint32_t",
+            "a_desc",
+            low(&dsc.a, a_addr)?,
+            format!(
+                "wgmma descriptor low words (CuTe's GmmaDescriptor) of the stage's A and B; m64 atoms, k-blocks and stages add bytes / 16 (all start addresses stay below {} B of the shared window: no carry out of the 14-bit field)",
+                (dsc.max_start_field + 1) << 4
+            ),
+        ),
+        d("uint32_t", "b_desc", low(&dsc.b, at(p.offsets[1], p.stage_bytes[1]))?),
+    ])
+}
+
+/// CUTLASS's `PipelineState::operator++` (the index wraps at the stage count and flips the
+/// phase), with the stage's descriptors moving along (`rc_pipe_next`): one add each, and a
+/// subtraction of the ring's bytes at the wrap, so that nothing is rebuilt from the shared
+/// address per k-tile.
+fn stage_step(k: &Ctx) -> Vec<Stmt> {
+    let [fa, fb] = k.p.descriptors.stage_field;
+    vec![e(format!(
+        "rc_pipe_next(stage, phase, a_desc, b_desc, {}u, {fa}u, {fb}u)",
+        k.s
+    ))]
+}
+
+/// Ping-pong, before the ordered wait (off the tensor cores' critical path): whether the
+/// other warpgroup has a next tile to wait for this one's mainloop (the scheduler's
+/// look-ahead divides 64-bit work ids).
+fn order_lookahead() -> Vec<Stmt> {
+    vec![
+        c("whether the other warpgroup has a next tile (it waits for this mainloop only then)"),
+        d("bool", "other_next", "false"),
+        Stmt::Loop {
+            init: "unsigned long long w = work + sched.stride()".into(),
+            cond: "w < sched.total_work && !other_next".into(),
+            step: "w += sched.stride()".into(),
+            body: vec![Stmt::assign("other_next", "sched.cluster_valid(w)")],
+        },
+    ]
+}
+
+/// Ping-pong: the other warpgroup's next mainloop may start as soon as this one's last
+/// `wgmma` batch is issued (CUTLASS's `math_wg_order_barrier.arrive()` between `mma` and
+/// `mma_tail`), so the tensor cores get its first batch while this batch still runs,
+/// instead of idling through this batch's drain and the stage release.
+fn order_arrive() -> Vec<Stmt> {
+    vec![
+        c("Ordered math: every batch of this tile is issued; let the other warpgroup's next mainloop start"),
+        if_(
+            "other_next",
+            vec![e("rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u)")],
+        ),
+    ]
 }

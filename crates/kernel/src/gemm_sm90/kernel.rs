@@ -229,8 +229,11 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
     let empty_arrivals = if k.coop { 8 } else { 4 } * (cm + cn - 1);
     let rank_bit = |e: Expr| format!("(uint16_t)(1u << ({}))", e.to_cpp());
     let mut b = vec![
-        d("const int", "wg", "threadIdx.x / 128"),
-        d("const int", "warp", "(threadIdx.x / 32) % 4"),
+        c("warpgroup and warp indices broadcast from lane 0 (CUTLASS's canonical_warp_group_idx): ptxas then"),
+        c("knows them warp-uniform, so the stage ring and the wgmma descriptors derived from them live in"),
+        c("uniform registers instead of being moved there (R2UR) before every wgmma"),
+        d("const int", "wg", "__shfl_sync(0xffffffffu, threadIdx.x / 128, 0)"),
+        d("const int", "warp", "__shfl_sync(0xffffffffu, (threadIdx.x / 32) % 4, 0)"),
         d("const int", "lane", "threadIdx.x % 32"),
         d("const int", "k_tiles", format!("(K + {}) / {}", k.bk - 1, k.bk)),
         dc(

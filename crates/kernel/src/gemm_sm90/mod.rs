@@ -17,7 +17,8 @@
 //! The main kernel is assembled from one emitter per role (`kernel.rs` composes them):
 //! `producer.rs` (TMA loads of A / B and of C), `consumer.rs` (the `wgmma` mainloop),
 //! `epilogue.rs` (fusion, `stmatrix`, TMA stores), `scheduler.rs` (the tile walk) and
-//! `split_k.rs` (partials and the reduction kernel). They read one plan ([`Sm90Plan`],
+//! `split_k.rs` (partials and the reduction kernel); `wgmma_desc.rs` plans the consumers'
+//! descriptor iteration ([`Sm90Descriptors`]). They read one plan ([`Sm90Plan`],
 //! built on the collective's [`Sm90Mainloop`] and [`Sm90EpiloguePlan`]) and emit loops
 //! over compile-time extents with every index declared from its layout.
 //!
@@ -54,7 +55,9 @@ use rcute_atom::sync::{
     mbarrier_wait_parity, named_barrier_arrive, named_barrier_sync, setmaxnreg_dec, setmaxnreg_inc,
 };
 use rcute_atom::tma::tma_data_type;
-use rcute_atom::{make_gmma_desc, Element, GmmaSmemAtom, GmmaSwizzle, Major, MmaAtom, Snippet, TmaEncodeArgs};
+use rcute_atom::{
+    make_gmma_desc, Element, GmmaDescriptor, GmmaSmemAtom, GmmaSwizzle, Major, MmaAtom, Snippet, TmaEncodeArgs,
+};
 use rcute_collective::fusion::FusionCode;
 pub use rcute_collective::Fusion;
 pub use rcute_collective::Node;
@@ -106,6 +109,7 @@ mod producer;
 mod scheduler;
 mod split_k;
 mod stmt;
+mod wgmma_desc;
 
 pub use config::*;
 pub use grouped::Sm90Grouped;
@@ -117,6 +121,7 @@ pub use plan::*;
 use scheduler::*;
 pub use split_k::*;
 use stmt::*;
+pub use wgmma_desc::*;
 
 /// A generated SM90 GEMM.
 #[derive(Clone, Debug, PartialEq, Eq)]

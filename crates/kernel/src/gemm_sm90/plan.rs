@@ -59,6 +59,10 @@ pub struct Sm90Plan {
     pub mainloop: Sm90Mainloop,
     /// The collective epilogue plan (the builder's policy decisions).
     pub epilogue: Sm90EpiloguePlan,
+    /// The consumers' `wgmma` descriptors: their constant words and the start-address
+    /// offsets of stages, warpgroups, m64 atoms and k-blocks (bounded below the field's 14
+    /// bits).
+    pub descriptors: Sm90Descriptors,
 }
 
 pub(super) fn cfg_err(s: impl Into<String>) -> GemmError {
@@ -213,7 +217,9 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
             cfg.smem_capacity
         )));
     }
+    let descriptors = Sm90Descriptors::new(&ml, consumers, bk * cfg.ab.bytes() as i64, bn, [0, ml.smem_offset_b])?;
     Ok(Sm90Plan {
+        descriptors,
         stages,
         consumers,
         wg_rows,

@@ -46,8 +46,10 @@ pub(super) fn work_loop(body: Vec<Stmt>) -> Stmt {
 /// What a role needs of the work item: its k-tiles (mainloop roles) or only its tile.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum TileNeeds {
-    /// Tile origin, batch and the split's first k-tile `kt0`.
+    /// Tile origin, batch and the split's first k-tile `kt0` (the mainloop producer).
     WithSplit,
+    /// Tile origin, batch and split (the consumers: they count the split's k-tiles from 0).
+    SplitOnly,
     /// Tile origin and batch only (the C producer).
     TileOnly,
 }
@@ -71,7 +73,7 @@ pub(super) fn tile_of(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
             e("sched.tile(work, tile_m, tile_n, batch)"),
         ]);
     }
-    if needs == TileNeeds::WithSplit {
+    if needs != TileNeeds::TileOnly {
         v.push(dc(
             "const int",
             "split",

@@ -55,7 +55,8 @@ pub(super) fn for_(var: &str, start: impl Into<String>, end: impl Into<String>, 
 }
 
 /// Local device helpers: shared address of a generic pointer, an accumulator register
-/// fence (CuTe's `warpgroup_fence_operand`), packing two floats, pipeline advance.
+/// fence (CuTe's `warpgroup_fence_operand`), packing two floats, pipeline advance (and a
+/// consumer's step, its descriptors moving along).
 pub(super) fn helpers(cd: Element) -> String {
     let pack = match cd {
         Element::BF16 => "__nv_bfloat162 h = __floats2bfloat162_rn(x, y);",
@@ -87,6 +88,11 @@ __device__ __forceinline__ void rc_pipe_advance(uint32_t& index, uint32_t& phase
   index += n;
   phase ^= (index / stages) & 1u;
   index %= stages;
+}}
+// PipelineState ++ of a consumer: the index wraps at `stages` and flips the phase; the stage's descriptor low words move with it.
+__device__ __forceinline__ void rc_pipe_next(uint32_t& index, uint32_t& phase, uint32_t& a_desc, uint32_t& b_desc, uint32_t stages, uint32_t a_step, uint32_t b_step) {{
+  a_desc += a_step, b_desc += b_step;
+  if (++index == stages) {{ index = 0; phase ^= 1u; a_desc -= stages * a_step; b_desc -= stages * b_step; }}
 }}
 struct __align__(64) rc_tmap_t {{ unsigned long long opaque[16]; }};
 "#
