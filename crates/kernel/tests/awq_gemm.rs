@@ -211,7 +211,10 @@ fn streamed_kernels_compile_without_spills_and_stream_into_registers() {
             let k = sass.kernel(&g.name).unwrap();
             let ops = ["LDG", "PRMT", "LOP3", "HMMA"];
             let (per_step, steps, counts) = loop_per_step(k, g.plan.streamed.as_ref().unwrap().b_frags as usize, &ops);
-            eprintln!("{} on {arch}: loop {steps} steps x {per_step} instructions per step; {ops:?} {counts:?}", g.name);
+            eprintln!(
+                "{} on {arch}: loop {steps} steps x {per_step} instructions per step; {ops:?} {counts:?}",
+                g.name
+            );
             for op in ["LDG.E.NA.128.CONSTANT", "LDS.64", "LOP3", "HMMA"] {
                 assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
             }
@@ -243,11 +246,15 @@ fn loop_per_step(k: &rcute_kernel::sass::SassKernel, b_frags: usize, ops: &[&str
     };
     let mut best: Option<&[rcute_kernel::sass::Instruction]> = None;
     for (end, b) in ins.iter().enumerate() {
-        let Some(to) = (b.base_opcode() == "BRA").then(|| target(b)).flatten() else { continue };
+        let Some(to) = (b.base_opcode() == "BRA").then(|| target(b)).flatten() else {
+            continue;
+        };
         if to >= b.offset {
             continue;
         }
-        let Some(start) = ins.iter().position(|i| i.offset == to) else { continue };
+        let Some(start) = ins.iter().position(|i| i.offset == to) else {
+            continue;
+        };
         let body = &ins[start..=end];
         let hmma = |b: &[rcute_kernel::sass::Instruction]| b.iter().filter(|i| i.base_opcode() == "HMMA").count();
         if best.is_none_or(|x| hmma(body) > hmma(x)) {
@@ -258,7 +265,11 @@ fn loop_per_step(k: &rcute_kernel::sass::SassKernel, b_frags: usize, ops: &[&str
     let steps = (body.iter().filter(|i| i.base_opcode() == "HMMA").count() / (4 * b_frags)).max(1);
     let counts = ops
         .iter()
-        .map(|op| body.iter().filter(|i| i.opcode == *op || i.opcode.starts_with(&format!("{op}."))).count())
+        .map(|op| {
+            body.iter()
+                .filter(|i| i.opcode == *op || i.opcode.starts_with(&format!("{op}.")))
+                .count()
+        })
         .collect();
     (body.len() / steps, steps, counts)
 }
@@ -272,7 +283,11 @@ fn checkpoint_streamed_kernels_compile_without_spills() {
     let Some(tk) = toolkit_for_test() else { return };
     for cfg in checkpoint_configs() {
         let g = generate(&cfg).unwrap();
-        assert!(g.name.ends_with("_v1_streamed") && !g.name.contains("prepared"), "{}", g.name);
+        assert!(
+            g.name.ends_with("_v1_streamed") && !g.name.contains("prepared"),
+            "{}",
+            g.name
+        );
         for arch in [Arch::Sm80, Arch::Sm90a] {
             let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
                 .unwrap_or_else(|err| panic!("{} for {arch}: {err}\n{}", g.name, g.source));
@@ -284,6 +299,10 @@ fn checkpoint_streamed_kernels_compile_without_spills() {
             let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
             let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
             assert!(!sass.uses_local_memory());
+            if let Some(dir) = std::env::var_os("RCUTE_DUMP") {
+                let path = std::path::Path::new(&dir).join(format!("{}.{arch}.sass", g.name));
+                std::fs::write(path, &sass.text).unwrap();
+            }
             let k = sass.kernel(&g.name).unwrap();
             for op in ["LDG.E.NA.CONSTANT", "LDS.64", "PRMT", "LOP3", "HMMA"] {
                 assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
@@ -292,12 +311,33 @@ fn checkpoint_streamed_kernels_compile_without_spills() {
                 assert!(!k.contains_opcode(op), "{} on {arch}: {op}", g.name);
             }
             let most = if arch == Arch::Sm90a { 7 } else { 5 };
-            assert!(k.count_opcode("BAR") <= most, "{} on {arch}: {} BAR", g.name, k.count_opcode("BAR"));
+            assert!(
+                k.count_opcode("BAR") <= most,
+                "{} on {arch}: {} BAR",
+                g.name,
+                k.count_opcode("BAR")
+            );
             let ops = ["LDG", "PRMT", "LOP3", "HMMA"];
-            let (per_step, steps, counts) = loop_per_step(k, g.plan.streamed.as_ref().unwrap().b_frags as usize, &ops);
+            let b_frags = g.plan.streamed.as_ref().unwrap().b_frags as usize;
+            let (per_step, steps, counts) = loop_per_step(k, b_frags, &ops);
+            // the prepared streamed kernel of the same configuration, compiled alike
+            let mut prepared_cfg = cfg.streamed();
+            prepared_cfg.element = cfg.element;
+            let pg = generate(&prepared_cfg).unwrap();
+            let pc = compile(&pg.source, &format!("{}.cu", pg.name), &CompileOptions::new(arch)).unwrap();
+            let psass = Sass::disassemble_with(objdump, &pc.cubin).unwrap();
+            let (prepared_per_step, _, _) = loop_per_step(psass.kernel(&pg.name).unwrap(), b_frags, &ops);
             eprintln!(
-                "{} on {arch}: {} registers, loop {steps} steps x {per_step} instructions per step; {ops:?} {counts:?}",
+                "{} on {arch}: {} registers, loop {steps} steps x {per_step} instructions per step (prepared: {prepared_per_step}); {ops:?} {counts:?}",
                 g.name, r.registers
+            );
+            // per step: 4 word loads (3 more than the prepared kernel's one 16-byte load), 4
+            // PRMTs, their addresses
+            assert_eq!(counts[1], 4 * steps, "{} on {arch}: PRMT per step", g.name);
+            assert!(
+                per_step <= prepared_per_step + 28,
+                "{} on {arch}: {per_step} instructions per step against the prepared kernel's {prepared_per_step}",
+                g.name
             );
         }
     }

@@ -226,7 +226,11 @@ impl Emit<'_> {
             ],
         )];
         let (source, ptr, slot) = if self.checkpoint() {
-            (self.checkpoint_source(), "const uint32_t*", "the words of rows 2t, 2t+1, 2t+8, 2t+9 of step s")
+            (
+                self.checkpoint_source(),
+                "const uint32_t*",
+                "the words of rows 2t, 2t+1, 2t+8, 2t+9 of step s",
+            )
         } else {
             (
                 vec![
@@ -252,7 +256,11 @@ impl Emit<'_> {
                 comment: Some(format!("ring slot d: {slot} with s % ring = d")),
             },
             Stmt::Comment(format!("the ring: steps 0 .. {d} in flight")),
-            Stmt::unrolled("d", d, vec![when("d < n_my", vec![self.streamed_load("wsrc + d * wstride")])]),
+            Stmt::unrolled(
+                "d",
+                d,
+                vec![when("d < n_my", vec![self.streamed_load("wsrc + d * wstride")])],
+            ),
             Stmt::decl(ptr, "wnext", format!("wsrc + {d} * wstride")),
         ];
         let group_col = self.group_col();
@@ -391,7 +399,11 @@ impl Emit<'_> {
                     when(
                         "gnext < groups",
                         vec![
-                            Stmt::decl("const long long", "gz", format!("(long long)gnext * N8 + {}", self.group_col())),
+                            Stmt::decl(
+                                "const long long",
+                                "gz",
+                                format!("(long long)gnext * N8 + {}", self.group_col()),
+                            ),
                             Stmt::assign("s_raw", "__ldg(reinterpret_cast<const uint4*>(scales) + gz)"),
                             Stmt::assign("z_raw", "__ldg(qzeros + gz)"),
                         ],

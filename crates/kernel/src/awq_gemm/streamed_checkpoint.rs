@@ -13,8 +13,18 @@ impl Emit<'_> {
     /// `{name}_rows`: the four checkpoint words of one lane and k16 step.
     pub(super) fn checkpoint_rows_fn(&self) -> CFunction {
         let load = &self.st().load.snippet.name;
-        let rows = [("0", "src"), ("1", "src + n8"), ("8", "src + 8 * n8"), ("9", "src + 9 * n8")];
-        let mut body = vec![Stmt::decl("uint32_t", "r0[1], r1[1], r8[1], r9[1]", "{}")];
+        let rows = [
+            ("0", "src"),
+            ("1", "src + n8"),
+            ("8", "src + 8 * n8"),
+            ("9", "src + 9 * n8"),
+        ];
+        let mut body = vec![Stmt::Decl {
+            ty: "uint32_t".into(),
+            name: "r0[1], r1[1], r8[1], r9[1]".into(),
+            init: None,
+            comment: Some("rows 2t, 2t+1, 2t+8, 2t+9".into()),
+        }];
         body.extend(rows.iter().map(|(r, at)| s(format!("{load}({at}, r{r})"))));
         body.extend(
             rows.iter()
