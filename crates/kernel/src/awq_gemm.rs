@@ -20,7 +20,20 @@
 //! 16 bytes of the weight per k16 step straight into registers and multiplies them as the
 //! A operand of a swap-AB `mma.sync` ([`rcute_collective::awq_streamed`], emitted by
 //! `awq_gemm/streamed.rs`); up to two K splits of a tile then sum through distributed
-//! shared memory on sm_90 ([`GeneratedAwqGemm::launch_config_on`]).
+//! shared memory on sm_90 ([`GeneratedAwqGemm::launch_config_on`]). With
+//! [`AwqGemmConfig::streamed_checkpoint`] the same kernel reads AutoAWQ's checkpoint
+//! words as they are (the unprepared op's decode kernel: four word loads per lane and k16
+//! step, byte permutations of row pairs into the same fragments;
+//! [`rcute_collective::awq_streamed_checkpoint`], emitted by
+//! `awq_gemm/streamed_checkpoint.rs`), named `..._v1_streamed`.
+//!
+//! ```
+//! use rcute_atom::Element;
+//! use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
+//! let g = generate(&AwqGemmConfig::new(Element::F16, [16, 64, 64], [16, 1], 4, 4).streamed_checkpoint()).unwrap();
+//! assert_eq!(g.name, "rc_awq_gemm_f16_16x64x64_w16x1_s4_v1_streamed");
+//! assert!(g.source.contains("__byte_perm") && g.source.contains("ld.global.nc.L1::no_allocate.b32"));
+//! ```
 //!
 //! ```
 //! use rcute_atom::Element;
