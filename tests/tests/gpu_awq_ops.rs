@@ -439,6 +439,7 @@ fn checkpoint_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
         // two and four column blocks a CTA: N ends inside the CTA tile and inside a block
         AwqGemmConfig::new(e, [16, 128, 64], [2, 2], 8, 1).streamed_checkpoint(),
         AwqGemmConfig::new(e, [8, 256, 64], [1, 4], 12, 1).streamed_checkpoint(),
+        AwqGemmConfig::new(e, [8, 256, 64], [4, 4], 4, 1).streamed_checkpoint(),
         // one warp, a ring of 2 and of 1
         AwqGemmConfig::new(e, [16, 64, 64], [1, 1], 2, 1).streamed_checkpoint(),
         AwqGemmConfig::new(e, [8, 64, 64], [4, 1], 1, 1).streamed_checkpoint(),

@@ -60,6 +60,9 @@ fn checkpoint_configs() -> Vec<AwqGemmConfig> {
         AwqGemmConfig::new(Element::BF16, [16, 128, 64], [2, 2], 8, 4).streamed_checkpoint(),
         AwqGemmConfig::new(Element::F16, [8, 256, 64], [1, 4], 12, 4).streamed_checkpoint(),
         AwqGemmConfig::new(Element::F16, [16, 64, 64], [1, 1], 2, 4).streamed_checkpoint(),
+        // warps along N read adjacent 32-byte segments of the same rows (a CTA: 128 bytes)
+        AwqGemmConfig::new(Element::F16, [8, 256, 64], [4, 4], 4, 4).streamed_checkpoint(),
+        AwqGemmConfig::new(Element::F16, [16, 128, 64], [8, 2], 4, 4).streamed_checkpoint(),
     ]);
     v
 }
