@@ -103,14 +103,18 @@ enum Variant {
     Prepared(Option<(AwqGemmConfig, u32)>),
 }
 
-/// A `--config` value as a [`Variant`].
+/// What a `--config` prefix makes of a parsed configuration.
+type Kind = fn(AwqGemmConfig) -> AwqGemmConfig;
+
+/// A `--config` value as a [`Variant`]: `prefix:` forms force the prepared (`prepared:`,
+/// `bulk:`, `streamed:`) or the unprepared (`streamed-checkpoint:`, none) kernels.
 fn parse_variant(s: &str) -> Result<Variant, String> {
     match s {
         "dense" => Ok(Variant::Dense),
         "fused" => Ok(Variant::Fused(None)),
         "prepared" => Ok(Variant::Prepared(None)),
         _ => {
-            let forms: [(&str, fn(AwqGemmConfig) -> AwqGemmConfig, bool); 4] = [
+            let forms: [(&str, Kind, bool); 4] = [
                 ("prepared:", |c| c, true),
                 ("bulk:", AwqGemmConfig::bulk, true),
                 ("streamed:", AwqGemmConfig::streamed, true),
