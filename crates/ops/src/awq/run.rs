@@ -199,8 +199,9 @@ impl Ops {
     /// `x [M, K]` f16 or bf16 (the scales' type), f32 accumulation, `out [M, N]` rounded
     /// once. The path follows the shape: the fused int4 kernel (the register-streamed
     /// kernel on the checkpoint's words where
-    /// [`super::select::select_awq_streamed_checkpoint`] takes it, else the configuration
-    /// of [`super::select::select_awq_gemm`]), or for prefill sizes on sm_90 the dense path
+    /// [`super::select::select_awq_streamed_checkpoint`] takes it, ahead of the tuning
+    /// tables; else a tuning table's entry or the configuration of
+    /// [`super::select::select_awq_gemm`]), or for prefill sizes on sm_90 the dense path
     /// ([`super::dense`], chosen by [`super::select::awq_dense_wins`]). Runs on the GPU's
     /// stream; returns once launched.
     ///
@@ -253,10 +254,14 @@ impl Ops {
         uses.write(out.tracked_mut());
         let (m, n, k) = (p.m, p.w.shape.n, p.w.shape.k);
         if super::select::awq_dense_wins(m, n, k, self.gpu().compute_capability()) {
-            self.run_awq_gemm_dense(&p)
-        } else {
-            self.run_awq_gemm(&p, self.awq_tuned(&p))
+            return self.run_awq_gemm_dense(&p);
         }
+        // The streamed kernel's domain before the tuning tables: their entries were measured
+        // among the `cp.async` configurations only (the prepared path reads no table either).
+        let streamed = element(p.w.dtype)
+            .ok()
+            .and_then(|e| select_awq_streamed_checkpoint(m, n, k, self.gpu().sm_count() as usize, e));
+        self.run_awq_gemm(&p, streamed.or_else(|| self.awq_tuned(&p)))
     }
 
     /// The fused configuration a tuning table holds for `p` (written by `rcute tune awq`,
