@@ -11,6 +11,8 @@
 //!   type); the output is poisoned first, so an unwritten element fails;
 //! * the prepared path (`AwqWeight::prepare`, `awq_gemm_prepared`) on the same kind of
 //!   checks, with its own bad inputs;
+//! * the register-streamed kernels, on the prepared weight and on the checkpoint's words
+//!   (the unprepared op's decode kernel), every configuration with several K splits;
 //! * split-K is deterministic: repeated runs give identical bits;
 //! * `awq_dequantize` and `awq_dequantize_kmajor` through `Ops` bit-exact against the
 //!   formula (the latter transposed);
@@ -423,6 +425,111 @@ fn awq_gemm_prepared_streamed_matches_the_float64_reference() {
     let ops = Ops::new(gpu);
     streamed_cases::<f16>(&ops, rcute_atom::Element::F16);
     streamed_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+}
+
+/// The register-streamed kernels on AutoAWQ's checkpoint words (the unprepared op's decode
+/// kernel, `rcute_collective::awq_streamed_checkpoint`): the op's choice (16 warps along
+/// K, ring 4, 8 and 16 rows), warps along K and N, rings of 1 to 12 steps.
+fn checkpoint_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
+    vec![
+        AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 4, 1).streamed_checkpoint(),
+        AwqGemmConfig::new(e, [16, 64, 64], [16, 1], 4, 1).streamed_checkpoint(),
+        AwqGemmConfig::new(e, [8, 64, 64], [4, 1], 8, 1).streamed_checkpoint(),
+        AwqGemmConfig::new(e, [16, 64, 64], [8, 1], 6, 1).streamed_checkpoint(),
+        // two and four column blocks a CTA: N ends inside the CTA tile and inside a block
+        AwqGemmConfig::new(e, [16, 128, 64], [2, 2], 8, 1).streamed_checkpoint(),
+        AwqGemmConfig::new(e, [8, 256, 64], [1, 4], 12, 1).streamed_checkpoint(),
+        AwqGemmConfig::new(e, [8, 256, 64], [4, 4], 4, 1).streamed_checkpoint(),
+        // one warp, a ring of 2 and of 1
+        AwqGemmConfig::new(e, [16, 64, 64], [1, 1], 2, 1).streamed_checkpoint(),
+        AwqGemmConfig::new(e, [8, 64, 64], [4, 1], 1, 1).streamed_checkpoint(),
+    ]
+}
+
+/// The first `RCUTE_CASES` items (all without it): the sanitizer runs keep two.
+fn cases<T>(items: &[T]) -> &[T] {
+    let n = std::env::var("RCUTE_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(items.len());
+    &items[..n.min(items.len())]
+}
+
+/// The checkpoint's streamed kernels forced with 1, 3 and 7 requested K splits (and 13 for
+/// the first) on ragged M (1, 3, 5, 16 and 24: two row tiles), N ending inside a 64-column
+/// block (N/8 odd), K ending inside a 64-wide k-tile, G = 32, 64, 128 and K, bias on and
+/// off, zeros 0 and 15 (every seventh zero; [`Case::new`]); the op's own choice and the
+/// fused path's; split-K bit-identical run to run.
+fn checkpoint_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    let mut rng = Rng::for_test(&format!("awq_streamed_checkpoint_{e}"));
+    let shapes = [
+        (1, 4096, 512, 128, true),
+        (3, 264, 96, 32, false),
+        (5, 584, 320, 64, true),
+        (16, 776, 4096, 128, true),
+        (5, 768, 352, 32, false),
+        (24, 328, 256, 256, true),
+        (1, 200, 2048, 128, false),
+        (16, 4096, 1024, 1024, false),
+    ];
+    for &(m, n, k, g, bias) in cases(&shapes) {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} streamed checkpoint");
+        let first = case.check(ops, Run::Op, &format!("{what} (op)"));
+        assert!(
+            case.check(ops, Run::Op, &format!("{what} (op)")) == first,
+            "{what} (op): a second run differs"
+        );
+        case.check(ops, Run::Fused(None), &format!("{what} (fused)"));
+        for (i, cfg) in checkpoint_configs(e).into_iter().enumerate() {
+            let splits: &[u32] = if i == 0 { &[1, 3, 7, 13] } else { &[1, 3, 7] };
+            for &splits in splits {
+                let forced = Some((cfg, splits));
+                let name = format!("{what} {:?} w{:?} s{} split {splits}", cfg.tile, cfg.warps, cfg.stages);
+                let first = case.check(ops, Run::Fused(forced), &name);
+                if i == 0 && splits >= 7 {
+                    let again = case.check(ops, Run::Fused(forced), &name);
+                    assert!(first == again, "{name}: a second run differs");
+                }
+            }
+        }
+        eprintln!("ok {what}");
+    }
+}
+
+/// The register-streamed kernels on the checkpoint tensors as they are against the float64
+/// reference, f16 and bf16 (`mma.sync`: every architecture of the op); with `G = K` and K
+/// a multiple of 8 but not of 16 the op takes another kernel and a forced streamed one is
+/// an [`OpsError::Shape`] that writes nothing.
+#[test]
+fn awq_gemm_streamed_checkpoint_matches_the_float64_reference() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    checkpoint_cases::<f16>(&ops, rcute_atom::Element::F16);
+    checkpoint_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+    let mut rng = Rng::for_test("awq_streamed_checkpoint_k40");
+    let (m, n, k) = (2, 128, 40);
+    let case = Case::<f16>::new(&ops, &mut rng, m, n, k, k, true);
+    case.check(&ops, Run::Op, "2x128x40 G=K (op)");
+    let s = ops.gpu().stream();
+    let mut out: CudaSlice<f16> = s.clone_htod(&vec![f16::from_f32(SENTINEL); m * n]).unwrap();
+    let b = case.d_b.as_ref().map(|b| VectorRef::new(b, n));
+    let r = ops.run_awq_gemm(
+        &validate_awq_gemm(
+            &MatrixRef::new(&case.d_x, m, k),
+            &case.tensors(),
+            b.as_ref(),
+            &MatrixMut::new(&mut out, m, n),
+        )
+        .unwrap(),
+        Some((checkpoint_configs(rcute_atom::Element::F16)[0], 1)),
+    );
+    assert!(
+        matches!(r, Err(OpsError::Shape(_))),
+        "K = 40 on a streamed kernel: {r:?}"
+    );
+    ops.gpu().synchronize().unwrap();
+    assert!(s.clone_dtoh(&out).unwrap().iter().all(|v| v.to_f32() == SENTINEL));
 }
 
 /// `AwqWeight::prepare` + `awq_gemm_prepared` against the float64 reference (the op's own

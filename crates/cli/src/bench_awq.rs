@@ -43,7 +43,9 @@ pub struct BenchAwqArgs {
     /// configuration (the prepared kernel forced to it), `bulk:` and such a configuration
     /// (the prepared kernel with the SM90 bulk producer, sm_90 only), or `streamed:` and
     /// `BMxBN,WKxWN,RING,SPLITS` (the register-streamed prepared kernel: BM 8 or 16, BN = 64
-    /// WN, WK warps along K, RING k16 steps in flight per warp).
+    /// WN, WK warps along K, RING k16 steps in flight per warp), or `streamed-checkpoint:`
+    /// and such a configuration (the register-streamed kernel on the checkpoint tensors as
+    /// they are, unprepared).
     #[arg(long = "config")]
     pub configs: Vec<String>,
 }
@@ -101,22 +103,32 @@ enum Variant {
     Prepared(Option<(AwqGemmConfig, u32)>),
 }
 
-/// A `--config` value as a [`Variant`].
+/// What a `--config` prefix makes of a parsed configuration.
+type Kind = fn(AwqGemmConfig) -> AwqGemmConfig;
+
+/// A `--config` value as a [`Variant`]: `prefix:` forms force the prepared (`prepared:`,
+/// `bulk:`, `streamed:`) or the unprepared (`streamed-checkpoint:`, none) kernels.
 fn parse_variant(s: &str) -> Result<Variant, String> {
     match s {
         "dense" => Ok(Variant::Dense),
         "fused" => Ok(Variant::Fused(None)),
         "prepared" => Ok(Variant::Prepared(None)),
-        _ => match (
-            s.strip_prefix("prepared:"),
-            s.strip_prefix("bulk:"),
-            s.strip_prefix("streamed:"),
-        ) {
-            (Some(c), _, _) => parse_awq_config(c).map(|c| Variant::Prepared(Some(c))),
-            (_, Some(c), _) => parse_awq_config_as(c, AwqGemmConfig::bulk).map(|c| Variant::Prepared(Some(c))),
-            (_, _, Some(c)) => parse_awq_config_as(c, AwqGemmConfig::streamed).map(|c| Variant::Prepared(Some(c))),
-            _ => parse_awq_config(s).map(|c| Variant::Fused(Some(c))),
-        },
+        _ => {
+            let forms: [(&str, Kind, bool); 4] = [
+                ("prepared:", |c| c, true),
+                ("bulk:", AwqGemmConfig::bulk, true),
+                ("streamed:", AwqGemmConfig::streamed, true),
+                ("streamed-checkpoint:", AwqGemmConfig::streamed_checkpoint, false),
+            ];
+            match forms
+                .iter()
+                .find_map(|(pre, kind, prepared)| Some((s.strip_prefix(pre)?, kind, prepared)))
+            {
+                Some((c, kind, true)) => parse_awq_config_as(c, *kind).map(|c| Variant::Prepared(Some(c))),
+                Some((c, kind, false)) => parse_awq_config_as(c, *kind).map(|c| Variant::Fused(Some(c))),
+                None => parse_awq_config(s).map(|c| Variant::Fused(Some(c))),
+            }
+        }
     }
 }
 
@@ -423,4 +435,26 @@ fn bench_dequantize(
         ));
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each `--config` form forces its kernel: `streamed-checkpoint:` the unprepared op's
+    /// streamed kernel (single-word loads, not prepared), `streamed:` the prepared one.
+    #[test]
+    fn config_forms_pick_their_kernels() {
+        let Ok(Variant::Fused(Some((cfg, 2)))) = parse_variant("streamed-checkpoint:16x64,16x1,4,2") else {
+            panic!("streamed-checkpoint: is an unprepared configuration")
+        };
+        assert!(cfg.streamed && !cfg.prepared && cfg.b_vector_words == 1 && cfg.tile == [16, 64, 64]);
+        let Ok(Variant::Prepared(Some((cfg, 2)))) = parse_variant("streamed:8x64,16x1,4,2") else {
+            panic!("streamed: is a prepared configuration")
+        };
+        assert!(cfg.streamed && cfg.prepared);
+        assert!(matches!(parse_variant("16x256,1x4,4,8"), Ok(Variant::Fused(Some(_)))));
+        assert!(parse_variant("streamed-checkpoint:32x64,4x1,4,2").is_err());
+        assert!(parse_variant("streamed-checkpoint:16x64,16x1").is_err());
+    }
 }

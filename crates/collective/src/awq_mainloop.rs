@@ -35,7 +35,7 @@
 //! ```
 
 use crate::awq_bulk::AwqBulkRing;
-use crate::awq_streamed::AwqStreamed;
+use crate::awq_streamed::{AwqStreamed, StreamedWeight};
 use crate::sm80_mainloop::PlanError;
 use rcute_atom::convert_int4::{
     u4x8_to_bf16x2_biased, u4x8_to_f16x2_biased, u4x8_to_f16x2_biased_x16_snippet, Biased16,
@@ -78,8 +78,9 @@ pub struct AwqMainloopConfig {
     /// ring ([`crate::awq_bulk`]; sm_90, prepared layout only) instead of every thread
     /// issuing `cp.async` copies.
     pub bulk: bool,
-    /// Whether the prepared weight is streamed from global memory straight into registers
-    /// ([`crate::awq_streamed`]: swap-AB, no shared-memory stages). Then `tile` is
+    /// Whether the weight is streamed from global memory straight into registers
+    /// ([`crate::awq_streamed`]: swap-AB, no shared-memory stages; the prepared layout
+    /// with `prepared`, else AutoAWQ's checkpoint words, 1 word per load). Then `tile` is
     /// `(BM, 64 col_blocks, 64)` with `BM` 8 or 16, `warps` is `[k_slices, col_blocks]`
     /// (warps along K, then along N) and `stages` the k16 steps in flight per warp.
     pub streamed: bool,
@@ -112,6 +113,27 @@ impl AwqMainloopConfig {
     pub fn streamed(mut self) -> Self {
         self.streamed = true;
         self.prepared()
+    }
+
+    /// The same configuration as the register-streamed kernel on AutoAWQ's checkpoint
+    /// layout as it is ([`crate::awq_streamed_checkpoint`]: 4-byte word loads, so
+    /// `b_vector_words` 1; not `prepared`).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// use rcute_collective::awq_streamed::StreamedWeight;
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [16, 64, 64], [16, 1], 4, 4).streamed_checkpoint();
+    /// assert!(cfg.streamed && !cfg.prepared && cfg.b_vector_words == 1);
+    /// let p = AwqMainloop::new(&cfg).unwrap();
+    /// assert_eq!(p.streamed.unwrap().weight, StreamedWeight::Checkpoint);
+    /// ```
+    pub fn streamed_checkpoint(mut self) -> Self {
+        self.streamed = true;
+        self.prepared = false;
+        self.bulk = false;
+        self.b_vector_words = 1;
+        self
     }
 
     /// The same configuration on the prepared layout with the SM90 bulk producer
@@ -236,13 +258,19 @@ impl AwqMainloop {
             return Err(tile_err(cfg, format!("BK must be {AWQ_BK}")));
         }
         let streamed = if cfg.streamed {
-            if !cfg.prepared || cfg.bulk || bn != 64 * wn {
+            // the prepared layout in 16-byte loads, or the checkpoint's words one by one
+            let weight = match (cfg.prepared, cfg.b_vector_words) {
+                (true, 4) => StreamedWeight::Prepared,
+                (false, 1) => StreamedWeight::Checkpoint,
+                _ => return Err(tile_err(cfg, "the streamed kernel reads the prepared layout 4 words at a time or the checkpoint's one word at a time")),
+            };
+            if cfg.bulk || bn != 64 * wn {
                 return Err(tile_err(
                     cfg,
-                    "the streamed kernel reads the prepared layout, 64 columns per warp along N, without a producer",
+                    "the streamed kernel takes 64 columns per warp along N, without a producer",
                 ));
             }
-            let plan = AwqStreamed::new(bm, cfg.warps, cfg.stages as i64)
+            let plan = AwqStreamed::new(bm, cfg.warps, cfg.stages as i64, weight)
                 .ok_or_else(|| tile_err(cfg, "streamed: BM 8 or 16, 1 ..= 32 warps, at least one step in flight"))?;
             Some(plan)
         } else {

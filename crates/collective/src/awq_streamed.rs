@@ -34,6 +34,11 @@
 //! distributed shared memory in rank order ([`AwqStreamed::clustered`]); otherwise the
 //! split-K slab reduction in global memory of the other AWQ kernels.
 //!
+//! **Weight layouts.** [`StreamedWeight::Prepared`] reads the prepared layout above;
+//! [`StreamedWeight::Checkpoint`] AutoAWQ's checkpoint words as they are, four 4-byte
+//! loads per lane and step turned into the same A fragments by byte permutations
+//! ([`crate::awq_streamed_checkpoint`]); everything else is the same plan.
+//!
 //! ```
 //! use rcute_atom::Element;
 //! use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
@@ -70,9 +75,23 @@ pub const RED_ROW_PAD: i64 = 4;
 /// rows, 8 warps: 17.6 against 11.5 us), so more splits take the slabs.
 pub const MAX_CLUSTER_SPLITS: i32 = 2;
 
+/// The layout of the weight a streamed kernel reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StreamedWeight {
+    /// The prepared layout ([`crate::awq_prepared`]): one 16-byte load per lane and step,
+    /// each word one A fragment.
+    Prepared,
+    /// AutoAWQ's checkpoint layout as it is ([`crate::awq_streamed_checkpoint`]): four
+    /// word loads per lane and step (rows `2t, 2t+1, 2t+8, 2t+9` of word column `g`),
+    /// byte permutations of row pairs into the same A fragments.
+    Checkpoint,
+}
+
 /// The plan of the register-streamed kernel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AwqStreamed {
+    /// The weight's layout.
+    pub weight: StreamedWeight,
     /// Warps along K (each walks a contiguous share of the CTA's k16 steps).
     pub k_slices: i64,
     /// Warps along N (one 64-column block each).
@@ -100,7 +119,8 @@ pub struct AwqStreamed {
     pub part_offset: i64,
     /// Bytes of those partial chunks: `col_blocks x BM x 8` chunks of 32 bytes.
     pub part_bytes: i64,
-    /// The weight's streaming load (16 bytes, read-only path, no L1 allocation).
+    /// The weight's streaming load (read-only path, no L1 allocation): 16 bytes of the
+    /// prepared layout, or one 4-byte checkpoint word (four per lane and step).
     pub load: CopyOp,
     /// The clustered split-K sum: cluster barrier, cluster size, peer shared-memory load
     /// (each a no-op / 1 / zeros before sm_90).
@@ -109,8 +129,9 @@ pub struct AwqStreamed {
 
 impl AwqStreamed {
     /// The plan for `bm` rows of `x` (8 or 16), `warps = [k_slices, col_blocks]` and `ring`
-    /// steps in flight; `None` for another `bm`, no warps or an empty ring.
-    pub fn new(bm: i64, warps: [i64; 2], ring: i64) -> Option<AwqStreamed> {
+    /// steps in flight on a `weight` of that layout; `None` for another `bm`, no warps or
+    /// an empty ring.
+    pub fn new(bm: i64, warps: [i64; 2], ring: i64, weight: StreamedWeight) -> Option<AwqStreamed> {
         let [k_slices, col_blocks] = warps;
         if !matches!(bm, 8 | 16) || k_slices < 1 || col_blocks < 1 || k_slices * col_blocks > 32 || ring < 1 {
             return None;
@@ -119,6 +140,7 @@ impl AwqStreamed {
         let x_t_words = 8 * max_k_tiles + X_PLANE_PAD_WORDS;
         let red_row_floats = 64 + RED_ROW_PAD;
         Some(AwqStreamed {
+            weight,
             k_slices,
             col_blocks,
             ring,
@@ -130,7 +152,10 @@ impl AwqStreamed {
             red_bytes: k_slices * col_blocks * bm * red_row_floats * 4,
             part_offset: k_slices * col_blocks * bm * red_row_floats * 4,
             part_bytes: col_blocks * bm * 8 * 32,
-            load: ld_global_stream(16),
+            load: ld_global_stream(match weight {
+                StreamedWeight::Prepared => 16,
+                StreamedWeight::Checkpoint => 4,
+            }),
             cluster: [cluster_sync_sm90(), cluster_size_sm90(), ld_dsmem_f32x4()],
         })
     }
@@ -218,7 +243,7 @@ mod tests {
     #[test]
     fn staged_x_is_a_bijection_and_fragment_loads_are_conflict_free() {
         for bm in [8, 16] {
-            let s = AwqStreamed::new(bm, [4, 1], 8).unwrap();
+            let s = AwqStreamed::new(bm, [4, 1], 8, StreamedWeight::Prepared).unwrap();
             let words = 32 * s.max_k_tiles;
             let mut seen = std::collections::HashSet::new();
             for row in 0..bm {
@@ -242,8 +267,8 @@ mod tests {
                 }
             }
         }
-        assert!(AwqStreamed::new(24, [4, 1], 8).is_none());
-        assert!(AwqStreamed::new(8, [4, 1], 0).is_none());
-        assert!(AwqStreamed::new(8, [33, 1], 4).is_none());
+        assert!(AwqStreamed::new(24, [4, 1], 8, StreamedWeight::Checkpoint).is_none());
+        assert!(AwqStreamed::new(8, [4, 1], 0, StreamedWeight::Prepared).is_none());
+        assert!(AwqStreamed::new(8, [33, 1], 4, StreamedWeight::Prepared).is_none());
     }
 }

@@ -486,11 +486,13 @@ pub fn awq_bulk_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     ]
 }
 
-/// The register-streamed AWQ decode kernels (`ops::awq::select::select_awq_streamed`):
-/// `mma.sync`, so f16 on sm_90a (the H200's choice) and bf16 on sm_80.
+/// The register-streamed AWQ decode kernels (`ops::awq::select::select_awq_streamed`, and
+/// on the checkpoint's words `select_awq_streamed_checkpoint`): `mma.sync`, so f16 on
+/// sm_90a (the H200's choice) and bf16 on sm_80.
 fn awq_streamed_units() -> Vec<CatalogueKernel> {
     awq_streamed_configs()
         .into_iter()
+        .chain(awq_streamed_checkpoint_configs())
         .map(|cfg| {
             let g = crate::awq_gemm::generate(&cfg).expect("catalogue AWQ streamed configurations are valid");
             CatalogueKernel {
@@ -519,6 +521,17 @@ pub fn awq_streamed_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
         AwqGemmConfig::new(F16, [16, 64, 64], [16, 1], 4, 4).streamed(),
         AwqGemmConfig::new(BF16, [8, 64, 64], [16, 1], 4, 4).streamed(),
     ]
+}
+
+/// The register-streamed AWQ decode kernels on AutoAWQ's checkpoint words
+/// ([`rcute_collective::awq_streamed_checkpoint`]) that
+/// `ops::awq::select::select_awq_streamed_checkpoint` chooses for the unprepared op: f16
+/// (8 and 16 rows) and bf16 (8 rows).
+pub fn awq_streamed_checkpoint_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
+    awq_streamed_configs()
+        .into_iter()
+        .map(crate::awq_gemm::AwqGemmConfig::streamed_checkpoint)
+        .collect()
 }
 
 /// The AWQ GEMM configurations in the catalogue: the tiles `ops` selects by M (decode

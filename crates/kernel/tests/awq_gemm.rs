@@ -49,9 +49,32 @@ fn streamed_configs() -> Vec<AwqGemmConfig> {
     v
 }
 
+/// The register-streamed kernels on AutoAWQ's checkpoint words: the catalogue's and more
+/// (8 and 16 rows, warps along K and N, rings of 2..12, f16 and bf16).
+fn checkpoint_configs() -> Vec<AwqGemmConfig> {
+    let mut v = rcute_kernel::catalogue::awq_streamed_checkpoint_configs();
+    v.extend([
+        AwqGemmConfig::new(Element::F16, [8, 64, 64], [8, 1], 8, 4).streamed_checkpoint(),
+        AwqGemmConfig::new(Element::BF16, [16, 64, 64], [16, 1], 4, 4).streamed_checkpoint(),
+        AwqGemmConfig::new(Element::F16, [16, 64, 64], [8, 1], 6, 4).streamed_checkpoint(),
+        AwqGemmConfig::new(Element::BF16, [16, 128, 64], [2, 2], 8, 4).streamed_checkpoint(),
+        AwqGemmConfig::new(Element::F16, [8, 256, 64], [1, 4], 12, 4).streamed_checkpoint(),
+        AwqGemmConfig::new(Element::F16, [16, 64, 64], [1, 1], 2, 4).streamed_checkpoint(),
+        // warps along N read adjacent 32-byte segments of the same rows (a CTA: 128 bytes)
+        AwqGemmConfig::new(Element::F16, [8, 256, 64], [4, 4], 4, 4).streamed_checkpoint(),
+        AwqGemmConfig::new(Element::F16, [16, 128, 64], [8, 2], 4, 4).streamed_checkpoint(),
+    ]);
+    v
+}
+
 #[test]
 fn generated_source_is_deterministic_and_rejects_bad_configs() {
-    for cfg in configs().into_iter().chain(bulk_configs()).chain(streamed_configs()) {
+    for cfg in configs()
+        .into_iter()
+        .chain(bulk_configs())
+        .chain(streamed_configs())
+        .chain(checkpoint_configs())
+    {
         let g = generate(&cfg).unwrap();
         assert_eq!(g, generate(&cfg).unwrap());
         for pat in ["+ 0)", "- 0)", "* 1)", "% 1)", "/ 1)", ">> 0", "<< 0"] {
@@ -66,6 +89,14 @@ fn generated_source_is_deterministic_and_rejects_bad_configs() {
     let mut unprepared_bulk = AwqGemmConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4);
     unprepared_bulk.bulk = true;
     assert!(generate(&unprepared_bulk).is_err());
+    // the checkpoint's streamed kernel loads single words; the prepared one 16 bytes
+    let mut wide_checkpoint = AwqGemmConfig::new(Element::F16, [8, 64, 64], [16, 1], 4, 4).streamed_checkpoint();
+    wide_checkpoint.b_vector_words = 4;
+    assert!(generate(&wide_checkpoint).is_err());
+    let mut narrow_prepared = AwqGemmConfig::new(Element::F16, [8, 64, 64], [16, 1], 4, 4).streamed();
+    narrow_prepared.b_vector_words = 1;
+    assert!(generate(&narrow_prepared).is_err());
+    assert!(generate(&AwqGemmConfig::new(Element::F16, [32, 64, 64], [4, 1], 4, 4).streamed_checkpoint()).is_err());
     let g = generate(&configs()[0]).unwrap();
     // K = 4096 in 64-wide tiles over 5 requested splits: 13 tiles each, 5 splits run.
     assert_eq!(g.split_plan(4096, 5), (13, 5));
@@ -181,6 +212,12 @@ fn streamed_kernels_compile_without_spills_and_stream_into_registers() {
             let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
             assert!(!sass.uses_local_memory());
             let k = sass.kernel(&g.name).unwrap();
+            let ops = ["LDG", "PRMT", "LOP3", "HMMA"];
+            let (per_step, steps, counts) = loop_per_step(k, g.plan.streamed.as_ref().unwrap().b_frags as usize, &ops);
+            eprintln!(
+                "{} on {arch}: loop {steps} steps x {per_step} instructions per step; {ops:?} {counts:?}",
+                g.name
+            );
             for op in ["LDG.E.NA.128.CONSTANT", "LDS.64", "LOP3", "HMMA"] {
                 assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
             }
@@ -196,6 +233,114 @@ fn streamed_kernels_compile_without_spills_and_stream_into_registers() {
                 "{} on {arch}: {} BAR",
                 g.name,
                 k.count_opcode("BAR")
+            );
+        }
+    }
+}
+
+/// The steady-state loop of a streamed kernel: of the backward branches, the one whose
+/// body (branch target .. branch) holds the most HMMAs; its instructions per k16 step and
+/// warp (the steps it runs: `HMMA / (4 b_frags)`), the steps, and its count of `op`s.
+fn loop_per_step(k: &rcute_kernel::sass::SassKernel, b_frags: usize, ops: &[&str]) -> (usize, usize, Vec<usize>) {
+    let ins = &k.instructions;
+    let target = |i: &rcute_kernel::sass::Instruction| {
+        let hex = i.operands.split("0x").nth(1)?;
+        u32::from_str_radix(hex.trim_end_matches(|c: char| !c.is_ascii_hexdigit()), 16).ok()
+    };
+    let mut best: Option<&[rcute_kernel::sass::Instruction]> = None;
+    for (end, b) in ins.iter().enumerate() {
+        let Some(to) = (b.base_opcode() == "BRA").then(|| target(b)).flatten() else {
+            continue;
+        };
+        if to >= b.offset {
+            continue;
+        }
+        let Some(start) = ins.iter().position(|i| i.offset == to) else {
+            continue;
+        };
+        let body = &ins[start..=end];
+        let hmma = |b: &[rcute_kernel::sass::Instruction]| b.iter().filter(|i| i.base_opcode() == "HMMA").count();
+        if best.is_none_or(|x| hmma(body) > hmma(x)) {
+            best = Some(body);
+        }
+    }
+    let body = best.expect("a loop");
+    let steps = (body.iter().filter(|i| i.base_opcode() == "HMMA").count() / (4 * b_frags)).max(1);
+    let counts = ops
+        .iter()
+        .map(|op| {
+            body.iter()
+                .filter(|i| i.opcode == *op || i.opcode.starts_with(&format!("{op}.")))
+                .count()
+        })
+        .collect();
+    (body.len() / steps, steps, counts)
+}
+
+/// The checkpoint's streamed kernels compile for sm_80 and sm_90a without spills or local
+/// memory; the weight comes by 4-byte non-allocating loads straight into registers (no
+/// LDGSTS, no LDSM), row pairs meet in PRMTs before the LOP3 conversion, the MMAs are
+/// HMMA and the only CTA barriers are the prepared streamed kernel's.
+#[test]
+fn checkpoint_streamed_kernels_compile_without_spills() {
+    let Some(tk) = toolkit_for_test() else { return };
+    for cfg in checkpoint_configs() {
+        let g = generate(&cfg).unwrap();
+        assert!(
+            g.name.ends_with("_v1_streamed") && !g.name.contains("prepared"),
+            "{}",
+            g.name
+        );
+        for arch in [Arch::Sm80, Arch::Sm90a] {
+            let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
+                .unwrap_or_else(|err| panic!("{} for {arch}: {err}\n{}", g.name, g.source));
+            let r = c
+                .resources
+                .kernel(&g.name)
+                .unwrap_or_else(|| panic!("no resources\n{}", c.log));
+            assert!(!r.spills() && r.stack_frame_bytes == 0, "{} on {arch}: {r:?}", g.name);
+            let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
+            let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
+            assert!(!sass.uses_local_memory());
+            if let Some(dir) = std::env::var_os("RCUTE_DUMP") {
+                let path = std::path::Path::new(&dir).join(format!("{}.{arch}.sass", g.name));
+                std::fs::write(path, &sass.text).unwrap();
+            }
+            let k = sass.kernel(&g.name).unwrap();
+            for op in ["LDG.E.NA.CONSTANT", "LDS.64", "PRMT", "LOP3", "HMMA"] {
+                assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
+            }
+            for op in ["LDGSTS", "LDSM", "LDG.E.NA.128"] {
+                assert!(!k.contains_opcode(op), "{} on {arch}: {op}", g.name);
+            }
+            let most = if arch == Arch::Sm90a { 7 } else { 5 };
+            assert!(
+                k.count_opcode("BAR") <= most,
+                "{} on {arch}: {} BAR",
+                g.name,
+                k.count_opcode("BAR")
+            );
+            let ops = ["LDG", "PRMT", "LOP3", "HMMA"];
+            let b_frags = g.plan.streamed.as_ref().unwrap().b_frags as usize;
+            let (per_step, steps, counts) = loop_per_step(k, b_frags, &ops);
+            // the prepared streamed kernel of the same configuration, compiled alike
+            let mut prepared_cfg = cfg.streamed();
+            prepared_cfg.element = cfg.element;
+            let pg = generate(&prepared_cfg).unwrap();
+            let pc = compile(&pg.source, &format!("{}.cu", pg.name), &CompileOptions::new(arch)).unwrap();
+            let psass = Sass::disassemble_with(objdump, &pc.cubin).unwrap();
+            let (prepared_per_step, _, _) = loop_per_step(psass.kernel(&pg.name).unwrap(), b_frags, &ops);
+            eprintln!(
+                "{} on {arch}: {} registers, loop {steps} steps x {per_step} instructions per step (prepared: {prepared_per_step}); {ops:?} {counts:?}",
+                g.name, r.registers
+            );
+            // per step: 4 word loads (3 more than the prepared kernel's one 16-byte load), 4
+            // PRMTs, their addresses
+            assert_eq!(counts[1], 4 * steps, "{} on {arch}: PRMT per step", g.name);
+            assert!(
+                per_step <= prepared_per_step + 28,
+                "{} on {arch}: {per_step} instructions per step against the prepared kernel's {prepared_per_step}",
+                g.name
             );
         }
     }

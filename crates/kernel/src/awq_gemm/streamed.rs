@@ -9,7 +9,7 @@
 
 use super::{s, Emit};
 use crate::emit::{Function as CFunction, Stmt};
-use rcute_collective::awq_streamed::AwqStreamed;
+use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight};
 
 /// `ty name = init; // comment`.
 fn decl_c(ty: &str, name: &str, init: impl Into<String>, comment: &str) -> Stmt {
@@ -31,8 +31,23 @@ fn when(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
 }
 
 impl Emit<'_> {
-    fn st(&self) -> &AwqStreamed {
+    pub(super) fn st(&self) -> &AwqStreamed {
         self.p.streamed.as_ref().expect("streamed kernels have a streamed plan")
+    }
+
+    /// Whether the weight is AutoAWQ's checkpoint (`streamed_checkpoint.rs`), not prepared.
+    fn checkpoint(&self) -> bool {
+        self.st().weight == StreamedWeight::Checkpoint
+    }
+
+    /// The lane's word column of `scales` (in 16-byte units) and `qzeros`: `8 wb + g`, or
+    /// the checkpoint kernel's `wcol` (clamped to the last column past N).
+    fn group_col(&self) -> &'static str {
+        if self.checkpoint() {
+            "wcol"
+        } else {
+            "8 * wb + g"
+        }
     }
 
     /// `{name}_group`: a group's registers from its raw scales (8 columns) and zero word:
@@ -192,7 +207,7 @@ impl Emit<'_> {
     fn streamed_prologue(&self) -> Vec<Stmt> {
         let p = self.p;
         let st = self.st();
-        let (bm, d, load) = (p.config.tile[0], st.ring, &st.load.snippet.name);
+        let (bm, d) = (p.config.tile[0], st.ring);
         let threads = p.threads;
         let stage_rows = vec![when(
             "r < rows",
@@ -210,25 +225,46 @@ impl Emit<'_> {
                 s(format!("dst[{}] = v.w", 3 * st.x_t_words)),
             ],
         )];
-        vec![
-            Stmt::Comment(
-                "prepared weight, k16 block kb, 64-column block wb, lane: 16-byte unit (N / 2) kb + 32 wb + lane (awq_prepared::prepared_lane_word / 4)".into(),
-            ),
-            Stmt::decl("const long long", "wstride", "N >> 1"),
-            Stmt::decl(
+        let (source, ptr, slot) = if self.checkpoint() {
+            (
+                self.checkpoint_source(),
+                "const uint32_t*",
+                "the words of rows 2t, 2t+1, 2t+8, 2t+9 of step s",
+            )
+        } else {
+            (
+                vec![
+                    Stmt::Comment(
+                        "prepared weight, k16 block kb, 64-column block wb, lane: 16-byte unit (N / 2) kb + 32 wb + lane (awq_prepared::prepared_lane_word / 4)".into(),
+                    ),
+                    Stmt::decl("const long long", "wstride", "N >> 1"),
+                    Stmt::decl(
+                        "const uint4*",
+                        "wsrc",
+                        "reinterpret_cast<const uint4*>(qweight) + (long long)((k0 >> 4) + s_begin) * wstride + 32 * wb + lane",
+                    ),
+                ],
                 "const uint4*",
-                "wsrc",
-                "reinterpret_cast<const uint4*>(qweight) + (long long)((k0 >> 4) + s_begin) * wstride + 32 * wb + lane",
-            ),
+                "the lane's 16 bytes of step s",
+            )
+        };
+        let ring = vec![
             Stmt::Decl {
                 ty: "uint32_t".into(),
                 name: format!("wr[{d}][4]"),
                 init: None,
-                comment: Some("ring slot d: the lane's 16 bytes of step s with s % ring = d".into()),
+                comment: Some(format!("ring slot d: {slot} with s % ring = d")),
             },
             Stmt::Comment(format!("the ring: steps 0 .. {d} in flight")),
-            Stmt::unrolled("d", d, vec![when("d < n_my", vec![s(format!("{load}(wsrc + d * wstride, wr[d])"))])]),
-            Stmt::decl("const uint4*", "wnext", format!("wsrc + {d} * wstride")),
+            Stmt::unrolled(
+                "d",
+                d,
+                vec![when("d < n_my", vec![self.streamed_load("wsrc + d * wstride")])],
+            ),
+            Stmt::decl(ptr, "wnext", format!("wsrc + {d} * wstride")),
+        ];
+        let group_col = self.group_col();
+        [source, ring, vec![
             Stmt::Comment("group gnext's scales of columns 64 wb + 8g .. + 8 and its zero word (same 16-byte / word index)".into()),
             Stmt::decl("int", "gnext", "(k0 + 16 * s_begin) / G"),
             Stmt::decl("uint4", "s_raw", "make_uint4(0u, 0u, 0u, 0u)"),
@@ -236,7 +272,7 @@ impl Emit<'_> {
             when(
                 "n_my > 0",
                 vec![
-                    Stmt::decl("const long long", "gz", "(long long)gnext * N8 + 8 * wb + g"),
+                    Stmt::decl("const long long", "gz", format!("(long long)gnext * N8 + {group_col}")),
                     Stmt::assign("s_raw", "__ldg(reinterpret_cast<const uint4*>(scales) + gz)"),
                     Stmt::assign("z_raw", "__ldg(qzeros + gz)"),
                 ],
@@ -258,12 +294,24 @@ impl Emit<'_> {
                 body: vec![Stmt::assign(format!("sx[{} + c]", bm * st.x_row_words), "0u")],
             },
             s("__syncthreads()"),
-        ]
+        ]].concat()
     }
 
-    /// The dequantized A fragment of word `r` (`q` its converted pairs: columns `8g + 2r`
-    /// and `8g + 2r + 1`, the low and high halves of group pair `r`) and its MMAs.
-    fn streamed_word(&self) -> Vec<Stmt> {
+    /// The load of one step of the lane's weight at `src` into ring slot `wr[d]`.
+    fn streamed_load(&self, src: &str) -> Stmt {
+        if self.checkpoint() {
+            s(format!("{}_rows({src}, N8, wr[d])", self.name))
+        } else {
+            s(format!("{}({src}, wr[d])", self.st().load.snippet.name))
+        }
+    }
+
+    /// The dequantized A fragment of word `r` and its MMAs: `regs` the converted pairs
+    /// that are `a0 .. a3` (columns `8g + 2r` for `a0`, `a2` and `8g + 2r + 1` for `a1`,
+    /// `a3`: the low and high halves of group pair `r`), `x16` whether each holds `16 q`
+    /// (f16's one-shift conversion): `None` never, `Some("")` always, `Some(cond)` where
+    /// `cond` holds.
+    pub(super) fn streamed_word(&self, regs: [&str; 4], x16: [Option<&str>; 4]) -> Vec<Stmt> {
         let p = self.p;
         let (ty2, mma) = (self.ty2, &p.mma.snippet.name);
         let (lo, hi) = if self.x16() {
@@ -275,26 +323,43 @@ impl Emit<'_> {
         // the group pair r's half of column 2r (low) or 2r + 1 (high), in both halves
         let col = |v: &str, high: bool| format!("{}({})", if high { hi } else { lo }, h(&format!("{v}[r]")));
         let even = |q: &str, high: bool| format!("__hsub2({}, {})", h(q), col("zl", high));
-        let odd = |q: &str, high: bool| {
-            if self.x16() {
-                format!("__hfma2({}, x16_inv, {})", h(q), col("zh", high))
-            } else {
-                even(q, high)
+        // (1024 + 16 q) / 16 - (64 + z) = q - z, exact
+        let scaled = |q: &str, high: bool| format!("__hfma2({}, x16_inv, {})", h(q), col("zh", high));
+        let term = |i: usize| {
+            let (q, high) = (regs[i], i % 2 == 1);
+            match x16[i].filter(|_| self.x16()) {
+                None => even(q, high),
+                Some("") => scaled(q, high),
+                Some(cond) => format!("({cond}) ? {} : {}", scaled(q, high), even(q, high)),
             }
         };
-        vec![
-            Stmt::Comment("(q - z) exactly, one rounding in the scale product: the weight awq_dequantize gives".into()),
-            decl_c(&format!("const {ty2}"), "a0", format!("__hmul2({}, {})", even("q[0]", false), col("sc", false)), "row g (column 8g + 2r), k 2t, 2t+1"),
-            decl_c(&format!("const {ty2}"), "a1", format!("__hmul2({}, {})", even("q[2]", true), col("sc", true)), "row g + 8 (column 8g + 2r + 1), k 2t, 2t+1"),
-            decl_c(&format!("const {ty2}"), "a2", format!("__hmul2({}, {})", odd("q[1]", false), col("sc", false)), "row g, k 2t+8, 2t+9"),
-            decl_c(&format!("const {ty2}"), "a3", format!("__hmul2({}, {})", odd("q[3]", true), col("sc", true)), "row g + 8, k 2t+8, 2t+9"),
+        let what = [
+            "row g (column 8g + 2r), k 2t, 2t+1",
+            "row g + 8 (column 8g + 2r + 1), k 2t, 2t+1",
+            "row g, k 2t+8, 2t+9",
+            "row g + 8, k 2t+8, 2t+9",
+        ];
+        let frag = (0..4).map(|i| {
+            decl_c(
+                &format!("const {ty2}"),
+                &format!("a{i}"),
+                format!("__hmul2({}, {})", term(i), col("sc", i % 2 == 1)),
+                what[i],
+            )
+        });
+        [
+            vec![Stmt::Comment("(q - z) exactly, one rounding in the scale product: the weight awq_dequantize gives".into())],
+            frag.collect(),
+            vec![
             Stmt::decl(
                 "const uint32_t",
                 "a[4]",
                 "{*reinterpret_cast<const uint32_t*>(&a0), *reinterpret_cast<const uint32_t*>(&a1), *reinterpret_cast<const uint32_t*>(&a2), *reinterpret_cast<const uint32_t*>(&a3)}",
             ),
             Stmt::unrolled("f", self.st().b_frags, vec![s(format!("{mma}(acc[f][r], a, b[f], acc[f][r])"))]),
+            ],
         ]
+        .concat()
     }
 
     /// One k16 step `s` of the warp from ring slot `d`: refill the slot `ring` steps ahead,
@@ -302,7 +367,7 @@ impl Emit<'_> {
     fn streamed_step(&self) -> Vec<Stmt> {
         let p = self.p;
         let st = self.st();
-        let (d, load) = (st.ring, &st.load.snippet.name);
+        let d = st.ring;
         let cvt = &p.convert_x16.name;
         let group_args = if self.x16() {
             "s_raw, z_raw, sc, zl, zh"
@@ -334,7 +399,11 @@ impl Emit<'_> {
                     when(
                         "gnext < groups",
                         vec![
-                            Stmt::decl("const long long", "gz", "(long long)gnext * N8 + 8 * wb + g"),
+                            Stmt::decl(
+                                "const long long",
+                                "gz",
+                                format!("(long long)gnext * N8 + {}", self.group_col()),
+                            ),
                             Stmt::assign("s_raw", "__ldg(reinterpret_cast<const uint4*>(scales) + gz)"),
                             Stmt::assign("z_raw", "__ldg(qzeros + gz)"),
                         ],
@@ -349,7 +418,12 @@ impl Emit<'_> {
                 comment: Some("B fragments: 8 rows of x each (the MMA's n = the row of x)".into()),
             },
             Stmt::unrolled("f", st.b_frags, frag),
-            Stmt::unrolled(
+        ]
+        .into_iter()
+        .chain(if self.checkpoint() {
+            self.checkpoint_fragments()
+        } else {
+            vec![Stmt::unrolled(
                 "r",
                 4,
                 [
@@ -362,14 +436,17 @@ impl Emit<'_> {
                         },
                         s(format!("{cvt}(wr[d][r], q)")),
                     ],
-                    self.streamed_word(),
+                    self.streamed_word(["q[0]", "q[2]", "q[1]", "q[3]"], [None, None, Some(""), Some("")]),
                 ]
                 .concat(),
-            ),
+            )]
+        })
+        .chain([
             Stmt::Comment(format!("slot d is free: step s + {d} into it")),
-            when(format!("s + {d} < n_my"), vec![s(format!("{load}(wnext, wr[d])"))]),
+            when(format!("s + {d} < n_my"), vec![self.streamed_load("wnext")]),
             s("wnext += wstride"),
-        ]
+        ])
+        .collect()
     }
 
     /// The warp's loop over its steps, `ring` steps per iteration (ring slot = step % ring).

@@ -6,7 +6,7 @@
 //! function (`Ops::awq_launch`), on the handle's stream.
 
 use super::kernels::{LoadedAwqDequantize, LoadedAwqGemm};
-use super::select::select_awq_gemm;
+use super::select::{select_awq_gemm, select_awq_streamed_checkpoint};
 use super::validate::{
     validate_awq_dequantize, validate_awq_dequantize_kmajor, validate_awq_gemm, AwqGemmProblem, AwqTensors,
     AwqWeightProblem,
@@ -197,7 +197,10 @@ impl Ops {
 
     /// `out = x @ dequantize(w) (+ bias)` on AutoAWQ's checkpoint tensors as they are:
     /// `x [M, K]` f16 or bf16 (the scales' type), f32 accumulation, `out [M, N]` rounded
-    /// once. The path follows the shape: the fused int4 kernel (its configuration from
+    /// once. The path follows the shape: the fused int4 kernel (the register-streamed
+    /// kernel on the checkpoint's words where
+    /// [`super::select::select_awq_streamed_checkpoint`] takes it, ahead of the tuning
+    /// tables; else a tuning table's entry or the configuration of
     /// [`super::select::select_awq_gemm`]), or for prefill sizes on sm_90 the dense path
     /// ([`super::dense`], chosen by [`super::select::awq_dense_wins`]). Runs on the GPU's
     /// stream; returns once launched.
@@ -251,10 +254,14 @@ impl Ops {
         uses.write(out.tracked_mut());
         let (m, n, k) = (p.m, p.w.shape.n, p.w.shape.k);
         if super::select::awq_dense_wins(m, n, k, self.gpu().compute_capability()) {
-            self.run_awq_gemm_dense(&p)
-        } else {
-            self.run_awq_gemm(&p, self.awq_tuned(&p))
+            return self.run_awq_gemm_dense(&p);
         }
+        // The streamed kernel's domain before the tuning tables: their entries were measured
+        // among the `cp.async` configurations only (the prepared path reads no table either).
+        let streamed = element(p.w.dtype)
+            .ok()
+            .and_then(|e| select_awq_streamed_checkpoint(m, n, k, self.gpu().sm_count() as usize, e));
+        self.run_awq_gemm(&p, streamed.or_else(|| self.awq_tuned(&p)))
     }
 
     /// The fused configuration a tuning table holds for `p` (written by `rcute tune awq`,
@@ -266,7 +273,8 @@ impl Ops {
 
     /// Run a validated problem on the fused kernel with the configuration and requested K
     /// splits of `forced`, or the shape's choice for `None` (tests and benchmarks cover
-    /// every kernel this way). The problem's `qweight` is AutoAWQ's: a configuration with
+    /// every kernel this way). A streamed configuration with K not a multiple of 16 is an
+    /// [`OpsError::Shape`]. The problem's `qweight` is AutoAWQ's: a configuration with
     /// `prepared` set is an [`OpsError::Shape`] here (prepared weights run through
     /// [`Ops::run_awq_gemm_prepared`]).
     pub fn run_awq_gemm(&self, p: &AwqGemmProblem<'_>, forced: Option<(AwqGemmConfig, u32)>) -> Result<(), OpsError> {
@@ -297,9 +305,17 @@ impl Ops {
         }
         self.check_awq_devices(&views)?;
         let e = element(p.w.dtype)?;
-        let (mut cfg, splits) =
-            forced.unwrap_or_else(|| select_awq_gemm(p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize, e));
+        let (m, n, k, sms) = (p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize);
+        let (mut cfg, splits) = forced
+            .or_else(|| select_awq_streamed_checkpoint(m, n, k, sms, e))
+            .unwrap_or_else(|| select_awq_gemm(m, n, k, sms, e));
         cfg.element = e;
+        // the streamed kernels walk whole k16 steps (G = K allows K = 8 mod 16)
+        if cfg.streamed && !k.is_multiple_of(16) {
+            return Err(OpsError::Shape(format!(
+                "the streamed AWQ kernels need K a multiple of 16, got {k}"
+            )));
+        }
         if cfg.bulk && self.gpu().compute_capability() != (9, 0) {
             return Err(OpsError::Arch(format!(
                 "the AWQ bulk-producer kernel (cp.async.bulk, mbarriers) needs sm_90, not {:?}",
@@ -335,7 +351,7 @@ impl Ops {
         }
         let loaded = self.load_awq_gemm(&cfg)?;
         let g = &loaded.generated;
-        let (m, n, k) = (p.m as i32, p.w.shape.n as i32, p.w.shape.k as i32);
+        let (m, n, k) = (m as i32, n as i32, k as i32);
         let (_, splits) = g.split_plan(k, splits.max(1) as i32);
         let lc = g.launch_config_on(m, n, splits, self.gpu().compute_capability());
         if lc.grid.y > 65535 || lc.grid.z > 65535 {

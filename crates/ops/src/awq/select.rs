@@ -249,6 +249,51 @@ pub fn select_awq_streamed(m: usize, n: usize, k: usize, sms: usize, element: El
     Some((cfg, 2.min(k.div_ceil(64).max(1) as u32)))
 }
 
+/// The unprepared op's register-streamed kernel on AutoAWQ's checkpoint words
+/// (`rcute_collective::awq_streamed_checkpoint`: the kernel of [`select_awq_streamed`]
+/// with four word loads and byte permutations per lane and step instead of one 16-byte
+/// load), on the same domain as [`select_awq_streamed`]: M <= 16, a grid of
+/// `2 ceil(N / 64)` CTAs between half and one wave of the SMs, K up to what two splits
+/// stage, and K a multiple of 16 (whole k16 steps: `G = K` allows K = 8 (mod 16)), with
+/// the same configuration (16 warps along K, 4 steps in flight, 2 splits). Not measured
+/// yet: chosen because the kernel is the streamed kernel plus 4 loads and 4 `PRMT`s per
+/// step (the static SASS loop per k16 step of the f16 8-row kernel: 124 / 133 instructions
+/// on sm_80 / sm_90a against the prepared one's 113 / 115), where the prepared streamed
+/// kernel measured 0.76-0.90x the `cp.async` kernels that the unprepared op runs otherwise.
+///
+/// ```
+/// use rcute_ops::awq::select::select_awq_streamed_checkpoint;
+/// let f16 = rcute_atom::Element::F16;
+/// let (cfg, splits) = select_awq_streamed_checkpoint(1, 4096, 4096, 132, f16).unwrap();
+/// assert!(cfg.streamed && !cfg.prepared && cfg.b_vector_words == 1);
+/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([8, 64, 64], [16, 1], 4, 2));
+/// let (cfg, splits) = select_awq_streamed_checkpoint(16, 4096, 4096, 132, f16).unwrap();
+/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([16, 64, 64], [16, 1], 4, 2));
+/// // N ending inside a 64-column block: the grid counts it
+/// assert!(select_awq_streamed_checkpoint(3, 4104, 4096, 132, f16).is_some());
+/// assert!(select_awq_streamed_checkpoint(1, 14336, 4096, 132, f16).is_none());
+/// assert!(select_awq_streamed_checkpoint(17, 4096, 4096, 132, f16).is_none());
+/// assert!(select_awq_streamed_checkpoint(16, 4096, 8192, 132, f16).is_none());
+/// assert!(select_awq_streamed_checkpoint(1, 4096, 4104, 132, f16).is_none());
+/// ```
+pub fn select_awq_streamed_checkpoint(
+    m: usize,
+    n: usize,
+    k: usize,
+    sms: usize,
+    element: Element,
+) -> Option<(AwqGemmConfig, u32)> {
+    let ctas = 2 * n.div_ceil(64);
+    let bm: i64 = if m <= 8 { 8 } else { 16 };
+    // two splits of at most max_k_tiles 64-row tiles: 512 / BM (the staged x)
+    let max_k = 2 * 64 * (512 / bm as usize);
+    if m > 16 || 2 * ctas <= sms || ctas > sms || k > max_k || !k.is_multiple_of(16) {
+        return None;
+    }
+    let cfg = AwqGemmConfig::new(element, [bm, 64, 64], [16, 1], 4, 1).streamed_checkpoint();
+    Some((cfg, 2.min(k.div_ceil(64).max(1) as u32)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,5 +330,45 @@ mod tests {
         }
         assert!(chosen > 0);
         assert!(select_awq_streamed(1, 4096, 4096, 132, e).is_some());
+    }
+
+    /// The unprepared op's streamed kernel is chosen on the prepared one's domain (every
+    /// shape with N a multiple of 64 where [`select_awq_streamed`] takes the streamed
+    /// kernel, with the same tile, warps, ring and splits), only with whole k16 steps, and
+    /// wherever chosen it is a valid checkpoint configuration whose grid is at most one
+    /// wave (at least half of one with two splits), ragged N included.
+    #[test]
+    fn checkpoint_choice_mirrors_the_prepared_one() {
+        let e = Element::BF16;
+        let mut chosen = 0;
+        for sms in [108, 132] {
+            for m in 1..=20 {
+                for n in (8..=9000).step_by(136) {
+                    for k in [32, 40, 1024, 4096, 4104, 8192, 12288] {
+                        let got = select_awq_streamed_checkpoint(m, n, k, sms, e);
+                        if n % 64 == 0 && k % 16 == 0 {
+                            let want = select_awq_streamed(m, n, k, sms, e);
+                            assert_eq!(
+                                got.map(|(c, s)| (c.tile, c.warps, c.stages, s)),
+                                want.map(|(c, s)| (c.tile, c.warps, c.stages, s)),
+                                "{m}x{n}x{k} on {sms}"
+                            );
+                        }
+                        let Some((cfg, splits)) = got else { continue };
+                        chosen += 1;
+                        assert!(k % 16 == 0 && cfg.streamed && !cfg.prepared && m <= cfg.tile[0] as usize);
+                        let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
+                        assert!(g.name.ends_with("_v1_streamed"), "{}", g.name);
+                        let (_, run) = g.split_plan(k as i32, splits as i32);
+                        let ctas = g.launch_config(m as i32, n as i32, run).grid.x as usize * run as usize;
+                        assert!(
+                            run <= 2 && ctas <= sms && (run == 1 || 2 * ctas > sms),
+                            "{m}x{n}x{k} on {sms}: {ctas} CTAs, {run} splits"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(chosen > 0);
     }
 }
