@@ -239,6 +239,7 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
     }
     snippets.push(plan.mma_atom.snippet.clone());
     snippets.extend(crate::grid_dependency::snippets());
+    snippets.push(rcute_atom::prefetch::prefetch_l2());
     let mut items = unit_preamble(&snippets, UINTPTR_FOR_NVRTC);
     let smem_err = |e: crate::gemm_sm80::GemmError| GroupedGemmError::Config(e.to_string());
     items.push(Item::Function(
@@ -253,7 +254,8 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
             code: "__device__ __forceinline__ float rc_silu(float x) { return x / (1.0f + __expf(-x)); }\n".into(),
         });
     }
-    items.push(Item::Function(crate::grid_dependency::chain_link(
+    items.push(Item::Function(crate::grid_dependency::chain_link_with_prelude(
+        kernel::prelude(cfg, &plan),
         kernel::grouped_kernel(cfg, &plan, &name),
     )));
     let [bm, bn, bk] = cfg.tile;

@@ -52,6 +52,15 @@ pub(crate) fn layer_uses<'s>(
     Ok(uses)
 }
 
+/// The bytes of w2 that GEMM2 of the MoE layer may prefetch into L2 before it waits for
+/// GEMM1: half the L2 (25 MiB on an H100 or H200), so that the prefetched lines and
+/// GEMM1's last tiles in flight fit together. DeepSeek-V2-Lite at T = 1 (96 CTAs of 16 KiB
+/// k-tiles) prefetches 16 of each CTA's 22 k-tiles; grids too large for one k-tile
+/// each prefetch nothing.
+pub(crate) fn moe_prefetch_bytes(l2_bytes: u32) -> u64 {
+    u64::from(l2_bytes) / 2
+}
+
 impl Ops {
     /// Compile (cached) and load the kernel `name` of a generated unit, once per name
     /// (the MoE units' names spell their whole configuration).
@@ -327,7 +336,17 @@ impl Ops {
             expert_stride: p.w2.batch_stride,
             splits: l.splits as i32,
             split_stride: (p.tokens * p.topk * p.hidden) as i64,
+            // the alignment ran two links before GEMM2: its CTAs may prefetch their w2
+            // tiles into L2 before they wait for GEMM1 (`moe_prefetch_bytes`)
+            prefetch_bytes: moe_prefetch_bytes(self.gpu().l2_bytes()),
+            experts: p.local_experts as i32,
             ..common
+        };
+        // GEMM2's CTAs fill GEMM1's tail where they cannot share an SM with GEMM1's
+        let gemm1 = GroupedGemmArgs {
+            tail_trigger: g2.prefetch_k_tiles(&gemm2) > 0
+                && grid_dependency::tail_trigger(g1.smem_bytes, g2.smem_bytes, self.gpu().max_shared_per_block_optin()),
+            ..gemm1
         };
         let fin = p.finalize_args(l, ids);
         g1.check(&gemm1).map_err(boxed)?;
