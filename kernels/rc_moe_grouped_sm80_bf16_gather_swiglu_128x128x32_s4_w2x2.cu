@@ -159,12 +159,38 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_ga
     int up_first,
     int prefetch_k_tiles,
     int prefetch_experts,
+    const int* __restrict__ prefetch_ids,
+    int expert_offset,
     int early_trigger
 ) {
-  // before the wait: L2 prefetch of this CTA's first weight k-tiles (hints only; see rcute_kernel::grouped_gemm)
+  // before the wait: L2 prefetch of this CTA's first weight k-tiles; what is read here steers hints only (rcute_kernel::grouped_gemm::prefetch)
   if (prefetch_k_tiles > 0) {
-    const int tile_m = blockIdx.x;  // total_rows and block_expert were written two links back; read around the L1
-    const int expert = tile_m * 128 < __ldcg(total_rows) ? __ldcg(block_expert + tile_m) : -1;
+    const int tile_m = blockIdx.x;
+    int expert = -1;  // from the routing written two or more links back, read around the L1
+    if (prefetch_ids != nullptr) {
+      if (entries <= 32) {
+        const int lane = threadIdx.x % 32;  // lane l holds routed entry l (t * topk + j)
+        const int id = lane < entries ? __ldcg(prefetch_ids + lane) : -1;
+        const int e = (int)((unsigned)id - (unsigned)expert_offset);  // wrapping: ids may be any value
+        const bool local = lane < entries && e >= 0 && e < prefetch_experts;
+        const unsigned group = __match_any_sync(0xffffffffu, local ? e : -1);  // the lanes routed to this lane's expert
+        const int tiles = (__popc(group) + 127) / 128;  // row tiles of this lane's expert (meaningful where local)
+        const int leader = local && lane == __ffs(group) - 1;
+        int before = 0;  // row tiles of the local experts below this lane's: where its tiles start
+        for (int j = 0; j < 32; ++j) {
+          const int ej = __shfl_sync(0xffffffffu, e, j);
+          const int tj = __shfl_sync(0xffffffffu, tiles, j);
+          const int lj = __shfl_sync(0xffffffffu, leader, j);
+          if (lj && ej < e) {
+            before = before + tj;
+          }
+        }
+        const unsigned hit = __ballot_sync(0xffffffffu, local && before <= tile_m && tile_m < before + tiles);
+        expert = hit != 0u ? __shfl_sync(0xffffffffu, e, __ffs(hit) - 1) : -1;
+      }
+    } else {
+      expert = tile_m * 128 < __ldcg(total_rows) ? __ldcg(block_expert + tile_m) : -1;
+    }
     const int n0 = blockIdx.y * 64;
     const int k_begin = blockIdx.z * k_per_split;
     const int k_end = min(K, k_begin + min(k_per_split, prefetch_k_tiles * 32));

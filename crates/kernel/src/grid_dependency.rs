@@ -15,7 +15,11 @@
 //! previous kernel's. The small kernels around the grouped GEMMs of the MoE layer (routing,
 //! gather, quantization, finalize) are links of the same chain: [`chain_link`] opens them
 //! with [`prologue`]`(Some(`[`EARLY_TRIGGER`]`))` and ends their parameter list with the
-//! flag, and [`launch_chained`] launches them.
+//! flag, and [`launch_chained`] launches them. A link may do a little before its wait
+//! ([`chain_link_with_prelude`]: hints such as L2 prefetches of data the chain never
+//! writes), and a link whose dependent does such work and cannot share an SM with it
+//! triggers early whatever its size ([`tail_trigger`], [`launch_chained_with`]), so the
+//! dependent's CTAs work on the SMs its tail leaves idle.
 //!
 //! [`LaunchConfig::with_programmatic_dependency`]: crate::launch::LaunchConfig::with_programmatic_dependency
 

@@ -212,8 +212,8 @@ fn compiles_without_spills_or_local_memory() {
 /// (when the launch asks for it: `prefetch_k_tiles > 0`), and does nothing else there: in
 /// the source the prefetch precedes `rc_grid_dependency_wait()`; in the sm_90a SASS the
 /// L2 prefetch precedes the wait (`ACQBULK`), and the only other global accesses before it
-/// are the two L1-bypassing loads of the alignment (`total_rows`, `block_expert`), no
-/// store or copy.
+/// are the three L1-bypassing loads of the routing (a top-k id, or `total_rows` and
+/// `block_expert`), no store or copy.
 #[test]
 fn weights_are_prefetched_before_the_grid_dependency_wait() {
     let tk = toolkit_for_test();
@@ -255,7 +255,7 @@ fn weights_are_prefetched_before_the_grid_dependency_wait() {
             &ops[..w]
         );
         let loads: Vec<&str> = ops[..w].iter().filter(|o| o.0 == "LDG").map(|o| o.1).collect();
-        assert!(loads.len() <= 2, "{}: {loads:?} before the wait", g.name);
+        assert!(loads.len() <= 3, "{}: {loads:?} before the wait", g.name);
         // `__ldcg`: the loads bypass the L1 (.STRONG.GPU), so no line they bring is read later
         assert!(loads.iter().all(|o| o.contains("STRONG.GPU")), "{}: {loads:?}", g.name);
         for bad in ["STG", "LDGSTS", "ATOMG", "RED", "UBLKCP"] {

@@ -47,13 +47,21 @@ pub struct GroupedGemmArgs {
     /// gate second; `false` (vLLM's `w13`): the gate first. Ignored by the scatter epilogue.
     pub up_first: bool,
     /// The most bytes of B that the whole grid may prefetch into L2 before its
-    /// grid-dependency wait (0: none; see [`GeneratedGroupedGemm::prefetch_k_tiles`]). Set
-    /// it only where the alignment's `block_expert` and `total_rows` were written at least
-    /// two links of the launch chain before this launch (GEMM2 of the MoE layer): earlier
-    /// reads of them would prefetch lines nobody uses (never a wrong result).
+    /// grid-dependency wait (0: none; see [`GeneratedGroupedGemm::prefetch_k_tiles`] and
+    /// [`super::prefetch`]). Set it only where the routing the CTAs read then
+    /// ([`GroupedGemmArgs::prefetch_ids`], or the alignment's `block_expert` and
+    /// `total_rows`) was written at least two links of the launch chain before this launch:
+    /// a read of newer data would prefetch lines nobody uses (never a wrong result).
     pub prefetch_bytes: u64,
     /// The local experts B holds (`expert < experts`): only their weights are prefetched.
     pub experts: i32,
+    /// Where the prefetching CTAs find their expert: 0, the alignment's `block_expert`;
+    /// else the routing's `topk_ids [entries]` (global expert ids; local expert `id -
+    /// expert_offset`), used when `entries` is at most [`super::prefetch::MAX_ID_ENTRIES`]
+    /// (GEMM1, whose predecessor is the alignment itself).
+    pub prefetch_ids: u64,
+    /// The first local expert's global id (with `prefetch_ids`).
+    pub expert_offset: i32,
     /// Let the next kernel of the chain launch as soon as every CTA has passed its wait,
     /// whatever the grid's size ([`crate::grid_dependency::tail_trigger`]).
     pub tail_trigger: bool,
@@ -131,7 +139,8 @@ impl GeneratedGroupedGemm {
 
     /// The k-tiles of its split's B tile each CTA prefetches into L2 before its wait: as
     /// many as `prefetch_bytes` allows when every CTA of the grid (the alignment's
-    /// capacity, not this routing's tiles) prefetches as many, at most the split's.
+    /// capacity, not this routing's tiles) prefetches as many, at most the split's; none
+    /// when the experts come from more top-k ids than one warp holds.
     ///
     /// ```
     /// use rcute_atom::Element;
@@ -148,7 +157,8 @@ impl GeneratedGroupedGemm {
     /// ```
     pub fn prefetch_k_tiles(&self, a: &GroupedGemmArgs) -> i32 {
         let [_, bn, bk] = self.config.tile;
-        if a.prefetch_bytes == 0 || a.experts < 1 || bk < 1 {
+        let ids_too_many = a.prefetch_ids != 0 && a.entries > super::prefetch::MAX_ID_ENTRIES;
+        if a.prefetch_bytes == 0 || a.experts < 1 || bk < 1 || ids_too_many {
             return 0;
         }
         let ctas = self.launch_config(a).grid.volume().map_or(u64::MAX, u64::from).max(1);
@@ -184,6 +194,8 @@ impl GeneratedGroupedGemm {
             .i32(i32::from(a.up_first))
             .i32(self.prefetch_k_tiles(a))
             .i32(a.experts.max(0))
+            .u64(a.prefetch_ids)
+            .i32(a.expert_offset)
     }
 
     /// The rows of B per expert the kernel reads: `2N` with SwiGLU, else `N`.

@@ -8,11 +8,11 @@ use crate::emit::{Function as CFunction, Stmt};
 use crate::gemm_sm80::{mainloop_stmts, G2sMode, G2sRows, MainloopEmit};
 use rcute_collective::Sm80Mainloop;
 
-fn d(ty: &str, name: &str, init: impl Into<String>) -> Stmt {
+pub(super) fn d(ty: &str, name: &str, init: impl Into<String>) -> Stmt {
     Stmt::decl(ty, name, init)
 }
 
-fn dc(ty: &str, name: &str, init: impl Into<String>, comment: impl Into<String>) -> Stmt {
+pub(super) fn dc(ty: &str, name: &str, init: impl Into<String>, comment: impl Into<String>) -> Stmt {
     Stmt::Decl {
         ty: ty.into(),
         name: name.into(),
@@ -21,7 +21,7 @@ fn dc(ty: &str, name: &str, init: impl Into<String>, comment: impl Into<String>)
     }
 }
 
-fn if_(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
+pub(super) fn if_(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
     Stmt::If {
         cond: cond.into(),
         then,
@@ -93,7 +93,7 @@ fn cta(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
 }
 
 /// The row maps of the load stage ([`G2sRows`]).
-fn rows(cfg: &GroupedGemmConfig) -> G2sRows {
+pub(super) fn rows(cfg: &GroupedGemmConfig) -> G2sRows {
     let a = match cfg.a {
         GroupedA::Rows => None,
         GroupedA::Gathered => Some(vec![
@@ -138,104 +138,6 @@ fn rows(cfg: &GroupedGemmConfig) -> G2sRows {
     G2sRows { a, b }
 }
 
-/// The statements before the grid-dependency wait
-/// ([`crate::grid_dependency::chain_link_with_prelude`]): with `prefetch_k_tiles > 0` the
-/// CTA prefetches into L2 the first `prefetch_k_tiles` k-tiles of its split of the B
-/// (weight) tile it will stream, so the weight stream starts while the predecessor still
-/// runs.
-///
-/// Why L2 and not the shared-memory stages, and why only here: a CTA's expert is
-/// `block_expert[tile_m]`, written by the alignment. Where the alignment ran two links
-/// before this kernel (GEMM2 of the MoE layer: align -> GEMM1 -> GEMM2) it has finished
-/// when this grid is launched, but PTX guarantees its visibility only after the wait
-/// (`grid_dependency::chain_link_with_prelude`), so what is read here must not decide a
-/// result: it only steers prefetches. A wrong (stale) expert would prefetch lines that are
-/// not used, never change D; the expert is checked against `prefetch_experts` (the local
-/// experts B holds) and the rows and columns against `N` and `K`, so every prefetched
-/// line holds a byte of B whatever was read. The reads go around the L1 (`__ldcg`), so the
-/// post-wait `__ldg` of the same words cannot hit a line cached here. Weight tiles staged
-/// into shared memory before the wait would need the expert proven (or re-checked and
-/// reloaded after the wait), and GEMM1 cannot know its expert before its wait at all (its
-/// predecessor is the alignment): the launcher passes 0 there.
-pub(super) fn prelude(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
-    let [bm, bn, bk] = cfg.tile;
-    let ta = cfg.element.cuda_type();
-    let b_row = match rows(cfg).b {
-        Some(map) => map,
-        None => vec![
-            d("const int", "src_row", "n0 + r"),
-            d("const bool", "src_ok", "src_row < N"),
-        ],
-    };
-    let mut per_row = b_row;
-    per_row.push(if_(
-        "src_ok",
-        vec![
-            dc(
-                "const uintptr_t",
-                "first",
-                "reinterpret_cast<uintptr_t>(gB + (long long)src_row * ldb + k_begin) & ~(uintptr_t)127",
-                "the 128-byte lines of B row src_row, columns [k_begin, k_end)",
-            ),
-            d(
-                "const uintptr_t",
-                "last",
-                "reinterpret_cast<uintptr_t>(gB + (long long)src_row * ldb + k_end - 1)",
-            ),
-            Stmt::Loop {
-                init: "uintptr_t line = first".into(),
-                cond: "line <= last".into(),
-                step: "line += 128".into(),
-                body: vec![Stmt::Expr("rc_prefetch_l2(reinterpret_cast<const void*>(line))".into())],
-            },
-        ],
-    ));
-    vec![
-        Stmt::Comment(
-            "before the wait: L2 prefetch of this CTA's first weight k-tiles (hints only; see rcute_kernel::grouped_gemm)".into(),
-        ),
-        if_(
-            "prefetch_k_tiles > 0",
-            vec![
-                dc(
-                    "const int",
-                    "tile_m",
-                    "blockIdx.x",
-                    "total_rows and block_expert were written two links back; read around the L1",
-                ),
-                d(
-                    "const int",
-                    "expert",
-                    format!("tile_m * {bm} < __ldcg(total_rows) ? __ldcg(block_expert + tile_m) : -1"),
-                ),
-                d("const int", "n0", format!("blockIdx.y * {}", cfg.tile_n_out())),
-                d("const int", "k_begin", "blockIdx.z * k_per_split"),
-                d(
-                    "const int",
-                    "k_end",
-                    format!("min(K, k_begin + min(k_per_split, prefetch_k_tiles * {bk}))"),
-                ),
-                if_(
-                    "expert >= 0 && expert < prefetch_experts && k_end > k_begin",
-                    vec![
-                        d(
-                            &format!("const {ta}* const"),
-                            "gB",
-                            "B + (long long)expert * expert_stride",
-                        ),
-                        Stmt::Loop {
-                            init: "int r = threadIdx.x".into(),
-                            cond: format!("r < {bn}"),
-                            step: format!("r += {}", p.threads),
-                            body: per_row,
-                        },
-                    ],
-                ),
-            ],
-        ),
-    ]
-}
-
 /// The kernel function.
 pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &str) -> CFunction {
     let ta = cfg.element.cuda_type();
@@ -274,6 +176,8 @@ pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &s
         ("int".into(), "up_first".into()),
         ("int".into(), "prefetch_k_tiles".into()),
         ("int".into(), "prefetch_experts".into()),
+        ("const int* __restrict__".into(), "prefetch_ids".into()),
+        ("int".into(), "expert_offset".into()),
     ];
     CFunction {
         qualifiers: format!("extern \"C\" __global__ __launch_bounds__({}, 1)", p.threads),

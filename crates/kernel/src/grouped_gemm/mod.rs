@@ -26,6 +26,13 @@
 //! [`finalize`] sums each token's `k` entry rows in a fixed order (no atomics), so two
 //! runs of the layer are bit-identical.
 //!
+//! Every kernel is a link of the layer's launch chain ([`crate::grid_dependency`]) whose
+//! prelude, before the wait for its predecessor, can prefetch into L2 the first k-tiles of
+//! the weight (B) tile the CTA will stream ([`GroupedGemmArgs::prefetch_bytes`]; its
+//! docs and the prelude's say why only there, into L2 and from GEMM2 of the layer). The
+//! prefetch is a hint: D never depends on it, so output stays bit-identical and graph
+//! replays with new routing stay exact.
+//!
 //! The SM90 member ([`sm90_config`]) is the Hopper generator's grouped mode
 //! ([`crate::gemm_sm90::Sm90Grouped`]: TMA + `wgmma`, persistent cooperative schedule,
 //! the same SwiGLU / scatter epilogues from registers), with A in padded-row order
@@ -47,6 +54,7 @@ mod epilogue;
 pub mod finalize;
 pub mod gather;
 mod kernel;
+pub mod prefetch;
 pub mod quant;
 mod sm90;
 
@@ -255,7 +263,7 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
         });
     }
     items.push(Item::Function(crate::grid_dependency::chain_link_with_prelude(
-        kernel::prelude(cfg, &plan),
+        prefetch::prelude(cfg, &plan),
         kernel::grouped_kernel(cfg, &plan, &name),
     )));
     let [bm, bn, bk] = cfg.tile;

@@ -342,8 +342,14 @@ impl Ops {
             experts: p.local_experts as i32,
             ..common
         };
-        // GEMM2's CTAs fill GEMM1's tail where they cannot share an SM with GEMM1's
+        // GEMM1's CTAs find their experts in the top-k ids (two links back: the top-k
+        // kernel's or the caller's) and prefetch while the alignment runs; GEMM2's CTAs
+        // fill GEMM1's tail where they cannot share an SM with GEMM1's
         let gemm1 = GroupedGemmArgs {
+            prefetch_bytes: moe_prefetch_bytes(self.gpu().l2_bytes()),
+            experts: p.local_experts as i32,
+            prefetch_ids: ids,
+            expert_offset: p.expert_offset as i32,
             tail_trigger: g2.prefetch_k_tiles(&gemm2) > 0
                 && grid_dependency::tail_trigger(g1.smem_bytes, g2.smem_bytes, self.gpu().max_shared_per_block_optin()),
             ..gemm1
