@@ -1403,7 +1403,7 @@ extern "C" __global__ void rc_test_rc_prefetch_l2(uint32_t const* __restrict__ r
   __shared__ __align__(8) uint64_t rc_mbar[1];
   if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
   __syncthreads();
-  void* rc_p0 = (void*)(rc_gmem + 0 + 0 + rc_tid * 1);
+  void* rc_p0 = (void*)(rc_gmem + 0 + 0 + rc_tid * 16);
   rc_prefetch_l2(rc_p0);
   __syncthreads();
   (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;

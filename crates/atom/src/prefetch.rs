@@ -25,7 +25,7 @@ pub fn prefetch_l2() -> Snippet {
     let params = vec![Param::new(
         "gmem",
         ParamTy::GmemPtr {
-            bytes: 1,
+            bytes: 16,
             constant: true,
         },
     )];
