@@ -28,10 +28,10 @@
 //!
 //! Every kernel is a link of the layer's launch chain ([`crate::grid_dependency`]) whose
 //! prelude, before the wait for its predecessor, can prefetch into L2 the first k-tiles of
-//! the weight (B) tile the CTA will stream ([`GroupedGemmArgs::prefetch_bytes`]; its
-//! docs and the prelude's say why only there, into L2 and from GEMM2 of the layer). The
-//! prefetch is a hint: D never depends on it, so output stays bit-identical and graph
-//! replays with new routing stay exact.
+//! the weight (B) tile the CTA will stream ([`GroupedGemmArgs::prefetch_bytes`];
+//! [`prefetch`] says why into L2, and where GEMM1 and GEMM2 find their experts that
+//! early). The prefetch is a hint: D never depends on it, so output stays bit-identical
+//! and graph replays with new routing stay exact.
 //!
 //! The SM90 member ([`sm90_config`]) is the Hopper generator's grouped mode
 //! ([`crate::gemm_sm90::Sm90Grouped`]: TMA + `wgmma`, persistent cooperative schedule,
