@@ -149,9 +149,37 @@ fn bad_configurations_and_arguments_are_typed_errors() {
             split_stride: 960,
             ..ok
         },
+        // a prefetch without the local experts that bound it
+        GroupedGemmArgs {
+            prefetch_bytes: 1 << 20,
+            experts: 0,
+            ..ok
+        },
     ] {
         assert!(matches!(g.check(&bad), Err(GroupedGemmError::Args(_))), "{bad:?}");
     }
+    // The prefetch: 2 x 2 CTAs, B k-tiles of 128 rows x 32 (8 KiB), K = 40 in 2 k-tiles.
+    let pf = GroupedGemmArgs {
+        prefetch_bytes: 32 << 10,
+        experts: 4,
+        ..ok
+    };
+    assert!(g.check(&pf).is_ok());
+    assert_eq!(g.prefetch_k_tiles(&pf), 1);
+    assert_eq!(
+        g.prefetch_k_tiles(&GroupedGemmArgs {
+            prefetch_bytes: 1 << 30,
+            ..pf
+        }),
+        2
+    );
+    // experts from the top-k ids: at most 32 entries (one warp), else none
+    let ids = GroupedGemmArgs {
+        prefetch_ids: 0x7000,
+        ..pf
+    };
+    assert_eq!(g.prefetch_k_tiles(&ids), 1);
+    assert_eq!(g.prefetch_k_tiles(&GroupedGemmArgs { entries: 33, ..ids }), 0);
 
     assert!(finalize::generate(Element::F32).is_err());
     let f = finalize::generate(Element::BF16).unwrap();
