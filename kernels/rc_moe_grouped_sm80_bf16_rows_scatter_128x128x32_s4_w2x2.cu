@@ -197,10 +197,10 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_ro
         const int src_row = n0 + r;
         const bool src_ok = src_row < N;
         if (src_ok) {
-          const uintptr_t first = reinterpret_cast<uintptr_t>(gB + (long long)src_row * ldb + k_begin) & ~(uintptr_t)127;  // the 128-byte lines of B row src_row, columns [k_begin, k_end)
+          const uintptr_t first = reinterpret_cast<uintptr_t>(gB + (long long)src_row * ldb + k_begin);  // B row src_row, columns [k_begin, k_end): one address in each of its 128-byte lines, all inside the row
           const uintptr_t last = reinterpret_cast<uintptr_t>(gB + (long long)src_row * ldb + k_end - 1);
-          for (uintptr_t line = first; line <= last; line += 128) {
-            rc_prefetch_l2(reinterpret_cast<const void*>(line));
+          for (uintptr_t at = first; at <= last; at = (at | (uintptr_t)127) + 1) {
+            rc_prefetch_l2(reinterpret_cast<const void*>(at));
           }
         }
       }

@@ -19,8 +19,8 @@ use crate::arch::Arch;
 use crate::snippet::{asm_stmt, Param, ParamTy, Snippet};
 
 /// `prefetch.global.L2 [gmem]`: start fetching the 128-byte line that holds `gmem` into
-/// L2. `gmem` must address global memory the kernel may read (a line holding a valid byte
-/// lies in a mapped page, so the whole line may be fetched).
+/// L2. `gmem` must be a byte of global memory the kernel may read (the line around it lies
+/// in the same mapped page).
 pub fn prefetch_l2() -> Snippet {
     let params = vec![Param::new(
         "gmem",

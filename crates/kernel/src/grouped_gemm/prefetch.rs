@@ -15,8 +15,9 @@
 //!
 //! * **L2 prefetch (done).** A wrong (stale) expert prefetches lines that nobody reads;
 //!   the expert is checked against `prefetch_experts` (the local experts B holds) and rows
-//!   and columns against `N` and `K`, so every prefetched 128-byte line holds a byte of B
-//!   whatever was read. The reads go around the L1 (`__ldcg`), so the post-wait `__ldg`
+//!   and columns against `N` and `K`, so every prefetched address (the row's first byte,
+//!   then the start of each further 128-byte line up to its last) is a byte of B whatever
+//!   was read. The reads go around the L1 (`__ldcg`), so the post-wait `__ldg`
 //!   of the same words cannot hit a line cached here. The lines keep the normal eviction
 //!   priority ([`rcute_atom::prefetch`]).
 //! * **Weights into the shared-memory stages (not done).** Correct only with the expert
@@ -179,8 +180,8 @@ pub(super) fn prelude(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
             dc(
                 "const uintptr_t",
                 "first",
-                "reinterpret_cast<uintptr_t>(gB + (long long)src_row * ldb + k_begin) & ~(uintptr_t)127",
-                "the 128-byte lines of B row src_row, columns [k_begin, k_end)",
+                "reinterpret_cast<uintptr_t>(gB + (long long)src_row * ldb + k_begin)",
+                "B row src_row, columns [k_begin, k_end): one address in each of its 128-byte lines, all inside the row",
             ),
             d(
                 "const uintptr_t",
@@ -188,10 +189,10 @@ pub(super) fn prelude(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
                 "reinterpret_cast<uintptr_t>(gB + (long long)src_row * ldb + k_end - 1)",
             ),
             Stmt::Loop {
-                init: "uintptr_t line = first".into(),
-                cond: "line <= last".into(),
-                step: "line += 128".into(),
-                body: vec![Stmt::Expr("rc_prefetch_l2(reinterpret_cast<const void*>(line))".into())],
+                init: "uintptr_t at = first".into(),
+                cond: "at <= last".into(),
+                step: "at = (at | (uintptr_t)127) + 1".into(),
+                body: vec![Stmt::Expr("rc_prefetch_l2(reinterpret_cast<const void*>(at))".into())],
             },
         ],
     ));
