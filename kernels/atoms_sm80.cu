@@ -427,6 +427,14 @@ __device__ __forceinline__ void rc_launch_dependents() {
   #endif
 }
 
+__device__ __forceinline__ void rc_prefetch_l2(void const *gmem) {
+  asm volatile(
+      "prefetch.global.L2 [%0];\n"
+      : 
+      : "l"(gmem)
+      : "memory");
+}
+
 __device__ __forceinline__ void rc_cluster_sync_sm90() {
   #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
@@ -1382,6 +1390,21 @@ extern "C" __global__ void rc_test_rc_launch_dependents(uint32_t const* __restri
   if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
   __syncthreads();
   rc_launch_dependents();
+  __syncthreads();
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_prefetch_l2(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 1;
+  uint32_t* rc_my_out = rc_out + rc_tid * 1;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  void* rc_p0 = (void*)(rc_gmem + 0 + 0 + rc_tid * 16);
+  rc_prefetch_l2(rc_p0);
   __syncthreads();
   (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
 }

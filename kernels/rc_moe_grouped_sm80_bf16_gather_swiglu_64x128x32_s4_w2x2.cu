@@ -102,6 +102,15 @@ __device__ __forceinline__ void rc_launch_dependents() {
   #endif
 }
 
+// --- from rcute-atom rc_prefetch_l2 ---
+__device__ __forceinline__ void rc_prefetch_l2(void const *gmem) {
+  asm volatile(
+      "prefetch.global.L2 [%0];\n"
+      : 
+      : "l"(gmem)
+      : "memory");
+}
+
 // A: element offset of (mn, k) in stage 0 of the smem layout
 //   Sw<2,3,3> o 0 o ((8,8),(32,1),(1,4)):((32,256),(1,0),(0,2048))
 // (stage s adds s * BMN * BK: the stage stride is a multiple of the swizzle period).
@@ -127,6 +136,7 @@ __device__ __forceinline__ float rc_silu(float x) { return x / (1.0f + __expf(-x
 
 // grouped GEMM over M padded rows (row tiles of 64, expert block_expert[tile]), tile 64x128x32, 4 stages
 // grid (max row tiles, ceil(N / output columns per tile), K splits); entries = T * topk routed entries
+// prefetch_k_tiles > 0: before the grid-dependency wait, prefetch that many k-tiles of this CTA's B tile into L2 (experts below prefetch_experts)
 extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_gather_swiglu_64x128x32_s4_w2x2(
     const __nv_bfloat16* __restrict__ A,
     const __nv_bfloat16* __restrict__ B,
@@ -147,8 +157,60 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_ga
     int k_per_split,
     long long split_stride,
     int up_first,
+    int prefetch_k_tiles,
+    int prefetch_experts,
+    const int* __restrict__ prefetch_ids,
+    int expert_offset,
     int early_trigger
 ) {
+  // before the wait: L2 prefetch of this CTA's first weight k-tiles; what is read here steers hints only (rcute_kernel::grouped_gemm::prefetch)
+  if (prefetch_k_tiles > 0) {
+    const int tile_m = blockIdx.x;
+    int expert = -1;  // from the routing written two or more links back, read around the L1
+    if (prefetch_ids != nullptr) {
+      if (entries <= 32) {
+        const int lane = threadIdx.x % 32;  // lane l holds routed entry l (t * topk + j)
+        const int id = lane < entries ? __ldcg(prefetch_ids + lane) : -1;
+        const int e = (int)((unsigned)id - (unsigned)expert_offset);  // wrapping: ids may be any value
+        const bool local = lane < entries && e >= 0 && e < prefetch_experts;
+        const unsigned group = __match_any_sync(0xffffffffu, local ? e : -1);  // the lanes routed to this lane's expert
+        const int tiles = (__popc(group) + 63) / 64;  // row tiles of this lane's expert (meaningful where local)
+        const int leader = local && lane == __ffs(group) - 1;
+        int before = 0;  // row tiles of the local experts below this lane's: where its tiles start
+        for (int j = 0; j < 32; ++j) {
+          const int ej = __shfl_sync(0xffffffffu, e, j);
+          const int tj = __shfl_sync(0xffffffffu, tiles, j);
+          const int lj = __shfl_sync(0xffffffffu, leader, j);
+          if (lj && ej < e) {
+            before = before + tj;
+          }
+        }
+        const unsigned hit = __ballot_sync(0xffffffffu, local && before <= tile_m && tile_m < before + tiles);
+        expert = hit != 0u ? __shfl_sync(0xffffffffu, e, __ffs(hit) - 1) : -1;
+      }
+    } else {
+      expert = tile_m * 64 < __ldcg(total_rows) ? __ldcg(block_expert + tile_m) : -1;
+    }
+    const int n0 = blockIdx.y * 64;
+    const int k_begin = blockIdx.z * k_per_split;
+    const int k_end = min(K, k_begin + min(k_per_split, prefetch_k_tiles * 32));
+    if (expert >= 0 && expert < prefetch_experts && k_end > k_begin) {
+      const __nv_bfloat16* const gB = B + (long long)expert * expert_stride;
+      for (int r = threadIdx.x; r < 128; r += 128) {
+        const int col = n0 + r % 64;  // the output column of this B row
+        const bool gate = r < 64;  // tile rows 0..64 load gate rows, 64..128 up rows
+        const int src_row = (gate != (up_first != 0) ? 0 : N) + col;  // w13 holds the gate rows at 0..N and the up rows at N..2N, or the reverse when up_first
+        const bool src_ok = col < N;
+        if (src_ok) {
+          const uintptr_t first = reinterpret_cast<uintptr_t>(gB + (long long)src_row * ldb + k_begin);  // B row src_row, columns [k_begin, k_end): one address in each of its 128-byte lines, all inside the row
+          const uintptr_t last = reinterpret_cast<uintptr_t>(gB + (long long)src_row * ldb + k_end - 1);
+          for (uintptr_t at = first; at <= last; at = (at | (uintptr_t)127) + 1) {
+            rc_prefetch_l2(reinterpret_cast<const void*>(at));
+          }
+        }
+      }
+    }
+  }
   // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
   rc_grid_dependency_wait();
   if (early_trigger) {

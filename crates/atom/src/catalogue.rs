@@ -8,7 +8,7 @@ use crate::mma::MmaAtom;
 use crate::snippet::Snippet;
 use crate::{
     cluster_dsmem, convert_int4, copy_cp_async, copy_ldsm, copy_ldst, copy_tma, grid_dependency, mma_sm80, mma_sm90,
-    sync,
+    prefetch, sync,
 };
 
 /// What a catalogue entry is.
@@ -76,6 +76,7 @@ pub fn all_helper_snippets() -> Vec<Snippet> {
         convert_int4::u4x8_to_bf16x2_biased(),
         grid_dependency::grid_dependency_wait(),
         grid_dependency::launch_dependents(),
+        prefetch::prefetch_l2(),
         cluster_dsmem::cluster_sync_sm90(),
         cluster_dsmem::cluster_size_sm90(),
         cluster_dsmem::ld_dsmem_f32x4(),

@@ -23,6 +23,7 @@
 //! | `copy_tma.rs` | TMA loads (multicast), stores, prefetches, bulk copies |
 //! | `convert_int4.rs` | 4-bit weights to f16 / bf16 pairs with `lop3` magic numbers; AutoAWQ's nibble order |
 //! | `grid_dependency.rs` | programmatic dependent launch: `griddepcontrol.wait` / `.launch_dependents` |
+//! | `prefetch.rs` | `prefetch.global.L2`: a line of global memory into L2 (a hint) |
 //! | `sync.rs` | mbarriers, fences, named / cluster barriers, `elect.sync`, `setmaxnreg` |
 //! | `cluster_dsmem.rs` | cluster barrier, cluster size and peer shared-memory loads, guarded so sm_80 units compile |
 //! | `tma.rs` | [`TmaDescriptorSpec`]: validated `cuTensorMapEncodeTiled` parameters |
@@ -55,6 +56,7 @@ pub mod harness;
 pub mod mma;
 pub mod mma_sm80;
 pub mod mma_sm90;
+pub mod prefetch;
 pub mod snippet;
 pub mod sync;
 pub mod tiled_copy;

@@ -73,6 +73,7 @@ pub struct Gpu {
     compute_capability: (u32, u32),
     sm_count: u32,
     max_shared_per_block_optin: u32,
+    l2_bytes: u32,
 }
 
 impl Gpu {
@@ -127,6 +128,7 @@ impl Gpu {
         let sm_count = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
         let max_shared_per_block_optin =
             attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+        let l2_bytes = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?;
         let name = ctx.name().unwrap_or_default();
         Ok(Gpu {
             ctx,
@@ -135,6 +137,7 @@ impl Gpu {
             compute_capability,
             sm_count,
             max_shared_per_block_optin,
+            l2_bytes,
         })
     }
 
@@ -162,6 +165,11 @@ impl Gpu {
     /// The most shared memory one block may use after opting in (static + dynamic).
     pub fn max_shared_per_block_optin(&self) -> u32 {
         self.max_shared_per_block_optin
+    }
+
+    /// The L2 cache's size in bytes (50 MiB on an H100 or H200).
+    pub fn l2_bytes(&self) -> u32 {
+        self.l2_bytes
     }
 
     /// The underlying `cudarc` context (for allocations and copies).

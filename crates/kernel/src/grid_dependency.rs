@@ -15,7 +15,11 @@
 //! previous kernel's. The small kernels around the grouped GEMMs of the MoE layer (routing,
 //! gather, quantization, finalize) are links of the same chain: [`chain_link`] opens them
 //! with [`prologue`]`(Some(`[`EARLY_TRIGGER`]`))` and ends their parameter list with the
-//! flag, and [`launch_chained`] launches them.
+//! flag, and [`launch_chained`] launches them. A link may do a little before its wait
+//! ([`chain_link_with_prelude`]: hints such as L2 prefetches of data the chain never
+//! writes), and a link whose dependent does such work and cannot share an SM with it
+//! triggers early whatever its size ([`tail_trigger`], [`launch_chained_with`]), so the
+//! dependent's CTAs work on the SMs its tail leaves idle.
 //!
 //! [`LaunchConfig::with_programmatic_dependency`]: crate::launch::LaunchConfig::with_programmatic_dependency
 
@@ -115,12 +119,72 @@ pub fn early_trigger_param() -> (String, String) {
 /// assert_eq!(l.body[1], Stmt::Expr("rc_grid_dependency_wait()".into()));
 /// assert_eq!(l.body.last(), Some(&Stmt::assign("p[0]", "1")));
 /// ```
-pub fn chain_link(mut f: CFunction) -> CFunction {
-    let mut body = prologue(Some(EARLY_TRIGGER));
+pub fn chain_link(f: CFunction) -> CFunction {
+    chain_link_with_prelude(vec![], f)
+}
+
+/// [`chain_link`] with `prelude` placed before the wait: the work a link may do while its
+/// predecessor still runs.
+///
+/// What the prelude may do is narrow, because before the wait nothing the predecessors
+/// wrote is guaranteed visible. PTX (`griddepcontrol`): `.wait` makes the *prerequisite*
+/// grids' memory operations "performed and made visible to the current grid", and
+/// `.launch_dependents` only lets the dependent be scheduled; the CUDA programming guide
+/// and CUDA Tile state that a trigger implies neither the producer's completion nor the
+/// visibility of its writes. Nothing is documented about a grid two links back, although
+/// in a chain of links (each waits before it triggers) it has completed, in real time,
+/// before the next-but-one link is launched. So a prelude
+/// * writes no global memory and leaves nothing its thread reads later: loads that may
+///   reach memory a predecessor wrote bypass the L1 (`__ldcg`), so no line they cache can
+///   be read after the wait;
+/// * lets what it reads from memory a predecessor (even two links back) wrote steer
+///   only hints, never a result: L2 prefetches ([`rcute_atom::prefetch`]) of addresses
+///   that stay inside buffers the kernel may read whatever value was read (the operands
+///   the chain never writes, such as the weights of a MoE layer);
+/// * keeps every thread's wait: no thread returns before it (the chain stays ordered).
+///
+/// ```
+/// use rcute_kernel::emit::{Function, Stmt};
+/// use rcute_kernel::grid_dependency::chain_link_with_prelude;
+/// let f = Function {
+///     qualifiers: "extern \"C\" __global__".into(),
+///     ret: "void".into(),
+///     name: "k".into(),
+///     params: vec![("int*".into(), "p".into())],
+///     doc: vec![],
+///     body: vec![Stmt::assign("p[0]", "1")],
+/// };
+/// let l = chain_link_with_prelude(vec![Stmt::Comment("prefetch".into())], f);
+/// assert_eq!(l.body[0], Stmt::Comment("prefetch".into()));
+/// assert_eq!(l.body[2], Stmt::Expr("rc_grid_dependency_wait()".into()));
+/// ```
+pub fn chain_link_with_prelude(prelude: Vec<Stmt>, mut f: CFunction) -> CFunction {
+    let mut body = prelude;
+    body.extend(prologue(Some(EARLY_TRIGGER)));
     body.append(&mut f.body);
     f.body = body;
     f.params.push(early_trigger_param());
     f
+}
+
+/// Whether a link should trigger its dependent early (as soon as every CTA has passed its
+/// wait) whatever its grid's size, because the dependent then only fills this grid's
+/// tail: its CTAs (`next_smem` bytes of shared memory each) cannot share an SM with one of
+/// this grid's (`this_smem`) when the two need more than one block may opt in to
+/// (`max_smem_per_block`; an SM holds at most that plus 1 KB, less 1 KB reserved per
+/// block). Once all of this grid's CTAs have started, the dependent's take only the SMs
+/// that this grid's finished CTAs leave, and do there what they can before their own
+/// wait (prefetch, [`chain_link_with_prelude`]) instead of idling. (The size rule,
+/// [`early_trigger`], is for dependents that would sit beside running CTAs.)
+///
+/// ```
+/// use rcute_kernel::grid_dependency::tail_trigger;
+/// let kib = 1024;
+/// assert!(tail_trigger(144 * kib, 144 * kib, 227 * kib)); // 16x128x64 tiles, 8 stages
+/// assert!(!tail_trigger(72 * kib, 72 * kib, 227 * kib)); // 4 stages: they can share an SM
+/// ```
+pub fn tail_trigger(this_smem: u32, next_smem: u32, max_smem_per_block: u32) -> bool {
+    u64::from(this_smem) + u64::from(next_smem) > u64::from(max_smem_per_block)
 }
 
 /// Launches `f` as a link of a chain of programmatically dependent kernels: `lc` with the
@@ -138,8 +202,28 @@ pub fn chain_link(mut f: CFunction) -> CFunction {
 /// As [`Function::launch`]: `args` are the kernel's parameters but the last, and every
 /// buffer they name is valid for the kernel.
 pub unsafe fn launch_chained(f: &Function, lc: LaunchConfig, args: KernelArgs) -> Result<(), LaunchError> {
+    // SAFETY: the caller's guarantee.
+    unsafe { launch_chained_with(f, lc, args, false) }
+}
+
+/// [`launch_chained`], triggering early also where [`early_trigger`] would not when
+/// `tail` is set (the caller's [`tail_trigger`] answer for this launch and the next).
+///
+/// # Errors
+///
+/// As [`Function::launch`].
+///
+/// # Safety
+///
+/// As [`launch_chained`].
+pub unsafe fn launch_chained_with(
+    f: &Function,
+    lc: LaunchConfig,
+    args: KernelArgs,
+    tail: bool,
+) -> Result<(), LaunchError> {
     let lc = lc.with_programmatic_dependency(true);
-    let args = args.i32(i32::from(early_trigger_for(f, &lc)));
+    let args = args.i32(i32::from(tail || early_trigger_for(f, &lc)));
     // SAFETY: the caller's guarantee, and the flag is the kernel's last parameter.
     unsafe { f.launch(&lc, &args) }
 }

@@ -124,6 +124,7 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         splits: 1,
         split_stride: 0,
         up_first: false,
+        ..Default::default()
     };
     assert!(g.check(&ok).is_ok());
     assert_eq!(g.b_rows(96), 192);
@@ -148,9 +149,37 @@ fn bad_configurations_and_arguments_are_typed_errors() {
             split_stride: 960,
             ..ok
         },
+        // a prefetch without the local experts that bound it
+        GroupedGemmArgs {
+            prefetch_bytes: 1 << 20,
+            experts: 0,
+            ..ok
+        },
     ] {
         assert!(matches!(g.check(&bad), Err(GroupedGemmError::Args(_))), "{bad:?}");
     }
+    // The prefetch: 2 x 2 CTAs, B k-tiles of 128 rows x 32 (8 KiB), K = 40 in 2 k-tiles.
+    let pf = GroupedGemmArgs {
+        prefetch_bytes: 32 << 10,
+        experts: 4,
+        ..ok
+    };
+    assert!(g.check(&pf).is_ok());
+    assert_eq!(g.prefetch_k_tiles(&pf), 1);
+    assert_eq!(
+        g.prefetch_k_tiles(&GroupedGemmArgs {
+            prefetch_bytes: 1 << 30,
+            ..pf
+        }),
+        2
+    );
+    // experts from the top-k ids: at most 32 entries (one warp), else none
+    let ids = GroupedGemmArgs {
+        prefetch_ids: 0x7000,
+        ..pf
+    };
+    assert_eq!(g.prefetch_k_tiles(&ids), 1);
+    assert_eq!(g.prefetch_k_tiles(&GroupedGemmArgs { entries: 33, ..ids }), 0);
 
     assert!(finalize::generate(Element::F32).is_err());
     let f = finalize::generate(Element::BF16).unwrap();
@@ -203,6 +232,66 @@ fn compiles_without_spills_or_local_memory() {
             for op in &ops {
                 assert!(k.contains_opcode(op), "{name} on {arch}: no {op}");
             }
+        }
+    }
+}
+
+/// Every SM80 grouped kernel prefetches its weight tiles before the grid-dependency wait
+/// (when the launch asks for it: `prefetch_k_tiles > 0`), and does nothing else there: in
+/// the source the prefetch precedes `rc_grid_dependency_wait()`; in the sm_90a SASS the
+/// L2 prefetch precedes the wait (`ACQBULK`), and the only other global accesses before it
+/// are the three L1-bypassing loads of the routing (a top-k id, or `total_rows` and
+/// `block_expert`), no store or copy.
+#[test]
+fn weights_are_prefetched_before_the_grid_dependency_wait() {
+    let tk = toolkit_for_test();
+    let cfgs = configs();
+    for (i, cfg) in cfgs.iter().enumerate() {
+        let g = generate(cfg).unwrap();
+        let src = &g.source;
+        let body = &src[src.find(&format!("void {}(", g.name)).expect("kernel")..];
+        let prefetch = body.find("rc_prefetch_l2(").expect("prefetch in the kernel");
+        let wait = body.find("rc_grid_dependency_wait();").expect("wait");
+        assert!(prefetch < wait, "{}: the prefetch follows the wait", g.name);
+        assert!(body[..wait].contains("if (prefetch_k_tiles > 0) {"), "{}", g.name);
+        assert!(
+            !body[..wait].contains("__ldg("),
+            "{}: L1-cached loads before the wait",
+            g.name
+        );
+        // SASS: the first and the deepest configurations are enough (NVRTC time).
+        if i != 0 && i + 1 != cfgs.len() {
+            continue;
+        }
+        let Some(objdump) = tk.as_ref().and_then(|t| t.cuobjdump.as_ref()) else {
+            continue;
+        };
+        let c = compile(src, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm90a)).unwrap();
+        let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
+        let k = sass.kernel(&g.name).unwrap();
+        let ops: Vec<(&str, &str)> = k
+            .instructions
+            .iter()
+            .map(|i| (i.base_opcode(), i.opcode.as_str()))
+            .collect();
+        let w = ops.iter().position(|o| o.0 == "ACQBULK").expect("ACQBULK");
+        let pf = ops.iter().position(|o| o.0 == "CCTL" && o.1.contains("PF2"));
+        assert!(
+            pf.is_some_and(|p| p < w),
+            "{}: no L2 prefetch (CCTL.PF2) before ACQBULK: {:?}",
+            g.name,
+            &ops[..w]
+        );
+        let loads: Vec<&str> = ops[..w].iter().filter(|o| o.0 == "LDG").map(|o| o.1).collect();
+        assert!(loads.len() <= 3, "{}: {loads:?} before the wait", g.name);
+        // `__ldcg`: the loads bypass the L1 (.STRONG.GPU), so no line they bring is read later
+        assert!(loads.iter().all(|o| o.contains("STRONG.GPU")), "{}: {loads:?}", g.name);
+        for bad in ["STG", "LDGSTS", "ATOMG", "RED", "UBLKCP"] {
+            assert!(
+                !ops[..w].iter().any(|o| o.0 == bad),
+                "{}: {bad} before the wait",
+                g.name
+            );
         }
     }
 }

@@ -46,6 +46,25 @@ pub struct GroupedGemmArgs {
     /// SwiGLU: B's `2N` rows per expert hold the up projection first (rows `0..N`) and the
     /// gate second; `false` (vLLM's `w13`): the gate first. Ignored by the scatter epilogue.
     pub up_first: bool,
+    /// The most bytes of B that the whole grid may prefetch into L2 before its
+    /// grid-dependency wait (0: none; see [`GeneratedGroupedGemm::prefetch_k_tiles`] and
+    /// [`super::prefetch`]). Set it only where the routing the CTAs read then
+    /// ([`GroupedGemmArgs::prefetch_ids`], or the alignment's `block_expert` and
+    /// `total_rows`) was written at least two links of the launch chain before this launch:
+    /// a read of newer data would prefetch lines nobody uses (never a wrong result).
+    pub prefetch_bytes: u64,
+    /// The local experts B holds (`expert < experts`): only their weights are prefetched.
+    pub experts: i32,
+    /// Where the prefetching CTAs find their expert: 0, the alignment's `block_expert`;
+    /// else the routing's `topk_ids [entries]` (global expert ids; local expert `id -
+    /// expert_offset`), used when `entries` is at most [`super::prefetch::MAX_ID_ENTRIES`]
+    /// (GEMM1, whose predecessor is the alignment itself).
+    pub prefetch_ids: u64,
+    /// The first local expert's global id (with `prefetch_ids`).
+    pub expert_offset: i32,
+    /// Let the next kernel of the chain launch as soon as every CTA has passed its wait,
+    /// whatever the grid's size ([`crate::grid_dependency::tail_trigger`]).
+    pub tail_trigger: bool,
 }
 
 impl GeneratedGroupedGemm {
@@ -94,6 +113,9 @@ impl GeneratedGroupedGemm {
                 a.splits, a.split_stride
             ));
         }
+        if a.prefetch_bytes > 0 && a.experts < 1 {
+            return err(format!("a prefetch needs the local experts ({})", a.experts));
+        }
         if a.sorted_ids == 0 || a.block_expert == 0 || a.total_rows == 0 || a.a == 0 || a.b == 0 || a.d == 0 {
             return err("null pointer".into());
         }
@@ -113,6 +135,37 @@ impl GeneratedGroupedGemm {
         let bk = self.config.tile[2] as i32;
         let tiles = (a.k.max(0) + bk - 1) / bk;
         (tiles + a.splits.max(1) - 1) / a.splits.max(1) * bk
+    }
+
+    /// The k-tiles of its split's B tile each CTA prefetches into L2 before its wait: as
+    /// many as `prefetch_bytes` allows when every CTA of the grid (the alignment's
+    /// capacity, not this routing's tiles) prefetches as many, at most the split's; none
+    /// when the experts come from more top-k ids than one warp holds.
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_kernel::grouped_gemm::{generate, GroupedA, GroupedEpilogue, GroupedGemmArgs, GroupedGemmConfig};
+    /// let cfg = GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter)
+    ///     .with_tile([16, 128, 64], [1, 4]);
+    /// let g = generate(&cfg).unwrap();
+    /// // DeepSeek-V2-Lite GEMM2 at T = 1: 6 row tiles x 16 column tiles, K = 1408 (22 k-tiles
+    /// // of 16 KiB), a 24 MiB budget: 16 k-tiles each.
+    /// let a = GroupedGemmArgs { m: 96, n: 2048, k: 1408, experts: 64, prefetch_bytes: 24 << 20, ..Default::default() };
+    /// assert_eq!(g.prefetch_k_tiles(&a), 16);
+    /// assert_eq!(g.prefetch_k_tiles(&GroupedGemmArgs { prefetch_bytes: 1 << 40, ..a }), 22);
+    /// assert_eq!(g.prefetch_k_tiles(&GroupedGemmArgs { prefetch_bytes: 0, ..a }), 0);
+    /// ```
+    pub fn prefetch_k_tiles(&self, a: &GroupedGemmArgs) -> i32 {
+        let [_, bn, bk] = self.config.tile;
+        let ids_too_many = a.prefetch_ids != 0 && a.entries > super::prefetch::MAX_ID_ENTRIES;
+        if a.prefetch_bytes == 0 || a.experts < 1 || bk < 1 || ids_too_many {
+            return 0;
+        }
+        let ctas = self.launch_config(a).grid.volume().map_or(u64::MAX, u64::from).max(1);
+        let tile_bytes = (bn * bk) as u64 * u64::from(self.config.element.bytes());
+        let fit = a.prefetch_bytes / ctas.saturating_mul(tile_bytes).max(1);
+        let split_tiles = (self.k_per_split(a) as i64 / bk).max(0) as u64;
+        fit.min(split_tiles) as i32
     }
 
     /// The kernel's arguments in order, but its last (the early-trigger flag that
@@ -139,6 +192,10 @@ impl GeneratedGroupedGemm {
             .i32(self.k_per_split(a))
             .i64(a.split_stride)
             .i32(i32::from(a.up_first))
+            .i32(self.prefetch_k_tiles(a))
+            .i32(a.experts.max(0))
+            .u64(a.prefetch_ids)
+            .i32(a.expert_offset)
     }
 
     /// The rows of B per expert the kernel reads: `2N` with SwiGLU, else `N`.
@@ -167,7 +224,7 @@ impl GeneratedGroupedGemm {
             )));
         }
         // SAFETY: the caller guarantees the buffers; the arguments match the signature.
-        unsafe { crate::grid_dependency::launch_chained(f, self.launch_config(a), self.args(a))? };
+        unsafe { crate::grid_dependency::launch_chained_with(f, self.launch_config(a), self.args(a), a.tail_trigger)? };
         Ok(())
     }
 }

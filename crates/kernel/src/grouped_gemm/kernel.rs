@@ -8,11 +8,11 @@ use crate::emit::{Function as CFunction, Stmt};
 use crate::gemm_sm80::{mainloop_stmts, G2sMode, G2sRows, MainloopEmit};
 use rcute_collective::Sm80Mainloop;
 
-fn d(ty: &str, name: &str, init: impl Into<String>) -> Stmt {
+pub(super) fn d(ty: &str, name: &str, init: impl Into<String>) -> Stmt {
     Stmt::decl(ty, name, init)
 }
 
-fn dc(ty: &str, name: &str, init: impl Into<String>, comment: impl Into<String>) -> Stmt {
+pub(super) fn dc(ty: &str, name: &str, init: impl Into<String>, comment: impl Into<String>) -> Stmt {
     Stmt::Decl {
         ty: ty.into(),
         name: name.into(),
@@ -21,7 +21,7 @@ fn dc(ty: &str, name: &str, init: impl Into<String>, comment: impl Into<String>)
     }
 }
 
-fn if_(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
+pub(super) fn if_(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
     Stmt::If {
         cond: cond.into(),
         then,
@@ -93,7 +93,7 @@ fn cta(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
 }
 
 /// The row maps of the load stage ([`G2sRows`]).
-fn rows(cfg: &GroupedGemmConfig) -> G2sRows {
+pub(super) fn rows(cfg: &GroupedGemmConfig) -> G2sRows {
     let a = match cfg.a {
         GroupedA::Rows => None,
         GroupedA::Gathered => Some(vec![
@@ -174,6 +174,10 @@ pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &s
         ("int".into(), "k_per_split".into()),
         ("long long".into(), "split_stride".into()),
         ("int".into(), "up_first".into()),
+        ("int".into(), "prefetch_k_tiles".into()),
+        ("int".into(), "prefetch_experts".into()),
+        ("const int* __restrict__".into(), "prefetch_ids".into()),
+        ("int".into(), "expert_offset".into()),
     ];
     CFunction {
         qualifiers: format!("extern \"C\" __global__ __launch_bounds__({}, 1)", p.threads),
@@ -186,6 +190,7 @@ pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &s
                 p.stages
             ),
             "grid (max row tiles, ceil(N / output columns per tile), K splits); entries = T * topk routed entries".into(),
+            "prefetch_k_tiles > 0: before the grid-dependency wait, prefetch that many k-tiles of this CTA's B tile into L2 (experts below prefetch_experts)".into(),
         ],
         body,
     }

@@ -26,6 +26,13 @@
 //! [`finalize`] sums each token's `k` entry rows in a fixed order (no atomics), so two
 //! runs of the layer are bit-identical.
 //!
+//! Every kernel is a link of the layer's launch chain ([`crate::grid_dependency`]) whose
+//! prelude, before the wait for its predecessor, can prefetch into L2 the first k-tiles of
+//! the weight (B) tile the CTA will stream ([`GroupedGemmArgs::prefetch_bytes`];
+//! [`prefetch`] says why into L2, and where GEMM1 and GEMM2 find their experts that
+//! early). The prefetch is a hint: D never depends on it, so output stays bit-identical
+//! and graph replays with new routing stay exact.
+//!
 //! The SM90 member ([`sm90_config`]) is the Hopper generator's grouped mode
 //! ([`crate::gemm_sm90::Sm90Grouped`]: TMA + `wgmma`, persistent cooperative schedule,
 //! the same SwiGLU / scatter epilogues from registers), with A in padded-row order
@@ -47,6 +54,7 @@ mod epilogue;
 pub mod finalize;
 pub mod gather;
 mod kernel;
+pub mod prefetch;
 pub mod quant;
 mod sm90;
 
@@ -239,6 +247,7 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
     }
     snippets.push(plan.mma_atom.snippet.clone());
     snippets.extend(crate::grid_dependency::snippets());
+    snippets.push(rcute_atom::prefetch::prefetch_l2());
     let mut items = unit_preamble(&snippets, UINTPTR_FOR_NVRTC);
     let smem_err = |e: crate::gemm_sm80::GemmError| GroupedGemmError::Config(e.to_string());
     items.push(Item::Function(
@@ -253,7 +262,8 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
             code: "__device__ __forceinline__ float rc_silu(float x) { return x / (1.0f + __expf(-x)); }\n".into(),
         });
     }
-    items.push(Item::Function(crate::grid_dependency::chain_link(
+    items.push(Item::Function(crate::grid_dependency::chain_link_with_prelude(
+        prefetch::prelude(cfg, &plan),
         kernel::grouped_kernel(cfg, &plan, &name),
     )));
     let [bm, bn, bk] = cfg.tile;

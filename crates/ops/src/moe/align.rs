@@ -126,6 +126,52 @@ mod tests {
         }
     }
 
+    /// GEMM1's CTAs find their expert before their wait from the top-k ids
+    /// (`rcute_kernel::grouped_gemm::prefetch`): its host mirror gives every tile the
+    /// alignment's expert, and -1 past the routing's tiles, for any routing of at most 32
+    /// entries (out-of-range ids, expert slices, experts without entries, tiles of 1 to 64).
+    #[test]
+    fn tile_experts_from_the_top_k_ids_match_the_alignment() {
+        use rcute_kernel::grouped_gemm::prefetch::{tile_expert_from_ids, MAX_ID_ENTRIES};
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % n
+        };
+        let mut checked = 0;
+        for case in 0..400 {
+            let k = 1 + next(8) as usize;
+            let t = 1 + next(MAX_ID_ENTRIES as u64 / k as u64) as usize;
+            let experts = 1 + next(70) as i32;
+            let offset = next(experts as u64) as i32;
+            let local = 1 + next((experts - offset) as u64) as i32;
+            let bm = [1, 2, 4, 16, 32, 64][next(6) as usize];
+            let ids: Vec<i32> = (0..t * k)
+                .map(|_| match next(20) {
+                    0 => -1 - next(3) as i32,
+                    1 => i32::MAX - next(3) as i32,
+                    2 => i32::MIN,
+                    _ => next(experts as u64) as i32,
+                })
+                .collect();
+            let a = align_reference(&ids, t, k, offset as usize, local as usize, bm as usize).unwrap();
+            for tile in 0..a.block_expert.len() as i32 + 3 {
+                let want = a.block_expert.get(tile as usize).copied().unwrap_or(-1);
+                let got = tile_expert_from_ids(&ids, offset, local, bm, tile);
+                assert_eq!(
+                    got, want,
+                    "case {case}: tile {tile} of {ids:?} (offset {offset}, {local} local, tiles of {bm})"
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked > 1000);
+        // More entries than one warp: no expert (the kernel prefetches nothing).
+        assert_eq!(tile_expert_from_ids(&[0; 33], 0, 1, 16, 0), -1);
+    }
+
     #[test]
     fn bad_shapes_are_errors() {
         assert!(align_reference(&[0, 1], 1, 2, 0, 0, 16).is_err());

@@ -52,6 +52,15 @@ pub(crate) fn layer_uses<'s>(
     Ok(uses)
 }
 
+/// The bytes of w2 that GEMM2 of the MoE layer may prefetch into L2 before it waits for
+/// GEMM1: half the L2 (25 MiB on an H100 or H200), so that the prefetched lines and
+/// GEMM1's last tiles in flight fit together. DeepSeek-V2-Lite at T = 1 (96 CTAs of 16 KiB
+/// k-tiles) prefetches 16 of each CTA's 22 k-tiles; grids too large for one k-tile
+/// each prefetch nothing. `RCUTE_MOE_PREFETCH` ([`super::MoePrefetch`]) turns parts off.
+pub(crate) fn moe_prefetch_bytes(l2_bytes: u32) -> u64 {
+    u64::from(l2_bytes) / 2
+}
+
 impl Ops {
     /// Compile (cached) and load the kernel `name` of a generated unit, once per name
     /// (the MoE units' names spell their whole configuration).
@@ -292,6 +301,10 @@ impl Ops {
         let (ids, weights) = self.moe_route(p, l)?;
         let (h, i) = (p.hidden as i32, p.inter as i32);
         let entries = (p.tokens * p.topk) as i32;
+        let (prefetch, budget) = (
+            super::MoePrefetch::from_env(),
+            moe_prefetch_bytes(self.gpu().l2_bytes()),
+        );
         let common = GroupedGemmArgs {
             sorted_ids: ws + l.sorted_ids as u64,
             block_expert: ws + l.block_expert as u64,
@@ -327,7 +340,24 @@ impl Ops {
             expert_stride: p.w2.batch_stride,
             splits: l.splits as i32,
             split_stride: (p.tokens * p.topk * p.hidden) as i64,
+            // the alignment ran two links before GEMM2: its CTAs may prefetch their w2
+            // tiles into L2 before they wait for GEMM1 (`moe_prefetch_bytes`)
+            prefetch_bytes: if prefetch.gemm2() { budget } else { 0 },
+            experts: p.local_experts as i32,
             ..common
+        };
+        // GEMM1's CTAs find their experts in the top-k ids (two links back: the top-k
+        // kernel's or the caller's) and prefetch while the alignment runs; GEMM2's CTAs
+        // fill GEMM1's tail where they cannot share an SM with GEMM1's
+        let gemm1 = GroupedGemmArgs {
+            prefetch_bytes: if prefetch.gemm1() { budget } else { 0 },
+            experts: p.local_experts as i32,
+            prefetch_ids: ids,
+            expert_offset: p.expert_offset as i32,
+            tail_trigger: prefetch.tail()
+                && g2.prefetch_k_tiles(&gemm2) > 0
+                && grid_dependency::tail_trigger(g1.smem_bytes, g2.smem_bytes, self.gpu().max_shared_per_block_optin()),
+            ..gemm1
         };
         let fin = p.finalize_args(l, ids);
         g1.check(&gemm1).map_err(boxed)?;

@@ -219,6 +219,8 @@ impl Ops {
             splits: 1,
             split_stride: 0,
             up_first: false,
+            // the alignment is this launch's predecessor: nothing to prefetch before the wait
+            ..Default::default()
         };
         g.check(&a).map_err(boxed)?;
         self.moe_align(p.ids.ptr, p.tokens, p.topk, p.expert_offset, p.local_experts, ws, l)?;

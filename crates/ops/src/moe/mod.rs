@@ -31,6 +31,7 @@ mod fused_fp8;
 pub(crate) mod fused_sm90;
 mod grouped;
 pub mod path;
+mod prefetch;
 pub mod problem;
 mod quantize;
 pub mod reference;
@@ -45,6 +46,7 @@ pub use path::{
     sm90_chosen, sm90_gemm1_cluster, sm90_gemm2_tile, MoePath, SM90_CLUSTER_MIN_EXPERT_BYTES,
     SM90_CLUSTER_MIN_ROWS_PER_EXPERT, SM90_MIN_ROWS_PER_EXPERT, SM90_NARROW_TILE_COST,
 };
+pub use prefetch::MoePrefetch;
 pub use problem::{
     deep_stages, fused_moe_workspace_bytes, grouped_gemm_workspace_bytes, moe_space, moe_splits, moe_tile,
     validate_fused_moe, MoeOptions, MoeProblem, MoeRouting, MoeWorkspace,
