@@ -54,16 +54,11 @@ pub fn ld(space: Space, bytes: usize) -> CopyOp {
         operand_list(0, words)
     );
     let body = pre + &asm_stmt(&[line], &bind_array("=r", "r", words), &[addr], true);
-    CopyOp {
-        name: format!("UniversalCopy<uint{bits}_t>(ld.{})", space.ptx()),
-        arch: Arch::SM80,
-        kind: CopyKind::Universal,
-        thr_id: rcute_layout::Layout::col_major(rcute_layout::tuple!(1)),
-        src: one_thread_bits(bits),
-        dst: one_thread_bits(bits),
-        reference: one_thread_bits(bits),
-        snippet: Snippet::build(name, Arch::SM80, 1, params, &body),
-    }
+    universal(
+        format!("UniversalCopy<uint{bits}_t>(ld.{})", space.ptx()),
+        bits,
+        Snippet::build(name, Arch::SM80, 1, params, &body),
+    )
 }
 
 /// `st.{global,shared}[.vN].b32`: store `uint32_t r[bytes/4]` to `bytes` (4, 8, 16)
@@ -91,16 +86,11 @@ pub fn st(space: Space, bytes: usize) -> CopyOp {
     let mut ins = vec![addr];
     ins.extend(bind_array("r", "r", words));
     let body = pre + &asm_stmt(&[line], &[], &ins, true);
-    CopyOp {
-        name: format!("UniversalCopy<uint{bits}_t>(st.{})", space.ptx()),
-        arch: Arch::SM80,
-        kind: CopyKind::Universal,
-        thr_id: rcute_layout::Layout::col_major(rcute_layout::tuple!(1)),
-        src: one_thread_bits(bits),
-        dst: one_thread_bits(bits),
-        reference: one_thread_bits(bits),
-        snippet: Snippet::build(name, Arch::SM80, 1, params, &body),
-    }
+    universal(
+        format!("UniversalCopy<uint{bits}_t>(st.{})", space.ptx()),
+        bits,
+        Snippet::build(name, Arch::SM80, 1, params, &body),
+    )
 }
 
 /// `ld.global.nc.L1::no_allocate[.vN].b32`: a streaming load of `bytes` (4, 8, 16) from
@@ -134,16 +124,11 @@ pub fn ld_global_stream(bytes: usize) -> CopyOp {
         &["\"l\"(src)".to_string()],
         false,
     );
-    CopyOp {
-        name: format!("UniversalCopy<uint{bits}_t>(ld.global.nc.L1::no_allocate)"),
-        arch: Arch::SM80,
-        kind: CopyKind::Universal,
-        thr_id: rcute_layout::Layout::col_major(rcute_layout::tuple!(1)),
-        src: one_thread_bits(bits),
-        dst: one_thread_bits(bits),
-        reference: one_thread_bits(bits),
-        snippet: Snippet::build(format!("rc_ld_global_stream_b{bits}"), Arch::SM80, 1, params, &body),
-    }
+    universal(
+        format!("UniversalCopy<uint{bits}_t>(ld.global.nc.L1::no_allocate)"),
+        bits,
+        Snippet::build(format!("rc_ld_global_stream_b{bits}"), Arch::SM80, 1, params, &body),
+    )
 }
 
 /// The narrowest global -> shared copy: one 16-bit element through a register
@@ -172,16 +157,11 @@ pub fn g2s_u16_zfill() -> CopyOp {
     let body =
         "const unsigned short v = pred ? __ldg(static_cast<const unsigned short*>(gmem_src)) : (unsigned short)0;\n\
                 *static_cast<unsigned short*>(smem_dst) = v;\n";
-    CopyOp {
-        name: "UniversalCopy<uint16_t>(g2s, zero fill)".into(),
-        arch: Arch::SM80,
-        kind: CopyKind::Universal,
-        thr_id: rcute_layout::Layout::col_major(rcute_layout::tuple!(1)),
-        src: one_thread_bits(16),
-        dst: one_thread_bits(16),
-        reference: one_thread_bits(16),
-        snippet: Snippet::build("rc_g2s_u16_zfill", Arch::SM80, 1, params, body),
-    }
+    universal(
+        "UniversalCopy<uint16_t>(g2s, zero fill)",
+        16,
+        Snippet::build("rc_g2s_u16_zfill", Arch::SM80, 1, params, body),
+    )
 }
 
 /// All vectorized ld/st ops.
@@ -195,4 +175,19 @@ pub fn all_ldst() -> Vec<CopyOp> {
     }
     v.push(ld_global_stream(16));
     v
+}
+
+/// A one-thread `UniversalCopy` of `bits` (sm_80 class) whose code is `snippet`: the layout
+/// of every vectorized ld/st op here.
+fn universal(name: impl Into<String>, bits: i64, snippet: Snippet) -> CopyOp {
+    CopyOp {
+        name: name.into(),
+        arch: Arch::SM80,
+        kind: CopyKind::Universal,
+        thr_id: rcute_layout::Layout::col_major(rcute_layout::tuple!(1)),
+        src: one_thread_bits(bits),
+        dst: one_thread_bits(bits),
+        reference: one_thread_bits(bits),
+        snippet,
+    }
 }

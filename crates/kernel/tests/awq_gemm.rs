@@ -3,9 +3,29 @@
 //! LOP3 conversion, PRMT, HMMA); bad configurations are errors.
 
 use rcute_atom::Element;
-use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
+use rcute_kernel::awq_gemm::{generate, AwqGemmConfig, GeneratedAwqGemm};
+use rcute_kernel::sass::SassKernel;
 use rcute_kernel::testing::toolkit_for_test;
-use rcute_kernel::{compile, Arch, CompileOptions, Sass};
+use rcute_kernel::{compile, Arch, CompileOptions, Sass, Toolkit};
+
+/// Compile `g` for `arch`, assert no spills, no stack frame and no local memory, print its
+/// registers, and return its SASS (`None` without `cuobjdump`).
+fn compile_clean(tk: &Toolkit, g: &GeneratedAwqGemm, arch: Arch) -> Option<SassKernel> {
+    let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
+        .unwrap_or_else(|err| panic!("{} for {arch}: {err}\n{}", g.name, g.source));
+    let r = c
+        .resources
+        .kernel(&g.name)
+        .unwrap_or_else(|| panic!("no resources\n{}", c.log));
+    assert!(!r.spills() && r.stack_frame_bytes == 0, "{} on {arch}: {r:?}", g.name);
+    eprintln!(
+        "{} on {arch}: {} registers, {} bytes smem",
+        g.name, r.registers, g.plan.smem_bytes
+    );
+    let sass = Sass::disassemble_with(tk.cuobjdump.as_ref()?, &c.cubin).unwrap();
+    assert!(!sass.uses_local_memory(), "{} on {arch}: local memory", g.name);
+    Some(sass.kernel(&g.name).unwrap().clone())
+}
 
 fn configs() -> Vec<AwqGemmConfig> {
     vec![
@@ -114,18 +134,7 @@ fn compiles_without_spills_and_uses_the_planned_instructions() {
     for cfg in configs() {
         let g = generate(&cfg).unwrap();
         for arch in [Arch::Sm80, Arch::Sm90a] {
-            let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
-                .unwrap_or_else(|err| panic!("{} for {arch}: {err}\n{}", g.name, g.source));
-            let r = c
-                .resources
-                .kernel(&g.name)
-                .unwrap_or_else(|| panic!("no resources\n{}", c.log));
-            assert!(!r.spills() && r.stack_frame_bytes == 0, "{} on {arch}: {r:?}", g.name);
-            eprintln!("{} on {arch}: {} registers", g.name, r.registers);
-            let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
-            let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
-            assert!(!sass.uses_local_memory());
-            let k = sass.kernel(&g.name).unwrap();
+            let Some(k) = compile_clean(tk, &g, arch) else { continue };
             for op in ["LDGSTS", "LDSM", "LOP3", "PRMT", "HMMA"] {
                 assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
             }
@@ -141,21 +150,9 @@ fn bulk_kernels_compile_for_sm90a_without_spills() {
     let Some(tk) = toolkit_for_test() else { return };
     for cfg in bulk_configs() {
         let g = generate(&cfg).unwrap();
-        let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm90a))
-            .unwrap_or_else(|err| panic!("{}: {err}\n{}", g.name, g.source));
-        let r = c
-            .resources
-            .kernel(&g.name)
-            .unwrap_or_else(|| panic!("no resources\n{}", c.log));
-        assert!(!r.spills() && r.stack_frame_bytes == 0, "{}: {r:?}", g.name);
-        eprintln!(
-            "{}: {} registers, {} bytes smem",
-            g.name, r.registers, g.plan.smem_bytes
-        );
-        let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
-        let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
-        assert!(!sass.uses_local_memory());
-        let k = sass.kernel(&g.name).unwrap();
+        let Some(k) = compile_clean(tk, &g, Arch::Sm90a) else {
+            continue;
+        };
         if std::env::var_os("RCUTE_DUMP").is_some() {
             eprintln!("{}", k.opcodes().collect::<Vec<_>>().join(" "));
         }
@@ -200,20 +197,9 @@ fn streamed_kernels_compile_without_spills_and_stream_into_registers() {
         let g = generate(&cfg).unwrap();
         assert!(g.name.ends_with("_prepared_streamed"), "{}", g.name);
         for arch in [Arch::Sm80, Arch::Sm90a] {
-            let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
-                .unwrap_or_else(|err| panic!("{} for {arch}: {err}\n{}", g.name, g.source));
-            let r = c
-                .resources
-                .kernel(&g.name)
-                .unwrap_or_else(|| panic!("no resources\n{}", c.log));
-            assert!(!r.spills() && r.stack_frame_bytes == 0, "{} on {arch}: {r:?}", g.name);
-            eprintln!("{} on {arch}: {} registers", g.name, r.registers);
-            let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
-            let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
-            assert!(!sass.uses_local_memory());
-            let k = sass.kernel(&g.name).unwrap();
+            let Some(k) = compile_clean(tk, &g, arch) else { continue };
             let ops = ["LDG", "PRMT", "LOP3", "HMMA"];
-            let (per_step, steps, counts) = loop_per_step(k, g.plan.streamed.as_ref().unwrap().b_frags as usize, &ops);
+            let (per_step, steps, counts) = loop_per_step(&k, g.plan.streamed.as_ref().unwrap().b_frags as usize, &ops);
             eprintln!(
                 "{} on {arch}: loop {steps} steps x {per_step} instructions per step; {ops:?} {counts:?}",
                 g.name
