@@ -9,7 +9,8 @@ use rcute_kernel::testing::toolkit_for_test;
 use rcute_kernel::{compile, Arch, CompileOptions, Sass, Toolkit};
 
 /// Compile `g` for `arch`, assert no spills, no stack frame and no local memory, print its
-/// registers, and return its SASS (`None` without `cuobjdump`).
+/// registers, and return its SASS (`None` without `cuobjdump`; with `RCUTE_DUMP=DIR` also
+/// written to `DIR/NAME.ARCH.sass`).
 fn compile_clean(tk: &Toolkit, g: &GeneratedAwqGemm, arch: Arch) -> Option<SassKernel> {
     let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
         .unwrap_or_else(|err| panic!("{} for {arch}: {err}\n{}", g.name, g.source));
@@ -24,6 +25,10 @@ fn compile_clean(tk: &Toolkit, g: &GeneratedAwqGemm, arch: Arch) -> Option<SassK
     );
     let sass = Sass::disassemble_with(tk.cuobjdump.as_ref()?, &c.cubin).unwrap();
     assert!(!sass.uses_local_memory(), "{} on {arch}: local memory", g.name);
+    if let Some(dir) = std::env::var_os("RCUTE_DUMP") {
+        let path = std::path::Path::new(&dir).join(format!("{}.{arch}.sass", g.name));
+        std::fs::write(path, &sass.text).unwrap();
+    }
     Some(sass.kernel(&g.name).unwrap().clone())
 }
 
@@ -278,21 +283,7 @@ fn checkpoint_streamed_kernels_compile_without_spills() {
             g.name
         );
         for arch in [Arch::Sm80, Arch::Sm90a] {
-            let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
-                .unwrap_or_else(|err| panic!("{} for {arch}: {err}\n{}", g.name, g.source));
-            let r = c
-                .resources
-                .kernel(&g.name)
-                .unwrap_or_else(|| panic!("no resources\n{}", c.log));
-            assert!(!r.spills() && r.stack_frame_bytes == 0, "{} on {arch}: {r:?}", g.name);
-            let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
-            let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
-            assert!(!sass.uses_local_memory());
-            if let Some(dir) = std::env::var_os("RCUTE_DUMP") {
-                let path = std::path::Path::new(&dir).join(format!("{}.{arch}.sass", g.name));
-                std::fs::write(path, &sass.text).unwrap();
-            }
-            let k = sass.kernel(&g.name).unwrap();
+            let Some(k) = compile_clean(tk, &g, arch) else { continue };
             for op in ["LDG.E.NA.CONSTANT", "LDS.64", "PRMT", "LOP3", "HMMA"] {
                 assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
             }
@@ -308,17 +299,16 @@ fn checkpoint_streamed_kernels_compile_without_spills() {
             );
             let ops = ["LDG", "PRMT", "LOP3", "HMMA"];
             let b_frags = g.plan.streamed.as_ref().unwrap().b_frags as usize;
-            let (per_step, steps, counts) = loop_per_step(k, b_frags, &ops);
+            let (per_step, steps, counts) = loop_per_step(&k, b_frags, &ops);
             // the prepared streamed kernel of the same configuration, compiled alike
             let mut prepared_cfg = cfg.streamed();
             prepared_cfg.element = cfg.element;
             let pg = generate(&prepared_cfg).unwrap();
-            let pc = compile(&pg.source, &format!("{}.cu", pg.name), &CompileOptions::new(arch)).unwrap();
-            let psass = Sass::disassemble_with(objdump, &pc.cubin).unwrap();
-            let (prepared_per_step, _, _) = loop_per_step(psass.kernel(&pg.name).unwrap(), b_frags, &ops);
+            let pk = compile_clean(tk, &pg, arch).expect("cuobjdump found above");
+            let (prepared_per_step, _, _) = loop_per_step(&pk, b_frags, &ops);
             eprintln!(
-                "{} on {arch}: {} registers, loop {steps} steps x {per_step} instructions per step (prepared: {prepared_per_step}); {ops:?} {counts:?}",
-                g.name, r.registers
+                "{} on {arch}: loop {steps} steps x {per_step} instructions per step (prepared: {prepared_per_step}); {ops:?} {counts:?}",
+                g.name
             );
             // per step: 4 word loads (3 more than the prepared kernel's one 16-byte load), 4
             // PRMTs, their addresses
