@@ -138,7 +138,10 @@ fn tables_are_used_where_they_match_and_ignored_elsewhere() {
     let mut other_device = here.clone();
     other_device.device = format!("{} (another one)", here.device);
     let mut other_generator = here.clone();
-    other_generator.generator = "0123456789abcdef".into();
+    // another generator of the forced (Ampere-class) configuration's kernels
+    other_generator
+        .generators
+        .insert(rcute_ops::tuning::Family::Sm80, "0123456789abcdef".into());
     let cases: [(&str, Box<dyn Fn()>); 4] = [
         ("another device", Box::new(|| write(&other_device, forced))),
         ("another generator", Box::new(|| write(&other_generator, forced))),

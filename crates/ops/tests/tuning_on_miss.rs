@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use rcute_ops::tuning::{generator_hash, Entry, OpsTuning, ProblemKey, TableHeader, Tables, TuningMode, TuningTable};
+use rcute_ops::tuning::{generator_hashes, Entry, OpsTuning, ProblemKey, TableHeader, Tables, TuningMode, TuningTable};
 
 fn here() -> TableHeader {
     TableHeader {
@@ -14,7 +14,7 @@ fn here() -> TableHeader {
         sms: 132,
         driver: 13000,
         nvrtc: "13.0".into(),
-        generator: generator_hash(),
+        generators: generator_hashes().clone(),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Tuning tables that must not be used are ignored with one warning each; concurrent
 //! writers never tear a table or lose entries. (No GPU: these are the file rules.)
 
-use rcute_ops::tuning::{generator_hash, ConfigSpec, Entry, ProblemKey, TableHeader, Tables, TuningTable};
+use rcute_ops::tuning::{generator_hashes, ConfigSpec, Entry, Family, ProblemKey, TableHeader, Tables, TuningTable};
 
 fn here() -> TableHeader {
     TableHeader {
@@ -9,7 +9,7 @@ fn here() -> TableHeader {
         sms: 132,
         driver: 13000,
         nvrtc: "13.0".into(),
-        generator: generator_hash(),
+        generators: generator_hashes().clone(),
     }
 }
 
@@ -55,7 +55,9 @@ fn tables_from_elsewhere_are_ignored_with_one_warning() {
     other_device.device = "NVIDIA H100 80GB HBM3".into();
     other_device.sms = 132;
     let mut other_generator = here();
-    other_generator.generator = "deadbeefdeadbeef".into();
+    other_generator
+        .generators
+        .insert(Family::Sm90, "deadbeefdeadbeef".into());
     let good = table(here(), vec![entry(16, "sm90:64x128x64,pp,k2")]);
     let cases = [
         (
@@ -82,6 +84,80 @@ fn tables_from_elsewhere_are_ignored_with_one_warning() {
         );
         assert!(!loaded.warnings[0].contains('\n'));
     }
+}
+
+#[test]
+fn a_changed_generator_drops_only_the_entries_that_chose_among_its_kernels() {
+    let mut measured = here();
+    measured.generators.insert(Family::Sm90, "deadbeefdeadbeef".into());
+    let text = table(
+        measured.clone(),
+        vec![
+            entry(16, "sm90:64x128x64,pp,k2"),
+            entry(64, "sm90:64x128x64,ws"),
+            entry(256, "128x128x32,2x2,4,1"),
+        ],
+    );
+    let loaded = TuningTable::load_text(&text, "t.json", &here());
+    // every gemm entry on sm_90a chose among the Hopper kernels too: all three go
+    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+    assert!(
+        loaded.warnings[0].contains("3 gemm entries ignored") && loaded.warnings[0].contains("deadbeef of the sm90"),
+        "{:?}",
+        loaded.warnings
+    );
+    assert!(loaded.entries.is_empty());
+    // an sm_80 entry, an AWQ and a MoE entry of the same table stay
+    let mut others = vec![
+        Entry {
+            key: ProblemKey::new("gemm", "bf16", "lincomb", "sm_80", 256, 4096, 4096),
+            ..entry(256, "128x128x32,2x2,4,1")
+        },
+        Entry {
+            key: ProblemKey::new("awq", "f16", "g128", "sm_90a", 16, 4096, 4096),
+            ..entry(16, "awq:16x256x64,1x4,s4,v4,k8")
+        },
+        Entry {
+            key: ProblemKey::new("moe", "bf16", "e8-top2", "sm_90a", 16, 4096, 14336),
+            ..entry(16, "moe:16x128x64,1x4,k4,s8")
+        },
+    ];
+    let loaded = TuningTable::load_text(&table(measured.clone(), others.clone()), "t.json", &here());
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    assert_eq!(loaded.entries.len(), 3);
+    others.push(entry(16, "sm90:64x128x64,pp,k2"));
+    let text = table(measured, others);
+
+    // A table of the old format (one `generator` for everything) counts as stale in every
+    // family: one warning per family it holds, nothing used.
+    let legacy = text.replace("\"generators\"", "\"generator\": \"0123\", \"old\"");
+    let loaded = TuningTable::load_text(&legacy, "old.json", &here());
+    assert!(loaded.entries.is_empty());
+    assert_eq!(loaded.warnings.len(), 3, "{:?}", loaded.warnings);
+    assert!(
+        loaded.warnings.iter().all(|w| w.contains("(none)")),
+        "{:?}",
+        loaded.warnings
+    );
+
+    // Merging a new measurement drops the stale entries, keeps the others, and stamps the
+    // file with the current generators.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.json");
+    std::fs::write(&path, &text).unwrap();
+    TuningTable::merge_into_file(&path, &here(), &[entry(32, "sm90:64x64x64,ws")]).unwrap();
+    let merged = TuningTable::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(merged.header, here());
+    let configs: Vec<&str> = merged.entries.iter().map(|e| e.config.as_str()).collect();
+    assert_eq!(
+        configs,
+        [
+            "awq:16x256x64,1x4,s4,v4,k8",
+            "128x128x32,2x2,4,1",
+            "sm90:64x64x64,ws",
+            "moe:16x128x64,1x4,k4,s8"
+        ]
+    );
 }
 
 #[test]
@@ -162,7 +238,7 @@ fn shipped_tables_are_well_formed() {
     // the ops understand (a table with an unknown configuration would silently lose it).
     // A table measured with another generator is not an error (ops ignore it with a
     // warning until it is re-measured on the GPU); say so.
-    let current = generator_hash();
+    let current = generator_hashes();
     for (name, text) in rcute_ops::tuning::SHIPPED {
         let t = TuningTable::from_json(text).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(!t.header.device.is_empty(), "{name}: no device");
@@ -184,11 +260,15 @@ fn shipped_tables_are_well_formed() {
                 assert!(space.contains(&s), "{name}: {s} outside the space of {:?}", e.key);
             }
         }
-        if !t.entries.is_empty() && t.header.generator != current {
-            eprintln!(
-                "note: {name} was measured with generator {} (now {current}): re-run rcute tune",
-                t.header.generator
-            );
+        for f in Family::ALL {
+            if t.header.generators.get(&f) != current.get(&f) {
+                eprintln!(
+                    "note: {name}'s {} entries were measured with generator {:?} (now {:?}): re-run rcute tune",
+                    f.name(),
+                    t.header.generators.get(&f),
+                    current.get(&f)
+                );
+            }
         }
     }
 }

@@ -23,11 +23,12 @@
 //! covers every configuration of [`crate::moe::moe_space`].
 //!
 //! ```
-//! use rcute_ops::tuning::{ConfigSpec, ProblemKey, Tables, TableHeader, TuningTable};
+//! use rcute_ops::tuning::{ConfigSpec, Family, ProblemKey, Tables, TableHeader, TuningTable};
 //! let here = TableHeader { device: "NVIDIA H200".into(), sms: 132, driver: 13000,
-//!                          nvrtc: "13.0".into(), generator: "abc".into() };
+//!                          nvrtc: "13.0".into(),
+//!                          generators: [(Family::Sm90, "abc".to_string())].into() };
 //! let json = r#"{ "header": { "device": "NVIDIA H200", "sms": 132, "driver": 13000,
-//!                             "nvrtc": "13.0", "generator": "abc" },
+//!                             "nvrtc": "13.0", "generators": { "sm90": "abc" } },
 //!                 "entries": [ { "key": { "op": "gemm", "dtypes": "bf16", "fusion": "lincomb",
 //!                                         "arch": "sm_90a", "m": 16, "n": 4096, "k": 4096 },
 //!                                "config": "sm90:64x128x64,pp,k2", "us": 12.0 } ] }"#;
@@ -56,7 +57,7 @@ mod table;
 pub mod timing;
 pub mod tuner;
 
-pub use header::{generator_hash, TableHeader};
+pub use header::{generator_hashes, probe_sources, Family, TableHeader};
 pub use key::{awq_key, moe_key, ProblemKey};
 pub use op_specs::{AwqSpec, MoeSm90Spec, MoeSpec};
 pub use ops_tables::{gemm_key, OpsTuning, ON_MISS_SECONDS, SHIPPED};

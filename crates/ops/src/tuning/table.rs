@@ -4,7 +4,7 @@
 //!
 //! ```json
 //! { "header": { "device": "NVIDIA H200", "sms": 132, "driver": 13000, "nvrtc": "13.0",
-//!               "generator": "3f2a..." },
+//!               "generators": { "sm80": "91c0...", "sm90": "3f2a...", "awq": "...", "moe": "..." } },
 //!   "entries": [ { "key": { "op": "gemm", "dtypes": "bf16", "fusion": "lincomb",
 //!                           "arch": "sm_90a", "m": 16, "n": 4096, "k": 4096 },
 //!                  "config": "sm90:64x128x64,pp,k2", "us": 12.1,
@@ -12,9 +12,10 @@
 //! ```
 //!
 //! Reading never fails the caller: a missing file is an empty table; a file that does not
-//! parse (truncated, corrupted), whose header does not match this process, or whose
-//! entry names a configuration this build cannot read is reported in one line and
-//! ignored (the whole file, or that entry). Writing takes an exclusive lock on
+//! parse (truncated, corrupted) or whose header names another device, driver or NVRTC is
+//! reported in one line and ignored whole; entries of a kernel family whose generator
+//! changed since they were measured are reported in one line per family and ignored, and
+//! an entry naming a configuration this build cannot read in one line of its own. Writing takes an exclusive lock on
 //! `FILE.lock`, merges with what is on disk, writes a temporary file in the same
 //! directory and renames it over `FILE`, so readers see the old or the new table, never a
 //! torn one, and concurrent writers lose no entries.
@@ -26,7 +27,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::bucket::nearest_within_reach;
-use super::header::TableHeader;
+use super::header::{Family, TableHeader};
 use super::key::ProblemKey;
 use super::spec::ConfigSpec;
 
@@ -93,17 +94,25 @@ impl TuningTable {
             out.warnings.push(format!("tuning table {origin} ignored: {why}"));
             return out;
         }
+        let mut stale: std::collections::BTreeMap<(String, String), usize> = Default::default();
         for e in table.entries {
             match e.config.parse::<ConfigSpec>() {
                 Ok(spec) if !spec.fits_op(&e.key.op) => out.warnings.push(format!(
                     "tuning table {origin}: entry ignored: {} is not a configuration of op {:?}",
                     e.config, e.key.op
                 )),
+                Ok(_) if let Some(why) = table.header.stale(here, Family::candidates(&e.key.op, &e.key.arch)) => {
+                    *stale.entry((e.key.op.clone(), why)).or_default() += 1
+                }
                 Ok(spec) => out.entries.push((e.key, spec)),
                 Err(err) => out
                     .warnings
                     .push(format!("tuning table {origin}: entry ignored: {err}")),
             }
+        }
+        for ((op, why), n) in stale {
+            out.warnings
+                .push(format!("tuning table {origin}: {n} {op} entries ignored: {why}"));
         }
         out
     }
@@ -127,9 +136,11 @@ impl TuningTable {
     }
 
     /// Add `entries` to the table at `path` (made with `header`) under an exclusive lock:
-    /// entries on disk with the same header are kept unless `entries` has their key; a
-    /// file with another header, or one that does not parse, is replaced. The new file
-    /// is written beside `path` and renamed over it.
+    /// entries on disk measured on the same device, driver and NVRTC with their family's
+    /// current generator are kept unless `entries` has their key (stale ones are dropped,
+    /// and the file takes `header`); a file for another device, driver or NVRTC, or one
+    /// that does not parse, is replaced. The new file is written beside `path` and renamed
+    /// over it.
     pub fn merge_into_file(path: &Path, header: &TableHeader, entries: &[Entry]) -> io::Result<()> {
         let lock = OpenOptions::new()
             .create(true)
@@ -147,7 +158,15 @@ impl TuningTable {
                 entries: Vec::new(),
             },
         };
-        table.entries.retain(|old| entries.iter().all(|new| new.key != old.key));
+        let measured_with = table.header.clone();
+        let current = |e: &Entry| {
+            let families = Family::candidates(&e.key.op, &e.key.arch);
+            e.config.parse::<ConfigSpec>().is_ok() && measured_with.stale(header, families).is_none()
+        };
+        table
+            .entries
+            .retain(|old| current(old) && entries.iter().all(|new| new.key != old.key));
+        table.header = header.clone();
         table.entries.extend_from_slice(entries);
         let result = write_atomically(path, table.to_json().as_bytes());
         lock.unlock()?;
