@@ -595,7 +595,10 @@ fn prefill_shape_runs_the_sm90_family_on_sm90() {
     let sm80_f: Vec<f64> = sm80.iter().map(|v| v.to_f64()).collect();
     check_close("SM90 vs SM80 family at T=2000", &sm90, &sm80_f);
     // GEMM2 on 128x128 tiles (the rule's choice for few row tiles, not at this shape: 35
-    // row tiles by 2 wide column tiles are one round on 132 SMs).
+    // row tiles by 2 wide column tiles are one round on 132 SMs). At 500 routed rows per
+    // expert every SM90 path runs GEMM2 on 2x1 clusters (`sm90_gemm2_cluster`): paired
+    // row tiles sharing w2, odd row tiles sharing A across the two column tiles.
+    assert!(rcute_ops::moe::sm90_gemm2_cluster(t * k, e));
     check_close("SM90 narrow GEMM2 vs SM80 family at T=2000", &narrow, &sm80_f);
 }
 

@@ -326,7 +326,8 @@ pub fn grouped_gemm_configs() -> Vec<crate::grouped_gemm::GroupedGemmConfig> {
 /// GEMM2 (weighted scatter) at the tile `ops::fused_moe` runs on sm_90
 /// ([`crate::grouped_gemm::SM90_TILE`]), GEMM2 at its narrow tile
 /// ([`crate::grouped_gemm::SM90_NARROW_TILE`]), GEMM1 on 2x1 clusters
-/// ([`crate::grouped_gemm::sm90_cluster_config`]), and the e4m3 pair of
+/// ([`crate::grouped_gemm::sm90_cluster_config`]), GEMM2 on 2x1 clusters at both tiles, and
+/// the e4m3 pair of
 /// `ops::fused_moe_fp8` ([`crate::grouped_gemm::sm90_fp8_config`], bf16 output).
 pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     use crate::grouped_gemm::{
@@ -338,8 +339,11 @@ pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     let narrow = sm90_config(rcute_atom::Element::BF16, GroupedEpilogue::Scatter, SM90_NARROW_TILE);
     // GEMM1 on 2x1 clusters: `ops::fused_moe`'s choice when experts hold two row tiles.
     let cluster = sm90_cluster_config(rcute_atom::Element::BF16, GroupedEpilogue::SwiGlu, SM90_TILE);
+    // GEMM2 on 2x1 clusters at both tiles: its choice when experts hold two row tiles.
+    let cluster2 = [SM90_TILE, SM90_NARROW_TILE]
+        .map(|tile| sm90_cluster_config(rcute_atom::Element::BF16, GroupedEpilogue::Scatter, tile));
     let fp8 = eps.map(|ep| sm90_fp8_config(rcute_atom::Element::BF16, ep));
-    bf16.into_iter().chain([narrow, cluster]).chain(fp8).collect()
+    bf16.into_iter().chain([narrow, cluster]).chain(cluster2).chain(fp8).collect()
 }
 
 /// The SM90 GEMM configurations of the catalogue (the ones `ops` selects, and one per

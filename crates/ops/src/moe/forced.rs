@@ -104,7 +104,7 @@ impl Ops {
     /// family) for `dtype` operands without running them (the tuner compiles its
     /// candidates in parallel through this).
     pub fn load_fused_moe_spec(&self, dtype: DType, spec: &ConfigSpec) -> Result<(), OpsError> {
-        use rcute_kernel::grouped_gemm::{sm90_config, GroupedA, GroupedEpilogue, GroupedGemmConfig};
+        use rcute_kernel::grouped_gemm::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
         let el = super::fused::element(dtype)?;
         match spec {
             ConfigSpec::Moe(s) => {
@@ -121,7 +121,10 @@ impl Ops {
             }
             ConfigSpec::MoeSm90(s) => {
                 self.grouped_sm90_kernel(&super::fused_sm90::sm90_gemm1(el, s.gemm1_cluster()))?;
-                self.grouped_sm90_kernel(&sm90_config(el, GroupedEpilogue::Scatter, s.gemm2_tile()))?;
+                // GEMM2 on 1x1 or 2x1 clusters: the routed rows decide (`sm90_gemm2_cluster`).
+                for cluster in [false, true] {
+                    self.grouped_sm90_kernel(&super::fused_sm90::sm90_gemm2(el, s.gemm2_tile(), cluster))?;
+                }
             }
             other => return Err(not_moe(other)),
         }

@@ -3,14 +3,15 @@
 //! the SM80 family, then the token rows gathered into padded-row order (TMA cannot gather
 //! rows), GEMM1 with SwiGLU (on 2x1 CTA clusters sharing the weight tiles where
 //! [`super::sm90_gemm1_cluster`] says), GEMM2 with the router weight scattered to entry rows (on
-//! 128x256 or, when few row tiles are routed, 128x128 tiles: [`super::sm90_gemm2_tile`]),
+//! 128x256 or, when few row tiles are routed, 128x128 tiles: [`super::sm90_gemm2_tile`]; on
+//! 2x1 clusters from two row tiles per expert: [`super::sm90_gemm2_cluster`]),
 //! and the deterministic finalize; six launches, none waiting for the host.
 //! [`sm90_layer_args`] and [`Ops::route_sm90_layer`] build, check and route the GEMM and
 //! finalize arguments that the FP8 layer ([`Ops::fused_moe_fp8`]) shares, with its own A
 //! operands and scales ([`Sm90Operands`]).
 
 use super::fused::element;
-use super::path::{sm90_chosen, sm90_gemm1_cluster, sm90_gemm2_tile};
+use super::path::{sm90_chosen, sm90_gemm1_cluster, sm90_gemm2_cluster, sm90_gemm2_tile};
 use super::problem::MoeProblem;
 use crate::error::{boxed, OpsError};
 use crate::tensor::Geometry;
@@ -78,7 +79,8 @@ impl Ops {
             p.hidden,
             self.gpu().sm_count(),
         );
-        let (g2, f2) = self.grouped_sm90_kernel(&sm90_config(el, GroupedEpilogue::Scatter, tile2))?;
+        let cluster2 = sm90_gemm2_cluster(p.tokens * p.topk, p.local_experts);
+        let (g2, f2) = self.grouped_sm90_kernel(&sm90_gemm2(el, tile2, cluster2))?;
         let gg = gather::generate(el).map_err(boxed)?;
         let fg = self.moe_unit(&gg.name, &gg.source)?;
         let gf = finalize::generate(el).map_err(boxed)?;
@@ -146,6 +148,16 @@ pub(crate) fn sm90_gemm1(el: rcute_atom::Element, cluster: bool) -> GemmSm90Conf
         sm90_cluster_config(el, GroupedEpilogue::SwiGlu, SM90_TILE)
     } else {
         sm90_config(el, GroupedEpilogue::SwiGlu, SM90_TILE)
+    }
+}
+
+/// GEMM2 of the SM90 layer (router weight and scatter) for `el` operands on `tile`, on 2x1
+/// CTA clusters when `cluster` ([`super::sm90_gemm2_cluster`]).
+pub(crate) fn sm90_gemm2(el: rcute_atom::Element, tile: [i64; 3], cluster: bool) -> GemmSm90Config {
+    if cluster {
+        sm90_cluster_config(el, GroupedEpilogue::Scatter, tile)
+    } else {
+        sm90_config(el, GroupedEpilogue::Scatter, tile)
     }
 }
 

@@ -2,7 +2,9 @@
 //! (any sm_80+ GPU, every tile size, the only one for decode) or the SM90 TMA + `wgmma`
 //! kernels (sm_90, 128-row tiles, prefill).
 
-/// The grouped GEMM family of [`crate::Ops::fused_moe`] ([`super::MoeOptions::path`]).
+/// The grouped GEMM family of [`crate::Ops::fused_moe`] ([`super::MoeOptions::path`]). On
+/// every SM90 path GEMM2 runs on 2x1 CTA clusters where the routed rows say
+/// ([`sm90_gemm2_cluster`]); the paths choose GEMM1's cluster and GEMM2's tile.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MoePath {
     /// The rule ([`sm90_chosen`]): SM90 on an sm_90 GPU once the experts average at least
@@ -98,6 +100,31 @@ pub fn sm90_gemm1_cluster(path: MoePath, entries: usize, local: usize, w13_exper
         }
         MoePath::Sm80 | MoePath::Sm90 | MoePath::Sm90Narrow => false,
     }
+}
+
+/// Whether GEMM2 of the SM90 family runs on 2x1 CTA clusters
+/// ([`rcute_kernel::grouped_gemm::sm90_cluster_config`] with the scatter epilogue: two row
+/// tiles of one expert share each `w2` tile by multicast, an expert's odd last row tile
+/// shares its A rows across two column tiles) for `entries` routed rows over `local`
+/// experts: on every SM90 path once the experts average
+/// [`SM90_CLUSTER_MIN_ROWS_PER_EXPERT`] rows (two row tiles). `w2` is re-read from DRAM by
+/// the row tiles of an expert that run at different times whatever its size (K = I is
+/// long, so the row tiles of a wave drift apart), so unlike GEMM1's rule
+/// ([`sm90_gemm1_cluster`]) there is no weight-size condition. Measured on an H100
+/// (BENCHMARKS.md, "Session 13 (helper moepre)"): GEMM2 at Mixtral T = 1024 (128x128
+/// tiles) 518 -> 466 us, DRAM reads 1.28 -> 1.09 GB; T = 4096 (128x256) 1531 -> 1481 us,
+/// 3.55 -> 3.01 GB; the DeepSeek-V2-Lite T = 4096 layer 3 % faster; T = 1024 (96 rows per
+/// expert, mostly one row tile) unchanged, so it stays on 1x1 there.
+///
+/// ```
+/// use rcute_ops::moe::sm90_gemm2_cluster;
+/// assert!(sm90_gemm2_cluster(2048, 8)); // Mixtral T = 1024, top-2: 256 rows per expert
+/// assert!(!sm90_gemm2_cluster(512, 8)); // T = 256: one row tile per expert
+/// assert!(sm90_gemm2_cluster(24576, 64)); // DeepSeek-V2-Lite T = 4096, top-6
+/// assert!(!sm90_gemm2_cluster(6144, 64)); // T = 1024
+/// ```
+pub fn sm90_gemm2_cluster(entries: usize, local: usize) -> bool {
+    entries >= SM90_CLUSTER_MIN_ROWS_PER_EXPERT * local.max(1)
 }
 
 /// Time of a 128x128 GEMM2 tile over a 128x256 one ([`sm90_gemm2_tile`]): a little more

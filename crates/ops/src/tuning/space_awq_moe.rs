@@ -17,7 +17,7 @@
 //! ```
 
 use rcute_atom::Element;
-use rcute_kernel::grouped_gemm::{sm90_config, GroupedA, GroupedEpilogue, GroupedGemmConfig};
+use rcute_kernel::grouped_gemm::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
 
 use super::op_specs::{AwqSpec, MoeSm90Spec, MoeSpec};
 use super::spec::ConfigSpec;
@@ -143,7 +143,8 @@ fn sm80_generates(s: &MoeSpec) -> bool {
 fn sm90_generates(s: MoeSm90Spec) -> bool {
     [
         crate::moe::fused_sm90::sm90_gemm1(Element::BF16, s.gemm1_cluster()),
-        sm90_config(Element::BF16, GroupedEpilogue::Scatter, s.gemm2_tile()),
+        crate::moe::fused_sm90::sm90_gemm2(Element::BF16, s.gemm2_tile(), false),
+        crate::moe::fused_sm90::sm90_gemm2(Element::BF16, s.gemm2_tile(), true),
     ]
     .iter()
     .all(|c| rcute_kernel::gemm_sm90::generate(c).is_ok())
