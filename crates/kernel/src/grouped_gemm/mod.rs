@@ -57,6 +57,7 @@ mod kernel;
 pub mod prefetch;
 pub mod quant;
 mod sm90;
+pub mod stream_k;
 
 pub use args::GroupedGemmArgs;
 pub use sm90::{sm90_cluster_config, sm90_config, sm90_fp8_config, SM90_FP8_TILE, SM90_NARROW_TILE, SM90_TILE};
@@ -104,6 +105,10 @@ pub struct GroupedGemmConfig {
     pub a: GroupedA,
     /// The epilogue.
     pub epilogue: GroupedEpilogue,
+    /// Stream-K ([`GroupedEpilogue::Scatter`] only; see [`stream_k`]): a grid of
+    /// [`GroupedGemmArgs::stream_ctas`] CTAs cuts this routing's (row tile, column tile,
+    /// k-tile) space into equal ranges, each tile's segments written to the K-split slabs.
+    pub stream_k: bool,
 }
 
 impl GroupedGemmConfig {
@@ -116,6 +121,7 @@ impl GroupedGemmConfig {
             stages: None,
             a,
             epilogue,
+            stream_k: false,
         }
     }
 
@@ -130,6 +136,12 @@ impl GroupedGemmConfig {
     /// most 4).
     pub fn with_stages(mut self, stages: Option<usize>) -> Self {
         self.stages = stages;
+        self
+    }
+
+    /// The same configuration with stream-K on or off ([`stream_k`]).
+    pub fn with_stream_k(mut self, on: bool) -> Self {
+        self.stream_k = on;
         self
     }
 
@@ -219,8 +231,9 @@ pub fn kernel_name(cfg: &GroupedGemmConfig, stages: usize) -> String {
         GroupedEpilogue::SwiGlu => "swiglu",
         GroupedEpilogue::Scatter => "scatter",
     };
+    let sk = if cfg.stream_k { "_streamk" } else { "" };
     format!(
-        "rc_moe_grouped_sm80_{}_{a}_{ep}_{bm}x{bn}x{bk}_s{stages}_w{wm}x{wn}",
+        "rc_moe_grouped_sm80_{}_{a}_{ep}_{bm}x{bn}x{bk}_s{stages}_w{wm}x{wn}{sk}",
         cfg.element.ptx()
     )
 }
@@ -232,6 +245,11 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
             "element {} (bf16 or f16)",
             cfg.element
         )));
+    }
+    if cfg.stream_k && (cfg.epilogue != GroupedEpilogue::Scatter || cfg.a != GroupedA::Rows) {
+        return Err(GroupedGemmError::Config(
+            "stream-K needs padded A rows and the scatter epilogue (partial sums go to K-split slabs)".into(),
+        ));
     }
     let plan = Sm80Mainloop::new(&cfg.mainloop())?;
     if cfg.epilogue == GroupedEpilogue::SwiGlu {
@@ -283,7 +301,13 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
                     GroupedEpilogue::Scatter => "router weight, scattered to entry rows",
                 }
             ),
-            format!("tile {bm}x{bn}x{bk}, warps {}x{}, {} stages", cfg.warps[0], cfg.warps[1], plan.stages),
+            format!(
+                "tile {bm}x{bn}x{bk}, warps {}x{}, {} stages{}",
+                cfg.warps[0],
+                cfg.warps[1],
+                plan.stages,
+                if cfg.stream_k { ", stream-K over the K-split slabs" } else { "" }
+            ),
             format!("smem atoms: A {} | B {}", plan.smem_atom_a, plan.smem_atom_b),
         ],
         includes: vec![],

@@ -268,19 +268,21 @@ impl Ops {
             return self.launch_fused_moe_sm90(p);
         }
         let (tile, warps) = moe_tile(p.tokens * p.topk, p.local_experts);
-        self.launch_fused_moe(p, tile, warps, None)
+        self.launch_fused_moe(p, tile, warps, None, false)
     }
 
     /// Launch a validated layer whose workspace layout was made for the grouped GEMMs'
     /// `tile` (its row block) and GEMM2's splits (see [`Ops::run_fused_moe_with`]), both
     /// grouped GEMMs on `tile` and `warps` with `stages` shared-memory stages (`None`: the
-    /// mainloop's automatic count).
+    /// mainloop's automatic count), GEMM2 on stream-K over the SMs when `stream` (its
+    /// segments in the layout's split slabs, at least 2).
     pub(crate) fn launch_fused_moe(
         &self,
         p: &MoeProblem,
         tile: [i64; 3],
         warps: [i64; 2],
         stages: Option<usize>,
+        stream: bool,
     ) -> Result<(), OpsError> {
         let _scope = self.launch_scope();
         let el = element(p.dtype)?;
@@ -294,7 +296,8 @@ impl Ops {
         let (g2, f2) = self.grouped_kernel(
             &GroupedGemmConfig::new(el, GroupedA::Rows, GroupedEpilogue::Scatter)
                 .with_tile(tile, warps)
-                .with_stages(stages),
+                .with_stages(stages)
+                .with_stream_k(stream),
         )?;
         let gf = finalize::generate(el).map_err(boxed)?;
         let ff = self.moe_unit(&gf.name, &gf.source)?;
@@ -344,6 +347,8 @@ impl Ops {
             // tiles into L2 before they wait for GEMM1 (`moe_prefetch_bytes`)
             prefetch_bytes: if prefetch.gemm2() { budget } else { 0 },
             experts: p.local_experts as i32,
+            // one CTA per SM (stream-K kernels only; their CTAs do not prefetch)
+            stream_ctas: self.gpu().sm_count(),
             ..common
         };
         // GEMM1's CTAs find their experts in the top-k ids (two links back: the top-k

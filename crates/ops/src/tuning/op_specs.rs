@@ -79,6 +79,10 @@ pub struct MoeSpec {
     /// choice, as many as fit and at most four). Decode layers stream their weights at
     /// one or two CTAs per SM, where bytes in flight per SM set the pace.
     pub stages: Option<usize>,
+    /// GEMM2 with stream-K ([`rcute_kernel::grouped_gemm::stream_k`]): one CTA per SM
+    /// shares this routing's k-tiles, each tile's segments in the `splits` slabs (at
+    /// least 2); for decode layers whose GEMM2 has fewer tiles than SMs.
+    pub stream: bool,
 }
 
 impl MoeSpec {
@@ -97,7 +101,20 @@ impl MoeSpec {
             warps,
             splits,
             stages: None,
+            stream: false,
         }
+    }
+
+    /// The same spec with GEMM2 on stream-K (`,stream`).
+    ///
+    /// ```
+    /// use rcute_ops::tuning::MoeSpec;
+    /// let s = MoeSpec::new([16, 128, 64], [1, 4], 4).with_stages(8).with_stream();
+    /// assert_eq!(s.to_string(), "moe:16x128x64,1x4,k4,s8,stream");
+    /// ```
+    pub fn with_stream(mut self) -> MoeSpec {
+        self.stream = true;
+        self
     }
 
     /// The same spec with `stages` shared-memory stages.
@@ -179,7 +196,7 @@ impl MoeSm90Spec {
 }
 
 pub(crate) const AWQ_GRAMMAR: &str = "awq:BMxBNxBK,WMxWN,sSTAGES,vWORDS[,kSPLITS]";
-pub(crate) const MOE_GRAMMAR: &str = "moe:BMxBNxBK,WMxWN[,kSPLITS][,sSTAGES] or moe:sm90|sm90n|sm90c|sm90nc";
+pub(crate) const MOE_GRAMMAR: &str = "moe:BMxBNxBK,WMxWN[,kSPLITS][,sSTAGES][,stream] or moe:sm90|sm90n|sm90c|sm90nc";
 
 /// `kSPLITS` fields after the fixed ones (at least 1).
 fn splits_field(rest: &[&str]) -> Result<u32, String> {
@@ -227,13 +244,19 @@ pub(crate) fn parse_moe_sm90(s: &str) -> Option<Result<MoeSm90Spec, String>> {
 }
 
 /// The SM80 family's `moe:` fields (the text after the prefix): the tile, the warp grid,
-/// then an optional `kSPLITS` and an optional `sSTAGES` (at least 2), in that order.
+/// then an optional `kSPLITS`, an optional `sSTAGES` (at least 2) and an optional
+/// `stream` (GEMM2 on stream-K), in that order.
 pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     if parts.len() < 2 {
         return Err("too few fields".into());
     }
     let mut rest = &parts[2..];
+    let mut stream = false;
+    if let Some((&"stream", before)) = rest.split_last() {
+        stream = true;
+        rest = before;
+    }
     let mut stages = None;
     if let Some((last, before)) = rest.split_last() {
         if let Some(x) = last.strip_prefix('s') {
@@ -250,6 +273,7 @@ pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
         warps: extents(parts[1], "warp grid")?,
         splits: splits_field(rest)?,
         stages,
+        stream,
     })
 }
 
@@ -279,6 +303,9 @@ impl fmt::Display for MoeSpec {
         }
         if let Some(st) = self.stages {
             write!(f, ",s{st}")?;
+        }
+        if self.stream {
+            f.write_str(",stream")?;
         }
         Ok(())
     }
