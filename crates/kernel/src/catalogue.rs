@@ -227,6 +227,17 @@ pub fn standard() -> Vec<CatalogueKernel> {
         expect_sass: vec!["MATCH.ANY", "SHFL.UP", "POPC"],
         kernels: 1,
     });
+    // Both in one launch for decode batches (f32 and bf16 logits, up to 64 experts).
+    for e in [rcute_atom::Element::F32, rcute_atom::Element::BF16] {
+        let g = crate::moe_routing::topk_align::generate(e, 64).expect("top-k + alignment generates for f32, bf16");
+        out.push(CatalogueKernel {
+            name: g.name.clone(),
+            arch: Arch::Sm80,
+            source: g.source,
+            expect_sass: vec!["SHFL.BFLY", "MUFU.EX2", "MATCH.ANY", "POPC"],
+            kernels: 1,
+        });
+    }
     out.extend(grouped_gemm_units());
     out
 }

@@ -86,7 +86,7 @@ fn sources_are_deterministic_named_and_folded() {
 }
 
 /// Stream-K exists for the scatter epilogue on padded rows only, and needs two slabs and a
-/// grid; its grid is the CTAs asked for, and it never prefetches before its wait.
+/// grid; its grid is the CTAs asked for, each prefetching its share of the budget.
 #[test]
 fn stream_k_configurations_and_arguments() {
     for (a, ep) in [
@@ -127,7 +127,8 @@ fn stream_k_configurations_and_arguments() {
     };
     g.check(&ok).unwrap();
     assert_eq!(g.launch_config(&ok).grid, rcute_kernel::Dim3::new(132, 1, 1));
-    assert_eq!(g.prefetch_k_tiles(&ok), 0);
+    // 24 MiB over 132 CTAs of 16 KiB k-tiles: 11 each (the first segment's, on the device)
+    assert_eq!(g.prefetch_k_tiles(&ok), 11);
     for bad in [
         GroupedGemmArgs { splits: 1, ..ok },
         GroupedGemmArgs { stream_ctas: 0, ..ok },

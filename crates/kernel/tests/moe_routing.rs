@@ -3,7 +3,7 @@
 //! warp-level instructions its design rests on.
 
 use rcute_atom::Element;
-use rcute_kernel::moe_routing::{align, ep_dispatch, topk_softmax, MoeRoutingError};
+use rcute_kernel::moe_routing::{align, ep_dispatch, topk_align, topk_softmax, MoeRoutingError};
 use rcute_kernel::testing::toolkit_for_test;
 use rcute_kernel::{compile, Arch, CompileOptions, Sass};
 
@@ -17,6 +17,10 @@ fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
     }
     let g = align::generate();
     v.push((g.name, g.source, vec!["MATCH.ANY", "SHFL.UP", "POPC", "BAR.SYNC"]));
+    for (e, experts) in [(Element::F32, 64), (Element::BF16, 8), (Element::F32, 256)] {
+        let g = topk_align::generate(e, experts).unwrap();
+        v.push((g.name, g.source, vec!["SHFL.BFLY", "MUFU.EX2", "MATCH.ANY", "BAR.SYNC", "MEMBAR"]));
+    }
     let g = ep_dispatch::generate_pack();
     v.push((g.name, g.source, vec!["SHFL.UP", "BAR.SYNC"]));
     let g = ep_dispatch::generate_gather();

@@ -172,14 +172,15 @@ impl GeneratedGroupedGemm {
     pub fn prefetch_k_tiles(&self, a: &GroupedGemmArgs) -> i32 {
         let [_, bn, bk] = self.config.tile;
         let ids_too_many = a.prefetch_ids != 0 && a.entries > super::prefetch::MAX_ID_ENTRIES;
-        // a stream-K CTA learns its tiles only after the wait
-        if a.prefetch_bytes == 0 || a.experts < 1 || bk < 1 || ids_too_many || self.config.stream_k {
+        if a.prefetch_bytes == 0 || a.experts < 1 || bk < 1 || ids_too_many {
             return 0;
         }
         let ctas = self.launch_config(a).grid.volume().map_or(u64::MAX, u64::from).max(1);
         let tile_bytes = (bn * bk) as u64 * u64::from(self.config.element.bytes());
         let fit = a.prefetch_bytes / ctas.saturating_mul(tile_bytes).max(1);
-        let split_tiles = (self.k_per_split(a) as i64 / bk).max(0) as u64;
+        // a stream-K CTA's first segment may be any part of a tile's K (the device clamps)
+        let k = if self.config.stream_k { a.k.max(0) + bk as i32 - 1 } else { self.k_per_split(a) };
+        let split_tiles = (k as i64 / bk).max(0) as u64;
         fit.min(split_tiles) as i32
     }
 

@@ -38,7 +38,10 @@ fn cta_threads(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
     let [wm, _] = cfg.warps;
     let stages = p.stages;
     vec![
-        Stmt::Comment(format!("Shared memory: sA {} | sB {}", p.smem_layout_a, p.smem_layout_b)),
+        Stmt::Comment(format!(
+            "Shared memory: sA {} | sB {}",
+            p.smem_layout_a, p.smem_layout_b
+        )),
         Stmt::Expr("extern __shared__ __align__(128) unsigned char rc_smem[]".into()),
         dc(
             &format!("{ta}* const"),
@@ -169,7 +172,7 @@ pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &s
         let mut segment = mainloop_stmts(p, &opts);
         segment.extend(epilogue(cfg, p));
         segment.push(stream_k::zero_unused_slabs(cfg, p.threads));
-        body.extend(stream_k::setup(cfg));
+        body.extend(stream_k::setup(cfg, "__ldg"));
         body.push(Stmt::Loop {
             init: "long long w = w_begin".into(),
             cond: "w < w_end".into(),

@@ -50,12 +50,21 @@ pub fn segments(tile: i64, k_tiles: i64, per: i64) -> (i64, i64) {
 
 /// The statements before the segment loop (after the thread indices): the work and the
 /// CTA's range `[w_begin, w_end)`.
-pub(super) fn setup(cfg: &GroupedGemmConfig) -> Vec<Stmt> {
+/// `load` reads the device scalar (`__ldg` after the wait, `__ldcg` before it).
+pub(super) fn setup(cfg: &GroupedGemmConfig, load: &str) -> Vec<Stmt> {
     let [bm, _, bk] = cfg.tile;
     let bn = cfg.tile_n_out();
     vec![
-        Stmt::Comment("stream-K: this routing's (row tile, column tile, k-tile) work, k fastest, in gridDim.x equal ranges".into()),
-        dc("const int", "tiles_m", format!("__ldg(total_rows) / {bm}"), "row tiles of this routing"),
+        Stmt::Comment(
+            "stream-K: this routing's (row tile, column tile, k-tile) work, k fastest, in gridDim.x equal ranges"
+                .into(),
+        ),
+        dc(
+            "const int",
+            "tiles_m",
+            format!("{load}(total_rows) / {bm}"),
+            "row tiles of this routing",
+        ),
         d("const int", "tiles_n", format!("(N + {}) / {bn}", bn - 1)),
         d("const int", "k_tiles", format!("(K + {}) / {bk}", bk - 1)),
         d("const long long", "work", "(long long)tiles_m * tiles_n * k_tiles"),
@@ -76,16 +85,31 @@ pub(super) fn segment(cfg: &GroupedGemmConfig) -> Vec<Stmt> {
     let ta = cfg.element.cuda_type();
     let [bm, _, bk] = cfg.tile;
     vec![
-        dc("const long long", "tile", "w / k_tiles", "tile = tile_m + tiles_m * tile_n"),
+        dc(
+            "const long long",
+            "tile",
+            "w / k_tiles",
+            "tile = tile_m + tiles_m * tile_n",
+        ),
         d("const int", "kt0", "(int)(w % k_tiles)"),
         d("const int", "kt1", "(int)min((long long)k_tiles, kt0 + (w_end - w))"),
         Stmt::assign("w", "w + (kt1 - kt0)"),
         d("const int", "tile_m", "(int)(tile % tiles_m)"),
         d("const int", "tile_n", "(int)(tile / tiles_m)"),
         d("const int", "m0", format!("tile_m * {bm}")),
-        dc("const int", "expert", "__ldg(block_expert + tile_m)", "the local expert of this row tile"),
+        dc(
+            "const int",
+            "expert",
+            "__ldg(block_expert + tile_m)",
+            "the local expert of this row tile",
+        ),
         if_("expert < 0", vec![Stmt::Continue]),
-        dc("const int", "n0", format!("tile_n * {}", cfg.tile_n_out()), "first output column of this tile"),
+        dc(
+            "const int",
+            "n0",
+            format!("tile_n * {}", cfg.tile_n_out()),
+            "first output column of this tile",
+        ),
         dc(
             "const int",
             "first",
@@ -93,7 +117,12 @@ pub(super) fn segment(cfg: &GroupedGemmConfig) -> Vec<Stmt> {
             "the CTA of the tile's first segment",
         ),
         d("const int", "last", "(int)((tile * k_tiles + k_tiles - 1) / per)"),
-        dc("const int", "split", "(int)blockIdx.x - first", "the slab of this segment"),
+        dc(
+            "const int",
+            "split",
+            "(int)blockIdx.x - first",
+            "the slab of this segment",
+        ),
         d("const int", "k_begin", format!("kt0 * {bk}")),
         d("const int", "k_end", format!("min(K, kt1 * {bk})")),
         d("int", "k_tile_count", "kt1 - kt0"),
@@ -141,4 +170,42 @@ pub(super) fn zero_unused_slabs(cfg: &GroupedGemmConfig, threads: i64) -> Stmt {
             ],
         }],
     )
+}
+
+/// The prelude's view of a stream-K CTA (before the wait, from the alignment two links
+/// back, read around the L1; hints only): the tile and K range of its first segment, at
+/// most `prefetch_k_tiles` k-tiles, in the names the prefetch loop reads (`expert`, `n0`,
+/// `k_begin`, `k_end`).
+pub(super) fn prelude_segment(cfg: &GroupedGemmConfig) -> Vec<Stmt> {
+    let bk = cfg.tile[2];
+    let mut v = setup(cfg, "__ldcg");
+    v.extend([
+        d("int", "expert", "-1"),
+        d("int", "n0", "0"),
+        d("int", "k_begin", "0"),
+        d("int", "k_end", "0"),
+        Stmt::Comment("a total read before the wait may be stale: the tile's expert is read only inside the capacity M".into()),
+        if_(
+            format!("w_begin < w_end && tiles_m <= M / {}", cfg.tile[0]),
+            vec![
+                dc(
+                    "const long long",
+                    "tile",
+                    "w_begin / k_tiles",
+                    "tile = tile_m + tiles_m * tile_n",
+                ),
+                d("const int", "kt0", "(int)(w_begin % k_tiles)"),
+                d(
+                    "const int",
+                    "kt1",
+                    "(int)min((long long)k_tiles, kt0 + min(w_end - w_begin, (long long)prefetch_k_tiles))",
+                ),
+                Stmt::assign("expert", "__ldcg(block_expert + (int)(tile % tiles_m))"),
+                Stmt::assign("n0", format!("(int)(tile / tiles_m) * {}", cfg.tile_n_out())),
+                Stmt::assign("k_begin", format!("kt0 * {bk}")),
+                Stmt::assign("k_end", format!("min(K, kt1 * {bk})")),
+            ],
+        ),
+    ]);
+    v
 }

@@ -22,6 +22,7 @@
 
 pub mod align;
 pub mod ep_dispatch;
+pub mod topk_align;
 pub mod topk_softmax;
 
 use thiserror::Error;

@@ -15,6 +15,7 @@ use rcute_kernel::grouped_gemm::{
     self, GeneratedGroupedGemm, GroupedA, GroupedEpilogue, GroupedGemmArgs, GroupedGemmConfig,
 };
 use rcute_kernel::moe_routing::align::{self, MoeAlignArgs};
+use rcute_kernel::moe_routing::topk_align;
 use rcute_kernel::moe_routing::topk_softmax::{self, TopkSoftmaxArgs};
 use rcute_kernel::{grid_dependency, CompileOptions, Function, KernelCache};
 
@@ -151,8 +152,53 @@ impl Ops {
         unsafe { grid_dependency::launch_chained(&f, g.launch_config(&a), g.args(&a)) }.map_err(boxed)
     }
 
+    /// Top-k softmax of validated logits `lg [T, E]` into the workspace regions of `l`,
+    /// then their alignment, in one launch (T <= [`topk_align::MAX_TOKENS`]).
+    #[allow(clippy::too_many_arguments)]
+    fn moe_topk_align(
+        &self,
+        lg: &crate::tensor::Geometry,
+        experts: usize,
+        renormalize: bool,
+        p: &MoeProblem,
+        l: &super::problem::WorkspaceLayout,
+    ) -> Result<(u64, u64), OpsError> {
+        let ws = p.workspace;
+        let g = topk_align::generate(element(lg.dtype)?, experts as u32).map_err(boxed)?;
+        let f = self.moe_unit(&g.name, &g.source)?;
+        let (ids, weights) = (ws + l.topk_ids as u64, ws + l.topk_weights as u64);
+        let t = TopkSoftmaxArgs {
+            logits: lg.ptr,
+            topk_ids: ids,
+            topk_weights: weights,
+            tokens: p.tokens as i32,
+            experts: experts as i32,
+            topk: p.topk as i32,
+            renormalize,
+        };
+        let a = MoeAlignArgs {
+            topk_ids: ids,
+            counts: ws + l.counts as u64,
+            offsets: ws + l.offsets as u64,
+            sorted_ids: ws + l.sorted_ids as u64,
+            block_expert: ws + l.block_expert as u64,
+            total_rows: ws + l.total_rows as u64,
+            tokens: p.tokens as i32,
+            topk: p.topk as i32,
+            expert_offset: p.expert_offset as i32,
+            local_experts: p.local_experts as i32,
+            block_m: l.block_m as i32,
+        };
+        let ka = g.args(&t, &a).map_err(boxed)?;
+        // SAFETY: logits validated [T, E]; the ids / weights and the alignment's regions
+        // are workspace regions sized by the layout for these shapes.
+        unsafe { grid_dependency::launch_chained(&f, g.launch_config(), ka) }.map_err(boxed)?;
+        Ok((ids, weights))
+    }
+
     /// The routing of a validated layer into the regions of `l`: top-k softmax of the
-    /// logits (or the caller's ids and weights as they are), then the alignment; returns
+    /// logits (or the caller's ids and weights as they are), then the alignment (one
+    /// launch for both from logits of at most [`topk_align::MAX_TOKENS`] tokens); returns
     /// the device `(topk_ids, topk_weights)`.
     pub(crate) fn moe_route(
         &self,
@@ -161,6 +207,10 @@ impl Ops {
     ) -> Result<(u64, u64), OpsError> {
         let ws = p.workspace;
         let (ids, weights) = match (p.logits, p.ids) {
+            (Some((lg, renorm)), _) if p.tokens <= topk_align::MAX_TOKENS => {
+                let e = p.experts.unwrap_or(lg.cols);
+                return self.moe_topk_align(&lg, e, renorm, p, l);
+            }
             (Some((lg, renorm)), _) => {
                 let e = p.experts.unwrap_or(lg.cols);
                 let (ids, w) = (ws + l.topk_ids as u64, ws + l.topk_weights as u64);
