@@ -251,7 +251,13 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
             "stream-K needs padded A rows and the scatter epilogue (partial sums go to K-split slabs)".into(),
         ));
     }
-    let plan = Sm80Mainloop::new(&cfg.mainloop())?;
+    let mut plan = Sm80Mainloop::new(&cfg.mainloop())?;
+    // the weights stream once, 128 bytes of each B row per k-tile of 64: a miss fetches
+    // the row's next 128 bytes into L2 too (`.L2::256B`), for the next k-tile
+    let wide_b = plan.g2s_b.copy_bytes == 16;
+    if wide_b {
+        plan.g2s_b.tiled.atom.op = rcute_atom::copy_cp_async::cp_async_cg16_l2_256();
+    }
     if cfg.epilogue == GroupedEpilogue::SwiGlu {
         epilogue::check_swiglu_pairs(&plan)?;
     }
@@ -259,6 +265,9 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
     let no = |what: &str| GroupedGemmError::Config(format!("no {what} atom"));
     let cp = cp_async(CacheOp::CacheGlobal, 16, true).ok_or_else(|| no("cp.async"))?;
     let mut snippets = vec![cp.snippet, cp_async_commit_group(), cp_async_wait_group()];
+    if wide_b {
+        snippets.push(plan.g2s_b.tiled.atom.op.snippet.clone());
+    }
     snippets.push(plan.s2r_a.snippet.clone());
     if plan.s2r_b.snippet.name != plan.s2r_a.snippet.name {
         snippets.push(plan.s2r_b.snippet.clone());
