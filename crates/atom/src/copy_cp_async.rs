@@ -81,8 +81,20 @@ pub fn cp_async(cache: CacheOp, bytes: usize, zfill: bool) -> Option<CopyOp> {
 pub fn cp_async_cg16_l2_256() -> CopyOp {
     let base = cp_async(CacheOp::CacheGlobal, 16, true).expect("the 16-byte cp.async.cg exists");
     let params = vec![
-        Param::new("smem_dst", ParamTy::SmemPtr { bytes: 16, constant: false }),
-        Param::new("gmem_src", ParamTy::GmemPtr { bytes: 16, constant: true }),
+        Param::new(
+            "smem_dst",
+            ParamTy::SmemPtr {
+                bytes: 16,
+                constant: false,
+            },
+        ),
+        Param::new(
+            "gmem_src",
+            ParamTy::GmemPtr {
+                bytes: 16,
+                constant: true,
+            },
+        ),
         Param::scalar("pred", "bool"),
     ];
     let mut body = smem_cvt("saddr", "smem_dst");

@@ -41,6 +41,18 @@ fn configs() -> Vec<GroupedGemmConfig> {
             v.push(c.with_stages(Some(most)));
         }
     }
+    // without the weights' L2 prefetch size (`nol2`)
+    for (a, ep) in [
+        (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
+        (GroupedA::Rows, GroupedEpilogue::Scatter),
+    ] {
+        v.push(
+            GroupedGemmConfig::new(Element::BF16, a, ep)
+                .with_tile([16, 128, 64], [1, 4])
+                .with_stages(Some(8))
+                .with_b_l2_prefetch(false),
+        );
+    }
     // GEMM2 with stream-K (the decode layers' `stream` configurations)
     for (tile, stages) in [([16, 128, 64], None), ([16, 128, 64], Some(8)), ([32, 128, 64], None)] {
         v.push(
@@ -94,14 +106,28 @@ fn stream_k_configurations_and_arguments() {
         (GroupedA::Gathered, GroupedEpilogue::Scatter),
     ] {
         let c = GroupedGemmConfig::new(Element::BF16, a, ep).with_tile([16, 128, 64], [1, 4]);
-        assert!(matches!(generate(&c.with_stream_k(true)), Err(GroupedGemmError::Config(_))));
+        assert!(matches!(
+            generate(&c.with_stream_k(true)),
+            Err(GroupedGemmError::Config(_))
+        ));
     }
     let c = GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter)
         .with_tile([16, 128, 64], [1, 4])
         .with_stream_k(true);
     let g = generate(&c).unwrap();
-    assert_eq!(g.name, "rc_moe_grouped_sm80_bf16_rows_scatter_16x128x64_s4_w1x4_streamk");
+    assert_eq!(
+        g.name,
+        "rc_moe_grouped_sm80_bf16_rows_scatter_16x128x64_s4_w1x4_streamk"
+    );
     assert!(g.source.contains("int slabs"));
+    // the weights' copies carry the L2 prefetch size unless the configuration says `nol2`
+    assert!(g.source.contains("cp.async.cg.shared.global.L2::256B"));
+    let off = generate(&c.clone().with_b_l2_prefetch(false)).unwrap();
+    assert_eq!(
+        off.name,
+        "rc_moe_grouped_sm80_bf16_rows_scatter_16x128x64_s4_w1x4_streamk_nol2"
+    );
+    assert!(!off.source.contains("L2::256B"));
     let ok = GroupedGemmArgs {
         a: 256,
         b: 256,
@@ -132,7 +158,10 @@ fn stream_k_configurations_and_arguments() {
     for bad in [
         GroupedGemmArgs { splits: 1, ..ok },
         GroupedGemmArgs { stream_ctas: 0, ..ok },
-        GroupedGemmArgs { stream_ctas: 70000, ..ok },
+        GroupedGemmArgs {
+            stream_ctas: 70000,
+            ..ok
+        },
     ] {
         assert!(matches!(g.check(&bad), Err(GroupedGemmError::Args(_))), "{bad:?}");
     }

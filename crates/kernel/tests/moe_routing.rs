@@ -19,7 +19,11 @@ fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
     v.push((g.name, g.source, vec!["MATCH.ANY", "SHFL.UP", "POPC", "BAR.SYNC"]));
     for (e, experts) in [(Element::F32, 64), (Element::BF16, 8), (Element::F32, 256)] {
         let g = topk_align::generate(e, experts).unwrap();
-        v.push((g.name, g.source, vec!["SHFL.BFLY", "MUFU.EX2", "MATCH.ANY", "BAR.SYNC", "MEMBAR"]));
+        v.push((
+            g.name,
+            g.source,
+            vec!["SHFL.BFLY", "MUFU.EX2", "MATCH.ANY", "BAR.SYNC", "MEMBAR"],
+        ));
     }
     let g = ep_dispatch::generate_pack();
     v.push((g.name, g.source, vec!["SHFL.UP", "BAR.SYNC"]));

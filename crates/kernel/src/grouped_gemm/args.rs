@@ -179,7 +179,11 @@ impl GeneratedGroupedGemm {
         let tile_bytes = (bn * bk) as u64 * u64::from(self.config.element.bytes());
         let fit = a.prefetch_bytes / ctas.saturating_mul(tile_bytes).max(1);
         // a stream-K CTA's first segment may be any part of a tile's K (the device clamps)
-        let k = if self.config.stream_k { a.k.max(0) + bk as i32 - 1 } else { self.k_per_split(a) };
+        let k = if self.config.stream_k {
+            a.k.max(0) + bk as i32 - 1
+        } else {
+            self.k_per_split(a)
+        };
         let split_tiles = (k as i64 / bk).max(0) as u64;
         fit.min(split_tiles) as i32
     }

@@ -109,6 +109,12 @@ pub struct GroupedGemmConfig {
     /// [`GroupedGemmArgs::stream_ctas`] CTAs cuts this routing's (row tile, column tile,
     /// k-tile) space into equal ranges, each tile's segments written to the K-split slabs.
     pub stream_k: bool,
+    /// Load B (the weights) with the `.L2::256B` prefetch size (default on; see
+    /// [`rcute_atom::copy_cp_async::cp_async_cg16_l2_256`]), where its copies are 16 bytes.
+    /// Off, the kernel name ends in `_nol2`. On the H100 the hint cut Mixtral's decode
+    /// layers (T = 1, 16) by 3 % and DeepSeek-V2-Lite T = 64 by 2 %, and cost DeepSeek
+    /// T = 1 1.6 % (BENCHMARKS.md, session 13, helper moedec2).
+    pub b_l2_prefetch: bool,
 }
 
 impl GroupedGemmConfig {
@@ -122,6 +128,7 @@ impl GroupedGemmConfig {
             a,
             epilogue,
             stream_k: false,
+            b_l2_prefetch: true,
         }
     }
 
@@ -142,6 +149,12 @@ impl GroupedGemmConfig {
     /// The same configuration with stream-K on or off ([`stream_k`]).
     pub fn with_stream_k(mut self, on: bool) -> Self {
         self.stream_k = on;
+        self
+    }
+
+    /// The same configuration with B's `.L2::256B` prefetch size on or off.
+    pub fn with_b_l2_prefetch(mut self, on: bool) -> Self {
+        self.b_l2_prefetch = on;
         self
     }
 
@@ -232,8 +245,9 @@ pub fn kernel_name(cfg: &GroupedGemmConfig, stages: usize) -> String {
         GroupedEpilogue::Scatter => "scatter",
     };
     let sk = if cfg.stream_k { "_streamk" } else { "" };
+    let l2 = if cfg.b_l2_prefetch { "" } else { "_nol2" };
     format!(
-        "rc_moe_grouped_sm80_{}_{a}_{ep}_{bm}x{bn}x{bk}_s{stages}_w{wm}x{wn}{sk}",
+        "rc_moe_grouped_sm80_{}_{a}_{ep}_{bm}x{bn}x{bk}_s{stages}_w{wm}x{wn}{sk}{l2}",
         cfg.element.ptx()
     )
 }
@@ -254,7 +268,7 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
     let mut plan = Sm80Mainloop::new(&cfg.mainloop())?;
     // the weights stream once, 128 bytes of each B row per k-tile of 64: a miss fetches
     // the row's next 128 bytes into L2 too (`.L2::256B`), for the next k-tile
-    let wide_b = plan.g2s_b.copy_bytes == 16;
+    let wide_b = cfg.b_l2_prefetch && plan.g2s_b.copy_bytes == 16;
     if wide_b {
         plan.g2s_b.tiled.atom.op = rcute_atom::copy_cp_async::cp_async_cg16_l2_256();
     }

@@ -184,7 +184,9 @@ pub(super) fn prelude_segment(cfg: &GroupedGemmConfig) -> Vec<Stmt> {
         d("int", "n0", "0"),
         d("int", "k_begin", "0"),
         d("int", "k_end", "0"),
-        Stmt::Comment("a total read before the wait may be stale: the tile's expert is read only inside the capacity M".into()),
+        Stmt::Comment(
+            "a total read before the wait may be stale: the tile's expert is read only inside the capacity M".into(),
+        ),
         if_(
             format!("w_begin < w_end && tiles_m <= M / {}", cfg.tile[0]),
             vec![

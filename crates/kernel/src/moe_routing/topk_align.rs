@@ -89,11 +89,7 @@ impl GeneratedTopkAlign {
 pub fn generate(element: Element, max_experts: u32) -> Result<GeneratedTopkAlign, MoeRoutingError> {
     let topk = topk_softmax::generate(element, max_experts)?;
     let (load, v) = topk_softmax::logits_kind(element, max_experts)?;
-    let name = format!(
-        "rc_moe_topk_align_{element}_e{}_l{}",
-        32 * v,
-        super::MAX_LOCAL_EXPERTS
-    );
+    let name = format!("rc_moe_topk_align_{element}_e{}_l{}", 32 * v, super::MAX_LOCAL_EXPERTS);
     let ty = element.cuda_type();
     let mut body = crate::grid_dependency::prologue(None);
     body.push(Stmt::Comment(

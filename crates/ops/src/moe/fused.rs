@@ -318,22 +318,16 @@ impl Ops {
             return self.launch_fused_moe_sm90(p);
         }
         let (tile, warps) = moe_tile(p.tokens * p.topk, p.local_experts);
-        self.launch_fused_moe(p, tile, warps, None, false)
+        self.launch_fused_moe(p, &crate::tuning::MoeSpec::new(tile, warps, p.layout.splits as u32))
     }
 
-    /// Launch a validated layer whose workspace layout was made for the grouped GEMMs'
-    /// `tile` (its row block) and GEMM2's splits (see [`Ops::run_fused_moe_with`]), both
-    /// grouped GEMMs on `tile` and `warps` with `stages` shared-memory stages (`None`: the
-    /// mainloop's automatic count), GEMM2 on stream-K over the SMs when `stream` (its
-    /// segments in the layout's split slabs, at least 2).
-    pub(crate) fn launch_fused_moe(
-        &self,
-        p: &MoeProblem,
-        tile: [i64; 3],
-        warps: [i64; 2],
-        stages: Option<usize>,
-        stream: bool,
-    ) -> Result<(), OpsError> {
+    /// Launch a validated layer whose workspace layout was made for `spec`'s row tile and
+    /// GEMM2 splits (see [`Ops::run_fused_moe_with`]; the layout's splits are the ones
+    /// run), both grouped GEMMs on `spec`'s tile, warps, stages (`None`: the mainloop's
+    /// automatic count) and weight loads (`l2_prefetch`), GEMM2 on stream-K over the SMs
+    /// when `spec.stream` (its segments in the layout's split slabs, at least 2).
+    pub(crate) fn launch_fused_moe(&self, p: &MoeProblem, spec: &crate::tuning::MoeSpec) -> Result<(), OpsError> {
+        let (tile, warps, stages) = (spec.tile, spec.warps, spec.stages);
         let _scope = self.launch_scope();
         let el = element(p.dtype)?;
         let l = &p.layout;
@@ -341,13 +335,15 @@ impl Ops {
         let (g1, f1) = self.grouped_kernel(
             &GroupedGemmConfig::new(el, GroupedA::Gathered, GroupedEpilogue::SwiGlu)
                 .with_tile(tile, warps)
-                .with_stages(stages),
+                .with_stages(stages)
+                .with_b_l2_prefetch(spec.l2_prefetch),
         )?;
         let (g2, f2) = self.grouped_kernel(
             &GroupedGemmConfig::new(el, GroupedA::Rows, GroupedEpilogue::Scatter)
                 .with_tile(tile, warps)
                 .with_stages(stages)
-                .with_stream_k(stream),
+                .with_stream_k(spec.stream)
+                .with_b_l2_prefetch(spec.l2_prefetch),
         )?;
         let gf = finalize::generate(el).map_err(boxed)?;
         let ff = self.moe_unit(&gf.name, &gf.source)?;

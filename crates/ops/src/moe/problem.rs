@@ -246,7 +246,8 @@ const MAX_SPLIT_CTAS: usize = 2048;
 /// (rounded up to 16) with GEMM2 K splits 1 to 8 that keep four k-tiles each and at most
 /// 2048 GEMM2 CTAs, then each of those with a decode row tile (at most 32 rows) again with
 /// the deep pipelines of [`deep_stages`], then each decode one with K splits again with
-/// GEMM2 on stream-K (`stream`, the splits its slabs). The tuner's candidates are the ones the generator accepts; a tuning
+/// GEMM2 on stream-K (`stream`, the splits its slabs), then each decode one without
+/// stream-K again without the weights' L2 prefetch size (`nol2`). The tuner's candidates are the ones the generator accepts; a tuning
 /// table entry in this space always fits a workspace of [`fused_moe_workspace_bytes`].
 ///
 /// ```
@@ -291,6 +292,13 @@ pub fn moe_space(tokens: usize, topk: usize, local: usize, hidden: usize, inter:
         .map(|s| MoeSpec { stream: true, ..*s })
         .collect();
     out.extend(stream);
+    // and the decode ones without the weights' L2 prefetch size (`nol2`)
+    let plain: Vec<MoeSpec> = out
+        .iter()
+        .filter(|s| s.tile[0] <= DEEP_MAX_BM && !s.stream)
+        .map(|s| s.without_l2_prefetch())
+        .collect();
+    out.extend(plain);
     out
 }
 
