@@ -3,32 +3,12 @@
 //! mainloop of [`crate::gemm_sm80`] and the epilogue of [`super::epilogue`].
 
 use super::epilogue::epilogue;
+use super::stmt::{d, dc, if_};
 use super::stream_k;
 use super::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
 use crate::emit::{Function as CFunction, Stmt};
 use crate::gemm_sm80::{mainloop_stmts, G2sMode, G2sRows, MainloopEmit};
 use rcute_collective::Sm80Mainloop;
-
-pub(super) fn d(ty: &str, name: &str, init: impl Into<String>) -> Stmt {
-    Stmt::decl(ty, name, init)
-}
-
-pub(super) fn dc(ty: &str, name: &str, init: impl Into<String>, comment: impl Into<String>) -> Stmt {
-    Stmt::Decl {
-        ty: ty.into(),
-        name: name.into(),
-        init: Some(init.into()),
-        comment: Some(comment.into()),
-    }
-}
-
-pub(super) fn if_(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
-    Stmt::If {
-        cond: cond.into(),
-        then,
-        otherwise: vec![],
-    }
-}
 
 /// The shared-memory carve-up and the thread's indices (the part of the CTA setup that
 /// does not depend on the tile).

@@ -57,6 +57,7 @@ mod kernel;
 pub mod prefetch;
 pub mod quant;
 mod sm90;
+mod stmt;
 pub mod stream_k;
 
 pub use args::GroupedGemmArgs;

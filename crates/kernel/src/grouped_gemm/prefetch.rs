@@ -38,7 +38,8 @@
 //! How much: [`super::GeneratedGroupedGemm::prefetch_k_tiles`], from the launch's byte
 //! budget ([`super::GroupedGemmArgs::prefetch_bytes`]).
 
-use super::kernel::{d, dc, if_, rows};
+use super::kernel::rows;
+use super::stmt::{d, dc, if_};
 use super::GroupedGemmConfig;
 use crate::emit::Stmt;
 use rcute_collective::Sm80Mainloop;

@@ -29,7 +29,7 @@
 //! assert_eq!(per_cta(16 * 22, 22, 132, 3), 11);
 //! ```
 
-use super::kernel::{d, dc, if_};
+use super::stmt::{d, dc, if_};
 use super::GroupedGemmConfig;
 use crate::emit::Stmt;
 
