@@ -53,7 +53,7 @@ impl GeneratedTopkAlign {
     ) -> Result<KernelArgs, MoeRoutingError> {
         self.topk.check(t)?;
         if a.topk_ids != t.topk_ids || a.tokens != t.tokens || a.topk != t.topk {
-            return Err(MoeRoutingError::TooLarge(
+            return Err(MoeRoutingError::Mismatch(
                 "the alignment must read the top-k's ids, tokens and k".into(),
             ));
         }

@@ -1,7 +1,9 @@
 //! [`Ops::fused_moe`]: the whole MoE layer on the GPU in five launches on the ops stream,
 //! none waiting for the host (so a CUDA graph can capture it): top-k softmax (when routed
 //! from logits), alignment, GEMM1 (gathered token rows x w13, SwiGLU), GEMM2 (x w2, router
-//! weight, scattered to entry rows) and the deterministic finalize.
+//! weight, scattered to entry rows) and the deterministic finalize. Decode batches routed
+//! from logits (T <= [`topk_align::MAX_TOKENS`]) run the top-k softmax and the alignment
+//! as one launch.
 
 use super::problem::{moe_tile, validate_fused_moe, MoeOptions, MoeProblem, MoeRouting, MoeWorkspace};
 use crate::error::boxed;
