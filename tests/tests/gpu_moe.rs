@@ -224,8 +224,7 @@ fn decode_configurations_match_reference() {
     );
 }
 
-/// GEMM2 on stream-K (`moe:...,stream`): every stream configuration of `moe_space` and
-/// the listed ones (2, 3 and 4 slabs; 9 column tiles and 12 k-tiles, the last partial:
+/// GEMM2 on stream-K (`moe:...,stream`, not in `moe_space`): the listed configurations (2, 3 and 4 slabs; 9 column tiles and 12 k-tiles, the last partial:
 /// tiles of 2 to 4 segments, some slabs past a tile's last segment) on the decode layers
 /// of [`decode_configurations_match_reference`], with the workspace filled with 0xff
 /// bytes (bf16 NaN) before the first run: a slab the kernel leaves unwritten shows.
@@ -239,7 +238,7 @@ fn stream_k_configurations_match_reference() {
         MoeSpec::new([32, 128, 64], [1, 4], 4).with_stream(),
         MoeSpec::new([16, 64, 64], [1, 2], 3).with_stages(8).with_stream(),
     ];
-    decode_specs_match_reference(|space| space.filter(|c| c.stream).collect(), &listed, 0xff);
+    decode_specs_match_reference(|_| Vec::new(), &listed, 0xff);
 }
 
 /// Each configuration `pick` keeps of `moe_space`, then `listed`, forced on the decode
@@ -283,7 +282,10 @@ fn decode_specs_match_reference(
                 renormalize: renorm,
             };
             let picked = pick(&mut moe_space(t, k, e, h, i).into_iter());
-            assert!(!picked.is_empty(), "{name} T={t}: no such configuration in the space");
+            assert!(
+                !picked.is_empty() || !listed.is_empty(),
+                "{name} T={t}: no configuration"
+            );
             // Under the sanitizers (RCUTE_CASES set) the first picked and listed configurations only:
             // racecheck on every one of them outlasts the sanitizer step's time limit.
             let mut specs = cases(&picked).to_vec();
