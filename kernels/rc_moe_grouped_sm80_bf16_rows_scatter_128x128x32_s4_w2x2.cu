@@ -60,18 +60,6 @@ __device__ __forceinline__ void rc_cp_async_wait_group() {
       : "memory");
 }
 
-// --- from rcute-atom rc_cp_async_cg_16_zfill_l2_256b ---
-__device__ __forceinline__ void rc_cp_async_cg_16_zfill_l2_256b(void *smem_dst, void const *gmem_src, bool pred) {
-  uint32_t saddr;
-  asm("{ .reg .u64 rc_t; cvta.to.shared.u64 rc_t, %1; cvt.u32.u64 %0, rc_t; }" : "=r"(saddr) : "l"(smem_dst));
-  uint32_t src_size = pred ? 16u : 0u;
-  asm volatile(
-      "cp.async.cg.shared.global.L2::256B [%0], [%1], %2, %3;\n"
-      : 
-      : "r"(saddr), "l"(gmem_src), "n"(16), "r"(src_size)
-      : "memory");
-}
-
 // --- from rcute-atom rc_ldmatrix_x4 ---
 __device__ __forceinline__ void rc_ldmatrix_x4(void const *smem_src, uint32_t (&d)[4]) {
   uint32_t saddr;
@@ -293,7 +281,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_ro
     for (int p = 0; p < 4; ++p) {
       const bool pred = b_kp && ((b_pred_mn >> p) & 1);
       // predicated off: src-size 0 zero-fills; the address is then only the kernel parameter B
-      rc_cp_async_cg_16_zfill_l2_256b(sB + s * 4096 + (b_s0 ^ rc_moe_grouped_sm80_bf16_rows_scatter_128x128x32_s4_w2x2_sB(p * 32, p * 0)), pred ? static_cast<const void*>(b_ptr) : static_cast<const void*>(B), pred);
+      rc_cp_async_cg_16_zfill(sB + s * 4096 + (b_s0 ^ rc_moe_grouped_sm80_bf16_rows_scatter_128x128x32_s4_w2x2_sB(p * 32, p * 0)), pred ? static_cast<const void*>(b_ptr) : static_cast<const void*>(B), pred);
       b_ptr += b_pass;
     }
     rc_cp_async_commit_group();
@@ -345,7 +333,7 @@ extern "C" __global__ __launch_bounds__(128, 1) void rc_moe_grouped_sm80_bf16_ro
     for (int p = 0; p < 4; ++p) {
       const bool pred = b_kp && ((b_pred_mn >> p) & 1);
       // predicated off: src-size 0 zero-fills; the address is then only the kernel parameter B
-      rc_cp_async_cg_16_zfill_l2_256b(sB + write_stage * 4096 + (b_s0 ^ rc_moe_grouped_sm80_bf16_rows_scatter_128x128x32_s4_w2x2_sB(p * 32, p * 0)), pred ? static_cast<const void*>(b_ptr) : static_cast<const void*>(B), pred);
+      rc_cp_async_cg_16_zfill(sB + write_stage * 4096 + (b_s0 ^ rc_moe_grouped_sm80_bf16_rows_scatter_128x128x32_s4_w2x2_sB(p * 32, p * 0)), pred ? static_cast<const void*>(b_ptr) : static_cast<const void*>(B), pred);
       b_ptr += b_pass;
     }
     rc_cp_async_commit_group();

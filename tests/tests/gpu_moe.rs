@@ -212,10 +212,8 @@ fn decode_configurations_match_reference() {
         MoeSpec::new([16, 128, 64], [1, 4], 2).with_stages(8),
         MoeSpec::new([16, 64, 64], [1, 2], 1).with_stages(8),
         MoeSpec::new([16, 64, 64], [1, 2], 2).with_stages(16),
-        // the tables' DeepSeek-V2-Lite T = 1 entry: weights loaded without the L2 prefetch size
-        MoeSpec::new([16, 128, 64], [1, 4], 1)
-            .with_stages(8)
-            .without_l2_prefetch(),
+        // the tables' Mixtral T = 1 entry: weights loaded with the L2 prefetch size
+        MoeSpec::new([16, 128, 64], [1, 4], 2).with_stages(8).with_l2_prefetch(),
     ];
     decode_specs_match_reference(
         |space| space.filter(|c| c.stages.is_some() && !c.stream).collect(),

@@ -41,7 +41,7 @@ fn configs() -> Vec<GroupedGemmConfig> {
             v.push(c.with_stages(Some(most)));
         }
     }
-    // without the weights' L2 prefetch size (`nol2`)
+    // with the weights' L2 prefetch size (`l2`)
     for (a, ep) in [
         (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
         (GroupedA::Rows, GroupedEpilogue::Scatter),
@@ -50,7 +50,7 @@ fn configs() -> Vec<GroupedGemmConfig> {
             GroupedGemmConfig::new(Element::BF16, a, ep)
                 .with_tile([16, 128, 64], [1, 4])
                 .with_stages(Some(8))
-                .with_b_l2_prefetch(false),
+                .with_b_l2_prefetch(true),
         );
     }
     // GEMM2 with stream-K (the decode layers' `stream` configurations)
@@ -120,14 +120,14 @@ fn stream_k_configurations_and_arguments() {
         "rc_moe_grouped_sm80_bf16_rows_scatter_16x128x64_s4_w1x4_streamk"
     );
     assert!(g.source.contains("int slabs"));
-    // the weights' copies carry the L2 prefetch size unless the configuration says `nol2`
-    assert!(g.source.contains("cp.async.cg.shared.global.L2::256B"));
-    let off = generate(&c.clone().with_b_l2_prefetch(false)).unwrap();
+    // the weights' copies carry the L2 prefetch size only where the configuration says `l2`
+    assert!(!g.source.contains("L2::256B"));
+    let on = generate(&c.clone().with_b_l2_prefetch(true)).unwrap();
     assert_eq!(
-        off.name,
-        "rc_moe_grouped_sm80_bf16_rows_scatter_16x128x64_s4_w1x4_streamk_nol2"
+        on.name,
+        "rc_moe_grouped_sm80_bf16_rows_scatter_16x128x64_s4_w1x4_streamk_l2pf"
     );
-    assert!(!off.source.contains("L2::256B"));
+    assert!(on.source.contains("cp.async.cg.shared.global.L2::256B"));
     let ok = GroupedGemmArgs {
         a: 256,
         b: 256,

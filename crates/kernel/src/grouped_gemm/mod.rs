@@ -110,11 +110,12 @@ pub struct GroupedGemmConfig {
     /// [`GroupedGemmArgs::stream_ctas`] CTAs cuts this routing's (row tile, column tile,
     /// k-tile) space into equal ranges, each tile's segments written to the K-split slabs.
     pub stream_k: bool,
-    /// Load B (the weights) with the `.L2::256B` prefetch size (default on; see
-    /// [`rcute_atom::copy_cp_async::cp_async_cg16_l2_256`]), where its copies are 16 bytes.
-    /// Off, the kernel name ends in `_nol2`. On the H100 the hint cut Mixtral's decode
-    /// layers (T = 1, 16) by 3 % and DeepSeek-V2-Lite T = 64 by 2 %, and cost DeepSeek
-    /// T = 1 1.6 % (BENCHMARKS.md, session 13, helper moedec2).
+    /// Load B (the weights) with the `.L2::256B` prefetch size (see
+    /// [`rcute_atom::copy_cp_async::cp_async_cg16_l2_256`]), where its copies are 16 bytes;
+    /// the kernel name then ends in `_l2pf`. Off by default (the tables opt in: `moe:...,l2`).
+    /// On the H100 the hint cut Mixtral's decode layers (T = 1, 16) by 3 % and
+    /// DeepSeek-V2-Lite T = 64 by 2 %, and cost DeepSeek T = 1 1.6 % (BENCHMARKS.md,
+    /// session 13, helper moedec2).
     pub b_l2_prefetch: bool,
 }
 
@@ -129,7 +130,7 @@ impl GroupedGemmConfig {
             a,
             epilogue,
             stream_k: false,
-            b_l2_prefetch: true,
+            b_l2_prefetch: false,
         }
     }
 
@@ -246,7 +247,7 @@ pub fn kernel_name(cfg: &GroupedGemmConfig, stages: usize) -> String {
         GroupedEpilogue::Scatter => "scatter",
     };
     let sk = if cfg.stream_k { "_streamk" } else { "" };
-    let l2 = if cfg.b_l2_prefetch { "" } else { "_nol2" };
+    let l2 = if cfg.b_l2_prefetch { "_l2pf" } else { "" };
     format!(
         "rc_moe_grouped_sm80_{}_{a}_{ep}_{bm}x{bn}x{bk}_s{stages}_w{wm}x{wn}{sk}{l2}",
         cfg.element.ptx()

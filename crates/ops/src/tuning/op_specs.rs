@@ -83,8 +83,8 @@ pub struct MoeSpec {
     /// shares this routing's k-tiles, each tile's segments in the `splits` slabs (at
     /// least 2); for decode layers whose GEMM2 has fewer tiles than SMs.
     pub stream: bool,
-    /// The grouped GEMMs load the weights with the `.L2::256B` prefetch size (default;
-    /// `,nol2` turns it off: [`rcute_kernel::grouped_gemm::GroupedGemmConfig::b_l2_prefetch`]).
+    /// The grouped GEMMs load the weights with the `.L2::256B` prefetch size (`,l2`;
+    /// [`rcute_kernel::grouped_gemm::GroupedGemmConfig::b_l2_prefetch`]; off by default).
     pub l2_prefetch: bool,
 }
 
@@ -105,19 +105,19 @@ impl MoeSpec {
             splits,
             stages: None,
             stream: false,
-            l2_prefetch: true,
+            l2_prefetch: false,
         }
     }
 
-    /// The same spec without the weights' L2 prefetch size (`,nol2`).
+    /// The same spec with the weights loaded with the L2 prefetch size (`,l2`).
     ///
     /// ```
     /// use rcute_ops::tuning::MoeSpec;
-    /// let s = MoeSpec::new([16, 128, 64], [1, 4], 1).with_stages(8).without_l2_prefetch();
-    /// assert_eq!(s.to_string(), "moe:16x128x64,1x4,s8,nol2");
+    /// let s = MoeSpec::new([16, 128, 64], [1, 4], 2).with_stages(8).with_l2_prefetch();
+    /// assert_eq!(s.to_string(), "moe:16x128x64,1x4,k2,s8,l2");
     /// ```
-    pub fn without_l2_prefetch(mut self) -> MoeSpec {
-        self.l2_prefetch = false;
+    pub fn with_l2_prefetch(mut self) -> MoeSpec {
+        self.l2_prefetch = true;
         self
     }
 
@@ -213,7 +213,7 @@ impl MoeSm90Spec {
 
 pub(crate) const AWQ_GRAMMAR: &str = "awq:BMxBNxBK,WMxWN,sSTAGES,vWORDS[,kSPLITS]";
 pub(crate) const MOE_GRAMMAR: &str =
-    "moe:BMxBNxBK,WMxWN[,kSPLITS][,sSTAGES][,stream][,nol2] or moe:sm90|sm90n|sm90c|sm90nc";
+    "moe:BMxBNxBK,WMxWN[,kSPLITS][,sSTAGES][,stream][,l2] or moe:sm90|sm90n|sm90c|sm90nc";
 
 /// `kSPLITS` fields after the fixed ones (at least 1).
 fn splits_field(rest: &[&str]) -> Result<u32, String> {
@@ -262,17 +262,17 @@ pub(crate) fn parse_moe_sm90(s: &str) -> Option<Result<MoeSm90Spec, String>> {
 
 /// The SM80 family's `moe:` fields (the text after the prefix): the tile, the warp grid,
 /// then an optional `kSPLITS`, an optional `sSTAGES` (at least 2), an optional
-/// `stream` (GEMM2 on stream-K) and an optional `nol2` (no L2 prefetch size on the
-/// weights' loads), in that order.
+/// `stream` (GEMM2 on stream-K) and an optional `l2` (the weights loaded with the L2
+/// prefetch size), in that order.
 pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     if parts.len() < 2 {
         return Err("too few fields".into());
     }
     let mut rest = &parts[2..];
-    let mut l2_prefetch = true;
-    if let Some((&"nol2", before)) = rest.split_last() {
-        l2_prefetch = false;
+    let mut l2_prefetch = false;
+    if let Some((&"l2", before)) = rest.split_last() {
+        l2_prefetch = true;
         rest = before;
     }
     let mut stream = false;
@@ -331,8 +331,8 @@ impl fmt::Display for MoeSpec {
         if self.stream {
             f.write_str(",stream")?;
         }
-        if !self.l2_prefetch {
-            f.write_str(",nol2")?;
+        if self.l2_prefetch {
+            f.write_str(",l2")?;
         }
         Ok(())
     }
@@ -363,8 +363,8 @@ mod tests {
             "moe:16x128x64,1x4,s12",
             "moe:16x128x64,1x4,k4,s8",
             "moe:16x128x64,1x4,k3,stream",
-            "moe:16x128x64,1x4,k4,s8,stream,nol2",
-            "moe:16x128x64,1x4,s8,nol2",
+            "moe:16x128x64,1x4,k4,s8,stream,l2",
+            "moe:16x128x64,1x4,k2,s8,l2",
             "moe:sm90",
             "moe:sm90n",
             "moe:sm90c",
@@ -379,7 +379,7 @@ mod tests {
             ("moe:16x128x64,1x4,z2", "unknown field"),
             ("moe:16x128x64,1x4,s1", "at least 2"),
             ("moe:16x128x64,1x4,s8,k4", "unknown field"),
-            ("moe:16x128x64,1x4,nol2,stream", "unknown field"),
+            ("moe:16x128x64,1x4,l2,stream", "unknown field"),
             ("moe:16x128x64,1x4,stream,s8", "unknown field"),
             ("moe:sm90w", "unknown SM90 form"),
             ("moe:sm90,k2", "unknown SM90 form"),
