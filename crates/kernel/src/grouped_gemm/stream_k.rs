@@ -18,7 +18,10 @@
 //! sum's order), nothing waits for the host, and a graph replays with new routing.
 //!
 //! DeepSeek-V2-Lite T = 1 on 132 SMs: 96 x 22 = 2112 k-tiles, 16 per CTA (the busiest SM
-//! streams 16 k-tiles of 16 KiB instead of 22), at most 3 segments a tile (3 slabs).
+//! streams 16 k-tiles of 16 KiB instead of 22), at most 3 segments a tile (3 slabs). On an
+//! H100 that layer is nevertheless 3 us slower than on the tile grid (BENCHMARKS.md,
+//! session 13, helper moedec2): with every SM pulling, each pulls slower; the aggregate
+//! read rate, not the idle SMs, bounds GEMM2 there.
 //!
 //! ```
 //! use rcute_kernel::grouped_gemm::stream_k::{per_cta, segments};
