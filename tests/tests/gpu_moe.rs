@@ -205,17 +205,51 @@ fn deepseek_like_e64_top6() {
 /// reference, two runs bit-identical.
 #[test]
 fn decode_configurations_match_reference() {
-    use rcute_ops::moe::{fused_moe_workspace_bytes_with, moe_space, validate_fused_moe};
     use rcute_ops::tuning::MoeSpec;
-    let Some(ops) = ops() else { return };
-    let s = ops.gpu().stream().clone();
     let listed = [
         MoeSpec::new([16, 128, 64], [1, 4], 1).with_stages(12),
         MoeSpec::new([16, 128, 64], [1, 4], 4).with_stages(12),
         MoeSpec::new([16, 128, 64], [1, 4], 2).with_stages(8),
         MoeSpec::new([16, 64, 64], [1, 2], 1).with_stages(8),
         MoeSpec::new([16, 64, 64], [1, 2], 2).with_stages(16),
+        // the tables' Mixtral T = 1 entry: weights loaded with the L2 prefetch size
+        MoeSpec::new([16, 128, 64], [1, 4], 2).with_stages(8).with_l2_prefetch(),
     ];
+    decode_specs_match_reference(
+        |space| space.filter(|c| c.stages.is_some() && !c.stream).collect(),
+        &listed,
+        0,
+    );
+}
+
+/// GEMM2 on stream-K (`moe:...,stream`, not in `moe_space`): the listed configurations (2, 3 and 4 slabs; 9 column tiles and 12 k-tiles, the last partial:
+/// tiles of 2 to 4 segments, some slabs past a tile's last segment) on the decode layers
+/// of [`decode_configurations_match_reference`], with the workspace filled with 0xff
+/// bytes (bf16 NaN) before the first run: a slab the kernel leaves unwritten shows.
+#[test]
+fn stream_k_configurations_match_reference() {
+    use rcute_ops::tuning::MoeSpec;
+    let listed = [
+        MoeSpec::new([16, 128, 64], [1, 4], 3).with_stream(),
+        MoeSpec::new([16, 128, 64], [1, 4], 4).with_stages(8).with_stream(),
+        MoeSpec::new([16, 128, 64], [1, 4], 2).with_stream(),
+        MoeSpec::new([32, 128, 64], [1, 4], 4).with_stream(),
+        MoeSpec::new([16, 64, 64], [1, 2], 3).with_stages(8).with_stream(),
+    ];
+    decode_specs_match_reference(|_| Vec::new(), &listed, 0xff);
+}
+
+/// Each configuration `pick` keeps of `moe_space`, then `listed`, forced on the decode
+/// layers (workspace bytes `fill` before the first run) against the float64 reference,
+/// two runs bit-identical.
+fn decode_specs_match_reference(
+    pick: impl Fn(&mut dyn Iterator<Item = rcute_ops::tuning::MoeSpec>) -> Vec<rcute_ops::tuning::MoeSpec>,
+    listed: &[rcute_ops::tuning::MoeSpec],
+    fill: u8,
+) {
+    use rcute_ops::moe::{fused_moe_workspace_bytes_with, moe_space, validate_fused_moe};
+    let Some(ops) = ops() else { return };
+    let s = ops.gpu().stream().clone();
     for (name, e, k, renorm, tokens) in [
         ("decode_deepseek_like", 64usize, 6usize, false, &[1usize, 5, 40][..]),
         ("decode_mixtral_like", 8, 2, true, &[1, 16][..]),
@@ -245,20 +279,20 @@ fn decode_configurations_match_reference() {
                 topk: k,
                 renormalize: renorm,
             };
-            let deep: Vec<MoeSpec> = moe_space(t, k, e, h, i)
-                .into_iter()
-                .filter(|c| c.stages.is_some())
-                .collect();
-            assert!(!deep.is_empty(), "{name} T={t}: no deep configuration in the space");
-            // Under the sanitizers (RCUTE_CASES set) the first deep and listed configurations only:
+            let picked = pick(&mut moe_space(t, k, e, h, i).into_iter());
+            assert!(
+                !picked.is_empty() || !listed.is_empty(),
+                "{name} T={t}: no configuration"
+            );
+            // Under the sanitizers (RCUTE_CASES set) the first picked and listed configurations only:
             // racecheck on every one of them outlasts the sanitizer step's time limit.
-            let mut specs = cases(&deep).to_vec();
-            specs.extend_from_slice(cases(&listed));
+            let mut specs = cases(&picked).to_vec();
+            specs.extend_from_slice(cases(listed));
             for spec in specs {
                 let bytes = fused_moe_workspace_bytes_with(t, k, e, h, i, DType::BF16, &spec)
                     .unwrap()
                     .max(fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap());
-                let mut ws = s.alloc_zeros::<u8>(bytes).unwrap();
+                let mut ws = s.clone_htod(&vec![fill; bytes]).unwrap();
                 let run_spec = |ws: &mut CudaSlice<u8>| {
                     let mut y = s.clone_htod(&vec![bf16::NAN; t * h]).unwrap();
                     {

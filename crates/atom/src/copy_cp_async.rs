@@ -65,6 +65,55 @@ pub fn cp_async(cache: CacheOp, bytes: usize, zfill: bool) -> Option<CopyOp> {
     })
 }
 
+/// The 16-byte zero-filling `cp.async.cg` of [`cp_async`] with the L2 prefetch-size
+/// qualifier `.L2::256B`: a miss fills the L2 with the 256-byte block around the source
+/// (PTX ISA 7.4, sm_80), so a kernel that streams the next 128 bytes of the same rows a
+/// k-tile later finds them in L2 (the grouped MoE GEMMs' weights: each k-tile of 64 bf16
+/// reads 128 bytes of 128 rows). The result in shared memory is the same as
+/// [`cp_async`]'s; only what the L2 holds differs.
+///
+/// ```
+/// use rcute_atom::copy_cp_async::cp_async_cg16_l2_256;
+/// let op = cp_async_cg16_l2_256();
+/// assert_eq!(op.snippet.name, "rc_cp_async_cg_16_zfill_l2_256b");
+/// assert!(op.snippet.code.contains("cp.async.cg.shared.global.L2::256B [%0], [%1], %2, %3;"));
+/// ```
+pub fn cp_async_cg16_l2_256() -> CopyOp {
+    let base = cp_async(CacheOp::CacheGlobal, 16, true).expect("the 16-byte cp.async.cg exists");
+    let params = vec![
+        Param::new(
+            "smem_dst",
+            ParamTy::SmemPtr {
+                bytes: 16,
+                constant: false,
+            },
+        ),
+        Param::new(
+            "gmem_src",
+            ParamTy::GmemPtr {
+                bytes: 16,
+                constant: true,
+            },
+        ),
+        Param::scalar("pred", "bool"),
+    ];
+    let mut body = smem_cvt("saddr", "smem_dst");
+    body.push_str("uint32_t src_size = pred ? 16u : 0u;\n");
+    let ins = [
+        "\"r\"(saddr)".to_string(),
+        "\"l\"(gmem_src)".to_string(),
+        "\"n\"(16)".to_string(),
+        "\"r\"(src_size)".to_string(),
+    ];
+    let line = "cp.async.cg.shared.global.L2::256B [%0], [%1], %2, %3;".to_string();
+    body.push_str(&asm_stmt(&[line], &[], &ins, true));
+    CopyOp {
+        name: "SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t> (L2::256B)".into(),
+        snippet: Snippet::build("rc_cp_async_cg_16_zfill_l2_256b", Arch::SM80, 1, params, &body),
+        ..base
+    }
+}
+
 /// `cp.async.{ca,cg}.shared.global [saddr], [src], bytes, src_size` as a snippet taking a
 /// 32-bit shared-state-space address and the source size itself
 /// (`rc_cp_async_{ca,cg}_{bytes}_zfill_addr(uint32_t saddr, const void* gmem_src, uint32_t

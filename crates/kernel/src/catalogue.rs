@@ -201,8 +201,16 @@ pub fn standard() -> Vec<CatalogueKernel> {
         });
     }
     out.extend(awq_streamed_units());
-    // MoE routing: top-k softmax (f32 / bf16 / f16 logits; up to 64 experts, and up to 256
-    // for bf16) and the alignment of routed tokens to the grouped GEMM's tiles.
+    out.extend(moe_routing_units());
+    out.extend(grouped_gemm_units());
+    out
+}
+
+/// The MoE routing units: top-k softmax (f32 / bf16 / f16 logits; up to 64 experts, and
+/// up to 256 for bf16), the alignment of routed tokens to the grouped GEMM's tiles, and
+/// both in one launch for decode batches.
+fn moe_routing_units() -> Vec<CatalogueKernel> {
+    let mut out = Vec::new();
     for (e, experts) in [
         (rcute_atom::Element::F32, 64),
         (rcute_atom::Element::BF16, 64),
@@ -227,7 +235,17 @@ pub fn standard() -> Vec<CatalogueKernel> {
         expect_sass: vec!["MATCH.ANY", "SHFL.UP", "POPC"],
         kernels: 1,
     });
-    out.extend(grouped_gemm_units());
+    // Both in one launch for decode batches (f32 and bf16 logits, up to 64 experts).
+    for e in [rcute_atom::Element::F32, rcute_atom::Element::BF16] {
+        let g = crate::moe_routing::topk_align::generate(e, 64).expect("top-k + alignment generates for f32, bf16");
+        out.push(CatalogueKernel {
+            name: g.name.clone(),
+            arch: Arch::Sm80,
+            source: g.source,
+            expect_sass: vec!["SHFL.BFLY", "MUFU.EX2", "MATCH.ANY", "POPC"],
+            kernels: 1,
+        });
+    }
     out
 }
 

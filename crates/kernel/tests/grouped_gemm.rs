@@ -41,6 +41,27 @@ fn configs() -> Vec<GroupedGemmConfig> {
             v.push(c.with_stages(Some(most)));
         }
     }
+    // with the weights' L2 prefetch size (`l2`)
+    for (a, ep) in [
+        (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
+        (GroupedA::Rows, GroupedEpilogue::Scatter),
+    ] {
+        v.push(
+            GroupedGemmConfig::new(Element::BF16, a, ep)
+                .with_tile([16, 128, 64], [1, 4])
+                .with_stages(Some(8))
+                .with_b_l2_prefetch(true),
+        );
+    }
+    // GEMM2 with stream-K (the decode layers' `stream` configurations)
+    for (tile, stages) in [([16, 128, 64], None), ([16, 128, 64], Some(8)), ([32, 128, 64], None)] {
+        v.push(
+            GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter)
+                .with_tile(tile, [1, 4])
+                .with_stages(stages)
+                .with_stream_k(true),
+        );
+    }
     v
 }
 
@@ -73,6 +94,76 @@ fn sources_are_deterministic_named_and_folded() {
         if let Some(dir) = std::env::var_os("RCUTE_DUMP") {
             std::fs::write(std::path::Path::new(&dir).join(format!("{name}.cu")), &src).unwrap();
         }
+    }
+}
+
+/// Stream-K exists for the scatter epilogue on padded rows only, and needs two slabs and a
+/// grid; its grid is the CTAs asked for, each prefetching its share of the budget.
+#[test]
+fn stream_k_configurations_and_arguments() {
+    for (a, ep) in [
+        (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
+        (GroupedA::Gathered, GroupedEpilogue::Scatter),
+    ] {
+        let c = GroupedGemmConfig::new(Element::BF16, a, ep).with_tile([16, 128, 64], [1, 4]);
+        assert!(matches!(
+            generate(&c.with_stream_k(true)),
+            Err(GroupedGemmError::Config(_))
+        ));
+    }
+    let c = GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter)
+        .with_tile([16, 128, 64], [1, 4])
+        .with_stream_k(true);
+    let g = generate(&c).unwrap();
+    assert_eq!(
+        g.name,
+        "rc_moe_grouped_sm80_bf16_rows_scatter_16x128x64_s4_w1x4_streamk"
+    );
+    assert!(g.source.contains("int slabs"));
+    // the weights' copies carry the L2 prefetch size only where the configuration says `l2`
+    assert!(!g.source.contains("L2::256B"));
+    let on = generate(&c.clone().with_b_l2_prefetch(true)).unwrap();
+    assert_eq!(
+        on.name,
+        "rc_moe_grouped_sm80_bf16_rows_scatter_16x128x64_s4_w1x4_streamk_l2pf"
+    );
+    assert!(on.source.contains("cp.async.cg.shared.global.L2::256B"));
+    let ok = GroupedGemmArgs {
+        a: 256,
+        b: 256,
+        d: 256,
+        sorted_ids: 256,
+        block_expert: 256,
+        total_rows: 256,
+        m: 96,
+        n: 2048,
+        k: 1408,
+        lda: 1408,
+        ldb: 1408,
+        ldd: 2048,
+        expert_stride: 2048 * 1408,
+        entries: 6,
+        topk: 6,
+        splits: 3,
+        split_stride: 6 * 2048,
+        stream_ctas: 132,
+        experts: 64,
+        prefetch_bytes: 24 << 20,
+        ..Default::default()
+    };
+    g.check(&ok).unwrap();
+    assert_eq!(g.launch_config(&ok).grid, rcute_kernel::Dim3::new(132, 1, 1));
+    // 24 MiB over 132 CTAs of 16 KiB k-tiles: 11 each (the first segment's, on the device)
+    assert_eq!(g.prefetch_k_tiles(&ok), 11);
+    for bad in [
+        GroupedGemmArgs { splits: 1, ..ok },
+        GroupedGemmArgs { stream_ctas: 0, ..ok },
+        GroupedGemmArgs {
+            stream_ctas: 70000,
+            ..ok
+        },
+    ] {
+        assert!(matches!(g.check(&bad), Err(GroupedGemmError::Args(_))), "{bad:?}");
     }
 }
 

@@ -3,7 +3,7 @@
 //! warp-level instructions its design rests on.
 
 use rcute_atom::Element;
-use rcute_kernel::moe_routing::{align, ep_dispatch, topk_softmax, MoeRoutingError};
+use rcute_kernel::moe_routing::{align, ep_dispatch, topk_align, topk_softmax, MoeRoutingError};
 use rcute_kernel::testing::toolkit_for_test;
 use rcute_kernel::{compile, Arch, CompileOptions, Sass};
 
@@ -17,6 +17,14 @@ fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
     }
     let g = align::generate();
     v.push((g.name, g.source, vec!["MATCH.ANY", "SHFL.UP", "POPC", "BAR.SYNC"]));
+    for (e, experts) in [(Element::F32, 64), (Element::BF16, 8), (Element::F32, 256)] {
+        let g = topk_align::generate(e, experts).unwrap();
+        v.push((
+            g.name,
+            g.source,
+            vec!["SHFL.BFLY", "MUFU.EX2", "MATCH.ANY", "BAR.SYNC", "MEMBAR"],
+        ));
+    }
     let g = ep_dispatch::generate_pack();
     v.push((g.name, g.source, vec!["SHFL.UP", "BAR.SYNC"]));
     let g = ep_dispatch::generate_gather();
@@ -128,6 +136,58 @@ fn unsupported_requests_are_typed_errors() {
 
 /// `align_capacity` is the exact worst case: brute force over every distribution of `N`
 /// local entries (N <= T * k) on small shapes.
+/// The fused top-k + alignment checks both halves and that they describe one routing.
+#[test]
+fn fused_routing_arguments_are_checked() {
+    use rcute_kernel::moe_routing::align::MoeAlignArgs;
+    use rcute_kernel::moe_routing::topk_softmax::TopkSoftmaxArgs;
+    let g = topk_align::generate(Element::F32, 64).unwrap();
+    assert_eq!(g.name, "rc_moe_topk_align_f32_e64_l256");
+    assert!(
+        g.source.contains("int* topk_ids,"),
+        "ids are read back: no const __restrict__"
+    );
+    let t = TopkSoftmaxArgs {
+        logits: 256,
+        topk_ids: 512,
+        topk_weights: 768,
+        tokens: 1,
+        experts: 64,
+        topk: 6,
+        renormalize: false,
+    };
+    let a = MoeAlignArgs {
+        topk_ids: 512,
+        counts: 1024,
+        offsets: 2048,
+        sorted_ids: 4096,
+        block_expert: 8192,
+        total_rows: 16384,
+        tokens: 1,
+        topk: 6,
+        expert_offset: 0,
+        local_experts: 64,
+        block_m: 16,
+    };
+    assert!(g.args(&t, &a).is_ok());
+    assert!(matches!(
+        g.args(&t, &MoeAlignArgs { topk_ids: 4, ..a }),
+        Err(MoeRoutingError::Mismatch(_))
+    ));
+    assert!(matches!(
+        g.args(&t, &MoeAlignArgs { tokens: 2, ..a }),
+        Err(MoeRoutingError::Mismatch(_))
+    ));
+    assert!(matches!(
+        g.args(&TopkSoftmaxArgs { topk: 65, ..t }, &a),
+        Err(MoeRoutingError::TopK { .. })
+    ));
+    assert!(matches!(
+        g.args(&t, &MoeAlignArgs { block_m: 0, ..a }),
+        Err(MoeRoutingError::BlockM(0))
+    ));
+}
+
 #[test]
 fn align_capacity_is_the_worst_case() {
     fn worst(n: usize, l: usize, bm: usize) -> usize {

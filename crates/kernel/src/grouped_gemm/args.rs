@@ -1,7 +1,7 @@
 //! Run-time arguments of a grouped GEMM, their checks and the launch.
 
 use super::{GeneratedGroupedGemm, GroupedEpilogue, GroupedGemmError};
-use crate::launch::{Function, KernelArgs, LaunchConfig};
+use crate::launch::{Dim3, Function, KernelArgs, LaunchConfig};
 
 /// Device pointers and sizes of one grouped GEMM launch (see the module docs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -65,6 +65,10 @@ pub struct GroupedGemmArgs {
     /// Let the next kernel of the chain launch as soon as every CTA has passed its wait,
     /// whatever the grid's size ([`crate::grid_dependency::tail_trigger`]).
     pub tail_trigger: bool,
+    /// A stream-K kernel's grid ([`super::stream_k`]; the SMs): its CTAs share this
+    /// routing's k-tiles, each tile's segments in the `splits` slabs (at least 2).
+    /// Ignored by other kernels.
+    pub stream_ctas: u32,
 }
 
 impl GeneratedGroupedGemm {
@@ -113,6 +117,12 @@ impl GeneratedGroupedGemm {
                 a.splits, a.split_stride
             ));
         }
+        if self.config.stream_k && (a.splits < 2 || a.stream_ctas < 1 || a.stream_ctas > 65535) {
+            return err(format!(
+                "stream-K needs at least 2 slabs (K splits, got {}) and 1..=65535 CTAs (got {})",
+                a.splits, a.stream_ctas
+            ));
+        }
         if a.prefetch_bytes > 0 && a.experts < 1 {
             return err(format!("a prefetch needs the local experts ({})", a.experts));
         }
@@ -122,11 +132,15 @@ impl GeneratedGroupedGemm {
         Ok(())
     }
 
-    /// The launch geometry for `args`: `(M / BM, ceil(N / output columns per tile), splits)`.
+    /// The launch geometry for `args`: `(M / BM, ceil(N / output columns per tile),
+    /// splits)`, or `(stream_ctas, 1, 1)` for a stream-K kernel.
     pub fn launch_config(&self, a: &GroupedGemmArgs) -> LaunchConfig {
         let blocks = (a.m / self.config.tile[0] as i32).max(0) as u32;
         let mut grid = self.grid(blocks, a.n.max(0) as u32);
         grid.z = a.splits.max(1) as u32;
+        if self.config.stream_k {
+            grid = Dim3::new(a.stream_ctas.max(1), 1, 1);
+        }
         LaunchConfig::new(grid, self.threads).with_dynamic_smem(self.smem_bytes)
     }
 
@@ -164,7 +178,13 @@ impl GeneratedGroupedGemm {
         let ctas = self.launch_config(a).grid.volume().map_or(u64::MAX, u64::from).max(1);
         let tile_bytes = (bn * bk) as u64 * u64::from(self.config.element.bytes());
         let fit = a.prefetch_bytes / ctas.saturating_mul(tile_bytes).max(1);
-        let split_tiles = (self.k_per_split(a) as i64 / bk).max(0) as u64;
+        // a stream-K CTA's first segment may be any part of a tile's K (the device clamps)
+        let k = if self.config.stream_k {
+            a.k.max(0) + bk as i32 - 1
+        } else {
+            self.k_per_split(a)
+        };
+        let split_tiles = (k as i64 / bk).max(0) as u64;
         fit.min(split_tiles) as i32
     }
 
@@ -172,7 +192,7 @@ impl GeneratedGroupedGemm {
     /// [`crate::grid_dependency::launch_chained`] adds: the kernel is a link of the MoE
     /// layer's chain).
     pub(crate) fn args(&self, a: &GroupedGemmArgs) -> KernelArgs {
-        KernelArgs::new()
+        let args = KernelArgs::new()
             .u64(a.a)
             .u64(a.b)
             .u64(a.d)
@@ -195,7 +215,12 @@ impl GeneratedGroupedGemm {
             .i32(self.prefetch_k_tiles(a))
             .i32(a.experts.max(0))
             .u64(a.prefetch_ids)
-            .i32(a.expert_offset)
+            .i32(a.expert_offset);
+        if self.config.stream_k {
+            args.i32(a.splits)
+        } else {
+            args
+        }
     }
 
     /// The rows of B per expert the kernel reads: `2N` with SwiGLU, else `N`.

@@ -3,41 +3,25 @@
 //! mainloop of [`crate::gemm_sm80`] and the epilogue of [`super::epilogue`].
 
 use super::epilogue::epilogue;
+use super::stmt::{d, dc, if_};
+use super::stream_k;
 use super::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
 use crate::emit::{Function as CFunction, Stmt};
 use crate::gemm_sm80::{mainloop_stmts, G2sMode, G2sRows, MainloopEmit};
 use rcute_collective::Sm80Mainloop;
 
-pub(super) fn d(ty: &str, name: &str, init: impl Into<String>) -> Stmt {
-    Stmt::decl(ty, name, init)
-}
-
-pub(super) fn dc(ty: &str, name: &str, init: impl Into<String>, comment: impl Into<String>) -> Stmt {
-    Stmt::Decl {
-        ty: ty.into(),
-        name: name.into(),
-        init: Some(init.into()),
-        comment: Some(comment.into()),
-    }
-}
-
-pub(super) fn if_(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
-    Stmt::If {
-        cond: cond.into(),
-        then,
-        otherwise: vec![],
-    }
-}
-
-/// The CTA setup: the names [`MainloopEmit::cta`] requires, from the device-resident
-/// alignment (`total_rows`, `block_expert`).
-fn cta(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
+/// The shared-memory carve-up and the thread's indices (the part of the CTA setup that
+/// does not depend on the tile).
+fn cta_threads(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
     let ta = cfg.element.cuda_type();
     let [bm, bn, bk] = cfg.tile;
     let [wm, _] = cfg.warps;
     let stages = p.stages;
     vec![
-        Stmt::Comment(format!("Shared memory: sA {} | sB {}", p.smem_layout_a, p.smem_layout_b)),
+        Stmt::Comment(format!(
+            "Shared memory: sA {} | sB {}",
+            p.smem_layout_a, p.smem_layout_b
+        )),
         Stmt::Expr("extern __shared__ __align__(128) unsigned char rc_smem[]".into()),
         dc(
             &format!("{ta}* const"),
@@ -60,6 +44,15 @@ fn cta(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
         ),
         d("const int", "warp_m", format!("(tid / 32) % {wm}")),
         d("const int", "warp_n", format!("(tid / 32) / {wm}")),
+    ]
+}
+
+/// The CTA setup: the names [`MainloopEmit::cta`] requires, from the device-resident
+/// alignment (`total_rows`, `block_expert`).
+fn cta_tile(cfg: &GroupedGemmConfig) -> Vec<Stmt> {
+    let ta = cfg.element.cuda_type();
+    let [bm, _, bk] = cfg.tile;
+    vec![
         dc("const int", "tile_m", "blockIdx.x", "row tile: fastest, so the tiles of one expert share its B tile in L2"),
         d("const int", "tile_n", "blockIdx.y"),
         d("const int", "m0", format!("tile_m * {bm}")),
@@ -142,19 +135,37 @@ pub(super) fn rows(cfg: &GroupedGemmConfig) -> G2sRows {
 pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &str) -> CFunction {
     let ta = cfg.element.cuda_type();
     let mma_fn = p.mma_atom.fn_name().to_string();
-    let opts = MainloopEmit {
+    let mut opts = MainloopEmit {
         name,
         raster_swizzle: 0,
         ticket_offset: 0,
         g2s: G2sMode::CpAsync,
         mma_fn: &mma_fn,
-        cta: Some(cta(cfg, p)),
+        cta: None,
         rows: rows(cfg),
     };
-    let mut body = mainloop_stmts(p, &opts);
-    body.extend(epilogue(cfg, p));
+    let mut body = cta_threads(cfg, p);
+    if cfg.stream_k {
+        // one segment per iteration: its tile and K range, the mainloop, the epilogue
+        // into its slab and, after a tile's last segment, zeros in the slabs past it
+        opts.cta = Some(stream_k::segment(cfg));
+        let mut segment = mainloop_stmts(p, &opts);
+        segment.extend(epilogue(cfg, p));
+        segment.push(stream_k::zero_unused_slabs(cfg, p.threads));
+        body.extend(stream_k::setup(cfg, "__ldg"));
+        body.push(Stmt::Loop {
+            init: "long long w = w_begin".into(),
+            cond: "w < w_end".into(),
+            step: String::new(),
+            body: segment,
+        });
+    } else {
+        opts.cta = Some(cta_tile(cfg));
+        body.extend(mainloop_stmts(p, &opts));
+        body.extend(epilogue(cfg, p));
+    }
     let [bm, bn, bk] = cfg.tile;
-    let params: Vec<(String, String)> = vec![
+    let mut params: Vec<(String, String)> = vec![
         (format!("const {ta}* __restrict__"), "A".into()),
         (format!("const {ta}* __restrict__"), "B".into()),
         (format!("{ta}* __restrict__"), "D".into()),
@@ -179,19 +190,24 @@ pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &s
         ("const int* __restrict__".into(), "prefetch_ids".into()),
         ("int".into(), "expert_offset".into()),
     ];
+    let mut doc = vec![
+        format!(
+            "grouped GEMM over M padded rows (row tiles of {bm}, expert block_expert[tile]), tile {bm}x{bn}x{bk}, {} stages",
+            p.stages
+        ),
+        "grid (max row tiles, ceil(N / output columns per tile), K splits); entries = T * topk routed entries".into(),
+        "prefetch_k_tiles > 0: before the grid-dependency wait, prefetch that many k-tiles of this CTA's B tile into L2 (experts below prefetch_experts)".into(),
+    ];
+    if cfg.stream_k {
+        params.push(("int".into(), "slabs".into()));
+        doc[1] = "grid (CTAs): stream-K over this routing's (row tile, column tile, k-tile) work, each tile's segments in slabs 0..slabs-1 (split_stride apart); k_per_split unused".into();
+    }
     CFunction {
         qualifiers: format!("extern \"C\" __global__ __launch_bounds__({}, 1)", p.threads),
         ret: "void".into(),
         name: name.into(),
         params,
-        doc: vec![
-            format!(
-                "grouped GEMM over M padded rows (row tiles of {bm}, expert block_expert[tile]), tile {bm}x{bn}x{bk}, {} stages",
-                p.stages
-            ),
-            "grid (max row tiles, ceil(N / output columns per tile), K splits); entries = T * topk routed entries".into(),
-            "prefetch_k_tiles > 0: before the grid-dependency wait, prefetch that many k-tiles of this CTA's B tile into L2 (experts below prefetch_experts)".into(),
-        ],
+        doc,
         body,
     }
 }

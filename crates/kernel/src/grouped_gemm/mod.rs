@@ -57,6 +57,8 @@ mod kernel;
 pub mod prefetch;
 pub mod quant;
 mod sm90;
+mod stmt;
+pub mod stream_k;
 
 pub use args::GroupedGemmArgs;
 pub use sm90::{sm90_cluster_config, sm90_config, sm90_fp8_config, SM90_FP8_TILE, SM90_NARROW_TILE, SM90_TILE};
@@ -104,6 +106,17 @@ pub struct GroupedGemmConfig {
     pub a: GroupedA,
     /// The epilogue.
     pub epilogue: GroupedEpilogue,
+    /// Stream-K ([`GroupedEpilogue::Scatter`] only; see [`stream_k`]): a grid of
+    /// [`GroupedGemmArgs::stream_ctas`] CTAs cuts this routing's (row tile, column tile,
+    /// k-tile) space into equal ranges, each tile's segments written to the K-split slabs.
+    pub stream_k: bool,
+    /// Load B (the weights) with the `.L2::256B` prefetch size (see
+    /// [`rcute_atom::copy_cp_async::cp_async_cg16_l2_256`]), where its copies are 16 bytes;
+    /// the kernel name then ends in `_l2pf`. Off by default (the tables opt in: `moe:...,l2`).
+    /// On the H100 the hint cut Mixtral's decode layers (T = 1, 16) by 3 % and
+    /// DeepSeek-V2-Lite T = 64 by 2 %, and cost DeepSeek T = 1 1.6 % (BENCHMARKS.md,
+    /// session 13, helper moedec2).
+    pub b_l2_prefetch: bool,
 }
 
 impl GroupedGemmConfig {
@@ -116,6 +129,8 @@ impl GroupedGemmConfig {
             stages: None,
             a,
             epilogue,
+            stream_k: false,
+            b_l2_prefetch: false,
         }
     }
 
@@ -130,6 +145,18 @@ impl GroupedGemmConfig {
     /// most 4).
     pub fn with_stages(mut self, stages: Option<usize>) -> Self {
         self.stages = stages;
+        self
+    }
+
+    /// The same configuration with stream-K on or off ([`stream_k`]).
+    pub fn with_stream_k(mut self, on: bool) -> Self {
+        self.stream_k = on;
+        self
+    }
+
+    /// The same configuration with B's `.L2::256B` prefetch size on or off.
+    pub fn with_b_l2_prefetch(mut self, on: bool) -> Self {
+        self.b_l2_prefetch = on;
         self
     }
 
@@ -219,8 +246,10 @@ pub fn kernel_name(cfg: &GroupedGemmConfig, stages: usize) -> String {
         GroupedEpilogue::SwiGlu => "swiglu",
         GroupedEpilogue::Scatter => "scatter",
     };
+    let sk = if cfg.stream_k { "_streamk" } else { "" };
+    let l2 = if cfg.b_l2_prefetch { "_l2pf" } else { "" };
     format!(
-        "rc_moe_grouped_sm80_{}_{a}_{ep}_{bm}x{bn}x{bk}_s{stages}_w{wm}x{wn}",
+        "rc_moe_grouped_sm80_{}_{a}_{ep}_{bm}x{bn}x{bk}_s{stages}_w{wm}x{wn}{sk}{l2}",
         cfg.element.ptx()
     )
 }
@@ -233,7 +262,18 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
             cfg.element
         )));
     }
-    let plan = Sm80Mainloop::new(&cfg.mainloop())?;
+    if cfg.stream_k && (cfg.epilogue != GroupedEpilogue::Scatter || cfg.a != GroupedA::Rows) {
+        return Err(GroupedGemmError::Config(
+            "stream-K needs padded A rows and the scatter epilogue (partial sums go to K-split slabs)".into(),
+        ));
+    }
+    let mut plan = Sm80Mainloop::new(&cfg.mainloop())?;
+    // the weights stream once, 128 bytes of each B row per k-tile of 64: a miss fetches
+    // the row's next 128 bytes into L2 too (`.L2::256B`), for the next k-tile
+    let wide_b = cfg.b_l2_prefetch && plan.g2s_b.copy_bytes == 16;
+    if wide_b {
+        plan.g2s_b.tiled.atom.op = rcute_atom::copy_cp_async::cp_async_cg16_l2_256();
+    }
     if cfg.epilogue == GroupedEpilogue::SwiGlu {
         epilogue::check_swiglu_pairs(&plan)?;
     }
@@ -241,6 +281,9 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
     let no = |what: &str| GroupedGemmError::Config(format!("no {what} atom"));
     let cp = cp_async(CacheOp::CacheGlobal, 16, true).ok_or_else(|| no("cp.async"))?;
     let mut snippets = vec![cp.snippet, cp_async_commit_group(), cp_async_wait_group()];
+    if wide_b {
+        snippets.push(plan.g2s_b.tiled.atom.op.snippet.clone());
+    }
     snippets.push(plan.s2r_a.snippet.clone());
     if plan.s2r_b.snippet.name != plan.s2r_a.snippet.name {
         snippets.push(plan.s2r_b.snippet.clone());
@@ -283,7 +326,13 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
                     GroupedEpilogue::Scatter => "router weight, scattered to entry rows",
                 }
             ),
-            format!("tile {bm}x{bn}x{bk}, warps {}x{}, {} stages", cfg.warps[0], cfg.warps[1], plan.stages),
+            format!(
+                "tile {bm}x{bn}x{bk}, warps {}x{}, {} stages{}",
+                cfg.warps[0],
+                cfg.warps[1],
+                plan.stages,
+                if cfg.stream_k { ", stream-K over the K-split slabs" } else { "" }
+            ),
             format!("smem atoms: A {} | B {}", plan.smem_atom_a, plan.smem_atom_b),
         ],
         includes: vec![],

@@ -38,7 +38,8 @@
 //! How much: [`super::GeneratedGroupedGemm::prefetch_k_tiles`], from the launch's byte
 //! budget ([`super::GroupedGemmArgs::prefetch_bytes`]).
 
-use super::kernel::{d, dc, if_, rows};
+use super::kernel::rows;
+use super::stmt::{d, dc, if_};
 use super::GroupedGemmConfig;
 use crate::emit::Stmt;
 use rcute_collective::Sm80Mainloop;
@@ -200,49 +201,58 @@ pub(super) fn prelude(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
         "expert",
         format!("tile_m * {bm} < __ldcg(total_rows) ? __ldcg(block_expert + tile_m) : -1"),
     );
+    let prefetch = vec![if_(
+        "expert >= 0 && expert < prefetch_experts && k_end > k_begin",
+        vec![
+            d(
+                &format!("const {ta}* const"),
+                "gB",
+                "B + (long long)expert * expert_stride",
+            ),
+            Stmt::Loop {
+                init: "int r = threadIdx.x".into(),
+                cond: format!("r < {bn}"),
+                step: format!("r += {}", p.threads),
+                body: per_row,
+            },
+        ],
+    )];
+    if cfg.stream_k {
+        let mut body = super::stream_k::prelude_segment(cfg);
+        body.extend(prefetch);
+        return vec![
+            Stmt::Comment(
+                "before the wait: L2 prefetch of the first weight k-tiles of this CTA's first stream-K segment; what is read here steers hints only (rcute_kernel::grouped_gemm::prefetch)".into(),
+            ),
+            if_("prefetch_k_tiles > 0", body),
+        ];
+    }
+    let mut body = vec![
+        d("const int", "tile_m", "blockIdx.x"),
+        dc(
+            "int",
+            "expert",
+            "-1",
+            "from the routing written two or more links back, read around the L1",
+        ),
+        Stmt::If {
+            cond: "prefetch_ids != nullptr".into(),
+            then: vec![if_(format!("entries <= {MAX_ID_ENTRIES}"), expert_from_ids(bm))],
+            otherwise: vec![from_alignment],
+        },
+        d("const int", "n0", format!("blockIdx.y * {}", cfg.tile_n_out())),
+        d("const int", "k_begin", "blockIdx.z * k_per_split"),
+        d(
+            "const int",
+            "k_end",
+            format!("min(K, k_begin + min(k_per_split, prefetch_k_tiles * {bk}))"),
+        ),
+    ];
+    body.extend(prefetch);
     vec![
         Stmt::Comment(
             "before the wait: L2 prefetch of this CTA's first weight k-tiles; what is read here steers hints only (rcute_kernel::grouped_gemm::prefetch)".into(),
         ),
-        if_(
-            "prefetch_k_tiles > 0",
-            vec![
-                d("const int", "tile_m", "blockIdx.x"),
-                dc(
-                    "int",
-                    "expert",
-                    "-1",
-                    "from the routing written two or more links back, read around the L1",
-                ),
-                Stmt::If {
-                    cond: "prefetch_ids != nullptr".into(),
-                    then: vec![if_(format!("entries <= {MAX_ID_ENTRIES}"), expert_from_ids(bm))],
-                    otherwise: vec![from_alignment],
-                },
-                d("const int", "n0", format!("blockIdx.y * {}", cfg.tile_n_out())),
-                d("const int", "k_begin", "blockIdx.z * k_per_split"),
-                d(
-                    "const int",
-                    "k_end",
-                    format!("min(K, k_begin + min(k_per_split, prefetch_k_tiles * {bk}))"),
-                ),
-                if_(
-                    "expert >= 0 && expert < prefetch_experts && k_end > k_begin",
-                    vec![
-                        d(
-                            &format!("const {ta}* const"),
-                            "gB",
-                            "B + (long long)expert * expert_stride",
-                        ),
-                        Stmt::Loop {
-                            init: "int r = threadIdx.x".into(),
-                            cond: format!("r < {bn}"),
-                            step: format!("r += {}", p.threads),
-                            body: per_row,
-                        },
-                    ],
-                ),
-            ],
-        ),
+        if_("prefetch_k_tiles > 0", body),
     ]
 }

@@ -394,6 +394,37 @@ fn pad_rows() -> Stmt {
 }
 
 fn kernel(name: &str) -> CFunction {
+    let mut params = vec![("const int* __restrict__".to_string(), "topk_ids".to_string())];
+    params.extend(params_after_ids());
+    CFunction {
+        qualifiers: format!("extern \"C\" __global__ __launch_bounds__({THREADS}, 1)"),
+        ret: "void".into(),
+        name: name.into(),
+        params,
+        doc: vec!["N = T * k routed entries; local experts [expert_offset, expert_offset + L); one block".into()],
+        body: body(),
+    }
+}
+
+/// The parameters after `topk_ids`: the outputs and the sizes.
+pub(super) fn params_after_ids() -> Vec<(String, String)> {
+    let int_out = |n: &str| ("int* __restrict__".to_string(), n.to_string());
+    vec![
+        int_out("counts"),
+        int_out("offsets"),
+        int_out("sorted_ids"),
+        int_out("block_expert"),
+        int_out("total_rows"),
+        ("int".into(), "N".into()),
+        ("int".into(), "expert_offset".into()),
+        ("int".into(), "L".into()),
+        ("int".into(), "block_m".into()),
+        ("int".into(), "max_rows".into()),
+    ]
+}
+
+/// The alignment of one block of [`THREADS`] threads (reads `topk_ids [N]`).
+pub(super) fn body() -> Vec<Stmt> {
     let (cnt, _) = counter("w");
     let shared = |decl: String| Stmt::Decl {
         ty: "__shared__ int".into(),
@@ -443,25 +474,5 @@ fn kernel(name: &str) -> CFunction {
             Stmt::Expr("__syncwarp()".into()),
         ]),
     ]);
-    let int_out = |n: &str| ("int* __restrict__".to_string(), n.to_string());
-    CFunction {
-        qualifiers: format!("extern \"C\" __global__ __launch_bounds__({THREADS}, 1)"),
-        ret: "void".into(),
-        name: name.into(),
-        params: vec![
-            ("const int* __restrict__".into(), "topk_ids".into()),
-            int_out("counts"),
-            int_out("offsets"),
-            int_out("sorted_ids"),
-            int_out("block_expert"),
-            int_out("total_rows"),
-            ("int".into(), "N".into()),
-            ("int".into(), "expert_offset".into()),
-            ("int".into(), "L".into()),
-            ("int".into(), "block_m".into()),
-            ("int".into(), "max_rows".into()),
-        ],
-        doc: vec!["N = T * k routed entries; local experts [expert_offset, expert_offset + L); one block".into()],
-        body,
-    }
+    body
 }

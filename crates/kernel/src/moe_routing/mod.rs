@@ -22,6 +22,7 @@
 
 pub mod align;
 pub mod ep_dispatch;
+pub mod topk_align;
 pub mod topk_softmax;
 
 use thiserror::Error;
@@ -56,4 +57,7 @@ pub enum MoeRoutingError {
     /// A size does not fit the kernels' 32-bit indices.
     #[error("too large for 32-bit indices: {0}")]
     TooLarge(String),
+    /// The arguments of two routing steps launched as one do not describe one routing.
+    #[error("fused routing arguments disagree: {0}")]
+    Mismatch(String),
 }

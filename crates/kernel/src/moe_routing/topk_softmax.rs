@@ -118,19 +118,7 @@ impl GeneratedTopkSoftmax {
 /// Generates the top-k softmax kernel for logits of `element` (f32, bf16 or f16) and up to
 /// `max_experts` experts (rounded up to 32, 64, 128 or 256: the values each lane holds).
 pub fn generate(element: Element, max_experts: u32) -> Result<GeneratedTopkSoftmax, MoeRoutingError> {
-    let load = match element {
-        Element::F32 => "raw",
-        Element::BF16 => "__bfloat162float(raw)",
-        Element::F16 => "__half2float(raw)",
-        other => return Err(MoeRoutingError::Element(other)),
-    };
-    if max_experts == 0 || max_experts > MAX_EXPERTS {
-        return Err(MoeRoutingError::Experts {
-            experts: max_experts,
-            max: MAX_EXPERTS,
-        });
-    }
-    let values_per_lane = max_experts.div_ceil(32).next_power_of_two();
+    let (load, values_per_lane) = logits_kind(element, max_experts)?;
     let name = format!("rc_moe_topk_softmax_{element}_e{}", 32 * values_per_lane);
     let mut items = unit_preamble(&crate::grid_dependency::snippets(), "");
     items.push(Item::Function(crate::grid_dependency::chain_link(kernel(
@@ -156,6 +144,24 @@ pub fn generate(element: Element, max_experts: u32) -> Result<GeneratedTopkSoftm
         values_per_lane,
         source: unit.render(),
     })
+}
+
+/// The conversion of a loaded logit `raw` to f32 and the values per lane for
+/// `max_experts` experts (rounded up to 32, 64, 128 or 256).
+pub(super) fn logits_kind(element: Element, max_experts: u32) -> Result<(&'static str, u32), MoeRoutingError> {
+    let load = match element {
+        Element::F32 => "raw",
+        Element::BF16 => "__bfloat162float(raw)",
+        Element::F16 => "__half2float(raw)",
+        other => return Err(MoeRoutingError::Element(other)),
+    };
+    if max_experts == 0 || max_experts > MAX_EXPERTS {
+        return Err(MoeRoutingError::Experts {
+            experts: max_experts,
+            max: MAX_EXPERTS,
+        });
+    }
+    Ok((load, max_experts.div_ceil(32).next_power_of_two()))
 }
 
 /// `const T v = op(v, __shfl_xor_sync(~0u, v, o))` for `o = 16, 8, 4, 2, 1`.
@@ -221,7 +227,10 @@ fn select_round(v: u32) -> Vec<Stmt> {
     ]
 }
 
-fn kernel(name: &str, ty: &str, load: &str, v: u32) -> Result<CFunction, MoeRoutingError> {
+/// The routing of tokens `first, first + step, ...` below `T`, one warp each (`lane`, the
+/// row strides and the token loop): the body of this kernel and of the fused top-k +
+/// alignment kernel ([`super::topk_align`]).
+pub(super) fn token_loop(ty: &str, load: &str, v: u32, first: &str, step: &str) -> Result<Vec<Stmt>, MoeRoutingError> {
     let cfg = |e: rcute_layout::LayoutError| MoeRoutingError::TooLarge(e.to_string());
     // Row-major [T, E] logits and [T, K] outputs with 64-bit row strides.
     let logits = Layout::new(tuple!("T", "E"), tuple!("ld_x", 1)).map_err(cfg)?;
@@ -295,30 +304,45 @@ fn kernel(name: &str, ty: &str, load: &str, v: u32) -> Result<CFunction, MoeRout
             otherwise: vec![],
         },
     ];
-    let body = vec![
+    Ok(vec![
         Stmt::decl("const int", "lane", "threadIdx.x % 32"),
         Stmt::decl("const long long", "ld_x", "E"),
         Stmt::decl("const long long", "ld_k", "K"),
         Stmt::Loop {
-            init: format!("int t = blockIdx.x * {WARPS} + threadIdx.x / 32"),
+            init: format!("int t = {first}"),
             cond: "t < T".into(),
-            step: format!("t += gridDim.x * {WARPS}"),
+            step: format!("t += {step}"),
             body: token,
         },
-    ];
+    ])
+}
+
+/// The parameters `logits .. renormalize` (`ids` the type of `topk_ids`).
+pub(super) fn params(ty: &str, ids: &str) -> Vec<(String, String)> {
+    vec![
+        (format!("const {ty}* __restrict__"), "logits".into()),
+        (ids.into(), "topk_ids".into()),
+        ("float* __restrict__".into(), "topk_weights".into()),
+        ("int".into(), "T".into()),
+        ("int".into(), "E".into()),
+        ("int".into(), "K".into()),
+        ("int".into(), "renormalize".into()),
+    ]
+}
+
+fn kernel(name: &str, ty: &str, load: &str, v: u32) -> Result<CFunction, MoeRoutingError> {
+    let body = token_loop(
+        ty,
+        load,
+        v,
+        &format!("blockIdx.x * {WARPS} + threadIdx.x / 32"),
+        &format!("gridDim.x * {WARPS}"),
+    )?;
     Ok(CFunction {
         qualifiers: format!("extern \"C\" __global__ __launch_bounds__({})", 32 * WARPS),
         ret: "void".into(),
         name: name.into(),
-        params: vec![
-            (format!("const {ty}* __restrict__"), "logits".into()),
-            ("int* __restrict__".into(), "topk_ids".into()),
-            ("float* __restrict__".into(), "topk_weights".into()),
-            ("int".into(), "T".into()),
-            ("int".into(), "E".into()),
-            ("int".into(), "K".into()),
-            ("int".into(), "renormalize".into()),
-        ],
+        params: params(ty, "int* __restrict__"),
         doc: vec!["softmax over E experts in f32, the K largest (ties to the lower index), one warp per token".into()],
         body,
     })

@@ -57,7 +57,7 @@ impl Ops {
             });
         }
         let forced = MoeProblem { layout, ..*p };
-        self.launch_fused_moe(&forced, spec.tile, spec.warps, spec.stages)
+        self.launch_fused_moe(&forced, spec)
     }
 
     /// Launch a validated layer on the SM90 family with GEMM2 on `spec`'s tile, over the
@@ -115,7 +115,9 @@ impl Ops {
                     self.grouped_kernel(
                         &GroupedGemmConfig::new(el, a, e)
                             .with_tile(s.tile, s.warps)
-                            .with_stages(s.stages),
+                            .with_stages(s.stages)
+                            .with_stream_k(s.stream && e == GroupedEpilogue::Scatter)
+                            .with_b_l2_prefetch(s.l2_prefetch),
                     )?;
                 }
             }

@@ -1,7 +1,9 @@
 //! [`Ops::fused_moe`]: the whole MoE layer on the GPU in five launches on the ops stream,
 //! none waiting for the host (so a CUDA graph can capture it): top-k softmax (when routed
 //! from logits), alignment, GEMM1 (gathered token rows x w13, SwiGLU), GEMM2 (x w2, router
-//! weight, scattered to entry rows) and the deterministic finalize.
+//! weight, scattered to entry rows) and the deterministic finalize. Decode batches routed
+//! from logits (T <= [`topk_align::MAX_TOKENS`]) run the top-k softmax and the alignment
+//! as one launch.
 
 use super::problem::{moe_tile, validate_fused_moe, MoeOptions, MoeProblem, MoeRouting, MoeWorkspace};
 use crate::error::boxed;
@@ -15,6 +17,7 @@ use rcute_kernel::grouped_gemm::{
     self, GeneratedGroupedGemm, GroupedA, GroupedEpilogue, GroupedGemmArgs, GroupedGemmConfig,
 };
 use rcute_kernel::moe_routing::align::{self, MoeAlignArgs};
+use rcute_kernel::moe_routing::topk_align;
 use rcute_kernel::moe_routing::topk_softmax::{self, TopkSoftmaxArgs};
 use rcute_kernel::{grid_dependency, CompileOptions, Function, KernelCache};
 
@@ -151,8 +154,53 @@ impl Ops {
         unsafe { grid_dependency::launch_chained(&f, g.launch_config(&a), g.args(&a)) }.map_err(boxed)
     }
 
+    /// Top-k softmax of validated logits `lg [T, E]` into the workspace regions of `l`,
+    /// then their alignment, in one launch (T <= [`topk_align::MAX_TOKENS`]).
+    #[allow(clippy::too_many_arguments)]
+    fn moe_topk_align(
+        &self,
+        lg: &crate::tensor::Geometry,
+        experts: usize,
+        renormalize: bool,
+        p: &MoeProblem,
+        l: &super::problem::WorkspaceLayout,
+    ) -> Result<(u64, u64), OpsError> {
+        let ws = p.workspace;
+        let g = topk_align::generate(element(lg.dtype)?, experts as u32).map_err(boxed)?;
+        let f = self.moe_unit(&g.name, &g.source)?;
+        let (ids, weights) = (ws + l.topk_ids as u64, ws + l.topk_weights as u64);
+        let t = TopkSoftmaxArgs {
+            logits: lg.ptr,
+            topk_ids: ids,
+            topk_weights: weights,
+            tokens: p.tokens as i32,
+            experts: experts as i32,
+            topk: p.topk as i32,
+            renormalize,
+        };
+        let a = MoeAlignArgs {
+            topk_ids: ids,
+            counts: ws + l.counts as u64,
+            offsets: ws + l.offsets as u64,
+            sorted_ids: ws + l.sorted_ids as u64,
+            block_expert: ws + l.block_expert as u64,
+            total_rows: ws + l.total_rows as u64,
+            tokens: p.tokens as i32,
+            topk: p.topk as i32,
+            expert_offset: p.expert_offset as i32,
+            local_experts: p.local_experts as i32,
+            block_m: l.block_m as i32,
+        };
+        let ka = g.args(&t, &a).map_err(boxed)?;
+        // SAFETY: logits validated [T, E]; the ids / weights and the alignment's regions
+        // are workspace regions sized by the layout for these shapes.
+        unsafe { grid_dependency::launch_chained(&f, g.launch_config(), ka) }.map_err(boxed)?;
+        Ok((ids, weights))
+    }
+
     /// The routing of a validated layer into the regions of `l`: top-k softmax of the
-    /// logits (or the caller's ids and weights as they are), then the alignment; returns
+    /// logits (or the caller's ids and weights as they are), then the alignment (one
+    /// launch for both from logits of at most [`topk_align::MAX_TOKENS`] tokens); returns
     /// the device `(topk_ids, topk_weights)`.
     pub(crate) fn moe_route(
         &self,
@@ -161,6 +209,10 @@ impl Ops {
     ) -> Result<(u64, u64), OpsError> {
         let ws = p.workspace;
         let (ids, weights) = match (p.logits, p.ids) {
+            (Some((lg, renorm)), _) if p.tokens <= topk_align::MAX_TOKENS => {
+                let e = p.experts.unwrap_or(lg.cols);
+                return self.moe_topk_align(&lg, e, renorm, p, l);
+            }
             (Some((lg, renorm)), _) => {
                 let e = p.experts.unwrap_or(lg.cols);
                 let (ids, w) = (ws + l.topk_ids as u64, ws + l.topk_weights as u64);
@@ -268,20 +320,16 @@ impl Ops {
             return self.launch_fused_moe_sm90(p);
         }
         let (tile, warps) = moe_tile(p.tokens * p.topk, p.local_experts);
-        self.launch_fused_moe(p, tile, warps, None)
+        self.launch_fused_moe(p, &crate::tuning::MoeSpec::new(tile, warps, p.layout.splits as u32))
     }
 
-    /// Launch a validated layer whose workspace layout was made for the grouped GEMMs'
-    /// `tile` (its row block) and GEMM2's splits (see [`Ops::run_fused_moe_with`]), both
-    /// grouped GEMMs on `tile` and `warps` with `stages` shared-memory stages (`None`: the
-    /// mainloop's automatic count).
-    pub(crate) fn launch_fused_moe(
-        &self,
-        p: &MoeProblem,
-        tile: [i64; 3],
-        warps: [i64; 2],
-        stages: Option<usize>,
-    ) -> Result<(), OpsError> {
+    /// Launch a validated layer whose workspace layout was made for `spec`'s row tile and
+    /// GEMM2 splits (see [`Ops::run_fused_moe_with`]; the layout's splits are the ones
+    /// run), both grouped GEMMs on `spec`'s tile, warps, stages (`None`: the mainloop's
+    /// automatic count) and weight loads (`l2_prefetch`), GEMM2 on stream-K over the SMs
+    /// when `spec.stream` (its segments in the layout's split slabs, at least 2).
+    pub(crate) fn launch_fused_moe(&self, p: &MoeProblem, spec: &crate::tuning::MoeSpec) -> Result<(), OpsError> {
+        let (tile, warps, stages) = (spec.tile, spec.warps, spec.stages);
         let _scope = self.launch_scope();
         let el = element(p.dtype)?;
         let l = &p.layout;
@@ -289,12 +337,15 @@ impl Ops {
         let (g1, f1) = self.grouped_kernel(
             &GroupedGemmConfig::new(el, GroupedA::Gathered, GroupedEpilogue::SwiGlu)
                 .with_tile(tile, warps)
-                .with_stages(stages),
+                .with_stages(stages)
+                .with_b_l2_prefetch(spec.l2_prefetch),
         )?;
         let (g2, f2) = self.grouped_kernel(
             &GroupedGemmConfig::new(el, GroupedA::Rows, GroupedEpilogue::Scatter)
                 .with_tile(tile, warps)
-                .with_stages(stages),
+                .with_stages(stages)
+                .with_stream_k(spec.stream)
+                .with_b_l2_prefetch(spec.l2_prefetch),
         )?;
         let gf = finalize::generate(el).map_err(boxed)?;
         let ff = self.moe_unit(&gf.name, &gf.source)?;
@@ -344,6 +395,8 @@ impl Ops {
             // tiles into L2 before they wait for GEMM1 (`moe_prefetch_bytes`)
             prefetch_bytes: if prefetch.gemm2() { budget } else { 0 },
             experts: p.local_experts as i32,
+            // one CTA per SM (stream-K kernels only; their CTAs do not prefetch)
+            stream_ctas: self.gpu().sm_count(),
             ..common
         };
         // GEMM1's CTAs find their experts in the top-k ids (two links back: the top-k

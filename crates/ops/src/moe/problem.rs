@@ -245,7 +245,9 @@ const MAX_SPLIT_CTAS: usize = 2048;
 /// [`moe_splits`]) first, then row tiles up to four times the average rows per expert
 /// (rounded up to 16) with GEMM2 K splits 1 to 8 that keep four k-tiles each and at most
 /// 2048 GEMM2 CTAs, then each of those with a decode row tile (at most 32 rows) again with
-/// the deep pipelines of [`deep_stages`]. The tuner's candidates are the ones the generator accepts; a tuning
+/// the deep pipelines of [`deep_stages`], then those deep ones again with the weights
+/// loaded with the L2 prefetch size (`l2`). GEMM2 on stream-K (`stream`) is not in the space: slower on
+/// every decode row measured (BENCHMARKS.md, session 13); `--config` and tables take it. The tuner's candidates are the ones the generator accepts; a tuning
 /// table entry in this space always fits a workspace of [`fused_moe_workspace_bytes`].
 ///
 /// ```
@@ -282,7 +284,10 @@ pub fn moe_space(tokens: usize, topk: usize, local: usize, hidden: usize, inter:
         .filter(|s| s.tile[0] <= DEEP_MAX_BM)
         .flat_map(|s| deep_stages(s.tile).into_iter().map(|st| s.with_stages(st)))
         .collect();
+    // the deep ones again with the weights' L2 prefetch size (`l2`)
+    let hinted: Vec<MoeSpec> = deep.iter().map(|s| s.with_l2_prefetch()).collect();
     out.extend(deep);
+    out.extend(hinted);
     out
 }
 
@@ -352,6 +357,11 @@ pub(crate) fn spec_layout(
     if spec.tile.iter().chain(&spec.warps).any(|&x| x <= 0) || spec.splits == 0 {
         return Err(OpsError::Shape(format!(
             "MoE configuration {spec}: non-positive extent"
+        )));
+    }
+    if spec.stream && spec.splits < 2 {
+        return Err(OpsError::Shape(format!(
+            "MoE configuration {spec}: stream-K needs at least 2 slabs (k2 or more)"
         )));
     }
     let e = dtype.bytes();

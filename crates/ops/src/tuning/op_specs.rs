@@ -79,6 +79,13 @@ pub struct MoeSpec {
     /// choice, as many as fit and at most four). Decode layers stream their weights at
     /// one or two CTAs per SM, where bytes in flight per SM set the pace.
     pub stages: Option<usize>,
+    /// GEMM2 with stream-K ([`rcute_kernel::grouped_gemm::stream_k`]): one CTA per SM
+    /// shares this routing's k-tiles, each tile's segments in the `splits` slabs (at
+    /// least 2); for decode layers whose GEMM2 has fewer tiles than SMs.
+    pub stream: bool,
+    /// The grouped GEMMs load the weights with the `.L2::256B` prefetch size (`,l2`;
+    /// [`rcute_kernel::grouped_gemm::GroupedGemmConfig::b_l2_prefetch`]; off by default).
+    pub l2_prefetch: bool,
 }
 
 impl MoeSpec {
@@ -97,7 +104,33 @@ impl MoeSpec {
             warps,
             splits,
             stages: None,
+            stream: false,
+            l2_prefetch: false,
         }
+    }
+
+    /// The same spec with the weights loaded with the L2 prefetch size (`,l2`).
+    ///
+    /// ```
+    /// use rcute_ops::tuning::MoeSpec;
+    /// let s = MoeSpec::new([16, 128, 64], [1, 4], 2).with_stages(8).with_l2_prefetch();
+    /// assert_eq!(s.to_string(), "moe:16x128x64,1x4,k2,s8,l2");
+    /// ```
+    pub fn with_l2_prefetch(mut self) -> MoeSpec {
+        self.l2_prefetch = true;
+        self
+    }
+
+    /// The same spec with GEMM2 on stream-K (`,stream`).
+    ///
+    /// ```
+    /// use rcute_ops::tuning::MoeSpec;
+    /// let s = MoeSpec::new([16, 128, 64], [1, 4], 4).with_stages(8).with_stream();
+    /// assert_eq!(s.to_string(), "moe:16x128x64,1x4,k4,s8,stream");
+    /// ```
+    pub fn with_stream(mut self) -> MoeSpec {
+        self.stream = true;
+        self
     }
 
     /// The same spec with `stages` shared-memory stages.
@@ -179,7 +212,8 @@ impl MoeSm90Spec {
 }
 
 pub(crate) const AWQ_GRAMMAR: &str = "awq:BMxBNxBK,WMxWN,sSTAGES,vWORDS[,kSPLITS]";
-pub(crate) const MOE_GRAMMAR: &str = "moe:BMxBNxBK,WMxWN[,kSPLITS][,sSTAGES] or moe:sm90|sm90n|sm90c|sm90nc";
+pub(crate) const MOE_GRAMMAR: &str =
+    "moe:BMxBNxBK,WMxWN[,kSPLITS][,sSTAGES][,stream][,l2] or moe:sm90|sm90n|sm90c|sm90nc";
 
 /// `kSPLITS` fields after the fixed ones (at least 1).
 fn splits_field(rest: &[&str]) -> Result<u32, String> {
@@ -227,13 +261,25 @@ pub(crate) fn parse_moe_sm90(s: &str) -> Option<Result<MoeSm90Spec, String>> {
 }
 
 /// The SM80 family's `moe:` fields (the text after the prefix): the tile, the warp grid,
-/// then an optional `kSPLITS` and an optional `sSTAGES` (at least 2), in that order.
+/// then an optional `kSPLITS`, an optional `sSTAGES` (at least 2), an optional
+/// `stream` (GEMM2 on stream-K) and an optional `l2` (the weights loaded with the L2
+/// prefetch size), in that order.
 pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     if parts.len() < 2 {
         return Err("too few fields".into());
     }
     let mut rest = &parts[2..];
+    let mut l2_prefetch = false;
+    if let Some((&"l2", before)) = rest.split_last() {
+        l2_prefetch = true;
+        rest = before;
+    }
+    let mut stream = false;
+    if let Some((&"stream", before)) = rest.split_last() {
+        stream = true;
+        rest = before;
+    }
     let mut stages = None;
     if let Some((last, before)) = rest.split_last() {
         if let Some(x) = last.strip_prefix('s') {
@@ -250,6 +296,8 @@ pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
         warps: extents(parts[1], "warp grid")?,
         splits: splits_field(rest)?,
         stages,
+        stream,
+        l2_prefetch,
     })
 }
 
@@ -280,6 +328,12 @@ impl fmt::Display for MoeSpec {
         if let Some(st) = self.stages {
             write!(f, ",s{st}")?;
         }
+        if self.stream {
+            f.write_str(",stream")?;
+        }
+        if self.l2_prefetch {
+            f.write_str(",l2")?;
+        }
         Ok(())
     }
 }
@@ -308,6 +362,9 @@ mod tests {
             "moe:16x128x64,1x4,k8",
             "moe:16x128x64,1x4,s12",
             "moe:16x128x64,1x4,k4,s8",
+            "moe:16x128x64,1x4,k3,stream",
+            "moe:16x128x64,1x4,k4,s8,stream,l2",
+            "moe:16x128x64,1x4,k2,s8,l2",
             "moe:sm90",
             "moe:sm90n",
             "moe:sm90c",
@@ -322,6 +379,8 @@ mod tests {
             ("moe:16x128x64,1x4,z2", "unknown field"),
             ("moe:16x128x64,1x4,s1", "at least 2"),
             ("moe:16x128x64,1x4,s8,k4", "unknown field"),
+            ("moe:16x128x64,1x4,l2,stream", "unknown field"),
+            ("moe:16x128x64,1x4,stream,s8", "unknown field"),
             ("moe:sm90w", "unknown SM90 form"),
             ("moe:sm90,k2", "unknown SM90 form"),
             ("moe:sm80", "unknown SM90 form"),

@@ -1,0 +1,153 @@
+//! Top-k softmax and the alignment in one launch, for decode batches: one block of
+//! [`align::THREADS`] threads first routes the tokens (warp `w` takes tokens `w, w + 32,
+//! ...`, exactly the [`topk_softmax`] kernel's per-token code), writes `topk_ids` and
+//! `topk_weights`, synchronizes, then runs the [`align`] kernel's body on those ids. The
+//! outputs are those of the two kernels launched one after the other, bit for bit; the
+//! layer's chain has one link less (at T = 1 both kernels are one block, and a link costs
+//! the wait for its predecessor's end).
+//!
+//! The ids are read back by other threads of the block after `__syncthreads()`, so the
+//! kernel declares `topk_ids` without `const __restrict__` (plain, coherent loads). The
+//! early trigger of the chain ([`crate::grid_dependency`]) comes after the ids are written
+//! and fenced, not right after the wait: the next link (GEMM1) may prefetch its weights
+//! from those ids before its own wait (hints only; PTX promises their visibility only
+//! after that wait).
+//!
+//! ```
+//! use rcute_kernel::moe_routing::topk_align::{generate, MAX_TOKENS};
+//! use rcute_atom::Element;
+//! let g = generate(Element::F32, 64).unwrap();
+//! assert_eq!(g.name, "rc_moe_topk_align_f32_e64_l256");
+//! assert!(MAX_TOKENS >= 16);
+//! ```
+
+use super::{align, topk_softmax, MoeRoutingError};
+use crate::emit::{unit_preamble, Function as CFunction, Item, Stmt, Unit};
+use crate::launch::{Dim3, KernelArgs, LaunchConfig};
+use rcute_atom::Element;
+
+/// The most tokens the fused kernel is for: one per warp of its block.
+pub const MAX_TOKENS: usize = (align::THREADS / 32) as usize;
+
+/// A generated top-k + alignment kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GeneratedTopkAlign {
+    /// `rc_moe_topk_align_<f32|bf16|f16>_e<32 * values per lane>_l256`.
+    pub name: String,
+    /// The top-k half, for its checks ([`topk_softmax::GeneratedTopkSoftmax::check`]).
+    pub topk: topk_softmax::GeneratedTopkSoftmax,
+    /// The alignment half, for its checks ([`align::GeneratedMoeAlign::check`]).
+    pub align: align::GeneratedMoeAlign,
+    /// CUDA C++ source.
+    pub source: String,
+}
+
+impl GeneratedTopkAlign {
+    /// Checks both halves' arguments (the alignment reads the top-k's ids: `a.topk_ids`
+    /// must be `t.topk_ids`) and returns the kernel's arguments in order but its last
+    /// (the early-trigger flag of [`crate::grid_dependency::launch_chained`]).
+    pub fn args(
+        &self,
+        t: &topk_softmax::TopkSoftmaxArgs,
+        a: &align::MoeAlignArgs,
+    ) -> Result<KernelArgs, MoeRoutingError> {
+        self.topk.check(t)?;
+        if a.topk_ids != t.topk_ids || a.tokens != t.tokens || a.topk != t.topk {
+            return Err(MoeRoutingError::Mismatch(
+                "the alignment must read the top-k's ids, tokens and k".into(),
+            ));
+        }
+        let cap = self.align.check(a)?;
+        Ok(KernelArgs::new()
+            .u64(t.logits)
+            .u64(t.topk_ids)
+            .u64(t.topk_weights)
+            .i32(t.tokens)
+            .i32(t.experts)
+            .i32(t.topk)
+            .i32(i32::from(t.renormalize))
+            .u64(a.counts)
+            .u64(a.offsets)
+            .u64(a.sorted_ids)
+            .u64(a.block_expert)
+            .u64(a.total_rows)
+            .i32(a.tokens * a.topk)
+            .i32(a.expert_offset)
+            .i32(a.local_experts)
+            .i32(a.block_m)
+            .i32(cap.rows as i32))
+    }
+
+    /// One block of [`align::THREADS`] threads.
+    pub fn launch_config(&self) -> LaunchConfig {
+        LaunchConfig::new(Dim3::new(1, 1, 1), align::THREADS)
+    }
+}
+
+/// Generates the fused kernel for logits of `element` and up to `max_experts` experts
+/// (as [`topk_softmax::generate`]).
+pub fn generate(element: Element, max_experts: u32) -> Result<GeneratedTopkAlign, MoeRoutingError> {
+    let topk = topk_softmax::generate(element, max_experts)?;
+    let (load, v) = topk_softmax::logits_kind(element, max_experts)?;
+    let name = format!("rc_moe_topk_align_{element}_e{}_l{}", 32 * v, super::MAX_LOCAL_EXPERTS);
+    let ty = element.cuda_type();
+    let mut body = crate::grid_dependency::prologue(None);
+    body.push(Stmt::Comment(
+        "top-k softmax: warp w routes tokens w, w + 32, ... (one each for T <= 32)".into(),
+    ));
+    body.push(Stmt::Block(topk_softmax::token_loop(
+        ty,
+        load,
+        v,
+        "threadIdx.x / 32",
+        &format!("{}", align::THREADS / 32),
+    )?));
+    body.extend([
+        Stmt::Comment("the block's ids are visible to all its threads; fenced before the trigger".into()),
+        Stmt::Expr("__syncthreads()".into()),
+        Stmt::Expr("__threadfence()".into()),
+        Stmt::If {
+            cond: crate::grid_dependency::EARLY_TRIGGER.into(),
+            then: vec![
+                Stmt::Comment("the next kernel may launch now; its prelude may read the ids (hints only)".into()),
+                Stmt::Expr("rc_launch_dependents()".into()),
+            ],
+            otherwise: vec![],
+        },
+        Stmt::Comment("the alignment of the ids just written".into()),
+    ]);
+    body.push(Stmt::Block(align::body()));
+    let mut params = topk_softmax::params(ty, "int*");
+    params.extend(align::params_after_ids());
+    params.push(crate::grid_dependency::early_trigger_param());
+    let f = CFunction {
+        qualifiers: format!("extern \"C\" __global__ __launch_bounds__({}, 1)", align::THREADS),
+        ret: "void".into(),
+        name: name.clone(),
+        params,
+        doc: vec![
+            "top-k softmax of T tokens' logits [T, E] (warp per token), then the alignment of the N = T * K ids; one block".into(),
+            "topk_ids is written and read back by the block: no const __restrict__ (coherent loads)".into(),
+        ],
+        body,
+    };
+    let mut items = unit_preamble(&crate::grid_dependency::snippets(), "");
+    items.push(Item::Function(f));
+    let unit = Unit {
+        header: vec![
+            format!(
+                "{name}: {element} router logits [T, E <= {}] -> top-k ids and weights -> per-expert counts, padded offsets, sorted ids, block experts",
+                32 * v
+            ),
+            "Generated by rcute (crates/kernel/src/moe_routing/topk_align.rs); do not edit.".into(),
+        ],
+        includes: vec![],
+        items,
+    };
+    Ok(GeneratedTopkAlign {
+        name,
+        topk,
+        align: align::generate(),
+        source: unit.render(),
+    })
+}
