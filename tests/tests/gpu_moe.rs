@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{check_close, check_close_within, Rng};
+use common::{check_close, check_close_bounds, Rng};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::bf16;
 use rcute_kernel::testing::gpu_for_test;
@@ -795,7 +795,10 @@ fn fp8_layer_matches_quantized_reference() {
         // 1e-2: seven seeds on the H200 gave 2.5e-3 to 2.2e-2 at T = 1 (5e-3 to 6.5e-3 at
         // T >= 77), reproducible per seed with and without compute-sanitizer. 4e-2 is still
         // below the unquantized reference's 6e-2; a wrong scale, expert or row is off by O(1).
-        check_close_within(&format!("fp8 T={t} vs the quantized reference"), &y, &want, 4e-2);
+        // The same flips bound single elements less tightly than the 3% of the largest
+        // |want| other tests use: seed 1795691950282095734 on an H100 put one element at T =
+        // 300 3.2% of it away (relative error 7.4e-3); 8% still flags any O(1) error.
+        check_close_bounds(&format!("fp8 T={t} vs the quantized reference"), &y, &want, 4e-2, 8e-2);
         let again = run_fp8(&mut ws, &w).unwrap();
         let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&y), bits(&again), "fp8 T={t}: two runs differ");

@@ -361,7 +361,11 @@ pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     let cluster2 = [SM90_TILE, SM90_NARROW_TILE]
         .map(|tile| sm90_cluster_config(rcute_atom::Element::BF16, GroupedEpilogue::Scatter, tile));
     let fp8 = eps.map(|ep| sm90_fp8_config(rcute_atom::Element::BF16, ep));
-    bf16.into_iter().chain([narrow, cluster]).chain(cluster2).chain(fp8).collect()
+    bf16.into_iter()
+        .chain([narrow, cluster])
+        .chain(cluster2)
+        .chain(fp8)
+        .collect()
 }
 
 /// The SM90 GEMM configurations of the catalogue (the ones `ops` selects, and one per

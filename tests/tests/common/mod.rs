@@ -187,6 +187,12 @@ pub fn check_close(what: &str, got: &[half::bf16], want: &[f64]) {
 /// [`check_close`] with the relative Frobenius bound `rel_bound` (the per-element bound
 /// stays 3% of the largest `|want|`).
 pub fn check_close_within(what: &str, got: &[half::bf16], want: &[f64], rel_bound: f64) {
+    check_close_bounds(what, got, want, rel_bound, 3e-2);
+}
+
+/// [`check_close`] with the relative Frobenius bound `rel_bound` and no element off by more
+/// than `elem_bound` times the largest `|want|`.
+pub fn check_close_bounds(what: &str, got: &[half::bf16], want: &[f64], rel_bound: f64, elem_bound: f64) {
     assert_eq!(got.len(), want.len(), "{what}");
     let (mut num, mut den, mut maxref, mut maxerr) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
     for (g, w) in got.iter().zip(want) {
@@ -204,7 +210,7 @@ pub fn check_close_within(what: &str, got: &[half::bf16], want: &[f64], rel_boun
         "{what}: relative Frobenius error {rel} (bound {rel_bound})"
     );
     assert!(
-        maxerr <= 3e-2 * maxref + 1e-6,
-        "{what}: max error {maxerr} vs max |ref| {maxref}"
+        maxerr <= elem_bound * maxref + 1e-6,
+        "{what}: max error {maxerr} vs max |ref| {maxref} (bound {elem_bound} of it)"
     );
 }
