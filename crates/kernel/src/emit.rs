@@ -184,6 +184,64 @@ impl Stmt {
     }
 }
 
+/// One-letter statement builders the kernel emitters share (`use crate::emit::shorthand::*`
+/// in a generator's `stmt` module), so a kernel body reads close to the CUDA it emits.
+///
+/// ```
+/// use rcute_kernel::emit::shorthand::{d, dc, e, if_};
+/// use rcute_kernel::emit::Stmt;
+/// let body = vec![d("int", "i", "threadIdx.x"), if_("i < n", vec![e("out[i] = 0")])];
+/// assert!(matches!(&body[1], Stmt::If { cond, .. } if cond == "i < n"));
+/// assert!(matches!(dc("int", "j", "2 * i", "row"), Stmt::Decl { comment: Some(_), .. }));
+/// ```
+pub mod shorthand {
+    use super::Stmt;
+
+    /// `expr;`
+    pub fn e(s: impl Into<String>) -> Stmt {
+        Stmt::Expr(s.into())
+    }
+    /// `// text`
+    pub fn c(s: impl Into<String>) -> Stmt {
+        Stmt::Comment(s.into())
+    }
+    /// `ty name = init;`
+    pub fn d(ty: &str, name: &str, init: impl Into<String>) -> Stmt {
+        Stmt::decl(ty, name, init)
+    }
+    /// `ty name = init;  // comment`
+    pub fn dc(ty: &str, name: &str, init: impl Into<String>, comment: impl Into<String>) -> Stmt {
+        Stmt::Decl {
+            ty: ty.into(),
+            name: name.into(),
+            init: Some(init.into()),
+            comment: Some(comment.into()),
+        }
+    }
+    /// `if (cond) { then }`
+    pub fn if_(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
+        if_else(cond, then, vec![])
+    }
+    /// `if (cond) { then } else { otherwise }`
+    pub fn if_else(cond: impl Into<String>, then: Vec<Stmt>, otherwise: Vec<Stmt>) -> Stmt {
+        Stmt::If {
+            cond: cond.into(),
+            then,
+            otherwise,
+        }
+    }
+    /// `for (int var = start; var < end; ++var) { body }` (not unrolled: [`Stmt::unrolled`]).
+    pub fn for_(var: &str, start: impl Into<String>, end: impl Into<String>, body: Vec<Stmt>) -> Stmt {
+        Stmt::For {
+            var: var.into(),
+            start: start.into(),
+            end: end.into(),
+            unroll: false,
+            body,
+        }
+    }
+}
+
 /// A C++ index expression and the layout it came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IndexExpr {

@@ -2,30 +2,8 @@
 
 use super::*;
 
-pub(super) fn e(s: impl Into<String>) -> Stmt {
-    Stmt::Expr(s.into())
-}
-pub(super) fn c(s: impl Into<String>) -> Stmt {
-    Stmt::Comment(s.into())
-}
-pub(super) fn d(ty: &str, name: &str, init: impl Into<String>) -> Stmt {
-    Stmt::decl(ty, name, init)
-}
-pub(super) fn dc(ty: &str, name: &str, init: impl Into<String>, comment: impl Into<String>) -> Stmt {
-    Stmt::Decl {
-        ty: ty.into(),
-        name: name.into(),
-        init: Some(init.into()),
-        comment: Some(comment.into()),
-    }
-}
-pub(super) fn if_(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
-    Stmt::If {
-        cond: cond.into(),
-        then,
-        otherwise: vec![],
-    }
-}
+pub(super) use crate::emit::shorthand::{c, d, dc, e, for_, if_};
+
 /// A layout from its shape and stride (static extents).
 pub(super) fn lay(shape: IntTuple, stride: IntTuple) -> Result<Layout, GemmError> {
     Layout::new(shape, stride).map_err(|e| cfg_err(e.to_string()))
@@ -43,15 +21,6 @@ pub(super) fn dl(ty: &str, name: &str, layout: &Layout, coord: &[Expr]) -> Resul
 /// A `#pragma unroll` loop over `0..n`, a compile-time constant.
 pub(super) fn unroll(var: &str, n: impl ToString, body: Vec<Stmt>) -> Stmt {
     Stmt::unrolled(var, n, body)
-}
-pub(super) fn for_(var: &str, start: impl Into<String>, end: impl Into<String>, body: Vec<Stmt>) -> Stmt {
-    Stmt::For {
-        var: var.into(),
-        start: start.into(),
-        end: end.into(),
-        unroll: false,
-        body,
-    }
 }
 
 /// Local device helpers: shared address of a generic pointer, an accumulator register

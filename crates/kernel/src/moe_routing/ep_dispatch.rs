@@ -23,6 +23,7 @@
 //! ```
 
 use super::MoeRoutingError;
+use crate::emit::shorthand::if_;
 use crate::emit::{unit_preamble, Function as CFunction, Item, Stmt, Unit};
 use crate::grouped_gemm::finalize::{add_row, pair_types, row_sum_body};
 use crate::launch::{KernelArgs, LaunchConfig};
@@ -102,14 +103,6 @@ fn warp_scan(var: &str) -> Stmt {
                 otherwise: vec![],
             },
         ],
-    }
-}
-
-fn if_(cond: &str, then: Vec<Stmt>) -> Stmt {
-    Stmt::If {
-        cond: cond.into(),
-        then,
-        otherwise: vec![],
     }
 }
 
