@@ -76,6 +76,7 @@ pub mod stream_scope;
 pub mod testing;
 pub mod tile_scheduler;
 pub mod tma;
+pub mod weight_stream;
 pub mod toolkit;
 
 pub use cache::KernelCache;
