@@ -76,8 +76,8 @@ pub mod stream_scope;
 pub mod testing;
 pub mod tile_scheduler;
 pub mod tma;
-pub mod weight_stream;
 pub mod toolkit;
+pub mod weight_stream;
 
 pub use cache::KernelCache;
 pub use device::{DeviceError, Gpu};

@@ -21,7 +21,7 @@
 //!   ahead is issued into it.
 //!
 //! The reduction (`acc ^= word`) keeps every load alive; the result is written only when
-//! it equals a run-time `magic`, so the output stays tiny and the compiler cannot drop
+//! it equals a run-time `magic` (to `out[threadIdx.x]`), so the output stays tiny and the compiler cannot drop
 //! the loads. The loads are unrolled over constant slots, so no ring spills to local
 //! memory.
 //!
@@ -175,8 +175,8 @@ impl GeneratedStream {
         LaunchConfig::new(Dim3::new(ctas.max(1), 1, 1), self.config.threads).with_dynamic_smem(self.config.smem_bytes())
     }
 
-    /// Arguments: the buffer, its size in 16-byte units, the output (one word per CTA)
-    /// and the magic value.
+    /// Arguments: the buffer, its size in 16-byte units, the output (`threads` words,
+    /// written only by a CTA whose reduction equals `magic`) and the magic value.
     pub fn args(&self, src: u64, bytes: u64, out: u64, magic: u32) -> KernelArgs {
         KernelArgs::new().u64(src).i64((bytes / 16) as i64).u64(out).u32(magic)
     }
@@ -190,7 +190,10 @@ pub fn generate(cfg: &StreamConfig) -> Result<GeneratedStream, StreamError> {
         StreamLoad::Ldg => (vec![ld_global_stream(16).snippet], ldg_body(cfg)),
         StreamLoad::CpAsync => {
             let copy = cp_async(CacheOp::CacheGlobal, 16, true).expect("cp.async.cg 16 B exists");
-            (vec![copy.snippet, cp_async_commit_group(), cp_async_wait_group()], cp_async_body(cfg))
+            (
+                vec![copy.snippet, cp_async_commit_group(), cp_async_wait_group()],
+                cp_async_body(cfg),
+            )
         }
         StreamLoad::Bulk => (
             vec![
@@ -216,10 +219,12 @@ pub fn generate(cfg: &StreamConfig) -> Result<GeneratedStream, StreamError> {
         Stmt::decl("uint32_t", "acc", "0u"),
     ];
     head.extend(body);
-    head.push(Stmt::Comment("never true for the data the benchmark writes: keeps the loads alive".into()));
+    head.push(Stmt::Comment(
+        "never true for the data the benchmark writes: keeps the loads alive".into(),
+    ));
     head.push(Stmt::If {
         cond: "acc == magic".into(),
-        then: vec![Stmt::assign("out[blockIdx.x * blockDim.x + tid]", "acc")],
+        then: vec![Stmt::assign("out[tid]", "acc")],
         otherwise: vec![],
     });
     items.push(Item::Function(CFunction {
@@ -321,7 +326,10 @@ fn cp_async_body(cfg: &StreamConfig) -> Vec<Stmt> {
         Stmt::assign("slot_w", format!("slot_w + 1 == {s} ? 0 : slot_w + 1")),
     ];
     let mut steady = issue.clone();
-    steady.push(Stmt::Comment(format!("at most {} groups pending: tile t has landed", s - 1)));
+    steady.push(Stmt::Comment(format!(
+        "at most {} groups pending: tile t has landed",
+        s - 1
+    )));
     steady.push(Stmt::Expr(format!("rc_cp_async_wait_group<{}>()", s - 1)));
     steady.push(Stmt::unrolled(
         "v",
@@ -345,6 +353,8 @@ fn cp_async_body(cfg: &StreamConfig) -> Vec<Stmt> {
             step: "t += gridDim.x".into(),
             body: steady,
         },
+        Stmt::Comment("the zero-filled copies past the last tile: none left pending at exit".into()),
+        Stmt::Expr("rc_cp_async_wait_group<0>()".into()),
     ]
 }
 
@@ -369,9 +379,7 @@ fn bulk_body(cfg: &StreamConfig) -> Vec<Stmt> {
     vec![
         Stmt::Expr("extern __shared__ __align__(128) uint4 smem[]".into()),
         Stmt::Expr(format!("__shared__ __align__(8) unsigned long long bar[{s}]")),
-        Stmt::Expr(
-            "auto bar_addr = [&](int i) { return (uint32_t)__cvta_generic_to_shared(&bar[i]); }".into(),
-        ),
+        Stmt::Expr("auto bar_addr = [&](int i) { return (uint32_t)__cvta_generic_to_shared(&bar[i]); }".into()),
         Stmt::If {
             cond: "tid == 0".into(),
             then: vec![

@@ -39,7 +39,12 @@ fn swept_probes_compile_without_spills() {
 
 #[test]
 fn bad_configurations_are_refused() {
-    let ok = StreamConfig { load: StreamLoad::CpAsync, threads: 128, depth: 4, stages: 4 };
+    let ok = StreamConfig {
+        load: StreamLoad::CpAsync,
+        threads: 128,
+        depth: 4,
+        stages: 4,
+    };
     assert!(generate(&ok).is_ok());
     for bad in [
         StreamConfig { threads: 100, ..ok },
@@ -47,8 +52,16 @@ fn bad_configurations_are_refused() {
         StreamConfig { depth: 0, ..ok },
         StreamConfig { depth: 33, ..ok },
         StreamConfig { stages: 1, ..ok },
-        StreamConfig { load: StreamLoad::Ldg, ..ok },
-        StreamConfig { load: StreamLoad::Bulk, threads: 1024, depth: 32, stages: 16 },
+        StreamConfig {
+            load: StreamLoad::Ldg,
+            ..ok
+        },
+        StreamConfig {
+            load: StreamLoad::Bulk,
+            threads: 1024,
+            depth: 32,
+            stages: 16,
+        },
     ] {
         assert!(matches!(generate(&bad), Err(StreamError::Config(_))), "{bad:?}");
     }
@@ -56,7 +69,13 @@ fn bad_configurations_are_refused() {
 
 #[test]
 fn names_and_sources_follow_the_configuration() {
-    let g = generate(&StreamConfig { load: StreamLoad::CpAsync, threads: 256, depth: 2, stages: 8 }).unwrap();
+    let g = generate(&StreamConfig {
+        load: StreamLoad::CpAsync,
+        threads: 256,
+        depth: 2,
+        stages: 8,
+    })
+    .unwrap();
     assert_eq!(g.name, "rc_stream_cpasync_t256_d2_s8");
     assert!(g.source.contains("rc_cp_async_wait_group<7>()"));
     assert_eq!(g.config.bytes_in_flight_per_cta(), 7 * 256 * 2 * 16);
