@@ -7,7 +7,7 @@
 //! previous call filled); a sample replays a CUDA graph of 10 passes over all copies and
 //! the median per call is reported. The full table goes to `--csv`; stdout gets the best
 //! settings per byte count and straight-line fits `t = a + bytes / bw` (the fixed cost
-//! `a`) over the byte counts below 1 GB.
+//! `a`) over the byte counts from 1 MiB to 1 GiB.
 
 use crate::bench_timing::median_us;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
@@ -264,9 +264,10 @@ pub fn run(args: &BenchStreamArgs) -> Result<String, String> {
                 });
             }
         }
-    }
-    if let Some(path) = &args.csv {
-        std::fs::write(path, csv(&rows, copy_gbs)).map_err(|e| format!("{}: {e}", path.display()))?;
+        // Rewritten after every byte count, so a run cut short keeps what it measured.
+        if let Some(path) = &args.csv {
+            std::fs::write(path, csv(&rows, copy_gbs)).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
     }
     summary(&mut text, &rows, &copy_rows, copy_gbs);
     Ok(text)
@@ -321,7 +322,7 @@ fn csv(rows: &[Row], copy_gbs: f64) -> String {
 }
 
 /// Per byte count: the copy and the five fastest settings, and the best of each load
-/// kind; then the straight-line fits of the settings timed at every byte count below 1 GB.
+/// kind; then the straight-line fits of the settings timed at every byte count from 1 MiB to 1 GiB.
 fn summary(text: &mut String, rows: &[Row], copy_rows: &[(u64, f64)], copy_gbs: f64) {
     let line = |r: &Row| {
         let g = gbs(r.bytes, r.us);
@@ -353,7 +354,7 @@ fn summary(text: &mut String, rows: &[Row], copy_rows: &[(u64, f64)], copy_gbs: 
     let small: Vec<u64> = copy_rows
         .iter()
         .map(|c| c.0)
-        .filter(|&b| b > 0 && b < 1 << 30)
+        .filter(|&b| b >= 1 << 20 && b < 1 << 30)
         .collect();
     let mut fits = Vec::new();
     let mut keys: Vec<(String, String)> = rows.iter().map(|r| (r.name.clone(), r.grid())).collect();
