@@ -32,6 +32,10 @@ pub struct BenchStreamArgs {
     /// One CTA per tile is always timed too.
     #[arg(long = "ctas", default_values_t = [1u32, 2, 4, 8])]
     pub ctas: Vec<u32>,
+    /// Also these absolute grid sizes (repeatable), e.g. a kernel's own CTA count: CTA
+    /// `b` takes tiles `b, b + N, ...`.
+    #[arg(long = "grid")]
+    pub grid: Vec<u32>,
     /// Timed samples per setting (median reported).
     #[arg(long, default_value_t = 10)]
     pub iters: usize,
@@ -81,20 +85,17 @@ pub fn parse_stream_config(s: &str) -> Result<StreamConfig, String> {
 struct Row {
     bytes: u64,
     name: String,
-    /// CTAs per SM of a persistent grid; 0 = one CTA per tile.
-    per_sm: u32,
-    /// Bytes in flight per SM (for one CTA per tile: per CTA x resident CTAs).
+    /// `kxSM` (persistent, k CTAs per SM), `tile` (one CTA per tile) or `N` (`--grid`).
+    grid: String,
+    /// Bytes in flight per SM (CTAs resident per SM x per CTA; for grids that are not
+    /// persistent, as many CTAs as fit or as the grid has, whichever is fewer).
     inflight_sm: u64,
     us: f64,
 }
 
 impl Row {
     fn grid(&self) -> String {
-        if self.per_sm == 0 {
-            "tile".into()
-        } else {
-            format!("{}xSM", self.per_sm)
-        }
+        self.grid.clone()
     }
 }
 
@@ -239,26 +240,27 @@ pub fn run(args: &BenchStreamArgs) -> Result<String, String> {
         copy_rows.push((bytes, c));
         eprintln!("{bytes} B: {} copies, copy {c:.2} us", bufs.len());
         for p in &probes {
-            let mut grids: Vec<(u32, u32)> = args
+            let tiles = p.g.tiles(bytes).clamp(1, i32::MAX as u64) as u32;
+            // (label, CTAs, CTAs resident per SM)
+            let mut grids: Vec<(String, u32, u32)> = args
                 .ctas
                 .iter()
                 .filter(|&&k| k <= p.occupancy)
-                .map(|&k| (k, k * sms))
+                .map(|&k| (format!("{k}xSM"), k * sms, k))
                 .collect();
-            let tiles = p.g.tiles(bytes).clamp(1, i32::MAX as u64) as u32;
-            grids.push((0, tiles));
+            grids.push(("tile".into(), tiles, p.occupancy.min(tiles.div_ceil(sms))));
+            grids.extend(
+                args.grid
+                    .iter()
+                    .map(|&n| (n.to_string(), n, p.occupancy.min(n.div_ceil(sms)))),
+            );
             let ctas: Vec<u32> = grids.iter().map(|g| g.1).collect();
             let t = time_probe(&stream, p, &ptrs, bytes, &ctas, out, args.iters)?;
-            for ((per_sm, grid), us) in grids.into_iter().zip(t) {
-                let resident = if per_sm == 0 {
-                    p.occupancy.min(grid.div_ceil(sms))
-                } else {
-                    per_sm
-                };
+            for ((grid, _, resident), us) in grids.into_iter().zip(t) {
                 rows.push(Row {
                     bytes,
                     name: p.g.name.clone(),
-                    per_sm,
+                    grid,
                     inflight_sm: resident as u64 * p.g.config.bytes_in_flight_per_cta(),
                     us,
                 });
