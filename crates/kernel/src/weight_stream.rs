@@ -33,7 +33,7 @@
 //! assert_eq!(g.config.bytes_in_flight_per_cta(), 256 * 8 * 16);
 //! let b = StreamConfig { load: StreamLoad::Bulk, threads: 128, depth: 8, stages: 4 };
 //! assert_eq!(generate(&b).unwrap().name, "rc_stream_bulk_t128_d8_s4");
-//! assert!(generate(&StreamConfig { threads: 96, ..b }).is_err());
+//! assert!(generate(&StreamConfig { threads: 100, ..b }).is_err());
 //! ```
 
 use crate::emit::{unit_preamble, Function as CFunction, Item, Stmt, Unit};
