@@ -356,7 +356,7 @@ fn summary(text: &mut String, rows: &[Row], copy_rows: &[(u64, f64)], copy_gbs: 
     let small: Vec<u64> = copy_rows
         .iter()
         .map(|c| c.0)
-        .filter(|&b| b >= 1 << 20 && b < 1 << 30)
+        .filter(|b| (1 << 20..1 << 30).contains(b))
         .collect();
     let mut fits = Vec::new();
     let mut keys: Vec<(String, String)> = rows.iter().map(|r| (r.name.clone(), r.grid())).collect();

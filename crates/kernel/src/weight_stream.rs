@@ -124,7 +124,7 @@ impl StreamConfig {
 
     fn check(&self) -> Result<(), StreamError> {
         let bad = |m: String| Err(StreamError::Config(format!("{}: {m}", self.name())));
-        if self.threads == 0 || self.threads % 32 != 0 || self.threads > 1024 {
+        if self.threads == 0 || !self.threads.is_multiple_of(32) || self.threads > 1024 {
             return bad("threads must be a positive multiple of 32, at most 1024".into());
         }
         if !(1..=32).contains(&self.depth) {
