@@ -30,6 +30,7 @@ pub mod bench_moe;
 #[cfg(feature = "nccl")]
 pub mod bench_moe_ep;
 pub mod bench_scaled_mm;
+pub mod bench_stream;
 pub mod bench_timing;
 pub mod gen_cmd;
 pub mod layout_cmd;

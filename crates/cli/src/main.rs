@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use rcute_cli::layout_cmd::{self, LayoutArgs};
-use rcute_cli::{bench_awq, bench_cmd, bench_moe, bench_scaled_mm, gen_cmd, run_cmd, tune_cmd};
+use rcute_cli::{bench_awq, bench_cmd, bench_moe, bench_scaled_mm, bench_stream, gen_cmd, run_cmd, tune_cmd};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -42,6 +42,9 @@ enum BenchCommand {
     /// rcute fused MoE layer vs the same layer's GEMMs from cuBLAS per expert:
     /// `--tokens T [--tokens ...] --experts E --topk k --hidden H --inter I`.
     Moe(bench_moe::BenchMoeArgs),
+    /// Load-only weight-streaming probes (register ring, cp.async, cp.async.bulk) against a
+    /// device-to-device copy: which load recipe reaches the DRAM bandwidth on this GPU.
+    Stream(bench_stream::BenchStreamArgs),
 }
 
 /// Print a (report, success) pair; failure exits 1.
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Gemm(args)) => report(bench_cmd::run(&args).map(|t| (t, true))),
         Command::Bench(BenchCommand::ScaledMm(args)) => report(bench_scaled_mm::run(&args).map(|t| (t, true))),
         Command::Bench(BenchCommand::Awq(args)) => report(bench_awq::run(&args).map(|t| (t, true))),
+        Command::Bench(BenchCommand::Stream(args)) => report(bench_stream::run(&args).map(|t| (t, true))),
         Command::Bench(BenchCommand::Moe(args)) => report(bench_moe_any(&args).map(|t| (t, true))),
         Command::Layout(args) => match layout_cmd::run(&args) {
             Ok(out) => {

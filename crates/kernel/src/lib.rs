@@ -77,6 +77,7 @@ pub mod testing;
 pub mod tile_scheduler;
 pub mod tma;
 pub mod toolkit;
+pub mod weight_stream;
 
 pub use cache::KernelCache;
 pub use device::{DeviceError, Gpu};
