@@ -7,7 +7,7 @@
 //! `Ops::awq_dequantize` of each shape's `[K, N]` weight and `Ops::awq_dequantize_kmajor`
 //! (`[N, K]`) against that copy bandwidth.
 
-use crate::bench_timing::{median_us, parse_shape};
+use crate::bench_timing::{copy_bandwidth, median_us, parse_shape};
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::f16;
@@ -187,17 +187,6 @@ fn random_weight(stream: &Arc<CudaStream>, shape: AwqShape, rng: &mut Rng) -> Re
             .clone_htod(&pack_awq_matrix(&z, g, n).map_err(|x| x.to_string())?)
             .map_err(e)?,
     })
-}
-
-/// Median microseconds of a device-to-device copy of `bytes` and its bandwidth in GB/s
-/// (read + write).
-fn copy_bandwidth(stream: &Arc<CudaStream>, bytes: usize, iters: usize) -> Result<(f64, f64), String> {
-    let e = |x: cudarc::driver::DriverError| x.to_string();
-    let src: CudaSlice<u8> = stream.alloc_zeros(bytes).map_err(e)?;
-    let mut dst: CudaSlice<u8> = stream.alloc_zeros(bytes).map_err(e)?;
-    let mut f = || stream.memcpy_dtod(&src, &mut dst).map_err(|x| x.to_string());
-    let (t, _) = median_us(stream, iters, true, &mut [&mut f])?;
-    Ok((t[0], 2.0 * bytes as f64 / (t[0] * 1e-6) / 1e9))
 }
 
 /// Run the benchmark; returns the printed table.

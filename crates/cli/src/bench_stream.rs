@@ -9,7 +9,7 @@
 //! settings per byte count and straight-line fits `t = a + bytes / bw` (the fixed cost
 //! `a`) over the byte counts from 1 MiB to 1 GiB.
 
-use crate::bench_timing::median_us;
+use crate::bench_timing::{copy_bandwidth, median_us};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use rcute_kernel::weight_stream::{generate, sweep, GeneratedStream, StreamConfig, StreamLoad};
 use rcute_kernel::{compile, CompileOptions, Function, Gpu};
@@ -287,17 +287,6 @@ fn copy_us_at(stream: &Arc<CudaStream>, bufs: &[CudaSlice<u8>], bytes: u64, iter
     };
     let (t, _) = median_us(stream, iters, true, &mut [&mut f])?;
     Ok(t[0] / bufs.len() as f64)
-}
-
-/// Median microseconds of a device-to-device copy of `bytes` and its bandwidth in GB/s
-/// (read + write).
-fn copy_bandwidth(stream: &Arc<CudaStream>, bytes: usize, iters: usize) -> Result<(f64, f64), String> {
-    let e = |x: cudarc::driver::DriverError| x.to_string();
-    let src: CudaSlice<u8> = stream.alloc_zeros(bytes).map_err(e)?;
-    let mut dst: CudaSlice<u8> = stream.alloc_zeros(bytes).map_err(e)?;
-    let mut f = || stream.memcpy_dtod(&src, &mut dst).map_err(|x| x.to_string());
-    let (t, _) = median_us(stream, iters, true, &mut [&mut f])?;
-    Ok((t[0], 2.0 * bytes as f64 / (t[0] * 1e-6) / 1e9))
 }
 
 fn gbs(bytes: u64, us: f64) -> f64 {

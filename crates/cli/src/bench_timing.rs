@@ -105,3 +105,14 @@ mod tests {
         assert!(parse_shape("ax2x3").is_err());
     }
 }
+
+/// Median microseconds of a device-to-device copy of `bytes` and its bandwidth in GB/s
+/// (read + write).
+pub fn copy_bandwidth(stream: &Arc<CudaStream>, bytes: usize, iters: usize) -> Result<(f64, f64), String> {
+    let e = |x: cudarc::driver::DriverError| x.to_string();
+    let src: CudaSlice<u8> = stream.alloc_zeros(bytes).map_err(e)?;
+    let mut dst: CudaSlice<u8> = stream.alloc_zeros(bytes).map_err(e)?;
+    let mut f = || stream.memcpy_dtod(&src, &mut dst).map_err(|x| x.to_string());
+    let (t, _) = median_us(stream, iters, true, &mut [&mut f])?;
+    Ok((t[0], 2.0 * bytes as f64 / (t[0] * 1e-6) / 1e9))
+}
