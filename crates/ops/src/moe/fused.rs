@@ -16,7 +16,7 @@ use rcute_kernel::grouped_gemm::finalize;
 use rcute_kernel::grouped_gemm::{
     self, GeneratedGroupedGemm, GroupedA, GroupedEpilogue, GroupedGemmArgs, GroupedGemmConfig,
 };
-use rcute_kernel::moe_routing::align::{self, MoeAlignArgs};
+use rcute_kernel::moe_routing::align;
 use rcute_kernel::moe_routing::topk_align;
 use rcute_kernel::moe_routing::topk_softmax::{self, TopkSoftmaxArgs};
 use rcute_kernel::{grid_dependency, CompileOptions, Function, KernelCache};
@@ -106,19 +106,7 @@ impl Ops {
     ) -> Result<(), OpsError> {
         let g = align::generate();
         let f = self.moe_unit(&g.name, &g.source)?;
-        let a = MoeAlignArgs {
-            topk_ids: ids,
-            counts: ws + l.counts as u64,
-            offsets: ws + l.offsets as u64,
-            sorted_ids: ws + l.sorted_ids as u64,
-            block_expert: ws + l.block_expert as u64,
-            total_rows: ws + l.total_rows as u64,
-            tokens: tokens as i32,
-            topk: topk as i32,
-            expert_offset: expert_offset as i32,
-            local_experts: local as i32,
-            block_m: l.block_m as i32,
-        };
+        let a = l.align_args(ws, ids, tokens, topk, expert_offset, local);
         let ka = g.args(&a).map_err(boxed)?;
         // SAFETY: `ids` holds T * k int32 (validated view or workspace region); the output
         // regions are sized by `align_capacity` for these shapes (the workspace layout).
@@ -178,19 +166,7 @@ impl Ops {
             topk: p.topk as i32,
             renormalize,
         };
-        let a = MoeAlignArgs {
-            topk_ids: ids,
-            counts: ws + l.counts as u64,
-            offsets: ws + l.offsets as u64,
-            sorted_ids: ws + l.sorted_ids as u64,
-            block_expert: ws + l.block_expert as u64,
-            total_rows: ws + l.total_rows as u64,
-            tokens: p.tokens as i32,
-            topk: p.topk as i32,
-            expert_offset: p.expert_offset as i32,
-            local_experts: p.local_experts as i32,
-            block_m: l.block_m as i32,
-        };
+        let a = l.align_args(ws, ids, p.tokens, p.topk, p.expert_offset, p.local_experts);
         let ka = g.args(&t, &a).map_err(boxed)?;
         // SAFETY: logits validated [T, E]; the ids / weights and the alignment's regions
         // are workspace regions sized by the layout for these shapes.

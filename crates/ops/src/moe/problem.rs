@@ -8,7 +8,7 @@ use crate::gemm::{check_layout, check_vector_alignment, overlaps, range};
 use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef};
 use rcute_kernel::grouped_gemm::finalize::MoeFinalizeArgs;
 use rcute_kernel::grouped_gemm::SM90_TILE;
-use rcute_kernel::moe_routing::align::{align_capacity, AlignCapacity};
+use rcute_kernel::moe_routing::align::{align_capacity, AlignCapacity, MoeAlignArgs};
 use rcute_kernel::moe_routing::{MAX_EXPERTS, MAX_LOCAL_EXPERTS, MAX_TOPK};
 
 use crate::tuning::MoeSpec;
@@ -175,6 +175,33 @@ pub(crate) struct WorkspaceLayout {
 }
 
 impl WorkspaceLayout {
+    /// The alignment's arguments (the routed `ids` counted and ordered into this layout's
+    /// regions of the workspace at device address `ws`), for the alignment kernel alone
+    /// and for the fused top-k + alignment.
+    pub(crate) fn align_args(
+        &self,
+        ws: u64,
+        ids: u64,
+        tokens: usize,
+        topk: usize,
+        expert_offset: usize,
+        local: usize,
+    ) -> MoeAlignArgs {
+        MoeAlignArgs {
+            topk_ids: ids,
+            counts: ws + self.counts as u64,
+            offsets: ws + self.offsets as u64,
+            sorted_ids: ws + self.sorted_ids as u64,
+            block_expert: ws + self.block_expert as u64,
+            total_rows: ws + self.total_rows as u64,
+            tokens: tokens as i32,
+            topk: topk as i32,
+            expert_offset: expert_offset as i32,
+            local_experts: local as i32,
+            block_m: self.block_m as i32,
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         tokens: usize,
