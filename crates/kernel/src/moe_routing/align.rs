@@ -174,9 +174,14 @@ impl GeneratedMoeAlign {
     /// is a link of the MoE layer's chain).
     pub fn args(&self, a: &MoeAlignArgs) -> Result<KernelArgs, MoeRoutingError> {
         let cap = self.check(a)?;
-        Ok(KernelArgs::new()
-            .u64(a.topk_ids)
-            .u64(a.counts)
+        Ok(Self::push_after_ids(KernelArgs::new().u64(a.topk_ids), a, cap.rows))
+    }
+
+    /// `args` followed by the alignment's parameters after its ids (outputs, entries,
+    /// expert range, tile rows, `rows` of capacity): shared with the fused top-k +
+    /// alignment kernel, whose parameters continue the same way.
+    pub(crate) fn push_after_ids(args: KernelArgs, a: &MoeAlignArgs, rows: usize) -> KernelArgs {
+        args.u64(a.counts)
             .u64(a.offsets)
             .u64(a.sorted_ids)
             .u64(a.block_expert)
@@ -185,7 +190,7 @@ impl GeneratedMoeAlign {
             .i32(a.expert_offset)
             .i32(a.local_experts)
             .i32(a.block_m)
-            .i32(cap.rows as i32))
+            .i32(rows as i32)
     }
 }
 

@@ -58,24 +58,15 @@ impl GeneratedTopkAlign {
             ));
         }
         let cap = self.align.check(a)?;
-        Ok(KernelArgs::new()
+        let topk = KernelArgs::new()
             .u64(t.logits)
             .u64(t.topk_ids)
             .u64(t.topk_weights)
             .i32(t.tokens)
             .i32(t.experts)
             .i32(t.topk)
-            .i32(i32::from(t.renormalize))
-            .u64(a.counts)
-            .u64(a.offsets)
-            .u64(a.sorted_ids)
-            .u64(a.block_expert)
-            .u64(a.total_rows)
-            .i32(a.tokens * a.topk)
-            .i32(a.expert_offset)
-            .i32(a.local_experts)
-            .i32(a.block_m)
-            .i32(cap.rows as i32))
+            .i32(i32::from(t.renormalize));
+        Ok(align::GeneratedMoeAlign::push_after_ids(topk, a, cap.rows))
     }
 
     /// One block of [`align::THREADS`] threads.
