@@ -5,6 +5,7 @@
 use super::epilogue::epilogue;
 use super::stmt::{d, dc, if_};
 use super::stream_k;
+use super::tile;
 use super::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
 use crate::emit::{Function as CFunction, Stmt};
 use crate::gemm_sm80::{mainloop_stmts, G2sMode, G2sRows, MainloopEmit};
@@ -50,22 +51,23 @@ fn cta_threads(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
 /// The CTA setup: the names [`MainloopEmit::cta`] requires, from the device-resident
 /// alignment (`total_rows`, `block_expert`).
 fn cta_tile(cfg: &GroupedGemmConfig) -> Vec<Stmt> {
-    let ta = cfg.element.cuda_type();
     let [bm, _, bk] = cfg.tile;
-    vec![
-        dc("const int", "tile_m", "blockIdx.x", "row tile: fastest, so the tiles of one expert share its B tile in L2"),
-        d("const int", "tile_n", "blockIdx.y"),
-        d("const int", "m0", format!("tile_m * {bm}")),
-        Stmt::Comment("the grid covers the most padded rows any routing gives; tiles past this routing's rows exit".into()),
-        if_("m0 >= __ldg(total_rows)", vec![Stmt::Return]),
-        dc("const int", "expert", "__ldg(block_expert + tile_m)", "the local expert of this row tile"),
-        if_("expert < 0", vec![Stmt::Return]),
+    let mut v = vec![
         dc(
             "const int",
-            "n0",
-            format!("tile_n * {}", cfg.tile_n_out()),
-            "first output column of this tile",
+            "tile_m",
+            "blockIdx.x",
+            "row tile: fastest, so the tiles of one expert share its B tile in L2",
         ),
+        d("const int", "tile_n", "blockIdx.y"),
+        d("const int", "m0", format!("tile_m * {bm}")),
+        Stmt::Comment(
+            "the grid covers the most padded rows any routing gives; tiles past this routing's rows exit".into(),
+        ),
+        if_("m0 >= __ldg(total_rows)", vec![Stmt::Return]),
+    ];
+    v.extend(tile::tile_expert(cfg, Stmt::Return));
+    v.extend([
         dc(
             "const int",
             "split",
@@ -75,14 +77,9 @@ fn cta_tile(cfg: &GroupedGemmConfig) -> Vec<Stmt> {
         d("const int", "k_begin", "split * k_per_split"),
         d("const int", "k_end", "min(K, k_begin + k_per_split)"),
         d("int", "k_tile_count", format!("k_end > k_begin ? (k_end - k_begin + {}) / {bk} : 0", bk - 1)),
-        d(&format!("const {ta}* const"), "gA", "A"),
-        dc(
-            &format!("const {ta}* const"),
-            "gB",
-            "B + (long long)expert * expert_stride",
-            "the expert's weight (N,K):(ldb,1)",
-        ),
-    ]
+    ]);
+    v.extend(tile::operands(cfg));
+    v
 }
 
 /// The row maps of the load stage ([`G2sRows`]).

@@ -59,6 +59,7 @@ pub mod quant;
 mod sm90;
 mod stmt;
 pub mod stream_k;
+mod tile;
 
 pub use args::GroupedGemmArgs;
 pub use sm90::{sm90_cluster_config, sm90_config, sm90_fp8_config, SM90_FP8_TILE, SM90_NARROW_TILE, SM90_TILE};

@@ -85,9 +85,8 @@ pub(super) fn setup(cfg: &GroupedGemmConfig, load: &str) -> Vec<Stmt> {
 /// The head of one segment: its tile, K range, expert and slab (the names the mainloop
 /// needs, as [`super::kernel`]'s CTA setup declares them for a tile grid).
 pub(super) fn segment(cfg: &GroupedGemmConfig) -> Vec<Stmt> {
-    let ta = cfg.element.cuda_type();
     let [bm, _, bk] = cfg.tile;
-    vec![
+    let mut v = vec![
         dc(
             "const long long",
             "tile",
@@ -100,19 +99,9 @@ pub(super) fn segment(cfg: &GroupedGemmConfig) -> Vec<Stmt> {
         d("const int", "tile_m", "(int)(tile % tiles_m)"),
         d("const int", "tile_n", "(int)(tile / tiles_m)"),
         d("const int", "m0", format!("tile_m * {bm}")),
-        dc(
-            "const int",
-            "expert",
-            "__ldg(block_expert + tile_m)",
-            "the local expert of this row tile",
-        ),
-        if_("expert < 0", vec![Stmt::Continue]),
-        dc(
-            "const int",
-            "n0",
-            format!("tile_n * {}", cfg.tile_n_out()),
-            "first output column of this tile",
-        ),
+    ];
+    v.extend(super::tile::tile_expert(cfg, Stmt::Continue));
+    v.extend([
         dc(
             "const int",
             "first",
@@ -129,14 +118,9 @@ pub(super) fn segment(cfg: &GroupedGemmConfig) -> Vec<Stmt> {
         d("const int", "k_begin", format!("kt0 * {bk}")),
         d("const int", "k_end", format!("min(K, kt1 * {bk})")),
         d("int", "k_tile_count", "kt1 - kt0"),
-        d(&format!("const {ta}* const"), "gA", "A"),
-        dc(
-            &format!("const {ta}* const"),
-            "gB",
-            "B + (long long)expert * expert_stride",
-            "the expert's weight (N,K):(ldb,1)",
-        ),
-    ]
+    ]);
+    v.extend(super::tile::operands(cfg));
+    v
 }
 
 /// After the epilogue: the CTA of the tile's last segment zeroes the tile's rows in the

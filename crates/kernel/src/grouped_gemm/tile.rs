@@ -1,0 +1,42 @@
+//! What the grouped GEMM's CTA setups share (the tile grid's in [`super::kernel`] and
+//! stream-K's segments in [`super::stream_k`]): a row tile's expert and first output column,
+//! and the mainloop's operand pointers.
+
+use super::stmt::{d, dc, if_};
+use super::GroupedGemmConfig;
+use crate::emit::Stmt;
+
+/// The local expert of row tile `tile_m` (`skip` leaves a tile no expert of this GPU owns)
+/// and the tile's first output column `n0`, from `tile_m` / `tile_n` (the tile grid's and
+/// stream-K's setups alike).
+pub(super) fn tile_expert(cfg: &GroupedGemmConfig, skip: Stmt) -> [Stmt; 3] {
+    [
+        dc(
+            "const int",
+            "expert",
+            "__ldg(block_expert + tile_m)",
+            "the local expert of this row tile",
+        ),
+        if_("expert < 0", vec![skip]),
+        dc(
+            "const int",
+            "n0",
+            format!("tile_n * {}", cfg.tile_n_out()),
+            "first output column of this tile",
+        ),
+    ]
+}
+
+/// The mainloop's operands `gA` (all rows) and `gB` (the expert's weight).
+pub(super) fn operands(cfg: &GroupedGemmConfig) -> [Stmt; 2] {
+    let ta = cfg.element.cuda_type();
+    [
+        d(&format!("const {ta}* const"), "gA", "A"),
+        dc(
+            &format!("const {ta}* const"),
+            "gB",
+            "B + (long long)expert * expert_stride",
+            "the expert's weight (N,K):(ldb,1)",
+        ),
+    ]
+}
