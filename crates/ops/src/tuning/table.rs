@@ -13,10 +13,11 @@
 //!
 //! Reading never fails the caller: a missing file is an empty table; a file that does not
 //! parse (truncated, corrupted) or whose header names another device, driver or NVRTC is
-//! reported in one line and ignored whole; entries of a kernel family whose generator
-//! changed since they were measured are reported in one line per family and ignored, and
-//! an entry naming a configuration this build cannot read in one line of its own. Writing takes an exclusive lock on
-//! `FILE.lock`, merges with what is on disk, writes a temporary file in the same
+//! reported in one line and ignored whole; entries chosen among kernel families whose
+//! generator changed since they were measured ([`super::Family::candidates`]) are
+//! ignored, reported in one line per op and changed family, and an entry naming a
+//! configuration this build cannot read in one line of its own. Writing takes an
+//! exclusive lock on `FILE.lock`, merges with what is on disk, writes a temporary file in the same
 //! directory and renames it over `FILE`, so readers see the old or the new table, never a
 //! torn one, and concurrent writers lose no entries.
 
