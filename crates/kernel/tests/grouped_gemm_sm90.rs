@@ -27,7 +27,6 @@ fn configs() -> Vec<GemmSm90Config> {
         for c in [
             sm90_config(Element::BF16, ep, SM90_TILE),
             sm90_cluster_config(Element::BF16, ep, SM90_TILE),
-            sm90_cluster_config(Element::BF16, ep, [128, 128, 64]),
         ] {
             v.push(GemmSm90Config { l2_ahead: 4, ..c });
         }
@@ -93,13 +92,6 @@ fn names_and_sources() {
     assert!(kp
         .source
         .contains("rc_tma_prefetch_3d(&tmap_b, (kt + 4) * 64, (rank_m ? up_row0 : gate_row0) + n0, expert)"));
-    // Past its tile's last k-tile, the next work id's tile (walked in the tile head).
-    assert!(kp
-        .source
-        .contains("rc_grouped_cluster_tile(work + sched.stride(), N, rows_used"));
-    assert!(kp
-        .source
-        .contains("(kt + 4 - (kt0 + k_iters)) * 64, (rank_m ? up_row0 : gate_row0) + nx_n0, nx_expert)"));
     let plain = GemmSm90Config {
         grouped: None,
         ..pf.clone()

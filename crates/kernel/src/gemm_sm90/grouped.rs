@@ -243,109 +243,47 @@ pub(super) fn operand_loads(k: &Ctx, g: Sm90Grouped) -> Vec<Stmt> {
     }
 }
 
-/// In the producer's tile head with [`GemmSm90Config::l2_ahead`]: the tile of the CTA's
-/// next work id (`nx`: whether it has one; `nx_expert`, `nx_n0`, on clusters `nx_mine`
-/// and `nx_shared_b`), whose first k-tiles [`l2_prefetch`] brings into the L2 during this
-/// tile's last ones.
-pub(super) fn next_tile(k: &Ctx) -> Vec<Stmt> {
-    let bn_out = tile_n_out(k.cfg);
-    let mut v = vec![c(
-        "the next work id's tile, for the L2 prefetch across the tile boundary (the same walk as the tile head)",
-    )];
-    if k.clustered {
-        v.extend([
-            bare("int", "nx_tile_m, nx_tile_n, nx_expert"),
-            bare("bool", "nx_mine, nx_shared_b"),
-            d(
-                "const bool",
-                "nx",
-                "rc_grouped_cluster_tile(work + sched.stride(), N, rows_used, offsets, block_expert, rank_m, nx_tile_m, nx_tile_n, nx_expert, nx_mine, nx_shared_b)",
-            ),
-        ]);
-    } else {
-        v.extend([
-            bare("int", "nx_tile_m, nx_tile_n"),
-            d(
-                "const bool",
-                "nx",
-                "rc_grouped_tile(work + sched.stride(), sched_tiles_n, rows_used, offsets, block_expert, nx_tile_m, nx_tile_n)",
-            ),
-            d("const int", "nx_expert", "nx ? __ldg(block_expert + nx_tile_m) : 0"),
-        ]);
-    }
-    v.push(d("const int", "nx_n0", format!("nx_tile_n * {bn_out}")));
-    v
-}
-
-/// `ty names;` without an initialiser.
-fn bare(ty: &str, names: &str) -> Stmt {
-    Stmt::Decl {
-        ty: ty.into(),
-        name: names.into(),
-        init: None,
-        comment: None,
-    }
-}
-
 /// The producer's L2 prefetch before it waits for the stage of k-tile `kt`
 /// ([`GemmSm90Config::l2_ahead`]): the B boxes this CTA loads at k-tile `kt + ahead` of
-/// the same tile, or past its last k-tile those of the next tile ([`next_tile`]), so that
-/// the weight stream runs further ahead than the stages. A prefetch moves bytes into the
-/// L2 only: the tensor map bounds it and nothing waits for it.
+/// the same tile (none past its last k-tile), so that the weight stream runs further ahead
+/// than the stages. A prefetch moves bytes into the L2 only: the tensor map bounds it and
+/// nothing waits for it.
 pub(super) fn l2_prefetch(k: &Ctx, g: Sm90Grouped) -> Vec<Stmt> {
     let ahead = k.cfg.l2_ahead;
+    let at = |row: String| {
+        e(format!(
+            "rc_tma_prefetch_3d(&tmap_b, (kt + {ahead}) * {}, {row}, expert)",
+            k.bk
+        ))
+    };
     let half = k.bn / 2;
-    // The prefetches of the tile whose names start with `p` ("" this tile, "nx_" the next)
-    // at k-tile `kt`.
-    let boxes = |p: &str, kt: &str| -> Vec<Stmt> {
-        let at = |row: String| {
-            e(format!(
-                "rc_tma_prefetch_3d(&tmap_b, ({kt}) * {}, {row}, {p}expert)",
-                k.bk
-            ))
-        };
-        // (the boxes of a CTA that loads all of B, of one that loads its multicast half)
-        let (all, own): (Vec<String>, String) = match g {
-            Sm90Grouped::SwiGlu => (
-                vec![format!("gate_row0 + {p}n0"), format!("up_row0 + {p}n0")],
-                format!("(rank_m ? up_row0 : gate_row0) + {p}n0"),
-            ),
-            Sm90Grouped::Scatter if k.clustered => (
-                vec![format!("{p}n0"), format!("{p}n0 + {half}")],
-                format!("{p}n0 + rank_m * {half}"),
-            ),
-            Sm90Grouped::Scatter => (vec![format!("{p}n0")], String::new()),
-        };
-        let all: Vec<Stmt> = all.into_iter().map(at).collect();
-        if k.clustered {
-            vec![Stmt::If {
-                cond: format!("{p}shared_b"),
-                then: vec![at(own)],
-                otherwise: vec![if_(format!("{p}mine"), all)],
-            }]
-        } else {
-            all
-        }
+    // (the boxes of a CTA that loads all of B, of one that loads its multicast half)
+    let (all, own): (Vec<String>, String) = match g {
+        Sm90Grouped::SwiGlu => (
+            vec!["gate_row0 + n0".into(), "up_row0 + n0".into()],
+            "(rank_m ? up_row0 : gate_row0) + n0".into(),
+        ),
+        Sm90Grouped::Scatter if k.clustered => (
+            vec!["n0".into(), format!("n0 + {half}")],
+            format!("n0 + rank_m * {half}"),
+        ),
+        Sm90Grouped::Scatter => (vec!["n0".into()], String::new()),
+    };
+    let all: Vec<Stmt> = all.into_iter().map(at).collect();
+    let body = if k.clustered {
+        vec![Stmt::If {
+            cond: "shared_b".into(),
+            then: vec![at(own)],
+            otherwise: vec![if_("mine", all)],
+        }]
+    } else {
+        all
     };
     vec![
         c(format!(
             "L2 prefetch of the B boxes this CTA loads {ahead} k-tiles on (weights streamed ahead of the stages)"
         )),
-        Stmt::If {
-            cond: format!("kt + {ahead} < kt0 + k_iters"),
-            then: boxes("", &format!("kt + {ahead}")),
-            otherwise: vec![if_(
-                "nx",
-                vec![
-                    c("past this tile's last k-tile: the next tile's first ones"),
-                    Stmt::If {
-                        cond: format!("kt + {ahead} - (kt0 + k_iters) < k_iters"),
-                        then: boxes("nx_", &format!("kt + {ahead} - (kt0 + k_iters)")),
-                        otherwise: vec![],
-                    },
-                ],
-            )],
-        },
+        if_(format!("kt + {ahead} < kt0 + k_iters"), body),
     ]
 }
 

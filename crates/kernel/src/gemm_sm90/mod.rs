@@ -84,15 +84,9 @@ pub const CLUSTER_PRODUCER_REGS: u32 = 56;
 /// The consumers' registers beside [`CLUSTER_PRODUCER_REGS`].
 pub const CLUSTER_CONSUMER_REGS: u32 = 224;
 
-/// The grouped member on clusters with the L2 prefetch ([`GemmSm90Config::l2_ahead`]): its
-/// producer also walks to the next tile; 72 + 2 * 216 = 504.
-pub const CLUSTER_PREFETCH_REGS: [u32; 2] = [72, 216];
-
 /// `[producer, consumer]` registers per thread after `setmaxnreg` for `cfg`.
 fn warpgroup_regs(cfg: &GemmSm90Config) -> [u32; 2] {
-    if grouped_cluster::clustered(cfg) && cfg.l2_ahead > 0 {
-        CLUSTER_PREFETCH_REGS
-    } else if grouped_cluster::clustered(cfg) {
+    if grouped_cluster::clustered(cfg) {
         [CLUSTER_PRODUCER_REGS, CLUSTER_CONSUMER_REGS]
     } else {
         [PRODUCER_REGS, CONSUMER_REGS]

@@ -54,9 +54,6 @@ fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
     let tx = p.mainloop.tx_bytes;
     let mut ml = vec![d("uint32_t", "stage", "0"), d("uint32_t", "phase", "0")];
     let mut body = tile_of(k, TileNeeds::WithSplit);
-    if k.cfg.grouped.is_some() && k.cfg.l2_ahead > 0 {
-        body.extend(grouped::next_tile(k));
-    }
     let mut kt_body = Vec::new();
     if let (Some(g), true) = (k.cfg.grouped, k.cfg.l2_ahead > 0) {
         kt_body.extend(grouped::l2_prefetch(k, g));

@@ -71,11 +71,7 @@ impl Ops {
         let el = element(p.dtype)?;
         let w13_bytes = 2 * p.inter * p.hidden * p.dtype.bytes();
         let cluster = sm90_gemm1_cluster(p.path, p.tokens * p.topk, p.local_experts, w13_bytes);
-        let ahead = super::prefetch::sm90_l2_ahead_from_env();
-        let (g1, f1) = self.grouped_sm90_kernel(&GemmSm90Config {
-            l2_ahead: ahead[0],
-            ..sm90_gemm1(el, cluster)
-        })?;
+        let (g1, f1) = self.grouped_sm90_kernel(&sm90_gemm1(el, cluster))?;
         let tile2 = sm90_gemm2_tile(
             p.path,
             p.tokens * p.topk,
@@ -84,10 +80,7 @@ impl Ops {
             self.gpu().sm_count(),
         );
         let cluster2 = sm90_gemm2_cluster(p.tokens * p.topk, p.local_experts);
-        let (g2, f2) = self.grouped_sm90_kernel(&GemmSm90Config {
-            l2_ahead: ahead[1],
-            ..sm90_gemm2(el, tile2, cluster2)
-        })?;
+        let (g2, f2) = self.grouped_sm90_kernel(&sm90_gemm2(el, tile2, cluster2))?;
         let gg = gather::generate(el).map_err(boxed)?;
         let fg = self.moe_unit(&gg.name, &gg.source)?;
         let gf = finalize::generate(el).map_err(boxed)?;

@@ -73,16 +73,3 @@ impl MoePrefetch {
         matches!(self, MoePrefetch::All | MoePrefetch::Gemm2)
     }
 }
-
-/// The SM90 layer's L2 prefetch distances of GEMM1's and GEMM2's B, in k-tiles
-/// (`rcute_kernel::gemm_sm90::GemmSm90Config::l2_ahead`), from `RCUTE_MOE_L2_AHEAD`
-/// (`"g1,g2"`, e.g. `"4,0"`; unset: none), read once per process: one binary times the
-/// distances against each other in one run.
-pub(crate) fn sm90_l2_ahead_from_env() -> [u32; 2] {
-    static SETTING: OnceLock<[u32; 2]> = OnceLock::new();
-    *SETTING.get_or_init(|| {
-        let v = std::env::var("RCUTE_MOE_L2_AHEAD").unwrap_or_default();
-        let mut it = v.split(',').map(|s| s.trim().parse::<u32>().unwrap_or(0));
-        [it.next().unwrap_or(0), it.next().unwrap_or(0)]
-    })
-}
