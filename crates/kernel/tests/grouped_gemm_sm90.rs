@@ -23,13 +23,6 @@ fn configs() -> Vec<GemmSm90Config> {
         v.push(sm90_fp8_config(Element::BF16, ep));
         v.push(sm90_cluster_config(Element::BF16, ep, SM90_TILE));
         v.push(sm90_cluster_config(Element::BF16, ep, [128, 128, 64]));
-        // The L2 prefetch of B ahead of the loads, on 1x1 and on clusters.
-        for c in [
-            sm90_config(Element::BF16, ep, SM90_TILE),
-            sm90_cluster_config(Element::BF16, ep, SM90_TILE),
-        ] {
-            v.push(GemmSm90Config { l2_ahead: 4, ..c });
-        }
     }
     v
 }
@@ -79,25 +72,6 @@ fn names_and_sources() {
     assert!(k.source.contains("rc_cluster_wait()"));
     let ks = generate(&sm90_cluster_config(Element::BF16, GroupedEpilogue::Scatter, SM90_TILE)).unwrap();
     assert!(ks.source.contains("n0 + rank_m * 128, expert)"), "{}", ks.source);
-    // The L2 prefetch of B (`l2_ahead`): named `_pf<k-tiles>`, only the boxes this CTA
-    // loads, none past the tile's last k-tile; the default kernels have none.
-    assert!(!k.source.contains("rc_tma_prefetch_3d"));
-    let pf = GemmSm90Config {
-        l2_ahead: 4,
-        ..sm90_cluster_config(Element::BF16, GroupedEpilogue::SwiGlu, SM90_TILE)
-    };
-    let kp = generate(&pf).unwrap();
-    assert!(kp.name.ends_with("_c2x1_s4_pf4"), "{}", kp.name);
-    assert!(kp.source.contains("if (kt + 4 < kt0 + k_iters) {"), "{}", kp.source);
-    assert!(kp
-        .source
-        .contains("rc_tma_prefetch_3d(&tmap_b, (kt + 4) * 64, (rank_m ? up_row0 : gate_row0) + n0, expert)"));
-    let plain = GemmSm90Config {
-        grouped: None,
-        ..pf.clone()
-    };
-    assert!(generate(&plain).is_err(), "the L2 prefetch is the grouped member's");
-    assert!(generate(&GemmSm90Config { l2_ahead: 17, ..pf }).is_err());
     // FP8: e4m3 operands, a bf16 D, both scales applied to the accumulators before SwiGLU
     // (gate and up rows' own channel scales) and before the router weight.
     let f = generate(&sm90_fp8_config(Element::BF16, GroupedEpilogue::SwiGlu)).unwrap();

@@ -41,10 +41,6 @@ pub struct GemmSm90Config {
     /// padded order, B per expert, no C, the register epilogue of the mode; `None` for the
     /// plain GEMM.
     pub grouped: Option<Sm90Grouped>,
-    /// Grouped member only: the producer prefetches into the L2 the B boxes it will load
-    /// `l2_ahead` k-tiles later (`cp.async.bulk.prefetch.tensor`), so that more of the
-    /// weight stream is in flight than the stages hold; 0 (the default) prefetches nothing.
-    pub l2_ahead: u32,
 }
 
 impl Eq for GemmSm90Config {}
@@ -67,7 +63,6 @@ impl std::hash::Hash for GemmSm90Config {
             self.swizzle_log2,
             self.mma_pipe,
             self.grouped,
-            self.l2_ahead,
         )
             .hash(h);
         (self.fusion.name(), self.fusion.describe()).hash(h);
@@ -106,7 +101,6 @@ impl GemmSm90Config {
             swizzle_log2: 0,
             mma_pipe: 1,
             grouped: None,
-            l2_ahead: 0,
         }
     }
 }

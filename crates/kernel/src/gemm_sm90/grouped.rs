@@ -243,50 +243,6 @@ pub(super) fn operand_loads(k: &Ctx, g: Sm90Grouped) -> Vec<Stmt> {
     }
 }
 
-/// The producer's L2 prefetch before it waits for the stage of k-tile `kt`
-/// ([`GemmSm90Config::l2_ahead`]): the B boxes this CTA loads at k-tile `kt + ahead` of
-/// the same tile (none past its last k-tile), so that the weight stream runs further ahead
-/// than the stages. A prefetch moves bytes into the L2 only: the tensor map bounds it and
-/// nothing waits for it.
-pub(super) fn l2_prefetch(k: &Ctx, g: Sm90Grouped) -> Vec<Stmt> {
-    let ahead = k.cfg.l2_ahead;
-    let at = |row: String| {
-        e(format!(
-            "rc_tma_prefetch_3d(&tmap_b, (kt + {ahead}) * {}, {row}, expert)",
-            k.bk
-        ))
-    };
-    let half = k.bn / 2;
-    // (the boxes of a CTA that loads all of B, of one that loads its multicast half)
-    let (all, own): (Vec<String>, String) = match g {
-        Sm90Grouped::SwiGlu => (
-            vec!["gate_row0 + n0".into(), "up_row0 + n0".into()],
-            "(rank_m ? up_row0 : gate_row0) + n0".into(),
-        ),
-        Sm90Grouped::Scatter if k.clustered => (
-            vec!["n0".into(), format!("n0 + {half}")],
-            format!("n0 + rank_m * {half}"),
-        ),
-        Sm90Grouped::Scatter => (vec!["n0".into()], String::new()),
-    };
-    let all: Vec<Stmt> = all.into_iter().map(at).collect();
-    let body = if k.clustered {
-        vec![Stmt::If {
-            cond: "shared_b".into(),
-            then: vec![at(own)],
-            otherwise: vec![if_("mine", all)],
-        }]
-    } else {
-        all
-    };
-    vec![
-        c(format!(
-            "L2 prefetch of the B boxes this CTA loads {ahead} k-tiles on (weights streamed ahead of the stages)"
-        )),
-        if_(format!("kt + {ahead} < kt0 + k_iters"), body),
-    ]
-}
-
 /// `*reinterpret_cast<T2*>(ptr) = (x, y)` in the output's pair type.
 fn store_pair(el: Element, ptr: &str, x: &str, y: &str) -> Stmt {
     let (t2, f) = match el {

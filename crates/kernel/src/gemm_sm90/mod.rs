@@ -46,7 +46,7 @@ use crate::tile_scheduler::{RasterOrderOption, SchedulerParams, TileScheduler};
 use crate::tma::encode_tiled_cached;
 use rcute_atom::copy_ldsm::{ldmatrix_addr, stmatrix};
 use rcute_atom::copy_tma::{
-    bulk_commit_group, bulk_wait_group, bulk_wait_group_read, prefetch_tensormap, tma_load, tma_prefetch, tma_store,
+    bulk_commit_group, bulk_wait_group, bulk_wait_group_read, prefetch_tensormap, tma_load, tma_store,
 };
 use rcute_atom::mma_sm90::{wgmma_commit_group, wgmma_fence, wgmma_wait_group};
 use rcute_atom::sync::{
@@ -178,10 +178,6 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
             cluster_arrive_relaxed(),
             cluster_wait(),
         ]);
-    }
-    if cfg.l2_ahead > 0 {
-        // The grouped member's L2 prefetch of B ahead of its loads.
-        snippets.push(tma_prefetch(3));
     }
     snippets.extend([
         tma_load(3, false, box_bits).snippet,

@@ -65,10 +65,6 @@ pub struct Sm90Plan {
     pub descriptors: Sm90Descriptors,
 }
 
-/// The farthest L2 prefetch of the grouped member ([`GemmSm90Config::l2_ahead`]), in
-/// k-tiles.
-pub const MAX_L2_AHEAD: u32 = 16;
-
 pub(super) fn cfg_err(s: impl Into<String>) -> GemmError {
     GemmError::Config(s.into())
 }
@@ -111,12 +107,6 @@ fn check_config(cfg: &GemmSm90Config) -> Result<(), GemmError> {
     }
     if let Some(g) = cfg.grouped {
         grouped::check(cfg, g)?;
-    }
-    if cfg.l2_ahead > 0 && (cfg.grouped.is_none() || cfg.l2_ahead > MAX_L2_AHEAD) {
-        return Err(cfg_err(format!(
-            "l2_ahead {}: grouped kernels only, at most {MAX_L2_AHEAD} k-tiles",
-            cfg.l2_ahead
-        )));
     }
     let eb = cfg.ab.bytes() as i64;
     if bk * eb != 128 {
@@ -300,14 +290,8 @@ pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
         } else {
             format!("_d{}", cfg.cd.ptx())
         };
-        // `_pf<k-tiles>` with the L2 prefetch of B ahead of the loads.
-        let pf = if cfg.l2_ahead == 0 {
-            String::new()
-        } else {
-            format!("_pf{}", cfg.l2_ahead)
-        };
         return format!(
-            "rc_moe_grouped_sm90_{}_{}_{bm}x{bn}x{bk}_{}{cluster}_s{}{pf}{out}",
+            "rc_moe_grouped_sm90_{}_{}_{bm}x{bn}x{bk}_{}{cluster}_s{}{out}",
             cfg.ab.ptx(),
             g.tag(),
             cfg.schedule.tag(),

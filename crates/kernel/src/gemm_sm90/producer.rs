@@ -54,11 +54,7 @@ fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
     let tx = p.mainloop.tx_bytes;
     let mut ml = vec![d("uint32_t", "stage", "0"), d("uint32_t", "phase", "0")];
     let mut body = tile_of(k, TileNeeds::WithSplit);
-    let mut kt_body = Vec::new();
-    if let (Some(g), true) = (k.cfg.grouped, k.cfg.l2_ahead > 0) {
-        kt_body.extend(grouped::l2_prefetch(k, g));
-    }
-    kt_body.extend([
+    let mut kt_body = vec![
         dc(
             "const uint32_t",
             "full",
@@ -66,7 +62,7 @@ fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
             "producer_acquire: wait for the consumers to free the stage",
         ),
         e("rc_mbarrier_wait_parity(bar_empty + 8 * stage, phase ^ 1u)"),
-    ]);
+    ];
     match k.cfg.grouped {
         Some(g) => kt_body.extend(grouped::operand_loads(k, g)),
         None => kt_body.extend([
