@@ -184,13 +184,10 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_bf16_e64
       for (int u = 0; u < 4; ++u) {
         const int e = id[u];
         const bool local = (unsigned)e < (unsigned)L;
-        const unsigned peers = __match_any_sync(0xffffffffu, local ? e : -1);
-        const unsigned before = peers & ((1u << lane) - 1u);
         // layout (32,256):(256,1) at (w,e)
-        if (local && before == 0u) {
-          warp_count[w * 256 + e] = warp_count[w * 256 + e] + __popc(peers);
+        if (local) {
+          atomicAdd(&warp_count[w * 256 + e], 1);
         }
-        __syncwarp();
       }
     }
     __syncthreads();
@@ -243,26 +240,26 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_bf16_e64
     __syncthreads();
     const int total = row_offset[L];
     // pass 2: padding rows and block experts
-    for (int r = threadIdx.x; r < max_rows; r += 1024) {
-      int lo = 0;
-      int hi = L;
-      if (r < total) {
-        while (hi - lo > 1) {
-          const int mid = (lo + hi) / 2;
-          if (row_offset[mid] <= r) {
-            lo = mid;
-          } else {
-            hi = mid;
-          }
+    {
+      for (int r = total + threadIdx.x; r < max_rows; r += 1024) {
+        sorted_ids[r] = N;
+        if (r % block_m == 0) {
+          block_expert[r / block_m] = -1;
         }
       }
-      if (r >= total || r - row_offset[lo] >= expert_count[lo]) {
-        sorted_ids[r] = N;
-      }
-      if (r % block_m == 0) {
-        block_expert[r / block_m] = r < total ? lo : -1;
+      for (int e = w; e < L; e += 32) {
+        const int first = row_offset[e];
+        const int last = row_offset[e + 1];
+        for (int r = first + expert_count[e] + lane; r < last; r += 32) {
+          sorted_ids[r] = N;
+        }
+        for (int b = first / block_m + lane; b < last / block_m; b += 32) {
+          block_expert[b] = e;
+        }
       }
     }
+    // bits of a value in [0, L]: the ballots that find a warp's lanes of one expert
+    const int bits = 32 - __clz(L);
     // pass 3: each entry at its expert's offset + the warp's rank + its rank in the group
     for (int base = begin; base < end; base += 128) {
       int id[4];  // local expert of entries base + 32 * u + lane (-1 past end)
@@ -275,7 +272,14 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_bf16_e64
       for (int u = 0; u < 4; ++u) {
         const int e = id[u];
         const bool local = (unsigned)e < (unsigned)L;
-        const unsigned peers = __match_any_sync(0xffffffffu, local ? e : -1);
+        const int v = local ? e : L;
+        // the lanes holding v: the lanes agreeing with this one on every bit
+        unsigned peers = 0xffffffffu;
+        for (int b = 0; b < bits; ++b) {
+          const bool set = (v >> b) & 1;
+          const unsigned m = __ballot_sync(0xffffffffu, set);
+          peers = peers & (set ? m : ~m);
+        }
         const unsigned before = peers & ((1u << lane) - 1u);
         if (local) {
           sorted_ids[row_offset[e] + warp_count[w * 256 + e] + __popc(before)] = base + 32 * u + lane;

@@ -232,7 +232,7 @@ fn moe_routing_units() -> Vec<CatalogueKernel> {
         name: g.name.clone(),
         arch: Arch::Sm80,
         source: g.source,
-        expect_sass: vec!["MATCH.ANY", "SHFL.UP", "POPC"],
+        expect_sass: vec!["VOTE.ANY", "ATOMS", "SHFL.UP", "POPC"],
         kernels: 1,
     });
     // Both in one launch for decode batches (f32 and bf16 logits, up to 64 experts).
@@ -242,7 +242,7 @@ fn moe_routing_units() -> Vec<CatalogueKernel> {
             name: g.name.clone(),
             arch: Arch::Sm80,
             source: g.source,
-            expect_sass: vec!["SHFL.BFLY", "MUFU.EX2", "MATCH.ANY", "POPC"],
+            expect_sass: vec!["SHFL.BFLY", "MUFU.EX2", "VOTE.ANY", "ATOMS", "POPC"],
             kernels: 1,
         });
     }

@@ -16,13 +16,17 @@ fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
         }
     }
     let g = align::generate();
-    v.push((g.name, g.source, vec!["MATCH.ANY", "SHFL.UP", "POPC", "BAR.SYNC"]));
+    v.push((
+        g.name,
+        g.source,
+        vec!["VOTE.ANY", "ATOMS", "SHFL.UP", "POPC", "BAR.SYNC"],
+    ));
     for (e, experts) in [(Element::F32, 64), (Element::BF16, 8), (Element::F32, 256)] {
         let g = topk_align::generate(e, experts).unwrap();
         v.push((
             g.name,
             g.source,
-            vec!["SHFL.BFLY", "MUFU.EX2", "MATCH.ANY", "BAR.SYNC", "MEMBAR"],
+            vec!["SHFL.BFLY", "MUFU.EX2", "VOTE.ANY", "ATOMS", "BAR.SYNC", "MEMBAR"],
         ));
     }
     let g = ep_dispatch::generate_pack();

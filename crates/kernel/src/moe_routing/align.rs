@@ -17,12 +17,14 @@
 //! `rows` and `blocks` come from [`align_capacity`], the worst case over all routings.
 //!
 //! One block of [`THREADS`] threads. Warp `w` owns a contiguous slice of the entries. Pass
-//! 1 counts each warp's entries per expert in shared memory (`__match_any_sync` groups the
-//! lanes holding one expert; the group's lowest lane adds its size, so no two lanes of a
-//! warp touch one counter). A block scan turns the counts into per-warp starting ranks and
-//! padded expert offsets. Pass 2 writes the padding and the block experts, pass 3 replays
-//! pass 1 and places each entry at `offset + warp's rank + rank within the group`: the
-//! order within an expert is the order of the flattened index, whatever the scheduling.
+//! 1 counts each warp's entries per expert in shared memory (shared atomics: a count does
+//! not depend on their order). A block scan turns the counts into per-warp starting ranks
+//! and padded expert offsets. Pass 2 writes the padding and the block experts (one warp per
+//! expert, the rows past the total strided over the block), pass 3 walks the entries again
+//! and places each at `offset + warp's rank + rank within the group`, the group being the
+//! lanes of one expert (found with one `__ballot_sync` per bit of the expert; the group's
+//! lowest lane advances the warp's counter, so no two lanes of a warp touch one counter):
+//! the order within an expert is the order of the flattened index, whatever the scheduling.
 //!
 //! ```
 //! use rcute_kernel::moe_routing::align::{align_capacity, generate, MoeAlignArgs};
@@ -224,31 +226,57 @@ fn counter(warp: &str) -> (String, String) {
 }
 
 /// Walks warp `w`'s entries `[begin, end)`, `UNROLL * 32` at a time; for each entry, `e`
-/// is its local expert, `local` whether it is one, `peers` the lanes with the same value
-/// and `before` those of lower lanes. `place` runs first (pass 3), then the group's lowest
-/// lane advances the warp's counter of `e`.
+/// is its local expert and `local` whether it is one.
+///
+/// * `place` empty (pass 1): a local entry adds one to the warp's counter of `e` (a shared
+///   atomic: the sum does not depend on the order).
+/// * else (pass 3): `peers` are the lanes with the same value (`e`, or `L` for entries of
+///   no local expert) and `before` those of lower lanes, found with one ballot per bit of
+///   the value (`bits` of them); `place` runs, then the group's lowest lane advances the
+///   warp's counter of `e` by the group's size, so the ranks follow the lane order.
 fn walk_entries(place: Vec<Stmt>) -> Stmt {
     let (cnt, cnt_doc) = counter("w");
     let mut per_entry = vec![
         Stmt::decl("const int", "e", "id[u]"),
         Stmt::decl("const bool", "local", "(unsigned)e < (unsigned)L"),
-        Stmt::decl(
-            "const unsigned",
-            "peers",
-            "__match_any_sync(0xffffffffu, local ? e : -1)",
-        ),
-        Stmt::decl("const unsigned", "before", "peers & ((1u << lane) - 1u)"),
     ];
-    per_entry.extend(place);
-    per_entry.extend([
-        Stmt::Comment(cnt_doc),
-        Stmt::If {
-            cond: "local && before == 0u".into(),
-            then: vec![Stmt::assign(cnt.clone(), format!("{cnt} + __popc(peers)"))],
-            otherwise: vec![],
-        },
-        Stmt::Expr("__syncwarp()".into()),
-    ]);
+    if place.is_empty() {
+        per_entry.extend([
+            Stmt::Comment(cnt_doc),
+            Stmt::If {
+                cond: "local".into(),
+                then: vec![Stmt::Expr(format!("atomicAdd(&{cnt}, 1)"))],
+                otherwise: vec![],
+            },
+        ]);
+    } else {
+        per_entry.extend([
+            Stmt::decl("const int", "v", "local ? e : L"),
+            Stmt::Comment("the lanes holding v: the lanes agreeing with this one on every bit".into()),
+            Stmt::decl("unsigned", "peers", "0xffffffffu"),
+            Stmt::Loop {
+                init: "int b = 0".into(),
+                cond: "b < bits".into(),
+                step: "++b".into(),
+                body: vec![
+                    Stmt::decl("const bool", "set", "(v >> b) & 1"),
+                    Stmt::decl("const unsigned", "m", "__ballot_sync(0xffffffffu, set)"),
+                    Stmt::assign("peers", "peers & (set ? m : ~m)"),
+                ],
+            },
+            Stmt::decl("const unsigned", "before", "peers & ((1u << lane) - 1u)"),
+        ]);
+        per_entry.extend(place);
+        per_entry.extend([
+            Stmt::Comment(cnt_doc),
+            Stmt::If {
+                cond: "local && before == 0u".into(),
+                then: vec![Stmt::assign(cnt.clone(), format!("{cnt} + __popc(peers)"))],
+                otherwise: vec![],
+            },
+            Stmt::Expr("__syncwarp()".into()),
+        ]);
+    }
     Stmt::Loop {
         init: "int base = begin".into(),
         cond: "base < end".into(),
@@ -360,42 +388,45 @@ fn scan() -> Vec<Stmt> {
 }
 
 /// Pass 2: the sentinel in every padding row, the expert of every block (-1 past the
-/// total). The expert of row `r < total` is the last `e` with `row_offset[e] <= r`.
-fn pad_rows() -> Stmt {
-    Stmt::Loop {
-        init: "int r = threadIdx.x".into(),
-        cond: "r < max_rows".into(),
-        step: format!("r += {THREADS}"),
-        body: vec![
-            Stmt::decl("int", "lo", "0"),
-            Stmt::decl("int", "hi", "L"),
-            Stmt::If {
-                cond: "r < total".into(),
-                then: vec![Stmt::While {
-                    cond: "hi - lo > 1".into(),
-                    body: vec![
-                        Stmt::decl("const int", "mid", "(lo + hi) / 2"),
-                        Stmt::If {
-                            cond: "row_offset[mid] <= r".into(),
-                            then: vec![Stmt::assign("lo", "mid")],
-                            otherwise: vec![Stmt::assign("hi", "mid")],
-                        },
-                    ],
-                }],
-                otherwise: vec![],
-            },
-            Stmt::If {
-                cond: "r >= total || r - row_offset[lo] >= expert_count[lo]".into(),
-                then: vec![Stmt::assign("sorted_ids[r]", "N")],
-                otherwise: vec![],
-            },
-            Stmt::If {
-                cond: "r % block_m == 0".into(),
-                then: vec![Stmt::assign("block_expert[r / block_m]", "r < total ? lo : -1")],
-                otherwise: vec![],
-            },
-        ],
-    }
+/// total): the rows and blocks past the total strided over the block, then warp `w` the
+/// padding rows and the blocks of experts `w, w + WARPS, ...`.
+fn pad_rows() -> Vec<Stmt> {
+    vec![
+        Stmt::Loop {
+            init: "int r = total + threadIdx.x".into(),
+            cond: "r < max_rows".into(),
+            step: format!("r += {THREADS}"),
+            body: vec![
+                Stmt::assign("sorted_ids[r]", "N"),
+                Stmt::If {
+                    cond: "r % block_m == 0".into(),
+                    then: vec![Stmt::assign("block_expert[r / block_m]", "-1")],
+                    otherwise: vec![],
+                },
+            ],
+        },
+        Stmt::Loop {
+            init: "int e = w".into(),
+            cond: "e < L".into(),
+            step: format!("e += {WARPS}"),
+            body: vec![
+                Stmt::decl("const int", "first", "row_offset[e]"),
+                Stmt::decl("const int", "last", "row_offset[e + 1]"),
+                Stmt::Loop {
+                    init: "int r = first + expert_count[e] + lane".into(),
+                    cond: "r < last".into(),
+                    step: "r += 32".into(),
+                    body: vec![Stmt::assign("sorted_ids[r]", "N")],
+                },
+                Stmt::Loop {
+                    init: "int b = first / block_m + lane".into(),
+                    cond: "b < last / block_m".into(),
+                    step: "b += 32".into(),
+                    body: vec![Stmt::assign("block_expert[b]", "e")],
+                },
+            ],
+        },
+    ]
 }
 
 fn kernel(name: &str) -> CFunction {
@@ -465,7 +496,9 @@ pub(super) fn body() -> Vec<Stmt> {
     body.extend([
         Stmt::decl("const int", "total", "row_offset[L]"),
         Stmt::Comment("pass 2: padding rows and block experts".into()),
-        pad_rows(),
+        Stmt::Block(pad_rows()),
+        Stmt::Comment("bits of a value in [0, L]: the ballots that find a warp's lanes of one expert".into()),
+        Stmt::decl("const int", "bits", "32 - __clz(L)"),
         Stmt::Comment("pass 3: each entry at its expert's offset + the warp's rank + its rank in the group".into()),
         walk_entries(vec![
             Stmt::If {
