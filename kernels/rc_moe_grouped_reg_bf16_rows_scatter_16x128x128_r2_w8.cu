@@ -151,25 +151,38 @@ extern "C" __global__ __launch_bounds__(256) void rc_moe_grouped_reg_bf16_rows_s
     if (s < chunks) {
       const int cc = s;
       const int kk = cc * 128;  // offset of the chunk in the split's K range
-      #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        if (col_ok && k_begin + kk + 32 * u + 8 * q < k_end) {
+      if (col_ok && k_begin + kk + 128 <= k_end) {
+        // a whole chunk: the row's parts back to back
+        #pragma unroll
+        for (int u = 0; u < 4; ++u) {
           rc_ld_global_stream_b128(w_lo_src + kk + 32 * u, w_lo[s][u]);
-        } else {
-          #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            w_lo[s][u][i] = 0u;
+        }
+        #pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          rc_ld_global_stream_b128(w_hi_src + kk + 32 * u, w_hi[s][u]);
+        }
+      } else {
+        // the split's last chunk, or rows past N: part by part, zeros past K
+        #pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          if (col_ok && k_begin + kk + 32 * u + 8 * q < k_end) {
+            rc_ld_global_stream_b128(w_lo_src + kk + 32 * u, w_lo[s][u]);
+          } else {
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              w_lo[s][u][i] = 0u;
+            }
           }
         }
-      }
-      #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        if (col_ok && k_begin + kk + 32 * u + 8 * q < k_end) {
-          rc_ld_global_stream_b128(w_hi_src + kk + 32 * u, w_hi[s][u]);
-        } else {
-          #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            w_hi[s][u][i] = 0u;
+        #pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          if (col_ok && k_begin + kk + 32 * u + 8 * q < k_end) {
+            rc_ld_global_stream_b128(w_hi_src + kk + 32 * u, w_hi[s][u]);
+          } else {
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              w_hi[s][u][i] = 0u;
+            }
           }
         }
       }
@@ -223,25 +236,38 @@ extern "C" __global__ __launch_bounds__(256) void rc_moe_grouped_reg_bf16_rows_s
         if (cnow + 2 < chunks) {
           const int cc = cnow + 2;
           const int kk = cc * 128;  // offset of the chunk in the split's K range
-          #pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            if (col_ok && k_begin + kk + 32 * u + 8 * q < k_end) {
+          if (col_ok && k_begin + kk + 128 <= k_end) {
+            // a whole chunk: the row's parts back to back
+            #pragma unroll
+            for (int u = 0; u < 4; ++u) {
               rc_ld_global_stream_b128(w_lo_src + kk + 32 * u, w_lo[s][u]);
-            } else {
-              #pragma unroll
-              for (int i = 0; i < 4; ++i) {
-                w_lo[s][u][i] = 0u;
+            }
+            #pragma unroll
+            for (int u = 0; u < 4; ++u) {
+              rc_ld_global_stream_b128(w_hi_src + kk + 32 * u, w_hi[s][u]);
+            }
+          } else {
+            // the split's last chunk, or rows past N: part by part, zeros past K
+            #pragma unroll
+            for (int u = 0; u < 4; ++u) {
+              if (col_ok && k_begin + kk + 32 * u + 8 * q < k_end) {
+                rc_ld_global_stream_b128(w_lo_src + kk + 32 * u, w_lo[s][u]);
+              } else {
+                #pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                  w_lo[s][u][i] = 0u;
+                }
               }
             }
-          }
-          #pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            if (col_ok && k_begin + kk + 32 * u + 8 * q < k_end) {
-              rc_ld_global_stream_b128(w_hi_src + kk + 32 * u, w_hi[s][u]);
-            } else {
-              #pragma unroll
-              for (int i = 0; i < 4; ++i) {
-                w_hi[s][u][i] = 0u;
+            #pragma unroll
+            for (int u = 0; u < 4; ++u) {
+              if (col_ok && k_begin + kk + 32 * u + 8 * q < k_end) {
+                rc_ld_global_stream_b128(w_hi_src + kk + 32 * u, w_hi[s][u]);
+              } else {
+                #pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                  w_hi[s][u][i] = 0u;
+                }
               }
             }
           }

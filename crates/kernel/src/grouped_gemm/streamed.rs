@@ -205,25 +205,30 @@ fn load_chunk(cfg: &GroupedGemmConfig, p: &MoeStreamed, c_expr: &str, slot: &str
     };
     let mut body = chunk;
     let part_ok = format!("k_begin + kk + {CHUNK_K} * u + 8 * q < k_end");
+    let loads = |row: &str| {
+        Stmt::unrolled(
+            "u",
+            p.loads,
+            vec![e(format!("{ld}(w_{row}_src + kk + {CHUNK_K} * u, w_{row}[{slot}][u])"))],
+        )
+    };
+    let guarded = |row: &str| {
+        Stmt::unrolled(
+            "u",
+            p.loads,
+            vec![if_else(
+                format!("col_ok && {part_ok}"),
+                vec![e(format!("{ld}(w_{row}_src + kk + {CHUNK_K} * u, w_{row}[{slot}][u])"))],
+                vec![Stmt::unrolled("i", 4, vec![Stmt::assign(format!("w_{row}[{slot}][u][i]"), "0u")])],
+            )],
+        )
+    };
     body.extend([
         dc("const int", "kk", format!("cc * {ck}"), "offset of the chunk in the split's K range"),
-        Stmt::unrolled(
-            "u",
-            p.loads,
-            vec![if_else(
-                format!("col_ok && {part_ok}"),
-                vec![e(format!("{ld}(w_lo_src + kk + {CHUNK_K} * u, w_lo[{slot}][u])"))],
-                vec![Stmt::unrolled("i", 4, vec![Stmt::assign(format!("w_lo[{slot}][u][i]"), "0u")])],
-            )],
-        ),
-        Stmt::unrolled(
-            "u",
-            p.loads,
-            vec![if_else(
-                format!("col_ok && {part_ok}"),
-                vec![e(format!("{ld}(w_hi_src + kk + {CHUNK_K} * u, w_hi[{slot}][u])"))],
-                vec![Stmt::unrolled("i", 4, vec![Stmt::assign(format!("w_hi[{slot}][u][i]"), "0u")])],
-            )],
+        if_else(
+            format!("col_ok && k_begin + kk + {ck} <= k_end"),
+            vec![c("a whole chunk: the row's parts back to back"), loads("lo"), loads("hi")],
+            vec![c("the split's last chunk, or rows past N: part by part, zeros past K"), guarded("lo"), guarded("hi")],
         ),
     ]);
     vec![if_(format!("{c_expr} < chunks"), body)]
