@@ -355,13 +355,14 @@ pub fn grouped_gemm_configs() -> Vec<crate::grouped_gemm::GroupedGemmConfig> {
 
 /// The register-streamed grouped decode configurations of the catalogue
 /// ([`crate::grouped_gemm::streamed`]): bf16 GEMM1 (SwiGLU) and GEMM2 (weighted scatter)
-/// on 16-row tiles, 8 warps of 16 weight rows, chunks of 128 k, two in flight.
+/// on 16-row tiles, 8 warps of 16 weight rows, chunks of 128 k, three in flight (the
+/// fastest 8-warp form of BENCHMARKS.md, session 14; slower than the `cp.async` form).
 pub fn grouped_gemm_streamed_configs() -> Vec<crate::grouped_gemm::GroupedGemmConfig> {
     use crate::grouped_gemm::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
     let e = rcute_atom::Element::BF16;
     [(GroupedA::Gathered, GroupedEpilogue::SwiGlu), (GroupedA::Rows, GroupedEpilogue::Scatter)]
         .into_iter()
-        .map(|(a, ep)| GroupedGemmConfig::new(e, a, ep).with_streamed(16, 8, 128, 2, false))
+        .map(|(a, ep)| GroupedGemmConfig::new(e, a, ep).with_streamed(16, 8, 128, 3, false))
         .collect()
 }
 
