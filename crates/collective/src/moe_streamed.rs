@@ -101,7 +101,12 @@ impl MoeStreamed {
     /// The A registers (`a0 .. a3`) of MMA `j` of a chunk: `(weight row register array,
     /// index)`, `w_lo` being the lane's row `g` and `w_hi` its row `g + 8`.
     pub fn a_regs(&self, j: usize) -> [(&'static str, usize); 4] {
-        [("w_lo", 2 * j), ("w_hi", 2 * j), ("w_lo", 2 * j + 1), ("w_hi", 2 * j + 1)]
+        [
+            ("w_lo", 2 * j),
+            ("w_hi", 2 * j),
+            ("w_lo", 2 * j + 1),
+            ("w_hi", 2 * j + 1),
+        ]
     }
 
     /// The B registers (`b0`, `b1`) of MMA `j`: indices into the lane's `x` registers.
@@ -128,14 +133,18 @@ mod tests {
         let mut d = [[0.0f64; 8]; 16];
         for j in 0..2 {
             // a[lane][reg] pairs, b[lane][reg] pairs
-            for row in 0..16 {
-                for col in 0..8 {
+            for (row, dr) in d.iter_mut().enumerate() {
+                for (col, dv) in dr.iter_mut().enumerate() {
                     let mut s = 0.0;
                     for kl in 0..16 {
                         // which lane and register hold A(row, kl) and B(kl, col)
                         let (qa, hi) = ((kl % 8) / 2, kl >= 8);
                         let ga = row % 8;
-                        let reg = if row < 8 { 2 * usize::from(hi) } else { 1 + 2 * usize::from(hi) };
+                        let reg = if row < 8 {
+                            2 * usize::from(hi)
+                        } else {
+                            1 + 2 * usize::from(hi)
+                        };
                         let (arr, idx) = p.a_regs(j)[reg];
                         let wrow = if arr == "w_lo" { ga } else { ga + 8 };
                         assert_eq!(wrow, row);
@@ -144,7 +153,7 @@ mod tests {
                         let b = pair(&|k| x(col, k), qa, bidx)[kl % 2];
                         s += a * b;
                     }
-                    d[row][col] += s;
+                    *dv += s;
                 }
             }
         }

@@ -360,10 +360,13 @@ pub fn grouped_gemm_configs() -> Vec<crate::grouped_gemm::GroupedGemmConfig> {
 pub fn grouped_gemm_streamed_configs() -> Vec<crate::grouped_gemm::GroupedGemmConfig> {
     use crate::grouped_gemm::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
     let e = rcute_atom::Element::BF16;
-    [(GroupedA::Gathered, GroupedEpilogue::SwiGlu), (GroupedA::Rows, GroupedEpilogue::Scatter)]
-        .into_iter()
-        .map(|(a, ep)| GroupedGemmConfig::new(e, a, ep).with_streamed(16, 8, 128, 3, false))
-        .collect()
+    [
+        (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
+        (GroupedA::Rows, GroupedEpilogue::Scatter),
+    ]
+    .into_iter()
+    .map(|(a, ep)| GroupedGemmConfig::new(e, a, ep).with_streamed(16, 8, 128, 3, false))
+    .collect()
 }
 
 /// The SM90 grouped (MoE) GEMM configurations of the catalogue: bf16 GEMM1 (SwiGLU) and

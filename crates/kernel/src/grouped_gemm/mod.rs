@@ -302,7 +302,9 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
         return streamed::generate(cfg);
     }
     if cfg.k_rotate {
-        return Err(GroupedGemmError::Config("K rotation is an option of the streamed form".into()));
+        return Err(GroupedGemmError::Config(
+            "K rotation is an option of the streamed form".into(),
+        ));
     }
     if cfg.stream_k && (cfg.epilogue != GroupedEpilogue::Scatter || cfg.a != GroupedA::Rows) {
         return Err(GroupedGemmError::Config(

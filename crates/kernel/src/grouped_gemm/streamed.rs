@@ -46,9 +46,8 @@ pub fn plan(cfg: &GroupedGemmConfig) -> Result<MoeStreamed, GroupedGemmError> {
         return Err(bad("needs warps 1xW and tile BMx(16 W)x(32 loads)"));
     }
     let ring = cfg.stages.unwrap_or(2) as i64;
-    MoeStreamed::new(bm, wn, ring, bk / CHUNK_K).ok_or_else(|| {
-        bad("BM 8, 16 or 32, 1 to 16 warps, BK 32, 64, 128 or 256, at most 16 parts of 32 k in flight")
-    })
+    MoeStreamed::new(bm, wn, ring, bk / CHUNK_K)
+        .ok_or_else(|| bad("BM 8, 16 or 32, 1 to 16 warps, BK 32, 64, 128 or 256, at most 16 parts of 32 k in flight"))
 }
 
 /// The kernel name of a streamed configuration.
@@ -125,8 +124,16 @@ fn setup(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> Vec<Stmt> {
                 "w13 holds the gate rows at 0..N and the up rows at N..2N, or the reverse when up_first",
             ),
             d("const int", "up_row", "(up_first ? 0 : N) + col"),
-            d(&format!("const {ta}* const"), "w_lo_src", "gB + (long long)gate_row * ldb + k_begin + 8 * q"),
-            d(&format!("const {ta}* const"), "w_hi_src", "gB + (long long)up_row * ldb + k_begin + 8 * q"),
+            d(
+                &format!("const {ta}* const"),
+                "w_lo_src",
+                "gB + (long long)gate_row * ldb + k_begin + 8 * q",
+            ),
+            d(
+                &format!("const {ta}* const"),
+                "w_hi_src",
+                "gB + (long long)up_row * ldb + k_begin + 8 * q",
+            ),
         ]),
         GroupedEpilogue::Scatter => v.extend([
             dc(
@@ -136,7 +143,11 @@ fn setup(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> Vec<Stmt> {
                 "output columns col (MMA row g) and col + 1 (row g + 8); N is even",
             ),
             d("const bool", "col_ok", "col < N"),
-            d(&format!("const {ta}* const"), "w_lo_src", "gB + (long long)col * ldb + k_begin + 8 * q"),
+            d(
+                &format!("const {ta}* const"),
+                "w_lo_src",
+                "gB + (long long)col * ldb + k_begin + 8 * q",
+            ),
             d(&format!("const {ta}* const"), "w_hi_src", "w_lo_src + ldb"),
         ]),
     }
@@ -219,16 +230,33 @@ fn load_chunk(cfg: &GroupedGemmConfig, p: &MoeStreamed, c_expr: &str, slot: &str
             vec![if_else(
                 format!("col_ok && {part_ok}"),
                 vec![e(format!("{ld}(w_{row}_src + kk + {CHUNK_K} * u, w_{row}[{slot}][u])"))],
-                vec![Stmt::unrolled("i", 4, vec![Stmt::assign(format!("w_{row}[{slot}][u][i]"), "0u")])],
+                vec![Stmt::unrolled(
+                    "i",
+                    4,
+                    vec![Stmt::assign(format!("w_{row}[{slot}][u][i]"), "0u")],
+                )],
             )],
         )
     };
     body.extend([
-        dc("const int", "kk", format!("cc * {ck}"), "offset of the chunk in the split's K range"),
+        dc(
+            "const int",
+            "kk",
+            format!("cc * {ck}"),
+            "offset of the chunk in the split's K range",
+        ),
         if_else(
             format!("col_ok && k_begin + kk + {ck} <= k_end"),
-            vec![c("a whole chunk: the row's parts back to back"), loads("lo"), loads("hi")],
-            vec![c("the split's last chunk, or rows past N: part by part, zeros past K"), guarded("lo"), guarded("hi")],
+            vec![
+                c("a whole chunk: the row's parts back to back"),
+                loads("lo"),
+                loads("hi"),
+            ],
+            vec![
+                c("the split's last chunk, or rows past N: part by part, zeros past K"),
+                guarded("lo"),
+                guarded("hi"),
+            ],
         ),
     ]);
     vec![if_(format!("{c_expr} < chunks"), body)]
@@ -323,7 +351,9 @@ fn mainloop(cfg: &GroupedGemmConfig, p: &MoeStreamed, mma: &str) -> Vec<Stmt> {
             [
                 load_x(cfg, p),
                 mma_chunk(p, mma),
-                vec![c(format!("the slot's registers were read by the MMAs: refill it with chunk cnow + {r}"))],
+                vec![c(format!(
+                    "the slot's registers were read by the MMAs: refill it with chunk cnow + {r}"
+                ))],
                 load_chunk(cfg, p, &format!("cnow + {r}"), "s"),
             ]
             .concat(),
@@ -345,14 +375,17 @@ fn mainloop(cfg: &GroupedGemmConfig, p: &MoeStreamed, mma: &str) -> Vec<Stmt> {
             init: None,
             comment: None,
         },
-
         Stmt::Decl {
             ty: "float".into(),
             name: format!("acc[{f}][4]"),
             init: None,
             comment: Some("fragment f: d0, d1 = MMA row g, A rows 8f + 2q, +1; d2, d3 = row g + 8".into()),
         },
-        Stmt::unrolled("f", f, vec![Stmt::unrolled("i", 4, vec![Stmt::assign("acc[f][i]", "0.f")])]),
+        Stmt::unrolled(
+            "f",
+            f,
+            vec![Stmt::unrolled("i", 4, vec![Stmt::assign("acc[f][i]", "0.f")])],
+        ),
         Stmt::unrolled("s", r, load_chunk(cfg, p, "s", "s")),
         Stmt::Loop {
             init: "int c0 = 0".into(),
@@ -392,7 +425,10 @@ fn epilogue(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> Vec<Stmt> {
                         2,
                         vec![
                             d("const int", "m", "m0 + 8 * f + 2 * q + h"),
-                            Stmt::assign("D[(long long)m * ldd + col]", format!("{cvt}(rc_silu(acc[f][h]) * acc[f][2 + h])")),
+                            Stmt::assign(
+                                "D[(long long)m * ldd + col]",
+                                format!("{cvt}(rc_silu(acc[f][h]) * acc[f][2 + h])"),
+                            ),
                         ],
                     )],
                 )],
