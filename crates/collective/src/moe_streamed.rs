@@ -29,8 +29,10 @@
 //!
 //! ```
 //! use rcute_collective::moe_streamed::MoeStreamed;
-//! let p = MoeStreamed::new(16, 8, 4, 2).unwrap();
-//! assert_eq!((p.frags, p.threads(), p.rows_per_cta(), p.chunk_k), (2, 256, 128, 256));
+//! // 16 routed rows per tile, 8 warps, 2 chunks of 4 parts (128 k) in flight
+//! let p = MoeStreamed::new(16, 8, 2, 4).unwrap();
+//! assert_eq!((p.frags, p.threads(), p.rows_per_cta(), p.chunk_k), (2, 256, 128, 128));
+//! assert_eq!(p.bytes_in_flight_per_warp(), 8192);
 //! assert_eq!(p.a_regs(1), [("w_lo", 2), ("w_hi", 2), ("w_lo", 3), ("w_hi", 3)]);
 //! assert!(MoeStreamed::new(24, 8, 4, 2).is_none());
 //! ```
