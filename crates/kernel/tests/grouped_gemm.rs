@@ -209,6 +209,26 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         ..narrow
     };
     assert!(generate(&scatter).is_ok());
+    // The streamed form: tile BMx(16 W)x(32 parts), BM 8 / 16 / 32, at most 16 parts in
+    // flight, no stream-K or L2 size; K rotation only with it.
+    let reg = GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter)
+        .with_streamed(16, 8, 128, 2, false);
+    assert!(generate(&reg).is_ok());
+    let rotated_cp_async = GroupedGemmConfig {
+        k_rotate: true,
+        ..GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter)
+    };
+    for bad in [
+        reg.clone().with_tile([16, 64, 128], [1, 8]),
+        reg.clone().with_tile([24, 128, 128], [1, 8]),
+        reg.clone().with_tile([16, 128, 96], [1, 8]),
+        reg.clone().with_stages(Some(8)),
+        reg.clone().with_stream_k(true),
+        reg.clone().with_b_l2_prefetch(true),
+        rotated_cp_async,
+    ] {
+        assert!(matches!(generate(&bad), Err(GroupedGemmError::Config(_))), "{bad:?}");
+    }
     assert!(matches!(
         generate(
             &GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter)

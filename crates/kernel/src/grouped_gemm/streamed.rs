@@ -19,6 +19,11 @@
 //! chunk and wraps around (`(warp + 37 tile_n + 11 tile_m) mod chunks`), so that the warps
 //! of a wave read different offsets of their rows at the same time instead of all the
 //! same one. The order of the sum is fixed by the configuration: runs are bit-identical.
+//!
+//! Measured on an H100 (BENCHMARKS.md, session 14): with chunks of 128-256 k it streams
+//! the decode layers' weights at the `cp.async` kernels' rate, never faster (DeepSeek-V2-Lite
+//! T = 1: 52.3 against 50.6 us), so it is in no table and not in the tuner's space; with
+//! one 64-byte part per chunk it runs at half that rate.
 
 use super::stmt::{d, dc, if_};
 use super::{GeneratedGroupedGemm, GroupedA, GroupedEpilogue, GroupedGemmConfig, GroupedGemmError};
