@@ -239,6 +239,23 @@ fn stream_k_configurations_match_reference() {
     decode_specs_match_reference(|_| Vec::new(), &listed, 0xff);
 }
 
+/// The register-streamed decode form (`moe:...,reg`): 8-, 16- and 32-row tiles, chunks of
+/// 32 to 256 k, rings of 1 to 8 chunks, GEMM2 with 1 to 3 K splits, K rotated per warp or not, on the decode
+/// layers of [`decode_configurations_match_reference`] (K = 1032 and 712: a last chunk of 8
+/// k; N = 712 and 1032: partial warps), workspace filled with 0xff bytes (bf16 NaN) first.
+#[test]
+fn streamed_configurations_match_reference() {
+    use rcute_ops::tuning::MoeSpec;
+    let listed = [
+        MoeSpec::streamed(16, 8, 128, 2, 1, false),
+        MoeSpec::streamed(16, 4, 32, 8, 2, true),
+        MoeSpec::streamed(32, 8, 256, 2, 1, true),
+        MoeSpec::streamed(8, 8, 64, 3, 3, false),
+        MoeSpec::streamed(16, 8, 32, 1, 1, false),
+    ];
+    decode_specs_match_reference(|_| Vec::new(), &listed, 0xff);
+}
+
 /// Each configuration `pick` keeps of `moe_space`, then `listed`, forced on the decode
 /// layers (workspace bytes `fill` before the first run) against the float64 reference,
 /// two runs bit-identical.
@@ -435,11 +452,17 @@ fn up_first_w13_is_the_same_layer() {
 fn graph_replay_with_new_routing() {
     let Some(ops) = ops() else { return };
     for path in paths(&ops) {
-        graph_replay_case(&ops, path);
+        graph_replay_case(&ops, path, None);
     }
+    // the register-streamed decode form (8-row tiles: T = 40 top-2 gives experts of one
+    // to several row tiles), GEMM2 in two K splits, K rotated
+    let streamed = rcute_ops::tuning::MoeSpec::streamed(8, 4, 64, 2, 2, true);
+    graph_replay_case(&ops, MoePath::Sm80, Some(streamed));
 }
 
-fn graph_replay_case(ops: &Ops, path: MoePath) {
+/// The graph replay of [`graph_replay_with_new_routing`] on `path`, or with `spec` forced
+/// (`Ops::run_fused_moe_with`).
+fn graph_replay_case(ops: &Ops, path: MoePath, spec: Option<rcute_ops::tuning::MoeSpec>) {
     use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
     let opts = with_path(MoeOptions::default(), path);
     let mut rng = Rng::for_test("graph_replay");
@@ -450,9 +473,11 @@ fn graph_replay_case(ops: &Ops, path: MoePath) {
     let d_x = s.clone_htod(&xb).unwrap();
     let mut d_ids = s.alloc_zeros::<i32>(t * k).unwrap();
     let mut d_w = s.alloc_zeros::<f32>(t * k).unwrap();
-    let mut ws = s
-        .alloc_zeros::<u8>(fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap())
-        .unwrap();
+    let mut bytes = fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap();
+    if let Some(spec) = &spec {
+        bytes = bytes.max(rcute_ops::moe::fused_moe_workspace_bytes_with(t, k, e, h, i, DType::BF16, spec).unwrap());
+    }
+    let mut ws = s.alloc_zeros::<u8>(bytes).unwrap();
     let mut y = s.alloc_zeros::<bf16>(t * h).unwrap();
     let route = |rng: &mut Rng| -> (Vec<i32>, Vec<f32>) {
         let ids: Vec<i32> = (0..t)
@@ -480,13 +505,18 @@ fn graph_replay_case(ops: &Ops, path: MoePath) {
         // (compiled on first use) are made before the capture.
         let mut wsv = MoeWorkspace::new(&mut ws);
         let mut yv = MatrixMut::new(&mut y, t, h);
-        ops.fused_moe(&x, &w13, &w2, &routing, &opts, &mut wsv, &mut yv)
-            .unwrap();
+        let run = |wsv: &mut MoeWorkspace<'_>, yv: &mut MatrixMut<'_>| match &spec {
+            None => ops.fused_moe(&x, &w13, &w2, &routing, &opts, wsv, yv).unwrap(),
+            Some(spec) => {
+                let p = rcute_ops::moe::validate_fused_moe(&x, &w13, &w2, &routing, &opts, wsv, yv).unwrap();
+                ops.run_fused_moe_with(&p, spec).unwrap()
+            }
+        };
+        run(&mut wsv, &mut yv);
         s.synchronize().unwrap();
         s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .unwrap();
-        ops.fused_moe(&x, &w13, &w2, &routing, &opts, &mut wsv, &mut yv)
-            .unwrap();
+        run(&mut wsv, &mut yv);
         s.end_capture(CUgraphInstantiate_flags(0)).unwrap().expect("a graph")
     };
     for round in 0..2 {
@@ -505,7 +535,7 @@ fn graph_replay_case(ops: &Ops, path: MoePath) {
         };
         let wf: Vec<f64> = w.iter().map(|v| f64::from(*v)).collect();
         let want = fused_moe_reference(&shape, &xv, &layer.w13, &layer.w2, &ids, &wf).unwrap();
-        check_close(&format!("graph replay {round} {path:?}"), &got, &want);
+        check_close(&format!("graph replay {round} {path:?} {spec:?}"), &got, &want);
     }
 }
 

@@ -17,7 +17,8 @@
 //! dequantization kernels of [`crate::awq_dequantize`], the AWQ GEMMs of
 //! [`crate::awq_gemm`] ([`awq_gemm_configs`]), the MoE routing kernels of
 //! [`crate::moe_routing`] and the grouped MoE GEMMs, row gather and finalize of
-//! [`crate::grouped_gemm`] ([`grouped_gemm_configs`], and the SM90 members
+//! [`crate::grouped_gemm`] ([`grouped_gemm_configs`], the register-streamed decode form
+//! [`grouped_gemm_streamed_configs`], and the SM90 members
 //! [`grouped_gemm_sm90_configs`] for `sm_90a`).
 
 use crate::nvrtc::Arch;
@@ -265,6 +266,18 @@ fn grouped_gemm_units() -> Vec<CatalogueKernel> {
             kernels: 1,
         });
     }
+    // The register-streamed decode form (`moe:...,reg`): weights straight into registers,
+    // no shared memory, no `cp.async`.
+    for cfg in grouped_gemm_streamed_configs() {
+        let g = crate::grouped_gemm::generate(&cfg).expect("catalogue streamed grouped GEMM configurations generate");
+        out.push(CatalogueKernel {
+            name: g.name.clone(),
+            arch: Arch::Sm80,
+            source: g.source,
+            expect_sass: vec!["HMMA", "LDG.E.128"],
+            kernels: 1,
+        });
+    }
     // The SM90 grouped GEMMs `ops::fused_moe` runs on sm_90 for prefill (TMA + wgmma,
     // persistent cooperative; GEMM1 with SwiGLU, GEMM2 with the weighted scatter) and the
     // row gather in front of GEMM1.
@@ -338,6 +351,22 @@ pub fn grouped_gemm_configs() -> Vec<crate::grouped_gemm::GroupedGemmConfig> {
     }
     v.push(GroupedGemmConfig::new(e, GroupedA::Gathered, GroupedEpilogue::Scatter));
     v
+}
+
+/// The register-streamed grouped decode configurations of the catalogue
+/// ([`crate::grouped_gemm::streamed`]): bf16 GEMM1 (SwiGLU) and GEMM2 (weighted scatter)
+/// on 16-row tiles, 8 warps of 16 weight rows, chunks of 128 k, three in flight (the
+/// fastest 8-warp form of BENCHMARKS.md, session 14; slower than the `cp.async` form).
+pub fn grouped_gemm_streamed_configs() -> Vec<crate::grouped_gemm::GroupedGemmConfig> {
+    use crate::grouped_gemm::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
+    let e = rcute_atom::Element::BF16;
+    [
+        (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
+        (GroupedA::Rows, GroupedEpilogue::Scatter),
+    ]
+    .into_iter()
+    .map(|(a, ep)| GroupedGemmConfig::new(e, a, ep).with_streamed(16, 8, 128, 3, false))
+    .collect()
 }
 
 /// The SM90 grouped (MoE) GEMM configurations of the catalogue: bf16 GEMM1 (SwiGLU) and

@@ -65,6 +65,29 @@ fn configs() -> Vec<GroupedGemmConfig> {
     v
 }
 
+/// The register-streamed decode form (`moe:...,reg`): both GEMMs, each row tile size,
+/// rings and the rotated K order.
+fn streamed_configs() -> Vec<GroupedGemmConfig> {
+    let mut v = Vec::new();
+    for (e, a, ep) in [
+        (Element::BF16, GroupedA::Gathered, GroupedEpilogue::SwiGlu),
+        (Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter),
+        (Element::F16, GroupedA::Gathered, GroupedEpilogue::SwiGlu),
+        (Element::F16, GroupedA::Rows, GroupedEpilogue::Scatter),
+    ] {
+        for (bm, warps, ck, ring, rot) in [
+            (16, 8, 32, 4, false),
+            (16, 4, 32, 8, true),
+            (32, 8, 128, 2, false),
+            (8, 8, 64, 3, true),
+            (16, 8, 256, 2, false),
+        ] {
+            v.push(GroupedGemmConfig::new(e, a, ep).with_streamed(bm, warps, ck, ring, rot));
+        }
+    }
+    v
+}
+
 fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
     let mut v: Vec<_> = configs()
         .iter()
@@ -73,6 +96,10 @@ fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
             (g.name, g.source, vec!["HMMA", "LDGSTS", "LDSM"])
         })
         .collect();
+    for c in streamed_configs() {
+        let g = generate(&c).unwrap();
+        v.push((g.name, g.source, vec!["HMMA", "LDG.E.128"]));
+    }
     for e in [Element::BF16, Element::F16] {
         let g = finalize::generate(e).unwrap();
         v.push((g.name, g.source, vec!["LDG.E.128"]));
@@ -87,6 +114,7 @@ fn sources_are_deterministic_named_and_folded() {
     assert!(names.contains(&"rc_moe_grouped_sm80_bf16_gather_swiglu_64x128x32_s4_w2x2".to_string()));
     assert!(names.contains(&"rc_moe_grouped_sm80_f16_rows_scatter_64x128x32_s4_w2x2".to_string()));
     assert!(names.contains(&"rc_moe_finalize_bf16".to_string()));
+    assert!(names.contains(&"rc_moe_grouped_reg_bf16_rows_scatter_16x64x32_r8_w4_rot".to_string()));
     for (name, src, _) in kernels() {
         for pat in ["+ 0)", "- 0)", "* 1)", ">> 0", "<< 0"] {
             assert!(!src.contains(pat), "{name}: unfolded {pat:?} in\n{src}");
@@ -181,6 +209,26 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         ..narrow
     };
     assert!(generate(&scatter).is_ok());
+    // The streamed form: tile BMx(16 W)x(32 parts), BM 8 / 16 / 32, at most 16 parts in
+    // flight, no stream-K or L2 size; K rotation only with it.
+    let reg = GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter)
+        .with_streamed(16, 8, 128, 2, false);
+    assert!(generate(&reg).is_ok());
+    let rotated_cp_async = GroupedGemmConfig {
+        k_rotate: true,
+        ..GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter)
+    };
+    for bad in [
+        reg.clone().with_tile([16, 64, 128], [1, 8]),
+        reg.clone().with_tile([24, 128, 128], [1, 8]),
+        reg.clone().with_tile([16, 128, 96], [1, 8]),
+        reg.clone().with_stages(Some(8)),
+        reg.clone().with_stream_k(true),
+        reg.clone().with_b_l2_prefetch(true),
+        rotated_cp_async,
+    ] {
+        assert!(matches!(generate(&bad), Err(GroupedGemmError::Config(_))), "{bad:?}");
+    }
     assert!(matches!(
         generate(
             &GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter)

@@ -40,6 +40,14 @@ fn every_configuration_of_the_space_fits_the_workspace_size() {
         for s in &space {
             let need = fused_moe_workspace_bytes_with(t, k, e, h, i, DType::BF16, s).unwrap();
             assert!(need <= bytes, "{s} needs {need} > {bytes} ({t}x{h}x{i}, E={e})");
+            // The register-streamed form (slower where measured: not in the space) on a
+            // row tile and K splits of the space fits the same workspace.
+            assert!(!s.streamed && !s.k_rotate, "{s} in the space");
+            if matches!(s.tile[0], 8 | 16 | 32) {
+                let reg = MoeSpec::streamed(s.tile[0], 8, 128, 2, s.splits, true);
+                let need = fused_moe_workspace_bytes_with(t, k, e, h, i, DType::BF16, &reg).unwrap();
+                assert!(need <= bytes, "{reg} needs {need} > {bytes} ({t}x{h}x{i}, E={e})");
+            }
         }
         for cc in [(9, 0), (8, 0)] {
             for c in moe_candidates(t, k, e, h, i, cc, 132) {

@@ -130,7 +130,6 @@ pub(super) fn rows(cfg: &GroupedGemmConfig) -> G2sRows {
 
 /// The kernel function.
 pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &str) -> CFunction {
-    let ta = cfg.element.cuda_type();
     let mma_fn = p.mma_atom.fn_name().to_string();
     let mut opts = MainloopEmit {
         name,
@@ -162,7 +161,34 @@ pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &s
         body.extend(epilogue(cfg, p));
     }
     let [bm, bn, bk] = cfg.tile;
-    let mut params: Vec<(String, String)> = vec![
+    let mut params = params(cfg);
+    let mut doc = vec![
+        format!(
+            "grouped GEMM over M padded rows (row tiles of {bm}, expert block_expert[tile]), tile {bm}x{bn}x{bk}, {} stages",
+            p.stages
+        ),
+        "grid (max row tiles, ceil(N / output columns per tile), K splits); entries = T * topk routed entries".into(),
+        "prefetch_k_tiles > 0: before the grid-dependency wait, prefetch that many k-tiles of this CTA's B tile into L2 (experts below prefetch_experts)".into(),
+    ];
+    if cfg.stream_k {
+        params.push(("int".into(), "slabs".into()));
+        doc[1] = "grid (CTAs): stream-K over this routing's (row tile, column tile, k-tile) work, each tile's segments in slabs 0..slabs-1 (split_stride apart); k_per_split unused".into();
+    }
+    CFunction {
+        qualifiers: format!("extern \"C\" __global__ __launch_bounds__({}, 1)", p.threads),
+        ret: "void".into(),
+        name: name.into(),
+        params,
+        doc,
+        body,
+    }
+}
+
+/// The grouped kernels' parameters (the tile grid's and the streamed form's; a stream-K
+/// kernel adds `slabs`), in the order of [`super::GeneratedGroupedGemm`]'s arguments.
+pub(super) fn params(cfg: &GroupedGemmConfig) -> Vec<(String, String)> {
+    let ta = cfg.element.cuda_type();
+    vec![
         (format!("const {ta}* __restrict__"), "A".into()),
         (format!("const {ta}* __restrict__"), "B".into()),
         (format!("{ta}* __restrict__"), "D".into()),
@@ -186,25 +212,5 @@ pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &s
         ("int".into(), "prefetch_experts".into()),
         ("const int* __restrict__".into(), "prefetch_ids".into()),
         ("int".into(), "expert_offset".into()),
-    ];
-    let mut doc = vec![
-        format!(
-            "grouped GEMM over M padded rows (row tiles of {bm}, expert block_expert[tile]), tile {bm}x{bn}x{bk}, {} stages",
-            p.stages
-        ),
-        "grid (max row tiles, ceil(N / output columns per tile), K splits); entries = T * topk routed entries".into(),
-        "prefetch_k_tiles > 0: before the grid-dependency wait, prefetch that many k-tiles of this CTA's B tile into L2 (experts below prefetch_experts)".into(),
-    ];
-    if cfg.stream_k {
-        params.push(("int".into(), "slabs".into()));
-        doc[1] = "grid (CTAs): stream-K over this routing's (row tile, column tile, k-tile) work, each tile's segments in slabs 0..slabs-1 (split_stride apart); k_per_split unused".into();
-    }
-    CFunction {
-        qualifiers: format!("extern \"C\" __global__ __launch_bounds__({}, 1)", p.threads),
-        ret: "void".into(),
-        name: name.into(),
-        params,
-        doc,
-        body,
-    }
+    ]
 }

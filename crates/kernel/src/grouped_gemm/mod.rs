@@ -59,6 +59,7 @@ pub mod quant;
 mod sm90;
 mod stmt;
 pub mod stream_k;
+pub mod streamed;
 mod tile;
 
 pub use args::GroupedGemmArgs;
@@ -118,6 +119,14 @@ pub struct GroupedGemmConfig {
     /// DeepSeek-V2-Lite T = 64 by 2 %, and cost DeepSeek T = 1 1.6 % (BENCHMARKS.md,
     /// session 13, helper moedec2).
     pub b_l2_prefetch: bool,
+    /// The register-streamed decode form ([`streamed`]): no shared-memory stage, the
+    /// weights loaded straight into a ring of registers as swap-AB A fragments. Its tile
+    /// is `[BM, 16 W, 32]` with warps `[1, W]`, `stages` the ring's chunks; kernel names
+    /// `rc_moe_grouped_reg_...`.
+    pub streamed: bool,
+    /// With [`GroupedGemmConfig::streamed`]: each warp starts its K range at its own chunk
+    /// (`_rot`), so a wave's warps do not read the same offset of their rows at once.
+    pub k_rotate: bool,
 }
 
 impl GroupedGemmConfig {
@@ -132,7 +141,33 @@ impl GroupedGemmConfig {
             epilogue,
             stream_k: false,
             b_l2_prefetch: false,
+            streamed: false,
+            k_rotate: false,
         }
+    }
+
+    /// The same configuration as the register-streamed form ([`streamed`]) on `bm`
+    /// routed rows per tile, `warps` warps of 16 weight rows, chunks of `chunk_k` (32, 64,
+    /// 128 or 256), `ring` chunks in flight, the K order rotated per warp when `rotate`.
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_kernel::grouped_gemm::{generate, GroupedA, GroupedEpilogue, GroupedGemmConfig};
+    /// let c = GroupedGemmConfig::new(Element::BF16, GroupedA::Gathered, GroupedEpilogue::SwiGlu)
+    ///     .with_streamed(16, 8, 128, 2, false);
+    /// assert_eq!((c.tile, c.warps), ([16, 128, 128], [1, 8]));
+    /// let g = generate(&c).unwrap();
+    /// assert_eq!(g.name, "rc_moe_grouped_reg_bf16_gather_swiglu_16x128x128_r2_w8");
+    /// assert_eq!((g.threads, g.smem_bytes), (256, 0));
+    /// assert!(g.source.contains("ld.global.nc.L1::no_allocate.v4"));
+    /// ```
+    pub fn with_streamed(mut self, bm: i64, warps: i64, chunk_k: i64, ring: usize, rotate: bool) -> Self {
+        self.tile = [bm, streamed::WARP_ROWS * warps, chunk_k];
+        self.warps = [1, warps];
+        self.stages = Some(ring);
+        self.streamed = true;
+        self.k_rotate = rotate;
+        self
     }
 
     /// The same configuration with another tile and warp arrangement.
@@ -262,6 +297,14 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
             "element {} (bf16 or f16)",
             cfg.element
         )));
+    }
+    if cfg.streamed {
+        return streamed::generate(cfg);
+    }
+    if cfg.k_rotate {
+        return Err(GroupedGemmError::Config(
+            "K rotation is an option of the streamed form".into(),
+        ));
     }
     if cfg.stream_k && (cfg.epilogue != GroupedEpilogue::Scatter || cfg.a != GroupedA::Rows) {
         return Err(GroupedGemmError::Config(

@@ -104,7 +104,7 @@ impl Ops {
     /// family) for `dtype` operands without running them (the tuner compiles its
     /// candidates in parallel through this).
     pub fn load_fused_moe_spec(&self, dtype: DType, spec: &ConfigSpec) -> Result<(), OpsError> {
-        use rcute_kernel::grouped_gemm::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
+        use rcute_kernel::grouped_gemm::{GroupedA, GroupedEpilogue};
         let el = super::fused::element(dtype)?;
         match spec {
             ConfigSpec::Moe(s) => {
@@ -112,13 +112,7 @@ impl Ops {
                     (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
                     (GroupedA::Rows, GroupedEpilogue::Scatter),
                 ] {
-                    self.grouped_kernel(
-                        &GroupedGemmConfig::new(el, a, e)
-                            .with_tile(s.tile, s.warps)
-                            .with_stages(s.stages)
-                            .with_stream_k(s.stream && e == GroupedEpilogue::Scatter)
-                            .with_b_l2_prefetch(s.l2_prefetch),
-                    )?;
+                    self.grouped_kernel(&super::fused::spec_config(el, s, a, e))?;
                 }
             }
             ConfigSpec::MoeSm90(s) => {

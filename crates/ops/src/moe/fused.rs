@@ -55,6 +55,26 @@ pub(crate) fn layer_uses<'s>(
     Ok(uses)
 }
 
+/// The grouped GEMM of `spec` with A rows `a` and epilogue `ep` for `el` operands: its
+/// tile, warps and stages, GEMM2 (the scatter) on stream-K when `spec.stream`, the
+/// weights' L2 prefetch size when `spec.l2_prefetch`, or the register-streamed form when
+/// `spec.streamed` (its tile, warps and ring spelled by the same fields).
+pub(crate) fn spec_config(
+    el: Element,
+    spec: &crate::tuning::MoeSpec,
+    a: GroupedA,
+    ep: GroupedEpilogue,
+) -> GroupedGemmConfig {
+    let mut c = GroupedGemmConfig::new(el, a, ep)
+        .with_tile(spec.tile, spec.warps)
+        .with_stages(spec.stages)
+        .with_stream_k(spec.stream && ep == GroupedEpilogue::Scatter)
+        .with_b_l2_prefetch(spec.l2_prefetch);
+    c.streamed = spec.streamed;
+    c.k_rotate = spec.k_rotate;
+    c
+}
+
 /// The bytes of w2 that GEMM2 of the MoE layer may prefetch into L2 before it waits for
 /// GEMM1: half the L2 (25 MiB on an H100 or H200), so that the prefetched lines and
 /// GEMM1's last tiles in flight fit together. DeepSeek-V2-Lite at T = 1 (96 CTAs of 16 KiB
@@ -305,24 +325,12 @@ impl Ops {
     /// automatic count) and weight loads (`l2_prefetch`), GEMM2 on stream-K over the SMs
     /// when `spec.stream` (its segments in the layout's split slabs, at least 2).
     pub(crate) fn launch_fused_moe(&self, p: &MoeProblem, spec: &crate::tuning::MoeSpec) -> Result<(), OpsError> {
-        let (tile, warps, stages) = (spec.tile, spec.warps, spec.stages);
         let _scope = self.launch_scope();
         let el = element(p.dtype)?;
         let l = &p.layout;
         let ws = p.workspace;
-        let (g1, f1) = self.grouped_kernel(
-            &GroupedGemmConfig::new(el, GroupedA::Gathered, GroupedEpilogue::SwiGlu)
-                .with_tile(tile, warps)
-                .with_stages(stages)
-                .with_b_l2_prefetch(spec.l2_prefetch),
-        )?;
-        let (g2, f2) = self.grouped_kernel(
-            &GroupedGemmConfig::new(el, GroupedA::Rows, GroupedEpilogue::Scatter)
-                .with_tile(tile, warps)
-                .with_stages(stages)
-                .with_stream_k(spec.stream)
-                .with_b_l2_prefetch(spec.l2_prefetch),
-        )?;
+        let (g1, f1) = self.grouped_kernel(&spec_config(el, spec, GroupedA::Gathered, GroupedEpilogue::SwiGlu))?;
+        let (g2, f2) = self.grouped_kernel(&spec_config(el, spec, GroupedA::Rows, GroupedEpilogue::Scatter))?;
         let gf = finalize::generate(el).map_err(boxed)?;
         let ff = self.moe_unit(&gf.name, &gf.source)?;
         let (ids, weights) = self.moe_route(p, l)?;

@@ -6,6 +6,8 @@
 //! * MoE on the SM80 family: `moe:BMxBNxBK,WMxWN[,kSPLITS][,sSTAGES]`: the grouped GEMMs'
 //!   tile and warp grid (both GEMMs; `BM` is also the alignment's row block), GEMM2's K
 //!   splits and both GEMMs' shared-memory stages (absent: as many as fit, at most 4).
+//!   With `,reg` (`,reg,rot`) the register-streamed decode form of both GEMMs
+//!   ([`MoeSpec::streamed`]).
 //! * MoE on the SM90 family: `moe:sm90` (GEMM2 on 128x256 tiles) or `moe:sm90n` (GEMM2 on
 //!   128x128 tiles), with a `c` suffix GEMM1 on 2x1 CTA clusters; GEMM1 is always on
 //!   128x256 tiles ([`MoeSm90Spec`]).
@@ -86,6 +88,12 @@ pub struct MoeSpec {
     /// The grouped GEMMs load the weights with the `.L2::256B` prefetch size (`,l2`;
     /// [`rcute_kernel::grouped_gemm::GroupedGemmConfig::b_l2_prefetch`]; off by default).
     pub l2_prefetch: bool,
+    /// Both grouped GEMMs in the register-streamed decode form (`,reg`;
+    /// [`rcute_kernel::grouped_gemm::streamed`]): tile `BMx(16 W)xCHUNK` (a chunk of 32,
+    /// 64, 128 or 256 k), warps `1xW`, `sSTAGES` the chunks in flight per warp (absent: 2).
+    pub streamed: bool,
+    /// With `streamed`: each warp starts its K range at its own chunk (`,rot`).
+    pub k_rotate: bool,
 }
 
 impl MoeSpec {
@@ -106,6 +114,27 @@ impl MoeSpec {
             stages: None,
             stream: false,
             l2_prefetch: false,
+            streamed: false,
+            k_rotate: false,
+        }
+    }
+
+    /// The register-streamed form (`,reg`, `,rot` when `rotate`): `bm` routed rows per
+    /// tile, `warps` warps of 16 weight rows, chunks of `chunk_k` (32 to 256), `ring`
+    /// chunks in flight, GEMM2's K splits.
+    ///
+    /// ```
+    /// use rcute_ops::tuning::MoeSpec;
+    /// let s = MoeSpec::streamed(16, 8, 128, 2, 1, false);
+    /// assert_eq!(s.to_string(), "moe:16x128x128,1x8,s2,reg");
+    /// assert_eq!(MoeSpec::streamed(16, 4, 32, 8, 2, true).to_string(), "moe:16x64x32,1x4,k2,s8,reg,rot");
+    /// ```
+    pub fn streamed(bm: i64, warps: i64, chunk_k: i64, ring: usize, splits: u32, rotate: bool) -> MoeSpec {
+        let rows = rcute_kernel::grouped_gemm::streamed::WARP_ROWS;
+        MoeSpec {
+            streamed: true,
+            k_rotate: rotate,
+            ..MoeSpec::new([bm, rows * warps, chunk_k], [1, warps], splits).with_stages(ring)
         }
     }
 
@@ -213,7 +242,7 @@ impl MoeSm90Spec {
 
 pub(crate) const AWQ_GRAMMAR: &str = "awq:BMxBNxBK,WMxWN,sSTAGES,vWORDS[,kSPLITS]";
 pub(crate) const MOE_GRAMMAR: &str =
-    "moe:BMxBNxBK,WMxWN[,kSPLITS][,sSTAGES][,stream][,l2] or moe:sm90|sm90n|sm90c|sm90nc";
+    "moe:BMxBNxBK,WMxWN[,kSPLITS][,sSTAGES][,stream][,l2][,reg[,rot]] or moe:sm90|sm90n|sm90c|sm90nc";
 
 /// `kSPLITS` fields after the fixed ones (at least 1).
 fn splits_field(rest: &[&str]) -> Result<u32, String> {
@@ -270,6 +299,19 @@ pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
         return Err("too few fields".into());
     }
     let mut rest = &parts[2..];
+    let mut k_rotate = false;
+    if let Some((&"rot", before)) = rest.split_last() {
+        k_rotate = true;
+        rest = before;
+    }
+    let mut streamed = false;
+    if let Some((&"reg", before)) = rest.split_last() {
+        streamed = true;
+        rest = before;
+    }
+    if k_rotate && !streamed {
+        return Err("rot is an option of the streamed form (reg,rot)".into());
+    }
     let mut l2_prefetch = false;
     if let Some((&"l2", before)) = rest.split_last() {
         l2_prefetch = true;
@@ -298,6 +340,8 @@ pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
         stages,
         stream,
         l2_prefetch,
+        streamed,
+        k_rotate,
     })
 }
 
@@ -334,6 +378,12 @@ impl fmt::Display for MoeSpec {
         if self.l2_prefetch {
             f.write_str(",l2")?;
         }
+        if self.streamed {
+            f.write_str(",reg")?;
+        }
+        if self.k_rotate {
+            f.write_str(",rot")?;
+        }
         Ok(())
     }
 }
@@ -365,6 +415,8 @@ mod tests {
             "moe:16x128x64,1x4,k3,stream",
             "moe:16x128x64,1x4,k4,s8,stream,l2",
             "moe:16x128x64,1x4,k2,s8,l2",
+            "moe:16x128x32,1x8,s4,reg",
+            "moe:16x64x32,1x4,k2,s8,reg,rot",
             "moe:sm90",
             "moe:sm90n",
             "moe:sm90c",
@@ -381,6 +433,8 @@ mod tests {
             ("moe:16x128x64,1x4,s8,k4", "unknown field"),
             ("moe:16x128x64,1x4,l2,stream", "unknown field"),
             ("moe:16x128x64,1x4,stream,s8", "unknown field"),
+            ("moe:16x128x64,1x4,rot", "streamed form"),
+            ("moe:16x128x32,1x8,rot,reg", "unknown field"),
             ("moe:sm90w", "unknown SM90 form"),
             ("moe:sm90,k2", "unknown SM90 form"),
             ("moe:sm80", "unknown SM90 form"),
