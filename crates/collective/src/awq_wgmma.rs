@@ -46,12 +46,14 @@
 
 use rcute_atom::copy_tma::{prefetch_tensormap, tma_load};
 use rcute_atom::mma::{GmmaSource, Major};
-use rcute_atom::mma_sm90::{wgmma, wgmma_commit_group, wgmma_fence, wgmma_wait_group};
+use rcute_atom::gmma_desc::{make_gmma_desc, GmmaDescriptor};
+use rcute_atom::mma_sm90::{wgmma, GmmaSwizzle, wgmma_commit_group, wgmma_fence, wgmma_wait_group};
 use rcute_atom::sync::{
     elect_one_sync, fence_mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init,
     mbarrier_wait_parity, setmaxnreg_dec, setmaxnreg_inc,
 };
 use rcute_atom::{CopyOp, Element, MmaAtom, Snippet};
+use rcute_layout::{tuple, Layout};
 
 /// K of one `x` stage (64 16-bit elements: one 128-byte swizzle row).
 pub const WGMMA_BK: i64 = 64;
@@ -86,6 +88,10 @@ pub struct AwqWgmma {
     pub consumer_regs: i64,
     /// The RS `wgmma` (`m64 x BM x k16`, f32 accumulators, A from registers, B K-major).
     pub mma: MmaAtom,
+    /// The `wgmma` descriptor of the B operand of one k16 step: `(BM, 16)` of `x` in the
+    /// K-major 128-byte-swizzle atom (`Sw<3,4,3> o (8,64):(64,1)` on bytes: rows 128 bytes
+    /// apart, 8-row groups 1024), the start address left to the kernel.
+    pub desc_b: GmmaDescriptor,
     /// The producer's 2-D TMA load of one `(BM, 64)` box of `x`.
     pub tma: CopyOp,
     /// The mbarrier, election, register-reallocation and `wgmma` fence snippets.
@@ -110,6 +116,8 @@ impl AwqWgmma {
         }
         let mma = wgmma(Element::F32, e, e, bm, GmmaSource::RS, Major::K, Major::K)?;
         let x_stage_bytes = bm * WGMMA_BK * 2;
+        let step = Layout::new(tuple!(bm, 16), tuple!(WGMMA_BK, 1)).ok()?;
+        let desc_b = make_gmma_desc(Major::K, GmmaSwizzle::B128, &step, e).ok()?;
         let consumers = wgs_r * wgs_n;
         // what is left of the 64K registers after the producer's, per consumer thread, a
         // multiple of 8 (setmaxnreg), at most 240
@@ -125,6 +133,7 @@ impl AwqWgmma {
             barrier_offset: stages as i64 * x_stage_bytes,
             consumer_regs,
             mma,
+            desc_b,
             tma: tma_load(2, false, x_stage_bytes * 8),
             sync: vec![
                 mbarrier_init(),
@@ -179,7 +188,6 @@ mod tests {
     use crate::awq_prepared::{prepare_lane_words, prepared_lane_word};
     use rcute_atom::convert_int4::{pack_awq, u4x8_to_16x2_biased, Biased16};
     use rcute_atom::mma_sm90::a_layout_64xk;
-    use rcute_layout::tuple;
 
     /// Every register value of `wgmma`'s register A (`ALayout_64x16`: thread, value ->
     /// (row, k)), filled from the prepared words the way the kernel does (`a = {pair 0,
@@ -235,6 +243,8 @@ mod tests {
         assert!(AwqWgmma::new(Element::F16, 64, [1, 1], 1).is_none());
         assert!(AwqWgmma::new(Element::E4M3, 64, [1, 1], 4).is_none());
         let p = AwqWgmma::new(Element::BF16, 128, [2, 1], 4).unwrap();
+        // the SM90 GEMM's K-major B128 descriptor: LBO 1, SBO 64 (1024 bytes), layout type 1
+        assert_eq!(p.desc_b.device_expr("a").unwrap(), "(0x4000004000010000ull | (uint64_t)(((uint32_t)(a) & 0x3FFFFu) >> 4))");
         assert_eq!((p.threads(), p.bn(), p.consumer_regs, p.smem_bytes()), (384, 256, 232, 4 * 16384 + 64 + 1024));
     }
 }

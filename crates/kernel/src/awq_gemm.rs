@@ -60,6 +60,7 @@ mod load_per_copy;
 mod prepared;
 mod streamed;
 mod streamed_checkpoint;
+mod wgmma;
 
 /// A generated AWQ GEMM kernel.
 #[derive(Clone, Debug, PartialEq)]
@@ -120,6 +121,10 @@ impl GeneratedAwqGemm {
     pub fn split_plan(&self, k: i32, splits: i32) -> (i32, i32) {
         let kt = self.k_tiles(k);
         let per = (kt + splits.clamp(1, kt) - 1) / splits.clamp(1, kt);
+        // The wgmma kernel runs one split.
+        if self.plan.wgmma.is_some() {
+            return (kt, 1);
+        }
         // The streamed kernel stages a split's x in shared memory: at most `max_k_tiles`.
         let per = match &self.plan.streamed {
             Some(st) => per.min(st.max_k_tiles as i32),
@@ -215,7 +220,11 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
         cfg.b_vector_words,
         if cfg.prepared { "_prepared" } else { "" },
         if cfg.bulk { "_bulk" } else { "" }
-    ) + if cfg.streamed { "_streamed" } else { "" };
+    ) + if cfg.streamed { "_streamed" } else { "" }
+        + if cfg.wgmma { "_wgmma" } else { "" };
+    if plan.wgmma.is_some() {
+        return wgmma::generate_wgmma(plan, name);
+    }
     let e = Emit::new(&plan, &name)?;
     if let Some(st) = &plan.streamed {
         let mut snips = vec![
