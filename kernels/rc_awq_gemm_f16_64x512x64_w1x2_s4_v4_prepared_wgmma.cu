@@ -401,7 +401,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_awq_gemm_f16_64x512x64_w
           rc_wgmma_fence();
           rc_wgmma_m64n64k16_f32_f16_f16_rs_k_k(af[i & 1], (0x4000004000010000ull | (uint64_t)(((uint32_t)(xs + 32 * kk) & 0x3FFFFu) >> 4)), acc[i], 1);
           rc_wgmma_commit_group();
-          // the previous word's wgmma is done: its A fragment (and, first in a k-tile, the previous stage) is free
+          // the previous group's wgmmas are done: their A fragments (and, first in a k-tile, the previous stage) are free
           rc_wgmma_wait_group<1>();
           if (i == 0 && kk == 0 && kt > 0 && lane == 0) {
             rc_mbarrier_arrive(bar_empty + 8 * prev);

@@ -86,6 +86,12 @@ pub struct AwqWgmma {
     pub barrier_offset: i64,
     /// Registers per consumer thread after `setmaxnreg.inc`.
     pub consumer_regs: i64,
+    /// Whether a k16 step's `words` fragments are converted first and its `wgmma`s issued
+    /// as one group (two steps' fragments live, up to `2 words` `wgmma`s in flight), or,
+    /// where the registers do not allow it, word by word (one fragment converted while the
+    /// previous word's `wgmma` runs: two in flight). Batched where
+    /// [`AwqWgmma::batched_regs`] fit the compiler's per-thread budget for the CTA size.
+    pub batched: bool,
     /// The RS `wgmma` (`m64 x BM x k16`, f32 accumulators, A from registers, B K-major).
     pub mma: MmaAtom,
     /// The `wgmma` descriptor of the B operand of one k16 step: `(BM, 16)` of `x` in the
@@ -120,8 +126,9 @@ impl AwqWgmma {
         let desc_b = make_gmma_desc(Major::K, GmmaSwizzle::B128, &step, e).ok()?;
         let consumers = wgs_r * wgs_n;
         // what is left of the 64K registers after the producer's, per consumer thread, a
-        // multiple of 8 (setmaxnreg), at most 240
-        let consumer_regs = ((65536 / 128 - PRODUCER_REGS) / consumers / 8 * 8).min(240);
+        // multiple of 8 (setmaxnreg), at most 256
+        let consumer_regs = ((65536 / 128 - PRODUCER_REGS) / consumers / 8 * 8).min(256);
+        let budget = (65536 / (128 * (1 + consumers))).min(255) / 8 * 8;
         Some(AwqWgmma {
             bm,
             wgs_r,
@@ -132,6 +139,7 @@ impl AwqWgmma {
             x_stage_bytes,
             barrier_offset: stages as i64 * x_stage_bytes,
             consumer_regs,
+            batched: Self::batched_regs(words, bm) <= budget,
             mma,
             desc_b,
             tma: tma_load(2, false, x_stage_bytes * 8),
@@ -150,6 +158,14 @@ impl AwqWgmma {
                 wgmma_wait_group(),
             ],
         })
+    }
+
+    /// Registers a batched consumer thread needs (estimate): the accumulators, two steps'
+    /// fragments (`2 x words x 4`), the weight ring (`4 x words`) and 56 for the group
+    /// registers, addresses and loop state. (The 2-consumer kernel of 64 tokens with four
+    /// words, 232 by this estimate, spilled 204 bytes at the 168 a 384-thread CTA gets.)
+    pub fn batched_regs(words: i64, bm: i64) -> i64 {
+        words * bm / 2 + 8 * words + 4 * words + 56
     }
 
     /// Threads of a CTA: the producer warpgroup and the consumers.
@@ -246,5 +262,10 @@ mod tests {
         // the SM90 GEMM's K-major B128 descriptor: LBO 1, SBO 64 (1024 bytes), layout type 1
         assert_eq!(p.desc_b.device_expr("a").unwrap(), "(0x4000004000010000ull | (uint64_t)(((uint32_t)(a) & 0x3FFFFu) >> 4))");
         assert_eq!((p.threads(), p.bn(), p.consumer_regs, p.smem_bytes()), (384, 256, 232, 4 * 16384 + 64 + 1024));
+        // batched steps where the registers allow: one consumer warpgroup (budget 248), or
+        // 32 tokens with two (168)
+        assert!(!p.batched && !AwqWgmma::new(Element::F16, 64, [1, 2], 4).unwrap().batched);
+        assert!(AwqWgmma::new(Element::F16, 64, [1, 1], 4).unwrap().batched);
+        assert!(AwqWgmma::new(Element::F16, 32, [1, 2], 4).unwrap().batched);
     }
 }

@@ -346,7 +346,8 @@ fn wgmma_kernels_compile_for_sm90a_with_register_a() {
         assert_eq!(g, generate(&cfg).unwrap());
         assert!(g.name.ends_with("_prepared_wgmma"), "{}", g.name);
         let w = g.plan.wgmma.as_ref().unwrap();
-        assert!(g.source.contains(&format!("{}(af[i & 1]", w.mma.snippet.name)), "{}", g.name);
+        let frag = if w.batched { "af[kk & 1][i]" } else { "af[i & 1]" };
+        assert!(g.source.contains(&format!("{}({frag}, ", w.mma.snippet.name)), "{}", g.name);
     }
     let Some(tk) = toolkit_for_test() else { return };
     for cfg in wgmma_configs() {

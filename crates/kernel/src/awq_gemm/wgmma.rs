@@ -259,11 +259,20 @@ impl Emit<'_> {
         })
         .chain([
             decl_c("int", "krem", "0", "rows left in the current group (0: a group starts)"),
-            Stmt::Decl {
-                ty: "uint32_t".into(),
-                name: "af[2][4]".into(),
-                init: None,
-                comment: Some("A fragments of words of parity 0 / 1 (a word's wgmma reads its fragment asynchronously)".into()),
+            if w.batched {
+                Stmt::Decl {
+                    ty: "uint32_t".into(),
+                    name: format!("af[2][{words}][4]"),
+                    init: None,
+                    comment: Some("A fragments of steps of parity 0 / 1 (a step's wgmmas read them asynchronously)".into()),
+                }
+            } else {
+                Stmt::Decl {
+                    ty: "uint32_t".into(),
+                    name: "af[2][4]".into(),
+                    init: None,
+                    comment: Some("A fragments of words of parity 0 / 1 (a word's wgmma reads its fragment asynchronously)".into()),
+                }
             },
         ])
         .collect()
@@ -308,6 +317,7 @@ impl Emit<'_> {
         ]);
         // the step's k16 slice of the stage: 32 bytes (two 16-byte chunks of each row) per step
         let desc = w.desc_b.device_expr("xs + 32 * kk").expect("the plan's descriptor encodes");
+        let frag = if w.batched { "af[kk & 1][i]" } else { "af[i & 1]" };
         let convert = [
             vec![
                 Stmt::Decl {
@@ -319,17 +329,37 @@ impl Emit<'_> {
                 s(format!("{cvt}(wr[kk][i], q)")),
             ],
             self.swap_ab_halves(["q[0]", "q[2]", "q[1]", "q[3]"], [None, None, Some(""), Some("")], "i"),
-            (0..4).map(|j| Stmt::assign(format!("af[i & 1][{j}]"), format!("*reinterpret_cast<const uint32_t*>(&a{j})"))).collect(),
-            vec![
-                s("rc_wgmma_fence()"),
-                s(format!("{}(af[i & 1], {desc}, acc[i], 1)", w.mma.snippet.name)),
-                s("rc_wgmma_commit_group()"),
-                Stmt::Comment("the previous word's wgmma is done: its A fragment (and, first in a k-tile, the previous stage) is free".into()),
-                s("rc_wgmma_wait_group<1>()"),
-                when("i == 0 && kk == 0 && kt > 0 && lane == 0", vec![s("rc_mbarrier_arrive(bar_empty + 8 * prev)")]),
-            ],
+            (0..4).map(|j| Stmt::assign(format!("{frag}[{j}]"), format!("*reinterpret_cast<const uint32_t*>(&a{j})"))).collect(),
         ]
         .concat();
+        let issue = |frag: &str, first: &str| {
+            vec![
+                s("rc_wgmma_fence()"),
+                s(format!("{}({frag}, {desc}, acc[i], 1)", w.mma.snippet.name)),
+                s("rc_wgmma_commit_group()"),
+                Stmt::Comment("the previous group's wgmmas are done: their A fragments (and, first in a k-tile, the previous stage) are free".into()),
+                s("rc_wgmma_wait_group<1>()"),
+                when(format!("{first}kk == 0 && kt > 0 && lane == 0"), vec![s("rc_mbarrier_arrive(bar_empty + 8 * prev)")]),
+            ]
+        };
+        let words_then_wgmmas = if w.batched {
+            let mut v = vec![
+                Stmt::Comment("the step's words -> A fragments (virtual rows g, g + 8 = columns 8g + 2(r0 + i), + 1), then their wgmmas as one group while the next step converts".into()),
+                Stmt::unrolled("i", words, convert),
+            ];
+            let mut iss = issue(frag, "");
+            // the fence, then one wgmma per word, one commit
+            let call = iss.remove(1);
+            v.push(iss.remove(0));
+            v.push(Stmt::unrolled("i", words, vec![call]));
+            v.extend(iss);
+            v
+        } else {
+            vec![
+                Stmt::Comment("word i -> A fragment (virtual rows g, g + 8 = columns 8g + 2(r0 + i), + 1) -> its wgmma, while word i - 1's runs".into()),
+                Stmt::unrolled("i", words, [convert, issue("af[i & 1]", "i == 0 && ")].concat()),
+            ]
+        };
         vec![
             Stmt::decl("const int", "s", "s0 + kk"),
             when(
@@ -338,12 +368,15 @@ impl Emit<'_> {
                     Stmt::Comment("a group starts: its registers, then the next group's raw scales and zero word in flight".into()),
                     when("krem == 0", group),
                     s("krem -= 16"),
-                    Stmt::Comment("word i -> A fragment (virtual rows g, g + 8 = columns 8g + 2(r0 + i), + 1) -> its wgmma, while word i - 1's runs".into()),
-                    Stmt::unrolled("i", words, convert),
+                ]
+                .into_iter()
+                .chain(words_then_wgmmas)
+                .chain([
                     Stmt::Comment(format!("slot kk is free: step s + {STEPS} into it")),
                     when(format!("live && s + {STEPS} < ksteps"), vec![self.wgmma_load("wp", "wr[kk]")]),
                     s("wp += wstride"),
-                ],
+                ])
+                .collect(),
             ),
         ]
     }
