@@ -524,14 +524,16 @@ pub fn awq_bulk_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 }
 
 /// The SM90 mixed-input AWQ GEMM configurations in the catalogue (sm_90a;
-/// [`rcute_collective::awq_wgmma`]): 64 tokens x 512 weight columns, two consumer
-/// warpgroups, 4 stages of x, f16 and bf16.
+/// [`rcute_collective::awq_wgmma`]): 128 tokens x 256 weight columns, two consumer
+/// warpgroups splitting each lane's four words, 4 stages of x, f16 and bf16 (the fastest
+/// of the measured configurations, H100, BENCHMARKS.md, helper awqrs; not selected by
+/// `ops`: still slower than the dense path).
 pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
     vec![
-        AwqGemmConfig::new(F16, [64, 512, 64], [1, 2], 4, 4).wgmma(),
-        AwqGemmConfig::new(BF16, [64, 512, 64], [1, 2], 4, 4).wgmma(),
+        AwqGemmConfig::new(F16, [128, 256, 64], [2, 1], 4, 4).wgmma(),
+        AwqGemmConfig::new(BF16, [128, 256, 64], [2, 1], 4, 4).wgmma(),
     ]
 }
 
