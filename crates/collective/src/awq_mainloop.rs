@@ -301,7 +301,10 @@ impl AwqMainloop {
         };
         let wgmma = if cfg.wgmma {
             if !cfg.prepared || cfg.bulk || cfg.streamed || cfg.b_vector_words != 4 {
-                return Err(tile_err(cfg, "the wgmma kernel reads the prepared layout in registers, without another producer"));
+                return Err(tile_err(
+                    cfg,
+                    "the wgmma kernel reads the prepared layout in registers, without another producer",
+                ));
             }
             let plan = AwqWgmma::new(e, bm, cfg.warps, cfg.stages).ok_or_else(|| {
                 tile_err(cfg, "wgmma: BM a multiple of 8 with words x BM / 2 <= 128 accumulators, warps [1 or 2, along N] (at most 3 warpgroups), 2 ..= 8 stages")

@@ -45,9 +45,9 @@
 //! ```
 
 use rcute_atom::copy_tma::{prefetch_tensormap, tma_load};
-use rcute_atom::mma::{GmmaSource, Major};
 use rcute_atom::gmma_desc::{make_gmma_desc, GmmaDescriptor};
-use rcute_atom::mma_sm90::{wgmma, GmmaSwizzle, wgmma_commit_group, wgmma_fence, wgmma_wait_group};
+use rcute_atom::mma::{GmmaSource, Major};
+use rcute_atom::mma_sm90::{wgmma, wgmma_commit_group, wgmma_fence, wgmma_wait_group, GmmaSwizzle};
 use rcute_atom::sync::{
     elect_one_sync, fence_mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init,
     mbarrier_wait_parity, setmaxnreg_dec, setmaxnreg_inc,
@@ -260,8 +260,14 @@ mod tests {
         assert!(AwqWgmma::new(Element::E4M3, 64, [1, 1], 4).is_none());
         let p = AwqWgmma::new(Element::BF16, 128, [2, 1], 4).unwrap();
         // the SM90 GEMM's K-major B128 descriptor: LBO 1, SBO 64 (1024 bytes), layout type 1
-        assert_eq!(p.desc_b.device_expr("a").unwrap(), "(0x4000004000010000ull | (uint64_t)(((uint32_t)(a) & 0x3FFFFu) >> 4))");
-        assert_eq!((p.threads(), p.bn(), p.consumer_regs, p.smem_bytes()), (384, 256, 232, 4 * 16384 + 64 + 1024));
+        assert_eq!(
+            p.desc_b.device_expr("a").unwrap(),
+            "(0x4000004000010000ull | (uint64_t)(((uint32_t)(a) & 0x3FFFFu) >> 4))"
+        );
+        assert_eq!(
+            (p.threads(), p.bn(), p.consumer_regs, p.smem_bytes()),
+            (384, 256, 232, 4 * 16384 + 64 + 1024)
+        );
         // batched steps where the registers allow: one consumer warpgroup (budget 248), or
         // 32 tokens with two (168)
         assert!(!p.batched && !AwqWgmma::new(Element::F16, 64, [1, 2], 4).unwrap().batched);

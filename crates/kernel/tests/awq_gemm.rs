@@ -347,7 +347,11 @@ fn wgmma_kernels_compile_for_sm90a_with_register_a() {
         assert!(g.name.ends_with("_prepared_wgmma"), "{}", g.name);
         let w = g.plan.wgmma.as_ref().unwrap();
         let frag = if w.batched { "af[kk & 1][i]" } else { "af[i & 1]" };
-        assert!(g.source.contains(&format!("{}({frag}, ", w.mma.snippet.name)), "{}", g.name);
+        assert!(
+            g.source.contains(&format!("{}({frag}, ", w.mma.snippet.name)),
+            "{}",
+            g.name
+        );
     }
     let Some(tk) = toolkit_for_test() else { return };
     for cfg in wgmma_configs() {
@@ -355,7 +359,9 @@ fn wgmma_kernels_compile_for_sm90a_with_register_a() {
         let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm90a))
             .unwrap_or_else(|err| panic!("{}: {err}\n{}", g.name, g.source));
         assert!(!c.log.contains("serialized"), "{}: {}", g.name, c.log);
-        let Some(k) = compile_clean(tk, &g, Arch::Sm90a) else { continue };
+        let Some(k) = compile_clean(tk, &g, Arch::Sm90a) else {
+            continue;
+        };
         if std::env::var_os("RCUTE_DUMP").is_some() {
             eprintln!("{}", k.opcodes().collect::<Vec<_>>().join(" "));
         }

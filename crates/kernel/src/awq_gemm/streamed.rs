@@ -366,7 +366,9 @@ impl Emit<'_> {
             )
         });
         [
-            vec![Stmt::Comment("(q - z) exactly, one rounding in the scale product: the weight awq_dequantize gives".into())],
+            vec![Stmt::Comment(
+                "(q - z) exactly, one rounding in the scale product: the weight awq_dequantize gives".into(),
+            )],
             frag.collect(),
         ]
         .concat()

@@ -91,7 +91,8 @@ impl GeneratedAwqGemm {
         match self.x_tensor_map(a) {
             None => Ok(args),
             Some(m) => {
-                let map = encode_tiled_cached(&m, a.x).map_err(|e| GemmError::Config(format!("tensor map of x: {e}")))?;
+                let map =
+                    encode_tiled_cached(&m, a.x).map_err(|e| GemmError::Config(format!("tensor map of x: {e}")))?;
                 Ok(args.tensor_map(&map))
             }
         }
@@ -202,7 +203,11 @@ impl Emit<'_> {
         } else {
             format!("(cw % {}) * {words}", w.wgs_r)
         };
-        let cgroup = if w.wgs_r == 1 { "cw".to_string() } else { format!("cw / {}", w.wgs_r) };
+        let cgroup = if w.wgs_r == 1 {
+            "cw".to_string()
+        } else {
+            format!("cw / {}", w.wgs_r)
+        };
         vec![
             s(format!("rc_setmaxnreg_inc<{}>()", w.consumer_regs)),
             Stmt::decl("const int", "cw", "wg - 1"),
@@ -305,8 +310,19 @@ impl Emit<'_> {
         let mut group = vec![s(format!("{}_group({group_args})", self.name))];
         if w.wgs_r > 1 {
             let mut sel = vec![Stmt::Comment(format!("words r0 .. r0 + {words}: their pairs first"))];
-            for v in if self.x16() { ["sc", "zl", "zh"].as_slice() } else { ["sc", "zl"].as_slice() } {
-                sel.push(Stmt::unrolled("i", words, vec![Stmt::assign(format!("{v}[i]"), format!("r0 ? {v}[i + {words}] : {v}[i]"))]));
+            for v in if self.x16() {
+                ["sc", "zl", "zh"].as_slice()
+            } else {
+                ["sc", "zl"].as_slice()
+            } {
+                sel.push(Stmt::unrolled(
+                    "i",
+                    words,
+                    vec![Stmt::assign(
+                        format!("{v}[i]"),
+                        format!("r0 ? {v}[i + {words}] : {v}[i]"),
+                    )],
+                ));
             }
             group.extend(sel);
         }
@@ -316,7 +332,10 @@ impl Emit<'_> {
             when("live && gnext < groups", self.wgmma_group_load()),
         ]);
         // the step's k16 slice of the stage: 32 bytes (two 16-byte chunks of each row) per step
-        let desc = w.desc_b.device_expr("xs + 32 * kk").expect("the plan's descriptor encodes");
+        let desc = w
+            .desc_b
+            .device_expr("xs + 32 * kk")
+            .expect("the plan's descriptor encodes");
         let frag = if w.batched { "af[kk & 1][i]" } else { "af[i & 1]" };
         let convert = [
             vec![
@@ -329,7 +348,14 @@ impl Emit<'_> {
                 s(format!("{cvt}(wr[kk][i], q)")),
             ],
             self.swap_ab_halves(["q[0]", "q[2]", "q[1]", "q[3]"], [None, None, Some(""), Some("")], "i"),
-            (0..4).map(|j| Stmt::assign(format!("{frag}[{j}]"), format!("*reinterpret_cast<const uint32_t*>(&a{j})"))).collect(),
+            (0..4)
+                .map(|j| {
+                    Stmt::assign(
+                        format!("{frag}[{j}]"),
+                        format!("*reinterpret_cast<const uint32_t*>(&a{j})"),
+                    )
+                })
+                .collect(),
         ]
         .concat();
         let issue = |frag: &str, first: &str| {
@@ -365,7 +391,10 @@ impl Emit<'_> {
             when(
                 "s < ksteps",
                 vec![
-                    Stmt::Comment("a group starts: its registers, then the next group's raw scales and zero word in flight".into()),
+                    Stmt::Comment(
+                        "a group starts: its registers, then the next group's raw scales and zero word in flight"
+                            .into(),
+                    ),
                     when("krem == 0", group),
                     s("krem -= 16"),
                 ]
@@ -373,7 +402,10 @@ impl Emit<'_> {
                 .chain(words_then_wgmmas)
                 .chain([
                     Stmt::Comment(format!("slot kk is free: step s + {STEPS} into it")),
-                    when(format!("live && s + {STEPS} < ksteps"), vec![self.wgmma_load("wp", "wr[kk]")]),
+                    when(
+                        format!("live && s + {STEPS} < ksteps"),
+                        vec![self.wgmma_load("wp", "wr[kk]")],
+                    ),
                     s("wp += wstride"),
                 ])
                 .collect(),
@@ -396,10 +428,17 @@ impl Emit<'_> {
                     Stmt::decl("const int", "s0", format!("kt * {STEPS}")),
                     Stmt::Comment("the stage's TMA bytes have landed".into()),
                     s("rc_mbarrier_wait_parity(bar_full + 8 * stage, phase)"),
-                    Stmt::decl("const uint32_t", "xs", format!("smem_u32 + stage * {}u", w.x_stage_bytes)),
+                    Stmt::decl(
+                        "const uint32_t",
+                        "xs",
+                        format!("smem_u32 + stage * {}u", w.x_stage_bytes),
+                    ),
                     Stmt::unrolled("kk", STEPS, self.wgmma_step()),
                     Stmt::assign("prev", "stage"),
-                    when(format!("++stage == {}u", w.stages), vec![Stmt::assign("stage", "0"), s("phase ^= 1u")]),
+                    when(
+                        format!("++stage == {}u", w.stages),
+                        vec![Stmt::assign("stage", "0"), s("phase ^= 1u")],
+                    ),
                 ],
             },
             s("rc_wgmma_wait_group<0>()"),
@@ -421,7 +460,9 @@ impl Emit<'_> {
             format!("{}_store{cols}", self.name)
         };
         vec![
-            Stmt::Comment(format!("token 8j + 2t + e: columns 64 wb + 8g + 2 r0 .. + {cols} = v[2i + h]")),
+            Stmt::Comment(format!(
+                "token 8j + 2t + e: columns 64 wb + 8g + 2 r0 .. + {cols} = v[2i + h]"
+            )),
             when(
                 "live",
                 vec![Stmt::unrolled(
@@ -481,7 +522,11 @@ impl Emit<'_> {
                     "bias != nullptr",
                     vec![
                         Stmt::decl("const uint2", "b2", "*reinterpret_cast<const uint2*>(bias + col)"),
-                        Stmt::decl(&format!("const {ty}*"), "b", format!("reinterpret_cast<const {ty}*>(&b2)")),
+                        Stmt::decl(
+                            &format!("const {ty}*"),
+                            "b",
+                            format!("reinterpret_cast<const {ty}*>(&b2)"),
+                        ),
                         Stmt::unrolled("j", 4, vec![s(format!("v[j] += {to_f}(b[j])"))]),
                     ],
                 ),
@@ -508,7 +553,8 @@ impl Emit<'_> {
         .concat();
         let mut f = self.kernel_function(body);
         f.qualifiers = format!("extern \"C\" __global__ __launch_bounds__({}, 1)", self.p.threads);
-        f.params.push(("const __grid_constant__ rc_tmap_t".into(), "tmap_x".into()));
+        f.params
+            .push(("const __grid_constant__ rc_tmap_t".into(), "tmap_x".into()));
         f
     }
 }
