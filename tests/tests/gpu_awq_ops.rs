@@ -352,6 +352,79 @@ fn awq_gemm_prepared_bulk_matches_the_float64_reference() {
     bulk_cases::<bf16>(&ops, rcute_atom::Element::BF16);
 }
 
+/// The SM90 mixed-input prepared kernels (swap-AB RS wgmma, x by TMA): two consumer
+/// warpgroups along N, two splitting a lane's words, one, 32 to 128 tokens per CTA, rings
+/// of 2 to 6 stages (2: the ring wraps every other k-tile).
+fn wgmma_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
+    vec![
+        AwqGemmConfig::new(e, [64, 512, 64], [1, 2], 4, 4).wgmma(),
+        AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 4, 4).wgmma(),
+        AwqGemmConfig::new(e, [64, 256, 64], [1, 1], 6, 4).wgmma(),
+        AwqGemmConfig::new(e, [32, 512, 64], [1, 2], 2, 4).wgmma(),
+    ]
+}
+
+/// The wgmma kernels on ragged M (1, 3, 17, 255, 257, 1000: partial token tiles, TMA zero
+/// fill), N ending inside the CTA's columns (5, 9, 10, 12 64-column blocks), K ending
+/// inside a k-tile (352, 96), G = 32, 64, 128 and K, bias on and off, against the float64
+/// reference; the requested splits are ignored (one split).
+fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    let mut rng = Rng::for_test(&format!("awq_wgmma_{e}"));
+    let shapes = [
+        (17, 576, 352, 32, true),
+        (255, 768, 320, 64, false),
+        (257, 640, 192, 64, true),
+        (1000, 320, 128, 128, true),
+        (3, 512, 256, 256, false),
+        (1, 256, 96, 32, true),
+        (130, 640, 4096, 128, true),
+    ];
+    for &(m, n, k, g, bias) in cases(&shapes) {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} wgmma");
+        for cfg in wgmma_configs(e) {
+            for splits in [1, 3] {
+                let name = format!("{what} {:?} {:?} s{} split {splits}", cfg.tile, cfg.warps, cfg.stages);
+                case.check(ops, Run::Prepared(&w, Some((cfg, splits))), &name);
+            }
+        }
+        eprintln!("ok {what}");
+    }
+}
+
+/// The SM90 mixed-input kernels on the prepared weight against the float64 reference (f16
+/// and bf16); on another architecture forcing one is an [`OpsError::Arch`] that writes
+/// nothing.
+#[test]
+fn awq_gemm_prepared_wgmma_matches_the_float64_reference() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    if ops.gpu().compute_capability() != (9, 0) {
+        let mut rng = Rng::for_test("awq_wgmma_arch");
+        let case = Case::<f16>::new(&ops, &mut rng, 2, 256, 128, 128, false);
+        let w = AwqWeight::prepare(&ops, &case.tensors()).unwrap();
+        let s = ops.gpu().stream();
+        let x: CudaSlice<f16> = s.clone_htod(&vec![f16::ONE; 2 * 128]).unwrap();
+        let mut out: CudaSlice<f16> = s.clone_htod(&vec![f16::from_f32(SENTINEL); 2 * 256]).unwrap();
+        let forced = Some((wgmma_configs(rcute_atom::Element::F16)[0], 1));
+        let r = ops.run_awq_gemm_prepared(
+            &MatrixRef::new(&x, 2, 128),
+            &w,
+            None,
+            &mut MatrixMut::new(&mut out, 2, 256),
+            forced,
+        );
+        assert!(matches!(r, Err(OpsError::Arch(_))), "wgmma kernel off sm_90: {r:?}");
+        ops.gpu().synchronize().unwrap();
+        assert!(s.clone_dtoh(&out).unwrap().iter().all(|v| v.to_f32() == SENTINEL));
+        eprintln!("skipped the wgmma kernels' numerics: they need sm_90");
+        return;
+    }
+    wgmma_cases::<f16>(&ops, rcute_atom::Element::F16);
+    wgmma_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+}
+
 /// The register-streamed prepared kernels (swap-AB, the weight streamed into registers):
 /// 8 and 16 rows, warps along K and N, rings of 1 to 12 steps.
 fn streamed_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {

@@ -45,7 +45,9 @@ pub struct BenchAwqArgs {
     /// `BMxBN,WKxWN,RING,SPLITS` (the register-streamed prepared kernel: BM 8 or 16, BN = 64
     /// WN, WK warps along K, RING k16 steps in flight per warp), or `streamed-checkpoint:`
     /// and such a configuration (the register-streamed kernel on the checkpoint tensors as
-    /// they are, unprepared).
+    /// they are, unprepared), or `wgmma:` and `BMxBN,WRxWN,STAGES,1` (the SM90 mixed-input
+    /// prepared kernel, sm_90 only: BM tokens per CTA, BN = 256 WN weight columns, WR
+    /// consumer warpgroups splitting a lane's four words, STAGES stages of x).
     #[arg(long = "config")]
     pub configs: Vec<String>,
 }
@@ -107,15 +109,16 @@ enum Variant {
 type Kind = fn(AwqGemmConfig) -> AwqGemmConfig;
 
 /// A `--config` value as a [`Variant`]: `prefix:` forms force the prepared (`prepared:`,
-/// `bulk:`, `streamed:`) or the unprepared (`streamed-checkpoint:`, none) kernels.
+/// `bulk:`, `streamed:`, `wgmma:`) or the unprepared (`streamed-checkpoint:`, none) kernels.
 fn parse_variant(s: &str) -> Result<Variant, String> {
     match s {
         "dense" => Ok(Variant::Dense),
         "fused" => Ok(Variant::Fused(None)),
         "prepared" => Ok(Variant::Prepared(None)),
         _ => {
-            let forms: [(&str, Kind, bool); 4] = [
+            let forms: [(&str, Kind, bool); 5] = [
                 ("prepared:", |c| c, true),
+                ("wgmma:", AwqGemmConfig::wgmma, true),
                 ("bulk:", AwqGemmConfig::bulk, true),
                 ("streamed:", AwqGemmConfig::streamed, true),
                 ("streamed-checkpoint:", AwqGemmConfig::streamed_checkpoint, false),
@@ -442,6 +445,11 @@ mod tests {
             panic!("streamed: is a prepared configuration")
         };
         assert!(cfg.streamed && cfg.prepared);
+        let Ok(Variant::Prepared(Some((cfg, 1)))) = parse_variant("wgmma:64x512,1x2,4,1") else {
+            panic!("wgmma: is a prepared configuration")
+        };
+        assert!(cfg.wgmma && cfg.prepared && cfg.tile == [64, 512, 64]);
+        assert!(parse_variant("wgmma:128x512,1x2,4,1").is_err());
         assert!(matches!(parse_variant("16x256,1x4,4,8"), Ok(Variant::Fused(Some(_)))));
         assert!(parse_variant("streamed-checkpoint:32x64,4x1,4,2").is_err());
         assert!(parse_variant("streamed-checkpoint:16x64,16x1").is_err());

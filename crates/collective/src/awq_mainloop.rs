@@ -36,6 +36,7 @@
 
 use crate::awq_bulk::AwqBulkRing;
 use crate::awq_streamed::{AwqStreamed, StreamedWeight};
+use crate::awq_wgmma::AwqWgmma;
 use crate::sm80_mainloop::PlanError;
 use rcute_atom::convert_int4::{
     u4x8_to_bf16x2_biased, u4x8_to_f16x2_biased, u4x8_to_f16x2_biased_x16_snippet, Biased16,
@@ -84,6 +85,12 @@ pub struct AwqMainloopConfig {
     /// `(BM, 64 col_blocks, 64)` with `BM` 8 or 16, `warps` is `[k_slices, col_blocks]`
     /// (warps along K, then along N) and `stages` the k16 steps in flight per warp.
     pub streamed: bool,
+    /// Whether the SM90 mixed-input kernel runs it ([`crate::awq_wgmma`]: swap-AB RS
+    /// `wgmma`, the prepared weight in registers, `x` TMA-loaded by a producer warpgroup;
+    /// sm_90a). Then `tile` is `(BM tokens, 256 wgs_n, 64)`, `warps` is `[wgs_r, wgs_n]`
+    /// (consumer warpgroups splitting a lane's four words, then along N) and `stages` the
+    /// `x` ring's stages.
+    pub wgmma: bool,
 }
 
 impl AwqMainloopConfig {
@@ -98,18 +105,32 @@ impl AwqMainloopConfig {
             prepared: false,
             bulk: false,
             streamed: false,
+            wgmma: false,
         }
     }
 
-    /// The same configuration as the register-streamed kernel on the prepared layout
-    /// ([`crate::awq_streamed`]).
+    /// The same configuration as the SM90 mixed-input kernel on the prepared layout
+    /// ([`crate::awq_wgmma`]).
     ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::BF16, [128, 256, 64], [2, 1], 4, 4).wgmma();
+    /// assert!(cfg.prepared && AwqMainloop::new(&cfg).unwrap().wgmma.is_some());
+    /// ```
     /// ```
     /// use rcute_atom::Element;
     /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
     /// let cfg = AwqMainloopConfig::new(Element::F16, [16, 128, 64], [2, 2], 6, 4).streamed();
     /// assert!(cfg.prepared && AwqMainloop::new(&cfg).unwrap().streamed.is_some());
     /// ```
+    pub fn wgmma(mut self) -> Self {
+        self.wgmma = true;
+        self.prepared()
+    }
+
+    /// The same configuration as the register-streamed kernel on the prepared layout
+    /// ([`crate::awq_streamed`]).
     pub fn streamed(mut self) -> Self {
         self.streamed = true;
         self.prepared()
@@ -221,6 +242,8 @@ pub struct AwqMainloop {
     pub bulk: Option<AwqBulkRing>,
     /// The register-streamed kernel's plan (with `streamed`).
     pub streamed: Option<AwqStreamed>,
+    /// The SM90 mixed-input kernel's plan (with `wgmma`).
+    pub wgmma: Option<AwqWgmma>,
 }
 
 fn tile_err(cfg: &AwqMainloopConfig, reason: impl Into<String>) -> PlanError {
@@ -276,13 +299,31 @@ impl AwqMainloop {
         } else {
             None
         };
-        if streamed.is_none() && (wm < 1 || wn < 1 || bm <= 0 || bm % (16 * wm) != 0) {
+        let wgmma = if cfg.wgmma {
+            if !cfg.prepared || cfg.bulk || cfg.streamed || cfg.b_vector_words != 4 {
+                return Err(tile_err(
+                    cfg,
+                    "the wgmma kernel reads the prepared layout in registers, without another producer",
+                ));
+            }
+            let plan = AwqWgmma::new(e, bm, cfg.warps, cfg.stages).ok_or_else(|| {
+                tile_err(cfg, "wgmma: BM a multiple of 8 with words x BM / 2 <= 128 accumulators, warps [1 or 2, along N] (at most 3 warpgroups), 2 ..= 8 stages")
+            })?;
+            if bn != plan.bn() {
+                return Err(tile_err(cfg, "wgmma: BN must be 256 x warpgroups along N"));
+            }
+            Some(plan)
+        } else {
+            None
+        };
+        let generic = streamed.is_none() && wgmma.is_none();
+        if generic && (wm < 1 || wn < 1 || bm <= 0 || bm % (16 * wm) != 0) {
             return Err(tile_err(cfg, "BM must be a positive multiple of 16 x warps along M"));
         }
-        if streamed.is_none() && (bn <= 0 || bn % (64 * wn) != 0 || bn % 128 != 0) {
+        if generic && (bn <= 0 || bn % (64 * wn) != 0 || bn % 128 != 0) {
             return Err(tile_err(cfg, "BN must be a multiple of 128 and of 64 x warps along N"));
         }
-        if streamed.is_none() && cfg.stages < 2 {
+        if generic && cfg.stages < 2 {
             return Err(tile_err(cfg, "at least two stages"));
         }
         let copy_b = match cfg.b_vector_words {
@@ -302,7 +343,10 @@ impl AwqMainloop {
         if cfg.bulk && !cfg.prepared {
             return Err(tile_err(cfg, "the bulk producer streams the prepared layout only"));
         }
-        let threads = 32 * wm * wn + if cfg.bulk { 32 } else { 0 };
+        let threads = match &wgmma {
+            Some(w) => w.threads(),
+            None => 32 * wm * wn + if cfg.bulk { 32 } else { 0 },
+        };
         // The prepared layout needs no padding: each lane reads its own 16 contiguous bytes.
         let b_row_words = if cfg.prepared { bn / 8 } else { bn / 8 + B_ROW_PAD_WORDS };
         let a_stage_bytes = bm * bk * 2;
@@ -330,9 +374,10 @@ impl AwqMainloop {
             b_stage_bytes,
             s_stage_bytes,
             z_stage_bytes,
-            smem_bytes: match &streamed {
-                Some(st) => st.smem_bytes(bm),
-                None => stage_bytes * cfg.stages as i64 + ring_bytes,
+            smem_bytes: match (&streamed, &wgmma) {
+                (Some(st), _) => st.smem_bytes(bm),
+                (_, Some(w)) => w.smem_bytes(),
+                _ => stage_bytes * cfg.stages as i64 + ring_bytes,
             },
             s_copies: (s_chunks + threads - 1) / threads,
             z_copies: (z_chunks + threads - 1) / threads,
@@ -349,6 +394,7 @@ impl AwqMainloop {
             biased,
             bulk,
             streamed,
+            wgmma,
         })
     }
 

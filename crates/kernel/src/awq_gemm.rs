@@ -25,7 +25,22 @@
 //! words as they are (the unprepared op's decode kernel: four word loads per lane and k16
 //! step, byte permutations of row pairs into the same fragments;
 //! [`rcute_collective::awq_streamed_checkpoint`], emitted by
-//! `awq_gemm/streamed_checkpoint.rs`), named `..._v1_streamed`.
+//! `awq_gemm/streamed_checkpoint.rs`), named `..._v1_streamed`. With
+//! [`AwqGemmConfig::wgmma`] (sm_90a, prepared layout) the SM90 mixed-input kernel runs it:
+//! swap-AB RS `wgmma` (the converted weight words are the register A operand, `x` the
+//! shared-memory B operand), `x` TMA-loaded by a producer warpgroup, one split
+//! ([`rcute_collective::awq_wgmma`], emitted by `awq_gemm/wgmma.rs`; its launch takes the TMA
+//! map of `x` last: [`GeneratedAwqGemm::launch_args`]).
+//!
+//! ```
+//! use rcute_atom::Element;
+//! use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
+//! let g = generate(&AwqGemmConfig::new(Element::BF16, [128, 256, 64], [2, 1], 4, 4).wgmma()).unwrap();
+//! assert_eq!(g.name, "rc_awq_gemm_bf16_128x256x64_w2x1_s4_v4_prepared_wgmma");
+//! assert!(g.source.contains("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"));
+//! assert!(g.source.contains("cp.async.bulk.tensor.2d"));
+//! assert_eq!((g.plan.threads, g.split_plan(4096, 3)), (384, (64, 1)));
+//! ```
 //!
 //! ```
 //! use rcute_atom::Element;
@@ -60,6 +75,7 @@ mod load_per_copy;
 mod prepared;
 mod streamed;
 mod streamed_checkpoint;
+mod wgmma;
 
 /// A generated AWQ GEMM kernel.
 #[derive(Clone, Debug, PartialEq)]
@@ -120,6 +136,10 @@ impl GeneratedAwqGemm {
     pub fn split_plan(&self, k: i32, splits: i32) -> (i32, i32) {
         let kt = self.k_tiles(k);
         let per = (kt + splits.clamp(1, kt) - 1) / splits.clamp(1, kt);
+        // The wgmma kernel runs one split.
+        if self.plan.wgmma.is_some() {
+            return (kt, 1);
+        }
         // The streamed kernel stages a split's x in shared memory: at most `max_k_tiles`.
         let per = match &self.plan.streamed {
             Some(st) => per.min(st.max_k_tiles as i32),
@@ -215,7 +235,11 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
         cfg.b_vector_words,
         if cfg.prepared { "_prepared" } else { "" },
         if cfg.bulk { "_bulk" } else { "" }
-    ) + if cfg.streamed { "_streamed" } else { "" };
+    ) + if cfg.streamed { "_streamed" } else { "" }
+        + if cfg.wgmma { "_wgmma" } else { "" };
+    if plan.wgmma.is_some() {
+        return wgmma::generate_wgmma(plan, name);
+    }
     let e = Emit::new(&plan, &name)?;
     if let Some(st) = &plan.streamed {
         let mut snips = vec![

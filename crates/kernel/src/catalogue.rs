@@ -201,6 +201,17 @@ pub fn standard() -> Vec<CatalogueKernel> {
             kernels: 1,
         });
     }
+    // AWQ W4A16 GEMM, SM90 mixed input (swap-AB RS wgmma, x by TMA).
+    for cfg in awq_wgmma_configs() {
+        let g = crate::awq_gemm::generate(&cfg).expect("catalogue AWQ wgmma configurations are valid");
+        out.push(CatalogueKernel {
+            name: g.name.clone(),
+            arch: Arch::Sm90a,
+            source: g.source,
+            expect_sass: vec!["HGMMA", "UTMALDG", "SYNCS", "LOP3"],
+            kernels: 1,
+        });
+    }
     out.extend(awq_streamed_units());
     out.extend(moe_routing_units());
     out.extend(grouped_gemm_units());
@@ -538,6 +549,20 @@ pub fn awq_bulk_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     vec![
         AwqGemmConfig::new(F16, [32, 256, 64], [1, 4], 4, 4).bulk(),
         AwqGemmConfig::new(BF16, [32, 256, 64], [1, 4], 4, 4).bulk(),
+    ]
+}
+
+/// The SM90 mixed-input AWQ GEMM configurations in the catalogue (sm_90a;
+/// [`rcute_collective::awq_wgmma`]): 128 tokens x 256 weight columns, two consumer
+/// warpgroups splitting each lane's four words, 4 stages of x, f16 and bf16 (the fastest
+/// of the measured configurations, H100, BENCHMARKS.md, helper awqrs; not selected by
+/// `ops`: still slower than the dense path).
+pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
+    use crate::awq_gemm::AwqGemmConfig;
+    use rcute_atom::Element::{BF16, F16};
+    vec![
+        AwqGemmConfig::new(F16, [128, 256, 64], [2, 1], 4, 4).wgmma(),
+        AwqGemmConfig::new(BF16, [128, 256, 64], [2, 1], 4, 4).wgmma(),
     ]
 }
 

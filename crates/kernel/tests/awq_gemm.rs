@@ -321,3 +321,55 @@ fn checkpoint_streamed_kernels_compile_without_spills() {
         }
     }
 }
+
+/// SM90 mixed-input configurations: one and two consumer warpgroups along N with four
+/// words each, two splitting the words, f16 and bf16.
+fn wgmma_configs() -> Vec<AwqGemmConfig> {
+    let mut v = Vec::new();
+    for e in [Element::F16, Element::BF16] {
+        v.push(AwqGemmConfig::new(e, [64, 512, 64], [1, 2], 4, 4).wgmma());
+        v.push(AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 4, 4).wgmma());
+        v.push(AwqGemmConfig::new(e, [64, 256, 64], [1, 1], 6, 4).wgmma());
+        v.push(AwqGemmConfig::new(e, [32, 512, 64], [1, 2], 6, 4).wgmma());
+    }
+    v
+}
+
+/// The SM90 mixed-input kernels compile for sm_90a without spills or local memory, and run
+/// the plan: RS `wgmma` (HGMMA with a register A), the weight by non-allocating global
+/// loads straight into registers (no LDGSTS / LDSM), `x` by TMA (UTMALDG), the `lop3`
+/// conversion, mbarriers and register reallocation; ptxas does not serialize the `wgmma`s.
+#[test]
+fn wgmma_kernels_compile_for_sm90a_with_register_a() {
+    for cfg in wgmma_configs() {
+        let g = generate(&cfg).unwrap();
+        assert_eq!(g, generate(&cfg).unwrap());
+        assert!(g.name.ends_with("_prepared_wgmma"), "{}", g.name);
+        let w = g.plan.wgmma.as_ref().unwrap();
+        let frag = if w.batched { "af[kk & 1][i]" } else { "af[i & 1]" };
+        assert!(
+            g.source.contains(&format!("{}({frag}, ", w.mma.snippet.name)),
+            "{}",
+            g.name
+        );
+    }
+    let Some(tk) = toolkit_for_test() else { return };
+    for cfg in wgmma_configs() {
+        let g = generate(&cfg).unwrap();
+        let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm90a))
+            .unwrap_or_else(|err| panic!("{}: {err}\n{}", g.name, g.source));
+        assert!(!c.log.contains("serialized"), "{}: {}", g.name, c.log);
+        let Some(k) = compile_clean(tk, &g, Arch::Sm90a) else {
+            continue;
+        };
+        if std::env::var_os("RCUTE_DUMP").is_some() {
+            eprintln!("{}", k.opcodes().collect::<Vec<_>>().join(" "));
+        }
+        for op in ["HGMMA", "UTMALDG", "LDG.E", "LOP3", "SYNCS", "USETMAXREG"] {
+            assert!(k.contains_opcode(op), "{}: no {op}", g.name);
+        }
+        for op in ["LDGSTS", "LDSM"] {
+            assert!(!k.contains_opcode(op), "{}: {op}", g.name);
+        }
+    }
+}

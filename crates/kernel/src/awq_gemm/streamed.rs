@@ -12,7 +12,7 @@ use crate::emit::{Function as CFunction, Stmt};
 use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight};
 
 /// `ty name = init; // comment`.
-fn decl_c(ty: &str, name: &str, init: impl Into<String>, comment: &str) -> Stmt {
+pub(super) fn decl_c(ty: &str, name: &str, init: impl Into<String>, comment: &str) -> Stmt {
     Stmt::Decl {
         ty: ty.into(),
         name: name.into(),
@@ -22,7 +22,7 @@ fn decl_c(ty: &str, name: &str, init: impl Into<String>, comment: &str) -> Stmt 
 }
 
 /// `if (cond) { then }`.
-fn when(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
+pub(super) fn when(cond: impl Into<String>, then: Vec<Stmt>) -> Stmt {
     Stmt::If {
         cond: cond.into(),
         then,
@@ -312,8 +312,26 @@ impl Emit<'_> {
     /// (f16's one-shift conversion): `None` never, `Some("")` always, `Some(cond)` where
     /// `cond` holds.
     pub(super) fn streamed_word(&self, regs: [&str; 4], x16: [Option<&str>; 4]) -> Vec<Stmt> {
-        let p = self.p;
-        let (ty2, mma) = (self.ty2, &p.mma.snippet.name);
+        let mma = &self.p.mma.snippet.name;
+        [
+            self.swap_ab_halves(regs, x16, "r"),
+            vec![
+            Stmt::decl(
+                "const uint32_t",
+                "a[4]",
+                "{*reinterpret_cast<const uint32_t*>(&a0), *reinterpret_cast<const uint32_t*>(&a1), *reinterpret_cast<const uint32_t*>(&a2), *reinterpret_cast<const uint32_t*>(&a3)}",
+            ),
+            Stmt::unrolled("f", self.st().b_frags, vec![s(format!("{mma}(acc[f][r], a, b[f], acc[f][r])"))]),
+            ],
+        ]
+        .concat()
+    }
+
+    /// The swap-AB A fragment `a0 .. a3` (16-bit pairs) of one word, as in
+    /// [`Self::streamed_word`], with the group registers `sc`, `zl`, `zh` of pair `pair`
+    /// (an index expression).
+    pub(super) fn swap_ab_halves(&self, regs: [&str; 4], x16: [Option<&str>; 4], pair: &str) -> Vec<Stmt> {
+        let ty2 = self.ty2;
         let (lo, hi) = if self.x16() {
             ("__low2half2", "__high2half2")
         } else {
@@ -321,7 +339,7 @@ impl Emit<'_> {
         };
         let h = |v: &str| format!("*reinterpret_cast<const {ty2}*>(&{v})");
         // the group pair r's half of column 2r (low) or 2r + 1 (high), in both halves
-        let col = |v: &str, high: bool| format!("{}({})", if high { hi } else { lo }, h(&format!("{v}[r]")));
+        let col = |v: &str, high: bool| format!("{}({})", if high { hi } else { lo }, h(&format!("{v}[{pair}]")));
         let even = |q: &str, high: bool| format!("__hsub2({}, {})", h(q), col("zl", high));
         // (1024 + 16 q) / 16 - (64 + z) = q - z, exact
         let scaled = |q: &str, high: bool| format!("__hfma2({}, x16_inv, {})", h(q), col("zh", high));
@@ -348,16 +366,10 @@ impl Emit<'_> {
             )
         });
         [
-            vec![Stmt::Comment("(q - z) exactly, one rounding in the scale product: the weight awq_dequantize gives".into())],
+            vec![Stmt::Comment(
+                "(q - z) exactly, one rounding in the scale product: the weight awq_dequantize gives".into(),
+            )],
             frag.collect(),
-            vec![
-            Stmt::decl(
-                "const uint32_t",
-                "a[4]",
-                "{*reinterpret_cast<const uint32_t*>(&a0), *reinterpret_cast<const uint32_t*>(&a1), *reinterpret_cast<const uint32_t*>(&a2), *reinterpret_cast<const uint32_t*>(&a3)}",
-            ),
-            Stmt::unrolled("f", self.st().b_frags, vec![s(format!("{mma}(acc[f][r], a, b[f], acc[f][r])"))]),
-            ],
         ]
         .concat()
     }

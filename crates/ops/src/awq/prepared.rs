@@ -153,7 +153,9 @@ impl Ops {
     /// [`super::select::select_awq_streamed`] takes it, on sm_90 the bulk-producer kernel
     /// where [`super::select::select_awq_bulk`] takes it, else
     /// [`super::select::select_awq_gemm_prepared`] (tests and benchmarks cover every kernel
-    /// this way). A forced bulk configuration off sm_90 is an [`OpsError::Arch`].
+    /// this way). A forced bulk or wgmma configuration off sm_90 is an [`OpsError::Arch`];
+    /// a forced wgmma configuration needs `x` 16-byte aligned with a row pitch of a
+    /// multiple of 8 elements (its TMA map), else [`OpsError::Alignment`].
     pub fn run_awq_gemm_prepared(
         &self,
         x: &MatrixRef<'_>,

@@ -316,6 +316,22 @@ impl Ops {
                 "the streamed AWQ kernels need K a multiple of 16, got {k}"
             )));
         }
+        if cfg.wgmma && self.gpu().compute_capability() != (9, 0) {
+            return Err(OpsError::Arch(format!(
+                "the AWQ wgmma kernel (TMA, RS wgmma) needs sm_90, not {:?}",
+                self.gpu().compute_capability()
+            )));
+        }
+        // the wgmma kernel's TMA map of x: a 16-byte aligned base and rows
+        if cfg.wgmma && (!p.x.ptr.is_multiple_of(16) || p.x.row_stride % 8 != 0) {
+            return Err(OpsError::Alignment {
+                operand: "x",
+                detail: format!(
+                    "the AWQ wgmma kernel loads x by TMA: base {:#x} and row pitch {} elements must be 16-byte multiples",
+                    p.x.ptr, p.x.row_stride
+                ),
+            });
+        }
         if cfg.bulk && self.gpu().compute_capability() != (9, 0) {
             return Err(OpsError::Arch(format!(
                 "the AWQ bulk-producer kernel (cp.async.bulk, mbarriers) needs sm_90, not {:?}",
@@ -382,11 +398,13 @@ impl Ops {
             args.semaphores = scratch.semaphores(g.semaphore_count(m, n))?;
             args.workspace = scratch.workspace(ws_bytes)?;
         }
+        let kargs = g.launch_args(&args).map_err(boxed)?;
         // SAFETY: validation checked every view's shape, bounds, strides and alignment
         // against what the kernel reads (x [M, K] with ldx, qweight, scales, qzeros, bias
         // [N]) and writes (out [M, N] with ldo); the workspace holds `workspace_bytes` (the
         // [splits, M, N] f32 slabs) and the semaphores `semaphore_count` zeroed ints; the
-        // views borrow their buffers.
-        unsafe { self.awq_launch(&loaded.function, &lc, &g.args(&args)) }
+        // views borrow their buffers; the wgmma kernel's TMA map of x covers [M, K] with
+        // ldx (checked 16-byte aligned above).
+        unsafe { self.awq_launch(&loaded.function, &lc, &kargs) }
     }
 }

@@ -39,6 +39,10 @@ pub const DENSE_WIDE_N: usize = 8192;
 ///   fused kernel (50.8 / 57.6 at 192, 54.6 / 58.5 at 256), where the SM90 GEMM's
 ///   128x256 tiles give a 4096-column output only 32 CTAs.
 ///
+/// The SM90 mixed-input kernel (`AwqGemmConfig::wgmma`, forced only) is not a candidate:
+/// its best configuration ran 1.7-2.5x slower than this choice at 128 / 1024 / 4096 x 14336
+/// and 1024 x 4096 (H100, BENCHMARKS.md, helper awqrs).
+///
 /// ```
 /// use rcute_ops::awq::select::awq_dense_wins;
 /// let h = (9, 0);

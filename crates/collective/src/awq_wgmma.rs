@@ -1,0 +1,277 @@
+//! The SM90 mixed-input AWQ prefill mainloop ([`crate::awq_mainloop`] with `wgmma`):
+//! swap-AB `wgmma` with the int4 weight as the register operand A (RS) and `x` as the
+//! shared-memory operand B, warp-specialized.
+//!
+//! **Swap-AB.** The kernel computes `out^T = W^T x^T`. In the prepared layout
+//! ([`crate::awq_prepared`]) lane `(g, t)` of a warp owns 16 contiguous bytes per (k16
+//! block, 64-column block), and word `r` of them converts (the `lop3` atom,
+//! [`rcute_atom::convert_int4`]) into an `m16n8k16` A fragment whose row `g` is weight
+//! column `8g + 2r` and row `g + 8` column `8g + 2r + 1` ([`crate::awq_streamed`]).
+//! `wgmma`'s register A of an `m64nNk16` (`ALayout_64x16`,
+//! [`rcute_atom::mma_sm90::a_layout_64xk`]) is that fragment per warp, warp `w` holding
+//! rows `16 w .. 16 w + 16`. So one word per lane is one `wgmma` A operand: warp `w` of a
+//! consumer warpgroup takes the 64-column block `wb(w)`, and the `wgmma` of word `r` has
+//! virtual row `16 w + g + 8 h` = weight column `64 wb(w) + 8 g + 2 r + h`
+//! ([`AwqWgmma::virtual_column`]). A warpgroup issues `words` `wgmma`s per k16 step (words
+//! `r0 .. r0 + words` of its lanes' 16 bytes), each `m64 x BM x k16` into its own f32
+//! accumulators (`BM / 2` per thread and word).
+//!
+//! **Warpgroups.** Warpgroup 0 is the producer: one elected thread TMA-loads the `(BM,
+//! 64)` tiles of `x` (row-major as it is, i.e. K-major, 128-byte swizzle, rows past M and
+//! columns past K zero-filled) into a ring of `stages` buffers guarded by *full* / *empty*
+//! mbarriers. The `wgs_r x wgs_n` consumer warpgroups take `wgs_n` groups of four
+//! 64-column blocks along N (`BN = 256 wgs_n`); the `wgs_r` warpgroups of one group split
+//! the four words of each lane (`words = 4 / wgs_r`). Each consumer lane loads its weight
+//! bytes straight from global memory into registers one k-tile (four k16 steps) ahead,
+//! converts a step into A fragments (double-buffered, so the conversion of step `s + 1`
+//! overlaps the `wgmma`s of step `s`), and releases an `x` stage once the `wgmma`s of its
+//! last step have completed.
+//!
+//! **Epilogue.** Accumulator `acc[r][4 j + 2 h + e]` (`CLayout_64xN`) is virtual row `16 w
+//! + g + 8 h`, token `8 j + 2 t + e`: per token a lane holds the eight contiguous output
+//! columns `64 wb(w) + 8 g .. + 8` (with four words per warpgroup), one 16-byte store.
+//!
+//! ```
+//! use rcute_atom::Element;
+//! use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+//! // 64 tokens, two warpgroups along N (512 weight columns), 4 stages of x.
+//! let p = AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [64, 512, 64], [1, 2], 4, 4).wgmma()).unwrap();
+//! let w = p.wgmma.as_ref().unwrap();
+//! assert_eq!((p.threads, w.words, w.acc_regs, w.x_stage_bytes), (384, 4, 128, 8192));
+//! assert_eq!(w.mma.name, "SM90_64x64x16_F32F16F16_RS<K,K>");
+//! // warp 1 of consumer warpgroup 1, word 2, lane (g 3, t 0), upper row: column 64 * 5 + 24 + 4 + 1
+//! assert_eq!(w.virtual_column(1, 1, 2, 3, 1), 64 * 5 + 29);
+//! assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [128, 512, 64], [1, 2], 4, 4).wgmma()).is_err());
+//! ```
+
+use rcute_atom::copy_tma::{prefetch_tensormap, tma_load};
+use rcute_atom::gmma_desc::{make_gmma_desc, GmmaDescriptor};
+use rcute_atom::mma::{GmmaSource, Major};
+use rcute_atom::mma_sm90::{wgmma, wgmma_commit_group, wgmma_fence, wgmma_wait_group, GmmaSwizzle};
+use rcute_atom::sync::{
+    elect_one_sync, fence_mbarrier_init, mbarrier_arrive, mbarrier_arrive_expect_tx, mbarrier_init,
+    mbarrier_wait_parity, setmaxnreg_dec, setmaxnreg_inc,
+};
+use rcute_atom::{CopyOp, Element, MmaAtom, Snippet};
+use rcute_layout::{tuple, Layout};
+
+/// K of one `x` stage (64 16-bit elements: one 128-byte swizzle row).
+pub const WGMMA_BK: i64 = 64;
+
+/// Most f32 accumulator registers a consumer thread may hold.
+pub const MAX_ACC_REGS: i64 = 128;
+
+/// Registers the producer warpgroup keeps (`setmaxnreg.dec`).
+pub const PRODUCER_REGS: i64 = 40;
+
+/// The plan of the SM90 mixed-input kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AwqWgmma {
+    /// Tokens (rows of `x`) per CTA: the `wgmma`'s N.
+    pub bm: i64,
+    /// Consumer warpgroups sharing one group of four 64-column blocks (splitting the words).
+    pub wgs_r: i64,
+    /// Groups of four 64-column blocks along N.
+    pub wgs_n: i64,
+    /// Words (one `wgmma` each) per lane, k16 step and consumer warpgroup: `4 / wgs_r`.
+    pub words: i64,
+    /// f32 accumulators per consumer thread: `words * BM / 2`.
+    pub acc_regs: i64,
+    /// Stages of the `x` ring.
+    pub stages: i64,
+    /// Bytes of one `x` stage: `BM * 64 * 2` (a multiple of 1024 bytes: the swizzle's period).
+    pub x_stage_bytes: i64,
+    /// Byte offset of the mbarriers (after the ring): `full[s]` at `+ 8 s`, `empty[s]` at
+    /// `+ 8 (stages + s)`.
+    pub barrier_offset: i64,
+    /// Registers per consumer thread after `setmaxnreg.inc`.
+    pub consumer_regs: i64,
+    /// Whether a k16 step's `words` fragments are converted first and its `wgmma`s issued
+    /// as one group (two steps' fragments live, up to `2 words` `wgmma`s in flight), or,
+    /// where the registers do not allow it, word by word (one fragment converted while the
+    /// previous word's `wgmma` runs: two in flight). Batched where
+    /// [`AwqWgmma::batched_regs`] fit the compiler's per-thread budget for the CTA size.
+    pub batched: bool,
+    /// The RS `wgmma` (`m64 x BM x k16`, f32 accumulators, A from registers, B K-major).
+    pub mma: MmaAtom,
+    /// The `wgmma` descriptor of the B operand of one k16 step: `(BM, 16)` of `x` in the
+    /// K-major 128-byte-swizzle atom (`Sw<3,4,3> o (8,64):(64,1)` on bytes: rows 128 bytes
+    /// apart, 8-row groups 1024), the start address left to the kernel.
+    pub desc_b: GmmaDescriptor,
+    /// The producer's 2-D TMA load of one `(BM, 64)` box of `x`.
+    pub tma: CopyOp,
+    /// The mbarrier, election, register-reallocation and `wgmma` fence snippets.
+    pub sync: Vec<Snippet>,
+}
+
+impl AwqWgmma {
+    /// The plan for `bm` tokens (8 ..= 256, a multiple of 8, at most
+    /// [`MAX_ACC_REGS`]` * 2 / words`), `warps = [wgs_r, wgs_n]` (`wgs_r` 1 or 2, at most three consumer warpgroups) and
+    /// `stages` (2 ..= 8) on 16-bit `e`; `None` for anything else.
+    pub fn new(e: Element, bm: i64, warps: [i64; 2], stages: usize) -> Option<AwqWgmma> {
+        let [wgs_r, wgs_n] = warps;
+        if !matches!(e, Element::F16 | Element::BF16) {
+            return None;
+        }
+        if !matches!(wgs_r, 1 | 2) || !(1..=3).contains(&wgs_n) || wgs_r * wgs_n > 3 {
+            return None;
+        }
+        let words = 4 / wgs_r;
+        if bm < 8 || bm > 256 || bm % 8 != 0 || words * bm / 2 > MAX_ACC_REGS || !(2..=8).contains(&stages) {
+            return None;
+        }
+        let mma = wgmma(Element::F32, e, e, bm, GmmaSource::RS, Major::K, Major::K)?;
+        let x_stage_bytes = bm * WGMMA_BK * 2;
+        let step = Layout::new(tuple!(bm, 16), tuple!(WGMMA_BK, 1)).ok()?;
+        let desc_b = make_gmma_desc(Major::K, GmmaSwizzle::B128, &step, e).ok()?;
+        let consumers = wgs_r * wgs_n;
+        // what is left of the 64K registers after the producer's, per consumer thread, a
+        // multiple of 8 (setmaxnreg), at most 256
+        let consumer_regs = ((65536 / 128 - PRODUCER_REGS) / consumers / 8 * 8).min(256);
+        let budget = (65536 / (128 * (1 + consumers))).min(255) / 8 * 8;
+        Some(AwqWgmma {
+            bm,
+            wgs_r,
+            wgs_n,
+            words,
+            acc_regs: words * bm / 2,
+            stages: stages as i64,
+            x_stage_bytes,
+            barrier_offset: stages as i64 * x_stage_bytes,
+            consumer_regs,
+            batched: Self::batched_regs(words, bm) <= budget,
+            mma,
+            desc_b,
+            tma: tma_load(2, false, x_stage_bytes * 8),
+            sync: vec![
+                mbarrier_init(),
+                fence_mbarrier_init(),
+                mbarrier_arrive(),
+                mbarrier_arrive_expect_tx(),
+                mbarrier_wait_parity(),
+                elect_one_sync(),
+                setmaxnreg_dec(),
+                setmaxnreg_inc(),
+                prefetch_tensormap(),
+                wgmma_fence(),
+                wgmma_commit_group(),
+                wgmma_wait_group(),
+            ],
+        })
+    }
+
+    /// Registers a batched consumer thread needs (estimate): the accumulators, two steps'
+    /// fragments (`2 x words x 4`), the weight ring (`4 x words`) and 56 for the group
+    /// registers, addresses and loop state. (The 2-consumer kernel of 64 tokens with four
+    /// words, 232 by this estimate, spilled 204 bytes at the 168 a 384-thread CTA gets.)
+    pub fn batched_regs(words: i64, bm: i64) -> i64 {
+        words * bm / 2 + 8 * words + 4 * words + 56
+    }
+
+    /// Threads of a CTA: the producer warpgroup and the consumers.
+    pub fn threads(&self) -> i64 {
+        128 * (1 + self.wgs_r * self.wgs_n)
+    }
+
+    /// Weight columns of a CTA.
+    pub fn bn(&self) -> i64 {
+        256 * self.wgs_n
+    }
+
+    /// Dynamic shared memory: the ring, its barriers, and the
+    /// 1024 bytes the kernel may skip to align the base.
+    pub fn smem_bytes(&self) -> i64 {
+        self.barrier_offset + 16 * self.stages + 1024
+    }
+
+    /// The 64-column block (within the CTA) of warp `warp` of consumer warpgroup `wg`
+    /// (0-based among the consumers), and its first word.
+    pub fn block_and_word(&self, wg: i64, warp: i64) -> (i64, i64) {
+        (4 * (wg / self.wgs_r) + warp, (wg % self.wgs_r) * self.words)
+    }
+
+    /// The weight column (within the CTA) that virtual row `16 warp + g + 8 h` of the
+    /// `wgmma` of the warpgroup's word `i` (`0 .. words`) stands for.
+    pub fn virtual_column(&self, wg: i64, warp: i64, i: i64, g: i64, h: i64) -> i64 {
+        let (wb, r0) = self.block_and_word(wg, warp);
+        64 * wb + 8 * g + 2 * (r0 + i) + h
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::awq_prepared::{prepare_lane_words, prepared_lane_word};
+    use rcute_atom::convert_int4::{pack_awq, u4x8_to_16x2_biased, Biased16};
+    use rcute_atom::mma_sm90::a_layout_64xk;
+
+    /// Every register value of `wgmma`'s register A (`ALayout_64x16`: thread, value ->
+    /// (row, k)), filled from the prepared words the way the kernel does (`a = {pair 0,
+    /// pair 2, pair 1, pair 3}` of word `r0 + i`), is the weight at the row's planned
+    /// column: a 64 x 16 block of `q` read through the layout and through the plan agree.
+    #[test]
+    fn prepared_words_are_wgmma_register_a() {
+        let (k, n) = (16i64, 512i64);
+        let q: Vec<u8> = (0..k * n).map(|i| ((i * 5 + i / 11 + i * i % 7) % 16) as u8).collect();
+        let word = |row: i64, j: i64| pack_awq(&std::array::from_fn(|c| q[(row * n + 8 * j + c as i64) as usize]));
+        let mut prepared = vec![0u32; (k * n / 8) as usize];
+        for wb in 0..n / 64 {
+            for lane in 0..32 {
+                let (g, t) = (lane / 4, lane % 4);
+                let at = prepared_lane_word(0, wb, lane, n) as usize;
+                let rows = [0, 1, 8, 9].map(|d| word(2 * t + d, 8 * wb + g));
+                prepared[at..at + 4].copy_from_slice(&prepare_lane_words(rows));
+            }
+        }
+        let a = a_layout_64xk(16);
+        for warps in [[1, 2], [2, 1], [1, 1]] {
+            let p = AwqWgmma::new(Element::F16, 64, warps, 4).unwrap();
+            for wg in 0..warps[0] * warps[1] {
+                for i in 0..p.words {
+                    for thr in 0..128i64 {
+                        let (warp, lane) = (thr / 32, thr % 32);
+                        let (wb, r0) = p.block_and_word(wg, warp);
+                        let w = prepared[prepared_lane_word(0, wb, lane, n) as usize + (r0 + i) as usize];
+                        let pairs = u4x8_to_16x2_biased(w, Biased16::F16);
+                        let regs = [pairs[0], pairs[2], pairs[1], pairs[3]];
+                        for v in 0..8i64 {
+                            // (row, k) of register value v: index = row + 64 k
+                            let idx = a.crd2idx(&tuple!(thr, v)).unwrap().as_static().unwrap();
+                            let (row, kk) = (idx % 64, idx / 64);
+                            assert_eq!(row / 16, warp);
+                            let (g, h) = (row % 8, (row % 16) / 8);
+                            let col = p.virtual_column(wg, warp, i, g, h);
+                            let got = Biased16::F16.values(regs[(v / 2) as usize])[(v % 2) as usize] - 1024.0;
+                            assert_eq!(got, f32::from(q[(kk * n + col) as usize]), "wg {wg} thr {thr} v {v}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn refused_configurations() {
+        assert!(AwqWgmma::new(Element::F16, 128, [1, 1], 4).is_none()); // 256 accumulators
+        assert!(AwqWgmma::new(Element::F16, 128, [2, 1], 4).is_some());
+        assert!(AwqWgmma::new(Element::BF16, 64, [3, 1], 4).is_none());
+        assert!(AwqWgmma::new(Element::F16, 64, [1, 4], 4).is_none());
+        assert!(AwqWgmma::new(Element::F16, 64, [1, 1], 1).is_none());
+        assert!(AwqWgmma::new(Element::E4M3, 64, [1, 1], 4).is_none());
+        let p = AwqWgmma::new(Element::BF16, 128, [2, 1], 4).unwrap();
+        // the SM90 GEMM's K-major B128 descriptor: LBO 1, SBO 64 (1024 bytes), layout type 1
+        assert_eq!(
+            p.desc_b.device_expr("a").unwrap(),
+            "(0x4000004000010000ull | (uint64_t)(((uint32_t)(a) & 0x3FFFFu) >> 4))"
+        );
+        assert_eq!(
+            (p.threads(), p.bn(), p.consumer_regs, p.smem_bytes()),
+            (384, 256, 232, 4 * 16384 + 64 + 1024)
+        );
+        // batched steps where the registers allow: one consumer warpgroup (budget 248), or
+        // 32 tokens with two (168)
+        assert!(!p.batched && !AwqWgmma::new(Element::F16, 64, [1, 2], 4).unwrap().batched);
+        assert!(AwqWgmma::new(Element::F16, 64, [1, 1], 4).unwrap().batched);
+        assert!(AwqWgmma::new(Element::F16, 32, [1, 2], 4).unwrap().batched);
+    }
+}
