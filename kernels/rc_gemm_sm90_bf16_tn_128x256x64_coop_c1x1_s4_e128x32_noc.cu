@@ -578,6 +578,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
     const int grp = cw;  // epilogue group: this warpgroup stages and stores its own rows of every subtile
     const bool epi_leader = lane == 0;  // issues this warp's TMA stores (each warp stores its own rows of every subtile)
     unsigned char* const epi_smem = smem + grp * 8192 + 196608;
+    const uint32_t epi_bar = 1u + (uint32_t)cw;  // the group's named barrier (128 threads; 0 is __syncthreads)
     uint32_t stage = 0;
     uint32_t phase = 0;
     uint32_t dbuf = 0;  // D buffer ring index (when not reusing C's buffers)
