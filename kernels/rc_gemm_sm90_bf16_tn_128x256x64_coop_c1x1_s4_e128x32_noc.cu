@@ -576,7 +576,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
     const int cw = wg - 1;  // consumer warpgroup index
     const int wg_row0 = cw * 64;  // first tile row of this warpgroup's accumulators
     const int grp = cw;  // epilogue group: this warpgroup stages and stores its own rows of every subtile
-    const bool epi_leader = lane == 0;  // issues this warp's TMA stores (each warp stores its own rows of every subtile)
+    const bool epi_leader = (threadIdx.x % 128) == 0;  // issues the group's TMA stores
     unsigned char* const epi_smem = smem + grp * 8192 + 196608;
     const uint32_t epi_bar = 1u + (uint32_t)cw;  // the group's named barrier (128 threads; 0 is __syncthreads)
     uint32_t stage = 0;
@@ -690,7 +690,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
       } else {
         // Epilogue: 1x8 subtiles of 64x32, N outer / M inner
         // (of this warpgroup's rows [wg_row0, +64): each warpgroup stages and stores its half of the tile
-        // on its own, with its own buffers; each warp writes and stores its own 16 rows, ordered by __syncwarp)
+        // on its own, with its own buffers, C ring, staging area and 128-thread named barrier)
         unsigned char* sd_prev = epi_smem;  // DelayTmaStore: the subtile whose store is pending
         // subtile i = (sm, sn): rows wg_row0 + [sm * 64, +64), cols [sn * 32, +32)
         #pragma unroll
@@ -723,7 +723,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
               const int psm = 0;  // layout (1,8):(1,0) at (i - 1)
               const int psn = i - 1;  // layout (1,8):(0,1) at (i - 1)
               if (epi_leader) {
-                rc_tma_store_3d(&tmap_d, sd_prev + warp * 1024, n0 + psn * 32, m0 + wg_row0 + psm * 64 + warp * 16, batch);
+                rc_tma_store_3d(&tmap_d, sd_prev, n0 + psn * 32, m0 + wg_row0 + psm * 64, batch);
                 rc_bulk_commit_group();
               }
             }
@@ -731,8 +731,8 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
             if (epi_leader) {
               rc_bulk_wait_group_read<1>();
             }
-            // the warp's previous store from this buffer has read its rows: write D
-            __syncwarp();
+            // everyone has read C / the buffer's previous store is done: write D
+            rc_named_barrier_sync(epi_bar, 128u);
             #pragma unroll
             for (int a = 0; a < 1; ++a) {
               if (true) {
@@ -745,16 +745,16 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
                 }
               }
             }
-            // make the generic-proxy smem writes visible to TMA, then one lane stores the warp's rows
+            // make the generic-proxy smem writes visible to TMA, then one thread stores the subtile
             rc_fence_proxy_async_shared();
-            __syncwarp();
+            rc_named_barrier_sync(epi_bar, 128u);
             sd_prev = sd;
             dbuf = (dbuf + 1u) % 2u;
           }
         }
         // DelayTmaStore: flush the tile's last store
         if (epi_leader) {
-          rc_tma_store_3d(&tmap_d, sd_prev + warp * 1024, n0 + 224, m0 + wg_row0 + warp * 16, batch);
+          rc_tma_store_3d(&tmap_d, sd_prev, n0 + 224, m0 + wg_row0, batch);
           rc_bulk_commit_group();
         }
       }

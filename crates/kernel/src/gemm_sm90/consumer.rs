@@ -93,21 +93,12 @@ fn state(k: &Ctx) -> Vec<Stmt> {
             "epilogue group: the warpgroup that stores the tile"
         },
     ));
-    cons.push(if k.p.store_rows < k.gem {
-        dc(
-            "const bool",
-            "epi_leader",
-            "lane == 0",
-            "issues this warp's TMA stores (each warp stores its own rows of every subtile)",
-        )
-    } else {
-        dc(
-            "const bool",
-            "epi_leader",
-            "(threadIdx.x % 128) == 0",
-            "issues the group's TMA stores",
-        )
-    });
+    cons.push(dc(
+        "const bool",
+        "epi_leader",
+        "(threadIdx.x % 128) == 0",
+        "issues the group's TMA stores",
+    ));
     if k.staged {
         cons.push(dc(
             "const int",
@@ -124,14 +115,12 @@ fn state(k: &Ctx) -> Vec<Stmt> {
         "epi_smem",
         format!("smem + {}", epi_smem.to_cpp()),
     ));
-    if k.p.store_rows == k.gem {
-        cons.push(dc(
-            "const uint32_t",
-            "epi_bar",
-            if pp || coop { "1u + (uint32_t)cw" } else { "1u" },
-            "the group's named barrier (128 threads; 0 is __syncthreads)",
-        ));
-    }
+    cons.push(dc(
+        "const uint32_t",
+        "epi_bar",
+        if pp || coop { "1u + (uint32_t)cw" } else { "1u" },
+        "the group's named barrier (128 threads; 0 is __syncthreads)",
+    ));
     let states: &[&str] = if k.cfg.with_c() {
         &["stage", "phase", "cstage", "cphase"]
     } else {

@@ -104,11 +104,9 @@ pub(super) fn epilogue(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
             "(of this warpgroup's rows [wg_row0, +{}): each warpgroup stages and stores its half of the tile",
             k.p.wg_rows
         )));
-        tile.push(c(if per_warp(k) {
-            "on its own, with its own buffers; each warp writes and stores its own 16 rows, ordered by __syncwarp)"
-        } else {
-            "on its own, with its own buffers, C ring, staging area and 128-thread named barrier)"
-        }));
+        tile.push(c(
+            "on its own, with its own buffers, C ring, staging area and 128-thread named barrier)",
+        ));
     }
     tile.extend(broadcast_stores(k));
     if p.delay_tma_store {
@@ -174,9 +172,9 @@ pub(super) fn epilogue(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         tile.push(if_(
             "epi_leader",
             tma_store(
-                &store_buf(k, "sd_prev"),
+                "sd_prev",
                 &plus("n0", last / k.sub_m * k.en),
-                &store_row(k, &plus(row_origin(k), last % k.sub_m * k.gem)),
+                &plus(row_origin(k), last % k.sub_m * k.gem),
             ),
         ));
     }
@@ -190,30 +188,6 @@ fn row_origin(k: &Ctx) -> &'static str {
         "m0 + wg_row0"
     } else {
         "m0"
-    }
-}
-
-/// Whether each warp stores its own rows of every subtile ([`super::warp_stores`]).
-fn per_warp(k: &Ctx) -> bool {
-    k.p.store_rows < k.gem
-}
-
-/// The shared address one TMA store reads from subtile buffer `buf`: the buffer, or this
-/// warp's slice of it (rows `16 * warp + [0, 16)`).
-fn store_buf(k: &Ctx, buf: &str) -> String {
-    if per_warp(k) {
-        format!("{buf} + warp * {}", k.p.store_rows * k.en * k.db)
-    } else {
-        buf.to_string()
-    }
-}
-
-/// The first global row one TMA store writes, from its subtile's first row `row`.
-fn store_row(k: &Ctx, row: &str) -> String {
-    if per_warp(k) {
-        format!("{row} + warp * {}", k.p.store_rows)
-    } else {
-        row.to_string()
     }
 }
 
@@ -403,11 +377,7 @@ fn fragment_write(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
 fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let p = k.p;
     let with_c = k.cfg.with_c();
-    let sync = if per_warp(k) {
-        e("__syncwarp()")
-    } else {
-        e(format!("rc_named_barrier_sync(epi_bar, {}u)", k.epi_threads))
-    };
+    let sync = e(format!("rc_named_barrier_sync(epi_bar, {}u)", k.epi_threads));
     let c_release = e(format!(
         "rc_mbarrier_arrive(bar_c_full + 16 * (grp * {} + cstage) + 8)",
         p.c_bufs
@@ -422,9 +392,9 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         prev.push(if_(
             "epi_leader",
             tma_store(
-                &store_buf(k, "sd_prev"),
+                "sd_prev",
                 &format!("n0 + psn * {}", k.en),
-                &store_row(k, &format!("{} + psm * {}", row_origin(k), k.gem)),
+                &format!("{} + psm * {}", row_origin(k), k.gem),
             ),
         ));
         v.push(if_("i > 0", prev));
@@ -447,11 +417,7 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         ));
         v.push(if_("use_c", vec![e("rc_fence_proxy_async_shared()")]));
     }
-    v.push(c(if per_warp(k) {
-        "the warp's previous store from this buffer has read its rows: write D"
-    } else {
-        "everyone has read C / the buffer's previous store is done: write D"
-    }));
+    v.push(c("everyone has read C / the buffer's previous store is done: write D"));
     v.push(sync.clone());
     if with_c && !p.reuse_smem_c {
         v.push(c(
@@ -460,20 +426,18 @@ fn store_subtile(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         v.push(if_("use_c && epi_leader", vec![c_release.clone()]));
     }
     v.push(per_atom(k, fragment_write(k)?));
-    v.push(c(if per_warp(k) {
-        "make the generic-proxy smem writes visible to TMA, then one lane stores the warp's rows"
-    } else {
-        "make the generic-proxy smem writes visible to TMA, then one thread stores the subtile"
-    }));
+    v.push(c(
+        "make the generic-proxy smem writes visible to TMA, then one thread stores the subtile",
+    ));
     v.push(e("rc_fence_proxy_async_shared()"));
     v.push(sync);
     let mut store = if p.delay_tma_store {
         vec![]
     } else {
         tma_store(
-            &store_buf(k, "sd"),
+            "sd",
             &format!("n0 + sn * {}", k.en),
-            &store_row(k, &format!("{} + sm * {}", row_origin(k), k.gem)),
+            &format!("{} + sm * {}", row_origin(k), k.gem),
         )
     };
     if with_c && p.reuse_smem_c {

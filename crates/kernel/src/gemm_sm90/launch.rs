@@ -184,12 +184,11 @@ impl GeneratedGemmSm90 {
             [en as u32, em as u32, 1],
             sw,
         )?;
-        // D: the rows one store moves (a warp's 16 rows where each warp stores its own).
         let dmap = tmap(
             cfg.cd,
             [n, m, l],
             [args.ldd as u64, bs(args.batch_stride_d, args.ldd, m)],
-            [en as u32, self.plan.store_rows as u32, 1],
+            [en as u32, em as u32, 1],
             sw,
         )?;
         Ok([a, b, cmap, dmap])

@@ -150,7 +150,8 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
     let mut config = cfg.clone();
     config.stages = Some(p.stages);
     let [_, en] = p.epi_tile;
-    let sub_bits = p.store_rows * en * cfg.cd.bits() as i64;
+    let [gem, _] = p.group_tile;
+    let sub_bits = gem * en * cfg.cd.bits() as i64;
     let [bm, bn, bk] = cfg.tile;
     let box_bits = (bm * bk * cfg.ab.bits() as i64).max(bn * bk * cfg.ab.bits() as i64);
     let mut snippets: Vec<Snippet> = vec![

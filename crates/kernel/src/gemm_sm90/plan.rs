@@ -29,9 +29,6 @@ pub struct Sm90Plan {
     /// The subtile one group stages and stores (the C / D TMA box):
     /// [`Sm90EpiloguePlan::warpgroup_subtile`], `(EPI_M / 2, EPI_N)` cooperative.
     pub group_tile: [i64; 2],
-    /// Rows of one D TMA store: the group subtile's (`group_tile[0]`), or 16 where each
-    /// warp of a cooperative group stores its own rows ([`warp_stores`]).
-    pub store_rows: i64,
     /// D buffers (`StagesD`, or `StagesC` with reuse).
     pub d_bufs: usize,
     /// C buffers (`StagesC`, 0 without C).
@@ -233,11 +230,6 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
         epi_tile: epi.epi_tile,
         epi_groups: epi_sets as i64,
         group_tile,
-        store_rows: if warp_stores(cfg, group_tile, bc_floats) {
-            16
-        } else {
-            group_tile[0]
-        },
         d_bufs,
         c_bufs: epi.stages_c,
         reuse_smem_c: epi.reuse_smem_c,
@@ -252,22 +244,6 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
         mainloop: ml,
         epilogue: epi,
     })
-}
-
-/// Whether each warp of a cooperative epilogue group stages and stores its own 16 rows of
-/// every subtile (one TMA store per warp, ordered by `__syncwarp` instead of the group's
-/// two 128-thread named barriers per subtile): the plain GEMM without C and without staged
-/// broadcasts, whose warps share nothing in the epilogue (a warp's `stmatrix` writes its
-/// accumulator rows `16 * warp + [0, 16)` of the 64-row group subtile, and the buffer's
-/// byte swizzle repeats every 8 rows, so a warp's 16-row slice is a TMA box of its own).
-/// With C or broadcast staging the group's warps share the C buffer / staging area and
-/// keep the named barriers.
-pub(super) fn warp_stores(cfg: &GemmSm90Config, group_tile: [i64; 2], bc_floats: i64) -> bool {
-    cfg.schedule == Sm90Schedule::Cooperative
-        && cfg.grouped.is_none()
-        && !cfg.with_c()
-        && bc_floats == 0
-        && group_tile[0] == 64
 }
 
 /// The byte offset of `(row, col)` in one epilogue subtile buffer, as the kernel computes
