@@ -55,15 +55,18 @@ pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
 }
 
 /// Whether the consumers decode each next work item ahead, during the current tile's
-/// `mma_tail` ([`decode_next`]): the cooperative plain GEMM, whose two warpgroups leave
-/// the tensor cores idle from the last `wgmma` of one tile to the first of the next (the
-/// epilogue and the next tile's head). The tile walk's 64-bit divisions by run-time extents
-/// (`cluster_valid` and `tile`: about 200 instructions with three `MUFU.RCP` chains) sat
-/// in that gap, 1.8 % of the consumers' samples at bf16 4096^3 on an H100 (BENCHMARKS.md,
-/// "Session 14 (helper hopper5)"). Ping-pong consumers decode while the other warpgroup's
-/// mainloop runs; the grouped members walk their own way.
+/// `mma_tail` ([`decode_next`]): the cooperative plain GEMM with a `wgmma` batch kept in
+/// flight (`mma_pipe = 1`), whose two warpgroups leave the tensor cores idle from the last
+/// `wgmma` of one tile to the first of the next (the epilogue and the next tile's head).
+/// The tile walk's 64-bit divisions by run-time extents (`cluster_valid` and `tile`: about
+/// 200 instructions with three `MUFU.RCP` chains) sat in that gap, 1.6 % of all warp
+/// samples at bf16 4096^3 on an H100, 0.6 % after (BENCHMARKS.md, "Session 14 (helper
+/// hopper5)"). With `mma_pipe = 0` the last batch is waited for inside the k-tile loop, so
+/// there is no tail to hide the decode in and those kernels keep it at the tile's head;
+/// ping-pong consumers decode while the other warpgroup's mainloop runs; the grouped
+/// members walk their own way.
 fn decodes_ahead(k: &Ctx) -> bool {
-    k.coop && k.cfg.grouped.is_none()
+    k.coop && k.cfg.grouped.is_none() && k.cfg.mma_pipe != 0
 }
 
 /// Register raise, warpgroup roles, epilogue group, pipeline states and accumulators.
@@ -292,9 +295,6 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         issued.push(for_("kt", "0", "k_iters", kloop));
         if pp {
             issued.extend(order_arrive());
-        }
-        if decodes_ahead(k) {
-            issued.extend(decode_next());
         }
         ml.extend(grouped_rows_or_drain(k, issued));
     } else {
