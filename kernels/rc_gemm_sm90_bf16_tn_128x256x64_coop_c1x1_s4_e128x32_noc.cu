@@ -584,14 +584,24 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
     uint32_t dbuf = 0;  // D buffer ring index (when not reusing C's buffers)
     int local = 0;
     float acc[1][128];  // CLayout_64x256 per m64 atom: acc[a][4j+2h+e] = (row 16*warp + lane/4 + 8h, col 8j + 2*(lane%4) + e)
+    // the walk decodes each work id's tile one work item ahead: the first one here, every next one while the
+    // tensor cores still run the current tile's last wgmma batch (the scheduler's divisions stay off the idle
+    // time between two tiles)
+    bool next_valid = sched.cluster_valid(sched.first_work());
+    int next_m, next_n, next_batch;
+    sched.tile(sched.first_work(), next_m, next_n, next_batch);
     for (unsigned long long work = sched.first_work(); work < sched.total_work; work += sched.stride()) {
-      int tile_m, tile_n, batch;
+      int tile_m = next_m;
+      int tile_n = next_n;
+      int batch = next_batch;
       // work ids past the problem (padding of the swizzle bands) are skipped by every role alike
-      if (!sched.cluster_valid(work)) {
+      if (!next_valid) {
+        // look-ahead: decode the next work id's tile (the walk's divisions) while the tensor cores are busy
+        next_valid = sched.cluster_valid(work + sched.stride());
+        sched.tile(work + sched.stride(), next_m, next_n, next_batch);
         continue;
       }
       // a CTA whose tile lies past the edge still loads (TMA zero-fills) for its cluster partners
-      sched.tile(work, tile_m, tile_n, batch);
       const int split = batch / L;  // the scheduler's batches are (split, batch) pairs, split slowest
       batch = batch % L;
       const int m0 = tile_m * 128;
@@ -640,6 +650,9 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
         prev = stage;
         rc_pipe_next(stage, phase, a_desc, b_desc, 4u, 1024u, 2048u);
       }
+      // look-ahead: decode the next work id's tile (the walk's divisions) while the tensor cores are busy
+      next_valid = sched.cluster_valid(work + sched.stride());
+      sched.tile(work + sched.stride(), next_m, next_n, next_batch);
       // mma_tail: the last batch is done; consumer_release its stage
       rc_wgmma_wait_group<0>();
       #pragma unroll

@@ -103,6 +103,14 @@ fn compile_check(g: &GeneratedGemmSm90) {
             "{}: {moves} R2UR between the wgmmas of a batch (descriptors computed per thread)",
             g.name
         );
+        if g.config.schedule == Sm90Schedule::Cooperative && g.config.mma_pipe == 1 {
+            let divisions = divisions_in_mma_tail(k, mma);
+            assert!(
+                divisions > 0,
+                "{}: no division of the tile walk between the k-tile loop and the mma_tail wait",
+                g.name
+            );
+        }
         let (per_ktile, bound) = ktile_instructions(g, k, mma);
         println!("{}: {per_ktile} SASS instructions per k-tile (bound {bound})", g.name);
         assert!(
@@ -132,6 +140,22 @@ fn ktile_instructions(g: &GeneratedGemmSm90, k: &rcute_kernel::sass::SassKernel,
     let ctas = (cm * cn) as usize;
     let cluster = if ctas > 1 { 8 * ctas } else { 0 };
     (body.len() * per_ktile_mmas / mmas, 6 * per_ktile_mmas + 24 + cluster)
+}
+
+/// `MUFU.RCP` instructions (the tile walk's divisions by run-time extents) between the end
+/// of the consumers' k-tile loop and their `mma_tail` wait (`WARPGROUP.DEPBAR.LE gsb0,
+/// 0x0`): the cooperative consumers decode the next work item's tile there, while the
+/// tensor cores still run the last batch, instead of at the next tile's head, when the
+/// tensor cores are idle (BENCHMARKS.md, "Session 14 (helper hopper5)"). 0 before.
+fn divisions_in_mma_tail(k: &rcute_kernel::sass::SassKernel, mma: &str) -> usize {
+    let body = k.innermost_loop_with(mma).expect("a k-tile loop");
+    let end = body.last().expect("a non-empty loop").offset;
+    k.instructions
+        .iter()
+        .skip_while(|i| i.offset <= end)
+        .take_while(|i| !(i.opcode.starts_with("WARPGROUP.DEPBAR") && i.operands.contains("0x0")))
+        .filter(|i| i.opcode.starts_with("MUFU.RCP"))
+        .count()
 }
 
 /// `R2UR` instructions between consecutive `mma` instructions of one batch (no branch and

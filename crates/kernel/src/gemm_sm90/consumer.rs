@@ -25,7 +25,12 @@ fn release(k: &Ctx) -> Vec<Stmt> {
 /// epilogue (or split-K partials).
 pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let mut cons = state(k);
-    let mut tile = tile_of(k, TileNeeds::SplitOnly);
+    let mut tile = if decodes_ahead(k) {
+        cons.extend(decode_first());
+        tile_decoded_ahead(k, TileNeeds::SplitOnly)
+    } else {
+        tile_of(k, TileNeeds::SplitOnly)
+    };
     if k.pp {
         // After the validity check, so only real tiles alternate between the warpgroups.
         tile.insert(3, if_("(local & 1) != cw", vec![e("++local"), Stmt::Continue]));
@@ -47,6 +52,21 @@ pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     ));
     cons.push(if_("epi_leader", vec![e("rc_bulk_wait_group<0>()")]));
     Ok(cons)
+}
+
+/// Whether the consumers decode each next work item ahead, during the current tile's
+/// `mma_tail` ([`decode_next`]): the cooperative plain GEMM with a `wgmma` batch kept in
+/// flight (`mma_pipe = 1`), whose two warpgroups leave the tensor cores idle from the last
+/// `wgmma` of one tile to the first of the next (the epilogue and the next tile's head).
+/// The tile walk's 64-bit divisions by run-time extents (`cluster_valid` and `tile`: about
+/// 200 instructions with three `MUFU.RCP` chains) sat in that gap, 1.6 % of all warp
+/// samples at bf16 4096^3 on an H100, 0.6 % after (BENCHMARKS.md, "Session 14 (helper
+/// hopper5)"). With `mma_pipe = 0` the last batch is waited for inside the k-tile loop, so
+/// there is no tail to hide the decode in and those kernels keep it at the tile's head;
+/// ping-pong consumers decode while the other warpgroup's mainloop runs; the grouped
+/// members walk their own way.
+fn decodes_ahead(k: &Ctx) -> bool {
+    k.coop && k.cfg.grouped.is_none() && k.cfg.mma_pipe != 0
 }
 
 /// Register raise, warpgroup roles, epilogue group, pipeline states and accumulators.
@@ -289,6 +309,9 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         pipelined.push(for_("kt", "0", "k_iters", kloop));
         if pp {
             pipelined.extend(order_arrive());
+        }
+        if decodes_ahead(k) {
+            pipelined.extend(decode_next());
         }
         pipelined.extend([
             c("mma_tail: the last batch is done; consumer_release its stage"),

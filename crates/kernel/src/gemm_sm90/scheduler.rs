@@ -73,6 +73,61 @@ pub(super) fn tile_of(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
             e("sched.tile(work, tile_m, tile_n, batch)"),
         ]);
     }
+    v.extend(tile_fields(k, needs));
+    v
+}
+
+/// The persistent walk's state of a role that decodes its next work item ahead
+/// ([`tile_decoded_ahead`]): the first work id's validity and tile, decoded before the walk.
+pub(super) fn decode_first() -> Vec<Stmt> {
+    vec![
+        c("the walk decodes each work id's tile one work item ahead: the first one here, every next one while the"),
+        c("tensor cores still run the current tile's last wgmma batch (the scheduler's divisions stay off the idle"),
+        c("time between two tiles)"),
+        d("bool", "next_valid", "sched.cluster_valid(sched.first_work())"),
+        Stmt::Decl {
+            ty: "int".into(),
+            name: "next_m, next_n, next_batch".into(),
+            init: None,
+            comment: None,
+        },
+        e("sched.tile(sched.first_work(), next_m, next_n, next_batch)"),
+    ]
+}
+
+/// Decode the work item after `work` into the look-ahead state of [`decode_first`].
+pub(super) fn decode_next() -> Vec<Stmt> {
+    vec![
+        c("look-ahead: decode the next work id's tile (the walk's divisions) while the tensor cores are busy"),
+        Stmt::assign("next_valid", "sched.cluster_valid(work + sched.stride())"),
+        e("sched.tile(work + sched.stride(), next_m, next_n, next_batch)"),
+    ]
+}
+
+/// The head of one work item whose tile was decoded ahead ([`decode_first`] /
+/// [`decode_next`]): a padding work id decodes its successor and is skipped, as in
+/// [`tile_of`]; then the same fields.
+pub(super) fn tile_decoded_ahead(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
+    let mut v = vec![
+        d("int", "tile_m", "next_m"),
+        d("int", "tile_n", "next_n"),
+        d("int", "batch", "next_batch"),
+        c("work ids past the problem (padding of the swizzle bands) are skipped by every role alike"),
+        if_("!next_valid", {
+            let mut skip = decode_next();
+            skip.push(Stmt::Continue);
+            skip
+        }),
+        c("a CTA whose tile lies past the edge still loads (TMA zero-fills) for its cluster partners"),
+    ];
+    v.extend(tile_fields(k, needs));
+    v
+}
+
+/// The fields of a decoded work item: split, batch, the split's first k-tile (`WithSplit`)
+/// and the tile origin.
+fn tile_fields(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
+    let mut v = Vec::new();
     if needs != TileNeeds::TileOnly {
         v.push(dc(
             "const int",
