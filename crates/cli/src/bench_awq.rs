@@ -356,11 +356,8 @@ fn bench_shape(
         stream.synchronize().map_err(e)?;
         let (got, want) = (stream.clone_dtoh(&y).map_err(e)?, stream.clone_dtoh(&yref).map_err(e)?);
         let max_ref = want.iter().map(|v| v.to_f64().abs()).fold(1e-30, f64::max);
-        let max_err = got
-            .iter()
-            .zip(&want)
-            .map(|(a, b)| (a.to_f64() - b.to_f64()).abs())
-            .fold(0.0, f64::max);
+        let max_err =
+            crate::bench_timing::max_abs_diff(got.iter().map(|v| v.to_f64()), want.iter().map(|v| v.to_f64()));
         let bytes = Weight::bytes(shape) + m * k * 2 + m * n * 2 + n * 2;
         let gbs = bytes as f64 / (t[0] * 1e-6) / 1e9;
         rows.push_str(&format!(

@@ -200,11 +200,8 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
             }
             stream.synchronize().map_err(e)?;
             let got = stream.clone_dtoh(&d).map_err(e)?;
-            let max_err = got
-                .iter()
-                .zip(&want)
-                .map(|(x, y)| (x.to_f64() - y.to_f64()).abs())
-                .fold(0.0, f64::max);
+            let max_err =
+                crate::bench_timing::max_abs_diff(got.iter().map(|x| x.to_f64()), want.iter().map(|x| x.to_f64()));
             let nan = got.iter().any(|x| x.is_nan());
             rows.push(Row {
                 config: label,

@@ -92,9 +92,31 @@ pub fn host_us(stream: &Arc<CudaStream>, f: &mut dyn FnMut() -> Result<(), Strin
     Ok(v[v.len() / 2])
 }
 
+/// The largest `|got - want|`, NaN when any pair differs by NaN (a NaN output, or an
+/// infinity against an infinity): `f64::max` alone would skip NaN and report 0 for an
+/// output that is NaN everywhere.
+pub fn max_abs_diff(got: impl IntoIterator<Item = f64>, want: impl IntoIterator<Item = f64>) -> f64 {
+    got.into_iter().zip(want).map(|(g, w)| (g - w).abs()).fold(0.0, |m, d| {
+        if m.is_nan() || d.is_nan() {
+            f64::NAN
+        } else {
+            m.max(d)
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_shape;
+    use super::{max_abs_diff, parse_shape};
+
+    #[test]
+    fn max_abs_diff_keeps_nan() {
+        assert_eq!(max_abs_diff([1.0, 2.0, -3.0], [1.5, 2.0, 1.0]), 4.0);
+        assert!(max_abs_diff([f64::NAN, 2.0], [1.0, 2.0]).is_nan());
+        assert!(max_abs_diff([1.0, f64::NAN], [1.0, 2.0]).is_nan());
+        assert!(max_abs_diff([f64::INFINITY], [f64::INFINITY]).is_nan());
+        assert_eq!(max_abs_diff(Vec::<f64>::new(), Vec::new()), 0.0);
+    }
 
     #[test]
     fn shapes_parse() {
