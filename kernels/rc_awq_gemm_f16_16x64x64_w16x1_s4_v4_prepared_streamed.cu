@@ -243,6 +243,22 @@ extern "C" __global__ __launch_bounds__(512) void rc_awq_gemm_f16_16x64x64_w16x1
   // prepared weight, k16 block kb, 64-column block wb, lane: 16-byte unit (N / 2) kb + 32 wb + lane (awq_prepared::prepared_lane_word / 4)
   const long long wstride = N >> 1;
   const uint4* wsrc = reinterpret_cast<const uint4*>(qweight) + (long long)((k0 >> 4) + s_begin) * wstride + 32 * wb + lane;
+  // x row m0 first: chunk c = threadIdx.x + 512 i of the CTA's 2 * steps chunks (16 bytes, words 4c .. 4c + 3), from L2, ahead of the ring
+  uint4 x0[1];
+  #pragma unroll
+  for (int i = 0; i < 1; ++i) {
+    const int c = threadIdx.x + 512 * i;
+    x0[i] = c < 2 * steps ? __ldg(reinterpret_cast<const uint4*>(x + (long long)m0 * ldx + k0) + c) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  // group gnext's scales of columns 64 wb + 8g .. + 8 and its zero word (same 16-byte / word index), ahead of the ring (step 0 needs them)
+  int gnext = (k0 + 16 * s_begin) / G;
+  uint4 s_raw = make_uint4(0u, 0u, 0u, 0u);
+  uint32_t z_raw = 0u;
+  if (n_my > 0) {
+    const long long gz = (long long)gnext * N8 + 8 * wb + g;
+    s_raw = __ldg(reinterpret_cast<const uint4*>(scales) + gz);
+    z_raw = __ldg(qzeros + gz);
+  }
   uint32_t wr[4][4];  // ring slot d: the lane's 16 bytes of step s with s % ring = d
   // the ring: steps 0 .. 4 in flight
   #pragma unroll
@@ -252,20 +268,22 @@ extern "C" __global__ __launch_bounds__(512) void rc_awq_gemm_f16_16x64x64_w16x1
     }
   }
   const uint4* wnext = wsrc + 4 * wstride;
-  // group gnext's scales of columns 64 wb + 8g .. + 8 and its zero word (same 16-byte / word index)
-  int gnext = (k0 + 16 * s_begin) / G;
-  uint4 s_raw = make_uint4(0u, 0u, 0u, 0u);
-  uint32_t z_raw = 0u;
-  if (n_my > 0) {
-    const long long gz = (long long)gnext * N8 + 8 * wb + g;
-    s_raw = __ldg(reinterpret_cast<const uint4*>(scales) + gz);
-    z_raw = __ldg(qzeros + gz);
+  // row 0 into the stage: words 4c .. 4c + 3 at t = 0..3, j = c
+  #pragma unroll
+  for (int i = 0; i < 1; ++i) {
+    const int c = threadIdx.x + 512 * i;
+    if (c < 2 * steps) {
+      sx[c] = x0[i].x;
+      sx[258 + c] = x0[i].y;
+      sx[516 + c] = x0[i].z;
+      sx[774 + c] = x0[i].w;
+    }
   }
-  // x rows m0 .. m0 + rows, k0 .. k0 + 16 steps in 16-byte chunks c (words 4c .. 4c + 3) -> [row][t][j = c]; 16 rows
+  // x rows m0 + 1 .. m0 + rows (row 0 above), k0 .. k0 + 16 steps in 16-byte chunks c (words 4c .. 4c + 3) -> [row][t][j = c]; up to 16 rows
   for (int c = threadIdx.x; c < 2 * steps; c += 512) {
     #pragma unroll
     for (int r = 0; r < 16; ++r) {
-      if (r < rows) {
+      if (r > 0 && r < rows) {
         const uint4 v = __ldg(reinterpret_cast<const uint4*>(x + (long long)(m0 + r) * ldx + k0) + c);
         // words 4c .. 4c + 3 of the row: t = 0..3, j = c
         uint32_t* dst = sx + r * 1032 + c;

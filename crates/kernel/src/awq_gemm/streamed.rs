@@ -210,7 +210,7 @@ impl Emit<'_> {
         let (bm, d) = (p.config.tile[0], st.ring);
         let threads = p.threads;
         let stage_rows = vec![when(
-            "r < rows",
+            "r > 0 && r < rows",
             vec![
                 Stmt::decl(
                     "const uint4",
@@ -264,8 +264,9 @@ impl Emit<'_> {
             Stmt::decl(ptr, "wnext", format!("wsrc + {d} * wstride")),
         ];
         let group_col = self.group_col();
-        [source, ring, vec![
-            Stmt::Comment("group gnext's scales of columns 64 wb + 8g .. + 8 and its zero word (same 16-byte / word index)".into()),
+        let (x0_first, x0_store) = self.streamed_x_row0();
+        [source, x0_first, vec![
+            Stmt::Comment("group gnext's scales of columns 64 wb + 8g .. + 8 and its zero word (same 16-byte / word index), ahead of the ring (step 0 needs them)".into()),
             Stmt::decl("int", "gnext", "(k0 + 16 * s_begin) / G"),
             Stmt::decl("uint4", "s_raw", "make_uint4(0u, 0u, 0u, 0u)"),
             Stmt::decl("uint32_t", "z_raw", "0u"),
@@ -277,8 +278,9 @@ impl Emit<'_> {
                     Stmt::assign("z_raw", "__ldg(qzeros + gz)"),
                 ],
             ),
+        ], ring, x0_store, vec![
             Stmt::Comment(format!(
-                "x rows m0 .. m0 + rows, k0 .. k0 + 16 steps in 16-byte chunks c (words 4c .. 4c + 3) -> [row][t][j = c]; {bm} rows"
+                "x rows m0 + 1 .. m0 + rows (row 0 above), k0 .. k0 + 16 steps in 16-byte chunks c (words 4c .. 4c + 3) -> [row][t][j = c]; up to {bm} rows"
             )),
             Stmt::Loop {
                 init: "int c = threadIdx.x".into(),
@@ -297,6 +299,64 @@ impl Emit<'_> {
             },
             s("__syncthreads()"),
         ]].concat()
+    }
+
+    /// Row 0 of the CTA's `x` (every CTA has it): its 16-byte chunks loaded into registers
+    /// *before* the ring's first weight loads, then stored into the stage after them. The
+    /// loads of one warp come back in order, so `x` loaded after the ring would wait
+    /// behind `ring` steps of weight from DRAM before the stage's barrier, and no step
+    /// could start until then (ncu, BENCHMARKS.md, helper awqtail: 16-18 % of the warps'
+    /// stall samples at 1 x 4096 / 14336 sat on those `x` stores); `x` comes from L2.
+    /// Rows past 0 (M > 1) are staged after the ring, as before: holding them in registers
+    /// would cost `4 BM` registers per chunk. Returns (loads, stores).
+    fn streamed_x_row0(&self) -> (Vec<Stmt>, Vec<Stmt>) {
+        let (p, st) = (self.p, self.st());
+        let threads = p.threads;
+        // chunks of a row: 2 per k16 step, at most 4 steps x max_k_tiles
+        let chunks = 8 * st.max_k_tiles;
+        let its = (chunks + threads - 1) / threads;
+        let loads = vec![
+            Stmt::Comment(format!(
+                "x row m0 first: chunk c = threadIdx.x + {threads} i of the CTA's 2 * steps chunks (16 bytes, words 4c .. 4c + 3), from L2, ahead of the ring"
+            )),
+            Stmt::Decl {
+                ty: "uint4".into(),
+                name: format!("x0[{its}]"),
+                init: None,
+                comment: None,
+            },
+            Stmt::unrolled(
+                "i",
+                its,
+                vec![
+                    Stmt::decl("const int", "c", format!("threadIdx.x + {threads} * i")),
+                    Stmt::assign(
+                        "x0[i]",
+                        "c < 2 * steps ? __ldg(reinterpret_cast<const uint4*>(x + (long long)m0 * ldx + k0) + c) : make_uint4(0u, 0u, 0u, 0u)",
+                    ),
+                ],
+            ),
+        ];
+        let stores = vec![
+            Stmt::Comment("row 0 into the stage: words 4c .. 4c + 3 at t = 0..3, j = c".into()),
+            Stmt::unrolled(
+                "i",
+                its,
+                vec![
+                    Stmt::decl("const int", "c", format!("threadIdx.x + {threads} * i")),
+                    when(
+                        "c < 2 * steps",
+                        vec![
+                            s("sx[c] = x0[i].x"),
+                            s(format!("sx[{} + c] = x0[i].y", st.x_t_words)),
+                            s(format!("sx[{} + c] = x0[i].z", 2 * st.x_t_words)),
+                            s(format!("sx[{} + c] = x0[i].w", 3 * st.x_t_words)),
+                        ],
+                    ),
+                ],
+            ),
+        ];
+        (loads, stores)
     }
 
     /// The load of one step of the lane's weight at `src` into ring slot `wr[d]`.
