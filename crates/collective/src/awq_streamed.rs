@@ -115,7 +115,8 @@ pub struct AwqStreamed {
     pub red_bytes: i64,
     /// Byte offset (after the partial-sum tiles) of a clustered split's partial chunks
     /// (32 bytes per 8 columns of a row) that rank 0 of the cluster reads through
-    /// distributed shared memory.
+    /// distributed shared memory, in a CTA of `BM` rows (of fewer rows:
+    /// [`AwqStreamed::part_offset_for`]).
     pub part_offset: i64,
     /// Bytes of those partial chunks: `col_blocks x BM x 8` chunks of 32 bytes.
     pub part_bytes: i64,
