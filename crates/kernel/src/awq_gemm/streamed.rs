@@ -301,14 +301,15 @@ impl Emit<'_> {
         ]].concat()
     }
 
-    /// Row 0 of the CTA's `x` (every CTA has it): its 16-byte chunks loaded into registers
-    /// *before* the ring's first weight loads, then stored into the stage after them. The
-    /// loads of one warp come back in order, so `x` loaded after the ring would wait
-    /// behind `ring` steps of weight from DRAM before the stage's barrier, and no step
-    /// could start until then (ncu, BENCHMARKS.md, helper awqtail: 16-18 % of the warps'
-    /// stall samples at 1 x 4096 / 14336 sat on those `x` stores); `x` comes from L2.
-    /// Rows past 0 (M > 1) are staged after the ring, as before: holding them in registers
-    /// would cost `4 BM` registers per chunk. Returns (loads, stores).
+    /// Row 0 of the CTA's `x` (every CTA has it): all of a thread's 16-byte chunks loaded
+    /// into registers ahead of the ring's weight loads (ptxas may interleave them), then
+    /// stored into the stage after the ring is issued. Staged by the loop after the ring,
+    /// each chunk's load waited behind the ring's weight loads from DRAM (a warp's loads
+    /// come back in order) and the next trip's load waited for that store: no step could
+    /// start until then (ncu, BENCHMARKS.md, helper awqtail: 15-18 % of the warps' stall
+    /// samples at 1 x 4096 / 14336 sat on those `x` stores); `x` comes from L2. Rows past
+    /// 0 (M > 1) are staged after the ring, as before: holding them in registers would
+    /// cost `4 BM` registers per chunk. Returns (loads, stores).
     fn streamed_x_row0(&self) -> (Vec<Stmt>, Vec<Stmt>) {
         let (p, st) = (self.p, self.st());
         let threads = p.threads;

@@ -222,7 +222,7 @@ pub fn select_awq_bulk(m: usize, n: usize, k: usize, sms: usize, element: Elemen
 /// 19.48 against 18.63-18.78 us; 16 rows: 26.68 against 22.67), so the rule takes the
 /// streamed kernel where its grid of `2 N / 64` CTAs fills between half and one wave of
 /// the SMs, for M <= 16 and K up to what two splits stage (8192 at 8 rows, 4096 at 16).
-/// (Session 14, helper awqtail: with `x`'s row 0 loaded before the ring, 8.0 us at 1 x 4096
+/// (Session 14, helper awqtail: with `x`'s row 0 loaded with the ring, 8.0 us at 1 x 4096
 /// and 10.3 at 16 x 4096 against 9.1 and 11.15 before; the one-row wide weight then takes
 /// [`select_awq_streamed_wide`].)
 ///
@@ -257,8 +257,9 @@ pub fn select_awq_streamed(m: usize, n: usize, k: usize, sms: usize, element: El
 /// along K, 12 steps in flight per warp, one split (K up to the 4096 one split of 8 rows
 /// stages), or `None`.
 ///
-/// Measured (H100, BENCHMARKS.md, AWQ, helper awqtail): with `x`'s row 0 loaded before the
-/// ring (the stage no longer waits behind the weight loads), this kernel took 16.25 us at
+/// Measured (H100, BENCHMARKS.md, AWQ, helper awqtail): with all of `x`'s row 0 loaded
+/// with the ring (the stage no longer waits for one chunk after another behind the weight
+/// loads), this kernel took 16.25 us at
 /// 1 x 14336 x 4096 against 18.88-18.92 us for the prepared `cp.async` kernel of
 /// [`select_awq_gemm_prepared`] in the same run (cuBLAS fp16 45.1). Rows past the first are
 /// staged after the ring, as before, where it measured 19.2-19.6 us: M = 1 only.
