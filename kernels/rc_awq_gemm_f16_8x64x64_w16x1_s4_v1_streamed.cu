@@ -127,6 +127,19 @@ __device__ __forceinline__ void rc_ld_dsmem_f32x4(uint32_t addr, uint32_t rank, 
   #endif
 }
 
+// --- from rcute-atom rc_cluster_sync_relaxed_sm90 ---
+__device__ __forceinline__ void rc_cluster_sync_relaxed_sm90() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "barrier.cluster.arrive.relaxed.aligned;\n"
+      "barrier.cluster.wait.aligned;\n"
+      : 
+      : 
+      : "memory");
+  #else
+  #endif
+}
+
 // w = qweight [K, N/8] words of rows 2t, 2t+1, 2t+8, 2t+9 of a k16 step (src: row 2t, the lane's word column; rows are n8 = N/8 words apart).
 __device__ __forceinline__ void rc_awq_gemm_f16_8x64x64_w16x1_s4_v1_streamed_rows(
     const uint32_t* src,
@@ -248,6 +261,22 @@ extern "C" __global__ __launch_bounds__(512) void rc_awq_gemm_f16_8x64x64_w16x1_
   const int wcol = min(8 * wb + g, N8 - 1);  // columns 8 wcol .. + 8; past N the last word column (in bounds, never stored)
   const long long wstride = 16LL * N8;
   const uint32_t* wsrc = qweight + (long long)(k0 + 16 * s_begin + 2 * t) * N8 + wcol;
+  // x row m0 first: chunk c = threadIdx.x + 512 i of the CTA's 2 * steps chunks (16 bytes, words 4c .. 4c + 3), from L2, ahead of the ring
+  uint4 x0[1];
+  #pragma unroll
+  for (int i = 0; i < 1; ++i) {
+    const int c = threadIdx.x + 512 * i;
+    x0[i] = c < 2 * steps ? __ldg(reinterpret_cast<const uint4*>(x + (long long)m0 * ldx + k0) + c) : make_uint4(0u, 0u, 0u, 0u);
+  }
+  // group gnext's scales of columns 64 wb + 8g .. + 8 and its zero word (same 16-byte / word index), ahead of the ring (step 0 needs them)
+  int gnext = (k0 + 16 * s_begin) / G;
+  uint4 s_raw = make_uint4(0u, 0u, 0u, 0u);
+  uint32_t z_raw = 0u;
+  if (n_my > 0) {
+    const long long gz = (long long)gnext * N8 + wcol;
+    s_raw = __ldg(reinterpret_cast<const uint4*>(scales) + gz);
+    z_raw = __ldg(qzeros + gz);
+  }
   uint32_t wr[4][4];  // ring slot d: the words of rows 2t, 2t+1, 2t+8, 2t+9 of step s with s % ring = d
   // the ring: steps 0 .. 4 in flight
   #pragma unroll
@@ -257,20 +286,22 @@ extern "C" __global__ __launch_bounds__(512) void rc_awq_gemm_f16_8x64x64_w16x1_
     }
   }
   const uint32_t* wnext = wsrc + 4 * wstride;
-  // group gnext's scales of columns 64 wb + 8g .. + 8 and its zero word (same 16-byte / word index)
-  int gnext = (k0 + 16 * s_begin) / G;
-  uint4 s_raw = make_uint4(0u, 0u, 0u, 0u);
-  uint32_t z_raw = 0u;
-  if (n_my > 0) {
-    const long long gz = (long long)gnext * N8 + wcol;
-    s_raw = __ldg(reinterpret_cast<const uint4*>(scales) + gz);
-    z_raw = __ldg(qzeros + gz);
+  // row 0 into the stage: words 4c .. 4c + 3 at t = 0..3, j = c
+  #pragma unroll
+  for (int i = 0; i < 1; ++i) {
+    const int c = threadIdx.x + 512 * i;
+    if (c < 2 * steps) {
+      sx[c] = x0[i].x;
+      sx[514 + c] = x0[i].y;
+      sx[1028 + c] = x0[i].z;
+      sx[1542 + c] = x0[i].w;
+    }
   }
-  // x rows m0 .. m0 + rows, k0 .. k0 + 16 steps in 16-byte chunks c (words 4c .. 4c + 3) -> [row][t][j = c]; 8 rows
+  // x rows m0 + 1 .. m0 + rows (row 0 above), k0 .. k0 + 16 steps in 16-byte chunks c (words 4c .. 4c + 3) -> [row][t][j = c]; up to 8 rows
   for (int c = threadIdx.x; c < 2 * steps; c += 512) {
     #pragma unroll
     for (int r = 0; r < 8; ++r) {
-      if (r < rows) {
+      if (r > 0 && r < rows) {
         const uint4 v = __ldg(reinterpret_cast<const uint4*>(x + (long long)(m0 + r) * ldx + k0) + c);
         // words 4c .. 4c + 3 of the row: t = 0..3, j = c
         uint32_t* dst = sx + r * 2056 + c;
@@ -281,9 +312,9 @@ extern "C" __global__ __launch_bounds__(512) void rc_awq_gemm_f16_8x64x64_w16x1_
       }
     }
   }
-  // row 8: zeros, the B fragments of rows past M
+  // row `rows`: zeros, the B fragments of rows past M (shared memory holds rows + 1 staged rows: AwqStreamed::smem_bytes_for)
   for (int c = threadIdx.x; c < 2056; c += 512) {
-    sx[16448 + c] = 0u;
+    sx[rows * 2056 + c] = 0u;
   }
   __syncthreads();
   uint32_t sc[4] = {};
@@ -291,10 +322,10 @@ extern "C" __global__ __launch_bounds__(512) void rc_awq_gemm_f16_8x64x64_w16x1_
   uint32_t zh[4] = {};
   const __half2 x16_inv = __float2half2_rn(0.0625f);
   int krem = 0;  // rows left in the current group (0: a group starts)
-  const uint32_t* xf[1];  // plane t of row 8f + g (the zero row 8 past M) at step s0
+  const uint32_t* xf[1];  // plane t of row 8f + g (the zero row `rows` past M) at step s0
   #pragma unroll
   for (int f = 0; f < 1; ++f) {
-    xf[f] = sx + (8 * f + g < rows ? 8 * f + g : 8) * 2056 + t * 514 + 2 * s_begin;
+    xf[f] = sx + (8 * f + g < rows ? 8 * f + g : rows) * 2056 + t * 514 + 2 * s_begin;
   }
   for (int s0 = 0; s0 < n_my; s0 += 4) {
     #pragma unroll
@@ -355,17 +386,22 @@ extern "C" __global__ __launch_bounds__(512) void rc_awq_gemm_f16_8x64x64_w16x1_
   }
   // every warp is done with the staged x: its memory takes the partial tiles
   __syncthreads();
-  float* red = reinterpret_cast<float*>(smem);  // partial tile of warp (wn, wk): red[((wn * 16 + wk) * 8 + row) * 68 + column]
-  float* rw = red + (warp * 8 + 2 * t) * 68 + 8 * g;
+  float* red = reinterpret_cast<float*>(smem);  // partial tile of warp (wn, wk), rows < rows only: red[((wn * 16 + wk) * rows + row) * 68 + column]
+  const int part_off = 4352 * rows;  // a clustered split's partial chunks: after the partial tiles (AwqStreamed::part_offset_for)
+  float* rw = red + warp * rows * 68 + 8 * g;
   #pragma unroll
   for (int f = 0; f < 1; ++f) {
     #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      // D of word r: d0, d1 = column 8g + 2r of rows 2t, 2t+1; d2, d3 = column 8g + 2r + 1
-      rw[8 * f * 68 + 2 * r] = acc[f][r][0];
-      rw[(8 * f + 1) * 68 + 2 * r] = acc[f][r][1];
-      rw[8 * f * 68 + 2 * r + 1] = acc[f][r][2];
-      rw[(8 * f + 1) * 68 + 2 * r + 1] = acc[f][r][3];
+    for (int h = 0; h < 2; ++h) {
+      // row 8f + 2t + h (rows past M are not stored): D of word r holds column 8g + 2r in d0 (row 2t) / d1 (2t + 1), column 8g + 2r + 1 in d2 / d3
+      const int row = 8 * f + 2 * t + h;
+      if (row < rows) {
+        #pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          rw[row * 68 + 2 * r] = acc[f][r][h];
+          rw[row * 68 + 2 * r + 1] = acc[f][r][2 + h];
+        }
+      }
     }
   }
   __syncthreads();
@@ -378,7 +414,7 @@ extern "C" __global__ __launch_bounds__(512) void rc_awq_gemm_f16_8x64x64_w16x1_
       float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
       #pragma unroll
       for (int kk = 0; kk < 16; ++kk) {
-        const float4* pp = reinterpret_cast<const float4*>(red + ((kk) * 8 + ((c >> 3) % 8)) * 68 + 8 * (c & 7));
+        const float4* pp = reinterpret_cast<const float4*>(red + ((kk) * rows + ((c >> 3) % 8)) * 68 + 8 * (c & 7));
         const float4 lo = pp[0];
         const float4 hi = pp[1];
         v[0] += lo.x; v[1] += lo.y; v[2] += lo.z; v[3] += lo.w;
@@ -388,8 +424,8 @@ extern "C" __global__ __launch_bounds__(512) void rc_awq_gemm_f16_8x64x64_w16x1_
         rc_awq_gemm_f16_8x64x64_w16x1_s4_v1_streamed_store(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v);
       } else {
         if (clustered) {
-          // this split's partial chunk c to part[c] (shared, at byte 34816) for rank 0 of the cluster
-          float4* pt = reinterpret_cast<float4*>(smem + 34816 + 32 * c);
+          // this split's partial chunk c to part[c] (shared, at byte part_off) for rank 0 of the cluster
+          float4* pt = reinterpret_cast<float4*>(smem + part_off + 32 * c);
           pt[0] = make_float4(v[0], v[1], v[2], v[3]);
           pt[1] = make_float4(v[4], v[5], v[6], v[7]);
         } else {
@@ -405,15 +441,19 @@ extern "C" __global__ __launch_bounds__(512) void rc_awq_gemm_f16_8x64x64_w16x1_
     return;
   }
   if (clustered) {
-    // every split's partial chunks are in its shared memory
-    rc_cluster_sync_sm90();
+    // every split's partial chunks are in its shared memory: the warps that wrote them (threads below 64, the chunks) publish them (release: a GPU-scope fence on sm_90), the others only arrive
+    if (threadIdx.x < 64) {
+      rc_cluster_sync_sm90();
+    } else {
+      rc_cluster_sync_relaxed_sm90();
+    }
     if (blockIdx.z == 0) {
       for (int c = threadIdx.x; c < 64; c += 512) {
         const int row = m0 + ((c >> 3) % 8);
         const int wc = blockIdx.x * 8 + (c & 7);  // word column: output columns 8 wc .. 8 wc + 8
         if (row < M && wc < N8) {
           float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-          const uint32_t pa = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + 34816 + 32 * c;
+          const uint32_t pa = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + part_off + 32 * c;
           for (int r = 0; r < splits; ++r) {
             float lo[4], hi[4];  // part[c] of cluster rank r
             rc_ld_dsmem_f32x4(pa, r, lo);
@@ -428,8 +468,8 @@ extern "C" __global__ __launch_bounds__(512) void rc_awq_gemm_f16_8x64x64_w16x1_
         }
       }
     }
-    // the peers keep their shared memory until rank 0 has read it
-    rc_cluster_sync_sm90();
+    // the peers keep their shared memory until rank 0 has read it (its loads are done: their values are stored), no memory to order
+    rc_cluster_sync_relaxed_sm90();
     return;
   }
   // publish the partial sums, then count this split on the tile's semaphore

@@ -78,6 +78,7 @@ pub fn all_helper_snippets() -> Vec<Snippet> {
         grid_dependency::launch_dependents(),
         prefetch::prefetch_l2(),
         cluster_dsmem::cluster_sync_sm90(),
+        cluster_dsmem::cluster_sync_relaxed_sm90(),
         cluster_dsmem::cluster_size_sm90(),
         cluster_dsmem::ld_dsmem_f32x4(),
     ];

@@ -5,8 +5,8 @@
 //! compiles for both and takes the cluster path only where the launch asked for clusters.
 //!
 //! ```
-//! use rcute_atom::cluster_dsmem::{cluster_size_sm90, cluster_sync_sm90, ld_dsmem_f32x4};
-//! for s in [cluster_sync_sm90(), cluster_size_sm90(), ld_dsmem_f32x4()] {
+//! use rcute_atom::cluster_dsmem::{cluster_size_sm90, cluster_sync_relaxed_sm90, cluster_sync_sm90, ld_dsmem_f32x4};
+//! for s in [cluster_sync_sm90(), cluster_sync_relaxed_sm90(), cluster_size_sm90(), ld_dsmem_f32x4()] {
 //!     assert!(s.code.contains("__CUDA_ARCH__ >= 900"), "{}", s.name);
 //! }
 //! assert!(ld_dsmem_f32x4().code.contains("ld.shared::cluster.v4.f32"));
@@ -32,6 +32,32 @@ pub fn cluster_sync_sm90() -> Snippet {
         true,
     );
     Snippet::build("rc_cluster_sync_sm90", Arch::SM80, 32, vec![], &on_sm90(&body, ""))
+}
+
+/// `rc_cluster_sync_relaxed_sm90()`: `barrier.cluster.arrive.relaxed` and
+/// `barrier.cluster.wait` by every thread of the CTA on sm_90; nothing before. The arrive
+/// orders no memory: for threads that published nothing to the cluster, or for a barrier
+/// that only keeps the CTAs' shared memory alive until every peer has *read* it (the reads
+/// are done when their values are used). The release arrive of
+/// [`cluster_sync_sm90`] is a GPU-scope fence on sm_90 (`MEMBAR.ALL.GPU`), which waits for
+/// the thread's outstanding global stores too.
+///
+/// ```
+/// let s = rcute_atom::cluster_dsmem::cluster_sync_relaxed_sm90();
+/// assert!(s.code.contains("barrier.cluster.arrive.relaxed.aligned"));
+/// assert!(s.code.contains("__CUDA_ARCH__ >= 900"));
+/// ```
+pub fn cluster_sync_relaxed_sm90() -> Snippet {
+    let body = asm_stmt(
+        &[
+            "barrier.cluster.arrive.relaxed.aligned;".into(),
+            "barrier.cluster.wait.aligned;".into(),
+        ],
+        &[],
+        &[],
+        true,
+    );
+    Snippet::build("rc_cluster_sync_relaxed_sm90", Arch::SM80, 32, vec![], &on_sm90(&body, ""))
 }
 
 /// `rc_cluster_size_sm90()`: `%cluster_nctarank` (CTAs in this CTA's cluster) on sm_90; 1

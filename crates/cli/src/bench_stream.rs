@@ -45,6 +45,12 @@ pub struct BenchStreamArgs {
     /// Write every measurement as CSV to this file.
     #[arg(long)]
     pub csv: Option<std::path::PathBuf>,
+    /// Also time every probe with this many KB of dynamic shared memory per CTA that it
+    /// does not use (repeatable; the name gets `+<KB>K`): a kernel's shared memory shrinks
+    /// the L1 (the carveout) that its loads pass through, as the AWQ streamed kernel's
+    /// staged `x` does.
+    #[arg(long = "smem-pad-kb")]
+    pub smem_pad_kb: Vec<u32>,
 }
 
 /// The byte counts of the default rows.
@@ -99,14 +105,33 @@ impl Row {
     }
 }
 
-/// A compiled probe and its occupancy (CTAs per SM).
+/// A compiled probe, the unused shared memory it launches with and its occupancy (CTAs
+/// per SM).
 struct Probe {
     g: GeneratedStream,
     f: Function,
+    pad: u32,
     occupancy: u32,
 }
 
-fn load_probe(gpu: &Gpu, cfg: &StreamConfig, out: u64) -> Result<Probe, String> {
+impl Probe {
+    /// Launch configuration of `ctas` CTAs with the padding.
+    fn launch_config(&self, ctas: u32) -> rcute_kernel::launch::LaunchConfig {
+        self.g
+            .launch_config(ctas)
+            .with_dynamic_smem(self.g.config.smem_bytes() + self.pad)
+    }
+
+    /// The probe's name, `+<KB>K` with padding.
+    fn name(&self) -> String {
+        match self.pad {
+            0 => self.g.name.clone(),
+            p => format!("{}+{}K", self.g.name, p / 1024),
+        }
+    }
+}
+
+fn load_probe(gpu: &Gpu, cfg: &StreamConfig, out: u64, pad: u32) -> Result<Probe, String> {
     let g = generate(cfg).map_err(|e| e.to_string())?;
     let arch = gpu.arch().ok_or("unsupported GPU architecture")?;
     if !cfg.arch().supported_on(arch) {
@@ -120,12 +145,13 @@ fn load_probe(gpu: &Gpu, cfg: &StreamConfig, out: u64) -> Result<Probe, String> 
     // One empty launch raises the function's dynamic shared-memory limit before the
     // occupancy query.
     // SAFETY: the arguments match the probe's parameters; zero units read nothing.
-    unsafe { f.launch(&g.launch_config(1), &g.args(0, 0, out, 0)) }.map_err(|e| e.to_string())?;
+    let lc = g.launch_config(1).with_dynamic_smem(cfg.smem_bytes() + pad);
+    unsafe { f.launch(&lc, &g.args(0, 0, out, 0)) }.map_err(|e| e.to_string())?;
     let occupancy = f
         .cuda_function()
-        .occupancy_max_active_blocks_per_multiprocessor(cfg.threads, cfg.smem_bytes() as usize, None)
+        .occupancy_max_active_blocks_per_multiprocessor(cfg.threads, (cfg.smem_bytes() + pad) as usize, None)
         .map_err(|e| e.to_string())?;
-    Ok(Probe { g, f, occupancy })
+    Ok(Probe { g, f, pad, occupancy })
 }
 
 /// At most this many buffer copies (tiny byte counts measure the fixed cost; the L2
@@ -162,7 +188,7 @@ fn time_probe(
     let mut fs: Vec<Box<dyn FnMut() -> Result<(), String>>> = grids
         .iter()
         .map(|&ctas| {
-            let cfg = p.g.launch_config(ctas);
+            let cfg = p.launch_config(ctas);
             let f = p.f.clone();
             let args: Vec<_> = bufs.iter().map(|&b| p.g.args(b, bytes, out, 0x1234_5679)).collect();
             Box::new(move || {
@@ -219,10 +245,13 @@ pub fn run(args: &BenchStreamArgs) -> Result<String, String> {
     let out_buf: CudaSlice<u32> = stream.alloc_zeros(1024).map_err(|e| e.to_string())?;
     let out = out_buf.device_ptr(&stream).0;
     let mut probes = Vec::new();
+    let pads: Vec<u32> = std::iter::once(0).chain(args.smem_pad_kb.iter().map(|k| k * 1024)).collect();
     for cfg in &configs {
-        match load_probe(&gpu, cfg, out) {
-            Ok(p) => probes.push(p),
-            Err(e) => eprintln!("skipped: {e}"),
+        for &pad in &pads {
+            match load_probe(&gpu, cfg, out, pad) {
+                Ok(p) => probes.push(p),
+                Err(e) => eprintln!("skipped: {e}"),
+            }
         }
     }
     let (copy_us, copy_gbs) = copy_bandwidth(&stream, 256 << 20, args.iters)?;
@@ -259,7 +288,7 @@ pub fn run(args: &BenchStreamArgs) -> Result<String, String> {
             for ((grid, _, resident), us) in grids.into_iter().zip(t) {
                 rows.push(Row {
                     bytes,
-                    name: p.g.name.clone(),
+                    name: p.name(),
                     grid,
                     inflight_sm: resident as u64 * p.g.config.bytes_in_flight_per_cta(),
                     us,

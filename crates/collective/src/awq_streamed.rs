@@ -53,7 +53,7 @@
 //! assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [32, 64, 64], [4, 1], 8, 4).streamed()).is_err());
 //! ```
 
-use rcute_atom::cluster_dsmem::{cluster_size_sm90, cluster_sync_sm90, ld_dsmem_f32x4};
+use rcute_atom::cluster_dsmem::{cluster_size_sm90, cluster_sync_relaxed_sm90, cluster_sync_sm90, ld_dsmem_f32x4};
 use rcute_atom::copy_ldst::ld_global_stream;
 use rcute_atom::{CopyOp, Snippet};
 
@@ -115,16 +115,19 @@ pub struct AwqStreamed {
     pub red_bytes: i64,
     /// Byte offset (after the partial-sum tiles) of a clustered split's partial chunks
     /// (32 bytes per 8 columns of a row) that rank 0 of the cluster reads through
-    /// distributed shared memory.
+    /// distributed shared memory, in a CTA of `BM` rows (of fewer rows:
+    /// [`AwqStreamed::part_offset_for`]).
     pub part_offset: i64,
     /// Bytes of those partial chunks: `col_blocks x BM x 8` chunks of 32 bytes.
     pub part_bytes: i64,
     /// The weight's streaming load (read-only path, no L1 allocation): 16 bytes of the
     /// prepared layout, or one 4-byte checkpoint word (four per lane and step).
     pub load: CopyOp,
-    /// The clustered split-K sum: cluster barrier, cluster size, peer shared-memory load
-    /// (each a no-op / 1 / zeros before sm_90).
-    pub cluster: [Snippet; 3],
+    /// The clustered split-K sum: cluster barrier (release: the warps that published partial
+    /// chunks), cluster size, peer shared-memory load, cluster barrier without memory
+    /// ordering (the other warps, and the barrier that keeps the peers' shared memory alive
+    /// until rank 0 has read it); each a no-op / 1 / zeros / no-op before sm_90.
+    pub cluster: [Snippet; 4],
 }
 
 impl AwqStreamed {
@@ -156,20 +159,43 @@ impl AwqStreamed {
                 StreamedWeight::Prepared => 16,
                 StreamedWeight::Checkpoint => 4,
             }),
-            cluster: [cluster_sync_sm90(), cluster_size_sm90(), ld_dsmem_f32x4()],
+            cluster: [cluster_sync_sm90(), cluster_size_sm90(), ld_dsmem_f32x4(), cluster_sync_relaxed_sm90()],
         })
     }
 
-    /// Bytes of the staged `x` of `bm` rows and the zero row after them (the B fragments of
-    /// rows past M read it).
-    pub fn x_bytes(&self, bm: i64) -> i64 {
-        (bm + 1) * self.x_row_words * 4
+    /// Bytes of the staged `x` of `rows` rows and the zero row after them (the B fragments
+    /// of rows past M read it).
+    pub fn x_bytes(&self, rows: i64) -> i64 {
+        (rows + 1) * self.x_row_words * 4
     }
 
-    /// Dynamic shared memory: the staged `x`, or the partial sums and a clustered split's
-    /// partial chunks where larger.
+    /// Byte offset of a clustered split's partial chunks in a CTA of `rows` rows of `x`:
+    /// after the warps' partial tiles of `rows` rows each.
+    pub fn part_offset_for(&self, rows: i64) -> i64 {
+        self.k_slices * self.col_blocks * rows * self.red_row_floats * 4
+    }
+
+    /// Dynamic shared memory of a CTA of at most `rows` rows of `x` (`1 ..= BM`): the
+    /// staged rows and the zero row, or the warps' partial tiles of those rows and a
+    /// clustered split's partial chunks where larger. The kernel lays shared memory out by
+    /// its CTA's row count, so a launch of `M < BM` rows needs only
+    /// `smem_bytes_for(M)`: at one row an eighth of the full stage, which leaves the L1 (the
+    /// shared-memory carveout's other side) for the weight loads in flight.
+    ///
+    /// ```
+    /// use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight};
+    /// let s = AwqStreamed::new(8, [16, 1], 4, StreamedWeight::Prepared).unwrap();
+    /// assert_eq!(s.smem_bytes_for(1), 2 * 2056 * 4);
+    /// assert_eq!(s.smem_bytes_for(8), s.smem_bytes(8));
+    /// assert_eq!(s.smem_bytes(8), 9 * 2056 * 4);
+    /// ```
+    pub fn smem_bytes_for(&self, rows: i64) -> i64 {
+        self.x_bytes(rows).max(self.part_offset_for(rows) + self.part_bytes)
+    }
+
+    /// Dynamic shared memory of a CTA of `bm` rows (the plan's most).
     pub fn smem_bytes(&self, bm: i64) -> i64 {
-        self.x_bytes(bm).max(self.part_offset + self.part_bytes)
+        self.smem_bytes_for(bm)
     }
 
     /// Whether `splits` K splits of this kernel run as one `(1, 1, splits)` cluster per

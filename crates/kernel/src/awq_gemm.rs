@@ -148,15 +148,29 @@ impl GeneratedAwqGemm {
         (per, (kt + per - 1) / per)
     }
 
-    /// Grid, block and dynamic shared memory.
+    /// Grid, block and dynamic shared memory (a streamed kernel's by the rows of `x` its
+    /// CTAs hold: `min(BM, M)`, see
+    /// [`rcute_collective::awq_streamed::AwqStreamed::smem_bytes_for`]).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
+    /// let g = generate(&AwqGemmConfig::new(Element::F16, [8, 64, 64], [16, 1], 4, 4).streamed()).unwrap();
+    /// assert_eq!(g.launch_config(1, 4096, 2).dynamic_smem_bytes, 2 * 2056 * 4);
+    /// assert_eq!(g.launch_config(9, 4096, 2).dynamic_smem_bytes as i64, g.plan.smem_bytes);
+    /// ```
     pub fn launch_config(&self, m: i32, n: i32, splits: i32) -> LaunchConfig {
         let [bm, bn, _] = self.plan.config.tile;
         let gx = (n.max(1) as u32).div_ceil(bn as u32);
         let gy = (m.max(1) as u32).div_ceil(bm as u32);
+        let smem = match &self.plan.streamed {
+            Some(st) => st.smem_bytes_for(bm.min(m.max(1) as i64)),
+            None => self.plan.smem_bytes,
+        };
         // The streamed kernel waits on its grid dependency first thing
         // (`crate::grid_dependency`): its launch may overlap the previous kernel's tail.
         LaunchConfig::new(Dim3::new(gx, gy, splits.max(1) as u32), self.plan.threads as u32)
-            .with_dynamic_smem(self.plan.smem_bytes as u32)
+            .with_dynamic_smem(smem as u32)
             .with_programmatic_dependency(self.plan.streamed.is_some())
     }
 

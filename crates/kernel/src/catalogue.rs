@@ -592,8 +592,20 @@ fn awq_streamed_units() -> Vec<CatalogueKernel> {
 
 /// The register-streamed AWQ GEMM configurations in the catalogue
 /// ([`rcute_collective::awq_streamed`]; `mma.sync`, so sm_80 and sm_90): the decode
-/// kernels `ops` selects for the prepared path, f16 and bf16.
+/// kernels `ops` selects for the prepared path, f16 and bf16: 16 warps along K, ring 4
+/// (`select_awq_streamed`; 8 and 16 rows), and 8 warps along K, ring 12, one split at one
+/// row on wide weights (`select_awq_streamed_wide`, f16).
 pub fn awq_streamed_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
+    use crate::awq_gemm::AwqGemmConfig;
+    use rcute_atom::Element::F16;
+    let mut v = awq_streamed_narrow_configs();
+    v.push(AwqGemmConfig::new(F16, [8, 64, 64], [8, 1], 12, 4).streamed());
+    v
+}
+
+/// The 16-warp streamed configurations (`select_awq_streamed`, and on the checkpoint's
+/// words `select_awq_streamed_checkpoint`): f16 8 and 16 rows, bf16 8 rows.
+fn awq_streamed_narrow_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
     vec![
@@ -608,7 +620,7 @@ pub fn awq_streamed_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 /// `ops::awq::select::select_awq_streamed_checkpoint` chooses for the unprepared op: f16
 /// (8 and 16 rows) and bf16 (8 rows).
 pub fn awq_streamed_checkpoint_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
-    awq_streamed_configs()
+    awq_streamed_narrow_configs()
         .into_iter()
         .map(crate::awq_gemm::AwqGemmConfig::streamed_checkpoint)
         .collect()

@@ -216,9 +216,11 @@ fn streamed_kernels_compile_without_spills_and_stream_into_registers() {
                 assert!(!k.contains_opcode(op), "{} on {arch}: {op}", g.name);
             }
             // one after staging x, then the epilogue's: before and after the partial tiles,
-            // around the split's semaphore, and on sm_90 the two cluster barriers of the
-            // clustered split-K sum
-            let most = if arch == Arch::Sm90a { 7 } else { 5 };
+            // around the split's semaphore, and on sm_90 the cluster barriers of the
+            // clustered split-K sum (each with a CTA-barrier fallback: the first twice, a
+            // release arrive for the warps that publish partial chunks and a relaxed one for
+            // the others, then the relaxed one that keeps the peers' shared memory alive)
+            let most = if arch == Arch::Sm90a { 8 } else { 5 };
             assert!(
                 k.count_opcode("BAR") <= most,
                 "{} on {arch}: {} BAR",
@@ -290,7 +292,8 @@ fn checkpoint_streamed_kernels_compile_without_spills() {
             for op in ["LDGSTS", "LDSM", "LDG.E.NA.128"] {
                 assert!(!k.contains_opcode(op), "{} on {arch}: {op}", g.name);
             }
-            let most = if arch == Arch::Sm90a { 7 } else { 5 };
+            // as the prepared streamed kernel's (same epilogue)
+            let most = if arch == Arch::Sm90a { 8 } else { 5 };
             assert!(
                 k.count_opcode("BAR") <= most,
                 "{} on {arch}: {} BAR",

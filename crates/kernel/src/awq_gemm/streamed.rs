@@ -210,7 +210,7 @@ impl Emit<'_> {
         let (bm, d) = (p.config.tile[0], st.ring);
         let threads = p.threads;
         let stage_rows = vec![when(
-            "r < rows",
+            "r > 0 && r < rows",
             vec![
                 Stmt::decl(
                     "const uint4",
@@ -264,8 +264,9 @@ impl Emit<'_> {
             Stmt::decl(ptr, "wnext", format!("wsrc + {d} * wstride")),
         ];
         let group_col = self.group_col();
-        [source, ring, vec![
-            Stmt::Comment("group gnext's scales of columns 64 wb + 8g .. + 8 and its zero word (same 16-byte / word index)".into()),
+        let (x0_first, x0_store) = self.streamed_x_row0();
+        [source, x0_first, vec![
+            Stmt::Comment("group gnext's scales of columns 64 wb + 8g .. + 8 and its zero word (same 16-byte / word index), ahead of the ring (step 0 needs them)".into()),
             Stmt::decl("int", "gnext", "(k0 + 16 * s_begin) / G"),
             Stmt::decl("uint4", "s_raw", "make_uint4(0u, 0u, 0u, 0u)"),
             Stmt::decl("uint32_t", "z_raw", "0u"),
@@ -277,8 +278,9 @@ impl Emit<'_> {
                     Stmt::assign("z_raw", "__ldg(qzeros + gz)"),
                 ],
             ),
+        ], ring, x0_store, vec![
             Stmt::Comment(format!(
-                "x rows m0 .. m0 + rows, k0 .. k0 + 16 steps in 16-byte chunks c (words 4c .. 4c + 3) -> [row][t][j = c]; {bm} rows"
+                "x rows m0 + 1 .. m0 + rows (row 0 above), k0 .. k0 + 16 steps in 16-byte chunks c (words 4c .. 4c + 3) -> [row][t][j = c]; up to {bm} rows"
             )),
             Stmt::Loop {
                 init: "int c = threadIdx.x".into(),
@@ -286,15 +288,76 @@ impl Emit<'_> {
                 step: format!("c += {threads}"),
                 body: vec![Stmt::unrolled("r", bm, stage_rows)],
             },
-            Stmt::Comment(format!("row {bm}: zeros, the B fragments of rows past M")),
+            Stmt::Comment(
+                "row `rows`: zeros, the B fragments of rows past M (shared memory holds rows + 1 staged rows: AwqStreamed::smem_bytes_for)".into(),
+            ),
             Stmt::Loop {
                 init: "int c = threadIdx.x".into(),
                 cond: format!("c < {}", st.x_row_words),
                 step: format!("c += {threads}"),
-                body: vec![Stmt::assign(format!("sx[{} + c]", bm * st.x_row_words), "0u")],
+                body: vec![Stmt::assign(format!("sx[rows * {} + c]", st.x_row_words), "0u")],
             },
             s("__syncthreads()"),
         ]].concat()
+    }
+
+    /// Row 0 of the CTA's `x` (every CTA has it): all of a thread's 16-byte chunks loaded
+    /// into registers ahead of the ring's weight loads (ptxas may interleave them), then
+    /// stored into the stage after the ring is issued. Staged by the loop after the ring,
+    /// each chunk's load waited behind the ring's weight loads from DRAM (a warp's loads
+    /// come back in order) and the next trip's load waited for that store: no step could
+    /// start until then (ncu, BENCHMARKS.md, helper awqtail: 15-18 % of the warps' stall
+    /// samples at 1 x 4096 / 14336 sat on those `x` stores); `x` comes from L2. Rows past
+    /// 0 (M > 1) are staged after the ring, as before: holding them in registers would
+    /// cost `4 BM` registers per chunk. Returns (loads, stores).
+    fn streamed_x_row0(&self) -> (Vec<Stmt>, Vec<Stmt>) {
+        let (p, st) = (self.p, self.st());
+        let threads = p.threads;
+        // chunks of a row: 2 per k16 step, at most 4 steps x max_k_tiles
+        let chunks = 8 * st.max_k_tiles;
+        let its = (chunks + threads - 1) / threads;
+        let loads = vec![
+            Stmt::Comment(format!(
+                "x row m0 first: chunk c = threadIdx.x + {threads} i of the CTA's 2 * steps chunks (16 bytes, words 4c .. 4c + 3), from L2, ahead of the ring"
+            )),
+            Stmt::Decl {
+                ty: "uint4".into(),
+                name: format!("x0[{its}]"),
+                init: None,
+                comment: None,
+            },
+            Stmt::unrolled(
+                "i",
+                its,
+                vec![
+                    Stmt::decl("const int", "c", format!("threadIdx.x + {threads} * i")),
+                    Stmt::assign(
+                        "x0[i]",
+                        "c < 2 * steps ? __ldg(reinterpret_cast<const uint4*>(x + (long long)m0 * ldx + k0) + c) : make_uint4(0u, 0u, 0u, 0u)",
+                    ),
+                ],
+            ),
+        ];
+        let stores = vec![
+            Stmt::Comment("row 0 into the stage: words 4c .. 4c + 3 at t = 0..3, j = c".into()),
+            Stmt::unrolled(
+                "i",
+                its,
+                vec![
+                    Stmt::decl("const int", "c", format!("threadIdx.x + {threads} * i")),
+                    when(
+                        "c < 2 * steps",
+                        vec![
+                            s("sx[c] = x0[i].x"),
+                            s(format!("sx[{} + c] = x0[i].y", st.x_t_words)),
+                            s(format!("sx[{} + c] = x0[i].z", 2 * st.x_t_words)),
+                            s(format!("sx[{} + c] = x0[i].w", 3 * st.x_t_words)),
+                        ],
+                    ),
+                ],
+            ),
+        ];
+        (loads, stores)
     }
 
     /// The load of one step of the lane's weight at `src` into ring slot `wr[d]`.
@@ -463,7 +526,7 @@ impl Emit<'_> {
 
     /// The warp's loop over its steps, `ring` steps per iteration (ring slot = step % ring).
     fn streamed_loop(&self) -> Vec<Stmt> {
-        let (p, st) = (self.p, self.st());
+        let st = self.st();
         let d = st.ring;
         let mut regs = vec![
             Stmt::decl("uint32_t", "sc[4]", "{}"),
@@ -483,10 +546,7 @@ impl Emit<'_> {
             ty: "const uint32_t*".into(),
             name: format!("xf[{}]", st.b_frags),
             init: None,
-            comment: Some(format!(
-                "plane t of row 8f + g (the zero row {} past M) at step s0",
-                p.config.tile[0]
-            )),
+            comment: Some("plane t of row 8f + g (the zero row `rows` past M) at step s0".into()),
         });
         regs.push(Stmt::unrolled(
             "f",
@@ -494,8 +554,8 @@ impl Emit<'_> {
             vec![Stmt::assign(
                 "xf[f]",
                 format!(
-                    "sx + (8 * f + g < rows ? 8 * f + g : {}) * {} + t * {} + 2 * s_begin",
-                    p.config.tile[0], st.x_row_words, st.x_t_words
+                    "sx + (8 * f + g < rows ? 8 * f + g : rows) * {} + t * {} + 2 * s_begin",
+                    st.x_row_words, st.x_t_words
                 ),
             )],
         ));
@@ -548,7 +608,7 @@ impl Emit<'_> {
                     Stmt::decl(
                         "const float4*",
                         "pp",
-                        format!("reinterpret_cast<const float4*>(red + (({cblock}kk) * {bm} + ((c >> 3) % {bm})) * {rr} + 8 * (c & 7))"),
+                        format!("reinterpret_cast<const float4*>(red + (({cblock}kk) * rows + ((c >> 3) % {bm})) * {rr} + 8 * (c & 7))"),
                     ),
                     Stmt::decl("const float4", "lo", "pp[0]"),
                     Stmt::decl("const float4", "hi", "pp[1]"),
@@ -562,8 +622,8 @@ impl Emit<'_> {
                 otherwise: vec![Stmt::If {
                     cond: "clustered".into(),
                     then: vec![
-                        Stmt::Comment(format!("this split's partial chunk c to part[c] (shared, at byte {}) for rank 0 of the cluster", st.part_offset)),
-                        Stmt::decl("float4*", "pt", format!("reinterpret_cast<float4*>(smem + {} + 32 * c)", st.part_offset)),
+                        Stmt::Comment("this split's partial chunk c to part[c] (shared, at byte part_off) for rank 0 of the cluster".into()),
+                        Stmt::decl("float4*", "pt", "reinterpret_cast<float4*>(smem + part_off + 32 * c)"),
                         s("pt[0] = make_float4(v[0], v[1], v[2], v[3])"),
                         s("pt[1] = make_float4(v[4], v[5], v[6], v[7])"),
                     ],
@@ -584,24 +644,38 @@ impl Emit<'_> {
                 name: "red".into(),
                 init: Some("reinterpret_cast<float*>(smem)".into()),
                 comment: Some(format!(
-                    "partial tile of warp (wn, wk): red[((wn * {wk} + wk) * {bm} + row) * {rr} + column]"
+                    "partial tile of warp (wn, wk), rows < rows only: red[((wn * {wk} + wk) * rows + row) * {rr} + column]"
                 )),
             },
-            Stmt::decl("float*", "rw", format!("red + (warp * {bm} + 2 * t) * {rr} + 8 * g")),
+            decl_c(
+                "const int",
+                "part_off",
+                format!("{} * rows", st.part_offset_for(1)),
+                "a clustered split's partial chunks: after the partial tiles (AwqStreamed::part_offset_for)",
+            ),
+            Stmt::decl("float*", "rw", format!("red + warp * rows * {rr} + 8 * g")),
             Stmt::unrolled(
                 "f",
                 st.b_frags,
                 vec![Stmt::unrolled(
-                    "r",
-                    4,
+                    "h",
+                    2,
                     vec![
                         Stmt::Comment(
-                            "D of word r: d0, d1 = column 8g + 2r of rows 2t, 2t+1; d2, d3 = column 8g + 2r + 1".into(),
+                            "row 8f + 2t + h (rows past M are not stored): D of word r holds column 8g + 2r in d0 (row 2t) / d1 (2t + 1), column 8g + 2r + 1 in d2 / d3".into(),
                         ),
-                        s(format!("rw[8 * f * {rr} + 2 * r] = acc[f][r][0]")),
-                        s(format!("rw[(8 * f + 1) * {rr} + 2 * r] = acc[f][r][1]")),
-                        s(format!("rw[8 * f * {rr} + 2 * r + 1] = acc[f][r][2]")),
-                        s(format!("rw[(8 * f + 1) * {rr} + 2 * r + 1] = acc[f][r][3]")),
+                        Stmt::decl("const int", "row", "8 * f + 2 * t + h"),
+                        when(
+                            "row < rows",
+                            vec![Stmt::unrolled(
+                                "r",
+                                4,
+                                vec![
+                                    s(format!("rw[row * {rr} + 2 * r] = acc[f][r][h]")),
+                                    s(format!("rw[row * {rr} + 2 * r + 1] = acc[f][r][2 + h]")),
+                                ],
+                            )],
+                        ),
                     ],
                 )],
             ),
@@ -665,7 +739,9 @@ impl Emit<'_> {
     /// The split-K sum of a clustered tile (sm_90): every split's partial chunks are in its
     /// shared memory; rank 0 (split 0) adds them through distributed shared memory in rank
     /// order (deterministic) and stores; the second cluster barrier keeps the peers'
-    /// shared memory alive until then.
+    /// shared memory alive until then. Only the first barrier orders memory, and only in
+    /// the warps that wrote partial chunks: on sm_90 a release arrive is a GPU-scope fence,
+    /// which (in rank 0, after its output stores) would wait for those stores.
     fn streamed_cluster_sum(&self) -> Vec<Stmt> {
         let st = self.st();
         let store = format!("{}_store", self.name);
@@ -674,10 +750,7 @@ impl Emit<'_> {
             Stmt::decl(
                 "const uint32_t",
                 "pa",
-                format!(
-                    "static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + {} + 32 * c",
-                    st.part_offset
-                ),
+                "static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + part_off + 32 * c",
             ),
             Stmt::Loop {
                 init: "int r = 0".into(),
@@ -697,12 +770,21 @@ impl Emit<'_> {
             },
             s(format!("{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)")),
         ];
+        let producers = st.col_blocks * self.p.config.tile[0] * 8;
         vec![
-            Stmt::Comment("every split's partial chunks are in its shared memory".into()),
-            s("rc_cluster_sync_sm90()"),
+            Stmt::Comment(format!(
+                "every split's partial chunks are in its shared memory: the warps that wrote them (threads below {producers}, the chunks) publish them (release: a GPU-scope fence on sm_90), the others only arrive"
+            )),
+            Stmt::If {
+                cond: format!("threadIdx.x < {producers}"),
+                then: vec![s("rc_cluster_sync_sm90()")],
+                otherwise: vec![s("rc_cluster_sync_relaxed_sm90()")],
+            },
             when("blockIdx.z == 0", vec![self.each_chunk(sum)]),
-            Stmt::Comment("the peers keep their shared memory until rank 0 has read it".into()),
-            s("rc_cluster_sync_sm90()"),
+            Stmt::Comment(
+                "the peers keep their shared memory until rank 0 has read it (its loads are done: their values are stored), no memory to order".into(),
+            ),
+            s("rc_cluster_sync_relaxed_sm90()"),
             Stmt::Return,
         ]
     }

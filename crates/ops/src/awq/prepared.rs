@@ -22,7 +22,9 @@
 //! `qweight` (kept borrowed for that), like [`crate::Ops::awq_gemm`].
 
 use super::run::element;
-use super::select::{awq_dense_wins, select_awq_bulk, select_awq_gemm_prepared, select_awq_streamed};
+use super::select::{
+    awq_dense_wins, select_awq_bulk, select_awq_gemm_prepared, select_awq_streamed, select_awq_streamed_wide,
+};
 use super::validate::{validate_awq_gemm, validate_awq_weight, AwqGemmProblem, AwqTensors};
 use super::AwqShape;
 use crate::context::Ops;
@@ -150,7 +152,9 @@ impl Ops {
     /// [`Ops::awq_gemm_prepared`] on the fused prepared kernel, with the configuration and
     /// requested K splits of `forced` (its `prepared` flag is set here), or the shape's
     /// choice for `None`: the register-streamed kernel where
-    /// [`super::select::select_awq_streamed`] takes it, on sm_90 the bulk-producer kernel
+    /// [`super::select::select_awq_streamed`] or (one row on a weight of one to two waves of
+    /// 64-column blocks) [`super::select::select_awq_streamed_wide`] takes it, on sm_90 the
+    /// bulk-producer kernel
     /// where [`super::select::select_awq_bulk`] takes it, else
     /// [`super::select::select_awq_gemm_prepared`] (tests and benchmarks cover every kernel
     /// this way). A forced bulk or wgmma configuration off sm_90 is an [`OpsError::Arch`];
@@ -180,6 +184,7 @@ impl Ops {
         };
         let (cfg, splits) = forced
             .or_else(|| select_awq_streamed(m, n, k, sms, e))
+            .or_else(|| select_awq_streamed_wide(m, n, k, sms, e))
             .or_else(bulk)
             .unwrap_or_else(|| select_awq_gemm_prepared(m, n, k, sms, e));
         self.run_awq_fused(&p, Some((cfg.prepared(), splits)))

@@ -226,6 +226,9 @@ pub fn select_awq_bulk(m: usize, n: usize, k: usize, sms: usize, element: Elemen
 /// 19.48 against 18.63-18.78 us; 16 rows: 26.68 against 22.67), so the rule takes the
 /// streamed kernel where its grid of `2 N / 64` CTAs fills between half and one wave of
 /// the SMs, for M <= 16 and K up to what two splits stage (8192 at 8 rows, 4096 at 16).
+/// (Session 14, helper awqtail: with `x`'s row 0 loaded with the ring, 8.0 us at 1 x 4096
+/// and 10.3 at 16 x 4096 against 9.1 and 11.15 before; the one-row wide weight then takes
+/// [`select_awq_streamed_wide`].)
 ///
 /// ```
 /// use rcute_ops::awq::select::select_awq_streamed;
@@ -251,6 +254,45 @@ pub fn select_awq_streamed(m: usize, n: usize, k: usize, sms: usize, element: El
     }
     let cfg = AwqGemmConfig::new(element, [bm, 64, 64], [16, 1], 4, 4).streamed();
     Some((cfg, 2.min(k.div_ceil(64).max(1) as u32)))
+}
+
+/// The prepared path's register-streamed kernel at one row on a weight wider than one wave
+/// of 64-column blocks (`sms < N / 64 <= 2 sms`: N = 14336 on 132 SMs, 224 CTAs): 8 warps
+/// along K, 12 steps in flight per warp, one split (K up to the 4096 one split of 8 rows
+/// stages), or `None`.
+///
+/// Measured (H100, BENCHMARKS.md, AWQ, helper awqtail): with all of `x`'s row 0 loaded
+/// with the ring (the stage no longer waits for one chunk after another behind the weight
+/// loads), this kernel took 16.25 us at
+/// 1 x 14336 x 4096 against 18.88-18.92 us for the prepared `cp.async` kernel of
+/// [`select_awq_gemm_prepared`] in the same run (cuBLAS fp16 45.1). Rows past the first are
+/// staged after the ring, as before, where it measured 19.2-19.6 us: M = 1 only.
+///
+/// ```
+/// use rcute_ops::awq::select::select_awq_streamed_wide;
+/// let f16 = rcute_atom::Element::F16;
+/// let (cfg, splits) = select_awq_streamed_wide(1, 14336, 4096, 132, f16).unwrap();
+/// assert!(cfg.streamed && cfg.prepared);
+/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([8, 64, 64], [8, 1], 12, 1));
+/// assert!(select_awq_streamed_wide(2, 14336, 4096, 132, f16).is_none());
+/// assert!(select_awq_streamed_wide(1, 4096, 4096, 132, f16).is_none());
+/// assert!(select_awq_streamed_wide(1, 14336, 8192, 132, f16).is_none());
+/// assert!(select_awq_streamed_wide(1, 28672, 4096, 132, f16).is_none());
+/// ```
+pub fn select_awq_streamed_wide(
+    m: usize,
+    n: usize,
+    k: usize,
+    sms: usize,
+    element: Element,
+) -> Option<(AwqGemmConfig, u32)> {
+    let ctas = n.div_ceil(64);
+    // one split of 8 rows stages 512 / 8 = 64 k-tiles of x
+    if m != 1 || ctas <= sms || ctas > 2 * sms || k > 64 * 64 || !k.is_multiple_of(16) {
+        return None;
+    }
+    let cfg = AwqGemmConfig::new(element, [8, 64, 64], [8, 1], 12, 4).streamed();
+    Some((cfg, 1))
 }
 
 /// The unprepared op's register-streamed kernel on AutoAWQ's checkpoint words
@@ -334,6 +376,32 @@ mod tests {
         }
         assert!(chosen > 0);
         assert!(select_awq_streamed(1, 4096, 4096, 132, e).is_some());
+    }
+
+    /// The one-row wide rule runs one split of the 12-deep ring in one to two waves of
+    /// CTAs, never where the 16-warp rule already chose, and its K fits the staged x.
+    #[test]
+    fn wide_streamed_choice_runs_one_split_in_one_to_two_waves() {
+        let e = Element::F16;
+        let mut chosen = 0;
+        for sms in [108, 132] {
+            for m in 1..=3 {
+                for n in (64..=20000).step_by(328) {
+                    for k in [64, 1024, 4096, 4104, 8192] {
+                        let Some((cfg, splits)) = select_awq_streamed_wide(m, n, k, sms, e) else {
+                            continue;
+                        };
+                        chosen += 1;
+                        assert!(select_awq_streamed(m, n, k, sms, e).is_none(), "{m}x{n}x{k}");
+                        let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
+                        let (_, run) = g.split_plan(k as i32, splits as i32);
+                        let ctas = g.launch_config(m as i32, n as i32, run).grid.x as usize;
+                        assert!(m == 1 && run == 1 && ctas > sms && ctas <= 2 * sms, "{m}x{n}x{k} on {sms}");
+                    }
+                }
+            }
+        }
+        assert!(chosen > 0);
     }
 
     /// The unprepared op's streamed kernel is chosen on the prepared one's domain (every
