@@ -57,7 +57,13 @@ pub fn cluster_sync_relaxed_sm90() -> Snippet {
         &[],
         true,
     );
-    Snippet::build("rc_cluster_sync_relaxed_sm90", Arch::SM80, 32, vec![], &on_sm90(&body, ""))
+    Snippet::build(
+        "rc_cluster_sync_relaxed_sm90",
+        Arch::SM80,
+        32,
+        vec![],
+        &on_sm90(&body, ""),
+    )
 }
 
 /// `rc_cluster_size_sm90()`: `%cluster_nctarank` (CTAs in this CTA's cluster) on sm_90; 1

@@ -245,7 +245,9 @@ pub fn run(args: &BenchStreamArgs) -> Result<String, String> {
     let out_buf: CudaSlice<u32> = stream.alloc_zeros(1024).map_err(|e| e.to_string())?;
     let out = out_buf.device_ptr(&stream).0;
     let mut probes = Vec::new();
-    let pads: Vec<u32> = std::iter::once(0).chain(args.smem_pad_kb.iter().map(|k| k * 1024)).collect();
+    let pads: Vec<u32> = std::iter::once(0)
+        .chain(args.smem_pad_kb.iter().map(|k| k * 1024))
+        .collect();
     for cfg in &configs {
         for &pad in &pads {
             match load_probe(&gpu, cfg, out, pad) {

@@ -159,7 +159,12 @@ impl AwqStreamed {
                 StreamedWeight::Prepared => 16,
                 StreamedWeight::Checkpoint => 4,
             }),
-            cluster: [cluster_sync_sm90(), cluster_size_sm90(), ld_dsmem_f32x4(), cluster_sync_relaxed_sm90()],
+            cluster: [
+                cluster_sync_sm90(),
+                cluster_size_sm90(),
+                ld_dsmem_f32x4(),
+                cluster_sync_relaxed_sm90(),
+            ],
         })
     }
 

@@ -396,7 +396,10 @@ mod tests {
                         let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
                         let (_, run) = g.split_plan(k as i32, splits as i32);
                         let ctas = g.launch_config(m as i32, n as i32, run).grid.x as usize;
-                        assert!(m == 1 && run == 1 && ctas > sms && ctas <= 2 * sms, "{m}x{n}x{k} on {sms}");
+                        assert!(
+                            m == 1 && run == 1 && ctas > sms && ctas <= 2 * sms,
+                            "{m}x{n}x{k} on {sms}"
+                        );
                     }
                 }
             }
