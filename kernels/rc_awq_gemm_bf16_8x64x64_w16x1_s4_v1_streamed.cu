@@ -130,26 +130,6 @@ __device__ __forceinline__ void rc_cluster_sync_relaxed_sm90() {
   #endif
 }
 
-// --- from rcute-atom rc_cp_async_ca_4 ---
-__device__ __forceinline__ void rc_cp_async_ca_4(void *smem_dst, void const *gmem_src) {
-  uint32_t saddr;
-  asm("{ .reg .u64 rc_t; cvta.to.shared.u64 rc_t, %1; cvt.u32.u64 %0, rc_t; }" : "=r"(saddr) : "l"(smem_dst));
-  asm volatile(
-      "cp.async.ca.shared.global [%0], [%1], %2;\n"
-      : 
-      : "r"(saddr), "l"(gmem_src), "n"(4)
-      : "memory");
-}
-
-// --- from rcute-atom rc_cp_async_wait_all ---
-__device__ __forceinline__ void rc_cp_async_wait_all() {
-  asm volatile(
-      "cp.async.wait_all;\n"
-      : 
-      : 
-      : "memory");
-}
-
 // w = qweight [K, N/8] words of rows 2t, 2t+1, 2t+8, 2t+9 of a k16 step (src: row 2t, the lane's word column; rows are n8 = N/8 words apart).
 __device__ __forceinline__ void rc_awq_gemm_bf16_8x64x64_w16x1_s4_v1_streamed_rows(
     const uint32_t* src,
@@ -271,13 +251,6 @@ extern "C" __global__ __launch_bounds__(512) void rc_awq_gemm_bf16_8x64x64_w16x1
     const int c = threadIdx.x + 512 * i;
     x0[i] = c < 2 * steps ? __ldg(reinterpret_cast<const uint4*>(x + (long long)m0 * ldx + k0) + c) : make_uint4(0u, 0u, 0u, 0u);
   }
-  // x rows m0 + r, r = 1 .. rows - 1 (row 0 above), k0 .. k0 + 16 steps: word w = 2 elements (threads 512 apart) -> [row][t = w % 4][j = w / 4], by cp.async, ahead of the ring
-  for (int r = 1; r < rows; ++r) {
-    const uint32_t* xrow = reinterpret_cast<const uint32_t*>(x + (long long)(m0 + r) * ldx + k0);
-    for (int w = threadIdx.x; w < 8 * steps; w += 512) {
-      rc_cp_async_ca_4(sx + r * 2056 + (w & 3) * 514 + (w >> 2), xrow + w);
-    }
-  }
   // group gnext's scales of columns 64 wb + 8g .. + 8 and its zero word (same 16-byte / word index), ahead of the ring (step 0 needs them)
   int gnext = (k0 + 16 * s_begin) / G;
   uint4 s_raw = make_uint4(0u, 0u, 0u, 0u);
@@ -307,12 +280,25 @@ extern "C" __global__ __launch_bounds__(512) void rc_awq_gemm_bf16_8x64x64_w16x1
       sx[1542 + c] = x0[i].w;
     }
   }
+  // x rows m0 + 1 .. m0 + rows (row 0 above), k0 .. k0 + 16 steps in 16-byte chunks c (words 4c .. 4c + 3) -> [row][t][j = c]; up to 8 rows
+  for (int c = threadIdx.x; c < 2 * steps; c += 512) {
+    #pragma unroll
+    for (int r = 0; r < 8; ++r) {
+      if (r > 0 && r < rows) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(x + (long long)(m0 + r) * ldx + k0) + c);
+        // words 4c .. 4c + 3 of the row: t = 0..3, j = c
+        uint32_t* dst = sx + r * 2056 + c;
+        dst[0] = v.x;
+        dst[514] = v.y;
+        dst[1028] = v.z;
+        dst[1542] = v.w;
+      }
+    }
+  }
   // row `rows`: zeros, the B fragments of rows past M (shared memory holds rows + 1 staged rows: AwqStreamed::smem_bytes_for)
   for (int c = threadIdx.x; c < 2056; c += 512) {
     sx[rows * 2056 + c] = 0u;
   }
-  // rows 1 .. rows - 1 landed (this thread's copies), then everyone's (one barrier)
-  rc_cp_async_wait_all();
   __syncthreads();
   uint32_t sc[4] = {};
   uint32_t zl[4] = {};

@@ -1,6 +1,6 @@
 //! The register-streamed AWQ decode mainloop ([`crate::awq_mainloop`] with `streamed`): the
 //! prepared weight ([`crate::awq_prepared`]) goes from global memory straight into
-//! registers, with no shared-memory weight stage, no `cp.async` and no CTA barrier in the loop.
+//! registers, with no shared-memory stage, no `cp.async` and no CTA barrier in the loop.
 //!
 //! **Swap-AB.** In the prepared layout lane `(g, t)` of a warp owns 16 contiguous bytes per
 //! (k16 block, 64-column block), and word `r` of them holds the nibble pairs
@@ -24,8 +24,7 @@
 //! (the CTA's K range split over its `k_slices` warps along K; `col_blocks` warps along
 //! N), keeping `ring` steps of the weight in flight in registers (one 16-byte
 //! `ld.global.nc.L1::no_allocate` per lane and step); the next group's scales and zero
-//! word are loaded one group ahead. `x` is staged once per CTA into shared memory (row 0
-//! through registers, the other rows by 4-byte `cp.async`, both issued before the ring) in the
+//! word are loaded one group ahead. `x` is staged once per CTA into shared memory in the
 //! fragment order `[row][t][j]` (word `w` of a row's K range at `(w % 4, w / 4)`, rows of
 //! [`AwqStreamed::x_row_words`], `t` planes of [`AwqStreamed::x_t_words`] words: the two B
 //! registers of a step are one conflict-free 8-byte load; rows past M read a zero row). The warps' partial sums meet
@@ -55,7 +54,6 @@
 //! ```
 
 use rcute_atom::cluster_dsmem::{cluster_size_sm90, cluster_sync_relaxed_sm90, cluster_sync_sm90, ld_dsmem_f32x4};
-use rcute_atom::copy_cp_async::{cp_async, cp_async_wait_all, CacheOp};
 use rcute_atom::copy_ldst::ld_global_stream;
 use rcute_atom::{CopyOp, Snippet};
 
@@ -130,10 +128,6 @@ pub struct AwqStreamed {
     /// ordering (the other warps, and the barrier that keeps the peers' shared memory alive
     /// until rank 0 has read it); each a no-op / 1 / zeros / no-op before sm_90.
     pub cluster: [Snippet; 4],
-    /// The staging of `x`'s rows past the first, issued before the ring: a 4-byte
-    /// `cp.async.ca` per word (the `[row][t][j]` scatter moves single words) and the
-    /// `cp.async.wait_all` before the stage's barrier.
-    pub x_stage: [Snippet; 2],
 }
 
 impl AwqStreamed {
@@ -166,12 +160,6 @@ impl AwqStreamed {
                 StreamedWeight::Checkpoint => 4,
             }),
             cluster: [cluster_sync_sm90(), cluster_size_sm90(), ld_dsmem_f32x4(), cluster_sync_relaxed_sm90()],
-            x_stage: [
-                cp_async(CacheOp::CacheAlways, 4, false)
-                    .expect("the 4-byte cp.async.ca exists")
-                    .snippet,
-                cp_async_wait_all(),
-            ],
         })
     }
 

@@ -264,7 +264,6 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
         ];
         snips.extend(crate::grid_dependency::snippets());
         snips.extend(st.cluster.iter().cloned());
-        snips.extend(st.x_stage.iter().cloned());
         snips.dedup_by(|a, b| a.name == b.name);
         let mut items = unit_preamble(&snips, "");
         let checkpoint = st.weight == StreamedWeight::Checkpoint;

@@ -202,13 +202,29 @@ impl Emit<'_> {
         ]
     }
 
-    /// Before the loop: `x` row 0 into registers and the other rows' copies into the stage,
-    /// the first group's scales, the ring's first loads, row 0 stored, one CTA barrier.
+    /// Before the loop: the ring's first loads, the first group's scales, `x` staged into
+    /// shared memory (one CTA barrier), the first group's registers.
     fn streamed_prologue(&self) -> Vec<Stmt> {
         let p = self.p;
         let st = self.st();
-        let d = st.ring;
+        let (bm, d) = (p.config.tile[0], st.ring);
         let threads = p.threads;
+        let stage_rows = vec![when(
+            "r > 0 && r < rows",
+            vec![
+                Stmt::decl(
+                    "const uint4",
+                    "v",
+                    "__ldg(reinterpret_cast<const uint4*>(x + (long long)(m0 + r) * ldx + k0) + c)",
+                ),
+                Stmt::Comment("words 4c .. 4c + 3 of the row: t = 0..3, j = c".into()),
+                Stmt::decl("uint32_t*", "dst", format!("sx + r * {} + c", st.x_row_words)),
+                s("dst[0] = v.x"),
+                s(format!("dst[{}] = v.y", st.x_t_words)),
+                s(format!("dst[{}] = v.z", 2 * st.x_t_words)),
+                s(format!("dst[{}] = v.w", 3 * st.x_t_words)),
+            ],
+        )];
         let (source, ptr, slot) = if self.checkpoint() {
             (
                 self.checkpoint_source(),
@@ -249,7 +265,7 @@ impl Emit<'_> {
         ];
         let group_col = self.group_col();
         let (x0_first, x0_store) = self.streamed_x_row0();
-        [source, x0_first, self.streamed_x_rows_async(), vec![
+        [source, x0_first, vec![
             Stmt::Comment("group gnext's scales of columns 64 wb + 8g .. + 8 and its zero word (same 16-byte / word index), ahead of the ring (step 0 needs them)".into()),
             Stmt::decl("int", "gnext", "(k0 + 16 * s_begin) / G"),
             Stmt::decl("uint4", "s_raw", "make_uint4(0u, 0u, 0u, 0u)"),
@@ -263,6 +279,15 @@ impl Emit<'_> {
                 ],
             ),
         ], ring, x0_store, vec![
+            Stmt::Comment(format!(
+                "x rows m0 + 1 .. m0 + rows (row 0 above), k0 .. k0 + 16 steps in 16-byte chunks c (words 4c .. 4c + 3) -> [row][t][j = c]; up to {bm} rows"
+            )),
+            Stmt::Loop {
+                init: "int c = threadIdx.x".into(),
+                cond: "c < 2 * steps".into(),
+                step: format!("c += {threads}"),
+                body: vec![Stmt::unrolled("r", bm, stage_rows)],
+            },
             Stmt::Comment(
                 "row `rows`: zeros, the B fragments of rows past M (shared memory holds rows + 1 staged rows: AwqStreamed::smem_bytes_for)".into(),
             ),
@@ -272,8 +297,6 @@ impl Emit<'_> {
                 step: format!("c += {threads}"),
                 body: vec![Stmt::assign(format!("sx[rows * {} + c]", st.x_row_words), "0u")],
             },
-            Stmt::Comment("rows 1 .. rows - 1 landed (this thread's copies), then everyone's (one barrier)".into()),
-            s(format!("{}()", st.x_stage[1].name)),
             s("__syncthreads()"),
         ]].concat()
     }
@@ -285,8 +308,8 @@ impl Emit<'_> {
     /// come back in order) and the next trip's load waited for that store: no step could
     /// start until then (ncu, BENCHMARKS.md, helper awqtail: 15-18 % of the warps' stall
     /// samples at 1 x 4096 / 14336 sat on those `x` stores); `x` comes from L2. Rows past
-    /// 0 (M > 1) go by `cp.async` ([`Self::streamed_x_rows_async`]): holding them in
-    /// registers would cost `4 BM` registers per chunk. Returns (loads, stores).
+    /// 0 (M > 1) are staged after the ring, as before: holding them in registers would
+    /// cost `4 BM` registers per chunk. Returns (loads, stores).
     fn streamed_x_row0(&self) -> (Vec<Stmt>, Vec<Stmt>) {
         let (p, st) = (self.p, self.st());
         let threads = p.threads;
@@ -335,39 +358,6 @@ impl Emit<'_> {
             ),
         ];
         (loads, stores)
-    }
-
-    /// Rows 1 .. `rows` of the CTA's `x`, issued before the ring as 4-byte `cp.async`
-    /// copies straight into the stage (the `[row][t][j]` scatter moves single words;
-    /// consecutive threads copy consecutive words, 128 bytes per warp and copy), waited
-    /// for once before the stage's barrier. Staged after the ring through registers, each
-    /// chunk waited behind the ring's weight loads from DRAM, and the next trip behind that
-    /// store (the row-0 wait of [`Self::streamed_x_row0`], for M > 1).
-    fn streamed_x_rows_async(&self) -> Vec<Stmt> {
-        let (p, st) = (self.p, self.st());
-        let threads = p.threads;
-        vec![
-            Stmt::Comment(format!(
-                "x rows m0 + r, r = 1 .. rows - 1 (row 0 above), k0 .. k0 + 16 steps: word w = 2 elements (threads {threads} apart) -> [row][t = w % 4][j = w / 4], by cp.async, ahead of the ring"
-            )),
-            Stmt::Loop {
-                init: "int r = 1".into(),
-                cond: "r < rows".into(),
-                step: "++r".into(),
-                body: vec![
-                    Stmt::decl("const uint32_t*", "xrow", "reinterpret_cast<const uint32_t*>(x + (long long)(m0 + r) * ldx + k0)"),
-                    Stmt::Loop {
-                        init: "int w = threadIdx.x".into(),
-                        cond: "w < 8 * steps".into(),
-                        step: format!("w += {threads}"),
-                        body: vec![s(format!(
-                            "{}(sx + r * {} + (w & 3) * {} + (w >> 2), xrow + w)",
-                            st.x_stage[0].name, st.x_row_words, st.x_t_words
-                        ))],
-                    },
-                ],
-            },
-        ]
     }
 
     /// The load of one step of the lane's weight at `src` into ring slot `wr[d]`.
