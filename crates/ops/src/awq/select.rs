@@ -271,7 +271,7 @@ pub const WIDE_STREAMED_MAX_ROWS: usize = 4;
 /// [`select_awq_gemm_prepared`] in the same run (cuBLAS fp16 45.1). Rows past the first
 /// are staged after the ring; still (helper awqx, same bench, `before` / `after` binaries
 /// of one call) it took 16.88-17.03 us at 4 x 14336 x 4096 against 19.20-19.28 us for the
-/// op's choice then (cuBLAS 45.5-45.7), but 31.6-34.3 us at 16 rows (two row tiles)
+/// prepared `cp.async` kernel (cuBLAS 45.5-45.7), but 31.6-34.3 us at 16 rows (two row tiles)
 /// against 23.1: M <= 4 (2 and 3 rows lie between the measured 1 and 4; 5 to 8 rows are
 /// not measured).
 ///
