@@ -593,8 +593,8 @@ fn awq_streamed_units() -> Vec<CatalogueKernel> {
 /// The register-streamed AWQ GEMM configurations in the catalogue
 /// ([`rcute_collective::awq_streamed`]; `mma.sync`, so sm_80 and sm_90): the decode
 /// kernels `ops` selects for the prepared path, f16 and bf16: 16 warps along K, ring 4
-/// (`select_awq_streamed`; 8 and 16 rows), and 8 warps along K, ring 12, one split at one
-/// row on wide weights (`select_awq_streamed_wide`, f16).
+/// (`select_awq_streamed`; 8 and 16 rows), and 8 warps along K, ring 12, one split at 1 to
+/// 4 rows on wide weights (`select_awq_streamed_wide`, f16).
 pub fn awq_streamed_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::F16;

@@ -256,17 +256,24 @@ pub fn select_awq_streamed(m: usize, n: usize, k: usize, sms: usize, element: El
     Some((cfg, 2.min(k.div_ceil(64).max(1) as u32)))
 }
 
-/// The prepared path's register-streamed kernel at one row on a weight wider than one wave
-/// of 64-column blocks (`sms < N / 64 <= 2 sms`: N = 14336 on 132 SMs, 224 CTAs): 8 warps
-/// along K, 12 steps in flight per warp, one split (K up to the 4096 one split of 8 rows
-/// stages), or `None`.
+/// Most rows of `x` that [`select_awq_streamed_wide`] takes (measured at 1 and 4 rows).
+pub const WIDE_STREAMED_MAX_ROWS: usize = 4;
+
+/// The prepared path's register-streamed kernel at one to [`WIDE_STREAMED_MAX_ROWS`] rows
+/// on a weight wider than one wave of 64-column blocks (`sms < N / 64 <= 2 sms`: N = 14336
+/// on 132 SMs, 224 CTAs): 8 warps along K, 12 steps in flight per warp, one split (K up to
+/// the 4096 one split of 8 rows stages), or `None`.
 ///
 /// Measured (H100, BENCHMARKS.md, AWQ, helper awqtail): with all of `x`'s row 0 loaded
 /// with the ring (the stage no longer waits for one chunk after another behind the weight
 /// loads), this kernel took 16.25 us at
 /// 1 x 14336 x 4096 against 18.88-18.92 us for the prepared `cp.async` kernel of
-/// [`select_awq_gemm_prepared`] in the same run (cuBLAS fp16 45.1). Rows past the first are
-/// staged after the ring, as before, where it measured 19.2-19.6 us: M = 1 only.
+/// [`select_awq_gemm_prepared`] in the same run (cuBLAS fp16 45.1). Rows past the first
+/// are staged after the ring; still (helper awqx, same bench, `before` / `after` binaries
+/// of one call) it took 16.88-17.03 us at 4 x 14336 x 4096 against 19.20-19.28 us for the
+/// prepared `cp.async` kernel (cuBLAS 45.5-45.7), but 31.6-34.3 us at 16 rows (two row tiles)
+/// against 23.1: M <= 4 (2 and 3 rows lie between the measured 1 and 4; 5 to 8 rows are
+/// not measured).
 ///
 /// ```
 /// use rcute_ops::awq::select::select_awq_streamed_wide;
@@ -274,7 +281,8 @@ pub fn select_awq_streamed(m: usize, n: usize, k: usize, sms: usize, element: El
 /// let (cfg, splits) = select_awq_streamed_wide(1, 14336, 4096, 132, f16).unwrap();
 /// assert!(cfg.streamed && cfg.prepared);
 /// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([8, 64, 64], [8, 1], 12, 1));
-/// assert!(select_awq_streamed_wide(2, 14336, 4096, 132, f16).is_none());
+/// assert_eq!(select_awq_streamed_wide(4, 14336, 4096, 132, f16), Some((cfg, 1)));
+/// assert!(select_awq_streamed_wide(5, 14336, 4096, 132, f16).is_none());
 /// assert!(select_awq_streamed_wide(1, 4096, 4096, 132, f16).is_none());
 /// assert!(select_awq_streamed_wide(1, 14336, 8192, 132, f16).is_none());
 /// assert!(select_awq_streamed_wide(1, 28672, 4096, 132, f16).is_none());
@@ -288,7 +296,7 @@ pub fn select_awq_streamed_wide(
 ) -> Option<(AwqGemmConfig, u32)> {
     let ctas = n.div_ceil(64);
     // one split of 8 rows stages 512 / 8 = 64 k-tiles of x
-    if m != 1 || ctas <= sms || ctas > 2 * sms || k > 64 * 64 || !k.is_multiple_of(16) {
+    if m == 0 || m > WIDE_STREAMED_MAX_ROWS || ctas <= sms || ctas > 2 * sms || k > 64 * 64 || !k.is_multiple_of(16) {
         return None;
     }
     let cfg = AwqGemmConfig::new(element, [8, 64, 64], [8, 1], 12, 4).streamed();
@@ -378,14 +386,14 @@ mod tests {
         assert!(select_awq_streamed(1, 4096, 4096, 132, e).is_some());
     }
 
-    /// The one-row wide rule runs one split of the 12-deep ring in one to two waves of
-    /// CTAs, never where the 16-warp rule already chose, and its K fits the staged x.
+    /// The wide rule (1 to 4 rows) runs one split of the 12-deep ring in one to two waves
+    /// of CTAs, never where the 16-warp rule already chose, and its K fits the staged x.
     #[test]
     fn wide_streamed_choice_runs_one_split_in_one_to_two_waves() {
         let e = Element::F16;
         let mut chosen = 0;
         for sms in [108, 132] {
-            for m in 1..=3 {
+            for m in 1..=6 {
                 for n in (64..=20000).step_by(328) {
                     for k in [64, 1024, 4096, 4104, 8192] {
                         let Some((cfg, splits)) = select_awq_streamed_wide(m, n, k, sms, e) else {
@@ -397,7 +405,7 @@ mod tests {
                         let (_, run) = g.split_plan(k as i32, splits as i32);
                         let ctas = g.launch_config(m as i32, n as i32, run).grid.x as usize;
                         assert!(
-                            m == 1 && run == 1 && ctas > sms && ctas <= 2 * sms,
+                            m <= WIDE_STREAMED_MAX_ROWS && run == 1 && ctas > sms && ctas <= 2 * sms,
                             "{m}x{n}x{k} on {sms}"
                         );
                     }
