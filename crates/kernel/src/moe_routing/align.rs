@@ -48,7 +48,7 @@ pub const THREADS: u32 = 1024;
 const WARPS: u32 = THREADS / 32;
 
 /// Entries a warp loads before processing them (32 each): independent loads in flight.
-const UNROLL: u32 = 4;
+const UNROLL: u32 = 8;
 
 /// The largest `T * k + L * (block_m - 1)` the 32-bit indices allow.
 pub const MAX_ROWS_BOUND: i64 = 1 << 30;
