@@ -173,15 +173,15 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_bf16_e64
     const int begin = (int)rc_min(N, w * per);
     const int end = (int)rc_min(N, begin + per);
     // pass 1: per-warp counts
-    for (int base = begin; base < end; base += 256) {
-      int id[8];  // local expert of entries base + 32 * u + lane (-1 past end)
+    for (int base = begin; base < end; base += 128) {
+      int id[4];  // local expert of entries base + 32 * u + lane (-1 past end)
       #pragma unroll
-      for (int u = 0; u < 8; ++u) {
+      for (int u = 0; u < 4; ++u) {
         const int i = base + 32 * u + lane;
         id[u] = i < end ? (int)((unsigned)topk_ids[i] - (unsigned)expert_offset) : -1;
       }
       #pragma unroll
-      for (int u = 0; u < 8; ++u) {
+      for (int u = 0; u < 4; ++u) {
         const int e = id[u];
         const bool local = (unsigned)e < (unsigned)L;
         // layout (32,256):(256,1) at (w,e)
@@ -261,15 +261,15 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_bf16_e64
     // bits of a value in [0, L]: the ballots that find a warp's lanes of one expert
     const int bits = 32 - __clz(L);
     // pass 3: each entry at its expert's offset + the warp's rank + its rank in the group
-    for (int base = begin; base < end; base += 256) {
-      int id[8];  // local expert of entries base + 32 * u + lane (-1 past end)
+    for (int base = begin; base < end; base += 128) {
+      int id[4];  // local expert of entries base + 32 * u + lane (-1 past end)
       #pragma unroll
-      for (int u = 0; u < 8; ++u) {
+      for (int u = 0; u < 4; ++u) {
         const int i = base + 32 * u + lane;
         id[u] = i < end ? (int)((unsigned)topk_ids[i] - (unsigned)expert_offset) : -1;
       }
       #pragma unroll
-      for (int u = 0; u < 8; ++u) {
+      for (int u = 0; u < 4; ++u) {
         const int e = id[u];
         const bool local = (unsigned)e < (unsigned)L;
         const int v = local ? e : L;
