@@ -46,8 +46,8 @@ __device__ __forceinline__ void rc_launch_dependents() {
   #endif
 }
 
-// out[m] = x[sorted_ids[m] / topk] (zeros in padding rows) for m < total_rows; one CTA per row
-extern "C" __global__ __launch_bounds__(128) void rc_moe_gather_rows_bf16(
+// out[m] = x[sorted_ids[m] / topk] (zeros in padding rows) for m < total_rows; a warp per row
+extern "C" __global__ __launch_bounds__(256, 4) void rc_moe_gather_rows_bf16(
     const __nv_bfloat16* __restrict__ x,
     __nv_bfloat16* __restrict__ out,
     const int* __restrict__ sorted_ids,
@@ -64,15 +64,30 @@ extern "C" __global__ __launch_bounds__(128) void rc_moe_gather_rows_bf16(
     // few CTAs: the next kernel may launch now and wait on the idle SMs
     rc_launch_dependents();
   }
-  const int m = blockIdx.x;
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int vecs = H / 8;  // 16-byte vectors per row
   // rows past this routing's padded rows are never read by the GEMM
-  if (m >= __ldg(total_rows)) {
-    return;
-  }
-  const int entry = __ldg(sorted_ids + m);  // the routed entry t * topk + j of this row; `entries` in padding rows
-  const uint4* const src = reinterpret_cast<const uint4*>(x + (long long)(entry < entries ? entry / topk : 0) * ldx);  // x (T,H):(ldx,1), the entry's token row (row 0, unread, for padding)
-  uint4* const dst = reinterpret_cast<uint4*>(out + (long long)m * H);  // out (rows,H):(H,1) in 8-element vectors
-  for (int v = threadIdx.x; v < H / 8; v += 128) {
-    dst[v] = entry < entries ? __ldg(src + v) : make_uint4(0u, 0u, 0u, 0u);
+  const int total = __ldg(total_rows);
+  // warp w of CTA b copies rows b * 8 + w, then a grid of warps further
+  for (int m = blockIdx.x * 8 + warp; m < total; m += gridDim.x * 8) {
+    const int entry = __ldg(sorted_ids + m);  // the routed entry t * topk + j of this row; `entries` in padding rows
+    const uint4* const src = reinterpret_cast<const uint4*>(x + (long long)(entry < entries ? entry / topk : 0) * ldx);  // x (T,H):(ldx,1), the entry's token row (row 0, unread, for padding)
+    uint4* const dst = reinterpret_cast<uint4*>(out + (long long)m * H);  // out (rows,H):(H,1) in 8-element vectors
+    for (int v0 = lane; v0 < vecs; v0 += 256) {
+      uint4 r[8];  // vectors v0 + 32 * u of the row: 8 loads in flight per lane
+      #pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int v = v0 + 32 * u;
+        r[u] = entry < entries && v < vecs ? __ldg(src + v) : make_uint4(0u, 0u, 0u, 0u);
+      }
+      #pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int v = v0 + 32 * u;
+        if (v < vecs) {
+          dst[v] = r[u];
+        }
+      }
+    }
   }
 }

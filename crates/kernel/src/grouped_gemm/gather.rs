@@ -4,7 +4,9 @@
 //! device scalar `total_rows` are not touched, so the grid is sized by the capacity and
 //! nothing waits for the host.
 //!
-//! One CTA of [`THREADS`] threads per padded row, 16-byte vectors (`H % 8 == 0`).
+//! A warp per row, a grid of warps stepping over the rows (one wave of CTAs, as many as
+//! the SMs hold, not one CTA per capacity row): each lane loads [`UNROLL`] 16-byte vectors
+//! (`H % 8 == 0`) of its row before it stores them, so loads stay in flight.
 //!
 //! ```
 //! use rcute_kernel::grouped_gemm::gather::generate;
@@ -18,7 +20,17 @@ use crate::launch::{Function, KernelArgs, LaunchConfig};
 use rcute_atom::Element;
 
 /// Threads per CTA.
-pub const THREADS: u32 = 128;
+pub const THREADS: u32 = 256;
+
+/// Warps per CTA, one row each at a time.
+const WARPS: u32 = THREADS / 32;
+
+/// 16-byte vectors a lane loads before it stores them (a row of `H = 2048` in one round).
+const UNROLL: u32 = 8;
+
+/// CTAs an SM holds at once (`__launch_bounds__` keeps a thread at 64 registers, the
+/// [`UNROLL`] vectors take 32 of them), so the grid is one wave.
+const CTAS_PER_SM: u32 = 4;
 
 /// The generated gather kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,14 +71,39 @@ pub fn generate(element: Element) -> Result<GeneratedMoeGather, GroupedGemmError
     }
     let ta = element.cuda_type();
     let name = format!("rc_moe_gather_rows_{}", element.ptx());
-    let body = vec![
-        Stmt::decl("const int", "m", "blockIdx.x"),
-        Stmt::Comment("rows past this routing's padded rows are never read by the GEMM".into()),
-        Stmt::If {
-            cond: "m >= __ldg(total_rows)".into(),
-            then: vec![Stmt::Return],
-            otherwise: vec![],
+    let (warps, unroll) = (WARPS, UNROLL);
+    let copy = vec![
+        Stmt::Array {
+            ty: "uint4".into(),
+            name: "r".into(),
+            len: unroll as usize,
+            comment: Some(format!("vectors v0 + 32 * u of the row: {unroll} loads in flight per lane")),
         },
+        Stmt::unrolled(
+            "u",
+            unroll,
+            vec![
+                Stmt::decl("const int", "v", "v0 + 32 * u"),
+                Stmt::assign(
+                    "r[u]",
+                    "entry < entries && v < vecs ? __ldg(src + v) : make_uint4(0u, 0u, 0u, 0u)",
+                ),
+            ],
+        ),
+        Stmt::unrolled(
+            "u",
+            unroll,
+            vec![
+                Stmt::decl("const int", "v", "v0 + 32 * u"),
+                Stmt::If {
+                    cond: "v < vecs".into(),
+                    then: vec![Stmt::assign("dst[v]", "r[u]")],
+                    otherwise: vec![],
+                },
+            ],
+        ),
+    ];
+    let per_row = vec![
         Stmt::Decl {
             ty: "const int".into(),
             name: "entry".into(),
@@ -88,17 +125,33 @@ pub fn generate(element: Element) -> Result<GeneratedMoeGather, GroupedGemmError
             comment: Some("out (rows,H):(H,1) in 8-element vectors".into()),
         },
         Stmt::Loop {
-            init: "int v = threadIdx.x".into(),
-            cond: "v < H / 8".into(),
-            step: format!("v += {THREADS}"),
-            body: vec![Stmt::assign(
-                "dst[v]",
-                "entry < entries ? __ldg(src + v) : make_uint4(0u, 0u, 0u, 0u)",
-            )],
+            init: "int v0 = lane".into(),
+            cond: "v0 < vecs".into(),
+            step: format!("v0 += {}", 32 * unroll),
+            body: copy,
+        },
+    ];
+    let body = vec![
+        Stmt::decl("const int", "warp", "threadIdx.x / 32"),
+        Stmt::decl("const int", "lane", "threadIdx.x % 32"),
+        Stmt::Decl {
+            ty: "const int".into(),
+            name: "vecs".into(),
+            init: Some("H / 8".into()),
+            comment: Some("16-byte vectors per row".into()),
+        },
+        Stmt::Comment("rows past this routing's padded rows are never read by the GEMM".into()),
+        Stmt::decl("const int", "total", "__ldg(total_rows)"),
+        Stmt::Comment(format!("warp w of CTA b copies rows b * {warps} + w, then a grid of warps further")),
+        Stmt::Loop {
+            init: format!("int m = blockIdx.x * {warps} + warp"),
+            cond: "m < total".into(),
+            step: format!("m += gridDim.x * {warps}"),
+            body: per_row,
         },
     ];
     let f = CFunction {
-        qualifiers: format!("extern \"C\" __global__ __launch_bounds__({THREADS})"),
+        qualifiers: format!("extern \"C\" __global__ __launch_bounds__({THREADS}, {CTAS_PER_SM})"),
         ret: "void".into(),
         name: name.clone(),
         params: vec![
@@ -112,7 +165,7 @@ pub fn generate(element: Element) -> Result<GeneratedMoeGather, GroupedGemmError
             ("int".into(), "topk".into()),
         ],
         doc: vec![
-            "out[m] = x[sorted_ids[m] / topk] (zeros in padding rows) for m < total_rows; one CTA per row".into(),
+            "out[m] = x[sorted_ids[m] / topk] (zeros in padding rows) for m < total_rows; a warp per row".into(),
         ],
         body,
     };
@@ -154,9 +207,20 @@ impl GeneratedMoeGather {
         Ok(())
     }
 
-    /// One CTA per padded row of the capacity.
-    pub fn launch_config(&self, a: &MoeGatherArgs) -> LaunchConfig {
-        LaunchConfig::new((a.rows.max(1) as u32, 1, 1), THREADS)
+    /// A CTA per [`WARPS`] rows of the capacity, at most one wave of `sms` SMs (the warps
+    /// step over the rest).
+    ///
+    /// ```
+    /// use rcute_kernel::grouped_gemm::gather::{generate, MoeGatherArgs};
+    /// let g = generate(rcute_atom::Element::BF16).unwrap();
+    /// let a = MoeGatherArgs { rows: 100, ..Default::default() };
+    /// assert_eq!(g.launch_config(&a, 132).grid.x, 13);
+    /// let a = MoeGatherArgs { rows: 1 << 20, ..a };
+    /// assert_eq!(g.launch_config(&a, 132).grid.x, 132 * 4);
+    /// ```
+    pub fn launch_config(&self, a: &MoeGatherArgs, sms: u32) -> LaunchConfig {
+        let ctas = (a.rows.max(1) as u32).div_ceil(WARPS);
+        LaunchConfig::new((ctas.min(sms.max(1) * CTAS_PER_SM), 1, 1), THREADS)
     }
 
     /// The kernel's arguments in order, but its last (the early-trigger flag that
@@ -184,7 +248,7 @@ impl GeneratedMoeGather {
     pub unsafe fn launch(&self, f: &Function, a: &MoeGatherArgs) -> Result<(), GroupedGemmError> {
         self.check(a)?;
         // SAFETY: the caller guarantees the buffers; the arguments match the signature.
-        unsafe { crate::grid_dependency::launch_chained(f, self.launch_config(a), self.args(a))? };
+        unsafe { crate::grid_dependency::launch_chained(f, self.launch_config(a, f.gpu().sm_count()), self.args(a))? };
         Ok(())
     }
 }

@@ -48,6 +48,8 @@ pub const THREADS: u32 = 1024;
 const WARPS: u32 = THREADS / 32;
 
 /// Entries a warp loads before processing them (32 each): independent loads in flight.
+/// 8 measured the same and 16 slower (DeepSeek-V2-Lite, T = 1024, H100; BENCHMARKS.md,
+/// session 14, helper moegather).
 const UNROLL: u32 = 4;
 
 /// The largest `T * k + L * (block_m - 1)` the 32-bit indices allow.
