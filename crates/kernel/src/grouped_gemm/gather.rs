@@ -77,7 +77,9 @@ pub fn generate(element: Element) -> Result<GeneratedMoeGather, GroupedGemmError
             ty: "uint4".into(),
             name: "r".into(),
             len: unroll as usize,
-            comment: Some(format!("vectors v0 + 32 * u of the row: {unroll} loads in flight per lane")),
+            comment: Some(format!(
+                "vectors v0 + 32 * u of the row: {unroll} loads in flight per lane"
+            )),
         },
         Stmt::unrolled(
             "u",
@@ -142,7 +144,9 @@ pub fn generate(element: Element) -> Result<GeneratedMoeGather, GroupedGemmError
         },
         Stmt::Comment("rows past this routing's padded rows are never read by the GEMM".into()),
         Stmt::decl("const int", "total", "__ldg(total_rows)"),
-        Stmt::Comment(format!("warp w of CTA b copies rows b * {warps} + w, then a grid of warps further")),
+        Stmt::Comment(format!(
+            "warp w of CTA b copies rows b * {warps} + w, then a grid of warps further"
+        )),
         Stmt::Loop {
             init: format!("int m = blockIdx.x * {warps} + warp"),
             cond: "m < total".into(),
@@ -164,9 +168,7 @@ pub fn generate(element: Element) -> Result<GeneratedMoeGather, GroupedGemmError
             ("int".into(), "entries".into()),
             ("int".into(), "topk".into()),
         ],
-        doc: vec![
-            "out[m] = x[sorted_ids[m] / topk] (zeros in padding rows) for m < total_rows; a warp per row".into(),
-        ],
+        doc: vec!["out[m] = x[sorted_ids[m] / topk] (zeros in padding rows) for m < total_rows; a warp per row".into()],
         body,
     };
     let mut items = unit_preamble(&crate::grid_dependency::snippets(), "");
