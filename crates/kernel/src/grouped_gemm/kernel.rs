@@ -67,17 +67,12 @@ fn cta_tile(cfg: &GroupedGemmConfig) -> Vec<Stmt> {
         if_("m0 >= __ldg(total_rows)", vec![Stmt::Return]),
     ];
     v.extend(tile::tile_expert(cfg, Stmt::Return));
-    v.extend([
-        dc(
-            "const int",
-            "split",
-            "blockIdx.z",
-            "split-K (scatter only): split s sums K range [s * k_per_split, (s + 1) * k_per_split) into its own output slab",
-        ),
-        d("const int", "k_begin", "split * k_per_split"),
-        d("const int", "k_end", "min(K, k_begin + k_per_split)"),
-        d("int", "k_tile_count", format!("k_end > k_begin ? (k_end - k_begin + {}) / {bk} : 0", bk - 1)),
-    ]);
+    v.extend(tile::split_k_range());
+    v.extend([d(
+        "int",
+        "k_tile_count",
+        format!("k_end > k_begin ? (k_end - k_begin + {}) / {bk} : 0", bk - 1),
+    )]);
     v.extend(tile::operands(cfg));
     v
 }

@@ -82,6 +82,24 @@ pub enum GroupedA {
     Rows,
 }
 
+impl GroupedA {
+    /// The A operand's part of a kernel name.
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupedA::Gathered => "gather",
+            GroupedA::Rows => "rows",
+        }
+    }
+
+    /// The A operand in a generated unit's header.
+    pub fn describe(self) -> &'static str {
+        match self {
+            GroupedA::Gathered => "rows gathered by sorted entry",
+            GroupedA::Rows => "padded rows",
+        }
+    }
+}
+
 /// What the epilogue writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GroupedEpilogue {
@@ -90,6 +108,24 @@ pub enum GroupedEpilogue {
     SwiGlu,
     /// `D[sorted_ids[m], n] = weight * acc[m, n]`, padding rows skipped.
     Scatter,
+}
+
+impl GroupedEpilogue {
+    /// The epilogue's part of a kernel name.
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupedEpilogue::SwiGlu => "swiglu",
+            GroupedEpilogue::Scatter => "scatter",
+        }
+    }
+
+    /// The epilogue in a generated unit's header.
+    pub fn describe(self) -> &'static str {
+        match self {
+            GroupedEpilogue::SwiGlu => "SwiGLU (gate rows 0..N, up rows N..2N of B)",
+            GroupedEpilogue::Scatter => "router weight, scattered to entry rows",
+        }
+    }
 }
 
 /// A grouped GEMM configuration.
@@ -274,14 +310,7 @@ impl GeneratedGroupedGemm {
 pub fn kernel_name(cfg: &GroupedGemmConfig, stages: usize) -> String {
     let [bm, bn, bk] = cfg.tile;
     let [wm, wn] = cfg.warps;
-    let a = match cfg.a {
-        GroupedA::Gathered => "gather",
-        GroupedA::Rows => "rows",
-    };
-    let ep = match cfg.epilogue {
-        GroupedEpilogue::SwiGlu => "swiglu",
-        GroupedEpilogue::Scatter => "scatter",
-    };
+    let (a, ep) = (cfg.a.name(), cfg.epilogue.name());
     let sk = if cfg.stream_k { "_streamk" } else { "" };
     let l2 = if cfg.b_l2_prefetch { "_l2pf" } else { "" };
     format!(
@@ -360,15 +389,9 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
             format!(
                 "grouped (MoE) GEMM, sm_80 class (cp.async, mma.sync): A {} K-major ({}), B {} K-major per expert, epilogue {}",
                 cfg.element.ptx(),
-                match cfg.a {
-                    GroupedA::Gathered => "rows gathered by sorted entry",
-                    GroupedA::Rows => "padded rows",
-                },
+                cfg.a.describe(),
                 cfg.element.ptx(),
-                match cfg.epilogue {
-                    GroupedEpilogue::SwiGlu => "SwiGLU (gate rows 0..N, up rows N..2N of B)",
-                    GroupedEpilogue::Scatter => "router weight, scattered to entry rows",
-                }
+                cfg.epilogue.describe()
             ),
             format!(
                 "tile {bm}x{bn}x{bk}, warps {}x{}, {} stages{}",

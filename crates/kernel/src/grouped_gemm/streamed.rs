@@ -57,14 +57,7 @@ pub fn plan(cfg: &GroupedGemmConfig) -> Result<MoeStreamed, GroupedGemmError> {
 
 /// The kernel name of a streamed configuration.
 pub fn kernel_name(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> String {
-    let a = match cfg.a {
-        GroupedA::Gathered => "gather",
-        GroupedA::Rows => "rows",
-    };
-    let ep = match cfg.epilogue {
-        GroupedEpilogue::SwiGlu => "swiglu",
-        GroupedEpilogue::Scatter => "scatter",
-    };
+    let (a, ep) = (cfg.a.name(), cfg.epilogue.name());
     let rot = if cfg.k_rotate { "_rot" } else { "" };
     format!(
         "rc_moe_grouped_reg_{}_{a}_{ep}_{}x{}x{}_r{}_w{}{rot}",
@@ -84,22 +77,26 @@ fn setup(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> Vec<Stmt> {
     let mut v = vec![
         d("const int", "lane", "threadIdx.x & 31"),
         d("const int", "warp", "threadIdx.x >> 5"),
-        dc("const int", "g", "lane >> 2", "MMA row g (and g + 8) of the weight, row g of an A fragment"),
-        dc("const int", "q", "lane & 3", "the lane's 8 k of a 32-k chunk: 8q .. 8q + 8"),
+        dc(
+            "const int",
+            "g",
+            "lane >> 2",
+            "MMA row g (and g + 8) of the weight, row g of an A fragment",
+        ),
+        dc(
+            "const int",
+            "q",
+            "lane & 3",
+            "the lane's 8 k of a 32-k chunk: 8q .. 8q + 8",
+        ),
         dc("const int", "tile_m", "blockIdx.x", "row tile"),
         d("const int", "m0", format!("tile_m * {bm}")),
         c("the grid covers the most padded rows any routing gives; tiles past this routing's rows exit"),
         if_("m0 >= __ldg(total_rows)", vec![Stmt::Return]),
-        dc("const int", "expert", "__ldg(block_expert + tile_m)", "the local expert of this row tile"),
-        if_("expert < 0", vec![Stmt::Return]),
-        dc(
-            "const int",
-            "split",
-            "blockIdx.z",
-            "split-K (scatter only): split s sums K range [s * k_per_split, (s + 1) * k_per_split) into its own output slab",
-        ),
-        d("const int", "k_begin", "split * k_per_split"),
-        d("const int", "k_end", "min(K, k_begin + k_per_split)"),
+    ];
+    v.extend(super::tile::row_tile_expert(Stmt::Return));
+    v.extend(super::tile::split_k_range());
+    v.extend([
         dc(
             "const int",
             "chunks",
@@ -112,7 +109,7 @@ fn setup(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> Vec<Stmt> {
             "B + (long long)expert * expert_stride",
             "the expert's weight (rows,K):(ldb,1)",
         ),
-    ];
+    ]);
     match cfg.epilogue {
         GroupedEpilogue::SwiGlu => v.extend([
             dc(
@@ -519,14 +516,8 @@ pub(super) fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, 
             format!(
                 "grouped (MoE) decode GEMM, register-streamed swap-AB (ld.global.nc, mma.sync m16n8k16: weight rows = MMA rows, A rows = MMA columns): A {} ({}), epilogue {}",
                 cfg.element.ptx(),
-                match cfg.a {
-                    GroupedA::Gathered => "rows gathered by sorted entry",
-                    GroupedA::Rows => "padded rows",
-                },
-                match cfg.epilogue {
-                    GroupedEpilogue::SwiGlu => "SwiGLU (gate rows 0..N, up rows N..2N of B)",
-                    GroupedEpilogue::Scatter => "router weight, scattered to entry rows",
-                }
+                cfg.a.describe(),
+                cfg.epilogue.describe()
             ),
             format!(
                 "tile {bm}x{bn}x{bk}, {} warps, ring of {} chunks{}",

@@ -10,6 +10,21 @@ use crate::emit::Stmt;
 /// and the tile's first output column `n0`, from `tile_m` / `tile_n` (the tile grid's and
 /// stream-K's setups alike).
 pub(super) fn tile_expert(cfg: &GroupedGemmConfig, skip: Stmt) -> [Stmt; 3] {
+    let [expert, skip] = row_tile_expert(skip);
+    [
+        expert,
+        skip,
+        dc(
+            "const int",
+            "n0",
+            format!("tile_n * {}", cfg.tile_n_out()),
+            "first output column of this tile",
+        ),
+    ]
+}
+
+/// `expert`: the local expert of row tile `tile_m` (`skip` where it has none).
+pub(super) fn row_tile_expert(skip: Stmt) -> [Stmt; 2] {
     [
         dc(
             "const int",
@@ -18,12 +33,20 @@ pub(super) fn tile_expert(cfg: &GroupedGemmConfig, skip: Stmt) -> [Stmt; 3] {
             "the local expert of this row tile",
         ),
         if_("expert < 0", vec![skip]),
+    ]
+}
+
+/// `split`, `k_begin`, `k_end`: the K range of this CTA's split (grid z).
+pub(super) fn split_k_range() -> [Stmt; 3] {
+    [
         dc(
             "const int",
-            "n0",
-            format!("tile_n * {}", cfg.tile_n_out()),
-            "first output column of this tile",
+            "split",
+            "blockIdx.z",
+            "split-K (scatter only): split s sums K range [s * k_per_split, (s + 1) * k_per_split) into its own output slab",
         ),
+        d("const int", "k_begin", "split * k_per_split"),
+        d("const int", "k_end", "min(K, k_begin + k_per_split)"),
     ]
 }
 
