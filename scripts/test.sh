@@ -6,6 +6,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-cuda.sh
 export RCUTE_CUDA_WHEELS="${RCUTE_CUDA_WHEELS:-$PWD/.cuda}"
+# CI (CI=true): a one-shot build on a machine whose free disk varies. Full debug info and
+# incremental caches took ~11 GB over the two workspaces' debug builds, and a CI run once
+# died in the linker (lld, SIGBUS: its output file is mapped, so a full disk kills it).
+# Line tables keep panics' file:line; neither setting changes what the tests check.
+if [ "${CI:-}" = true ]; then
+    export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+    export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
+    df -h . | sed 's/^/test.sh: disk: /' >&2
+fi
 cargo test --workspace --locked "$@"
 # Expert parallelism (cargo feature `nccl` of rcute-ops, off by default): its CPU tests
 # (typed errors, a missing NCCL), and that its GPU test and `rcute bench moe --ranks`
@@ -17,6 +26,12 @@ cargo check --locked -p rcute-cli -p rcute-tests --features rcute-cli/nccl,rcute
 # tests skip): ~20 min from scratch measured on 2 busy cores, so it fits CI's time
 # (crates/candle/README.md, "CI"). RCUTE_TEST_CANDLE=0 skips it.
 if [ "${RCUTE_TEST_CANDLE:-1}" = 1 ]; then
+    if [ "${CI:-}" = true ]; then
+        # Nothing below reuses the workspace's debug build (the candle build has its own
+        # target directory), so CI frees its disk first.
+        rm -rf "${CARGO_TARGET_DIR:-target}/debug"
+        df -h . | sed 's/^/test.sh: disk: /' >&2
+    fi
     if command -v g++ >/dev/null; then
         CANDLE_PROFILE=dev bash scripts/build-candle.sh
     else
