@@ -171,6 +171,25 @@ impl AwqMainloopConfig {
         self.prepared()
     }
 
+    /// The most K one split of a register-streamed kernel takes: its staged `x` holds
+    /// [`crate::awq_streamed::X_ROW_TILES`]` / BM` k-tiles of [`AWQ_BK`] (the plan's
+    /// `max_k_tiles`); `None` for the other kernels, whose splits take any K.
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::AwqMainloopConfig;
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [8, 64, 64], [8, 1], 12, 4).streamed();
+    /// assert_eq!(cfg.streamed_split_k_capacity(), Some(4096));
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [16, 64, 64], [16, 1], 4, 4).streamed();
+    /// assert_eq!(cfg.streamed_split_k_capacity(), Some(2048));
+    /// assert_eq!(cfg.prepared().streamed_split_k_capacity(), Some(2048));
+    /// let fused = AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4).prepared();
+    /// assert_eq!(fused.streamed_split_k_capacity(), None);
+    /// ```
+    pub fn streamed_split_k_capacity(&self) -> Option<i64> {
+        (self.streamed && self.tile[0] > 0).then(|| crate::awq_streamed::X_ROW_TILES / self.tile[0] * AWQ_BK)
+    }
+
     /// The same configuration on the prepared weight layout (16-byte copies).
     ///
     /// ```
@@ -435,6 +454,19 @@ mod tests {
 
     fn plan() -> AwqMainloop {
         AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4)).unwrap()
+    }
+
+    /// The split capacity the selection rules read is the plan's own: `max_k_tiles` k-tiles.
+    #[test]
+    fn streamed_split_capacity_is_the_plans_staged_x() {
+        for bm in [8, 16] {
+            let prepared = AwqMainloopConfig::new(Element::F16, [bm, 64, 64], [16, 1], 4, 4).streamed();
+            let checkpoint = prepared.streamed_checkpoint();
+            for cfg in [prepared, checkpoint] {
+                let st = AwqMainloop::new(&cfg).unwrap().streamed.unwrap();
+                assert_eq!(cfg.streamed_split_k_capacity(), Some(st.max_k_tiles * AWQ_BK));
+            }
+        }
     }
 
     /// `__byte_perm(x, y, s)` for the two selectors the kernel uses.

@@ -247,12 +247,10 @@ pub fn select_awq_bulk(m: usize, n: usize, k: usize, sms: usize, element: Elemen
 pub fn select_awq_streamed(m: usize, n: usize, k: usize, sms: usize, element: Element) -> Option<(AwqGemmConfig, u32)> {
     let ctas = 2 * (n / 64);
     let bm: i64 = if m <= 8 { 8 } else { 16 };
-    // two splits of at most max_k_tiles 64-row tiles: 512 / BM (the staged x)
-    let max_k = 2 * 64 * (512 / bm as usize);
-    if m > 16 || 2 * ctas <= sms || ctas > sms || k > max_k {
+    let cfg = AwqGemmConfig::new(element, [bm, 64, 64], [16, 1], 4, 4).streamed();
+    if m > 16 || 2 * ctas <= sms || ctas > sms || k > 2 * staged_k(&cfg) {
         return None;
     }
-    let cfg = AwqGemmConfig::new(element, [bm, 64, 64], [16, 1], 4, 4).streamed();
     Some((cfg, 2.min(k.div_ceil(64).max(1) as u32)))
 }
 
@@ -295,11 +293,11 @@ pub fn select_awq_streamed_wide(
     element: Element,
 ) -> Option<(AwqGemmConfig, u32)> {
     let ctas = n.div_ceil(64);
-    // one split of 8 rows stages 512 / 8 = 64 k-tiles of x
-    if m == 0 || m > WIDE_STREAMED_MAX_ROWS || ctas <= sms || ctas > 2 * sms || k > 64 * 64 || !k.is_multiple_of(16) {
+    let cfg = AwqGemmConfig::new(element, [8, 64, 64], [8, 1], 12, 4).streamed();
+    let one_split = k <= staged_k(&cfg) && k.is_multiple_of(16);
+    if m == 0 || m > WIDE_STREAMED_MAX_ROWS || ctas <= sms || ctas > 2 * sms || !one_split {
         return None;
     }
-    let cfg = AwqGemmConfig::new(element, [8, 64, 64], [8, 1], 12, 4).streamed();
     Some((cfg, 1))
 }
 
@@ -339,13 +337,16 @@ pub fn select_awq_streamed_checkpoint(
 ) -> Option<(AwqGemmConfig, u32)> {
     let ctas = 2 * n.div_ceil(64);
     let bm: i64 = if m <= 8 { 8 } else { 16 };
-    // two splits of at most max_k_tiles 64-row tiles: 512 / BM (the staged x)
-    let max_k = 2 * 64 * (512 / bm as usize);
-    if m > 16 || 2 * ctas <= sms || ctas > sms || k > max_k || !k.is_multiple_of(16) {
+    let cfg = AwqGemmConfig::new(element, [bm, 64, 64], [16, 1], 4, 1).streamed_checkpoint();
+    if m > 16 || 2 * ctas <= sms || ctas > sms || k > 2 * staged_k(&cfg) || !k.is_multiple_of(16) {
         return None;
     }
-    let cfg = AwqGemmConfig::new(element, [bm, 64, 64], [16, 1], 4, 1).streamed_checkpoint();
     Some((cfg, 2.min(k.div_ceil(64).max(1) as u32)))
+}
+
+/// The K one split of a register-streamed configuration takes (the `x` it stages).
+fn staged_k(cfg: &AwqGemmConfig) -> usize {
+    cfg.streamed_split_k_capacity().map_or(0, |k| k as usize)
 }
 
 #[cfg(test)]
