@@ -34,7 +34,7 @@ use crate::scaled_mm_kernel::{LoadedScaledMm, ScaledMmKey};
 use crate::select::{select_scaled_mm, ScaledMmSelection};
 use crate::stream::Uses;
 use crate::tensor::{DType, Geometry, Major, MatrixMut, MatrixRef, VectorRef};
-use crate::tuning::ConfigSpec;
+use crate::tuning::{ConfigSpec, TunedKernel};
 use crate::Ops;
 use rcute_kernel::gemm_sm80::{
     self, FusionArgs, GemmArgs, GemmElement as Element, GemmSm80Config, ScaleKind, SplitKMode, TICKET_SMEM,
@@ -568,6 +568,50 @@ impl ScaledMmKind {
         }
     }
 
+    /// The kind a table key of [`scaled_mm_key`] names (types `ab:out`, fusion
+    /// `A-B[+bias]`); a key's `token` (`channel`) also stands for a one-row (one-column)
+    /// problem's tensor scale, and reads back as the per-row (per-column) kind.
+    ///
+    /// ```
+    /// use rcute_ops::tuning::ProblemKey;
+    /// use rcute_ops::{DType, ScaledMmKind};
+    /// let key = ProblemKey::new("scaled_mm", "e4m3:bf16", "token-channel+bias", "sm_90a", 16, 4096, 4096);
+    /// let kind = ScaledMmKind::of_key(&key).unwrap();
+    /// assert_eq!((kind.ab, kind.out, kind.bias), (DType::E4M3, DType::BF16, true));
+    /// assert!(ScaledMmKind::of_key(&ProblemKey { fusion: "row-col".into(), ..key }).is_err());
+    /// ```
+    pub fn of_key(key: &crate::tuning::ProblemKey) -> Result<ScaledMmKind, String> {
+        let bad = || format!("{}/{} is not a scaled-mm kind", key.dtypes, key.fusion);
+        let (ab, out) = key.dtypes.split_once(':').ok_or_else(bad)?;
+        let ab = match ab {
+            "s8" => DType::S8,
+            "e4m3" => DType::E4M3,
+            _ => return Err(bad()),
+        };
+        let out = match out {
+            "f16" => DType::F16,
+            "bf16" => DType::BF16,
+            _ => return Err(bad()),
+        };
+        let (scales, bias) = match key.fusion.strip_suffix("+bias") {
+            Some(s) => (s, true),
+            None => (key.fusion.as_str(), false),
+        };
+        let scale = |s: &str, vector: &str, vector_kind: ScaleKind| match s {
+            "tensor" => Ok(ScaleKind::Scalar),
+            s if s == vector => Ok(vector_kind),
+            _ => Err(bad()),
+        };
+        let (a, b) = scales.split_once('-').ok_or_else(bad)?;
+        Ok(ScaledMmKind {
+            ab,
+            out,
+            a_scale: scale(a, "token", ScaleKind::PerRow)?,
+            b_scale: scale(b, "channel", ScaleKind::PerCol)?,
+            bias,
+        })
+    }
+
     fn out_element(&self) -> Element {
         match self.out {
             DType::F16 => Element::F16,
@@ -859,23 +903,13 @@ impl Ops {
     }
 
     /// Build (once) the kernel that a problem of `kind` runs with the tuning spec `spec`,
-    /// without running it (the fast path's 16-byte copies): the tuner compiles its
-    /// candidates in parallel through this.
+    /// without running it (the fast path's 16-byte copies: [`scaled_mm_spec_kernel`]): the
+    /// tuner compiles its candidates in parallel through this.
     pub fn load_scaled_mm_spec(&self, kind: &ScaledMmKind, spec: &ConfigSpec) -> Result<(), OpsError> {
-        match spec {
-            ConfigSpec::Sm80(s) => self.scaled_mm_kernel_of(kind, &s.scaled_mm_selection(), 16).map(|_| ()),
-            ConfigSpec::Sm90(s) => {
-                let out = kind.out_element();
-                let ab = if kind.ab == DType::E4M3 {
-                    Element::E4M3
-                } else {
-                    Element::S8
-                };
-                let base = s.apply(rcute_kernel::gemm_sm90::GemmSm90Config::bf16(s.tile, s.schedule));
-                let cfg = sm90_scaled_config(base, ab, out, kind.a_scale, kind.b_scale, kind.bias)?;
-                self.load_gemm_sm90(&cfg).map(|_| ())
-            }
-            other => Err(not_scaled_mm(other)),
+        match scaled_mm_spec_kernel(kind, spec, self.gpu().max_shared_per_block_optin())? {
+            TunedKernel::Sm80(cfg) => self.load_scaled_mm(&cfg).map(|_| ()),
+            TunedKernel::Sm90(cfg) => self.load_gemm_sm90(&cfg).map(|_| ()),
+            other => Err(OpsError::Shape(format!("{other:?} is not a scaled-mm kernel"))),
         }
     }
 
@@ -885,18 +919,7 @@ impl Ops {
         sel: &ScaledMmSelection,
         copy_bytes: usize,
     ) -> Result<LoadedScaledMm, OpsError> {
-        let out = kind.out_element();
-        if sel.target == ScaledMmTarget::Turing && out != Element::F16 {
-            return Err(OpsError::DType(format!(
-                "{} output on sm_75 (the Turing kernel writes f16 only)",
-                kind.out.name()
-            )));
-        }
-        let optin = (self.gpu().max_shared_per_block_optin() as usize).saturating_sub(TICKET_SMEM);
-        let smem_budget = match sel.target {
-            ScaledMmTarget::Ampere => optin,
-            ScaledMmTarget::Turing => TURING_SMEM_BUDGET.min(optin),
-        };
+        let smem_budget = scaled_mm_smem_budget(sel.target, self.gpu().max_shared_per_block_optin());
         let key = ScaledMmKey {
             target: sel.target,
             tile: sel.tile,
@@ -919,20 +942,80 @@ impl Ops {
         if let Some(l) = hit {
             return Ok(l);
         }
-        let mut cfg = GemmSm80Config::scaled_mm(out, kind.a_scale, kind.b_scale, kind.bias, sel.tile, sel.warps)
-            .map_err(boxed)?;
-        if sel.target == ScaledMmTarget::Turing {
-            cfg = cfg.turing();
-        }
-        cfg.smem_budget = smem_budget;
-        cfg.stages = sel.stages.or(cfg.stages);
-        cfg.raster_swizzle = sel.raster_swizzle;
-        cfg.copy_bytes = copy_bytes;
-        let l = self.load_scaled_mm(&cfg)?;
+        let l = self.load_scaled_mm(&scaled_mm_sm80_config(kind, sel, copy_bytes, smem_budget)?)?;
         if let Ok(mut t) = self.scaled_mm_keys.lock() {
             t.insert(key, l.clone());
         }
         Ok(l)
+    }
+}
+
+/// The shared memory an SM80-class scaled-mm CTA of `target` may use on a device of
+/// `smem_optin` bytes of opt-in shared memory per block (less the split-K ticket).
+fn scaled_mm_smem_budget(target: ScaledMmTarget, smem_optin: u32) -> usize {
+    let optin = (smem_optin as usize).saturating_sub(TICKET_SMEM);
+    match target {
+        ScaledMmTarget::Ampere => optin,
+        ScaledMmTarget::Turing => TURING_SMEM_BUDGET.min(optin),
+    }
+}
+
+/// The SM80-class kernel of a problem of `kind` under the selection `sel`, with
+/// `copy_bytes` global loads and `smem_budget` bytes of shared memory (which set an
+/// automatic stage count).
+fn scaled_mm_sm80_config(
+    kind: &ScaledMmKind,
+    sel: &ScaledMmSelection,
+    copy_bytes: usize,
+    smem_budget: usize,
+) -> Result<GemmSm80Config, OpsError> {
+    let out = kind.out_element();
+    if sel.target == ScaledMmTarget::Turing && out != Element::F16 {
+        return Err(OpsError::DType(format!(
+            "{} output on sm_75 (the Turing kernel writes f16 only)",
+            kind.out.name()
+        )));
+    }
+    let mut cfg =
+        GemmSm80Config::scaled_mm(out, kind.a_scale, kind.b_scale, kind.bias, sel.tile, sel.warps).map_err(boxed)?;
+    if sel.target == ScaledMmTarget::Turing {
+        cfg = cfg.turing();
+    }
+    cfg.smem_budget = smem_budget;
+    cfg.stages = sel.stages.or(cfg.stages);
+    cfg.raster_swizzle = sel.raster_swizzle;
+    cfg.copy_bytes = copy_bytes;
+    Ok(cfg)
+}
+
+/// The kernel a scaled-mm problem of `kind` runs with the tuning spec `spec` on the fast
+/// path (16-byte copies), on a device of `smem_optin` bytes of opt-in shared memory per
+/// block (an SM80-class spec with automatic stages fills it): the SM80-class kernel for
+/// an SM80-class spec, the Hopper kernel for an `sm90:` one (types and fusion from
+/// `kind`). What [`Ops::load_scaled_mm_spec`] builds and a tuning entry's fingerprint
+/// covers.
+pub(crate) fn scaled_mm_spec_kernel(
+    kind: &ScaledMmKind,
+    spec: &ConfigSpec,
+    smem_optin: u32,
+) -> Result<TunedKernel, OpsError> {
+    match spec {
+        ConfigSpec::Sm80(s) => {
+            let sel = s.scaled_mm_selection();
+            let budget = scaled_mm_smem_budget(sel.target, smem_optin);
+            Ok(TunedKernel::Sm80(scaled_mm_sm80_config(kind, &sel, 16, budget)?))
+        }
+        ConfigSpec::Sm90(s) => {
+            let ab = if kind.ab == DType::E4M3 {
+                Element::E4M3
+            } else {
+                Element::S8
+            };
+            let base = s.apply(rcute_kernel::gemm_sm90::GemmSm90Config::bf16(s.tile, s.schedule));
+            let cfg = sm90_scaled_config(base, ab, kind.out_element(), kind.a_scale, kind.b_scale, kind.bias)?;
+            Ok(TunedKernel::Sm90(cfg))
+        }
+        other => Err(not_scaled_mm(other)),
     }
 }
 

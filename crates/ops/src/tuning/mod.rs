@@ -40,6 +40,7 @@
 
 pub mod bucket;
 mod budget;
+mod fingerprint;
 mod header;
 mod key;
 mod op_specs;
@@ -57,6 +58,7 @@ mod table;
 pub mod timing;
 pub mod tuner;
 
+pub use fingerprint::{kernel_fingerprint, tuned_kernels, TunedKernel};
 pub use header::{generator_hashes, probe_sources, Family, TableHeader};
 pub use key::{awq_key, moe_key, ProblemKey};
 pub use op_specs::{AwqSpec, MoeSm90Spec, MoeSpec};

@@ -12,7 +12,7 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use super::probe::{driver, probe_fields, random, Half, Sampled};
 use super::space::awq_candidates;
 use super::tuner::{copies_for, Compiler, Tunable};
-use super::{awq_key, AwqSpec, ConfigSpec, ProblemKey};
+use super::{awq_key, AwqSpec, ConfigSpec, ProblemKey, TunedKernel};
 use crate::awq::{pack_awq_matrix, validate_awq_gemm, AwqGemmProblem, AwqShape, AwqTensors};
 use crate::tensor::{DType, MatrixMut, MatrixRef};
 use crate::Ops;
@@ -128,15 +128,23 @@ impl<T: Half> AwqProbe<T> {
     }
 }
 
+/// The kernel an `awq:` configuration runs for `element` activations: the fused GEMM on
+/// AutoAWQ's checkpoint words ([`AwqSpec::config`]). What the tuner compiles and a tuning
+/// entry's fingerprint covers.
+pub(crate) fn awq_kernel(spec: &ConfigSpec, element: rcute_atom::Element) -> Result<TunedKernel, String> {
+    Ok(TunedKernel::Awq(spec.op_spec::<AwqSpec>()?.config(element).0))
+}
+
 impl<T: Half> Tunable for AwqProbe<T> {
     probe_fields!();
 
     fn compiler(&self) -> Compiler {
-        Box::new(|ops: &Ops, spec: &ConfigSpec| {
-            ops.load_awq_gemm(&spec.op_spec::<AwqSpec>()?.config(Self::element()).0)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        })
+        Box::new(
+            |ops: &Ops, spec: &ConfigSpec| match awq_kernel(spec, Self::element())? {
+                TunedKernel::Awq(cfg) => ops.load_awq_gemm(&cfg).map(|_| ()).map_err(|e| e.to_string()),
+                other => Err(format!("{other:?} is not an AWQ kernel")),
+            },
+        )
     }
 
     fn run(&self, ops: &Ops, spec: &ConfigSpec, turn: usize) -> Result<(), String> {

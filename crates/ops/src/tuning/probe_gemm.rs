@@ -12,7 +12,7 @@ use rcute_kernel::gemm_sm90::GemmSm90Config;
 use super::probe::{copies, driver, probe_fields, random, Half, Sampled};
 use super::space::gemm_candidates;
 use super::tuner::{copies_for, Compiler, Tunable};
-use super::{gemm_key, ConfigSpec, ProblemKey};
+use super::{gemm_key, ConfigSpec, ProblemKey, TunedKernel};
 use crate::gemm::GemmProblem;
 use crate::tensor::{DType, MatrixMut, MatrixRef};
 use crate::Ops;
@@ -89,6 +89,26 @@ impl<T: Half> GemmProbe<T> {
     }
 }
 
+/// The kernel a `gemm` configuration runs for the problems the tables hold (TN, one
+/// batch, no C) of `e` operands and output: the Ampere-class kernel of an SM80-class spec,
+/// the Hopper kernel of an `sm90:` one. What the tuner compiles and a tuning entry's
+/// fingerprint covers.
+pub(crate) fn gemm_kernel(spec: &ConfigSpec, e: rcute_atom::Element) -> Result<TunedKernel, String> {
+    match spec {
+        ConfigSpec::Sm80(x) => {
+            let mut cfg = x.apply(GemmSm80Config::bf16(Major::K, Major::K, x.tile, x.warps));
+            (cfg.a, cfg.b, cfg.c, cfg.d) = (e, e, e, e);
+            Ok(TunedKernel::Sm80(cfg))
+        }
+        ConfigSpec::Sm90(x) => {
+            let mut cfg = x.apply(GemmSm90Config::bf16(x.tile, x.schedule));
+            (cfg.ab, cfg.cd) = (e, e);
+            Ok(TunedKernel::Sm90(cfg.without_c()))
+        }
+        other => Err(format!("{other} is not a gemm configuration")),
+    }
+}
+
 impl<T: Half> Tunable for GemmProbe<T> {
     probe_fields!();
 
@@ -98,18 +118,10 @@ impl<T: Half> Tunable for GemmProbe<T> {
             _ => rcute_atom::Element::BF16,
         };
         Box::new(move |ops: &Ops, spec: &ConfigSpec| {
-            match spec {
-                ConfigSpec::Sm80(x) => {
-                    let mut cfg = x.apply(GemmSm80Config::bf16(Major::K, Major::K, x.tile, x.warps));
-                    (cfg.a, cfg.b, cfg.c, cfg.d) = (e, e, e, e);
-                    ops.load_gemm(&cfg).map(|_| ())
-                }
-                ConfigSpec::Sm90(x) => {
-                    let mut cfg = x.apply(GemmSm90Config::bf16(x.tile, x.schedule));
-                    (cfg.ab, cfg.cd) = (e, e);
-                    ops.load_gemm_sm90(&cfg.without_c()).map(|_| ())
-                }
-                other => return Err(format!("{other} is not a gemm configuration")),
+            match gemm_kernel(spec, e)? {
+                TunedKernel::Sm80(cfg) => ops.load_gemm(&cfg).map(|_| ()),
+                TunedKernel::Sm90(cfg) => ops.load_gemm_sm90(&cfg).map(|_| ()),
+                other => return Err(format!("{other:?} is not a gemm kernel")),
             }
             .map_err(|x| x.to_string())
         })
