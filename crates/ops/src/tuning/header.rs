@@ -1,13 +1,13 @@
-//! A tuning table's header: where and with which generators its measurements were made.
+//! A tuning table's header: the format, and where its measurements were made.
 //!
 //! A measured choice is only valid on the device, driver and NVRTC it was measured with (a
-//! different GPU has other best tiles), and only while the generator emits the same code
-//! for its kernel family: the same configuration string names different code after the
-//! generator changes. A table whose device, SM count, driver or NVRTC differs from
-//! [`TableHeader`] of the running process is ignored whole; an entry is ignored alone when
-//! the generator hash of a [`Family`] among its candidates differs ([`Family::candidates`]),
-//! so a change to the Hopper GEMM leaves the AWQ and MoE entries in force, and a change to
-//! the MoE kernels the GEMM entries.
+//! different GPU has other best tiles): a table whose header differs from [`TableHeader`]
+//! of the running process is ignored whole. Whether an entry's kernels are still the ones
+//! this build generates is the entry's own fingerprint's business
+//! ([`super::kernel_fingerprint`]).
+//!
+//! [`Family`], [`generator_hashes`] and [`probe_sources`] are format 1's rule (one hash per
+//! kernel family in the header), kept only while the shipped tables are converted.
 
 use std::collections::BTreeMap;
 
@@ -70,9 +70,23 @@ impl Family {
     }
 }
 
-/// The provenance of a tuning table's measurements.
+/// The table format this build reads and writes: 2, a kernel fingerprint per entry
+/// ([`super::kernel_fingerprint`]). Format 1 (tables without a `format`) kept one
+/// generator hash per kernel family in the header; such a table is ignored whole.
+pub const TABLE_FORMAT: u32 = 2;
+
+/// The format of a header that names none: 1.
+fn format_1() -> u32 {
+    1
+}
+
+/// The provenance of a tuning table's measurements: the format, and the device, driver
+/// and NVRTC they were made with.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableHeader {
+    /// The table format ([`TABLE_FORMAT`]; 1 when absent).
+    #[serde(default = "format_1")]
+    pub format: u32,
     /// The device name, e.g. `"NVIDIA H200"`.
     pub device: String,
     /// Streaming multiprocessors.
@@ -81,16 +95,17 @@ pub struct TableHeader {
     pub driver: i32,
     /// The NVRTC version, `"major.minor"`.
     pub nvrtc: String,
-    /// [`generator_hashes`] of the build that measured, per family. A table written before
-    /// the hashes were kept per family has none (its `generator` field is not read), so
-    /// every entry of it counts as measured with another generator.
+    /// Opt-in shared memory per block, bytes (232448 on an H100 or H200): an automatic
+    /// SM80-class stage count fills it, so it is part of some kernels' sources and of
+    /// their fingerprints (0 when absent).
     #[serde(default)]
-    pub generators: BTreeMap<Family, String>,
+    pub smem_optin: u32,
 }
 
 impl TableHeader {
-    /// The header of this process on `gpu`: its name and SM count, the driver and NVRTC
-    /// versions, and [`generator_hashes`]. `None` when the driver or NVRTC cannot say.
+    /// The header of this process on `gpu`: the current format, its name, SM count and
+    /// opt-in shared memory, the driver and NVRTC versions. `None` when the driver or
+    /// NVRTC cannot say.
     pub fn of(gpu: &Gpu) -> Option<TableHeader> {
         let mut driver = 0i32;
         // SAFETY: an out-pointer to a live local; the driver is loaded (the Gpu exists).
@@ -100,17 +115,25 @@ impl TableHeader {
         }
         let (major, minor) = rcute_kernel::nvrtc::nvrtc_version().ok()?;
         Some(TableHeader {
+            format: TABLE_FORMAT,
             device: gpu.name().to_string(),
             sms: gpu.sm_count(),
             driver,
             nvrtc: format!("{major}.{minor}"),
-            generators: generator_hashes().clone(),
+            smem_optin: gpu.max_shared_per_block_optin(),
         })
     }
 
-    /// Why `self` (a table's header) does not describe `here`'s device, driver and NVRTC,
-    /// or `None` when it does. The generators are compared per entry ([`TableHeader::stale`]).
+    /// Why `self` (a table's header) does not describe `here`'s format, device, driver
+    /// and NVRTC, or `None` when it does. Whether an entry's kernels are the ones this
+    /// build generates is its own fingerprint's business ([`super::Tables::lookup`]).
     pub fn mismatch(&self, here: &TableHeader) -> Option<String> {
+        if self.format != here.format {
+            return Some(format!(
+                "written in format {} (this build reads format {}: re-measure it with rcute tune)",
+                self.format, here.format
+            ));
+        }
         let mut diffs = Vec::new();
         let mut diff = |what: &str, table: String, this: String| {
             if table != this {
@@ -121,25 +144,12 @@ impl TableHeader {
         diff("SMs", self.sms.to_string(), here.sms.to_string());
         diff("driver", self.driver.to_string(), here.driver.to_string());
         diff("NVRTC", self.nvrtc.clone(), here.nvrtc.clone());
+        diff(
+            "shared memory per block",
+            self.smem_optin.to_string(),
+            here.smem_optin.to_string(),
+        );
         (!diffs.is_empty()).then(|| format!("measured with {}", diffs.join(", ")))
-    }
-
-    /// Why entries choosing among `families` in a table with this header do not apply
-    /// `here` (the first family whose kernels were generated differently), or `None` when
-    /// they do.
-    pub fn stale(&self, here: &TableHeader, families: &[Family]) -> Option<String> {
-        families.iter().find_map(|&family| {
-            let table = self.generators.get(&family);
-            let this = here.generators.get(&family);
-            (table != this).then(|| {
-                format!(
-                    "measured with generator {} of the {} kernels (here {})",
-                    table.map_or("(none)", String::as_str),
-                    family.name(),
-                    this.map_or("(none)", String::as_str)
-                )
-            })
-        })
     }
 }
 
@@ -226,11 +236,12 @@ mod tests {
 
     fn header() -> TableHeader {
         TableHeader {
+            format: TABLE_FORMAT,
             device: "NVIDIA H200".into(),
             sms: 132,
             driver: 13000,
             nvrtc: "13.0".into(),
-            generators: generator_hashes().clone(),
+            smem_optin: 232448,
         }
     }
 
@@ -250,38 +261,26 @@ mod tests {
         let mut other = header();
         other.nvrtc = "12.8".into();
         assert!(other.mismatch(&here).unwrap().contains("NVRTC 12.8"));
-        // the generators are not the whole table's business: each family goes stale alone
         let mut other = header();
-        other.generators.insert(Family::Sm90, "0000000000000000".into());
-        assert_eq!(other.mismatch(&here), None);
-        let why = other.stale(&here, Family::candidates("gemm", "sm_90a")).unwrap();
-        assert!(why.contains("generator 0000000000000000 of the sm90 kernels"), "{why}");
-        for (op, arch) in [("gemm", "sm_80"), ("awq", "sm_90a"), ("moe", "sm_90a")] {
-            assert_eq!(other.stale(&here, Family::candidates(op, arch)), None, "{op} {arch}");
-        }
-        other.generators.clear();
-        assert!(Family::ALL.iter().all(|f| other.stale(&here, &[*f]).is_some()));
+        other.smem_optin = 101376;
+        assert!(other
+            .mismatch(&here)
+            .unwrap()
+            .contains("shared memory per block 101376"));
+        let mut other = header();
+        other.format = 1;
+        assert!(other
+            .mismatch(&here)
+            .unwrap()
+            .contains("format 1 (this build reads format 2"));
     }
 
     #[test]
-    fn the_generator_hashes_are_hex_distinct_and_cover_catalogue_units() {
-        let h = generator_hashes();
-        assert!(h
-            .values()
-            .all(|v| v.len() == 16 && v.chars().all(|c| c.is_ascii_hexdigit())));
-        let distinct: std::collections::BTreeSet<&String> = h.values().collect();
-        assert_eq!(distinct.len(), Family::ALL.len(), "{h:?}");
-        // every probe generates (no error text stands in for a source) and is a unit of
-        // the catalogue, so `rcute gen --check` shows when a family's hash moves
-        let catalogue: Vec<String> = rcute_kernel::catalogue::standard()
-            .into_iter()
-            .map(|k| k.source)
-            .collect();
-        for f in Family::ALL {
-            for source in probe_sources(f) {
-                assert!(source.contains("__global__"), "{f:?}: {source}");
-                assert!(catalogue.contains(&source), "{f:?}: a probe outside the catalogue");
-            }
-        }
+    fn a_header_without_a_format_is_format_1() {
+        let old = r#"{ "device": "NVIDIA H200", "sms": 132, "driver": 13000, "nvrtc": "13.0",
+                       "generators": { "sm80": "e5dc32edd20592a3" } }"#;
+        let h: TableHeader = serde_json::from_str(old).unwrap();
+        assert_eq!((h.format, h.smem_optin), (1, 0));
+        assert!(h.mismatch(&header()).is_some());
     }
 }
