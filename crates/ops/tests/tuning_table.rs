@@ -340,6 +340,20 @@ fn shipped_tables_are_well_formed() {
                 stale.push(format!("{} {} m={} {}", e.key.op, e.key.dtypes, e.key.m, e.config));
             }
         }
+        // the loader applies exactly the entries whose fingerprint is this build's
+        let current: Vec<String> = t
+            .entries
+            .iter()
+            .filter(|e| {
+                e.fingerprint.is_some()
+                    && e.fingerprint == kernel_fingerprint(&e.key, &spec_of(e), t.header.smem_optin).ok()
+            })
+            .map(|e| format!("{:?}", e.key))
+            .collect();
+        let mut current = current;
+        current.sort();
+        assert_eq!(applying(name, &t), current, "{name}");
+        assert_eq!(t.header.format, TABLE_FORMAT, "{name}");
         if !stale.is_empty() {
             eprintln!(
                 "note: {name}: {} entries were measured with other kernels (re-run rcute tune): {stale:?}",
@@ -370,19 +384,6 @@ fn convert_format_1(text: &str, smem_optin: u32, current: impl Fn(&Entry) -> boo
     t
 }
 
-/// Format 1's rule for a table of that format (`text`): an entry applies while the
-/// generator hash of every kernel family among its candidates equals this build's.
-fn format_1_rule(text: &str) -> impl Fn(&Entry) -> bool {
-    use rcute_ops::tuning::{generator_hashes, Family};
-    let table: serde_json::Value = serde_json::from_str(text).unwrap();
-    let measured = table["header"]["generators"].clone();
-    move |e: &Entry| {
-        Family::candidates(&e.key.op, &e.key.arch)
-            .iter()
-            .all(|f| measured[f.name()].as_str() == generator_hashes().get(f).map(String::as_str))
-    }
-}
-
 /// The keys of `table`'s entries that apply on its own device (through the loader).
 fn applying(name: &str, table: &TuningTable) -> Vec<String> {
     let loaded = TuningTable::load_text(&table.to_json(), name, &table.header);
@@ -398,43 +399,29 @@ fn applying(name: &str, table: &TuningTable) -> Vec<String> {
 }
 
 #[test]
-fn shipped_tables_of_format_1_convert_to_fingerprints_that_apply_where_the_family_hashes_did() {
-    for (name, text) in rcute_ops::tuning::SHIPPED {
-        let old_rule = format_1_rule(text);
-        let old = TuningTable::from_json(text).unwrap();
-        // both shipped tables are of sm_90 GPUs (227 KiB of opt-in shared memory per block)
-        assert!(old.entries.iter().all(|e| e.key.arch == "sm_90a"), "{name}");
-        let mut by_old: Vec<String> = old
-            .entries
-            .iter()
-            .filter(|e| old_rule(e))
-            .map(|e| format!("{:?}", e.key))
-            .collect();
-        by_old.sort();
-        let converted = convert_format_1(text, SM90_SMEM_OPTIN, &old_rule);
-        let by_new = applying(name, &converted);
-        eprintln!(
-            "{name}: {} of {} entries apply under both rules",
-            by_new.len(),
-            old.entries.len()
-        );
-        assert_eq!(by_new, by_old, "{name}");
-    }
-}
-
-/// `RCUTE_CONVERT_TABLES=1 cargo test --release -p rcute-ops --test tuning_table --
-/// --ignored convert_the_shipped_tables` rewrites the shipped tables of format 1 in the
-/// current format ([`convert_format_1`] under [`format_1_rule`]).
-#[test]
-#[ignore]
-fn convert_the_shipped_tables() {
-    if std::env::var_os("RCUTE_CONVERT_TABLES").is_none() {
-        eprintln!("set RCUTE_CONVERT_TABLES=1 to rewrite the shipped tables");
-        return;
-    }
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    for (name, text) in rcute_ops::tuning::SHIPPED {
-        let converted = convert_format_1(text, SM90_SMEM_OPTIN, format_1_rule(text));
-        std::fs::write(root.join(name), converted.to_json()).unwrap();
-    }
+fn a_table_of_format_1_converts_with_fingerprints_for_the_entries_measured_with_todays_kernels() {
+    // What the shipped tables went through (their conversion compared the entries that apply
+    // under both rules: the commit that introduced format 2): a table of format 1 and a
+    // predicate saying which entries were measured with this build's kernels.
+    let old = r#"{ "header": { "device": "NVIDIA H200", "sms": 132, "driver": 13000, "nvrtc": "13.0",
+                               "generators": { "sm80": "e5dc32edd20592a3", "sm90": "16045ad275be891d" } },
+                   "entries": [ ENTRIES ] }"#;
+    let entries = [entry(16, "sm90:64x128x64,pp,k2"), entry(256, "128x128x32,2x2,4,1")];
+    let listed: Vec<String> = entries
+        .iter()
+        .map(|e| {
+            serde_json::to_string(&Entry {
+                fingerprint: None,
+                ..e.clone()
+            })
+            .unwrap()
+        })
+        .collect();
+    let old = old.replace("ENTRIES", &listed.join(", "));
+    assert!(TuningTable::load_text(&old, "old.json", &here()).warnings[0].contains("format 1"));
+    let converted = convert_format_1(&old, SM90_SMEM_OPTIN, |e| e.key.m == 16);
+    assert_eq!(converted.header, here());
+    assert_eq!(converted.entries[0], entries[0]);
+    assert_eq!(converted.entries[1].fingerprint, None);
+    assert_eq!(applying("new.json", &converted), [format!("{:?}", key(16))]);
 }

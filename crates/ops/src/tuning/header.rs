@@ -5,74 +5,15 @@
 //! of the running process is ignored whole. Whether an entry's kernels are still the ones
 //! this build generates is the entry's own fingerprint's business
 //! ([`super::kernel_fingerprint`]).
-//!
-//! [`Family`], [`generator_hashes`] and [`probe_sources`] are format 1's rule (one hash per
-//! kernel family in the header), kept only while the shipped tables are converted.
-
-use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
-use rcute_kernel::awq_gemm::AwqGemmConfig;
-use rcute_kernel::gemm_sm80::{GemmSm80Config, Major};
-use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
 use rcute_kernel::Gpu;
-
-/// The kernel families a tuning entry's configuration can name, each with its own
-/// generator hash ([`generator_hashes`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Family {
-    /// The Ampere-class GEMM (`mma.sync`; gemm and scaled_mm entries without `sm90:`).
-    Sm80,
-    /// The Hopper GEMM (`sm90:` entries).
-    Sm90,
-    /// The AWQ int4 GEMMs (`awq:` entries).
-    Awq,
-    /// The grouped GEMMs of the fused MoE layer, both families (`moe:` entries).
-    Moe,
-}
-
-impl Family {
-    /// Every family, in table order.
-    pub const ALL: [Family; 4] = [Family::Sm80, Family::Sm90, Family::Awq, Family::Moe];
-
-    /// The families whose kernels the tuner times for an entry of op `op` on `arch`: a
-    /// choice holds while none of them changed, since a faster candidate of either could
-    /// beat the winner. `gemm` and `scaled_mm` on `sm_90a` choose between the Ampere-class
-    /// and the Hopper kernels, elsewhere among the Ampere-class ones; `awq` and `moe` among
-    /// their own (`moe`: both grouped families).
-    ///
-    /// ```
-    /// use rcute_ops::tuning::Family;
-    /// assert_eq!(Family::candidates("gemm", "sm_90a"), [Family::Sm80, Family::Sm90]);
-    /// assert_eq!(Family::candidates("scaled_mm", "sm_80"), [Family::Sm80]);
-    /// assert_eq!(Family::candidates("moe", "sm_90a"), [Family::Moe]);
-    /// ```
-    pub fn candidates(op: &str, arch: &str) -> &'static [Family] {
-        match op {
-            "awq" => &[Family::Awq],
-            "moe" => &[Family::Moe],
-            _ if arch == "sm_90a" => &[Family::Sm80, Family::Sm90],
-            _ => &[Family::Sm80],
-        }
-    }
-
-    /// The family's name in tables and warnings.
-    pub fn name(self) -> &'static str {
-        match self {
-            Family::Sm80 => "sm80",
-            Family::Sm90 => "sm90",
-            Family::Awq => "awq",
-            Family::Moe => "moe",
-        }
-    }
-}
 
 /// The table format this build reads and writes: 2, a kernel fingerprint per entry
 /// ([`super::kernel_fingerprint`]). Format 1 (tables without a `format`) kept one
-/// generator hash per kernel family in the header; such a table is ignored whole.
+/// generator hash per kernel family (`sm80`, `sm90`, `awq`, `moe`) in the header, over a
+/// few catalogue units of the family; such a table is ignored whole.
 pub const TABLE_FORMAT: u32 = 2;
 
 /// The format of a header that names none: 1.
@@ -150,83 +91,6 @@ impl TableHeader {
             here.smem_optin.to_string(),
         );
         (!diffs.is_empty()).then(|| format!("measured with {}", diffs.join(", ")))
-    }
-}
-
-/// A hash of what the generator emits, per [`Family`]: the first 16 hex digits of the
-/// SHA-256 of this crate's version and of the CUDA sources generated for the family's
-/// probe kernels (catalogue units: [`probe_sources`]). Any change to the emitted code of
-/// those kernels gives their family another hash and leaves the other families' alone; a
-/// change that touches none of a family's probes keeps its hash (re-measure by hand then).
-///
-/// ```
-/// use rcute_ops::tuning::{generator_hashes, Family};
-/// let h = generator_hashes();
-/// assert_eq!(h.len(), Family::ALL.len());
-/// assert!(h.values().all(|v| v.len() == 16));
-/// assert_eq!(h, generator_hashes());
-/// ```
-pub fn generator_hashes() -> &'static BTreeMap<Family, String> {
-    static HASHES: std::sync::OnceLock<BTreeMap<Family, String>> = std::sync::OnceLock::new();
-    HASHES.get_or_init(|| {
-        Family::ALL
-            .into_iter()
-            .map(|f| {
-                let mut h = Sha256::new();
-                h.update(env!("CARGO_PKG_VERSION").as_bytes());
-                for source in probe_sources(f) {
-                    h.update(source.as_bytes());
-                }
-                (f, h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect())
-            })
-            .collect()
-    })
-}
-
-/// The generated sources a family's hash covers (an error's text where one fails), each
-/// a unit of the standard catalogue in `kernels/`: Ampere-class bf16 TN at 128x128x32 and
-/// 16x64x128; Hopper cooperative 128x256x64 and ping-pong 64x128x64; the AWQ f16 fused,
-/// prepared and register-streamed decode kernels; the MoE layer's SM80 decode GEMM1
-/// (gather, SwiGLU) and its SM90 GEMM1.
-pub fn probe_sources(family: Family) -> Vec<String> {
-    fn text<G, E: std::fmt::Display>(r: Result<G, E>, source: impl Fn(G) -> String) -> String {
-        r.map_or_else(|e| e.to_string(), source)
-    }
-    match family {
-        Family::Sm80 => [[128, 128, 32], [16, 64, 128]]
-            .into_iter()
-            .zip([[2, 2], [1, 4]])
-            .map(|(tile, warps)| {
-                let cfg = GemmSm80Config::bf16(Major::K, Major::K, tile, warps);
-                text(rcute_kernel::gemm_sm80::generate(&cfg), |g| g.source)
-            })
-            .collect(),
-        Family::Sm90 => [
-            ([128, 256, 64], Sm90Schedule::Cooperative),
-            ([64, 128, 64], Sm90Schedule::PingPong),
-        ]
-        .into_iter()
-        .map(|(tile, schedule)| {
-            let cfg = GemmSm90Config::bf16(tile, schedule);
-            text(rcute_kernel::gemm_sm90::generate(&cfg), |g| g.source)
-        })
-        .collect(),
-        Family::Awq => {
-            let fused = AwqGemmConfig::new(rcute_atom::Element::F16, [16, 256, 64], [1, 4], 4, 4);
-            let streamed = AwqGemmConfig::new(rcute_atom::Element::F16, [16, 64, 64], [16, 1], 4, 4).streamed();
-            [fused.clone(), fused.prepared(), streamed]
-                .iter()
-                .map(|cfg| text(rcute_kernel::awq_gemm::generate(cfg), |g| g.source))
-                .collect()
-        }
-        Family::Moe => {
-            let sm80 = &rcute_kernel::catalogue::grouped_gemm_configs()[0];
-            let sm90 = &rcute_kernel::catalogue::grouped_gemm_sm90_configs()[0];
-            vec![
-                text(rcute_kernel::grouped_gemm::generate(sm80), |g| g.source),
-                text(rcute_kernel::gemm_sm90::generate(sm90), |g| g.source),
-            ]
-        }
     }
 }
 

@@ -66,7 +66,7 @@ pub mod timing;
 pub mod tuner;
 
 pub use fingerprint::{kernel_fingerprint, tuned_kernels, TunedKernel};
-pub use header::{generator_hashes, probe_sources, Family, TableHeader, TABLE_FORMAT};
+pub use header::{TableHeader, TABLE_FORMAT};
 pub use key::{awq_key, moe_key, ProblemKey};
 pub use op_specs::{AwqSpec, MoeSm90Spec, MoeSpec};
 pub use ops_tables::{gemm_key, OpsTuning, ON_MISS_SECONDS, SHIPPED};
