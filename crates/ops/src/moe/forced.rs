@@ -5,12 +5,12 @@
 //! its candidates, and [`Ops::fused_moe`] runs a tuning table's entry, through
 //! [`Ops::run_fused_moe_spec`].
 
+use super::kernels::{fused_moe_spec_kernels, not_moe};
 use super::problem::{spec_layout, MoeProblem};
 use crate::error::OpsError;
 use crate::tensor::DType;
 use crate::tuning::{ConfigSpec, MoeSm90Spec, MoeSpec, TunedKernel};
 use crate::Ops;
-use rcute_atom::Element;
 
 /// The workspace [`Ops::run_fused_moe_with`] needs for `spec` (at most
 /// [`super::fused_moe_workspace_bytes`] for a configuration of [`super::moe_space`]).
@@ -94,40 +94,6 @@ impl Ops {
             other => Err(not_moe(other)),
         }
     }
-}
-
-fn not_moe(spec: &ConfigSpec) -> OpsError {
-    OpsError::Shape(format!("MoE configuration: {spec} is not a MoE configuration"))
-}
-
-/// The kernels of the fused MoE layer that `spec` decides, for `el` operands: the SM80
-/// family's two grouped GEMMs (GEMM1 gathers and applies SwiGLU, GEMM2 scatters); the
-/// SM90 family's row gather (only that family runs it), GEMM1, and GEMM2 on 1x1 and 2x1
-/// clusters (the routed rows pick one per call: `sm90_gemm2_cluster`). The routing, the
-/// alignment and the finalize run whatever the configuration. What
-/// [`Ops::load_fused_moe_spec`] builds and a tuning entry's fingerprint covers.
-pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<Vec<TunedKernel>, OpsError> {
-    use rcute_kernel::grouped_gemm::{GroupedA, GroupedEpilogue};
-    Ok(match spec {
-        ConfigSpec::Moe(s) => [
-            (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
-            (GroupedA::Rows, GroupedEpilogue::Scatter),
-        ]
-        .into_iter()
-        .map(|(a, e)| TunedKernel::Grouped(super::fused::spec_config(el, s, a, e)))
-        .collect(),
-        ConfigSpec::MoeSm90(s) => {
-            let gemm1 = super::fused_sm90::sm90_gemm1(el, s.gemm1_cluster());
-            let gemm2 = |cluster| super::fused_sm90::sm90_gemm2(el, s.gemm2_tile(), cluster);
-            vec![
-                TunedKernel::MoeGather(el),
-                TunedKernel::Sm90(gemm1),
-                TunedKernel::Sm90(gemm2(false)),
-                TunedKernel::Sm90(gemm2(true)),
-            ]
-        }
-        other => return Err(not_moe(other)),
-    })
 }
 
 impl Ops {

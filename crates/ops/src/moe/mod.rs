@@ -30,6 +30,7 @@ pub(crate) mod fused;
 mod fused_fp8;
 pub(crate) mod fused_sm90;
 mod grouped;
+pub(crate) mod kernels;
 pub mod path;
 mod prefetch;
 pub mod problem;
@@ -39,7 +40,6 @@ pub mod reference_fp8;
 pub mod routing;
 
 pub use align::{align_reference, Alignment};
-pub(crate) use forced::fused_moe_spec_kernels;
 pub use forced::fused_moe_workspace_bytes_with;
 pub use fused_fp8::{fused_moe_fp8_workspace_bytes, MoeFp8Weights};
 pub use grouped::{validate_grouped_gemm, GroupedProblem};

@@ -11,45 +11,13 @@
 //! functions.
 
 use rcute_atom::Element;
-use rcute_kernel::awq_gemm::AwqGemmConfig;
-use rcute_kernel::gemm_sm80::GemmSm80Config;
+use rcute_kernel::gemm_sm80::{GemmSm80Config, Major};
 use rcute_kernel::gemm_sm90::GemmSm90Config;
-use rcute_kernel::grouped_gemm::GroupedGemmConfig;
 use sha2::{Digest, Sha256};
 
+use super::op_specs::AwqSpec;
+use super::tuned_kernel::TunedKernel;
 use super::{ConfigSpec, ProblemKey};
-
-/// One kernel a tuning configuration runs, as the configuration of its generator.
-#[derive(Clone, Debug)]
-pub enum TunedKernel {
-    /// The Ampere-class GEMM (`gemm`, INT8 `scaled_mm`).
-    Sm80(GemmSm80Config),
-    /// The Hopper GEMM (`gemm`, `scaled_mm`, and the MoE layer's SM90 grouped GEMMs).
-    Sm90(GemmSm90Config),
-    /// The AWQ GEMM.
-    Awq(AwqGemmConfig),
-    /// A grouped GEMM of the MoE layer's SM80 family.
-    Grouped(GroupedGemmConfig),
-    /// The row gather of the MoE layer's SM90 family, for operands of this type.
-    MoeGather(Element),
-}
-
-impl TunedKernel {
-    /// The CUDA source its generator emits (`Err`: why it cannot).
-    pub fn source(&self) -> Result<String, String> {
-        use rcute_kernel::{awq_gemm, gemm_sm80, gemm_sm90, grouped_gemm};
-        let text = |e: &dyn std::fmt::Display| e.to_string();
-        match self {
-            TunedKernel::Sm80(c) => gemm_sm80::generate(c).map(|g| g.source).map_err(|e| text(&e)),
-            TunedKernel::Sm90(c) => gemm_sm90::generate(c).map(|g| g.source).map_err(|e| text(&e)),
-            TunedKernel::Awq(c) => awq_gemm::generate(c).map(|g| g.source).map_err(|e| text(&e)),
-            TunedKernel::Grouped(c) => grouped_gemm::generate(c).map(|g| g.source).map_err(|e| text(&e)),
-            TunedKernel::MoeGather(el) => grouped_gemm::gather::generate(*el)
-                .map(|g| g.source)
-                .map_err(|e| text(&e)),
-        }
-    }
-}
 
 /// The 16-bit floating type a key's `dtypes` names (`bf16`, `f16`).
 fn half_element(dtypes: &str) -> Result<Element, String> {
@@ -58,6 +26,33 @@ fn half_element(dtypes: &str) -> Result<Element, String> {
         "f16" => Ok(Element::F16),
         other => Err(format!("element types {other:?} are not bf16 or f16")),
     }
+}
+
+/// The kernel a `gemm` configuration runs for the problems the tables hold (TN, one
+/// batch, no C) of `e` operands and output: the Ampere-class kernel of an SM80-class spec,
+/// the Hopper kernel of an `sm90:` one. What the tuner compiles and a tuning entry's
+/// fingerprint covers.
+pub(crate) fn gemm_kernel(spec: &ConfigSpec, e: Element) -> Result<TunedKernel, String> {
+    match spec {
+        ConfigSpec::Sm80(x) => {
+            let mut cfg = x.apply(GemmSm80Config::bf16(Major::K, Major::K, x.tile, x.warps));
+            (cfg.a, cfg.b, cfg.c, cfg.d) = (e, e, e, e);
+            Ok(TunedKernel::Sm80(cfg))
+        }
+        ConfigSpec::Sm90(x) => {
+            let mut cfg = x.apply(GemmSm90Config::bf16(x.tile, x.schedule));
+            (cfg.ab, cfg.cd) = (e, e);
+            Ok(TunedKernel::Sm90(cfg.without_c()))
+        }
+        other => Err(format!("{other} is not a gemm configuration")),
+    }
+}
+
+/// The kernel an `awq:` configuration runs for `element` activations: the fused GEMM on
+/// AutoAWQ's checkpoint words ([`AwqSpec::config`]). What the tuner compiles and a tuning
+/// entry's fingerprint covers.
+pub(crate) fn awq_kernel(spec: &ConfigSpec, element: Element) -> Result<TunedKernel, String> {
+    Ok(TunedKernel::Awq(spec.op_spec::<AwqSpec>()?.config(element).0))
 }
 
 /// The kernels `spec` runs for a problem of `key` on a device with `smem_optin` bytes of
@@ -74,19 +69,22 @@ fn half_element(dtypes: &str) -> Result<Element, String> {
 /// let awq = ProblemKey::new("awq", "f16", "g128", "sm_90a", 16, 4096, 4096);
 /// assert!(tuned_kernels(&awq, &spec, 232448).is_err()); // a MoE spec under an AWQ key
 /// ```
-pub fn tuned_kernels(key: &ProblemKey, spec: &ConfigSpec, smem_optin: u32) -> Result<Vec<super::TunedKernel>, String> {
+pub fn tuned_kernels(key: &ProblemKey, spec: &ConfigSpec, smem_optin: u32) -> Result<Vec<TunedKernel>, String> {
     if !spec.fits_op(&key.op) {
         return Err(format!("{spec} is not a configuration of op {:?}", key.op));
     }
     match key.op.as_str() {
-        "gemm" => Ok(vec![super::probe_gemm::gemm_kernel(spec, half_element(&key.dtypes)?)?]),
+        "gemm" => Ok(vec![gemm_kernel(spec, half_element(&key.dtypes)?)?]),
         "scaled_mm" => {
-            let kind = crate::ScaledMmKind::of_key(key)?;
-            let kernel = crate::scaled_mm::scaled_mm_spec_kernel(&kind, spec, smem_optin).map_err(|e| e.to_string())?;
+            let kind = crate::scaled_mm_config::ScaledMmKind::of_key(key)?;
+            let kernel =
+                crate::scaled_mm_config::scaled_mm_spec_kernel(&kind, spec, smem_optin).map_err(|e| e.to_string())?;
             Ok(vec![kernel])
         }
-        "awq" => Ok(vec![super::probe_awq::awq_kernel(spec, half_element(&key.dtypes)?)?]),
-        "moe" => crate::moe::fused_moe_spec_kernels(half_element(&key.dtypes)?, spec).map_err(|e| e.to_string()),
+        "awq" => Ok(vec![awq_kernel(spec, half_element(&key.dtypes)?)?]),
+        "moe" => {
+            crate::moe::kernels::fused_moe_spec_kernels(half_element(&key.dtypes)?, spec).map_err(|e| e.to_string())
+        }
         other => Err(format!("no kernels for op {other:?}")),
     }
 }

@@ -63,9 +63,10 @@ mod spec;
 mod spec_text;
 mod table;
 pub mod timing;
+mod tuned_kernel;
 pub mod tuner;
 
-pub use fingerprint::{kernel_fingerprint, tuned_kernels, TunedKernel};
+pub use fingerprint::{kernel_fingerprint, tuned_kernels};
 pub use header::{TableHeader, TABLE_FORMAT};
 pub use key::{awq_key, moe_key, ProblemKey};
 pub use op_specs::{AwqSpec, MoeSm90Spec, MoeSpec};
@@ -73,6 +74,7 @@ pub use ops_tables::{gemm_key, OpsTuning, ON_MISS_SECONDS, SHIPPED};
 pub use probe_moe::{moe_entry_runs, moe_problem_key};
 pub use spec::{ConfigSpec, Sm80Spec, Sm90Spec, SpecError};
 pub use table::{Entry, Loaded, LoadedEntry, Tables, TuningTable};
+pub use tuned_kernel::TunedKernel;
 
 /// Whether ops consult tuning tables (`RCUTE_TUNING`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

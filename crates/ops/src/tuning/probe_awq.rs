@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
+use super::fingerprint::awq_kernel;
 use super::probe::{driver, probe_fields, random, Half, Sampled};
 use super::space::awq_candidates;
 use super::tuner::{copies_for, Compiler, Tunable};
@@ -126,13 +127,6 @@ impl<T: Half> AwqProbe<T> {
         .map_err(|e| e.to_string())?;
         f(&p)
     }
-}
-
-/// The kernel an `awq:` configuration runs for `element` activations: the fused GEMM on
-/// AutoAWQ's checkpoint words ([`AwqSpec::config`]). What the tuner compiles and a tuning
-/// entry's fingerprint covers.
-pub(crate) fn awq_kernel(spec: &ConfigSpec, element: rcute_atom::Element) -> Result<TunedKernel, String> {
-    Ok(TunedKernel::Awq(spec.op_spec::<AwqSpec>()?.config(element).0))
 }
 
 impl<T: Half> Tunable for AwqProbe<T> {

@@ -6,9 +6,8 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
-use rcute_kernel::gemm_sm80::{GemmSm80Config, Major};
-use rcute_kernel::gemm_sm90::GemmSm90Config;
 
+use super::fingerprint::gemm_kernel;
 use super::probe::{copies, driver, probe_fields, random, Half, Sampled};
 use super::space::gemm_candidates;
 use super::tuner::{copies_for, Compiler, Tunable};
@@ -86,26 +85,6 @@ impl<T: Half> GemmProbe<T> {
         )
         .map_err(|x| x.to_string())?;
         f(&p)
-    }
-}
-
-/// The kernel a `gemm` configuration runs for the problems the tables hold (TN, one
-/// batch, no C) of `e` operands and output: the Ampere-class kernel of an SM80-class spec,
-/// the Hopper kernel of an `sm90:` one. What the tuner compiles and a tuning entry's
-/// fingerprint covers.
-pub(crate) fn gemm_kernel(spec: &ConfigSpec, e: rcute_atom::Element) -> Result<TunedKernel, String> {
-    match spec {
-        ConfigSpec::Sm80(x) => {
-            let mut cfg = x.apply(GemmSm80Config::bf16(Major::K, Major::K, x.tile, x.warps));
-            (cfg.a, cfg.b, cfg.c, cfg.d) = (e, e, e, e);
-            Ok(TunedKernel::Sm80(cfg))
-        }
-        ConfigSpec::Sm90(x) => {
-            let mut cfg = x.apply(GemmSm90Config::bf16(x.tile, x.schedule));
-            (cfg.ab, cfg.cd) = (e, e);
-            Ok(TunedKernel::Sm90(cfg.without_c()))
-        }
-        other => Err(format!("{other} is not a gemm configuration")),
     }
 }
 
