@@ -98,7 +98,7 @@ impl Ops {
 
 impl Ops {
     /// Generate, compile (cached) and load the kernels `spec` (either family) decides for
-    /// `dtype` operands ([`fused_moe_spec_kernels`]) without running them (the tuner
+    /// `dtype` operands ([`crate::tuning::tuned_kernels`]) without running them (the tuner
     /// compiles its candidates in parallel through this).
     pub fn load_fused_moe_spec(&self, dtype: DType, spec: &ConfigSpec) -> Result<(), OpsError> {
         for kernel in fused_moe_spec_kernels(super::fused::element(dtype)?, spec)? {

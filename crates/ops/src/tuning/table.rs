@@ -336,6 +336,21 @@ impl Tables {
     }
 
     /// The stale-entry warnings lookups have printed so far, one per table and op.
+    ///
+    /// ```
+    /// use rcute_ops::tuning::{Entry, ProblemKey, TableHeader, Tables, TuningTable};
+    /// let here = TableHeader { format: 2, device: "NVIDIA H100 80GB HBM3".into(), sms: 132,
+    ///                          driver: 13000, nvrtc: "13.0".into(), smem_optin: 232448 };
+    /// let key = ProblemKey::new("awq", "f16", "g128", "sm_90a", 16, 4096, 4096);
+    /// let old = Entry { key: key.clone(), config: "awq:16x256x64,1x4,s4,v4,k8".into(),
+    ///                   fingerprint: Some("0000000000000000".into()), us: 20.0,
+    ///                   peer: None, peer_us: None };
+    /// let json = TuningTable { header: here.clone(), entries: vec![old] }.to_json();
+    /// let tables = Tables::new([TuningTable::load_text(&json, "t.json", &here)]);
+    /// assert!(tables.warnings().is_empty()); // nothing is checked before a lookup
+    /// assert_eq!(tables.lookup(&key), None);
+    /// assert!(tables.warnings()[0].starts_with("tuning table t.json: 1 awq entries ignored"));
+    /// ```
     pub fn warnings(&self) -> Vec<String> {
         self.stale.values().filter_map(|w| w.get().cloned()).collect()
     }

@@ -25,6 +25,14 @@ pub enum TunedKernel {
 
 impl TunedKernel {
     /// The CUDA source its generator emits (`Err`: why it cannot).
+    ///
+    /// ```
+    /// use rcute_ops::tuning::{tuned_kernels, ConfigSpec, ProblemKey};
+    /// let key = ProblemKey::new("awq", "f16", "g128", "sm_90a", 16, 4096, 4096);
+    /// let spec: ConfigSpec = "awq:16x256x64,1x4,s4,v4,k8".parse().unwrap();
+    /// let kernels = tuned_kernels(&key, &spec, 232448).unwrap();
+    /// assert!(kernels[0].source().unwrap().contains("__global__"));
+    /// ```
     pub fn source(&self) -> Result<String, String> {
         use rcute_kernel::{awq_gemm, gemm_sm80, gemm_sm90, grouped_gemm};
         let text = |e: &dyn std::fmt::Display| e.to_string();
