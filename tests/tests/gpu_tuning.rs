@@ -100,9 +100,14 @@ fn scaled_mm_error(ops: &Ops) -> (f64, Option<String>, ProblemKey) {
     (worst, chosen, key)
 }
 
-fn entry(config: &str, arch: &str) -> Entry {
+/// An entry of `key` measured with this build's kernels on the device of `here`.
+fn stamped(key: ProblemKey, config: &str, here: &TableHeader) -> Entry {
     Entry {
-        key: ProblemKey::new("gemm", "bf16", "lincomb", arch, 16, 256, 512),
+        fingerprint: config
+            .parse()
+            .ok()
+            .and_then(|spec| rcute_ops::tuning::kernel_fingerprint(&key, &spec, here.smem_optin).ok()),
+        key,
         config: config.into(),
         us: 1.0,
         peer: None,
@@ -120,13 +125,15 @@ fn tables_are_used_where_they_match_and_ignored_elsewhere() {
     // An Ampere-class configuration the rules never pick for this shape (they take
     // 16x64x128 for M <= 32): it runs on every GPU the suite supports.
     let forced = "64x64x64,2x2,auto,2,serial";
-    let write = |header: &TableHeader, config: &str| {
+    let gemm_key = ProblemKey::new("gemm", "bf16", "lincomb", arch, 16, 256, 512);
+    let write_entry = |header: &TableHeader, e: Entry| {
         let t = TuningTable {
             header: header.clone(),
-            entries: vec![entry(config, arch)],
+            entries: vec![e],
         };
         std::fs::write(&path, t.to_json()).unwrap();
     };
+    let write = |header: &TableHeader, config: &str| write_entry(header, stamped(gemm_key.clone(), config, &here));
     // SAFETY (of set_var): this binary has one test, so no other thread reads the environment.
     unsafe { std::env::set_var("RCUTE_TUNING_FILE", &path) };
 
@@ -137,14 +144,14 @@ fn tables_are_used_where_they_match_and_ignored_elsewhere() {
 
     let mut other_device = here.clone();
     other_device.device = format!("{} (another one)", here.device);
-    let mut other_generator = here.clone();
-    // another generator of the forced (Ampere-class) configuration's kernels
-    other_generator
-        .generators
-        .insert(rcute_ops::tuning::Family::Sm80, "0123456789abcdef".into());
+    // measured with other kernels than this build generates for the forced configuration
+    let other_kernels = Entry {
+        fingerprint: Some("0123456789abcdef".into()),
+        ..stamped(gemm_key.clone(), forced, &here)
+    };
     let cases: [(&str, Box<dyn Fn()>); 4] = [
         ("another device", Box::new(|| write(&other_device, forced))),
-        ("another generator", Box::new(|| write(&other_generator, forced))),
+        ("other kernels", Box::new(|| write_entry(&here, other_kernels.clone()))),
         (
             "a truncated file",
             Box::new(|| {
@@ -171,13 +178,8 @@ fn tables_are_used_where_they_match_and_ignored_elsewhere() {
     let forced_s8 = "64x64x128,2x2,auto,2,serial";
     let t = TuningTable {
         header: here.clone(),
-        entries: vec![Entry {
-            key,
-            config: forced_s8.into(),
-            us: 1.0,
-            peer: None,
-            peer_us: None,
-        }],
+        // its automatic stage count fills this device's shared memory: the fingerprint too
+        entries: vec![stamped(key, forced_s8, &here)],
     };
     std::fs::write(&path, t.to_json()).unwrap();
     let (err, chosen, _) = scaled_mm_error(&Ops::new(gpu.clone()));

@@ -298,7 +298,12 @@ fn tunes_once(
     );
     let written = TuningTable::load(path, here);
     assert!(written.warnings.is_empty(), "{:?}", written.warnings);
-    let spec = written.entries.iter().find(|(k, _)| *k == key).map(|(_, s)| s.clone());
+    // stamped with the fingerprint of the kernels that ran: it applies
+    let spec = written
+        .entries
+        .iter()
+        .find(|e| e.key == key && e.applies())
+        .map(|e| e.spec.clone());
     assert!(spec.is_some(), "{what}: the winner {key:?} is in the file");
     assert_eq!(ops.tuning().lookup(&key), spec, "{what}");
     let (err, _) = case(ops);
@@ -331,12 +336,13 @@ fn on_miss_tunes_once_writes_the_winner_and_later_lookups_use_it() {
     let here = TableHeader::of(&gpu).unwrap();
     let written = TuningTable::load(&path, &here);
     assert!(written.warnings.is_empty(), "{:?}", written.warnings);
-    let (_, spec) = written
+    let winner = written
         .entries
         .iter()
-        .find(|(k, _)| *k == gemm_k)
+        .find(|e| e.key == gemm_k)
         .expect("the winner is in the file");
-    assert_eq!(ops.tuning().lookup(&gemm_k).as_ref(), Some(spec));
+    assert!(winner.applies(), "its fingerprint is the kernels' that ran");
+    assert_eq!(ops.tuning().lookup(&gemm_k).as_ref(), Some(&winner.spec));
     let (err, _) = gemm_case(&ops);
     assert!(err < 1e-2, "second gemm: relative error {err}");
     assert_eq!(ops.tuning().tunings(), 1, "the second call uses the entry");
@@ -345,7 +351,11 @@ fn on_miss_tunes_once_writes_the_winner_and_later_lookups_use_it() {
     assert!(err < 1e-2, "on-miss scaled_mm: relative error {err}");
     assert_eq!(ops.tuning().tunings(), 2);
     let written = TuningTable::load(&path, &here);
-    let sm_spec = written.entries.iter().find(|(k, _)| *k == sm_k).map(|(_, s)| s.clone());
+    let sm_spec = written
+        .entries
+        .iter()
+        .find(|e| e.key == sm_k && e.applies())
+        .map(|e| e.spec.clone());
     assert!(sm_spec.is_some(), "the scaled-mm winner is in the file too");
 
     let mut cases: Vec<(&str, Case)> = vec![("awq_gemm", awq_case), ("fused_moe", moe_case)];
@@ -361,7 +371,7 @@ fn on_miss_tunes_once_writes_the_winner_and_later_lookups_use_it() {
     // A fresh handle reading the file (cached) runs the written entries.
     unsafe { std::env::set_var("RCUTE_TUNING", "cached") };
     let fresh = Ops::new(gpu.clone());
-    assert_eq!(fresh.tuning().lookup(&gemm_k).as_ref(), Some(spec));
+    assert_eq!(fresh.tuning().lookup(&gemm_k).as_ref(), Some(&winner.spec));
     assert_eq!(fresh.tuning().lookup(&sm_k), sm_spec);
     let (err, _) = gemm_case(&fresh);
     assert!(err < 1e-2, "cached gemm: relative error {err}");

@@ -59,6 +59,7 @@ pub mod gemm;
 pub mod memo;
 pub mod moe;
 pub mod scaled_mm;
+mod scaled_mm_config;
 mod scaled_mm_kernel;
 pub mod select;
 pub mod stream;

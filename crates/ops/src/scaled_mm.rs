@@ -30,15 +30,16 @@
 use crate::error::boxed;
 use crate::error::OpsError;
 use crate::gemm::{check_layout, check_vector_alignment, overlaps, range};
+use crate::scaled_mm_config::{not_scaled_mm, scaled_mm_sm80_config, scaled_mm_smem_budget, scaled_mm_spec_kernel};
+pub use crate::scaled_mm_config::{sm90_scaled_config, ScaledMmKind};
 use crate::scaled_mm_kernel::{LoadedScaledMm, ScaledMmKey};
 use crate::select::{select_scaled_mm, ScaledMmSelection};
 use crate::stream::Uses;
 use crate::tensor::{DType, Geometry, Major, MatrixMut, MatrixRef, VectorRef};
-use crate::tuning::ConfigSpec;
+use crate::tuning::{ConfigSpec, TunedKernel};
 use crate::Ops;
 use rcute_kernel::gemm_sm80::{
-    self, FusionArgs, GemmArgs, GemmElement as Element, GemmSm80Config, ScaleKind, SplitKMode, TICKET_SMEM,
-    TURING_SMEM_BUDGET,
+    self, FusionArgs, GemmArgs, GemmElement as Element, GemmSm80Config, ScaleKind, SplitKMode,
 };
 use rcute_kernel::{Arch, CompileOptions, KernelCache};
 use std::marker::PhantomData;
@@ -540,22 +541,6 @@ pub fn scaled_mm_key(p: &ScaledMmProblem<'_>, arch: &str) -> crate::tuning::Prob
     crate::tuning::ProblemKey::new("scaled_mm", &dtypes, &fusion, arch, p.m, p.n, p.k)
 }
 
-/// What of a scaled-mm problem decides its kernel besides the configuration: operand and
-/// output types, how the scales apply, whether there is a bias.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ScaledMmKind {
-    /// Operand type (`S8` or `E4M3`).
-    pub ab: DType,
-    /// Output type (`F16` or `BF16`).
-    pub out: DType,
-    /// How A's scale applies.
-    pub a_scale: ScaleKind,
-    /// How B's scale applies.
-    pub b_scale: ScaleKind,
-    /// Whether a bias (of the output type) is added.
-    pub bias: bool,
-}
-
 impl ScaledMmKind {
     /// The kind of a validated problem.
     pub fn of(p: &ScaledMmProblem) -> ScaledMmKind {
@@ -567,30 +552,6 @@ impl ScaledMmKind {
             bias: p.bias.is_some(),
         }
     }
-
-    fn out_element(&self) -> Element {
-        match self.out {
-            DType::F16 => Element::F16,
-            _ => Element::BF16,
-        }
-    }
-}
-
-/// `base` (tile, schedule, cluster, stages...) as the SM90 scaled-mm kernel of `ab` operands
-/// and `out` output with the scaled-mm fusion of the given scales and bias (of the output
-/// type). Used by the op and by the tuner's candidate space, so both build the same kernels.
-pub fn sm90_scaled_config(
-    mut base: rcute_kernel::gemm_sm90::GemmSm90Config,
-    ab: Element,
-    out: Element,
-    a_scale: ScaleKind,
-    b_scale: ScaleKind,
-    bias: bool,
-) -> Result<rcute_kernel::gemm_sm90::GemmSm90Config, OpsError> {
-    base.ab = ab;
-    base.cd = out;
-    base.fusion = rcute_kernel::gemm_sm90::Fusion::scaled_mm(a_scale, b_scale, bias.then_some(out)).map_err(boxed)?;
-    Ok(base)
 }
 
 impl Ops {
@@ -859,23 +820,13 @@ impl Ops {
     }
 
     /// Build (once) the kernel that a problem of `kind` runs with the tuning spec `spec`,
-    /// without running it (the fast path's 16-byte copies): the tuner compiles its
-    /// candidates in parallel through this.
+    /// without running it (the fast path's 16-byte copies: [`crate::tuning::tuned_kernels`]): the
+    /// tuner compiles its candidates in parallel through this.
     pub fn load_scaled_mm_spec(&self, kind: &ScaledMmKind, spec: &ConfigSpec) -> Result<(), OpsError> {
-        match spec {
-            ConfigSpec::Sm80(s) => self.scaled_mm_kernel_of(kind, &s.scaled_mm_selection(), 16).map(|_| ()),
-            ConfigSpec::Sm90(s) => {
-                let out = kind.out_element();
-                let ab = if kind.ab == DType::E4M3 {
-                    Element::E4M3
-                } else {
-                    Element::S8
-                };
-                let base = s.apply(rcute_kernel::gemm_sm90::GemmSm90Config::bf16(s.tile, s.schedule));
-                let cfg = sm90_scaled_config(base, ab, out, kind.a_scale, kind.b_scale, kind.bias)?;
-                self.load_gemm_sm90(&cfg).map(|_| ())
-            }
-            other => Err(not_scaled_mm(other)),
+        match scaled_mm_spec_kernel(kind, spec, self.gpu().max_shared_per_block_optin())? {
+            TunedKernel::Sm80(cfg) => self.load_scaled_mm(&cfg).map(|_| ()),
+            TunedKernel::Sm90(cfg) => self.load_gemm_sm90(&cfg).map(|_| ()),
+            other => Err(OpsError::Shape(format!("{other:?} is not a scaled-mm kernel"))),
         }
     }
 
@@ -885,18 +836,7 @@ impl Ops {
         sel: &ScaledMmSelection,
         copy_bytes: usize,
     ) -> Result<LoadedScaledMm, OpsError> {
-        let out = kind.out_element();
-        if sel.target == ScaledMmTarget::Turing && out != Element::F16 {
-            return Err(OpsError::DType(format!(
-                "{} output on sm_75 (the Turing kernel writes f16 only)",
-                kind.out.name()
-            )));
-        }
-        let optin = (self.gpu().max_shared_per_block_optin() as usize).saturating_sub(TICKET_SMEM);
-        let smem_budget = match sel.target {
-            ScaledMmTarget::Ampere => optin,
-            ScaledMmTarget::Turing => TURING_SMEM_BUDGET.min(optin),
-        };
+        let smem_budget = scaled_mm_smem_budget(sel.target, self.gpu().max_shared_per_block_optin());
         let key = ScaledMmKey {
             target: sel.target,
             tile: sel.tile,
@@ -919,26 +859,12 @@ impl Ops {
         if let Some(l) = hit {
             return Ok(l);
         }
-        let mut cfg = GemmSm80Config::scaled_mm(out, kind.a_scale, kind.b_scale, kind.bias, sel.tile, sel.warps)
-            .map_err(boxed)?;
-        if sel.target == ScaledMmTarget::Turing {
-            cfg = cfg.turing();
-        }
-        cfg.smem_budget = smem_budget;
-        cfg.stages = sel.stages.or(cfg.stages);
-        cfg.raster_swizzle = sel.raster_swizzle;
-        cfg.copy_bytes = copy_bytes;
-        let l = self.load_scaled_mm(&cfg)?;
+        let l = self.load_scaled_mm(&scaled_mm_sm80_config(kind, sel, copy_bytes, smem_budget)?)?;
         if let Ok(mut t) = self.scaled_mm_keys.lock() {
             t.insert(key, l.clone());
         }
         Ok(l)
     }
-}
-
-/// The error of a tuning spec of another op's kernel family given to a scaled-mm entry point.
-fn not_scaled_mm(spec: &ConfigSpec) -> OpsError {
-    OpsError::Shape(format!("{spec} is not a scaled-mm configuration"))
 }
 
 /// The SM80-class kernel's launch arguments for a validated problem and a selection (the

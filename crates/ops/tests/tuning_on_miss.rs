@@ -6,15 +6,18 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use rcute_ops::tuning::{generator_hashes, Entry, OpsTuning, ProblemKey, TableHeader, Tables, TuningMode, TuningTable};
+use rcute_ops::tuning::{
+    kernel_fingerprint, Entry, OpsTuning, ProblemKey, TableHeader, Tables, TuningMode, TuningTable, TABLE_FORMAT,
+};
 
 fn here() -> TableHeader {
     TableHeader {
+        format: TABLE_FORMAT,
         device: "NVIDIA H200".into(),
         sms: 132,
         driver: 13000,
         nvrtc: "13.0".into(),
-        generators: generator_hashes().clone(),
+        smem_optin: 232448,
     }
 }
 
@@ -22,10 +25,16 @@ fn key(m: usize) -> ProblemKey {
     ProblemKey::new("gemm", "bf16", "lincomb", "sm_90a", m, 4096, 4096)
 }
 
+/// An entry measured with this build's kernels (its fingerprint; none for a configuration
+/// that is not the op's).
 fn entry(m: usize, config: &str) -> Entry {
     Entry {
         key: key(m),
         config: config.into(),
+        fingerprint: config
+            .parse()
+            .ok()
+            .and_then(|spec| kernel_fingerprint(&key(m), &spec, here().smem_optin).ok()),
         us: 10.0,
         peer: None,
         peer_us: None,

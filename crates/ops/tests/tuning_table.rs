@@ -1,23 +1,44 @@
-//! Tuning tables that must not be used are ignored with one warning each; concurrent
-//! writers never tear a table or lose entries. (No GPU: these are the file rules.)
+//! Tuning tables that must not be used are ignored with one warning each; an entry applies
+//! exactly while this build generates the kernels its fingerprint names; concurrent writers
+//! never tear a table or lose entries. (No GPU: these are the file rules.)
 
-use rcute_ops::tuning::{generator_hashes, ConfigSpec, Entry, Family, ProblemKey, TableHeader, Tables, TuningTable};
+use rcute_ops::tuning::{
+    kernel_fingerprint, ConfigSpec, Entry, ProblemKey, TableHeader, Tables, TuningTable, TABLE_FORMAT,
+};
+
+/// Opt-in shared memory per block of every sm_90 GPU (227 KiB): the H100 and the H200.
+const SM90_SMEM_OPTIN: u32 = 232448;
 
 fn here() -> TableHeader {
     TableHeader {
+        format: TABLE_FORMAT,
         device: "NVIDIA H200".into(),
         sms: 132,
         driver: 13000,
         nvrtc: "13.0".into(),
-        generators: generator_hashes().clone(),
+        smem_optin: SM90_SMEM_OPTIN,
     }
 }
 
+/// The fingerprint this build gives `config` under `key` (none for a configuration that
+/// does not parse or is not the op's).
+fn current(key: &ProblemKey, config: &str) -> Option<String> {
+    let spec: ConfigSpec = config.parse().ok()?;
+    kernel_fingerprint(key, &spec, SM90_SMEM_OPTIN).ok()
+}
+
+/// A gemm entry at `m` measured with this build's kernels.
 fn entry(m: usize, config: &str) -> Entry {
+    keyed(key(m), config)
+}
+
+/// An entry of `key` measured with this build's kernels.
+fn keyed(key: ProblemKey, config: &str) -> Entry {
     Entry {
-        key: ProblemKey::new("gemm", "bf16", "lincomb", "sm_90a", m, 4096, 4096),
+        fingerprint: current(&key, config),
+        key,
         config: config.into(),
-        us: 10.0 + m as f64,
+        us: 11.0,
         peer: Some("cublas".into()),
         peer_us: Some(12.0),
     }
@@ -54,10 +75,8 @@ fn tables_from_elsewhere_are_ignored_with_one_warning() {
     let mut other_device = here();
     other_device.device = "NVIDIA H100 80GB HBM3".into();
     other_device.sms = 132;
-    let mut other_generator = here();
-    other_generator
-        .generators
-        .insert(Family::Sm90, "deadbeefdeadbeef".into());
+    let mut old_format = here();
+    old_format.format = 1;
     let good = table(here(), vec![entry(16, "sm90:64x128x64,pp,k2")]);
     let cases = [
         (
@@ -66,9 +85,9 @@ fn tables_from_elsewhere_are_ignored_with_one_warning() {
             "device NVIDIA H100",
         ),
         (
-            "other-generator",
-            table(other_generator, vec![entry(16, "sm90:64x128x64,pp,k2")]),
-            "generator deadbeef",
+            "old-format",
+            table(old_format, vec![entry(16, "sm90:64x128x64,pp,k2")]),
+            "format 1 (this build reads format 2",
         ),
         ("truncated", good[..good.len() / 2].to_string(), "not a valid table"),
         ("garbage", "\u{0}\u{1}{{{".to_string(), "not a valid table"),
@@ -87,77 +106,122 @@ fn tables_from_elsewhere_are_ignored_with_one_warning() {
 }
 
 #[test]
-fn a_changed_generator_drops_only_the_entries_that_chose_among_its_kernels() {
-    let mut measured = here();
-    measured.generators.insert(Family::Sm90, "deadbeefdeadbeef".into());
+fn an_entry_applies_exactly_while_its_kernels_are_unchanged() {
+    let stale = |e: Entry| Entry {
+        fingerprint: Some("0123456789abcdef".into()),
+        ..e
+    };
+    let awq = ProblemKey::new("awq", "f16", "g128", "sm_90a", 16, 4096, 4096);
+    let moe = ProblemKey::new("moe", "bf16", "e8-top2", "sm_90a", 16, 4096, 14336);
     let text = table(
-        measured.clone(),
+        here(),
         vec![
             entry(16, "sm90:64x128x64,pp,k2"),
-            entry(64, "sm90:64x128x64,ws"),
-            entry(256, "128x128x32,2x2,4,1"),
+            stale(entry(32, "sm90:64x128x64,ws")),
+            stale(entry(64, "128x128x32,2x2,4,1")),
+            keyed(awq.clone(), "awq:16x256x64,1x4,s4,v4,k8"),
+            keyed(moe.clone(), "moe:sm90n"),
         ],
     );
     let loaded = TuningTable::load_text(&text, "t.json", &here());
-    // every gemm entry on sm_90a chose among the Hopper kernels too: all three go
-    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
-    assert!(
-        loaded.warnings[0].contains("3 gemm entries ignored") && loaded.warnings[0].contains("deadbeef of the sm90"),
-        "{:?}",
-        loaded.warnings
-    );
-    assert!(loaded.entries.is_empty());
-    // an sm_80 entry, an AWQ and a MoE entry of the same table stay
-    let mut others = vec![
-        Entry {
-            key: ProblemKey::new("gemm", "bf16", "lincomb", "sm_80", 256, 4096, 4096),
-            ..entry(256, "128x128x32,2x2,4,1")
-        },
-        Entry {
-            key: ProblemKey::new("awq", "f16", "g128", "sm_90a", 16, 4096, 4096),
-            ..entry(16, "awq:16x256x64,1x4,s4,v4,k8")
-        },
-        Entry {
-            key: ProblemKey::new("moe", "bf16", "e8-top2", "sm_90a", 16, 4096, 14336),
-            ..entry(16, "moe:16x128x64,1x4,k4,s8")
-        },
-    ];
-    let loaded = TuningTable::load_text(&table(measured.clone(), others.clone()), "t.json", &here());
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
-    assert_eq!(loaded.entries.len(), 3);
-    others.push(entry(16, "sm90:64x128x64,pp,k2"));
-    let text = table(measured, others);
-
-    // A table of the old format (one `generator` for everything) counts as stale in every
-    // family: one warning per family it holds, nothing used.
-    let legacy = text.replace("\"generators\"", "\"generator\": \"0123\", \"old\"");
-    let loaded = TuningTable::load_text(&legacy, "old.json", &here());
-    assert!(loaded.entries.is_empty());
-    assert_eq!(loaded.warnings.len(), 3, "{:?}", loaded.warnings);
+    let tables = Tables::new([loaded]);
+    // the entry whose fingerprint matches applies; the others never, and a lookup takes the
+    // nearest bucket whose entry applies (16 for 32: the stale entry at 32 is skipped)
+    assert_eq!(tables.exact(&key(16)).unwrap().to_string(), "sm90:64x128x64,pp,k2");
+    assert!(tables.exact(&key(32)).is_none());
+    assert_eq!(tables.lookup(&key(32)).unwrap().to_string(), "sm90:64x128x64,pp,k2");
+    assert!(tables.lookup(&key(64)).is_none(), "16 is out of reach of 64");
+    // one warning for the op, naming both stale entries, however many lookups met them
+    assert!(tables.lookup(&key(64)).is_none());
+    let warnings = tables.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
-        loaded.warnings.iter().all(|w| w.contains("(none)")),
-        "{:?}",
-        loaded.warnings
+        warnings[0].contains("t.json: 2 gemm entries ignored") && warnings[0].contains("changed"),
+        "{warnings:?}"
     );
+    // the other ops' entries are their own: they apply
+    assert_eq!(tables.exact(&awq).unwrap().to_string(), "awq:16x256x64,1x4,s4,v4,k8");
+    assert_eq!(tables.exact(&moe).unwrap().to_string(), "moe:sm90n");
+    assert_eq!(tables.warnings().len(), 1);
+}
 
-    // Merging a new measurement drops the stale entries, keeps the others, and stamps the
-    // file with the current generators.
+#[test]
+fn an_entry_measured_with_other_kernels_is_not_applied_and_a_later_table_can_serve() {
+    // The same configuration under a key of other types is another kernel: its fingerprint
+    // differs, so an entry stamped with the bf16 kernel's never applies to the f16 key.
+    let f16 = ProblemKey {
+        dtypes: "f16".into(),
+        ..key(16)
+    };
+    let bf16_kernel = entry(16, "sm90:64x128x64,pp,k2").fingerprint;
+    assert_ne!(current(&f16, "sm90:64x128x64,pp,k2"), bf16_kernel);
+    let moved = Entry {
+        fingerprint: bf16_kernel,
+        ..keyed(f16.clone(), "sm90:64x128x64,pp,k2")
+    };
+    let first = TuningTable::load_text(&table(here(), vec![moved]), "first.json", &here());
+    let second = TuningTable::load_text(
+        &table(here(), vec![keyed(f16.clone(), "sm90:128x128x64,pp")]),
+        "second.json",
+        &here(),
+    );
+    let tables = Tables::new([first, second]);
+    assert_eq!(tables.lookup(&f16).unwrap().to_string(), "sm90:128x128x64,pp");
+    assert!(tables.warnings()[0].contains("first.json: 1 gemm entries ignored"));
+}
+
+#[test]
+fn entries_without_a_fingerprint_are_ignored_with_one_warning_per_op() {
+    let unstamped = |e: Entry| Entry { fingerprint: None, ..e };
+    let awq = ProblemKey::new("awq", "f16", "g128", "sm_90a", 16, 4096, 4096);
+    let text = table(
+        here(),
+        vec![
+            unstamped(entry(16, "sm90:64x128x64,pp,k2")),
+            unstamped(entry(64, "sm90:64x128x64,ws")),
+            unstamped(keyed(awq.clone(), "awq:16x256x64,1x4,s4,v4,k8")),
+            entry(256, "sm90:128x256x64,coop"),
+        ],
+    );
+    let loaded = TuningTable::load_text(&text, "t.json", &here());
+    assert_eq!(loaded.entries.len(), 1);
+    assert_eq!(loaded.warnings.len(), 2, "{:?}", loaded.warnings);
+    assert!(loaded.warnings[0].contains("1 awq entries ignored: no kernel fingerprint"));
+    assert!(loaded.warnings[1].contains("2 gemm entries ignored: no kernel fingerprint"));
+}
+
+#[test]
+fn merging_stamps_the_fingerprint_and_keeps_stale_entries_until_their_key_is_measured() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.json");
-    std::fs::write(&path, &text).unwrap();
-    TuningTable::merge_into_file(&path, &here(), &[entry(32, "sm90:64x64x64,ws")]).unwrap();
+    let stale = Entry {
+        fingerprint: Some("0123456789abcdef".into()),
+        ..entry(64, "sm90:64x128x64,ws")
+    };
+    std::fs::write(
+        &path,
+        table(here(), vec![stale.clone(), entry(16, "sm90:64x128x64,pp,k2")]),
+    )
+    .unwrap();
+    // what the tuner hands over carries no fingerprint: the merge computes it
+    let measured = Entry {
+        fingerprint: None,
+        ..entry(256, "sm90:128x256x64,coop")
+    };
+    TuningTable::merge_into_file(&path, &here(), &[measured]).unwrap();
     let merged = TuningTable::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(merged.header, here());
-    let configs: Vec<&str> = merged.entries.iter().map(|e| e.config.as_str()).collect();
-    assert_eq!(
-        configs,
-        [
-            "awq:16x256x64,1x4,s4,v4,k8",
-            "128x128x32,2x2,4,1",
-            "sm90:64x64x64,ws",
-            "moe:16x128x64,1x4,k4,s8"
-        ]
-    );
+    let by_m = |m: usize| merged.entries.iter().find(|e| e.key.m == m).unwrap();
+    assert_eq!(by_m(256).fingerprint, current(&key(256), "sm90:128x256x64,coop"));
+    assert_eq!(by_m(64), &stale);
+    // a measurement of the stale entry's key replaces it
+    TuningTable::merge_into_file(&path, &here(), &[entry(64, "sm90:64x64x64,ws")]).unwrap();
+    let loaded = TuningTable::load(&path, &here());
+    let tables = Tables::new([loaded]);
+    assert_eq!(tables.exact(&key(64)).unwrap().to_string(), "sm90:64x64x64,ws");
+    assert_eq!(tables.len(), 3);
+    assert!(tables.warnings().is_empty());
 }
 
 #[test]
@@ -220,7 +284,7 @@ fn concurrent_writers_lose_nothing_and_never_tear_the_file() {
     });
     let loaded = TuningTable::load(&path, &here());
     assert!(loaded.warnings.is_empty());
-    let mut ms: Vec<usize> = loaded.entries.iter().map(|(k, _)| k.m).collect();
+    let mut ms: Vec<usize> = loaded.entries.iter().map(|e| e.key.m).collect();
     ms.sort();
     assert_eq!(ms, buckets.to_vec());
     // No temporary files are left behind.
@@ -232,16 +296,28 @@ fn concurrent_writers_lose_nothing_and_never_tear_the_file() {
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
+/// Every shipped table parsed, with its name.
+fn shipped() -> Vec<(&'static str, TuningTable)> {
+    rcute_ops::tuning::SHIPPED
+        .iter()
+        .map(|(name, text)| {
+            (
+                *name,
+                TuningTable::from_json(text).unwrap_or_else(|e| panic!("{name}: {e}")),
+            )
+        })
+        .collect()
+}
+
 #[test]
 fn shipped_tables_are_well_formed() {
     // Every shipped table parses, names its device, and every entry's configuration is one
     // the ops understand (a table with an unknown configuration would silently lose it).
-    // A table measured with another generator is not an error (ops ignore it with a
-    // warning until it is re-measured on the GPU); say so.
-    let current = generator_hashes();
-    for (name, text) in rcute_ops::tuning::SHIPPED {
-        let t = TuningTable::from_json(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+    // An entry whose kernels changed since it was measured is not an error (ops ignore it
+    // with a warning until it is re-measured on the GPU); say so.
+    for (name, t) in shipped() {
         assert!(!t.header.device.is_empty(), "{name}: no device");
+        let mut stale = Vec::new();
         for e in &t.entries {
             assert!(
                 e.config.parse::<ConfigSpec>().is_ok(),
@@ -259,16 +335,93 @@ fn shipped_tables_are_well_formed() {
                 let space = rcute_ops::moe::moe_space(e.key.m, topk, experts, e.key.n, e.key.k);
                 assert!(space.contains(&s), "{name}: {s} outside the space of {:?}", e.key);
             }
-        }
-        for f in Family::ALL {
-            if t.header.generators.get(&f) != current.get(&f) {
-                eprintln!(
-                    "note: {name}'s {} entries were measured with generator {:?} (now {:?}): re-run rcute tune",
-                    f.name(),
-                    t.header.generators.get(&f),
-                    current.get(&f)
-                );
+            let now = kernel_fingerprint(&e.key, &spec_of(e), t.header.smem_optin).ok();
+            if e.fingerprint.is_none() || e.fingerprint != now {
+                stale.push(format!("{} {} m={} {}", e.key.op, e.key.dtypes, e.key.m, e.config));
             }
         }
+        // the loader applies exactly the entries whose fingerprint is this build's
+        let current: Vec<String> = t
+            .entries
+            .iter()
+            .filter(|e| {
+                e.fingerprint.is_some()
+                    && e.fingerprint == kernel_fingerprint(&e.key, &spec_of(e), t.header.smem_optin).ok()
+            })
+            .map(|e| format!("{:?}", e.key))
+            .collect();
+        let mut current = current;
+        current.sort();
+        assert_eq!(applying(name, &t), current, "{name}");
+        assert_eq!(t.header.format, TABLE_FORMAT, "{name}");
+        if !stale.is_empty() {
+            eprintln!(
+                "note: {name}: {} entries were measured with other kernels (re-run rcute tune): {stale:?}",
+                stale.len()
+            );
+        }
     }
+}
+
+fn spec_of(e: &Entry) -> ConfigSpec {
+    e.config.parse().unwrap()
+}
+
+/// A table of format 1 (`text`: a header with one generator hash per kernel family and no
+/// fingerprints) as a table of the current format on its device, whose opt-in shared
+/// memory per block (which format 1 did not record) is `smem_optin`: each entry `current`
+/// says was measured with this build's kernels gets the fingerprint this build generates
+/// for it; the others get none, so they never apply, and they stay in the table until a
+/// measurement of their key replaces them.
+fn convert_format_1(text: &str, smem_optin: u32, current: impl Fn(&Entry) -> bool) -> TuningTable {
+    let mut t = TuningTable::from_json(text).unwrap();
+    assert_eq!(t.header.format, 1, "not a table of format 1");
+    t.header.format = TABLE_FORMAT;
+    t.header.smem_optin = smem_optin;
+    for e in &mut t.entries {
+        e.fingerprint = current(e).then(|| kernel_fingerprint(&e.key, &spec_of(e), smem_optin).unwrap());
+    }
+    t
+}
+
+/// The keys of `table`'s entries that apply on its own device (through the loader).
+fn applying(name: &str, table: &TuningTable) -> Vec<String> {
+    let loaded = TuningTable::load_text(&table.to_json(), name, &table.header);
+    let tables = Tables::new([loaded]);
+    let mut keys: Vec<String> = table
+        .entries
+        .iter()
+        .filter(|e| tables.exact(&e.key).is_some())
+        .map(|e| format!("{:?}", e.key))
+        .collect();
+    keys.sort();
+    keys
+}
+
+#[test]
+fn a_table_of_format_1_converts_with_fingerprints_for_the_entries_measured_with_todays_kernels() {
+    // What the shipped tables went through (their conversion compared the entries that apply
+    // under both rules: the commit that introduced format 2): a table of format 1 and a
+    // predicate saying which entries were measured with this build's kernels.
+    let old = r#"{ "header": { "device": "NVIDIA H200", "sms": 132, "driver": 13000, "nvrtc": "13.0",
+                               "generators": { "sm80": "e5dc32edd20592a3", "sm90": "16045ad275be891d" } },
+                   "entries": [ ENTRIES ] }"#;
+    let entries = [entry(16, "sm90:64x128x64,pp,k2"), entry(256, "128x128x32,2x2,4,1")];
+    let listed: Vec<String> = entries
+        .iter()
+        .map(|e| {
+            serde_json::to_string(&Entry {
+                fingerprint: None,
+                ..e.clone()
+            })
+            .unwrap()
+        })
+        .collect();
+    let old = old.replace("ENTRIES", &listed.join(", "));
+    assert!(TuningTable::load_text(&old, "old.json", &here()).warnings[0].contains("format 1"));
+    let converted = convert_format_1(&old, SM90_SMEM_OPTIN, |e| e.key.m == 16);
+    assert_eq!(converted.header, here());
+    assert_eq!(converted.entries[0], entries[0]);
+    assert_eq!(converted.entries[1].fingerprint, None);
+    assert_eq!(applying("new.json", &converted), [format!("{:?}", key(16))]);
 }

@@ -5,10 +5,11 @@
 //! its candidates, and [`Ops::fused_moe`] runs a tuning table's entry, through
 //! [`Ops::run_fused_moe_spec`].
 
+use super::kernels::{fused_moe_spec_kernels, not_moe};
 use super::problem::{spec_layout, MoeProblem};
 use crate::error::OpsError;
 use crate::tensor::DType;
-use crate::tuning::{ConfigSpec, MoeSm90Spec, MoeSpec};
+use crate::tuning::{ConfigSpec, MoeSm90Spec, MoeSpec, TunedKernel};
 use crate::Ops;
 
 /// The workspace [`Ops::run_fused_moe_with`] needs for `spec` (at most
@@ -95,34 +96,21 @@ impl Ops {
     }
 }
 
-fn not_moe(spec: &ConfigSpec) -> OpsError {
-    OpsError::Shape(format!("MoE configuration: {spec} is not a MoE configuration"))
-}
-
 impl Ops {
-    /// Generate, compile (cached) and load the two grouped GEMMs of `spec` (either
-    /// family) for `dtype` operands without running them (the tuner compiles its
-    /// candidates in parallel through this).
+    /// Generate, compile (cached) and load the kernels `spec` (either family) decides for
+    /// `dtype` operands ([`crate::tuning::tuned_kernels`]) without running them (the tuner
+    /// compiles its candidates in parallel through this).
     pub fn load_fused_moe_spec(&self, dtype: DType, spec: &ConfigSpec) -> Result<(), OpsError> {
-        use rcute_kernel::grouped_gemm::{GroupedA, GroupedEpilogue};
-        let el = super::fused::element(dtype)?;
-        match spec {
-            ConfigSpec::Moe(s) => {
-                for (a, e) in [
-                    (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
-                    (GroupedA::Rows, GroupedEpilogue::Scatter),
-                ] {
-                    self.grouped_kernel(&super::fused::spec_config(el, s, a, e))?;
+        for kernel in fused_moe_spec_kernels(super::fused::element(dtype)?, spec)? {
+            match kernel {
+                TunedKernel::Grouped(cfg) => self.grouped_kernel(&cfg).map(|_| ())?,
+                TunedKernel::Sm90(cfg) => self.grouped_sm90_kernel(&cfg).map(|_| ())?,
+                TunedKernel::MoeGather(el) => {
+                    let g = rcute_kernel::grouped_gemm::gather::generate(el).map_err(crate::error::boxed)?;
+                    self.moe_unit(&g.name, &g.source).map(|_| ())?
                 }
+                other => return Err(OpsError::Shape(format!("{other:?} is not a MoE kernel"))),
             }
-            ConfigSpec::MoeSm90(s) => {
-                self.grouped_sm90_kernel(&super::fused_sm90::sm90_gemm1(el, s.gemm1_cluster()))?;
-                // GEMM2 on 1x1 or 2x1 clusters: the routed rows decide (`sm90_gemm2_cluster`).
-                for cluster in [false, true] {
-                    self.grouped_sm90_kernel(&super::fused_sm90::sm90_gemm2(el, s.gemm2_tile(), cluster))?;
-                }
-            }
-            other => return Err(not_moe(other)),
         }
         Ok(())
     }

@@ -5,6 +5,7 @@
 //! from logits (T <= [`topk_align::MAX_TOKENS`]) run the top-k softmax and the alignment
 //! as one launch.
 
+use super::kernels::spec_config;
 use super::problem::{moe_tile, validate_fused_moe, MoeOptions, MoeProblem, MoeRouting, MoeWorkspace};
 use crate::error::boxed;
 use crate::error::OpsError;
@@ -53,26 +54,6 @@ pub(crate) fn layer_uses<'s>(
     uses.write(workspace.tracked_mut());
     uses.write(y.tracked_mut());
     Ok(uses)
-}
-
-/// The grouped GEMM of `spec` with A rows `a` and epilogue `ep` for `el` operands: its
-/// tile, warps and stages, GEMM2 (the scatter) on stream-K when `spec.stream`, the
-/// weights' L2 prefetch size when `spec.l2_prefetch`, or the register-streamed form when
-/// `spec.streamed` (its tile, warps and ring spelled by the same fields).
-pub(crate) fn spec_config(
-    el: Element,
-    spec: &crate::tuning::MoeSpec,
-    a: GroupedA,
-    ep: GroupedEpilogue,
-) -> GroupedGemmConfig {
-    let mut c = GroupedGemmConfig::new(el, a, ep)
-        .with_tile(spec.tile, spec.warps)
-        .with_stages(spec.stages)
-        .with_stream_k(spec.stream && ep == GroupedEpilogue::Scatter)
-        .with_b_l2_prefetch(spec.l2_prefetch);
-    c.streamed = spec.streamed;
-    c.k_rotate = spec.k_rotate;
-    c
 }
 
 /// The bytes of w2 that GEMM2 of the MoE layer may prefetch into L2 before it waits for

@@ -11,6 +11,7 @@
 //! operands and scales ([`Sm90Operands`]).
 
 use super::fused::element;
+use super::kernels::{sm90_gemm1, sm90_gemm2};
 use super::path::{sm90_chosen, sm90_gemm1_cluster, sm90_gemm2_cluster, sm90_gemm2_tile};
 use super::problem::MoeProblem;
 use crate::error::{boxed, OpsError};
@@ -19,7 +20,6 @@ use crate::Ops;
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90, Sm90GroupedArgs};
 use rcute_kernel::grouped_gemm::finalize::{self, GeneratedMoeFinalize, MoeFinalizeArgs};
 use rcute_kernel::grouped_gemm::gather::{self, MoeGatherArgs};
-use rcute_kernel::grouped_gemm::{sm90_cluster_config, sm90_config, GroupedEpilogue, SM90_TILE};
 use rcute_kernel::Function;
 
 impl Ops {
@@ -138,26 +138,6 @@ impl Ops {
         gf.check(&fin).map_err(boxed)?;
         let gemm2 = Sm90GroupedArgs { weights, ..args.gemm2 };
         Ok(Sm90LayerArgs { gemm2, fin, ..args })
-    }
-}
-
-/// GEMM1 of the SM90 layer (SwiGLU on [`SM90_TILE`]) for `el` operands, on 2x1 CTA
-/// clusters when `cluster`.
-pub(crate) fn sm90_gemm1(el: rcute_atom::Element, cluster: bool) -> GemmSm90Config {
-    if cluster {
-        sm90_cluster_config(el, GroupedEpilogue::SwiGlu, SM90_TILE)
-    } else {
-        sm90_config(el, GroupedEpilogue::SwiGlu, SM90_TILE)
-    }
-}
-
-/// GEMM2 of the SM90 layer (router weight and scatter) for `el` operands on `tile`, on 2x1
-/// CTA clusters when `cluster` ([`super::sm90_gemm2_cluster`]).
-pub(crate) fn sm90_gemm2(el: rcute_atom::Element, tile: [i64; 3], cluster: bool) -> GemmSm90Config {
-    if cluster {
-        sm90_cluster_config(el, GroupedEpilogue::Scatter, tile)
-    } else {
-        sm90_config(el, GroupedEpilogue::Scatter, tile)
     }
 }
 

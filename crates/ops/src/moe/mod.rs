@@ -30,6 +30,7 @@ pub(crate) mod fused;
 mod fused_fp8;
 pub(crate) mod fused_sm90;
 mod grouped;
+pub(crate) mod kernels;
 pub mod path;
 mod prefetch;
 pub mod problem;

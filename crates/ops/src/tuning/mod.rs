@@ -1,11 +1,14 @@
 //! Tuning tables: measured kernel choices, persisted with their provenance.
 //!
 //! Kernel selection ([`crate::select`]) follows fixed rules. A tuning table overrides
-//! them per problem with a configuration measured on the same device, driver, NVRTC and
-//! generator ([`TableHeader`]); entries are keyed by op, element types, fusion, arch, N,
-//! K and an M bucket ([`ProblemKey`], [`bucket`]), and a lookup takes the nearest M
-//! bucket. A table that does not apply is ignored with a one-line warning, never used
-//! ([`TuningTable::load`]).
+//! them per problem with a configuration measured on the same device, driver and NVRTC
+//! ([`TableHeader`]) with the same kernels: each entry records the fingerprint of the
+//! generated sources of the kernels its configuration runs for its key
+//! ([`kernel_fingerprint`]), and applies while this build generates the same ones.
+//! Entries are keyed by op, element types, fusion, arch, N, K and an M bucket
+//! ([`ProblemKey`], [`bucket`]), and a lookup takes the nearest M bucket whose entry
+//! applies. A table or entry that does not apply is ignored with a one-line warning,
+//! never used ([`TuningTable::load`], [`Tables::lookup`]).
 //!
 //! Environment: `RCUTE_TUNING_FILE` names a table to read (before any shipped one);
 //! `RCUTE_TUNING=off` ignores every table, `cached` (the default) uses them, `on-miss`
@@ -23,23 +26,28 @@
 //! covers every configuration of [`crate::moe::moe_space`].
 //!
 //! ```
-//! use rcute_ops::tuning::{ConfigSpec, Family, ProblemKey, Tables, TableHeader, TuningTable};
-//! let here = TableHeader { device: "NVIDIA H200".into(), sms: 132, driver: 13000,
-//!                          nvrtc: "13.0".into(),
-//!                          generators: [(Family::Sm90, "abc".to_string())].into() };
-//! let json = r#"{ "header": { "device": "NVIDIA H200", "sms": 132, "driver": 13000,
-//!                             "nvrtc": "13.0", "generators": { "sm90": "abc" } },
-//!                 "entries": [ { "key": { "op": "gemm", "dtypes": "bf16", "fusion": "lincomb",
-//!                                         "arch": "sm_90a", "m": 16, "n": 4096, "k": 4096 },
-//!                                "config": "sm90:64x128x64,pp,k2", "us": 12.0 } ] }"#;
-//! let tables = Tables::new([TuningTable::load_text(json, "example", &here)]);
-//! let key = ProblemKey::new("gemm", "bf16", "lincomb", "sm_90a", 20, 4096, 4096);
+//! use rcute_ops::tuning::{kernel_fingerprint, ConfigSpec, Entry, ProblemKey, TableHeader, Tables, TuningTable};
+//! let here = TableHeader { format: 2, device: "NVIDIA H200".into(), sms: 132, driver: 13000,
+//!                          nvrtc: "13.0".into(), smem_optin: 232448 };
+//! let key = ProblemKey::new("gemm", "bf16", "lincomb", "sm_90a", 16, 4096, 4096);
 //! let spec: ConfigSpec = "sm90:64x128x64,pp,k2".parse().unwrap();
-//! assert_eq!(tables.lookup(&key), Some(&spec));
+//! let entry = |fingerprint: &str| Entry { key: key.clone(), config: spec.to_string(),
+//!                                         fingerprint: Some(fingerprint.into()), us: 12.0,
+//!                                         peer: None, peer_us: None };
+//! let current = kernel_fingerprint(&key, &spec, here.smem_optin).unwrap();
+//! let json = TuningTable { header: here.clone(), entries: vec![entry(&current)] }.to_json();
+//! let tables = Tables::new([TuningTable::load_text(&json, "example", &here)]);
+//! let near = ProblemKey::new("gemm", "bf16", "lincomb", "sm_90a", 20, 4096, 4096);
+//! assert_eq!(tables.lookup(&near), Some(&spec));
+//! // measured with other kernels: ignored
+//! let json = TuningTable { header: here.clone(), entries: vec![entry("0123456789abcdef")] }.to_json();
+//! let tables = Tables::new([TuningTable::load_text(&json, "example", &here)]);
+//! assert_eq!(tables.lookup(&near), None);
 //! ```
 
 pub mod bucket;
 mod budget;
+mod fingerprint;
 mod header;
 mod key;
 mod op_specs;
@@ -55,15 +63,18 @@ mod spec;
 mod spec_text;
 mod table;
 pub mod timing;
+mod tuned_kernel;
 pub mod tuner;
 
-pub use header::{generator_hashes, probe_sources, Family, TableHeader};
+pub use fingerprint::{kernel_fingerprint, tuned_kernels};
+pub use header::{TableHeader, TABLE_FORMAT};
 pub use key::{awq_key, moe_key, ProblemKey};
 pub use op_specs::{AwqSpec, MoeSm90Spec, MoeSpec};
 pub use ops_tables::{gemm_key, OpsTuning, ON_MISS_SECONDS, SHIPPED};
 pub use probe_moe::{moe_entry_runs, moe_problem_key};
 pub use spec::{ConfigSpec, Sm80Spec, Sm90Spec, SpecError};
-pub use table::{Entry, Loaded, Tables, TuningTable};
+pub use table::{Entry, Loaded, LoadedEntry, Tables, TuningTable};
+pub use tuned_kernel::TunedKernel;
 
 /// Whether ops consult tuning tables (`RCUTE_TUNING`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 
+use super::fingerprint::awq_kernel;
 use super::probe::{driver, probe_fields, random, Half, Sampled};
 use super::space::awq_candidates;
 use super::tuner::{copies_for, Compiler, Tunable};
-use super::{awq_key, AwqSpec, ConfigSpec, ProblemKey};
+use super::{awq_key, AwqSpec, ConfigSpec, ProblemKey, TunedKernel};
 use crate::awq::{pack_awq_matrix, validate_awq_gemm, AwqGemmProblem, AwqShape, AwqTensors};
 use crate::tensor::{DType, MatrixMut, MatrixRef};
 use crate::Ops;
@@ -132,11 +133,12 @@ impl<T: Half> Tunable for AwqProbe<T> {
     probe_fields!();
 
     fn compiler(&self) -> Compiler {
-        Box::new(|ops: &Ops, spec: &ConfigSpec| {
-            ops.load_awq_gemm(&spec.op_spec::<AwqSpec>()?.config(Self::element()).0)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        })
+        Box::new(
+            |ops: &Ops, spec: &ConfigSpec| match awq_kernel(spec, Self::element())? {
+                TunedKernel::Awq(cfg) => ops.load_awq_gemm(&cfg).map(|_| ()).map_err(|e| e.to_string()),
+                other => Err(format!("{other:?} is not an AWQ kernel")),
+            },
+        )
     }
 
     fn run(&self, ops: &Ops, spec: &ConfigSpec, turn: usize) -> Result<(), String> {

@@ -6,13 +6,12 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
-use rcute_kernel::gemm_sm80::{GemmSm80Config, Major};
-use rcute_kernel::gemm_sm90::GemmSm90Config;
 
+use super::fingerprint::gemm_kernel;
 use super::probe::{copies, driver, probe_fields, random, Half, Sampled};
 use super::space::gemm_candidates;
 use super::tuner::{copies_for, Compiler, Tunable};
-use super::{gemm_key, ConfigSpec, ProblemKey};
+use super::{gemm_key, ConfigSpec, ProblemKey, TunedKernel};
 use crate::gemm::GemmProblem;
 use crate::tensor::{DType, MatrixMut, MatrixRef};
 use crate::Ops;
@@ -98,18 +97,10 @@ impl<T: Half> Tunable for GemmProbe<T> {
             _ => rcute_atom::Element::BF16,
         };
         Box::new(move |ops: &Ops, spec: &ConfigSpec| {
-            match spec {
-                ConfigSpec::Sm80(x) => {
-                    let mut cfg = x.apply(GemmSm80Config::bf16(Major::K, Major::K, x.tile, x.warps));
-                    (cfg.a, cfg.b, cfg.c, cfg.d) = (e, e, e, e);
-                    ops.load_gemm(&cfg).map(|_| ())
-                }
-                ConfigSpec::Sm90(x) => {
-                    let mut cfg = x.apply(GemmSm90Config::bf16(x.tile, x.schedule));
-                    (cfg.ab, cfg.cd) = (e, e);
-                    ops.load_gemm_sm90(&cfg.without_c()).map(|_| ())
-                }
-                other => return Err(format!("{other} is not a gemm configuration")),
+            match gemm_kernel(spec, e)? {
+                TunedKernel::Sm80(cfg) => ops.load_gemm(&cfg).map(|_| ()),
+                TunedKernel::Sm90(cfg) => ops.load_gemm_sm90(&cfg).map(|_| ()),
+                other => return Err(format!("{other:?} is not a gemm kernel")),
             }
             .map_err(|x| x.to_string())
         })

@@ -142,9 +142,9 @@ fn sm80_generates(s: &MoeSpec) -> bool {
 /// Whether the generator accepts both SM90 grouped GEMMs of `s` (bf16).
 fn sm90_generates(s: MoeSm90Spec) -> bool {
     [
-        crate::moe::fused_sm90::sm90_gemm1(Element::BF16, s.gemm1_cluster()),
-        crate::moe::fused_sm90::sm90_gemm2(Element::BF16, s.gemm2_tile(), false),
-        crate::moe::fused_sm90::sm90_gemm2(Element::BF16, s.gemm2_tile(), true),
+        crate::moe::kernels::sm90_gemm1(Element::BF16, s.gemm1_cluster()),
+        crate::moe::kernels::sm90_gemm2(Element::BF16, s.gemm2_tile(), false),
+        crate::moe::kernels::sm90_gemm2(Element::BF16, s.gemm2_tile(), true),
     ]
     .iter()
     .all(|c| rcute_kernel::gemm_sm90::generate(c).is_ok())

@@ -1,25 +1,27 @@
 //! A persisted tuning table: a header, and measured entries.
 //!
-//! The file is JSON, readable and diffable:
+//! The file is JSON, readable and diffable (format 2, [`super::TABLE_FORMAT`]):
 //!
 //! ```json
-//! { "header": { "device": "NVIDIA H200", "sms": 132, "driver": 13000, "nvrtc": "13.0",
-//!               "generators": { "sm80": "91c0...", "sm90": "3f2a...", "awq": "...", "moe": "..." } },
+//! { "header": { "format": 2, "device": "NVIDIA H200", "sms": 132, "driver": 13000,
+//!               "nvrtc": "13.0", "smem_optin": 232448 },
 //!   "entries": [ { "key": { "op": "gemm", "dtypes": "bf16", "fusion": "lincomb",
 //!                           "arch": "sm_90a", "m": 16, "n": 4096, "k": 4096 },
-//!                  "config": "sm90:64x128x64,pp,k2", "us": 12.1,
-//!                  "peer": "cublas", "peer_us": 13.4 } ] }
+//!                  "config": "sm90:64x128x64,pp,k2", "fingerprint": "3f2a...",
+//!                  "us": 12.1, "peer": "cublas", "peer_us": 13.4 } ] }
 //! ```
 //!
 //! Reading never fails the caller: a missing file is an empty table; a file that does not
-//! parse (truncated, corrupted) or whose header names another device, driver or NVRTC is
-//! reported in one line and ignored whole; entries chosen among kernel families whose
-//! generator changed since they were measured ([`super::Family::candidates`]) are
-//! ignored, reported in one line per op and changed family, and an entry naming a
-//! configuration this build cannot read in one line of its own. Writing takes an
-//! exclusive lock on `FILE.lock`, merges with what is on disk, writes a temporary file in the same
-//! directory and renames it over `FILE`, so readers see the old or the new table, never a
-//! torn one, and concurrent writers lose no entries.
+//! parse (truncated, corrupted), of another format, or whose header names another device,
+//! driver or NVRTC is reported in one line and ignored whole; an entry naming a
+//! configuration this build cannot read is reported in a line of its own; entries without
+//! a fingerprint never apply (one line per op). An entry applies while this build
+//! generates the kernels its fingerprint names ([`super::kernel_fingerprint`], computed
+//! at lookup for the entry that matched, once); the first lookup that meets a stale entry
+//! reports, in one line per table and op, how many of that op's entries are stale. Writing
+//! takes an exclusive lock on `FILE.lock`, merges with what is on disk, writes a temporary
+//! file in the same directory and renames it over `FILE`, so readers see the old or the new
+//! table, never a torn one, and concurrent writers lose no entries.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -27,8 +29,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
 use super::bucket::nearest_within_reach;
-use super::header::{Family, TableHeader};
+use super::header::TableHeader;
 use super::key::ProblemKey;
 use super::spec::ConfigSpec;
 
@@ -39,6 +44,10 @@ pub struct Entry {
     pub key: ProblemKey,
     /// The chosen configuration ([`ConfigSpec`]'s text form).
     pub config: String,
+    /// [`super::kernel_fingerprint`] of the configuration and key with the generators that
+    /// measured it (stamped by [`TuningTable::merge_into_file`]); `None`: never applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
     /// Its median time, microseconds.
     pub us: f64,
     /// The peer timed in the same run (`cublas`, `cublaslt`), if any.
@@ -58,12 +67,42 @@ pub struct TuningTable {
     pub entries: Vec<Entry>,
 }
 
-/// A table read for use: the entries that apply here, parsed, and what was ignored.
+/// An entry read for use: its key and parsed configuration, and the fingerprint it was
+/// measured with, which a lookup checks against this build's ([`LoadedEntry::applies`]).
+#[derive(Clone, Debug)]
+pub struct LoadedEntry {
+    /// What it applies to.
+    pub key: ProblemKey,
+    /// The measured choice.
+    pub spec: ConfigSpec,
+    /// The fingerprint of the kernels measured.
+    pub fingerprint: String,
+    /// The table it came from, for warnings.
+    origin: Arc<str>,
+    /// The device's opt-in shared memory per block (the table's, which is this process's).
+    smem_optin: u32,
+    /// Whether this build's kernels have its fingerprint, once computed.
+    applies: OnceLock<bool>,
+}
+
+impl LoadedEntry {
+    /// Whether this build generates the kernels the entry was measured with: its
+    /// fingerprint equals [`super::kernel_fingerprint`] of its configuration and key now
+    /// (computed on the first call).
+    pub fn applies(&self) -> bool {
+        *self.applies.get_or_init(|| {
+            super::kernel_fingerprint(&self.key, &self.spec, self.smem_optin).as_deref() == Ok(&*self.fingerprint)
+        })
+    }
+}
+
+/// A table read for use: the entries that may apply here, parsed, and what was ignored.
 #[derive(Clone, Debug, Default)]
 pub struct Loaded {
-    /// Usable entries with their parsed configurations.
-    pub entries: Vec<(ProblemKey, ConfigSpec)>,
-    /// One line per thing ignored (the whole file, or one entry), naming the file.
+    /// Entries with their parsed configurations and fingerprints.
+    pub entries: Vec<LoadedEntry>,
+    /// One line per thing ignored (the whole file, one entry, or an op's entries without a
+    /// fingerprint), naming the file.
     pub warnings: Vec<String>,
 }
 
@@ -95,25 +134,34 @@ impl TuningTable {
             out.warnings.push(format!("tuning table {origin} ignored: {why}"));
             return out;
         }
-        let mut stale: std::collections::BTreeMap<(String, String), usize> = Default::default();
+        let origin: Arc<str> = origin.into();
+        let mut unstamped: BTreeMap<String, usize> = BTreeMap::new();
         for e in table.entries {
             match e.config.parse::<ConfigSpec>() {
                 Ok(spec) if !spec.fits_op(&e.key.op) => out.warnings.push(format!(
                     "tuning table {origin}: entry ignored: {} is not a configuration of op {:?}",
                     e.config, e.key.op
                 )),
-                Ok(_) if let Some(why) = table.header.stale(here, Family::candidates(&e.key.op, &e.key.arch)) => {
-                    *stale.entry((e.key.op.clone(), why)).or_default() += 1
-                }
-                Ok(spec) => out.entries.push((e.key, spec)),
+                Ok(spec) => match e.fingerprint {
+                    Some(fingerprint) => out.entries.push(LoadedEntry {
+                        key: e.key,
+                        spec,
+                        fingerprint,
+                        origin: origin.clone(),
+                        smem_optin: table.header.smem_optin,
+                        applies: OnceLock::new(),
+                    }),
+                    None => *unstamped.entry(e.key.op).or_default() += 1,
+                },
                 Err(err) => out
                     .warnings
                     .push(format!("tuning table {origin}: entry ignored: {err}")),
             }
         }
-        for ((op, why), n) in stale {
-            out.warnings
-                .push(format!("tuning table {origin}: {n} {op} entries ignored: {why}"));
+        for (op, n) in unstamped {
+            out.warnings.push(format!(
+                "tuning table {origin}: {n} {op} entries ignored: no kernel fingerprint (measured with kernels that changed since): re-measure them with rcute tune"
+            ));
         }
         out
     }
@@ -136,13 +184,26 @@ impl TuningTable {
         }
     }
 
-    /// Add `entries` to the table at `path` (made with `header`) under an exclusive lock:
-    /// entries on disk measured on the same device, driver and NVRTC with their family's
-    /// current generator are kept unless `entries` has their key (stale ones are dropped,
-    /// and the file takes `header`); a file for another device, driver or NVRTC, or one
-    /// that does not parse, is replaced. The new file is written beside `path` and renamed
-    /// over it.
+    /// Add `entries` to the table at `path` (made with `header`) under an exclusive lock,
+    /// each stamped with the fingerprint of the kernels this build generates for it
+    /// ([`super::kernel_fingerprint`] on `header`'s device): entries on disk measured on the
+    /// same device, driver and NVRTC are kept unless `entries` has their key or their
+    /// configuration does not parse (stale ones too: they never apply, and a measurement
+    /// of their key replaces them); a file of another format, device, driver or NVRTC, or
+    /// one that does not parse, is replaced. The new file is written beside `path` and
+    /// renamed over it.
     pub fn merge_into_file(path: &Path, header: &TableHeader, entries: &[Entry]) -> io::Result<()> {
+        let stamped: Vec<Entry> = entries
+            .iter()
+            .map(|e| Entry {
+                fingerprint: e
+                    .config
+                    .parse::<ConfigSpec>()
+                    .ok()
+                    .and_then(|spec| super::kernel_fingerprint(&e.key, &spec, header.smem_optin).ok()),
+                ..e.clone()
+            })
+            .collect();
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -159,16 +220,11 @@ impl TuningTable {
                 entries: Vec::new(),
             },
         };
-        let measured_with = table.header.clone();
-        let current = |e: &Entry| {
-            let families = Family::candidates(&e.key.op, &e.key.arch);
-            e.config.parse::<ConfigSpec>().is_ok() && measured_with.stale(header, families).is_none()
-        };
         table
             .entries
-            .retain(|old| current(old) && entries.iter().all(|new| new.key != old.key));
+            .retain(|old| old.config.parse::<ConfigSpec>().is_ok() && stamped.iter().all(|new| new.key != old.key));
         table.header = header.clone();
-        table.entries.extend_from_slice(entries);
+        table.entries.extend(stamped);
         let result = write_atomically(path, table.to_json().as_bytes());
         lock.unlock()?;
         result
@@ -212,30 +268,34 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     written
 }
 
-/// The usable entries of every table an `Ops` reads, for lookups.
+/// The entries of every table an `Ops` reads, for lookups: an entry answers only where it
+/// applies ([`LoadedEntry::applies`], checked for the entries a lookup meets).
 #[derive(Clone, Debug, Default)]
 pub struct Tables {
-    entries: Vec<(ProblemKey, ConfigSpec)>,
+    /// In order of precedence.
+    entries: Vec<LoadedEntry>,
+    /// Per table and op, the warning about its stale entries, once one was met.
+    stale: BTreeMap<(Arc<str>, String), OnceLock<String>>,
 }
 
 impl Tables {
-    /// Tables read in order of precedence: an entry of an earlier table wins over a later
-    /// one with the same key.
+    /// Tables read in order of precedence: an applying entry of an earlier table wins over
+    /// one of a later table with the same key.
     pub fn new(loaded: impl IntoIterator<Item = Loaded>) -> Tables {
-        let mut entries: Vec<(ProblemKey, ConfigSpec)> = Vec::new();
-        for l in loaded {
-            for (k, s) in l.entries {
-                if entries.iter().all(|(have, _)| *have != k) {
-                    entries.push((k, s));
-                }
-            }
-        }
-        Tables { entries }
+        let entries: Vec<LoadedEntry> = loaded.into_iter().flat_map(|l| l.entries).collect();
+        let stale = entries
+            .iter()
+            .map(|e| ((e.origin.clone(), e.key.op.clone()), OnceLock::new()))
+            .collect();
+        Tables { entries, stale }
     }
 
-    /// Number of usable entries.
+    /// Number of keys with an entry (whether it applies is known once a lookup meets it).
     pub fn len(&self) -> usize {
-        self.entries.len()
+        let mut keys: Vec<&ProblemKey> = self.entries.iter().map(|e| &e.key).collect();
+        keys.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
+        keys.dedup();
+        keys.len()
     }
 
     /// Whether there are none.
@@ -243,18 +303,80 @@ impl Tables {
         self.entries.is_empty()
     }
 
-    /// The configuration measured for exactly `key` (its own M bucket), if any.
+    /// The first entry (in precedence order) `pick` selects that applies; a stale one met on
+    /// the way is reported once per table and op ([`Tables::warnings`]).
+    fn first_applying(&self, pick: impl Fn(&ProblemKey) -> bool) -> Option<&ConfigSpec> {
+        self.entries.iter().filter(|e| pick(&e.key)).find_map(|e| {
+            if e.applies() {
+                return Some(&e.spec);
+            }
+            self.warn_stale(e);
+            None
+        })
+    }
+
+    /// Report (once) how many entries of `e`'s table and op are stale, on stderr.
+    fn warn_stale(&self, e: &LoadedEntry) {
+        let Some(once) = self.stale.get(&(e.origin.clone(), e.key.op.clone())) else {
+            return;
+        };
+        once.get_or_init(|| {
+            let of_op = self
+                .entries
+                .iter()
+                .filter(|x| Arc::ptr_eq(&x.origin, &e.origin) && x.key.op == e.key.op);
+            let n = of_op.filter(|x| !x.applies()).count();
+            let line = format!(
+                "tuning table {}: {n} {} entries ignored: their kernels changed since they were measured (another fingerprint): re-measure them with rcute tune",
+                e.origin, e.key.op
+            );
+            eprintln!("rcute: {line}");
+            line
+        });
+    }
+
+    /// The stale-entry warnings lookups have printed so far, one per table and op.
+    ///
+    /// ```
+    /// use rcute_ops::tuning::{Entry, ProblemKey, TableHeader, Tables, TuningTable};
+    /// let here = TableHeader { format: 2, device: "NVIDIA H100 80GB HBM3".into(), sms: 132,
+    ///                          driver: 13000, nvrtc: "13.0".into(), smem_optin: 232448 };
+    /// let key = ProblemKey::new("awq", "f16", "g128", "sm_90a", 16, 4096, 4096);
+    /// let old = Entry { key: key.clone(), config: "awq:16x256x64,1x4,s4,v4,k8".into(),
+    ///                   fingerprint: Some("0000000000000000".into()), us: 20.0,
+    ///                   peer: None, peer_us: None };
+    /// let json = TuningTable { header: here.clone(), entries: vec![old] }.to_json();
+    /// let tables = Tables::new([TuningTable::load_text(&json, "t.json", &here)]);
+    /// assert!(tables.warnings().is_empty()); // nothing is checked before a lookup
+    /// assert_eq!(tables.lookup(&key), None);
+    /// assert!(tables.warnings()[0].starts_with("tuning table t.json: 1 awq entries ignored"));
+    /// ```
+    pub fn warnings(&self) -> Vec<String> {
+        self.stale.values().filter_map(|w| w.get().cloned()).collect()
+    }
+
+    /// The configuration measured for exactly `key` (its own M bucket), if an entry there
+    /// applies.
     pub fn exact(&self, key: &ProblemKey) -> Option<&ConfigSpec> {
-        self.entries.iter().find(|(k, _)| k == key).map(|(_, s)| s)
+        self.first_applying(|k| k == key)
     }
 
     /// The configuration measured for `key`'s problem at the nearest M bucket (same op,
-    /// types, fusion, arch, N and K), if one lies within a factor of two of `key.m`
-    /// ([`super::bucket::REACH`]).
+    /// types, fusion, arch, N and K) whose entry applies, if one lies within a factor of two
+    /// of `key.m` ([`super::bucket::REACH`]).
     pub fn lookup(&self, key: &ProblemKey) -> Option<&ConfigSpec> {
-        let same: Vec<&(ProblemKey, ConfigSpec)> = self.entries.iter().filter(|(k, _)| k.same_but_m(key)).collect();
-        let ms: Vec<usize> = same.iter().map(|(k, _)| k.m).collect();
-        let m = nearest_within_reach(key.m, &ms)?;
-        same.into_iter().find(|(k, _)| k.m == m).map(|(_, s)| s)
+        let mut ms: Vec<usize> = self
+            .entries
+            .iter()
+            .filter(|e| e.key.same_but_m(key))
+            .map(|e| e.key.m)
+            .collect();
+        while let Some(m) = nearest_within_reach(key.m, &ms) {
+            if let Some(spec) = self.first_applying(|k| k.m == m && k.same_but_m(key)) {
+                return Some(spec);
+            }
+            ms.retain(|&x| x != m);
+        }
+        None
     }
 }

@@ -112,12 +112,14 @@ pub struct TuneOutcome {
 }
 
 impl TuneOutcome {
-    /// The table entry of the winner, if there is one.
+    /// The table entry of the winner, if there is one (its fingerprint is stamped when it
+    /// is written: [`super::TuningTable::merge_into_file`]).
     pub fn entry(&self, peer: Option<&str>) -> Option<super::Entry> {
         let b = self.best.as_ref()?;
         Some(super::Entry {
             key: self.key.clone(),
             config: b.spec.to_string(),
+            fingerprint: None,
             us: b.us,
             peer: b.peer_us.and(peer.map(str::to_string)),
             peer_us: b.peer_us,
