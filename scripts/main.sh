@@ -8,12 +8,13 @@ cd "$(dirname "$0")/.."
 bash scripts/setup-cuda.sh
 export RCUTE_CUDA_WHEELS="${RCUTE_CUDA_WHEELS:-$PWD/.cuda}"
 cargo build --release -q -p rcute-cli
-./target/release/rcute gen --check
-./target/release/rcute run
+rcute="${CARGO_TARGET_DIR:-target}/release/rcute"
+"$rcute" gen --check
+"$rcute" run
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   echo "GPU found: verifying and benchmarking on the device"
   RCUTE_REQUIRE_GPU=1 cargo test --release -q -p rcute-tests -- --test-threads=1
-  ./target/release/rcute bench gemm --shape 4096x4096x4096 --shape 8192x8192x8192 \
+  "$rcute" bench gemm --shape 4096x4096x4096 --shape 8192x8192x8192 \
     --shape 16x4096x4096 --shape 128x4096x4096 --shape 16x14336x4096 --shape 128x14336x4096
 else
   echo "no GPU: kernels generated and compiled; GPU verification and benchmarks skipped"
