@@ -88,7 +88,7 @@ impl Topk<'_> {
             self.g.check(&a).unwrap();
             // SAFETY: logits hold [T, E] elements of the kernel's type, ids and weights
             // [T, k] (fresh allocations); E and k were checked against the kernel.
-            unsafe { launch_chained(&self.f, self.g.launch_config(&a).with_checked(true), self.g.args(&a)) }.unwrap();
+            unsafe { launch_chained(self.f, self.g.launch_config(&a).with_checked(true), self.g.args(&a)) }.unwrap();
         }
         let ids = s.clone_dtoh(&d_ids).unwrap();
         let w = s.clone_dtoh(&d_w).unwrap();
@@ -156,7 +156,7 @@ impl Align<'_> {
             // SAFETY: topk_ids holds [T, k] ints; the outputs have the lengths
             // `align_capacity` gives for these sizes (counts L, offsets L + 1, sorted ids
             // `rows`, block experts `blocks`, total 1), as the kernel requires.
-            unsafe { launch_chained(&self.f, self.g.launch_config().with_checked(true), args) }.unwrap();
+            unsafe { launch_chained(self.f, self.g.launch_config().with_checked(true), args) }.unwrap();
         }
         let out = AlignOut {
             counts: s.clone_dtoh(&c).unwrap(),

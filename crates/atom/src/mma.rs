@@ -155,16 +155,17 @@ impl MmaAtom {
     }
     /// True when the operand is read through a shared-memory descriptor.
     pub fn from_smem(&self, op: Operand) -> bool {
-        match (self.kind, op) {
-            (MmaKind::Wgmma { .. }, Operand::B) => true,
-            (
-                MmaKind::Wgmma {
-                    source: GmmaSource::SS, ..
-                },
-                Operand::A,
-            ) => true,
-            _ => false,
-        }
+        matches!(
+            (self.kind, op),
+            (MmaKind::Wgmma { .. }, Operand::B)
+                | (
+                    MmaKind::Wgmma {
+                        source: GmmaSource::SS,
+                        ..
+                    },
+                    Operand::A
+                )
+        )
     }
     /// The `(row, col)` of the element that thread `t` holds as value `v` of an operand.
     pub fn coord(&self, op: Operand, t: i64, v: i64) -> Option<(i64, i64)> {

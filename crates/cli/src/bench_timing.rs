@@ -105,6 +105,17 @@ pub fn max_abs_diff(got: impl IntoIterator<Item = f64>, want: impl IntoIterator<
     })
 }
 
+/// Median microseconds of a device-to-device copy of `bytes` and its bandwidth in GB/s
+/// (read + write).
+pub fn copy_bandwidth(stream: &Arc<CudaStream>, bytes: usize, iters: usize) -> Result<(f64, f64), String> {
+    let e = |x: cudarc::driver::DriverError| x.to_string();
+    let src: CudaSlice<u8> = stream.alloc_zeros(bytes).map_err(e)?;
+    let mut dst: CudaSlice<u8> = stream.alloc_zeros(bytes).map_err(e)?;
+    let mut f = || stream.memcpy_dtod(&src, &mut dst).map_err(|x| x.to_string());
+    let (t, _) = median_us(stream, iters, true, &mut [&mut f])?;
+    Ok((t[0], 2.0 * bytes as f64 / (t[0] * 1e-6) / 1e9))
+}
+
 #[cfg(test)]
 mod tests {
     use super::{max_abs_diff, parse_shape};
@@ -126,15 +137,4 @@ mod tests {
         assert!(parse_shape("1x2").is_err());
         assert!(parse_shape("ax2x3").is_err());
     }
-}
-
-/// Median microseconds of a device-to-device copy of `bytes` and its bandwidth in GB/s
-/// (read + write).
-pub fn copy_bandwidth(stream: &Arc<CudaStream>, bytes: usize, iters: usize) -> Result<(f64, f64), String> {
-    let e = |x: cudarc::driver::DriverError| x.to_string();
-    let src: CudaSlice<u8> = stream.alloc_zeros(bytes).map_err(e)?;
-    let mut dst: CudaSlice<u8> = stream.alloc_zeros(bytes).map_err(e)?;
-    let mut f = || stream.memcpy_dtod(&src, &mut dst).map_err(|x| x.to_string());
-    let (t, _) = median_us(stream, iters, true, &mut [&mut f])?;
-    Ok((t[0], 2.0 * bytes as f64 / (t[0] * 1e-6) / 1e9))
 }

@@ -117,7 +117,7 @@ impl AwqWgmma {
             return None;
         }
         let words = 4 / wgs_r;
-        if bm < 8 || bm > 256 || bm % 8 != 0 || words * bm / 2 > MAX_ACC_REGS || !(2..=8).contains(&stages) {
+        if !(8..=256).contains(&bm) || bm % 8 != 0 || words * bm / 2 > MAX_ACC_REGS || !(2..=8).contains(&stages) {
             return None;
         }
         let mma = wgmma(Element::F32, e, e, bm, GmmaSource::RS, Major::K, Major::K)?;

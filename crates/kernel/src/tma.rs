@@ -197,9 +197,10 @@ pub fn encode_tiled(args: &TmaEncodeArgs, global_address: u64) -> Result<sys::CU
     Ok(map)
 }
 
+/// Encoded tensor maps (128 bytes each) by their encoding arguments and global address.
+type MapCache = std::collections::HashMap<(TmaEncodeArgs, u64), [u64; 16]>;
 /// Tensor maps encoded by [`encode_tiled_cached`], keyed by their arguments and address.
-static MAP_CACHE: std::sync::Mutex<Option<std::collections::HashMap<(TmaEncodeArgs, u64), [u64; 16]>>> =
-    std::sync::Mutex::new(None);
+static MAP_CACHE: std::sync::Mutex<Option<MapCache>> = std::sync::Mutex::new(None);
 /// Entries kept before the cache starts over (a GEMM launch encodes four maps).
 const MAP_CACHE_CAPACITY: usize = 4096;
 

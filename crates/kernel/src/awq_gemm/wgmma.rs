@@ -56,7 +56,6 @@ pub(super) fn generate_wgmma(plan: AwqMainloop, name: String) -> Result<Generate
         items,
     };
     let source = unit.render();
-    drop(e);
     Ok(GeneratedAwqGemm { name, plan, source })
 }
 

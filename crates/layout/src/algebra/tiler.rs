@@ -101,16 +101,13 @@ impl fmt::Debug for Tiler {
     }
 }
 
+/// An operation [`Layout::per_mode`] applies to one mode and its tiler.
+type ModeOp<D> = dyn Fn(&Layout<D>, &Tiler) -> Result<Layout<D>>;
+
 impl<D: StrideElem> Layout<D> {
     /// CuTe's `transform_layout(layout, tiler, f)` for a tuple tiler: `f` on each mode the
     /// tiler reaches, the remaining modes unchanged (divides and products apply by mode).
-    pub(crate) fn per_mode(
-        &self,
-        op: &'static str,
-        tiler: &Tiler,
-        ts: &[Tiler],
-        f: &dyn Fn(&Layout<D>, &Tiler) -> Result<Layout<D>>,
-    ) -> Result<Layout<D>> {
+    pub(crate) fn per_mode(&self, op: &'static str, tiler: &Tiler, ts: &[Tiler], f: &ModeOp<D>) -> Result<Layout<D>> {
         if ts.len() > self.rank() {
             return Err(lerr!(
                 op,

@@ -40,7 +40,7 @@ pub const REACH: f64 = 2.0;
 pub fn nearest_within_reach(m: usize, have: &[usize]) -> Option<usize> {
     let b = nearest_bucket(m, have)?;
     let ratio = b.max(1) as f64 / m.max(1) as f64;
-    (ratio <= REACH + 1e-12 && ratio >= 1.0 / REACH - 1e-12).then_some(b)
+    (1.0 / REACH - 1e-12..=REACH + 1e-12).contains(&ratio).then_some(b)
 }
 
 /// The entry of `have` nearest to `m` on a log scale, ties to the larger; `None` when
