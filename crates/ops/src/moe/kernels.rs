@@ -27,24 +27,23 @@ pub(crate) fn spec_config(el: Element, spec: &MoeSpec, a: GroupedA, ep: GroupedE
     c
 }
 
+/// An SM90 grouped GEMM of the layer for `el` operands with epilogue `ep` on `tile`, on
+/// 2x1 CTA clusters when `cluster`.
+fn sm90_grouped(el: Element, ep: GroupedEpilogue, tile: [i64; 3], cluster: bool) -> GemmSm90Config {
+    let config = if cluster { sm90_cluster_config } else { sm90_config };
+    config(el, ep, tile)
+}
+
 /// GEMM1 of the SM90 layer (SwiGLU on [`SM90_TILE`]) for `el` operands, on 2x1 CTA
 /// clusters when `cluster`.
 pub(crate) fn sm90_gemm1(el: Element, cluster: bool) -> GemmSm90Config {
-    if cluster {
-        sm90_cluster_config(el, GroupedEpilogue::SwiGlu, SM90_TILE)
-    } else {
-        sm90_config(el, GroupedEpilogue::SwiGlu, SM90_TILE)
-    }
+    sm90_grouped(el, GroupedEpilogue::SwiGlu, SM90_TILE, cluster)
 }
 
 /// GEMM2 of the SM90 layer (router weight and scatter) for `el` operands on `tile`, on 2x1
 /// CTA clusters when `cluster` ([`super::sm90_gemm2_cluster`]).
 pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90Config {
-    if cluster {
-        sm90_cluster_config(el, GroupedEpilogue::Scatter, tile)
-    } else {
-        sm90_config(el, GroupedEpilogue::Scatter, tile)
-    }
+    sm90_grouped(el, GroupedEpilogue::Scatter, tile, cluster)
 }
 
 /// The kernels of the fused MoE layer that `spec` decides, for `el` operands: the SM80

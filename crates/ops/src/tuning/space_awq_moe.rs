@@ -139,15 +139,11 @@ fn sm80_generates(s: &MoeSpec) -> bool {
     })
 }
 
-/// Whether the generator accepts both SM90 grouped GEMMs of `s` (bf16).
+/// Whether the generator accepts every kernel of the SM90 layer `s` runs (bf16): the
+/// layer's own kernel list ([`crate::moe::kernels::fused_moe_spec_kernels`]).
 fn sm90_generates(s: MoeSm90Spec) -> bool {
-    [
-        crate::moe::kernels::sm90_gemm1(Element::BF16, s.gemm1_cluster()),
-        crate::moe::kernels::sm90_gemm2(Element::BF16, s.gemm2_tile(), false),
-        crate::moe::kernels::sm90_gemm2(Element::BF16, s.gemm2_tile(), true),
-    ]
-    .iter()
-    .all(|c| rcute_kernel::gemm_sm90::generate(c).is_ok())
+    crate::moe::kernels::fused_moe_spec_kernels(Element::BF16, &ConfigSpec::MoeSm90(s))
+        .is_ok_and(|kernels| kernels.iter().all(|k| k.source().is_ok()))
 }
 
 #[cfg(test)]
