@@ -16,9 +16,9 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use half::bf16;
 use rcute_ops::moe::{
     fused_moe_fp8_workspace_bytes, fused_moe_workspace_bytes, fused_moe_workspace_bytes_with, topk_softmax_reference,
-    validate_fused_moe, MoeFp8Weights, MoeOptions, MoePath, MoeRouting, MoeWorkspace,
+    validate_fused_moe, MoeFp8Weights, MoeOptions, MoePath, MoeRouting, MoeWeights, MoeWorkspace,
 };
-use rcute_ops::tuning::ConfigSpec;
+use rcute_ops::tuning::{ConfigSpec, MoeSpec};
 use rcute_ops::{DType, MatrixMut, MatrixRef, Ops, E4M3};
 use std::sync::Arc;
 
@@ -59,6 +59,12 @@ pub struct BenchMoeArgs {
     /// the same run (`Ops::run_fused_moe_spec` on the same buffers).
     #[arg(long = "config")]
     pub config: Vec<String>,
+    /// The prepared layer (`Ops::fused_moe_prepared_with` on `MoeWeights::prepare`d
+    /// experts, prepared once before timing): a streamed configuration (repeatable, e.g.
+    /// `moe:16x128x128,1x8,s3,reg`), or `auto` (the rule of `rcute_ops::moe::prepared_spec`),
+    /// timed beside the other layers in the same run; rows named `prep:<configuration>`.
+    #[arg(long = "prepared")]
+    pub prepared: Vec<String>,
     /// Expert parallelism over this many GPUs (NCCL; needs the `nccl` feature of
     /// rcute-cli): times the layer split over the ranks against one GPU.
     #[arg(long, default_value_t = 1)]
@@ -264,10 +270,26 @@ fn parse_configs(v: &[String]) -> Result<Vec<ConfigSpec>, String> {
         .collect()
 }
 
+/// The `--prepared` values: `auto` (`None`) or streamed MoE configurations.
+fn parse_prepared(v: &[String]) -> Result<Vec<Option<MoeSpec>>, String> {
+    v.iter()
+        .map(|c| match c.as_str() {
+            "auto" => Ok(None),
+            _ => match c.parse::<ConfigSpec>().map_err(|e| format!("--prepared {c}: {e}"))? {
+                ConfigSpec::Moe(s) if s.streamed => Ok(Some(s)),
+                other => Err(format!(
+                    "--prepared {other}: not a streamed MoE configuration (moe:...,reg)"
+                )),
+            },
+        })
+        .collect()
+}
+
 /// Runs the benchmark; returns the table.
 pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
     let paths = parse_paths(&args.path)?;
     let configs = parse_configs(&args.config)?;
+    let prepared = parse_prepared(&args.prepared)?;
     if args.ranks > 1 {
         return Err("--ranks above 1: the expert-parallel layer is `bench_moe_ep::run` (feature nccl), which `rcute bench moe` calls".into());
     }
@@ -286,6 +308,13 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         "bf16" => None,
         "e4m3" => Some(Fp8Experts::new(&ops, &w13, &w2, args)?),
         other => return Err(format!("--dtype {other}: bf16 or e4m3")),
+    };
+    let experts = if prepared.is_empty() {
+        None
+    } else {
+        let w13v = MatrixRef::new(&w13, 2 * i, h).batched(e_n, (2 * i * h) as i64);
+        let w2v = MatrixRef::new(&w2, h, i).batched(e_n, (h * i) as i64);
+        Some(MoeWeights::prepare(&ops, &w13v, &w2v, false).map_err(|x| x.to_string())?)
     };
     let mut out = format!(
         "MoE E={e_n} top-{k} H={h} I={i} bf16, {} (experts {:.1} MB, one copy)\n{:>6} {:>5} {:>10} {:>9} {:>9} {:>10} {:>8} {:>7}\n",
@@ -312,11 +341,13 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         let logits = s.clone_htod(&logits_h).map_err(e)?;
         let mut y = s.alloc_zeros::<bf16>(t * h).map_err(e)?;
         let mut bytes = fused_moe_workspace_bytes(t, k, e_n, h, i, DType::BF16).map_err(|x| x.to_string())?;
-        for c in &configs {
-            if let ConfigSpec::Moe(s) = c {
-                let b = fused_moe_workspace_bytes_with(t, k, e_n, h, i, DType::BF16, s).map_err(|x| x.to_string())?;
-                bytes = bytes.max(b);
-            }
+        let specs = configs.iter().filter_map(|c| match c {
+            ConfigSpec::Moe(s) => Some(s),
+            _ => None,
+        });
+        for s in specs.chain(prepared.iter().flatten()) {
+            let b = fused_moe_workspace_bytes_with(t, k, e_n, h, i, DType::BF16, s).map_err(|x| x.to_string())?;
+            bytes = bytes.max(b);
         }
         let mut ws = s.alloc_zeros::<u8>(bytes).map_err(e)?;
         let mut y8 = s.alloc_zeros::<bf16>(t * h).map_err(e)?;
@@ -361,6 +392,16 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
                 ops.run_fused_moe_spec(&p, spec).map_err(|x| x.to_string())
             }));
         }
+        for spec in &prepared {
+            let (ops, xv, routing, bufs, pw) = (&ops, &xv, &routing, &bufs, experts.as_ref());
+            layers.push(Box::new(move || {
+                let mut b = bufs.borrow_mut();
+                let (wsv, yv) = &mut *b;
+                let pw = pw.ok_or("no prepared experts")?;
+                ops.fused_moe_prepared_with(xv, pw, routing, &MoeOptions::default(), wsv, yv, spec.as_ref())
+                    .map_err(|x| x.to_string())
+            }));
+        }
         if let Some(w8) = &w8 {
             let (ops, xv, routing, bufs8) = (&ops, &xv, &routing, &bufs8);
             layers.push(Box::new(move || {
@@ -386,8 +427,12 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         let names = paths
             .iter()
             .map(|p| format!("{p:?}").to_lowercase())
-            .chain(configs.iter().map(|c| c.to_string()));
-        let bf16_layers = paths.len() + configs.len();
+            .chain(configs.iter().map(|c| c.to_string()))
+            .chain(prepared.iter().map(|c| match c {
+                Some(s) => format!("prep:{s}"),
+                None => "prep:auto".to_string(),
+            }));
+        let bf16_layers = paths.len() + configs.len() + prepared.len();
         let fp8_name = fp8.as_ref().map(|_| "e4m3".to_string());
         for (n, (path, us)) in names.chain(fp8_name).zip(&med[..med.len() - 1]).enumerate() {
             let wb = if n < bf16_layers { 2 } else { 1 };

@@ -53,6 +53,7 @@ pub mod awq_wgmma;
 pub mod epilogue;
 pub mod fusion;
 pub mod gmma_smem;
+pub mod moe_prepared;
 pub mod moe_streamed;
 pub mod pipeline;
 pub mod sm80_mainloop;

@@ -289,6 +289,21 @@ fn grouped_gemm_units() -> Vec<CatalogueKernel> {
             kernels: 1,
         });
     }
+    // The one-time reorders of the experts into the prepared layout the `_prep` kernels read.
+    for pairing in [
+        rcute_collective::moe_prepared::MoePairing::SwiGlu,
+        rcute_collective::moe_prepared::MoePairing::Rows,
+    ] {
+        let g = crate::grouped_gemm::prepare::generate(rcute_atom::Element::BF16, pairing)
+            .expect("the MoE reorders generate for bf16");
+        out.push(CatalogueKernel {
+            name: g.name.clone(),
+            arch: Arch::Sm80,
+            source: g.source,
+            expect_sass: vec!["LDG.E.128", "STG.E.128"],
+            kernels: 1,
+        });
+    }
     // The SM90 grouped GEMMs `ops::fused_moe` runs on sm_90 for prefill (TMA + wgmma,
     // persistent cooperative; GEMM1 with SwiGLU, GEMM2 with the weighted scatter) and the
     // row gather in front of GEMM1.
@@ -367,17 +382,26 @@ pub fn grouped_gemm_configs() -> Vec<crate::grouped_gemm::GroupedGemmConfig> {
 /// The register-streamed grouped decode configurations of the catalogue
 /// ([`crate::grouped_gemm::streamed`]): bf16 GEMM1 (SwiGLU) and GEMM2 (weighted scatter)
 /// on 16-row tiles, 8 warps of 16 weight rows, chunks of 128 k, three in flight (the
-/// fastest 8-warp form of BENCHMARKS.md, session 14; slower than the `cp.async` form).
+/// fastest 8-warp form of BENCHMARKS.md, session 14; slower than the `cp.async` form), on
+/// the checkpoint's weights and on the prepared experts (`_prep`,
+/// [`rcute_collective::moe_prepared`]).
 pub fn grouped_gemm_streamed_configs() -> Vec<crate::grouped_gemm::GroupedGemmConfig> {
     use crate::grouped_gemm::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
     let e = rcute_atom::Element::BF16;
-    [
-        (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
-        (GroupedA::Rows, GroupedEpilogue::Scatter),
-    ]
-    .into_iter()
-    .map(|(a, ep)| GroupedGemmConfig::new(e, a, ep).with_streamed(16, 8, 128, 3, false))
-    .collect()
+    let mut v = Vec::new();
+    for prepared in [false, true] {
+        for (a, ep) in [
+            (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
+            (GroupedA::Rows, GroupedEpilogue::Scatter),
+        ] {
+            v.push(
+                GroupedGemmConfig::new(e, a, ep)
+                    .with_streamed(16, 8, 128, 3, false)
+                    .with_prepared(prepared),
+            );
+        }
+    }
+    v
 }
 
 /// The SM90 grouped (MoE) GEMM configurations of the catalogue: bf16 GEMM1 (SwiGLU) and

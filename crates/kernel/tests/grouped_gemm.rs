@@ -5,6 +5,7 @@
 
 use rcute_atom::Element;
 use rcute_kernel::grouped_gemm::finalize::{self, MoeFinalizeArgs};
+use rcute_kernel::grouped_gemm::prepare::{self, MoePairing};
 use rcute_kernel::grouped_gemm::{
     generate, GroupedA, GroupedEpilogue, GroupedGemmArgs, GroupedGemmConfig, GroupedGemmError,
 };
@@ -82,7 +83,9 @@ fn streamed_configs() -> Vec<GroupedGemmConfig> {
             (8, 8, 64, 3, true),
             (16, 8, 256, 2, false),
         ] {
-            v.push(GroupedGemmConfig::new(e, a, ep).with_streamed(bm, warps, ck, ring, rot));
+            let c = GroupedGemmConfig::new(e, a, ep).with_streamed(bm, warps, ck, ring, rot);
+            v.push(c.clone().with_prepared(true));
+            v.push(c);
         }
     }
     v
@@ -103,6 +106,10 @@ fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
     for e in [Element::BF16, Element::F16] {
         let g = finalize::generate(e).unwrap();
         v.push((g.name, g.source, vec!["LDG.E.128"]));
+        for pairing in [MoePairing::SwiGlu, MoePairing::Rows] {
+            let g = prepare::generate(e, pairing).unwrap();
+            v.push((g.name, g.source, vec!["LDG.E.128", "STG.E.128"]));
+        }
     }
     v
 }
@@ -115,6 +122,8 @@ fn sources_are_deterministic_named_and_folded() {
     assert!(names.contains(&"rc_moe_grouped_sm80_f16_rows_scatter_64x128x32_s4_w2x2".to_string()));
     assert!(names.contains(&"rc_moe_finalize_bf16".to_string()));
     assert!(names.contains(&"rc_moe_grouped_reg_bf16_rows_scatter_16x64x32_r8_w4_rot".to_string()));
+    assert!(names.contains(&"rc_moe_grouped_reg_f16_gather_swiglu_16x128x256_r2_w8_prep".to_string()));
+    assert!(names.contains(&"rc_moe_prepare_scatter_bf16".to_string()));
     for (name, src, _) in kernels() {
         for pat in ["+ 0)", "- 0)", "* 1)", ">> 0", "<< 0"] {
             assert!(!src.contains(pat), "{name}: unfolded {pat:?} in\n{src}");
@@ -226,6 +235,7 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         reg.clone().with_stream_k(true),
         reg.clone().with_b_l2_prefetch(true),
         rotated_cp_async,
+        GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter).with_prepared(true),
     ] {
         assert!(matches!(generate(&bad), Err(GroupedGemmError::Config(_))), "{bad:?}");
     }

@@ -55,6 +55,7 @@ pub mod finalize;
 pub mod gather;
 mod kernel;
 pub mod prefetch;
+pub mod prepare;
 pub mod quant;
 mod sm90;
 mod stmt;
@@ -163,6 +164,10 @@ pub struct GroupedGemmConfig {
     /// With [`GroupedGemmConfig::streamed`]: each warp starts its K range at its own chunk
     /// (`_rot`), so a wave's warps do not read the same offset of their rows at once.
     pub k_rotate: bool,
+    /// With [`GroupedGemmConfig::streamed`]: B is the prepared expert weight of
+    /// [`rcute_collective::moe_prepared`] (`_prep`; [`prepare`] writes it), `ldb` its block
+    /// stride and `up_first` unused (the prepared weight pairs gate and up rows itself).
+    pub prepared: bool,
 }
 
 impl GroupedGemmConfig {
@@ -179,6 +184,7 @@ impl GroupedGemmConfig {
             b_l2_prefetch: false,
             streamed: false,
             k_rotate: false,
+            prepared: false,
         }
     }
 
@@ -203,6 +209,13 @@ impl GroupedGemmConfig {
         self.stages = Some(ring);
         self.streamed = true;
         self.k_rotate = rotate;
+        self
+    }
+
+    /// The same configuration reading the prepared expert weight (`on`; the streamed form
+    /// only): see [`GroupedGemmConfig::prepared`].
+    pub fn with_prepared(mut self, on: bool) -> Self {
+        self.prepared = on;
         self
     }
 
@@ -330,9 +343,9 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
     if cfg.streamed {
         return streamed::generate(cfg);
     }
-    if cfg.k_rotate {
+    if cfg.k_rotate || cfg.prepared {
         return Err(GroupedGemmError::Config(
-            "K rotation is an option of the streamed form".into(),
+            "K rotation and the prepared weight are options of the streamed form".into(),
         ));
     }
     if cfg.stream_k && (cfg.epilogue != GroupedEpilogue::Scatter || cfg.a != GroupedA::Rows) {

@@ -59,8 +59,9 @@ pub fn plan(cfg: &GroupedGemmConfig) -> Result<MoeStreamed, GroupedGemmError> {
 pub fn kernel_name(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> String {
     let (a, ep) = (cfg.a.name(), cfg.epilogue.name());
     let rot = if cfg.k_rotate { "_rot" } else { "" };
+    let prep = if cfg.prepared { "_prep" } else { "" };
     format!(
-        "rc_moe_grouped_reg_{}_{a}_{ep}_{}x{}x{}_r{}_w{}{rot}",
+        "rc_moe_grouped_reg_{}_{a}_{ep}_{}x{}x{}_r{}_w{}{rot}{prep}",
         cfg.element.ptx(),
         p.bm,
         p.rows_per_cta(),
@@ -68,6 +69,45 @@ pub fn kernel_name(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> String {
         p.ring,
         p.warps
     )
+}
+
+/// The warp's weight rows in the prepared weight ([`rcute_collective::moe_prepared`]):
+/// its 16-row block `blk` (the CTA's `W` blocks are one contiguous run), `w_lo_src` its
+/// first part's `lo` load (256 elements, 8 per lane), `w_hi_src` the `hi` load after it.
+fn prepared_rows(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> Vec<Stmt> {
+    let ta = cfg.element.cuda_type();
+    let cols = match cfg.epilogue {
+        GroupedEpilogue::SwiGlu => 8,
+        GroupedEpilogue::Scatter => WARP_ROWS,
+    };
+    vec![
+        dc(
+            "const int",
+            "blk",
+            format!("blockIdx.y * {} + warp", p.warps),
+            format!(
+                "16-row block of the prepared weight: output columns {cols} blk .. + {cols}; offset 512 P blk + 512 p + 256 h + 8 lane + e (ldb = 512 P)"
+            ),
+        ),
+        dc(
+            "const bool",
+            "blk_ok",
+            format!("{cols} * blk < N"),
+            "the block exists (warp-uniform); its rows past N are zeros",
+        ),
+        dc(
+            &format!("const {ta}* const"),
+            "w_lo_src",
+            "gB + (long long)blk * ldb + 16 * k_begin + 8 * lane",
+            "part k_begin / 32, half 0 (MMA row g): 512 contiguous bytes per warp load",
+        ),
+        dc(
+            &format!("const {ta}* const"),
+            "w_hi_src",
+            "w_lo_src + 256",
+            "half 1 (MMA row g + 8): the next 512 bytes",
+        ),
+    ]
 }
 
 /// The warp's coordinates, its rows of B and A, its K range.
@@ -119,6 +159,20 @@ fn setup(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> Vec<Stmt> {
                 "the output column of MMA rows g (gate) and g + 8 (up)",
             ),
             d("const bool", "col_ok", "col < N"),
+        ]),
+        GroupedEpilogue::Scatter => v.extend([
+            dc(
+                "const int",
+                "col",
+                format!("blockIdx.y * {} + warp * {WARP_ROWS} + 2 * g", WARP_ROWS * w),
+                "output columns col (MMA row g) and col + 1 (row g + 8); N is even",
+            ),
+            d("const bool", "col_ok", "col < N"),
+        ]),
+    }
+    match (cfg.prepared, cfg.epilogue) {
+        (true, _) => v.extend(prepared_rows(cfg, p)),
+        (false, GroupedEpilogue::SwiGlu) => v.extend([
             dc(
                 "const int",
                 "gate_row",
@@ -137,14 +191,7 @@ fn setup(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> Vec<Stmt> {
                 "gB + (long long)up_row * ldb + k_begin + 8 * q",
             ),
         ]),
-        GroupedEpilogue::Scatter => v.extend([
-            dc(
-                "const int",
-                "col",
-                format!("blockIdx.y * {} + warp * {WARP_ROWS} + 2 * g", WARP_ROWS * w),
-                "output columns col (MMA row g) and col + 1 (row g + 8); N is even",
-            ),
-            d("const bool", "col_ok", "col < N"),
+        (false, GroupedEpilogue::Scatter) => v.extend([
             d(
                 &format!("const {ta}* const"),
                 "w_lo_src",
@@ -217,6 +264,10 @@ fn load_chunk(cfg: &GroupedGemmConfig, p: &MoeStreamed, c_expr: &str, slot: &str
         vec![d("const int", "cc", c_expr)]
     };
     let mut body = chunk;
+    if cfg.prepared {
+        body.extend(load_prepared_chunk(p, slot));
+        return vec![if_(format!("{c_expr} < chunks"), body)];
+    }
     let part_ok = format!("k_begin + kk + {CHUNK_K} * u + 8 * q < k_end");
     let loads = |row: &str| {
         Stmt::unrolled(
@@ -262,6 +313,50 @@ fn load_chunk(cfg: &GroupedGemmConfig, p: &MoeStreamed, c_expr: &str, slot: &str
         ),
     ]);
     vec![if_(format!("{c_expr} < chunks"), body)]
+}
+
+/// [`load_chunk`]'s loads from the prepared weight: part `kk / 32 + u` of the block is
+/// `512 (kk / 32 + u)` elements into its run, its `lo` and `hi` loads adjacent, so the
+/// chunk is one run of `1024 loads` contiguous bytes (parts past K are zeros there; parts
+/// past the split's range are not loaded).
+fn load_prepared_chunk(p: &MoeStreamed, slot: &str) -> Vec<Stmt> {
+    let ld = ld_global_stream(16).snippet.name;
+    let ck = p.chunk_k;
+    let part = |u_ok: Option<String>| {
+        let loads = ["lo", "hi"].map(|row| e(format!("{ld}(w_{row}_src + 16 * kk + 512 * u, w_{row}[{slot}][u])")));
+        let body = match u_ok {
+            None => loads.to_vec(),
+            Some(ok) => vec![if_else(
+                ok,
+                loads.to_vec(),
+                vec![Stmt::unrolled(
+                    "i",
+                    4,
+                    vec![
+                        Stmt::assign(format!("w_lo[{slot}][u][i]"), "0u"),
+                        Stmt::assign(format!("w_hi[{slot}][u][i]"), "0u"),
+                    ],
+                )],
+            )],
+        };
+        Stmt::unrolled("u", p.loads, body)
+    };
+    vec![
+        dc(
+            "const int",
+            "kk",
+            format!("cc * {ck}"),
+            "offset of the chunk in the split's K range",
+        ),
+        if_else(
+            format!("blk_ok && k_begin + kk + {ck} <= k_end"),
+            vec![c("a whole chunk: one contiguous run of the block"), part(None)],
+            vec![
+                c("the split's last chunk, or no block: part by part"),
+                part(Some(format!("blk_ok && k_begin + kk + {CHUNK_K} * u < k_end"))),
+            ],
+        ),
+    ]
 }
 
 /// The components of a `uint4`.
@@ -520,10 +615,15 @@ pub(super) fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, 
                 cfg.epilogue.describe()
             ),
             format!(
-                "tile {bm}x{bn}x{bk}, {} warps, ring of {} chunks{}",
+                "tile {bm}x{bn}x{bk}, {} warps, ring of {} chunks{}{}",
                 p.warps,
                 p.ring,
-                if cfg.k_rotate { ", K rotated per warp" } else { "" }
+                if cfg.k_rotate { ", K rotated per warp" } else { "" },
+                if cfg.prepared {
+                    ", B the prepared expert weight (rcute_collective::moe_prepared: 512-byte warp loads, one run per 16-row block)"
+                } else {
+                    ""
+                }
             ),
         ],
         includes: vec![],

@@ -306,12 +306,25 @@ impl Ops {
     /// automatic count) and weight loads (`l2_prefetch`), GEMM2 on stream-K over the SMs
     /// when `spec.stream` (its segments in the layout's split slabs, at least 2).
     pub(crate) fn launch_fused_moe(&self, p: &MoeProblem, spec: &crate::tuning::MoeSpec) -> Result<(), OpsError> {
+        self.launch_fused_moe_on(p, spec, None)
+    }
+
+    /// [`Ops::launch_fused_moe`], with `prepared` = the block strides of the prepared
+    /// `w13` / `w2` ([`super::MoeWeights`]) in `p` for the streamed `_prep` kernels.
+    pub(crate) fn launch_fused_moe_on(
+        &self,
+        p: &MoeProblem,
+        spec: &crate::tuning::MoeSpec,
+        prepared: Option<[i64; 2]>,
+    ) -> Result<(), OpsError> {
         let _scope = self.launch_scope();
         let el = element(p.dtype)?;
         let l = &p.layout;
         let ws = p.workspace;
-        let (g1, f1) = self.grouped_kernel(&spec_config(el, spec, GroupedA::Gathered, GroupedEpilogue::SwiGlu))?;
-        let (g2, f2) = self.grouped_kernel(&spec_config(el, spec, GroupedA::Rows, GroupedEpilogue::Scatter))?;
+        let config = |a, ep| spec_config(el, spec, a, ep).with_prepared(prepared.is_some());
+        let (g1, f1) = self.grouped_kernel(&config(GroupedA::Gathered, GroupedEpilogue::SwiGlu))?;
+        let (g2, f2) = self.grouped_kernel(&config(GroupedA::Rows, GroupedEpilogue::Scatter))?;
+        let [ldb13, ldb2] = prepared.unwrap_or([p.w13.row_stride, p.w2.row_stride]);
         let gf = finalize::generate(el).map_err(boxed)?;
         let ff = self.moe_unit(&gf.name, &gf.source)?;
         let (ids, weights) = self.moe_route(p, l)?;
@@ -337,7 +350,7 @@ impl Ops {
             n: i,
             k: h,
             lda: p.x.row_stride,
-            ldb: p.w13.row_stride,
+            ldb: ldb13,
             ldd: i64::from(i),
             expert_stride: p.w13.batch_stride,
             up_first: p.up_first,
@@ -351,7 +364,7 @@ impl Ops {
             n: h,
             k: i,
             lda: i64::from(i),
-            ldb: p.w2.row_stride,
+            ldb: ldb2,
             ldd: i64::from(h),
             expert_stride: p.w2.batch_stride,
             splits: l.splits as i32,

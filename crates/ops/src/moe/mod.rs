@@ -33,6 +33,7 @@ mod grouped;
 pub(crate) mod kernels;
 pub mod path;
 mod prefetch;
+mod prepared;
 pub mod problem;
 mod quantize;
 pub mod reference;
@@ -48,6 +49,7 @@ pub use path::{
     SM90_CLUSTER_MIN_ROWS_PER_EXPERT, SM90_MIN_ROWS_PER_EXPERT, SM90_NARROW_TILE_COST,
 };
 pub use prefetch::MoePrefetch;
+pub use prepared::{prepared_spec, MoeWeights};
 pub use problem::{
     deep_stages, fused_moe_workspace_bytes, grouped_gemm_workspace_bytes, moe_space, moe_splits, moe_tile,
     validate_fused_moe, MoeOptions, MoeProblem, MoeRouting, MoeWorkspace,

@@ -526,7 +526,7 @@ fn shape(s: String) -> OpsError {
 
 /// A dense row-major matrix (batch stride checked separately): layout, bounds, and for
 /// bf16 / f16 operands 16-byte vectors.
-fn dense(op: &'static str, g: &Geometry, output: bool, vectors: bool) -> Result<(), OpsError> {
+pub(crate) fn dense(op: &'static str, g: &Geometry, output: bool, vectors: bool) -> Result<(), OpsError> {
     check_layout(op, g, output)?;
     if g.col_stride != 1 {
         return Err(OpsError::Strides {
