@@ -67,8 +67,17 @@ __device__ __forceinline__ void rc_launch_dependents() {
   #endif
 }
 
+// --- from rcute-atom rc_prefetch_l2 ---
+__device__ __forceinline__ void rc_prefetch_l2(void const *gmem) {
+  asm volatile(
+      "prefetch.global.L2 [%0];\n"
+      : 
+      : "l"(gmem)
+      : "memory");
+}
+
 // register-streamed grouped GEMM over M padded rows (row tiles of 16, expert block_expert[tile]), 8 warps of 16 weight rows, 128 rows per CTA, 128-k chunks, 3 in flight per warp
-// grid (max row tiles, ceil(N / output columns per CTA), K splits); entries = T * topk routed entries; the prefetch parameters are unused
+// grid (max row tiles, ceil(N / output columns per CTA), K splits); entries = T * topk routed entries; prefetch_k_tiles > 0: before the grid-dependency wait, each warp prefetches that many chunks of its block into L2
 extern "C" __global__ __launch_bounds__(256) void rc_moe_grouped_reg_bf16_rows_scatter_16x128x128_r3_w8_prep(
     const __nv_bfloat16* __restrict__ A,
     const __nv_bfloat16* __restrict__ B,
@@ -95,6 +104,45 @@ extern "C" __global__ __launch_bounds__(256) void rc_moe_grouped_reg_bf16_rows_s
     int expert_offset,
     int early_trigger
 ) {
+  // before the wait: L2 prefetch of each warp's first chunks of the prepared weight; what is read here steers hints only (rcute_kernel::grouped_gemm::prefetch)
+  if (prefetch_k_tiles > 0) {
+    const int tile_m = blockIdx.x;
+    int expert = -1;  // from the routing written two or more links back, read around the L1
+    if (prefetch_ids != nullptr) {
+      if (entries <= 32) {
+        const int lane = threadIdx.x % 32;  // lane l holds routed entry l (t * topk + j)
+        const int id = lane < entries ? __ldcg(prefetch_ids + lane) : -1;
+        const int e = (int)((unsigned)id - (unsigned)expert_offset);  // wrapping: ids may be any value
+        const bool local = lane < entries && e >= 0 && e < prefetch_experts;
+        const unsigned group = __match_any_sync(0xffffffffu, local ? e : -1);  // the lanes routed to this lane's expert
+        const int tiles = (__popc(group) + 15) / 16;  // row tiles of this lane's expert (meaningful where local)
+        const int leader = local && lane == __ffs(group) - 1;
+        int before = 0;  // row tiles of the local experts below this lane's: where its tiles start
+        for (int j = 0; j < 32; ++j) {
+          const int ej = __shfl_sync(0xffffffffu, e, j);
+          const int tj = __shfl_sync(0xffffffffu, tiles, j);
+          const int lj = __shfl_sync(0xffffffffu, leader, j);
+          if (lj && ej < e) {
+            before = before + tj;
+          }
+        }
+        const unsigned hit = __ballot_sync(0xffffffffu, local && before <= tile_m && tile_m < before + tiles);
+        expert = hit != 0u ? __shfl_sync(0xffffffffu, e, __ffs(hit) - 1) : -1;
+      }
+    } else {
+      expert = tile_m * 16 < __ldcg(total_rows) ? __ldcg(block_expert + tile_m) : -1;
+    }
+    const int k_begin = blockIdx.z * k_per_split;
+    const int k_end = min(K, k_begin + min(k_per_split, prefetch_k_tiles * 128));
+    const int blk = blockIdx.y * 8 + (int)(threadIdx.x >> 5);  // this warp's 16-row block (offset 512 P blk + 16 k for k a multiple of 32)
+    if (expert >= 0 && expert < prefetch_experts && k_end > k_begin && 16 * blk < N) {
+      const char* const run = reinterpret_cast<const char*>(B + (long long)expert * expert_stride + (long long)blk * ldb + 16 * k_begin);  // parts k_begin / 32 .. ceil(k_end / 32): contiguous, inside the block (its K is padded to 32)
+      const int bytes = 32 * (((k_end + 31) & ~31) - k_begin);
+      for (int at = 128 * (int)(threadIdx.x & 31); at < bytes; at += 4096) {
+        rc_prefetch_l2(run + at);
+      }
+    }
+  }
   // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
   rc_grid_dependency_wait();
   if (early_trigger) {

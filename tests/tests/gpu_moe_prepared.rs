@@ -17,8 +17,8 @@ use half::bf16;
 use rcute_kernel::testing::gpu_for_test;
 use rcute_ops::moe::reference::MoeShape;
 use rcute_ops::moe::{
-    fused_moe_reference, fused_moe_workspace_bytes, fused_moe_workspace_bytes_with, topk_softmax_reference,
-    validate_fused_moe, MoeOptions, MoeRouting, MoeWeights, MoeWorkspace,
+    fused_moe_reference, fused_moe_workspace_bytes, fused_moe_workspace_bytes_with, prepared_spec,
+    topk_softmax_reference, validate_fused_moe, MoeOptions, MoeRouting, MoeWeights, MoeWorkspace,
 };
 use rcute_ops::tuning::MoeSpec;
 use rcute_ops::{DType, MatrixMut, MatrixRef, Ops, OpsError};
@@ -217,9 +217,15 @@ fn prepared_layer_matches_reference_and_the_streamed_form() {
                 let up = call.run(Some((&prepared_up, true)), Some(spec));
                 assert_eq!(bits(&got), bits(&up), "{what}: up_first preparation");
             }
-            // the rule's choice (the checkpoint's layer where it takes none) is fused_moe's
+            // the rule's choice: its prepared configuration, or the checkpoint's layer
             let auto = call.run(Some((&prepared, false)), None);
-            assert_eq!(bits(&auto), bits(&call.run(None, None)), "{name} T={t}: rule");
+            let rule = prepared_spec(t, k, e, h, ops.gpu().sm_count() as usize);
+            let want_auto = match &rule {
+                Some(spec) => call.run(Some((&prepared, false)), Some(spec)),
+                None => call.run(None, None),
+            };
+            assert_eq!(bits(&auto), bits(&want_auto), "{name} T={t}: rule {rule:?}");
+            check_close(&format!("{name} T={t} rule"), &auto, &want);
         }
     }
 }

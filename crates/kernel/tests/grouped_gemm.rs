@@ -393,6 +393,23 @@ fn compiles_without_spills_or_local_memory() {
 /// `block_expert`), no store or copy.
 #[test]
 fn weights_are_prefetched_before_the_grid_dependency_wait() {
+    // the streamed kernels on the prepared weight: each warp's block run, before the wait
+    for cfg in streamed_configs() {
+        let g = generate(&cfg).unwrap();
+        let body = &g.source[g.source.find(&format!("void {}(", g.name)).expect("kernel")..];
+        let wait = body.find("rc_grid_dependency_wait();").expect("wait");
+        assert_eq!(
+            body[..wait].contains("rc_prefetch_l2(run + at)"),
+            cfg.prepared,
+            "{}: prefetch before the wait only on the prepared weight",
+            g.name
+        );
+        assert!(
+            !body[..wait].contains("__ldg("),
+            "{}: L1-cached loads before the wait",
+            g.name
+        );
+    }
     let tk = toolkit_for_test();
     let cfgs = configs();
     for (i, cfg) in cfgs.iter().enumerate() {

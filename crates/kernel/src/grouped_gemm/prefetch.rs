@@ -164,6 +164,85 @@ fn expert_from_ids(bm: i64) -> Vec<Stmt> {
     ]
 }
 
+/// `expert` of this CTA's row tile before the wait: from the top-k ids (GEMM1, at most
+/// [`MAX_ID_ENTRIES`] entries) or the alignment two links back (GEMM2).
+fn prelude_expert(bm: i64) -> Vec<Stmt> {
+    vec![
+        d("const int", "tile_m", "blockIdx.x"),
+        dc(
+            "int",
+            "expert",
+            "-1",
+            "from the routing written two or more links back, read around the L1",
+        ),
+        Stmt::If {
+            cond: "prefetch_ids != nullptr".into(),
+            then: vec![if_(format!("entries <= {MAX_ID_ENTRIES}"), expert_from_ids(bm))],
+            otherwise: vec![Stmt::assign(
+                "expert",
+                format!("tile_m * {bm} < __ldcg(total_rows) ? __ldcg(block_expert + tile_m) : -1"),
+            )],
+        },
+    ]
+}
+
+/// The prelude of the streamed kernels on the prepared weight
+/// ([`super::GroupedGemmConfig::prepared`]): with `prepared_k_tiles > 0` each warp
+/// prefetches into L2 its 16-row block's first `prefetch_k_tiles` chunks of the split, one
+/// contiguous run of the prepared weight (`16 k` elements into the block for k a multiple
+/// of 32; lane `l` the 128-byte lines `l`, `l + 32`, ...). Every address is inside the
+/// block's run of the expert whatever `expert` was read, as long as it is a local expert.
+pub(super) fn prelude_prepared(cfg: &GroupedGemmConfig, warps: i64) -> Vec<Stmt> {
+    let [bm, _, chunk] = cfg.tile;
+    let cols = match cfg.epilogue {
+        super::GroupedEpilogue::SwiGlu => 8,
+        super::GroupedEpilogue::Scatter => 16,
+    };
+    let mut body = prelude_expert(bm);
+    body.extend([
+        d("const int", "k_begin", "blockIdx.z * k_per_split"),
+        d(
+            "const int",
+            "k_end",
+            format!("min(K, k_begin + min(k_per_split, prefetch_k_tiles * {chunk}))"),
+        ),
+        dc(
+            "const int",
+            "blk",
+            format!("blockIdx.y * {warps} + (int)(threadIdx.x >> 5)"),
+            "this warp's 16-row block (offset 512 P blk + 16 k for k a multiple of 32)",
+        ),
+        if_(
+            format!("expert >= 0 && expert < prefetch_experts && k_end > k_begin && {cols} * blk < N"),
+            vec![
+                dc(
+                    "const char* const",
+                    "run",
+                    "reinterpret_cast<const char*>(B + (long long)expert * expert_stride + (long long)blk * ldb + 16 * k_begin)",
+                    "parts k_begin / 32 .. ceil(k_end / 32): contiguous, inside the block (its K is padded to 32)",
+                ),
+                d(
+                    "const int",
+                    "bytes",
+                    "32 * (((k_end + 31) & ~31) - k_begin)",
+                ),
+                Stmt::Loop {
+                    init: "int at = 128 * (int)(threadIdx.x & 31)".into(),
+                    cond: "at < bytes".into(),
+                    step: "at += 4096".into(),
+                    body: vec![Stmt::Expr("rc_prefetch_l2(run + at)".into())],
+                },
+            ],
+        ),
+    ]);
+    vec![
+        Stmt::Comment(
+            "before the wait: L2 prefetch of each warp's first chunks of the prepared weight; what is read here steers hints only (rcute_kernel::grouped_gemm::prefetch)".into(),
+        ),
+        if_("prefetch_k_tiles > 0", body),
+    ]
+}
+
 /// The prelude: with `prefetch_k_tiles > 0` each thread prefetches into L2 the lines of
 /// its B tile rows over the first `prefetch_k_tiles` k-tiles of the CTA's split.
 pub(super) fn prelude(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
@@ -197,10 +276,6 @@ pub(super) fn prelude(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
             },
         ],
     ));
-    let from_alignment = Stmt::assign(
-        "expert",
-        format!("tile_m * {bm} < __ldcg(total_rows) ? __ldcg(block_expert + tile_m) : -1"),
-    );
     let prefetch = vec![if_(
         "expert >= 0 && expert < prefetch_experts && k_end > k_begin",
         vec![
@@ -227,19 +302,8 @@ pub(super) fn prelude(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
             if_("prefetch_k_tiles > 0", body),
         ];
     }
-    let mut body = vec![
-        d("const int", "tile_m", "blockIdx.x"),
-        dc(
-            "int",
-            "expert",
-            "-1",
-            "from the routing written two or more links back, read around the L1",
-        ),
-        Stmt::If {
-            cond: "prefetch_ids != nullptr".into(),
-            then: vec![if_(format!("entries <= {MAX_ID_ENTRIES}"), expert_from_ids(bm))],
-            otherwise: vec![from_alignment],
-        },
+    let mut body = prelude_expert(bm);
+    body.extend([
         d("const int", "n0", format!("blockIdx.y * {}", cfg.tile_n_out())),
         d("const int", "k_begin", "blockIdx.z * k_per_split"),
         d(
@@ -247,7 +311,7 @@ pub(super) fn prelude(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
             "k_end",
             format!("min(K, k_begin + min(k_per_split, prefetch_k_tiles * {bk}))"),
         ),
-    ];
+    ]);
     body.extend(prefetch);
     vec![
         Stmt::Comment(

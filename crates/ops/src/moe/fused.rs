@@ -385,9 +385,15 @@ impl Ops {
             experts: p.local_experts as i32,
             prefetch_ids: ids,
             expert_offset: p.expert_offset as i32,
+            // (the prepared streamed kernels hold an SM by their registers, not shared memory)
             tail_trigger: prefetch.tail()
                 && g2.prefetch_k_tiles(&gemm2) > 0
-                && grid_dependency::tail_trigger(g1.smem_bytes, g2.smem_bytes, self.gpu().max_shared_per_block_optin()),
+                && (prepared.is_some()
+                    || grid_dependency::tail_trigger(
+                        g1.smem_bytes,
+                        g2.smem_bytes,
+                        self.gpu().max_shared_per_block_optin(),
+                    )),
             ..gemm1
         };
         let fin = p.finalize_args(l, ids);

@@ -195,18 +195,46 @@ impl<'a> MoeWeights<'a> {
 }
 
 /// The prepared layer's configuration for `tokens` tokens routed to `topk` of `local`
-/// experts, or `None` where the checkpoint's layer ([`Ops::fused_moe`]) runs instead. The
-/// rule: `None` (not measured faster than the tables' `cp.async` decode form; the prepared
-/// form is run by naming a configuration, [`Ops::fused_moe_prepared_with`]).
-pub fn prepared_spec(tokens: usize, topk: usize, local: usize, hidden: usize, inter: usize) -> Option<MoeSpec> {
-    let _ = (tokens, topk, local, hidden, inter);
-    None
+/// experts of hidden size `hidden` on a GPU of `sms` SMs, or `None` where the checkpoint's
+/// layer ([`Ops::fused_moe`]) runs instead: decode batches (at most 16 routed rows per
+/// expert on average, the 16-row tiles of [`super::moe_tile`]) take the streamed form on
+/// 16-row tiles. With `touched = min(T k, L)` experts, 16 warps (256 weight rows, chunks
+/// of 128 k) where GEMM2 then still has an SM's worth of CTAs (`touched ceil(H / 256) >=
+/// sms`), else 8 warps with chunks of 256 k; GEMM2 in `sms / CTAs` K splits (1 to 4) where
+/// it has fewer CTAs than SMs. Measured on an H100 (BENCHMARKS.md, session 16).
+///
+/// ```
+/// use rcute_ops::moe::prepared_spec;
+/// // DeepSeek-V2-Lite decode on 132 SMs: T = 1 (6 experts) and T = 64.
+/// assert_eq!(prepared_spec(1, 6, 64, 2048, 132).unwrap().to_string(), "moe:16x128x256,1x8,s2,reg");
+/// assert_eq!(prepared_spec(64, 6, 64, 2048, 132).unwrap().to_string(), "moe:16x256x128,1x16,s2,reg");
+/// // Mixtral T = 1: 2 experts, GEMM2 in two K splits; prefill: the checkpoint's layer.
+/// assert_eq!(prepared_spec(1, 2, 8, 4096, 132).unwrap().to_string(), "moe:16x128x256,1x8,k2,s2,reg");
+/// assert_eq!(prepared_spec(1024, 2, 8, 4096, 132), None);
+/// ```
+pub fn prepared_spec(tokens: usize, topk: usize, local: usize, hidden: usize, sms: usize) -> Option<MoeSpec> {
+    let entries = tokens.saturating_mul(topk);
+    if entries == 0 || local == 0 || entries > 16 * local {
+        return None;
+    }
+    let touched = entries.min(local);
+    let wide = touched * hidden.div_ceil(256) >= sms;
+    let (warps, chunk) = if wide { (16, 128) } else { (8, 256) };
+    let ctas2 = touched * hidden.div_ceil(16 * warps as usize);
+    let splits = (sms / ctas2.max(1)).clamp(1, 4) as u32;
+    Some(MoeSpec::streamed(16, warps, chunk, 2, splits, false))
+}
+
+/// The prepared experts' element type.
+fn w13_dtype(w: &MoeWeights<'_>) -> DType {
+    w.w13.geo().dtype
 }
 
 impl Ops {
     /// The fused MoE layer of [`Ops::fused_moe`] on prepared experts: the prepared
-    /// streamed form where [`prepared_spec`] picks it, else [`Ops::fused_moe`] on the
-    /// checkpoint's weights. `opts.up_first` must be the order the weights were prepared
+    /// streamed form where [`prepared_spec`] picks it and the workspace holds its layout
+    /// (a workspace of [`super::fused_moe_workspace_bytes`] does), else [`Ops::fused_moe`]
+    /// on the checkpoint's weights. `opts.up_first` must be the order the weights were prepared
     /// with.
     ///
     /// # Errors
@@ -252,9 +280,16 @@ impl Ops {
             )));
         }
         let (l, h, i) = w.dims;
-        let tokens = x.geo().rows;
-        let chosen = spec.cloned().or_else(|| prepared_spec(tokens, routing.topk(), l, h, i));
-        let Some(spec) = chosen else {
+        let (tokens, sms) = (x.geo().rows, self.gpu().sm_count() as usize);
+        let ruled = spec.is_none();
+        let chosen = spec
+            .cloned()
+            .or_else(|| prepared_spec(tokens, routing.topk(), l, h, sms));
+        let fits = |s: &MoeSpec| {
+            spec_layout(tokens, routing.topk(), l, h, i, w13_dtype(w), s).is_ok_and(|lay| lay.bytes <= workspace.len())
+        };
+        let Some(spec) = chosen.filter(|s| !ruled || fits(s)) else {
+            // the rule's choice where the workspace holds it, else the checkpoint's layer
             return self.fused_moe(x, &w.w13, &w.w2, routing, opts, workspace, y);
         };
         if !spec.streamed || spec.stream || spec.l2_prefetch {
@@ -282,5 +317,37 @@ impl Ops {
         let forced = MoeProblem { layout, ..p };
         let ldb = [w.plan13.block_stride(), w.plan2.block_stride()];
         self.launch_fused_moe_on(&forced, &spec, Some(ldb))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::moe::{fused_moe_workspace_bytes, fused_moe_workspace_bytes_with};
+
+    /// The rule's configurations fit the layer's documented workspace (so a caller's
+    /// workspace of `fused_moe_workspace_bytes` runs them), on the model and test shapes.
+    #[test]
+    fn rule_fits_the_layer_workspace() {
+        for (e, k, h, i) in [
+            (64, 6, 2048, 1408),
+            (8, 2, 4096, 14336),
+            (64, 6, 1032, 712),
+            (8, 2, 1032, 712),
+            (4, 2, 40, 24),
+        ] {
+            for t in [1, 2, 3, 5, 16, 40, 64, 100, 170, 1024] {
+                for sms in [78, 114, 132] {
+                    let Some(spec) = prepared_spec(t, k, e, h, sms) else {
+                        assert!(t * k > 16 * e, "T={t} k={k} E={e}: no spec");
+                        continue;
+                    };
+                    let any = fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap();
+                    let need = fused_moe_workspace_bytes_with(t, k, e, h, i, DType::BF16, &spec).unwrap();
+                    assert!(need <= any, "{spec} T={t} E={e}: {need} > {any}");
+                    assert!(spec.streamed && !spec.stream && !spec.l2_prefetch);
+                }
+            }
+        }
     }
 }
