@@ -285,6 +285,70 @@ fn parse_prepared(v: &[String]) -> Result<Vec<Option<MoeSpec>>, String> {
         .collect()
 }
 
+/// The table's title and column heads.
+fn header(args: &BenchMoeArgs, gpu: &str) -> String {
+    let (e_n, k, h, i) = (args.experts, args.topk, args.hidden, args.inter);
+    format!(
+        "MoE E={e_n} top-{k} H={h} I={i} bf16, {} (experts {:.1} MB, one copy)\n{:>6} {:>5} {:>10} {:>9} {:>9} {:>10} {:>8} {:>7}\n",
+        gpu,
+        (3 * e_n * h * i * 2) as f64 / 1e6,
+        "T",
+        "path",
+        "rcute_us",
+        "TB/s",
+        "TFLOP/s",
+        "cublas_us",
+        "ratio",
+        "graphs"
+    )
+}
+
+/// The benchmark's experts prepared for `Ops::fused_moe_prepared` (once, before timing).
+fn prepare_experts<'a>(
+    ops: &Ops,
+    w13: &'a CudaSlice<bf16>,
+    w2: &'a CudaSlice<bf16>,
+    a: &BenchMoeArgs,
+) -> Result<MoeWeights<'a>, String> {
+    let (e, h, i) = (a.experts, a.hidden, a.inter);
+    let w13v = MatrixRef::new(w13, 2 * i, h).batched(e, (2 * i * h) as i64);
+    let w2v = MatrixRef::new(w2, h, i).batched(e, (h * i) as i64);
+    MoeWeights::prepare(ops, &w13v, &w2v, false).map_err(|x| x.to_string())
+}
+
+/// The workspace every timed bf16 layer of `t` tokens fits.
+fn workspace_bytes(
+    a: &BenchMoeArgs,
+    t: usize,
+    configs: &[ConfigSpec],
+    prepared: &[Option<MoeSpec>],
+) -> Result<usize, String> {
+    let (e, k, h, i) = (a.experts, a.topk, a.hidden, a.inter);
+    let mut bytes = fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).map_err(|x| x.to_string())?;
+    let specs = configs.iter().filter_map(|c| match c {
+        ConfigSpec::Moe(s) => Some(s),
+        _ => None,
+    });
+    for s in specs.chain(prepared.iter().flatten()) {
+        let b = fused_moe_workspace_bytes_with(t, k, e, h, i, DType::BF16, s).map_err(|x| x.to_string())?;
+        bytes = bytes.max(b);
+    }
+    Ok(bytes)
+}
+
+/// The bf16 layers' row names: the paths, the configurations, the prepared layers.
+fn layer_names(paths: &[MoePath], configs: &[ConfigSpec], prepared: &[Option<MoeSpec>]) -> Vec<String> {
+    paths
+        .iter()
+        .map(|p| format!("{p:?}").to_lowercase())
+        .chain(configs.iter().map(|c| c.to_string()))
+        .chain(prepared.iter().map(|c| match c {
+            Some(s) => format!("prep:{s}"),
+            None => "prep:auto".to_string(),
+        }))
+        .collect()
+}
+
 /// Runs the benchmark; returns the table.
 pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
     let paths = parse_paths(&args.path)?;
@@ -309,26 +373,11 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         "e4m3" => Some(Fp8Experts::new(&ops, &w13, &w2, args)?),
         other => return Err(format!("--dtype {other}: bf16 or e4m3")),
     };
-    let experts = if prepared.is_empty() {
-        None
-    } else {
-        let w13v = MatrixRef::new(&w13, 2 * i, h).batched(e_n, (2 * i * h) as i64);
-        let w2v = MatrixRef::new(&w2, h, i).batched(e_n, (h * i) as i64);
-        Some(MoeWeights::prepare(&ops, &w13v, &w2v, false).map_err(|x| x.to_string())?)
+    let experts = match prepared.is_empty() {
+        true => None,
+        false => Some(prepare_experts(&ops, &w13, &w2, args)?),
     };
-    let mut out = format!(
-        "MoE E={e_n} top-{k} H={h} I={i} bf16, {} (experts {:.1} MB, one copy)\n{:>6} {:>5} {:>10} {:>9} {:>9} {:>10} {:>8} {:>7}\n",
-        gpu.name(),
-        (3 * e_n * h * i * 2) as f64 / 1e6,
-        "T",
-        "path",
-        "rcute_us",
-        "TB/s",
-        "TFLOP/s",
-        "cublas_us",
-        "ratio",
-        "graphs"
-    );
+    let mut out = header(args, gpu.name());
     for (n, &t) in args.tokens.iter().enumerate() {
         let x_h = random_bf16(t * h, 100 + n as u64, 1.0);
         let logits_h: Vec<f32> = random_bf16(t * e_n, 200 + n as u64, 4.0)
@@ -340,16 +389,9 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         let x = s.clone_htod(&x_h).map_err(e)?;
         let logits = s.clone_htod(&logits_h).map_err(e)?;
         let mut y = s.alloc_zeros::<bf16>(t * h).map_err(e)?;
-        let mut bytes = fused_moe_workspace_bytes(t, k, e_n, h, i, DType::BF16).map_err(|x| x.to_string())?;
-        let specs = configs.iter().filter_map(|c| match c {
-            ConfigSpec::Moe(s) => Some(s),
-            _ => None,
-        });
-        for s in specs.chain(prepared.iter().flatten()) {
-            let b = fused_moe_workspace_bytes_with(t, k, e_n, h, i, DType::BF16, s).map_err(|x| x.to_string())?;
-            bytes = bytes.max(b);
-        }
-        let mut ws = s.alloc_zeros::<u8>(bytes).map_err(e)?;
+        let mut ws = s
+            .alloc_zeros::<u8>(workspace_bytes(args, t, &configs, &prepared)?)
+            .map_err(e)?;
         let mut y8 = s.alloc_zeros::<bf16>(t * h).map_err(e)?;
         let bytes8 = fused_moe_fp8_workspace_bytes(t, k, e_n, h, i, DType::BF16).map_err(|x| x.to_string())?;
         let mut ws8 = s.alloc_zeros::<u8>(if fp8.is_some() { bytes8 } else { 1 }).map_err(e)?;
@@ -424,14 +466,7 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         let flops = 6.0 * (t * k * h * i) as f64;
         // One row per timed layer: the paths, then the FP8 layer when there is one (the last
         // median is the peer's, printed in its own column).
-        let names = paths
-            .iter()
-            .map(|p| format!("{p:?}").to_lowercase())
-            .chain(configs.iter().map(|c| c.to_string()))
-            .chain(prepared.iter().map(|c| match c {
-                Some(s) => format!("prep:{s}"),
-                None => "prep:auto".to_string(),
-            }));
+        let names = layer_names(&paths, &configs, &prepared).into_iter();
         let bf16_layers = paths.len() + configs.len() + prepared.len();
         let fp8_name = fp8.as_ref().map(|_| "e4m3".to_string());
         for (n, (path, us)) in names.chain(fp8_name).zip(&med[..med.len() - 1]).enumerate() {

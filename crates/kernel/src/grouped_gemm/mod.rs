@@ -166,7 +166,9 @@ pub struct GroupedGemmConfig {
     pub k_rotate: bool,
     /// With [`GroupedGemmConfig::streamed`]: B is the prepared expert weight of
     /// [`rcute_collective::moe_prepared`] (`_prep`; [`prepare`] writes it), `ldb` its block
-    /// stride and `up_first` unused (the prepared weight pairs gate and up rows itself).
+    /// stride and `up_first` unused (the prepared weight pairs gate and up rows itself);
+    /// the kernel prefetches each warp's first chunks into L2 before its wait
+    /// ([`GroupedGemmArgs::prefetch_bytes`]).
     pub prepared: bool,
 }
 

@@ -20,10 +20,19 @@
 //! of a wave read different offsets of their rows at the same time instead of all the
 //! same one. The order of the sum is fixed by the configuration: runs are bit-identical.
 //!
+//! With [`super::GroupedGemmConfig::prepared`] (`_prep`) B is the prepared expert weight of
+//! [`rcute_collective::moe_prepared`] ([`super::prepare`] writes it): each warp load is 512
+//! contiguous bytes, a warp's chunk one contiguous run of its 16-row block, K padded to
+//! whole 32-k parts with zeros; and before its grid-dependency wait each warp prefetches
+//! its block's first chunks into L2 ([`super::prefetch`]).
+//!
 //! Measured on an H100 (BENCHMARKS.md, session 14): with chunks of 128-256 k it streams
 //! the decode layers' weights at the `cp.async` kernels' rate, never faster (DeepSeek-V2-Lite
 //! T = 1: 52.3 against 50.6 us), so it is in no table and not in the tuner's space; with
-//! one 64-byte part per chunk it runs at half that rate.
+//! one 64-byte part per chunk it runs at half that rate. On the prepared weight with the
+//! prefetch (session 16) the layer beats the `cp.async` form at every decode point measured
+//! (DeepSeek-V2-Lite T = 1: 45.1 against 50.1 us; T = 64 377.6 against 402.7; Mixtral T = 1
+//! 244.7 against 256.6, T = 16 925.0 against 977.5): `Ops::fused_moe_prepared` runs it.
 
 use super::stmt::{d, dc, if_};
 use super::{GeneratedGroupedGemm, GroupedA, GroupedEpilogue, GroupedGemmConfig, GroupedGemmError};
