@@ -365,8 +365,7 @@ fn bad_input_is_a_typed_error() {
         let mut wsv = MoeWorkspace::new(ws);
         let mut yv = MatrixMut::new(&mut y, t, h);
         ops.fused_moe_prepared_with(&x, &prepared, &routing, &opts, &mut wsv, &mut yv, Some(spec))
-            .err()
-            .expect("an error")
+            .expect_err("an error")
     };
     let up = MoeOptions {
         up_first: true,
