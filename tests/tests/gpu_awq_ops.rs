@@ -354,13 +354,15 @@ fn awq_gemm_prepared_bulk_matches_the_float64_reference() {
 
 /// The SM90 mixed-input prepared kernels (swap-AB RS wgmma, x by TMA): two consumer
 /// warpgroups along N, two splitting a lane's words, one, 32 to 128 tokens per CTA, rings
-/// of 2 to 6 stages (2: the ring wraps every other k-tile).
+/// of 2 to 8 stages (2: the ring wraps every other k-tile; 8: 208,000 bytes of shared
+/// memory).
 fn wgmma_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
     vec![
         AwqGemmConfig::new(e, [64, 512, 64], [1, 2], 4, 4).wgmma(),
         AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 4, 4).wgmma(),
         AwqGemmConfig::new(e, [64, 256, 64], [1, 1], 6, 4).wgmma(),
         AwqGemmConfig::new(e, [32, 512, 64], [1, 2], 2, 4).wgmma(),
+        AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 8, 4).wgmma(),
     ]
 }
 

@@ -47,7 +47,7 @@ pub struct BenchAwqArgs {
     /// and such a configuration (the register-streamed kernel on the checkpoint tensors as
     /// they are, unprepared), or `wgmma:` and `BMxBN,WRxWN,STAGES,1` (the SM90 mixed-input
     /// prepared kernel, sm_90 only: BM tokens per CTA, BN = 256 WN weight columns, WR
-    /// consumer warpgroups splitting a lane's four words, STAGES stages of x).
+    /// consumer warpgroups splitting a lane's four words, STAGES stages of x and the weight).
     #[arg(long = "config")]
     pub configs: Vec<String>,
 }

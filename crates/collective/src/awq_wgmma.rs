@@ -16,16 +16,27 @@
 //! `r0 .. r0 + words` of its lanes' 16 bytes), each `m64 x BM x k16` into its own f32
 //! accumulators (`BM / 2` per thread and word).
 //!
-//! **Warpgroups.** Warpgroup 0 is the producer: one elected thread TMA-loads the `(BM,
-//! 64)` tiles of `x` (row-major as it is, i.e. K-major, 128-byte swizzle, rows past M and
-//! columns past K zero-filled) into a ring of `stages` buffers guarded by *full* / *empty*
-//! mbarriers. The `wgs_r x wgs_n` consumer warpgroups take `wgs_n` groups of four
-//! 64-column blocks along N (`BN = 256 wgs_n`); the `wgs_r` warpgroups of one group split
-//! the four words of each lane (`words = 4 / wgs_r`). Each consumer lane loads its weight
-//! bytes straight from global memory into registers one k-tile (four k16 steps) ahead,
-//! converts a step into A fragments (double-buffered, so the conversion of step `s + 1`
-//! overlaps the `wgmma`s of step `s`), and releases an `x` stage once the `wgmma`s of its
-//! last step have completed.
+//! **Warpgroups.** Warpgroup 0 is the producer: per k-tile one elected thread TMA-loads
+//! the `(BM, 64)` tile of `x` (row-major as it is, i.e. K-major, 128-byte swizzle, rows
+//! past M and columns past K zero-filled) and copies, with 1-D `cp.async.bulk`, the CTA's
+//! prepared weight (the k-tile's four k16 blocks of `BN` columns: four contiguous runs of
+//! `8 BN` bytes, [`crate::awq_prepared`]), the scale row and the zero-word row of the
+//! k-tile's group (and of its second half's group for `G = 32`) into one stage of a ring
+//! of `stages`, all counted in the stage's *full* mbarrier transaction bytes; *empty*
+//! mbarriers hand the stage back. The `wgs_r x wgs_n` consumer warpgroups take `wgs_n`
+//! groups of four 64-column blocks along N (`BN = 256 wgs_n`); the `wgs_r` warpgroups of
+//! one group split the four words of each lane (`words = 4 / wgs_r`). A consumer lane
+//! reads its words of a k16 step with one shared load (a warp reads its block's 512
+//! contiguous bytes: conflict-free), one step ahead of their conversion into A fragments
+//! (double-buffered, so the conversion of step `s + 1` overlaps the `wgmma`s of step
+//! `s`), reads the group's scales and zero word where the group starts, and releases the
+//! stage once the `wgmma`s of its last step have completed.
+//!
+//! **Stage layout** (dynamic shared memory, 1024-byte aligned base): the `x` ring
+//! (`stages x BM x 128` bytes, the swizzle's 1024-byte period), then the weight ring
+//! (`stages x 32 BN`: k16 block `kb` of a stage at `8 BN kb`, its 64-column block `wb` at
+//! `+ 512 wb`, lane `l` at `+ 16 l`), the scale ring (`stages x 2 slots x 2 BN`), the zero
+//! ring (`stages x 2 slots x BN / 2`), the barriers.
 //!
 //! **Epilogue.** Accumulator `acc[r][4 j + 2 h + e]` (`CLayout_64xN`) is virtual row `16 w
 //! + g + 8 h`, token `8 j + 2 t + e`: per token a lane holds the eight contiguous output
@@ -38,13 +49,16 @@
 //! let p = AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [64, 512, 64], [1, 2], 4, 4).wgmma()).unwrap();
 //! let w = p.wgmma.as_ref().unwrap();
 //! assert_eq!((p.threads, w.words, w.acc_regs, w.x_stage_bytes), (384, 4, 128, 8192));
+//! // the stage's weight (4 k16 blocks x 512 columns / 2), scales (2 slots) and zero words
+//! assert_eq!((w.w_stage_bytes, w.s_stage_bytes, w.z_stage_bytes), (16384, 2048, 512));
+//! assert_eq!(w.w_offset, 4 * 8192);
 //! assert_eq!(w.mma.name, "SM90_64x64x16_F32F16F16_RS<K,K>");
 //! // warp 1 of consumer warpgroup 1, word 2, lane (g 3, t 0), upper row: column 64 * 5 + 24 + 4 + 1
 //! assert_eq!(w.virtual_column(1, 1, 2, 3, 1), 64 * 5 + 29);
 //! assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [128, 512, 64], [1, 2], 4, 4).wgmma()).is_err());
 //! ```
 
-use rcute_atom::copy_tma::{prefetch_tensormap, tma_load};
+use rcute_atom::copy_tma::{bulk_load, prefetch_tensormap, tma_load};
 use rcute_atom::gmma_desc::{make_gmma_desc, GmmaDescriptor};
 use rcute_atom::mma::{GmmaSource, Major};
 use rcute_atom::mma_sm90::{wgmma, wgmma_commit_group, wgmma_fence, wgmma_wait_group, GmmaSwizzle};
@@ -64,6 +78,12 @@ pub const MAX_ACC_REGS: i64 = 128;
 /// Registers the producer warpgroup keeps (`setmaxnreg.dec`).
 pub const PRODUCER_REGS: i64 = 40;
 
+/// Group slots per stage: the groups of the k-tile's two halves (different only for G = 32).
+pub const WGMMA_GROUP_SLOTS: i64 = 2;
+
+/// Most dynamic shared memory of an SM90 CTA (227 KB).
+pub const MAX_SMEM_BYTES: i64 = 232448;
+
 /// The plan of the SM90 mixed-input kernel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AwqWgmma {
@@ -81,7 +101,19 @@ pub struct AwqWgmma {
     pub stages: i64,
     /// Bytes of one `x` stage: `BM * 64 * 2` (a multiple of 1024 bytes: the swizzle's period).
     pub x_stage_bytes: i64,
-    /// Byte offset of the mbarriers (after the ring): `full[s]` at `+ 8 s`, `empty[s]` at
+    /// Bytes of one weight stage: four k16 blocks of `BN` prepared columns (`32 BN`).
+    pub w_stage_bytes: i64,
+    /// Bytes of one scale stage: [`WGMMA_GROUP_SLOTS`] rows of `BN` 16-bit scales.
+    pub s_stage_bytes: i64,
+    /// Bytes of one zero stage: [`WGMMA_GROUP_SLOTS`] rows of `BN / 8` zero words.
+    pub z_stage_bytes: i64,
+    /// Byte offset of the weight ring (after the `x` ring).
+    pub w_offset: i64,
+    /// Byte offset of the scale ring.
+    pub s_offset: i64,
+    /// Byte offset of the zero ring.
+    pub z_offset: i64,
+    /// Byte offset of the mbarriers (after the rings): `full[s]` at `+ 8 s`, `empty[s]` at
     /// `+ 8 (stages + s)`.
     pub barrier_offset: i64,
     /// Registers per consumer thread after `setmaxnreg.inc`.
@@ -100,6 +132,9 @@ pub struct AwqWgmma {
     pub desc_b: GmmaDescriptor,
     /// The producer's 2-D TMA load of one `(BM, 64)` box of `x`.
     pub tma: CopyOp,
+    /// The producer's 1-D bulk copies (global -> shared, mbarrier transaction bytes) of
+    /// the weight runs, scale and zero rows.
+    pub bulk: CopyOp,
     /// The mbarrier, election, register-reallocation and `wgmma` fence snippets.
     pub sync: Vec<Snippet>,
 }
@@ -107,7 +142,8 @@ pub struct AwqWgmma {
 impl AwqWgmma {
     /// The plan for `bm` tokens (8 ..= 256, a multiple of 8, at most
     /// [`MAX_ACC_REGS`]` * 2 / words`), `warps = [wgs_r, wgs_n]` (`wgs_r` 1 or 2, at most three consumer warpgroups) and
-    /// `stages` (2 ..= 8) on 16-bit `e`; `None` for anything else.
+    /// `stages` (2 ..= 8, the ring within [`MAX_SMEM_BYTES`]) on 16-bit `e`; `None` for
+    /// anything else.
     pub fn new(e: Element, bm: i64, warps: [i64; 2], stages: usize) -> Option<AwqWgmma> {
         let [wgs_r, wgs_n] = warps;
         if !matches!(e, Element::F16 | Element::BF16) {
@@ -122,6 +158,21 @@ impl AwqWgmma {
         }
         let mma = wgmma(Element::F32, e, e, bm, GmmaSource::RS, Major::K, Major::K)?;
         let x_stage_bytes = bm * WGMMA_BK * 2;
+        let bn = 256 * wgs_n;
+        // 64 rows of BN nibbles; group rows of BN scales and BN / 8 zero words per slot
+        let (w_stage_bytes, s_stage_bytes, z_stage_bytes) = (
+            WGMMA_BK * bn / 2,
+            WGMMA_GROUP_SLOTS * bn * 2,
+            WGMMA_GROUP_SLOTS * bn / 2,
+        );
+        let st = stages as i64;
+        let w_offset = st * x_stage_bytes;
+        let s_offset = w_offset + st * w_stage_bytes;
+        let z_offset = s_offset + st * s_stage_bytes;
+        let barrier_offset = z_offset + st * z_stage_bytes;
+        if barrier_offset + 16 * st + 1024 > MAX_SMEM_BYTES {
+            return None;
+        }
         let step = Layout::new(tuple!(bm, 16), tuple!(WGMMA_BK, 1)).ok()?;
         let desc_b = make_gmma_desc(Major::K, GmmaSwizzle::B128, &step, e).ok()?;
         let consumers = wgs_r * wgs_n;
@@ -137,12 +188,19 @@ impl AwqWgmma {
             acc_regs: words * bm / 2,
             stages: stages as i64,
             x_stage_bytes,
-            barrier_offset: stages as i64 * x_stage_bytes,
+            w_stage_bytes,
+            s_stage_bytes,
+            z_stage_bytes,
+            w_offset,
+            s_offset,
+            z_offset,
+            barrier_offset,
             consumer_regs,
             batched: Self::batched_regs(words, bm) <= budget,
             mma,
             desc_b,
             tma: tma_load(2, false, x_stage_bytes * 8),
+            bulk: bulk_load(16),
             sync: vec![
                 mbarrier_init(),
                 fence_mbarrier_init(),
@@ -161,11 +219,12 @@ impl AwqWgmma {
     }
 
     /// Registers a batched consumer thread needs (estimate): the accumulators, two steps'
-    /// fragments (`2 x words x 4`), the weight ring (`4 x words`) and 56 for the group
-    /// registers, addresses and loop state. (The 2-consumer kernel of 64 tokens with four
-    /// words, 232 by this estimate, spilled 204 bytes at the 168 a 384-thread CTA gets.)
+    /// fragments (`2 x words x 4`), two steps' shared-memory words (`2 x words`) and 52 for
+    /// the group registers, addresses and loop state. (With a register ring of `4 x words`
+    /// and 56, the 2-consumer kernel of 64 tokens with four words, 232 by that estimate,
+    /// spilled 204 bytes at the 168 a 384-thread CTA gets.)
     pub fn batched_regs(words: i64, bm: i64) -> i64 {
-        words * bm / 2 + 8 * words + 4 * words + 56
+        words * bm / 2 + 8 * words + 2 * words + 52
     }
 
     /// Threads of a CTA: the producer warpgroup and the consumers.
@@ -178,7 +237,7 @@ impl AwqWgmma {
         256 * self.wgs_n
     }
 
-    /// Dynamic shared memory: the ring, its barriers, and the
+    /// Dynamic shared memory: the rings, their barriers, and the
     /// 1024 bytes the kernel may skip to align the base.
     pub fn smem_bytes(&self) -> i64 {
         self.barrier_offset + 16 * self.stages + 1024
@@ -266,8 +325,15 @@ mod tests {
         );
         assert_eq!(
             (p.threads(), p.bn(), p.consumer_regs, p.smem_bytes()),
-            (384, 256, 232, 4 * 16384 + 64 + 1024)
+            (384, 256, 232, 4 * (16384 + 8192 + 1024 + 256) + 64 + 1024)
         );
+        // eight stages of 128 tokens x 256 columns fit (208,000 bytes); 64 x 768 only to 6
+        assert_eq!(
+            AwqWgmma::new(Element::F16, 128, [2, 1], 8).unwrap().smem_bytes(),
+            208000
+        );
+        assert!(AwqWgmma::new(Element::F16, 64, [1, 3], 6).is_some());
+        assert!(AwqWgmma::new(Element::F16, 64, [1, 3], 7).is_none());
         // batched steps where the registers allow: one consumer warpgroup (budget 248), or
         // 32 tokens with two (168)
         assert!(!p.batched && !AwqWgmma::new(Element::F16, 64, [1, 2], 4).unwrap().batched);

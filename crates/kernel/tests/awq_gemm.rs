@@ -326,7 +326,8 @@ fn checkpoint_streamed_kernels_compile_without_spills() {
 }
 
 /// SM90 mixed-input configurations: one and two consumer warpgroups along N with four
-/// words each, two splitting the words, f16 and bf16.
+/// words each, two splitting the words (4 and 8 stages: 208,000 bytes of shared memory),
+/// f16 and bf16.
 fn wgmma_configs() -> Vec<AwqGemmConfig> {
     let mut v = Vec::new();
     for e in [Element::F16, Element::BF16] {
@@ -334,14 +335,16 @@ fn wgmma_configs() -> Vec<AwqGemmConfig> {
         v.push(AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 4, 4).wgmma());
         v.push(AwqGemmConfig::new(e, [64, 256, 64], [1, 1], 6, 4).wgmma());
         v.push(AwqGemmConfig::new(e, [32, 512, 64], [1, 2], 6, 4).wgmma());
+        v.push(AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 8, 4).wgmma());
     }
     v
 }
 
 /// The SM90 mixed-input kernels compile for sm_90a without spills or local memory, and run
-/// the plan: RS `wgmma` (HGMMA with a register A), the weight by non-allocating global
-/// loads straight into registers (no LDGSTS / LDSM), `x` by TMA (UTMALDG), the `lop3`
-/// conversion, mbarriers and register reallocation; ptxas does not serialize the `wgmma`s.
+/// the plan: RS `wgmma` (HGMMA with a register A), `x` by TMA (UTMALDG) and the weight,
+/// scales and zeros by 1-D bulk copies (UBLKCP) in the producer's loop, the weight read from
+/// shared memory (LDS, no LDG in the mainloop, no LDGSTS / LDSM), the `lop3` conversion,
+/// mbarriers and register reallocation; ptxas does not serialize the `wgmma`s.
 #[test]
 fn wgmma_kernels_compile_for_sm90a_with_register_a() {
     for cfg in wgmma_configs() {
@@ -368,11 +371,28 @@ fn wgmma_kernels_compile_for_sm90a_with_register_a() {
         if std::env::var_os("RCUTE_DUMP").is_some() {
             eprintln!("{}", k.opcodes().collect::<Vec<_>>().join(" "));
         }
-        for op in ["HGMMA", "UTMALDG", "LDG.E", "LOP3", "SYNCS", "USETMAXREG"] {
+        for op in ["HGMMA", "UTMALDG", "UBLKCP", "LDS", "LOP3", "SYNCS", "USETMAXREG"] {
             assert!(k.contains_opcode(op), "{}: no {op}", g.name);
         }
         for op in ["LDGSTS", "LDSM"] {
             assert!(!k.contains_opcode(op), "{}: {op}", g.name);
         }
+        // the consumers' mainloop reads the weight from shared memory only; the
+        // producer's loop issues the bulk copies
+        let main = k.innermost_loop_with("HGMMA").expect("a mainloop around the wgmmas");
+        let has = |body: &[rcute_kernel::sass::Instruction], op: &str| body.iter().any(|i| i.base_opcode() == op);
+        assert!(
+            has(main, "LDS") && !has(main, "LDG"),
+            "{}: the mainloop's loads",
+            g.name
+        );
+        let producer = k
+            .innermost_loop_with("UBLKCP")
+            .expect("a producer loop around the bulk copies");
+        assert!(
+            has(producer, "UTMALDG") && !has(producer, "HGMMA"),
+            "{}: the producer loop",
+            g.name
+        );
     }
 }
