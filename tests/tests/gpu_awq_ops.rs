@@ -353,9 +353,9 @@ fn awq_gemm_prepared_bulk_matches_the_float64_reference() {
 }
 
 /// The SM90 mixed-input prepared kernels (swap-AB RS wgmma, x by TMA): two consumer
-/// warpgroups along N, two splitting a lane's words, one, 32 to 128 tokens per CTA, rings
-/// of 2 to 8 stages (2: the ring wraps every other k-tile; 8: 208,000 bytes of shared
-/// memory).
+/// warpgroups along N, two splitting a lane's words, one, three (word by word), 32 to 128
+/// tokens per CTA, rings of 2 to 8 stages (2: the ring wraps every other k-tile; 8:
+/// 208,000 bytes of shared memory).
 fn wgmma_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
     vec![
         AwqGemmConfig::new(e, [64, 512, 64], [1, 2], 4, 4).wgmma(),
@@ -363,6 +363,7 @@ fn wgmma_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
         AwqGemmConfig::new(e, [64, 256, 64], [1, 1], 6, 4).wgmma(),
         AwqGemmConfig::new(e, [32, 512, 64], [1, 2], 2, 4).wgmma(),
         AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 8, 4).wgmma(),
+        AwqGemmConfig::new(e, [32, 768, 64], [1, 3], 4, 4).wgmma(),
     ]
 }
 
@@ -392,6 +393,21 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
             }
         }
         eprintln!("ok {what}");
+    }
+    // the op's own choice on sm_90 (`select_awq_wgmma`): the 64x256 tile on a wide weight
+    // at 64 < M <= 128, the 128x256 tile above (wide) and above M = 256 (narrow)
+    for (m, n, k, g, bias) in [
+        (100, 8192, 256, 128, true),
+        (200, 8192, 128, 32, false),
+        (300, 512, 256, 64, true),
+    ] {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        case.check(
+            ops,
+            Run::PreparedOp(&w),
+            &format!("{e} {m}x{n}x{k} G={g} bias={bias} (op)"),
+        );
     }
 }
 

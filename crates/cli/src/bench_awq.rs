@@ -36,7 +36,8 @@ pub struct BenchAwqArgs {
     #[arg(long)]
     pub dequantize: bool,
     /// Also time forced paths (repeatable): `fused` (the fused int4 kernel with the shape's
-    /// configuration), `prepared` (the same on a prepared weight), `dense` (K-major
+    /// configuration), `prepared` (the same on a prepared weight), `prepared-auto`
+    /// (`Ops::awq_gemm_prepared`'s own choice on a prepared weight), `dense` (K-major
     /// dequantization + the SM90 GEMM, sm_90 only), a
     /// fused configuration `BMxBN,WMxWN,STAGES,SPLITS`, e.g. `--config 16x256,1x4,4,8` (BK
     /// is 64; f16; 16-byte weight copies where N/8 allows), or `prepared:` and such a
@@ -103,6 +104,9 @@ enum Variant {
     /// The prepared kernel (`AwqWeight::prepare` once per weight copy, outside the timing),
     /// forced configuration or the shape's.
     Prepared(Option<(AwqGemmConfig, u32)>),
+    /// `Ops::awq_gemm_prepared`'s own choice (the SM90 mixed-input kernel, the dense path
+    /// or the prepared kernels) on the prepared weight.
+    PreparedAuto,
 }
 
 /// What a `--config` prefix makes of a parsed configuration.
@@ -115,6 +119,7 @@ fn parse_variant(s: &str) -> Result<Variant, String> {
         "dense" => Ok(Variant::Dense),
         "fused" => Ok(Variant::Fused(None)),
         "prepared" => Ok(Variant::Prepared(None)),
+        "prepared-auto" => Ok(Variant::PreparedAuto),
         _ => {
             let forms: [(&str, Kind, bool); 5] = [
                 ("prepared:", |c| c, true),
@@ -286,7 +291,10 @@ fn bench_shape(
             .map_err(|x| x.to_string())?;
         dense.push(d);
     }
-    let prepared: Vec<AwqWeight<'_>> = if variants.iter().any(|(_, v)| matches!(v, Variant::Prepared(_))) {
+    let prepared: Vec<AwqWeight<'_>> = if variants
+        .iter()
+        .any(|(_, v)| matches!(v, Variant::Prepared(_) | Variant::PreparedAuto))
+    {
         weights
             .iter()
             .map(|w| AwqWeight::prepare(ops, &w.tensors(shape)))
@@ -337,6 +345,7 @@ fn bench_shape(
                 Variant::Fused(f) => ops.run_awq_gemm(&p, f),
                 Variant::Dense => ops.run_awq_gemm_dense(&p),
                 Variant::Prepared(f) => ops.run_awq_gemm_prepared(&xv, &prepared[i], Some(&b), &mut yv, f),
+                Variant::PreparedAuto => ops.awq_gemm_prepared(&xv, &prepared[i], Some(&b), &mut yv),
             }
             .map_err(|x| x.to_string())
         };
@@ -446,6 +455,7 @@ mod tests {
             panic!("wgmma: is a prepared configuration")
         };
         assert!(cfg.wgmma && cfg.prepared && cfg.tile == [64, 512, 64]);
+        assert!(matches!(parse_variant("prepared-auto"), Ok(Variant::PreparedAuto)));
         assert!(parse_variant("wgmma:128x512,1x2,4,1").is_err());
         assert!(matches!(parse_variant("16x256,1x4,4,8"), Ok(Variant::Fused(Some(_)))));
         assert!(parse_variant("streamed-checkpoint:32x64,4x1,4,2").is_err());

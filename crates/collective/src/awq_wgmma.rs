@@ -29,8 +29,10 @@
 //! reads its words of a k16 step with one shared load (a warp reads its block's 512
 //! contiguous bytes: conflict-free), one step ahead of their conversion into A fragments
 //! (double-buffered, so the conversion of step `s + 1` overlaps the `wgmma`s of step
-//! `s`), reads the group's scales and zero word where the group starts, and releases the
-//! stage once the `wgmma`s of its last step have completed.
+//! `s`), reads the group's scales and zero word where the group starts, and, once the
+//! `wgmma`s of the stage's last step have completed, arrives on the stage's *empty*
+//! barrier (every consumer thread, after its own shared reads: `128 x consumers`
+//! arrivals free a stage).
 //!
 //! **Stage layout** (dynamic shared memory, 1024-byte aligned base): the `x` ring
 //! (`stages x BM x 128` bytes, the swizzle's 1024-byte period), then the weight ring
@@ -122,7 +124,7 @@ pub struct AwqWgmma {
     /// as one group (two steps' fragments live, up to `2 words` `wgmma`s in flight), or,
     /// where the registers do not allow it, word by word (one fragment converted while the
     /// previous word's `wgmma` runs: two in flight). Batched where
-    /// [`AwqWgmma::batched_regs`] fit the compiler's per-thread budget for the CTA size.
+    /// [`AwqWgmma::batched_regs`] fit the consumers' register count.
     pub batched: bool,
     /// The RS `wgmma` (`m64 x BM x k16`, f32 accumulators, A from registers, B K-major).
     pub mma: MmaAtom,
@@ -179,7 +181,8 @@ impl AwqWgmma {
         // what is left of the 64K registers after the producer's, per consumer thread, a
         // multiple of 8 (setmaxnreg), at most 256
         let consumer_regs = ((65536 / 128 - PRODUCER_REGS) / consumers / 8 * 8).min(256);
-        let budget = (65536 / (128 * (1 + consumers))).min(255) / 8 * 8;
+        // ptxas allocates the consumers' code after `setmaxnreg.inc` within its count
+        let budget = consumer_regs.min(255) / 8 * 8;
         Some(AwqWgmma {
             bm,
             wgs_r,
@@ -220,9 +223,10 @@ impl AwqWgmma {
 
     /// Registers a batched consumer thread needs (estimate): the accumulators, two steps'
     /// fragments (`2 x words x 4`), two steps' shared-memory words (`2 x words`) and 52 for
-    /// the group registers, addresses and loop state. (With a register ring of `4 x words`
-    /// and 56, the 2-consumer kernel of 64 tokens with four words, 232 by that estimate,
-    /// spilled 204 bytes at the 168 a 384-thread CTA gets.)
+    /// the group registers, addresses and loop state; batched where it fits the consumers'
+    /// `setmaxnreg` count (ptxas allocates the code after `setmaxnreg.inc` within it: the
+    /// 2-consumer kernels of 128 tokens x 2 words and 64 x 4 words, 200 and 220 by this
+    /// estimate, compile without spills at 232, up to R191 in their mainloop).
     pub fn batched_regs(words: i64, bm: i64) -> i64 {
         words * bm / 2 + 8 * words + 2 * words + 52
     }
@@ -334,10 +338,12 @@ mod tests {
         );
         assert!(AwqWgmma::new(Element::F16, 64, [1, 3], 6).is_some());
         assert!(AwqWgmma::new(Element::F16, 64, [1, 3], 7).is_none());
-        // batched steps where the registers allow: one consumer warpgroup (budget 248), or
-        // 32 tokens with two (168)
-        assert!(!p.batched && !AwqWgmma::new(Element::F16, 64, [1, 2], 4).unwrap().batched);
+        // batched steps where the registers allow: one consumer warpgroup (248), two (232),
+        // three only up to 24 tokens x 4 words (152)
+        assert!(p.batched && AwqWgmma::new(Element::F16, 64, [1, 2], 4).unwrap().batched);
         assert!(AwqWgmma::new(Element::F16, 64, [1, 1], 4).unwrap().batched);
         assert!(AwqWgmma::new(Element::F16, 32, [1, 2], 4).unwrap().batched);
+        assert!(AwqWgmma::new(Element::F16, 24, [1, 3], 4).unwrap().batched);
+        assert!(!AwqWgmma::new(Element::F16, 32, [1, 3], 4).unwrap().batched);
     }
 }

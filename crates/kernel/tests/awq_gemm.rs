@@ -325,9 +325,9 @@ fn checkpoint_streamed_kernels_compile_without_spills() {
     }
 }
 
-/// SM90 mixed-input configurations: one and two consumer warpgroups along N with four
-/// words each, two splitting the words (4 and 8 stages: 208,000 bytes of shared memory),
-/// f16 and bf16.
+/// SM90 mixed-input configurations: one, two and three (word by word) consumer
+/// warpgroups along N with four words each, two splitting the words (4 and 8 stages:
+/// 208,000 bytes of shared memory), f16 and bf16.
 fn wgmma_configs() -> Vec<AwqGemmConfig> {
     let mut v = Vec::new();
     for e in [Element::F16, Element::BF16] {
@@ -336,6 +336,7 @@ fn wgmma_configs() -> Vec<AwqGemmConfig> {
         v.push(AwqGemmConfig::new(e, [64, 256, 64], [1, 1], 6, 4).wgmma());
         v.push(AwqGemmConfig::new(e, [32, 512, 64], [1, 2], 6, 4).wgmma());
         v.push(AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 8, 4).wgmma());
+        v.push(AwqGemmConfig::new(e, [32, 768, 64], [1, 3], 4, 4).wgmma());
     }
     v
 }

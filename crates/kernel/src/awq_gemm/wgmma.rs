@@ -153,7 +153,7 @@ impl Emit<'_> {
                         stages,
                         vec![
                             s("rc_mbarrier_init(bar_full + 8 * i, 1)"),
-                            s(format!("rc_mbarrier_init(bar_empty + 8 * i, {})", 4 * consumers)),
+                            s(format!("rc_mbarrier_init(bar_empty + 8 * i, {})", 128 * consumers)),
                         ],
                     ),
                     s("rc_fence_mbarrier_init()"),
@@ -468,9 +468,9 @@ impl Emit<'_> {
                 s("rc_wgmma_fence()"),
                 s(format!("{}({frag}, {desc}, acc[i], 1)", w.mma.snippet.name)),
                 s("rc_wgmma_commit_group()"),
-                Stmt::Comment("the previous group's wgmmas are done: their A fragments (and, first in a k-tile, the previous stage) are free".into()),
+                Stmt::Comment("the previous group's wgmmas are done: their A fragments (and, first in a k-tile, the previous stage: every consumer thread has read it) are free".into()),
                 s("rc_wgmma_wait_group<1>()"),
-                when(format!("{first}kk == 0 && kt > 0 && lane == 0"), vec![s("rc_mbarrier_arrive(bar_empty + 8 * prev)")]),
+                when(format!("{first}kk == 0 && kt > 0"), vec![s("rc_mbarrier_arrive(bar_empty + 8 * prev)")]),
             ]
         };
         let words_then_wgmmas = if w.batched {

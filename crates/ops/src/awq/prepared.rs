@@ -24,6 +24,7 @@
 use super::run::element;
 use super::select::{
     awq_dense_wins, select_awq_bulk, select_awq_gemm_prepared, select_awq_streamed, select_awq_streamed_wide,
+    select_awq_wgmma,
 };
 use super::validate::{validate_awq_gemm, validate_awq_weight, AwqGemmProblem, AwqTensors};
 use super::AwqShape;
@@ -128,7 +129,11 @@ impl<'a> AwqWeight<'a> {
 impl Ops {
     /// `out = x @ dequantize(w) (+ bias)` on a prepared weight: as [`Ops::awq_gemm`] (the
     /// same results: the weight is dequantized identically), with the prepared kernel for
-    /// the fused path.
+    /// the fused path: on sm_90 the SM90 mixed-input kernel where
+    /// [`super::select::select_awq_wgmma`] takes the shape and `x` suits its TMA map (a
+    /// 16-byte aligned, row-major `x` with a row pitch of a multiple of 8 elements), else
+    /// the dense path where [`super::select::awq_dense_wins`], else
+    /// [`Ops::run_awq_gemm_prepared`]'s choice.
     ///
     /// # Errors
     ///
@@ -142,8 +147,15 @@ impl Ops {
         bias: Option<&VectorRef<'_>>,
         out: &mut MatrixMut<'_>,
     ) -> Result<(), OpsError> {
-        let (m, n, k) = (x.geo().rows, w.shape.n, w.shape.k);
-        if awq_dense_wins(m, n, k, self.gpu().compute_capability()) {
+        let (m, n, k, cc) = (x.geo().rows, w.shape.n, w.shape.k, self.gpu().compute_capability());
+        let g = x.geo();
+        let tma_x = g.ptr.is_multiple_of(16) && g.row_stride % 8 == 0 && g.col_stride == 1;
+        if let Some(e) = element(w.tensors.scales.geo().dtype).ok().filter(|_| tma_x) {
+            if let Some(forced) = select_awq_wgmma(m, n, k, cc, e) {
+                return self.run_awq_gemm_prepared(x, w, bias, out, Some(forced));
+            }
+        }
+        if awq_dense_wins(m, n, k, cc) {
             return self.awq_gemm(x, &w.tensors, bias, out);
         }
         self.run_awq_gemm_prepared(x, w, bias, out, None)

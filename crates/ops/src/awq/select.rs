@@ -39,9 +39,8 @@ pub const DENSE_WIDE_N: usize = 8192;
 ///   fused kernel (50.8 / 57.6 at 192, 54.6 / 58.5 at 256), where the SM90 GEMM's
 ///   128x256 tiles give a 4096-column output only 32 CTAs.
 ///
-/// The SM90 mixed-input kernel (`AwqGemmConfig::wgmma`, forced only) is not a candidate:
-/// its best configuration ran 1.7-2.5x slower than this choice at 128 / 1024 / 4096 x 14336
-/// and 1024 x 4096 (H100, BENCHMARKS.md, helper awqrs).
+/// On a prepared weight, [`select_awq_wgmma`] (the SM90 mixed-input kernel) is asked
+/// first: where it takes the shape, `Ops::awq_gemm_prepared` runs it instead of this choice.
 ///
 /// ```
 /// use rcute_ops::awq::select::awq_dense_wins;
@@ -61,6 +60,62 @@ pub fn awq_dense_wins(m: usize, n: usize, _k: usize, cc: (u32, u32)) -> bool {
     } else {
         (64..=128).contains(&m) || m > 256
     }
+}
+
+/// Most rows of `x` for which [`select_awq_wgmma`] takes the SM90 mixed-input kernel.
+pub const WGMMA_MAX_M: usize = 2048;
+
+/// The SM90 mixed-input kernel (`rcute_collective::awq_wgmma`: swap-AB RS `wgmma` on the
+/// prepared weight, which the producer warpgroup bulk-copies with `x`'s TMA tile into the
+/// stages) for a prepared weight on sm_90, or `None` (then `Ops::awq_gemm_prepared` takes
+/// the dense path where [`awq_dense_wins`], else the fused kernels):
+///
+/// * wide weights (`N >= DENSE_WIDE_N`): 64 < M <= 128 the 64x256 tile with one consumer
+///   warpgroup and 8 stages, 128 < M <= [`WGMMA_MAX_M`] the 128x256 tile with two
+///   consumer warpgroups splitting the words and 6 stages;
+/// * narrower ones: 256 < M <= [`WGMMA_MAX_M`], the 128x256 tile.
+///
+/// Measured (H100, `rcute bench awq`, G = 128, cuBLAS fp16 in the same run; BENCHMARKS.md,
+/// AWQ, helper awqsm, first call, word-by-word `wgmma`s): 128 x 14336 x 4096 40.10 µs
+/// (64x256 s8) against 74.95 for the prepared fused kernel; 1024 x 14336 x 4096 199.8 µs
+/// (128x256 s6) against 231.6 for the dense path; 1024 x 4096 x 4096 50.8 against 62.3;
+/// but 4096 x 14336 x 4096 835.5 against the dense path's 717.6.
+///
+/// ```
+/// use rcute_ops::awq::select::select_awq_wgmma;
+/// let (h, f16) = ((9, 0), rcute_atom::Element::F16);
+/// let (cfg, splits) = select_awq_wgmma(1024, 14336, 4096, h, f16).unwrap();
+/// assert!(cfg.wgmma && cfg.prepared && splits == 1);
+/// assert_eq!((cfg.tile, cfg.warps, cfg.stages), ([128, 256, 64], [2, 1], 6));
+/// let (cfg, _) = select_awq_wgmma(128, 14336, 4096, h, f16).unwrap();
+/// assert_eq!((cfg.tile, cfg.warps, cfg.stages), ([64, 256, 64], [1, 1], 8));
+/// assert!(select_awq_wgmma(1024, 4096, 4096, h, f16).is_some());
+/// assert!(select_awq_wgmma(64, 14336, 4096, h, f16).is_none());
+/// assert!(select_awq_wgmma(128, 4096, 4096, h, f16).is_none());
+/// assert!(select_awq_wgmma(4096, 14336, 4096, h, f16).is_none());
+/// assert!(select_awq_wgmma(1024, 14336, 4096, (8, 0), f16).is_none());
+/// // K ending inside a k16 step, N inside a 64-column block: not this kernel
+/// assert!(select_awq_wgmma(1024, 14336, 4104, h, f16).is_none());
+/// assert!(select_awq_wgmma(1024, 14344, 4096, h, f16).is_none());
+/// ```
+pub fn select_awq_wgmma(
+    m: usize,
+    n: usize,
+    k: usize,
+    cc: (u32, u32),
+    element: Element,
+) -> Option<(AwqGemmConfig, u32)> {
+    if cc != (9, 0) || !n.is_multiple_of(64) || !k.is_multiple_of(16) || m > WGMMA_MAX_M {
+        return None;
+    }
+    let (tile, warps, stages) = if n >= DENSE_WIDE_N && m > 64 && m <= 128 {
+        ([64, 256, 64], [1, 1], 8)
+    } else if (n >= DENSE_WIDE_N && m > 128) || m > 256 {
+        ([128, 256, 64], [2, 1], 6)
+    } else {
+        return None;
+    };
+    Some((AwqGemmConfig::new(element, tile, warps, stages, 4).wgmma(), 1))
 }
 
 /// CTAs per SM the decode split choice aims at.
