@@ -394,11 +394,13 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         }
         eprintln!("ok {what}");
     }
-    // the op's own choice on sm_90 (`select_awq_wgmma`): the 64x256 tile on a wide weight
-    // at 64 < M <= 128, the 128x256 tile above (wide) and above M = 256 (narrow)
+    // the op's own choice on sm_90 (`select_awq_wgmma`): the 64x256 tile (64 and 128 CTAs:
+    // one wave), the 128x256 tile (96 CTAs against two waves of 160), and too few CTAs for
+    // the kernel (the dense path)
     for (m, n, k, g, bias) in [
         (100, 8192, 256, 128, true),
         (200, 8192, 128, 32, false),
+        (300, 8192, 128, 32, false),
         (300, 512, 256, 64, true),
     ] {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);

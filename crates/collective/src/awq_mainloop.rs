@@ -86,10 +86,11 @@ pub struct AwqMainloopConfig {
     /// (warps along K, then along N) and `stages` the k16 steps in flight per warp.
     pub streamed: bool,
     /// Whether the SM90 mixed-input kernel runs it ([`crate::awq_wgmma`]: swap-AB RS
-    /// `wgmma`, the prepared weight in registers, `x` TMA-loaded by a producer warpgroup;
-    /// sm_90a). Then `tile` is `(BM tokens, 256 wgs_n, 64)`, `warps` is `[wgs_r, wgs_n]`
-    /// (consumer warpgroups splitting a lane's four words, then along N) and `stages` the
-    /// `x` ring's stages.
+    /// `wgmma`, the prepared weight converted in registers as operand A, `x` TMA-loaded and
+    /// the prepared weight, scales and zeros bulk-copied into the stages by a producer
+    /// warpgroup; sm_90a). Then `tile` is `(BM tokens, 256 wgs_n, 64)`, `warps` is
+    /// `[wgs_r, wgs_n]` (consumer warpgroups splitting a lane's four words, then along N)
+    /// and `stages` the ring's stages.
     pub wgmma: bool,
 }
 

@@ -201,7 +201,8 @@ pub fn standard() -> Vec<CatalogueKernel> {
             kernels: 1,
         });
     }
-    // AWQ W4A16 GEMM, SM90 mixed input (swap-AB RS wgmma, x by TMA).
+    // AWQ W4A16 GEMM, SM90 mixed input (swap-AB RS wgmma, x by TMA, the weight by bulk
+    // copies; `ops::awq::select::select_awq_wgmma`).
     for cfg in awq_wgmma_configs() {
         let g = crate::awq_gemm::generate(&cfg).expect("catalogue AWQ wgmma configurations are valid");
         out.push(CatalogueKernel {
@@ -577,17 +578,21 @@ pub fn awq_bulk_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 }
 
 /// The SM90 mixed-input AWQ GEMM configurations in the catalogue (sm_90a;
-/// [`rcute_collective::awq_wgmma`]): 128 tokens x 256 weight columns, two consumer
-/// warpgroups splitting each lane's four words, 4 stages of x, f16 and bf16 (the fastest
-/// of the measured configurations, H100, BENCHMARKS.md, helper awqrs; not selected by
-/// `ops`: still slower than the dense path).
+/// [`rcute_collective::awq_wgmma`]) that `ops::awq::select::select_awq_wgmma` takes: 64
+/// tokens x 256 weight columns with one consumer warpgroup and 8 stages, 128 x 256 with two
+/// consumer warpgroups splitting each lane's four words and 6 stages, f16 and bf16.
 pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
-    vec![
-        AwqGemmConfig::new(F16, [128, 256, 64], [2, 1], 4, 4).wgmma(),
-        AwqGemmConfig::new(BF16, [128, 256, 64], [2, 1], 4, 4).wgmma(),
-    ]
+    [F16, BF16]
+        .into_iter()
+        .flat_map(|e| {
+            [
+                AwqGemmConfig::new(e, [64, 256, 64], [1, 1], 8, 4).wgmma(),
+                AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma(),
+            ]
+        })
+        .collect()
 }
 
 /// The register-streamed AWQ decode kernels (`ops::awq::select::select_awq_streamed`, and

@@ -6,8 +6,10 @@
 //! `rcute_kernel::awq_dequantize`; for prefill sizes on sm_90, `awq_gemm` dequantizes into
 //! a K-major scratch weight and runs the dense SM90 GEMM ([`dense`],
 //! [`crate::Ops::awq_dequantize_kmajor`]); [`AwqWeight::prepare`] reorders `qweight` once
-//! for [`crate::Ops::awq_gemm_prepared`] ([`prepared`]). Not done yet: a mixed-input SM90
-//! (`wgmma`) kernel.
+//! for [`crate::Ops::awq_gemm_prepared`] ([`prepared`]), which on sm_90 runs the SM90
+//! mixed-input kernel (swap-AB RS `wgmma` on the prepared weight,
+//! `rcute_collective::awq_wgmma`) for 32 < M <= 2048 where
+//! [`select::select_awq_wgmma`] takes the shape.
 
 pub mod dense;
 pub mod format;

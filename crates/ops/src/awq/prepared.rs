@@ -18,8 +18,10 @@
 //! of the order of `s` itself); the subtraction costs one `HADD2` / `HFMA2` per pair, as
 //! Marlin's dequantization spends one operation per pair before its scale multiplication.
 //!
-//! For prefill sizes `Ops::awq_gemm_prepared` takes the dense path on the checkpoint's own
-//! `qweight` (kept borrowed for that), like [`crate::Ops::awq_gemm`].
+//! On sm_90, for 32 < M <= 2048 where [`super::select::select_awq_wgmma`] takes the shape,
+//! `Ops::awq_gemm_prepared` runs the SM90 mixed-input kernel on the prepared weight; for
+//! the other prefill sizes it takes the dense path on the checkpoint's own `qweight` (kept
+//! borrowed for that), like [`crate::Ops::awq_gemm`].
 
 use super::run::element;
 use super::select::{
@@ -151,7 +153,7 @@ impl Ops {
         let g = x.geo();
         let tma_x = g.ptr.is_multiple_of(16) && g.row_stride % 8 == 0 && g.col_stride == 1;
         if let Some(e) = element(w.tensors.scales.geo().dtype).ok().filter(|_| tma_x) {
-            if let Some(forced) = select_awq_wgmma(m, n, k, cc, e) {
+            if let Some(forced) = select_awq_wgmma(m, n, k, self.gpu().sm_count() as usize, cc, e) {
                 return self.run_awq_gemm_prepared(x, w, bias, out, Some(forced));
             }
         }

@@ -1,5 +1,6 @@
 //! The AWQ GEMM's path by shape ([`awq_dense_wins`]: the fused int4 kernel, or on sm_90
-//! for prefill sizes dequantization + the dense SM90 GEMM) and the fused kernel's
+//! for prefill sizes dequantization + the dense SM90 GEMM; on a prepared weight first
+//! [`select_awq_wgmma`], the SM90 mixed-input kernel) and the fused kernel's
 //! configuration: the CTA tile by M (decode rows in one m16 tile,
 //! prefill in 128-row tiles) and the K splits that give every SM work when the output has
 //! few tiles (decode: the weight is streamed by `tiles x splits` CTAs); see
@@ -65,55 +66,82 @@ pub fn awq_dense_wins(m: usize, n: usize, _k: usize, cc: (u32, u32)) -> bool {
 /// Most rows of `x` for which [`select_awq_wgmma`] takes the SM90 mixed-input kernel.
 pub const WGMMA_MAX_M: usize = 2048;
 
+/// Time of one CTA of the SM90 mixed-input kernel over K = 4096 (µs, H100), for
+/// [`select_awq_wgmma`]'s wave model: the 64x256 tile (one consumer warpgroup, 8 stages)
+/// and the 128x256 tile (two consumer warpgroups splitting the words, 6 stages), measured
+/// in one wave (39.6 / 46.4 at 128 x 14336 x 4096, 40.4 / 46.7 at 512 x 4096 x 4096).
+pub const WGMMA_CTA_US: [usize; 2] = [40, 47];
+
 /// The SM90 mixed-input kernel (`rcute_collective::awq_wgmma`: swap-AB RS `wgmma` on the
 /// prepared weight, which the producer warpgroup bulk-copies with `x`'s TMA tile into the
 /// stages) for a prepared weight on sm_90, or `None` (then `Ops::awq_gemm_prepared` takes
-/// the dense path where [`awq_dense_wins`], else the fused kernels):
+/// the dense path where [`awq_dense_wins`], else the fused kernels).
 ///
-/// * wide weights (`N >= DENSE_WIDE_N`): 64 < M <= 128 the 64x256 tile with one consumer
-///   warpgroup and 8 stages, 128 < M <= [`WGMMA_MAX_M`] the 128x256 tile with two
-///   consumer warpgroups splitting the words and 6 stages;
-/// * narrower ones: 256 < M <= [`WGMMA_MAX_M`], the 128x256 tile.
+/// Taken for 32 < M <= [`WGMMA_MAX_M`] (N a multiple of 64, K of 16) where the 64x256
+/// tile gives at least a quarter of the SMs a CTA; the tile is the one whose waves of CTAs
+/// cost less by [`WGMMA_CTA_US`] (`waves x time per CTA`, ties to the 64x256 tile): the
+/// 64x256 tile where the output fills about one wave of it, the 128x256 tile beyond.
 ///
-/// Measured (H100, `rcute bench awq`, G = 128, cuBLAS fp16 in the same run; BENCHMARKS.md,
-/// AWQ, helper awqsm, first call, word-by-word `wgmma`s): 128 x 14336 x 4096 40.10 µs
-/// (64x256 s8) against 74.95 for the prepared fused kernel; 1024 x 14336 x 4096 199.8 µs
-/// (128x256 s6) against 231.6 for the dense path; 1024 x 4096 x 4096 50.8 against 62.3;
-/// but 4096 x 14336 x 4096 835.5 against the dense path's 717.6.
+/// Measured (H100, `rcute bench awq`, G = 128, K = 4096, cuBLAS fp16 in the same run;
+/// BENCHMARKS.md, AWQ, helper awqsm, second call): µs of the chosen kernel against the
+/// previous choice (the fused prepared kernel or the dense path):
+///
+/// | M x N | chosen | µs | previous | cuBLAS |
+/// |---|---|---|---|---|
+/// | 64 x 14336 | 64x256 | 39.2 | 48.8 (fused) | 42.2 |
+/// | 128 x 14336 | 64x256 | 39.6 | 75.3 (fused) | 44.7 |
+/// | 192 x 14336 | 128x256 | 48.4 | 110.2 (dense) | 44.8 |
+/// | 256 x 14336 | 128x256 | 49.9 | 110.9 (dense) | 49.6 |
+/// | 512 x 14336 | 128x256 | 98.5 | 148.3 (dense) | 89.9 |
+/// | 1024 x 14336 | 128x256 | 197.8 | 236.1 (dense) | 168.1 |
+/// | 2048 x 14336 | 128x256 | 357.3 | 379.7 (dense) | 320.5 |
+/// | 256 x 4096 | 64x256 | 39.0 | 50.6 (fused) | 17.8 |
+/// | 512 x 4096 | 64x256 | 40.4 | 56.5 (dense) | 24.8 |
+/// | 1024 x 4096 | 128x256 | 51.6 | 62.3 (dense) | 46.1 |
+///
+/// Not taken: 4096 x 14336 (835.9 µs against the dense path's 793.0, cuBLAS 700.7 and
+/// 706.1 in the two rows), 4096 x 4096 (201.0 against 203.6: a tie, the dense path kept),
+/// and 128 x 4096, where the 32 CTAs of the 64x256 tile (about 40 µs) lose to the dense
+/// path's 31.0 (helper awq's measurement).
 ///
 /// ```
 /// use rcute_ops::awq::select::select_awq_wgmma;
 /// let (h, f16) = ((9, 0), rcute_atom::Element::F16);
-/// let (cfg, splits) = select_awq_wgmma(1024, 14336, 4096, h, f16).unwrap();
-/// assert!(cfg.wgmma && cfg.prepared && splits == 1);
-/// assert_eq!((cfg.tile, cfg.warps, cfg.stages), ([128, 256, 64], [2, 1], 6));
-/// let (cfg, _) = select_awq_wgmma(128, 14336, 4096, h, f16).unwrap();
-/// assert_eq!((cfg.tile, cfg.warps, cfg.stages), ([64, 256, 64], [1, 1], 8));
-/// assert!(select_awq_wgmma(1024, 4096, 4096, h, f16).is_some());
-/// assert!(select_awq_wgmma(64, 14336, 4096, h, f16).is_none());
-/// assert!(select_awq_wgmma(128, 4096, 4096, h, f16).is_none());
-/// assert!(select_awq_wgmma(4096, 14336, 4096, h, f16).is_none());
-/// assert!(select_awq_wgmma(1024, 14336, 4096, (8, 0), f16).is_none());
+/// let pick = |m, n| select_awq_wgmma(m, n, 4096, 132, h, f16).map(|(c, s)| (c.tile, c.warps, c.stages, s));
+/// let (t64, t128) = (([64, 256, 64], [1, 1], 8, 1), ([128, 256, 64], [2, 1], 6, 1));
+/// assert_eq!((pick(64, 14336), pick(128, 14336)), (Some(t64), Some(t64)));
+/// assert_eq!((pick(192, 14336), pick(1024, 14336), pick(2048, 14336)), (Some(t128), Some(t128), Some(t128)));
+/// assert_eq!((pick(256, 4096), pick(512, 4096), pick(1024, 4096)), (Some(t64), Some(t64), Some(t128)));
+/// assert_eq!((pick(32, 14336), pick(4096, 14336), pick(128, 4096)), (None, None, None));
+/// let (cfg, _) = select_awq_wgmma(1024, 14336, 4096, 132, h, f16).unwrap();
+/// assert!(cfg.wgmma && cfg.prepared);
+/// assert!(select_awq_wgmma(1024, 14336, 4096, 132, (8, 0), f16).is_none());
 /// // K ending inside a k16 step, N inside a 64-column block: not this kernel
-/// assert!(select_awq_wgmma(1024, 14336, 4104, h, f16).is_none());
-/// assert!(select_awq_wgmma(1024, 14344, 4096, h, f16).is_none());
+/// assert!(select_awq_wgmma(1024, 14336, 4104, 132, h, f16).is_none());
+/// assert!(select_awq_wgmma(1024, 14344, 4096, 132, h, f16).is_none());
 /// ```
 pub fn select_awq_wgmma(
     m: usize,
     n: usize,
     k: usize,
+    sms: usize,
     cc: (u32, u32),
     element: Element,
 ) -> Option<(AwqGemmConfig, u32)> {
-    if cc != (9, 0) || !n.is_multiple_of(64) || !k.is_multiple_of(16) || m > WGMMA_MAX_M {
+    if cc != (9, 0) || !n.is_multiple_of(64) || !k.is_multiple_of(16) || m <= 32 || m > WGMMA_MAX_M {
         return None;
     }
-    let (tile, warps, stages) = if n >= DENSE_WIDE_N && m > 64 && m <= 128 {
-        ([64, 256, 64], [1, 1], 8)
-    } else if (n >= DENSE_WIDE_N && m > 128) || m > 256 {
-        ([128, 256, 64], [2, 1], 6)
-    } else {
+    let cols = n.div_ceil(256);
+    let (ctas64, ctas128) = (m.div_ceil(64) * cols, m.div_ceil(128) * cols);
+    let sms = sms.max(1);
+    if 4 * ctas64 < sms {
         return None;
+    }
+    let [t64, t128] = WGMMA_CTA_US;
+    let (tile, warps, stages) = if ctas64.div_ceil(sms) * t64 <= ctas128.div_ceil(sms) * t128 {
+        ([64, 256, 64], [1, 1], 8)
+    } else {
+        ([128, 256, 64], [2, 1], 6)
     };
     Some((AwqGemmConfig::new(element, tile, warps, stages, 4).wgmma(), 1))
 }
