@@ -311,14 +311,14 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_awq_gemm_bf16_128x256x64
         }
         // scale row (cols 16-bit scales) and zero-word row (cols / 8 words) of the k-tile's group: slot 0, and slot 1 for the second half
         {
-          const long long gr0 = min((kt * 64 + 0) / G, groups - 1);
-          rc_bulk_load(smem + 147456u + stage * 1024u + 0u, scales + gr0 * N + n0, full, 2u * cols);
-          rc_bulk_load(smem + 153600u + stage * 256u + 0u, qzeros + gr0 * (N >> 3) + (n0 >> 3), full, cols / 2u);
+          const long long gr0 = min(kt * 64 / G, groups - 1);
+          rc_bulk_load(smem + 147456u + stage * 1024u, scales + gr0 * N + n0, full, 2u * cols);
+          rc_bulk_load(smem + 153600u + stage * 256u, qzeros + gr0 * (N >> 3) + (n0 >> 3), full, cols / 2u);
         }
         if (g32) {
           const long long gr1 = min((kt * 64 + 32) / G, groups - 1);
-          rc_bulk_load(smem + 147456u + stage * 1024u + 512u, scales + gr1 * N + n0, full, 2u * cols);
-          rc_bulk_load(smem + 153600u + stage * 256u + 128u, qzeros + gr1 * (N >> 3) + (n0 >> 3), full, cols / 2u);
+          rc_bulk_load(smem + 147968u + stage * 1024u, scales + gr1 * N + n0, full, 2u * cols);
+          rc_bulk_load(smem + 153728u + stage * 256u, qzeros + gr1 * (N >> 3) + (n0 >> 3), full, cols / 2u);
         }
         if (++stage == 6u) {
           stage = 0;
@@ -362,7 +362,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_awq_gemm_bf16_128x256x64
     const uint32_t xs = smem_u32 + stage * 16384u;
     const unsigned char* wst = wsm + stage * 8192;
     {
-      const uint2 wv = *reinterpret_cast<const uint2*>(wst + 0 * 2048);
+      const uint2 wv = *reinterpret_cast<const uint2*>(wst);
       wq[0][0] = wv.x;
       wq[0][1] = wv.y;
     }

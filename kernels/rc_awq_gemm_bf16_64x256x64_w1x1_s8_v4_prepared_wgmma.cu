@@ -311,14 +311,14 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_awq_gemm_bf16_64x256x64_
         }
         // scale row (cols 16-bit scales) and zero-word row (cols / 8 words) of the k-tile's group: slot 0, and slot 1 for the second half
         {
-          const long long gr0 = min((kt * 64 + 0) / G, groups - 1);
-          rc_bulk_load(smem + 131072u + stage * 1024u + 0u, scales + gr0 * N + n0, full, 2u * cols);
-          rc_bulk_load(smem + 139264u + stage * 256u + 0u, qzeros + gr0 * (N >> 3) + (n0 >> 3), full, cols / 2u);
+          const long long gr0 = min(kt * 64 / G, groups - 1);
+          rc_bulk_load(smem + 131072u + stage * 1024u, scales + gr0 * N + n0, full, 2u * cols);
+          rc_bulk_load(smem + 139264u + stage * 256u, qzeros + gr0 * (N >> 3) + (n0 >> 3), full, cols / 2u);
         }
         if (g32) {
           const long long gr1 = min((kt * 64 + 32) / G, groups - 1);
-          rc_bulk_load(smem + 131072u + stage * 1024u + 512u, scales + gr1 * N + n0, full, 2u * cols);
-          rc_bulk_load(smem + 139264u + stage * 256u + 128u, qzeros + gr1 * (N >> 3) + (n0 >> 3), full, cols / 2u);
+          rc_bulk_load(smem + 131584u + stage * 1024u, scales + gr1 * N + n0, full, 2u * cols);
+          rc_bulk_load(smem + 139392u + stage * 256u, qzeros + gr1 * (N >> 3) + (n0 >> 3), full, cols / 2u);
         }
         if (++stage == 8u) {
           stage = 0;
@@ -362,7 +362,7 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_awq_gemm_bf16_64x256x64_
     const uint32_t xs = smem_u32 + stage * 8192u;
     const unsigned char* wst = wsm + stage * 8192;
     {
-      const uint4 wv = *reinterpret_cast<const uint4*>(wst + 0 * 2048);
+      const uint4 wv = *reinterpret_cast<const uint4*>(wst);
       wq[0][0] = wv.x;
       wq[0][1] = wv.y;
       wq[0][2] = wv.z;

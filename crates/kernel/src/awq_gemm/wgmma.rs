@@ -170,24 +170,31 @@ impl Emit<'_> {
     fn wgmma_stage_copies(&self) -> Vec<Stmt> {
         let w = self.wg();
         let (load, bulk, bn) = (&w.tma.snippet.name, &w.bulk.snippet.name, w.bn());
+        // slot 0: the group of the k-tile's first row; slot 1: of its row 32, one row of
+        // scales / zeros further in the stage
         let slot_rows = |slot: i64| {
+            let (k, s_at, z_at) = if slot == 0 {
+                (format!("kt * {WGMMA_BK}"), w.s_offset, w.z_offset)
+            } else {
+                (
+                    format!("(kt * {WGMMA_BK} + 32)"),
+                    w.s_offset + 2 * bn,
+                    w.z_offset + bn / 2,
+                )
+            };
             vec![
                 Stmt::decl(
                     "const long long",
                     &format!("gr{slot}"),
-                    format!("min((kt * {WGMMA_BK} + {}) / G, groups - 1)", 32 * slot),
+                    format!("min({k} / G, groups - 1)"),
                 ),
                 s(format!(
-                    "{bulk}(smem + {}u + stage * {}u + {}u, scales + gr{slot} * N + n0, full, 2u * cols)",
-                    w.s_offset,
-                    w.s_stage_bytes,
-                    slot * 2 * bn
+                    "{bulk}(smem + {s_at}u + stage * {}u, scales + gr{slot} * N + n0, full, 2u * cols)",
+                    w.s_stage_bytes
                 )),
                 s(format!(
-                    "{bulk}(smem + {}u + stage * {}u + {}u, qzeros + gr{slot} * (N >> 3) + (n0 >> 3), full, cols / 2u)",
-                    w.z_offset,
-                    w.z_stage_bytes,
-                    slot * bn / 2
+                    "{bulk}(smem + {z_at}u + stage * {}u, qzeros + gr{slot} * (N >> 3) + (n0 >> 3), full, cols / 2u)",
+                    w.z_stage_bytes
                 )),
             ]
         };
@@ -362,7 +369,11 @@ impl Emit<'_> {
     /// current stage into `wq[dst]`: one 16-byte (four words) or 8-byte load.
     fn wgmma_lds(&self, kb: &str, dst: &str) -> Stmt {
         let w = self.wg();
-        let at = format!("wst + {kb} * {}", w.w_stage_bytes / STEPS);
+        let at = if kb == "0" {
+            "wst".to_string()
+        } else {
+            format!("wst + {kb} * {}", w.w_stage_bytes / STEPS)
+        };
         let (ty, fields) = if w.words == 4 {
             ("uint4", ["x", "y", "z", "w"].as_slice())
         } else {
