@@ -509,7 +509,7 @@ impl Emit<'_> {
                 vec![
                     Stmt::Comment("a group starts (k-tiles lie inside one group but for G = 32): its registers from the stage's slot".into()),
                     when("kk == 0 || (kk == 2 && g32)", self.wgmma_group("(kk >> 1)")),
-                    Stmt::Comment(format!("the next step's words in flight (a block past K reads stale bytes, never converted)")),
+                    Stmt::Comment("the next step's words in flight (a block past K reads stale bytes, never converted)".into()),
                     when(format!("kk + 1 < {STEPS}"), vec![self.wgmma_lds("(kk + 1)", "(kk + 1) & 1")]),
                 ]
                 .into_iter()

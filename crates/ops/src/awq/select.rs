@@ -102,7 +102,7 @@ pub const WGMMA_CTA_US: [usize; 2] = [40, 47];
 /// Not taken: 4096 x 14336 (835.9 µs against the dense path's 793.0, cuBLAS 700.7 and
 /// 706.1 in the two rows), 4096 x 4096 (201.0 against 203.6: a tie, the dense path kept),
 /// and 128 x 4096, where the 32 CTAs of the 64x256 tile (about 40 µs) lose to the dense
-/// path's 31.0 (helper awq's measurement).
+/// path's 31.0 (the measurement `awq_dense_wins` cites).
 ///
 /// ```
 /// use rcute_ops::awq::select::select_awq_wgmma;
