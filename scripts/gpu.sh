@@ -109,10 +109,11 @@ sstep awq && for tool in memcheck racecheck synccheck; do
     [ -e "$t" ] && sanitize_filtered "$tool" "$t"
   done
 done
-# The fused MoE layer (routing, grouped GEMMs with gather / SwiGLU / scatter, finalize):
-# memcheck, racecheck, synccheck.
+# The fused MoE layer (routing, grouped GEMMs with gather / SwiGLU / scatter, finalize) and
+# its prepared-weight form (the reorder kernels, the `_prep` decode GEMMs): memcheck,
+# racecheck, synccheck.
 sstep moe && for tool in memcheck racecheck synccheck; do
-  for t in .device/bin/test-*-gpu_moe; do
+  for t in .device/bin/test-*-gpu_moe .device/bin/test-*-gpu_moe_prepared; do
     [ -e "$t" ] && sanitize_filtered "$tool" "$t"
   done
 done
