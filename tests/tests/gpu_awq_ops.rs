@@ -364,6 +364,11 @@ fn wgmma_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
         AwqGemmConfig::new(e, [32, 512, 64], [1, 2], 2, 4).wgmma(),
         AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 8, 4).wgmma(),
         AwqGemmConfig::new(e, [32, 768, 64], [1, 3], 4, 4).wgmma(),
+        // wider token tiles: 152 (not a multiple of 16) and 160 tokens batched, 192 word by
+        // word with a ring of 5
+        AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma(),
+        AwqGemmConfig::new(e, [160, 256, 64], [2, 1], 6, 4).wgmma(),
+        AwqGemmConfig::new(e, [192, 256, 64], [2, 1], 5, 4).wgmma(),
     ]
 }
 
