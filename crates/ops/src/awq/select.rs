@@ -95,24 +95,28 @@ pub const WGMMA_TILES: [(usize, [i64; 2], usize, f64); 4] = [
 /// last wave is full enough, 152 or 192 tokens where they save a wave.
 ///
 /// Measured (H100, `rcute bench awq`, G = 128, K = 4096, cuBLAS fp16 in the same run;
-/// BENCHMARKS.md, AWQ, helpers awqsm and awqwave): µs of the chosen kernel against the
-/// previous choice (the fused prepared kernel, the dense path, or the 128x256 tile):
+/// BENCHMARKS.md, AWQ, helpers awqsm and awqwave, the second call of each; `prepared-auto`
+/// where the rule ran): µs of the chosen kernel against the previous choice (the fused
+/// prepared kernel, the dense path, or the 128x256 tile):
 ///
 /// | M x N | chosen | µs | previous | cuBLAS |
 /// |---|---|---|---|---|
 /// | 64 x 14336 | 64x256 | 39.2 | 48.8 (fused) | 42.2 |
-/// | 128 x 14336 | 64x256 | 39.6 | 75.3 (fused) | 44.7 |
+/// | 128 x 14336 | 64x256 | 39.8 | 75.3 (fused) | 44.8 |
 /// | 192 x 14336 | 128x256 | 48.4 | 110.2 (dense) | 44.8 |
 /// | 256 x 14336 | 128x256 | 49.9 | 110.9 (dense) | 49.6 |
-/// | 512 x 14336 | 128x256 | 98.0 | 145.4 (dense) | 89.3 |
-/// | 1024 x 14336 | 152x256 | 170.9 | 199.6 (128x256) | 169.0 |
-/// | 2048 x 14336 | 192x256 | 356.4 | 362.2 (128x256) | 345.9 |
+/// | 300 x 14336 | 152x256 | 54.6 | 95.0 (128x256) | 54.2 |
+/// | 512 x 14336 | 128x256 | 96.6 | 147.1 (dense) | 87.6 |
+/// | 1024 x 14336 | 152x256 | 167.1 | 197.6 (128x256) | 165.1 |
+/// | 1536 x 14336 | 192x256 | 271.5 | 312.9 (128x256) | 249.6 |
+/// | 2048 x 14336 | 192x256 | 355.5 | 389.8 (128x256) | 315.3 |
 /// | 256 x 4096 | 64x256 | 39.0 | 50.6 (fused) | 17.8 |
 /// | 512 x 4096 | 64x256 | 40.4 | 56.5 (dense) | 24.8 |
-/// | 1024 x 4096 | 128x256 | 52.2 | 62.5 (dense) | 46.1 |
+/// | 1024 x 4096 | 128x256 | 51.5 | 62.2 (dense) | 45.5 |
 ///
-/// Not taken: 4096 x 14336 (the best tile, 184 tokens, 775.1 µs at 0.895 of cuBLAS against
-/// the dense path's 729.1 at 0.890: a tie, the clocks fall with the board's power there),
+/// Not taken: 4096 x 14336 (the best tiles, 184 and 152 tokens, 775.1 / 790.8 µs at
+/// 0.895 / 0.905 of cuBLAS against the dense path's 729.1 at 0.890: a tie, the clocks fall
+/// with the board's power there),
 /// 4096 x 4096 (201.0 against 203.6: a tie, the dense path kept), and 128 x 4096, where the
 /// 32 CTAs of the 64x256 tile (about 40 µs) lose to the dense path's 31.0 (the
 /// measurement `awq_dense_wins` cites).
