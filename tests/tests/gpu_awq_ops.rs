@@ -364,6 +364,11 @@ fn wgmma_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
         AwqGemmConfig::new(e, [32, 512, 64], [1, 2], 2, 4).wgmma(),
         AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 8, 4).wgmma(),
         AwqGemmConfig::new(e, [32, 768, 64], [1, 3], 4, 4).wgmma(),
+        // wider token tiles: 152 (not a multiple of 16, a ring of 7) and 160 tokens batched,
+        // 192 word by word
+        AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma(),
+        AwqGemmConfig::new(e, [160, 256, 64], [2, 1], 6, 4).wgmma(),
+        AwqGemmConfig::new(e, [192, 256, 64], [2, 1], 6, 4).wgmma(),
     ]
 }
 
@@ -394,13 +399,17 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         }
         eprintln!("ok {what}");
     }
-    // the op's own choice on sm_90 (`select_awq_wgmma`): the 64x256 tile (64 and 128 CTAs:
-    // one wave), the 128x256 tile (96 CTAs against two waves of 160), and too few CTAs for
-    // the kernel (the dense path)
+    // the op's own choice on sm_90 (`select_awq_wgmma`, 132 SMs): the 64x256 tile (64 and
+    // 128 CTAs: one wave), the 128x256 tile (96 CTAs against two waves of 160), the
+    // 152x256 tile (3 waves of 392 CTAs against 4 of 448 with 128 tokens), the 192x256
+    // tile (4 waves of 448 against 5 of 560 with 152), and too few CTAs for the kernel
+    // (the dense path)
     for (m, n, k, g, bias) in [
         (100, 8192, 256, 128, true),
         (200, 8192, 128, 32, false),
         (300, 8192, 128, 32, false),
+        (1000, 14336, 64, 64, true),
+        (1500, 14336, 64, 32, false),
         (300, 512, 256, 64, true),
     ] {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);

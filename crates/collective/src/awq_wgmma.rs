@@ -74,8 +74,14 @@ use rcute_layout::{tuple, Layout};
 /// K of one `x` stage (64 16-bit elements: one 128-byte swizzle row).
 pub const WGMMA_BK: i64 = 64;
 
-/// Most f32 accumulator registers a consumer thread may hold.
-pub const MAX_ACC_REGS: i64 = 128;
+/// Most f32 accumulator registers a consumer thread may hold (and at most its
+/// `setmaxnreg` count less [`ACC_HEADROOM`]): two consumer warpgroups of 192 tokens x 2
+/// words (word by word) compile without spills in 232 registers, up to R225.
+pub const MAX_ACC_REGS: i64 = 192;
+
+/// Registers a consumer thread keeps beside its accumulators (fragments, words, group
+/// registers, addresses).
+pub const ACC_HEADROOM: i64 = 24;
 
 /// Registers the producer warpgroup keeps (`setmaxnreg.dec`).
 pub const PRODUCER_REGS: i64 = 40;
@@ -142,8 +148,8 @@ pub struct AwqWgmma {
 }
 
 impl AwqWgmma {
-    /// The plan for `bm` tokens (8 ..= 256, a multiple of 8, at most
-    /// [`MAX_ACC_REGS`]` * 2 / words`), `warps = [wgs_r, wgs_n]` (`wgs_r` 1 or 2, at most three consumer warpgroups) and
+    /// The plan for `bm` tokens (8 ..= 256, a multiple of 8, `words x bm / 2` accumulators
+    /// within [`MAX_ACC_REGS`] and the consumers' register count less [`ACC_HEADROOM`]), `warps = [wgs_r, wgs_n]` (`wgs_r` 1 or 2, at most three consumer warpgroups) and
     /// `stages` (2 ..= 8, the ring within [`MAX_SMEM_BYTES`]) on 16-bit `e`; `None` for
     /// anything else.
     pub fn new(e: Element, bm: i64, warps: [i64; 2], stages: usize) -> Option<AwqWgmma> {
@@ -155,7 +161,12 @@ impl AwqWgmma {
             return None;
         }
         let words = 4 / wgs_r;
-        if !(8..=256).contains(&bm) || bm % 8 != 0 || words * bm / 2 > MAX_ACC_REGS || !(2..=8).contains(&stages) {
+        let consumers = wgs_r * wgs_n;
+        // what is left of the 64K registers after the producer's, per consumer thread, a
+        // multiple of 8 (setmaxnreg), at most 256
+        let consumer_regs = ((65536 / 128 - PRODUCER_REGS) / consumers / 8 * 8).min(256);
+        let max_acc = MAX_ACC_REGS.min(consumer_regs - ACC_HEADROOM);
+        if !(8..=256).contains(&bm) || bm % 8 != 0 || words * bm / 2 > max_acc || !(2..=8).contains(&stages) {
             return None;
         }
         let mma = wgmma(Element::F32, e, e, bm, GmmaSource::RS, Major::K, Major::K)?;
@@ -177,10 +188,6 @@ impl AwqWgmma {
         }
         let step = Layout::new(tuple!(bm, 16), tuple!(WGMMA_BK, 1)).ok()?;
         let desc_b = make_gmma_desc(Major::K, GmmaSwizzle::B128, &step, e).ok()?;
-        let consumers = wgs_r * wgs_n;
-        // what is left of the 64K registers after the producer's, per consumer thread, a
-        // multiple of 8 (setmaxnreg), at most 256
-        let consumer_regs = ((65536 / 128 - PRODUCER_REGS) / consumers / 8 * 8).min(256);
         // ptxas allocates the consumers' code after `setmaxnreg.inc` within its count
         let budget = consumer_regs.min(255) / 8 * 8;
         Some(AwqWgmma {
@@ -317,6 +324,14 @@ mod tests {
     fn refused_configurations() {
         assert!(AwqWgmma::new(Element::F16, 128, [1, 1], 4).is_none()); // 256 accumulators
         assert!(AwqWgmma::new(Element::F16, 128, [2, 1], 4).is_some());
+        // two consumers splitting the words: up to 192 tokens (192 accumulators of 232
+        // registers; word by word above 160 tokens); three consumers (152 registers) up to 128
+        let big = AwqWgmma::new(Element::F16, 192, [2, 1], 6).unwrap();
+        assert_eq!((big.acc_regs, big.consumer_regs, big.batched), (192, 232, false));
+        assert!(AwqWgmma::new(Element::F16, 160, [2, 1], 6).unwrap().batched);
+        assert!(AwqWgmma::new(Element::F16, 200, [2, 1], 4).is_none());
+        assert!(AwqWgmma::new(Element::F16, 64, [1, 3], 4).is_some());
+        assert!(AwqWgmma::new(Element::F16, 72, [1, 3], 4).is_none());
         assert!(AwqWgmma::new(Element::BF16, 64, [3, 1], 4).is_none());
         assert!(AwqWgmma::new(Element::F16, 64, [1, 4], 4).is_none());
         assert!(AwqWgmma::new(Element::F16, 64, [1, 1], 1).is_none());

@@ -327,7 +327,7 @@ fn checkpoint_streamed_kernels_compile_without_spills() {
 
 /// SM90 mixed-input configurations: one, two and three (word by word) consumer
 /// warpgroups along N with four words each, two splitting the words (4 and 8 stages:
-/// 208,000 bytes of shared memory), f16 and bf16.
+/// 208,000 bytes of shared memory; 128 to 192 tokens), f16 and bf16.
 fn wgmma_configs() -> Vec<AwqGemmConfig> {
     let mut v = Vec::new();
     for e in [Element::F16, Element::BF16] {
@@ -337,6 +337,12 @@ fn wgmma_configs() -> Vec<AwqGemmConfig> {
         v.push(AwqGemmConfig::new(e, [32, 512, 64], [1, 2], 6, 4).wgmma());
         v.push(AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 8, 4).wgmma());
         v.push(AwqGemmConfig::new(e, [32, 768, 64], [1, 3], 4, 4).wgmma());
+        // wider token tiles (fewer waves): 152 and 160 tokens batched, 192 word by word
+        // (192 accumulators), 96 tokens x 4 words on two warpgroups along N
+        v.push(AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma());
+        v.push(AwqGemmConfig::new(e, [160, 256, 64], [2, 1], 6, 4).wgmma());
+        v.push(AwqGemmConfig::new(e, [192, 256, 64], [2, 1], 6, 4).wgmma());
+        v.push(AwqGemmConfig::new(e, [96, 512, 64], [1, 2], 4, 4).wgmma());
     }
     v
 }

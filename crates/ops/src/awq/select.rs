@@ -66,11 +66,22 @@ pub fn awq_dense_wins(m: usize, n: usize, _k: usize, cc: (u32, u32)) -> bool {
 /// Most rows of `x` for which [`select_awq_wgmma`] takes the SM90 mixed-input kernel.
 pub const WGMMA_MAX_M: usize = 2048;
 
-/// Time of one CTA of the SM90 mixed-input kernel over K = 4096 (µs, H100), for
-/// [`select_awq_wgmma`]'s wave model: the 64x256 tile (one consumer warpgroup, 8 stages)
-/// and the 128x256 tile (two consumer warpgroups splitting the words, 6 stages), measured
-/// in one wave (39.6 / 46.4 at 128 x 14336 x 4096, 40.4 / 46.7 at 512 x 4096 x 4096).
-pub const WGMMA_CTA_US: [usize; 2] = [40, 47];
+/// The tiles [`select_awq_wgmma`] chooses from: `(tokens, warps, stages, µs)`, µs the
+/// time of one wave of CTAs of the tile over K = 4096 on an H100 (G = 128, weight columns
+/// 256 a CTA). The 64x256 tile (one consumer warpgroup) from one wave (39.6 µs at 128 x
+/// 14336 x 4096, 39.6 a wave at 256 x 14336: BENCHMARKS.md, helper awqsm); the tiles of
+/// two consumer warpgroups splitting the words from their waves at 1024 x 14336 x 4096
+/// (BENCHMARKS.md, helper awqwave, first call): 128 tokens 199.6 µs in 4 waves (448 CTAs),
+/// 152 tokens 170.9 in 3 (392), 192 tokens 202.2 in 3 (336). A wider token tile costs less
+/// per token (0.39 µs a token and wave at 128, 0.375 at 152, 0.351 at 192: the conversion
+/// and the register-A `wgmma` issue are spread over more tokens) but may leave a wave
+/// partly idle; the 160- to 184-token tiles measured no better than these at any shape.
+pub const WGMMA_TILES: [(usize, [i64; 2], usize, f64); 4] = [
+    (64, [1, 1], 8, 39.6),
+    (128, [2, 1], 6, 49.9),
+    (152, [2, 1], 7, 57.0),
+    (192, [2, 1], 6, 67.4),
+];
 
 /// The SM90 mixed-input kernel (`rcute_collective::awq_wgmma`: swap-AB RS `wgmma` on the
 /// prepared weight, which the producer warpgroup bulk-copies with `x`'s TMA tile into the
@@ -78,39 +89,51 @@ pub const WGMMA_CTA_US: [usize; 2] = [40, 47];
 /// the dense path where [`awq_dense_wins`], else the fused kernels).
 ///
 /// Taken for 32 < M <= [`WGMMA_MAX_M`] (N a multiple of 64, K of 16) where the 64x256
-/// tile gives at least a quarter of the SMs a CTA; the tile is the one whose waves of CTAs
-/// cost less by [`WGMMA_CTA_US`] (`waves x time per CTA`, ties to the 64x256 tile): the
-/// 64x256 tile where the output fills about one wave of it, the 128x256 tile beyond.
+/// tile gives at least a quarter of the SMs a CTA; the tile is the one of [`WGMMA_TILES`]
+/// whose waves of CTAs cost least (`waves x time per wave`, ties to the narrower tile):
+/// the 64x256 tile where the output fills about one wave of it, 128 tokens where their
+/// last wave is full enough, 152 or 192 tokens where they save a wave.
 ///
 /// Measured (H100, `rcute bench awq`, G = 128, K = 4096, cuBLAS fp16 in the same run;
-/// BENCHMARKS.md, AWQ, helper awqsm, second call): µs of the chosen kernel against the
-/// previous choice (the fused prepared kernel or the dense path):
+/// BENCHMARKS.md, AWQ, helpers awqsm and awqwave, the second call of each; `prepared-auto`
+/// where the rule ran): µs of the chosen kernel against the previous choice (the fused
+/// prepared kernel, the dense path, or the 128x256 tile):
 ///
 /// | M x N | chosen | µs | previous | cuBLAS |
 /// |---|---|---|---|---|
 /// | 64 x 14336 | 64x256 | 39.2 | 48.8 (fused) | 42.2 |
-/// | 128 x 14336 | 64x256 | 39.6 | 75.3 (fused) | 44.7 |
+/// | 128 x 14336 | 64x256 | 39.8 | 75.3 (fused) | 44.8 |
 /// | 192 x 14336 | 128x256 | 48.4 | 110.2 (dense) | 44.8 |
 /// | 256 x 14336 | 128x256 | 49.9 | 110.9 (dense) | 49.6 |
-/// | 512 x 14336 | 128x256 | 98.5 | 148.3 (dense) | 89.9 |
-/// | 1024 x 14336 | 128x256 | 197.8 | 236.1 (dense) | 168.1 |
-/// | 2048 x 14336 | 128x256 | 357.3 | 379.7 (dense) | 320.5 |
+/// | 300 x 14336 | 152x256 | 54.6 | 95.0 (128x256) | 54.2 |
+/// | 512 x 14336 | 128x256 | 96.6 | 147.1 (dense) | 87.6 |
+/// | 1024 x 14336 | 152x256 | 167.1 | 197.6 (128x256) | 165.1 |
+/// | 1536 x 14336 | 192x256 | 271.5 | 312.9 (128x256) | 249.6 |
+/// | 2048 x 14336 | 192x256 | 355.5 | 389.8 (128x256) | 315.3 |
 /// | 256 x 4096 | 64x256 | 39.0 | 50.6 (fused) | 17.8 |
 /// | 512 x 4096 | 64x256 | 40.4 | 56.5 (dense) | 24.8 |
-/// | 1024 x 4096 | 128x256 | 51.6 | 62.3 (dense) | 46.1 |
+/// | 1024 x 4096 | 128x256 | 51.5 | 62.2 (dense) | 45.5 |
 ///
-/// Not taken: 4096 x 14336 (835.9 µs against the dense path's 793.0, cuBLAS 700.7 and
-/// 706.1 in the two rows), 4096 x 4096 (201.0 against 203.6: a tie, the dense path kept),
-/// and 128 x 4096, where the 32 CTAs of the 64x256 tile (about 40 µs) lose to the dense
-/// path's 31.0 (the measurement `awq_dense_wins` cites).
+/// Not taken: 4096 x 14336 (the best tiles, 184 and 152 tokens, 775.1 / 790.8 µs at
+/// 0.895 / 0.905 of cuBLAS against the dense path's 729.1 at 0.890: a tie, the clocks fall
+/// with the board's power there),
+/// 4096 x 4096 (201.0 against 203.6: a tie, the dense path kept), and 128 x 4096, where the
+/// 32 CTAs of the 64x256 tile (about 40 µs) lose to the dense path's 31.0 (the
+/// measurement `awq_dense_wins` cites).
 ///
 /// ```
 /// use rcute_ops::awq::select::select_awq_wgmma;
 /// let (h, f16) = ((9, 0), rcute_atom::Element::F16);
 /// let pick = |m, n| select_awq_wgmma(m, n, 4096, 132, h, f16).map(|(c, s)| (c.tile, c.warps, c.stages, s));
-/// let (t64, t128) = (([64, 256, 64], [1, 1], 8, 1), ([128, 256, 64], [2, 1], 6, 1));
+/// let t64 = ([64, 256, 64], [1, 1], 8, 1);
+/// let (t128, t152, t192) = (([128, 256, 64], [2, 1], 6, 1), ([152, 256, 64], [2, 1], 7, 1), ([192, 256, 64], [2, 1], 6, 1));
 /// assert_eq!((pick(64, 14336), pick(128, 14336)), (Some(t64), Some(t64)));
-/// assert_eq!((pick(192, 14336), pick(1024, 14336), pick(2048, 14336)), (Some(t128), Some(t128), Some(t128)));
+/// assert_eq!((pick(192, 14336), pick(512, 14336)), (Some(t128), Some(t128)));
+/// // 1024 x 14336: 3 waves of 152 tokens (171 µs) against 4 of 128 (200); 2048: 5 waves
+/// // of 192 (337) against 6 of 152 (342) and 7 of 128 (349)
+/// assert_eq!((pick(1024, 14336), pick(2048, 14336)), (Some(t152), Some(t192)));
+/// // 300 rows: one wave of 152 tokens (2 x 56 CTAs) against two of 128 (3 x 56)
+/// assert_eq!(pick(300, 14336), Some(t152));
 /// assert_eq!((pick(256, 4096), pick(512, 4096), pick(1024, 4096)), (Some(t64), Some(t64), Some(t128)));
 /// assert_eq!((pick(32, 14336), pick(4096, 14336), pick(128, 4096)), (None, None, None));
 /// let (cfg, _) = select_awq_wgmma(1024, 14336, 4096, 132, h, f16).unwrap();
@@ -132,18 +155,19 @@ pub fn select_awq_wgmma(
         return None;
     }
     let cols = n.div_ceil(256);
-    let (ctas64, ctas128) = (m.div_ceil(64) * cols, m.div_ceil(128) * cols);
     let sms = sms.max(1);
-    if 4 * ctas64 < sms {
+    if 4 * m.div_ceil(64) * cols < sms {
         return None;
     }
-    let [t64, t128] = WGMMA_CTA_US;
-    let (tile, warps, stages) = if ctas64.div_ceil(sms) * t64 <= ctas128.div_ceil(sms) * t128 {
-        ([64, 256, 64], [1, 1], 8)
-    } else {
-        ([128, 256, 64], [2, 1], 6)
-    };
-    Some((AwqGemmConfig::new(element, tile, warps, stages, 4).wgmma(), 1))
+    let cost = |bm: usize, us: f64| (m.div_ceil(bm) * cols).div_ceil(sms) as f64 * us;
+    let (bm, warps, stages, _) = WGMMA_TILES
+        .into_iter()
+        .reduce(|best, t| if cost(t.0, t.3) < cost(best.0, best.3) { t } else { best })
+        .expect("WGMMA_TILES is not empty");
+    Some((
+        AwqGemmConfig::new(element, [bm as i64, 256, 64], warps, stages, 4).wgmma(),
+        1,
+    ))
 }
 
 /// CTAs per SM the decode split choice aims at.
