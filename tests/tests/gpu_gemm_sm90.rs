@@ -165,6 +165,8 @@ fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> f64 {
             workspace: if c.split > 1 { pw } else { 0 },
             split_k_mode: SplitKMode::Parallel,
             semaphores: 0,
+            workspace_bytes: 0,
+            semaphore_bytes: 0,
         };
         // SAFETY: the buffers hold the matrices described by `args`.
         let fa = k.g.default_fusion_args(&args).unwrap();

@@ -224,7 +224,7 @@ pub fn sum_in_k_order(partials: &[f32]) -> f32 {
     partials.iter().skip(1).fold(partials.first().copied().unwrap_or(0.0), |s, &p| s + p)
 }
 
-/// The device walk: a struct `{prefix}_sk` whose constructor takes the scheduler's
+/// The device walk: a struct `{prefix}_walk` whose constructor takes the scheduler's
 /// `total_work`, the plan's [`StreamKPlan::device_args`], the k-tiles per tile, this CTA's
 /// index and the CTA count, and whose `work(j)`, `k_begin(j)`, `k_end(j)` give item `j` of
 /// [`StreamKPlan::items`] (`work(j)` past the last item: `~0`, no tile).
@@ -249,7 +249,7 @@ pub fn host_code(prefix: &str) -> String {
 fn walk_code(prefix: &str, qual: &str) -> String {
     WALK_TEMPLATE
         .trim_start()
-        .replace("@NAME@", &format!("{prefix}_sk"))
+        .replace("@NAME@", &format!("{prefix}_walk"))
         .replace("@HD@", qual)
 }
 

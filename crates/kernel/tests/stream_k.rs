@@ -112,12 +112,12 @@ fn the_device_walk_equals_the_host_model() {
          unsigned long long work, ctas; int sk, units, kt;\n\
          while (std::scanf(\"%llu %d %d %d %llu\", &work, &sk, &units, &kt, &ctas) == 5) {{\n\
          \x20 for (unsigned long long c = 0; c < ctas; ++c) {{\n\
-         \x20   rc_sk w(work, sk, units, kt, c, ctas);\n\
+         \x20   rc_walk w(work, sk, units, kt, c, ctas);\n\
          \x20   std::printf(\"cta %llu:\", c);\n\
          \x20   for (int j = 0; j < w.items; ++j) std::printf(\" %llu/%d/%d\", w.work(j), w.k_begin(j), w.k_end(j));\n\
          \x20   std::printf(\" next %d\\n\", w.work(w.items) == ~0ull ? 1 : 0);\n\
          \x20 }}\n\
-         \x20 rc_sk w(work, sk, units, kt, 0, ctas);\n\
+         \x20 rc_walk w(work, sk, units, kt, 0, ctas);\n\
          \x20 for (int t = 0; t < sk; ++t) {{\n\
          \x20   std::printf(\"tile %d: %d %d:\", t, w.first_unit(t), w.last_unit(t));\n\
          \x20   for (int u = w.first_unit(t); u <= w.last_unit(t); ++u) std::printf(\" %d\", w.slot(u, t));\n\

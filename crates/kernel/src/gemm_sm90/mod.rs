@@ -109,6 +109,7 @@ mod producer;
 mod scheduler;
 mod split_k;
 mod stmt;
+mod stream_k;
 mod wgmma_desc;
 
 pub use config::*;
@@ -192,8 +193,18 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         wgmma_wait_group(),
         p.mma.snippet.clone(),
     ]);
+    if cfg.stream_k {
+        snippets.extend([
+            rcute_atom::sync::atom_add_acq_rel_gpu(),
+            rcute_atom::sync::st_release_gpu(),
+            rcute_atom::sync::named_barrier_red_or(),
+        ]);
+    }
     let mut items = unit_preamble(&snippets, "");
     items.push(scheduler(cfg).device_item(&name));
+    if cfg.stream_k {
+        items.push(crate::stream_k::device_item(&name));
+    }
     items.push(Item::Snippet {
         origin: "rcute sm90 helpers".into(),
         code: helpers(cfg.cd),
