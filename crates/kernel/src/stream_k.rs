@@ -221,7 +221,10 @@ impl StreamKPlan {
 /// The partials of one tile's contributors summed in their k order, `p[0] + p[1] + ...`,
 /// as the last arriver does: whatever order the contributors arrive in, the same bits.
 pub fn sum_in_k_order(partials: &[f32]) -> f32 {
-    partials.iter().skip(1).fold(partials.first().copied().unwrap_or(0.0), |s, &p| s + p)
+    partials
+        .iter()
+        .skip(1)
+        .fold(partials.first().copied().unwrap_or(0.0), |s, &p| s + p)
 }
 
 /// The device walk: a struct `{prefix}_walk` whose constructor takes the scheduler's
@@ -276,7 +279,10 @@ struct @NAME@ {
     const int iters = sk_tiles * k_tiles;
     base = units > 0 ? iters / units : 0;
     extra = units > 0 ? iters % units : 0;
-    dp_items = cta < dp_work ? (int)((dp_work - 1 - cta) / ctas) + 1 : 0;
+    // whole tiles of this CTA; a 32-bit division where the counts fit (they do below 2^31 work ids)
+    const unsigned long long after = dp_work - 1 - cta;
+    const bool narrow = (after | ctas) < 0x80000000ull;
+    dp_items = cta >= dp_work ? 0 : (narrow ? (int)((unsigned)after / (unsigned)ctas) : (int)(after / ctas)) + 1;
     const bool unit = cta < (unsigned long long)units;
     begin = unit ? start((int)cta) : 0;
     end = unit ? start((int)cta + 1) : 0;
@@ -337,7 +343,14 @@ mod tests {
         let p = StreamKPlan::new(133, 132, 64).unwrap();
         assert_eq!((p.sk_tiles, p.units), (1, 2));
         assert_eq!(p.contributors(0), (0, 1));
-        assert_eq!(p.items(1)[1], WorkItem { work: 132, k_begin: 32, k_end: 64 });
+        assert_eq!(
+            p.items(1)[1],
+            WorkItem {
+                work: 132,
+                k_begin: 32,
+                k_end: 64
+            }
+        );
     }
 
     /// The last-arriver protocol of one tile, contributors arriving in `arrival` order:

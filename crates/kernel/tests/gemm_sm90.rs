@@ -70,7 +70,10 @@ fn stream_k_configs() -> Vec<GemmSm90Config> {
 
 #[test]
 fn dump_one() {
-    let i = std::env::var("RCUTE_DUMP_INDEX").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let i = std::env::var("RCUTE_DUMP_INDEX")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     let g = generate(&configs()[i]).unwrap();
     if let Ok(path) = std::env::var("RCUTE_DUMP") {
         std::fs::write(path, &g.source).unwrap();

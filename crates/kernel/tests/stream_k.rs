@@ -56,7 +56,11 @@ fn every_iteration_is_covered_exactly_once() {
             }
         }
         let k_span = p.k_tiles.max(1);
-        assert_eq!(seen.len() as u64, p.work * u64::from(k_span), "{p:?}: iterations missing");
+        assert_eq!(
+            seen.len() as u64,
+            p.work * u64::from(k_span),
+            "{p:?}: iterations missing"
+        );
         assert!(seen.values().all(|&c| c == 1), "{p:?}: an iteration covered twice");
         for (work, ctas) in per_tile {
             assert!(ctas.len() <= 3, "{p:?}: work {work} has contributors {ctas:?}");
@@ -86,8 +90,18 @@ fn slots_are_unique_per_launch() {
 
 /// A host C++ compiler, or `None` (the test then says so and skips).
 fn cxx() -> Option<String> {
-    for c in [std::env::var("CXX").unwrap_or_default(), "g++".into(), "c++".into(), "clang++".into()] {
-        if !c.is_empty() && Command::new(&c).arg("--version").output().is_ok_and(|o| o.status.success()) {
+    for c in [
+        std::env::var("CXX").unwrap_or_default(),
+        "g++".into(),
+        "c++".into(),
+        "clang++".into(),
+    ] {
+        if !c.is_empty()
+            && Command::new(&c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        {
             return Some(c);
         }
     }

@@ -240,7 +240,11 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
         c("knows them warp-uniform, so the stage ring and the wgmma descriptors derived from them live in"),
         c("uniform registers instead of being moved there (R2UR) before every wgmma"),
         d("const int", "wg", "__shfl_sync(0xffffffffu, threadIdx.x / 128, 0)"),
-        d("const int", "warp", "__shfl_sync(0xffffffffu, (threadIdx.x / 32) % 4, 0)"),
+        d(
+            "const int",
+            "warp",
+            "__shfl_sync(0xffffffffu, (threadIdx.x / 32) % 4, 0)",
+        ),
         d("const int", "lane", "threadIdx.x % 32"),
         d("const int", "k_tiles", format!("(K + {}) / {}", k.bk - 1, k.bk)),
     ];

@@ -116,9 +116,7 @@ fn check_config(cfg: &GemmSm90Config) -> Result<(), GemmError> {
     if let Some(g) = cfg.grouped {
         grouped::check(cfg, g)?;
     }
-    if cfg.stream_k
-        && (cfg.schedule != Sm90Schedule::Cooperative || cfg.cluster != [1, 1] || cfg.grouped.is_some())
-    {
+    if cfg.stream_k && (cfg.schedule != Sm90Schedule::Cooperative || cfg.cluster != [1, 1] || cfg.grouped.is_some()) {
         return Err(cfg_err(format!(
             "stream-K (sk) takes the cooperative schedule without a cluster or grouping, got {:?} on {}x{}{}",
             cfg.schedule,
@@ -186,7 +184,8 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
     let bc_floats = cfg.fusion.staging_layout(bm, bn).iter().map(|b| b.extent).sum::<i64>();
     let bc_group_bytes = (bc_floats as usize * 4).div_ceil(16) * 16;
     let walk_bytes = if cfg.stream_k { STREAM_K_WALK_BYTES } else { 0 };
-    let extra = ALIGN_SLACK + c_bar_bytes + walk_bytes + epi_sets * bc_group_bytes + if pp { epi.smem_bytes } else { 0 };
+    let extra =
+        ALIGN_SLACK + c_bar_bytes + walk_bytes + epi_sets * bc_group_bytes + if pp { epi.smem_bytes } else { 0 };
     let mcfg = Sm90MainloopConfig {
         a: cfg.ab,
         b: cfg.ab,

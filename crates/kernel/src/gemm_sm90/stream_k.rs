@@ -12,7 +12,8 @@
 use super::*;
 
 /// The stream-K walk of this CTA (after the scheduler's declaration): computed once by
-/// thread 0 into shared memory before the prologue's `__syncthreads()`, so that its fields
+/// thread 64 (the producer warpgroup's idle third warp) into shared memory before the
+/// prologue's `__syncthreads()`, so that its fields
 /// hold no registers through the mainloop (in registers they spilled the consumers).
 pub(super) fn walk_decl(k: &Ctx, name: &str) -> Vec<Stmt> {
     vec![
@@ -30,8 +31,9 @@ pub(super) fn walk_decl(k: &Ctx, name: &str) -> Vec<Stmt> {
             "walk_smem",
             format!("reinterpret_cast<{name}_walk*>(smem + {})", k.p.walk_offset),
         ),
+        c("an idle producer warp's lane computes it (its divisions) while thread 0 initializes the barriers"),
         if_(
-            "threadIdx.x == 0",
+            "threadIdx.x == 64",
             vec![e(format!(
                 "*walk_smem = {name}_walk(sched.total_work, sk_tiles, sk_units, k_tiles, sched.first_work(), sched.stride())"
             ))],
@@ -106,11 +108,7 @@ pub(super) fn reduce_then_epilogue(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
                 e(format!("{} += x.{comp}", quad(i)))
             }
         }));
-        Ok(vec![unroll(
-            "a",
-            k.p.m_atoms,
-            vec![unroll("q", k.nacc / 4, v)],
-        )])
+        Ok(vec![unroll("a", k.p.m_atoms, vec![unroll("q", k.nacc / 4, v)])])
     };
     let mut first = vec![d("const float4*", "src", slot_ptr(k, "v0"))];
     first.extend(add(true)?);
@@ -141,10 +139,7 @@ pub(super) fn reduce_then_epilogue(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
                     "contributors",
                     "(uint32_t)(walk.last_unit(sk_t) - walk.first_unit(sk_t) + 1)",
                 ),
-                Stmt::assign(
-                    "sk_last",
-                    "rc_atom_add_acq_rel_gpu(counter, 1u) == contributors - 1u",
-                ),
+                Stmt::assign("sk_last", "rc_atom_add_acq_rel_gpu(counter, 1u) == contributors - 1u"),
                 if_("sk_last", vec![e("rc_st_release_gpu(counter, 0)")]),
             ],
         ),
@@ -159,7 +154,8 @@ pub(super) fn reduce_then_epilogue(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
             "sk_finish",
             vec![
                 c("the last arriver: the contributors' partials summed in k order (the same bits whatever the"),
-                c("arrival order; L2 loads, the slots were written by other SMs)"),
+                c("arrival order; L2 loads, the slots were written by other SMs). Its own partial is read back too:"),
+                c("keeping it in registers needs a pass per position of it, and those passes spilled"),
                 d("const int", "v0", uniform(k, "walk.first_unit(sk_t)", false)),
                 d("const int", "v1", uniform(k, "walk.last_unit(sk_t)", false)),
                 Stmt::Block(first),
