@@ -12,7 +12,10 @@
 //! | [`Sm90Schedule::PingPong`] | 2 warpgroups alternate tiles, ordered by named barriers | persistent | separate |
 //!
 //! The producer warpgroup drops to 40 registers (`setmaxnreg.dec`), the consumers rise to
-//! 232. The persistent schedules walk the tiles with [`crate::tile_scheduler`].
+//! 232. The persistent schedules walk the tiles with [`crate::tile_scheduler`]; with
+//! [`GemmSm90Config::stream_k`] the cooperative one walks [`crate::stream_k`]'s items
+//! instead (whole tiles, then k ranges of the last partial wave's tiles, reduced by each
+//! tile's last arriving CTA: `stream_k.rs`).
 //!
 //! The main kernel is assembled from one emitter per role (`kernel.rs` composes them):
 //! `producer.rs` (TMA loads of A / B and of C), `consumer.rs` (the `wgmma` mainloop),
