@@ -90,22 +90,20 @@ fn slots_are_unique_per_launch() {
 
 /// A host C++ compiler, or `None` (the test then says so and skips).
 fn cxx() -> Option<String> {
-    for c in [
+    [
         std::env::var("CXX").unwrap_or_default(),
         "g++".into(),
         "c++".into(),
         "clang++".into(),
-    ] {
-        if !c.is_empty()
-            && Command::new(&c)
+    ]
+    .into_iter()
+    .find(|c| {
+        !c.is_empty()
+            && Command::new(c)
                 .arg("--version")
                 .output()
                 .is_ok_and(|o| o.status.success())
-        {
-            return Some(c);
-        }
-    }
-    None
+    })
 }
 
 #[test]
