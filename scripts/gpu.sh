@@ -81,14 +81,18 @@ done
 sstep sm80 && for t in .device/bin/test-*-gpu_gemm_sm80; do
   [ -e "$t" ] && sanitize_filtered memcheck "$t"
 done
-# The SM90 GEMM kernels (every schedule, split-K, the fused epilogue): memcheck with two
-# random cases per configuration; racecheck and synccheck on the fused-epilogue test
-# (three schedules, split-K included). Bounded in time.
+# The SM90 GEMM kernels (every schedule, split-K, the fused epilogue, stream-K): memcheck
+# with two random cases per configuration; racecheck and synccheck on the fused-epilogue
+# test (three schedules, split-K included) and the stream-K test. Bounded in time.
 sstep sm90 && for t in .device/bin/test-*-gpu_gemm_sm90; do
   [ -e "$t" ] || continue
   sanitize_filtered memcheck "$t"
   sanitize_filtered racecheck "$t" sm90_gemm_with_fused_epilogue
   sanitize_filtered synccheck "$t" sm90_gemm_with_fused_epilogue
+  # hybrid stream-K: the last-arriver reduction (no CTA waits on another, so racecheck's
+  # serialized CTAs finish)
+  sanitize_filtered racecheck "$t" sm90_stream_k_matches
+  sanitize_filtered synccheck "$t" sm90_stream_k_matches
 done
 
 # INT8 / FP8 scaled GEMMs: the exact INT8 kernel test (SM80-class and Turing kernels,

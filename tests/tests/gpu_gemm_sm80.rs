@@ -199,6 +199,8 @@ fn run_case(gpu: &Gpu, k: &Kernels, c: Case, rng: &mut Rng) -> f64 {
             workspace: if c.split_k > 1 { pw } else { 0 },
             split_k_mode: mode,
             semaphores: ps,
+            workspace_bytes: 0,
+            semaphore_bytes: 0,
         };
         // SAFETY: the buffers hold the matrices described by `args`.
         unsafe {

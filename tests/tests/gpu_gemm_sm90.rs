@@ -20,6 +20,7 @@ use rcute_kernel::tile_scheduler::RasterOrderOption;
 use rcute_kernel::{Arch, CompileOptions, Function, Gpu, KernelCache};
 use std::sync::Arc;
 
+#[derive(Clone)]
 struct Rng(u64);
 impl Rng {
     fn new(name: &str) -> Rng {
@@ -108,7 +109,8 @@ fn upload(stream: &Arc<CudaStream>, bytes: &[u8]) -> CudaSlice<u8> {
         .expect("htod")
 }
 
-fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> f64 {
+/// Run one case against the float64 reference; returns the relative error and D's bytes.
+fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> (f64, Vec<u8>) {
     let e = k.g.config.ab;
     let ed = k.g.config.cd;
     let stream = gpu.stream();
@@ -133,10 +135,17 @@ fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> f64 {
     let d_b = upload(stream, &bb);
     let d_c = upload(stream, &bc);
     let d_d = upload(stream, &poison);
-    let d_w = stream
-        .alloc_zeros::<u8>(k.g.workspace_bytes(m as i32, n as i32, l as i32, c.split).max(16))
-        .expect("workspace");
+    let ctas = c.ctas.max((k.g.config.cluster[0] * k.g.config.cluster[1]) as u32);
+    // Split-K partials, or the stream-K slots and (zeroed) tile counters.
+    let ws_bytes =
+        k.g.workspace_bytes(m as i32, n as i32, l as i32, c.split)
+            .max(k.g.stream_k_workspace_bytes(ctas))
+            .max(16);
+    let counter_bytes = k.g.stream_k_counter_bytes(ctas);
+    let d_w = stream.alloc_zeros::<u8>(ws_bytes).expect("workspace");
+    let d_s = stream.alloc_zeros::<u8>(counter_bytes.max(16)).expect("counters");
     {
+        let (ps, _rs) = d_s.device_ptr(stream);
         let (pw, _rw) = d_w.device_ptr(stream);
         let (pa, _ra) = d_a.device_ptr(stream);
         let (pb, _rb) = d_b.device_ptr(stream);
@@ -162,13 +171,14 @@ fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> f64 {
             alpha: c.alpha,
             beta: c.beta,
             split_k: c.split,
-            workspace: if c.split > 1 { pw } else { 0 },
+            workspace: if c.split > 1 || k.g.config.stream_k { pw } else { 0 },
             split_k_mode: SplitKMode::Parallel,
-            semaphores: 0,
+            semaphores: ps,
+            workspace_bytes: ws_bytes,
+            semaphore_bytes: counter_bytes,
         };
         // SAFETY: the buffers hold the matrices described by `args`.
         let fa = k.g.default_fusion_args(&args).unwrap();
-        let ctas = c.ctas.max((k.g.config.cluster[0] * k.g.config.cluster[1]) as u32);
         unsafe {
             launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, ctas)
                 .unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name))
@@ -177,6 +187,13 @@ fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> f64 {
             .unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name));
     }
     let out = stream.clone_dtoh(&d_d).expect("dtoh");
+    // stream-K: the last arriver of every split tile left its counter zero (a graph replays it)
+    let counters = stream.clone_dtoh(&d_s).expect("dtoh");
+    assert!(
+        counters.iter().all(|&b| b == 0),
+        "{} {c:?}: stream-K tile counters not reset",
+        k.g.name
+    );
     let (mut num, mut den) = (0.0f64, 0.0f64);
     for b in 0..l {
         for i in 0..m {
@@ -210,7 +227,7 @@ fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> f64 {
     }
     let rel = (num / den.max(1e-30)).sqrt();
     assert!(rel < 1e-2, "{} {c:?}: relative error {rel:.3e}", k.g.name);
-    rel
+    (rel, out)
 }
 
 fn cases(rng: &mut Rng, tile: [i64; 3], with_c: bool, count: usize) -> Vec<Case> {
@@ -396,7 +413,7 @@ fn sm90_gemm_deep_pipelines() {
         let mut worst = 0.0f64;
         let cs = cases(&mut rng, cfg.tile, cfg.with_c(), count);
         for c in &cs {
-            worst = worst.max(run_case(&gpu, &k, *c, &mut rng));
+            worst = worst.max(run_case(&gpu, &k, *c, &mut rng).0);
         }
         eprintln!("{}: {} cases, worst relative error {worst:.2e}", k.g.name, cs.len());
     }
@@ -415,7 +432,7 @@ fn sm90_gemm_matches_reference() {
         let mut worst = 0.0f64;
         let cs = cases(&mut rng, cfg.tile, cfg.with_c(), count);
         for c in &cs {
-            worst = worst.max(run_case(&gpu, &k, *c, &mut rng));
+            worst = worst.max(run_case(&gpu, &k, *c, &mut rng).0);
         }
         eprintln!("{}: {} cases, worst relative error {worst:.2e}", k.g.name, cs.len());
     }
@@ -674,4 +691,121 @@ fn sm90_int8_and_fp8_scaled_gemm() {
             }
         }
     }
+}
+
+/// The hybrid stream-K units (`_sk`): the bf16 rules' cooperative tile with and without C,
+/// and two m64 atoms per warpgroup.
+pub fn stream_k_configs() -> Vec<GemmSm90Config> {
+    let mut v = vec![];
+    for (tile, with_c) in [([128, 256, 64], true), ([128, 256, 64], false), ([256, 128, 64], true)] {
+        let mut c = GemmSm90Config::bf16(tile, Sm90Schedule::Cooperative);
+        c.stream_k = true;
+        v.push(if with_c { c } else { c.without_c() });
+    }
+    v
+}
+
+/// Problems whose tiles leave a partial last wave on the given CTAs (stream-K tiles of one
+/// to eleven k-tiles cut between two or three CTAs, batches, padding, one k-tile per
+/// tile, K = 0), and `count` random ones.
+fn stream_k_cases(rng: &mut Rng, tile: [i64; 3], with_c: bool, count: usize) -> Vec<Case> {
+    let [bm, bn, bk] = tile;
+    let beta = |b: f32| if with_c { b } else { 0.0 };
+    let case = |m, n, k, l, ctas, beta| Case {
+        m,
+        n,
+        k,
+        l,
+        pad: [0, 0, 1, 1],
+        alpha: 1.0,
+        beta,
+        ctas,
+        split: 1,
+    };
+    let mut v = vec![
+        // 24 tiles on 7 CTAs: 3 stream-K tiles of 11 k-tiles over 6 CTAs
+        case(5 * bm + 3, 3 * bn + 8, 10 * bk + 8, 1, 7, beta(1.0)),
+        // 6 tiles on 5 CTAs: one tile of 64 k-tiles, halved
+        case(3 * bm, 2 * bn, 64 * bk, 1, 5, beta(0.0)),
+        // 4 tiles (2 batches) on 3 CTAs, alpha and beta
+        Case {
+            alpha: 0.5,
+            pad: [1, 0, 3, 1],
+            ..case(bm + 1, bn - 8, 3 * bk + 8, 2, 3, beta(1.5))
+        },
+        // 32 tiles on 12 CTAs: 8 tiles of 8 k-tiles over 12 CTAs (three contributors)
+        case(8 * bm, 4 * bn, 8 * bk, 1, 12, beta(-1.0)),
+        // one k-tile a tile: the tail stays whole tiles
+        case(3 * bm, bn, bk, 1, 2, beta(0.5)),
+        // 45 tiles (3 batches) on 4 CTAs: one tile of 2 k-tiles, one each
+        case(2 * bm + 5, 5 * bn, 2 * bk, 3, 4, beta(1.0)),
+        case(17, 24, 0, 1, 132, beta(0.5)),
+    ];
+    for _ in 0..count {
+        v.push(Case {
+            m: rng.range(1, 4 * bm + 7),
+            n: 8 * rng.range(1, (4 * bn) / 8 + 1),
+            k: 8 * rng.range(1, (12 * bk) / 8 + 1),
+            l: rng.range(1, 2),
+            pad: [rng.range(0, 1), rng.range(0, 1), rng.range(0, 3), rng.range(0, 3)],
+            alpha: [1.0, 0.5, -2.0][rng.range(0, 2) as usize],
+            beta: beta([0.0, 1.0, -0.5][rng.range(0, 2) as usize]),
+            ctas: [3, 5, 7, 11, 132][rng.range(0, 4) as usize],
+            split: 1,
+        });
+    }
+    v
+}
+
+#[test]
+fn sm90_stream_k_matches_reference_and_repeats_bit_for_bit() {
+    let Some(gpu) = sm90_gpu() else { return };
+    let mut rng = Rng::new("sm90_stream_k_matches_reference_and_repeats_bit_for_bit");
+    let count: usize = std::env::var("RCUTE_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(6);
+    for cfg in stream_k_configs() {
+        let k = build(&gpu, &cfg);
+        let mut worst = 0.0f64;
+        let cs = stream_k_cases(&mut rng, cfg.tile, cfg.with_c(), count);
+        for (i, c) in cs.iter().enumerate() {
+            // the first four cases twice, on the same data: the same bits (the reduction sums
+            // the partials in k order whatever the order the CTAs arrive in)
+            let again = rng.clone();
+            let (rel, out) = run_case(&gpu, &k, *c, &mut rng);
+            worst = worst.max(rel);
+            if i < 4 {
+                let (_, out2) = run_case(&gpu, &k, *c, &mut again.clone());
+                assert!(out == out2, "{} {c:?}: two runs differ", k.g.name);
+            }
+        }
+        eprintln!("{}: {} cases, worst relative error {worst:.2e}", k.g.name, cs.len());
+    }
+}
+
+#[test]
+fn sm90_stream_k_rejects_small_buffers() {
+    let Some(gpu) = sm90_gpu() else { return };
+    let k = build(&gpu, &stream_k_configs()[1]);
+    let stream = gpu.stream();
+    let d = stream.alloc_zeros::<u8>(1 << 20).expect("alloc");
+    let (p, _r) = d.device_ptr(stream);
+    // 6 tiles on 5 CTAs: one stream-K tile
+    let mut args = GemmArgs::tn(384, 512, 4096, 1, p, p, 0, p);
+    args.workspace = p;
+    args.semaphores = p;
+    args.workspace_bytes = 1 << 20;
+    args.semaphore_bytes = 16;
+    let fa = k.g.default_fusion_args(&args).unwrap();
+    let need = k.g.stream_k_workspace_bytes(5);
+    assert!(need > 1 << 20);
+    // SAFETY: refused before any launch (the workspace is too small).
+    let err = unsafe { launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, 5) }.unwrap_err();
+    assert!(err.to_string().contains("workspace"), "{err}");
+    args.workspace_bytes = need;
+    args.semaphore_bytes = 0;
+    // SAFETY: refused before any launch (no counters).
+    let err = unsafe { launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, 5) }.unwrap_err();
+    assert!(err.to_string().contains("counters"), "{err}");
 }

@@ -294,6 +294,63 @@ pub fn st_release_gpu() -> Snippet {
     Snippet::build("rc_st_release_gpu", Arch::SM80, 1, params, &body)
 }
 
+/// `atom.add.acq_rel.gpu.global.u32`: add `v` to a global counter with acquire-release
+/// semantics at gpu scope and return its old value (the arrival of a last-arriver
+/// reduction: it releases this CTA's partial sums and, for the last one, acquires the
+/// others').
+pub fn atom_add_acq_rel_gpu() -> Snippet {
+    let params = vec![
+        Param::new(
+            "p",
+            ParamTy::GmemPtr {
+                bytes: 4,
+                constant: false,
+            },
+        ),
+        Param::scalar("v", "uint32_t"),
+    ];
+    let body = String::from("uint32_t old;\n")
+        + &asm_stmt(
+            &["atom.add.acq_rel.gpu.global.u32 %0, [%1], %2;".into()],
+            &["\"=r\"(old)".into()],
+            &["\"l\"(p)".into(), "\"r\"(v)".into()],
+            true,
+        )
+        + "return old;\n";
+    Snippet::build("rc_atom_add_acq_rel_gpu", Arch::SM80, 1, params, &body).returning("uint32_t")
+}
+
+/// `bar.red.or.pred`: named barrier `id` of `num_threads` threads that also returns, to
+/// every one of them, whether any of them passed `pred` true (one thread's decision
+/// broadcast with the barrier, no shared memory).
+pub fn named_barrier_red_or() -> Snippet {
+    let params = vec![
+        Param::scalar("id", "uint32_t"),
+        Param::scalar("num_threads", "uint32_t"),
+        Param::scalar("pred", "uint32_t"),
+    ];
+    let lines: Vec<String> = [
+        "{",
+        ".reg .pred rc_in, rc_out;",
+        "setp.ne.u32 rc_in, %3, 0;",
+        "bar.red.or.pred rc_out, %1, %2, rc_in;",
+        "selp.u32 %0, 1, 0, rc_out;",
+        "}",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let body = String::from("uint32_t any;\n")
+        + &asm_stmt(
+            &lines,
+            &["\"=r\"(any)".into()],
+            &["\"r\"(id)".into(), "\"r\"(num_threads)".into(), "\"r\"(pred)".into()],
+            true,
+        )
+        + "return any != 0;\n";
+    Snippet::build("rc_named_barrier_red_or", Arch::SM80, 32, params, &body).returning("bool")
+}
+
 /// Every synchronization snippet.
 pub fn all_sync() -> Vec<Snippet> {
     vec![

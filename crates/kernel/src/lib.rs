@@ -72,6 +72,7 @@ pub mod moe_routing;
 pub mod nvrtc;
 pub mod resources;
 pub mod sass;
+pub mod stream_k;
 pub mod stream_scope;
 pub mod testing;
 pub mod tile_scheduler;

@@ -52,12 +52,29 @@ fn configs() -> Vec<GemmSm90Config> {
     f.cd = Element::F16;
     f = f.without_c();
     v.push(f);
+    v.extend(stream_k_configs());
+    v
+}
+
+/// The hybrid stream-K units: the bf16 rules' cooperative tile with and without C, and two
+/// m64 atoms per warpgroup.
+fn stream_k_configs() -> Vec<GemmSm90Config> {
+    let mut v = vec![];
+    for (tile, with_c) in [([128, 256, 64], true), ([128, 256, 64], false), ([256, 128, 64], true)] {
+        let mut c = GemmSm90Config::bf16(tile, Sm90Schedule::Cooperative);
+        c.stream_k = true;
+        v.push(if with_c { c } else { c.without_c() });
+    }
     v
 }
 
 #[test]
 fn dump_one() {
-    let g = generate(&configs()[0]).unwrap();
+    let i = std::env::var("RCUTE_DUMP_INDEX")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let g = generate(&configs()[i]).unwrap();
     if let Ok(path) = std::env::var("RCUTE_DUMP") {
         std::fs::write(path, &g.source).unwrap();
     }
@@ -96,6 +113,18 @@ fn compile_check(g: &GeneratedGemmSm90) {
         };
         for op in [mma, "UTMALDG", "UTMASTG", "STSM", "SYNCS"] {
             assert!(k.contains_opcode(op), "{}: no {op}", g.name);
+        }
+        if g.config.stream_k {
+            // the last-arriver reduction: the counter's atomic and the barrier that
+            // broadcasts who is last; no CTA waits on another (no acquire-load spin)
+            for op in ["ATOMG", "BAR"] {
+                assert!(k.contains_opcode(op), "{}: no {op}", g.name);
+            }
+            assert!(
+                k.instructions.iter().any(|i| i.opcode.starts_with("BAR.RED.OR")),
+                "{}: no BAR.RED.OR",
+                g.name
+            );
         }
         let moves = r2ur_inside_wgmma_batches(k, mma);
         assert_eq!(

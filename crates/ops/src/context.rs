@@ -398,15 +398,24 @@ impl Ops {
         fa: &gemm_sm90::FusionArgs,
     ) -> Result<(), OpsError> {
         let g = &loaded.generated;
-        let ws_bytes = g.workspace_bytes(args.m, args.n, args.l, args.split_k);
+        let sms = self.gpu.sm_count();
+        // Split-K partials, or (stream-K) two tile slots per CTA and the zeroed tile counters.
+        let ws_bytes = g
+            .workspace_bytes(args.m, args.n, args.l, args.split_k)
+            .max(g.stream_k_workspace_bytes(sms));
+        let counter_bytes = g.stream_k_counter_bytes(sms);
         let _scope = self.launch_scope();
         let mut scratch = self.scratch();
         if ws_bytes > 0 {
             args.workspace = scratch.workspace(ws_bytes)?;
+            args.workspace_bytes = ws_bytes;
+        }
+        if counter_bytes > 0 {
+            args.semaphores = scratch.semaphores(counter_bytes.div_ceil(4))?;
+            args.semaphore_bytes = counter_bytes;
         }
         // SAFETY: the caller guarantees the operands; the workspace holds `workspace_bytes`.
-        unsafe { gemm_sm90::launch_split_k(&loaded.main, &loaded.reduce, g, &args, fa, self.gpu.sm_count()) }
-            .map_err(boxed)?;
+        unsafe { gemm_sm90::launch_split_k(&loaded.main, &loaded.reduce, g, &args, fa, sms) }.map_err(boxed)?;
         Ok(())
     }
 }

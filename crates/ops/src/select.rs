@@ -89,7 +89,35 @@ pub fn select_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Option<(
     let tile = if n >= 256 { [128, 256, 64] } else { [128, 128, 64] };
     let mut cfg = GemmSm90Config::bf16(tile, Sm90Schedule::Cooperative);
     cfg.swizzle_log2 = large_swizzle_log2(m, n, k, 2);
+    cfg.stream_k = stream_k_pays(&cfg, m, n, k, l, sms);
     Some((cfg, 1))
+}
+
+/// Whether the 128x256x64 cooperative kernel of `cfg` runs an `m x n x k` problem faster
+/// with hybrid stream-K ([`rcute_kernel::stream_k`]): one to four whole waves of tiles and
+/// a last wave of at most an eighth of the SMs, whose tiles (of at least 32 k-tiles) the
+/// plan then halves over twice as many CTAs. Measured on an H100 (BENCHMARKS.md, "Session
+/// 16 (helper sk3)"), in both ABBA pairs: 2176x2048x4096 (136 tiles, 4 left over) 84-88
+/// -> 72-75 us, 4096x4352x4096 (544 tiles, 16 left over) 245-256 -> 236-240 us. Where the
+/// last wave is fuller every CTA writes partial sums of two tiles and the reduction's
+/// traffic outweighs the wave it saves: 4096^3 (116 left over) 25 % slower,
+/// 4096x14336x4096 (76) 3 % slower, 8192^3 (68) within the noise; so those keep the
+/// data-parallel walk.
+fn stream_k_pays(cfg: &GemmSm90Config, m: usize, n: usize, k: usize, l: usize, sms: u32) -> bool {
+    if cfg.tile != [128, 256, 64] || sms == 0 {
+        return false;
+    }
+    let Ok(p) = rcute_kernel::tile_scheduler::TileScheduler {
+        raster: cfg.raster,
+        swizzle_log2: cfg.swizzle_log2,
+        cluster: [1, 1],
+    }
+    .params(m as u64, n as u64, l as u64, 128, 256) else {
+        return false;
+    };
+    let k_tiles = k.div_ceil(64) as u64;
+    let (waves, tail) = (p.total_work / u64::from(sms), p.total_work % u64::from(sms));
+    (1..=4).contains(&waves) && tail > 0 && tail * 8 <= u64::from(sms) && k_tiles >= 32
 }
 
 /// A kernel configuration and its run-time split-K factor.
@@ -352,6 +380,18 @@ mod tests {
         // 8-bit operands are half the bytes: 8192 x 4096 (32 MiB) stays unswizzled.
         assert_eq!(select_scaled_sm90(8192, 8192, 4096, 1, 132).0.swizzle_log2, 0);
         assert_eq!(select_scaled_sm90(128, 65536, 65536, 1, 132).0.swizzle_log2, 0);
+    }
+
+    #[test]
+    fn sm90_stream_k_only_for_a_nearly_empty_last_wave() {
+        let sk = |m, n, k| select_sm90(m, n, k, 1, 132).unwrap().0.stream_k;
+        // measured wins: 136 tiles (4 left over), 544 tiles (16 left over)
+        assert!(sk(2176, 2048, 4096) && sk(4096, 4352, 4096));
+        // measured losses or no tail: 512, 1792 and 2048 tiles; 128 tiles (one wave)
+        assert!(!sk(4096, 4096, 4096) && !sk(4096, 14336, 4096) && !sk(8192, 8192, 8192));
+        assert!(!sk(2048, 2048, 2048));
+        // short K, more than four waves, 128x128 tiles
+        assert!(!sk(2176, 2048, 1024) && !sk(4224 * 2, 4352, 4096) && !sk(2176, 128, 4096));
     }
 
     #[test]

@@ -58,6 +58,13 @@ pub struct GemmArgs {
     /// launch; every launch that completes leaves them zero again (reusable without a
     /// memset). Launches sharing them must be ordered (one stream).
     pub semaphores: u64,
+    /// Bytes at `workspace` (0: not stated). The SM90 stream-K kernels need it (typed
+    /// error below their [`crate::gemm_sm90::GeneratedGemmSm90::stream_k_workspace_bytes`]).
+    pub workspace_bytes: usize,
+    /// Bytes at `semaphores` (0: not stated): the SM90 stream-K kernels' tile counters,
+    /// zero before the first launch and left zero by every launch that completes
+    /// ([`crate::gemm_sm90::GeneratedGemmSm90::stream_k_counter_bytes`]).
+    pub semaphore_bytes: usize,
 }
 
 impl GemmArgs {
@@ -117,6 +124,8 @@ impl GemmArgs {
             workspace: 0,
             split_k_mode: SplitKMode::Parallel,
             semaphores: 0,
+            workspace_bytes: 0,
+            semaphore_bytes: 0,
         }
     }
 

@@ -36,4 +36,7 @@ pub enum GemmError {
     /// The launch failed.
     #[error(transparent)]
     Launch(#[from] LaunchError),
+    /// The stream-K plan or its buffers were refused.
+    #[error(transparent)]
+    StreamK(#[from] crate::stream_k::StreamKError),
 }

@@ -41,6 +41,10 @@ pub struct GemmSm90Config {
     /// padded order, B per expert, no C, the register epilogue of the mode; `None` for the
     /// plain GEMM.
     pub grouped: Option<Sm90Grouped>,
+    /// Hybrid stream-K ([`crate::stream_k`]): whole waves of tiles data-parallel, the last
+    /// partial wave's k-tiles spread over the CTAs and reduced by each tile's last arriving
+    /// contributor (name suffix `_sk`; cooperative schedule, no cluster, no split-K).
+    pub stream_k: bool,
 }
 
 impl Eq for GemmSm90Config {}
@@ -63,6 +67,7 @@ impl std::hash::Hash for GemmSm90Config {
             self.swizzle_log2,
             self.mma_pipe,
             self.grouped,
+            self.stream_k,
         )
             .hash(h);
         (self.fusion.name(), self.fusion.describe()).hash(h);
@@ -101,6 +106,7 @@ impl GemmSm90Config {
             swizzle_log2: 0,
             mma_pipe: 1,
             grouped: None,
+            stream_k: false,
         }
     }
 }

@@ -26,7 +26,7 @@ fn release(k: &Ctx) -> Vec<Stmt> {
 pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let mut cons = state(k);
     let mut tile = if decodes_ahead(k) {
-        cons.extend(decode_first());
+        cons.extend(decode_first(k));
         tile_decoded_ahead(k, TileNeeds::SplitOnly)
     } else {
         tile_of(k, TileNeeds::SplitOnly)
@@ -39,6 +39,7 @@ pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     tile.extend(mainloop(k)?);
     match k.cfg.grouped {
         Some(g) => tile.extend(grouped::epilogue(k, g)?),
+        None if k.sk => tile.extend(stream_k::reduce_then_epilogue(k)?),
         None => tile.push(Stmt::If {
             cond: "split_k > 1".into(),
             then: split_partials(k)?,
@@ -46,7 +47,7 @@ pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         }),
     }
     tile.push(e("++local"));
-    cons.push(work_loop(tile));
+    cons.push(work_loop(k, tile, false));
     cons.push(c(
         "store tail: the last TMA stores must finish reading shared memory before the CTA exits",
     ));
@@ -311,7 +312,7 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
             pipelined.extend(order_arrive());
         }
         if decodes_ahead(k) {
-            pipelined.extend(decode_next());
+            pipelined.extend(decode_next(k));
         }
         pipelined.extend([
             c("mma_tail: the last batch is done; consumer_release its stage"),

@@ -43,6 +43,8 @@ pub(super) struct Ctx<'a> {
     pub epi_set_bytes: usize,
     /// Accumulators per m64 atom and thread.
     pub nacc: i64,
+    /// Hybrid stream-K: the roles walk [`crate::stream_k`]'s items instead of work ids.
+    pub sk: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -78,6 +80,7 @@ impl<'a> Ctx<'a> {
             epi_threads: WG,
             epi_set_bytes: p.epi_set_bytes,
             nacc: bn / 2,
+            sk: cfg.stream_k,
         }
     }
 
@@ -146,6 +149,10 @@ pub(super) fn kernel(
     );
     if cfg.grouped.is_some() {
         params.extend(grouped::params(cfg));
+    }
+    if cfg.stream_k {
+        params.extend(["sk_tiles", "sk_units"].map(int));
+        params.push(("unsigned int* __restrict__".into(), "sk_counters".into()));
     }
     Ok(CFunction {
         qualifiers: format!(
@@ -233,19 +240,32 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
         c("knows them warp-uniform, so the stage ring and the wgmma descriptors derived from them live in"),
         c("uniform registers instead of being moved there (R2UR) before every wgmma"),
         d("const int", "wg", "__shfl_sync(0xffffffffu, threadIdx.x / 128, 0)"),
-        d("const int", "warp", "__shfl_sync(0xffffffffu, (threadIdx.x / 32) % 4, 0)"),
+        d(
+            "const int",
+            "warp",
+            "__shfl_sync(0xffffffffu, (threadIdx.x / 32) % 4, 0)",
+        ),
         d("const int", "lane", "threadIdx.x % 32"),
         d("const int", "k_tiles", format!("(K + {}) / {}", k.bk - 1, k.bk)),
-        dc(
+    ];
+    if !k.sk {
+        b.push(dc(
             "const int",
             "k_iters",
             "split_k > 1 ? (k_tiles + split_k - 1) / split_k : k_tiles",
             "k-tiles per work item: every split runs the same count (TMA zero-fills past K)",
-        ),
+        ));
+    }
+    b.extend([
         c("persistent tile scheduler: raster order and swizzle resolved on the host"),
         e(format!(
             "const {name}_sched sched(sched_tiles_m, sched_tiles_n, sched_batches, sched_along_n, sched_log_swizzle)"
         )),
+    ]);
+    if k.sk {
+        b.extend(stream_k::walk_decl(k, name));
+    }
+    b.extend([
         c(format!(
             "cluster {cm}x{cn}: A is multicast along the cluster's N ranks (each loads BM/{cn} rows), B along its M ranks (BN/{cm} rows)"
         )),
@@ -275,7 +295,7 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
                 rank_bit(var("i").add(&var("rank_n").mul(&Expr::lit(cm))))
             ))],
         ),
-    ];
+    ]);
     if k.clustered {
         b.push(dc(
             "const uint16_t",
@@ -325,6 +345,9 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
     }
     b.push(if_("threadIdx.x == 32", prefetch));
     b.push(e("__syncthreads()"));
+    if k.sk {
+        b.push(stream_k::walk_ref(name));
+    }
     if k.clustered {
         b.push(c(
             "every CTA's barriers are initialized before any partner multicasts into it",

@@ -2,6 +2,7 @@
 //! the launch functions.
 
 use super::*;
+use crate::stream_k::{StreamKError, StreamKPlan};
 
 pub(super) fn tmap(
     elem: Element,
@@ -39,6 +40,66 @@ impl GeneratedGemmSm90 {
             return 0;
         }
         split_k as usize * l.max(0) as usize * m.max(0) as usize * n.max(0) as usize * 4
+    }
+
+    /// Bytes of f32 partial sums a stream-K kernel needs on at most `max_ctas` CTAs (two
+    /// slots of one tile per CTA; 0 without stream-K), whatever the problem.
+    pub fn stream_k_workspace_bytes(&self, max_ctas: u32) -> usize {
+        if !self.config.stream_k {
+            return 0;
+        }
+        let [bm, bn, _] = self.config.tile;
+        2 * max_ctas as usize * (bm * bn) as usize * 4
+    }
+
+    /// Bytes of the stream-K tile counters on at most `max_ctas` CTAs (one `u32` per
+    /// stream-K tile and consumer warpgroup; 0 without stream-K), zero before the first
+    /// launch and left zero by each.
+    pub fn stream_k_counter_bytes(&self, max_ctas: u32) -> usize {
+        if !self.config.stream_k {
+            return 0;
+        }
+        max_ctas as usize * self.plan.consumers as usize * 4
+    }
+
+    /// The stream-K plan of a launch on at most `max_ctas` CTAs (`None` without stream-K).
+    pub fn stream_k_plan(&self, args: &GemmArgs, max_ctas: u32) -> Result<Option<StreamKPlan>, GemmError> {
+        if !self.config.stream_k {
+            return Ok(None);
+        }
+        let p = self.scheduler_params(args)?;
+        let lc = self.launch_config(args, max_ctas)?;
+        let ctas = lc.grid.x * lc.grid.y * lc.grid.z;
+        let k_tiles = (args.k.max(0) as u64).div_ceil(self.config.tile[2] as u64);
+        let k_tiles = u32::try_from(k_tiles).unwrap_or(u32::MAX);
+        Ok(Some(StreamKPlan::new(p.total_work, ctas, k_tiles)?))
+    }
+
+    /// The stream-K kernel arguments (`sk_tiles`, `sk_units`, counters) after checking the
+    /// workspace and the counters against the plan.
+    fn stream_k_args(&self, args: &GemmArgs, max_ctas: u32) -> Result<Option<([i32; 2], u64)>, GemmError> {
+        let Some(plan) = self.stream_k_plan(args, max_ctas)? else {
+            return Ok(None);
+        };
+        if args.split_k > 1 {
+            return Err(GemmError::Shape(format!(
+                "split_k = {}: a stream-K kernel splits K itself",
+                args.split_k
+            )));
+        }
+        if plan.sk_tiles > 0 {
+            let [bm, bn, _] = self.config.tile;
+            let need = plan.slots() * (bm * bn) as usize * 4;
+            let counters = plan.counters(self.plan.consumers as usize) * 4;
+            let small = |what, need, have| StreamKError::TooSmall { what, need, have };
+            if args.workspace == 0 || !args.workspace.is_multiple_of(16) || args.workspace_bytes < need {
+                return Err(small("16-byte aligned workspace", need, args.workspace_bytes).into());
+            }
+            if args.semaphores == 0 || !args.semaphores.is_multiple_of(4) || args.semaphore_bytes < counters {
+                return Err(small("zeroed counters", counters, args.semaphore_bytes).into());
+            }
+        }
+        Ok(Some((plan.device_args(), args.semaphores)))
     }
 
     /// The tile scheduler's parameters for a problem (its batches are `(split, batch)`
@@ -383,7 +444,10 @@ pub(super) unsafe fn launch_inner(
     let sp = g.scheduler_params(args)?;
     let ka = sp.device_args().iter().fold(ka, |ka, &v| ka.i32(v));
     let lc = fitting_launch(f, g.config.schedule, |c| g.launch_config_with(args, max_ctas, c))?;
-    let ka = ka.i32(i32::from(crate::grid_dependency::early_trigger_for(f, &lc)));
+    let mut ka = ka.i32(i32::from(crate::grid_dependency::early_trigger_for(f, &lc)));
+    if let Some(([sk_tiles, units], counters)) = g.stream_k_args(args, max_ctas)? {
+        ka = ka.i32(sk_tiles).i32(units).u64(counters);
+    }
     // SAFETY: the parameter list matches the generated kernel's signature; the caller
     // guarantees the buffers.
     unsafe { f.launch(&lc, &ka)? };

@@ -12,7 +12,10 @@
 //! | [`Sm90Schedule::PingPong`] | 2 warpgroups alternate tiles, ordered by named barriers | persistent | separate |
 //!
 //! The producer warpgroup drops to 40 registers (`setmaxnreg.dec`), the consumers rise to
-//! 232. The persistent schedules walk the tiles with [`crate::tile_scheduler`].
+//! 232. The persistent schedules walk the tiles with [`crate::tile_scheduler`]; with
+//! [`GemmSm90Config::stream_k`] the cooperative one walks [`crate::stream_k`]'s items
+//! instead (whole tiles, then k ranges of the last partial wave's tiles, reduced by each
+//! tile's last arriving CTA: `stream_k.rs`).
 //!
 //! The main kernel is assembled from one emitter per role (`kernel.rs` composes them):
 //! `producer.rs` (TMA loads of A / B and of C), `consumer.rs` (the `wgmma` mainloop),
@@ -109,6 +112,7 @@ mod producer;
 mod scheduler;
 mod split_k;
 mod stmt;
+mod stream_k;
 mod wgmma_desc;
 
 pub use config::*;
@@ -192,8 +196,18 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         wgmma_wait_group(),
         p.mma.snippet.clone(),
     ]);
+    if cfg.stream_k {
+        snippets.extend([
+            rcute_atom::sync::atom_add_acq_rel_gpu(),
+            rcute_atom::sync::st_release_gpu(),
+            rcute_atom::sync::named_barrier_red_or(),
+        ]);
+    }
     let mut items = unit_preamble(&snippets, "");
     items.push(scheduler(cfg).device_item(&name));
+    if cfg.stream_k {
+        items.push(crate::stream_k::device_item(&name));
+    }
     items.push(Item::Snippet {
         origin: "rcute sm90 helpers".into(),
         code: helpers(cfg.cd),

@@ -55,6 +55,10 @@ pub struct Sm90Plan {
     pub bc_group_bytes: usize,
     /// Dynamic smem to request.
     pub smem_bytes: usize,
+    /// Byte offset of the stream-K walk (after the barriers; 0 without stream-K): one
+    /// thread computes it, every role reads its items from there, so that its fields hold
+    /// no registers through the mainloop.
+    pub walk_offset: usize,
     /// The collective mainloop plan (stages, atoms, TMA boxes).
     pub mainloop: Sm90Mainloop,
     /// The collective epilogue plan (the builder's policy decisions).
@@ -64,6 +68,10 @@ pub struct Sm90Plan {
     /// bits).
     pub descriptors: Sm90Descriptors,
 }
+
+/// Shared-memory bytes of the stream-K walk (`{name}_walk`: three 64-bit and nine 32-bit
+/// fields, rounded up).
+const STREAM_K_WALK_BYTES: usize = 64;
 
 pub(super) fn cfg_err(s: impl Into<String>) -> GemmError {
     GemmError::Config(s.into())
@@ -107,6 +115,15 @@ fn check_config(cfg: &GemmSm90Config) -> Result<(), GemmError> {
     }
     if let Some(g) = cfg.grouped {
         grouped::check(cfg, g)?;
+    }
+    if cfg.stream_k && (cfg.schedule != Sm90Schedule::Cooperative || cfg.cluster != [1, 1] || cfg.grouped.is_some()) {
+        return Err(cfg_err(format!(
+            "stream-K (sk) takes the cooperative schedule without a cluster or grouping, got {:?} on {}x{}{}",
+            cfg.schedule,
+            cfg.cluster[0],
+            cfg.cluster[1],
+            if cfg.grouped.is_some() { ", grouped" } else { "" }
+        )));
     }
     let eb = cfg.ab.bytes() as i64;
     if bk * eb != 128 {
@@ -166,7 +183,9 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
     let c_bar_bytes = epi_sets * epi.barrier_bytes;
     let bc_floats = cfg.fusion.staging_layout(bm, bn).iter().map(|b| b.extent).sum::<i64>();
     let bc_group_bytes = (bc_floats as usize * 4).div_ceil(16) * 16;
-    let extra = ALIGN_SLACK + c_bar_bytes + epi_sets * bc_group_bytes + if pp { epi.smem_bytes } else { 0 };
+    let walk_bytes = if cfg.stream_k { STREAM_K_WALK_BYTES } else { 0 };
+    let extra =
+        ALIGN_SLACK + c_bar_bytes + walk_bytes + epi_sets * bc_group_bytes + if pp { epi.smem_bytes } else { 0 };
     let mcfg = Sm90MainloopConfig {
         a: cfg.ab,
         b: cfg.ab,
@@ -210,7 +229,12 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
     };
     let bc_offset = after.div_ceil(16) * 16;
     let off_bar = (bc_offset + epi_sets * bc_group_bytes).div_ceil(8) * 8;
-    let smem_bytes = off_bar + stages * 16 + c_bar_bytes + ALIGN_SLACK;
+    let walk_offset = if cfg.stream_k {
+        (off_bar + stages * 16 + c_bar_bytes).div_ceil(8) * 8
+    } else {
+        0
+    };
+    let smem_bytes = off_bar + stages * 16 + c_bar_bytes + walk_bytes + ALIGN_SLACK;
     if smem_bytes > cfg.smem_capacity {
         return Err(cfg_err(format!(
             "needs {smem_bytes} B of shared memory, capacity {}",
@@ -241,6 +265,7 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
         bc_offset,
         bc_group_bytes,
         smem_bytes,
+        walk_offset,
         mainloop: ml,
         epilogue: epi,
     })
@@ -315,8 +340,10 @@ pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
     } else {
         format!("_w{}", cfg.mma_pipe)
     };
+    // Hybrid stream-K: `_sk`.
+    let sk = if cfg.stream_k { "_sk" } else { "" };
     format!(
-        "rc_gemm_sm90_{}{out}_tn_{bm}x{bn}x{bk}_{}_c{}x{}_s{}_e{}x{}{pipe}{noc}",
+        "rc_gemm_sm90_{}{out}_tn_{bm}x{bn}x{bk}_{}_c{}x{}_s{}_e{}x{}{pipe}{sk}{noc}",
         cfg.ab.ptx(),
         cfg.schedule.tag(),
         cfg.cluster[0],

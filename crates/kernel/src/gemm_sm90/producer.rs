@@ -74,7 +74,7 @@ fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
     }
     kt_body.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
     body.push(for_("kt", "kt0", "kt0 + k_iters", kt_body));
-    ml.push(work_loop(body));
+    ml.push(work_loop(k, body, true));
     if p.mainloop.storage_union && k.cfg.with_c() {
         ml.push(c(
             "load_tail: the epilogue's buffers alias the mainloop's (union), so wait until the consumers",
@@ -156,6 +156,6 @@ fn c_loads(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         body.push(e("t = cphase; cphase = cphase_other; cphase_other = t"));
     }
     body.push(e("++local"));
-    cl.push(work_loop(body));
+    cl.push(work_loop(k, body, true));
     Ok(cl)
 }

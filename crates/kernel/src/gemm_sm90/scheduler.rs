@@ -33,14 +33,45 @@ pub(super) fn fitting_launch(
     }
 }
 
-/// The persistent tile walk: this CTA's work ids.
-pub(super) fn work_loop(body: Vec<Stmt>) -> Stmt {
-    Stmt::Loop {
-        init: "unsigned long long work = sched.first_work()".into(),
-        cond: "work < sched.total_work".into(),
-        step: "work += sched.stride()".into(),
-        body,
+/// The persistent tile walk: this CTA's work ids; with stream-K ([`Ctx::sk`]) its work
+/// items, each a work id and its k-tiles `[kb, kb + k_iters)`, read from the walk in
+/// shared memory at the item's head (`producer`: by the producers' one elected thread, else
+/// by whole warps, broadcast from lane 0: [`stream_k::uniform`]).
+pub(super) fn work_loop(k: &Ctx, body: Vec<Stmt>, producer: bool) -> Stmt {
+    if !k.sk {
+        return Stmt::Loop {
+            init: "unsigned long long work = sched.first_work()".into(),
+            cond: "work < sched.total_work".into(),
+            step: "work += sched.stride()".into(),
+            body,
+        };
     }
+    let u = |x: &str| stream_k::uniform(k, x, producer);
+    let mut item = vec![
+        dc(
+            "const unsigned long long",
+            "work",
+            u("walk.work(item)"),
+            "whole tiles first, then this CTA's stream-K parts",
+        ),
+        d("const int", "kb", u("walk.k_begin(item)")),
+        dc(
+            "const int",
+            "k_iters",
+            format!("{} - kb", u("walk.k_end(item)")),
+            "this item's k-tiles: all of the tile's, or a stream-K part of them",
+        ),
+    ];
+    item.extend(body);
+    Stmt::Block(vec![
+        d("const int", "items", u("walk.items")),
+        Stmt::Loop {
+            init: "int item = 0".into(),
+            cond: "item < items".into(),
+            step: "++item".into(),
+            body: item,
+        },
+    ])
 }
 
 /// What a role needs of the work item: its k-tiles (mainloop roles) or only its tile.
@@ -79,28 +110,39 @@ pub(super) fn tile_of(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
 
 /// The persistent walk's state of a role that decodes its next work item ahead
 /// ([`tile_decoded_ahead`]): the first work id's validity and tile, decoded before the walk.
-pub(super) fn decode_first() -> Vec<Stmt> {
+pub(super) fn decode_first(k: &Ctx) -> Vec<Stmt> {
+    let first = if k.sk {
+        stream_k::uniform(k, "walk.work(0)", false)
+    } else {
+        "sched.first_work()".into()
+    };
     vec![
         c("the walk decodes each work id's tile one work item ahead: the first one here, every next one while the"),
         c("tensor cores still run the current tile's last wgmma batch (the scheduler's divisions stay off the idle"),
         c("time between two tiles)"),
-        d("bool", "next_valid", "sched.cluster_valid(sched.first_work())"),
+        d("bool", "next_valid", format!("sched.cluster_valid({first})")),
         Stmt::Decl {
             ty: "int".into(),
             name: "next_m, next_n, next_batch".into(),
             init: None,
             comment: None,
         },
-        e("sched.tile(sched.first_work(), next_m, next_n, next_batch)"),
+        e(format!("sched.tile({first}, next_m, next_n, next_batch)")),
     ]
 }
 
-/// Decode the work item after `work` into the look-ahead state of [`decode_first`].
-pub(super) fn decode_next() -> Vec<Stmt> {
+/// Decode the work item after `work` into the look-ahead state of [`decode_first`] (with
+/// stream-K the walk's next item; past the last one it names no tile).
+pub(super) fn decode_next(k: &Ctx) -> Vec<Stmt> {
+    let next = if k.sk {
+        stream_k::uniform(k, "walk.work(item + 1)", false)
+    } else {
+        "work + sched.stride()".into()
+    };
     vec![
         c("look-ahead: decode the next work id's tile (the walk's divisions) while the tensor cores are busy"),
-        Stmt::assign("next_valid", "sched.cluster_valid(work + sched.stride())"),
-        e("sched.tile(work + sched.stride(), next_m, next_n, next_batch)"),
+        Stmt::assign("next_valid", format!("sched.cluster_valid({next})")),
+        e(format!("sched.tile({next}, next_m, next_n, next_batch)")),
     ]
 }
 
@@ -114,7 +156,7 @@ pub(super) fn tile_decoded_ahead(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
         d("int", "batch", "next_batch"),
         c("work ids past the problem (padding of the swizzle bands) are skipped by every role alike"),
         if_("!next_valid", {
-            let mut skip = decode_next();
+            let mut skip = decode_next(k);
             skip.push(Stmt::Continue);
             skip
         }),
@@ -128,7 +170,8 @@ pub(super) fn tile_decoded_ahead(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
 /// and the tile origin.
 fn tile_fields(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
     let mut v = Vec::new();
-    if needs != TileNeeds::TileOnly {
+    // Stream-K kernels have no K splits (their batches are the problem's).
+    if needs != TileNeeds::TileOnly && !k.sk {
         v.push(dc(
             "const int",
             "split",
@@ -138,7 +181,11 @@ fn tile_fields(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
     }
     v.push(Stmt::assign("batch", "batch % L"));
     if needs == TileNeeds::WithSplit {
-        v.push(d("const int", "kt0", "split * k_iters"));
+        v.push(if k.sk {
+            dc("const int", "kt0", "kb", "stream-K: the item's first k-tile")
+        } else {
+            d("const int", "kt0", "split * k_iters")
+        });
     }
     v.push(d("const int", "m0", format!("tile_m * {}", k.bm)));
     if k.cfg.grouped == Some(Sm90Grouped::SwiGlu) {

@@ -90,6 +90,8 @@ impl Ops {
         let (mut cfg, split) = crate::select::select_sm90(m, n, k, 1, self.gpu().sm_count())
             .ok_or_else(|| OpsError::Arch("no SM90 GEMM configuration for this shape".into()))?;
         (cfg.ab, cfg.cd) = (e, e);
+        // The bias epilogue is verified on the GPU with the data-parallel walk only.
+        cfg.stream_k = false;
         let fa = match &p.bias {
             Some(b) => {
                 cfg.fusion = Fusion::new(Node::Accumulator + Node::row_broadcast("bias", e, false))

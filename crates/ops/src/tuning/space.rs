@@ -154,6 +154,7 @@ fn sm90_specs(
                     split_k,
                     cluster,
                     mma_pipe,
+                    stream_k: false,
                 }));
             }
         }
@@ -204,6 +205,7 @@ fn sm90_deep(m: usize, n: usize, k: usize, l: usize, sms: u32, family: Family) -
                 split_k: 1,
                 cluster,
                 mma_pipe: None,
+                stream_k: false,
             };
             let Some(stages) = deepest_stages(&base, family) else {
                 continue;

@@ -6,7 +6,8 @@
 //! problem. One grammar per kernel family (the AWQ and MoE ones in [`super::op_specs`]):
 //!
 //! * Ampere class: `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing]`
-//! * Hopper: `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE]`
+//! * Hopper: `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE][,sk]`
+//!   (`sk`: hybrid stream-K, [`rcute_kernel::stream_k`])
 //!
 //! [`ConfigSpec`]'s `Display` writes the canonical form (every field the spec sets, in
 //! the order above), which parses back to the same spec:
@@ -71,6 +72,8 @@ pub struct Sm90Spec {
     pub cluster: [i64; 2],
     /// `wgmma` batches kept in flight (`None`: the config's default).
     pub mma_pipe: Option<u32>,
+    /// Hybrid stream-K (`sk`): the last partial wave's k-tiles spread over the CTAs.
+    pub stream_k: bool,
 }
 
 /// One kernel configuration, as a tuning table stores it.
@@ -204,6 +207,7 @@ impl Sm90Spec {
             split_k,
             cluster: cfg.cluster,
             mma_pipe: None,
+            stream_k: cfg.stream_k,
         }
     }
 
@@ -219,6 +223,7 @@ impl Sm90Spec {
         if let Some(w) = self.mma_pipe {
             base.mma_pipe = w;
         }
+        base.stream_k = self.stream_k;
         base
     }
 }
@@ -237,7 +242,7 @@ pub struct SpecError {
 
 const SM80_GRAMMAR: &str = "BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing]";
 const SM90_GRAMMAR: &str =
-    "sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE]";
+    "sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE][,sk]";
 
 fn parse_sm80(s: &str) -> Result<Sm80Spec, String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
@@ -292,11 +297,13 @@ fn parse_sm90(rest: &str) -> Result<Sm90Spec, String> {
         split_k: 1,
         cluster: [1, 1],
         mma_pipe: None,
+        stream_k: false,
     };
     for p in &parts[2..] {
         match *p {
             "am" => spec.raster = RasterOrderOption::AlongM,
             "an" => spec.raster = RasterOrderOption::AlongN,
+            "sk" => spec.stream_k = true,
             _ => sm90_field(&mut spec, p)?,
         }
     }
@@ -407,6 +414,9 @@ impl fmt::Display for Sm90Spec {
         if let Some(w) = self.mma_pipe {
             write!(f, ",w{w}")?;
         }
+        if self.stream_k {
+            f.write_str(",sk")?;
+        }
         Ok(())
     }
 }
@@ -437,6 +447,7 @@ mod tests {
             "sm90:128x256x64,coop",
             "sm90:64x128x64,pp,s8,e64x32,r1,am,k4,c2x1,w0",
             "sm90:128x128x64,ws,an",
+            "sm90:128x256x64,coop,w1,sk",
         ] {
             let spec: ConfigSpec = s.parse().unwrap();
             assert_eq!(spec.to_string(), s, "{s}");
