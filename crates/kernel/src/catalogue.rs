@@ -435,8 +435,8 @@ pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
 
 /// The SM90 GEMM configurations of the catalogue (the ones `ops` selects, and one per
 /// schedule): bf16 TN, cooperative 128x256x64 and 128x128x64, ping-pong 64x128x64 (decode
-/// shapes), warp-specialized 128x128x64, the C-less cooperative 128x256x64, and a fused
-/// scaled_mm-style epilogue (per-row / per-column f32 scales, bf16 bias).
+/// shapes), warp-specialized 128x128x64, the C-less cooperative 128x256x64, both
+/// cooperative 128x256x64 units again with hybrid stream-K, and a fused scaled_mm-style epilogue (per-row / per-column f32 scales, bf16 bias).
 pub fn gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     use crate::gemm_sm90::{GemmSm90Config, Sm90Schedule};
     use rcute_collective::fusion::ScaleKind;
@@ -447,6 +447,11 @@ pub fn gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
         GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::WarpSpecialized),
         GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative).without_c(),
     ];
+    // Hybrid stream-K (`_sk`): the bf16 rules pick it for the cooperative 128x256x64 tile
+    // where a nearly empty last wave follows one to four whole waves.
+    for c in [v[0].clone(), v[4].clone()] {
+        v.push(GemmSm90Config { stream_k: true, ..c });
+    }
     // The INT8 / FP8 scaled GEMMs `ops` runs on sm_90 (s8 with per-row / per-column
     // scales and a bf16 bias; e4m3 with row-wise scales), BK = 128.
     for (ab, bias) in [
