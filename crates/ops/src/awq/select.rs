@@ -41,7 +41,8 @@ pub const DENSE_WIDE_N: usize = 8192;
 ///   128x256 tiles give a 4096-column output only 32 CTAs.
 ///
 /// On a prepared weight, [`select_awq_wgmma`] (the SM90 mixed-input kernel) is asked
-/// first: where it takes the shape, `Ops::awq_gemm_prepared` runs it instead of this choice.
+/// first: where it takes the shape, `Ops::awq_gemm_prepared` runs it instead of this choice;
+/// on the checkpoint's tensors `Ops::awq_gemm` asks [`awq_reordered_wins`] first.
 ///
 /// ```
 /// use rcute_ops::awq::select::awq_dense_wins;
@@ -168,6 +169,29 @@ pub fn select_awq_wgmma(
         AwqGemmConfig::new(element, [bm as i64, 256, 64], warps, stages, 4).wgmma(),
         1,
     ))
+}
+
+/// Fewest rows of `x` for which [`awq_reordered_wins`] takes the reordered path.
+pub const REORDERED_MIN_M: usize = 65;
+
+/// Whether `Ops::awq_gemm` (checkpoint tensors as they are) of `M x N x K` on `sms` SMs of
+/// compute capability `cc` takes the reordered path ([`crate::awq::reordered`]: `qweight`
+/// reordered per call into stream scratch, then the SM90 mixed-input kernel of
+/// [`select_awq_wgmma`]) ahead of [`awq_dense_wins`] and the fused kernels: where
+/// [`select_awq_wgmma`] takes the shape and M >= [`REORDERED_MIN_M`] (the reorder's one
+/// pass over the int4 weight, about 20 µs at 14336 x 4096 on an H100, costs more than the
+/// kernel saves against the fused one at 64 rows).
+///
+/// ```
+/// use rcute_ops::awq::select::awq_reordered_wins;
+/// let h = (9, 0);
+/// assert!(awq_reordered_wins(128, 14336, 4096, 132, h) && awq_reordered_wins(1024, 14336, 4096, 132, h));
+/// assert!(!awq_reordered_wins(64, 14336, 4096, 132, h) && !awq_reordered_wins(4096, 14336, 4096, 132, h));
+/// assert!(!awq_reordered_wins(128, 4096, 4096, 132, h) && awq_reordered_wins(1024, 4096, 4096, 132, h));
+/// assert!(!awq_reordered_wins(1024, 14336, 4096, 132, (8, 0)));
+/// ```
+pub fn awq_reordered_wins(m: usize, n: usize, k: usize, sms: usize, cc: (u32, u32)) -> bool {
+    m >= REORDERED_MIN_M && select_awq_wgmma(m, n, k, sms, cc, Element::F16).is_some()
 }
 
 /// CTAs per SM the decode split choice aims at.
