@@ -490,11 +490,12 @@ fn reordered_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         }
         eprintln!("ok {what} reordered");
     }
-    // the op's own choice (132 SMs: 64x256 at 100 rows, 152x256 at 1000, 192x256 at 1500)
+    // the op's own choice (132 SMs: 64x256 at 100 rows, 152x256 at 1000, 192x256 at 384:
+    // one wave of 112 CTAs)
     for (m, n, k, g, bias) in [
         (100, 8192, 256, 128, true),
         (1000, 14336, 64, 32, false),
-        (1500, 14336, 128, 128, true),
+        (384, 14336, 128, 128, true),
     ] {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
         let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();

@@ -367,6 +367,12 @@ fn bench_shape(
             // SAFETY: the buffers hold N*K, K*M and N*M elements as the config describes.
             unsafe { blas.gemm(cfg, d, &x, &mut yref) }.map_err(|x| x.to_string())
         };
+        // A path that refuses the shape (a typed error, nothing launched) gets a row saying
+        // so; the other rows go on.
+        if let Err(why) = rc() {
+            rows.push_str(&format!("{:<18} {label:<18} refused: {why}\n", format!("{m}x{n}x{k}")));
+            continue;
+        }
         let (t, graphed) = median_us(stream, iters, true, &mut [&mut rc, &mut cublas])?;
         let host = crate::bench_timing::host_us(stream, &mut rc)?;
         // Correctness on copy 0 for both.

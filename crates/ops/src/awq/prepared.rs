@@ -37,6 +37,7 @@ use crate::tensor::{MatrixMut, MatrixRef, VectorRef};
 use cudarc::driver::CudaSlice;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
 use rcute_kernel::awq_prepare::{self, PREPARED_K, PREPARED_N};
+use std::sync::Arc;
 
 /// An AWQ weight prepared for [`Ops::awq_gemm_prepared`] (module docs): the reordered
 /// `qweight` (owned, on the GPU it was prepared on) and the checkpoint tensors (borrowed).
@@ -125,11 +126,12 @@ impl Ops {
     /// `qweight` and `out` each hold `K N / 8` dense 32-bit words (`out` 16-byte aligned,
     /// not overlapping `qweight`); K is a multiple of 16 and N of 64 (the kernel's blocks).
     pub(crate) unsafe fn launch_awq_prepare(&self, qweight: u64, out: u64, k: usize, n: usize) -> Result<(), OpsError> {
-        let function = self.awq.prepare.get_or_try_build(&(), || {
+        // Generated once with the function: the reordered path launches it on every call.
+        let (g, function) = self.awq.prepare.get_or_try_build(&(), || {
             let g = awq_prepare::generate().map_err(boxed)?;
-            self.load_function(&g.source, &g.name)
+            let function = self.load_function(&g.source, &g.name)?;
+            Ok::<_, OpsError>((Arc::new(g), function))
         })?;
-        let g = awq_prepare::generate().map_err(boxed)?;
         let (k, n) = (k as i32, n as i32);
         // SAFETY: forwarded from the caller.
         unsafe { self.awq_launch(&function, &g.launch_config(k, n), &g.args(qweight, out, k, n)) }
