@@ -11,6 +11,10 @@
 //!   type); the output is poisoned first, so an unwritten element fails;
 //! * the prepared path (`AwqWeight::prepare`, `awq_gemm_prepared`) on the same kind of
 //!   checks, with its own bad inputs;
+//! * the unprepared op's reordered path (`qweight` reordered per call into stream scratch,
+//!   then the SM90 mixed-input kernel): every tile of `select_awq_wgmma` against the
+//!   reference and bit-identical to the prepared op's result with the same tile, and the
+//!   op's own choice of it;
 //! * the register-streamed kernels, on the prepared weight and on the checkpoint's words
 //!   (the unprepared op's decode kernel), every configuration with several K splits;
 //! * split-K is deterministic: repeated runs give identical bits;
@@ -142,6 +146,7 @@ impl<T: Half> Case<T> {
                 Run::Dense => ops.run_awq_gemm_dense(&p),
                 Run::PreparedOp(pw) => ops.awq_gemm_prepared(&x, pw, b.as_ref(), &mut o),
                 Run::Prepared(pw, f) => ops.run_awq_gemm_prepared(&x, pw, b.as_ref(), &mut o, f),
+                Run::Reordered(f) => ops.run_awq_gemm_reordered(&p, f),
             }
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         }
@@ -179,6 +184,9 @@ enum Run<'w> {
     PreparedOp(&'w AwqWeight<'w>),
     /// The prepared kernel: forced configuration and splits, or the shape's choice.
     Prepared(&'w AwqWeight<'w>, Option<(AwqGemmConfig, u32)>),
+    /// The unprepared op's reordered path (`qweight` reordered into stream scratch + the
+    /// SM90 mixed-input kernel): forced configuration, or `select_awq_wgmma`'s tile.
+    Reordered(Option<(AwqGemmConfig, u32)>),
 }
 
 fn configs(e: rcute_atom::Element, n: usize) -> Vec<AwqGemmConfig> {
@@ -452,6 +460,84 @@ fn awq_gemm_prepared_wgmma_matches_the_float64_reference() {
     }
     wgmma_cases::<f16>(&ops, rcute_atom::Element::F16);
     wgmma_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+}
+
+/// The reordered path on ragged M (3, 17, 130, 255, 1000: partial token tiles), N ending
+/// inside the CTA's 256 columns, K ending inside a k-tile (352), G = 32 and 128, bias on and
+/// off: every tile of `select_awq_wgmma` forced (the float64 reference, and bit-identical
+/// to the prepared op's run of the same tile on `AwqWeight::prepare`'s words), then the
+/// op's own choice where `awq_reordered_wins` (bit-identical to `awq_gemm_prepared`'s).
+fn reordered_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    let mut rng = Rng::for_test(&format!("awq_reordered_{e}"));
+    let shapes = [
+        (130, 640, 4096, 128, true),
+        (17, 576, 352, 32, false),
+        (255, 768, 256, 128, false),
+        (1000, 320, 128, 32, true),
+        (3, 512, 256, 128, true),
+    ];
+    let tiles = rcute_ops::awq::select::WGMMA_TILES;
+    for &(m, n, k, g, bias) in cases(&shapes) {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias}");
+        for (bm, warps, stages, _) in tiles {
+            let f = Some((AwqGemmConfig::new(e, [bm as i64, 256, 64], warps, stages, 4).wgmma(), 1));
+            let name = format!("{what} reordered {bm}x256 s{stages}");
+            let got = case.check(ops, Run::Reordered(f), &name);
+            let prepared = case.check(ops, Run::Prepared(&w, f), &format!("{what} prepared {bm}x256"));
+            assert!(got == prepared, "{name}: not the prepared op's bits");
+        }
+        eprintln!("ok {what} reordered");
+    }
+    // the op's own choice (132 SMs: 64x256 at 100 rows, 152x256 at 1000, 192x256 at 384:
+    // one wave of 112 CTAs)
+    for (m, n, k, g, bias) in [
+        (100, 8192, 256, 128, true),
+        (1000, 14336, 64, 32, false),
+        (384, 14336, 128, 128, true),
+    ] {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias}");
+        let got = case.check(ops, Run::Op, &format!("{what} (op)"));
+        let auto = case.check(ops, Run::Reordered(None), &format!("{what} (reordered, own tile)"));
+        let prepared = case.check(ops, Run::PreparedOp(&w), &format!("{what} (prepared op)"));
+        assert!(got == prepared && auto == prepared, "{what}: the ops differ");
+    }
+}
+
+/// The unprepared op's reordered path against the float64 reference and the prepared op
+/// (f16 and bf16); without a wgmma tile, with K not a multiple of 16 or off sm_90 it is a
+/// typed error that writes nothing.
+#[test]
+fn awq_gemm_reordered_matches_the_reference_and_the_prepared_op() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    let mut rng = Rng::for_test("awq_reordered_bad");
+    let s = ops.gpu().stream();
+    let sm90 = ops.gpu().compute_capability() == (9, 0);
+    // K = 40 (not whole k16 steps), then 2 x 256 (no tile takes 2 rows), then off sm_90
+    for (m, n, k, g) in [(64, 256, 40, 40), (2, 256, 128, 128)] {
+        let case = Case::<f16>::new(&ops, &mut rng, m, n, k, g, false);
+        let mut out: CudaSlice<f16> = s.clone_htod(&vec![f16::from_f32(SENTINEL); m * n]).unwrap();
+        let x = MatrixRef::new(&case.d_x, m, k);
+        let p = validate_awq_gemm(&x, &case.tensors(), None, &MatrixMut::new(&mut out, m, n)).unwrap();
+        let r = ops.run_awq_gemm_reordered(&p, None);
+        let typed = match (k, sm90) {
+            (40, _) | (_, true) => matches!(r, Err(OpsError::Shape(_))),
+            _ => matches!(r, Err(OpsError::Arch(_))),
+        };
+        assert!(typed, "{m}x{n}x{k}: {r:?}");
+        ops.gpu().synchronize().unwrap();
+        assert!(s.clone_dtoh(&out).unwrap().iter().all(|v| v.to_f32() == SENTINEL));
+    }
+    if !sm90 {
+        eprintln!("skipped the reordered path's numerics: it needs sm_90");
+        return;
+    }
+    reordered_cases::<f16>(&ops, rcute_atom::Element::F16);
+    reordered_cases::<bf16>(&ops, rcute_atom::Element::BF16);
 }
 
 /// The register-streamed prepared kernels (swap-AB, the weight streamed into registers):

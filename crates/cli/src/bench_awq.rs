@@ -48,7 +48,10 @@ pub struct BenchAwqArgs {
     /// and such a configuration (the register-streamed kernel on the checkpoint tensors as
     /// they are, unprepared), or `wgmma:` and `BMxBN,WRxWN,STAGES,1` (the SM90 mixed-input
     /// prepared kernel, sm_90 only: BM tokens per CTA, BN = 256 WN weight columns, WR
-    /// consumer warpgroups splitting a lane's four words, STAGES stages of x and the weight).
+    /// consumer warpgroups splitting a lane's four words, STAGES stages of x and the weight),
+    /// `reordered` (`awq_gemm`'s reordered path: `qweight` reordered per call into stream
+    /// scratch + the SM90 mixed-input kernel with `select_awq_wgmma`'s tile, sm_90 only) or
+    /// `reordered:` and a `wgmma:` configuration (that path forced to the tile).
     #[arg(long = "config")]
     pub configs: Vec<String>,
 }
@@ -107,20 +110,28 @@ enum Variant {
     /// `Ops::awq_gemm_prepared`'s own choice (the SM90 mixed-input kernel, the dense path
     /// or the prepared kernels) on the prepared weight.
     PreparedAuto,
+    /// The unprepared op's reordered path (`qweight` reordered per call into stream scratch,
+    /// then the SM90 mixed-input kernel): forced wgmma configuration or the shape's tile.
+    Reordered(Option<(AwqGemmConfig, u32)>),
 }
 
 /// What a `--config` prefix makes of a parsed configuration.
 type Kind = fn(AwqGemmConfig) -> AwqGemmConfig;
 
 /// A `--config` value as a [`Variant`]: `prefix:` forms force the prepared (`prepared:`,
-/// `bulk:`, `streamed:`, `wgmma:`) or the unprepared (`streamed-checkpoint:`, none) kernels.
+/// `bulk:`, `streamed:`, `wgmma:`) or the unprepared (`streamed-checkpoint:`, none) kernels,
+/// or the reordered path's tile (`reordered:`).
 fn parse_variant(s: &str) -> Result<Variant, String> {
     match s {
         "dense" => Ok(Variant::Dense),
         "fused" => Ok(Variant::Fused(None)),
         "prepared" => Ok(Variant::Prepared(None)),
         "prepared-auto" => Ok(Variant::PreparedAuto),
+        "reordered" => Ok(Variant::Reordered(None)),
         _ => {
+            if let Some(c) = s.strip_prefix("reordered:") {
+                return parse_awq_config_as(c, AwqGemmConfig::wgmma).map(|c| Variant::Reordered(Some(c)));
+            }
             let forms: [(&str, Kind, bool); 5] = [
                 ("prepared:", |c| c, true),
                 ("wgmma:", AwqGemmConfig::wgmma, true),
@@ -346,6 +357,7 @@ fn bench_shape(
                 Variant::Dense => ops.run_awq_gemm_dense(&p),
                 Variant::Prepared(f) => ops.run_awq_gemm_prepared(&xv, &prepared[i], Some(&b), &mut yv, f),
                 Variant::PreparedAuto => ops.awq_gemm_prepared(&xv, &prepared[i], Some(&b), &mut yv),
+                Variant::Reordered(f) => ops.run_awq_gemm_reordered(&p, f),
             }
             .map_err(|x| x.to_string())
         };
@@ -355,6 +367,12 @@ fn bench_shape(
             // SAFETY: the buffers hold N*K, K*M and N*M elements as the config describes.
             unsafe { blas.gemm(cfg, d, &x, &mut yref) }.map_err(|x| x.to_string())
         };
+        // A path that refuses the shape (a typed error, nothing launched) gets a row saying
+        // so; the other rows go on.
+        if let Err(why) = rc() {
+            rows.push_str(&format!("{:<18} {label:<18} refused: {why}\n", format!("{m}x{n}x{k}")));
+            continue;
+        }
         let (t, graphed) = median_us(stream, iters, true, &mut [&mut rc, &mut cublas])?;
         let host = crate::bench_timing::host_us(stream, &mut rc)?;
         // Correctness on copy 0 for both.
@@ -456,6 +474,11 @@ mod tests {
         };
         assert!(cfg.wgmma && cfg.prepared && cfg.tile == [64, 512, 64]);
         assert!(matches!(parse_variant("prepared-auto"), Ok(Variant::PreparedAuto)));
+        assert!(matches!(parse_variant("reordered"), Ok(Variant::Reordered(None))));
+        let Ok(Variant::Reordered(Some((cfg, 1)))) = parse_variant("reordered:152x256,2x1,7,1") else {
+            panic!("reordered: forces the reordered path's wgmma tile")
+        };
+        assert!(cfg.wgmma && cfg.tile == [152, 256, 64] && cfg.stages == 7);
         assert!(parse_variant("wgmma:128x512,1x2,4,1").is_err());
         assert!(matches!(parse_variant("16x256,1x4,4,8"), Ok(Variant::Fused(Some(_)))));
         assert!(parse_variant("streamed-checkpoint:32x64,4x1,4,2").is_err());

@@ -5,6 +5,7 @@ use crate::memo::Memo;
 use rcute_atom::Element;
 use rcute_kernel::awq_dequantize::GeneratedAwqDequantize;
 use rcute_kernel::awq_gemm::{AwqGemmConfig, GeneratedAwqGemm};
+use rcute_kernel::awq_prepare::GeneratedAwqPrepare;
 use rcute_kernel::Function;
 use std::sync::Arc;
 
@@ -30,8 +31,8 @@ pub struct AwqKernels {
     /// By element type and whether the output is K-major (`[N, K]`).
     pub(crate) dequantize: Memo<(Element, bool), LoadedAwqDequantize>,
     pub(crate) gemm: Memo<AwqGemmConfig, LoadedAwqGemm>,
-    /// The reorder into the prepared layout.
-    pub(crate) prepare: Memo<(), rcute_kernel::Function>,
+    /// The reorder into the prepared layout (its launch geometry and function).
+    pub(crate) prepare: Memo<(), (Arc<GeneratedAwqPrepare>, rcute_kernel::Function)>,
     /// Held while the dense prefill path dequantizes into its stream's weight scratch and
     /// launches the GEMM that reads it, so no other op reuses that scratch in between.
     pub(crate) dense: std::sync::Mutex<()>,

@@ -37,6 +37,7 @@ use crate::tensor::{MatrixMut, MatrixRef, VectorRef};
 use cudarc::driver::CudaSlice;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
 use rcute_kernel::awq_prepare::{self, PREPARED_K, PREPARED_N};
+use std::sync::Arc;
 
 /// An AWQ weight prepared for [`Ops::awq_gemm_prepared`] (module docs): the reordered
 /// `qweight` (owned, on the GPU it was prepared on) and the checkpoint tensors (borrowed).
@@ -91,21 +92,10 @@ impl<'a> AwqWeight<'a> {
         let mut uses = Uses::new(ops.stream())?;
         uses.read(w.qweight.tracked());
         let mut prepared = ops.stream().alloc_zeros::<i32>(k * n / 8)?;
-        let function = ops.awq.prepare.get_or_try_build(&(), || {
-            let g = awq_prepare::generate().map_err(boxed)?;
-            ops.load_function(&g.source, &g.name)
-        })?;
-        let g = awq_prepare::generate().map_err(boxed)?;
         let out = MatrixMut::new(&mut prepared, k, n / 8).geo().ptr;
         // SAFETY: qweight was validated as K x N/8 dense words; `prepared` holds as many;
         // K % 16 == 0 and N % 64 == 0 (the kernel's blocks).
-        unsafe {
-            ops.awq_launch(
-                &function,
-                &g.launch_config(k as i32, n as i32),
-                &g.args(p.qweight.ptr, out, k as i32, n as i32),
-            )
-        }?;
+        unsafe { ops.launch_awq_prepare(p.qweight.ptr, out, k, n) }?;
         drop(uses);
         Ok(AwqWeight {
             tensors: *w,
@@ -129,6 +119,24 @@ impl<'a> AwqWeight<'a> {
 }
 
 impl Ops {
+    /// Launch `rc_awq_prepare` (loaded once): `out` = the `K x N/8` words at `qweight`
+    /// reordered into the prepared layout, on the handle's stream.
+    ///
+    /// # Safety
+    /// `qweight` and `out` each hold `K N / 8` dense 32-bit words (`out` 16-byte aligned,
+    /// not overlapping `qweight`); K is a multiple of 16 and N of 64 (the kernel's blocks).
+    pub(crate) unsafe fn launch_awq_prepare(&self, qweight: u64, out: u64, k: usize, n: usize) -> Result<(), OpsError> {
+        // Generated once with the function: the reordered path launches it on every call.
+        let (g, function) = self.awq.prepare.get_or_try_build(&(), || {
+            let g = awq_prepare::generate().map_err(boxed)?;
+            let function = self.load_function(&g.source, &g.name)?;
+            Ok::<_, OpsError>((Arc::new(g), function))
+        })?;
+        let (k, n) = (k as i32, n as i32);
+        // SAFETY: forwarded from the caller.
+        unsafe { self.awq_launch(&function, &g.launch_config(k, n), &g.args(qweight, out, k, n)) }
+    }
+
     /// `out = x @ dequantize(w) (+ bias)` on a prepared weight: as [`Ops::awq_gemm`] (the
     /// same results: the weight is dequantized identically), with the prepared kernel for
     /// the fused path: on sm_90 the SM90 mixed-input kernel where

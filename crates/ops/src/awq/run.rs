@@ -6,7 +6,7 @@
 //! function (`Ops::awq_launch`), on the handle's stream.
 
 use super::kernels::{LoadedAwqDequantize, LoadedAwqGemm};
-use super::select::{select_awq_gemm, select_awq_streamed_checkpoint};
+use super::select::{awq_reordered_wins, select_awq_gemm, select_awq_streamed_checkpoint};
 use super::validate::{
     validate_awq_dequantize, validate_awq_dequantize_kmajor, validate_awq_gemm, AwqGemmProblem, AwqTensors,
     AwqWeightProblem,
@@ -201,18 +201,23 @@ impl Ops {
     /// kernel on the checkpoint's words where
     /// [`super::select::select_awq_streamed_checkpoint`] takes it, ahead of the tuning
     /// tables; else a tuning table's entry or the configuration of
-    /// [`super::select::select_awq_gemm`]), or for prefill sizes on sm_90 the dense path
-    /// ([`super::dense`], chosen by [`super::select::awq_dense_wins`]). Runs on the GPU's
-    /// stream; returns once launched.
+    /// [`super::select::select_awq_gemm`]), or for prefill sizes on sm_90 the reordered
+    /// path (`qweight` reordered into stream scratch + the SM90 mixed-input kernel:
+    /// [`super::reordered`], chosen by [`super::select::awq_reordered_wins`] for an `x` fit
+    /// for its TMA map: 16-byte aligned, row-major, a row pitch of a multiple of 8
+    /// elements), else the dense path ([`super::dense`], chosen by
+    /// [`super::select::awq_dense_wins`]). Runs on the GPU's stream, with no host
+    /// synchronization on any path; returns once launched.
     ///
     /// # Errors
     ///
     /// Everything [`crate::awq::validate_awq_gemm`] rejects (M = 0 included), an operand
     /// on another device ([`OpsError::Device`]), a GPU older than sm_80
     /// ([`OpsError::Arch`]) and a grid CUDA cannot launch ([`OpsError::TooLarge`]), all
-    /// before anything is launched: `out` is untouched. On the dense path, scratch (the
-    /// `K x N` weight, the GEMM's split-K workspace) that would have to grow while the
-    /// stream captures a graph is an [`OpsError::Capture`]: run the op once before capturing.
+    /// before anything is launched: `out` is untouched. On the dense and reordered paths,
+    /// scratch (the `K x N` weight or the reordered words, the GEMM's split-K workspace)
+    /// that would have to grow while the stream captures a graph is an
+    /// [`OpsError::Capture`]: run the op once before capturing.
     ///
     /// ```
     /// use rcute_ops::awq::{pack_awq_matrix, AwqTensors};
@@ -252,8 +257,13 @@ impl Ops {
         }
         uses.read(bias.and_then(|b| b.tracked()));
         uses.write(out.tracked_mut());
-        let (m, n, k) = (p.m, p.w.shape.n, p.w.shape.k);
-        if super::select::awq_dense_wins(m, n, k, self.gpu().compute_capability()) {
+        let (m, n, k, cc) = (p.m, p.w.shape.n, p.w.shape.k, self.gpu().compute_capability());
+        // the wgmma kernel's TMA map of x: a 16-byte aligned, row-major x, rows of 16 bytes
+        let tma_x = p.x.ptr.is_multiple_of(16) && p.x.row_stride % 8 == 0 && p.x.col_stride == 1;
+        if tma_x && awq_reordered_wins(m, n, k, self.gpu().sm_count() as usize, cc) {
+            return self.run_awq_gemm_reordered(&p, None);
+        }
+        if super::select::awq_dense_wins(m, n, k, cc) {
             return self.run_awq_gemm_dense(&p);
         }
         // The streamed kernel's domain before the tuning tables: their entries were measured

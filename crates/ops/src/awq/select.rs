@@ -1,6 +1,7 @@
 //! The AWQ GEMM's path by shape ([`awq_dense_wins`]: the fused int4 kernel, or on sm_90
 //! for prefill sizes dequantization + the dense SM90 GEMM; on a prepared weight first
-//! [`select_awq_wgmma`], the SM90 mixed-input kernel) and the fused kernel's
+//! [`select_awq_wgmma`], the SM90 mixed-input kernel, and on the checkpoint's tensors first
+//! [`awq_reordered_wins`], that kernel on `qweight` reordered per call) and the fused kernel's
 //! configuration: the CTA tile by M (decode rows in one m16 tile,
 //! prefill in 128-row tiles) and the K splits that give every SM work when the output has
 //! few tiles (decode: the weight is streamed by `tiles x splits` CTAs); see
@@ -40,8 +41,14 @@ pub const DENSE_WIDE_N: usize = 8192;
 ///   fused kernel (50.8 / 57.6 at 192, 54.6 / 58.5 at 256), where the SM90 GEMM's
 ///   128x256 tiles give a 4096-column output only 32 CTAs.
 ///
+/// Re-measured with the reordered path (helper awqjit, H100; [`awq_reordered_wins`]'s
+/// table), where this rule still decides (no wgmma tile, or M outside 65 ..= 1024): fused
+/// 50.9 / dense 105.7 µs at 64 x 14336, 870.2 / 414.5 at 2048 x 14336, 1747.6 / 810.9 at
+/// 4096 x 14336, 37.1 / 30.5 at 128 x 4096: the rule unchanged.
+///
 /// On a prepared weight, [`select_awq_wgmma`] (the SM90 mixed-input kernel) is asked
-/// first: where it takes the shape, `Ops::awq_gemm_prepared` runs it instead of this choice.
+/// first: where it takes the shape, `Ops::awq_gemm_prepared` runs it instead of this choice;
+/// on the checkpoint's tensors `Ops::awq_gemm` asks [`awq_reordered_wins`] first.
 ///
 /// ```
 /// use rcute_ops::awq::select::awq_dense_wins;
@@ -168,6 +175,61 @@ pub fn select_awq_wgmma(
         AwqGemmConfig::new(element, [bm as i64, 256, 64], warps, stages, 4).wgmma(),
         1,
     ))
+}
+
+/// Fewest rows of `x` for which [`awq_reordered_wins`] takes the reordered path.
+pub const REORDERED_MIN_M: usize = 65;
+
+/// Most rows of `x` for which [`awq_reordered_wins`] takes the reordered path.
+pub const REORDERED_MAX_M: usize = 1024;
+
+/// Whether `Ops::awq_gemm` (checkpoint tensors as they are) of `M x N x K` on `sms` SMs of
+/// compute capability `cc` takes the reordered path ([`crate::awq::reordered`]: `qweight`
+/// reordered per call into stream scratch, then the SM90 mixed-input kernel of
+/// [`select_awq_wgmma`]) ahead of [`awq_dense_wins`] and the fused kernels: where
+/// [`select_awq_wgmma`] takes the shape and [`REORDERED_MIN_M`] <= M <=
+/// [`REORDERED_MAX_M`].
+///
+/// Measured (H100, `rcute bench awq --group 128 --iters 20 --config fused --config dense
+/// --config reordered --config prepared-auto`, K = 4096, cuBLAS fp16 in the same run;
+/// BENCHMARKS.md, AWQ, helper awqjit): µs of each path (the prepared op for the reorder's
+/// cost):
+///
+/// | M x N | fused | dense | reordered | prepared op | cuBLAS | chosen |
+/// |---|---|---|---|---|---|---|
+/// | 64 x 14336 | **50.9** | 105.7 | 59.3 | 40.2 | 42.8 | fused |
+/// | 96 x 14336 | 74.3 | 106.1 | **58.0** | 39.3 | 43.0 | reordered |
+/// | 128 x 14336 | 79.4 | 106.0 | **59.0** | 39.9 | 45.0 | reordered |
+/// | 256 x 14336 | 151.2 | 110.8 | **70.1** | 50.5 | 49.6 | reordered |
+/// | 1024 x 14336 | 468.7 | 254.2 | **203.0** | 184.1 | 180.4 | reordered |
+/// | 2048 x 14336 | 870.2 | **414.5** | 431.3 | 349.7 | 355.9 | dense |
+/// | 256 x 4096 | 51.5 | 56.3 | **44.7** | 38.9 | 19.1 | reordered |
+/// | 1024 x 4096 | 115.2 | 63.5 | **59.2** | 53.2 | 47.1 | reordered |
+///
+/// The reorder costs about 19 µs at 14336 x 4096 (one read and one write of the 29 MB int4
+/// weight), 6 at 4096 x 4096; at 2048 rows the reordered path measured 82 µs above the
+/// prepared op and lost to the dense one, so the path stops at 1024 rows (1025 to 2047:
+/// not measured, the dense path kept). 4096 x 14336 and 128 x 4096 have no wgmma tile (the
+/// dense path: 810.9 and 30.5 µs).
+///
+/// ```
+/// use rcute_ops::awq::select::awq_reordered_wins;
+/// let h = (9, 0);
+/// assert!(awq_reordered_wins(96, 14336, 4096, 132, h) && awq_reordered_wins(1024, 14336, 4096, 132, h));
+/// assert!(!awq_reordered_wins(64, 14336, 4096, 132, h) && !awq_reordered_wins(2048, 14336, 4096, 132, h));
+/// assert!(!awq_reordered_wins(4096, 14336, 4096, 132, h));
+/// assert!(!awq_reordered_wins(128, 4096, 4096, 132, h) && awq_reordered_wins(256, 4096, 4096, 132, h));
+/// assert!(awq_reordered_wins(1024, 4096, 4096, 132, h));
+/// assert!(!awq_reordered_wins(1024, 14336, 4096, 132, (8, 0)));
+/// // the GPU test's op cases: 64, 152 and 192 tokens, all on the reordered path
+/// use rcute_ops::awq::select::select_awq_wgmma;
+/// for (m, n, k, bm) in [(100, 8192, 256, 64), (1000, 14336, 64, 152), (384, 14336, 128, 192)] {
+///     let (cfg, _) = select_awq_wgmma(m, n, k, 132, h, rcute_atom::Element::F16).unwrap();
+///     assert!(awq_reordered_wins(m, n, k, 132, h) && cfg.tile[0] == bm);
+/// }
+/// ```
+pub fn awq_reordered_wins(m: usize, n: usize, k: usize, sms: usize, cc: (u32, u32)) -> bool {
+    (REORDERED_MIN_M..=REORDERED_MAX_M).contains(&m) && select_awq_wgmma(m, n, k, sms, cc, Element::F16).is_some()
 }
 
 /// CTAs per SM the decode split choice aims at.
