@@ -83,8 +83,11 @@ def main():
                 print(f"unit {f.name}: {c} x '{pat}'"); bad += 1
         if "_sm90_" in f.name and "gemm" in f.name:
             n = t.count("\n")
-            if n > 900:
-                print(f"unit {f.name}: {n} lines (> 900)"); bad += 1
+            # A hybrid stream-K unit (`_sk`) carries its walk (rcute_kernel::stream_k) and
+            # the last-arriver reduction beside the data-parallel kernel: ~190 lines more.
+            limit = 1100 if "_sk" in f.name else 900
+            if n > limit:
+                print(f"unit {f.name}: {n} lines (> {limit})"); bad += 1
     print(f"{bad} over the limits")
     sys.exit(1 if bad else 0)
 
