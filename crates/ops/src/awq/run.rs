@@ -401,6 +401,12 @@ impl Ops {
             splits,
             ..AwqGemmArgs::default()
         };
+        // streamed kernels: L2 prefetch of the first steps before the wait, early trigger
+        let pf = super::prefetch::AwqPrefetch::from_env();
+        if pf.prefetch() {
+            args.prefetch_steps = g.prefetch_steps();
+        }
+        args.early_trigger = pf.trigger();
         let ws_bytes = g.workspace_bytes(m, n, splits);
         // Held across the launch: another op on this stream cannot take the scratch meanwhile.
         let mut scratch = self.scratch();
