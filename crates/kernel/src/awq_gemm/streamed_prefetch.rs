@@ -13,7 +13,9 @@
 //!
 //! The prefetch pays only where this kernel's CTAs become resident before the previous
 //! kernel ends: the streamed kernels trigger their dependents right after their own wait
-//! when the launch asks for it ([`super::AwqGemmArgs::early_trigger`]).
+//! when the launch asks for it ([`super::AwqGemmArgs::early_trigger`]). The ops ask for
+//! both on the prepared weight only (`rcute_ops::awq::prefetch` has the measurements: the
+//! checkpoint-word kernel, whose prefetch is one line per 32 bytes it reads, was slower).
 
 use super::streamed::{decl_c, when};
 use super::{s, Emit};

@@ -1,15 +1,25 @@
-//! Whether the streamed AWQ decode kernels prefetch their first weight steps into L2 before
-//! their grid-dependency wait and trigger their dependents early
-//! (`rcute_kernel::awq_gemm`, `streamed_prefetch.rs`): both by default;
+//! Whether the streamed AWQ decode kernels on the prepared weight prefetch their first
+//! weight steps into L2 before their grid-dependency wait and trigger their dependents
+//! early (`rcute_kernel::awq_gemm`, `streamed_prefetch.rs`): both by default;
 //! `RCUTE_AWQ_PREFETCH` turns parts off, so that one binary can time each against the
 //! others in one run.
+//!
+//! Measured (H100, `rcute bench awq --config prepared-auto`, graphs of 10 calls, session
+//! 16, BENCHMARKS.md, helper awqpf; main / this in the order main, this, this, main):
+//! `all` took the prepared op from 16.22 / 16.30 to 15.64 / 15.83 us at 1 x 14336 x 4096,
+//! 8.04 / 8.06 to 7.70 / 7.55 at 1 x 4096 x 4096 and 10.33 / 10.53 to 10.01 / 9.96 at 16 x
+//! 4096 x 4096; the prefetch without the trigger (`notrigger`) was slower than main (16.79,
+//! 8.40, 10.60). The unprepared op's streamed kernel on the checkpoint words (one
+//! prefetch per 32-byte row piece: four times the lines' requests) lost with `all` (8.97 /
+//! 8.97 -> 9.30 / 9.20 us at 1 x 4096, 11.16 / 11.44 -> 11.96 / 11.84 at 16 x 4096), so
+//! its launches ask for neither whatever this says (`rcute_ops::awq::run`).
 
 use std::sync::OnceLock;
 
 /// The streamed kernels' work before their wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AwqPrefetch {
-    /// The L2 prefetch and the early trigger.
+    /// The L2 prefetch and the early trigger (the prepared weight's kernels).
     All,
     /// The prefetch only: the dependents launch when the grid exits.
     NoTrigger,
