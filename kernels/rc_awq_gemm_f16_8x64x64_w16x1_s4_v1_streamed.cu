@@ -83,6 +83,15 @@ __device__ __forceinline__ void rc_launch_dependents() {
   #endif
 }
 
+// --- from rcute-atom rc_prefetch_l2 ---
+__device__ __forceinline__ void rc_prefetch_l2(void const *gmem) {
+  asm volatile(
+      "prefetch.global.L2 [%0];\n"
+      : 
+      : "l"(gmem)
+      : "memory");
+}
+
 // --- from rcute-atom rc_cluster_sync_sm90 ---
 __device__ __forceinline__ void rc_cluster_sync_sm90() {
   #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -221,10 +230,10 @@ extern "C" __global__ __launch_bounds__(512) void rc_awq_gemm_f16_8x64x64_w16x1_
     long long ldx,
     long long ldo,
     int splits,
-    int kt_per_split
+    int kt_per_split,
+    int prefetch_steps,
+    int early_trigger
 ) {
-  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
-  rc_grid_dependency_wait();
   extern __shared__ __align__(128) unsigned char smem[];
   uint32_t* sx = reinterpret_cast<uint32_t*>(smem);  // staged x: word w of row r of the CTA's K range at r * 2056 + (w % 4) * 514 + w / 4
   __shared__ int is_last;
@@ -256,6 +265,28 @@ extern "C" __global__ __launch_bounds__(512) void rc_awq_gemm_f16_8x64x64_w16x1_
         acc[f][r][v] = 0.f;
       }
     }
+  }
+  // before the wait: L2 prefetch of the weight steps this warp loads first and of its first group's scale and zero lines; the chain never writes them (rcute_kernel::awq_gemm, streamed_prefetch.rs)
+  if (prefetch_steps > 0 && n_my > 0) {
+    const int pf = min(n_my, prefetch_steps);  // steps s_begin .. s_begin + pf of the warp's n_my
+    // checkpoint words: rows k0 + 16 s_begin + r, r < 16 pf, words 8 wb .. + 8 (one line a row)
+    for (int r = lane; r < 16 * pf; r += 32) {
+      rc_prefetch_l2(qweight + (long long)(k0 + 16 * s_begin + r) * N8 + 8 * wb);
+    }
+    // the first group's scales (columns 64 wb .. + 64: one 128-byte line) and zero words (8 words): lanes 0 and 1
+    const long long gz0 = (long long)((k0 + 16 * s_begin) / G) * N8 + 8 * wb;  // 16-byte scale unit / zero word of column block wb's first column
+    if (lane == 0) {
+      rc_prefetch_l2(reinterpret_cast<const uint4*>(scales) + gz0);
+    }
+    if (lane == 1) {
+      rc_prefetch_l2(qzeros + gz0);
+    }
+  }
+  // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
+  rc_grid_dependency_wait();
+  if (early_trigger) {
+    // few CTAs: the next kernel may launch now and wait on the idle SMs
+    rc_launch_dependents();
   }
   // qweight [K, N/8] int32 (AutoAWQ): lane (g, t) reads word column wcol of rows 16 step + 2t + (0, 1, 8, 9) (awq_streamed_checkpoint::lane_rows)
   const int wcol = min(8 * wb + g, N8 - 1);  // columns 8 wcol .. + 8; past N the last word column (in bounds, never stored)

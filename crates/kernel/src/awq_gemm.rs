@@ -75,6 +75,7 @@ mod load_per_copy;
 mod prepared;
 mod streamed;
 mod streamed_checkpoint;
+mod streamed_prefetch;
 mod wgmma;
 
 /// A generated AWQ GEMM kernel.
@@ -122,6 +123,14 @@ pub struct AwqGemmArgs {
     pub ldo: i64,
     /// K splits (grid z).
     pub splits: i32,
+    /// Streamed kernels: the k16 steps of its weight (and its first group's scale and zero
+    /// lines) each warp prefetches into L2 before its grid-dependency wait (0: none; see
+    /// `awq_gemm/streamed_prefetch.rs` and [`GeneratedAwqGemm::prefetch_steps`]).
+    pub prefetch_steps: i32,
+    /// Streamed kernels: let the next kernel launch right after the grid-dependency wait
+    /// (`rc_launch_dependents()`) instead of at exit, so that its CTAs prefetch on the SMs
+    /// this grid's tail leaves ([`crate::grid_dependency::tail_trigger`]).
+    pub early_trigger: bool,
 }
 
 impl GeneratedAwqGemm {
@@ -216,7 +225,7 @@ impl GeneratedAwqGemm {
     /// ([`Self::split_plan`]).
     pub fn args(&self, a: &AwqGemmArgs) -> KernelArgs {
         let (per, _) = self.split_plan(a.k, a.splits);
-        KernelArgs::new()
+        let args = KernelArgs::new()
             .u64(a.x)
             .u64(a.qweight)
             .u64(a.scales)
@@ -232,7 +241,20 @@ impl GeneratedAwqGemm {
             .i64(a.ldx)
             .i64(a.ldo)
             .i32(a.splits)
-            .i32(per)
+            .i32(per);
+        if self.plan.streamed.is_some() {
+            // the streamed kernel's prefetch and grid-dependency parameters, last
+            args.i32(a.prefetch_steps).i32(i32::from(a.early_trigger))
+        } else {
+            args
+        }
+    }
+
+    /// The k16 steps a streamed kernel's warps prefetch before their wait
+    /// ([`AwqGemmArgs::prefetch_steps`]): a ring's worth, the steps its first loads after
+    /// the wait read (0 for the other kernels).
+    pub fn prefetch_steps(&self) -> i32 {
+        self.plan.streamed.as_ref().map_or(0, |st| st.ring as i32)
     }
 }
 
@@ -263,6 +285,7 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
             plan.convert_x16.clone(),
         ];
         snips.extend(crate::grid_dependency::snippets());
+        snips.push(rcute_atom::prefetch::prefetch_l2());
         snips.extend(st.cluster.iter().cloned());
         snips.dedup_by(|a, b| a.name == b.name);
         let mut items = unit_preamble(&snips, "");

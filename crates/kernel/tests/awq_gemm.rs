@@ -403,3 +403,82 @@ fn wgmma_kernels_compile_for_sm90a_with_register_a() {
         );
     }
 }
+
+/// The streamed kernels (prepared and checkpoint words) prefetch their first weight steps
+/// and their first group's scale and zero lines into L2 before the grid-dependency wait
+/// (when the launch asks: `prefetch_steps > 0`) and read nothing there; after the wait
+/// they trigger their dependents when the launch asks (`early_trigger`). In the sm_90a
+/// SASS the L2 prefetches (`CCTL.PF2`) precede the wait (`ACQBULK`), with no global load,
+/// store or atomic before it.
+#[test]
+fn streamed_kernels_prefetch_before_the_grid_dependency_wait() {
+    let tk = toolkit_for_test();
+    let cfgs: Vec<AwqGemmConfig> = streamed_configs().into_iter().chain(checkpoint_configs()).collect();
+    for (i, cfg) in cfgs.iter().enumerate() {
+        let g = generate(cfg).unwrap();
+        let body = &g.source[g.source.find(&format!("void {}(", g.name)).expect("kernel")..];
+        let wait = body.find("rc_grid_dependency_wait();").expect("wait");
+        let prefetch = body.find("rc_prefetch_l2(").expect("prefetch in the kernel");
+        assert!(prefetch < wait, "{}: the prefetch follows the wait", g.name);
+        assert!(
+            body[..wait].contains("if (prefetch_steps > 0 && n_my > 0) {"),
+            "{}",
+            g.name
+        );
+        // the weight, then the scale and zero lines
+        assert_eq!(body[..wait].matches("rc_prefetch_l2(").count(), 3, "{}", g.name);
+        for bad in ["__ldg(", "__ldcg(", "(x + ", " x[", "(out", "ws +", "sem +", "sem["] {
+            assert!(!body[..wait].contains(bad), "{}: {bad} before the wait", g.name);
+        }
+        let trigger = body.find("rc_launch_dependents();").expect("trigger");
+        assert!(
+            trigger > wait && body[wait..trigger].contains("if (early_trigger) {"),
+            "{}",
+            g.name
+        );
+        let params = body[..body.find(") {").unwrap()]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            params.ends_with("int prefetch_steps, int early_trigger"),
+            "{}: the launch parameters end with the prefetch and trigger",
+            g.name
+        );
+        // SASS: the catalogue's first and the last checkpoint configuration (NVRTC time)
+        if i != 0 && i + 1 != cfgs.len() {
+            continue;
+        }
+        let Some(objdump) = tk.as_ref().and_then(|t| t.cuobjdump.as_ref()) else {
+            continue;
+        };
+        let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm90a)).unwrap();
+        let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
+        let k = sass.kernel(&g.name).unwrap();
+        let ops: Vec<(&str, &str)> = k
+            .instructions
+            .iter()
+            .map(|i| (i.base_opcode(), i.opcode.as_str()))
+            .collect();
+        let w = ops.iter().position(|o| o.0 == "ACQBULK").expect("ACQBULK");
+        let pf = ops.iter().position(|o| o.0 == "CCTL" && o.1.contains("PF2"));
+        assert!(
+            pf.is_some_and(|p| p < w),
+            "{}: no L2 prefetch (CCTL.PF2) before ACQBULK: {:?}",
+            g.name,
+            &ops[..w]
+        );
+        for bad in ["LDG", "STG", "LDGSTS", "ATOMG", "RED", "LDS", "STS"] {
+            assert!(
+                !ops[..w].iter().any(|o| o.0 == bad),
+                "{}: {bad} before the wait",
+                g.name
+            );
+        }
+        eprintln!(
+            "{}: {} CCTL.PF2 before ACQBULK at {w}",
+            g.name,
+            ops[..w].iter().filter(|o| o.0 == "CCTL").count()
+        );
+    }
+}

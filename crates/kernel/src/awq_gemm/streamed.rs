@@ -789,16 +789,15 @@ impl Emit<'_> {
         ]
     }
 
-    /// The streamed kernel.
+    /// The streamed kernel: a link of a chain of programmatically dependent kernels
+    /// ([`crate::grid_dependency::chain_link_with_prelude`]) whose setup (no memory access)
+    /// and L2 prefetch of the warp's first steps (`streamed_prefetch.rs`) come before the
+    /// wait; its parameters end with `prefetch_steps` and `early_trigger`.
     pub(super) fn streamed_kernel(&self) -> CFunction {
-        let body = [
-            crate::grid_dependency::prologue(None),
-            self.streamed_setup(),
-            self.streamed_prologue(),
-            self.streamed_loop(),
-            self.streamed_epilogue(),
-        ]
-        .concat();
-        self.kernel_function(body)
+        let prelude = [self.streamed_setup(), self.streamed_prefetch()].concat();
+        let body = [self.streamed_prologue(), self.streamed_loop(), self.streamed_epilogue()].concat();
+        let mut f = self.kernel_function(body);
+        f.params.push(("int".into(), "prefetch_steps".into()));
+        crate::grid_dependency::chain_link_with_prelude(prelude, f)
     }
 }

@@ -16,6 +16,7 @@
 pub mod dense;
 pub mod format;
 pub mod kernels;
+pub mod prefetch;
 pub mod prepared;
 pub mod reordered;
 pub mod run;

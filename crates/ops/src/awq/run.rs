@@ -401,6 +401,14 @@ impl Ops {
             splits,
             ..AwqGemmArgs::default()
         };
+        // the prepared streamed kernels: L2 prefetch of the first steps before the wait and
+        // an early trigger (the checkpoint-word kernel measured slower with them: see
+        // super::prefetch)
+        let pf = super::prefetch::AwqPrefetch::from_env();
+        if cfg.prepared && pf.prefetch() {
+            args.prefetch_steps = g.prefetch_steps();
+        }
+        args.early_trigger = cfg.prepared && pf.trigger();
         let ws_bytes = g.workspace_bytes(m, n, splits);
         // Held across the launch: another op on this stream cannot take the scratch meanwhile.
         let mut scratch = self.scratch();

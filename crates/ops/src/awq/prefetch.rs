@@ -1,0 +1,78 @@
+//! Whether the streamed AWQ decode kernels on the prepared weight prefetch their first
+//! weight steps into L2 before their grid-dependency wait and trigger their dependents
+//! early (`rcute_kernel::awq_gemm`, `streamed_prefetch.rs`): both by default;
+//! `RCUTE_AWQ_PREFETCH` turns parts off, so that one binary can time each against the
+//! others in one run.
+//!
+//! Measured (H100, `rcute bench awq --config prepared-auto`, graphs of 10 calls, session
+//! 16, BENCHMARKS.md, helper awqpf; main / this in the order main, this, this, main):
+//! `all` took the prepared op from 16.22 / 16.30 to 15.64 / 15.83 us at 1 x 14336 x 4096,
+//! 8.04 / 8.06 to 7.70 / 7.55 at 1 x 4096 x 4096 and 10.33 / 10.53 to 10.01 / 9.96 at 16 x
+//! 4096 x 4096; the prefetch without the trigger (`notrigger`) was slower than main (16.79,
+//! 8.40, 10.60). The unprepared op's streamed kernel on the checkpoint words (one
+//! prefetch per 32-byte row piece: four times the lines' requests) lost with `all` (8.97 /
+//! 8.97 -> 9.30 / 9.20 us at 1 x 4096, 11.16 / 11.44 -> 11.96 / 11.84 at 16 x 4096), so
+//! its launches ask for neither whatever this says (`rcute_ops::awq::run`).
+
+use std::sync::OnceLock;
+
+/// The streamed kernels' work before their wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AwqPrefetch {
+    /// The L2 prefetch and the early trigger (the prepared weight's kernels).
+    All,
+    /// The prefetch only: the dependents launch when the grid exits.
+    NoTrigger,
+    /// Neither: the kernels as before the prefetch.
+    Off,
+}
+
+impl AwqPrefetch {
+    /// The setting a value of `RCUTE_AWQ_PREFETCH` names: `all` (also unset or empty),
+    /// `notrigger` or `off`; anything else is read as `all`, with the warning to print.
+    ///
+    /// ```
+    /// use rcute_ops::awq::prefetch::AwqPrefetch;
+    /// assert_eq!(AwqPrefetch::parse(None), (AwqPrefetch::All, None));
+    /// assert_eq!(AwqPrefetch::parse(Some(" off ")), (AwqPrefetch::Off, None));
+    /// assert!(AwqPrefetch::parse(Some("early")).1.is_some());
+    /// assert!(AwqPrefetch::NoTrigger.prefetch() && !AwqPrefetch::NoTrigger.trigger());
+    /// assert!(!AwqPrefetch::Off.prefetch() && !AwqPrefetch::Off.trigger());
+    /// ```
+    pub fn parse(value: Option<&str>) -> (AwqPrefetch, Option<String>) {
+        match value.map(str::trim) {
+            None | Some("") | Some("all") => (AwqPrefetch::All, None),
+            Some("notrigger") => (AwqPrefetch::NoTrigger, None),
+            Some("off") => (AwqPrefetch::Off, None),
+            Some(other) => (
+                AwqPrefetch::All,
+                Some(format!(
+                    "RCUTE_AWQ_PREFETCH={other:?} is not all, notrigger or off: using all"
+                )),
+            ),
+        }
+    }
+
+    /// [`AwqPrefetch::parse`] of `RCUTE_AWQ_PREFETCH`, read once per process (a warning
+    /// printed then).
+    pub fn from_env() -> AwqPrefetch {
+        static SETTING: OnceLock<AwqPrefetch> = OnceLock::new();
+        *SETTING.get_or_init(|| {
+            let (p, warning) = AwqPrefetch::parse(std::env::var("RCUTE_AWQ_PREFETCH").ok().as_deref());
+            if let Some(w) = warning {
+                eprintln!("rcute: {w}");
+            }
+            p
+        })
+    }
+
+    /// Whether the warps prefetch before their wait.
+    pub fn prefetch(self) -> bool {
+        self != AwqPrefetch::Off
+    }
+
+    /// Whether the kernel triggers its dependents right after its wait.
+    pub fn trigger(self) -> bool {
+        self == AwqPrefetch::All
+    }
+}
