@@ -67,17 +67,7 @@ impl Ops {
     /// ([`OpsError::Arch`] elsewhere); `awq_gemm` takes this path by itself where it is the
     /// faster one ([`crate::awq::select::awq_dense_wins`]).
     pub fn run_awq_gemm_dense(&self, p: &AwqGemmProblem<'_>) -> Result<(), OpsError> {
-        let mut views = vec![
-            ("x", &p.x),
-            ("qweight", &p.w.qweight),
-            ("scales", &p.w.scales),
-            ("qzeros", &p.w.qzeros),
-            ("out", &p.out),
-        ];
-        if let Some(b) = &p.bias {
-            views.push(("bias", b));
-        }
-        self.check_devices(&views)?;
+        self.check_devices(&p.views())?;
         let cc = self.gpu().compute_capability();
         if cc != (9, 0) {
             return Err(OpsError::Arch(format!(

@@ -61,17 +61,7 @@ impl Ops {
                 .ok_or_else(|| OpsError::Shape(format!("no SM90 mixed-input tile for {m} x {n} x {k}")))?,
         };
         check_reordered_operands(p, &cfg, cc)?;
-        let mut views = vec![
-            ("x", &p.x),
-            ("qweight", &p.w.qweight),
-            ("scales", &p.w.scales),
-            ("qzeros", &p.w.qzeros),
-            ("out", &p.out),
-        ];
-        if let Some(b) = &p.bias {
-            views.push(("bias", b));
-        }
-        self.check_awq_devices(&views)?;
+        self.check_awq_devices(&p.views())?;
         // One op at a time writes and reads a stream's weight scratch (as the dense path).
         let _serial = self.awq.dense.lock().unwrap_or_else(PoisonError::into_inner);
         let words = self.scratch().weight(k * n / 2)?;

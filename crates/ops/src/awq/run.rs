@@ -303,17 +303,7 @@ impl Ops {
         p: &AwqGemmProblem<'_>,
         forced: Option<(AwqGemmConfig, u32)>,
     ) -> Result<(), OpsError> {
-        let mut views = vec![
-            ("x", &p.x),
-            ("qweight", &p.w.qweight),
-            ("scales", &p.w.scales),
-            ("qzeros", &p.w.qzeros),
-            ("out", &p.out),
-        ];
-        if let Some(b) = &p.bias {
-            views.push(("bias", b));
-        }
-        self.check_awq_devices(&views)?;
+        self.check_awq_devices(&p.views())?;
         let e = element(p.w.dtype)?;
         let (m, n, k, sms) = (p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize);
         let (mut cfg, splits) = forced

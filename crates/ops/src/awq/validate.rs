@@ -89,6 +89,21 @@ impl AwqGemmProblem<'_> {
     pub fn has_bias(&self) -> bool {
         self.bias.is_some()
     }
+    /// Every operand view by name (`x`, the checkpoint tensors, `out`, `bias` if any), for
+    /// the device checks of the paths that run the problem.
+    pub(crate) fn views(&self) -> Vec<(&'static str, &Geometry)> {
+        let mut v = vec![
+            ("x", &self.x),
+            ("qweight", &self.w.qweight),
+            ("scales", &self.w.scales),
+            ("qzeros", &self.w.qzeros),
+            ("out", &self.out),
+        ];
+        if let Some(b) = &self.bias {
+            v.push(("bias", b));
+        }
+        v
+    }
 }
 
 fn is_16bit(d: DType) -> bool {
