@@ -49,11 +49,13 @@
 //! assert_eq!((p.threads, s.k_slices, s.col_blocks, s.b_frags, s.max_k_tiles), (128, 4, 1, 1, 64));
 //! // (row, t, j) -> word: t planes of 8 * 32 + 2 words, rows of four planes.
 //! assert_eq!((s.x_t_words, s.x_row_words), (514, 2056));
-//! assert_eq!(p.smem_bytes, (8 + 1) * 2056 * 4);
+//! // the staged x rows and the zero row, then the ring: 8 steps x 128 lanes x 16 bytes
+//! assert_eq!((s.ring_bytes, p.smem_bytes), (8 * 128 * 16, (8 + 1) * 2056 * 4 + 8 * 128 * 16));
 //! assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [32, 64, 64], [4, 1], 8, 4).streamed()).is_err());
 //! ```
 
 use rcute_atom::cluster_dsmem::{cluster_size_sm90, cluster_sync_relaxed_sm90, cluster_sync_sm90, ld_dsmem_f32x4};
+use rcute_atom::copy_cp_async::{cp_async, cp_async_commit_group, cp_async_wait_group, CacheOp};
 use rcute_atom::copy_ldst::ld_global_stream;
 use rcute_atom::{CopyOp, Snippet};
 
@@ -123,6 +125,18 @@ pub struct AwqStreamed {
     /// The weight's streaming load (read-only path, no L1 allocation): 16 bytes of the
     /// prepared layout, or one 4-byte checkpoint word (four per lane and step).
     pub load: CopyOp,
+    /// Bytes of the prepared weight's shared ring (after the staged `x` and its zero row):
+    /// `ring x threads x 16`, lane `l` of the CTA's threads owning bytes `16 (d threads +
+    /// l) ..` of slot `d`; 0 for the checkpoint words (a register ring). Why not registers:
+    /// a warp's global loads into registers share one scoreboard in the SASS, and a use of
+    /// any of them waits until all are back (ptxas has no counted wait for `LDG`), so the
+    /// register ring drained at every loop trip and at every group start (the zero word's
+    /// load shared the scoreboard: ncu, BENCHMARKS.md, AWQ, helper awqdec); `cp.async`
+    /// groups have a counted wait (`cp.async.wait_group`).
+    pub ring_bytes: i64,
+    /// The prepared weight's ring copy: `cp.async.cg` of 16 bytes, its group commit and the
+    /// counted group wait.
+    pub ring_copy: [Snippet; 3],
     /// The clustered split-K sum: cluster barrier (release: the warps that published partial
     /// chunks), cluster size, peer shared-memory load, cluster barrier without memory
     /// ordering (the other warps, and the barrier that keeps the peers' shared memory alive
@@ -142,6 +156,8 @@ impl AwqStreamed {
         let max_k_tiles = X_ROW_TILES / bm;
         let x_t_words = 8 * max_k_tiles + X_PLANE_PAD_WORDS;
         let red_row_floats = 64 + RED_ROW_PAD;
+        let threads = 32 * k_slices * col_blocks;
+        let ring_copy = cp_async(CacheOp::CacheGlobal, 16, false).expect("cp.async.cg of 16 bytes exists");
         Some(AwqStreamed {
             weight,
             k_slices,
@@ -159,6 +175,11 @@ impl AwqStreamed {
                 StreamedWeight::Prepared => 16,
                 StreamedWeight::Checkpoint => 4,
             }),
+            ring_bytes: match weight {
+                StreamedWeight::Prepared => ring * threads * 16,
+                StreamedWeight::Checkpoint => 0,
+            },
+            ring_copy: [ring_copy.snippet, cp_async_commit_group(), cp_async_wait_group()],
             cluster: [
                 cluster_sync_sm90(),
                 cluster_size_sm90(),
@@ -181,7 +202,7 @@ impl AwqStreamed {
     }
 
     /// Dynamic shared memory of a CTA of at most `rows` rows of `x` (`1 ..= BM`): the
-    /// staged rows and the zero row, or the warps' partial tiles of those rows and a
+    /// staged rows, the zero row and the weight's shared ring ([`AwqStreamed::ring_bytes`]), or the warps' partial tiles of those rows and a
     /// clustered split's partial chunks where larger. The kernel lays shared memory out by
     /// its CTA's row count, so a launch of `M < BM` rows needs only
     /// `smem_bytes_for(M)`: at one row an eighth of the full stage, which leaves the L1 (the
@@ -190,12 +211,15 @@ impl AwqStreamed {
     /// ```
     /// use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight};
     /// let s = AwqStreamed::new(8, [16, 1], 4, StreamedWeight::Prepared).unwrap();
-    /// assert_eq!(s.smem_bytes_for(1), 2 * 2056 * 4);
+    /// let ring = 4 * 512 * 16;
+    /// assert_eq!(s.smem_bytes_for(1), 2 * 2056 * 4 + ring);
     /// assert_eq!(s.smem_bytes_for(8), s.smem_bytes(8));
-    /// assert_eq!(s.smem_bytes(8), 9 * 2056 * 4);
+    /// assert_eq!(s.smem_bytes(8), 9 * 2056 * 4 + ring);
+    /// let c = AwqStreamed::new(8, [16, 1], 4, StreamedWeight::Checkpoint).unwrap();
+    /// assert_eq!((c.ring_bytes, c.smem_bytes(8)), (0, 9 * 2056 * 4));
     /// ```
     pub fn smem_bytes_for(&self, rows: i64) -> i64 {
-        self.x_bytes(rows).max(self.part_offset_for(rows) + self.part_bytes)
+        (self.x_bytes(rows) + self.ring_bytes).max(self.part_offset_for(rows) + self.part_bytes)
     }
 
     /// Dynamic shared memory of a CTA of `bm` rows (the plan's most).

@@ -196,7 +196,7 @@ fn prepare_kernel_compiles_and_stores_16_bytes() {
 /// no LDGSTS, no LDSM), the MMAs are HMMA, and the only CTA barriers are the one after
 /// staging `x` and the epilogue's (none in the loop).
 #[test]
-fn streamed_kernels_compile_without_spills_and_stream_into_registers() {
+fn streamed_kernels_compile_without_spills_and_stream_through_a_shared_ring() {
     let Some(tk) = toolkit_for_test() else { return };
     for cfg in streamed_configs() {
         let g = generate(&cfg).unwrap();
@@ -209,10 +209,12 @@ fn streamed_kernels_compile_without_spills_and_stream_into_registers() {
                 "{} on {arch}: loop {steps} steps x {per_step} instructions per step; {ops:?} {counts:?}",
                 g.name
             );
-            for op in ["LDG.E.NA.128.CONSTANT", "LDS.64", "LOP3", "HMMA"] {
+            // the weight through the lane's own cp.async ring slots (counted group waits,
+            // DEPBAR), read back by one 16-byte shared load a step; no register ring of LDGs
+            for op in ["LDGSTS.E.BYPASS.128", "LDGDEPBAR", "DEPBAR.LE", "LDS.128", "LDS.64", "LOP3", "HMMA"] {
                 assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
             }
-            for op in ["LDGSTS", "LDSM"] {
+            for op in ["LDG.E.NA.128.CONSTANT", "LDSM"] {
                 assert!(!k.contains_opcode(op), "{} on {arch}: {op}", g.name);
             }
             // one after staging x, then the epilogue's: before and after the partial tiles,

@@ -248,21 +248,25 @@ impl Emit<'_> {
                 "the lane's 16 bytes of step s",
             )
         };
-        let ring = vec![
-            Stmt::Decl {
-                ty: "uint32_t".into(),
-                name: format!("wr[{d}][4]"),
-                init: None,
-                comment: Some(format!("ring slot d: {slot} with s % ring = d")),
-            },
-            Stmt::Comment(format!("the ring: steps 0 .. {d} in flight")),
-            Stmt::unrolled(
-                "d",
-                d,
-                vec![when("d < n_my", vec![self.streamed_load("wsrc + d * wstride")])],
-            ),
-            Stmt::decl(ptr, "wnext", format!("wsrc + {d} * wstride")),
-        ];
+        let ring = if self.checkpoint() {
+            vec![
+                Stmt::Decl {
+                    ty: "uint32_t".into(),
+                    name: format!("wr[{d}][4]"),
+                    init: None,
+                    comment: Some(format!("ring slot d: {slot} with s % ring = d")),
+                },
+                Stmt::Comment(format!("the ring: steps 0 .. {d} in flight")),
+                Stmt::unrolled(
+                    "d",
+                    d,
+                    vec![when("d < n_my", vec![self.streamed_load("wsrc + d * wstride")])],
+                ),
+                Stmt::decl(ptr, "wnext", format!("wsrc + {d} * wstride")),
+            ]
+        } else {
+            self.shared_ring_prologue()
+        };
         let group_col = self.group_col();
         let (x0_first, x0_store) = self.streamed_x_row0();
         [source, x0_first, vec![
@@ -498,7 +502,7 @@ impl Emit<'_> {
         .chain(if self.checkpoint() {
             self.checkpoint_fragments()
         } else {
-            vec![Stmt::unrolled(
+            [self.shared_ring_wait(), vec![Stmt::unrolled(
                 "r",
                 4,
                 [
@@ -509,18 +513,21 @@ impl Emit<'_> {
                             init: None,
                             comment: Some("biased pairs 0..3 of word r (nibbles (0,4), (1,5), (2,6), (3,7))".into()),
                         },
-                        s(format!("{cvt}(wr[d][r], q)")),
+                        s(format!("{cvt}(w[r], q)")),
                     ],
                     self.streamed_word(["q[0]", "q[2]", "q[1]", "q[3]"], [None, None, Some(""), Some("")]),
                 ]
                 .concat(),
-            )]
+            )]]
+            .concat()
         })
-        .chain([
-            Stmt::Comment(format!("slot d is free: step s + {d} into it")),
-            when(format!("s + {d} < n_my"), vec![self.streamed_load("wnext")]),
-            s("wnext += wstride"),
-        ])
+        .chain([Stmt::Comment(format!("slot d is free: step s + {d} into it"))])
+        .chain(if self.checkpoint() {
+            vec![when(format!("s + {d} < n_my"), vec![self.streamed_load("wnext")])]
+        } else {
+            self.shared_ring_refill()
+        })
+        .chain([s("wnext += wstride")])
         .collect()
     }
 
@@ -636,7 +643,15 @@ impl Emit<'_> {
                 }],
             },
         ];
-        vec![
+        let drain = if self.checkpoint() {
+            vec![]
+        } else {
+            vec![
+                Stmt::Comment("the ring's copies past the warp's steps were never issued: nothing lands in the partial tiles".into()),
+                s(format!("{}<0>()", st.ring_copy[2].name)),
+            ]
+        };
+        [drain, vec![
             Stmt::Comment("every warp is done with the staged x: its memory takes the partial tiles".into()),
             s("__syncthreads()"),
             Stmt::Decl {
@@ -709,6 +724,66 @@ impl Emit<'_> {
             each_chunk(self.slab_sum(&store)),
             Stmt::Comment("every split arrived: leave the semaphore zeroed for the next launch".into()),
             when("threadIdx.x == 0", vec![Stmt::assign("sem[tile]", "0")]),
+        ]]
+        .concat()
+    }
+
+    /// The prepared weight's shared ring ([`AwqStreamed::ring_bytes`]) after the staged
+    /// rows and the zero row: slot `d` of lane `threadIdx.x` at 16-byte unit `d threads +
+    /// threadIdx.x`, steps `0 .. ring` copied into it, one commit group each (empty past
+    /// the warp's steps, so that group `s` is always step `s`).
+    fn shared_ring_prologue(&self) -> Vec<Stmt> {
+        let st = self.st();
+        let (d, threads) = (st.ring, self.p.threads);
+        let [copy, commit, _] = &st.ring_copy;
+        vec![
+            decl_c(
+                "uint4* const",
+                "wring",
+                format!("reinterpret_cast<uint4*>(smem + (rows + 1) * {}) + threadIdx.x", 4 * st.x_row_words),
+                &format!("ring slot d: the lane's 16 bytes of step s with s % ring = d, at wring[{threads} d] (after the staged rows and the zero row)"),
+            ),
+            Stmt::Comment(format!("the ring: steps 0 .. {d} in flight, one cp.async group per step")),
+            Stmt::unrolled(
+                "d",
+                d,
+                vec![
+                    when("d < n_my", vec![s(format!("{}(wring + {threads} * d, wsrc + d * wstride)", copy.name))]),
+                    s(format!("{}()", commit.name)),
+                ],
+            ),
+            Stmt::decl("const uint4*", "wnext", format!("wsrc + {d} * wstride")),
+        ]
+    }
+
+    /// Step `s`'s words from the shared ring: at most `ring - 1` groups pending, so group
+    /// `s` (the lane's own copy into slot `d`) has landed; one 16-byte shared load.
+    fn shared_ring_wait(&self) -> Vec<Stmt> {
+        let st = self.st();
+        let threads = self.p.threads;
+        vec![
+            Stmt::Comment(format!(
+                "groups 0 .. s + {} committed: at most {} pending, so step s has landed",
+                st.ring - 1,
+                st.ring - 1
+            )),
+            s(format!("{}<{}>()", st.ring_copy[2].name, st.ring - 1)),
+            Stmt::decl("const uint4", "wv", format!("wring[{threads} * d]")),
+            Stmt::decl("const uint32_t", "w[4]", "{wv.x, wv.y, wv.z, wv.w}"),
+        ]
+    }
+
+    /// Refill slot `d` with step `s + ring` (its words are in registers) and commit the
+    /// step's group, empty past the warp's steps.
+    fn shared_ring_refill(&self) -> Vec<Stmt> {
+        let st = self.st();
+        let (d, threads) = (st.ring, self.p.threads);
+        vec![
+            when(
+                format!("s + {d} < n_my"),
+                vec![s(format!("{}(wring + {threads} * d, wnext)", st.ring_copy[0].name))],
+            ),
+            s(format!("{}()", st.ring_copy[1].name)),
         ]
     }
 
