@@ -79,8 +79,9 @@ pub struct AwqMainloopConfig {
     /// ring ([`crate::awq_bulk`]; sm_90, prepared layout only) instead of every thread
     /// issuing `cp.async` copies.
     pub bulk: bool,
-    /// Whether the weight is streamed from global memory straight into registers
-    /// ([`crate::awq_streamed`]: swap-AB, no shared-memory stages; the prepared layout
+    /// Whether the weight is streamed per lane into registers ([`crate::awq_streamed`]:
+    /// swap-AB, no shared stage between lanes (the prepared weight through each lane's own
+    /// `cp.async` ring slots); the prepared layout
     /// with `prepared`, else AutoAWQ's checkpoint words, 1 word per load). Then `tile` is
     /// `(BM, 64 col_blocks, 64)` with `BM` 8 or 16, `warps` is `[k_slices, col_blocks]`
     /// (warps along K, then along N) and `stages` the k16 steps in flight per warp.

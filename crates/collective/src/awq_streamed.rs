@@ -1,6 +1,10 @@
-//! The register-streamed AWQ decode mainloop ([`crate::awq_mainloop`] with `streamed`): the
-//! prepared weight ([`crate::awq_prepared`]) goes from global memory straight into
-//! registers, with no shared-memory stage, no `cp.async` and no CTA barrier in the loop.
+//! The streamed AWQ decode mainloop ([`crate::awq_mainloop`] with `streamed`): each lane
+//! streams its own bytes of the prepared weight ([`crate::awq_prepared`]) through its own
+//! slots of a shared `cp.async` ring into registers (no CTA stage shared between lanes, no
+//! CTA barrier in the loop). Until session 17 the prepared weight went straight into a
+//! ring of registers, as the checkpoint words still do ([`AwqStreamed::ring_bytes`] says
+//! why it changed); the kernels keep the name "register-streamed" for the A fragments
+//! that never pass through `ldmatrix`.
 //!
 //! **Swap-AB.** In the prepared layout lane `(g, t)` of a warp owns 16 contiguous bytes per
 //! (k16 block, 64-column block), and word `r` of them holds the nibble pairs
