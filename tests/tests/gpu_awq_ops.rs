@@ -561,6 +561,15 @@ fn streamed_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
         // one warp, a ring of 2 and of 1: the ring wraps every step or two
         AwqGemmConfig::new(e, [16, 64, 64], [1, 1], 2, 4).streamed(),
         AwqGemmConfig::new(e, [8, 64, 64], [4, 1], 1, 4).streamed(),
+        // the shared cp.async ring (each lane's own slots): the configurations measured
+        // fastest with it (BENCHMARKS.md, AWQ, helper awqdec), 16 rows, 2x2 warps, rings
+        // of 12 and 1
+        AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring(),
+        AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring(),
+        AwqGemmConfig::new(e, [16, 64, 64], [16, 1], 2, 4).streamed_shared_ring(),
+        AwqGemmConfig::new(e, [16, 128, 64], [2, 2], 8, 4).streamed_shared_ring(),
+        AwqGemmConfig::new(e, [8, 64, 64], [8, 1], 12, 4).streamed_shared_ring(),
+        AwqGemmConfig::new(e, [8, 64, 64], [4, 1], 1, 4).streamed_shared_ring(),
     ]
 }
 

@@ -44,7 +44,9 @@ pub struct BenchAwqArgs {
     /// configuration (the prepared kernel forced to it), `bulk:` and such a configuration
     /// (the prepared kernel with the SM90 bulk producer, sm_90 only), or `streamed:` and
     /// `BMxBN,WKxWN,RING,SPLITS` (the register-streamed prepared kernel: BM 8 or 16, BN = 64
-    /// WN, WK warps along K, RING k16 steps in flight per warp), or `streamed-checkpoint:`
+    /// WN, WK warps along K, RING k16 steps in flight per warp), or `streamed-sring:` and
+    /// such a configuration (the same kernel with each lane's steps through its own slots
+    /// of a shared `cp.async` ring instead of registers), or `streamed-checkpoint:`
     /// and such a configuration (the register-streamed kernel on the checkpoint tensors as
     /// they are, unprepared), or `wgmma:` and `BMxBN,WRxWN,STAGES,1` (the SM90 mixed-input
     /// prepared kernel, sm_90 only: BM tokens per CTA, BN = 256 WN weight columns, WR
@@ -119,7 +121,7 @@ enum Variant {
 type Kind = fn(AwqGemmConfig) -> AwqGemmConfig;
 
 /// A `--config` value as a [`Variant`]: `prefix:` forms force the prepared (`prepared:`,
-/// `bulk:`, `streamed:`, `wgmma:`) or the unprepared (`streamed-checkpoint:`, none) kernels,
+/// `bulk:`, `streamed:`, `streamed-sring:`, `wgmma:`) or the unprepared (`streamed-checkpoint:`, none) kernels,
 /// or the reordered path's tile (`reordered:`).
 fn parse_variant(s: &str) -> Result<Variant, String> {
     match s {
@@ -132,11 +134,12 @@ fn parse_variant(s: &str) -> Result<Variant, String> {
             if let Some(c) = s.strip_prefix("reordered:") {
                 return parse_awq_config_as(c, AwqGemmConfig::wgmma).map(|c| Variant::Reordered(Some(c)));
             }
-            let forms: [(&str, Kind, bool); 5] = [
+            let forms: [(&str, Kind, bool); 6] = [
                 ("prepared:", |c| c, true),
                 ("wgmma:", AwqGemmConfig::wgmma, true),
                 ("bulk:", AwqGemmConfig::bulk, true),
                 ("streamed:", AwqGemmConfig::streamed, true),
+                ("streamed-sring:", AwqGemmConfig::streamed_shared_ring, true),
                 ("streamed-checkpoint:", AwqGemmConfig::streamed_checkpoint, false),
             ];
             match forms
@@ -458,7 +461,8 @@ mod tests {
     use super::*;
 
     /// Each `--config` form forces its kernel: `streamed-checkpoint:` the unprepared op's
-    /// streamed kernel (single-word loads, not prepared), `streamed:` the prepared one.
+    /// streamed kernel (single-word loads, not prepared), `streamed:` the prepared one,
+    /// `streamed-sring:` the prepared one with the shared ring.
     #[test]
     fn config_forms_pick_their_kernels() {
         let Ok(Variant::Fused(Some((cfg, 2)))) = parse_variant("streamed-checkpoint:16x64,16x1,4,2") else {
@@ -468,7 +472,11 @@ mod tests {
         let Ok(Variant::Prepared(Some((cfg, 2)))) = parse_variant("streamed:8x64,16x1,4,2") else {
             panic!("streamed: is a prepared configuration")
         };
-        assert!(cfg.streamed && cfg.prepared);
+        assert!(cfg.streamed && cfg.prepared && !cfg.shared_ring);
+        let Ok(Variant::Prepared(Some((cfg, 1)))) = parse_variant("streamed-sring:8x64,16x1,4,1") else {
+            panic!("streamed-sring: is a prepared configuration")
+        };
+        assert!(cfg.streamed && cfg.prepared && cfg.shared_ring);
         let Ok(Variant::Prepared(Some((cfg, 1)))) = parse_variant("wgmma:64x512,1x2,4,1") else {
             panic!("wgmma: is a prepared configuration")
         };

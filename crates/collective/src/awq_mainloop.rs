@@ -79,9 +79,8 @@ pub struct AwqMainloopConfig {
     /// ring ([`crate::awq_bulk`]; sm_90, prepared layout only) instead of every thread
     /// issuing `cp.async` copies.
     pub bulk: bool,
-    /// Whether the weight is streamed per lane into registers ([`crate::awq_streamed`]:
-    /// swap-AB, no shared stage between lanes (the prepared weight through each lane's own
-    /// `cp.async` ring slots); the prepared layout
+    /// Whether the weight is streamed from global memory straight into registers
+    /// ([`crate::awq_streamed`]: swap-AB, no shared-memory stages; the prepared layout
     /// with `prepared`, else AutoAWQ's checkpoint words, 1 word per load). Then `tile` is
     /// `(BM, 64 col_blocks, 64)` with `BM` 8 or 16, `warps` is `[k_slices, col_blocks]`
     /// (warps along K, then along N) and `stages` the k16 steps in flight per warp.
@@ -93,6 +92,10 @@ pub struct AwqMainloopConfig {
     /// `[wgs_r, wgs_n]` (consumer warpgroups splitting a lane's four words, then along N)
     /// and `stages` the ring's stages.
     pub wgmma: bool,
+    /// With `streamed` on the prepared layout: each lane's weight steps through its own
+    /// slots of a shared `cp.async` ring instead of a ring of registers
+    /// ([`crate::awq_streamed::AwqStreamed::with_shared_ring`]).
+    pub shared_ring: bool,
 }
 
 impl AwqMainloopConfig {
@@ -108,6 +111,7 @@ impl AwqMainloopConfig {
             bulk: false,
             streamed: false,
             wgmma: false,
+            shared_ring: false,
         }
     }
 
@@ -138,6 +142,26 @@ impl AwqMainloopConfig {
         self.prepared()
     }
 
+    /// The register-streamed kernel on the prepared layout with the weight's steps
+    /// through each lane's own slots of a shared `cp.async` ring
+    /// ([`crate::awq_streamed::AwqStreamed::with_shared_ring`]).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring();
+    /// assert!(cfg.streamed && cfg.prepared && cfg.shared_ring);
+    /// assert_eq!(AwqMainloop::new(&cfg).unwrap().streamed.unwrap().ring_bytes, 4 * 512 * 16);
+    /// let plain = AwqMainloopConfig::new(Element::F16, [8, 64, 64], [16, 1], 4, 4).streamed();
+    /// assert_eq!(AwqMainloop::new(&plain).unwrap().streamed.unwrap().ring_bytes, 0);
+    /// // the checkpoint words keep their register ring
+    /// assert!(!cfg.streamed_checkpoint().shared_ring);
+    /// ```
+    pub fn streamed_shared_ring(mut self) -> Self {
+        self.shared_ring = true;
+        self.streamed()
+    }
+
     /// The same configuration as the register-streamed kernel on AutoAWQ's checkpoint
     /// layout as it is ([`crate::awq_streamed_checkpoint`]: 4-byte word loads, so
     /// `b_vector_words` 1; not `prepared`).
@@ -153,6 +177,7 @@ impl AwqMainloopConfig {
     /// ```
     pub fn streamed_checkpoint(mut self) -> Self {
         self.streamed = true;
+        self.shared_ring = false;
         self.prepared = false;
         self.bulk = false;
         self.b_vector_words = 1;
@@ -314,9 +339,12 @@ impl AwqMainloop {
                     "the streamed kernel takes 64 columns per warp along N, without a producer",
                 ));
             }
+            if cfg.shared_ring && weight != StreamedWeight::Prepared {
+                return Err(tile_err(cfg, "the shared ring streams the prepared layout"));
+            }
             let plan = AwqStreamed::new(bm, cfg.warps, cfg.stages as i64, weight)
                 .ok_or_else(|| tile_err(cfg, "streamed: BM 8 or 16, 1 ..= 32 warps, at least one step in flight"))?;
-            Some(plan)
+            Some(if cfg.shared_ring { plan.with_shared_ring() } else { plan })
         } else {
             None
         };

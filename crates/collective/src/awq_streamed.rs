@@ -1,10 +1,8 @@
-//! The streamed AWQ decode mainloop ([`crate::awq_mainloop`] with `streamed`): each lane
-//! streams its own bytes of the prepared weight ([`crate::awq_prepared`]) through its own
-//! slots of a shared `cp.async` ring into registers (no CTA stage shared between lanes, no
-//! CTA barrier in the loop). Until session 17 the prepared weight went straight into a
-//! ring of registers, as the checkpoint words still do ([`AwqStreamed::ring_bytes`] says
-//! why it changed); the kernels keep the name "register-streamed" for the A fragments
-//! that never pass through `ldmatrix`.
+//! The register-streamed AWQ decode mainloop ([`crate::awq_mainloop`] with `streamed`): the
+//! prepared weight ([`crate::awq_prepared`]) goes from global memory straight into
+//! registers, with no shared-memory stage, no `cp.async` and no CTA barrier in the loop;
+//! or, with [`AwqStreamed::with_shared_ring`], each lane's 16 bytes a step through its own
+//! slots of a shared `cp.async` ring (still no stage shared between lanes, no barrier).
 //!
 //! **Swap-AB.** In the prepared layout lane `(g, t)` of a warp owns 16 contiguous bytes per
 //! (k16 block, 64-column block), and word `r` of them holds the nibble pairs
@@ -27,8 +25,10 @@
 //! **Pipeline.** Each warp walks a contiguous range of k16 steps of one 64-column block
 //! (the CTA's K range split over its `k_slices` warps along K; `col_blocks` warps along
 //! N), keeping `ring` steps of the weight in flight in registers (one 16-byte
-//! `ld.global.nc.L1::no_allocate` per lane and step); the next group's scales and zero
-//! word are loaded one group ahead. `x` is staged once per CTA into shared memory in the
+//! `ld.global.nc.L1::no_allocate` per lane and step; with the shared ring one 16-byte
+//! `cp.async.cg` into the lane's own slot, one commit group per step,
+//! `cp.async.wait_group ring - 1` and one 16-byte shared load before the step's
+//! conversion); the next group's scales and zero word are loaded one group ahead. `x` is staged once per CTA into shared memory in the
 //! fragment order `[row][t][j]` (word `w` of a row's K range at `(w % 4, w / 4)`, rows of
 //! [`AwqStreamed::x_row_words`], `t` planes of [`AwqStreamed::x_t_words`] words: the two B
 //! registers of a step are one conflict-free 8-byte load; rows past M read a zero row). The warps' partial sums meet
@@ -53,8 +53,10 @@
 //! assert_eq!((p.threads, s.k_slices, s.col_blocks, s.b_frags, s.max_k_tiles), (128, 4, 1, 1, 64));
 //! // (row, t, j) -> word: t planes of 8 * 32 + 2 words, rows of four planes.
 //! assert_eq!((s.x_t_words, s.x_row_words), (514, 2056));
-//! // the staged x rows and the zero row, then the ring: 8 steps x 128 lanes x 16 bytes
-//! assert_eq!((s.ring_bytes, p.smem_bytes), (8 * 128 * 16, (8 + 1) * 2056 * 4 + 8 * 128 * 16));
+//! assert_eq!(p.smem_bytes, (8 + 1) * 2056 * 4);
+//! // with the shared ring: after the staged rows and the zero row, 8 steps x 128 lanes x 16 bytes
+//! let p = AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [8, 64, 64], [4, 1], 8, 4).streamed_shared_ring()).unwrap();
+//! assert_eq!(p.smem_bytes, (8 + 1) * 2056 * 4 + 8 * 128 * 16);
 //! assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [32, 64, 64], [4, 1], 8, 4).streamed()).is_err());
 //! ```
 
@@ -129,14 +131,9 @@ pub struct AwqStreamed {
     /// The weight's streaming load (read-only path, no L1 allocation): 16 bytes of the
     /// prepared layout, or one 4-byte checkpoint word (four per lane and step).
     pub load: CopyOp,
-    /// Bytes of the prepared weight's shared ring (after the staged `x` and its zero row):
-    /// `ring x threads x 16`, lane `l` of the CTA's threads owning bytes `16 (d threads +
-    /// l) ..` of slot `d`; 0 for the checkpoint words (a register ring). Why not registers:
-    /// a warp's global loads into registers share one scoreboard in the SASS, and a use of
-    /// any of them waits until all are back (ptxas has no counted wait for `LDG`), so the
-    /// register ring drained at every loop trip and at every group start (the zero word's
-    /// load shared the scoreboard: ncu, BENCHMARKS.md, AWQ, helper awqdec); `cp.async`
-    /// groups have a counted wait (`cp.async.wait_group`).
+    /// Bytes of the weight's shared ring ([`AwqStreamed::with_shared_ring`]; after the
+    /// staged `x` and its zero row): `ring x threads x 16`, lane `l` of the CTA's threads
+    /// owning bytes `16 (d threads + l) ..` of slot `d`; 0 with the ring of registers.
     pub ring_bytes: i64,
     /// The prepared weight's ring copy: `cp.async.cg` of 16 bytes, its group commit and the
     /// counted group wait.
@@ -160,7 +157,6 @@ impl AwqStreamed {
         let max_k_tiles = X_ROW_TILES / bm;
         let x_t_words = 8 * max_k_tiles + X_PLANE_PAD_WORDS;
         let red_row_floats = 64 + RED_ROW_PAD;
-        let threads = 32 * k_slices * col_blocks;
         let ring_copy = cp_async(CacheOp::CacheGlobal, 16, false).expect("cp.async.cg of 16 bytes exists");
         Some(AwqStreamed {
             weight,
@@ -179,10 +175,7 @@ impl AwqStreamed {
                 StreamedWeight::Prepared => 16,
                 StreamedWeight::Checkpoint => 4,
             }),
-            ring_bytes: match weight {
-                StreamedWeight::Prepared => ring * threads * 16,
-                StreamedWeight::Checkpoint => 0,
-            },
+            ring_bytes: 0,
             ring_copy: [ring_copy.snippet, cp_async_commit_group(), cp_async_wait_group()],
             cluster: [
                 cluster_sync_sm90(),
@@ -191,6 +184,30 @@ impl AwqStreamed {
                 cluster_sync_relaxed_sm90(),
             ],
         })
+    }
+
+    /// The plan with the prepared weight's steps through each lane's own slots of a shared
+    /// `cp.async` ring ([`AwqStreamed::ring_bytes`]) instead of the ring of registers; the
+    /// checkpoint words keep their registers. Why: a warp's global loads into registers
+    /// share one scoreboard in the SASS and a use of any of them waits until all are back
+    /// (ptxas emits no counted wait for `LDG`), so the register ring drains at every trip
+    /// of the unrolled loop and at every group start (the zero word's load shares that
+    /// scoreboard); `cp.async` groups have a counted wait (`cp.async.wait_group`, SASS
+    /// `DEPBAR.LE`), and the ring leaves the registers (ncu and SASS, BENCHMARKS.md, AWQ,
+    /// helper awqdec).
+    ///
+    /// ```
+    /// use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight};
+    /// let s = AwqStreamed::new(8, [8, 1], 12, StreamedWeight::Prepared).unwrap().with_shared_ring();
+    /// assert_eq!(s.ring_bytes, 12 * 256 * 16);
+    /// let c = AwqStreamed::new(8, [8, 1], 12, StreamedWeight::Checkpoint).unwrap().with_shared_ring();
+    /// assert_eq!(c.ring_bytes, 0);
+    /// ```
+    pub fn with_shared_ring(mut self) -> Self {
+        if self.weight == StreamedWeight::Prepared {
+            self.ring_bytes = self.ring * 32 * self.k_slices * self.col_blocks * 16;
+        }
+        self
     }
 
     /// Bytes of the staged `x` of `rows` rows and the zero row after them (the B fragments
@@ -215,12 +232,11 @@ impl AwqStreamed {
     /// ```
     /// use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight};
     /// let s = AwqStreamed::new(8, [16, 1], 4, StreamedWeight::Prepared).unwrap();
-    /// let ring = 4 * 512 * 16;
-    /// assert_eq!(s.smem_bytes_for(1), 2 * 2056 * 4 + ring);
+    /// assert_eq!(s.smem_bytes_for(1), 2 * 2056 * 4);
     /// assert_eq!(s.smem_bytes_for(8), s.smem_bytes(8));
-    /// assert_eq!(s.smem_bytes(8), 9 * 2056 * 4 + ring);
-    /// let c = AwqStreamed::new(8, [16, 1], 4, StreamedWeight::Checkpoint).unwrap();
-    /// assert_eq!((c.ring_bytes, c.smem_bytes(8)), (0, 9 * 2056 * 4));
+    /// assert_eq!(s.smem_bytes(8), 9 * 2056 * 4);
+    /// let r = s.with_shared_ring();
+    /// assert_eq!(r.smem_bytes_for(1), 2 * 2056 * 4 + 4 * 512 * 16);
     /// ```
     pub fn smem_bytes_for(&self, rows: i64) -> i64 {
         (self.x_bytes(rows) + self.ring_bytes).max(self.part_offset_for(rows) + self.part_bytes)

@@ -196,7 +196,7 @@ fn prepare_kernel_compiles_and_stores_16_bytes() {
 /// no LDGSTS, no LDSM), the MMAs are HMMA, and the only CTA barriers are the one after
 /// staging `x` and the epilogue's (none in the loop).
 #[test]
-fn streamed_kernels_compile_without_spills_and_stream_through_a_shared_ring() {
+fn streamed_kernels_compile_without_spills_and_stream_into_registers() {
     let Some(tk) = toolkit_for_test() else { return };
     for cfg in streamed_configs() {
         let g = generate(&cfg).unwrap();
@@ -209,12 +209,10 @@ fn streamed_kernels_compile_without_spills_and_stream_through_a_shared_ring() {
                 "{} on {arch}: loop {steps} steps x {per_step} instructions per step; {ops:?} {counts:?}",
                 g.name
             );
-            // the weight through the lane's own cp.async ring slots (counted group waits,
-            // DEPBAR), read back by one 16-byte shared load a step; no register ring of LDGs
-            for op in ["LDGSTS.E.BYPASS.128", "LDGDEPBAR", "DEPBAR.LE", "LDS.128", "LDS.64", "LOP3", "HMMA"] {
+            for op in ["LDG.E.NA.128.CONSTANT", "LDS.64", "LOP3", "HMMA"] {
                 assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
             }
-            for op in ["LDG.E.NA.128.CONSTANT", "LDSM"] {
+            for op in ["LDGSTS", "LDSM"] {
                 assert!(!k.contains_opcode(op), "{} on {arch}: {op}", g.name);
             }
             // one after staging x, then the epilogue's: before and after the partial tiles,
@@ -231,6 +229,63 @@ fn streamed_kernels_compile_without_spills_and_stream_through_a_shared_ring() {
             );
         }
     }
+}
+
+/// The streamed kernels of the shared ring (`_sring`): the same configurations. They
+/// compile for sm_80 and sm_90a without spills or local memory; the weight arrives by
+/// 16-byte `cp.async` (LDGSTS) with counted group waits (`DEPBAR.LE`) and one 16-byte
+/// shared load a step, never a 16-byte global load into registers; the ring leaves the
+/// registers (fewer than the register ring's kernel of the same configuration where that
+/// ring is at least 8 steps); the CTA barriers are the register ring's.
+#[test]
+fn shared_ring_streamed_kernels_compile_without_spills_and_wait_by_count() {
+    let Some(tk) = toolkit_for_test() else { return };
+    for base in streamed_configs() {
+        let mut cfg = base;
+        cfg.shared_ring = true;
+        let g = generate(&cfg).unwrap();
+        assert!(g.name.ends_with("_prepared_streamed_sring"), "{}", g.name);
+        let st = g.plan.streamed.as_ref().unwrap();
+        assert_eq!(st.ring_bytes, st.ring * g.plan.threads * 16, "{}", g.name);
+        for arch in [Arch::Sm80, Arch::Sm90a] {
+            let Some(k) = compile_clean(tk, &g, arch) else { continue };
+            for op in [
+                "LDGSTS.E.BYPASS.128",
+                "LDGDEPBAR",
+                "DEPBAR.LE",
+                "LDS.128",
+                "LDS.64",
+                "LOP3",
+                "HMMA",
+            ] {
+                assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
+            }
+            for op in ["LDG.E.NA.128", "LDSM"] {
+                assert!(!k.contains_opcode(op), "{} on {arch}: {op}", g.name);
+            }
+            let most = if arch == Arch::Sm90a { 8 } else { 5 };
+            assert!(
+                k.count_opcode("BAR") <= most,
+                "{} on {arch}: {} BAR",
+                g.name,
+                k.count_opcode("BAR")
+            );
+            if st.ring >= 8 {
+                let (shared, reg_ring) = (registers(&g, arch), registers(&generate(&base).unwrap(), arch));
+                assert!(
+                    shared < reg_ring,
+                    "{} on {arch}: {shared} registers, the register ring {reg_ring}",
+                    g.name
+                );
+            }
+        }
+    }
+}
+
+/// The registers of `g` compiled for `arch`.
+fn registers(g: &GeneratedAwqGemm, arch: Arch) -> u32 {
+    let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch)).unwrap();
+    c.resources.kernel(&g.name).unwrap().registers
 }
 
 /// The steady-state loop of a streamed kernel: of the backward branches, the one whose

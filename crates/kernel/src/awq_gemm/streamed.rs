@@ -40,6 +40,12 @@ impl Emit<'_> {
         self.st().weight == StreamedWeight::Checkpoint
     }
 
+    /// Whether the weight's steps go through the lanes' own slots of a shared `cp.async`
+    /// ring ([`AwqStreamed::with_shared_ring`](rcute_collective::awq_streamed::AwqStreamed::with_shared_ring)), not a ring of registers.
+    fn shared_ring(&self) -> bool {
+        self.st().ring_bytes > 0
+    }
+
     /// The lane's word column of `scales` (in 16-byte units) and `qzeros`: `8 wb + g`, or
     /// the checkpoint kernel's `wcol` (clamped to the last column past N).
     fn group_col(&self) -> &'static str {
@@ -248,7 +254,7 @@ impl Emit<'_> {
                 "the lane's 16 bytes of step s",
             )
         };
-        let ring = if self.checkpoint() {
+        let ring = if !self.shared_ring() {
             vec![
                 Stmt::Decl {
                     ty: "uint32_t".into(),
@@ -448,6 +454,12 @@ impl Emit<'_> {
         let st = self.st();
         let d = st.ring;
         let cvt = &p.convert_x16.name;
+        // the step's words: ring slot d's registers, or the shared slot's 16 bytes
+        let (word, ring_wait) = if self.shared_ring() {
+            ("w[r]", self.shared_ring_wait())
+        } else {
+            ("wr[d][r]", vec![])
+        };
         let group_args = if self.x16() {
             "s_raw, z_raw, sc, zl, zh"
         } else {
@@ -502,30 +514,35 @@ impl Emit<'_> {
         .chain(if self.checkpoint() {
             self.checkpoint_fragments()
         } else {
-            [self.shared_ring_wait(), vec![Stmt::unrolled(
-                "r",
-                4,
-                [
-                    vec![
-                        Stmt::Decl {
-                            ty: "uint32_t".into(),
-                            name: "q[4]".into(),
-                            init: None,
-                            comment: Some("biased pairs 0..3 of word r (nibbles (0,4), (1,5), (2,6), (3,7))".into()),
-                        },
-                        s(format!("{cvt}(w[r], q)")),
-                    ],
-                    self.streamed_word(["q[0]", "q[2]", "q[1]", "q[3]"], [None, None, Some(""), Some("")]),
-                ]
-                .concat(),
-            )]]
+            [
+                ring_wait,
+                vec![Stmt::unrolled(
+                    "r",
+                    4,
+                    [
+                        vec![
+                            Stmt::Decl {
+                                ty: "uint32_t".into(),
+                                name: "q[4]".into(),
+                                init: None,
+                                comment: Some(
+                                    "biased pairs 0..3 of word r (nibbles (0,4), (1,5), (2,6), (3,7))".into(),
+                                ),
+                            },
+                            s(format!("{cvt}({word}, q)")),
+                        ],
+                        self.streamed_word(["q[0]", "q[2]", "q[1]", "q[3]"], [None, None, Some(""), Some("")]),
+                    ]
+                    .concat(),
+                )],
+            ]
             .concat()
         })
         .chain([Stmt::Comment(format!("slot d is free: step s + {d} into it"))])
-        .chain(if self.checkpoint() {
-            vec![when(format!("s + {d} < n_my"), vec![self.streamed_load("wnext")])]
-        } else {
+        .chain(if self.shared_ring() {
             self.shared_ring_refill()
+        } else {
+            vec![when(format!("s + {d} < n_my"), vec![self.streamed_load("wnext")])]
         })
         .chain([s("wnext += wstride")])
         .collect()
@@ -643,11 +660,14 @@ impl Emit<'_> {
                 }],
             },
         ];
-        let drain = if self.checkpoint() {
+        let drain = if !self.shared_ring() {
             vec![]
         } else {
             vec![
-                Stmt::Comment("the ring's copies past the warp's steps were never issued: nothing lands in the partial tiles".into()),
+                Stmt::Comment(
+                    "the ring's copies past the warp's steps were never issued: nothing lands in the partial tiles"
+                        .into(),
+                ),
                 s(format!("{}<0>()", st.ring_copy[2].name)),
             ]
         };
