@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use rcute_ops::env_choice::EnvChoice;
 use rcute_ops::tuning::{
     kernel_fingerprint, Entry, OpsTuning, ProblemKey, TableHeader, Tables, TuningMode, TuningTable, TABLE_FORMAT,
 };
