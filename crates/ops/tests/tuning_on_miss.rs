@@ -62,7 +62,7 @@ fn modes_parse_and_unknown_values_warn() {
     assert_eq!(TuningMode::parse(Some(" on-miss ")), (TuningMode::OnMiss, None));
     let (mode, warning) = TuningMode::parse(Some("onmiss"));
     assert_eq!(mode, TuningMode::Cached);
-    assert!(warning.unwrap().contains("off, cached or on-miss"));
+    assert!(warning.unwrap().contains("is not cached, off or on-miss: using cached"));
 }
 
 #[test]
