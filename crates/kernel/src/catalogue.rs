@@ -584,9 +584,9 @@ pub fn awq_bulk_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 
 /// The SM90 mixed-input AWQ GEMM configurations in the catalogue (sm_90a;
 /// [`rcute_collective::awq_wgmma`]) that `ops::awq::select::select_awq_wgmma` takes: 64
-/// tokens x 256 weight columns with one consumer warpgroup and 8 stages; 128, 152 and 192
-/// tokens x 256 with two consumer warpgroups splitting each lane's four words and 6, 7 and
-/// 6 stages; f16 and bf16.
+/// tokens x 256 weight columns with one consumer warpgroup and 8 stages; 128, 152, 184 and
+/// 192 tokens x 256 with two consumer warpgroups splitting each lane's four words and 6, 7,
+/// 6 and 6 stages; f16 and bf16.
 pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
@@ -597,6 +597,7 @@ pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
                 AwqGemmConfig::new(e, [64, 256, 64], [1, 1], 8, 4).wgmma(),
                 AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma(),
                 AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma(),
+                AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma(),
                 AwqGemmConfig::new(e, [192, 256, 64], [2, 1], 6, 4).wgmma(),
             ]
         })
