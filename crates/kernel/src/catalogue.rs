@@ -407,7 +407,7 @@ pub fn grouped_gemm_streamed_configs() -> Vec<crate::grouped_gemm::GroupedGemmCo
 
 /// The SM90 grouped (MoE) GEMM configurations of the catalogue: bf16 GEMM1 (SwiGLU) and
 /// GEMM2 (weighted scatter) at the tile `ops::fused_moe` runs on sm_90
-/// ([`crate::grouped_gemm::SM90_TILE`]), GEMM2 at its narrow tile
+/// ([`crate::grouped_gemm::SM90_TILE`]), GEMM2 and GEMM1 at the narrow tile
 /// ([`crate::grouped_gemm::SM90_NARROW_TILE`]), GEMM1 on 2x1 clusters
 /// ([`crate::grouped_gemm::sm90_cluster_config`]), GEMM2 on 2x1 clusters at both tiles, and
 /// the e4m3 pair of
@@ -418,8 +418,10 @@ pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     };
     let eps = [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter];
     let bf16 = eps.map(|ep| sm90_config(rcute_atom::Element::BF16, ep, SM90_TILE));
-    // GEMM2 on the narrow tile: `ops::fused_moe`'s choice when few row tiles are routed.
+    // GEMM2 on the narrow tile: `ops::fused_moe`'s choice when few row tiles are routed;
+    // GEMM1 on it: its choice with one row tile per expert and a long wave tail.
     let narrow = sm90_config(rcute_atom::Element::BF16, GroupedEpilogue::Scatter, SM90_NARROW_TILE);
+    let narrow1 = sm90_config(rcute_atom::Element::BF16, GroupedEpilogue::SwiGlu, SM90_NARROW_TILE);
     // GEMM1 on 2x1 clusters: `ops::fused_moe`'s choice when experts hold two row tiles.
     let cluster = sm90_cluster_config(rcute_atom::Element::BF16, GroupedEpilogue::SwiGlu, SM90_TILE);
     // GEMM2 on 2x1 clusters at both tiles: its choice when experts hold two row tiles.
@@ -427,7 +429,7 @@ pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
         .map(|tile| sm90_cluster_config(rcute_atom::Element::BF16, GroupedEpilogue::Scatter, tile));
     let fp8 = eps.map(|ep| sm90_fp8_config(rcute_atom::Element::BF16, ep));
     bf16.into_iter()
-        .chain([narrow, cluster])
+        .chain([narrow, narrow1, cluster])
         .chain(cluster2)
         .chain(fp8)
         .collect()

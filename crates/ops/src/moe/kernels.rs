@@ -9,7 +9,7 @@ use crate::tuning::{ConfigSpec, MoeSpec, TunedKernel};
 use rcute_atom::Element;
 use rcute_kernel::gemm_sm90::GemmSm90Config;
 use rcute_kernel::grouped_gemm::{
-    sm90_cluster_config, sm90_config, GroupedA, GroupedEpilogue, GroupedGemmConfig, SM90_TILE,
+    sm90_cluster_config, sm90_config, GroupedA, GroupedEpilogue, GroupedGemmConfig, SM90_NARROW_TILE, SM90_TILE,
 };
 
 /// The grouped GEMM of `spec` with A rows `a` and epilogue `ep` for `el` operands: its
@@ -34,10 +34,10 @@ fn sm90_grouped(el: Element, ep: GroupedEpilogue, tile: [i64; 3], cluster: bool)
     config(el, ep, tile)
 }
 
-/// GEMM1 of the SM90 layer (SwiGLU on [`SM90_TILE`]) for `el` operands, on 2x1 CTA
-/// clusters when `cluster`.
-pub(crate) fn sm90_gemm1(el: Element, cluster: bool) -> GemmSm90Config {
-    sm90_grouped(el, GroupedEpilogue::SwiGlu, SM90_TILE, cluster)
+/// GEMM1 of the SM90 layer (SwiGLU) for `el` operands on `tile` ([`super::sm90_gemm1_tile`]),
+/// on 2x1 CTA clusters when `cluster`.
+pub(crate) fn sm90_gemm1(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90Config {
+    sm90_grouped(el, GroupedEpilogue::SwiGlu, tile, cluster)
 }
 
 /// GEMM2 of the SM90 layer (router weight and scatter) for `el` operands on `tile`, on 2x1
@@ -48,8 +48,9 @@ pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90
 
 /// The kernels of the fused MoE layer that `spec` decides, for `el` operands: the SM80
 /// family's two grouped GEMMs (GEMM1 gathers and applies SwiGLU, GEMM2 scatters); the
-/// SM90 family's row gather (only that family runs it), GEMM1, and GEMM2 on 1x1 and 2x1
-/// clusters (the routed rows pick one per call: `sm90_gemm2_cluster`). The routing, the
+/// SM90 family's row gather (only that family runs it), GEMM1 (on 1x1 at both tiles: the
+/// routed rows pick one per call, `sm90_gemm1_tile`), and GEMM2 on 1x1 and 2x1 clusters
+/// (the routed rows pick one per call: `sm90_gemm2_cluster`). The routing, the
 /// alignment and the finalize run whatever the configuration. What
 /// [`crate::Ops::load_fused_moe_spec`] builds and a tuning entry's fingerprint covers.
 pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<Vec<TunedKernel>, OpsError> {
@@ -62,14 +63,17 @@ pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<V
         .map(|(a, e)| TunedKernel::Grouped(spec_config(el, s, a, e)))
         .collect(),
         ConfigSpec::MoeSm90(s) => {
-            let gemm1 = sm90_gemm1(el, s.gemm1_cluster());
             let gemm2 = |cluster| sm90_gemm2(el, s.gemm2_tile(), cluster);
-            vec![
+            let mut v = vec![
                 TunedKernel::MoeGather(el),
-                TunedKernel::Sm90(gemm1),
-                TunedKernel::Sm90(gemm2(false)),
-                TunedKernel::Sm90(gemm2(true)),
-            ]
+                TunedKernel::Sm90(sm90_gemm1(el, SM90_TILE, s.gemm1_cluster())),
+            ];
+            if !s.gemm1_cluster() {
+                // GEMM1 on 1x1 takes the narrow tile where the routed rows say.
+                v.push(TunedKernel::Sm90(sm90_gemm1(el, SM90_NARROW_TILE, false)));
+            }
+            v.extend([TunedKernel::Sm90(gemm2(false)), TunedKernel::Sm90(gemm2(true))]);
+            v
         }
         other => return Err(not_moe(other)),
     })
