@@ -79,6 +79,11 @@ pub struct BenchMoeArgs {
     /// against the last bf16 layer's output.
     #[arg(long, default_value = "bf16")]
     pub dtype: String,
+    /// With `--dtype e4m3`: the paths of the FP8 layer (repeatable, as `--path`; they pick
+    /// its GEMMs' tiles and clusters by the bf16 layer's rules), each timed in the same run;
+    /// rows named `e4m3:<path>`.
+    #[arg(long = "fp8-path", default_values_t = ["auto".to_string()])]
+    pub fp8_path: Vec<String>,
 }
 
 /// The FP8 copy of the benchmark's experts: e4m3 weights and their per-row f32 scales.
@@ -352,6 +357,7 @@ fn layer_names(paths: &[MoePath], configs: &[ConfigSpec], prepared: &[Option<Moe
 /// Runs the benchmark; returns the table.
 pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
     let paths = parse_paths(&args.path)?;
+    let fp8_paths = parse_paths(&args.fp8_path)?;
     let configs = parse_configs(&args.config)?;
     let prepared = parse_prepared(&args.prepared)?;
     if args.ranks > 1 {
@@ -444,12 +450,18 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
                     .map_err(|x| x.to_string())
             }));
         }
-        if let Some(w8) = &w8 {
-            let (ops, xv, routing, bufs8) = (&ops, &xv, &routing, &bufs8);
+        let fp8_layers = if w8.is_some() { &fp8_paths[..] } else { &[] };
+        for &path in fp8_layers {
+            let opts = MoeOptions {
+                path,
+                ..MoeOptions::default()
+            };
+            let (ops, xv, routing, bufs8, w8) = (&ops, &xv, &routing, &bufs8, &w8);
             layers.push(Box::new(move || {
                 let mut b = bufs8.borrow_mut();
                 let (wsv, yv) = &mut *b;
-                ops.fused_moe_fp8(xv, w8, routing, &MoeOptions::default(), wsv, yv)
+                let w8 = w8.as_ref().ok_or("no FP8 experts")?;
+                ops.fused_moe_fp8(xv, w8, routing, &opts, wsv, yv)
                     .map_err(|x| x.to_string())
             }));
         }
@@ -468,8 +480,8 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         // median is the peer's, printed in its own column).
         let names = layer_names(&paths, &configs, &prepared).into_iter();
         let bf16_layers = paths.len() + configs.len() + prepared.len();
-        let fp8_name = fp8.as_ref().map(|_| "e4m3".to_string());
-        for (n, (path, us)) in names.chain(fp8_name).zip(&med[..med.len() - 1]).enumerate() {
+        let fp8_names = fp8_layers.iter().map(|p| format!("e4m3:{p:?}").to_lowercase());
+        for (n, (path, us)) in names.chain(fp8_names).zip(&med[..med.len() - 1]).enumerate() {
             let wb = if n < bf16_layers { 2 } else { 1 };
             let moved = (touched * 3 * h * i * wb + 2 * t * h * 2) as f64;
             out.push_str(&format!(
@@ -481,14 +493,17 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
             ));
         }
         if fp8.is_some() {
+            // y8 holds the output of the FP8 layer timed last: the error printed for every path.
             let (yb, y8h) = (s.clone_dtoh(&y).map_err(e)?, s.clone_dtoh(&y8).map_err(e)?);
             let last = paths.len() - 1;
-            out.push_str(&format!(
-                "{t:>6} e4m3 vs bf16 ({:?}): {:.2}x faster, relative error {:.2e}\n",
-                paths[last],
-                med[last] / med[bf16_layers],
-                rel_error(&y8h, &yb)
-            ));
+            for (n, p8) in fp8_layers.iter().enumerate() {
+                out.push_str(&format!(
+                    "{t:>6} e4m3:{p8:?} vs bf16 ({:?}): {:.2}x faster, relative error {:.2e}\n",
+                    paths[last],
+                    med[last] / med[bf16_layers + n],
+                    rel_error(&y8h, &yb)
+                ));
+            }
         }
     }
     out.push_str("ratio = cublas_us / rcute_us (> 1: rcute faster); the peer is GEMMs only, on pre-gathered rows\n");
