@@ -79,9 +79,10 @@ pub struct BenchMoeArgs {
     /// against the last bf16 layer's output.
     #[arg(long, default_value = "bf16")]
     pub dtype: String,
-    /// With `--dtype e4m3`: the paths of the FP8 layer (repeatable, as `--path`; they pick
-    /// its GEMMs' tiles and clusters by the bf16 layer's rules), each timed in the same run;
-    /// rows named `e4m3:<path>`.
+    /// With `--dtype e4m3`: the paths of the FP8 layer (repeatable, as `--path`: `auto` runs
+    /// its GEMMs on 128x256x128 tiles without clusters, the forced SM90 paths pick tiles and
+    /// 2x1 clusters by the bf16 layer's rules: `rcute_ops::moe::sm90_fp8_gemms`), each timed
+    /// in the same run; rows named `e4m3:<path>`.
     #[arg(long = "fp8-path", default_values_t = ["auto".to_string()])]
     pub fp8_path: Vec<String>,
 }
@@ -354,6 +355,49 @@ fn layer_names(paths: &[MoePath], configs: &[ConfigSpec], prepared: &[Option<Moe
         .collect()
 }
 
+/// The operands of the timed FP8 layers (one per `--fp8-path`), shared by them in turn.
+#[derive(Clone, Copy)]
+struct Fp8Layer<'a, 'w> {
+    ops: &'a Ops,
+    x: &'a MatrixRef<'w>,
+    routing: &'a MoeRouting<'w>,
+    bufs: &'a std::cell::RefCell<(MoeWorkspace<'w>, MatrixMut<'w>)>,
+    w: &'a MoeFp8Weights<'w>,
+}
+
+impl<'a, 'w> Fp8Layer<'a, 'w> {
+    /// The FP8 layer on `path`, as a timed closure.
+    fn timed(self, path: MoePath) -> Box<dyn FnMut() -> Result<(), String> + 'a> {
+        let opts = MoeOptions {
+            path,
+            ..MoeOptions::default()
+        };
+        Box::new(move || {
+            let mut b = self.bufs.borrow_mut();
+            let (wsv, yv) = &mut *b;
+            self.ops
+                .fused_moe_fp8(self.x, self.w, self.routing, &opts, wsv, yv)
+                .map_err(|x| x.to_string())
+        })
+    }
+}
+
+/// The FP8 layers' lines at `t` tokens: each path's speed-up over the bf16 layer `bf16`
+/// (its path and median) and the relative error `err` of the FP8 output.
+fn fp8_lines(t: usize, bf16: (MoePath, f64), fp8_paths: &[MoePath], fp8_us: &[f64], err: f64) -> String {
+    fp8_paths
+        .iter()
+        .zip(fp8_us)
+        .map(|(p8, us)| {
+            format!(
+                "{t:>6} e4m3:{p8:?} vs bf16 ({:?}): {:.2}x faster, relative error {err:.2e}\n",
+                bf16.0,
+                bf16.1 / us
+            )
+        })
+        .collect()
+}
+
 /// Runs the benchmark; returns the table.
 pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
     let paths = parse_paths(&args.path)?;
@@ -451,19 +495,15 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
             }));
         }
         let fp8_layers = if w8.is_some() { &fp8_paths[..] } else { &[] };
-        for &path in fp8_layers {
-            let opts = MoeOptions {
-                path,
-                ..MoeOptions::default()
+        if let Some(w8) = &w8 {
+            let layer = Fp8Layer {
+                ops: &ops,
+                x: &xv,
+                routing: &routing,
+                bufs: &bufs8,
+                w: w8,
             };
-            let (ops, xv, routing, bufs8, w8) = (&ops, &xv, &routing, &bufs8, &w8);
-            layers.push(Box::new(move || {
-                let mut b = bufs8.borrow_mut();
-                let (wsv, yv) = &mut *b;
-                let w8 = w8.as_ref().ok_or("no FP8 experts")?;
-                ops.fused_moe_fp8(xv, w8, routing, &opts, wsv, yv)
-                    .map_err(|x| x.to_string())
-            }));
+            layers.extend(fp8_layers.iter().map(|&path| layer.timed(path)));
         }
         let mut pc = || peer.run(&blas, &w13, &w2, args);
         let mut all: Vec<&mut dyn FnMut() -> Result<(), String>> = layers
@@ -496,14 +536,14 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
             // y8 holds the output of the FP8 layer timed last: the error printed for every path.
             let (yb, y8h) = (s.clone_dtoh(&y).map_err(e)?, s.clone_dtoh(&y8).map_err(e)?);
             let last = paths.len() - 1;
-            for (n, p8) in fp8_layers.iter().enumerate() {
-                out.push_str(&format!(
-                    "{t:>6} e4m3:{p8:?} vs bf16 ({:?}): {:.2}x faster, relative error {:.2e}\n",
-                    paths[last],
-                    med[last] / med[bf16_layers + n],
-                    rel_error(&y8h, &yb)
-                ));
-            }
+            let fp8_us = &med[bf16_layers..bf16_layers + fp8_layers.len()];
+            out.push_str(&fp8_lines(
+                t,
+                (paths[last], med[last]),
+                fp8_layers,
+                fp8_us,
+                rel_error(&y8h, &yb),
+            ));
         }
     }
     out.push_str("ratio = cublas_us / rcute_us (> 1: rcute faster); the peer is GEMMs only, on pre-gathered rows\n");

@@ -412,7 +412,7 @@ pub fn grouped_gemm_streamed_configs() -> Vec<crate::grouped_gemm::GroupedGemmCo
 /// ([`crate::grouped_gemm::sm90_cluster_config`]), GEMM2 on 2x1 clusters at both tiles, and
 /// the e4m3 pair of
 /// `ops::fused_moe_fp8` ([`crate::grouped_gemm::sm90_fp8_config`], bf16 output) with the
-/// e4m3 forms of the bf16 layer's other choices
+/// e4m3 forms of the bf16 layer's other choices that its forced SM90 paths take
 /// ([`crate::grouped_gemm::sm90_fp8_tile_config`]): GEMM2 at the narrow tile, GEMM1 on 2x1
 /// clusters, GEMM2 on 2x1 clusters at both tiles.
 pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {

@@ -6,8 +6,9 @@
 //! SwiGLU and writes bf16 / f16; that output is quantized per row again
 //! ([`QuantSource::Rows`]); GEMM2 scales by its row's and w2 row's scale before the router
 //! weight and scatters to entry rows; the deterministic finalize sums each token's rows.
-//! Seven launches, none waiting for the host. The two GEMMs' tiles and 2x1 clusters follow
-//! the bf16 layer's rules for the caller's [`super::MoePath`] ([`sm90_fp8_gemms`]).
+//! Seven launches, none waiting for the host. The two GEMMs run on 128x256x128 tiles; a
+//! forced SM90 [`super::MoePath`] picks their tiles and 2x1 clusters by the bf16 layer's
+//! rules ([`sm90_fp8_gemms`]).
 
 use super::fused::{element, layer_uses};
 use super::fused_sm90::{sm90_layer_args, Sm90Operands};
@@ -89,6 +90,7 @@ impl Ops {
     /// before SwiGLU (GEMM1) and before the router weight (GEMM2). `x` and `y` are bf16
     /// or f16. The workspace is [`fused_moe_fp8_workspace_bytes`]; two runs are
     /// bit-identical, and nothing waits for the host (a CUDA graph can capture it).
+    /// `opts.path` picks the GEMMs' tiles and 2x1 clusters ([`sm90_fp8_gemms`]).
     ///
     /// # Errors
     ///
