@@ -782,8 +782,10 @@ impl Fp8Layer {
 /// T, against the float64 reference of the quantized semantics
 /// (`moe::reference_fp8::fused_moe_fp8_reference`; the tolerance covers the f32 vs f64
 /// sums, which may flip an e4m3 rounding of an activation, and the bf16 output); two runs
-/// bit-identical; the error against the unquantized bf16 reference printed. Typed errors
-/// for wrong dtypes and scale shapes.
+/// bit-identical; the error against the unquantized bf16 reference printed. The forced 2x1
+/// cluster paths (GEMM1 on clusters, GEMM2 on clusters at the wide and the narrow tile: the
+/// FP8 forms of the bf16 layer's choices) against the same reference. Typed errors for
+/// wrong dtypes and scale shapes.
 #[test]
 fn fp8_layer_matches_quantized_reference() {
     use rcute_ops::moe::reference_fp8::fused_moe_fp8_reference;
@@ -813,13 +815,17 @@ fn fp8_layer_matches_quantized_reference() {
             .unwrap();
         let x = MatrixRef::new(&d_x, t, h);
         let w = f8.weights(e, h, i);
-        let opts = MoeOptions::default();
-        let run_fp8 = |ws: &mut CudaSlice<u8>, w: &MoeFp8Weights<'_>| -> Result<Vec<bf16>, OpsError> {
+        let run_path = |ws: &mut CudaSlice<u8>, w: &MoeFp8Weights<'_>, path| -> Result<Vec<bf16>, OpsError> {
             let mut y = s.clone_htod(&vec![bf16::NAN; t * h]).unwrap();
             let mut wsv = MoeWorkspace::new(ws);
+            let opts = MoeOptions {
+                path,
+                ..MoeOptions::default()
+            };
             ops.fused_moe_fp8(&x, w, &routing, &opts, &mut wsv, &mut MatrixMut::new(&mut y, t, h))?;
             Ok(s.clone_dtoh(&y).unwrap())
         };
+        let run_fp8 = |ws: &mut CudaSlice<u8>, w: &MoeFp8Weights<'_>| run_path(ws, w, MoePath::Auto);
         // Typed errors, before any launch: bf16 weights, scales of the wrong type / shape.
         let bad13 = MatrixRef::new(&layer.d_w13, 2 * i, h).batched(e, (2 * i * h) as i64);
         let d_bscale = s.alloc_zeros::<bf16>(e * 2 * i).unwrap();
@@ -888,6 +894,16 @@ fn fp8_layer_matches_quantized_reference() {
         let again = run_fp8(&mut ws, &w).unwrap();
         let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&y), bits(&again), "fp8 T={t}: two runs differ");
+        for path in [MoePath::Sm90Cluster, MoePath::Sm90NarrowCluster] {
+            let yp = run_path(&mut ws, &w, path).unwrap();
+            check_close_bounds(
+                &format!("fp8 {path:?} T={t} vs the quantized reference"),
+                &yp,
+                &want,
+                4e-2,
+                8e-2,
+            );
+        }
         // Information: the quantization error against the bf16 layer's reference.
         let full = fused_moe_reference(&shape, &xv, &layer.w13, &layer.w2, &r.topk_ids, &r.topk_weights).unwrap();
         let (num, den) = y.iter().zip(&full).fold((0.0, 0.0), |(n, d), (g, w)| {

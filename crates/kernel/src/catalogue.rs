@@ -411,10 +411,14 @@ pub fn grouped_gemm_streamed_configs() -> Vec<crate::grouped_gemm::GroupedGemmCo
 /// ([`crate::grouped_gemm::SM90_NARROW_TILE`]), GEMM1 on 2x1 clusters
 /// ([`crate::grouped_gemm::sm90_cluster_config`]), GEMM2 on 2x1 clusters at both tiles, and
 /// the e4m3 pair of
-/// `ops::fused_moe_fp8` ([`crate::grouped_gemm::sm90_fp8_config`], bf16 output).
+/// `ops::fused_moe_fp8` ([`crate::grouped_gemm::sm90_fp8_config`], bf16 output) with the
+/// e4m3 forms of the bf16 layer's other choices that its forced SM90 paths take
+/// ([`crate::grouped_gemm::sm90_fp8_tile_config`]): GEMM2 at the narrow tile, GEMM1 on 2x1
+/// clusters, GEMM2 on 2x1 clusters at both tiles.
 pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     use crate::grouped_gemm::{
-        sm90_cluster_config, sm90_config, sm90_fp8_config, GroupedEpilogue, SM90_NARROW_TILE, SM90_TILE,
+        sm90_cluster_config, sm90_config, sm90_fp8_config, sm90_fp8_tile_config, GroupedEpilogue, SM90_FP8_NARROW_TILE,
+        SM90_FP8_TILE, SM90_NARROW_TILE, SM90_TILE,
     };
     let eps = [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter];
     let bf16 = eps.map(|ep| sm90_config(rcute_atom::Element::BF16, ep, SM90_TILE));
@@ -428,10 +432,18 @@ pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     let cluster2 = [SM90_TILE, SM90_NARROW_TILE]
         .map(|tile| sm90_cluster_config(rcute_atom::Element::BF16, GroupedEpilogue::Scatter, tile));
     let fp8 = eps.map(|ep| sm90_fp8_config(rcute_atom::Element::BF16, ep));
+    let fp8_more = [
+        (GroupedEpilogue::Scatter, SM90_FP8_NARROW_TILE, false),
+        (GroupedEpilogue::SwiGlu, SM90_FP8_TILE, true),
+        (GroupedEpilogue::Scatter, SM90_FP8_TILE, true),
+        (GroupedEpilogue::Scatter, SM90_FP8_NARROW_TILE, true),
+    ]
+    .map(|(ep, tile, cluster)| sm90_fp8_tile_config(rcute_atom::Element::BF16, ep, tile, cluster));
     bf16.into_iter()
         .chain([narrow, narrow1, cluster])
         .chain(cluster2)
         .chain(fp8)
+        .chain(fp8_more)
         .collect()
 }
 

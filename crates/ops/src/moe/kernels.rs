@@ -9,7 +9,8 @@ use crate::tuning::{ConfigSpec, MoeSpec, TunedKernel};
 use rcute_atom::Element;
 use rcute_kernel::gemm_sm90::GemmSm90Config;
 use rcute_kernel::grouped_gemm::{
-    sm90_cluster_config, sm90_config, GroupedA, GroupedEpilogue, GroupedGemmConfig, SM90_NARROW_TILE, SM90_TILE,
+    sm90_cluster_config, sm90_config, sm90_fp8_tile_config, GroupedA, GroupedEpilogue, GroupedGemmConfig,
+    SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_NARROW_TILE, SM90_TILE,
 };
 
 /// The grouped GEMM of `spec` with A rows `a` and epilogue `ep` for `el` operands: its
@@ -44,6 +45,64 @@ pub(crate) fn sm90_gemm1(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90
 /// CTA clusters when `cluster` ([`super::sm90_gemm2_cluster`]).
 pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90Config {
     sm90_grouped(el, GroupedEpilogue::Scatter, tile, cluster)
+}
+
+/// GEMM1 and GEMM2 of the FP8 layer ([`crate::Ops::fused_moe_fp8`]) with `out` (bf16 / f16)
+/// output for `entries` routed rows over `local` experts of hidden size `hidden` and
+/// intermediate size `inter` on `sms` persistent CTAs.
+///
+/// [`super::MoePath::Auto`] runs both on [`SM90_FP8_TILE`] without clusters. The forced
+/// SM90 paths take the bf16 layer's rules with the e4m3 sizes: GEMM1 on 2x1 clusters where
+/// [`super::sm90_gemm1_cluster`] says for an expert's e4m3 `w13` (`2 I H` bytes), GEMM2 on
+/// the FP8 form of [`super::sm90_gemm2_tile`]'s tile ([`SM90_FP8_TILE`] or
+/// [`SM90_FP8_NARROW_TILE`]) and on 2x1 clusters where [`super::sm90_gemm2_cluster`] says.
+/// Why `Auto` does not follow them (H100, Mixtral T = 1024 / 4096; BENCHMARKS.md, "Session
+/// 17 (helper moefp8)"): GEMM1 on clusters takes 2.5 % / 14 % less time (ncu: 751 -> 732 us,
+/// 2.49 -> 2.14 ms), but GEMM2 on clusters is no faster at T = 1024 and 10 % slower at T =
+/// 4096 (791 -> 874 us), and the whole layer, timed in CUDA graphs right after the bf16
+/// layer on a GPU held at its 700 W power cap, measured within 3 % of the 1x1 kernels
+/// either way.
+///
+/// ```
+/// use rcute_atom::Element;
+/// use rcute_ops::moe::{sm90_fp8_gemms, MoePath};
+/// // Mixtral T = 1024 (top-2, 8 experts) on 132 SMs.
+/// let [g1, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Auto, 2048, 8, 4096, 14336, 132);
+/// assert_eq!((g1.tile, g1.cluster), ([128, 256, 128], [1, 1]));
+/// assert_eq!((g2.tile, g2.cluster), ([128, 256, 128], [1, 1]));
+/// let [g1, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Sm90NarrowCluster, 2048, 8, 4096, 14336, 132);
+/// assert_eq!((g1.tile, g1.cluster), ([128, 256, 128], [2, 1]));
+/// assert_eq!((g2.tile, g2.cluster), ([128, 128, 128], [2, 1]));
+/// // T = 256: one row tile per expert, GEMM2 without clusters.
+/// let [_, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Sm90Cluster, 512, 8, 4096, 14336, 132);
+/// assert_eq!((g2.tile, g2.cluster), ([128, 256, 128], [1, 1]));
+/// ```
+pub fn sm90_fp8_gemms(
+    out: Element,
+    path: super::MoePath,
+    entries: usize,
+    local: usize,
+    hidden: usize,
+    inter: usize,
+    sms: u32,
+) -> [GemmSm90Config; 2] {
+    let fp8 = |ep, tile, cluster| sm90_fp8_tile_config(out, ep, tile, cluster);
+    if path == super::MoePath::Auto {
+        return [
+            fp8(GroupedEpilogue::SwiGlu, SM90_FP8_TILE, false),
+            fp8(GroupedEpilogue::Scatter, SM90_FP8_TILE, false),
+        ];
+    }
+    let cluster1 = super::sm90_gemm1_cluster(path, entries, local, 2 * inter * hidden);
+    let tile2 = match super::sm90_gemm2_tile(path, entries, local, hidden, sms) {
+        t if t == SM90_NARROW_TILE => SM90_FP8_NARROW_TILE,
+        _ => SM90_FP8_TILE,
+    };
+    let cluster2 = super::sm90_gemm2_cluster(entries, local);
+    [
+        fp8(GroupedEpilogue::SwiGlu, SM90_FP8_TILE, cluster1),
+        fp8(GroupedEpilogue::Scatter, tile2, cluster2),
+    ]
 }
 
 /// The kernels of the fused MoE layer that `spec` decides, for `el` operands: the SM80
