@@ -290,7 +290,10 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_awq_gemm_f16_192x256x64_
   const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   const int warp = __shfl_sync(0xffffffffu, (threadIdx.x / 32) % 4, 0);
   const int lane = threadIdx.x & 31;
-  const int m0 = blockIdx.y * 192;
+  // launch order: column tile fastest
+  const int tm = blockIdx.y;
+  const int tn = blockIdx.x;
+  const int m0 = tm * 192;
   const int ksteps = K >> 4;  // k16 steps (K is a multiple of 16)
   const int ktiles = (K + 63) / 64;
   const bool g32 = __ffs(G) == 6;  // G is 32, 64, 128 or K: with G = 32 a k-tile's halves are two groups (slot 1 of a stage); a 32-aligned G = K takes the same path (both slots hold group 0)
@@ -309,7 +312,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_awq_gemm_f16_192x256x64_
   if (wg == 0) {
     rc_setmaxnreg_dec<40>();
     if (warp == 0 && rc_elect_one_sync()) {
-      const int n0 = blockIdx.x * 256;
+      const int n0 = tn * 256;
       const uint32_t cols = min(256, N - n0);  // the CTA's columns inside N (a multiple of 64)
       const int groups = K / G;
       uint32_t stage = 0;
@@ -354,7 +357,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_awq_gemm_f16_192x256x64_
   const int g = lane >> 2;
   const int t = lane & 3;
   const int wbl = 4 * (cw / 2) + warp;  // this warp's 64-column block within the CTA: virtual rows 16 warp .. + 16 of its wgmmas
-  const int wb = blockIdx.x * 4 + wbl;
+  const int wb = tn * 4 + wbl;
   const int r0 = (cw % 2) * 2;  // the lane's first word of the 4 (one wgmma each)
   const bool live = wb * 64 < N;  // N is a multiple of 64
   float acc[2][96];  // CLayout_64xN per word i: acc[i][4j + 2h + e] = virtual row 16 warp + g + 8h (column 64 wb + 8g + 2(r0 + i) + h), token 8j + 2t + e

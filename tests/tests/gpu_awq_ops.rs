@@ -373,15 +373,21 @@ fn wgmma_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
         AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 8, 4).wgmma(),
         AwqGemmConfig::new(e, [32, 768, 64], [1, 3], 4, 4).wgmma(),
         // wider token tiles: 152 (not a multiple of 16, a ring of 7) and 160 tokens batched,
-        // 192 word by word
+        // 184 (not a multiple of 16) and 192 word by word
         AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma(),
         AwqGemmConfig::new(e, [160, 256, 64], [2, 1], 6, 4).wgmma(),
+        AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma(),
         AwqGemmConfig::new(e, [192, 256, 64], [2, 1], 6, 4).wgmma(),
+        // the tile walk in groups of 4 and 3 token tiles: the last group partial where the
+        // token tiles are not a multiple (1000 rows: 6 tiles of 184, 8 of 128; 4095: 23 and
+        // 32), one group where they are fewer (17 .. 257 rows)
+        AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma().raster(4),
+        AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma().raster(3),
     ]
 }
 
-/// The wgmma kernels on ragged M (1, 3, 17, 255, 257, 1000: partial token tiles, TMA zero
-/// fill), N ending inside the CTA's columns (5, 9, 10, 12 64-column blocks), K ending
+/// The wgmma kernels on ragged M (1, 3, 17, 255, 257, 1000, 4095: partial token tiles, TMA
+/// zero fill; 4095 = 22 x 184 + 47 and 21 x 192 + 63), N ending inside the CTA's columns (5, 9, 10, 12 64-column blocks), K ending
 /// inside a k-tile (352, 96), G = 32, 64, 128 and K, bias on and off, against the float64
 /// reference; the requested splits are ignored (one split).
 fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
@@ -394,6 +400,7 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         (3, 512, 256, 256, false),
         (1, 256, 96, 32, true),
         (130, 640, 4096, 128, true),
+        (4095, 512, 128, 64, true),
     ];
     for &(m, n, k, g, bias) in cases(&shapes) {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
@@ -409,15 +416,17 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     }
     // the op's own choice on sm_90 (`select_awq_wgmma`, 132 SMs): the 64x256 tile (64 and
     // 128 CTAs: one wave), the 128x256 tile (96 CTAs against two waves of 160), the
-    // 152x256 tile (3 waves of 392 CTAs against 4 of 448 with 128 tokens), the 192x256
-    // tile (4 waves of 448 against 5 of 560 with 152), and too few CTAs for the kernel
-    // (the dense path)
+    // 152x256 tile (3 waves of 392 CTAs against 4 of 448 with 128 tokens), the 184x256
+    // tile (1500 rows: 4 waves of 504 against 4 of 448 with 192 at a higher cost a wave;
+    // 4095 rows, 23 ragged row tiles: 6 waves of 736 against 6 of 704 with 192 and 7 of 864
+    // with 152), and too few CTAs for the kernel (the dense path)
     for (m, n, k, g, bias) in [
         (100, 8192, 256, 128, true),
         (200, 8192, 128, 32, false),
         (300, 8192, 128, 32, false),
         (1000, 14336, 64, 64, true),
         (1500, 14336, 64, 32, false),
+        (4095, 8192, 64, 64, true),
         (300, 512, 256, 64, true),
     ] {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
@@ -491,11 +500,13 @@ fn reordered_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         eprintln!("ok {what} reordered");
     }
     // the op's own choice (132 SMs: 64x256 at 100 rows, 152x256 at 1000, 192x256 at 384:
-    // one wave of 112 CTAs)
+    // one wave of 112 CTAs; 184x256 at 2000 x 8192: 3 waves of 352 CTAs against 4 of 512
+    // with 128 tokens)
     for (m, n, k, g, bias) in [
         (100, 8192, 256, 128, true),
         (1000, 14336, 64, 32, false),
         (384, 14336, 128, 128, true),
+        (2000, 8192, 64, 32, false),
     ] {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
         let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();

@@ -611,41 +611,19 @@ fn prefill_shape_runs_the_sm90_family_on_sm90() {
         eprintln!("not an sm_90 GPU: nothing to check");
         return;
     }
-    let mut rng = Rng::for_test("prefill_sm90");
-    let s = ops.gpu().stream().clone();
-    let (e, k, h, i, t) = (8, 2, 512, 384, 2000);
-    let layer = Layer::new(&s, &mut rng, e, h, i);
-    let (_, xb) = rand_bf16(&mut rng, t * h, 1.0);
-    let logits: Vec<f32> = (0..t * e)
-        .map(|_| (rng.next_u32() % 800) as f32 / 100.0 - 4.0)
-        .collect();
-    let (d_x, d_logits) = (s.clone_htod(&xb).unwrap(), s.clone_htod(&logits).unwrap());
-    let routing = MoeRouting::Logits {
-        logits: MatrixRef::new(&d_logits, t, e),
-        topk: k,
-        renormalize: true,
-    };
-    let w = (&layer.d_w13, &layer.d_w2);
-    let run_path = |p| {
-        run(
-            &ops,
-            &layer,
-            w,
-            &d_x,
-            t,
-            &routing,
-            k,
-            with_path(MoeOptions::default(), p),
-            e,
-        )
-    };
-    let (auto, sm90, sm80, narrow) = (
-        run_path(MoePath::Auto),
-        run_path(MoePath::Sm90),
-        run_path(MoePath::Sm80),
-        run_path(MoePath::Sm90Narrow),
+    let (e, k, t) = (8, 2, 2000);
+    let [auto, sm90, sm80, narrow, cluster] = prefill_paths(
+        &ops,
+        "prefill_sm90",
+        (e, k, 512, 384, t),
+        [
+            MoePath::Auto,
+            MoePath::Sm90,
+            MoePath::Sm80,
+            MoePath::Sm90Narrow,
+            MoePath::Sm90Cluster,
+        ],
     );
-    let cluster = run_path(MoePath::Sm90Cluster);
     let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&auto), bits(&sm90), "the rule did not run the SM90 family");
     // GEMM1 on 2x1 clusters computes every tile as the 1x1 kernel does (the same wgmma
@@ -664,6 +642,84 @@ fn prefill_shape_runs_the_sm90_family_on_sm90() {
     // row tiles sharing w2, odd row tiles sharing A across the two column tiles.
     assert!(rcute_ops::moe::sm90_gemm2_cluster(t * k, e));
     check_close("SM90 narrow GEMM2 vs SM80 family at T=2000", &narrow, &sm80_f);
+}
+
+/// At a DeepSeek-V2-Lite-like shape with one row tile per expert (E = 64, top-6, 1000
+/// tokens: ~94 rows per expert, I = 1408) the 1x1 SM90 paths run GEMM1 on the narrow tile
+/// (`sm90_gemm1_tile`: 64 x 22 tiles of half the time against 64 x 11 in a long last
+/// round), over several rounds of tiles; its layer agrees with the SM80 family's and with
+/// the clustered path, whose GEMM1 stays on the wide tile.
+#[test]
+fn one_row_tile_per_expert_runs_gemm1_on_the_narrow_tile() {
+    let Some(ops) = ops() else { return };
+    if ops.gpu().compute_capability() != (9, 0) {
+        eprintln!("not an sm_90 GPU: nothing to check");
+        return;
+    }
+    let (e, k, i, t) = (64, 6, 1408, 1000);
+    let sms = ops.gpu().sm_count();
+    let narrow_tile = rcute_kernel::grouped_gemm::SM90_NARROW_TILE;
+    assert_eq!(
+        rcute_ops::moe::sm90_gemm1_tile(MoePath::Auto, t * k, e, i, sms),
+        narrow_tile
+    );
+    assert_eq!(
+        rcute_ops::moe::sm90_gemm1_tile(MoePath::Sm90, t * k, e, i, sms),
+        narrow_tile
+    );
+    let [auto, sm90, sm80, cluster] = prefill_paths(
+        &ops,
+        "gemm1_narrow",
+        (e, k, 256, i, t),
+        [MoePath::Auto, MoePath::Sm90, MoePath::Sm80, MoePath::Sm90Cluster],
+    );
+    let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&auto), bits(&sm90), "the rule did not run the SM90 family");
+    let sm80_f: Vec<f64> = sm80.iter().map(|v| v.to_f64()).collect();
+    check_close("SM90 narrow GEMM1 vs SM80 family", &sm90, &sm80_f);
+    let cluster_f: Vec<f64> = cluster.iter().map(|v| v.to_f64()).collect();
+    check_close("SM90 narrow GEMM1 vs the clustered wide GEMM1", &sm90, &cluster_f);
+    eprintln!(
+        "narrow GEMM1 bit-identical to the clustered wide GEMM1: {}",
+        bits(&sm90) == bits(&cluster)
+    );
+}
+
+/// The layer of `e` experts, top-`k`, `h` x `i`, over `t` random tokens routed by seeded
+/// uniform logits (renormalised), on each of `paths`: the outputs.
+fn prefill_paths<const P: usize>(
+    ops: &Ops,
+    seed: &str,
+    (e, k, h, i, t): (usize, usize, usize, usize, usize),
+    paths: [MoePath; P],
+) -> [Vec<bf16>; P] {
+    let mut rng = Rng::for_test(seed);
+    let s = ops.gpu().stream().clone();
+    let layer = Layer::new(&s, &mut rng, e, h, i);
+    let (_, xb) = rand_bf16(&mut rng, t * h, 1.0);
+    let logits: Vec<f32> = (0..t * e)
+        .map(|_| (rng.next_u32() % 800) as f32 / 100.0 - 4.0)
+        .collect();
+    let (d_x, d_logits) = (s.clone_htod(&xb).unwrap(), s.clone_htod(&logits).unwrap());
+    let routing = MoeRouting::Logits {
+        logits: MatrixRef::new(&d_logits, t, e),
+        topk: k,
+        renormalize: true,
+    };
+    let w = (&layer.d_w13, &layer.d_w2);
+    paths.map(|p| {
+        run(
+            ops,
+            &layer,
+            w,
+            &d_x,
+            t,
+            &routing,
+            k,
+            with_path(MoeOptions::default(), p),
+            e,
+        )
+    })
 }
 
 /// One FP8 layer on the host (e4m3 values decoded, per-row scales) and the device.
@@ -726,8 +782,10 @@ impl Fp8Layer {
 /// T, against the float64 reference of the quantized semantics
 /// (`moe::reference_fp8::fused_moe_fp8_reference`; the tolerance covers the f32 vs f64
 /// sums, which may flip an e4m3 rounding of an activation, and the bf16 output); two runs
-/// bit-identical; the error against the unquantized bf16 reference printed. Typed errors
-/// for wrong dtypes and scale shapes.
+/// bit-identical; the error against the unquantized bf16 reference printed. The forced 2x1
+/// cluster paths (GEMM1 on clusters, GEMM2 on clusters at the wide and the narrow tile: the
+/// FP8 forms of the bf16 layer's choices) against the same reference. Typed errors for
+/// wrong dtypes and scale shapes.
 #[test]
 fn fp8_layer_matches_quantized_reference() {
     use rcute_ops::moe::reference_fp8::fused_moe_fp8_reference;
@@ -757,13 +815,17 @@ fn fp8_layer_matches_quantized_reference() {
             .unwrap();
         let x = MatrixRef::new(&d_x, t, h);
         let w = f8.weights(e, h, i);
-        let opts = MoeOptions::default();
-        let run_fp8 = |ws: &mut CudaSlice<u8>, w: &MoeFp8Weights<'_>| -> Result<Vec<bf16>, OpsError> {
+        let run_path = |ws: &mut CudaSlice<u8>, w: &MoeFp8Weights<'_>, path| -> Result<Vec<bf16>, OpsError> {
             let mut y = s.clone_htod(&vec![bf16::NAN; t * h]).unwrap();
             let mut wsv = MoeWorkspace::new(ws);
+            let opts = MoeOptions {
+                path,
+                ..MoeOptions::default()
+            };
             ops.fused_moe_fp8(&x, w, &routing, &opts, &mut wsv, &mut MatrixMut::new(&mut y, t, h))?;
             Ok(s.clone_dtoh(&y).unwrap())
         };
+        let run_fp8 = |ws: &mut CudaSlice<u8>, w: &MoeFp8Weights<'_>| run_path(ws, w, MoePath::Auto);
         // Typed errors, before any launch: bf16 weights, scales of the wrong type / shape.
         let bad13 = MatrixRef::new(&layer.d_w13, 2 * i, h).batched(e, (2 * i * h) as i64);
         let d_bscale = s.alloc_zeros::<bf16>(e * 2 * i).unwrap();
@@ -832,6 +894,16 @@ fn fp8_layer_matches_quantized_reference() {
         let again = run_fp8(&mut ws, &w).unwrap();
         let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&y), bits(&again), "fp8 T={t}: two runs differ");
+        for path in [MoePath::Sm90Cluster, MoePath::Sm90NarrowCluster] {
+            let yp = run_path(&mut ws, &w, path).unwrap();
+            check_close_bounds(
+                &format!("fp8 {path:?} T={t} vs the quantized reference"),
+                &yp,
+                &want,
+                4e-2,
+                8e-2,
+            );
+        }
         // Information: the quantization error against the bf16 layer's reference.
         let full = fused_moe_reference(&shape, &xv, &layer.w13, &layer.w2, &r.topk_ids, &r.topk_weights).unwrap();
         let (num, den) = y.iter().zip(&full).fold((0.0, 0.0), |(n, d), (g, w)| {

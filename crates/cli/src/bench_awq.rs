@@ -48,9 +48,10 @@ pub struct BenchAwqArgs {
     /// such a configuration (the same kernel with each lane's steps through its own slots
     /// of a shared `cp.async` ring instead of registers), or `streamed-checkpoint:`
     /// and such a configuration (the register-streamed kernel on the checkpoint tensors as
-    /// they are, unprepared), or `wgmma:` and `BMxBN,WRxWN,STAGES,1` (the SM90 mixed-input
+    /// they are, unprepared), or `wgmma:` and `BMxBN,WRxWN,STAGES,1[,rR]` (the SM90 mixed-input
     /// prepared kernel, sm_90 only: BM tokens per CTA, BN = 256 WN weight columns, WR
-    /// consumer warpgroups splitting a lane's four words, STAGES stages of x and the weight),
+    /// consumer warpgroups splitting a lane's four words, STAGES stages of x and the weight,
+    /// R > 0 the tile walk in groups of R token tiles),
     /// `reordered` (`awq_gemm`'s reordered path: `qweight` reordered per call into stream
     /// scratch + the SM90 mixed-input kernel with `select_awq_wgmma`'s tile, sm_90 only) or
     /// `reordered:` and a `wgmma:` configuration (that path forced to the tile).
@@ -80,8 +81,18 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
             _ => Err(bad()),
         }
     };
-    let [tile, warps, stages, splits] = parts.as_slice() else {
-        return Err(bad());
+    // an optional fifth part `rR`: the wgmma kernel's tile walk in groups of R token tiles
+    let (tile, warps, stages, splits, raster) = match parts.as_slice() {
+        [t, w, st, sp] => (t, w, st, sp, 0),
+        [t, w, st, sp, r] => {
+            let r: i64 = r
+                .trim()
+                .strip_prefix('r')
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(bad)?;
+            (t, w, st, sp, r)
+        }
+        _ => return Err(bad()),
     };
     let ((bm, bn), (wm, wn)) = (pair(tile)?, pair(warps)?);
     let stages: usize = stages.trim().parse().map_err(|_| bad())?;
@@ -92,7 +103,8 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
         [wm, wn],
         stages,
         4,
-    ));
+    ))
+    .raster(raster);
     rcute_kernel::awq_gemm::generate(&cfg).map_err(|e| format!("{s}: {e}"))?;
     Ok((cfg, splits))
 }
@@ -487,6 +499,13 @@ mod tests {
             panic!("reordered: forces the reordered path's wgmma tile")
         };
         assert!(cfg.wgmma && cfg.tile == [152, 256, 64] && cfg.stages == 7);
+        // the wgmma kernel's tile walk in groups of token tiles: wgmma only
+        let Ok(Variant::Prepared(Some((cfg, 1)))) = parse_variant("wgmma:184x256,2x1,6,1,r8") else {
+            panic!("wgmma: takes a raster")
+        };
+        assert!(cfg.wgmma && cfg.tile == [184, 256, 64] && cfg.raster == 8);
+        assert!(parse_variant("prepared:128x256,2x4,3,1,r8").is_err());
+        assert!(parse_variant("wgmma:184x256,2x1,6,1,8").is_err());
         assert!(parse_variant("wgmma:128x512,1x2,4,1").is_err());
         assert!(matches!(parse_variant("16x256,1x4,4,8"), Ok(Variant::Fused(Some(_)))));
         assert!(parse_variant("streamed-checkpoint:32x64,4x1,4,2").is_err());

@@ -79,6 +79,12 @@ pub struct BenchMoeArgs {
     /// against the last bf16 layer's output.
     #[arg(long, default_value = "bf16")]
     pub dtype: String,
+    /// With `--dtype e4m3`: the paths of the FP8 layer (repeatable, as `--path`: `auto` runs
+    /// its GEMMs on 128x256x128 tiles without clusters, the forced SM90 paths pick tiles and
+    /// 2x1 clusters by the bf16 layer's rules: `rcute_ops::moe::sm90_fp8_gemms`), each timed
+    /// in the same run; rows named `e4m3:<path>`.
+    #[arg(long = "fp8-path", default_values_t = ["auto".to_string()])]
+    pub fp8_path: Vec<String>,
 }
 
 /// The FP8 copy of the benchmark's experts: e4m3 weights and their per-row f32 scales.
@@ -349,9 +355,53 @@ fn layer_names(paths: &[MoePath], configs: &[ConfigSpec], prepared: &[Option<Moe
         .collect()
 }
 
+/// The operands of the timed FP8 layers (one per `--fp8-path`), shared by them in turn.
+#[derive(Clone, Copy)]
+struct Fp8Layer<'a, 'w> {
+    ops: &'a Ops,
+    x: &'a MatrixRef<'w>,
+    routing: &'a MoeRouting<'w>,
+    bufs: &'a std::cell::RefCell<(MoeWorkspace<'w>, MatrixMut<'w>)>,
+    w: &'a MoeFp8Weights<'w>,
+}
+
+impl<'a, 'w> Fp8Layer<'a, 'w> {
+    /// The FP8 layer on `path`, as a timed closure.
+    fn timed(self, path: MoePath) -> Box<dyn FnMut() -> Result<(), String> + 'a> {
+        let opts = MoeOptions {
+            path,
+            ..MoeOptions::default()
+        };
+        Box::new(move || {
+            let mut b = self.bufs.borrow_mut();
+            let (wsv, yv) = &mut *b;
+            self.ops
+                .fused_moe_fp8(self.x, self.w, self.routing, &opts, wsv, yv)
+                .map_err(|x| x.to_string())
+        })
+    }
+}
+
+/// The FP8 layers' lines at `t` tokens: each path's speed-up over the bf16 layer `bf16`
+/// (its path and median) and the relative error `err` of the FP8 output.
+fn fp8_lines(t: usize, bf16: (MoePath, f64), fp8_paths: &[MoePath], fp8_us: &[f64], err: f64) -> String {
+    fp8_paths
+        .iter()
+        .zip(fp8_us)
+        .map(|(p8, us)| {
+            format!(
+                "{t:>6} e4m3:{p8:?} vs bf16 ({:?}): {:.2}x faster, relative error {err:.2e}\n",
+                bf16.0,
+                bf16.1 / us
+            )
+        })
+        .collect()
+}
+
 /// Runs the benchmark; returns the table.
 pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
     let paths = parse_paths(&args.path)?;
+    let fp8_paths = parse_paths(&args.fp8_path)?;
     let configs = parse_configs(&args.config)?;
     let prepared = parse_prepared(&args.prepared)?;
     if args.ranks > 1 {
@@ -444,14 +494,16 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
                     .map_err(|x| x.to_string())
             }));
         }
+        let fp8_layers = if w8.is_some() { &fp8_paths[..] } else { &[] };
         if let Some(w8) = &w8 {
-            let (ops, xv, routing, bufs8) = (&ops, &xv, &routing, &bufs8);
-            layers.push(Box::new(move || {
-                let mut b = bufs8.borrow_mut();
-                let (wsv, yv) = &mut *b;
-                ops.fused_moe_fp8(xv, w8, routing, &MoeOptions::default(), wsv, yv)
-                    .map_err(|x| x.to_string())
-            }));
+            let layer = Fp8Layer {
+                ops: &ops,
+                x: &xv,
+                routing: &routing,
+                bufs: &bufs8,
+                w: w8,
+            };
+            layers.extend(fp8_layers.iter().map(|&path| layer.timed(path)));
         }
         let mut pc = || peer.run(&blas, &w13, &w2, args);
         let mut all: Vec<&mut dyn FnMut() -> Result<(), String>> = layers
@@ -468,8 +520,8 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         // median is the peer's, printed in its own column).
         let names = layer_names(&paths, &configs, &prepared).into_iter();
         let bf16_layers = paths.len() + configs.len() + prepared.len();
-        let fp8_name = fp8.as_ref().map(|_| "e4m3".to_string());
-        for (n, (path, us)) in names.chain(fp8_name).zip(&med[..med.len() - 1]).enumerate() {
+        let fp8_names = fp8_layers.iter().map(|p| format!("e4m3:{p:?}").to_lowercase());
+        for (n, (path, us)) in names.chain(fp8_names).zip(&med[..med.len() - 1]).enumerate() {
             let wb = if n < bf16_layers { 2 } else { 1 };
             let moved = (touched * 3 * h * i * wb + 2 * t * h * 2) as f64;
             out.push_str(&format!(
@@ -481,13 +533,16 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
             ));
         }
         if fp8.is_some() {
+            // y8 holds the output of the FP8 layer timed last: the error printed for every path.
             let (yb, y8h) = (s.clone_dtoh(&y).map_err(e)?, s.clone_dtoh(&y8).map_err(e)?);
             let last = paths.len() - 1;
-            out.push_str(&format!(
-                "{t:>6} e4m3 vs bf16 ({:?}): {:.2}x faster, relative error {:.2e}\n",
-                paths[last],
-                med[last] / med[bf16_layers],
-                rel_error(&y8h, &yb)
+            let fp8_us = &med[bf16_layers..bf16_layers + fp8_layers.len()];
+            out.push_str(&fp8_lines(
+                t,
+                (paths[last], med[last]),
+                fp8_layers,
+                fp8_us,
+                rel_error(&y8h, &yb),
             ));
         }
     }

@@ -58,6 +58,10 @@ pub const B_ROW_PAD_WORDS: i64 = 4;
 /// and zeros of group `min((k0 + 32 s) / G, K/G - 1)`; k16 step `kk` reads slot `kk / 2`.
 pub const GROUP_SLOTS: i64 = 2;
 
+/// Most token tiles a group of the wgmma kernel's tile walk
+/// ([`AwqMainloopConfig::raster`]) takes.
+pub const MAX_RASTER: i64 = 64;
+
 /// The input of the AWQ mainloop builder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AwqMainloopConfig {
@@ -96,6 +100,12 @@ pub struct AwqMainloopConfig {
     /// slots of a shared `cp.async` ring instead of a ring of registers
     /// ([`crate::awq_streamed::AwqStreamed::with_shared_ring`]).
     pub shared_ring: bool,
+    /// The SM90 mixed-input kernel's walk over the output tiles: 0 takes them in launch
+    /// order (column tile fastest, so a wave of CTAs shares a few token tiles and reads
+    /// every weight column); `R > 0` takes them in groups of `R` token tiles, token tile
+    /// fastest within a group (a wave shares `R` token tiles and reads `SMs / R` weight
+    /// column tiles, each by `R` CTAs at about the same time). `wgmma` kernels only.
+    pub raster: i64,
 }
 
 impl AwqMainloopConfig {
@@ -112,6 +122,7 @@ impl AwqMainloopConfig {
             streamed: false,
             wgmma: false,
             shared_ring: false,
+            raster: 0,
         }
     }
 
@@ -133,6 +144,23 @@ impl AwqMainloopConfig {
     pub fn wgmma(mut self) -> Self {
         self.wgmma = true;
         self.prepared()
+    }
+
+    /// The same configuration with the wgmma kernel's tile walk in groups of `rows` token
+    /// tiles (field `raster`; 0: launch order).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [184, 256, 64], [2, 1], 6, 4).wgmma().raster(8);
+    /// assert!(AwqMainloop::new(&cfg).is_ok());
+    /// // not for the other kernels, not negative
+    /// assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [128, 256, 64], [2, 4], 3, 4).raster(8)).is_err());
+    /// assert!(AwqMainloop::new(&cfg.raster(-1)).is_err());
+    /// ```
+    pub fn raster(mut self, rows: i64) -> Self {
+        self.raster = rows;
+        self
     }
 
     /// The same configuration as the register-streamed kernel on the prepared layout
@@ -365,6 +393,12 @@ impl AwqMainloop {
         } else {
             None
         };
+        if cfg.raster != 0 && (wgmma.is_none() || !(1..=MAX_RASTER).contains(&cfg.raster)) {
+            return Err(tile_err(
+                cfg,
+                format!("raster: 1 ..= {MAX_RASTER} token tiles a group, wgmma kernels only"),
+            ));
+        }
         let generic = streamed.is_none() && wgmma.is_none();
         if generic && (wm < 1 || wn < 1 || bm <= 0 || bm % (16 * wm) != 0) {
             return Err(tile_err(cfg, "BM must be a positive multiple of 16 x warps along M"));

@@ -273,7 +273,12 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
         if cfg.bulk { "_bulk" } else { "" }
     ) + if cfg.streamed { "_streamed" } else { "" }
         + if cfg.shared_ring { "_sring" } else { "" }
-        + if cfg.wgmma { "_wgmma" } else { "" };
+        + if cfg.wgmma { "_wgmma" } else { "" }
+        + &if cfg.raster > 0 {
+            format!("_r{}", cfg.raster)
+        } else {
+            String::new()
+        };
     if plan.wgmma.is_some() {
         return wgmma::generate_wgmma(plan, name);
     }

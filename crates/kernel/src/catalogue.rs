@@ -407,29 +407,43 @@ pub fn grouped_gemm_streamed_configs() -> Vec<crate::grouped_gemm::GroupedGemmCo
 
 /// The SM90 grouped (MoE) GEMM configurations of the catalogue: bf16 GEMM1 (SwiGLU) and
 /// GEMM2 (weighted scatter) at the tile `ops::fused_moe` runs on sm_90
-/// ([`crate::grouped_gemm::SM90_TILE`]), GEMM2 at its narrow tile
+/// ([`crate::grouped_gemm::SM90_TILE`]), GEMM2 and GEMM1 at the narrow tile
 /// ([`crate::grouped_gemm::SM90_NARROW_TILE`]), GEMM1 on 2x1 clusters
 /// ([`crate::grouped_gemm::sm90_cluster_config`]), GEMM2 on 2x1 clusters at both tiles, and
 /// the e4m3 pair of
-/// `ops::fused_moe_fp8` ([`crate::grouped_gemm::sm90_fp8_config`], bf16 output).
+/// `ops::fused_moe_fp8` ([`crate::grouped_gemm::sm90_fp8_config`], bf16 output) with the
+/// e4m3 forms of the bf16 layer's other choices that its forced SM90 paths take
+/// ([`crate::grouped_gemm::sm90_fp8_tile_config`]): GEMM2 at the narrow tile, GEMM1 on 2x1
+/// clusters, GEMM2 on 2x1 clusters at both tiles.
 pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     use crate::grouped_gemm::{
-        sm90_cluster_config, sm90_config, sm90_fp8_config, GroupedEpilogue, SM90_NARROW_TILE, SM90_TILE,
+        sm90_cluster_config, sm90_config, sm90_fp8_config, sm90_fp8_tile_config, GroupedEpilogue, SM90_FP8_NARROW_TILE,
+        SM90_FP8_TILE, SM90_NARROW_TILE, SM90_TILE,
     };
     let eps = [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter];
     let bf16 = eps.map(|ep| sm90_config(rcute_atom::Element::BF16, ep, SM90_TILE));
-    // GEMM2 on the narrow tile: `ops::fused_moe`'s choice when few row tiles are routed.
+    // GEMM2 on the narrow tile: `ops::fused_moe`'s choice when few row tiles are routed;
+    // GEMM1 on it: its choice with one row tile per expert and a long wave tail.
     let narrow = sm90_config(rcute_atom::Element::BF16, GroupedEpilogue::Scatter, SM90_NARROW_TILE);
+    let narrow1 = sm90_config(rcute_atom::Element::BF16, GroupedEpilogue::SwiGlu, SM90_NARROW_TILE);
     // GEMM1 on 2x1 clusters: `ops::fused_moe`'s choice when experts hold two row tiles.
     let cluster = sm90_cluster_config(rcute_atom::Element::BF16, GroupedEpilogue::SwiGlu, SM90_TILE);
     // GEMM2 on 2x1 clusters at both tiles: its choice when experts hold two row tiles.
     let cluster2 = [SM90_TILE, SM90_NARROW_TILE]
         .map(|tile| sm90_cluster_config(rcute_atom::Element::BF16, GroupedEpilogue::Scatter, tile));
     let fp8 = eps.map(|ep| sm90_fp8_config(rcute_atom::Element::BF16, ep));
+    let fp8_more = [
+        (GroupedEpilogue::Scatter, SM90_FP8_NARROW_TILE, false),
+        (GroupedEpilogue::SwiGlu, SM90_FP8_TILE, true),
+        (GroupedEpilogue::Scatter, SM90_FP8_TILE, true),
+        (GroupedEpilogue::Scatter, SM90_FP8_NARROW_TILE, true),
+    ]
+    .map(|(ep, tile, cluster)| sm90_fp8_tile_config(rcute_atom::Element::BF16, ep, tile, cluster));
     bf16.into_iter()
-        .chain([narrow, cluster])
+        .chain([narrow, narrow1, cluster])
         .chain(cluster2)
         .chain(fp8)
+        .chain(fp8_more)
         .collect()
 }
 
@@ -584,9 +598,9 @@ pub fn awq_bulk_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 
 /// The SM90 mixed-input AWQ GEMM configurations in the catalogue (sm_90a;
 /// [`rcute_collective::awq_wgmma`]) that `ops::awq::select::select_awq_wgmma` takes: 64
-/// tokens x 256 weight columns with one consumer warpgroup and 8 stages; 128, 152 and 192
-/// tokens x 256 with two consumer warpgroups splitting each lane's four words and 6, 7 and
-/// 6 stages; f16 and bf16.
+/// tokens x 256 weight columns with one consumer warpgroup and 8 stages; 128, 152, 184 and
+/// 192 tokens x 256 with two consumer warpgroups splitting each lane's four words and 6, 7,
+/// 6 and 6 stages; f16 and bf16.
 pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
@@ -597,6 +611,7 @@ pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
                 AwqGemmConfig::new(e, [64, 256, 64], [1, 1], 8, 4).wgmma(),
                 AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma(),
                 AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma(),
+                AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma(),
                 AwqGemmConfig::new(e, [192, 256, 64], [2, 1], 6, 4).wgmma(),
             ]
         })

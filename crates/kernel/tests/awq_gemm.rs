@@ -394,11 +394,16 @@ fn wgmma_configs() -> Vec<AwqGemmConfig> {
         v.push(AwqGemmConfig::new(e, [32, 512, 64], [1, 2], 6, 4).wgmma());
         v.push(AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 8, 4).wgmma());
         v.push(AwqGemmConfig::new(e, [32, 768, 64], [1, 3], 4, 4).wgmma());
-        // wider token tiles (fewer waves): 152 and 160 tokens batched, 192 word by word
-        // (192 accumulators), 96 tokens x 4 words on two warpgroups along N
+        // wider token tiles (fewer waves): 152 and 160 tokens batched, 184 and 192 word by
+        // word (184 and 192 accumulators), 96 tokens x 4 words on two warpgroups along N
         v.push(AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma());
         v.push(AwqGemmConfig::new(e, [160, 256, 64], [2, 1], 6, 4).wgmma());
+        v.push(AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma());
         v.push(AwqGemmConfig::new(e, [192, 256, 64], [2, 1], 6, 4).wgmma());
+        // the tile walk in groups of token tiles (raster) at the fullest register counts
+        v.push(AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma().raster(8));
+        v.push(AwqGemmConfig::new(e, [192, 256, 64], [2, 1], 6, 4).wgmma().raster(4));
+        v.push(AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma().raster(8));
         v.push(AwqGemmConfig::new(e, [96, 512, 64], [1, 2], 4, 4).wgmma());
     }
     v
@@ -414,7 +419,11 @@ fn wgmma_kernels_compile_for_sm90a_with_register_a() {
     for cfg in wgmma_configs() {
         let g = generate(&cfg).unwrap();
         assert_eq!(g, generate(&cfg).unwrap());
-        assert!(g.name.ends_with("_prepared_wgmma"), "{}", g.name);
+        let suffix = match cfg.raster {
+            0 => "_prepared_wgmma".to_string(),
+            r => format!("_prepared_wgmma_r{r}"),
+        };
+        assert!(g.name.ends_with(&suffix), "{}", g.name);
         let w = g.plan.wgmma.as_ref().unwrap();
         let frag = if w.batched { "af[kk & 1][i]" } else { "af[i & 1]" };
         assert!(

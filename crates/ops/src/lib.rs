@@ -52,6 +52,7 @@
 
 pub mod awq;
 pub mod context;
+pub mod env_choice;
 #[cfg(feature = "nccl")]
 pub mod ep;
 pub mod error;

@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use rcute_ops::env_choice::EnvChoice;
 use rcute_ops::tuning::{
     kernel_fingerprint, Entry, OpsTuning, ProblemKey, TableHeader, Tables, TuningMode, TuningTable, TABLE_FORMAT,
 };
@@ -61,7 +62,7 @@ fn modes_parse_and_unknown_values_warn() {
     assert_eq!(TuningMode::parse(Some(" on-miss ")), (TuningMode::OnMiss, None));
     let (mode, warning) = TuningMode::parse(Some("onmiss"));
     assert_eq!(mode, TuningMode::Cached);
-    assert!(warning.unwrap().contains("off, cached or on-miss"));
+    assert!(warning.unwrap().contains("is not cached, off or on-miss: using cached"));
 }
 
 #[test]

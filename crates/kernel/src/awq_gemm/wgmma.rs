@@ -136,7 +136,11 @@ impl Emit<'_> {
             Stmt::decl("const int", "wg", "__shfl_sync(0xffffffffu, threadIdx.x / 128, 0)"),
             Stmt::decl("const int", "warp", "__shfl_sync(0xffffffffu, (threadIdx.x / 32) % 4, 0)"),
             Stmt::decl("const int", "lane", "threadIdx.x & 31"),
-            Stmt::decl("const int", "m0", format!("blockIdx.y * {}", w.bm)),
+        ]
+        .into_iter()
+        .chain(self.wgmma_tile_walk())
+        .chain([
+            Stmt::decl("const int", "m0", format!("tm * {}", w.bm)),
             decl_c("const int", "ksteps", "K >> 4", "k16 steps (K is a multiple of 16)"),
             Stmt::decl("const int", "ktiles", format!("(K + {}) / {WGMMA_BK}", WGMMA_BK - 1)),
             decl_c(
@@ -161,6 +165,39 @@ impl Emit<'_> {
             ),
             when("threadIdx.x == 32", vec![s("rc_prefetch_tensormap(&tmap_x)")]),
             s("__syncthreads()"),
+        ])
+        .collect()
+    }
+
+    /// The CTA's output tile: token tile `tm`, weight column tile `tn` (grid `(column
+    /// tiles, token tiles)`). In launch order (column tile fastest) without a raster; with
+    /// `raster = R`, the launch order walks groups of `R` token tiles (the last group the
+    /// rest), token tile fastest within a group, so the CTAs of a wave read `SMs / R`
+    /// weight column tiles, each `R` times at about the same time.
+    fn wgmma_tile_walk(&self) -> Vec<Stmt> {
+        let r = self.p.config.raster;
+        if r == 0 {
+            return vec![
+                Stmt::Comment("launch order: column tile fastest".into()),
+                Stmt::decl("const int", "tm", "blockIdx.y"),
+                Stmt::decl("const int", "tn", "blockIdx.x"),
+            ];
+        }
+        vec![
+            Stmt::Comment(format!(
+                "raster {r}: CTA id i (launch order) -> group i / ({r} cols) of {r} token tiles (the last: the rest), token tile fastest within it"
+            )),
+            Stmt::decl("const int", "lin", "blockIdx.x + gridDim.x * blockIdx.y"),
+            Stmt::decl("const int", "grp", format!("lin / ({r} * (int)gridDim.x)")),
+            Stmt::decl("const int", "in_grp", format!("lin - grp * {r} * (int)gridDim.x")),
+            decl_c(
+                "const int",
+                "rows",
+                format!("min({r}, (int)gridDim.y - grp * {r})"),
+                "token tiles of this group",
+            ),
+            Stmt::decl("const int", "tm", format!("grp * {r} + in_grp % rows")),
+            Stmt::decl("const int", "tn", "in_grp / rows"),
         ]
     }
 
@@ -259,7 +296,7 @@ impl Emit<'_> {
                 when(
                     "warp == 0 && rc_elect_one_sync()",
                     vec![
-                        Stmt::decl("const int", "n0", format!("blockIdx.x * {}", w.bn())),
+                        Stmt::decl("const int", "n0", format!("tn * {}", w.bn())),
                         decl_c(
                             "const uint32_t",
                             "cols",
@@ -307,7 +344,7 @@ impl Emit<'_> {
                 format!("4 * ({cgroup}) + warp"),
                 "this warp's 64-column block within the CTA: virtual rows 16 warp .. + 16 of its wgmmas",
             ),
-            Stmt::decl("const int", "wb", format!("blockIdx.x * {} + wbl", 4 * w.wgs_n)),
+            Stmt::decl("const int", "wb", format!("tn * {} + wbl", 4 * w.wgs_n)),
             decl_c("const int", "r0", r0, "the lane's first word of the 4 (one wgmma each)"),
             decl_c("const bool", "live", "wb * 64 < N", "N is a multiple of 64"),
             Stmt::Decl {

@@ -64,7 +64,10 @@ pub mod streamed;
 mod tile;
 
 pub use args::GroupedGemmArgs;
-pub use sm90::{sm90_cluster_config, sm90_config, sm90_fp8_config, SM90_FP8_TILE, SM90_NARROW_TILE, SM90_TILE};
+pub use sm90::{
+    sm90_cluster_config, sm90_config, sm90_fp8_config, sm90_fp8_tile_config, SM90_FP8_NARROW_TILE, SM90_FP8_TILE,
+    SM90_NARROW_TILE, SM90_TILE,
+};
 
 use crate::emit::{unit_preamble, Item, Unit, UINTPTR_FOR_NVRTC};
 use crate::gemm_sm80::smem_offset_fn;

@@ -29,6 +29,9 @@ pub const SM90_NARROW_TILE: [i64; 3] = [128, 128, 64];
 /// atom), as the FP8 scaled GEMM's.
 pub const SM90_FP8_TILE: [i64; 3] = [128, 256, 128];
 
+/// GEMM2's narrow FP8 grouped tile: [`SM90_NARROW_TILE`]'s 128x128 with the FP8 `BK = 128`.
+pub const SM90_FP8_NARROW_TILE: [i64; 3] = [128, 128, 128];
+
 /// The SM90 grouped GEMM configuration of e4m3 operands with an `out` (bf16 or f16) D and
 /// `epilogue` at [`SM90_FP8_TILE`]: f32 accumulation, the per-row activation scale and the
 /// per-output-channel weight scale applied in the register epilogue before SwiGLU / the
@@ -43,9 +46,33 @@ pub const SM90_FP8_TILE: [i64; 3] = [128, 256, 128];
 /// assert!(g.source.contains("e4m3.e4m3"));
 /// ```
 pub fn sm90_fp8_config(out: Element, epilogue: GroupedEpilogue) -> GemmSm90Config {
-    let mut c = sm90_config(out, epilogue, SM90_FP8_TILE);
+    sm90_fp8_tile_config(out, epilogue, SM90_FP8_TILE, false)
+}
+
+/// [`sm90_fp8_config`] on `tile` (`BK` 128: [`SM90_FP8_TILE`] or
+/// [`SM90_FP8_NARROW_TILE`]), on 2x1 CTA clusters that multicast the shared operand's tile
+/// when `cluster` (as [`sm90_cluster_config`]: each weight tile read once per pair of row
+/// tiles of its expert).
+///
+/// ```
+/// use rcute_kernel::grouped_gemm::{sm90_fp8_tile_config, GroupedEpilogue, SM90_FP8_NARROW_TILE, SM90_FP8_TILE};
+/// use rcute_atom::Element;
+/// let g = rcute_kernel::gemm_sm90::generate(&sm90_fp8_tile_config(Element::BF16, GroupedEpilogue::SwiGlu, SM90_FP8_TILE, true)).unwrap();
+/// assert!(g.name.starts_with("rc_moe_grouped_sm90_e4m3_swiglu_128x256x128_coop_c2x1_s"));
+/// assert!(g.source.contains("rc_tma_load_3d_multicast"));
+/// let n = rcute_kernel::gemm_sm90::generate(&sm90_fp8_tile_config(Element::BF16, GroupedEpilogue::Scatter, SM90_FP8_NARROW_TILE, false)).unwrap();
+/// assert!(n.name.starts_with("rc_moe_grouped_sm90_e4m3_scatter_128x128x128_coop_s"));
+/// ```
+pub fn sm90_fp8_tile_config(out: Element, epilogue: GroupedEpilogue, tile: [i64; 3], cluster: bool) -> GemmSm90Config {
+    let mut c = if cluster {
+        sm90_cluster_config(out, epilogue, tile)
+    } else {
+        sm90_config(out, epilogue, tile)
+    };
     c.ab = Element::E4M3;
-    // As the FP8 scaled GEMM: no extra wgmma batch in flight (register pressure).
+    // As the FP8 scaled GEMM: no extra wgmma batch in flight. One batch in flight
+    // (`mma_pipe` 1) measured no faster on an H100 (ncu, Mixtral GEMM1 at T = 4096: 2.18
+    // against 2.17 ms; BENCHMARKS.md, "Session 17 (helper moefp8)").
     c.mma_pipe = 0;
     c
 }

@@ -8,7 +8,7 @@
 //! [`crate::Ops::awq_dequantize_kmajor`]); [`AwqWeight::prepare`] reorders `qweight` once
 //! for [`crate::Ops::awq_gemm_prepared`] ([`prepared`]), which on sm_90 runs the SM90
 //! mixed-input kernel (swap-AB RS `wgmma` on the prepared weight,
-//! `rcute_collective::awq_wgmma`) for 32 < M <= 2048 where
+//! `rcute_collective::awq_wgmma`) for 32 < M <= 4096 where
 //! [`select::select_awq_wgmma`] takes the shape; `awq_gemm` runs that kernel too at
 //! prefill sizes, on `qweight` reordered per call into stream scratch ([`reordered`],
 //! where [`select::awq_reordered_wins`]).

@@ -14,6 +14,7 @@
 //! 8.97 -> 9.30 / 9.20 us at 1 x 4096, 11.16 / 11.44 -> 11.96 / 11.84 at 16 x 4096), so
 //! its launches ask for neither whatever this says (`rcute_ops::awq::run`).
 
+use crate::env_choice::EnvChoice;
 use std::sync::OnceLock;
 
 /// The streamed kernels' work before their wait.
@@ -27,43 +28,31 @@ pub enum AwqPrefetch {
     Off,
 }
 
+impl EnvChoice for AwqPrefetch {
+    const VAR: &'static str = "RCUTE_AWQ_PREFETCH";
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("all", AwqPrefetch::All),
+        ("notrigger", AwqPrefetch::NoTrigger),
+        ("off", AwqPrefetch::Off),
+    ];
+}
+
 impl AwqPrefetch {
-    /// The setting a value of `RCUTE_AWQ_PREFETCH` names: `all` (also unset or empty),
-    /// `notrigger` or `off`; anything else is read as `all`, with the warning to print.
+    /// The setting of `RCUTE_AWQ_PREFETCH`: `all` (also unset or empty), `notrigger` or
+    /// `off`; anything else is read as `all`, with a warning printed. Read once per process.
     ///
     /// ```
     /// use rcute_ops::awq::prefetch::AwqPrefetch;
+    /// use rcute_ops::env_choice::EnvChoice;
     /// assert_eq!(AwqPrefetch::parse(None), (AwqPrefetch::All, None));
     /// assert_eq!(AwqPrefetch::parse(Some(" off ")), (AwqPrefetch::Off, None));
     /// assert!(AwqPrefetch::parse(Some("early")).1.is_some());
     /// assert!(AwqPrefetch::NoTrigger.prefetch() && !AwqPrefetch::NoTrigger.trigger());
     /// assert!(!AwqPrefetch::Off.prefetch() && !AwqPrefetch::Off.trigger());
     /// ```
-    pub fn parse(value: Option<&str>) -> (AwqPrefetch, Option<String>) {
-        match value.map(str::trim) {
-            None | Some("") | Some("all") => (AwqPrefetch::All, None),
-            Some("notrigger") => (AwqPrefetch::NoTrigger, None),
-            Some("off") => (AwqPrefetch::Off, None),
-            Some(other) => (
-                AwqPrefetch::All,
-                Some(format!(
-                    "RCUTE_AWQ_PREFETCH={other:?} is not all, notrigger or off: using all"
-                )),
-            ),
-        }
-    }
-
-    /// [`AwqPrefetch::parse`] of `RCUTE_AWQ_PREFETCH`, read once per process (a warning
-    /// printed then).
     pub fn from_env() -> AwqPrefetch {
         static SETTING: OnceLock<AwqPrefetch> = OnceLock::new();
-        *SETTING.get_or_init(|| {
-            let (p, warning) = AwqPrefetch::parse(std::env::var("RCUTE_AWQ_PREFETCH").ok().as_deref());
-            if let Some(w) = warning {
-                eprintln!("rcute: {w}");
-            }
-            p
-        })
+        *SETTING.get_or_init(AwqPrefetch::read_env_warning_printed)
     }
 
     /// Whether the warps prefetch before their wait.

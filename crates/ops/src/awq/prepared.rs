@@ -18,7 +18,7 @@
 //! of the order of `s` itself); the subtraction costs one `HADD2` / `HFMA2` per pair, as
 //! Marlin's dequantization spends one operation per pair before its scale multiplication.
 //!
-//! On sm_90, for 32 < M <= 2048 where [`super::select::select_awq_wgmma`] takes the shape,
+//! On sm_90, for 32 < M <= [`super::select::WGMMA_MAX_M`] (4096) where [`super::select::select_awq_wgmma`] takes the shape,
 //! `Ops::awq_gemm_prepared` runs the SM90 mixed-input kernel on the prepared weight; for
 //! the other prefill sizes it takes the dense path on the checkpoint's own `qweight` (kept
 //! borrowed for that), like [`crate::Ops::awq_gemm`].

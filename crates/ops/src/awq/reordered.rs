@@ -14,7 +14,7 @@
 //! same configuration (the same kernel on the same words).
 //! [`super::select::awq_reordered_wins`] decides where `awq_gemm` takes it.
 
-use super::run::element;
+use super::run::{check_fused_operands, element};
 use super::select::select_awq_wgmma;
 use super::validate::AwqGemmProblem;
 use crate::context::Ops;
@@ -60,50 +60,21 @@ impl Ops {
             None => select_awq_wgmma(m, n, k, self.gpu().sm_count() as usize, cc, e)
                 .ok_or_else(|| OpsError::Shape(format!("no SM90 mixed-input tile for {m} x {n} x {k}")))?,
         };
-        check_reordered_operands(p, &cfg, cc)?;
         self.check_awq_devices(&p.views())?;
         // One op at a time writes and reads a stream's weight scratch (as the dense path).
         let _serial = self.awq.dense.lock().unwrap_or_else(PoisonError::into_inner);
         let words = self.scratch().weight(k * n / 2)?;
+        let mut reordered = *p;
+        reordered.w.qweight.ptr = words;
+        // What the fused launch below would refuse only after the reorder ran.
+        let mut prepared = cfg.prepared();
+        check_fused_operands(&reordered, &mut prepared, true, cc)?;
         // SAFETY: validate_awq_gemm checked qweight as K x N/8 dense words; the scratch
         // holds K N / 2 bytes (16-byte aligned, rcute's own memory: no overlap); K % 16 ==
         // 0 and N % 64 == 0 (checked above).
         unsafe { self.launch_awq_prepare(p.w.qweight.ptr, words, k, n) }?;
-        let mut reordered = *p;
-        reordered.w.qweight.ptr = words;
         // The scratch's words are the prepared layout of this problem's qweight, written by
         // the launch before on this stream; every other view is the caller's, validated.
-        self.run_awq_fused(&reordered, Some((cfg.prepared(), splits)))
+        self.run_awq_fused(&reordered, Some((prepared, splits)))
     }
-}
-
-/// What the fused launch would refuse only after the reorder ran: the wgmma kernel off
-/// sm_90, its TMA map of `x` (16-byte aligned base and row pitch), and the 16-byte
-/// `qzeros` copies of every prepared kernel.
-fn check_reordered_operands(p: &AwqGemmProblem<'_>, cfg: &AwqGemmConfig, cc: (u32, u32)) -> Result<(), OpsError> {
-    if (cfg.wgmma || cfg.bulk) && cc != (9, 0) {
-        return Err(OpsError::Arch(format!(
-            "the AWQ wgmma and bulk kernels need sm_90, found {}.{}",
-            cc.0, cc.1
-        )));
-    }
-    if cfg.wgmma && (!p.x.ptr.is_multiple_of(16) || p.x.row_stride % 8 != 0) {
-        return Err(OpsError::Alignment {
-            operand: "x",
-            detail: format!(
-                "the AWQ wgmma kernel loads x by TMA: base {:#x} and row pitch {} elements must be 16-byte multiples",
-                p.x.ptr, p.x.row_stride
-            ),
-        });
-    }
-    if !p.w.qzeros.ptr.is_multiple_of(16) {
-        return Err(OpsError::Alignment {
-            operand: "qzeros",
-            detail: format!(
-                "the prepared AWQ kernels copy qzeros in 16-byte units: address {:#x}",
-                p.w.qzeros.ptr
-            ),
-        });
-    }
-    Ok(())
 }

@@ -310,61 +310,7 @@ impl Ops {
             .or_else(|| select_awq_streamed_checkpoint(m, n, k, sms, e))
             .unwrap_or_else(|| select_awq_gemm(m, n, k, sms, e));
         cfg.element = e;
-        // the streamed kernels walk whole k16 steps (G = K allows K = 8 mod 16)
-        if cfg.streamed && !k.is_multiple_of(16) {
-            return Err(OpsError::Shape(format!(
-                "the streamed AWQ kernels need K a multiple of 16, got {k}"
-            )));
-        }
-        if cfg.wgmma && self.gpu().compute_capability() != (9, 0) {
-            return Err(OpsError::Arch(format!(
-                "the AWQ wgmma kernel (TMA, RS wgmma) needs sm_90, not {:?}",
-                self.gpu().compute_capability()
-            )));
-        }
-        // the wgmma kernel's TMA map of x: a 16-byte aligned base and rows
-        if cfg.wgmma && (!p.x.ptr.is_multiple_of(16) || p.x.row_stride % 8 != 0) {
-            return Err(OpsError::Alignment {
-                operand: "x",
-                detail: format!(
-                    "the AWQ wgmma kernel loads x by TMA: base {:#x} and row pitch {} elements must be 16-byte multiples",
-                    p.x.ptr, p.x.row_stride
-                ),
-            });
-        }
-        if cfg.bulk && self.gpu().compute_capability() != (9, 0) {
-            return Err(OpsError::Arch(format!(
-                "the AWQ bulk-producer kernel (cp.async.bulk, mbarriers) needs sm_90, not {:?}",
-                self.gpu().compute_capability()
-            )));
-        }
-        // The 16-byte copies of qweight and qzeros (4 words each, every prepared and bulk
-        // kernel) need 16-byte aligned bases: the rules' choice falls back to 4-byte copies,
-        // a forced or prepared configuration is refused before anything is launched.
-        if cfg.b_vector_words == 4 {
-            let misaligned = [("qweight", p.w.qweight.ptr), ("qzeros", p.w.qzeros.ptr)]
-                .into_iter()
-                .find(|&(_, ptr)| !ptr.is_multiple_of(16));
-            match misaligned {
-                Some(_) if forced.is_none() && !cfg.prepared => cfg.b_vector_words = 1,
-                Some((operand, ptr)) => {
-                    return Err(OpsError::Alignment {
-                        operand,
-                        detail: format!("this AWQ kernel copies {operand} in 16-byte units: address {ptr:#x}"),
-                    })
-                }
-                None => {}
-            }
-        }
-        if cfg.b_vector_words == 4 && !(p.w.shape.n / 8).is_multiple_of(4) {
-            return Err(OpsError::Alignment {
-                operand: "qweight",
-                detail: format!(
-                    "16-byte qweight copies need N / 8 = {} to be a multiple of 4",
-                    p.w.shape.n / 8
-                ),
-            });
-        }
+        check_fused_operands(p, &mut cfg, forced.is_some(), self.gpu().compute_capability())?;
         let loaded = self.load_awq_gemm(&cfg)?;
         let g = &loaded.generated;
         let (m, n, k) = (m as i32, n as i32, k as i32);
@@ -415,4 +361,68 @@ impl Ops {
         // ldx (checked 16-byte aligned above).
         unsafe { self.awq_launch(&loaded.function, &lc, &kargs) }
     }
+}
+
+/// What a fused AWQ kernel needs of its operands beyond [`super::validate`]'s format checks,
+/// checked before anything is launched (the reordered path calls it before its reorder
+/// launch too): K a multiple of 16 for the streamed kernels (G = K allows K = 8 mod 16),
+/// sm_90 for the wgmma and bulk kernels, the wgmma kernel's TMA map of `x` (16-byte aligned
+/// base and row pitch), and 16-byte aligned `qweight` and `qzeros` for the 16-byte copies
+/// (`b_vector_words == 4`, every prepared and bulk kernel). Where those copies are
+/// misaligned, the rules' own choice (`forced` false, checkpoint words) falls back to 4-byte
+/// copies in `cfg`; a forced or prepared configuration is refused.
+pub(super) fn check_fused_operands(
+    p: &AwqGemmProblem<'_>,
+    cfg: &mut AwqGemmConfig,
+    forced: bool,
+    cc: (u32, u32),
+) -> Result<(), OpsError> {
+    let k = p.w.shape.k;
+    if cfg.streamed && !k.is_multiple_of(16) {
+        return Err(OpsError::Shape(format!(
+            "the streamed AWQ kernels need K a multiple of 16, got {k}"
+        )));
+    }
+    if (cfg.wgmma || cfg.bulk) && cc != (9, 0) {
+        let kernel = if cfg.wgmma {
+            "wgmma kernel (TMA, RS wgmma)"
+        } else {
+            "bulk-producer kernel (cp.async.bulk, mbarriers)"
+        };
+        return Err(OpsError::Arch(format!("the AWQ {kernel} needs sm_90, not {cc:?}")));
+    }
+    if cfg.wgmma && (!p.x.ptr.is_multiple_of(16) || p.x.row_stride % 8 != 0) {
+        return Err(OpsError::Alignment {
+            operand: "x",
+            detail: format!(
+                "the AWQ wgmma kernel loads x by TMA: base {:#x} and row pitch {} elements must be 16-byte multiples",
+                p.x.ptr, p.x.row_stride
+            ),
+        });
+    }
+    if cfg.b_vector_words == 4 {
+        let misaligned = [("qweight", p.w.qweight.ptr), ("qzeros", p.w.qzeros.ptr)]
+            .into_iter()
+            .find(|&(_, ptr)| !ptr.is_multiple_of(16));
+        match misaligned {
+            Some(_) if !forced && !cfg.prepared => cfg.b_vector_words = 1,
+            Some((operand, ptr)) => {
+                return Err(OpsError::Alignment {
+                    operand,
+                    detail: format!("this AWQ kernel copies {operand} in 16-byte units: address {ptr:#x}"),
+                })
+            }
+            None => {}
+        }
+    }
+    if cfg.b_vector_words == 4 && !(p.w.shape.n / 8).is_multiple_of(4) {
+        return Err(OpsError::Alignment {
+            operand: "qweight",
+            detail: format!(
+                "16-byte qweight copies need N / 8 = {} to be a multiple of 4",
+                p.w.shape.n / 8
+            ),
+        });
+    }
+    Ok(())
 }

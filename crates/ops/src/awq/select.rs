@@ -42,7 +42,7 @@ pub const DENSE_WIDE_N: usize = 8192;
 ///   128x256 tiles give a 4096-column output only 32 CTAs.
 ///
 /// Re-measured with the reordered path (helper awqjit, H100; [`awq_reordered_wins`]'s
-/// table), where this rule still decides (no wgmma tile, or M outside 65 ..= 1024): fused
+/// table), where this rule still decides (no wgmma tile, or M outside 65 ..= 3072): fused
 /// 50.9 / dense 105.7 µs at 64 x 14336, 870.2 / 414.5 at 2048 x 14336, 1747.6 / 810.9 at
 /// 4096 x 14336, 37.1 / 30.5 at 128 x 4096: the rule unchanged.
 ///
@@ -70,8 +70,9 @@ pub fn awq_dense_wins(m: usize, n: usize, _k: usize, cc: (u32, u32)) -> bool {
     }
 }
 
-/// Most rows of `x` for which [`select_awq_wgmma`] takes the SM90 mixed-input kernel.
-pub const WGMMA_MAX_M: usize = 2048;
+/// Most rows of `x` for which [`select_awq_wgmma`] takes the SM90 mixed-input kernel (the
+/// largest prefill measured against the dense path; above it the dense path stays).
+pub const WGMMA_MAX_M: usize = 4096;
 
 /// The tiles [`select_awq_wgmma`] chooses from: `(tokens, warps, stages, µs)`, µs the
 /// time of one wave of CTAs of the tile over K = 4096 on an H100 (G = 128, weight columns
@@ -79,14 +80,19 @@ pub const WGMMA_MAX_M: usize = 2048;
 /// 14336 x 4096, 39.6 a wave at 256 x 14336: BENCHMARKS.md, helper awqsm); the tiles of
 /// two consumer warpgroups splitting the words from their waves at 1024 x 14336 x 4096
 /// (BENCHMARKS.md, helper awqwave, first call): 128 tokens 199.6 µs in 4 waves (448 CTAs),
-/// 152 tokens 170.9 in 3 (392), 192 tokens 202.2 in 3 (336). A wider token tile costs less
-/// per token (0.39 µs a token and wave at 128, 0.375 at 152, 0.351 at 192: the conversion
-/// and the register-A `wgmma` issue are spread over more tokens) but may leave a wave
-/// partly idle; the 160- to 184-token tiles measured no better than these at any shape.
-pub const WGMMA_TILES: [(usize, [i64; 2], usize, f64); 4] = [
+/// 152 tokens 170.9 in 3 (392), 192 tokens 202.2 in 3 (336), 184 tokens 194.1 in 3 (336).
+/// A wider token tile costs less per token (0.39 µs a token and wave at 128, 0.375 at 152,
+/// 0.352 at 184, 0.351 at 192: the conversion and the register-A `wgmma` issue are spread
+/// over more tokens) but may leave a wave partly idle. The 184-token tile (word by word, as
+/// 192) is the one whose waves fill best at 1536 rows (4 waves of 504 CTAs against 4 of
+/// 448 with 192) and 4096 rows (23 row tiles: 10 waves of 1288 CTAs, 97.6 % full, against
+/// 10 of 1232 with 192 and 12 of 1512 with 152); the 160- to 176-token tiles measured no
+/// better than these at any shape (BENCHMARKS.md, helper awqwave).
+pub const WGMMA_TILES: [(usize, [i64; 2], usize, f64); 5] = [
     (64, [1, 1], 8, 39.6),
     (128, [2, 1], 6, 49.9),
     (152, [2, 1], 7, 57.0),
+    (184, [2, 1], 6, 64.7),
     (192, [2, 1], 6, 67.4),
 ];
 
@@ -99,7 +105,7 @@ pub const WGMMA_TILES: [(usize, [i64; 2], usize, f64); 4] = [
 /// tile gives at least a quarter of the SMs a CTA; the tile is the one of [`WGMMA_TILES`]
 /// whose waves of CTAs cost least (`waves x time per wave`, ties to the narrower tile):
 /// the 64x256 tile where the output fills about one wave of it, 128 tokens where their
-/// last wave is full enough, 152 or 192 tokens where they save a wave.
+/// last wave is full enough, 152, 184 or 192 tokens where they save a wave.
 ///
 /// Measured (H100, `rcute bench awq`, G = 128, K = 4096, cuBLAS fp16 in the same run;
 /// BENCHMARKS.md, AWQ, helpers awqsm and awqwave, the second call of each; `prepared-auto`
@@ -115,18 +121,32 @@ pub const WGMMA_TILES: [(usize, [i64; 2], usize, f64); 4] = [
 /// | 300 x 14336 | 152x256 | 54.6 | 95.0 (128x256) | 54.2 |
 /// | 512 x 14336 | 128x256 | 96.6 | 147.1 (dense) | 87.6 |
 /// | 1024 x 14336 | 152x256 | 167.1 | 197.6 (128x256) | 165.1 |
-/// | 1536 x 14336 | 192x256 | 271.5 | 312.9 (128x256) | 249.6 |
 /// | 2048 x 14336 | 192x256 | 355.5 | 389.8 (128x256) | 315.3 |
 /// | 256 x 4096 | 64x256 | 39.0 | 50.6 (fused) | 17.8 |
 /// | 512 x 4096 | 64x256 | 40.4 | 56.5 (dense) | 24.8 |
 /// | 1024 x 4096 | 128x256 | 51.5 | 62.2 (dense) | 45.5 |
 ///
-/// Not taken: 4096 x 14336 (the best tiles, 184 and 152 tokens, 775.1 / 790.8 µs at
-/// 0.895 / 0.905 of cuBLAS against the dense path's 729.1 at 0.890: a tie, the clocks fall
-/// with the board's power there),
-/// 4096 x 4096 (201.0 against 203.6: a tie, the dense path kept), and 128 x 4096, where the
-/// 32 CTAs of the 64x256 tile (about 40 µs) lose to the dense path's 31.0 (the
-/// measurement `awq_dense_wins` cites).
+/// Above 1024 rows the clocks follow the board's power and cuBLAS itself drifts by up to
+/// 10 % within a run, so the rows of the 184-token tile and of M > 2048 (helper awqpre:
+/// main's rule and this one in one call, `before, after, after, before`) are µs with the
+/// ratio to cuBLAS in the same row:
+///
+/// | M x N | chosen | µs (ratio), two runs | previous choice, two runs |
+/// |---|---|---|---|
+/// | 1536 x 14336 | 184x256 | 264.0 (0.956), 265.8 (0.968) | 272.7 (0.925), 272.2 (0.927) (192x256) |
+/// | 3072 x 14336 | 192x256 | 511.9 (1.003), 547.1 (1.023) | 616.3 (0.910), 600.1 (0.927) (dense) |
+/// | 4096 x 14336 | 184x256 | 708.2 (0.908), 720.3 (0.890) | 736.7 (0.897), 725.2 (0.884) (dense) |
+/// | 4096 x 4096 | 184x256 | 197.3 (0.918) | 202.7 (0.896) (dense) |
+///
+/// At 4096 x 14336 the kernel and the dense path tie (forced in the same call: the 184
+/// tile 0.881, 152 tokens 0.903, 192 tokens 0.867, the dense path 0.895); the kernel is
+/// kept there for its scratch (none, against the dense path's 117 MB 16-bit weight).
+/// Walking the tiles in groups of token tiles (`AwqGemmConfig::raster`, 4 to 12 token
+/// tiles a group: each wave reads a third to a tenth of the weight) measured no faster at
+/// 1024 to 4096 rows (0.883-0.886 against 0.881 at 4096 x 14336): not taken. Not taken
+/// either: 128 x 4096, where the 32 CTAs of the 64x256 tile (about 40 µs) lose to the
+/// dense path's 31.0 (the measurement `awq_dense_wins` cites), and more than 4096 rows
+/// (not measured).
 ///
 /// ```
 /// use rcute_ops::awq::select::select_awq_wgmma;
@@ -134,6 +154,7 @@ pub const WGMMA_TILES: [(usize, [i64; 2], usize, f64); 4] = [
 /// let pick = |m, n| select_awq_wgmma(m, n, 4096, 132, h, f16).map(|(c, s)| (c.tile, c.warps, c.stages, s));
 /// let t64 = ([64, 256, 64], [1, 1], 8, 1);
 /// let (t128, t152, t192) = (([128, 256, 64], [2, 1], 6, 1), ([152, 256, 64], [2, 1], 7, 1), ([192, 256, 64], [2, 1], 6, 1));
+/// let t184 = ([184, 256, 64], [2, 1], 6, 1);
 /// assert_eq!((pick(64, 14336), pick(128, 14336)), (Some(t64), Some(t64)));
 /// assert_eq!((pick(192, 14336), pick(512, 14336)), (Some(t128), Some(t128)));
 /// // 1024 x 14336: 3 waves of 152 tokens (171 µs) against 4 of 128 (200); 2048: 5 waves
@@ -142,7 +163,11 @@ pub const WGMMA_TILES: [(usize, [i64; 2], usize, f64); 4] = [
 /// // 300 rows: one wave of 152 tokens (2 x 56 CTAs) against two of 128 (3 x 56)
 /// assert_eq!(pick(300, 14336), Some(t152));
 /// assert_eq!((pick(256, 4096), pick(512, 4096), pick(1024, 4096)), (Some(t64), Some(t64), Some(t128)));
-/// assert_eq!((pick(32, 14336), pick(4096, 14336), pick(128, 4096)), (None, None, None));
+/// // 1536 x 14336: 4 waves of 184 tokens (259) against 4 of 192 (270); 4096 (and the
+/// // ragged 4095): 10 waves of 184 (647) against 10 of 192 (674) and 12 of 152 (684)
+/// assert_eq!((pick(1536, 14336), pick(4096, 14336), pick(4095, 14336)), (Some(t184), Some(t184), Some(t184)));
+/// assert_eq!((pick(3072, 14336), pick(2048, 4096)), (Some(t192), Some(t128)));
+/// assert_eq!((pick(32, 14336), pick(4097, 14336), pick(128, 4096)), (None, None, None));
 /// let (cfg, _) = select_awq_wgmma(1024, 14336, 4096, 132, h, f16).unwrap();
 /// assert!(cfg.wgmma && cfg.prepared);
 /// assert!(select_awq_wgmma(1024, 14336, 4096, 132, (8, 0), f16).is_none());
@@ -181,7 +206,7 @@ pub fn select_awq_wgmma(
 pub const REORDERED_MIN_M: usize = 65;
 
 /// Most rows of `x` for which [`awq_reordered_wins`] takes the reordered path.
-pub const REORDERED_MAX_M: usize = 1024;
+pub const REORDERED_MAX_M: usize = 3072;
 
 /// Whether `Ops::awq_gemm` (checkpoint tensors as they are) of `M x N x K` on `sms` SMs of
 /// compute capability `cc` takes the reordered path ([`crate::awq::reordered`]: `qweight`
@@ -202,28 +227,40 @@ pub const REORDERED_MAX_M: usize = 1024;
 /// | 128 x 14336 | 79.4 | 106.0 | **59.0** | 39.9 | 45.0 | reordered |
 /// | 256 x 14336 | 151.2 | 110.8 | **70.1** | 50.5 | 49.6 | reordered |
 /// | 1024 x 14336 | 468.7 | 254.2 | **203.0** | 184.1 | 180.4 | reordered |
-/// | 2048 x 14336 | 870.2 | **414.5** | 431.3 | 349.7 | 355.9 | dense |
+/// | 2048 x 14336 | 870.2 | **414.5** | 431.3 | 349.7 | 355.9 | dense (then; reordered now, below) |
 /// | 256 x 4096 | 51.5 | 56.3 | **44.7** | 38.9 | 19.1 | reordered |
 /// | 1024 x 4096 | 115.2 | 63.5 | **59.2** | 53.2 | 47.1 | reordered |
 ///
 /// The reorder costs about 19 µs at 14336 x 4096 (one read and one write of the 29 MB int4
-/// weight), 6 at 4096 x 4096; at 2048 rows the reordered path measured 82 µs above the
-/// prepared op and lost to the dense one, so the path stops at 1024 rows (1025 to 2047:
-/// not measured, the dense path kept). 4096 x 14336 and 128 x 4096 have no wgmma tile (the
-/// dense path: 810.9 and 30.5 µs).
+/// weight), 6 at 4096 x 4096. Above 1024 rows (helper awqpre, H100, `before` = the dense
+/// path, `after` = the reordered one, in one call, `before, after, after, before`; µs and the
+/// ratio to cuBLAS in the same row, which drifts by up to 10 % there):
+///
+/// | M x N | reordered | dense |
+/// |---|---|---|
+/// | 1536 x 14336 | 281.8 (0.894), 301.8 (0.858), 286.1 (0.881) | 319.3 (0.789), 319.0 (0.790), 322.5 (0.801) |
+/// | 2048 x 14336 | 390.8 (0.832), 376.2 (0.849), 359.8 (0.883) | 401.7 (0.836), 379.6 (0.913), 370.4 (0.859) |
+/// | 3072 x 14336 | 504.7 (0.991), 570.7 (0.970) | 577.6 (0.905), 617.1 (0.904) |
+/// | 4096 x 14336 | 729.1 (0.873), 780.7 (0.870), 815.2 (0.868) | 766.4 (0.923), 727.4 (0.891), 748.5 (0.895) |
+/// | 4096 x 4096 | 203.8 (0.890) | 202.7 (0.896) |
+///
+/// So the path runs up to 3072 rows (a win at 1536 and 3072, a tie at 2048 with a quarter
+/// of the dense path's scratch) and the dense path above (4096 rows: the reorder's 19 µs
+/// on a kernel that ties with the dense path lose); 128 x 4096 has no wgmma tile (the
+/// dense path, 30.5 µs).
 ///
 /// ```
 /// use rcute_ops::awq::select::awq_reordered_wins;
 /// let h = (9, 0);
 /// assert!(awq_reordered_wins(96, 14336, 4096, 132, h) && awq_reordered_wins(1024, 14336, 4096, 132, h));
-/// assert!(!awq_reordered_wins(64, 14336, 4096, 132, h) && !awq_reordered_wins(2048, 14336, 4096, 132, h));
-/// assert!(!awq_reordered_wins(4096, 14336, 4096, 132, h));
+/// assert!(!awq_reordered_wins(64, 14336, 4096, 132, h) && awq_reordered_wins(2048, 14336, 4096, 132, h));
+/// assert!(awq_reordered_wins(3072, 14336, 4096, 132, h) && !awq_reordered_wins(4096, 14336, 4096, 132, h));
 /// assert!(!awq_reordered_wins(128, 4096, 4096, 132, h) && awq_reordered_wins(256, 4096, 4096, 132, h));
 /// assert!(awq_reordered_wins(1024, 4096, 4096, 132, h));
 /// assert!(!awq_reordered_wins(1024, 14336, 4096, 132, (8, 0)));
-/// // the GPU test's op cases: 64, 152 and 192 tokens, all on the reordered path
+/// // the GPU test's op cases: 64, 152, 192 and 184 tokens, all on the reordered path
 /// use rcute_ops::awq::select::select_awq_wgmma;
-/// for (m, n, k, bm) in [(100, 8192, 256, 64), (1000, 14336, 64, 152), (384, 14336, 128, 192)] {
+/// for (m, n, k, bm) in [(100, 8192, 256, 64), (1000, 14336, 64, 152), (384, 14336, 128, 192), (2000, 8192, 64, 184)] {
 ///     let (cfg, _) = select_awq_wgmma(m, n, k, 132, h, rcute_atom::Element::F16).unwrap();
 ///     assert!(awq_reordered_wins(m, n, k, 132, h) && cfg.tile[0] == bm);
 /// }

@@ -6,10 +6,13 @@
 //! SwiGLU and writes bf16 / f16; that output is quantized per row again
 //! ([`QuantSource::Rows`]); GEMM2 scales by its row's and w2 row's scale before the router
 //! weight and scatters to entry rows; the deterministic finalize sums each token's rows.
-//! Seven launches, none waiting for the host.
+//! Seven launches, none waiting for the host. The two GEMMs run on 128x256x128 tiles; a
+//! forced SM90 [`super::MoePath`] picks their tiles and 2x1 clusters by the bf16 layer's
+//! rules ([`sm90_fp8_gemms`]).
 
 use super::fused::{element, layer_uses};
 use super::fused_sm90::{sm90_layer_args, Sm90Operands};
+use super::kernels::sm90_fp8_gemms;
 use super::problem::{fp8_layout, validate_moe, MoeProblem, MoeRouting, MoeWorkspace};
 use crate::error::{boxed, OpsError};
 use crate::gemm::{check_layout, overlaps, range};
@@ -18,7 +21,6 @@ use crate::Ops;
 use rcute_kernel::gemm_sm90;
 use rcute_kernel::grouped_gemm::finalize;
 use rcute_kernel::grouped_gemm::quant::{self, MoeQuantArgs, QuantSource};
-use rcute_kernel::grouped_gemm::{sm90_fp8_config, GroupedEpilogue};
 
 /// The e4m3 expert weights of [`Ops::fused_moe_fp8`] and their per-output-channel scales:
 /// `w13 [L, 2I, H]` and `w2 [L, H, I]` (e4m3, batched row-major views, as
@@ -88,6 +90,7 @@ impl Ops {
     /// before SwiGLU (GEMM1) and before the router weight (GEMM2). `x` and `y` are bf16
     /// or f16. The workspace is [`fused_moe_fp8_workspace_bytes`]; two runs are
     /// bit-identical, and nothing waits for the host (a CUDA graph can capture it).
+    /// `opts.path` picks the GEMMs' tiles and 2x1 clusters ([`sm90_fp8_gemms`]).
     ///
     /// # Errors
     ///
@@ -184,8 +187,10 @@ impl Ops {
     fn launch_fused_moe_fp8(&self, p: &MoeProblem, s13: u64, s2: u64) -> Result<(), OpsError> {
         let _scope = self.launch_scope();
         let el = element(p.dtype)?;
-        let (g1, f1) = self.grouped_sm90_kernel(&sm90_fp8_config(el, GroupedEpilogue::SwiGlu))?;
-        let (g2, f2) = self.grouped_sm90_kernel(&sm90_fp8_config(el, GroupedEpilogue::Scatter))?;
+        let sms = self.gpu().sm_count();
+        let [c1, c2] = sm90_fp8_gemms(el, p.path, p.tokens * p.topk, p.local_experts, p.hidden, p.inter, sms);
+        let (g1, f1) = self.grouped_sm90_kernel(&c1)?;
+        let (g2, f2) = self.grouped_sm90_kernel(&c2)?;
         let qg = quant::generate(el, QuantSource::Gather).map_err(boxed)?;
         let fqg = self.moe_unit(&qg.name, &qg.source)?;
         let qr = quant::generate(el, QuantSource::Rows).map_err(boxed)?;
@@ -223,7 +228,6 @@ impl Ops {
         qg.check(&quant_x).map_err(boxed)?;
         qr.check(&quant_inter).map_err(boxed)?;
         let routed = self.route_sm90_layer(p, [&g1, &g2], &gf, args)?;
-        let sms = self.gpu().sm_count();
         // SAFETY: validated views (x [T, H], w13 [L, 2I, H] and w2 [L, H, I] e4m3, their
         // scales [L, 2I] / [L, H], y [T, H]) and workspace regions sized for these shapes by
         // the FP8 layout (its capacity rows: e4m3 rows of max(H, I), f32 scales after the

@@ -2,7 +2,8 @@
 //! [`rcute_kernel::gemm_sm90::Sm90Grouped`]): routing and alignment to 128-row tiles as for
 //! the SM80 family, then the token rows gathered into padded-row order (TMA cannot gather
 //! rows), GEMM1 with SwiGLU (on 2x1 CTA clusters sharing the weight tiles where
-//! [`super::sm90_gemm1_cluster`] says), GEMM2 with the router weight scattered to entry rows (on
+//! [`super::sm90_gemm1_cluster`] says, else on 128x256 or, with one row tile per expert,
+//! 128x128 tiles: [`super::sm90_gemm1_tile`]), GEMM2 with the router weight scattered to entry rows (on
 //! 128x256 or, when few row tiles are routed, 128x128 tiles: [`super::sm90_gemm2_tile`]; on
 //! 2x1 clusters from two row tiles per expert: [`super::sm90_gemm2_cluster`]),
 //! and the deterministic finalize; six launches, none waiting for the host.
@@ -12,7 +13,7 @@
 
 use super::fused::element;
 use super::kernels::{sm90_gemm1, sm90_gemm2};
-use super::path::{sm90_chosen, sm90_gemm1_cluster, sm90_gemm2_cluster, sm90_gemm2_tile};
+use super::path::{sm90_chosen, sm90_gemm1_cluster, sm90_gemm1_tile, sm90_gemm2_cluster, sm90_gemm2_tile};
 use super::problem::MoeProblem;
 use crate::error::{boxed, OpsError};
 use crate::tensor::Geometry;
@@ -71,14 +72,10 @@ impl Ops {
         let el = element(p.dtype)?;
         let w13_bytes = 2 * p.inter * p.hidden * p.dtype.bytes();
         let cluster = sm90_gemm1_cluster(p.path, p.tokens * p.topk, p.local_experts, w13_bytes);
-        let (g1, f1) = self.grouped_sm90_kernel(&sm90_gemm1(el, cluster))?;
-        let tile2 = sm90_gemm2_tile(
-            p.path,
-            p.tokens * p.topk,
-            p.local_experts,
-            p.hidden,
-            self.gpu().sm_count(),
-        );
+        let sms = self.gpu().sm_count();
+        let tile1 = sm90_gemm1_tile(p.path, p.tokens * p.topk, p.local_experts, p.inter, sms);
+        let (g1, f1) = self.grouped_sm90_kernel(&sm90_gemm1(el, tile1, cluster))?;
+        let tile2 = sm90_gemm2_tile(p.path, p.tokens * p.topk, p.local_experts, p.hidden, sms);
         let cluster2 = sm90_gemm2_cluster(p.tokens * p.topk, p.local_experts);
         let (g2, f2) = self.grouped_sm90_kernel(&sm90_gemm2(el, tile2, cluster2))?;
         let gg = gather::generate(el).map_err(boxed)?;
@@ -105,7 +102,6 @@ impl Ops {
         };
         gg.check(&gather).map_err(boxed)?;
         let routed = self.route_sm90_layer(p, [&g1, &g2], &gf, args)?;
-        let sms = self.gpu().sm_count();
         // SAFETY: validated views (x [T, H], w13 [L, 2I, H], w2 [L, H, I], y [T, H]) and
         // workspace regions sized for these shapes by the SM90 layout (its capacity rows);
         // the gathered rows name tokens below T (the alignment's entries).

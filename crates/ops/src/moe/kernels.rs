@@ -9,7 +9,8 @@ use crate::tuning::{ConfigSpec, MoeSpec, TunedKernel};
 use rcute_atom::Element;
 use rcute_kernel::gemm_sm90::GemmSm90Config;
 use rcute_kernel::grouped_gemm::{
-    sm90_cluster_config, sm90_config, GroupedA, GroupedEpilogue, GroupedGemmConfig, SM90_TILE,
+    sm90_cluster_config, sm90_config, sm90_fp8_tile_config, GroupedA, GroupedEpilogue, GroupedGemmConfig,
+    SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_NARROW_TILE, SM90_TILE,
 };
 
 /// The grouped GEMM of `spec` with A rows `a` and epilogue `ep` for `el` operands: its
@@ -34,10 +35,10 @@ fn sm90_grouped(el: Element, ep: GroupedEpilogue, tile: [i64; 3], cluster: bool)
     config(el, ep, tile)
 }
 
-/// GEMM1 of the SM90 layer (SwiGLU on [`SM90_TILE`]) for `el` operands, on 2x1 CTA
-/// clusters when `cluster`.
-pub(crate) fn sm90_gemm1(el: Element, cluster: bool) -> GemmSm90Config {
-    sm90_grouped(el, GroupedEpilogue::SwiGlu, SM90_TILE, cluster)
+/// GEMM1 of the SM90 layer (SwiGLU) for `el` operands on `tile` ([`super::sm90_gemm1_tile`]),
+/// on 2x1 CTA clusters when `cluster`.
+pub(crate) fn sm90_gemm1(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90Config {
+    sm90_grouped(el, GroupedEpilogue::SwiGlu, tile, cluster)
 }
 
 /// GEMM2 of the SM90 layer (router weight and scatter) for `el` operands on `tile`, on 2x1
@@ -46,10 +47,69 @@ pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90
     sm90_grouped(el, GroupedEpilogue::Scatter, tile, cluster)
 }
 
+/// GEMM1 and GEMM2 of the FP8 layer ([`crate::Ops::fused_moe_fp8`]) with `out` (bf16 / f16)
+/// output for `entries` routed rows over `local` experts of hidden size `hidden` and
+/// intermediate size `inter` on `sms` persistent CTAs.
+///
+/// [`super::MoePath::Auto`] runs both on [`SM90_FP8_TILE`] without clusters. The forced
+/// SM90 paths take the bf16 layer's rules with the e4m3 sizes: GEMM1 on 2x1 clusters where
+/// [`super::sm90_gemm1_cluster`] says for an expert's e4m3 `w13` (`2 I H` bytes), GEMM2 on
+/// the FP8 form of [`super::sm90_gemm2_tile`]'s tile ([`SM90_FP8_TILE`] or
+/// [`SM90_FP8_NARROW_TILE`]) and on 2x1 clusters where [`super::sm90_gemm2_cluster`] says.
+/// Why `Auto` does not follow them (H100, Mixtral T = 1024 / 4096; BENCHMARKS.md, "Session
+/// 17 (helper moefp8)"): GEMM1 on clusters takes 2.5 % / 14 % less time (ncu: 751 -> 732 us,
+/// 2.49 -> 2.14 ms), but GEMM2 on clusters is no faster at T = 1024 and 10 % slower at T =
+/// 4096 (791 -> 874 us), and the whole layer, timed in CUDA graphs right after the bf16
+/// layer on a GPU held at its 700 W power cap, measured within 3 % of the 1x1 kernels
+/// either way.
+///
+/// ```
+/// use rcute_atom::Element;
+/// use rcute_ops::moe::{sm90_fp8_gemms, MoePath};
+/// // Mixtral T = 1024 (top-2, 8 experts) on 132 SMs.
+/// let [g1, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Auto, 2048, 8, 4096, 14336, 132);
+/// assert_eq!((g1.tile, g1.cluster), ([128, 256, 128], [1, 1]));
+/// assert_eq!((g2.tile, g2.cluster), ([128, 256, 128], [1, 1]));
+/// let [g1, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Sm90NarrowCluster, 2048, 8, 4096, 14336, 132);
+/// assert_eq!((g1.tile, g1.cluster), ([128, 256, 128], [2, 1]));
+/// assert_eq!((g2.tile, g2.cluster), ([128, 128, 128], [2, 1]));
+/// // T = 256: one row tile per expert, GEMM2 without clusters.
+/// let [_, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Sm90Cluster, 512, 8, 4096, 14336, 132);
+/// assert_eq!((g2.tile, g2.cluster), ([128, 256, 128], [1, 1]));
+/// ```
+pub fn sm90_fp8_gemms(
+    out: Element,
+    path: super::MoePath,
+    entries: usize,
+    local: usize,
+    hidden: usize,
+    inter: usize,
+    sms: u32,
+) -> [GemmSm90Config; 2] {
+    let fp8 = |ep, tile, cluster| sm90_fp8_tile_config(out, ep, tile, cluster);
+    if path == super::MoePath::Auto {
+        return [
+            fp8(GroupedEpilogue::SwiGlu, SM90_FP8_TILE, false),
+            fp8(GroupedEpilogue::Scatter, SM90_FP8_TILE, false),
+        ];
+    }
+    let cluster1 = super::sm90_gemm1_cluster(path, entries, local, 2 * inter * hidden);
+    let tile2 = match super::sm90_gemm2_tile(path, entries, local, hidden, sms) {
+        t if t == SM90_NARROW_TILE => SM90_FP8_NARROW_TILE,
+        _ => SM90_FP8_TILE,
+    };
+    let cluster2 = super::sm90_gemm2_cluster(entries, local);
+    [
+        fp8(GroupedEpilogue::SwiGlu, SM90_FP8_TILE, cluster1),
+        fp8(GroupedEpilogue::Scatter, tile2, cluster2),
+    ]
+}
+
 /// The kernels of the fused MoE layer that `spec` decides, for `el` operands: the SM80
 /// family's two grouped GEMMs (GEMM1 gathers and applies SwiGLU, GEMM2 scatters); the
-/// SM90 family's row gather (only that family runs it), GEMM1, and GEMM2 on 1x1 and 2x1
-/// clusters (the routed rows pick one per call: `sm90_gemm2_cluster`). The routing, the
+/// SM90 family's row gather (only that family runs it), GEMM1 (on 1x1 at both tiles: the
+/// routed rows pick one per call, `sm90_gemm1_tile`), and GEMM2 on 1x1 and 2x1 clusters
+/// (the routed rows pick one per call: `sm90_gemm2_cluster`). The routing, the
 /// alignment and the finalize run whatever the configuration. What
 /// [`crate::Ops::load_fused_moe_spec`] builds and a tuning entry's fingerprint covers.
 pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<Vec<TunedKernel>, OpsError> {
@@ -62,14 +122,17 @@ pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<V
         .map(|(a, e)| TunedKernel::Grouped(spec_config(el, s, a, e)))
         .collect(),
         ConfigSpec::MoeSm90(s) => {
-            let gemm1 = sm90_gemm1(el, s.gemm1_cluster());
             let gemm2 = |cluster| sm90_gemm2(el, s.gemm2_tile(), cluster);
-            vec![
+            let mut v = vec![
                 TunedKernel::MoeGather(el),
-                TunedKernel::Sm90(gemm1),
-                TunedKernel::Sm90(gemm2(false)),
-                TunedKernel::Sm90(gemm2(true)),
-            ]
+                TunedKernel::Sm90(sm90_gemm1(el, SM90_TILE, s.gemm1_cluster())),
+            ];
+            if !s.gemm1_cluster() {
+                // GEMM1 on 1x1 takes the narrow tile where the routed rows say.
+                v.push(TunedKernel::Sm90(sm90_gemm1(el, SM90_NARROW_TILE, false)));
+            }
+            v.extend([TunedKernel::Sm90(gemm2(false)), TunedKernel::Sm90(gemm2(true))]);
+            v
         }
         other => return Err(not_moe(other)),
     })

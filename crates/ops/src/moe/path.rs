@@ -4,7 +4,8 @@
 
 /// The grouped GEMM family of [`crate::Ops::fused_moe`] ([`super::MoeOptions::path`]). On
 /// every SM90 path GEMM2 runs on 2x1 CTA clusters where the routed rows say
-/// ([`sm90_gemm2_cluster`]); the paths choose GEMM1's cluster and GEMM2's tile.
+/// ([`sm90_gemm2_cluster`]), and a GEMM1 on 1x1 on the narrow tile where they say
+/// ([`sm90_gemm1_tile`]); the paths choose GEMM1's cluster and GEMM2's tile.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MoePath {
     /// The rule ([`sm90_chosen`]): SM90 on an sm_90 GPU once the experts average at least
@@ -156,12 +157,64 @@ pub fn sm90_gemm2_tile(path: MoePath, entries: usize, local: usize, hidden: usiz
         MoePath::Sm90Narrow | MoePath::Sm90NarrowCluster => return SM90_NARROW_TILE,
         MoePath::Auto | MoePath::Sm80 => {}
     }
+    let row_tiles = sm90_row_tiles(entries, local);
+    let rounds = |bn: i64| (row_tiles * hidden.div_ceil(bn as usize) as f64 / f64::from(sms.max(1))).ceil();
+    if rounds(SM90_NARROW_TILE[1]) * SM90_NARROW_TILE_COST < rounds(SM90_TILE[1]) {
+        SM90_NARROW_TILE
+    } else {
+        SM90_TILE
+    }
+}
+
+/// The SM90 family's row tiles for `entries` routed rows over `local` experts, estimated
+/// on the host (no sync with the routing): an expert of `mu = entries / local` rows on
+/// average fills `mu / 128` tiles and pads half of one more, at least one.
+fn sm90_row_tiles(entries: usize, local: usize) -> f64 {
     let bm = SM90_TILE[0] as f64;
     let mu = entries as f64 / local.max(1) as f64;
     let per_expert = if mu <= bm { 1.0 } else { mu / bm + 0.5 };
-    let row_tiles = (per_expert * local.max(1) as f64).round();
-    let rounds = |bn: i64| (row_tiles * hidden.div_ceil(bn as usize) as f64 / f64::from(sms.max(1))).ceil();
-    if rounds(SM90_NARROW_TILE[1]) * SM90_NARROW_TILE_COST < rounds(SM90_TILE[1]) {
+    (per_expert * local.max(1) as f64).round()
+}
+
+/// Time of a 128x128 GEMM1 tile (64 SwiGLU output columns) over a 128x256 one
+/// ([`sm90_gemm1_tile`]) when each expert holds one row tile: half. Such a GEMM1 streams
+/// each weight byte to one row tile only, so a tile takes the time of its weight bytes, and
+/// the narrow tile has half of them. Measured on an H100 (ncu, BENCHMARKS.md "Session 17
+/// (helper moepf)"): DeepSeek-V2-Lite T = 1024, 11 rounds of narrow tiles 298 us against 6
+/// rounds of wide ones 328 us (0.50 per round).
+pub const SM90_GEMM1_NARROW_COST: f64 = 0.5;
+
+/// GEMM1's tile on the SM90 family for `entries` routed rows over `local` experts of
+/// `inter` intermediate columns and `sms` persistent CTAs. On 2x1 clusters
+/// ([`sm90_gemm1_cluster`]) always [`SM90_TILE`]. Otherwise, where the experts average at
+/// most one row tile (128 rows), [`SM90_NARROW_TILE`] when its rounds of tiles, each
+/// [`SM90_GEMM1_NARROW_COST`] of a wide one, are expected to take less time than the wide
+/// tile's: the weight stream then bounds GEMM1, and the wide tile's last, partly filled
+/// round is a long idle tail (DeepSeek-V2-Lite T = 1024: 704 wide tiles are 5.3 waves on
+/// 132 SMs, 1408 narrow ones 10.7). From two row tiles per expert the wide tile (twice the
+/// work per A row read) stays: measured at T = 4096 the narrow tile was 12 % slower.
+///
+/// ```
+/// use rcute_ops::moe::{sm90_gemm1_tile, MoePath};
+/// // DeepSeek-V2-Lite T = 1024 (top-6, 64 experts, I = 1408) on 132 SMs: 64 row tiles by
+/// // 11 column tiles are 6 rounds of 128x256; 128x128: 11 rounds of half the time.
+/// assert_eq!(sm90_gemm1_tile(MoePath::Auto, 6144, 64, 1408, 132), [128, 128, 64]);
+/// assert_eq!(sm90_gemm1_tile(MoePath::Sm90, 6144, 64, 1408, 132), [128, 128, 64]);
+/// // T = 4096: 384 rows per expert.
+/// assert_eq!(sm90_gemm1_tile(MoePath::Auto, 24576, 64, 1408, 132), [128, 256, 64]);
+/// // Mixtral T = 256 (64 rows per expert, I = 14336): 7 rounds either way: wide.
+/// assert_eq!(sm90_gemm1_tile(MoePath::Auto, 512, 8, 14336, 132), [128, 256, 64]);
+/// assert_eq!(sm90_gemm1_tile(MoePath::Sm90Cluster, 6144, 64, 1408, 132), [128, 256, 64]);
+/// ```
+pub fn sm90_gemm1_tile(path: MoePath, entries: usize, local: usize, inter: usize, sms: u32) -> [i64; 3] {
+    let bm = SM90_TILE[0] as usize;
+    if matches!(path, MoePath::Sm90Cluster | MoePath::Sm90NarrowCluster) || entries > bm * local.max(1) {
+        return SM90_TILE;
+    }
+    let row_tiles = sm90_row_tiles(entries, local);
+    // SwiGLU: a tile of BN weight rows writes BN / 2 output columns.
+    let rounds = |bn: i64| (row_tiles * inter.div_ceil(bn as usize / 2) as f64 / f64::from(sms.max(1))).ceil();
+    if rounds(SM90_NARROW_TILE[1]) * SM90_GEMM1_NARROW_COST < rounds(SM90_TILE[1]) {
         SM90_NARROW_TILE
     } else {
         SM90_TILE

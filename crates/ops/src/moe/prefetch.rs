@@ -2,6 +2,7 @@
 //! (`rcute_kernel::grouped_gemm::prefetch`): all by default; `RCUTE_MOE_PREFETCH` turns
 //! parts off, so that one binary can time each part against the others in one run.
 
+use crate::env_choice::EnvChoice;
 use std::sync::OnceLock;
 
 /// The prefetches of the SM80 layer ([`crate::Ops::fused_moe`]).
@@ -18,44 +19,32 @@ pub enum MoePrefetch {
     Off,
 }
 
+impl EnvChoice for MoePrefetch {
+    const VAR: &'static str = "RCUTE_MOE_PREFETCH";
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("all", MoePrefetch::All),
+        ("gemm2", MoePrefetch::Gemm2),
+        ("notail", MoePrefetch::NoTail),
+        ("off", MoePrefetch::Off),
+    ];
+}
+
 impl MoePrefetch {
-    /// The setting a value of `RCUTE_MOE_PREFETCH` names: `all` (also unset or empty),
-    /// `gemm2`, `notail` or `off`; anything else is read as `all`, with the warning to
-    /// print.
+    /// The setting of `RCUTE_MOE_PREFETCH`: `all` (also unset or empty), `gemm2`, `notail`
+    /// or `off`; anything else is read as `all`, with a warning printed. Read once per
+    /// process.
     ///
     /// ```
+    /// use rcute_ops::env_choice::EnvChoice;
     /// use rcute_ops::moe::MoePrefetch;
     /// assert_eq!(MoePrefetch::parse(None), (MoePrefetch::All, None));
     /// assert_eq!(MoePrefetch::parse(Some("off")), (MoePrefetch::Off, None));
     /// assert!(MoePrefetch::parse(Some("gemm1")).1.is_some());
     /// assert!(MoePrefetch::Gemm2.tail() && !MoePrefetch::Gemm2.gemm1());
     /// ```
-    pub fn parse(value: Option<&str>) -> (MoePrefetch, Option<String>) {
-        match value.map(str::trim) {
-            None | Some("") | Some("all") => (MoePrefetch::All, None),
-            Some("gemm2") => (MoePrefetch::Gemm2, None),
-            Some("notail") => (MoePrefetch::NoTail, None),
-            Some("off") => (MoePrefetch::Off, None),
-            Some(other) => (
-                MoePrefetch::All,
-                Some(format!(
-                    "RCUTE_MOE_PREFETCH={other:?} is not all, gemm2, notail or off: using all"
-                )),
-            ),
-        }
-    }
-
-    /// [`MoePrefetch::parse`] of `RCUTE_MOE_PREFETCH`, read once per process (a warning
-    /// printed then).
     pub fn from_env() -> MoePrefetch {
         static SETTING: OnceLock<MoePrefetch> = OnceLock::new();
-        *SETTING.get_or_init(|| {
-            let (p, warning) = MoePrefetch::parse(std::env::var("RCUTE_MOE_PREFETCH").ok().as_deref());
-            if let Some(w) = warning {
-                eprintln!("rcute: {w}");
-            }
-            p
-        })
+        *SETTING.get_or_init(MoePrefetch::read_env_warning_printed)
     }
 
     /// Whether GEMM1 prefetches.

@@ -45,6 +45,8 @@
 //! assert_eq!(tables.lookup(&near), None);
 //! ```
 
+use crate::env_choice::EnvChoice;
+
 pub mod bucket;
 mod budget;
 mod fingerprint;
@@ -76,7 +78,17 @@ pub use spec::{ConfigSpec, Sm80Spec, Sm90Spec, SpecError};
 pub use table::{Entry, Loaded, LoadedEntry, Tables, TuningTable};
 pub use tuned_kernel::TunedKernel;
 
-/// Whether ops consult tuning tables (`RCUTE_TUNING`).
+/// Whether ops consult tuning tables: the setting of `RCUTE_TUNING` ([`EnvChoice`]),
+/// `cached` (also unset or empty), `off` or `on-miss`; anything else is read as `cached`,
+/// with the warning to print.
+///
+/// ```
+/// use rcute_ops::env_choice::EnvChoice;
+/// use rcute_ops::tuning::TuningMode;
+/// assert_eq!(TuningMode::parse(Some("on-miss")), (TuningMode::OnMiss, None));
+/// assert_eq!(TuningMode::parse(None), (TuningMode::Cached, None));
+/// assert!(TuningMode::parse(Some("always")).1.is_some());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TuningMode {
     /// Use the rules only.
@@ -88,33 +100,11 @@ pub enum TuningMode {
     OnMiss,
 }
 
-impl TuningMode {
-    /// The mode a value of `RCUTE_TUNING` names: `off`, `cached` (also unset or empty) or
-    /// `on-miss`; anything else is read as `cached`, with the warning to print.
-    ///
-    /// ```
-    /// use rcute_ops::tuning::TuningMode;
-    /// assert_eq!(TuningMode::parse(Some("on-miss")), (TuningMode::OnMiss, None));
-    /// assert_eq!(TuningMode::parse(None), (TuningMode::Cached, None));
-    /// assert!(TuningMode::parse(Some("always")).1.is_some());
-    /// ```
-    pub fn parse(value: Option<&str>) -> (TuningMode, Option<String>) {
-        match value.map(str::trim) {
-            None | Some("") | Some("cached") => (TuningMode::Cached, None),
-            Some("off") => (TuningMode::Off, None),
-            Some("on-miss") => (TuningMode::OnMiss, None),
-            Some(other) => (
-                TuningMode::Cached,
-                Some(format!(
-                    "RCUTE_TUNING={other:?} is not off, cached or on-miss: using cached"
-                )),
-            ),
-        }
-    }
-
-    /// [`TuningMode::parse`] of `RCUTE_TUNING`.
-    pub fn from_env() -> (TuningMode, Option<String>) {
-        let v = std::env::var("RCUTE_TUNING").ok();
-        TuningMode::parse(v.as_deref())
-    }
+impl EnvChoice for TuningMode {
+    const VAR: &'static str = "RCUTE_TUNING";
+    const CHOICES: &'static [(&'static str, Self)] = &[
+        ("cached", TuningMode::Cached),
+        ("off", TuningMode::Off),
+        ("on-miss", TuningMode::OnMiss),
+    ];
 }

@@ -170,8 +170,9 @@ impl MoeSpec {
 }
 
 /// The fused MoE layer on the SM90 grouped GEMMs (TMA + `wgmma`, 128-row tiles; sm_90
-/// only): GEMM1 on [`SM90_TILE`] (on 1x1 or 2x1 CTA clusters), GEMM2 on the tile this
-/// names. Which one the rules pick is [`crate::moe::sm90_gemm2_tile`] and
+/// only): GEMM1 on [`SM90_TILE`] (on 1x1 or 2x1 CTA clusters; on 1x1 the narrow tile where
+/// the routed rows say, [`crate::moe::sm90_gemm1_tile`]), GEMM2 on the tile this names.
+/// Which one the rules pick is [`crate::moe::sm90_gemm2_tile`] and
 /// [`crate::moe::sm90_gemm1_cluster`] for [`MoePath::Auto`].
 ///
 /// ```

@@ -94,7 +94,7 @@ impl OpsTuning {
 
     /// Read the tables that apply to `gpu`.
     pub fn load(gpu: &Gpu) -> OpsTuning {
-        let (mode, warning) = TuningMode::from_env();
+        let (mode, warning) = <TuningMode as crate::env_choice::EnvChoice>::read_env();
         if let Some(w) = warning {
             eprintln!("rcute: {w}");
         }
