@@ -21,6 +21,9 @@
 //! A operand of a swap-AB `mma.sync` ([`rcute_collective::awq_streamed`], emitted by
 //! `awq_gemm/streamed.rs`); up to two K splits of a tile then sum through distributed
 //! shared memory on sm_90 ([`GeneratedAwqGemm::launch_config_on`]). With
+//! [`AwqGemmConfig::streamed_shared_ring`] the same kernel takes each lane's steps through
+//! its own slots of a shared `cp.async` ring (counted waits instead of the register ring's
+//! drains; named `..._streamed_sring`). With
 //! [`AwqGemmConfig::streamed_checkpoint`] the same kernel reads AutoAWQ's checkpoint
 //! words as they are (the unprepared op's decode kernel: four word loads per lane and k16
 //! step, byte permutations of row pairs into the same fragments;
