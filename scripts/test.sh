@@ -16,6 +16,8 @@ if [ "${CI:-}" = true ]; then
     df -h . | sed 's/^/test.sh: disk: /' >&2
 fi
 cargo test --workspace --locked "$@"
+# The rustdoc of every crate builds without a warning (broken or private intra-doc links).
+RUSTDOCFLAGS="${RUSTDOCFLAGS:-} -D warnings" cargo doc --workspace --no-deps --locked
 # Expert parallelism (cargo feature `nccl` of rcute-ops, off by default): its CPU tests
 # (typed errors, a missing NCCL), and that its GPU test and `rcute bench moe --ranks`
 # build. NCCL is loaded at run time (rcute_ops::ep::library), so none is needed here.

@@ -5,7 +5,7 @@
 //! nothing waits for the host.
 //!
 //! A warp per row, a grid of warps stepping over the rows (one wave of CTAs, as many as
-//! the SMs hold, not one CTA per capacity row): each lane loads [`UNROLL`] 16-byte vectors
+//! the SMs hold, not one CTA per capacity row): each lane loads `UNROLL` (8) 16-byte vectors
 //! (`H % 8 == 0`) of its row before it stores them, so loads stay in flight.
 //!
 //! ```
@@ -209,7 +209,7 @@ impl GeneratedMoeGather {
         Ok(())
     }
 
-    /// A CTA per [`WARPS`] rows of the capacity, at most one wave of `sms` SMs (the warps
+    /// A CTA per `WARPS` (8) rows of the capacity, at most one wave of `sms` SMs (the warps
     /// step over the rest).
     ///
     /// ```

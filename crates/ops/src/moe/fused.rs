@@ -276,7 +276,7 @@ impl Ops {
     /// [`super::MoePath::Sm90Narrow`], [`super::MoePath::Sm90Cluster`]) as asked; else the configuration of either family a
     /// tuning table holds for it (or `RCUTE_TUNING=on-miss` measures:
     /// `crate::tuning::moe_problem_key`; with [`super::MoePath::Sm80`] only SM80 entries),
-    /// else the rules' choice ([`Ops::run_fused_moe_rules`]).
+    /// else the rules' choice (`Ops::run_fused_moe_rules`).
     pub fn run_fused_moe(&self, p: &MoeProblem) -> Result<(), OpsError> {
         if p.path.forces_sm90() {
             self.moe_sm90_runs(p)?;

@@ -1,5 +1,5 @@
 //! The problems a tuner measures, on buffers of their own: [`GemmProbe`], [`ScaledMmProbe`]
-//! (INT8 and FP8), [`AwqProbe`] and [`MoeProbe`], each a [`Tunable`](super::tuner::Tunable)
+//! (INT8 and FP8), [`AwqProbe`] and [`MoeProbe`], each a [`Tunable`]
 //! with random inputs of one shape, the weight rotated over copies, its candidates and a
 //! check of each candidate's output. `RCUTE_TUNING=on-miss` tunes them inside the ops
 //! ([`crate::Ops`]); `rcute tune` wraps the same probes and adds its peers (cuBLAS,
