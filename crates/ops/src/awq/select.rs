@@ -436,14 +436,25 @@ pub fn select_awq_bulk(m: usize, n: usize, k: usize, sms: usize, element: Elemen
 /// and 10.3 at 16 x 4096 against 9.1 and 11.15 before; the one-row wide weight then takes
 /// [`select_awq_streamed_wide`].)
 ///
+/// Session 17 (lead call A, H100, `rcute bench awq --config prepared-auto --config
+/// streamed-sring:8x64,16x1,2,2 --config streamed:8x64,16x1,2,2 ...`, two rounds with the
+/// order reversed, cuBLAS fp16 13.6-15.9 us in the same runs; BENCHMARKS.md): a ring of 2
+/// steps instead of 4, at up to 8 rows in each lane's own shared-memory slots
+/// ([`AwqGemmConfig::streamed_shared_ring`], helper awqdec: `cp.async` waited on by count
+/// instead of a register ring that drains at every trip), took 7.11 / 7.13 us at 1 x 4096 x
+/// 4096 against 7.56 / 7.59 for ring 4 in registers, 8.14 / 8.15 against 8.53 / 8.52 at 8
+/// rows; at 16 rows ring 2 in registers 9.40 / 9.45 (the shared ring 9.49 / 9.50) against
+/// 9.85 / 9.88.
+///
 /// ```
 /// use rcute_ops::awq::select::select_awq_streamed;
 /// let f16 = rcute_atom::Element::F16;
 /// let (cfg, splits) = select_awq_streamed(1, 4096, 4096, 132, f16).unwrap();
-/// assert!(cfg.streamed && cfg.prepared);
-/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([8, 64, 64], [16, 1], 4, 2));
+/// assert!(cfg.streamed && cfg.prepared && cfg.shared_ring);
+/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([8, 64, 64], [16, 1], 2, 2));
 /// let (cfg, splits) = select_awq_streamed(16, 4096, 4096, 132, f16).unwrap();
-/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([16, 64, 64], [16, 1], 4, 2));
+/// assert!(!cfg.shared_ring);
+/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([16, 64, 64], [16, 1], 2, 2));
 /// assert!(select_awq_streamed(1, 14336, 4096, 132, f16).is_none());
 /// assert!(select_awq_streamed(16, 14336, 4096, 132, f16).is_none());
 /// assert!(select_awq_streamed(17, 4096, 4096, 132, f16).is_none());
@@ -452,8 +463,11 @@ pub fn select_awq_bulk(m: usize, n: usize, k: usize, sms: usize, element: Elemen
 /// ```
 pub fn select_awq_streamed(m: usize, n: usize, k: usize, sms: usize, element: Element) -> Option<(AwqGemmConfig, u32)> {
     let ctas = 2 * (n / 64);
-    let bm: i64 = if m <= 8 { 8 } else { 16 };
-    let cfg = AwqGemmConfig::new(element, [bm, 64, 64], [16, 1], 4, 4).streamed();
+    let cfg = if m <= 8 {
+        AwqGemmConfig::new(element, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring()
+    } else {
+        AwqGemmConfig::new(element, [16, 64, 64], [16, 1], 2, 4).streamed()
+    };
     if m > 16 || 2 * ctas <= sms || ctas > sms || k > 2 * staged_k(&cfg) {
         return None;
     }
@@ -477,15 +491,22 @@ pub const WIDE_STREAMED_MAX_ROWS: usize = 4;
 /// of one call) it took 16.88-17.03 us at 4 x 14336 x 4096 against 19.20-19.28 us for the
 /// prepared `cp.async` kernel (cuBLAS 45.5-45.7), but 31.6-34.3 us at 16 rows (two row tiles)
 /// against 23.1: M <= 4 (2 and 3 rows lie between the measured 1 and 4; 5 to 8 rows are
-/// not measured).
+/// not measured). Session 17 (lead call A, H100, two rounds, the order reversed): at one
+/// row, 16 warps along K with a ring of 2 steps in each lane's shared-memory slots
+/// ([`AwqGemmConfig::streamed_shared_ring`]) took 14.48 / 14.44 us at 1 x 14336 x 4096
+/// against 15.81 / 15.72 for the 8-warp ring of 12 (cuBLAS fp16 43.4-44.2; 70 % of the copy
+/// bandwidth); at 4 rows the shared ring of 4 tied (16.30 / 16.14 against 16.27 / 16.26) and
+/// a ring of 2 was not measured, so 2 to 4 rows keep the 8-warp kernel.
 ///
 /// ```
 /// use rcute_ops::awq::select::select_awq_streamed_wide;
 /// let f16 = rcute_atom::Element::F16;
 /// let (cfg, splits) = select_awq_streamed_wide(1, 14336, 4096, 132, f16).unwrap();
-/// assert!(cfg.streamed && cfg.prepared);
+/// assert!(cfg.streamed && cfg.prepared && cfg.shared_ring);
+/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([8, 64, 64], [16, 1], 2, 1));
+/// let (cfg, splits) = select_awq_streamed_wide(4, 14336, 4096, 132, f16).unwrap();
 /// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([8, 64, 64], [8, 1], 12, 1));
-/// assert_eq!(select_awq_streamed_wide(4, 14336, 4096, 132, f16), Some((cfg, 1)));
+/// assert_eq!(select_awq_streamed_wide(2, 14336, 4096, 132, f16), Some((cfg, 1)));
 /// assert!(select_awq_streamed_wide(5, 14336, 4096, 132, f16).is_none());
 /// assert!(select_awq_streamed_wide(1, 4096, 4096, 132, f16).is_none());
 /// assert!(select_awq_streamed_wide(1, 14336, 8192, 132, f16).is_none());
@@ -499,7 +520,11 @@ pub fn select_awq_streamed_wide(
     element: Element,
 ) -> Option<(AwqGemmConfig, u32)> {
     let ctas = n.div_ceil(64);
-    let cfg = AwqGemmConfig::new(element, [8, 64, 64], [8, 1], 12, 4).streamed();
+    let cfg = if m == 1 {
+        AwqGemmConfig::new(element, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring()
+    } else {
+        AwqGemmConfig::new(element, [8, 64, 64], [8, 1], 12, 4).streamed()
+    };
     let one_split = k <= staged_k(&cfg) && k.is_multiple_of(16);
     if m == 0 || m > WIDE_STREAMED_MAX_ROWS || ctas <= sms || ctas > 2 * sms || !one_split {
         return None;
@@ -593,7 +618,7 @@ mod tests {
         assert!(select_awq_streamed(1, 4096, 4096, 132, e).is_some());
     }
 
-    /// The wide rule (1 to 4 rows) runs one split of the 12-deep ring in one to two waves
+    /// The wide rule (1 to 4 rows) runs one split of its ring in one to two waves
     /// of CTAs, never where the 16-warp rule already chose, and its K fits the staged x.
     #[test]
     fn wide_streamed_choice_runs_one_split_in_one_to_two_waves() {
@@ -624,7 +649,8 @@ mod tests {
 
     /// The unprepared op's streamed kernel is chosen on the prepared one's domain (every
     /// shape with N a multiple of 64 where [`select_awq_streamed`] takes the streamed
-    /// kernel, with the same tile, warps, ring and splits), only with whole k16 steps, and
+    /// kernel, with the same tile, warps and splits; its register ring keeps 4 steps), only
+    /// with whole k16 steps, and
     /// wherever chosen it is a valid checkpoint configuration whose grid is at most one
     /// wave (at least half of one with two splits), ragged N included.
     #[test]
@@ -639,8 +665,8 @@ mod tests {
                         if n % 64 == 0 && k % 16 == 0 {
                             let want = select_awq_streamed(m, n, k, sms, e);
                             assert_eq!(
-                                got.map(|(c, s)| (c.tile, c.warps, c.stages, s)),
-                                want.map(|(c, s)| (c.tile, c.warps, c.stages, s)),
+                                got.map(|(c, s)| (c.tile, c.warps, s)),
+                                want.map(|(c, s)| (c.tile, c.warps, s)),
                                 "{m}x{n}x{k} on {sms}"
                             );
                         }
