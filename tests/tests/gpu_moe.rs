@@ -30,15 +30,17 @@ fn ops() -> Option<Ops> {
 }
 
 /// The grouped GEMM families to run: SM80 everywhere, SM90 forced on sm_90 (GEMM2 on
-/// 128x256 and on 128x128 tiles, GEMM1 on 2x1 clusters), then the rule; `RCUTE_MOE_PATHS`
-/// (a comma list of `sm80`, `sm90`, `sm90narrow`, `sm90cluster`, `auto`) keeps some of them (the sanitizer runs keep the
-/// SM90 ones).
+/// 128x256 and on 128x128 tiles, GEMM1 on 2x1 clusters, both GEMMs on the ping-pong
+/// schedule), then the rule; `RCUTE_MOE_PATHS` (a comma list of `sm80`, `sm90`,
+/// `sm90narrow`, `sm90cluster`, `sm90pingpong`, `auto`) keeps some of them (the sanitizer
+/// runs keep the SM90 ones).
 fn paths(ops: &Ops) -> Vec<MoePath> {
     let mut v = vec![MoePath::Sm80];
     if ops.gpu().compute_capability() == (9, 0) {
         v.push(MoePath::Sm90);
         v.push(MoePath::Sm90Narrow);
         v.push(MoePath::Sm90Cluster);
+        v.push(MoePath::Sm90PingPong);
     } else {
         eprintln!("not an sm_90 GPU: the SM90 grouped GEMMs are not run");
     }
@@ -685,6 +687,36 @@ fn one_row_tile_per_expert_runs_gemm1_on_the_narrow_tile() {
     );
 }
 
+/// The ping-pong path (`MoePath::Sm90PingPong`) over many tiles per CTA (E = 8, top-2,
+/// 4000 tokens, H = 256, I = 1024: ~66 row tiles by 16 GEMM1 column tiles, ~8 per CTA on
+/// 132 SMs, so each consumer warpgroup runs several tiles behind the other's): it agrees
+/// with the cooperative SM90 path and the SM80 family, twice bit-identical.
+#[test]
+fn pingpong_path_over_many_tiles_per_cta() {
+    let Some(ops) = ops() else { return };
+    if ops.gpu().compute_capability() != (9, 0) {
+        eprintln!("not an sm_90 GPU: nothing to check");
+        return;
+    }
+    let paths = [
+        MoePath::Sm90PingPong,
+        MoePath::Sm90,
+        MoePath::Sm80,
+        MoePath::Sm90PingPong,
+    ];
+    let [pp, sm90, sm80, again] = prefill_paths(&ops, "pingpong_many", (8, 2, 256, 1024, 4000), paths);
+    let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&pp), bits(&again), "ping-pong: two runs differ");
+    let sm80_f: Vec<f64> = sm80.iter().map(|v| v.to_f64()).collect();
+    check_close("SM90 ping-pong vs SM80 family", &pp, &sm80_f);
+    let sm90_f: Vec<f64> = sm90.iter().map(|v| v.to_f64()).collect();
+    check_close("SM90 ping-pong vs SM90 cooperative", &pp, &sm90_f);
+    eprintln!(
+        "ping-pong bit-identical to the cooperative path: {}",
+        bits(&pp) == bits(&sm90)
+    );
+}
+
 /// The layer of `e` experts, top-`k`, `h` x `i`, over `t` random tokens routed by seeded
 /// uniform logits (renormalised), on each of `paths`: the outputs.
 fn prefill_paths<const P: usize>(
@@ -894,7 +926,7 @@ fn fp8_layer_matches_quantized_reference() {
         let again = run_fp8(&mut ws, &w).unwrap();
         let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&y), bits(&again), "fp8 T={t}: two runs differ");
-        for path in [MoePath::Sm90Cluster, MoePath::Sm90NarrowCluster] {
+        for path in [MoePath::Sm90Cluster, MoePath::Sm90NarrowCluster, MoePath::Sm90PingPong] {
             let yp = run_path(&mut ws, &w, path).unwrap();
             check_close_bounds(
                 &format!("fp8 {path:?} T={t} vs the quantized reference"),
@@ -903,6 +935,8 @@ fn fp8_layer_matches_quantized_reference() {
                 4e-2,
                 8e-2,
             );
+            let again = run_path(&mut ws, &w, path).unwrap();
+            assert_eq!(bits(&yp), bits(&again), "fp8 {path:?} T={t}: two runs differ");
         }
         // Information: the quantization error against the bf16 layer's reference.
         let full = fused_moe_reference(&shape, &xv, &layer.w13, &layer.w2, &r.topk_ids, &r.topk_weights).unwrap();

@@ -26,6 +26,11 @@ pub enum MoePath {
     Sm90Cluster,
     /// [`MoePath::Sm90Narrow`] with GEMM1 on 2x1 CTA clusters: an error on other GPUs.
     Sm90NarrowCluster,
+    /// Always the SM90 family, both GEMMs on the ping-pong schedule
+    /// ([`rcute_kernel::grouped_gemm::sm90_pingpong_config`]: 128x128 tiles, each consumer
+    /// warpgroup a whole tile in turn, one's epilogue under the other's mainloop), without
+    /// clusters: an error on other GPUs.
+    Sm90PingPong,
 }
 
 impl MoePath {
@@ -58,7 +63,11 @@ pub const SM90_MIN_ROWS_PER_EXPERT: usize = 64;
 pub fn sm90_chosen(path: MoePath, cc: (u32, u32), entries: usize, local: usize) -> bool {
     match path {
         MoePath::Sm80 => false,
-        MoePath::Sm90 | MoePath::Sm90Narrow | MoePath::Sm90Cluster | MoePath::Sm90NarrowCluster => true,
+        MoePath::Sm90
+        | MoePath::Sm90Narrow
+        | MoePath::Sm90Cluster
+        | MoePath::Sm90NarrowCluster
+        | MoePath::Sm90PingPong => true,
         MoePath::Auto => cc == (9, 0) && entries >= SM90_MIN_ROWS_PER_EXPERT * local.max(1),
     }
 }
@@ -99,7 +108,7 @@ pub fn sm90_gemm1_cluster(path: MoePath, entries: usize, local: usize, w13_exper
             entries >= SM90_CLUSTER_MIN_ROWS_PER_EXPERT * local.max(1)
                 && w13_expert_bytes >= SM90_CLUSTER_MIN_EXPERT_BYTES
         }
-        MoePath::Sm80 | MoePath::Sm90 | MoePath::Sm90Narrow => false,
+        MoePath::Sm80 | MoePath::Sm90 | MoePath::Sm90Narrow | MoePath::Sm90PingPong => false,
     }
 }
 
@@ -155,7 +164,7 @@ pub fn sm90_gemm2_tile(path: MoePath, entries: usize, local: usize, hidden: usiz
     match path {
         MoePath::Sm90 | MoePath::Sm90Cluster => return SM90_TILE,
         MoePath::Sm90Narrow | MoePath::Sm90NarrowCluster => return SM90_NARROW_TILE,
-        MoePath::Auto | MoePath::Sm80 => {}
+        MoePath::Auto | MoePath::Sm80 | MoePath::Sm90PingPong => {}
     }
     let row_tiles = sm90_row_tiles(entries, local);
     let rounds = |bn: i64| (row_tiles * hidden.div_ceil(bn as usize) as f64 / f64::from(sms.max(1))).ceil();
