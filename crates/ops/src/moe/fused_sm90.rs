@@ -6,8 +6,8 @@
 //! 128x128 tiles: [`super::sm90_gemm1_tile`]), GEMM2 with the router weight scattered to entry rows (on
 //! 128x256 or, when few row tiles are routed, 128x128 tiles: [`super::sm90_gemm2_tile`]; on
 //! 2x1 clusters from two row tiles per expert: [`super::sm90_gemm2_cluster`]),
-//! both GEMMs on the ping-pong schedule with [`super::MoePath::Sm90PingPong`]
-//! ([`super::sm90_gemms`]), and the deterministic finalize; six launches, none waiting for the host.
+//! both GEMMs on the ping-pong schedule where [`super::sm90_pingpong`] says (up to two row
+//! tiles per expert, or forced: [`super::sm90_gemms`]), and the deterministic finalize; six launches, none waiting for the host.
 //! [`sm90_layer_args`] and [`Ops::route_sm90_layer`] build, check and route the GEMM and
 //! finalize arguments that the FP8 layer ([`Ops::fused_moe_fp8`]) shares, with its own A
 //! operands and scales ([`Sm90Operands`]).

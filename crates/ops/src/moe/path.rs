@@ -3,9 +3,11 @@
 //! kernels (sm_90, 128-row tiles, prefill).
 
 /// The grouped GEMM family of [`crate::Ops::fused_moe`] ([`super::MoeOptions::path`]). On
-/// every SM90 path GEMM2 runs on 2x1 CTA clusters where the routed rows say
+/// every cooperative SM90 path GEMM2 runs on 2x1 CTA clusters where the routed rows say
 /// ([`sm90_gemm2_cluster`]), and a GEMM1 on 1x1 on the narrow tile where they say
-/// ([`sm90_gemm1_tile`]); the paths choose GEMM1's cluster and GEMM2's tile.
+/// ([`sm90_gemm1_tile`]); the paths choose GEMM1's cluster and GEMM2's tile, or both GEMMs
+/// on the ping-pong schedule ([`sm90_pingpong`]: [`MoePath::Sm90PingPong`], and
+/// [`MoePath::Auto`] at up to [`SM90_PINGPONG_MAX_ROWS_PER_EXPERT`] rows per expert).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MoePath {
     /// The rule ([`sm90_chosen`]): SM90 on an sm_90 GPU once the experts average at least
@@ -135,6 +137,47 @@ pub fn sm90_gemm1_cluster(path: MoePath, entries: usize, local: usize, w13_exper
 /// ```
 pub fn sm90_gemm2_cluster(entries: usize, local: usize) -> bool {
     entries >= SM90_CLUSTER_MIN_ROWS_PER_EXPERT * local.max(1)
+}
+
+/// Routed rows per local expert (on average) up to which [`MoePath::Auto`] runs both SM90
+/// GEMMs on the ping-pong schedule ([`sm90_pingpong`]): at most two row tiles per expert,
+/// where the weight stream bounds the layer and the cooperative kernels' epilogue, tile
+/// switch and pipeline refill between tiles are not hidden. Measured on an H100, layer
+/// order alternated, ping-pong faster in every round (BENCHMARKS.md, "Session 17 (helper
+/// moepp)"): Mixtral (E = 8, top-2) at T = 256, 512, 1024 (64 to 256 rows per expert) bf16
+/// 1-10 % and FP8 13-17 %, DeepSeek-V2-Lite (E = 64, top-6) at T = 1024 and 2048 (96, 192)
+/// 2 % and 32 %. Above it the 128x128 ping-pong tile's lower operand reuse costs more than
+/// the overlap gains: DeepSeek-V2-Lite T = 4096 (384 rows) 7 % slower, Mixtral T = 4096
+/// (1024) 17-21 % slower in bf16 and even in FP8.
+pub const SM90_PINGPONG_MAX_ROWS_PER_EXPERT: usize = 256;
+
+/// Whether both SM90 GEMMs of the layer (bf16 and FP8 alike) run on the ping-pong schedule
+/// ([`rcute_kernel::grouped_gemm::sm90_pingpong_config`]) for `entries` routed rows over
+/// `local` experts: always with [`MoePath::Sm90PingPong`], never with the other forced
+/// paths, and for [`MoePath::Auto`] while the experts average at least
+/// [`SM90_MIN_ROWS_PER_EXPERT`] (where the bf16 layer starts to run the SM90 family; the
+/// FP8 layer's decode shapes stay on the cooperative kernels, unmeasured) and at most
+/// [`SM90_PINGPONG_MAX_ROWS_PER_EXPERT`] rows.
+///
+/// ```
+/// use rcute_ops::moe::{sm90_pingpong, MoePath};
+/// assert!(sm90_pingpong(MoePath::Auto, 2048, 8)); // Mixtral T = 1024, top-2: 256 rows per expert
+/// assert!(!sm90_pingpong(MoePath::Auto, 8192, 8)); // T = 4096
+/// assert!(sm90_pingpong(MoePath::Auto, 12288, 64)); // DeepSeek-V2-Lite T = 2048, top-6
+/// assert!(!sm90_pingpong(MoePath::Auto, 24576, 64)); // T = 4096: 384 rows per expert
+/// assert!(!sm90_pingpong(MoePath::Auto, 64, 8)); // T = 32: decode
+/// assert!(sm90_pingpong(MoePath::Sm90PingPong, 8192, 8));
+/// assert!(!sm90_pingpong(MoePath::Sm90, 2048, 8));
+/// ```
+pub fn sm90_pingpong(path: MoePath, entries: usize, local: usize) -> bool {
+    match path {
+        MoePath::Sm90PingPong => true,
+        MoePath::Auto => {
+            let local = local.max(1);
+            (SM90_MIN_ROWS_PER_EXPERT * local..=SM90_PINGPONG_MAX_ROWS_PER_EXPERT * local).contains(&entries)
+        }
+        _ => false,
+    }
 }
 
 /// Time of a 128x128 GEMM2 tile over a 128x256 one ([`sm90_gemm2_tile`]): a little more
