@@ -98,7 +98,7 @@ pub fn sm90_gemms(
 /// Both run on the ping-pong schedule ([`rcute_kernel::grouped_gemm::SM90_FP8_PINGPONG_TILE`])
 /// where [`super::sm90_pingpong`] says, as in the bf16 layer: for [`super::MoePath::Auto`]
 /// up to [`super::SM90_PINGPONG_MAX_ROWS_PER_EXPERT`] rows per expert (measured on an H100,
-/// Mixtral T = 256 / 512 / 1024: 13-17 % faster than the cooperative kernels in every
+/// Mixtral T = 256 / 512 / 1024: 1.15-1.20x faster than the cooperative kernels in every
 /// round; BENCHMARKS.md, "Session 17 (helper moepp)"). Above it [`super::MoePath::Auto`]
 /// runs both on [`SM90_FP8_TILE`] without clusters. The other forced SM90 paths take the
 /// bf16 layer's rules with the e4m3 sizes: GEMM1 on 2x1 clusters where

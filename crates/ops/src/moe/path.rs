@@ -145,10 +145,10 @@ pub fn sm90_gemm2_cluster(entries: usize, local: usize) -> bool {
 /// switch and pipeline refill between tiles are not hidden. Measured on an H100, layer
 /// order alternated, ping-pong faster in every round (BENCHMARKS.md, "Session 17 (helper
 /// moepp)"): Mixtral (E = 8, top-2) at T = 256, 512, 1024 (64 to 256 rows per expert) bf16
-/// 1-10 % and FP8 13-17 %, DeepSeek-V2-Lite (E = 64, top-6) at T = 1024 and 2048 (96, 192)
-/// 2 % and 32 %. Above it the 128x128 ping-pong tile's lower operand reuse costs more than
-/// the overlap gains: DeepSeek-V2-Lite T = 4096 (384 rows) 7 % slower, Mixtral T = 4096
-/// (1024) 17-21 % slower in bf16 and even in FP8.
+/// 1.01-1.10x and FP8 1.15-1.20x faster, DeepSeek-V2-Lite (E = 64, top-6) at T = 1024 and
+/// 2048 (96, 192) 1.02x and 1.46x. Above it the 128x128 ping-pong tile's lower operand reuse
+/// costs more than the overlap gains: DeepSeek-V2-Lite T = 4096 (384 rows) 6-8 % slower,
+/// Mixtral T = 4096 (1024) 15-22 % slower in bf16 and even in FP8.
 pub const SM90_PINGPONG_MAX_ROWS_PER_EXPERT: usize = 256;
 
 /// Whether both SM90 GEMMs of the layer (bf16 and FP8 alike) run on the ping-pong schedule
