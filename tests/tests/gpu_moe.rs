@@ -30,15 +30,17 @@ fn ops() -> Option<Ops> {
 }
 
 /// The grouped GEMM families to run: SM80 everywhere, SM90 forced on sm_90 (GEMM2 on
-/// 128x256 and on 128x128 tiles, GEMM1 on 2x1 clusters), then the rule; `RCUTE_MOE_PATHS`
-/// (a comma list of `sm80`, `sm90`, `sm90narrow`, `sm90cluster`, `auto`) keeps some of them (the sanitizer runs keep the
-/// SM90 ones).
+/// 128x256 and on 128x128 tiles, GEMM1 on 2x1 clusters, both GEMMs on the ping-pong
+/// schedule), then the rule; `RCUTE_MOE_PATHS` (a comma list of `sm80`, `sm90`,
+/// `sm90narrow`, `sm90cluster`, `sm90pingpong`, `auto`) keeps some of them (the sanitizer
+/// runs keep the SM90 ones).
 fn paths(ops: &Ops) -> Vec<MoePath> {
     let mut v = vec![MoePath::Sm80];
     if ops.gpu().compute_capability() == (9, 0) {
         v.push(MoePath::Sm90);
         v.push(MoePath::Sm90Narrow);
         v.push(MoePath::Sm90Cluster);
+        v.push(MoePath::Sm90PingPong);
     } else {
         eprintln!("not an sm_90 GPU: the SM90 grouped GEMMs are not run");
     }
@@ -648,7 +650,8 @@ fn prefill_shape_runs_the_sm90_family_on_sm90() {
 /// tokens: ~94 rows per expert, I = 1408) the 1x1 SM90 paths run GEMM1 on the narrow tile
 /// (`sm90_gemm1_tile`: 64 x 22 tiles of half the time against 64 x 11 in a long last
 /// round), over several rounds of tiles; its layer agrees with the SM80 family's and with
-/// the clustered path, whose GEMM1 stays on the wide tile.
+/// the clustered path, whose GEMM1 stays on the wide tile. The rule runs both GEMMs on the
+/// ping-pong schedule at this row count (`sm90_pingpong`).
 #[test]
 fn one_row_tile_per_expert_runs_gemm1_on_the_narrow_tile() {
     let Some(ops) = ops() else { return };
@@ -667,14 +670,25 @@ fn one_row_tile_per_expert_runs_gemm1_on_the_narrow_tile() {
         rcute_ops::moe::sm90_gemm1_tile(MoePath::Sm90, t * k, e, i, sms),
         narrow_tile
     );
-    let [auto, sm90, sm80, cluster] = prefill_paths(
+    assert!(rcute_ops::moe::sm90_pingpong(MoePath::Auto, t * k, e));
+    let [auto, sm90, sm80, cluster, pingpong] = prefill_paths(
         &ops,
         "gemm1_narrow",
         (e, k, 256, i, t),
-        [MoePath::Auto, MoePath::Sm90, MoePath::Sm80, MoePath::Sm90Cluster],
+        [
+            MoePath::Auto,
+            MoePath::Sm90,
+            MoePath::Sm80,
+            MoePath::Sm90Cluster,
+            MoePath::Sm90PingPong,
+        ],
     );
     let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    assert_eq!(bits(&auto), bits(&sm90), "the rule did not run the SM90 family");
+    assert_eq!(
+        bits(&auto),
+        bits(&pingpong),
+        "the rule did not run the ping-pong kernels"
+    );
     let sm80_f: Vec<f64> = sm80.iter().map(|v| v.to_f64()).collect();
     check_close("SM90 narrow GEMM1 vs SM80 family", &sm90, &sm80_f);
     let cluster_f: Vec<f64> = cluster.iter().map(|v| v.to_f64()).collect();
@@ -682,6 +696,36 @@ fn one_row_tile_per_expert_runs_gemm1_on_the_narrow_tile() {
     eprintln!(
         "narrow GEMM1 bit-identical to the clustered wide GEMM1: {}",
         bits(&sm90) == bits(&cluster)
+    );
+}
+
+/// The ping-pong path (`MoePath::Sm90PingPong`) over many tiles per CTA (E = 8, top-2,
+/// 4000 tokens, H = 256, I = 1024: ~66 row tiles by 16 GEMM1 column tiles, ~8 per CTA on
+/// 132 SMs, so each consumer warpgroup runs several tiles behind the other's): it agrees
+/// with the cooperative SM90 path and the SM80 family, twice bit-identical.
+#[test]
+fn pingpong_path_over_many_tiles_per_cta() {
+    let Some(ops) = ops() else { return };
+    if ops.gpu().compute_capability() != (9, 0) {
+        eprintln!("not an sm_90 GPU: nothing to check");
+        return;
+    }
+    let paths = [
+        MoePath::Sm90PingPong,
+        MoePath::Sm90,
+        MoePath::Sm80,
+        MoePath::Sm90PingPong,
+    ];
+    let [pp, sm90, sm80, again] = prefill_paths(&ops, "pingpong_many", (8, 2, 256, 1024, 4000), paths);
+    let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&pp), bits(&again), "ping-pong: two runs differ");
+    let sm80_f: Vec<f64> = sm80.iter().map(|v| v.to_f64()).collect();
+    check_close("SM90 ping-pong vs SM80 family", &pp, &sm80_f);
+    let sm90_f: Vec<f64> = sm90.iter().map(|v| v.to_f64()).collect();
+    check_close("SM90 ping-pong vs SM90 cooperative", &pp, &sm90_f);
+    eprintln!(
+        "ping-pong bit-identical to the cooperative path: {}",
+        bits(&pp) == bits(&sm90)
     );
 }
 
@@ -894,7 +938,7 @@ fn fp8_layer_matches_quantized_reference() {
         let again = run_fp8(&mut ws, &w).unwrap();
         let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&y), bits(&again), "fp8 T={t}: two runs differ");
-        for path in [MoePath::Sm90Cluster, MoePath::Sm90NarrowCluster] {
+        for path in [MoePath::Sm90Cluster, MoePath::Sm90NarrowCluster, MoePath::Sm90PingPong] {
             let yp = run_path(&mut ws, &w, path).unwrap();
             check_close_bounds(
                 &format!("fp8 {path:?} T={t} vs the quantized reference"),
@@ -903,6 +947,8 @@ fn fp8_layer_matches_quantized_reference() {
                 4e-2,
                 8e-2,
             );
+            let again = run_path(&mut ws, &w, path).unwrap();
+            assert_eq!(bits(&yp), bits(&again), "fp8 {path:?} T={t}: two runs differ");
         }
         // Information: the quantization error against the bf16 layer's reference.
         let full = fused_moe_reference(&shape, &xv, &layer.w13, &layer.w2, &r.topk_ids, &r.topk_weights).unwrap();
@@ -966,4 +1012,57 @@ fn quantize_e4m3_rows_matches_reference() {
         &mut MatrixMut::new(&mut sc, rows, 1),
     );
     assert!(matches!(bad, Err(OpsError::Alignment { .. })), "{bad:?}");
+}
+
+/// The FP8 layer on the ping-pong path over many tiles per CTA (E = 8, top-2, 4000
+/// tokens, H = 256, I = 1024: ~66 row tiles by 16 GEMM1 column tiles, ~8 per CTA on 132
+/// SMs): it agrees with the FP8 layer's cooperative kernels (`MoePath::Auto`; the same
+/// quantized math, sums in another order), twice bit-identical.
+#[test]
+fn fp8_pingpong_over_many_tiles_per_cta() {
+    use rcute_ops::moe::fused_moe_fp8_workspace_bytes;
+    let Some(ops) = ops() else { return };
+    if ops.gpu().compute_capability() != (9, 0) {
+        eprintln!("not an sm_90 GPU: nothing to check");
+        return;
+    }
+    let mut rng = Rng::for_test("fp8_pingpong_many");
+    let s = ops.gpu().stream().clone();
+    let (e, k, h, i, t) = (8, 2, 256, 1024, 4000);
+    let layer = Layer::new(&s, &mut rng, e, h, i);
+    let f8 = Fp8Layer::new(&s, &layer, e);
+    let (_, xb) = rand_bf16(&mut rng, t * h, 1.0);
+    let logits: Vec<f32> = (0..t * e)
+        .map(|_| (rng.next_u32() % 800) as f32 / 100.0 - 4.0)
+        .collect();
+    let (d_x, d_logits) = (s.clone_htod(&xb).unwrap(), s.clone_htod(&logits).unwrap());
+    let routing = MoeRouting::Logits {
+        logits: MatrixRef::new(&d_logits, t, e),
+        topk: k,
+        renormalize: true,
+    };
+    let mut ws = s
+        .alloc_zeros::<u8>(fused_moe_fp8_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap())
+        .unwrap();
+    let x = MatrixRef::new(&d_x, t, h);
+    let w = f8.weights(e, h, i);
+    let mut run_path = |path| {
+        let mut y = s.clone_htod(&vec![bf16::NAN; t * h]).unwrap();
+        let mut wsv = MoeWorkspace::new(&mut ws);
+        let opts = with_path(MoeOptions::default(), path);
+        ops.fused_moe_fp8(&x, &w, &routing, &opts, &mut wsv, &mut MatrixMut::new(&mut y, t, h))
+            .unwrap();
+        s.clone_dtoh(&y).unwrap()
+    };
+    let pp = run_path(MoePath::Sm90PingPong);
+    let coop = run_path(MoePath::Auto);
+    let again = run_path(MoePath::Sm90PingPong);
+    let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&pp), bits(&again), "fp8 ping-pong: two runs differ");
+    let coop_f: Vec<f64> = coop.iter().map(|v| v.to_f64()).collect();
+    check_close_bounds("fp8 ping-pong vs the cooperative kernels", &pp, &coop_f, 4e-2, 8e-2);
+    eprintln!(
+        "fp8 ping-pong bit-identical to the cooperative kernels: {}",
+        bits(&pp) == bits(&coop)
+    );
 }

@@ -51,7 +51,8 @@ pub struct BenchMoeArgs {
     pub eager: bool,
     /// The grouped GEMM family of the layer (repeatable; each is timed in the same run,
     /// alternating with the peer): `auto` (the op's rule), `sm80`, `sm90` (GEMM2 on 128x256
-    /// tiles) or `sm90-narrow` (GEMM2 on 128x128 tiles).
+    /// tiles), `sm90-narrow` (GEMM2 on 128x128 tiles), `sm90-cluster`,
+    /// `sm90-narrow-cluster` or `sm90-pingpong` (both GEMMs on the ping-pong schedule).
     #[arg(long = "path", default_values_t = ["auto".to_string()])]
     pub path: Vec<String>,
     /// A MoE configuration of either family (repeatable; the tuning tables' text form,
@@ -256,8 +257,9 @@ fn parse_paths(v: &[String]) -> Result<Vec<MoePath>, String> {
             "sm90-narrow" => Ok(MoePath::Sm90Narrow),
             "sm90-cluster" => Ok(MoePath::Sm90Cluster),
             "sm90-narrow-cluster" => Ok(MoePath::Sm90NarrowCluster),
+            "sm90-pingpong" => Ok(MoePath::Sm90PingPong),
             other => Err(format!(
-                "--path {other}: auto, sm80, sm90, sm90-narrow, sm90-cluster or sm90-narrow-cluster"
+                "--path {other}: auto, sm80, sm90, sm90-narrow, sm90-cluster, sm90-narrow-cluster or sm90-pingpong"
             )),
         })
         .collect()

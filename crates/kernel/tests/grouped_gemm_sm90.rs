@@ -8,8 +8,8 @@ use rcute_kernel::gemm_sm90::{generate, GemmSm90Config, Sm90Grouped, Sm90Grouped
 use rcute_kernel::grouped_gemm::gather::{self, MoeGatherArgs};
 use rcute_kernel::grouped_gemm::quant::{self, MoeQuantArgs, QuantSource};
 use rcute_kernel::grouped_gemm::{
-    sm90_cluster_config, sm90_config, sm90_fp8_config, sm90_fp8_tile_config, GroupedEpilogue, SM90_FP8_NARROW_TILE,
-    SM90_FP8_TILE, SM90_TILE,
+    sm90_cluster_config, sm90_config, sm90_fp8_config, sm90_fp8_tile_config, sm90_pingpong_config, GroupedEpilogue,
+    SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_TILE,
 };
 use rcute_kernel::testing::toolkit_for_test;
 use rcute_kernel::{compile, Arch, CompileOptions, Sass};
@@ -30,8 +30,53 @@ fn configs() -> Vec<GemmSm90Config> {
             v.push(sm90_fp8_tile_config(Element::BF16, ep, tile, true));
         }
         v.push(sm90_fp8_tile_config(Element::BF16, ep, SM90_FP8_NARROW_TILE, false));
+        v.push(sm90_pingpong_config(Element::BF16, Element::BF16, ep));
+        v.push(sm90_pingpong_config(Element::E4M3, Element::BF16, ep));
     }
     v
+}
+
+#[test]
+fn pingpong_members_alternate_tiles_under_the_math_barrier() {
+    for ab in [Element::BF16, Element::E4M3] {
+        for ep in [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter] {
+            let g = generate(&sm90_pingpong_config(ab, Element::BF16, ep)).unwrap();
+            assert!(g.name.contains("_128x128x"), "{}", g.name);
+            assert!(g.name.contains("_pingpong_s"), "{}", g.name);
+            assert_eq!(g.threads, 384);
+            // Each warpgroup takes every other tile of the grouped walk ...
+            assert!(g.source.contains("if ((local & 1) != cw) {"), "{}", g.name);
+            assert!(g
+                .source
+                .contains("rc_grouped_tile(work, sched_tiles_n, rows_used, offsets"));
+            // ... its mainloop ordered after the other's, which it releases once its last
+            // batch is issued, when the walk names another tile for the other warpgroup.
+            assert!(g.source.contains("rc_named_barrier_sync(3u + (uint32_t)cw, 256u)"));
+            assert!(g
+                .source
+                .contains("rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u)"));
+            assert!(g
+                .source
+                .contains("rc_grouped_tile(w, sched_tiles_n, rows_used, offsets, block_expert, other_m, other_n)"));
+            assert!(
+                !g.source.contains("sched.cluster_valid(w)"),
+                "the plain walk's look-ahead"
+            );
+            // The warpgroup owns the whole tile: rows from 0, no padding drain.
+            assert!(g.source.contains("const int wg_row0 = 0;"), "{}", g.name);
+            assert!(!g.source.contains("if (wg_routed) {"));
+            // One wgmma batch in flight.
+            assert!(g.source.contains("rc_wgmma_wait_group<1>()"));
+            // The other warpgroup's k-tiles are skipped in each view of the stage ring.
+            assert!(g
+                .source
+                .contains("rc_pipe_advance(stage, phase, (uint32_t)(cw * k_iters)"));
+            assert_eq!(
+                g.source,
+                generate(&sm90_pingpong_config(ab, Element::BF16, ep)).unwrap().source
+            );
+        }
+    }
 }
 
 #[test]
@@ -117,9 +162,15 @@ fn names_and_sources() {
 
 #[test]
 fn bad_configurations_and_arguments_are_typed_errors() {
-    let mut pp = sm90_config(Element::BF16, GroupedEpilogue::Scatter, [128, 128, 64]);
+    let mut pp = sm90_cluster_config(Element::BF16, GroupedEpilogue::Scatter, [128, 128, 64]);
     pp.schedule = Sm90Schedule::PingPong;
-    assert!(generate(&pp).is_err(), "ping-pong");
+    assert!(generate(&pp).is_err(), "ping-pong on a cluster");
+    let mut wide = sm90_pingpong_config(Element::BF16, Element::BF16, GroupedEpilogue::SwiGlu);
+    wide.tile = SM90_TILE;
+    assert!(
+        generate(&wide).is_err(),
+        "ping-pong 128x256: 256 accumulators per thread"
+    );
     let mut cl = sm90_config(Element::BF16, GroupedEpilogue::Scatter, SM90_TILE);
     cl.cluster = [1, 2];
     assert!(generate(&cl).is_err(), "cluster 1x2");

@@ -212,7 +212,9 @@ fn wgmma_batch(k: &Ctx) -> Vec<Stmt> {
 /// its accumulators stay zero, as the products of zero-filled padding rows were. Other
 /// members: the mainloop `mma` as it is.
 fn grouped_rows_or_drain(k: &Ctx, mma: Vec<Stmt>) -> Vec<Stmt> {
-    if k.cfg.grouped.is_none() {
+    // Ping-pong: the warpgroup owns the whole tile, whose first row is routed (an
+    // expert's padding follows its entries within its last row tile).
+    if k.cfg.grouped.is_none() || k.pp {
         return mma;
     }
     let s = k.s;
@@ -264,7 +266,11 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         vec![unroll("i", k.nacc, vec![Stmt::assign("acc[a][i]", "0")])],
     )];
     if pp {
-        ml.extend(order_lookahead());
+        if k.cfg.grouped.is_some() {
+            ml.extend(grouped::pingpong_lookahead(k.bm));
+        } else {
+            ml.extend(order_lookahead());
+        }
         ml.push(c(
             "Ordered math: wait for the other warpgroup's mainloop of the previous tile",
         ));

@@ -53,9 +53,12 @@ pub(super) fn tile_n_out(cfg: &GemmSm90Config) -> i64 {
 
 /// The grouped member's own limits.
 pub(super) fn check(cfg: &GemmSm90Config, g: Sm90Grouped) -> Result<(), GemmError> {
-    if cfg.schedule == Sm90Schedule::PingPong {
+    // Ping-pong: each consumer warpgroup owns whole BM-row tiles (the alignment's block),
+    // so every tile it takes has a routed first row; its look-ahead walks the grouped ids
+    // ([`pingpong_lookahead`]). Not on clusters (their walk pairs tiles across CTAs).
+    if cfg.schedule == Sm90Schedule::PingPong && grouped_cluster::clustered(cfg) {
         return Err(cfg_err(
-            "grouped: the ping-pong schedule's look-ahead does not see skipped tiles; use cooperative or warp-specialized",
+            "grouped: the ping-pong schedule runs without a cluster (the cluster walk pairs tiles across CTAs)",
         ));
     }
     if cfg.with_c() {
@@ -192,6 +195,36 @@ __device__ __forceinline__ bool rc_grouped_tile(unsigned long long work, int til
             band = WALK_BAND
         ),
     }
+}
+
+/// Ping-pong, before the ordered wait: whether the other warpgroup has a next tile, i.e.
+/// whether a later work id of this CTA is a tile of the grouped walk ([`walk_helper`]).
+/// The walk's ids are valid up to `used_tiles * tiles_n` (minus any row tile without an
+/// expert), so the search stops at that bound: one id in the walk's body, none past it.
+pub(super) fn pingpong_lookahead(bm: i64) -> Vec<Stmt> {
+    vec![
+        c("whether the other warpgroup has a next tile (it waits for this mainloop only then): the next id of"),
+        c("the expert-aligned walk below this routing's row tiles that names a tile"),
+        d("bool", "other_next", "false"),
+        d(
+            "const unsigned long long",
+            "walk_end",
+            format!("(unsigned long long)(rows_used / {bm}) * (unsigned long long)sched_tiles_n"),
+        ),
+        Stmt::Loop {
+            init: "unsigned long long w = work + sched.stride()".into(),
+            cond: "w < sched.total_work && w < walk_end && !other_next".into(),
+            step: "w += sched.stride()".into(),
+            body: vec![
+                d("int", "other_m", "0"),
+                d("int", "other_n", "0"),
+                Stmt::assign(
+                    "other_next",
+                    "rc_grouped_tile(w, sched_tiles_n, rows_used, offsets, block_expert, other_m, other_n)",
+                ),
+            ],
+        },
+    ]
 }
 
 /// The producer's loads of one k-tile: A at the tile's padded rows; B at the expert's rows

@@ -77,6 +77,43 @@ pub fn sm90_fp8_tile_config(out: Element, epilogue: GroupedEpilogue, tile: [i64;
     c
 }
 
+/// The ping-pong grouped tile of bf16 / f16 operands: `BM = 128` rows (the alignment's
+/// block) by `BN = 128` B rows (SwiGLU: 64 gate + 64 up rows), all of it one consumer
+/// warpgroup's (two m64 atoms of 64 accumulators per thread).
+pub const SM90_PINGPONG_TILE: [i64; 3] = [128, 128, 64];
+
+/// The ping-pong grouped tile of e4m3 operands: [`SM90_PINGPONG_TILE`] with `BK = 128`.
+pub const SM90_FP8_PINGPONG_TILE: [i64; 3] = [128, 128, 128];
+
+/// The SM90 grouped GEMM configuration of `ab` operands (bf16, f16 or e4m3) with an `out`
+/// D (`ab` itself for 16-bit operands) and `epilogue` on the ping-pong schedule: the two
+/// consumer warpgroups take turns at the CTA's tiles of the persistent walk, each a whole
+/// [`SM90_PINGPONG_TILE`] (e4m3: [`SM90_FP8_PINGPONG_TILE`]), their mainloops ordered by
+/// the math barrier, so that one warpgroup's register epilogue (SwiGLU or the scatter, with
+/// the scales) and its switch to the next tile run under the other's mainloop. One
+/// `wgmma` batch in flight (`mma_pipe` 1) in both: a warpgroup alone on the tensor cores
+/// would idle between batches without it.
+///
+/// ```
+/// use rcute_kernel::grouped_gemm::{sm90_pingpong_config, GroupedEpilogue};
+/// use rcute_atom::Element;
+/// let g = rcute_kernel::gemm_sm90::generate(&sm90_pingpong_config(Element::BF16, Element::BF16, GroupedEpilogue::SwiGlu)).unwrap();
+/// assert!(g.name.starts_with("rc_moe_grouped_sm90_bf16_swiglu_128x128x64_pingpong_s"));
+/// assert!(g.source.contains("rc_named_barrier_sync(3u + (uint32_t)cw, 256u)"));
+/// let f = rcute_kernel::gemm_sm90::generate(&sm90_pingpong_config(Element::E4M3, Element::BF16, GroupedEpilogue::Scatter)).unwrap();
+/// assert!(f.name.starts_with("rc_moe_grouped_sm90_e4m3_scatter_128x128x128_pingpong_s"));
+/// ```
+pub fn sm90_pingpong_config(ab: Element, out: Element, epilogue: GroupedEpilogue) -> GemmSm90Config {
+    let mut c = if ab == Element::E4M3 {
+        sm90_fp8_tile_config(out, epilogue, SM90_FP8_PINGPONG_TILE, false)
+    } else {
+        sm90_config(ab, epilogue, SM90_PINGPONG_TILE)
+    };
+    c.schedule = Sm90Schedule::PingPong;
+    c.mma_pipe = 1;
+    c
+}
+
 /// [`sm90_config`] on 2x1 CTA clusters ([`crate::gemm_sm90::GROUPED_CLUSTER`]): the two
 /// CTAs of a cluster take two row tiles of one expert by one column tile and multicast
 /// the B (weight) tile to both, so that each weight tile is read once per pair of row

@@ -273,7 +273,8 @@ impl Ops {
 
     /// Launch a validated layer (the kernels are loaded first, so a failed compilation
     /// leaves `y` untouched): a forced SM90 path ([`super::MoePath::Sm90`],
-    /// [`super::MoePath::Sm90Narrow`], [`super::MoePath::Sm90Cluster`]) as asked; else the configuration of either family a
+    /// [`super::MoePath::Sm90Narrow`], [`super::MoePath::Sm90Cluster`],
+    /// [`super::MoePath::Sm90PingPong`], ...) as asked; else the configuration of either family a
     /// tuning table holds for it (or `RCUTE_TUNING=on-miss` measures:
     /// `crate::tuning::moe_problem_key`; with [`super::MoePath::Sm80`] only SM80 entries),
     /// else the rules' choice (`Ops::run_fused_moe_rules`).

@@ -6,14 +6,15 @@
 //! 128x128 tiles: [`super::sm90_gemm1_tile`]), GEMM2 with the router weight scattered to entry rows (on
 //! 128x256 or, when few row tiles are routed, 128x128 tiles: [`super::sm90_gemm2_tile`]; on
 //! 2x1 clusters from two row tiles per expert: [`super::sm90_gemm2_cluster`]),
-//! and the deterministic finalize; six launches, none waiting for the host.
+//! both GEMMs on the ping-pong schedule where [`super::sm90_pingpong`] says (up to two row
+//! tiles per expert, or forced: [`super::sm90_gemms`]), and the deterministic finalize; six launches, none waiting for the host.
 //! [`sm90_layer_args`] and [`Ops::route_sm90_layer`] build, check and route the GEMM and
 //! finalize arguments that the FP8 layer ([`Ops::fused_moe_fp8`]) shares, with its own A
 //! operands and scales ([`Sm90Operands`]).
 
 use super::fused::element;
-use super::kernels::{sm90_gemm1, sm90_gemm2};
-use super::path::{sm90_chosen, sm90_gemm1_cluster, sm90_gemm1_tile, sm90_gemm2_cluster, sm90_gemm2_tile};
+use super::kernels::sm90_gemms;
+use super::path::sm90_chosen;
 use super::problem::MoeProblem;
 use crate::error::{boxed, OpsError};
 use crate::tensor::Geometry;
@@ -70,14 +71,10 @@ impl Ops {
     pub(crate) fn launch_fused_moe_sm90(&self, p: &MoeProblem) -> Result<(), OpsError> {
         let _scope = self.launch_scope();
         let el = element(p.dtype)?;
-        let w13_bytes = 2 * p.inter * p.hidden * p.dtype.bytes();
-        let cluster = sm90_gemm1_cluster(p.path, p.tokens * p.topk, p.local_experts, w13_bytes);
         let sms = self.gpu().sm_count();
-        let tile1 = sm90_gemm1_tile(p.path, p.tokens * p.topk, p.local_experts, p.inter, sms);
-        let (g1, f1) = self.grouped_sm90_kernel(&sm90_gemm1(el, tile1, cluster))?;
-        let tile2 = sm90_gemm2_tile(p.path, p.tokens * p.topk, p.local_experts, p.hidden, sms);
-        let cluster2 = sm90_gemm2_cluster(p.tokens * p.topk, p.local_experts);
-        let (g2, f2) = self.grouped_sm90_kernel(&sm90_gemm2(el, tile2, cluster2))?;
+        let [c1, c2] = sm90_gemms(el, p.path, p.tokens * p.topk, p.local_experts, p.hidden, p.inter, sms);
+        let (g1, f1) = self.grouped_sm90_kernel(&c1)?;
+        let (g2, f2) = self.grouped_sm90_kernel(&c2)?;
         let gg = gather::generate(el).map_err(boxed)?;
         let fg = self.moe_unit(&gg.name, &gg.source)?;
         let gf = finalize::generate(el).map_err(boxed)?;

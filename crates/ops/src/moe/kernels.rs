@@ -5,12 +5,12 @@
 //! ([`crate::tuning::kernel_fingerprint`]).
 
 use crate::error::OpsError;
-use crate::tuning::{ConfigSpec, MoeSpec, TunedKernel};
+use crate::tuning::{ConfigSpec, MoeSm90Spec, MoeSpec, TunedKernel};
 use rcute_atom::Element;
 use rcute_kernel::gemm_sm90::GemmSm90Config;
 use rcute_kernel::grouped_gemm::{
-    sm90_cluster_config, sm90_config, sm90_fp8_tile_config, GroupedA, GroupedEpilogue, GroupedGemmConfig,
-    SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_NARROW_TILE, SM90_TILE,
+    sm90_cluster_config, sm90_config, sm90_fp8_tile_config, sm90_pingpong_config, GroupedA, GroupedEpilogue,
+    GroupedGemmConfig, SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_NARROW_TILE, SM90_TILE,
 };
 
 /// The grouped GEMM of `spec` with A rows `a` and epilogue `ep` for `el` operands: its
@@ -47,12 +47,61 @@ pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90
     sm90_grouped(el, GroupedEpilogue::Scatter, tile, cluster)
 }
 
+/// GEMM1 and GEMM2 of the bf16 / f16 SM90 layer for `el` operands, `entries` routed rows
+/// over `local` experts of hidden size `hidden` and intermediate size `inter` on `sms`
+/// persistent CTAs: both on the ping-pong schedule where [`super::sm90_pingpong`] says
+/// (always with [`super::MoePath::Sm90PingPong`]), else GEMM1 on 2x1 clusters where [`super::sm90_gemm1_cluster`] says and on
+/// [`super::sm90_gemm1_tile`]'s tile, GEMM2 on [`super::sm90_gemm2_tile`]'s tile and on 2x1
+/// clusters where [`super::sm90_gemm2_cluster`] says.
+///
+/// ```
+/// use rcute_atom::Element;
+/// use rcute_kernel::gemm_sm90::Sm90Schedule;
+/// use rcute_ops::moe::{sm90_gemms, MoePath};
+/// // Mixtral T = 1024 (top-2, 8 experts) on 132 SMs: 256 rows per expert, ping-pong.
+/// let [g1, g2] = sm90_gemms(Element::BF16, MoePath::Auto, 2048, 8, 4096, 14336, 132);
+/// assert_eq!((g1.tile, g1.cluster, g1.schedule), ([128, 128, 64], [1, 1], Sm90Schedule::PingPong));
+/// assert_eq!((g2.tile, g2.cluster, g2.schedule), ([128, 128, 64], [1, 1], Sm90Schedule::PingPong));
+/// // Forced onto the cooperative kernels: GEMM1 on clusters, GEMM2 narrow on clusters.
+/// let [g1, g2] = sm90_gemms(Element::BF16, MoePath::Sm90NarrowCluster, 2048, 8, 4096, 14336, 132);
+/// assert_eq!((g1.tile, g1.cluster, g1.schedule), ([128, 256, 64], [2, 1], Sm90Schedule::Cooperative));
+/// assert_eq!((g2.tile, g2.cluster), ([128, 128, 64], [2, 1]));
+/// // T = 4096: the cooperative kernels (GEMM1 on clusters, GEMM2 wide on clusters).
+/// let [g1, g2] = sm90_gemms(Element::BF16, MoePath::Auto, 8192, 8, 4096, 14336, 132);
+/// assert_eq!((g1.tile, g1.cluster, g1.schedule), ([128, 256, 64], [2, 1], Sm90Schedule::Cooperative));
+/// assert_eq!((g2.tile, g2.cluster), ([128, 256, 64], [2, 1]));
+/// ```
+pub fn sm90_gemms(
+    el: Element,
+    path: super::MoePath,
+    entries: usize,
+    local: usize,
+    hidden: usize,
+    inter: usize,
+    sms: u32,
+) -> [GemmSm90Config; 2] {
+    if super::sm90_pingpong(path, entries, local) {
+        return [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter].map(|ep| sm90_pingpong_config(el, el, ep));
+    }
+    let w13_bytes = 2 * inter * hidden * el.bytes() as usize;
+    let cluster1 = super::sm90_gemm1_cluster(path, entries, local, w13_bytes);
+    let tile1 = super::sm90_gemm1_tile(path, entries, local, inter, sms);
+    let tile2 = super::sm90_gemm2_tile(path, entries, local, hidden, sms);
+    let cluster2 = super::sm90_gemm2_cluster(entries, local);
+    [sm90_gemm1(el, tile1, cluster1), sm90_gemm2(el, tile2, cluster2)]
+}
+
 /// GEMM1 and GEMM2 of the FP8 layer ([`crate::Ops::fused_moe_fp8`]) with `out` (bf16 / f16)
 /// output for `entries` routed rows over `local` experts of hidden size `hidden` and
 /// intermediate size `inter` on `sms` persistent CTAs.
 ///
-/// [`super::MoePath::Auto`] runs both on [`SM90_FP8_TILE`] without clusters. The forced
-/// SM90 paths take the bf16 layer's rules with the e4m3 sizes: GEMM1 on 2x1 clusters where
+/// Both run on the ping-pong schedule ([`rcute_kernel::grouped_gemm::SM90_FP8_PINGPONG_TILE`])
+/// where [`super::sm90_pingpong`] says, as in the bf16 layer: for [`super::MoePath::Auto`]
+/// up to [`super::SM90_PINGPONG_MAX_ROWS_PER_EXPERT`] rows per expert (measured on an H100,
+/// Mixtral T = 256 / 512 / 1024: 1.15-1.20x faster than the cooperative kernels in every
+/// round; BENCHMARKS.md, "Session 17 (helper moepp)"). Above it [`super::MoePath::Auto`]
+/// runs both on [`SM90_FP8_TILE`] without clusters. The other forced SM90 paths take the
+/// bf16 layer's rules with the e4m3 sizes: GEMM1 on 2x1 clusters where
 /// [`super::sm90_gemm1_cluster`] says for an expert's e4m3 `w13` (`2 I H` bytes), GEMM2 on
 /// the FP8 form of [`super::sm90_gemm2_tile`]'s tile ([`SM90_FP8_TILE`] or
 /// [`SM90_FP8_NARROW_TILE`]) and on 2x1 clusters where [`super::sm90_gemm2_cluster`] says.
@@ -66,16 +115,21 @@ pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90
 /// ```
 /// use rcute_atom::Element;
 /// use rcute_ops::moe::{sm90_fp8_gemms, MoePath};
-/// // Mixtral T = 1024 (top-2, 8 experts) on 132 SMs.
-/// let [g1, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Auto, 2048, 8, 4096, 14336, 132);
+/// // Mixtral T = 4096 (top-2, 8 experts) on 132 SMs.
+/// let [g1, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Auto, 8192, 8, 4096, 14336, 132);
 /// assert_eq!((g1.tile, g1.cluster), ([128, 256, 128], [1, 1]));
 /// assert_eq!((g2.tile, g2.cluster), ([128, 256, 128], [1, 1]));
+/// // T = 1024: 256 rows per expert, ping-pong.
+/// let [g1, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Auto, 2048, 8, 4096, 14336, 132);
+/// assert_eq!((g1.tile, g2.tile), ([128, 128, 128], [128, 128, 128]));
 /// let [g1, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Sm90NarrowCluster, 2048, 8, 4096, 14336, 132);
 /// assert_eq!((g1.tile, g1.cluster), ([128, 256, 128], [2, 1]));
 /// assert_eq!((g2.tile, g2.cluster), ([128, 128, 128], [2, 1]));
 /// // T = 256: one row tile per expert, GEMM2 without clusters.
 /// let [_, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Sm90Cluster, 512, 8, 4096, 14336, 132);
 /// assert_eq!((g2.tile, g2.cluster), ([128, 256, 128], [1, 1]));
+/// let [g1, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Sm90PingPong, 2048, 8, 4096, 14336, 132);
+/// assert_eq!((g1.tile, g1.ab, g2.tile), ([128, 128, 128], Element::E4M3, [128, 128, 128]));
 /// ```
 pub fn sm90_fp8_gemms(
     out: Element,
@@ -87,6 +141,10 @@ pub fn sm90_fp8_gemms(
     sms: u32,
 ) -> [GemmSm90Config; 2] {
     let fp8 = |ep, tile, cluster| sm90_fp8_tile_config(out, ep, tile, cluster);
+    if super::sm90_pingpong(path, entries, local) {
+        return [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter]
+            .map(|ep| sm90_pingpong_config(rcute_atom::Element::E4M3, out, ep));
+    }
     if path == super::MoePath::Auto {
         return [
             fp8(GroupedEpilogue::SwiGlu, SM90_FP8_TILE, false),
@@ -109,7 +167,8 @@ pub fn sm90_fp8_gemms(
 /// family's two grouped GEMMs (GEMM1 gathers and applies SwiGLU, GEMM2 scatters); the
 /// SM90 family's row gather (only that family runs it), GEMM1 (on 1x1 at both tiles: the
 /// routed rows pick one per call, `sm90_gemm1_tile`), and GEMM2 on 1x1 and 2x1 clusters
-/// (the routed rows pick one per call: `sm90_gemm2_cluster`). The routing, the
+/// (the routed rows pick one per call: `sm90_gemm2_cluster`); or with
+/// [`MoeSm90Spec::PingPong`] the gather and the two ping-pong GEMMs. The routing, the
 /// alignment and the finalize run whatever the configuration. What
 /// [`crate::Ops::load_fused_moe_spec`] builds and a tuning entry's fingerprint covers.
 pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<Vec<TunedKernel>, OpsError> {
@@ -121,6 +180,11 @@ pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<V
         .into_iter()
         .map(|(a, e)| TunedKernel::Grouped(spec_config(el, s, a, e)))
         .collect(),
+        ConfigSpec::MoeSm90(MoeSm90Spec::PingPong) => {
+            let [g1, g2] =
+                [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter].map(|ep| sm90_pingpong_config(el, el, ep));
+            vec![TunedKernel::MoeGather(el), TunedKernel::Sm90(g1), TunedKernel::Sm90(g2)]
+        }
         ConfigSpec::MoeSm90(s) => {
             let gemm2 = |cluster| sm90_gemm2(el, s.gemm2_tile(), cluster);
             let mut v = vec![

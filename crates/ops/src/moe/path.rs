@@ -3,9 +3,11 @@
 //! kernels (sm_90, 128-row tiles, prefill).
 
 /// The grouped GEMM family of [`crate::Ops::fused_moe`] ([`super::MoeOptions::path`]). On
-/// every SM90 path GEMM2 runs on 2x1 CTA clusters where the routed rows say
+/// every cooperative SM90 path GEMM2 runs on 2x1 CTA clusters where the routed rows say
 /// ([`sm90_gemm2_cluster`]), and a GEMM1 on 1x1 on the narrow tile where they say
-/// ([`sm90_gemm1_tile`]); the paths choose GEMM1's cluster and GEMM2's tile.
+/// ([`sm90_gemm1_tile`]); the paths choose GEMM1's cluster and GEMM2's tile, or both GEMMs
+/// on the ping-pong schedule ([`sm90_pingpong`]: [`MoePath::Sm90PingPong`], and
+/// [`MoePath::Auto`] at up to [`SM90_PINGPONG_MAX_ROWS_PER_EXPERT`] rows per expert).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MoePath {
     /// The rule ([`sm90_chosen`]): SM90 on an sm_90 GPU once the experts average at least
@@ -26,6 +28,11 @@ pub enum MoePath {
     Sm90Cluster,
     /// [`MoePath::Sm90Narrow`] with GEMM1 on 2x1 CTA clusters: an error on other GPUs.
     Sm90NarrowCluster,
+    /// Always the SM90 family, both GEMMs on the ping-pong schedule
+    /// ([`rcute_kernel::grouped_gemm::sm90_pingpong_config`]: 128x128 tiles, each consumer
+    /// warpgroup a whole tile in turn, one's epilogue under the other's mainloop), without
+    /// clusters: an error on other GPUs.
+    Sm90PingPong,
 }
 
 impl MoePath {
@@ -58,7 +65,11 @@ pub const SM90_MIN_ROWS_PER_EXPERT: usize = 64;
 pub fn sm90_chosen(path: MoePath, cc: (u32, u32), entries: usize, local: usize) -> bool {
     match path {
         MoePath::Sm80 => false,
-        MoePath::Sm90 | MoePath::Sm90Narrow | MoePath::Sm90Cluster | MoePath::Sm90NarrowCluster => true,
+        MoePath::Sm90
+        | MoePath::Sm90Narrow
+        | MoePath::Sm90Cluster
+        | MoePath::Sm90NarrowCluster
+        | MoePath::Sm90PingPong => true,
         MoePath::Auto => cc == (9, 0) && entries >= SM90_MIN_ROWS_PER_EXPERT * local.max(1),
     }
 }
@@ -99,7 +110,7 @@ pub fn sm90_gemm1_cluster(path: MoePath, entries: usize, local: usize, w13_exper
             entries >= SM90_CLUSTER_MIN_ROWS_PER_EXPERT * local.max(1)
                 && w13_expert_bytes >= SM90_CLUSTER_MIN_EXPERT_BYTES
         }
-        MoePath::Sm80 | MoePath::Sm90 | MoePath::Sm90Narrow => false,
+        MoePath::Sm80 | MoePath::Sm90 | MoePath::Sm90Narrow | MoePath::Sm90PingPong => false,
     }
 }
 
@@ -126,6 +137,47 @@ pub fn sm90_gemm1_cluster(path: MoePath, entries: usize, local: usize, w13_exper
 /// ```
 pub fn sm90_gemm2_cluster(entries: usize, local: usize) -> bool {
     entries >= SM90_CLUSTER_MIN_ROWS_PER_EXPERT * local.max(1)
+}
+
+/// Routed rows per local expert (on average) up to which [`MoePath::Auto`] runs both SM90
+/// GEMMs on the ping-pong schedule ([`sm90_pingpong`]): at most two row tiles per expert,
+/// where the weight stream bounds the layer and the cooperative kernels' epilogue, tile
+/// switch and pipeline refill between tiles are not hidden. Measured on an H100, layer
+/// order alternated, ping-pong faster in every round (BENCHMARKS.md, "Session 17 (helper
+/// moepp)"): Mixtral (E = 8, top-2) at T = 256, 512, 1024 (64 to 256 rows per expert) bf16
+/// 1.01-1.10x and FP8 1.15-1.20x faster, DeepSeek-V2-Lite (E = 64, top-6) at T = 1024 and
+/// 2048 (96, 192) 1.02x and 1.46x. Above it the 128x128 ping-pong tile's lower operand reuse
+/// costs more than the overlap gains: DeepSeek-V2-Lite T = 4096 (384 rows) 6-8 % slower,
+/// Mixtral T = 4096 (1024) 15-22 % slower in bf16 and even in FP8.
+pub const SM90_PINGPONG_MAX_ROWS_PER_EXPERT: usize = 256;
+
+/// Whether both SM90 GEMMs of the layer (bf16 and FP8 alike) run on the ping-pong schedule
+/// ([`rcute_kernel::grouped_gemm::sm90_pingpong_config`]) for `entries` routed rows over
+/// `local` experts: always with [`MoePath::Sm90PingPong`], never with the other forced
+/// paths, and for [`MoePath::Auto`] while the experts average at least
+/// [`SM90_MIN_ROWS_PER_EXPERT`] (where the bf16 layer starts to run the SM90 family; the
+/// FP8 layer's decode shapes stay on the cooperative kernels, unmeasured) and at most
+/// [`SM90_PINGPONG_MAX_ROWS_PER_EXPERT`] rows.
+///
+/// ```
+/// use rcute_ops::moe::{sm90_pingpong, MoePath};
+/// assert!(sm90_pingpong(MoePath::Auto, 2048, 8)); // Mixtral T = 1024, top-2: 256 rows per expert
+/// assert!(!sm90_pingpong(MoePath::Auto, 8192, 8)); // T = 4096
+/// assert!(sm90_pingpong(MoePath::Auto, 12288, 64)); // DeepSeek-V2-Lite T = 2048, top-6
+/// assert!(!sm90_pingpong(MoePath::Auto, 24576, 64)); // T = 4096: 384 rows per expert
+/// assert!(!sm90_pingpong(MoePath::Auto, 64, 8)); // T = 32: decode
+/// assert!(sm90_pingpong(MoePath::Sm90PingPong, 8192, 8));
+/// assert!(!sm90_pingpong(MoePath::Sm90, 2048, 8));
+/// ```
+pub fn sm90_pingpong(path: MoePath, entries: usize, local: usize) -> bool {
+    match path {
+        MoePath::Sm90PingPong => true,
+        MoePath::Auto => {
+            let local = local.max(1);
+            (SM90_MIN_ROWS_PER_EXPERT * local..=SM90_PINGPONG_MAX_ROWS_PER_EXPERT * local).contains(&entries)
+        }
+        _ => false,
+    }
 }
 
 /// Time of a 128x128 GEMM2 tile over a 128x256 one ([`sm90_gemm2_tile`]): a little more
@@ -155,7 +207,7 @@ pub fn sm90_gemm2_tile(path: MoePath, entries: usize, local: usize, hidden: usiz
     match path {
         MoePath::Sm90 | MoePath::Sm90Cluster => return SM90_TILE,
         MoePath::Sm90Narrow | MoePath::Sm90NarrowCluster => return SM90_NARROW_TILE,
-        MoePath::Auto | MoePath::Sm80 => {}
+        MoePath::Auto | MoePath::Sm80 | MoePath::Sm90PingPong => {}
     }
     let row_tiles = sm90_row_tiles(entries, local);
     let rounds = |bn: i64| (row_tiles * hidden.div_ceil(bn as usize) as f64 / f64::from(sms.max(1))).ceil();

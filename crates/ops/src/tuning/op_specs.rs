@@ -27,7 +27,7 @@ use std::fmt;
 
 use rcute_atom::Element;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
-use rcute_kernel::grouped_gemm::{SM90_NARROW_TILE, SM90_TILE};
+use rcute_kernel::grouped_gemm::{SM90_NARROW_TILE, SM90_PINGPONG_TILE, SM90_TILE};
 
 use super::spec_text::{extents, number};
 use crate::moe::MoePath;
@@ -171,8 +171,9 @@ impl MoeSpec {
 
 /// The fused MoE layer on the SM90 grouped GEMMs (TMA + `wgmma`, 128-row tiles; sm_90
 /// only): GEMM1 on [`SM90_TILE`] (on 1x1 or 2x1 CTA clusters; on 1x1 the narrow tile where
-/// the routed rows say, [`crate::moe::sm90_gemm1_tile`]), GEMM2 on the tile this names.
-/// Which one the rules pick is [`crate::moe::sm90_gemm2_tile`] and
+/// the routed rows say, [`crate::moe::sm90_gemm1_tile`]), GEMM2 on the tile this names; or
+/// both GEMMs on the ping-pong schedule ([`MoeSm90Spec::PingPong`]). Which one the rules
+/// pick is [`crate::moe::sm90_pingpong`], [`crate::moe::sm90_gemm2_tile`] and
 /// [`crate::moe::sm90_gemm1_cluster`] for [`MoePath::Auto`].
 ///
 /// ```
@@ -183,6 +184,8 @@ impl MoeSpec {
 /// assert_eq!(MoeSm90Spec::of_rules([128, 128, 64], true), MoeSm90Spec::NarrowCluster);
 /// assert_eq!(MoeSm90Spec::Wide.to_string(), "moe:sm90");
 /// assert_eq!(MoeSm90Spec::NarrowCluster.to_string(), "moe:sm90nc");
+/// assert_eq!(MoeSm90Spec::PingPong.path(), MoePath::Sm90PingPong);
+/// assert_eq!(MoeSm90Spec::PingPong.to_string(), "moe:sm90pp");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MoeSm90Spec {
@@ -195,15 +198,19 @@ pub enum MoeSm90Spec {
     /// [`MoeSm90Spec::Narrow`] with GEMM1 on 2x1 clusters (`moe:sm90nc`,
     /// [`MoePath::Sm90NarrowCluster`]).
     NarrowCluster,
+    /// Both GEMMs on the ping-pong schedule, 128x128 tiles without clusters (`moe:sm90pp`,
+    /// [`MoePath::Sm90PingPong`]).
+    PingPong,
 }
 
 impl MoeSm90Spec {
-    /// Every form: the wide one first, the 1x1 GEMM1 before the clusters.
-    pub const ALL: [MoeSm90Spec; 4] = [
+    /// Every form: the wide one first, the 1x1 GEMM1 before the clusters, then ping-pong.
+    pub const ALL: [MoeSm90Spec; 5] = [
         MoeSm90Spec::Wide,
         MoeSm90Spec::Narrow,
         MoeSm90Spec::WideCluster,
         MoeSm90Spec::NarrowCluster,
+        MoeSm90Spec::PingPong,
     ];
 
     /// The path that forces this form.
@@ -213,6 +220,7 @@ impl MoeSm90Spec {
             MoeSm90Spec::Narrow => MoePath::Sm90Narrow,
             MoeSm90Spec::WideCluster => MoePath::Sm90Cluster,
             MoeSm90Spec::NarrowCluster => MoePath::Sm90NarrowCluster,
+            MoeSm90Spec::PingPong => MoePath::Sm90PingPong,
         }
     }
 
@@ -221,6 +229,7 @@ impl MoeSm90Spec {
         match self {
             MoeSm90Spec::Wide | MoeSm90Spec::WideCluster => SM90_TILE,
             MoeSm90Spec::Narrow | MoeSm90Spec::NarrowCluster => SM90_NARROW_TILE,
+            MoeSm90Spec::PingPong => SM90_PINGPONG_TILE,
         }
     }
 
@@ -229,8 +238,8 @@ impl MoeSm90Spec {
         matches!(self, MoeSm90Spec::WideCluster | MoeSm90Spec::NarrowCluster)
     }
 
-    /// The form whose GEMM2 runs on `tile` ([`SM90_NARROW_TILE`]: narrow; else wide) and
-    /// GEMM1 on 2x1 clusters when `cluster`.
+    /// The cooperative form whose GEMM2 runs on `tile` ([`SM90_NARROW_TILE`]: narrow; else
+    /// wide) and GEMM1 on 2x1 clusters when `cluster` (never [`MoeSm90Spec::PingPong`]).
     pub fn of_rules(tile: [i64; 3], cluster: bool) -> MoeSm90Spec {
         match (tile == SM90_NARROW_TILE, cluster) {
             (true, false) => MoeSm90Spec::Narrow,
@@ -243,7 +252,7 @@ impl MoeSm90Spec {
 
 pub(crate) const AWQ_GRAMMAR: &str = "awq:BMxBNxBK,WMxWN,sSTAGES,vWORDS[,kSPLITS]";
 pub(crate) const MOE_GRAMMAR: &str =
-    "moe:BMxBNxBK,WMxWN[,kSPLITS][,sSTAGES][,stream][,l2][,reg[,rot]] or moe:sm90|sm90n|sm90c|sm90nc";
+    "moe:BMxBNxBK,WMxWN[,kSPLITS][,sSTAGES][,stream][,l2][,reg[,rot]] or moe:sm90|sm90n|sm90c|sm90nc|sm90pp";
 
 /// `kSPLITS` fields after the fixed ones (at least 1).
 fn splits_field(rest: &[&str]) -> Result<u32, String> {
@@ -285,7 +294,10 @@ pub(crate) fn parse_moe_sm90(s: &str) -> Option<Result<MoeSm90Spec, String>> {
         "sm90n" => Some(Ok(MoeSm90Spec::Narrow)),
         "sm90c" => Some(Ok(MoeSm90Spec::WideCluster)),
         "sm90nc" => Some(Ok(MoeSm90Spec::NarrowCluster)),
-        _ if s.starts_with("sm") => Some(Err(format!("unknown SM90 form {s:?} (sm90, sm90n, sm90c or sm90nc)"))),
+        "sm90pp" => Some(Ok(MoeSm90Spec::PingPong)),
+        _ if s.starts_with("sm") => Some(Err(format!(
+            "unknown SM90 form {s:?} (sm90, sm90n, sm90c, sm90nc or sm90pp)"
+        ))),
         _ => None,
     }
 }
@@ -396,6 +408,7 @@ impl fmt::Display for MoeSm90Spec {
             MoeSm90Spec::Narrow => "moe:sm90n",
             MoeSm90Spec::WideCluster => "moe:sm90c",
             MoeSm90Spec::NarrowCluster => "moe:sm90nc",
+            MoeSm90Spec::PingPong => "moe:sm90pp",
         })
     }
 }
@@ -422,6 +435,7 @@ mod tests {
             "moe:sm90n",
             "moe:sm90c",
             "moe:sm90nc",
+            "moe:sm90pp",
         ] {
             assert_eq!(s.parse::<ConfigSpec>().unwrap().to_string(), s);
         }
@@ -454,11 +468,16 @@ mod tests {
         use super::MoeSm90Spec;
         use crate::moe::MoePath;
         for s in MoeSm90Spec::ALL {
-            assert_eq!(MoeSm90Spec::of_rules(s.gemm2_tile(), s.gemm1_cluster()), s);
+            // `of_rules` names the cooperative forms (ping-pong is a rule of its own).
+            if s != MoeSm90Spec::PingPong {
+                assert_eq!(MoeSm90Spec::of_rules(s.gemm2_tile(), s.gemm1_cluster()), s);
+            }
             assert_eq!(s.to_string().parse::<ConfigSpec>().unwrap(), ConfigSpec::MoeSm90(s));
             assert!(ConfigSpec::MoeSm90(s).fits_op("moe") && !ConfigSpec::MoeSm90(s).fits_op("gemm"));
         }
         assert_eq!(MoeSm90Spec::Wide.path(), MoePath::Sm90);
         assert_eq!(MoeSm90Spec::Narrow.gemm2_tile(), [128, 128, 64]);
+        assert_eq!(MoeSm90Spec::PingPong.path(), MoePath::Sm90PingPong);
+        assert!(!MoeSm90Spec::PingPong.gemm1_cluster());
     }
 }

@@ -11,9 +11,9 @@
 //! let moe = moe_candidates(16, 2, 8, 4096, 14336, (9, 0), 132);
 //! assert!(moe[0].to_string().starts_with("moe:16x128x64"));
 //! assert!(moe.len() > 4);
-//! // Prefill on an H100 / H200: the rules run the SM90 family.
+//! // Prefill on an H100 / H200: the rules run the SM90 family (ping-pong at 256 rows per expert).
 //! let prefill = moe_candidates(1024, 2, 8, 4096, 14336, (9, 0), 132);
-//! assert_eq!(prefill[0].to_string(), "moe:sm90nc");
+//! assert_eq!(prefill[0].to_string(), "moe:sm90pp");
 //! ```
 
 use rcute_atom::Element;
@@ -22,7 +22,7 @@ use rcute_kernel::grouped_gemm::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
 use super::op_specs::{AwqSpec, MoeSm90Spec, MoeSpec};
 use super::spec::ConfigSpec;
 use crate::awq::select::select_awq_gemm;
-use crate::moe::{moe_space, sm90_chosen, sm90_gemm1_cluster, sm90_gemm2_tile, MoePath};
+use crate::moe::{moe_space, sm90_chosen, sm90_gemm1_cluster, sm90_gemm2_tile, sm90_pingpong, MoePath};
 
 /// The AWQ GEMM's `(tile, warps, stages)` geometries the tuner tries.
 const AWQ_GEOMETRIES: [([i64; 3], [i64; 2], usize); 6] = [
@@ -89,10 +89,14 @@ pub fn moe_candidates(
     let entries = tokens.saturating_mul(topk);
     let sm90: Vec<ConfigSpec> = if cc == (9, 0) {
         let w13_bytes = 2 * inter * hidden * 2;
-        let rules = MoeSm90Spec::of_rules(
-            sm90_gemm2_tile(MoePath::Auto, entries, local, hidden, sms),
-            sm90_gemm1_cluster(MoePath::Auto, entries, local, w13_bytes),
-        );
+        let rules = if sm90_pingpong(MoePath::Auto, entries, local) {
+            MoeSm90Spec::PingPong
+        } else {
+            MoeSm90Spec::of_rules(
+                sm90_gemm2_tile(MoePath::Auto, entries, local, hidden, sms),
+                sm90_gemm1_cluster(MoePath::Auto, entries, local, w13_bytes),
+            )
+        };
         let mut forms = vec![rules];
         forms.extend(MoeSm90Spec::ALL.into_iter().filter(|&s| s != rules));
         forms
@@ -193,10 +197,11 @@ mod tests {
                 assert!(!hopper[..n].contains(c), "{t} tokens: {c} twice");
             }
         }
-        // What Auto runs at Mixtral prefill (`sm90_gemm2_tile`'s own examples; GEMM1 on
-        // clusters from two row tiles per expert, `sm90_gemm1_cluster`).
+        // What Auto runs at Mixtral prefill: ping-pong up to 256 rows per expert
+        // (`sm90_pingpong`), then `sm90_gemm2_tile`'s own examples (GEMM1 on clusters from
+        // two row tiles per expert, `sm90_gemm1_cluster`).
         let first = |t: usize| moe_candidates(t, 2, 8, 4096, 14336, (9, 0), 132)[0].clone();
-        assert_eq!(first(1024), ConfigSpec::MoeSm90(MoeSm90Spec::NarrowCluster));
+        assert_eq!(first(1024), ConfigSpec::MoeSm90(MoeSm90Spec::PingPong));
         assert_eq!(first(4096), ConfigSpec::MoeSm90(MoeSm90Spec::WideCluster));
     }
 }
