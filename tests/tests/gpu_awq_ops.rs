@@ -558,9 +558,11 @@ fn streamed_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
         AwqGemmConfig::new(e, [8, 64, 64], [4, 1], 8, 4).streamed(),
         AwqGemmConfig::new(e, [16, 64, 64], [4, 1], 8, 4).streamed(),
         AwqGemmConfig::new(e, [8, 64, 64], [8, 1], 4, 4).streamed(),
-        // the op's choice on narrow weights (16 warps along K, 2 splits: a cluster on sm_90)
+        // 16 warps along K, 2 splits (a cluster on sm_90): rings of 4, and of 2 the op's
+        // choice at 16 rows on narrow weights
         AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 4, 4).streamed(),
         AwqGemmConfig::new(e, [16, 64, 64], [16, 1], 4, 4).streamed(),
+        AwqGemmConfig::new(e, [16, 64, 64], [16, 1], 2, 4).streamed(),
         // 8 warps along K, rings of 4 to 16
         AwqGemmConfig::new(e, [8, 64, 64], [8, 1], 12, 4).streamed(),
         AwqGemmConfig::new(e, [8, 64, 64], [8, 1], 16, 4).streamed(),
@@ -637,10 +639,12 @@ fn awq_gemm_prepared_streamed_matches_the_float64_reference() {
 
 /// The register-streamed kernels on AutoAWQ's checkpoint words (the unprepared op's decode
 /// kernel, `rcute_collective::awq_streamed_checkpoint`): the op's choice (16 warps along
-/// K, ring 4, 8 and 16 rows), warps along K and N, rings of 1 to 12 steps.
+/// K, ring 4, 8 and 16 rows; ring 2, one split, up to 8 rows on wide weights), warps along
+/// K and N, rings of 1 to 12 steps.
 fn checkpoint_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
     vec![
         AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 4, 1).streamed_checkpoint(),
+        AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 2, 1).streamed_checkpoint(),
         AwqGemmConfig::new(e, [16, 64, 64], [16, 1], 4, 1).streamed_checkpoint(),
         AwqGemmConfig::new(e, [8, 64, 64], [4, 1], 8, 1).streamed_checkpoint(),
         AwqGemmConfig::new(e, [16, 64, 64], [8, 1], 6, 1).streamed_checkpoint(),
@@ -664,13 +668,15 @@ fn cases<T>(items: &[T]) -> &[T] {
 }
 
 /// The checkpoint's streamed kernels forced with 1, 3 and 7 requested K splits (and 13 for
-/// the first) on ragged M (1, 3, 5, 16 and 24: two row tiles), N ending inside a 64-column
+/// the first) on ragged M (1, 3, 5, 16 and 24: two row tiles; 3 rows of a 14336-column
+/// weight, where the op takes the wide rule on 113 to 224 SMs), N ending inside a 64-column
 /// block (N/8 odd), K ending inside a 64-wide k-tile, G = 32, 64, 128 and K, bias on and
 /// off, zeros 0 and 15 (every seventh zero; [`Case::new`]); the op's own choice and the
 /// fused path's; split-K bit-identical run to run.
 fn checkpoint_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     let mut rng = Rng::for_test(&format!("awq_streamed_checkpoint_{e}"));
     let shapes = [
+        (3, 14336, 512, 128, true),
         (1, 4096, 512, 128, true),
         (3, 264, 96, 32, false),
         (5, 584, 320, 64, true),

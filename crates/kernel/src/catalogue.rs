@@ -682,11 +682,17 @@ fn awq_streamed_narrow_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 /// The register-streamed AWQ decode kernels on AutoAWQ's checkpoint words
 /// ([`rcute_collective::awq_streamed_checkpoint`]) that
 /// `ops::awq::select::select_awq_streamed_checkpoint` chooses for the unprepared op: f16
-/// (8 and 16 rows) and bf16 (8 rows).
+/// (8 and 16 rows) and bf16 (8 rows), 16 warps along K with a ring of 4; and of
+/// `select_awq_streamed_checkpoint_wide` (up to 8 rows on wide weights, f16 and bf16), a
+/// ring of 2.
 pub fn awq_streamed_checkpoint_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
+    use crate::awq_gemm::AwqGemmConfig;
+    use rcute_atom::Element::{BF16, F16};
+    let wide = [F16, BF16].map(|e| AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 2, 1).streamed());
     awq_streamed_narrow_configs()
         .into_iter()
-        .map(crate::awq_gemm::AwqGemmConfig::streamed_checkpoint)
+        .chain(wide)
+        .map(AwqGemmConfig::streamed_checkpoint)
         .collect()
 }
 

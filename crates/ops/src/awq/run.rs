@@ -6,7 +6,9 @@
 //! function (`Ops::awq_launch`), on the handle's stream.
 
 use super::kernels::{LoadedAwqDequantize, LoadedAwqGemm};
-use super::select::{awq_reordered_wins, select_awq_gemm, select_awq_streamed_checkpoint};
+use super::select::{
+    awq_reordered_wins, select_awq_gemm, select_awq_streamed_checkpoint, select_awq_streamed_checkpoint_wide,
+};
 use super::validate::{
     validate_awq_dequantize, validate_awq_dequantize_kmajor, validate_awq_gemm, AwqGemmProblem, AwqTensors,
     AwqWeightProblem,
@@ -268,9 +270,11 @@ impl Ops {
         }
         // The streamed kernel's domain before the tuning tables: their entries were measured
         // among the `cp.async` configurations only (the prepared path reads no table either).
-        let streamed = element(p.w.dtype)
-            .ok()
-            .and_then(|e| select_awq_streamed_checkpoint(m, n, k, self.gpu().sm_count() as usize, e));
+        let sms = self.gpu().sm_count() as usize;
+        let streamed = element(p.w.dtype).ok().and_then(|e| {
+            select_awq_streamed_checkpoint(m, n, k, sms, e)
+                .or_else(|| select_awq_streamed_checkpoint_wide(m, n, k, sms, e))
+        });
         self.run_awq_gemm(&p, streamed.or_else(|| self.awq_tuned(&p)))
     }
 
@@ -308,6 +312,7 @@ impl Ops {
         let (m, n, k, sms) = (p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize);
         let (mut cfg, splits) = forced
             .or_else(|| select_awq_streamed_checkpoint(m, n, k, sms, e))
+            .or_else(|| select_awq_streamed_checkpoint_wide(m, n, k, sms, e))
             .unwrap_or_else(|| select_awq_gemm(m, n, k, sms, e));
         cfg.element = e;
         check_fused_operands(p, &mut cfg, forced.is_some(), self.gpu().compute_capability())?;

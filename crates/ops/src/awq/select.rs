@@ -575,6 +575,52 @@ pub fn select_awq_streamed_checkpoint(
     Some((cfg, 2.min(k.div_ceil(64).max(1) as u32)))
 }
 
+/// Most rows of `x` that [`select_awq_streamed_checkpoint_wide`] takes (measured at 1, 4
+/// and 8 rows).
+pub const WIDE_CHECKPOINT_MAX_ROWS: usize = 8;
+
+/// The unprepared op's register-streamed kernel on AutoAWQ's checkpoint words at one to
+/// [`WIDE_CHECKPOINT_MAX_ROWS`] rows on a weight wider than one wave of 64-column blocks
+/// (`sms < ceil(N / 64) <= 2 sms`: N = 14336 on 132 SMs), with whole k16 steps and K up to
+/// what one split stages: 16 warps along K, a ring of 2 steps, one split; or `None`.
+///
+/// Measured (session 17, lead call B, H100, `rcute bench awq --config
+/// streamed-checkpoint:8x64,16x1,2,1 ...`, two rounds with the order reversed, cuBLAS fp16
+/// 43.7-45.6 us in the same runs; BENCHMARKS.md): 16.60 / 16.48 us at 1 x 14336 x 4096,
+/// 17.86 / 17.62 at 4 rows and 17.94 / 17.91 at 8 rows, against 20.36 / 20.18, 21.28 /
+/// 21.24 and 22.65 / 22.64 for the `cp.async` kernel the op ran there (8 warps with a ring
+/// of 12 took 18.9-20.3, 16 warps with a ring of 4 22.0-23.6; at 16 rows the 16-row
+/// streamed kernels took 42-44 us against 25.1, so 9 to 16 rows keep the `cp.async` one).
+/// This keeps the unprepared op within 1.15x of the prepared one at 1 to 8 rows.
+///
+/// ```
+/// use rcute_ops::awq::select::select_awq_streamed_checkpoint_wide;
+/// let bf16 = rcute_atom::Element::BF16;
+/// let (cfg, splits) = select_awq_streamed_checkpoint_wide(1, 14336, 4096, 132, bf16).unwrap();
+/// assert!(cfg.streamed && !cfg.prepared && !cfg.shared_ring && cfg.b_vector_words == 1);
+/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([8, 64, 64], [16, 1], 2, 1));
+/// assert!(select_awq_streamed_checkpoint_wide(8, 14336, 4096, 132, bf16).is_some());
+/// assert!(select_awq_streamed_checkpoint_wide(9, 14336, 4096, 132, bf16).is_none());
+/// assert!(select_awq_streamed_checkpoint_wide(1, 4096, 4096, 132, bf16).is_none());
+/// assert!(select_awq_streamed_checkpoint_wide(1, 28672, 4096, 132, bf16).is_none());
+/// assert!(select_awq_streamed_checkpoint_wide(1, 14336, 4104, 132, bf16).is_none());
+/// ```
+pub fn select_awq_streamed_checkpoint_wide(
+    m: usize,
+    n: usize,
+    k: usize,
+    sms: usize,
+    element: Element,
+) -> Option<(AwqGemmConfig, u32)> {
+    let ctas = n.div_ceil(64);
+    let cfg = AwqGemmConfig::new(element, [8, 64, 64], [16, 1], 2, 1).streamed_checkpoint();
+    let one_split = k <= staged_k(&cfg) && k.is_multiple_of(16);
+    if m == 0 || m > WIDE_CHECKPOINT_MAX_ROWS || ctas <= sms || ctas > 2 * sms || !one_split {
+        return None;
+    }
+    Some((cfg, 1))
+}
+
 /// The K one split of a register-streamed configuration takes (the `x` it stages).
 fn staged_k(cfg: &AwqGemmConfig) -> usize {
     cfg.streamed_split_k_capacity().map_or(0, |k| k as usize)
