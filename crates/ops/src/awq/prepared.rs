@@ -174,7 +174,7 @@ impl Ops {
     /// [`Ops::awq_gemm_prepared`] on the fused prepared kernel, with the configuration and
     /// requested K splits of `forced` (its `prepared` flag is set here), or the shape's
     /// choice for `None`: the register-streamed kernel where
-    /// [`super::select::select_awq_streamed`] or (1 to 4 rows on a weight of one to two waves
+    /// [`super::select::select_awq_streamed`] or (1 to 8 rows on a weight of one to two waves
     /// of 64-column blocks) [`super::select::select_awq_streamed_wide`] takes it, on sm_90 the
     /// bulk-producer kernel
     /// where [`super::select::select_awq_bulk`] takes it, else

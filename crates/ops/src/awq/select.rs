@@ -474,13 +474,15 @@ pub fn select_awq_streamed(m: usize, n: usize, k: usize, sms: usize, element: El
     Some((cfg, 2.min(k.div_ceil(64).max(1) as u32)))
 }
 
-/// Most rows of `x` that [`select_awq_streamed_wide`] takes (measured at 1 and 4 rows).
-pub const WIDE_STREAMED_MAX_ROWS: usize = 4;
+/// Most rows of `x` that [`select_awq_streamed_wide`] takes (measured at 1, 4, 5 and 8
+/// rows).
+pub const WIDE_STREAMED_MAX_ROWS: usize = 8;
 
 /// The prepared path's register-streamed kernel at one to [`WIDE_STREAMED_MAX_ROWS`] rows
 /// on a weight wider than one wave of 64-column blocks (`sms < N / 64 <= 2 sms`: N = 14336
-/// on 132 SMs, 224 CTAs): 8 warps along K, 12 steps in flight per warp, one split (K up to
-/// the 4096 one split of 8 rows stages), or `None`.
+/// on 132 SMs, 224 CTAs): 16 warps along K, 2 steps in flight per warp in each lane's
+/// shared-memory slots ([`AwqGemmConfig::streamed_shared_ring`]), one split (K up to what
+/// one split of 8 rows stages), or `None`.
 ///
 /// Measured (H100, BENCHMARKS.md, AWQ, helper awqtail): with all of `x`'s row 0 loaded
 /// with the ring (the stage no longer waits for one chunk after another behind the weight
@@ -491,12 +493,14 @@ pub const WIDE_STREAMED_MAX_ROWS: usize = 4;
 /// of one call) it took 16.88-17.03 us at 4 x 14336 x 4096 against 19.20-19.28 us for the
 /// prepared `cp.async` kernel (cuBLAS 45.5-45.7), but 31.6-34.3 us at 16 rows (two row tiles)
 /// against 23.1: M <= 4 (2 and 3 rows lie between the measured 1 and 4; 5 to 8 rows are
-/// not measured). Session 17 (lead call A, H100, two rounds, the order reversed): at one
-/// row, 16 warps along K with a ring of 2 steps in each lane's shared-memory slots
-/// ([`AwqGemmConfig::streamed_shared_ring`]) took 14.48 / 14.44 us at 1 x 14336 x 4096
-/// against 15.81 / 15.72 for the 8-warp ring of 12 (cuBLAS fp16 43.4-44.2; 70 % of the copy
-/// bandwidth); at 4 rows the shared ring of 4 tied (16.30 / 16.14 against 16.27 / 16.26) and
-/// a ring of 2 was not measured, so 2 to 4 rows keep the 8-warp kernel.
+/// not measured). That kernel had 8 warps along K and a ring of 12 in registers. Session 17
+/// (lead, H100, BENCHMARKS.md): 16 warps along K with a ring of 2 in shared-memory slots
+/// took 14.48 / 14.44 us at 1 x 14336 x 4096 against 15.81 / 15.72 for the 8-warp ring of 12
+/// (call A, two rounds, the order reversed; cuBLAS fp16 43.4-44.2; 70 % of the copy
+/// bandwidth), and in call V (one round, the final binary) 15.81 against 16.86 at 4 rows,
+/// 15.34 and 15.69 at 5 and 8 rows against 19.93 and 21.72 for the prepared `cp.async`
+/// kernel the rules ran there (cuBLAS 43.2-43.9); at 16 rows (two row tiles) 30.2 against
+/// 23.0, so M <= 8.
 ///
 /// ```
 /// use rcute_ops::awq::select::select_awq_streamed_wide;
@@ -504,10 +508,8 @@ pub const WIDE_STREAMED_MAX_ROWS: usize = 4;
 /// let (cfg, splits) = select_awq_streamed_wide(1, 14336, 4096, 132, f16).unwrap();
 /// assert!(cfg.streamed && cfg.prepared && cfg.shared_ring);
 /// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([8, 64, 64], [16, 1], 2, 1));
-/// let (cfg, splits) = select_awq_streamed_wide(4, 14336, 4096, 132, f16).unwrap();
-/// assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([8, 64, 64], [8, 1], 12, 1));
-/// assert_eq!(select_awq_streamed_wide(2, 14336, 4096, 132, f16), Some((cfg, 1)));
-/// assert!(select_awq_streamed_wide(5, 14336, 4096, 132, f16).is_none());
+/// assert_eq!(select_awq_streamed_wide(8, 14336, 4096, 132, f16), Some((cfg, 1)));
+/// assert!(select_awq_streamed_wide(9, 14336, 4096, 132, f16).is_none());
 /// assert!(select_awq_streamed_wide(1, 4096, 4096, 132, f16).is_none());
 /// assert!(select_awq_streamed_wide(1, 14336, 8192, 132, f16).is_none());
 /// assert!(select_awq_streamed_wide(1, 28672, 4096, 132, f16).is_none());
@@ -520,11 +522,7 @@ pub fn select_awq_streamed_wide(
     element: Element,
 ) -> Option<(AwqGemmConfig, u32)> {
     let ctas = n.div_ceil(64);
-    let cfg = if m == 1 {
-        AwqGemmConfig::new(element, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring()
-    } else {
-        AwqGemmConfig::new(element, [8, 64, 64], [8, 1], 12, 4).streamed()
-    };
+    let cfg = AwqGemmConfig::new(element, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring();
     let one_split = k <= staged_k(&cfg) && k.is_multiple_of(16);
     if m == 0 || m > WIDE_STREAMED_MAX_ROWS || ctas <= sms || ctas > 2 * sms || !one_split {
         return None;
@@ -664,14 +662,14 @@ mod tests {
         assert!(select_awq_streamed(1, 4096, 4096, 132, e).is_some());
     }
 
-    /// The wide rule (1 to 4 rows) runs one split of its ring in one to two waves
+    /// The wide rule (1 to 8 rows) runs one split of its ring in one to two waves
     /// of CTAs, never where the 16-warp rule already chose, and its K fits the staged x.
     #[test]
     fn wide_streamed_choice_runs_one_split_in_one_to_two_waves() {
         let e = Element::F16;
         let mut chosen = 0;
         for sms in [108, 132] {
-            for m in 1..=6 {
+            for m in 1..=10 {
                 for n in (64..=20000).step_by(328) {
                     for k in [64, 1024, 4096, 4104, 8192] {
                         let Some((cfg, splits)) = select_awq_streamed_wide(m, n, k, sms, e) else {
