@@ -521,13 +521,24 @@ pub fn select_awq_streamed_wide(
     sms: usize,
     element: Element,
 ) -> Option<(AwqGemmConfig, u32)> {
-    let ctas = n.div_ceil(64);
     let cfg = AwqGemmConfig::new(element, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring();
+    wide_one_split(cfg, m, n, k, sms, WIDE_STREAMED_MAX_ROWS)
+}
+
+/// `cfg` with one split where the wide streamed rules apply: 1 to `max_rows` rows, a weight
+/// of one to two waves of 64-column blocks (`sms < ceil(N / 64) <= 2 sms`), whole k16 steps
+/// and K up to what one split of `cfg` stages.
+fn wide_one_split(
+    cfg: AwqGemmConfig,
+    m: usize,
+    n: usize,
+    k: usize,
+    sms: usize,
+    max_rows: usize,
+) -> Option<(AwqGemmConfig, u32)> {
+    let ctas = n.div_ceil(64);
     let one_split = k <= staged_k(&cfg) && k.is_multiple_of(16);
-    if m == 0 || m > WIDE_STREAMED_MAX_ROWS || ctas <= sms || ctas > 2 * sms || !one_split {
-        return None;
-    }
-    Some((cfg, 1))
+    (m > 0 && m <= max_rows && ctas > sms && ctas <= 2 * sms && one_split).then_some((cfg, 1))
 }
 
 /// The unprepared op's register-streamed kernel on AutoAWQ's checkpoint words
@@ -610,13 +621,8 @@ pub fn select_awq_streamed_checkpoint_wide(
     sms: usize,
     element: Element,
 ) -> Option<(AwqGemmConfig, u32)> {
-    let ctas = n.div_ceil(64);
     let cfg = AwqGemmConfig::new(element, [8, 64, 64], [16, 1], 2, 1).streamed_checkpoint();
-    let one_split = k <= staged_k(&cfg) && k.is_multiple_of(16);
-    if m == 0 || m > WIDE_CHECKPOINT_MAX_ROWS || ctas <= sms || ctas > 2 * sms || !one_split {
-        return None;
-    }
-    Some((cfg, 1))
+    wide_one_split(cfg, m, n, k, sms, WIDE_CHECKPOINT_MAX_ROWS)
 }
 
 /// The K one split of a register-streamed configuration takes (the `x` it stages).
