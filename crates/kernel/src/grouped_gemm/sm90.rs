@@ -77,13 +77,14 @@ pub fn sm90_fp8_tile_config(out: Element, epilogue: GroupedEpilogue, tile: [i64;
     c
 }
 
-/// The ping-pong grouped tile of bf16 / f16 operands: `BM = 128` rows (the alignment's
-/// block) by `BN = 128` B rows (SwiGLU: 64 gate + 64 up rows), all of it one consumer
-/// warpgroup's (two m64 atoms of 64 accumulators per thread).
-pub const SM90_PINGPONG_TILE: [i64; 3] = [128, 128, 64];
+/// The ping-pong grouped tile of bf16 / f16 operands, [`SM90_NARROW_TILE`]: `BM = 128`
+/// rows (the alignment's block) by `BN = 128` B rows (SwiGLU: 64 gate + 64 up rows), all
+/// of it one consumer warpgroup's (two m64 atoms of 64 accumulators per thread).
+pub const SM90_PINGPONG_TILE: [i64; 3] = SM90_NARROW_TILE;
 
-/// The ping-pong grouped tile of e4m3 operands: [`SM90_PINGPONG_TILE`] with `BK = 128`.
-pub const SM90_FP8_PINGPONG_TILE: [i64; 3] = [128, 128, 128];
+/// The ping-pong grouped tile of e4m3 operands, [`SM90_FP8_NARROW_TILE`]:
+/// [`SM90_PINGPONG_TILE`] with `BK = 128`.
+pub const SM90_FP8_PINGPONG_TILE: [i64; 3] = SM90_FP8_NARROW_TILE;
 
 /// The SM90 grouped GEMM configuration of `ab` operands (bf16, f16 or e4m3) with an `out`
 /// D (`ab` itself for 16-bit operands) and `epilogue` on the ping-pong schedule: the two

@@ -723,6 +723,7 @@ mod tests {
                         let Some((cfg, splits)) = got else { continue };
                         chosen += 1;
                         assert!(k % 16 == 0 && cfg.streamed && !cfg.prepared && m <= cfg.tile[0] as usize);
+                        assert!(cfg.stages == 4 && !cfg.shared_ring, "{m}x{n}x{k}: ring {}", cfg.stages);
                         let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
                         assert!(g.name.ends_with("_v1_streamed"), "{}", g.name);
                         let (_, run) = g.split_plan(k as i32, splits as i32);
