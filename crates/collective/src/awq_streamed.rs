@@ -61,7 +61,7 @@
 //! ```
 
 use rcute_atom::cluster_dsmem::{cluster_size_sm90, cluster_sync_relaxed_sm90, cluster_sync_sm90, ld_dsmem_f32x4};
-use rcute_atom::copy_cp_async::{cp_async, cp_async_commit_group, cp_async_wait_group, CacheOp};
+use crate::lane_ring::LaneRing;
 use rcute_atom::copy_ldst::ld_global_stream;
 use rcute_atom::{CopyOp, Snippet};
 
@@ -135,9 +135,10 @@ pub struct AwqStreamed {
     /// staged `x` and its zero row): `ring x threads x 16`, lane `l` of the CTA's threads
     /// owning bytes `16 (d threads + l) ..` of slot `d`; 0 with the ring of registers.
     pub ring_bytes: i64,
-    /// The prepared weight's ring copy: `cp.async.cg` of 16 bytes, its group commit and the
-    /// counted group wait.
-    pub ring_copy: [Snippet; 3],
+    /// The prepared weight's shared ring ([`crate::lane_ring`]: `ring` slots of one 16-byte
+    /// unit per thread), with [`AwqStreamed::with_shared_ring`]; `None` with the ring of
+    /// registers.
+    pub lane_ring: Option<LaneRing>,
     /// The clustered split-K sum: cluster barrier (release: the warps that published partial
     /// chunks), cluster size, peer shared-memory load, cluster barrier without memory
     /// ordering (the other warps, and the barrier that keeps the peers' shared memory alive
@@ -157,7 +158,6 @@ impl AwqStreamed {
         let max_k_tiles = X_ROW_TILES / bm;
         let x_t_words = 8 * max_k_tiles + X_PLANE_PAD_WORDS;
         let red_row_floats = 64 + RED_ROW_PAD;
-        let ring_copy = cp_async(CacheOp::CacheGlobal, 16, false).expect("cp.async.cg of 16 bytes exists");
         Some(AwqStreamed {
             weight,
             k_slices,
@@ -176,7 +176,7 @@ impl AwqStreamed {
                 StreamedWeight::Checkpoint => 4,
             }),
             ring_bytes: 0,
-            ring_copy: [ring_copy.snippet, cp_async_commit_group(), cp_async_wait_group()],
+            lane_ring: None,
             cluster: [
                 cluster_sync_sm90(),
                 cluster_size_sm90(),
@@ -194,18 +194,21 @@ impl AwqStreamed {
     /// of the unrolled loop and at every group start (the zero word's load shares that
     /// scoreboard); `cp.async` groups have a counted wait (`cp.async.wait_group`, SASS
     /// `DEPBAR.LE`), and the ring leaves the registers (ncu and SASS, BENCHMARKS.md, AWQ,
-    /// helper awqdec).
+    /// helper awqdec). The ring is a [`LaneRing`] of one unit per slot.
     ///
     /// ```
     /// use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight};
     /// let s = AwqStreamed::new(8, [8, 1], 12, StreamedWeight::Prepared).unwrap().with_shared_ring();
     /// assert_eq!(s.ring_bytes, 12 * 256 * 16);
+    /// assert_eq!(s.lane_ring.as_ref().map(|r| (r.slots, r.units, r.threads)), Some((12, 1, 256)));
     /// let c = AwqStreamed::new(8, [8, 1], 12, StreamedWeight::Checkpoint).unwrap().with_shared_ring();
-    /// assert_eq!(c.ring_bytes, 0);
+    /// assert_eq!((c.ring_bytes, c.lane_ring), (0, None));
     /// ```
     pub fn with_shared_ring(mut self) -> Self {
         if self.weight == StreamedWeight::Prepared {
-            self.ring_bytes = self.ring * 32 * self.k_slices * self.col_blocks * 16;
+            let ring = LaneRing::new(self.ring, 1, 32 * self.k_slices * self.col_blocks).expect("a positive ring and warps");
+            self.ring_bytes = ring.bytes();
+            self.lane_ring = Some(ring);
         }
         self
     }

@@ -9,7 +9,8 @@
 //! | `awq_mainloop.rs` | [`awq_mainloop::AwqMainloopConfig`] -> [`awq_mainloop::AwqMainloop`]: the AWQ W4A16 mixed-input SM80 mainloop plan (16-bit x by `ldmatrix`, AutoAWQ-packed int4 weight words, scales and zeros by multistage `cp.async`, in-register `lop3` dequantization permuted into `m16n8k16` B fragments; the lane -> fragment mapping) |
 //! | `awq_streamed.rs` | [`awq_streamed::AwqStreamed`]: the register-streamed AWQ decode plan (the prepared weight read as swap-AB `m16n8k16` A fragments straight from global memory into a ring of registers or through each lane's own slots of a shared `cp.async` ring, `x` staged in fragment order, warps along K and N, the clustered split-K sum) |
 //! | `awq_streamed_checkpoint.rs` | the register-streamed kernel on AutoAWQ's checkpoint layout as it is: lane `(g, t)` loads the words of rows `2t, 2t+1, 2t+8, 2t+9` in word column `g`, byte permutations of two rows + the conversion atom = the same swap-AB A fragments (CPU model [`awq_streamed_checkpoint::a_fragments`]) |
-//! | `moe_streamed.rs` | [`moe_streamed::MoeStreamed`]: the register-streamed grouped (MoE) decode plan (16 weight rows per warp as swap-AB `m16n8k16` A fragments loaded in their natural K-major layout, `x` rows as B fragments, a ring of chunks in registers) |
+//! | `moe_streamed.rs` | [`moe_streamed::MoeStreamed`]: the register-streamed grouped (MoE) decode plan (16 weight rows per warp as swap-AB `m16n8k16` A fragments loaded in their natural K-major layout, `x` rows as B fragments, a ring of chunks in registers or in each lane's own slots of a shared `cp.async` ring) |
+//! | `lane_ring.rs` | [`lane_ring::LaneRing`]: the shared `cp.async` ring of per-lane slots that both streamed decode plans can take instead of a ring of registers (counted waits; slot layout, copy / commit / wait atoms) |
 //! | `awq_wgmma.rs` | [`awq_wgmma::AwqWgmma`]: the SM90 mixed-input AWQ prefill plan (swap-AB RS `wgmma`: the prepared weight's words are `wgmma`'s register A per warp, `x` TMA-loaded as B by a producer warpgroup into an mbarrier ring; consumer warpgroups, accumulator -> output mapping) |
 //! | `pipeline.rs` | [`PipelineState`]: the stage index / mbarrier phase / count cursor of the SM90 pipelines (CUTLASS's `PipelineState`) |
 //! | `sm90_mainloop.rs` | [`Sm90MainloopConfig`] -> [`Sm90Mainloop`]: the Hopper TMA + `wgmma` warp-specialized mainloop plan (schedule and warpgroups, `wgmma` atom, GMMA smem atoms and layouts, TMA boxes, stage count and the kernel's smem map) |
@@ -53,6 +54,7 @@ pub mod awq_wgmma;
 pub mod epilogue;
 pub mod fusion;
 pub mod gmma_smem;
+pub mod lane_ring;
 pub mod moe_prepared;
 pub mod moe_streamed;
 pub mod pipeline;

@@ -296,8 +296,8 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
         snips.extend(crate::grid_dependency::snippets());
         snips.push(rcute_atom::prefetch::prefetch_l2());
         snips.extend(st.cluster.iter().cloned());
-        if st.ring_bytes > 0 {
-            snips.extend(st.ring_copy.iter().cloned());
+        if let Some(ring) = &st.lane_ring {
+            snips.extend(crate::lane_ring::snippets(ring));
         }
         snips.dedup_by(|a, b| a.name == b.name);
         let mut items = unit_preamble(&snips, "");

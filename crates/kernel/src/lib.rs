@@ -29,6 +29,8 @@
 //! * [`device`] — [`Gpu`]: a CUDA device (or `None` where there is none) and module loading.
 //! * [`launch`] — [`Function`]s, [`LaunchConfig`] (clusters, large dynamic shared memory,
 //!   checked mode) and [`KernelArgs`].
+//! * [`lane_ring`] — the statements of the per-lane shared `cp.async` ring
+//!   ([`rcute_collective::lane_ring`]) of the streamed AWQ and MoE decode kernels.
 //! * [`grid_dependency`] — the opening statements of kernels launched with a programmatic
 //!   dependency (Hopper's programmatic dependent launch).
 //! * [`sass`] — the SASS of a CUBIN via `cuobjdump`, for asserting on generated code
@@ -67,6 +69,7 @@ pub mod gemm_sm80;
 pub mod gemm_sm90;
 pub mod grid_dependency;
 pub mod grouped_gemm;
+pub mod lane_ring;
 pub mod launch;
 pub mod moe_routing;
 pub mod nvrtc;

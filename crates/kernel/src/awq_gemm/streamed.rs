@@ -9,7 +9,9 @@
 
 use super::{s, Emit};
 use crate::emit::{Function as CFunction, Stmt};
+use crate::lane_ring;
 use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight};
+use rcute_collective::lane_ring::LaneRing;
 
 /// `ty name = init; // comment`.
 pub(super) fn decl_c(ty: &str, name: &str, init: impl Into<String>, comment: &str) -> Stmt {
@@ -43,7 +45,7 @@ impl Emit<'_> {
     /// Whether the weight's steps go through the lanes' own slots of a shared `cp.async`
     /// ring ([`AwqStreamed::with_shared_ring`](rcute_collective::awq_streamed::AwqStreamed::with_shared_ring)), not a ring of registers.
     fn shared_ring(&self) -> bool {
-        self.st().ring_bytes > 0
+        self.st().lane_ring.is_some()
     }
 
     /// The lane's word column of `scales` (in 16-byte units) and `qzeros`: `8 wb + g`, or
@@ -668,7 +670,7 @@ impl Emit<'_> {
                     "the ring's copies past the warp's steps were never issued: nothing lands in the partial tiles"
                         .into(),
                 ),
-                s(format!("{}<0>()", st.ring_copy[2].name)),
+                lane_ring::drain(self.lane_ring()),
             ]
         };
         [drain, vec![
@@ -755,7 +757,7 @@ impl Emit<'_> {
     fn shared_ring_prologue(&self) -> Vec<Stmt> {
         let st = self.st();
         let (d, threads) = (st.ring, self.p.threads);
-        let [copy, commit, _] = &st.ring_copy;
+        let ring = self.lane_ring();
         vec![
             decl_c(
                 "uint4* const",
@@ -768,42 +770,45 @@ impl Emit<'_> {
                 "d",
                 d,
                 vec![
-                    when("d < n_my", vec![s(format!("{}(wring + {threads} * d, wsrc + d * wstride)", copy.name))]),
-                    s(format!("{}()", commit.name)),
+                    when(
+                        "d < n_my",
+                        vec![lane_ring::copy(ring, "wring", &format!("{threads} * d"), "wsrc + d * wstride")],
+                    ),
+                    lane_ring::commit(ring),
                 ],
             ),
             Stmt::decl("const uint4*", "wnext", format!("wsrc + {d} * wstride")),
         ]
     }
 
+    /// The shared ring's plan (shared-ring kernels only).
+    fn lane_ring(&self) -> &LaneRing {
+        self.st().lane_ring.as_ref().expect("shared-ring kernels have a lane ring")
+    }
+
     /// Step `s`'s words from the shared ring: at most `ring - 1` groups pending, so group
     /// `s` (the lane's own copy into slot `d`) has landed; one 16-byte shared load.
     fn shared_ring_wait(&self) -> Vec<Stmt> {
-        let st = self.st();
         let threads = self.p.threads;
-        vec![
-            Stmt::Comment(format!(
-                "groups 0 .. s + {} committed: at most {} pending, so step s has landed",
-                st.ring - 1,
-                st.ring - 1
-            )),
-            s(format!("{}<{}>()", st.ring_copy[2].name, st.ring - 1)),
+        let mut v = lane_ring::wait(self.lane_ring(), "s", "step");
+        v.extend([
             Stmt::decl("const uint4", "wv", format!("wring[{threads} * d]")),
             Stmt::decl("const uint32_t", "w[4]", "{wv.x, wv.y, wv.z, wv.w}"),
-        ]
+        ]);
+        v
     }
 
     /// Refill slot `d` with step `s + ring` (its words are in registers) and commit the
     /// step's group, empty past the warp's steps.
     fn shared_ring_refill(&self) -> Vec<Stmt> {
-        let st = self.st();
-        let (d, threads) = (st.ring, self.p.threads);
+        let (d, threads) = (self.st().ring, self.p.threads);
+        let ring = self.lane_ring();
         vec![
             when(
                 format!("s + {d} < n_my"),
-                vec![s(format!("{}(wring + {threads} * d, wnext)", st.ring_copy[0].name))],
+                vec![lane_ring::copy(ring, "wring", &format!("{threads} * d"), "wnext")],
             ),
-            s(format!("{}()", st.ring_copy[1].name)),
+            lane_ring::commit(ring),
         ]
     }
 
