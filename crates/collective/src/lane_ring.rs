@@ -33,7 +33,7 @@ use rcute_atom::Snippet;
 pub const UNIT_BYTES: i64 = 16;
 
 /// The plan of a per-lane shared `cp.async` ring.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LaneRing {
     /// Slots (steps in flight per thread).
     pub slots: i64,

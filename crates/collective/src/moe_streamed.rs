@@ -1,7 +1,9 @@
 //! The register-streamed grouped (MoE) decode mainloop: each warp multiplies 16 weight
 //! rows by the (at most `BM`) routed rows of `x` of its row tile, with the weights loaded
 //! from global memory straight into a ring of registers (`ld.global.nc.L1::no_allocate`,
-//! 16 bytes per lane and load), no shared-memory stage and no CTA barrier.
+//! 16 bytes per lane and load), no shared-memory stage and no CTA barrier; or, with
+//! [`MoeStreamed::with_shared_ring`], each lane's 16-byte loads through its own slots of a
+//! shared `cp.async` ring ([`crate::lane_ring`], waited by count), still no barrier.
 //!
 //! **Swap-AB.** The weight is the `m16n8k16` **A** operand (16 weight rows, the MMA's M)
 //! and `x` its **B** operand (8 token rows per fragment, the MMA's N), so one to eight
@@ -35,7 +37,12 @@
 //! assert_eq!(p.bytes_in_flight_per_warp(), 8192);
 //! assert_eq!(p.a_regs(1), [("w_lo", 2), ("w_hi", 2), ("w_lo", 3), ("w_hi", 3)]);
 //! assert!(MoeStreamed::new(24, 8, 4, 2).is_none());
+//! // the shared ring: 2 chunks x 4 parts x 2 rows of 16 bytes per lane
+//! let s = p.with_shared_ring().unwrap();
+//! assert_eq!(s.smem_bytes(), 2 * 4 * 2 * 256 * 16);
 //! ```
+
+use crate::lane_ring::LaneRing;
 
 /// K elements of one part of a chunk (one 16-byte load per lane and weight row: two
 /// MMAs).
@@ -43,6 +50,10 @@ pub const CHUNK_K: i64 = 32;
 
 /// Weight rows of one warp (the MMA's M).
 pub const WARP_ROWS: i64 = 16;
+
+/// Most bytes of a shared ring ([`MoeStreamed::with_shared_ring`]): an SM90 block's
+/// opt-in shared memory (227 KB).
+pub const MAX_RING_BYTES: i64 = 227 * 1024;
 
 /// The plan of a register-streamed grouped decode GEMM.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +70,10 @@ pub struct MoeStreamed {
     pub loads: i64,
     /// K per chunk: [`CHUNK_K`]` x loads`.
     pub chunk_k: i64,
+    /// The weights' shared ring ([`MoeStreamed::with_shared_ring`]): `ring` slots of `2
+    /// loads` 16-byte units per lane (unit `2 u + h`: part `u`, row `lo` (`h = 0`) or `hi`);
+    /// `None` with the ring of registers.
+    pub lane_ring: Option<LaneRing>,
 }
 
 impl MoeStreamed {
@@ -81,7 +96,44 @@ impl MoeStreamed {
             ring,
             loads,
             chunk_k: CHUNK_K * loads,
+            lane_ring: None,
         })
+    }
+
+    /// The plan with the weight chunks through each lane's own slots of a shared `cp.async`
+    /// ring ([`crate::lane_ring`]) instead of registers, `None` where the ring passes
+    /// [`MAX_RING_BYTES`]. Why: in the register ring's SASS every weight load and the
+    /// chunk's `x` loads share one scoreboard, so the first MMA of each chunk waits for
+    /// every load in flight (the ring drains at every chunk; `cuobjdump -sass` of
+    /// `rc_moe_grouped_reg_bf16_gather_swiglu_16x128x128_r3_w8_prep`, BENCHMARKS.md session
+    /// 18); `cp.async` groups are waited by count.
+    ///
+    /// ```
+    /// use rcute_collective::moe_streamed::MoeStreamed;
+    /// let s = MoeStreamed::new(16, 8, 3, 4).unwrap().with_shared_ring().unwrap();
+    /// let r = s.lane_ring.as_ref().unwrap();
+    /// assert_eq!((r.slots, r.units, r.threads), (3, 8, 256));
+    /// assert!(MoeStreamed::new(16, 16, 2, 8).unwrap().with_shared_ring().is_none()); // 256 KB
+    /// ```
+    pub fn with_shared_ring(mut self) -> Option<MoeStreamed> {
+        let ring = LaneRing::new(self.ring, 2 * self.loads, self.threads())?;
+        if ring.bytes() > MAX_RING_BYTES {
+            return None;
+        }
+        self.lane_ring = Some(ring);
+        Some(self)
+    }
+
+    /// Dynamic shared memory of a CTA: the shared ring's bytes, 0 with the ring of
+    /// registers.
+    pub fn smem_bytes(&self) -> i64 {
+        self.lane_ring.as_ref().map_or(0, LaneRing::bytes)
+    }
+
+    /// The shared-ring unit of part `u`, row `h` (0: `lo`, 1: `hi`) of slot `slot`, in 16-byte
+    /// units from lane 0's first (a lane's own is `threadIdx.x` further).
+    pub fn ring_unit(&self, slot: i64, u: i64, h: i64) -> Option<i64> {
+        self.lane_ring.as_ref().map(|r| r.unit(slot, 2 * u + h))
     }
 
     /// Threads per CTA.

@@ -279,14 +279,18 @@ fn grouped_gemm_units() -> Vec<CatalogueKernel> {
         });
     }
     // The register-streamed decode form (`moe:...,reg`): weights straight into registers,
-    // no shared memory, no `cp.async`.
+    // no shared memory, no `cp.async`; or (`,sring`) through each lane's shared ring slots.
     for cfg in grouped_gemm_streamed_configs() {
         let g = crate::grouped_gemm::generate(&cfg).expect("catalogue streamed grouped GEMM configurations generate");
         out.push(CatalogueKernel {
             name: g.name.clone(),
             arch: Arch::Sm80,
             source: g.source,
-            expect_sass: vec!["HMMA", "LDG.E.128"],
+            expect_sass: if cfg.shared_ring {
+                vec!["HMMA", "LDGSTS", "DEPBAR", "LDS.128"]
+            } else {
+                vec!["HMMA", "LDG.E.128"]
+            },
             kernels: 1,
         });
     }
@@ -385,12 +389,13 @@ pub fn grouped_gemm_configs() -> Vec<crate::grouped_gemm::GroupedGemmConfig> {
 /// on 16-row tiles, 8 warps of 16 weight rows, chunks of 128 k, three in flight (the
 /// fastest 8-warp form of BENCHMARKS.md, session 14; slower than the `cp.async` form), on
 /// the checkpoint's weights and on the prepared experts (`_prep`,
-/// [`rcute_collective::moe_prepared`]).
+/// [`rcute_collective::moe_prepared`]), and on the prepared experts with the shared ring
+/// (`_prep_sring`, [`rcute_collective::moe_streamed::MoeStreamed::with_shared_ring`]).
 pub fn grouped_gemm_streamed_configs() -> Vec<crate::grouped_gemm::GroupedGemmConfig> {
     use crate::grouped_gemm::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
     let e = rcute_atom::Element::BF16;
     let mut v = Vec::new();
-    for prepared in [false, true] {
+    for (prepared, sring) in [(false, false), (true, false), (true, true)] {
         for (a, ep) in [
             (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
             (GroupedA::Rows, GroupedEpilogue::Scatter),
@@ -398,7 +403,8 @@ pub fn grouped_gemm_streamed_configs() -> Vec<crate::grouped_gemm::GroupedGemmCo
             v.push(
                 GroupedGemmConfig::new(e, a, ep)
                     .with_streamed(16, 8, 128, 3, false)
-                    .with_prepared(prepared),
+                    .with_prepared(prepared)
+                    .with_shared_ring(sring),
             );
         }
     }

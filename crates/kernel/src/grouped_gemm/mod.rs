@@ -173,6 +173,11 @@ pub struct GroupedGemmConfig {
     /// the kernel prefetches each warp's first chunks into L2 before its wait
     /// ([`GroupedGemmArgs::prefetch_bytes`]).
     pub prepared: bool,
+    /// With [`GroupedGemmConfig::streamed`]: the weight chunks go through each lane's own
+    /// slots of a shared `cp.async` ring waited by count
+    /// ([`rcute_collective::moe_streamed::MoeStreamed::with_shared_ring`], `_sring`)
+    /// instead of a ring of registers.
+    pub shared_ring: bool,
 }
 
 impl GroupedGemmConfig {
@@ -190,6 +195,7 @@ impl GroupedGemmConfig {
             streamed: false,
             k_rotate: false,
             prepared: false,
+            shared_ring: false,
         }
     }
 
@@ -214,6 +220,26 @@ impl GroupedGemmConfig {
         self.stages = Some(ring);
         self.streamed = true;
         self.k_rotate = rotate;
+        self
+    }
+
+    /// The same configuration with the weights' shared ring (`on`; the streamed form
+    /// only): see [`GroupedGemmConfig::shared_ring`].
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_kernel::grouped_gemm::{generate, GroupedA, GroupedEpilogue, GroupedGemmConfig};
+    /// let c = GroupedGemmConfig::new(Element::BF16, GroupedA::Gathered, GroupedEpilogue::SwiGlu)
+    ///     .with_streamed(16, 8, 128, 3, false)
+    ///     .with_prepared(true)
+    ///     .with_shared_ring(true);
+    /// let g = generate(&c).unwrap();
+    /// assert_eq!(g.name, "rc_moe_grouped_reg_bf16_gather_swiglu_16x128x128_r3_w8_prep_sring");
+    /// assert_eq!((g.threads, g.smem_bytes), (256, 3 * 8 * 256 * 16));
+    /// assert!(g.source.contains("cp.async.cg.shared.global") && g.source.contains("cp.async.wait_group"));
+    /// ```
+    pub fn with_shared_ring(mut self, on: bool) -> Self {
+        self.shared_ring = on;
         self
     }
 
@@ -348,9 +374,9 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
     if cfg.streamed {
         return streamed::generate(cfg);
     }
-    if cfg.k_rotate || cfg.prepared {
+    if cfg.k_rotate || cfg.prepared || cfg.shared_ring {
         return Err(GroupedGemmError::Config(
-            "K rotation and the prepared weight are options of the streamed form".into(),
+            "K rotation, the prepared weight and the shared ring are options of the streamed form".into(),
         ));
     }
     if cfg.stream_k && (cfg.epilogue != GroupedEpilogue::Scatter || cfg.a != GroupedA::Rows) {

@@ -38,9 +38,11 @@ use super::stmt::{d, dc, if_};
 use super::{GeneratedGroupedGemm, GroupedA, GroupedEpilogue, GroupedGemmConfig, GroupedGemmError};
 use crate::emit::shorthand::{c, e, if_else};
 use crate::emit::{unit_preamble, Function as CFunction, Item, Stmt, Unit, UINTPTR_FOR_NVRTC};
+use crate::lane_ring;
 use rcute_atom::copy_ldst::ld_global_stream;
 use rcute_atom::mma_sm80;
 use rcute_atom::Element;
+use rcute_collective::lane_ring::LaneRing;
 pub use rcute_collective::moe_streamed::{MoeStreamed, CHUNK_K, WARP_ROWS};
 
 /// The plan of a streamed configuration: tile `[BM, 16 x warps, 32 x loads]`, warps
@@ -60,8 +62,13 @@ pub fn plan(cfg: &GroupedGemmConfig) -> Result<MoeStreamed, GroupedGemmError> {
         return Err(bad("needs warps 1xW and tile BMx(16 W)x(32 loads)"));
     }
     let ring = cfg.stages.unwrap_or(2) as i64;
-    MoeStreamed::new(bm, wn, ring, bk / CHUNK_K)
-        .ok_or_else(|| bad("BM 8, 16 or 32, 1 to 16 warps, BK 32, 64, 128 or 256, at most 16 parts of 32 k in flight"))
+    let p = MoeStreamed::new(bm, wn, ring, bk / CHUNK_K)
+        .ok_or_else(|| bad("BM 8, 16 or 32, 1 to 16 warps, BK 32, 64, 128 or 256, at most 16 parts of 32 k in flight"))?;
+    if !cfg.shared_ring {
+        return Ok(p);
+    }
+    p.with_shared_ring()
+        .ok_or_else(|| bad("the shared ring (ring x parts x 2 x 16 bytes per lane) holds at most 227 KB"))
 }
 
 /// The kernel name of a streamed configuration.
@@ -69,8 +76,9 @@ pub fn kernel_name(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> String {
     let (a, ep) = (cfg.a.name(), cfg.epilogue.name());
     let rot = if cfg.k_rotate { "_rot" } else { "" };
     let prep = if cfg.prepared { "_prep" } else { "" };
+    let sring = if p.lane_ring.is_some() { "_sring" } else { "" };
     format!(
-        "rc_moe_grouped_reg_{}_{a}_{ep}_{}x{}x{}_r{}_w{}{rot}{prep}",
+        "rc_moe_grouped_reg_{}_{a}_{ep}_{}x{}x{}_r{}_w{}{rot}{prep}{sring}",
         cfg.element.ptx(),
         p.bm,
         p.rows_per_cta(),
@@ -262,7 +270,6 @@ fn setup(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> Vec<Stmt> {
 /// Load chunk `c` (if below `chunks`) into ring slot `slot`: its parts' two weight rows,
 /// each row's parts back to back (`64 loads` contiguous bytes; zeros past K and N).
 fn load_chunk(cfg: &GroupedGemmConfig, p: &MoeStreamed, c_expr: &str, slot: &str) -> Vec<Stmt> {
-    let ld = ld_global_stream(16).snippet.name;
     let ck = p.chunk_k;
     let chunk = if cfg.k_rotate {
         vec![
@@ -278,25 +285,16 @@ fn load_chunk(cfg: &GroupedGemmConfig, p: &MoeStreamed, c_expr: &str, slot: &str
         return vec![if_(format!("{c_expr} < chunks"), body)];
     }
     let part_ok = format!("k_begin + kk + {CHUNK_K} * u + 8 * q < k_end");
-    let loads = |row: &str| {
-        Stmt::unrolled(
-            "u",
-            p.loads,
-            vec![e(format!("{ld}(w_{row}_src + kk + {CHUNK_K} * u, w_{row}[{slot}][u])"))],
-        )
-    };
+    let load = |row: &str| load_part(p, row, &format!("w_{row}_src + kk + {CHUNK_K} * u"), slot);
+    let loads = |row: &str| Stmt::unrolled("u", p.loads, vec![load(row)]);
     let guarded = |row: &str| {
         Stmt::unrolled(
             "u",
             p.loads,
             vec![if_else(
                 format!("col_ok && {part_ok}"),
-                vec![e(format!("{ld}(w_{row}_src + kk + {CHUNK_K} * u, w_{row}[{slot}][u])"))],
-                vec![Stmt::unrolled(
-                    "i",
-                    4,
-                    vec![Stmt::assign(format!("w_{row}[{slot}][u][i]"), "0u")],
-                )],
+                vec![load(row)],
+                zero_parts(p, &[row], slot),
             )],
         )
     };
@@ -329,24 +327,12 @@ fn load_chunk(cfg: &GroupedGemmConfig, p: &MoeStreamed, c_expr: &str, slot: &str
 /// chunk is one run of `1024 loads` contiguous bytes (parts past K are zeros there; parts
 /// past the split's range are not loaded).
 fn load_prepared_chunk(p: &MoeStreamed, slot: &str) -> Vec<Stmt> {
-    let ld = ld_global_stream(16).snippet.name;
     let ck = p.chunk_k;
     let part = |u_ok: Option<String>| {
-        let loads = ["lo", "hi"].map(|row| e(format!("{ld}(w_{row}_src + 16 * kk + 512 * u, w_{row}[{slot}][u])")));
+        let loads = ["lo", "hi"].map(|row| load_part(p, row, &format!("w_{row}_src + 16 * kk + 512 * u"), slot));
         let body = match u_ok {
             None => loads.to_vec(),
-            Some(ok) => vec![if_else(
-                ok,
-                loads.to_vec(),
-                vec![Stmt::unrolled(
-                    "i",
-                    4,
-                    vec![
-                        Stmt::assign(format!("w_lo[{slot}][u][i]"), "0u"),
-                        Stmt::assign(format!("w_hi[{slot}][u][i]"), "0u"),
-                    ],
-                )],
-            )],
+            Some(ok) => vec![if_else(ok, loads.to_vec(), zero_parts(p, &["lo", "hi"], slot))],
         };
         Stmt::unrolled("u", p.loads, body)
     };
@@ -370,6 +356,62 @@ fn load_prepared_chunk(p: &MoeStreamed, slot: &str) -> Vec<Stmt> {
 
 /// The components of a `uint4`.
 const XYZW: [&str; 4] = ["x", "y", "z", "w"];
+
+/// The shared-ring unit (16-byte units from the lane's `wring`) of part `u` of weight row
+/// `row` (`lo` / `hi`) in ring slot `slot`: `(slot 2 loads + 2 u + h) threads`
+/// ([`MoeStreamed::ring_unit`]).
+fn ring_unit(p: &MoeStreamed, row: &str, slot: &str) -> String {
+    let h = i64::from(row == "hi");
+    let [per_slot, per_part, at] = [p.ring_unit(1, 0, 0), p.ring_unit(0, 1, 0), p.ring_unit(0, 0, h)]
+        .map(|x| x.expect("shared-ring plans have a lane ring"));
+    let at = if at > 0 { format!(" + {at}") } else { String::new() };
+    format!("{per_slot} * {slot} + {per_part} * u{at}")
+}
+
+/// Part `u` of weight row `row` (`lo` / `hi`) from `src` into ring slot `slot`: a 16-byte
+/// streaming load into `w_{row}[slot][u]`, or the lane's `cp.async` into its shared slot.
+fn load_part(p: &MoeStreamed, row: &str, src: &str, slot: &str) -> Stmt {
+    match &p.lane_ring {
+        None => e(format!("{}({src}, w_{row}[{slot}][u])", ld_global_stream(16).snippet.name)),
+        Some(r) => lane_ring::copy(r, "wring", &ring_unit(p, row, slot), src),
+    }
+}
+
+/// Zeros for part `u` of `rows` in ring slot `slot` (past K, or no weight rows): in the
+/// registers, or stored to the lane's own shared slots (no copy is pending there: the
+/// slot's previous chunk was waited for and read).
+fn zero_parts(p: &MoeStreamed, rows: &[&str], slot: &str) -> Vec<Stmt> {
+    match &p.lane_ring {
+        None => vec![Stmt::unrolled(
+            "i",
+            4,
+            rows.iter()
+                .map(|row| Stmt::assign(format!("w_{row}[{slot}][u][i]"), "0u"))
+                .collect(),
+        )],
+        Some(_) => rows
+            .iter()
+            .map(|row| Stmt::assign(format!("wring[{}]", ring_unit(p, row, slot)), "make_uint4(0u, 0u, 0u, 0u)"))
+            .collect(),
+    }
+}
+
+/// Ring slot `s`'s chunk from the lane's shared slots into `w_lo[s]` / `w_hi[s]` (after
+/// the counted wait for chunk `cnow`).
+fn read_shared_slot(p: &MoeStreamed, r: &LaneRing) -> Vec<Stmt> {
+    let mut v = lane_ring::wait(r, "cnow", "chunk");
+    let mut reads = vec![];
+    for row in ["lo", "hi"] {
+        reads.push(d("const uint4", &format!("v_{row}"), format!("wring[{}]", ring_unit(p, row, "s"))));
+        reads.extend(
+            XYZW.iter()
+                .enumerate()
+                .map(|(i, c)| Stmt::assign(format!("w_{row}[s][u][{i}]"), format!("v_{row}.{c}"))),
+        );
+    }
+    v.push(Stmt::unrolled("u", p.loads, reads));
+    v
+}
 
 /// The live fragments' A rows of chunk `cnow` (`xc`; zeros past K and for unrouted rows),
 /// read through the L1 (the CTA's warps read the same rows).
@@ -448,27 +490,52 @@ fn mma_chunk(p: &MoeStreamed, mma: &str) -> Vec<Stmt> {
 }
 
 /// The ring: fill, then per chunk multiply the slot and refill it `ring` chunks ahead.
+/// With the shared ring each fill / refill is one `cp.async` group (committed even when
+/// empty, so group `c` is chunk `c`) and the slot is read back after the counted wait.
 fn mainloop(cfg: &GroupedGemmConfig, p: &MoeStreamed, mma: &str) -> Vec<Stmt> {
     let (r, f, u) = (p.ring, p.frags, p.loads);
+    let commit = |mut v: Vec<Stmt>| {
+        v.extend(p.lane_ring.as_ref().map(lane_ring::commit));
+        v
+    };
+    let read = p.lane_ring.as_ref().map_or(vec![], |ring| read_shared_slot(p, ring));
     let consume = vec![
         d("const int", "cnow", "c0 + s"),
         if_(
             "cnow < chunks",
             [
                 load_x(cfg, p),
+                read,
                 mma_chunk(p, mma),
                 vec![c(format!(
                     "the slot's registers were read by the MMAs: refill it with chunk cnow + {r}"
                 ))],
-                load_chunk(cfg, p, &format!("cnow + {r}"), "s"),
+                commit(load_chunk(cfg, p, &format!("cnow + {r}"), "s")),
             ]
             .concat(),
         ),
     ];
-    vec![
-        Stmt::Comment(format!(
+    let mut v = match &p.lane_ring {
+        None => vec![Stmt::Comment(format!(
             "ring of {r} chunks of {u} parts: weight rows g / g + 8 (w_lo / w_hi), 16 bytes each"
-        )),
+        ))],
+        Some(ring) => vec![
+            Stmt::Comment(format!(
+                "shared ring of {r} chunks of {u} parts, one cp.async group per chunk: the lane's 16 bytes of part u of row g (lo) / g + 8 (hi) in slot s at wring[{} s + {} u (+ {} for hi)]",
+                ring.unit(1, 0),
+                ring.unit(0, 2),
+                ring.unit(0, 1)
+            )),
+            Stmt::Expr("extern __shared__ __align__(128) unsigned char rc_smem[]".into()),
+            dc(
+                "uint4* const",
+                "wring",
+                "reinterpret_cast<uint4*>(rc_smem) + threadIdx.x",
+                "the lane's own slots (rcute_collective::lane_ring): no other lane reads them, so no barrier",
+            ),
+        ],
+    };
+    v.extend([
         Stmt::Decl {
             ty: "uint32_t".into(),
             name: format!("w_lo[{r}][{u}][4]"),
@@ -492,14 +559,15 @@ fn mainloop(cfg: &GroupedGemmConfig, p: &MoeStreamed, mma: &str) -> Vec<Stmt> {
             f,
             vec![Stmt::unrolled("i", 4, vec![Stmt::assign("acc[f][i]", "0.f")])],
         ),
-        Stmt::unrolled("s", r, load_chunk(cfg, p, "s", "s")),
+        Stmt::unrolled("s", r, commit(load_chunk(cfg, p, "s", "s"))),
         Stmt::Loop {
             init: "int c0 = 0".into(),
             cond: "c0 < chunks".into(),
             step: format!("c0 += {r}"),
             body: vec![Stmt::unrolled("s", r, consume)],
         },
-    ]
+    ]);
+    v
 }
 
 /// `*reinterpret_cast<T2*>(ptr) = (x, y)` in the element's pair type.
@@ -586,7 +654,11 @@ pub(super) fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, 
         _ => mma_sm80::sm80_16x8x16_f32_f16_f16_f32(),
     };
     let mma = atom.fn_name().to_string();
-    let mut snippets = vec![ld_global_stream(16).snippet, atom.snippet.clone()];
+    let mut snippets = match &p.lane_ring {
+        None => vec![ld_global_stream(16).snippet],
+        Some(ring) => lane_ring::snippets(ring),
+    };
+    snippets.push(atom.snippet.clone());
     snippets.extend(crate::grid_dependency::snippets());
     if cfg.prepared {
         snippets.push(rcute_atom::prefetch::prefetch_l2());
@@ -638,9 +710,14 @@ pub(super) fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, 
                 cfg.epilogue.describe()
             ),
             format!(
-                "tile {bm}x{bn}x{bk}, {} warps, ring of {} chunks{}{}",
+                "tile {bm}x{bn}x{bk}, {} warps, ring of {} chunks{}{}{}",
                 p.warps,
                 p.ring,
+                if p.lane_ring.is_some() {
+                    " in each lane's own slots of a shared cp.async ring (rcute_collective::lane_ring, waited by count)"
+                } else {
+                    ""
+                },
                 if cfg.k_rotate { ", K rotated per warp" } else { "" },
                 if cfg.prepared {
                     ", B the prepared expert weight (rcute_collective::moe_prepared: 512-byte warp loads, one run per 16-row block)"
@@ -658,7 +735,7 @@ pub(super) fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, 
         name,
         source: unit.render(),
         threads: p.threads() as u32,
-        smem_bytes: 0,
+        smem_bytes: p.smem_bytes() as u32,
         config,
     })
 }
