@@ -62,7 +62,8 @@ pub struct BenchMoeArgs {
     pub config: Vec<String>,
     /// The prepared layer (`Ops::fused_moe_prepared_with` on `MoeWeights::prepare`d
     /// experts, prepared once before timing): a streamed configuration (repeatable, e.g.
-    /// `moe:16x128x128,1x8,s3,reg`), or `auto` (the rule of `rcute_ops::moe::prepared_spec`),
+    /// `moe:16x128x128,1x8,s3,reg`, or with the shared ring `moe:16x128x128,1x8,s3,reg,sring`),
+    /// or `auto` (the rule of `rcute_ops::moe::prepared_spec`),
     /// timed beside the other layers in the same run; rows named `prep:<configuration>`.
     #[arg(long = "prepared")]
     pub prepared: Vec<String>,

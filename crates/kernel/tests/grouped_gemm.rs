@@ -236,6 +236,11 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         reg.clone().with_b_l2_prefetch(true),
         rotated_cp_async,
         GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter).with_prepared(true),
+        // the shared ring: the streamed form only, at most 227 KB (16 warps x 16 parts)
+        GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter).with_shared_ring(true),
+        GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter)
+            .with_streamed(16, 16, 256, 2, false)
+            .with_shared_ring(true),
     ] {
         assert!(matches!(generate(&bad), Err(GroupedGemmError::Config(_))), "{bad:?}");
     }
@@ -358,6 +363,47 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         },
     ] {
         assert!(f.check(&bad).is_err(), "{bad:?}");
+    }
+}
+
+/// The streamed kernels with the weights' shared ring (`_sring`): every prepared streamed
+/// test configuration, bf16, for sm_80 and sm_90a: no spills or local memory; the weight
+/// goes by `cp.async` (LDGSTS, one LDGDEPBAR per chunk) into shared memory and comes back
+/// by `LDS.128` after a counted wait (`DEPBAR.LE`), with no streaming `LDG` left (only
+/// `x`'s L1-cached loads); fewer registers than the ring of registers; the smem is the
+/// ring's.
+#[test]
+fn shared_ring_streamed_kernels_wait_by_count_without_spills() {
+    let Some(tk) = toolkit_for_test() else { return };
+    let regs = |g: &rcute_kernel::grouped_gemm::GeneratedGroupedGemm, arch: Arch| {
+        let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch)).unwrap();
+        let r = c.resources.kernel(&g.name).unwrap().clone();
+        assert!(!r.spills() && r.stack_frame_bytes == 0, "{} on {arch}: {r:?}", g.name);
+        (r.registers, c)
+    };
+    for base in streamed_configs() {
+        if !base.prepared || base.element != Element::BF16 {
+            continue;
+        }
+        let g = generate(&base.clone().with_shared_ring(true)).unwrap();
+        assert!(g.name.ends_with("_prep_sring"), "{}", g.name);
+        let [bm, bn, bk] = base.tile;
+        let ring = base.stages.unwrap() as u32;
+        assert_eq!(g.smem_bytes, ring * (bk as u32 / 32) * 2 * 16 * g.threads, "{} ({bm}x{bn})", g.name);
+        for arch in [Arch::Sm80, Arch::Sm90a] {
+            let (shared, c) = regs(&g, arch);
+            let (reg_ring, _) = regs(&generate(&base).unwrap(), arch);
+            assert!(shared < reg_ring, "{} on {arch}: {shared} registers, the register ring {reg_ring}", g.name);
+            let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
+            let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
+            assert!(!sass.uses_local_memory(), "{} on {arch}: LDL/STL", g.name);
+            let k = sass.kernel(&g.name).unwrap();
+            for op in ["LDGSTS.E.BYPASS.128", "LDGDEPBAR", "DEPBAR.LE", "LDS.128", "HMMA", "LDG.E.128.CONSTANT"] {
+                assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
+            }
+            assert!(!k.contains_opcode("LDG.E.NA.128"), "{} on {arch}: a streaming LDG", g.name);
+            eprintln!("{} {arch}: {shared} registers (register ring {reg_ring})", g.name);
+        }
     }
 }
 

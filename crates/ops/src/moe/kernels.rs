@@ -16,7 +16,8 @@ use rcute_kernel::grouped_gemm::{
 /// The grouped GEMM of `spec` with A rows `a` and epilogue `ep` for `el` operands: its
 /// tile, warps and stages, GEMM2 (the scatter) on stream-K when `spec.stream`, the
 /// weights' L2 prefetch size when `spec.l2_prefetch`, or the register-streamed form when
-/// `spec.streamed` (its tile, warps and ring spelled by the same fields).
+/// `spec.streamed` (its tile, warps and ring spelled by the same fields; the ring in
+/// shared memory when `spec.shared_ring`).
 pub(crate) fn spec_config(el: Element, spec: &MoeSpec, a: GroupedA, ep: GroupedEpilogue) -> GroupedGemmConfig {
     let mut c = GroupedGemmConfig::new(el, a, ep)
         .with_tile(spec.tile, spec.warps)
@@ -25,6 +26,7 @@ pub(crate) fn spec_config(el: Element, spec: &MoeSpec, a: GroupedA, ep: GroupedE
         .with_b_l2_prefetch(spec.l2_prefetch);
     c.streamed = spec.streamed;
     c.k_rotate = spec.k_rotate;
+    c.shared_ring = spec.shared_ring;
     c
 }
 

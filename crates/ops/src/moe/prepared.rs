@@ -303,7 +303,7 @@ impl Ops {
         };
         if !spec.streamed || spec.stream || spec.l2_prefetch {
             return Err(OpsError::Shape(format!(
-                "prepared MoE configuration {spec}: the streamed form (moe:BMx(16W)xCHUNK,1xW[,kS][,sR],reg[,rot])"
+                "prepared MoE configuration {spec}: the streamed form (moe:BMx(16W)xCHUNK,1xW[,kS][,sR],reg[,rot][,sring])"
             )));
         }
         let (w13, w2) = w.prepared_views();

@@ -7,7 +7,8 @@
 //!   tile and warp grid (both GEMMs; `BM` is also the alignment's row block), GEMM2's K
 //!   splits and both GEMMs' shared-memory stages (absent: as many as fit, at most 4).
 //!   With `,reg` (`,reg,rot`) the register-streamed decode form of both GEMMs
-//!   ([`MoeSpec::streamed`]).
+//!   ([`MoeSpec::streamed`]), with a final `,sring` its weights through each lane's
+//!   shared `cp.async` ring slots ([`MoeSpec::with_shared_ring`]).
 //! * MoE on the SM90 family: `moe:sm90` (GEMM2 on 128x256 tiles) or `moe:sm90n` (GEMM2 on
 //!   128x128 tiles), with a `c` suffix GEMM1 on 2x1 CTA clusters; GEMM1 is always on
 //!   128x256 tiles ([`MoeSm90Spec`]).
@@ -94,6 +95,10 @@ pub struct MoeSpec {
     pub streamed: bool,
     /// With `streamed`: each warp starts its K range at its own chunk (`,rot`).
     pub k_rotate: bool,
+    /// With `streamed`: the weight chunks through each lane's own slots of a shared
+    /// `cp.async` ring waited by count instead of a ring of registers (`,sring`;
+    /// [`rcute_kernel::grouped_gemm::GroupedGemmConfig::shared_ring`]).
+    pub shared_ring: bool,
 }
 
 impl MoeSpec {
@@ -116,6 +121,7 @@ impl MoeSpec {
             l2_prefetch: false,
             streamed: false,
             k_rotate: false,
+            shared_ring: false,
         }
     }
 
@@ -136,6 +142,20 @@ impl MoeSpec {
             k_rotate: rotate,
             ..MoeSpec::new([bm, rows * warps, chunk_k], [1, warps], splits).with_stages(ring)
         }
+    }
+
+    /// The same streamed spec with the weights' shared ring (`,sring`).
+    ///
+    /// ```
+    /// use rcute_ops::tuning::{ConfigSpec, MoeSpec};
+    /// let s = MoeSpec::streamed(16, 8, 128, 3, 1, false).with_shared_ring();
+    /// assert_eq!(s.to_string(), "moe:16x128x128,1x8,s3,reg,sring");
+    /// assert_eq!("moe:16x128x128,1x8,s3,reg,sring".parse::<ConfigSpec>().unwrap(), ConfigSpec::Moe(s));
+    /// assert!("moe:16x128x128,1x8,s3,sring".parse::<ConfigSpec>().is_err()); // needs reg
+    /// ```
+    pub fn with_shared_ring(mut self) -> MoeSpec {
+        self.shared_ring = true;
+        self
     }
 
     /// The same spec with the weights loaded with the L2 prefetch size (`,l2`).
@@ -252,7 +272,7 @@ impl MoeSm90Spec {
 
 pub(crate) const AWQ_GRAMMAR: &str = "awq:BMxBNxBK,WMxWN,sSTAGES,vWORDS[,kSPLITS]";
 pub(crate) const MOE_GRAMMAR: &str =
-    "moe:BMxBNxBK,WMxWN[,kSPLITS][,sSTAGES][,stream][,l2][,reg[,rot]] or moe:sm90|sm90n|sm90c|sm90nc|sm90pp";
+    "moe:BMxBNxBK,WMxWN[,kSPLITS][,sSTAGES][,stream][,l2][,reg[,rot][,sring]] or moe:sm90|sm90n|sm90c|sm90nc|sm90pp";
 
 /// `kSPLITS` fields after the fixed ones (at least 1).
 fn splits_field(rest: &[&str]) -> Result<u32, String> {
@@ -304,14 +324,20 @@ pub(crate) fn parse_moe_sm90(s: &str) -> Option<Result<MoeSm90Spec, String>> {
 
 /// The SM80 family's `moe:` fields (the text after the prefix): the tile, the warp grid,
 /// then an optional `kSPLITS`, an optional `sSTAGES` (at least 2), an optional
-/// `stream` (GEMM2 on stream-K) and an optional `l2` (the weights loaded with the L2
-/// prefetch size), in that order.
+/// `stream` (GEMM2 on stream-K), an optional `l2` (the weights loaded with the L2
+/// prefetch size), an optional `reg` (the streamed form) with an optional `rot` and an
+/// optional `sring` after it, in that order.
 pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     if parts.len() < 2 {
         return Err("too few fields".into());
     }
     let mut rest = &parts[2..];
+    let mut shared_ring = false;
+    if let Some((&"sring", before)) = rest.split_last() {
+        shared_ring = true;
+        rest = before;
+    }
     let mut k_rotate = false;
     if let Some((&"rot", before)) = rest.split_last() {
         k_rotate = true;
@@ -324,6 +350,9 @@ pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
     }
     if k_rotate && !streamed {
         return Err("rot is an option of the streamed form (reg,rot)".into());
+    }
+    if shared_ring && !streamed {
+        return Err("sring is an option of the streamed form (reg[,rot],sring)".into());
     }
     let mut l2_prefetch = false;
     if let Some((&"l2", before)) = rest.split_last() {
@@ -355,6 +384,7 @@ pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
         l2_prefetch,
         streamed,
         k_rotate,
+        shared_ring,
     })
 }
 
@@ -396,6 +426,9 @@ impl fmt::Display for MoeSpec {
         }
         if self.k_rotate {
             f.write_str(",rot")?;
+        }
+        if self.shared_ring {
+            f.write_str(",sring")?;
         }
         Ok(())
     }
