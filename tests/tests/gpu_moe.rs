@@ -242,7 +242,8 @@ fn stream_k_configurations_match_reference() {
 }
 
 /// The register-streamed decode form (`moe:...,reg`): 8-, 16- and 32-row tiles, chunks of
-/// 32 to 256 k, rings of 1 to 8 chunks, GEMM2 with 1 to 3 K splits, K rotated per warp or not, on the decode
+/// 32 to 256 k, rings of 1 to 8 chunks (in registers, or in the lanes' shared ring slots:
+/// `,sring`), GEMM2 with 1 to 3 K splits, K rotated per warp or not, on the decode
 /// layers of [`decode_configurations_match_reference`] (K = 1032 and 712: a last chunk of 8
 /// k; N = 712 and 1032: partial warps), workspace filled with 0xff bytes (bf16 NaN) first.
 #[test]
@@ -254,6 +255,9 @@ fn streamed_configurations_match_reference() {
         MoeSpec::streamed(32, 8, 256, 2, 1, true),
         MoeSpec::streamed(8, 8, 64, 3, 3, false),
         MoeSpec::streamed(16, 8, 32, 1, 1, false),
+        // the weights through the lanes' shared cp.async ring slots (`,sring`)
+        MoeSpec::streamed(16, 8, 128, 3, 1, false).with_shared_ring(),
+        MoeSpec::streamed(8, 4, 64, 2, 2, true).with_shared_ring(),
     ];
     decode_specs_match_reference(|_| Vec::new(), &listed, 0xff);
 }

@@ -1,7 +1,8 @@
 //! The fused MoE layer on prepared experts (`MoeWeights::prepare`, `Ops::fused_moe_prepared`)
 //! on the GPU: forced streamed configurations on ragged decode shapes (K not a multiple of
 //! 32, partial 16-row blocks of `w2`, partial CTAs along N) against the float64 reference,
-//! bit-identical to the unprepared streamed form of the same configuration, `up_first`
+//! bit-identical to the unprepared streamed form of the same configuration (and the
+//! shared-ring forms, `,sring`, to the register ring's), `up_first`
 //! checkpoints prepared into the same layer, two runs bit-identical, the rule's fallback
 //! bit-identical to `Ops::fused_moe`; a CUDA graph of the prepared layer replayed after the
 //! routing changed; and bad input as typed errors. Outputs are poisoned (NaN) and
@@ -140,11 +141,16 @@ impl Call<'_> {
 fn prepared_layer_matches_reference_and_the_streamed_form() {
     let Some(ops) = ops() else { return };
     let s = ops.gpu().stream().clone();
+    // the shared-ring forms (`,sring`) first, so that `RCUTE_CASES=1` (the sanitizer runs)
+    // covers one
     let specs = [
+        MoeSpec::streamed(16, 8, 128, 3, 1, false).with_shared_ring(),
         MoeSpec::streamed(16, 8, 128, 3, 1, false),
         MoeSpec::streamed(8, 4, 64, 2, 2, true),
         MoeSpec::streamed(32, 8, 256, 2, 1, false),
         MoeSpec::streamed(16, 2, 32, 4, 3, false),
+        MoeSpec::streamed(8, 4, 64, 2, 2, true).with_shared_ring(),
+        MoeSpec::streamed(32, 8, 256, 2, 1, false).with_shared_ring(),
     ];
     // (name, E, k, renormalise, H, I, token counts): H = 1032 and I = 712 leave 8 k of a
     // last 32-k part and partial CTAs; H = 40, I = 24: w2's second 16-row block half full,
@@ -216,6 +222,15 @@ fn prepared_layer_matches_reference_and_the_streamed_form() {
                 );
                 let up = call.run(Some((&prepared_up, true)), Some(spec));
                 assert_eq!(bits(&got), bits(&up), "{what}: up_first preparation");
+                if spec.shared_ring {
+                    // the same MMAs in the same order: the register ring's answer bit for bit
+                    let reg = MoeSpec {
+                        shared_ring: false,
+                        ..*spec
+                    };
+                    let want_reg = call.run(Some((&prepared, false)), Some(&reg));
+                    assert_eq!(bits(&got), bits(&want_reg), "{what}: the register ring");
+                }
             }
             // the rule's choice: its prepared configuration, or the checkpoint's layer
             let auto = call.run(Some((&prepared, false)), None);

@@ -60,8 +60,8 @@
 //! assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [32, 64, 64], [4, 1], 8, 4).streamed()).is_err());
 //! ```
 
-use rcute_atom::cluster_dsmem::{cluster_size_sm90, cluster_sync_relaxed_sm90, cluster_sync_sm90, ld_dsmem_f32x4};
 use crate::lane_ring::LaneRing;
+use rcute_atom::cluster_dsmem::{cluster_size_sm90, cluster_sync_relaxed_sm90, cluster_sync_sm90, ld_dsmem_f32x4};
 use rcute_atom::copy_ldst::ld_global_stream;
 use rcute_atom::{CopyOp, Snippet};
 
@@ -206,7 +206,8 @@ impl AwqStreamed {
     /// ```
     pub fn with_shared_ring(mut self) -> Self {
         if self.weight == StreamedWeight::Prepared {
-            let ring = LaneRing::new(self.ring, 1, 32 * self.k_slices * self.col_blocks).expect("a positive ring and warps");
+            let ring =
+                LaneRing::new(self.ring, 1, 32 * self.k_slices * self.col_blocks).expect("a positive ring and warps");
             self.ring_bytes = ring.bytes();
             self.lane_ring = Some(ring);
         }

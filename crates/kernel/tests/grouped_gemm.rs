@@ -389,19 +389,39 @@ fn shared_ring_streamed_kernels_wait_by_count_without_spills() {
         assert!(g.name.ends_with("_prep_sring"), "{}", g.name);
         let [bm, bn, bk] = base.tile;
         let ring = base.stages.unwrap() as u32;
-        assert_eq!(g.smem_bytes, ring * (bk as u32 / 32) * 2 * 16 * g.threads, "{} ({bm}x{bn})", g.name);
+        assert_eq!(
+            g.smem_bytes,
+            ring * (bk as u32 / 32) * 2 * 16 * g.threads,
+            "{} ({bm}x{bn})",
+            g.name
+        );
         for arch in [Arch::Sm80, Arch::Sm90a] {
             let (shared, c) = regs(&g, arch);
             let (reg_ring, _) = regs(&generate(&base).unwrap(), arch);
-            assert!(shared < reg_ring, "{} on {arch}: {shared} registers, the register ring {reg_ring}", g.name);
+            assert!(
+                shared < reg_ring,
+                "{} on {arch}: {shared} registers, the register ring {reg_ring}",
+                g.name
+            );
             let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
             let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
             assert!(!sass.uses_local_memory(), "{} on {arch}: LDL/STL", g.name);
             let k = sass.kernel(&g.name).unwrap();
-            for op in ["LDGSTS.E.BYPASS.128", "LDGDEPBAR", "DEPBAR.LE", "LDS.128", "HMMA", "LDG.E.128.CONSTANT"] {
+            for op in [
+                "LDGSTS.E.BYPASS.128",
+                "LDGDEPBAR",
+                "DEPBAR.LE",
+                "LDS.128",
+                "HMMA",
+                "LDG.E.128.CONSTANT",
+            ] {
                 assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
             }
-            assert!(!k.contains_opcode("LDG.E.NA.128"), "{} on {arch}: a streaming LDG", g.name);
+            assert!(
+                !k.contains_opcode("LDG.E.NA.128"),
+                "{} on {arch}: a streaming LDG",
+                g.name
+            );
             eprintln!("{} {arch}: {shared} registers (register ring {reg_ring})", g.name);
         }
     }

@@ -783,7 +783,10 @@ impl Emit<'_> {
 
     /// The shared ring's plan (shared-ring kernels only).
     fn lane_ring(&self) -> &LaneRing {
-        self.st().lane_ring.as_ref().expect("shared-ring kernels have a lane ring")
+        self.st()
+            .lane_ring
+            .as_ref()
+            .expect("shared-ring kernels have a lane ring")
     }
 
     /// Step `s`'s words from the shared ring: at most `ring - 1` groups pending, so group

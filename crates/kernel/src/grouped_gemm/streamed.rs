@@ -62,8 +62,9 @@ pub fn plan(cfg: &GroupedGemmConfig) -> Result<MoeStreamed, GroupedGemmError> {
         return Err(bad("needs warps 1xW and tile BMx(16 W)x(32 loads)"));
     }
     let ring = cfg.stages.unwrap_or(2) as i64;
-    let p = MoeStreamed::new(bm, wn, ring, bk / CHUNK_K)
-        .ok_or_else(|| bad("BM 8, 16 or 32, 1 to 16 warps, BK 32, 64, 128 or 256, at most 16 parts of 32 k in flight"))?;
+    let p = MoeStreamed::new(bm, wn, ring, bk / CHUNK_K).ok_or_else(|| {
+        bad("BM 8, 16 or 32, 1 to 16 warps, BK 32, 64, 128 or 256, at most 16 parts of 32 k in flight")
+    })?;
     if !cfg.shared_ring {
         return Ok(p);
     }
@@ -372,7 +373,10 @@ fn ring_unit(p: &MoeStreamed, row: &str, slot: &str) -> String {
 /// streaming load into `w_{row}[slot][u]`, or the lane's `cp.async` into its shared slot.
 fn load_part(p: &MoeStreamed, row: &str, src: &str, slot: &str) -> Stmt {
     match &p.lane_ring {
-        None => e(format!("{}({src}, w_{row}[{slot}][u])", ld_global_stream(16).snippet.name)),
+        None => e(format!(
+            "{}({src}, w_{row}[{slot}][u])",
+            ld_global_stream(16).snippet.name
+        )),
         Some(r) => lane_ring::copy(r, "wring", &ring_unit(p, row, slot), src),
     }
 }
@@ -391,7 +395,12 @@ fn zero_parts(p: &MoeStreamed, rows: &[&str], slot: &str) -> Vec<Stmt> {
         )],
         Some(_) => rows
             .iter()
-            .map(|row| Stmt::assign(format!("wring[{}]", ring_unit(p, row, slot)), "make_uint4(0u, 0u, 0u, 0u)"))
+            .map(|row| {
+                Stmt::assign(
+                    format!("wring[{}]", ring_unit(p, row, slot)),
+                    "make_uint4(0u, 0u, 0u, 0u)",
+                )
+            })
             .collect(),
     }
 }
@@ -402,7 +411,11 @@ fn read_shared_slot(p: &MoeStreamed, r: &LaneRing) -> Vec<Stmt> {
     let mut v = lane_ring::wait(r, "cnow", "chunk");
     let mut reads = vec![];
     for row in ["lo", "hi"] {
-        reads.push(d("const uint4", &format!("v_{row}"), format!("wring[{}]", ring_unit(p, row, "s"))));
+        reads.push(d(
+            "const uint4",
+            &format!("v_{row}"),
+            format!("wring[{}]", ring_unit(p, row, "s")),
+        ));
         reads.extend(
             XYZW.iter()
                 .enumerate()
