@@ -106,7 +106,10 @@ impl MoeStreamed {
     /// chunk's `x` loads share one scoreboard, so the first MMA of each chunk waits for
     /// every load in flight (the ring drains at every chunk; `cuobjdump -sass` of
     /// `rc_moe_grouped_reg_bf16_gather_swiglu_16x128x128_r3_w8_prep`, BENCHMARKS.md session
-    /// 18); `cp.async` groups are waited by count.
+    /// 18); `cp.async` groups are waited by count. Measured there, the layer was not faster
+    /// with it at the decode points the prepared rule runs (1-11 % slower on an H100: the
+    /// drained register ring still keeps a 4-8 KB chunk per warp in flight), so no rule
+    /// picks it (`moe:...,reg,sring` forces it).
     ///
     /// ```
     /// use rcute_collective::moe_streamed::MoeStreamed;

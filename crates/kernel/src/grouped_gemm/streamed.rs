@@ -33,6 +33,15 @@
 //! prefetch (session 16) the layer beats the `cp.async` form at every decode point measured
 //! (DeepSeek-V2-Lite T = 1: 45.1 against 50.1 us; T = 64 377.6 against 402.7; Mixtral T = 1
 //! 244.7 against 256.6, T = 16 925.0 against 977.5): `Ops::fused_moe_prepared` runs it.
+//!
+//! With [`super::GroupedGemmConfig::shared_ring`] (`_sring`) the weight pieces go through
+//! each lane's own slots of a shared `cp.async` ring ([`rcute_collective::lane_ring`], the
+//! AWQ `_sring` kernels' ring), waited by count, instead of the registers: in the register
+//! ring's SASS every weight load and the chunk's `x` loads share one scoreboard, so each
+//! chunk's first MMA waits for all loads in flight. Measured on an H100 (BENCHMARKS.md,
+//! session 18) the shared ring was 1-11 % slower than the register ring at every decode
+//! point the rule runs (the drained ring still holds a chunk of 4-8 KB per warp in flight)
+//! and faster only in forms the rule does not pick: forced-only.
 
 use super::stmt::{d, dc, if_};
 use super::{GeneratedGroupedGemm, GroupedA, GroupedEpilogue, GroupedGemmConfig, GroupedGemmError};
