@@ -5,7 +5,7 @@
 //! B (the weight) rotates call by call over copies totalling more than three times the L2
 //! (`--rotate-mb`), for rcute and cuBLAS alike, so decode shapes read it from HBM.
 
-use crate::bench_timing::{host_us, median_us, parse_shape, Rotation, ROTATE_BYTES};
+use crate::bench_timing::{host_us, median_us, parse_shapes, Rotation, ROTATE_BYTES};
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::CudaSlice;
 use half::bf16;
@@ -117,11 +117,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
     if args.dtype != "bf16" {
         return Err(format!("--dtype {}: bf16 or e4m3", args.dtype));
     }
-    let shapes = args
-        .shapes
-        .iter()
-        .map(|s| parse_shape(s))
-        .collect::<Result<Vec<_>, _>>()?;
+    let shapes = parse_shapes(&args.shapes)?;
     let forced = args
         .configs
         .iter()
@@ -279,11 +275,7 @@ fn fp8_json_row(config: &str, (m, n, k): (usize, usize, usize), us: f64, tflops:
 /// `--iters`).
 fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
     use rcute_ops::{validate_scaled_mm, Scale, VectorRef, E4M3};
-    let shapes = args
-        .shapes
-        .iter()
-        .map(|s| parse_shape(s))
-        .collect::<Result<Vec<_>, _>>()?;
+    let shapes = parse_shapes(&args.shapes)?;
     let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
     let stream = gpu.stream().clone();
     // SAFETY: one stream (see `run`).
