@@ -698,23 +698,40 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_sc
       // skip the other warpgroup's k-tiles in this warpgroup's view of the stage ring
       rc_pipe_advance(stage, phase, (uint32_t)k_iters, 6u);
       // grouped epilogue: router weight times the row, scattered to its entry row
+      const int gn = n0 + 2 * (lane % 4);  // output column of acc[a][0] (CLayout_64xN)
+      // this thread's rows (atom a, half h: slot rs), once per tile
+      int entry[4];  // the routed (token, j) entry of the row; `entries` in padding rows
+      float w[4];  // the entry's router weight
       #pragma unroll
       for (int a = 0; a < 2; ++a) {
         const int gm = m0 + wg_row0 + a * 64 + 16 * warp + lane / 4;  // CLayout_64xN rows (+8 for the second half)
-        const int gn = n0 + 2 * (lane % 4);  // output column of acc[a][0]
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = h * 8;  // layout (2,16):(8,0) at (h,0)
-          const int entry = gm + row < M ? __ldg(sorted_ids + gm + row) : entries;  // the routed (token, j) entry of this row; `entries` in padding rows
-          if (entry < entries) {
-            const float w = weights != nullptr ? __ldg(weights + entry) : 1.0f;
-            __nv_bfloat16* const drow = D + (long long)entry * ldd;
+          const int rs = h + a * 2;  // layout (2,2):(1,2) at (h,a)
+          entry[rs] = gm + row < M ? __ldg(sorted_ids + gm + row) : entries;
+        }
+      }
+      // the router weights once every entry is loaded (the loads of each kind overlap)
+      #pragma unroll
+      for (int rs = 0; rs < 4; ++rs) {
+        w[rs] = weights != nullptr && entry[rs] < entries ? __ldg(weights + entry[rs]) : 1.0f;
+      }
+      #pragma unroll
+      for (int a = 0; a < 2; ++a) {
+        const int gm = m0 + wg_row0 + a * 64 + 16 * warp + lane / 4;  // CLayout_64xN rows (+8 for the second half)
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = h * 8;  // layout (2,16):(8,0) at (h,0)
+          const int rs = h + a * 2;  // layout (2,2):(1,2) at (h,a)
+          if (entry[rs] < entries) {
+            __nv_bfloat16* const drow = D + (long long)entry[rs] * ldd;
             #pragma unroll
             for (int j = 0; j < 16; ++j) {
               const int ri = h * 2 + j * 4;  // layout (2,16):(2,4) at (h,j)
               const int col = j * 8;  // layout (2,16):(0,8) at (h,j)
               if (gn + col < N) {
-                *reinterpret_cast<__nv_bfloat162*>(drow + gn + col) = __floats2bfloat162_rn(w * acc[a][ri], w * acc[a][ri + 1]);
+                *reinterpret_cast<__nv_bfloat162*>(drow + gn + col) = __floats2bfloat162_rn(w[rs] * acc[a][ri], w[rs] * acc[a][ri + 1]);
               }
             }
           }

@@ -473,7 +473,7 @@ __device__ __forceinline__ bool rc_grouped_tile(unsigned long long work, int til
 }
 
 // --- from rcute SiLU ---
-__device__ __forceinline__ float rc_silu(float x) { return x / (1.0f + __expf(-x)); }
+__device__ __forceinline__ float rc_silu(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
 
 // rc_moe_grouped_sm90_bf16_swiglu_128x128x64_pingpong_s6: TMA + wgmma PingPong GEMM, D = fusion(acc = A * B, C), fusion multiply(alpha, acc)
 extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_swiglu_128x128x64_pingpong_s6(
@@ -704,10 +704,10 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_sw
       // skip the other warpgroup's k-tiles in this warpgroup's view of the stage ring
       rc_pipe_advance(stage, phase, (uint32_t)k_iters, 6u);
       // grouped epilogue: silu(gate) * up, column pairs from the registers to padded rows
+      const int gn = n0 + 2 * (lane % 4);  // output column of acc[a][0] (CLayout_64xN)
       #pragma unroll
       for (int a = 0; a < 2; ++a) {
         const int gm = m0 + wg_row0 + a * 64 + 16 * warp + lane / 4;  // CLayout_64xN rows (+8 for the second half)
-        const int gn = n0 + 2 * (lane % 4);  // output column of acc[a][0]
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = h * 8;  // layout (2,8):(8,0) at (h,0)

@@ -553,7 +553,7 @@ __device__ __forceinline__ bool rc_grouped_cluster_tile(unsigned long long work,
 }
 
 // --- from rcute SiLU ---
-__device__ __forceinline__ float rc_silu(float x) { return x / (1.0f + __expf(-x)); }
+__device__ __forceinline__ float rc_silu(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
 
 // rc_moe_grouped_sm90_bf16_swiglu_128x256x64_coop_c2x1_s4: TMA + wgmma Cooperative GEMM, D = fusion(acc = A * B, C), fusion multiply(alpha, acc)
 extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_swiglu_128x256x64_coop_c2x1_s4(
@@ -800,12 +800,12 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_sw
         }
       }
       // grouped epilogue: silu(gate) * up, column pairs from the registers to padded rows
-      // a cluster CTA without a tile (its partner's column tile is the last) stores nothing
+      // a cluster CTA without a tile (its partner's column tile is the last) loads and stores nothing
       if (mine) {
+        const int gn = n0 + 2 * (lane % 4);  // output column of acc[a][0] (CLayout_64xN)
         #pragma unroll
         for (int a = 0; a < 1; ++a) {
           const int gm = m0 + wg_row0 + a * 64 + 16 * warp + lane / 4;  // CLayout_64xN rows (+8 for the second half)
-          const int gn = n0 + 2 * (lane % 4);  // output column of acc[a][0]
           #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int row = h * 8;  // layout (2,16):(8,0) at (h,0)

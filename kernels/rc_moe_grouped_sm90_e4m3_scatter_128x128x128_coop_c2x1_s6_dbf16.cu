@@ -773,27 +773,58 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_e4m3_sc
         }
       }
       // grouped epilogue: router weight times the row, scattered to its entry row
-      const float* const bs = b_scale + (long long)expert * N;  // the expert's weight scales, one per B row: b_scale (L,N):(N,1)
-      // a cluster CTA without a tile (its partner's column tile is the last) stores nothing
+      // a cluster CTA without a tile (its partner's column tile is the last) loads and stores nothing
       if (mine) {
+        const int gn = n0 + 2 * (lane % 4);  // output column of acc[a][0] (CLayout_64xN)
+        const float* const bs = b_scale + (long long)expert * N;  // the expert's weight scales, one per B row: b_scale (L,N):(N,1)
+        // weight scales of this thread's columns gn + col + x, once per tile: sb
+        float sb[32];
+        #pragma unroll
+        for (int j = 0; j < 16; ++j) {
+          const int col = j * 8;  // layout (2,16):(0,8) at (0,j)
+          #pragma unroll
+          for (int x = 0; x < 2; ++x) {
+            const int cs = x + j * 2;  // layout (2,16):(1,2) at (x,j)
+            const int cn = min(gn + col + x, N - 1);  // a column past N loads column N - 1 (its store is skipped)
+            sb[cs] = __ldg(bs + cn);
+          }
+        }
+        // this thread's rows (atom a, half h: slot rs), once per tile
+        float sa[2];  // the row's (token's) activation scale
+        int entry[2];  // the routed (token, j) entry of the row; `entries` in padding rows
+        float w[2];  // the entry's router weight
         #pragma unroll
         for (int a = 0; a < 1; ++a) {
           const int gm = m0 + wg_row0 + a * 64 + 16 * warp + lane / 4;  // CLayout_64xN rows (+8 for the second half)
-          const int gn = n0 + 2 * (lane % 4);  // output column of acc[a][0]
           #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int row = h * 8;  // layout (2,16):(8,0) at (h,0)
-            const int entry = gm + row < M ? __ldg(sorted_ids + gm + row) : entries;  // the routed (token, j) entry of this row; `entries` in padding rows
-            if (entry < entries) {
-              const float sa = __ldg(a_scale + gm + row);  // the row's (token's) activation scale
-              const float w = weights != nullptr ? __ldg(weights + entry) : 1.0f;
-              __nv_bfloat16* const drow = D + (long long)entry * ldd;
+            const int rs = h + a * 2;  // layout (2,1):(1,2) at (h,a)
+            sa[rs] = __ldg(a_scale + min(gm + row, M - 1));  // a row past M loads row M - 1 (not stored)
+            entry[rs] = gm + row < M ? __ldg(sorted_ids + gm + row) : entries;
+          }
+        }
+        // the router weights once every entry is loaded (the loads of each kind overlap)
+        #pragma unroll
+        for (int rs = 0; rs < 2; ++rs) {
+          w[rs] = weights != nullptr && entry[rs] < entries ? __ldg(weights + entry[rs]) : 1.0f;
+        }
+        #pragma unroll
+        for (int a = 0; a < 1; ++a) {
+          const int gm = m0 + wg_row0 + a * 64 + 16 * warp + lane / 4;  // CLayout_64xN rows (+8 for the second half)
+          #pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = h * 8;  // layout (2,16):(8,0) at (h,0)
+            const int rs = h + a * 2;  // layout (2,1):(1,2) at (h,a)
+            if (entry[rs] < entries) {
+              __nv_bfloat16* const drow = D + (long long)entry[rs] * ldd;
               #pragma unroll
               for (int j = 0; j < 16; ++j) {
                 const int ri = h * 2 + j * 4;  // layout (2,16):(2,4) at (h,j)
                 const int col = j * 8;  // layout (2,16):(0,8) at (h,j)
+                const int cs = j * 2;  // layout (2,16):(1,2) at (0,j)
                 if (gn + col < N) {
-                  *reinterpret_cast<__nv_bfloat162*>(drow + gn + col) = __floats2bfloat162_rn(w * (acc[a][ri] * sa * __ldg(bs + gn + col)), w * (acc[a][ri + 1] * sa * __ldg(bs + gn + col + 1)));
+                  *reinterpret_cast<__nv_bfloat162*>(drow + gn + col) = __floats2bfloat162_rn(w[rs] * (acc[a][ri] * sa[rs] * sb[cs]), w[rs] * (acc[a][ri + 1] * sa[rs] * sb[cs + 1]));
                 }
               }
             }

@@ -481,7 +481,7 @@ __device__ __forceinline__ bool rc_grouped_tile(unsigned long long work, int til
 }
 
 // --- from rcute SiLU ---
-__device__ __forceinline__ float rc_silu(float x) { return x / (1.0f + __expf(-x)); }
+__device__ __forceinline__ float rc_silu(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
 
 // rc_moe_grouped_sm90_e4m3_swiglu_128x256x128_coop_s4_dbf16: TMA + wgmma Cooperative GEMM, D = fusion(acc = A * B, C), fusion multiply(alpha, acc)
 extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_e4m3_swiglu_128x256x128_coop_s4_dbf16(
@@ -690,24 +690,51 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_e4m3_sw
         }
       }
       // grouped epilogue: silu(gate) * up, column pairs from the registers to padded rows
+      const int gn = n0 + 2 * (lane % 4);  // output column of acc[a][0] (CLayout_64xN)
       const float* const bs = b_scale + (long long)expert * 2 * N;  // the expert's weight scales, one per B row: b_scale (L,2 * N):(2 * N,1)
+      // weight scales of this thread's columns gn + col + x, once per tile: sg (gate row), su (up row)
+      float sg[32];
+      float su[32];
+      #pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const int col = j * 8;  // layout (2,16):(0,8) at (0,j)
+        #pragma unroll
+        for (int x = 0; x < 2; ++x) {
+          const int cs = x + j * 2;  // layout (2,16):(1,2) at (x,j)
+          const int cn = min(gn + col + x, N - 1);  // a column past N loads column N - 1 (its store is skipped)
+          sg[cs] = __ldg(bs + gate_row0 + cn);
+          su[cs] = __ldg(bs + up_row0 + cn);
+        }
+      }
+      // this thread's rows (atom a, half h: slot rs), once per tile
+      float sa[2];  // the row's (token's) activation scale
       #pragma unroll
       for (int a = 0; a < 1; ++a) {
         const int gm = m0 + wg_row0 + a * 64 + 16 * warp + lane / 4;  // CLayout_64xN rows (+8 for the second half)
-        const int gn = n0 + 2 * (lane % 4);  // output column of acc[a][0]
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = h * 8;  // layout (2,16):(8,0) at (h,0)
+          const int rs = h + a * 2;  // layout (2,1):(1,2) at (h,a)
+          sa[rs] = __ldg(a_scale + min(gm + row, M - 1));  // a row past M loads row M - 1 (not stored)
+        }
+      }
+      #pragma unroll
+      for (int a = 0; a < 1; ++a) {
+        const int gm = m0 + wg_row0 + a * 64 + 16 * warp + lane / 4;  // CLayout_64xN rows (+8 for the second half)
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = h * 8;  // layout (2,16):(8,0) at (h,0)
+          const int rs = h + a * 2;  // layout (2,1):(1,2) at (h,a)
           __nv_bfloat16* const drow = D + (long long)(gm + row) * ldd;
           if (gm + row < M) {
-            const float sa = __ldg(a_scale + gm + row);  // the row's (token's) activation scale
             #pragma unroll
             for (int j = 0; j < 16; ++j) {
               const int ri = h * 2 + j * 4;  // layout (2,16):(2,4) at (h,j)
               const int col = j * 8;  // layout (2,16):(0,8) at (h,j)
+              const int cs = j * 2;  // layout (2,16):(1,2) at (0,j)
               const int ru = ri + 64;  // the up accumulator: column col + 128 (B rows 128..256)
               if (gn + col < N) {
-                *reinterpret_cast<__nv_bfloat162*>(drow + gn + col) = __floats2bfloat162_rn(rc_silu((acc[a][ri] * sa * __ldg(bs + gate_row0 + gn + col))) * (acc[a][ru] * sa * __ldg(bs + up_row0 + gn + col)), rc_silu((acc[a][ri + 1] * sa * __ldg(bs + gate_row0 + gn + col + 1))) * (acc[a][ru + 1] * sa * __ldg(bs + up_row0 + gn + col + 1)));
+                *reinterpret_cast<__nv_bfloat162*>(drow + gn + col) = __floats2bfloat162_rn(rc_silu((acc[a][ri] * sa[rs] * sg[cs])) * (acc[a][ru] * sa[rs] * su[cs]), rc_silu((acc[a][ri + 1] * sa[rs] * sg[cs + 1])) * (acc[a][ru + 1] * sa[rs] * su[cs + 1]));
               }
             }
           }

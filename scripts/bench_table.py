@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Before/after table from scripts/bench_compare.sh's JSON files:
    scripts/bench_table.py DIR  -> markdown rows: bench, shape, before (us, peer ratio), after, change.
-The ratio is peer time / rcute time from the same process (cuBLAS, cuBLASLt int8); rcute us is
+The ratio is peer time / rcute time from the same process (cuBLAS, cuBLASLt int8 or e4m3); rcute us is
 the median over rounds of each round's median."""
 import glob, json, os, statistics, sys
 
@@ -13,7 +13,7 @@ for f in sorted(glob.glob(os.path.join(d, "cmp-*-*-*.json"))):
     for r in json.load(open(f)):
         if r.get("config", "auto") != "auto":
             continue
-        peer = r.get("cublas_us") or r.get("cublaslt_int8_us")
+        peer = r.get("cublas_us") or r.get("cublaslt_int8_us") or r.get("cublaslt_e4m3_us")
         key = (bench, f'{r["m"]}x{r["n"]}x{r["k"]}')
         rows.setdefault(key, {}).setdefault(which, []).append((r["rcute_us"], peer))
 print("| bench | shape | before us (peer/rcute) | after us (peer/rcute) | after/before time |")

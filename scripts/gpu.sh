@@ -35,6 +35,13 @@ step() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 # "sanitize" runs every sanitizer block; "sanitize-NAME" one block (atoms, sm80, sm90,
 # scaled, awq, moe, apps), to split the sanitizers over several calls.
 sstep() { step sanitize || step "sanitize-$1"; }
+# "sanitize-NAME-TOOL" runs one tool of a block (e.g. sanitize-awq-racecheck): the awq and
+# moe blocks take longer than one call with their three tools in a row, side by side they fit.
+# `tools NAME TOOL...` prints the tools of block NAME that the steps select.
+tools() {
+  local b=$1 tool; shift
+  for tool in "$@"; do if sstep "$b" || step "sanitize-$b-$tool"; then echo "$tool"; fi; done
+}
 
 # RCUTE_GPU_JOBS test binaries run at once (default 1). Correctness tests share the GPU
 # well; their float64 references are CPU-bound, and the GPU machine has 16 cores.
@@ -71,7 +78,7 @@ sanitize_filtered() {  # tool binary [test filter]; bounded in time
   fi
 }
 # Atoms and the kernel built from atoms: memcheck, racecheck, synccheck.
-sstep atoms && for tool in memcheck racecheck synccheck; do
+for tool in $(tools atoms memcheck racecheck synccheck); do
   for t in .device/bin/test-*-gpu_atoms .device/bin/test-*-build_from_atoms; do
     [ -e "$t" ] && sanitize_filtered "$tool" "$t"
   done
@@ -108,7 +115,7 @@ sstep scaled && for t in .device/bin/test-*-gpu_scaled_mm; do
 done
 # AWQ (dequantize, the W4A16 GEMM with split-K) and the MoE routing kernels: memcheck,
 # racecheck, synccheck.
-sstep awq && for tool in memcheck racecheck synccheck; do
+for tool in $(tools awq memcheck racecheck synccheck); do
   for t in .device/bin/test-*-gpu_awq .device/bin/test-*-gpu_awq_ops .device/bin/test-*-gpu_moe_routing; do
     [ -e "$t" ] && sanitize_filtered "$tool" "$t"
   done
@@ -116,7 +123,7 @@ done
 # The fused MoE layer (routing, grouped GEMMs with gather / SwiGLU / scatter, finalize) and
 # its prepared-weight form (the reorder kernels, the `_prep` decode GEMMs): memcheck,
 # racecheck, synccheck.
-sstep moe && for tool in memcheck racecheck synccheck; do
+for tool in $(tools moe memcheck racecheck synccheck); do
   for t in .device/bin/test-*-gpu_moe .device/bin/test-*-gpu_moe_prepared; do
     [ -e "$t" ] && sanitize_filtered "$tool" "$t"
   done

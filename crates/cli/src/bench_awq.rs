@@ -7,7 +7,7 @@
 //! `Ops::awq_dequantize` of each shape's `[K, N]` weight and `Ops::awq_dequantize_kmajor`
 //! (`[N, K]`) against that copy bandwidth.
 
-use crate::bench_timing::{copy_bandwidth, median_us, parse_shape};
+use crate::bench_timing::{copy_bandwidth, median_us, parse_shapes};
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::f16;
@@ -225,11 +225,7 @@ fn random_weight(stream: &Arc<CudaStream>, shape: AwqShape, rng: &mut Rng) -> Re
 
 /// Run the benchmark; returns the printed table.
 pub fn run(args: &BenchAwqArgs) -> Result<String, String> {
-    let shapes = args
-        .shapes
-        .iter()
-        .map(|s| parse_shape(s))
-        .collect::<Result<Vec<_>, _>>()?;
+    let shapes = parse_shapes(&args.shapes)?;
     let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
     let stream = gpu.stream().clone();
     // SAFETY: one stream only, so cross-stream event tracking is unnecessary, and without it

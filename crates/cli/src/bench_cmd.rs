@@ -5,7 +5,8 @@
 //! B (the weight) rotates call by call over copies totalling more than three times the L2
 //! (`--rotate-mb`), for rcute and cuBLAS alike, so decode shapes read it from HBM.
 
-use crate::bench_timing::{host_us, median_us, parse_shape, Rotation, ROTATE_BYTES};
+use crate::bench_timing::{host_us, max_abs_diff, median_us, parse_shapes, Rotation, ROTATE_BYTES};
+use crate::lt_peer::LtGemm;
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::CudaSlice;
 use half::bf16;
@@ -22,8 +23,9 @@ pub struct BenchGemmArgs {
     #[arg(long = "shape", required = true)]
     pub shapes: Vec<String>,
     /// Input element type: `bf16` (against cuBLAS), or `e4m3` (the SM90 FP8 scaled GEMM:
-    /// row-wise f32 scales per row of A and per column of B, bf16 out, no bias; no
-    /// in-process peer — `scripts/torch_peers.py` times `torch._scaled_mm` on the same GPU).
+    /// row-wise f32 scales per row of A and per column of B, bf16 out, no bias; against
+    /// cuBLASLt's e4m3 GEMM with the same row-wise scales, which `torch._scaled_mm` calls;
+    /// `scripts/torch_peers.py` times torch itself).
     #[arg(long, default_value = "bf16")]
     pub dtype: String,
     /// Timed samples per kernel, each the mean of 10 back-to-back launches (median reported).
@@ -117,11 +119,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
     if args.dtype != "bf16" {
         return Err(format!("--dtype {}: bf16 or e4m3", args.dtype));
     }
-    let shapes = args
-        .shapes
-        .iter()
-        .map(|s| parse_shape(s))
-        .collect::<Result<Vec<_>, _>>()?;
+    let shapes = parse_shapes(&args.shapes)?;
     let forced = args
         .configs
         .iter()
@@ -267,23 +265,27 @@ fn write_json(path: &std::path::Path, rows: &[serde_json::Value]) -> Result<(), 
     std::fs::write(path, serde_json::to_string_pretty(rows).unwrap_or_default()).map_err(|x| x.to_string())
 }
 
-/// The `--json` row of one FP8 timing (no in-process peer, so no `cublas_us`):
-/// `scripts/bench_table.py` reads `config`, `m`, `n`, `k` and `rcute_us`.
-fn fp8_json_row(config: &str, (m, n, k): (usize, usize, usize), us: f64, tflops: f64) -> serde_json::Value {
-    serde_json::json!({"config": config, "m": m, "n": n, "k": k, "rcute_us": us, "rcute_tflops": tflops})
+/// The `--json` row of one FP8 timing: `scripts/bench_table.py` reads `config`, `m`, `n`,
+/// `k`, `rcute_us` and the peer's `cublaslt_e4m3_us` (null without a peer).
+fn fp8_json_row(
+    config: &str,
+    (m, n, k): (usize, usize, usize),
+    us: f64,
+    tflops: f64,
+    peer_us: Option<f64>,
+) -> serde_json::Value {
+    serde_json::json!({"config": config, "m": m, "n": n, "k": k, "rcute_us": us, "rcute_tflops": tflops,
+        "cublaslt_e4m3_us": peer_us})
 }
 
 /// `--dtype e4m3`: FP8 `Ops::scaled_mm` (per-row and per-column f32 scales, bf16 out; the
 /// SM90 kernel that `ops` selects, or each forced `sm90:` configuration through
-/// `Ops::run_scaled_mm_sm90`), timed alone (CUDA-graph replay of 10 calls, median of
-/// `--iters`).
+/// `Ops::run_scaled_mm_sm90`), each sample alternating with the cuBLASLt FP8 peer on the
+/// same buffers (CUDA-graph replay of 10 calls, median of `--iters`); the peer's output
+/// checks rcute's.
 fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
     use rcute_ops::{validate_scaled_mm, Scale, VectorRef, E4M3};
-    let shapes = args
-        .shapes
-        .iter()
-        .map(|s| parse_shape(s))
-        .collect::<Result<Vec<_>, _>>()?;
+    let shapes = parse_shapes(&args.shapes)?;
     let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
     let stream = gpu.stream().clone();
     // SAFETY: one stream (see `run`).
@@ -291,14 +293,14 @@ fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
     let ops = Ops::new(gpu.clone());
     let e = |x: cudarc::driver::DriverError| x.to_string();
     let mut out = format!(
-        "device: {} ({} SMs); FP8 e4m3 x e4m3 -> f32, row-wise scales, bf16 out; B rotated over copies of at least {} MB in all\n",
+        "device: {} ({} SMs); FP8 e4m3 x e4m3 -> f32, row-wise scales, bf16 out; peer: cuBLASLt e4m3 with row-wise (outer-vector) scales, bf16 out, sampled alternately; B rotated over copies of at least {} MB in all\n",
         gpu.name(),
         gpu.sm_count(),
         args.rotate_mb
     );
     out.push_str(&format!(
-        "{:<20} {:<28} {:>11} {:>13}\n",
-        "shape (MxNxK)", "config", "rcute_us", "rcute_TFLOPs"
+        "{:<20} {:<28} {:>11} {:>13} {:>11} {:>8} {:>11}\n",
+        "shape (MxNxK)", "config", "rcute_us", "rcute_TFLOPs", "cublasLt_us", "ratio", "max_rel_err"
     ));
     let mut json_rows = Vec::new();
     for &(m, n, k) in &shapes {
@@ -315,9 +317,24 @@ fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
         };
         let a: CudaSlice<E4M3> = stream.clone_htod(&bytes(m * k)).map_err(e)?;
         let b = Rotation::upload(&stream, &bytes(n * k), args.rotate_mb * 1_000_000)?;
-        let sa: CudaSlice<f32> = stream.clone_htod(&vec![0.5f32; m]).map_err(e)?;
-        let sb: CudaSlice<f32> = stream.clone_htod(&vec![0.25f32; n]).map_err(e)?;
+        // Scales that differ by row and by column, so that the peer's check would see them
+        // swapped or dropped.
+        let ramp = |count: usize, base: f32| {
+            (0..count)
+                .map(|i| base * (1.0 + (i % 7) as f32 / 8.0))
+                .collect::<Vec<_>>()
+        };
+        let sa: CudaSlice<f32> = stream.clone_htod(&ramp(m, 0.5)).map_err(e)?;
+        let sb: CudaSlice<f32> = stream.clone_htod(&ramp(n, 0.25)).map_err(e)?;
         let mut d: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
+        let mut d_peer: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
+        let mut peer = match LtGemm::e4m3_rowwise(&stream, (m, n, k), &sa, &sb) {
+            Ok(p) => Some(p),
+            Err(x) => {
+                out.push_str(&format!("note: {m}x{n}x{k}: no cuBLASLt FP8 peer ({x})\n"));
+                None
+            }
+        };
         let mut variants: Vec<(String, Option<(rcute_kernel::gemm_sm90::GemmSm90Config, u32)>)> =
             vec![("auto".to_string(), None)];
         variants.extend(args.configs_fp8().into_iter().map(|(l, c)| (l, Some(c))));
@@ -332,20 +349,43 @@ fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
                 ops.run_scaled_mm_sm90(&p, forced.as_ref().map(|(c, k)| (c, *k)))
                     .map_err(|x| x.to_string())
             };
-            let (t, graphed) = median_us(&stream, args.iters, !args.eager, &mut [&mut call])?;
-            let us = t[0];
+            let pcur = Cell::new(0);
+            let (t, graphed) = match peer.as_mut() {
+                Some(p) => {
+                    let mut pf = || p.run(&stream, &a, b.next(&pcur), &mut d_peer);
+                    median_us(&stream, args.iters, !args.eager, &mut [&mut call, &mut pf])?
+                }
+                None => median_us(&stream, args.iters, !args.eager, &mut [&mut call])?,
+            };
+            let (us, peer_us) = (t[0], t.get(1).copied());
             if !graphed && !args.eager {
                 eprintln!("{m}x{n}x{k} {label}: stream capture failed, timed eager launches");
             }
+            // Every copy of B holds the same values: the last outputs of both compare.
+            let err = match peer_us {
+                Some(_) => {
+                    let (got, want) = (
+                        stream.clone_dtoh(&d).map_err(e)?,
+                        stream.clone_dtoh(&d_peer).map_err(e)?,
+                    );
+                    let scale = want.iter().fold(0f64, |acc, v| acc.max(v.to_f64().abs()));
+                    max_abs_diff(got.iter().map(|v| v.to_f64()), want.iter().map(|v| v.to_f64())) / scale.max(1e-30)
+                }
+                None => f64::NAN,
+            };
             let tflops = 2.0 * m as f64 * n as f64 * k as f64 / (us * 1e-6) / 1e12;
+            let fmt_opt = |x: Option<f64>, p: usize| x.map_or("-".to_string(), |v| format!("{v:.p$}"));
             out.push_str(&format!(
-                "{:<20} {:<28} {:>11.1} {:>13.1}\n",
+                "{:<20} {:<28} {:>11.1} {:>13.1} {:>11} {:>8} {:>11.2e}\n",
                 format!("{m}x{n}x{k}"),
                 label,
                 us,
-                tflops
+                tflops,
+                fmt_opt(peer_us, 1),
+                fmt_opt(peer_us.map(|p| p / us), 3),
+                err
             ));
-            json_rows.push(fp8_json_row(&label, (m, n, k), us, tflops));
+            json_rows.push(fp8_json_row(&label, (m, n, k), us, tflops, peer_us));
         }
     }
     if let Some(path) = args.json.as_deref() {
@@ -373,13 +413,16 @@ mod tests {
 
     #[test]
     fn fp8_json_rows_carry_what_bench_table_reads() {
-        let r = fp8_json_row("auto", (8192, 8192, 4096), 850.0, 647.0);
+        let r = fp8_json_row("auto", (8192, 8192, 4096), 850.0, 647.0, Some(900.0));
         assert_eq!(
             (r["config"].as_str(), r["m"].as_u64(), r["n"].as_u64()),
             (Some("auto"), Some(8192), Some(8192))
         );
         assert_eq!((r["k"].as_u64(), r["rcute_us"].as_f64()), (Some(4096), Some(850.0)));
-        // No in-process peer: bench_table.py prints the time without a peer ratio.
+        // bench_table.py reads the FP8 peer under its own key (not cuBLAS's bf16 one).
+        assert_eq!(r["cublaslt_e4m3_us"].as_f64(), Some(900.0));
         assert!(r.get("cublas_us").is_none());
+        // Without a peer the key holds null: bench_table.py prints no ratio.
+        assert!(fp8_json_row("auto", (1, 8, 16), 1.0, 1.0, None)["cublaslt_e4m3_us"].is_null());
     }
 }

@@ -14,9 +14,9 @@
 //! `max_err` is the largest `|out - cast(acc * a_scale * b_scale + bias)|` in units of the
 //! output type's rounding step at that value (<= 1 expected).
 
-use crate::bench_timing::{host_us, median_us, parse_shape, Rotation, ROTATE_BYTES};
-use cudarc::cublaslt::{result as lt, sys as ltsys};
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use crate::bench_timing::{host_us, median_us, parse_shapes, Rotation, ROTATE_BYTES};
+use crate::lt_peer::LtGemm;
+use cudarc::driver::CudaSlice;
 use half::{bf16, f16};
 use rcute_kernel::gemm_sm90::GemmSm90Config;
 use rcute_kernel::Gpu;
@@ -24,8 +24,6 @@ use rcute_ops::select::ScaledMmSelection;
 use rcute_ops::tuning::ConfigSpec;
 use rcute_ops::{validate_scaled_mm, MatrixMut, MatrixRef, Ops, Scale, VectorRef};
 use std::cell::Cell;
-use std::ffi::c_void;
-use std::sync::Arc;
 
 /// Options of `rcute bench scaled-mm`.
 #[derive(clap::Args, Debug, Clone)]
@@ -137,127 +135,6 @@ impl Mix {
     }
 }
 
-/// cuBLASLt INT8 GEMM, "TN": `acc (N x M, column-major = M x N row-major, s32) = B^T A`
-/// with B the column-major `K x N` buffer and A the row-major `M x K` buffer.
-pub(crate) struct LtInt8 {
-    handle: ltsys::cublasLtHandle_t,
-    desc: ltsys::cublasLtMatmulDesc_t,
-    layouts: [ltsys::cublasLtMatrixLayout_t; 3],
-    algo: ltsys::cublasLtMatmulAlgo_t,
-    workspace: CudaSlice<u8>,
-}
-
-impl LtInt8 {
-    pub(crate) fn new(stream: &Arc<CudaStream>, m: usize, n: usize, k: usize) -> Result<LtInt8, String> {
-        let err = |x: lt::CublasError| format!("cuBLASLt: {x:?}");
-        use ltsys::cublasLtMatmulDescAttributes_t as D;
-        let handle = lt::create_handle().map_err(err)?;
-        let desc = lt::create_matmul_desc(
-            ltsys::cublasComputeType_t::CUBLAS_COMPUTE_32I,
-            ltsys::cudaDataType_t::CUDA_R_32I,
-        )
-        .map_err(err)?;
-        // cublasOperation_t values: 1 = T, 0 = N.
-        let (t, nt) = (1i32, 0i32);
-        // SAFETY: valid descriptor; the attribute values are the documented types.
-        unsafe {
-            lt::set_matmul_desc_attribute(
-                desc,
-                D::CUBLASLT_MATMUL_DESC_TRANSA,
-                &t as *const _ as *const c_void,
-                std::mem::size_of_val(&t),
-            )
-            .map_err(err)?;
-            lt::set_matmul_desc_attribute(
-                desc,
-                D::CUBLASLT_MATMUL_DESC_TRANSB,
-                &nt as *const _ as *const c_void,
-                std::mem::size_of_val(&nt),
-            )
-            .map_err(err)?;
-        }
-        let (m64, n64, k64) = (m as u64, n as u64, k as u64);
-        let la = lt::create_matrix_layout(ltsys::cudaDataType_t::CUDA_R_8I, k64, n64, k as i64).map_err(err)?;
-        let lb = lt::create_matrix_layout(ltsys::cudaDataType_t::CUDA_R_8I, k64, m64, k as i64).map_err(err)?;
-        let lc = lt::create_matrix_layout(ltsys::cudaDataType_t::CUDA_R_32I, n64, m64, n as i64).map_err(err)?;
-        let ws_size: usize = 32 << 20;
-        let workspace = stream.alloc_zeros::<u8>(ws_size).map_err(|x| x.to_string())?;
-        let pref = lt::create_matmul_pref().map_err(err)?;
-        // SAFETY: valid handles created above.
-        let heur = unsafe {
-            lt::set_matmul_pref_attribute(
-                pref,
-                ltsys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                &ws_size as *const _ as *const c_void,
-                std::mem::size_of::<usize>(),
-            )
-            .map_err(err)?;
-            let h = lt::get_matmul_algo_heuristic(handle, desc, la, lb, lc, lc, pref);
-            lt::destroy_matmul_pref(pref).map_err(err)?;
-            h.map_err(err)?
-        };
-        Ok(LtInt8 {
-            handle,
-            desc,
-            layouts: [la, lb, lc],
-            algo: heur.algo,
-            workspace,
-        })
-    }
-
-    pub(crate) fn run(
-        &mut self,
-        stream: &Arc<CudaStream>,
-        a: &CudaSlice<i8>,
-        b: &CudaSlice<i8>,
-        acc: &mut CudaSlice<i32>,
-    ) -> Result<(), String> {
-        let (one, zero) = (1i32, 0i32);
-        let (pa, _ra) = a.device_ptr(stream);
-        let (pb, _rb) = b.device_ptr(stream);
-        let (pc, _rc) = acc.device_ptr_mut(stream);
-        let ws_len = self.workspace.len();
-        let (pw, _rw) = self.workspace.device_ptr_mut(stream);
-        let [la, lb, lc] = self.layouts;
-        // SAFETY: the buffers hold K*N, M*K s8 and N*M s32 elements as the layouts describe;
-        // the workspace holds its size.
-        unsafe {
-            lt::matmul(
-                self.handle,
-                self.desc,
-                &one as *const _ as *const c_void,
-                &zero as *const _ as *const c_void,
-                pb as *const c_void,
-                la,
-                pa as *const c_void,
-                lb,
-                pc as *const c_void,
-                lc,
-                pc as *mut c_void,
-                lc,
-                &self.algo,
-                pw as *mut c_void,
-                ws_len,
-                stream.cu_stream() as *mut _,
-            )
-        }
-        .map_err(|x| format!("cuBLASLt matmul: {x:?}"))
-    }
-}
-
-impl Drop for LtInt8 {
-    fn drop(&mut self) {
-        // SAFETY: created in `new`, destroyed once.
-        unsafe {
-            for l in self.layouts {
-                let _ = lt::destroy_matrix_layout(l);
-            }
-            let _ = lt::destroy_matmul_desc(self.desc);
-            let _ = lt::destroy_handle(self.handle);
-        }
-    }
-}
-
 /// Random host inputs of an `m x n x k` problem: A and B (s8), the A and B scales (per
 /// token / per channel, or one each) and a bias of `n` values.
 #[allow(clippy::type_complexity)]
@@ -333,11 +210,7 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
         "tensor" => false,
         other => return Err(format!("--scales {other}: token-channel or tensor")),
     };
-    let shapes = args
-        .shapes
-        .iter()
-        .map(|s| parse_shape(s))
-        .collect::<Result<Vec<_>, _>>()?;
+    let shapes = parse_shapes(&args.shapes)?;
     let forced = args
         .configs
         .iter()
@@ -381,7 +254,7 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
             Out::F16(stream.alloc_zeros(m * n).map_err(e)?)
         };
         let mut acc: CudaSlice<i32> = stream.alloc_zeros(m * n).map_err(e)?;
-        let mut peer = match LtInt8::new(&stream, m, n, k) {
+        let mut peer = match LtGemm::int8(&stream, m, n, k) {
             Ok(p) => Some(p),
             Err(x) => {
                 peer_note = format!("note: no cuBLASLt INT8 peer ({x})\n");
@@ -557,7 +430,5 @@ mod tests {
         }
         assert!(matches!(parse_forced("64x64x128,2x2,auto,1"), Ok(Forced::Ampere(_))));
         assert!(parse_forced("sm90:128x128,pp").is_err());
-        assert_eq!(parse_shape("16x4096x4096").unwrap(), (16, 4096, 4096));
-        assert!(parse_shape("0x1x1").is_err());
     }
 }

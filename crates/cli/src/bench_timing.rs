@@ -76,6 +76,11 @@ pub fn parse_shape(s: &str) -> Result<(usize, usize, usize), String> {
     }
 }
 
+/// Every `--shape` value parsed with [`parse_shape`]; the first bad one is the error.
+pub fn parse_shapes(shapes: &[String]) -> Result<Vec<(usize, usize, usize)>, String> {
+    shapes.iter().map(|s| parse_shape(s)).collect()
+}
+
 /// Median host microseconds to enqueue one call of `f` (5 samples of `CALLS_PER_SAMPLE`
 /// calls, each followed by a synchronize that is not timed).
 pub fn host_us(stream: &Arc<CudaStream>, f: &mut dyn FnMut() -> Result<(), String>) -> Result<f64, String> {
@@ -118,7 +123,7 @@ pub fn copy_bandwidth(stream: &Arc<CudaStream>, bytes: usize, iters: usize) -> R
 
 #[cfg(test)]
 mod tests {
-    use super::{max_abs_diff, parse_shape};
+    use super::{max_abs_diff, parse_shape, parse_shapes};
 
     #[test]
     fn max_abs_diff_keeps_nan() {
@@ -136,5 +141,9 @@ mod tests {
         assert!(parse_shape("0x1x1").is_err());
         assert!(parse_shape("1x2").is_err());
         assert!(parse_shape("ax2x3").is_err());
+        let both = ["16x4096x4096".to_string(), "2x3x4".to_string()];
+        assert_eq!(parse_shapes(&both).unwrap(), vec![(16, 4096, 4096), (2, 3, 4)]);
+        let err = parse_shapes(&["1x1x1".to_string(), "0x1x1".to_string()]).unwrap_err();
+        assert!(err.contains("\"0x1x1\""), "{err}");
     }
 }

@@ -34,6 +34,7 @@ pub mod bench_stream;
 pub mod bench_timing;
 pub mod gen_cmd;
 pub mod layout_cmd;
+mod lt_peer;
 pub mod run_cmd;
 pub mod tune_cmd;
 

@@ -34,7 +34,7 @@ use rcute_ops::tuning::tuner::{tune, Timed, Tunable, TuneBudget, TuneObserver, T
 use rcute_ops::tuning::{Entry, TableHeader, TuningTable};
 use rcute_ops::Ops;
 
-use crate::bench_timing::{parse_shape, CALLS_PER_SAMPLE};
+use crate::bench_timing::{parse_shapes, CALLS_PER_SAMPLE};
 
 /// The ops `rcute tune` tunes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -118,11 +118,7 @@ struct ShapeResult {
 
 /// Run `rcute tune`; returns the summary table.
 pub fn run(args: &TuneArgs) -> Result<String, String> {
-    let shapes = args
-        .shapes
-        .iter()
-        .map(|s| parse_shape(s))
-        .collect::<Result<Vec<_>, _>>()?;
+    let shapes = parse_shapes(&args.shapes)?;
     let gpu = crate::bench_timing::detect_gpu("tuning")?;
     gpu.arch()
         .ok_or_else(|| format!("no rcute arch for {:?}", gpu.compute_capability()))?;

@@ -103,7 +103,9 @@ fn names_and_sources() {
     assert!(!g.source.contains("_splitk_reduce"));
     let s = generate(&sm90_config(Element::F16, GroupedEpilogue::Scatter, SM90_TILE)).unwrap();
     assert!(s.name.starts_with("rc_moe_grouped_sm90_f16_scatter_128x256x64_coop_s"));
-    assert!(s.source.contains("__ldg(weights + entry)"));
+    // The router weights load after every row's entry, before the stores.
+    assert!(s.source.contains("__ldg(weights + entry[rs])"));
+    assert!(s.source.find("w[rs] = ").unwrap() < s.source.find("reinterpret_cast<__half2*>(drow").unwrap());
     assert!(!s.source.contains("gate_row0"));
     for c in configs() {
         assert_eq!(generate(&c).unwrap().source, generate(&c).unwrap().source);
@@ -133,16 +135,27 @@ fn names_and_sources() {
         f.name
     );
     assert!(f.name.ends_with("_dbf16"));
-    assert!(
-        f.source
-            .contains("rc_silu((acc[a][ri] * sa * __ldg(bs + gate_row0 + gn + col)))"),
-        "{}",
-        f.source
-    );
-    assert!(f.source.contains("(acc[a][ru] * sa * __ldg(bs + up_row0 + gn + col))"));
+    // The scales load once per tile into registers (a column's gate and up scales, a row's
+    // activation scale), before the stores: no load in a store's expression.
+    assert!(f.source.contains("sg[cs] = __ldg(bs + gate_row0 + cn)"), "{}", f.source);
+    assert!(f.source.contains("su[cs] = __ldg(bs + up_row0 + cn)"));
+    assert!(f.source.contains("sa[rs] = __ldg(a_scale + min(gm + row, M - 1))"));
+    assert!(f
+        .source
+        .contains("rc_silu((acc[a][ri] * sa[rs] * sg[cs])) * (acc[a][ru] * sa[rs] * su[cs])"));
     assert!(f.source.contains("b_scale + (long long)expert * 2 * N"));
+    assert!(f.source.contains("__fdividef(x, 1.0f + __expf(-x))"));
     let s = generate(&sm90_fp8_config(Element::BF16, GroupedEpilogue::Scatter)).unwrap();
-    assert!(s.source.contains("w * (acc[a][ri] * sa * __ldg(bs + gn + col))"));
+    assert!(s.source.contains("sb[cs] = __ldg(bs + cn)"));
+    assert!(s.source.contains("w[rs] * (acc[a][ri] * sa[rs] * sb[cs])"));
+    for src in [&f.source, &s.source] {
+        for line in src
+            .lines()
+            .filter(|l| l.contains("reinterpret_cast<__nv_bfloat162*>(drow"))
+        {
+            assert!(!line.contains("__ldg"), "a load in a store: {line}");
+        }
+    }
     assert!(s.source.contains("b_scale + (long long)expert * N"));
     assert!(
         !generate(&sm90_config(Element::BF16, GroupedEpilogue::Scatter, SM90_TILE))

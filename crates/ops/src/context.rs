@@ -311,19 +311,8 @@ impl Ops {
         let (m, n, k, l) = (p.m as i32, p.n as i32, p.k as i32, p.l as i32);
         check_grid(g, p, split_k.max(1), mode)?;
         let c = p.c.unwrap_or(p.d);
-        let mut args = GemmArgs::packed(&cfg, m, n, k, l, p.a.ptr, p.b.ptr, c.ptr, p.d.ptr);
-        args.lda = p.a.kernel_ld();
-        args.ldb = p.b.kernel_ld();
-        args.ldc = c.kernel_ld();
-        args.ldd = p.d.kernel_ld();
-        args.batch_stride_a = p.a.batch_stride;
-        args.batch_stride_b = p.b.batch_stride;
-        args.batch_stride_c = if p.c.is_some() {
-            c.batch_stride
-        } else {
-            p.d.batch_stride
-        };
-        args.batch_stride_d = p.d.batch_stride;
+        let args = GemmArgs::packed(&cfg, m, n, k, l, p.a.ptr, p.b.ptr, c.ptr, p.d.ptr);
+        let mut args = with_view_strides(args, p, Geometry::kernel_ld);
         args.alpha = p.alpha;
         args.beta = if p.c.is_some() { p.beta } else { 0.0 };
         args.split_k = split_k.max(1);
@@ -360,19 +349,9 @@ impl Ops {
         let g = &loaded.generated;
         let (m, n, k, l) = (p.m as i32, p.n as i32, p.k as i32, p.l as i32);
         let c = p.c.unwrap_or(p.d);
-        let mut args = GemmArgs::tn(m, n, k, l, p.a.ptr, p.b.ptr, c.ptr, p.d.ptr);
-        args.lda = p.a.ld();
-        args.ldb = p.b.ld();
-        args.ldc = c.ld();
-        args.ldd = p.d.ld();
-        args.batch_stride_a = p.a.batch_stride;
-        args.batch_stride_b = p.b.batch_stride;
-        args.batch_stride_c = if p.c.is_some() {
-            c.batch_stride
-        } else {
-            p.d.batch_stride
-        };
-        args.batch_stride_d = p.d.batch_stride;
+        // TMA takes the views' own strides (`sm90_requirements` checked them as they are).
+        let args = GemmArgs::tn(m, n, k, l, p.a.ptr, p.b.ptr, c.ptr, p.d.ptr);
+        let mut args = with_view_strides(args, p, Geometry::ld);
         args.alpha = p.alpha;
         args.beta = if cfg.with_c() { p.beta } else { 0.0 };
         if !cfg.with_c() {
@@ -489,4 +468,19 @@ impl Ops {
     pub(crate) fn scratch(&self) -> crate::stream::Scratch<'_> {
         self.scratch_pool.lock(&self.stream)
     }
+}
+
+/// `args` with the problem's leading dimensions (`ld` of each view) and batch strides. C
+/// falls back to D where the problem has none (its pointer was set that way too).
+fn with_view_strides(mut args: GemmArgs, p: &GemmProblem, ld: impl Fn(&Geometry) -> i64) -> GemmArgs {
+    let c = p.c.unwrap_or(p.d);
+    args.lda = ld(&p.a);
+    args.ldb = ld(&p.b);
+    args.ldc = ld(&c);
+    args.ldd = ld(&p.d);
+    args.batch_stride_a = p.a.batch_stride;
+    args.batch_stride_b = p.b.batch_stride;
+    args.batch_stride_c = c.batch_stride;
+    args.batch_stride_d = p.d.batch_stride;
+    args
 }

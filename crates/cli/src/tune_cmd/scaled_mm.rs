@@ -15,7 +15,7 @@ use rcute_ops::tuning::tuner::Tunable;
 use rcute_ops::{Ops, ScaledMmKind, E4M3};
 
 use super::peered::Peered;
-use crate::bench_scaled_mm::LtInt8;
+use crate::lt_peer::LtGemm;
 
 /// The kind of every problem this command tunes, with operands of `ab`.
 fn kind(ab: DType) -> ScaledMmKind {
@@ -38,7 +38,7 @@ pub fn tunable<'o>(
         "s8" | "int8" => {
             let probe = ScaledMmProbe::<i8, bf16>::new(ops, kind(DType::S8), (m, n, k))?;
             let stream = ops.stream().clone();
-            let lt = RefCell::new(LtInt8::new(&stream, m, n, k)?);
+            let lt = RefCell::new(LtGemm::int8(&stream, m, n, k)?);
             let acc = RefCell::new(stream.alloc_zeros::<i32>(m * n).map_err(|e| e.to_string())?);
             let peer = move |p: &ScaledMmProbe<i8, bf16>, turn: usize| {
                 lt.borrow_mut().run(&stream, p.a(), p.b(turn), &mut acc.borrow_mut())

@@ -38,7 +38,7 @@ pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     tile.extend(epilogue::broadcast_loads(k));
     tile.extend(mainloop(k)?);
     match k.cfg.grouped {
-        Some(g) => tile.extend(grouped::epilogue(k, g)?),
+        Some(g) => tile.extend(grouped_epilogue::epilogue(k, g)?),
         None if k.sk => tile.extend(stream_k::reduce_then_epilogue(k)?),
         None => tile.push(Stmt::If {
             cond: "split_k > 1".into(),

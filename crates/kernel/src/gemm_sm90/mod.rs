@@ -104,6 +104,7 @@ mod consumer;
 mod epilogue;
 mod grouped;
 mod grouped_cluster;
+mod grouped_epilogue;
 mod grouped_launch;
 mod kernel;
 mod launch;
@@ -273,7 +274,7 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         items.push(grouped::walk_helper(bm));
     }
     if cfg.grouped == Some(Sm90Grouped::SwiGlu) {
-        items.push(grouped::silu_helper());
+        items.push(grouped_epilogue::silu_helper());
     }
     items.push(Item::Function(kernel(&config, &p, &name, &fusion)?));
     if cfg.grouped.is_none() {

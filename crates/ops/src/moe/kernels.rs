@@ -112,7 +112,11 @@ pub fn sm90_gemms(
 /// 2.49 -> 2.14 ms), but GEMM2 on clusters is no faster at T = 1024 and 10 % slower at T =
 /// 4096 (791 -> 874 us), and the whole layer, timed in CUDA graphs right after the bf16
 /// layer on a GPU held at its 700 W power cap, measured within 3 % of the 1x1 kernels
-/// either way.
+/// either way. Re-measured with the grouped epilogue's per-tile scale loads (H100,
+/// BENCHMARKS.md, "Session 18 (helper moe8)"): at T = 1024 ping-pong 805-809 us against
+/// 907-910 (GEMM1 on clusters, GEMM2 1x1) and 931-940 (`Sm90Cluster`); at T = 2048 / 4096
+/// `Sm90Cluster` within 1 % / 2 % of the 1x1 kernels in the same position of the run, the
+/// faster one changing with the round: `Auto` unchanged.
 ///
 /// ```
 /// use rcute_atom::Element;
