@@ -126,6 +126,9 @@ fn compile_check(g: &GeneratedGemmSm90) {
                 g.name
             );
         }
+        if g.plan.bc_floats > 0 && !g.config.stream_k {
+            broadcast_loads_once_per_tile(g, k, mma);
+        }
         let moves = r2ur_inside_wgmma_batches(k, mma);
         assert_eq!(
             moves, 0,
@@ -185,6 +188,40 @@ fn divisions_in_mma_tail(k: &rcute_kernel::sass::SassKernel, mma: &str) -> usize
         .take_while(|i| !(i.opcode.starts_with("WARPGROUP.DEPBAR") && i.operands.contains("0x0")))
         .filter(|i| i.opcode.starts_with("MUFU.RCP"))
         .count()
+}
+
+/// The fusion's broadcast vectors (scales, bias) are read from global memory once per tile:
+/// the kernel's only `LDG`s are the staging loads of `rc_fusion_broadcast` (one per staging
+/// register of a thread), all ahead of the first `wgmma`, so their latency hides behind the
+/// mainloop and the epilogue reads the vectors from shared memory. A per-element load in
+/// the epilogue (one `__ldg` per accumulator behind each store's bounds check, which made
+/// the grouped MoE epilogue a chain of dependent L2 round trips: BENCHMARKS.md, "Session 18
+/// (helper moe8)") adds `LDG`s after the mainloop and fails this.
+fn broadcast_loads_once_per_tile(g: &GeneratedGemmSm90, k: &rcute_kernel::sass::SassKernel, mma: &str) {
+    let staged = g.source.matches("? rc_fusion_broadcast(p, ").count();
+    assert!(staged > 0, "{}: no broadcast staging loads in the source", g.name);
+    let loads: Vec<_> = k.instructions.iter().filter(|i| i.base_opcode() == "LDG").collect();
+    assert_eq!(
+        loads.len(),
+        staged,
+        "{}: {} LDG in the SASS, {staged} staging loads in the source",
+        g.name,
+        loads.len()
+    );
+    let first_mma = k
+        .instructions
+        .iter()
+        .find(|i| i.base_opcode() == mma)
+        .expect("a wgmma")
+        .offset;
+    for l in &loads {
+        assert!(
+            l.offset < first_mma,
+            "{}: LDG at {:#x} after the first {mma} at {first_mma:#x}",
+            g.name,
+            l.offset
+        );
+    }
 }
 
 /// `R2UR` instructions between consecutive `mma` instructions of one batch (no branch and
