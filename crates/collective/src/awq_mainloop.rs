@@ -106,6 +106,12 @@ pub struct AwqMainloopConfig {
     /// fastest within a group (a wave shares `R` token tiles and reads `SMs / R` weight
     /// column tiles, each by `R` CTAs at about the same time). `wgmma` kernels only.
     pub raster: i64,
+    /// Whether the SM90 mixed-input kernel is persistent: a grid of at most one CTA per SM
+    /// walks the output tiles (tile `blockIdx.x + gridDim.x * blockIdx.y`, then every
+    /// `gridDim.x * gridDim.y`-th, each mapped as `raster` says), the producer's ring
+    /// running on into the CTA's next tile while the consumers store the last one.
+    /// `wgmma` kernels only.
+    pub persistent: bool,
 }
 
 impl AwqMainloopConfig {
@@ -123,6 +129,7 @@ impl AwqMainloopConfig {
             wgmma: false,
             shared_ring: false,
             raster: 0,
+            persistent: false,
         }
     }
 
@@ -160,6 +167,21 @@ impl AwqMainloopConfig {
     /// ```
     pub fn raster(mut self, rows: i64) -> Self {
         self.raster = rows;
+        self
+    }
+
+    /// The same configuration with the wgmma kernel persistent (field `persistent`).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [184, 256, 64], [2, 1], 6, 4).wgmma().persistent();
+    /// assert!(AwqMainloop::new(&cfg).is_ok() && AwqMainloop::new(&cfg.raster(4)).is_ok());
+    /// // not for the other kernels
+    /// assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [128, 256, 64], [2, 4], 3, 4).persistent()).is_err());
+    /// ```
+    pub fn persistent(mut self) -> Self {
+        self.persistent = true;
         self
     }
 
@@ -398,6 +420,9 @@ impl AwqMainloop {
                 cfg,
                 format!("raster: 1 ..= {MAX_RASTER} token tiles a group, wgmma kernels only"),
             ));
+        }
+        if cfg.persistent && wgmma.is_none() {
+            return Err(tile_err(cfg, "persistent: wgmma kernels only"));
         }
         let generic = streamed.is_none() && wgmma.is_none();
         if generic && (wm < 1 || wn < 1 || bm <= 0 || bm % (16 * wm) != 0) {

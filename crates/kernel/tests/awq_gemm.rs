@@ -412,6 +412,11 @@ fn wgmma_configs() -> Vec<AwqGemmConfig> {
         v.push(AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma().raster(8));
         v.push(AwqGemmConfig::new(e, [192, 256, 64], [2, 1], 6, 4).wgmma().raster(4));
         v.push(AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma().raster(8));
+        // the persistent walk (the accumulators zeroed per tile, the ring running on)
+        v.push(AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma().persistent());
+        v.push(AwqGemmConfig::new(e, [192, 256, 64], [2, 1], 6, 4).wgmma().persistent());
+        v.push(AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma().persistent());
+        v.push(AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma().raster(4).persistent());
         v.push(AwqGemmConfig::new(e, [96, 512, 64], [1, 2], 4, 4).wgmma());
     }
     v
@@ -430,7 +435,7 @@ fn wgmma_kernels_compile_for_sm90a_with_register_a() {
         let suffix = match cfg.raster {
             0 => "_prepared_wgmma".to_string(),
             r => format!("_prepared_wgmma_r{r}"),
-        };
+        } + if cfg.persistent { "_p" } else { "" };
         assert!(g.name.ends_with(&suffix), "{}", g.name);
         let w = g.plan.wgmma.as_ref().unwrap();
         let frag = if w.batched { "af[kk & 1][i]" } else { "af[i & 1]" };
