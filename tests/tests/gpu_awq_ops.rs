@@ -386,7 +386,18 @@ fn wgmma_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
         // the persistent walk: launch order, and in groups of 3 token tiles
         AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma().persistent(),
         AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma().persistent(),
-        AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma().raster(3).persistent(),
+        AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4)
+            .wgmma()
+            .raster(3)
+            .persistent(),
+        // the steps in chained pairs (K ending inside a pair: 96 and 352 are 6 and 22 k16
+        // steps, so the k-tile's second pair is past K), 184 persistent
+        AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma().chained(),
+        AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma().chained(),
+        AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4)
+            .wgmma()
+            .persistent()
+            .chained(),
     ]
 }
 
@@ -411,7 +422,8 @@ fn wgmma_persistent_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
 
 /// The wgmma kernels on ragged M (1, 3, 17, 255, 257, 1000, 4095: partial token tiles, TMA
 /// zero fill; 4095 = 22 x 184 + 47 and 21 x 192 + 63), N ending inside the CTA's columns (5, 9, 10, 12 64-column blocks), K ending
-/// inside a k-tile (352, 96), G = 32, 64, 128 and K, bias on and off, against the float64
+/// inside a k-tile (352, 96; 48 = 3 k16 steps with G = K: a chained pair's second step past
+/// K), G = 32, 64, 128 and K, bias on and off, against the float64
 /// reference; the requested splits are ignored (one split).
 fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     let mut rng = Rng::for_test(&format!("awq_wgmma_{e}"));
@@ -424,6 +436,7 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         (1, 256, 96, 32, true),
         (130, 640, 4096, 128, true),
         (4095, 512, 128, 64, true),
+        (5, 512, 48, 48, true),
     ];
     for &(m, n, k, g, bias) in cases(&shapes) {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);

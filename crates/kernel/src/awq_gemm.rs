@@ -304,7 +304,8 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
         } else {
             String::new()
         }
-        + if cfg.persistent { "_p" } else { "" };
+        + if cfg.persistent { "_p" } else { "" }
+        + if cfg.chained { "_c2" } else { "" };
     if plan.wgmma.is_some() {
         return wgmma::generate_wgmma(plan, name);
     }

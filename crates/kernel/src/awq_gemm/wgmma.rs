@@ -212,7 +212,11 @@ impl Emit<'_> {
         let (lin, nx, ny) = if persistent {
             ("tile", "tiles_n", "tiles_m")
         } else {
-            ("blockIdx.x + gridDim.x * blockIdx.y", "(int)gridDim.x", "(int)gridDim.y")
+            (
+                "blockIdx.x + gridDim.x * blockIdx.y",
+                "(int)gridDim.x",
+                "(int)gridDim.y",
+            )
         };
         vec![
             Stmt::Comment(format!(
@@ -410,10 +414,7 @@ impl Emit<'_> {
         } else {
             [tile, acc].concat()
         };
-        head.into_iter()
-            .chain(mid)
-            .chain(self.wgmma_consumer_lane())
-            .collect()
+        head.into_iter().chain(mid).chain(self.wgmma_consumer_lane()).collect()
     }
 
     /// A consumer warpgroup's column block `wb` of the tile, whether it lies inside N, and
@@ -457,7 +458,11 @@ impl Emit<'_> {
                 ty: "uint32_t".into(),
                 name: format!("wq[2][{words}]"),
                 init: None,
-                comment: Some("the lane's words of the steps of parity 0 / 1 (read one step ahead)".into()),
+                comment: Some(if self.p.config.chained {
+                    "the lane's words of a pair's first / second step (the next pair's first read during this one)".into()
+                } else {
+                    "the lane's words of the steps of parity 0 / 1 (read one step ahead)".into()
+                }),
             },
             Stmt::decl("uint32_t", "sc[4]", "{}"),
             Stmt::decl("uint32_t", "zl[4]", "{}"),
@@ -471,7 +476,14 @@ impl Emit<'_> {
         } else {
             vec![]
         })
-        .chain([if w.batched {
+        .chain([if self.p.config.chained {
+            Stmt::Decl {
+                ty: "uint32_t".into(),
+                name: format!("af[{words}][2][4]"),
+                init: None,
+                comment: Some("A fragments of word i's pair of steps (its two chained wgmmas read them asynchronously)".into()),
+            }
+        } else if w.batched {
             Stmt::Decl {
                 ty: "uint32_t".into(),
                 name: format!("af[2][{words}][4]"),
@@ -567,10 +579,80 @@ impl Emit<'_> {
         v
     }
 
+    /// Word `i`'s `src` (a lane's word of one k16 step) -> the A fragment `dst[0..4]`.
+    fn wgmma_convert(&self, src: &str, dst: &str) -> Vec<Stmt> {
+        let cvt = &self.p.convert_x16.name;
+        [
+            vec![
+                Stmt::Decl {
+                    ty: "uint32_t".into(),
+                    name: "q[4]".into(),
+                    init: None,
+                    comment: Some("biased pairs 0..3 of word r0 + i (nibbles (0,4), (1,5), (2,6), (3,7))".into()),
+                },
+                s(format!("{cvt}({src}, q)")),
+            ],
+            self.swap_ab_halves(["q[0]", "q[2]", "q[1]", "q[3]"], [None, None, Some(""), Some("")], "i"),
+            (0..4)
+                .map(|j| {
+                    Stmt::assign(
+                        format!("{dst}[{j}]"),
+                        format!("*reinterpret_cast<const uint32_t*>(&a{j})"),
+                    )
+                })
+                .collect(),
+        ]
+        .concat()
+    }
+
+    /// One pair of k16 steps `s = s0 + kk`, `s + 1` (`kk = 2 kp`) of a consumer warpgroup
+    /// with [`rcute_collective::awq_mainloop::AwqMainloopConfig::chained`]: per word, both
+    /// steps' fragments converted, then their two `wgmma`s back to back on the word's
+    /// accumulators as one group (while the other word's group runs).
+    fn wgmma_pair(&self) -> Vec<Stmt> {
+        let w = self.wg();
+        let desc = |kk: &str| {
+            w.desc_b
+                .device_expr(&format!("xs + 32 * {kk}"))
+                .expect("the plan's descriptor encodes")
+        };
+        let first_scale = if self.p.config.persistent { "s > 0" } else { "1" };
+        let mma = &w.mma.snippet.name;
+        let word = vec![
+            Stmt::Block(self.wgmma_convert("wq[0][i]", "af[i][0]")),
+            Stmt::Comment("the second step past K (K a multiple of 16 but not of 32: G = K) converts stale or unwritten bytes, finite weights whose x columns the TMA box zero-filled: it adds 0 (no branch between the chained wgmmas)".into()),
+            Stmt::Block(self.wgmma_convert("wq[1][i]", "af[i][1]")),
+            s("rc_wgmma_fence()"),
+            s(format!("{mma}(af[i][0], {}, acc[i], {first_scale})", desc("kk"))),
+            s(format!("{mma}(af[i][1], {}, acc[i], 1)", desc("(kk + 1)"))),
+            s("rc_wgmma_commit_group()"),
+            Stmt::Comment("the previous group (the other word's pair) is done: its A fragments (and, first in a k-tile, the previous stage: every consumer thread has read it) are free".into()),
+            s("rc_wgmma_wait_group<1>()"),
+            when("i == 0 && kk == 0 && kt > 0", vec![s("rc_mbarrier_arrive(bar_empty + 8 * prev)")]),
+        ];
+        vec![
+            Stmt::decl("const int", "kk", "2 * kp"),
+            Stmt::decl("const int", "s", "s0 + kk"),
+            when(
+                "s < ksteps",
+                vec![
+                    Stmt::Comment("a group starts (a pair lies inside one group; for G = 32 the k-tile's second pair is the second group): its registers from the stage's slot".into()),
+                    when("kk == 0 || g32", self.wgmma_group("(kk >> 1)")),
+                    Stmt::Comment("the pair's second step's words (a block past K reads stale bytes, never converted)".into()),
+                    self.wgmma_lds("(kk + 1)", "1"),
+                    Stmt::Comment("word i: steps kk, kk + 1 -> A fragments -> two chained wgmmas on acc[i], while word i - 1's pair runs".into()),
+                    Stmt::unrolled("i", w.words, word),
+                    Stmt::Comment("the next pair's first step's words".into()),
+                    when(format!("kk + 2 < {STEPS}"), vec![self.wgmma_lds("(kk + 2)", "0")]),
+                ],
+            ),
+        ]
+    }
+
     /// One k16 step `s = s0 + kk` of a consumer warpgroup.
     fn wgmma_step(&self) -> Vec<Stmt> {
         let w = self.wg();
-        let (words, cvt) = (w.words, &self.p.convert_x16.name);
+        let words = w.words;
         // the step's k16 slice of the stage: 32 bytes (two 16-byte chunks of each row) per step
         let desc = w
             .desc_b
@@ -579,27 +661,7 @@ impl Emit<'_> {
         let frag = if w.batched { "af[kk & 1][i]" } else { "af[i & 1]" };
         // the persistent kernel's first k16 step of a tile overwrites the accumulators
         let scale_d = if self.p.config.persistent { "s > 0" } else { "1" };
-        let convert = [
-            vec![
-                Stmt::Decl {
-                    ty: "uint32_t".into(),
-                    name: "q[4]".into(),
-                    init: None,
-                    comment: Some("biased pairs 0..3 of word r0 + i (nibbles (0,4), (1,5), (2,6), (3,7))".into()),
-                },
-                s(format!("{cvt}(wq[kk & 1][i], q)")),
-            ],
-            self.swap_ab_halves(["q[0]", "q[2]", "q[1]", "q[3]"], [None, None, Some(""), Some("")], "i"),
-            (0..4)
-                .map(|j| {
-                    Stmt::assign(
-                        format!("{frag}[{j}]"),
-                        format!("*reinterpret_cast<const uint32_t*>(&a{j})"),
-                    )
-                })
-                .collect(),
-        ]
-        .concat();
+        let convert = self.wgmma_convert("wq[kk & 1][i]", frag);
         let issue = |frag: &str, first: &str| {
             vec![
                 s("rc_wgmma_fence()"),
@@ -696,7 +758,11 @@ impl Emit<'_> {
                         format!("wsm + stage * {}", w.w_stage_bytes),
                     ),
                     self.wgmma_lds("0", "0"),
-                    Stmt::unrolled("kk", STEPS, self.wgmma_step()),
+                    if self.p.config.chained {
+                        Stmt::unrolled("kp", STEPS / 2, self.wgmma_pair())
+                    } else {
+                        Stmt::unrolled("kk", STEPS, self.wgmma_step())
+                    },
                     Stmt::assign("prev", "stage"),
                     when(
                         format!("++stage == {}u", w.stages),
