@@ -383,12 +383,47 @@ fn wgmma_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
         // 32), one group where they are fewer (17 .. 257 rows)
         AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma().raster(4),
         AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma().raster(3),
+        // the persistent walk: launch order, and in groups of 3 token tiles
+        AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma().persistent(),
+        AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma().persistent(),
+        AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4)
+            .wgmma()
+            .raster(3)
+            .persistent(),
+        // the steps in chained pairs (K ending inside a pair: 96 and 352 are 6 and 22 k16
+        // steps, so the k-tile's second pair is past K), 184 persistent
+        AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma().chained(),
+        AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma().chained(),
+        AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4)
+            .wgmma()
+            .persistent()
+            .chained(),
     ]
+}
+
+/// The persistent wgmma kernels where CTAs take several tiles (one CTA per SM, at most 132
+/// here: more tiles than that): 200 x 17152 (2 x 67 = 134 tiles: two CTAs take a second
+/// tile, the ring running on from a 1-k-tile tile), 1100 x 6144 x 96 (144 to 216 tiles,
+/// two k-tiles a tile, the last one partial), against the float64 reference.
+fn wgmma_persistent_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    let mut rng = Rng::for_test(&format!("awq_wgmma_persistent_{e}"));
+    let shapes = [(200, 17152, 64, 32, true), (1100, 6144, 96, 32, false)];
+    for &(m, n, k, g, bias) in cases(&shapes) {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} wgmma persistent");
+        for cfg in wgmma_configs(e).into_iter().filter(|c| c.persistent) {
+            let name = format!("{what} {:?} {:?} s{} r{}", cfg.tile, cfg.warps, cfg.stages, cfg.raster);
+            case.check(ops, Run::Prepared(&w, Some((cfg, 1))), &name);
+        }
+        eprintln!("ok {what}");
+    }
 }
 
 /// The wgmma kernels on ragged M (1, 3, 17, 255, 257, 1000, 4095: partial token tiles, TMA
 /// zero fill; 4095 = 22 x 184 + 47 and 21 x 192 + 63), N ending inside the CTA's columns (5, 9, 10, 12 64-column blocks), K ending
-/// inside a k-tile (352, 96), G = 32, 64, 128 and K, bias on and off, against the float64
+/// inside a k-tile (352, 96; 48 = 3 k16 steps with G = K: a chained pair's second step past
+/// K), G = 32, 64, 128 and K, bias on and off, against the float64
 /// reference; the requested splits are ignored (one split).
 fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     let mut rng = Rng::for_test(&format!("awq_wgmma_{e}"));
@@ -401,6 +436,7 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         (1, 256, 96, 32, true),
         (130, 640, 4096, 128, true),
         (4095, 512, 128, 64, true),
+        (5, 512, 48, 48, true),
     ];
     for &(m, n, k, g, bias) in cases(&shapes) {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
@@ -467,6 +503,8 @@ fn awq_gemm_prepared_wgmma_matches_the_float64_reference() {
         eprintln!("skipped the wgmma kernels' numerics: they need sm_90");
         return;
     }
+    wgmma_persistent_cases::<f16>(&ops, rcute_atom::Element::F16);
+    wgmma_persistent_cases::<bf16>(&ops, rcute_atom::Element::BF16);
     wgmma_cases::<f16>(&ops, rcute_atom::Element::F16);
     wgmma_cases::<bf16>(&ops, rcute_atom::Element::BF16);
 }

@@ -48,10 +48,11 @@ pub struct BenchAwqArgs {
     /// such a configuration (the same kernel with each lane's steps through its own slots
     /// of a shared `cp.async` ring instead of registers), or `streamed-checkpoint:`
     /// and such a configuration (the register-streamed kernel on the checkpoint tensors as
-    /// they are, unprepared), or `wgmma:` and `BMxBN,WRxWN,STAGES,1[,rR]` (the SM90 mixed-input
+    /// they are, unprepared), or `wgmma:` and `BMxBN,WRxWN,STAGES,1[,rR][,p][,c2]` (the SM90 mixed-input
     /// prepared kernel, sm_90 only: BM tokens per CTA, BN = 256 WN weight columns, WR
     /// consumer warpgroups splitting a lane's four words, STAGES stages of x and the weight,
-    /// R > 0 the tile walk in groups of R token tiles),
+    /// R > 0 the tile walk in groups of R token tiles, p the persistent kernel, c2 the
+    /// k16 steps in chained pairs),
     /// `reordered` (`awq_gemm`'s reordered path: `qweight` reordered per call into stream
     /// scratch + the SM90 mixed-input kernel with `select_awq_wgmma`'s tile, sm_90 only) or
     /// `reordered:` and a `wgmma:` configuration (that path forced to the tile).
@@ -81,19 +82,22 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
             _ => Err(bad()),
         }
     };
-    // an optional fifth part `rR`: the wgmma kernel's tile walk in groups of R token tiles
-    let (tile, warps, stages, splits, raster) = match parts.as_slice() {
-        [t, w, st, sp] => (t, w, st, sp, 0),
-        [t, w, st, sp, r] => {
-            let r: i64 = r
-                .trim()
-                .strip_prefix('r')
-                .and_then(|v| v.parse().ok())
-                .ok_or_else(bad)?;
-            (t, w, st, sp, r)
-        }
-        _ => return Err(bad()),
+    // optional parts after the fourth: `rR` (the wgmma kernel's tile walk in groups of R
+    // token tiles) and `p` (the persistent wgmma kernel)
+    let [tile, warps, stages, splits, rest @ ..] = parts.as_slice() else {
+        return Err(bad());
     };
+    let (mut raster, mut persistent, mut chained) = (0, false, false);
+    for part in rest.iter().map(|p| p.trim()) {
+        match part {
+            "p" if !persistent => persistent = true,
+            "c2" if !chained => chained = true,
+            r if r.starts_with('r') && raster == 0 => {
+                raster = r[1..].parse().map_err(|_| bad())?;
+            }
+            _ => return Err(bad()),
+        }
+    }
     let ((bm, bn), (wm, wn)) = (pair(tile)?, pair(warps)?);
     let stages: usize = stages.trim().parse().map_err(|_| bad())?;
     let splits: u32 = splits.trim().parse().map_err(|_| bad())?;
@@ -105,6 +109,8 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
         4,
     ))
     .raster(raster);
+    let cfg = if persistent { cfg.persistent() } else { cfg };
+    let cfg = if chained { cfg.chained() } else { cfg };
     rcute_kernel::awq_gemm::generate(&cfg).map_err(|e| format!("{s}: {e}"))?;
     Ok((cfg, splits))
 }
@@ -501,6 +507,23 @@ mod tests {
         };
         assert!(cfg.wgmma && cfg.tile == [184, 256, 64] && cfg.raster == 8);
         assert!(parse_variant("prepared:128x256,2x4,3,1,r8").is_err());
+        // the persistent wgmma kernel, with or without a raster
+        let Ok(Variant::Prepared(Some((cfg, 1)))) = parse_variant("wgmma:184x256,2x1,6,1,p") else {
+            panic!("wgmma: takes p")
+        };
+        assert!(cfg.persistent && cfg.raster == 0);
+        let Ok(Variant::Prepared(Some((cfg, 1)))) = parse_variant("wgmma:184x256,2x1,6,1,r4,p") else {
+            panic!("wgmma: takes a raster and p")
+        };
+        assert!(cfg.persistent && cfg.raster == 4);
+        assert!(parse_variant("wgmma:184x256,2x1,6,1,p,p").is_err());
+        // the steps in chained pairs: two words per warpgroup only
+        let Ok(Variant::Prepared(Some((cfg, 1)))) = parse_variant("wgmma:184x256,2x1,6,1,c2") else {
+            panic!("wgmma: takes c2")
+        };
+        assert!(cfg.chained && !cfg.persistent);
+        assert!(parse_variant("wgmma:64x256,1x1,8,1,c2").is_err());
+        assert!(parse_variant("prepared:128x256,2x4,3,1,p").is_err());
         assert!(parse_variant("wgmma:184x256,2x1,6,1,8").is_err());
         assert!(parse_variant("wgmma:128x512,1x2,4,1").is_err());
         assert!(matches!(parse_variant("16x256,1x4,4,8"), Ok(Variant::Fused(Some(_)))));

@@ -106,6 +106,18 @@ pub struct AwqMainloopConfig {
     /// fastest within a group (a wave shares `R` token tiles and reads `SMs / R` weight
     /// column tiles, each by `R` CTAs at about the same time). `wgmma` kernels only.
     pub raster: i64,
+    /// Whether the SM90 mixed-input kernel is persistent: a grid of at most one CTA per SM
+    /// walks the output tiles (tile `blockIdx.x + gridDim.x * blockIdx.y`, then every
+    /// `gridDim.x * gridDim.y`-th, each mapped as `raster` says), the producer's ring
+    /// running on into the CTA's next tile while the consumers store the last one.
+    /// `wgmma` kernels only.
+    pub persistent: bool,
+    /// Whether the SM90 mixed-input kernel with two words per consumer warpgroup takes its
+    /// k16 steps in pairs: per word, both steps' fragments converted, then their two
+    /// `wgmma`s issued back to back on the word's accumulators as one group (consecutive
+    /// `wgmma`s of a warpgroup chain on one accumulator instead of alternating between the
+    /// words'). `wgmma` kernels with `wgs_r = 2` only.
+    pub chained: bool,
 }
 
 impl AwqMainloopConfig {
@@ -123,6 +135,8 @@ impl AwqMainloopConfig {
             wgmma: false,
             shared_ring: false,
             raster: 0,
+            persistent: false,
+            chained: false,
         }
     }
 
@@ -160,6 +174,38 @@ impl AwqMainloopConfig {
     /// ```
     pub fn raster(mut self, rows: i64) -> Self {
         self.raster = rows;
+        self
+    }
+
+    /// The same configuration with the wgmma kernel persistent (field `persistent`).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [184, 256, 64], [2, 1], 6, 4).wgmma().persistent();
+    /// assert!(AwqMainloop::new(&cfg).is_ok() && AwqMainloop::new(&cfg.raster(4)).is_ok());
+    /// // not for the other kernels
+    /// assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [128, 256, 64], [2, 4], 3, 4).persistent()).is_err());
+    /// ```
+    pub fn persistent(mut self) -> Self {
+        self.persistent = true;
+        self
+    }
+
+    /// The same configuration with the wgmma kernel's steps in chained pairs (field
+    /// `chained`).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [184, 256, 64], [2, 1], 6, 4).wgmma().chained();
+    /// assert!(AwqMainloop::new(&cfg).is_ok());
+    /// // two words per warpgroup only (not one warpgroup of four words), wgmma only
+    /// assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [64, 256, 64], [1, 1], 8, 4).wgmma().chained()).is_err());
+    /// assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [128, 256, 64], [2, 4], 3, 4).chained()).is_err());
+    /// ```
+    pub fn chained(mut self) -> Self {
+        self.chained = true;
         self
     }
 
@@ -320,6 +366,27 @@ pub struct AwqMainloop {
     pub wgmma: Option<AwqWgmma>,
 }
 
+/// The wgmma kernel's forced variants (`raster`, `persistent`, `chained`) on a plan that
+/// takes them (`wgmma` the configuration's wgmma plan, if any).
+fn check_wgmma_variants(cfg: &AwqMainloopConfig, wgmma: Option<&AwqWgmma>) -> Result<(), PlanError> {
+    if cfg.raster != 0 && (wgmma.is_none() || !(1..=MAX_RASTER).contains(&cfg.raster)) {
+        return Err(tile_err(
+            cfg,
+            format!("raster: 1 ..= {MAX_RASTER} token tiles a group, wgmma kernels only"),
+        ));
+    }
+    if cfg.persistent && wgmma.is_none() {
+        return Err(tile_err(cfg, "persistent: wgmma kernels only"));
+    }
+    if cfg.chained && wgmma.is_none_or(|w| w.words != 2) {
+        return Err(tile_err(
+            cfg,
+            "chained: wgmma kernels with two words per consumer warpgroup only",
+        ));
+    }
+    Ok(())
+}
+
 fn tile_err(cfg: &AwqMainloopConfig, reason: impl Into<String>) -> PlanError {
     PlanError::Tile {
         tile: cfg.tile,
@@ -393,12 +460,7 @@ impl AwqMainloop {
         } else {
             None
         };
-        if cfg.raster != 0 && (wgmma.is_none() || !(1..=MAX_RASTER).contains(&cfg.raster)) {
-            return Err(tile_err(
-                cfg,
-                format!("raster: 1 ..= {MAX_RASTER} token tiles a group, wgmma kernels only"),
-            ));
-        }
+        check_wgmma_variants(cfg, wgmma.as_ref())?;
         let generic = streamed.is_none() && wgmma.is_none();
         if generic && (wm < 1 || wn < 1 || bm <= 0 || bm % (16 * wm) != 0) {
             return Err(tile_err(cfg, "BM must be a positive multiple of 16 x warps along M"));

@@ -40,6 +40,13 @@
 //! `+ 512 wb`, lane `l` at `+ 16 l`), the scale ring (`stages x 2 slots x 2 BN`), the zero
 //! ring (`stages x 2 slots x BN / 2`), the barriers.
 //!
+//! **Forced variants** ([`crate::awq_mainloop::AwqMainloopConfig`]): `raster` walks the
+//! tiles in groups of token tiles; `persistent` launches one CTA per SM that takes every
+//! `CTAs`-th tile, its ring running on from tile to tile (the accumulators overwritten by
+//! the tile's first `wgmma`, the tile's last stage handed back before the stores); `chained`
+//! (two words per warpgroup) converts a word's fragments of two k16 steps and issues their
+//! `wgmma`s back to back on its accumulators as one group. No rule takes them.
+//!
 //! **Epilogue.** Accumulator `acc[r][4 j + 2 h + e]` (`CLayout_64xN`) is virtual row `16 w
 //! + g + 8 h`, token `8 j + 2 t + e`: per token a lane holds the eight contiguous output
 //! columns `64 wb(w) + 8 g .. + 8` (with four words per warpgroup), one 16-byte store.

@@ -208,6 +208,28 @@ impl GeneratedAwqGemm {
         }
     }
 
+    /// [`Self::launch_config_on`] on a GPU of `sms` SMs: a persistent wgmma kernel
+    /// ([`AwqGemmConfig::persistent`]) launches one CTA per SM, at most one per output
+    /// tile, in a row (`(min(tiles, sms), 1, 1)`); every other kernel its usual grid.
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
+    /// let cfg = AwqGemmConfig::new(Element::F16, [184, 256, 64], [2, 1], 6, 4).wgmma();
+    /// let g = generate(&cfg.persistent()).unwrap();
+    /// // 4096 x 14336: 23 x 56 = 1288 tiles on 132 CTAs; 64 x 512: 2 tiles on 2
+    /// assert_eq!(g.launch_config_sms(4096, 14336, 1, (9, 0), 132).grid.x, 132);
+    /// assert_eq!(g.launch_config_sms(64, 512, 1, (9, 0), 132).grid.x, 2);
+    /// assert_eq!(generate(&cfg).unwrap().launch_config_sms(4096, 14336, 1, (9, 0), 132).grid.y, 23);
+    /// ```
+    pub fn launch_config_sms(&self, m: i32, n: i32, splits: i32, cc: (u32, u32), sms: u32) -> LaunchConfig {
+        let mut lc = self.launch_config_on(m, n, splits, cc);
+        if self.plan.config.persistent {
+            lc.grid = Dim3::new((lc.grid.x * lc.grid.y).min(sms.max(1)), 1, 1);
+        }
+        lc
+    }
+
     /// Bytes of the f32 `[splits, M, N]` partial-sum slabs for `splits` splits (0 for
     /// one); their contents before the launch do not matter.
     pub fn workspace_bytes(&self, m: i32, n: i32, splits: i32) -> usize {
@@ -281,7 +303,9 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
             format!("_r{}", cfg.raster)
         } else {
             String::new()
-        };
+        }
+        + if cfg.persistent { "_p" } else { "" }
+        + if cfg.chained { "_c2" } else { "" };
     if plan.wgmma.is_some() {
         return wgmma::generate_wgmma(plan, name);
     }

@@ -412,6 +412,26 @@ fn wgmma_configs() -> Vec<AwqGemmConfig> {
         v.push(AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma().raster(8));
         v.push(AwqGemmConfig::new(e, [192, 256, 64], [2, 1], 6, 4).wgmma().raster(4));
         v.push(AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma().raster(8));
+        // the persistent walk (the accumulators zeroed per tile, the ring running on)
+        v.push(AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma().persistent());
+        v.push(AwqGemmConfig::new(e, [192, 256, 64], [2, 1], 6, 4).wgmma().persistent());
+        v.push(AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma().persistent());
+        v.push(
+            AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4)
+                .wgmma()
+                .raster(4)
+                .persistent(),
+        );
+        // the steps in chained pairs (two more fragments a word: 184 tokens word by word at
+        // the fullest register count, 152 batched, 184 persistent)
+        v.push(AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma().chained());
+        v.push(AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma().chained());
+        v.push(
+            AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4)
+                .wgmma()
+                .persistent()
+                .chained(),
+        );
         v.push(AwqGemmConfig::new(e, [96, 512, 64], [1, 2], 4, 4).wgmma());
     }
     v
@@ -430,10 +450,17 @@ fn wgmma_kernels_compile_for_sm90a_with_register_a() {
         let suffix = match cfg.raster {
             0 => "_prepared_wgmma".to_string(),
             r => format!("_prepared_wgmma_r{r}"),
-        };
+        } + if cfg.persistent { "_p" } else { "" }
+            + if cfg.chained { "_c2" } else { "" };
         assert!(g.name.ends_with(&suffix), "{}", g.name);
         let w = g.plan.wgmma.as_ref().unwrap();
-        let frag = if w.batched { "af[kk & 1][i]" } else { "af[i & 1]" };
+        let frag = if cfg.chained {
+            "af[i][0]"
+        } else if w.batched {
+            "af[kk & 1][i]"
+        } else {
+            "af[i & 1]"
+        };
         assert!(
             g.source.contains(&format!("{}({frag}, ", w.mma.snippet.name)),
             "{}",

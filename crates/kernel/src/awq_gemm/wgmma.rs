@@ -138,9 +138,26 @@ impl Emit<'_> {
             Stmt::decl("const int", "lane", "threadIdx.x & 31"),
         ]
         .into_iter()
-        .chain(self.wgmma_tile_walk())
+        .chain(if self.p.config.persistent {
+            vec![
+                decl_c(
+                    "const int",
+                    "tiles_n",
+                    format!("(N + {}) / {}", w.bn() - 1, w.bn()),
+                    "column tiles (what the grid's x would be)",
+                ),
+                decl_c("const int", "tiles_m", format!("(M + {}) / {}", w.bm - 1, w.bm), "token tiles"),
+                decl_c(
+                    "const int",
+                    "tiles",
+                    "tiles_n * tiles_m",
+                    "persistent: CTA i takes tiles i, i + CTAs, ... (launch order: column tile fastest)",
+                ),
+            ]
+        } else {
+            [self.wgmma_tile_walk(), vec![Stmt::decl("const int", "m0", format!("tm * {}", w.bm))]].concat()
+        })
         .chain([
-            Stmt::decl("const int", "m0", format!("tm * {}", w.bm)),
             decl_c("const int", "ksteps", "K >> 4", "k16 steps (K is a multiple of 16)"),
             Stmt::decl("const int", "ktiles", format!("(K + {}) / {WGMMA_BK}", WGMMA_BK - 1)),
             decl_c(
@@ -176,6 +193,14 @@ impl Emit<'_> {
     /// weight column tiles, each `R` times at about the same time.
     fn wgmma_tile_walk(&self) -> Vec<Stmt> {
         let r = self.p.config.raster;
+        let persistent = self.p.config.persistent;
+        if r == 0 && persistent {
+            return vec![
+                Stmt::Comment("launch order: column tile fastest".into()),
+                Stmt::decl("const int", "tm", "tile / tiles_n"),
+                Stmt::decl("const int", "tn", "tile - tm * tiles_n"),
+            ];
+        }
         if r == 0 {
             return vec![
                 Stmt::Comment("launch order: column tile fastest".into()),
@@ -183,17 +208,28 @@ impl Emit<'_> {
                 Stmt::decl("const int", "tn", "blockIdx.x"),
             ];
         }
+        // the tile id and the column / token tile counts (the grid's, or the persistent walk's)
+        let (lin, nx, ny) = if persistent {
+            ("tile", "tiles_n", "tiles_m")
+        } else {
+            (
+                "blockIdx.x + gridDim.x * blockIdx.y",
+                "(int)gridDim.x",
+                "(int)gridDim.y",
+            )
+        };
         vec![
             Stmt::Comment(format!(
-                "raster {r}: CTA id i (launch order) -> group i / ({r} cols) of {r} token tiles (the last: the rest), token tile fastest within it"
+                "raster {r}: {} i (launch order) -> group i / ({r} cols) of {r} token tiles (the last: the rest), token tile fastest within it",
+                if persistent { "tile" } else { "CTA id" }
             )),
-            Stmt::decl("const int", "lin", "blockIdx.x + gridDim.x * blockIdx.y"),
-            Stmt::decl("const int", "grp", format!("lin / ({r} * (int)gridDim.x)")),
-            Stmt::decl("const int", "in_grp", format!("lin - grp * {r} * (int)gridDim.x")),
+            Stmt::decl("const int", "lin", lin),
+            Stmt::decl("const int", "grp", format!("lin / ({r} * {nx})")),
+            Stmt::decl("const int", "in_grp", format!("lin - grp * {r} * {nx}")),
             decl_c(
                 "const int",
                 "rows",
-                format!("min({r}, (int)gridDim.y - grp * {r})"),
+                format!("min({r}, {ny} - grp * {r})"),
                 "token tiles of this group",
             ),
             Stmt::decl("const int", "tm", format!("grp * {r} + in_grp % rows")),
@@ -289,40 +325,62 @@ impl Emit<'_> {
             format!("++stage == {}u", w.stages),
             vec![Stmt::assign("stage", "0"), s("phase ^= 1u")],
         ));
+        let tile = vec![
+            Stmt::decl("const int", "n0", format!("tn * {}", w.bn())),
+            decl_c(
+                "const uint32_t",
+                "cols",
+                format!("min({}, N - n0)", w.bn()),
+                "the CTA's columns inside N (a multiple of 64)",
+            ),
+        ];
+        let kloop = Stmt::Loop {
+            init: "int kt = 0".into(),
+            cond: "kt < ktiles".into(),
+            step: "++kt".into(),
+            body,
+        };
+        let ring = vec![
+            Stmt::decl("const int", "groups", "K / G"),
+            Stmt::decl("uint32_t", "stage", "0"),
+            Stmt::decl("uint32_t", "phase", "0"),
+        ];
+        let elected = if self.p.config.persistent {
+            // the ring runs on from tile to tile: the next tile's first stages load while
+            // the consumers store the last one
+            let mut per_tile = self.wgmma_tile_walk();
+            per_tile.push(Stmt::decl("const int", "m0", format!("tm * {}", w.bm)));
+            per_tile.extend(tile);
+            per_tile.push(kloop);
+            [ring, vec![Self::persistent_loop(per_tile)]].concat()
+        } else {
+            [tile, ring, vec![kloop]].concat()
+        };
         when(
             "wg == 0",
             vec![
                 s(format!("rc_setmaxnreg_dec<{PRODUCER_REGS}>()")),
-                when(
-                    "warp == 0 && rc_elect_one_sync()",
-                    vec![
-                        Stmt::decl("const int", "n0", format!("tn * {}", w.bn())),
-                        decl_c(
-                            "const uint32_t",
-                            "cols",
-                            format!("min({}, N - n0)", w.bn()),
-                            "the CTA's columns inside N (a multiple of 64)",
-                        ),
-                        Stmt::decl("const int", "groups", "K / G"),
-                        Stmt::decl("uint32_t", "stage", "0"),
-                        Stmt::decl("uint32_t", "phase", "0"),
-                        Stmt::Loop {
-                            init: "int kt = 0".into(),
-                            cond: "kt < ktiles".into(),
-                            step: "++kt".into(),
-                            body,
-                        },
-                    ],
-                ),
+                when("warp == 0 && rc_elect_one_sync()", elected),
                 Stmt::Return,
             ],
         )
     }
 
+    /// The persistent kernel's loop over its tiles: tile `blockIdx.x + gridDim.x *
+    /// blockIdx.y`, then every `gridDim.x * gridDim.y`-th (any grid covers the output).
+    fn persistent_loop(body: Vec<Stmt>) -> Stmt {
+        Stmt::Loop {
+            init: "int tile = blockIdx.x + gridDim.x * blockIdx.y".into(),
+            cond: "tile < tiles".into(),
+            step: "tile += gridDim.x * gridDim.y".into(),
+            body,
+        }
+    }
+
     /// A consumer warpgroup's coordinates, accumulators and its lane's shared addresses.
     fn wgmma_consumer_setup(&self) -> Vec<Stmt> {
         let w = self.wg();
-        let (words, half) = (w.words, w.bm / 2);
+        let words = w.words;
         let r0 = if w.wgs_r == 1 {
             "0".to_string()
         } else {
@@ -333,7 +391,8 @@ impl Emit<'_> {
         } else {
             format!("cw / {}", w.wgs_r)
         };
-        vec![
+        let r0 = decl_c("const int", "r0", r0, "the lane's first word of the 4 (one wgmma each)");
+        let head = vec![
             s(format!("rc_setmaxnreg_inc<{}>()", w.consumer_regs)),
             Stmt::decl("const int", "cw", "wg - 1"),
             Stmt::decl("const int", "g", "lane >> 2"),
@@ -344,8 +403,29 @@ impl Emit<'_> {
                 format!("4 * ({cgroup}) + warp"),
                 "this warp's 64-column block within the CTA: virtual rows 16 warp .. + 16 of its wgmmas",
             ),
+        ];
+        // the tile's column block and liveness (per tile when persistent), the accumulators
+        let mut tile = self.wgmma_consumer_tile();
+        tile.insert(1, r0);
+        let mut acc = tile.split_off(3);
+        let mid = if self.p.config.persistent {
+            acc.insert(0, tile.remove(1));
+            acc
+        } else {
+            [tile, acc].concat()
+        };
+        head.into_iter().chain(mid).chain(self.wgmma_consumer_lane()).collect()
+    }
+
+    /// A consumer warpgroup's column block `wb` of the tile, whether it lies inside N, and
+    /// its zeroed accumulators (declared once: the persistent kernel's first `wgmma` of a
+    /// tile overwrites them, as ptxas serializes `wgmma`s whose accumulators other
+    /// instructions define inside the loop).
+    fn wgmma_consumer_tile(&self) -> Vec<Stmt> {
+        let w = self.wg();
+        let (words, half) = (w.words, w.bm / 2);
+        vec![
             Stmt::decl("const int", "wb", format!("tn * {} + wbl", 4 * w.wgs_n)),
-            decl_c("const int", "r0", r0, "the lane's first word of the 4 (one wgmma each)"),
             decl_c("const bool", "live", "wb * 64 < N", "N is a multiple of 64"),
             Stmt::Decl {
                 ty: "float".into(),
@@ -356,6 +436,14 @@ impl Emit<'_> {
                 ),
             },
             Stmt::unrolled("i", words, vec![Stmt::unrolled("v", half, vec![Stmt::assign("acc[i][v]", "0.f")])]),
+        ]
+    }
+
+    /// A consumer lane's shared addresses and its word, group and fragment registers.
+    fn wgmma_consumer_lane(&self) -> Vec<Stmt> {
+        let w = self.wg();
+        let words = w.words;
+        vec![
             Stmt::Comment(
                 "the lane's bytes in stage 0: words r0 .. r0 + words of its 16 (k16 block 0), the scales of columns 64 wbl + 8g .. + 8, their zero word".into(),
             ),
@@ -370,7 +458,11 @@ impl Emit<'_> {
                 ty: "uint32_t".into(),
                 name: format!("wq[2][{words}]"),
                 init: None,
-                comment: Some("the lane's words of the steps of parity 0 / 1 (read one step ahead)".into()),
+                comment: Some(if self.p.config.chained {
+                    "the lane's words of a pair's first / second step (the next pair's first read during this one)".into()
+                } else {
+                    "the lane's words of the steps of parity 0 / 1 (read one step ahead)".into()
+                }),
             },
             Stmt::decl("uint32_t", "sc[4]", "{}"),
             Stmt::decl("uint32_t", "zl[4]", "{}"),
@@ -384,7 +476,14 @@ impl Emit<'_> {
         } else {
             vec![]
         })
-        .chain([if w.batched {
+        .chain([if self.p.config.chained {
+            Stmt::Decl {
+                ty: "uint32_t".into(),
+                name: format!("af[{words}][2][4]"),
+                init: None,
+                comment: Some("A fragments of word i's pair of steps (its two chained wgmmas read them asynchronously)".into()),
+            }
+        } else if w.batched {
             Stmt::Decl {
                 ty: "uint32_t".into(),
                 name: format!("af[2][{words}][4]"),
@@ -480,17 +579,10 @@ impl Emit<'_> {
         v
     }
 
-    /// One k16 step `s = s0 + kk` of a consumer warpgroup.
-    fn wgmma_step(&self) -> Vec<Stmt> {
-        let w = self.wg();
-        let (words, cvt) = (w.words, &self.p.convert_x16.name);
-        // the step's k16 slice of the stage: 32 bytes (two 16-byte chunks of each row) per step
-        let desc = w
-            .desc_b
-            .device_expr("xs + 32 * kk")
-            .expect("the plan's descriptor encodes");
-        let frag = if w.batched { "af[kk & 1][i]" } else { "af[i & 1]" };
-        let convert = [
+    /// Word `i`'s `src` (a lane's word of one k16 step) -> the A fragment `dst[0..4]`.
+    fn wgmma_convert(&self, src: &str, dst: &str) -> Vec<Stmt> {
+        let cvt = &self.p.convert_x16.name;
+        [
             vec![
                 Stmt::Decl {
                     ty: "uint32_t".into(),
@@ -498,23 +590,82 @@ impl Emit<'_> {
                     init: None,
                     comment: Some("biased pairs 0..3 of word r0 + i (nibbles (0,4), (1,5), (2,6), (3,7))".into()),
                 },
-                s(format!("{cvt}(wq[kk & 1][i], q)")),
+                s(format!("{cvt}({src}, q)")),
             ],
             self.swap_ab_halves(["q[0]", "q[2]", "q[1]", "q[3]"], [None, None, Some(""), Some("")], "i"),
             (0..4)
                 .map(|j| {
                     Stmt::assign(
-                        format!("{frag}[{j}]"),
+                        format!("{dst}[{j}]"),
                         format!("*reinterpret_cast<const uint32_t*>(&a{j})"),
                     )
                 })
                 .collect(),
         ]
-        .concat();
+        .concat()
+    }
+
+    /// One pair of k16 steps `s = s0 + kk`, `s + 1` (`kk = 2 kp`) of a consumer warpgroup
+    /// with [`rcute_collective::awq_mainloop::AwqMainloopConfig::chained`]: per word, both
+    /// steps' fragments converted, then their two `wgmma`s back to back on the word's
+    /// accumulators as one group (while the other word's group runs).
+    fn wgmma_pair(&self) -> Vec<Stmt> {
+        let w = self.wg();
+        let desc = |kk: &str| {
+            w.desc_b
+                .device_expr(&format!("xs + 32 * {kk}"))
+                .expect("the plan's descriptor encodes")
+        };
+        let first_scale = if self.p.config.persistent { "s > 0" } else { "1" };
+        let mma = &w.mma.snippet.name;
+        let word = vec![
+            Stmt::Block(self.wgmma_convert("wq[0][i]", "af[i][0]")),
+            Stmt::Comment("the second step past K (K a multiple of 16 but not of 32: G = K) converts stale or unwritten bytes, finite weights whose x columns the TMA box zero-filled: it adds 0 (no branch between the chained wgmmas)".into()),
+            Stmt::Block(self.wgmma_convert("wq[1][i]", "af[i][1]")),
+            s("rc_wgmma_fence()"),
+            s(format!("{mma}(af[i][0], {}, acc[i], {first_scale})", desc("kk"))),
+            s(format!("{mma}(af[i][1], {}, acc[i], 1)", desc("(kk + 1)"))),
+            s("rc_wgmma_commit_group()"),
+            Stmt::Comment("the previous group (the other word's pair) is done: its A fragments (and, first in a k-tile, the previous stage: every consumer thread has read it) are free".into()),
+            s("rc_wgmma_wait_group<1>()"),
+            when("i == 0 && kk == 0 && kt > 0", vec![s("rc_mbarrier_arrive(bar_empty + 8 * prev)")]),
+        ];
+        vec![
+            Stmt::decl("const int", "kk", "2 * kp"),
+            Stmt::decl("const int", "s", "s0 + kk"),
+            when(
+                "s < ksteps",
+                vec![
+                    Stmt::Comment("a group starts (a pair lies inside one group; for G = 32 the k-tile's second pair is the second group): its registers from the stage's slot".into()),
+                    when("kk == 0 || g32", self.wgmma_group("(kk >> 1)")),
+                    Stmt::Comment("the pair's second step's words (a block past K reads stale bytes, never converted)".into()),
+                    self.wgmma_lds("(kk + 1)", "1"),
+                    Stmt::Comment("word i: steps kk, kk + 1 -> A fragments -> two chained wgmmas on acc[i], while word i - 1's pair runs".into()),
+                    Stmt::unrolled("i", w.words, word),
+                    Stmt::Comment("the next pair's first step's words".into()),
+                    when(format!("kk + 2 < {STEPS}"), vec![self.wgmma_lds("(kk + 2)", "0")]),
+                ],
+            ),
+        ]
+    }
+
+    /// One k16 step `s = s0 + kk` of a consumer warpgroup.
+    fn wgmma_step(&self) -> Vec<Stmt> {
+        let w = self.wg();
+        let words = w.words;
+        // the step's k16 slice of the stage: 32 bytes (two 16-byte chunks of each row) per step
+        let desc = w
+            .desc_b
+            .device_expr("xs + 32 * kk")
+            .expect("the plan's descriptor encodes");
+        let frag = if w.batched { "af[kk & 1][i]" } else { "af[i & 1]" };
+        // the persistent kernel's first k16 step of a tile overwrites the accumulators
+        let scale_d = if self.p.config.persistent { "s > 0" } else { "1" };
+        let convert = self.wgmma_convert("wq[kk & 1][i]", frag);
         let issue = |frag: &str, first: &str| {
             vec![
                 s("rc_wgmma_fence()"),
-                s(format!("{}({frag}, {desc}, acc[i], 1)", w.mma.snippet.name)),
+                s(format!("{}({frag}, {desc}, acc[i], {scale_d})", w.mma.snippet.name)),
                 s("rc_wgmma_commit_group()"),
                 Stmt::Comment("the previous group's wgmmas are done: their A fragments (and, first in a k-tile, the previous stage: every consumer thread has read it) are free".into()),
                 s("rc_wgmma_wait_group<1>()"),
@@ -558,11 +709,36 @@ impl Emit<'_> {
 
     /// The consumers' mainloop over the k-tiles.
     fn wgmma_loop(&self) -> Vec<Stmt> {
-        let w = self.wg();
-        vec![
+        let ring = vec![
             Stmt::decl("uint32_t", "stage", "0"),
             Stmt::decl("uint32_t", "phase", "0"),
             Stmt::decl("uint32_t", "prev", "0"),
+        ];
+        if !self.p.config.persistent {
+            return [ring, self.wgmma_tile_loop(), self.wgmma_epilogue()].concat();
+        }
+        // per tile: its coordinates, zeroed accumulators, the k-tiles, the last stage handed
+        // back before the stores (the producer fills the next tile's stages meanwhile)
+        let mut per_tile = self.wgmma_tile_walk();
+        per_tile.push(Stmt::decl("const int", "m0", format!("tm * {}", self.wg().bm)));
+        per_tile.extend(self.wgmma_consumer_tile().into_iter().take(2));
+        let mut kloop = self.wgmma_tile_loop();
+        let fences = kloop.pop().expect("the loop ends with the accumulator fences");
+        kloop.push(Stmt::Comment(
+            "every wgmma of the tile is done: its last stage is free (the next tile's k-tile 0 hands back none)".into(),
+        ));
+        kloop.push(s("rc_mbarrier_arrive(bar_empty + 8 * prev)"));
+        kloop.push(fences);
+        per_tile.extend(kloop);
+        per_tile.extend(self.wgmma_epilogue());
+        [ring, vec![Self::persistent_loop(per_tile)]].concat()
+    }
+
+    /// The k-tiles of one output tile (the ring's `stage`, `phase`, `prev` declared
+    /// before), then the wait for the last `wgmma`s and the accumulator fences.
+    fn wgmma_tile_loop(&self) -> Vec<Stmt> {
+        let w = self.wg();
+        vec![
             Stmt::Loop {
                 init: "int kt = 0".into(),
                 cond: "kt < ktiles".into(),
@@ -582,7 +758,11 @@ impl Emit<'_> {
                         format!("wsm + stage * {}", w.w_stage_bytes),
                     ),
                     self.wgmma_lds("0", "0"),
-                    Stmt::unrolled("kk", STEPS, self.wgmma_step()),
+                    if self.p.config.chained {
+                        Stmt::unrolled("kp", STEPS / 2, self.wgmma_pair())
+                    } else {
+                        Stmt::unrolled("kk", STEPS, self.wgmma_step())
+                    },
                     Stmt::assign("prev", "stage"),
                     when(
                         format!("++stage == {}u", w.stages),
@@ -697,7 +877,6 @@ impl Emit<'_> {
             vec![self.wgmma_producer()],
             self.wgmma_consumer_setup(),
             self.wgmma_loop(),
-            self.wgmma_epilogue(),
         ]
         .concat();
         let mut f = self.kernel_function(body);

@@ -320,7 +320,7 @@ impl Ops {
         let g = &loaded.generated;
         let (m, n, k) = (m as i32, n as i32, k as i32);
         let (_, splits) = g.split_plan(k, splits.max(1) as i32);
-        let lc = g.launch_config_on(m, n, splits, self.gpu().compute_capability());
+        let lc = g.launch_config_sms(m, n, splits, self.gpu().compute_capability(), self.gpu().sm_count());
         if lc.grid.y > 65535 || lc.grid.z > 65535 {
             return Err(OpsError::TooLarge {
                 what: "problem (the AWQ GEMM grid exceeds 65535 CTAs in y = M tiles)",

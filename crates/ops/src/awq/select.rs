@@ -143,7 +143,13 @@ pub const WGMMA_TILES: [(usize, [i64; 2], usize, f64); 5] = [
 /// kept there for its scratch (none, against the dense path's 117 MB 16-bit weight).
 /// Walking the tiles in groups of token tiles (`AwqGemmConfig::raster`, 4 to 12 token
 /// tiles a group: each wave reads a third to a tenth of the weight) measured no faster at
-/// 1024 to 4096 rows (0.883-0.886 against 0.881 at 4096 x 14336): not taken. Not taken
+/// 1024 to 4096 rows (0.883-0.886 against 0.881 at 4096 x 14336): not taken. Nor the
+/// persistent walk (`AwqGemmConfig::persistent`, one CTA per SM taking every 132nd tile, the
+/// next tile's stages loading during the stores; helper awq4k, `before, after, after,
+/// before` with it as the rule's choice above one wave): 0.889-0.891 against 0.880-0.881 at
+/// 4096 x 14336, 0.970-0.973 against 0.989 at 1024, 0.975-0.987 against 1.005-1.006 at
+/// 3072, 0.900-0.904 against 0.874-0.875 at 2048 (forced: 184 tokens 0.753 persistent
+/// against 0.816), 0.910-0.913 against 0.913-0.920 at 4096 x 4096. Not taken
 /// either: 128 x 4096, where the 32 CTAs of the 64x256 tile (about 40 µs) lose to the
 /// dense path's 31.0 (the measurement `awq_dense_wins` cites), and more than 4096 rows
 /// (not measured).
@@ -170,6 +176,8 @@ pub const WGMMA_TILES: [(usize, [i64; 2], usize, f64); 5] = [
 /// assert_eq!((pick(32, 14336), pick(4097, 14336), pick(128, 4096)), (None, None, None));
 /// let (cfg, _) = select_awq_wgmma(1024, 14336, 4096, 132, h, f16).unwrap();
 /// assert!(cfg.wgmma && cfg.prepared);
+/// // the persistent walk measured no faster (helper awq4k): never chosen
+/// assert!(!cfg.persistent && !select_awq_wgmma(4096, 14336, 4096, 132, h, f16).unwrap().0.persistent);
 /// assert!(select_awq_wgmma(1024, 14336, 4096, 132, (8, 0), f16).is_none());
 /// // K ending inside a k16 step, N inside a 64-column block: not this kernel
 /// assert!(select_awq_wgmma(1024, 14336, 4104, 132, h, f16).is_none());
