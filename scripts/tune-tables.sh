@@ -29,4 +29,4 @@ if on moe; then $R tune moe --shape 1x4096x14336 --shape 16x4096x14336 --shape 6
 if on moe; then $R tune moe --shape 1x2048x1408 --shape 64x2048x1408 --shape 256x2048x1408 --experts 64 --topk 6 --budget 2 --iters 5 --out "$T"; fi
 # Prefill: the SM90 family's forms against the SM80 family's tiles (rules first).
 if on moe; then $R tune moe --shape 256x4096x14336 --shape 1024x4096x14336 --shape 4096x4096x14336 --experts 8 --topk 2 --budget 3 --iters 5 --out "$T"; fi
-if on moe; then $R tune moe --shape 1024x2048x1408 --shape 4096x2048x1408 --experts 64 --topk 6 --budget 3 --iters 5 --out "$T"; fi
+if on moe; then $R tune moe --shape 1024x2048x1408 --shape 2048x2048x1408 --shape 4096x2048x1408 --experts 64 --topk 6 --budget 3 --iters 5 --out "$T"; fi
