@@ -98,12 +98,10 @@ pub fn sm90_gemms(
 /// intermediate size `inter` on `sms` persistent CTAs.
 ///
 /// Both run on the ping-pong schedule ([`rcute_kernel::grouped_gemm::SM90_FP8_PINGPONG_TILE`])
-/// where [`super::sm90_fp8_pingpong`] says: for [`super::MoePath::Auto`] up to
-/// [`super::SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT`] rows per expert, twice the bf16
-/// layer's bound (measured on an H100, Mixtral T = 256 / 512 / 1024: 1.15-1.20x faster than
-/// the cooperative kernels in every round, BENCHMARKS.md, "Session 17 (helper moepp)";
-/// Mixtral T = 2048 and DeepSeek-V2-Lite T = 4096 after the grouped epilogue's per-tile
-/// scale loads, "Session 18 (helper moe4k)"). Above it [`super::MoePath::Auto`]
+/// where [`super::sm90_pingpong`] says, as in the bf16 layer: for [`super::MoePath::Auto`]
+/// up to [`super::SM90_PINGPONG_MAX_ROWS_PER_EXPERT`] rows per expert (measured on an H100,
+/// Mixtral T = 256 / 512 / 1024: 1.15-1.20x faster than the cooperative kernels in every
+/// round; BENCHMARKS.md, "Session 17 (helper moepp)"). Above it [`super::MoePath::Auto`]
 /// runs both on [`SM90_FP8_TILE`] without clusters. The other forced SM90 paths take the
 /// bf16 layer's rules with the e4m3 sizes: GEMM1 on 2x1 clusters where
 /// [`super::sm90_gemm1_cluster`] says for an expert's e4m3 `w13` (`2 I H` bytes), GEMM2 on
@@ -118,24 +116,18 @@ pub fn sm90_gemms(
 /// BENCHMARKS.md, "Session 18 (helper moe8)"): at T = 1024 ping-pong 805-809 us against
 /// 907-910 (GEMM1 on clusters, GEMM2 1x1) and 931-940 (`Sm90Cluster`); at T = 2048 / 4096
 /// `Sm90Cluster` within 1 % / 2 % of the 1x1 kernels in the same position of the run, the
-/// faster one changing with the round: `Auto` unchanged. Every SM90 path in two rounds of
-/// reversed order ("Session 18 (helper moe4k)"): at T = 4096 `Sm90Cluster` 1.8-2.7 %
-/// faster than the 1x1 kernels, under the 3 % noise of the run; T = 2048 went to ping-pong.
+/// faster one changing with the round: `Auto` unchanged.
 ///
 /// ```
 /// use rcute_atom::Element;
-/// use rcute_kernel::gemm_sm90::Sm90Schedule;
 /// use rcute_ops::moe::{sm90_fp8_gemms, MoePath};
 /// // Mixtral T = 4096 (top-2, 8 experts) on 132 SMs.
 /// let [g1, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Auto, 8192, 8, 4096, 14336, 132);
 /// assert_eq!((g1.tile, g1.cluster), ([128, 256, 128], [1, 1]));
 /// assert_eq!((g2.tile, g2.cluster), ([128, 256, 128], [1, 1]));
-/// // T = 1024 and 2048: 256 and 512 rows per expert, ping-pong.
-/// for entries in [2048, 4096] {
-///     let [g1, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Auto, entries, 8, 4096, 14336, 132);
-///     assert_eq!((g1.tile, g2.tile), ([128, 128, 128], [128, 128, 128]));
-///     assert_eq!((g1.schedule, g2.schedule), (Sm90Schedule::PingPong, Sm90Schedule::PingPong));
-/// }
+/// // T = 1024: 256 rows per expert, ping-pong.
+/// let [g1, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Auto, 2048, 8, 4096, 14336, 132);
+/// assert_eq!((g1.tile, g2.tile), ([128, 128, 128], [128, 128, 128]));
 /// let [g1, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Sm90NarrowCluster, 2048, 8, 4096, 14336, 132);
 /// assert_eq!((g1.tile, g1.cluster), ([128, 256, 128], [2, 1]));
 /// assert_eq!((g2.tile, g2.cluster), ([128, 128, 128], [2, 1]));
@@ -155,7 +147,7 @@ pub fn sm90_fp8_gemms(
     sms: u32,
 ) -> [GemmSm90Config; 2] {
     let fp8 = |ep, tile, cluster| sm90_fp8_tile_config(out, ep, tile, cluster);
-    if super::sm90_fp8_pingpong(path, entries, local) {
+    if super::sm90_pingpong(path, entries, local) {
         return [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter]
             .map(|ep| sm90_pingpong_config(rcute_atom::Element::E4M3, out, ep));
     }

@@ -180,49 +180,6 @@ pub fn sm90_pingpong(path: MoePath, entries: usize, local: usize) -> bool {
     }
 }
 
-/// Routed rows per local expert (on average) up to which [`MoePath::Auto`] runs both GEMMs
-/// of the FP8 layer ([`crate::Ops::fused_moe_fp8`]) on the ping-pong schedule
-/// ([`sm90_fp8_pingpong`]): four row tiles, twice the bf16 layer's
-/// [`SM90_PINGPONG_MAX_ROWS_PER_EXPERT`]. An e4m3 128x128x128 tile's mainloop is half as
-/// long as a bf16 one's per output, so the epilogue that ping-pong hides under the other
-/// warpgroup's mainloop weighs twice as much, and the 128x128 tile's lower operand reuse
-/// costs less while the weight stream still bounds the layer. Measured on an H100 with the
-/// grouped epilogue's per-tile scale loads, two rounds in reversed path order
-/// (BENCHMARKS.md, "Session 18 (helper moe4k)"): DeepSeek-V2-Lite T = 4096 (384 rows per
-/// expert) ping-pong 736-738 us against the cooperative kernels' 758-775 (bf16 there: 2-5 %
-/// slower on ping-pong), Mixtral T = 2048 (512 rows) 1469-1569 against 1545-1595; Mixtral
-/// T = 4096 (1024 rows) 3321-3525 against 2828-2858, so not beyond.
-pub const SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT: usize = 512;
-
-/// Whether both GEMMs of the FP8 layer run on the ping-pong schedule
-/// ([`rcute_kernel::grouped_gemm::sm90_pingpong_config`] with e4m3 operands) for `entries`
-/// routed rows over `local` experts: [`sm90_pingpong`]'s answer for the forced paths, and
-/// for [`MoePath::Auto`] from [`SM90_MIN_ROWS_PER_EXPERT`] (below it, decode shapes, the
-/// cooperative kernels, unmeasured) to [`SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT`] rows per
-/// expert.
-///
-/// ```
-/// use rcute_ops::moe::{sm90_fp8_pingpong, sm90_pingpong, MoePath};
-/// assert!(sm90_fp8_pingpong(MoePath::Auto, 2048, 8)); // Mixtral T = 1024, top-2: 256 rows per expert
-/// assert!(sm90_fp8_pingpong(MoePath::Auto, 4096, 8)); // T = 2048: 512 rows, the bf16 layer's
-/// assert!(!sm90_pingpong(MoePath::Auto, 4096, 8)); // rule says cooperative
-/// assert!(!sm90_fp8_pingpong(MoePath::Auto, 8192, 8)); // T = 4096: 1024 rows
-/// assert!(sm90_fp8_pingpong(MoePath::Auto, 24576, 64)); // DeepSeek-V2-Lite T = 4096, top-6: 384
-/// assert!(!sm90_fp8_pingpong(MoePath::Auto, 64, 8)); // T = 32: decode
-/// assert!(sm90_fp8_pingpong(MoePath::Sm90PingPong, 8192, 8));
-/// assert!(!sm90_fp8_pingpong(MoePath::Sm90, 2048, 8));
-/// assert!(!sm90_fp8_pingpong(MoePath::Sm90Cluster, 4096, 8));
-/// ```
-pub fn sm90_fp8_pingpong(path: MoePath, entries: usize, local: usize) -> bool {
-    match path {
-        MoePath::Auto => {
-            let local = local.max(1);
-            (SM90_MIN_ROWS_PER_EXPERT * local..=SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT * local).contains(&entries)
-        }
-        _ => sm90_pingpong(path, entries, local),
-    }
-}
-
 /// Time of a 128x128 GEMM2 tile over a 128x256 one ([`sm90_gemm2_tile`]): a little more
 /// than half (less operand reuse per `wgmma`). Measured on an H200 (ncu, Mixtral T = 1024:
 /// 445 us for 5 rounds of narrow tiles against 467 us for 3 of wide ones; BENCHMARKS.md,
