@@ -463,7 +463,8 @@ pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
 /// The SM90 GEMM configurations of the catalogue (the ones `ops` selects, and one per
 /// schedule): bf16 TN, cooperative 128x256x64 and 128x128x64, ping-pong 64x128x64 (decode
 /// shapes), warp-specialized 128x128x64, the C-less cooperative 128x256x64, both
-/// cooperative 128x256x64 units again with hybrid stream-K, and a fused scaled_mm-style epilogue (per-row / per-column f32 scales, bf16 bias).
+/// cooperative 128x256x64 units again with hybrid stream-K, the 8-bit scaled GEMMs, and a
+/// fused scaled_mm-style epilogue (per-row / per-column f32 scales, bf16 bias).
 pub fn gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     use crate::gemm_sm90::{GemmSm90Config, Sm90Schedule};
     use rcute_collective::fusion::ScaleKind;
@@ -480,14 +481,22 @@ pub fn gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
         v.push(GemmSm90Config { stream_k: true, ..c });
     }
     // The INT8 / FP8 scaled GEMMs `ops` runs on sm_90 (s8 with per-row / per-column
-    // scales and a bf16 bias; e4m3 with row-wise scales), BK = 128.
-    for (ab, bias) in [
-        (rcute_atom::Element::S8, Some(rcute_atom::Element::BF16)),
-        (rcute_atom::Element::E4M3, None),
+    // scales and a bf16 bias; e4m3 with row-wise scales), BK = 128: the cooperative
+    // 128x256x128 unit without a wgmma batch in flight (FP8's rule, INT8's tuning-table
+    // entries) and the INT8 rule's 128x128x128 ping-pong unit.
+    let (s8, e4m3, bf16) = (
+        rcute_atom::Element::S8,
+        rcute_atom::Element::E4M3,
+        rcute_atom::Element::BF16,
+    );
+    for (ab, bias, tile, schedule, mma_pipe) in [
+        (s8, Some(bf16), [128, 256, 128], Sm90Schedule::Cooperative, 0),
+        (s8, Some(bf16), [128, 128, 128], Sm90Schedule::PingPong, 1),
+        (e4m3, None, [128, 256, 128], Sm90Schedule::Cooperative, 0),
     ] {
-        let mut c = GemmSm90Config::bf16([128, 256, 128], Sm90Schedule::Cooperative);
+        let mut c = GemmSm90Config::bf16(tile, schedule);
         c.ab = ab;
-        c.mma_pipe = 0;
+        c.mma_pipe = mma_pipe;
         c.fusion =
             rcute_collective::Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, bias).expect("a valid preset");
         v.push(c);
