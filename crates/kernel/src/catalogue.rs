@@ -481,25 +481,26 @@ pub fn gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
         v.push(GemmSm90Config { stream_k: true, ..c });
     }
     // The INT8 / FP8 scaled GEMMs `ops` runs on sm_90 (s8 with per-row / per-column
-    // scales and a bf16 bias; e4m3 with row-wise scales), BK = 128: the cooperative
-    // 128x256x128 unit without a wgmma batch in flight (FP8's rule, INT8's tuning-table
-    // entries) and the INT8 rule's 128x128x128 ping-pong unit.
+    // scales and a bf16 bias; e4m3 with row-wise scales), BK = 128: the two kernels of the
+    // rule above decode shapes, 128x128x128 ping-pong, and 128x256x128 cooperative without a
+    // wgmma batch in flight for operands past the L2.
     let (s8, e4m3, bf16) = (
         rcute_atom::Element::S8,
         rcute_atom::Element::E4M3,
         rcute_atom::Element::BF16,
     );
-    for (ab, bias, tile, schedule, mma_pipe) in [
-        (s8, Some(bf16), [128, 256, 128], Sm90Schedule::Cooperative, 0),
-        (s8, Some(bf16), [128, 128, 128], Sm90Schedule::PingPong, 1),
-        (e4m3, None, [128, 256, 128], Sm90Schedule::Cooperative, 0),
-    ] {
-        let mut c = GemmSm90Config::bf16(tile, schedule);
-        c.ab = ab;
-        c.mma_pipe = mma_pipe;
-        c.fusion =
-            rcute_collective::Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, bias).expect("a valid preset");
-        v.push(c);
+    for (ab, bias) in [(s8, Some(bf16)), (e4m3, None)] {
+        for (tile, schedule, mma_pipe) in [
+            ([128, 256, 128], Sm90Schedule::Cooperative, 0),
+            ([128, 128, 128], Sm90Schedule::PingPong, 1),
+        ] {
+            let mut c = GemmSm90Config::bf16(tile, schedule);
+            c.ab = ab;
+            c.mma_pipe = mma_pipe;
+            c.fusion = rcute_collective::Fusion::scaled_mm(ScaleKind::PerRow, ScaleKind::PerCol, bias)
+                .expect("a valid preset");
+            v.push(c);
+        }
     }
     let mut f = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::Cooperative);
     f.fusion =

@@ -604,18 +604,18 @@ impl Ops {
                 detail: "the SM90 kernel needs positive 16-byte batch strides (no broadcast operand)".into(),
             });
         }
-        let ab = if p.a.dtype == DType::E4M3 {
-            Element::E4M3
-        } else {
-            Element::S8
-        };
         let (cfg, split) = match forced {
             Some((c, s)) => (c.clone(), s),
-            None => crate::select::select_scaled_sm90(ab, p.m, p.n, p.k, p.l, self.gpu().sm_count()),
+            None => crate::select::select_scaled_sm90(p.m, p.n, p.k, p.l, self.gpu().sm_count()),
         };
         let out = match p.out.dtype {
             DType::F16 => Element::F16,
             _ => Element::BF16,
+        };
+        let ab = if p.a.dtype == DType::E4M3 {
+            Element::E4M3
+        } else {
+            Element::S8
         };
         let cfg = sm90_scaled_config(cfg, ab, out, p.a_scale_kind, p.b_scale_kind, p.bias.is_some())?;
         let loaded = self.load_gemm_sm90(&cfg)?;

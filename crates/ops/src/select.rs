@@ -32,44 +32,46 @@ fn decode_split_k(m: usize, n: usize, k: usize, l: usize, tile: [usize; 3], sms:
     split
 }
 
-/// Pick the Hopper kernel of an 8-bit scaled GEMM with `ab` operands (`S8` or `E4M3`).
+/// Pick the Hopper kernel of an 8-bit (s8 or e4m3) scaled GEMM.
 ///
 /// Decode shapes (`m <= 128`): 64x128x128 ping-pong, splitting K until about one wave (as
 /// [`select_sm90`] does for bf16).
 ///
-/// Larger INT8 problems: 128x128x128 ping-pong (one warpgroup's epilogue overlaps the
-/// other's mainloop) with the tile walk in bands of 4 (`swizzle_log2` 2). Measured on an H100
-/// against the cooperative 128x256x128 kernel this rule had before, two rounds each
-/// (BENCHMARKS.md, "Session 18 (helper q8pp)" and the lead's call Q): 512x4096x4096 23.4 ->
-/// 14.6 us, 2048x4096x4096 53.2 -> 44.0, 1024x14336x4096 90.1-91.1 -> 79.2-79.4,
-/// 6144x4096x4096 151-152 -> 134-136, 4096x14336x4096 348-352 -> 321-327 (cuBLASLt's INT8
-/// GEMM 0.90-0.99x -> 1.02-1.05x), 8192^3 830 -> 798-811; 1024x4096x4096 unchanged.
+/// Larger problems whose operands stay in the L2 (`large_swizzle_log2` 0): 128x128x128
+/// ping-pong (one warpgroup's epilogue overlaps the other's mainloop) with the tile walk in
+/// bands of 4 (`swizzle_log2` 2). Measured on an H100 against the cooperative 128x256x128
+/// kernel this rule had before (BENCHMARKS.md, "Session 18 (helper q8pp)" and the lead's
+/// calls Q and F), INT8 in two rounds: 512x4096x4096 23.4 -> 14.6 us, 2048x4096x4096 53.2 ->
+/// 44.0, 1024x14336x4096 90-91 -> 79-83, 6144x4096x4096 151 -> 134, 4096x14336x4096 0.91-0.97x
+/// -> 1.04-1.06x cuBLASLt's INT8 GEMM; FP8 in three rounds against cuBLASLt's e4m3 GEMM with
+/// row-wise scales: 4096x14336x4096 1.05-1.17x -> 1.19-1.23x, 4096^3 1.07x -> 1.21-1.23x,
+/// 512..2048 rows 12-38 % less time.
 ///
-/// Larger FP8 problems: 128x256x128 cooperative with no wgmma batch kept in flight
-/// (`mma_pipe = 0`: each stage is released as soon as both consumer warpgroups finished it,
-/// so more TMA loads are in flight; measured on the H200 with `rcute bench scaled-mm
-/// --config sm90:...,w0`: FP8 8192^3 1210 -> 1386 TFLOP/s in one run) and the tile walk
-/// swizzled where an operand outgrows the L2 (`large_swizzle_log2`). (The INT8 ping-pong
-/// kernel was mixed for FP8 in one round at 4096x14336x4096: not taken.)
-pub fn select_scaled_sm90(ab: GemmElement, m: usize, n: usize, k: usize, l: usize, sms: u32) -> (GemmSm90Config, u32) {
+/// Larger operands (`large_swizzle_log2` 3, e.g. 8192^3): 128x256x128 cooperative with no
+/// wgmma batch kept in flight (`mma_pipe = 0`: each stage is released as soon as both
+/// consumer warpgroups finished it, so more TMA loads are in flight) and the tile walk in
+/// bands of 8. There the ping-pong kernel was 2.6-10 % slower (FP8 in two of three rounds,
+/// INT8 in both rounds of call Q).
+pub fn select_scaled_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> (GemmSm90Config, u32) {
     if m <= 128 {
         let cfg = GemmSm90Config::bf16([64, 128, 128], Sm90Schedule::PingPong);
         return (cfg, decode_split_k(m, n, k, l, [64, 128, 128], sms));
     }
-    if ab == GemmElement::S8 {
+    let swizzle = large_swizzle_log2(m, n, k, 1);
+    if swizzle == 0 {
         let mut cfg = GemmSm90Config::bf16([128, 128, 128], Sm90Schedule::PingPong);
-        cfg.swizzle_log2 = INT8_PINGPONG_SWIZZLE_LOG2;
+        cfg.swizzle_log2 = PINGPONG_8BIT_SWIZZLE_LOG2;
         return (cfg, 1);
     }
     let mut cfg = GemmSm90Config::bf16([128, 256, 128], Sm90Schedule::Cooperative);
-    (cfg.mma_pipe, cfg.swizzle_log2) = (0, large_swizzle_log2(m, n, k, 1));
+    (cfg.mma_pipe, cfg.swizzle_log2) = (0, swizzle);
     (cfg, 1)
 }
 
-/// The tile-walk bands of the INT8 ping-pong kernel of [`select_scaled_sm90`]: `1 << 2`
-/// tiles (bands of 2 lost 2-11 % at 1024x14336x4096 and 2048x4096x4096, at 4096^3 and
+/// The tile-walk bands of the 8-bit ping-pong kernel of [`select_scaled_sm90`]: `1 << 2`
+/// tiles (INT8: bands of 2 lost 2-11 % at 1024x14336x4096 and 2048x4096x4096, at 4096^3 and
 /// 6144x4096x4096 they were within 2 %; unswizzled, the ping-pong kernel lost 7-37 %).
-const INT8_PINGPONG_SWIZZLE_LOG2: u32 = 2;
+const PINGPONG_8BIT_SWIZZLE_LOG2: u32 = 2;
 
 /// The tile-walk swizzle of a large-problem SM90 kernel: bands of `1 << 3` tiles across the
 /// raster's minor mode where the smaller operand (`min(m, n)` rows of `k` elements of
@@ -395,40 +397,37 @@ mod tests {
         assert_eq!(select_sm90(4096, 4096, 4096, 1, 132).unwrap().0.swizzle_log2, 0);
         assert_eq!(select_sm90(4096, 14336, 4096, 1, 132).unwrap().0.swizzle_log2, 0);
         assert_eq!(select_sm90(16, 65536, 65536, 1, 132).unwrap().0.swizzle_log2, 0);
-        let fp8 = |m, n, k| select_scaled_sm90(GemmElement::E4M3, m, n, k, 1, 132).0;
-        let f8 = fp8(8192, 8192, 8192);
-        assert_eq!((f8.tile, f8.mma_pipe, f8.swizzle_log2), ([128, 256, 128], 0, 3));
-        assert_eq!(fp8(4096, 14336, 4096).swizzle_log2, 0);
-        // 8-bit operands are half the bytes: 8192 x 4096 (32 MiB) stays unswizzled.
-        assert_eq!(fp8(8192, 8192, 4096).swizzle_log2, 0);
-        assert_eq!(fp8(128, 65536, 65536).swizzle_log2, 0);
+        let (s8, _) = select_scaled_sm90(8192, 8192, 8192, 1, 132);
+        assert_eq!((s8.tile, s8.mma_pipe, s8.swizzle_log2), ([128, 256, 128], 0, 3));
+        assert_eq!(select_scaled_sm90(128, 65536, 65536, 1, 132).0.swizzle_log2, 0);
     }
 
     #[test]
-    fn int8_above_decode_runs_the_swizzled_pingpong_kernel() {
+    fn eight_bit_above_decode_runs_the_swizzled_pingpong_kernel_where_operands_fit_the_l2() {
         for (m, n, k) in [
             (129, 4096, 4096),
             (4096, 14336, 4096),
-            (8192, 8192, 8192),
+            (8192, 8192, 4096),
             (512, 4096, 4096),
         ] {
-            let (c, split) = select_scaled_sm90(GemmElement::S8, m, n, k, 1, 132);
+            let (c, split) = select_scaled_sm90(m, n, k, 1, 132);
             assert_eq!(
                 (c.tile, c.schedule, c.swizzle_log2, split),
                 ([128, 128, 128], Sm90Schedule::PingPong, 2, 1)
             );
             // The measured kernel is `sm90:128x128x128,pp,r2`: default stages, pipe, cluster.
             assert_eq!((c.stages, c.mma_pipe, c.cluster), (None, 1, [1, 1]), "{m}x{n}x{k}");
-            // FP8 keeps the cooperative kernel.
-            let f = select_scaled_sm90(GemmElement::E4M3, m, n, k, 1, 132).0;
-            assert_eq!((f.tile, f.schedule), ([128, 256, 128], Sm90Schedule::Cooperative));
         }
-        // Decode shapes are the same for both.
-        for ab in [GemmElement::S8, GemmElement::E4M3] {
-            let (c, split) = select_scaled_sm90(ab, 16, 4096, 4096, 1, 132);
-            assert_eq!((c.tile, c.schedule), ([64, 128, 128], Sm90Schedule::PingPong));
-            assert!(split > 1);
-        }
+        // Operands past 32 MiB: the cooperative kernel in bands of 8.
+        let (c, _) = select_scaled_sm90(8192, 8192, 8192, 1, 132);
+        assert_eq!(
+            (c.tile, c.schedule, c.mma_pipe, c.swizzle_log2),
+            ([128, 256, 128], Sm90Schedule::Cooperative, 0, 3)
+        );
+        // Decode shapes split K on the 64x128x128 ping-pong kernel.
+        let (c, split) = select_scaled_sm90(16, 4096, 4096, 1, 132);
+        assert_eq!((c.tile, c.schedule), ([64, 128, 128], Sm90Schedule::PingPong));
+        assert!(split > 1);
     }
 
     #[test]

@@ -106,12 +106,7 @@ impl<Q: Operand8, T: Half> ScaledMmProbe<Q, T> {
         let hbias: Vec<T> = random(n, 7, T::from_f32);
         let gpu = ops.gpu();
         let arch = gpu.arch().ok_or("no rcute arch for this GPU")?;
-        let ab = if Q::DTYPE == DType::E4M3 {
-            rcute_kernel::gemm_sm80::GemmElement::E4M3
-        } else {
-            rcute_kernel::gemm_sm80::GemmElement::S8
-        };
-        let mut candidates = scaled_mm_candidates(ab, m, n, k, 1, gpu.compute_capability(), gpu.sm_count());
+        let mut candidates = scaled_mm_candidates(m, n, k, 1, gpu.compute_capability(), gpu.sm_count());
         if Q::DTYPE == DType::E4M3 {
             candidates.retain(|c| matches!(c, ConfigSpec::Sm90(_)));
         }

@@ -19,7 +19,7 @@
 //! assert!(gemm_candidates(16, 4096, 4096, 1, (8, 0), 108).iter().all(|s| !s.to_string().starts_with("sm90:")));
 //! ```
 
-use rcute_kernel::gemm_sm80::{GemmElement, GemmSm80Config, Major, SplitKMode};
+use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
 use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
 
 pub use super::space_awq_moe::{awq_candidates, moe_candidates};
@@ -383,18 +383,10 @@ fn generates_scaled(spec: &ConfigSpec) -> bool {
     }
 }
 
-/// The scaled-mm rules' choice (for `ab` operands) as a spec.
-fn scaled_rules_choice(
-    ab: GemmElement,
-    m: usize,
-    n: usize,
-    k: usize,
-    l: usize,
-    cc: (u32, u32),
-    sms: u32,
-) -> ConfigSpec {
+/// The scaled-mm rules' choice as a spec.
+fn scaled_rules_choice(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), sms: u32) -> ConfigSpec {
     if cc == (9, 0) {
-        let (cfg, split_k) = select_scaled_sm90(ab, m, n, k, l, sms);
+        let (cfg, split_k) = select_scaled_sm90(m, n, k, l, sms);
         // The scaled kernels' rules also fix the MMA pipelining (w0 for 128x256x128).
         return ConfigSpec::Sm90(Sm90Spec {
             mma_pipe: Some(cfg.mma_pipe),
@@ -413,32 +405,22 @@ fn scaled_rules_choice(
     })
 }
 
-/// The candidates for the 8-bit `scaled_mm` with `ab` operands (`S8` or `E4M3`, K-major)
-/// on a GPU of compute capability `cc` with `sms` SMs, the rules' choice for `ab` first, at
-/// most [`MAX_CANDIDATES`], each accepted by the generator (for FP8 e4m3 on sm_90 only the
-/// `sm90:` ones run).
+/// The candidates for the INT8 `scaled_mm` (s8 operands, K-major) on a GPU of compute
+/// capability `cc` with `sms` SMs, the rules' choice first, at most [`MAX_CANDIDATES`],
+/// each accepted by the generator. (Specs carry no element types: the same candidates
+/// serve FP8 e4m3 on sm_90, where only the `sm90:` ones run.)
 ///
 /// ```
-/// use rcute_kernel::gemm_sm80::GemmElement;
 /// use rcute_ops::tuning::space::scaled_mm_candidates;
-/// let c = scaled_mm_candidates(GemmElement::S8, 16, 4096, 4096, 1, (9, 0), 132);
+/// let c = scaled_mm_candidates(16, 4096, 4096, 1, (9, 0), 132);
 /// assert!(c[0].to_string().starts_with("sm90:64x128x128"));
 /// assert!(c.iter().any(|s| !s.to_string().starts_with("sm90:")));
-/// // Above decode shapes the INT8 rule is the swizzled ping-pong kernel, FP8's cooperative.
-/// let big = |ab| scaled_mm_candidates(ab, 4096, 4096, 4096, 1, (9, 0), 132)[0].to_string();
-/// assert_eq!(big(GemmElement::S8), "sm90:128x128x128,pp,r2,w1");
-/// assert!(big(GemmElement::E4M3).starts_with("sm90:128x256x128,coop"));
+/// // Above decode shapes, where the operands stay in the L2: the swizzled ping-pong kernel.
+/// let big = scaled_mm_candidates(4096, 4096, 4096, 1, (9, 0), 132);
+/// assert_eq!(big[0].to_string(), "sm90:128x128x128,pp,r2,w1");
 /// ```
-pub fn scaled_mm_candidates(
-    ab: GemmElement,
-    m: usize,
-    n: usize,
-    k: usize,
-    l: usize,
-    cc: (u32, u32),
-    sms: u32,
-) -> Vec<ConfigSpec> {
-    let mut all = vec![scaled_rules_choice(ab, m, n, k, l, cc, sms)];
+pub fn scaled_mm_candidates(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), sms: u32) -> Vec<ConfigSpec> {
+    let mut all = vec![scaled_rules_choice(m, n, k, l, cc, sms)];
     if cc == (9, 0) {
         all.extend(sm90_scaled(m, n, k, l, sms));
         all.extend(sm90_deep(m, n, k, l, sms, Family::Scaled8));
@@ -490,7 +472,7 @@ mod tests {
     #[test]
     fn decode_shapes_get_narrow_tiles_and_finer_splits() {
         for m in [32, 64, 128] {
-            let s = scaled_mm_candidates(GemmElement::S8, m, 4096, 4096, 1, (9, 0), 132);
+            let s = scaled_mm_candidates(m, 4096, 4096, 1, (9, 0), 132);
             assert!(s.len() < MAX_CANDIDATES, "{m}: scaled-mm space cut off at {}", s.len());
             let c = gemm_candidates(m, 4096, 4096, 1, (9, 0), 132);
             let names: Vec<String> = c.iter().map(|s| s.to_string()).collect();
@@ -521,7 +503,7 @@ mod tests {
             );
         }
         for m in [32, 64, 128] {
-            let s = scaled_mm_candidates(GemmElement::S8, m, 4096, 4096, 1, (9, 0), 132);
+            let s = scaled_mm_candidates(m, 4096, 4096, 1, (9, 0), 132);
             let deep: Vec<&ConfigSpec> = s
                 .iter()
                 .filter(|c| matches!(c, ConfigSpec::Sm90(s) if s.stages.is_some_and(|st| st > 8)))
@@ -557,15 +539,11 @@ mod tests {
     #[test]
     fn scaled_mm_candidates_start_with_the_rules_and_fit_the_gpu() {
         for &(m, n, k) in &[(16, 4096, 4096), (128, 14336, 4096), (4096, 4096, 4096)] {
-            let hopper = scaled_mm_candidates(GemmElement::S8, m, n, k, 1, (9, 0), 132);
-            assert_eq!(
-                hopper[0],
-                scaled_rules_choice(GemmElement::S8, m, n, k, 1, (9, 0), 132),
-                "{m}x{n}x{k}"
-            );
+            let hopper = scaled_mm_candidates(m, n, k, 1, (9, 0), 132);
+            assert_eq!(hopper[0], scaled_rules_choice(m, n, k, 1, (9, 0), 132), "{m}x{n}x{k}");
             assert!(hopper.iter().any(|c| matches!(c, ConfigSpec::Sm80(_))));
-            let ampere = scaled_mm_candidates(GemmElement::S8, m, n, k, 1, (8, 0), 108);
-            assert_eq!(ampere[0], scaled_rules_choice(GemmElement::S8, m, n, k, 1, (8, 0), 108));
+            let ampere = scaled_mm_candidates(m, n, k, 1, (8, 0), 108);
+            assert_eq!(ampere[0], scaled_rules_choice(m, n, k, 1, (8, 0), 108));
             assert!(
                 ampere.iter().all(|c| matches!(c, ConfigSpec::Sm80(_))),
                 "no sm90 kernel on sm_80"
