@@ -50,8 +50,8 @@ fn decode_split_k(m: usize, n: usize, k: usize, l: usize, tile: [usize; 3], sms:
 /// Larger operands (`large_swizzle_log2` 3, e.g. 8192^3): 128x256x128 cooperative with no
 /// wgmma batch kept in flight (`mma_pipe = 0`: each stage is released as soon as both
 /// consumer warpgroups finished it, so more TMA loads are in flight) and the tile walk in
-/// bands of 8. There the ping-pong kernel was 2.6-10 % slower (FP8 in two of three rounds,
-/// INT8 in both rounds of call Q).
+/// bands of 8. There the ping-pong kernel took 3-11 % longer (FP8 in two of three runs of
+/// call F, INT8 in both rounds of call Q).
 pub fn select_scaled_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> (GemmSm90Config, u32) {
     if m <= 128 {
         let cfg = GemmSm90Config::bf16([64, 128, 128], Sm90Schedule::PingPong);
