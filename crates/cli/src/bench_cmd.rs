@@ -5,7 +5,7 @@
 //! B (the weight) rotates call by call over copies totalling more than three times the L2
 //! (`--rotate-mb`), for rcute and cuBLAS alike, so decode shapes read it from HBM.
 
-use crate::bench_timing::{host_us, max_abs_diff, median_us, parse_shapes, Rotation, ROTATE_BYTES};
+use crate::bench_timing::{host_us, max_rel_diff, median_us, parse_shapes, Rotation, ROTATE_BYTES};
 use crate::lt_peer::LtGemm;
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::CudaSlice;
@@ -364,12 +364,9 @@ fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
             // Every copy of B holds the same values: the last outputs of both compare.
             let err = match peer_us {
                 Some(_) => {
-                    let (got, want) = (
-                        stream.clone_dtoh(&d).map_err(e)?,
-                        stream.clone_dtoh(&d_peer).map_err(e)?,
-                    );
-                    let scale = want.iter().fold(0f64, |acc, v| acc.max(v.to_f64().abs()));
-                    max_abs_diff(got.iter().map(|v| v.to_f64()), want.iter().map(|v| v.to_f64())) / scale.max(1e-30)
+                    let f64s = |v: Vec<bf16>| v.iter().map(|x| x.to_f64()).collect::<Vec<_>>();
+                    let got = f64s(stream.clone_dtoh(&d).map_err(e)?);
+                    max_rel_diff(&got, &f64s(stream.clone_dtoh(&d_peer).map_err(e)?))
                 }
                 None => f64::NAN,
             };

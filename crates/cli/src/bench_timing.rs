@@ -97,6 +97,13 @@ pub fn host_us(stream: &Arc<CudaStream>, f: &mut dyn FnMut() -> Result<(), Strin
     Ok(v[v.len() / 2])
 }
 
+/// [`max_abs_diff`] relative to the largest `|want|` (at least 1e-30): the benches'
+/// `max_rel_err` of an output against its peer's.
+pub fn max_rel_diff(got: &[f64], want: &[f64]) -> f64 {
+    let scale = want.iter().fold(1e-30, |m: f64, w| m.max(w.abs()));
+    max_abs_diff(got.iter().copied(), want.iter().copied()) / scale
+}
+
 /// The largest `|got - want|`, NaN when any pair differs by NaN (a NaN output, or an
 /// infinity against an infinity): `f64::max` alone would skip NaN and report 0 for an
 /// output that is NaN everywhere.
@@ -123,7 +130,14 @@ pub fn copy_bandwidth(stream: &Arc<CudaStream>, bytes: usize, iters: usize) -> R
 
 #[cfg(test)]
 mod tests {
-    use super::{max_abs_diff, parse_shape, parse_shapes};
+    use super::{max_abs_diff, max_rel_diff, parse_shape, parse_shapes};
+
+    #[test]
+    fn max_rel_diff_scales_by_the_largest_reference() {
+        assert_eq!(max_rel_diff(&[1.0, 2.0, -3.0], &[1.5, 2.0, -4.0]), 0.25);
+        assert!(max_rel_diff(&[f64::NAN], &[1.0]).is_nan());
+        assert_eq!(max_rel_diff(&[0.0], &[0.0]), 0.0);
+    }
 
     #[test]
     fn max_abs_diff_keeps_nan() {

@@ -225,9 +225,9 @@ impl AwqMainloopConfig {
     /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
     /// let cfg = AwqMainloopConfig::new(Element::F16, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring();
     /// assert!(cfg.streamed && cfg.prepared && cfg.shared_ring);
-    /// assert_eq!(AwqMainloop::new(&cfg).unwrap().streamed.unwrap().ring_bytes, 4 * 512 * 16);
+    /// assert_eq!(AwqMainloop::new(&cfg).unwrap().streamed.unwrap().ring_bytes(), 4 * 512 * 16);
     /// let plain = AwqMainloopConfig::new(Element::F16, [8, 64, 64], [16, 1], 4, 4).streamed();
-    /// assert_eq!(AwqMainloop::new(&plain).unwrap().streamed.unwrap().ring_bytes, 0);
+    /// assert_eq!(AwqMainloop::new(&plain).unwrap().streamed.unwrap().ring_bytes(), 0);
     /// // the checkpoint words keep their register ring
     /// assert!(!cfg.streamed_checkpoint().shared_ring);
     /// ```

@@ -131,10 +131,6 @@ pub struct AwqStreamed {
     /// The weight's streaming load (read-only path, no L1 allocation): 16 bytes of the
     /// prepared layout, or one 4-byte checkpoint word (four per lane and step).
     pub load: CopyOp,
-    /// Bytes of the weight's shared ring ([`AwqStreamed::with_shared_ring`]; after the
-    /// staged `x` and its zero row): `ring x threads x 16`, lane `l` of the CTA's threads
-    /// owning bytes `16 (d threads + l) ..` of slot `d`; 0 with the ring of registers.
-    pub ring_bytes: i64,
     /// The prepared weight's shared ring ([`crate::lane_ring`]: `ring` slots of one 16-byte
     /// unit per thread), with [`AwqStreamed::with_shared_ring`]; `None` with the ring of
     /// registers.
@@ -175,7 +171,6 @@ impl AwqStreamed {
                 StreamedWeight::Prepared => 16,
                 StreamedWeight::Checkpoint => 4,
             }),
-            ring_bytes: 0,
             lane_ring: None,
             cluster: [
                 cluster_sync_sm90(),
@@ -199,19 +194,25 @@ impl AwqStreamed {
     /// ```
     /// use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight};
     /// let s = AwqStreamed::new(8, [8, 1], 12, StreamedWeight::Prepared).unwrap().with_shared_ring();
-    /// assert_eq!(s.ring_bytes, 12 * 256 * 16);
+    /// assert_eq!(s.ring_bytes(), 12 * 256 * 16);
     /// assert_eq!(s.lane_ring.as_ref().map(|r| (r.slots, r.units, r.threads)), Some((12, 1, 256)));
     /// let c = AwqStreamed::new(8, [8, 1], 12, StreamedWeight::Checkpoint).unwrap().with_shared_ring();
-    /// assert_eq!((c.ring_bytes, c.lane_ring), (0, None));
+    /// assert_eq!((c.ring_bytes(), c.lane_ring), (0, None));
     /// ```
     pub fn with_shared_ring(mut self) -> Self {
         if self.weight == StreamedWeight::Prepared {
             let ring =
                 LaneRing::new(self.ring, 1, 32 * self.k_slices * self.col_blocks).expect("a positive ring and warps");
-            self.ring_bytes = ring.bytes();
             self.lane_ring = Some(ring);
         }
         self
+    }
+
+    /// Bytes of the prepared weight's shared ring (after the staged `x` and its zero row):
+    /// `ring x threads x 16`, lane `l` of the CTA's threads owning bytes `16 (d threads + l)
+    /// ..` of slot `d`; 0 with the ring of registers.
+    pub fn ring_bytes(&self) -> i64 {
+        self.lane_ring.as_ref().map_or(0, LaneRing::bytes)
     }
 
     /// Bytes of the staged `x` of `rows` rows and the zero row after them (the B fragments
@@ -243,7 +244,7 @@ impl AwqStreamed {
     /// assert_eq!(r.smem_bytes_for(1), 2 * 2056 * 4 + 4 * 512 * 16);
     /// ```
     pub fn smem_bytes_for(&self, rows: i64) -> i64 {
-        (self.x_bytes(rows) + self.ring_bytes).max(self.part_offset_for(rows) + self.part_bytes)
+        (self.x_bytes(rows) + self.ring_bytes()).max(self.part_offset_for(rows) + self.part_bytes)
     }
 
     /// Dynamic shared memory of a CTA of `bm` rows (the plan's most).

@@ -52,8 +52,8 @@ pub const CHUNK_K: i64 = 32;
 pub const WARP_ROWS: i64 = 16;
 
 /// Most bytes of a shared ring ([`MoeStreamed::with_shared_ring`]): an SM90 block's
-/// opt-in shared memory (227 KB).
-pub const MAX_RING_BYTES: i64 = 227 * 1024;
+/// opt-in shared memory ([`crate::SM90_SMEM_CAPACITY`], 227 KB).
+pub const MAX_RING_BYTES: i64 = crate::SM90_SMEM_CAPACITY as i64;
 
 /// The plan of a register-streamed grouped decode GEMM.
 #[derive(Clone, Debug, PartialEq, Eq)]

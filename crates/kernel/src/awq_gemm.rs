@@ -347,7 +347,7 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
                     "{name}: AWQ W4A16 GEMM, {} x (int4 {weight}, {} scales), {bm} rows x {bn} columns, warps {} along K x {} along N, {} k16 steps in flight per warp",
                     cfg.element, cfg.element, st.k_slices, st.col_blocks, st.ring
                 ),
-                if st.ring_bytes > 0 {
+                if st.ring_bytes() > 0 {
                     format!("Register-streamed A fragments: swap-AB mma.sync (weight = A, x = B), each lane's weight steps through its own slots of a shared cp.async ring, no CTA barrier in the loop (rcute_collective::awq_streamed){origin}.")
                 } else {
                     format!("Register-streamed: swap-AB mma.sync (weight = A, x = B), no shared-memory weight stage (rcute_collective::awq_streamed){origin}.")
@@ -453,7 +453,7 @@ const CTA_SMEM_RESERVED: i64 = 1024;
 /// ```
 fn min_blocks(p: &AwqMainloop) -> Option<i64> {
     if let Some(st) = &p.streamed {
-        return (st.ring_bytes > 0 && st.b_frags > 1).then_some(1);
+        return (st.ring_bytes() > 0 && st.b_frags > 1).then_some(1);
     }
     if !p.config.prepared || p.mi * p.ns != 1 {
         return None;

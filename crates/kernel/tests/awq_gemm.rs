@@ -254,7 +254,7 @@ fn shared_ring_streamed_kernels_compile_without_spills_and_wait_by_count() {
         let g = generate(&cfg).unwrap();
         assert!(g.name.ends_with("_prepared_streamed_sring"), "{}", g.name);
         let st = g.plan.streamed.as_ref().unwrap();
-        assert_eq!(st.ring_bytes, st.ring * g.plan.threads * 16, "{}", g.name);
+        assert_eq!(st.ring_bytes(), st.ring * g.plan.threads * 16, "{}", g.name);
         for arch in [Arch::Sm80, Arch::Sm90a] {
             let Some(k) = compile_clean(tk, &g, arch) else { continue };
             for op in [

@@ -77,8 +77,12 @@ pub fn plan(cfg: &GroupedGemmConfig) -> Result<MoeStreamed, GroupedGemmError> {
     if !cfg.shared_ring {
         return Ok(p);
     }
-    p.with_shared_ring()
-        .ok_or_else(|| bad("the shared ring (ring x parts x 2 x 16 bytes per lane) holds at most 227 KB"))
+    p.with_shared_ring().ok_or_else(|| {
+        bad(&format!(
+            "the shared ring (ring x parts x 2 x 16 bytes per lane) holds at most {} bytes",
+            rcute_collective::moe_streamed::MAX_RING_BYTES
+        ))
+    })
 }
 
 /// The kernel name of a streamed configuration.
