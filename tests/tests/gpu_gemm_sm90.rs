@@ -336,6 +336,11 @@ pub fn configs() -> Vec<GemmSm90Config> {
     f = f.without_c();
     f.swizzle_log2 = 2;
     v.push(f);
+    // The bf16 rule's large-problem kernel (`select_sm90`): 128x128 ping-pong without C,
+    // bands of 4 tiles.
+    let mut f = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::PingPong).without_c();
+    f.swizzle_log2 = 2;
+    v.push(f);
     // Clusters with TMA multicast: 2x1 (B shared), 1x2 (A shared), 2x2 ping-pong.
     for (cluster, tile, sched) in [
         ([2, 1], [128, 256, 64], Sm90Schedule::Cooperative),

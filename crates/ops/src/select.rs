@@ -113,8 +113,16 @@ pub fn select_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Option<(
     let mut cfg = GemmSm90Config::bf16(tile, Sm90Schedule::Cooperative);
     cfg.swizzle_log2 = large_swizzle_log2(m, n, k, 2);
     cfg.stream_k = stream_k_pays(&cfg, m, n, k, l, sms);
+    if cfg.swizzle_log2 == 0 && !cfg.stream_k {
+        let mut pp = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::PingPong);
+        pp.swizzle_log2 = PINGPONG_BF16_SWIZZLE_LOG2;
+        return Some((pp, 1));
+    }
     Some((cfg, 1))
 }
+
+/// The tile-walk bands of the bf16 ping-pong kernel of [`select_sm90`]: `1 << 2` tiles.
+const PINGPONG_BF16_SWIZZLE_LOG2: u32 = 2;
 
 /// Whether the 128x256x64 cooperative kernel of `cfg` runs an `m x n x k` problem faster
 /// with hybrid stream-K ([`rcute_kernel::stream_k`]): one to four whole waves of tiles and

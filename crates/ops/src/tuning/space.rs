@@ -6,7 +6,8 @@
 //! (serial and parallel) on every GPU; on sm_90 also the Hopper kernel's tiles (32 to 256
 //! columns), schedules, clusters 1x1 / 2x1 and split-K, and for decode shapes (M <= 128)
 //! the 64-row tiles again with the deepest pipeline that fits (clusters 1x1 / 1x2 / 2x1,
-//! split-K 1 and 2). Split-K stays where each split
+//! split-K 1 and 2); above decode shapes the 128-row ping-pong and 128x256 cooperative
+//! tiles also with swizzled tile walks (bands of 2, 4, 8 tiles). Split-K stays where each split
 //! keeps at least 4 k-tiles and the grid stays within four waves; tiles whose rows exceed
 //! M several times over are left out. Every candidate generates (the generator accepts
 //! it); the rules' own choice is first.
@@ -116,7 +117,49 @@ fn sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
         ([128, 128, 64], Cooperative, None),
         ([128, 256, 64], Cooperative, None),
     ];
-    sm90_specs(&geometries, m, n, k, l, sms)
+    let mut out = sm90_specs(&geometries, m, n, k, l, sms);
+    out.extend(sm90_swizzled(
+        &[
+            ([128, 128, 64], PingPong, None),
+            ([128, 256, 64], Cooperative, None),
+        ],
+        m,
+    ));
+    out
+}
+
+/// The tile-walk swizzles ([`Sm90Spec::swizzle_log2`]) that [`sm90_swizzled`] adds.
+const SWIZZLES_LOG2: [u32; 3] = [1, 2, 3];
+
+/// Hopper specs of `(tile, schedule, MMA pipelining)` geometries with a swizzled tile walk
+/// (bands of 2, 4 and 8 tiles), for problems above decode shapes (`m > 128`), cluster 1x1,
+/// no split-K. The swizzle is a launch argument (the same kernel as the unswizzled
+/// candidate), but it decides which operand tiles a wave shares in the L2: unswizzled, the
+/// 8-bit `128x128x128` ping-pong kernel lost 7-37 % to the rule, with bands of 4 tiles it won
+/// 4-19 % (BENCHMARKS.md, "Session 18 (helper q8pp)"), which no tuner run could find
+/// without these candidates.
+fn sm90_swizzled(geometries: &[([i64; 3], Sm90Schedule, Option<u32>)], m: usize) -> Vec<ConfigSpec> {
+    if m <= 128 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for &(tile, schedule, mma_pipe) in geometries {
+        for swizzle_log2 in SWIZZLES_LOG2 {
+            out.push(ConfigSpec::Sm90(Sm90Spec {
+                tile,
+                schedule,
+                stages: None,
+                epi_tile: None,
+                swizzle_log2,
+                raster: Default::default(),
+                split_k: 1,
+                cluster: [1, 1],
+                mma_pipe,
+                stream_k: false,
+            }));
+        }
+    }
+    out
 }
 
 /// Hopper specs of `(tile, schedule, MMA pipelining)` geometries: tiles of at most M's rows
@@ -353,7 +396,16 @@ fn sm90_scaled(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSp
         ([128, 128, 128], Cooperative, None),
         ([128, 256, 128], Cooperative, Some(0)),
     ];
-    sm90_specs(&geometries, m, n, k, l, sms)
+    let mut out = sm90_specs(&geometries, m, n, k, l, sms);
+    // `w1` spelled out for ping-pong as the rules' choice spells it (the same kernel).
+    out.extend(sm90_swizzled(
+        &[
+            ([128, 128, 128], PingPong, Some(1)),
+            ([128, 256, 128], Cooperative, Some(0)),
+        ],
+        m,
+    ));
+    out
 }
 
 /// Whether the generator accepts `spec` for the INT8 scaled-mm of the benchmark (per-token
@@ -444,6 +496,32 @@ mod tests {
                     assert!(!c[i + 1..].contains(x), "{x} twice");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn swizzled_tile_walks_are_candidates_above_decode_shapes() {
+        let names = |c: Vec<ConfigSpec>| c.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for &(m, n, k) in &[(256, 4096, 4096), (4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096)] {
+            let bf16 = names(gemm_candidates(m, n, k, 1, (9, 0), 132));
+            let s8 = names(scaled_mm_candidates(m, n, k, 1, (9, 0), 132));
+            for r in 1..=3 {
+                let (pp, coop) = (format!("sm90:128x128x64,pp,r{r}"), format!("sm90:128x256x64,coop,r{r}"));
+                assert!(bf16.contains(&pp) && bf16.contains(&coop), "{m}x{n}x{k} r{r}: {bf16:?}");
+                let pp8 = format!("sm90:128x128x128,pp,r{r},w1");
+                let coop8 = format!("sm90:128x256x128,coop,r{r},w0");
+                assert!(s8.contains(&pp8) && s8.contains(&coop8), "{m}x{n}x{k} r{r}: {s8:?}");
+            }
+            // Nothing crowded out: the SM80-class candidates still close both spaces.
+            assert!(bf16.len() < MAX_CANDIDATES && s8.len() < MAX_CANDIDATES, "{m}x{n}x{k}");
+        }
+        for m in [16, 64, 128] {
+            let c = gemm_candidates(m, 4096, 4096, 1, (9, 0), 132);
+            let s = scaled_mm_candidates(m, 4096, 4096, 1, (9, 0), 132);
+            assert!(
+                c.iter().chain(&s).all(|x| !matches!(x, ConfigSpec::Sm90(s) if s.swizzle_log2 > 0)),
+                "{m}: decode shapes keep the plain walk"
+            );
         }
     }
 
