@@ -463,7 +463,8 @@ pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
 /// The SM90 GEMM configurations of the catalogue (the ones `ops` selects, and one per
 /// schedule): bf16 TN, cooperative 128x256x64 and 128x128x64, ping-pong 64x128x64 (decode
 /// shapes), warp-specialized 128x128x64, the C-less cooperative 128x256x64, both
-/// cooperative 128x256x64 units again with hybrid stream-K, the 8-bit scaled GEMMs, and a
+/// cooperative 128x256x64 units again with hybrid stream-K, ping-pong 128x128x64 with and
+/// without C (large problems whose operands stay in the L2), the 8-bit scaled GEMMs, and a
 /// fused scaled_mm-style epilogue (per-row / per-column f32 scales, bf16 bias).
 pub fn gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     use crate::gemm_sm90::{GemmSm90Config, Sm90Schedule};
@@ -480,6 +481,10 @@ pub fn gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     for c in [v[0].clone(), v[4].clone()] {
         v.push(GemmSm90Config { stream_k: true, ..c });
     }
+    // The bf16 rules' kernel above decode shapes while the operands stay in the L2:
+    // ping-pong 128x128x64 (its swizzled tile walk is a launch argument), with and without C.
+    let pp = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::PingPong);
+    v.extend([pp.clone(), pp.without_c()]);
     // The INT8 / FP8 scaled GEMMs `ops` runs on sm_90 (s8 with per-row / per-column
     // scales and a bf16 bias; e4m3 with row-wise scales), BK = 128: the two kernels of the
     // rule above decode shapes, 128x128x128 ping-pong, and 128x256x128 cooperative without a

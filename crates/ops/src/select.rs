@@ -100,9 +100,29 @@ const SWIZZLE_MIN_OPERAND_BYTES: usize = 32 << 20;
 
 /// Pick the Hopper kernel for an `m x n x k` problem, or `None` where the Ampere-class
 /// path is the better (or only) choice. The caller checks that the operands qualify
-/// (majors, types, alignment). Large problems (`m > 128`) get the 128x256x64 (128x128x64
-/// below N = 256) cooperative kernel, the tile walk swizzled where an operand outgrows the
-/// L2 (`large_swizzle_log2`).
+/// (majors, types, alignment). Large problems (`m > 128`) whose operands stay in the L2
+/// (`large_swizzle_log2` 0) get the 128x128x64 ping-pong kernel with its tile walk in bands
+/// of 4 tiles, except where hybrid stream-K pays (`stream_k_pays`); the others the
+/// 128x256x64 (128x128x64 below N = 256) cooperative kernel, swizzled in bands of 8.
+///
+/// Ping-pong overlaps one warpgroup's epilogue with the other's mainloop, which the
+/// cooperative kernel (128 accumulators per thread) cannot; unswizzled, its 128x128 tiles
+/// re-read more operand rows per wave and it lost 6-37 % at 2048^3, 4096^3,
+/// 4096x14336x4096 and 8192^3, which is why no earlier sweep (nor the tuner, whose space
+/// had only plain walks) chose it. Measured on an H100 (BENCHMARKS.md, "Session 19 (helper
+/// hbf16)"), ratios to cuBLAS in the same process, two rounds, `sm90:128x128x64,pp,r2`
+/// against the rule's `sm90:128x256x64,coop`: 4096x14336x4096 1.015 / 1.021 against 0.984 / 0.984, 4096^3
+/// 0.995 / 1.024 against 0.978 / 0.997 (`r3` 1.032 / 1.037), 2048^3 1.007 / 1.002 against
+/// 0.986 / 0.988, 2048x4096x4096 1.009 / 1.014 against 0.986 / 0.986, 1024x14336x4096
+/// 0.966 / 0.984 against 0.843 / 0.839; at 8192^3 (operands past the L2) 1.033 / 1.034
+/// against 1.017 / 1.015 for the rule's `coop,r3`, under 2 %, so that keeps the cooperative
+/// kernel. Bands of 2 or 8 were within 2 % of bands of 4 in at least one round at every
+/// shape, 0.3-3.7 % better at 4096^3 (whose `h100.json` entry runs `pp,r3`); `pp,r2,w0` (no
+/// batch in flight) lost about 25 %, `pp,r2,c2x1` 3-18 %. Before / after (A B B A, the rule
+/// alone): 4096x14336x4096 0.984 / 0.985 -> 1.025 / 1.020, 1024x14336x4096 0.862 / 0.911 ->
+/// 0.983 / 1.013, 2048x4096x4096 0.964 / 0.963 -> 0.978 / 0.977, 2048^3 0.994 / 0.989 ->
+/// 1.001 / 1.003, 4096^3 0.969 / 1.023 -> 0.944 / 0.996 (cuBLAS 177-192 us within the runs;
+/// rcute 182.9 / 187.8 -> 187.5 / 187.2 us: no gain at this shape with bands of 4).
 pub fn select_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Option<(GemmSm90Config, u32)> {
     if m <= 128 {
         // Decode shapes: 64x128 tiles, ping-pong, and split K until about one wave.
@@ -121,7 +141,8 @@ pub fn select_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Option<(
     Some((cfg, 1))
 }
 
-/// The tile-walk bands of the bf16 ping-pong kernel of [`select_sm90`]: `1 << 2` tiles.
+/// The tile-walk bands of the bf16 ping-pong kernel of [`select_sm90`]: `1 << 2` tiles
+/// (the best of 1, 2, 3 at 4096x14336x4096 in both rounds; see there).
 const PINGPONG_BF16_SWIZZLE_LOG2: u32 = 2;
 
 /// Whether the 128x256x64 cooperative kernel of `cfg` runs an `m x n x k` problem faster
@@ -401,13 +422,41 @@ mod tests {
     fn sm90_large_problems_swizzle_the_tile_walk() {
         let (big, split) = select_sm90(8192, 8192, 8192, 1, 132).unwrap();
         assert_eq!((big.tile, big.swizzle_log2, split), ([128, 256, 64], 3, 1));
-        // Operands of at most 32 MiB stay in the L2: the plain walk.
-        assert_eq!(select_sm90(4096, 4096, 4096, 1, 132).unwrap().0.swizzle_log2, 0);
-        assert_eq!(select_sm90(4096, 14336, 4096, 1, 132).unwrap().0.swizzle_log2, 0);
+        // Operands of at most 32 MiB stay in the L2: the ping-pong kernel in bands of 4.
+        assert_eq!(select_sm90(4096, 4096, 4096, 1, 132).unwrap().0.swizzle_log2, 2);
+        assert_eq!(select_sm90(4096, 14336, 4096, 1, 132).unwrap().0.swizzle_log2, 2);
+        // Decode shapes walk plainly.
         assert_eq!(select_sm90(16, 65536, 65536, 1, 132).unwrap().0.swizzle_log2, 0);
         let (s8, _) = select_scaled_sm90(8192, 8192, 8192, 1, 132);
         assert_eq!((s8.tile, s8.mma_pipe, s8.swizzle_log2), ([128, 256, 128], 0, 3));
         assert_eq!(select_scaled_sm90(128, 65536, 65536, 1, 132).0.swizzle_log2, 0);
+    }
+
+    #[test]
+    fn bf16_above_decode_runs_the_swizzled_pingpong_kernel_where_operands_fit_the_l2() {
+        for (m, n, k) in [
+            (129, 4096, 4096),
+            (1024, 14336, 4096),
+            (2048, 2048, 2048),
+            (4096, 4096, 4096),
+            (4096, 14336, 4096),
+            (300, 200, 1040),
+        ] {
+            let (c, split) = select_sm90(m, n, k, 1, 132).unwrap();
+            // The measured kernel is `sm90:128x128x64,pp,r2`: default stages, pipe, cluster.
+            assert_eq!(
+                (c.tile, c.schedule, c.swizzle_log2, split),
+                ([128, 128, 64], Sm90Schedule::PingPong, 2, 1),
+                "{m}x{n}x{k}"
+            );
+            assert_eq!((c.stages, c.mma_pipe, c.cluster, c.stream_k), (None, 1, [1, 1], false));
+        }
+        // Operands past 32 MiB: the cooperative kernel in bands of 8.
+        let (c, _) = select_sm90(8192, 8192, 8192, 1, 132).unwrap();
+        assert_eq!((c.tile, c.schedule, c.swizzle_log2), ([128, 256, 64], Sm90Schedule::Cooperative, 3));
+        // Where stream-K pays: the cooperative kernel it was measured on.
+        let (c, _) = select_sm90(2176, 2048, 4096, 1, 132).unwrap();
+        assert_eq!((c.tile, c.schedule, c.stream_k), ([128, 256, 64], Sm90Schedule::Cooperative, true));
     }
 
     #[test]
