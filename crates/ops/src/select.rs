@@ -100,29 +100,11 @@ const SWIZZLE_MIN_OPERAND_BYTES: usize = 32 << 20;
 
 /// Pick the Hopper kernel for an `m x n x k` problem, or `None` where the Ampere-class
 /// path is the better (or only) choice. The caller checks that the operands qualify
-/// (majors, types, alignment). Large problems (`m > 128`) whose operands stay in the L2
-/// (`large_swizzle_log2` 0) get the 128x128x64 ping-pong kernel with its tile walk in bands
-/// of 4 tiles, except where hybrid stream-K pays (`stream_k_pays`); the others the
-/// 128x256x64 (128x128x64 below N = 256) cooperative kernel, swizzled in bands of 8.
-///
-/// Ping-pong overlaps one warpgroup's epilogue with the other's mainloop, which the
-/// cooperative kernel (128 accumulators per thread) cannot; unswizzled, its 128x128 tiles
-/// re-read more operand rows per wave and it lost 6-37 % at 2048^3, 4096^3,
-/// 4096x14336x4096 and 8192^3, which is why no earlier sweep (nor the tuner, whose space
-/// had only plain walks) chose it. Measured on an H100 (BENCHMARKS.md, "Session 19 (helper
-/// hbf16)"), ratios to cuBLAS in the same process, two rounds, `sm90:128x128x64,pp,r2`
-/// against the rule's `sm90:128x256x64,coop`: 4096x14336x4096 1.015 / 1.021 against 0.984 / 0.984, 4096^3
-/// 0.995 / 1.024 against 0.978 / 0.997 (`r3` 1.032 / 1.037), 2048^3 1.007 / 1.002 against
-/// 0.986 / 0.988, 2048x4096x4096 1.009 / 1.014 against 0.986 / 0.986, 1024x14336x4096
-/// 0.966 / 0.984 against 0.843 / 0.839; at 8192^3 (operands past the L2) 1.033 / 1.034
-/// against 1.017 / 1.015 for the rule's `coop,r3`, under 2 %, so that keeps the cooperative
-/// kernel. Bands of 2 or 8 were within 2 % of bands of 4 in at least one round at every
-/// shape, 0.3-3.7 % better at 4096^3 (whose `h100.json` entry runs `pp,r3`); `pp,r2,w0` (no
-/// batch in flight) lost about 25 %, `pp,r2,c2x1` 3-18 %. Before / after (A B B A, the rule
-/// alone): 4096x14336x4096 0.984 / 0.985 -> 1.025 / 1.020, 1024x14336x4096 0.862 / 0.911 ->
-/// 0.983 / 1.013, 2048x4096x4096 0.964 / 0.963 -> 0.978 / 0.977, 2048^3 0.994 / 0.989 ->
-/// 1.001 / 1.003, 4096^3 0.969 / 1.023 -> 0.944 / 0.996 (cuBLAS 177-192 us within the runs;
-/// rcute 182.9 / 187.8 -> 187.5 / 187.2 us: no gain at this shape with bands of 4).
+/// (majors, types, alignment). Large problems (`m > 128`) get the 128x256x64 (128x128x64
+/// below N = 256) cooperative kernel, the tile walk swizzled where an operand outgrows the
+/// L2 (`large_swizzle_log2`), with hybrid stream-K where that pays (`stream_k_pays`); where
+/// neither applies and its grid fills at most [`PINGPONG_MAX_COOP_WAVES`] waves, the
+/// 128x128x64 ping-pong kernel in bands of 4 tiles instead ([`pingpong_pays`]).
 pub fn select_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Option<(GemmSm90Config, u32)> {
     if m <= 128 {
         // Decode shapes: 64x128 tiles, ping-pong, and split K until about one wave.
@@ -133,7 +115,7 @@ pub fn select_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Option<(
     let mut cfg = GemmSm90Config::bf16(tile, Sm90Schedule::Cooperative);
     cfg.swizzle_log2 = large_swizzle_log2(m, n, k, 2);
     cfg.stream_k = stream_k_pays(&cfg, m, n, k, l, sms);
-    if cfg.swizzle_log2 == 0 && !cfg.stream_k {
+    if pingpong_pays(&cfg, m, n, l, sms) {
         let mut pp = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::PingPong);
         pp.swizzle_log2 = PINGPONG_BF16_SWIZZLE_LOG2;
         return Some((pp, 1));
@@ -141,8 +123,45 @@ pub fn select_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Option<(
     Some((cfg, 1))
 }
 
-/// The tile-walk bands of the bf16 ping-pong kernel of [`select_sm90`]: `1 << 2` tiles
-/// (the best of 1, 2, 3 at 4096x14336x4096 in both rounds; see there).
+/// Whether the bf16 128x128x64 ping-pong kernel (tile walk in bands of
+/// [`PINGPONG_BF16_SWIZZLE_LOG2`]) beats the cooperative kernel of `cfg` on an `m x n`
+/// problem: where `cfg` walks plainly (the operands stay in the L2), without stream-K, and
+/// its grid fills at most [`PINGPONG_MAX_COOP_WAVES`] waves of `sms` CTAs.
+///
+/// Ping-pong overlaps one warpgroup's epilogue with the other's mainloop, which the
+/// cooperative kernel (128 accumulators per thread) cannot, and its half-size tiles fill a
+/// last wave more evenly; but its 128x128 tiles move a third more operand bytes per FLOP
+/// through the L2, and on the 700 W H100 that power lowers the clock of every kernel that
+/// runs alongside. Measured on an H100 (BENCHMARKS.md, "Session 19 (helper hbf16)"), main
+/// (`coop`) against `pp,r2` in A B B A runs, rcute us (ratio to cuBLAS in the same process):
+/// * 1024x14336x4096 (448 cooperative tiles, 3.4 waves): 170-193 -> 159-169 us (0.85-0.91
+///   -> 0.97-1.01);
+/// * 2048^3 (64 tiles): 24.4-24.7 -> 24.1 us (0.99 -> 1.00); 2048x4096x4096 (128 tiles):
+///   91.2-92.3 -> 90.5-90.6 us (0.96 -> 0.98);
+/// * 4096^3 (512 tiles, 3.9 waves): 183-201 -> 186-204 us, the same (ratios 0.97-1.02 ->
+///   0.94-1.02; the sweep, two rounds: `pp,r2` 0.995 / 1.024, `pp,r3` 1.032 / 1.037, `coop`
+///   0.978 / 0.997);
+/// * 4096x14336x4096 (896 tiles, 6.8 waves): 676-727 -> 714-726 us, **5 % slower**, while
+///   cuBLAS beside it slowed from 665-715 to 731-740 us, so the ratio rose from 0.98 to
+///   1.02: a gain of the ratio, not of the time; it keeps the cooperative kernel;
+/// * 8192^3 (operands past the L2, `coop,r3`): `pp,r2` 1.033 / 1.034 against 1.017 / 1.015,
+///   under 2 %, the rule unchanged.
+///
+/// Unswizzled, the ping-pong kernel lost 6-37 % at 2048^3, 4096^3, 4096x14336x4096 and
+/// 8192^3 (no earlier sweep, nor the tuner, whose space had only plain walks, chose it);
+/// `pp,r2,w0` lost about 25 %, `pp,r2,c2x1` 3-18 %.
+fn pingpong_pays(cfg: &GemmSm90Config, m: usize, n: usize, l: usize, sms: u32) -> bool {
+    let tiles = m.div_ceil(cfg.tile[0] as usize) * n.div_ceil(cfg.tile[1] as usize) * l;
+    cfg.swizzle_log2 == 0 && !cfg.stream_k && tiles <= PINGPONG_MAX_COOP_WAVES * sms as usize
+}
+
+/// The most waves of cooperative tiles for which [`select_sm90`] runs the ping-pong kernel
+/// (4096^3, 3.9 waves, was a tie; 4096x14336x4096, 6.8 waves, 5 % slower).
+const PINGPONG_MAX_COOP_WAVES: usize = 4;
+
+/// The tile-walk bands of the bf16 ping-pong kernel of [`select_sm90`]: `1 << 2` tiles.
+/// Bands of 2 or 8 were within 2 % of it in at least one of two rounds at every shape of
+/// [`pingpong_pays`]'s list, bands of 8 1-4 % better at 4096^3.
 const PINGPONG_BF16_SWIZZLE_LOG2: u32 = 2;
 
 /// Whether the 128x256x64 cooperative kernel of `cfg` runs an `m x n x k` problem faster
@@ -422,9 +441,10 @@ mod tests {
     fn sm90_large_problems_swizzle_the_tile_walk() {
         let (big, split) = select_sm90(8192, 8192, 8192, 1, 132).unwrap();
         assert_eq!((big.tile, big.swizzle_log2, split), ([128, 256, 64], 3, 1));
-        // Operands of at most 32 MiB stay in the L2: the ping-pong kernel in bands of 4.
+        // Operands of at most 32 MiB stay in the L2: no bands of 8 (the ping-pong kernel's
+        // bands of 4 within four waves, else the plain walk).
         assert_eq!(select_sm90(4096, 4096, 4096, 1, 132).unwrap().0.swizzle_log2, 2);
-        assert_eq!(select_sm90(4096, 14336, 4096, 1, 132).unwrap().0.swizzle_log2, 2);
+        assert_eq!(select_sm90(4096, 14336, 4096, 1, 132).unwrap().0.swizzle_log2, 0);
         // Decode shapes walk plainly.
         assert_eq!(select_sm90(16, 65536, 65536, 1, 132).unwrap().0.swizzle_log2, 0);
         let (s8, _) = select_scaled_sm90(8192, 8192, 8192, 1, 132);
@@ -433,13 +453,14 @@ mod tests {
     }
 
     #[test]
-    fn bf16_above_decode_runs_the_swizzled_pingpong_kernel_where_operands_fit_the_l2() {
+    fn bf16_above_decode_runs_the_swizzled_pingpong_kernel_within_four_cooperative_waves() {
         for (m, n, k) in [
             (129, 4096, 4096),
             (1024, 14336, 4096),
             (2048, 2048, 2048),
+            (2048, 4096, 4096),
             (4096, 4096, 4096),
-            (4096, 14336, 4096),
+            (4224, 4096, 4096), // 528 cooperative tiles: four waves exactly
             (300, 200, 1040),
         ] {
             let (c, split) = select_sm90(m, n, k, 1, 132).unwrap();
@@ -451,12 +472,28 @@ mod tests {
             );
             assert_eq!((c.stages, c.mma_pipe, c.cluster, c.stream_k), (None, 1, [1, 1], false));
         }
+        // More than four waves of cooperative tiles (measured: 4096x14336x4096, 896 tiles):
+        // the cooperative kernel, plain walk.
+        for (m, n, k) in [(4096, 14336, 4096), (8192, 4096, 4096), (4480, 4096, 4096)] {
+            let (c, _) = select_sm90(m, n, k, 1, 132).unwrap();
+            assert_eq!(
+                (c.tile, c.schedule, c.swizzle_log2),
+                ([128, 256, 64], Sm90Schedule::Cooperative, 0),
+                "{m}x{n}x{k}"
+            );
+        }
         // Operands past 32 MiB: the cooperative kernel in bands of 8.
         let (c, _) = select_sm90(8192, 8192, 8192, 1, 132).unwrap();
-        assert_eq!((c.tile, c.schedule, c.swizzle_log2), ([128, 256, 64], Sm90Schedule::Cooperative, 3));
+        assert_eq!(
+            (c.tile, c.schedule, c.swizzle_log2),
+            ([128, 256, 64], Sm90Schedule::Cooperative, 3)
+        );
         // Where stream-K pays: the cooperative kernel it was measured on.
         let (c, _) = select_sm90(2176, 2048, 4096, 1, 132).unwrap();
-        assert_eq!((c.tile, c.schedule, c.stream_k), ([128, 256, 64], Sm90Schedule::Cooperative, true));
+        assert_eq!(
+            (c.tile, c.schedule, c.stream_k),
+            ([128, 256, 64], Sm90Schedule::Cooperative, true)
+        );
     }
 
     #[test]

@@ -119,10 +119,7 @@ fn sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
     ];
     let mut out = sm90_specs(&geometries, m, n, k, l, sms);
     out.extend(sm90_swizzled(
-        &[
-            ([128, 128, 64], PingPong, None),
-            ([128, 256, 64], Cooperative, None),
-        ],
+        &[([128, 128, 64], PingPong, None), ([128, 256, 64], Cooperative, None)],
         m,
     ));
     out
@@ -502,7 +499,12 @@ mod tests {
     #[test]
     fn swizzled_tile_walks_are_candidates_above_decode_shapes() {
         let names = |c: Vec<ConfigSpec>| c.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        for &(m, n, k) in &[(256, 4096, 4096), (4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096)] {
+        for &(m, n, k) in &[
+            (256, 4096, 4096),
+            (4096, 4096, 4096),
+            (8192, 8192, 8192),
+            (4096, 14336, 4096),
+        ] {
             let bf16 = names(gemm_candidates(m, n, k, 1, (9, 0), 132));
             let s8 = names(scaled_mm_candidates(m, n, k, 1, (9, 0), 132));
             for r in 1..=3 {
@@ -519,7 +521,9 @@ mod tests {
             let c = gemm_candidates(m, 4096, 4096, 1, (9, 0), 132);
             let s = scaled_mm_candidates(m, 4096, 4096, 1, (9, 0), 132);
             assert!(
-                c.iter().chain(&s).all(|x| !matches!(x, ConfigSpec::Sm90(s) if s.swizzle_log2 > 0)),
+                c.iter()
+                    .chain(&s)
+                    .all(|x| !matches!(x, ConfigSpec::Sm90(s) if s.swizzle_log2 > 0)),
                 "{m}: decode shapes keep the plain walk"
             );
         }
