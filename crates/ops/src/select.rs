@@ -131,8 +131,8 @@ pub fn select_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Option<(
 /// Ping-pong overlaps one warpgroup's epilogue with the other's mainloop, which the
 /// cooperative kernel (128 accumulators per thread) cannot, and its half-size tiles fill a
 /// last wave more evenly; but its 128x128 tiles move a third more operand bytes per FLOP
-/// through the L2, and on the 700 W H100 that power lowers the clock of every kernel that
-/// runs alongside. Measured on an H100 (BENCHMARKS.md, "Session 19 (helper hbf16)"), main
+/// through the L2, and on the 700 W H100 that power likely (clocks were not logged) lowers
+/// the clock of every kernel that runs alongside. Measured on an H100 (BENCHMARKS.md, "Session 19 (helper hbf16)"), main
 /// (`coop`) against `pp,r2` in A B B A runs, rcute us (ratio to cuBLAS in the same process):
 /// * 1024x14336x4096 (448 cooperative tiles, 3.4 waves): 170-193 -> 159-169 us (0.85-0.91
 ///   -> 0.97-1.01);
@@ -160,8 +160,9 @@ fn pingpong_pays(cfg: &GemmSm90Config, m: usize, n: usize, l: usize, sms: u32) -
 const PINGPONG_MAX_COOP_WAVES: usize = 4;
 
 /// The tile-walk bands of the bf16 ping-pong kernel of [`select_sm90`]: `1 << 2` tiles.
-/// Bands of 2 or 8 were within 2 % of it in at least one of two rounds at every shape of
-/// [`pingpong_pays`]'s list, bands of 8 1-4 % better at 4096^3.
+/// Bands of 2 or 8 were within 2 % of it in at least one of two rounds at every shape
+/// where [`pingpong_pays`] picks the kernel (bands of 8 1-4 % better by ratio at 4096^3).
+/// At 8192^3 bands of 2 lost 10 %.
 const PINGPONG_BF16_SWIZZLE_LOG2: u32 = 2;
 
 /// Whether the 128x256x64 cooperative kernel of `cfg` runs an `m x n x k` problem faster
