@@ -103,8 +103,8 @@ const SWIZZLE_MIN_OPERAND_BYTES: usize = 32 << 20;
 /// (majors, types, alignment). Large problems (`m > 128`) get the 128x256x64 (128x128x64
 /// below N = 256) cooperative kernel, the tile walk swizzled where an operand outgrows the
 /// L2 (`large_swizzle_log2`), with hybrid stream-K where that pays (`stream_k_pays`); where
-/// neither applies and its grid fills at most [`PINGPONG_MAX_COOP_WAVES`] waves, the
-/// 128x128x64 ping-pong kernel in bands of 4 tiles instead ([`pingpong_pays`]).
+/// neither applies and its grid fills at most four waves, the 128x128x64 ping-pong kernel
+/// in bands of 4 tiles instead (`pingpong_pays`).
 pub fn select_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Option<(GemmSm90Config, u32)> {
     if m <= 128 {
         // Decode shapes: 64x128 tiles, ping-pong, and split K until about one wave.
