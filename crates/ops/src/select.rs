@@ -51,7 +51,13 @@ fn decode_split_k(m: usize, n: usize, k: usize, l: usize, tile: [usize; 3], sms:
 /// wgmma batch kept in flight (`mma_pipe = 0`: each stage is released as soon as both
 /// consumer warpgroups finished it, so more TMA loads are in flight) and the tile walk in
 /// bands of 8. There the ping-pong kernel took 3-11 % longer (FP8 in two of three runs of
-/// call F, INT8 in both rounds of call Q).
+/// call F, INT8 in both rounds of call Q). At 8192^3 the H100 runs these kernels at its 700 W
+/// power cap (SM clock 1.1-1.5 GHz under load; a single profiled launch, at 1.70 GHz, took
+/// 683 us with the SM 87.6 % busy): timed with ~1 s of load per row, raster along M,
+/// cluster 2x1, stream-K and a 128x64 epilogue tile were all within 1.5 % of this kernel and
+/// this kernel within 1.3 % of cuBLASLt, INT8 and FP8; in shorter samples the ping-pong
+/// kernel (bands of 4 or 8, cluster 2x1 or none) took 9-19 % longer (BENCHMARKS.md,
+/// "Session 19 (helper q8big)").
 pub fn select_scaled_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> (GemmSm90Config, u32) {
     if m <= 128 {
         let cfg = GemmSm90Config::bf16([64, 128, 128], Sm90Schedule::PingPong);
