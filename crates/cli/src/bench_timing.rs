@@ -5,7 +5,36 @@ use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr};
 use std::cell::Cell;
 use std::sync::Arc;
 
-pub use rcute_ops::tuning::timing::{median_us, CALLS_PER_SAMPLE};
+pub use rcute_ops::tuning::timing::CALLS_PER_SAMPLE;
+use std::time::Duration;
+
+/// The benchmarks' CUDA-event timing ([`rcute_ops::tuning::timing::median_us_settled`]):
+/// medians of samples taken round-robin, after [`settle_time`] of untimed round-robin runs
+/// so that the clock of a power-capped GPU has settled before the first sample.
+pub fn median_us(
+    stream: &Arc<CudaStream>,
+    iters: usize,
+    graphs: bool,
+    fs: &mut [&mut dyn FnMut() -> Result<(), String>],
+) -> Result<(Vec<f64>, bool), String> {
+    rcute_ops::tuning::timing::median_us_settled(stream, iters, graphs, settle_time(), fs)
+}
+
+/// How long a benchmark row runs its functions before timing them:
+/// `RCUTE_BENCH_SETTLE_MS` milliseconds, 500 by default (the H100's clock under its 700 W
+/// cap took a few hundred milliseconds of load to settle; 0 turns settling off).
+pub fn settle_time() -> Duration {
+    settle_ms(std::env::var("RCUTE_BENCH_SETTLE_MS").ok().as_deref())
+}
+
+/// [`settle_time`] of the variable's value: a whole number of milliseconds, else the
+/// default.
+fn settle_ms(var: Option<&str>) -> Duration {
+    Duration::from_millis(var.and_then(|v| v.trim().parse().ok()).unwrap_or(DEFAULT_SETTLE_MS))
+}
+
+/// Default settling time of a benchmark row, in milliseconds.
+const DEFAULT_SETTLE_MS: u64 = 500;
 
 /// Bytes that a benchmark's rotated weight copies exceed by default: three times the H200's
 /// 50 MB L2, so that each call reads its weights from HBM, as in a model whose layers take
@@ -130,7 +159,8 @@ pub fn copy_bandwidth(stream: &Arc<CudaStream>, bytes: usize, iters: usize) -> R
 
 #[cfg(test)]
 mod tests {
-    use super::{max_abs_diff, max_rel_diff, parse_shape, parse_shapes};
+    use super::{max_abs_diff, max_rel_diff, parse_shape, parse_shapes, settle_ms, DEFAULT_SETTLE_MS};
+    use std::time::Duration;
 
     #[test]
     fn max_rel_diff_scales_by_the_largest_reference() {
@@ -146,6 +176,14 @@ mod tests {
         assert!(max_abs_diff([1.0, f64::NAN], [1.0, 2.0]).is_nan());
         assert!(max_abs_diff([f64::INFINITY], [f64::INFINITY]).is_nan());
         assert_eq!(max_abs_diff(Vec::<f64>::new(), Vec::new()), 0.0);
+    }
+
+    #[test]
+    fn settling_time_comes_from_the_variable() {
+        assert_eq!(settle_ms(None), Duration::from_millis(DEFAULT_SETTLE_MS));
+        assert_eq!(settle_ms(Some("0")), Duration::ZERO);
+        assert_eq!(settle_ms(Some(" 1200 ")), Duration::from_millis(1200));
+        assert_eq!(settle_ms(Some("soon")), Duration::from_millis(DEFAULT_SETTLE_MS));
     }
 
     #[test]
