@@ -83,7 +83,7 @@ pub struct BenchMoeArgs {
     pub dtype: String,
     /// With `--dtype e4m3`: the paths of the FP8 layer (repeatable, as `--path`: `auto` runs
     /// its GEMMs on 128x256x128 tiles without clusters, the forced SM90 paths pick tiles and
-    /// 2x1 clusters by the bf16 layer's rules: `rcute_ops::moe::sm90_fp8_gemms`), each timed
+    /// 2x1 clusters by the bf16 layer's rules: `rcute_ops::moe::sm90_gemms`), each timed
     /// in the same run; rows named `e4m3:<path>`.
     #[arg(long = "fp8-path", default_values_t = ["auto".to_string()])]
     pub fp8_path: Vec<String>,

@@ -419,13 +419,13 @@ pub fn grouped_gemm_streamed_configs() -> Vec<crate::grouped_gemm::GroupedGemmCo
 /// the e4m3 pair of
 /// `ops::fused_moe_fp8` ([`crate::grouped_gemm::sm90_fp8_config`], bf16 output) with the
 /// e4m3 forms of the bf16 layer's other choices that its forced SM90 paths take
-/// ([`crate::grouped_gemm::sm90_fp8_tile_config`]): GEMM2 at the narrow tile, GEMM1 on 2x1
+/// ([`crate::grouped_gemm::sm90_grouped_config`]): GEMM2 at the narrow tile, GEMM1 on 2x1
 /// clusters, GEMM2 on 2x1 clusters at both tiles; and both GEMMs of both layers on the
 /// ping-pong schedule (`MoePath::Sm90PingPong`,
 /// [`crate::grouped_gemm::sm90_pingpong_config`]).
 pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     use crate::grouped_gemm::{
-        sm90_cluster_config, sm90_config, sm90_fp8_config, sm90_fp8_tile_config, sm90_pingpong_config, GroupedEpilogue,
+        sm90_cluster_config, sm90_config, sm90_fp8_config, sm90_grouped_config, sm90_pingpong_config, GroupedEpilogue,
         SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_NARROW_TILE, SM90_TILE,
     };
     let eps = [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter];
@@ -446,7 +446,9 @@ pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
         (GroupedEpilogue::Scatter, SM90_FP8_TILE, true),
         (GroupedEpilogue::Scatter, SM90_FP8_NARROW_TILE, true),
     ]
-    .map(|(ep, tile, cluster)| sm90_fp8_tile_config(rcute_atom::Element::BF16, ep, tile, cluster));
+    .map(|(ep, tile, cluster)| {
+        sm90_grouped_config(rcute_atom::Element::E4M3, rcute_atom::Element::BF16, ep, tile, cluster)
+    });
     let bf = rcute_atom::Element::BF16;
     let pingpong = [bf, rcute_atom::Element::E4M3]
         .into_iter()

@@ -8,7 +8,7 @@ use rcute_kernel::gemm_sm90::{generate, GemmSm90Config, Sm90Grouped, Sm90Grouped
 use rcute_kernel::grouped_gemm::gather::{self, MoeGatherArgs};
 use rcute_kernel::grouped_gemm::quant::{self, MoeQuantArgs, QuantSource};
 use rcute_kernel::grouped_gemm::{
-    sm90_cluster_config, sm90_config, sm90_fp8_config, sm90_fp8_tile_config, sm90_pingpong_config, GroupedEpilogue,
+    sm90_cluster_config, sm90_config, sm90_fp8_config, sm90_grouped_config, sm90_pingpong_config, GroupedEpilogue,
     SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_TILE,
 };
 use rcute_kernel::testing::toolkit_for_test;
@@ -27,9 +27,15 @@ fn configs() -> Vec<GemmSm90Config> {
         v.push(sm90_cluster_config(Element::BF16, ep, SM90_TILE));
         v.push(sm90_cluster_config(Element::BF16, ep, [128, 128, 64]));
         for tile in [SM90_FP8_TILE, SM90_FP8_NARROW_TILE] {
-            v.push(sm90_fp8_tile_config(Element::BF16, ep, tile, true));
+            v.push(sm90_grouped_config(Element::E4M3, Element::BF16, ep, tile, true));
         }
-        v.push(sm90_fp8_tile_config(Element::BF16, ep, SM90_FP8_NARROW_TILE, false));
+        v.push(sm90_grouped_config(
+            Element::E4M3,
+            Element::BF16,
+            ep,
+            SM90_FP8_NARROW_TILE,
+            false,
+        ));
         v.push(sm90_pingpong_config(Element::BF16, Element::BF16, ep));
         v.push(sm90_pingpong_config(Element::E4M3, Element::BF16, ep));
     }

@@ -32,10 +32,70 @@ pub const SM90_FP8_TILE: [i64; 3] = [128, 256, 128];
 /// GEMM2's narrow FP8 grouped tile: [`SM90_NARROW_TILE`]'s 128x128 with the FP8 `BK = 128`.
 pub const SM90_FP8_NARROW_TILE: [i64; 3] = [128, 128, 128];
 
-/// The SM90 grouped GEMM configuration of e4m3 operands with an `out` (bf16 or f16) D and
-/// `epilogue` at [`SM90_FP8_TILE`]: f32 accumulation, the per-row activation scale and the
-/// per-output-channel weight scale applied in the register epilogue before SwiGLU / the
-/// router weight.
+/// `tile` with the `BK` of `ab` operands: a 128-byte row of the k-tile (the `SWIZZLE_128B`
+/// atom), 64 bf16 / f16 or 128 e4m3 elements.
+///
+/// ```
+/// use rcute_kernel::grouped_gemm::{sm90_operand_tile, SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_NARROW_TILE, SM90_TILE};
+/// use rcute_atom::Element;
+/// assert_eq!(sm90_operand_tile(Element::BF16, SM90_TILE), SM90_TILE);
+/// assert_eq!(sm90_operand_tile(Element::E4M3, SM90_TILE), SM90_FP8_TILE);
+/// assert_eq!(sm90_operand_tile(Element::E4M3, SM90_NARROW_TILE), SM90_FP8_NARROW_TILE);
+/// ```
+pub fn sm90_operand_tile(ab: Element, tile: [i64; 3]) -> [i64; 3] {
+    [tile[0], tile[1], 128 / i64::from(ab.bytes().max(1))]
+}
+
+/// The SM90 grouped GEMM configuration of `ab` operands (bf16, f16 or e4m3) with an `out` D
+/// (`ab` itself for 16-bit operands; bf16 or f16 for e4m3), `epilogue` and `tile` (`BM` 128:
+/// the cooperative schedule's two warpgroups of 64 rows; `BK` as [`sm90_operand_tile`]), on
+/// 2x1 CTA clusters when `cluster` ([`sm90_cluster_config`]). With e4m3 operands: f32
+/// accumulation, the per-row activation scale and the per-output-channel weight scale
+/// applied in the register epilogue before SwiGLU / the router weight. Every other SM90
+/// grouped configuration is this one with fixed arguments.
+///
+/// ```
+/// use rcute_kernel::grouped_gemm::{sm90_grouped_config, GroupedEpilogue, SM90_FP8_NARROW_TILE, SM90_FP8_TILE};
+/// use rcute_atom::Element;
+/// let e4m3 = Element::E4M3;
+/// let g = rcute_kernel::gemm_sm90::generate(&sm90_grouped_config(e4m3, Element::BF16, GroupedEpilogue::SwiGlu, SM90_FP8_TILE, true)).unwrap();
+/// assert!(g.name.starts_with("rc_moe_grouped_sm90_e4m3_swiglu_128x256x128_coop_c2x1_s"));
+/// assert!(g.source.contains("rc_tma_load_3d_multicast"));
+/// let n = rcute_kernel::gemm_sm90::generate(&sm90_grouped_config(e4m3, Element::BF16, GroupedEpilogue::Scatter, SM90_FP8_NARROW_TILE, false)).unwrap();
+/// assert!(n.name.starts_with("rc_moe_grouped_sm90_e4m3_scatter_128x128x128_coop_s"));
+/// ```
+pub fn sm90_grouped_config(
+    ab: Element,
+    out: Element,
+    epilogue: GroupedEpilogue,
+    tile: [i64; 3],
+    cluster: bool,
+) -> GemmSm90Config {
+    let mut c = GemmSm90Config::bf16(tile, Sm90Schedule::Cooperative).without_c();
+    // The kernel walks its tiles in expert-aligned bands (gemm_sm90's grouped mode); the
+    // scheduler only hands out the work ids, unswizzled (no padding ids).
+    c.raster = RasterOrderOption::AlongN;
+    c.swizzle_log2 = 0;
+    c.ab = ab;
+    c.cd = out;
+    if cluster {
+        c.cluster = crate::gemm_sm90::GROUPED_CLUSTER;
+    }
+    c.grouped = Some(match epilogue {
+        GroupedEpilogue::SwiGlu => Sm90Grouped::SwiGlu,
+        GroupedEpilogue::Scatter => Sm90Grouped::Scatter,
+    });
+    if ab == Element::E4M3 {
+        // As the FP8 scaled GEMM: no extra wgmma batch in flight. One batch in flight
+        // (`mma_pipe` 1) measured no faster on an H100 (ncu, Mixtral GEMM1 at T = 4096: 2.18
+        // against 2.17 ms; BENCHMARKS.md, "Session 17 (helper moefp8)").
+        c.mma_pipe = 0;
+    }
+    c
+}
+
+/// [`sm90_grouped_config`] of e4m3 operands with an `out` (bf16 or f16) D and `epilogue`
+/// at [`SM90_FP8_TILE`], without clusters.
 ///
 /// ```
 /// use rcute_kernel::grouped_gemm::{sm90_fp8_config, GroupedEpilogue};
@@ -46,35 +106,7 @@ pub const SM90_FP8_NARROW_TILE: [i64; 3] = [128, 128, 128];
 /// assert!(g.source.contains("e4m3.e4m3"));
 /// ```
 pub fn sm90_fp8_config(out: Element, epilogue: GroupedEpilogue) -> GemmSm90Config {
-    sm90_fp8_tile_config(out, epilogue, SM90_FP8_TILE, false)
-}
-
-/// [`sm90_fp8_config`] on `tile` (`BK` 128: [`SM90_FP8_TILE`] or
-/// [`SM90_FP8_NARROW_TILE`]), on 2x1 CTA clusters that multicast the shared operand's tile
-/// when `cluster` (as [`sm90_cluster_config`]: each weight tile read once per pair of row
-/// tiles of its expert).
-///
-/// ```
-/// use rcute_kernel::grouped_gemm::{sm90_fp8_tile_config, GroupedEpilogue, SM90_FP8_NARROW_TILE, SM90_FP8_TILE};
-/// use rcute_atom::Element;
-/// let g = rcute_kernel::gemm_sm90::generate(&sm90_fp8_tile_config(Element::BF16, GroupedEpilogue::SwiGlu, SM90_FP8_TILE, true)).unwrap();
-/// assert!(g.name.starts_with("rc_moe_grouped_sm90_e4m3_swiglu_128x256x128_coop_c2x1_s"));
-/// assert!(g.source.contains("rc_tma_load_3d_multicast"));
-/// let n = rcute_kernel::gemm_sm90::generate(&sm90_fp8_tile_config(Element::BF16, GroupedEpilogue::Scatter, SM90_FP8_NARROW_TILE, false)).unwrap();
-/// assert!(n.name.starts_with("rc_moe_grouped_sm90_e4m3_scatter_128x128x128_coop_s"));
-/// ```
-pub fn sm90_fp8_tile_config(out: Element, epilogue: GroupedEpilogue, tile: [i64; 3], cluster: bool) -> GemmSm90Config {
-    let mut c = if cluster {
-        sm90_cluster_config(out, epilogue, tile)
-    } else {
-        sm90_config(out, epilogue, tile)
-    };
-    c.ab = Element::E4M3;
-    // As the FP8 scaled GEMM: no extra wgmma batch in flight. One batch in flight
-    // (`mma_pipe` 1) measured no faster on an H100 (ncu, Mixtral GEMM1 at T = 4096: 2.18
-    // against 2.17 ms; BENCHMARKS.md, "Session 17 (helper moefp8)").
-    c.mma_pipe = 0;
-    c
+    sm90_grouped_config(Element::E4M3, out, epilogue, SM90_FP8_TILE, false)
 }
 
 /// The ping-pong grouped tile of bf16 / f16 operands, [`SM90_NARROW_TILE`]: `BM = 128`
@@ -105,11 +137,7 @@ pub const SM90_FP8_PINGPONG_TILE: [i64; 3] = SM90_FP8_NARROW_TILE;
 /// assert!(f.name.starts_with("rc_moe_grouped_sm90_e4m3_scatter_128x128x128_pingpong_s"));
 /// ```
 pub fn sm90_pingpong_config(ab: Element, out: Element, epilogue: GroupedEpilogue) -> GemmSm90Config {
-    let mut c = if ab == Element::E4M3 {
-        sm90_fp8_tile_config(out, epilogue, SM90_FP8_PINGPONG_TILE, false)
-    } else {
-        sm90_config(ab, epilogue, SM90_PINGPONG_TILE)
-    };
+    let mut c = sm90_grouped_config(ab, out, epilogue, sm90_operand_tile(ab, SM90_PINGPONG_TILE), false);
     c.schedule = Sm90Schedule::PingPong;
     c.mma_pipe = 1;
     c
@@ -128,25 +156,11 @@ pub fn sm90_pingpong_config(ab: Element, out: Element, epilogue: GroupedEpilogue
 /// assert!(g.source.contains("rc_tma_load_3d_multicast"));
 /// ```
 pub fn sm90_cluster_config(element: Element, epilogue: GroupedEpilogue, tile: [i64; 3]) -> GemmSm90Config {
-    GemmSm90Config {
-        cluster: crate::gemm_sm90::GROUPED_CLUSTER,
-        ..sm90_config(element, epilogue, tile)
-    }
+    sm90_grouped_config(element, element, epilogue, tile, true)
 }
 
-/// The SM90 grouped GEMM configuration of `element` operands with `epilogue` and `tile`
-/// (`BM` 128: the cooperative schedule's two warpgroups of 64 rows).
+/// The SM90 grouped GEMM configuration of `element` (bf16 or f16) operands and D with
+/// `epilogue` and `tile`, without clusters ([`sm90_grouped_config`]).
 pub fn sm90_config(element: Element, epilogue: GroupedEpilogue, tile: [i64; 3]) -> GemmSm90Config {
-    let mut c = GemmSm90Config::bf16(tile, Sm90Schedule::Cooperative).without_c();
-    // The kernel walks its tiles in expert-aligned bands (gemm_sm90's grouped mode); the
-    // scheduler only hands out the work ids, unswizzled (no padding ids).
-    c.raster = RasterOrderOption::AlongN;
-    c.swizzle_log2 = 0;
-    c.ab = element;
-    c.cd = element;
-    c.grouped = Some(match epilogue {
-        GroupedEpilogue::SwiGlu => Sm90Grouped::SwiGlu,
-        GroupedEpilogue::Scatter => Sm90Grouped::Scatter,
-    });
-    c
+    sm90_grouped_config(element, element, epilogue, tile, false)
 }

@@ -72,7 +72,16 @@ impl Ops {
         let _scope = self.launch_scope();
         let el = element(p.dtype)?;
         let sms = self.gpu().sm_count();
-        let [c1, c2] = sm90_gemms(el, p.path, p.tokens * p.topk, p.local_experts, p.hidden, p.inter, sms);
+        let [c1, c2] = sm90_gemms(
+            el,
+            el,
+            p.path,
+            p.tokens * p.topk,
+            p.local_experts,
+            p.hidden,
+            p.inter,
+            sms,
+        );
         let (g1, f1) = self.grouped_sm90_kernel(&c1)?;
         let (g2, f2) = self.grouped_sm90_kernel(&c2)?;
         let gg = gather::generate(el).map_err(boxed)?;

@@ -9,8 +9,8 @@ use crate::tuning::{ConfigSpec, MoeSm90Spec, MoeSpec, TunedKernel};
 use rcute_atom::Element;
 use rcute_kernel::gemm_sm90::GemmSm90Config;
 use rcute_kernel::grouped_gemm::{
-    sm90_cluster_config, sm90_config, sm90_fp8_tile_config, sm90_pingpong_config, GroupedA, GroupedEpilogue,
-    GroupedGemmConfig, SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_NARROW_TILE, SM90_TILE,
+    sm90_grouped_config, sm90_operand_tile, sm90_pingpong_config, GroupedA, GroupedEpilogue, GroupedGemmConfig,
+    SM90_NARROW_TILE, SM90_TILE,
 };
 
 /// The grouped GEMM of `spec` with A rows `a` and epilogue `ep` for `el` operands: its
@@ -30,114 +30,77 @@ pub(crate) fn spec_config(el: Element, spec: &MoeSpec, a: GroupedA, ep: GroupedE
     c
 }
 
-/// An SM90 grouped GEMM of the layer for `el` operands with epilogue `ep` on `tile`, on
-/// 2x1 CTA clusters when `cluster`.
-fn sm90_grouped(el: Element, ep: GroupedEpilogue, tile: [i64; 3], cluster: bool) -> GemmSm90Config {
-    let config = if cluster { sm90_cluster_config } else { sm90_config };
-    config(el, ep, tile)
-}
-
 /// GEMM1 of the SM90 layer (SwiGLU) for `el` operands on `tile` ([`super::sm90_gemm1_tile`]),
 /// on 2x1 CTA clusters when `cluster`.
 pub(crate) fn sm90_gemm1(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90Config {
-    sm90_grouped(el, GroupedEpilogue::SwiGlu, tile, cluster)
+    sm90_grouped_config(el, el, GroupedEpilogue::SwiGlu, tile, cluster)
 }
 
 /// GEMM2 of the SM90 layer (router weight and scatter) for `el` operands on `tile`, on 2x1
 /// CTA clusters when `cluster` ([`super::sm90_gemm2_cluster`]).
 pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90Config {
-    sm90_grouped(el, GroupedEpilogue::Scatter, tile, cluster)
+    sm90_grouped_config(el, el, GroupedEpilogue::Scatter, tile, cluster)
 }
 
-/// GEMM1 and GEMM2 of the bf16 / f16 SM90 layer for `el` operands, `entries` routed rows
-/// over `local` experts of hidden size `hidden` and intermediate size `inter` on `sms`
-/// persistent CTAs: both on the ping-pong schedule where [`super::sm90_pingpong`] says
-/// (always with [`super::MoePath::Sm90PingPong`]), else GEMM1 on 2x1 clusters where [`super::sm90_gemm1_cluster`] says and on
-/// [`super::sm90_gemm1_tile`]'s tile, GEMM2 on [`super::sm90_gemm2_tile`]'s tile and on 2x1
-/// clusters where [`super::sm90_gemm2_cluster`] says.
+/// GEMM1 and GEMM2 of an SM90 layer of `ab` operands with an `out` D: the bf16 / f16 layer
+/// ([`crate::Ops::fused_moe`], `out` = `ab`) or the FP8 layer ([`crate::Ops::fused_moe_fp8`],
+/// `ab` e4m3, `out` bf16 / f16), for `entries` routed rows over `local` experts of hidden
+/// size `hidden` and intermediate size `inter` on `sms` persistent CTAs. The tiles are the
+/// 16-bit ones with `ab`'s `BK` ([`sm90_operand_tile`]: 128 for e4m3).
+///
+/// Both GEMMs run on the ping-pong schedule where [`super::sm90_pingpong`] says (always with
+/// [`super::MoePath::Sm90PingPong`]; [`rcute_kernel::grouped_gemm::SM90_PINGPONG_TILE`]).
+/// Otherwise the cooperative kernels: GEMM1 on 2x1 clusters where
+/// [`super::sm90_gemm1_cluster`] says for an expert's `w13` (`2 I H` elements of `ab`),
+/// GEMM2 on [`super::sm90_gemm2_tile`]'s tile and on 2x1 clusters where
+/// [`super::sm90_gemm2_cluster`] says. GEMM1's tile is [`super::sm90_gemm1_tile`]'s for
+/// 16-bit operands and always the wide one for e4m3 (the narrow GEMM1 tile is unmeasured
+/// there).
+///
+/// The FP8 layer's [`super::MoePath::Auto`] takes none of these rules above the ping-pong
+/// shapes (measured on an H100, Mixtral T = 256 / 512 / 1024: ping-pong 1.15-1.20x faster
+/// than the cooperative kernels in every round; BENCHMARKS.md, "Session 17 (helper
+/// moepp)"): both GEMMs run on the wide tile without clusters. Why (H100, Mixtral T = 1024
+/// / 4096; BENCHMARKS.md, "Session 17 (helper moefp8)"): GEMM1 on clusters takes 2.5 % /
+/// 14 % less time (ncu: 751 -> 732 us, 2.49 -> 2.14 ms), but GEMM2 on clusters is no
+/// faster at T = 1024 and 10 % slower at T = 4096 (791 -> 874 us), and the whole layer,
+/// timed in CUDA graphs right after the bf16 layer on a GPU held at its 700 W power cap,
+/// measured within 3 % of the 1x1 kernels either way. Re-measured with the grouped
+/// epilogue's per-tile scale loads (H100, BENCHMARKS.md, "Session 18 (helper moe8)"): at
+/// T = 1024 ping-pong 805-809 us against 907-910 (GEMM1 on clusters, GEMM2 1x1) and 931-940
+/// (`Sm90Cluster`); at T = 2048 / 4096 `Sm90Cluster` within 1 % / 2 % of the 1x1 kernels in
+/// the same position of the run, the faster one changing with the round: `Auto` unchanged.
 ///
 /// ```
 /// use rcute_atom::Element;
 /// use rcute_kernel::gemm_sm90::Sm90Schedule;
 /// use rcute_ops::moe::{sm90_gemms, MoePath};
+/// let (bf, e4m3) = (Element::BF16, Element::E4M3);
 /// // Mixtral T = 1024 (top-2, 8 experts) on 132 SMs: 256 rows per expert, ping-pong.
-/// let [g1, g2] = sm90_gemms(Element::BF16, MoePath::Auto, 2048, 8, 4096, 14336, 132);
+/// let [g1, g2] = sm90_gemms(bf, bf, MoePath::Auto, 2048, 8, 4096, 14336, 132);
 /// assert_eq!((g1.tile, g1.cluster, g1.schedule), ([128, 128, 64], [1, 1], Sm90Schedule::PingPong));
 /// assert_eq!((g2.tile, g2.cluster, g2.schedule), ([128, 128, 64], [1, 1], Sm90Schedule::PingPong));
+/// let [g1, g2] = sm90_gemms(e4m3, bf, MoePath::Auto, 2048, 8, 4096, 14336, 132);
+/// assert_eq!((g1.tile, g1.ab, g1.cd, g2.tile), ([128, 128, 128], e4m3, bf, [128, 128, 128]));
 /// // Forced onto the cooperative kernels: GEMM1 on clusters, GEMM2 narrow on clusters.
-/// let [g1, g2] = sm90_gemms(Element::BF16, MoePath::Sm90NarrowCluster, 2048, 8, 4096, 14336, 132);
+/// let [g1, g2] = sm90_gemms(bf, bf, MoePath::Sm90NarrowCluster, 2048, 8, 4096, 14336, 132);
 /// assert_eq!((g1.tile, g1.cluster, g1.schedule), ([128, 256, 64], [2, 1], Sm90Schedule::Cooperative));
 /// assert_eq!((g2.tile, g2.cluster), ([128, 128, 64], [2, 1]));
-/// // T = 4096: the cooperative kernels (GEMM1 on clusters, GEMM2 wide on clusters).
-/// let [g1, g2] = sm90_gemms(Element::BF16, MoePath::Auto, 8192, 8, 4096, 14336, 132);
-/// assert_eq!((g1.tile, g1.cluster, g1.schedule), ([128, 256, 64], [2, 1], Sm90Schedule::Cooperative));
-/// assert_eq!((g2.tile, g2.cluster), ([128, 256, 64], [2, 1]));
-/// ```
-pub fn sm90_gemms(
-    el: Element,
-    path: super::MoePath,
-    entries: usize,
-    local: usize,
-    hidden: usize,
-    inter: usize,
-    sms: u32,
-) -> [GemmSm90Config; 2] {
-    if super::sm90_pingpong(path, entries, local) {
-        return [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter].map(|ep| sm90_pingpong_config(el, el, ep));
-    }
-    let w13_bytes = 2 * inter * hidden * el.bytes() as usize;
-    let cluster1 = super::sm90_gemm1_cluster(path, entries, local, w13_bytes);
-    let tile1 = super::sm90_gemm1_tile(path, entries, local, inter, sms);
-    let tile2 = super::sm90_gemm2_tile(path, entries, local, hidden, sms);
-    let cluster2 = super::sm90_gemm2_cluster(entries, local);
-    [sm90_gemm1(el, tile1, cluster1), sm90_gemm2(el, tile2, cluster2)]
-}
-
-/// GEMM1 and GEMM2 of the FP8 layer ([`crate::Ops::fused_moe_fp8`]) with `out` (bf16 / f16)
-/// output for `entries` routed rows over `local` experts of hidden size `hidden` and
-/// intermediate size `inter` on `sms` persistent CTAs.
-///
-/// Both run on the ping-pong schedule ([`rcute_kernel::grouped_gemm::SM90_FP8_PINGPONG_TILE`])
-/// where [`super::sm90_pingpong`] says, as in the bf16 layer: for [`super::MoePath::Auto`]
-/// up to [`super::SM90_PINGPONG_MAX_ROWS_PER_EXPERT`] rows per expert (measured on an H100,
-/// Mixtral T = 256 / 512 / 1024: 1.15-1.20x faster than the cooperative kernels in every
-/// round; BENCHMARKS.md, "Session 17 (helper moepp)"). Above it [`super::MoePath::Auto`]
-/// runs both on [`SM90_FP8_TILE`] without clusters. The other forced SM90 paths take the
-/// bf16 layer's rules with the e4m3 sizes: GEMM1 on 2x1 clusters where
-/// [`super::sm90_gemm1_cluster`] says for an expert's e4m3 `w13` (`2 I H` bytes), GEMM2 on
-/// the FP8 form of [`super::sm90_gemm2_tile`]'s tile ([`SM90_FP8_TILE`] or
-/// [`SM90_FP8_NARROW_TILE`]) and on 2x1 clusters where [`super::sm90_gemm2_cluster`] says.
-/// Why `Auto` does not follow them (H100, Mixtral T = 1024 / 4096; BENCHMARKS.md, "Session
-/// 17 (helper moefp8)"): GEMM1 on clusters takes 2.5 % / 14 % less time (ncu: 751 -> 732 us,
-/// 2.49 -> 2.14 ms), but GEMM2 on clusters is no faster at T = 1024 and 10 % slower at T =
-/// 4096 (791 -> 874 us), and the whole layer, timed in CUDA graphs right after the bf16
-/// layer on a GPU held at its 700 W power cap, measured within 3 % of the 1x1 kernels
-/// either way. Re-measured with the grouped epilogue's per-tile scale loads (H100,
-/// BENCHMARKS.md, "Session 18 (helper moe8)"): at T = 1024 ping-pong 805-809 us against
-/// 907-910 (GEMM1 on clusters, GEMM2 1x1) and 931-940 (`Sm90Cluster`); at T = 2048 / 4096
-/// `Sm90Cluster` within 1 % / 2 % of the 1x1 kernels in the same position of the run, the
-/// faster one changing with the round: `Auto` unchanged.
-///
-/// ```
-/// use rcute_atom::Element;
-/// use rcute_ops::moe::{sm90_fp8_gemms, MoePath};
-/// // Mixtral T = 4096 (top-2, 8 experts) on 132 SMs.
-/// let [g1, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Auto, 8192, 8, 4096, 14336, 132);
-/// assert_eq!((g1.tile, g1.cluster), ([128, 256, 128], [1, 1]));
-/// assert_eq!((g2.tile, g2.cluster), ([128, 256, 128], [1, 1]));
-/// // T = 1024: 256 rows per expert, ping-pong.
-/// let [g1, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Auto, 2048, 8, 4096, 14336, 132);
-/// assert_eq!((g1.tile, g2.tile), ([128, 128, 128], [128, 128, 128]));
-/// let [g1, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Sm90NarrowCluster, 2048, 8, 4096, 14336, 132);
+/// let [g1, g2] = sm90_gemms(e4m3, bf, MoePath::Sm90NarrowCluster, 2048, 8, 4096, 14336, 132);
 /// assert_eq!((g1.tile, g1.cluster), ([128, 256, 128], [2, 1]));
 /// assert_eq!((g2.tile, g2.cluster), ([128, 128, 128], [2, 1]));
-/// // T = 256: one row tile per expert, GEMM2 without clusters.
-/// let [_, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Sm90Cluster, 512, 8, 4096, 14336, 132);
+/// // T = 4096: the cooperative kernels (bf16: GEMM1 on clusters, GEMM2 wide on clusters;
+/// // FP8: both wide without clusters).
+/// let [g1, g2] = sm90_gemms(bf, bf, MoePath::Auto, 8192, 8, 4096, 14336, 132);
+/// assert_eq!((g1.tile, g1.cluster, g1.schedule), ([128, 256, 64], [2, 1], Sm90Schedule::Cooperative));
+/// assert_eq!((g2.tile, g2.cluster), ([128, 256, 64], [2, 1]));
+/// let [g1, g2] = sm90_gemms(e4m3, bf, MoePath::Auto, 8192, 8, 4096, 14336, 132);
+/// assert_eq!((g1.tile, g1.cluster), ([128, 256, 128], [1, 1]));
 /// assert_eq!((g2.tile, g2.cluster), ([128, 256, 128], [1, 1]));
-/// let [g1, g2] = sm90_fp8_gemms(Element::BF16, MoePath::Sm90PingPong, 2048, 8, 4096, 14336, 132);
-/// assert_eq!((g1.tile, g1.ab, g2.tile), ([128, 128, 128], Element::E4M3, [128, 128, 128]));
 /// ```
-pub fn sm90_fp8_gemms(
+#[allow(clippy::too_many_arguments)]
+pub fn sm90_gemms(
+    ab: Element,
     out: Element,
     path: super::MoePath,
     entries: usize,
@@ -146,27 +109,28 @@ pub fn sm90_fp8_gemms(
     inter: usize,
     sms: u32,
 ) -> [GemmSm90Config; 2] {
-    let fp8 = |ep, tile, cluster| sm90_fp8_tile_config(out, ep, tile, cluster);
+    let eps = [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter];
     if super::sm90_pingpong(path, entries, local) {
-        return [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter]
-            .map(|ep| sm90_pingpong_config(rcute_atom::Element::E4M3, out, ep));
+        return eps.map(|ep| sm90_pingpong_config(ab, out, ep));
     }
-    if path == super::MoePath::Auto {
-        return [
-            fp8(GroupedEpilogue::SwiGlu, SM90_FP8_TILE, false),
-            fp8(GroupedEpilogue::Scatter, SM90_FP8_TILE, false),
-        ];
-    }
-    let cluster1 = super::sm90_gemm1_cluster(path, entries, local, 2 * inter * hidden);
-    let tile2 = match super::sm90_gemm2_tile(path, entries, local, hidden, sms) {
-        t if t == SM90_NARROW_TILE => SM90_FP8_NARROW_TILE,
-        _ => SM90_FP8_TILE,
+    let fp8 = ab == Element::E4M3;
+    // The FP8 layer's Auto: the wide tile, no clusters (see above).
+    let rules = !(fp8 && path == super::MoePath::Auto);
+    let w13_bytes = 2 * inter * hidden * ab.bytes() as usize;
+    let cluster1 = rules && super::sm90_gemm1_cluster(path, entries, local, w13_bytes);
+    let tile1 = if fp8 {
+        SM90_TILE
+    } else {
+        super::sm90_gemm1_tile(path, entries, local, inter, sms)
     };
-    let cluster2 = super::sm90_gemm2_cluster(entries, local);
-    [
-        fp8(GroupedEpilogue::SwiGlu, SM90_FP8_TILE, cluster1),
-        fp8(GroupedEpilogue::Scatter, tile2, cluster2),
-    ]
+    let tile2 = if rules {
+        super::sm90_gemm2_tile(path, entries, local, hidden, sms)
+    } else {
+        SM90_TILE
+    };
+    let cluster2 = rules && super::sm90_gemm2_cluster(entries, local);
+    let config = |ep, tile, cluster| sm90_grouped_config(ab, out, ep, sm90_operand_tile(ab, tile), cluster);
+    [config(eps[0], tile1, cluster1), config(eps[1], tile2, cluster2)]
 }
 
 /// The kernels of the fused MoE layer that `spec` decides, for `el` operands: the SM80
