@@ -6,8 +6,15 @@
 //!
 //! * `CI` (any value): NVRTC must be available — CI compiles every kernel.
 //! * `RCUTE_REQUIRE_GPU=1`: a GPU must be available — set on GPU runners.
+//!
+//! Tests of generated kernels compile them with [`compile_clean`], which asserts what every
+//! kernel must hold (no spills, no stack frame, no local memory), and state what they check
+//! of its SASS with [`CleanKernel::assert_opcodes`] and [`CleanKernel::assert_at_most`].
 
 use crate::device::Gpu;
+use crate::nvrtc::{compile, Arch, CompileOptions, Compiled};
+use crate::resources::KernelResources;
+use crate::sass::{Instruction, Sass, SassKernel};
 use crate::toolkit::Toolkit;
 
 /// Environment variable that makes [`gpu_for_test`] panic instead of skipping.
@@ -46,4 +53,201 @@ pub fn gpu_for_test() -> Option<Gpu> {
     }
     eprintln!("skipping: no CUDA GPU ({reason})");
     None
+}
+
+/// A kernel that [`compile_clean`] compiled and checked: the compilation (its log, CUBIN and
+/// every kernel's resources), the kernel's resources, and its SASS where `cuobjdump` was
+/// found.
+pub struct CleanKernel {
+    /// The kernel's name.
+    pub name: String,
+    /// The architecture it was compiled for.
+    pub arch: Arch,
+    /// The whole compilation.
+    pub compiled: Compiled,
+    /// The kernel's resources (registers, static shared memory).
+    pub resources: KernelResources,
+    /// The kernel's SASS; `None` without `cuobjdump`.
+    pub sass: Option<SassKernel>,
+}
+
+/// Compile `source` for `arch` and assert what every generated kernel must hold: it
+/// compiles (else panic with the error and the source), ptxas reports its kernel `name`,
+/// with no spilled registers and no stack frame, and (where `cuobjdump` is found) no
+/// kernel of the CUBIN loads or stores local memory (LDL / STL). Prints the registers; with
+/// `RCUTE_DUMP=DIR` writes the SASS to `DIR/NAME.ARCH.sass`.
+///
+/// # Panics
+///
+/// On any of those failures.
+pub fn compile_clean(tk: &Toolkit, name: &str, source: &str, arch: Arch) -> CleanKernel {
+    let compiled = compile(source, &format!("{name}.cu"), &CompileOptions::new(arch))
+        .unwrap_or_else(|e| panic!("{name} does not compile for {arch}: {e}\n{source}"));
+    let resources = compiled
+        .resources
+        .kernel(name)
+        .unwrap_or_else(|| panic!("{name} on {arch}: no resources in\n{}", compiled.log))
+        .clone();
+    assert!(
+        !resources.spills() && resources.stack_frame_bytes == 0,
+        "{name} on {arch}: spills or a stack frame: {resources:?}"
+    );
+    eprintln!(
+        "{name} on {arch}: {} registers, {} B static smem",
+        resources.registers, resources.shared_bytes
+    );
+    let sass = tk.cuobjdump.as_ref().map(|objdump| {
+        let sass = Sass::disassemble_with(objdump, &compiled.cubin).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(!sass.uses_local_memory(), "{name} on {arch}: local memory (LDL / STL)");
+        if let Some(dir) = std::env::var_os("RCUTE_DUMP") {
+            let path = std::path::Path::new(&dir).join(format!("{name}.{arch}.sass"));
+            std::fs::write(path, &sass.text).unwrap();
+        }
+        sass.kernel(name)
+            .unwrap_or_else(|| panic!("{name} on {arch}: not in the SASS"))
+            .clone()
+    });
+    CleanKernel {
+        name: name.to_string(),
+        arch,
+        compiled,
+        resources,
+        sass,
+    }
+}
+
+impl CleanKernel {
+    /// Assert, where the SASS is known, that the kernel has an instruction of every opcode
+    /// in `has` and none of those in `lacks` (matched as [`SassKernel::contains_opcode`]
+    /// does: `"HMMA"` matches `HMMA.16816.F32`).
+    ///
+    /// # Panics
+    ///
+    /// At the first opcode that is missing or present against the lists.
+    pub fn assert_opcodes(&self, has: &[&str], lacks: &[&str]) {
+        let Some(k) = &self.sass else { return };
+        for op in has {
+            assert!(k.contains_opcode(op), "{} on {}: no {op}", self.name, self.arch);
+        }
+        for op in lacks {
+            assert!(!k.contains_opcode(op), "{} on {}: {op}", self.name, self.arch);
+        }
+    }
+
+    /// Assert, where the SASS is known, that the kernel has at most `most` instructions
+    /// matching `opcode`.
+    ///
+    /// # Panics
+    ///
+    /// When it has more.
+    pub fn assert_at_most(&self, opcode: &str, most: usize) {
+        let Some(k) = &self.sass else { return };
+        let n = k.count_opcode(opcode);
+        assert!(
+            n <= most,
+            "{} on {}: {n} {opcode}, at most {most}",
+            self.name,
+            self.arch
+        );
+    }
+
+    /// The kernel's instructions before its grid-dependency wait (`ACQBULK`), after
+    /// asserting that an L2 prefetch (`CCTL.PF2`) is among them; `None` without the SASS.
+    ///
+    /// # Panics
+    ///
+    /// Without a wait, or without a prefetch before it.
+    pub fn before_wait_with_l2_prefetch(&self) -> Option<&[Instruction]> {
+        let ins = &self.sass.as_ref()?.instructions;
+        let wait = ins
+            .iter()
+            .position(|i| i.base_opcode() == "ACQBULK")
+            .unwrap_or_else(|| panic!("{} on {}: no ACQBULK", self.name, self.arch));
+        let head = &ins[..wait];
+        assert!(
+            head.iter()
+                .any(|i| i.base_opcode() == "CCTL" && i.opcode.contains("PF2")),
+            "{} on {}: no L2 prefetch (CCTL.PF2) before ACQBULK: {:?}",
+            self.name,
+            self.arch,
+            head.iter().map(|i| i.opcode.as_str()).collect::<Vec<_>>()
+        );
+        Some(head)
+    }
+}
+
+/// Assert that no instruction of `body` matches an opcode of `bad` (as
+/// [`SassKernel::contains_opcode`] matches); `what` says where, in the failure.
+///
+/// # Panics
+///
+/// At the first such instruction.
+pub fn assert_none_in(body: &[Instruction], bad: &[&str], what: &str) {
+    for op in bad {
+        let hit = body.iter().find(|i| {
+            i.opcode
+                .strip_prefix(op)
+                .is_some_and(|r| r.is_empty() || r.starts_with('.'))
+        });
+        assert!(hit.is_none(), "{what}: {}", hit.map_or("", |i| i.opcode.as_str()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> CleanKernel {
+        let sass = Sass::parse(text).kernel("k").cloned();
+        CleanKernel {
+            name: "k".into(),
+            arch: Arch::Sm80,
+            compiled: Compiled::new(Arch::Sm80, Vec::new(), String::new()),
+            resources: KernelResources::default(),
+            sass,
+        }
+    }
+
+    const K: &str = "Function : k\n/*0000*/ HMMA.16816.F32 R4, R8, R12, R4 ;\n\
+        /*0010*/ HMMA.16816.F32 R4, R8, R12, R4 ;\n/*0020*/ BAR.SYNC.DEFER_BLOCKING 0x0 ;\n/*0030*/ EXIT ;\n";
+
+    #[test]
+    fn opcode_checks_pass_on_what_the_kernel_holds() {
+        let k = parsed(K);
+        k.assert_opcodes(&["HMMA", "HMMA.16816", "BAR"], &["LDSM", "HMM"]);
+        k.assert_at_most("HMMA", 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "k on sm_80: no LDSM")]
+    fn a_missing_opcode_fails() {
+        parsed(K).assert_opcodes(&["HMMA", "LDSM"], &[]);
+    }
+
+    #[test]
+    #[should_panic(expected = "k on sm_80: BAR")]
+    fn a_present_opcode_fails() {
+        parsed(K).assert_opcodes(&[], &["BAR"]);
+    }
+
+    #[test]
+    fn the_head_before_the_wait_holds_the_prefetch() {
+        let k = parsed(
+            "Function : k\n/*0000*/ CCTL.E.PF2 [R2] ;\n/*0010*/ LDG.E.STRONG.GPU R4, [R2.64] ;\n\
+             /*0020*/ ACQBULK ;\n/*0030*/ STG.E [R2.64], R4 ;\n/*0040*/ EXIT ;\n",
+        );
+        let head = k.before_wait_with_l2_prefetch().unwrap();
+        assert_eq!(head.len(), 2);
+        assert_none_in(head, &["STG", "LDGSTS"], "k");
+        let r = std::panic::catch_unwind(|| assert_none_in(head, &["LDG"], "k before the wait"));
+        assert!(r.is_err(), "an LDG before the wait passed");
+        let none = parsed("Function : k\n/*0000*/ LDG.E R4, [R2.64] ;\n/*0010*/ ACQBULK ;\n");
+        assert!(std::panic::catch_unwind(|| none.before_wait_with_l2_prefetch().map(<[_]>::len)).is_err());
+    }
+
+    #[test]
+    #[should_panic(expected = "k on sm_80: 2 HMMA, at most 1")]
+    fn too_many_fail() {
+        parsed(K).assert_at_most("HMMA", 1);
+    }
 }

@@ -3,8 +3,8 @@
 
 use rcute_atom::Element;
 use rcute_kernel::awq_dequantize::{generate, generate_kmajor};
-use rcute_kernel::testing::toolkit_for_test;
-use rcute_kernel::{compile, Arch, CompileOptions, Sass};
+use rcute_kernel::testing::{compile_clean, toolkit_for_test};
+use rcute_kernel::Arch;
 
 #[test]
 fn generated_source_is_deterministic_and_rejects_other_types() {
@@ -27,25 +27,13 @@ fn compiles_without_spills_and_uses_lop3() {
     let all = [Element::F16, Element::BF16].map(|e| [generate(e).unwrap(), generate_kmajor(e).unwrap()]);
     for g in all.into_iter().flatten() {
         for arch in [Arch::Sm80, Arch::Sm90a] {
-            let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
-                .unwrap_or_else(|err| panic!("{} for {arch}: {err}\n{}", g.name, g.source));
-            let r = c
-                .resources
-                .kernel(&g.name)
-                .unwrap_or_else(|| panic!("no resources\n{}", c.log));
-            assert!(!r.spills() && r.stack_frame_bytes == 0, "{r:?}");
-            assert!(r.registers <= 64, "{} on {arch}: {} registers", g.name, r.registers);
-            let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
-            let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
-            assert!(!sass.uses_local_memory());
-            let k = sass.kernel(&g.name).unwrap();
-            let ops: &[&str] = if g.kmajor {
-                &["LOP3", "PRMT", "STG.E.128"]
+            let ck = compile_clean(tk, &g.name, &g.source, arch);
+            let registers = ck.resources.registers;
+            assert!(registers <= 64, "{} on {arch}: {registers} registers", g.name);
+            if g.kmajor {
+                ck.assert_opcodes(&["LOP3", "PRMT", "STG.E.128"], &[]);
             } else {
-                &["LOP3", "STG.E.128"]
-            };
-            for &op in ops {
-                assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
+                ck.assert_opcodes(&["LOP3", "STG.E.128"], &[]);
             }
         }
     }

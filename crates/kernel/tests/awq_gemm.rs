@@ -4,32 +4,12 @@
 
 use rcute_atom::Element;
 use rcute_kernel::awq_gemm::{generate, AwqGemmConfig, GeneratedAwqGemm};
-use rcute_kernel::sass::SassKernel;
-use rcute_kernel::testing::toolkit_for_test;
-use rcute_kernel::{compile, Arch, CompileOptions, Sass, Toolkit};
+use rcute_kernel::testing::{assert_none_in, compile_clean, toolkit_for_test, CleanKernel};
+use rcute_kernel::{Arch, Toolkit};
 
-/// Compile `g` for `arch`, assert no spills, no stack frame and no local memory, print its
-/// registers, and return its SASS (`None` without `cuobjdump`; with `RCUTE_DUMP=DIR` also
-/// written to `DIR/NAME.ARCH.sass`).
-fn compile_clean(tk: &Toolkit, g: &GeneratedAwqGemm, arch: Arch) -> Option<SassKernel> {
-    let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
-        .unwrap_or_else(|err| panic!("{} for {arch}: {err}\n{}", g.name, g.source));
-    let r = c
-        .resources
-        .kernel(&g.name)
-        .unwrap_or_else(|| panic!("no resources\n{}", c.log));
-    assert!(!r.spills() && r.stack_frame_bytes == 0, "{} on {arch}: {r:?}", g.name);
-    eprintln!(
-        "{} on {arch}: {} registers, {} bytes smem",
-        g.name, r.registers, g.plan.smem_bytes
-    );
-    let sass = Sass::disassemble_with(tk.cuobjdump.as_ref()?, &c.cubin).unwrap();
-    assert!(!sass.uses_local_memory(), "{} on {arch}: local memory", g.name);
-    if let Some(dir) = std::env::var_os("RCUTE_DUMP") {
-        let path = std::path::Path::new(&dir).join(format!("{}.{arch}.sass", g.name));
-        std::fs::write(path, &sass.text).unwrap();
-    }
-    Some(sass.kernel(&g.name).unwrap().clone())
+/// Compile `g` for `arch` ([`compile_clean`]: no spills, stack frame or local memory).
+fn clean(tk: &Toolkit, g: &GeneratedAwqGemm, arch: Arch) -> CleanKernel {
+    compile_clean(tk, &g.name, &g.source, arch)
 }
 
 fn configs() -> Vec<AwqGemmConfig> {
@@ -147,10 +127,7 @@ fn compiles_without_spills_and_uses_the_planned_instructions() {
     for cfg in configs() {
         let g = generate(&cfg).unwrap();
         for arch in [Arch::Sm80, Arch::Sm90a] {
-            let Some(k) = compile_clean(tk, &g, arch) else { continue };
-            for op in ["LDGSTS", "LDSM", "LOP3", "PRMT", "HMMA"] {
-                assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
-            }
+            clean(tk, &g, arch).assert_opcodes(&["LDGSTS", "LDSM", "LOP3", "PRMT", "HMMA"], &[]);
         }
     }
 }
@@ -163,23 +140,11 @@ fn bulk_kernels_compile_for_sm90a_without_spills() {
     let Some(tk) = toolkit_for_test() else { return };
     for cfg in bulk_configs() {
         let g = generate(&cfg).unwrap();
-        let Some(k) = compile_clean(tk, &g, Arch::Sm90a) else {
-            continue;
-        };
-        if std::env::var_os("RCUTE_DUMP").is_some() {
-            eprintln!("{}", k.opcodes().collect::<Vec<_>>().join(" "));
-        }
-        for op in ["UBLKCP", "LDGSTS", "SYNCS", "LDSM", "LOP3", "HMMA"] {
-            assert!(k.contains_opcode(op), "{}: no {op}", g.name);
-        }
+        let k = clean(tk, &g, Arch::Sm90a);
+        k.assert_opcodes(&["UBLKCP", "LDGSTS", "SYNCS", "LDSM", "LOP3", "HMMA"], &[]);
         // the weight, scale and zero rows: four runs and four group rows per stage, no more
         // bulk copies than that in the loop (x comes by cp.async)
-        assert!(
-            k.count_opcode("UBLKCP") <= 8,
-            "{}: {} UBLKCP",
-            g.name,
-            k.count_opcode("UBLKCP")
-        );
+        k.assert_at_most("UBLKCP", 8);
     }
 }
 
@@ -190,13 +155,7 @@ fn prepare_kernel_compiles_and_stores_16_bytes() {
     let g = rcute_kernel::awq_prepare::generate().unwrap();
     assert_eq!(g, rcute_kernel::awq_prepare::generate().unwrap());
     let Some(tk) = toolkit_for_test() else { return };
-    let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm80))
-        .unwrap_or_else(|err| panic!("{err}\n{}", g.source));
-    let r = c.resources.kernel(&g.name).unwrap();
-    assert!(!r.spills() && r.stack_frame_bytes == 0, "{r:?}");
-    let Some(objdump) = tk.cuobjdump.as_ref() else { return };
-    let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
-    assert!(sass.kernel(&g.name).unwrap().contains_opcode("STG.E.128"));
+    compile_clean(tk, &g.name, &g.source, Arch::Sm80).assert_opcodes(&["STG.E.128"], &[]);
 }
 
 /// The register-streamed kernels compile for sm_80 and sm_90a without spills or local
@@ -210,31 +169,24 @@ fn streamed_kernels_compile_without_spills_and_stream_into_registers() {
         let g = generate(&cfg).unwrap();
         assert!(g.name.ends_with("_prepared_streamed"), "{}", g.name);
         for arch in [Arch::Sm80, Arch::Sm90a] {
-            let Some(k) = compile_clean(tk, &g, arch) else { continue };
+            let ck = clean(tk, &g, arch);
+            let Some(k) = &ck.sass else { continue };
             let ops = ["LDG", "PRMT", "LOP3", "HMMA"];
-            let (per_step, steps, counts) = loop_per_step(&k, g.plan.streamed.as_ref().unwrap().b_frags as usize, &ops);
+            let (per_step, steps, counts) = loop_per_step(k, g.plan.streamed.as_ref().unwrap().b_frags as usize, &ops);
             eprintln!(
                 "{} on {arch}: loop {steps} steps x {per_step} instructions per step; {ops:?} {counts:?}",
                 g.name
             );
-            for op in ["LDG.E.NA.128.CONSTANT", "LDS.64", "LOP3", "HMMA"] {
-                assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
-            }
-            for op in ["LDGSTS", "LDSM"] {
-                assert!(!k.contains_opcode(op), "{} on {arch}: {op}", g.name);
-            }
+            ck.assert_opcodes(
+                &["LDG.E.NA.128.CONSTANT", "LDS.64", "LOP3", "HMMA"],
+                &["LDGSTS", "LDSM"],
+            );
             // one after staging x, then the epilogue's: before and after the partial tiles,
             // around the split's semaphore, and on sm_90 the cluster barriers of the
             // clustered split-K sum (each with a CTA-barrier fallback: the first twice, a
             // release arrive for the warps that publish partial chunks and a relaxed one for
             // the others, then the relaxed one that keeps the peers' shared memory alive)
-            let most = if arch == Arch::Sm90a { 8 } else { 5 };
-            assert!(
-                k.count_opcode("BAR") <= most,
-                "{} on {arch}: {} BAR",
-                g.name,
-                k.count_opcode("BAR")
-            );
+            ck.assert_at_most("BAR", if arch == Arch::Sm90a { 8 } else { 5 });
         }
     }
 }
@@ -256,8 +208,8 @@ fn shared_ring_streamed_kernels_compile_without_spills_and_wait_by_count() {
         let st = g.plan.streamed.as_ref().unwrap();
         assert_eq!(st.ring_bytes(), st.ring * g.plan.threads * 16, "{}", g.name);
         for arch in [Arch::Sm80, Arch::Sm90a] {
-            let Some(k) = compile_clean(tk, &g, arch) else { continue };
-            for op in [
+            let ck = clean(tk, &g, arch);
+            let has = [
                 "LDGSTS.E.BYPASS.128",
                 "LDGDEPBAR",
                 "DEPBAR.LE",
@@ -265,21 +217,12 @@ fn shared_ring_streamed_kernels_compile_without_spills_and_wait_by_count() {
                 "LDS.64",
                 "LOP3",
                 "HMMA",
-            ] {
-                assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
-            }
-            for op in ["LDG.E.NA.128", "LDSM"] {
-                assert!(!k.contains_opcode(op), "{} on {arch}: {op}", g.name);
-            }
-            let most = if arch == Arch::Sm90a { 8 } else { 5 };
-            assert!(
-                k.count_opcode("BAR") <= most,
-                "{} on {arch}: {} BAR",
-                g.name,
-                k.count_opcode("BAR")
-            );
+            ];
+            ck.assert_opcodes(&has, &["LDG.E.NA.128", "LDSM"]);
+            ck.assert_at_most("BAR", if arch == Arch::Sm90a { 8 } else { 5 });
             if st.ring >= 8 {
-                let (shared, reg_ring) = (registers(&g, arch), registers(&generate(&base).unwrap(), arch));
+                let shared = ck.resources.registers;
+                let reg_ring = clean(tk, &generate(&base).unwrap(), arch).resources.registers;
                 assert!(
                     shared < reg_ring,
                     "{} on {arch}: {shared} registers, the register ring {reg_ring}",
@@ -288,12 +231,6 @@ fn shared_ring_streamed_kernels_compile_without_spills_and_wait_by_count() {
             }
         }
     }
-}
-
-/// The registers of `g` compiled for `arch`.
-fn registers(g: &GeneratedAwqGemm, arch: Arch) -> u32 {
-    let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch)).unwrap();
-    c.resources.kernel(&g.name).unwrap().registers
 }
 
 /// The steady-state loop of a streamed kernel: of the backward branches, the one whose
@@ -350,29 +287,22 @@ fn checkpoint_streamed_kernels_compile_without_spills() {
             g.name
         );
         for arch in [Arch::Sm80, Arch::Sm90a] {
-            let Some(k) = compile_clean(tk, &g, arch) else { continue };
-            for op in ["LDG.E.NA.CONSTANT", "LDS.64", "PRMT", "LOP3", "HMMA"] {
-                assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
-            }
-            for op in ["LDGSTS", "LDSM", "LDG.E.NA.128"] {
-                assert!(!k.contains_opcode(op), "{} on {arch}: {op}", g.name);
-            }
-            // as the prepared streamed kernel's (same epilogue)
-            let most = if arch == Arch::Sm90a { 8 } else { 5 };
-            assert!(
-                k.count_opcode("BAR") <= most,
-                "{} on {arch}: {} BAR",
-                g.name,
-                k.count_opcode("BAR")
+            let ck = clean(tk, &g, arch);
+            let Some(k) = &ck.sass else { continue };
+            ck.assert_opcodes(
+                &["LDG.E.NA.CONSTANT", "LDS.64", "PRMT", "LOP3", "HMMA"],
+                &["LDGSTS", "LDSM", "LDG.E.NA.128"],
             );
+            // as the prepared streamed kernel's (same epilogue)
+            ck.assert_at_most("BAR", if arch == Arch::Sm90a { 8 } else { 5 });
             let ops = ["LDG", "PRMT", "LOP3", "HMMA"];
             let b_frags = g.plan.streamed.as_ref().unwrap().b_frags as usize;
-            let (per_step, steps, counts) = loop_per_step(&k, b_frags, &ops);
+            let (per_step, steps, counts) = loop_per_step(k, b_frags, &ops);
             // the prepared streamed kernel of the same configuration, compiled alike
             let mut prepared_cfg = cfg.streamed();
             prepared_cfg.element = cfg.element;
             let pg = generate(&prepared_cfg).unwrap();
-            let pk = compile_clean(tk, &pg, arch).expect("cuobjdump found above");
+            let pk = clean(tk, &pg, arch).sass.expect("cuobjdump found above");
             let (prepared_per_step, _, _) = loop_per_step(&pk, b_frags, &ops);
             eprintln!(
                 "{} on {arch}: loop {steps} steps x {per_step} instructions per step (prepared: {prepared_per_step}); {ops:?} {counts:?}",
@@ -470,21 +400,18 @@ fn wgmma_kernels_compile_for_sm90a_with_register_a() {
     let Some(tk) = toolkit_for_test() else { return };
     for cfg in wgmma_configs() {
         let g = generate(&cfg).unwrap();
-        let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm90a))
-            .unwrap_or_else(|err| panic!("{}: {err}\n{}", g.name, g.source));
-        assert!(!c.log.contains("serialized"), "{}: {}", g.name, c.log);
-        let Some(k) = compile_clean(tk, &g, Arch::Sm90a) else {
-            continue;
-        };
-        if std::env::var_os("RCUTE_DUMP").is_some() {
-            eprintln!("{}", k.opcodes().collect::<Vec<_>>().join(" "));
-        }
-        for op in ["HGMMA", "UTMALDG", "UBLKCP", "LDS", "LOP3", "SYNCS", "USETMAXREG"] {
-            assert!(k.contains_opcode(op), "{}: no {op}", g.name);
-        }
-        for op in ["LDGSTS", "LDSM"] {
-            assert!(!k.contains_opcode(op), "{}: {op}", g.name);
-        }
+        let ck = clean(tk, &g, Arch::Sm90a);
+        assert!(
+            !ck.compiled.log.contains("serialized"),
+            "{}: {}",
+            g.name,
+            ck.compiled.log
+        );
+        ck.assert_opcodes(
+            &["HGMMA", "UTMALDG", "UBLKCP", "LDS", "LOP3", "SYNCS", "USETMAXREG"],
+            &["LDGSTS", "LDSM"],
+        );
+        let Some(k) = &ck.sass else { continue };
         // the consumers' mainloop reads the weight from shared memory only; the
         // producer's loop issues the bulk copies
         let main = k.innermost_loop_with("HGMMA").expect("a mainloop around the wgmmas");
@@ -550,36 +477,13 @@ fn streamed_kernels_prefetch_before_the_grid_dependency_wait() {
         if i != 0 && i + 1 != cfgs.len() {
             continue;
         }
-        let Some(objdump) = tk.as_ref().and_then(|t| t.cuobjdump.as_ref()) else {
+        let Some(ck) = tk.map(|tk| clean(tk, &g, Arch::Sm90a)) else {
             continue;
         };
-        let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm90a)).unwrap();
-        let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
-        let k = sass.kernel(&g.name).unwrap();
-        let ops: Vec<(&str, &str)> = k
-            .instructions
-            .iter()
-            .map(|i| (i.base_opcode(), i.opcode.as_str()))
-            .collect();
-        let w = ops.iter().position(|o| o.0 == "ACQBULK").expect("ACQBULK");
-        let pf = ops.iter().position(|o| o.0 == "CCTL" && o.1.contains("PF2"));
-        assert!(
-            pf.is_some_and(|p| p < w),
-            "{}: no L2 prefetch (CCTL.PF2) before ACQBULK: {:?}",
-            g.name,
-            &ops[..w]
-        );
-        for bad in ["LDG", "STG", "LDGSTS", "ATOMG", "RED", "LDS", "STS"] {
-            assert!(
-                !ops[..w].iter().any(|o| o.0 == bad),
-                "{}: {bad} before the wait",
-                g.name
-            );
-        }
-        eprintln!(
-            "{}: {} CCTL.PF2 before ACQBULK at {w}",
-            g.name,
-            ops[..w].iter().filter(|o| o.0 == "CCTL").count()
-        );
+        let Some(head) = ck.before_wait_with_l2_prefetch() else {
+            continue;
+        };
+        let bad = ["LDG", "STG", "LDGSTS", "ATOMG", "RED", "LDS", "STS"];
+        assert_none_in(head, &bad, &format!("{}: before the wait", g.name));
     }
 }

@@ -5,8 +5,8 @@
 use rcute_atom::{Element, Major};
 use rcute_collective::{PlanError, StorageOrder};
 use rcute_kernel::gemm_sm80::{generate, GemmArgs, GemmError, GemmSm80Config, SplitKMode};
-use rcute_kernel::testing::toolkit_for_test;
-use rcute_kernel::{compile, Arch, CompileOptions, Dim3, Sass};
+use rcute_kernel::testing::{compile_clean, toolkit_for_test};
+use rcute_kernel::{compile, Arch, CompileOptions, Dim3};
 
 fn cfg(a: Major, b: Major, tile: [i64; 3], warps: [i64; 2]) -> GemmSm80Config {
     GemmSm80Config::bf16(a, b, tile, warps)
@@ -22,31 +22,15 @@ fn dump_one() {
 
 fn compile_check(g: &rcute_kernel::gemm_sm80::GeneratedGemm, arch: Arch) -> Option<(u32, u32)> {
     let tk = toolkit_for_test()?;
-    let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
-        .unwrap_or_else(|e| panic!("{} does not compile for {}: {e}\n{}", g.name, arch.as_str(), g.source));
-    let r = c
+    let ck = compile_clean(tk, &g.name, &g.source, arch);
+    ck.assert_opcodes(&["HMMA", "LDSM", "LDGSTS"], &[]);
+    let rr = ck
+        .compiled
         .resources
-        .kernel(&g.name)
-        .unwrap_or_else(|| panic!("no resources for {}", g.name));
-    assert_eq!(
-        r.spill_stores_bytes + r.spill_loads_bytes,
-        0,
-        "{} spills on {}: {r:?}",
-        g.name,
-        arch.as_str()
-    );
-    assert_eq!(r.stack_frame_bytes, 0, "{} stack frame on {}", g.name, arch.as_str());
-    let regs = r.registers;
-    let rr = c.resources.kernel(&g.reduce_name).expect("reduce kernel").registers;
-    if let Some(objdump) = tk.cuobjdump.as_ref() {
-        let sass = Sass::disassemble_with(objdump, &c.cubin).expect("cuobjdump");
-        assert!(!sass.uses_local_memory(), "{}: local memory", g.name);
-        let k = sass.kernel(&g.name).expect("kernel in SASS");
-        for op in ["HMMA", "LDSM", "LDGSTS"] {
-            assert!(k.contains_opcode(op), "{}: no {op}", g.name);
-        }
-    }
-    Some((regs, rr))
+        .kernel(&g.reduce_name)
+        .expect("reduce kernel")
+        .registers;
+    Some((ck.resources.registers, rr))
 }
 
 fn extra_configs() -> Vec<GemmSm80Config> {
@@ -255,33 +239,13 @@ fn narrow_copies_compile_for_sm80_and_sm90a_without_spills() {
             );
             let Some(tk) = toolkit_for_test() else { return };
             for arch in [Arch::Sm80, Arch::Sm90a] {
-                let comp = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
-                    .unwrap_or_else(|e| panic!("{} does not compile for {}: {e}", g.name, arch.as_str()));
-                let r = comp.resources.kernel(&g.name).expect("resources");
-                assert_eq!(
-                    r.spill_stores_bytes + r.spill_loads_bytes,
-                    0,
-                    "{} spills: {r:?}",
-                    g.name
-                );
-                assert_eq!(r.stack_frame_bytes, 0, "{} stack frame", g.name);
-                if let Some(objdump) = tk.cuobjdump.as_ref() {
-                    let sass = Sass::disassemble_with(objdump, &comp.cubin).expect("cuobjdump");
-                    assert!(!sass.uses_local_memory(), "{}: local memory", g.name);
-                    let k = sass.kernel(&g.name).expect("kernel in SASS");
-                    let want: &[&str] = if bytes == 2 {
-                        &["HMMA", "LDSM", "LDG", "STS"]
-                    } else {
-                        &["HMMA", "LDSM", "LDGSTS"]
-                    };
-                    for op in want {
-                        assert!(k.contains_opcode(op), "{}: no {op}", g.name);
-                    }
-                    if bytes == 2 {
-                        assert!(!k.contains_opcode("LDGSTS"), "{}: LDGSTS on the 2-byte path", g.name);
-                    }
+                let ck = compile_clean(tk, &g.name, &g.source, arch);
+                if bytes == 2 {
+                    // 16-bit loads into shared stores, no cp.async
+                    ck.assert_opcodes(&["HMMA", "LDSM", "LDG", "STS"], &["LDGSTS"]);
+                } else {
+                    ck.assert_opcodes(&["HMMA", "LDSM", "LDGSTS"], &[]);
                 }
-                eprintln!("{} {}: {} registers", g.name, arch.as_str(), r.registers);
             }
         }
     }
@@ -333,20 +297,9 @@ fn narrow_scaled_mm_compiles_without_spills() {
         .narrow(bytes);
         let g = generate(&c).unwrap_or_else(|e| panic!("{c:?}: {e}"));
         assert!(g.name.ends_with(&format!("_g2s{bytes}")), "{}", g.name);
-        if toolkit_for_test().is_none() {
-            return;
-        }
+        let Some(tk) = toolkit_for_test() else { return };
         for arch in [Arch::Sm80, Arch::Sm90a] {
-            let comp = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
-                .unwrap_or_else(|e| panic!("{} does not compile for {}: {e}", g.name, arch.as_str()));
-            let r = comp.resources.kernel(&g.name).expect("resources");
-            assert_eq!(
-                r.spill_stores_bytes + r.spill_loads_bytes,
-                0,
-                "{} spills: {r:?}",
-                g.name
-            );
-            assert_eq!(r.stack_frame_bytes, 0, "{} stack frame", g.name);
+            compile_clean(tk, &g.name, &g.source, arch);
         }
     }
 }

@@ -5,8 +5,8 @@
 
 use rcute_atom::Element;
 use rcute_kernel::gemm_sm90::{generate, GemmSm90Config, GeneratedGemmSm90, Sm90Schedule};
-use rcute_kernel::testing::toolkit_for_test;
-use rcute_kernel::{compile, Arch, CompileOptions, Sass};
+use rcute_kernel::testing::{compile_clean, toolkit_for_test};
+use rcute_kernel::{compile, Arch, CompileOptions};
 
 fn configs() -> Vec<GemmSm90Config> {
     let mut v = vec![
@@ -82,44 +82,21 @@ fn dump_one() {
 
 fn compile_check(g: &GeneratedGemmSm90) {
     let Some(tk) = toolkit_for_test() else { return };
-    let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm90a))
-        .unwrap_or_else(|e| panic!("{} does not compile: {e}", g.name));
-    let r = c
-        .resources
-        .kernel(&g.name)
-        .unwrap_or_else(|| panic!("no resources for {}", g.name));
-    println!("{}: {} registers, {} B smem", g.name, r.registers, g.smem_bytes);
-    assert!(
-        !c.log.contains("serialized"),
-        "{}: wgmma serialized:\n{}",
-        g.name,
-        c.log
-    );
-    assert_eq!(
-        r.spill_stores_bytes + r.spill_loads_bytes,
-        0,
-        "{} spills: {r:?}",
-        g.name
-    );
-    assert_eq!(r.stack_frame_bytes, 0, "{} stack frame", g.name);
-    if let Some(objdump) = tk.cuobjdump.as_ref() {
-        let sass = Sass::disassemble_with(objdump, &c.cubin).expect("cuobjdump");
-        assert!(!sass.uses_local_memory(), "{}: local memory", g.name);
-        let k = sass.kernel(&g.name).expect("kernel in SASS");
-        let mma = match g.config.ab {
-            Element::S8 => "IGMMA",
-            Element::E4M3 | Element::E5M2 => "QGMMA",
-            _ => "HGMMA",
-        };
-        for op in [mma, "UTMALDG", "UTMASTG", "STSM", "SYNCS"] {
-            assert!(k.contains_opcode(op), "{}: no {op}", g.name);
-        }
+    let ck = compile_clean(tk, &g.name, &g.source, Arch::Sm90a);
+    println!("{}: {} B smem", g.name, g.smem_bytes);
+    let log = &ck.compiled.log;
+    assert!(!log.contains("serialized"), "{}: wgmma serialized:\n{log}", g.name);
+    let mma = match g.config.ab {
+        Element::S8 => "IGMMA",
+        Element::E4M3 | Element::E5M2 => "QGMMA",
+        _ => "HGMMA",
+    };
+    ck.assert_opcodes(&[mma, "UTMALDG", "UTMASTG", "STSM", "SYNCS"], &[]);
+    if let Some(k) = &ck.sass {
         if g.config.stream_k {
             // the last-arriver reduction: the counter's atomic and the barrier that
             // broadcasts who is last; no CTA waits on another (no acquire-load spin)
-            for op in ["ATOMG", "BAR"] {
-                assert!(k.contains_opcode(op), "{}: no {op}", g.name);
-            }
+            ck.assert_opcodes(&["ATOMG", "BAR"], &[]);
             assert!(
                 k.instructions.iter().any(|i| i.opcode.starts_with("BAR.RED.OR")),
                 "{}: no BAR.RED.OR",

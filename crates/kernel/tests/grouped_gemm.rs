@@ -9,8 +9,8 @@ use rcute_kernel::grouped_gemm::prepare::{self, MoePairing};
 use rcute_kernel::grouped_gemm::{
     generate, GroupedA, GroupedEpilogue, GroupedGemmArgs, GroupedGemmConfig, GroupedGemmError,
 };
-use rcute_kernel::testing::toolkit_for_test;
-use rcute_kernel::{compile, Arch, CompileOptions, Sass};
+use rcute_kernel::testing::{assert_none_in, compile_clean, toolkit_for_test};
+use rcute_kernel::Arch;
 
 fn configs() -> Vec<GroupedGemmConfig> {
     let mut v = Vec::new();
@@ -375,12 +375,6 @@ fn bad_configurations_and_arguments_are_typed_errors() {
 #[test]
 fn shared_ring_streamed_kernels_wait_by_count_without_spills() {
     let Some(tk) = toolkit_for_test() else { return };
-    let regs = |g: &rcute_kernel::grouped_gemm::GeneratedGroupedGemm, arch: Arch| {
-        let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch)).unwrap();
-        let r = c.resources.kernel(&g.name).unwrap().clone();
-        assert!(!r.spills() && r.stack_frame_bytes == 0, "{} on {arch}: {r:?}", g.name);
-        (r.registers, c)
-    };
     for base in streamed_configs() {
         if !base.prepared || base.element != Element::BF16 {
             continue;
@@ -396,33 +390,27 @@ fn shared_ring_streamed_kernels_wait_by_count_without_spills() {
             g.name
         );
         for arch in [Arch::Sm80, Arch::Sm90a] {
-            let (shared, c) = regs(&g, arch);
-            let (reg_ring, _) = regs(&generate(&base).unwrap(), arch);
+            let ck = compile_clean(tk, &g.name, &g.source, arch);
+            let reg_ring = generate(&base).unwrap();
+            let reg_ring = compile_clean(tk, &reg_ring.name, &reg_ring.source, arch)
+                .resources
+                .registers;
+            let shared = ck.resources.registers;
             assert!(
                 shared < reg_ring,
                 "{} on {arch}: {shared} registers, the register ring {reg_ring}",
                 g.name
             );
-            let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
-            let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
-            assert!(!sass.uses_local_memory(), "{} on {arch}: LDL/STL", g.name);
-            let k = sass.kernel(&g.name).unwrap();
-            for op in [
+            let has = [
                 "LDGSTS.E.BYPASS.128",
                 "LDGDEPBAR",
                 "DEPBAR.LE",
                 "LDS.128",
                 "HMMA",
                 "LDG.E.128.CONSTANT",
-            ] {
-                assert!(k.contains_opcode(op), "{} on {arch}: no {op}", g.name);
-            }
-            assert!(
-                !k.contains_opcode("LDG.E.NA.128"),
-                "{} on {arch}: a streaming LDG",
-                g.name
-            );
-            eprintln!("{} {arch}: {shared} registers (register ring {reg_ring})", g.name);
+            ];
+            // no streaming LDG
+            ck.assert_opcodes(&has, &["LDG.E.NA.128"]);
         }
     }
 }
@@ -432,21 +420,7 @@ fn compiles_without_spills_or_local_memory() {
     let Some(tk) = toolkit_for_test() else { return };
     for (name, src, ops) in kernels() {
         for arch in [Arch::Sm80, Arch::Sm90a] {
-            let c = compile(&src, &format!("{name}.cu"), &CompileOptions::new(arch))
-                .unwrap_or_else(|err| panic!("{name} for {arch}: {err}\n{src}"));
-            let r = c
-                .resources
-                .kernel(&name)
-                .unwrap_or_else(|| panic!("no resources\n{}", c.log));
-            assert!(!r.spills() && r.stack_frame_bytes == 0, "{name} on {arch}: {r:?}");
-            eprintln!("{name} {arch}: {} registers, {} B smem", r.registers, r.shared_bytes);
-            let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
-            let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
-            assert!(!sass.uses_local_memory(), "{name} on {arch}: LDL/STL");
-            let k = sass.kernel(&name).unwrap();
-            for op in &ops {
-                assert!(k.contains_opcode(op), "{name} on {arch}: no {op}");
-            }
+            compile_clean(tk, &name, &src, arch).assert_opcodes(&ops, &[]);
         }
     }
 }
@@ -495,35 +469,21 @@ fn weights_are_prefetched_before_the_grid_dependency_wait() {
         if i != 0 && i + 1 != cfgs.len() {
             continue;
         }
-        let Some(objdump) = tk.as_ref().and_then(|t| t.cuobjdump.as_ref()) else {
+        let Some(ck) = tk.map(|tk| compile_clean(tk, &g.name, src, Arch::Sm90a)) else {
             continue;
         };
-        let c = compile(src, &format!("{}.cu", g.name), &CompileOptions::new(Arch::Sm90a)).unwrap();
-        let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
-        let k = sass.kernel(&g.name).unwrap();
-        let ops: Vec<(&str, &str)> = k
-            .instructions
+        let Some(head) = ck.before_wait_with_l2_prefetch() else {
+            continue;
+        };
+        let loads: Vec<&str> = head
             .iter()
-            .map(|i| (i.base_opcode(), i.opcode.as_str()))
+            .filter(|i| i.base_opcode() == "LDG")
+            .map(|i| i.opcode.as_str())
             .collect();
-        let w = ops.iter().position(|o| o.0 == "ACQBULK").expect("ACQBULK");
-        let pf = ops.iter().position(|o| o.0 == "CCTL" && o.1.contains("PF2"));
-        assert!(
-            pf.is_some_and(|p| p < w),
-            "{}: no L2 prefetch (CCTL.PF2) before ACQBULK: {:?}",
-            g.name,
-            &ops[..w]
-        );
-        let loads: Vec<&str> = ops[..w].iter().filter(|o| o.0 == "LDG").map(|o| o.1).collect();
         assert!(loads.len() <= 3, "{}: {loads:?} before the wait", g.name);
         // `__ldcg`: the loads bypass the L1 (.STRONG.GPU), so no line they bring is read later
         assert!(loads.iter().all(|o| o.contains("STRONG.GPU")), "{}: {loads:?}", g.name);
-        for bad in ["STG", "LDGSTS", "ATOMG", "RED", "UBLKCP"] {
-            assert!(
-                !ops[..w].iter().any(|o| o.0 == bad),
-                "{}: {bad} before the wait",
-                g.name
-            );
-        }
+        let bad = ["STG", "LDGSTS", "ATOMG", "RED", "UBLKCP"];
+        assert_none_in(head, &bad, &format!("{}: before the wait", g.name));
     }
 }

@@ -11,8 +11,8 @@ use rcute_kernel::grouped_gemm::{
     sm90_cluster_config, sm90_config, sm90_fp8_config, sm90_grouped_config, sm90_pingpong_config, GroupedEpilogue,
     SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_TILE,
 };
-use rcute_kernel::testing::toolkit_for_test;
-use rcute_kernel::{compile, Arch, CompileOptions, Sass};
+use rcute_kernel::testing::{compile_clean, toolkit_for_test};
+use rcute_kernel::Arch;
 
 fn configs() -> Vec<GemmSm90Config> {
     let mut v = Vec::new();
@@ -357,23 +357,11 @@ fn compiles_for_sm90a_without_spills_with_wgmma_and_tma() {
         units.push((q.name, q.source, vec!["LDG.E.128", "SHFL.BFLY", "F2FP"]));
     }
     for (name, src, ops) in units {
-        let c = compile(&src, &format!("{name}.cu"), &CompileOptions::new(Arch::Sm90a))
-            .unwrap_or_else(|err| panic!("{name}: {err}\n{src}"));
-        let r = c
-            .resources
-            .kernel(&name)
-            .unwrap_or_else(|| panic!("no resources\n{}", c.log));
-        assert!(!r.spills() && r.stack_frame_bytes == 0, "{name}: {r:?}");
+        let ck = compile_clean(tk, &name, &src, Arch::Sm90a);
         // The padding warpgroup's drain loop beside the wgmma mainloop keeps the batches
         // asynchronous.
-        assert!(!c.log.contains("serialized"), "{name}: wgmma serialized:\n{}", c.log);
-        eprintln!("{name}: {} registers, {} B smem", r.registers, r.shared_bytes);
-        let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
-        let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
-        assert!(!sass.uses_local_memory(), "{name}: LDL/STL");
-        let k = sass.kernel(&name).unwrap();
-        for op in &ops {
-            assert!(k.contains_opcode(op), "{name}: no {op}");
-        }
+        let log = &ck.compiled.log;
+        assert!(!log.contains("serialized"), "{name}: wgmma serialized:\n{log}");
+        ck.assert_opcodes(&ops, &[]);
     }
 }

@@ -4,8 +4,8 @@
 
 use rcute_atom::Element;
 use rcute_kernel::moe_routing::{align, ep_dispatch, topk_align, topk_softmax, MoeRoutingError};
-use rcute_kernel::testing::toolkit_for_test;
-use rcute_kernel::{compile, Arch, CompileOptions, Sass};
+use rcute_kernel::testing::{compile_clean, toolkit_for_test};
+use rcute_kernel::Arch;
 
 fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
     let mut v = Vec::new();
@@ -226,22 +226,10 @@ fn compiles_without_spills_or_local_memory() {
     let Some(tk) = toolkit_for_test() else { return };
     for (name, src, ops) in kernels() {
         for arch in [Arch::Sm80, Arch::Sm90a] {
-            let c = compile(&src, &format!("{name}.cu"), &CompileOptions::new(arch))
-                .unwrap_or_else(|err| panic!("{name} for {arch}: {err}\n{src}"));
-            let r = c
-                .resources
-                .kernel(&name)
-                .unwrap_or_else(|| panic!("no resources\n{}", c.log));
-            assert!(!r.spills() && r.stack_frame_bytes == 0, "{name} on {arch}: {r:?}");
-            assert!(r.registers <= 64, "{name} on {arch}: {} registers", r.registers);
-            eprintln!("{name} {arch}: {} registers, {} B smem", r.registers, r.shared_bytes);
-            let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
-            let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
-            assert!(!sass.uses_local_memory(), "{name} on {arch}: LDL/STL");
-            let k = sass.kernel(&name).unwrap();
-            for op in &ops {
-                assert!(k.contains_opcode(op), "{name} on {arch}: no {op}");
-            }
+            let ck = compile_clean(tk, &name, &src, arch);
+            let registers = ck.resources.registers;
+            assert!(registers <= 64, "{name} on {arch}: {registers} registers");
+            ck.assert_opcodes(&ops, &[]);
         }
     }
 }

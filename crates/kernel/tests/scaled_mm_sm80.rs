@@ -9,8 +9,8 @@ use rcute_collective::{Fusion, FusionArgs, FusionError, Node, PlanError};
 use rcute_kernel::gemm_sm80::{
     generate, GemmArgs, GemmError, GemmSm80Config, GeneratedGemm, ScaleKind, Sm80Target, SplitKMode,
 };
-use rcute_kernel::testing::toolkit_for_test;
-use rcute_kernel::{compile, Arch, CompileOptions, Dim3, Sass};
+use rcute_kernel::testing::{compile_clean, toolkit_for_test};
+use rcute_kernel::{Arch, Dim3};
 
 fn cfg(out: Element, a: ScaleKind, b: ScaleKind, bias: bool, tile: [i64; 3], warps: [i64; 2]) -> GemmSm80Config {
     GemmSm80Config::scaled_mm(out, a, b, bias, tile, warps).unwrap()
@@ -258,33 +258,17 @@ fn argument_validation() {
 /// Compile for `arch`; returns (registers of the main kernel, of the reduction kernel).
 fn compile_check(g: &GeneratedGemm, arch: Arch) -> Option<(u32, u32)> {
     let tk = toolkit_for_test()?;
-    let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
-        .unwrap_or_else(|e| panic!("{} does not compile for {}: {e}\n{}", g.name, arch.as_str(), g.source));
-    let r = c
-        .resources
-        .kernel(&g.name)
-        .unwrap_or_else(|| panic!("no resources for {}", g.name));
-    assert_eq!(
-        r.spill_stores_bytes + r.spill_loads_bytes,
-        0,
-        "{} spills on {arch}: {r:?}",
-        g.name
-    );
-    assert_eq!(r.stack_frame_bytes, 0, "{} stack frame on {arch}", g.name);
-    let rr = c.resources.kernel(&g.reduce_name).expect("reduce kernel");
+    let ck = compile_clean(tk, &g.name, &g.source, arch);
+    let rr = ck.compiled.resources.kernel(&g.reduce_name).expect("reduce kernel");
     assert_eq!(rr.spill_stores_bytes + rr.spill_loads_bytes + rr.stack_frame_bytes, 0);
-    if let Some(objdump) = tk.cuobjdump.as_ref() {
-        let sass = Sass::disassemble_with(objdump, &c.cubin).expect("cuobjdump");
-        assert!(!sass.uses_local_memory(), "{}: local memory on {arch}", g.name);
-        let k = sass.kernel(&g.name).expect("kernel in SASS");
-        for op in ["IMMA", "LDSM"] {
-            assert!(k.contains_opcode(op), "{}: no {op} on {arch}", g.name);
-        }
-        let cp_async = g.config.target == Sm80Target::Ampere;
-        assert_eq!(k.contains_opcode("LDGSTS"), cp_async, "{}: LDGSTS on {arch}", g.name);
-        assert!(!k.contains_opcode("HMMA"), "{}: integer MMA only", g.name);
+    ck.assert_opcodes(&["IMMA", "LDSM"], &["HMMA"]);
+    // cp.async (LDGSTS) on Ampere and later, not on Turing
+    if g.config.target == Sm80Target::Ampere {
+        ck.assert_opcodes(&["LDGSTS"], &[]);
+    } else {
+        ck.assert_opcodes(&[], &["LDGSTS"]);
     }
-    Some((r.registers, rr.registers))
+    Some((ck.resources.registers, rr.registers))
 }
 
 /// The configurations `rcute_ops::select` picks from, and a few more.

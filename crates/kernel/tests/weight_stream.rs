@@ -3,9 +3,9 @@
 //! with the load instruction it is named after in its SASS, and bad configurations are
 //! refused with a typed error.
 
-use rcute_kernel::testing::toolkit_for_test;
+use rcute_kernel::testing::{compile_clean, toolkit_for_test};
 use rcute_kernel::weight_stream::{generate, sweep, StreamConfig, StreamError, StreamLoad};
-use rcute_kernel::{compile, Arch, CompileOptions, Sass};
+use rcute_kernel::Arch;
 
 #[test]
 fn swept_probes_compile_without_spills() {
@@ -23,16 +23,7 @@ fn swept_probes_compile_without_spills() {
             StreamLoad::Bulk => "UBLKCP",
         };
         for &arch in archs {
-            let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
-                .unwrap_or_else(|e| panic!("{} for {arch}: {e}\n{}", g.name, g.source));
-            let r = c.resources.kernel(&g.name).expect("resources");
-            assert!(!r.spills() && r.stack_frame_bytes == 0, "{} on {arch}: {r:?}", g.name);
-            eprintln!("{} {arch}: {} registers", g.name, r.registers);
-            let Some(objdump) = tk.cuobjdump.as_ref() else { continue };
-            let sass = Sass::disassemble_with(objdump, &c.cubin).unwrap();
-            assert!(!sass.uses_local_memory(), "{} on {arch}: LDL/STL", g.name);
-            let k = sass.kernel(&g.name).unwrap();
-            assert!(k.contains_opcode(opcode), "{} on {arch}: no {opcode}", g.name);
+            compile_clean(tk, &g.name, &g.source, arch).assert_opcodes(&[opcode], &[]);
         }
     }
 }
