@@ -13,8 +13,10 @@
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use rcute_atom::Element;
-use rcute_kernel::gemm_sm80::{GemmArgs, SplitKMode};
-use rcute_kernel::gemm_sm90::{generate, launch_split_k, GemmSm90Config, GeneratedGemmSm90, Sm90Schedule};
+use rcute_kernel::gemm_sm80::{GemmArgs, GemmError, SplitKMode};
+use rcute_kernel::gemm_sm90::{
+    generate, launch_fused, launch_split_k, FusionArgs, GemmSm90Config, GeneratedGemmSm90, Sm90Schedule,
+};
 use rcute_kernel::testing::gpu_for_test;
 use rcute_kernel::tile_scheduler::RasterOrderOption;
 use rcute_kernel::{Arch, CompileOptions, Function, Gpu, KernelCache};
@@ -68,7 +70,22 @@ fn decode(e: Element, b: &[u8]) -> f64 {
 struct Kernel {
     g: GeneratedGemmSm90,
     f: Function,
-    reduce: Function,
+    /// The split-K reduction (`None` for stream-K units: they have none).
+    reduce: Option<Function>,
+}
+
+/// Launch `k`: with its split-K reduction where the unit has one, else the GEMM alone.
+///
+/// # Safety
+///
+/// As for [`launch_split_k`].
+unsafe fn launch_kernel(k: &Kernel, args: &GemmArgs, fa: &FusionArgs, ctas: u32) -> Result<(), GemmError> {
+    match &k.reduce {
+        // SAFETY: as documented for this function.
+        Some(reduce) => unsafe { launch_split_k(&k.f, reduce, &k.g, args, fa, ctas) },
+        // SAFETY: as documented for this function.
+        None => unsafe { launch_fused(&k.f, &k.g, args, fa, ctas) },
+    }
 }
 
 fn build(gpu: &Gpu, cfg: &GemmSm90Config) -> Kernel {
@@ -78,7 +95,10 @@ fn build(gpu: &Gpu, cfg: &GemmSm90Config) -> Kernel {
         .unwrap_or_else(|e| panic!("{}: {e}", g.name));
     let module = gpu.load(&compiled).expect("load");
     let f = module.function(&g.name).expect("kernel");
-    let reduce = module.function(&g.reduce_name).expect("reduce kernel");
+    let reduce = g
+        .reduce_name
+        .as_ref()
+        .map(|r| module.function(r).expect("reduce kernel"));
     eprintln!(
         "{}: {} registers, {} B dynamic smem",
         g.name,
@@ -179,10 +199,7 @@ fn run_case(gpu: &Gpu, k: &Kernel, c: Case, rng: &mut Rng) -> (f64, Vec<u8>) {
         };
         // SAFETY: the buffers hold the matrices described by `args`.
         let fa = k.g.default_fusion_args(&args).unwrap();
-        unsafe {
-            launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, ctas)
-                .unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name))
-        };
+        unsafe { launch_kernel(k, &args, &fa, ctas).unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name)) };
         gpu.synchronize()
             .unwrap_or_else(|err| panic!("{} {c:?}: {err}", k.g.name));
     }
@@ -511,8 +528,7 @@ fn sm90_gemm_with_fused_epilogue() {
                     .ptr("b_scale", pbs)
                     .ptr("bias", pbias);
                 // SAFETY: the buffers hold the matrices and vectors described.
-                unsafe { launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, 132) }
-                    .unwrap_or_else(|e| panic!("{}: {e}", k.g.name));
+                unsafe { launch_kernel(&k, &args, &fa, 132) }.unwrap_or_else(|e| panic!("{}: {e}", k.g.name));
                 gpu.synchronize().unwrap();
                 let out = stream.clone_dtoh(&d_d).unwrap();
                 let mut acc = vec![0.0f64; (m * n * l) as usize];
@@ -646,8 +662,7 @@ fn sm90_int8_and_fp8_scaled_gemm() {
                     .ptr("b_scale", pbs)
                     .ptr("bias", pbias);
                 // SAFETY: the buffers hold the matrices and vectors described.
-                unsafe { launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, 132) }
-                    .unwrap_or_else(|e| panic!("{}: {e}", k.g.name));
+                unsafe { launch_kernel(&k, &args, &fa, 132) }.unwrap_or_else(|e| panic!("{}: {e}", k.g.name));
                 gpu.synchronize().unwrap();
                 let out = stream.clone_dtoh(&d_d).unwrap();
                 let (mut num, mut den) = (0.0f64, 0.0f64);
@@ -806,11 +821,16 @@ fn sm90_stream_k_rejects_small_buffers() {
     let need = k.g.stream_k_workspace_bytes(5);
     assert!(need > 1 << 20);
     // SAFETY: refused before any launch (the workspace is too small).
-    let err = unsafe { launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, 5) }.unwrap_err();
+    let err = unsafe { launch_kernel(&k, &args, &fa, 5) }.unwrap_err();
     assert!(err.to_string().contains("workspace"), "{err}");
     args.workspace_bytes = need;
     args.semaphore_bytes = 0;
     // SAFETY: refused before any launch (no counters).
-    let err = unsafe { launch_split_k(&k.f, &k.reduce, &k.g, &args, &fa, 5) }.unwrap_err();
+    let err = unsafe { launch_kernel(&k, &args, &fa, 5) }.unwrap_err();
     assert!(err.to_string().contains("counters"), "{err}");
+    // The unit has no split-K reduction to launch.
+    assert!(k.reduce.is_none());
+    // SAFETY: refused before any launch (no reduction kernel).
+    let err = unsafe { launch_split_k(&k.f, &k.f, &k.g, &args, &fa, 5) }.unwrap_err();
+    assert!(err.to_string().contains("no split-K reduction"), "{err}");
 }

@@ -161,7 +161,8 @@ pub fn standard() -> Vec<CatalogueKernel> {
             arch: Arch::Sm90a,
             source: g.source,
             expect_sass: vec![mma, "UTMALDG", "UTMASTG", "STSM", "SYNCS"],
-            kernels: 2,
+            // the GEMM and, but for stream-K units, its split-K reduction
+            kernels: 1 + usize::from(g.reduce_name.is_some()),
         });
     }
     for (cfg, arch) in scaled_mm_sm80_configs() {

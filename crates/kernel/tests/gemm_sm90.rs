@@ -225,6 +225,25 @@ fn r2ur_inside_wgmma_batches(k: &rcute_kernel::sass::SassKernel, mma: &str) -> u
     moves
 }
 
+/// The split-K reduction kernel is in the units that can run split-K only: a stream-K unit
+/// splits K itself (its launch refuses `split_k > 1`), so nothing would launch one there.
+#[test]
+fn only_split_k_capable_units_carry_the_reduction() {
+    for cfg in configs() {
+        let g = generate(&cfg).unwrap();
+        let reduce = format!("{}_splitk_reduce", g.name);
+        let want = (!cfg.stream_k).then_some(&reduce);
+        assert_eq!(g.reduce_name.as_ref(), want, "{}", g.name);
+        assert_eq!(
+            g.source.contains(&format!("void {reduce}(")),
+            !cfg.stream_k,
+            "{}",
+            g.name
+        );
+        assert_eq!(g.source.matches("__global__").count(), 1 + usize::from(!cfg.stream_k));
+    }
+}
+
 #[test]
 fn every_schedule_compiles_for_sm90a() {
     for cfg in configs() {

@@ -31,7 +31,7 @@ pub struct LoadedGemmSm90 {
     /// The generated source and its plan.
     pub generated: Arc<GeneratedGemmSm90>,
     main: Function,
-    reduce: Function,
+    reduce: Option<Function>,
 }
 
 impl LoadedGemmSm90 {
@@ -39,9 +39,9 @@ impl LoadedGemmSm90 {
     pub fn main(&self) -> &Function {
         &self.main
     }
-    /// The split-K reduction kernel.
-    pub fn reduce(&self) -> &Function {
-        &self.reduce
+    /// The split-K reduction kernel (`None` for a stream-K kernel: it has none).
+    pub fn reduce(&self) -> Option<&Function> {
+        self.reduce.as_ref()
     }
 }
 
@@ -179,7 +179,12 @@ impl Ops {
             .map_err(boxed)?;
         let module = self.gpu.load(&compiled).map_err(boxed)?;
         let main = module.function(&g.name).map_err(boxed)?;
-        let reduce = module.function(&g.reduce_name).map_err(boxed)?;
+        let reduce = g
+            .reduce_name
+            .as_ref()
+            .map(|r| module.function(r))
+            .transpose()
+            .map_err(boxed)?;
         Ok(LoadedGemmSm90 {
             generated: Arc::new(g),
             main,
@@ -394,7 +399,14 @@ impl Ops {
             args.semaphore_bytes = counter_bytes;
         }
         // SAFETY: the caller guarantees the operands; the workspace holds `workspace_bytes`.
-        unsafe { gemm_sm90::launch_split_k(&loaded.main, &loaded.reduce, g, &args, fa, sms) }.map_err(boxed)?;
+        unsafe {
+            match &loaded.reduce {
+                Some(reduce) => gemm_sm90::launch_split_k(&loaded.main, reduce, g, &args, fa, sms),
+                // stream-K: no reduction kernel (a split_k > 1 is refused before the launch)
+                None => gemm_sm90::launch_fused(&loaded.main, g, &args, fa, sms),
+            }
+        }
+        .map_err(boxed)?;
         Ok(())
     }
 }

@@ -384,7 +384,9 @@ pub unsafe fn launch_fused(
 /// Launch with split-K (`args.split_k > 1`; 1 runs only `main`): `main` writes f32
 /// partial sums of each split into `args.workspace`
 /// ([`GeneratedGemmSm90::workspace_bytes`]), then `reduce` (the unit's
-/// `<name>_splitk_reduce`) sums them and applies the fusion, C and D.
+/// `<name>_splitk_reduce`) sums them and applies the fusion, C and D. A unit without a
+/// reduction ([`GeneratedGemmSm90::reduce_name`] `None`: stream-K, grouped) is an error
+/// here; launch it with [`launch_fused`].
 ///
 /// # Safety
 ///
@@ -398,7 +400,13 @@ pub unsafe fn launch_split_k(
     fusion_args: &FusionArgs,
     max_ctas: u32,
 ) -> Result<(), GemmError> {
-    crate::gemm_sm80::check_name(reduce, &g.reduce_name)?;
+    let Some(reduce_name) = &g.reduce_name else {
+        return Err(GemmError::Config(format!(
+            "{} has no split-K reduction kernel: launch it with launch_fused",
+            g.name
+        )));
+    };
+    crate::gemm_sm80::check_name(reduce, reduce_name)?;
     // SAFETY: as documented for this function.
     unsafe { launch_inner(main, Some(reduce), g, args, fusion_args, max_ctas) }
 }

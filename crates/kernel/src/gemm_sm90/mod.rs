@@ -20,7 +20,8 @@
 //! The main kernel is assembled from one emitter per role (`kernel.rs` composes them):
 //! `producer.rs` (TMA loads of A / B and of C), `consumer.rs` (the `wgmma` mainloop),
 //! `epilogue.rs` (fusion, `stmatrix`, TMA stores), `scheduler.rs` (the tile walk) and
-//! `split_k.rs` (partials and the reduction kernel); `wgmma_desc.rs` plans the consumers'
+//! `split_k.rs` (partials and the reduction kernel, emitted in every unit but the grouped
+//! and the stream-K ones, which never run split-K); `wgmma_desc.rs` plans the consumers'
 //! descriptor iteration ([`Sm90Descriptors`]). They read one plan ([`Sm90Plan`],
 //! built on the collective's [`Sm90Mainloop`] and [`Sm90EpiloguePlan`]) and emit loops
 //! over compile-time extents with every index declared from its layout.
@@ -133,9 +134,10 @@ pub use wgmma_desc::*;
 pub struct GeneratedGemmSm90 {
     /// Kernel (and unit) name.
     pub name: String,
-    /// The split-K reduction kernel's name (`<name>_splitk_reduce`), in the same unit
-    /// (not in a grouped unit).
-    pub reduce_name: String,
+    /// The split-K reduction kernel's name (`<name>_splitk_reduce`), in the same unit; `None`
+    /// where the unit has none: a grouped unit, and a stream-K one (it splits K itself and
+    /// refuses `split_k > 1`, so nothing would launch a reduction).
+    pub reduce_name: Option<String>,
     /// CUDA C++ source.
     pub source: String,
     /// Threads per CTA.
@@ -277,7 +279,8 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         items.push(grouped_epilogue::silu_helper());
     }
     items.push(Item::Function(kernel(&config, &p, &name, &fusion)?));
-    if cfg.grouped.is_none() {
+    let reduce_name = (cfg.grouped.is_none() && !cfg.stream_k).then(|| format!("{name}_splitk_reduce"));
+    if reduce_name.is_some() {
         items.push(Item::Function(reduce_kernel(&config, &name, &fusion)));
     }
     let unit = Unit {
@@ -286,7 +289,7 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         items,
     };
     Ok(GeneratedGemmSm90 {
-        reduce_name: format!("{name}_splitk_reduce"),
+        reduce_name,
         name,
         source: unit.render(),
         threads: ((1 + p.consumers) * WG) as u32,
