@@ -68,7 +68,7 @@ __device__ __forceinline__ void rc_launch_dependents() {
 }
 
 // --- from rcute SiLU ---
-__device__ __forceinline__ float rc_silu(float x) { return x / (1.0f + __expf(-x)); }
+__device__ __forceinline__ float rc_silu(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
 
 // register-streamed grouped GEMM over M padded rows (row tiles of 16, expert block_expert[tile]), 8 warps of 16 weight rows, 128 rows per CTA, 128-k chunks, 3 in flight per warp
 // grid (max row tiles, ceil(N / output columns per CTA), K splits); entries = T * topk routed entries; the prefetch parameters are unused

@@ -132,7 +132,7 @@ __device__ __forceinline__ int rc_moe_grouped_sm80_bf16_gather_swiglu_128x128x32
 }
 
 // --- from rcute SiLU ---
-__device__ __forceinline__ float rc_silu(float x) { return x / (1.0f + __expf(-x)); }
+__device__ __forceinline__ float rc_silu(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
 
 // grouped GEMM over M padded rows (row tiles of 128, expert block_expert[tile]), tile 128x128x32, 4 stages
 // grid (max row tiles, ceil(N / output columns per tile), K splits); entries = T * topk routed entries

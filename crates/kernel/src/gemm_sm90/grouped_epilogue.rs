@@ -285,13 +285,3 @@ pub(super) fn epilogue(k: &Ctx, g: Sm90Grouped) -> Result<Vec<Stmt>, GemmError> 
     }
     Ok(v)
 }
-
-/// SiLU for the SwiGLU epilogue, `x * sigmoid(x)` with the fast exponential and division
-/// (`MUFU.EX2`, `MUFU.RCP`; no IEEE-division slow path): for `x < -88` the exponential is
-/// infinite and the quotient 0.
-pub(super) fn silu_helper() -> Item {
-    Item::Snippet {
-        origin: "rcute SiLU".into(),
-        code: "__device__ __forceinline__ float rc_silu(float x) { return __fdividef(x, 1.0f + __expf(-x)); }\n".into(),
-    }
-}

@@ -276,7 +276,7 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         items.push(grouped::walk_helper(bm));
     }
     if cfg.grouped == Some(Sm90Grouped::SwiGlu) {
-        items.push(grouped_epilogue::silu_helper());
+        items.push(crate::grouped_gemm::silu::silu_helper());
     }
     items.push(Item::Function(kernel(&config, &p, &name, &fusion)?));
     let reduce_name = (cfg.grouped.is_none() && !cfg.stream_k).then(|| format!("{name}_splitk_reduce"));

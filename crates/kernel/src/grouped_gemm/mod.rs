@@ -57,6 +57,7 @@ mod kernel;
 pub mod prefetch;
 pub mod prepare;
 pub mod quant;
+pub(crate) mod silu;
 mod sm90;
 mod stmt;
 pub mod stream_k;
@@ -417,10 +418,7 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
         smem_offset_fn(&format!("{name}_sB"), &plan.smem_layout_b, "B").map_err(smem_err)?,
     ));
     if cfg.epilogue == GroupedEpilogue::SwiGlu {
-        items.push(Item::Snippet {
-            origin: "rcute SiLU".into(),
-            code: "__device__ __forceinline__ float rc_silu(float x) { return x / (1.0f + __expf(-x)); }\n".into(),
-        });
+        items.push(silu::silu_helper());
     }
     items.push(Item::Function(crate::grid_dependency::chain_link_with_prelude(
         prefetch::prelude(cfg, &plan),

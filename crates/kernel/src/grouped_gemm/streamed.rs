@@ -691,10 +691,7 @@ pub(super) fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, 
     }
     let mut items = unit_preamble(&snippets, UINTPTR_FOR_NVRTC);
     if cfg.epilogue == GroupedEpilogue::SwiGlu {
-        items.push(Item::Snippet {
-            origin: "rcute SiLU".into(),
-            code: "__device__ __forceinline__ float rc_silu(float x) { return x / (1.0f + __expf(-x)); }\n".into(),
-        });
+        items.push(super::silu::silu_helper());
     }
     let mut body = setup(cfg, &p);
     body.extend(mainloop(cfg, &p, &mma));
