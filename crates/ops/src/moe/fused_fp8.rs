@@ -8,11 +8,10 @@
 //! weight and scatters to entry rows; the deterministic finalize sums each token's rows.
 //! Seven launches, none waiting for the host. The two GEMMs run on 128x256x128 tiles; a
 //! forced SM90 [`super::MoePath`] picks their tiles and 2x1 clusters by the bf16 layer's
-//! rules ([`sm90_gemms`]).
+//! rules ([`super::sm90_gemms`]).
 
 use super::fused::{element, layer_uses};
 use super::fused_sm90::{sm90_layer_args, Sm90Operands};
-use super::kernels::sm90_gemms;
 use super::problem::{fp8_layout, validate_moe, MoeProblem, MoeRouting, MoeWorkspace};
 use crate::error::{boxed, OpsError};
 use crate::gemm::{check_layout, overlaps, range};
@@ -91,7 +90,7 @@ impl Ops {
     /// before SwiGLU (GEMM1) and before the router weight (GEMM2). `x` and `y` are bf16
     /// or f16. The workspace is [`fused_moe_fp8_workspace_bytes`]; two runs are
     /// bit-identical, and nothing waits for the host (a CUDA graph can capture it).
-    /// `opts.path` picks the GEMMs' tiles and 2x1 clusters ([`sm90_gemms`]).
+    /// `opts.path` picks the GEMMs' tiles and 2x1 clusters ([`super::sm90_gemms`]).
     ///
     /// # Errors
     ///
@@ -189,16 +188,7 @@ impl Ops {
         let _scope = self.launch_scope();
         let el = element(p.dtype)?;
         let sms = self.gpu().sm_count();
-        let [c1, c2] = sm90_gemms(
-            Element::E4M3,
-            el,
-            p.path,
-            p.tokens * p.topk,
-            p.local_experts,
-            p.hidden,
-            p.inter,
-            sms,
-        );
+        let [c1, c2] = self.layer_sm90_gemms(p, Element::E4M3, el);
         let (g1, f1) = self.grouped_sm90_kernel(&c1)?;
         let (g2, f2) = self.grouped_sm90_kernel(&c2)?;
         let qg = quant::generate(el, QuantSource::Gather).map_err(boxed)?;

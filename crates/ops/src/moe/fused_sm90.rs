@@ -19,6 +19,7 @@ use super::problem::MoeProblem;
 use crate::error::{boxed, OpsError};
 use crate::tensor::Geometry;
 use crate::Ops;
+use rcute_atom::Element;
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90, Sm90GroupedArgs};
 use rcute_kernel::grouped_gemm::finalize::{self, GeneratedMoeFinalize, MoeFinalizeArgs};
 use rcute_kernel::grouped_gemm::gather::{self, MoeGatherArgs};
@@ -66,22 +67,20 @@ impl Ops {
         })
     }
 
+    /// GEMM1 and GEMM2 of the validated layer `p` for `ab` operands with an `out` D on this
+    /// GPU's SMs ([`sm90_gemms`]: the bf16 / f16 layer and the FP8 one).
+    pub(crate) fn layer_sm90_gemms(&self, p: &MoeProblem, ab: Element, out: Element) -> [GemmSm90Config; 2] {
+        let (entries, sms) = (p.tokens * p.topk, self.gpu().sm_count());
+        sm90_gemms(ab, out, p.path, entries, p.local_experts, p.hidden, p.inter, sms)
+    }
+
     /// Launch a validated layer on the SM90 family (its workspace layout `p.layout90`);
     /// every kernel is loaded before the first launch.
     pub(crate) fn launch_fused_moe_sm90(&self, p: &MoeProblem) -> Result<(), OpsError> {
         let _scope = self.launch_scope();
         let el = element(p.dtype)?;
         let sms = self.gpu().sm_count();
-        let [c1, c2] = sm90_gemms(
-            el,
-            el,
-            p.path,
-            p.tokens * p.topk,
-            p.local_experts,
-            p.hidden,
-            p.inter,
-            sms,
-        );
+        let [c1, c2] = self.layer_sm90_gemms(p, el, el);
         let (g1, f1) = self.grouped_sm90_kernel(&c1)?;
         let (g2, f2) = self.grouped_sm90_kernel(&c2)?;
         let gg = gather::generate(el).map_err(boxed)?;
