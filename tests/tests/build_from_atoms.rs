@@ -193,7 +193,7 @@ fn gemm_from_sm80_bf16_atom() {
                 scale += (a[i * K as usize + p] * b[j * K as usize + p]).abs();
             }
             let got = d[i * N as usize + j] as f64;
-            if !((got - r).abs() <= scale * 2f64.powi(-12)) {
+            if !(got - r).abs().le(&(scale * 2f64.powi(-12))) {
                 bad.push(format!("D({i},{j}) = {got}, expected {r}"));
             }
         }

@@ -112,7 +112,7 @@ fn check_acc(what: &str, e: Element, got_bits: u32, reference: f64, scale: f64) 
                 got_bits as i32, reference as i64 as i32
             ));
         }
-    } else if !((got - reference).abs() <= tol) {
+    } else if !(got - reference).abs().le(&tol) {
         return Err(format!("{what}: got {got} expected {reference} (tolerance {tol})"));
     }
     Ok(())

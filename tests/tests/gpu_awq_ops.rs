@@ -157,7 +157,7 @@ impl<T: Half> Case<T> {
         for i in 0..m * n {
             let g = got[i].to_f64();
             let tol = T::TOL * mag[i] + 1e-6;
-            if !((g - want[i]).abs() <= tol) {
+            if !(g - want[i]).abs().le(&tol) {
                 bad.push(format!("({}, {}): got {g}, want {} (tol {tol})", i / n, i % n, want[i]));
             }
         }

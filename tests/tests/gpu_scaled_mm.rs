@@ -210,7 +210,7 @@ fn run_exact(gpu: &Gpu, kx: &Exact, c: KCase, rng: &mut Rng) -> Result<(), Strin
                 }
                 let r = w as f64 * hsb[j] as f64 * hsa[i] as f64;
                 let o = out[bi * sd + i * ldd + j].to_f64();
-                if !((o - r).abs() <= step(DType::F16, r)) {
+                if !(o - r).abs().le(&step(DType::F16, r)) {
                     return Err(format!("{c:?}: out[{bi}][{i}][{j}] = {o}, want {r}"));
                 }
             }
@@ -421,7 +421,7 @@ fn run_ops(ops: &Ops, rng: &mut Rng, c: OCase, forced: Option<&ScaledMmSelection
                 // One output step, plus the f32 rounding of the epilogue's two products and
                 // its fused add (visible when the bias cancels the product).
                 let tol = step(ty, r) + 4.0 * f32::EPSILON as f64 * (prod.abs() + bias.abs());
-                if !((o - r).abs() <= tol) {
+                if !(o - r).abs().le(&tol) {
                     return Err(format!("{c:?} {forced:?}: out[{bi}][{i}][{j}] = {o}, want {r}"));
                 }
             }

@@ -16,6 +16,9 @@ use rcute_ops::scaled_mm::scaled_mm_key;
 use rcute_ops::tuning::{Entry, ProblemKey, TableHeader, TuningTable};
 use rcute_ops::{validate_scaled_mm, MatrixMut, MatrixRef, Ops, Scale, VectorRef};
 
+/// A named way of spoiling the tuning table.
+type Case<'a> = (&'static str, Box<dyn Fn() + 'a>);
+
 /// `Ops::gemm` of a 16 x 256 x 512 TN problem on random data; the relative Frobenius
 /// error against a float64 reference, and what the tables chose for it.
 fn gemm_error(ops: &Ops) -> (f64, Option<String>) {
@@ -149,7 +152,7 @@ fn tables_are_used_where_they_match_and_ignored_elsewhere() {
         fingerprint: Some("0123456789abcdef".into()),
         ..stamped(gemm_key.clone(), forced, &here)
     };
-    let cases: [(&str, Box<dyn Fn()>); 4] = [
+    let cases: [Case; 4] = [
         ("another device", Box::new(|| write(&other_device, forced))),
         ("other kernels", Box::new(|| write_entry(&here, other_kernels.clone()))),
         (
