@@ -67,8 +67,8 @@ fn compact_and_admissible() -> impl Strategy<Value = (Layout, Layout)> {
             }
             let mut runs: Vec<(usize, usize)> = Vec::new();
             let mut start = 0;
-            for i in 0..ext.len() {
-                if i + 1 == ext.len() || cuts[i] {
+            for (i, &cut) in cuts.iter().enumerate() {
+                if i + 1 == ext.len() || cut {
                     runs.push((start, i + 1));
                     start = i + 1;
                 }
