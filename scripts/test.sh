@@ -16,6 +16,8 @@ if [ "${CI:-}" = true ]; then
     df -h . | sed 's/^/test.sh: disk: /' >&2
 fi
 cargo test --workspace --locked "$@"
+# Clippy finds nothing in any crate or test of the workspace.
+cargo clippy --workspace --all-targets --locked -- -D warnings
 # The rustdoc of every crate builds without a warning (broken or private intra-doc links).
 RUSTDOCFLAGS="${RUSTDOCFLAGS:-} -D warnings" cargo doc --workspace --no-deps --locked
 # Expert parallelism (cargo feature `nccl` of rcute-ops, off by default): its CPU tests
