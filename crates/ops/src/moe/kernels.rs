@@ -133,6 +133,27 @@ pub fn sm90_gemms(
     [config(eps[0], tile1, cluster1), config(eps[1], tile2, cluster2)]
 }
 
+/// `gemms` ([`sm90_gemms`]) with their tile walk in bands of at most `band` row tiles of
+/// one expert where `band` is given ([`super::MoeOptions::walk_band`]; `None`: as they
+/// are).
+///
+/// ```
+/// use rcute_atom::Element;
+/// use rcute_ops::moe::{sm90_gemms, with_walk_band, MoePath};
+/// let gemms = sm90_gemms(Element::BF16, Element::BF16, MoePath::Sm90PingPong, 8192, 8, 4096, 14336, 132);
+/// assert_eq!(with_walk_band(gemms.clone(), None), gemms);
+/// let [g1, g2] = with_walk_band(gemms, Some(4));
+/// assert_eq!((g1.walk_band, g2.walk_band), (4, 4));
+/// ```
+pub fn with_walk_band(gemms: [GemmSm90Config; 2], band: Option<i64>) -> [GemmSm90Config; 2] {
+    gemms.map(|mut g| {
+        if let Some(b) = band {
+            g.walk_band = b;
+        }
+        g
+    })
+}
+
 /// The kernels of the fused MoE layer that `spec` decides, for `el` operands: the SM80
 /// family's two grouped GEMMs (GEMM1 gathers and applies SwiGLU, GEMM2 scatters); the
 /// SM90 family's row gather (only that family runs it), GEMM1 (on 1x1 at both tiles: the
