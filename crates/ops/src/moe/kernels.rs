@@ -49,7 +49,10 @@ pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90
 /// 16-bit ones with `ab`'s `BK` ([`sm90_operand_tile`]: 128 for e4m3).
 ///
 /// Both GEMMs run on the ping-pong schedule where [`super::sm90_pingpong`] says (always with
-/// [`super::MoePath::Sm90PingPong`]; [`rcute_kernel::grouped_gemm::SM90_PINGPONG_TILE`]).
+/// [`super::MoePath::Sm90PingPong`]; [`rcute_kernel::grouped_gemm::SM90_PINGPONG_TILE`]),
+/// for e4m3 operands where [`super::sm90_fp8_pingpong`] says (up to
+/// [`super::SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT`] rows per expert, the walk in bands of
+/// [`rcute_kernel::grouped_gemm::SM90_FP8_PINGPONG_WALK_BAND`]).
 /// Otherwise the cooperative kernels: GEMM1 on 2x1 clusters where
 /// [`super::sm90_gemm1_cluster`] says for an expert's `w13` (`2 I H` elements of `ab`),
 /// GEMM2 on [`super::sm90_gemm2_tile`]'s tile and on 2x1 clusters where
@@ -57,7 +60,7 @@ pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90
 /// 16-bit operands and always the wide one for e4m3 (the narrow GEMM1 tile is unmeasured
 /// there).
 ///
-/// The FP8 layer's [`super::MoePath::Auto`] takes none of these rules above the ping-pong
+/// The FP8 layer's [`super::MoePath::Auto`] takes none of these rules above its ping-pong
 /// shapes (measured on an H100, Mixtral T = 256 / 512 / 1024: ping-pong 1.15-1.20x faster
 /// than the cooperative kernels in every round; BENCHMARKS.md, "Session 17 (helper
 /// moepp)"): both GEMMs run on the wide tile without clusters. Why (H100, Mixtral T = 1024
@@ -86,6 +89,9 @@ pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90
 /// let [g1, g2] = sm90_gemms(bf, bf, MoePath::Sm90NarrowCluster, 2048, 8, 4096, 14336, 132);
 /// assert_eq!((g1.tile, g1.cluster, g1.schedule), ([128, 256, 64], [2, 1], Sm90Schedule::Cooperative));
 /// assert_eq!((g2.tile, g2.cluster), ([128, 128, 64], [2, 1]));
+/// // T = 2048 (512 rows per expert): the FP8 layer on ping-pong, its walk in bands of 4.
+/// let [g1, g2] = sm90_gemms(e4m3, bf, MoePath::Auto, 4096, 8, 4096, 14336, 132);
+/// assert_eq!((g1.schedule, g1.walk_band, g2.walk_band), (Sm90Schedule::PingPong, 4, 4));
 /// let [g1, g2] = sm90_gemms(e4m3, bf, MoePath::Sm90NarrowCluster, 2048, 8, 4096, 14336, 132);
 /// assert_eq!((g1.tile, g1.cluster), ([128, 256, 128], [2, 1]));
 /// assert_eq!((g2.tile, g2.cluster), ([128, 128, 128], [2, 1]));
@@ -110,10 +116,15 @@ pub fn sm90_gemms(
     sms: u32,
 ) -> [GemmSm90Config; 2] {
     let eps = [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter];
-    if super::sm90_pingpong(path, entries, local) {
+    let fp8 = ab == Element::E4M3;
+    let pingpong = if fp8 {
+        super::sm90_fp8_pingpong(path, entries, local)
+    } else {
+        super::sm90_pingpong(path, entries, local)
+    };
+    if pingpong {
         return eps.map(|ep| sm90_pingpong_config(ab, out, ep));
     }
-    let fp8 = ab == Element::E4M3;
     // The FP8 layer's Auto: the wide tile, no clusters (see above).
     let rules = !(fp8 && path == super::MoePath::Auto);
     let w13_bytes = 2 * inter * hidden * ab.bytes() as usize;

@@ -180,6 +180,39 @@ pub fn sm90_pingpong(path: MoePath, entries: usize, local: usize) -> bool {
     }
 }
 
+/// Routed rows per local expert (on average) up to which [`MoePath::Auto`] runs the FP8
+/// layer's two GEMMs on the ping-pong schedule ([`sm90_fp8_pingpong`]): four row tiles,
+/// twice the bf16 bound ([`SM90_PINGPONG_MAX_ROWS_PER_EXPERT`]), with the e4m3 ping-pong
+/// kernels' walk in bands of
+/// [`rcute_kernel::grouped_gemm::SM90_FP8_PINGPONG_WALK_BAND`] = 4 row tiles. Measured on
+/// an H100, RCUTE_TUNING=off, six runs each with the layers' order varied (BENCHMARKS.md,
+/// "Session 19 (helper moeband)"): Mixtral (E = 8, top-2) T = 2048 (512 rows per expert)
+/// ping-pong with band 4 3.3-11.2 % faster than the cooperative 128x256x128 kernels (1436-1542
+/// against 1548-1602 us); DeepSeek-V2-Lite (E = 64, top-6) T = 4096 (384 rows, three row
+/// tiles: any band from 3 walks alike) 2.3-7.4 % faster (733-743 against 752-798 us; five
+/// of six runs above 3 %). Above it (Mixtral T = 4096, 1024 rows) ping-pong loses at every
+/// band (band 2: 0-7 %, band 4: 10-26 % slower).
+pub const SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT: usize = 512;
+
+/// Whether both SM90 GEMMs of the FP8 layer run on the ping-pong schedule for `entries`
+/// routed rows over `local` experts: where [`sm90_pingpong`] says, and for
+/// [`MoePath::Auto`] up to [`SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT`] rows per expert.
+///
+/// ```
+/// use rcute_ops::moe::{sm90_fp8_pingpong, MoePath};
+/// assert!(sm90_fp8_pingpong(MoePath::Auto, 4096, 8)); // Mixtral T = 2048: 512 rows per expert
+/// assert!(!sm90_fp8_pingpong(MoePath::Auto, 8192, 8)); // T = 4096
+/// assert!(sm90_fp8_pingpong(MoePath::Auto, 24576, 64)); // DeepSeek-V2-Lite T = 4096: 384 rows
+/// assert!(sm90_fp8_pingpong(MoePath::Auto, 2048, 8)); // T = 1024, as sm90_pingpong
+/// assert!(!sm90_fp8_pingpong(MoePath::Sm90, 4096, 8));
+/// ```
+pub fn sm90_fp8_pingpong(path: MoePath, entries: usize, local: usize) -> bool {
+    let local = local.max(1);
+    sm90_pingpong(path, entries, local)
+        || (path == MoePath::Auto
+            && (SM90_MIN_ROWS_PER_EXPERT * local..=SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT * local).contains(&entries))
+}
+
 /// Time of a 128x128 GEMM2 tile over a 128x256 one ([`sm90_gemm2_tile`]): a little more
 /// than half (less operand reuse per `wgmma`). Measured on an H200 (ncu, Mixtral T = 1024:
 /// 445 us for 5 rounds of narrow tiles against 467 us for 3 of wide ones; BENCHMARKS.md,
