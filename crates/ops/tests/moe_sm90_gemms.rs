@@ -64,6 +64,8 @@ const TABLE: &[(Model, usize, MoePath, Element, [&str; 2])] = &[
     (MIXTRAL, 1024, Sm90PingPong, BF16, ["pingpong bf16>bf16 128x128x64 c1x1 pipe1", "pingpong bf16>bf16 128x128x64 c1x1 pipe1"]),
     (MIXTRAL, 1024, Sm90PingPong, E4M3, ["pingpong e4m3>bf16 128x128x128 c1x1 pipe1", "pingpong e4m3>bf16 128x128x128 c1x1 pipe1"]),
     (MIXTRAL, 2048, Auto, BF16, ["coop bf16>bf16 128x256x64 c2x1 pipe1", "coop bf16>bf16 128x256x64 c2x1 pipe1"]),
+    // Session 19 (helper moeband): the FP8 layer's Auto on ping-pong up to 512 rows per
+    // expert for experts larger than the L2 (Mixtral, not DeepSeek-V2-Lite).
     (MIXTRAL, 2048, Auto, E4M3, ["pingpong e4m3>bf16 128x128x128 c1x1 pipe1", "pingpong e4m3>bf16 128x128x128 c1x1 pipe1"]),
     (MIXTRAL, 4096, Auto, BF16, ["coop bf16>bf16 128x256x64 c2x1 pipe1", "coop bf16>bf16 128x256x64 c2x1 pipe1"]),
     (MIXTRAL, 4096, Auto, E4M3, ["coop e4m3>bf16 128x256x128 c1x1 pipe0", "coop e4m3>bf16 128x256x128 c1x1 pipe0"]),
@@ -90,8 +92,7 @@ const TABLE: &[(Model, usize, MoePath, Element, [&str; 2])] = &[
     (DEEPSEEK, 1024, Sm90Narrow, BF16, ["coop bf16>bf16 128x128x64 c1x1 pipe1", "coop bf16>bf16 128x128x64 c1x1 pipe1"]),
     (DEEPSEEK, 1024, Sm90Narrow, E4M3, ["coop e4m3>bf16 128x256x128 c1x1 pipe0", "coop e4m3>bf16 128x128x128 c1x1 pipe0"]),
     (DEEPSEEK, 4096, Auto, BF16, ["coop bf16>bf16 128x256x64 c1x1 pipe1", "coop bf16>bf16 128x256x64 c2x1 pipe1"]),
-    // Session 19 (helper moeband): the FP8 layer's Auto on ping-pong up to 512 rows per expert.
-    (DEEPSEEK, 4096, Auto, E4M3, ["pingpong e4m3>bf16 128x128x128 c1x1 pipe1", "pingpong e4m3>bf16 128x128x128 c1x1 pipe1"]),
+    (DEEPSEEK, 4096, Auto, E4M3, ["coop e4m3>bf16 128x256x128 c1x1 pipe0", "coop e4m3>bf16 128x256x128 c1x1 pipe0"]),
     (DEEPSEEK, 4096, Sm90, BF16, ["coop bf16>bf16 128x256x64 c1x1 pipe1", "coop bf16>bf16 128x256x64 c2x1 pipe1"]),
     (DEEPSEEK, 4096, Sm90, E4M3, ["coop e4m3>bf16 128x256x128 c1x1 pipe0", "coop e4m3>bf16 128x256x128 c2x1 pipe0"]),
     (DEEPSEEK, 4096, Sm90Narrow, BF16, ["coop bf16>bf16 128x256x64 c1x1 pipe1", "coop bf16>bf16 128x128x64 c2x1 pipe1"]),

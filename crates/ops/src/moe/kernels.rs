@@ -51,8 +51,8 @@ pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90
 /// Both GEMMs run on the ping-pong schedule where [`super::sm90_pingpong`] says (always with
 /// [`super::MoePath::Sm90PingPong`]; [`rcute_kernel::grouped_gemm::SM90_PINGPONG_TILE`]),
 /// for e4m3 operands where [`super::sm90_fp8_pingpong`] says (up to
-/// [`super::SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT`] rows per expert, the walk in bands of
-/// [`rcute_kernel::grouped_gemm::SM90_FP8_PINGPONG_WALK_BAND`]).
+/// [`super::SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT`] rows per expert for experts larger than
+/// the L2, the walk in bands of [`rcute_kernel::grouped_gemm::SM90_FP8_PINGPONG_WALK_BAND`]).
 /// Otherwise the cooperative kernels: GEMM1 on 2x1 clusters where
 /// [`super::sm90_gemm1_cluster`] says for an expert's `w13` (`2 I H` elements of `ab`),
 /// GEMM2 on [`super::sm90_gemm2_tile`]'s tile and on 2x1 clusters where
@@ -117,8 +117,9 @@ pub fn sm90_gemms(
 ) -> [GemmSm90Config; 2] {
     let eps = [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter];
     let fp8 = ab == Element::E4M3;
+    let w13_bytes = 2 * inter * hidden * ab.bytes() as usize;
     let pingpong = if fp8 {
-        super::sm90_fp8_pingpong(path, entries, local)
+        super::sm90_fp8_pingpong(path, entries, local, w13_bytes)
     } else {
         super::sm90_pingpong(path, entries, local)
     };
@@ -127,7 +128,6 @@ pub fn sm90_gemms(
     }
     // The FP8 layer's Auto: the wide tile, no clusters (see above).
     let rules = !(fp8 && path == super::MoePath::Auto);
-    let w13_bytes = 2 * inter * hidden * ab.bytes() as usize;
     let cluster1 = rules && super::sm90_gemm1_cluster(path, entries, local, w13_bytes);
     let tile1 = if fp8 {
         SM90_TILE
