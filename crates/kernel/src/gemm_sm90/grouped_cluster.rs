@@ -70,9 +70,11 @@ pub(super) fn tile_walk() -> Vec<Stmt> {
 }
 
 /// The cluster walk: for work id `work` and the CTA of rank `rank`, its tile, the expert,
-/// whether the CTA has a tile and which operand the cluster shares.
-pub(super) fn walk_helper(bm: i64, bn_out: i64, band: i64) -> Item {
-    let half_band = band / 2;
+/// whether the CTA has a tile and which operand the cluster shares; `cfg`'s output column
+/// tiles and walk band.
+pub(super) fn walk_helper(bm: i64, cfg: &GemmSm90Config) -> Item {
+    let bn_out = super::grouped::tile_n_out(cfg);
+    let half_band = cfg.walk_band / 2;
     Item::Snippet {
         origin: "rcute grouped cluster walk".into(),
         code: format!(

@@ -271,11 +271,7 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         ),
     });
     if grouped_cluster::clustered(cfg) {
-        items.push(grouped_cluster::walk_helper(
-            bm,
-            grouped::tile_n_out(cfg),
-            cfg.walk_band,
-        ));
+        items.push(grouped_cluster::walk_helper(bm, cfg));
     } else if cfg.grouped.is_some() {
         items.push(grouped::walk_helper(bm, cfg.walk_band));
     }
