@@ -52,7 +52,9 @@ pub struct BenchMoeArgs {
     /// The grouped GEMM family of the layer (repeatable; each is timed in the same run,
     /// alternating with the peer): `auto` (the op's rule), `sm80`, `sm90` (GEMM2 on 128x256
     /// tiles), `sm90-narrow` (GEMM2 on 128x128 tiles), `sm90-cluster`,
-    /// `sm90-narrow-cluster` or `sm90-pingpong` (both GEMMs on the ping-pong schedule).
+    /// `sm90-narrow-cluster` or `sm90-pingpong` (both GEMMs on the ping-pong schedule);
+    /// `,b<BAND>` after any of them walks the SM90 GEMMs' tiles in bands of at most BAND
+    /// row tiles of one expert (`MoeOptions::walk_band`, e.g. `sm90-pingpong,b4`).
     #[arg(long = "path", default_values_t = ["auto".to_string()])]
     pub path: Vec<String>,
     /// A MoE configuration of either family (repeatable; the tuning tables' text form,
@@ -248,22 +250,52 @@ impl Peer {
     }
 }
 
-/// The `--path` values.
-fn parse_paths(v: &[String]) -> Result<Vec<MoePath>, String> {
+/// The `--path` values: each path with its walk band (`,b<BAND>`) as layer options.
+fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
     v.iter()
-        .map(|p| match p.as_str() {
-            "auto" => Ok(MoePath::Auto),
-            "sm80" => Ok(MoePath::Sm80),
-            "sm90" => Ok(MoePath::Sm90),
-            "sm90-narrow" => Ok(MoePath::Sm90Narrow),
-            "sm90-cluster" => Ok(MoePath::Sm90Cluster),
-            "sm90-narrow-cluster" => Ok(MoePath::Sm90NarrowCluster),
-            "sm90-pingpong" => Ok(MoePath::Sm90PingPong),
-            other => Err(format!(
-                "--path {other}: auto, sm80, sm90, sm90-narrow, sm90-cluster, sm90-narrow-cluster or sm90-pingpong"
-            )),
+        .map(|p| {
+            let (name, band) = match p.split_once(",b") {
+                Some((n, b)) => (
+                    n,
+                    Some(
+                        b.parse::<i64>()
+                            .map_err(|_| format!("--path {p}: band {b:?} is not a number"))?,
+                    ),
+                ),
+                None => (p.as_str(), None),
+            };
+            Ok(MoeOptions {
+                path: parse_path(name)?,
+                walk_band: band,
+                ..MoeOptions::default()
+            })
         })
         .collect()
+}
+
+/// The row name of a layer on `opts`' path and band, e.g. `sm90pingpong,b4`.
+fn path_name(opts: &MoeOptions) -> String {
+    let path = format!("{:?}", opts.path).to_lowercase();
+    match opts.walk_band {
+        Some(b) => format!("{path},b{b}"),
+        None => path,
+    }
+}
+
+/// One `--path` name.
+fn parse_path(p: &str) -> Result<MoePath, String> {
+    match p {
+        "auto" => Ok(MoePath::Auto),
+        "sm80" => Ok(MoePath::Sm80),
+        "sm90" => Ok(MoePath::Sm90),
+        "sm90-narrow" => Ok(MoePath::Sm90Narrow),
+        "sm90-cluster" => Ok(MoePath::Sm90Cluster),
+        "sm90-narrow-cluster" => Ok(MoePath::Sm90NarrowCluster),
+        "sm90-pingpong" => Ok(MoePath::Sm90PingPong),
+        other => Err(format!(
+            "--path {other}: auto, sm80, sm90, sm90-narrow, sm90-cluster, sm90-narrow-cluster or sm90-pingpong"
+        )),
+    }
 }
 
 /// The `--config` values: MoE configurations of either family.
@@ -346,10 +378,10 @@ fn workspace_bytes(
 }
 
 /// The bf16 layers' row names: the paths, the configurations, the prepared layers.
-fn layer_names(paths: &[MoePath], configs: &[ConfigSpec], prepared: &[Option<MoeSpec>]) -> Vec<String> {
+fn layer_names(paths: &[MoeOptions], configs: &[ConfigSpec], prepared: &[Option<MoeSpec>]) -> Vec<String> {
     paths
         .iter()
-        .map(|p| format!("{p:?}").to_lowercase())
+        .map(path_name)
         .chain(configs.iter().map(|c| c.to_string()))
         .chain(prepared.iter().map(|c| match c {
             Some(s) => format!("prep:{s}"),
@@ -369,12 +401,8 @@ struct Fp8Layer<'a, 'w> {
 }
 
 impl<'a, 'w> Fp8Layer<'a, 'w> {
-    /// The FP8 layer on `path`, as a timed closure.
-    fn timed(self, path: MoePath) -> Box<dyn FnMut() -> Result<(), String> + 'a> {
-        let opts = MoeOptions {
-            path,
-            ..MoeOptions::default()
-        };
+    /// The FP8 layer on `opts`' path and band, as a timed closure.
+    fn timed(self, opts: MoeOptions) -> Box<dyn FnMut() -> Result<(), String> + 'a> {
         Box::new(move || {
             let mut b = self.bufs.borrow_mut();
             let (wsv, yv) = &mut *b;
@@ -387,14 +415,15 @@ impl<'a, 'w> Fp8Layer<'a, 'w> {
 
 /// The FP8 layers' lines at `t` tokens: each path's speed-up over the bf16 layer `bf16`
 /// (its path and median) and the relative error `err` of the FP8 output.
-fn fp8_lines(t: usize, bf16: (MoePath, f64), fp8_paths: &[MoePath], fp8_us: &[f64], err: f64) -> String {
+fn fp8_lines(t: usize, bf16: (&MoeOptions, f64), fp8_paths: &[MoeOptions], fp8_us: &[f64], err: f64) -> String {
     fp8_paths
         .iter()
         .zip(fp8_us)
         .map(|(p8, us)| {
             format!(
-                "{t:>6} e4m3:{p8:?} vs bf16 ({:?}): {:.2}x faster, relative error {err:.2e}\n",
-                bf16.0,
+                "{t:>6} e4m3:{} vs bf16 ({}): {:.2}x faster, relative error {err:.2e}\n",
+                path_name(p8),
+                path_name(bf16.0),
                 bf16.1 / us
             )
         })
@@ -464,11 +493,7 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         let bufs8 = std::cell::RefCell::new((MoeWorkspace::new(&mut ws8), MatrixMut::new(&mut y8, t, h)));
         let w8 = fp8.as_ref().map(|f| f.weights(args));
         let mut layers: Vec<Box<dyn FnMut() -> Result<(), String> + '_>> = Vec::new();
-        for &path in &paths {
-            let opts = MoeOptions {
-                path,
-                ..MoeOptions::default()
-            };
+        for &opts in &paths {
             let (ops, xv, w13v, w2v, routing, bufs) = (&ops, &xv, &w13v, &w2v, &routing, &bufs);
             layers.push(Box::new(move || {
                 let mut b = bufs.borrow_mut();
@@ -506,7 +531,7 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
                 bufs: &bufs8,
                 w: w8,
             };
-            layers.extend(fp8_layers.iter().map(|&path| layer.timed(path)));
+            layers.extend(fp8_layers.iter().map(|&opts| layer.timed(opts)));
         }
         let mut pc = || peer.run(&blas, &w13, &w2, args);
         let mut all: Vec<&mut dyn FnMut() -> Result<(), String>> = layers
@@ -523,7 +548,7 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         // median is the peer's, printed in its own column).
         let names = layer_names(&paths, &configs, &prepared).into_iter();
         let bf16_layers = paths.len() + configs.len() + prepared.len();
-        let fp8_names = fp8_layers.iter().map(|p| format!("e4m3:{p:?}").to_lowercase());
+        let fp8_names = fp8_layers.iter().map(|p| format!("e4m3:{}", path_name(p)));
         for (n, (path, us)) in names.chain(fp8_names).zip(&med[..med.len() - 1]).enumerate() {
             let wb = if n < bf16_layers { 2 } else { 1 };
             let moved = (touched * 3 * h * i * wb + 2 * t * h * 2) as f64;
@@ -542,7 +567,7 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
             let fp8_us = &med[bf16_layers..bf16_layers + fp8_layers.len()];
             out.push_str(&fp8_lines(
                 t,
-                (paths[last], med[last]),
+                (&paths[last], med[last]),
                 fp8_layers,
                 fp8_us,
                 rel_error(&y8h, &yb),

@@ -63,6 +63,10 @@ const TABLE: &[(Model, usize, MoePath, Element, [&str; 2])] = &[
     (MIXTRAL, 1024, Sm90NarrowCluster, E4M3, ["coop e4m3>bf16 128x256x128 c2x1 pipe0", "coop e4m3>bf16 128x128x128 c2x1 pipe0"]),
     (MIXTRAL, 1024, Sm90PingPong, BF16, ["pingpong bf16>bf16 128x128x64 c1x1 pipe1", "pingpong bf16>bf16 128x128x64 c1x1 pipe1"]),
     (MIXTRAL, 1024, Sm90PingPong, E4M3, ["pingpong e4m3>bf16 128x128x128 c1x1 pipe1", "pingpong e4m3>bf16 128x128x128 c1x1 pipe1"]),
+    (MIXTRAL, 2048, Auto, BF16, ["coop bf16>bf16 128x256x64 c2x1 pipe1", "coop bf16>bf16 128x256x64 c2x1 pipe1"]),
+    // Session 19 (helper moeband): the FP8 layer's Auto on ping-pong up to 512 rows per
+    // expert for experts larger than the L2 (Mixtral, not DeepSeek-V2-Lite).
+    (MIXTRAL, 2048, Auto, E4M3, ["pingpong e4m3>bf16 128x128x128 c1x1 pipe1", "pingpong e4m3>bf16 128x128x128 c1x1 pipe1"]),
     (MIXTRAL, 4096, Auto, BF16, ["coop bf16>bf16 128x256x64 c2x1 pipe1", "coop bf16>bf16 128x256x64 c2x1 pipe1"]),
     (MIXTRAL, 4096, Auto, E4M3, ["coop e4m3>bf16 128x256x128 c1x1 pipe0", "coop e4m3>bf16 128x256x128 c1x1 pipe0"]),
     (MIXTRAL, 4096, Sm90, BF16, ["coop bf16>bf16 128x256x64 c1x1 pipe1", "coop bf16>bf16 128x256x64 c2x1 pipe1"]),
@@ -104,6 +108,22 @@ fn sm90_gemms_select_the_pinned_kernels() {
         assert_eq!(got.each_ref().map(brief), want, "{case}");
         assert_eq!(got[0].grouped, Some(Sm90Grouped::SwiGlu), "{case}");
         assert_eq!(got[1].grouped, Some(Sm90Grouped::Scatter), "{case}");
+    }
+}
+
+/// The e4m3 ping-pong kernels walk in bands of 4 row tiles, the 16-bit ones of 16, the
+/// cooperative ones of 16; whatever path picked them.
+#[test]
+fn walk_bands_of_the_selected_kernels() {
+    for (ab, path, entries, band) in [
+        (E4M3, Auto, 4096, 4),
+        (E4M3, Sm90PingPong, 8192, 4),
+        (E4M3, Auto, 8192, 16),
+        (BF16, Auto, 2048, 16),
+        (BF16, Sm90PingPong, 8192, 16),
+    ] {
+        let gemms = sm90_gemms(ab, Element::BF16, path, entries, 8, 4096, 14336, 132);
+        assert_eq!(gemms.map(|g| g.walk_band), [band; 2], "{ab:?} {path:?} {entries}");
     }
 }
 

@@ -41,6 +41,12 @@ pub struct GemmSm90Config {
     /// padded order, B per expert, no C, the register epilogue of the mode; `None` for the
     /// plain GEMM.
     pub grouped: Option<Sm90Grouped>,
+    /// The grouped member's tile walk: row tiles of one expert per band, at most
+    /// (`crate::gemm_sm90::WALK_BAND` by default; the plain GEMM ignores it). A wave of
+    /// CTAs covers a band's row tiles by many column tiles; a narrower band, more column
+    /// tiles of fewer row tiles. Even on clusters (whole row-tile pairs). Name suffix
+    /// `_b<band>` where it is not the default.
+    pub walk_band: i64,
     /// Hybrid stream-K ([`crate::stream_k`]): whole waves of tiles data-parallel, the last
     /// partial wave's k-tiles spread over the CTAs and reduced by each tile's last arriving
     /// contributor (name suffix `_sk`; cooperative schedule, no cluster, no split-K).
@@ -68,6 +74,7 @@ impl std::hash::Hash for GemmSm90Config {
             self.mma_pipe,
             self.grouped,
             self.stream_k,
+            self.walk_band,
         )
             .hash(h);
         (self.fusion.name(), self.fusion.describe()).hash(h);
@@ -107,6 +114,7 @@ impl GemmSm90Config {
             mma_pipe: 1,
             grouped: None,
             stream_k: false,
+            walk_band: super::grouped::WALK_BAND,
         }
     }
 }

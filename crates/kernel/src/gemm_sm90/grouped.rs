@@ -64,6 +64,12 @@ pub(super) fn check(cfg: &GemmSm90Config, g: Sm90Grouped) -> Result<(), GemmErro
     if cfg.with_c() {
         return Err(cfg_err("grouped: no C"));
     }
+    let band = cfg.walk_band;
+    if !(1..=MAX_WALK_BAND).contains(&band) || (grouped_cluster::clustered(cfg) && band % 2 != 0) {
+        return Err(cfg_err(format!(
+            "grouped: walk band {band} must lie in 1..={MAX_WALK_BAND} (even on clusters: whole row-tile pairs)"
+        )));
+    }
     grouped_cluster::check(cfg)?;
     let same = cfg.ab == cfg.cd && matches!(cfg.ab, Element::BF16 | Element::F16);
     let fp8 = is_fp8(cfg) && matches!(cfg.cd, Element::BF16 | Element::F16);
@@ -140,8 +146,13 @@ pub(super) fn prologue(g: Sm90Grouped) -> Vec<Stmt> {
     v
 }
 
-/// Row tiles of one band of the grouped tile walk, at most.
+/// Row tiles of one band of the grouped tile walk, at most, by default
+/// ([`GemmSm90Config::walk_band`]).
 pub const WALK_BAND: i64 = 16;
+
+/// The largest [`GemmSm90Config::walk_band`] (an expert of more row tiles than the walk
+/// can hold in one band is split anyway).
+pub const MAX_WALK_BAND: i64 = 64;
 
 /// In every role's tile head: the tile of this work id in the expert-aligned walk
 /// ([`walk_helper`]), or skip it (past this routing's rows).
@@ -161,12 +172,12 @@ pub(super) fn tile_walk(cfg: &GemmSm90Config) -> Vec<Stmt> {
 
 /// The grouped tile walk, the same in every role. Work id `w` lies in row tile `t = w /
 /// tiles_n`'s band: each expert's row tiles (contiguous in the alignment) are split into
-/// bands of at most [`WALK_BAND`] tiles of near-equal size, and the `size * tiles_n` ids of
+/// bands of at most `band` tiles ([`GemmSm90Config::walk_band`]) of near-equal size, and the `size * tiles_n` ids of
 /// band `[start, start + size)` (ids `start * tiles_n ..`) walk its row tiles fastest, then
 /// the column tiles. A wave of CTAs so covers one expert's row tiles by many column tiles:
 /// each B tile is shared by every row tile of its expert at once, and no band straddles
 /// two experts. A bijection of `[0, used_tiles * tiles_n)`; ids past it are skipped.
-pub(super) fn walk_helper(bm: i64) -> Item {
+pub(super) fn walk_helper(bm: i64, band: i64) -> Item {
     Item::Snippet {
         origin: "rcute grouped tile walk".into(),
         code: format!(
@@ -192,7 +203,6 @@ __device__ __forceinline__ bool rc_grouped_tile(unsigned long long work, int til
   return true;
 }}
 "#,
-            band = WALK_BAND
         ),
     }
 }
@@ -272,6 +282,84 @@ pub(super) fn operand_loads(k: &Ctx, g: Sm90Grouped) -> Vec<Stmt> {
                     "expert",
                 ),
             ]
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The device walk (`rc_grouped_tile`) line by line on the host: `(tile_m, tile_n)` of
+    /// work id `w`, or `None` (past the routed row tiles).
+    fn tile(w: usize, tiles_n: usize, offsets: &[usize], band: usize) -> Option<(usize, usize)> {
+        let t = w / tiles_n;
+        let e = (0..offsets.len() - 1).find(|&e| offsets[e] <= t && t < offsets[e + 1])?;
+        let (f, cnt) = (offsets[e], offsets[e + 1] - offsets[e]);
+        let nb = cnt.div_ceil(band);
+        let (base, rem) = (cnt / nb, cnt % nb);
+        let r = t - f;
+        let j = if r < rem * (base + 1) {
+            r / (base + 1)
+        } else {
+            rem + (r - rem * (base + 1)) / base
+        };
+        let start = f + j * base + j.min(rem);
+        let size = base + usize::from(j < rem);
+        let local = w - start * tiles_n;
+        assert!(local < size * tiles_n, "work id {w} outside its band");
+        assert!(size <= band, "band of {size} row tiles over {band}");
+        Some((start + local % size, local / size))
+    }
+
+    /// A band outside 1..=MAX_WALK_BAND, or odd on clusters, is a configuration error; a
+    /// band other than the default names the unit `_b<band>`, the default adds nothing.
+    #[test]
+    fn walk_band_is_checked_and_named() {
+        use crate::gemm_sm90::{generate, MAX_WALK_BAND, WALK_BAND};
+        use crate::grouped_gemm::{sm90_grouped_config, GroupedEpilogue, SM90_TILE};
+        use rcute_atom::Element::BF16;
+        let cfg = |band, cluster| {
+            let mut c = sm90_grouped_config(BF16, BF16, GroupedEpilogue::Scatter, SM90_TILE, cluster);
+            c.walk_band = band;
+            c
+        };
+        for (band, cluster) in [(0, false), (MAX_WALK_BAND + 1, false), (3, true), (-2, true)] {
+            assert!(generate(&cfg(band, cluster)).is_err(), "band {band} cluster {cluster}");
+        }
+        let default = generate(&cfg(WALK_BAND, true)).unwrap();
+        assert!(!default.name.ends_with("_b16"), "{}", default.name);
+        let four = generate(&cfg(4, true)).unwrap();
+        assert_eq!(four.name, format!("{}_b4", default.name));
+        assert!(
+            four.source.contains("(pairs + 1) / 2"),
+            "half band 2 in the cluster walk"
+        );
+        let three = generate(&cfg(3, false)).unwrap();
+        assert!(three.source.contains("(cnt + 3 - 1) / 3"));
+    }
+
+    /// Every (row tile, column tile) is one work id's tile exactly once, at every band.
+    #[test]
+    fn the_walk_covers_each_tile_once_at_every_band() {
+        for band in [1, 2, 3, 4, 8, 16] {
+            for counts in [&[0usize, 1, 2, 3][..], &[5, 0, 40, 7], &[1], &[17, 16, 33]] {
+                let mut offsets = vec![0];
+                for c in counts {
+                    offsets.push(offsets.last().unwrap() + c);
+                }
+                let used = *offsets.last().unwrap();
+                for tiles_n in 1..6 {
+                    let mut seen = vec![0u8; used * tiles_n];
+                    for w in 0..used * tiles_n + 3 {
+                        if let Some((tm, tn)) = tile(w, tiles_n, &offsets, band) {
+                            seen[tm * tiles_n + tn] += 1;
+                        }
+                    }
+                    assert!(
+                        seen.iter().all(|&s| s == 1),
+                        "band {band} {counts:?} tiles_n {tiles_n}: {seen:?}"
+                    );
+                }
+            }
         }
     }
 }

@@ -10,7 +10,7 @@
 //!   takes column tile `2c + r`). Its items so fill exactly `cnt * ceil(tiles_n / 2)` work
 //!   ids starting at `first_row_tile * ceil(tiles_n / 2)`: the work ids need no prefix sum
 //!   over the experts, only the alignment's `offsets` and `block_expert`.
-//! * Rows are walked in bands (of at most [`super::grouped::WALK_BAND`] row tiles, whole
+//! * Rows are walked in bands (of at most [`GemmSm90Config::walk_band`] row tiles, whole
 //!   pairs, the odd row tile in the expert's last band), items of a band fastest, then the
 //!   column pairs: the clusters of one wave cover one expert's row tiles by a few column
 //!   tiles, and the odd row tile's cluster reads its B tiles while the pairs' clusters do.
@@ -70,9 +70,11 @@ pub(super) fn tile_walk() -> Vec<Stmt> {
 }
 
 /// The cluster walk: for work id `work` and the CTA of rank `rank`, its tile, the expert,
-/// whether the CTA has a tile and which operand the cluster shares.
-pub(super) fn walk_helper(bm: i64, bn_out: i64) -> Item {
-    let half_band = super::grouped::WALK_BAND / 2;
+/// whether the CTA has a tile and which operand the cluster shares; `cfg`'s output column
+/// tiles and walk band.
+pub(super) fn walk_helper(bm: i64, cfg: &GemmSm90Config) -> Item {
+    let bn_out = super::grouped::tile_n_out(cfg);
+    let half_band = cfg.walk_band / 2;
     Item::Snippet {
         origin: "rcute grouped cluster walk".into(),
         code: format!(
@@ -213,8 +215,14 @@ pub(super) fn operand_loads(k: &Ctx, g: Sm90Grouped) -> Vec<Stmt> {
 mod tests {
     /// The device walk (`rc_grouped_cluster_tile`) line by line on the host: `(tile_m,
     /// tile_n, mine, shared_b)` of work id `w` for rank `rank`, or `None` (skipped).
-    fn item(w: usize, rank: usize, tiles_n: usize, offsets: &[usize]) -> Option<(usize, usize, bool, bool)> {
-        let half_band = (super::super::grouped::WALK_BAND / 2) as usize;
+    fn item(
+        w: usize,
+        rank: usize,
+        tiles_n: usize,
+        offsets: &[usize],
+        band: usize,
+    ) -> Option<(usize, usize, bool, bool)> {
+        let half_band = band / 2;
         let pairs_n = tiles_n.div_ceil(2);
         let t = w / pairs_n;
         let e = (0..offsets.len() - 1).find(|&e| offsets[e] <= t && t < offsets[e + 1])?;
@@ -245,9 +253,15 @@ mod tests {
 
     /// Every (row tile, column tile) of every expert is one CTA's tile exactly once; a
     /// cluster's two CTAs share B (same column, two row tiles of one expert) or A (one row
-    /// tile), and skip the same ids.
+    /// tile), and skip the same ids; at every even band.
     #[test]
     fn the_cluster_walk_covers_each_tile_once() {
+        for band in [2, 4, 8, 16] {
+            cluster_walk_covers(band);
+        }
+    }
+
+    fn cluster_walk_covers(band: usize) {
         for counts in [&[0usize, 1, 2, 3][..], &[5, 0, 40, 7], &[1], &[17, 16, 33]] {
             let mut offsets = vec![0];
             for c in counts {
@@ -257,7 +271,7 @@ mod tests {
             for tiles_n in 1..6 {
                 let mut seen = vec![0u8; used * tiles_n];
                 for w in 0..used.div_ceil(2) * 2 * tiles_n.div_ceil(2) + 3 {
-                    let (a, b) = (item(w, 0, tiles_n, &offsets), item(w, 1, tiles_n, &offsets));
+                    let (a, b) = (item(w, 0, tiles_n, &offsets, band), item(w, 1, tiles_n, &offsets, band));
                     assert_eq!(a.is_some(), b.is_some());
                     let (Some(a), Some(b)) = (a, b) else { continue };
                     assert_eq!(a.3, b.3);
@@ -274,7 +288,10 @@ mod tests {
                         }
                     }
                 }
-                assert!(seen.iter().all(|&s| s == 1), "{counts:?} tiles_n {tiles_n}: {seen:?}");
+                assert!(
+                    seen.iter().all(|&s| s == 1),
+                    "band {band} {counts:?} tiles_n {tiles_n}: {seen:?}"
+                );
             }
         }
     }

@@ -118,7 +118,7 @@ mod stream_k;
 mod wgmma_desc;
 
 pub use config::*;
-pub use grouped::Sm90Grouped;
+pub use grouped::{Sm90Grouped, MAX_WALK_BAND, WALK_BAND};
 pub use grouped_cluster::GROUPED_CLUSTER;
 pub use grouped_launch::*;
 use kernel::*;
@@ -271,9 +271,9 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         ),
     });
     if grouped_cluster::clustered(cfg) {
-        items.push(grouped_cluster::walk_helper(bm, grouped::tile_n_out(cfg)));
+        items.push(grouped_cluster::walk_helper(bm, cfg));
     } else if cfg.grouped.is_some() {
-        items.push(grouped::walk_helper(bm));
+        items.push(grouped::walk_helper(bm, cfg.walk_band));
     }
     if cfg.grouped == Some(Sm90Grouped::SwiGlu) {
         items.push(crate::grouped_gemm::silu::silu_helper());

@@ -304,7 +304,13 @@ pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
     let [bm, bn, bk] = cfg.tile;
     if let Some(g) = cfg.grouped {
         // The grouped member: `rc_moe_grouped_sm90_bf16_swiglu_128x256x64_coop_s4`, with
-        // `_d<type>` where D's type is not A's (e4m3 operands), `_c2x1` on clusters.
+        // `_d<type>` where D's type is not A's (e4m3 operands), `_c2x1` on clusters, `_b<band>`
+        // where the walk's band is not the default.
+        let band = if cfg.walk_band == grouped::WALK_BAND {
+            String::new()
+        } else {
+            format!("_b{}", cfg.walk_band)
+        };
         let cluster = if cfg.cluster == [1, 1] {
             String::new()
         } else {
@@ -316,7 +322,7 @@ pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
             format!("_d{}", cfg.cd.ptx())
         };
         return format!(
-            "rc_moe_grouped_sm90_{}_{}_{bm}x{bn}x{bk}_{}{cluster}_s{}{out}",
+            "rc_moe_grouped_sm90_{}_{}_{bm}x{bn}x{bk}_{}{cluster}_s{}{out}{band}",
             cfg.ab.ptx(),
             g.tag(),
             cfg.schedule.tag(),

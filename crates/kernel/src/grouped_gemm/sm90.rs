@@ -135,13 +135,29 @@ pub const SM90_FP8_PINGPONG_TILE: [i64; 3] = SM90_FP8_NARROW_TILE;
 /// assert!(g.source.contains("rc_named_barrier_sync(3u + (uint32_t)cw, 256u)"));
 /// let f = rcute_kernel::gemm_sm90::generate(&sm90_pingpong_config(Element::E4M3, Element::BF16, GroupedEpilogue::Scatter)).unwrap();
 /// assert!(f.name.starts_with("rc_moe_grouped_sm90_e4m3_scatter_128x128x128_pingpong_s"));
+/// assert!(f.name.ends_with("_dbf16_b4")); // SM90_FP8_PINGPONG_WALK_BAND
 /// ```
 pub fn sm90_pingpong_config(ab: Element, out: Element, epilogue: GroupedEpilogue) -> GemmSm90Config {
     let mut c = sm90_grouped_config(ab, out, epilogue, sm90_operand_tile(ab, SM90_PINGPONG_TILE), false);
     c.schedule = Sm90Schedule::PingPong;
     c.mma_pipe = 1;
+    if ab == Element::E4M3 {
+        c.walk_band = SM90_FP8_PINGPONG_WALK_BAND;
+    }
     c
 }
+
+/// The tile walk's band of the e4m3 ping-pong grouped GEMMs ([`sm90_pingpong_config`];
+/// [`GemmSm90Config::walk_band`]): at most 4 row tiles of one expert per band, so that a
+/// wave of CTAs covers few row tiles by many column tiles (the default,
+/// [`crate::gemm_sm90::WALK_BAND`] = 16, stays for the 16-bit ones). Where the experts hold
+/// at most 4 row tiles (512 routed rows; every shape at which the FP8 layer ran ping-pong
+/// before) the walk is the default's. Measured on an H100 (BENCHMARKS.md, "Session 19
+/// (helper moeband)"), the FP8 layer at Mixtral T = 2048 (512 rows per expert) in six runs,
+/// order varied: band 4 1.5-9.8 % faster than band 16 and 3.3-11 % faster than the
+/// cooperative 128x256x128 kernels; at T = 4096 (8 row tiles) no band made ping-pong
+/// win (band 2: 0-7 % slower than the cooperative kernels, band 4: 10-26 %).
+pub const SM90_FP8_PINGPONG_WALK_BAND: i64 = 4;
 
 /// [`sm90_config`] on 2x1 CTA clusters ([`crate::gemm_sm90::GROUPED_CLUSTER`]): the two
 /// CTAs of a cluster take two row tiles of one expert by one column tile and multicast

@@ -49,7 +49,10 @@ pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90
 /// 16-bit ones with `ab`'s `BK` ([`sm90_operand_tile`]: 128 for e4m3).
 ///
 /// Both GEMMs run on the ping-pong schedule where [`super::sm90_pingpong`] says (always with
-/// [`super::MoePath::Sm90PingPong`]; [`rcute_kernel::grouped_gemm::SM90_PINGPONG_TILE`]).
+/// [`super::MoePath::Sm90PingPong`]; [`rcute_kernel::grouped_gemm::SM90_PINGPONG_TILE`]),
+/// for e4m3 operands where [`super::sm90_fp8_pingpong`] says (up to
+/// [`super::SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT`] rows per expert for experts larger than
+/// the L2, the walk in bands of [`rcute_kernel::grouped_gemm::SM90_FP8_PINGPONG_WALK_BAND`]).
 /// Otherwise the cooperative kernels: GEMM1 on 2x1 clusters where
 /// [`super::sm90_gemm1_cluster`] says for an expert's `w13` (`2 I H` elements of `ab`),
 /// GEMM2 on [`super::sm90_gemm2_tile`]'s tile and on 2x1 clusters where
@@ -57,7 +60,7 @@ pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90
 /// 16-bit operands and always the wide one for e4m3 (the narrow GEMM1 tile is unmeasured
 /// there).
 ///
-/// The FP8 layer's [`super::MoePath::Auto`] takes none of these rules above the ping-pong
+/// The FP8 layer's [`super::MoePath::Auto`] takes none of these rules above its ping-pong
 /// shapes (measured on an H100, Mixtral T = 256 / 512 / 1024: ping-pong 1.15-1.20x faster
 /// than the cooperative kernels in every round; BENCHMARKS.md, "Session 17 (helper
 /// moepp)"): both GEMMs run on the wide tile without clusters. Why (H100, Mixtral T = 1024
@@ -86,6 +89,9 @@ pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90
 /// let [g1, g2] = sm90_gemms(bf, bf, MoePath::Sm90NarrowCluster, 2048, 8, 4096, 14336, 132);
 /// assert_eq!((g1.tile, g1.cluster, g1.schedule), ([128, 256, 64], [2, 1], Sm90Schedule::Cooperative));
 /// assert_eq!((g2.tile, g2.cluster), ([128, 128, 64], [2, 1]));
+/// // T = 2048 (512 rows per expert): the FP8 layer on ping-pong, its walk in bands of 4.
+/// let [g1, g2] = sm90_gemms(e4m3, bf, MoePath::Auto, 4096, 8, 4096, 14336, 132);
+/// assert_eq!((g1.schedule, g1.walk_band, g2.walk_band), (Sm90Schedule::PingPong, 4, 4));
 /// let [g1, g2] = sm90_gemms(e4m3, bf, MoePath::Sm90NarrowCluster, 2048, 8, 4096, 14336, 132);
 /// assert_eq!((g1.tile, g1.cluster), ([128, 256, 128], [2, 1]));
 /// assert_eq!((g2.tile, g2.cluster), ([128, 128, 128], [2, 1]));
@@ -110,13 +116,18 @@ pub fn sm90_gemms(
     sms: u32,
 ) -> [GemmSm90Config; 2] {
     let eps = [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter];
-    if super::sm90_pingpong(path, entries, local) {
+    let fp8 = ab == Element::E4M3;
+    let w13_bytes = 2 * inter * hidden * ab.bytes() as usize;
+    let pingpong = if fp8 {
+        super::sm90_fp8_pingpong(path, entries, local, w13_bytes)
+    } else {
+        super::sm90_pingpong(path, entries, local)
+    };
+    if pingpong {
         return eps.map(|ep| sm90_pingpong_config(ab, out, ep));
     }
-    let fp8 = ab == Element::E4M3;
     // The FP8 layer's Auto: the wide tile, no clusters (see above).
     let rules = !(fp8 && path == super::MoePath::Auto);
-    let w13_bytes = 2 * inter * hidden * ab.bytes() as usize;
     let cluster1 = rules && super::sm90_gemm1_cluster(path, entries, local, w13_bytes);
     let tile1 = if fp8 {
         SM90_TILE
@@ -131,6 +142,27 @@ pub fn sm90_gemms(
     let cluster2 = rules && super::sm90_gemm2_cluster(entries, local);
     let config = |ep, tile, cluster| sm90_grouped_config(ab, out, ep, sm90_operand_tile(ab, tile), cluster);
     [config(eps[0], tile1, cluster1), config(eps[1], tile2, cluster2)]
+}
+
+/// `gemms` ([`sm90_gemms`]) with their tile walk in bands of at most `band` row tiles of
+/// one expert where `band` is given ([`super::MoeOptions::walk_band`]; `None`: as they
+/// are).
+///
+/// ```
+/// use rcute_atom::Element;
+/// use rcute_ops::moe::{sm90_gemms, with_walk_band, MoePath};
+/// let gemms = sm90_gemms(Element::BF16, Element::BF16, MoePath::Sm90PingPong, 8192, 8, 4096, 14336, 132);
+/// assert_eq!(with_walk_band(gemms.clone(), None), gemms);
+/// let [g1, g2] = with_walk_band(gemms, Some(4));
+/// assert_eq!((g1.walk_band, g2.walk_band), (4, 4));
+/// ```
+pub fn with_walk_band(gemms: [GemmSm90Config; 2], band: Option<i64>) -> [GemmSm90Config; 2] {
+    gemms.map(|mut g| {
+        if let Some(b) = band {
+            g.walk_band = b;
+        }
+        g
+    })
 }
 
 /// The kernels of the fused MoE layer that `spec` decides, for `el` operands: the SM80

@@ -180,6 +180,48 @@ pub fn sm90_pingpong(path: MoePath, entries: usize, local: usize) -> bool {
     }
 }
 
+/// Routed rows per local expert (on average) up to which [`MoePath::Auto`] runs the FP8
+/// layer's two GEMMs on the ping-pong schedule when its experts stream from DRAM
+/// ([`sm90_fp8_pingpong`]): four row tiles, twice the bf16 bound
+/// ([`SM90_PINGPONG_MAX_ROWS_PER_EXPERT`]), with the e4m3 ping-pong kernels' walk in bands
+/// of [`rcute_kernel::grouped_gemm::SM90_FP8_PINGPONG_WALK_BAND`] = 4 row tiles, so that
+/// a wave of CTAs reads each weight tile for all four row tiles of its expert at once.
+/// Measured on an H100, RCUTE_TUNING=off (BENCHMARKS.md, "Session 19 (helper moeband)"):
+/// Mixtral (E = 8, top-2, 112 MiB of e4m3 `w13` per expert) T = 2048 (512 rows per expert)
+/// before / after as B A A B, 1520 / 1552 -> 1440 / 1424 us (5.2-9.0 % faster), and in six
+/// runs of many layers ping-pong band 4 3.3-11.2 % faster than the cooperative 128x256x128
+/// kernels. DeepSeek-V2-Lite (E = 64, top-6, 5.5 MiB per expert, in L2) T = 4096 (384 rows)
+/// stays cooperative: ping-pong 733-735 against 723-725 us timed alone (1.3 % slower; 2-7 %
+/// faster only when timed after other layers). Above the bound (Mixtral T = 4096, 1024
+/// rows) ping-pong loses at every band (band 2: 0-7 %, band 4: 10-26 % slower).
+pub const SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT: usize = 512;
+
+/// Whether both SM90 GEMMs of the FP8 layer run on the ping-pong schedule for `entries`
+/// routed rows over `local` experts of `w13_expert_bytes` each: where [`sm90_pingpong`]
+/// says, and for [`MoePath::Auto`] up to [`SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT`] rows per
+/// expert when an expert's `w13` holds at least [`SM90_CLUSTER_MIN_EXPERT_BYTES`] (larger
+/// than the L2: its weight tiles come from DRAM).
+///
+/// ```
+/// use rcute_ops::moe::{sm90_fp8_pingpong, MoePath};
+/// let mixtral = 2 * 14336 * 4096; // e4m3 w13 bytes of one Mixtral expert
+/// assert!(sm90_fp8_pingpong(MoePath::Auto, 4096, 8, mixtral)); // T = 2048: 512 rows per expert
+/// assert!(!sm90_fp8_pingpong(MoePath::Auto, 8192, 8, mixtral)); // T = 4096
+/// assert!(sm90_fp8_pingpong(MoePath::Auto, 2048, 8, mixtral)); // T = 1024, as sm90_pingpong
+/// assert!(!sm90_fp8_pingpong(MoePath::Sm90, 4096, 8, mixtral));
+/// let deepseek = 2 * 1408 * 2048; // DeepSeek-V2-Lite: in L2
+/// assert!(!sm90_fp8_pingpong(MoePath::Auto, 24576, 64, deepseek)); // T = 4096: 384 rows
+/// assert!(sm90_fp8_pingpong(MoePath::Auto, 12288, 64, deepseek)); // T = 2048: 192 rows
+/// ```
+pub fn sm90_fp8_pingpong(path: MoePath, entries: usize, local: usize, w13_expert_bytes: usize) -> bool {
+    let local = local.max(1);
+    let streamed = w13_expert_bytes >= SM90_CLUSTER_MIN_EXPERT_BYTES;
+    sm90_pingpong(path, entries, local)
+        || (path == MoePath::Auto
+            && streamed
+            && (SM90_MIN_ROWS_PER_EXPERT * local..=SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT * local).contains(&entries))
+}
+
 /// Time of a 128x128 GEMM2 tile over a 128x256 one ([`sm90_gemm2_tile`]): a little more
 /// than half (less operand reuse per `wgmma`). Measured on an H200 (ncu, Mixtral T = 1024:
 /// 445 us for 5 rounds of narrow tiles against 467 us for 3 of wide ones; BENCHMARKS.md,

@@ -58,6 +58,12 @@ pub struct MoeOptions {
     pub up_first: bool,
     /// The grouped GEMM family ([`MoePath::Auto`]: the rule of [`super::sm90_chosen`]).
     pub path: MoePath,
+    /// The SM90 grouped GEMMs' tile walk: row tiles of one expert per band, at most
+    /// ([`rcute_kernel::gemm_sm90::GemmSm90Config::walk_band`]; `None`: the rule's,
+    /// [`super::sm90_gemms`]). Forces both SM90 GEMMs' band (even on 2x1 clusters, at
+    /// most [`rcute_kernel::gemm_sm90::MAX_WALK_BAND`]: else the launch is an error before
+    /// any kernel runs); the SM80 family ignores it.
+    pub walk_band: Option<i64>,
 }
 
 /// A device buffer the MoE ops use for routing and intermediates (size:
@@ -484,6 +490,8 @@ pub struct MoeProblem {
     pub up_first: bool,
     /// The grouped GEMM family asked for ([`MoeOptions::path`]).
     pub path: MoePath,
+    /// The SM90 walk's band asked for ([`MoeOptions::walk_band`]).
+    pub walk_band: Option<i64>,
     /// The activations' and weights' type.
     pub dtype: DType,
     pub(crate) x: Geometry,
@@ -782,6 +790,7 @@ pub(crate) fn validate_moe(
         expert_offset: opts.expert_offset,
         up_first: opts.up_first,
         path: opts.path,
+        walk_band: opts.walk_band,
         dtype: xg.dtype,
         x: xg,
         w13: ag,
