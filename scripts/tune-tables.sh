@@ -19,7 +19,7 @@ A=""; for n in 4096 14336; do for m in 1 16 32 64; do A="$A --shape ${m}x${n}x40
 set -e
 if on gemm; then $R tune gemm $D4 --budget 3 --iters 7 --out "$T"; fi
 if on gemm; then $R tune gemm $D14 --budget 3 --iters 7 --out "$T"; fi
-if on gemm; then $R tune gemm $BIG --budget 3 --iters 5 --out "$T"; fi
+if on gemm; then $R tune gemm $BIG --budget 10 --iters 5 --out "$T"; fi  # 31 candidates each (swizzled walks last)
 if on scaled-mm; then $R tune scaled-mm $D4 $D14 --budget 3 --iters 7 --out "$T"; fi
 if on scaled-mm; then $R tune scaled-mm $BIG --budget 3 --iters 5 --out "$T"; fi
 if on scaled-mm; then $R tune scaled-mm --dtype e4m3 $D4 $D14 --budget 1 --iters 7 --out "$T"; fi
