@@ -1,11 +1,11 @@
 //! The kernel `Ops::gemm` runs for problems off the 16-byte grid, chosen without a GPU:
 //! the selection keeps the fast path (16-byte copies, the selected tile) exactly when
 //! everything is 16-byte aligned and takes the narrow-vector kernel otherwise, and the
-//! narrow kernels it picks compile for sm_80 and sm_90a without spills.
+//! narrow kernels it picks compile for sm_80 and sm_90a without spills, stack frames or local memory.
 
 use rcute_kernel::gemm_sm80::{generate, Major};
-use rcute_kernel::testing::toolkit_for_test;
-use rcute_kernel::{compile, Arch, CompileOptions};
+use rcute_kernel::testing::{compile_clean, toolkit_for_test};
+use rcute_kernel::Arch;
 use rcute_ops::gemm::copy_bytes;
 use rcute_ops::select::{select, sm80_config, NARROW_TILE};
 use rcute_ops::{validate, DType, Geometry, MatrixMut, MatrixRef};
@@ -78,15 +78,11 @@ fn unaligned_problems_run_narrow_kernels_that_compile_without_spills() {
         assert_eq!(w, want, "{s:?}");
         let g = generate(&cfg).unwrap_or_else(|e| panic!("{s:?}: {e}"));
         assert!(g.name.ends_with(&format!("_g2s{want}")), "{}", g.name);
-        if toolkit_for_test().is_none() {
+        let Some(tk) = toolkit_for_test() else {
             continue;
-        }
+        };
         for arch in [Arch::Sm80, Arch::Sm90a] {
-            let c = compile(&g.source, &format!("{}.cu", g.name), &CompileOptions::new(arch))
-                .unwrap_or_else(|e| panic!("{} for {}: {e}", g.name, arch.as_str()));
-            let r = c.resources.kernel(&g.name).expect("resources");
-            assert_eq!(r.spill_stores_bytes + r.spill_loads_bytes, 0, "{}: {r:?}", g.name);
-            eprintln!("{} {}: {} registers", g.name, arch.as_str(), r.registers);
+            compile_clean(tk, &g.name, &g.source, arch);
         }
     }
 }
