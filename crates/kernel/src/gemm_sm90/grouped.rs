@@ -287,7 +287,20 @@ pub(super) fn operand_loads(k: &Ctx, g: Sm90Grouped) -> Vec<Stmt> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
+    /// Experts' row-tile counts the walk tests cover: empty experts, one tile, long runs.
+    pub(in crate::gemm_sm90) const ROW_TILE_COUNTS: [&[usize]; 4] =
+        [&[0, 1, 2, 3], &[5, 0, 40, 7], &[1], &[17, 16, 33]];
+
+    /// The alignment's per-expert first row tiles (and the total last) of `counts`.
+    pub(in crate::gemm_sm90) fn offsets_of(counts: &[usize]) -> Vec<usize> {
+        let mut offsets = vec![0];
+        for c in counts {
+            offsets.push(offsets.last().unwrap() + c);
+        }
+        offsets
+    }
+
     /// The device walk (`rc_grouped_tile`) line by line on the host: `(tile_m, tile_n)` of
     /// work id `w`, or `None` (past the routed row tiles).
     fn tile(w: usize, tiles_n: usize, offsets: &[usize], band: usize) -> Option<(usize, usize)> {
@@ -341,11 +354,8 @@ mod tests {
     #[test]
     fn the_walk_covers_each_tile_once_at_every_band() {
         for band in [1, 2, 3, 4, 8, 16] {
-            for counts in [&[0usize, 1, 2, 3][..], &[5, 0, 40, 7], &[1], &[17, 16, 33]] {
-                let mut offsets = vec![0];
-                for c in counts {
-                    offsets.push(offsets.last().unwrap() + c);
-                }
+            for counts in ROW_TILE_COUNTS {
+                let offsets = offsets_of(counts);
                 let used = *offsets.last().unwrap();
                 for tiles_n in 1..6 {
                     let mut seen = vec![0u8; used * tiles_n];

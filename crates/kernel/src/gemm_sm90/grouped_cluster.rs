@@ -262,11 +262,8 @@ mod tests {
     }
 
     fn cluster_walk_covers(band: usize) {
-        for counts in [&[0usize, 1, 2, 3][..], &[5, 0, 40, 7], &[1], &[17, 16, 33]] {
-            let mut offsets = vec![0];
-            for c in counts {
-                offsets.push(offsets.last().unwrap() + c);
-            }
+        for counts in super::super::grouped::tests::ROW_TILE_COUNTS {
+            let offsets = super::super::grouped::tests::offsets_of(counts);
             let used = *offsets.last().unwrap();
             for tiles_n in 1..6 {
                 let mut seen = vec![0u8; used * tiles_n];
