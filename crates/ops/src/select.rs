@@ -138,8 +138,12 @@ pub fn select_sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Option<(
 /// cooperative kernel (128 accumulators per thread) cannot, and its half-size tiles fill a
 /// last wave more evenly; but its 128x128 tiles move a third more operand bytes per FLOP
 /// through the L2, and on the 700 W H100 that power likely (clocks were not logged) lowers
-/// the clock of every kernel that runs alongside. Measured on an H100 (BENCHMARKS.md, "Session 19 (helper hbf16)"), main
-/// (`coop`) against `pp,r2` in A B B A runs, rcute us (ratio to cuBLAS in the same process):
+/// the clock of every kernel that runs alongside. Where it wins, the gain is the short
+/// grid's last wave: at 1024x14336x4096 the cooperative kernel's SMs finish 18 % apart,
+/// ping-pong's 4 % (ncu), and at the 6.8-wave 1024x28672x4096 ping-pong is 12 % slower
+/// (BENCHMARKS.md, "Session 19 (helper moepp2)"). Measured on an H100 (BENCHMARKS.md,
+/// "Session 19 (helper hbf16)"), main (`coop`) against `pp,r2` in A B B A runs, rcute us
+/// (ratio to cuBLAS in the same process):
 /// * 1024x14336x4096 (448 cooperative tiles, 3.4 waves): 170-193 -> 159-169 us (0.85-0.91
 ///   -> 0.97-1.01);
 /// * 2048^3 (64 tiles): 24.4-24.7 -> 24.1 us (0.99 -> 1.00); 2048x4096x4096 (128 tiles):
