@@ -181,12 +181,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
         }
         // SAFETY: as above; the reference reads B's first copy, as the checks below do.
         unsafe { blas.gemm(cfg, b.first(), &a, &mut dref) }.map_err(|x| x.to_string())?;
-        let want: Vec<f64> = stream
-            .clone_dtoh(&dref)
-            .map_err(e)?
-            .iter()
-            .map(|x| x.to_f64())
-            .collect();
+        let want = stream.clone_dtoh(&dref).map_err(e)?;
         for (label, rcute_us, cublas_us, host_us) in timed {
             // Check each variant's own output.
             let sel = variants.iter().find(|v| v.0 == label).and_then(|v| v.1.clone());
@@ -201,7 +196,7 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
                 }
             }
             stream.synchronize().map_err(e)?;
-            let got: Vec<f64> = stream.clone_dtoh(&d).map_err(e)?.iter().map(|x| x.to_f64()).collect();
+            let got = stream.clone_dtoh(&d).map_err(e)?;
             rows.push(Row {
                 config: label,
                 shape: (m, n, k),
@@ -365,9 +360,8 @@ fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
             // Every copy of B holds the same values: the last outputs of both compare.
             let err = match peer_us {
                 Some(_) => {
-                    let f64s = |v: Vec<bf16>| v.iter().map(|x| x.to_f64()).collect::<Vec<_>>();
-                    let got = f64s(stream.clone_dtoh(&d).map_err(e)?);
-                    max_rel_diff(&got, &f64s(stream.clone_dtoh(&d_peer).map_err(e)?))
+                    let got = stream.clone_dtoh(&d).map_err(e)?;
+                    max_rel_diff(&got, &stream.clone_dtoh(&d_peer).map_err(e)?)
                 }
                 None => f64::NAN,
             };

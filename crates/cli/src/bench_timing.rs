@@ -127,10 +127,13 @@ pub fn host_us(stream: &Arc<CudaStream>, f: &mut dyn FnMut() -> Result<(), Strin
 }
 
 /// [`max_abs_diff`] relative to the largest `|want|` (at least 1e-30): the benches'
-/// `max_rel_err` of an output against its peer's.
-pub fn max_rel_diff(got: &[f64], want: &[f64]) -> f64 {
-    let scale = want.iter().fold(1e-30, |m: f64, w| m.max(w.abs()));
-    max_abs_diff(got.iter().copied(), want.iter().copied()) / scale
+/// `max_rel_err` of an output (f16, bf16 or f64 values) against its peer's.
+pub fn max_rel_diff<T: Copy + Into<f64>>(got: &[T], want: &[T]) -> f64 {
+    fn f64s<T: Copy + Into<f64>>(v: &[T]) -> impl Iterator<Item = f64> + '_ {
+        v.iter().map(|&x| x.into())
+    }
+    let scale = f64s(want).fold(1e-30, |m: f64, w| m.max(w.abs()));
+    max_abs_diff(f64s(got), f64s(want)) / scale
 }
 
 /// The largest `|got - want|`, NaN when any pair differs by NaN (a NaN output, or an
