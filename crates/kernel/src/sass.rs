@@ -29,6 +29,14 @@ impl Instruction {
     pub fn base_opcode(&self) -> &str {
         self.opcode.split('.').next().unwrap_or(&self.opcode)
     }
+
+    /// Whether the mnemonic is `opcode` or `opcode` with modifiers (`"HMMA"` and
+    /// `"HMMA.16816"` match `HMMA.16816.F32`, `"HMM"` does not).
+    pub fn matches(&self, opcode: &str) -> bool {
+        self.opcode
+            .strip_prefix(opcode)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+    }
 }
 
 /// The disassembly of one kernel.
@@ -52,15 +60,12 @@ impl SassKernel {
     /// Whether an instruction has this mnemonic: `"HMMA"` matches `HMMA.16816.F32`, and
     /// `"HMMA.16816"` matches it too (a prefix at a `.` boundary).
     pub fn contains_opcode(&self, opcode: &str) -> bool {
-        self.instructions.iter().any(|i| opcode_matches(&i.opcode, opcode))
+        self.instructions.iter().any(|i| i.matches(opcode))
     }
 
     /// How many instructions match `opcode` (as in [`SassKernel::contains_opcode`]).
     pub fn count_opcode(&self, opcode: &str) -> usize {
-        self.instructions
-            .iter()
-            .filter(|i| opcode_matches(&i.opcode, opcode))
-            .count()
+        self.instructions.iter().filter(|i| i.matches(opcode)).count()
     }
 
     /// The innermost loop around an instruction matching `opcode`: the instructions from a
@@ -89,7 +94,7 @@ impl SassKernel {
                 continue;
             };
             let body = &ins[start..=end];
-            if body.iter().any(|i| opcode_matches(&i.opcode, opcode)) && best.is_none_or(|x| body.len() < x.len()) {
+            if body.iter().any(|i| i.matches(opcode)) && best.is_none_or(|x| body.len() < x.len()) {
                 best = Some(body);
             }
         }
@@ -101,11 +106,6 @@ impl SassKernel {
     pub fn uses_local_memory(&self) -> bool {
         self.contains_opcode("LDL") || self.contains_opcode("STL")
     }
-}
-
-fn opcode_matches(full: &str, wanted: &str) -> bool {
-    full.strip_prefix(wanted)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
 }
 
 /// Why disassembly failed.

@@ -176,19 +176,15 @@ impl CleanKernel {
     }
 }
 
-/// Assert that no instruction of `body` matches an opcode of `bad` (as
-/// [`SassKernel::contains_opcode`] matches); `what` says where, in the failure.
+/// Assert that no instruction of `body` matches an opcode of `bad`
+/// ([`Instruction::matches`]); `what` says where, in the failure.
 ///
 /// # Panics
 ///
 /// At the first such instruction.
 pub fn assert_none_in(body: &[Instruction], bad: &[&str], what: &str) {
     for op in bad {
-        let hit = body.iter().find(|i| {
-            i.opcode
-                .strip_prefix(op)
-                .is_some_and(|r| r.is_empty() || r.starts_with('.'))
-        });
+        let hit = body.iter().find(|i| i.matches(op));
         assert!(hit.is_none(), "{what}: {}", hit.map_or("", |i| i.opcode.as_str()));
     }
 }
