@@ -75,11 +75,13 @@ pub fn median_us_settled(
         }
     }
     let graphed = graphs && gs.iter().all(Option::is_some);
+    // Replay graphs only when every function captured; else every sample calls eagerly.
+    let graph = |i: usize| if graphed { gs[i].as_ref() } else { None };
     stream.synchronize().map_err(e("after capture"))?;
     let begin = Instant::now();
     let mut round = || -> Result<(), String> {
         for (i, f) in fs.iter_mut().enumerate() {
-            sample(graphed.then(|| gs[i].as_ref()).flatten(), *f)?;
+            sample(graph(i), *f)?;
         }
         stream.synchronize().map_err(e("settling"))
     };
@@ -92,7 +94,7 @@ pub fn median_us_settled(
             let start = ctx.new_event(timing).map_err(e("event"))?;
             let end = ctx.new_event(timing).map_err(e("event"))?;
             start.record(stream).map_err(e("record"))?;
-            sample(graphed.then(|| gs[i].as_ref()).flatten(), *f)?;
+            sample(graph(i), *f)?;
             end.record(stream).map_err(e("record"))?;
             end.synchronize().map_err(e("event sync"))?;
             times[i].push(start.elapsed_ms(&end).map_err(e("elapsed"))? as f64 * 1e3 / CALLS_PER_SAMPLE as f64);
