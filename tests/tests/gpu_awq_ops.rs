@@ -448,14 +448,14 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         }
         eprintln!("ok {what}");
     }
-    // the op's own choice on sm_90 (`select_awq_wgmma`, 132 SMs): the 64x256 tile (64 and
-    // 128 CTAs: one wave), the 128x256 tile (96 CTAs against two waves of 160), the
+    // the op's own choice on sm_90 (`select_awq_wgmma`, 132 SMs): the 64x256 tile (96 and
+    // 128 CTAs: one wave; at 128 rows or fewer the split rule, `wgmma_split_cases`), the 128x256 tile (96 CTAs against two waves of 160), the
     // 152x256 tile (3 waves of 392 CTAs against 4 of 448 with 128 tokens), the 184x256
     // tile (1500 rows: 4 waves of 504 against 4 of 448 with 192 at a higher cost a wave;
     // 4095 rows, 23 ragged row tiles: 6 waves of 736 against 6 of 704 with 192 and 7 of 864
     // with 152), and too few CTAs for the kernel (the dense path)
     for (m, n, k, g, bias) in [
-        (100, 8192, 256, 128, true),
+        (160, 8192, 256, 128, true),
         (200, 8192, 128, 32, false),
         (300, 8192, 128, 32, false),
         (1000, 14336, 64, 64, true),
@@ -475,12 +475,13 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
 
 /// The split-K wgmma kernels (`AwqGemmConfig::split_k`): 8, 16, 32, 64 tokens (one
 /// consumer warpgroup), 16 tokens on two warpgroups along N, 128 on two splitting the words
-/// (4-column partials), 32 with a raster of 2.
+/// (4-column partials), 32 with a raster of 2; the second, third, fifth and sixth are
+/// `select_awq_wgmma_split`'s tiles.
 fn wgmma_split_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
     vec![
         AwqGemmConfig::new(e, [8, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
         AwqGemmConfig::new(e, [16, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [32, 256, 64], [1, 1], 6, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [32, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
         AwqGemmConfig::new(e, [64, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
         AwqGemmConfig::new(e, [16, 512, 64], [1, 2], 6, 4).wgmma().split_k(),
         AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
@@ -526,6 +527,25 @@ fn wgmma_split_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
             }
         }
         eprintln!("ok {what}");
+    }
+    // the op's own choice (132 SMs): 32 tokens in 2 splits (24 x 14336), 128 tokens on two
+    // warpgroups in 2 (64 x 14336) and 4 (100 x 8192, K of 4 k-tiles), 16 x 512 in 4 (50 x
+    // 4096: 4 x 8 tiles)
+    for (m, n, k, g, bias) in [
+        (24, 14336, 256, 128, true),
+        (64, 14336, 512, 128, false),
+        (100, 8192, 256, 64, true),
+        (50, 4096, 1024, 128, true),
+    ] {
+        let sms = ops.gpu().sm_count() as usize;
+        let pick = rcute_ops::awq::select_split::select_awq_wgmma_split(m, n, k, sms, (9, 0), e);
+        assert!(sms < 100 || pick.is_some(), "{m}x{n}x{k}: the split rule's shape");
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} {pick:?} (op)");
+        let first = case.check(ops, Run::PreparedOp(&w), &what);
+        let again = case.check(ops, Run::PreparedOp(&w), &what);
+        assert!(bits(&first) == bits(&again), "{what}: a second run differs");
     }
     let case = Case::<T>::new(ops, &mut rng, 16, 256, 128, 128, false);
     let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
@@ -620,11 +640,11 @@ fn reordered_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         }
         eprintln!("ok {what} reordered");
     }
-    // the op's own choice (132 SMs: 64x256 at 100 rows, 152x256 at 1000, 192x256 at 384:
+    // the op's own choice (132 SMs: 64x256 at 160 rows, 152x256 at 1000, 192x256 at 384:
     // one wave of 112 CTAs; 184x256 at 2000 x 8192: 3 waves of 352 CTAs against 4 of 512
-    // with 128 tokens)
+    // with 128 tokens; not 128 rows or fewer, where the prepared op splits K: other bits)
     for (m, n, k, g, bias) in [
-        (100, 8192, 256, 128, true),
+        (160, 8192, 256, 128, true),
         (1000, 14336, 64, 32, false),
         (384, 14336, 128, 128, true),
         (2000, 8192, 64, 32, false),
