@@ -469,8 +469,8 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_awq_gemm_bf16_32x256x64_
           const int row = m0 + 8 * j + 2 * t + e;
           if (row < M) {
             float* const w = ws + ((long long)(blockIdx.z) * M + row) * N + 64 * wb + 8 * g + 2 * r0;  // slab [splits, M, N]: row-major M x N f32 per split
-            __stcg(reinterpret_cast<float4*>(w) + 0, make_float4(acc[0][4 * j + 0 + e], acc[0][4 * j + 2 + e], acc[1][4 * j + 0 + e], acc[1][4 * j + 2 + e]));
-            __stcg(reinterpret_cast<float4*>(w) + 1, make_float4(acc[2][4 * j + 0 + e], acc[2][4 * j + 2 + e], acc[3][4 * j + 0 + e], acc[3][4 * j + 2 + e]));
+            __stcg(reinterpret_cast<float4*>(w), make_float4(acc[0][4 * j + e], acc[0][4 * j + 2 + e], acc[1][4 * j + e], acc[1][4 * j + 2 + e]));
+            __stcg(reinterpret_cast<float4*>(w) + 1, make_float4(acc[2][4 * j + e], acc[2][4 * j + 2 + e], acc[3][4 * j + e], acc[3][4 * j + 2 + e]));
           }
         }
       }
@@ -505,15 +505,15 @@ extern "C" __global__ __launch_bounds__(256, 1) void rc_awq_gemm_bf16_32x256x64_
             const int row = m0 + 8 * j + 2 * t + e;
             if (row < M) {
               float* const w = ws + ((long long)(p) * M + row) * N + 64 * wb + 8 * g + 2 * r0;  // slab [splits, M, N]: row-major M x N f32 per split
-              const float4 p0 = __ldcg(reinterpret_cast<const float4*>(w) + 0);
+              const float4 p0 = __ldcg(reinterpret_cast<const float4*>(w));
               const float4 p1 = __ldcg(reinterpret_cast<const float4*>(w) + 1);
-              acc[0][4 * j + 0 + e] += p0.x;
+              acc[0][4 * j + e] += p0.x;
               acc[0][4 * j + 2 + e] += p0.y;
-              acc[1][4 * j + 0 + e] += p0.z;
+              acc[1][4 * j + e] += p0.z;
               acc[1][4 * j + 2 + e] += p0.w;
-              acc[2][4 * j + 0 + e] += p1.x;
+              acc[2][4 * j + e] += p1.x;
               acc[2][4 * j + 2 + e] += p1.y;
-              acc[3][4 * j + 0 + e] += p1.z;
+              acc[3][4 * j + e] += p1.z;
               acc[3][4 * j + 2 + e] += p1.w;
             }
           }

@@ -499,7 +499,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_awq_gemm_f16_128x256x64_
           const int row = m0 + 8 * j + 2 * t + e;
           if (row < M) {
             float* const w = ws + ((long long)(blockIdx.z) * M + row) * N + 64 * wb + 8 * g + 2 * r0;  // slab [splits, M, N]: row-major M x N f32 per split
-            __stcg(reinterpret_cast<float4*>(w) + 0, make_float4(acc[0][4 * j + 0 + e], acc[0][4 * j + 2 + e], acc[1][4 * j + 0 + e], acc[1][4 * j + 2 + e]));
+            __stcg(reinterpret_cast<float4*>(w), make_float4(acc[0][4 * j + e], acc[0][4 * j + 2 + e], acc[1][4 * j + e], acc[1][4 * j + 2 + e]));
           }
         }
       }
@@ -534,10 +534,10 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_awq_gemm_f16_128x256x64_
             const int row = m0 + 8 * j + 2 * t + e;
             if (row < M) {
               float* const w = ws + ((long long)(p) * M + row) * N + 64 * wb + 8 * g + 2 * r0;  // slab [splits, M, N]: row-major M x N f32 per split
-              const float4 p0 = __ldcg(reinterpret_cast<const float4*>(w) + 0);
-              acc[0][4 * j + 0 + e] += p0.x;
+              const float4 p0 = __ldcg(reinterpret_cast<const float4*>(w));
+              acc[0][4 * j + e] += p0.x;
               acc[0][4 * j + 2 + e] += p0.y;
-              acc[1][4 * j + 0 + e] += p0.z;
+              acc[1][4 * j + e] += p0.z;
               acc[1][4 * j + 2 + e] += p0.w;
             }
           }

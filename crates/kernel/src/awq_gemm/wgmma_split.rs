@@ -62,7 +62,18 @@ impl Emit<'_> {
     /// The lane's columns `64 wb + 8 g + 2 r0 .. + 2 words` of token `8 j + 2 t + e`:
     /// value `c` is `acc[c / 2][4 j + 2 (c % 2) + e]` (the epilogue's `v[2 i + h]`).
     fn split_value(c: i64) -> String {
-        format!("acc[{}][4 * j + {} + e]", c / 2, 2 * (c % 2))
+        match c % 2 {
+            0 => format!("acc[{}][4 * j + e]", c / 2),
+            _ => format!("acc[{}][4 * j + 2 + e]", c / 2),
+        }
+    }
+
+    /// The `q`-th float4 of the lane's columns at `w`.
+    fn split_quad(ty: &str, q: i64) -> String {
+        match q {
+            0 => format!("reinterpret_cast<{ty}*>(w)"),
+            _ => format!("reinterpret_cast<{ty}*>(w) + {q}"),
+        }
     }
 
     /// Loops over the lane's live tokens (`row < M`, the warp's block inside N) with the
@@ -107,7 +118,8 @@ impl Emit<'_> {
             .map(|q| {
                 let v: Vec<String> = (4 * q..4 * q + 4).map(Self::split_value).collect();
                 s(format!(
-                    "__stcg(reinterpret_cast<float4*>(w) + {q}, make_float4({}))",
+                    "__stcg({}, make_float4({}))",
+                    Self::split_quad("float4", q),
                     v.join(", ")
                 ))
             })
@@ -117,7 +129,7 @@ impl Emit<'_> {
             add.push(Stmt::decl(
                 "const float4",
                 &format!("p{q}"),
-                format!("__ldcg(reinterpret_cast<const float4*>(w) + {q})"),
+                format!("__ldcg({})", Self::split_quad("const float4", q)),
             ));
         }
         for c in 0..cols {
