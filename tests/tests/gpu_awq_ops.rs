@@ -424,7 +424,7 @@ fn wgmma_persistent_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
 /// zero fill; 4095 = 22 x 184 + 47 and 21 x 192 + 63), N ending inside the CTA's columns (5, 9, 10, 12 64-column blocks), K ending
 /// inside a k-tile (352, 96; 48 = 3 k16 steps with G = K: a chained pair's second step past
 /// K), G = 32, 64, 128 and K, bias on and off, against the float64
-/// reference; the requested splits are ignored (one split).
+/// reference (one split: without `split_k` the kernel takes no more).
 fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     let mut rng = Rng::for_test(&format!("awq_wgmma_{e}"));
     let shapes = [
@@ -443,21 +443,19 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
         let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} wgmma");
         for cfg in wgmma_configs(e) {
-            for splits in [1, 3] {
-                let name = format!("{what} {:?} {:?} s{} split {splits}", cfg.tile, cfg.warps, cfg.stages);
-                case.check(ops, Run::Prepared(&w, Some((cfg, splits))), &name);
-            }
+            let name = format!("{what} {:?} {:?} s{}", cfg.tile, cfg.warps, cfg.stages);
+            case.check(ops, Run::Prepared(&w, Some((cfg, 1))), &name);
         }
         eprintln!("ok {what}");
     }
-    // the op's own choice on sm_90 (`select_awq_wgmma`, 132 SMs): the 64x256 tile (64 and
-    // 128 CTAs: one wave), the 128x256 tile (96 CTAs against two waves of 160), the
+    // the op's own choice on sm_90 (`select_awq_wgmma`, 132 SMs): the 64x256 tile (96 and
+    // 128 CTAs: one wave; at 64 rows or fewer the split rule, `wgmma_split_cases`), the 128x256 tile (96 CTAs against two waves of 160), the
     // 152x256 tile (3 waves of 392 CTAs against 4 of 448 with 128 tokens), the 184x256
     // tile (1500 rows: 4 waves of 504 against 4 of 448 with 192 at a higher cost a wave;
     // 4095 rows, 23 ragged row tiles: 6 waves of 736 against 6 of 704 with 192 and 7 of 864
     // with 152), and too few CTAs for the kernel (the dense path)
     for (m, n, k, g, bias) in [
-        (100, 8192, 256, 128, true),
+        (160, 8192, 256, 128, true),
         (200, 8192, 128, 32, false),
         (300, 8192, 128, 32, false),
         (1000, 14336, 64, 64, true),
@@ -473,6 +471,98 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
             &format!("{e} {m}x{n}x{k} G={g} bias={bias} (op)"),
         );
     }
+}
+
+/// The split-K wgmma kernels (`AwqGemmConfig::split_k`): 8, 16, 32, 64 tokens (one
+/// consumer warpgroup), 16 tokens on two warpgroups along N, 128 on two splitting the words
+/// (4-column partials), 32 with a raster of 2; the second, third, fifth and sixth are
+/// `select_awq_wgmma_split`'s tiles.
+fn wgmma_split_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
+    vec![
+        AwqGemmConfig::new(e, [8, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [16, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [32, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [64, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [16, 512, 64], [1, 2], 6, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [32, 256, 64], [1, 1], 6, 4)
+            .wgmma()
+            .raster(2)
+            .split_k(),
+    ]
+}
+
+/// The split-K wgmma kernels with 1, 2, 3 and 8 requested splits on ragged M (1, 16, 17,
+/// 33, 100, 130: partial token tiles, several token tiles sharing the semaphores), N
+/// ending inside the CTA's columns (9, 10, 12 64-column blocks), K of several groups (G =
+/// 128 at K = 4096 and 1024: splits of 8, 3 and 22 k-tiles, starting inside a group), K
+/// ending inside a k-tile (352: 6 k-tiles, 8 requested splits run 6; 96 with G = 32), G =
+/// K, bias on and off, against the float64 reference; every result twice, bit-identical
+/// (the slabs are summed in slab order whichever split is last, and the semaphores are left
+/// zeroed for the next launch). Without `split_k`, more than one split is a typed error.
+fn wgmma_split_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    let mut rng = Rng::for_test(&format!("awq_wgmma_split_{e}"));
+    let shapes = [
+        (33, 768, 320, 64, true),
+        (17, 640, 1024, 128, true),
+        (16, 512, 4096, 128, false),
+        (1, 576, 352, 32, true),
+        (100, 512, 256, 256, false),
+        (130, 256, 96, 32, true),
+    ];
+    let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
+    for &(m, n, k, g, bias) in cases(&shapes) {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} wgmma split-K");
+        for cfg in wgmma_split_configs(e) {
+            for splits in [1, 2, 3, 8] {
+                let name = format!(
+                    "{what} {:?} {:?} s{} r{} split {splits}",
+                    cfg.tile, cfg.warps, cfg.stages, cfg.raster
+                );
+                let first = case.check(ops, Run::Prepared(&w, Some((cfg, splits))), &name);
+                let again = case.check(ops, Run::Prepared(&w, Some((cfg, splits))), &name);
+                assert!(bits(&first) == bits(&again), "{name}: a second run differs");
+            }
+        }
+        eprintln!("ok {what}");
+    }
+    // the op's own choice (132 SMs): 32 tokens in 2 splits (24 x 14336), 128 tokens on two
+    // warpgroups in 2 (64 x 14336) and 4 (48 x 8192, K of 4 k-tiles), 16 x 512 in 4 (50 x
+    // 4096: 4 x 8 tiles)
+    for (m, n, k, g, bias) in [
+        (24, 14336, 256, 128, true),
+        (64, 14336, 512, 128, false),
+        (48, 8192, 256, 64, true),
+        (50, 4096, 1024, 128, true),
+    ] {
+        let sms = ops.gpu().sm_count() as usize;
+        let pick = rcute_ops::awq::select_split::select_awq_wgmma_split(m, n, k, sms, (9, 0), e);
+        assert!(sms < 100 || pick.is_some(), "{m}x{n}x{k}: the split rule's shape");
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} {pick:?} (op)");
+        let first = case.check(ops, Run::PreparedOp(&w), &what);
+        let again = case.check(ops, Run::PreparedOp(&w), &what);
+        assert!(bits(&first) == bits(&again), "{what}: a second run differs");
+    }
+    let case = Case::<T>::new(ops, &mut rng, 16, 256, 128, 128, false);
+    let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+    let s = ops.gpu().stream();
+    let mut out: CudaSlice<T> = s.clone_htod(&vec![T::from_f64(f64::NAN); 16 * 256]).unwrap();
+    let one = AwqGemmConfig::new(e, [16, 256, 64], [1, 1], 8, 4).wgmma();
+    let r = ops.run_awq_gemm_prepared(
+        &MatrixRef::new(&case.d_x, 16, 128),
+        &w,
+        None,
+        &mut MatrixMut::new(&mut out, 16, 256),
+        Some((one, 2)),
+    );
+    assert!(
+        matches!(r, Err(OpsError::Shape(_))),
+        "wgmma without split_k, 2 splits: {r:?}"
+    );
 }
 
 /// The SM90 mixed-input kernels on the prepared weight against the float64 reference (f16
@@ -509,6 +599,19 @@ fn awq_gemm_prepared_wgmma_matches_the_float64_reference() {
     wgmma_cases::<bf16>(&ops, rcute_atom::Element::BF16);
 }
 
+/// The split-K wgmma kernels against the float64 reference (f16 and bf16; sm_90 only).
+#[test]
+fn awq_gemm_prepared_wgmma_split_k_matches_the_float64_reference() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    if ops.gpu().compute_capability() != (9, 0) {
+        eprintln!("skipped the split-K wgmma kernels: they need sm_90");
+        return;
+    }
+    wgmma_split_cases::<f16>(&ops, rcute_atom::Element::F16);
+    wgmma_split_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+}
+
 /// The reordered path on ragged M (3, 17, 130, 255, 1000: partial token tiles), N ending
 /// inside the CTA's 256 columns, K ending inside a k-tile (352), G = 32 and 128, bias on and
 /// off: every tile of `select_awq_wgmma` forced (the float64 reference, and bit-identical
@@ -537,11 +640,11 @@ fn reordered_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         }
         eprintln!("ok {what} reordered");
     }
-    // the op's own choice (132 SMs: 64x256 at 100 rows, 152x256 at 1000, 192x256 at 384:
+    // the op's own choice (132 SMs: 64x256 at 160 rows, 152x256 at 1000, 192x256 at 384:
     // one wave of 112 CTAs; 184x256 at 2000 x 8192: 3 waves of 352 CTAs against 4 of 512
-    // with 128 tokens)
+    // with 128 tokens; not 64 rows or fewer, where the prepared op splits K: other bits)
     for (m, n, k, g, bias) in [
-        (100, 8192, 256, 128, true),
+        (160, 8192, 256, 128, true),
         (1000, 14336, 64, 32, false),
         (384, 14336, 128, 128, true),
         (2000, 8192, 64, 32, false),

@@ -48,11 +48,12 @@ pub struct BenchAwqArgs {
     /// such a configuration (the same kernel with each lane's steps through its own slots
     /// of a shared `cp.async` ring instead of registers), or `streamed-checkpoint:`
     /// and such a configuration (the register-streamed kernel on the checkpoint tensors as
-    /// they are, unprepared), or `wgmma:` and `BMxBN,WRxWN,STAGES,1[,rR][,p][,c2]` (the SM90 mixed-input
-    /// prepared kernel, sm_90 only: BM tokens per CTA, BN = 256 WN weight columns, WR
+    /// they are, unprepared), or `wgmma:` and `BMxBN,WRxWN,STAGES,SPLITS[,rR][,p][,c2][,sk]` (the SM90 mixed-input
+    /// prepared kernel, sm_90 only: BM tokens per CTA (8 ..= 192, a multiple of 8), BN = 256 WN weight columns, WR
     /// consumer warpgroups splitting a lane's four words, STAGES stages of x and the weight,
+    /// SPLITS K splits (more than one: the split-K kernel, `AwqGemmConfig::split_k`),
     /// R > 0 the tile walk in groups of R token tiles, p the persistent kernel, c2 the
-    /// k16 steps in chained pairs),
+    /// k16 steps in chained pairs, sk the split-K kernel even with one split),
     /// `reordered` (`awq_gemm`'s reordered path: `qweight` reordered per call into stream
     /// scratch + the SM90 mixed-input kernel with `select_awq_wgmma`'s tile, sm_90 only) or
     /// `reordered:` and a `wgmma:` configuration (that path forced to the tile).
@@ -87,10 +88,11 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
     let [tile, warps, stages, splits, rest @ ..] = parts.as_slice() else {
         return Err(bad());
     };
-    let (mut raster, mut persistent, mut chained) = (0, false, false);
+    let (mut raster, mut persistent, mut chained, mut split_k) = (0, false, false, false);
     for part in rest.iter().map(|p| p.trim()) {
         match part {
             "p" if !persistent => persistent = true,
+            "sk" if !split_k => split_k = true,
             "c2" if !chained => chained = true,
             r if r.starts_with('r') && raster == 0 => {
                 raster = r[1..].parse().map_err(|_| bad())?;
@@ -111,6 +113,12 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
     .raster(raster);
     let cfg = if persistent { cfg.persistent() } else { cfg };
     let cfg = if chained { cfg.chained() } else { cfg };
+    // the wgmma kernel splits K only as its split-K variant
+    let cfg = if split_k || (cfg.wgmma && splits > 1) {
+        cfg.split_k()
+    } else {
+        cfg
+    };
     rcute_kernel::awq_gemm::generate(&cfg).map_err(|e| format!("{s}: {e}"))?;
     Ok((cfg, splits))
 }
@@ -515,6 +523,23 @@ mod tests {
         };
         assert!(cfg.persistent && cfg.raster == 4);
         assert!(parse_variant("wgmma:184x256,2x1,6,1,p,p").is_err());
+        // K splits: the split-K kernel (also forced with one split by sk), small token tiles
+        let Ok(Variant::Prepared(Some((cfg, 8)))) = parse_variant("wgmma:16x256,1x1,8,8") else {
+            panic!("wgmma: takes splits")
+        };
+        assert!(cfg.wgmma && cfg.split_k && cfg.tile == [16, 256, 64]);
+        let Ok(Variant::Prepared(Some((cfg, 1)))) = parse_variant("wgmma:8x256,1x1,8,1,sk") else {
+            panic!("wgmma: takes sk")
+        };
+        assert!(
+            cfg.split_k
+                && !parse_variant("wgmma:64x256,1x1,8,1")
+                    .is_ok_and(|v| matches!(v, Variant::Prepared(Some((c, _))) if c.split_k))
+        );
+        // not persistent, not for the other kernels; BM a multiple of 8
+        assert!(parse_variant("wgmma:16x256,1x1,8,4,p").is_err());
+        assert!(parse_variant("prepared:16x256,1x4,4,4,sk").is_err());
+        assert!(parse_variant("wgmma:12x256,1x1,8,4").is_err());
         // the steps in chained pairs: two words per warpgroup only
         let Ok(Variant::Prepared(Some((cfg, 1)))) = parse_variant("wgmma:184x256,2x1,6,1,c2") else {
             panic!("wgmma: takes c2")

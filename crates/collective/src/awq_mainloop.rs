@@ -118,6 +118,12 @@ pub struct AwqMainloopConfig {
     /// `wgmma`s of a warpgroup chain on one accumulator instead of alternating between the
     /// words'). `wgmma` kernels with `wgs_r = 2` only.
     pub chained: bool,
+    /// Whether the SM90 mixed-input kernel splits K over the grid's z (split `z` walks
+    /// k-tiles `[z kt_per_split, (z + 1) kt_per_split)`; with several splits the consumers
+    /// write f32 partial tiles to the `[splits, M, N]` workspace and the last split of a
+    /// tile sums them in slab order, as the fused kernels do). Without it the wgmma kernel
+    /// runs one split. `wgmma` kernels only, not `persistent`.
+    pub split_k: bool,
 }
 
 impl AwqMainloopConfig {
@@ -137,6 +143,7 @@ impl AwqMainloopConfig {
             raster: 0,
             persistent: false,
             chained: false,
+            split_k: false,
         }
     }
 
@@ -206,6 +213,23 @@ impl AwqMainloopConfig {
     /// ```
     pub fn chained(mut self) -> Self {
         self.chained = true;
+        self
+    }
+
+    /// The same configuration with the wgmma kernel's K split over the grid's z (field
+    /// `split_k`).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 1], 8, 4).wgmma().split_k();
+    /// assert!(AwqMainloop::new(&cfg).is_ok());
+    /// // wgmma only, and not persistent (a persistent CTA walks whole tiles)
+    /// assert!(AwqMainloop::new(&cfg.persistent()).is_err());
+    /// assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4).split_k()).is_err());
+    /// ```
+    pub fn split_k(mut self) -> Self {
+        self.split_k = true;
         self
     }
 
@@ -383,6 +407,9 @@ fn check_wgmma_variants(cfg: &AwqMainloopConfig, wgmma: Option<&AwqWgmma>) -> Re
             cfg,
             "chained: wgmma kernels with two words per consumer warpgroup only",
         ));
+    }
+    if cfg.split_k && (wgmma.is_none() || cfg.persistent) {
+        return Err(tile_err(cfg, "split_k: wgmma kernels that are not persistent only"));
     }
     Ok(())
 }

@@ -47,6 +47,15 @@
 //! (two words per warpgroup) converts a word's fragments of two k16 steps and issues their
 //! `wgmma`s back to back on its accumulators as one group. No rule takes them.
 //!
+//! **K splits** (`split_k`, [`crate::awq_mainloop::AwqMainloopConfig::split_k`]): split `z`
+//! of the grid takes the k-tiles `[z kt_per_split, (z + 1) kt_per_split)`, its producer
+//! and consumers walking only those (the ring starts afresh per split; a k-tile reads its
+//! own group rows, so a split may start inside a group); with several splits the
+//! consumers' f32 partial tiles meet in a `[splits, M, N]` workspace and the tile's last
+//! split sums them in slab order before the epilogue below (emitted by
+//! `rcute_kernel`'s `awq_gemm/wgmma_split.rs`). Small token tiles (8, 16, 32: `wgmma` N of
+//! 8 to 32, an `x` box of `BM` rows) leave room for more stages.
+//!
 //! **Epilogue.** Accumulator `acc[r][4 j + 2 h + e]` (`CLayout_64xN`) is virtual row `16 w
 //! + g + 8 h`, token `8 j + 2 t + e`: per token a lane holds the eight contiguous output
 //! columns `64 wb(w) + 8 g .. + 8` (with four words per warpgroup), one 16-byte store.

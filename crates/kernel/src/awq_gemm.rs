@@ -33,7 +33,9 @@
 //! swap-AB RS `wgmma` (the converted weight words are the register A operand, `x` the
 //! shared-memory B operand), `x` TMA-loaded by a producer warpgroup, one split
 //! ([`rcute_collective::awq_wgmma`], emitted by `awq_gemm/wgmma.rs`; its launch takes the TMA
-//! map of `x` last: [`GeneratedAwqGemm::launch_args`]).
+//! map of `x` last: [`GeneratedAwqGemm::launch_args`]); with [`AwqGemmConfig::split_k`]
+//! (named `..._sk`) it splits K over the grid's z with the workspace and semaphores above
+//! (`awq_gemm/wgmma_split.rs`).
 //!
 //! ```
 //! use rcute_atom::Element;
@@ -43,6 +45,13 @@
 //! assert!(g.source.contains("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"));
 //! assert!(g.source.contains("cp.async.bulk.tensor.2d"));
 //! assert_eq!((g.plan.threads, g.split_plan(4096, 3)), (384, (64, 1)));
+//! // the split-K variant: 16 tokens, 64 k-tiles in 8 splits of 8 (a G = 128 group is two
+//! // k-tiles: splits start on k-tile boundaries); 3 requested: 22, 22, 20
+//! let sk = generate(&AwqGemmConfig::new(Element::F16, [16, 256, 64], [1, 1], 8, 4).wgmma().split_k()).unwrap();
+//! assert_eq!(sk.name, "rc_awq_gemm_f16_16x256x64_w1x1_s8_v4_prepared_wgmma_sk");
+//! assert_eq!((sk.split_plan(4096, 8), sk.split_plan(4096, 3)), ((8, 8), (22, 3)));
+//! assert!(sk.source.contains("wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16"));
+//! assert_eq!(sk.workspace_bytes(16, 14336, 8), 8 * 16 * 14336 * 4);
 //! ```
 //!
 //! ```
@@ -80,6 +89,7 @@ mod streamed;
 mod streamed_checkpoint;
 mod streamed_prefetch;
 mod wgmma;
+mod wgmma_split;
 
 /// A generated AWQ GEMM kernel.
 #[derive(Clone, Debug, PartialEq)]
@@ -148,8 +158,8 @@ impl GeneratedAwqGemm {
     pub fn split_plan(&self, k: i32, splits: i32) -> (i32, i32) {
         let kt = self.k_tiles(k);
         let per = (kt + splits.clamp(1, kt) - 1) / splits.clamp(1, kt);
-        // The wgmma kernel runs one split.
-        if self.plan.wgmma.is_some() {
+        // The wgmma kernel runs one split unless it splits K (`split_k`).
+        if self.plan.wgmma.is_some() && !self.plan.config.split_k {
             return (kt, 1);
         }
         // The streamed kernel stages a split's x in shared memory: at most `max_k_tiles`.
@@ -305,7 +315,8 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
             String::new()
         }
         + if cfg.persistent { "_p" } else { "" }
-        + if cfg.chained { "_c2" } else { "" };
+        + if cfg.chained { "_c2" } else { "" }
+        + if cfg.split_k { "_sk" } else { "" };
     if plan.wgmma.is_some() {
         return wgmma::generate_wgmma(plan, name);
     }

@@ -363,8 +363,28 @@ fn wgmma_configs() -> Vec<AwqGemmConfig> {
                 .chained(),
         );
         v.push(AwqGemmConfig::new(e, [96, 512, 64], [1, 2], 4, 4).wgmma());
+        // K split over the grid's z (f32 slabs, semaphores, the last split's sum), with the
+        // small token tiles of decode and small batches (wgmma N 8, 16, 32), two warpgroups
+        // along N, two splitting the words (the 4-column partial stores), a raster
+        v.extend(split_k_configs(e));
     }
     v
+}
+
+/// The split-K wgmma configurations of [`wgmma_configs`].
+fn split_k_configs(e: Element) -> Vec<AwqGemmConfig> {
+    vec![
+        AwqGemmConfig::new(e, [8, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [16, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [32, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [64, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [16, 512, 64], [1, 2], 6, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [32, 256, 64], [1, 1], 6, 4)
+            .wgmma()
+            .raster(2)
+            .split_k(),
+    ]
 }
 
 /// The SM90 mixed-input kernels compile for sm_90a without spills or local memory, and run
@@ -381,7 +401,8 @@ fn wgmma_kernels_compile_for_sm90a_with_register_a() {
             0 => "_prepared_wgmma".to_string(),
             r => format!("_prepared_wgmma_r{r}"),
         } + if cfg.persistent { "_p" } else { "" }
-            + if cfg.chained { "_c2" } else { "" };
+            + if cfg.chained { "_c2" } else { "" }
+            + if cfg.split_k { "_sk" } else { "" };
         assert!(g.name.ends_with(&suffix), "{}", g.name);
         let w = g.plan.wgmma.as_ref().unwrap();
         let frag = if cfg.chained {
@@ -485,5 +506,59 @@ fn streamed_kernels_prefetch_before_the_grid_dependency_wait() {
         };
         let bad = ["LDG", "STG", "LDGSTS", "ATOMG", "RED", "LDS", "STS"];
         assert_none_in(head, &bad, &format!("{}: before the wait", g.name));
+    }
+}
+
+/// The split-K wgmma kernels: the one-split kernel of the same configuration is the same
+/// text but for the split's k-tile range, the partial stores, the semaphore and the slab
+/// sum; the split range starts both loops and gates the stage hand-back; the slabs are
+/// summed in slab order into the accumulators before the one-split epilogue.
+#[test]
+fn split_k_wgmma_kernels_add_only_the_split() {
+    for e in [Element::F16, Element::BF16] {
+        for cfg in split_k_configs(e) {
+            let one = generate(&AwqGemmConfig { split_k: false, ..cfg }).unwrap();
+            let g = generate(&cfg).unwrap();
+            assert_eq!(g.name, format!("{}_sk", one.name));
+            assert!(
+                !one.source.contains("kt0") && !one.source.contains("sem["),
+                "{}",
+                one.name
+            );
+            for want in [
+                "const int kt0 = blockIdx.z * kt_per_split;",
+                "const int kt1 = min(ktiles, kt0 + kt_per_split);",
+                "for (int kt = kt0; kt < kt1; ++kt) {",
+                "kk == 0 && kt > kt0",
+                "ws + ((long long)(blockIdx.z) * M + row) * N + 64 * wb + 8 * g + 2 * r0",
+                "ws + ((long long)(p) * M + row) * N + 64 * wb + 8 * g + 2 * r0",
+                "for (int p = 0; p < splits; ++p) {",
+                "atomicAdd(sem + tile, 1) == splits - 1",
+                "sem[tile] = 0;",
+            ] {
+                assert!(g.source.contains(want), "{}: {want}", g.name);
+            }
+            assert_eq!(
+                g.source.matches("for (int kt = kt0; kt < kt1; ++kt) {").count(),
+                2,
+                "{}",
+                g.name
+            );
+            assert!(!g.source.contains("kt < ktiles;"), "{}", g.name);
+            // the stores of the epilogue are the one-split kernel's
+            let tail =
+                |src: &str, name: &str| src[src.rfind("// token 8j + 2t + e: columns").unwrap()..].replace(name, "K");
+            assert_eq!(tail(&g.source, &g.name), tail(&one.source, &one.name), "{}", g.name);
+            let w = g.plan.wgmma.as_ref().unwrap();
+            let quads = 2 * w.words / 4;
+            assert_eq!(
+                g.source.matches("__stcg(reinterpret_cast<float4*>(w)").count() as i64,
+                quads
+            );
+            assert_eq!(
+                g.source.matches("__ldcg(reinterpret_cast<const float4*>(w)").count() as i64,
+                quads
+            );
+        }
     }
 }

@@ -9,7 +9,9 @@
 //! for [`crate::Ops::awq_gemm_prepared`] ([`prepared`]), which on sm_90 runs the SM90
 //! mixed-input kernel (swap-AB RS `wgmma` on the prepared weight,
 //! `rcute_collective::awq_wgmma`) for 32 < M <= 4096 where
-//! [`select::select_awq_wgmma`] takes the shape; `awq_gemm` runs that kernel too at
+//! [`select::select_awq_wgmma`] takes the shape, and before that its split-K variant at
+//! small batches where [`select_split::select_awq_wgmma_split`] takes the shape (17 to 64
+//! rows); `awq_gemm` runs the one-split kernel too at
 //! prefill sizes, on `qweight` reordered per call into stream scratch ([`reordered`],
 //! where [`select::awq_reordered_wins`]).
 
@@ -21,6 +23,7 @@ pub mod prepared;
 pub mod reordered;
 pub mod run;
 pub mod select;
+pub mod select_split;
 pub mod validate;
 
 pub use format::{dequantize_reference, gemm_reference, pack_awq_matrix, unpack_awq_matrix, AwqShape, AWQ_GROUP_SIZES};

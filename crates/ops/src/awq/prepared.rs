@@ -19,6 +19,8 @@
 //! Marlin's dequantization spends one operation per pair before its scale multiplication.
 //!
 //! On sm_90, for 32 < M <= [`super::select::WGMMA_MAX_M`] (4096) where [`super::select::select_awq_wgmma`] takes the shape,
+//! and first its split-K variant where [`super::select_split::select_awq_wgmma_split`]
+//! takes it (17 to 64 rows),
 //! `Ops::awq_gemm_prepared` runs the SM90 mixed-input kernel on the prepared weight; for
 //! the other prefill sizes it takes the dense path on the checkpoint's own `qweight` (kept
 //! borrowed for that), like [`crate::Ops::awq_gemm`].
@@ -28,6 +30,7 @@ use super::select::{
     awq_dense_wins, select_awq_bulk, select_awq_gemm_prepared, select_awq_streamed, select_awq_streamed_wide,
     select_awq_wgmma,
 };
+use super::select_split::select_awq_wgmma_split;
 use super::validate::{validate_awq_gemm, validate_awq_weight, AwqGemmProblem, AwqTensors};
 use super::AwqShape;
 use crate::context::Ops;
@@ -140,6 +143,7 @@ impl Ops {
     /// `out = x @ dequantize(w) (+ bias)` on a prepared weight: as [`Ops::awq_gemm`] (the
     /// same results: the weight is dequantized identically), with the prepared kernel for
     /// the fused path: on sm_90 the SM90 mixed-input kernel where
+    /// [`super::select_split::select_awq_wgmma_split`] (split-K, small batches) or
     /// [`super::select::select_awq_wgmma`] takes the shape and `x` suits its TMA map (a
     /// 16-byte aligned, row-major `x` with a row pitch of a multiple of 8 elements), else
     /// the dense path where [`super::select::awq_dense_wins`], else
@@ -161,7 +165,9 @@ impl Ops {
         let g = x.geo();
         let tma_x = g.ptr.is_multiple_of(16) && g.row_stride % 8 == 0 && g.col_stride == 1;
         if let Some(e) = element(w.tensors.scales.geo().dtype).ok().filter(|_| tma_x) {
-            if let Some(forced) = select_awq_wgmma(m, n, k, self.gpu().sm_count() as usize, cc, e) {
+            let sms = self.gpu().sm_count() as usize;
+            let wgmma = select_awq_wgmma_split(m, n, k, sms, cc, e).or_else(|| select_awq_wgmma(m, n, k, sms, cc, e));
+            if let Some(forced) = wgmma {
                 return self.run_awq_gemm_prepared(x, w, bias, out, Some(forced));
             }
         }

@@ -316,6 +316,11 @@ impl Ops {
             .unwrap_or_else(|| select_awq_gemm(m, n, k, sms, e));
         cfg.element = e;
         check_fused_operands(p, &mut cfg, forced.is_some(), self.gpu().compute_capability())?;
+        if cfg.wgmma && !cfg.split_k && splits > 1 {
+            return Err(OpsError::Shape(format!(
+                "the AWQ wgmma kernel without split_k runs one K split, {splits} requested (AwqGemmConfig::split_k splits K)"
+            )));
+        }
         let loaded = self.load_awq_gemm(&cfg)?;
         let g = &loaded.generated;
         let (m, n, k) = (m as i32, n as i32, k as i32);

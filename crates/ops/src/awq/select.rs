@@ -101,6 +101,11 @@ pub const WGMMA_TILES: [(usize, [i64; 2], usize, f64); 5] = [
 /// stages) for a prepared weight on sm_90, or `None` (then `Ops::awq_gemm_prepared` takes
 /// the dense path where [`awq_dense_wins`], else the fused kernels).
 ///
+/// `Ops::awq_gemm_prepared` asks `crate::awq::select_split::select_awq_wgmma_split` (the
+/// kernel's split-K variant at 17 ..= 64 rows, which measured faster than this choice at
+/// 64 x 14336 and than the dense path at 64 x 4096) first; the reordered path asks this
+/// function only.
+///
 /// Taken for 32 < M <= [`WGMMA_MAX_M`] (N a multiple of 64, K of 16) where the 64x256
 /// tile gives at least a quarter of the SMs a CTA; the tile is the one of [`WGMMA_TILES`]
 /// whose waves of CTAs cost least (`waves x time per wave`, ties to the narrower tile):
