@@ -15,6 +15,10 @@ if [ "${CI:-}" = true ]; then
     export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
     df -h . | sed 's/^/test.sh: disk: /' >&2
 fi
+# No crate's files import each other in a circle, and no function or file outgrows the
+# limits of scripts/code_shape.py (both exit 1 and say where otherwise).
+python3 scripts/import_cycles.py >/dev/null || { python3 scripts/import_cycles.py | grep -v "no circles"; exit 1; }
+python3 scripts/code_shape.py
 cargo test --workspace --locked "$@"
 # Clippy finds nothing in any crate or test of the workspace.
 cargo clippy --workspace --all-targets --locked -- -D warnings

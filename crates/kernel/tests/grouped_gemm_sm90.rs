@@ -4,7 +4,9 @@
 //! without spills or local memory, with `wgmma` (HGMMA) and TMA loads (UTMALDG) in its SASS.
 
 use rcute_atom::Element;
-use rcute_kernel::gemm_sm90::{generate, GemmSm90Config, Sm90Grouped, Sm90GroupedArgs, Sm90Schedule};
+use rcute_kernel::gemm_sm90::{
+    generate, GemmSm90Config, Sm90Grouped, Sm90GroupedArgs, Sm90Schedule, MAX_WALK_BAND, WALK_BAND,
+};
 use rcute_kernel::grouped_gemm::gather::{self, MoeGatherArgs};
 use rcute_kernel::grouped_gemm::quant::{self, MoeQuantArgs, QuantSource};
 use rcute_kernel::grouped_gemm::{
@@ -364,4 +366,34 @@ fn compiles_for_sm90a_without_spills_with_wgmma_and_tma() {
         assert!(!log.contains("serialized"), "{name}: wgmma serialized:\n{log}");
         ck.assert_opcodes(&ops, &[]);
     }
+}
+
+/// A band outside 1..=MAX_WALK_BAND, or odd on clusters, is a configuration error; a
+/// band other than the default names the unit `_b<band>`, the default adds nothing.
+#[test]
+fn walk_band_is_checked_and_named() {
+    let cfg = |band, cluster| {
+        let mut c = sm90_grouped_config(
+            Element::BF16,
+            Element::BF16,
+            GroupedEpilogue::Scatter,
+            SM90_TILE,
+            cluster,
+        );
+        c.walk_band = band;
+        c
+    };
+    for (band, cluster) in [(0, false), (MAX_WALK_BAND + 1, false), (3, true), (-2, true)] {
+        assert!(generate(&cfg(band, cluster)).is_err(), "band {band} cluster {cluster}");
+    }
+    let default = generate(&cfg(WALK_BAND, true)).unwrap();
+    assert!(!default.name.ends_with("_b16"), "{}", default.name);
+    let four = generate(&cfg(4, true)).unwrap();
+    assert_eq!(four.name, format!("{}_b4", default.name));
+    assert!(
+        four.source.contains("(pairs + 1) / 2"),
+        "half band 2 in the cluster walk"
+    );
+    let three = generate(&cfg(3, false)).unwrap();
+    assert!(three.source.contains("(cnt + 3 - 1) / 3"));
 }

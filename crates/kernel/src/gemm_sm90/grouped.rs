@@ -323,33 +323,6 @@ pub(super) mod tests {
         Some((start + local % size, local / size))
     }
 
-    /// A band outside 1..=MAX_WALK_BAND, or odd on clusters, is a configuration error; a
-    /// band other than the default names the unit `_b<band>`, the default adds nothing.
-    #[test]
-    fn walk_band_is_checked_and_named() {
-        use crate::gemm_sm90::{generate, MAX_WALK_BAND, WALK_BAND};
-        use crate::grouped_gemm::{sm90_grouped_config, GroupedEpilogue, SM90_TILE};
-        use rcute_atom::Element::BF16;
-        let cfg = |band, cluster| {
-            let mut c = sm90_grouped_config(BF16, BF16, GroupedEpilogue::Scatter, SM90_TILE, cluster);
-            c.walk_band = band;
-            c
-        };
-        for (band, cluster) in [(0, false), (MAX_WALK_BAND + 1, false), (3, true), (-2, true)] {
-            assert!(generate(&cfg(band, cluster)).is_err(), "band {band} cluster {cluster}");
-        }
-        let default = generate(&cfg(WALK_BAND, true)).unwrap();
-        assert!(!default.name.ends_with("_b16"), "{}", default.name);
-        let four = generate(&cfg(4, true)).unwrap();
-        assert_eq!(four.name, format!("{}_b4", default.name));
-        assert!(
-            four.source.contains("(pairs + 1) / 2"),
-            "half band 2 in the cluster walk"
-        );
-        let three = generate(&cfg(3, false)).unwrap();
-        assert!(three.source.contains("(cnt + 3 - 1) / 3"));
-    }
-
     /// Every (row tile, column tile) is one work id's tile exactly once, at every band.
     #[test]
     fn the_walk_covers_each_tile_once_at_every_band() {
