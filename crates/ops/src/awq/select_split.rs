@@ -54,10 +54,20 @@ pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 6] = [
 /// | 32 x 4096 | 16x256 s8 (4) | 14.44 / 14.25 | fused | 20.33 / 19.99 |
 /// | 64 x 4096 | 32x256 s6 (4) | 17.55 / 17.68 | 16x512 w1x2 (4) | 21.60 / 21.47 |
 ///
+/// Then main's binary and this rule's in one call (`before, after, after, before`,
+/// `--config prepared-auto`), after against before in µs: 16 x 14336 21.16 / 21.18
+/// against 22.48 / 22.44, 24 x 14336 22.83 / 23.02 against 24.95 / 25.13, 32 x 14336 24.08
+/// / 24.05 against 26.82 / 27.16, 40 x 14336 26.86 / 26.98 against 33.11 / 33.01, 48 x
+/// 14336 27.61 / 27.54 against 34.08 / 33.72, 64 x 14336 30.60 / 30.41 against 35.50 /
+/// 36.05, 16 x 8192 14.44 / 14.61 against 19.26 / 19.30, 32 x 4096 14.26 / 14.27 against
+/// 20.09 / 19.96, 64 x 4096 17.54 / 17.65 against 21.34 / 21.34 (cuBLAS 43-44, 24.8, 14.2,
+/// 14.4).
+///
 /// The 64-token tile at 48 rows: 28.84 / 28.89; 32 tokens in 8 splits at 32 x 4096: 16.58
 /// / 16.57. Not taken at 16 rows of a narrower weight (16 x 4096: 12.45 / 12.34 at best in
 /// 8 splits against the fused kernel's 9.24 / 9.22), nor below 16 rows (the streamed
-/// decode kernels, and the fused kernel, unmeasured against this one at 9 ..= 15 rows).
+/// decode kernels at 1 ..= 8; at 9 and 12 rows of 14336 columns the 16-token tile measured
+/// once, 20.33 and 20.60 µs against the fused kernel's 22.67 and 21.98).
 /// More splits than one wave lose (3 splits at 14336 columns: 28.4 µs at 16 rows, 33.3 at
 /// 32, 43.4 at 64).
 ///
