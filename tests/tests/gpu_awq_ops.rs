@@ -475,8 +475,8 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
 
 /// The split-K wgmma kernels (`AwqGemmConfig::split_k`): 8, 16, 32, 64 tokens (one
 /// consumer warpgroup), 16 tokens on two warpgroups along N, 128 on two splitting the words
-/// (4-column partials), 32 with a raster of 2; the second, third, fifth and sixth are
-/// `select_awq_wgmma_split`'s tiles.
+/// (4-column partials), 32 with a raster of 2, and `select_awq_wgmma_split`'s tiles: 16,
+/// 32, 48 and 64 tokens on two warpgroups splitting the words.
 fn wgmma_split_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
     vec![
         AwqGemmConfig::new(e, [8, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
@@ -489,6 +489,10 @@ fn wgmma_split_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
             .wgmma()
             .raster(2)
             .split_k(),
+        AwqGemmConfig::new(e, [16, 256, 64], [2, 1], 8, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [32, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [48, 256, 64], [2, 1], 8, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [64, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
     ]
 }
 
@@ -528,13 +532,16 @@ fn wgmma_split_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         }
         eprintln!("ok {what}");
     }
-    // the op's own choice (132 SMs): 32 tokens in 2 splits (24 x 14336), 128 tokens on two
-    // warpgroups in 2 (64 x 14336) and 4 (48 x 8192, K of 4 k-tiles), 16 x 512 in 4 (50 x
-    // 4096: 4 x 8 tiles)
+    // the op's own choice (132 SMs), two warpgroups splitting the words: 16 tokens in 2
+    // splits (16 x 14336) and 4 (20 x 4096: 2 x 16 tiles), 32 tokens in 2 (24 x 14336) and 4
+    // (50 x 4096: 2 x 16 tiles), 48 tokens in 4 (40 x 8192, K of 4 k-tiles), 64 in 2 (64 x
+    // 14336)
     for (m, n, k, g, bias) in [
+        (16, 14336, 320, 64, false),
+        (20, 4096, 512, 128, true),
         (24, 14336, 256, 128, true),
         (64, 14336, 512, 128, false),
-        (48, 8192, 256, 64, true),
+        (40, 8192, 256, 64, true),
         (50, 4096, 1024, 128, true),
     ] {
         let sms = ops.gpu().sm_count() as usize;

@@ -384,6 +384,12 @@ fn split_k_configs(e: Element) -> Vec<AwqGemmConfig> {
             .wgmma()
             .raster(2)
             .split_k(),
+        // `ops::awq::select_split::select_awq_wgmma_split`'s tiles: two warpgroups
+        // splitting the words at 16, 32, 48 and 64 tokens
+        AwqGemmConfig::new(e, [16, 256, 64], [2, 1], 8, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [32, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [48, 256, 64], [2, 1], 8, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [64, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
     ]
 }
 

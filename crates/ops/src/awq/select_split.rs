@@ -9,11 +9,15 @@ use rcute_atom::Element;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
 
 /// The split-K tiles of [`select_awq_wgmma_split`]: `(fewest rows, most rows, wide
-/// weight, tokens, warps, stages)`, `wide` meaning `N >= DENSE_WIDE_N`.
-pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 3] = [
-    (17, 32, true, 32, [1, 1], 8),
-    (33, 64, true, 128, [2, 1], 6),
-    (33, 64, false, 16, [1, 2], 6),
+/// weight, tokens, warps, stages)`, `wide` meaning `N >= DENSE_WIDE_N`. Every tile has two
+/// consumer warpgroups splitting each lane's four words (`[2, 1]`, 256 weight columns).
+pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 6] = [
+    (16, 16, true, 16, [2, 1], 8),
+    (17, 32, true, 32, [2, 1], 6),
+    (33, 48, true, 48, [2, 1], 8),
+    (49, 64, true, 64, [2, 1], 6),
+    (17, 32, false, 16, [2, 1], 8),
+    (33, 64, false, 32, [2, 1], 6),
 ];
 
 /// The split-K SM90 mixed-input kernel for a prepared weight on sm_90 at small batches,
@@ -22,51 +26,65 @@ pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 3] = [
 /// The tile of [`WGMMA_SPLIT_TILES`] for the rows and the weight's width (N a multiple of
 /// 64, K of 16), with `splits = SMs / tiles` (rounded down: at most one wave of CTAs,
 /// each CTA's k-tiles one contiguous range; at most the k-tiles), taken where that is at
-/// least 2:
+/// least 2. Each tile is 256 weight columns on two consumer warpgroups that split the
+/// words of a lane (each `wgmma` chain half as long as one warpgroup's: the kernel holds
+/// one CTA per SM and is bound by that chain's latency at these sizes, not by the weight's
+/// bytes):
 ///
-/// * 17 ..= 32 rows of a wide weight: 32 tokens, one consumer warpgroup, 8 stages;
-/// * 33 ..= 64 rows of a wide weight: 128 tokens, two consumer warpgroups splitting the
-///   words (each `wgmma` chain half as long as one warpgroup's: the kernel is bound by
-///   that chain's latency at these sizes, not by the weight's bytes), 6 stages;
-/// * 33 ..= 64 rows of a narrower weight: 16 tokens, two consumer warpgroups along N
-///   (512 columns), 6 stages (where the 64-token tile gives 16 CTAs at N = 4096).
+/// * a wide weight: 16 tokens (8 stages) at 16 rows, 32 (6 stages) at 17 ..= 32, 48 (8
+///   stages) at 33 ..= 48, 64 (6 stages) at 49 ..= 64: one token tile, 2 splits at N =
+///   14336 (112 CTAs);
+/// * a narrower weight: 16 tokens (8 stages) at 17 ..= 32 rows, 32 (6 stages) at 33 ..=
+///   64: two token tiles, 4 splits at N = 4096 (128 CTAs).
 ///
 /// Measured (H100, G = 128, K = 4096, random data, cuBLAS fp16 in the same run;
-/// BENCHMARKS.md, session 20, helper awqsk): the sweep `rcute bench awq --config
-/// prepared-auto --config wgmma:...` (first call), then main's binary (`before`) and this
-/// rule's (`after`) in one call, `before, after, after, before`, `--config prepared-auto`:
-/// µs (ratio cuBLAS / rcute) of the two runs of each:
+/// BENCHMARKS.md, session 20, helper awqsk2): the sweep `rcute bench awq --config
+/// prepared-auto --config wgmma:...` with main's binary, two rounds (the list reversed in
+/// the second), µs of rounds 1 / 2 (main's choice: helper awqsk's rule of one consumer
+/// warpgroup at 32 tokens, two at 128 tokens, two along N at 16 x 512; the fused kernel at
+/// 16 rows):
 ///
-/// | M x N | chosen (splits) | after | before | previous choice |
+/// | M x N | chosen (splits) | µs | main's choice | µs |
 /// |---|---|---|---|---|
-/// | 32 x 14336 | 32x256 (2) | 26.82 (1.564), 26.97 (1.561) | 28.21 (1.494), 28.21 (1.498) | bulk fused, 4 splits |
-/// | 64 x 14336 | 128x256 w2x1 (2) | 35.69 (1.190), 35.89 (1.185) | 38.46 (1.095), 38.66 (1.094) | 64x256, one split |
-/// | 64 x 4096 | 16x512 w1x2 (4) | 21.47 (0.669), 21.49 (0.668) | 28.70 (0.521), 28.83 (0.520) | dense |
+/// | 16 x 14336 | 16x256 s8 (2) | 21.39 / 21.10 | fused 16x256 (4) | 22.18 / 22.27 |
+/// | 24 x 14336 | 32x256 s6 (2) | 22.88 / 22.82 | 32x256 w1x1 (2) | 24.84 / 24.95 |
+/// | 32 x 14336 | 32x256 s6 (2) | 23.97 / 24.22 | 32x256 w1x1 (2) | 27.00 / 26.98 |
+/// | 48 x 14336 | 48x256 s8 (2) | 27.74 / 27.89 | 128x256 (2) | 33.73 / 33.68 |
+/// | 64 x 14336 | 64x256 s6 (2) | 30.84 / 30.97 | 128x256 (2) | 35.88 / 35.89 |
+/// | 32 x 4096 | 16x256 s8 (4) | 14.44 / 14.25 | fused | 20.33 / 19.99 |
+/// | 64 x 4096 | 32x256 s6 (4) | 17.55 / 17.68 | 16x512 w1x2 (4) | 21.60 / 21.47 |
 ///
-/// The sweep (two rounds, the list reversed in the second) gave 32 x 14336: 26.90 / 27.17
-/// against 28.13 / 28.38; 64 x 14336: 36.02 / 36.32 against 38.62 / 38.87; 64 x 4096:
-/// 21.78 / 21.78 against 29.03 / 29.01. Not at 128 x 14336, where the 128x256 tile in 2
-/// splits won the sweep's first round (46.74 µs against 49.76), lost its second (48.74
-/// against 41.50) and tied in the before / after call (47.34 and 48.13 against 47.04 and
-/// 48.81: ratios 0.969, 0.956 against 0.968, 0.936); the rule stops at 64 rows there.
+/// Then main's binary and this rule's in one call (`before, after, after, before`,
+/// `--config prepared-auto`), after against before in µs: 16 x 14336 21.16 / 21.18
+/// against 22.48 / 22.44, 24 x 14336 22.83 / 23.02 against 24.95 / 25.13, 32 x 14336 24.08
+/// / 24.05 against 26.82 / 27.16, 40 x 14336 26.86 / 26.98 against 33.11 / 33.01, 48 x
+/// 14336 27.61 / 27.54 against 34.08 / 33.72, 64 x 14336 30.60 / 30.41 against 35.50 /
+/// 36.05, 16 x 8192 14.44 / 14.61 against 19.26 / 19.30, 32 x 4096 14.26 / 14.27 against
+/// 20.09 / 19.96, 64 x 4096 17.54 / 17.65 against 21.34 / 21.34 (cuBLAS 43-44, 24.8, 14.2,
+/// 14.4).
 ///
-/// Not taken at 16 rows (16x256 in 2 splits 22.40 µs and 16x512 in 4 22.35 against the
-/// fused kernel's 22.30 at 14336 columns; 16x4096: 13.74 at best against 9.36) nor at 1
-/// and 8 rows (the streamed decode kernels: 14.65 / 15.89 µs against 16.76 / 18.82 at
-/// best). More splits than one wave lose (16 x 14336: 2 splits 22.40, 4 27.90, 8 39.12).
+/// The 64-token tile at 48 rows: 28.84 / 28.89; 32 tokens in 8 splits at 32 x 4096: 16.58
+/// / 16.57. Not taken at 16 rows of a narrower weight (16 x 4096: 12.45 / 12.34 at best in
+/// 8 splits against the fused kernel's 9.24 / 9.22), nor below 16 rows (the streamed
+/// decode kernels at 1 ..= 8; at 9 and 12 rows of 14336 columns the 16-token tile measured
+/// once, 20.33 and 20.60 µs against the fused kernel's 22.67 and 21.98).
+/// More splits than one wave lose (3 splits at 14336 columns: 28.4 µs at 16 rows, 33.3 at
+/// 32, 43.4 at 64).
 ///
 /// ```
 /// use rcute_ops::awq::select_split::select_awq_wgmma_split;
 /// let (h, f16) = ((9, 0), rcute_atom::Element::F16);
-/// let pick = |m, n| select_awq_wgmma_split(m, n, 4096, 132, h, f16).map(|(c, s)| (c.tile[0], c.warps, c.stages, s));
-/// assert_eq!(pick(32, 14336), Some((32, [1, 1], 8, 2)));
-/// assert_eq!((pick(64, 14336), pick(33, 14336)), (Some((128, [2, 1], 6, 2)), Some((128, [2, 1], 6, 2))));
-/// // 64 x 4096: 4 token tiles x 8 column tiles = 32 CTAs a split, 4 splits
-/// assert_eq!(pick(64, 4096), Some((16, [1, 2], 6, 4)));
-/// assert_eq!((pick(16, 14336), pick(1, 14336), pick(65, 14336), pick(65, 4096), pick(32, 4096)), (None, None, None, None, None));
+/// let pick = |m, n| select_awq_wgmma_split(m, n, 4096, 132, h, f16).map(|(c, s)| (c.tile[0], c.stages, s));
+/// assert_eq!((pick(16, 14336), pick(17, 14336), pick(32, 14336)), (Some((16, 8, 2)), Some((32, 6, 2)), Some((32, 6, 2))));
+/// assert_eq!((pick(33, 14336), pick(48, 14336), pick(64, 14336)), (Some((48, 8, 2)), Some((48, 8, 2)), Some((64, 6, 2))));
+/// // 32 x 4096: 2 token tiles x 16 column tiles = 32 CTAs a split, 4 splits
+/// assert_eq!((pick(32, 4096), pick(64, 4096)), (Some((16, 8, 4)), Some((32, 6, 4))));
+/// // 16 x 8192: 32 tiles, 4 splits
+/// assert_eq!(pick(16, 8192), Some((16, 8, 4)));
+/// assert_eq!((pick(15, 14336), pick(1, 14336), pick(65, 14336), pick(65, 4096), pick(16, 4096)), (None, None, None, None, None));
 /// assert_eq!(pick(128, 14336), None);
 /// let (cfg, _) = select_awq_wgmma_split(64, 14336, 4096, 132, h, f16).unwrap();
-/// assert!(cfg.wgmma && cfg.split_k && cfg.prepared && cfg.tile == [128, 256, 64]);
+/// assert!(cfg.wgmma && cfg.split_k && cfg.prepared && cfg.tile == [64, 256, 64] && cfg.warps == [2, 1]);
 /// // K of 2 k-tiles: at most 2 splits; fewer SMs: fewer splits (one: not taken)
 /// assert_eq!(select_awq_wgmma_split(64, 4096, 128, 132, h, f16).map(|(_, s)| s), Some(2));
 /// assert_eq!(select_awq_wgmma_split(64, 14336, 4096, 100, h, f16), None);
