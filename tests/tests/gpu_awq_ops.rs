@@ -475,8 +475,10 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
 
 /// The split-K wgmma kernels (`AwqGemmConfig::split_k`): 8, 16, 32, 64 tokens (one
 /// consumer warpgroup), 16 tokens on two warpgroups along N, 128 on two splitting the words
-/// (4-column partials), 32 with a raster of 2, and `select_awq_wgmma_split`'s tiles: 16,
-/// 32, 48 and 64 tokens on two warpgroups splitting the words.
+/// (4-column partials; also a tile of `select_awq_wgmma_split`), 32 with a raster of 2,
+/// `select_awq_wgmma_split`'s other tiles: 16, 32, 48 and 64 tokens on two warpgroups
+/// splitting the words, and 16, 32, 64 and 80 tokens on four (one word each: 2-column
+/// partials).
 fn wgmma_split_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
     vec![
         AwqGemmConfig::new(e, [8, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
@@ -493,6 +495,11 @@ fn wgmma_split_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
         AwqGemmConfig::new(e, [32, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
         AwqGemmConfig::new(e, [48, 256, 64], [2, 1], 8, 4).wgmma().split_k(),
         AwqGemmConfig::new(e, [64, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
+        // four warpgroups splitting the words (one each: 2-column partial and output stores)
+        AwqGemmConfig::new(e, [16, 256, 64], [4, 1], 8, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [32, 256, 64], [4, 1], 8, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [64, 256, 64], [4, 1], 6, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [80, 256, 64], [4, 1], 6, 4).wgmma().split_k(),
     ]
 }
 
@@ -535,9 +542,12 @@ fn wgmma_split_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     // the op's own choice (132 SMs), two warpgroups splitting the words: 16 tokens in 2
     // splits (16 x 14336) and 4 (20 x 4096: 2 x 16 tiles), 32 tokens in 2 (24 x 14336) and 4
     // (50 x 4096: 2 x 16 tiles), 48 tokens in 4 (40 x 8192, K of 4 k-tiles), 64 in 2 (64 x
-    // 14336)
+    // 14336), 16 at 12 rows in 2 (12 x 14336), 128 in 2 (80 x 14336) and 4 (96 x 8192)
     for (m, n, k, g, bias) in [
         (16, 14336, 320, 64, false),
+        (12, 14336, 256, 128, true),
+        (80, 14336, 384, 64, false),
+        (96, 8192, 256, 128, true),
         (20, 4096, 512, 128, true),
         (24, 14336, 256, 128, true),
         (64, 14336, 512, 128, false),

@@ -478,7 +478,7 @@ impl AwqMainloop {
                 ));
             }
             let plan = AwqWgmma::new(e, bm, cfg.warps, cfg.stages).ok_or_else(|| {
-                tile_err(cfg, "wgmma: BM a multiple of 8 with words x BM / 2 <= 192 accumulators (128 with three warpgroups), warps [1 or 2, along N] (at most 3 warpgroups), 2 ..= 8 stages within 227 KB of shared memory")
+                tile_err(cfg, "wgmma: BM a multiple of 8 with words x BM / 2 <= 192 accumulators (128 with three warpgroups; 80 tokens with four), warps [1 or 2, along N] (at most 3 warpgroups) or [4, 1], 2 ..= 8 stages within 227 KB of shared memory")
             })?;
             if bn != plan.bn() {
                 return Err(tile_err(cfg, "wgmma: BN must be 256 x warpgroups along N"));

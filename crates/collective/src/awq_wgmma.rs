@@ -25,7 +25,7 @@
 //! of `stages`, all counted in the stage's *full* mbarrier transaction bytes; *empty*
 //! mbarriers hand the stage back. The `wgs_r x wgs_n` consumer warpgroups take `wgs_n`
 //! groups of four 64-column blocks along N (`BN = 256 wgs_n`); the `wgs_r` warpgroups of
-//! one group split the four words of each lane (`words = 4 / wgs_r`). A consumer lane
+//! one group split the four words of each lane (`words = 4 / wgs_r`: 4, 2 or 1). A consumer lane
 //! reads its words of a k16 step with one shared load (a warp reads its block's 512
 //! contiguous bytes: conflict-free), one step ahead of their conversion into A fragments
 //! (double-buffered, so the conversion of step `s + 1` overlaps the `wgmma`s of step
@@ -146,7 +146,8 @@ pub struct AwqWgmma {
     /// as one group (two steps' fragments live, up to `2 words` `wgmma`s in flight), or,
     /// where the registers do not allow it, word by word (one fragment converted while the
     /// previous word's `wgmma` runs: two in flight). Batched where
-    /// [`AwqWgmma::batched_regs`] fit the consumers' register count.
+    /// [`AwqWgmma::batched_regs`] fit the consumers' register count; with one word always
+    /// (its fragments alternate by step; the plan is refused where they do not fit).
     pub batched: bool,
     /// The RS `wgmma` (`m64 x BM x k16`, f32 accumulators, A from registers, B K-major).
     pub mma: MmaAtom,
@@ -165,7 +166,10 @@ pub struct AwqWgmma {
 
 impl AwqWgmma {
     /// The plan for `bm` tokens (8 ..= 256, a multiple of 8, `words x bm / 2` accumulators
-    /// within [`MAX_ACC_REGS`] and the consumers' register count less [`ACC_HEADROOM`]), `warps = [wgs_r, wgs_n]` (`wgs_r` 1 or 2, at most three consumer warpgroups) and
+    /// within [`MAX_ACC_REGS`] and the consumers' register count less [`ACC_HEADROOM`]),
+    /// `warps = [wgs_r, wgs_n]` (`wgs_r` 1, 2 or 4; at most three consumer warpgroups, or
+    /// `[4, 1]`: four splitting the words, one `wgmma` each per k16 step, batched steps
+    /// within the registers: up to 80 tokens) and
     /// `stages` (2 ..= 8, the ring within [`MAX_SMEM_BYTES`]) on 16-bit `e`; `None` for
     /// anything else.
     pub fn new(e: Element, bm: i64, warps: [i64; 2], stages: usize) -> Option<AwqWgmma> {
@@ -173,14 +177,12 @@ impl AwqWgmma {
         if !matches!(e, Element::F16 | Element::BF16) {
             return None;
         }
-        if !matches!(wgs_r, 1 | 2) || !(1..=3).contains(&wgs_n) || wgs_r * wgs_n > 3 {
+        // at most three consumer warpgroups, or four splitting the words (one each)
+        if !matches!(wgs_r, 1 | 2 | 4) || !(1..=3).contains(&wgs_n) || (wgs_r * wgs_n > 3 && warps != [4, 1]) {
             return None;
         }
         let words = 4 / wgs_r;
-        let consumers = wgs_r * wgs_n;
-        // what is left of the 64K registers after the producer's, per consumer thread, a
-        // multiple of 8 (setmaxnreg), at most 256
-        let consumer_regs = ((65536 / 128 - PRODUCER_REGS) / consumers / 8 * 8).min(256);
+        let consumer_regs = Self::consumer_regs(wgs_r * wgs_n);
         let max_acc = MAX_ACC_REGS.min(consumer_regs - ACC_HEADROOM);
         if !(8..=256).contains(&bm) || bm % 8 != 0 || words * bm / 2 > max_acc || !(2..=8).contains(&stages) {
             return None;
@@ -206,6 +208,12 @@ impl AwqWgmma {
         let desc_b = make_gmma_desc(Major::K, GmmaSwizzle::B128, &step, e).ok()?;
         // ptxas allocates the consumers' code after `setmaxnreg.inc` within its count
         let budget = consumer_regs.min(255) / 8 * 8;
+        let batched = Self::batched_regs(words, bm) <= budget;
+        // one word: always step by step (word by word would reuse one fragment), so only
+        // where that fits (four consumers: up to 80 tokens; 128 spill in 104 registers)
+        if words == 1 && !batched {
+            return None;
+        }
         Some(AwqWgmma {
             bm,
             wgs_r,
@@ -222,7 +230,7 @@ impl AwqWgmma {
             z_offset,
             barrier_offset,
             consumer_regs,
-            batched: Self::batched_regs(words, bm) <= budget,
+            batched,
             mma,
             desc_b,
             tma: tma_load(2, false, x_stage_bytes * 8),
@@ -242,6 +250,22 @@ impl AwqWgmma {
                 wgmma_wait_group(),
             ],
         })
+    }
+
+    /// Registers per consumer thread after `setmaxnreg.inc` with `consumers` consumer
+    /// warpgroups: the CTA's pool (the launch's registers per thread, `65536 / threads`
+    /// rounded down to the allocation's 8, at most 256, times the threads) less the
+    /// producer's [`PRODUCER_REGS`], shared by the consumers, a multiple of 8 (`setmaxnreg`),
+    /// at most 256: 256, 232, 152 and 104 for one to four consumers.
+    ///
+    /// ```
+    /// use rcute_collective::awq_wgmma::AwqWgmma;
+    /// assert_eq!([1, 2, 3, 4].map(AwqWgmma::consumer_regs), [256, 232, 152, 104]);
+    /// ```
+    pub fn consumer_regs(consumers: i64) -> i64 {
+        let threads = 128 * (1 + consumers);
+        let pool_per_wg = (65536 / threads / 8 * 8).min(256) * threads / 128;
+        ((pool_per_wg - PRODUCER_REGS) / consumers / 8 * 8).min(256)
     }
 
     /// Registers a batched consumer thread needs (estimate): the accumulators, two steps'
@@ -310,7 +334,7 @@ mod tests {
             }
         }
         let a = a_layout_64xk(16);
-        for warps in [[1, 2], [2, 1], [1, 1]] {
+        for warps in [[1, 2], [2, 1], [1, 1], [4, 1]] {
             let p = AwqWgmma::new(Element::F16, 64, warps, 4).unwrap();
             for wg in 0..warps[0] * warps[1] {
                 for i in 0..p.words {
@@ -350,6 +374,21 @@ mod tests {
         assert!(AwqWgmma::new(Element::F16, 72, [1, 3], 4).is_none());
         assert!(AwqWgmma::new(Element::BF16, 64, [3, 1], 4).is_none());
         assert!(AwqWgmma::new(Element::F16, 64, [1, 4], 4).is_none());
+        assert!(AwqWgmma::new(Element::F16, 64, [2, 2], 4).is_none());
+        // four consumers splitting the words: one word each, 104 registers (the pool of 640
+        // threads at 96, less the producer's 40), batched steps up to 80 tokens
+        let four = AwqWgmma::new(Element::F16, 64, [4, 1], 8).unwrap();
+        assert_eq!(
+            (four.words, four.acc_regs, four.consumer_regs, four.threads(), four.bn()),
+            (1, 32, 104, 640, 256)
+        );
+        assert!(four.batched && AwqWgmma::new(Element::F16, 80, [4, 1], 4).unwrap().batched);
+        assert!(AwqWgmma::new(Element::F16, 88, [4, 1], 4).is_none());
+        assert!(AwqWgmma::new(Element::F16, 64, [4, 2], 4).is_none());
+        assert_eq!(
+            (four.virtual_column(3, 2, 0, 5, 1), four.block_and_word(2, 1)),
+            (64 * 2 + 40 + 6 + 1, (1, 2))
+        );
         assert!(AwqWgmma::new(Element::F16, 64, [1, 1], 1).is_none());
         assert!(AwqWgmma::new(Element::E4M3, 64, [1, 1], 4).is_none());
         let p = AwqWgmma::new(Element::BF16, 128, [2, 1], 4).unwrap();

@@ -632,8 +632,9 @@ pub fn awq_bulk_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 /// tokens x 256 weight columns with one consumer warpgroup and 8 stages; 128, 152, 184 and
 /// 192 tokens x 256 with two consumer warpgroups splitting each lane's four words and 6, 7,
 /// 6 and 6 stages; and the split-K kernels (`AwqGemmConfig::split_k`) that
-/// `ops::awq::select_split::select_awq_wgmma_split` takes: 16, 32, 48 and 64 tokens x 256
-/// on two consumer warpgroups splitting the words, 8, 6, 8 and 6 stages; f16 and bf16.
+/// `ops::awq::select_split::select_awq_wgmma_split` takes: 16, 32, 48, 64 and 128 tokens x
+/// 256 on two consumer warpgroups splitting the words, 8, 6, 8, 6 and 6 stages; f16 and
+/// bf16.
 pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
@@ -651,6 +652,7 @@ pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
                 AwqGemmConfig::new(e, [32, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
                 AwqGemmConfig::new(e, [48, 256, 64], [2, 1], 8, 4).wgmma().split_k(),
                 AwqGemmConfig::new(e, [64, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
+                AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
             ]
         })
         .collect()

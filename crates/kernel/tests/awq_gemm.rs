@@ -390,6 +390,12 @@ fn split_k_configs(e: Element) -> Vec<AwqGemmConfig> {
         AwqGemmConfig::new(e, [32, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
         AwqGemmConfig::new(e, [48, 256, 64], [2, 1], 8, 4).wgmma().split_k(),
         AwqGemmConfig::new(e, [64, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
+        // four warpgroups splitting the words (one wgmma each per k16 step, 2-column
+        // partial and output stores, 640 threads)
+        AwqGemmConfig::new(e, [16, 256, 64], [4, 1], 8, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [32, 256, 64], [4, 1], 8, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [64, 256, 64], [4, 1], 6, 4).wgmma().split_k(),
+        AwqGemmConfig::new(e, [80, 256, 64], [4, 1], 6, 4).wgmma().split_k(),
     ]
 }
 

@@ -42,7 +42,11 @@ pub(super) fn generate_wgmma(plan: AwqMainloop, name: String) -> Result<Generate
     snips.dedup_by(|a, b| a.name == b.name);
     let mut items = unit_preamble(&snips, HELPERS);
     items.push(Item::Function(e.streamed_group_fn()));
-    items.push(Item::Function(if w.words == 4 { e.store() } else { e.wgmma_store4() }));
+    items.push(Item::Function(if w.words == 4 {
+        e.store()
+    } else {
+        e.wgmma_store_pairs()
+    }));
     items.push(Item::Function(e.wgmma_kernel()));
     let mut header = vec![
             format!(
@@ -393,10 +397,10 @@ impl Emit<'_> {
     fn wgmma_consumer_setup(&self) -> Vec<Stmt> {
         let w = self.wg();
         let words = w.words;
-        let r0 = if w.wgs_r == 1 {
-            "0".to_string()
-        } else {
-            format!("(cw % {}) * {words}", w.wgs_r)
+        let r0 = match (w.wgs_r, words) {
+            (1, _) => "0".to_string(),
+            (_, 1) => format!("cw % {}", w.wgs_r),
+            _ => format!("(cw % {}) * {words}", w.wgs_r),
         };
         let cgroup = if w.wgs_r == 1 {
             "cw".to_string()
@@ -522,10 +526,13 @@ impl Emit<'_> {
         } else {
             format!("wst + {kb} * {}", w.w_stage_bytes / STEPS)
         };
-        let (ty, fields) = if w.words == 4 {
-            ("uint4", ["x", "y", "z", "w"].as_slice())
-        } else {
-            ("uint2", ["x", "y"].as_slice())
+        let (ty, fields) = match w.words {
+            4 => ("uint4", ["x", "y", "z", "w"].as_slice()),
+            2 => ("uint2", ["x", "y"].as_slice()),
+            _ => {
+                let load = format!("*reinterpret_cast<const uint32_t*>({at})");
+                return Stmt::assign(format!("wq[{dst}][0]"), load);
+            }
         };
         let mut v = vec![Stmt::decl(
             &format!("const {ty}"),
@@ -578,17 +585,31 @@ impl Emit<'_> {
             } else {
                 ["sc", "zl"].as_slice()
             } {
-                v.push(Stmt::unrolled(
-                    "i",
-                    words,
-                    vec![Stmt::assign(
-                        format!("{r}[i]"),
-                        format!("r0 ? {r}[i + {words}] : {r}[i]"),
-                    )],
-                ));
+                v.push(if words == 1 {
+                    Stmt::assign(format!("{r}[0]"), Self::word_select(r, w.wgs_r))
+                } else {
+                    Stmt::unrolled(
+                        "i",
+                        words,
+                        vec![Stmt::assign(
+                            format!("{r}[i]"),
+                            format!("r0 ? {r}[i + {words}] : {r}[i]"),
+                        )],
+                    )
+                });
             }
         }
         v
+    }
+
+    /// One word per warpgroup: `reg[r0]` as a select on the warp-uniform `r0` (a register
+    /// array indexed at run time would live in local memory).
+    fn word_select(reg: &str, wgs_r: i64) -> String {
+        let mut e = format!("{reg}[0]");
+        for r in 1..wgs_r {
+            e = format!("r0 == {r} ? {reg}[{r}] : {e}");
+        }
+        e
     }
 
     /// Word `i`'s `src` (a lane's word of one k16 step) -> the A fragment `dst[0..4]`.
@@ -807,6 +828,20 @@ impl Emit<'_> {
         } else {
             format!("{}_store{cols}", self.name)
         };
+        let v = |i: &str| match w.words {
+            1 => vec![
+                Stmt::assign("v[0]", "acc[0][4 * j + e]"),
+                Stmt::assign("v[1]", "acc[0][4 * j + 2 + e]"),
+            ],
+            words => vec![Stmt::unrolled(
+                i,
+                words,
+                vec![
+                    Stmt::assign("v[2 * i]", "acc[i][4 * j + e]"),
+                    Stmt::assign("v[2 * i + 1]", "acc[i][4 * j + 2 + e]"),
+                ],
+            )],
+        };
         vec![
             Stmt::Comment(format!(
                 "token 8j + 2t + e: columns 64 wb + 8g + 2 r0 .. + {cols} = v[2i + h]"
@@ -823,19 +858,15 @@ impl Emit<'_> {
                             Stmt::decl("const int", "row", "m0 + 8 * j + 2 * t + e"),
                             when(
                                 "row < M",
-                                vec![
-                                    Stmt::decl("float", &format!("v[{cols}]"), "{}"),
-                                    Stmt::unrolled(
-                                        "i",
-                                        w.words,
-                                        vec![
-                                            Stmt::assign("v[2 * i]", "acc[i][4 * j + e]"),
-                                            Stmt::assign("v[2 * i + 1]", "acc[i][4 * j + 2 + e]"),
-                                        ],
-                                    ),
-                                    Stmt::decl("const int", "col", "64 * wb + 8 * g + 2 * r0"),
-                                    s(format!("{store}(out, bias, (long long)row * ldo + col, col, v)")),
-                                ],
+                                [
+                                    vec![Stmt::decl("float", &format!("v[{cols}]"), "{}")],
+                                    v("i"),
+                                    vec![
+                                        Stmt::decl("const int", "col", "64 * wb + 8 * g + 2 * r0"),
+                                        s(format!("{store}(out, bias, (long long)row * ldo + col, col, v)")),
+                                    ],
+                                ]
+                                .concat(),
                             ),
                         ],
                     )],
@@ -844,47 +875,71 @@ impl Emit<'_> {
         ]
     }
 
-    /// `{name}_store4`: four f32 values of columns `col .. col + 4` of one row, plus the
-    /// bias, in one 8-byte store (two consumer warpgroups per column block).
-    pub(super) fn wgmma_store4(&self) -> CFunction {
+    /// `{name}_store4` (two words per consumer warpgroup) or `{name}_store2` (one): the
+    /// lane's `2 words` f32 values of columns `col ..` of one row, plus the bias, in one 8-
+    /// or 4-byte store.
+    pub(super) fn wgmma_store_pairs(&self) -> CFunction {
         let (ty, ty2) = (self.ty, self.ty2);
         let (cvt, to_f) = if ty == "__half" {
             ("__floats2half2_rn", "__half2float")
         } else {
             ("__floats2bfloat162_rn", "__bfloat162float")
         };
+        let cols = 2 * self.wg().words;
+        let (body, doc) = if cols == 4 {
+            (
+                vec![
+                    Stmt::decl(&format!("const {ty2}"), "h0", format!("{cvt}(v[0], v[1])")),
+                    Stmt::decl(&format!("const {ty2}"), "h1", format!("{cvt}(v[2], v[3])")),
+                    Stmt::assign(
+                        "*reinterpret_cast<uint2*>(out + off)",
+                        "make_uint2(*reinterpret_cast<const uint32_t*>(&h0), *reinterpret_cast<const uint32_t*>(&h1))",
+                    ),
+                ],
+                "out[off .. off + 4] = v (+ bias[col .. col + 4]), rounded once.",
+            )
+        } else {
+            (
+                vec![Stmt::assign(
+                    format!("*reinterpret_cast<{ty2}*>(out + off)"),
+                    format!("{cvt}(v[0], v[1])"),
+                )],
+                "out[off .. off + 2] = v (+ bias[col .. col + 2]), rounded once.",
+            )
+        };
+        let bias_ty = if cols == 4 { "uint2" } else { "uint32_t" };
         CFunction {
             qualifiers: "__device__ __forceinline__".into(),
             ret: "void".into(),
-            name: format!("{}_store4", self.name),
+            name: format!("{}_store{cols}", self.name),
             params: vec![
                 (format!("{ty}* __restrict__"), "out".into()),
                 (format!("const {ty}* __restrict__"), "bias".into()),
                 ("long long".into(), "off".into()),
                 ("int".into(), "col".into()),
-                ("float".into(), "(&v)[4]".into()),
+                ("float".into(), format!("(&v)[{cols}]")),
             ],
-            doc: vec!["out[off .. off + 4] = v (+ bias[col .. col + 4]), rounded once.".into()],
-            body: vec![
-                when(
+            doc: vec![doc.into()],
+            body: [
+                vec![when(
                     "bias != nullptr",
                     vec![
-                        Stmt::decl("const uint2", "b2", "*reinterpret_cast<const uint2*>(bias + col)"),
+                        Stmt::decl(
+                            &format!("const {bias_ty}"),
+                            "b2",
+                            format!("*reinterpret_cast<const {bias_ty}*>(bias + col)"),
+                        ),
                         Stmt::decl(
                             &format!("const {ty}*"),
                             "b",
                             format!("reinterpret_cast<const {ty}*>(&b2)"),
                         ),
-                        Stmt::unrolled("j", 4, vec![s(format!("v[j] += {to_f}(b[j])"))]),
+                        Stmt::unrolled("j", cols, vec![s(format!("v[j] += {to_f}(b[j])"))]),
                     ],
-                ),
-                Stmt::decl(&format!("const {ty2}"), "h0", format!("{cvt}(v[0], v[1])")),
-                Stmt::decl(&format!("const {ty2}"), "h1", format!("{cvt}(v[2], v[3])")),
-                Stmt::assign(
-                    "*reinterpret_cast<uint2*>(out + off)",
-                    "make_uint2(*reinterpret_cast<const uint32_t*>(&h0), *reinterpret_cast<const uint32_t*>(&h1))",
-                ),
-            ],
+                )],
+                body,
+            ]
+            .concat(),
         }
     }
 

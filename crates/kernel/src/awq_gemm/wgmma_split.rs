@@ -68,7 +68,7 @@ impl Emit<'_> {
         }
     }
 
-    /// The `q`-th float4 of the lane's columns at `w`.
+    /// The `q`-th float4 (or float2) of the lane's columns at `w`.
     fn split_quad(ty: &str, q: i64) -> String {
         match q {
             0 => format!("reinterpret_cast<{ty}*>(w)"),
@@ -113,13 +113,15 @@ impl Emit<'_> {
         let w = self.wg();
         let (cols, threads) = (2 * w.words, 128 * w.wgs_r * w.wgs_n);
         let bar = CONSUMER_BARRIER;
-        let quads = cols / 4;
+        // float4 chunks of the lane's columns (one float2 with one word a warpgroup)
+        let vec = cols.min(4);
+        let quads = cols / vec;
         let store = (0..quads)
             .map(|q| {
-                let v: Vec<String> = (4 * q..4 * q + 4).map(Self::split_value).collect();
+                let v: Vec<String> = (vec * q..vec * q + vec).map(Self::split_value).collect();
                 s(format!(
-                    "__stcg({}, make_float4({}))",
-                    Self::split_quad("float4", q),
+                    "__stcg({}, make_float{vec}({}))",
+                    Self::split_quad(&format!("float{vec}"), q),
                     v.join(", ")
                 ))
             })
@@ -127,14 +129,14 @@ impl Emit<'_> {
         let mut add = vec![];
         for q in 0..quads {
             add.push(Stmt::decl(
-                "const float4",
+                &format!("const float{vec}"),
                 &format!("p{q}"),
-                format!("__ldcg({})", Self::split_quad("const float4", q)),
+                format!("__ldcg({})", Self::split_quad(&format!("const float{vec}"), q)),
             ));
         }
         for c in 0..cols {
-            let comp = ["x", "y", "z", "w"][(c % 4) as usize];
-            add.push(s(format!("{} += p{}.{comp}", Self::split_value(c), c / 4)));
+            let comp = ["x", "y", "z", "w"][(c % vec) as usize];
+            add.push(s(format!("{} += p{}.{comp}", Self::split_value(c), c / vec)));
         }
         let zero = Stmt::unrolled(
             "i",

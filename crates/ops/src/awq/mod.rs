@@ -10,8 +10,8 @@
 //! mixed-input kernel (swap-AB RS `wgmma` on the prepared weight,
 //! `rcute_collective::awq_wgmma`) for 32 < M <= 4096 where
 //! [`select::select_awq_wgmma`] takes the shape, and before that its split-K variant at
-//! small batches where [`select_split::select_awq_wgmma_split`] takes the shape (16 to 64
-//! rows); `awq_gemm` runs the one-split kernel too at
+//! small batches where [`select_split::select_awq_wgmma_split`] takes the shape (9 to 96
+//! rows of a wide weight, 17 to 64 of a narrower one); `awq_gemm` runs the one-split kernel too at
 //! prefill sizes, on `qweight` reordered per call into stream scratch ([`reordered`],
 //! where [`select::awq_reordered_wins`]).
 

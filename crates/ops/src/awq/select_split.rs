@@ -11,11 +11,12 @@ use rcute_kernel::awq_gemm::AwqGemmConfig;
 /// The split-K tiles of [`select_awq_wgmma_split`]: `(fewest rows, most rows, wide
 /// weight, tokens, warps, stages)`, `wide` meaning `N >= DENSE_WIDE_N`. Every tile has two
 /// consumer warpgroups splitting each lane's four words (`[2, 1]`, 256 weight columns).
-pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 6] = [
-    (16, 16, true, 16, [2, 1], 8),
+pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 7] = [
+    (9, 16, true, 16, [2, 1], 8),
     (17, 32, true, 32, [2, 1], 6),
     (33, 48, true, 48, [2, 1], 8),
     (49, 64, true, 64, [2, 1], 6),
+    (65, 96, true, 128, [2, 1], 6),
     (17, 32, false, 16, [2, 1], 8),
     (33, 64, false, 32, [2, 1], 6),
 ];
@@ -31,9 +32,9 @@ pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 6] = [
 /// one CTA per SM and is bound by that chain's latency at these sizes, not by the weight's
 /// bytes):
 ///
-/// * a wide weight: 16 tokens (8 stages) at 16 rows, 32 (6 stages) at 17 ..= 32, 48 (8
-///   stages) at 33 ..= 48, 64 (6 stages) at 49 ..= 64: one token tile, 2 splits at N =
-///   14336 (112 CTAs);
+/// * a wide weight: 16 tokens (8 stages) at 9 ..= 16 rows, 32 (6 stages) at 17 ..= 32, 48
+///   (8 stages) at 33 ..= 48, 64 (6 stages) at 49 ..= 64, 128 (6 stages) at 65 ..= 96: one
+///   token tile, 2 splits at N = 14336 (112 CTAs);
 /// * a narrower weight: 16 tokens (8 stages) at 17 ..= 32 rows, 32 (6 stages) at 33 ..=
 ///   64: two token tiles, 4 splits at N = 4096 (128 CTAs).
 ///
@@ -65,11 +66,25 @@ pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 6] = [
 ///
 /// The 64-token tile at 48 rows: 28.84 / 28.89; 32 tokens in 8 splits at 32 x 4096: 16.58
 /// / 16.57. Not taken at 16 rows of a narrower weight (16 x 4096: 12.45 / 12.34 at best in
-/// 8 splits against the fused kernel's 9.24 / 9.22), nor below 16 rows (the streamed
-/// decode kernels at 1 ..= 8; at 9 and 12 rows of 14336 columns the 16-token tile measured
-/// once, 20.33 and 20.60 µs against the fused kernel's 22.67 and 21.98).
-/// More splits than one wave lose (3 splits at 14336 columns: 28.4 µs at 16 rows, 33.3 at
-/// 32, 43.4 at 64).
+/// 8 splits against the fused kernel's 9.24 / 9.22), nor at 1 ..= 8 rows (the streamed
+/// decode kernels). More splits than one wave lose (3 splits at 14336 columns: 28.4 µs at
+/// 16 rows, 33.3 at 32, 43.4 at 64).
+///
+/// 9 ..= 15 and 65 ..= 96 rows of a wide weight (BENCHMARKS.md, session 20, helper
+/// awqsk3: the same sweep, `--iters 10`, main's rule as `prepared-auto`), µs of rounds 1 / 2:
+///
+/// | M x N | chosen (splits) | µs | main's choice | µs |
+/// |---|---|---|---|---|
+/// | 9 x 14336 | 16x256 s8 (2) | 20.25 / 20.25 | fused | 22.42 / 22.49 |
+/// | 12 x 14336 | 16x256 s8 (2) | 20.69 / 20.56 | fused | 21.79 / 21.93 |
+/// | 15 x 14336 | 16x256 s8 (2) | 20.88 / 21.15 | fused | 25.02 / 25.10 |
+/// | 96 x 14336 | 128x256 s6 (2) | 41.56 / 41.50 | 64x256 w1x1, one split | 44.91 / 43.18 |
+///
+/// (cuBLAS 45.0-45.9 and 43.2-43.4.) Not taken: 8 rows and fewer (16x256: 19.97 / 20.35
+/// against the streamed kernel's 15.70 / 15.85 at 8 x 14336), 128 rows (128x256 in 2
+/// splits 47.03 / 46.76 against 47.52 / 45.18), and four consumer warpgroups of one word
+/// each (`[4, 1]`), slower than two everywhere (16x256 at 16 x 14336: 25.70 / 25.79 against
+/// 21.14 / 21.26; 64x256 at 64 x 14336: 42.87 / 43.09 against 30.86 / 31.74).
 ///
 /// ```
 /// use rcute_ops::awq::select_split::select_awq_wgmma_split;
@@ -81,8 +96,11 @@ pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 6] = [
 /// assert_eq!((pick(32, 4096), pick(64, 4096)), (Some((16, 8, 4)), Some((32, 6, 4))));
 /// // 16 x 8192: 32 tiles, 4 splits
 /// assert_eq!(pick(16, 8192), Some((16, 8, 4)));
-/// assert_eq!((pick(15, 14336), pick(1, 14336), pick(65, 14336), pick(65, 4096), pick(16, 4096)), (None, None, None, None, None));
-/// assert_eq!(pick(128, 14336), None);
+/// // 9 ..= 16 and 65 ..= 96 rows of a wide weight
+/// assert_eq!((pick(9, 14336), pick(15, 14336), pick(12, 8192)), (Some((16, 8, 2)), Some((16, 8, 2)), Some((16, 8, 4))));
+/// assert_eq!((pick(65, 14336), pick(96, 14336), pick(96, 8192)), (Some((128, 6, 2)), Some((128, 6, 2)), Some((128, 6, 4))));
+/// assert_eq!((pick(8, 14336), pick(1, 14336), pick(97, 14336), pick(65, 4096), pick(16, 4096)), (None, None, None, None, None));
+/// assert_eq!((pick(15, 4096), pick(128, 14336)), (None, None));
 /// let (cfg, _) = select_awq_wgmma_split(64, 14336, 4096, 132, h, f16).unwrap();
 /// assert!(cfg.wgmma && cfg.split_k && cfg.prepared && cfg.tile == [64, 256, 64] && cfg.warps == [2, 1]);
 /// // K of 2 k-tiles: at most 2 splits; fewer SMs: fewer splits (one: not taken)
