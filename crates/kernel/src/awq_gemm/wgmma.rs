@@ -846,33 +846,39 @@ impl Emit<'_> {
             Stmt::Comment(format!(
                 "token 8j + 2t + e: columns 64 wb + 8g + 2 r0 .. + {cols} = v[2i + h]"
             )),
-            when(
-                "live",
-                vec![Stmt::unrolled(
-                    "j",
-                    w.bm / 8,
-                    vec![Stmt::unrolled(
-                        "e",
-                        2,
-                        vec![
-                            Stmt::decl("const int", "row", "m0 + 8 * j + 2 * t + e"),
-                            when(
-                                "row < M",
-                                [
-                                    vec![Stmt::decl("float", &format!("v[{cols}]"), "{}")],
-                                    v("i"),
-                                    vec![
-                                        Stmt::decl("const int", "col", "64 * wb + 8 * g + 2 * r0"),
-                                        s(format!("{store}(out, bias, (long long)row * ldo + col, col, v)")),
-                                    ],
-                                ]
-                                .concat(),
-                            ),
-                        ],
-                    )],
-                )],
+            self.token_rows(
+                [
+                    vec![Stmt::decl("float", &format!("v[{cols}]"), "{}")],
+                    v("i"),
+                    vec![
+                        Stmt::decl("const int", "col", "64 * wb + 8 * g + 2 * r0"),
+                        s(format!("{store}(out, bias, (long long)row * ldo + col, col, v)")),
+                    ],
+                ]
+                .concat(),
             ),
         ]
+    }
+
+    /// `body` once per token row `row = m0 + 8 j + 2 t + e` of the lane's accumulators
+    /// (`CLayout_64xN`: tokens `8 j + 2 t + e`, `j < BM / 8`, `e < 2`) inside `M`, on a
+    /// live lane: the loop nest of the epilogue and of the split-K partial tiles.
+    pub(super) fn token_rows(&self, body: Vec<Stmt>) -> Stmt {
+        when(
+            "live",
+            vec![Stmt::unrolled(
+                "j",
+                self.wg().bm / 8,
+                vec![Stmt::unrolled(
+                    "e",
+                    2,
+                    vec![
+                        Stmt::decl("const int", "row", "m0 + 8 * j + 2 * t + e"),
+                        when("row < M", body),
+                    ],
+                )],
+            )],
+        )
     }
 
     /// `{name}_store4` (two words per consumer warpgroup) or `{name}_store2` (one): the

@@ -79,7 +79,6 @@ impl Emit<'_> {
     /// Loops over the lane's live tokens (`row < M`, the warp's block inside N) with the
     /// f32 pointer `w` to its columns in slab `slab` of the workspace.
     fn split_tokens(&self, slab: &str, body: Vec<Stmt>) -> Stmt {
-        let w = self.wg();
         let mut inner = vec![decl_c(
             "float* const",
             "w",
@@ -87,21 +86,7 @@ impl Emit<'_> {
             "slab [splits, M, N]: row-major M x N f32 per split",
         )];
         inner.extend(body);
-        when(
-            "live",
-            vec![Stmt::unrolled(
-                "j",
-                w.bm / 8,
-                vec![Stmt::unrolled(
-                    "e",
-                    2,
-                    vec![
-                        Stmt::decl("const int", "row", "m0 + 8 * j + 2 * t + e"),
-                        when("row < M", inner),
-                    ],
-                )],
-            )],
-        )
+        self.token_rows(inner)
     }
 
     /// With `split_k`, before the epilogue: several splits write their partial tiles; all
