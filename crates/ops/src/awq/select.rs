@@ -197,7 +197,7 @@ pub fn select_awq_wgmma(
     cc: (u32, u32),
     element: Element,
 ) -> Option<(AwqGemmConfig, u32)> {
-    if cc != (9, 0) || !n.is_multiple_of(64) || !k.is_multiple_of(16) || m <= 32 || m > WGMMA_MAX_M {
+    if !wgmma_fits(n, k, cc) || m <= 32 || m > WGMMA_MAX_M {
         return None;
     }
     let cols = n.div_ceil(256);
@@ -214,6 +214,12 @@ pub fn select_awq_wgmma(
         AwqGemmConfig::new(element, [bm as i64, 256, 64], warps, stages, 4).wgmma(),
         1,
     ))
+}
+
+/// Whether the SM90 mixed-input kernel (one-split or split-K) can take an `N x K` weight on
+/// compute capability `cc`: sm_90, N in whole 64-column blocks, K in whole k16 steps.
+pub(crate) fn wgmma_fits(n: usize, k: usize, cc: (u32, u32)) -> bool {
+    cc == (9, 0) && n.is_multiple_of(64) && k.is_multiple_of(16)
 }
 
 /// Fewest rows of `x` for which [`awq_reordered_wins`] takes the reordered path.

@@ -4,7 +4,7 @@
 //! kernel holds one CTA per SM), instead of a one-split grid that leaves most SMs idle
 //! (56 CTAs of the 64x256 tile on 132 SMs at 64 x 14336).
 
-use super::select::DENSE_WIDE_N;
+use super::select::{wgmma_fits, DENSE_WIDE_N};
 use rcute_atom::Element;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
 
@@ -117,7 +117,7 @@ pub fn select_awq_wgmma_split(
     cc: (u32, u32),
     element: Element,
 ) -> Option<(AwqGemmConfig, u32)> {
-    if cc != (9, 0) || !n.is_multiple_of(64) || !k.is_multiple_of(16) {
+    if !wgmma_fits(n, k, cc) {
         return None;
     }
     let wide = n >= DENSE_WIDE_N;
