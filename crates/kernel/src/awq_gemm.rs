@@ -507,6 +507,46 @@ fn guarded(chunks: i64, slots: i64, body: Vec<Stmt>) -> Vec<Stmt> {
     }
 }
 
+/// The split-K gate of the kernels whose splits sum through the `[splits, M, N]` slabs:
+/// this split's partials published, the split counted on its tile's semaphore by thread 0,
+/// `sync` (the CTA's or the consumers' barrier) telling every thread through the shared
+/// `is_last`, and all but the tile's last split returning.
+fn split_gate(sync: &str) -> Vec<Stmt> {
+    vec![
+        Stmt::Comment("publish the partial sums, then count this split on the tile's semaphore".into()),
+        s("__threadfence()"),
+        s(sync),
+        Stmt::If {
+            cond: "threadIdx.x == 0".into(),
+            then: vec![
+                Stmt::decl("const int", "prev", "atomicAdd(sem + tile, 1)"),
+                Stmt::assign("is_last", "prev == splits - 1"),
+            ],
+            otherwise: vec![],
+        },
+        s(sync),
+        Stmt::If {
+            cond: "!is_last".into(),
+            then: vec![Stmt::Return],
+            otherwise: vec![],
+        },
+        s("__threadfence()"),
+    ]
+}
+
+/// After the last split's sum: thread `leader` zeroes the tile's semaphore for the next
+/// launch (every split has counted itself on it).
+fn semaphore_reset(leader: &str) -> Vec<Stmt> {
+    vec![
+        Stmt::Comment("every split arrived: leave the semaphore zeroed for the next launch".into()),
+        Stmt::If {
+            cond: format!("threadIdx.x == {leader}"),
+            then: vec![Stmt::assign("sem[tile]", "0")],
+            otherwise: vec![],
+        },
+    ]
+}
+
 fn s(line: impl Into<String>) -> Stmt {
     Stmt::Expr(line.into())
 }
@@ -826,32 +866,12 @@ impl<'a> Emit<'a> {
                 then: vec![Stmt::Return],
                 otherwise: vec![],
             },
-            Stmt::Comment("publish the partial sums, then count this split on the tile's semaphore".into()),
-            s("__threadfence()"),
-            s(self.cta_sync()),
-            Stmt::If {
-                cond: "threadIdx.x == 0".into(),
-                then: vec![
-                    Stmt::decl("const int", "prev", "atomicAdd(sem + tile, 1)"),
-                    Stmt::assign("is_last", "prev == splits - 1"),
-                ],
-                otherwise: vec![],
-            },
-            s(self.cta_sync()),
-            Stmt::If {
-                cond: "!is_last".into(),
-                then: vec![Stmt::Return],
-                otherwise: vec![],
-            },
-            s("__threadfence()"),
-            self.output_nest(reduce),
-            Stmt::Comment("every split arrived: leave the semaphore zeroed for the next launch".into()),
-            Stmt::If {
-                cond: "threadIdx.x == 0".into(),
-                then: vec![Stmt::assign("sem[tile]", "0")],
-                otherwise: vec![],
-            },
         ]
+        .into_iter()
+        .chain(split_gate(&self.cta_sync()))
+        .chain([self.output_nest(reduce)])
+        .chain(semaphore_reset("0"))
+        .collect()
     }
 
     /// The last split's reduction of one lane's eight columns: the slabs `0 .. splits` of

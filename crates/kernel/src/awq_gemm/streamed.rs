@@ -7,7 +7,7 @@
 //! their partial tiles in warp order, and store (or hand the split's tile to the split-K
 //! slab reduction of the other AWQ kernels).
 
-use super::{s, Emit};
+use super::{s, semaphore_reset, split_gate, Emit};
 use crate::emit::{Function as CFunction, Stmt};
 use crate::lane_ring;
 use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight};
@@ -730,23 +730,12 @@ impl Emit<'_> {
             each_chunk(sum),
             when("splits == 1", vec![Stmt::Return]),
             when("clustered", self.streamed_cluster_sum()),
-            Stmt::Comment("publish the partial sums, then count this split on the tile's semaphore".into()),
-            s("__threadfence()"),
-            s("__syncthreads()"),
-            when(
-                "threadIdx.x == 0",
-                vec![
-                    Stmt::decl("const int", "prev", "atomicAdd(sem + tile, 1)"),
-                    Stmt::assign("is_last", "prev == splits - 1"),
-                ],
-            ),
-            s("__syncthreads()"),
-            when("!is_last", vec![Stmt::Return]),
-            s("__threadfence()"),
-            each_chunk(self.slab_sum(&store)),
-            Stmt::Comment("every split arrived: leave the semaphore zeroed for the next launch".into()),
-            when("threadIdx.x == 0", vec![Stmt::assign("sem[tile]", "0")]),
-        ]]
+        ]
+        .into_iter()
+        .chain(split_gate("__syncthreads()"))
+        .chain([each_chunk(self.slab_sum(&store))])
+        .chain(semaphore_reset("0"))
+        .collect()]
         .concat()
     }
 

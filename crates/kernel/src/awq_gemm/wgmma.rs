@@ -451,8 +451,19 @@ impl Emit<'_> {
                     "CLayout_64xN per word i: acc[i][4j + 2h + e] = virtual row 16 warp + g + 8h (column 64 wb + 8g + 2(r0 + i) + h), token 8j + 2t + e".into(),
                 ),
             },
-            Stmt::unrolled("i", words, vec![Stmt::unrolled("v", half, vec![Stmt::assign("acc[i][v]", "0.f")])]),
+            self.zero_acc(),
         ]
+    }
+
+    /// Every accumulator of the lane zeroed (`acc[words][BM / 2]`): a tile's start, and the
+    /// last split's before it sums the slabs.
+    pub(super) fn zero_acc(&self) -> Stmt {
+        let w = self.wg();
+        Stmt::unrolled(
+            "i",
+            w.words,
+            vec![Stmt::unrolled("v", w.bm / 2, vec![Stmt::assign("acc[i][v]", "0.f")])],
+        )
     }
 
     /// A consumer lane's shared addresses and its word, group and fragment registers.

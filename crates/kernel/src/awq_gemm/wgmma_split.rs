@@ -16,7 +16,7 @@
 //! runs the one-split epilogue (bias, 16-bit stores) on the sums.
 
 use super::streamed::{decl_c, when};
-use super::{s, Emit};
+use super::{s, semaphore_reset, Emit};
 use crate::emit::Stmt;
 use rcute_atom::sync::{named_barrier_red_or, named_barrier_sync};
 use rcute_atom::Snippet;
@@ -123,11 +123,6 @@ impl Emit<'_> {
             let comp = ["x", "y", "z", "w"][(c % vec) as usize];
             add.push(s(format!("{} += p{}.{comp}", Self::split_value(c), c / vec)));
         }
-        let zero = Stmt::unrolled(
-            "i",
-            w.words,
-            vec![Stmt::unrolled("v", w.bm / 2, vec![Stmt::assign("acc[i][v]", "0.f")])],
-        );
         vec![when(
             "splits > 1",
             vec![
@@ -157,16 +152,17 @@ impl Emit<'_> {
                 Stmt::Comment(
                     "the last split: the slabs 0 .. splits summed in that order (the same bits whichever split is last)".into(),
                 ),
-                zero,
+                self.zero_acc(),
                 Stmt::Loop {
                     init: "int p = 0".into(),
                     cond: "p < splits".into(),
                     step: "++p".into(),
                     body: vec![self.split_tokens("p", add)],
                 },
-                Stmt::Comment("every split arrived: leave the semaphore zeroed for the next launch".into()),
-                when("threadIdx.x == 128", vec![Stmt::assign("sem[tile]", "0")]),
-            ],
+            ]
+            .into_iter()
+            .chain(semaphore_reset("128"))
+            .collect(),
         )]
     }
 }
