@@ -449,7 +449,7 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         eprintln!("ok {what}");
     }
     // the op's own choice on sm_90 (`select_awq_wgmma`, 132 SMs): the 64x256 tile (96 and
-    // 128 CTAs: one wave; at 64 rows or fewer the split rule, `wgmma_split_cases`), the 128x256 tile (96 CTAs against two waves of 160), the
+    // 128 CTAs: one wave; up to 96 rows of a wide weight and 64 of a narrower one the split rule, `wgmma_split_cases`), the 128x256 tile (96 CTAs against two waves of 160), the
     // 152x256 tile (3 waves of 392 CTAs against 4 of 448 with 128 tokens), the 184x256
     // tile (1500 rows: 4 waves of 504 against 4 of 448 with 192 at a higher cost a wave;
     // 4095 rows, 23 ragged row tiles: 6 waves of 736 against 6 of 704 with 192 and 7 of 864
@@ -659,7 +659,7 @@ fn reordered_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     }
     // the op's own choice (132 SMs: 64x256 at 160 rows, 152x256 at 1000, 192x256 at 384:
     // one wave of 112 CTAs; 184x256 at 2000 x 8192: 3 waves of 352 CTAs against 4 of 512
-    // with 128 tokens; not 64 rows or fewer, where the prepared op splits K: other bits)
+    // with 128 tokens; not the rows where the prepared op splits K, up to 96 of a wide weight and 64 of a narrower one: other bits)
     for (m, n, k, g, bias) in [
         (160, 8192, 256, 128, true),
         (1000, 14336, 64, 32, false),
