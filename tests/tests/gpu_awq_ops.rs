@@ -28,7 +28,7 @@ mod common;
 
 use common::Rng;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
-use rcute_kernel::testing::gpu_for_test;
+use rcute_kernel::testing::{awq_wgmma_split_k_configs, gpu_for_test};
 use rcute_ops::awq::{
     dequantize_reference, gemm_reference, pack_awq_matrix, validate_awq_gemm, AwqShape, AwqTensors, AwqWeight,
 };
@@ -473,36 +473,6 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     }
 }
 
-/// The split-K wgmma kernels (`AwqGemmConfig::split_k`): 8, 16, 32, 64 tokens (one
-/// consumer warpgroup), 16 tokens on two warpgroups along N, 128 on two splitting the words
-/// (4-column partials; also a tile of `select_awq_wgmma_split`), 32 with a raster of 2,
-/// `select_awq_wgmma_split`'s other tiles: 16, 32, 48 and 64 tokens on two warpgroups
-/// splitting the words, and 16, 32, 64 and 80 tokens on four (one word each: 2-column
-/// partials).
-fn wgmma_split_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
-    vec![
-        AwqGemmConfig::new(e, [8, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [16, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [32, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [64, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [16, 512, 64], [1, 2], 6, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [32, 256, 64], [1, 1], 6, 4)
-            .wgmma()
-            .raster(2)
-            .split_k(),
-        AwqGemmConfig::new(e, [16, 256, 64], [2, 1], 8, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [32, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [48, 256, 64], [2, 1], 8, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [64, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
-        // four warpgroups splitting the words (one each: 2-column partial and output stores)
-        AwqGemmConfig::new(e, [16, 256, 64], [4, 1], 8, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [32, 256, 64], [4, 1], 8, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [64, 256, 64], [4, 1], 6, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [80, 256, 64], [4, 1], 6, 4).wgmma().split_k(),
-    ]
-}
-
 /// The split-K wgmma kernels with 1, 2, 3 and 8 requested splits on ragged M (1, 16, 17,
 /// 33, 100, 130: partial token tiles, several token tiles sharing the semaphores), N
 /// ending inside the CTA's columns (9, 10, 12 64-column blocks), K of several groups (G =
@@ -526,7 +496,7 @@ fn wgmma_split_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
         let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
         let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} wgmma split-K");
-        for cfg in wgmma_split_configs(e) {
+        for cfg in awq_wgmma_split_k_configs(e) {
             for splits in [1, 2, 3, 8] {
                 let name = format!(
                     "{what} {:?} {:?} s{} r{} split {splits}",

@@ -10,6 +10,9 @@
 //! Tests of generated kernels compile them with [`compile_clean`], which asserts what every
 //! kernel must hold (no spills, no stack frame, no local memory), and state what they check
 //! of its SASS with [`CleanKernel::assert_opcodes`] and [`CleanKernel::assert_at_most`].
+//!
+//! Configuration sets that a CPU test (compile, SASS) and a GPU test (results) both cover
+//! live here too, so the two lists cannot drift: [`awq_wgmma_split_k_configs`].
 
 use crate::device::Gpu;
 use crate::nvrtc::{compile, Arch, CompileOptions, Compiled};
@@ -187,6 +190,42 @@ pub fn assert_none_in(body: &[Instruction], bad: &[&str], what: &str) {
         let hit = body.iter().find(|i| i.matches(op));
         assert!(hit.is_none(), "{what}: {}", hit.map_or("", |i| i.opcode.as_str()));
     }
+}
+
+/// The split-K SM90 mixed-input AWQ configurations (`AwqGemmConfig::split_k`) that the
+/// kernel crate's compile test and the GPU reference test both cover: 8, 16, 32, 64 tokens
+/// on one consumer warpgroup, 16 tokens on two along N, 128 on two splitting the words, 32
+/// with a raster of 2; `ops::awq::select_split`'s tiles (16, 32, 48, 64 tokens on two
+/// warpgroups splitting the words; 128 is above); and 16, 32, 64, 80 tokens on four
+/// warpgroups splitting the words (one word each: 2-column partial and output stores).
+///
+/// ```
+/// use rcute_kernel::testing::awq_wgmma_split_k_configs;
+/// let v = awq_wgmma_split_k_configs(rcute_atom::Element::F16);
+/// assert!(v.len() == 15 && v.iter().all(|c| c.wgmma && c.split_k));
+/// ```
+pub fn awq_wgmma_split_k_configs(e: rcute_atom::Element) -> Vec<crate::awq_gemm::AwqGemmConfig> {
+    use crate::awq_gemm::AwqGemmConfig;
+    let sk = |tile: [i64; 3], warps: [i64; 2], stages: usize| {
+        AwqGemmConfig::new(e, tile, warps, stages, 4).wgmma().split_k()
+    };
+    vec![
+        sk([8, 256, 64], [1, 1], 8),
+        sk([16, 256, 64], [1, 1], 8),
+        sk([32, 256, 64], [1, 1], 8),
+        sk([64, 256, 64], [1, 1], 8),
+        sk([16, 512, 64], [1, 2], 6),
+        sk([128, 256, 64], [2, 1], 6),
+        sk([32, 256, 64], [1, 1], 6).raster(2),
+        sk([16, 256, 64], [2, 1], 8),
+        sk([32, 256, 64], [2, 1], 6),
+        sk([48, 256, 64], [2, 1], 8),
+        sk([64, 256, 64], [2, 1], 6),
+        sk([16, 256, 64], [4, 1], 8),
+        sk([32, 256, 64], [4, 1], 8),
+        sk([64, 256, 64], [4, 1], 6),
+        sk([80, 256, 64], [4, 1], 6),
+    ]
 }
 
 #[cfg(test)]

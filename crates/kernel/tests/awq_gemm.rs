@@ -4,7 +4,7 @@
 
 use rcute_atom::Element;
 use rcute_kernel::awq_gemm::{generate, AwqGemmConfig, GeneratedAwqGemm};
-use rcute_kernel::testing::{assert_none_in, compile_clean, toolkit_for_test, CleanKernel};
+use rcute_kernel::testing::{assert_none_in, awq_wgmma_split_k_configs, compile_clean, toolkit_for_test, CleanKernel};
 use rcute_kernel::{Arch, Toolkit};
 
 /// Compile `g` for `arch` ([`compile_clean`]: no spills, stack frame or local memory).
@@ -366,37 +366,9 @@ fn wgmma_configs() -> Vec<AwqGemmConfig> {
         // K split over the grid's z (f32 slabs, semaphores, the last split's sum), with the
         // small token tiles of decode and small batches (wgmma N 8, 16, 32), two warpgroups
         // along N, two splitting the words (the 4-column partial stores), a raster
-        v.extend(split_k_configs(e));
+        v.extend(awq_wgmma_split_k_configs(e));
     }
     v
-}
-
-/// The split-K wgmma configurations of [`wgmma_configs`].
-fn split_k_configs(e: Element) -> Vec<AwqGemmConfig> {
-    vec![
-        AwqGemmConfig::new(e, [8, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [16, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [32, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [64, 256, 64], [1, 1], 8, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [16, 512, 64], [1, 2], 6, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [32, 256, 64], [1, 1], 6, 4)
-            .wgmma()
-            .raster(2)
-            .split_k(),
-        // `ops::awq::select_split::select_awq_wgmma_split`'s tiles: two warpgroups
-        // splitting the words at 16, 32, 48 and 64 tokens
-        AwqGemmConfig::new(e, [16, 256, 64], [2, 1], 8, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [32, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [48, 256, 64], [2, 1], 8, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [64, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
-        // four warpgroups splitting the words (one wgmma each per k16 step, 2-column
-        // partial and output stores, 640 threads)
-        AwqGemmConfig::new(e, [16, 256, 64], [4, 1], 8, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [32, 256, 64], [4, 1], 8, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [64, 256, 64], [4, 1], 6, 4).wgmma().split_k(),
-        AwqGemmConfig::new(e, [80, 256, 64], [4, 1], 6, 4).wgmma().split_k(),
-    ]
 }
 
 /// The SM90 mixed-input kernels compile for sm_90a without spills or local memory, and run
@@ -528,7 +500,7 @@ fn streamed_kernels_prefetch_before_the_grid_dependency_wait() {
 #[test]
 fn split_k_wgmma_kernels_add_only_the_split() {
     for e in [Element::F16, Element::BF16] {
-        for cfg in split_k_configs(e) {
+        for cfg in awq_wgmma_split_k_configs(e) {
             let one = generate(&AwqGemmConfig { split_k: false, ..cfg }).unwrap();
             let g = generate(&cfg).unwrap();
             assert_eq!(g.name, format!("{}_sk", one.name));
