@@ -7,6 +7,15 @@
 //! ([`select_awq_gemm_checkpoint`]: [`select_awq_gemm`] except at 9 to 16 rows of three
 //! measured weight bands).
 //!
+//! Before / after in one call (helper awqun, H100, `rcute bench awq --group 128 --iters 10
+//! --config prepared-auto`, main `8a000bd` against these rules, `before, after, after,
+//! before`; BENCHMARKS.md, session 21), unprepared / prepared: 1 x 8192 1.21x -> 0.92-0.93x,
+//! 8 x 8192 1.29-1.34x -> 0.84-0.85x, 12 x 8192 1.42-1.44x -> 1.20-1.21x, 16 x 8192
+//! 1.55-1.56x -> 1.16-1.18x, 9 x 11008 1.30-1.36x -> 1.24-1.25x, 16 x 11008 1.38-1.39x ->
+//! 1.28-1.31x (no existing form reaches 1.3x there), 12 x 28672 1.01-1.03x -> 0.84-0.87x, 16 x
+//! 28672 1.28-1.29x -> 1.06-1.14x, 16 x 4096 x 14336 1.48-1.49x -> 1.09x (K = 4096 unless
+//! named); the unchanged rows 12 x 11008, 12 and 8 x 14336, 4 x 4096 moved by under 1 %.
+//!
 //! ```
 //! use rcute_ops::awq::select_checkpoint::{select_awq_checkpoint_streamed, select_awq_gemm_checkpoint};
 //! let f16 = rcute_atom::Element::F16;
@@ -142,9 +151,9 @@ pub fn select_awq_checkpoint_streamed(
 ///
 /// (`(stages, splits)` of the 16x256 tile, warps 1x4; the 32x256 tile with 4 splits took
 /// 26.8-27.9 µs at 11008.) Unprepared / prepared becomes 0.88x and 1.06x at 28672
-/// columns, 1.24x, 1.26x and **1.31-1.32x** at 9, 12 and 16 x 11008 (no form measured
-/// reaches 1.3x at 16 rows: BENCHMARKS.md proposes the kernel for it), 0.89x and 1.08x at
-/// 4096 x 14336. 13 to 15 rows of 11008, 9 rows of 28672, 9 rows and K = 8192 to 14336 of
+/// columns, 1.24x, 1.26x and **1.31-1.32x** at 9, 12 and 16 x 11008 (1.28-1.31x in the
+/// before / after call of the module docs; no form measured reaches 1.3x at 16 rows:
+/// BENCHMARKS.md proposes the kernel for it), 0.89x and 1.08x at 4096 x 14336. 13 to 15 rows of 11008, 9 rows of 28672, 9 rows and K = 8192 to 14336 of
 /// the narrow weight are not measured (they take the neighbouring rows' choice; K of 8192
 /// and below keep [`select_awq_gemm`]'s).
 ///
