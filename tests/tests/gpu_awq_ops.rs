@@ -874,6 +874,55 @@ fn awq_gemm_streamed_checkpoint_matches_the_float64_reference() {
     assert!(s.clone_dtoh(&out).unwrap().iter().all(|v| v.to_f32() == SENTINEL));
 }
 
+/// The unprepared op's decode rules of `rcute_ops::awq::select_checkpoint` on shapes sized
+/// from this GPU's SM count so that each rule takes them (the test asserts it): the one-wave
+/// streamed rule (`64 sms` columns: one 8-row tile with its ring of 4, two with the ring of
+/// 2) and the three bands where the fused configuration differs from `select_awq_gemm`'s
+/// (`3 sms / 4` and `5 sms / 16` 256-column tiles; 4 tiles with K past 8192), each through
+/// `Ops::awq_gemm` against the float64 reference, f16 and bf16 (bf16 on the first two).
+#[test]
+fn awq_gemm_unprepared_decode_rules_match_the_float64_reference() {
+    use rcute_ops::awq::select::select_awq_gemm;
+    use rcute_ops::awq::select_checkpoint::{select_awq_checkpoint_streamed, select_awq_gemm_checkpoint};
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    let sms = ops.gpu().sm_count() as usize;
+    let mut rng = Rng::for_test("awq_unprepared_decode_rules");
+    // (M, N, K, G, bias, streamed): N ends inside a 64-column block in the fourth case; K of
+    // more k-tiles than the rules' splits, so that the choices differ
+    let wave = 64 * sms;
+    let shapes = [
+        (5, wave, 512, 128, true, true),
+        (16, wave, 256, 64, false, true),
+        (12, 256 * (3 * sms / 4), 256, 128, true, false),
+        (9, 256 * (5 * sms).div_ceil(16) - 8, 512, 64, false, false),
+        (16, 256 * (5 * sms).div_ceil(16), 640, 128, true, false),
+        (16, 1024, 8256, 64, true, false),
+    ];
+    let e = rcute_atom::Element::F16;
+    for (i, &(m, n, k, g, bias, streamed)) in shapes.iter().enumerate() {
+        let chosen = select_awq_checkpoint_streamed(m, n, k, sms, e);
+        assert_eq!(chosen.is_some(), streamed, "{m}x{n}x{k} on {sms} SMs: {chosen:?}");
+        if let Some((cfg, splits)) = chosen {
+            assert_eq!((cfg.tile[0], cfg.stages, splits), (8, if m <= 8 { 4 } else { 2 }, 1));
+        } else {
+            assert_ne!(
+                select_awq_gemm_checkpoint(m, n, k, sms, e),
+                select_awq_gemm(m, n, k, sms, e),
+                "{m}x{n}x{k}"
+            );
+        }
+        let what = format!("{m}x{n}x{k} G={g} bias={bias}");
+        let case = Case::<f16>::new(&ops, &mut rng, m, n, k, g, bias);
+        case.check(&ops, Run::Op, &format!("f16 {what} (op)"));
+        if i < 2 {
+            let case = Case::<bf16>::new(&ops, &mut rng, m, n, k, g, bias);
+            case.check(&ops, Run::Op, &format!("bf16 {what} (op)"));
+        }
+        eprintln!("ok {what}");
+    }
+}
+
 /// `AwqWeight::prepare` + `awq_gemm_prepared` against the float64 reference (the op's own
 /// path, the prepared kernel's own configuration and every configuration forced with one
 /// and with three K splits, f16 and bf16); shapes the layout cannot block and a prepared

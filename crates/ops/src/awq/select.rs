@@ -646,7 +646,7 @@ pub fn select_awq_streamed_checkpoint_wide(
 }
 
 /// The K one split of a register-streamed configuration takes (the `x` it stages).
-fn staged_k(cfg: &AwqGemmConfig) -> usize {
+pub(crate) fn staged_k(cfg: &AwqGemmConfig) -> usize {
     cfg.streamed_split_k_capacity().map_or(0, |k| k as usize)
 }
 
