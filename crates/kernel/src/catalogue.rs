@@ -686,13 +686,17 @@ fn awq_streamed_units() -> Vec<CatalogueKernel> {
 /// ([`rcute_collective::awq_streamed`]; `mma.sync`, so sm_80 and sm_90): the decode
 /// kernels `ops` selects for the prepared path: 16 warps along K, ring 2, in each lane's
 /// shared-memory slots at 8 rows (`select_awq_streamed`, f16 and bf16, and with one split
-/// on wide weights `select_awq_streamed_wide`), in registers at 16 rows (f16).
+/// on wide weights `select_awq_streamed_wide`), ring 4 in those slots with one split on
+/// weights of one wave of 64-column blocks (`select_awq_streamed_wave`, f16 and bf16), in
+/// registers at 16 rows (f16).
 pub fn awq_streamed_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
     vec![
         AwqGemmConfig::new(F16, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring(),
         AwqGemmConfig::new(BF16, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring(),
+        AwqGemmConfig::new(F16, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring(),
+        AwqGemmConfig::new(BF16, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring(),
         AwqGemmConfig::new(F16, [16, 64, 64], [16, 1], 2, 4).streamed(),
     ]
 }

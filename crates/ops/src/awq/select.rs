@@ -603,13 +603,13 @@ pub const WAVE_STREAMED_MAX_ROWS: usize = 8;
 /// let pick = |m, n, k| select_awq_streamed_wave(m, n, k, 132, f16).map(|(c, s)| (c.tile, c.warps, c.stages, s));
 /// assert_eq!(pick(1, 8192, 4096), Some(([8, 64, 64], [16, 1], 4, 1)));
 /// assert_eq!(pick(8, 8192, 4096), Some(([8, 64, 64], [16, 1], 4, 1)));
-/// assert_eq!(pick(3, 8512, 2048), Some(([8, 64, 64], [16, 1], 4, 1)));
+/// assert_eq!(pick(3, 8448, 2048), Some(([8, 64, 64], [16, 1], 4, 1)));
 /// let (cfg, _) = select_awq_streamed_wave(8, 8192, 4096, 132, f16).unwrap();
 /// assert!(cfg.streamed && cfg.prepared && cfg.shared_ring && cfg.b_vector_words == 4);
 /// // 9 rows, K past one split's staged x, K inside a k16 step, N of half a wave (4096:
 /// // the two-split rule) or of more than one (8512, 11008: the wide rule): other rules
 /// assert_eq!((pick(9, 8192, 4096), pick(8, 8192, 4160), pick(8, 8192, 4088)), (None, None, None));
-/// assert_eq!((pick(8, 4096, 4096), pick(8, 8576, 4096), pick(1, 11008, 4096)), (None, None, None));
+/// assert_eq!((pick(8, 4096, 4096), pick(8, 8512, 4096), pick(1, 11008, 4096)), (None, None, None));
 /// ```
 pub fn select_awq_streamed_wave(
     m: usize,
