@@ -589,7 +589,14 @@ pub const WAVE_STREAMED_MAX_ROWS: usize = 8;
 /// | 4 | 13.05 | **10.17** | 10.30 | 10.42 | 11.91 | 12.52 | 24.3-24.8 |
 /// | 8 | 14.75 | **10.68** | 10.60 | 10.65 | 11.81 | 12.42 | 24.4-24.6 |
 ///
-/// So unprepared / prepared goes from 0.84-0.96x to 1.16-1.23x there. Not taken at 9 to
+/// Before / after in one call (helper awqp8, H100, `--config prepared-auto`, main's code
+/// against this rule, `before, after, after, before`), µs of the prepared op: 1 x 8192
+/// 12.60 / **9.49** / **9.54** / 12.70, 4 rows 13.05 / **10.41** / **10.37** / 12.99, 8 rows
+/// 14.80 / **11.00** / **10.88** / 14.78 (the unprepared op 11.66-12.48, cuBLAS 24.4-25.0),
+/// so unprepared / prepared goes from 0.84-0.93x to 1.13-1.23x there; the controls 12 x
+/// 8192 and 1 x 11008 moved by under 1.3 %. The shared ring of 2 took 10.60 and 10.73 µs
+/// at 8 rows in the two calls against 10.68 and 10.89 for the ring of 4 (9.86 / 9.91
+/// against 9.53 / 9.79 at one row): one ring for the 8-row tile. Not taken at 9 to
 /// 16 rows: the split-K wgmma kernel of `crate::awq::select_split::select_awq_wgmma_split`
 /// (asked first on sm_90) took 13.77 and 14.59 µs at 12 and 16 rows against 14.37 and
 /// 15.05 for the best streamed form (two 8-row tiles, ring 2 in registers; the 16-row tile
