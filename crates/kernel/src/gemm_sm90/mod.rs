@@ -106,6 +106,7 @@ mod epilogue;
 mod grouped;
 mod grouped_cluster;
 mod grouped_epilogue;
+mod grouped_gather;
 mod grouped_launch;
 mod kernel;
 mod launch;
@@ -120,6 +121,7 @@ mod wgmma_desc;
 pub use config::*;
 pub use grouped::{Sm90Grouped, MAX_WALK_BAND, WALK_BAND};
 pub use grouped_cluster::GROUPED_CLUSTER;
+pub use grouped_gather::a_chunk_offset;
 pub use grouped_launch::*;
 use kernel::*;
 pub use launch::*;
@@ -199,6 +201,12 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         wgmma_wait_group(),
         p.mma.snippet.clone(),
     ]);
+    if cfg.gather_a {
+        // The gathering GEMM1's producer: A rows by cp.async, completed on the full barrier.
+        use rcute_atom::copy_cp_async::{cp_async_addr, cp_async_mbarrier_arrive_noinc, cp_async_wait_all, CacheOp};
+        snippets.extend(cp_async_addr(CacheOp::CacheGlobal, 16));
+        snippets.extend([cp_async_mbarrier_arrive_noinc(), cp_async_wait_all()]);
+    }
     if cfg.stream_k {
         snippets.extend([
             rcute_atom::sync::atom_add_acq_rel_gpu(),
@@ -329,6 +337,9 @@ fn unit_header(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Vec<String> {
             "grouped (MoE), epilogue {}: A in the alignment's padded-row order, B per expert (tensor-map mode 3), registers to global (no C / D tensor maps, no split-K reduction)",
             g.tag()
         ));
+    }
+    if cfg.gather_a {
+        v.push("gather: A's rows x[sorted_ids[m] / topk] copied by the producer warpgroup (cp.async, 128B swizzle, cp.async.mbarrier.arrive.noinc); B by TMA".into());
     }
     v
 }
