@@ -121,7 +121,7 @@ mod wgmma_desc;
 pub use config::*;
 pub use grouped::{Sm90Grouped, MAX_WALK_BAND, WALK_BAND};
 pub use grouped_cluster::GROUPED_CLUSTER;
-pub use grouped_gather::a_chunk_offset;
+pub use grouped_gather::{a_chunk_offset, lag as gather_lag};
 pub use grouped_launch::*;
 use kernel::*;
 pub use launch::*;
@@ -202,10 +202,12 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         p.mma.snippet.clone(),
     ]);
     if cfg.gather_a {
-        // The gathering GEMM1's producer: A rows by cp.async, completed on the full barrier.
-        use rcute_atom::copy_cp_async::{cp_async_addr, cp_async_mbarrier_arrive_noinc, cp_async_wait_all, CacheOp};
+        // The gathering GEMM1's producer: A rows by cp.async, one group per k-tile.
+        use rcute_atom::copy_cp_async::{
+            cp_async_addr, cp_async_commit_group, cp_async_wait_all, cp_async_wait_group, CacheOp,
+        };
         snippets.extend(cp_async_addr(CacheOp::CacheGlobal, 16));
-        snippets.extend([cp_async_mbarrier_arrive_noinc(), cp_async_wait_all()]);
+        snippets.extend([cp_async_commit_group(), cp_async_wait_group(), cp_async_wait_all()]);
     }
     if cfg.stream_k {
         snippets.extend([
@@ -339,7 +341,10 @@ fn unit_header(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Vec<String> {
         ));
     }
     if cfg.gather_a {
-        v.push("gather: A's rows x[sorted_ids[m] / topk] copied by the producer warpgroup (cp.async, 128B swizzle, cp.async.mbarrier.arrive.noinc); B by TMA".into());
+        v.push(format!(
+            "gather: A's rows x[sorted_ids[m] / topk] copied by the producer warpgroup (cp.async, 128B swizzle), each stage fenced (fence.proxy.async) and published on its full barrier {} k-tiles later; B by TMA",
+            grouped_gather::lag(p.stages)
+        ));
     }
     v
 }
