@@ -752,7 +752,11 @@ fn gather_path_is_auto_bit_for_bit() {
         let [gather, auto, sm80] = prefill_paths(&ops, "gather_path", (8, 2, 264, 1024, t), paths);
         let sm80_f: Vec<f64> = sm80.iter().map(|v| v.to_f64()).collect();
         check_close(&format!("T={t}: SM90 gathering GEMM1 vs SM80 family"), &gather, &sm80_f);
-        assert_eq!(bits(&gather), bits(&auto), "T={t}: the gathering GEMM1's layer differs from Auto's");
+        assert_eq!(
+            bits(&gather),
+            bits(&auto),
+            "T={t}: the gathering GEMM1's layer differs from Auto's"
+        );
     }
 }
 

@@ -427,12 +427,12 @@ pub fn grouped_gemm_streamed_configs() -> Vec<crate::grouped_gemm::GroupedGemmCo
 /// `MoePath::Sm90Gather` ([`crate::grouped_gemm::sm90_gather_config`]: the producer copies
 /// the token rows itself) at the wide, narrow and ping-pong tiles.
 pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
+    use crate::gemm_sm90::Sm90Schedule;
     use crate::grouped_gemm::{
         sm90_cluster_config, sm90_config, sm90_fp8_config, sm90_gather_config, sm90_grouped_config,
-        sm90_pingpong_config, GroupedEpilogue, SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_NARROW_TILE, SM90_PINGPONG_TILE,
-        SM90_TILE,
+        sm90_pingpong_config, GroupedEpilogue, SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_NARROW_TILE,
+        SM90_PINGPONG_TILE, SM90_TILE,
     };
-    use crate::gemm_sm90::Sm90Schedule;
     let eps = [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter];
     let bf16 = eps.map(|ep| sm90_config(rcute_atom::Element::BF16, ep, SM90_TILE));
     // GEMM2 on the narrow tile: `ops::fused_moe`'s choice when few row tiles are routed;

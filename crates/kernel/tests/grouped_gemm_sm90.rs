@@ -67,7 +67,11 @@ fn gathering_gemm1_copies_rows_into_the_swizzled_stage() {
     for c in gather_configs() {
         let g = generate(&c).unwrap();
         let s = &g.source;
-        assert!(g.name.contains(&format!("_{}_gather_swiglu_", c.ab.ptx())), "{}", g.name);
+        assert!(
+            g.name.contains(&format!("_{}_gather_swiglu_", c.ab.ptx())),
+            "{}",
+            g.name
+        );
         assert!(!s.contains("tmap_a"), "{}", g.name);
         for want in [
             "const __grid_constant__ rc_tmap_t tmap_b",
@@ -89,12 +93,19 @@ fn gathering_gemm1_copies_rows_into_the_swizzled_stage() {
         for want in [
             format!("rc_cp_async_wait_group<{lag}>();"),
             format!("if (issued >= {lag}u) {{"),
-            format!("rc_mbarrier_arrive(bar_full + 8 * ((stage + {}u) % {stages}u));", stages as i64 - lag),
+            format!(
+                "rc_mbarrier_arrive(bar_full + 8 * ((stage + {}u) % {stages}u));",
+                stages as i64 - lag
+            ),
             format!("for (uint32_t j = issued < {lag}u ? issued : {lag}u; j > 0u; --j) {{"),
         ] {
             assert!(s.contains(&want), "{}: no `{want}`", g.name);
         }
-        assert!(!s.contains("noinc"), "{}: no cp.async arrivals (the fence needs the copies landed)", g.name);
+        assert!(
+            !s.contains("noinc"),
+            "{}: no cp.async arrivals (the fence needs the copies landed)",
+            g.name
+        );
         assert_eq!(s, &generate(&c).unwrap().source, "deterministic");
     }
     let plain = generate(&sm90_config(Element::BF16, GroupedEpilogue::SwiGlu, SM90_TILE)).unwrap();
@@ -268,10 +279,31 @@ fn bad_configurations_and_arguments_are_typed_errors() {
     assert!(generate(&f8_to_f32).is_err(), "e4m3 -> f32");
     let gather = sm90_gather_config(Element::BF16, SM90_TILE, Sm90Schedule::Cooperative);
     for (bad, why) in [
-        (GemmSm90Config { cluster: [2, 1], ..gather.clone() }, "gather on a cluster"),
-        (GemmSm90Config { grouped: Some(Sm90Grouped::Scatter), ..gather.clone() }, "gather with the scatter epilogue"),
-        (GemmSm90Config { grouped: None, ..gather.clone() }, "gather in the plain GEMM"),
-        (sm90_gather_config(Element::E4M3, [128, 256, 128], Sm90Schedule::Cooperative), "gather of e4m3"),
+        (
+            GemmSm90Config {
+                cluster: [2, 1],
+                ..gather.clone()
+            },
+            "gather on a cluster",
+        ),
+        (
+            GemmSm90Config {
+                grouped: Some(Sm90Grouped::Scatter),
+                ..gather.clone()
+            },
+            "gather with the scatter epilogue",
+        ),
+        (
+            GemmSm90Config {
+                grouped: None,
+                ..gather.clone()
+            },
+            "gather in the plain GEMM",
+        ),
+        (
+            sm90_gather_config(Element::E4M3, [128, 256, 128], Sm90Schedule::Cooperative),
+            "gather of e4m3",
+        ),
     ] {
         assert!(generate(&bad).is_err(), "{why}");
     }

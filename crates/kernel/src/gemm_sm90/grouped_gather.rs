@@ -70,6 +70,17 @@ pub(super) fn check_stages(stages: usize) -> Result<(), GemmError> {
     Ok(())
 }
 
+/// The producer's `cp.async` atoms: the 16-byte zero-filling copy to a shared address,
+/// the group commit and the waits.
+pub(super) fn snippets() -> Vec<Snippet> {
+    use rcute_atom::copy_cp_async::{
+        cp_async_addr, cp_async_commit_group, cp_async_wait_all, cp_async_wait_group, CacheOp,
+    };
+    let mut v: Vec<Snippet> = cp_async_addr(CacheOp::CacheGlobal, 16).into_iter().collect();
+    v.extend([cp_async_commit_group(), cp_async_wait_group(), cp_async_wait_all()]);
+    v
+}
+
 /// The gathering form's kernel parameters after the grouped ones: the token matrix, its
 /// leading dimension (elements) and `topk` (entry `e` is token `e / topk`).
 pub(super) fn params(cfg: &GemmSm90Config) -> Vec<(String, String)> {
@@ -182,7 +193,10 @@ fn publish(full: &str) -> Vec<Stmt> {
 fn publish_lagged(k: &Ctx) -> Vec<Stmt> {
     let (s, lag) = (k.s, lag(k.s));
     let mut then = vec![e(format!("rc_cp_async_wait_group<{lag}>()"))];
-    then.extend(publish(&format!("bar_full + 8 * ((stage + {}u) % {s}u)", s as i64 - lag)));
+    then.extend(publish(&format!(
+        "bar_full + 8 * ((stage + {}u) % {s}u)",
+        s as i64 - lag
+    )));
     vec![
         c(format!(
             "publish the stage {lag} k-tiles back: its copies have landed (at most {lag} groups in flight), fenced for wgmma"
@@ -205,7 +219,9 @@ fn publish_tail(k: &Ctx) -> Vec<Stmt> {
         init: format!("uint32_t j = issued < {lag}u ? issued : {lag}u"),
         cond: "j > 0u".into(),
         step: "--j".into(),
-        body: vec![e(format!("rc_mbarrier_arrive(bar_full + 8 * ((stage + {s}u - j) % {s}u))"))],
+        body: vec![e(format!(
+            "rc_mbarrier_arrive(bar_full + 8 * ((stage + {s}u - j) % {s}u))"
+        ))],
     });
     v
 }
@@ -258,11 +274,7 @@ fn a_copies(k: &Ctx, passes: i64, pass_bytes: i64) -> Vec<Stmt> {
             passes,
             vec![
                 d("const bool", "live", "tok[i] >= 0 && kc < K"),
-                d(
-                    "const void*",
-                    "src",
-                    "x + (live ? (long long)tok[i] * ldx + kc : 0)",
-                ),
+                d("const void*", "src", "x + (live ? (long long)tok[i] * ldx + kc : 0)"),
                 e(format!(
                     "rc_cp_async_cg_16_zfill_addr(a_stage + {pass_bytes}u * i, src, live ? {CHUNK}u : 0u)"
                 )),

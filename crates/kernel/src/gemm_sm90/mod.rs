@@ -202,12 +202,7 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         p.mma.snippet.clone(),
     ]);
     if cfg.gather_a {
-        // The gathering GEMM1's producer: A rows by cp.async, one group per k-tile.
-        use rcute_atom::copy_cp_async::{
-            cp_async_addr, cp_async_commit_group, cp_async_wait_all, cp_async_wait_group, CacheOp,
-        };
-        snippets.extend(cp_async_addr(CacheOp::CacheGlobal, 16));
-        snippets.extend([cp_async_commit_group(), cp_async_wait_group(), cp_async_wait_all()]);
+        snippets.extend(grouped_gather::snippets());
     }
     if cfg.stream_k {
         snippets.extend([
