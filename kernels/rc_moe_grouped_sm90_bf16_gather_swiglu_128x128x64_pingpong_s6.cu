@@ -4,7 +4,7 @@
 // epilogue: subtile 64x32, D buffers 2 (StagesD 2), StagesC 0, ReuseSmemC false, DelayTmaStore true, B64 swizzle
 // MMA SM90_64x128x16_F32BF16BF16_SS<K,K> (2 per warpgroup along M)
 // grouped (MoE), epilogue swiglu: A in the alignment's padded-row order, B per expert (tensor-map mode 3), registers to global (no C / D tensor maps, no split-K reduction)
-// gather: A's rows x[sorted_ids[m] / topk] copied by the producer warpgroup (cp.async, 128B swizzle), each stage fenced (fence.proxy.async) and published on its full barrier 4 k-tiles later; B by TMA
+// gather: A's rows x[sorted_ids[m] / topk] copied by the producer warpgroup (cp.async, 128B swizzle, cp.async.mbarrier.arrive.noinc); B by TMA
 
 // --- from includes ---
 #if defined(__CUDACC_RTC__)
@@ -301,22 +301,12 @@ __device__ __forceinline__ void rc_cp_async_cg_16_zfill_addr(uint32_t saddr, voi
       : "memory");
 }
 
-// --- from rcute-atom rc_cp_async_commit_group ---
-__device__ __forceinline__ void rc_cp_async_commit_group() {
+// --- from rcute-atom rc_cp_async_mbarrier_arrive_noinc ---
+__device__ __forceinline__ void rc_cp_async_mbarrier_arrive_noinc(uint32_t mbar) {
   asm volatile(
-      "cp.async.commit_group;\n"
+      "cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n"
       : 
-      : 
-      : "memory");
-}
-
-// --- from rcute-atom rc_cp_async_wait_group ---
-template <int N>
-__device__ __forceinline__ void rc_cp_async_wait_group() {
-  asm volatile(
-      "cp.async.wait_group %0;\n"
-      : 
-      : "n"(N)
+      : "r"(mbar)
       : "memory");
 }
 
@@ -615,7 +605,6 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_ga
       const bool leader = warp == 0 && rc_elect_one_sync();  // B's TMA loads and the expect_tx arrival
       uint32_t stage = 0;
       uint32_t phase = 0;
-      uint32_t issued = 0;  // k-tiles whose copies this thread committed (the first LAG are published at the next ones)
       for (unsigned long long work = sched.first_work(); work < sched.total_work; work += sched.stride()) {
         int tile_m, tile_n, batch;
         // the expert-aligned walk (rc_grouped_tile); ids past this routing's rows are skipped by every role alike
@@ -651,23 +640,13 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_ga
             const void* src = x + (live ? (long long)tok[i] * ldx + kc : 0);
             rc_cp_async_cg_16_zfill_addr(a_stage + 2048u * i, src, live ? 16u : 0u);
           }
-          rc_cp_async_commit_group();
-          // publish the stage 4 k-tiles back: its copies have landed (at most 4 groups in flight), fenced for wgmma
-          if (issued >= 4u) {
-            rc_cp_async_wait_group<4>();
-            rc_fence_proxy_async_shared();
-            rc_mbarrier_arrive(bar_full + 8 * ((stage + 2u) % 6u));
-          }
-          ++issued;
+          // the stage's full barrier counts this thread once its copies have landed (noinc: the init count holds it)
+          rc_cp_async_mbarrier_arrive_noinc(full);
           rc_pipe_advance(stage, phase, 1u, 6u);
         }
       }
-      // the last k-tiles' stages: wait for every copy, fence, publish them
+      // no producer thread leaves with copies in flight
       rc_cp_async_wait_all();
-      rc_fence_proxy_async_shared();
-      for (uint32_t j = issued < 4u ? issued : 4u; j > 0u; --j) {
-        rc_mbarrier_arrive(bar_full + 8 * ((stage + 6u - j) % 6u));
-      }
     }
   } else {
     rc_setmaxnreg_inc<232>();
@@ -725,6 +704,8 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_ga
       for (int kt = 0; kt < k_iters; ++kt) {
         // consumer_wait: the stage's TMA transactions have landed
         rc_mbarrier_wait_parity(bar_full + 8 * stage, phase);
+        // the stage's A rows were written by cp.async (generic proxy): order them before wgmma's async-proxy reads
+        rc_fence_proxy_async_shared();
         #pragma unroll
         for (int a = 0; a < 2; ++a) {
           #pragma unroll

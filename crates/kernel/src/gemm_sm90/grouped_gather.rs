@@ -7,20 +7,20 @@
 //! of its 128 threads copies 16-byte chunks with `cp.async` (`src-size` 0 zero-fills a
 //! padding row or a chunk past K) into the place the TMA box would have written, the
 //! 128-byte swizzle of the stage's GMMA atom applied to the chunk's byte offset
-//! ([`a_chunk_offset`]). B stays TMA (one elected thread expects B's bytes and issues the
-//! boxes), so the full barrier counts the 128 producer threads and that thread's
-//! `arrive.expect_tx`.
+//! ([`a_chunk_offset`]), and then arrives on the stage's full mbarrier with
+//! `cp.async.mbarrier.arrive.noinc` once its copies have landed. B stays TMA (one elected
+//! thread expects B's bytes and issues the boxes), so the full barrier counts the 128
+//! producer threads and that thread's `arrive.expect_tx`. The consumers run the family's
+//! mainloop with one proxy fence after the full barrier (`cp.async` writes through the
+//! generic proxy, `wgmma` reads through the async proxy).
 //!
-//! `cp.async` writes shared memory through the generic proxy and `wgmma` reads it through
-//! the async proxy, so a `fence.proxy.async` must order the two. Completing the copies with
-//! `cp.async.mbarrier.arrive.noinc` leaves that fence to the consumers after every full
-//! barrier, and there it stalls the `wgmma` batch in flight: measured on an H100 the layer
-//! ran 4-5 % faster at DeepSeek-V2-Lite T = 1024 but 20 % slower at Mixtral T = 1024
-//! (BENCHMARKS.md, "Session 21 (helper moegat)"). So each producer thread commits a
-//! k-tile's copies as one `cp.async` group and publishes the stage [`LAG`] k-tiles later:
-//! `cp.async.wait_group LAG` (that stage's copies have landed), `fence.proxy.async`, then a
-//! plain arrival on its full barrier; after its last tile it waits for every group and
-//! publishes the stages still pending. The consumers run the family's mainloop unchanged.
+//! Measured on an H100 (BENCHMARKS.md, "Session 21 (helper moegat)"): the fence costs
+//! nothing measurable (a build without it ran the layer within 1 % at every shape), and
+//! publishing each stage from the producer instead (`cp.async` groups, `wait_group`, the
+//! fence, a plain arrival `stages - 2` k-tiles later) was slower (Mixtral T = 1024: 1853
+//! against 1660 us). Against the row gather and the TMA-loaded GEMM1, the layer runs 5 %
+//! faster at DeepSeek-V2-Lite T = 1024 and 4 % at T = 4096, but 16 % slower at Mixtral
+//! T = 1024 (the same ping-pong kernels otherwise): a forced path, not the default.
 
 use super::*;
 
@@ -29,14 +29,6 @@ const THREADS: i64 = WG;
 
 /// Bytes of one `cp.async` chunk.
 const CHUNK: i64 = 16;
-
-/// K-tiles a producer thread keeps its copies in flight before it publishes their stage:
-/// the stages less two. Not more: a consumer releases stage `k - 1` only once stage `k` is
-/// full (one `wgmma` batch in flight), and the producer waits for that release before its
-/// copies of k-tile `k + stages - 1`, so publishing stage `k` then would never happen.
-pub fn lag(stages: usize) -> i64 {
-    stages as i64 - 2
-}
 
 /// The gathering form's own limits: the grouped SwiGLU member of bf16 / f16 operands,
 /// without clusters, a stage's chunks a whole number per producer thread.
@@ -60,24 +52,12 @@ pub(super) fn check(cfg: &GemmSm90Config) -> Result<(), GemmError> {
     Ok(())
 }
 
-/// The resolved plan's limit: at least 3 stages ([`lag`] of at least one k-tile).
-pub(super) fn check_stages(stages: usize) -> Result<(), GemmError> {
-    if lag(stages) < 1 {
-        return Err(cfg_err(format!(
-            "gather_a: {stages} stages; the producer publishes a stage 1 to stages - 2 k-tiles after its copies, so it needs 3"
-        )));
-    }
-    Ok(())
-}
-
-/// The producer's `cp.async` atoms: the 16-byte zero-filling copy to a shared address,
-/// the group commit and the waits.
+/// The producer's `cp.async` atoms: the 16-byte zero-filling copy to a shared address, the
+/// barrier arrival when a thread's copies land, and the wait for them all.
 pub(super) fn snippets() -> Vec<Snippet> {
-    use rcute_atom::copy_cp_async::{
-        cp_async_addr, cp_async_commit_group, cp_async_wait_all, cp_async_wait_group, CacheOp,
-    };
+    use rcute_atom::copy_cp_async::{cp_async_addr, cp_async_mbarrier_arrive_noinc, cp_async_wait_all, CacheOp};
     let mut v: Vec<Snippet> = cp_async_addr(CacheOp::CacheGlobal, 16).into_iter().collect();
-    v.extend([cp_async_commit_group(), cp_async_wait_group(), cp_async_wait_all()]);
+    v.extend([cp_async_mbarrier_arrive_noinc(), cp_async_wait_all()]);
     v
 }
 
@@ -91,8 +71,8 @@ pub(super) fn params(cfg: &GemmSm90Config) -> Vec<(String, String)> {
     ]
 }
 
-/// Arrivals that complete a stage's full mbarrier: the producer threads' (each once its
-/// copies of the stage have landed) and the elected thread's `arrive.expect_tx` for B.
+/// Arrivals that complete a stage's full mbarrier: the producer threads' `cp.async`
+/// arrivals and the elected thread's `arrive.expect_tx` for B.
 pub(super) fn full_arrivals() -> i64 {
     THREADS + 1
 }
@@ -149,12 +129,6 @@ pub(super) fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
         ),
         d("uint32_t", "stage", "0"),
         d("uint32_t", "phase", "0"),
-        dc(
-            "uint32_t",
-            "issued",
-            "0",
-            "k-tiles whose copies this thread committed (the first LAG are published at the next ones)",
-        ),
     ];
     let mut body = tile_of(k, TileNeeds::WithSplit);
     body.extend(tile_tokens(passes, rows_per_pass));
@@ -171,59 +145,12 @@ pub(super) fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
     b.extend(grouped::b_loads(k, Sm90Grouped::SwiGlu));
     kt_body.push(if_("leader", b));
     kt_body.extend(a_copies(k, passes, pass_bytes));
-    kt_body.extend(publish_lagged(k));
     kt_body.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
     body.push(for_("kt", "kt0", "kt0 + k_iters", kt_body));
     ml.push(work_loop(k, body, true));
-    ml.extend(publish_tail(k));
+    ml.push(c("no producer thread leaves with copies in flight"));
+    ml.push(e("rc_cp_async_wait_all()"));
     ml
-}
-
-/// The fence between a stage's `cp.async` writes (generic proxy) and the consumers'
-/// `wgmma` reads (async proxy), then this thread's arrival on the stage's full barrier.
-fn publish(full: &str) -> Vec<Stmt> {
-    vec![
-        e("rc_fence_proxy_async_shared()"),
-        e(format!("rc_mbarrier_arrive({full})")),
-    ]
-}
-
-/// After a k-tile's copies: the stage [`lag`] k-tiles back has landed (at most LAG groups
-/// pending): fence and publish it.
-fn publish_lagged(k: &Ctx) -> Vec<Stmt> {
-    let (s, lag) = (k.s, lag(k.s));
-    let mut then = vec![e(format!("rc_cp_async_wait_group<{lag}>()"))];
-    then.extend(publish(&format!(
-        "bar_full + 8 * ((stage + {}u) % {s}u)",
-        s as i64 - lag
-    )));
-    vec![
-        c(format!(
-            "publish the stage {lag} k-tiles back: its copies have landed (at most {lag} groups in flight), fenced for wgmma"
-        )),
-        if_(format!("issued >= {lag}u"), then),
-        e("++issued"),
-    ]
-}
-
-/// After the walk: every copy landed, the stages still pending published (the last
-/// `min(issued, LAG)` k-tiles', behind `stage`).
-fn publish_tail(k: &Ctx) -> Vec<Stmt> {
-    let (s, lag) = (k.s, lag(k.s));
-    let mut v = vec![
-        c("the last k-tiles' stages: wait for every copy, fence, publish them"),
-        e("rc_cp_async_wait_all()"),
-        e("rc_fence_proxy_async_shared()"),
-    ];
-    v.push(Stmt::Loop {
-        init: format!("uint32_t j = issued < {lag}u ? issued : {lag}u"),
-        cond: "j > 0u".into(),
-        step: "--j".into(),
-        body: vec![e(format!(
-            "rc_mbarrier_arrive(bar_full + 8 * ((stage + {s}u - j) % {s}u))"
-        ))],
-    });
-    v
 }
 
 /// Per tile: the token of each row this thread copies, or -1 for a padding row.
@@ -280,7 +207,17 @@ fn a_copies(k: &Ctx, passes: i64, pass_bytes: i64) -> Vec<Stmt> {
                 )),
             ],
         ),
-        e("rc_cp_async_commit_group()"),
+        c("the stage's full barrier counts this thread once its copies have landed (noinc: the init count holds it)"),
+        e("rc_cp_async_mbarrier_arrive_noinc(full)"),
+    ]
+}
+
+/// The consumers' proxy fence after a stage's full barrier: the A rows came through
+/// `cp.async` (generic proxy), `wgmma` reads shared memory through the async proxy.
+pub(super) fn consumer_fence() -> Vec<Stmt> {
+    vec![
+        c("the stage's A rows were written by cp.async (generic proxy): order them before wgmma's async-proxy reads"),
+        e("rc_fence_proxy_async_shared()"),
     ]
 }
 

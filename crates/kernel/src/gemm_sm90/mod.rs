@@ -121,7 +121,7 @@ mod wgmma_desc;
 pub use config::*;
 pub use grouped::{Sm90Grouped, MAX_WALK_BAND, WALK_BAND};
 pub use grouped_cluster::GROUPED_CLUSTER;
-pub use grouped_gather::{a_chunk_offset, lag as gather_lag};
+pub use grouped_gather::a_chunk_offset;
 pub use grouped_launch::*;
 use kernel::*;
 pub use launch::*;
@@ -336,10 +336,7 @@ fn unit_header(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Vec<String> {
         ));
     }
     if cfg.gather_a {
-        v.push(format!(
-            "gather: A's rows x[sorted_ids[m] / topk] copied by the producer warpgroup (cp.async, 128B swizzle), each stage fenced (fence.proxy.async) and published on its full barrier {} k-tiles later; B by TMA",
-            grouped_gather::lag(p.stages)
-        ));
+        v.push("gather: A's rows x[sorted_ids[m] / topk] copied by the producer warpgroup (cp.async, 128B swizzle, cp.async.mbarrier.arrive.noinc); B by TMA".into());
     }
     v
 }

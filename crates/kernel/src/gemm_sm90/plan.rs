@@ -221,9 +221,6 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
     // them: ping-pong's second epilogue set, the broadcast staging areas and the C
     // pipeline's barriers.
     let stages = ml.stages;
-    if cfg.gather_a {
-        grouped_gather::check_stages(stages)?;
-    }
     let stage_bytes = ml.stage_bytes_ab;
     let main_bytes = ml.smem_offset_b + stages * stage_bytes[1];
     let epi_bytes = epi_sets * epi_set_bytes;

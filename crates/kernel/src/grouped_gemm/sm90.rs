@@ -187,7 +187,7 @@ pub fn sm90_cluster_config(element: Element, epilogue: GroupedEpilogue, tile: [i
 /// use rcute_atom::Element;
 /// let g = rcute_kernel::gemm_sm90::generate(&sm90_gather_config(Element::BF16, SM90_TILE, Sm90Schedule::Cooperative)).unwrap();
 /// assert!(g.name.starts_with("rc_moe_grouped_sm90_bf16_gather_swiglu_128x256x64_coop_s"));
-/// assert!(g.source.contains("rc_cp_async_wait_group<2>()")); // 4 stages: published 2 k-tiles later
+/// assert!(g.source.contains("rc_cp_async_mbarrier_arrive_noinc(full)"));
 /// assert!(!g.source.contains("tmap_a"));
 /// let p = rcute_kernel::gemm_sm90::generate(&sm90_gather_config(Element::F16, SM90_PINGPONG_TILE, Sm90Schedule::PingPong)).unwrap();
 /// assert!(p.name.starts_with("rc_moe_grouped_sm90_f16_gather_swiglu_128x128x64_pingpong_s"));
