@@ -55,7 +55,8 @@ pub struct GemmSm90Config {
     /// `gather_swiglu`): A is the token matrix `x`, and the producer warpgroup copies each
     /// tile row `x[sorted_ids[m] / topk]` into the stage itself by `cp.async` (padding rows
     /// zero-filled) instead of a TMA box of pre-gathered rows; B stays TMA
-    /// ([`super::grouped_gather`]). No clusters.
+    /// ([`crate::grouped_gemm::sm90_gather_config`]; `gemm_sm90/grouped_gather.rs`). No
+    /// clusters.
     pub gather_a: bool,
 }
 

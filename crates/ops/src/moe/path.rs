@@ -39,7 +39,9 @@ pub enum MoePath {
     /// `x[sorted_ids[m] / topk]` into the stages by `cp.async`), so that the layer runs no
     /// separate row gather; GEMM1 never on clusters. The bf16 / f16 layer only (the FP8
     /// layer quantizes its gathered rows and runs Auto's SM90 kernels on this path): an
-    /// error on other GPUs.
+    /// error on other GPUs. Not Auto's choice: measured on an H100 (BENCHMARKS.md, "Session
+    /// 21 (helper moegat)") the layer runs 5 % faster at DeepSeek-V2-Lite T = 1024 and 2-4 %
+    /// at T = 4096, but 16 % slower at Mixtral T = 1024 and 6-13 % at T = 4096.
     Sm90Gather,
 }
 
