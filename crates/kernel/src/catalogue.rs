@@ -320,11 +320,16 @@ fn grouped_gemm_units() -> Vec<CatalogueKernel> {
         } else {
             "HGMMA"
         };
+        let mut expect_sass = vec![mma, "UTMALDG", "SYNCS"];
+        if cfg.gather_a {
+            // The gathering GEMM1's producer copies A's rows with cp.async.
+            expect_sass.push("LDGSTS");
+        }
         out.push(CatalogueKernel {
             name: g.name.clone(),
             arch: Arch::Sm90a,
             source: g.source,
-            expect_sass: vec![mma, "UTMALDG", "SYNCS"],
+            expect_sass,
             kernels: 1,
         });
     }

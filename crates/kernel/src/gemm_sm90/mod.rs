@@ -18,7 +18,8 @@
 //! tile's last arriving CTA: `stream_k.rs`).
 //!
 //! The main kernel is assembled from one emitter per role (`kernel.rs` composes them):
-//! `producer.rs` (TMA loads of A / B and of C), `consumer.rs` (the `wgmma` mainloop),
+//! `producer.rs` (TMA loads of A / B and of C; `grouped_gather.rs` the gathering MoE
+//! GEMM1's producer, A rows by `cp.async`), `consumer.rs` (the `wgmma` mainloop),
 //! `epilogue.rs` (fusion, `stmatrix`, TMA stores), `scheduler.rs` (the tile walk) and
 //! `split_k.rs` (partials and the reduction kernel, emitted in every unit but the grouped
 //! and the stream-K ones, which never run split-K); `wgmma_desc.rs` plans the consumers'
