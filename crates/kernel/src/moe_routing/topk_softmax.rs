@@ -229,14 +229,35 @@ fn select_round(v: u32) -> Vec<Stmt> {
 
 /// The routing of tokens `first, first + step, ...` below `T`, one warp each (`lane`, the
 /// row strides and the token loop): the body of this kernel and of the fused top-k +
-/// alignment kernel ([`super::topk_align`]).
-pub(super) fn token_loop(ty: &str, load: &str, v: u32, first: &str, step: &str) -> Result<Vec<Stmt>, MoeRoutingError> {
+/// alignment kernel ([`super::topk_align`]), which also keeps the ids in the shared array
+/// `shared_ids` (`[T, K]`, row-major) for its alignment.
+pub(super) fn token_loop(
+    ty: &str,
+    load: &str,
+    v: u32,
+    (first, step): (&str, &str),
+    shared_ids: Option<&str>,
+) -> Result<Vec<Stmt>, MoeRoutingError> {
     let cfg = |e: rcute_layout::LayoutError| MoeRoutingError::TooLarge(e.to_string());
     // Row-major [T, E] logits and [T, K] outputs with 64-bit row strides.
     let logits = Layout::new(tuple!("T", "E"), tuple!("ld_x", 1)).map_err(cfg)?;
     let topk = Layout::new(tuple!("T", "K"), tuple!("ld_k", 1)).map_err(cfg)?;
     let x_ix = index_expr(&logits, &["t", "e"]).map_err(cfg)?;
     let o_ix = index_expr(&topk, &["t", "lane"]).map_err(cfg)?;
+    let mut store = vec![
+        Stmt::Comment(o_ix.comment.clone()),
+        Stmt::assign(format!("topk_ids[{}]", o_ix.expr), "my_id"),
+        Stmt::assign(
+            format!("topk_weights[{}]", o_ix.expr),
+            "my_e / (renormalize ? sel_sum : sum)",
+        ),
+    ];
+    if let Some(ids) = shared_ids {
+        let packed = Layout::new(tuple!("T", "K"), tuple!("K", 1)).map_err(cfg)?;
+        let s_ix = index_expr(&packed, &["t", "lane"]).map_err(cfg)?;
+        store.push(Stmt::Comment(format!("the shared copy: {}", s_ix.comment)));
+        store.push(Stmt::assign(format!("{ids}[{}]", s_ix.expr), "my_id"));
+    }
     let token = vec![
         Stmt::Array {
             ty: "float".into(),
@@ -293,14 +314,7 @@ pub(super) fn token_loop(ty: &str, load: &str, v: u32, first: &str, step: &str) 
         },
         Stmt::If {
             cond: "lane < K".into(),
-            then: vec![
-                Stmt::Comment(o_ix.comment.clone()),
-                Stmt::assign(format!("topk_ids[{}]", o_ix.expr), "my_id"),
-                Stmt::assign(
-                    format!("topk_weights[{}]", o_ix.expr),
-                    "my_e / (renormalize ? sel_sum : sum)",
-                ),
-            ],
+            then: store,
             otherwise: vec![],
         },
     ];
@@ -335,8 +349,11 @@ fn kernel(name: &str, ty: &str, load: &str, v: u32) -> Result<CFunction, MoeRout
         ty,
         load,
         v,
-        &format!("blockIdx.x * {WARPS} + threadIdx.x / 32"),
-        &format!("gridDim.x * {WARPS}"),
+        (
+            &format!("blockIdx.x * {WARPS} + threadIdx.x / 32"),
+            &format!("gridDim.x * {WARPS}"),
+        ),
+        None,
     )?;
     Ok(CFunction {
         qualifiers: format!("extern \"C\" __global__ __launch_bounds__({})", 32 * WARPS),
