@@ -169,8 +169,16 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_f32_e64_
     __shared__ int block_first[257];
     __shared__ int expert_count[256];
     __shared__ int warp_sum[32];
+    extern __shared__ int staged_rows[];  // the rows, where the launch gives max_rows ints of dynamic shared memory
+    unsigned dyn_bytes = 0u;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_bytes));
+    const bool staged = max_rows <= (int)(dyn_bytes / 4u);
     const int lane = threadIdx.x % 32;
     const int w = threadIdx.x / 32;
+    // staged: every row starts as the sentinel (before the first block barrier)
+    for (int r = threadIdx.x; staged && r < max_rows; r += 1024) {
+      staged_rows[r] = N;
+    }
     // warp w zeroes its own counters: no other warp touches them before the first block barrier
     for (int e = lane; e < 256; e += 32) {
       warp_count[w * 256 + e] = 0;
@@ -246,7 +254,8 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_f32_e64_
     const int total_blocks = block_first[L];
     // pass 2: padding rows and block experts
     {
-      for (int r = total + threadIdx.x; r < max_rows; r += 1024) {
+      // staged: the sentinel is in the shared rows already
+      for (int r = total + threadIdx.x; !staged && r < max_rows; r += 1024) {
         sorted_ids[r] = N;
       }
       // the blocks starting below max_rows
@@ -256,7 +265,7 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_f32_e64_
       }
       for (int e = w; e < L; e += 32) {
         const int last = row_offset[e + 1];
-        for (int r = row_offset[e] + expert_count[e] + lane; r < last; r += 32) {
+        for (int r = row_offset[e] + expert_count[e] + lane; !staged && r < last; r += 32) {
           sorted_ids[r] = N;
         }
         const int last_block = block_first[e + 1];
@@ -289,7 +298,12 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_f32_e64_
         }
         const unsigned before = peers & ((1u << lane) - 1u);
         if (local) {
-          sorted_ids[row_offset[e] + warp_count[w * 256 + e] + __popc(before)] = base + 32 * u + lane;
+          const int row = row_offset[e] + warp_count[w * 256 + e] + __popc(before);
+          if (staged) {
+            staged_rows[row] = base + 32 * u + lane;
+          } else {
+            sorted_ids[row] = base + 32 * u + lane;
+          }
         }
         __syncwarp();
         // layout (32,256):(256,1) at (w,e)
@@ -297,6 +311,13 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_f32_e64_
           warp_count[w * 256 + e] = warp_count[w * 256 + e] + __popc(peers);
         }
         __syncwarp();
+      }
+    }
+    if (staged) {
+      // the staged rows out, coalesced
+      __syncthreads();
+      for (int r = threadIdx.x; r < max_rows; r += 1024) {
+        sorted_ids[r] = staged_rows[r];
       }
     }
   }

@@ -7,7 +7,8 @@
 //! 3 local experts) and a slice no token routes to, at several tile heights; every output
 //! must match exactly, past the used rows too (sentinel, -1), and a second run must be
 //! bit-identical. Outputs are poisoned first. The fused top-k + alignment kernel (decode
-//! batches, T <= 32) must give the two kernels' outputs bit for bit. Skips with a printed
+//! batches, T <= 32) must give the two kernels' outputs bit for bit, and the alignment
+//! with its rows staged in shared memory those of the direct one. Skips with a printed
 //! reason without a GPU (fails under `RCUTE_REQUIRE_GPU=1`).
 
 mod common;
@@ -19,7 +20,7 @@ use rcute_kernel::grid_dependency::launch_chained;
 use rcute_kernel::moe_routing::align::{self, AlignCapacity, GeneratedMoeAlign, MoeAlignArgs};
 use rcute_kernel::moe_routing::topk_align;
 use rcute_kernel::moe_routing::topk_softmax::{self, GeneratedTopkSoftmax, TopkSoftmaxArgs};
-use rcute_kernel::{Arch, Function, Gpu};
+use rcute_kernel::{Arch, Function, Gpu, LaunchConfig};
 use rcute_ops::moe::{align_reference, topk_softmax_reference, Alignment};
 use std::sync::Arc;
 
@@ -124,6 +125,17 @@ impl Align<'_> {
         local: usize,
         bm: usize,
     ) -> (AlignOut, AlignCapacity) {
+        self.run_with(d_ids, (t, k), (offset, local, bm), |_| self.g.launch_config())
+    }
+
+    /// `run` with the launch configuration `cfg` gives for the arguments.
+    fn run_with(
+        &self,
+        d_ids: &CudaSlice<i32>,
+        (t, k): (usize, usize),
+        (offset, local, bm): (usize, usize, usize),
+        cfg: impl Fn(&MoeAlignArgs) -> LaunchConfig,
+    ) -> (AlignOut, AlignCapacity) {
         let s = self.stream;
         let cap = align::align_capacity(t, k, local, bm).unwrap();
         let poisoned = |n: usize| s.clone_htod(&vec![POISON; n]).unwrap();
@@ -158,7 +170,7 @@ impl Align<'_> {
             // SAFETY: topk_ids holds [T, k] ints; the outputs have the lengths
             // `align_capacity` gives for these sizes (counts L, offsets L + 1, sorted ids
             // `rows`, block experts `blocks`, total 1), as the kernel requires.
-            unsafe { launch_chained(self.f, self.g.launch_config().with_checked(true), args) }.unwrap();
+            unsafe { launch_chained(self.f, cfg(&a).with_checked(true), args) }.unwrap();
         }
         let out = AlignOut {
             counts: s.clone_dtoh(&c).unwrap(),
@@ -452,5 +464,72 @@ fn fused_topk_align_matches_the_two_kernels() {
             };
             assert!(gf.args(&too_many, &a).is_err(), "T = 33 must be refused");
         }
+    }
+}
+
+/// The alignment with its rows staged in shared memory (the layer's launch) against the
+/// reference and the direct launch, bit for bit, and a launch whose dynamic shared memory
+/// is one int short of the rows (the kernel must write directly): random ids over
+/// `[-1, E + 2)` (some dropped) and hot ones (most to one expert), E = 64 top-6 and E = 8
+/// top-2, T = 1 to 4096, the full range at tiles of 16 and 128 and an expert-parallel
+/// slice.
+#[test]
+fn staged_alignment_matches_the_direct_one() {
+    let ga = align::generate();
+    let Some((gpu, ca)) = compile_and_gpu(&ga.source, &format!("{}.cu", ga.name), Arch::Sm80) else {
+        return;
+    };
+    let stream = gpu.stream();
+    let fa = load(&gpu, &ca, &ga.name);
+    let free = gpu.max_shared_per_block_optin() - fa.static_smem_bytes();
+    let aligner = Align { g: &ga, f: &fa, stream };
+    let mut rng = Rng::for_test("gpu_moe_staged_align");
+    for (e, k) in [(64usize, 6usize), (8, 2)] {
+        for &t in cases(&[4096usize, 1, 1000, 3]) {
+            for hot in [false, true] {
+                let ids: Vec<i32> = (0..t * k)
+                    .map(|_| match rng.next_u32() % 10 {
+                        0..=6 if hot => 1,
+                        _ => (rng.next_u32() % (e as u32 + 3)) as i32 - 1,
+                    })
+                    .collect();
+                let d_ids = stream.clone_htod(&ids).unwrap();
+                for (offset, local, bm) in [(0, e, 16), (0, e, 128), (2, 3, 128)] {
+                    let what = format!("E={e} k={k} T={t} hot={hot} align [{offset}, +{local}) block_m={bm}");
+                    let want = align_reference(&ids, t, k, offset, local, bm).unwrap();
+                    let tk = (t, k);
+                    let olb = (offset, local, bm);
+                    let staged = |a: &MoeAlignArgs| ga.staged_launch_config(a, free).unwrap();
+                    let (got, cap) = aligner.run_with(&d_ids, tk, olb, staged);
+                    assert!(
+                        cap.rows > align::STAGED_ROWS_MAX || staged(&aligner_args(t, k, olb)).dynamic_smem_bytes > 0,
+                        "{what}: not staged"
+                    );
+                    check_alignment(&got, &want, cap, (t * k) as i32, &what);
+                    let (direct, _) = aligner.run(&d_ids, t, k, offset, local, bm);
+                    assert_eq!(got, direct, "{what}: staged and direct differ");
+                    let short = |_: &MoeAlignArgs| ga.launch_config().with_dynamic_smem(cap.rows as u32 * 4 - 4);
+                    let (short_out, _) = aligner.run_with(&d_ids, tk, olb, short);
+                    assert_eq!(short_out, direct, "{what}: one int short of the rows");
+                }
+            }
+        }
+    }
+}
+
+/// Alignment arguments for sizes only (the launch configuration reads no pointer).
+fn aligner_args(t: usize, k: usize, (offset, local, bm): (usize, usize, usize)) -> MoeAlignArgs {
+    MoeAlignArgs {
+        topk_ids: 0,
+        counts: 0,
+        offsets: 0,
+        sorted_ids: 0,
+        block_expert: 0,
+        total_rows: 0,
+        tokens: t as i32,
+        topk: k as i32,
+        expert_offset: offset as i32,
+        local_experts: local as i32,
+        block_m: bm as i32,
     }
 }

@@ -32,6 +32,15 @@
 //! touch one counter): the order within an expert is the order of the flattened index,
 //! whatever the scheduling.
 //!
+//! Staged rows: launched with [`GeneratedMoeAlign::staged_launch_config`], which gives the
+//! block `4 * rows` bytes of dynamic shared memory where they fit, the kernel fills a
+//! shared copy of `sorted_ids` with the sentinel, places the entries there (pass 3's
+//! scattered 4-byte stores stay in the SM) and copies all `rows` out in coalesced stores
+//! at the end: one 128-byte line per warp store instead of up to 32. The kernel stages
+//! exactly when `max_rows` ints fit its dynamic shared memory (`%dynamic_smem_size`), so
+//! a launch without it ([`GeneratedMoeAlign::launch_config`], and the fused top-k +
+//! alignment) writes `sorted_ids` directly; the outputs are the same either way.
+//!
 //! The body reads the ids through a name ([`body`]'s `ids`): `topk_ids` in global memory
 //! here, the fused top-k + alignment kernel's copy in shared memory there
 //! ([`super::topk_align`]).
@@ -61,6 +70,10 @@ const WARPS: u32 = THREADS / 32;
 /// 8 measured the same and 16 slower (DeepSeek-V2-Lite, T = 1024, H100; BENCHMARKS.md,
 /// session 14, helper moegather).
 const UNROLL: u32 = 4;
+
+/// The most rows [`GeneratedMoeAlign::staged_launch_config`] stages in shared memory
+/// (160 KiB; DeepSeek-V2-Lite at T = 4096 and tiles of 128 has 32704).
+pub const STAGED_ROWS_MAX: usize = 40960;
 
 /// The largest `T * k + L * (block_m - 1)` the 32-bit indices allow.
 pub const MAX_ROWS_BOUND: i64 = 1 << 30;
@@ -178,9 +191,22 @@ impl GeneratedMoeAlign {
         )
     }
 
-    /// One block of [`THREADS`] threads.
+    /// One block of [`THREADS`] threads, `sorted_ids` written directly.
     pub fn launch_config(&self) -> LaunchConfig {
         LaunchConfig::new(Dim3::new(1, 1, 1), THREADS)
+    }
+
+    /// One block of [`THREADS`] threads with the rows staged in shared memory when their
+    /// `4 * rows` bytes fit in `free_smem` (the device's opt-in limit less the kernel's
+    /// static shared memory) and [`STAGED_ROWS_MAX`]; else [`Self::launch_config`].
+    pub fn staged_launch_config(&self, a: &MoeAlignArgs, free_smem: u32) -> Result<LaunchConfig, MoeRoutingError> {
+        let cap = self.check(a)?;
+        let bytes = cap.rows * 4;
+        Ok(if cap.rows <= STAGED_ROWS_MAX && bytes <= free_smem as usize {
+            self.launch_config().with_dynamic_smem(bytes as u32)
+        } else {
+            self.launch_config()
+        })
     }
 
     /// The kernel's arguments in order (after [`Self::check`]), but its last
@@ -407,14 +433,16 @@ fn scan() -> Vec<Stmt> {
     ]
 }
 
-/// Pass 2: the sentinel in every padding row, the expert of every block (-1 past the
-/// total): the rows and blocks past the total strided over the block, then warp `w` the
-/// padding rows and the blocks of experts `w, w + WARPS, ...`. No division per row.
+/// Pass 2: the sentinel in every padding row (unless `staged`), the expert of every block
+/// (-1 past the total): the rows and blocks past the total strided over the block, then
+/// warp `w` the padding rows and the blocks of experts `w, w + WARPS, ...`. No division
+/// per row.
 fn pad_rows() -> Vec<Stmt> {
     vec![
+        Stmt::Comment("staged: the sentinel is in the shared rows already".into()),
         Stmt::Loop {
             init: "int r = total + threadIdx.x".into(),
-            cond: "r < max_rows".into(),
+            cond: "!staged && r < max_rows".into(),
             step: format!("r += {THREADS}"),
             body: vec![Stmt::assign("sorted_ids[r]", "N")],
         },
@@ -438,7 +466,7 @@ fn pad_rows() -> Vec<Stmt> {
                 Stmt::decl("const int", "last", "row_offset[e + 1]"),
                 Stmt::Loop {
                     init: "int r = row_offset[e] + expert_count[e] + lane".into(),
-                    cond: "r < last".into(),
+                    cond: "!staged && r < last".into(),
                     step: "r += 32".into(),
                     body: vec![Stmt::assign("sorted_ids[r]", "N")],
                 },
@@ -500,8 +528,24 @@ pub(super) fn body(ids: &str) -> Vec<Stmt> {
         shared(format!("block_first[{}]", MAX_LOCAL_EXPERTS + 1)),
         shared(format!("expert_count[{MAX_LOCAL_EXPERTS}]")),
         shared(format!("warp_sum[{WARPS}]")),
+        Stmt::Decl {
+            ty: "extern __shared__ int".into(),
+            name: "staged_rows[]".into(),
+            init: None,
+            comment: Some("the rows, where the launch gives max_rows ints of dynamic shared memory".into()),
+        },
+        Stmt::decl("unsigned", "dyn_bytes", "0u"),
+        Stmt::Expr("asm(\"mov.u32 %0, %%dynamic_smem_size;\" : \"=r\"(dyn_bytes))".into()),
+        Stmt::decl("const bool", "staged", "max_rows <= (int)(dyn_bytes / 4u)"),
         Stmt::decl("const int", "lane", "threadIdx.x % 32"),
         Stmt::decl("const int", "w", "threadIdx.x / 32"),
+        Stmt::Comment("staged: every row starts as the sentinel (before the first block barrier)".into()),
+        Stmt::Loop {
+            init: "int r = threadIdx.x".into(),
+            cond: "staged && r < max_rows".into(),
+            step: format!("r += {THREADS}"),
+            body: vec![Stmt::assign("staged_rows[r]", "N")],
+        },
         Stmt::Comment(
             "warp w zeroes its own counters: no other warp touches them before the first block barrier".into(),
         ),
@@ -536,15 +580,33 @@ pub(super) fn body(ids: &str) -> Vec<Stmt> {
             vec![
                 Stmt::If {
                     cond: "local".into(),
-                    then: vec![Stmt::assign(
-                        format!("sorted_ids[row_offset[e] + {cnt} + __popc(before)]"),
-                        "base + 32 * u + lane",
-                    )],
+                    then: vec![
+                        Stmt::decl("const int", "row", format!("row_offset[e] + {cnt} + __popc(before)")),
+                        Stmt::If {
+                            cond: "staged".into(),
+                            then: vec![Stmt::assign("staged_rows[row]", "base + 32 * u + lane")],
+                            otherwise: vec![Stmt::assign("sorted_ids[row]", "base + 32 * u + lane")],
+                        },
+                    ],
                     otherwise: vec![],
                 },
                 Stmt::Expr("__syncwarp()".into()),
             ],
         ),
+        Stmt::If {
+            cond: "staged".into(),
+            then: vec![
+                Stmt::Comment("the staged rows out, coalesced".into()),
+                Stmt::Expr("__syncthreads()".into()),
+                Stmt::Loop {
+                    init: "int r = threadIdx.x".into(),
+                    cond: "r < max_rows".into(),
+                    step: format!("r += {THREADS}"),
+                    body: vec![Stmt::assign("sorted_ids[r]", "staged_rows[r]")],
+                },
+            ],
+            otherwise: vec![],
+        },
     ]);
     body
 }
