@@ -113,25 +113,25 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_f32_e64_
       float my_e = 0.0f;
       float sel_sum = 0.0f;
       for (int j = 0; j < K; ++j) {
-        float bv = __int_as_float(0xff800000);
-        int bi = 0x7fffffff;
+        unsigned lk = 0u;
+        int li = 0x7fffffff;
         #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          const float cv = x[i];
           const int ci = lane + 32 * i;
-          if (ci < E && !((taken >> i) & 1u) && (cv > bv || (cv == bv && ci < bi))) {
-            bv = cv;
-            bi = ci;
+          if (ci < E && !((taken >> i) & 1u)) {
+            unsigned u = __float_as_uint(x[i]);
+            u = u == 0x80000000u ? 0u : u;
+            const unsigned key = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+            if (key > lk) {
+              lk = key;
+              li = ci;
+            }
           }
         }
-        for (int o = 16; o > 0; o /= 2) {
-          const float cv = __shfl_xor_sync(0xffffffffu, bv, o);
-          const int ci = __shfl_xor_sync(0xffffffffu, bi, o);
-          if ((cv > bv || (cv == bv && ci < bi))) {
-            bv = cv;
-            bi = ci;
-          }
-        }
+        const unsigned best = __reduce_max_sync(0xffffffffu, lk);
+        const int bi = (int)__reduce_min_sync(0xffffffffu, lk == best ? (unsigned)li : 0x7fffffffu);
+        // the winning logit back from its key
+        const float bv = __uint_as_float((best & 0x80000000u) ? (best & 0x7fffffffu) : ~best);
         // the owner lane (bi % 32) retires the winner's slot (bi / 32)
         if (bi % 32 == lane) {
           taken = taken | (1u << (bi / 32));
@@ -274,8 +274,6 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_f32_e64_
         }
       }
     }
-    // bits of a value in [0, L]: the ballots that find a warp's lanes of one expert
-    const int bits = 32 - __clz(L);
     // pass 3: each entry at its expert's offset + the warp's rank + its rank in the group
     for (int base = begin; base < end; base += 128) {
       int id[4];  // local expert of entries base + 32 * u + lane (-1 past end)
@@ -289,13 +287,8 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_f32_e64_
         const int e = id[u];
         const bool local = (unsigned)e < (unsigned)L;
         const int v = local ? e : L;
-        // the lanes holding v: the lanes agreeing with this one on every bit
-        unsigned peers = 0xffffffffu;
-        for (int b = 0; b < bits; ++b) {
-          const bool set = (v >> b) & 1;
-          const unsigned m = __ballot_sync(0xffffffffu, set);
-          peers = peers & (set ? m : ~m);
-        }
+        // the lanes holding v
+        const unsigned peers = __match_any_sync(0xffffffffu, v);
         const unsigned before = peers & ((1u << lane) - 1u);
         if (local) {
           const int row = row_offset[e] + warp_count[w * 256 + e] + __popc(before);

@@ -12,21 +12,21 @@ fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
     for e in [Element::F32, Element::BF16, Element::F16] {
         for experts in [8, 64, 128, 256] {
             let g = topk_softmax::generate(e, experts).unwrap();
-            v.push((g.name, g.source, vec!["SHFL.BFLY", "MUFU.EX2"]));
+            v.push((g.name, g.source, vec!["SHFL.BFLY", "MUFU.EX2", "REDUX"]));
         }
     }
     let g = align::generate();
     v.push((
         g.name,
         g.source,
-        vec!["VOTE.ANY", "ATOMS", "SHFL.UP", "POPC", "BAR.SYNC"],
+        vec!["MATCH.ANY", "ATOMS", "SHFL.UP", "POPC", "BAR.SYNC"],
     ));
     for (e, experts) in [(Element::F32, 64), (Element::BF16, 8), (Element::F32, 256)] {
         let g = topk_align::generate(e, experts).unwrap();
         v.push((
             g.name,
             g.source,
-            vec!["SHFL.BFLY", "MUFU.EX2", "VOTE.ANY", "ATOMS", "BAR.SYNC", "MEMBAR"],
+            vec!["SHFL.BFLY", "MUFU.EX2", "REDUX", "MATCH.ANY", "ATOMS", "BAR.SYNC", "MEMBAR"],
         ));
     }
     let g = ep_dispatch::generate_pack();

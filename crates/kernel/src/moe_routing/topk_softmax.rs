@@ -178,39 +178,49 @@ fn butterfly(var: &str, combine: &str) -> Stmt {
 }
 
 /// Lane `lane`'s best remaining candidate, then the warp's best: the largest logit, ties
-/// to the lower expert index (a total order, so every lane of the butterfly agrees).
+/// to the lower expert index. Each logit becomes an order-preserving 32-bit key (the float
+/// bits with the sign flipped for positives, all bits flipped for negatives; `-0` taken as
+/// `+0`, so equal logits have equal keys), 0 for a taken or absent slot (below the key of
+/// `-inf`). A lane keeps its largest key, ties to its lower slot (the lower index); the
+/// warp's largest key is one `redux.sync` maximum and its lowest index among the lanes
+/// holding it one minimum: the same winner as comparing (logit, index) pairs.
 fn select_round(v: u32) -> Vec<Stmt> {
-    let better = "(cv > bv || (cv == bv && ci < bi))";
     vec![
-        Stmt::decl("float", "bv", NEG_INF),
-        Stmt::decl("int", "bi", "0x7fffffff"),
+        Stmt::decl("unsigned", "lk", "0u"),
+        Stmt::decl("int", "li", "0x7fffffff"),
         Stmt::unrolled(
             "i",
             v,
             vec![
-                Stmt::decl("const float", "cv", "x[i]"),
                 Stmt::decl("const int", "ci", "lane + 32 * i"),
                 Stmt::If {
-                    cond: format!("ci < E && !((taken >> i) & 1u) && {better}"),
-                    then: vec![Stmt::assign("bv", "cv"), Stmt::assign("bi", "ci")],
+                    cond: "ci < E && !((taken >> i) & 1u)".into(),
+                    then: vec![
+                        Stmt::decl("unsigned", "u", "__float_as_uint(x[i])"),
+                        Stmt::assign("u", "u == 0x80000000u ? 0u : u"),
+                        Stmt::decl("const unsigned", "key", "(u & 0x80000000u) ? ~u : (u | 0x80000000u)"),
+                        Stmt::If {
+                            cond: "key > lk".into(),
+                            then: vec![Stmt::assign("lk", "key"), Stmt::assign("li", "ci")],
+                            otherwise: vec![],
+                        },
+                    ],
                     otherwise: vec![],
                 },
             ],
         ),
-        Stmt::Loop {
-            init: "int o = 16".into(),
-            cond: "o > 0".into(),
-            step: "o /= 2".into(),
-            body: vec![
-                Stmt::decl("const float", "cv", "__shfl_xor_sync(0xffffffffu, bv, o)"),
-                Stmt::decl("const int", "ci", "__shfl_xor_sync(0xffffffffu, bi, o)"),
-                Stmt::If {
-                    cond: better.into(),
-                    then: vec![Stmt::assign("bv", "cv"), Stmt::assign("bi", "ci")],
-                    otherwise: vec![],
-                },
-            ],
-        },
+        Stmt::decl("const unsigned", "best", "__reduce_max_sync(0xffffffffu, lk)"),
+        Stmt::decl(
+            "const int",
+            "bi",
+            "(int)__reduce_min_sync(0xffffffffu, lk == best ? (unsigned)li : 0x7fffffffu)",
+        ),
+        Stmt::Comment("the winning logit back from its key".into()),
+        Stmt::decl(
+            "const float",
+            "bv",
+            "__uint_as_float((best & 0x80000000u) ? (best & 0x7fffffffu) : ~best)",
+        ),
         Stmt::Comment("the owner lane (bi % 32) retires the winner's slot (bi / 32)".into()),
         Stmt::If {
             cond: "bi % 32 == lane".into(),
