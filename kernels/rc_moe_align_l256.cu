@@ -177,6 +177,8 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_align_l256(
       }
     }
   }
+  // bits of a value in [0, L]: the ballots that find a warp's lanes of one expert
+  const int bits = 32 - __clz(L);
   // pass 3: each entry at its expert's offset + the warp's rank + its rank in the group
   for (int base = begin; base < end; base += 128) {
     int id[4];  // local expert of entries base + 32 * u + lane (-1 past end)
@@ -190,8 +192,13 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_align_l256(
       const int e = id[u];
       const bool local = (unsigned)e < (unsigned)L;
       const int v = local ? e : L;
-      // the lanes holding v
-      const unsigned peers = __match_any_sync(0xffffffffu, v);
+      // the lanes holding v: the lanes agreeing with this one on every bit
+      unsigned peers = 0xffffffffu;
+      for (int b = 0; b < bits; ++b) {
+        const bool set = (v >> b) & 1;
+        const unsigned m = __ballot_sync(0xffffffffu, set);
+        peers = peers & (set ? m : ~m);
+      }
       const unsigned before = peers & ((1u << lane) - 1u);
       if (local) {
         const int row = row_offset[e] + warp_count[w * 256 + e] + __popc(before);

@@ -19,14 +19,22 @@ fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
     v.push((
         g.name,
         g.source,
-        vec!["MATCH.ANY", "ATOMS", "SHFL.UP", "POPC", "BAR.SYNC"],
+        vec!["VOTE.ANY", "ATOMS", "SHFL.UP", "POPC", "BAR.SYNC"],
     ));
     for (e, experts) in [(Element::F32, 64), (Element::BF16, 8), (Element::F32, 256)] {
         let g = topk_align::generate(e, experts).unwrap();
         v.push((
             g.name,
             g.source,
-            vec!["SHFL.BFLY", "MUFU.EX2", "REDUX", "MATCH.ANY", "ATOMS", "BAR.SYNC", "MEMBAR"],
+            vec![
+                "SHFL.BFLY",
+                "MUFU.EX2",
+                "REDUX",
+                "VOTE.ANY",
+                "ATOMS",
+                "BAR.SYNC",
+                "MEMBAR",
+            ],
         ));
     }
     let g = ep_dispatch::generate_pack();

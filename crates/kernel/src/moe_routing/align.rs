@@ -27,10 +27,12 @@
 //! division runs per row. Pass 2 writes the padding and the block experts (one warp per
 //! expert, the rows and blocks past the total strided over the block), pass 3 walks the
 //! entries again and places each at `offset + warp's rank + rank within the group`, the
-//! group being the lanes of one expert (found with one `__match_any_sync`; the group's
-//! lowest lane advances the warp's counter, so no two lanes of a warp touch one counter):
-//! the order within an expert is the order of the flattened index, whatever the
-//! scheduling.
+//! group being the lanes of one expert (found with one `__ballot_sync` per bit of the
+//! expert; the group's lowest lane advances the warp's counter, so no two lanes of a warp
+//! touch one counter): the order within an expert is the order of the flattened index,
+//! whatever the scheduling. One `__match_any_sync` finds the same group in one instruction
+//! but measured slower on the H100 (DeepSeek-V2-Lite T = 1024: 13.3 against 11.3 us, T =
+//! 4096: 34 against 24 us; BENCHMARKS.md, session 21, helper moert).
 //!
 //! Staged rows: launched with [`GeneratedMoeAlign::staged_launch_config`], which gives the
 //! block `4 * rows` bytes of dynamic shared memory where they fit, the kernel fills a
@@ -270,9 +272,9 @@ fn counter(warp: &str) -> (String, String) {
 /// * `place` empty (pass 1): a local entry adds one to the warp's counter of `e` (a shared
 ///   atomic: the sum does not depend on the order).
 /// * else (pass 3): `peers` are the lanes with the same value (`e`, or `L` for entries of
-///   no local expert), found with one `__match_any_sync`, and `before` those of lower
-///   lanes; `place` runs, then the group's lowest lane advances the warp's counter of `e`
-///   by the group's size, so the ranks follow the lane order.
+///   no local expert) and `before` those of lower lanes, found with one ballot per bit of
+///   the value (`bits` of them); `place` runs, then the group's lowest lane advances the
+///   warp's counter of `e` by the group's size, so the ranks follow the lane order.
 fn walk_entries(ids: &str, place: Vec<Stmt>) -> Stmt {
     let (cnt, cnt_doc) = counter("w");
     let mut per_entry = vec![
@@ -291,8 +293,18 @@ fn walk_entries(ids: &str, place: Vec<Stmt>) -> Stmt {
     } else {
         per_entry.extend([
             Stmt::decl("const int", "v", "local ? e : L"),
-            Stmt::Comment("the lanes holding v".into()),
-            Stmt::decl("const unsigned", "peers", "__match_any_sync(0xffffffffu, v)"),
+            Stmt::Comment("the lanes holding v: the lanes agreeing with this one on every bit".into()),
+            Stmt::decl("unsigned", "peers", "0xffffffffu"),
+            Stmt::Loop {
+                init: "int b = 0".into(),
+                cond: "b < bits".into(),
+                step: "++b".into(),
+                body: vec![
+                    Stmt::decl("const bool", "set", "(v >> b) & 1"),
+                    Stmt::decl("const unsigned", "m", "__ballot_sync(0xffffffffu, set)"),
+                    Stmt::assign("peers", "peers & (set ? m : ~m)"),
+                ],
+            },
             Stmt::decl("const unsigned", "before", "peers & ((1u << lane) - 1u)"),
         ]);
         per_entry.extend(place);
@@ -562,6 +574,8 @@ pub(super) fn body(ids: &str) -> Vec<Stmt> {
         Stmt::decl("const int", "total_blocks", "block_first[L]"),
         Stmt::Comment("pass 2: padding rows and block experts".into()),
         Stmt::Block(pad_rows()),
+        Stmt::Comment("bits of a value in [0, L]: the ballots that find a warp's lanes of one expert".into()),
+        Stmt::decl("const int", "bits", "32 - __clz(L)"),
         Stmt::Comment("pass 3: each entry at its expert's offset + the warp's rank + its rank in the group".into()),
         walk_entries(
             ids,
