@@ -874,6 +874,115 @@ fn awq_gemm_streamed_checkpoint_matches_the_float64_reference() {
     assert!(s.clone_dtoh(&out).unwrap().iter().all(|v| v.to_f32() == SENTINEL));
 }
 
+/// The unprepared op's decode rules of `rcute_ops::awq::select_checkpoint` on shapes sized
+/// from this GPU's SM count so that each rule takes them (the test asserts it): the one-wave
+/// streamed rule (`64 sms` columns: one 8-row tile with its ring of 4, two with the ring of
+/// 2) and the three bands where the fused configuration differs from `select_awq_gemm`'s
+/// (`3 sms / 4` and `5 sms / 16` 256-column tiles; 4 tiles with K past 8192), each through
+/// `Ops::awq_gemm` against the float64 reference, f16 and bf16 (bf16 on the first two).
+#[test]
+fn awq_gemm_unprepared_decode_rules_match_the_float64_reference() {
+    use rcute_ops::awq::select::select_awq_gemm;
+    use rcute_ops::awq::select_checkpoint::{select_awq_checkpoint_streamed, select_awq_gemm_checkpoint};
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    let sms = ops.gpu().sm_count() as usize;
+    let mut rng = Rng::for_test("awq_unprepared_decode_rules");
+    // (M, N, K, G, bias, streamed): N ends inside a 64-column block in the fourth case; K of
+    // more k-tiles than the rules' splits, so that the choices differ
+    let wave = 64 * sms;
+    let shapes = [
+        (5, wave, 512, 128, true, true),
+        (16, wave, 256, 64, false, true),
+        (12, 256 * (3 * sms / 4), 256, 128, true, false),
+        (9, 256 * (5 * sms).div_ceil(16) - 8, 512, 64, false, false),
+        (16, 256 * (5 * sms).div_ceil(16), 640, 128, true, false),
+        (16, 1024, 8256, 64, true, false),
+    ];
+    let e = rcute_atom::Element::F16;
+    for (i, &(m, n, k, g, bias, streamed)) in shapes.iter().enumerate() {
+        let chosen = select_awq_checkpoint_streamed(m, n, k, sms, e);
+        assert_eq!(chosen.is_some(), streamed, "{m}x{n}x{k} on {sms} SMs: {chosen:?}");
+        if let Some((cfg, splits)) = chosen {
+            assert_eq!((cfg.tile[0], cfg.stages, splits), (8, if m <= 8 { 4 } else { 2 }, 1));
+        } else {
+            assert_ne!(
+                select_awq_gemm_checkpoint(m, n, k, sms, e),
+                select_awq_gemm(m, n, k, sms, e),
+                "{m}x{n}x{k}"
+            );
+        }
+        let what = format!("{m}x{n}x{k} G={g} bias={bias}");
+        let case = Case::<f16>::new(&ops, &mut rng, m, n, k, g, bias);
+        case.check(&ops, Run::Op, &format!("f16 {what} (op)"));
+        if i < 2 {
+            let case = Case::<bf16>::new(&ops, &mut rng, m, n, k, g, bias);
+            case.check(&ops, Run::Op, &format!("bf16 {what} (op)"));
+        }
+        eprintln!("ok {what}");
+    }
+}
+
+/// The prepared op on `case` against the reference, and the same values as the kernel
+/// forced to `chosen`.
+fn op_matches_forced<T: Half>(ops: &Ops, case: &Case<T>, chosen: Option<(AwqGemmConfig, u32)>, what: &str) {
+    let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+    let op = case.check(ops, Run::PreparedOp(&w), &format!("{what} (op)"));
+    let forced = case.check(ops, Run::Prepared(&w, chosen), &format!("{what} (forced)"));
+    assert!(op == forced, "{what}: the op's result differs from the rule's kernel");
+}
+
+/// The prepared op's one-wave streamed rule (`rcute_ops::awq::select::select_awq_streamed_wave`:
+/// the 8x64 streamed kernel, 16 warps along K, the shared ring of 4, one split) on shapes
+/// sized from this GPU's SM count so that the rule takes them and the SM90 wgmma kernels
+/// do not (asserted): `64 sms` columns at 1 and 8 rows, just over half a wave of 64-column
+/// blocks at 5 rows with the K one split stages (4096). Through `Ops::awq_gemm_prepared`
+/// against the float64 reference, f16 and bf16, with the same values as the kernel forced
+/// to the rule's choice.
+#[test]
+fn awq_gemm_prepared_wave_rule_matches_the_float64_reference() {
+    use rcute_ops::awq::select::{select_awq_streamed_wave, select_awq_wgmma};
+    use rcute_ops::awq::select_split::select_awq_wgmma_split;
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    let (sms, cc) = (ops.gpu().sm_count() as usize, ops.gpu().compute_capability());
+    let mut rng = Rng::for_test("awq_prepared_wave_rule");
+    // (M, N, K, G, bias)
+    let shapes = [
+        (1, 64 * sms, 512, 128, true),
+        (8, 64 * sms, 256, 64, false),
+        (5, 64 * (sms / 2 + 1), 4096, 128, true),
+    ];
+    for (m, n, k, g, bias) in shapes {
+        let what = format!("{m}x{n}x{k} G={g} bias={bias}");
+        for e in [rcute_atom::Element::F16, rcute_atom::Element::BF16] {
+            let chosen = select_awq_streamed_wave(m, n, k, sms, e);
+            let got = chosen.map(|(c, s)| (c.tile[0], c.stages, c.shared_ring, s));
+            assert_eq!(got, Some((8, 4, true, 1)), "{what} on {sms} SMs");
+            assert!(
+                select_awq_wgmma_split(m, n, k, sms, cc, e).is_none()
+                    && select_awq_wgmma(m, n, k, sms, cc, e).is_none()
+            );
+            if e == rcute_atom::Element::F16 {
+                op_matches_forced(
+                    &ops,
+                    &Case::<f16>::new(&ops, &mut rng, m, n, k, g, bias),
+                    chosen,
+                    &format!("f16 {what}"),
+                );
+            } else {
+                op_matches_forced(
+                    &ops,
+                    &Case::<bf16>::new(&ops, &mut rng, m, n, k, g, bias),
+                    chosen,
+                    &format!("bf16 {what}"),
+                );
+            }
+        }
+        eprintln!("ok {what}");
+    }
+}
+
 /// `AwqWeight::prepare` + `awq_gemm_prepared` against the float64 reference (the op's own
 /// path, the prepared kernel's own configuration and every configuration forced with one
 /// and with three K splits, f16 and bf16); shapes the layout cannot block and a prepared

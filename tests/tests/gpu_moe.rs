@@ -31,8 +31,8 @@ fn ops() -> Option<Ops> {
 
 /// The grouped GEMM families to run: SM80 everywhere, SM90 forced on sm_90 (GEMM2 on
 /// 128x256 and on 128x128 tiles, GEMM1 on 2x1 clusters, both GEMMs on the ping-pong
-/// schedule), then the rule; `RCUTE_MOE_PATHS` (a comma list of `sm80`, `sm90`,
-/// `sm90narrow`, `sm90cluster`, `sm90pingpong`, `auto`) keeps some of them (the sanitizer
+/// schedule, GEMM1 gathering its rows itself), then the rule; `RCUTE_MOE_PATHS` (a comma
+/// list of `sm80`, `sm90`, `sm90narrow`, `sm90cluster`, `sm90pingpong`, `sm90gather`, `auto`) keeps some of them (the sanitizer
 /// runs keep the SM90 ones).
 fn paths(ops: &Ops) -> Vec<MoePath> {
     let mut v = vec![MoePath::Sm80];
@@ -41,6 +41,7 @@ fn paths(ops: &Ops) -> Vec<MoePath> {
         v.push(MoePath::Sm90Narrow);
         v.push(MoePath::Sm90Cluster);
         v.push(MoePath::Sm90PingPong);
+        v.push(MoePath::Sm90Gather);
     } else {
         eprintln!("not an sm_90 GPU: the SM90 grouped GEMMs are not run");
     }
@@ -731,6 +732,32 @@ fn pingpong_path_over_many_tiles_per_cta() {
         "ping-pong bit-identical to the cooperative path: {}",
         bits(&pp) == bits(&sm90)
     );
+}
+
+/// The gathering GEMM1 (`MoePath::Sm90Gather`: its producer warpgroup copies the token
+/// rows into the stages, no gather kernel) runs Auto's kernels otherwise, so its layer is
+/// bit-identical to Auto's: at a cooperative shape (E = 8, top-2, 4000 tokens, ~1000 rows
+/// per expert, ~8 tiles per CTA) and a ping-pong one (800 tokens, ~200 rows per expert),
+/// both with H = 264 (a k-tile past K: its chunks zero-filled), and close to the SM80 family.
+#[test]
+fn gather_path_is_auto_bit_for_bit() {
+    let Some(ops) = ops() else { return };
+    if ops.gpu().compute_capability() != (9, 0) {
+        eprintln!("not an sm_90 GPU: nothing to check");
+        return;
+    }
+    let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for t in [4000, 800] {
+        let paths = [MoePath::Sm90Gather, MoePath::Auto, MoePath::Sm80];
+        let [gather, auto, sm80] = prefill_paths(&ops, "gather_path", (8, 2, 264, 1024, t), paths);
+        let sm80_f: Vec<f64> = sm80.iter().map(|v| v.to_f64()).collect();
+        check_close(&format!("T={t}: SM90 gathering GEMM1 vs SM80 family"), &gather, &sm80_f);
+        assert_eq!(
+            bits(&gather),
+            bits(&auto),
+            "T={t}: the gathering GEMM1's layer differs from Auto's"
+        );
+    }
 }
 
 /// The layer of `e` experts, top-`k`, `h` x `i`, over `t` random tokens routed by seeded

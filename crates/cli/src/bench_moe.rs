@@ -52,7 +52,8 @@ pub struct BenchMoeArgs {
     /// The grouped GEMM family of the layer (repeatable; each is timed in the same run,
     /// alternating with the peer): `auto` (the op's rule), `sm80`, `sm90` (GEMM2 on 128x256
     /// tiles), `sm90-narrow` (GEMM2 on 128x128 tiles), `sm90-cluster`,
-    /// `sm90-narrow-cluster` or `sm90-pingpong` (both GEMMs on the ping-pong schedule);
+    /// `sm90-narrow-cluster`, `sm90-pingpong` (both GEMMs on the ping-pong schedule) or
+    /// `sm90-gather` (auto's SM90 kernels with GEMM1 gathering the token rows itself);
     /// `,b<BAND>` after any of them walks the SM90 GEMMs' tiles in bands of at most BAND
     /// row tiles of one expert (`MoeOptions::walk_band`, e.g. `sm90-pingpong,b4`).
     #[arg(long = "path", default_values_t = ["auto".to_string()])]
@@ -292,8 +293,9 @@ fn parse_path(p: &str) -> Result<MoePath, String> {
         "sm90-cluster" => Ok(MoePath::Sm90Cluster),
         "sm90-narrow-cluster" => Ok(MoePath::Sm90NarrowCluster),
         "sm90-pingpong" => Ok(MoePath::Sm90PingPong),
+        "sm90-gather" => Ok(MoePath::Sm90Gather),
         other => Err(format!(
-            "--path {other}: auto, sm80, sm90, sm90-narrow, sm90-cluster, sm90-narrow-cluster or sm90-pingpong"
+            "--path {other}: auto, sm80, sm90, sm90-narrow, sm90-cluster, sm90-narrow-cluster, sm90-pingpong or sm90-gather"
         )),
     }
 }

@@ -320,11 +320,16 @@ fn grouped_gemm_units() -> Vec<CatalogueKernel> {
         } else {
             "HGMMA"
         };
+        let mut expect_sass = vec![mma, "UTMALDG", "SYNCS"];
+        if cfg.gather_a {
+            // The gathering GEMM1's producer copies A's rows with cp.async.
+            expect_sass.push("LDGSTS");
+        }
         out.push(CatalogueKernel {
             name: g.name.clone(),
             arch: Arch::Sm90a,
             source: g.source,
-            expect_sass: vec![mma, "UTMALDG", "SYNCS"],
+            expect_sass,
             kernels: 1,
         });
     }
@@ -423,11 +428,15 @@ pub fn grouped_gemm_streamed_configs() -> Vec<crate::grouped_gemm::GroupedGemmCo
 /// ([`crate::grouped_gemm::sm90_grouped_config`]): GEMM2 at the narrow tile, GEMM1 on 2x1
 /// clusters, GEMM2 on 2x1 clusters at both tiles; and both GEMMs of both layers on the
 /// ping-pong schedule (`MoePath::Sm90PingPong`,
-/// [`crate::grouped_gemm::sm90_pingpong_config`]).
+/// [`crate::grouped_gemm::sm90_pingpong_config`]); and the bf16 gathering GEMM1s of
+/// `MoePath::Sm90Gather` ([`crate::grouped_gemm::sm90_gather_config`]: the producer copies
+/// the token rows itself) at the wide, narrow and ping-pong tiles.
 pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
+    use crate::gemm_sm90::Sm90Schedule;
     use crate::grouped_gemm::{
-        sm90_cluster_config, sm90_config, sm90_fp8_config, sm90_grouped_config, sm90_pingpong_config, GroupedEpilogue,
-        SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_NARROW_TILE, SM90_TILE,
+        sm90_cluster_config, sm90_config, sm90_fp8_config, sm90_gather_config, sm90_grouped_config,
+        sm90_pingpong_config, GroupedEpilogue, SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_NARROW_TILE,
+        SM90_PINGPONG_TILE, SM90_TILE,
     };
     let eps = [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter];
     let bf16 = eps.map(|ep| sm90_config(rcute_atom::Element::BF16, ep, SM90_TILE));
@@ -460,6 +469,11 @@ pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
         .chain(fp8)
         .chain(fp8_more)
         .chain(pingpong)
+        .chain([
+            sm90_gather_config(bf, SM90_TILE, Sm90Schedule::Cooperative),
+            sm90_gather_config(bf, SM90_NARROW_TILE, Sm90Schedule::Cooperative),
+            sm90_gather_config(bf, SM90_PINGPONG_TILE, Sm90Schedule::PingPong),
+        ])
         .collect()
 }
 
@@ -686,13 +700,17 @@ fn awq_streamed_units() -> Vec<CatalogueKernel> {
 /// ([`rcute_collective::awq_streamed`]; `mma.sync`, so sm_80 and sm_90): the decode
 /// kernels `ops` selects for the prepared path: 16 warps along K, ring 2, in each lane's
 /// shared-memory slots at 8 rows (`select_awq_streamed`, f16 and bf16, and with one split
-/// on wide weights `select_awq_streamed_wide`), in registers at 16 rows (f16).
+/// on wide weights `select_awq_streamed_wide`), ring 4 in those slots with one split on
+/// weights of one wave of 64-column blocks (`select_awq_streamed_wave`, f16 and bf16), in
+/// registers at 16 rows (f16).
 pub fn awq_streamed_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
     vec![
         AwqGemmConfig::new(F16, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring(),
         AwqGemmConfig::new(BF16, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring(),
+        AwqGemmConfig::new(F16, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring(),
+        AwqGemmConfig::new(BF16, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring(),
         AwqGemmConfig::new(F16, [16, 64, 64], [16, 1], 2, 4).streamed(),
     ]
 }

@@ -10,8 +10,8 @@ use rcute_kernel::gemm_sm90::{
 use rcute_kernel::grouped_gemm::gather::{self, MoeGatherArgs};
 use rcute_kernel::grouped_gemm::quant::{self, MoeQuantArgs, QuantSource};
 use rcute_kernel::grouped_gemm::{
-    sm90_cluster_config, sm90_config, sm90_fp8_config, sm90_grouped_config, sm90_pingpong_config, GroupedEpilogue,
-    SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_TILE,
+    sm90_cluster_config, sm90_config, sm90_fp8_config, sm90_gather_config, sm90_grouped_config, sm90_pingpong_config,
+    GroupedEpilogue, SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_NARROW_TILE, SM90_PINGPONG_TILE, SM90_TILE,
 };
 use rcute_kernel::testing::{compile_clean, toolkit_for_test};
 use rcute_kernel::Arch;
@@ -41,7 +41,56 @@ fn configs() -> Vec<GemmSm90Config> {
         v.push(sm90_pingpong_config(Element::BF16, Element::BF16, ep));
         v.push(sm90_pingpong_config(Element::E4M3, Element::BF16, ep));
     }
+    v.extend(gather_configs());
     v
+}
+
+/// The gathering GEMM1s: both cooperative tiles and the ping-pong one (bf16), and the
+/// wide cooperative one of f16.
+fn gather_configs() -> Vec<GemmSm90Config> {
+    let (bf, coop) = (Element::BF16, Sm90Schedule::Cooperative);
+    vec![
+        sm90_gather_config(bf, SM90_TILE, coop),
+        sm90_gather_config(bf, SM90_NARROW_TILE, coop),
+        sm90_gather_config(bf, SM90_PINGPONG_TILE, Sm90Schedule::PingPong),
+        sm90_gather_config(Element::F16, SM90_TILE, coop),
+    ]
+}
+
+/// The gathering GEMM1: named `gather_swiglu`, no A tensor map, the token matrix and
+/// `topk` among its parameters, 129 arrivals on each full barrier (128 producer threads'
+/// `cp.async` completions and the B TMA's expect_tx), the producer's copies through the
+/// A atom's 128B swizzle, and the consumers' proxy fence after each full barrier; the
+/// plain GEMM1 has none of these.
+#[test]
+fn gathering_gemm1_copies_rows_into_the_swizzled_stage() {
+    for c in gather_configs() {
+        let g = generate(&c).unwrap();
+        let s = &g.source;
+        assert!(
+            g.name.contains(&format!("_{}_gather_swiglu_", c.ab.ptx())),
+            "{}",
+            g.name
+        );
+        assert!(!s.contains("tmap_a"), "{}", g.name);
+        for want in [
+            "const __grid_constant__ rc_tmap_t tmap_b",
+            "__restrict__ x,\n    long long ldx,\n    int topk\n) {",
+            "rc_mbarrier_init(bar_full + 8 * i, 129)",
+            "tok[i] = id < entries ? id / topk : -1",
+            "const uint32_t g_dst = (g_row * 128 + g_chunk * 16) ^ (((g_row * 128 + g_chunk * 16) & 896) >> 3)",
+            "rc_cp_async_cg_16_zfill_addr(a_stage + 2048u * i, src, live ? 16u : 0u)",
+            "rc_cp_async_mbarrier_arrive_noinc(full)",
+            "rc_fence_proxy_async_shared();",
+            "Sw<3,4,3> on bytes",
+        ] {
+            assert!(s.contains(want), "{}: no `{want}`", g.name);
+        }
+        assert_eq!(s, &generate(&c).unwrap().source, "deterministic");
+    }
+    let plain = generate(&sm90_config(Element::BF16, GroupedEpilogue::SwiGlu, SM90_TILE)).unwrap();
+    assert!(plain.source.contains("rc_mbarrier_init(bar_full + 8 * i, 1)"));
+    assert!(!plain.source.contains("cp_async") && !plain.source.contains("rc_fence_proxy_async_shared();"));
 }
 
 #[test]
@@ -208,6 +257,36 @@ fn bad_configurations_and_arguments_are_typed_errors() {
     let mut f8_to_f32 = sm90_fp8_config(Element::BF16, GroupedEpilogue::Scatter);
     f8_to_f32.cd = Element::F32;
     assert!(generate(&f8_to_f32).is_err(), "e4m3 -> f32");
+    let gather = sm90_gather_config(Element::BF16, SM90_TILE, Sm90Schedule::Cooperative);
+    for (bad, why) in [
+        (
+            GemmSm90Config {
+                cluster: [2, 1],
+                ..gather.clone()
+            },
+            "gather on a cluster",
+        ),
+        (
+            GemmSm90Config {
+                grouped: Some(Sm90Grouped::Scatter),
+                ..gather.clone()
+            },
+            "gather with the scatter epilogue",
+        ),
+        (
+            GemmSm90Config {
+                grouped: None,
+                ..gather.clone()
+            },
+            "gather in the plain GEMM",
+        ),
+        (
+            sm90_gather_config(Element::E4M3, [128, 256, 128], Sm90Schedule::Cooperative),
+            "gather of e4m3",
+        ),
+    ] {
+        assert!(generate(&bad).is_err(), "{why}");
+    }
     let q = quant::generate(Element::BF16, QuantSource::Gather).unwrap();
     let qa = MoeQuantArgs {
         src: 1 << 20,
@@ -256,8 +335,13 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         up_first: false,
         a_scale: 0,
         b_scale: 0,
+        topk: 0,
     };
     g.grouped_check(&ok).unwrap();
+    // The gathering GEMM1 needs topk (its A is x, read through sorted_ids / topk).
+    let gg1 = generate(&sm90_gather_config(Element::BF16, SM90_TILE, Sm90Schedule::Cooperative)).unwrap();
+    assert!(gg1.grouped_check(&ok).is_err(), "gather without topk");
+    gg1.grouped_check(&Sm90GroupedArgs { topk: 2, ..ok }).unwrap();
     assert_eq!(g.grouped_b_rows(136).unwrap(), 272);
     let p = g.grouped_scheduler_params(&ok).unwrap();
     // 2 row tiles of 128, ceil(136 / 128) = 2 column tiles of 128 output columns.
@@ -349,7 +433,12 @@ fn compiles_for_sm90a_without_spills_with_wgmma_and_tma() {
         .map(|c| {
             let g = generate(c).unwrap();
             let mma = if c.ab == Element::E4M3 { "QGMMA" } else { "HGMMA" };
-            (g.name, g.source, vec![mma, "UTMALDG", "SYNCS"])
+            let mut ops = vec![mma, "UTMALDG", "SYNCS"];
+            if c.gather_a {
+                // The producer's row copies (cp.async) and their barrier arrivals.
+                ops.extend(["LDGSTS", "ARRIVES"]);
+            }
+            (g.name, g.source, ops)
         })
         .collect();
     let gg = gather::generate(Element::BF16).unwrap();

@@ -830,6 +830,17 @@ impl Emit<'_> {
         ]
     }
 
+    /// The accumulator of a lane's token `8 j + 2 t + e` at word `word`, half `h` (0 or 1):
+    /// `acc[word][4 j + 2 h + e]`, columns `64 wb + 8 g + 2 r0 + 2 word + h` of the
+    /// m64nNk16 accumulator fragment read token-major (the epilogue's `v[2 word + h]`, the
+    /// split-K partials' value `2 word + h`).
+    pub(super) fn acc_value(word: &str, h: i64) -> String {
+        match h {
+            0 => format!("acc[{word}][4 * j + e]"),
+            _ => format!("acc[{word}][4 * j + 2 + e]"),
+        }
+    }
+
     /// The epilogue: per token, the lane's `2 words` contiguous columns (+ bias) in one store.
     fn wgmma_epilogue(&self) -> Vec<Stmt> {
         let w = self.wg();
@@ -841,15 +852,15 @@ impl Emit<'_> {
         };
         let v = |i: &str| match w.words {
             1 => vec![
-                Stmt::assign("v[0]", "acc[0][4 * j + e]"),
-                Stmt::assign("v[1]", "acc[0][4 * j + 2 + e]"),
+                Stmt::assign("v[0]", Self::acc_value("0", 0)),
+                Stmt::assign("v[1]", Self::acc_value("0", 1)),
             ],
             words => vec![Stmt::unrolled(
                 i,
                 words,
                 vec![
-                    Stmt::assign("v[2 * i]", "acc[i][4 * j + e]"),
-                    Stmt::assign("v[2 * i + 1]", "acc[i][4 * j + 2 + e]"),
+                    Stmt::assign("v[2 * i]", Self::acc_value(i, 0)),
+                    Stmt::assign("v[2 * i + 1]", Self::acc_value(i, 1)),
                 ],
             )],
         };

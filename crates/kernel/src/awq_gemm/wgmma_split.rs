@@ -60,12 +60,10 @@ impl Emit<'_> {
     }
 
     /// The lane's columns `64 wb + 8 g + 2 r0 .. + 2 words` of token `8 j + 2 t + e`:
-    /// value `c` is `acc[c / 2][4 j + 2 (c % 2) + e]` (the epilogue's `v[2 i + h]`).
+    /// value `c` is [`Emit::acc_value`] of word `c / 2`, half `c % 2` (the epilogue's
+    /// `v[2 i + h]`).
     fn split_value(c: i64) -> String {
-        match c % 2 {
-            0 => format!("acc[{}][4 * j + e]", c / 2),
-            _ => format!("acc[{}][4 * j + 2 + e]", c / 2),
-        }
+        Self::acc_value(&(c / 2).to_string(), c % 2)
     }
 
     /// The `q`-th float4 (or float2) of the lane's columns at `w`.

@@ -51,6 +51,13 @@ pub struct GemmSm90Config {
     /// partial wave's k-tiles spread over the CTAs and reduced by each tile's last arriving
     /// contributor (name suffix `_sk`; cooperative schedule, no cluster, no split-K).
     pub stream_k: bool,
+    /// The grouped SwiGLU member's gathering form (GEMM1 of the MoE layer, name tag
+    /// `gather_swiglu`): A is the token matrix `x`, and the producer warpgroup copies each
+    /// tile row `x[sorted_ids[m] / topk]` into the stage itself by `cp.async` (padding rows
+    /// zero-filled) instead of a TMA box of pre-gathered rows; B stays TMA
+    /// ([`crate::grouped_gemm::sm90_gather_config`]; `gemm_sm90/grouped_gather.rs`). No
+    /// clusters.
+    pub gather_a: bool,
 }
 
 impl Eq for GemmSm90Config {}
@@ -75,6 +82,7 @@ impl std::hash::Hash for GemmSm90Config {
             self.grouped,
             self.stream_k,
             self.walk_band,
+            self.gather_a,
         )
             .hash(h);
         (self.fusion.name(), self.fusion.describe()).hash(h);
@@ -115,6 +123,7 @@ impl GemmSm90Config {
             grouped: None,
             stream_k: false,
             walk_band: super::grouped::WALK_BAND,
+            gather_a: false,
         }
     }
 }

@@ -283,9 +283,11 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let mut kloop = vec![
         c("consumer_wait: the stage's TMA transactions have landed"),
         e("rc_mbarrier_wait_parity(bar_full + 8 * stage, phase)"),
-        fence_acc(k),
-        e("rc_wgmma_fence()"),
     ];
+    if k.cfg.gather_a {
+        kloop.extend(grouped_gather::consumer_fence());
+    }
+    kloop.extend([fence_acc(k), e("rc_wgmma_fence()")]);
     kloop.extend(wgmma_batch(k));
     kloop.push(e("rc_wgmma_commit_group()"));
     kloop.push(fence_acc(k));

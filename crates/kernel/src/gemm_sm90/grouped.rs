@@ -245,44 +245,52 @@ pub(super) fn operand_loads(k: &Ctx, g: Sm90Grouped) -> Vec<Stmt> {
     }
     let p = k.p;
     let expect = e(format!("rc_mbarrier_arrive_expect_tx(full, {}u)", p.mainloop.tx_bytes));
-    let at = |off: usize, bytes: usize, extra: i64| {
-        var("stage")
-            .mul(&Expr::lit(bytes as i64))
-            .add(&Expr::lit(off as i64 + extra))
-            .to_cpp()
-    };
-    let load = |dst: String, map: &str, row: &str, batch: &str| {
+    let dst = stage_dst(p.offsets[0], p.stage_bytes[0], 0);
+    let a = e(format!(
+        "rc_tma_load_3d(smem + {dst}, &tmap_a, full, kt * {}, m0, 0)",
+        k.bk
+    ));
+    let mut v = vec![expect];
+    v.push(match g {
+        Sm90Grouped::Scatter => c(
+            "TMA boxes (BK, BM) of A's padded rows and (BK, BN) of the expert's B rows; zero-filled past the edges",
+        ),
+        Sm90Grouped::SwiGlu => c(format!(
+            "TMA boxes (BK, BM) of A's padded rows; B: (BK, {h}) gate rows to stage rows 0..{h}, (BK, {h}) up rows to {h}..{}",
+            k.bn,
+            h = k.bn / 2
+        )),
+    });
+    v.push(a);
+    v.extend(b_loads(k, g));
+    v
+}
+
+/// `stage * bytes + off + extra`: a stage slice's byte offset in the shared memory.
+fn stage_dst(off: usize, bytes: usize, extra: i64) -> String {
+    var("stage")
+        .mul(&Expr::lit(bytes as i64))
+        .add(&Expr::lit(off as i64 + extra))
+        .to_cpp()
+}
+
+/// The TMA loads of one k-tile's B stage at the expert's rows: one `(BK, BN)` box, or with
+/// SwiGLU the gate box, then the up box `BN / 2` rows further into the stage.
+pub(super) fn b_loads(k: &Ctx, g: Sm90Grouped) -> Vec<Stmt> {
+    let p = k.p;
+    let load = |extra: i64, row: &str| {
         e(format!(
-            "rc_tma_load_3d(smem + {dst}, &tmap_{map}, full, kt * {}, {row}, {batch})",
+            "rc_tma_load_3d(smem + {}, &tmap_b, full, kt * {}, {row}, expert)",
+            stage_dst(p.offsets[1], p.stage_bytes[1], extra),
             k.bk
         ))
     };
-    let a = load(at(p.offsets[0], p.stage_bytes[0], 0), "a", "m0", "0");
     match g {
-        Sm90Grouped::Scatter => vec![
-            expect,
-            c("TMA boxes (BK, BM) of A's padded rows and (BK, BN) of the expert's B rows; zero-filled past the edges"),
-            a,
-            load(at(p.offsets[1], p.stage_bytes[1], 0), "b", "n0", "expert"),
+        Sm90Grouped::Scatter => vec![load(0, "n0")],
+        Sm90Grouped::SwiGlu => vec![
+            load(0, "gate_row0 + n0"),
+            load((k.bn / 2) * k.row_bytes, "up_row0 + n0"),
         ],
-        Sm90Grouped::SwiGlu => {
-            let half = k.bn / 2;
-            vec![
-                expect,
-                c(format!(
-                    "TMA boxes (BK, BM) of A's padded rows; B: (BK, {half}) gate rows to stage rows 0..{half}, (BK, {half}) up rows to {half}..{}",
-                    k.bn
-                )),
-                a,
-                load(at(p.offsets[1], p.stage_bytes[1], 0), "b", "gate_row0 + n0", "expert"),
-                load(
-                    at(p.offsets[1], p.stage_bytes[1], half * k.row_bytes),
-                    "b",
-                    "up_row0 + n0",
-                    "expert",
-                ),
-            ]
-        }
     }
 }
 

@@ -7,7 +7,9 @@ use super::*;
 /// Device pointers and sizes of one grouped SM90 launch (see [`Sm90Grouped`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sm90GroupedArgs {
-    /// A `[M, K]` in padded-row order, row-major with `lda`.
+    /// A `[M, K]` in padded-row order, row-major with `lda`; for a gathering GEMM1
+    /// ([`GemmSm90Config::gather_a`]) the token matrix `x [T, K]` with `lda` between rows,
+    /// whose row `sorted_ids[m] / topk` the kernel copies into tile row `m`.
     pub a: u64,
     /// B `[experts, rows, K]` K-major (`rows` = `2N` with SwiGLU, else `N`), `ldb`
     /// between rows, `expert_stride` elements between experts.
@@ -49,6 +51,8 @@ pub struct Sm90GroupedArgs {
     /// e4m3 operands only: `b_scale [experts, rows]` (f32, dense), the weight scale of each
     /// B row (output channel; SwiGLU: `2N` rows per expert, gate and up).
     pub b_scale: u64,
+    /// A gathering GEMM1 only: `topk` (entry `e` of `sorted_ids` is token `e / topk`).
+    pub topk: i32,
 }
 
 impl GeneratedGemmSm90 {
@@ -111,6 +115,9 @@ impl GeneratedGemmSm90 {
         }
         if [a.a, a.b, a.d, a.sorted_ids, a.block_expert, a.total_rows, a.offsets].contains(&0) {
             return shape("null pointer".into());
+        }
+        if self.config.gather_a && a.topk < 1 {
+            return shape(format!("topk = {} must be positive (a gathering GEMM1)", a.topk));
         }
         if grouped::is_fp8(&self.config) && (a.a_scale == 0 || a.b_scale == 0) {
             return shape("e4m3 operands need a_scale and b_scale".into());
@@ -226,9 +233,14 @@ pub unsafe fn launch_grouped(
     let enc = |m: &TmaEncodeArgs, ptr: u64| {
         encode_tiled_cached(m, ptr).map_err(|e| GemmError::Config(format!("tensor map: {e}")))
     };
-    let (ta, tb) = (enc(&maps[0], a.a)?, enc(&maps[1], a.b)?);
-    let mut ka = KernelArgs::new()
-        .tensor_map(&ta)
+    let tb = enc(&maps[1], a.b)?;
+    // A gathering GEMM1 copies A's rows itself: no A tensor map (x comes last).
+    let ka = if g.config.gather_a {
+        KernelArgs::new()
+    } else {
+        KernelArgs::new().tensor_map(&enc(&maps[0], a.a)?)
+    };
+    let mut ka = ka
         .tensor_map(&tb)
         .i32(a.m)
         .i32(a.n)
@@ -253,6 +265,11 @@ pub unsafe fn launch_grouped(
         .i32(i32::from(a.up_first));
     let ka = if grouped::is_fp8(&g.config) {
         ka.u64(a.a_scale).u64(a.b_scale)
+    } else {
+        ka
+    };
+    let ka = if g.config.gather_a {
+        ka.u64(a.a).i64(a.lda).i32(a.topk)
     } else {
         ka
     };

@@ -122,7 +122,10 @@ pub(super) fn kernel(
         b.push(e("rc_cluster_wait()"));
     }
     // The grouped member stores from registers: no C / D tensor maps.
-    let maps: &[&str] = if cfg.grouped.is_some() {
+    // The gathering GEMM1 copies A's rows itself: no A tensor map either.
+    let maps: &[&str] = if cfg.gather_a {
+        &["tmap_b"]
+    } else if cfg.grouped.is_some() {
         &["tmap_a", "tmap_b"]
     } else {
         &["tmap_a", "tmap_b", "tmap_c", "tmap_d"]
@@ -149,6 +152,9 @@ pub(super) fn kernel(
     );
     if cfg.grouped.is_some() {
         params.extend(grouped::params(cfg));
+    }
+    if cfg.gather_a {
+        params.extend(grouped_gather::params(cfg));
     }
     if cfg.stream_k {
         params.extend(["sk_tiles", "sk_units"].map(int));
@@ -234,6 +240,12 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
     // Consumer warps release a stage to every CTA that writes into it: itself, the CTAs
     // of its cluster row (A multicast) and of its cluster column (B multicast).
     let empty_arrivals = if k.coop { 8 } else { 4 } * (cm + cn - 1);
+    // The gathering GEMM1's A rows arrive per producer thread (cp.async), B's with the TMA.
+    let full_arrivals = if k.cfg.gather_a {
+        grouped_gather::full_arrivals()
+    } else {
+        1
+    };
     let rank_bit = |e: Expr| format!("(uint16_t)(1u << ({}))", e.to_cpp());
     let mut b = vec![
         c("warpgroup and warp indices broadcast from lane 0 (CUTLASS's canonical_warp_group_idx): ptxas then"),
@@ -319,7 +331,7 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
                 "0",
                 s.to_string(),
                 vec![
-                    e("rc_mbarrier_init(bar_full + 8 * i, 1)"),
+                    e(format!("rc_mbarrier_init(bar_full + 8 * i, {full_arrivals})")),
                     e(format!("rc_mbarrier_init(bar_empty + 8 * i, {empty_arrivals})")),
                 ],
             ),
@@ -337,6 +349,9 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
     ));
     b.extend(crate::grid_dependency::prologue(Some("early_trigger")));
     let mut prefetch = vec![e("rc_prefetch_tensormap(&tmap_a)"), e("rc_prefetch_tensormap(&tmap_b)")];
+    if k.cfg.gather_a {
+        prefetch.remove(0);
+    }
     if let Some(g) = k.cfg.grouped {
         b.extend(grouped::prologue(g));
     } else {

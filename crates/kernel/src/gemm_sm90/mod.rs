@@ -18,7 +18,8 @@
 //! tile's last arriving CTA: `stream_k.rs`).
 //!
 //! The main kernel is assembled from one emitter per role (`kernel.rs` composes them):
-//! `producer.rs` (TMA loads of A / B and of C), `consumer.rs` (the `wgmma` mainloop),
+//! `producer.rs` (TMA loads of A / B and of C; `grouped_gather.rs` the gathering MoE
+//! GEMM1's producer, A rows by `cp.async`), `consumer.rs` (the `wgmma` mainloop),
 //! `epilogue.rs` (fusion, `stmatrix`, TMA stores), `scheduler.rs` (the tile walk) and
 //! `split_k.rs` (partials and the reduction kernel, emitted in every unit but the grouped
 //! and the stream-K ones, which never run split-K); `wgmma_desc.rs` plans the consumers'
@@ -106,6 +107,7 @@ mod epilogue;
 mod grouped;
 mod grouped_cluster;
 mod grouped_epilogue;
+mod grouped_gather;
 mod grouped_launch;
 mod kernel;
 mod launch;
@@ -120,6 +122,7 @@ mod wgmma_desc;
 pub use config::*;
 pub use grouped::{Sm90Grouped, MAX_WALK_BAND, WALK_BAND};
 pub use grouped_cluster::GROUPED_CLUSTER;
+pub use grouped_gather::a_chunk_offset;
 pub use grouped_launch::*;
 use kernel::*;
 pub use launch::*;
@@ -199,6 +202,9 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         wgmma_wait_group(),
         p.mma.snippet.clone(),
     ]);
+    if cfg.gather_a {
+        snippets.extend(grouped_gather::snippets());
+    }
     if cfg.stream_k {
         snippets.extend([
             rcute_atom::sync::atom_add_acq_rel_gpu(),
@@ -329,6 +335,9 @@ fn unit_header(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Vec<String> {
             "grouped (MoE), epilogue {}: A in the alignment's padded-row order, B per expert (tensor-map mode 3), registers to global (no C / D tensor maps, no split-K reduction)",
             g.tag()
         ));
+    }
+    if cfg.gather_a {
+        v.push("gather: A's rows x[sorted_ids[m] / topk] copied by the producer warpgroup (cp.async, 128B swizzle, cp.async.mbarrier.arrive.noinc); B by TMA".into());
     }
     v
 }

@@ -116,6 +116,9 @@ fn check_config(cfg: &GemmSm90Config) -> Result<(), GemmError> {
     if let Some(g) = cfg.grouped {
         grouped::check(cfg, g)?;
     }
+    if cfg.gather_a {
+        grouped_gather::check(cfg)?;
+    }
     if cfg.stream_k && (cfg.schedule != Sm90Schedule::Cooperative || cfg.cluster != [1, 1] || cfg.grouped.is_some()) {
         return Err(cfg_err(format!(
             "stream-K (sk) takes the cooperative schedule without a cluster or grouping, got {:?} on {}x{}{}",
@@ -303,7 +306,8 @@ pub(super) fn acc_cty(ab: Element) -> &'static str {
 pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
     let [bm, bn, bk] = cfg.tile;
     if let Some(g) = cfg.grouped {
-        // The grouped member: `rc_moe_grouped_sm90_bf16_swiglu_128x256x64_coop_s4`, with
+        // The grouped member: `rc_moe_grouped_sm90_bf16_swiglu_128x256x64_coop_s4` (`gather_swiglu`
+        // for the gathering GEMM1), with
         // `_d<type>` where D's type is not A's (e4m3 operands), `_c2x1` on clusters, `_b<band>`
         // where the walk's band is not the default.
         let band = if cfg.walk_band == grouped::WALK_BAND {
@@ -321,8 +325,9 @@ pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
         } else {
             format!("_d{}", cfg.cd.ptx())
         };
+        let gather = if cfg.gather_a { "gather_" } else { "" };
         return format!(
-            "rc_moe_grouped_sm90_{}_{}_{bm}x{bn}x{bk}_{}{cluster}_s{}{out}{band}",
+            "rc_moe_grouped_sm90_{}_{gather}{}_{bm}x{bn}x{bk}_{}{cluster}_s{}{out}{band}",
             cfg.ab.ptx(),
             g.tag(),
             cfg.schedule.tag(),

@@ -6,11 +6,19 @@ use super::*;
 
 /// The producer warpgroup's body.
 pub(super) fn producer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
+    let mut prod = vec![e(format!("rc_setmaxnreg_dec<{}>()", warpgroup_regs(k.cfg)[0]))];
+    if k.cfg.gather_a {
+        // The gathering GEMM1 (no C): the whole warpgroup copies A's rows.
+        prod.push(c(
+            "Mainloop producer: every thread gathers A's rows by cp.async, one elected thread loads B by TMA",
+        ));
+        prod.push(Stmt::Block(grouped_gather::mainloop_loads(k)));
+        return Ok(prod);
+    }
     let mut ml_block = vec![
         c("Mainloop producer: one elected thread issues every TMA load"),
         Stmt::Block(mainloop_loads(k)),
     ];
-    let mut prod = vec![e(format!("rc_setmaxnreg_dec<{}>()", warpgroup_regs(k.cfg)[0]))];
     let mut c_warp = None;
     if k.cfg.with_c() {
         let c_block = vec![

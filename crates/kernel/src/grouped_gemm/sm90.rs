@@ -175,6 +175,33 @@ pub fn sm90_cluster_config(element: Element, epilogue: GroupedEpilogue, tile: [i
     sm90_grouped_config(element, element, epilogue, tile, true)
 }
 
+/// The gathering SwiGLU GEMM1 of `element` (bf16 or f16) operands on `tile` and
+/// `schedule` (cooperative, or ping-pong with its one batch in flight), without clusters:
+/// [`sm90_config`] / [`sm90_pingpong_config`] with [`GemmSm90Config::gather_a`], so that
+/// the producer warpgroup copies the token rows `x[sorted_ids[m] / topk]` into the stages
+/// itself (`cp.async`) and the layer runs no separate row gather ([`super::gather`]).
+///
+/// ```
+/// use rcute_kernel::grouped_gemm::{sm90_gather_config, SM90_TILE, SM90_PINGPONG_TILE};
+/// use rcute_kernel::gemm_sm90::Sm90Schedule;
+/// use rcute_atom::Element;
+/// let g = rcute_kernel::gemm_sm90::generate(&sm90_gather_config(Element::BF16, SM90_TILE, Sm90Schedule::Cooperative)).unwrap();
+/// assert!(g.name.starts_with("rc_moe_grouped_sm90_bf16_gather_swiglu_128x256x64_coop_s"));
+/// assert!(g.source.contains("rc_cp_async_mbarrier_arrive_noinc(full)"));
+/// assert!(!g.source.contains("tmap_a"));
+/// let p = rcute_kernel::gemm_sm90::generate(&sm90_gather_config(Element::F16, SM90_PINGPONG_TILE, Sm90Schedule::PingPong)).unwrap();
+/// assert!(p.name.starts_with("rc_moe_grouped_sm90_f16_gather_swiglu_128x128x64_pingpong_s"));
+/// ```
+pub fn sm90_gather_config(element: Element, tile: [i64; 3], schedule: Sm90Schedule) -> GemmSm90Config {
+    let mut c = match schedule {
+        Sm90Schedule::PingPong => sm90_pingpong_config(element, element, GroupedEpilogue::SwiGlu),
+        _ => sm90_config(element, GroupedEpilogue::SwiGlu, tile),
+    };
+    c.tile = tile;
+    c.gather_a = true;
+    c
+}
+
 /// The SM90 grouped GEMM configuration of `element` (bf16 or f16) operands and D with
 /// `epilogue` and `tile`, without clusters ([`sm90_grouped_config`]).
 pub fn sm90_config(element: Element, epilogue: GroupedEpilogue, tile: [i64; 3]) -> GemmSm90Config {

@@ -13,7 +13,8 @@
 //! small batches where [`select_split::select_awq_wgmma_split`] takes the shape (9 to 96
 //! rows of a wide weight, 17 to 64 of a narrower one); `awq_gemm` runs the one-split kernel too at
 //! prefill sizes, on `qweight` reordered per call into stream scratch ([`reordered`],
-//! where [`select::awq_reordered_wins`]).
+//! where [`select::awq_reordered_wins`]); at 1 to 16 rows `awq_gemm` takes the streamed
+//! and fused kernels of [`select_checkpoint`].
 
 pub mod dense;
 pub mod format;
@@ -23,6 +24,7 @@ pub mod prepared;
 pub mod reordered;
 pub mod run;
 pub mod select;
+pub mod select_checkpoint;
 pub mod select_split;
 pub mod validate;
 

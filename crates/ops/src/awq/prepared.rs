@@ -27,8 +27,8 @@
 
 use super::run::element;
 use super::select::{
-    awq_dense_wins, select_awq_bulk, select_awq_gemm_prepared, select_awq_streamed, select_awq_streamed_wide,
-    select_awq_wgmma,
+    awq_dense_wins, select_awq_bulk, select_awq_gemm_prepared, select_awq_streamed, select_awq_streamed_wave,
+    select_awq_streamed_wide, select_awq_wgmma,
 };
 use super::select_split::select_awq_wgmma_split;
 use super::validate::{validate_awq_gemm, validate_awq_weight, AwqGemmProblem, AwqTensors};
@@ -180,8 +180,10 @@ impl Ops {
     /// [`Ops::awq_gemm_prepared`] on the fused prepared kernel, with the configuration and
     /// requested K splits of `forced` (its `prepared` flag is set here), or the shape's
     /// choice for `None`: the register-streamed kernel where
-    /// [`super::select::select_awq_streamed`] or (1 to 8 rows on a weight of one to two waves
-    /// of 64-column blocks) [`super::select::select_awq_streamed_wide`] takes it, on sm_90 the
+    /// [`super::select::select_awq_streamed`] (half a wave of 64-column blocks), (1 to 8
+    /// rows on a weight of one to two waves of 64-column blocks)
+    /// [`super::select::select_awq_streamed_wide`] or (1 to 8 rows, more than half and at
+    /// most one wave) [`super::select::select_awq_streamed_wave`] takes it, on sm_90 the
     /// bulk-producer kernel
     /// where [`super::select::select_awq_bulk`] takes it, else
     /// [`super::select::select_awq_gemm_prepared`] (tests and benchmarks cover every kernel
@@ -213,6 +215,7 @@ impl Ops {
         let (cfg, splits) = forced
             .or_else(|| select_awq_streamed(m, n, k, sms, e))
             .or_else(|| select_awq_streamed_wide(m, n, k, sms, e))
+            .or_else(|| select_awq_streamed_wave(m, n, k, sms, e))
             .or_else(bulk)
             .unwrap_or_else(|| select_awq_gemm_prepared(m, n, k, sms, e));
         self.run_awq_fused(&p, Some((cfg.prepared(), splits)))

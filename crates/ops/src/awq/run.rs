@@ -6,9 +6,8 @@
 //! function (`Ops::awq_launch`), on the handle's stream.
 
 use super::kernels::{LoadedAwqDequantize, LoadedAwqGemm};
-use super::select::{
-    awq_reordered_wins, select_awq_gemm, select_awq_streamed_checkpoint, select_awq_streamed_checkpoint_wide,
-};
+use super::select::awq_reordered_wins;
+use super::select_checkpoint::{select_awq_checkpoint_streamed, select_awq_gemm_checkpoint};
 use super::validate::{
     validate_awq_dequantize, validate_awq_dequantize_kmajor, validate_awq_gemm, AwqGemmProblem, AwqTensors,
     AwqWeightProblem,
@@ -201,9 +200,9 @@ impl Ops {
     /// `x [M, K]` f16 or bf16 (the scales' type), f32 accumulation, `out [M, N]` rounded
     /// once. The path follows the shape: the fused int4 kernel (the register-streamed
     /// kernel on the checkpoint's words where
-    /// [`super::select::select_awq_streamed_checkpoint`] takes it, ahead of the tuning
-    /// tables; else a tuning table's entry or the configuration of
-    /// [`super::select::select_awq_gemm`]), or for prefill sizes on sm_90 the reordered
+    /// [`super::select_checkpoint::select_awq_checkpoint_streamed`] takes it, ahead of the
+    /// tuning tables; else a tuning table's entry or the configuration of
+    /// [`super::select_checkpoint::select_awq_gemm_checkpoint`]), or for prefill sizes on sm_90 the reordered
     /// path (`qweight` reordered into stream scratch + the SM90 mixed-input kernel:
     /// [`super::reordered`], chosen by [`super::select::awq_reordered_wins`] for an `x` fit
     /// for its TMA map: 16-byte aligned, row-major, a row pitch of a multiple of 8
@@ -271,10 +270,9 @@ impl Ops {
         // The streamed kernel's domain before the tuning tables: their entries were measured
         // among the `cp.async` configurations only (the prepared path reads no table either).
         let sms = self.gpu().sm_count() as usize;
-        let streamed = element(p.w.dtype).ok().and_then(|e| {
-            select_awq_streamed_checkpoint(m, n, k, sms, e)
-                .or_else(|| select_awq_streamed_checkpoint_wide(m, n, k, sms, e))
-        });
+        let streamed = element(p.w.dtype)
+            .ok()
+            .and_then(|e| select_awq_checkpoint_streamed(m, n, k, sms, e));
         self.run_awq_gemm(&p, streamed.or_else(|| self.awq_tuned(&p)))
     }
 
@@ -311,9 +309,8 @@ impl Ops {
         let e = element(p.w.dtype)?;
         let (m, n, k, sms) = (p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize);
         let (mut cfg, splits) = forced
-            .or_else(|| select_awq_streamed_checkpoint(m, n, k, sms, e))
-            .or_else(|| select_awq_streamed_checkpoint_wide(m, n, k, sms, e))
-            .unwrap_or_else(|| select_awq_gemm(m, n, k, sms, e));
+            .or_else(|| select_awq_checkpoint_streamed(m, n, k, sms, e))
+            .unwrap_or_else(|| select_awq_gemm_checkpoint(m, n, k, sms, e));
         cfg.element = e;
         check_fused_operands(p, &mut cfg, forced.is_some(), self.gpu().compute_capability())?;
         if cfg.wgmma && !cfg.split_k && splits > 1 {

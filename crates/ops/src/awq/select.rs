@@ -561,6 +561,77 @@ fn wide_one_split(
     (m > 0 && m <= max_rows && ctas > sms && ctas <= 2 * sms && one_split).then_some((cfg, 1))
 }
 
+/// Most rows of `x` that [`select_awq_streamed_wave`] takes (one 8-row tile).
+pub const WAVE_STREAMED_MAX_ROWS: usize = 8;
+
+/// The prepared path's register-streamed kernel at one to [`WAVE_STREAMED_MAX_ROWS`] rows
+/// on a weight of more than half and at most one wave of 64-column blocks (`sms / 2 <
+/// ceil(N / 64) <= sms`: N = 8192 on 132 SMs, 128 CTAs), with whole k16 steps and K up to
+/// what one split of the 8-row tile stages (4096): 16 warps along K, 4 steps in flight per
+/// warp in each lane's shared-memory slots ([`AwqGemmConfig::streamed_shared_ring`]), one
+/// split; or `None`. The prepared counterpart of the unprepared op's
+/// `crate::awq::select_checkpoint::select_awq_streamed_checkpoint_wave`: between the
+/// two-split rule of [`select_awq_streamed`] (half a wave) and the wide rule of
+/// [`select_awq_streamed_wide`] (one to two waves) the prepared op ran the `cp.async`
+/// kernel of [`select_awq_gemm_prepared`] (16x256, 4 stages, 8 splits), slower than the
+/// unprepared op's one-wave streamed kernel there.
+///
+/// Measured (helper awqp8, H100, `rcute bench awq --group 128 --iters 10 --config
+/// prepared-auto --config streamed:... --config streamed-sring:...` with main's code
+/// (`08c45b0`), K = 4096, random data, cuBLAS fp16 in the same rows; BENCHMARKS.md, session
+/// 21), µs of the prepared op's previous choice, the 8x64 streamed forms with 16 warps
+/// along K and one split (rings of 4 and 2, in shared-memory slots or registers) and the
+/// unprepared op (`auto`: the checkpoint streamed kernel, ring 4, one split):
+///
+/// | M x 8192 | before | shared ring 4 | shared ring 2 | registers, ring 4 | registers, ring 2 | unprepared op | cuBLAS |
+/// |---|---|---|---|---|---|---|---|
+/// | 1 | 12.50 | **9.53** | 9.86 | 9.77 | 10.94 | 11.61 | 24.3-24.6 |
+/// | 4 | 13.05 | **10.17** | 10.30 | 10.42 | 11.91 | 12.52 | 24.3-24.8 |
+/// | 8 | 14.75 | **10.68** | 10.60 | 10.65 | 11.81 | 12.42 | 24.4-24.6 |
+///
+/// Before / after in one call (helper awqp8, H100, `--config prepared-auto`, main's code
+/// against this rule, `before, after, after, before`), µs of the prepared op: 1 x 8192
+/// 12.60 / **9.49** / **9.54** / 12.70, 4 rows 13.05 / **10.41** / **10.37** / 12.99, 8 rows
+/// 14.80 / **11.00** / **10.88** / 14.78 (the unprepared op 11.66-12.48, cuBLAS 24.4-25.0),
+/// so unprepared / prepared goes from 0.84-0.93x to 1.13-1.23x there; the controls 12 x
+/// 8192 and 1 x 11008 moved by under 1.3 %. The shared ring of 2 took 10.60 and 10.73 µs
+/// at 8 rows in the two calls against 10.68 and 10.89 for the ring of 4 (9.86 / 9.91
+/// against 9.53 / 9.79 at one row): one ring for the 8-row tile. Not taken at 9 to
+/// 16 rows: the split-K wgmma kernel of `crate::awq::select_split::select_awq_wgmma_split`
+/// (asked first on sm_90) took 13.77 and 14.59 µs at 12 and 16 rows against 14.37 and
+/// 15.05 for the best streamed form (two 8-row tiles, ring 2 in registers; the 16-row tile
+/// in 2 splits 17.28 and 19.40); nor at 11008 columns (172 blocks: the wide rule, whose
+/// shared ring of 2 took 13.35 and 14.79 µs at 1 and 8 rows against 14.13 and 15.87 for
+/// the ring of 4).
+///
+/// ```
+/// use rcute_ops::awq::select::select_awq_streamed_wave;
+/// let f16 = rcute_atom::Element::F16;
+/// let pick = |m, n, k| select_awq_streamed_wave(m, n, k, 132, f16).map(|(c, s)| (c.tile, c.warps, c.stages, s));
+/// assert_eq!(pick(1, 8192, 4096), Some(([8, 64, 64], [16, 1], 4, 1)));
+/// assert_eq!(pick(8, 8192, 4096), Some(([8, 64, 64], [16, 1], 4, 1)));
+/// assert_eq!(pick(3, 8448, 2048), Some(([8, 64, 64], [16, 1], 4, 1)));
+/// let (cfg, _) = select_awq_streamed_wave(8, 8192, 4096, 132, f16).unwrap();
+/// assert!(cfg.streamed && cfg.prepared && cfg.shared_ring && cfg.b_vector_words == 4);
+/// // 9 rows, K past one split's staged x, K inside a k16 step, N of half a wave (4096:
+/// // the two-split rule) or of more than one (8512, 11008: the wide rule): other rules
+/// assert_eq!((pick(9, 8192, 4096), pick(8, 8192, 4160), pick(8, 8192, 4088)), (None, None, None));
+/// assert_eq!((pick(8, 4096, 4096), pick(8, 8512, 4096), pick(1, 11008, 4096)), (None, None, None));
+/// ```
+pub fn select_awq_streamed_wave(
+    m: usize,
+    n: usize,
+    k: usize,
+    sms: usize,
+    element: Element,
+) -> Option<(AwqGemmConfig, u32)> {
+    let cfg = AwqGemmConfig::new(element, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring();
+    let blocks = n.div_ceil(64);
+    let one_split = k <= staged_k(&cfg) && k.is_multiple_of(16);
+    let one_wave = 2 * blocks > sms && blocks <= sms;
+    (m > 0 && m <= WAVE_STREAMED_MAX_ROWS && one_wave && one_split).then_some((cfg, 1))
+}
+
 /// The unprepared op's register-streamed kernel on AutoAWQ's checkpoint words
 /// (`rcute_collective::awq_streamed_checkpoint`: the kernel of [`select_awq_streamed`]
 /// with four word loads and byte permutations per lane and step instead of one 16-byte
@@ -646,7 +717,7 @@ pub fn select_awq_streamed_checkpoint_wide(
 }
 
 /// The K one split of a register-streamed configuration takes (the `x` it stages).
-fn staged_k(cfg: &AwqGemmConfig) -> usize {
+pub(crate) fn staged_k(cfg: &AwqGemmConfig) -> usize {
     cfg.streamed_split_k_capacity().map_or(0, |k| k as usize)
 }
 
@@ -709,6 +780,39 @@ mod tests {
                         assert!(
                             m <= WIDE_STREAMED_MAX_ROWS && run == 1 && ctas > sms && ctas <= 2 * sms,
                             "{m}x{n}x{k} on {sms}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(chosen > 0);
+    }
+
+    /// The one-wave rule (1 to 8 rows) runs one split of its shared ring of 4 in more than
+    /// half and at most one wave of CTAs (one CTA an SM), never where the two-split or the
+    /// wide rule already chose, only with whole k16 steps and K within the staged x.
+    #[test]
+    fn wave_streamed_choice_runs_one_split_in_one_wave() {
+        let e = Element::F16;
+        let mut chosen = 0;
+        for sms in [108, 114, 132] {
+            for m in 1..=12 {
+                for n in (64..=20000).step_by(192) {
+                    for k in [64, 1024, 4096, 4104, 4160, 8192] {
+                        let Some((cfg, splits)) = select_awq_streamed_wave(m, n, k, sms, e) else {
+                            continue;
+                        };
+                        chosen += 1;
+                        assert!(select_awq_streamed(m, n, k, sms, e).is_none(), "{m}x{n}x{k}");
+                        assert!(select_awq_streamed_wide(m, n, k, sms, e).is_none(), "{m}x{n}x{k}");
+                        assert!(cfg.streamed && cfg.prepared && cfg.shared_ring && cfg.stages == 4);
+                        let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
+                        let (_, run) = g.split_plan(k as i32, splits as i32);
+                        let lc = g.launch_config(m as i32, n as i32, run);
+                        let ctas = (lc.grid.x * lc.grid.y * lc.grid.z) as usize;
+                        assert!(
+                            m <= WAVE_STREAMED_MAX_ROWS && k % 16 == 0 && run == 1 && 2 * ctas > sms && ctas <= sms,
+                            "{m}x{n}x{k} on {sms}: {ctas} CTAs, {run} splits"
                         );
                     }
                 }

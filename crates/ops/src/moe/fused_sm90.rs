@@ -1,7 +1,8 @@
 //! The fused MoE layer on the SM90 grouped GEMMs (TMA + `wgmma`,
 //! [`rcute_kernel::gemm_sm90::Sm90Grouped`]): routing and alignment to 128-row tiles as for
 //! the SM80 family, then the token rows gathered into padded-row order (TMA cannot gather
-//! rows), GEMM1 with SwiGLU (on 2x1 CTA clusters sharing the weight tiles where
+//! rows; with [`super::MoePath::Sm90Gather`] GEMM1's producer warpgroup gathers them itself
+//! by `cp.async` and no gather kernel runs), GEMM1 with SwiGLU (on 2x1 CTA clusters sharing the weight tiles where
 //! [`super::sm90_gemm1_cluster`] says, else on 128x256 or, with one row tile per expert,
 //! 128x128 tiles: [`super::sm90_gemm1_tile`]), GEMM2 with the router weight scattered to entry rows (on
 //! 128x256 or, when few row tiles are routed, 128x128 tiles: [`super::sm90_gemm2_tile`]; on
@@ -22,7 +23,7 @@ use crate::Ops;
 use rcute_atom::Element;
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90, Sm90GroupedArgs};
 use rcute_kernel::grouped_gemm::finalize::{self, GeneratedMoeFinalize, MoeFinalizeArgs};
-use rcute_kernel::grouped_gemm::gather::{self, MoeGatherArgs};
+use rcute_kernel::grouped_gemm::gather::{self, GeneratedMoeGather, MoeGatherArgs};
 use rcute_kernel::Function;
 
 impl Ops {
@@ -85,40 +86,67 @@ impl Ops {
         let [c1, c2] = self.layer_sm90_gemms(p, el, el);
         let (g1, f1) = self.grouped_sm90_kernel(&c1)?;
         let (g2, f2) = self.grouped_sm90_kernel(&c2)?;
-        let gg = gather::generate(el).map_err(boxed)?;
-        let fg = self.moe_unit(&gg.name, &gg.source)?;
         let gf = finalize::generate(el).map_err(boxed)?;
         let ff = self.moe_unit(&gf.name, &gf.source)?;
         let l = &p.layout90;
         let ws = p.workspace;
+        // A gathering GEMM1 (MoePath::Sm90Gather) reads x's rows itself: no row gather.
+        let gathers = c1.gather_a;
         let operands = Sm90Operands {
-            a: [ws + l.gathered as u64, ws + l.inter as u64],
+            a: [
+                if gathers { p.x.ptr } else { ws + l.gathered as u64 },
+                ws + l.inter as u64,
+            ],
             ..Default::default()
         };
-        let args = sm90_layer_args(p, &operands);
-        let gather = MoeGatherArgs {
-            x: p.x.ptr,
-            out: ws + l.gathered as u64,
-            sorted_ids: args.gemm1.sorted_ids,
-            total_rows: args.gemm1.total_rows,
-            rows: args.gemm1.m,
-            hidden: p.hidden as i32,
-            ldx: p.x.row_stride,
-            entries: args.gemm1.entries,
-            topk: p.topk as i32,
+        let mut args = sm90_layer_args(p, &operands);
+        if gathers {
+            args.gemm1.lda = p.x.row_stride;
+            args.gemm1.topk = p.topk as i32;
+        }
+        let row_gather = if gathers {
+            None
+        } else {
+            Some(self.row_gather(p, el, &args.gemm1)?)
         };
-        gg.check(&gather).map_err(boxed)?;
         let routed = self.route_sm90_layer(p, [&g1, &g2], &gf, args)?;
         // SAFETY: validated views (x [T, H], w13 [L, 2I, H], w2 [L, H, I], y [T, H]) and
         // workspace regions sized for these shapes by the SM90 layout (its capacity rows);
         // the gathered rows name tokens below T (the alignment's entries).
         unsafe {
-            gg.launch(&fg, &gather).map_err(boxed)?;
+            if let Some((gg, fg, ga)) = &row_gather {
+                gg.launch(fg, ga).map_err(boxed)?;
+            }
             gemm_sm90::launch_grouped(&f1, &g1, &routed.gemm1, sms).map_err(boxed)?;
             gemm_sm90::launch_grouped(&f2, &g2, &routed.gemm2, sms).map_err(boxed)?;
             gf.launch(&ff, &routed.fin).map_err(boxed)?;
         }
         Ok(())
+    }
+
+    /// The row gather in front of a (non-gathering) GEMM1 of `gemm1`'s alignment, loaded and
+    /// its arguments checked: x's token rows into the layout's padded-row buffer.
+    fn row_gather(
+        &self,
+        p: &MoeProblem,
+        el: Element,
+        args: &Sm90GroupedArgs,
+    ) -> Result<(GeneratedMoeGather, Function, MoeGatherArgs), OpsError> {
+        let gg = gather::generate(el).map_err(boxed)?;
+        let fg = self.moe_unit(&gg.name, &gg.source)?;
+        let gather = MoeGatherArgs {
+            x: p.x.ptr,
+            out: p.workspace + p.layout90.gathered as u64,
+            sorted_ids: args.sorted_ids,
+            total_rows: args.total_rows,
+            rows: args.m,
+            hidden: p.hidden as i32,
+            ldx: p.x.row_stride,
+            entries: args.entries,
+            topk: p.topk as i32,
+        };
+        gg.check(&gather).map_err(boxed)?;
+        Ok((gg, fg, gather))
     }
 
     /// Check the layer's two GEMMs against their kernels `g`, route (top-k and alignment

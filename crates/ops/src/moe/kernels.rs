@@ -104,8 +104,47 @@ pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90
 /// assert_eq!((g1.tile, g1.cluster), ([128, 256, 128], [1, 1]));
 /// assert_eq!((g2.tile, g2.cluster), ([128, 256, 128], [1, 1]));
 /// ```
+///
+/// With [`super::MoePath::Sm90Gather`] the bf16 / f16 GEMM1 is the gathering one
+/// ([`GemmSm90Config::gather_a`]) of the same tile and schedule, never on clusters:
+///
+/// ```
+/// use rcute_atom::Element;
+/// use rcute_kernel::gemm_sm90::Sm90Schedule;
+/// use rcute_ops::moe::{sm90_gemms, MoePath};
+/// let bf = Element::BF16;
+/// // DeepSeek-V2-Lite T = 1024 (96 rows per expert): ping-pong, GEMM1 gathering.
+/// let [g1, g2] = sm90_gemms(bf, bf, MoePath::Sm90Gather, 6144, 64, 2048, 1408, 132);
+/// assert_eq!((g1.schedule, g1.gather_a, g2.gather_a), (Sm90Schedule::PingPong, true, false));
+/// // Mixtral T = 4096: Auto's GEMM1 on clusters; gathering on 1x1 instead.
+/// let [g1, g2] = sm90_gemms(bf, bf, MoePath::Sm90Gather, 8192, 8, 4096, 14336, 132);
+/// assert_eq!((g1.tile, g1.cluster, g1.gather_a, g2.cluster), ([128, 256, 64], [1, 1], true, [2, 1]));
+/// let [g1, _] = sm90_gemms(Element::E4M3, bf, MoePath::Sm90Gather, 8192, 8, 4096, 14336, 132);
+/// assert!(!g1.gather_a);
+/// ```
 #[allow(clippy::too_many_arguments)]
 pub fn sm90_gemms(
+    ab: Element,
+    out: Element,
+    path: super::MoePath,
+    entries: usize,
+    local: usize,
+    hidden: usize,
+    inter: usize,
+    sms: u32,
+) -> [GemmSm90Config; 2] {
+    let mut gemms = sm90_rule_gemms(ab, out, path, entries, local, hidden, inter, sms);
+    // The gathering GEMM1 takes 16-bit operands (the FP8 layer gathers while it quantizes).
+    if path == super::MoePath::Sm90Gather && ab != Element::E4M3 {
+        gemms[0].gather_a = true;
+    }
+    gemms
+}
+
+/// [`sm90_gemms`] before the gathering GEMM1 of [`super::MoePath::Sm90Gather`]: the rules'
+/// GEMMs of the path.
+#[allow(clippy::too_many_arguments)]
+fn sm90_rule_gemms(
     ab: Element,
     out: Element,
     path: super::MoePath,
@@ -127,7 +166,7 @@ pub fn sm90_gemms(
         return eps.map(|ep| sm90_pingpong_config(ab, out, ep));
     }
     // The FP8 layer's Auto: the wide tile, no clusters (see above).
-    let rules = !(fp8 && path == super::MoePath::Auto);
+    let rules = !(fp8 && matches!(path, super::MoePath::Auto | super::MoePath::Sm90Gather));
     let cluster1 = rules && super::sm90_gemm1_cluster(path, entries, local, w13_bytes);
     let tile1 = if fp8 {
         SM90_TILE

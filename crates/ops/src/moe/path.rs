@@ -33,6 +33,16 @@ pub enum MoePath {
     /// warpgroup a whole tile in turn, one's epilogue under the other's mainloop), without
     /// clusters: an error on other GPUs.
     Sm90PingPong,
+    /// Always the SM90 family with [`MoePath::Auto`]'s rules for the routed rows (tiles,
+    /// ping-pong, GEMM2's clusters) but GEMM1 gathering the token rows itself
+    /// ([`rcute_kernel::grouped_gemm::sm90_gather_config`]: its producer warpgroup copies
+    /// `x[sorted_ids[m] / topk]` into the stages by `cp.async`), so that the layer runs no
+    /// separate row gather; GEMM1 never on clusters. The bf16 / f16 layer only (the FP8
+    /// layer quantizes its gathered rows and runs Auto's SM90 kernels on this path): an
+    /// error on other GPUs. Not Auto's choice: measured on an H100 (BENCHMARKS.md, "Session
+    /// 21 (helper moegat)") the layer runs 5 % faster at DeepSeek-V2-Lite T = 1024 and 2-4 %
+    /// at T = 4096, but 16 % slower at Mixtral T = 1024 and 6-13 % at T = 4096.
+    Sm90Gather,
 }
 
 impl MoePath {
@@ -69,7 +79,8 @@ pub fn sm90_chosen(path: MoePath, cc: (u32, u32), entries: usize, local: usize) 
         | MoePath::Sm90Narrow
         | MoePath::Sm90Cluster
         | MoePath::Sm90NarrowCluster
-        | MoePath::Sm90PingPong => true,
+        | MoePath::Sm90PingPong
+        | MoePath::Sm90Gather => true,
         MoePath::Auto => cc == (9, 0) && entries >= SM90_MIN_ROWS_PER_EXPERT * local.max(1),
     }
 }
@@ -110,7 +121,7 @@ pub fn sm90_gemm1_cluster(path: MoePath, entries: usize, local: usize, w13_exper
             entries >= SM90_CLUSTER_MIN_ROWS_PER_EXPERT * local.max(1)
                 && w13_expert_bytes >= SM90_CLUSTER_MIN_EXPERT_BYTES
         }
-        MoePath::Sm80 | MoePath::Sm90 | MoePath::Sm90Narrow | MoePath::Sm90PingPong => false,
+        MoePath::Sm80 | MoePath::Sm90 | MoePath::Sm90Narrow | MoePath::Sm90PingPong | MoePath::Sm90Gather => false,
     }
 }
 
@@ -154,7 +165,7 @@ pub const SM90_PINGPONG_MAX_ROWS_PER_EXPERT: usize = 256;
 /// Whether both SM90 GEMMs of the layer (bf16 and FP8 alike) run on the ping-pong schedule
 /// ([`rcute_kernel::grouped_gemm::sm90_pingpong_config`]) for `entries` routed rows over
 /// `local` experts: always with [`MoePath::Sm90PingPong`], never with the other forced
-/// paths, and for [`MoePath::Auto`] while the experts average at least
+/// paths but [`MoePath::Sm90Gather`] (Auto's rule), and for [`MoePath::Auto`] while the experts average at least
 /// [`SM90_MIN_ROWS_PER_EXPERT`] (where the bf16 layer starts to run the SM90 family; the
 /// FP8 layer's decode shapes stay on the cooperative kernels, unmeasured) and at most
 /// [`SM90_PINGPONG_MAX_ROWS_PER_EXPERT`] rows.
@@ -168,11 +179,12 @@ pub const SM90_PINGPONG_MAX_ROWS_PER_EXPERT: usize = 256;
 /// assert!(!sm90_pingpong(MoePath::Auto, 64, 8)); // T = 32: decode
 /// assert!(sm90_pingpong(MoePath::Sm90PingPong, 8192, 8));
 /// assert!(!sm90_pingpong(MoePath::Sm90, 2048, 8));
+/// assert!(sm90_pingpong(MoePath::Sm90Gather, 2048, 8));
 /// ```
 pub fn sm90_pingpong(path: MoePath, entries: usize, local: usize) -> bool {
     match path {
         MoePath::Sm90PingPong => true,
-        MoePath::Auto => {
+        MoePath::Auto | MoePath::Sm90Gather => {
             let local = local.max(1);
             (SM90_MIN_ROWS_PER_EXPERT * local..=SM90_PINGPONG_MAX_ROWS_PER_EXPERT * local).contains(&entries)
         }
@@ -249,7 +261,7 @@ pub fn sm90_gemm2_tile(path: MoePath, entries: usize, local: usize, hidden: usiz
     match path {
         MoePath::Sm90 | MoePath::Sm90Cluster => return SM90_TILE,
         MoePath::Sm90Narrow | MoePath::Sm90NarrowCluster => return SM90_NARROW_TILE,
-        MoePath::Auto | MoePath::Sm80 | MoePath::Sm90PingPong => {}
+        MoePath::Auto | MoePath::Sm80 | MoePath::Sm90PingPong | MoePath::Sm90Gather => {}
     }
     let row_tiles = sm90_row_tiles(entries, local);
     let rounds = |bn: i64| (row_tiles * hidden.div_ceil(bn as usize) as f64 / f64::from(sms.max(1))).ceil();
