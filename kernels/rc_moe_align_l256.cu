@@ -69,18 +69,28 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_align_l256(
   }
   __shared__ int warp_count[8192];
   __shared__ int row_offset[257];
+  __shared__ int block_first[257];
   __shared__ int expert_count[256];
   __shared__ int warp_sum[32];
+  extern __shared__ int staged_rows[];  // the rows, where the launch gives max_rows ints of dynamic shared memory
+  unsigned dyn_bytes = 0u;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_bytes));
+  const bool staged = max_rows <= (int)(dyn_bytes / 4u);
   const int lane = threadIdx.x % 32;
   const int w = threadIdx.x / 32;
-  for (int i = threadIdx.x; i < 8192; i += 1024) {
-    warp_count[i] = 0;
+  // staged: every row starts as the sentinel (before the first block barrier)
+  for (int r = threadIdx.x; staged && r < max_rows; r += 1024) {
+    staged_rows[r] = N;
   }
-  __syncthreads();
-  // warp w owns the flattened entries [begin, end), 32 contiguous slices
-  const long long per = rc_ceil_div(N, 32);
-  const int begin = (int)rc_min(N, w * per);
-  const int end = (int)rc_min(N, begin + per);
+  // warp w zeroes its own counters: no other warp touches them before the first block barrier
+  for (int e = lane; e < 256; e += 32) {
+    warp_count[w * 256 + e] = 0;
+  }
+  __syncwarp();
+  // warp w owns the flattened entries [begin, end), 32 contiguous slices (N <= 2^30: 32-bit)
+  const int per = (N + 31) / 32;
+  const int begin = min(N, w * per);
+  const int end = min(N, begin + per);
   // pass 1: per-warp counts
   for (int base = begin; base < end; base += 128) {
     int id[4];  // local expert of entries base + 32 * u + lane (-1 past end)
@@ -100,9 +110,10 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_align_l256(
     }
   }
   __syncthreads();
-  int c = 0;
+  int blocks = 0;
   if ((int)threadIdx.x < L) {
     const int e = threadIdx.x;
+    int c = 0;
     for (int v = 0; v < 32; ++v) {
       // layout (32,256):(256,1) at (v,e)
       const int n = warp_count[v * 256 + e];
@@ -111,9 +122,10 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_align_l256(
     }
     counts[e] = c;
     expert_count[e] = c;
+    // c + block_m - 1 <= T * k + L * (block_m - 1) <= 2^30: no overflow
+    blocks = (c + block_m - 1) / block_m;
   }
-  const int padded = (int)rc_ceil_div(c, block_m) * block_m;
-  int incl = padded;
+  int incl = blocks;
   for (int o = 1; o < 32; o *= 2) {
     const int y = __shfl_up_sync(0xffffffffu, incl, o);
     if (lane >= o) {
@@ -124,45 +136,43 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_align_l256(
     warp_sum[w] = incl;
   }
   __syncthreads();
-  if (w == 0) {
-    int s = warp_sum[lane];
-    for (int o = 1; o < 32; o *= 2) {
-      const int y = __shfl_up_sync(0xffffffffu, s, o);
-      if (lane >= o) {
-        s = s + y;
-      }
-    }
-    warp_sum[lane] = s;
-  }
-  __syncthreads();
-  const int excl = incl - padded + (w > 0 ? warp_sum[w - 1] : 0);
   if ((int)threadIdx.x < L) {
-    row_offset[threadIdx.x] = excl;
-    offsets[threadIdx.x] = excl;
-  }
-  if (threadIdx.x == 0) {
-    const int total = warp_sum[31];
-    row_offset[L] = total;
-    offsets[L] = total;
-    total_rows[0] = total;
+    int first = incl - blocks;
+    for (int v = 0; v < w; ++v) {
+      first = first + warp_sum[v];
+    }
+    block_first[threadIdx.x] = first;
+    row_offset[threadIdx.x] = first * block_m;
+    offsets[threadIdx.x] = first * block_m;
+    if ((int)threadIdx.x == L - 1) {
+      const int total_blocks = first + blocks;
+      block_first[L] = total_blocks;
+      row_offset[L] = total_blocks * block_m;
+      offsets[L] = total_blocks * block_m;
+      total_rows[0] = total_blocks * block_m;
+    }
   }
   __syncthreads();
   const int total = row_offset[L];
+  const int total_blocks = block_first[L];
   // pass 2: padding rows and block experts
   {
-    for (int r = total + threadIdx.x; r < max_rows; r += 1024) {
+    // staged: the sentinel is in the shared rows already
+    for (int r = total + threadIdx.x; !staged && r < max_rows; r += 1024) {
       sorted_ids[r] = N;
-      if (r % block_m == 0) {
-        block_expert[r / block_m] = -1;
-      }
+    }
+    // the blocks starting below max_rows
+    const int max_blocks = max_rows / block_m + (max_rows % block_m != 0 ? 1 : 0);
+    for (int b = total_blocks + threadIdx.x; b < max_blocks; b += 1024) {
+      block_expert[b] = -1;
     }
     for (int e = w; e < L; e += 32) {
-      const int first = row_offset[e];
       const int last = row_offset[e + 1];
-      for (int r = first + expert_count[e] + lane; r < last; r += 32) {
+      for (int r = row_offset[e] + expert_count[e] + lane; !staged && r < last; r += 32) {
         sorted_ids[r] = N;
       }
-      for (int b = first / block_m + lane; b < last / block_m; b += 32) {
+      const int last_block = block_first[e + 1];
+      for (int b = block_first[e] + lane; b < last_block; b += 32) {
         block_expert[b] = e;
       }
     }
@@ -191,7 +201,12 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_align_l256(
       }
       const unsigned before = peers & ((1u << lane) - 1u);
       if (local) {
-        sorted_ids[row_offset[e] + warp_count[w * 256 + e] + __popc(before)] = base + 32 * u + lane;
+        const int row = row_offset[e] + warp_count[w * 256 + e] + __popc(before);
+        if (staged) {
+          staged_rows[row] = base + 32 * u + lane;
+        } else {
+          sorted_ids[row] = base + 32 * u + lane;
+        }
       }
       __syncwarp();
       // layout (32,256):(256,1) at (w,e)
@@ -199,6 +214,13 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_align_l256(
         warp_count[w * 256 + e] = warp_count[w * 256 + e] + __popc(peers);
       }
       __syncwarp();
+    }
+  }
+  if (staged) {
+    // the staged rows out, coalesced
+    __syncthreads();
+    for (int r = threadIdx.x; r < max_rows; r += 1024) {
+      sorted_ids[r] = staged_rows[r];
     }
   }
 }

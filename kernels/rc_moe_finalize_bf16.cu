@@ -78,17 +78,46 @@ extern "C" __global__ __launch_bounds__(256) void rc_moe_finalize_bf16(
   for (int x = 0; x < 8; ++x) {
     s[x] = 0.0f;
   }
-  for (int j = 0; j < k; ++j) {
-    const int e = __ldg(topk_ids + (long long)t * k + j) - expert_offset;
-    if ((unsigned)e < (unsigned)L) {
-      for (int sp = 0; sp < splits; ++sp) {
-        const uint4 v = __ldg(reinterpret_cast<const uint4*>(out + sp * split_stride + ((long long)t * k + j) * H + c));  // out (splits,T*k,H):(split_stride,H,1), slab sp, row t * k + j
-        const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&v);
-        #pragma unroll
-        for (int x = 0; x < 4; ++x) {
-          const float2 f = __bfloat1622float2(p[x]);
-          s[2 * x] = s[2 * x] + f.x;
-          s[2 * x + 1] = s[2 * x + 1] + f.y;
+  {
+    const int pairs = k * splits;
+    // the pair q0 of the batch: entry j, split sp
+    int j = 0;
+    int sp = 0;
+    for (int q0 = 0; q0 < pairs; q0 += 8) {
+      int jq[8];  // entry of pair q0 + u
+      int sq[8];  // split of pair q0 + u
+      int eq[8];  // local expert of pair q0 + u (-1 past the pairs)
+      #pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        jq[u] = j;
+        sq[u] = sp;
+        eq[u] = q0 + u < pairs ? __ldg(topk_ids + (long long)t * k + j) - expert_offset : -1;
+        sp = sp + 1;
+        if (sp == splits) {
+          sp = 0;
+          j = j + 1;
+        }
+      }
+      uint4 v[8];  // the rows of the local pairs
+      #pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        if ((unsigned)eq[u] < (unsigned)L) {
+          v[u] = __ldg(reinterpret_cast<const uint4*>(out + sq[u] * split_stride + ((long long)t * k + jq[u]) * H + c));  // out (splits,T*k,H):(split_stride,H,1), slab sq[u], row t * k + jq[u]
+        } else {
+          v[u] = make_uint4(0u, 0u, 0u, 0u);
+        }
+      }
+      #pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        if ((unsigned)eq[u] < (unsigned)L) {
+          const uint4 w = v[u];
+          const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&w);
+          #pragma unroll
+          for (int x = 0; x < 4; ++x) {
+            const float2 f = __bfloat1622float2(p[x]);
+            s[2 * x] = s[2 * x] + f.x;
+            s[2 * x + 1] = s[2 * x + 1] + f.y;
+          }
         }
       }
     }

@@ -47,7 +47,7 @@ __device__ __forceinline__ void rc_launch_dependents() {
 }
 
 // top-k softmax of T tokens' logits [T, E] (warp per token), then the alignment of the N = T * K ids; one block
-// topk_ids is written and read back by the block: no const __restrict__ (coherent loads)
+// the alignment reads the block's shared copy of the ids, T <= 32
 extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_bf16_e64_l256(
     const __nv_bfloat16* __restrict__ logits,
     int* topk_ids,
@@ -70,6 +70,7 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_bf16_e64
 ) {
   // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
   rc_grid_dependency_wait();
+  __shared__ int routed_ids[1024];  // the ids [T, K] for the alignment (T <= 32, K <= 32)
   // top-k softmax: warp w routes tokens w, w + 32, ... (one each for T <= 32)
   {
     const int lane = threadIdx.x % 32;
@@ -112,25 +113,25 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_bf16_e64
       float my_e = 0.0f;
       float sel_sum = 0.0f;
       for (int j = 0; j < K; ++j) {
-        float bv = __int_as_float(0xff800000);
-        int bi = 0x7fffffff;
+        unsigned lk = 0u;
+        int li = 0x7fffffff;
         #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          const float cv = x[i];
           const int ci = lane + 32 * i;
-          if (ci < E && !((taken >> i) & 1u) && (cv > bv || (cv == bv && ci < bi))) {
-            bv = cv;
-            bi = ci;
+          if (ci < E && !((taken >> i) & 1u)) {
+            unsigned u = __float_as_uint(x[i]);
+            u = u == 0x80000000u ? 0u : u;
+            const unsigned key = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+            if (key > lk) {
+              lk = key;
+              li = ci;
+            }
           }
         }
-        for (int o = 16; o > 0; o /= 2) {
-          const float cv = __shfl_xor_sync(0xffffffffu, bv, o);
-          const int ci = __shfl_xor_sync(0xffffffffu, bi, o);
-          if ((cv > bv || (cv == bv && ci < bi))) {
-            bv = cv;
-            bi = ci;
-          }
-        }
+        const unsigned best = __reduce_max_sync(0xffffffffu, lk);
+        const int bi = (int)__reduce_min_sync(0xffffffffu, lk == best ? (unsigned)li : 0x7fffffffu);
+        // the winning logit back from its key
+        const float bv = __uint_as_float((best & 0x80000000u) ? (best & 0x7fffffffu) : ~best);
         // the owner lane (bi % 32) retires the winner's slot (bi / 32)
         if (bi % 32 == lane) {
           taken = taken | (1u << (bi / 32));
@@ -146,39 +147,54 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_bf16_e64
         // layout (T,K):(ld_k,1) at (t,lane)
         topk_ids[t * ld_k + lane] = my_id;
         topk_weights[t * ld_k + lane] = my_e / (renormalize ? sel_sum : sum);
+        // the shared copy: layout (T,K):(K,1) at (t,lane)
+        routed_ids[t * K + lane] = my_id;
       }
     }
   }
-  // the block's ids are visible to all its threads; fenced before the trigger
+  // the threads that stored ids fence them (before the trigger)
+  if ((int)(threadIdx.x / 32) < T && (int)(threadIdx.x % 32) < K) {
+    __threadfence();
+  }
+  // the shared ids are visible to the whole block
   __syncthreads();
-  __threadfence();
   if (early_trigger) {
     // the next kernel may launch now; its prelude may read the ids (hints only)
     rc_launch_dependents();
   }
-  // the alignment of the ids just written
+  // the alignment of the shared copy of the ids
   {
     __shared__ int warp_count[8192];
     __shared__ int row_offset[257];
+    __shared__ int block_first[257];
     __shared__ int expert_count[256];
     __shared__ int warp_sum[32];
+    extern __shared__ int staged_rows[];  // the rows, where the launch gives max_rows ints of dynamic shared memory
+    unsigned dyn_bytes = 0u;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn_bytes));
+    const bool staged = max_rows <= (int)(dyn_bytes / 4u);
     const int lane = threadIdx.x % 32;
     const int w = threadIdx.x / 32;
-    for (int i = threadIdx.x; i < 8192; i += 1024) {
-      warp_count[i] = 0;
+    // staged: every row starts as the sentinel (before the first block barrier)
+    for (int r = threadIdx.x; staged && r < max_rows; r += 1024) {
+      staged_rows[r] = N;
     }
-    __syncthreads();
-    // warp w owns the flattened entries [begin, end), 32 contiguous slices
-    const long long per = rc_ceil_div(N, 32);
-    const int begin = (int)rc_min(N, w * per);
-    const int end = (int)rc_min(N, begin + per);
+    // warp w zeroes its own counters: no other warp touches them before the first block barrier
+    for (int e = lane; e < 256; e += 32) {
+      warp_count[w * 256 + e] = 0;
+    }
+    __syncwarp();
+    // warp w owns the flattened entries [begin, end), 32 contiguous slices (N <= 2^30: 32-bit)
+    const int per = (N + 31) / 32;
+    const int begin = min(N, w * per);
+    const int end = min(N, begin + per);
     // pass 1: per-warp counts
     for (int base = begin; base < end; base += 128) {
       int id[4];  // local expert of entries base + 32 * u + lane (-1 past end)
       #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const int i = base + 32 * u + lane;
-        id[u] = i < end ? (int)((unsigned)topk_ids[i] - (unsigned)expert_offset) : -1;
+        id[u] = i < end ? (int)((unsigned)routed_ids[i] - (unsigned)expert_offset) : -1;
       }
       #pragma unroll
       for (int u = 0; u < 4; ++u) {
@@ -191,9 +207,10 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_bf16_e64
       }
     }
     __syncthreads();
-    int c = 0;
+    int blocks = 0;
     if ((int)threadIdx.x < L) {
       const int e = threadIdx.x;
+      int c = 0;
       for (int v = 0; v < 32; ++v) {
         // layout (32,256):(256,1) at (v,e)
         const int n = warp_count[v * 256 + e];
@@ -202,9 +219,10 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_bf16_e64
       }
       counts[e] = c;
       expert_count[e] = c;
+      // c + block_m - 1 <= T * k + L * (block_m - 1) <= 2^30: no overflow
+      blocks = (c + block_m - 1) / block_m;
     }
-    const int padded = (int)rc_ceil_div(c, block_m) * block_m;
-    int incl = padded;
+    int incl = blocks;
     for (int o = 1; o < 32; o *= 2) {
       const int y = __shfl_up_sync(0xffffffffu, incl, o);
       if (lane >= o) {
@@ -215,45 +233,43 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_bf16_e64
       warp_sum[w] = incl;
     }
     __syncthreads();
-    if (w == 0) {
-      int s = warp_sum[lane];
-      for (int o = 1; o < 32; o *= 2) {
-        const int y = __shfl_up_sync(0xffffffffu, s, o);
-        if (lane >= o) {
-          s = s + y;
-        }
-      }
-      warp_sum[lane] = s;
-    }
-    __syncthreads();
-    const int excl = incl - padded + (w > 0 ? warp_sum[w - 1] : 0);
     if ((int)threadIdx.x < L) {
-      row_offset[threadIdx.x] = excl;
-      offsets[threadIdx.x] = excl;
-    }
-    if (threadIdx.x == 0) {
-      const int total = warp_sum[31];
-      row_offset[L] = total;
-      offsets[L] = total;
-      total_rows[0] = total;
+      int first = incl - blocks;
+      for (int v = 0; v < w; ++v) {
+        first = first + warp_sum[v];
+      }
+      block_first[threadIdx.x] = first;
+      row_offset[threadIdx.x] = first * block_m;
+      offsets[threadIdx.x] = first * block_m;
+      if ((int)threadIdx.x == L - 1) {
+        const int total_blocks = first + blocks;
+        block_first[L] = total_blocks;
+        row_offset[L] = total_blocks * block_m;
+        offsets[L] = total_blocks * block_m;
+        total_rows[0] = total_blocks * block_m;
+      }
     }
     __syncthreads();
     const int total = row_offset[L];
+    const int total_blocks = block_first[L];
     // pass 2: padding rows and block experts
     {
-      for (int r = total + threadIdx.x; r < max_rows; r += 1024) {
+      // staged: the sentinel is in the shared rows already
+      for (int r = total + threadIdx.x; !staged && r < max_rows; r += 1024) {
         sorted_ids[r] = N;
-        if (r % block_m == 0) {
-          block_expert[r / block_m] = -1;
-        }
+      }
+      // the blocks starting below max_rows
+      const int max_blocks = max_rows / block_m + (max_rows % block_m != 0 ? 1 : 0);
+      for (int b = total_blocks + threadIdx.x; b < max_blocks; b += 1024) {
+        block_expert[b] = -1;
       }
       for (int e = w; e < L; e += 32) {
-        const int first = row_offset[e];
         const int last = row_offset[e + 1];
-        for (int r = first + expert_count[e] + lane; r < last; r += 32) {
+        for (int r = row_offset[e] + expert_count[e] + lane; !staged && r < last; r += 32) {
           sorted_ids[r] = N;
         }
-        for (int b = first / block_m + lane; b < last / block_m; b += 32) {
+        const int last_block = block_first[e + 1];
+        for (int b = block_first[e] + lane; b < last_block; b += 32) {
           block_expert[b] = e;
         }
       }
@@ -266,7 +282,7 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_bf16_e64
       #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const int i = base + 32 * u + lane;
-        id[u] = i < end ? (int)((unsigned)topk_ids[i] - (unsigned)expert_offset) : -1;
+        id[u] = i < end ? (int)((unsigned)routed_ids[i] - (unsigned)expert_offset) : -1;
       }
       #pragma unroll
       for (int u = 0; u < 4; ++u) {
@@ -282,7 +298,12 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_bf16_e64
         }
         const unsigned before = peers & ((1u << lane) - 1u);
         if (local) {
-          sorted_ids[row_offset[e] + warp_count[w * 256 + e] + __popc(before)] = base + 32 * u + lane;
+          const int row = row_offset[e] + warp_count[w * 256 + e] + __popc(before);
+          if (staged) {
+            staged_rows[row] = base + 32 * u + lane;
+          } else {
+            sorted_ids[row] = base + 32 * u + lane;
+          }
         }
         __syncwarp();
         // layout (32,256):(256,1) at (w,e)
@@ -290,6 +311,13 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_bf16_e64
           warp_count[w * 256 + e] = warp_count[w * 256 + e] + __popc(peers);
         }
         __syncwarp();
+      }
+    }
+    if (staged) {
+      // the staged rows out, coalesced
+      __syncthreads();
+      for (int r = threadIdx.x; r < max_rows; r += 1024) {
+        sorted_ids[r] = staged_rows[r];
       }
     }
   }

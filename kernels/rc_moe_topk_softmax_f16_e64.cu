@@ -103,25 +103,25 @@ extern "C" __global__ __launch_bounds__(128) void rc_moe_topk_softmax_f16_e64(
     float my_e = 0.0f;
     float sel_sum = 0.0f;
     for (int j = 0; j < K; ++j) {
-      float bv = __int_as_float(0xff800000);
-      int bi = 0x7fffffff;
+      unsigned lk = 0u;
+      int li = 0x7fffffff;
       #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const float cv = x[i];
         const int ci = lane + 32 * i;
-        if (ci < E && !((taken >> i) & 1u) && (cv > bv || (cv == bv && ci < bi))) {
-          bv = cv;
-          bi = ci;
+        if (ci < E && !((taken >> i) & 1u)) {
+          unsigned u = __float_as_uint(x[i]);
+          u = u == 0x80000000u ? 0u : u;
+          const unsigned key = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+          if (key > lk) {
+            lk = key;
+            li = ci;
+          }
         }
       }
-      for (int o = 16; o > 0; o /= 2) {
-        const float cv = __shfl_xor_sync(0xffffffffu, bv, o);
-        const int ci = __shfl_xor_sync(0xffffffffu, bi, o);
-        if ((cv > bv || (cv == bv && ci < bi))) {
-          bv = cv;
-          bi = ci;
-        }
-      }
+      const unsigned best = __reduce_max_sync(0xffffffffu, lk);
+      const int bi = (int)__reduce_min_sync(0xffffffffu, lk == best ? (unsigned)li : 0x7fffffffu);
+      // the winning logit back from its key
+      const float bv = __uint_as_float((best & 0x80000000u) ? (best & 0x7fffffffu) : ~best);
       // the owner lane (bi % 32) retires the winner's slot (bi / 32)
       if (bi % 32 == lane) {
         taken = taken | (1u << (bi / 32));

@@ -6,8 +6,10 @@
 //! runs on the kernel's ids for the full expert range, an expert-parallel slice (offset 2,
 //! 3 local experts) and a slice no token routes to, at several tile heights; every output
 //! must match exactly, past the used rows too (sentinel, -1), and a second run must be
-//! bit-identical. Outputs are poisoned first. Skips with a printed reason without a GPU
-//! (fails under `RCUTE_REQUIRE_GPU=1`).
+//! bit-identical. Outputs are poisoned first. The fused top-k + alignment kernel (decode
+//! batches, T <= 32) must give the two kernels' outputs bit for bit, and the alignment
+//! with its rows staged in shared memory those of the direct one. Skips with a printed
+//! reason without a GPU (fails under `RCUTE_REQUIRE_GPU=1`).
 
 mod common;
 
@@ -16,8 +18,9 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use rcute_atom::Element;
 use rcute_kernel::grid_dependency::launch_chained;
 use rcute_kernel::moe_routing::align::{self, AlignCapacity, GeneratedMoeAlign, MoeAlignArgs};
+use rcute_kernel::moe_routing::topk_align;
 use rcute_kernel::moe_routing::topk_softmax::{self, GeneratedTopkSoftmax, TopkSoftmaxArgs};
-use rcute_kernel::{Arch, Function, Gpu};
+use rcute_kernel::{Arch, Function, Gpu, LaunchConfig};
 use rcute_ops::moe::{align_reference, topk_softmax_reference, Alignment};
 use std::sync::Arc;
 
@@ -122,6 +125,17 @@ impl Align<'_> {
         local: usize,
         bm: usize,
     ) -> (AlignOut, AlignCapacity) {
+        self.run_with(d_ids, (t, k), (offset, local, bm), |_| self.g.launch_config())
+    }
+
+    /// `run` with the launch configuration `cfg` gives for the arguments.
+    fn run_with(
+        &self,
+        d_ids: &CudaSlice<i32>,
+        (t, k): (usize, usize),
+        (offset, local, bm): (usize, usize, usize),
+        cfg: impl Fn(&MoeAlignArgs) -> LaunchConfig,
+    ) -> (AlignOut, AlignCapacity) {
         let s = self.stream;
         let cap = align::align_capacity(t, k, local, bm).unwrap();
         let poisoned = |n: usize| s.clone_htod(&vec![POISON; n]).unwrap();
@@ -156,7 +170,7 @@ impl Align<'_> {
             // SAFETY: topk_ids holds [T, k] ints; the outputs have the lengths
             // `align_capacity` gives for these sizes (counts L, offsets L + 1, sorted ids
             // `rows`, block experts `blocks`, total 1), as the kernel requires.
-            unsafe { launch_chained(self.f, self.g.launch_config().with_checked(true), args) }.unwrap();
+            unsafe { launch_chained(self.f, cfg(&a).with_checked(true), args) }.unwrap();
         }
         let out = AlignOut {
             counts: s.clone_dtoh(&c).unwrap(),
@@ -297,5 +311,228 @@ fn a_slice_without_tokens_gets_no_rows() {
         let (got, cap) = aligner.run(&d_ids, t, k, offset, local, 16);
         check_alignment(&got, &want, cap, (t * k) as i32, &format!("slice [{offset}, +{local})"));
         assert_eq!(want.total_rows == 0, offset == 4);
+    }
+}
+
+/// The first `RCUTE_CASES` items (all without it): the sanitizer runs keep two.
+fn cases<T>(items: &[T]) -> &[T] {
+    let n = std::env::var("RCUTE_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(items.len());
+    &items[..n.min(items.len())]
+}
+
+/// The fused top-k + alignment's outputs: ids, weights and the alignment.
+fn run_fused(
+    stream: &Arc<CudaStream>,
+    (g, f): (&topk_align::GeneratedTopkAlign, &Function),
+    d_logits: &CudaSlice<u8>,
+    (t, e, k, renorm): (usize, usize, usize, bool),
+    (offset, local, bm): (usize, usize, usize),
+) -> (Vec<i32>, Vec<f32>, AlignOut) {
+    let s = stream;
+    let cap = align::align_capacity(t, k, local, bm).unwrap();
+    let poisoned = |n: usize| s.clone_htod(&vec![POISON; n]).unwrap();
+    let mut d_w = s.clone_htod(&vec![f32::NAN; t * k]).unwrap();
+    let (mut ids, mut c, mut o, mut si, mut be, mut tot) = (
+        poisoned(t * k),
+        poisoned(local),
+        poisoned(local + 1),
+        poisoned(cap.rows),
+        poisoned(cap.blocks),
+        poisoned(1),
+    );
+    {
+        let (pl, _gl) = d_logits.device_ptr(s);
+        let (pw, _gw) = d_w.device_ptr_mut(s);
+        let (pi, _g0) = ids.device_ptr_mut(s);
+        let (pc, _g1) = c.device_ptr_mut(s);
+        let (po, _g2) = o.device_ptr_mut(s);
+        let (ps, _g3) = si.device_ptr_mut(s);
+        let (pb, _g4) = be.device_ptr_mut(s);
+        let (pt, _g5) = tot.device_ptr_mut(s);
+        let ta = TopkSoftmaxArgs {
+            logits: pl,
+            topk_ids: pi,
+            topk_weights: pw,
+            tokens: t as i32,
+            experts: e as i32,
+            topk: k as i32,
+            renormalize: renorm,
+        };
+        let aa = MoeAlignArgs {
+            topk_ids: pi,
+            counts: pc,
+            offsets: po,
+            sorted_ids: ps,
+            block_expert: pb,
+            total_rows: pt,
+            tokens: t as i32,
+            topk: k as i32,
+            expert_offset: offset as i32,
+            local_experts: local as i32,
+            block_m: bm as i32,
+        };
+        let args = g.args(&ta, &aa).unwrap();
+        // SAFETY: logits hold [T, E] elements of the kernel's type, ids and weights [T, k];
+        // the alignment's outputs have the lengths `align_capacity` gives (counts L,
+        // offsets L + 1, sorted ids `rows`, block experts `blocks`, total 1); `args`
+        // checked T <= 32, E, k and the sizes.
+        unsafe { launch_chained(f, g.launch_config().with_checked(true), args) }.unwrap();
+    }
+    let out = AlignOut {
+        counts: s.clone_dtoh(&c).unwrap(),
+        offsets: s.clone_dtoh(&o).unwrap(),
+        sorted_ids: s.clone_dtoh(&si).unwrap(),
+        block_expert: s.clone_dtoh(&be).unwrap(),
+        total: s.clone_dtoh(&tot).unwrap()[0],
+    };
+    (s.clone_dtoh(&ids).unwrap(), s.clone_dtoh(&d_w).unwrap(), out)
+}
+
+/// The fused top-k + alignment (one block: the ids kept in shared memory for the
+/// alignment) against the top-k kernel followed by the alignment kernel, bit for bit:
+/// f32 and bf16 logits, E = 8 top-2 and E = 64 top-6, T = 1 to 32, with and without
+/// renormalisation, the full expert range at tiles of 16 and 128 and an expert-parallel
+/// slice; a T = 33 launch is a typed error.
+#[test]
+fn fused_topk_align_matches_the_two_kernels() {
+    let ga = align::generate();
+    let Some((gpu, ca)) = compile_and_gpu(&ga.source, &format!("{}.cu", ga.name), Arch::Sm80) else {
+        return;
+    };
+    let stream = gpu.stream();
+    let fa = load(&gpu, &ca, &ga.name);
+    let aligner = Align { g: &ga, f: &fa, stream };
+    let mut rng = Rng::for_test("gpu_moe_fused_topk_align");
+    for element in [Element::F32, Element::BF16] {
+        for (e, k) in [(8usize, 2usize), (64, 6)] {
+            let g = topk_softmax::generate(element, e as u32).unwrap();
+            let gf = topk_align::generate(element, e as u32).unwrap();
+            let (Some((_, c)), Some((_, cf))) = (
+                compile_and_gpu(&g.source, &format!("{}.cu", g.name), Arch::Sm80),
+                compile_and_gpu(&gf.source, &format!("{}.cu", gf.name), Arch::Sm80),
+            ) else {
+                return;
+            };
+            let (f, ff) = (load(&gpu, &c, &g.name), load(&gpu, &cf, &gf.name));
+            let router = Topk { g: &g, f: &f, stream };
+            for &t in cases(&[1usize, 32, 3, 17]) {
+                let (_, bytes) = logits(&mut rng, element, t, e, e);
+                let d_logits = stream.clone_htod(&bytes).unwrap();
+                for renorm in [false, true] {
+                    let (d_ids, ids, w) = router.run(&d_logits, t, e, k, renorm);
+                    for (offset, local, bm) in [(0, e, 16), (0, e, 128), (2, 3, 16)] {
+                        let what = format!(
+                            "{} T={t} renorm={renorm} align [{offset}, +{local}) block_m={bm}",
+                            gf.name
+                        );
+                        let (fids, fw, fout) =
+                            run_fused(stream, (&gf, &ff), &d_logits, (t, e, k, renorm), (offset, local, bm));
+                        assert_eq!(fids, ids, "{what}: ids");
+                        assert!(
+                            fw.iter().zip(&w).all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "{what}: weights"
+                        );
+                        let (want, _) = aligner.run(&d_ids, t, k, offset, local, bm);
+                        assert_eq!(fout, want, "{what}: alignment");
+                    }
+                }
+            }
+            let too_many = TopkSoftmaxArgs {
+                logits: 256,
+                topk_ids: 512,
+                topk_weights: 768,
+                tokens: topk_align::MAX_TOKENS as i32 + 1,
+                experts: e as i32,
+                topk: k as i32,
+                renormalize: false,
+            };
+            let a = MoeAlignArgs {
+                topk_ids: 512,
+                counts: 1024,
+                offsets: 2048,
+                sorted_ids: 4096,
+                block_expert: 8192,
+                total_rows: 16384,
+                tokens: too_many.tokens,
+                topk: k as i32,
+                expert_offset: 0,
+                local_experts: e as i32,
+                block_m: 16,
+            };
+            assert!(gf.args(&too_many, &a).is_err(), "T = 33 must be refused");
+        }
+    }
+}
+
+/// The alignment with its rows staged in shared memory (the layer's launch) against the
+/// reference and the direct launch, bit for bit, and a launch whose dynamic shared memory
+/// is one int short of the rows (the kernel must write directly): random ids over
+/// `[-1, E + 2)` (some dropped) and hot ones (most to one expert), E = 64 top-6 and E = 8
+/// top-2, T = 1 to 4096, the full range at tiles of 16 and 128 and an expert-parallel
+/// slice; the first launch of a fresh kernel needs the shared-memory opt-in below 48 KiB
+/// of dynamic shared memory.
+#[test]
+fn staged_alignment_matches_the_direct_one() {
+    let ga = align::generate();
+    let Some((gpu, ca)) = compile_and_gpu(&ga.source, &format!("{}.cu", ga.name), Arch::Sm80) else {
+        return;
+    };
+    let stream = gpu.stream();
+    let fa = load(&gpu, &ca, &ga.name);
+    let free = gpu.max_shared_per_block_optin() - fa.static_smem_bytes();
+    let aligner = Align { g: &ga, f: &fa, stream };
+    let mut rng = Rng::for_test("gpu_moe_staged_align");
+    for (e, k) in [(64usize, 6usize), (8, 2)] {
+        // T = 100 first: its rows (34 KiB at tiles of 128) and the kernel's 37 KiB of
+        // static shared memory pass 48 KiB only with the opt-in.
+        for &t in cases(&[100usize, 4096, 1, 1000, 3]) {
+            for hot in [false, true] {
+                let ids: Vec<i32> = (0..t * k)
+                    .map(|_| match rng.next_u32() % 10 {
+                        0..=6 if hot => 1,
+                        _ => (rng.next_u32() % (e as u32 + 3)) as i32 - 1,
+                    })
+                    .collect();
+                let d_ids = stream.clone_htod(&ids).unwrap();
+                for (offset, local, bm) in [(0, e, 16), (0, e, 128), (2, 3, 128)] {
+                    let what = format!("E={e} k={k} T={t} hot={hot} align [{offset}, +{local}) block_m={bm}");
+                    let want = align_reference(&ids, t, k, offset, local, bm).unwrap();
+                    let tk = (t, k);
+                    let olb = (offset, local, bm);
+                    let staged = |a: &MoeAlignArgs| ga.staged_launch_config(a, free).unwrap();
+                    let (got, cap) = aligner.run_with(&d_ids, tk, olb, staged);
+                    assert!(
+                        cap.rows > align::STAGED_ROWS_MAX || staged(&aligner_args(t, k, olb)).dynamic_smem_bytes > 0,
+                        "{what}: not staged"
+                    );
+                    check_alignment(&got, &want, cap, (t * k) as i32, &what);
+                    let (direct, _) = aligner.run(&d_ids, t, k, offset, local, bm);
+                    assert_eq!(got, direct, "{what}: staged and direct differ");
+                    let short = |_: &MoeAlignArgs| ga.launch_config().with_dynamic_smem(cap.rows as u32 * 4 - 4);
+                    let (short_out, _) = aligner.run_with(&d_ids, tk, olb, short);
+                    assert_eq!(short_out, direct, "{what}: one int short of the rows");
+                }
+            }
+        }
+    }
+}
+
+/// Alignment arguments for sizes only (the launch configuration reads no pointer).
+fn aligner_args(t: usize, k: usize, (offset, local, bm): (usize, usize, usize)) -> MoeAlignArgs {
+    MoeAlignArgs {
+        topk_ids: 0,
+        counts: 0,
+        offsets: 0,
+        sorted_ids: 0,
+        block_expert: 0,
+        total_rows: 0,
+        tokens: t as i32,
+        topk: k as i32,
+        expert_offset: offset as i32,
+        local_experts: local as i32,
+        block_m: bm as i32,
     }
 }

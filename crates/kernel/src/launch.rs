@@ -6,7 +6,8 @@
 //! dimension as a launch attribute. Before launching, the configuration is checked against
 //! the device and the function (non-zero dimensions, threads per block, shared memory,
 //! cluster divisibility), and `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` is raised
-//! when a launch asks for more than the default 48 KiB of dynamic shared memory.
+//! when a launch asks for more dynamic shared memory than the default 48 KiB less the
+//! kernel's static shared memory.
 //!
 //! A launch may carry a *programmatic dependency* ([`LaunchConfig::with_programmatic_dependency`],
 //! Hopper's programmatic dependent launch): the kernel may then start while the kernel
@@ -37,7 +38,7 @@ pub const ENV_CHECKED: &str = "RCUTE_CHECKED";
 /// dependency (plain stream order), for comparisons and debugging.
 pub const ENV_PDL: &str = "RCUTE_PDL";
 
-/// Dynamic shared memory a kernel may use without opting in.
+/// Shared memory (static plus dynamic) a block may use without opting in.
 const DEFAULT_DYNAMIC_SMEM: u32 = 48 * 1024;
 /// Largest cluster the hardware supports with the non-portable opt-in (Hopper).
 const MAX_CLUSTER_BLOCKS: u32 = 16;
@@ -309,7 +310,8 @@ impl Module {
             resources,
             static_smem,
             max_threads,
-            dynamic_smem_limit: Arc::new(AtomicU32::new(DEFAULT_DYNAMIC_SMEM)),
+            // Without the opt-in, static and dynamic shared memory share the 48 KiB.
+            dynamic_smem_limit: Arc::new(AtomicU32::new(DEFAULT_DYNAMIC_SMEM.saturating_sub(static_smem))),
             non_portable_cluster: Arc::new(AtomicU32::new(0)),
             cluster_occupancy: Arc::new(Mutex::new(Vec::new())),
         })

@@ -12,7 +12,7 @@ fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
     for e in [Element::F32, Element::BF16, Element::F16] {
         for experts in [8, 64, 128, 256] {
             let g = topk_softmax::generate(e, experts).unwrap();
-            v.push((g.name, g.source, vec!["SHFL.BFLY", "MUFU.EX2"]));
+            v.push((g.name, g.source, vec!["SHFL.BFLY", "MUFU.EX2", "REDUX"]));
         }
     }
     let g = align::generate();
@@ -26,7 +26,15 @@ fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
         v.push((
             g.name,
             g.source,
-            vec!["SHFL.BFLY", "MUFU.EX2", "VOTE.ANY", "ATOMS", "BAR.SYNC", "MEMBAR"],
+            vec![
+                "SHFL.BFLY",
+                "MUFU.EX2",
+                "REDUX",
+                "VOTE.ANY",
+                "ATOMS",
+                "BAR.SYNC",
+                "MEMBAR",
+            ],
         ));
     }
     let g = ep_dispatch::generate_pack();
@@ -232,4 +240,44 @@ fn compiles_without_spills_or_local_memory() {
             ck.assert_opcodes(&ops, &[]);
         }
     }
+}
+
+/// The fused top-k + alignment keeps its ids in a shared array of 32 tokens x top-32: a
+/// 33-token launch is a typed error.
+#[test]
+fn fused_routing_refuses_more_than_32_tokens() {
+    use rcute_kernel::moe_routing::align::MoeAlignArgs;
+    use rcute_kernel::moe_routing::topk_softmax::TopkSoftmaxArgs;
+    let g = topk_align::generate(Element::BF16, 8).unwrap();
+    let t = TopkSoftmaxArgs {
+        logits: 256,
+        topk_ids: 512,
+        topk_weights: 768,
+        tokens: topk_align::MAX_TOKENS as i32,
+        experts: 8,
+        topk: 2,
+        renormalize: true,
+    };
+    let a = MoeAlignArgs {
+        topk_ids: 512,
+        counts: 1024,
+        offsets: 2048,
+        sorted_ids: 4096,
+        block_expert: 8192,
+        total_rows: 16384,
+        tokens: t.tokens,
+        topk: 2,
+        expert_offset: 0,
+        local_experts: 8,
+        block_m: 16,
+    };
+    assert!(g.args(&t, &a).is_ok());
+    let more = topk_align::MAX_TOKENS as i32 + 1;
+    assert!(matches!(
+        g.args(
+            &TopkSoftmaxArgs { tokens: more, ..t },
+            &MoeAlignArgs { tokens: more, ..a }
+        ),
+        Err(MoeRoutingError::TooLarge(_))
+    ));
 }

@@ -16,15 +16,36 @@
 //!
 //! `rows` and `blocks` come from [`align_capacity`], the worst case over all routings.
 //!
-//! One block of [`THREADS`] threads. Warp `w` owns a contiguous slice of the entries. Pass
-//! 1 counts each warp's entries per expert in shared memory (shared atomics: a count does
-//! not depend on their order). A block scan turns the counts into per-warp starting ranks
-//! and padded expert offsets. Pass 2 writes the padding and the block experts (one warp per
-//! expert, the rows past the total strided over the block), pass 3 walks the entries again
-//! and places each at `offset + warp's rank + rank within the group`, the group being the
-//! lanes of one expert (found with one `__ballot_sync` per bit of the expert; the group's
-//! lowest lane advances the warp's counter, so no two lanes of a warp touch one counter):
-//! the order within an expert is the order of the flattened index, whatever the scheduling.
+//! One block of [`THREADS`] threads, three block barriers, 32-bit index math. Warp `w`
+//! owns a contiguous slice of the entries and zeroes its own row of counters (a warp
+//! barrier: no other warp touches them before the first block barrier). Pass 1 counts each
+//! warp's entries per expert in shared memory (shared atomics: a count does not depend on
+//! their order). Thread `e` turns its expert's column of counts into per-warp starting
+//! ranks and its total into `ceil(c_e / block_m)` blocks; a block scan of the blocks
+//! (shuffles within a warp, then each thread adds the sums of the warps before its own)
+//! gives every expert its first block, so the rows are `first block * block_m` and no
+//! division runs per row. Pass 2 writes the padding and the block experts (one warp per
+//! expert, the rows and blocks past the total strided over the block), pass 3 walks the
+//! entries again and places each at `offset + warp's rank + rank within the group`, the
+//! group being the lanes of one expert (found with one `__ballot_sync` per bit of the
+//! expert; the group's lowest lane advances the warp's counter, so no two lanes of a warp
+//! touch one counter): the order within an expert is the order of the flattened index,
+//! whatever the scheduling. One `__match_any_sync` finds the same group in one instruction
+//! but measured slower on the H100 (DeepSeek-V2-Lite T = 1024: 13.3 against 11.3 us, T =
+//! 4096: 34 against 24 us; BENCHMARKS.md, session 21, helper moert).
+//!
+//! Staged rows: launched with [`GeneratedMoeAlign::staged_launch_config`], which gives the
+//! block `4 * rows` bytes of dynamic shared memory where they fit, the kernel fills a
+//! shared copy of `sorted_ids` with the sentinel, places the entries there (pass 3's
+//! scattered 4-byte stores stay in the SM) and copies all `rows` out in coalesced stores
+//! at the end: one 128-byte line per warp store instead of up to 32. The kernel stages
+//! exactly when `max_rows` ints fit its dynamic shared memory (`%dynamic_smem_size`), so
+//! a launch without it ([`GeneratedMoeAlign::launch_config`], and the fused top-k +
+//! alignment) writes `sorted_ids` directly; the outputs are the same either way.
+//!
+//! The body reads the ids through a name ([`body`]'s `ids`): `topk_ids` in global memory
+//! here, the fused top-k + alignment kernel's copy in shared memory there
+//! ([`super::topk_align`]).
 //!
 //! ```
 //! use rcute_kernel::moe_routing::align::{align_capacity, generate, MoeAlignArgs};
@@ -51,6 +72,10 @@ const WARPS: u32 = THREADS / 32;
 /// 8 measured the same and 16 slower (DeepSeek-V2-Lite, T = 1024, H100; BENCHMARKS.md,
 /// session 14, helper moegather).
 const UNROLL: u32 = 4;
+
+/// The most rows [`GeneratedMoeAlign::staged_launch_config`] stages in shared memory
+/// (160 KiB; DeepSeek-V2-Lite at T = 4096 and tiles of 128 has 32704).
+pub const STAGED_ROWS_MAX: usize = 40960;
 
 /// The largest `T * k + L * (block_m - 1)` the 32-bit indices allow.
 pub const MAX_ROWS_BOUND: i64 = 1 << 30;
@@ -168,9 +193,22 @@ impl GeneratedMoeAlign {
         )
     }
 
-    /// One block of [`THREADS`] threads.
+    /// One block of [`THREADS`] threads, `sorted_ids` written directly.
     pub fn launch_config(&self) -> LaunchConfig {
         LaunchConfig::new(Dim3::new(1, 1, 1), THREADS)
+    }
+
+    /// One block of [`THREADS`] threads with the rows staged in shared memory when their
+    /// `4 * rows` bytes fit in `free_smem` (the device's opt-in limit less the kernel's
+    /// static shared memory) and [`STAGED_ROWS_MAX`]; else [`Self::launch_config`].
+    pub fn staged_launch_config(&self, a: &MoeAlignArgs, free_smem: u32) -> Result<LaunchConfig, MoeRoutingError> {
+        let cap = self.check(a)?;
+        let bytes = cap.rows * 4;
+        Ok(if cap.rows <= STAGED_ROWS_MAX && bytes <= free_smem as usize {
+            self.launch_config().with_dynamic_smem(bytes as u32)
+        } else {
+            self.launch_config()
+        })
     }
 
     /// The kernel's arguments in order (after [`Self::check`]), but its last
@@ -227,8 +265,9 @@ fn counter(warp: &str) -> (String, String) {
     (format!("warp_count[{}]", ix.expr), ix.comment)
 }
 
-/// Walks warp `w`'s entries `[begin, end)`, `UNROLL * 32` at a time; for each entry, `e`
-/// is its local expert and `local` whether it is one.
+/// Walks warp `w`'s entries `[begin, end)`, `UNROLL * 32` at a time, reading their ids
+/// from the array `ids`; for each entry, `e` is its local expert and `local` whether it is
+/// one.
 ///
 /// * `place` empty (pass 1): a local entry adds one to the warp's counter of `e` (a shared
 ///   atomic: the sum does not depend on the order).
@@ -236,7 +275,7 @@ fn counter(warp: &str) -> (String, String) {
 ///   no local expert) and `before` those of lower lanes, found with one ballot per bit of
 ///   the value (`bits` of them); `place` runs, then the group's lowest lane advances the
 ///   warp's counter of `e` by the group's size, so the ranks follow the lane order.
-fn walk_entries(place: Vec<Stmt>) -> Stmt {
+fn walk_entries(ids: &str, place: Vec<Stmt>) -> Stmt {
     let (cnt, cnt_doc) = counter("w");
     let mut per_entry = vec![
         Stmt::decl("const int", "e", "id[u]"),
@@ -297,7 +336,7 @@ fn walk_entries(place: Vec<Stmt>) -> Stmt {
                     Stmt::decl("const int", "i", "base + 32 * u + lane"),
                     Stmt::assign(
                         "id[u]",
-                        "i < end ? (int)((unsigned)topk_ids[i] - (unsigned)expert_offset) : -1",
+                        format!("i < end ? (int)((unsigned){ids}[i] - (unsigned)expert_offset) : -1"),
                     ),
                 ],
             ),
@@ -306,12 +345,9 @@ fn walk_entries(place: Vec<Stmt>) -> Stmt {
     }
 }
 
-/// Per-expert totals, per-warp exclusive ranks (in place) and the padded offsets: a
-/// block-wide exclusive scan of `round_up(c_e, block_m)` over threads (thread `e` =
-/// expert `e`).
-fn scan() -> Vec<Stmt> {
-    let (cnt, cnt_doc) = counter("v");
-    let warp_scan = |var: &str| Stmt::Loop {
+/// An inclusive warp scan of `var` (shuffles up).
+fn warp_scan(var: &str) -> Stmt {
+    Stmt::Loop {
         init: "int o = 1".into(),
         cond: "o < 32".into(),
         step: "o *= 2".into(),
@@ -323,13 +359,30 @@ fn scan() -> Vec<Stmt> {
                 otherwise: vec![],
             },
         ],
-    };
+    }
+}
+
+/// Per-expert totals, per-warp exclusive ranks (in place) and the first block of every
+/// expert: thread `e` sums its expert's column of counts into `c_e` and
+/// `ceil(c_e / block_m)` blocks; the blocks' exclusive scan over the block (warp scans,
+/// then each thread adds the sums of the warps before its own, at most 7 of them) gives
+/// `block_first[e]`, and `row_offset[e] = block_first[e] * block_m`. Two block barriers.
+fn scan() -> Vec<Stmt> {
+    let (cnt, cnt_doc) = counter("v");
+    let publish_total = vec![
+        Stmt::decl("const int", "total_blocks", "first + blocks"),
+        Stmt::assign("block_first[L]", "total_blocks"),
+        Stmt::assign("row_offset[L]", "total_blocks * block_m"),
+        Stmt::assign("offsets[L]", "total_blocks * block_m"),
+        Stmt::assign("total_rows[0]", "total_blocks * block_m"),
+    ];
     vec![
-        Stmt::decl("int", "c", "0"),
+        Stmt::decl("int", "blocks", "0"),
         Stmt::If {
             cond: "(int)threadIdx.x < L".into(),
             then: vec![
                 Stmt::decl("const int", "e", "threadIdx.x"),
+                Stmt::decl("int", "c", "0"),
                 Stmt::For {
                     var: "v".into(),
                     start: "0".into(),
@@ -344,11 +397,12 @@ fn scan() -> Vec<Stmt> {
                 },
                 Stmt::assign("counts[e]", "c"),
                 Stmt::assign("expert_count[e]", "c"),
+                Stmt::Comment("c + block_m - 1 <= T * k + L * (block_m - 1) <= 2^30: no overflow".into()),
+                Stmt::assign("blocks", "(c + block_m - 1) / block_m"),
             ],
             otherwise: vec![],
         },
-        Stmt::decl("const int", "padded", "(int)rc_ceil_div(c, block_m) * block_m"),
-        Stmt::decl("int", "incl", "padded"),
+        Stmt::decl("int", "incl", "blocks"),
         warp_scan("incl"),
         Stmt::If {
             cond: "lane == 31".into(),
@@ -357,31 +411,23 @@ fn scan() -> Vec<Stmt> {
         },
         Stmt::Expr("__syncthreads()".into()),
         Stmt::If {
-            cond: "w == 0".into(),
-            then: vec![
-                Stmt::decl("int", "s", "warp_sum[lane]"),
-                warp_scan("s"),
-                Stmt::assign("warp_sum[lane]", "s"),
-            ],
-            otherwise: vec![],
-        },
-        Stmt::Expr("__syncthreads()".into()),
-        Stmt::decl("const int", "excl", "incl - padded + (w > 0 ? warp_sum[w - 1] : 0)"),
-        Stmt::If {
             cond: "(int)threadIdx.x < L".into(),
             then: vec![
-                Stmt::assign("row_offset[threadIdx.x]", "excl"),
-                Stmt::assign("offsets[threadIdx.x]", "excl"),
-            ],
-            otherwise: vec![],
-        },
-        Stmt::If {
-            cond: "threadIdx.x == 0".into(),
-            then: vec![
-                Stmt::decl("const int", "total", format!("warp_sum[{}]", WARPS - 1)),
-                Stmt::assign("row_offset[L]", "total"),
-                Stmt::assign("offsets[L]", "total"),
-                Stmt::assign("total_rows[0]", "total"),
+                Stmt::decl("int", "first", "incl - blocks"),
+                Stmt::Loop {
+                    init: "int v = 0".into(),
+                    cond: "v < w".into(),
+                    step: "++v".into(),
+                    body: vec![Stmt::assign("first", "first + warp_sum[v]")],
+                },
+                Stmt::assign("block_first[threadIdx.x]", "first"),
+                Stmt::assign("row_offset[threadIdx.x]", "first * block_m"),
+                Stmt::assign("offsets[threadIdx.x]", "first * block_m"),
+                Stmt::If {
+                    cond: "(int)threadIdx.x == L - 1".into(),
+                    then: publish_total,
+                    otherwise: vec![],
+                },
             ],
             otherwise: vec![],
         },
@@ -389,40 +435,47 @@ fn scan() -> Vec<Stmt> {
     ]
 }
 
-/// Pass 2: the sentinel in every padding row, the expert of every block (-1 past the
-/// total): the rows and blocks past the total strided over the block, then warp `w` the
-/// padding rows and the blocks of experts `w, w + WARPS, ...`.
+/// Pass 2: the sentinel in every padding row (unless `staged`), the expert of every block
+/// (-1 past the total): the rows and blocks past the total strided over the block, then
+/// warp `w` the padding rows and the blocks of experts `w, w + WARPS, ...`. No division
+/// per row.
 fn pad_rows() -> Vec<Stmt> {
     vec![
+        Stmt::Comment("staged: the sentinel is in the shared rows already".into()),
         Stmt::Loop {
             init: "int r = total + threadIdx.x".into(),
-            cond: "r < max_rows".into(),
+            cond: "!staged && r < max_rows".into(),
             step: format!("r += {THREADS}"),
-            body: vec![
-                Stmt::assign("sorted_ids[r]", "N"),
-                Stmt::If {
-                    cond: "r % block_m == 0".into(),
-                    then: vec![Stmt::assign("block_expert[r / block_m]", "-1")],
-                    otherwise: vec![],
-                },
-            ],
+            body: vec![Stmt::assign("sorted_ids[r]", "N")],
+        },
+        Stmt::Comment("the blocks starting below max_rows".into()),
+        Stmt::decl(
+            "const int",
+            "max_blocks",
+            "max_rows / block_m + (max_rows % block_m != 0 ? 1 : 0)",
+        ),
+        Stmt::Loop {
+            init: "int b = total_blocks + threadIdx.x".into(),
+            cond: "b < max_blocks".into(),
+            step: format!("b += {THREADS}"),
+            body: vec![Stmt::assign("block_expert[b]", "-1")],
         },
         Stmt::Loop {
             init: "int e = w".into(),
             cond: "e < L".into(),
             step: format!("e += {WARPS}"),
             body: vec![
-                Stmt::decl("const int", "first", "row_offset[e]"),
                 Stmt::decl("const int", "last", "row_offset[e + 1]"),
                 Stmt::Loop {
-                    init: "int r = first + expert_count[e] + lane".into(),
-                    cond: "r < last".into(),
+                    init: "int r = row_offset[e] + expert_count[e] + lane".into(),
+                    cond: "!staged && r < last".into(),
                     step: "r += 32".into(),
                     body: vec![Stmt::assign("sorted_ids[r]", "N")],
                 },
+                Stmt::decl("const int", "last_block", "block_first[e + 1]"),
                 Stmt::Loop {
-                    init: "int b = first / block_m + lane".into(),
-                    cond: "b < last / block_m".into(),
+                    init: "int b = block_first[e] + lane".into(),
+                    cond: "b < last_block".into(),
                     step: "b += 32".into(),
                     body: vec![Stmt::assign("block_expert[b]", "e")],
                 },
@@ -440,7 +493,7 @@ fn kernel(name: &str) -> CFunction {
         name: name.into(),
         params,
         doc: vec!["N = T * k routed entries; local experts [expert_offset, expert_offset + L); one block".into()],
-        body: body(),
+        body: body("topk_ids"),
     }
 }
 
@@ -461,8 +514,9 @@ pub(super) fn params_after_ids() -> Vec<(String, String)> {
     ]
 }
 
-/// The alignment of one block of [`THREADS`] threads (reads `topk_ids [N]`).
-pub(super) fn body() -> Vec<Stmt> {
+/// The alignment of one block of [`THREADS`] threads, reading the `N` ids from the array
+/// named `ids` (global `topk_ids`, or a shared copy).
+pub(super) fn body(ids: &str) -> Vec<Stmt> {
     let (cnt, _) = counter("w");
     let shared = |decl: String| Stmt::Decl {
         ty: "__shared__ int".into(),
@@ -473,46 +527,88 @@ pub(super) fn body() -> Vec<Stmt> {
     let mut body = vec![
         shared(format!("warp_count[{}]", WARPS * MAX_LOCAL_EXPERTS)),
         shared(format!("row_offset[{}]", MAX_LOCAL_EXPERTS + 1)),
+        shared(format!("block_first[{}]", MAX_LOCAL_EXPERTS + 1)),
         shared(format!("expert_count[{MAX_LOCAL_EXPERTS}]")),
         shared(format!("warp_sum[{WARPS}]")),
+        Stmt::Decl {
+            ty: "extern __shared__ int".into(),
+            name: "staged_rows[]".into(),
+            init: None,
+            comment: Some("the rows, where the launch gives max_rows ints of dynamic shared memory".into()),
+        },
+        Stmt::decl("unsigned", "dyn_bytes", "0u"),
+        Stmt::Expr("asm(\"mov.u32 %0, %%dynamic_smem_size;\" : \"=r\"(dyn_bytes))".into()),
+        Stmt::decl("const bool", "staged", "max_rows <= (int)(dyn_bytes / 4u)"),
         Stmt::decl("const int", "lane", "threadIdx.x % 32"),
         Stmt::decl("const int", "w", "threadIdx.x / 32"),
+        Stmt::Comment("staged: every row starts as the sentinel (before the first block barrier)".into()),
         Stmt::Loop {
-            init: "int i = threadIdx.x".into(),
-            cond: format!("i < {}", WARPS * MAX_LOCAL_EXPERTS),
-            step: format!("i += {THREADS}"),
-            body: vec![Stmt::assign("warp_count[i]", "0")],
+            init: "int r = threadIdx.x".into(),
+            cond: "staged && r < max_rows".into(),
+            step: format!("r += {THREADS}"),
+            body: vec![Stmt::assign("staged_rows[r]", "N")],
         },
-        Stmt::Expr("__syncthreads()".into()),
+        Stmt::Comment(
+            "warp w zeroes its own counters: no other warp touches them before the first block barrier".into(),
+        ),
+        Stmt::Loop {
+            init: "int e = lane".into(),
+            cond: format!("e < {MAX_LOCAL_EXPERTS}"),
+            step: "e += 32".into(),
+            body: vec![Stmt::assign(cnt.clone(), "0")],
+        },
+        Stmt::Expr("__syncwarp()".into()),
         Stmt::Comment(format!(
-            "warp w owns the flattened entries [begin, end), {WARPS} contiguous slices"
+            "warp w owns the flattened entries [begin, end), {WARPS} contiguous slices (N <= 2^30: 32-bit)"
         )),
-        Stmt::decl("const long long", "per", format!("rc_ceil_div(N, {WARPS})")),
-        Stmt::decl("const int", "begin", "(int)rc_min(N, w * per)"),
-        Stmt::decl("const int", "end", "(int)rc_min(N, begin + per)"),
+        Stmt::decl("const int", "per", format!("(N + {}) / {WARPS}", WARPS - 1)),
+        Stmt::decl("const int", "begin", "min(N, w * per)"),
+        Stmt::decl("const int", "end", "min(N, begin + per)"),
         Stmt::Comment("pass 1: per-warp counts".into()),
-        walk_entries(vec![]),
+        walk_entries(ids, vec![]),
         Stmt::Expr("__syncthreads()".into()),
     ];
     body.extend(scan());
     body.extend([
         Stmt::decl("const int", "total", "row_offset[L]"),
+        Stmt::decl("const int", "total_blocks", "block_first[L]"),
         Stmt::Comment("pass 2: padding rows and block experts".into()),
         Stmt::Block(pad_rows()),
         Stmt::Comment("bits of a value in [0, L]: the ballots that find a warp's lanes of one expert".into()),
         Stmt::decl("const int", "bits", "32 - __clz(L)"),
         Stmt::Comment("pass 3: each entry at its expert's offset + the warp's rank + its rank in the group".into()),
-        walk_entries(vec![
-            Stmt::If {
-                cond: "local".into(),
-                then: vec![Stmt::assign(
-                    format!("sorted_ids[row_offset[e] + {cnt} + __popc(before)]"),
-                    "base + 32 * u + lane",
-                )],
-                otherwise: vec![],
-            },
-            Stmt::Expr("__syncwarp()".into()),
-        ]),
+        walk_entries(
+            ids,
+            vec![
+                Stmt::If {
+                    cond: "local".into(),
+                    then: vec![
+                        Stmt::decl("const int", "row", format!("row_offset[e] + {cnt} + __popc(before)")),
+                        Stmt::If {
+                            cond: "staged".into(),
+                            then: vec![Stmt::assign("staged_rows[row]", "base + 32 * u + lane")],
+                            otherwise: vec![Stmt::assign("sorted_ids[row]", "base + 32 * u + lane")],
+                        },
+                    ],
+                    otherwise: vec![],
+                },
+                Stmt::Expr("__syncwarp()".into()),
+            ],
+        ),
+        Stmt::If {
+            cond: "staged".into(),
+            then: vec![
+                Stmt::Comment("the staged rows out, coalesced".into()),
+                Stmt::Expr("__syncthreads()".into()),
+                Stmt::Loop {
+                    init: "int r = threadIdx.x".into(),
+                    cond: "r < max_rows".into(),
+                    step: format!("r += {THREADS}"),
+                    body: vec![Stmt::assign("sorted_ids[r]", "staged_rows[r]")],
+                },
+            ],
+            otherwise: vec![],
+        },
     ]);
     body
 }

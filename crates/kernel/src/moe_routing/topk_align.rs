@@ -1,15 +1,16 @@
 //! Top-k softmax and the alignment in one launch, for decode batches: one block of
 //! [`align::THREADS`] threads first routes the tokens (warp `w` takes tokens `w, w + 32,
 //! ...`, exactly the [`topk_softmax`] kernel's per-token code), writes `topk_ids` and
-//! `topk_weights`, synchronizes, then runs the [`align`] kernel's body on those ids. The
-//! outputs are those of the two kernels launched one after the other, bit for bit; the
-//! layer's chain has one link less (at T = 1 both kernels are one block, and a link costs
-//! the wait for its predecessor's end).
+//! `topk_weights`, and keeps a copy of the ids in shared memory (at most [`MAX_TOKENS`] x
+//! [`super::MAX_TOPK`] of them), synchronizes, then runs the [`align`] kernel's body on that
+//! copy: no global round trip between the two halves. The outputs are those of the two
+//! kernels launched one after the other, bit for bit; the layer's chain has one link less
+//! (at T = 1 both kernels are one block, and a link costs the wait for its predecessor's
+//! end).
 //!
-//! The ids are read back by other threads of the block after `__syncthreads()`, so the
-//! kernel declares `topk_ids` without `const __restrict__` (plain, coherent loads). The
-//! early trigger of the chain ([`crate::grid_dependency`]) comes after the ids are written
-//! and fenced, not right after the wait: the next link (GEMM1) may prefetch its weights
+//! The early trigger of the chain ([`crate::grid_dependency`]) comes after the ids are
+//! written and fenced (each thread that stored ids fences its own stores, then the block
+//! synchronizes), not right after the wait: the next link (GEMM1) may prefetch its weights
 //! from those ids before its own wait (hints only; PTX promises their visibility only
 //! after that wait).
 //!
@@ -28,6 +29,9 @@ use rcute_atom::Element;
 
 /// The most tokens the fused kernel is for: one per warp of its block.
 pub const MAX_TOKENS: usize = (align::THREADS / 32) as usize;
+
+/// The shared array holding the routed ids for the alignment.
+const SHARED_IDS: &str = "routed_ids";
 
 /// A generated top-k + alignment kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,6 +56,12 @@ impl GeneratedTopkAlign {
         a: &align::MoeAlignArgs,
     ) -> Result<KernelArgs, MoeRoutingError> {
         self.topk.check(t)?;
+        if t.tokens as usize > MAX_TOKENS {
+            return Err(MoeRoutingError::TooLarge(format!(
+                "{} tokens in the fused top-k + alignment (at most {MAX_TOKENS})",
+                t.tokens
+            )));
+        }
         if a.topk_ids != t.topk_ids || a.tokens != t.tokens || a.topk != t.topk {
             return Err(MoeRoutingError::Mismatch(
                 "the alignment must read the top-k's ids, tokens and k".into(),
@@ -83,6 +93,12 @@ pub fn generate(element: Element, max_experts: u32) -> Result<GeneratedTopkAlign
     let name = format!("rc_moe_topk_align_{element}_e{}_l{}", 32 * v, super::MAX_LOCAL_EXPERTS);
     let ty = element.cuda_type();
     let mut body = crate::grid_dependency::prologue(None);
+    body.push(Stmt::Decl {
+        ty: "__shared__ int".into(),
+        name: format!("{SHARED_IDS}[{}]", MAX_TOKENS as u32 * super::MAX_TOPK),
+        init: None,
+        comment: Some("the ids [T, K] for the alignment (T <= 32, K <= 32)".into()),
+    });
     body.push(Stmt::Comment(
         "top-k softmax: warp w routes tokens w, w + 32, ... (one each for T <= 32)".into(),
     ));
@@ -90,13 +106,18 @@ pub fn generate(element: Element, max_experts: u32) -> Result<GeneratedTopkAlign
         ty,
         load,
         v,
-        "threadIdx.x / 32",
-        &format!("{}", align::THREADS / 32),
+        ("threadIdx.x / 32", &format!("{}", align::THREADS / 32)),
+        Some(SHARED_IDS),
     )?));
     body.extend([
-        Stmt::Comment("the block's ids are visible to all its threads; fenced before the trigger".into()),
+        Stmt::Comment("the threads that stored ids fence them (before the trigger)".into()),
+        Stmt::If {
+            cond: "(int)(threadIdx.x / 32) < T && (int)(threadIdx.x % 32) < K".into(),
+            then: vec![Stmt::Expr("__threadfence()".into())],
+            otherwise: vec![],
+        },
+        Stmt::Comment("the shared ids are visible to the whole block".into()),
         Stmt::Expr("__syncthreads()".into()),
-        Stmt::Expr("__threadfence()".into()),
         Stmt::If {
             cond: crate::grid_dependency::EARLY_TRIGGER.into(),
             then: vec![
@@ -105,9 +126,9 @@ pub fn generate(element: Element, max_experts: u32) -> Result<GeneratedTopkAlign
             ],
             otherwise: vec![],
         },
-        Stmt::Comment("the alignment of the ids just written".into()),
+        Stmt::Comment("the alignment of the shared copy of the ids".into()),
     ]);
-    body.push(Stmt::Block(align::body()));
+    body.push(Stmt::Block(align::body(SHARED_IDS)));
     let mut params = topk_softmax::params(ty, "int*");
     params.extend(align::params_after_ids());
     params.push(crate::grid_dependency::early_trigger_param());
@@ -118,7 +139,7 @@ pub fn generate(element: Element, max_experts: u32) -> Result<GeneratedTopkAlign
         params,
         doc: vec![
             "top-k softmax of T tokens' logits [T, E] (warp per token), then the alignment of the N = T * K ids; one block".into(),
-            "topk_ids is written and read back by the block: no const __restrict__ (coherent loads)".into(),
+            "the alignment reads the block's shared copy of the ids, T <= 32".into(),
         ],
         body,
     };

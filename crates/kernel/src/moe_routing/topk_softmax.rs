@@ -178,39 +178,49 @@ fn butterfly(var: &str, combine: &str) -> Stmt {
 }
 
 /// Lane `lane`'s best remaining candidate, then the warp's best: the largest logit, ties
-/// to the lower expert index (a total order, so every lane of the butterfly agrees).
+/// to the lower expert index. Each logit becomes an order-preserving 32-bit key (the float
+/// bits with the sign flipped for positives, all bits flipped for negatives; `-0` taken as
+/// `+0`, so equal logits have equal keys), 0 for a taken or absent slot (below the key of
+/// `-inf`). A lane keeps its largest key, ties to its lower slot (the lower index); the
+/// warp's largest key is one `redux.sync` maximum and its lowest index among the lanes
+/// holding it one minimum: the same winner as comparing (logit, index) pairs.
 fn select_round(v: u32) -> Vec<Stmt> {
-    let better = "(cv > bv || (cv == bv && ci < bi))";
     vec![
-        Stmt::decl("float", "bv", NEG_INF),
-        Stmt::decl("int", "bi", "0x7fffffff"),
+        Stmt::decl("unsigned", "lk", "0u"),
+        Stmt::decl("int", "li", "0x7fffffff"),
         Stmt::unrolled(
             "i",
             v,
             vec![
-                Stmt::decl("const float", "cv", "x[i]"),
                 Stmt::decl("const int", "ci", "lane + 32 * i"),
                 Stmt::If {
-                    cond: format!("ci < E && !((taken >> i) & 1u) && {better}"),
-                    then: vec![Stmt::assign("bv", "cv"), Stmt::assign("bi", "ci")],
+                    cond: "ci < E && !((taken >> i) & 1u)".into(),
+                    then: vec![
+                        Stmt::decl("unsigned", "u", "__float_as_uint(x[i])"),
+                        Stmt::assign("u", "u == 0x80000000u ? 0u : u"),
+                        Stmt::decl("const unsigned", "key", "(u & 0x80000000u) ? ~u : (u | 0x80000000u)"),
+                        Stmt::If {
+                            cond: "key > lk".into(),
+                            then: vec![Stmt::assign("lk", "key"), Stmt::assign("li", "ci")],
+                            otherwise: vec![],
+                        },
+                    ],
                     otherwise: vec![],
                 },
             ],
         ),
-        Stmt::Loop {
-            init: "int o = 16".into(),
-            cond: "o > 0".into(),
-            step: "o /= 2".into(),
-            body: vec![
-                Stmt::decl("const float", "cv", "__shfl_xor_sync(0xffffffffu, bv, o)"),
-                Stmt::decl("const int", "ci", "__shfl_xor_sync(0xffffffffu, bi, o)"),
-                Stmt::If {
-                    cond: better.into(),
-                    then: vec![Stmt::assign("bv", "cv"), Stmt::assign("bi", "ci")],
-                    otherwise: vec![],
-                },
-            ],
-        },
+        Stmt::decl("const unsigned", "best", "__reduce_max_sync(0xffffffffu, lk)"),
+        Stmt::decl(
+            "const int",
+            "bi",
+            "(int)__reduce_min_sync(0xffffffffu, lk == best ? (unsigned)li : 0x7fffffffu)",
+        ),
+        Stmt::Comment("the winning logit back from its key".into()),
+        Stmt::decl(
+            "const float",
+            "bv",
+            "__uint_as_float((best & 0x80000000u) ? (best & 0x7fffffffu) : ~best)",
+        ),
         Stmt::Comment("the owner lane (bi % 32) retires the winner's slot (bi / 32)".into()),
         Stmt::If {
             cond: "bi % 32 == lane".into(),
@@ -229,14 +239,35 @@ fn select_round(v: u32) -> Vec<Stmt> {
 
 /// The routing of tokens `first, first + step, ...` below `T`, one warp each (`lane`, the
 /// row strides and the token loop): the body of this kernel and of the fused top-k +
-/// alignment kernel ([`super::topk_align`]).
-pub(super) fn token_loop(ty: &str, load: &str, v: u32, first: &str, step: &str) -> Result<Vec<Stmt>, MoeRoutingError> {
+/// alignment kernel ([`super::topk_align`]), which also keeps the ids in the shared array
+/// `shared_ids` (`[T, K]`, row-major) for its alignment.
+pub(super) fn token_loop(
+    ty: &str,
+    load: &str,
+    v: u32,
+    (first, step): (&str, &str),
+    shared_ids: Option<&str>,
+) -> Result<Vec<Stmt>, MoeRoutingError> {
     let cfg = |e: rcute_layout::LayoutError| MoeRoutingError::TooLarge(e.to_string());
     // Row-major [T, E] logits and [T, K] outputs with 64-bit row strides.
     let logits = Layout::new(tuple!("T", "E"), tuple!("ld_x", 1)).map_err(cfg)?;
     let topk = Layout::new(tuple!("T", "K"), tuple!("ld_k", 1)).map_err(cfg)?;
     let x_ix = index_expr(&logits, &["t", "e"]).map_err(cfg)?;
     let o_ix = index_expr(&topk, &["t", "lane"]).map_err(cfg)?;
+    let mut store = vec![
+        Stmt::Comment(o_ix.comment.clone()),
+        Stmt::assign(format!("topk_ids[{}]", o_ix.expr), "my_id"),
+        Stmt::assign(
+            format!("topk_weights[{}]", o_ix.expr),
+            "my_e / (renormalize ? sel_sum : sum)",
+        ),
+    ];
+    if let Some(ids) = shared_ids {
+        let packed = Layout::new(tuple!("T", "K"), tuple!("K", 1)).map_err(cfg)?;
+        let s_ix = index_expr(&packed, &["t", "lane"]).map_err(cfg)?;
+        store.push(Stmt::Comment(format!("the shared copy: {}", s_ix.comment)));
+        store.push(Stmt::assign(format!("{ids}[{}]", s_ix.expr), "my_id"));
+    }
     let token = vec![
         Stmt::Array {
             ty: "float".into(),
@@ -293,14 +324,7 @@ pub(super) fn token_loop(ty: &str, load: &str, v: u32, first: &str, step: &str) 
         },
         Stmt::If {
             cond: "lane < K".into(),
-            then: vec![
-                Stmt::Comment(o_ix.comment.clone()),
-                Stmt::assign(format!("topk_ids[{}]", o_ix.expr), "my_id"),
-                Stmt::assign(
-                    format!("topk_weights[{}]", o_ix.expr),
-                    "my_e / (renormalize ? sel_sum : sum)",
-                ),
-            ],
+            then: store,
             otherwise: vec![],
         },
     ];
@@ -335,8 +359,11 @@ fn kernel(name: &str, ty: &str, load: &str, v: u32) -> Result<CFunction, MoeRout
         ty,
         load,
         v,
-        &format!("blockIdx.x * {WARPS} + threadIdx.x / 32"),
-        &format!("gridDim.x * {WARPS}"),
+        (
+            &format!("blockIdx.x * {WARPS} + threadIdx.x / 32"),
+            &format!("gridDim.x * {WARPS}"),
+        ),
+        None,
     )?;
     Ok(CFunction {
         qualifiers: format!("extern \"C\" __global__ __launch_bounds__({})", 32 * WARPS),

@@ -109,9 +109,14 @@ impl Ops {
         let f = self.moe_unit(&g.name, &g.source)?;
         let a = l.align_args(ws, ids, tokens, topk, expert_offset, local);
         let ka = g.args(&a).map_err(boxed)?;
+        let free_smem = f
+            .gpu()
+            .max_shared_per_block_optin()
+            .saturating_sub(f.static_smem_bytes());
+        let cfg = g.staged_launch_config(&a, free_smem).map_err(boxed)?;
         // SAFETY: `ids` holds T * k int32 (validated view or workspace region); the output
         // regions are sized by `align_capacity` for these shapes (the workspace layout).
-        unsafe { grid_dependency::launch_chained(&f, g.launch_config(), ka) }.map_err(boxed)
+        unsafe { grid_dependency::launch_chained(&f, cfg, ka) }.map_err(boxed)
     }
 
     /// Top-k softmax of validated logits `lg [T, E]` into device `ids` / `weights`
