@@ -55,7 +55,9 @@ pub struct BenchMoeArgs {
     /// `sm90-narrow-cluster`, `sm90-pingpong` (both GEMMs on the ping-pong schedule) or
     /// `sm90-gather` (auto's SM90 kernels with GEMM1 gathering the token rows itself);
     /// `,b<BAND>` after any of them walks the SM90 GEMMs' tiles in bands of at most BAND
-    /// row tiles of one expert (`MoeOptions::walk_band`, e.g. `sm90-pingpong,b4`).
+    /// row tiles of one expert (`MoeOptions::walk_band`, e.g. `sm90-pingpong,b4`);
+    /// `,gather` / `,tma` forces GEMM1's gathering form on or off (`MoeOptions::gather`,
+    /// e.g. `sm90-narrow,gather`).
     #[arg(long = "path", default_values_t = ["auto".to_string()])]
     pub path: Vec<String>,
     /// A MoE configuration of either family (repeatable; the tuning tables' text form,
@@ -251,36 +253,46 @@ impl Peer {
     }
 }
 
-/// The `--path` values: each path with its walk band (`,b<BAND>`) as layer options.
+/// The `--path` values: each path with its fields after commas as layer options:
+/// `b<BAND>` (the walk band), `gather` / `tma` (GEMM1 gathering its rows itself or not).
 fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
     v.iter()
         .map(|p| {
-            let (name, band) = match p.split_once(",b") {
-                Some((n, b)) => (
-                    n,
-                    Some(
-                        b.parse::<i64>()
-                            .map_err(|_| format!("--path {p}: band {b:?} is not a number"))?,
-                    ),
-                ),
-                None => (p.as_str(), None),
-            };
-            Ok(MoeOptions {
-                path: parse_path(name)?,
-                walk_band: band,
+            let mut fields = p.split(',');
+            let mut opts = MoeOptions {
+                path: parse_path(fields.next().unwrap_or_default())?,
                 ..MoeOptions::default()
-            })
+            };
+            for f in fields {
+                match f {
+                    "gather" => opts.gather = Some(true),
+                    "tma" => opts.gather = Some(false),
+                    _ => {
+                        let b = f.strip_prefix('b').ok_or(format!("--path {p}: unknown field {f:?}"))?;
+                        let band = b
+                            .parse::<i64>()
+                            .map_err(|_| format!("--path {p}: band {b:?} is not a number"))?;
+                        opts.walk_band = Some(band);
+                    }
+                }
+            }
+            Ok(opts)
         })
         .collect()
 }
 
-/// The row name of a layer on `opts`' path and band, e.g. `sm90pingpong,b4`.
+/// The row name of a layer on `opts`' path, band and GEMM1 form, e.g. `sm90pingpong,b4,gather`.
 fn path_name(opts: &MoeOptions) -> String {
-    let path = format!("{:?}", opts.path).to_lowercase();
-    match opts.walk_band {
-        Some(b) => format!("{path},b{b}"),
-        None => path,
+    let mut name = format!("{:?}", opts.path).to_lowercase();
+    if let Some(b) = opts.walk_band {
+        name += &format!(",b{b}");
     }
+    match opts.gather {
+        Some(true) => name += ",gather",
+        Some(false) => name += ",tma",
+        None => {}
+    }
+    name
 }
 
 /// One `--path` name.

@@ -14,7 +14,7 @@
 //! operands and scales ([`Sm90Operands`]).
 
 use super::fused::element;
-use super::kernels::{sm90_gemms, with_walk_band};
+use super::kernels::{sm90_gemms, with_gather, with_walk_band};
 use super::path::sm90_chosen;
 use super::problem::MoeProblem;
 use crate::error::{boxed, OpsError};
@@ -70,11 +70,11 @@ impl Ops {
 
     /// GEMM1 and GEMM2 of the validated layer `p` for `ab` operands with an `out` D on this
     /// GPU's SMs ([`sm90_gemms`]: the bf16 / f16 layer and the FP8 one), their walk's band
-    /// forced where `p` asks ([`with_walk_band`]).
+    /// and GEMM1's gathering form forced where `p` asks ([`with_walk_band`], [`with_gather`]).
     pub(crate) fn layer_sm90_gemms(&self, p: &MoeProblem, ab: Element, out: Element) -> [GemmSm90Config; 2] {
         let (entries, sms) = (p.tokens * p.topk, self.gpu().sm_count());
         let gemms = sm90_gemms(ab, out, p.path, entries, p.local_experts, p.hidden, p.inter, sms);
-        with_walk_band(gemms, p.walk_band)
+        with_walk_band(with_gather(gemms, p.gather), p.walk_band)
     }
 
     /// Launch a validated layer on the SM90 family (its workspace layout `p.layout90`);
