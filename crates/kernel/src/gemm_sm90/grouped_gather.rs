@@ -18,9 +18,12 @@
 //! nothing measurable (a build without it ran the layer within 1 % at every shape), and
 //! publishing each stage from the producer instead (`cp.async` groups, `wait_group`, the
 //! fence, a plain arrival `stages - 2` k-tiles later) was slower (Mixtral T = 1024: 1853
-//! against 1660 us). Against the row gather and the TMA-loaded GEMM1, the layer runs 5 %
-//! faster at DeepSeek-V2-Lite T = 1024 and 4 % at T = 4096, but 16 % slower at Mixtral
-//! T = 1024 (the same ping-pong kernels otherwise): a forced path, not the default.
+//! against 1660 us). Each thread's row addresses are computed once per tile (a k-tile
+//! adds its columns): ncu found the producer's per-k-tile `token * ldx` arithmetic among
+//! the stalled instructions at Mixtral T = 1024, though hoisting it left that layer as
+//! slow ("Session 21 (helper moegat2)"). The ops' Auto runs this GEMM1 up to one row tile
+//! per expert, where it makes the layer 5 % faster (DeepSeek-V2-Lite T = 1024), and the
+//! TMA one above (Mixtral T = 1024: 16-24 % slower with this one).
 
 use super::*;
 

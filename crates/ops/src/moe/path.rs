@@ -331,15 +331,17 @@ pub fn sm90_gemm1_tile(path: MoePath, entries: usize, local: usize, inter: usize
 /// Routed rows per local expert (on average) up to which [`MoePath::Auto`] runs the
 /// gathering GEMM1 ([`sm90_gather`]): one row tile, where GEMM1 streams each weight tile
 /// to one row tile only and the weight stream bounds it, so the producer's `cp.async`
-/// copies cost nothing and the layer saves the row gather's launch and its pass over the
-/// rows. Measured on an H100, the layer in CUDA graphs with GEMM1's form forced on each
-/// schedule (BENCHMARKS.md, "Session 21 (helper moegat2)"; µs, TMA -> gathering):
-/// DeepSeek-V2-Lite T = 1024 (96 rows per expert) ping-pong 478.0 -> 453.9, cooperative
-/// 482.0 -> 459.2 and 479.3 -> 455.6; Mixtral T = 256 (64 rows) 1011.5 -> 1000.6 and
-/// 1000.7 -> 989.6. From two row tiles per expert, where the layer turns compute-bound,
-/// it loses: DeepSeek-V2-Lite T = 2048 (192 rows) ping-pong 565.6 -> 606.4, Mixtral T =
-/// 1024 (256 rows) 1389.6 -> 1696.6 (ncu: the producer warps' per-row address arithmetic
-/// and `cp.async` issue beside the consumers' `wgmma`), T = 4096 (384 rows) 1012.8 -> 1122.0.
+/// copies cost nothing (ncu, DeepSeek-V2-Lite T = 1024, ping-pong: GEMM1 282 us either
+/// way) and the layer saves the row gather. Measured on an H100, the layer in CUDA graphs
+/// with GEMM1's form forced on each schedule (BENCHMARKS.md, "Session 21 (helper
+/// moegat2)"; µs, TMA -> gathering): DeepSeek-V2-Lite T = 1024 (96 rows per expert)
+/// ping-pong 478.0 -> 453.9, cooperative 482.0 -> 459.2; Mixtral T = 256 (64 rows)
+/// 1011.5 -> 1000.6 and 1000.7 -> 989.6. From two row tiles per expert, where the layer
+/// turns compute-bound, ping-pong loses: DeepSeek-V2-Lite T = 2048 (192 rows) 562.5 ->
+/// 608.6, T = 4096 1010.5 -> 1131.3, Mixtral T = 1024 (256 rows) 1388.5 -> 1724.9 (ncu:
+/// GEMM1 903 -> 1030 us, 13 % of the warp samples stalled on dispatch against 1 %); the
+/// cooperative kernels are mixed there (DeepSeek-V2-Lite T = 2048 687 -> 753, T = 4096
+/// 1031 -> 995 and 1036 -> 1028), so they keep the TMA form too.
 pub const SM90_GATHER_MAX_ROWS_PER_EXPERT: usize = 128;
 
 /// Whether GEMM1 of the bf16 / f16 SM90 layer gathers the token rows itself
