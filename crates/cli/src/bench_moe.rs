@@ -591,3 +591,30 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
     out.push_str("ratio = cublas_us / rcute_us (> 1: rcute faster); the peer is GEMMs only, on pre-gathered rows\n");
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_paths, path_name};
+    use rcute_ops::moe::MoePath;
+
+    /// `--path` fields after the name: the band and GEMM1's form, in any order; the row
+    /// name spells them back; an unknown field is an error.
+    #[test]
+    fn path_fields_force_the_band_and_gemm1s_form() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let [pp, auto] =
+            <[_; 2]>::try_from(parse_paths(&v(&["sm90-pingpong,gather,b4", "auto,tma"])).unwrap()).unwrap();
+        assert_eq!(
+            (pp.path, pp.walk_band, pp.gather),
+            (MoePath::Sm90PingPong, Some(4), Some(true))
+        );
+        assert_eq!(
+            (auto.path, auto.walk_band, auto.gather),
+            (MoePath::Auto, None, Some(false))
+        );
+        assert_eq!(path_name(&pp), "sm90pingpong,b4,gather");
+        assert_eq!(path_name(&auto), "auto,tma");
+        assert!(parse_paths(&v(&["sm90,gatherx"])).is_err());
+        assert!(parse_paths(&v(&["sm90,bx"])).is_err());
+    }
+}
