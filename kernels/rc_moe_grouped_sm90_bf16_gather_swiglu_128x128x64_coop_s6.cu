@@ -618,11 +618,14 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_ga
         const int m0 = tile_m * 128;
         const int n0 = tile_n * 64;  // first output column: a SwiGLU tile's BN B rows are BN/2 gate + BN/2 up rows
         const int expert = __ldg(block_expert + tile_m);  // the local expert of this row tile
-        int tok[8];  // x row of tile row g_row + 16 * i; -1: a padding row (zero-filled)
+        const __nv_bfloat16* row[8];  // x row of tile row g_row + 16 * i at column g_chunk * 8; x for a padding row
+        uint32_t live = 0u;  // bit i: tile row g_row + 16 * i is a token row (else zero-filled)
         #pragma unroll
         for (int i = 0; i < 8; ++i) {
           const int id = __ldg(sorted_ids + m0 + g_row + 16 * i);
-          tok[i] = id < entries ? id / topk : -1;
+          const bool token_row = id < entries;
+          row[i] = x + (token_row ? (long long)(id / topk) * ldx + g_chunk * 8 : 0);
+          live = live | (uint32_t)token_row << i;
         }
         for (int kt = kt0; kt < kt0 + k_iters; ++kt) {
           const uint32_t full = bar_full + 8 * stage;  // producer_acquire: every producer thread waits for the consumers to free the stage
@@ -632,13 +635,12 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_ga
             rc_tma_load_3d(smem + stage * 16384 + 98304, &tmap_b, full, kt * 64, gate_row0 + n0, expert);
             rc_tma_load_3d(smem + stage * 16384 + 106496, &tmap_b, full, kt * 64, up_row0 + n0, expert);
           }
-          const int kc = kt * 64 + g_chunk * 8;  // the chunk's first column (K is a whole number of chunks)
+          const uint32_t copied = kt * 64 + g_chunk * 8 < K ? live : 0u;  // the rows whose chunk is read: none past K (K is a whole number of chunks)
           const uint32_t a_stage = smem_u32 + stage * 16384 + g_dst;
           #pragma unroll
           for (int i = 0; i < 8; ++i) {
-            const bool live = tok[i] >= 0 && kc < K;
-            const void* src = x + (live ? (long long)tok[i] * ldx + kc : 0);
-            rc_cp_async_cg_16_zfill_addr(a_stage + 2048u * i, src, live ? 16u : 0u);
+            const bool on = (copied >> i) & 1u;
+            rc_cp_async_cg_16_zfill_addr(a_stage + 2048u * i, on ? row[i] + kt * 64 : x, on ? 16u : 0u);
           }
           // the stage's full barrier counts this thread once its copies have landed (noinc: the init count holds it)
           rc_cp_async_mbarrier_arrive_noinc(full);

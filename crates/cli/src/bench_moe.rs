@@ -55,7 +55,9 @@ pub struct BenchMoeArgs {
     /// `sm90-narrow-cluster`, `sm90-pingpong` (both GEMMs on the ping-pong schedule) or
     /// `sm90-gather` (auto's SM90 kernels with GEMM1 gathering the token rows itself);
     /// `,b<BAND>` after any of them walks the SM90 GEMMs' tiles in bands of at most BAND
-    /// row tiles of one expert (`MoeOptions::walk_band`, e.g. `sm90-pingpong,b4`).
+    /// row tiles of one expert (`MoeOptions::walk_band`, e.g. `sm90-pingpong,b4`);
+    /// `,gather` / `,tma` forces GEMM1's gathering form on or off (`MoeOptions::gather`,
+    /// e.g. `sm90-narrow,gather`).
     #[arg(long = "path", default_values_t = ["auto".to_string()])]
     pub path: Vec<String>,
     /// A MoE configuration of either family (repeatable; the tuning tables' text form,
@@ -251,36 +253,46 @@ impl Peer {
     }
 }
 
-/// The `--path` values: each path with its walk band (`,b<BAND>`) as layer options.
+/// The `--path` values: each path with its fields after commas as layer options:
+/// `b<BAND>` (the walk band), `gather` / `tma` (GEMM1 gathering its rows itself or not).
 fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
     v.iter()
         .map(|p| {
-            let (name, band) = match p.split_once(",b") {
-                Some((n, b)) => (
-                    n,
-                    Some(
-                        b.parse::<i64>()
-                            .map_err(|_| format!("--path {p}: band {b:?} is not a number"))?,
-                    ),
-                ),
-                None => (p.as_str(), None),
-            };
-            Ok(MoeOptions {
-                path: parse_path(name)?,
-                walk_band: band,
+            let mut fields = p.split(',');
+            let mut opts = MoeOptions {
+                path: parse_path(fields.next().unwrap_or_default())?,
                 ..MoeOptions::default()
-            })
+            };
+            for f in fields {
+                match f {
+                    "gather" => opts.gather = Some(true),
+                    "tma" => opts.gather = Some(false),
+                    _ => {
+                        let b = f.strip_prefix('b').ok_or(format!("--path {p}: unknown field {f:?}"))?;
+                        let band = b
+                            .parse::<i64>()
+                            .map_err(|_| format!("--path {p}: band {b:?} is not a number"))?;
+                        opts.walk_band = Some(band);
+                    }
+                }
+            }
+            Ok(opts)
         })
         .collect()
 }
 
-/// The row name of a layer on `opts`' path and band, e.g. `sm90pingpong,b4`.
+/// The row name of a layer on `opts`' path, band and GEMM1 form, e.g. `sm90pingpong,b4,gather`.
 fn path_name(opts: &MoeOptions) -> String {
-    let path = format!("{:?}", opts.path).to_lowercase();
-    match opts.walk_band {
-        Some(b) => format!("{path},b{b}"),
-        None => path,
+    let mut name = format!("{:?}", opts.path).to_lowercase();
+    if let Some(b) = opts.walk_band {
+        name += &format!(",b{b}");
     }
+    match opts.gather {
+        Some(true) => name += ",gather",
+        Some(false) => name += ",tma",
+        None => {}
+    }
+    name
 }
 
 /// One `--path` name.
@@ -578,4 +590,31 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
     }
     out.push_str("ratio = cublas_us / rcute_us (> 1: rcute faster); the peer is GEMMs only, on pre-gathered rows\n");
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_paths, path_name};
+    use rcute_ops::moe::MoePath;
+
+    /// `--path` fields after the name: the band and GEMM1's form, in any order; the row
+    /// name spells them back; an unknown field is an error.
+    #[test]
+    fn path_fields_force_the_band_and_gemm1s_form() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let [pp, auto] =
+            <[_; 2]>::try_from(parse_paths(&v(&["sm90-pingpong,gather,b4", "auto,tma"])).unwrap()).unwrap();
+        assert_eq!(
+            (pp.path, pp.walk_band, pp.gather),
+            (MoePath::Sm90PingPong, Some(4), Some(true))
+        );
+        assert_eq!(
+            (auto.path, auto.walk_band, auto.gather),
+            (MoePath::Auto, None, Some(false))
+        );
+        assert_eq!(path_name(&pp), "sm90pingpong,b4,gather");
+        assert_eq!(path_name(&auto), "auto,tma");
+        assert!(parse_paths(&v(&["sm90,gatherx"])).is_err());
+        assert!(parse_paths(&v(&["sm90,bx"])).is_err());
+    }
 }

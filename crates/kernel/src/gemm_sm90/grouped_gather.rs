@@ -18,9 +18,12 @@
 //! nothing measurable (a build without it ran the layer within 1 % at every shape), and
 //! publishing each stage from the producer instead (`cp.async` groups, `wait_group`, the
 //! fence, a plain arrival `stages - 2` k-tiles later) was slower (Mixtral T = 1024: 1853
-//! against 1660 us). Against the row gather and the TMA-loaded GEMM1, the layer runs 5 %
-//! faster at DeepSeek-V2-Lite T = 1024 and 4 % at T = 4096, but 16 % slower at Mixtral
-//! T = 1024 (the same ping-pong kernels otherwise): a forced path, not the default.
+//! against 1660 us). Each thread's row addresses are computed once per tile (a k-tile
+//! adds its columns): ncu found the producer's per-k-tile `token * ldx` arithmetic among
+//! the stalled instructions at Mixtral T = 1024, though hoisting it left that layer as
+//! slow ("Session 21 (helper moegat2)"). The ops' Auto runs this GEMM1 up to one row tile
+//! per expert, where it makes the layer 5 % faster (DeepSeek-V2-Lite T = 1024), and the
+//! TMA one above (Mixtral T = 1024: 16-24 % slower with this one).
 
 use super::*;
 
@@ -131,7 +134,7 @@ pub(super) fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
         d("uint32_t", "phase", "0"),
     ];
     let mut body = tile_of(k, TileNeeds::WithSplit);
-    body.extend(tile_tokens(passes, rows_per_pass));
+    body.extend(tile_tokens(k, passes, rows_per_pass));
     let mut kt_body = vec![
         dc(
             "const uint32_t",
@@ -153,17 +156,26 @@ pub(super) fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
     ml
 }
 
-/// Per tile: the token of each row this thread copies, or -1 for a padding row.
-fn tile_tokens(passes: i64, rows_per_pass: i64) -> Vec<Stmt> {
+/// Per tile: the address of each row this thread copies at its chunk's column (`x` itself
+/// for a padding row) and which of them are token rows, so that a k-tile's copy adds the
+/// k-tile's columns to a pointer instead of multiplying the token by `ldx` again.
+fn tile_tokens(k: &Ctx, passes: i64, rows_per_pass: i64) -> Vec<Stmt> {
+    let elems = CHUNK / k.cfg.ab.bytes() as i64;
     vec![
         Stmt::Array {
-            ty: "int".into(),
-            name: "tok".into(),
+            ty: format!("const {}*", k.cfg.ab.cuda_type()),
+            name: "row".into(),
             len: passes as usize,
             comment: Some(format!(
-                "x row of tile row g_row + {rows_per_pass} * i; -1: a padding row (zero-filled)"
+                "x row of tile row g_row + {rows_per_pass} * i at column g_chunk * {elems}; x for a padding row"
             )),
         },
+        dc(
+            "uint32_t",
+            "live",
+            "0u",
+            format!("bit i: tile row g_row + {rows_per_pass} * i is a token row (else zero-filled)"),
+        ),
         unroll(
             "i",
             passes,
@@ -173,7 +185,12 @@ fn tile_tokens(passes: i64, rows_per_pass: i64) -> Vec<Stmt> {
                     "id",
                     format!("__ldg(sorted_ids + m0 + g_row + {rows_per_pass} * i)"),
                 ),
-                Stmt::assign("tok[i]", "id < entries ? id / topk : -1"),
+                d("const bool", "token_row", "id < entries"),
+                Stmt::assign(
+                    "row[i]",
+                    format!("x + (token_row ? (long long)(id / topk) * ldx + g_chunk * {elems} : 0)"),
+                ),
+                Stmt::assign("live", "live | (uint32_t)token_row << i"),
             ],
         ),
     ]
@@ -190,20 +207,20 @@ fn a_copies(k: &Ctx, passes: i64, pass_bytes: i64) -> Vec<Stmt> {
         .to_cpp();
     vec![
         dc(
-            "const int",
-            "kc",
-            format!("kt * {} + g_chunk * {elems}", k.bk),
-            "the chunk's first column (K is a whole number of chunks)",
+            "const uint32_t",
+            "copied",
+            format!("kt * {} + g_chunk * {elems} < K ? live : 0u", k.bk),
+            "the rows whose chunk is read: none past K (K is a whole number of chunks)",
         ),
         d("const uint32_t", "a_stage", format!("smem_u32 + {base} + g_dst")),
         unroll(
             "i",
             passes,
             vec![
-                d("const bool", "live", "tok[i] >= 0 && kc < K"),
-                d("const void*", "src", "x + (live ? (long long)tok[i] * ldx + kc : 0)"),
+                d("const bool", "on", "(copied >> i) & 1u"),
                 e(format!(
-                    "rc_cp_async_cg_16_zfill_addr(a_stage + {pass_bytes}u * i, src, live ? {CHUNK}u : 0u)"
+                    "rc_cp_async_cg_16_zfill_addr(a_stage + {pass_bytes}u * i, on ? row[i] + kt * {} : x, on ? {CHUNK}u : 0u)",
+                    k.bk
                 )),
             ],
         ),

@@ -63,7 +63,9 @@ impl Ops {
 
     /// Launch a validated layer on the SM90 family with GEMM2 on `spec`'s tile, over the
     /// SM90 workspace layout ([`super::fused_moe_workspace_bytes`] covers it), whatever
-    /// the routed row count.
+    /// the routed row count; GEMM1 gathering the token rows itself where `p` asks
+    /// ([`super::MoeOptions::gather`]) or, for [`super::MoePath::Auto`], where
+    /// [`super::sm90_gather`] says and `spec`'s GEMM1 runs on 1x1.
     ///
     /// # Errors
     ///
@@ -71,8 +73,14 @@ impl Ops {
     /// layout ([`OpsError::OutOfBounds`]), and what [`Ops::run_fused_moe`] reports; all
     /// before any launch.
     pub fn run_fused_moe_sm90_with(&self, p: &MoeProblem, spec: MoeSm90Spec) -> Result<(), OpsError> {
+        // Auto's gathering GEMM1 rule holds inside the configuration's schedule (a table
+        // entry names the schedule and tiles, not where the rows come from).
+        let auto_gathers = p.path == super::MoePath::Auto
+            && !spec.gemm1_cluster()
+            && super::sm90_gather(p.path, p.tokens * p.topk, p.local_experts);
         let forced = MoeProblem {
             path: spec.path(),
+            gather: p.gather.or(Some(auto_gathers)),
             ..*p
         };
         // A forced SM90 path either runs or is an error (never `Ok(false)`).

@@ -1,8 +1,9 @@
 //! The fused MoE layer on the SM90 grouped GEMMs (TMA + `wgmma`,
 //! [`rcute_kernel::gemm_sm90::Sm90Grouped`]): routing and alignment to 128-row tiles as for
 //! the SM80 family, then the token rows gathered into padded-row order (TMA cannot gather
-//! rows; with [`super::MoePath::Sm90Gather`] GEMM1's producer warpgroup gathers them itself
-//! by `cp.async` and no gather kernel runs), GEMM1 with SwiGLU (on 2x1 CTA clusters sharing the weight tiles where
+//! rows; where [`super::sm90_gather`] says (Auto up to one row tile per expert,
+//! [`super::MoePath::Sm90Gather`] always) or [`super::MoeOptions::gather`] forces it,
+//! GEMM1's producer warpgroup gathers them itself by `cp.async` and no gather kernel runs), GEMM1 with SwiGLU (on 2x1 CTA clusters sharing the weight tiles where
 //! [`super::sm90_gemm1_cluster`] says, else on 128x256 or, with one row tile per expert,
 //! 128x128 tiles: [`super::sm90_gemm1_tile`]), GEMM2 with the router weight scattered to entry rows (on
 //! 128x256 or, when few row tiles are routed, 128x128 tiles: [`super::sm90_gemm2_tile`]; on
@@ -14,7 +15,7 @@
 //! operands and scales ([`Sm90Operands`]).
 
 use super::fused::element;
-use super::kernels::{sm90_gemms, with_walk_band};
+use super::kernels::{sm90_gemms, with_gather, with_walk_band};
 use super::path::sm90_chosen;
 use super::problem::MoeProblem;
 use crate::error::{boxed, OpsError};
@@ -70,11 +71,11 @@ impl Ops {
 
     /// GEMM1 and GEMM2 of the validated layer `p` for `ab` operands with an `out` D on this
     /// GPU's SMs ([`sm90_gemms`]: the bf16 / f16 layer and the FP8 one), their walk's band
-    /// forced where `p` asks ([`with_walk_band`]).
+    /// and GEMM1's gathering form forced where `p` asks ([`with_walk_band`], [`with_gather`]).
     pub(crate) fn layer_sm90_gemms(&self, p: &MoeProblem, ab: Element, out: Element) -> [GemmSm90Config; 2] {
         let (entries, sms) = (p.tokens * p.topk, self.gpu().sm_count());
         let gemms = sm90_gemms(ab, out, p.path, entries, p.local_experts, p.hidden, p.inter, sms);
-        with_walk_band(gemms, p.walk_band)
+        with_walk_band(with_gather(gemms, p.gather), p.walk_band)
     }
 
     /// Launch a validated layer on the SM90 family (its workspace layout `p.layout90`);

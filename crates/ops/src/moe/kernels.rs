@@ -7,10 +7,10 @@
 use crate::error::OpsError;
 use crate::tuning::{ConfigSpec, MoeSm90Spec, MoeSpec, TunedKernel};
 use rcute_atom::Element;
-use rcute_kernel::gemm_sm90::GemmSm90Config;
+use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
 use rcute_kernel::grouped_gemm::{
-    sm90_grouped_config, sm90_operand_tile, sm90_pingpong_config, GroupedA, GroupedEpilogue, GroupedGemmConfig,
-    SM90_NARROW_TILE, SM90_TILE,
+    sm90_gather_config, sm90_grouped_config, sm90_operand_tile, sm90_pingpong_config, GroupedA, GroupedEpilogue,
+    GroupedGemmConfig, SM90_NARROW_TILE, SM90_PINGPONG_TILE, SM90_TILE,
 };
 
 /// The grouped GEMM of `spec` with A rows `a` and epilogue `ep` for `el` operands: its
@@ -134,11 +134,43 @@ pub fn sm90_gemms(
     sms: u32,
 ) -> [GemmSm90Config; 2] {
     let mut gemms = sm90_rule_gemms(ab, out, path, entries, local, hidden, inter, sms);
-    // The gathering GEMM1 takes 16-bit operands (the FP8 layer gathers while it quantizes).
-    if path == super::MoePath::Sm90Gather && ab != Element::E4M3 {
+    // The gathering GEMM1 takes 16-bit operands (the FP8 layer gathers while it quantizes)
+    // and runs on 1x1 only: Auto keeps a clustered GEMM1 as it is.
+    if ab != Element::E4M3 && gemms[0].cluster == [1, 1] && super::sm90_gather(path, entries, local) {
         gemms[0].gather_a = true;
     }
     gemms
+}
+
+/// `gemms` ([`sm90_gemms`]) with GEMM1's gathering form forced where `gather` is given
+/// ([`super::MoeOptions::gather`]; `None`: as they are): `Some(true)` makes a bf16 / f16
+/// GEMM1 the gathering one of the same tile and schedule, on 1x1 (a clustered GEMM1 loses
+/// its cluster); `Some(false)` the TMA one. e4m3 GEMMs stay as they are.
+///
+/// ```
+/// use rcute_atom::Element;
+/// use rcute_ops::moe::{sm90_gemms, with_gather, MoePath};
+/// let bf = Element::BF16;
+/// // Mixtral T = 4096: GEMM1 on 2x1 clusters; gathering, on 1x1.
+/// let gemms = sm90_gemms(bf, bf, MoePath::Auto, 8192, 8, 4096, 14336, 132);
+/// assert_eq!(with_gather(gemms.clone(), None), gemms);
+/// let [g1, g2] = with_gather(gemms.clone(), Some(true));
+/// assert_eq!((g1.gather_a, g1.cluster, g1.tile), (true, [1, 1], gemms[0].tile));
+/// assert_eq!(g2, gemms[1]);
+/// let gathering = sm90_gemms(bf, bf, MoePath::Sm90Gather, 6144, 64, 2048, 1408, 132);
+/// assert!(!with_gather(gathering, Some(false))[0].gather_a);
+/// ```
+pub fn with_gather(gemms: [GemmSm90Config; 2], gather: Option<bool>) -> [GemmSm90Config; 2] {
+    let [mut g1, g2] = gemms;
+    match gather {
+        Some(true) if g1.ab != Element::E4M3 => {
+            g1.gather_a = true;
+            g1.cluster = [1, 1];
+        }
+        Some(false) => g1.gather_a = false,
+        _ => {}
+    }
+    [g1, g2]
 }
 
 /// [`sm90_gemms`] before the gathering GEMM1 of [`super::MoePath::Sm90Gather`]: the rules'
@@ -209,7 +241,8 @@ pub fn with_walk_band(gemms: [GemmSm90Config; 2], band: Option<i64>) -> [GemmSm9
 /// SM90 family's row gather (only that family runs it), GEMM1 (on 1x1 at both tiles: the
 /// routed rows pick one per call, `sm90_gemm1_tile`), and GEMM2 on 1x1 and 2x1 clusters
 /// (the routed rows pick one per call: `sm90_gemm2_cluster`); or with
-/// [`MoeSm90Spec::PingPong`] the gather and the two ping-pong GEMMs. The routing, the
+/// [`MoeSm90Spec::PingPong`] the gather and the two ping-pong GEMMs; on a 1x1 GEMM1 also
+/// its gathering forms (Auto's rule, [`super::sm90_gather`], holds inside an entry). The routing, the
 /// alignment and the finalize run whatever the configuration. What
 /// [`crate::Ops::load_fused_moe_spec`] builds and a tuning entry's fingerprint covers.
 pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<Vec<TunedKernel>, OpsError> {
@@ -224,7 +257,13 @@ pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<V
         ConfigSpec::MoeSm90(MoeSm90Spec::PingPong) => {
             let [g1, g2] =
                 [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter].map(|ep| sm90_pingpong_config(el, el, ep));
-            vec![TunedKernel::MoeGather(el), TunedKernel::Sm90(g1), TunedKernel::Sm90(g2)]
+            let gathering = sm90_gather_config(el, SM90_PINGPONG_TILE, Sm90Schedule::PingPong);
+            vec![
+                TunedKernel::MoeGather(el),
+                TunedKernel::Sm90(g1),
+                TunedKernel::Sm90(gathering),
+                TunedKernel::Sm90(g2),
+            ]
         }
         ConfigSpec::MoeSm90(s) => {
             let gemm2 = |cluster| sm90_gemm2(el, s.gemm2_tile(), cluster);
@@ -233,8 +272,16 @@ pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<V
                 TunedKernel::Sm90(sm90_gemm1(el, SM90_TILE, s.gemm1_cluster())),
             ];
             if !s.gemm1_cluster() {
-                // GEMM1 on 1x1 takes the narrow tile where the routed rows say.
+                // GEMM1 on 1x1 takes the narrow tile where the routed rows say, and
+                // gathers its rows where `sm90_gather` says.
                 v.push(TunedKernel::Sm90(sm90_gemm1(el, SM90_NARROW_TILE, false)));
+                for tile in [SM90_TILE, SM90_NARROW_TILE] {
+                    v.push(TunedKernel::Sm90(sm90_gather_config(
+                        el,
+                        tile,
+                        Sm90Schedule::Cooperative,
+                    )));
+                }
             }
             v.extend([TunedKernel::Sm90(gemm2(false)), TunedKernel::Sm90(gemm2(true))]);
             v

@@ -11,7 +11,9 @@
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MoePath {
     /// The rule ([`sm90_chosen`]): SM90 on an sm_90 GPU once the experts average at least
-    /// [`SM90_MIN_ROWS_PER_EXPERT`] routed rows, the SM80 family otherwise.
+    /// [`SM90_MIN_ROWS_PER_EXPERT`] routed rows, the SM80 family otherwise; on SM90, GEMM1
+    /// gathers the token rows itself up to [`SM90_GATHER_MAX_ROWS_PER_EXPERT`] rows per
+    /// expert ([`sm90_gather`]).
     #[default]
     Auto,
     /// Always the SM80 (`mma.sync`) family.
@@ -39,9 +41,8 @@ pub enum MoePath {
     /// `x[sorted_ids[m] / topk]` into the stages by `cp.async`), so that the layer runs no
     /// separate row gather; GEMM1 never on clusters. The bf16 / f16 layer only (the FP8
     /// layer quantizes its gathered rows and runs Auto's SM90 kernels on this path): an
-    /// error on other GPUs. Not Auto's choice: measured on an H100 (BENCHMARKS.md, "Session
-    /// 21 (helper moegat)") the layer runs 5 % faster at DeepSeek-V2-Lite T = 1024 and 2-4 %
-    /// at T = 4096, but 16 % slower at Mixtral T = 1024 and 6-13 % at T = 4096.
+    /// error on other GPUs. Auto's choice up to [`SM90_GATHER_MAX_ROWS_PER_EXPERT`] rows
+    /// per expert ([`sm90_gather`]).
     Sm90Gather,
 }
 
@@ -324,5 +325,46 @@ pub fn sm90_gemm1_tile(path: MoePath, entries: usize, local: usize, inter: usize
         SM90_NARROW_TILE
     } else {
         SM90_TILE
+    }
+}
+
+/// Routed rows per local expert (on average) up to which [`MoePath::Auto`] runs the
+/// gathering GEMM1 ([`sm90_gather`]): one row tile, where GEMM1 streams each weight tile
+/// to one row tile only and the weight stream bounds it, so the producer's `cp.async`
+/// copies cost nothing (ncu, DeepSeek-V2-Lite T = 1024, ping-pong: GEMM1 282 us either
+/// way) and the layer saves the row gather. Measured on an H100, the layer in CUDA graphs
+/// with GEMM1's form forced on each schedule (BENCHMARKS.md, "Session 21 (helper
+/// moegat2)"; µs, TMA -> gathering): DeepSeek-V2-Lite T = 1024 (96 rows per expert)
+/// ping-pong 478.0 -> 453.9, cooperative 482.0 -> 459.2; Mixtral T = 256 (64 rows)
+/// 1011.5 -> 1000.6 and 1000.7 -> 989.6. From two row tiles per expert, where the layer
+/// turns compute-bound, ping-pong loses: DeepSeek-V2-Lite T = 2048 (192 rows) 562.5 ->
+/// 608.6, T = 4096 1010.5 -> 1131.3, Mixtral T = 1024 (256 rows) 1388.5 -> 1724.9 (ncu:
+/// GEMM1 903 -> 1030 us, 13 % of the warp samples stalled on dispatch against 1 %); the
+/// cooperative kernels are mixed there (DeepSeek-V2-Lite T = 2048 687 -> 753, T = 4096
+/// 1031 -> 995 and 1036 -> 1028), so they keep the TMA form too.
+pub const SM90_GATHER_MAX_ROWS_PER_EXPERT: usize = 128;
+
+/// Whether GEMM1 of the bf16 / f16 SM90 layer gathers the token rows itself
+/// ([`rcute_kernel::gemm_sm90::GemmSm90Config::gather_a`]: no separate row gather) for
+/// `entries` routed rows over `local` experts: always with [`MoePath::Sm90Gather`], never
+/// with the other forced paths, and for [`MoePath::Auto`] (also inside a tuning table's SM90
+/// entry, [`crate::Ops::run_fused_moe_sm90_with`]) while the experts average at most
+/// [`SM90_GATHER_MAX_ROWS_PER_EXPERT`] rows. A clustered GEMM1 never gathers
+/// ([`crate::moe::sm90_gemms`]).
+///
+/// ```
+/// use rcute_ops::moe::{sm90_gather, MoePath};
+/// assert!(sm90_gather(MoePath::Auto, 6144, 64)); // DeepSeek-V2-Lite T = 1024, top-6: 96 rows per expert
+/// assert!(!sm90_gather(MoePath::Auto, 12288, 64)); // T = 2048: 192
+/// assert!(sm90_gather(MoePath::Auto, 512, 8)); // Mixtral T = 256, top-2: 64
+/// assert!(!sm90_gather(MoePath::Auto, 2048, 8)); // T = 1024: 256
+/// assert!(sm90_gather(MoePath::Sm90Gather, 2048, 8));
+/// assert!(!sm90_gather(MoePath::Sm90PingPong, 6144, 64));
+/// ```
+pub fn sm90_gather(path: MoePath, entries: usize, local: usize) -> bool {
+    match path {
+        MoePath::Sm90Gather => true,
+        MoePath::Auto => entries <= SM90_GATHER_MAX_ROWS_PER_EXPERT * local.max(1),
+        _ => false,
     }
 }

@@ -64,6 +64,12 @@ pub struct MoeOptions {
     /// most [`rcute_kernel::gemm_sm90::MAX_WALK_BAND`]: else the launch is an error before
     /// any kernel runs); the SM80 family ignores it.
     pub walk_band: Option<i64>,
+    /// Whether GEMM1 of the bf16 / f16 SM90 layer gathers the token rows itself
+    /// ([`rcute_kernel::gemm_sm90::GemmSm90Config::gather_a`], then never on clusters) on
+    /// whatever schedule and tile the path and the rules pick (`None`: the rule's,
+    /// [`super::sm90_gather`]; [`super::with_gather`]). The FP8 layer and the SM80 family
+    /// ignore it.
+    pub gather: Option<bool>,
 }
 
 /// A device buffer the MoE ops use for routing and intermediates (size:
@@ -492,6 +498,8 @@ pub struct MoeProblem {
     pub path: MoePath,
     /// The SM90 walk's band asked for ([`MoeOptions::walk_band`]).
     pub walk_band: Option<i64>,
+    /// GEMM1's gathering form asked for ([`MoeOptions::gather`]).
+    pub gather: Option<bool>,
     /// The activations' and weights' type.
     pub dtype: DType,
     pub(crate) x: Geometry,
@@ -791,6 +799,7 @@ pub(crate) fn validate_moe(
         up_first: opts.up_first,
         path: opts.path,
         walk_band: opts.walk_band,
+        gather: opts.gather,
         dtype: xg.dtype,
         x: xg,
         w13: ag,
