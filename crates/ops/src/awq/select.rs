@@ -542,23 +542,25 @@ pub fn select_awq_streamed_wide(
     element: Element,
 ) -> Option<(AwqGemmConfig, u32)> {
     let cfg = AwqGemmConfig::new(element, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring();
-    wide_one_split(cfg, m, n, k, sms, WIDE_STREAMED_MAX_ROWS)
+    streamed_one_split(cfg, (m, n, k), sms, WIDE_STREAMED_MAX_ROWS, 2)
 }
 
-/// `cfg` with one split where the wide streamed rules apply: 1 to `max_rows` rows, a weight
-/// of one to two waves of 64-column blocks (`sms < ceil(N / 64) <= 2 sms`), whole k16 steps
-/// and K up to what one split of `cfg` stages.
-fn wide_one_split(
+/// `cfg` with one split where a one-split streamed rule applies: 1 to `max_rows` rows, a
+/// grid of `ceil(N / 64)` 64-column blocks that fills more than half of `waves` waves of
+/// the SMs and at most all of them (`waves sms / 2 < blocks <= waves sms`: the wide rules'
+/// one to two waves with `waves = 2`, the one-wave rules' half to one with `waves = 1`),
+/// whole k16 steps and K up to what one split of `cfg` stages.
+pub(crate) fn streamed_one_split(
     cfg: AwqGemmConfig,
-    m: usize,
-    n: usize,
-    k: usize,
+    (m, n, k): (usize, usize, usize),
     sms: usize,
     max_rows: usize,
+    waves: usize,
 ) -> Option<(AwqGemmConfig, u32)> {
-    let ctas = n.div_ceil(64);
+    let blocks = n.div_ceil(64);
+    let fills = 2 * blocks > waves * sms && blocks <= waves * sms;
     let one_split = k <= staged_k(&cfg) && k.is_multiple_of(16);
-    (m > 0 && m <= max_rows && ctas > sms && ctas <= 2 * sms && one_split).then_some((cfg, 1))
+    (m > 0 && m <= max_rows && fills && one_split).then_some((cfg, 1))
 }
 
 /// Most rows of `x` that [`select_awq_streamed_wave`] takes (one 8-row tile).
@@ -626,10 +628,7 @@ pub fn select_awq_streamed_wave(
     element: Element,
 ) -> Option<(AwqGemmConfig, u32)> {
     let cfg = AwqGemmConfig::new(element, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring();
-    let blocks = n.div_ceil(64);
-    let one_split = k <= staged_k(&cfg) && k.is_multiple_of(16);
-    let one_wave = 2 * blocks > sms && blocks <= sms;
-    (m > 0 && m <= WAVE_STREAMED_MAX_ROWS && one_wave && one_split).then_some((cfg, 1))
+    streamed_one_split(cfg, (m, n, k), sms, WAVE_STREAMED_MAX_ROWS, 1)
 }
 
 /// The unprepared op's register-streamed kernel on AutoAWQ's checkpoint words
@@ -713,7 +712,7 @@ pub fn select_awq_streamed_checkpoint_wide(
     element: Element,
 ) -> Option<(AwqGemmConfig, u32)> {
     let cfg = AwqGemmConfig::new(element, [8, 64, 64], [16, 1], 2, 1).streamed_checkpoint();
-    wide_one_split(cfg, m, n, k, sms, WIDE_CHECKPOINT_MAX_ROWS)
+    streamed_one_split(cfg, (m, n, k), sms, WIDE_CHECKPOINT_MAX_ROWS, 2)
 }
 
 /// The K one split of a register-streamed configuration takes (the `x` it stages).

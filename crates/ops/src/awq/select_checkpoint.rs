@@ -28,7 +28,9 @@
 //! assert_eq!((cfg.tile, cfg.stages, splits), ([16, 256, 64], 3, 8));
 //! ```
 
-use super::select::{select_awq_gemm, select_awq_streamed_checkpoint, select_awq_streamed_checkpoint_wide, staged_k};
+use super::select::{
+    select_awq_gemm, select_awq_streamed_checkpoint, select_awq_streamed_checkpoint_wide, streamed_one_split,
+};
 use rcute_atom::Element;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
 
@@ -88,10 +90,7 @@ pub fn select_awq_streamed_checkpoint_wave(
 ) -> Option<(AwqGemmConfig, u32)> {
     let ring = if m <= 8 { 4 } else { 2 };
     let cfg = AwqGemmConfig::new(element, [8, 64, 64], [16, 1], ring, 1).streamed_checkpoint();
-    let blocks = n.div_ceil(64);
-    let one_split = k <= staged_k(&cfg) && k.is_multiple_of(16);
-    let one_wave = 2 * blocks > sms && blocks <= sms;
-    (m > 0 && m <= WAVE_CHECKPOINT_MAX_ROWS && one_wave && one_split).then_some((cfg, 1))
+    streamed_one_split(cfg, (m, n, k), sms, WAVE_CHECKPOINT_MAX_ROWS, 1)
 }
 
 /// The unprepared op's register-streamed kernel: the first of
