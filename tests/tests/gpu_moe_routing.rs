@@ -109,6 +109,40 @@ struct AlignOut {
     total: i32,
 }
 
+/// The alignment's device outputs, poisoned before a launch.
+struct AlignBuffers {
+    counts: CudaSlice<i32>,
+    offsets: CudaSlice<i32>,
+    sorted_ids: CudaSlice<i32>,
+    block_expert: CudaSlice<i32>,
+    total: CudaSlice<i32>,
+}
+
+impl AlignBuffers {
+    /// `L` counts, `L + 1` offsets and the capacity's rows and blocks, all [`POISON`].
+    fn poisoned(s: &Arc<CudaStream>, local: usize, cap: AlignCapacity) -> Self {
+        let poisoned = |n: usize| s.clone_htod(&vec![POISON; n]).unwrap();
+        AlignBuffers {
+            counts: poisoned(local),
+            offsets: poisoned(local + 1),
+            sorted_ids: poisoned(cap.rows),
+            block_expert: poisoned(cap.blocks),
+            total: poisoned(1),
+        }
+    }
+
+    /// The outputs on the host.
+    fn read(&self, s: &Arc<CudaStream>) -> AlignOut {
+        AlignOut {
+            counts: s.clone_dtoh(&self.counts).unwrap(),
+            offsets: s.clone_dtoh(&self.offsets).unwrap(),
+            sorted_ids: s.clone_dtoh(&self.sorted_ids).unwrap(),
+            block_expert: s.clone_dtoh(&self.block_expert).unwrap(),
+            total: s.clone_dtoh(&self.total).unwrap()[0],
+        }
+    }
+}
+
 struct Align<'a> {
     g: &'a GeneratedMoeAlign,
     f: &'a Function,
@@ -138,21 +172,14 @@ impl Align<'_> {
     ) -> (AlignOut, AlignCapacity) {
         let s = self.stream;
         let cap = align::align_capacity(t, k, local, bm).unwrap();
-        let poisoned = |n: usize| s.clone_htod(&vec![POISON; n]).unwrap();
-        let (mut c, mut o, mut si, mut be, mut tot) = (
-            poisoned(local),
-            poisoned(local + 1),
-            poisoned(cap.rows),
-            poisoned(cap.blocks),
-            poisoned(1),
-        );
+        let mut b = AlignBuffers::poisoned(s, local, cap);
         {
             let (pi, _g0) = d_ids.device_ptr(s);
-            let (pc, _g1) = c.device_ptr_mut(s);
-            let (po, _g2) = o.device_ptr_mut(s);
-            let (ps, _g3) = si.device_ptr_mut(s);
-            let (pb, _g4) = be.device_ptr_mut(s);
-            let (pt, _g5) = tot.device_ptr_mut(s);
+            let (pc, _g1) = b.counts.device_ptr_mut(s);
+            let (po, _g2) = b.offsets.device_ptr_mut(s);
+            let (ps, _g3) = b.sorted_ids.device_ptr_mut(s);
+            let (pb, _g4) = b.block_expert.device_ptr_mut(s);
+            let (pt, _g5) = b.total.device_ptr_mut(s);
             let a = MoeAlignArgs {
                 topk_ids: pi,
                 counts: pc,
@@ -172,14 +199,7 @@ impl Align<'_> {
             // `rows`, block experts `blocks`, total 1), as the kernel requires.
             unsafe { launch_chained(self.f, cfg(&a).with_checked(true), args) }.unwrap();
         }
-        let out = AlignOut {
-            counts: s.clone_dtoh(&c).unwrap(),
-            offsets: s.clone_dtoh(&o).unwrap(),
-            sorted_ids: s.clone_dtoh(&si).unwrap(),
-            block_expert: s.clone_dtoh(&be).unwrap(),
-            total: s.clone_dtoh(&tot).unwrap()[0],
-        };
-        (out, cap)
+        (b.read(s), cap)
     }
 }
 
@@ -333,25 +353,18 @@ fn run_fused(
 ) -> (Vec<i32>, Vec<f32>, AlignOut) {
     let s = stream;
     let cap = align::align_capacity(t, k, local, bm).unwrap();
-    let poisoned = |n: usize| s.clone_htod(&vec![POISON; n]).unwrap();
     let mut d_w = s.clone_htod(&vec![f32::NAN; t * k]).unwrap();
-    let (mut ids, mut c, mut o, mut si, mut be, mut tot) = (
-        poisoned(t * k),
-        poisoned(local),
-        poisoned(local + 1),
-        poisoned(cap.rows),
-        poisoned(cap.blocks),
-        poisoned(1),
-    );
+    let mut ids = s.clone_htod(&vec![POISON; t * k]).unwrap();
+    let mut b = AlignBuffers::poisoned(s, local, cap);
     {
         let (pl, _gl) = d_logits.device_ptr(s);
         let (pw, _gw) = d_w.device_ptr_mut(s);
         let (pi, _g0) = ids.device_ptr_mut(s);
-        let (pc, _g1) = c.device_ptr_mut(s);
-        let (po, _g2) = o.device_ptr_mut(s);
-        let (ps, _g3) = si.device_ptr_mut(s);
-        let (pb, _g4) = be.device_ptr_mut(s);
-        let (pt, _g5) = tot.device_ptr_mut(s);
+        let (pc, _g1) = b.counts.device_ptr_mut(s);
+        let (po, _g2) = b.offsets.device_ptr_mut(s);
+        let (ps, _g3) = b.sorted_ids.device_ptr_mut(s);
+        let (pb, _g4) = b.block_expert.device_ptr_mut(s);
+        let (pt, _g5) = b.total.device_ptr_mut(s);
         let ta = TopkSoftmaxArgs {
             logits: pl,
             topk_ids: pi,
@@ -381,14 +394,7 @@ fn run_fused(
         // checked T <= 32, E, k and the sizes.
         unsafe { launch_chained(f, g.launch_config().with_checked(true), args) }.unwrap();
     }
-    let out = AlignOut {
-        counts: s.clone_dtoh(&c).unwrap(),
-        offsets: s.clone_dtoh(&o).unwrap(),
-        sorted_ids: s.clone_dtoh(&si).unwrap(),
-        block_expert: s.clone_dtoh(&be).unwrap(),
-        total: s.clone_dtoh(&tot).unwrap()[0],
-    };
-    (s.clone_dtoh(&ids).unwrap(), s.clone_dtoh(&d_w).unwrap(), out)
+    (s.clone_dtoh(&ids).unwrap(), s.clone_dtoh(&d_w).unwrap(), b.read(s))
 }
 
 /// The fused top-k + alignment (one block: the ids kept in shared memory for the
