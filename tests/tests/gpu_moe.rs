@@ -195,9 +195,15 @@ fn mixtral_like_e8_top2_renormalised() {
     logits_case("mixtral_like", 8, 2, 200, 136, true, &[1, 77, 300, 1100]);
 }
 
+/// T = 250 and 320 average 23.4 and 30 rows per expert: either side of
+/// `SM90_MIN_ROWS_PER_EXPERT`, so Auto runs the SM80 family on one and the SM90 layer's
+/// cooperative kernels with the gathering GEMM1 on the other.
 #[test]
 fn deepseek_like_e64_top6() {
-    logits_case("deepseek_like", 64, 6, 144, 96, false, &[1, 100, 250]);
+    let sm90_auto = |t: usize| rcute_ops::moe::sm90_chosen(MoePath::Auto, (9, 0), t * 6, 64);
+    assert!(!sm90_auto(250) && sm90_auto(320));
+    assert!(!rcute_ops::moe::sm90_pingpong(MoePath::Auto, 320 * 6, 64));
+    logits_case("deepseek_like", 64, 6, 144, 96, false, &[1, 100, 250, 320]);
 }
 
 /// The decode configurations of the SM80 family (deep pipelines, GEMM2 K splits, the

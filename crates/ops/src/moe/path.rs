@@ -55,12 +55,30 @@ impl MoePath {
 
 use rcute_kernel::grouped_gemm::{SM90_NARROW_TILE, SM90_TILE};
 
-/// Routed rows per local expert (on average) from which the SM90 family runs. Its row tile
-/// is 128 rows; below that the SM80 family's 16- and 64-row tiles waste less work on
-/// padding. Measured on an H200 (BENCHMARKS.md, "Fused MoE on the SM90 grouped GEMM"): SM90
-/// faster at 64 rows per expert (Mixtral T = 256: 794 against 1102 us) and above, slower at
-/// 48 (DeepSeek-V2-Lite T = 512: 408 against 382 us) and below.
-pub const SM90_MIN_ROWS_PER_EXPERT: usize = 64;
+/// Routed rows per local expert (on average) from which [`MoePath::Auto`] runs the bf16 /
+/// f16 layer on the SM90 family ([`sm90_chosen`]). Its row tile is 128 rows; below the
+/// bound the SM80 family's 16- to 64-row tiles waste less work on padding. Up to one row
+/// tile per expert the SM90 layer's GEMM1 gathers the token rows itself
+/// ([`sm90_gather`]), which saves the row-gather launch and moved the bound down from 64
+/// (where it stood for the TMA-fed GEMM1); from 24 to 63 rows the layer runs the
+/// cooperative kernels (ping-pong from [`SM90_PINGPONG_MIN_ROWS_PER_EXPERT`]). Measured on
+/// an H100 (BENCHMARKS.md, "Session 21 (helper moe256)"), CUDA graphs of the layer, two
+/// rounds A B B A, µs, the shipped table's SM80 entry (`auto`) against the SM90 layer with
+/// the gathering GEMM1 (`moe:sm90`, the form Auto's rules pick there):
+///
+/// | layer (rows per expert) | SM80 | SM90, gathering GEMM1 | SM90 faster |
+/// |---|---|---|---|
+/// | DeepSeek-V2-Lite T = 64 (6) | 397.2 / 396.9 | 412.3 / 411.6 | -3.6..-3.7 % |
+/// | DeepSeek-V2-Lite T = 128 (12) | 417.6 / 417.9 | 413.5 / 413.2 | 1.0-1.1 % |
+/// | DeepSeek-V2-Lite T = 192 (18) | 421.9 / 420.9 | 414.9 / 414.4 | 1.6-1.7 % |
+/// | DeepSeek-V2-Lite T = 256 (24) | 426.3 / 425.9 | 416.6 / 416.0 | 2.3-2.4 % |
+/// | DeepSeek-V2-Lite T = 384 (36) | 516.5 / 515.8 | 423.7 / 422.8 | 22 % |
+/// | Mixtral T = 32 (8) | 948.5 / 949.8 | 970.3 / 971.0 | -2.2 % |
+/// | Mixtral T = 64 (16) | 981.6 / 982.4 | 975.2 / 975.3 | 0.7 % |
+///
+/// (DeepSeek-V2-Lite E = 64, top-6; Mixtral E = 8, top-2.) The bound is the fewest rows
+/// at which the SM90 layer won by at least 2 % in both rounds.
+pub const SM90_MIN_ROWS_PER_EXPERT: usize = 24;
 
 /// Whether the layer of `entries` routed rows over `local` experts runs the SM90 family on
 /// a GPU of compute capability `cc` with `path`, before the workspace is considered.
@@ -70,6 +88,9 @@ pub const SM90_MIN_ROWS_PER_EXPERT: usize = 64;
 /// // Mixtral, 8 experts: T = 1024 tokens top-2 average 256 rows per expert.
 /// assert!(sm90_chosen(MoePath::Auto, (9, 0), 2048, 8));
 /// assert!(!sm90_chosen(MoePath::Auto, (9, 0), 128, 8)); // T = 64: decode-like
+/// // DeepSeek-V2-Lite, 64 experts, top-6: T = 256 averages 24 rows per expert, T = 192 18.
+/// assert!(sm90_chosen(MoePath::Auto, (9, 0), 1536, 64));
+/// assert!(!sm90_chosen(MoePath::Auto, (9, 0), 1152, 64));
 /// assert!(!sm90_chosen(MoePath::Auto, (8, 0), 2048, 8)); // an A100
 /// assert!(sm90_chosen(MoePath::Sm90, (9, 0), 2, 8));
 /// ```
@@ -151,6 +172,16 @@ pub fn sm90_gemm2_cluster(entries: usize, local: usize) -> bool {
     entries >= SM90_CLUSTER_MIN_ROWS_PER_EXPERT * local.max(1)
 }
 
+/// Routed rows per local expert (on average) from which [`MoePath::Auto`] runs the SM90
+/// GEMMs on the ping-pong schedule ([`sm90_pingpong`], [`sm90_fp8_pingpong`]): below it
+/// an expert's one row tile is less than half filled on average, and the cooperative
+/// kernels ran faster there. Measured on an H100 (BENCHMARKS.md, "Session 21 (helper moe256)"),
+/// the layer with the gathering GEMM1, µs, cooperative against ping-pong, two rounds:
+/// DeepSeek-V2-Lite T = 256 (24 rows per expert) 416.6 / 416.0 against 420.4 / 420.1,
+/// T = 384 (36) 423.7 / 422.8 against 427.6 / 426.3; Mixtral T = 128 (32) 979.6 / 980.1
+/// against 998.7 / 1000.2.
+pub const SM90_PINGPONG_MIN_ROWS_PER_EXPERT: usize = 64;
+
 /// Routed rows per local expert (on average) up to which [`MoePath::Auto`] runs both SM90
 /// GEMMs on the ping-pong schedule ([`sm90_pingpong`]): at most two row tiles per expert,
 /// where the weight stream bounds the layer and the cooperative kernels' epilogue, tile
@@ -166,9 +197,9 @@ pub const SM90_PINGPONG_MAX_ROWS_PER_EXPERT: usize = 256;
 /// Whether both SM90 GEMMs of the layer (bf16 and FP8 alike) run on the ping-pong schedule
 /// ([`rcute_kernel::grouped_gemm::sm90_pingpong_config`]) for `entries` routed rows over
 /// `local` experts: always with [`MoePath::Sm90PingPong`], never with the other forced
-/// paths but [`MoePath::Sm90Gather`] (Auto's rule), and for [`MoePath::Auto`] while the experts average at least
-/// [`SM90_MIN_ROWS_PER_EXPERT`] (where the bf16 layer starts to run the SM90 family; the
-/// FP8 layer's decode shapes stay on the cooperative kernels, unmeasured) and at most
+/// paths but [`MoePath::Sm90Gather`] (Auto's rule), and for [`MoePath::Auto`] while the
+/// experts average at least [`SM90_PINGPONG_MIN_ROWS_PER_EXPERT`] (the FP8 layer's decode
+/// shapes stay on the cooperative kernels, unmeasured) and at most
 /// [`SM90_PINGPONG_MAX_ROWS_PER_EXPERT`] rows.
 ///
 /// ```
@@ -178,6 +209,7 @@ pub const SM90_PINGPONG_MAX_ROWS_PER_EXPERT: usize = 256;
 /// assert!(sm90_pingpong(MoePath::Auto, 12288, 64)); // DeepSeek-V2-Lite T = 2048, top-6
 /// assert!(!sm90_pingpong(MoePath::Auto, 24576, 64)); // T = 4096: 384 rows per expert
 /// assert!(!sm90_pingpong(MoePath::Auto, 64, 8)); // T = 32: decode
+/// assert!(!sm90_pingpong(MoePath::Auto, 1536, 64)); // DeepSeek-V2-Lite T = 256: 24 rows, cooperative
 /// assert!(sm90_pingpong(MoePath::Sm90PingPong, 8192, 8));
 /// assert!(!sm90_pingpong(MoePath::Sm90, 2048, 8));
 /// assert!(sm90_pingpong(MoePath::Sm90Gather, 2048, 8));
@@ -187,7 +219,7 @@ pub fn sm90_pingpong(path: MoePath, entries: usize, local: usize) -> bool {
         MoePath::Sm90PingPong => true,
         MoePath::Auto | MoePath::Sm90Gather => {
             let local = local.max(1);
-            (SM90_MIN_ROWS_PER_EXPERT * local..=SM90_PINGPONG_MAX_ROWS_PER_EXPERT * local).contains(&entries)
+            (SM90_PINGPONG_MIN_ROWS_PER_EXPERT * local..=SM90_PINGPONG_MAX_ROWS_PER_EXPERT * local).contains(&entries)
         }
         _ => false,
     }
@@ -232,7 +264,8 @@ pub fn sm90_fp8_pingpong(path: MoePath, entries: usize, local: usize, w13_expert
     sm90_pingpong(path, entries, local)
         || (path == MoePath::Auto
             && streamed
-            && (SM90_MIN_ROWS_PER_EXPERT * local..=SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT * local).contains(&entries))
+            && (SM90_PINGPONG_MIN_ROWS_PER_EXPERT * local..=SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT * local)
+                .contains(&entries))
 }
 
 /// Time of a 128x128 GEMM2 tile over a 128x256 one ([`sm90_gemm2_tile`]): a little more
@@ -366,5 +399,53 @@ pub fn sm90_gather(path: MoePath, entries: usize, local: usize) -> bool {
         MoePath::Sm90Gather => true,
         MoePath::Auto => entries <= SM90_GATHER_MAX_ROWS_PER_EXPERT * local.max(1),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Auto's SM90 layer below [`SM90_PINGPONG_MIN_ROWS_PER_EXPERT`]: from
+    /// [`SM90_MIN_ROWS_PER_EXPERT`] rows per expert the cooperative kernels on 1x1 clusters
+    /// with the gathering GEMM1 (the form measured against the SM80 family), below it the
+    /// SM80 family, on an sm_90 GPU only.
+    #[test]
+    fn auto_runs_the_cooperative_gathering_layer_from_24_rows_per_expert() {
+        let deepseek = (64, 6, 2 * 1408 * 2048 * 2);
+        let mixtral = (8, 2, 2 * 14336 * 4096 * 2);
+        // (layer, tokens, SM90, ping-pong)
+        let cases = [
+            (deepseek, 64, false, false),
+            (deepseek, 192, false, false),
+            (deepseek, 255, false, false), // 23.9 rows per expert
+            (deepseek, 256, true, false),  // 24
+            (deepseek, 384, true, false),
+            (deepseek, 682, true, false), // 63.9
+            (deepseek, 683, true, true),  // 64.03
+            (mixtral, 64, false, false),
+            (mixtral, 95, false, false),
+            (mixtral, 96, true, false),
+            (mixtral, 192, true, false),
+            (mixtral, 256, true, true),
+        ];
+        for ((local, topk, w13_bytes), tokens, sm90, pingpong) in cases {
+            let entries = tokens * topk;
+            let what = format!("{local} experts, top-{topk}, T = {tokens}");
+            assert_eq!(sm90_chosen(MoePath::Auto, (9, 0), entries, local), sm90, "{what}");
+            assert!(!sm90_chosen(MoePath::Auto, (8, 0), entries, local), "{what} on an A100");
+            assert!(!sm90_chosen(MoePath::Auto, (8, 9), entries, local), "{what} on an L40S");
+            if !sm90 {
+                continue;
+            }
+            assert_eq!(sm90_pingpong(MoePath::Auto, entries, local), pingpong, "{what}");
+            assert!(sm90_gather(MoePath::Auto, entries, local), "{what}");
+            assert!(!sm90_gemm1_cluster(MoePath::Auto, entries, local, w13_bytes), "{what}");
+            assert!(!sm90_gemm2_cluster(entries, local), "{what}");
+        }
+        // The FP8 layer's ping-pong bound did not move with the bf16 layer's SM90 bound.
+        let (local, topk, w13_e4m3) = (8, 2, 2 * 14336 * 4096);
+        assert!(!sm90_fp8_pingpong(MoePath::Auto, 128 * topk, local, w13_e4m3));
+        assert!(sm90_fp8_pingpong(MoePath::Auto, 256 * topk, local, w13_e4m3));
     }
 }
