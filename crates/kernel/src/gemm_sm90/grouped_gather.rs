@@ -18,12 +18,20 @@
 //! nothing measurable (a build without it ran the layer within 1 % at every shape), and
 //! publishing each stage from the producer instead (`cp.async` groups, `wait_group`, the
 //! fence, a plain arrival `stages - 2` k-tiles later) was slower (Mixtral T = 1024: 1853
-//! against 1660 us). Each thread's row addresses are computed once per tile (a k-tile
-//! adds its columns): ncu found the producer's per-k-tile `token * ldx` arithmetic among
-//! the stalled instructions at Mixtral T = 1024, though hoisting it left that layer as
-//! slow ("Session 21 (helper moegat2)"). The ops' Auto runs this GEMM1 up to one row tile
-//! per expert, where it makes the layer 5 % faster (DeepSeek-V2-Lite T = 1024), and the
-//! TMA one above (Mixtral T = 1024: 16-24 % slower with this one).
+//! against 1660 us). The producer's copy loop is kept short ("Session 21 (helper gatpp)"):
+//! each thread computes its rows' 64-bit addresses once per tile, a k-tile adds one 32-bit
+//! byte offset to each, and the copies it skips (padding rows, chunks past K) are the bits
+//! of one mask tested straight into `cp.async`'s `ignore-src` predicate, about 56 SASS
+//! instructions per k-tile and warp against about 110 before. ncu of the ping-pong GEMM1
+//! at Mixtral T = 1024 (two row tiles per expert, where the weight stream no longer bounds
+//! it) had found the longer loop on the critical path: the producer warps issued for most
+//! of each k-tile (with dispatch stalls beside the consumers' `wgmma` on the same SM
+//! sub-partitions) instead of waiting for free stages, and the consumers' `wgmma` pipe ran
+//! dry between k-tiles; with the short loop that GEMM1 took 948 instead of 1030 us (TMA:
+//! 903). The ops' Auto runs this GEMM1 up to one row tile per expert, where it makes the
+//! layer 5 % faster (DeepSeek-V2-Lite T = 1024), and the TMA one above, where the
+//! ping-pong layer is still 1-2 % (DeepSeek-V2-Lite T = 2048, 4096) to 5-8 % (Mixtral
+//! T = 1024) slower with this one.
 
 use super::*;
 
@@ -59,7 +67,11 @@ pub(super) fn check(cfg: &GemmSm90Config) -> Result<(), GemmError> {
 /// barrier arrival when a thread's copies land, and the wait for them all.
 pub(super) fn snippets() -> Vec<Snippet> {
     use rcute_atom::copy_cp_async::{cp_async_cg16_ignore_src_addr, cp_async_mbarrier_arrive_noinc, cp_async_wait_all};
-    vec![cp_async_cg16_ignore_src_addr(), cp_async_mbarrier_arrive_noinc(), cp_async_wait_all()]
+    vec![
+        cp_async_cg16_ignore_src_addr(),
+        cp_async_mbarrier_arrive_noinc(),
+        cp_async_wait_all(),
+    ]
 }
 
 /// The gathering form's kernel parameters after the grouped ones: the token matrix, its
