@@ -21,8 +21,8 @@
 //! against 1660 us). The producer's copy loop is kept short ("Session 21 (helper gatpp)"):
 //! each thread computes its rows' 64-bit addresses once per tile, a k-tile adds one 32-bit
 //! byte offset to each, and the copies it skips (padding rows, chunks past K) are the bits
-//! of one mask tested straight into `cp.async`'s `ignore-src` predicate, about 56 SASS
-//! instructions per k-tile and warp against about 110 before. ncu of the ping-pong GEMM1
+//! of one mask tested straight into `cp.async`'s `ignore-src` predicate: 57 SASS
+//! instructions from a k-tile's empty-barrier wait to its arrival against 104 before. ncu of the ping-pong GEMM1
 //! at Mixtral T = 1024 (two row tiles per expert, where the weight stream no longer bounds
 //! it) had found the longer loop on the critical path: the producer warps issued for most
 //! of each k-tile (with dispatch stalls beside the consumers' `wgmma` on the same SM
