@@ -292,12 +292,16 @@ __device__ __forceinline__ void rc_wgmma_m64n128k16_f32_bf16_bf16_ss_k_k(uint64_
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
-// --- from rcute-atom rc_cp_async_cg_16_zfill_addr ---
-__device__ __forceinline__ void rc_cp_async_cg_16_zfill_addr(uint32_t saddr, void const *gmem_src, uint32_t src_size) {
+// --- from rcute-atom rc_cp_async_cg_16_ignore_src_addr ---
+__device__ __forceinline__ void rc_cp_async_cg_16_ignore_src_addr(uint32_t saddr, void const *gmem_src, uint32_t skip) {
   asm volatile(
-      "cp.async.cg.shared.global [%0], [%1], %2, %3;\n"
+      "{\n"
+      ".reg .pred rc_skip;\n"
+      "setp.ne.b32 rc_skip, %2, 0;\n"
+      "cp.async.cg.shared.global [%0], [%1], 16, rc_skip;\n"
+      "}\n"
       : 
-      : "r"(saddr), "l"(gmem_src), "n"(16), "r"(src_size)
+      : "r"(saddr), "l"(gmem_src), "r"(skip)
       : "memory");
 }
 
@@ -599,6 +603,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_ga
     {
       const int g_chunk = threadIdx.x % 8;  // this thread's 16-byte chunk of a 128-byte k-tile row
       const int g_row = threadIdx.x / 8;  // its first tile row; it copies rows g_row + 16 * i, i < 8
+      const int g_col = g_chunk * 8 < K ? g_chunk * 8 : 0;  // its chunk's column in a row of x; 0 past K, where its copies read nothing (the address stays in x)
       // the chunk's byte offset in an A stage: row-major (128, 64) rows of 128 B through Sw<3,4,3> on bytes
       // (the GMMA atom's byte swizzle, rcute_layout::Swizzle::apply_expr; 2048 B per pass, a multiple of its 1024-B period)
       const uint32_t g_dst = (g_row * 128 + g_chunk * 16) ^ (((g_row * 128 + g_chunk * 16) & 896) >> 3);
@@ -618,13 +623,13 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_ga
         const int m0 = tile_m * 128;
         const int n0 = tile_n * 64;  // first output column: a SwiGLU tile's BN B rows are BN/2 gate + BN/2 up rows
         const int expert = __ldg(block_expert + tile_m);  // the local expert of this row tile
-        const __nv_bfloat16* row[8];  // x row of tile row g_row + 16 * i at column g_chunk * 8; x for a padding row
+        unsigned long long row[8];  // address of x's row for tile row g_row + 16 * i at column g_col (row 0 for a padding row)
         uint32_t live = 0u;  // bit i: tile row g_row + 16 * i is a token row (else zero-filled)
         #pragma unroll
         for (int i = 0; i < 8; ++i) {
           const int id = __ldg(sorted_ids + m0 + g_row + 16 * i);
           const bool token_row = id < entries;
-          row[i] = x + (token_row ? (long long)(id / topk) * ldx + g_chunk * 8 : 0);
+          row[i] = reinterpret_cast<unsigned long long>(x + (token_row ? (long long)(id / topk) * ldx : 0) + g_col);
           live = live | (uint32_t)token_row << i;
         }
         for (int kt = kt0; kt < kt0 + k_iters; ++kt) {
@@ -635,12 +640,13 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_ga
             rc_tma_load_3d(smem + stage * 16384 + 98304, &tmap_b, full, kt * 64, gate_row0 + n0, expert);
             rc_tma_load_3d(smem + stage * 16384 + 106496, &tmap_b, full, kt * 64, up_row0 + n0, expert);
           }
-          const uint32_t copied = kt * 64 + g_chunk * 8 < K ? live : 0u;  // the rows whose chunk is read: none past K (K is a whole number of chunks)
+          const bool in_k = kt * 64 + g_chunk * 8 < K;  // this thread's chunk of the k-tile lies inside K (K is a whole number of chunks)
+          const uint32_t skip = in_k ? ~live : 0xffffffffu;  // bit i: row i's copy reads nothing and zero-fills (a padding row, or past K)
+          const uint32_t koff = in_k ? (uint32_t)kt * 128u : 0u;  // the k-tile's byte offset in a row (0 past K: the address stays in x)
           const uint32_t a_stage = smem_u32 + stage * 16384 + g_dst;
           #pragma unroll
           for (int i = 0; i < 8; ++i) {
-            const bool on = (copied >> i) & 1u;
-            rc_cp_async_cg_16_zfill_addr(a_stage + 2048u * i, on ? row[i] + kt * 64 : x, on ? 16u : 0u);
+            rc_cp_async_cg_16_ignore_src_addr(a_stage + 2048u * i, reinterpret_cast<const void*>(row[i] + koff), skip & (1u << i));
           }
           // the stage's full barrier counts this thread once its copies have landed (noinc: the init count holds it)
           rc_cp_async_mbarrier_arrive_noinc(full);

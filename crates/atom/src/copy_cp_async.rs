@@ -159,6 +159,49 @@ pub fn cp_async_addr(cache: CacheOp, bytes: usize) -> Option<Snippet> {
     ))
 }
 
+/// `cp.async.cg.shared.global [saddr], [src], 16, ignore_src` with the PTX `ignore-src`
+/// predicate (PTX ISA 7.5, sm_80) set from a 32-bit value: a nonzero `skip` reads nothing
+/// and writes 16 zero bytes (`rc_cp_async_cg_16_ignore_src_addr(uint32_t saddr, const void*
+/// gmem_src, uint32_t skip)`). The same copy as [`cp_async_addr`]'s with `src_size` 0 or
+/// 16, for a kernel that keeps which copies to skip as the bits of one mask: `skip` is
+/// that mask and'ed with the copy's bit, and ptxas tests it straight into the copy's
+/// predicate (`LOP3.LUT P`) instead of shifting the bit into a size first.
+///
+/// ```
+/// use rcute_atom::copy_cp_async::cp_async_cg16_ignore_src_addr;
+/// let s = cp_async_cg16_ignore_src_addr();
+/// assert_eq!(s.name, "rc_cp_async_cg_16_ignore_src_addr");
+/// assert!(s.code.contains("setp.ne.b32 rc_skip, %2, 0;"));
+/// assert!(s.code.contains("cp.async.cg.shared.global [%0], [%1], 16, rc_skip;"));
+/// ```
+pub fn cp_async_cg16_ignore_src_addr() -> Snippet {
+    let params = vec![
+        Param::new("saddr", ParamTy::SmemAddr { bytes: 16 }),
+        Param::new(
+            "gmem_src",
+            ParamTy::GmemPtr {
+                bytes: 16,
+                constant: true,
+            },
+        ),
+        Param::scalar("skip", "uint32_t"),
+    ];
+    let lines = [
+        "{".to_string(),
+        ".reg .pred rc_skip;".to_string(),
+        "setp.ne.b32 rc_skip, %2, 0;".to_string(),
+        "cp.async.cg.shared.global [%0], [%1], 16, rc_skip;".to_string(),
+        "}".to_string(),
+    ];
+    let ins = [
+        "\"r\"(saddr)".to_string(),
+        "\"l\"(gmem_src)".to_string(),
+        "\"r\"(skip)".to_string(),
+    ];
+    let body = asm_stmt(&lines, &[], &ins, true);
+    Snippet::build("rc_cp_async_cg_16_ignore_src_addr", Arch::SM80, 1, params, &body)
+}
+
 /// Every `cp.async` op.
 pub fn all_cp_async() -> Vec<CopyOp> {
     let mut v = Vec::new();

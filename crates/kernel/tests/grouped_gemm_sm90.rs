@@ -58,7 +58,8 @@ fn gather_configs() -> Vec<GemmSm90Config> {
 }
 
 /// The gathering GEMM1: named `gather_swiglu`, no A tensor map, the token matrix and
-/// `topk` among its parameters, each row's address computed once per tile, 129 arrivals on each full barrier (128 producer threads'
+/// `topk` among its parameters, each row's address computed once per tile and a k-tile's
+/// copies skipped by the bits of one mask, 129 arrivals on each full barrier (128 producer threads'
 /// `cp.async` completions and the B TMA's expect_tx), the producer's copies through the
 /// A atom's 128B swizzle, and the consumers' proxy fence after each full barrier; the
 /// plain GEMM1 has none of these.
@@ -77,11 +78,17 @@ fn gathering_gemm1_copies_rows_into_the_swizzled_stage() {
             "const __grid_constant__ rc_tmap_t tmap_b",
             "__restrict__ x,\n    long long ldx,\n    int topk\n) {",
             "rc_mbarrier_init(bar_full + 8 * i, 129)",
-            // each row's address once per tile; a k-tile adds its columns
-            "row[i] = x + (token_row ? (long long)(id / topk) * ldx + g_chunk * 8 : 0)",
-            "const uint32_t copied = kt * 64 + g_chunk * 8 < K ? live : 0u;",
+            // each row's 64-bit address once per tile (row 0 of x for a padding row, column
+            // 0 for a chunk past K); a k-tile adds one 32-bit byte offset
+            "const int g_col = g_chunk * 8 < K ? g_chunk * 8 : 0;",
+            "row[i] = reinterpret_cast<unsigned long long>(x + (token_row ? (long long)(id / topk) * ldx : 0) + g_col)",
+            "const bool in_k = kt * 64 + g_chunk * 8 < K;",
+            "const uint32_t skip = in_k ? ~live : 0xffffffffu;",
+            "const uint32_t koff = in_k ? (uint32_t)kt * 128u : 0u;",
             "const uint32_t g_dst = (g_row * 128 + g_chunk * 16) ^ (((g_row * 128 + g_chunk * 16) & 896) >> 3)",
-            "rc_cp_async_cg_16_zfill_addr(a_stage + 2048u * i, on ? row[i] + kt * 64 : x, on ? 16u : 0u)",
+            // the skipped copies (padding rows, past K) through cp.async's ignore-src predicate
+            "rc_cp_async_cg_16_ignore_src_addr(a_stage + 2048u * i, reinterpret_cast<const void*>(row[i] + koff), skip & (1u << i))",
+            "setp.ne.b32 rc_skip, %2, 0;",
             "rc_cp_async_mbarrier_arrive_noinc(full)",
             "rc_fence_proxy_async_shared();",
             "Sw<3,4,3> on bytes",

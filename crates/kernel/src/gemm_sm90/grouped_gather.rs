@@ -18,12 +18,20 @@
 //! nothing measurable (a build without it ran the layer within 1 % at every shape), and
 //! publishing each stage from the producer instead (`cp.async` groups, `wait_group`, the
 //! fence, a plain arrival `stages - 2` k-tiles later) was slower (Mixtral T = 1024: 1853
-//! against 1660 us). Each thread's row addresses are computed once per tile (a k-tile
-//! adds its columns): ncu found the producer's per-k-tile `token * ldx` arithmetic among
-//! the stalled instructions at Mixtral T = 1024, though hoisting it left that layer as
-//! slow ("Session 21 (helper moegat2)"). The ops' Auto runs this GEMM1 up to one row tile
-//! per expert, where it makes the layer 5 % faster (DeepSeek-V2-Lite T = 1024), and the
-//! TMA one above (Mixtral T = 1024: 16-24 % slower with this one).
+//! against 1660 us). The producer's copy loop is kept short ("Session 21 (helper gatpp)"):
+//! each thread computes its rows' 64-bit addresses once per tile, a k-tile adds one 32-bit
+//! byte offset to each, and the copies it skips (padding rows, chunks past K) are the bits
+//! of one mask tested straight into `cp.async`'s `ignore-src` predicate: 57 SASS
+//! instructions from a k-tile's empty-barrier wait to its arrival against 104 before. ncu of the ping-pong GEMM1
+//! at Mixtral T = 1024 (two row tiles per expert, where the weight stream no longer bounds
+//! it) had found the longer loop on the critical path: the producer warps issued for most
+//! of each k-tile (with dispatch stalls beside the consumers' `wgmma` on the same SM
+//! sub-partitions) instead of waiting for free stages, and the consumers' `wgmma` pipe ran
+//! dry between k-tiles; with the short loop that GEMM1 took 948 instead of 1030 us (TMA:
+//! 903). The ops' Auto runs this GEMM1 up to one row tile per expert, where it makes the
+//! layer 5 % faster (DeepSeek-V2-Lite T = 1024), and the TMA one above, where the
+//! ping-pong layer is still 1-2 % (DeepSeek-V2-Lite T = 2048, 4096) to 5-8 % (Mixtral
+//! T = 1024) slower with this one.
 
 use super::*;
 
@@ -55,13 +63,15 @@ pub(super) fn check(cfg: &GemmSm90Config) -> Result<(), GemmError> {
     Ok(())
 }
 
-/// The producer's `cp.async` atoms: the 16-byte zero-filling copy to a shared address, the
+/// The producer's `cp.async` atoms: the 16-byte copy to a shared address that a mask bit skips (zero-fills), the
 /// barrier arrival when a thread's copies land, and the wait for them all.
 pub(super) fn snippets() -> Vec<Snippet> {
-    use rcute_atom::copy_cp_async::{cp_async_addr, cp_async_mbarrier_arrive_noinc, cp_async_wait_all, CacheOp};
-    let mut v: Vec<Snippet> = cp_async_addr(CacheOp::CacheGlobal, 16).into_iter().collect();
-    v.extend([cp_async_mbarrier_arrive_noinc(), cp_async_wait_all()]);
-    v
+    use rcute_atom::copy_cp_async::{cp_async_cg16_ignore_src_addr, cp_async_mbarrier_arrive_noinc, cp_async_wait_all};
+    vec![
+        cp_async_cg16_ignore_src_addr(),
+        cp_async_mbarrier_arrive_noinc(),
+        cp_async_wait_all(),
+    ]
 }
 
 /// The gathering form's kernel parameters after the grouped ones: the token matrix, its
@@ -95,6 +105,7 @@ pub(super) fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
     let p = k.p;
     let s = k.s;
     let per_row = k.row_bytes / CHUNK;
+    let elems = CHUNK / k.cfg.ab.bytes() as i64;
     let rows_per_pass = THREADS / per_row;
     let passes = k.bm * per_row / THREADS;
     let sw = p.smem_atom.byte_swizzle;
@@ -116,6 +127,12 @@ pub(super) fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
             format!("threadIdx.x / {per_row}"),
             format!("its first tile row; it copies rows g_row + {rows_per_pass} * i, i < {passes}"),
         ),
+        dc(
+            "const int",
+            "g_col",
+            format!("g_chunk * {elems} < K ? g_chunk * {elems} : 0"),
+            "its chunk's column in a row of x; 0 past K, where its copies read nothing (the address stays in x)",
+        ),
         c(format!(
             "the chunk's byte offset in an A stage: row-major ({}, {}) rows of {} B through {sw} on bytes",
             k.bm, k.bk, k.row_bytes
@@ -134,7 +151,7 @@ pub(super) fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
         d("uint32_t", "phase", "0"),
     ];
     let mut body = tile_of(k, TileNeeds::WithSplit);
-    body.extend(tile_tokens(k, passes, rows_per_pass));
+    body.extend(tile_tokens(passes, rows_per_pass));
     let mut kt_body = vec![
         dc(
             "const uint32_t",
@@ -156,18 +173,20 @@ pub(super) fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
     ml
 }
 
-/// Per tile: the address of each row this thread copies at its chunk's column (`x` itself
-/// for a padding row) and which of them are token rows, so that a k-tile's copy adds the
-/// k-tile's columns to a pointer instead of multiplying the token by `ldx` again.
-fn tile_tokens(k: &Ctx, passes: i64, rows_per_pass: i64) -> Vec<Stmt> {
-    let elems = CHUNK / k.cfg.ab.bytes() as i64;
+/// Per tile: the global address of each row this thread copies at its chunk's column
+/// (row 0 of `x` for a padding row, whose copies read nothing) and which of them are token
+/// rows. A k-tile's copy then adds one 32-bit byte offset to a 64-bit address (`IADD3` +
+/// `IADD3.X`): ncu found the producer's copy loop on the critical path of the ping-pong
+/// schedule ("Session 21 (helper gatpp)"), and pointers of the element type made ptxas
+/// recompute `x + 2 * (row + k)` per copy.
+fn tile_tokens(passes: i64, rows_per_pass: i64) -> Vec<Stmt> {
     vec![
         Stmt::Array {
-            ty: format!("const {}*", k.cfg.ab.cuda_type()),
+            ty: "unsigned long long".into(),
             name: "row".into(),
             len: passes as usize,
             comment: Some(format!(
-                "x row of tile row g_row + {rows_per_pass} * i at column g_chunk * {elems}; x for a padding row"
+                "address of x's row for tile row g_row + {rows_per_pass} * i at column g_col (row 0 for a padding row)"
             )),
         },
         dc(
@@ -188,7 +207,7 @@ fn tile_tokens(k: &Ctx, passes: i64, rows_per_pass: i64) -> Vec<Stmt> {
                 d("const bool", "token_row", "id < entries"),
                 Stmt::assign(
                     "row[i]",
-                    format!("x + (token_row ? (long long)(id / topk) * ldx + g_chunk * {elems} : 0)"),
+                    "reinterpret_cast<unsigned long long>(x + (token_row ? (long long)(id / topk) * ldx : 0) + g_col)",
                 ),
                 Stmt::assign("live", "live | (uint32_t)token_row << i"),
             ],
@@ -196,8 +215,9 @@ fn tile_tokens(k: &Ctx, passes: i64, rows_per_pass: i64) -> Vec<Stmt> {
     ]
 }
 
-/// One k-tile's A chunks of this thread: `cp.async` of 16 bytes (0 read, zero-filled, for a
-/// padding row or past K), then the thread's arrival on the full barrier when they land.
+/// One k-tile's A chunks of this thread: `cp.async` of 16 bytes at the row's address plus
+/// the k-tile's byte offset, skipped (nothing read, zeros written) for a padding row or a
+/// chunk past K, then the thread's arrival on the full barrier when they land.
 fn a_copies(k: &Ctx, passes: i64, pass_bytes: i64) -> Vec<Stmt> {
     let p = k.p;
     let elems = CHUNK / k.cfg.ab.bytes() as i64;
@@ -207,22 +227,30 @@ fn a_copies(k: &Ctx, passes: i64, pass_bytes: i64) -> Vec<Stmt> {
         .to_cpp();
     vec![
         dc(
+            "const bool",
+            "in_k",
+            format!("kt * {} + g_chunk * {elems} < K", k.bk),
+            "this thread's chunk of the k-tile lies inside K (K is a whole number of chunks)",
+        ),
+        dc(
             "const uint32_t",
-            "copied",
-            format!("kt * {} + g_chunk * {elems} < K ? live : 0u", k.bk),
-            "the rows whose chunk is read: none past K (K is a whole number of chunks)",
+            "skip",
+            "in_k ? ~live : 0xffffffffu",
+            "bit i: row i's copy reads nothing and zero-fills (a padding row, or past K)",
+        ),
+        dc(
+            "const uint32_t",
+            "koff",
+            format!("in_k ? (uint32_t)kt * {}u : 0u", k.row_bytes),
+            "the k-tile's byte offset in a row (0 past K: the address stays in x)",
         ),
         d("const uint32_t", "a_stage", format!("smem_u32 + {base} + g_dst")),
         unroll(
             "i",
             passes,
-            vec![
-                d("const bool", "on", "(copied >> i) & 1u"),
-                e(format!(
-                    "rc_cp_async_cg_16_zfill_addr(a_stage + {pass_bytes}u * i, on ? row[i] + kt * {} : x, on ? {CHUNK}u : 0u)",
-                    k.bk
-                )),
-            ],
+            vec![e(format!(
+                "rc_cp_async_cg_16_ignore_src_addr(a_stage + {pass_bytes}u * i, reinterpret_cast<const void*>(row[i] + koff), skip & (1u << i))"
+            ))],
         ),
         c("the stage's full barrier counts this thread once its copies have landed (noinc: the init count holds it)"),
         e("rc_cp_async_mbarrier_arrive_noinc(full)"),

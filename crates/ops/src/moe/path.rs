@@ -374,7 +374,10 @@ pub fn sm90_gemm1_tile(path: MoePath, entries: usize, local: usize, inter: usize
 /// 608.6, T = 4096 1010.5 -> 1131.3, Mixtral T = 1024 (256 rows) 1388.5 -> 1724.9 (ncu:
 /// GEMM1 903 -> 1030 us, 13 % of the warp samples stalled on dispatch against 1 %); the
 /// cooperative kernels are mixed there (DeepSeek-V2-Lite T = 2048 687 -> 753, T = 4096
-/// 1031 -> 995 and 1036 -> 1028), so they keep the TMA form too.
+/// 1031 -> 995 and 1036 -> 1028), so they keep the TMA form too. With the producer's
+/// shorter copy loop ("Session 21 (helper gatpp)", A B B A) ping-pong still loses there,
+/// by less: T = 2048 555.1 / 554.4 -> 563.9 / 558.3, T = 4096 999.1 / 998.0 -> 1017.0 /
+/// 1010.2, Mixtral T = 1024 1473.5 / 1509.5 -> 1597.6 / 1576.6.
 pub const SM90_GATHER_MAX_ROWS_PER_EXPERT: usize = 128;
 
 /// Whether GEMM1 of the bf16 / f16 SM90 layer gathers the token rows itself
