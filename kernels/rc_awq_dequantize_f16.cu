@@ -33,7 +33,7 @@ __device__ __forceinline__ void rc_cvt_u4x8_f16x2_biased(uint32_t q, uint32_t (&
   }
 }
 
-// w[k][n] = (q[k][n] - z[k/G][n]) * s[k/G][n]; one thread per packed word (8 columns).
+// w[k][n] = (q[k][n] - z[k/G][n]) * s[k/G][n]; one thread per packed word (8 columns) of 4 rows.
 extern "C" __global__ __launch_bounds__(256) void rc_awq_dequantize_f16(
     const uint32_t* __restrict__ qweight,
     const uint32_t* __restrict__ qzeros,
@@ -45,28 +45,41 @@ extern "C" __global__ __launch_bounds__(256) void rc_awq_dequantize_f16(
 ) {
   const long long ld_q = N8;
   const long long ld_w = 8ll * N8;
-  for (int k = blockIdx.y; k < K; k += gridDim.y) {
-    const int g = k / G;
+  const int KB = (K + 3) / 4;
+  for (int kb = blockIdx.y; kb < KB; kb += gridDim.y) {
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < N8; j += gridDim.x * blockDim.x) {
       const int n0 = 8 * j;
-      uint32_t q[4];  // pairs {bias + q} of columns (n0 + 2i, n0 + 2i + 1)
-      uint32_t z[4];  // pairs {bias + z}
-      uint32_t w[4];  // pairs of the result
-      // layout (K,N8):(ld_q,1) at (k,j)
-      rc_cvt_u4x8_f16x2_biased(qweight[k * ld_q + j], q);
-      // layout (K,N8):(ld_q,1) at (g,j)
-      rc_cvt_u4x8_f16x2_biased(qzeros[g * ld_q + j], z);
-      // layout (K,N):(ld_w,1) at (g,n0)
-      const uint4 s4 = *reinterpret_cast<const uint4*>(scales + g * ld_w + n0);
-      const uint32_t s[4] = {s4.x, s4.y, s4.z, s4.w};
+      uint32_t qw[4];  // the word of each of rows 4 kb + r, all loaded first (4 reads in flight)
       #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        // (bias + q) - (bias + z) = q - z exactly; one rounding in the product
-        const __half2 v = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&q[i]), *reinterpret_cast<const __half2*>(&z[i])), *reinterpret_cast<const __half2*>(&s[i]));
-        w[i] = *reinterpret_cast<const uint32_t*>(&v);
+      for (int r = 0; r < 4; ++r) {
+        const int k = 4 * kb + r;
+        // layout (K,N8):(ld_q,1) at (k,j)
+        qw[r] = k < K ? qweight[k * ld_q + j] : 0u;
       }
-      // layout (K,N):(ld_w,1) at (k,n0)
-      *reinterpret_cast<uint4*>(out + k * ld_w + n0) = make_uint4(w[0], w[1], w[2], w[3]);
+      #pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int k = 4 * kb + r;
+        if (k < K) {
+          const int g = k / G;
+          uint32_t q[4];  // pairs {bias + q} of columns (n0 + 2i, n0 + 2i + 1)
+          uint32_t z[4];  // pairs {bias + z}
+          uint32_t w[4];  // pairs of the result
+          rc_cvt_u4x8_f16x2_biased(qw[r], q);
+          // layout (K,N8):(ld_q,1) at (g,j)
+          rc_cvt_u4x8_f16x2_biased(qzeros[g * ld_q + j], z);
+          // layout (K,N):(ld_w,1) at (g,n0)
+          const uint4 s4 = *reinterpret_cast<const uint4*>(scales + g * ld_w + n0);
+          const uint32_t s[4] = {s4.x, s4.y, s4.z, s4.w};
+          #pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            // (bias + q) - (bias + z) = q - z exactly; one rounding in the product
+            const __half2 v = __hmul2(__hsub2(*reinterpret_cast<const __half2*>(&q[i]), *reinterpret_cast<const __half2*>(&z[i])), *reinterpret_cast<const __half2*>(&s[i]));
+            w[i] = *reinterpret_cast<const uint32_t*>(&v);
+          }
+          // layout (K,N):(ld_w,1) at (k,n0)
+          *reinterpret_cast<uint4*>(out + k * ld_w + n0) = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+      }
     }
   }
 }

@@ -38,13 +38,15 @@ fn awq_dequantize_is_bit_exact() {
         let f = module.function(&g.name).unwrap();
         let stream = gpu.stream();
         let mut rng = Rng::for_test(&g.name);
-        // (K, N, G): groups of 32 / 64 / 128, G = K, N not a multiple of the block's 2048 columns.
+        // (K, N, G): groups of 32 / 64 / 128, G = K, N not a multiple of the block's 2048
+        // columns, K not a multiple of a thread's 4 rows (1 and 10: rows past K skipped).
         for (k, n, group) in [
             (256, 64, 128),
             (96, 24, 96),
             (128, 2056, 32),
             (320, 1000, 64),
             (1, 8, 1),
+            (10, 24, 10),
         ] {
             let shape = AwqShape::new(k, n, group).unwrap();
             let q: Vec<u8> = (0..k * n).map(|_| (rng.next_u32() % 16) as u8).collect();

@@ -2,8 +2,10 @@
 //! [K/G, N/8]`, 16-bit `scales [K/G, N]`) to the dense 16-bit weight `w [K, N]`,
 //! `w[k][n] = (q[k][n] - z[k/G][n]) * s[k/G][n]`.
 //!
-//! A bandwidth-bound kernel: one thread per packed word of `qweight` (eight columns of one
-//! row), grid-stride loops over the rows (`y`) and the words of a row (`x`). The word and its group's zero word go
+//! A bandwidth-bound kernel: one thread per packed word of `qweight` (eight columns) of
+//! [`ROWS`] consecutive rows, whose loads it issues before it converts any of them (reads
+//! in flight: one word per thread left the H200 at 76 % of its copy bandwidth);
+//! grid-stride loops over the row blocks (`y`) and the words of a row (`x`). The word and its group's zero word go
 //! through the `lop3` conversion atom ([`rcute_atom::convert_int4`]) into pairs `bias + q`
 //! and `bias + z` for the adjacent columns `(2i, 2i+1)`; one packed subtraction gives
 //! `q - z` exactly and one packed multiplication by the scales rounds once, so the output is
@@ -39,6 +41,10 @@ use rcute_layout::{tuple, Layout};
 
 /// Threads per block.
 pub const THREADS: u32 = 256;
+
+/// Rows of `qweight` a thread of the row-major kernel dequantizes (one packed word of each):
+/// their loads are issued together, so that a thread keeps that many reads in flight.
+pub const ROWS: u32 = 4;
 
 /// Word columns per block of the K-major kernel (one per warp).
 pub const KMAJOR_WORDS: u32 = THREADS / 32;
@@ -76,15 +82,15 @@ pub struct AwqDequantizeArgs {
 }
 
 impl GeneratedAwqDequantize {
-    /// One thread per packed word of a row (`x`), one row per block row (`y`, at most
-    /// 65535: the kernel strides over the rest); for the K-major kernel one warp per word
-    /// column and 32 eight-row blocks per block row.
+    /// One thread per packed word of a row (`x`), [`ROWS`] rows per block row (`y`, at
+    /// most 65535: the kernel strides over the rest); for the K-major kernel one warp per
+    /// word column and 32 eight-row blocks per block row.
     pub fn launch_config(&self, a: &AwqDequantizeArgs) -> LaunchConfig {
         let words = (a.n.max(0) / 8) as u32;
         let (x, rows) = if self.kmajor {
             (words.div_ceil(KMAJOR_WORDS), (a.k.max(8) as u32 / 8).div_ceil(32))
         } else {
-            (words.div_ceil(THREADS), a.k.max(1) as u32)
+            (words.div_ceil(THREADS), (a.k.max(1) as u32).div_ceil(ROWS))
         };
         let (x, y) = (x.max(1), rows.min(65_535));
         LaunchConfig::new(Dim3::new(x, y, 1), THREADS)
@@ -232,9 +238,31 @@ fn kernel(name: &str, ty: &str, ty2: &str, convert: &str) -> Result<CFunction, G
     let (z_idx, z_doc) = at(&packed, &["g", "j"])?;
     let (s_idx, s_doc) = at(&dense, &["g", "n0"])?;
     let (o_idx, o_doc) = at(&dense, &["k", "n0"])?;
-    let column = [
+    let row_k = || Stmt::decl("const int", "k", format!("{ROWS} * kb + r"));
+    let loads = vec![
+        Stmt::Array {
+            ty: "uint32_t".into(),
+            name: "qw".into(),
+            len: ROWS as usize,
+            comment: Some(format!(
+                "the word of each of rows {ROWS} kb + r, all loaded first ({ROWS} reads in flight)"
+            )),
+        },
+        Stmt::For {
+            var: "r".into(),
+            start: "0".into(),
+            end: ROWS.to_string(),
+            unroll: true,
+            body: vec![
+                row_k(),
+                Stmt::Comment(q_doc),
+                Stmt::assign("qw[r]", format!("k < K ? qweight[{q_idx}] : 0u")),
+            ],
+        },
+    ];
+    let row = [
         vec![
-            Stmt::decl("const int", "n0", "8 * j"),
+            Stmt::decl("const int", "g", "k / G"),
             Stmt::Array {
                 ty: "uint32_t".into(),
                 name: "q".into(),
@@ -253,8 +281,7 @@ fn kernel(name: &str, ty: &str, ty2: &str, convert: &str) -> Result<CFunction, G
                 len: 4,
                 comment: Some("pairs of the result".into()),
             },
-            Stmt::Comment(q_doc),
-            Stmt::Expr(format!("{convert}(qweight[{q_idx}], q)")),
+            Stmt::Expr(format!("{convert}(qw[r], q)")),
             Stmt::Comment(z_doc),
             Stmt::Expr(format!("{convert}(qzeros[{z_idx}], z)")),
         ],
@@ -275,25 +302,35 @@ fn kernel(name: &str, ty: &str, ty2: &str, convert: &str) -> Result<CFunction, G
         ],
     ]
     .concat();
+    let column = [
+        vec![Stmt::decl("const int", "n0", "8 * j")],
+        loads,
+        vec![Stmt::For {
+            var: "r".into(),
+            start: "0".into(),
+            end: ROWS.to_string(),
+            unroll: true,
+            body: vec![row_k(), crate::emit::shorthand::if_("k < K", row)],
+        }],
+    ]
+    .concat();
     let mut body = leading_dims();
+    body.push(Stmt::decl("const int", "KB", format!("(K + {}) / {ROWS}", ROWS - 1)));
     body.push(Stmt::Loop {
-        init: "int k = blockIdx.y".into(),
-        cond: "k < K".into(),
-        step: "k += gridDim.y".into(),
-        body: vec![
-            Stmt::decl("const int", "g", "k / G"),
-            Stmt::Loop {
-                init: "int j = blockIdx.x * blockDim.x + threadIdx.x".into(),
-                cond: "j < N8".into(),
-                step: "j += gridDim.x * blockDim.x".into(),
-                body: column,
-            },
-        ],
+        init: "int kb = blockIdx.y".into(),
+        cond: "kb < KB".into(),
+        step: "kb += gridDim.y".into(),
+        body: vec![Stmt::Loop {
+            init: "int j = blockIdx.x * blockDim.x + threadIdx.x".into(),
+            cond: "j < N8".into(),
+            step: "j += gridDim.x * blockDim.x".into(),
+            body: column,
+        }],
     });
     Ok(kernel_fn(
         name,
         ty,
-        "w[k][n] = (q[k][n] - z[k/G][n]) * s[k/G][n]; one thread per packed word (8 columns).",
+        &format!("w[k][n] = (q[k][n] - z[k/G][n]) * s[k/G][n]; one thread per packed word (8 columns) of {ROWS} rows."),
         body,
     ))
 }
