@@ -43,7 +43,7 @@
 //! a launch without it ([`GeneratedMoeAlign::launch_config`], and the fused top-k +
 //! alignment) writes `sorted_ids` directly; the outputs are the same either way.
 //!
-//! The body reads the ids through a name ([`body`]'s `ids`): `topk_ids` in global memory
+//! The body reads the ids through a name (`body`'s `ids`): `topk_ids` in global memory
 //! here, the fused top-k + alignment kernel's copy in shared memory there
 //! ([`super::topk_align`]).
 //!
