@@ -92,11 +92,13 @@ pub(super) fn full_arrivals() -> i64 {
 
 /// The byte offset of 16-byte chunk `chunk` of row `row` in an A stage: the row-major
 /// `(BM, BK)` tile of 128-byte rows through the byte swizzle of the stage's GMMA atom
-/// (`Sw<3,4,3>` for 128B), as the TMA box writes it (checked against the collective's
-/// `smem_layout_a` in the tests).
-pub fn a_chunk_offset(p: &Sm90Plan, row: i64, chunk: i64) -> i64 {
+/// (`Sw<3,4,3>` for 128B), as the TMA box writes it. The producer emits it for its
+/// run-time `(g_row, g_chunk)`; the tests evaluate it at every static chunk against the
+/// collective's `smem_layout_a`.
+pub fn a_chunk_offset(p: &Sm90Plan, row: &Int, chunk: &Int) -> Int {
     let row_bytes = p.mainloop.tma_box_a[0] as i64 * p.mainloop.config.a.bytes() as i64;
-    p.smem_atom.byte_swizzle.apply(row * row_bytes + chunk * CHUNK)
+    let first = row.mul(&Int::Static(row_bytes)).add(&chunk.mul(&Int::Static(CHUNK)));
+    p.smem_atom.byte_swizzle.apply_expr(&first)
 }
 
 /// The producer warpgroup's mainloop: per tile the gathered rows' tokens, per k-tile wait
@@ -109,10 +111,12 @@ pub(super) fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
     let rows_per_pass = THREADS / per_row;
     let passes = k.bm * per_row / THREADS;
     let sw = p.smem_atom.byte_swizzle;
-    let first = Expr::var("g_row")
-        .mul(&Expr::lit(k.row_bytes))
-        .add(&Expr::var("g_chunk").mul(&Expr::lit(CHUNK)));
-    let dst = sw.apply_expr(&Int::Dynamic(first)).to_cpp();
+    let dst = a_chunk_offset(
+        p,
+        &Int::Dynamic(Expr::var("g_row")),
+        &Int::Dynamic(Expr::var("g_chunk")),
+    )
+    .to_cpp();
     let pass_bytes = rows_per_pass * k.row_bytes;
     let mut ml = vec![
         dc(
@@ -285,7 +289,8 @@ mod tests {
                     for chunk in 0..tile[2] * eb / CHUNK {
                         let col = chunk * CHUNK / eb;
                         let want = lay.crd2idx(&tuple!(row, col, 0)).unwrap().as_static().unwrap() * eb;
-                        assert_eq!(a_chunk_offset(&p, row, chunk), want, "{el:?} {tile:?} ({row}, {chunk})");
+                        let got = a_chunk_offset(&p, &Int::Static(row), &Int::Static(chunk)).known();
+                        assert_eq!(got, Some(want), "{el:?} {tile:?} ({row}, {chunk})");
                     }
                 }
             }
