@@ -567,7 +567,6 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
     int L,
     const rc_fusion_params p,
     float* __restrict__ workspace,
-    int split_k,
     int sched_tiles_m,
     int sched_tiles_n,
     int sched_batches,
@@ -621,7 +620,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_gemm_sm90_bf16_tn_128x25
   for (int i = 0; i < 1; ++i) {
     mask_b |= (uint16_t)(1u << (i + rank_n));
   }
-  const bool load_c = (false) && split_k == 1;  // is_source_needed (split-K applies the fusion in the reduction instead)
+  const bool load_c = false;  // is_source_needed
   if (threadIdx.x == 0) {
     for (int i = 0; i < 4; ++i) {
       rc_mbarrier_init(bar_full + 8 * i, 1);

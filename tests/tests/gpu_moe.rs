@@ -29,28 +29,47 @@ fn ops() -> Option<Ops> {
     gpu_for_test().map(Ops::new)
 }
 
-/// The grouped GEMM families to run: SM80 everywhere, SM90 forced on sm_90 (GEMM2 on
-/// 128x256 and on 128x128 tiles, GEMM1 on 2x1 clusters, both GEMMs on the ping-pong
-/// schedule, GEMM1 gathering its rows itself), then the rule; `RCUTE_MOE_PATHS` (a comma
-/// list of `sm80`, `sm90`, `sm90narrow`, `sm90cluster`, `sm90pingpong`, `sm90gather`, `auto`) keeps some of them (the sanitizer
-/// runs keep the SM90 ones).
-fn paths(ops: &Ops) -> Vec<MoePath> {
+/// The grouped GEMM families to run, as layer options: SM80 everywhere, SM90 forced on
+/// sm_90 (GEMM2 on 128x256 and on 128x128 tiles, GEMM1 on 2x1 clusters, both GEMMs on the
+/// ping-pong schedule, and `MoePath::Sm90` with GEMM1 gathering its rows itself:
+/// `MoeOptions::gather`), then the rule; `RCUTE_MOE_PATHS` (a comma list of [`path_name`]s:
+/// `sm80`, `sm90`, `sm90narrow`, `sm90cluster`, `sm90pingpong`, `sm90+gather`, `auto`)
+/// keeps some of them (the sanitizer runs keep the SM90 ones).
+fn paths(ops: &Ops) -> Vec<MoeOptions> {
     let mut v = vec![MoePath::Sm80];
-    if ops.gpu().compute_capability() == (9, 0) {
+    let sm90 = ops.gpu().compute_capability() == (9, 0);
+    if sm90 {
         v.push(MoePath::Sm90);
         v.push(MoePath::Sm90Narrow);
         v.push(MoePath::Sm90Cluster);
         v.push(MoePath::Sm90PingPong);
-        v.push(MoePath::Sm90Gather);
     } else {
         eprintln!("not an sm_90 GPU: the SM90 grouped GEMMs are not run");
     }
-    v.push(MoePath::Auto);
+    let mut v: Vec<MoeOptions> = v.into_iter().map(|p| with_path(MoeOptions::default(), p)).collect();
+    if sm90 {
+        v.push(MoeOptions {
+            gather: Some(true),
+            ..with_path(MoeOptions::default(), MoePath::Sm90)
+        });
+    }
+    v.push(MoeOptions::default());
     if let Ok(keep) = std::env::var("RCUTE_MOE_PATHS") {
         let keep: Vec<String> = keep.split(',').map(|x| x.trim().to_lowercase()).collect();
-        v.retain(|p| keep.contains(&format!("{p:?}").to_lowercase()));
+        v.retain(|o| keep.contains(&path_name(o)));
     }
     v
+}
+
+/// A layer's name in messages and `RCUTE_MOE_PATHS`: its path in lower case, `+gather` /
+/// `+tma` where GEMM1's form is forced (e.g. `sm90+gather`).
+fn path_name(opts: &MoeOptions) -> String {
+    let path = format!("{:?}", opts.path).to_lowercase();
+    match opts.gather {
+        Some(true) => path + "+gather",
+        Some(false) => path + "+tma",
+        None => path,
+    }
 }
 
 /// The first `RCUTE_CASES` items (token counts, configurations; all without it): the
@@ -178,14 +197,14 @@ fn logits_case(name: &str, e: usize, k: usize, h: usize, i: usize, renorm: bool,
             local_experts: e,
         };
         let want = fused_moe_reference(&shape, &xv, &layer.w13, &layer.w2, &r.topk_ids, &r.topk_weights).unwrap();
-        for path in paths(&ops) {
-            let opts = with_path(MoeOptions::default(), path);
+        for opts in paths(&ops) {
+            let path = path_name(&opts);
             let w = (&layer.d_w13, &layer.d_w2);
             let y = run(&ops, &layer, w, &d_x, t, &routing, k, opts, e);
-            check_close(&format!("{name} T={t} {path:?}"), &y, &want);
+            check_close(&format!("{name} T={t} {path}"), &y, &want);
             let again = run(&ops, &layer, w, &d_x, t, &routing, k, opts, e);
             let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&y), bits(&again), "{name} T={t} {path:?}: two runs differ");
+            assert_eq!(bits(&y), bits(&again), "{name} T={t} {path}: two runs differ");
         }
     }
 }
@@ -385,10 +404,10 @@ fn given_routing_empty_expert_and_expert_parallel_slices() {
             local_experts: l,
         };
         let full_ref = fused_moe_reference(&shape(0, e), &xv, &layer.w13, &layer.w2, &ids, &wf).unwrap();
-        for path in paths(&ops) {
-            let opts = with_path(MoeOptions::default(), path);
+        for opts in paths(&ops) {
+            let path = path_name(&opts);
             let full = run(&ops, &layer, (&layer.d_w13, &layer.d_w2), &d_x, t, &routing, k, opts, e);
-            check_close(&format!("given T={t} {path:?}"), &full, &full_ref);
+            check_close(&format!("given T={t} {path}"), &full, &full_ref);
             let mut sum = vec![0.0f64; t * h];
             for (off, l) in [(0usize, 3usize), (3, 5)] {
                 let (a, b) = layer.slice(&s, off, l);
@@ -403,7 +422,7 @@ fn given_routing_empty_expert_and_expert_parallel_slices() {
                 );
                 let part_ref = fused_moe_reference(&shape(off, l), &xv, w13s, w2s, &ids, &wf).unwrap();
                 check_close(
-                    &format!("given T={t} {path:?} experts [{off}, {})", off + l),
+                    &format!("given T={t} {path} experts [{off}, {})", off + l),
                     &part,
                     &part_ref,
                 );
@@ -412,7 +431,7 @@ fn given_routing_empty_expert_and_expert_parallel_slices() {
                 }
             }
             let sum_b: Vec<bf16> = sum.iter().map(|v| bf16::from_f64(*v)).collect();
-            check_close(&format!("given T={t} {path:?} slices summed"), &sum_b, &full_ref);
+            check_close(&format!("given T={t} {path} slices summed"), &sum_b, &full_ref);
         }
     }
 }
@@ -444,8 +463,8 @@ fn up_first_w13_is_the_same_layer() {
         topk: k,
         renormalize: true,
     };
-    for path in paths(&ops) {
-        let opts = with_path(MoeOptions::default(), path);
+    for opts in paths(&ops) {
+        let path = path_name(&opts);
         let gate_first = run(&ops, &layer, (&layer.d_w13, &layer.d_w2), &d_x, t, &routing, k, opts, e);
         let opts = MoeOptions { up_first: true, ..opts };
         let up_first = run(&ops, &layer, (&d_swapped, &layer.d_w2), &d_x, t, &routing, k, opts, e);
@@ -454,7 +473,7 @@ fn up_first_w13_is_the_same_layer() {
         assert_eq!(
             bits(&gate_first),
             bits(&up_first),
-            "{path:?}: up-first w13 gives another layer"
+            "{path}: up-first w13 gives another layer"
         );
     }
 }
@@ -464,20 +483,20 @@ fn up_first_w13_is_the_same_layer() {
 #[test]
 fn graph_replay_with_new_routing() {
     let Some(ops) = ops() else { return };
-    for path in paths(&ops) {
-        graph_replay_case(&ops, path, None);
+    for opts in paths(&ops) {
+        graph_replay_case(&ops, opts, None);
     }
     // the register-streamed decode form (8-row tiles: T = 40 top-2 gives experts of one
     // to several row tiles), GEMM2 in two K splits, K rotated
     let streamed = rcute_ops::tuning::MoeSpec::streamed(8, 4, 64, 2, 2, true);
-    graph_replay_case(&ops, MoePath::Sm80, Some(streamed));
+    graph_replay_case(&ops, with_path(MoeOptions::default(), MoePath::Sm80), Some(streamed));
 }
 
-/// The graph replay of [`graph_replay_with_new_routing`] on `path`, or with `spec` forced
-/// (`Ops::run_fused_moe_with`).
-fn graph_replay_case(ops: &Ops, path: MoePath, spec: Option<rcute_ops::tuning::MoeSpec>) {
+/// The graph replay of [`graph_replay_with_new_routing`] with `opts`, or with `spec`
+/// forced (`Ops::run_fused_moe_with`).
+fn graph_replay_case(ops: &Ops, opts: MoeOptions, spec: Option<rcute_ops::tuning::MoeSpec>) {
     use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-    let opts = with_path(MoeOptions::default(), path);
+    let path = path_name(&opts);
     let mut rng = Rng::for_test("graph_replay");
     let s = ops.gpu().stream().clone();
     let (e, k, h, i, t) = (8, 2, 64, 48, 40);
@@ -548,7 +567,7 @@ fn graph_replay_case(ops: &Ops, path: MoePath, spec: Option<rcute_ops::tuning::M
         };
         let wf: Vec<f64> = w.iter().map(|v| f64::from(*v)).collect();
         let want = fused_moe_reference(&shape, &xv, &layer.w13, &layer.w2, &ids, &wf).unwrap();
-        check_close(&format!("graph replay {round} {path:?} {spec:?}"), &got, &want);
+        check_close(&format!("graph replay {round} {path} {spec:?}"), &got, &want);
     }
 }
 
@@ -740,11 +759,13 @@ fn pingpong_path_over_many_tiles_per_cta() {
     );
 }
 
-/// The gathering GEMM1 (`MoePath::Sm90Gather`: its producer warpgroup copies the token
-/// rows into the stages, no gather kernel) runs Auto's kernels otherwise, so its layer is
-/// bit-identical to Auto's: at a cooperative shape (E = 8, top-2, 4000 tokens, ~1000 rows
-/// per expert, ~8 tiles per CTA) and a ping-pong one (800 tokens, ~200 rows per expert),
-/// both with H = 264 (a k-tile past K: its chunks zero-filled), and close to the SM80 family.
+/// The gathering GEMM1 forced on Auto's SM90 layer (`MoeOptions::gather = Some(true)`: its
+/// producer warpgroup copies the token rows into the stages, no gather kernel) runs Auto's
+/// kernels otherwise, so its layer is bit-identical to Auto's: at a cooperative shape
+/// (E = 8, top-2, 4000 tokens, ~1000 rows per expert, ~8 tiles per CTA; GEMM1 on 1x1 for
+/// these small experts) and a ping-pong one (800 tokens, ~200 rows per expert: both above
+/// Auto's gathering bound), both with H = 264 (a k-tile past K: its chunks zero-filled),
+/// and close to the SM80 family.
 #[test]
 fn gather_path_is_auto_bit_for_bit() {
     let Some(ops) = ops() else { return };
@@ -754,8 +775,21 @@ fn gather_path_is_auto_bit_for_bit() {
     }
     let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     for t in [4000, 800] {
-        let paths = [MoePath::Sm90Gather, MoePath::Auto, MoePath::Sm80];
-        let [gather, auto, sm80] = prefill_paths(&ops, "gather_path", (8, 2, 264, 1024, t), paths);
+        let (e, k) = (8, 2);
+        assert!(
+            !rcute_ops::moe::sm90_gather(MoePath::Auto, t * k, e),
+            "T={t}: Auto gathers itself"
+        );
+        let gathering = MoeOptions {
+            gather: Some(true),
+            ..MoeOptions::default()
+        };
+        let layers = [
+            gathering,
+            MoeOptions::default(),
+            with_path(MoeOptions::default(), MoePath::Sm80),
+        ];
+        let [gather, auto, sm80] = prefill_layers(&ops, "gather_path", (e, k, 264, 1024, t), layers);
         let sm80_f: Vec<f64> = sm80.iter().map(|v| v.to_f64()).collect();
         check_close(&format!("T={t}: SM90 gathering GEMM1 vs SM80 family"), &gather, &sm80_f);
         assert_eq!(
@@ -774,6 +808,21 @@ fn prefill_paths<const P: usize>(
     (e, k, h, i, t): (usize, usize, usize, usize, usize),
     paths: [MoePath; P],
 ) -> [Vec<bf16>; P] {
+    prefill_layers(
+        ops,
+        seed,
+        (e, k, h, i, t),
+        paths.map(|p| with_path(MoeOptions::default(), p)),
+    )
+}
+
+/// [`prefill_paths`] with each layer's options.
+fn prefill_layers<const P: usize>(
+    ops: &Ops,
+    seed: &str,
+    (e, k, h, i, t): (usize, usize, usize, usize, usize),
+    layers: [MoeOptions; P],
+) -> [Vec<bf16>; P] {
     let mut rng = Rng::for_test(seed);
     let s = ops.gpu().stream().clone();
     let layer = Layer::new(&s, &mut rng, e, h, i);
@@ -788,19 +837,7 @@ fn prefill_paths<const P: usize>(
         renormalize: true,
     };
     let w = (&layer.d_w13, &layer.d_w2);
-    paths.map(|p| {
-        run(
-            ops,
-            &layer,
-            w,
-            &d_x,
-            t,
-            &routing,
-            k,
-            with_path(MoeOptions::default(), p),
-            e,
-        )
-    })
+    layers.map(|opts| run(ops, &layer, w, &d_x, t, &routing, k, opts, e))
 }
 
 /// One FP8 layer on the host (e4m3 values decoded, per-row scales) and the device.

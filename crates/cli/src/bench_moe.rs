@@ -52,12 +52,12 @@ pub struct BenchMoeArgs {
     /// The grouped GEMM family of the layer (repeatable; each is timed in the same run,
     /// alternating with the peer): `auto` (the op's rule), `sm80`, `sm90` (GEMM2 on 128x256
     /// tiles), `sm90-narrow` (GEMM2 on 128x128 tiles), `sm90-cluster`,
-    /// `sm90-narrow-cluster`, `sm90-pingpong` (both GEMMs on the ping-pong schedule) or
-    /// `sm90-gather` (auto's SM90 kernels with GEMM1 gathering the token rows itself);
+    /// `sm90-narrow-cluster` or `sm90-pingpong` (both GEMMs on the ping-pong schedule);
     /// `,b<BAND>` after any of them walks the SM90 GEMMs' tiles in bands of at most BAND
     /// row tiles of one expert (`MoeOptions::walk_band`, e.g. `sm90-pingpong,b4`);
-    /// `,gather` / `,tma` forces GEMM1's gathering form on or off (`MoeOptions::gather`,
-    /// e.g. `sm90-narrow,gather`).
+    /// `,gather` / `,tma` forces GEMM1's gathering form (the token rows copied by its
+    /// producer, no row gather) on or off (`MoeOptions::gather`, e.g. `sm90,gather` or
+    /// `sm90-narrow,gather`; on `auto` it holds where the rule runs the SM90 family).
     #[arg(long = "path", default_values_t = ["auto".to_string()])]
     pub path: Vec<String>,
     /// A MoE configuration of either family (repeatable; the tuning tables' text form,
@@ -305,9 +305,8 @@ fn parse_path(p: &str) -> Result<MoePath, String> {
         "sm90-cluster" => Ok(MoePath::Sm90Cluster),
         "sm90-narrow-cluster" => Ok(MoePath::Sm90NarrowCluster),
         "sm90-pingpong" => Ok(MoePath::Sm90PingPong),
-        "sm90-gather" => Ok(MoePath::Sm90Gather),
         other => Err(format!(
-            "--path {other}: auto, sm80, sm90, sm90-narrow, sm90-cluster, sm90-narrow-cluster, sm90-pingpong or sm90-gather"
+            "--path {other}: auto, sm80, sm90, sm90-narrow, sm90-cluster, sm90-narrow-cluster or sm90-pingpong (GEMM1 gathering: `,gather`)"
         )),
     }
 }
@@ -616,5 +615,10 @@ mod tests {
         assert_eq!(path_name(&auto), "auto,tma");
         assert!(parse_paths(&v(&["sm90,gatherx"])).is_err());
         assert!(parse_paths(&v(&["sm90,bx"])).is_err());
+        // GEMM1's gathering form is an option of a path, not a path of its own.
+        let [g] = <[_; 1]>::try_from(parse_paths(&v(&["sm90,gather"])).unwrap()).unwrap();
+        assert_eq!((g.path, g.gather), (MoePath::Sm90, Some(true)));
+        assert_eq!(path_name(&g), "sm90,gather");
+        assert!(parse_paths(&v(&["sm90-gather"])).is_err());
     }
 }

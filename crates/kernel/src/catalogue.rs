@@ -428,9 +428,10 @@ pub fn grouped_gemm_streamed_configs() -> Vec<crate::grouped_gemm::GroupedGemmCo
 /// ([`crate::grouped_gemm::sm90_grouped_config`]): GEMM2 at the narrow tile, GEMM1 on 2x1
 /// clusters, GEMM2 on 2x1 clusters at both tiles; and both GEMMs of both layers on the
 /// ping-pong schedule (`MoePath::Sm90PingPong`,
-/// [`crate::grouped_gemm::sm90_pingpong_config`]); and the bf16 gathering GEMM1s of
-/// `MoePath::Sm90Gather` ([`crate::grouped_gemm::sm90_gather_config`]: the producer copies
-/// the token rows itself) at the wide, narrow and ping-pong tiles.
+/// [`crate::grouped_gemm::sm90_pingpong_config`]); and the bf16 gathering GEMM1s
+/// ([`crate::grouped_gemm::sm90_gather_config`]: the producer copies the token rows itself;
+/// `MoePath::Auto` up to one row tile per expert, or `MoeOptions::gather`) at the wide,
+/// narrow and ping-pong tiles.
 pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     use crate::gemm_sm90::Sm90Schedule;
     use crate::grouped_gemm::{

@@ -137,39 +137,43 @@ fn the_fp8_layer_keeps_its_f16_output() {
 }
 
 /// GEMM1 gathers its rows itself (bf16 / f16 only, 1x1 only) where `sm90_gather` says:
-/// Auto up to one row tile per expert, `Sm90Gather` always, the other forced paths never;
-/// the rest of the layer's kernels stay those of the same path without it.
+/// Auto up to one row tile per expert, the forced paths never; `MoeOptions::gather =
+/// Some(true)` (`with_gather`) forces it on a forced SM90 path; the rest of the layer's
+/// kernels stay those of the same path without it.
 #[test]
 fn gathering_gemm1_where_the_rule_says() {
     use rcute_ops::moe::with_gather;
-    let gathers = |ab, path, (e, k, h, i): Model, tokens: usize| {
-        let gemms = sm90_gemms(ab, Element::BF16, path, tokens * k, e, h, i, 132);
+    let gathers = |ab, path, (e, k, h, i): Model, tokens: usize, gather: Option<bool>| {
+        let rules = sm90_gemms(ab, Element::BF16, path, tokens * k, e, h, i, 132);
+        let gemms = with_gather(rules.clone(), gather);
         assert!(!gemms[1].gather_a, "GEMM2 never gathers");
         // the same kernels as the TMA form but for `gather_a`
         let tma = with_gather(gemms.clone(), Some(false));
         assert_eq!(gemms.each_ref().map(brief), tma.each_ref().map(brief));
+        assert_eq!(gemms.each_ref().map(brief), rules.each_ref().map(brief));
         gemms[0].gather_a
     };
-    for (model, tokens, path, want) in [
-        (DEEPSEEK, 1024, Auto, true),  // 96 rows per expert
-        (DEEPSEEK, 2048, Auto, false), // 192
-        (DEEPSEEK, 4096, Auto, false), // 384
-        (MIXTRAL, 256, Auto, true),    // 64
-        (MIXTRAL, 512, Auto, true),    // 128
-        (MIXTRAL, 1024, Auto, false),  // 256
-        (MIXTRAL, 1024, Sm90Gather, true),
-        (DEEPSEEK, 1024, Sm90PingPong, false),
-        (DEEPSEEK, 1024, Sm90, false),
+    for (model, tokens, path, gather, want) in [
+        (DEEPSEEK, 1024, Auto, None, true),  // 96 rows per expert
+        (DEEPSEEK, 2048, Auto, None, false), // 192
+        (DEEPSEEK, 4096, Auto, None, false), // 384
+        (MIXTRAL, 256, Auto, None, true),    // 64
+        (MIXTRAL, 512, Auto, None, true),    // 128
+        (MIXTRAL, 1024, Auto, None, false),  // 256
+        (MIXTRAL, 1024, Sm90, Some(true), true),
+        (MIXTRAL, 1024, Sm90PingPong, Some(true), true),
+        (DEEPSEEK, 1024, Sm90PingPong, None, false),
+        (DEEPSEEK, 1024, Sm90, None, false),
     ] {
         assert_eq!(
-            gathers(BF16, path, model, tokens),
+            gathers(BF16, path, model, tokens, gather),
             want,
-            "{model:?} T = {tokens} {path:?}"
+            "{model:?} T = {tokens} {path:?} gather {gather:?}"
         );
     }
     assert!(
-        !gathers(E4M3, Auto, DEEPSEEK, 1024),
+        !gathers(E4M3, Auto, DEEPSEEK, 1024, None),
         "the FP8 layer quantizes its gathered rows"
     );
-    assert!(!gathers(E4M3, Sm90Gather, DEEPSEEK, 1024));
+    assert!(!gathers(E4M3, Sm90, DEEPSEEK, 1024, Some(true)));
 }

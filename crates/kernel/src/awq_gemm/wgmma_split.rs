@@ -20,12 +20,11 @@ use super::{s, semaphore_reset, Emit};
 use crate::emit::Stmt;
 use rcute_atom::sync::{named_barrier_red_or, named_barrier_sync};
 use rcute_atom::Snippet;
+// The named barrier of the consumer warpgroups (0 is `__syncthreads`): the collective's id.
+use rcute_collective::awq_bulk::CONSUMER_BARRIER;
 
 /// The unit header's line of a split-K wgmma kernel.
 pub(super) const SPLIT_HEADER: &str = "K split over the grid's z (kt_per_split k-tiles a split): with several splits, f32 partial tiles to the [splits, M, N] workspace slabs, the last split of a tile sums them in slab order (awq_gemm/wgmma_split.rs).";
-
-/// The named barrier of the consumer warpgroups (0 is `__syncthreads`).
-const CONSUMER_BARRIER: u32 = 1;
 
 /// The barrier snippets the split epilogue calls.
 pub(super) fn split_snippets() -> Vec<Snippet> {

@@ -48,7 +48,7 @@ pub(super) fn broadcast_loads(k: &Ctx) -> Vec<Stmt> {
             ),
         ));
     }
-    vec![
+    let mut v = vec![
         c("Broadcast staging (1/2): this thread's share of the tile's broadcast vectors, loaded before the"),
         c("mainloop so that their latency hides behind it (rc_fusion_broadcast has the slot layout)"),
         Stmt::Array {
@@ -57,8 +57,15 @@ pub(super) fn broadcast_loads(k: &Ctx) -> Vec<Stmt> {
             len: regs.len(),
             comment: None,
         },
-        if_("split_k == 1", loads),
-    ]
+    ];
+    // Split-K partials skip the fusion (the reduction applies it); a stream-K kernel has
+    // no split_k (it splits K itself) and always runs the fusion.
+    if k.sk {
+        v.extend(loads);
+    } else {
+        v.push(if_("split_k == 1", loads));
+    }
+    v
 }
 
 /// Broadcast staging (2/2), at the epilogue: the registers into the group's staging area.

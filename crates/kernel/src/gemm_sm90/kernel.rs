@@ -138,9 +138,12 @@ pub(super) fn kernel(
     params.extend(["M", "N", "K", "L"].map(int));
     params.push((format!("const {}", fusion.struct_name), "p".into()));
     params.push(("float* __restrict__".into(), "workspace".into()));
+    // A stream-K kernel splits K itself (its launch refuses split_k > 1): no split_k.
+    if !cfg.stream_k {
+        params.push(int("split_k"));
+    }
     params.extend(
         [
-            "split_k",
             "sched_tiles_m",
             "sched_tiles_n",
             "sched_batches",
@@ -316,12 +319,21 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
             "the CTAs whose loads land in this CTA's stages",
         ));
     }
-    b.push(dc(
-        "const bool",
-        "load_c",
-        format!("({}) && split_k == 1", k.fusion.source_needed),
-        "is_source_needed (split-K applies the fusion in the reduction instead)",
-    ));
+    b.push(if k.sk {
+        dc(
+            "const bool",
+            "load_c",
+            k.fusion.source_needed.clone(),
+            "is_source_needed",
+        )
+    } else {
+        dc(
+            "const bool",
+            "load_c",
+            format!("({}) && split_k == 1", k.fusion.source_needed),
+            "is_source_needed (split-K applies the fusion in the reduction instead)",
+        )
+    });
     let c_groups = k.p.epi_groups as usize;
     b.push(if_(
         "threadIdx.x == 0",

@@ -4,6 +4,15 @@
 use super::*;
 use crate::stream_k::{StreamKError, StreamKPlan};
 
+/// One scalar argument of the main kernel ([`GeneratedGemmSm90::tail_args`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TailArg {
+    /// An `int`.
+    I32(i32),
+    /// A pointer or an `unsigned long long`.
+    U64(u64),
+}
+
 pub(super) fn tmap(
     elem: Element,
     dims: [u64; 3],
@@ -100,6 +109,41 @@ impl GeneratedGemmSm90 {
             }
         }
         Ok(Some((plan.device_args(), args.semaphores)))
+    }
+
+    /// The main kernel's arguments after its fusion struct, in parameter order, each with the
+    /// name of the parameter it fills (the unit test below holds the names to the emitted
+    /// signature): the workspace, `split_k` (not for stream-K, which splits K itself), the
+    /// tile scheduler's five parameters, `early_trigger`, and for stream-K its plan and
+    /// counters ([`Self::stream_k_args`]).
+    fn tail_args(
+        &self,
+        args: &GemmArgs,
+        early_trigger: bool,
+        max_ctas: u32,
+    ) -> Result<Vec<(&'static str, TailArg)>, GemmError> {
+        let mut v = vec![("workspace", TailArg::U64(args.workspace))];
+        if !self.config.stream_k {
+            v.push(("split_k", TailArg::I32(args.split_k as i32)));
+        }
+        let sched = [
+            "sched_tiles_m",
+            "sched_tiles_n",
+            "sched_batches",
+            "sched_along_n",
+            "sched_log_swizzle",
+        ];
+        let values = self.scheduler_params(args)?.device_args();
+        v.extend(sched.into_iter().zip(values.map(TailArg::I32)));
+        v.push(("early_trigger", TailArg::I32(i32::from(early_trigger))));
+        if let Some(([sk_tiles, units], counters)) = self.stream_k_args(args, max_ctas)? {
+            v.extend([
+                ("sk_tiles", TailArg::I32(sk_tiles)),
+                ("sk_units", TailArg::I32(units)),
+                ("sk_counters", TailArg::U64(counters)),
+            ]);
+        }
+        Ok(v)
     }
 
     /// The tile scheduler's parameters for a problem (its batches are `(split, batch)`
@@ -448,14 +492,15 @@ pub(super) unsafe fn launch_inner(
     } else {
         ka.blob(&blob)
     };
-    ka = ka.u64(args.workspace).i32(args.split_k as i32);
-    let sp = g.scheduler_params(args)?;
-    let ka = sp.device_args().iter().fold(ka, |ka, &v| ka.i32(v));
     let lc = fitting_launch(f, g.config.schedule, |c| g.launch_config_with(args, max_ctas, c))?;
-    let mut ka = ka.i32(i32::from(crate::grid_dependency::early_trigger_for(f, &lc)));
-    if let Some(([sk_tiles, units], counters)) = g.stream_k_args(args, max_ctas)? {
-        ka = ka.i32(sk_tiles).i32(units).u64(counters);
-    }
+    let early_trigger = crate::grid_dependency::early_trigger_for(f, &lc);
+    let ka = g
+        .tail_args(args, early_trigger, max_ctas)?
+        .into_iter()
+        .fold(ka, |ka, (_, v)| match v {
+            TailArg::I32(v) => ka.i32(v),
+            TailArg::U64(v) => ka.u64(v),
+        });
     // SAFETY: the parameter list matches the generated kernel's signature; the caller
     // guarantees the buffers.
     unsafe { f.launch(&lc, &ka)? };
@@ -491,4 +536,50 @@ pub(super) unsafe fn launch_inner(
         unsafe { reduce.launch(&cfg, &rk)? };
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names of the parameters of `name`'s `__global__` function in `source`.
+    fn kernel_params(source: &str, name: &str) -> Vec<String> {
+        let head = format!("void {name}(");
+        let at = source.find(&head).unwrap_or_else(|| panic!("no {head}")) + head.len();
+        let list = &source[at..at + source[at..].find(')').unwrap()];
+        list.split(',')
+            .map(|p| p.trim().rsplit(' ').next().unwrap().to_string())
+            .collect()
+    }
+
+    /// The launch's arguments after the fusion struct are the emitted main kernel's last
+    /// parameters, name for name, with and without stream-K (whose kernel has no
+    /// `split_k`), so that one side cannot drop or add a parameter without the other.
+    #[test]
+    fn tail_args_fill_the_emitted_parameters() {
+        for (stream_k, tile, schedule) in [
+            (false, [128, 256, 64], Sm90Schedule::Cooperative),
+            (false, [128, 128, 64], Sm90Schedule::PingPong),
+            (true, [128, 256, 64], Sm90Schedule::Cooperative),
+        ] {
+            let mut cfg = GemmSm90Config::bf16(tile, schedule);
+            cfg.stream_k = stream_k;
+            let g = generate(&cfg).unwrap();
+            let mut args = GemmArgs::tn(1000, 2048, 4096, 1, 0x1000, 0x2000, 0, 0x3000);
+            (args.workspace, args.workspace_bytes) = (0x10_0000, 1 << 40);
+            (args.semaphores, args.semaphore_bytes) = (0x20_0000, 1 << 30);
+            let tail: Vec<&str> = g
+                .tail_args(&args, true, 132)
+                .unwrap()
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect();
+            let params = kernel_params(&g.source, &g.name);
+            let fixed = ["tmap_a", "tmap_b", "tmap_c", "tmap_d", "M", "N", "K", "L", "p"];
+            assert_eq!(params[..fixed.len()], fixed, "{}", g.name);
+            assert_eq!(params[fixed.len()..], tail, "{}", g.name);
+            assert_eq!(tail.contains(&"split_k"), !stream_k, "{}", g.name);
+            assert_eq!(tail.contains(&"sk_counters"), stream_k, "{}", g.name);
+        }
+    }
 }

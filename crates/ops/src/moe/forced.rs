@@ -75,9 +75,13 @@ impl Ops {
     pub fn run_fused_moe_sm90_with(&self, p: &MoeProblem, spec: MoeSm90Spec) -> Result<(), OpsError> {
         // Auto's gathering GEMM1 rule holds inside the configuration's schedule (a table
         // entry names the schedule and tiles, not where the rows come from).
-        let auto_gathers = p.path == super::MoePath::Auto
-            && !spec.gemm1_cluster()
-            && super::sm90_gather(p.path, p.tokens * p.topk, p.local_experts);
+        let auto_gathers = super::kernels::gemm1_gathers(
+            super::fused::element(p.dtype)?,
+            p.path,
+            spec.gemm1_cluster(),
+            p.tokens * p.topk,
+            p.local_experts,
+        );
         let forced = MoeProblem {
             path: spec.path(),
             gather: p.gather.or(Some(auto_gathers)),

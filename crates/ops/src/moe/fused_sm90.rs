@@ -1,8 +1,8 @@
 //! The fused MoE layer on the SM90 grouped GEMMs (TMA + `wgmma`,
 //! [`rcute_kernel::gemm_sm90::Sm90Grouped`]): routing and alignment to 128-row tiles as for
 //! the SM80 family, then the token rows gathered into padded-row order (TMA cannot gather
-//! rows; where [`super::sm90_gather`] says (Auto up to one row tile per expert,
-//! [`super::MoePath::Sm90Gather`] always) or [`super::MoeOptions::gather`] forces it,
+//! rows; where [`super::sm90_gather`] says (Auto up to one row tile per expert) or
+//! [`super::MoeOptions::gather`] forces it,
 //! GEMM1's producer warpgroup gathers them itself by `cp.async` and no gather kernel runs), GEMM1 with SwiGLU (on 2x1 CTA clusters sharing the weight tiles where
 //! [`super::sm90_gemm1_cluster`] says, else on 128x256 or, with one row tile per expert,
 //! 128x128 tiles: [`super::sm90_gemm1_tile`]), GEMM2 with the router weight scattered to entry rows (on
@@ -91,7 +91,8 @@ impl Ops {
         let ff = self.moe_unit(&gf.name, &gf.source)?;
         let l = &p.layout90;
         let ws = p.workspace;
-        // A gathering GEMM1 (MoePath::Sm90Gather) reads x's rows itself: no row gather.
+        // A gathering GEMM1 (`sm90_gather`, `MoeOptions::gather`) reads x's rows itself: no
+        // row gather.
         let gathers = c1.gather_a;
         let operands = Sm90Operands {
             a: [

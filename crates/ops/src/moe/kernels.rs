@@ -105,8 +105,9 @@ pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90
 /// assert_eq!((g2.tile, g2.cluster), ([128, 256, 128], [1, 1]));
 /// ```
 ///
-/// With [`super::MoePath::Sm90Gather`] the bf16 / f16 GEMM1 is the gathering one
-/// ([`GemmSm90Config::gather_a`]) of the same tile and schedule, never on clusters:
+/// Where [`super::sm90_gather`] says ([`super::MoePath::Auto`] up to one row tile per
+/// expert) the bf16 / f16 GEMM1 on 1x1 is the gathering one ([`GemmSm90Config::gather_a`])
+/// of the same tile and schedule; [`with_gather`] forces either form on any path:
 ///
 /// ```
 /// use rcute_atom::Element;
@@ -114,12 +115,13 @@ pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90
 /// use rcute_ops::moe::{sm90_gemms, MoePath};
 /// let bf = Element::BF16;
 /// // DeepSeek-V2-Lite T = 1024 (96 rows per expert): ping-pong, GEMM1 gathering.
-/// let [g1, g2] = sm90_gemms(bf, bf, MoePath::Sm90Gather, 6144, 64, 2048, 1408, 132);
+/// let [g1, g2] = sm90_gemms(bf, bf, MoePath::Auto, 6144, 64, 2048, 1408, 132);
 /// assert_eq!((g1.schedule, g1.gather_a, g2.gather_a), (Sm90Schedule::PingPong, true, false));
-/// // Mixtral T = 4096: Auto's GEMM1 on clusters; gathering on 1x1 instead.
-/// let [g1, g2] = sm90_gemms(bf, bf, MoePath::Sm90Gather, 8192, 8, 4096, 14336, 132);
-/// assert_eq!((g1.tile, g1.cluster, g1.gather_a, g2.cluster), ([128, 256, 64], [1, 1], true, [2, 1]));
-/// let [g1, _] = sm90_gemms(Element::E4M3, bf, MoePath::Sm90Gather, 8192, 8, 4096, 14336, 132);
+/// // The FP8 layer's GEMM1 never gathers (it quantizes the gathered rows).
+/// let [g1, _] = sm90_gemms(Element::E4M3, bf, MoePath::Auto, 6144, 64, 2048, 1408, 132);
+/// assert!(!g1.gather_a);
+/// // Forced paths keep the TMA-fed GEMM1.
+/// let [g1, _] = sm90_gemms(bf, bf, MoePath::Sm90PingPong, 6144, 64, 2048, 1408, 132);
 /// assert!(!g1.gather_a);
 /// ```
 #[allow(clippy::too_many_arguments)]
@@ -134,12 +136,27 @@ pub fn sm90_gemms(
     sms: u32,
 ) -> [GemmSm90Config; 2] {
     let mut gemms = sm90_rule_gemms(ab, out, path, entries, local, hidden, inter, sms);
-    // The gathering GEMM1 takes 16-bit operands (the FP8 layer gathers while it quantizes)
-    // and runs on 1x1 only: Auto keeps a clustered GEMM1 as it is.
-    if ab != Element::E4M3 && gemms[0].cluster == [1, 1] && super::sm90_gather(path, entries, local) {
+    if gemm1_gathers(ab, path, gemms[0].cluster != [1, 1], entries, local) {
         gemms[0].gather_a = true;
     }
     gemms
+}
+
+/// Whether the rule ([`super::sm90_gather`] for `path` and `entries` routed rows over
+/// `local` experts) makes GEMM1 of an SM90 layer of `ab` operands the gathering one
+/// ([`GemmSm90Config::gather_a`]): 16-bit operands only (the FP8 layer gathers while it
+/// quantizes), and a GEMM1 on 1x1 only (`gemm1_cluster` false: the rule keeps a clustered
+/// GEMM1 as it is). The one decision of [`sm90_gemms`] and of
+/// [`crate::Ops::run_fused_moe_sm90_with`] (a tuning table's SM90 entry, whose schedule
+/// and tiles replace [`super::MoePath::Auto`]'s).
+pub(crate) fn gemm1_gathers(
+    ab: Element,
+    path: super::MoePath,
+    gemm1_cluster: bool,
+    entries: usize,
+    local: usize,
+) -> bool {
+    ab != Element::E4M3 && !gemm1_cluster && super::sm90_gather(path, entries, local)
 }
 
 /// `gemms` ([`sm90_gemms`]) with GEMM1's gathering form forced where `gather` is given
@@ -157,8 +174,13 @@ pub fn sm90_gemms(
 /// let [g1, g2] = with_gather(gemms.clone(), Some(true));
 /// assert_eq!((g1.gather_a, g1.cluster, g1.tile), (true, [1, 1], gemms[0].tile));
 /// assert_eq!(g2, gemms[1]);
-/// let gathering = sm90_gemms(bf, bf, MoePath::Sm90Gather, 6144, 64, 2048, 1408, 132);
+/// // DeepSeek-V2-Lite T = 1024: Auto's GEMM1 gathers; the TMA form instead.
+/// let gathering = sm90_gemms(bf, bf, MoePath::Auto, 6144, 64, 2048, 1408, 132);
+/// assert!(gathering[0].gather_a);
 /// assert!(!with_gather(gathering, Some(false))[0].gather_a);
+/// // A forced SM90 path with GEMM1 gathering (`rcute bench moe --path sm90,gather`).
+/// let [g1, _] = with_gather(sm90_gemms(bf, bf, MoePath::Sm90, 6144, 64, 2048, 1408, 132), Some(true));
+/// assert!(g1.gather_a);
 /// ```
 pub fn with_gather(gemms: [GemmSm90Config; 2], gather: Option<bool>) -> [GemmSm90Config; 2] {
     let [mut g1, g2] = gemms;
@@ -173,8 +195,8 @@ pub fn with_gather(gemms: [GemmSm90Config; 2], gather: Option<bool>) -> [GemmSm9
     [g1, g2]
 }
 
-/// [`sm90_gemms`] before the gathering GEMM1 of [`super::MoePath::Sm90Gather`]: the rules'
-/// GEMMs of the path.
+/// [`sm90_gemms`] before the rule's gathering GEMM1 ([`gemm1_gathers`]): the rules' GEMMs of
+/// the path.
 #[allow(clippy::too_many_arguments)]
 fn sm90_rule_gemms(
     ab: Element,
@@ -198,7 +220,7 @@ fn sm90_rule_gemms(
         return eps.map(|ep| sm90_pingpong_config(ab, out, ep));
     }
     // The FP8 layer's Auto: the wide tile, no clusters (see above).
-    let rules = !(fp8 && matches!(path, super::MoePath::Auto | super::MoePath::Sm90Gather));
+    let rules = !(fp8 && path == super::MoePath::Auto);
     let cluster1 = rules && super::sm90_gemm1_cluster(path, entries, local, w13_bytes);
     let tile1 = if fp8 {
         SM90_TILE

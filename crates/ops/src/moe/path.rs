@@ -35,15 +35,6 @@ pub enum MoePath {
     /// warpgroup a whole tile in turn, one's epilogue under the other's mainloop), without
     /// clusters: an error on other GPUs.
     Sm90PingPong,
-    /// Always the SM90 family with [`MoePath::Auto`]'s rules for the routed rows (tiles,
-    /// ping-pong, GEMM2's clusters) but GEMM1 gathering the token rows itself
-    /// ([`rcute_kernel::grouped_gemm::sm90_gather_config`]: its producer warpgroup copies
-    /// `x[sorted_ids[m] / topk]` into the stages by `cp.async`), so that the layer runs no
-    /// separate row gather; GEMM1 never on clusters. The bf16 / f16 layer only (the FP8
-    /// layer quantizes its gathered rows and runs Auto's SM90 kernels on this path): an
-    /// error on other GPUs. Auto's choice up to [`SM90_GATHER_MAX_ROWS_PER_EXPERT`] rows
-    /// per expert ([`sm90_gather`]).
-    Sm90Gather,
 }
 
 impl MoePath {
@@ -101,8 +92,7 @@ pub fn sm90_chosen(path: MoePath, cc: (u32, u32), entries: usize, local: usize) 
         | MoePath::Sm90Narrow
         | MoePath::Sm90Cluster
         | MoePath::Sm90NarrowCluster
-        | MoePath::Sm90PingPong
-        | MoePath::Sm90Gather => true,
+        | MoePath::Sm90PingPong => true,
         MoePath::Auto => cc == (9, 0) && entries >= SM90_MIN_ROWS_PER_EXPERT * local.max(1),
     }
 }
@@ -143,7 +133,7 @@ pub fn sm90_gemm1_cluster(path: MoePath, entries: usize, local: usize, w13_exper
             entries >= SM90_CLUSTER_MIN_ROWS_PER_EXPERT * local.max(1)
                 && w13_expert_bytes >= SM90_CLUSTER_MIN_EXPERT_BYTES
         }
-        MoePath::Sm80 | MoePath::Sm90 | MoePath::Sm90Narrow | MoePath::Sm90PingPong | MoePath::Sm90Gather => false,
+        MoePath::Sm80 | MoePath::Sm90 | MoePath::Sm90Narrow | MoePath::Sm90PingPong => false,
     }
 }
 
@@ -197,7 +187,7 @@ pub const SM90_PINGPONG_MAX_ROWS_PER_EXPERT: usize = 256;
 /// Whether both SM90 GEMMs of the layer (bf16 and FP8 alike) run on the ping-pong schedule
 /// ([`rcute_kernel::grouped_gemm::sm90_pingpong_config`]) for `entries` routed rows over
 /// `local` experts: always with [`MoePath::Sm90PingPong`], never with the other forced
-/// paths but [`MoePath::Sm90Gather`] (Auto's rule), and for [`MoePath::Auto`] while the
+/// paths, and for [`MoePath::Auto`] while the
 /// experts average at least [`SM90_PINGPONG_MIN_ROWS_PER_EXPERT`] (the FP8 layer's decode
 /// shapes stay on the cooperative kernels, unmeasured) and at most
 /// [`SM90_PINGPONG_MAX_ROWS_PER_EXPERT`] rows.
@@ -212,12 +202,11 @@ pub const SM90_PINGPONG_MAX_ROWS_PER_EXPERT: usize = 256;
 /// assert!(!sm90_pingpong(MoePath::Auto, 1536, 64)); // DeepSeek-V2-Lite T = 256: 24 rows, cooperative
 /// assert!(sm90_pingpong(MoePath::Sm90PingPong, 8192, 8));
 /// assert!(!sm90_pingpong(MoePath::Sm90, 2048, 8));
-/// assert!(sm90_pingpong(MoePath::Sm90Gather, 2048, 8));
 /// ```
 pub fn sm90_pingpong(path: MoePath, entries: usize, local: usize) -> bool {
     match path {
         MoePath::Sm90PingPong => true,
-        MoePath::Auto | MoePath::Sm90Gather => {
+        MoePath::Auto => {
             let local = local.max(1);
             (SM90_PINGPONG_MIN_ROWS_PER_EXPERT * local..=SM90_PINGPONG_MAX_ROWS_PER_EXPERT * local).contains(&entries)
         }
@@ -295,7 +284,7 @@ pub fn sm90_gemm2_tile(path: MoePath, entries: usize, local: usize, hidden: usiz
     match path {
         MoePath::Sm90 | MoePath::Sm90Cluster => return SM90_TILE,
         MoePath::Sm90Narrow | MoePath::Sm90NarrowCluster => return SM90_NARROW_TILE,
-        MoePath::Auto | MoePath::Sm80 | MoePath::Sm90PingPong | MoePath::Sm90Gather => {}
+        MoePath::Auto | MoePath::Sm80 | MoePath::Sm90PingPong => {}
     }
     let row_tiles = sm90_row_tiles(entries, local);
     let rounds = |bn: i64| (row_tiles * hidden.div_ceil(bn as usize) as f64 / f64::from(sms.max(1))).ceil();
@@ -382,10 +371,11 @@ pub const SM90_GATHER_MAX_ROWS_PER_EXPERT: usize = 128;
 
 /// Whether GEMM1 of the bf16 / f16 SM90 layer gathers the token rows itself
 /// ([`rcute_kernel::gemm_sm90::GemmSm90Config::gather_a`]: no separate row gather) for
-/// `entries` routed rows over `local` experts: always with [`MoePath::Sm90Gather`], never
-/// with the other forced paths, and for [`MoePath::Auto`] (also inside a tuning table's SM90
-/// entry, [`crate::Ops::run_fused_moe_sm90_with`]) while the experts average at most
-/// [`SM90_GATHER_MAX_ROWS_PER_EXPERT`] rows. A clustered GEMM1 never gathers
+/// `entries` routed rows over `local` experts by [`MoePath::Auto`]'s rule (also inside a
+/// tuning table's SM90 entry, [`crate::Ops::run_fused_moe_sm90_with`]): while the experts
+/// average at most [`SM90_GATHER_MAX_ROWS_PER_EXPERT`] rows; never on a forced path, where
+/// [`crate::moe::MoeOptions::gather`] forces the gathering form instead (`Some(true)` with
+/// a forced SM90 path). A clustered GEMM1 never gathers by the rule
 /// ([`crate::moe::sm90_gemms`]).
 ///
 /// ```
@@ -394,12 +384,10 @@ pub const SM90_GATHER_MAX_ROWS_PER_EXPERT: usize = 128;
 /// assert!(!sm90_gather(MoePath::Auto, 12288, 64)); // T = 2048: 192
 /// assert!(sm90_gather(MoePath::Auto, 512, 8)); // Mixtral T = 256, top-2: 64
 /// assert!(!sm90_gather(MoePath::Auto, 2048, 8)); // T = 1024: 256
-/// assert!(sm90_gather(MoePath::Sm90Gather, 2048, 8));
 /// assert!(!sm90_gather(MoePath::Sm90PingPong, 6144, 64));
 /// ```
 pub fn sm90_gather(path: MoePath, entries: usize, local: usize) -> bool {
     match path {
-        MoePath::Sm90Gather => true,
         MoePath::Auto => entries <= SM90_GATHER_MAX_ROWS_PER_EXPERT * local.max(1),
         _ => false,
     }
