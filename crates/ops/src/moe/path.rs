@@ -187,10 +187,9 @@ pub const SM90_PINGPONG_MAX_ROWS_PER_EXPERT: usize = 256;
 /// Whether both SM90 GEMMs of the layer (bf16 and FP8 alike) run on the ping-pong schedule
 /// ([`rcute_kernel::grouped_gemm::sm90_pingpong_config`]) for `entries` routed rows over
 /// `local` experts: always with [`MoePath::Sm90PingPong`], never with the other forced
-/// paths, and for [`MoePath::Auto`] while the
-/// experts average at least [`SM90_PINGPONG_MIN_ROWS_PER_EXPERT`] (the FP8 layer's decode
-/// shapes stay on the cooperative kernels, unmeasured) and at most
-/// [`SM90_PINGPONG_MAX_ROWS_PER_EXPERT`] rows.
+/// paths, and for [`MoePath::Auto`] while the experts average at least
+/// [`SM90_PINGPONG_MIN_ROWS_PER_EXPERT`] (the FP8 layer's decode shapes stay on the
+/// cooperative kernels, unmeasured) and at most [`SM90_PINGPONG_MAX_ROWS_PER_EXPERT`] rows.
 ///
 /// ```
 /// use rcute_ops::moe::{sm90_pingpong, MoePath};
