@@ -25,6 +25,7 @@ pub mod reordered;
 pub mod run;
 pub mod select;
 pub mod select_checkpoint;
+pub mod select_checkpoint_wgmma;
 pub mod select_split;
 pub mod validate;
 
