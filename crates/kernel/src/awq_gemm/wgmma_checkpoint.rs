@@ -77,9 +77,9 @@ impl Emit<'_> {
     pub(super) fn checkpoint_lane(&self) -> Vec<Stmt> {
         let w = self.wg();
         vec![
-            Stmt::Comment(format!(
-                "the lane's words in stage 0: word column 8 (wbl % 4) + g of rows 2t, 2t + 1 (+ 8) of its group's box; the box's 128-byte swizzle puts word c of row r at 128 r + 16 ((c / 4) ^ (r % 8)) + 4 (c % 4) (awq_wgmma_checkpoint::smem_offset)"
-            )),
+            Stmt::Comment(
+                "the lane's words in stage 0: word column 8 (wbl % 4) + g of rows 2t, 2t + 1 (+ 8) of its group's box; the box's 128-byte swizzle puts word c of row r at 128 r + 16 ((c / 4) ^ (r % 8)) + 4 (c % 4) (awq_wgmma_checkpoint::smem_offset)".into(),
+            ),
             decl_c("const int", "cc", "2 * (wbl & 3) + (g >> 2)", "the word column's 16-byte chunk"),
             Stmt::decl(
                 "const unsigned char*",

@@ -24,6 +24,34 @@ pub const WGMMA_CHECKPOINT_MAX_ROWS: usize = 16;
 /// is at least 2 (N up to 16896 on 132 SMs). The caller checks that `x` and `qweight` fit
 /// the kernel's TMA maps.
 ///
+/// Measured (helper awqckw, **H200** (132 SMs, 700 W), `rcute bench awq --shape MxNx4096
+/// --group 128 --iters 10 --config prepared-auto`, random data, weights rotated over >= 150
+/// MB, CUDA graphs of 10 calls, median of 10; main `5b85ae0` (`before`) against this rule
+/// (`after`) in one call, order before, after, after, before; BENCHMARKS.md, session 22),
+/// µs of the unprepared op (`auto`) in the two `after` / two `before` runs, and
+/// unprepared / prepared in the same process (the prepared op runs this kernel's prepared
+/// twin, `super::select_split`):
+///
+/// | M x N | after (µs) | before (µs) | after: unprepared / prepared | before | cuBLAS |
+/// |---|---|---|---|---|---|
+/// | 9 x 8192 | 13.87 / 13.94 | 16.34 / 16.36 | 1.03-1.04x | 1.21x | 18.4-18.6 |
+/// | 12 x 8192 | 14.24 / 14.21 | 16.54 / 16.79 | 1.03x | 1.19-1.20x | 18.3-18.4 |
+/// | 16 x 8192 | 14.74 / 14.78 | 17.05 / 16.90 | 1.02x | 1.17-1.19x | 18.2-18.4 |
+/// | 9 x 11008 | 16.17 / 16.21 | 19.69 / 19.78 | 1.00-1.02x | 1.24x | 25.3-25.5 |
+/// | 12 x 11008 | 16.48 / 16.43 | 20.45 / 20.45 | 1.01-1.02x | 1.25-1.26x | 25.4-25.8 |
+/// | 16 x 11008 | 16.94 / 16.84 | 21.88 / 21.96 | 1.01x | 1.30-1.31x | 25.3-25.7 |
+/// | 9 x 14336 | 20.36 / 20.44 | 23.21 / 23.32 | 0.99-1.00x | 1.13x | 29.8-30.1 |
+/// | 12 x 14336 | 20.73 / 20.60 | 23.77 / 23.79 | 1.00x | 1.14-1.15x | 29.9-30.3 |
+/// | 16 x 14336 | 21.17 / 21.07 | 24.55 / 24.32 | 0.99x | 1.15-1.16x | 30.1-30.3 |
+///
+/// (before: the one-wave streamed kernel at 8192 columns, the fused kernel at 11008 and
+/// 14336.) Other splits at 16 x 11008 (forced, the same call): 2 splits 20.68 µs, 4 (more
+/// than one wave) 24.70, 6 stages and 3 splits 17.04 against 17.07 for the rule's 8
+/// stages. Not taken at 28672 columns (one split): there the one-split kernel
+/// (`wgmma-checkpoint:16x256,2x1,8,1`) measured 32.08 / 32.22 µs at 9 / 16 rows against
+/// the op's 37.92 / 39.89 (the fused kernel) and the prepared op's 33.93 / 34.37, once
+/// each and without its GPU test and sanitizer runs: a candidate for the next session.
+///
 /// ```
 /// use rcute_ops::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint;
 /// let (h, f16) = ((9, 0), rcute_atom::Element::F16);
