@@ -17,6 +17,9 @@
 //!   op's own choice of it;
 //! * the register-streamed kernels, on the prepared weight and on the checkpoint's words
 //!   (the unprepared op's decode kernel), every configuration with several K splits;
+//! * the SM90 wgmma kernel on the checkpoint's words (TMA boxes of `qweight` as it is):
+//!   every configuration with 1 to 8 K splits, bit-identical to the prepared kernel of the
+//!   same tile, and the unprepared op's rule for it;
 //! * split-K is deterministic: repeated runs give identical bits;
 //! * `awq_dequantize` and `awq_dequantize_kmajor` through `Ops` bit-exact against the
 //!   formula (the latter transposed);
@@ -28,7 +31,7 @@ mod common;
 
 use common::Rng;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
-use rcute_kernel::testing::{awq_wgmma_split_k_configs, gpu_for_test};
+use rcute_kernel::testing::{awq_wgmma_checkpoint_configs, awq_wgmma_split_k_configs, gpu_for_test};
 use rcute_ops::awq::{
     dequantize_reference, gemm_reference, pack_awq_matrix, validate_awq_gemm, AwqShape, AwqTensors, AwqWeight,
 };
@@ -915,12 +918,121 @@ fn awq_gemm_unprepared_decode_rules_match_the_float64_reference() {
         let what = format!("{m}x{n}x{k} G={g} bias={bias}");
         let case = Case::<f16>::new(&ops, &mut rng, m, n, k, g, bias);
         case.check(&ops, Run::Op, &format!("f16 {what} (op)"));
+        // the streamed rule's kernel itself: at 9 to 16 rows on sm_90 the op takes the
+        // wgmma kernel on the checkpoint's words instead (`select_awq_wgmma_checkpoint`)
+        if chosen.is_some() {
+            case.check(&ops, Run::Fused(chosen), &format!("f16 {what} (streamed rule)"));
+        }
         if i < 2 {
             let case = Case::<bf16>::new(&ops, &mut rng, m, n, k, g, bias);
             case.check(&ops, Run::Op, &format!("bf16 {what} (op)"));
         }
         eprintln!("ok {what}");
     }
+}
+
+/// The SM90 wgmma kernels on the checkpoint's words (`AwqGemmConfig::wgmma_checkpoint`,
+/// the configurations of `awq_wgmma_checkpoint_configs`) forced with 1, 2, 3 and 8 requested
+/// splits through `Ops::run_awq_gemm` on ragged M (1, 9, 12, 16, 17, 40: partial token
+/// tiles, several token tiles), N ending inside the CTA's columns (9 and 12 64-column
+/// blocks: a box past N, and with two boxes a stage a second box wholly past N), K of
+/// several groups and ending inside a k-tile (352, 96), G = 32, 64, 128 and K, bias on and
+/// off, against the float64 reference and **bit-identical to the prepared kernel of the
+/// same tile** (the same weights, sums and order); then the unprepared op's own choice
+/// where [`rcute_ops::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint`] takes
+/// the shape (asserted), twice, bit-identical; N not a multiple of 64 is a typed error.
+fn wgmma_checkpoint_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    use rcute_ops::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint;
+    let mut rng = Rng::for_test(&format!("awq_wgmma_checkpoint_{e}"));
+    let shapes = [
+        (16, 576, 320, 64, true),
+        (9, 768, 1024, 128, false),
+        (17, 640, 352, 32, true),
+        (1, 512, 96, 32, false),
+        (12, 576, 256, 256, true),
+        (40, 768, 512, 128, false),
+    ];
+    let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
+    for &(m, n, k, g, bias) in cases(&shapes) {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} wgmma checkpoint");
+        for cfg in awq_wgmma_checkpoint_configs(e) {
+            let twin = AwqGemmConfig {
+                prepared: true,
+                b_vector_words: 4,
+                ..cfg
+            };
+            for splits in if cfg.split_k {
+                [1, 2, 3, 8].as_slice()
+            } else {
+                [1].as_slice()
+            } {
+                let name = format!("{what} {:?} {:?} s{} split {splits}", cfg.tile, cfg.warps, cfg.stages);
+                let got = case.check(ops, Run::Fused(Some((cfg, *splits))), &name);
+                let prepared = case.check(
+                    ops,
+                    Run::Prepared(&w, Some((twin, *splits))),
+                    &format!("{name} (prepared)"),
+                );
+                assert!(
+                    bits(&got) == bits(&prepared),
+                    "{name}: differs from the prepared kernel"
+                );
+            }
+        }
+        eprintln!("ok {what}");
+    }
+    // the op's own choice (132 SMs: 4 splits at 8192 columns, 3 at 11008, 2 at 14336)
+    let sms = ops.gpu().sm_count() as usize;
+    for &(m, n, k, g, bias) in cases(&[
+        (9, 8192, 256, 128, true),
+        (16, 11008, 320, 64, false),
+        (12, 14336, 512, 128, true),
+    ]) {
+        let pick = select_awq_wgmma_checkpoint(m, n, k, sms, (9, 0), e);
+        assert!(sms < 100 || pick.is_some(), "{m}x{n}x{k}: the rule's shape");
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} {pick:?} (op)");
+        let first = case.check(ops, Run::Op, &what);
+        let again = case.check(ops, Run::Op, &what);
+        assert!(bits(&first) == bits(&again), "{what}: a second run differs");
+        let forced = case.check(ops, Run::Fused(pick), &format!("{what} forced"));
+        assert!(
+            bits(&first) == bits(&forced),
+            "{what}: the op's result differs from the rule's kernel"
+        );
+        eprintln!("ok {what}");
+    }
+    // N inside a 64-column block: a typed error that writes nothing
+    let case = Case::<T>::new(ops, &mut rng, 16, 264, 128, 128, false);
+    let s = ops.gpu().stream();
+    let mut out: CudaSlice<T> = s.clone_htod(&vec![T::from_f64(f64::from(SENTINEL)); 16 * 264]).unwrap();
+    let x = MatrixRef::new(&case.d_x, 16, 128);
+    let o = MatrixMut::new(&mut out, 16, 264);
+    let p = validate_awq_gemm(&x, &case.tensors(), None, &o).unwrap();
+    let r = ops.run_awq_gemm(&p, Some((awq_wgmma_checkpoint_configs(e)[0], 2)));
+    assert!(matches!(r, Err(OpsError::Shape(_))), "N = 264: {r:?}");
+    ops.gpu().synchronize().unwrap();
+    assert!(s
+        .clone_dtoh(&out)
+        .unwrap()
+        .iter()
+        .all(|v| v.to_f64() == f64::from(SENTINEL)));
+}
+
+/// The SM90 wgmma kernel on the checkpoint's words against the float64 reference and the
+/// prepared kernel (f16 and bf16; sm_90 only).
+#[test]
+fn awq_gemm_wgmma_checkpoint_matches_the_float64_reference() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    if ops.gpu().compute_capability() != (9, 0) {
+        eprintln!("skipped the checkpoint-word wgmma kernels: they need sm_90");
+        return;
+    }
+    wgmma_checkpoint_cases::<f16>(&ops, rcute_atom::Element::F16);
+    wgmma_checkpoint_cases::<bf16>(&ops, rcute_atom::Element::BF16);
 }
 
 /// The prepared op on `case` against the reference, and the same values as the kernel

@@ -53,7 +53,9 @@ pub struct BenchAwqArgs {
     /// consumer warpgroups splitting a lane's four words, STAGES stages of x and the weight,
     /// SPLITS K splits (more than one: the split-K kernel, `AwqGemmConfig::split_k`),
     /// R > 0 the tile walk in groups of R token tiles, p the persistent kernel, c2 the
-    /// k16 steps in chained pairs, sk the split-K kernel even with one split),
+    /// k16 steps in chained pairs, sk the split-K kernel even with one split), or
+    /// `wgmma-checkpoint:` and such a configuration (the same kernel on the checkpoint
+    /// tensors as they are, unprepared; WR 1 or 2),
     /// `reordered` (`awq_gemm`'s reordered path: `qweight` reordered per call into stream
     /// scratch + the SM90 mixed-input kernel with `select_awq_wgmma`'s tile, sm_90 only) or
     /// `reordered:` and a `wgmma:` configuration (that path forced to the tile).
@@ -147,7 +149,8 @@ enum Variant {
 type Kind = fn(AwqGemmConfig) -> AwqGemmConfig;
 
 /// A `--config` value as a [`Variant`]: `prefix:` forms force the prepared (`prepared:`,
-/// `bulk:`, `streamed:`, `streamed-sring:`, `wgmma:`) or the unprepared (`streamed-checkpoint:`, none) kernels,
+/// `bulk:`, `streamed:`, `streamed-sring:`, `wgmma:`) or the unprepared (`streamed-checkpoint:`,
+/// `wgmma-checkpoint:`, none) kernels,
 /// or the reordered path's tile (`reordered:`).
 fn parse_variant(s: &str) -> Result<Variant, String> {
     match s {
@@ -160,13 +163,14 @@ fn parse_variant(s: &str) -> Result<Variant, String> {
             if let Some(c) = s.strip_prefix("reordered:") {
                 return parse_awq_config_as(c, AwqGemmConfig::wgmma).map(|c| Variant::Reordered(Some(c)));
             }
-            let forms: [(&str, Kind, bool); 6] = [
+            let forms: [(&str, Kind, bool); 7] = [
                 ("prepared:", |c| c, true),
                 ("wgmma:", AwqGemmConfig::wgmma, true),
                 ("bulk:", AwqGemmConfig::bulk, true),
                 ("streamed:", AwqGemmConfig::streamed, true),
                 ("streamed-sring:", AwqGemmConfig::streamed_shared_ring, true),
                 ("streamed-checkpoint:", AwqGemmConfig::streamed_checkpoint, false),
+                ("wgmma-checkpoint:", AwqGemmConfig::wgmma_checkpoint, false),
             ];
             match forms
                 .iter()
@@ -550,6 +554,12 @@ mod tests {
         assert!(parse_variant("wgmma:184x256,2x1,6,1,8").is_err());
         assert!(parse_variant("wgmma:128x512,1x2,4,1").is_err());
         assert!(matches!(parse_variant("16x256,1x4,4,8"), Ok(Variant::Fused(Some(_)))));
+        // the wgmma kernel on the checkpoint's words: unprepared, two or four words a warpgroup
+        let Ok(Variant::Fused(Some((cfg, 3)))) = parse_variant("wgmma-checkpoint:16x256,2x1,8,3") else {
+            panic!("wgmma-checkpoint: is an unprepared configuration")
+        };
+        assert!(cfg.wgmma && cfg.split_k && !cfg.prepared && cfg.b_vector_words == 1);
+        assert!(parse_variant("wgmma-checkpoint:16x256,4x1,8,3").is_err());
         assert!(parse_variant("streamed-checkpoint:32x64,4x1,4,2").is_err());
         assert!(parse_variant("streamed-checkpoint:16x64,16x1").is_err());
     }

@@ -167,6 +167,30 @@ impl AwqMainloopConfig {
         self.prepared()
     }
 
+    /// The same configuration as the SM90 mixed-input kernel on AutoAWQ's checkpoint
+    /// `qweight` as it is ([`crate::awq_wgmma_checkpoint`]: TMA boxes of the row-major
+    /// words, so `b_vector_words` 1; not `prepared`); two or four words per consumer
+    /// warpgroup.
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [16, 256, 64], [2, 1], 8, 4).wgmma_checkpoint().split_k();
+    /// assert!(cfg.wgmma && !cfg.prepared && cfg.b_vector_words == 1);
+    /// assert!(AwqMainloop::new(&cfg).unwrap().wgmma.unwrap().checkpoint);
+    /// // one word per warpgroup: refused
+    /// assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [16, 256, 64], [4, 1], 8, 4).wgmma_checkpoint()).is_err());
+    /// ```
+    pub fn wgmma_checkpoint(mut self) -> Self {
+        self.wgmma = true;
+        self.prepared = false;
+        self.bulk = false;
+        self.streamed = false;
+        self.shared_ring = false;
+        self.b_vector_words = 1;
+        self
+    }
+
     /// The same configuration with the wgmma kernel's tile walk in groups of `rows` token
     /// tiles (field `raster`; 0: launch order).
     ///
@@ -414,6 +438,40 @@ fn check_wgmma_variants(cfg: &AwqMainloopConfig, wgmma: Option<&AwqWgmma>) -> Re
     Ok(())
 }
 
+/// The SM90 mixed-input kernel's plan of a `wgmma` configuration: the prepared layout in
+/// bulk-copied runs (`prepared`, 4 words a copy) or the checkpoint's words in TMA boxes (not
+/// `prepared`, 1 word), no other producer, `BN = 256 wgs_n`.
+fn wgmma_plan(cfg: &AwqMainloopConfig) -> Result<AwqWgmma, PlanError> {
+    let checkpoint = match (cfg.prepared, cfg.b_vector_words) {
+        (true, 4) => false,
+        (false, 1) => true,
+        _ => {
+            return Err(tile_err(
+                cfg,
+                "the wgmma kernel reads the prepared layout (4 words a copy) or the checkpoint's words (1)",
+            ))
+        }
+    };
+    if cfg.bulk || cfg.streamed {
+        return Err(tile_err(cfg, "the wgmma kernel has its own producer warpgroup"));
+    }
+    let plan = AwqWgmma::new(cfg.element, cfg.tile[0], cfg.warps, cfg.stages).ok_or_else(|| {
+        tile_err(cfg, "wgmma: BM a multiple of 8 with words x BM / 2 <= 192 accumulators (128 with three warpgroups; 80 tokens with four), warps [1 or 2, along N] (at most 3 warpgroups) or [4, 1], 2 ..= 8 stages within 227 KB of shared memory")
+    })?;
+    if cfg.tile[1] != plan.bn() {
+        return Err(tile_err(cfg, "wgmma: BN must be 256 x warpgroups along N"));
+    }
+    if !checkpoint {
+        return Ok(plan);
+    }
+    plan.with_checkpoint().ok_or_else(|| {
+        tile_err(
+            cfg,
+            "wgmma on the checkpoint's words: two or four words per consumer warpgroup",
+        )
+    })
+}
+
 fn tile_err(cfg: &AwqMainloopConfig, reason: impl Into<String>) -> PlanError {
     PlanError::Tile {
         tile: cfg.tile,
@@ -470,23 +528,7 @@ impl AwqMainloop {
         } else {
             None
         };
-        let wgmma = if cfg.wgmma {
-            if !cfg.prepared || cfg.bulk || cfg.streamed || cfg.b_vector_words != 4 {
-                return Err(tile_err(
-                    cfg,
-                    "the wgmma kernel reads the prepared layout in registers, without another producer",
-                ));
-            }
-            let plan = AwqWgmma::new(e, bm, cfg.warps, cfg.stages).ok_or_else(|| {
-                tile_err(cfg, "wgmma: BM a multiple of 8 with words x BM / 2 <= 192 accumulators (128 with three warpgroups; 80 tokens with four), warps [1 or 2, along N] (at most 3 warpgroups) or [4, 1], 2 ..= 8 stages within 227 KB of shared memory")
-            })?;
-            if bn != plan.bn() {
-                return Err(tile_err(cfg, "wgmma: BN must be 256 x warpgroups along N"));
-            }
-            Some(plan)
-        } else {
-            None
-        };
+        let wgmma = if cfg.wgmma { Some(wgmma_plan(cfg)?) } else { None };
         check_wgmma_variants(cfg, wgmma.as_ref())?;
         let generic = streamed.is_none() && wgmma.is_none();
         if generic && (wm < 1 || wn < 1 || bm <= 0 || bm % (16 * wm) != 0) {

@@ -162,6 +162,11 @@ pub struct AwqWgmma {
     pub bulk: CopyOp,
     /// The mbarrier, election, register-reallocation and `wgmma` fence snippets.
     pub sync: Vec<Snippet>,
+    /// Whether the weight is AutoAWQ's checkpoint `qweight` as it is, TMA-loaded in
+    /// swizzled `(32 words, 64 rows)` boxes and byte-permuted by each lane
+    /// ([`crate::awq_wgmma_checkpoint`]), instead of the prepared layout's bulk-copied runs
+    /// ([`AwqWgmma::with_checkpoint`]).
+    pub checkpoint: bool,
 }
 
 impl AwqWgmma {
@@ -249,6 +254,26 @@ impl AwqWgmma {
                 wgmma_commit_group(),
                 wgmma_wait_group(),
             ],
+            checkpoint: false,
+        })
+    }
+
+    /// The same plan on the checkpoint's `qweight` ([`crate::awq_wgmma_checkpoint`]), or
+    /// `None` with one word per warpgroup (a lane's words must be whole `PRMT` pairs).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_wgmma::AwqWgmma;
+    /// let p = AwqWgmma::new(Element::F16, 16, [2, 1], 8).unwrap().with_checkpoint().unwrap();
+    /// assert!(p.checkpoint && p.w_stage_bytes == 8192 && p.w_offset % 1024 == 0);
+    /// assert!(AwqWgmma::new(Element::F16, 16, [4, 1], 8).unwrap().with_checkpoint().is_none());
+    /// ```
+    pub fn with_checkpoint(self) -> Option<AwqWgmma> {
+        // the boxes' 128-byte swizzle repeats every 1024 bytes: stages start on it
+        debug_assert!(self.w_offset % 1024 == 0 && self.w_stage_bytes % 1024 == 0);
+        (self.words >= 2).then_some(AwqWgmma {
+            checkpoint: true,
+            ..self
         })
     }
 

@@ -12,6 +12,7 @@
 //! | `moe_streamed.rs` | [`moe_streamed::MoeStreamed`]: the register-streamed grouped (MoE) decode plan (16 weight rows per warp as swap-AB `m16n8k16` A fragments loaded in their natural K-major layout, `x` rows as B fragments, a ring of chunks in registers or in each lane's own slots of a shared `cp.async` ring) |
 //! | `lane_ring.rs` | [`lane_ring::LaneRing`]: the shared `cp.async` ring of per-lane slots that both streamed decode plans can take instead of a ring of registers (counted waits; slot layout, copy / commit / wait atoms) |
 //! | `awq_wgmma.rs` | [`awq_wgmma::AwqWgmma`]: the SM90 mixed-input AWQ prefill plan (swap-AB RS `wgmma`: the prepared weight's words are `wgmma`'s register A per warp, `x` TMA-loaded as B by a producer warpgroup into an mbarrier ring; consumer warpgroups, accumulator -> output mapping) |
+//! | `awq_wgmma_checkpoint.rs` | the SM90 mixed-input kernel on AutoAWQ's checkpoint `qweight` as it is: TMA boxes of `(32 words, 64 rows)` with the 128-byte swizzle (conflict-free lane loads of rows `2t, 2t+1, 2t+8, 2t+9`), one `PRMT` of two rows per word pair + the conversion atom = the prepared words' `wgmma` register A (CPU model [`awq_wgmma_checkpoint::register_a`]) |
 //! | `pipeline.rs` | [`PipelineState`]: the stage index / mbarrier phase / count cursor of the SM90 pipelines (CUTLASS's `PipelineState`) |
 //! | `sm90_mainloop.rs` | [`Sm90MainloopConfig`] -> [`Sm90Mainloop`]: the Hopper TMA + `wgmma` warp-specialized mainloop plan (schedule and warpgroups, `wgmma` atom, GMMA smem atoms and layouts, TMA boxes, stage count and the kernel's smem map) |
 //! | `sm90_schedule.rs` | [`Sm90Schedule`]: the SM90 kernel schedule (warp-specialized, cooperative, ping-pong) |
@@ -51,6 +52,7 @@ pub mod awq_prepared;
 pub mod awq_streamed;
 pub mod awq_streamed_checkpoint;
 pub mod awq_wgmma;
+pub mod awq_wgmma_checkpoint;
 pub mod epilogue;
 pub mod fusion;
 pub mod gmma_smem;

@@ -35,7 +35,11 @@
 //! ([`rcute_collective::awq_wgmma`], emitted by `awq_gemm/wgmma.rs`; its launch takes the TMA
 //! map of `x` last: [`GeneratedAwqGemm::launch_args`]); with [`AwqGemmConfig::split_k`]
 //! (named `..._sk`) it splits K over the grid's z with the workspace and semaphores above
-//! (`awq_gemm/wgmma_split.rs`).
+//! (`awq_gemm/wgmma_split.rs`). With [`AwqGemmConfig::wgmma_checkpoint`] the same kernel
+//! reads AutoAWQ's checkpoint `qweight` as it is (the producer TMA-loads it in swizzled
+//! boxes, each lane byte-permutes its words by pairs; [`rcute_collective::awq_wgmma_checkpoint`],
+//! emitted by `awq_gemm/wgmma_checkpoint.rs`; its launch takes the TMA map of `qweight` after
+//! that of `x`), named `..._v1_wgmma...`.
 //!
 //! ```
 //! use rcute_atom::Element;
@@ -52,6 +56,14 @@
 //! assert_eq!((sk.split_plan(4096, 8), sk.split_plan(4096, 3)), ((8, 8), (22, 3)));
 //! assert!(sk.source.contains("wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16"));
 //! assert_eq!(sk.workspace_bytes(16, 14336, 8), 8 * 16 * 14336 * 4);
+//! ```
+//!
+//! ```
+//! use rcute_atom::Element;
+//! use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
+//! let c = generate(&AwqGemmConfig::new(Element::F16, [16, 256, 64], [2, 1], 8, 4).wgmma_checkpoint().split_k()).unwrap();
+//! assert_eq!(c.name, "rc_awq_gemm_f16_16x256x64_w2x1_s8_v1_wgmma_sk");
+//! assert!(c.source.contains("__byte_perm") && c.source.contains("tmap_w"));
 //! ```
 //!
 //! ```
@@ -89,6 +101,7 @@ mod streamed;
 mod streamed_checkpoint;
 mod streamed_prefetch;
 mod wgmma;
+mod wgmma_checkpoint;
 mod wgmma_split;
 
 /// A generated AWQ GEMM kernel.

@@ -202,8 +202,8 @@ pub fn standard() -> Vec<CatalogueKernel> {
             kernels: 1,
         });
     }
-    // AWQ W4A16 GEMM, SM90 mixed input (swap-AB RS wgmma, x by TMA, the weight by bulk
-    // copies; `ops::awq::select::select_awq_wgmma`).
+    // AWQ W4A16 GEMM, SM90 mixed input (swap-AB RS wgmma, x by TMA, the prepared weight
+    // by bulk copies or the checkpoint's by TMA; `ops::awq::select::select_awq_wgmma`).
     for cfg in awq_wgmma_configs() {
         let g = crate::awq_gemm::generate(&cfg).expect("catalogue AWQ wgmma configurations are valid");
         out.push(CatalogueKernel {
@@ -648,8 +648,10 @@ pub fn awq_bulk_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 /// 192 tokens x 256 with two consumer warpgroups splitting each lane's four words and 6, 7,
 /// 6 and 6 stages; and the split-K kernels (`AwqGemmConfig::split_k`) that
 /// `ops::awq::select_split::select_awq_wgmma_split` takes: 16, 32, 48, 64 and 128 tokens x
-/// 256 on two consumer warpgroups splitting the words, 8, 6, 8, 6 and 6 stages; f16 and
-/// bf16.
+/// 256 on two consumer warpgroups splitting the words, 8, 6, 8, 6 and 6 stages; and the
+/// split-K kernel on the checkpoint's `qweight` (`AwqGemmConfig::wgmma_checkpoint`) that
+/// the unprepared op's `ops::awq::select_checkpoint` takes: 16 tokens x 256, two consumer
+/// warpgroups, 8 stages; f16 and bf16.
 pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
@@ -668,6 +670,10 @@ pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
                 AwqGemmConfig::new(e, [48, 256, 64], [2, 1], 8, 4).wgmma().split_k(),
                 AwqGemmConfig::new(e, [64, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
                 AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
+                // the unprepared op's split-K kernel on the checkpoint's words
+                AwqGemmConfig::new(e, [16, 256, 64], [2, 1], 8, 4)
+                    .wgmma_checkpoint()
+                    .split_k(),
             ]
         })
         .collect()

@@ -228,6 +228,26 @@ pub fn awq_wgmma_split_k_configs(e: rcute_atom::Element) -> Vec<crate::awq_gemm:
     ]
 }
 
+/// SM90 mixed-input kernels on the checkpoint's `qweight`
+/// (`AwqGemmConfig::wgmma_checkpoint`) that the compile and GPU tests cover: the unprepared
+/// op's split-K tile (16 tokens, two warpgroups splitting the words), four words a
+/// warpgroup (8 tokens, one consumer), two boxes a stage (two warpgroups along N), 32
+/// tokens, a one-split kernel of 64 tokens and the chained steps.
+pub fn awq_wgmma_checkpoint_configs(e: rcute_atom::Element) -> Vec<crate::awq_gemm::AwqGemmConfig> {
+    use crate::awq_gemm::AwqGemmConfig;
+    let ck = |tile: [i64; 3], warps: [i64; 2], stages: usize| {
+        AwqGemmConfig::new(e, tile, warps, stages, 4).wgmma_checkpoint()
+    };
+    vec![
+        ck([16, 256, 64], [2, 1], 8).split_k(),
+        ck([8, 256, 64], [1, 1], 8).split_k(),
+        ck([16, 512, 64], [1, 2], 6).split_k(),
+        ck([32, 256, 64], [2, 1], 6).split_k(),
+        ck([64, 256, 64], [1, 1], 6),
+        ck([16, 256, 64], [2, 1], 8).split_k().chained(),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,10 @@
 
 use rcute_atom::Element;
 use rcute_kernel::awq_gemm::{generate, AwqGemmConfig, GeneratedAwqGemm};
-use rcute_kernel::testing::{assert_none_in, awq_wgmma_split_k_configs, compile_clean, toolkit_for_test, CleanKernel};
+use rcute_kernel::testing::{
+    assert_none_in, awq_wgmma_checkpoint_configs, awq_wgmma_split_k_configs, compile_clean, toolkit_for_test,
+    CleanKernel,
+};
 use rcute_kernel::{Arch, Toolkit};
 
 /// Compile `g` for `arch` ([`compile_clean`]: no spills, stack frame or local memory).
@@ -432,6 +435,66 @@ fn wgmma_kernels_compile_for_sm90a_with_register_a() {
         assert!(
             has(producer, "UTMALDG") && !has(producer, "HGMMA"),
             "{}: the producer loop",
+            g.name
+        );
+    }
+}
+
+/// The SM90 mixed-input kernels on the checkpoint's `qweight` compile for sm_90a without
+/// spills or local memory: the weight by TMA (two maps: `x`, then `qweight`), scales and
+/// zeros by bulk copies, the lane's words from shared memory (LDS, no LDG in the mainloop)
+/// byte-permuted (PRMT) before the `lop3` conversion, RS `wgmma`s that ptxas does not
+/// serialize; deterministic sources named `..._v1_wgmma...`.
+#[test]
+fn wgmma_checkpoint_kernels_compile_for_sm90a() {
+    let cfgs: Vec<AwqGemmConfig> = [Element::F16, Element::BF16]
+        .into_iter()
+        .flat_map(awq_wgmma_checkpoint_configs)
+        .collect();
+    for cfg in &cfgs {
+        let g = generate(cfg).unwrap();
+        assert_eq!(g, generate(cfg).unwrap());
+        assert!(
+            g.name.contains("_v1_wgmma") && !g.name.contains("prepared"),
+            "{}",
+            g.name
+        );
+        assert!(g.plan.wgmma.as_ref().unwrap().checkpoint);
+        assert!(
+            g.source.contains("&tmap_w, full") && g.source.contains("__byte_perm"),
+            "{}",
+            g.name
+        );
+    }
+    let Some(tk) = toolkit_for_test() else { return };
+    for cfg in &cfgs {
+        let g = generate(cfg).unwrap();
+        let ck = clean(tk, &g, Arch::Sm90a);
+        assert!(
+            !ck.compiled.log.contains("serialized"),
+            "{}: {}",
+            g.name,
+            ck.compiled.log
+        );
+        ck.assert_opcodes(
+            &[
+                "HGMMA",
+                "UTMALDG",
+                "UBLKCP",
+                "LDS",
+                "PRMT",
+                "LOP3",
+                "SYNCS",
+                "USETMAXREG",
+            ],
+            &["LDGSTS", "LDSM"],
+        );
+        let Some(k) = &ck.sass else { continue };
+        let main = k.innermost_loop_with("HGMMA").expect("a mainloop around the wgmmas");
+        let has = |body: &[rcute_kernel::sass::Instruction], op: &str| body.iter().any(|i| i.base_opcode() == op);
+        assert!(
+            has(main, "LDS") && has(main, "PRMT") && !has(main, "LDG"),
+            "{}: the mainloop's loads and permutations",
             g.name
         );
     }

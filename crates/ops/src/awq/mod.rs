@@ -14,7 +14,9 @@
 //! rows of a wide weight, 17 to 64 of a narrower one); `awq_gemm` runs the one-split kernel too at
 //! prefill sizes, on `qweight` reordered per call into stream scratch ([`reordered`],
 //! where [`select::awq_reordered_wins`]); at 1 to 16 rows `awq_gemm` takes the streamed
-//! and fused kernels of [`select_checkpoint`].
+//! and fused kernels of [`select_checkpoint`], and on sm_90 at 9 to 16 rows of a wide
+//! weight the split-K wgmma kernel on the checkpoint's own words
+//! ([`select_checkpoint_wgmma`]).
 
 pub mod dense;
 pub mod format;
@@ -25,6 +27,7 @@ pub mod reordered;
 pub mod run;
 pub mod select;
 pub mod select_checkpoint;
+pub mod select_checkpoint_wgmma;
 pub mod select_split;
 pub mod validate;
 

@@ -8,6 +8,7 @@
 use super::kernels::{LoadedAwqDequantize, LoadedAwqGemm};
 use super::select::awq_reordered_wins;
 use super::select_checkpoint::{select_awq_checkpoint_streamed, select_awq_gemm_checkpoint};
+use super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint;
 use super::validate::{
     validate_awq_dequantize, validate_awq_dequantize_kmajor, validate_awq_gemm, AwqGemmProblem, AwqTensors,
     AwqWeightProblem,
@@ -198,10 +199,12 @@ impl Ops {
 
     /// `out = x @ dequantize(w) (+ bias)` on AutoAWQ's checkpoint tensors as they are:
     /// `x [M, K]` f16 or bf16 (the scales' type), f32 accumulation, `out [M, N]` rounded
-    /// once. The path follows the shape: the fused int4 kernel (the register-streamed
+    /// once. The path follows the shape: the fused int4 kernel (on sm_90 the split-K wgmma
     /// kernel on the checkpoint's words where
-    /// [`super::select_checkpoint::select_awq_checkpoint_streamed`] takes it, ahead of the
-    /// tuning tables; else a tuning table's entry or the configuration of
+    /// [`super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint`] takes it and `x` and
+    /// `qweight` fit its TMA maps, else the register-streamed kernel on the checkpoint's
+    /// words where [`super::select_checkpoint::select_awq_checkpoint_streamed`] takes it,
+    /// both ahead of the tuning tables; else a tuning table's entry or the configuration of
     /// [`super::select_checkpoint::select_awq_gemm_checkpoint`]), or for prefill sizes on sm_90 the reordered
     /// path (`qweight` reordered into stream scratch + the SM90 mixed-input kernel:
     /// [`super::reordered`], chosen by [`super::select::awq_reordered_wins`] for an `x` fit
@@ -267,13 +270,25 @@ impl Ops {
         if super::select::awq_dense_wins(m, n, k, cc) {
             return self.run_awq_gemm_dense(&p);
         }
-        // The streamed kernel's domain before the tuning tables: their entries were measured
+        // The decode rules' domain before the tuning tables: their entries were measured
         // among the `cp.async` configurations only (the prepared path reads no table either).
-        let sms = self.gpu().sm_count() as usize;
-        let streamed = element(p.w.dtype)
-            .ok()
-            .and_then(|e| select_awq_checkpoint_streamed(m, n, k, sms, e));
-        self.run_awq_gemm(&p, streamed.or_else(|| self.awq_tuned(&p)))
+        let decode = element(p.w.dtype).ok().and_then(|e| self.checkpoint_decode(&p, e));
+        self.run_awq_gemm(&p, decode.or_else(|| self.awq_tuned(&p)))
+    }
+
+    /// The unprepared op's decode choice: the split-K wgmma kernel on the checkpoint's
+    /// words where [`select_awq_wgmma_checkpoint`] takes the shape and `x` and `qweight`
+    /// fit its TMA maps (16-byte aligned bases, a row-major `x` with a row pitch of a
+    /// multiple of 8 elements), else the streamed rules of [`select_awq_checkpoint_streamed`].
+    fn checkpoint_decode(&self, p: &AwqGemmProblem<'_>, e: rcute_atom::Element) -> Option<(AwqGemmConfig, u32)> {
+        let (m, n, k, sms) = (p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize);
+        let tma = p.x.ptr.is_multiple_of(16)
+            && p.x.row_stride % 8 == 0
+            && p.x.col_stride == 1
+            && p.w.qweight.ptr.is_multiple_of(16);
+        tma.then(|| select_awq_wgmma_checkpoint(m, n, k, sms, self.gpu().compute_capability(), e))
+            .flatten()
+            .or_else(|| select_awq_checkpoint_streamed(m, n, k, sms, e))
     }
 
     /// The fused configuration a tuning table holds for `p` (written by `rcute tune awq`,
@@ -309,7 +324,7 @@ impl Ops {
         let e = element(p.w.dtype)?;
         let (m, n, k, sms) = (p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize);
         let (mut cfg, splits) = forced
-            .or_else(|| select_awq_checkpoint_streamed(m, n, k, sms, e))
+            .or_else(|| self.checkpoint_decode(p, e))
             .unwrap_or_else(|| select_awq_gemm_checkpoint(m, n, k, sms, e));
         cfg.element = e;
         check_fused_operands(p, &mut cfg, forced.is_some(), self.gpu().compute_capability())?;
@@ -370,6 +385,29 @@ impl Ops {
     }
 }
 
+/// What the wgmma kernel on the checkpoint's words (`AwqGemmConfig::wgmma_checkpoint`)
+/// needs beyond the other wgmma kernels: whole k16 steps and 64-column blocks (K a multiple
+/// of 16, N of 64: [`OpsError::Shape`]) and a 16-byte aligned `qweight` for its TMA map
+/// ([`OpsError::Alignment`]).
+fn check_checkpoint_wgmma(p: &AwqGemmProblem<'_>) -> Result<(), OpsError> {
+    let (k, n) = (p.w.shape.k, p.w.shape.n);
+    if !k.is_multiple_of(16) || !n.is_multiple_of(64) {
+        return Err(OpsError::Shape(format!(
+            "the AWQ wgmma kernel on the checkpoint's words needs K a multiple of 16 and N of 64, got K = {k}, N = {n}"
+        )));
+    }
+    if !p.w.qweight.ptr.is_multiple_of(16) {
+        return Err(OpsError::Alignment {
+            operand: "qweight",
+            detail: format!(
+                "the AWQ wgmma kernel loads qweight by TMA: base {:#x} must be 16-byte aligned",
+                p.w.qweight.ptr
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// What a fused AWQ kernel needs of its operands beyond [`super::validate`]'s format checks,
 /// checked before anything is launched (the reordered path calls it before its reorder
 /// launch too): K a multiple of 16 for the streamed kernels (G = K allows K = 8 mod 16),
@@ -406,6 +444,9 @@ pub(super) fn check_fused_operands(
                 p.x.ptr, p.x.row_stride
             ),
         });
+    }
+    if cfg.wgmma && !cfg.prepared {
+        check_checkpoint_wgmma(p)?;
     }
     if cfg.b_vector_words == 4 {
         let misaligned = [("qweight", p.w.qweight.ptr), ("qzeros", p.w.qzeros.ptr)]
