@@ -630,9 +630,12 @@ fn reordered_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         }
         eprintln!("ok {what} reordered");
     }
-    // the op's own choice (132 SMs: 64x256 at 160 rows, 152x256 at 1000, 192x256 at 384:
-    // one wave of 112 CTAs; 184x256 at 2000 x 8192: 3 waves of 352 CTAs against 4 of 512
-    // with 128 tokens; not the rows where the prepared op splits K, up to 96 of a wide weight and 64 of a narrower one: other bits)
+    // the reordered path's own tile and the ops (132 SMs: 64x256 at 160 rows, 152x256 at
+    // 1000, 192x256 at 384: one wave of 112 CTAs; 184x256 at 2000 x 8192: 3 waves of 352
+    // CTAs against 4 of 512 with 128 tokens; not the rows where the prepared op splits K,
+    // up to 96 of a wide weight and 64 of a narrower one: other bits); since session 22
+    // the unprepared op runs the same tile on the checkpoint's words there
+    // (`select_awq_wgmma_checkpoint`): the same bits
     for (m, n, k, g, bias) in [
         (160, 8192, 256, 128, true),
         (1000, 14336, 64, 32, false),
@@ -918,11 +921,11 @@ fn awq_gemm_unprepared_decode_rules_match_the_float64_reference() {
         let what = format!("{m}x{n}x{k} G={g} bias={bias}");
         let case = Case::<f16>::new(&ops, &mut rng, m, n, k, g, bias);
         case.check(&ops, Run::Op, &format!("f16 {what} (op)"));
-        // the streamed rule's kernel itself: at 9 to 16 rows on sm_90 the op takes the
-        // wgmma kernel on the checkpoint's words instead (`select_awq_wgmma_checkpoint`)
-        if chosen.is_some() {
-            case.check(&ops, Run::Fused(chosen), &format!("f16 {what} (streamed rule)"));
-        }
+        // the rule's kernel itself: at 9 to 16 rows of a weight of 64-column blocks on
+        // sm_90 the op takes the wgmma kernel on the checkpoint's words instead
+        // (`select_awq_wgmma_checkpoint`)
+        let rule = chosen.unwrap_or_else(|| select_awq_gemm_checkpoint(m, n, k, sms, e));
+        case.check(&ops, Run::Fused(Some(rule)), &format!("f16 {what} (rule's kernel)"));
         if i < 2 {
             let case = Case::<bf16>::new(&ops, &mut rng, m, n, k, g, bias);
             case.check(&ops, Run::Op, &format!("bf16 {what} (op)"));
@@ -932,17 +935,17 @@ fn awq_gemm_unprepared_decode_rules_match_the_float64_reference() {
 }
 
 /// The SM90 wgmma kernels on the checkpoint's words (`AwqGemmConfig::wgmma_checkpoint`,
-/// the configurations of `awq_wgmma_checkpoint_configs`) forced with 1, 2, 3 and 8 requested
-/// splits through `Ops::run_awq_gemm` on ragged M (1, 9, 12, 16, 17, 40: partial token
-/// tiles, several token tiles), N ending inside the CTA's columns (9 and 12 64-column
-/// blocks: a box past N, and with two boxes a stage a second box wholly past N), K of
-/// several groups and ending inside a k-tile (352, 96), G = 32, 64, 128 and K, bias on and
-/// off, against the float64 reference and **bit-identical to the prepared kernel of the
-/// same tile** (the same weights, sums and order); then the unprepared op's own choice
-/// where [`rcute_ops::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint`] takes
-/// the shape (asserted), twice, bit-identical; N not a multiple of 64 is a typed error.
+/// the configurations of `awq_wgmma_checkpoint_configs`: split-K tiles of 8 to 128 tokens,
+/// one-split tiles of 16 to 192 tokens) forced with 1, 2, 3 and 8 requested splits (the
+/// split-K ones) through `Ops::run_awq_gemm` on ragged M (1, 9, 12, 16, 17, 40, 200:
+/// partial token tiles, several token tiles of every tile), N ending inside the CTA's
+/// columns (9, 10 and 12 64-column blocks: a box past N, and with two boxes a stage a
+/// second box wholly past N), K of several groups and ending inside a k-tile (352, 96),
+/// G = 32, 64, 128 and K, bias on and off, against the float64 reference and
+/// **bit-identical to the prepared kernel of the same tile** (the same weights, sums and
+/// order); then the op's own choices ([`wgmma_checkpoint_op_cases`]); N not a multiple of
+/// 64 is a typed error.
 fn wgmma_checkpoint_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
-    use rcute_ops::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint;
     let mut rng = Rng::for_test(&format!("awq_wgmma_checkpoint_{e}"));
     let shapes = [
         (16, 576, 320, 64, true),
@@ -951,8 +954,8 @@ fn wgmma_checkpoint_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         (1, 512, 96, 32, false),
         (12, 576, 256, 256, true),
         (40, 768, 512, 128, false),
+        (200, 640, 128, 64, true),
     ];
-    let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
     for &(m, n, k, g, bias) in cases(&shapes) {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
         let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
@@ -976,34 +979,14 @@ fn wgmma_checkpoint_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
                     &format!("{name} (prepared)"),
                 );
                 assert!(
-                    bits(&got) == bits(&prepared),
+                    half_bits(&got) == half_bits(&prepared),
                     "{name}: differs from the prepared kernel"
                 );
             }
         }
         eprintln!("ok {what}");
     }
-    // the op's own choice (132 SMs: 4 splits at 8192 columns, 3 at 11008, 2 at 14336)
-    let sms = ops.gpu().sm_count() as usize;
-    for &(m, n, k, g, bias) in cases(&[
-        (9, 8192, 256, 128, true),
-        (16, 11008, 320, 64, false),
-        (12, 14336, 512, 128, true),
-    ]) {
-        let pick = select_awq_wgmma_checkpoint(m, n, k, sms, (9, 0), e);
-        assert!(sms < 100 || pick.is_some(), "{m}x{n}x{k}: the rule's shape");
-        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
-        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} {pick:?} (op)");
-        let first = case.check(ops, Run::Op, &what);
-        let again = case.check(ops, Run::Op, &what);
-        assert!(bits(&first) == bits(&again), "{what}: a second run differs");
-        let forced = case.check(ops, Run::Fused(pick), &format!("{what} forced"));
-        assert!(
-            bits(&first) == bits(&forced),
-            "{what}: the op's result differs from the rule's kernel"
-        );
-        eprintln!("ok {what}");
-    }
+    wgmma_checkpoint_op_cases::<T>(ops, e, &mut rng);
     // N inside a 64-column block: a typed error that writes nothing
     let case = Case::<T>::new(ops, &mut rng, 16, 264, 128, 128, false);
     let s = ops.gpu().stream();
@@ -1019,6 +1002,64 @@ fn wgmma_checkpoint_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         .unwrap()
         .iter()
         .all(|v| v.to_f64() == f64::from(SENTINEL)));
+}
+
+/// The bits of 16-bit outputs (as f64 bit patterns).
+fn half_bits<T: Half>(v: &[T]) -> Vec<u64> {
+    v.iter().map(|x| x.to_f64().to_bits()).collect()
+}
+
+/// The unprepared op's own choice where
+/// [`rcute_ops::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint`] takes the shape
+/// (asserted on 100 SMs or more; 132 SMs: the 16-token split-K tile in 4, 3 and 2 splits at
+/// 8192, 11008 and 14336 columns and in one split at 28672, 48 tokens in 4 splits at 40 x
+/// 8192, 128 tokens in 2 at 96 x 14336, 32 tokens in 4 at 64 x 4096, the one-split tiles at
+/// 300 x 8192 and 200 x 14336), twice bit-identical, equal to the rule's kernel forced, and
+/// where the prepared op runs the same tile (every shape but 28672 columns), bit-identical
+/// to the prepared op.
+fn wgmma_checkpoint_op_cases<T: Half>(ops: &Ops, e: rcute_atom::Element, rng: &mut Rng) {
+    use rcute_ops::awq::select::select_awq_wgmma;
+    use rcute_ops::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint;
+    use rcute_ops::awq::select_split::select_awq_wgmma_split;
+    let sms = ops.gpu().sm_count() as usize;
+    for &(m, n, k, g, bias) in cases(&[
+        (9, 8192, 256, 128, true),
+        (16, 11008, 320, 64, false),
+        (12, 14336, 512, 128, true),
+        (16, 28672, 128, 128, true),
+        (40, 8192, 256, 64, false),
+        (96, 14336, 128, 32, true),
+        (64, 4096, 256, 128, false),
+        (300, 8192, 128, 128, true),
+        (200, 14336, 64, 64, false),
+    ]) {
+        let pick = select_awq_wgmma_checkpoint(m, n, k, sms, (9, 0), e);
+        assert!(sms < 100 || pick.is_some(), "{m}x{n}x{k}: the rule's shape");
+        let case = Case::<T>::new(ops, rng, m, n, k, g, bias);
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} {pick:?} (op)");
+        let first = case.check(ops, Run::Op, &what);
+        let again = case.check(ops, Run::Op, &what);
+        assert!(half_bits(&first) == half_bits(&again), "{what}: a second run differs");
+        let forced = case.check(ops, Run::Fused(pick), &format!("{what} forced"));
+        assert!(
+            half_bits(&first) == half_bits(&forced),
+            "{what}: the op's result differs from the rule's kernel"
+        );
+        let prepared =
+            select_awq_wgmma_split(m, n, k, sms, (9, 0), e).or_else(|| select_awq_wgmma(m, n, k, sms, (9, 0), e));
+        if pick.is_some()
+            && prepared.map(|(c, s)| (c.tile, c.warps, c.stages, c.split_k, s))
+                == pick.map(|(c, s)| (c.tile, c.warps, c.stages, c.split_k, s))
+        {
+            let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+            let theirs = case.check(ops, Run::PreparedOp(&w), &format!("{what} prepared op"));
+            assert!(
+                half_bits(&first) == half_bits(&theirs),
+                "{what}: differs from the prepared op on the same tile"
+            );
+        }
+        eprintln!("ok {what}");
+    }
 }
 
 /// The SM90 wgmma kernel on the checkpoint's words against the float64 reference and the

@@ -649,9 +649,9 @@ pub fn awq_bulk_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 /// 6 and 6 stages; and the split-K kernels (`AwqGemmConfig::split_k`) that
 /// `ops::awq::select_split::select_awq_wgmma_split` takes: 16, 32, 48, 64 and 128 tokens x
 /// 256 on two consumer warpgroups splitting the words, 8, 6, 8, 6 and 6 stages; and the
-/// split-K kernel on the checkpoint's `qweight` (`AwqGemmConfig::wgmma_checkpoint`) that
-/// the unprepared op's `ops::awq::select_checkpoint` takes: 16 tokens x 256, two consumer
-/// warpgroups, 8 stages; f16 and bf16.
+/// same kernels on the checkpoint's `qweight` (`AwqGemmConfig::wgmma_checkpoint`) that the
+/// unprepared op's `ops::awq::select_checkpoint_wgmma` takes
+/// (`awq_wgmma_checkpoint_rule_configs`); f16 and bf16.
 pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
@@ -670,10 +670,37 @@ pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
                 AwqGemmConfig::new(e, [48, 256, 64], [2, 1], 8, 4).wgmma().split_k(),
                 AwqGemmConfig::new(e, [64, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
                 AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
-                // the unprepared op's split-K kernel on the checkpoint's words
-                AwqGemmConfig::new(e, [16, 256, 64], [2, 1], 8, 4)
-                    .wgmma_checkpoint()
-                    .split_k(),
+            ]
+        })
+        .chain(awq_wgmma_checkpoint_rule_configs())
+        .collect()
+}
+
+/// The unprepared op's kernels on the checkpoint's words
+/// (`ops::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint`: the prepared op's
+/// wgmma tiles with `AwqGemmConfig::wgmma_checkpoint`): the split-K tiles of 16, 32, 48, 64
+/// and 128 tokens, the 16-token tile in one split, and the one-split tiles of 64 (one
+/// consumer warpgroup, 8 stages), 128, 152, 184 and 192 tokens; f16 and bf16.
+fn awq_wgmma_checkpoint_rule_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
+    use crate::awq_gemm::AwqGemmConfig;
+    use rcute_atom::Element::{BF16, F16};
+    let ck =
+        |e, bm: i64, warps: [i64; 2], stages| AwqGemmConfig::new(e, [bm, 256, 64], warps, stages, 4).wgmma_checkpoint();
+    [F16, BF16]
+        .into_iter()
+        .flat_map(|e| {
+            [
+                ck(e, 16, [2, 1], 8).split_k(),
+                ck(e, 32, [2, 1], 6).split_k(),
+                ck(e, 48, [2, 1], 8).split_k(),
+                ck(e, 64, [2, 1], 6).split_k(),
+                ck(e, 128, [2, 1], 6).split_k(),
+                ck(e, 16, [2, 1], 8),
+                ck(e, 64, [1, 1], 8),
+                ck(e, 128, [2, 1], 6),
+                ck(e, 152, [2, 1], 7),
+                ck(e, 184, [2, 1], 6),
+                ck(e, 192, [2, 1], 6),
             ]
         })
         .collect()

@@ -11,12 +11,13 @@
 //! `rcute_collective::awq_wgmma`) for 32 < M <= 4096 where
 //! [`select::select_awq_wgmma`] takes the shape, and before that its split-K variant at
 //! small batches where [`select_split::select_awq_wgmma_split`] takes the shape (9 to 96
-//! rows of a wide weight, 17 to 64 of a narrower one); `awq_gemm` runs the one-split kernel too at
-//! prefill sizes, on `qweight` reordered per call into stream scratch ([`reordered`],
-//! where [`select::awq_reordered_wins`]); at 1 to 16 rows `awq_gemm` takes the streamed
-//! and fused kernels of [`select_checkpoint`], and on sm_90 at 9 to 16 rows of a wide
-//! weight the split-K wgmma kernel on the checkpoint's own words
-//! ([`select_checkpoint_wgmma`]).
+//! rows of a wide weight, 17 to 64 of a narrower one); on sm_90 `awq_gemm` runs the same
+//! kernels on the checkpoint's own words, the prepared op's wgmma choice with the
+//! checkpoint flag, from 9 to 3072 rows ([`select_checkpoint_wgmma`]), else at prefill
+//! sizes the one-split kernel on `qweight` reordered per call into stream scratch
+//! ([`reordered`], where [`select::awq_reordered_wins`]); at 1 to 16 rows `awq_gemm` takes
+//! the streamed and fused kernels of [`select_checkpoint`] where the wgmma kernel does not
+//! apply.
 
 pub mod dense;
 pub mod format;

@@ -12,7 +12,10 @@
 //! bandwidth-bound), where the dense path writes and reads a 16-bit weight (`5 K N`
 //! bytes); the result is bit-identical to [`crate::Ops::awq_gemm_prepared`]'s with the
 //! same configuration (the same kernel on the same words).
-//! [`super::select::awq_reordered_wins`] decides where `awq_gemm` takes it.
+//! [`super::select::awq_reordered_wins`] decides where `awq_gemm` takes it, after
+//! [`super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint`] (the same kernel on the
+//! checkpoint's own words, no reorder pass), which takes every such shape whose `qweight`
+//! is 16-byte aligned.
 
 use super::run::{check_fused_operands, element};
 use super::select::select_awq_wgmma;

@@ -199,12 +199,13 @@ impl Ops {
 
     /// `out = x @ dequantize(w) (+ bias)` on AutoAWQ's checkpoint tensors as they are:
     /// `x [M, K]` f16 or bf16 (the scales' type), f32 accumulation, `out [M, N]` rounded
-    /// once. The path follows the shape: the fused int4 kernel (on sm_90 the split-K wgmma
-    /// kernel on the checkpoint's words where
-    /// [`super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint`] takes it and `x` and
-    /// `qweight` fit its TMA maps, else the register-streamed kernel on the checkpoint's
-    /// words where [`super::select_checkpoint::select_awq_checkpoint_streamed`] takes it,
-    /// both ahead of the tuning tables; else a tuning table's entry or the configuration of
+    /// once. The path follows the shape: first, on sm_90, the SM90 mixed-input kernel on
+    /// the checkpoint's words (the prepared op's wgmma choice with the checkpoint flag)
+    /// where [`super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint`] takes it and
+    /// `x` and `qweight` fit its TMA maps; else the fused int4 kernel (the
+    /// register-streamed kernel on the checkpoint's words where
+    /// [`super::select_checkpoint::select_awq_checkpoint_streamed`] takes it, ahead of the
+    /// tuning tables; else a tuning table's entry or the configuration of
     /// [`super::select_checkpoint::select_awq_gemm_checkpoint`]), or for prefill sizes on sm_90 the reordered
     /// path (`qweight` reordered into stream scratch + the SM90 mixed-input kernel:
     /// [`super::reordered`], chosen by [`super::select::awq_reordered_wins`] for an `x` fit
@@ -262,6 +263,10 @@ impl Ops {
         uses.read(bias.and_then(|b| b.tracked()));
         uses.write(out.tracked_mut());
         let (m, n, k, cc) = (p.m, p.w.shape.n, p.w.shape.k, self.gpu().compute_capability());
+        let e = element(p.w.dtype).ok();
+        if let Some(wgmma) = e.and_then(|e| self.checkpoint_wgmma(&p, e)) {
+            return self.run_awq_gemm(&p, Some(wgmma));
+        }
         // the wgmma kernel's TMA map of x: a 16-byte aligned, row-major x, rows of 16 bytes
         let tma_x = p.x.ptr.is_multiple_of(16) && p.x.row_stride % 8 == 0 && p.x.col_stride == 1;
         if tma_x && awq_reordered_wins(m, n, k, self.gpu().sm_count() as usize, cc) {
@@ -272,15 +277,15 @@ impl Ops {
         }
         // The decode rules' domain before the tuning tables: their entries were measured
         // among the `cp.async` configurations only (the prepared path reads no table either).
-        let decode = element(p.w.dtype).ok().and_then(|e| self.checkpoint_decode(&p, e));
+        let decode = e.and_then(|e| self.checkpoint_decode(&p, e));
         self.run_awq_gemm(&p, decode.or_else(|| self.awq_tuned(&p)))
     }
 
-    /// The unprepared op's decode choice: the split-K wgmma kernel on the checkpoint's
-    /// words where [`select_awq_wgmma_checkpoint`] takes the shape and `x` and `qweight`
-    /// fit its TMA maps (16-byte aligned bases, a row-major `x` with a row pitch of a
-    /// multiple of 8 elements), else the streamed rules of [`select_awq_checkpoint_streamed`].
-    fn checkpoint_decode(&self, p: &AwqGemmProblem<'_>, e: rcute_atom::Element) -> Option<(AwqGemmConfig, u32)> {
+    /// The SM90 mixed-input kernel on the checkpoint's words where
+    /// [`select_awq_wgmma_checkpoint`] takes the shape and `x` and `qweight` fit its TMA
+    /// maps (16-byte aligned bases, a row-major `x` with a row pitch of a multiple of 8
+    /// elements).
+    fn checkpoint_wgmma(&self, p: &AwqGemmProblem<'_>, e: rcute_atom::Element) -> Option<(AwqGemmConfig, u32)> {
         let (m, n, k, sms) = (p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize);
         let tma = p.x.ptr.is_multiple_of(16)
             && p.x.row_stride % 8 == 0
@@ -288,6 +293,14 @@ impl Ops {
             && p.w.qweight.ptr.is_multiple_of(16);
         tma.then(|| select_awq_wgmma_checkpoint(m, n, k, sms, self.gpu().compute_capability(), e))
             .flatten()
+    }
+
+    /// The unprepared op's fused choice before the tables and the fallback rule: the
+    /// wgmma kernel on the checkpoint's words as `checkpoint_wgmma` takes it, else the streamed rules of
+    /// [`select_awq_checkpoint_streamed`].
+    fn checkpoint_decode(&self, p: &AwqGemmProblem<'_>, e: rcute_atom::Element) -> Option<(AwqGemmConfig, u32)> {
+        let (m, n, k, sms) = (p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize);
+        self.checkpoint_wgmma(p, e)
             .or_else(|| select_awq_checkpoint_streamed(m, n, k, sms, e))
     }
 

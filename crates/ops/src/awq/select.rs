@@ -233,7 +233,11 @@ pub const REORDERED_MAX_M: usize = 3072;
 /// reordered per call into stream scratch, then the SM90 mixed-input kernel of
 /// [`select_awq_wgmma`]) ahead of [`awq_dense_wins`] and the fused kernels: where
 /// [`select_awq_wgmma`] takes the shape and [`REORDERED_MIN_M`] <= M <=
-/// [`REORDERED_MAX_M`].
+/// [`REORDERED_MAX_M`]. Since session 22 `Ops::awq_gemm` asks
+/// `crate::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint` first (the same
+/// kernel on the checkpoint's words, no reorder pass: 8 % faster than this path at 1024 x
+/// 14336 on an H100): this path remains where that kernel cannot run (a `qweight` not
+/// 16-byte aligned for its TMA map).
 ///
 /// Measured (H100, `rcute bench awq --group 128 --iters 20 --config fused --config dense
 /// --config reordered --config prepared-auto`, K = 4096, cuBLAS fp16 in the same run;

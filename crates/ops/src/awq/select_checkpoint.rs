@@ -6,10 +6,12 @@
 //! kernel's configuration where no streamed rule applies
 //! ([`select_awq_gemm_checkpoint`]: [`select_awq_gemm`] except at 9 to 16 rows of three
 //! measured weight bands). On sm_90 the op asks
-//! [`super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint`] first (9 to 16 rows of
-//! a wide weight, `x` and `qweight` fit for TMA): where it takes the shape, the rules here
-//! are not reached by `Ops::awq_gemm` (16 x 11008 below: the split-K wgmma kernel on the
-//! checkpoint's words, 1.01x of the prepared op on an H200).
+//! [`super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint`] first (the prepared
+//! op's wgmma choice on the checkpoint's words: from 9 rows of a wide weight, N a multiple
+//! of 64, K of 16, `x` and `qweight` fit for TMA): where it takes the shape, the rules here
+//! are not reached by `Ops::awq_gemm` (16 x 11008 and 12 / 16 x 28672 below: the wgmma
+//! kernel on the checkpoint's words, split-K at 11008 (1.01x of the prepared op on an
+//! H200), one split at 28672 (0.72-0.85x of the prepared op on an H100, session 22)).
 //!
 //! Before / after in one call (helper awqun, H100, `rcute bench awq --group 128 --iters 10
 //! --config prepared-auto`, main `8a000bd` against these rules, `before, after, after,

@@ -1,68 +1,97 @@
-//! The unprepared op's split-K SM90 mixed-input kernel on AutoAWQ's checkpoint words
+//! The unprepared op's SM90 mixed-input kernel on AutoAWQ's checkpoint words
 //! ([`select_awq_wgmma_checkpoint`]; `AwqGemmConfig::wgmma_checkpoint`,
-//! `rcute_collective::awq_wgmma_checkpoint`): at 9 to 16 rows of a wide weight the prepared
-//! op wins with the split-K wgmma kernel (`super::select_split`), and this is the same
+//! `rcute_collective::awq_wgmma_checkpoint`): the prepared op's wgmma choice (the split-K
+//! kernel of `super::select_split` at small batches, the one-split kernel of
+//! `super::select::select_awq_wgmma` from 33 rows) with the checkpoint flag, the same
 //! kernel reading the checkpoint's `qweight` as it is (TMA boxes of the row-major words,
-//! two byte permutations per lane and word pair), so the unprepared op runs within a few
-//! percent of it instead of the fused `cp.async` kernel or the one-wave streamed kernel.
+//! two byte permutations per lane and word pair). The unprepared op runs it ahead of the
+//! fused `cp.async` kernels and the reordered path (a reorder pass per call + the prepared
+//! kernel), where it measured faster than they; above [`WGMMA_CHECKPOINT_MAX_ROWS`] the
+//! dense path stays.
 
-use super::select::{wgmma_fits, DENSE_WIDE_N};
+use super::select::{select_awq_wgmma, wgmma_fits, DENSE_WIDE_N};
+use super::select_split::{select_awq_wgmma_split, WGMMA_SPLIT_TILES};
 use rcute_atom::Element;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
 
 /// Fewest rows of `x` that [`select_awq_wgmma_checkpoint`] takes.
 pub const WGMMA_CHECKPOINT_MIN_ROWS: usize = 9;
 
-/// Most rows of `x` that [`select_awq_wgmma_checkpoint`] takes (one 16-token tile).
-pub const WGMMA_CHECKPOINT_MAX_ROWS: usize = 16;
+/// Most rows of `x` that [`select_awq_wgmma_checkpoint`] takes: the reordered path's last
+/// row count (`super::select::REORDERED_MAX_M`); above it the dense path (which ties with
+/// the prepared op's kernel there) measured faster (4096 x 14336 x 4096).
+pub const WGMMA_CHECKPOINT_MAX_ROWS: usize = super::select::REORDERED_MAX_M;
 
-/// The split-K wgmma kernel on the checkpoint's words for the unprepared op on sm_90, or
-/// `None`: at [`WGMMA_CHECKPOINT_MIN_ROWS`] to [`WGMMA_CHECKPOINT_MAX_ROWS`] rows of a
-/// weight of at least `DENSE_WIDE_N` (8192) columns (N a multiple of 64, K of 16), the
-/// prepared op's 16-token tile (two consumer warpgroups splitting the words, 8 stages) with
-/// `splits = SMs / tiles` (at most one wave of CTAs; at most the k-tiles), taken where that
-/// is at least 2 (N up to 16896 on 132 SMs). The caller checks that `x` and `qweight` fit
-/// the kernel's TMA maps.
+/// The SM90 mixed-input kernel on the checkpoint's words for the unprepared op on sm_90,
+/// or `None`: for [`WGMMA_CHECKPOINT_MIN_ROWS`] to [`WGMMA_CHECKPOINT_MAX_ROWS`] rows, the
+/// prepared op's wgmma choice with the checkpoint flag (tile, warps, stages and splits as
+/// `super::select_split::select_awq_wgmma_split`, else as
+/// `super::select::select_awq_wgmma`); and at 9 to 16 rows of a wide weight whose split
+/// tile gets one split (N above 16896 on 132 SMs), that tile in one split (16 tokens, two
+/// consumer warpgroups, 8 stages; no split-K), which the prepared op does not run. N a
+/// multiple of 64, K of 16; the caller checks that `x` and `qweight` fit the kernel's TMA
+/// maps.
 ///
-/// Measured (helper awqckw, **H200** (132 SMs, 700 W), `rcute bench awq --shape MxNx4096
-/// --group 128 --iters 10 --config prepared-auto`, random data, weights rotated over >= 150
-/// MB, CUDA graphs of 10 calls, median of 10; main `5b85ae0` (`before`) against this rule
-/// (`after`) in one call, order before, after, after, before; BENCHMARKS.md, session 22),
-/// µs of the unprepared op (`auto`) in the two `after` / two `before` runs, and
-/// unprepared / prepared in the same process (the prepared op runs this kernel's prepared
-/// twin, `super::select_split`):
+/// Measured (helper awqckw2, session 22, **H100** 80GB HBM3 (132 SMs, 700 W), `rcute bench
+/// awq --shape MxNx4096 --group 128 --iters 10 --config prepared-auto`, random data,
+/// weights rotated over >= 150 MB, CUDA graphs of 10 calls, median of 10; main `75fb91e`
+/// (`before`) against this rule (`after`) in one call, order before, after, after,
+/// before; BENCHMARKS.md, session 22, helper awqckw2): µs of the unprepared op (`auto`),
+/// after / before in each round, unprepared / prepared (the prepared op in the same
+/// process), cuBLAS fp16 in the same rows:
 ///
-/// | M x N | after (µs) | before (µs) | after: unprepared / prepared | before | cuBLAS |
-/// |---|---|---|---|---|---|
-/// | 9 x 8192 | 13.87 / 13.94 | 16.34 / 16.36 | 1.03-1.04x | 1.21x | 18.4-18.6 |
-/// | 12 x 8192 | 14.24 / 14.21 | 16.54 / 16.79 | 1.03x | 1.19-1.20x | 18.3-18.4 |
-/// | 16 x 8192 | 14.74 / 14.78 | 17.05 / 16.90 | 1.02x | 1.17-1.19x | 18.2-18.4 |
-/// | 9 x 11008 | 16.17 / 16.21 | 19.69 / 19.78 | 1.00-1.02x | 1.24x | 25.3-25.5 |
-/// | 12 x 11008 | 16.48 / 16.43 | 20.45 / 20.45 | 1.01-1.02x | 1.25-1.26x | 25.4-25.8 |
-/// | 16 x 11008 | 16.94 / 16.84 | 21.88 / 21.96 | 1.01x | 1.30-1.31x | 25.3-25.7 |
-/// | 9 x 14336 | 20.36 / 20.44 | 23.21 / 23.32 | 0.99-1.00x | 1.13x | 29.8-30.1 |
-/// | 12 x 14336 | 20.73 / 20.60 | 23.77 / 23.79 | 1.00x | 1.14-1.15x | 29.9-30.3 |
-/// | 16 x 14336 | 21.17 / 21.07 | 24.55 / 24.32 | 0.99x | 1.15-1.16x | 30.1-30.3 |
+/// | M x N | before's path | before (µs) | after (µs) | after / before | unprepared / prepared: after, before | cuBLAS |
+/// |---|---|---|---|---|---|---|
+/// | 24 x 14336 | fused | 30.20 / 30.28 | 23.05 / 23.08 | 0.76x / 0.76x | 1.00-1.01x, 1.31-1.32x | 41.7-43.7 |
+/// | 32 x 14336 | fused | 32.94 / 32.78 | 24.32 / 24.36 | 0.74x / 0.74x | 1.01-1.02x, 1.35x | 42.0-42.3 |
+/// | 48 x 14336 | fused | 44.48 / 44.37 | 27.64 / 27.84 | 0.62x / 0.63x | 0.99x, 1.58-1.59x | 42.2-42.6 |
+/// | 64 x 14336 | fused | 49.07 / 48.84 | 31.49 / 31.50 | 0.64x / 0.65x | 1.01-1.02x, 1.58x | 42.6-42.9 |
+/// | 96 x 14336 | reordered | 57.79 / 57.91 | 41.44 / 41.47 | 0.72x / 0.72x | 0.98-1.00x, 1.33-1.38x | 43.2-43.3 |
+/// | 128 x 14336 | reordered | 59.26 / 59.35 | 40.95 / 40.86 | 0.69x / 0.69x | 0.85-0.86x, 1.25x | 45.3-45.5 |
+/// | 32 x 4096 | fused | 18.45 / 18.43 | 14.63 / 14.58 | 0.79x / 0.79x | 1.02x, 1.29x | 14.2-14.3 |
+/// | 64 x 4096 | dense | 28.94 / 29.01 | 18.37 / 18.13 | 0.63x / 0.62x | 1.03x, 1.62-1.64x | 14.4-15.2 |
+/// | 9 x 28672 | fused | 37.73 / 39.15 | 31.83 / 31.67 | 0.84x / 0.81x | 0.72x, 0.86-0.89x | 79.3-79.6 |
+/// | 16 x 28672 | fused | 41.04 / 41.06 | 32.26 / 32.01 | 0.79x / 0.78x | 0.84-0.85x, 1.07-1.08x | 79.6-83.1 |
+/// | 1024 x 14336 | reordered | 204.74 / 219.40 | 189.28 / 188.10 | 0.92x / 0.86x | 1.02x, 1.10-1.18x | 183.1-198.2 |
+/// | 4096 x 14336 | dense | 775.56 / 784.54 | 828.96 / 776.29 | 1.07x / 0.99x | 1.02-1.09x, 1.02x | 674.4-724.8 |
 ///
-/// (before: the one-wave streamed kernel at 8192 columns, the fused kernel at 11008 and
-/// 14336.) Other splits at 16 x 11008 (forced, the same call): 2 splits 20.68 µs, 4 (more
-/// than one wave) 24.70, 6 stages and 3 splits 17.04 against 17.07 for the rule's 8
-/// stages. Not taken at 28672 columns (one split): there the one-split kernel
-/// (`wgmma-checkpoint:16x256,2x1,8,1`) measured 32.08 / 32.22 µs at 9 / 16 rows against
-/// the op's 37.92 / 39.89 (the fused kernel) and the prepared op's 33.93 / 34.37, once
-/// each and without its GPU test and sanitizer runs: a candidate for the next session.
+/// (rounds' cuBLAS drift at the two large rows: by the ratio to cuBLAS in the same row,
+/// 1024 x 14336 0.970 / 0.973 after against 0.895 / 0.904 before, 4096 x 14336 0.874 /
+/// 0.869 against 0.895 / 0.896.) So taken at 9 to 3072 rows, not at 4096 (the dense path
+/// stays). Forced in the same call (`after` binary, one run): 1024 x 14336 this rule's
+/// kernel 188.97 µs, the reordered path 205.33, the dense path 241.53, the prepared op
+/// 186.11; 4096 x 14336 768.87, 829.08, 773.10 (the dense path 0.885x cuBLAS against
+/// 0.870x), 757.19; at 128 x 14336 the rule's one-split 64x256 tile forced 47.38 µs (the
+/// op's own call 40.09 in the same run: the op's rows at 128 rows measured 40.1-41.0 in
+/// three runs, the prepared op's twin 42.9-47.8), two splits of 64x256 / 128x256 on two
+/// warpgroups 58.98 / 47.89; at 9 / 16 x 28672 the one-split 16-token kernel 31.86 /
+/// 32.79 on the checkpoint's words and 31.28 / 31.30 prepared (not the prepared op's
+/// choice: 44.27 / 38.84 there). Not measured: 2048 and 3072 rows (taken: the rule
+/// replaces the reordered path, which ran there, with the same kernel less the reorder
+/// pass; at 1024 and 4096 rows it was 8 % faster than that path in the same process).
 ///
 /// ```
 /// use rcute_ops::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint;
+/// use rcute_ops::awq::{select::select_awq_wgmma, select_split::select_awq_wgmma_split};
 /// let (h, f16) = ((9, 0), rcute_atom::Element::F16);
-/// let pick = |m, n| select_awq_wgmma_checkpoint(m, n, 4096, 132, h, f16).map(|(c, s)| (c.tile, c.warps, c.stages, s));
+/// let pick = |m, n| select_awq_wgmma_checkpoint(m, n, 4096, 132, h, f16).map(|(c, s)| (c.tile, c.warps, c.stages, c.split_k, s));
 /// let t = [16, 256, 64];
-/// assert_eq!((pick(9, 8192), pick(16, 11008), pick(12, 14336)), (Some((t, [2, 1], 8, 4)), Some((t, [2, 1], 8, 3)), Some((t, [2, 1], 8, 2))));
+/// assert_eq!((pick(9, 8192), pick(16, 11008), pick(12, 14336)), (Some((t, [2, 1], 8, true, 4)), Some((t, [2, 1], 8, true, 3)), Some((t, [2, 1], 8, true, 2))));
+/// // 9 to 16 rows of 28672 columns: the 16-token tile in one split
+/// assert_eq!((pick(9, 28672), pick(16, 28672)), (Some((t, [2, 1], 8, false, 1)), Some((t, [2, 1], 8, false, 1))));
 /// let (cfg, _) = select_awq_wgmma_checkpoint(16, 11008, 4096, 132, h, f16).unwrap();
 /// assert!(cfg.wgmma && cfg.split_k && !cfg.prepared && cfg.b_vector_words == 1);
-/// // 8 and 17 rows, a narrower weight, one split (28672 columns), N inside a 64-column
-/// // block, K inside a k16 step, not sm_90: other rules
-/// assert_eq!((pick(8, 11008), pick(17, 11008), pick(16, 4096), pick(16, 28672)), (None, None, None, None));
+/// // elsewhere the prepared op's choice with the checkpoint flag
+/// for (m, n) in [(24, 14336), (48, 14336), (64, 14336), (96, 14336), (32, 4096), (64, 4096), (128, 14336), (1024, 14336), (3072, 14336)] {
+///     let (p, s) = select_awq_wgmma_split(m, n, 4096, 132, h, f16).or_else(|| select_awq_wgmma(m, n, 4096, 132, h, f16)).unwrap();
+///     let (c, cs) = select_awq_wgmma_checkpoint(m, n, 4096, 132, h, f16).unwrap();
+///     assert_eq!((c.tile, c.warps, c.stages, c.split_k, cs), (p.tile, p.warps, p.stages, p.split_k, s));
+///     assert!(!c.prepared && c.wgmma && c.b_vector_words == 1);
+/// }
+/// // 8 rows, 16 rows of a narrower weight, 128 x 4096 (no wgmma tile), more than 3072
+/// // rows (the dense path), N inside a 64-column block, K inside a k16 step, not sm_90:
+/// // other rules
+/// assert_eq!((pick(8, 11008), pick(16, 4096), pick(128, 4096), pick(3073, 14336)), (None, None, None, None));
 /// assert_eq!(select_awq_wgmma_checkpoint(16, 11000, 4096, 132, h, f16), None);
 /// assert_eq!(select_awq_wgmma_checkpoint(16, 11008, 4104, 132, h, f16), None);
 /// assert_eq!(select_awq_wgmma_checkpoint(16, 11008, 4096, 132, (8, 0), f16), None);
@@ -75,18 +104,19 @@ pub fn select_awq_wgmma_checkpoint(
     cc: (u32, u32),
     element: Element,
 ) -> Option<(AwqGemmConfig, u32)> {
-    if !(WGMMA_CHECKPOINT_MIN_ROWS..=WGMMA_CHECKPOINT_MAX_ROWS).contains(&m)
-        || n < DENSE_WIDE_N
-        || !wgmma_fits(n, k, cc)
-    {
+    if !(WGMMA_CHECKPOINT_MIN_ROWS..=WGMMA_CHECKPOINT_MAX_ROWS).contains(&m) {
         return None;
     }
-    let splits = (sms / n.div_ceil(256)).min(k.div_ceil(64));
-    if splits < 2 {
-        return None;
-    }
-    let cfg = AwqGemmConfig::new(element, [16, 256, 64], [2, 1], 8, 4)
-        .wgmma_checkpoint()
-        .split_k();
-    Some((cfg, splits as u32))
+    let (cfg, splits) = select_awq_wgmma_split(m, n, k, sms, cc, element)
+        .or_else(|| select_awq_wgmma(m, n, k, sms, cc, element))
+        .or_else(|| one_split_decode(m, n, k, cc, element))?;
+    Some((cfg.wgmma_checkpoint(), splits))
+}
+
+/// The first split tile of `WGMMA_SPLIT_TILES` (9 to 16 rows of a wide weight) in one
+/// split, where the split rule's `SMs / tiles` is below 2.
+fn one_split_decode(m: usize, n: usize, k: usize, cc: (u32, u32), element: Element) -> Option<(AwqGemmConfig, u32)> {
+    let (lo, hi, wide, bm, warps, stages) = WGMMA_SPLIT_TILES[0];
+    let fits = (lo..=hi).contains(&m) && wide && n >= DENSE_WIDE_N && wgmma_fits(n, k, cc);
+    fits.then(|| (AwqGemmConfig::new(element, [bm, 256, 64], warps, stages, 4).wgmma(), 1))
 }
