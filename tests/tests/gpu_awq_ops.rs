@@ -1015,12 +1015,11 @@ fn half_bits<T: Half>(v: &[T]) -> Vec<u64> {
 /// 8192, 11008 and 14336 columns and in one split at 28672, 48 tokens in 4 splits at 40 x
 /// 8192, 128 tokens in 2 at 96 x 14336, 32 tokens in 4 at 64 x 4096, the one-split tiles at
 /// 300 x 8192 and 200 x 14336), twice bit-identical, equal to the rule's kernel forced, and
-/// where the prepared op runs the same tile (every shape but 28672 columns), bit-identical
-/// to the prepared op.
+/// bit-identical to the prepared op, which runs the same tile
+/// ([`rcute_ops::awq::select_split::select_awq_wgmma_prepared`]).
 fn wgmma_checkpoint_op_cases<T: Half>(ops: &Ops, e: rcute_atom::Element, rng: &mut Rng) {
-    use rcute_ops::awq::select::select_awq_wgmma;
     use rcute_ops::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint;
-    use rcute_ops::awq::select_split::select_awq_wgmma_split;
+    use rcute_ops::awq::select_split::select_awq_wgmma_prepared;
     let sms = ops.gpu().sm_count() as usize;
     for &(m, n, k, g, bias) in cases(&[
         (9, 8192, 256, 128, true),
@@ -1045,12 +1044,15 @@ fn wgmma_checkpoint_op_cases<T: Half>(ops: &Ops, e: rcute_atom::Element, rng: &m
             half_bits(&first) == half_bits(&forced),
             "{what}: the op's result differs from the rule's kernel"
         );
-        let prepared =
-            select_awq_wgmma_split(m, n, k, sms, (9, 0), e).or_else(|| select_awq_wgmma(m, n, k, sms, (9, 0), e));
-        if pick.is_some()
-            && prepared.map(|(c, s)| (c.tile, c.warps, c.stages, c.split_k, s))
-                == pick.map(|(c, s)| (c.tile, c.warps, c.stages, c.split_k, s))
-        {
+        let prepared = select_awq_wgmma_prepared(m, n, k, sms, (9, 0), e);
+        let same = |p: Option<(rcute_kernel::awq_gemm::AwqGemmConfig, u32)>| {
+            p.map(|(c, s)| (c.tile, c.warps, c.stages, c.split_k, s))
+        };
+        assert!(
+            sms < 100 || same(prepared) == same(pick),
+            "{what}: the prepared op's tile"
+        );
+        if pick.is_some() && same(prepared) == same(pick) {
             let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
             let theirs = case.check(ops, Run::PreparedOp(&w), &format!("{what} prepared op"));
             assert!(

@@ -20,17 +20,18 @@
 //!
 //! On sm_90, for 32 < M <= [`super::select::WGMMA_MAX_M`] (4096) where [`super::select::select_awq_wgmma`] takes the shape,
 //! and first its split-K variant where [`super::select_split::select_awq_wgmma_split`]
-//! takes it (9 to 96 rows of a wide weight, 17 to 64 of a narrower one),
-//! `Ops::awq_gemm_prepared` runs the SM90 mixed-input kernel on the prepared weight; for
+//! takes it (9 to 96 rows of a wide weight, 17 to 64 of a narrower one), and at 9 to 16
+//! rows of a weight too wide for two splits the 16-token tile in one split (all three:
+//! [`super::select_split::select_awq_wgmma_prepared`]), `Ops::awq_gemm_prepared` runs the SM90 mixed-input kernel on the prepared weight; for
 //! the other prefill sizes it takes the dense path on the checkpoint's own `qweight` (kept
 //! borrowed for that), like [`crate::Ops::awq_gemm`].
 
 use super::run::element;
 use super::select::{
     awq_dense_wins, select_awq_bulk, select_awq_gemm_prepared, select_awq_streamed, select_awq_streamed_wave,
-    select_awq_streamed_wide, select_awq_wgmma,
+    select_awq_streamed_wide,
 };
-use super::select_split::select_awq_wgmma_split;
+use super::select_split::select_awq_wgmma_prepared;
 use super::validate::{validate_awq_gemm, validate_awq_weight, AwqGemmProblem, AwqTensors};
 use super::AwqShape;
 use crate::context::Ops;
@@ -143,8 +144,8 @@ impl Ops {
     /// `out = x @ dequantize(w) (+ bias)` on a prepared weight: as [`Ops::awq_gemm`] (the
     /// same results: the weight is dequantized identically), with the prepared kernel for
     /// the fused path: on sm_90 the SM90 mixed-input kernel where
-    /// [`super::select_split::select_awq_wgmma_split`] (split-K, small batches) or
-    /// [`super::select::select_awq_wgmma`] takes the shape and `x` suits its TMA map (a
+    /// [`super::select_split::select_awq_wgmma_prepared`] (split-K at small batches, one
+    /// split otherwise) takes the shape and `x` suits its TMA map (a
     /// 16-byte aligned, row-major `x` with a row pitch of a multiple of 8 elements), else
     /// the dense path where [`super::select::awq_dense_wins`], else
     /// [`Ops::run_awq_gemm_prepared`]'s choice.
@@ -166,7 +167,7 @@ impl Ops {
         let tma_x = g.ptr.is_multiple_of(16) && g.row_stride % 8 == 0 && g.col_stride == 1;
         if let Some(e) = element(w.tensors.scales.geo().dtype).ok().filter(|_| tma_x) {
             let sms = self.gpu().sm_count() as usize;
-            let wgmma = select_awq_wgmma_split(m, n, k, sms, cc, e).or_else(|| select_awq_wgmma(m, n, k, sms, cc, e));
+            let wgmma = select_awq_wgmma_prepared(m, n, k, sms, cc, e);
             if let Some(forced) = wgmma {
                 return self.run_awq_gemm_prepared(x, w, bias, out, Some(forced));
             }

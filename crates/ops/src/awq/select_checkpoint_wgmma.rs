@@ -9,8 +9,7 @@
 //! kernel), where it measured faster than they; above [`WGMMA_CHECKPOINT_MAX_ROWS`] the
 //! dense path stays.
 
-use super::select::{select_awq_wgmma, wgmma_fits, DENSE_WIDE_N};
-use super::select_split::{select_awq_wgmma_split, WGMMA_SPLIT_TILES};
+use super::select_split::select_awq_wgmma_prepared;
 use rcute_atom::Element;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
 
@@ -25,10 +24,8 @@ pub const WGMMA_CHECKPOINT_MAX_ROWS: usize = super::select::REORDERED_MAX_M;
 /// The SM90 mixed-input kernel on the checkpoint's words for the unprepared op on sm_90,
 /// or `None`: for [`WGMMA_CHECKPOINT_MIN_ROWS`] to [`WGMMA_CHECKPOINT_MAX_ROWS`] rows, the
 /// prepared op's wgmma choice with the checkpoint flag (tile, warps, stages and splits as
-/// `super::select_split::select_awq_wgmma_split`, else as
-/// `super::select::select_awq_wgmma`); and at 9 to 16 rows of a wide weight whose split
-/// tile gets one split (N above 16896 on 132 SMs), that tile in one split (16 tokens, two
-/// consumer warpgroups, 8 stages; no split-K), which the prepared op does not run. N a
+/// [`select_awq_wgmma_prepared`]: the split-K tile, else the one-split tile, else at 9 to
+/// 16 rows of a weight too wide for two splits the 16-token tile in one split). N a
 /// multiple of 64, K of 16; the caller checks that `x` and `qweight` fit the kernel's TMA
 /// maps.
 ///
@@ -65,14 +62,14 @@ pub const WGMMA_CHECKPOINT_MAX_ROWS: usize = super::select::REORDERED_MAX_M;
 /// op's own call 40.09 in the same run: the op's rows at 128 rows measured 40.1-41.0 in
 /// three runs, the prepared op's twin 42.9-47.8), two splits of 64x256 / 128x256 on two
 /// warpgroups 58.98 / 47.89; at 9 / 16 x 28672 the one-split 16-token kernel 31.86 /
-/// 32.79 on the checkpoint's words and 31.28 / 31.30 prepared (not the prepared op's
-/// choice: 44.27 / 38.84 there). Not measured: 2048 and 3072 rows (taken: the rule
-/// replaces the reordered path, which ran there, with the same kernel less the reorder
-/// pass; at 1024 and 4096 rows it was 8 % faster than that path in the same process).
+/// 32.79 on the checkpoint's words and 31.28 / 31.30 prepared (then not the prepared
+/// op's choice: 44.27 / 38.84 there; now it is, [`select_awq_wgmma_prepared`]). Not
+/// measured: 2048 and 3072 rows (taken: the rule replaces the reordered path, which ran
+/// there, with the same kernel less the reorder pass; at 1024 and 4096 rows it was 8 % faster than that path in the same process).
 ///
 /// ```
 /// use rcute_ops::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint;
-/// use rcute_ops::awq::{select::select_awq_wgmma, select_split::select_awq_wgmma_split};
+/// use rcute_ops::awq::select_split::select_awq_wgmma_prepared;
 /// let (h, f16) = ((9, 0), rcute_atom::Element::F16);
 /// let pick = |m, n| select_awq_wgmma_checkpoint(m, n, 4096, 132, h, f16).map(|(c, s)| (c.tile, c.warps, c.stages, c.split_k, s));
 /// let t = [16, 256, 64];
@@ -82,8 +79,8 @@ pub const WGMMA_CHECKPOINT_MAX_ROWS: usize = super::select::REORDERED_MAX_M;
 /// let (cfg, _) = select_awq_wgmma_checkpoint(16, 11008, 4096, 132, h, f16).unwrap();
 /// assert!(cfg.wgmma && cfg.split_k && !cfg.prepared && cfg.b_vector_words == 1);
 /// // elsewhere the prepared op's choice with the checkpoint flag
-/// for (m, n) in [(24, 14336), (48, 14336), (64, 14336), (96, 14336), (32, 4096), (64, 4096), (128, 14336), (1024, 14336), (3072, 14336)] {
-///     let (p, s) = select_awq_wgmma_split(m, n, 4096, 132, h, f16).or_else(|| select_awq_wgmma(m, n, 4096, 132, h, f16)).unwrap();
+/// for (m, n) in [(9, 28672), (16, 28672), (24, 14336), (48, 14336), (64, 14336), (96, 14336), (32, 4096), (64, 4096), (128, 14336), (1024, 14336), (3072, 14336)] {
+///     let (p, s) = select_awq_wgmma_prepared(m, n, 4096, 132, h, f16).unwrap();
 ///     let (c, cs) = select_awq_wgmma_checkpoint(m, n, 4096, 132, h, f16).unwrap();
 ///     assert_eq!((c.tile, c.warps, c.stages, c.split_k, cs), (p.tile, p.warps, p.stages, p.split_k, s));
 ///     assert!(!c.prepared && c.wgmma && c.b_vector_words == 1);
@@ -107,16 +104,6 @@ pub fn select_awq_wgmma_checkpoint(
     if !(WGMMA_CHECKPOINT_MIN_ROWS..=WGMMA_CHECKPOINT_MAX_ROWS).contains(&m) {
         return None;
     }
-    let (cfg, splits) = select_awq_wgmma_split(m, n, k, sms, cc, element)
-        .or_else(|| select_awq_wgmma(m, n, k, sms, cc, element))
-        .or_else(|| one_split_decode(m, n, k, cc, element))?;
+    let (cfg, splits) = select_awq_wgmma_prepared(m, n, k, sms, cc, element)?;
     Some((cfg.wgmma_checkpoint(), splits))
-}
-
-/// The first split tile of `WGMMA_SPLIT_TILES` (9 to 16 rows of a wide weight) in one
-/// split, where the split rule's `SMs / tiles` is below 2.
-fn one_split_decode(m: usize, n: usize, k: usize, cc: (u32, u32), element: Element) -> Option<(AwqGemmConfig, u32)> {
-    let (lo, hi, wide, bm, warps, stages) = WGMMA_SPLIT_TILES[0];
-    let fits = (lo..=hi).contains(&m) && wide && n >= DENSE_WIDE_N && wgmma_fits(n, k, cc);
-    fits.then(|| (AwqGemmConfig::new(element, [bm, 256, 64], warps, stages, 4).wgmma(), 1))
 }

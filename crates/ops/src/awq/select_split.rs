@@ -4,7 +4,7 @@
 //! kernel holds one CTA per SM), instead of a one-split grid that leaves most SMs idle
 //! (56 CTAs of the 64x256 tile on 132 SMs at 64 x 14336).
 
-use super::select::{wgmma_fits, DENSE_WIDE_N};
+use super::select::{select_awq_wgmma, wgmma_fits, DENSE_WIDE_N};
 use rcute_atom::Element;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
 
@@ -134,4 +134,52 @@ pub fn select_awq_wgmma_split(
         .wgmma()
         .split_k();
     Some((cfg, splits as u32))
+}
+
+/// The SM90 mixed-input kernel's choice for a prepared weight, or `None` (then the other
+/// rules of `Ops::awq_gemm_prepared`): the split-K tile of [`select_awq_wgmma_split`],
+/// else the one-split tile of `super::select::select_awq_wgmma`, else at 9 to 16 rows of a
+/// wide weight whose split tile gets one split (N above 16896 on 132 SMs) that 16-token
+/// tile in one split (two consumer warpgroups, 8 stages, no split-K). The unprepared op's
+/// `super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint` runs the same choice on
+/// the checkpoint's words.
+///
+/// Measured (helper awqckw2, session 22, H100, `rcute bench awq --group 128 --config
+/// prepared-auto --config wgmma:16x256,2x1,8,1`, one call, one run each; BENCHMARKS.md):
+/// at 9 / 16 x 28672 x 4096 the one-split 16-token tile took 31.28 / 31.30 µs against
+/// 44.27 / 38.84 for the rules without it (the `cp.async` kernel of
+/// `super::select::select_awq_gemm_prepared`).
+///
+/// ```
+/// use rcute_ops::awq::select_split::{select_awq_wgmma_prepared, select_awq_wgmma_split};
+/// let (h, f16) = ((9, 0), rcute_atom::Element::F16);
+/// let pick = |m, n| select_awq_wgmma_prepared(m, n, 4096, 132, h, f16).map(|(c, s)| (c.tile[0], c.split_k, s));
+/// // the split rule where it applies, the one-split 16-token tile where it gets one split
+/// assert_eq!(pick(16, 14336), select_awq_wgmma_split(16, 14336, 4096, 132, h, f16).map(|(c, s)| (c.tile[0], c.split_k, s)));
+/// assert_eq!((pick(9, 28672), pick(16, 28672)), (Some((16, false, 1)), Some((16, false, 1))));
+/// let (cfg, _) = select_awq_wgmma_prepared(16, 28672, 4096, 132, h, f16).unwrap();
+/// assert!(cfg.wgmma && cfg.prepared && cfg.warps == [2, 1] && cfg.stages == 8);
+/// // 8 rows, a narrow weight at 16 rows, not sm_90: other rules
+/// assert_eq!((pick(8, 28672), pick(16, 4096)), (None, None));
+/// assert!(select_awq_wgmma_prepared(16, 28672, 4096, 132, (8, 0), f16).is_none());
+/// ```
+pub fn select_awq_wgmma_prepared(
+    m: usize,
+    n: usize,
+    k: usize,
+    sms: usize,
+    cc: (u32, u32),
+    element: Element,
+) -> Option<(AwqGemmConfig, u32)> {
+    select_awq_wgmma_split(m, n, k, sms, cc, element)
+        .or_else(|| select_awq_wgmma(m, n, k, sms, cc, element))
+        .or_else(|| one_split_decode(m, n, k, cc, element))
+}
+
+/// The first split tile of [`WGMMA_SPLIT_TILES`] (9 to 16 rows of a wide weight) in one
+/// split, where the split rule's `SMs / tiles` is below 2.
+fn one_split_decode(m: usize, n: usize, k: usize, cc: (u32, u32), element: Element) -> Option<(AwqGemmConfig, u32)> {
+    let (lo, hi, wide, bm, warps, stages) = WGMMA_SPLIT_TILES[0];
+    let fits = (lo..=hi).contains(&m) && wide && n >= DENSE_WIDE_N && wgmma_fits(n, k, cc);
+    fits.then(|| (AwqGemmConfig::new(element, [bm, 256, 64], warps, stages, 4).wgmma(), 1))
 }
