@@ -734,14 +734,7 @@ impl Emit<'_> {
                 s(format!("{cvt}({src}, q)")),
             ],
             self.swap_ab_halves(["q[0]", "q[2]", "q[1]", "q[3]"], [None, None, Some(""), Some("")], "i"),
-            (0..4)
-                .map(|j| {
-                    Stmt::assign(
-                        format!("{dst}[{j}]"),
-                        format!("*reinterpret_cast<const uint32_t*>(&a{j})"),
-                    )
-                })
-                .collect(),
+            a_fragment_words(dst),
         ]
         .concat()
     }
@@ -1088,4 +1081,17 @@ impl Emit<'_> {
         }
         f
     }
+}
+
+/// `dst[j] = a_j` for `j < 4`: the swap-AB A fragment of `Emit::swap_ab_halves` (four
+/// 16-bit pairs) as the 32-bit words of a `wgmma` register operand.
+pub(super) fn a_fragment_words(dst: &str) -> Vec<Stmt> {
+    (0..4)
+        .map(|j| {
+            Stmt::assign(
+                format!("{dst}[{j}]"),
+                format!("*reinterpret_cast<const uint32_t*>(&a{j})"),
+            )
+        })
+        .collect()
 }

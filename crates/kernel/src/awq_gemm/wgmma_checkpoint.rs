@@ -8,6 +8,7 @@
 //! epilogue are the same code.
 
 use super::streamed::{decl_c, when};
+use super::wgmma::a_fragment_words;
 use super::{s, Emit};
 use crate::emit::Stmt;
 use rcute_atom::tma::{tma_data_type, L2Promotion, OobFill, TmaEncodeArgs, TmaSwizzle};
@@ -167,14 +168,7 @@ impl Emit<'_> {
                 ),
             ],
             self.swap_ab_halves([&regs[0], &regs[1], &regs[2], &regs[3]], [Some("i & 1"); 4], "i"),
-            (0..4)
-                .map(|j| {
-                    Stmt::assign(
-                        format!("{dst}[{j}]"),
-                        format!("*reinterpret_cast<const uint32_t*>(&a{j})"),
-                    )
-                })
-                .collect(),
+            a_fragment_words(dst),
         ]
         .concat()
     }
