@@ -893,3 +893,16 @@ impl Emit<'_> {
         crate::grid_dependency::chain_link_with_prelude(prelude, f)
     }
 }
+
+/// `dst[j] = a_j` for `j < 4`: the swap-AB A fragment of `Emit::swap_ab_halves` (four
+/// 16-bit pairs) as the 32-bit words of a `wgmma` register operand.
+pub(super) fn a_fragment_words(dst: &str) -> Vec<Stmt> {
+    (0..4)
+        .map(|j| {
+            Stmt::assign(
+                format!("{dst}[{j}]"),
+                format!("*reinterpret_cast<const uint32_t*>(&a{j})"),
+            )
+        })
+        .collect()
+}

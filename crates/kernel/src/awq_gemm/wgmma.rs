@@ -6,7 +6,7 @@
 //! ahead, convert a step while the previous step's `wgmma`s run, and store `out = (W^T
 //! x^T)^T` (+ bias) straight from the accumulators.
 
-use super::streamed::{decl_c, when};
+use super::streamed::{a_fragment_words, decl_c, when};
 use super::wgmma_checkpoint::qweight_tensor_map;
 use super::wgmma_split::{split_snippets, SPLIT_HEADER};
 use super::{s, AwqGemmArgs, Emit, GeneratedAwqGemm};
@@ -1081,17 +1081,4 @@ impl Emit<'_> {
         }
         f
     }
-}
-
-/// `dst[j] = a_j` for `j < 4`: the swap-AB A fragment of `Emit::swap_ab_halves` (four
-/// 16-bit pairs) as the 32-bit words of a `wgmma` register operand.
-pub(super) fn a_fragment_words(dst: &str) -> Vec<Stmt> {
-    (0..4)
-        .map(|j| {
-            Stmt::assign(
-                format!("{dst}[{j}]"),
-                format!("*reinterpret_cast<const uint32_t*>(&a{j})"),
-            )
-        })
-        .collect()
 }

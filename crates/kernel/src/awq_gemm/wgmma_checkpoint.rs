@@ -7,8 +7,7 @@
 //! word pair before the conversion; the group registers, `wgmma`s, split-K sums and
 //! epilogue are the same code.
 
-use super::streamed::{decl_c, when};
-use super::wgmma::a_fragment_words;
+use super::streamed::{a_fragment_words, decl_c, when};
 use super::{s, Emit};
 use crate::emit::Stmt;
 use rcute_atom::tma::{tma_data_type, L2Promotion, OobFill, TmaEncodeArgs, TmaSwizzle};
