@@ -1176,3 +1176,13 @@ impl<'a> Emit<'a> {
         }
     }
 }
+
+/// The weight's part of a producer stage of the SM90 wgmma kernel (the prepared layout in
+/// `wgmma.rs`, the checkpoint's words in `wgmma_checkpoint.rs`): the declaration of the
+/// count its transaction bytes use (emitted before them), the bytes (an expression) and
+/// the copies.
+struct StageWeight {
+    count: Stmt,
+    bytes: String,
+    copies: Vec<Stmt>,
+}

@@ -9,7 +9,7 @@
 use super::streamed::{a_fragment_words, decl_c, when};
 use super::wgmma_checkpoint::qweight_tensor_map;
 use super::wgmma_split::{split_snippets, SPLIT_HEADER};
-use super::{s, AwqGemmArgs, Emit, GeneratedAwqGemm};
+use super::{s, AwqGemmArgs, Emit, GeneratedAwqGemm, StageWeight};
 use crate::emit::{unit_preamble, Function as CFunction, Item, Stmt, Unit};
 use crate::gemm_sm80::GemmError;
 use crate::launch::KernelArgs;
@@ -323,12 +323,16 @@ impl Emit<'_> {
                 )),
             ]
         };
-        let (w_bytes, w_copies) = if w.checkpoint {
+        let StageWeight {
+            count,
+            bytes: w_bytes,
+            copies: w_copies,
+        } = if w.checkpoint {
             self.checkpoint_stage_weight()
         } else {
-            ("kbs * 8u * cols".to_string(), self.prepared_stage_weight())
+            self.prepared_stage_weight()
         };
-        let mut v = w_copies[..w_copies.len().min(1)].to_vec();
+        let mut v = vec![count];
         v.extend([
             Stmt::decl(
                 "const uint32_t",
@@ -348,7 +352,7 @@ impl Emit<'_> {
                 w.x_stage_bytes
             )),
         ]);
-        v.extend(w_copies.into_iter().skip(1));
+        v.extend(w_copies);
         v.extend([
             Stmt::Comment("scale row (cols 16-bit scales) and zero-word row (cols / 8 words) of the k-tile's group: slot 0, and slot 1 for the second half".into()),
             Stmt::Block(slot_rows(0)),
@@ -357,13 +361,18 @@ impl Emit<'_> {
         v
     }
 
-    /// The prepared weight's copies of a stage: the count of k16 blocks inside K (first),
-    /// then one bulk run per block.
-    fn prepared_stage_weight(&self) -> Vec<Stmt> {
+    /// The prepared weight of a stage: the count of k16 blocks inside K, its bytes, one
+    /// bulk run per block.
+    fn prepared_stage_weight(&self) -> StageWeight {
         let w = self.wg();
         let bulk = &w.bulk.snippet.name;
-        vec![
-            decl_c("const int", "kbs", format!("min({STEPS}, ksteps - kt * {STEPS})"), "k16 blocks of this k-tile inside K"),
+        let count = decl_c(
+            "const int",
+            "kbs",
+            format!("min({STEPS}, ksteps - kt * {STEPS})"),
+            "k16 blocks of this k-tile inside K",
+        );
+        let copies = vec![
             Stmt::Comment(
                 "prepared k16 block kb: words 2 N kb + 128 wb + 4 lane .. + 4, so the CTA's blocks are one run of 8 cols bytes from word 2 (N kb + n0)".into(),
             ),
@@ -380,7 +389,12 @@ impl Emit<'_> {
                     ))],
                 )],
             ),
-        ]
+        ];
+        StageWeight {
+            count,
+            bytes: "kbs * 8u * cols".into(),
+            copies,
+        }
     }
 
     /// Warpgroup 0: one elected thread fills a stage per k-tile.

@@ -8,7 +8,7 @@
 //! epilogue are the same code.
 
 use super::streamed::{a_fragment_words, decl_c, when};
-use super::{s, Emit};
+use super::{s, Emit, StageWeight};
 use crate::emit::Stmt;
 use rcute_atom::tma::{tma_data_type, L2Promotion, OobFill, TmaEncodeArgs, TmaSwizzle};
 use rcute_atom::Element;
@@ -42,18 +42,18 @@ pub(super) fn qweight_tensor_map(k: i32, n: i32) -> TmaEncodeArgs {
 }
 
 impl Emit<'_> {
-    /// The producer's weight of k-tile `kt` into `stage`: its transaction bytes (an
-    /// expression) and the TMA boxes of the CTA's column groups inside N.
-    pub(super) fn checkpoint_stage_weight(&self) -> (String, Vec<Stmt>) {
+    /// The producer's weight of k-tile `kt` into `stage`: the count of the CTA's column
+    /// groups inside N, its transaction bytes and one TMA box per group.
+    pub(super) fn checkpoint_stage_weight(&self) -> StageWeight {
         let w = self.wg();
         let load = &w.tma.snippet.name;
-        let boxes = vec![
-            decl_c(
-                "const uint32_t",
-                "boxes",
-                "(cols + 255u) / 256u",
-                "column groups of 4 blocks inside N: one box each",
-            ),
+        let count = decl_c(
+            "const uint32_t",
+            "boxes",
+            "(cols + 255u) / 256u",
+            "column groups of 4 blocks inside N: one box each",
+        );
+        let copies = vec![
             Stmt::Comment(format!(
                 "box h: qweight words n0 / 8 + {BOX_WORDS} h .. + {BOX_WORDS} of rows 64 kt .. + 64 at + {BOX_BYTES} h (128-byte swizzle; rows past K and words past N / 8 zero-filled, and counted)"
             )),
@@ -69,7 +69,11 @@ impl Emit<'_> {
                 )],
             ),
         ];
-        (format!("boxes * {BOX_BYTES}u"), boxes)
+        StageWeight {
+            count,
+            bytes: format!("boxes * {BOX_BYTES}u"),
+            copies,
+        }
     }
 
     /// A consumer lane's address of its row-`2t` word in stage 0, the distance to its
