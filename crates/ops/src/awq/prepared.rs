@@ -26,7 +26,7 @@
 //! the other prefill sizes it takes the dense path on the checkpoint's own `qweight` (kept
 //! borrowed for that), like [`crate::Ops::awq_gemm`].
 
-use super::run::element;
+use super::run::{element, x_fits_wgmma_tma};
 use super::select::{
     awq_dense_wins, select_awq_bulk, select_awq_gemm_prepared, select_awq_streamed, select_awq_streamed_wave,
     select_awq_streamed_wide,
@@ -163,8 +163,7 @@ impl Ops {
         out: &mut MatrixMut<'_>,
     ) -> Result<(), OpsError> {
         let (m, n, k, cc) = (x.geo().rows, w.shape.n, w.shape.k, self.gpu().compute_capability());
-        let g = x.geo();
-        let tma_x = g.ptr.is_multiple_of(16) && g.row_stride % 8 == 0 && g.col_stride == 1;
+        let tma_x = x_fits_wgmma_tma(&x.geo());
         if let Some(e) = element(w.tensors.scales.geo().dtype).ok().filter(|_| tma_x) {
             let sms = self.gpu().sm_count() as usize;
             let wgmma = select_awq_wgmma_prepared(m, n, k, sms, cc, e);

@@ -267,9 +267,7 @@ impl Ops {
         if let Some(wgmma) = e.and_then(|e| self.checkpoint_wgmma(&p, e)) {
             return self.run_awq_gemm(&p, Some(wgmma));
         }
-        // the wgmma kernel's TMA map of x: a 16-byte aligned, row-major x, rows of 16 bytes
-        let tma_x = p.x.ptr.is_multiple_of(16) && p.x.row_stride % 8 == 0 && p.x.col_stride == 1;
-        if tma_x && awq_reordered_wins(m, n, k, self.gpu().sm_count() as usize, cc) {
+        if x_fits_wgmma_tma(&p.x) && awq_reordered_wins(m, n, k, self.gpu().sm_count() as usize, cc) {
             return self.run_awq_gemm_reordered(&p, None);
         }
         if super::select::awq_dense_wins(m, n, k, cc) {
@@ -287,10 +285,7 @@ impl Ops {
     /// elements).
     fn checkpoint_wgmma(&self, p: &AwqGemmProblem<'_>, e: rcute_atom::Element) -> Option<(AwqGemmConfig, u32)> {
         let (m, n, k, sms) = (p.m, p.w.shape.n, p.w.shape.k, self.gpu().sm_count() as usize);
-        let tma = p.x.ptr.is_multiple_of(16)
-            && p.x.row_stride % 8 == 0
-            && p.x.col_stride == 1
-            && p.w.qweight.ptr.is_multiple_of(16);
+        let tma = x_fits_wgmma_tma(&p.x) && p.w.qweight.ptr.is_multiple_of(16);
         tma.then(|| select_awq_wgmma_checkpoint(m, n, k, sms, self.gpu().compute_capability(), e))
             .flatten()
     }
@@ -402,6 +397,14 @@ impl Ops {
 /// needs beyond the other wgmma kernels: whole k16 steps and 64-column blocks (K a multiple
 /// of 16, N of 64: [`OpsError::Shape`]) and a 16-byte aligned `qweight` for its TMA map
 /// ([`OpsError::Alignment`]).
+/// Whether the SM90 wgmma kernels' TMA map can read `x` (16-bit elements): a 16-byte
+/// aligned base, row-major, a row pitch of a multiple of 8 elements (16 bytes). The rules
+/// choose those kernels only for such an `x`; a forced wgmma configuration with another is
+/// refused by `check_fused_operands`.
+pub(super) fn x_fits_wgmma_tma(x: &Geometry) -> bool {
+    x.ptr.is_multiple_of(16) && x.row_stride % 8 == 0 && x.col_stride == 1
+}
+
 fn check_checkpoint_wgmma(p: &AwqGemmProblem<'_>) -> Result<(), OpsError> {
     let (k, n) = (p.w.shape.k, p.w.shape.n);
     if !k.is_multiple_of(16) || !n.is_multiple_of(64) {
