@@ -65,6 +65,11 @@ pub struct BenchScaledMmArgs {
     /// many MB (0: one copy, read from a warm L2).
     #[arg(long, default_value_t = ROTATE_BYTES / 1_000_000)]
     pub rotate_mb: usize,
+    /// A and B are uniform in `[-R, R)` (1 ..= 128; the default 128 is every int8 value).
+    /// A GPU's power draw, and so its clock under the power cap, can depend on the bits: a
+    /// narrow range such as 4 reproduces benchmarks whose inputs are small integers.
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u16).range(1..=128))]
+    pub int8_range: u16,
 }
 
 /// One row of the table.
@@ -135,23 +140,31 @@ impl Mix {
     }
 }
 
-/// Random host inputs of an `m x n x k` problem: A and B (s8), the A and B scales (per
-/// token / per channel, or one each) and a bias of `n` values.
+/// Random host inputs of an `m x n x k` problem: A and B (s8, uniform in `[-range,
+/// range)`), the A and B scales (per token / per channel, or one each) and a bias of `n`
+/// values.
 #[allow(clippy::type_complexity)]
 pub(crate) fn host_inputs(
     seed: u64,
     (m, n, k): (usize, usize, usize),
     per_token: bool,
+    range: u16,
 ) -> (Vec<i8>, Vec<i8>, Vec<f32>, Vec<f32>, Vec<f32>) {
     let mut rng = Mix(seed);
-    let ha: Vec<i8> = (0..m * k).map(|_| rng.next() as u8 as i8).collect();
-    let hb: Vec<i8> = (0..k * n).map(|_| rng.next() as u8 as i8).collect();
-    let scale = (1.0 / (128.0 * (k as f64).sqrt())) as f32;
+    let r = u64::from(range.clamp(1, 128));
+    let mut int8 = |len: usize| -> Vec<i8> {
+        (0..len)
+            .map(|_| (rng.next() % (2 * r)) as i64 - r as i64)
+            .map(|v| v as i8)
+            .collect()
+    };
+    let (ha, hb) = (int8(m * k), int8(k * n));
+    let scale = (1.0 / (r as f64 * (k as f64).sqrt())) as f32;
     let hsa: Vec<f32> = (0..if per_token { m } else { 1 })
         .map(|_| rng.unit(0.5, 1.5) as f32 * scale)
         .collect();
     let hsb: Vec<f32> = (0..if per_token { n } else { 1 })
-        .map(|_| rng.unit(0.5, 1.5) as f32 / 128.0)
+        .map(|_| rng.unit(0.5, 1.5) as f32 / r as f32)
         .collect();
     let hbias: Vec<f32> = (0..n).map(|_| rng.unit(-1.0, 1.0) as f32).collect();
     (ha, hb, hsa, hsb, hbias)
@@ -227,7 +240,7 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
     let mut rows = Vec::new();
     let mut peer_note = String::new();
     for (si, &(m, n, k)) in shapes.iter().enumerate() {
-        let (ha, hb, hsa, hsb, hbias) = host_inputs(0x5EED + si as u64, (m, n, k), per_token);
+        let (ha, hb, hsa, hsb, hbias) = host_inputs(0x5EED + si as u64, (m, n, k), per_token, args.int8_range);
         let da: CudaSlice<i8> = stream.clone_htod(&ha).map_err(e)?;
         let db = Rotation::upload(&stream, &hb, args.rotate_mb * 1_000_000)?;
         let dsa: CudaSlice<f32> = stream.clone_htod(&hsa).map_err(e)?;
@@ -430,5 +443,21 @@ mod tests {
         }
         assert!(matches!(parse_forced("64x64x128,2x2,auto,1"), Ok(Forced::Ampere(_))));
         assert!(parse_forced("sm90:128x128,pp").is_err());
+    }
+
+    #[test]
+    fn int8_inputs_span_the_asked_range() {
+        let span = |r: u16| {
+            let (a, b, sa, sb, bias) = host_inputs(7, (64, 32, 128), true, r);
+            assert_eq!(
+                (a.len(), b.len(), sa.len(), sb.len(), bias.len()),
+                (64 * 128, 128 * 32, 64, 32, 32)
+            );
+            let all = a.iter().chain(&b).map(|&v| i32::from(v));
+            all.fold((i32::MAX, i32::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)))
+        };
+        assert_eq!(span(128), (-128, 127));
+        assert_eq!(span(4), (-4, 3));
+        assert_eq!(span(1), (-1, 0));
     }
 }
