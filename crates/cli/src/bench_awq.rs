@@ -48,12 +48,13 @@ pub struct BenchAwqArgs {
     /// such a configuration (the same kernel with each lane's steps through its own slots
     /// of a shared `cp.async` ring instead of registers), or `streamed-checkpoint:`
     /// and such a configuration (the register-streamed kernel on the checkpoint tensors as
-    /// they are, unprepared), or `wgmma:` and `BMxBN,WRxWN,STAGES,SPLITS[,rR][,p][,c2][,sk]` (the SM90 mixed-input
+    /// they are, unprepared), or `wgmma:` and `BMxBN,WRxWN,STAGES,SPLITS[,rR][,p][,c2][,sk][,o2]` (the SM90 mixed-input
     /// prepared kernel, sm_90 only: BM tokens per CTA (8 ..= 192, a multiple of 8), BN = 256 WN weight columns, WR
     /// consumer warpgroups splitting a lane's four words, STAGES stages of x and the weight,
     /// SPLITS K splits (more than one: the split-K kernel, `AwqGemmConfig::split_k`),
     /// R > 0 the tile walk in groups of R token tiles, p the persistent kernel, c2 the
-    /// k16 steps in chained pairs, sk the split-K kernel even with one split), or
+    /// k16 steps in chained pairs, sk the split-K kernel even with one split, o2 the kernel
+    /// built for two resident CTAs an SM, `AwqGemmConfig::resident`), or
     /// `wgmma-checkpoint:` and such a configuration (the same kernel on the checkpoint
     /// tensors as they are, unprepared; WR 1 or 2),
     /// `reordered` (`awq_gemm`'s reordered path: `qweight` reordered per call into stream
@@ -90,9 +91,10 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
     let [tile, warps, stages, splits, rest @ ..] = parts.as_slice() else {
         return Err(bad());
     };
-    let (mut raster, mut persistent, mut chained, mut split_k) = (0, false, false, false);
+    let (mut raster, mut persistent, mut chained, mut split_k, mut ctas) = (0, false, false, false, 1);
     for part in rest.iter().map(|p| p.trim()) {
         match part {
+            "o2" if ctas == 1 => ctas = 2,
             "p" if !persistent => persistent = true,
             "sk" if !split_k => split_k = true,
             "c2" if !chained => chained = true,
@@ -112,7 +114,8 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
         stages,
         4,
     ))
-    .raster(raster);
+    .raster(raster)
+    .resident(ctas);
     let cfg = if persistent { cfg.persistent() } else { cfg };
     let cfg = if chained { cfg.chained() } else { cfg };
     // the wgmma kernel splits K only as its split-K variant

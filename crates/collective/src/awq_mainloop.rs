@@ -124,6 +124,12 @@ pub struct AwqMainloopConfig {
     /// tile sums them in slab order, as the fused kernels do). Without it the wgmma kernel
     /// runs one split. `wgmma` kernels only, not `persistent`.
     pub split_k: bool,
+    /// CTAs of the SM90 mixed-input kernel the plan keeps resident on one SM (1 or 2): with
+    /// 2 the kernel is built for two (`__launch_bounds__(threads, 2)`, the consumers'
+    /// `setmaxnreg` count from half the SM's registers, the ring within half its shared
+    /// memory: [`crate::awq_wgmma::AwqWgmma::new_resident`]), so one CTA's conversion and
+    /// waits overlap the other's `wgmma`s. `wgmma` kernels only; 1 for every other kernel.
+    pub ctas_per_sm: i64,
 }
 
 impl AwqMainloopConfig {
@@ -144,6 +150,7 @@ impl AwqMainloopConfig {
             persistent: false,
             chained: false,
             split_k: false,
+            ctas_per_sm: 1,
         }
     }
 
@@ -254,6 +261,25 @@ impl AwqMainloopConfig {
     /// ```
     pub fn split_k(mut self) -> Self {
         self.split_k = true;
+        self
+    }
+
+    /// The same configuration with `ctas` CTAs of the wgmma kernel resident on one SM
+    /// (field `ctas_per_sm`).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [32, 256, 64], [2, 1], 6, 4).wgmma().split_k().resident(2);
+    /// assert_eq!(AwqMainloop::new(&cfg).unwrap().wgmma.unwrap().consumer_regs, 96);
+    /// // wgmma only; 1 or 2; the ring within half the SM's shared memory (64 tokens: 6 stages, not 7)
+    /// assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4).resident(2)).is_err());
+    /// assert!(AwqMainloop::new(&cfg.resident(3)).is_err() && AwqMainloop::new(&cfg.resident(0)).is_err());
+    /// let wide = AwqMainloopConfig::new(Element::F16, [64, 256, 64], [1, 1], 6, 4).wgmma().resident(2);
+    /// assert!(AwqMainloop::new(&wide).is_ok() && AwqMainloop::new(&AwqMainloopConfig { stages: 7, ..wide }).is_err());
+    /// ```
+    pub fn resident(mut self, ctas: i64) -> Self {
+        self.ctas_per_sm = ctas;
         self
     }
 
@@ -435,6 +461,9 @@ fn check_wgmma_variants(cfg: &AwqMainloopConfig, wgmma: Option<&AwqWgmma>) -> Re
     if cfg.split_k && (wgmma.is_none() || cfg.persistent) {
         return Err(tile_err(cfg, "split_k: wgmma kernels that are not persistent only"));
     }
+    if cfg.ctas_per_sm != 1 && wgmma.is_none() {
+        return Err(tile_err(cfg, "two resident CTAs an SM: wgmma kernels only"));
+    }
     Ok(())
 }
 
@@ -455,8 +484,8 @@ fn wgmma_plan(cfg: &AwqMainloopConfig) -> Result<AwqWgmma, PlanError> {
     if cfg.bulk || cfg.streamed {
         return Err(tile_err(cfg, "the wgmma kernel has its own producer warpgroup"));
     }
-    let plan = AwqWgmma::new(cfg.element, cfg.tile[0], cfg.warps, cfg.stages).ok_or_else(|| {
-        tile_err(cfg, "wgmma: BM a multiple of 8 with words x BM / 2 <= 192 accumulators (128 with three warpgroups; 80 tokens with four), warps [1 or 2, along N] (at most 3 warpgroups) or [4, 1], 2 ..= 8 stages within 227 KB of shared memory")
+    let plan = AwqWgmma::new_resident(cfg.element, cfg.tile[0], cfg.warps, cfg.stages, cfg.ctas_per_sm).ok_or_else(|| {
+        tile_err(cfg, "wgmma: BM a multiple of 8 with words x BM / 2 <= 192 accumulators (128 with three warpgroups; 80 tokens with four; fewer with two CTAs an SM), warps [1 or 2, along N] (at most 3 warpgroups) or [4, 1], 2 ..= 8 stages within 227 KB of shared memory (half the SM's with two CTAs), 1 or 2 CTAs an SM")
     })?;
     if cfg.tile[1] != plan.bn() {
         return Err(tile_err(cfg, "wgmma: BN must be 256 x warpgroups along N"));

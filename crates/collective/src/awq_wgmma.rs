@@ -99,6 +99,11 @@ pub const MAX_ACC_REGS: i64 = 192;
 /// registers, addresses).
 pub const ACC_HEADROOM: i64 = 24;
 
+/// [`ACC_HEADROOM`] of a plan for two resident CTAs an SM
+/// ([`AwqWgmma::new_resident`]): at 96 consumer registers ptxas serialized the `wgmma`s of
+/// 64 tokens x 2 words (64 accumulators) for want of registers, not those of 48.
+pub const RESIDENT_ACC_HEADROOM: i64 = 48;
+
 /// Registers the producer warpgroup keeps (`setmaxnreg.dec`).
 pub const PRODUCER_REGS: i64 = 40;
 
@@ -107,6 +112,13 @@ pub const WGMMA_GROUP_SLOTS: i64 = 2;
 
 /// Most dynamic shared memory of an SM90 CTA (227 KB).
 pub const MAX_SMEM_BYTES: i64 = 232448;
+
+/// Shared memory of an SM90 SM (228 KB), of which every resident CTA also takes
+/// [`CTA_RESERVED_SMEM_BYTES`].
+pub const SM_SMEM_BYTES: i64 = 233472;
+
+/// Shared memory the hardware reserves per resident CTA (1 KB on SM90).
+pub const CTA_RESERVED_SMEM_BYTES: i64 = 1024;
 
 /// The plan of the SM90 mixed-input kernel.
 #[derive(Clone, Debug, PartialEq)]
@@ -167,6 +179,9 @@ pub struct AwqWgmma {
     /// ([`crate::awq_wgmma_checkpoint`]), instead of the prepared layout's bulk-copied runs
     /// ([`AwqWgmma::with_checkpoint`]).
     pub checkpoint: bool,
+    /// CTAs the plan keeps resident on one SM (1 or 2: [`AwqWgmma::new_resident`]); the
+    /// kernel's `__launch_bounds__` minimum.
+    pub ctas_per_sm: i64,
 }
 
 impl AwqWgmma {
@@ -178,7 +193,33 @@ impl AwqWgmma {
     /// `stages` (2 ..= 8, the ring within [`MAX_SMEM_BYTES`]) on 16-bit `e`; `None` for
     /// anything else.
     pub fn new(e: Element, bm: i64, warps: [i64; 2], stages: usize) -> Option<AwqWgmma> {
+        Self::new_resident(e, bm, warps, stages, 1)
+    }
+
+    /// The plan of [`AwqWgmma::new`] built for `ctas` (1 or 2) CTAs resident on one SM: the
+    /// consumers' register count from the SM's registers shared by `ctas` CTAs
+    /// ([`AwqWgmma::consumer_regs_at`]: 96 for two consumer warpgroups, 216 for one, less
+    /// [`RESIDENT_ACC_HEADROOM`]: at most 48 / 168 accumulators, 48 / 84 tokens, batched
+    /// steps up to 24 / 60 tokens) and `ctas` rings,
+    /// each with the CTA's reserved 1 KB, within the SM's [`SM_SMEM_BYTES`].
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_wgmma::AwqWgmma;
+    /// let two = |bm, warps, stages| AwqWgmma::new_resident(Element::F16, bm, warps, stages, 2);
+    /// let p = two(32, [2, 1], 6).unwrap();
+    /// assert_eq!((p.consumer_regs, p.batched, p.ctas_per_sm), (96, false, 2));
+    /// assert!(two(16, [2, 1], 8).unwrap().batched && two(32, [1, 1], 8).unwrap().batched);
+    /// // 64 tokens x 2 words: 64 accumulators of 96 registers; one warpgroup: 6 stages fit, 7 do not
+    /// assert!(two(48, [2, 1], 6).is_some() && two(64, [2, 1], 4).is_none());
+    /// assert!(two(64, [1, 1], 6).is_some() && two(64, [1, 1], 7).is_none() && two(88, [1, 1], 4).is_none());
+    /// assert!(AwqWgmma::new_resident(Element::F16, 32, [2, 1], 6, 3).is_none());
+    /// ```
+    pub fn new_resident(e: Element, bm: i64, warps: [i64; 2], stages: usize, ctas: i64) -> Option<AwqWgmma> {
         let [wgs_r, wgs_n] = warps;
+        if !(1..=2).contains(&ctas) {
+            return None;
+        }
         if !matches!(e, Element::F16 | Element::BF16) {
             return None;
         }
@@ -187,8 +228,9 @@ impl AwqWgmma {
             return None;
         }
         let words = 4 / wgs_r;
-        let consumer_regs = Self::consumer_regs(wgs_r * wgs_n);
-        let max_acc = MAX_ACC_REGS.min(consumer_regs - ACC_HEADROOM);
+        let consumer_regs = Self::consumer_regs_at(wgs_r * wgs_n, ctas);
+        let headroom = if ctas > 1 { RESIDENT_ACC_HEADROOM } else { ACC_HEADROOM };
+        let max_acc = MAX_ACC_REGS.min(consumer_regs - headroom);
         if !(8..=256).contains(&bm) || bm % 8 != 0 || words * bm / 2 > max_acc || !(2..=8).contains(&stages) {
             return None;
         }
@@ -206,7 +248,10 @@ impl AwqWgmma {
         let s_offset = w_offset + st * w_stage_bytes;
         let z_offset = s_offset + st * s_stage_bytes;
         let barrier_offset = z_offset + st * z_stage_bytes;
-        if barrier_offset + 16 * st + 1024 > MAX_SMEM_BYTES {
+        // the CTA's dynamic shared memory (with the base's alignment slack), `ctas` times
+        // with each CTA's reserved 1 KB on the SM
+        let smem = barrier_offset + 16 * st + 1024;
+        if smem > MAX_SMEM_BYTES || ctas * (smem + CTA_RESERVED_SMEM_BYTES) > SM_SMEM_BYTES {
             return None;
         }
         let step = Layout::new(tuple!(bm, 16), tuple!(WGMMA_BK, 1)).ok()?;
@@ -255,6 +300,7 @@ impl AwqWgmma {
                 wgmma_wait_group(),
             ],
             checkpoint: false,
+            ctas_per_sm: ctas,
         })
     }
 
@@ -288,8 +334,22 @@ impl AwqWgmma {
     /// assert_eq!([1, 2, 3, 4].map(AwqWgmma::consumer_regs), [256, 232, 152, 104]);
     /// ```
     pub fn consumer_regs(consumers: i64) -> i64 {
+        Self::consumer_regs_at(consumers, 1)
+    }
+
+    /// [`AwqWgmma::consumer_regs`] with `ctas` CTAs resident on one SM: the launch's
+    /// registers per thread are `65536 / ctas / threads` rounded down to 8 (the
+    /// `__launch_bounds__` cap), the rest as there: with two CTAs 96 for two consumer
+    /// warpgroups (80 at launch), 216 for one (128 at launch).
+    ///
+    /// ```
+    /// use rcute_collective::awq_wgmma::AwqWgmma;
+    /// assert_eq!([1, 2].map(|c| AwqWgmma::consumer_regs_at(c, 2)), [216, 96]);
+    /// assert_eq!(AwqWgmma::consumer_regs_at(2, 1), AwqWgmma::consumer_regs(2));
+    /// ```
+    pub fn consumer_regs_at(consumers: i64, ctas: i64) -> i64 {
         let threads = 128 * (1 + consumers);
-        let pool_per_wg = (65536 / threads / 8 * 8).min(256) * threads / 128;
+        let pool_per_wg = (65536 / ctas / threads / 8 * 8).min(256) * threads / 128;
         ((pool_per_wg - PRODUCER_REGS) / consumers / 8 * 8).min(256)
     }
 

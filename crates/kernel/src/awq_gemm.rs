@@ -64,6 +64,10 @@
 //! let c = generate(&AwqGemmConfig::new(Element::F16, [16, 256, 64], [2, 1], 8, 4).wgmma_checkpoint().split_k()).unwrap();
 //! assert_eq!(c.name, "rc_awq_gemm_f16_16x256x64_w2x1_s8_v1_wgmma_sk");
 //! assert!(c.source.contains("__byte_perm") && c.source.contains("tmap_w"));
+//! // built for two resident CTAs an SM (`AwqGemmConfig::resident`): named `_o2`
+//! let o2 = generate(&AwqGemmConfig::new(Element::F16, [32, 256, 64], [2, 1], 6, 4).wgmma().split_k().resident(2)).unwrap();
+//! assert_eq!(o2.name, "rc_awq_gemm_f16_32x256x64_w2x1_s6_v4_prepared_wgmma_o2_sk");
+//! assert!(o2.source.contains("__launch_bounds__(384, 2)") && o2.source.contains("rc_setmaxnreg_inc<96>()"));
 //! ```
 //!
 //! ```
@@ -329,6 +333,11 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
         }
         + if cfg.persistent { "_p" } else { "" }
         + if cfg.chained { "_c2" } else { "" }
+        + &if cfg.ctas_per_sm != 1 {
+            format!("_o{}", cfg.ctas_per_sm)
+        } else {
+            String::new()
+        }
         + if cfg.split_k { "_sk" } else { "" };
     if plan.wgmma.is_some() {
         return wgmma::generate_wgmma(plan, name);

@@ -197,12 +197,16 @@ pub fn assert_none_in(body: &[Instruction], bad: &[&str], what: &str) {
 /// on one consumer warpgroup, 16 tokens on two along N, 128 on two splitting the words, 32
 /// with a raster of 2; `ops::awq::select_split`'s tiles (16, 32, 48, 64 tokens on two
 /// warpgroups splitting the words; 128 is above); and 16, 32, 64, 80 tokens on four
-/// warpgroups splitting the words (one word each: 2-column partial and output stores).
+/// warpgroups splitting the words (one word each: 2-column partial and output stores);
+/// and built for two resident CTAs an SM (`AwqGemmConfig::resident`): 16 (batched), 32 and
+/// 48 tokens (word by word) on two warpgroups splitting the words, 32 (batched) and 64
+/// (word by word) on one.
 ///
 /// ```
 /// use rcute_kernel::testing::awq_wgmma_split_k_configs;
 /// let v = awq_wgmma_split_k_configs(rcute_atom::Element::F16);
-/// assert!(v.len() == 15 && v.iter().all(|c| c.wgmma && c.split_k));
+/// assert!(v.len() == 20 && v.iter().all(|c| c.wgmma && c.split_k));
+/// assert_eq!(v.iter().filter(|c| c.ctas_per_sm == 2).count(), 5);
 /// ```
 pub fn awq_wgmma_split_k_configs(e: rcute_atom::Element) -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
@@ -225,6 +229,11 @@ pub fn awq_wgmma_split_k_configs(e: rcute_atom::Element) -> Vec<crate::awq_gemm:
         sk([32, 256, 64], [4, 1], 8),
         sk([64, 256, 64], [4, 1], 6),
         sk([80, 256, 64], [4, 1], 6),
+        sk([16, 256, 64], [2, 1], 8).resident(2),
+        sk([32, 256, 64], [2, 1], 6).resident(2),
+        sk([48, 256, 64], [2, 1], 6).resident(2),
+        sk([64, 256, 64], [1, 1], 6).resident(2),
+        sk([32, 256, 64], [1, 1], 8).resident(2),
     ]
 }
 
@@ -234,12 +243,14 @@ pub fn awq_wgmma_split_k_configs(e: rcute_atom::Element) -> Vec<crate::awq_gemm:
 /// four words a warpgroup (8 tokens, one consumer), two boxes a stage (two warpgroups along
 /// N), the one-split kernels of 64 tokens (one consumer warpgroup, 6 and the rule's 8
 /// stages), of 16 tokens (the rule's 9 to 16 rows of a weight too wide for 2 splits) and of
-/// 128, 152, 184 and 192 tokens (two warpgroups splitting the words), and the chained steps.
+/// 128, 152, 184 and 192 tokens (two warpgroups splitting the words), the chained steps,
+/// and split-K kernels built for two resident CTAs an SM (`AwqGemmConfig::resident`: 32 and
+/// 48 tokens on two warpgroups, 64 on one).
 ///
 /// ```
 /// use rcute_kernel::testing::awq_wgmma_checkpoint_configs;
 /// let v = awq_wgmma_checkpoint_configs(rcute_atom::Element::F16);
-/// assert!(v.len() == 15 && v.iter().all(|c| c.wgmma && !c.prepared && c.b_vector_words == 1));
+/// assert!(v.len() == 18 && v.iter().all(|c| c.wgmma && !c.prepared && c.b_vector_words == 1));
 /// ```
 pub fn awq_wgmma_checkpoint_configs(e: rcute_atom::Element) -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
@@ -262,6 +273,9 @@ pub fn awq_wgmma_checkpoint_configs(e: rcute_atom::Element) -> Vec<crate::awq_ge
         ck([152, 256, 64], [2, 1], 7),
         ck([184, 256, 64], [2, 1], 6),
         ck([192, 256, 64], [2, 1], 6),
+        ck([32, 256, 64], [2, 1], 6).split_k().resident(2),
+        ck([48, 256, 64], [2, 1], 6).split_k().resident(2),
+        ck([64, 256, 64], [1, 1], 6).split_k().resident(2),
     ]
 }
 

@@ -389,8 +389,11 @@ fn wgmma_kernels_compile_for_sm90a_with_register_a() {
             r => format!("_prepared_wgmma_r{r}"),
         } + if cfg.persistent { "_p" } else { "" }
             + if cfg.chained { "_c2" } else { "" }
+            + if cfg.ctas_per_sm == 2 { "_o2" } else { "" }
             + if cfg.split_k { "_sk" } else { "" };
         assert!(g.name.ends_with(&suffix), "{}", g.name);
+        let bounds = format!("__launch_bounds__({}, {})", g.plan.threads, cfg.ctas_per_sm);
+        assert!(g.source.contains(&bounds), "{}", g.name);
         let w = g.plan.wgmma.as_ref().unwrap();
         let frag = if cfg.chained {
             "af[i][0]"
@@ -418,6 +421,16 @@ fn wgmma_kernels_compile_for_sm90a_with_register_a() {
         ck.assert_opcodes(
             &["HGMMA", "UTMALDG", "UBLKCP", "LDS", "LOP3", "SYNCS", "USETMAXREG"],
             &["LDGSTS", "LDSM"],
+        );
+        // the launch's registers let `ctas_per_sm` CTAs share an SM's 65536 (80 a thread
+        // for two CTAs of 384 threads)
+        let launch_regs = 65536 / cfg.ctas_per_sm / g.plan.threads / 8 * 8;
+        assert!(
+            i64::from(ck.resources.registers) <= launch_regs,
+            "{}: {} registers at launch, {launch_regs} for {} CTAs an SM",
+            g.name,
+            ck.resources.registers,
+            cfg.ctas_per_sm
         );
         let Some(k) = &ck.sass else { continue };
         // the consumers' mainloop reads the weight from shared memory only; the

@@ -74,6 +74,15 @@ pub(super) fn generate_wgmma(plan: AwqMainloop, name: String) -> Result<Generate
     if cfg.split_k {
         header.insert(2, SPLIT_HEADER.into());
     }
+    if w.ctas_per_sm > 1 {
+        header.insert(
+            2,
+            format!(
+                "Built for {} resident CTAs an SM: launch registers and the ring within the SM's share of each, consumers at {} registers after setmaxnreg.",
+                w.ctas_per_sm, w.consumer_regs
+            ),
+        );
+    }
     let unit = Unit {
         header,
         includes: vec![],
@@ -1086,7 +1095,13 @@ impl Emit<'_> {
         ]
         .concat();
         let mut f = self.kernel_function(body);
-        f.qualifiers = format!("extern \"C\" __global__ __launch_bounds__({}, 1)", self.p.threads);
+        // the plan's resident CTAs an SM (`AwqWgmma::ctas_per_sm`): with 2, ptxas keeps the
+        // launch within half the SM's registers (80 a thread at 384 threads)
+        f.qualifiers = format!(
+            "extern \"C\" __global__ __launch_bounds__({}, {})",
+            self.p.threads,
+            self.wg().ctas_per_sm
+        );
         f.params
             .push(("const __grid_constant__ rc_tmap_t".into(), "tmap_x".into()));
         if self.wg().checkpoint {
