@@ -9,18 +9,16 @@ use rcute_atom::Element;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
 
 /// The split-K tiles of [`select_awq_wgmma_split`]: `(fewest rows, most rows, wide
-/// weight, tokens, warps, stages, CTAs an SM)`, `wide` meaning `N >= DENSE_WIDE_N`. Every
-/// tile has 256 weight columns; two consumer warpgroups splitting each lane's four words
-/// (`[2, 1]`) or one (`[1, 1]`); built for one or two resident CTAs an SM
-/// (`AwqGemmConfig::resident`).
-pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize, usize); 7] = [
-    (9, 16, true, 16, [2, 1], 8, 1),
-    (17, 32, true, 32, [2, 1], 6, 2),
-    (33, 48, true, 48, [2, 1], 6, 2),
-    (49, 64, true, 64, [1, 1], 6, 2),
-    (65, 128, true, 64, [1, 1], 6, 2),
-    (17, 32, false, 16, [2, 1], 8, 2),
-    (33, 64, false, 32, [2, 1], 6, 2),
+/// weight, tokens, warps, stages)`, `wide` meaning `N >= DENSE_WIDE_N`. Every tile has two
+/// consumer warpgroups splitting each lane's four words (`[2, 1]`, 256 weight columns).
+pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 7] = [
+    (9, 16, true, 16, [2, 1], 8),
+    (17, 32, true, 32, [2, 1], 6),
+    (33, 48, true, 48, [2, 1], 8),
+    (49, 64, true, 64, [2, 1], 6),
+    (65, 96, true, 128, [2, 1], 6),
+    (17, 32, false, 16, [2, 1], 8),
+    (33, 64, false, 32, [2, 1], 6),
 ];
 
 /// The split-K SM90 mixed-input kernel for a prepared weight on sm_90 at small batches,
@@ -123,20 +121,18 @@ pub fn select_awq_wgmma_split(
         return None;
     }
     let wide = n >= DENSE_WIDE_N;
-    let &(_, _, _, bm, warps, stages, ctas) = WGMMA_SPLIT_TILES
+    let &(_, _, _, bm, warps, stages) = WGMMA_SPLIT_TILES
         .iter()
         .find(|t| (t.0..=t.1).contains(&m) && t.2 == wide)?;
     let bn = 256 * warps[1] as usize;
     let tiles = m.div_ceil(bm as usize) * n.div_ceil(bn);
-    // at most one wave of the SMs' resident CTAs
-    let splits = (ctas * sms / tiles).min(k.div_ceil(64));
+    let splits = (sms / tiles).min(k.div_ceil(64));
     if splits < 2 {
         return None;
     }
     let cfg = AwqGemmConfig::new(element, [bm, bn as i64, 64], warps, stages, 4)
         .wgmma()
-        .split_k()
-        .resident(ctas as i64);
+        .split_k();
     Some((cfg, splits as u32))
 }
 
@@ -183,7 +179,7 @@ pub fn select_awq_wgmma_prepared(
 /// The first split tile of [`WGMMA_SPLIT_TILES`] (9 to 16 rows of a wide weight) in one
 /// split, where the split rule's `SMs / tiles` is below 2.
 fn one_split_decode(m: usize, n: usize, k: usize, cc: (u32, u32), element: Element) -> Option<(AwqGemmConfig, u32)> {
-    let (lo, hi, wide, bm, warps, stages, _) = WGMMA_SPLIT_TILES[0];
+    let (lo, hi, wide, bm, warps, stages) = WGMMA_SPLIT_TILES[0];
     let fits = (lo..=hi).contains(&m) && wide && n >= DENSE_WIDE_N && wgmma_fits(n, k, cc);
     fits.then(|| (AwqGemmConfig::new(element, [bm, 256, 64], warps, stages, 4).wgmma(), 1))
 }
