@@ -364,7 +364,7 @@ fn awq_gemm_prepared_bulk_matches_the_float64_reference() {
 }
 
 /// The SM90 mixed-input prepared kernels (swap-AB RS wgmma, x by TMA): two consumer
-/// warpgroups along N, two splitting a lane's words, one, three (word by word), 32 to 128
+/// warpgroups along N, two splitting a lane's words, one, three (word by word), 32 to 192
 /// tokens per CTA, rings of 2 to 8 stages (2: the ring wraps every other k-tile; 8:
 /// 208,000 bytes of shared memory).
 fn wgmma_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
@@ -375,6 +375,8 @@ fn wgmma_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
         AwqGemmConfig::new(e, [32, 512, 64], [1, 2], 2, 4).wgmma(),
         AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 8, 4).wgmma(),
         AwqGemmConfig::new(e, [32, 768, 64], [1, 3], 4, 4).wgmma(),
+        // the prepared op's one-split tile at 17 ..= 32 rows of a weight too wide for 2 splits
+        AwqGemmConfig::new(e, [32, 256, 64], [2, 1], 6, 4).wgmma(),
         // wider token tiles: 152 (not a multiple of 16, a ring of 7) and 160 tokens batched,
         // 184 (not a multiple of 16) and 192 word by word
         AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma(),
@@ -456,8 +458,10 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     // 152x256 tile (3 waves of 392 CTAs against 4 of 448 with 128 tokens), the 184x256
     // tile (1500 rows: 4 waves of 504 against 4 of 448 with 192 at a higher cost a wave;
     // 4095 rows, 23 ragged row tiles: 6 waves of 736 against 6 of 704 with 192 and 7 of 864
-    // with 152), and too few CTAs for the kernel (the dense path)
+    // with 152), too few CTAs for the kernel (the dense path), and 24 x 28672 (the 32x256
+    // tile in one split: 112 tiles, too many for 2 splits)
     for (m, n, k, g, bias) in [
+        (24, 28672, 128, 128, true),
         (160, 8192, 256, 128, true),
         (200, 8192, 128, 32, false),
         (300, 8192, 128, 32, false),
@@ -1012,7 +1016,8 @@ fn half_bits<T: Half>(v: &[T]) -> Vec<u64> {
 /// The unprepared op's own choice where
 /// [`rcute_ops::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint`] takes the shape
 /// (asserted on 100 SMs or more; 132 SMs: the 16-token split-K tile in 4, 3 and 2 splits at
-/// 8192, 11008 and 14336 columns and in one split at 28672, 48 tokens in 4 splits at 40 x
+/// 8192, 11008 and 14336 columns and in one split at 28672, the 32-token tile in one split
+/// at 32 x 28672, 48 tokens in 4 splits at 40 x
 /// 8192, 128 tokens in 2 at 96 x 14336, 32 tokens in 4 at 64 x 4096, the one-split tiles at
 /// 300 x 8192 and 200 x 14336), twice bit-identical, equal to the rule's kernel forced, and
 /// bit-identical to the prepared op, which runs the same tile
@@ -1026,6 +1031,7 @@ fn wgmma_checkpoint_op_cases<T: Half>(ops: &Ops, e: rcute_atom::Element, rng: &m
         (16, 11008, 320, 64, false),
         (12, 14336, 512, 128, true),
         (16, 28672, 128, 128, true),
+        (32, 28672, 256, 64, false),
         (40, 8192, 256, 64, false),
         (96, 14336, 128, 32, true),
         (64, 4096, 256, 128, false),

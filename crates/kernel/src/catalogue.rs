@@ -648,7 +648,8 @@ pub fn awq_bulk_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 /// 192 tokens x 256 with two consumer warpgroups splitting each lane's four words and 6, 7,
 /// 6 and 6 stages; and the split-K kernels (`AwqGemmConfig::split_k`) that
 /// `ops::awq::select_split::select_awq_wgmma_split` takes: 16, 32, 48, 64 and 128 tokens x
-/// 256 on two consumer warpgroups splitting the words, 8, 6, 8, 6 and 6 stages; and the
+/// 256 on two consumer warpgroups splitting the words, 8, 6, 8, 6 and 6 stages, and the
+/// 32-token one in one split (`select_awq_wgmma_prepared`); and the
 /// same kernels on the checkpoint's `qweight` (`AwqGemmConfig::wgmma_checkpoint`) that the
 /// unprepared op's `ops::awq::select_checkpoint_wgmma` takes
 /// (`awq_wgmma_checkpoint_rule_configs`); f16 and bf16.
@@ -670,6 +671,9 @@ pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
                 AwqGemmConfig::new(e, [48, 256, 64], [2, 1], 8, 4).wgmma().split_k(),
                 AwqGemmConfig::new(e, [64, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
                 AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
+                // one split at 17 ..= 32 rows of a weight too wide for 2 splits
+                // (`ops::awq::select_split::select_awq_wgmma_prepared`)
+                AwqGemmConfig::new(e, [32, 256, 64], [2, 1], 6, 4).wgmma(),
             ]
         })
         .chain(awq_wgmma_checkpoint_rule_configs())
@@ -679,7 +683,7 @@ pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 /// The unprepared op's kernels on the checkpoint's words
 /// (`ops::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint`: the prepared op's
 /// wgmma tiles with `AwqGemmConfig::wgmma_checkpoint`): the split-K tiles of 16, 32, 48, 64
-/// and 128 tokens, the 16-token tile in one split, and the one-split tiles of 64 (one
+/// and 128 tokens, the 16- and 32-token tiles in one split, and the one-split tiles of 64 (one
 /// consumer warpgroup, 8 stages), 128, 152, 184 and 192 tokens; f16 and bf16.
 fn awq_wgmma_checkpoint_rule_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
@@ -696,6 +700,7 @@ fn awq_wgmma_checkpoint_rule_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
                 ck(e, 64, [2, 1], 6).split_k(),
                 ck(e, 128, [2, 1], 6).split_k(),
                 ck(e, 16, [2, 1], 8),
+                ck(e, 32, [2, 1], 6),
                 ck(e, 64, [1, 1], 8),
                 ck(e, 128, [2, 1], 6),
                 ck(e, 152, [2, 1], 7),

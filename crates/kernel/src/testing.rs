@@ -242,7 +242,7 @@ pub fn awq_wgmma_split_k_configs(e: rcute_atom::Element) -> Vec<crate::awq_gemm:
 /// op's split-K tiles (16, 32, 48, 64 and 128 tokens, two warpgroups splitting the words),
 /// four words a warpgroup (8 tokens, one consumer), two boxes a stage (two warpgroups along
 /// N), the one-split kernels of 64 tokens (one consumer warpgroup, 6 and the rule's 8
-/// stages), of 16 tokens (the rule's 9 to 16 rows of a weight too wide for 2 splits) and of
+/// stages), of 16 and 32 tokens (the rule's 9 to 32 rows of a weight too wide for 2 splits) and of
 /// 128, 152, 184 and 192 tokens (two warpgroups splitting the words), the chained steps,
 /// and split-K kernels built for two resident CTAs an SM (`AwqGemmConfig::resident`: 32 and
 /// 48 tokens on two warpgroups, 64 on one).
@@ -250,7 +250,7 @@ pub fn awq_wgmma_split_k_configs(e: rcute_atom::Element) -> Vec<crate::awq_gemm:
 /// ```
 /// use rcute_kernel::testing::awq_wgmma_checkpoint_configs;
 /// let v = awq_wgmma_checkpoint_configs(rcute_atom::Element::F16);
-/// assert!(v.len() == 18 && v.iter().all(|c| c.wgmma && !c.prepared && c.b_vector_words == 1));
+/// assert!(v.len() == 19 && v.iter().all(|c| c.wgmma && !c.prepared && c.b_vector_words == 1));
 /// ```
 pub fn awq_wgmma_checkpoint_configs(e: rcute_atom::Element) -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
@@ -268,6 +268,7 @@ pub fn awq_wgmma_checkpoint_configs(e: rcute_atom::Element) -> Vec<crate::awq_ge
         ck([64, 256, 64], [2, 1], 6).split_k(),
         ck([128, 256, 64], [2, 1], 6).split_k(),
         ck([16, 256, 64], [2, 1], 8),
+        ck([32, 256, 64], [2, 1], 6),
         ck([64, 256, 64], [1, 1], 8),
         ck([128, 256, 64], [2, 1], 6),
         ck([152, 256, 64], [2, 1], 7),

@@ -335,6 +335,8 @@ fn wgmma_configs() -> Vec<AwqGemmConfig> {
         v.push(AwqGemmConfig::new(e, [32, 512, 64], [1, 2], 6, 4).wgmma());
         v.push(AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 8, 4).wgmma());
         v.push(AwqGemmConfig::new(e, [32, 768, 64], [1, 3], 4, 4).wgmma());
+        // the prepared op's one-split 32-token tile (two warpgroups splitting the words)
+        v.push(AwqGemmConfig::new(e, [32, 256, 64], [2, 1], 6, 4).wgmma());
         // wider token tiles (fewer waves): 152 and 160 tokens batched, 184 and 192 word by
         // word (184 and 192 accumulators), 96 tokens x 4 words on two warpgroups along N
         v.push(AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma());

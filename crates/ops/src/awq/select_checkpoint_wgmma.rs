@@ -76,10 +76,12 @@ pub const WGMMA_CHECKPOINT_MAX_ROWS: usize = super::select::REORDERED_MAX_M;
 /// assert_eq!((pick(9, 8192), pick(16, 11008), pick(12, 14336)), (Some((t, [2, 1], 8, true, 4)), Some((t, [2, 1], 8, true, 3)), Some((t, [2, 1], 8, true, 2))));
 /// // 9 to 16 rows of 28672 columns: the 16-token tile in one split
 /// assert_eq!((pick(9, 28672), pick(16, 28672)), (Some((t, [2, 1], 8, false, 1)), Some((t, [2, 1], 8, false, 1))));
+/// // 17 to 32 rows of 28672 columns: the 32-token tile in one split
+/// assert_eq!(pick(24, 28672), Some(([32, 256, 64], [2, 1], 6, false, 1)));
 /// let (cfg, _) = select_awq_wgmma_checkpoint(16, 11008, 4096, 132, h, f16).unwrap();
 /// assert!(cfg.wgmma && cfg.split_k && !cfg.prepared && cfg.b_vector_words == 1);
 /// // elsewhere the prepared op's choice with the checkpoint flag
-/// for (m, n) in [(9, 28672), (16, 28672), (24, 14336), (48, 14336), (64, 14336), (96, 14336), (32, 4096), (64, 4096), (128, 14336), (1024, 14336), (3072, 14336)] {
+/// for (m, n) in [(9, 28672), (16, 28672), (32, 28672), (24, 14336), (48, 14336), (64, 14336), (96, 14336), (32, 4096), (64, 4096), (128, 14336), (1024, 14336), (3072, 14336)] {
 ///     let (p, s) = select_awq_wgmma_prepared(m, n, 4096, 132, h, f16).unwrap();
 ///     let (c, cs) = select_awq_wgmma_checkpoint(m, n, 4096, 132, h, f16).unwrap();
 ///     assert_eq!((c.tile, c.warps, c.stages, c.split_k, cs), (p.tile, p.warps, p.stages, p.split_k, s));

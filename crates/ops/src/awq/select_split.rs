@@ -140,7 +140,8 @@ pub fn select_awq_wgmma_split(
 /// rules of `Ops::awq_gemm_prepared`): the split-K tile of [`select_awq_wgmma_split`],
 /// else the one-split tile of `super::select::select_awq_wgmma`, else at 9 to 16 rows of a
 /// wide weight whose split tile gets one split (N above 16896 on 132 SMs) that 16-token
-/// tile in one split (two consumer warpgroups, 8 stages, no split-K). The unprepared op's
+/// tile in one split (two consumer warpgroups, 8 stages, no split-K), and at 17 to 32 rows
+/// the 32-token tile in one split (`one_split_wide`: 6 stages). The unprepared op's
 /// `super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint` runs the same choice on
 /// the checkpoint's words.
 ///
@@ -157,6 +158,10 @@ pub fn select_awq_wgmma_split(
 /// // the split rule where it applies, the one-split 16-token tile where it gets one split
 /// assert_eq!(pick(16, 14336), select_awq_wgmma_split(16, 14336, 4096, 132, h, f16).map(|(c, s)| (c.tile[0], c.split_k, s)));
 /// assert_eq!((pick(9, 28672), pick(16, 28672)), (Some((16, false, 1)), Some((16, false, 1))));
+/// // 17 to 32 rows of 28672: the 32-token tile in one split (two consumer warpgroups, 6 stages)
+/// assert_eq!((pick(17, 28672), pick(32, 28672), pick(33, 28672)), (Some((32, false, 1)), Some((32, false, 1)), Some((64, false, 1))));
+/// let (c32, _) = select_awq_wgmma_prepared(24, 28672, 4096, 132, h, f16).unwrap();
+/// assert!(c32.warps == [2, 1] && c32.stages == 6 && !c32.split_k);
 /// let (cfg, _) = select_awq_wgmma_prepared(16, 28672, 4096, 132, h, f16).unwrap();
 /// assert!(cfg.wgmma && cfg.prepared && cfg.warps == [2, 1] && cfg.stages == 8);
 /// // 8 rows, a narrow weight at 16 rows, not sm_90: other rules
@@ -174,6 +179,24 @@ pub fn select_awq_wgmma_prepared(
     select_awq_wgmma_split(m, n, k, sms, cc, element)
         .or_else(|| select_awq_wgmma(m, n, k, sms, cc, element))
         .or_else(|| one_split_decode(m, n, k, cc, element))
+        .or_else(|| one_split_wide(m, n, k, cc, element))
+}
+
+/// The second split tile of [`WGMMA_SPLIT_TILES`] (17 to 32 rows of a wide weight: 32
+/// tokens, two consumer warpgroups splitting the words, 6 stages) in one split, where the
+/// split rule's `SMs / tiles` is below 2 (N above 16896 on 132 SMs; `select_awq_wgmma`
+/// starts at 33 rows).
+///
+/// Measured (helper awqmid, session 23, H100, BENCHMARKS.md; `rcute bench awq --group 128
+/// --iters 10`, random data, in the order main, this, this, main): at 24 / 32 x 28672 x 4096
+/// `wgmma:32x256,2x1,6,1` took 33.10, 33.13 / 33.22, 33.36 µs against main's
+/// `prepared-auto` (the `cp.async` kernel of `super::select::select_awq_gemm_prepared`)
+/// 47.09, 46.72 / 50.43, 49.81 (cuBLAS fp16 80-85); the split-K kernel of the same tile in
+/// one split 34.2-35.6, built for two resident CTAs an SM 35.4-35.7.
+fn one_split_wide(m: usize, n: usize, k: usize, cc: (u32, u32), element: Element) -> Option<(AwqGemmConfig, u32)> {
+    let (lo, hi, wide, bm, warps, stages) = WGMMA_SPLIT_TILES[1];
+    let fits = (lo..=hi).contains(&m) && wide && n >= DENSE_WIDE_N && wgmma_fits(n, k, cc);
+    fits.then(|| (AwqGemmConfig::new(element, [bm, 256, 64], warps, stages, 4).wgmma(), 1))
 }
 
 /// The first split tile of [`WGMMA_SPLIT_TILES`] (9 to 16 rows of a wide weight) in one
