@@ -45,7 +45,9 @@
 //! `CTAs`-th tile, its ring running on from tile to tile (the accumulators overwritten by
 //! the tile's first `wgmma`, the tile's last stage handed back before the stores); `chained`
 //! (two words per warpgroup) converts a word's fragments of two k16 steps and issues their
-//! `wgmma`s back to back on its accumulators as one group. No rule takes them.
+//! `wgmma`s back to back on its accumulators as one group; `ctas_per_sm = 2`
+//! ([`AwqWgmma::new_resident`]) builds the plan for two resident CTAs an SM (half the
+//! registers and shared memory each). No rule takes them.
 //!
 //! **K splits** (`split_k`, [`crate::awq_mainloop::AwqMainloopConfig::split_k`]): split `z`
 //! of the grid takes the k-tiles `[z kt_per_split, (z + 1) kt_per_split)`, its producer

@@ -21,7 +21,8 @@
 //! On sm_90, for 32 < M <= [`super::select::WGMMA_MAX_M`] (4096) where [`super::select::select_awq_wgmma`] takes the shape,
 //! and first its split-K variant where [`super::select_split::select_awq_wgmma_split`]
 //! takes it (9 to 96 rows of a wide weight, 17 to 64 of a narrower one), and at 9 to 16
-//! rows of a weight too wide for two splits the 16-token tile in one split (all three:
+//! (17 to 32) rows of a weight too wide for two splits the 16-token (32-token) tile in one
+//! split (all three:
 //! [`super::select_split::select_awq_wgmma_prepared`]), `Ops::awq_gemm_prepared` runs the SM90 mixed-input kernel on the prepared weight; for
 //! the other prefill sizes it takes the dense path on the checkpoint's own `qweight` (kept
 //! borrowed for that), like [`crate::Ops::awq_gemm`].
