@@ -310,8 +310,14 @@ impl GeneratedAwqGemm {
 pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
     let plan = AwqMainloop::new(cfg).map_err(|e| GemmError::Config(e.to_string()))?;
     let [bm, bn, bk] = cfg.tile;
+    // `_xT`: a streamed kernel's staged x of T k-tiles a split (the default's name has none)
+    let staged = if cfg.staged_k_tiles > 0 {
+        format!("_x{}", cfg.staged_k_tiles)
+    } else {
+        String::new()
+    };
     let name = format!(
-        "rc_awq_gemm_{}_{bm}x{bn}x{bk}_w{}x{}_s{}_v{}{}{}",
+        "rc_awq_gemm_{}_{bm}x{bn}x{bk}_w{}x{}_s{}{staged}_v{}{}{}",
         cfg.element,
         cfg.warps[0],
         cfg.warps[1],
