@@ -17,8 +17,8 @@
 //! sizes the one-split kernel on `qweight` reordered per call into stream scratch
 //! ([`reordered`], where [`select::awq_reordered_wins`]); at 1 to 16 rows `awq_gemm` takes
 //! the streamed and fused kernels of [`select_checkpoint`] where the wgmma kernel does not
-//! apply; at 9 to 16 rows of a wide weight both ops take the 16-row streamed tile of
-//! [`select_streamed16`] first.
+//! apply; at 9 to 16 rows of a wide weight `awq_gemm_prepared` takes the 16-row streamed
+//! tile of [`select_streamed16`] first.
 
 pub mod dense;
 pub mod format;

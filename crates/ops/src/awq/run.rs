@@ -9,7 +9,6 @@ use super::kernels::{LoadedAwqDequantize, LoadedAwqGemm};
 use super::select::awq_reordered_wins;
 use super::select_checkpoint::{select_awq_checkpoint_streamed, select_awq_gemm_checkpoint};
 use super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint;
-use super::select_streamed16::select_awq_streamed_checkpoint_wide16;
 use super::validate::{
     validate_awq_dequantize, validate_awq_dequantize_kmajor, validate_awq_gemm, AwqGemmProblem, AwqTensors,
     AwqWeightProblem,
@@ -200,10 +199,7 @@ impl Ops {
 
     /// `out = x @ dequantize(w) (+ bias)` on AutoAWQ's checkpoint tensors as they are:
     /// `x [M, K]` f16 or bf16 (the scales' type), f32 accumulation, `out [M, N]` rounded
-    /// once. The path follows the shape: first the 16-row register-streamed tile on the
-    /// checkpoint's words where
-    /// [`super::select_streamed16::select_awq_streamed_checkpoint_wide16`] takes it (9 to 16
-    /// rows of a wide weight); then, on sm_90, the SM90 mixed-input kernel on
+    /// once. The path follows the shape: first, on sm_90, the SM90 mixed-input kernel on
     /// the checkpoint's words (the prepared op's wgmma choice with the checkpoint flag)
     /// where [`super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint`] takes it and
     /// `x` and `qweight` fit its TMA maps; else the fused int4 kernel (the
@@ -268,15 +264,10 @@ impl Ops {
         uses.write(out.tracked_mut());
         let (m, n, k, cc) = (p.m, p.w.shape.n, p.w.shape.k, self.gpu().compute_capability());
         let e = element(p.w.dtype).ok();
-        // the 16-row streamed tile (9 to 16 rows of a wide weight): the prepared op's twin
-        let sms = self.gpu().sm_count() as usize;
-        if let Some(s16) = e.and_then(|e| select_awq_streamed_checkpoint_wide16(m, n, k, sms, e)) {
-            return self.run_awq_gemm(&p, Some(s16));
-        }
         if let Some(wgmma) = e.and_then(|e| self.checkpoint_wgmma(&p, e)) {
             return self.run_awq_gemm(&p, Some(wgmma));
         }
-        if x_fits_wgmma_tma(&p.x) && awq_reordered_wins(m, n, k, sms, cc) {
+        if x_fits_wgmma_tma(&p.x) && awq_reordered_wins(m, n, k, self.gpu().sm_count() as usize, cc) {
             return self.run_awq_gemm_reordered(&p, None);
         }
         if super::select::awq_dense_wins(m, n, k, cc) {

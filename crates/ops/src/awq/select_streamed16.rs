@@ -1,59 +1,73 @@
-//! The 16-row register-streamed rule on a wide weight (9 to 16 rows, issue 12): one 16-row
-//! tile of two 64-column blocks a CTA with K = 4096 of `x` staged in one split
-//! (`AwqGemmConfig::staged_k_tiles`), so each weight word is read once and its A fragment
-//! multiplies both 8-row B fragments of the tile (two `mma.sync` n8 per word, the swap-AB
-//! layout of `rcute_collective::awq_streamed`); the prepared op's form
-//! ([`select_awq_streamed_wide16`]) and its twin on the checkpoint's words
-//! ([`select_awq_streamed_checkpoint_wide16`]: the same tile, warps and ring, bit-identical
-//! results). Both ops ask these rules before the SM90 wgmma kernels at 9 to 16 rows.
+//! The prepared op's 16-row register-streamed rule on a wide weight (9 to 16 rows, issue
+//! 12): one 16-row tile of two 64-column blocks a CTA with K = 4096 of `x` staged in one
+//! split (`AwqGemmConfig::staged_k_tiles`), so each weight word is read once and its A
+//! fragment multiplies both 8-row B fragments of the tile (two `mma.sync` n8 per word, the
+//! swap-AB layout of `rcute_collective::awq_streamed`). `Ops::awq_gemm_prepared` asks it
+//! before the SM90 wgmma kernels.
 //!
-//! The domain is the 8-row wide rule's ([`super::select::select_awq_streamed_wide`]): more
-//! than one and at most two waves of 64-column blocks (`sms < ceil(N / 64) <= 2 sms`: N =
-//! 11008 and 14336 on 132 SMs), whose 128-column tiles then fill more than half and at
-//! most one wave of CTAs of one CTA an SM (the 128 KB stage); K in whole k16 steps and at
-//! most 4096.
+//! Domain: 9 to 16 rows; a grid of `ceil(N / 128)` CTAs (one an SM: the 128 KB stage) of
+//! more than three quarters and at most one wave of the SMs (N = 14336 on 132 SMs: 112
+//! CTAs; 11008 with 86 CTAs measured slower than the split-K wgmma kernel); K in whole k16
+//! steps and at most 4096.
+//!
+//! Measured (helper awq16, H100, `rcute bench awq --group 128 --iters 10 --config
+//! prepared-auto --config streamed-sring:16x128,8x2,RING,1,x64 ...`, random data, K = 4096;
+//! BENCHMARKS.md, session 23): µs of the prepared op before (main `460f0f0`: the split-K
+//! wgmma kernel `16x256, 2x1`) and with this rule, `before, after, after, before` in one
+//! call, cuBLAS fp16 45.0-46.0 (14336) and 32.8-33.1 (11008) in the same rows:
+//!
+//! | M x N | before | after | after | before |
+//! |---|---|---|---|---|
+//! | 9 x 14336 | 20.05 | **17.83** | **17.40** | 20.45 |
+//! | 12 x 14336 | 20.60 | **18.55** | **18.26** | 20.69 |
+//! | 16 x 14336 | 21.19 | **18.84** | **18.33** | 21.22 |
+//! | 16 x 11008 | 16.71 | 17.81 | 17.84 | 16.82 |
+//!
+//! (the after column at 11008 with the 16-row tile: so not taken there.) The same call's
+//! forced forms at 16 x 14336: a shared ring of 2 18.65 / 18.51, of 6 19.23, a register
+//! ring of 2 18.64, 12 warps along K 18.94; the 16x128 tile in two splits of the default
+//! stage (224 CTAs, cluster sum) 24.75. The checkpoint twin of the tile
+//! (`streamed-checkpoint:16x128,8x2,R,1,x64`, rings of 4 and 2 in registers, bit-identical
+//! results) took 20.9-22.6 µs at 9 to 16 x 14336 (21.3 at 16 x 11008) against 20.2-21.3
+//! (one run 23.0) for the unprepared op's split-K wgmma kernel on the checkpoint's words
+//! (17.0-17.2 at 16 x 11008): not taken by `Ops::awq_gemm`, which keeps that kernel
+//! (unprepared / prepared 1.10-1.26x with this rule at 9 to 16 x 14336).
 //!
 //! ```
-//! use rcute_ops::awq::select_streamed16::{select_awq_streamed_checkpoint_wide16, select_awq_streamed_wide16};
+//! use rcute_ops::awq::select_streamed16::select_awq_streamed_wide16;
 //! let f16 = rcute_atom::Element::F16;
 //! let (cfg, splits) = select_awq_streamed_wide16(16, 14336, 4096, 132, f16).unwrap();
 //! assert!(cfg.streamed && cfg.prepared && cfg.shared_ring && splits == 1);
 //! assert_eq!((cfg.tile, cfg.warps, cfg.stages, cfg.staged_k_tiles), ([16, 128, 64], [8, 2], 4, 64));
-//! let (twin, splits) = select_awq_streamed_checkpoint_wide16(16, 14336, 4096, 132, f16).unwrap();
-//! assert!(twin.streamed && !twin.prepared && !twin.shared_ring && splits == 1);
-//! assert_eq!((twin.tile, twin.warps, twin.stages, twin.staged_k_tiles), (cfg.tile, cfg.warps, cfg.stages, 64));
-//! // 9 .. 16 rows of 11008 and 14336 columns, K up to 4096 in whole k16 steps
-//! for (m, n) in [(9, 14336), (12, 11008), (16, 11008)] {
-//!     assert!(select_awq_streamed_wide16(m, n, 4096, 132, f16).is_some());
-//! }
-//! // not 8 rows (the 8-row wide rule) or 17; not 8192 columns (one wave of 64-column
-//! // blocks) or 28672 (four); not K past 4096 or inside a k16 step
-//! for (m, n, k) in [(8, 14336, 4096), (17, 14336, 4096), (16, 8192, 4096), (16, 28672, 4096), (16, 14336, 4160), (16, 14336, 4088)] {
+//! assert!(select_awq_streamed_wide16(9, 14336, 2048, 132, f16).is_some());
+//! // not 8 rows (the 8-row wide rule) or 17; not 11008 columns (86 CTAs), 8192 (64) or
+//! // 28672 (224); not K past 4096 or inside a k16 step
+//! for (m, n, k) in [(8, 14336, 4096), (17, 14336, 4096), (16, 11008, 4096), (16, 8192, 4096), (16, 28672, 4096), (16, 14336, 4160), (16, 14336, 4088)] {
 //!     assert!(select_awq_streamed_wide16(m, n, k, 132, f16).is_none(), "{m}x{n}x{k}");
-//!     assert!(select_awq_streamed_checkpoint_wide16(m, n, k, 132, f16).is_none(), "{m}x{n}x{k}");
 //! }
 //! ```
 
-use super::select::streamed_one_split;
+use super::select::staged_k;
 use rcute_atom::Element;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
 
-/// Fewest rows of `x` the 16-row rules take (fewer: the 8-row wide rules).
+/// Fewest rows of `x` the rule takes (fewer: the 8-row streamed rules).
 pub const WIDE16_MIN_ROWS: usize = 9;
 
-/// Most rows of `x` the 16-row rules take (one row tile).
+/// Most rows of `x` the rule takes (one row tile).
 pub const WIDE16_MAX_ROWS: usize = 16;
 
-/// The 16-row tile of the rules on the prepared weight: 16 x 128 columns (two 64-column
-/// blocks, 8 warps along K each), a shared ring of 4 steps per lane, K = 4096 staged (64
-/// k-tiles: 17 staged rows of 8 KB and the 32 KB ring, one CTA an SM).
+/// The rule's tile: 16 x 128 columns (two 64-column blocks, 8 warps along K each), a
+/// shared ring of 4 steps per lane, K = 4096 staged (64 k-tiles: 17 staged rows of 8 KB and
+/// the 32 KB ring, one CTA an SM).
 pub fn wide16_config(element: Element) -> AwqGemmConfig {
     AwqGemmConfig::new(element, [16, 128, 64], [8, 2], 4, 4)
         .streamed_shared_ring()
         .staged_k_tiles(64)
 }
 
-/// The prepared op's 16-row streamed choice (see the module docs), or `None`.
+/// The prepared op's 16-row streamed choice on `sms` SMs (see the module docs): the tile of
+/// [`wide16_config`] in one split, or `None`.
 pub fn select_awq_streamed_wide16(
     m: usize,
     n: usize,
@@ -61,62 +75,38 @@ pub fn select_awq_streamed_wide16(
     sms: usize,
     element: Element,
 ) -> Option<(AwqGemmConfig, u32)> {
-    wide16(wide16_config(element), (m, n, k), sms)
-}
-
-/// The unprepared op's twin of [`select_awq_streamed_wide16`] on AutoAWQ's checkpoint words
-/// (the same tile, warps, ring depth and staged `x`; the ring in registers: the
-/// checkpoint's 4-byte loads have no shared ring), or `None`.
-pub fn select_awq_streamed_checkpoint_wide16(
-    m: usize,
-    n: usize,
-    k: usize,
-    sms: usize,
-    element: Element,
-) -> Option<(AwqGemmConfig, u32)> {
-    wide16(wide16_config(element).streamed_checkpoint(), (m, n, k), sms)
-}
-
-/// `cfg` in one split on the rules' domain.
-fn wide16(cfg: AwqGemmConfig, (m, n, k): (usize, usize, usize), sms: usize) -> Option<(AwqGemmConfig, u32)> {
-    if m < WIDE16_MIN_ROWS {
-        return None;
-    }
-    streamed_one_split(cfg, (m, n, k), sms, WIDE16_MAX_ROWS, 2)
+    let cfg = wide16_config(element);
+    let ctas = n.div_ceil(cfg.tile[1] as usize);
+    let rows = (WIDE16_MIN_ROWS..=WIDE16_MAX_ROWS).contains(&m);
+    let fills = 4 * ctas > 3 * sms && ctas <= sms;
+    let one_split = k <= staged_k(&cfg) && k.is_multiple_of(16);
+    (rows && fills && one_split).then_some((cfg, 1))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Wherever chosen, both rules run one split of the same tile in more than half and at
-    /// most one wave of CTAs, K within the staged x, 9 to 16 rows in one row tile; and the
-    /// kernels are twins (same tile, warps, ring, stage).
+    /// Wherever chosen, the rule runs one split of its tile in more than three quarters and
+    /// at most one wave of CTAs, K within the staged x, 9 to 16 rows in one row tile.
     #[test]
-    fn wide16_runs_one_split_in_one_wave_and_the_ops_agree() {
+    fn wide16_runs_one_split_in_most_of_one_wave() {
         let e = Element::BF16;
         let mut chosen = 0;
         for sms in [108, 114, 132] {
             for m in 1..=20 {
                 for n in (64..=30000).step_by(320) {
                     for k in [64, 1024, 4096, 4104, 4160, 8192] {
-                        let got = select_awq_streamed_wide16(m, n, k, sms, e);
-                        let twin = select_awq_streamed_checkpoint_wide16(m, n, k, sms, e);
-                        assert_eq!(got.is_some(), twin.is_some(), "{m}x{n}x{k}");
-                        let (Some((cfg, splits)), Some((tw, ts))) = (got, twin) else {
+                        let Some((cfg, splits)) = select_awq_streamed_wide16(m, n, k, sms, e) else {
                             continue;
                         };
                         chosen += 1;
-                        assert_eq!(
-                            (cfg.tile, cfg.warps, cfg.stages, cfg.staged_k_tiles, splits),
-                            (tw.tile, tw.warps, tw.stages, tw.staged_k_tiles, ts)
-                        );
                         let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
                         let (_, run) = g.split_plan(k as i32, splits as i32);
                         let lc = g.launch_config(m as i32, n as i32, run);
                         let ctas = (lc.grid.x * lc.grid.y * lc.grid.z) as usize;
                         assert!(
-                            (9..=16).contains(&m) && k % 16 == 0 && run == 1 && 2 * ctas > sms && ctas <= sms,
+                            (9..=16).contains(&m) && k % 16 == 0 && run == 1 && 4 * ctas > 3 * sms && ctas <= sms,
                             "{m}x{n}x{k} on {sms}: {ctas} CTAs, {run} splits"
                         );
                     }
@@ -124,5 +114,14 @@ mod tests {
             }
         }
         assert!(chosen > 0);
+    }
+
+    /// The rule's kernels (f16, bf16) are catalogue units.
+    #[test]
+    fn wide16_kernels_are_in_the_catalogue() {
+        let units = rcute_kernel::catalogue::awq_streamed_configs();
+        for e in [Element::F16, Element::BF16] {
+            assert!(units.contains(&wide16_config(e)), "{e}");
+        }
     }
 }
