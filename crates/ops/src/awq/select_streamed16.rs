@@ -11,27 +11,29 @@
 //! steps and at most 4096.
 //!
 //! Measured (helper awq16, H100, `rcute bench awq --group 128 --iters 10 --config
-//! prepared-auto --config streamed-sring:16x128,8x2,RING,1,x64 ...`, random data, K = 4096;
-//! BENCHMARKS.md, session 23): µs of the prepared op before (main `460f0f0`: the split-K
-//! wgmma kernel `16x256, 2x1`) and with this rule, `before, after, after, before` in one
-//! call, cuBLAS fp16 45.0-46.0 (14336) and 32.8-33.1 (11008) in the same rows:
+//! prepared-auto`, random data, K = 4096, cuBLAS fp16 in the same rows; BENCHMARKS.md,
+//! session 23, call 2): µs of the prepared op, main `460f0f0` (before: the split-K wgmma
+//! kernel `16x256, 2x1`, 2 splits) against this rule, `before, after, after, before` in one
+//! call (cuBLAS 44.5-47.1 µs at 14336, 32.2-34.3 at 11008):
 //!
 //! | M x N | before | after | after | before |
 //! |---|---|---|---|---|
-//! | 9 x 14336 | 20.05 | **17.83** | **17.40** | 20.45 |
-//! | 12 x 14336 | 20.60 | **18.55** | **18.26** | 20.69 |
-//! | 16 x 14336 | 21.19 | **18.84** | **18.33** | 21.22 |
-//! | 16 x 11008 | 16.71 | 17.81 | 17.84 | 16.82 |
+//! | 9 x 14336 | 22.32 | **17.85** | **17.89** | 20.18 |
+//! | 12 x 14336 | 20.36 | **17.80** | **18.21** | 20.42 |
+//! | 16 x 14336 | 21.05 | **18.41** | **18.78** | 21.02 |
+//! | 8 x 14336 (control) | 15.98 | 15.76 | 15.86 | 15.98 |
+//! | 16 x 11008 (control) | 16.84 | 16.94 | 16.67 | 16.72 |
 //!
-//! (the after column at 11008 with the 16-row tile: so not taken there.) The same call's
-//! forced forms at 16 x 14336: a shared ring of 2 18.65 / 18.51, of 6 19.23, a register
-//! ring of 2 18.64, 12 warps along K 18.94; the 16x128 tile in two splits of the default
-//! stage (224 CTAs, cluster sum) 24.75. The checkpoint twin of the tile
-//! (`streamed-checkpoint:16x128,8x2,R,1,x64`, rings of 4 and 2 in registers, bit-identical
-//! results) took 20.9-22.6 µs at 9 to 16 x 14336 (21.3 at 16 x 11008) against 20.2-21.3
-//! (one run 23.0) for the unprepared op's split-K wgmma kernel on the checkpoint's words
-//! (17.0-17.2 at 16 x 11008): not taken by `Ops::awq_gemm`, which keeps that kernel
-//! (unprepared / prepared 1.10-1.26x with this rule at 9 to 16 x 14336).
+//! Call 1 (same GPU kind, the rule then also at 11008): 16 x 11008 took 17.81 / 17.84 µs
+//! with this tile against 16.71 / 16.82 (86 CTAs: a third of the SMs idle), so not taken
+//! there; at 16 x 14336 the forced forms a shared ring of 2 18.65 / 18.51, of 6 19.23, a
+//! register ring of 2 18.64, 12 warps along K 18.94, all within 2 % of the ring of 4; the
+//! 16x128 tile in two splits of the default stage (224 CTAs, cluster sum) 24.75. The
+//! checkpoint twin of the tile (`streamed-checkpoint:16x128,8x2,R,1,x64`, rings of 4 and 2
+//! in registers, bit-identical results) took 20.9-22.6 µs at 9 to 16 x 14336 (21.3 at 16 x
+//! 11008) against 20.2-21.3 (one run 23.0) for the unprepared op's split-K wgmma kernel on
+//! the checkpoint's words (17.0-17.2 at 16 x 11008): `Ops::awq_gemm` keeps that kernel
+//! (unprepared / prepared 1.12-1.18x with this rule in call 2).
 //!
 //! ```
 //! use rcute_ops::awq::select_streamed16::select_awq_streamed_wide16;
