@@ -23,7 +23,9 @@
 //! shared memory on sm_90 ([`GeneratedAwqGemm::launch_config_on`]). With
 //! [`AwqGemmConfig::streamed_shared_ring`] the same kernel takes each lane's steps through
 //! its own slots of a shared `cp.async` ring (counted waits instead of the register ring's
-//! drains; named `..._streamed_sring`). With
+//! drains; named `..._streamed_sring`). With [`AwqGemmConfig::staged_k_tiles`] a streamed
+//! kernel stages `T` k-tiles of `x` per split instead of the default 64 KB (named
+//! `..._sS_xT_...`: a 16-row tile takes K = 4096 in one split with 64). With
 //! [`AwqGemmConfig::streamed_checkpoint`] the same kernel reads AutoAWQ's checkpoint
 //! words as they are (the unprepared op's decode kernel: four word loads per lane and k16
 //! step, byte permutations of row pairs into the same fragments;
