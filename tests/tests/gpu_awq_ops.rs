@@ -775,6 +775,89 @@ fn awq_gemm_prepared_streamed_matches_the_float64_reference() {
     streamed_cases::<bf16>(&ops, rcute_atom::Element::BF16);
 }
 
+/// The 16-row streamed tiles with the staged `x` of 64 k-tiles (K = 4096 in one split;
+/// `AwqGemmConfig::staged_k_tiles`) on the prepared weight, and the checkpoint twin of the
+/// same tile, warps and ring: 16 x 128 columns with 8 (and 12) warps along K, shared
+/// rings of 2 and 4, a register ring of 2; the 2-split form of the default stage beside them.
+fn staged_configs(e: rcute_atom::Element) -> Vec<(AwqGemmConfig, Option<AwqGemmConfig>)> {
+    let t = |warps: [i64; 2], ring: usize| AwqGemmConfig::new(e, [16, 128, 64], warps, ring, 4);
+    let twin = |warps: [i64; 2], ring: usize| Some(t(warps, ring).streamed_checkpoint().staged_k_tiles(64));
+    vec![
+        (t([8, 2], 2).streamed_shared_ring().staged_k_tiles(64), twin([8, 2], 2)),
+        (t([8, 2], 4).streamed_shared_ring().staged_k_tiles(64), twin([8, 2], 4)),
+        (t([8, 2], 2).streamed().staged_k_tiles(64), None),
+        (t([12, 2], 2).streamed_shared_ring().staged_k_tiles(64), None),
+        (t([8, 2], 2).streamed_shared_ring(), None),
+    ]
+}
+
+/// The staged-x tiles of [`staged_configs`] forced with 1, 2 and 3 requested K splits on 9
+/// to 16 rows (one row tile, ragged), N ending inside the 128-column tile (576, 1088) and a
+/// full wide weight (16 x 14336 x 4096, the decode shape), K ending inside a k-tile (352,
+/// 4112: past one split's 4096, so two run), G = 32, 64, 128 and K, bias on and off,
+/// against the float64 reference; the checkpoint twin bit-identical to the prepared kernel
+/// (same fragments, sums and order); both ops' own choices, the prepared op's bit-identical
+/// to the 16-row rule's kernel forced where the rule takes the shape.
+fn staged_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    use rcute_ops::awq::select_streamed16::select_awq_streamed_wide16;
+    let mut rng = Rng::for_test(&format!("awq_streamed_staged_{e}"));
+    let shapes = [
+        (12, 576, 4112, 4112, true),
+        (9, 320, 352, 32, false),
+        (16, 14336, 4096, 128, true),
+        (13, 1088, 2048, 64, false),
+        (16, 8192, 4096, 128, false),
+    ];
+    for &(m, n, k, g, bias) in cases(&shapes) {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} staged x");
+        let op = case.check(ops, Run::PreparedOp(&w), &format!("{what} (prepared op)"));
+        case.check(ops, Run::Op, &format!("{what} (op)"));
+        // where the 16-row rule takes the shape (16 x 14336 on 100 SMs or more), the prepared
+        // op runs its kernel: the same bits as that kernel forced
+        let rule = select_awq_streamed_wide16(m, n, k, ops.gpu().sm_count() as usize, e);
+        assert!(
+            ops.gpu().sm_count() < 100 || rule.is_some() == (n == 14336),
+            "{what}: {rule:?}"
+        );
+        if rule.is_some() {
+            let forced = case.check(ops, Run::Prepared(&w, rule), &format!("{what} (the rule's kernel)"));
+            assert!(
+                half_bits(&op) == half_bits(&forced),
+                "{what}: the prepared op is not the rule's kernel"
+            );
+        }
+        for (cfg, twin) in staged_configs(e) {
+            for splits in [1, 2, 3] {
+                let name = format!(
+                    "{what} {:?} w{:?} r{} x{} split {splits}",
+                    cfg.tile, cfg.warps, cfg.stages, cfg.staged_k_tiles
+                );
+                let got = case.check(ops, Run::Prepared(&w, Some((cfg, splits))), &name);
+                if let Some(twin) = twin {
+                    let other = case.check(ops, Run::Fused(Some((twin, splits))), &format!("{name} checkpoint"));
+                    assert!(
+                        half_bits(&got) == half_bits(&other),
+                        "{name}: the checkpoint twin differs"
+                    );
+                }
+            }
+        }
+        eprintln!("ok {what}");
+    }
+}
+
+/// The 16-row streamed tiles with 64 staged k-tiles against the float64 reference, f16 and
+/// bf16, and their checkpoint twins bit-identical to them.
+#[test]
+fn awq_gemm_streamed_staged_x_matches_the_float64_reference() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    staged_cases::<f16>(&ops, rcute_atom::Element::F16);
+    staged_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+}
+
 /// The register-streamed kernels on AutoAWQ's checkpoint words (the unprepared op's decode
 /// kernel, `rcute_collective::awq_streamed_checkpoint`): the op's choice (16 warps along
 /// K, ring 4, 8 and 16 rows; ring 2, one split, up to 8 rows on wide weights), warps along
@@ -1020,11 +1103,14 @@ fn half_bits<T: Half>(v: &[T]) -> Vec<u64> {
 /// at 32 x 28672, 48 tokens in 4 splits at 40 x
 /// 8192, 128 tokens in 2 at 96 x 14336, 32 tokens in 4 at 64 x 4096, the one-split tiles at
 /// 300 x 8192 and 200 x 14336), twice bit-identical, equal to the rule's kernel forced, and
-/// bit-identical to the prepared op, which runs the same tile
-/// ([`rcute_ops::awq::select_split::select_awq_wgmma_prepared`]).
+/// bit-identical to the prepared op where it runs the same tile
+/// ([`rcute_ops::awq::select_split::select_awq_wgmma_prepared`]; where the prepared op takes
+/// the 16-row streamed tile of `rcute_ops::awq::select_streamed16` instead, 12 x 14336 on
+/// 132 SMs, the prepared op against the reference only).
 fn wgmma_checkpoint_op_cases<T: Half>(ops: &Ops, e: rcute_atom::Element, rng: &mut Rng) {
     use rcute_ops::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint;
     use rcute_ops::awq::select_split::select_awq_wgmma_prepared;
+    use rcute_ops::awq::select_streamed16::select_awq_streamed_wide16;
     let sms = ops.gpu().sm_count() as usize;
     for &(m, n, k, g, bias) in cases(&[
         (9, 8192, 256, 128, true),
@@ -1061,6 +1147,10 @@ fn wgmma_checkpoint_op_cases<T: Half>(ops: &Ops, e: rcute_atom::Element, rng: &m
         if pick.is_some() && same(prepared) == same(pick) {
             let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
             let theirs = case.check(ops, Run::PreparedOp(&w), &format!("{what} prepared op"));
+            if select_awq_streamed_wide16(m, n, k, sms, e).is_some() {
+                eprintln!("ok {what} (the prepared op: the 16-row streamed tile)");
+                continue;
+            }
             assert!(
                 half_bits(&first) == half_bits(&theirs),
                 "{what}: differs from the prepared op on the same tile"

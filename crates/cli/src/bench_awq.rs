@@ -46,7 +46,9 @@ pub struct BenchAwqArgs {
     /// `BMxBN,WKxWN,RING,SPLITS` (the register-streamed prepared kernel: BM 8 or 16, BN = 64
     /// WN, WK warps along K, RING k16 steps in flight per warp), or `streamed-sring:` and
     /// such a configuration (the same kernel with each lane's steps through its own slots
-    /// of a shared `cp.async` ring instead of registers), or `streamed-checkpoint:`
+    /// of a shared `cp.async` ring instead of registers; either with an optional `,xT`: T
+    /// 64-row k-tiles of x staged per split, e.g. `streamed-sring:16x128,8x2,4,1,x64`),
+    /// or `streamed-checkpoint:`
     /// and such a configuration (the register-streamed kernel on the checkpoint tensors as
     /// they are, unprepared), or `wgmma:` and `BMxBN,WRxWN,STAGES,SPLITS[,rR][,p][,c2][,sk][,o2]` (the SM90 mixed-input
     /// prepared kernel, sm_90 only: BM tokens per CTA (8 ..= 192, a multiple of 8), BN = 256 WN weight columns, WR
@@ -87,14 +89,19 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
         }
     };
     // optional parts after the fourth: `rR` (the wgmma kernel's tile walk in groups of R
-    // token tiles) and `p` (the persistent wgmma kernel)
+    // token tiles), `p` (the persistent wgmma kernel), `c2`, `sk`, and `xT` (a streamed
+    // kernel's staged x of T k-tiles per split)
     let [tile, warps, stages, splits, rest @ ..] = parts.as_slice() else {
         return Err(bad());
     };
-    let (mut raster, mut persistent, mut chained, mut split_k, mut ctas) = (0, false, false, false, 1);
+    let (mut raster, mut persistent, mut chained, mut split_k) = (0, false, false, false);
+    let (mut ctas, mut staged) = (1, 0);
     for part in rest.iter().map(|p| p.trim()) {
         match part {
             "o2" if ctas == 1 => ctas = 2,
+            x if x.starts_with('x') && staged == 0 => {
+                staged = x[1..].parse().map_err(|_| bad())?;
+            }
             "p" if !persistent => persistent = true,
             "sk" if !split_k => split_k = true,
             "c2" if !chained => chained = true,
@@ -115,7 +122,8 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
         4,
     ))
     .raster(raster)
-    .resident(ctas);
+    .resident(ctas)
+    .staged_k_tiles(staged);
     let cfg = if persistent { cfg.persistent() } else { cfg };
     let cfg = if chained { cfg.chained() } else { cfg };
     // the wgmma kernel splits K only as its split-K variant
@@ -504,6 +512,13 @@ mod tests {
             panic!("streamed-sring: is a prepared configuration")
         };
         assert!(cfg.streamed && cfg.prepared && cfg.shared_ring);
+        // a streamed kernel's staged x per split: streamed only, within shared memory
+        let Ok(Variant::Prepared(Some((cfg, 1)))) = parse_variant("streamed-sring:16x128,8x2,4,1,x64") else {
+            panic!("streamed-sring: takes a staged x")
+        };
+        assert!(cfg.shared_ring && cfg.staged_k_tiles == 64 && cfg.streamed_split_k_capacity() == Some(4096));
+        assert!(parse_variant("streamed:16x128,8x2,4,1,x128").is_err());
+        assert!(parse_variant("wgmma:16x256,1x1,8,1,x64").is_err());
         let Ok(Variant::Prepared(Some((cfg, 1)))) = parse_variant("wgmma:64x512,1x2,4,1") else {
             panic!("wgmma: is a prepared configuration")
         };

@@ -36,7 +36,7 @@
 
 use crate::awq_bulk::AwqBulkRing;
 use crate::awq_streamed::{AwqStreamed, StreamedWeight};
-use crate::awq_wgmma::AwqWgmma;
+use crate::awq_wgmma::{AwqWgmma, MAX_SMEM_BYTES};
 use crate::sm80_mainloop::PlanError;
 use rcute_atom::convert_int4::{
     u4x8_to_bf16x2_biased, u4x8_to_f16x2_biased, u4x8_to_f16x2_biased_x16_snippet, Biased16,
@@ -130,6 +130,11 @@ pub struct AwqMainloopConfig {
     /// memory: [`crate::awq_wgmma::AwqWgmma::new_resident`]), so one CTA's conversion and
     /// waits overlap the other's `wgmma`s. `wgmma` kernels only; 1 for every other kernel.
     pub ctas_per_sm: i64,
+    /// With `streamed`: the 64-row k-tiles of `x` one split stages in shared memory, i.e.
+    /// the most K a split takes ([`AwqMainloopConfig::staged_k_tiles`]); 0 takes
+    /// [`crate::awq_streamed::X_ROW_TILES`]` / BM` (64 KB of staged `x`: K = 4096 at 8
+    /// rows, 2048 at 16).
+    pub staged_k_tiles: i64,
 }
 
 impl AwqMainloopConfig {
@@ -151,6 +156,7 @@ impl AwqMainloopConfig {
             chained: false,
             split_k: false,
             ctas_per_sm: 1,
+            staged_k_tiles: 0,
         }
     }
 
@@ -346,9 +352,36 @@ impl AwqMainloopConfig {
         self.prepared()
     }
 
+    /// The same register-streamed configuration with `tiles` 64-row k-tiles of `x` staged
+    /// per split (field `staged_k_tiles`; 0: the default of
+    /// [`crate::awq_streamed::X_ROW_TILES`]` / BM`). A 16-row tile takes K = 4096 in one
+    /// split with 64 (128 KB of staged `x`: one CTA an SM, which a tile of two or more
+    /// 64-column blocks fills with its warps; see
+    /// [`crate::awq_streamed::AwqStreamed::with_staged_k_tiles`]).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [16, 128, 64], [8, 2], 4, 4).streamed_shared_ring().staged_k_tiles(64);
+    /// assert_eq!(cfg.streamed_split_k_capacity(), Some(4096));
+    /// let st = AwqMainloop::new(&cfg).unwrap().streamed.unwrap();
+    /// assert_eq!((st.max_k_tiles, st.x_t_words, st.x_row_words), (64, 514, 2056));
+    /// // 17 staged rows of 8 KB and a ring of 4 x 512 lanes x 16 bytes
+    /// assert_eq!(st.smem_bytes(16), 17 * 2056 * 4 + 4 * 512 * 16);
+    /// // not for the other kernels, not past 227 KB of shared memory
+    /// assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4).staged_k_tiles(64)).is_err());
+    /// assert!(AwqMainloop::new(&cfg.staged_k_tiles(128)).is_err());
+    /// assert!(AwqMainloop::new(&cfg.staged_k_tiles(-1)).is_err());
+    /// ```
+    pub fn staged_k_tiles(mut self, tiles: i64) -> Self {
+        self.staged_k_tiles = tiles;
+        self
+    }
+
     /// The most K one split of a register-streamed kernel takes: its staged `x` holds
-    /// [`crate::awq_streamed::X_ROW_TILES`]` / BM` k-tiles of [`AWQ_BK`] (the plan's
-    /// `max_k_tiles`); `None` for the other kernels, whose splits take any K.
+    /// `staged_k_tiles` (by default [`crate::awq_streamed::X_ROW_TILES`]` / BM`) k-tiles of
+    /// [`AWQ_BK`] (the plan's `max_k_tiles`); `None` for the other kernels, whose splits
+    /// take any K.
     ///
     /// ```
     /// use rcute_atom::Element;
@@ -362,7 +395,11 @@ impl AwqMainloopConfig {
     /// assert_eq!(fused.streamed_split_k_capacity(), None);
     /// ```
     pub fn streamed_split_k_capacity(&self) -> Option<i64> {
-        (self.streamed && self.tile[0] > 0).then(|| crate::awq_streamed::X_ROW_TILES / self.tile[0] * AWQ_BK)
+        let tiles = match self.staged_k_tiles {
+            0 if self.tile[0] > 0 => crate::awq_streamed::X_ROW_TILES / self.tile[0],
+            t => t,
+        };
+        (self.streamed && self.tile[0] > 0).then_some(tiles * AWQ_BK)
     }
 
     /// The same configuration on the prepared weight layout (16-byte copies).
@@ -457,6 +494,9 @@ fn check_wgmma_variants(cfg: &AwqMainloopConfig, wgmma: Option<&AwqWgmma>) -> Re
             cfg,
             "chained: wgmma kernels with two words per consumer warpgroup only",
         ));
+    }
+    if cfg.staged_k_tiles != 0 && !cfg.streamed {
+        return Err(tile_err(cfg, "staged_k_tiles: streamed kernels only"));
     }
     if cfg.split_k && (wgmma.is_none() || cfg.persistent) {
         return Err(tile_err(cfg, "split_k: wgmma kernels that are not persistent only"));
@@ -553,7 +593,24 @@ impl AwqMainloop {
             }
             let plan = AwqStreamed::new(bm, cfg.warps, cfg.stages as i64, weight)
                 .ok_or_else(|| tile_err(cfg, "streamed: BM 8 or 16, 1 ..= 32 warps, at least one step in flight"))?;
-            Some(if cfg.shared_ring { plan.with_shared_ring() } else { plan })
+            let plan = if cfg.shared_ring { plan.with_shared_ring() } else { plan };
+            let plan = match cfg.staged_k_tiles {
+                0 => plan,
+                t if t > 0 => plan.with_staged_k_tiles(t),
+                _ => {
+                    return Err(tile_err(
+                        cfg,
+                        "staged_k_tiles: a positive count of k-tiles (0: the default)",
+                    ))
+                }
+            };
+            if plan.smem_bytes(bm) > MAX_SMEM_BYTES {
+                return Err(tile_err(
+                    cfg,
+                    format!("streamed: the staged x and the ring exceed {MAX_SMEM_BYTES} bytes of shared memory"),
+                ));
+            }
+            Some(plan)
         } else {
             None
         };

@@ -208,6 +208,30 @@ impl AwqStreamed {
         self
     }
 
+    /// The plan with `tiles` 64-row k-tiles of `x` staged per split instead of
+    /// [`X_ROW_TILES`]` / BM` (`max_k_tiles`, the `t` planes and rows of the staged `x`
+    /// follow; planes stay `2 (mod 32)` words apart and rows `8 (mod 32)` where `tiles` is
+    /// a multiple of 4, so the fragment loads stay conflict-free). Why: at 16 rows the
+    /// default stage holds K = 2048, so a wide weight's K = 4096 ran in two splits of
+    /// twice the CTAs; with 64 tiles (128 KB: one CTA an SM) a tile of two 64-column
+    /// blocks reads each weight word once in one split, the two B fragments of its 16
+    /// rows multiplied by the same A fragment.
+    ///
+    /// ```
+    /// use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight};
+    /// let s = AwqStreamed::new(16, [8, 2], 4, StreamedWeight::Prepared).unwrap();
+    /// assert_eq!((s.max_k_tiles, s.x_t_words, s.x_row_words), (32, 258, 1032));
+    /// let s = s.with_staged_k_tiles(64);
+    /// assert_eq!((s.max_k_tiles, s.x_t_words, s.x_row_words), (64, 514, 2056));
+    /// assert_eq!(s.smem_bytes(16), 17 * 2056 * 4);
+    /// ```
+    pub fn with_staged_k_tiles(mut self, tiles: i64) -> Self {
+        self.max_k_tiles = tiles;
+        self.x_t_words = 8 * tiles + X_PLANE_PAD_WORDS;
+        self.x_row_words = 4 * self.x_t_words;
+        self
+    }
+
     /// Bytes of the prepared weight's shared ring (after the staged `x` and its zero row):
     /// `ring x threads x 16`, lane `l` of the CTA's threads owning bytes `16 (d threads + l)
     /// ..` of slot `d`; 0 with the ring of registers.
@@ -322,8 +346,9 @@ mod tests {
     /// distinct bank pairs.
     #[test]
     fn staged_x_is_a_bijection_and_fragment_loads_are_conflict_free() {
-        for bm in [8, 16] {
+        for (bm, tiles) in [(8, 0), (16, 0), (16, 64)] {
             let s = AwqStreamed::new(bm, [4, 1], 8, StreamedWeight::Prepared).unwrap();
+            let s = if tiles > 0 { s.with_staged_k_tiles(tiles) } else { s };
             let words = 32 * s.max_k_tiles;
             let mut seen = std::collections::HashSet::new();
             for row in 0..bm {

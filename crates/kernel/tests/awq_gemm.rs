@@ -61,6 +61,13 @@ fn streamed_configs() -> Vec<AwqGemmConfig> {
         AwqGemmConfig::new(Element::F16, [16, 64, 64], [1, 1], 2, 4).streamed(),
         AwqGemmConfig::new(Element::F16, [8, 64, 64], [8, 1], 16, 4).streamed(),
         AwqGemmConfig::new(Element::F16, [16, 64, 64], [8, 1], 6, 4).streamed(),
+        // 16 rows with K = 4096 staged (one split of a wide weight): 8 and 12 warps along K
+        AwqGemmConfig::new(Element::F16, [16, 128, 64], [8, 2], 4, 4)
+            .streamed()
+            .staged_k_tiles(64),
+        AwqGemmConfig::new(Element::BF16, [16, 128, 64], [12, 2], 2, 4)
+            .streamed()
+            .staged_k_tiles(64),
     ]);
     v
 }
@@ -75,6 +82,9 @@ fn checkpoint_configs() -> Vec<AwqGemmConfig> {
         AwqGemmConfig::new(Element::F16, [16, 64, 64], [8, 1], 6, 4).streamed_checkpoint(),
         AwqGemmConfig::new(Element::BF16, [16, 128, 64], [2, 2], 8, 4).streamed_checkpoint(),
         AwqGemmConfig::new(Element::F16, [8, 256, 64], [1, 4], 12, 4).streamed_checkpoint(),
+        AwqGemmConfig::new(Element::F16, [16, 128, 64], [8, 2], 2, 4)
+            .streamed_checkpoint()
+            .staged_k_tiles(64),
         AwqGemmConfig::new(Element::F16, [16, 64, 64], [1, 1], 2, 4).streamed_checkpoint(),
         // warps along N read adjacent 32-byte segments of the same rows (a CTA: 128 bytes)
         AwqGemmConfig::new(Element::F16, [8, 256, 64], [4, 4], 4, 4).streamed_checkpoint(),

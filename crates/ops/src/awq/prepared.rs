@@ -33,6 +33,7 @@ use super::select::{
     select_awq_streamed_wide,
 };
 use super::select_split::select_awq_wgmma_prepared;
+use super::select_streamed16::select_awq_streamed_wide16;
 use super::validate::{validate_awq_gemm, validate_awq_weight, AwqGemmProblem, AwqTensors};
 use super::AwqShape;
 use crate::context::Ops;
@@ -144,7 +145,9 @@ impl Ops {
 
     /// `out = x @ dequantize(w) (+ bias)` on a prepared weight: as [`Ops::awq_gemm`] (the
     /// same results: the weight is dequantized identically), with the prepared kernel for
-    /// the fused path: on sm_90 the SM90 mixed-input kernel where
+    /// the fused path: the 16-row streamed tile where
+    /// [`super::select_streamed16::select_awq_streamed_wide16`] takes the shape (9 to 16
+    /// rows of a wide weight), else on sm_90 the SM90 mixed-input kernel where
     /// [`super::select_split::select_awq_wgmma_prepared`] (split-K at small batches, one
     /// split otherwise) takes the shape and `x` suits its TMA map (a
     /// 16-byte aligned, row-major `x` with a row pitch of a multiple of 8 elements), else
@@ -165,8 +168,13 @@ impl Ops {
     ) -> Result<(), OpsError> {
         let (m, n, k, cc) = (x.geo().rows, w.shape.n, w.shape.k, self.gpu().compute_capability());
         let tma_x = x_fits_wgmma_tma(&x.geo());
-        if let Some(e) = element(w.tensors.scales.geo().dtype).ok().filter(|_| tma_x) {
-            let sms = self.gpu().sm_count() as usize;
+        let sms = self.gpu().sm_count() as usize;
+        // the 16-row streamed tile (9 to 16 rows of a wide weight) before the wgmma kernels
+        let streamed16 = |e| select_awq_streamed_wide16(m, n, k, sms, e).is_some();
+        if let Some(e) = element(w.tensors.scales.geo().dtype)
+            .ok()
+            .filter(|&e| tma_x && !streamed16(e))
+        {
             let wgmma = select_awq_wgmma_prepared(m, n, k, sms, cc, e);
             if let Some(forced) = wgmma {
                 return self.run_awq_gemm_prepared(x, w, bias, out, Some(forced));
@@ -183,8 +191,9 @@ impl Ops {
     /// choice for `None`: the register-streamed kernel where
     /// [`super::select::select_awq_streamed`] (half a wave of 64-column blocks), (1 to 8
     /// rows on a weight of one to two waves of 64-column blocks)
-    /// [`super::select::select_awq_streamed_wide`] or (1 to 8 rows, more than half and at
-    /// most one wave) [`super::select::select_awq_streamed_wave`] takes it, on sm_90 the
+    /// [`super::select::select_awq_streamed_wide`], (9 to 16 rows there)
+    /// [`super::select_streamed16::select_awq_streamed_wide16`] or (1 to 8 rows, more than
+    /// half and at most one wave) [`super::select::select_awq_streamed_wave`] takes it, on sm_90 the
     /// bulk-producer kernel
     /// where [`super::select::select_awq_bulk`] takes it, else
     /// [`super::select::select_awq_gemm_prepared`] (tests and benchmarks cover every kernel
@@ -216,6 +225,7 @@ impl Ops {
         let (cfg, splits) = forced
             .or_else(|| select_awq_streamed(m, n, k, sms, e))
             .or_else(|| select_awq_streamed_wide(m, n, k, sms, e))
+            .or_else(|| select_awq_streamed_wide16(m, n, k, sms, e))
             .or_else(|| select_awq_streamed_wave(m, n, k, sms, e))
             .or_else(bulk)
             .unwrap_or_else(|| select_awq_gemm_prepared(m, n, k, sms, e));

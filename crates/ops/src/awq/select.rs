@@ -524,7 +524,8 @@ pub const WIDE_STREAMED_MAX_ROWS: usize = 8;
 /// bandwidth), and in call V (one round, the final binary) 15.81 against 16.86 at 4 rows,
 /// 15.34 and 15.69 at 5 and 8 rows against 19.93 and 21.72 for the prepared `cp.async`
 /// kernel the rules ran there (cuBLAS 43.2-43.9); at 16 rows (two row tiles) 30.2 against
-/// 23.0, so M <= 8.
+/// 23.0, so M <= 8. (9 to 16 rows: the 16-row tile with K = 4096 staged in one split,
+/// `crate::awq::select_streamed16::select_awq_streamed_wide16`, session 23.)
 ///
 /// ```
 /// use rcute_ops::awq::select::select_awq_streamed_wide;

@@ -1,0 +1,129 @@
+//! The prepared op's 16-row register-streamed rule on a wide weight (9 to 16 rows, issue
+//! 12): one 16-row tile of two 64-column blocks a CTA with K = 4096 of `x` staged in one
+//! split (`AwqGemmConfig::staged_k_tiles`), so each weight word is read once and its A
+//! fragment multiplies both 8-row B fragments of the tile (two `mma.sync` n8 per word, the
+//! swap-AB layout of `rcute_collective::awq_streamed`). `Ops::awq_gemm_prepared` asks it
+//! before the SM90 wgmma kernels.
+//!
+//! Domain: 9 to 16 rows; a grid of `ceil(N / 128)` CTAs (one an SM: the 128 KB stage) of
+//! more than three quarters and at most one wave of the SMs (N = 14336 on 132 SMs: 112
+//! CTAs; 11008 with 86 CTAs measured slower than the split-K wgmma kernel); K in whole k16
+//! steps and at most 4096.
+//!
+//! Measured (helper awq16, H100, `rcute bench awq --group 128 --iters 10 --config
+//! prepared-auto`, random data, K = 4096, cuBLAS fp16 in the same rows; BENCHMARKS.md,
+//! session 23, call 2): µs of the prepared op, main `460f0f0` (before: the split-K wgmma
+//! kernel `16x256, 2x1`, 2 splits) against this rule, `before, after, after, before` in one
+//! call (cuBLAS 44.5-47.1 µs at 14336, 32.2-34.3 at 11008):
+//!
+//! | M x N | before | after | after | before |
+//! |---|---|---|---|---|
+//! | 9 x 14336 | 22.32 | **17.85** | **17.89** | 20.18 |
+//! | 12 x 14336 | 20.36 | **17.80** | **18.21** | 20.42 |
+//! | 16 x 14336 | 21.05 | **18.41** | **18.78** | 21.02 |
+//! | 8 x 14336 (control) | 15.98 | 15.76 | 15.86 | 15.98 |
+//! | 16 x 11008 (control) | 16.84 | 16.94 | 16.67 | 16.72 |
+//!
+//! Call 1 (same GPU kind, the rule then also at 11008): 16 x 11008 took 17.81 / 17.84 µs
+//! with this tile against 16.71 / 16.82 (86 CTAs: a third of the SMs idle), so not taken
+//! there; at 16 x 14336 the forced forms a shared ring of 2 18.65 / 18.51, of 6 19.23, a
+//! register ring of 2 18.64, 12 warps along K 18.94, all within 2 % of the ring of 4; the
+//! 16x128 tile in two splits of the default stage (224 CTAs, cluster sum) 24.75. The
+//! checkpoint twin of the tile (`streamed-checkpoint:16x128,8x2,R,1,x64`, rings of 4 and 2
+//! in registers, bit-identical results) took 20.9-22.6 µs at 9 to 16 x 14336 (21.3 at 16 x
+//! 11008) against 20.2-21.3 (one run 23.0) for the unprepared op's split-K wgmma kernel on
+//! the checkpoint's words (17.0-17.2 at 16 x 11008): `Ops::awq_gemm` keeps that kernel
+//! (unprepared / prepared 1.12-1.18x with this rule in call 2).
+//!
+//! ```
+//! use rcute_ops::awq::select_streamed16::select_awq_streamed_wide16;
+//! let f16 = rcute_atom::Element::F16;
+//! let (cfg, splits) = select_awq_streamed_wide16(16, 14336, 4096, 132, f16).unwrap();
+//! assert!(cfg.streamed && cfg.prepared && cfg.shared_ring && splits == 1);
+//! assert_eq!((cfg.tile, cfg.warps, cfg.stages, cfg.staged_k_tiles), ([16, 128, 64], [8, 2], 4, 64));
+//! assert!(select_awq_streamed_wide16(9, 14336, 2048, 132, f16).is_some());
+//! // not 8 rows (the 8-row wide rule) or 17; not 11008 columns (86 CTAs), 8192 (64) or
+//! // 28672 (224); not K past 4096 or inside a k16 step
+//! for (m, n, k) in [(8, 14336, 4096), (17, 14336, 4096), (16, 11008, 4096), (16, 8192, 4096), (16, 28672, 4096), (16, 14336, 4160), (16, 14336, 4088)] {
+//!     assert!(select_awq_streamed_wide16(m, n, k, 132, f16).is_none(), "{m}x{n}x{k}");
+//! }
+//! ```
+
+use super::select::staged_k;
+use rcute_atom::Element;
+use rcute_kernel::awq_gemm::AwqGemmConfig;
+
+/// Fewest rows of `x` the rule takes (fewer: the 8-row streamed rules).
+pub const WIDE16_MIN_ROWS: usize = 9;
+
+/// Most rows of `x` the rule takes (one row tile).
+pub const WIDE16_MAX_ROWS: usize = 16;
+
+/// The rule's tile: 16 x 128 columns (two 64-column blocks, 8 warps along K each), a
+/// shared ring of 4 steps per lane, K = 4096 staged (64 k-tiles: 17 staged rows of 8 KB and
+/// the 32 KB ring, one CTA an SM).
+pub fn wide16_config(element: Element) -> AwqGemmConfig {
+    AwqGemmConfig::new(element, [16, 128, 64], [8, 2], 4, 4)
+        .streamed_shared_ring()
+        .staged_k_tiles(64)
+}
+
+/// The prepared op's 16-row streamed choice on `sms` SMs (see the module docs): the tile of
+/// [`wide16_config`] in one split, or `None`.
+pub fn select_awq_streamed_wide16(
+    m: usize,
+    n: usize,
+    k: usize,
+    sms: usize,
+    element: Element,
+) -> Option<(AwqGemmConfig, u32)> {
+    let cfg = wide16_config(element);
+    let ctas = n.div_ceil(cfg.tile[1] as usize);
+    let rows = (WIDE16_MIN_ROWS..=WIDE16_MAX_ROWS).contains(&m);
+    let fills = 4 * ctas > 3 * sms && ctas <= sms;
+    let one_split = k <= staged_k(&cfg) && k.is_multiple_of(16);
+    (rows && fills && one_split).then_some((cfg, 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Wherever chosen, the rule runs one split of its tile in more than three quarters and
+    /// at most one wave of CTAs, K within the staged x, 9 to 16 rows in one row tile.
+    #[test]
+    fn wide16_runs_one_split_in_most_of_one_wave() {
+        let e = Element::BF16;
+        let mut chosen = 0;
+        for sms in [108, 114, 132] {
+            for m in 1..=20 {
+                for n in (64..=30000).step_by(320) {
+                    for k in [64, 1024, 4096, 4104, 4160, 8192] {
+                        let Some((cfg, splits)) = select_awq_streamed_wide16(m, n, k, sms, e) else {
+                            continue;
+                        };
+                        chosen += 1;
+                        let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
+                        let (_, run) = g.split_plan(k as i32, splits as i32);
+                        let lc = g.launch_config(m as i32, n as i32, run);
+                        let ctas = (lc.grid.x * lc.grid.y * lc.grid.z) as usize;
+                        assert!(
+                            (9..=16).contains(&m) && k % 16 == 0 && run == 1 && 4 * ctas > 3 * sms && ctas <= sms,
+                            "{m}x{n}x{k} on {sms}: {ctas} CTAs, {run} splits"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(chosen > 0);
+    }
+
+    /// The rule's kernels (f16, bf16) are catalogue units.
+    #[test]
+    fn wide16_kernels_are_in_the_catalogue() {
+        let units = rcute_kernel::catalogue::awq_streamed_configs();
+        for e in [Element::F16, Element::BF16] {
+            assert!(units.contains(&wide16_config(e)), "{e}");
+        }
+    }
+}
