@@ -850,22 +850,22 @@ fn staged_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
 
 /// The 16-row rule's 64-column tile (`rcute_ops::awq::select_streamed16`, 16 warps along K,
 /// shared ring 4, 64 staged k-tiles) at 9 to 16 rows (ragged) of 8192-class weights: N =
-/// 8192 and 7000 (ending inside a 64-column block), K = 4096, 2080 and 1040 (ending inside
+/// 8192 and 7040 (110 CTAs; a prepared weight has whole 64-column blocks), K = 4096, 2080 and 1056 (ending inside
 /// a k-tile), G = 32, 64, 128 and K, bias on and off; the prepared op bit-identical to the
 /// rule's kernel forced where the rule takes the shape (asserted on 100 to 132 SMs), the
 /// tile forced with 1 and 2 requested splits, its checkpoint twin bit-identical to it, the
-/// unprepared op against the reference. The first two cases (1000 and 576 columns: 16 and
+/// unprepared op against the reference. The first two cases (1024 and 576 columns: 16 and
 /// 9 CTAs, too narrow for the rule) are the ones the sanitizer runs keep (`RCUTE_CASES=2`).
 fn wide16_narrow_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     use rcute_ops::awq::select_streamed16::{select_awq_streamed_wide16, wide16_config};
     let mut rng = Rng::for_test(&format!("awq_streamed_wide16_64_{e}"));
     let sms = ops.gpu().sm_count() as usize;
     let shapes = [
-        (11, 1000, 1040, 64, true),
+        (11, 1024, 1056, 32, true),
         (9, 576, 2080, 2080, false),
-        (11, 7000, 1040, 64, true),
+        (11, 7040, 1056, 32, true),
         (9, 8192, 2080, 2080, false),
-        (12, 8192, 4096, 32, true),
+        (12, 8192, 4096, 64, true),
         (16, 8192, 4096, 128, false),
         (14, 8192, 4096, 4096, true),
     ];
@@ -878,20 +878,29 @@ fn wide16_narrow_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         let op = case.check(ops, Run::PreparedOp(&w), &format!("{what} (prepared op)"));
         case.check(ops, Run::Op, &format!("{what} (op)"));
         let rule = select_awq_streamed_wide16(m, n, k, sms, e);
-        // on 100 to 132 SMs the rule takes 7000 and 8192 columns (110 and 128 CTAs), not the
+        // on 100 to 132 SMs the rule takes 7040 and 8192 columns (110 and 128 CTAs), not the
         // small sanitizer shapes (16 and 9 CTAs)
-        let wanted = n >= 7000 && (100..=132).contains(&sms);
+        let wanted = n >= 7040 && (100..=132).contains(&sms);
         assert!(rule.is_none_or(|r| r == (tile, 1)), "{what}: {rule:?}");
-        assert!(!(100..=132).contains(&sms) || rule.is_some() == wanted, "{what}: {rule:?}");
+        assert!(
+            !(100..=132).contains(&sms) || rule.is_some() == wanted,
+            "{what}: {rule:?}"
+        );
         if rule.is_some() {
             let forced = case.check(ops, Run::Prepared(&w, rule), &format!("{what} (the rule's kernel)"));
-            assert!(half_bits(&op) == half_bits(&forced), "{what}: the prepared op is not the rule's kernel");
+            assert!(
+                half_bits(&op) == half_bits(&forced),
+                "{what}: the prepared op is not the rule's kernel"
+            );
         }
         for splits in [1, 2] {
             let name = format!("{what} split {splits}");
             let got = case.check(ops, Run::Prepared(&w, Some((tile, splits))), &name);
             let other = case.check(ops, Run::Fused(Some((twin, splits))), &format!("{name} checkpoint"));
-            assert!(half_bits(&got) == half_bits(&other), "{name}: the checkpoint twin differs");
+            assert!(
+                half_bits(&got) == half_bits(&other),
+                "{name}: the checkpoint twin differs"
+            );
         }
         eprintln!("ok {what}");
     }

@@ -37,6 +37,24 @@
 //! the checkpoint's words (17.0-17.2 at 16 x 11008): `Ops::awq_gemm` keeps that kernel
 //! (unprepared / prepared 1.12-1.18x with this rule in call 2).
 //!
+//! The 64-column tile (helper awq8k, H100, the same bench, one call, BENCHMARKS.md session
+//! 23): µs of the prepared op, main `460f0f0` (before: the split-K wgmma kernel) against
+//! this rule, `before, after, after, before` (cuBLAS fp16 24.5-24.8 µs at 8192):
+//!
+//! | M x N | before | after | after | before |
+//! |---|---|---|---|---|
+//! | 9 x 8192 | 13.67 | **11.26** | **11.24** | 13.60 |
+//! | 12 x 8192 | 13.88 | **11.66** | **11.70** | 14.00 |
+//! | 16 x 8192 | 14.67 | **12.21** | **12.19** | 14.60 |
+//! | 8 x 8192 (control) | 10.74 | 10.79 | 10.76 | 10.71 |
+//! | 16 x 4096 (control) | 9.28 | 9.29 | 9.29 | 9.28 |
+//!
+//! Its checkpoint twin (`streamed-checkpoint:16x64,16x1,4,1,x64`, bit-identical results)
+//! took 13.58-14.44 µs at 9 to 16 x 8192 against 14.18-15.42 for the unprepared op's
+//! split-K wgmma kernel in the same rounds (2.5-6.4 % faster; at 12 rows 3.9 % and 2.5 %):
+//! under the 3 % in both rounds that a new default needs, so `Ops::awq_gemm` keeps that
+//! kernel (unprepared / prepared 1.22-1.26x at 9 to 16 x 8192 with this rule).
+//!
 //! ```
 //! use rcute_ops::awq::select_streamed16::select_awq_streamed_wide16;
 //! let f16 = rcute_atom::Element::F16;
