@@ -814,11 +814,11 @@ fn staged_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} staged x");
         let op = case.check(ops, Run::PreparedOp(&w), &format!("{what} (prepared op)"));
         case.check(ops, Run::Op, &format!("{what} (op)"));
-        // where the 16-row rule takes the shape (16 x 14336 on 100 SMs or more), the prepared
-        // op runs its kernel: the same bits as that kernel forced
+        // where the 16-row rule takes the shape (16 x 14336 and 16 x 8192 on 100 SMs or
+        // more), the prepared op runs its kernel: the same bits as that kernel forced
         let rule = select_awq_streamed_wide16(m, n, k, ops.gpu().sm_count() as usize, e);
         assert!(
-            ops.gpu().sm_count() < 100 || rule.is_some() == (n == 14336),
+            ops.gpu().sm_count() < 100 || rule.is_some() == (n == 14336 || n == 8192),
             "{what}: {rule:?}"
         );
         if rule.is_some() {
@@ -846,6 +846,73 @@ fn staged_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         }
         eprintln!("ok {what}");
     }
+}
+
+/// The 16-row rule's 64-column tile (`rcute_ops::awq::select_streamed16`, 16 warps along K,
+/// shared ring 4, 64 staged k-tiles) at 9 to 16 rows (ragged) of 8192-class weights: N =
+/// 8192 and 7040 (110 CTAs; a prepared weight has whole 64-column blocks), K = 4096, 2080 and 1056 (ending inside
+/// a k-tile), G = 32, 64, 128 and K, bias on and off; the prepared op bit-identical to the
+/// rule's kernel forced where the rule takes the shape (asserted on 100 to 132 SMs), the
+/// tile forced with 1 and 2 requested splits, its checkpoint twin bit-identical to it, the
+/// unprepared op against the reference. The first two cases (1024 and 576 columns: 16 and
+/// 9 CTAs, too narrow for the rule) are the ones the sanitizer runs keep (`RCUTE_CASES=2`).
+fn wide16_narrow_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    use rcute_ops::awq::select_streamed16::{select_awq_streamed_wide16, wide16_config};
+    let mut rng = Rng::for_test(&format!("awq_streamed_wide16_64_{e}"));
+    let sms = ops.gpu().sm_count() as usize;
+    let shapes = [
+        (11, 1024, 1056, 32, true),
+        (9, 576, 2080, 2080, false),
+        (11, 7040, 1056, 32, true),
+        (9, 8192, 2080, 2080, false),
+        (12, 8192, 4096, 64, true),
+        (16, 8192, 4096, 128, false),
+        (14, 8192, 4096, 4096, true),
+    ];
+    let tile = wide16_config(e, 64);
+    let twin = tile.streamed_checkpoint();
+    for &(m, n, k, g, bias) in cases(&shapes) {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} 16x64 staged x");
+        let op = case.check(ops, Run::PreparedOp(&w), &format!("{what} (prepared op)"));
+        case.check(ops, Run::Op, &format!("{what} (op)"));
+        let rule = select_awq_streamed_wide16(m, n, k, sms, e);
+        // on 100 to 132 SMs the rule takes 7040 and 8192 columns (110 and 128 CTAs), not the
+        // small sanitizer shapes (16 and 9 CTAs)
+        let wanted = n >= 7040 && (100..=132).contains(&sms);
+        assert!(rule.is_none_or(|r| r == (tile, 1)), "{what}: {rule:?}");
+        assert!(
+            !(100..=132).contains(&sms) || rule.is_some() == wanted,
+            "{what}: {rule:?}"
+        );
+        if rule.is_some() {
+            let forced = case.check(ops, Run::Prepared(&w, rule), &format!("{what} (the rule's kernel)"));
+            assert!(
+                half_bits(&op) == half_bits(&forced),
+                "{what}: the prepared op is not the rule's kernel"
+            );
+        }
+        for splits in [1, 2] {
+            let name = format!("{what} split {splits}");
+            let got = case.check(ops, Run::Prepared(&w, Some((tile, splits))), &name);
+            let other = case.check(ops, Run::Fused(Some((twin, splits))), &format!("{name} checkpoint"));
+            assert!(
+                half_bits(&got) == half_bits(&other),
+                "{name}: the checkpoint twin differs"
+            );
+        }
+        eprintln!("ok {what}");
+    }
+}
+
+/// The 16-row rule's 64-column tile at 9 to 16 rows of 8192-class weights, f16 and bf16.
+#[test]
+fn awq_gemm_streamed_wide16_64_matches_the_float64_reference() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    wide16_narrow_cases::<f16>(&ops, rcute_atom::Element::F16);
+    wide16_narrow_cases::<bf16>(&ops, rcute_atom::Element::BF16);
 }
 
 /// The 16-row streamed tiles with 64 staged k-tiles against the float64 reference, f16 and
@@ -1105,8 +1172,8 @@ fn half_bits<T: Half>(v: &[T]) -> Vec<u64> {
 /// 300 x 8192 and 200 x 14336), twice bit-identical, equal to the rule's kernel forced, and
 /// bit-identical to the prepared op where it runs the same tile
 /// ([`rcute_ops::awq::select_split::select_awq_wgmma_prepared`]; where the prepared op takes
-/// the 16-row streamed tile of `rcute_ops::awq::select_streamed16` instead, 12 x 14336 on
-/// 132 SMs, the prepared op against the reference only).
+/// the 16-row streamed tile of `rcute_ops::awq::select_streamed16` instead, 9 x 8192 and
+/// 12 x 14336 on 132 SMs, the prepared op against the reference only).
 fn wgmma_checkpoint_op_cases<T: Half>(ops: &Ops, e: rcute_atom::Element, rng: &mut Rng) {
     use rcute_ops::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint;
     use rcute_ops::awq::select_split::select_awq_wgmma_prepared;

@@ -742,13 +742,13 @@ fn awq_streamed_units() -> Vec<CatalogueKernel> {
 /// on wide weights `select_awq_streamed_wide`), ring 4 in those slots with one split on
 /// weights of one wave of 64-column blocks (`select_awq_streamed_wave`, f16 and bf16), in
 /// registers at 16 rows (f16); and at 9 to 16 rows of a wide weight the 16x128 tile with
-/// 8x2 warps, ring 4 in those slots and K = 4096 staged in one split
-/// (`select_streamed16::select_awq_streamed_wide16`, f16 and bf16).
+/// 8x2 warps and the 16x64 tile with 16x1 warps, ring 4 in those slots and K = 4096 staged
+/// in one split (`select_streamed16::select_awq_streamed_wide16`, f16 and bf16).
 pub fn awq_streamed_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
-    let wide16 = |e| {
-        AwqGemmConfig::new(e, [16, 128, 64], [8, 2], 4, 4)
+    let wide16 = |e, columns, warps| {
+        AwqGemmConfig::new(e, [16, columns, 64], warps, 4, 4)
             .streamed_shared_ring()
             .staged_k_tiles(64)
     };
@@ -758,8 +758,10 @@ pub fn awq_streamed_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
         AwqGemmConfig::new(F16, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring(),
         AwqGemmConfig::new(BF16, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring(),
         AwqGemmConfig::new(F16, [16, 64, 64], [16, 1], 2, 4).streamed(),
-        wide16(F16),
-        wide16(BF16),
+        wide16(F16, 128, [8, 2]),
+        wide16(BF16, 128, [8, 2]),
+        wide16(F16, 64, [16, 1]),
+        wide16(BF16, 64, [16, 1]),
     ]
 }
 
