@@ -108,6 +108,7 @@ mod streamed;
 mod streamed_checkpoint;
 mod streamed_prefetch;
 mod wgmma;
+mod wgmma_boxes;
 mod wgmma_checkpoint;
 mod wgmma_split;
 
@@ -348,6 +349,7 @@ fn kernel_name(cfg: &AwqGemmConfig) -> String {
         } else {
             String::new()
         }
+        + if cfg.weight_boxes { "_tb" } else { "" }
         + if cfg.split_k { "_sk" } else { "" }
 }
 
