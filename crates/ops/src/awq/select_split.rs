@@ -143,7 +143,8 @@ pub fn select_awq_wgmma_split(
 /// tile in one split (two consumer warpgroups, 8 stages, no split-K), and at 17 to 32 rows
 /// the 32-token tile in one split (`one_split_wide`: 6 stages). The unprepared op's
 /// `super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint` runs the same choice on
-/// the checkpoint's words.
+/// the checkpoint's words. Every choice loads its weight stages as one TMA tensor box
+/// (`AwqGemmConfig::weight_boxes`; BENCHMARKS.md, session 23, helper awqbox).
 ///
 /// Measured (helper awqckw2, session 22, H100, `rcute bench awq --group 128 --config
 /// prepared-auto --config wgmma:16x256,2x1,8,1`, one call, one run each; BENCHMARKS.md):
@@ -163,7 +164,7 @@ pub fn select_awq_wgmma_split(
 /// let (c32, _) = select_awq_wgmma_prepared(24, 28672, 4096, 132, h, f16).unwrap();
 /// assert!(c32.warps == [2, 1] && c32.stages == 6 && !c32.split_k);
 /// let (cfg, _) = select_awq_wgmma_prepared(16, 28672, 4096, 132, h, f16).unwrap();
-/// assert!(cfg.wgmma && cfg.prepared && cfg.warps == [2, 1] && cfg.stages == 8);
+/// assert!(cfg.wgmma && cfg.prepared && cfg.warps == [2, 1] && cfg.stages == 8 && cfg.weight_boxes);
 /// // 8 rows, a narrow weight at 16 rows, not sm_90: other rules
 /// assert_eq!((pick(8, 28672), pick(16, 4096)), (None, None));
 /// assert!(select_awq_wgmma_prepared(16, 28672, 4096, 132, (8, 0), f16).is_none());
@@ -180,6 +181,7 @@ pub fn select_awq_wgmma_prepared(
         .or_else(|| select_awq_wgmma(m, n, k, sms, cc, element))
         .or_else(|| one_split_decode(m, n, k, cc, element))
         .or_else(|| one_split_wide(m, n, k, cc, element))
+        .map(|(cfg, splits)| (cfg.weight_boxes(), splits))
 }
 
 /// The second split tile of [`WGMMA_SPLIT_TILES`] (17 to 32 rows of a wide weight: 32
