@@ -601,7 +601,7 @@ fn awq_gemm_prepared_wgmma_matches_the_float64_reference() {
 /// 16 tokens split-K in 2 splits; 32 tokens, two resident CTAs, in 3), on ragged M, N
 /// ending inside the CTA's columns (the box's zero fill past N), K ending inside a k-tile
 /// (352, 96, 48: its zero fill past K), G = 32 .. K, f16 and bf16; and the prepared op's
-/// own choices, which take the boxes (sm_90 only).
+/// own choices (the split-K ones take the boxes; sm_90 only).
 #[test]
 fn awq_gemm_wgmma_weight_boxes_match_the_bulk_runs() {
     let Some(gpu) = gpu_for_test() else { return };
@@ -646,9 +646,10 @@ fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         }
         eprintln!("ok {e} {m}x{n}x{k} G={g} bias={bias} wgmma boxes");
     }
-    // the op's own choice (`select_awq_wgmma_prepared`, boxes): the split-K tile (16 x
-    // 14336), the 32-token tile in one split (24 x 28672), the 64- and 152-token tiles
-    // (128 / 1000 x 14336), each bit-identical to its bulk-run twin
+    // the op's own choice (`select_awq_wgmma_prepared`: boxes for the split-K tiles, bulk
+    // runs for the one-split ones): the split-K tile (16 x 14336), the 32-token tile in one
+    // split (24 x 28672), the 64- and 152-token tiles (128 / 1000 x 14336), each
+    // bit-identical to its twin with the other weight copy
     let sms = ops.gpu().sm_count() as usize;
     let op_shapes = [
         (16, 14336, 256, 128, true),
@@ -661,14 +662,14 @@ fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
         let name = format!("{e} {m}x{n}x{k} G={g} bias={bias} (op, boxes)");
         let (cfg, splits) = select_awq_wgmma_prepared(m, n, k, sms, (9, 0), e).unwrap();
-        assert!(cfg.weight_boxes, "{name}");
+        assert_eq!(cfg.weight_boxes, cfg.split_k, "{name}");
         let op = case.check(ops, Run::PreparedOp(&w), &name);
-        let runs = AwqGemmConfig {
-            weight_boxes: false,
+        let other = AwqGemmConfig {
+            weight_boxes: !cfg.weight_boxes,
             ..cfg
         };
-        let twin = case.check(ops, Run::Prepared(&w, Some((runs, splits))), &name);
-        assert!(bits(&op) == bits(&twin), "{name}: the op's boxes differ from the runs");
+        let twin = case.check(ops, Run::Prepared(&w, Some((other, splits))), &name);
+        assert!(bits(&op) == bits(&twin), "{name}: the boxes differ from the runs");
     }
 }
 
