@@ -598,7 +598,7 @@ fn awq_gemm_prepared_wgmma_matches_the_float64_reference() {
 /// (`weight_boxes`) against the float64 reference and bit-identical to the same kernel
 /// with the bulk runs (the same shared image): one consumer warpgroup (64 tokens), three
 /// along N (a box of 12 column blocks), two splitting the words (184 tokens persistent;
-/// 16 tokens split-K in 2 splits; 32 tokens, two resident CTAs, in 3), on ragged M, N
+/// 16 and 48 tokens split-K in 2 splits; 32 tokens, two resident CTAs, in 3), on ragged M, N
 /// ending inside the CTA's columns (the box's zero fill past N), K ending inside a k-tile
 /// (352, 96, 48: its zero fill past K), G = 32 .. K, f16 and bf16; and the prepared op's
 /// own choices (the split-K ones take the boxes; sm_90 only).
@@ -623,6 +623,7 @@ fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         (c([184, 256, 64], [2, 1], 6).persistent(), 1),
         (c([16, 256, 64], [2, 1], 8).split_k(), 2),
         (c([32, 256, 64], [2, 1], 6).resident(2).split_k(), 3),
+        (c([48, 256, 64], [2, 1], 8).split_k(), 2),
     ];
     let shapes = [
         (17, 576, 352, 32, true),
@@ -647,12 +648,13 @@ fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         eprintln!("ok {e} {m}x{n}x{k} G={g} bias={bias} wgmma boxes");
     }
     // the op's own choice (`select_awq_wgmma_prepared`: boxes for the split-K tiles, bulk
-    // runs for the one-split ones): the split-K tile (16 x 14336), the 32-token tile in one
+    // runs for the one-split ones): the split-K tile (16 x 8192: 4 splits; 9-16 rows of
+    // 14336 columns take the 16-row streamed tile first), the 32-token tile in one
     // split (24 x 28672), the 64- and 152-token tiles (128 / 1000 x 14336), each
     // bit-identical to its twin with the other weight copy
     let sms = ops.gpu().sm_count() as usize;
     let op_shapes = [
-        (16, 14336, 256, 128, true),
+        (16, 8192, 256, 128, true),
         (24, 28672, 128, 128, false),
         (128, 14336, 128, 64, true),
         (1000, 14336, 64, 32, true),
