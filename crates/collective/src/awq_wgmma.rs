@@ -23,7 +23,8 @@
 //! `8 BN` bytes, [`crate::awq_prepared`]), the scale row and the zero-word row of the
 //! k-tile's group (and of its second half's group for `G = 32`) into one stage of a ring
 //! of `stages`, all counted in the stage's *full* mbarrier transaction bytes; *empty*
-//! mbarriers hand the stage back. The `wgs_r x wgs_n` consumer warpgroups take `wgs_n`
+//! mbarriers hand the stage back. With [`AwqWgmma::with_boxes`] the four weight runs are one
+//! 3-D TMA box of the same shared image instead. The `wgs_r x wgs_n` consumer warpgroups take `wgs_n`
 //! groups of four 64-column blocks along N (`BN = 256 wgs_n`); the `wgs_r` warpgroups of
 //! one group split the four words of each lane (`words = 4 / wgs_r`: 4, 2 or 1). A consumer lane
 //! reads its words of a k16 step with one shared load (a warp reads its block's 512
