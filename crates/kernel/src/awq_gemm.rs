@@ -41,10 +41,8 @@
 //! reads AutoAWQ's checkpoint `qweight` as it is (the producer TMA-loads it in swizzled
 //! boxes, each lane byte-permutes its words by pairs; [`rcute_collective::awq_wgmma_checkpoint`],
 //! emitted by `awq_gemm/wgmma_checkpoint.rs`; its launch takes the TMA map of `qweight` after
-//! that of `x`), named `..._v1_wgmma...`. With [`AwqGemmConfig::weight_boxes`] the
-//! prepared kernel's producer loads each weight stage as one 3-D TMA box instead of four
-//! bulk runs (the same shared image; `awq_gemm/wgmma_boxes.rs`; its launch takes the TMA
-//! map of the prepared weight after that of `x`), named `..._tb`.
+//! that of `x`), named `..._v1_wgmma...`. [`AwqGemmConfig::weight_boxes`] (`..._tb`,
+//! `awq_gemm/wgmma_boxes.rs`): each prepared weight stage as one 3-D TMA box (map after x's).
 //!
 //! ```
 //! use rcute_atom::Element;
