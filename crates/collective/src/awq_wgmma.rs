@@ -186,7 +186,7 @@ pub struct AwqWgmma {
     /// kernel's `__launch_bounds__` minimum.
     pub ctas_per_sm: i64,
     /// Whether the producer loads a stage of the prepared weight as one 3-D TMA tensor box
-    /// (`(64, BN/64, 4)` 8-byte elements of the prepared weight seen as `(64, N/64, K/16)`:
+    /// (`(128, BN/64, 4)` 32-bit words of the prepared weight seen as `(128, N/64, K/16)`:
     /// [`AwqWgmma::with_boxes`]) instead of one 1-D bulk copy per k16 block; the same
     /// shared image.
     pub boxes: bool,
@@ -334,8 +334,8 @@ impl AwqWgmma {
 
     /// The same plan with the prepared weight's stages TMA-loaded as one tensor box each:
     /// the prepared weight (`2 N` words a k16 block, `128` words a 64-column block of it,
-    /// [`crate::awq_prepared`]) as a `(64, N/64, K/16)` tensor of 8-byte elements (strides
-    /// 512 and `8 N` bytes), the box `(64, BN/64, 4)`: `8 e0 + 512 wb + 8 BN kb` in the
+    /// [`crate::awq_prepared`]) as a `(128, N/64, K/16)` tensor of 32-bit words (strides
+    /// 512 and `8 N` bytes), the box `(128, BN/64, 4)`: `4 e0 + 512 wb + 8 BN kb` in the
     /// stage, the bulk runs' image (k16 block `kb` at `8 BN kb`, 64-column block `wb` at
     /// `512 wb`). Columns past N and k16 blocks past K are zero-filled and counted: the
     /// stage always takes `w_stage_bytes`.
