@@ -32,6 +32,7 @@ mod common;
 use common::Rng;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
 use rcute_kernel::testing::{awq_wgmma_checkpoint_configs, awq_wgmma_split_k_configs, gpu_for_test};
+use rcute_ops::awq::select_split::select_awq_wgmma_prepared;
 use rcute_ops::awq::{
     dequantize_reference, gemm_reference, pack_awq_matrix, validate_awq_gemm, AwqShape, AwqTensors, AwqWeight,
 };
@@ -591,6 +592,87 @@ fn awq_gemm_prepared_wgmma_matches_the_float64_reference() {
     wgmma_persistent_cases::<bf16>(&ops, rcute_atom::Element::BF16);
     wgmma_cases::<f16>(&ops, rcute_atom::Element::F16);
     wgmma_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+}
+
+/// The prepared wgmma kernels with their weight stages as one TMA tensor box
+/// (`weight_boxes`) against the float64 reference and bit-identical to the same kernel
+/// with the bulk runs (the same shared image): one consumer warpgroup (64 tokens), three
+/// along N (a box of 12 column blocks), two splitting the words (184 tokens persistent;
+/// 16 and 48 tokens split-K in 2 splits; 32 tokens, two resident CTAs, in 3), on ragged M, N
+/// ending inside the CTA's columns (the box's zero fill past N), K ending inside a k-tile
+/// (352, 96, 48: its zero fill past K), G = 32 .. K, f16 and bf16; and the prepared op's
+/// own choices (the split-K ones take the boxes; sm_90 only).
+#[test]
+fn awq_gemm_wgmma_weight_boxes_match_the_bulk_runs() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    if ops.gpu().compute_capability() != (9, 0) {
+        eprintln!("skipped: the wgmma kernels need sm_90");
+        return;
+    }
+    wgmma_box_cases::<f16>(&ops, rcute_atom::Element::F16);
+    wgmma_box_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+}
+
+fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    let mut rng = Rng::for_test(&format!("awq_wgmma_boxes_{e}"));
+    let c = |tile: [i64; 3], warps: [i64; 2], stages: usize| AwqGemmConfig::new(e, tile, warps, stages, 4).wgmma();
+    let forced = [
+        (c([64, 256, 64], [1, 1], 8), 1),
+        (c([32, 768, 64], [1, 3], 4), 1),
+        (c([184, 256, 64], [2, 1], 6).persistent(), 1),
+        (c([16, 256, 64], [2, 1], 8).split_k(), 2),
+        (c([32, 256, 64], [2, 1], 6).resident(2).split_k(), 3),
+        (c([48, 256, 64], [2, 1], 8).split_k(), 2),
+    ];
+    let shapes = [
+        (17, 576, 352, 32, true),
+        (130, 640, 4096, 128, true),
+        (1, 256, 96, 32, false),
+        (255, 768, 320, 64, false),
+        (5, 512, 48, 48, true),
+    ];
+    let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
+    for &(m, n, k, g, bias) in cases(&shapes) {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        for (cfg, splits) in forced {
+            let name = format!(
+                "{e} {m}x{n}x{k} G={g} bias={bias} {:?} {:?} s{} split {splits}",
+                cfg.tile, cfg.warps, cfg.stages
+            );
+            let runs = case.check(ops, Run::Prepared(&w, Some((cfg, splits))), &name);
+            let boxes = case.check(ops, Run::Prepared(&w, Some((cfg.weight_boxes(), splits))), &name);
+            assert!(bits(&runs) == bits(&boxes), "{name}: the boxes differ from the runs");
+        }
+        eprintln!("ok {e} {m}x{n}x{k} G={g} bias={bias} wgmma boxes");
+    }
+    // the op's own choice (`select_awq_wgmma_prepared`: boxes for the split-K tiles, bulk
+    // runs for the one-split ones): the split-K tile (16 x 8192: 4 splits; 9-16 rows of
+    // 14336 columns take the 16-row streamed tile first), the 32-token tile in one
+    // split (24 x 28672), the 64- and 152-token tiles (128 / 1000 x 14336), each
+    // bit-identical to its twin with the other weight copy
+    let sms = ops.gpu().sm_count() as usize;
+    let op_shapes = [
+        (16, 8192, 256, 128, true),
+        (24, 28672, 128, 128, false),
+        (128, 14336, 128, 64, true),
+        (1000, 14336, 64, 32, true),
+    ];
+    for &(m, n, k, g, bias) in cases(&op_shapes) {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        let name = format!("{e} {m}x{n}x{k} G={g} bias={bias} (op, boxes)");
+        let (cfg, splits) = select_awq_wgmma_prepared(m, n, k, sms, (9, 0), e).unwrap();
+        assert_eq!(cfg.weight_boxes, cfg.split_k, "{name}");
+        let op = case.check(ops, Run::PreparedOp(&w), &name);
+        let other = AwqGemmConfig {
+            weight_boxes: !cfg.weight_boxes,
+            ..cfg
+        };
+        let twin = case.check(ops, Run::Prepared(&w, Some((other, splits))), &name);
+        assert!(bits(&op) == bits(&twin), "{name}: the boxes differ from the runs");
+    }
 }
 
 /// The split-K wgmma kernels against the float64 reference (f16 and bf16; sm_90 only).

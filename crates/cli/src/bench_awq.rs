@@ -160,7 +160,8 @@ enum Variant {
 type Kind = fn(AwqGemmConfig) -> AwqGemmConfig;
 
 /// A `--config` value as a [`Variant`]: `prefix:` forms force the prepared (`prepared:`,
-/// `bulk:`, `streamed:`, `streamed-sring:`, `wgmma:`) or the unprepared (`streamed-checkpoint:`,
+/// `bulk:`, `streamed:`, `streamed-sring:`, `wgmma:`, `wgmma-box:` (its weight stages as
+/// tensor boxes)) or the unprepared (`streamed-checkpoint:`,
 /// `wgmma-checkpoint:`, none) kernels,
 /// or the reordered path's tile (`reordered:`).
 fn parse_variant(s: &str) -> Result<Variant, String> {
@@ -174,9 +175,10 @@ fn parse_variant(s: &str) -> Result<Variant, String> {
             if let Some(c) = s.strip_prefix("reordered:") {
                 return parse_awq_config_as(c, AwqGemmConfig::wgmma).map(|c| Variant::Reordered(Some(c)));
             }
-            let forms: [(&str, Kind, bool); 7] = [
+            let forms: [(&str, Kind, bool); 8] = [
                 ("prepared:", |c| c, true),
                 ("wgmma:", AwqGemmConfig::wgmma, true),
+                ("wgmma-box:", |c| c.wgmma().weight_boxes(), true),
                 ("bulk:", AwqGemmConfig::bulk, true),
                 ("streamed:", AwqGemmConfig::streamed, true),
                 ("streamed-sring:", AwqGemmConfig::streamed_shared_ring, true),
@@ -580,5 +582,10 @@ mod tests {
         assert!(parse_variant("wgmma-checkpoint:16x256,4x1,8,3").is_err());
         assert!(parse_variant("streamed-checkpoint:32x64,4x1,4,2").is_err());
         assert!(parse_variant("streamed-checkpoint:16x64,16x1").is_err());
+        // the prepared wgmma kernel with its weight stages as tensor boxes
+        let Ok(Variant::Prepared(Some((cfg, 1)))) = parse_variant("wgmma-box:64x256,1x1,8,1") else {
+            panic!("wgmma-box: is a prepared configuration")
+        };
+        assert!(cfg.wgmma && cfg.prepared && cfg.weight_boxes);
     }
 }

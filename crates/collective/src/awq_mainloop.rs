@@ -135,6 +135,13 @@ pub struct AwqMainloopConfig {
     /// [`crate::awq_streamed::X_ROW_TILES`]` / BM` (64 KB of staged `x`: K = 4096 at 8
     /// rows, 2048 at 16).
     pub staged_k_tiles: i64,
+    /// Whether the SM90 mixed-input kernel's producer loads a stage of the prepared weight
+    /// as one 3-D TMA tensor box (the prepared weight seen as `(128, N/64, K/16)` 32-bit
+    /// words: a 64-column block's lanes, the column blocks, the k16 blocks; the box `(128,
+    /// BN/64, 4)` is exactly the stage's bytes, the same shared image;
+    /// [`crate::awq_wgmma::AwqWgmma::with_boxes`]) instead of one 1-D bulk copy per k16
+    /// block. Prepared `wgmma` kernels only.
+    pub weight_boxes: bool,
 }
 
 impl AwqMainloopConfig {
@@ -157,6 +164,7 @@ impl AwqMainloopConfig {
             split_k: false,
             ctas_per_sm: 1,
             staged_k_tiles: 0,
+            weight_boxes: false,
         }
     }
 
@@ -197,6 +205,7 @@ impl AwqMainloopConfig {
     pub fn wgmma_checkpoint(mut self) -> Self {
         self.wgmma = true;
         self.prepared = false;
+        self.weight_boxes = false;
         self.bulk = false;
         self.streamed = false;
         self.shared_ring = false;
@@ -286,6 +295,25 @@ impl AwqMainloopConfig {
     /// ```
     pub fn resident(mut self, ctas: i64) -> Self {
         self.ctas_per_sm = ctas;
+        self
+    }
+
+    /// The same configuration with the prepared weight's stages TMA-loaded as one tensor
+    /// box each (field `weight_boxes`).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [64, 256, 64], [1, 1], 6, 4).wgmma().weight_boxes();
+    /// assert!(AwqMainloop::new(&cfg).unwrap().wgmma.unwrap().boxes);
+    /// // prepared wgmma kernels only (the checkpoint's kernel loads its own boxes: the flag
+    /// // goes with `wgmma_checkpoint`)
+    /// assert!(!cfg.wgmma_checkpoint().weight_boxes);
+    /// assert!(AwqMainloop::new(&AwqMainloopConfig { weight_boxes: true, ..cfg.wgmma_checkpoint() }).is_err());
+    /// assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [16, 128, 64], [2, 2], 6, 4).streamed().weight_boxes()).is_err());
+    /// ```
+    pub fn weight_boxes(mut self) -> Self {
+        self.weight_boxes = true;
         self
     }
 
@@ -504,6 +532,9 @@ fn check_wgmma_variants(cfg: &AwqMainloopConfig, wgmma: Option<&AwqWgmma>) -> Re
     if cfg.ctas_per_sm != 1 && wgmma.is_none() {
         return Err(tile_err(cfg, "two resident CTAs an SM: wgmma kernels only"));
     }
+    if cfg.weight_boxes && wgmma.is_none_or(|w| w.checkpoint) {
+        return Err(tile_err(cfg, "weight boxes: prepared wgmma kernels only"));
+    }
     Ok(())
 }
 
@@ -531,7 +562,7 @@ fn wgmma_plan(cfg: &AwqMainloopConfig) -> Result<AwqWgmma, PlanError> {
         return Err(tile_err(cfg, "wgmma: BN must be 256 x warpgroups along N"));
     }
     if !checkpoint {
-        return Ok(plan);
+        return Ok(if cfg.weight_boxes { plan.with_boxes() } else { plan });
     }
     plan.with_checkpoint().ok_or_else(|| {
         tile_err(

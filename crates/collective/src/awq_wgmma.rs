@@ -23,7 +23,8 @@
 //! `8 BN` bytes, [`crate::awq_prepared`]), the scale row and the zero-word row of the
 //! k-tile's group (and of its second half's group for `G = 32`) into one stage of a ring
 //! of `stages`, all counted in the stage's *full* mbarrier transaction bytes; *empty*
-//! mbarriers hand the stage back. The `wgs_r x wgs_n` consumer warpgroups take `wgs_n`
+//! mbarriers hand the stage back. With [`AwqWgmma::with_boxes`] the four weight runs are one
+//! 3-D TMA box of the same shared image instead. The `wgs_r x wgs_n` consumer warpgroups take `wgs_n`
 //! groups of four 64-column blocks along N (`BN = 256 wgs_n`); the `wgs_r` warpgroups of
 //! one group split the four words of each lane (`words = 4 / wgs_r`: 4, 2 or 1). A consumer lane
 //! reads its words of a k16 step with one shared load (a warp reads its block's 512
@@ -184,6 +185,11 @@ pub struct AwqWgmma {
     /// CTAs the plan keeps resident on one SM (1 or 2: [`AwqWgmma::new_resident`]); the
     /// kernel's `__launch_bounds__` minimum.
     pub ctas_per_sm: i64,
+    /// Whether the producer loads a stage of the prepared weight as one 3-D TMA tensor box
+    /// (`(128, BN/64, 4)` 32-bit words of the prepared weight seen as `(128, N/64, K/16)`:
+    /// [`AwqWgmma::with_boxes`]) instead of one 1-D bulk copy per k16 block; the same
+    /// shared image.
+    pub boxes: bool,
 }
 
 impl AwqWgmma {
@@ -303,6 +309,7 @@ impl AwqWgmma {
             ],
             checkpoint: false,
             ctas_per_sm: ctas,
+            boxes: false,
         })
     }
 
@@ -323,6 +330,24 @@ impl AwqWgmma {
             checkpoint: true,
             ..self
         })
+    }
+
+    /// The same plan with the prepared weight's stages TMA-loaded as one tensor box each:
+    /// the prepared weight (`2 N` words a k16 block, `128` words a 64-column block of it,
+    /// [`crate::awq_prepared`]) as a `(128, N/64, K/16)` tensor of 32-bit words (strides
+    /// 512 and `8 N` bytes), the box `(128, BN/64, 4)`: `4 e0 + 512 wb + 8 BN kb` in the
+    /// stage, the bulk runs' image (k16 block `kb` at `8 BN kb`, 64-column block `wb` at
+    /// `512 wb`). Columns past N and k16 blocks past K are zero-filled and counted: the
+    /// stage always takes `w_stage_bytes`.
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_wgmma::AwqWgmma;
+    /// let p = AwqWgmma::new(Element::F16, 64, [1, 1], 6).unwrap().with_boxes();
+    /// assert!(p.boxes && !p.checkpoint && p.w_stage_bytes == 4 * 8 * p.bn());
+    /// ```
+    pub fn with_boxes(self) -> AwqWgmma {
+        AwqWgmma { boxes: true, ..self }
     }
 
     /// Registers per consumer thread after `setmaxnreg.inc` with `consumers` consumer

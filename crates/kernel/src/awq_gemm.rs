@@ -41,7 +41,8 @@
 //! reads AutoAWQ's checkpoint `qweight` as it is (the producer TMA-loads it in swizzled
 //! boxes, each lane byte-permutes its words by pairs; [`rcute_collective::awq_wgmma_checkpoint`],
 //! emitted by `awq_gemm/wgmma_checkpoint.rs`; its launch takes the TMA map of `qweight` after
-//! that of `x`), named `..._v1_wgmma...`.
+//! that of `x`), named `..._v1_wgmma...`. [`AwqGemmConfig::weight_boxes`] (`..._tb`,
+//! `awq_gemm/wgmma_boxes.rs`): each prepared weight stage as one 3-D TMA box (map after x's).
 //!
 //! ```
 //! use rcute_atom::Element;
@@ -108,6 +109,7 @@ mod streamed;
 mod streamed_checkpoint;
 mod streamed_prefetch;
 mod wgmma;
+mod wgmma_boxes;
 mod wgmma_checkpoint;
 mod wgmma_split;
 
@@ -348,6 +350,7 @@ fn kernel_name(cfg: &AwqGemmConfig) -> String {
         } else {
             String::new()
         }
+        + if cfg.weight_boxes { "_tb" } else { "" }
         + if cfg.split_k { "_sk" } else { "" }
 }
 

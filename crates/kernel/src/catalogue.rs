@@ -652,7 +652,9 @@ pub fn awq_bulk_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 /// 32-token one in one split (`select_awq_wgmma_prepared`); and the
 /// same kernels on the checkpoint's `qweight` (`AwqGemmConfig::wgmma_checkpoint`) that the
 /// unprepared op's `ops::awq::select_checkpoint_wgmma` takes
-/// (`awq_wgmma_checkpoint_rule_configs`); f16 and bf16.
+/// (`awq_wgmma_checkpoint_rule_configs`); f16 and bf16. The prepared split-K ones load
+/// their weight stages as one TMA tensor box each (`AwqGemmConfig::weight_boxes`, as
+/// `select_awq_wgmma_prepared` takes them).
 pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
@@ -666,11 +668,26 @@ pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
                 AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma(),
                 AwqGemmConfig::new(e, [192, 256, 64], [2, 1], 6, 4).wgmma(),
                 // split-K at small batches (`ops::awq::select_split::select_awq_wgmma_split`)
-                AwqGemmConfig::new(e, [16, 256, 64], [2, 1], 8, 4).wgmma().split_k(),
-                AwqGemmConfig::new(e, [32, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
-                AwqGemmConfig::new(e, [48, 256, 64], [2, 1], 8, 4).wgmma().split_k(),
-                AwqGemmConfig::new(e, [64, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
-                AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma().split_k(),
+                AwqGemmConfig::new(e, [16, 256, 64], [2, 1], 8, 4)
+                    .wgmma()
+                    .weight_boxes()
+                    .split_k(),
+                AwqGemmConfig::new(e, [32, 256, 64], [2, 1], 6, 4)
+                    .wgmma()
+                    .weight_boxes()
+                    .split_k(),
+                AwqGemmConfig::new(e, [48, 256, 64], [2, 1], 8, 4)
+                    .wgmma()
+                    .weight_boxes()
+                    .split_k(),
+                AwqGemmConfig::new(e, [64, 256, 64], [2, 1], 6, 4)
+                    .wgmma()
+                    .weight_boxes()
+                    .split_k(),
+                AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4)
+                    .wgmma()
+                    .weight_boxes()
+                    .split_k(),
                 // one split at 17 ..= 32 rows of a weight too wide for 2 splits
                 // (`ops::awq::select_split::select_awq_wgmma_prepared`)
                 AwqGemmConfig::new(e, [32, 256, 64], [2, 1], 6, 4).wgmma(),

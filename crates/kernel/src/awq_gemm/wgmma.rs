@@ -7,6 +7,7 @@
 //! x^T)^T` (+ bias) straight from the accumulators.
 
 use super::streamed::{a_fragment_words, decl_c, when};
+use super::wgmma_boxes::{box_load, prepared_tensor_map};
 use super::wgmma_checkpoint::qweight_tensor_map;
 use super::wgmma_split::{split_snippets, SPLIT_HEADER};
 use super::{s, AwqGemmArgs, Emit, GeneratedAwqGemm, StageWeight};
@@ -37,6 +38,9 @@ pub(super) fn generate_wgmma(plan: AwqMainloop, name: String) -> Result<Generate
         w.tma.snippet.clone(),
     ];
     snips.extend(w.sync.iter().cloned());
+    if w.boxes {
+        snips.push(box_load(w).snippet);
+    }
     if cfg.split_k {
         snips.extend(split_snippets());
     }
@@ -53,6 +57,11 @@ pub(super) fn generate_wgmma(plan: AwqMainloop, name: String) -> Result<Generate
         (
             "checkpoint",
             "x and AutoAWQ's qweight (swizzled (32 words, 64 rows) boxes) TMA-loaded and scales and zeros bulk-copied into the stages by warpgroup 0, each lane's words byte-permuted by word pairs (rcute_collective::awq_wgmma, awq_wgmma_checkpoint; awq_gemm/wgmma_checkpoint.rs)",
+        )
+    } else if w.boxes {
+        (
+            "prepared",
+            "x and the prepared weight (one (128 words, BN / 64, 4) box a stage) TMA-loaded and scales and zeros bulk-copied into the stages by warpgroup 0 (rcute_collective::awq_wgmma; awq_gemm/wgmma_boxes.rs)",
         )
     } else {
         (
@@ -135,12 +144,16 @@ impl GeneratedAwqGemm {
         }
     }
 
-    /// The TMA map of the checkpoint's `qweight` a checkpoint-word wgmma kernel reads
-    /// (`None` for the other kernels): `[K, N/8]` words (a 16-byte aligned base, N a
+    /// The TMA map of `qweight` a wgmma kernel reads by tensor boxes (`None` for the
+    /// other kernels): the checkpoint's `[K, N/8]` words (a 16-byte aligned base, N a
     /// multiple of 32), boxes of `(32 words, 64 rows)` with the 128-byte swizzle, zero
-    /// fill past K and N/8.
+    /// fill past K and N/8; or, with `weight_boxes`, the prepared weight as `(128, N/64,
+    /// K/16)` words, boxes of one stage (`(128, BN/64, 4)`), zero fill past N and K.
     pub fn qweight_tensor_map(&self, a: &AwqGemmArgs) -> Option<TmaEncodeArgs> {
         let w = self.plan.wgmma.as_ref()?;
+        if w.boxes {
+            return Some(prepared_tensor_map(a.k, a.n, w.bn()));
+        }
         w.checkpoint.then(|| qweight_tensor_map(a.k, a.n))
     }
 }
@@ -165,6 +178,8 @@ impl Emit<'_> {
                 w.w_stage_bytes,
                 if w.checkpoint {
                     "the qweight box of column group h at 8192 h: (32 words, 64 rows), 128-byte swizzle".to_string()
+                } else if w.boxes {
+                    format!("one TMA box: k16 block kb at {} kb, 64-column block wb at + 512 wb, lane at + 16 lane", w.w_stage_bytes / STEPS)
                 } else {
                     format!("k16 block kb at {} kb, 64-column block wb at + 512 wb, lane at + 16 lane", w.w_stage_bytes / STEPS)
                 },
@@ -236,7 +251,7 @@ impl Emit<'_> {
             ),
             when(
                 "threadIdx.x == 32",
-                if w.checkpoint {
+                if w.checkpoint || w.boxes {
                     vec![s("rc_prefetch_tensormap(&tmap_x)"), s("rc_prefetch_tensormap(&tmap_w)")]
                 } else {
                     vec![s("rc_prefetch_tensormap(&tmap_x)")]
@@ -338,6 +353,8 @@ impl Emit<'_> {
             copies: w_copies,
         } = if w.checkpoint {
             self.checkpoint_stage_weight()
+        } else if w.boxes {
+            self.boxed_stage_weight()
         } else {
             self.prepared_stage_weight()
         };
@@ -1104,7 +1121,7 @@ impl Emit<'_> {
         );
         f.params
             .push(("const __grid_constant__ rc_tmap_t".into(), "tmap_x".into()));
-        if self.wg().checkpoint {
+        if self.wg().checkpoint || self.wg().boxes {
             f.params
                 .push(("const __grid_constant__ rc_tmap_t".into(), "tmap_w".into()));
         }

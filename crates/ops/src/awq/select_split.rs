@@ -143,7 +143,17 @@ pub fn select_awq_wgmma_split(
 /// tile in one split (two consumer warpgroups, 8 stages, no split-K), and at 17 to 32 rows
 /// the 32-token tile in one split (`one_split_wide`: 6 stages). The unprepared op's
 /// `super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint` runs the same choice on
-/// the checkpoint's words.
+/// the checkpoint's words. The split-K choices load their weight stages as one TMA tensor
+/// box (`AwqGemmConfig::weight_boxes`), the one-split ones as one bulk run per k16 block.
+///
+/// Measured (helper awqbox, session 23, **H100**, `rcute bench awq --group 128 --iters 10
+/// --config prepared-auto`, K = 4096, random data, weights rotated over >= 150 MB; main
+/// (bulk runs) against the boxes for every choice, in the order main, boxes, boxes, main;
+/// BENCHMARKS.md): the split-K tiles 16 x 14336 21.29 / 21.17 -> 19.74 / 19.84 µs (-7 %),
+/// 32 x 14336 23.95 / 24.05 -> 23.02 / 23.07 (-4 %), 64 x 14336 30.68 / 31.00 -> 31.02 /
+/// 30.17, 96 x 14336 42.36 / 43.46 -> 42.05 / 41.35; the one-split tiles no better in both
+/// rounds (128 x 14336 49.05 / 48.28 -> 47.41 / 48.11, 64 x 28672 42.73 / 44.88 -> 43.37 /
+/// 43.96, 1024 x 14336 186.50 / 184.48 -> 186.88 / 186.48): they keep the bulk runs.
 ///
 /// Measured (helper awqckw2, session 22, H100, `rcute bench awq --group 128 --config
 /// prepared-auto --config wgmma:16x256,2x1,8,1`, one call, one run each; BENCHMARKS.md):
@@ -163,7 +173,9 @@ pub fn select_awq_wgmma_split(
 /// let (c32, _) = select_awq_wgmma_prepared(24, 28672, 4096, 132, h, f16).unwrap();
 /// assert!(c32.warps == [2, 1] && c32.stages == 6 && !c32.split_k);
 /// let (cfg, _) = select_awq_wgmma_prepared(16, 28672, 4096, 132, h, f16).unwrap();
-/// assert!(cfg.wgmma && cfg.prepared && cfg.warps == [2, 1] && cfg.stages == 8);
+/// assert!(cfg.wgmma && cfg.prepared && cfg.warps == [2, 1] && cfg.stages == 8 && !cfg.weight_boxes);
+/// // the split-K choices take the tensor boxes
+/// assert!(select_awq_wgmma_prepared(16, 14336, 4096, 132, h, f16).unwrap().0.weight_boxes);
 /// // 8 rows, a narrow weight at 16 rows, not sm_90: other rules
 /// assert_eq!((pick(8, 28672), pick(16, 4096)), (None, None));
 /// assert!(select_awq_wgmma_prepared(16, 28672, 4096, 132, (8, 0), f16).is_none());
@@ -177,6 +189,7 @@ pub fn select_awq_wgmma_prepared(
     element: Element,
 ) -> Option<(AwqGemmConfig, u32)> {
     select_awq_wgmma_split(m, n, k, sms, cc, element)
+        .map(|(cfg, splits)| (cfg.weight_boxes(), splits))
         .or_else(|| select_awq_wgmma(m, n, k, sms, cc, element))
         .or_else(|| one_split_decode(m, n, k, cc, element))
         .or_else(|| one_split_wide(m, n, k, cc, element))
