@@ -648,13 +648,13 @@ fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         eprintln!("ok {e} {m}x{n}x{k} G={g} bias={bias} wgmma boxes");
     }
     // the op's own choice (`select_awq_wgmma_prepared`: boxes for the split-K tiles, bulk
-    // runs for the one-split ones): the split-K tile (16 x 8192: 4 splits; 9-16 rows of
-    // 14336 columns take the 16-row streamed tile first), the 32-token tile in one
+    // runs for the one-split ones): the split-K tile (16 x 11008: 3 splits; 9-16 rows of
+    // 8192 or 14336 columns take a 16-row streamed tile first), the 32-token tile in one
     // split (24 x 28672), the 64- and 152-token tiles (128 / 1000 x 14336), each
     // bit-identical to its twin with the other weight copy
     let sms = ops.gpu().sm_count() as usize;
     let op_shapes = [
-        (16, 8192, 256, 128, true),
+        (16, 11008, 256, 128, true),
         (24, 28672, 128, 128, false),
         (128, 14336, 128, 64, true),
         (1000, 14336, 64, 32, true),
@@ -663,6 +663,12 @@ fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
         let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
         let name = format!("{e} {m}x{n}x{k} G={g} bias={bias} (op, boxes)");
+        // the op asks the 16-row streamed rule first: these shapes must be the wgmma rule's
+        let streamed = rcute_ops::awq::select_streamed16::select_awq_streamed_wide16(m, n, k, sms, e);
+        assert!(
+            streamed.is_none(),
+            "{name}: the op runs the streamed tile here, not a wgmma tile"
+        );
         let (cfg, splits) = select_awq_wgmma_prepared(m, n, k, sms, (9, 0), e).unwrap();
         assert_eq!(cfg.weight_boxes, cfg.split_k, "{name}");
         let op = case.check(ops, Run::PreparedOp(&w), &name);
