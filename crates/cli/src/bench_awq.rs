@@ -1,8 +1,11 @@
 //! `rcute bench awq`: rcute's AWQ W4A16 GEMM (`Ops::awq_gemm` on AutoAWQ's checkpoint
 //! tensors) against cuBLAS fp16 GEMM on the dequantized weight, in one process, on random
 //! data. Each side rotates over enough weight copies to total at least `--min-mb` MB (150 by
-//! default, three times an H200's 50 MB L2), so weights come from HBM ("cold"); samples
-//! replay CUDA graphs of 10 calls and the medians are reported with the achieved GB/s and
+//! default, three times an H200's 50 MB L2; 1, 2, 5 or 10 copies, so that a graph's calls
+//! never read one copy twice in a row), so weights come from HBM ("cold"); samples
+//! replay CUDA graphs of 10 calls, all rows of a shape and cuBLAS sampled round-robin in
+//! one timing (the rows see the same clocks; cuBLAS's median is every row's peer), and the
+//! medians are reported with the achieved GB/s and
 //! the device-to-device copy bandwidth measured in the same run. `--dequantize` also times
 //! `Ops::awq_dequantize` of each shape's `[K, N]` weight and `Ops::awq_dequantize_kmajor`
 //! (`[N, K]`) against that copy bandwidth.
@@ -355,9 +358,11 @@ type Call<'a> = Box<dyn FnMut() -> Result<(), String> + 'a>;
 
 /// Each row's timing `(rcute µs, cuBLAS µs, graphed)`: every row's calls and cuBLAS's are
 /// sampled round-robin in ONE [`median_us`], after one settling period, so every row sees
-/// the same clocks. Timed one row (with cuBLAS) after the other, the row right after the
-/// first one read 5-6 µs (13 %) slower at 128 x 14336 x 4096 than the same kernel a row
-/// further down (BENCHMARKS.md, "Session 23 (helper awqrow)"). Should some call not be
+/// the same clocks. Timed one row (with cuBLAS) after the other, each row's samples fell on
+/// another phase of the SM clock's swings once an H100's 700 W power cap engaged (about
+/// 0.8 s into the sustained load, past the first row's settling): the row right after the
+/// first one read 5-9 µs (13-22 %) slower at 128 x 14336 x 4096 than the same kernel in
+/// the first or third row (BENCHMARKS.md, "Session 23 (helper awqrow)"). Should some call not be
 /// capturable in a CUDA graph (every function of one `median_us` is then timed eagerly),
 /// each row is timed on its own with cuBLAS instead, so only that row is eager.
 fn time_rows(
