@@ -1,13 +1,16 @@
 //! `rcute bench awq`: rcute's AWQ W4A16 GEMM (`Ops::awq_gemm` on AutoAWQ's checkpoint
 //! tensors) against cuBLAS fp16 GEMM on the dequantized weight, in one process, on random
 //! data. Each side rotates over enough weight copies to total at least `--min-mb` MB (150 by
-//! default, three times an H200's 50 MB L2), so weights come from HBM ("cold"); samples
-//! replay CUDA graphs of 10 calls and the medians are reported with the achieved GB/s and
+//! default, three times an H200's 50 MB L2; 1, 2, 5 or 10 copies, so that a graph's calls
+//! never read one copy twice in a row), so weights come from HBM ("cold"); samples
+//! replay CUDA graphs of 10 calls, all rows of a shape and cuBLAS sampled round-robin in
+//! one timing (the rows see the same clocks; cuBLAS's median is every row's peer), and the
+//! medians are reported with the achieved GB/s and
 //! the device-to-device copy bandwidth measured in the same run. `--dequantize` also times
 //! `Ops::awq_dequantize` of each shape's `[K, N]` weight and `Ops::awq_dequantize_kmajor`
 //! (`[N, K]`) against that copy bandwidth.
 
-use crate::bench_timing::{copy_bandwidth, median_us, parse_shapes};
+use crate::bench_timing::{copy_bandwidth, median_us, parse_shapes, rotation_copies};
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::f16;
@@ -315,6 +318,79 @@ pub fn run(args: &BenchAwqArgs) -> Result<String, String> {
     Ok(out)
 }
 
+/// What every row of a shape reads: the activations, the bias and the rotated weight copies
+/// (checkpoint tensors, and prepared where a row needs them).
+struct Operands<'a> {
+    ops: &'a Ops,
+    shape: AwqShape,
+    m: usize,
+    x: &'a CudaSlice<f16>,
+    bias: &'a CudaSlice<f16>,
+    weights: &'a [Weight],
+    prepared: &'a [AwqWeight<'a>],
+}
+
+impl Operands<'_> {
+    /// One call of `forced`'s path on weight copy `i % copies`, writing `y`.
+    fn call(&self, forced: Variant, i: usize, y: &mut CudaSlice<f16>) -> Result<(), String> {
+        let (m, n, k) = (self.m, self.shape.n, self.shape.k);
+        let i = i % self.weights.len();
+        let b = VectorRef::new(self.bias, n);
+        let xv = MatrixRef::new(self.x, m, k);
+        let wt = self.weights[i].tensors(self.shape);
+        let mut yv = MatrixMut::new(y, m, n);
+        let p = validate_awq_gemm(&xv, &wt, Some(&b), &yv).map_err(|x| x.to_string())?;
+        let ops = self.ops;
+        match forced {
+            Variant::Auto => ops.awq_gemm(&xv, &wt, Some(&b), &mut yv),
+            Variant::Fused(f) => ops.run_awq_gemm(&p, f),
+            Variant::Dense => ops.run_awq_gemm_dense(&p),
+            Variant::Prepared(f) => ops.run_awq_gemm_prepared(&xv, &self.prepared[i], Some(&b), &mut yv, f),
+            Variant::PreparedAuto => ops.awq_gemm_prepared(&xv, &self.prepared[i], Some(&b), &mut yv),
+            Variant::Reordered(f) => ops.run_awq_gemm_reordered(&p, f),
+        }
+        .map_err(|x| x.to_string())
+    }
+}
+
+/// A benchmark call: runs once per call, cycling through its weight copies.
+type Call<'a> = Box<dyn FnMut() -> Result<(), String> + 'a>;
+
+/// Each row's timing `(rcute µs, cuBLAS µs, graphed)`: every row's calls and cuBLAS's are
+/// sampled round-robin in ONE [`median_us`], after one settling period, so every row sees
+/// the same clocks. Timed one row (with cuBLAS) after the other, each row's samples fell on
+/// another phase of the SM clock's swings once an H100's 700 W power cap engaged (about
+/// 0.8 s into the sustained load, past the first row's settling): the row right after the
+/// first one read 5-9 µs (13-22 %) slower at 128 x 14336 x 4096 than the same kernel in
+/// the first or third row (BENCHMARKS.md, "Session 23 (helper awqrow)"). Should some call not be
+/// capturable in a CUDA graph (every function of one `median_us` is then timed eagerly),
+/// each row is timed on its own with cuBLAS instead, so only that row is eager.
+fn time_rows(
+    stream: &Arc<CudaStream>,
+    iters: usize,
+    calls: &mut [Call<'_>],
+    cublas: &mut dyn FnMut() -> Result<(), String>,
+) -> Result<Vec<(f64, f64, bool)>, String> {
+    let rows = calls.len();
+    let mut fs: Vec<&mut dyn FnMut() -> Result<(), String>> = calls
+        .iter_mut()
+        .map(|f| f.as_mut() as &mut dyn FnMut() -> Result<(), String>)
+        .collect();
+    fs.push(&mut *cublas);
+    let (t, graphed) = median_us(stream, iters, true, &mut fs)?;
+    drop(fs);
+    if graphed || rows <= 1 {
+        return Ok(t[..rows].iter().map(|&r| (r, t[rows], graphed)).collect());
+    }
+    calls
+        .iter_mut()
+        .map(|f| {
+            let (t, graphed) = median_us(stream, iters, true, &mut [f.as_mut(), &mut *cublas])?;
+            Ok((t[0], t[1], graphed))
+        })
+        .collect()
+}
+
 #[allow(clippy::too_many_arguments)]
 fn bench_shape(
     ops: &Ops,
@@ -330,8 +406,8 @@ fn bench_shape(
 ) -> Result<String, String> {
     let e = |x: cudarc::driver::DriverError| x.to_string();
     let (k, n) = (shape.k, shape.n);
-    let awq_copies = min_bytes.div_ceil(Weight::bytes(shape)).max(1);
-    let dense_copies = min_bytes.div_ceil(k * n * 2).max(1);
+    let awq_copies = rotation_copies(Weight::bytes(shape), min_bytes);
+    let dense_copies = rotation_copies(k * n * 2, min_bytes);
     let weights: Vec<Weight> = (0..awq_copies)
         .map(|_| random_weight(stream, shape, rng))
         .collect::<Result<_, _>>()?;
@@ -363,9 +439,21 @@ fn bench_shape(
                 .collect::<Vec<_>>(),
         )
         .map_err(e)?;
-    let bias_host: Vec<f16> = vec![f16::ZERO; n];
-    let bias: CudaSlice<f16> = stream.clone_htod(&bias_host).map_err(e)?;
-    let mut y: CudaSlice<f16> = stream.alloc_zeros(m * n).map_err(e)?;
+    let bias: CudaSlice<f16> = stream.clone_htod(&vec![f16::ZERO; n]).map_err(e)?;
+    let operands = Operands {
+        ops,
+        shape,
+        m,
+        x: &x,
+        bias: &bias,
+        weights: &weights,
+        prepared: &prepared,
+    };
+    // every row its own output, so that all rows' calls can live side by side
+    let mut ys: Vec<CudaSlice<f16>> = (0..variants.len())
+        .map(|_| stream.alloc_zeros(m * n))
+        .collect::<Result<_, _>>()
+        .map_err(e)?;
     let mut yref: CudaSlice<f16> = stream.alloc_zeros(m * n).map_err(e)?;
     // cuBLAS is column-major: out^T (N x M) = W^T (N x K, W row-major [K, N]) * x^T (K x M).
     let cfg = GemmConfig {
@@ -380,66 +468,63 @@ fn bench_shape(
         beta: f16::ZERO,
         ldc: n as i32,
     };
-    let mut rows = String::new();
-    for (label, forced) in variants {
-        let (label, forced) = (label.as_str(), *forced);
-        let (ri, ci) = (Cell::new(0usize), Cell::new(0usize));
-        let mut rc = || {
-            let i = ri.get() % awq_copies;
-            let w = &weights[i];
-            ri.set(ri.get() + 1);
-            let b = VectorRef::new(&bias, n);
-            let xv = MatrixRef::new(&x, m, k);
-            let wt = w.tensors(shape);
-            let mut yv = MatrixMut::new(&mut y, m, n);
-            let p = validate_awq_gemm(&xv, &wt, Some(&b), &yv).map_err(|x| x.to_string())?;
-            match forced {
-                Variant::Auto => ops.awq_gemm(&xv, &wt, Some(&b), &mut yv),
-                Variant::Fused(f) => ops.run_awq_gemm(&p, f),
-                Variant::Dense => ops.run_awq_gemm_dense(&p),
-                Variant::Prepared(f) => ops.run_awq_gemm_prepared(&xv, &prepared[i], Some(&b), &mut yv, f),
-                Variant::PreparedAuto => ops.awq_gemm_prepared(&xv, &prepared[i], Some(&b), &mut yv),
-                Variant::Reordered(f) => ops.run_awq_gemm_reordered(&p, f),
+    let ci = Cell::new(0usize);
+    let cublas = |yref: &mut CudaSlice<f16>| {
+        let d = &dense[ci.get() % dense_copies];
+        ci.set(ci.get() + 1);
+        // SAFETY: the buffers hold N*K, K*M and N*M elements as the config describes.
+        unsafe { blas.gemm(cfg, d, &x, yref) }.map_err(|x| x.to_string())
+    };
+    // A path that refuses the shape (a typed error, nothing launched) gets a row saying so;
+    // the other rows go on.
+    let refused: Vec<Option<String>> = variants
+        .iter()
+        .zip(&mut ys)
+        .map(|((_, v), y)| operands.call(*v, 0, y).err())
+        .collect();
+    let (timings, host) = {
+        let cursors: Vec<Cell<usize>> = variants.iter().map(|_| Cell::new(0)).collect();
+        let mut calls: Vec<Call<'_>> = Vec::new();
+        for (((_, v), y), (cursor, why)) in variants.iter().zip(&mut ys).zip(cursors.iter().zip(&refused)) {
+            if why.is_none() {
+                let (v, operands) = (*v, &operands);
+                calls.push(Box::new(move || {
+                    cursor.set(cursor.get() + 1);
+                    operands.call(v, cursor.get() - 1, y)
+                }));
             }
-            .map_err(|x| x.to_string())
-        };
-        let mut cublas = || {
-            let d = &dense[ci.get() % dense_copies];
-            ci.set(ci.get() + 1);
-            // SAFETY: the buffers hold N*K, K*M and N*M elements as the config describes.
-            unsafe { blas.gemm(cfg, d, &x, &mut yref) }.map_err(|x| x.to_string())
-        };
-        // A path that refuses the shape (a typed error, nothing launched) gets a row saying
-        // so; the other rows go on.
-        if let Err(why) = rc() {
-            rows.push_str(&format!("{:<18} {label:<18} refused: {why}\n", format!("{m}x{n}x{k}")));
+        }
+        let timings = time_rows(stream, iters, &mut calls, &mut || cublas(&mut yref))?;
+        let host = calls
+            .iter_mut()
+            .map(|f| crate::bench_timing::host_us(stream, f.as_mut()))
+            .collect::<Result<Vec<_>, _>>()?;
+        (timings, host)
+    };
+    // Correctness on copy 0 for all.
+    ci.set(0);
+    cublas(&mut yref)?;
+    let want = stream.clone_dtoh(&yref).map_err(e)?;
+    let mut timed = timings.iter().zip(&host);
+    let mut rows = String::new();
+    for (((label, v), y), why) in variants.iter().zip(&mut ys).zip(&refused) {
+        let name = format!("{m}x{n}x{k}");
+        if let Some(why) = why {
+            rows.push_str(&format!("{name:<18} {label:<18} refused: {why}\n"));
             continue;
         }
-        let (t, graphed) = median_us(stream, iters, true, &mut [&mut rc, &mut cublas])?;
-        let host = crate::bench_timing::host_us(stream, &mut rc)?;
-        // Correctness on copy 0 for both.
-        ri.set(0);
-        ci.set(0);
-        rc()?;
-        cublas()?;
+        let (&(t, peer, graphed), &host) = timed.next().ok_or("a timed row is missing")?;
+        operands.call(*v, 0, y)?;
         stream.synchronize().map_err(e)?;
-        let (got, want) = (stream.clone_dtoh(&y).map_err(e)?, stream.clone_dtoh(&yref).map_err(e)?);
-        let max_rel_err = crate::bench_timing::max_rel_diff(&got, &want);
+        let max_rel_err = crate::bench_timing::max_rel_diff(&stream.clone_dtoh(y).map_err(e)?, &want);
         let bytes = Weight::bytes(shape) + m * k * 2 + m * n * 2 + n * 2;
-        let gbs = bytes as f64 / (t[0] * 1e-6) / 1e9;
+        let gbs = bytes as f64 / (t * 1e-6) / 1e9;
         rows.push_str(&format!(
-            "{:<18} {:<18} {:>4} {:>7} {:>9.2} {:>10.2} {:>8.3} {:>9.0} {:>6.1}% {:>8.1} {:>11.2e}{}\n",
-            format!("{m}x{n}x{k}"),
-            label,
+            "{name:<18} {label:<18} {:>4} {:>7} {t:>9.2} {peer:>10.2} {:>8.3} {gbs:>9.0} {:>6.1}% {host:>8.1} {max_rel_err:>11.2e}{}\n",
             shape.group,
             format!("{awq_copies}/{dense_copies}"),
-            t[0],
-            t[1],
-            t[1] / t[0],
-            gbs,
+            peer / t,
             100.0 * gbs / copy_gbs,
-            host,
-            max_rel_err,
             if graphed { "" } else { " (eager)" }
         ));
     }
@@ -458,7 +543,7 @@ fn bench_dequantize(
     let e = |x: cudarc::driver::DriverError| x.to_string();
     let (k, n) = (shape.k, shape.n);
     let per = Weight::bytes(shape) + k * n * 2;
-    let copies = min_bytes.div_ceil(per).max(1);
+    let copies = rotation_copies(per, min_bytes);
     let weights: Vec<Weight> = (0..copies)
         .map(|_| random_weight(stream, shape, rng))
         .collect::<Result<_, _>>()?;

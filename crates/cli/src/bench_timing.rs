@@ -52,12 +52,7 @@ pub struct Rotation<T> {
 impl<T: DeviceRepr + Clone> Rotation<T> {
     /// Upload `host` as many times as `min_bytes` needs (at most [`CALLS_PER_SAMPLE`]).
     pub fn upload(stream: &Arc<CudaStream>, host: &[T], min_bytes: usize) -> Result<Self, String> {
-        let bytes = std::mem::size_of_val(host).max(1);
-        let want = min_bytes.div_ceil(bytes).max(1);
-        let count = [1, 2, 5, CALLS_PER_SAMPLE]
-            .into_iter()
-            .find(|&c| c >= want)
-            .unwrap_or(CALLS_PER_SAMPLE);
+        let count = rotation_copies(std::mem::size_of_val(host), min_bytes);
         let copies = (0..count)
             .map(|_| stream.clone_htod(host).map_err(|e| format!("weight copy: {e}")))
             .collect::<Result<_, _>>()?;
@@ -81,6 +76,21 @@ impl<T: DeviceRepr + Clone> Rotation<T> {
     pub fn count(&self) -> usize {
         self.copies.len()
     }
+}
+
+/// How many copies of an operand of `bytes` bytes a benchmark rotates over so that they
+/// total at least `min_bytes`: the fewest of 1, 2, 5 or [`CALLS_PER_SAMPLE`] that do (at
+/// most [`CALLS_PER_SAMPLE`]). A count that divides the calls of a graph sample makes each
+/// replay end on the copy before the one it starts from, so no call reads the copy that
+/// the call before it just read (3 copies would end a replay of 10 calls on the copy the
+/// next replay starts with); a graph reads no more than its own calls' copies, so more
+/// than [`CALLS_PER_SAMPLE`] would never be read.
+pub fn rotation_copies(bytes: usize, min_bytes: usize) -> usize {
+    let want = min_bytes.div_ceil(bytes.max(1)).max(1);
+    [1, 2, 5, CALLS_PER_SAMPLE]
+        .into_iter()
+        .find(|&c| c >= want)
+        .unwrap_or(CALLS_PER_SAMPLE)
 }
 
 /// The GPU to run on; `Err` says that `what` (e.g. "the benchmark") needs one.
@@ -162,7 +172,10 @@ pub fn copy_bandwidth(stream: &Arc<CudaStream>, bytes: usize, iters: usize) -> R
 
 #[cfg(test)]
 mod tests {
-    use super::{max_abs_diff, max_rel_diff, parse_shape, parse_shapes, settle_ms, DEFAULT_SETTLE_MS};
+    use super::{
+        max_abs_diff, max_rel_diff, parse_shape, parse_shapes, rotation_copies, settle_ms, CALLS_PER_SAMPLE,
+        DEFAULT_SETTLE_MS,
+    };
     use std::time::Duration;
 
     #[test]
@@ -179,6 +192,31 @@ mod tests {
         assert!(max_abs_diff([1.0, f64::NAN], [1.0, 2.0]).is_nan());
         assert!(max_abs_diff([f64::INFINITY], [f64::INFINITY]).is_nan());
         assert_eq!(max_abs_diff(Vec::<f64>::new(), Vec::new()), 0.0);
+    }
+
+    /// The copy count divides the calls of a graph sample: an AWQ weight of 28672 x 4096
+    /// at G = 128 (61.0 MB) takes 5 copies, not 3, for 150 MB; one of 14336 x 4096 (30.5 MB) 5; a dense
+    /// one of 117 MB 2; small operands stop at 10; no rotation asked, one copy.
+    #[test]
+    fn rotation_copies_divide_a_graph_sample() {
+        let mb = 1_000_000;
+        assert_eq!(rotation_copies(61_014_016, 150 * mb), 5);
+        assert_eq!(rotation_copies(30_507_008, 150 * mb), 5);
+        assert_eq!(rotation_copies(117_440_512, 150 * mb), 2);
+        assert_eq!(rotation_copies(235 * mb, 150 * mb), 1);
+        assert_eq!(rotation_copies(8 * mb, 150 * mb), CALLS_PER_SAMPLE);
+        assert_eq!(
+            rotation_copies(50 * mb, 150 * mb),
+            5,
+            "exactly three would not divide 10"
+        );
+        assert_eq!(rotation_copies(75 * mb, 150 * mb), 2);
+        assert_eq!(rotation_copies(1 << 20, 0), 1);
+        assert_eq!(rotation_copies(0, 10), CALLS_PER_SAMPLE);
+        for bytes in [1, 999, 12_345_678, 99 * mb] {
+            let c = rotation_copies(bytes, 150 * mb);
+            assert_eq!(CALLS_PER_SAMPLE % c, 0, "{bytes} bytes: {c} copies");
+        }
     }
 
     #[test]
