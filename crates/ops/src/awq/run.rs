@@ -393,10 +393,6 @@ impl Ops {
     }
 }
 
-/// What the wgmma kernel on the checkpoint's words (`AwqGemmConfig::wgmma_checkpoint`)
-/// needs beyond the other wgmma kernels: whole k16 steps and 64-column blocks (K a multiple
-/// of 16, N of 64: [`OpsError::Shape`]) and a 16-byte aligned `qweight` for its TMA map
-/// ([`OpsError::Alignment`]).
 /// Whether the SM90 wgmma kernels' TMA map can read `x` (16-bit elements): a 16-byte
 /// aligned base, row-major, a row pitch of a multiple of 8 elements (16 bytes). The rules
 /// choose those kernels only for such an `x`; a forced wgmma configuration with another is
@@ -405,6 +401,10 @@ pub(super) fn x_fits_wgmma_tma(x: &Geometry) -> bool {
     x.ptr.is_multiple_of(16) && x.row_stride % 8 == 0 && x.col_stride == 1
 }
 
+/// What the wgmma kernel on the checkpoint's words (`AwqGemmConfig::wgmma_checkpoint`)
+/// needs beyond the other wgmma kernels: whole k16 steps and 64-column blocks (K a multiple
+/// of 16, N of 64: [`OpsError::Shape`]) and a 16-byte aligned `qweight` for its TMA map
+/// ([`OpsError::Alignment`]).
 fn check_checkpoint_wgmma(p: &AwqGemmProblem<'_>) -> Result<(), OpsError> {
     let (k, n) = (p.w.shape.k, p.w.shape.n);
     if !k.is_multiple_of(16) || !n.is_multiple_of(64) {
@@ -452,7 +452,8 @@ pub(super) fn check_fused_operands(
         };
         return Err(OpsError::Arch(format!("the AWQ {kernel} needs sm_90, not {cc:?}")));
     }
-    if cfg.wgmma && (!p.x.ptr.is_multiple_of(16) || p.x.row_stride % 8 != 0) {
+    // x is row-major (validated): the TMA test is its base and row pitch
+    if cfg.wgmma && !x_fits_wgmma_tma(&p.x) {
         return Err(OpsError::Alignment {
             operand: "x",
             detail: format!(

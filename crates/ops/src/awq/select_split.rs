@@ -141,7 +141,7 @@ pub fn select_awq_wgmma_split(
 /// else the one-split tile of `super::select::select_awq_wgmma`, else at 9 to 16 rows of a
 /// wide weight whose split tile gets one split (N above 16896 on 132 SMs) that 16-token
 /// tile in one split (two consumer warpgroups, 8 stages, no split-K), and at 17 to 32 rows
-/// the 32-token tile in one split (`one_split_wide`: 6 stages). The unprepared op's
+/// the 32-token tile in one split (`one_split_small`: 6 stages). The unprepared op's
 /// `super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint` runs the same choice on
 /// the checkpoint's words. The split-K choices load their weight stages as one TMA tensor
 /// box (`AwqGemmConfig::weight_boxes`), the one-split ones as one bulk run per k16 block.
@@ -191,31 +191,25 @@ pub fn select_awq_wgmma_prepared(
     select_awq_wgmma_split(m, n, k, sms, cc, element)
         .map(|(cfg, splits)| (cfg.weight_boxes(), splits))
         .or_else(|| select_awq_wgmma(m, n, k, sms, cc, element))
-        .or_else(|| one_split_decode(m, n, k, cc, element))
-        .or_else(|| one_split_wide(m, n, k, cc, element))
+        .or_else(|| one_split_small(m, n, k, cc, element))
 }
 
-/// The second split tile of [`WGMMA_SPLIT_TILES`] (17 to 32 rows of a wide weight: 32
-/// tokens, two consumer warpgroups splitting the words, 6 stages) in one split, where the
-/// split rule's `SMs / tiles` is below 2 (N above 16896 on 132 SMs; `select_awq_wgmma`
-/// starts at 33 rows).
+/// The first two split tiles of [`WGMMA_SPLIT_TILES`] (a wide weight's 16 tokens at 9 to
+/// 16 rows, 8 stages; 32 tokens at 17 to 32 rows, 6 stages; two consumer warpgroups
+/// splitting the words) in one split, where the split rule's `SMs / tiles` is below 2 (N
+/// above 16896 on 132 SMs; `select_awq_wgmma` starts at 33 rows).
 ///
 /// Measured (helper awqmid, session 23, H100, BENCHMARKS.md; `rcute bench awq --group 128
 /// --iters 10`, random data, in the order main, this, this, main): at 24 / 32 x 28672 x 4096
 /// `wgmma:32x256,2x1,6,1` took 33.10, 33.13 / 33.22, 33.36 µs against main's
 /// `prepared-auto` (the `cp.async` kernel of `super::select::select_awq_gemm_prepared`)
 /// 47.09, 46.72 / 50.43, 49.81 (cuBLAS fp16 80-85); the split-K kernel of the same tile in
-/// one split 34.2-35.6, built for two resident CTAs an SM 35.4-35.7.
-fn one_split_wide(m: usize, n: usize, k: usize, cc: (u32, u32), element: Element) -> Option<(AwqGemmConfig, u32)> {
-    let (lo, hi, wide, bm, warps, stages) = WGMMA_SPLIT_TILES[1];
-    let fits = (lo..=hi).contains(&m) && wide && n >= DENSE_WIDE_N && wgmma_fits(n, k, cc);
-    fits.then(|| (AwqGemmConfig::new(element, [bm, 256, 64], warps, stages, 4).wgmma(), 1))
-}
-
-/// The first split tile of [`WGMMA_SPLIT_TILES`] (9 to 16 rows of a wide weight) in one
-/// split, where the split rule's `SMs / tiles` is below 2.
-fn one_split_decode(m: usize, n: usize, k: usize, cc: (u32, u32), element: Element) -> Option<(AwqGemmConfig, u32)> {
-    let (lo, hi, wide, bm, warps, stages) = WGMMA_SPLIT_TILES[0];
-    let fits = (lo..=hi).contains(&m) && wide && n >= DENSE_WIDE_N && wgmma_fits(n, k, cc);
+/// one split 34.2-35.6, built for two resident CTAs an SM 35.4-35.7. The 16-token tile: see
+/// [`select_awq_wgmma_prepared`].
+fn one_split_small(m: usize, n: usize, k: usize, cc: (u32, u32), element: Element) -> Option<(AwqGemmConfig, u32)> {
+    let &(_, _, _, bm, warps, stages) = WGMMA_SPLIT_TILES[..2]
+        .iter()
+        .find(|t| (t.0..=t.1).contains(&m) && t.2)?;
+    let fits = n >= DENSE_WIDE_N && wgmma_fits(n, k, cc);
     fits.then(|| (AwqGemmConfig::new(element, [bm, 256, 64], warps, stages, 4).wgmma(), 1))
 }
