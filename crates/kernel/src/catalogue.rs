@@ -661,33 +661,25 @@ pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     [F16, BF16]
         .into_iter()
         .flat_map(|e| {
+            // split-K at small batches, weight stages as tensor boxes
+            // (`ops::awq::select_split::select_awq_wgmma_prepared`)
+            let split = |bm, stages| {
+                AwqGemmConfig::new(e, [bm, 256, 64], [2, 1], stages, 4)
+                    .wgmma()
+                    .weight_boxes()
+                    .split_k()
+            };
             [
                 AwqGemmConfig::new(e, [64, 256, 64], [1, 1], 8, 4).wgmma(),
                 AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma(),
                 AwqGemmConfig::new(e, [152, 256, 64], [2, 1], 7, 4).wgmma(),
                 AwqGemmConfig::new(e, [184, 256, 64], [2, 1], 6, 4).wgmma(),
                 AwqGemmConfig::new(e, [192, 256, 64], [2, 1], 6, 4).wgmma(),
-                // split-K at small batches (`ops::awq::select_split::select_awq_wgmma_split`)
-                AwqGemmConfig::new(e, [16, 256, 64], [2, 1], 8, 4)
-                    .wgmma()
-                    .weight_boxes()
-                    .split_k(),
-                AwqGemmConfig::new(e, [32, 256, 64], [2, 1], 6, 4)
-                    .wgmma()
-                    .weight_boxes()
-                    .split_k(),
-                AwqGemmConfig::new(e, [48, 256, 64], [2, 1], 8, 4)
-                    .wgmma()
-                    .weight_boxes()
-                    .split_k(),
-                AwqGemmConfig::new(e, [64, 256, 64], [2, 1], 6, 4)
-                    .wgmma()
-                    .weight_boxes()
-                    .split_k(),
-                AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4)
-                    .wgmma()
-                    .weight_boxes()
-                    .split_k(),
+                split(16, 8),
+                split(32, 6),
+                split(48, 8),
+                split(64, 6),
+                split(128, 6),
                 // one split at 17 ..= 32 rows of a weight too wide for 2 splits
                 // (`ops::awq::select_split::select_awq_wgmma_prepared`)
                 AwqGemmConfig::new(e, [32, 256, 64], [2, 1], 6, 4).wgmma(),
