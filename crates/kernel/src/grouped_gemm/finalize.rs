@@ -5,9 +5,13 @@
 //! nothing (another GPU computes them); a token with none gets zeros.
 //!
 //! One thread per 16-byte vector (8 elements) of `y`; `H` must be a multiple of 8. A thread
-//! loads the ids of up to 8 (entry, split) pairs, then their rows, then adds them in order:
-//! two dependent global round trips per 8 pairs (one token of DeepSeek-V2-Lite, k = 6, in
-//! one batch) instead of two per pair.
+//! loads the ids and the rows of up to 8 (entry, split) pairs together, then adds the rows
+//! of the local pairs in order: one global round trip per 8 pairs (one token of
+//! DeepSeek-V2-Lite, k = 6, in one batch). A row is loaded whether or not its entry is
+//! local (every entry's row lies in `out`; GEMM2 writes only the local ones), so the row
+//! loads do not wait for the ids; a non-local row's value is never added, so `y` is the
+//! same bit for bit as with the rows loaded after the ids (the kernel of session 21), one
+//! round trip earlier on the layer's last link.
 //!
 //! ```
 //! use rcute_kernel::grouped_gemm::finalize::generate;
@@ -161,9 +165,9 @@ fn add_vector(t2: &str, to_f2: &str, v: &str, ptr: &str) -> Vec<Stmt> {
 const BATCH: u32 = 8;
 
 /// The finalize's rows: the pairs `q = j * splits + sp` (`j < k`, `sp < splits`) in
-/// batches of [`BATCH`]. A batch loads the ids of its pairs, then the rows of the local
-/// ones, then adds them in the order of `q`: the order of one pair at a time (`j` then
-/// `sp`), with two dependent global round trips per batch instead of two per pair.
+/// batches of [`BATCH`]. A batch loads the ids and the rows of its pairs (every pair's
+/// row, local or not: independent loads, one round trip), then adds the rows of the local
+/// pairs in the order of `q`: the order of one pair at a time (`j` then `sp`).
 fn batched_rows(t2: &str, to_f2: &str) -> Stmt {
     let arr = |ty: &str, name: &str, comment: &str| Stmt::Array {
         ty: ty.into(),
@@ -204,12 +208,12 @@ fn batched_rows(t2: &str, to_f2: &str) -> Stmt {
                         },
                     ],
                 ),
-                arr("uint4", "v", "the rows of the local pairs"),
+                arr("uint4", "v", "the rows of the pairs, local or not (not waiting for the ids)"),
                 Stmt::unrolled(
                     "u",
                     BATCH,
                     vec![Stmt::If {
-                        cond: "(unsigned)eq[u] < (unsigned)L".into(),
+                        cond: "q0 + u < pairs".into(),
                         then: vec![Stmt::Assign {
                             lhs: "v[u]".into(),
                             rhs: "__ldg(reinterpret_cast<const uint4*>(out + sq[u] * split_stride + ((long long)t * k + jq[u]) * H + c))".into(),

@@ -9,10 +9,12 @@
 //! end).
 //!
 //! The early trigger of the chain ([`crate::grid_dependency`]) comes after the ids are
-//! written and fenced (each thread that stored ids fences its own stores, then the block
-//! synchronizes), not right after the wait: the next link (GEMM1) may prefetch its weights
-//! from those ids before its own wait (hints only; PTX promises their visibility only
-//! after that wait).
+//! stored (then the block synchronizes for the shared copy), not right after the wait: the
+//! next link (GEMM1) may prefetch its weights from those ids before its own wait (hints
+//! only; PTX promises their visibility only after that wait). No fence orders the stores
+//! before the trigger: a fence would promise nothing more to a grid that has not waited,
+//! and it held the trigger, which starts the layer's weight stream, for the stores' round
+//! trip to the L2 (the dependent's launch takes longer than the stores' way there).
 //!
 //! ```
 //! use rcute_kernel::moe_routing::topk_align::{generate, MAX_TOKENS};
@@ -110,13 +112,10 @@ pub fn generate(element: Element, max_experts: u32) -> Result<GeneratedTopkAlign
         Some(SHARED_IDS),
     )?));
     body.extend([
-        Stmt::Comment("the threads that stored ids fence them (before the trigger)".into()),
-        Stmt::If {
-            cond: "(int)(threadIdx.x / 32) < T && (int)(threadIdx.x % 32) < K".into(),
-            then: vec![Stmt::Expr("__threadfence()".into())],
-            otherwise: vec![],
-        },
-        Stmt::Comment("the shared ids are visible to the whole block".into()),
+        Stmt::Comment(
+            "the shared ids are visible to the whole block (the global ones are not fenced: hints for the next link)"
+                .into(),
+        ),
         Stmt::Expr("__syncthreads()".into()),
         Stmt::If {
             cond: crate::grid_dependency::EARLY_TRIGGER.into(),
