@@ -98,10 +98,10 @@ extern "C" __global__ __launch_bounds__(256) void rc_moe_finalize_bf16(
           j = j + 1;
         }
       }
-      uint4 v[8];  // the rows of the local pairs
+      uint4 v[8];  // the rows of the pairs, local or not (not waiting for the ids)
       #pragma unroll
       for (int u = 0; u < 8; ++u) {
-        if ((unsigned)eq[u] < (unsigned)L) {
+        if (q0 + u < pairs) {
           v[u] = __ldg(reinterpret_cast<const uint4*>(out + sq[u] * split_stride + ((long long)t * k + jq[u]) * H + c));  // out (splits,T*k,H):(split_stride,H,1), slab sq[u], row t * k + jq[u]
         } else {
           v[u] = make_uint4(0u, 0u, 0u, 0u);

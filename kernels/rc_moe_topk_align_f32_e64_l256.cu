@@ -152,11 +152,7 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_f32_e64_
       }
     }
   }
-  // the threads that stored ids fence them (before the trigger)
-  if ((int)(threadIdx.x / 32) < T && (int)(threadIdx.x % 32) < K) {
-    __threadfence();
-  }
-  // the shared ids are visible to the whole block
+  // the shared ids are visible to the whole block (the global ones are not fenced: hints for the next link)
   __syncthreads();
   if (early_trigger) {
     // the next kernel may launch now; its prelude may read the ids (hints only)
