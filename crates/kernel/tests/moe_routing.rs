@@ -283,13 +283,14 @@ fn fused_routing_refuses_more_than_32_tokens() {
 
 /// The fused top-k + alignment triggers the next link right after the ids are stored and
 /// the block has synchronized: no fence holds the trigger (its prelude reads the ids as
-/// hints only), and the trigger precedes the alignment's body.
+/// hints only), and the trigger precedes the weights and the alignment's body.
 #[test]
 fn fused_routing_triggers_without_a_fence() {
     let g = topk_align::generate(Element::F32, 64).unwrap();
     assert!(!g.source.contains("__threadfence"), "{}", g.source);
     let store = g.source.find("topk_ids[").expect("the ids are stored");
     let trigger = g.source.rfind("rc_launch_dependents()").expect("an early trigger");
+    let weights = g.source.find("topk_weights[").expect("the weights are stored");
     let align = g.source.find("the alignment of the shared copy").expect("the alignment");
-    assert!(store < trigger && trigger < align);
+    assert!(store < trigger && trigger < weights && weights < align);
 }

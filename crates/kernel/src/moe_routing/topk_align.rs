@@ -1,6 +1,6 @@
 //! Top-k softmax and the alignment in one launch, for decode batches: one block of
-//! [`align::THREADS`] threads first routes the tokens (warp `w` takes tokens `w, w + 32,
-//! ...`, exactly the [`topk_softmax`] kernel's per-token code), writes `topk_ids` and
+//! [`align::THREADS`] threads first routes the tokens (warp `t` takes token `t`, exactly
+//! the [`topk_softmax`] kernel's per-token code), writes `topk_ids` and
 //! `topk_weights`, and keeps a copy of the ids in shared memory (at most [`MAX_TOKENS`] x
 //! [`super::MAX_TOPK`] of them), synchronizes, then runs the [`align`] kernel's body on that
 //! copy: no global round trip between the two halves. The outputs are those of the two
@@ -9,8 +9,9 @@
 //! end).
 //!
 //! The early trigger of the chain ([`crate::grid_dependency`]) comes after the ids are
-//! stored (then the block synchronizes for the shared copy), not right after the wait: the
-//! next link (GEMM1) may prefetch its weights from those ids before its own wait (hints
+//! stored (then the block synchronizes for the shared copy) and before the weights (the
+//! rounds select on the logits; the softmax and the weights follow the trigger, off the
+//! path to the next link), not right after the wait: the next link (GEMM1) may prefetch its weights from those ids before its own wait (hints
 //! only; PTX promises their visibility only after that wait). No fence orders the stores
 //! before the trigger: a fence would promise nothing more to a grid that has not waited,
 //! and it held the trigger, which starts the layer's weight stream, for the stores' round
@@ -101,17 +102,21 @@ pub fn generate(element: Element, max_experts: u32) -> Result<GeneratedTopkAlign
         init: None,
         comment: Some("the ids [T, K] for the alignment (T <= 32, K <= 32)".into()),
     });
-    body.push(Stmt::Comment(
-        "top-k softmax: warp w routes tokens w, w + 32, ... (one each for T <= 32)".into(),
-    ));
-    body.push(Stmt::Block(topk_softmax::token_loop(
-        ty,
-        load,
-        v,
-        ("threadIdx.x / 32", &format!("{}", align::THREADS / 32)),
-        Some(SHARED_IDS),
-    )?));
-    body.extend([
+    let t_lt = |then| Stmt::If {
+        cond: "t < T".into(),
+        then,
+        otherwise: vec![],
+    };
+    let mut route = topk_softmax::lane_decls();
+    route.extend(topk_softmax::token_state(v));
+    route.push(Stmt::Decl {
+        ty: "const int".into(),
+        name: "t".into(),
+        init: Some("threadIdx.x / 32".into()),
+        comment: Some("top-k softmax: warp t routes token t (T <= 32): its ids, then its weights".into()),
+    });
+    route.push(t_lt(topk_softmax::select_ids(ty, load, v, Some(SHARED_IDS))?));
+    route.extend([
         Stmt::Comment(
             "the shared ids are visible to the whole block (the global ones are not fenced: hints for the next link)"
                 .into(),
@@ -125,8 +130,11 @@ pub fn generate(element: Element, max_experts: u32) -> Result<GeneratedTopkAlign
             ],
             otherwise: vec![],
         },
-        Stmt::Comment("the alignment of the shared copy of the ids".into()),
+        Stmt::Comment("the weights after the trigger: the next link's prelude needs only the ids".into()),
     ]);
+    route.push(t_lt(topk_softmax::weights(v)?));
+    body.push(Stmt::Block(route));
+    body.push(Stmt::Comment("the alignment of the shared copy of the ids".into()));
     body.push(Stmt::Block(align::body(SHARED_IDS)));
     let mut params = topk_softmax::params(ty, "int*");
     params.extend(align::params_after_ids());

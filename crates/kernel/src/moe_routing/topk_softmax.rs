@@ -227,29 +227,37 @@ fn select_round(v: u32) -> Vec<Stmt> {
             then: vec![Stmt::assign("taken", "taken | (1u << (bi / 32))")],
             otherwise: vec![],
         },
-        Stmt::decl("const float", "ej", "expf(bv - m)"),
-        Stmt::assign("sel_sum", "sel_sum + ej"),
         Stmt::If {
             cond: "lane == j".into(),
-            then: vec![Stmt::assign("my_id", "bi"), Stmt::assign("my_e", "ej")],
+            then: vec![Stmt::assign("my_id", "bi"), Stmt::assign("my_v", "bv")],
             otherwise: vec![],
         },
     ]
 }
 
-/// The routing of tokens `first, first + step, ...` below `T`, one warp each (`lane`, the
-/// row strides and the token loop): the body of this kernel and of the fused top-k +
-/// alignment kernel ([`super::topk_align`]), which also keeps the ids in the shared array
-/// `shared_ids` (`[T, K]`, row-major) for its alignment.
-pub(super) fn token_loop(
-    ty: &str,
-    load: &str,
-    v: u32,
-    (first, step): (&str, &str),
-    shared_ids: Option<&str>,
-) -> Result<Vec<Stmt>, MoeRoutingError> {
+/// The registers one token's routing keeps between its two halves ([`select_ids`],
+/// [`weights`]): the logits `x`, and in lane `j` the expert and the logit of round `j`.
+pub(super) fn token_state(v: u32) -> Vec<Stmt> {
+    vec![
+        Stmt::Array {
+            ty: "float".into(),
+            name: "x".into(),
+            len: v as usize,
+            comment: Some("logits of experts lane + 32 * i, -inf past E".into()),
+        },
+        Stmt::decl("int", "my_id", "0"),
+        Stmt::decl("float", "my_v", "0.0f"),
+    ]
+}
+
+/// The first half of token `t`'s routing (one warp; `lane`, `ld_x`, `ld_k` and
+/// [`token_state`] in scope): load its logits, `k` rounds of a warp arg-max, and the
+/// stores of its ids (with `shared_ids`, also the shared copy `[T, K]`, row-major, for the
+/// fused top-k + alignment's alignment, [`super::topk_align`]). The ids need no softmax:
+/// the rounds select on the logits.
+pub(super) fn select_ids(ty: &str, load: &str, v: u32, shared_ids: Option<&str>) -> Result<Vec<Stmt>, MoeRoutingError> {
     let cfg = |e: rcute_layout::LayoutError| MoeRoutingError::TooLarge(e.to_string());
-    // Row-major [T, E] logits and [T, K] outputs with 64-bit row strides.
+    // Row-major [T, E] logits and [T, K] ids with 64-bit row strides.
     let logits = Layout::new(tuple!("T", "E"), tuple!("ld_x", 1)).map_err(cfg)?;
     let topk = Layout::new(tuple!("T", "K"), tuple!("ld_k", 1)).map_err(cfg)?;
     let x_ix = index_expr(&logits, &["t", "e"]).map_err(cfg)?;
@@ -257,10 +265,6 @@ pub(super) fn token_loop(
     let mut store = vec![
         Stmt::Comment(o_ix.comment.clone()),
         Stmt::assign(format!("topk_ids[{}]", o_ix.expr), "my_id"),
-        Stmt::assign(
-            format!("topk_weights[{}]", o_ix.expr),
-            "my_e / (renormalize ? sel_sum : sum)",
-        ),
     ];
     if let Some(ids) = shared_ids {
         let packed = Layout::new(tuple!("T", "K"), tuple!("K", 1)).map_err(cfg)?;
@@ -268,13 +272,7 @@ pub(super) fn token_loop(
         store.push(Stmt::Comment(format!("the shared copy: {}", s_ix.comment)));
         store.push(Stmt::assign(format!("{ids}[{}]", s_ix.expr), "my_id"));
     }
-    let token = vec![
-        Stmt::Array {
-            ty: "float".into(),
-            name: "x".into(),
-            len: v as usize,
-            comment: Some("logits of experts lane + 32 * i, -inf past E".into()),
-        },
+    Ok(vec![
         Stmt::unrolled(
             "i",
             v,
@@ -295,6 +293,32 @@ pub(super) fn token_loop(
                 },
             ],
         ),
+        Stmt::Comment("k rounds of a warp arg-max; lane j keeps round j".into()),
+        Stmt::decl("unsigned", "taken", "0u"),
+        Stmt::For {
+            var: "j".into(),
+            start: "0".into(),
+            end: "K".into(),
+            unroll: false,
+            body: select_round(v),
+        },
+        Stmt::If {
+            cond: "lane < K".into(),
+            then: store,
+            otherwise: vec![],
+        },
+    ])
+}
+
+/// The second half of token `t`'s routing ([`select_ids`] ran): the softmax maximum and
+/// denominator (butterflies, every lane gets the result), each round's exponential in its
+/// lane, their sum in round order (shuffles, the order the rounds found them), and the
+/// stores of the weights.
+pub(super) fn weights(v: u32) -> Result<Vec<Stmt>, MoeRoutingError> {
+    let cfg = |e: rcute_layout::LayoutError| MoeRoutingError::TooLarge(e.to_string());
+    let topk = Layout::new(tuple!("T", "K"), tuple!("ld_k", 1)).map_err(cfg)?;
+    let o_ix = index_expr(&topk, &["t", "lane"]).map_err(cfg)?;
+    Ok(vec![
         Stmt::Comment("softmax max and denominator: butterflies, every lane gets the result".into()),
         Stmt::decl("float", "m", "x[0]"),
         Stmt::unrolled("i", v, vec![Stmt::assign("m", "fmaxf(m, x[i])")]),
@@ -310,35 +334,52 @@ pub(super) fn token_loop(
             }],
         ),
         butterfly("sum", "sum + OTHER"),
-        Stmt::Comment("k rounds of a warp arg-max; lane j keeps round j".into()),
-        Stmt::decl("unsigned", "taken", "0u"),
-        Stmt::decl("int", "my_id", "0"),
-        Stmt::decl("float", "my_e", "0.0f"),
+        Stmt::decl("const float", "my_e", "expf(my_v - m)"),
         Stmt::decl("float", "sel_sum", "0.0f"),
         Stmt::For {
             var: "j".into(),
             start: "0".into(),
             end: "K".into(),
             unroll: false,
-            body: select_round(v),
+            body: vec![Stmt::assign("sel_sum", "sel_sum + __shfl_sync(0xffffffffu, my_e, j)")],
         },
         Stmt::If {
             cond: "lane < K".into(),
-            then: store,
+            then: vec![
+                Stmt::Comment(o_ix.comment.clone()),
+                Stmt::assign(
+                    format!("topk_weights[{}]", o_ix.expr),
+                    "my_e / (renormalize ? sel_sum : sum)",
+                ),
+            ],
             otherwise: vec![],
         },
-    ];
-    Ok(vec![
+    ])
+}
+
+/// The lane and the row strides of the routing statements.
+pub(super) fn lane_decls() -> Vec<Stmt> {
+    vec![
         Stmt::decl("const int", "lane", "threadIdx.x % 32"),
         Stmt::decl("const long long", "ld_x", "E"),
         Stmt::decl("const long long", "ld_k", "K"),
-        Stmt::Loop {
-            init: format!("int t = {first}"),
-            cond: "t < T".into(),
-            step: format!("t += {step}"),
-            body: token,
-        },
-    ])
+    ]
+}
+
+/// The routing of tokens `first, first + step, ...` below `T`, one warp each: both halves
+/// of every token in turn.
+fn token_loop(ty: &str, load: &str, v: u32, (first, step): (&str, &str)) -> Result<Vec<Stmt>, MoeRoutingError> {
+    let mut token = token_state(v);
+    token.extend(select_ids(ty, load, v, None)?);
+    token.extend(weights(v)?);
+    let mut body = lane_decls();
+    body.push(Stmt::Loop {
+        init: format!("int t = {first}"),
+        cond: "t < T".into(),
+        step: format!("t += {step}"),
+        body: token,
+    });
+    Ok(body)
 }
 
 /// The parameters `logits .. renormalize` (`ids` the type of `topk_ids`).
@@ -363,7 +404,6 @@ fn kernel(name: &str, ty: &str, load: &str, v: u32) -> Result<CFunction, MoeRout
             &format!("blockIdx.x * {WARPS} + threadIdx.x / 32"),
             &format!("gridDim.x * {WARPS}"),
         ),
-        None,
     )?;
     Ok(CFunction {
         qualifiers: format!("extern \"C\" __global__ __launch_bounds__({})", 32 * WARPS),
