@@ -68,6 +68,8 @@ extern "C" __global__ __launch_bounds__(128) void rc_moe_topk_softmax_bf16_e64(
   const long long ld_k = K;
   for (int t = blockIdx.x * 4 + threadIdx.x / 32; t < T; t += gridDim.x * 4) {
     float x[2];  // logits of experts lane + 32 * i, -inf past E
+    int my_id = 0;
+    float my_v = 0.0f;
     #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int e = lane + 32 * i;
@@ -78,30 +80,8 @@ extern "C" __global__ __launch_bounds__(128) void rc_moe_topk_softmax_bf16_e64(
         x[i] = __int_as_float(0xff800000);
       }
     }
-    // softmax max and denominator: butterflies, every lane gets the result
-    float m = x[0];
-    #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      m = fmaxf(m, x[i]);
-    }
-    for (int o = 16; o > 0; o /= 2) {
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    }
-    float sum = 0.0f;
-    #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      if (lane + 32 * i < E) {
-        sum = sum + expf(x[i] - m);
-      }
-    }
-    for (int o = 16; o > 0; o /= 2) {
-      sum = sum + __shfl_xor_sync(0xffffffffu, sum, o);
-    }
     // k rounds of a warp arg-max; lane j keeps round j
     unsigned taken = 0u;
-    int my_id = 0;
-    float my_e = 0.0f;
-    float sel_sum = 0.0f;
     for (int j = 0; j < K; ++j) {
       unsigned lk = 0u;
       int li = 0x7fffffff;
@@ -126,16 +106,41 @@ extern "C" __global__ __launch_bounds__(128) void rc_moe_topk_softmax_bf16_e64(
       if (bi % 32 == lane) {
         taken = taken | (1u << (bi / 32));
       }
-      const float ej = expf(bv - m);
-      sel_sum = sel_sum + ej;
       if (lane == j) {
         my_id = bi;
-        my_e = ej;
+        my_v = bv;
       }
     }
     if (lane < K) {
       // layout (T,K):(ld_k,1) at (t,lane)
       topk_ids[t * ld_k + lane] = my_id;
+    }
+    // softmax max and denominator: butterflies, every lane gets the result
+    float m = x[0];
+    #pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      m = fmaxf(m, x[i]);
+    }
+    for (int o = 16; o > 0; o /= 2) {
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    }
+    float sum = 0.0f;
+    #pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if (lane + 32 * i < E) {
+        sum = sum + expf(x[i] - m);
+      }
+    }
+    for (int o = 16; o > 0; o /= 2) {
+      sum = sum + __shfl_xor_sync(0xffffffffu, sum, o);
+    }
+    const float my_e = expf(my_v - m);
+    float sel_sum = 0.0f;
+    for (int j = 0; j < K; ++j) {
+      sel_sum = sel_sum + __shfl_sync(0xffffffffu, my_e, j);
+    }
+    if (lane < K) {
+      // layout (T,K):(ld_k,1) at (t,lane)
       topk_weights[t * ld_k + lane] = my_e / (renormalize ? sel_sum : sum);
     }
   }
