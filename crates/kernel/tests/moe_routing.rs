@@ -26,14 +26,7 @@ fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
         v.push((
             g.name,
             g.source,
-            vec![
-                "SHFL.BFLY",
-                "MUFU.EX2",
-                "REDUX",
-                "VOTE.ANY",
-                "ATOMS",
-                "BAR.SYNC",
-            ],
+            vec!["SHFL.BFLY", "MUFU.EX2", "REDUX", "VOTE.ANY", "ATOMS", "BAR.SYNC"],
         ));
     }
     let g = ep_dispatch::generate_pack();
@@ -291,6 +284,9 @@ fn fused_routing_triggers_without_a_fence() {
     let store = g.source.find("topk_ids[").expect("the ids are stored");
     let trigger = g.source.rfind("rc_launch_dependents()").expect("an early trigger");
     let weights = g.source.find("topk_weights[").expect("the weights are stored");
-    let align = g.source.find("the alignment of the shared copy").expect("the alignment");
+    let align = g
+        .source
+        .find("the alignment of the shared copy")
+        .expect("the alignment");
     assert!(store < trigger && trigger < weights && weights < align);
 }
