@@ -65,3 +65,26 @@ impl AwqPrefetch {
         self == AwqPrefetch::All
     }
 }
+
+/// `RCUTE_AWQ_PREFETCH_STEPS=N`: with the prefetch on, each warp prefetches its first `N`
+/// k16 steps instead of a ring's worth (`GeneratedAwqGemm::prefetch_steps`), so that one
+/// binary can time deeper prefetches against the default in one run (the kernels take the
+/// count as an argument: no other source). `None` unset, empty or not a positive integer.
+/// Read once per process.
+///
+/// ```
+/// use rcute_ops::awq::prefetch::parse_steps;
+/// assert_eq!(parse_steps(Some(" 8 ")), Some(8));
+/// assert_eq!(parse_steps(Some("0")), None);
+/// assert_eq!(parse_steps(Some("deep")), None);
+/// assert_eq!(parse_steps(None), None);
+/// ```
+pub fn steps_override() -> Option<i32> {
+    static STEPS: OnceLock<Option<i32>> = OnceLock::new();
+    *STEPS.get_or_init(|| parse_steps(std::env::var("RCUTE_AWQ_PREFETCH_STEPS").ok().as_deref()))
+}
+
+/// [`steps_override`]'s reading of the variable's value.
+pub fn parse_steps(v: Option<&str>) -> Option<i32> {
+    v?.trim().parse::<i32>().ok().filter(|&n| n > 0)
+}
