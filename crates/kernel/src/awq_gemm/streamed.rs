@@ -210,8 +210,9 @@ impl Emit<'_> {
         ]
     }
 
-    /// Before the loop: the ring's first loads, the first group's scales, `x` staged into
-    /// shared memory (one CTA barrier), the first group's registers.
+    /// Before the loop: the ring's first loads, the first group's scales (or their copy
+    /// into the group slots, `streamed_group_slots.rs`), `x` staged into shared memory (one
+    /// CTA barrier; or each warp its own steps' words, `streamed_warp_x.rs`).
     fn streamed_prologue(&self) -> Vec<Stmt> {
         let p = self.p;
         let st = self.st();
@@ -276,7 +277,7 @@ impl Emit<'_> {
             self.shared_ring_prologue()
         };
         let group_col = self.group_col();
-        let first_group = if self.shared_ring() {
+        let first_group = if self.group_slots() {
             self.group_slots_prologue()
         } else {
             vec![
@@ -496,7 +497,7 @@ impl Emit<'_> {
             Stmt::assign("b[f][0]", "xv.x"),
             Stmt::assign("b[f][1]", "xv.y"),
         ];
-        let group = if self.shared_ring() {
+        let group = if self.group_slots() {
             // the step's words first: the wait also lands the group slots (group_slots.rs)
             [std::mem::take(&mut ring_wait), self.group_from_slots(group_args)].concat()
         } else {

@@ -1,4 +1,4 @@
-//! The group slots of the shared-ring streamed kernel
+//! The group slots of the shared-ring streamed kernel of 16 rows
 //! ([`rcute_collective::awq_streamed::AwqStreamed::group_slot_bytes`]): each lane copies
 //! the scales of its eight columns (16 bytes) and their zero word of the group after the
 //! current one into its own slots with `cp.async` when a group starts, in the commit group
@@ -10,7 +10,8 @@
 //! do), ptxas moved the loaded scales into the registers the group function reads right
 //! after the (predicated) load, and that move waited for the load from memory at every
 //! group start (sm_90a SASS; without the scale loads the 1 x 14336 x 4096 decode took 13.65
-//! instead of 14.6 us on an H100: BENCHMARKS.md, Session 24, helper awqfix).
+//! instead of 14.6 us on an H100: BENCHMARKS.md, Session 24, helper awqfix). Measured: a
+//! gain at 16 rows, a loss at 8 (`AwqStreamed::with_shared_ring`).
 
 use super::streamed::{decl_c, when};
 use super::{s, Emit};
@@ -18,6 +19,11 @@ use crate::emit::Stmt;
 use crate::lane_ring;
 
 impl Emit<'_> {
+    /// Whether the kernel has group slots (the shared ring at 16 rows).
+    pub(super) fn group_slots(&self) -> bool {
+        self.st().group_copy.is_some()
+    }
+
     /// The slots (after the shared ring), the first group's copy with step 0's weight
     /// (commit group 0) and the registers the group function reads.
     pub(super) fn group_slots_prologue(&self) -> Vec<Stmt> {

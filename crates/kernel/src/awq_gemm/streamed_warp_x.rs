@@ -1,13 +1,14 @@
-//! `x` staged by each warp for its own steps (the shared-ring streamed kernel with one
-//! warp along N): a warp's k16 steps are a contiguous range of the CTA's, and it reads
+//! `x` staged by each warp for its own steps (the shared-ring streamed kernel of 16 rows
+//! with one warp along N, [`rcute_collective::awq_streamed::AwqStreamed::warp_staged_x`]): a warp's k16 steps are a contiguous range of the CTA's, and it reads
 //! only the staged words of that range (chunks `2 s_begin .. 2 (s_begin + n_my)` of every
 //! row, the zero row included), so it stages exactly those and meets only itself
 //! (`__syncwarp`) before its loop; the CTA's warps meet once, after their loops.
 //!
-//! Why: with the CTA staging `x` together, every warp started its loop only after the last
-//! of the CTA's 512 threads had its `x` chunk from L2 and the CTA barrier; without the
+//! Why: with the CTA staging `x` together, every warp starts its loop only after the last
+//! of the CTA's 512 threads has its `x` chunk from L2 and the CTA barrier; without the
 //! staging and barrier (wrong results) the 1 x 14336 x 4096 decode took 13.33 instead of
-//! 14.6 us on an H100 (BENCHMARKS.md, Session 24, helper awqfix).
+//! 14.6 us on an H100 (BENCHMARKS.md, Session 24, helper awqfix). Measured with the group
+//! slots: a gain at 16 rows, a loss at 8 (`AwqStreamed::with_shared_ring`).
 
 use super::streamed::when;
 use super::{s, Emit};
@@ -17,10 +18,9 @@ use crate::emit::Stmt;
 const WARP_CHUNKS_END: &str = "2 * (s_begin + n_my)";
 
 impl Emit<'_> {
-    /// Whether `x` is staged per warp: the shared ring with one warp along N (with more,
-    /// the warps of a K slice read the same words).
+    /// Whether `x` is staged per warp ([`rcute_collective::awq_streamed::AwqStreamed::warp_staged_x`]).
     pub(super) fn warp_x(&self) -> bool {
-        self.st().lane_ring.is_some() && self.st().col_blocks == 1
+        self.st().warp_staged_x
     }
 
     /// Row 0 of the warp's chunks: loaded into registers ahead of the ring (as

@@ -70,7 +70,9 @@ impl AwqPrefetch {
 /// k16 steps instead of a ring's worth (`GeneratedAwqGemm::prefetch_steps`), so that one
 /// binary can time deeper prefetches against the default in one run (the kernels take the
 /// count as an argument: no other source). `None` unset, empty or not a positive integer.
-/// Read once per process.
+/// Read once per process. Measured (H100, BENCHMARKS.md, Session 24, helper awqfix): 4, 8
+/// and 16 steps were slower than the default 2 at 1 x 14336 x 4096 (15.4 / 16.7 / 17.5
+/// against 14.9 us) and at 1 and 16 x 4096 x 4096 at 8 and 16 steps.
 ///
 /// ```
 /// use rcute_ops::awq::prefetch::parse_steps;
