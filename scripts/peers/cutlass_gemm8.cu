@@ -5,7 +5,8 @@
 // A peer for `rcute bench scaled-mm` / `rcute bench gemm --dtype e4m3`, run in the same call.
 //
 // Build: scripts/peers/cutlass_gemm8.sh (one object per kernel, GEMM8_PART=0 is the harness).
-// Run:   cutlass_gemm8 [--shape MxNxK]... [--iters N] [--only SUBSTRING]
+// Run:   cutlass_gemm8 [--shape MxNxK]... [--iters N] [--settle-ms MS] [--only A,B]
+//        [--no-small-check] [--print-samples]
 //
 // Epilogues:
 //   alpha      D = alpha * acc (no C read), the form of ../shared/GPU.md's 1595 TOP/s anchor;
@@ -20,10 +21,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#ifndef GEMM8_PART
+#define GEMM8_PART 0  // the harness; the build script compiles parts 0..7
+#endif
 
 #include "cutlass/bfloat16.h"
 #include "cutlass/float8.h"
@@ -224,7 +228,6 @@ std::unique_ptr<Launcher> prepare(int m, int n, int k, const Buffers& buf) {
   return l;
 }
 }  // namespace gemm8
-
 
 // In a kernel object, a variant line defines its `make_` function.
 #define GEMM8_VARIANT(name, in, out, sched, tm, tn, tk, cm, epi)                          \

@@ -160,10 +160,11 @@ double reference(const Problem& p, const Variant& v, int r, int c) {
   return double(p.a_scale[r]) * (double(p.b_scale[c]) * acc) + bias;
 }
 
-// The output's rounding step at |x| (f16: 10 fraction bits, bf16: 7; subnormal floor).
+// The output's rounding step at |x| (f16: 10 fraction bits, bf16: 7).
 double rounding_step(Out o, double x) {
   int frac = o == Out::F16 ? 10 : 7;
-  double ax = std::max(std::fabs(x), o == Out::F16 ? 6.1e-5 : 1.2e-38);
+  // below the smallest normal value (2^-14 / 2^-126) the step stays that of the subnormals
+  double ax = std::max(std::fabs(x), std::ldexp(1.0, o == Out::F16 ? -14 : -126));
   return std::ldexp(1.0, int(std::floor(std::log2(ax))) - frac);
 }
 
@@ -271,6 +272,7 @@ struct Options {
   size_t rotate_bytes = 150000000;
   std::string only;          // comma-separated substrings of variant names
   bool small_check = true;   // the full check at an odd shape first
+  bool print_samples = false;  // every sample's time, in the order taken
 };
 
 bool selected(const Options& o, const char* name) {
@@ -318,6 +320,11 @@ bool run_shape(const Options& o, std::array<int, 3> s, bool timed) {
       std::printf("time  %dx%dx%d %-32s median %9.1f us  %7.1f TOP/s  (samples %zu, min %.1f, max %.1f; B copies %zu)\n",
                   p.m, p.n, p.k, vs[v].name, med, ops / med * 1e-6, t[v].us.size(), *mm.first,
                   *mm.second, p.b[0].size());
+      if (o.print_samples) {
+        std::printf("      samples (us, in order):");
+        for (double us : t[v].us) std::printf(" %.1f", us);
+        std::printf("\n");
+      }
     }
   }
   std::fflush(stdout);
@@ -349,10 +356,12 @@ Options parse(int argc, char** argv) {
       o.only = value();
     } else if (a == "--no-small-check") {
       o.small_check = false;
+    } else if (a == "--print-samples") {
+      o.print_samples = true;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--shape MxNxK]... [--iters N] [--settle-ms MS] [--only A,B] "
-                   "[--no-small-check]\n", argv[0]);
+                   "[--no-small-check] [--print-samples]\n", argv[0]);
       std::exit(1);
     }
   }
