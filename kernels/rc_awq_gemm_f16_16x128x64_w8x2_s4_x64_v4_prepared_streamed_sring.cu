@@ -179,6 +179,17 @@ __device__ __forceinline__ void rc_cp_async_wait_group() {
       : "memory");
 }
 
+// --- from rcute-atom rc_cp_async_ca_4 ---
+__device__ __forceinline__ void rc_cp_async_ca_4(void *smem_dst, void const *gmem_src) {
+  uint32_t saddr;
+  asm("{ .reg .u64 rc_t; cvta.to.shared.u64 rc_t, %1; cvt.u32.u64 %0, rc_t; }" : "=r"(saddr) : "l"(smem_dst));
+  asm volatile(
+      "cp.async.ca.shared.global [%0], [%1], %2;\n"
+      : 
+      : "r"(saddr), "l"(gmem_src), "n"(4)
+      : "memory");
+}
+
 // A lane's group: scale pairs {s(2i), s(2i+1)} and biased zero pairs {bias + z(2i), bias + z(2i+1)} of its columns 8g + 2i, + 1.
 __device__ __forceinline__ void rc_awq_gemm_f16_16x128x64_w8x2_s4_x64_v4_prepared_streamed_sring_group(
     const uint4 s_raw,
@@ -311,14 +322,18 @@ extern "C" __global__ __launch_bounds__(512, 1) void rc_awq_gemm_f16_16x128x64_w
     const int c = threadIdx.x + 512 * i;
     x0[i] = c < 2 * steps ? __ldg(reinterpret_cast<const uint4*>(x + (long long)m0 * ldx + k0) + c) : make_uint4(0u, 0u, 0u, 0u);
   }
-  // group gnext's scales of columns 64 wb + 8g .. + 8 and its zero word (same 16-byte / word index), ahead of the ring (step 0 needs them)
+  // the lane's group slots after the ring (AwqStreamed::group_slot_bytes): the scales of its columns 64 wb + 8g .. + 8 and their zero word
+  uint4* const gslot = reinterpret_cast<uint4*>(smem + (rows + 1) * 8224 + 32768) + threadIdx.x;  // 16-byte unit threadIdx.x
+  uint32_t* const zslot = reinterpret_cast<uint32_t*>(smem + (rows + 1) * 8224 + 32768 + 8192) + threadIdx.x;  // word threadIdx.x after the scale units
   int gnext = (k0 + 16 * s_begin) / G;
   uint4 s_raw = make_uint4(0u, 0u, 0u, 0u);
   uint32_t z_raw = 0u;
+  int gready = 0;  // the commit group of the slots' last copy: landed once step gready's wait is done
+  // group gnext's slots with step 0's weight (commit group 0)
   if (n_my > 0) {
-    const long long gz = (long long)gnext * N8 + 8 * wb + g;
-    s_raw = __ldg(reinterpret_cast<const uint4*>(scales) + gz);
-    z_raw = __ldg(qzeros + gz);
+    const long long gz = (long long)gnext * N8 + 8 * wb + g;  // 16-byte scale unit and zero word of the lane's columns
+    rc_cp_async_cg_16(gslot, reinterpret_cast<const uint4*>(scales) + gz);
+    rc_cp_async_ca_4(zslot, qzeros + gz);
   }
   uint4* const wring = reinterpret_cast<uint4*>(smem + (rows + 1) * 8224) + threadIdx.x;  // ring slot d: the lane's 16 bytes of step s with s % ring = d, at wring[512 d] (after the staged rows and the zero row)
   // the ring: steps 0 .. 4 in flight, one cp.async group per step
@@ -376,15 +391,27 @@ extern "C" __global__ __launch_bounds__(512, 1) void rc_awq_gemm_f16_16x128x64_w
     for (int d = 0; d < 4; ++d) {
       const int s = s0 + d;
       if (s < n_my) {
-        // a group starts: its registers, then the next group's raw scales and zero word in flight
+        // groups 0 .. s + 3 committed: at most 3 pending, so step s has landed
+        rc_cp_async_wait_group<3>();
+        const uint4 wv = wring[512 * d];
+        const uint32_t w[4] = {wv.x, wv.y, wv.z, wv.w};
+        // a group starts: its registers from the lane's group slots, then the next group's copy
         if (krem == 0) {
+          // the step's wait landed commit groups 0 .. s; a copy in a later one (a group of fewer than 4 steps) waits for all
+          if (gready > s) {
+            rc_cp_async_wait_group<0>();
+          }
+          s_raw = *gslot;
+          z_raw = *zslot;
           rc_awq_gemm_f16_16x128x64_w8x2_s4_x64_v4_prepared_streamed_sring_group(s_raw, z_raw, sc, zl, zh);
           krem = (gnext + 1) * G - (k0 + 16 * (s_begin + s));
           ++gnext;
-          if (gnext < groups) {
-            const long long gz = (long long)gnext * N8 + 8 * wb + g;
-            s_raw = __ldg(reinterpret_cast<const uint4*>(scales) + gz);
-            z_raw = __ldg(qzeros + gz);
+          // the next group where the warp's steps reach it: its slots in this step's commit group s + 4
+          if (gnext < groups && gnext * G < k0 + 16 * (s_begin + n_my)) {
+            const long long gz = (long long)gnext * N8 + 8 * wb + g;  // 16-byte scale unit and zero word of the lane's columns
+            rc_cp_async_cg_16(gslot, reinterpret_cast<const uint4*>(scales) + gz);
+            rc_cp_async_ca_4(zslot, qzeros + gz);
+            gready = s + 4;
           }
         }
         krem -= 16;
@@ -396,10 +423,6 @@ extern "C" __global__ __launch_bounds__(512, 1) void rc_awq_gemm_f16_16x128x64_w
           b[f][0] = xv.x;
           b[f][1] = xv.y;
         }
-        // groups 0 .. s + 3 committed: at most 3 pending, so step s has landed
-        rc_cp_async_wait_group<3>();
-        const uint4 wv = wring[512 * d];
-        const uint32_t w[4] = {wv.x, wv.y, wv.z, wv.w};
         #pragma unroll
         for (int r = 0; r < 4; ++r) {
           uint32_t q[4];  // biased pairs 0..3 of word r (nibbles (0,4), (1,5), (2,6), (3,7))

@@ -179,6 +179,17 @@ __device__ __forceinline__ void rc_cp_async_wait_group() {
       : "memory");
 }
 
+// --- from rcute-atom rc_cp_async_ca_4 ---
+__device__ __forceinline__ void rc_cp_async_ca_4(void *smem_dst, void const *gmem_src) {
+  uint32_t saddr;
+  asm("{ .reg .u64 rc_t; cvta.to.shared.u64 rc_t, %1; cvt.u32.u64 %0, rc_t; }" : "=r"(saddr) : "l"(smem_dst));
+  asm volatile(
+      "cp.async.ca.shared.global [%0], [%1], %2;\n"
+      : 
+      : "r"(saddr), "l"(gmem_src), "n"(4)
+      : "memory");
+}
+
 // A lane's group: scale pairs {s(2i), s(2i+1)} and biased zero pairs {bias + z(2i), bias + z(2i+1)} of its columns 8g + 2i, + 1.
 __device__ __forceinline__ void rc_awq_gemm_f16_16x64x64_w16x1_s4_x64_v4_prepared_streamed_sring_group(
     const uint4 s_raw,
@@ -304,21 +315,25 @@ extern "C" __global__ __launch_bounds__(512, 1) void rc_awq_gemm_f16_16x64x64_w1
   // prepared weight, k16 block kb, 64-column block wb, lane: 16-byte unit (N / 2) kb + 32 wb + lane (awq_prepared::prepared_lane_word / 4)
   const long long wstride = N >> 1;
   const uint4* wsrc = reinterpret_cast<const uint4*>(qweight) + (long long)((k0 >> 4) + s_begin) * wstride + 32 * wb + lane;
-  // x row m0 first: chunk c = threadIdx.x + 512 i of the CTA's 2 * steps chunks (16 bytes, words 4c .. 4c + 3), from L2, ahead of the ring
+  // x row m0 first, the warp's chunks only: chunk c = 2 s_begin + lane + 32 i of the 2 n_my its steps read (16 bytes, words 4c .. 4c + 3), from L2, ahead of the ring
   uint4 x0[1];
   #pragma unroll
   for (int i = 0; i < 1; ++i) {
-    const int c = threadIdx.x + 512 * i;
-    x0[i] = c < 2 * steps ? __ldg(reinterpret_cast<const uint4*>(x + (long long)m0 * ldx + k0) + c) : make_uint4(0u, 0u, 0u, 0u);
+    const int c = 2 * s_begin + lane + 32 * i;
+    x0[i] = c < 2 * (s_begin + n_my) ? __ldg(reinterpret_cast<const uint4*>(x + (long long)m0 * ldx + k0) + c) : make_uint4(0u, 0u, 0u, 0u);
   }
-  // group gnext's scales of columns 64 wb + 8g .. + 8 and its zero word (same 16-byte / word index), ahead of the ring (step 0 needs them)
+  // the lane's group slots after the ring (AwqStreamed::group_slot_bytes): the scales of its columns 64 wb + 8g .. + 8 and their zero word
+  uint4* const gslot = reinterpret_cast<uint4*>(smem + (rows + 1) * 8224 + 32768) + threadIdx.x;  // 16-byte unit threadIdx.x
+  uint32_t* const zslot = reinterpret_cast<uint32_t*>(smem + (rows + 1) * 8224 + 32768 + 8192) + threadIdx.x;  // word threadIdx.x after the scale units
   int gnext = (k0 + 16 * s_begin) / G;
   uint4 s_raw = make_uint4(0u, 0u, 0u, 0u);
   uint32_t z_raw = 0u;
+  int gready = 0;  // the commit group of the slots' last copy: landed once step gready's wait is done
+  // group gnext's slots with step 0's weight (commit group 0)
   if (n_my > 0) {
-    const long long gz = (long long)gnext * N8 + 8 * wb + g;
-    s_raw = __ldg(reinterpret_cast<const uint4*>(scales) + gz);
-    z_raw = __ldg(qzeros + gz);
+    const long long gz = (long long)gnext * N8 + 8 * wb + g;  // 16-byte scale unit and zero word of the lane's columns
+    rc_cp_async_cg_16(gslot, reinterpret_cast<const uint4*>(scales) + gz);
+    rc_cp_async_ca_4(zslot, qzeros + gz);
   }
   uint4* const wring = reinterpret_cast<uint4*>(smem + (rows + 1) * 8224) + threadIdx.x;  // ring slot d: the lane's 16 bytes of step s with s % ring = d, at wring[512 d] (after the staged rows and the zero row)
   // the ring: steps 0 .. 4 in flight, one cp.async group per step
@@ -333,16 +348,16 @@ extern "C" __global__ __launch_bounds__(512, 1) void rc_awq_gemm_f16_16x64x64_w1
   // row 0 into the stage: words 4c .. 4c + 3 at t = 0..3, j = c
   #pragma unroll
   for (int i = 0; i < 1; ++i) {
-    const int c = threadIdx.x + 512 * i;
-    if (c < 2 * steps) {
+    const int c = 2 * s_begin + lane + 32 * i;
+    if (c < 2 * (s_begin + n_my)) {
       sx[c] = x0[i].x;
       sx[514 + c] = x0[i].y;
       sx[1028 + c] = x0[i].z;
       sx[1542 + c] = x0[i].w;
     }
   }
-  // x rows m0 + 1 .. m0 + rows (row 0 above), k0 .. k0 + 16 steps in 16-byte chunks c (words 4c .. 4c + 3) -> [row][t][j = c]; up to 16 rows
-  for (int c = threadIdx.x; c < 2 * steps; c += 512) {
+  // x rows m0 + 1 .. m0 + rows (row 0 above; up to 16 rows) and the zero row `rows` (the B fragments of rows past M), the warp's chunks only
+  for (int c = 2 * s_begin + lane; c < 2 * (s_begin + n_my); c += 32) {
     #pragma unroll
     for (int r = 0; r < 16; ++r) {
       if (r > 0 && r < rows) {
@@ -355,12 +370,13 @@ extern "C" __global__ __launch_bounds__(512, 1) void rc_awq_gemm_f16_16x64x64_w1
         dst[1542] = v.w;
       }
     }
-  }
-  // row `rows`: zeros, the B fragments of rows past M (shared memory holds rows + 1 staged rows: AwqStreamed::smem_bytes_for)
-  for (int c = threadIdx.x; c < 2056; c += 512) {
     sx[rows * 2056 + c] = 0u;
+    sx[rows * 2056 + 514 + c] = 0u;
+    sx[rows * 2056 + 1028 + c] = 0u;
+    sx[rows * 2056 + 1542 + c] = 0u;
   }
-  __syncthreads();
+  // the warp reads only the words it staged: a warp barrier, no CTA barrier before the loop
+  __syncwarp();
   uint32_t sc[4] = {};
   uint32_t zl[4] = {};
   uint32_t zh[4] = {};
@@ -376,15 +392,27 @@ extern "C" __global__ __launch_bounds__(512, 1) void rc_awq_gemm_f16_16x64x64_w1
     for (int d = 0; d < 4; ++d) {
       const int s = s0 + d;
       if (s < n_my) {
-        // a group starts: its registers, then the next group's raw scales and zero word in flight
+        // groups 0 .. s + 3 committed: at most 3 pending, so step s has landed
+        rc_cp_async_wait_group<3>();
+        const uint4 wv = wring[512 * d];
+        const uint32_t w[4] = {wv.x, wv.y, wv.z, wv.w};
+        // a group starts: its registers from the lane's group slots, then the next group's copy
         if (krem == 0) {
+          // the step's wait landed commit groups 0 .. s; a copy in a later one (a group of fewer than 4 steps) waits for all
+          if (gready > s) {
+            rc_cp_async_wait_group<0>();
+          }
+          s_raw = *gslot;
+          z_raw = *zslot;
           rc_awq_gemm_f16_16x64x64_w16x1_s4_x64_v4_prepared_streamed_sring_group(s_raw, z_raw, sc, zl, zh);
           krem = (gnext + 1) * G - (k0 + 16 * (s_begin + s));
           ++gnext;
-          if (gnext < groups) {
-            const long long gz = (long long)gnext * N8 + 8 * wb + g;
-            s_raw = __ldg(reinterpret_cast<const uint4*>(scales) + gz);
-            z_raw = __ldg(qzeros + gz);
+          // the next group where the warp's steps reach it: its slots in this step's commit group s + 4
+          if (gnext < groups && gnext * G < k0 + 16 * (s_begin + n_my)) {
+            const long long gz = (long long)gnext * N8 + 8 * wb + g;  // 16-byte scale unit and zero word of the lane's columns
+            rc_cp_async_cg_16(gslot, reinterpret_cast<const uint4*>(scales) + gz);
+            rc_cp_async_ca_4(zslot, qzeros + gz);
+            gready = s + 4;
           }
         }
         krem -= 16;
@@ -396,10 +424,6 @@ extern "C" __global__ __launch_bounds__(512, 1) void rc_awq_gemm_f16_16x64x64_w1
           b[f][0] = xv.x;
           b[f][1] = xv.y;
         }
-        // groups 0 .. s + 3 committed: at most 3 pending, so step s has landed
-        rc_cp_async_wait_group<3>();
-        const uint4 wv = wring[512 * d];
-        const uint32_t w[4] = {wv.x, wv.y, wv.z, wv.w};
         #pragma unroll
         for (int r = 0; r < 4; ++r) {
           uint32_t q[4];  // biased pairs 0..3 of word r (nibbles (0,4), (1,5), (2,6), (3,7))

@@ -481,8 +481,6 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_e4m3_sc
     int K,
     int L,
     const rc_fusion_params p,
-    float* __restrict__ workspace,
-    int split_k,
     int sched_tiles_m,
     int sched_tiles_n,
     int sched_batches,
@@ -519,7 +517,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_e4m3_sc
   const int warp = __shfl_sync(0xffffffffu, (threadIdx.x / 32) % 4, 0);
   const int lane = threadIdx.x % 32;
   const int k_tiles = (K + 127) / 128;
-  const int k_iters = split_k > 1 ? (k_tiles + split_k - 1) / split_k : k_tiles;  // k-tiles per work item: every split runs the same count (TMA zero-fills past K)
+  const int k_iters = k_tiles;  // k-tiles per work item: all of K (no split)
   // persistent tile scheduler: raster order and swizzle resolved on the host
   const rc_moe_grouped_sm90_e4m3_scatter_128x128x128_coop_s6_dbf16_sched sched(sched_tiles_m, sched_tiles_n, sched_batches, sched_along_n, sched_log_swizzle);
   // cluster 1x1: A is multicast along the cluster's N ranks (each loads BM/1 rows), B along its M ranks (BN/1 rows)
@@ -537,7 +535,7 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_e4m3_sc
   for (int i = 0; i < 1; ++i) {
     mask_b |= (uint16_t)(1u << (i + rank_n));
   }
-  const bool load_c = (false) && split_k == 1;  // is_source_needed (split-K applies the fusion in the reduction instead)
+  const bool load_c = false;  // is_source_needed
   if (threadIdx.x == 0) {
     for (int i = 0; i < 6; ++i) {
       rc_mbarrier_init(bar_full + 8 * i, 1);

@@ -28,7 +28,10 @@
 //! `ld.global.nc.L1::no_allocate` per lane and step; with the shared ring one 16-byte
 //! `cp.async.cg` into the lane's own slot, one commit group per step,
 //! `cp.async.wait_group ring - 1` and one 16-byte shared load before the step's
-//! conversion); the next group's scales and zero word are loaded one group ahead. `x` is staged once per CTA into shared memory in the
+//! conversion); the next group's scales and zero word are loaded one group ahead (with the
+//! shared ring at 16 rows into the lane's group slots, [`AwqStreamed::group_slot_bytes`]).
+//! `x` is staged once per CTA (or by each warp for its own steps,
+//! [`AwqStreamed::warp_staged_x`]) into shared memory in the
 //! fragment order `[row][t][j]` (word `w` of a row's K range at `(w % 4, w / 4)`, rows of
 //! [`AwqStreamed::x_row_words`], `t` planes of [`AwqStreamed::x_t_words`] words: the two B
 //! registers of a step are one conflict-free 8-byte load; rows past M read a zero row). The warps' partial sums meet
@@ -62,6 +65,7 @@
 
 use crate::lane_ring::LaneRing;
 use rcute_atom::cluster_dsmem::{cluster_size_sm90, cluster_sync_relaxed_sm90, cluster_sync_sm90, ld_dsmem_f32x4};
+use rcute_atom::copy_cp_async::{cp_async, CacheOp};
 use rcute_atom::copy_ldst::ld_global_stream;
 use rcute_atom::{CopyOp, Snippet};
 
@@ -135,6 +139,14 @@ pub struct AwqStreamed {
     /// unit per thread), with [`AwqStreamed::with_shared_ring`]; `None` with the ring of
     /// registers.
     pub lane_ring: Option<LaneRing>,
+    /// The copy of a lane's group zero word into its group slot (`cp.async.ca`, 4 bytes;
+    /// the scales take the ring's 16-byte copy), with the shared ring at 16 rows only: see
+    /// [`AwqStreamed::group_slot_bytes`].
+    pub group_copy: Option<Snippet>,
+    /// Whether each warp stages the `x` words of its own steps and meets only itself
+    /// before its loop (`__syncwarp`, no CTA barrier): with the shared ring, one warp
+    /// along N and 16 rows (see [`AwqStreamed::with_shared_ring`]).
+    pub warp_staged_x: bool,
     /// The clustered split-K sum: cluster barrier (release: the warps that published partial
     /// chunks), cluster size, peer shared-memory load, cluster barrier without memory
     /// ordering (the other warps, and the barrier that keeps the peers' shared memory alive
@@ -172,6 +184,8 @@ impl AwqStreamed {
                 StreamedWeight::Checkpoint => 4,
             }),
             lane_ring: None,
+            group_copy: None,
+            warp_staged_x: false,
             cluster: [
                 cluster_sync_sm90(),
                 cluster_size_sm90(),
@@ -191,6 +205,15 @@ impl AwqStreamed {
     /// `DEPBAR.LE`), and the ring leaves the registers (ncu and SASS, BENCHMARKS.md, AWQ,
     /// helper awqdec). The ring is a [`LaneRing`] of one unit per slot.
     ///
+    /// At 16 rows (two B fragments a step) a group's scales and zero word take the same
+    /// road ([`AwqStreamed::group_slot_bytes`]), and with one warp along N each warp stages
+    /// `x` for its own steps ([`AwqStreamed::warp_staged_x`]). Measured together (H100,
+    /// BENCHMARKS.md, Session 24, helper awqfix): 16 x 14336 x 4096 (`16x128, 8x2`, slots
+    /// only) 18.3 -> 17.0-17.2 us and 16 x 8192 x 4096 (`16x64, 16x1`, both) 12.2 -> 11.5
+    /// us, but the 8-row kernels (`8x64, 16x1`, rings 2) with both lost 2.5-5 % (1 x 14336 x
+    /// 4096 14.3-14.6 -> 14.8 us, 1 x 4096 x 4096 7.0-7.1 -> 7.4): they keep the register
+    /// loads and the CTA's staging.
+    ///
     /// ```
     /// use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight};
     /// let s = AwqStreamed::new(8, [8, 1], 12, StreamedWeight::Prepared).unwrap().with_shared_ring();
@@ -204,8 +227,45 @@ impl AwqStreamed {
             let ring =
                 LaneRing::new(self.ring, 1, 32 * self.k_slices * self.col_blocks).expect("a positive ring and warps");
             self.lane_ring = Some(ring);
+            if self.b_frags > 1 {
+                let zero = cp_async(CacheOp::CacheAlways, 4, false).expect("cp.async.ca of 4 bytes exists");
+                self.group_copy = Some(zero.snippet);
+                self.warp_staged_x = self.col_blocks == 1;
+            }
         }
         self
+    }
+
+    /// Bytes of the lanes' group slots after the shared ring (the shared ring at 16 rows): per
+    /// thread the 16 bytes of its eight columns' scales (16-byte unit `threadIdx.x`) and
+    /// its zero word (after all the scale units, word `threadIdx.x`). A group's slots are
+    /// copied at the start of the group before it (`cp.async`, in that step's commit
+    /// group) and read at its start, so that the scales reach the registers by a counted
+    /// wait: loaded by `__ldg` into registers one group ahead, ptxas copied them out of the
+    /// load's registers right after the load (predicated, for the groups past K), which
+    /// waited for the load from memory at every group start (sm_90a SASS; 1.0 us of the
+    /// 14.6 at 1 x 14336 x 4096 on an H100, BENCHMARKS.md, Session 24, helper awqfix).
+    ///
+    /// ```
+    /// use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight};
+    /// let s = AwqStreamed::new(16, [16, 1], 4, StreamedWeight::Prepared).unwrap();
+    /// assert_eq!(s.group_slot_bytes(), 0);
+    /// let r = s.with_shared_ring();
+    /// assert_eq!(r.group_slot_bytes(), 512 * 20);
+    /// assert!(r.warp_staged_x);
+    /// assert_eq!(r.smem_bytes_for(1), 2 * 1032 * 4 + 4 * 512 * 16 + 512 * 20);
+    /// // 8 rows: the scales by register loads, x staged by the CTA
+    /// let e = AwqStreamed::new(8, [16, 1], 2, StreamedWeight::Prepared).unwrap().with_shared_ring();
+    /// assert_eq!((e.group_slot_bytes(), e.warp_staged_x), (0, false));
+    /// // two warps along N read the same x: the CTA stages it
+    /// let w = AwqStreamed::new(16, [8, 2], 4, StreamedWeight::Prepared).unwrap().with_shared_ring();
+    /// assert_eq!((w.group_slot_bytes(), w.warp_staged_x), (512 * 20, false));
+    /// ```
+    pub fn group_slot_bytes(&self) -> i64 {
+        match (&self.lane_ring, &self.group_copy) {
+            (Some(r), Some(_)) => r.threads * 20,
+            _ => 0,
+        }
     }
 
     /// The plan with `tiles` 64-row k-tiles of `x` staged per split instead of
@@ -252,7 +312,8 @@ impl AwqStreamed {
     }
 
     /// Dynamic shared memory of a CTA of at most `rows` rows of `x` (`1 ..= BM`): the
-    /// staged rows, the zero row and the weight's shared ring ([`AwqStreamed::ring_bytes`]), or the warps' partial tiles of those rows and a
+    /// staged rows, the zero row, the weight's shared ring ([`AwqStreamed::ring_bytes`]) and
+    /// the group slots ([`AwqStreamed::group_slot_bytes`]), or the warps' partial tiles of those rows and a
     /// clustered split's partial chunks where larger. The kernel lays shared memory out by
     /// its CTA's row count, so a launch of `M < BM` rows needs only
     /// `smem_bytes_for(M)`: at one row an eighth of the full stage, which leaves the L1 (the
@@ -268,7 +329,8 @@ impl AwqStreamed {
     /// assert_eq!(r.smem_bytes_for(1), 2 * 2056 * 4 + 4 * 512 * 16);
     /// ```
     pub fn smem_bytes_for(&self, rows: i64) -> i64 {
-        (self.x_bytes(rows) + self.ring_bytes()).max(self.part_offset_for(rows) + self.part_bytes)
+        (self.x_bytes(rows) + self.ring_bytes() + self.group_slot_bytes())
+            .max(self.part_offset_for(rows) + self.part_bytes)
     }
 
     /// Dynamic shared memory of a CTA of `bm` rows (the plan's most).

@@ -107,7 +107,9 @@ mod load_per_copy;
 mod prepared;
 mod streamed;
 mod streamed_checkpoint;
+mod streamed_group_slots;
 mod streamed_prefetch;
+mod streamed_warp_x;
 mod wgmma;
 mod wgmma_boxes;
 mod wgmma_checkpoint;
@@ -376,6 +378,7 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
         if let Some(ring) = &st.lane_ring {
             snips.extend(crate::lane_ring::snippets(ring));
         }
+        snips.extend(st.group_copy.iter().cloned());
         snips.dedup_by(|a, b| a.name == b.name);
         let mut items = unit_preamble(&snips, "");
         let checkpoint = st.weight == StreamedWeight::Checkpoint;

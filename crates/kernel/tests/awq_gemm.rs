@@ -209,7 +209,11 @@ fn streamed_kernels_compile_without_spills_and_stream_into_registers() {
 /// 16-byte `cp.async` (LDGSTS) with counted group waits (`DEPBAR.LE`) and one 16-byte
 /// shared load a step, never a 16-byte global load into registers; the ring leaves the
 /// registers (fewer than the register ring's kernel of the same configuration where that
-/// ring is at least 8 steps); the CTA barriers are the register ring's.
+/// ring is at least 8 steps); the CTA barriers are the register ring's. At 16 rows: less
+/// the one after staging `x` with one warp along N (each warp stages its own steps' words
+/// and meets only itself: `__syncwarp`), and the groups' scales and zero words come
+/// through the lanes' group slots (LDGSTS, 4 bytes for the zero word): the steady-state
+/// loop loads nothing from global memory into registers. At 8 rows neither.
 #[test]
 fn shared_ring_streamed_kernels_compile_without_spills_and_wait_by_count() {
     let Some(tk) = toolkit_for_test() else { return };
@@ -232,7 +236,26 @@ fn shared_ring_streamed_kernels_compile_without_spills_and_wait_by_count() {
                 "HMMA",
             ];
             ck.assert_opcodes(&has, &["LDG.E.NA.128", "LDSM"]);
-            ck.assert_at_most("BAR", if arch == Arch::Sm90a { 8 } else { 5 });
+            let bars = if arch == Arch::Sm90a { 8 } else { 5 } - usize::from(st.warp_staged_x);
+            ck.assert_at_most("BAR", bars);
+            if let Some(k) = &ck.sass {
+                let ops = ["LDG", "LDGSTS.E.BYPASS.128", "LDGSTS"];
+                let (_, steps, counts) = loop_per_step(k, st.b_frags as usize, &ops);
+                let slots = st.group_slot_bytes() > 0;
+                assert_eq!(
+                    counts[0] == 0,
+                    slots,
+                    "{} on {arch}: {} LDG in the {steps}-step loop",
+                    g.name,
+                    counts[0]
+                );
+                assert_eq!(
+                    counts[2] > counts[1],
+                    slots,
+                    "{} on {arch}: 4-byte zero-word copies",
+                    g.name
+                );
+            }
             if st.ring >= 8 {
                 let shared = ck.resources.registers;
                 let reg_ring = clean(tk, &generate(&base).unwrap(), arch).resources.registers;
@@ -243,6 +266,15 @@ fn shared_ring_streamed_kernels_compile_without_spills_and_wait_by_count() {
                 );
             }
         }
+        // the loop follows the staging without a CTA barrier where each warp stages its own
+        // 16 rows have group slots, and with one warp along N stage x per warp
+        assert_eq!(st.group_slot_bytes() > 0, st.b_frags == 2, "{}", g.name);
+        assert_eq!(st.warp_staged_x, st.b_frags == 2 && st.col_blocks == 1, "{}", g.name);
+        let before_loop = &g.source[..g.source.find("for (int s0 = 0;").expect("the step loop")];
+        assert_eq!(before_loop.contains("__syncthreads()"), !st.warp_staged_x, "{}", g.name);
+        assert_eq!(before_loop.contains("__syncwarp()"), st.warp_staged_x, "{}", g.name);
+        let slot_copy = g.source.contains("rc_cp_async_ca_4(zslot, qzeros + gz)");
+        assert_eq!(slot_copy, st.group_slot_bytes() > 0, "{}", g.name);
     }
 }
 

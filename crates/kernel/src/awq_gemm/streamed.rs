@@ -50,7 +50,7 @@ impl Emit<'_> {
 
     /// The lane's word column of `scales` (in 16-byte units) and `qzeros`: `8 wb + g`, or
     /// the checkpoint kernel's `wcol` (clamped to the last column past N).
-    fn group_col(&self) -> &'static str {
+    pub(super) fn group_col(&self) -> &'static str {
         if self.checkpoint() {
             "wcol"
         } else {
@@ -210,8 +210,9 @@ impl Emit<'_> {
         ]
     }
 
-    /// Before the loop: the ring's first loads, the first group's scales, `x` staged into
-    /// shared memory (one CTA barrier), the first group's registers.
+    /// Before the loop: the ring's first loads, the first group's scales (or their copy
+    /// into the group slots, `streamed_group_slots.rs`), `x` staged into shared memory (one
+    /// CTA barrier; or each warp its own steps' words, `streamed_warp_x.rs`).
     fn streamed_prologue(&self) -> Vec<Stmt> {
         let p = self.p;
         let st = self.st();
@@ -276,8 +277,10 @@ impl Emit<'_> {
             self.shared_ring_prologue()
         };
         let group_col = self.group_col();
-        let (x0_first, x0_store) = self.streamed_x_row0();
-        [source, x0_first, vec![
+        let first_group = if self.group_slots() {
+            self.group_slots_prologue()
+        } else {
+            vec![
             Stmt::Comment("group gnext's scales of columns 64 wb + 8g .. + 8 and its zero word (same 16-byte / word index), ahead of the ring (step 0 needs them)".into()),
             Stmt::decl("int", "gnext", "(k0 + 16 * s_begin) / G"),
             Stmt::decl("uint4", "s_raw", "make_uint4(0u, 0u, 0u, 0u)"),
@@ -290,7 +293,22 @@ impl Emit<'_> {
                     Stmt::assign("z_raw", "__ldg(qzeros + gz)"),
                 ],
             ),
-        ], ring, x0_store, vec![
+            ]
+        };
+        if self.warp_x() {
+            let (x0_first, x0_store) = self.warp_x_row0();
+            return [
+                source,
+                x0_first,
+                first_group,
+                ring,
+                x0_store,
+                self.warp_x_rows(stage_rows),
+            ]
+            .concat();
+        }
+        let (x0_first, x0_store) = self.streamed_x_row0();
+        [source, x0_first, first_group, ring, x0_store, vec![
             Stmt::Comment(format!(
                 "x rows m0 + 1 .. m0 + rows (row 0 above), k0 .. k0 + 16 steps in 16-byte chunks c (words 4c .. 4c + 3) -> [row][t][j = c]; up to {bm} rows"
             )),
@@ -457,7 +475,7 @@ impl Emit<'_> {
         let d = st.ring;
         let cvt = &p.convert_x16.name;
         // the step's words: ring slot d's registers, or the shared slot's 16 bytes
-        let (word, ring_wait) = if self.shared_ring() {
+        let (word, mut ring_wait) = if self.shared_ring() {
             ("w[r]", self.shared_ring_wait())
         } else {
             ("wr[d][r]", vec![])
@@ -479,75 +497,83 @@ impl Emit<'_> {
             Stmt::assign("b[f][0]", "xv.x"),
             Stmt::assign("b[f][1]", "xv.y"),
         ];
-        vec![
-            Stmt::Comment(
-                "a group starts: its registers, then the next group's raw scales and zero word in flight".into(),
-            ),
-            when(
-                "krem == 0",
-                vec![
-                    s(format!("{}_group({group_args})", self.name)),
-                    Stmt::assign("krem", "(gnext + 1) * G - (k0 + 16 * (s_begin + s))"),
-                    s("++gnext"),
-                    when(
-                        "gnext < groups",
-                        vec![
-                            Stmt::decl(
-                                "const long long",
-                                "gz",
-                                format!("(long long)gnext * N8 + {}", self.group_col()),
-                            ),
-                            Stmt::assign("s_raw", "__ldg(reinterpret_cast<const uint4*>(scales) + gz)"),
-                            Stmt::assign("z_raw", "__ldg(qzeros + gz)"),
-                        ],
-                    ),
-                ],
-            ),
-            s("krem -= 16"),
-            Stmt::Decl {
-                ty: "uint32_t".into(),
-                name: format!("b[{}][2]", st.b_frags),
-                init: None,
-                comment: Some("B fragments: 8 rows of x each (the MMA's n = the row of x)".into()),
-            },
-            Stmt::unrolled("f", st.b_frags, frag),
-        ]
-        .into_iter()
-        .chain(if self.checkpoint() {
-            self.checkpoint_fragments()
+        let group = if self.group_slots() {
+            // the step's words first: the wait also lands the group slots (group_slots.rs)
+            [std::mem::take(&mut ring_wait), self.group_from_slots(group_args)].concat()
         } else {
-            [
-                ring_wait,
-                vec![Stmt::unrolled(
-                    "r",
-                    4,
-                    [
-                        vec![
-                            Stmt::Decl {
-                                ty: "uint32_t".into(),
-                                name: "q[4]".into(),
-                                init: None,
-                                comment: Some(
-                                    "biased pairs 0..3 of word r (nibbles (0,4), (1,5), (2,6), (3,7))".into(),
+            vec![
+                Stmt::Comment(
+                    "a group starts: its registers, then the next group's raw scales and zero word in flight".into(),
+                ),
+                when(
+                    "krem == 0",
+                    vec![
+                        s(format!("{}_group({group_args})", self.name)),
+                        Stmt::assign("krem", "(gnext + 1) * G - (k0 + 16 * (s_begin + s))"),
+                        s("++gnext"),
+                        when(
+                            "gnext < groups",
+                            vec![
+                                Stmt::decl(
+                                    "const long long",
+                                    "gz",
+                                    format!("(long long)gnext * N8 + {}", self.group_col()),
                                 ),
-                            },
-                            s(format!("{cvt}({word}, q)")),
-                        ],
-                        self.streamed_word(["q[0]", "q[2]", "q[1]", "q[3]"], [None, None, Some(""), Some("")]),
-                    ]
-                    .concat(),
-                )],
+                                Stmt::assign("s_raw", "__ldg(reinterpret_cast<const uint4*>(scales) + gz)"),
+                                Stmt::assign("z_raw", "__ldg(qzeros + gz)"),
+                            ],
+                        ),
+                    ],
+                ),
             ]
-            .concat()
-        })
-        .chain([Stmt::Comment(format!("slot d is free: step s + {d} into it"))])
-        .chain(if self.shared_ring() {
-            self.shared_ring_refill()
-        } else {
-            vec![when(format!("s + {d} < n_my"), vec![self.streamed_load("wnext")])]
-        })
-        .chain([s("wnext += wstride")])
-        .collect()
+        };
+        group
+            .into_iter()
+            .chain([
+                s("krem -= 16"),
+                Stmt::Decl {
+                    ty: "uint32_t".into(),
+                    name: format!("b[{}][2]", st.b_frags),
+                    init: None,
+                    comment: Some("B fragments: 8 rows of x each (the MMA's n = the row of x)".into()),
+                },
+                Stmt::unrolled("f", st.b_frags, frag),
+            ])
+            .chain(if self.checkpoint() {
+                self.checkpoint_fragments()
+            } else {
+                [
+                    ring_wait,
+                    vec![Stmt::unrolled(
+                        "r",
+                        4,
+                        [
+                            vec![
+                                Stmt::Decl {
+                                    ty: "uint32_t".into(),
+                                    name: "q[4]".into(),
+                                    init: None,
+                                    comment: Some(
+                                        "biased pairs 0..3 of word r (nibbles (0,4), (1,5), (2,6), (3,7))".into(),
+                                    ),
+                                },
+                                s(format!("{cvt}({word}, q)")),
+                            ],
+                            self.streamed_word(["q[0]", "q[2]", "q[1]", "q[3]"], [None, None, Some(""), Some("")]),
+                        ]
+                        .concat(),
+                    )],
+                ]
+                .concat()
+            })
+            .chain([Stmt::Comment(format!("slot d is free: step s + {d} into it"))])
+            .chain(if self.shared_ring() {
+                self.shared_ring_refill()
+            } else {
+                vec![when(format!("s + {d} < n_my"), vec![self.streamed_load("wnext")])]
+            })
+            .chain([s("wnext += wstride")])
+            .collect()
     }
 
     /// The warp's loop over its steps, `ring` steps per iteration (ring slot = step % ring).

@@ -90,6 +90,18 @@ impl std::hash::Hash for GemmSm90Config {
 }
 
 impl GemmSm90Config {
+    /// Whether the main kernel takes the `workspace` pointer: split-K partial sums and
+    /// stream-K's partial tiles live there; a grouped kernel splits nothing and has none.
+    pub fn takes_workspace(&self) -> bool {
+        self.grouped.is_none()
+    }
+
+    /// Whether the main kernel takes `split_k` (its K splits, 1 for none): not a stream-K
+    /// kernel, which splits K itself, and not a grouped one, whose launch never splits K.
+    pub fn takes_split_k(&self) -> bool {
+        !self.stream_k && self.grouped.is_none()
+    }
+
     /// Whether the kernel can read a source C (its fusion reads C).
     pub fn with_c(&self) -> bool {
         self.fusion.reads_source()

@@ -58,9 +58,9 @@ pub(super) fn broadcast_loads(k: &Ctx) -> Vec<Stmt> {
             comment: None,
         },
     ];
-    // Split-K partials skip the fusion (the reduction applies it); a stream-K kernel has
-    // no split_k (it splits K itself) and always runs the fusion.
-    if k.sk {
+    // Split-K partials skip the fusion (the reduction applies it); a stream-K kernel (it
+    // splits K itself) and a grouped one have no split_k and always run the fusion.
+    if !k.cfg.takes_split_k() {
         v.extend(loads);
     } else {
         v.push(if_("split_k == 1", loads));

@@ -1,7 +1,7 @@
 //! Launch side of the grouped (MoE) SM90 kernels ([`Sm90Grouped`]): run-time arguments,
 //! their checks, the two tensor maps and the persistent launch.
 
-use super::launch::tmap;
+use super::launch::{tmap, TailArg};
 use super::*;
 
 /// Device pointers and sizes of one grouped SM90 launch (see [`Sm90Grouped`]).
@@ -56,6 +56,52 @@ pub struct Sm90GroupedArgs {
 }
 
 impl GeneratedGemmSm90 {
+    /// The grouped kernel's arguments after its fusion struct, in parameter order, each with
+    /// the name of the parameter it fills (a unit test holds the names to the emitted
+    /// signature): the tile scheduler's five parameters, `early_trigger`, D, the alignment,
+    /// the router weights and sizes, then the e4m3 scales or the gathering form's `x`.
+    fn grouped_tail_args(
+        &self,
+        a: &Sm90GroupedArgs,
+        early_trigger: bool,
+    ) -> Result<Vec<(&'static str, TailArg)>, GemmError> {
+        let sched = [
+            "sched_tiles_m",
+            "sched_tiles_n",
+            "sched_batches",
+            "sched_along_n",
+            "sched_log_swizzle",
+        ];
+        let values = self.grouped_scheduler_params(a)?.device_args();
+        let mut v: Vec<(&'static str, TailArg)> = sched.into_iter().zip(values.map(TailArg::I32)).collect();
+        v.extend([
+            ("early_trigger", TailArg::I32(i32::from(early_trigger))),
+            ("D", TailArg::U64(a.d)),
+            ("sorted_ids", TailArg::U64(a.sorted_ids)),
+            ("block_expert", TailArg::U64(a.block_expert)),
+            ("total_rows", TailArg::U64(a.total_rows)),
+            ("offsets", TailArg::U64(a.offsets)),
+            ("weights", TailArg::U64(a.weights)),
+            ("ldd", TailArg::I64(a.ldd)),
+            ("entries", TailArg::I32(a.entries)),
+            ("up_first", TailArg::I32(i32::from(a.up_first))),
+        ]);
+        if grouped::is_fp8(&self.config) {
+            v.extend([
+                ("a_scale", TailArg::U64(a.a_scale)),
+                ("b_scale", TailArg::U64(a.b_scale)),
+            ]);
+        }
+        if self.config.gather_a {
+            v.extend([
+                ("x", TailArg::U64(a.a)),
+                ("ldx", TailArg::I64(a.lda)),
+                ("topk", TailArg::I32(a.topk)),
+            ]);
+        }
+        Ok(v)
+    }
+
     fn grouped_mode(&self) -> Result<Sm90Grouped, GemmError> {
         self.config
             .grouped
@@ -240,41 +286,66 @@ pub unsafe fn launch_grouped(
     } else {
         KernelArgs::new().tensor_map(&enc(&maps[0], a.a)?)
     };
-    let mut ka = ka
-        .tensor_map(&tb)
-        .i32(a.m)
-        .i32(a.n)
-        .i32(a.k)
-        .i32(1)
-        .blob(&blob)
-        .u64(0)
-        .i32(1);
-    let sp = g.grouped_scheduler_params(a)?;
-    ka = sp.device_args().iter().fold(ka, |ka, &v| ka.i32(v));
+    let ka = ka.tensor_map(&tb).i32(a.m).i32(a.n).i32(a.k).i32(1).blob(&blob);
     let lc = fitting_launch(f, g.config.schedule, |c| g.grouped_launch_config_with(a, max_ctas, c))?;
-    let ka = ka
-        .i32(i32::from(crate::grid_dependency::early_trigger_for(f, &lc)))
-        .u64(a.d)
-        .u64(a.sorted_ids)
-        .u64(a.block_expert)
-        .u64(a.total_rows)
-        .u64(a.offsets)
-        .u64(a.weights)
-        .i64(a.ldd)
-        .i32(a.entries)
-        .i32(i32::from(a.up_first));
-    let ka = if grouped::is_fp8(&g.config) {
-        ka.u64(a.a_scale).u64(a.b_scale)
-    } else {
-        ka
-    };
-    let ka = if g.config.gather_a {
-        ka.u64(a.a).i64(a.lda).i32(a.topk)
-    } else {
-        ka
-    };
+    let early_trigger = crate::grid_dependency::early_trigger_for(f, &lc);
+    let ka = g
+        .grouped_tail_args(a, early_trigger)?
+        .into_iter()
+        .fold(ka, |ka, (_, v)| v.push(ka));
     // SAFETY: the parameter list matches the generated kernel's signature; the caller
     // guarantees the buffers.
     unsafe { f.launch(&lc, &ka)? };
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm_sm90::launch::tests::kernel_params;
+    use crate::grouped_gemm::{
+        sm90_config, sm90_fp8_config, sm90_gather_config, sm90_pingpong_config, GroupedEpilogue, SM90_TILE,
+    };
+
+    /// The grouped launch's arguments after the fusion struct are the emitted kernel's last
+    /// parameters, name for name, for each member of the family (SwiGLU, scatter, e4m3 with
+    /// its scales, the gathering GEMM1 with `x`), and none of them takes `workspace` or
+    /// `split_k`: a grouped kernel splits nothing.
+    #[test]
+    fn grouped_tail_args_fill_the_emitted_parameters() {
+        let configs = [
+            sm90_config(Element::BF16, GroupedEpilogue::SwiGlu, SM90_TILE),
+            sm90_config(Element::F16, GroupedEpilogue::Scatter, SM90_TILE),
+            sm90_pingpong_config(Element::BF16, Element::BF16, GroupedEpilogue::Scatter),
+            sm90_fp8_config(Element::BF16, GroupedEpilogue::SwiGlu),
+            sm90_gather_config(Element::BF16, SM90_TILE, Sm90Schedule::Cooperative),
+        ];
+        for cfg in configs {
+            let g = generate(&cfg).unwrap();
+            let a = Sm90GroupedArgs {
+                m: 1024,
+                n: 2048,
+                k: 1408,
+                experts: 64,
+                entries: 600,
+                ..Default::default()
+            };
+            let tail: Vec<&str> = g
+                .grouped_tail_args(&a, true)
+                .unwrap()
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect();
+            let params = kernel_params(&g.source, &g.name);
+            let fixed: &[&str] = if cfg.gather_a {
+                &["tmap_b", "M", "N", "K", "L", "p"]
+            } else {
+                &["tmap_a", "tmap_b", "M", "N", "K", "L", "p"]
+            };
+            assert_eq!(params[..fixed.len()], *fixed, "{}", g.name);
+            assert_eq!(params[fixed.len()..], tail, "{}", g.name);
+            assert!(!params.iter().any(|p| p == "workspace" || p == "split_k"), "{}", g.name);
+            assert!(!g.source.contains("split_k"), "{}", g.name);
+        }
+    }
 }

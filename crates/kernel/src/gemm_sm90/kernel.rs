@@ -137,9 +137,12 @@ pub(super) fn kernel(
     let int = |n: &str| ("int".to_string(), n.to_string());
     params.extend(["M", "N", "K", "L"].map(int));
     params.push((format!("const {}", fusion.struct_name), "p".into()));
-    params.push(("float* __restrict__".into(), "workspace".into()));
-    // A stream-K kernel splits K itself (its launch refuses split_k > 1): no split_k.
-    if !cfg.stream_k {
+    // A stream-K kernel splits K itself (its launch refuses split_k > 1), a grouped one
+    // splits nothing (no workspace either): no split_k.
+    if cfg.takes_workspace() {
+        params.push(("float* __restrict__".into(), "workspace".into()));
+    }
+    if cfg.takes_split_k() {
         params.push(int("split_k"));
     }
     params.extend(
@@ -238,6 +241,28 @@ fn smem_map(k: &Ctx) -> Vec<Stmt> {
 
 /// Thread ids, k-tile counts, the scheduler, cluster masks, barrier initialization and
 /// tensor-map prefetch.
+/// `k_iters`, the k-tiles of one work item: a split's share with split-K, all of K for a
+/// grouped kernel; none for stream-K (its walk declares its own units).
+fn k_iters_decl(k: &Ctx) -> Option<Stmt> {
+    if k.cfg.takes_split_k() {
+        Some(dc(
+            "const int",
+            "k_iters",
+            "split_k > 1 ? (k_tiles + split_k - 1) / split_k : k_tiles",
+            "k-tiles per work item: every split runs the same count (TMA zero-fills past K)",
+        ))
+    } else if k.sk {
+        None
+    } else {
+        Some(dc(
+            "const int",
+            "k_iters",
+            "k_tiles",
+            "k-tiles per work item: all of K (no split)",
+        ))
+    }
+}
+
 fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
     let (cm, cn, s) = (k.cm, k.cn, k.s);
     // Consumer warps release a stage to every CTA that writes into it: itself, the CTAs
@@ -263,14 +288,7 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
         d("const int", "lane", "threadIdx.x % 32"),
         d("const int", "k_tiles", format!("(K + {}) / {}", k.bk - 1, k.bk)),
     ];
-    if !k.sk {
-        b.push(dc(
-            "const int",
-            "k_iters",
-            "split_k > 1 ? (k_tiles + split_k - 1) / split_k : k_tiles",
-            "k-tiles per work item: every split runs the same count (TMA zero-fills past K)",
-        ));
-    }
+    b.extend(k_iters_decl(k));
     b.extend([
         c("persistent tile scheduler: raster order and swizzle resolved on the host"),
         e(format!(
@@ -319,7 +337,7 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
             "the CTAs whose loads land in this CTA's stages",
         ));
     }
-    b.push(if k.sk {
+    b.push(if !k.cfg.takes_split_k() {
         dc(
             "const bool",
             "load_c",

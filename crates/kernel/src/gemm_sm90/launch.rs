@@ -4,13 +4,27 @@
 use super::*;
 use crate::stream_k::{StreamKError, StreamKPlan};
 
-/// One scalar argument of the main kernel ([`GeneratedGemmSm90::tail_args`]).
+/// One scalar argument of the main kernel ([`GeneratedGemmSm90::tail_args`], and the
+/// grouped launch's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum TailArg {
+pub(super) enum TailArg {
     /// An `int`.
     I32(i32),
+    /// A `long long`.
+    I64(i64),
     /// A pointer or an `unsigned long long`.
     U64(u64),
+}
+
+impl TailArg {
+    /// `ka` with this argument appended.
+    pub(super) fn push(self, ka: KernelArgs) -> KernelArgs {
+        match self {
+            TailArg::I32(v) => ka.i32(v),
+            TailArg::I64(v) => ka.i64(v),
+            TailArg::U64(v) => ka.u64(v),
+        }
+    }
 }
 
 pub(super) fn tmap(
@@ -122,8 +136,11 @@ impl GeneratedGemmSm90 {
         early_trigger: bool,
         max_ctas: u32,
     ) -> Result<Vec<(&'static str, TailArg)>, GemmError> {
-        let mut v = vec![("workspace", TailArg::U64(args.workspace))];
-        if !self.config.stream_k {
+        let mut v = vec![];
+        if self.config.takes_workspace() {
+            v.push(("workspace", TailArg::U64(args.workspace)));
+        }
+        if self.config.takes_split_k() {
             v.push(("split_k", TailArg::I32(args.split_k as i32)));
         }
         let sched = [
@@ -497,10 +514,7 @@ pub(super) unsafe fn launch_inner(
     let ka = g
         .tail_args(args, early_trigger, max_ctas)?
         .into_iter()
-        .fold(ka, |ka, (_, v)| match v {
-            TailArg::I32(v) => ka.i32(v),
-            TailArg::U64(v) => ka.u64(v),
-        });
+        .fold(ka, |ka, (_, v)| v.push(ka));
     // SAFETY: the parameter list matches the generated kernel's signature; the caller
     // guarantees the buffers.
     unsafe { f.launch(&lc, &ka)? };
@@ -539,11 +553,11 @@ pub(super) unsafe fn launch_inner(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The names of the parameters of `name`'s `__global__` function in `source`.
-    fn kernel_params(source: &str, name: &str) -> Vec<String> {
+    pub(crate) fn kernel_params(source: &str, name: &str) -> Vec<String> {
         let head = format!("void {name}(");
         let at = source.find(&head).unwrap_or_else(|| panic!("no {head}")) + head.len();
         let list = &source[at..at + source[at..].find(')').unwrap()];

@@ -65,3 +65,28 @@ impl AwqPrefetch {
         self == AwqPrefetch::All
     }
 }
+
+/// `RCUTE_AWQ_PREFETCH_STEPS=N`: with the prefetch on, each warp prefetches its first `N`
+/// k16 steps instead of a ring's worth (`GeneratedAwqGemm::prefetch_steps`), so that one
+/// binary can time deeper prefetches against the default in one run (the kernels take the
+/// count as an argument: no other source). `None` unset, empty or not a positive integer.
+/// Read once per process. Measured (H100, BENCHMARKS.md, Session 24, helper awqfix): 4, 8
+/// and 16 steps were slower than the default 2 at 1 x 14336 x 4096 (15.4 / 16.7 / 17.5
+/// against 14.9 us) and at 1 and 16 x 4096 x 4096 at 8 and 16 steps.
+///
+/// ```
+/// use rcute_ops::awq::prefetch::parse_steps;
+/// assert_eq!(parse_steps(Some(" 8 ")), Some(8));
+/// assert_eq!(parse_steps(Some("0")), None);
+/// assert_eq!(parse_steps(Some("deep")), None);
+/// assert_eq!(parse_steps(None), None);
+/// ```
+pub fn steps_override() -> Option<i32> {
+    static STEPS: OnceLock<Option<i32>> = OnceLock::new();
+    *STEPS.get_or_init(|| parse_steps(std::env::var("RCUTE_AWQ_PREFETCH_STEPS").ok().as_deref()))
+}
+
+/// [`steps_override`]'s reading of the variable's value.
+pub fn parse_steps(v: Option<&str>) -> Option<i32> {
+    v?.trim().parse::<i32>().ok().filter(|&n| n > 0)
+}

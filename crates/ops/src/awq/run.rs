@@ -372,7 +372,7 @@ impl Ops {
         // super::prefetch)
         let pf = super::prefetch::AwqPrefetch::from_env();
         if cfg.prepared && pf.prefetch() {
-            args.prefetch_steps = g.prefetch_steps();
+            args.prefetch_steps = super::prefetch::steps_override().unwrap_or(g.prefetch_steps());
         }
         args.early_trigger = cfg.prepared && pf.trigger();
         let ws_bytes = g.workspace_bytes(m, n, splits);
