@@ -395,7 +395,7 @@ impl AwqMainloopConfig {
     /// let st = AwqMainloop::new(&cfg).unwrap().streamed.unwrap();
     /// assert_eq!((st.max_k_tiles, st.x_t_words, st.x_row_words), (64, 514, 2056));
     /// // 17 staged rows of 8 KB, a ring of 4 x 512 lanes x 16 bytes and the group slots
-    /// assert_eq!(st.smem_bytes(16), 17 * 2056 * 4 + 4 * 512 * 16 + 512 * 20);
+    /// assert_eq!(st.smem_bytes_for(16), 17 * 2056 * 4 + 4 * 512 * 16 + 512 * 20);
     /// // not for the other kernels, not past 227 KB of shared memory
     /// assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4).staged_k_tiles(64)).is_err());
     /// assert!(AwqMainloop::new(&cfg.staged_k_tiles(128)).is_err());

@@ -19,8 +19,9 @@
 //! [`AwqGemmConfig::streamed`] (prepared layout, the decode kernel) each lane streams its
 //! 16 bytes of the weight per k16 step straight into registers and multiplies them as the
 //! A operand of a swap-AB `mma.sync` ([`rcute_collective::awq_streamed`], emitted by
-//! `awq_gemm/streamed.rs`); up to two K splits of a tile then sum through distributed
-//! shared memory on sm_90 ([`GeneratedAwqGemm::launch_config_on`]). With
+//! `awq_gemm/streamed.rs`); up to two K splits of a tile then sum in one cluster on sm_90,
+//! the other splits pushing their partial chunks into split 0's shared memory
+//! (`awq_gemm/streamed_cluster.rs`, [`GeneratedAwqGemm::launch_config_on`]). With
 //! [`AwqGemmConfig::streamed_shared_ring`] the same kernel takes each lane's steps through
 //! its own slots of a shared `cp.async` ring (counted waits instead of the register ring's
 //! drains; named `..._streamed_sring`). With [`AwqGemmConfig::staged_k_tiles`] a streamed
@@ -107,6 +108,7 @@ mod load_per_copy;
 mod prepared;
 mod streamed;
 mod streamed_checkpoint;
+mod streamed_cluster;
 mod streamed_group_slots;
 mod streamed_prefetch;
 mod streamed_warp_x;
@@ -203,7 +205,8 @@ impl GeneratedAwqGemm {
     /// use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
     /// let g = generate(&AwqGemmConfig::new(Element::F16, [8, 64, 64], [16, 1], 4, 4).streamed()).unwrap();
     /// assert_eq!(g.launch_config(1, 4096, 2).dynamic_smem_bytes, 2 * 2056 * 4);
-    /// assert_eq!(g.launch_config(9, 4096, 2).dynamic_smem_bytes as i64, g.plan.smem_bytes);
+    /// // the plan's most: 8 rows, launched in clusters (the push area after the CTA's own)
+    /// assert_eq!(g.launch_config_on(9, 4096, 2, (9, 0)).dynamic_smem_bytes as i64, g.plan.smem_bytes);
     /// ```
     pub fn launch_config(&self, m: i32, n: i32, splits: i32) -> LaunchConfig {
         let [bm, bn, _] = self.plan.config.tile;
@@ -224,20 +227,28 @@ impl GeneratedAwqGemm {
     /// splits sum through distributed shared memory
     /// ([`rcute_collective::awq_streamed::AwqStreamed::clustered`]) launches each tile's
     /// splits as one `(1, 1, splits)` cluster (the kernel then leaves the workspace and the
-    /// semaphores alone).
+    /// semaphores alone), with the clustered sum's push area after the CTA's shared memory
+    /// ([`rcute_collective::awq_streamed::AwqStreamed::cluster_offset_for`]).
     ///
     /// ```
     /// use rcute_atom::Element;
     /// use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
     /// let g = generate(&AwqGemmConfig::new(Element::F16, [8, 64, 64], [8, 1], 8, 4).streamed()).unwrap();
-    /// assert_eq!(g.launch_config_on(1, 4096, 2, (9, 0)).cluster.map(|c| c.z), Some(2));
+    /// let lc = g.launch_config_on(1, 4096, 2, (9, 0));
+    /// assert_eq!(lc.cluster.map(|c| c.z), Some(2));
+    /// let st = g.plan.streamed.as_ref().unwrap();
+    /// assert_eq!(lc.dynamic_smem_bytes as i64, st.smem_bytes_for(1) + st.cluster_bytes());
+    /// assert_eq!(g.launch_config_on(1, 4096, 2, (8, 0)).dynamic_smem_bytes as i64, st.smem_bytes_for(1));
     /// assert_eq!(g.launch_config_on(1, 4096, 2, (8, 0)).cluster, None);
     /// assert_eq!(g.launch_config_on(1, 4096, 4, (9, 0)).cluster, None);
     /// ```
     pub fn launch_config_on(&self, m: i32, n: i32, splits: i32, cc: (u32, u32)) -> LaunchConfig {
         let lc = self.launch_config(m, n, splits);
         match &self.plan.streamed {
-            Some(st) if st.clustered(splits, cc) => lc.with_cluster(Dim3::new(1, 1, splits as u32)),
+            Some(st) if st.clustered(splits, cc) => {
+                let smem = lc.dynamic_smem_bytes + st.cluster_bytes() as u32;
+                lc.with_cluster(Dim3::new(1, 1, splits as u32)).with_dynamic_smem(smem)
+            }
             _ => lc,
         }
     }

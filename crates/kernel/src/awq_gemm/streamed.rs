@@ -105,7 +105,8 @@ impl Emit<'_> {
         }
     }
 
-    /// Coordinates of the CTA, the warp and its k16 steps; zeroed accumulators.
+    /// Coordinates of the CTA, the warp and its k16 steps; zeroed accumulators; the
+    /// clustered split-K sum's barrier (`streamed_cluster.rs`).
     fn streamed_setup(&self) -> Vec<Stmt> {
         let p = self.p;
         let st = self.st();
@@ -208,6 +209,9 @@ impl Emit<'_> {
                 )],
             ),
         ]
+        .into_iter()
+        .chain(self.cluster_setup())
+        .collect()
     }
 
     /// Before the loop: the ring's first loads, the first group's scales (or their copy
@@ -673,12 +677,7 @@ impl Emit<'_> {
                 then: vec![s(format!("{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)"))],
                 otherwise: vec![Stmt::If {
                     cond: "clustered".into(),
-                    then: vec![
-                        Stmt::Comment("this split's partial chunk c to part[c] (shared, at byte part_off) for rank 0 of the cluster".into()),
-                        Stmt::decl("float4*", "pt", "reinterpret_cast<float4*>(smem + part_off + 32 * c)"),
-                        s("pt[0] = make_float4(v[0], v[1], v[2], v[3])"),
-                        s("pt[1] = make_float4(v[4], v[5], v[6], v[7])"),
-                    ],
+                    then: self.cluster_chunk(&store),
                     otherwise: vec![
                     Stmt::Comment("this split's f32 partial tile to its slab blockIdx.z of the [splits, M, N] workspace (kept in L2)".into()),
                     Stmt::decl("float4*", "wsp", "reinterpret_cast<float4*>(ws + ((long long)blockIdx.z * M + row) * N + 8 * wc)"),
@@ -710,12 +709,6 @@ impl Emit<'_> {
                     "partial tile of warp (wn, wk), rows < rows only: red[((wn * {wk} + wk) * rows + row) * {rr} + column]"
                 )),
             },
-            decl_c(
-                "const int",
-                "part_off",
-                format!("{} * rows", st.part_offset_for(1)),
-                "a clustered split's partial chunks: after the partial tiles (AwqStreamed::part_offset_for)",
-            ),
             Stmt::decl("float*", "rw", format!("red + warp * rows * {rr} + 8 * g")),
             Stmt::unrolled(
                 "f",
@@ -747,17 +740,13 @@ impl Emit<'_> {
                 "chunk c: 64-column block c / {}, row (c / 8) % {bm}, columns 8 (c % 8) .. + 8",
                 bm * 8
             )),
-            decl_c(
-                "const bool",
-                "clustered",
-                "splits > 1 && rc_cluster_size_sm90() == (uint32_t)splits",
-                "sm_90, the splits of this tile launched as one (1, 1, splits) cluster",
-            ),
-            each_chunk(sum),
-            when("splits == 1", vec![Stmt::Return]),
-            when("clustered", self.streamed_cluster_sum()),
         ]
         .into_iter()
+        .chain(self.cluster_peer_wait())
+        .chain([
+            each_chunk(sum),
+            when("splits == 1 || clustered", vec![Stmt::Return]),
+        ])
         .chain(split_gate("__syncthreads()"))
         .chain([each_chunk(self.slab_sum(&store))])
         .chain(semaphore_reset("0"))
@@ -852,59 +841,6 @@ impl Emit<'_> {
                 when("row < M && wc < N8", body),
             ],
         }
-    }
-
-    /// The split-K sum of a clustered tile (sm_90): every split's partial chunks are in its
-    /// shared memory; rank 0 (split 0) adds them through distributed shared memory in rank
-    /// order (deterministic) and stores; the second cluster barrier keeps the peers'
-    /// shared memory alive until then. Only the first barrier orders memory, and only in
-    /// the warps that wrote partial chunks: on sm_90 a release arrive is a GPU-scope fence,
-    /// which (in rank 0, after its output stores) would wait for those stores.
-    fn streamed_cluster_sum(&self) -> Vec<Stmt> {
-        let st = self.st();
-        let store = format!("{}_store", self.name);
-        let sum = vec![
-            Stmt::decl("float", "v[8]", "{0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}"),
-            Stmt::decl(
-                "const uint32_t",
-                "pa",
-                "static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + part_off + 32 * c",
-            ),
-            Stmt::Loop {
-                init: "int r = 0".into(),
-                cond: "r < splits".into(),
-                step: "++r".into(),
-                body: vec![
-                    Stmt::Decl {
-                        ty: "float".into(),
-                        name: "lo[4], hi[4]".into(),
-                        init: None,
-                        comment: Some("part[c] of cluster rank r".into()),
-                    },
-                    s("rc_ld_dsmem_f32x4(pa, r, lo)"),
-                    s("rc_ld_dsmem_f32x4(pa + 16, r, hi)"),
-                    Stmt::unrolled("j", 4, vec![s("v[j] += lo[j]"), s("v[4 + j] += hi[j]")]),
-                ],
-            },
-            s(format!("{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)")),
-        ];
-        let producers = st.col_blocks * self.p.config.tile[0] * 8;
-        vec![
-            Stmt::Comment(format!(
-                "every split's partial chunks are in its shared memory: the warps that wrote them (threads below {producers}, the chunks) publish them (release: a GPU-scope fence on sm_90), the others only arrive"
-            )),
-            Stmt::If {
-                cond: format!("threadIdx.x < {producers}"),
-                then: vec![s("rc_cluster_sync_sm90()")],
-                otherwise: vec![s("rc_cluster_sync_relaxed_sm90()")],
-            },
-            when("blockIdx.z == 0", vec![self.each_chunk(sum)]),
-            Stmt::Comment(
-                "the peers keep their shared memory until rank 0 has read it (its loads are done: their values are stored), no memory to order".into(),
-            ),
-            s("rc_cluster_sync_relaxed_sm90()"),
-            Stmt::Return,
-        ]
     }
 
     /// The streamed kernel: a link of a chain of programmatically dependent kernels
