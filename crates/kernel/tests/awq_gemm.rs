@@ -678,7 +678,7 @@ fn split_k_wgmma_kernels_add_only_the_split() {
 fn clustered_streamed_sum_pushes_without_a_gpu_fence() {
     for base in streamed_configs() {
         for shared_ring in [false, true] {
-            let mut cfg = base.clone();
+            let mut cfg = base;
             cfg.shared_ring = shared_ring;
             let g = generate(&cfg).unwrap();
             let src = &g.source;
