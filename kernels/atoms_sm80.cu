@@ -435,6 +435,46 @@ __device__ __forceinline__ void rc_prefetch_l2(void const *gmem) {
       : "memory");
 }
 
+__device__ __forceinline__ void rc_cluster_sync_sm90() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "barrier.cluster.arrive.aligned;\n"
+      "barrier.cluster.wait.aligned;\n"
+      : 
+      : 
+      : "memory");
+  #else
+  #endif
+}
+
+__device__ __forceinline__ void rc_cluster_sync_relaxed_sm90() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "barrier.cluster.arrive.relaxed.aligned;\n"
+      "barrier.cluster.wait.aligned;\n"
+      : 
+      : 
+      : "memory");
+  #else
+  #endif
+}
+
+__device__ __forceinline__ void rc_ld_dsmem_f32x4(uint32_t addr, uint32_t rank, float (&v)[4]) {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n"
+      ".reg .b32 rc_remote;\n"
+      "mapa.shared::cluster.u32 rc_remote, %4, %5;\n"
+      "ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [rc_remote];\n"
+      "}\n"
+      : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
+      : "r"(addr), "r"(rank)
+      : "memory");
+  #else
+  v[0] = v[1] = v[2] = v[3] = 0.f;
+  #endif
+}
+
 __device__ __forceinline__ uint32_t rc_cluster_size_sm90() {
   #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   uint32_t n;
@@ -1478,6 +1518,53 @@ extern "C" __global__ void rc_test_rc_prefetch_l2(uint32_t const* __restrict__ r
   __syncthreads();
   void* rc_p0 = (void*)(rc_gmem + 0 + 0 + rc_tid * 16);
   rc_prefetch_l2(rc_p0);
+  __syncthreads();
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_cluster_sync_sm90(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 1;
+  uint32_t* rc_my_out = rc_out + rc_tid * 1;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  rc_cluster_sync_sm90();
+  __syncthreads();
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_cluster_sync_relaxed_sm90(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 1;
+  uint32_t* rc_my_out = rc_out + rc_tid * 1;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  rc_cluster_sync_relaxed_sm90();
+  __syncthreads();
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_ld_dsmem_f32x4(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 2;
+  uint32_t* rc_my_out = rc_out + rc_tid * 4;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  uint32_t rc_p0 = (uint32_t)rc_my_in[0];
+  uint32_t rc_p1 = (uint32_t)rc_my_in[1];
+  float rc_p2[4];
+  for (int w = 0; w < 4; ++w) reinterpret_cast<uint32_t*>(rc_p2)[w] = 0u;
+  rc_ld_dsmem_f32x4(rc_p0, rc_p1, rc_p2);
+  for (int w = 0; w < 4; ++w) rc_my_out[0 + w] = reinterpret_cast<uint32_t const*>(rc_p2)[w];
   __syncthreads();
   (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
 }

@@ -82,6 +82,19 @@ __device__ __forceinline__ void rc_prefetch_l2(void const *gmem) {
       : "memory");
 }
 
+// --- from rcute-atom rc_cluster_sync_sm90 ---
+__device__ __forceinline__ void rc_cluster_sync_sm90() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "barrier.cluster.arrive.aligned;\n"
+      "barrier.cluster.wait.aligned;\n"
+      : 
+      : 
+      : "memory");
+  #else
+  #endif
+}
+
 // --- from rcute-atom rc_cluster_size_sm90 ---
 __device__ __forceinline__ uint32_t rc_cluster_size_sm90() {
   #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -96,76 +109,32 @@ __device__ __forceinline__ uint32_t rc_cluster_size_sm90() {
   #endif
 }
 
-// --- from rcute-atom rc_push_barrier_init_sm90 ---
-__device__ __forceinline__ void rc_push_barrier_init_sm90(uint32_t mbar, uint32_t bytes) {
+// --- from rcute-atom rc_ld_dsmem_f32x4 ---
+__device__ __forceinline__ void rc_ld_dsmem_f32x4(uint32_t addr, uint32_t rank, float (&v)[4]) {
   #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
-      "mbarrier.init.shared::cta.b64 [%0], 1;\n"
-      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
-      "fence.mbarrier_init.release.cluster;\n"
-      : 
-      : "r"(mbar), "r"(bytes)
+      "{\n"
+      ".reg .b32 rc_remote;\n"
+      "mapa.shared::cluster.u32 rc_remote, %4, %5;\n"
+      "ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [rc_remote];\n"
+      "}\n"
+      : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
+      : "r"(addr), "r"(rank)
       : "memory");
   #else
+  v[0] = v[1] = v[2] = v[3] = 0.f;
   #endif
 }
 
-// --- from rcute-atom rc_cluster_arrive_relaxed_sm90 ---
-__device__ __forceinline__ void rc_cluster_arrive_relaxed_sm90() {
+// --- from rcute-atom rc_cluster_sync_relaxed_sm90 ---
+__device__ __forceinline__ void rc_cluster_sync_relaxed_sm90() {
   #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
       "barrier.cluster.arrive.relaxed.aligned;\n"
-      : 
-      : 
-      : "memory");
-  #else
-  #endif
-}
-
-// --- from rcute-atom rc_cluster_wait_sm90 ---
-__device__ __forceinline__ void rc_cluster_wait_sm90() {
-  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
       "barrier.cluster.wait.aligned;\n"
       : 
       : 
       : "memory");
-  #else
-  #endif
-}
-
-// --- from rcute-atom rc_st_async_b32x4 ---
-__device__ __forceinline__ void rc_st_async_b32x4(uint32_t addr, uint32_t mbar, uint32_t rank, uint32_t const (&v)[4]) {
-  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "{\n"
-      ".reg .b32 rc_a, rc_b;\n"
-      "mapa.shared::cluster.u32 rc_a, %0, %2;\n"
-      "mapa.shared::cluster.u32 rc_b, %1, %2;\n"
-      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [rc_a], {%3, %4, %5, %6}, [rc_b];\n"
-      "}\n"
-      : 
-      : "r"(addr), "r"(mbar), "r"(rank), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
-      : "memory");
-  #else
-  #endif
-}
-
-// --- from rcute-atom rc_mbarrier_wait_parity_sm90 ---
-__device__ __forceinline__ void rc_mbarrier_wait_parity_sm90(uint32_t mbar, uint32_t parity) {
-  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint32_t done = 0u;
-  while (!done) {
-  asm volatile(
-      "{\n"
-      ".reg .pred rc_p;\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 rc_p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, rc_p;\n"
-      "}\n"
-      : "=r"(done)
-      : "r"(mbar), "r"(parity)
-      : "memory");
-  }
   #else
   #endif
 }
@@ -302,20 +271,6 @@ extern "C" __global__ __launch_bounds__(512, 1) void rc_awq_gemm_bf16_16x64x64_w
       for (int v = 0; v < 4; ++v) {
         acc[f][r][v] = 0.f;
       }
-    }
-  }
-  // the clustered split-K sum's push barrier (streamed_cluster.rs)
-  {
-    const bool clustered = splits > 1 && rc_cluster_size_sm90() == (uint32_t)splits;  // sm_90, the splits of this tile launched as one (1, 1, splits) cluster: rank = blockIdx.z
-    const int cluster_off = max((rows + 1) * 8224 + 43008, 4352 * rows);  // the push area, after the staged rows, zero row, ring and group slots or the partial tiles (AwqStreamed::cluster_offset_for)
-    const uint32_t cbar = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + cluster_off;  // the push barrier (mbarrier); rank r's chunk c at cbar + 16 + (r - 1) * 4096 + 32 c
-    if (clustered) {
-      if (blockIdx.z == 0 && threadIdx.x == 0) {
-        // one arrival, made now with the peers' bytes: (splits - 1) x 32 bytes x rows x the tile's 8 word columns below N8
-        rc_push_barrier_init_sm90(cbar, (uint32_t)((splits - 1) * 32 * rows * min(8, N8 - (int)blockIdx.x * 8)));
-      }
-      // every thread arrives once; the peers wait before their first push (the init is published by its own fence)
-      rc_cluster_arrive_relaxed_sm90();
     }
   }
   // before the wait: L2 prefetch of the weight steps this warp loads first and of its first group's scale and zero lines; the chain never writes them (rcute_kernel::awq_gemm, streamed_prefetch.rs)
@@ -484,6 +439,7 @@ extern "C" __global__ __launch_bounds__(512, 1) void rc_awq_gemm_bf16_16x64x64_w
   // every warp is done with the staged x: its memory takes the partial tiles
   __syncthreads();
   float* red = reinterpret_cast<float*>(smem);  // partial tile of warp (wn, wk), rows < rows only: red[((wn * 16 + wk) * rows + row) * 68 + column]
+  const int part_off = 4352 * rows;  // a clustered split's partial chunks: after the partial tiles (AwqStreamed::part_offset_for)
   float* rw = red + warp * rows * 68 + 8 * g;
   #pragma unroll
   for (int f = 0; f < 2; ++f) {
@@ -502,12 +458,7 @@ extern "C" __global__ __launch_bounds__(512, 1) void rc_awq_gemm_bf16_16x64x64_w
   }
   __syncthreads();
   // chunk c: 64-column block c / 128, row (c / 8) % 16, columns 8 (c % 8) .. + 8
-  const bool clustered = splits > 1 && rc_cluster_size_sm90() == (uint32_t)splits;  // sm_90, the splits of this tile launched as one (1, 1, splits) cluster: rank = blockIdx.z
-  const int cluster_off = max((rows + 1) * 8224 + 43008, 4352 * rows);  // the push area, after the staged rows, zero row, ring and group slots or the partial tiles (AwqStreamed::cluster_offset_for)
-  const uint32_t cbar = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + cluster_off;  // the push barrier (mbarrier); rank r's chunk c at cbar + 16 + (r - 1) * 4096 + 32 c
-  if (clustered && blockIdx.z != 0) {
-    rc_cluster_wait_sm90();
-  }
+  const bool clustered = splits > 1 && rc_cluster_size_sm90() == (uint32_t)splits;  // sm_90, the splits of this tile launched as one (1, 1, splits) cluster
   for (int c = threadIdx.x; c < 128; c += 512) {
     const int row = m0 + ((c >> 3) % 16);
     const int wc = blockIdx.x * 8 + (c & 7);  // word column: output columns 8 wc .. 8 wc + 8
@@ -525,35 +476,10 @@ extern "C" __global__ __launch_bounds__(512, 1) void rc_awq_gemm_bf16_16x64x64_w
         rc_awq_gemm_bf16_16x64x64_w16x1_s4_x64_v4_prepared_streamed_sring_store(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v);
       } else {
         if (clustered) {
-          if (blockIdx.z == 0) {
-            // rank 0: every peer's bytes have landed (phase 0 of the push barrier)
-            rc_mbarrier_wait_parity_sm90(cbar, 0u);
-            // rank order from zero, as the sum of the splits always was: 0 + rank 0 + rank 1 + ...
-            float u[8];
-            #pragma unroll
-            for (int j = 0; j < 8; ++j) {
-              u[j] = 0.f + v[j];
-            }
-            // peer p = rank p + 1 (at most 1): its chunk c at cbar + 16 + p * 4096 + 32 c
-            #pragma unroll
-            for (int p = 0; p < 1; ++p) {
-              if (p + 1 < splits) {
-                const float4* pp = reinterpret_cast<const float4*>(smem + cluster_off + 16 + p * 4096 + 32 * c);
-                const float4 lo = pp[0];
-                const float4 hi = pp[1];
-                u[0] += lo.x; u[1] += lo.y; u[2] += lo.z; u[3] += lo.w;
-                u[4] += hi.x; u[5] += hi.y; u[6] += hi.z; u[7] += hi.w;
-              }
-            }
-            rc_awq_gemm_bf16_16x64x64_w16x1_s4_x64_v4_prepared_streamed_sring_store(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, u);
-          } else {
-            // a peer: chunk c into rank 0's push area at cbar + 16 + (rank - 1) * 4096 + 32 c, 16 bytes a push, each completing on rank 0's barrier
-            const uint32_t dst = cbar + 16 + (blockIdx.z - 1) * 4096 + 32 * c;  // this CTA's offset: the push maps it (and cbar) into rank 0
-            const uint32_t lo[4] = {__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3])};
-            const uint32_t hi[4] = {__float_as_uint(v[4]), __float_as_uint(v[5]), __float_as_uint(v[6]), __float_as_uint(v[7])};
-            rc_st_async_b32x4(dst, cbar, 0u, lo);
-            rc_st_async_b32x4(dst + 16, cbar, 0u, hi);
-          }
+          // this split's partial chunk c to part[c] (shared, at byte part_off) for rank 0 of the cluster
+          float4* pt = reinterpret_cast<float4*>(smem + part_off + 32 * c);
+          pt[0] = make_float4(v[0], v[1], v[2], v[3]);
+          pt[1] = make_float4(v[4], v[5], v[6], v[7]);
         } else {
           // this split's f32 partial tile to its slab blockIdx.z of the [splits, M, N] workspace (kept in L2)
           float4* wsp = reinterpret_cast<float4*>(ws + ((long long)blockIdx.z * M + row) * N + 8 * wc);
@@ -563,7 +489,39 @@ extern "C" __global__ __launch_bounds__(512, 1) void rc_awq_gemm_bf16_16x64x64_w
       }
     }
   }
-  if (splits == 1 || clustered) {
+  if (splits == 1) {
+    return;
+  }
+  if (clustered) {
+    // every split's partial chunks are in its shared memory: the warps that wrote them (threads below 128, the chunks) publish them (release: a GPU-scope fence on sm_90), the others only arrive
+    if (threadIdx.x < 128) {
+      rc_cluster_sync_sm90();
+    } else {
+      rc_cluster_sync_relaxed_sm90();
+    }
+    if (blockIdx.z == 0) {
+      for (int c = threadIdx.x; c < 128; c += 512) {
+        const int row = m0 + ((c >> 3) % 16);
+        const int wc = blockIdx.x * 8 + (c & 7);  // word column: output columns 8 wc .. 8 wc + 8
+        if (row < M && wc < N8) {
+          float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+          const uint32_t pa = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + part_off + 32 * c;
+          for (int r = 0; r < splits; ++r) {
+            float lo[4], hi[4];  // part[c] of cluster rank r
+            rc_ld_dsmem_f32x4(pa, r, lo);
+            rc_ld_dsmem_f32x4(pa + 16, r, hi);
+            #pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              v[j] += lo[j];
+              v[4 + j] += hi[j];
+            }
+          }
+          rc_awq_gemm_bf16_16x64x64_w16x1_s4_x64_v4_prepared_streamed_sring_store(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v);
+        }
+      }
+    }
+    // the peers keep their shared memory until rank 0 has read it (its loads are done: their values are stored), no memory to order
+    rc_cluster_sync_relaxed_sm90();
     return;
   }
   // publish the partial sums, then count this split on the tile's semaphore

@@ -1,12 +1,16 @@
 //! Distributed shared memory for kernels that run on sm_80 and on sm_90: the cluster's
-//! size, a relaxed cluster arrive and a cluster wait, an mbarrier that counts the bytes
+//! size, cluster barriers (release or relaxed arrive with the wait, or either half
+//! alone), a 16-byte load from a peer CTA's shared memory, an mbarrier that counts the bytes
 //! peers push into this CTA's shared memory, the push itself (`st.async` into a peer
 //! CTA's shared memory, completing bytes on that CTA's mbarrier) and the parity wait on
 //! the mbarrier. Each is guarded by the architecture (before sm_90 a kernel is never
-//! launched in clusters: the size is 1 and the others do nothing), so one generated unit
+//! launched in clusters: the size is 1, the load gives zeros and the others do nothing), so one generated unit
 //! compiles for both and takes the cluster path only where the launch asked for clusters.
 //!
-//! The reduction these make (a clustered split-K sum): rank 0 initialises its mbarrier
+//! Two clustered split-K sums: by loads, every rank leaves its partials in its own shared
+//! memory, a cluster barrier publishes them ([`cluster_sync_sm90`]), rank 0 reads them
+//! ([`ld_dsmem_f32x4`]) and a second barrier ([`cluster_sync_relaxed_sm90`]) keeps the
+//! peers alive until it has. By pushes: rank 0 initialises its mbarrier
 //! with one arrival and the peers' bytes as expected transactions
 //! ([`push_barrier_init_sm90`], which also publishes the init to the cluster) and every
 //! thread of the cluster arrives once early ([`cluster_arrive_relaxed_sm90`]); a peer
@@ -30,6 +34,8 @@
 //!     assert!(s.code.contains("__CUDA_ARCH__ >= 900"), "{}", s.name);
 //!     assert!(!s.code.contains("barrier.cluster.arrive.aligned"), "{}: a release arrive", s.name);
 //! }
+//! assert!(cluster_sync_sm90().code.contains("barrier.cluster.arrive.aligned"));
+//! assert!(ld_dsmem_f32x4().code.contains("ld.shared::cluster.v4.f32"));
 //! assert!(st_async_b32(2).unwrap().code.contains("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32"));
 //! assert!(st_async_b32(3).is_none());
 //! ```
@@ -43,6 +49,53 @@ fn on_sm90(sm90: &str, before: &str) -> String {
 
 fn lines(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
+}
+
+/// `rc_cluster_sync_sm90()`: `barrier.cluster.arrive` (release) and `barrier.cluster.wait`
+/// (acquire) by every thread of the CTA on sm_90; nothing before.
+pub fn cluster_sync_sm90() -> Snippet {
+    let body = asm_stmt(
+        &[
+            "barrier.cluster.arrive.aligned;".into(),
+            "barrier.cluster.wait.aligned;".into(),
+        ],
+        &[],
+        &[],
+        true,
+    );
+    Snippet::build("rc_cluster_sync_sm90", Arch::SM80, 32, vec![], &on_sm90(&body, ""))
+}
+
+/// `rc_cluster_sync_relaxed_sm90()`: `barrier.cluster.arrive.relaxed` and
+/// `barrier.cluster.wait` by every thread of the CTA on sm_90; nothing before. The arrive
+/// orders no memory: for threads that published nothing to the cluster, or for a barrier
+/// that only keeps the CTAs' shared memory alive until every peer has *read* it (the reads
+/// are done when their values are used). The release arrive of
+/// [`cluster_sync_sm90`] is a GPU-scope fence on sm_90 (`MEMBAR.ALL.GPU`), which waits for
+/// the thread's outstanding global stores too.
+///
+/// ```
+/// let s = rcute_atom::cluster_dsmem::cluster_sync_relaxed_sm90();
+/// assert!(s.code.contains("barrier.cluster.arrive.relaxed.aligned"));
+/// assert!(s.code.contains("__CUDA_ARCH__ >= 900"));
+/// ```
+pub fn cluster_sync_relaxed_sm90() -> Snippet {
+    let body = asm_stmt(
+        &[
+            "barrier.cluster.arrive.relaxed.aligned;".into(),
+            "barrier.cluster.wait.aligned;".into(),
+        ],
+        &[],
+        &[],
+        true,
+    );
+    Snippet::build(
+        "rc_cluster_sync_relaxed_sm90",
+        Arch::SM80,
+        32,
+        vec![],
+        &on_sm90(&body, ""),
+    )
 }
 
 /// `rc_cluster_size_sm90()`: `%cluster_nctarank` (CTAs in this CTA's cluster) on sm_90; 1
@@ -188,9 +241,42 @@ pub fn mbarrier_wait_parity_sm90() -> Snippet {
     )
 }
 
+/// `rc_ld_dsmem_f32x4(addr, rank, v)`: four floats at shared address `addr` (this CTA's
+/// 32-bit shared offset) of CTA `rank` of the cluster (`mapa.shared::cluster` +
+/// `ld.shared::cluster.v4.f32`) on sm_90; zeros before.
+pub fn ld_dsmem_f32x4() -> Snippet {
+    let params = vec![
+        Param::scalar("addr", "uint32_t"),
+        Param::scalar("rank", "uint32_t"),
+        Param::regs("v", "float", 4, Dir::Out),
+    ];
+    let lines: Vec<String> = [
+        "{",
+        ".reg .b32 rc_remote;",
+        "mapa.shared::cluster.u32 rc_remote, %4, %5;",
+        "ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [rc_remote];",
+        "}",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let outs: Vec<String> = (0..4).map(|i| format!("\"=f\"(v[{i}])")).collect();
+    let sm90 = asm_stmt(&lines, &outs, &["\"r\"(addr)".into(), "\"r\"(rank)".into()], true);
+    Snippet::build(
+        "rc_ld_dsmem_f32x4",
+        Arch::SM80,
+        1,
+        params,
+        &on_sm90(&sm90, "v[0] = v[1] = v[2] = v[3] = 0.f;\n"),
+    )
+}
+
 /// Every snippet of this file (the catalogue's).
 pub fn all() -> Vec<Snippet> {
     let mut v = vec![
+        cluster_sync_sm90(),
+        cluster_sync_relaxed_sm90(),
+        ld_dsmem_f32x4(),
         cluster_size_sm90(),
         cluster_arrive_relaxed_sm90(),
         cluster_wait_sm90(),

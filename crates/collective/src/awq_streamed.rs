@@ -37,9 +37,9 @@
 //! registers of a step are one conflict-free 8-byte load; rows past M read a zero row). The warps' partial sums meet
 //! once at the end in shared memory (added in warp order, deterministic), then a direct
 //! store, or with K splits: on sm_90 with at most [`MAX_CLUSTER_SPLITS`] splits the splits
-//! of a tile run as one cluster, the other splits push their partial chunks into split 0's
-//! shared memory (`st.async`, counted by an mbarrier there) and split 0 adds them in rank
-//! order ([`AwqStreamed::clustered`], [`AwqStreamed::cluster_offset_for`]); otherwise the
+//! of a tile run as one cluster and split 0 adds the others' partial tiles in rank order,
+//! read through distributed shared memory or pushed by the others into its own
+//! ([`AwqStreamed::clustered`], [`AwqStreamed::with_cluster_push`]); otherwise the
 //! split-K slab reduction in global memory of the other AWQ kernels.
 //!
 //! **Weight layouts.** [`StreamedWeight::Prepared`] reads the prepared layout above;
@@ -57,19 +57,17 @@
 //! assert_eq!((p.threads, s.k_slices, s.col_blocks, s.b_frags, s.max_k_tiles), (128, 4, 1, 1, 64));
 //! // (row, t, j) -> word: t planes of 8 * 32 + 2 words, rows of four planes.
 //! assert_eq!((s.x_t_words, s.x_row_words), (514, 2056));
-//! // (and the clustered split-K sum's area: the push barrier, one peer's 64 chunks of 32 bytes)
-//! assert_eq!(s.cluster_bytes(), 16 + 64 * 32);
-//! assert_eq!(p.smem_bytes, (8 + 1) * 2056 * 4 + s.cluster_bytes());
+//! assert_eq!(p.smem_bytes, (8 + 1) * 2056 * 4);
 //! // with the shared ring: after the staged rows and the zero row, 8 steps x 128 lanes x 16 bytes
 //! let p = AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [8, 64, 64], [4, 1], 8, 4).streamed_shared_ring()).unwrap();
-//! assert_eq!(p.smem_bytes, (8 + 1) * 2056 * 4 + 8 * 128 * 16 + 16 + 64 * 32);
+//! assert_eq!(p.smem_bytes, (8 + 1) * 2056 * 4 + 8 * 128 * 16);
 //! assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [32, 64, 64], [4, 1], 8, 4).streamed()).is_err());
 //! ```
 
 use crate::lane_ring::LaneRing;
 use rcute_atom::cluster_dsmem::{
-    cluster_arrive_relaxed_sm90, cluster_size_sm90, cluster_wait_sm90, mbarrier_wait_parity_sm90,
-    push_barrier_init_sm90, st_async_b32,
+    cluster_arrive_relaxed_sm90, cluster_size_sm90, cluster_sync_relaxed_sm90, cluster_sync_sm90, cluster_wait_sm90,
+    ld_dsmem_f32x4, mbarrier_wait_parity_sm90, push_barrier_init_sm90, st_async_b32,
 };
 use rcute_atom::copy_cp_async::{cp_async, CacheOp};
 use rcute_atom::copy_ldst::ld_global_stream;
@@ -155,11 +153,18 @@ pub struct AwqStreamed {
     /// before its loop (`__syncwarp`, no CTA barrier): with the shared ring, one warp
     /// along N and 16 rows (see [`AwqStreamed::with_shared_ring`]).
     pub warp_staged_x: bool,
-    /// The clustered split-K sum ([`rcute_atom::cluster_dsmem`]): cluster size, rank 0's
-    /// push barrier init, the early relaxed cluster arrive, the peers' cluster wait before
-    /// their first push, the 16-byte push (`st.async` into rank 0's shared memory, bytes
-    /// completed on its mbarrier) and rank 0's parity wait; each 1 / a no-op before sm_90.
-    pub cluster: [Snippet; 6],
+    /// The clustered split-K sum ([`rcute_atom::cluster_dsmem`]; each 1 / a no-op / zeros
+    /// before sm_90): by loads, the cluster barrier (release: the warps that published
+    /// partial chunks), cluster size, peer shared-memory load, cluster barrier without
+    /// memory ordering (the other warps, and the barrier that keeps the peers' shared
+    /// memory alive until rank 0 has read it); by pushes ([`AwqStreamed::push`]), cluster
+    /// size, rank 0's push barrier init, the early relaxed cluster arrive, the peers'
+    /// cluster wait before their first push, the 16-byte push (`st.async` into rank 0's
+    /// shared memory, bytes completed on its mbarrier) and rank 0's parity wait.
+    pub cluster: Vec<Snippet>,
+    /// Whether the clustered split-K sum pushes the peers' partial chunks into rank 0's
+    /// shared memory ([`AwqStreamed::with_cluster_push`]).
+    pub push: bool,
 }
 
 impl AwqStreamed {
@@ -193,14 +198,13 @@ impl AwqStreamed {
             lane_ring: None,
             group_copy: None,
             warp_staged_x: false,
-            cluster: [
+            cluster: vec![
+                cluster_sync_sm90(),
                 cluster_size_sm90(),
-                push_barrier_init_sm90(),
-                cluster_arrive_relaxed_sm90(),
-                cluster_wait_sm90(),
-                st_async_b32(4).expect("a 16-byte st.async exists"),
-                mbarrier_wait_parity_sm90(),
+                ld_dsmem_f32x4(),
+                cluster_sync_relaxed_sm90(),
             ],
+            push: false,
         })
     }
 
@@ -242,6 +246,42 @@ impl AwqStreamed {
                 self.warp_staged_x = self.col_blocks == 1;
             }
         }
+        self
+    }
+
+    /// The plan with the clustered split-K sum by pushes (`streamed_cluster.rs` of the
+    /// kernel crate): rank 0 initialises a push barrier (an mbarrier expecting the peers'
+    /// bytes) after everything it uses itself ([`AwqStreamed::cluster_offset_for`]) before
+    /// the stream, with one early relaxed cluster arrive of every thread; after the loop
+    /// each peer waits for that barrier, pushes its partial chunks into rank 0's shared
+    /// memory (`st.async`, completing bytes on the mbarrier) and exits; rank 0 waits on the
+    /// mbarrier and adds in rank order. Why: the sum by loads costs two cluster barriers
+    /// after the loop, the first a release arrive (a GPU-scope fence, `MEMBAR.ALL.GPU`, in
+    /// every thread that wrote partial chunks). Measured (H100, BENCHMARKS.md, Session 24,
+    /// helper awqclu): 1 / 4 / 8 / 16 x 4096 x 4096 prepared 7.08-7.15 / 7.48-7.55 /
+    /// 8.06-8.10 / 9.14-9.24 us -> 6.69-6.75 / 7.17-7.29 / 7.53-7.56 / 8.52-8.57; the same
+    /// kernel with the push code ran one split (1 x 14336 x 4096) 4.6-5.0 % slower, so
+    /// only the clustered rules take it.
+    ///
+    /// ```
+    /// use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight};
+    /// let s = AwqStreamed::new(8, [16, 1], 2, StreamedWeight::Prepared).unwrap().with_shared_ring();
+    /// let p = s.clone().with_cluster_push();
+    /// assert_eq!((s.cluster.len(), p.cluster.len()), (4, 6));
+    /// assert_eq!((s.cluster_bytes(), p.cluster_bytes()), (0, 16 + 64 * 32));
+    /// // by loads, rank 0 reads the peers' chunks after the partial tiles
+    /// assert_eq!(s.smem_bytes_for(8), p.smem_bytes_for(8).max(s.red_bytes_for(8) + s.part_bytes));
+    /// ```
+    pub fn with_cluster_push(mut self) -> Self {
+        self.push = true;
+        self.cluster = vec![
+            cluster_size_sm90(),
+            push_barrier_init_sm90(),
+            cluster_arrive_relaxed_sm90(),
+            cluster_wait_sm90(),
+            st_async_b32(4).expect("a 16-byte st.async exists"),
+            mbarrier_wait_parity_sm90(),
+        ];
         self
     }
 
@@ -323,8 +363,10 @@ impl AwqStreamed {
     /// Dynamic shared memory of a CTA of at most `rows` rows of `x` (`1 ..= BM`) launched
     /// without clusters: the staged rows, the zero row, the weight's shared ring
     /// ([`AwqStreamed::ring_bytes`]) and the group slots
-    /// ([`AwqStreamed::group_slot_bytes`]), or the warps' partial tiles of those rows where
-    /// larger. The kernel lays shared memory out by its CTA's row count, so a launch of `M
+    /// ([`AwqStreamed::group_slot_bytes`]), or the warps' partial tiles of those rows (and,
+    /// with the clustered sum by loads, a split's partial chunks after them) where
+    /// larger; the sum by pushes adds [`AwqStreamed::cluster_bytes`] to a clustered
+    /// launch. The kernel lays shared memory out by its CTA's row count, so a launch of `M
     /// < BM` rows needs only `smem_bytes_for(M)`: at one row an eighth of the full stage,
     /// which leaves the L1 (the shared-memory carveout's other side) for the weight loads
     /// in flight.
@@ -339,7 +381,8 @@ impl AwqStreamed {
     /// assert_eq!(r.smem_bytes_for(1), 2 * 2056 * 4 + 4 * 512 * 16);
     /// ```
     pub fn smem_bytes_for(&self, rows: i64) -> i64 {
-        (self.x_bytes(rows) + self.ring_bytes() + self.group_slot_bytes()).max(self.red_bytes_for(rows))
+        let parts = if self.push { 0 } else { self.part_bytes };
+        (self.x_bytes(rows) + self.ring_bytes() + self.group_slot_bytes()).max(self.red_bytes_for(rows) + parts)
     }
 
     /// Byte offset of the clustered split-K sum's area in a CTA of `rows` rows of `x`: after
@@ -351,7 +394,7 @@ impl AwqStreamed {
     ///
     /// ```
     /// use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight, CLUSTER_BARRIER_BYTES};
-    /// let s = AwqStreamed::new(8, [16, 1], 2, StreamedWeight::Prepared).unwrap().with_shared_ring();
+    /// let s = AwqStreamed::new(8, [16, 1], 2, StreamedWeight::Prepared).unwrap().with_shared_ring().with_cluster_push();
     /// // one row: 2 staged rows + the ring of 2 x 512 lanes x 16 bytes; then 16 + 2048 bytes
     /// assert_eq!(s.cluster_offset_for(1), 2 * 2056 * 4 + 2 * 512 * 16);
     /// assert_eq!(s.cluster_bytes(), CLUSTER_BARRIER_BYTES + 8 * 8 * 32);
@@ -363,10 +406,15 @@ impl AwqStreamed {
         self.smem_bytes_for(rows)
     }
 
-    /// Bytes of the clustered split-K sum's area: the push barrier and the partial chunks
-    /// of [`MAX_CLUSTER_SPLITS`]` - 1` peers.
+    /// Bytes of the clustered split-K sum's area with the sum by pushes: the push barrier
+    /// and the partial chunks of [`MAX_CLUSTER_SPLITS`]` - 1` peers; 0 with the sum by
+    /// loads.
     pub fn cluster_bytes(&self) -> i64 {
-        CLUSTER_BARRIER_BYTES + (MAX_CLUSTER_SPLITS as i64 - 1) * self.part_bytes
+        if self.push {
+            CLUSTER_BARRIER_BYTES + (MAX_CLUSTER_SPLITS as i64 - 1) * self.part_bytes
+        } else {
+            0
+        }
     }
 
     /// Dynamic shared memory of a CTA of at most `rows` rows, launched in clusters or not.

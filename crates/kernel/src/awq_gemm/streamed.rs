@@ -210,7 +210,7 @@ impl Emit<'_> {
             ),
         ]
         .into_iter()
-        .chain(self.cluster_setup())
+        .chain(self.cluster_prelude())
         .collect()
     }
 
@@ -677,7 +677,7 @@ impl Emit<'_> {
                 then: vec![s(format!("{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)"))],
                 otherwise: vec![Stmt::If {
                     cond: "clustered".into(),
-                    then: self.cluster_chunk(&store),
+                    then: self.cluster_partial(&store),
                     otherwise: vec![
                     Stmt::Comment("this split's f32 partial tile to its slab blockIdx.z of the [splits, M, N] workspace (kept in L2)".into()),
                     Stmt::decl("float4*", "wsp", "reinterpret_cast<float4*>(ws + ((long long)blockIdx.z * M + row) * N + 8 * wc)"),
@@ -709,6 +709,10 @@ impl Emit<'_> {
                     "partial tile of warp (wn, wk), rows < rows only: red[((wn * {wk} + wk) * rows + row) * {rr} + column]"
                 )),
             },
+        ]
+        .into_iter()
+        .chain(self.cluster_part_off())
+        .chain([
             Stmt::decl("float*", "rw", format!("red + warp * rows * {rr} + 8 * g")),
             Stmt::unrolled(
                 "f",
@@ -740,13 +744,10 @@ impl Emit<'_> {
                 "chunk c: 64-column block c / {}, row (c / 8) % {bm}, columns 8 (c % 8) .. + 8",
                 bm * 8
             )),
-        ]
-        .into_iter()
-        .chain(self.cluster_peer_wait())
-        .chain([
-            each_chunk(sum),
-            when("splits == 1 || clustered", vec![Stmt::Return]),
         ])
+        .chain(self.cluster_before_chunks())
+        .chain([each_chunk(sum)])
+        .chain(self.cluster_after_chunks())
         .chain(split_gate("__syncthreads()"))
         .chain([each_chunk(self.slab_sum(&store))])
         .chain(semaphore_reset("0"))
@@ -841,6 +842,59 @@ impl Emit<'_> {
                 when("row < M && wc < N8", body),
             ],
         }
+    }
+
+    /// The split-K sum of a clustered tile (sm_90): every split's partial chunks are in its
+    /// shared memory; rank 0 (split 0) adds them through distributed shared memory in rank
+    /// order (deterministic) and stores; the second cluster barrier keeps the peers'
+    /// shared memory alive until then. Only the first barrier orders memory, and only in
+    /// the warps that wrote partial chunks: on sm_90 a release arrive is a GPU-scope fence,
+    /// which (in rank 0, after its output stores) would wait for those stores.
+    pub(super) fn streamed_cluster_sum(&self) -> Vec<Stmt> {
+        let st = self.st();
+        let store = format!("{}_store", self.name);
+        let sum = vec![
+            Stmt::decl("float", "v[8]", "{0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}"),
+            Stmt::decl(
+                "const uint32_t",
+                "pa",
+                "static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + part_off + 32 * c",
+            ),
+            Stmt::Loop {
+                init: "int r = 0".into(),
+                cond: "r < splits".into(),
+                step: "++r".into(),
+                body: vec![
+                    Stmt::Decl {
+                        ty: "float".into(),
+                        name: "lo[4], hi[4]".into(),
+                        init: None,
+                        comment: Some("part[c] of cluster rank r".into()),
+                    },
+                    s("rc_ld_dsmem_f32x4(pa, r, lo)"),
+                    s("rc_ld_dsmem_f32x4(pa + 16, r, hi)"),
+                    Stmt::unrolled("j", 4, vec![s("v[j] += lo[j]"), s("v[4 + j] += hi[j]")]),
+                ],
+            },
+            s(format!("{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)")),
+        ];
+        let producers = st.col_blocks * self.p.config.tile[0] * 8;
+        vec![
+            Stmt::Comment(format!(
+                "every split's partial chunks are in its shared memory: the warps that wrote them (threads below {producers}, the chunks) publish them (release: a GPU-scope fence on sm_90), the others only arrive"
+            )),
+            Stmt::If {
+                cond: format!("threadIdx.x < {producers}"),
+                then: vec![s("rc_cluster_sync_sm90()")],
+                otherwise: vec![s("rc_cluster_sync_relaxed_sm90()")],
+            },
+            when("blockIdx.z == 0", vec![self.each_chunk(sum)]),
+            Stmt::Comment(
+                "the peers keep their shared memory until rank 0 has read it (its loads are done: their values are stored), no memory to order".into(),
+            ),
+            s("rc_cluster_sync_relaxed_sm90()"),
+            Stmt::Return,
+        ]
     }
 
     /// The streamed kernel: a link of a chain of programmatically dependent kernels

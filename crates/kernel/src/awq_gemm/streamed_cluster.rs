@@ -67,7 +67,7 @@ impl Emit<'_> {
     /// peers push (`splits - 1` peers x 32 bytes per in-bounds chunk: `rows` rows x the
     /// tile's word columns below `N8`), the early relaxed cluster arrive. Touches only this
     /// CTA's shared memory.
-    pub(super) fn cluster_setup(&self) -> Vec<Stmt> {
+    fn cluster_setup(&self) -> Vec<Stmt> {
         let wn = self.st().col_blocks;
         let init = vec![
             when(
@@ -99,15 +99,80 @@ impl Emit<'_> {
     /// Before the epilogue's chunk loop: the declarations again, and a peer (rank > 0)
     /// waits for the early cluster barrier, so rank 0's barrier is initialised before the
     /// first push.
-    pub(super) fn cluster_peer_wait(&self) -> Vec<Stmt> {
+    fn cluster_peer_wait(&self) -> Vec<Stmt> {
         let mut v = self.cluster_decls();
         v.push(when("clustered && blockIdx.z != 0", vec![s("rc_cluster_wait_sm90()")]));
         v
     }
 
+    /// The prelude's part with the sum by pushes ([`Self::cluster_setup`]); none by loads.
+    pub(super) fn cluster_prelude(&self) -> Vec<Stmt> {
+        if self.st().push {
+            self.cluster_setup()
+        } else {
+            vec![]
+        }
+    }
+
+    /// After the partial tiles' pointer, with the sum by loads: where a clustered split
+    /// leaves its partial chunks for rank 0 (after the partial tiles); none by pushes.
+    pub(super) fn cluster_part_off(&self) -> Vec<Stmt> {
+        if self.st().push {
+            return vec![];
+        }
+        vec![decl_c(
+            "const int",
+            "part_off",
+            format!("{} * rows", self.st().red_bytes_for(1)),
+            "a clustered split's partial chunks: after the partial tiles (AwqStreamed::part_offset_for)",
+        )]
+    }
+
+    /// Before the epilogue's chunks: `clustered` (by loads), or the declarations again and
+    /// the peers' cluster wait ([`Self::cluster_peer_wait`], by pushes).
+    pub(super) fn cluster_before_chunks(&self) -> Vec<Stmt> {
+        if self.st().push {
+            return self.cluster_peer_wait();
+        }
+        vec![decl_c(
+            "const bool",
+            "clustered",
+            "splits > 1 && rc_cluster_size_sm90() == (uint32_t)splits",
+            "sm_90, the splits of this tile launched as one (1, 1, splits) cluster",
+        )]
+    }
+
+    /// A clustered split's chunk `c` (its sum `v[8]`): by loads into the split's own
+    /// partial chunks (`part[c]`), by pushes [`Self::cluster_chunk`].
+    pub(super) fn cluster_partial(&self, store: &str) -> Vec<Stmt> {
+        if self.st().push {
+            return self.cluster_chunk(store);
+        }
+        vec![
+            Stmt::Comment(
+                "this split's partial chunk c to part[c] (shared, at byte part_off) for rank 0 of the cluster".into(),
+            ),
+            Stmt::decl("float4*", "pt", "reinterpret_cast<float4*>(smem + part_off + 32 * c)"),
+            s("pt[0] = make_float4(v[0], v[1], v[2], v[3])"),
+            s("pt[1] = make_float4(v[4], v[5], v[6], v[7])"),
+        ]
+    }
+
+    /// After the epilogue's chunks: one split and (by pushes) a clustered one are done; by
+    /// loads the clustered sum follows (`streamed_cluster_sum`).
+    pub(super) fn cluster_after_chunks(&self) -> Vec<Stmt> {
+        if self.st().push {
+            return vec![when("splits == 1 || clustered", vec![Stmt::Return])];
+        }
+        vec![
+            when("splits == 1", vec![Stmt::Return]),
+            when("clustered", self.streamed_cluster_sum()),
+        ]
+    }
+
     /// Chunk `c` of a clustered split, its sum `v[8]` in registers: rank 0 waits for the
     /// pushes, adds the peers' chunks in rank order and stores; a peer pushes its chunk.
-    pub(super) fn cluster_chunk(&self, store: &str) -> Vec<Stmt> {
+    fn cluster_chunk(&self, store: &str) -> Vec<Stmt> {
         let part = self.st().part_bytes;
         let peers = MAX_CLUSTER_SPLITS as i64 - 1;
         let bits = |h: usize| {
