@@ -873,7 +873,14 @@ mod tests {
                         assert!(k % 16 == 0 && cfg.streamed && !cfg.prepared && m <= cfg.tile[0] as usize);
                         assert!(cfg.stages == 4 && !cfg.shared_ring, "{m}x{n}x{k}: ring {}", cfg.stages);
                         let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
-                        assert!(g.name.ends_with("_v1_streamed"), "{}", g.name);
+                        // two splits sum in a cluster by pushes
+                        let name = if splits == 2 {
+                            "_v1_streamed_cpush"
+                        } else {
+                            "_v1_streamed"
+                        };
+                        assert!(g.name.ends_with(name), "{}", g.name);
+                        assert_eq!(cfg.cluster_push, splits == 2);
                         let (_, run) = g.split_plan(k as i32, splits as i32);
                         let ctas = g.launch_config(m as i32, n as i32, run).grid.x as usize * run as usize;
                         assert!(
