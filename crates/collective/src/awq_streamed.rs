@@ -360,6 +360,12 @@ impl AwqStreamed {
         self.k_slices * self.col_blocks * rows * self.red_row_floats * 4
     }
 
+    /// Byte offset of a clustered split's partial chunks with the sum by loads, in a CTA of
+    /// `rows` rows of `x`: after the warps' partial tiles ([`AwqStreamed::red_bytes_for`]).
+    pub fn part_offset_for(&self, rows: i64) -> i64 {
+        self.red_bytes_for(rows)
+    }
+
     /// Dynamic shared memory of a CTA of at most `rows` rows of `x` (`1 ..= BM`) launched
     /// without clusters: the staged rows, the zero row, the weight's shared ring
     /// ([`AwqStreamed::ring_bytes`]) and the group slots

@@ -1,6 +1,10 @@
 //! The clustered split-K sum of the streamed kernel
 //! ([`rcute_collective::awq_streamed::AwqStreamed::clustered`]: on sm_90 the splits of a
-//! tile run as one `(1, 1, splits)` cluster), without a cluster barrier after the loop:
+//! tile run as one `(1, 1, splits)` cluster): the places where its two forms differ. By
+//! loads (`streamed_cluster_sum` in `streamed.rs`) every split leaves its partial chunks in
+//! its own shared memory and rank 0 reads them between two cluster barriers. By pushes
+//! (`AwqGemmConfig::cluster_push`, units `..._cpush`), without a cluster barrier after the
+//! loop:
 //!
 //! * before the stream (the prelude, before the grid-dependency wait) rank 0 initialises
 //!   its push barrier, an mbarrier after everything the CTA uses itself
@@ -11,15 +15,17 @@
 //!   pushes its partial chunks straight from registers into rank 0's push area
 //!   (`st.async`, each completing its bytes on rank 0's barrier), then exits;
 //! * rank 0 waits on its barrier's phase 0 (`mbarrier.try_wait.parity`) and adds the
-//!   peers' chunks to its own in rank order: `0 + rank 0 + rank 1 + ...`, the sum the
-//!   distributed-shared-memory loads made before (bit-identical).
+//!   peers' chunks to its own in rank order: `0 + rank 0 + rank 1 + ...`, the sum by
+//!   loads' (bit-identical).
 //!
-//! Why: the two cluster barriers of the sum through distributed shared-memory loads
-//! cost 1.3 us of the 7.0 at 1 x 4096 x 4096 on an H100 (BENCHMARKS.md, Session 24,
-//! helper awqfix), the release arrive a GPU-scope fence (`MEMBAR.ALL.GPU`) in all 512
-//! threads and the second barrier a round trip that kept the peers alive for rank 0's
-//! remote loads. The peers need stay alive for nothing: rank 0 holds the memory they write
-//! and waits for every byte before it reads or exits.
+//! Why: the sum by loads cost 1.3 us of the 7.0 at 1 x 4096 x 4096 on an H100
+//! (BENCHMARKS.md, Session 24, helper awqfix): its first barrier's release arrive is a
+//! GPU-scope fence (`MEMBAR.ALL.GPU`) in the threads that wrote chunks, its second a round
+//! trip that kept the peers alive for rank 0's remote loads. A peer needs stay alive for
+//! nothing: rank 0 holds the memory it writes and waits for every byte before it reads or
+//! exits. Measured (helper awqclu): 1 / 4 / 8 / 16 x 4096 x 4096 -3 to -7 %; the same unit
+//! with the push code, launched in one split, 4.5-5 % slower at 1 x 14336 x 4096, hence
+//! an option of its own that only the two-split rules take.
 
 use super::streamed::{decl_c, when};
 use super::{s, Emit};
@@ -123,7 +129,7 @@ impl Emit<'_> {
         vec![decl_c(
             "const int",
             "part_off",
-            format!("{} * rows", self.st().red_bytes_for(1)),
+            format!("{} * rows", self.st().part_offset_for(1)),
             "a clustered split's partial chunks: after the partial tiles (AwqStreamed::part_offset_for)",
         )]
     }
