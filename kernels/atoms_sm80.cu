@@ -459,19 +459,6 @@ __device__ __forceinline__ void rc_cluster_sync_relaxed_sm90() {
   #endif
 }
 
-__device__ __forceinline__ uint32_t rc_cluster_size_sm90() {
-  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint32_t n;
-  asm volatile(
-      "mov.u32 %0, %%cluster_nctarank;\n"
-      : "=r"(n)
-      : );
-  return n;
-  #else
-  return 1u;
-  #endif
-}
-
 __device__ __forceinline__ void rc_ld_dsmem_f32x4(uint32_t addr, uint32_t rank, float (&v)[4]) {
   #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
@@ -485,6 +472,120 @@ __device__ __forceinline__ void rc_ld_dsmem_f32x4(uint32_t addr, uint32_t rank, 
       : "memory");
   #else
   v[0] = v[1] = v[2] = v[3] = 0.f;
+  #endif
+}
+
+__device__ __forceinline__ uint32_t rc_cluster_size_sm90() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t n;
+  asm volatile(
+      "mov.u32 %0, %%cluster_nctarank;\n"
+      : "=r"(n)
+      : );
+  return n;
+  #else
+  return 1u;
+  #endif
+}
+
+__device__ __forceinline__ void rc_cluster_arrive_relaxed_sm90() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "barrier.cluster.arrive.relaxed.aligned;\n"
+      : 
+      : 
+      : "memory");
+  #else
+  #endif
+}
+
+__device__ __forceinline__ void rc_cluster_wait_sm90() {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "barrier.cluster.wait.aligned;\n"
+      : 
+      : 
+      : "memory");
+  #else
+  #endif
+}
+
+__device__ __forceinline__ void rc_push_barrier_init_sm90(uint32_t mbar, uint32_t bytes) {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "mbarrier.init.shared::cta.b64 [%0], 1;\n"
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+      "fence.mbarrier_init.release.cluster;\n"
+      : 
+      : "r"(mbar), "r"(bytes)
+      : "memory");
+  #else
+  #endif
+}
+
+__device__ __forceinline__ void rc_mbarrier_wait_parity_sm90(uint32_t mbar, uint32_t parity) {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done = 0u;
+  while (!done) {
+  asm volatile(
+      "{\n"
+      ".reg .pred rc_p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 rc_p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, rc_p;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(mbar), "r"(parity)
+      : "memory");
+  }
+  #else
+  #endif
+}
+
+__device__ __forceinline__ void rc_st_async_b32x1(uint32_t addr, uint32_t mbar, uint32_t rank, uint32_t const (&v)[1]) {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n"
+      ".reg .b32 rc_a, rc_b;\n"
+      "mapa.shared::cluster.u32 rc_a, %0, %2;\n"
+      "mapa.shared::cluster.u32 rc_b, %1, %2;\n"
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [rc_a], %3, [rc_b];\n"
+      "}\n"
+      : 
+      : "r"(addr), "r"(mbar), "r"(rank), "r"(v[0])
+      : "memory");
+  #else
+  #endif
+}
+
+__device__ __forceinline__ void rc_st_async_b32x2(uint32_t addr, uint32_t mbar, uint32_t rank, uint32_t const (&v)[2]) {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n"
+      ".reg .b32 rc_a, rc_b;\n"
+      "mapa.shared::cluster.u32 rc_a, %0, %2;\n"
+      "mapa.shared::cluster.u32 rc_b, %1, %2;\n"
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [rc_a], {%3, %4}, [rc_b];\n"
+      "}\n"
+      : 
+      : "r"(addr), "r"(mbar), "r"(rank), "r"(v[0]), "r"(v[1])
+      : "memory");
+  #else
+  #endif
+}
+
+__device__ __forceinline__ void rc_st_async_b32x4(uint32_t addr, uint32_t mbar, uint32_t rank, uint32_t const (&v)[4]) {
+  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n"
+      ".reg .b32 rc_a, rc_b;\n"
+      "mapa.shared::cluster.u32 rc_a, %0, %2;\n"
+      "mapa.shared::cluster.u32 rc_b, %1, %2;\n"
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [rc_a], {%3, %4, %5, %6}, [rc_b];\n"
+      "}\n"
+      : 
+      : "r"(addr), "r"(mbar), "r"(rank), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
+      : "memory");
+  #else
   #endif
 }
 
@@ -1449,21 +1550,6 @@ extern "C" __global__ void rc_test_rc_cluster_sync_relaxed_sm90(uint32_t const* 
   (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
 }
 
-extern "C" __global__ void rc_test_rc_cluster_size_sm90(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
-  const uint32_t rc_tid = threadIdx.x;
-  uint32_t const* rc_my_in = rc_in + rc_tid * 1;
-  uint32_t* rc_my_out = rc_out + rc_tid * 1;
-  __shared__ __align__(128) uint32_t rc_smem_words[1];
-  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
-  __shared__ __align__(8) uint64_t rc_mbar[1];
-  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
-  __syncthreads();
-  uint32_t rc_ret = rc_cluster_size_sm90();
-  { uint64_t rc_r = (uint64_t)rc_ret; rc_my_out[0] = (uint32_t)rc_r; }
-  __syncthreads();
-  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
-}
-
 extern "C" __global__ void rc_test_rc_ld_dsmem_f32x4(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
   const uint32_t rc_tid = threadIdx.x;
   uint32_t const* rc_my_in = rc_in + rc_tid * 2;
@@ -1479,6 +1565,138 @@ extern "C" __global__ void rc_test_rc_ld_dsmem_f32x4(uint32_t const* __restrict_
   for (int w = 0; w < 4; ++w) reinterpret_cast<uint32_t*>(rc_p2)[w] = 0u;
   rc_ld_dsmem_f32x4(rc_p0, rc_p1, rc_p2);
   for (int w = 0; w < 4; ++w) rc_my_out[0 + w] = reinterpret_cast<uint32_t const*>(rc_p2)[w];
+  __syncthreads();
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_cluster_size_sm90(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 1;
+  uint32_t* rc_my_out = rc_out + rc_tid * 1;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  uint32_t rc_ret = rc_cluster_size_sm90();
+  { uint64_t rc_r = (uint64_t)rc_ret; rc_my_out[0] = (uint32_t)rc_r; }
+  __syncthreads();
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_cluster_arrive_relaxed_sm90(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 1;
+  uint32_t* rc_my_out = rc_out + rc_tid * 1;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  rc_cluster_arrive_relaxed_sm90();
+  __syncthreads();
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_cluster_wait_sm90(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 1;
+  uint32_t* rc_my_out = rc_out + rc_tid * 1;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  rc_cluster_wait_sm90();
+  __syncthreads();
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_push_barrier_init_sm90(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 2;
+  uint32_t* rc_my_out = rc_out + rc_tid * 1;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  uint32_t rc_p0 = (uint32_t)rc_my_in[0];
+  uint32_t rc_p1 = (uint32_t)rc_my_in[1];
+  rc_push_barrier_init_sm90(rc_p0, rc_p1);
+  __syncthreads();
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_mbarrier_wait_parity_sm90(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 2;
+  uint32_t* rc_my_out = rc_out + rc_tid * 1;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  uint32_t rc_p0 = (uint32_t)rc_my_in[0];
+  uint32_t rc_p1 = (uint32_t)rc_my_in[1];
+  rc_mbarrier_wait_parity_sm90(rc_p0, rc_p1);
+  __syncthreads();
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_st_async_b32x1(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 4;
+  uint32_t* rc_my_out = rc_out + rc_tid * 1;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  uint32_t rc_p0 = (uint32_t)rc_my_in[0];
+  uint32_t rc_p1 = (uint32_t)rc_my_in[1];
+  uint32_t rc_p2 = (uint32_t)rc_my_in[2];
+  uint32_t rc_p3[1];
+  for (int w = 0; w < 1; ++w) reinterpret_cast<uint32_t*>(rc_p3)[w] = rc_my_in[3 + w];
+  rc_st_async_b32x1(rc_p0, rc_p1, rc_p2, rc_p3);
+  __syncthreads();
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_st_async_b32x2(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 5;
+  uint32_t* rc_my_out = rc_out + rc_tid * 1;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  uint32_t rc_p0 = (uint32_t)rc_my_in[0];
+  uint32_t rc_p1 = (uint32_t)rc_my_in[1];
+  uint32_t rc_p2 = (uint32_t)rc_my_in[2];
+  uint32_t rc_p3[2];
+  for (int w = 0; w < 2; ++w) reinterpret_cast<uint32_t*>(rc_p3)[w] = rc_my_in[3 + w];
+  rc_st_async_b32x2(rc_p0, rc_p1, rc_p2, rc_p3);
+  __syncthreads();
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_st_async_b32x4(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 7;
+  uint32_t* rc_my_out = rc_out + rc_tid * 1;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  uint32_t rc_p0 = (uint32_t)rc_my_in[0];
+  uint32_t rc_p1 = (uint32_t)rc_my_in[1];
+  uint32_t rc_p2 = (uint32_t)rc_my_in[2];
+  uint32_t rc_p3[4];
+  for (int w = 0; w < 4; ++w) reinterpret_cast<uint32_t*>(rc_p3)[w] = rc_my_in[3 + w];
+  rc_st_async_b32x4(rc_p0, rc_p1, rc_p2, rc_p3);
   __syncthreads();
   (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
 }

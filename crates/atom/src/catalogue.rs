@@ -77,11 +77,8 @@ pub fn all_helper_snippets() -> Vec<Snippet> {
         grid_dependency::grid_dependency_wait(),
         grid_dependency::launch_dependents(),
         prefetch::prefetch_l2(),
-        cluster_dsmem::cluster_sync_sm90(),
-        cluster_dsmem::cluster_sync_relaxed_sm90(),
-        cluster_dsmem::cluster_size_sm90(),
-        cluster_dsmem::ld_dsmem_f32x4(),
     ];
+    v.extend(cluster_dsmem::all());
     v.extend(copy_tma::all_tma().1);
     v.extend(sync::all_sync());
     v

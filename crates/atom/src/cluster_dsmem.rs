@@ -1,15 +1,43 @@
-//! Distributed shared memory for kernels that run on sm_80 and on sm_90: the cluster
-//! barrier, the cluster's size and a 16-byte load from a peer CTA's shared memory, each
-//! guarded by the architecture (before sm_90 a kernel is never launched in clusters: the
-//! barrier does nothing, the size is 1 and the load gives zeros), so one generated unit
+//! Distributed shared memory for kernels that run on sm_80 and on sm_90: the cluster's
+//! size, cluster barriers (release or relaxed arrive with the wait, or either half
+//! alone), a 16-byte load from a peer CTA's shared memory, an mbarrier that counts the bytes
+//! peers push into this CTA's shared memory, the push itself (`st.async` into a peer
+//! CTA's shared memory, completing bytes on that CTA's mbarrier) and the parity wait on
+//! the mbarrier. Each is guarded by the architecture (before sm_90 a kernel is never
+//! launched in clusters: the size is 1, the load gives zeros and the others do nothing), so one generated unit
 //! compiles for both and takes the cluster path only where the launch asked for clusters.
 //!
+//! Two clustered split-K sums: by loads, every rank leaves its partials in its own shared
+//! memory, a cluster barrier publishes them ([`cluster_sync_sm90`]), rank 0 reads them
+//! ([`ld_dsmem_f32x4`]) and a second barrier ([`cluster_sync_relaxed_sm90`]) keeps the
+//! peers alive until it has. By pushes: rank 0 initialises its mbarrier
+//! with one arrival and the peers' bytes as expected transactions
+//! ([`push_barrier_init_sm90`], which also publishes the init to the cluster) and every
+//! thread of the cluster arrives once early ([`cluster_arrive_relaxed_sm90`]); a peer
+//! waits for that barrier ([`cluster_wait_sm90`]) before its first push
+//! ([`st_async_b32`]) and may exit after its last; rank 0 waits for the bytes
+//! ([`mbarrier_wait_parity_sm90`]). No release fence: on sm_90 a release
+//! `barrier.cluster.arrive` is a GPU-scope fence (`MEMBAR.ALL.GPU`), which waits for the
+//! thread's outstanding global stores too.
+//!
 //! ```
-//! use rcute_atom::cluster_dsmem::{cluster_size_sm90, cluster_sync_relaxed_sm90, cluster_sync_sm90, ld_dsmem_f32x4};
-//! for s in [cluster_sync_sm90(), cluster_sync_relaxed_sm90(), cluster_size_sm90(), ld_dsmem_f32x4()] {
+//! use rcute_atom::cluster_dsmem::*;
+//! let all = [
+//!     cluster_size_sm90(),
+//!     cluster_arrive_relaxed_sm90(),
+//!     cluster_wait_sm90(),
+//!     push_barrier_init_sm90(),
+//!     st_async_b32(4).unwrap(),
+//!     mbarrier_wait_parity_sm90(),
+//! ];
+//! for s in &all {
 //!     assert!(s.code.contains("__CUDA_ARCH__ >= 900"), "{}", s.name);
+//!     assert!(!s.code.contains("barrier.cluster.arrive.aligned"), "{}: a release arrive", s.name);
 //! }
+//! assert!(cluster_sync_sm90().code.contains("barrier.cluster.arrive.aligned"));
 //! assert!(ld_dsmem_f32x4().code.contains("ld.shared::cluster.v4.f32"));
+//! assert!(st_async_b32(2).unwrap().code.contains("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32"));
+//! assert!(st_async_b32(3).is_none());
 //! ```
 
 use crate::arch::Arch;
@@ -17,6 +45,10 @@ use crate::snippet::{asm_stmt, Dir, Param, Snippet};
 
 fn on_sm90(sm90: &str, before: &str) -> String {
     format!("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n{sm90}#else\n{before}#endif\n")
+}
+
+fn lines(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
 }
 
 /// `rc_cluster_sync_sm90()`: `barrier.cluster.arrive` (release) and `barrier.cluster.wait`
@@ -87,6 +119,128 @@ pub fn cluster_size_sm90() -> Snippet {
     .returning("uint32_t")
 }
 
+/// `rc_cluster_arrive_relaxed_sm90()`: `barrier.cluster.arrive.relaxed.aligned` by every
+/// thread of the CTA on sm_90 (orders no memory: the mbarrier init it publishes has its
+/// own fence, [`push_barrier_init_sm90`]); nothing before.
+pub fn cluster_arrive_relaxed_sm90() -> Snippet {
+    let body = asm_stmt(&["barrier.cluster.arrive.relaxed.aligned;".into()], &[], &[], true);
+    Snippet::build(
+        "rc_cluster_arrive_relaxed_sm90",
+        Arch::SM80,
+        32,
+        vec![],
+        &on_sm90(&body, ""),
+    )
+}
+
+/// `rc_cluster_wait_sm90()`: `barrier.cluster.wait.aligned` (acquire) by every thread of
+/// the CTA on sm_90: every non-exited thread of the cluster has arrived; nothing before.
+pub fn cluster_wait_sm90() -> Snippet {
+    let body = asm_stmt(&["barrier.cluster.wait.aligned;".into()], &[], &[], true);
+    Snippet::build("rc_cluster_wait_sm90", Arch::SM80, 32, vec![], &on_sm90(&body, ""))
+}
+
+/// `rc_push_barrier_init_sm90(mbar, bytes)` (one thread): the mbarrier at shared address
+/// `mbar` initialised with one arrival, that arrival made with `bytes` expected
+/// transactions (`mbarrier.arrive.expect_tx`: phase 0 completes when peers have pushed
+/// `bytes` bytes), and the init published to the cluster
+/// (`fence.mbarrier_init.release.cluster`, before the cluster arrive) on sm_90; nothing
+/// before.
+///
+/// ```
+/// let s = rcute_atom::cluster_dsmem::push_barrier_init_sm90();
+/// assert!(s.code.contains("mbarrier.init.shared::cta.b64 [%0], 1;"));
+/// assert!(s.code.contains("fence.mbarrier_init.release.cluster;"));
+/// ```
+pub fn push_barrier_init_sm90() -> Snippet {
+    let params = vec![Param::scalar("mbar", "uint32_t"), Param::scalar("bytes", "uint32_t")];
+    let body = asm_stmt(
+        &lines(&[
+            "mbarrier.init.shared::cta.b64 [%0], 1;",
+            "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;",
+            "fence.mbarrier_init.release.cluster;",
+        ]),
+        &[],
+        &["\"r\"(mbar)".into(), "\"r\"(bytes)".into()],
+        true,
+    );
+    Snippet::build("rc_push_barrier_init_sm90", Arch::SM80, 1, params, &on_sm90(&body, ""))
+}
+
+/// `rc_st_async_b32x{n}(addr, mbar, rank, v)` for `n` in 1, 2, 4: the `n` words `v` to
+/// shared address `addr` of CTA `rank` of the cluster, completing `4 n` bytes on that CTA's
+/// mbarrier at shared address `mbar` (both this CTA's 32-bit offsets, mapped by
+/// `mapa.shared::cluster`; `st.async.shared::cluster.mbarrier::complete_tx::bytes`, PTX ISA
+/// 8.1, sm_90; `addr` aligned to `4 n` bytes) on sm_90; nothing before. The words are
+/// read from the registers at issue: the pushing CTA may exit after it, the receiving
+/// one reads them after its mbarrier's phase completed.
+pub fn st_async_b32(n: usize) -> Option<Snippet> {
+    let vec = match n {
+        1 => "",
+        2 => ".v2",
+        4 => ".v4",
+        _ => return None,
+    };
+    let params = vec![
+        Param::scalar("addr", "uint32_t"),
+        Param::scalar("mbar", "uint32_t"),
+        Param::scalar("rank", "uint32_t"),
+        Param::regs("v", "uint32_t", n, Dir::In),
+    ];
+    let words: Vec<String> = (0..n).map(|i| format!("%{}", 3 + i)).collect();
+    let value = if n == 1 {
+        words[0].clone()
+    } else {
+        format!("{{{}}}", words.join(", "))
+    };
+    let asm = vec![
+        "{".to_string(),
+        ".reg .b32 rc_a, rc_b;".into(),
+        "mapa.shared::cluster.u32 rc_a, %0, %2;".into(),
+        "mapa.shared::cluster.u32 rc_b, %1, %2;".into(),
+        format!("st.async.shared::cluster.mbarrier::complete_tx::bytes{vec}.b32 [rc_a], {value}, [rc_b];"),
+        "}".into(),
+    ];
+    let mut ins: Vec<String> = vec!["\"r\"(addr)".into(), "\"r\"(mbar)".into(), "\"r\"(rank)".into()];
+    ins.extend((0..n).map(|i| format!("\"r\"(v[{i}])")));
+    let body = asm_stmt(&asm, &[], &ins, true);
+    Some(Snippet::build(
+        format!("rc_st_async_b32x{n}"),
+        Arch::SM80,
+        1,
+        params,
+        &on_sm90(&body, ""),
+    ))
+}
+
+/// `rc_mbarrier_wait_parity_sm90(mbar, parity)`: spin on
+/// `mbarrier.try_wait.parity.shared::cta.b64` (acquire, CTA scope: the bytes peers pushed
+/// with [`st_async_b32`] are visible after it) until the phase of parity `parity` of the
+/// mbarrier at shared address `mbar` completed, on sm_90; nothing before.
+pub fn mbarrier_wait_parity_sm90() -> Snippet {
+    let params = vec![Param::scalar("mbar", "uint32_t"), Param::scalar("parity", "uint32_t")];
+    let probe = asm_stmt(
+        &lines(&[
+            "{",
+            ".reg .pred rc_p;",
+            "mbarrier.try_wait.parity.shared::cta.b64 rc_p, [%1], %2;",
+            "selp.u32 %0, 1, 0, rc_p;",
+            "}",
+        ]),
+        &["\"=r\"(done)".into()],
+        &["\"r\"(mbar)".into(), "\"r\"(parity)".into()],
+        true,
+    );
+    let body = format!("uint32_t done = 0u;\nwhile (!done) {{\n{probe}}}\n");
+    Snippet::build(
+        "rc_mbarrier_wait_parity_sm90",
+        Arch::SM80,
+        1,
+        params,
+        &on_sm90(&body, ""),
+    )
+}
+
 /// `rc_ld_dsmem_f32x4(addr, rank, v)`: four floats at shared address `addr` (this CTA's
 /// 32-bit shared offset) of CTA `rank` of the cluster (`mapa.shared::cluster` +
 /// `ld.shared::cluster.v4.f32`) on sm_90; zeros before.
@@ -115,4 +269,20 @@ pub fn ld_dsmem_f32x4() -> Snippet {
         params,
         &on_sm90(&sm90, "v[0] = v[1] = v[2] = v[3] = 0.f;\n"),
     )
+}
+
+/// Every snippet of this file (the catalogue's).
+pub fn all() -> Vec<Snippet> {
+    let mut v = vec![
+        cluster_sync_sm90(),
+        cluster_sync_relaxed_sm90(),
+        ld_dsmem_f32x4(),
+        cluster_size_sm90(),
+        cluster_arrive_relaxed_sm90(),
+        cluster_wait_sm90(),
+        push_barrier_init_sm90(),
+        mbarrier_wait_parity_sm90(),
+    ];
+    v.extend([1, 2, 4].into_iter().filter_map(st_async_b32));
+    v
 }

@@ -142,6 +142,10 @@ pub struct AwqMainloopConfig {
     /// [`crate::awq_wgmma::AwqWgmma::with_boxes`]) instead of one 1-D bulk copy per k16
     /// block. Prepared `wgmma` kernels only.
     pub weight_boxes: bool,
+    /// With `streamed`: the clustered split-K sum by pushes into rank 0's shared memory
+    /// ([`crate::awq_streamed::AwqStreamed::with_cluster_push`]) instead of rank 0's loads
+    /// from its peers between two cluster barriers.
+    pub cluster_push: bool,
 }
 
 impl AwqMainloopConfig {
@@ -165,7 +169,23 @@ impl AwqMainloopConfig {
             ctas_per_sm: 1,
             staged_k_tiles: 0,
             weight_boxes: false,
+            cluster_push: false,
         }
+    }
+
+    /// The same streamed configuration with the clustered split-K sum by pushes (field
+    /// `cluster_push`; [`crate::awq_streamed::AwqStreamed::with_cluster_push`]).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring();
+    /// assert!(AwqMainloop::new(&cfg.cluster_push()).unwrap().streamed.unwrap().push);
+    /// assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4).cluster_push()).is_err());
+    /// ```
+    pub fn cluster_push(mut self) -> Self {
+        self.cluster_push = true;
+        self
     }
 
     /// The same configuration as the SM90 mixed-input kernel on the prepared layout
@@ -395,7 +415,7 @@ impl AwqMainloopConfig {
     /// let st = AwqMainloop::new(&cfg).unwrap().streamed.unwrap();
     /// assert_eq!((st.max_k_tiles, st.x_t_words, st.x_row_words), (64, 514, 2056));
     /// // 17 staged rows of 8 KB, a ring of 4 x 512 lanes x 16 bytes and the group slots
-    /// assert_eq!(st.smem_bytes(16), 17 * 2056 * 4 + 4 * 512 * 16 + 512 * 20);
+    /// assert_eq!(st.smem_bytes_for(16), 17 * 2056 * 4 + 4 * 512 * 16 + 512 * 20);
     /// // not for the other kernels, not past 227 KB of shared memory
     /// assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4).staged_k_tiles(64)).is_err());
     /// assert!(AwqMainloop::new(&cfg.staged_k_tiles(128)).is_err());
@@ -523,6 +543,9 @@ fn check_wgmma_variants(cfg: &AwqMainloopConfig, wgmma: Option<&AwqWgmma>) -> Re
             "chained: wgmma kernels with two words per consumer warpgroup only",
         ));
     }
+    if cfg.cluster_push && !cfg.streamed {
+        return Err(tile_err(cfg, "cluster_push: streamed kernels only"));
+    }
     if cfg.staged_k_tiles != 0 && !cfg.streamed {
         return Err(tile_err(cfg, "staged_k_tiles: streamed kernels only"));
     }
@@ -625,6 +648,11 @@ impl AwqMainloop {
             let plan = AwqStreamed::new(bm, cfg.warps, cfg.stages as i64, weight)
                 .ok_or_else(|| tile_err(cfg, "streamed: BM 8 or 16, 1 ..= 32 warps, at least one step in flight"))?;
             let plan = if cfg.shared_ring { plan.with_shared_ring() } else { plan };
+            let plan = if cfg.cluster_push {
+                plan.with_cluster_push()
+            } else {
+                plan
+            };
             let plan = match cfg.staged_k_tiles {
                 0 => plan,
                 t if t > 0 => plan.with_staged_k_tiles(t),

@@ -37,8 +37,9 @@
 //! registers of a step are one conflict-free 8-byte load; rows past M read a zero row). The warps' partial sums meet
 //! once at the end in shared memory (added in warp order, deterministic), then a direct
 //! store, or with K splits: on sm_90 with at most [`MAX_CLUSTER_SPLITS`] splits the splits
-//! of a tile run as one cluster and split 0 adds the others' partial tiles through
-//! distributed shared memory in rank order ([`AwqStreamed::clustered`]); otherwise the
+//! of a tile run as one cluster and split 0 adds the others' partial tiles in rank order,
+//! read through distributed shared memory or pushed by the others into its own
+//! ([`AwqStreamed::clustered`], [`AwqStreamed::with_cluster_push`]); otherwise the
 //! split-K slab reduction in global memory of the other AWQ kernels.
 //!
 //! **Weight layouts.** [`StreamedWeight::Prepared`] reads the prepared layout above;
@@ -64,7 +65,10 @@
 //! ```
 
 use crate::lane_ring::LaneRing;
-use rcute_atom::cluster_dsmem::{cluster_size_sm90, cluster_sync_relaxed_sm90, cluster_sync_sm90, ld_dsmem_f32x4};
+use rcute_atom::cluster_dsmem::{
+    cluster_arrive_relaxed_sm90, cluster_size_sm90, cluster_sync_relaxed_sm90, cluster_sync_sm90, cluster_wait_sm90,
+    ld_dsmem_f32x4, mbarrier_wait_parity_sm90, push_barrier_init_sm90, st_async_b32,
+};
 use rcute_atom::copy_cp_async::{cp_async, CacheOp};
 use rcute_atom::copy_ldst::ld_global_stream;
 use rcute_atom::{CopyOp, Snippet};
@@ -86,6 +90,11 @@ pub const RED_ROW_PAD: i64 = 4;
 /// 4096), while clusters of 4 ran up to 6 us slower than the slabs (16 x 4096 x 4096, 16
 /// rows, 8 warps: 17.6 against 11.5 us), so more splits take the slabs.
 pub const MAX_CLUSTER_SPLITS: i32 = 2;
+
+/// Bytes reserved for the push barrier (one 8-byte mbarrier) at the start of the
+/// clustered split-K sum's area ([`AwqStreamed::cluster_offset_for`]), so that the partial
+/// chunks after it stay 16-byte aligned.
+pub const CLUSTER_BARRIER_BYTES: i64 = 16;
 
 /// The layout of the weight a streamed kernel reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -125,12 +134,9 @@ pub struct AwqStreamed {
     /// Bytes of the partial-sum tiles: `warps x BM x red_row_floats` f32 (they reuse the
     /// staged `x`'s memory after the loop).
     pub red_bytes: i64,
-    /// Byte offset (after the partial-sum tiles) of a clustered split's partial chunks
-    /// (32 bytes per 8 columns of a row) that rank 0 of the cluster reads through
-    /// distributed shared memory, in a CTA of `BM` rows (of fewer rows:
-    /// [`AwqStreamed::part_offset_for`]).
-    pub part_offset: i64,
-    /// Bytes of those partial chunks: `col_blocks x BM x 8` chunks of 32 bytes.
+    /// Bytes of one clustered split's partial chunks (32 bytes per 8 columns of a row):
+    /// `col_blocks x BM x 8` chunks, the layout of each peer's share of rank 0's push area
+    /// ([`AwqStreamed::cluster_offset_for`]).
     pub part_bytes: i64,
     /// The weight's streaming load (read-only path, no L1 allocation): 16 bytes of the
     /// prepared layout, or one 4-byte checkpoint word (four per lane and step).
@@ -147,11 +153,18 @@ pub struct AwqStreamed {
     /// before its loop (`__syncwarp`, no CTA barrier): with the shared ring, one warp
     /// along N and 16 rows (see [`AwqStreamed::with_shared_ring`]).
     pub warp_staged_x: bool,
-    /// The clustered split-K sum: cluster barrier (release: the warps that published partial
-    /// chunks), cluster size, peer shared-memory load, cluster barrier without memory
-    /// ordering (the other warps, and the barrier that keeps the peers' shared memory alive
-    /// until rank 0 has read it); each a no-op / 1 / zeros / no-op before sm_90.
-    pub cluster: [Snippet; 4],
+    /// The clustered split-K sum ([`rcute_atom::cluster_dsmem`]; each 1 / a no-op / zeros
+    /// before sm_90): by loads, the cluster barrier (release: the warps that published
+    /// partial chunks), cluster size, peer shared-memory load, cluster barrier without
+    /// memory ordering (the other warps, and the barrier that keeps the peers' shared
+    /// memory alive until rank 0 has read it); by pushes ([`AwqStreamed::push`]), cluster
+    /// size, rank 0's push barrier init, the early relaxed cluster arrive, the peers'
+    /// cluster wait before their first push, the 16-byte push (`st.async` into rank 0's
+    /// shared memory, bytes completed on its mbarrier) and rank 0's parity wait.
+    pub cluster: Vec<Snippet>,
+    /// Whether the clustered split-K sum pushes the peers' partial chunks into rank 0's
+    /// shared memory ([`AwqStreamed::with_cluster_push`]).
+    pub push: bool,
 }
 
 impl AwqStreamed {
@@ -177,7 +190,6 @@ impl AwqStreamed {
             x_row_words: 4 * x_t_words,
             red_row_floats,
             red_bytes: k_slices * col_blocks * bm * red_row_floats * 4,
-            part_offset: k_slices * col_blocks * bm * red_row_floats * 4,
             part_bytes: col_blocks * bm * 8 * 32,
             load: ld_global_stream(match weight {
                 StreamedWeight::Prepared => 16,
@@ -186,12 +198,13 @@ impl AwqStreamed {
             lane_ring: None,
             group_copy: None,
             warp_staged_x: false,
-            cluster: [
+            cluster: vec![
                 cluster_sync_sm90(),
                 cluster_size_sm90(),
                 ld_dsmem_f32x4(),
                 cluster_sync_relaxed_sm90(),
             ],
+            push: false,
         })
     }
 
@@ -233,6 +246,42 @@ impl AwqStreamed {
                 self.warp_staged_x = self.col_blocks == 1;
             }
         }
+        self
+    }
+
+    /// The plan with the clustered split-K sum by pushes (`streamed_cluster.rs` of the
+    /// kernel crate): rank 0 initialises a push barrier (an mbarrier expecting the peers'
+    /// bytes) after everything it uses itself ([`AwqStreamed::cluster_offset_for`]) before
+    /// the stream, with one early relaxed cluster arrive of every thread; after the loop
+    /// each peer waits for that barrier, pushes its partial chunks into rank 0's shared
+    /// memory (`st.async`, completing bytes on the mbarrier) and exits; rank 0 waits on the
+    /// mbarrier and adds in rank order. Why: the sum by loads costs two cluster barriers
+    /// after the loop, the first a release arrive (a GPU-scope fence, `MEMBAR.ALL.GPU`, in
+    /// every thread that wrote partial chunks). Measured (H100, BENCHMARKS.md, Session 24,
+    /// helper awqclu): 1 / 4 / 8 / 16 x 4096 x 4096 prepared 7.08-7.15 / 7.48-7.55 /
+    /// 8.06-8.10 / 9.14-9.24 us -> 6.69-6.75 / 7.17-7.29 / 7.53-7.56 / 8.52-8.57; the same
+    /// kernel with the push code ran one split (1 x 14336 x 4096) 4.6-5.0 % slower, so
+    /// only the clustered rules take it.
+    ///
+    /// ```
+    /// use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight};
+    /// let s = AwqStreamed::new(8, [16, 1], 2, StreamedWeight::Prepared).unwrap().with_shared_ring();
+    /// let p = s.clone().with_cluster_push();
+    /// assert_eq!((s.cluster.len(), p.cluster.len()), (4, 6));
+    /// assert_eq!((s.cluster_bytes(), p.cluster_bytes()), (0, 16 + 64 * 32));
+    /// // by loads, rank 0 reads the peers' chunks after the partial tiles
+    /// assert_eq!(s.smem_bytes_for(8), p.smem_bytes_for(8).max(s.red_bytes_for(8) + s.part_bytes));
+    /// ```
+    pub fn with_cluster_push(mut self) -> Self {
+        self.push = true;
+        self.cluster = vec![
+            cluster_size_sm90(),
+            push_barrier_init_sm90(),
+            cluster_arrive_relaxed_sm90(),
+            cluster_wait_sm90(),
+            st_async_b32(4).expect("a 16-byte st.async exists"),
+            mbarrier_wait_parity_sm90(),
+        ];
         self
     }
 
@@ -283,7 +332,7 @@ impl AwqStreamed {
     /// assert_eq!((s.max_k_tiles, s.x_t_words, s.x_row_words), (32, 258, 1032));
     /// let s = s.with_staged_k_tiles(64);
     /// assert_eq!((s.max_k_tiles, s.x_t_words, s.x_row_words), (64, 514, 2056));
-    /// assert_eq!(s.smem_bytes(16), 17 * 2056 * 4);
+    /// assert_eq!(s.smem_bytes_for(16), 17 * 2056 * 4);
     /// ```
     pub fn with_staged_k_tiles(mut self, tiles: i64) -> Self {
         self.max_k_tiles = tiles;
@@ -305,37 +354,83 @@ impl AwqStreamed {
         (rows + 1) * self.x_row_words * 4
     }
 
-    /// Byte offset of a clustered split's partial chunks in a CTA of `rows` rows of `x`:
-    /// after the warps' partial tiles of `rows` rows each.
-    pub fn part_offset_for(&self, rows: i64) -> i64 {
+    /// Bytes of the warps' partial-sum tiles in a CTA of `rows` rows of `x` (`rows` rows
+    /// each; they reuse the staged `x`'s memory after the loop).
+    pub fn red_bytes_for(&self, rows: i64) -> i64 {
         self.k_slices * self.col_blocks * rows * self.red_row_floats * 4
     }
 
-    /// Dynamic shared memory of a CTA of at most `rows` rows of `x` (`1 ..= BM`): the
-    /// staged rows, the zero row, the weight's shared ring ([`AwqStreamed::ring_bytes`]) and
-    /// the group slots ([`AwqStreamed::group_slot_bytes`]), or the warps' partial tiles of those rows and a
-    /// clustered split's partial chunks where larger. The kernel lays shared memory out by
-    /// its CTA's row count, so a launch of `M < BM` rows needs only
-    /// `smem_bytes_for(M)`: at one row an eighth of the full stage, which leaves the L1 (the
-    /// shared-memory carveout's other side) for the weight loads in flight.
+    /// Byte offset of a clustered split's partial chunks with the sum by loads, in a CTA of
+    /// `rows` rows of `x`: after the warps' partial tiles ([`AwqStreamed::red_bytes_for`]).
+    pub fn part_offset_for(&self, rows: i64) -> i64 {
+        self.red_bytes_for(rows)
+    }
+
+    /// Dynamic shared memory of a CTA of at most `rows` rows of `x` (`1 ..= BM`) launched
+    /// without clusters: the staged rows, the zero row, the weight's shared ring
+    /// ([`AwqStreamed::ring_bytes`]) and the group slots
+    /// ([`AwqStreamed::group_slot_bytes`]), or the warps' partial tiles of those rows (and,
+    /// with the clustered sum by loads, a split's partial chunks after them) where
+    /// larger; the sum by pushes adds [`AwqStreamed::cluster_bytes`] to a clustered
+    /// launch. The kernel lays shared memory out by its CTA's row count, so a launch of `M
+    /// < BM` rows needs only `smem_bytes_for(M)`: at one row an eighth of the full stage,
+    /// which leaves the L1 (the shared-memory carveout's other side) for the weight loads
+    /// in flight.
     ///
     /// ```
     /// use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight};
     /// let s = AwqStreamed::new(8, [16, 1], 4, StreamedWeight::Prepared).unwrap();
     /// assert_eq!(s.smem_bytes_for(1), 2 * 2056 * 4);
-    /// assert_eq!(s.smem_bytes_for(8), s.smem_bytes(8));
-    /// assert_eq!(s.smem_bytes(8), 9 * 2056 * 4);
+    /// assert_eq!(s.smem_bytes(8), s.smem_bytes_for(8) + s.cluster_bytes());
+    /// assert_eq!(s.smem_bytes_for(8), 9 * 2056 * 4);
     /// let r = s.with_shared_ring();
     /// assert_eq!(r.smem_bytes_for(1), 2 * 2056 * 4 + 4 * 512 * 16);
     /// ```
     pub fn smem_bytes_for(&self, rows: i64) -> i64 {
-        (self.x_bytes(rows) + self.ring_bytes() + self.group_slot_bytes())
-            .max(self.part_offset_for(rows) + self.part_bytes)
+        let parts = if self.push { 0 } else { self.part_bytes };
+        (self.x_bytes(rows) + self.ring_bytes() + self.group_slot_bytes()).max(self.red_bytes_for(rows) + parts)
     }
 
-    /// Dynamic shared memory of a CTA of `bm` rows (the plan's most).
+    /// Byte offset of the clustered split-K sum's area in a CTA of `rows` rows of `x`: after
+    /// everything the CTA uses itself ([`AwqStreamed::smem_bytes_for`]), since the peers
+    /// push into rank 0's while rank 0 still streams. The push barrier (an mbarrier, 8 of
+    /// [`CLUSTER_BARRIER_BYTES`]) first, then rank `r > 0`'s partial chunk `c` at
+    /// [`CLUSTER_BARRIER_BYTES`]` + (r - 1) part_bytes + 32 c` (chunk `c`: the epilogue's
+    /// row `(c / 8) % BM`, columns `8 (c % 8) ..` of 64-column block `c / (8 BM)`).
+    ///
+    /// ```
+    /// use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight, CLUSTER_BARRIER_BYTES};
+    /// let s = AwqStreamed::new(8, [16, 1], 2, StreamedWeight::Prepared).unwrap().with_shared_ring().with_cluster_push();
+    /// // one row: 2 staged rows + the ring of 2 x 512 lanes x 16 bytes; then 16 + 2048 bytes
+    /// assert_eq!(s.cluster_offset_for(1), 2 * 2056 * 4 + 2 * 512 * 16);
+    /// assert_eq!(s.cluster_bytes(), CLUSTER_BARRIER_BYTES + 8 * 8 * 32);
+    /// // 8 rows: the 9 staged rows and the ring are larger than the 16 warps' partial tiles
+    /// assert_eq!(s.cluster_offset_for(8), 9 * 2056 * 4 + 2 * 512 * 16);
+    /// assert!(s.red_bytes_for(8) < s.cluster_offset_for(8));
+    /// ```
+    pub fn cluster_offset_for(&self, rows: i64) -> i64 {
+        self.smem_bytes_for(rows)
+    }
+
+    /// Bytes of the clustered split-K sum's area with the sum by pushes: the push barrier
+    /// and the partial chunks of [`MAX_CLUSTER_SPLITS`]` - 1` peers; 0 with the sum by
+    /// loads.
+    pub fn cluster_bytes(&self) -> i64 {
+        if self.push {
+            CLUSTER_BARRIER_BYTES + (MAX_CLUSTER_SPLITS as i64 - 1) * self.part_bytes
+        } else {
+            0
+        }
+    }
+
+    /// Dynamic shared memory of a CTA of at most `rows` rows, launched in clusters or not.
+    pub fn smem_bytes_launch(&self, rows: i64, clustered: bool) -> i64 {
+        self.smem_bytes_for(rows) + if clustered { self.cluster_bytes() } else { 0 }
+    }
+
+    /// Dynamic shared memory of a CTA of `bm` rows (the plan's most: launched in clusters).
     pub fn smem_bytes(&self, bm: i64) -> i64 {
-        self.smem_bytes_for(bm)
+        self.smem_bytes_launch(bm, true)
     }
 
     /// Whether `splits` K splits of this kernel run as one `(1, 1, splits)` cluster per

@@ -20,7 +20,9 @@
 //! 16 bytes of the weight per k16 step straight into registers and multiplies them as the
 //! A operand of a swap-AB `mma.sync` ([`rcute_collective::awq_streamed`], emitted by
 //! `awq_gemm/streamed.rs`); up to two K splits of a tile then sum through distributed
-//! shared memory on sm_90 ([`GeneratedAwqGemm::launch_config_on`]). With
+//! shared memory on sm_90 ([`GeneratedAwqGemm::launch_config_on`]; with
+//! [`AwqGemmConfig::cluster_push`] the other splits push their partial chunks into split
+//! 0's shared memory, `awq_gemm/streamed_cluster.rs`, named `..._cpush`). With
 //! [`AwqGemmConfig::streamed_shared_ring`] the same kernel takes each lane's steps through
 //! its own slots of a shared `cp.async` ring (counted waits instead of the register ring's
 //! drains; named `..._streamed_sring`). With [`AwqGemmConfig::staged_k_tiles`] a streamed
@@ -107,6 +109,7 @@ mod load_per_copy;
 mod prepared;
 mod streamed;
 mod streamed_checkpoint;
+mod streamed_cluster;
 mod streamed_group_slots;
 mod streamed_prefetch;
 mod streamed_warp_x;
@@ -224,20 +227,31 @@ impl GeneratedAwqGemm {
     /// splits sum through distributed shared memory
     /// ([`rcute_collective::awq_streamed::AwqStreamed::clustered`]) launches each tile's
     /// splits as one `(1, 1, splits)` cluster (the kernel then leaves the workspace and the
-    /// semaphores alone).
+    /// semaphores alone), with the sum by pushes its push area after the CTA's shared
+    /// memory ([`rcute_collective::awq_streamed::AwqStreamed::cluster_offset_for`]).
     ///
     /// ```
     /// use rcute_atom::Element;
     /// use rcute_kernel::awq_gemm::{generate, AwqGemmConfig};
     /// let g = generate(&AwqGemmConfig::new(Element::F16, [8, 64, 64], [8, 1], 8, 4).streamed()).unwrap();
     /// assert_eq!(g.launch_config_on(1, 4096, 2, (9, 0)).cluster.map(|c| c.z), Some(2));
+    /// // the sum by pushes: the push area after the CTA's own shared memory
+    /// let g = generate(&AwqGemmConfig::new(Element::F16, [8, 64, 64], [8, 1], 8, 4).streamed().cluster_push()).unwrap();
+    /// assert!(g.name.ends_with("_streamed_cpush"));
+    /// let lc = g.launch_config_on(1, 4096, 2, (9, 0));
+    /// let st = g.plan.streamed.as_ref().unwrap();
+    /// assert_eq!(lc.dynamic_smem_bytes as i64, st.smem_bytes_for(1) + st.cluster_bytes());
+    /// assert_eq!(g.launch_config_on(1, 4096, 2, (8, 0)).dynamic_smem_bytes as i64, st.smem_bytes_for(1));
     /// assert_eq!(g.launch_config_on(1, 4096, 2, (8, 0)).cluster, None);
     /// assert_eq!(g.launch_config_on(1, 4096, 4, (9, 0)).cluster, None);
     /// ```
     pub fn launch_config_on(&self, m: i32, n: i32, splits: i32, cc: (u32, u32)) -> LaunchConfig {
         let lc = self.launch_config(m, n, splits);
         match &self.plan.streamed {
-            Some(st) if st.clustered(splits, cc) => lc.with_cluster(Dim3::new(1, 1, splits as u32)),
+            Some(st) if st.clustered(splits, cc) => {
+                let smem = lc.dynamic_smem_bytes + st.cluster_bytes() as u32;
+                lc.with_cluster(Dim3::new(1, 1, splits as u32)).with_dynamic_smem(smem)
+            }
             _ => lc,
         }
     }
@@ -319,7 +333,8 @@ impl GeneratedAwqGemm {
 
 /// The kernel's name: its element, tile, warps and stages, then one suffix per option that
 /// changes the emitted code (`_xT` staged k-tiles of x, `_prepared`, `_bulk`, `_streamed`,
-/// `_sring`, `_wgmma`, `_rR`, `_p`, `_c2`, `_oN` resident CTAs, `_sk`).
+/// `_sring`, `_cpush` the clustered sum by pushes, `_wgmma`, `_rR`, `_p`, `_c2`, `_oN`
+/// resident CTAs, `_sk`).
 fn kernel_name(cfg: &AwqGemmConfig) -> String {
     let [bm, bn, bk] = cfg.tile;
     // `_xT`: a streamed kernel's staged x of T k-tiles a split (the default's name has none)
@@ -339,6 +354,7 @@ fn kernel_name(cfg: &AwqGemmConfig) -> String {
         if cfg.bulk { "_bulk" } else { "" }
     ) + if cfg.streamed { "_streamed" } else { "" }
         + if cfg.shared_ring { "_sring" } else { "" }
+        + if cfg.cluster_push { "_cpush" } else { "" }
         + if cfg.wgmma { "_wgmma" } else { "" }
         + &if cfg.raster > 0 {
             format!("_r{}", cfg.raster)

@@ -48,10 +48,17 @@ fn streamed_configs() -> Vec<AwqGemmConfig> {
     let mut v: Vec<AwqGemmConfig> = rcute_kernel::catalogue::awq_streamed_configs()
         .into_iter()
         .map(|mut cfg| {
+            // the base kernels: the clustered sum by pushes has its own test
             cfg.shared_ring = false;
+            cfg.cluster_push = false;
             cfg
         })
-        .collect();
+        .fold(Vec::new(), |mut v, cfg| {
+            if !v.contains(&cfg) {
+                v.push(cfg);
+            }
+            v
+        });
     v.extend([
         AwqGemmConfig::new(Element::F16, [8, 64, 64], [4, 1], 8, 4).streamed(),
         AwqGemmConfig::new(Element::BF16, [8, 64, 64], [8, 1], 4, 4).streamed(),
@@ -75,7 +82,14 @@ fn streamed_configs() -> Vec<AwqGemmConfig> {
 /// The register-streamed kernels on AutoAWQ's checkpoint words: the catalogue's and more
 /// (8 and 16 rows, warps along K and N, rings of 2..12, f16 and bf16).
 fn checkpoint_configs() -> Vec<AwqGemmConfig> {
-    let mut v = rcute_kernel::catalogue::awq_streamed_checkpoint_configs();
+    // the base kernels: the clustered sum by pushes has its own test
+    let mut v: Vec<AwqGemmConfig> = rcute_kernel::catalogue::awq_streamed_checkpoint_configs()
+        .into_iter()
+        .map(|mut cfg| {
+            cfg.cluster_push = false;
+            cfg
+        })
+        .collect();
     v.extend([
         AwqGemmConfig::new(Element::F16, [8, 64, 64], [8, 1], 8, 4).streamed_checkpoint(),
         AwqGemmConfig::new(Element::BF16, [16, 64, 64], [16, 1], 4, 4).streamed_checkpoint(),
@@ -198,7 +212,8 @@ fn streamed_kernels_compile_without_spills_and_stream_into_registers() {
             // around the split's semaphore, and on sm_90 the cluster barriers of the
             // clustered split-K sum (each with a CTA-barrier fallback: the first twice, a
             // release arrive for the warps that publish partial chunks and a relaxed one for
-            // the others, then the relaxed one that keeps the peers' shared memory alive)
+            // the others, then the relaxed one that keeps the peers' shared memory alive; the
+            // sum by pushes has fewer, `clustered_streamed_sum_pushes_without_a_gpu_fence`)
             ck.assert_at_most("BAR", if arch == Arch::Sm90a { 8 } else { 5 });
         }
     }
@@ -580,7 +595,7 @@ fn streamed_kernels_prefetch_before_the_grid_dependency_wait() {
         );
         // the weight, then the scale and zero lines
         assert_eq!(body[..wait].matches("rc_prefetch_l2(").count(), 3, "{}", g.name);
-        for bad in ["__ldg(", "__ldcg(", "(x + ", " x[", "(out", "ws +", "sem +", "sem["] {
+        for bad in ["__ldg(", "__ldcg(", "(x + ", " x[", "(out", "(ws +", "sem +", "sem["] {
             assert!(!body[..wait].contains(bad), "{}: {bad} before the wait", g.name);
         }
         let trigger = body.find("rc_launch_dependents();").expect("trigger");
@@ -662,6 +677,67 @@ fn split_k_wgmma_kernels_add_only_the_split() {
             assert_eq!(
                 g.source.matches("__ldcg(reinterpret_cast<const float4*>(w)").count() as i64,
                 quads
+            );
+        }
+    }
+}
+
+/// The clustered split-K sum by pushes (`cluster_push`, named `_cpush`) of the streamed
+/// kernels (both rings, the catalogue's and the test's configurations, and on the
+/// checkpoint's words) on sm_90a: no GPU-scope fence anywhere in the kernel (the release
+/// cluster arrive of the sum by loads is a `MEMBAR.ALL.GPU`, asserted below; the slab
+/// path's fences are `MEMBAR.SC.GPU`), one early relaxed cluster arrive (`UCGABAR_ARV`)
+/// and the peers' wait before their pushes (`UCGABAR_WAIT`, with the one CTA barrier
+/// ptxas puts after it: 6 in all, less the one before the loop where each warp stages its
+/// `x`, against the sum by loads' 8), the pushes as 16-byte `st.async` (`STAS.128`), rank
+/// 0's parity wait (`SYNCS`) and no remote load. In the source: the push barrier is
+/// initialised in the prelude, before the grid-dependency wait, and after the loop no
+/// cluster barrier but the peers' wait.
+#[test]
+fn clustered_streamed_sum_pushes_without_a_gpu_fence() {
+    let mut cfgs: Vec<AwqGemmConfig> = Vec::new();
+    for base in streamed_configs() {
+        let mut sring = base;
+        sring.shared_ring = true;
+        cfgs.extend([base, sring]);
+    }
+    cfgs.extend(checkpoint_configs());
+    for cfg in cfgs {
+        let loads = generate(&cfg).unwrap();
+        let g = generate(&cfg.cluster_push()).unwrap();
+        assert_eq!(g.name, format!("{}_cpush", loads.name));
+        assert!(
+            !loads.source.contains("rc_st_async") && !g.source.contains("rc_ld_dsmem"),
+            "{}",
+            g.name
+        );
+        let src = &g.source;
+        let init = src
+            .find("rc_push_barrier_init_sm90(cbar,")
+            .expect("the push barrier init");
+        let dep_wait = src
+            .find("  rc_grid_dependency_wait();")
+            .expect("the grid-dependency wait");
+        assert!(init < dep_wait, "{}: the init comes before the wait", g.name);
+        let after_loop = &src[src.find("for (int s0 = 0;").expect("the step loop")..];
+        assert!(!after_loop.contains("rc_cluster_arrive"), "{}", g.name);
+        assert_eq!(after_loop.matches("rc_cluster_wait_sm90()").count(), 1, "{}", g.name);
+        assert_eq!(after_loop.matches("rc_st_async_b32x4(").count(), 2, "{}", g.name);
+        let Some(tk) = toolkit_for_test() else { continue };
+        let ck = clean(tk, &g, Arch::Sm90a);
+        let Some(k) = &ck.sass else { continue };
+        assert!(!k.opcodes().any(|o| o == "MEMBAR.ALL.GPU"), "{}", g.name);
+        ck.assert_opcodes(
+            &["UCGABAR_ARV", "UCGABAR_WAIT", "STAS.128", "SYNCS"],
+            &["LDS.U.128.CLUSTER"],
+        );
+        let warp_x = g.plan.streamed.as_ref().is_some_and(|st| st.warp_staged_x);
+        ck.assert_at_most("BAR", 6 - usize::from(warp_x));
+        if let Some(l) = &clean(tk, &loads, Arch::Sm90a).sass {
+            assert!(
+                l.opcodes().any(|o| o == "MEMBAR.ALL.GPU"),
+                "{}: the sum by loads",
+                loads.name
             );
         }
     }

@@ -105,7 +105,8 @@ impl Emit<'_> {
         }
     }
 
-    /// Coordinates of the CTA, the warp and its k16 steps; zeroed accumulators.
+    /// Coordinates of the CTA, the warp and its k16 steps; zeroed accumulators; the
+    /// clustered split-K sum's barrier (`streamed_cluster.rs`).
     fn streamed_setup(&self) -> Vec<Stmt> {
         let p = self.p;
         let st = self.st();
@@ -208,6 +209,9 @@ impl Emit<'_> {
                 )],
             ),
         ]
+        .into_iter()
+        .chain(self.cluster_prelude())
+        .collect()
     }
 
     /// Before the loop: the ring's first loads, the first group's scales (or their copy
@@ -673,12 +677,7 @@ impl Emit<'_> {
                 then: vec![s(format!("{store}(out, bias, (long long)row * ldo + 8 * wc, 8 * wc, v)"))],
                 otherwise: vec![Stmt::If {
                     cond: "clustered".into(),
-                    then: vec![
-                        Stmt::Comment("this split's partial chunk c to part[c] (shared, at byte part_off) for rank 0 of the cluster".into()),
-                        Stmt::decl("float4*", "pt", "reinterpret_cast<float4*>(smem + part_off + 32 * c)"),
-                        s("pt[0] = make_float4(v[0], v[1], v[2], v[3])"),
-                        s("pt[1] = make_float4(v[4], v[5], v[6], v[7])"),
-                    ],
+                    then: self.cluster_partial(&store),
                     otherwise: vec![
                     Stmt::Comment("this split's f32 partial tile to its slab blockIdx.z of the [splits, M, N] workspace (kept in L2)".into()),
                     Stmt::decl("float4*", "wsp", "reinterpret_cast<float4*>(ws + ((long long)blockIdx.z * M + row) * N + 8 * wc)"),
@@ -710,12 +709,10 @@ impl Emit<'_> {
                     "partial tile of warp (wn, wk), rows < rows only: red[((wn * {wk} + wk) * rows + row) * {rr} + column]"
                 )),
             },
-            decl_c(
-                "const int",
-                "part_off",
-                format!("{} * rows", st.part_offset_for(1)),
-                "a clustered split's partial chunks: after the partial tiles (AwqStreamed::part_offset_for)",
-            ),
+        ]
+        .into_iter()
+        .chain(self.cluster_part_off())
+        .chain([
             Stmt::decl("float*", "rw", format!("red + warp * rows * {rr} + 8 * g")),
             Stmt::unrolled(
                 "f",
@@ -747,17 +744,10 @@ impl Emit<'_> {
                 "chunk c: 64-column block c / {}, row (c / 8) % {bm}, columns 8 (c % 8) .. + 8",
                 bm * 8
             )),
-            decl_c(
-                "const bool",
-                "clustered",
-                "splits > 1 && rc_cluster_size_sm90() == (uint32_t)splits",
-                "sm_90, the splits of this tile launched as one (1, 1, splits) cluster",
-            ),
-            each_chunk(sum),
-            when("splits == 1", vec![Stmt::Return]),
-            when("clustered", self.streamed_cluster_sum()),
-        ]
-        .into_iter()
+        ])
+        .chain(self.cluster_before_chunks())
+        .chain([each_chunk(sum)])
+        .chain(self.cluster_after_chunks())
         .chain(split_gate("__syncthreads()"))
         .chain([each_chunk(self.slab_sum(&store))])
         .chain(semaphore_reset("0"))
@@ -860,7 +850,7 @@ impl Emit<'_> {
     /// shared memory alive until then. Only the first barrier orders memory, and only in
     /// the warps that wrote partial chunks: on sm_90 a release arrive is a GPU-scope fence,
     /// which (in rank 0, after its output stores) would wait for those stores.
-    fn streamed_cluster_sum(&self) -> Vec<Stmt> {
+    pub(super) fn streamed_cluster_sum(&self) -> Vec<Stmt> {
         let st = self.st();
         let store = format!("{}_store", self.name);
         let sum = vec![
