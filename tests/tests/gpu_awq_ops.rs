@@ -861,6 +861,51 @@ fn streamed_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     }
 }
 
+/// The clustered split-K sum by pushes (`_cpush`: the peer's partial chunks stored into rank
+/// 0's shared memory by `st.async`, rank 0 waiting on its mbarrier) on shapes small enough
+/// for racecheck: K = 96 (two k-tiles, two splits: one cluster of 2 per tile) and the op's
+/// two-split rule at 1 and 16 rows of a 1024 x 512 weight; bit-identical run to run, and to
+/// the barrier-summed kernel of the same tile (same order of the same f32 adds). The
+/// sanitizer-sized form of `streamed_cases`' `_cpush` entries.
+#[test]
+fn awq_gemm_cluster_push_matches_the_barrier_sum() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    let e = rcute_atom::Element::F16;
+    let mut rng = Rng::for_test("awq_cluster_push");
+    for (m, n, k, g) in [(3, 320, 96, 32), (1, 1024, 512, 128), (16, 1024, 512, 128)] {
+        let case = Case::<f16>::new(&ops, &mut rng, m, n, k, g, true);
+        let w = AwqWeight::prepare(&ops, &case.tensors()).unwrap();
+        let what = format!("{m}x{n}x{k} G={g}");
+        for (pushed, summed) in [
+            (
+                AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring(),
+                AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring(),
+            ),
+            (
+                AwqGemmConfig::new(e, [16, 64, 64], [16, 1], 2, 4).streamed(),
+                AwqGemmConfig::new(e, [16, 64, 64], [16, 1], 2, 4).streamed(),
+            ),
+        ] {
+            let pushed = pushed.cluster_push();
+            let name = format!("{what} {:?} w{:?} s{}", pushed.tile, pushed.warps, pushed.stages);
+            let a = case.check(&ops, Run::Prepared(&w, Some((pushed, 2))), &format!("{name} pushed"));
+            let b = case.check(
+                &ops,
+                Run::Prepared(&w, Some((pushed, 2))),
+                &format!("{name} pushed again"),
+            );
+            let c = case.check(
+                &ops,
+                Run::Prepared(&w, Some((summed, 2))),
+                &format!("{name} barrier sum"),
+            );
+            assert!(a == b, "{name}: a second run of the pushed sum differs");
+            assert!(a == c, "{name}: the pushed sum differs from the barrier sum");
+        }
+    }
+}
+
 /// The register-streamed kernels on the prepared weight against the float64 reference, f16
 /// and bf16 (`mma.sync`: every architecture the prepared path runs on).
 #[test]
