@@ -25,7 +25,10 @@
 //! nothing: rank 0 holds the memory it writes and waits for every byte before it reads or
 //! exits. Measured (helper awqclu): 1 / 4 / 8 / 16 x 4096 x 4096 -3 to -7 %; the same unit
 //! with the push code, launched in one split, 4.5-5 % slower at 1 x 14336 x 4096, hence
-//! an option of its own that only the two-split rules take.
+//! an option of its own. No rule takes it yet: under compute-sanitizer's racecheck a
+//! launch with the push sum never finishes (it passes memcheck and synccheck, and runs
+//! bit-identical to the sum by loads on the GPU; BENCHMARKS.md, Session 24, lead), so the
+//! two-split rules keep the sum by loads until that is understood.
 
 use super::streamed::{decl_c, when};
 use super::{s, Emit};

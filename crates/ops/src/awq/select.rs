@@ -495,7 +495,7 @@ pub fn select_awq_streamed(m: usize, n: usize, k: usize, sms: usize, element: El
     if m > 16 || 2 * ctas <= sms || ctas > sms || k > 2 * staged_k(&cfg) {
         return None;
     }
-    Some(two_splits_pushed(cfg, k))
+    Some((cfg, 2.min(k.div_ceil(64).max(1) as u32)))
 }
 
 /// Most rows of `x` that [`select_awq_streamed_wide`] takes (measured at 1, 4, 5 and 8
@@ -676,27 +676,7 @@ pub fn select_awq_streamed_checkpoint(
     if m > 16 || 2 * ctas <= sms || ctas > sms || k > 2 * staged_k(&cfg) || !k.is_multiple_of(16) {
         return None;
     }
-    Some(two_splits_pushed(cfg, k))
-}
-
-/// `cfg` with two K splits (one where K is one 64-row k-tile), summed in a cluster by
-/// pushes into split 0's shared memory ([`AwqGemmConfig::cluster_push`]) where two.
-/// Measured (H100, BENCHMARKS.md, Session 24, helper awqclu, the same kernels in every
-/// unit but the epilogue): prepared 1 / 4 / 8 / 16 x 4096 x 4096 7.08-7.15 / 7.48-7.55 /
-/// 8.06-8.10 / 9.14-9.24 us with the sum by loads, 6.69-6.75 / 7.17-7.29 / 7.53-7.56 /
-/// 8.52-8.57 by pushes; unprepared 8.78-8.81 / 9.16-9.17 / 9.71-9.73 / 11.23-11.34 against
-/// 8.24-8.26 / 8.77-8.83 / 9.11-9.17 / 10.71-10.77.
-///
-/// ```
-/// use rcute_ops::awq::select::select_awq_streamed;
-/// let (cfg, splits) = select_awq_streamed(1, 4096, 4096, 132, rcute_atom::Element::F16).unwrap();
-/// assert!(cfg.cluster_push && splits == 2);
-/// let (cfg, splits) = select_awq_streamed(1, 4096, 64, 132, rcute_atom::Element::F16).unwrap();
-/// assert!(!cfg.cluster_push && splits == 1);
-/// ```
-fn two_splits_pushed(cfg: AwqGemmConfig, k: usize) -> (AwqGemmConfig, u32) {
-    let splits = 2.min(k.div_ceil(64).max(1) as u32);
-    (if splits == 2 { cfg.cluster_push() } else { cfg }, splits)
+    Some((cfg, 2.min(k.div_ceil(64).max(1) as u32)))
 }
 
 /// Most rows of `x` that [`select_awq_streamed_checkpoint_wide`] takes (measured at 1, 4
@@ -873,14 +853,7 @@ mod tests {
                         assert!(k % 16 == 0 && cfg.streamed && !cfg.prepared && m <= cfg.tile[0] as usize);
                         assert!(cfg.stages == 4 && !cfg.shared_ring, "{m}x{n}x{k}: ring {}", cfg.stages);
                         let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
-                        // two splits sum in a cluster by pushes
-                        let name = if splits == 2 {
-                            "_v1_streamed_cpush"
-                        } else {
-                            "_v1_streamed"
-                        };
-                        assert!(g.name.ends_with(name), "{}", g.name);
-                        assert_eq!(cfg.cluster_push, splits == 2);
+                        assert!(g.name.ends_with("_v1_streamed"), "{}", g.name);
                         let (_, run) = g.split_plan(k as i32, splits as i32);
                         let ctas = g.launch_config(m as i32, n as i32, run).grid.x as usize * run as usize;
                         assert!(
