@@ -1,7 +1,7 @@
 //! Launch side of the grouped (MoE) SM90 kernels ([`Sm90Grouped`]): run-time arguments,
 //! their checks, the two tensor maps and the persistent launch.
 
-use super::launch::{tmap, TailArg};
+use super::launch::{sched_args, tmap, TailArg};
 use super::*;
 
 /// Device pointers and sizes of one grouped SM90 launch (see [`Sm90Grouped`]).
@@ -65,15 +65,7 @@ impl GeneratedGemmSm90 {
         a: &Sm90GroupedArgs,
         early_trigger: bool,
     ) -> Result<Vec<(&'static str, TailArg)>, GemmError> {
-        let sched = [
-            "sched_tiles_m",
-            "sched_tiles_n",
-            "sched_batches",
-            "sched_along_n",
-            "sched_log_swizzle",
-        ];
-        let values = self.grouped_scheduler_params(a)?.device_args();
-        let mut v: Vec<(&'static str, TailArg)> = sched.into_iter().zip(values.map(TailArg::I32)).collect();
+        let mut v = sched_args(&self.grouped_scheduler_params(a)?).to_vec();
         v.extend([
             ("early_trigger", TailArg::I32(i32::from(early_trigger))),
             ("D", TailArg::U64(a.d)),

@@ -145,17 +145,8 @@ pub(super) fn kernel(
     if cfg.takes_split_k() {
         params.push(int("split_k"));
     }
-    params.extend(
-        [
-            "sched_tiles_m",
-            "sched_tiles_n",
-            "sched_batches",
-            "sched_along_n",
-            "sched_log_swizzle",
-            "early_trigger",
-        ]
-        .map(int),
-    );
+    params.extend(super::launch::SCHED_PARAMS.map(int));
+    params.push(int("early_trigger"));
     if cfg.grouped.is_some() {
         params.extend(grouped::params(cfg));
     }

@@ -27,6 +27,21 @@ impl TailArg {
     }
 }
 
+/// The tile scheduler's five kernel parameters, in order ([`SchedulerParams::device_args`]).
+pub(super) const SCHED_PARAMS: [&str; 5] = [
+    "sched_tiles_m",
+    "sched_tiles_n",
+    "sched_batches",
+    "sched_along_n",
+    "sched_log_swizzle",
+];
+
+/// The scheduler's arguments, each with the name of the parameter it fills.
+pub(super) fn sched_args(p: &SchedulerParams) -> [(&'static str, TailArg); 5] {
+    let values = p.device_args();
+    std::array::from_fn(|i| (SCHED_PARAMS[i], TailArg::I32(values[i])))
+}
+
 pub(super) fn tmap(
     elem: Element,
     dims: [u64; 3],
@@ -143,15 +158,7 @@ impl GeneratedGemmSm90 {
         if self.config.takes_split_k() {
             v.push(("split_k", TailArg::I32(args.split_k as i32)));
         }
-        let sched = [
-            "sched_tiles_m",
-            "sched_tiles_n",
-            "sched_batches",
-            "sched_along_n",
-            "sched_log_swizzle",
-        ];
-        let values = self.scheduler_params(args)?.device_args();
-        v.extend(sched.into_iter().zip(values.map(TailArg::I32)));
+        v.extend(sched_args(&self.scheduler_params(args)?));
         v.push(("early_trigger", TailArg::I32(i32::from(early_trigger))));
         if let Some(([sk_tiles, units], counters)) = self.stream_k_args(args, max_ctas)? {
             v.extend([
