@@ -36,6 +36,7 @@ pub mod gen_cmd;
 pub mod layout_cmd;
 mod lt_peer;
 pub mod run_cmd;
+pub mod table_cmd;
 pub mod tune_cmd;
 
 use rcute_layout::eval::EvalError;

@@ -2,7 +2,9 @@
 
 use clap::{Parser, Subcommand};
 use rcute_cli::layout_cmd::{self, LayoutArgs};
-use rcute_cli::{bench_awq, bench_cmd, bench_moe, bench_scaled_mm, bench_stream, gen_cmd, run_cmd, tune_cmd};
+use rcute_cli::{
+    bench_awq, bench_cmd, bench_moe, bench_scaled_mm, bench_stream, gen_cmd, run_cmd, table_cmd, tune_cmd,
+};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -27,6 +29,9 @@ enum Command {
     /// Time the candidate kernels of a problem on this GPU and record the fastest in a
     /// tuning table: `rcute tune gemm --shape MxNxK [--budget S] [--out FILE]`.
     Tune(tune_cmd::TuneArgs),
+    /// Which entries of tuning tables this build applies (CPU only): `rcute table FILE...
+    /// [--restamp OP] [--check]`.
+    Table(table_cmd::TableArgs),
 }
 
 #[derive(Subcommand)]
@@ -70,6 +75,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Gen(args) => report(gen_cmd::run(&args).map_err(|e| e.to_string())),
         Command::Run(args) => report(run_cmd::run(&args)),
+        Command::Table(args) => report(table_cmd::run(&args)),
         Command::Tune(args) => report(tune_cmd::run(&args).map(|t| (t, true))),
         Command::Bench(BenchCommand::Gemm(args)) => report(bench_cmd::run(&args).map(|t| (t, true))),
         Command::Bench(BenchCommand::ScaledMm(args)) => report(bench_scaled_mm::run(&args).map(|t| (t, true))),

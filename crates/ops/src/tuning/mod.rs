@@ -6,9 +6,10 @@
 //! generated sources of the kernels its configuration runs for its key
 //! ([`kernel_fingerprint`]), and applies while this build generates the same ones.
 //! Entries are keyed by op, element types, fusion, arch, N, K and an M bucket
-//! ([`ProblemKey`], [`bucket`]), and a lookup takes the nearest M bucket whose entry
-//! applies. A table or entry that does not apply is ignored with a one-line warning,
-//! never used ([`TuningTable::load`], [`Tables::lookup`]).
+//! ([`ProblemKey`], [`bucket`]), and a lookup takes the nearest M bucket with an entry,
+//! if one of its entries applies (the rules decide otherwise). A table or entry that does
+//! not apply is ignored with a one-line warning, never used ([`TuningTable::load`],
+//! [`Tables::lookup`]); `rcute table FILE` lists which entries apply to this build.
 //!
 //! Environment: `RCUTE_TUNING_FILE` names a table to read (before any shipped one);
 //! `RCUTE_TUNING=off` ignores every table, `cached` (the default) uses them, `on-miss`

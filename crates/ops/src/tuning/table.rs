@@ -361,22 +361,22 @@ impl Tables {
         self.first_applying(|k| k == key)
     }
 
-    /// The configuration measured for `key`'s problem at the nearest M bucket (same op,
-    /// types, fusion, arch, N and K) whose entry applies, if one lies within a factor of two
-    /// of `key.m` ([`super::bucket::REACH`]).
+    /// The configuration measured for `key`'s problem at the nearest M bucket with an
+    /// entry (same op, types, fusion, arch, N and K), if that bucket lies within a factor of
+    /// two of `key.m` ([`super::bucket::REACH`]) and one of its entries applies.
+    ///
+    /// A nearest bucket whose entries are all stale leaves the problem to the rules rather
+    /// than to a farther bucket: an entry measured for another M is a guess there, and the
+    /// rules are the better one (session 25: with the MoE entries stale, Mixtral T = 128
+    /// fell to the T = 64 entry's decode tiles and ran 17 % slower than the rules' choice).
     pub fn lookup(&self, key: &ProblemKey) -> Option<&ConfigSpec> {
-        let mut ms: Vec<usize> = self
+        let ms: Vec<usize> = self
             .entries
             .iter()
             .filter(|e| e.key.same_but_m(key))
             .map(|e| e.key.m)
             .collect();
-        while let Some(m) = nearest_within_reach(key.m, &ms) {
-            if let Some(spec) = self.first_applying(|k| k.m == m && k.same_but_m(key)) {
-                return Some(spec);
-            }
-            ms.retain(|&x| x != m);
-        }
-        None
+        let m = nearest_within_reach(key.m, &ms)?;
+        self.first_applying(|k| k.m == m && k.same_but_m(key))
     }
 }
