@@ -46,7 +46,7 @@ pub struct BenchAwqArgs {
     /// is 64; f16; 16-byte weight copies where N/8 allows), or `prepared:` and such a
     /// configuration (the prepared kernel forced to it), `bulk:` and such a configuration
     /// (the prepared kernel with the SM90 bulk producer, sm_90 only), or `streamed:` and
-    /// `BMxBN,WKxWN,RING,SPLITS` (the register-streamed prepared kernel: BM 8 or 16, BN = 64
+    /// `BMxBN,WKxWN,RING,SPLITS` (the register-streamed prepared kernel: BM 8, 16, 24 or 32, BN = 64
     /// WN, WK warps along K, RING k16 steps in flight per warp), or `streamed-sring:` and
     /// such a configuration (the same kernel with each lane's steps through its own slots
     /// of a shared `cp.async` ring instead of registers; either with an optional `,xT`: T

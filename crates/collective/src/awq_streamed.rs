@@ -503,7 +503,7 @@ mod tests {
     /// distinct bank pairs.
     #[test]
     fn staged_x_is_a_bijection_and_fragment_loads_are_conflict_free() {
-        for (bm, tiles) in [(8, 0), (16, 0), (16, 64)] {
+        for (bm, tiles) in [(8, 0), (16, 0), (16, 64), (24, 64), (32, 32)] {
             let s = AwqStreamed::new(bm, [4, 1], 8, StreamedWeight::Prepared).unwrap();
             let s = if tiles > 0 { s.with_staged_k_tiles(tiles) } else { s };
             let words = 32 * s.max_k_tiles;
@@ -529,7 +529,7 @@ mod tests {
                 }
             }
         }
-        assert!(AwqStreamed::new(24, [4, 1], 8, StreamedWeight::Checkpoint).is_none());
+        assert!(AwqStreamed::new(40, [4, 1], 8, StreamedWeight::Checkpoint).is_none());
         assert!(AwqStreamed::new(8, [4, 1], 0, StreamedWeight::Prepared).is_none());
         assert!(AwqStreamed::new(8, [33, 1], 4, StreamedWeight::Prepared).is_none());
     }

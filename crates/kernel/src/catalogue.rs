@@ -780,7 +780,7 @@ pub fn awq_streamed_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 /// The 24- and 32-row streamed tiles of the prepared op's rule for 17 to 32 rows of a wide
 /// weight (`select_streamed32::select_awq_streamed_wide32`, f16 and bf16): 24 rows, a
 /// shared ring of 2, K = 4096 staged (128 or 64 columns); 32 rows, a ring of 4, K = 2048
-/// staged a split (256 or 128 columns).
+/// staged a split, 128 columns (two splits).
 fn wide32_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
@@ -795,7 +795,6 @@ fn wide32_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
             [
                 tile(e, 24, 128, [8, 2], 2, 64),
                 tile(e, 24, 64, [16, 1], 2, 64),
-                tile(e, 32, 256, [4, 4], 4, 32),
                 tile(e, 32, 128, [8, 2], 4, 32),
             ]
         })

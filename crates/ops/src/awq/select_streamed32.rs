@@ -13,14 +13,32 @@
 //!   232 224 of the 232 448 bytes, one split, the weight read once;
 //! * **25 to 32 rows**: a 32-row tile stages K = 2048 (33 rows of 4 KB, 133 KB; ring of 4)
 //!   and K = 4096 runs in two splits summed in a `(1, 1, 2)` cluster (the clustered split-K
-//!   sum by loads), each split reading its half of the weight once; twice the columns a
-//!   CTA keep the grid at one wave (256 columns: 4 warps along K x 4 along N).
+//!   sum by loads), each split reading its half of the weight once: 128 columns (8 warps
+//!   along K x 2 along N), so only where `2 ceil(N / 128)` CTAs fill one wave (8192
+//!   columns: 128 CTAs). At 14336 columns that is 224 CTAs, and the 256-column form (4 x 4
+//!   warps, 112 CTAs) measured 9-10 % slower than the split-K wgmma kernel the op keeps.
 //!
 //! Domain: the rows of a tile of [`WIDE32_TILES`] (the first whose row range holds M), K in
 //! whole k16 steps with exactly the tile's splits (K within `splits` staged ranges and
 //! past `splits - 1`), and the first of its column choices whose `ceil(N / columns) x
 //! splits` CTAs fill more than three quarters and at most one wave of the SMs (one CTA an
-//! SM: the staged `x`).
+//! SM: the staged `x`). On 132 SMs: 17 to 24 rows at N = 12680 to 16896 (128 columns) and
+//! 6344 to 8448 (64 columns); 25 to 32 rows at N = 6344 to 8448.
+//!
+//! Measured (helper awq32, H100, `rcute bench awq --group 128 --iters 10 --config
+//! prepared-auto`, random data, K = 4096, cuBLAS fp16 in the same rows; BENCHMARKS.md,
+//! session 25): µs of the prepared op, main `9ba4a24` (before: the split-K wgmma kernel)
+//! against this rule, `before, after, after, before` in one call (the 32-row tile at 14336
+//! in call 1 only, then taken out of the rule; 28 x 8192 in call 2):
+//!
+//! | M x N | before | after | after | before | cuBLAS |
+//! |---|---|---|---|---|---|
+//! | 17 x 14336 | 21.77 | **20.16** | **19.69** | 21.32 | 44.5-45.9 |
+//! | 24 x 14336 | 21.70 | **20.53** | **20.54** | 21.91 | 45.3-45.8 |
+//! | 24 x 8192 | 16.63 | **15.11** | **13.70** | 16.84 | 24.9-26.2 |
+//! | 28 x 8192 | 17.02 | **16.40** | **16.40** | 17.22 | 24.8-25.3 |
+//! | 32 x 8192 | 17.94 | **16.93** | **16.92** | 17.96 | 24.9-25.1 |
+//! | 32 x 14336 (call 1: 32x256, 4x4) | 22.71 | 25.12 | 24.96 | 22.93 | 41.7-41.9 |
 //!
 //! ```
 //! use rcute_ops::awq::select_streamed32::select_awq_streamed_wide32;
@@ -28,14 +46,12 @@
 //! // 24 rows of 14336: 112 CTAs of 128 columns, one split
 //! let (cfg, splits) = select_awq_streamed_wide32(24, 14336, 4096, 132, f16).unwrap();
 //! assert_eq!((cfg.tile, cfg.warps, cfg.stages, cfg.staged_k_tiles, splits), ([24, 128, 64], [8, 2], 2, 64, 1));
-//! // 32 rows of 14336: 56 tiles of 256 columns in two splits (112 CTAs)
-//! let (cfg, splits) = select_awq_streamed_wide32(32, 14336, 4096, 132, f16).unwrap();
-//! assert_eq!((cfg.tile, cfg.warps, cfg.stages, cfg.staged_k_tiles, splits), ([32, 256, 64], [4, 4], 4, 32, 2));
 //! // 32 rows of 8192: 64 tiles of 128 columns in two splits
 //! let (cfg, splits) = select_awq_streamed_wide32(28, 8192, 4096, 132, f16).unwrap();
 //! assert_eq!((cfg.tile, cfg.warps, splits), ([32, 128, 64], [8, 2], 2));
-//! // not 16 or 33 rows, 11008 or 4096 columns, K past 4096 or (32 rows) within one split
-//! for (m, n, k) in [(16, 14336, 4096), (33, 14336, 4096), (24, 11008, 4096), (32, 4096, 4096), (24, 14336, 4160), (32, 14336, 2048), (32, 14336, 4088)] {
+//! // not 16 or 33 rows, 25 to 32 rows of 14336 (measured slower), 11008 or 4096 columns, K past
+//! // 4096 or (32 rows) within one split
+//! for (m, n, k) in [(16, 14336, 4096), (33, 14336, 4096), (25, 14336, 4096), (32, 14336, 4096), (24, 11008, 4096), (32, 4096, 4096), (24, 14336, 4160), (32, 8192, 2048), (32, 8192, 4088)] {
 //!     assert!(select_awq_streamed_wide32(m, n, k, 132, f16).is_none(), "{m}x{n}x{k}");
 //! }
 //! ```
@@ -60,7 +76,7 @@ pub struct Wide32Tile {
     /// K splits (2: a `(1, 1, 2)` cluster on sm_90).
     pub splits: u32,
     /// Columns a CTA and warps along K x N, widest first.
-    pub columns: [(i64, [i64; 2]); 2],
+    pub columns: &'static [(i64, [i64; 2])],
 }
 
 /// The rule's tiles (see the module docs): 24 rows in one split of K = 4096 staged, 32
@@ -72,7 +88,7 @@ pub const WIDE32_TILES: [Wide32Tile; 2] = [
         ring: 2,
         staged_k_tiles: 64,
         splits: 1,
-        columns: [(128, [8, 2]), (64, [16, 1])],
+        columns: &[(128, [8, 2]), (64, [16, 1])],
     },
     Wide32Tile {
         rows: 32,
@@ -80,7 +96,7 @@ pub const WIDE32_TILES: [Wide32Tile; 2] = [
         ring: 4,
         staged_k_tiles: 32,
         splits: 2,
-        columns: [(256, [4, 4]), (128, [8, 2])],
+        columns: &[(128, [8, 2])],
     },
 ];
 
@@ -162,7 +178,7 @@ mod tests {
         let units = rcute_kernel::catalogue::awq_streamed_configs();
         for e in [Element::F16, Element::BF16] {
             for tile in &WIDE32_TILES {
-                for (columns, warps) in tile.columns {
+                for &(columns, warps) in tile.columns {
                     assert!(
                         units.contains(&wide32_config(e, tile, columns, warps)),
                         "{e} {} x {columns}",
