@@ -645,12 +645,8 @@ impl AwqMainloop {
             if cfg.shared_ring && weight != StreamedWeight::Prepared {
                 return Err(tile_err(cfg, "the shared ring streams the prepared layout"));
             }
-            let plan = AwqStreamed::new(bm, cfg.warps, cfg.stages as i64, weight).ok_or_else(|| {
-                tile_err(
-                    cfg,
-                    "streamed: BM 8, 16, 24 or 32, 1 ..= 32 warps, at least one step in flight",
-                )
-            })?;
+            let plan = AwqStreamed::new(bm, cfg.warps, cfg.stages as i64, weight)
+                .ok_or_else(|| tile_err(cfg, "streamed: BM 8, 16, 24 or 32, 1 ..= 32 warps, a step in flight"))?;
             let plan = if cfg.shared_ring { plan.with_shared_ring() } else { plan };
             let plan = if cfg.cluster_push {
                 plan.with_cluster_push()
