@@ -86,7 +86,7 @@ pub struct AwqMainloopConfig {
     /// Whether the weight is streamed from global memory straight into registers
     /// ([`crate::awq_streamed`]: swap-AB, no shared-memory stages; the prepared layout
     /// with `prepared`, else AutoAWQ's checkpoint words, 1 word per load). Then `tile` is
-    /// `(BM, 64 col_blocks, 64)` with `BM` 8, 16, 24 or 32, `warps` is `[k_slices, col_blocks]`
+    /// `(BM, 64 col_blocks, 64)` with `BM` 8 or 16 (24 or 32 prepared), `warps` is `[k_slices, col_blocks]`
     /// (warps along K, then along N) and `stages` the k16 steps in flight per warp.
     pub streamed: bool,
     /// Whether the SM90 mixed-input kernel runs it ([`crate::awq_wgmma`]: swap-AB RS

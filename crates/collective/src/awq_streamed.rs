@@ -168,12 +168,13 @@ pub struct AwqStreamed {
 }
 
 impl AwqStreamed {
-    /// The plan for `bm` rows of `x` (8, 16, 24 or 32), `warps = [k_slices, col_blocks]` and `ring`
+    /// The plan for `bm` rows of `x` (8 or 16; 24 or 32 on the prepared weight), `warps = [k_slices, col_blocks]` and `ring`
     /// steps in flight on a `weight` of that layout; `None` for another `bm`, no warps or
     /// an empty ring.
     pub fn new(bm: i64, warps: [i64; 2], ring: i64, weight: StreamedWeight) -> Option<AwqStreamed> {
         let [k_slices, col_blocks] = warps;
-        if !matches!(bm, 8 | 16 | 24 | 32) || k_slices < 1 || col_blocks < 1 || k_slices * col_blocks > 32 || ring < 1 {
+        let rows_ok = matches!(bm, 8 | 16) || (matches!(bm, 24 | 32) && weight == StreamedWeight::Prepared);
+        if !rows_ok || k_slices < 1 || col_blocks < 1 || k_slices * col_blocks > 32 || ring < 1 {
             return None;
         }
         let max_k_tiles = X_ROW_TILES / bm;
@@ -529,7 +530,8 @@ mod tests {
                 }
             }
         }
-        assert!(AwqStreamed::new(40, [4, 1], 8, StreamedWeight::Checkpoint).is_none());
+        assert!(AwqStreamed::new(40, [4, 1], 8, StreamedWeight::Prepared).is_none());
+        assert!(AwqStreamed::new(24, [4, 1], 8, StreamedWeight::Checkpoint).is_none());
         assert!(AwqStreamed::new(8, [4, 1], 0, StreamedWeight::Prepared).is_none());
         assert!(AwqStreamed::new(8, [33, 1], 4, StreamedWeight::Prepared).is_none());
     }

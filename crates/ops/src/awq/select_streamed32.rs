@@ -16,7 +16,7 @@
 //!   sum by loads), each split reading its half of the weight once: 128 columns (8 warps
 //!   along K x 2 along N), so only where `2 ceil(N / 128)` CTAs fill one wave (8192
 //!   columns: 128 CTAs). At 14336 columns that is 224 CTAs, and the 256-column form (4 x 4
-//!   warps, 112 CTAs) measured 9-10 % slower than the split-K wgmma kernel the op keeps.
+//!   warps, 112 CTAs) measured 9-11 % slower than the split-K wgmma kernel the op keeps.
 //!
 //! Domain: the rows of a tile of [`WIDE32_TILES`] (the first whose row range holds M), K in
 //! whole k16 steps with exactly the tile's splits (K within `splits` staged ranges and
