@@ -1056,6 +1056,79 @@ fn awq_gemm_streamed_wide16_64_matches_the_float64_reference() {
     wide16_narrow_cases::<bf16>(&ops, rcute_atom::Element::BF16);
 }
 
+/// The 24- and 32-row streamed tiles of `rcute_ops::awq::select_streamed32` (24 rows: K =
+/// 4096 staged, one split; 32 rows: K = 2048 staged, two splits in a cluster on sm_90) at
+/// 17 to 32 rows (ragged: 17, 24, 28, 31, 32; 31 rows on the 24-row tile are two row
+/// tiles), N ending inside a CTA tile (576, 1088) and the wide weights (14336, 8192), K
+/// ending inside a k-tile (352, 1056, 4112: three splits of the 32-row tile, summed in the
+/// slabs), G = 32, 64, 128 and K, bias on and off, each tile (and the 32-row tile of 256
+/// columns, 4x4 warps, measured slower: not the rule's) forced with 1 and 2 requested
+/// splits against the float64 reference, two-split runs bit-identical run to run; the
+/// prepared op bit-identical to the rule's kernel forced where the rule takes the shape
+/// (asserted at 17 to 24 x 14336 and 17 to 32 x 8192, K = 4096, on 100 to 132 SMs); the
+/// unprepared op against the
+/// reference. The first two cases are the sanitizer runs' (`RCUTE_CASES=1` or 2).
+fn wide32_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    use rcute_ops::awq::select_streamed32::{select_awq_streamed_wide32, wide32_config, WIDE32_TILES};
+    let mut rng = Rng::for_test(&format!("awq_streamed_wide32_{e}"));
+    let sms = ops.gpu().sm_count() as usize;
+    let shapes = [
+        (17, 576, 352, 32, true),
+        (31, 1088, 1056, 32, false),
+        (24, 14336, 4096, 128, true),
+        (32, 14336, 4096, 128, false),
+        (17, 8192, 4096, 64, true),
+        (28, 8192, 4096, 4096, false),
+        (32, 1024, 4112, 4112, true),
+        (31, 14336, 4096, 32, true),
+    ];
+    let tiles: Vec<AwqGemmConfig> = WIDE32_TILES
+        .iter()
+        .flat_map(|t| t.columns.iter().map(|&(c, w)| wide32_config(e, t, c, w)))
+        .chain([wide32_config(e, &WIDE32_TILES[1], 256, [4, 4])])
+        .collect();
+    for &(m, n, k, g, bias) in cases(&shapes) {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} wide32");
+        let op = case.check(ops, Run::PreparedOp(&w), &format!("{what} (prepared op)"));
+        case.check(ops, Run::Op, &format!("{what} (op)"));
+        let rule = select_awq_streamed_wide32(m, n, k, sms, e);
+        let wanted = ((n == 14336 && m <= 24) || n == 8192) && k == 4096;
+        assert!(
+            !(100..=132).contains(&sms) || rule.is_some() == wanted,
+            "{what}: {rule:?}"
+        );
+        if rule.is_some() {
+            let forced = case.check(ops, Run::Prepared(&w, rule), &format!("{what} (the rule's kernel)"));
+            assert!(
+                half_bits(&op) == half_bits(&forced),
+                "{what}: the prepared op is not the rule's kernel"
+            );
+        }
+        for cfg in &tiles {
+            for splits in [1, 2] {
+                let name = format!("{what} {:?} w{:?} r{} split {splits}", cfg.tile, cfg.warps, cfg.stages);
+                let got = case.check(ops, Run::Prepared(&w, Some((*cfg, splits))), &name);
+                if splits == 2 {
+                    let again = case.check(ops, Run::Prepared(&w, Some((*cfg, splits))), &name);
+                    assert!(half_bits(&got) == half_bits(&again), "{name}: a second run differs");
+                }
+            }
+        }
+        eprintln!("ok {what}");
+    }
+}
+
+/// The 24- / 32-row streamed tiles at 17 to 32 rows, f16 and bf16.
+#[test]
+fn awq_gemm_streamed_wide32_matches_the_float64_reference() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    wide32_cases::<f16>(&ops, rcute_atom::Element::F16);
+    wide32_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+}
+
 /// The 16-row streamed tiles with 64 staged k-tiles against the float64 reference, f16 and
 /// bf16, and their checkpoint twins bit-identical to them.
 #[test]
@@ -1355,8 +1428,9 @@ fn wgmma_checkpoint_op_cases<T: Half>(ops: &Ops, e: rcute_atom::Element, rng: &m
         if pick.is_some() && same(prepared) == same(pick) {
             let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
             let theirs = case.check(ops, Run::PreparedOp(&w), &format!("{what} prepared op"));
-            if select_awq_streamed_wide16(m, n, k, sms, e).is_some() {
-                eprintln!("ok {what} (the prepared op: the 16-row streamed tile)");
+            let wide32 = rcute_ops::awq::select_streamed32::select_awq_streamed_wide32(m, n, k, sms, e);
+            if select_awq_streamed_wide16(m, n, k, sms, e).is_some() || wide32.is_some() {
+                eprintln!("ok {what} (the prepared op: a 16- to 32-row streamed tile)");
                 continue;
             }
             assert!(

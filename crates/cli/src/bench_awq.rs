@@ -46,7 +46,7 @@ pub struct BenchAwqArgs {
     /// is 64; f16; 16-byte weight copies where N/8 allows), or `prepared:` and such a
     /// configuration (the prepared kernel forced to it), `bulk:` and such a configuration
     /// (the prepared kernel with the SM90 bulk producer, sm_90 only), or `streamed:` and
-    /// `BMxBN,WKxWN,RING,SPLITS` (the register-streamed prepared kernel: BM 8 or 16, BN = 64
+    /// `BMxBN,WKxWN,RING,SPLITS` (the register-streamed prepared kernel: BM 8, 16, 24 or 32 (8 or 16 on the checkpoint), BN = 64
     /// WN, WK warps along K, RING k16 steps in flight per warp), or `streamed-sring:` and
     /// such a configuration (the same kernel with each lane's steps through its own slots
     /// of a shared `cp.async` ring instead of registers; either with an optional `,xT`: T
@@ -666,6 +666,7 @@ mod tests {
         assert!(cfg.wgmma && cfg.split_k && !cfg.prepared && cfg.b_vector_words == 1);
         assert!(parse_variant("wgmma-checkpoint:16x256,4x1,8,3").is_err());
         assert!(parse_variant("streamed-checkpoint:32x64,4x1,4,2").is_err());
+        assert!(parse_variant("streamed:40x64,4x1,4,2").is_err());
         assert!(parse_variant("streamed-checkpoint:16x64,16x1").is_err());
         // the prepared wgmma kernel with its weight stages as tensor boxes
         let Ok(Variant::Prepared(Some((cfg, 1)))) = parse_variant("wgmma-box:64x256,1x1,8,1") else {

@@ -86,7 +86,7 @@ pub struct AwqMainloopConfig {
     /// Whether the weight is streamed from global memory straight into registers
     /// ([`crate::awq_streamed`]: swap-AB, no shared-memory stages; the prepared layout
     /// with `prepared`, else AutoAWQ's checkpoint words, 1 word per load). Then `tile` is
-    /// `(BM, 64 col_blocks, 64)` with `BM` 8 or 16, `warps` is `[k_slices, col_blocks]`
+    /// `(BM, 64 col_blocks, 64)` with `BM` 8 or 16 (24 or 32 prepared), `warps` is `[k_slices, col_blocks]`
     /// (warps along K, then along N) and `stages` the k16 steps in flight per warp.
     pub streamed: bool,
     /// Whether the SM90 mixed-input kernel runs it ([`crate::awq_wgmma`]: swap-AB RS
@@ -646,7 +646,7 @@ impl AwqMainloop {
                 return Err(tile_err(cfg, "the shared ring streams the prepared layout"));
             }
             let plan = AwqStreamed::new(bm, cfg.warps, cfg.stages as i64, weight)
-                .ok_or_else(|| tile_err(cfg, "streamed: BM 8 or 16, 1 ..= 32 warps, at least one step in flight"))?;
+                .ok_or_else(|| tile_err(cfg, "streamed: BM 8, 16, 24 or 32, 1 ..= 32 warps, a step in flight"))?;
             let plan = if cfg.shared_ring { plan.with_shared_ring() } else { plan };
             let plan = if cfg.cluster_push {
                 plan.with_cluster_push()

@@ -16,7 +16,7 @@
 //! pair 1`, `a3 = pair 3`) of a 16-row "virtual tile" whose row `g` is weight column
 //! `8g + 2r` and row `g + 8` column `8g + 2r + 1`. So the weight is the MMA's A operand
 //! (4 MMAs per 16 bytes, one per word) and `x` its B operand (`k16 x n8`, `n` = the rows
-//! of `x`: one B fragment per 8 rows of the `BM` = 8 or 16 rows of a CTA). The
+//! of `x`: one B fragment per 8 rows of the `BM` = 8, 16, 24 or 32 rows of a CTA). The
 //! accumulator `d` of word `r` holds output columns `8g + 2r` (`d0`, `d1`: rows `2t`,
 //! `2t+1`) and `8g + 2r + 1` (`d2`, `d3`): lane `(g, t)` ends with columns `8g .. 8g + 8`
 //! of rows `2t, 2t+1` (and `8 + 2t, 9 + 2t`), and needs per group only the scales of its
@@ -61,7 +61,7 @@
 //! // with the shared ring: after the staged rows and the zero row, 8 steps x 128 lanes x 16 bytes
 //! let p = AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [8, 64, 64], [4, 1], 8, 4).streamed_shared_ring()).unwrap();
 //! assert_eq!(p.smem_bytes, (8 + 1) * 2056 * 4 + 8 * 128 * 16);
-//! assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [32, 64, 64], [4, 1], 8, 4).streamed()).is_err());
+//! assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [40, 64, 64], [4, 1], 8, 4).streamed()).is_err());
 //! ```
 
 use crate::lane_ring::LaneRing;
@@ -168,12 +168,13 @@ pub struct AwqStreamed {
 }
 
 impl AwqStreamed {
-    /// The plan for `bm` rows of `x` (8 or 16), `warps = [k_slices, col_blocks]` and `ring`
+    /// The plan for `bm` rows of `x` (8 or 16; 24 or 32 on the prepared weight), `warps = [k_slices, col_blocks]` and `ring`
     /// steps in flight on a `weight` of that layout; `None` for another `bm`, no warps or
     /// an empty ring.
     pub fn new(bm: i64, warps: [i64; 2], ring: i64, weight: StreamedWeight) -> Option<AwqStreamed> {
         let [k_slices, col_blocks] = warps;
-        if !matches!(bm, 8 | 16) || k_slices < 1 || col_blocks < 1 || k_slices * col_blocks > 32 || ring < 1 {
+        let rows_ok = matches!(bm, 8 | 16) || (matches!(bm, 24 | 32) && weight == StreamedWeight::Prepared);
+        if !rows_ok || k_slices < 1 || col_blocks < 1 || k_slices * col_blocks > 32 || ring < 1 {
             return None;
         }
         let max_k_tiles = X_ROW_TILES / bm;
@@ -503,7 +504,7 @@ mod tests {
     /// distinct bank pairs.
     #[test]
     fn staged_x_is_a_bijection_and_fragment_loads_are_conflict_free() {
-        for (bm, tiles) in [(8, 0), (16, 0), (16, 64)] {
+        for (bm, tiles) in [(8, 0), (16, 0), (16, 64), (24, 64), (32, 32)] {
             let s = AwqStreamed::new(bm, [4, 1], 8, StreamedWeight::Prepared).unwrap();
             let s = if tiles > 0 { s.with_staged_k_tiles(tiles) } else { s };
             let words = 32 * s.max_k_tiles;
@@ -529,6 +530,7 @@ mod tests {
                 }
             }
         }
+        assert!(AwqStreamed::new(40, [4, 1], 8, StreamedWeight::Prepared).is_none());
         assert!(AwqStreamed::new(24, [4, 1], 8, StreamedWeight::Checkpoint).is_none());
         assert!(AwqStreamed::new(8, [4, 1], 0, StreamedWeight::Prepared).is_none());
         assert!(AwqStreamed::new(8, [33, 1], 4, StreamedWeight::Prepared).is_none());

@@ -772,6 +772,33 @@ pub fn awq_streamed_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
         wide16(F16, 64, [16, 1]),
         wide16(BF16, 64, [16, 1]),
     ]
+    .into_iter()
+    .chain(wide32_configs())
+    .collect()
+}
+
+/// The 24- and 32-row streamed tiles of the prepared op's rule for 17 to 32 rows of a wide
+/// weight (`select_streamed32::select_awq_streamed_wide32`, f16 and bf16): 24 rows, a
+/// shared ring of 2, K = 4096 staged (128 or 64 columns); 32 rows, a ring of 4, K = 2048
+/// staged a split, 128 columns (two splits).
+fn wide32_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
+    use crate::awq_gemm::AwqGemmConfig;
+    use rcute_atom::Element::{BF16, F16};
+    let tile = |e, rows, columns, warps, ring, staged| {
+        AwqGemmConfig::new(e, [rows, columns, 64], warps, ring, 4)
+            .streamed_shared_ring()
+            .staged_k_tiles(staged)
+    };
+    [F16, BF16]
+        .into_iter()
+        .flat_map(|e| {
+            [
+                tile(e, 24, 128, [8, 2], 2, 64),
+                tile(e, 24, 64, [16, 1], 2, 64),
+                tile(e, 32, 128, [8, 2], 4, 32),
+            ]
+        })
+        .collect()
 }
 
 /// The 16-warp streamed configurations on the checkpoint's words

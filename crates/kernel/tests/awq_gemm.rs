@@ -282,9 +282,9 @@ fn shared_ring_streamed_kernels_compile_without_spills_and_wait_by_count() {
             }
         }
         // the loop follows the staging without a CTA barrier where each warp stages its own
-        // 16 rows have group slots, and with one warp along N stage x per warp
-        assert_eq!(st.group_slot_bytes() > 0, st.b_frags == 2, "{}", g.name);
-        assert_eq!(st.warp_staged_x, st.b_frags == 2 && st.col_blocks == 1, "{}", g.name);
+        // 16 to 32 rows have group slots, and with one warp along N stage x per warp
+        assert_eq!(st.group_slot_bytes() > 0, st.b_frags >= 2, "{}", g.name);
+        assert_eq!(st.warp_staged_x, st.b_frags >= 2 && st.col_blocks == 1, "{}", g.name);
         let before_loop = &g.source[..g.source.find("for (int s0 = 0;").expect("the step loop")];
         assert_eq!(before_loop.contains("__syncthreads()"), !st.warp_staged_x, "{}", g.name);
         assert_eq!(before_loop.contains("__syncwarp()"), st.warp_staged_x, "{}", g.name);
@@ -704,7 +704,17 @@ fn clustered_streamed_sum_pushes_without_a_gpu_fence() {
     cfgs.extend(checkpoint_configs());
     for cfg in cfgs {
         let loads = generate(&cfg).unwrap();
-        let g = generate(&cfg.cluster_push()).unwrap();
+        let Ok(g) = generate(&cfg.cluster_push()) else {
+            // the 24-row tile's stage leaves no room for the pushed partial chunks
+            let st = loads.plan.streamed.as_ref().unwrap();
+            let pushed = st.clone().with_cluster_push();
+            assert!(
+                pushed.smem_bytes(cfg.tile[0]) > rcute_collective::awq_wgmma::MAX_SMEM_BYTES,
+                "{}",
+                loads.name
+            );
+            continue;
+        };
         assert_eq!(g.name, format!("{}_cpush", loads.name));
         assert!(
             !loads.source.contains("rc_st_async") && !g.source.contains("rc_ld_dsmem"),

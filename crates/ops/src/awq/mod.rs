@@ -18,7 +18,8 @@
 //! ([`reordered`], where [`select::awq_reordered_wins`]); at 1 to 16 rows `awq_gemm` takes
 //! the streamed and fused kernels of [`select_checkpoint`] where the wgmma kernel does not
 //! apply; at 9 to 16 rows of a wide weight `awq_gemm_prepared` takes the 16-row streamed
-//! tile of [`select_streamed16`] first.
+//! tile of [`select_streamed16`] first, at 17 to 32 rows the 24- / 32-row tiles of
+//! [`select_streamed32`].
 
 pub mod dense;
 pub mod format;
@@ -32,6 +33,7 @@ pub mod select_checkpoint;
 pub mod select_checkpoint_wgmma;
 pub mod select_split;
 pub mod select_streamed16;
+pub mod select_streamed32;
 pub mod validate;
 
 pub use format::{dequantize_reference, gemm_reference, pack_awq_matrix, unpack_awq_matrix, AwqShape, AWQ_GROUP_SIZES};

@@ -34,6 +34,7 @@ use super::select::{
 };
 use super::select_split::select_awq_wgmma_prepared;
 use super::select_streamed16::select_awq_streamed_wide16;
+use super::select_streamed32::select_awq_streamed_wide32;
 use super::validate::{validate_awq_gemm, validate_awq_weight, AwqGemmProblem, AwqTensors};
 use super::AwqShape;
 use crate::context::Ops;
@@ -147,7 +148,8 @@ impl Ops {
     /// same results: the weight is dequantized identically), with the prepared kernel for
     /// the fused path: the 16-row streamed tile where
     /// [`super::select_streamed16::select_awq_streamed_wide16`] takes the shape (9 to 16
-    /// rows of a wide weight), else on sm_90 the SM90 mixed-input kernel where
+    /// rows of a wide weight), the 24- / 32-row one where
+    /// [`super::select_streamed32::select_awq_streamed_wide32`] takes it (17 to 32 rows), else on sm_90 the SM90 mixed-input kernel where
     /// [`super::select_split::select_awq_wgmma_prepared`] (split-K at small batches, one
     /// split otherwise) takes the shape and `x` suits its TMA map (a
     /// 16-byte aligned, row-major `x` with a row pitch of a multiple of 8 elements), else
@@ -169,8 +171,13 @@ impl Ops {
         let (m, n, k, cc) = (x.geo().rows, w.shape.n, w.shape.k, self.gpu().compute_capability());
         let tma_x = x_fits_wgmma_tma(&x.geo());
         let sms = self.gpu().sm_count() as usize;
-        // the 16-row streamed tile (9 to 16 rows of a wide weight) before the wgmma kernels
-        let streamed16 = |e| select_awq_streamed_wide16(m, n, k, sms, e).is_some();
+        // the 16-, 24- and 32-row streamed tiles (9 to 32 rows of a wide weight) before the
+        // wgmma kernels
+        let streamed16 = |e| {
+            select_awq_streamed_wide16(m, n, k, sms, e)
+                .or_else(|| select_awq_streamed_wide32(m, n, k, sms, e))
+                .is_some()
+        };
         if let Some(e) = element(w.tensors.scales.geo().dtype)
             .ok()
             .filter(|&e| tma_x && !streamed16(e))
@@ -192,7 +199,8 @@ impl Ops {
     /// [`super::select::select_awq_streamed`] (half a wave of 64-column blocks), (1 to 8
     /// rows on a weight of one to two waves of 64-column blocks)
     /// [`super::select::select_awq_streamed_wide`], (9 to 16 rows there)
-    /// [`super::select_streamed16::select_awq_streamed_wide16`] or (1 to 8 rows, more than
+    /// [`super::select_streamed16::select_awq_streamed_wide16`], (17 to 32 rows there)
+    /// [`super::select_streamed32::select_awq_streamed_wide32`] or (1 to 8 rows, more than
     /// half and at most one wave) [`super::select::select_awq_streamed_wave`] takes it, on sm_90 the
     /// bulk-producer kernel
     /// where [`super::select::select_awq_bulk`] takes it, else
@@ -226,6 +234,7 @@ impl Ops {
             .or_else(|| select_awq_streamed(m, n, k, sms, e))
             .or_else(|| select_awq_streamed_wide(m, n, k, sms, e))
             .or_else(|| select_awq_streamed_wide16(m, n, k, sms, e))
+            .or_else(|| select_awq_streamed_wide32(m, n, k, sms, e))
             .or_else(|| select_awq_streamed_wave(m, n, k, sms, e))
             .or_else(bulk)
             .unwrap_or_else(|| select_awq_gemm_prepared(m, n, k, sms, e));
