@@ -241,6 +241,169 @@ pub fn mbarrier_wait_parity_sm90() -> Snippet {
     )
 }
 
+/// `rc_push_barrier_init_arrivals_sm90(mbar, count)` (one thread): the mbarrier at shared
+/// address `mbar` initialised with `count` arrivals (phase 0 completes when peers have
+/// made them, [`mbarrier_arrive_remote_sm90`]) and the init published to the cluster
+/// (`fence.mbarrier_init.release.cluster`, before the cluster arrive) on sm_90; nothing
+/// before.
+///
+/// ```
+/// let s = rcute_atom::cluster_dsmem::push_barrier_init_arrivals_sm90();
+/// assert!(s.code.contains("mbarrier.init.shared::cta.b64 [%0], %1;"));
+/// assert!(!s.code.contains("expect_tx"));
+/// ```
+pub fn push_barrier_init_arrivals_sm90() -> Snippet {
+    let params = vec![Param::scalar("mbar", "uint32_t"), Param::scalar("count", "uint32_t")];
+    let body = asm_stmt(
+        &lines(&[
+            "mbarrier.init.shared::cta.b64 [%0], %1;",
+            "fence.mbarrier_init.release.cluster;",
+        ]),
+        &[],
+        &["\"r\"(mbar)".into(), "\"r\"(count)".into()],
+        true,
+    );
+    Snippet::build(
+        "rc_push_barrier_init_arrivals_sm90",
+        Arch::SM80,
+        1,
+        params,
+        &on_sm90(&body, ""),
+    )
+}
+
+/// `rc_st_cluster_b32x4_sm90(addr, rank, v)`: the four words `v` to shared address `addr`
+/// of CTA `rank` of the cluster (this CTA's 32-bit offset, mapped by `mapa.shared::cluster`;
+/// a plain weak `st.shared::cluster.v4.b32`, 16-byte aligned) on sm_90; nothing before.
+/// Made visible to the receiving CTA by a release that follows it in this thread
+/// ([`mbarrier_arrive_remote_sm90`], or a release cluster arrive).
+pub fn st_cluster_b32x4_sm90() -> Snippet {
+    let params = vec![
+        Param::scalar("addr", "uint32_t"),
+        Param::scalar("rank", "uint32_t"),
+        Param::regs("v", "uint32_t", 4, Dir::In),
+    ];
+    let body = asm_stmt(
+        &lines(&[
+            "{",
+            ".reg .b32 rc_a;",
+            "mapa.shared::cluster.u32 rc_a, %0, %1;",
+            "st.shared::cluster.v4.b32 [rc_a], {%2, %3, %4, %5};",
+            "}",
+        ]),
+        &[],
+        &[
+            "\"r\"(addr)".into(),
+            "\"r\"(rank)".into(),
+            "\"r\"(v[0])".into(),
+            "\"r\"(v[1])".into(),
+            "\"r\"(v[2])".into(),
+            "\"r\"(v[3])".into(),
+        ],
+        true,
+    );
+    Snippet::build("rc_st_cluster_b32x4_sm90", Arch::SM80, 1, params, &on_sm90(&body, ""))
+}
+
+/// `rc_mbarrier_arrive_remote_sm90(mbar, rank)`: one arrival on the mbarrier at shared
+/// address `mbar` of CTA `rank` of the cluster (`mapa` +
+/// `mbarrier.arrive.release.cluster.shared::cluster.b64`: this thread's earlier stores,
+/// remote ones included, are visible to a thread that observes the phase with an acquire
+/// at cluster scope, [`mbarrier_wait_parity_cluster_sm90`]) on sm_90; nothing before.
+pub fn mbarrier_arrive_remote_sm90() -> Snippet {
+    let params = vec![Param::scalar("mbar", "uint32_t"), Param::scalar("rank", "uint32_t")];
+    let body = asm_stmt(
+        &lines(&[
+            "{",
+            ".reg .b32 rc_b;",
+            "mapa.shared::cluster.u32 rc_b, %0, %1;",
+            "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [rc_b];",
+            "}",
+        ]),
+        &[],
+        &["\"r\"(mbar)".into(), "\"r\"(rank)".into()],
+        true,
+    );
+    Snippet::build(
+        "rc_mbarrier_arrive_remote_sm90",
+        Arch::SM80,
+        1,
+        params,
+        &on_sm90(&body, ""),
+    )
+}
+
+/// `rc_mbarrier_wait_parity_cluster_sm90(mbar, parity)`: like
+/// [`mbarrier_wait_parity_sm90`] with acquire at cluster scope
+/// (`mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64`): what peers stored before
+/// their release arrivals ([`mbarrier_arrive_remote_sm90`]) is visible after it, on sm_90;
+/// nothing before.
+pub fn mbarrier_wait_parity_cluster_sm90() -> Snippet {
+    let params = vec![Param::scalar("mbar", "uint32_t"), Param::scalar("parity", "uint32_t")];
+    let probe = asm_stmt(
+        &lines(&[
+            "{",
+            ".reg .pred rc_p;",
+            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 rc_p, [%1], %2;",
+            "selp.u32 %0, 1, 0, rc_p;",
+            "}",
+        ]),
+        &["\"=r\"(done)".into()],
+        &["\"r\"(mbar)".into(), "\"r\"(parity)".into()],
+        true,
+    );
+    let body = format!("uint32_t done = 0u;\nwhile (!done) {{\n{probe}}}\n");
+    Snippet::build(
+        "rc_mbarrier_wait_parity_cluster_sm90",
+        Arch::SM80,
+        1,
+        params,
+        &on_sm90(&body, ""),
+    )
+}
+
+/// `rc_cluster_arrive_release_sm90()`: `barrier.cluster.arrive.aligned` (release: this
+/// thread's earlier stores, remote ones included, are visible to the cluster's threads
+/// after their wait) by every thread of the CTA on sm_90; nothing before.
+pub fn cluster_arrive_release_sm90() -> Snippet {
+    let body = asm_stmt(&["barrier.cluster.arrive.aligned;".into()], &[], &[], true);
+    Snippet::build(
+        "rc_cluster_arrive_release_sm90",
+        Arch::SM80,
+        32,
+        vec![],
+        &on_sm90(&body, ""),
+    )
+}
+
+/// `rc_mbarrier_wait_parity_diag_sm90(mbar, parity, acq_cluster)`: a diagnostic parity
+/// wait that gives up after about 2e9 clocks and prints where (never in a generated unit).
+pub fn mbarrier_wait_parity_diag_sm90() -> Snippet {
+    let params = vec![Param::scalar("mbar", "uint32_t"), Param::scalar("parity", "uint32_t")];
+    let probe = asm_stmt(
+        &lines(&[
+            "{",
+            ".reg .pred rc_p;",
+            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 rc_p, [%1], %2;",
+            "selp.u32 %0, 1, 0, rc_p;",
+            "}",
+        ]),
+        &["\"=r\"(done)".into()],
+        &["\"r\"(mbar)".into(), "\"r\"(parity)".into()],
+        true,
+    );
+    let body = format!(
+        "uint32_t done = 0u;\nconst long long t0 = clock64();\nwhile (!done) {{\n{probe}if (clock64() - t0 > 2000000000LL) {{ printf(\"rcute-diag rank0 wait gave up: block %d %d %d thread %d\\n\", (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z, (int)threadIdx.x); break; }}\n}}\n"
+    );
+    Snippet::build(
+        "rc_mbarrier_wait_parity_diag_sm90",
+        Arch::SM80,
+        1,
+        params,
+        &on_sm90(&body, ""),
+    )
+}
+
 /// `rc_ld_dsmem_f32x4(addr, rank, v)`: four floats at shared address `addr` (this CTA's
 /// 32-bit shared offset) of CTA `rank` of the cluster (`mapa.shared::cluster` +
 /// `ld.shared::cluster.v4.f32`) on sm_90; zeros before.
@@ -282,6 +445,11 @@ pub fn all() -> Vec<Snippet> {
         cluster_wait_sm90(),
         push_barrier_init_sm90(),
         mbarrier_wait_parity_sm90(),
+        push_barrier_init_arrivals_sm90(),
+        st_cluster_b32x4_sm90(),
+        mbarrier_arrive_remote_sm90(),
+        mbarrier_wait_parity_cluster_sm90(),
+        cluster_arrive_release_sm90(),
     ];
     v.extend([1, 2, 4].into_iter().filter_map(st_async_b32));
     v

@@ -281,6 +281,13 @@ impl AwqStreamed {
             cluster_wait_sm90(),
             st_async_b32(4).expect("a 16-byte st.async exists"),
             mbarrier_wait_parity_sm90(),
+            rcute_atom::cluster_dsmem::push_barrier_init_arrivals_sm90(),
+            rcute_atom::cluster_dsmem::st_cluster_b32x4_sm90(),
+            rcute_atom::cluster_dsmem::mbarrier_arrive_remote_sm90(),
+            rcute_atom::cluster_dsmem::mbarrier_wait_parity_cluster_sm90(),
+            rcute_atom::cluster_dsmem::cluster_arrive_release_sm90(),
+            rcute_atom::cluster_dsmem::cluster_sync_relaxed_sm90(),
+            rcute_atom::cluster_dsmem::mbarrier_wait_parity_diag_sm90(),
         ];
         self
     }

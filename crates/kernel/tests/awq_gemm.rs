@@ -742,3 +742,27 @@ fn clustered_streamed_sum_pushes_without_a_gpu_fence() {
         }
     }
 }
+
+/// EXPERIMENT (awqpush): SASS of the push variants (`RCUTE_PUSH_VARIANT`).
+#[test]
+fn push_variant_sass_probe() {
+    let Some(tk) = toolkit_for_test() else { return };
+    for cfg in [
+        AwqGemmConfig::new(Element::F16, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring(),
+        AwqGemmConfig::new(Element::F16, [16, 64, 64], [16, 1], 2, 4).streamed(),
+    ] {
+        let g = generate(&cfg.cluster_push()).unwrap();
+        let ck = clean(tk, &g, Arch::Sm90a);
+        let Some(k) = &ck.sass else { continue };
+        let mut seen: Vec<String> = Vec::new();
+        for o in k.opcodes() {
+            if ["MEMBAR", "FENCE", "SYNCS", "UCGABAR", "STAS", "CCTL", "ERRBAR", "BAR", "ST.E", "STS", "ATOMS", "MAPA"]
+                .iter()
+                .any(|p| o.starts_with(p))
+            {
+                seen.push(o.to_string());
+            }
+        }
+        eprintln!("PROBE {} regs {}: {}", g.name, ck.resources.registers, seen.join(" "));
+    }
+}

@@ -35,6 +35,16 @@ use super::{s, Emit};
 use crate::emit::Stmt;
 use rcute_collective::awq_streamed::{CLUSTER_BARRIER_BYTES, MAX_CLUSTER_SPLITS};
 
+/// EXPERIMENT (awqpush): the push protocol variant, `RCUTE_PUSH_VARIANT`.
+fn variant() -> String {
+    std::env::var("RCUTE_PUSH_VARIANT").unwrap_or_else(|_| "async".into())
+}
+
+/// EXPERIMENT (awqpush): bounded rank-0 wait and progress prints, `RCUTE_PUSH_DIAG=1`.
+fn diag() -> bool {
+    std::env::var("RCUTE_PUSH_DIAG").is_ok_and(|v| v == "1")
+}
+
 impl Emit<'_> {
     /// `clustered`, the push area's offset `cluster_off` and the address `cbar` of its
     /// barrier: declared twice, in the prelude's block and before the epilogue's chunks,
@@ -86,18 +96,30 @@ impl Emit<'_> {
                         "one arrival, made now with the peers' bytes: (splits - 1) x 32 bytes x rows x the tile's {} word columns below N8",
                         8 * wn
                     )),
-                    s(format!(
-                        "rc_push_barrier_init_sm90(cbar, (uint32_t)((splits - 1) * 32 * rows * min({}, N8 - (int)blockIdx.x * {})))",
-                        8 * wn,
-                        8 * wn
-                    )),
+                    s(match variant().as_str() {
+                        "plain" => format!(
+                            "rc_push_barrier_init_arrivals_sm90(cbar, (uint32_t)((splits - 1) * rows * min({}, N8 - (int)blockIdx.x * {})))",
+                            8 * wn,
+                            8 * wn
+                        ),
+                        "bar" => "(void)0".to_string(),
+                        _ => format!(
+                            "rc_push_barrier_init_sm90(cbar, (uint32_t)((splits - 1) * 32 * rows * min({}, N8 - (int)blockIdx.x * {})))",
+                            8 * wn,
+                            8 * wn
+                        ),
+                    }),
                 ],
             ),
             Stmt::Comment(
                 "every thread arrives once; the peers wait before their first push (the init is published by its own fence)"
                     .into(),
             ),
-            s("rc_cluster_arrive_relaxed_sm90()"),
+            s(if variant() == "sync" {
+                "rc_cluster_sync_relaxed_sm90()"
+            } else {
+                "rc_cluster_arrive_relaxed_sm90()"
+            }),
         ];
         vec![
             Stmt::Comment("the clustered split-K sum's push barrier (streamed_cluster.rs)".into()),
@@ -110,7 +132,15 @@ impl Emit<'_> {
     /// first push.
     fn cluster_peer_wait(&self) -> Vec<Stmt> {
         let mut v = self.cluster_decls();
-        v.push(when("clustered && blockIdx.z != 0", vec![s("rc_cluster_wait_sm90()")]));
+        if variant() != "sync" {
+            v.push(when("clustered && blockIdx.z != 0", vec![s("rc_cluster_wait_sm90()")]));
+        }
+        if variant() == "bar" {
+            v.push(when(
+                "clustered && blockIdx.z == 0",
+                vec![s("rc_cluster_wait_sm90()"), s("rc_cluster_sync_relaxed_sm90()")],
+            ));
+        }
         v
     }
 
@@ -171,7 +201,29 @@ impl Emit<'_> {
     /// loads the clustered sum follows (`streamed_cluster_sum`).
     pub(super) fn cluster_after_chunks(&self) -> Vec<Stmt> {
         if self.st().push {
-            return vec![when("splits == 1 || clustered", vec![Stmt::Return])];
+            let mut fin = vec![];
+            if diag() {
+                fin.push(when(
+                    "clustered && threadIdx.x == 0",
+                    vec![s("printf(\"rcute-diag done block %d %d %d\\n\", (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z)")],
+                ));
+            }
+            match variant().as_str() {
+                "keep" => fin.push(when(
+                    "clustered",
+                    vec![
+                        when("blockIdx.z == 0", vec![s("rc_cluster_wait_sm90()")]),
+                        s("rc_cluster_sync_relaxed_sm90()"),
+                    ],
+                )),
+                "bar" => fin.push(when(
+                    "clustered && blockIdx.z != 0",
+                    vec![s("rc_cluster_arrive_release_sm90()")],
+                )),
+                _ => {}
+            }
+            fin.push(when("splits == 1 || clustered", vec![Stmt::Return]));
+            return fin;
         }
         vec![
             when("splits == 1", vec![Stmt::Return]),
@@ -192,7 +244,12 @@ impl Emit<'_> {
             cond: "blockIdx.z == 0".into(),
             then: vec![
                 Stmt::Comment("rank 0: every peer's bytes have landed (phase 0 of the push barrier)".into()),
-                s("rc_mbarrier_wait_parity_sm90(cbar, 0u)"),
+                s(match (variant().as_str(), diag()) {
+                    ("bar", _) => "(void)0",
+                    (_, true) => "rc_mbarrier_wait_parity_diag_sm90(cbar, 0u)",
+                    ("plain", false) => "rc_mbarrier_wait_parity_cluster_sm90(cbar, 0u)",
+                    _ => "rc_mbarrier_wait_parity_sm90(cbar, 0u)",
+                }),
                 Stmt::Comment("rank order from zero, as the sum of the splits always was: 0 + rank 0 + rank 1 + ...".into()),
                 Stmt::Decl {
                     ty: "float".into(),
@@ -238,9 +295,24 @@ impl Emit<'_> {
                 ),
                 Stmt::decl("const uint32_t", "lo[4]", format!("{{{}}}", bits(0))),
                 Stmt::decl("const uint32_t", "hi[4]", format!("{{{}}}", bits(1))),
-                s("rc_st_async_b32x4(dst, cbar, 0u, lo)"),
-                s("rc_st_async_b32x4(dst + 16, cbar, 0u, hi)"),
-            ],
+            ]
+            .into_iter()
+            .chain(match variant().as_str() {
+                "plain" => vec![
+                    s("rc_st_cluster_b32x4_sm90(dst, 0u, lo)"),
+                    s("rc_st_cluster_b32x4_sm90(dst + 16, 0u, hi)"),
+                    s("rc_mbarrier_arrive_remote_sm90(cbar, 0u)"),
+                ],
+                "bar" => vec![
+                    s("rc_st_cluster_b32x4_sm90(dst, 0u, lo)"),
+                    s("rc_st_cluster_b32x4_sm90(dst + 16, 0u, hi)"),
+                ],
+                _ => vec![
+                    s("rc_st_async_b32x4(dst, cbar, 0u, lo)"),
+                    s("rc_st_async_b32x4(dst + 16, cbar, 0u, hi)"),
+                ],
+            })
+            .collect(),
         }]
     }
 }

@@ -495,7 +495,7 @@ pub fn select_awq_streamed(m: usize, n: usize, k: usize, sms: usize, element: El
     if m > 16 || 2 * ctas <= sms || ctas > sms || k > 2 * staged_k(&cfg) {
         return None;
     }
-    Some((cfg, 2.min(k.div_ceil(64).max(1) as u32)))
+    Some(two_splits_pushed(cfg, k))
 }
 
 /// Most rows of `x` that [`select_awq_streamed_wide`] takes (measured at 1, 4, 5 and 8
@@ -676,7 +676,15 @@ pub fn select_awq_streamed_checkpoint(
     if m > 16 || 2 * ctas <= sms || ctas > sms || k > 2 * staged_k(&cfg) || !k.is_multiple_of(16) {
         return None;
     }
-    Some((cfg, 2.min(k.div_ceil(64).max(1) as u32)))
+    Some(two_splits_pushed(cfg, k))
+}
+
+/// EXPERIMENT (awqpush): `cfg` with two K splits, summed by pushes where
+/// `RCUTE_PUSH_RULES=1`.
+fn two_splits_pushed(cfg: AwqGemmConfig, k: usize) -> (AwqGemmConfig, u32) {
+    let splits = 2.min(k.div_ceil(64).max(1) as u32);
+    let push = std::env::var("RCUTE_PUSH_RULES").is_ok_and(|v| v == "1");
+    (if splits == 2 && push { cfg.cluster_push() } else { cfg }, splits)
 }
 
 /// Most rows of `x` that [`select_awq_streamed_checkpoint_wide`] takes (measured at 1, 4
