@@ -1,31 +1,31 @@
 //! Distributed shared memory for kernels that run on sm_80 and on sm_90: the cluster's
-//! size, cluster barriers (release or relaxed arrive with the wait, or either half
-//! alone), a 16-byte load from a peer CTA's shared memory, an mbarrier that counts the bytes
-//! peers push into this CTA's shared memory, the push itself (`st.async` into a peer
-//! CTA's shared memory, completing bytes on that CTA's mbarrier) and the parity wait on
-//! the mbarrier. Each is guarded by the architecture (before sm_90 a kernel is never
-//! launched in clusters: the size is 1, the load gives zeros and the others do nothing), so one generated unit
+//! size, cluster barriers (release or relaxed arrive with the wait), a 16-byte load from
+//! a peer CTA's shared memory, an mbarrier that counts the bytes peers push into this
+//! CTA's shared memory, the push itself (`st.async` into a peer CTA's shared memory,
+//! completing bytes on that CTA's mbarrier) and the parity wait on the mbarrier. Each is
+//! guarded by the architecture (before sm_90 a kernel is never launched in clusters: the
+//! size is 1, the load gives zeros and the others do nothing), so one generated unit
 //! compiles for both and takes the cluster path only where the launch asked for clusters.
 //!
 //! Two clustered split-K sums: by loads, every rank leaves its partials in its own shared
 //! memory, a cluster barrier publishes them ([`cluster_sync_sm90`]), rank 0 reads them
 //! ([`ld_dsmem_f32x4`]) and a second barrier ([`cluster_sync_relaxed_sm90`]) keeps the
-//! peers alive until it has. By pushes: rank 0 initialises its mbarrier
-//! with one arrival and the peers' bytes as expected transactions
-//! ([`push_barrier_init_sm90`], which also publishes the init to the cluster) and every
-//! thread of the cluster arrives once early ([`cluster_arrive_relaxed_sm90`]); a peer
-//! waits for that barrier ([`cluster_wait_sm90`]) before its first push
-//! ([`st_async_b32`]) and may exit after its last; rank 0 waits for the bytes
+//! peers alive until it has. By pushes: rank 0 initialises its mbarrier with one arrival
+//! and the peers' bytes as expected transactions ([`push_barrier_init_sm90`], which also
+//! publishes the init to the cluster) and every thread of the cluster meets at a relaxed
+//! cluster barrier ([`cluster_sync_relaxed_sm90`]) before any push; a peer pushes
+//! ([`st_async_b32`]) and may exit after its last push; rank 0 waits for the bytes
 //! ([`mbarrier_wait_parity_sm90`]). No release fence: on sm_90 a release
 //! `barrier.cluster.arrive` is a GPU-scope fence (`MEMBAR.ALL.GPU`), which waits for the
-//! thread's outstanding global stores too.
+//! thread's outstanding global stores too. (An arrive without its wait, in a CTA that
+//! then exits, kept compute-sanitizer's racecheck from finishing: every arrive here has
+//! its wait.)
 //!
 //! ```
 //! use rcute_atom::cluster_dsmem::*;
 //! let all = [
 //!     cluster_size_sm90(),
-//!     cluster_arrive_relaxed_sm90(),
-//!     cluster_wait_sm90(),
+//!     cluster_sync_relaxed_sm90(),
 //!     push_barrier_init_sm90(),
 //!     st_async_b32(4).unwrap(),
 //!     mbarrier_wait_parity_sm90(),
@@ -119,32 +119,11 @@ pub fn cluster_size_sm90() -> Snippet {
     .returning("uint32_t")
 }
 
-/// `rc_cluster_arrive_relaxed_sm90()`: `barrier.cluster.arrive.relaxed.aligned` by every
-/// thread of the CTA on sm_90 (orders no memory: the mbarrier init it publishes has its
-/// own fence, [`push_barrier_init_sm90`]); nothing before.
-pub fn cluster_arrive_relaxed_sm90() -> Snippet {
-    let body = asm_stmt(&["barrier.cluster.arrive.relaxed.aligned;".into()], &[], &[], true);
-    Snippet::build(
-        "rc_cluster_arrive_relaxed_sm90",
-        Arch::SM80,
-        32,
-        vec![],
-        &on_sm90(&body, ""),
-    )
-}
-
-/// `rc_cluster_wait_sm90()`: `barrier.cluster.wait.aligned` (acquire) by every thread of
-/// the CTA on sm_90: every non-exited thread of the cluster has arrived; nothing before.
-pub fn cluster_wait_sm90() -> Snippet {
-    let body = asm_stmt(&["barrier.cluster.wait.aligned;".into()], &[], &[], true);
-    Snippet::build("rc_cluster_wait_sm90", Arch::SM80, 32, vec![], &on_sm90(&body, ""))
-}
-
 /// `rc_push_barrier_init_sm90(mbar, bytes)` (one thread): the mbarrier at shared address
 /// `mbar` initialised with one arrival, that arrival made with `bytes` expected
 /// transactions (`mbarrier.arrive.expect_tx`: phase 0 completes when peers have pushed
 /// `bytes` bytes), and the init published to the cluster
-/// (`fence.mbarrier_init.release.cluster`, before the cluster arrive) on sm_90; nothing
+/// (`fence.mbarrier_init.release.cluster`, before the cluster barrier) on sm_90; nothing
 /// before.
 ///
 /// ```
@@ -241,169 +220,6 @@ pub fn mbarrier_wait_parity_sm90() -> Snippet {
     )
 }
 
-/// `rc_push_barrier_init_arrivals_sm90(mbar, count)` (one thread): the mbarrier at shared
-/// address `mbar` initialised with `count` arrivals (phase 0 completes when peers have
-/// made them, [`mbarrier_arrive_remote_sm90`]) and the init published to the cluster
-/// (`fence.mbarrier_init.release.cluster`, before the cluster arrive) on sm_90; nothing
-/// before.
-///
-/// ```
-/// let s = rcute_atom::cluster_dsmem::push_barrier_init_arrivals_sm90();
-/// assert!(s.code.contains("mbarrier.init.shared::cta.b64 [%0], %1;"));
-/// assert!(!s.code.contains("expect_tx"));
-/// ```
-pub fn push_barrier_init_arrivals_sm90() -> Snippet {
-    let params = vec![Param::scalar("mbar", "uint32_t"), Param::scalar("count", "uint32_t")];
-    let body = asm_stmt(
-        &lines(&[
-            "mbarrier.init.shared::cta.b64 [%0], %1;",
-            "fence.mbarrier_init.release.cluster;",
-        ]),
-        &[],
-        &["\"r\"(mbar)".into(), "\"r\"(count)".into()],
-        true,
-    );
-    Snippet::build(
-        "rc_push_barrier_init_arrivals_sm90",
-        Arch::SM80,
-        1,
-        params,
-        &on_sm90(&body, ""),
-    )
-}
-
-/// `rc_st_cluster_b32x4_sm90(addr, rank, v)`: the four words `v` to shared address `addr`
-/// of CTA `rank` of the cluster (this CTA's 32-bit offset, mapped by `mapa.shared::cluster`;
-/// a plain weak `st.shared::cluster.v4.b32`, 16-byte aligned) on sm_90; nothing before.
-/// Made visible to the receiving CTA by a release that follows it in this thread
-/// ([`mbarrier_arrive_remote_sm90`], or a release cluster arrive).
-pub fn st_cluster_b32x4_sm90() -> Snippet {
-    let params = vec![
-        Param::scalar("addr", "uint32_t"),
-        Param::scalar("rank", "uint32_t"),
-        Param::regs("v", "uint32_t", 4, Dir::In),
-    ];
-    let body = asm_stmt(
-        &lines(&[
-            "{",
-            ".reg .b32 rc_a;",
-            "mapa.shared::cluster.u32 rc_a, %0, %1;",
-            "st.shared::cluster.v4.b32 [rc_a], {%2, %3, %4, %5};",
-            "}",
-        ]),
-        &[],
-        &[
-            "\"r\"(addr)".into(),
-            "\"r\"(rank)".into(),
-            "\"r\"(v[0])".into(),
-            "\"r\"(v[1])".into(),
-            "\"r\"(v[2])".into(),
-            "\"r\"(v[3])".into(),
-        ],
-        true,
-    );
-    Snippet::build("rc_st_cluster_b32x4_sm90", Arch::SM80, 1, params, &on_sm90(&body, ""))
-}
-
-/// `rc_mbarrier_arrive_remote_sm90(mbar, rank)`: one arrival on the mbarrier at shared
-/// address `mbar` of CTA `rank` of the cluster (`mapa` +
-/// `mbarrier.arrive.release.cluster.shared::cluster.b64`: this thread's earlier stores,
-/// remote ones included, are visible to a thread that observes the phase with an acquire
-/// at cluster scope, [`mbarrier_wait_parity_cluster_sm90`]) on sm_90; nothing before.
-pub fn mbarrier_arrive_remote_sm90() -> Snippet {
-    let params = vec![Param::scalar("mbar", "uint32_t"), Param::scalar("rank", "uint32_t")];
-    let body = asm_stmt(
-        &lines(&[
-            "{",
-            ".reg .b32 rc_b;",
-            "mapa.shared::cluster.u32 rc_b, %0, %1;",
-            "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [rc_b];",
-            "}",
-        ]),
-        &[],
-        &["\"r\"(mbar)".into(), "\"r\"(rank)".into()],
-        true,
-    );
-    Snippet::build(
-        "rc_mbarrier_arrive_remote_sm90",
-        Arch::SM80,
-        1,
-        params,
-        &on_sm90(&body, ""),
-    )
-}
-
-/// `rc_mbarrier_wait_parity_cluster_sm90(mbar, parity)`: like
-/// [`mbarrier_wait_parity_sm90`] with acquire at cluster scope
-/// (`mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64`): what peers stored before
-/// their release arrivals ([`mbarrier_arrive_remote_sm90`]) is visible after it, on sm_90;
-/// nothing before.
-pub fn mbarrier_wait_parity_cluster_sm90() -> Snippet {
-    let params = vec![Param::scalar("mbar", "uint32_t"), Param::scalar("parity", "uint32_t")];
-    let probe = asm_stmt(
-        &lines(&[
-            "{",
-            ".reg .pred rc_p;",
-            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 rc_p, [%1], %2;",
-            "selp.u32 %0, 1, 0, rc_p;",
-            "}",
-        ]),
-        &["\"=r\"(done)".into()],
-        &["\"r\"(mbar)".into(), "\"r\"(parity)".into()],
-        true,
-    );
-    let body = format!("uint32_t done = 0u;\nwhile (!done) {{\n{probe}}}\n");
-    Snippet::build(
-        "rc_mbarrier_wait_parity_cluster_sm90",
-        Arch::SM80,
-        1,
-        params,
-        &on_sm90(&body, ""),
-    )
-}
-
-/// `rc_cluster_arrive_release_sm90()`: `barrier.cluster.arrive.aligned` (release: this
-/// thread's earlier stores, remote ones included, are visible to the cluster's threads
-/// after their wait) by every thread of the CTA on sm_90; nothing before.
-pub fn cluster_arrive_release_sm90() -> Snippet {
-    let body = asm_stmt(&["barrier.cluster.arrive.aligned;".into()], &[], &[], true);
-    Snippet::build(
-        "rc_cluster_arrive_release_sm90",
-        Arch::SM80,
-        32,
-        vec![],
-        &on_sm90(&body, ""),
-    )
-}
-
-/// `rc_mbarrier_wait_parity_diag_sm90(mbar, parity, acq_cluster)`: a diagnostic parity
-/// wait that gives up after about 2e9 clocks and prints where (never in a generated unit).
-pub fn mbarrier_wait_parity_diag_sm90() -> Snippet {
-    let params = vec![Param::scalar("mbar", "uint32_t"), Param::scalar("parity", "uint32_t")];
-    let probe = asm_stmt(
-        &lines(&[
-            "{",
-            ".reg .pred rc_p;",
-            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 rc_p, [%1], %2;",
-            "selp.u32 %0, 1, 0, rc_p;",
-            "}",
-        ]),
-        &["\"=r\"(done)".into()],
-        &["\"r\"(mbar)".into(), "\"r\"(parity)".into()],
-        true,
-    );
-    let body = format!(
-        "uint32_t done = 0u;\nconst long long t0 = clock64();\nwhile (!done) {{\n{probe}if (clock64() - t0 > 2000000000LL) {{ printf(\"rcute-diag rank0 wait gave up: block %d %d %d thread %d\\n\", (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z, (int)threadIdx.x); break; }}\n}}\n"
-    );
-    Snippet::build(
-        "rc_mbarrier_wait_parity_diag_sm90",
-        Arch::SM80,
-        1,
-        params,
-        &on_sm90(&body, ""),
-    )
-}
-
 /// `rc_ld_dsmem_f32x4(addr, rank, v)`: four floats at shared address `addr` (this CTA's
 /// 32-bit shared offset) of CTA `rank` of the cluster (`mapa.shared::cluster` +
 /// `ld.shared::cluster.v4.f32`) on sm_90; zeros before.
@@ -441,15 +257,8 @@ pub fn all() -> Vec<Snippet> {
         cluster_sync_relaxed_sm90(),
         ld_dsmem_f32x4(),
         cluster_size_sm90(),
-        cluster_arrive_relaxed_sm90(),
-        cluster_wait_sm90(),
         push_barrier_init_sm90(),
         mbarrier_wait_parity_sm90(),
-        push_barrier_init_arrivals_sm90(),
-        st_cluster_b32x4_sm90(),
-        mbarrier_arrive_remote_sm90(),
-        mbarrier_wait_parity_cluster_sm90(),
-        cluster_arrive_release_sm90(),
     ];
     v.extend([1, 2, 4].into_iter().filter_map(st_async_b32));
     v
