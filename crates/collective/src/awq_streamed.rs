@@ -66,8 +66,8 @@
 
 use crate::lane_ring::LaneRing;
 use rcute_atom::cluster_dsmem::{
-    cluster_size_sm90, cluster_sync_relaxed_sm90, cluster_sync_sm90,
-    ld_dsmem_f32x4, mbarrier_wait_parity_sm90, push_barrier_init_sm90, st_async_b32,
+    cluster_size_sm90, cluster_sync_relaxed_sm90, cluster_sync_sm90, ld_dsmem_f32x4, mbarrier_wait_parity_sm90,
+    push_barrier_init_sm90, st_async_b32,
 };
 use rcute_atom::copy_cp_async::{cp_async, CacheOp};
 use rcute_atom::copy_ldst::ld_global_stream;

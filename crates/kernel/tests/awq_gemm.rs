@@ -721,11 +721,17 @@ fn clustered_streamed_sum_pushes_without_a_gpu_fence() {
         assert!(init < dep_wait, "{}: the init comes before the wait", g.name);
         // every thread of the cluster arrives and waits once, after the init, before the
         // grid-dependency wait (an arrive without its wait kept racecheck from finishing)
-        let sync = src.find("rc_cluster_sync_relaxed_sm90();").expect("the prelude's cluster barrier");
+        let sync = src
+            .find("rc_cluster_sync_relaxed_sm90();")
+            .expect("the prelude's cluster barrier");
         assert!(init < sync && sync < dep_wait, "{}", g.name);
         assert_eq!(src.matches("rc_cluster_sync_relaxed_sm90();").count(), 1, "{}", g.name);
         let after_loop = &src[src.find("for (int s0 = 0;").expect("the step loop")..];
-        assert!(!after_loop.contains("rc_cluster_sync"), "{}: no cluster barrier after the loop", g.name);
+        assert!(
+            !after_loop.contains("rc_cluster_sync"),
+            "{}: no cluster barrier after the loop",
+            g.name
+        );
         assert_eq!(after_loop.matches("rc_st_async_b32x4(").count(), 2, "{}", g.name);
         let Some(tk) = toolkit_for_test() else { continue };
         let ck = clean(tk, &g, Arch::Sm90a);
