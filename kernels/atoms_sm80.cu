@@ -488,28 +488,6 @@ __device__ __forceinline__ uint32_t rc_cluster_size_sm90() {
   #endif
 }
 
-__device__ __forceinline__ void rc_cluster_arrive_relaxed_sm90() {
-  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "barrier.cluster.arrive.relaxed.aligned;\n"
-      : 
-      : 
-      : "memory");
-  #else
-  #endif
-}
-
-__device__ __forceinline__ void rc_cluster_wait_sm90() {
-  #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "barrier.cluster.wait.aligned;\n"
-      : 
-      : 
-      : "memory");
-  #else
-  #endif
-}
-
 __device__ __forceinline__ void rc_push_barrier_init_sm90(uint32_t mbar, uint32_t bytes) {
   #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
@@ -1580,34 +1558,6 @@ extern "C" __global__ void rc_test_rc_cluster_size_sm90(uint32_t const* __restri
   __syncthreads();
   uint32_t rc_ret = rc_cluster_size_sm90();
   { uint64_t rc_r = (uint64_t)rc_ret; rc_my_out[0] = (uint32_t)rc_r; }
-  __syncthreads();
-  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
-}
-
-extern "C" __global__ void rc_test_rc_cluster_arrive_relaxed_sm90(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
-  const uint32_t rc_tid = threadIdx.x;
-  uint32_t const* rc_my_in = rc_in + rc_tid * 1;
-  uint32_t* rc_my_out = rc_out + rc_tid * 1;
-  __shared__ __align__(128) uint32_t rc_smem_words[1];
-  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
-  __shared__ __align__(8) uint64_t rc_mbar[1];
-  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
-  __syncthreads();
-  rc_cluster_arrive_relaxed_sm90();
-  __syncthreads();
-  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
-}
-
-extern "C" __global__ void rc_test_rc_cluster_wait_sm90(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
-  const uint32_t rc_tid = threadIdx.x;
-  uint32_t const* rc_my_in = rc_in + rc_tid * 1;
-  uint32_t* rc_my_out = rc_out + rc_tid * 1;
-  __shared__ __align__(128) uint32_t rc_smem_words[1];
-  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
-  __shared__ __align__(8) uint64_t rc_mbar[1];
-  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
-  __syncthreads();
-  rc_cluster_wait_sm90();
   __syncthreads();
   (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
 }

@@ -809,7 +809,7 @@ fn streamed_configs(e: rcute_atom::Element) -> Vec<AwqGemmConfig> {
         AwqGemmConfig::new(e, [16, 128, 64], [2, 2], 8, 4).streamed_shared_ring(),
         AwqGemmConfig::new(e, [8, 64, 64], [8, 1], 12, 4).streamed_shared_ring(),
         AwqGemmConfig::new(e, [8, 64, 64], [4, 1], 1, 4).streamed_shared_ring(),
-        // the two-split rules' kernels with the clustered sum by pushes (`_cpush`, an option)
+        // the two-split rules' kernels with the clustered sum by pushes (`_cpush`)
         AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 2, 4)
             .streamed_shared_ring()
             .cluster_push(),

@@ -1,31 +1,31 @@
 //! Distributed shared memory for kernels that run on sm_80 and on sm_90: the cluster's
-//! size, cluster barriers (release or relaxed arrive with the wait, or either half
-//! alone), a 16-byte load from a peer CTA's shared memory, an mbarrier that counts the bytes
-//! peers push into this CTA's shared memory, the push itself (`st.async` into a peer
-//! CTA's shared memory, completing bytes on that CTA's mbarrier) and the parity wait on
-//! the mbarrier. Each is guarded by the architecture (before sm_90 a kernel is never
-//! launched in clusters: the size is 1, the load gives zeros and the others do nothing), so one generated unit
+//! size, cluster barriers (release or relaxed arrive with the wait), a 16-byte load from
+//! a peer CTA's shared memory, an mbarrier that counts the bytes peers push into this
+//! CTA's shared memory, the push itself (`st.async` into a peer CTA's shared memory,
+//! completing bytes on that CTA's mbarrier) and the parity wait on the mbarrier. Each is
+//! guarded by the architecture (before sm_90 a kernel is never launched in clusters: the
+//! size is 1, the load gives zeros and the others do nothing), so one generated unit
 //! compiles for both and takes the cluster path only where the launch asked for clusters.
 //!
 //! Two clustered split-K sums: by loads, every rank leaves its partials in its own shared
 //! memory, a cluster barrier publishes them ([`cluster_sync_sm90`]), rank 0 reads them
 //! ([`ld_dsmem_f32x4`]) and a second barrier ([`cluster_sync_relaxed_sm90`]) keeps the
-//! peers alive until it has. By pushes: rank 0 initialises its mbarrier
-//! with one arrival and the peers' bytes as expected transactions
-//! ([`push_barrier_init_sm90`], which also publishes the init to the cluster) and every
-//! thread of the cluster arrives once early ([`cluster_arrive_relaxed_sm90`]); a peer
-//! waits for that barrier ([`cluster_wait_sm90`]) before its first push
-//! ([`st_async_b32`]) and may exit after its last; rank 0 waits for the bytes
+//! peers alive until it has. By pushes: rank 0 initialises its mbarrier with one arrival
+//! and the peers' bytes as expected transactions ([`push_barrier_init_sm90`], which also
+//! publishes the init to the cluster) and every thread of the cluster meets at a relaxed
+//! cluster barrier ([`cluster_sync_relaxed_sm90`]) before any push; a peer pushes
+//! ([`st_async_b32`]) and may exit after its last push; rank 0 waits for the bytes
 //! ([`mbarrier_wait_parity_sm90`]). No release fence: on sm_90 a release
 //! `barrier.cluster.arrive` is a GPU-scope fence (`MEMBAR.ALL.GPU`), which waits for the
-//! thread's outstanding global stores too.
+//! thread's outstanding global stores too. (An arrive without its wait, in a CTA that
+//! then exits, kept compute-sanitizer's racecheck from finishing: every arrive here has
+//! its wait.)
 //!
 //! ```
 //! use rcute_atom::cluster_dsmem::*;
 //! let all = [
 //!     cluster_size_sm90(),
-//!     cluster_arrive_relaxed_sm90(),
-//!     cluster_wait_sm90(),
+//!     cluster_sync_relaxed_sm90(),
 //!     push_barrier_init_sm90(),
 //!     st_async_b32(4).unwrap(),
 //!     mbarrier_wait_parity_sm90(),
@@ -119,32 +119,11 @@ pub fn cluster_size_sm90() -> Snippet {
     .returning("uint32_t")
 }
 
-/// `rc_cluster_arrive_relaxed_sm90()`: `barrier.cluster.arrive.relaxed.aligned` by every
-/// thread of the CTA on sm_90 (orders no memory: the mbarrier init it publishes has its
-/// own fence, [`push_barrier_init_sm90`]); nothing before.
-pub fn cluster_arrive_relaxed_sm90() -> Snippet {
-    let body = asm_stmt(&["barrier.cluster.arrive.relaxed.aligned;".into()], &[], &[], true);
-    Snippet::build(
-        "rc_cluster_arrive_relaxed_sm90",
-        Arch::SM80,
-        32,
-        vec![],
-        &on_sm90(&body, ""),
-    )
-}
-
-/// `rc_cluster_wait_sm90()`: `barrier.cluster.wait.aligned` (acquire) by every thread of
-/// the CTA on sm_90: every non-exited thread of the cluster has arrived; nothing before.
-pub fn cluster_wait_sm90() -> Snippet {
-    let body = asm_stmt(&["barrier.cluster.wait.aligned;".into()], &[], &[], true);
-    Snippet::build("rc_cluster_wait_sm90", Arch::SM80, 32, vec![], &on_sm90(&body, ""))
-}
-
 /// `rc_push_barrier_init_sm90(mbar, bytes)` (one thread): the mbarrier at shared address
 /// `mbar` initialised with one arrival, that arrival made with `bytes` expected
 /// transactions (`mbarrier.arrive.expect_tx`: phase 0 completes when peers have pushed
 /// `bytes` bytes), and the init published to the cluster
-/// (`fence.mbarrier_init.release.cluster`, before the cluster arrive) on sm_90; nothing
+/// (`fence.mbarrier_init.release.cluster`, before the cluster barrier) on sm_90; nothing
 /// before.
 ///
 /// ```
@@ -278,8 +257,6 @@ pub fn all() -> Vec<Snippet> {
         cluster_sync_relaxed_sm90(),
         ld_dsmem_f32x4(),
         cluster_size_sm90(),
-        cluster_arrive_relaxed_sm90(),
-        cluster_wait_sm90(),
         push_barrier_init_sm90(),
         mbarrier_wait_parity_sm90(),
     ];

@@ -25,7 +25,7 @@
 //! | `grid_dependency.rs` | programmatic dependent launch: `griddepcontrol.wait` / `.launch_dependents` |
 //! | `prefetch.rs` | `prefetch.global.L2`: a line of global memory into L2 (a hint) |
 //! | `sync.rs` | mbarriers, fences, named / cluster barriers, `elect.sync`, `setmaxnreg` |
-//! | `cluster_dsmem.rs` | cluster size, relaxed cluster arrive / wait, the push barrier (mbarrier with expected bytes), `st.async` pushes into a peer CTA's shared memory and the parity wait, guarded so sm_80 units compile |
+//! | `cluster_dsmem.rs` | cluster size, cluster barriers (release or relaxed), the push barrier (mbarrier with expected bytes), `st.async` pushes into a peer CTA's shared memory and the parity wait, guarded so sm_80 units compile |
 //! | `tma.rs` | [`TmaDescriptorSpec`]: validated `cuTensorMapEncodeTiled` parameters |
 //! | `tiled_mma.rs` | [`TiledMma`], [`ThrMma`]: `thrfrg_*`, `get_layout*_TV`, `partition_*` |
 //! | `tiled_copy.rs` | [`TiledCopy`]: `make_tiled_copy*`, `tidfrg_*`, `partition_S/D`, `retile` |

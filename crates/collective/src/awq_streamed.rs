@@ -66,8 +66,8 @@
 
 use crate::lane_ring::LaneRing;
 use rcute_atom::cluster_dsmem::{
-    cluster_arrive_relaxed_sm90, cluster_size_sm90, cluster_sync_relaxed_sm90, cluster_sync_sm90, cluster_wait_sm90,
-    ld_dsmem_f32x4, mbarrier_wait_parity_sm90, push_barrier_init_sm90, st_async_b32,
+    cluster_size_sm90, cluster_sync_relaxed_sm90, cluster_sync_sm90, ld_dsmem_f32x4, mbarrier_wait_parity_sm90,
+    push_barrier_init_sm90, st_async_b32,
 };
 use rcute_atom::copy_cp_async::{cp_async, CacheOp};
 use rcute_atom::copy_ldst::ld_global_stream;
@@ -158,9 +158,9 @@ pub struct AwqStreamed {
     /// partial chunks), cluster size, peer shared-memory load, cluster barrier without
     /// memory ordering (the other warps, and the barrier that keeps the peers' shared
     /// memory alive until rank 0 has read it); by pushes ([`AwqStreamed::push`]), cluster
-    /// size, rank 0's push barrier init, the early relaxed cluster arrive, the peers'
-    /// cluster wait before their first push, the 16-byte push (`st.async` into rank 0's
-    /// shared memory, bytes completed on its mbarrier) and rank 0's parity wait.
+    /// size, rank 0's push barrier init, the relaxed cluster barrier of the prelude that
+    /// publishes it, the 16-byte push (`st.async` into rank 0's shared memory, bytes
+    /// completed on its mbarrier) and rank 0's parity wait.
     pub cluster: Vec<Snippet>,
     /// Whether the clustered split-K sum pushes the peers' partial chunks into rank 0's
     /// shared memory ([`AwqStreamed::with_cluster_push`]).
@@ -253,22 +253,22 @@ impl AwqStreamed {
     /// The plan with the clustered split-K sum by pushes (`streamed_cluster.rs` of the
     /// kernel crate): rank 0 initialises a push barrier (an mbarrier expecting the peers'
     /// bytes) after everything it uses itself ([`AwqStreamed::cluster_offset_for`]) before
-    /// the stream, with one early relaxed cluster arrive of every thread; after the loop
-    /// each peer waits for that barrier, pushes its partial chunks into rank 0's shared
-    /// memory (`st.async`, completing bytes on the mbarrier) and exits; rank 0 waits on the
-    /// mbarrier and adds in rank order. Why: the sum by loads costs two cluster barriers
-    /// after the loop, the first a release arrive (a GPU-scope fence, `MEMBAR.ALL.GPU`, in
-    /// every thread that wrote partial chunks). Measured (H100, BENCHMARKS.md, Session 24,
-    /// helper awqclu): 1 / 4 / 8 / 16 x 4096 x 4096 prepared 7.08-7.15 / 7.48-7.55 /
-    /// 8.06-8.10 / 9.14-9.24 us -> 6.69-6.75 / 7.17-7.29 / 7.53-7.56 / 8.52-8.57; the same
-    /// kernel with the push code ran one split (1 x 14336 x 4096) 4.6-5.0 % slower, so
-    /// only the clustered rules take it.
+    /// the stream and publishes it with one relaxed cluster barrier (arrive and wait, every
+    /// thread of the cluster); after the loop each peer pushes its partial chunks into
+    /// rank 0's shared memory (`st.async`, completing bytes on the mbarrier) and exits;
+    /// rank 0 waits on the mbarrier and adds in rank order. Why: the sum by loads costs two
+    /// cluster barriers after the loop, the first a release arrive (a GPU-scope fence,
+    /// `MEMBAR.ALL.GPU`, in every thread that wrote partial chunks). Measured (H100,
+    /// BENCHMARKS.md, Session 24, helper awqclu; Session 25, helper awqpush, this form):
+    /// 1 / 8 / 16 x 4096 x 4096 prepared 6.99-7.07 / 7.87-7.94 / 9.09-9.12 us -> 6.66-6.74
+    /// / 7.41-7.46 / 8.47-8.58; the same kernel with the push code ran one split (1 x 14336
+    /// x 4096) 4.6-5.0 % slower, so only the clustered rules take it.
     ///
     /// ```
     /// use rcute_collective::awq_streamed::{AwqStreamed, StreamedWeight};
     /// let s = AwqStreamed::new(8, [16, 1], 2, StreamedWeight::Prepared).unwrap().with_shared_ring();
     /// let p = s.clone().with_cluster_push();
-    /// assert_eq!((s.cluster.len(), p.cluster.len()), (4, 6));
+    /// assert_eq!((s.cluster.len(), p.cluster.len()), (4, 5));
     /// assert_eq!((s.cluster_bytes(), p.cluster_bytes()), (0, 16 + 64 * 32));
     /// // by loads, rank 0 reads the peers' chunks after the partial tiles
     /// assert_eq!(s.smem_bytes_for(8), p.smem_bytes_for(8).max(s.red_bytes_for(8) + s.part_bytes));
@@ -278,8 +278,7 @@ impl AwqStreamed {
         self.cluster = vec![
             cluster_size_sm90(),
             push_barrier_init_sm90(),
-            cluster_arrive_relaxed_sm90(),
-            cluster_wait_sm90(),
+            cluster_sync_relaxed_sm90(),
             st_async_b32(4).expect("a 16-byte st.async exists"),
             mbarrier_wait_parity_sm90(),
         ];

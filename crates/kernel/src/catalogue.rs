@@ -764,9 +764,18 @@ pub fn awq_streamed_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     vec![
         AwqGemmConfig::new(F16, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring(),
         AwqGemmConfig::new(BF16, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring(),
+        // the two-split rule's (`select_awq_streamed`): the clustered sum by pushes
+        AwqGemmConfig::new(F16, [8, 64, 64], [16, 1], 2, 4)
+            .streamed_shared_ring()
+            .cluster_push(),
+        AwqGemmConfig::new(BF16, [8, 64, 64], [16, 1], 2, 4)
+            .streamed_shared_ring()
+            .cluster_push(),
         AwqGemmConfig::new(F16, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring(),
         AwqGemmConfig::new(BF16, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring(),
-        AwqGemmConfig::new(F16, [16, 64, 64], [16, 1], 2, 4).streamed(),
+        AwqGemmConfig::new(F16, [16, 64, 64], [16, 1], 2, 4)
+            .streamed()
+            .cluster_push(),
         wide16(F16, 128, [8, 2]),
         wide16(BF16, 128, [8, 2]),
         wide16(F16, 64, [16, 1]),
@@ -816,7 +825,8 @@ fn awq_streamed_narrow_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 /// The register-streamed AWQ decode kernels on AutoAWQ's checkpoint words
 /// ([`rcute_collective::awq_streamed_checkpoint`]) that
 /// `ops::awq::select::select_awq_streamed_checkpoint` chooses for the unprepared op: f16
-/// (8 and 16 rows) and bf16 (8 rows), 16 warps along K with a ring of 4; and of
+/// (8 and 16 rows) and bf16 (8 rows), 16 warps along K with a ring of 4, two splits
+/// summed in a cluster by pushes (`_cpush`); and of
 /// `select_awq_streamed_checkpoint_wide` (up to 8 rows on wide weights, f16 and bf16), a
 /// ring of 2.
 pub fn awq_streamed_checkpoint_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
@@ -825,6 +835,7 @@ pub fn awq_streamed_checkpoint_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> 
     let wide = [F16, BF16].map(|e| AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 2, 1).streamed());
     awq_streamed_narrow_configs()
         .into_iter()
+        .map(AwqGemmConfig::cluster_push)
         .chain(wide)
         .map(AwqGemmConfig::streamed_checkpoint)
         .collect()

@@ -686,13 +686,13 @@ fn split_k_wgmma_kernels_add_only_the_split() {
 /// kernels (both rings, the catalogue's and the test's configurations, and on the
 /// checkpoint's words) on sm_90a: no GPU-scope fence anywhere in the kernel (the release
 /// cluster arrive of the sum by loads is a `MEMBAR.ALL.GPU`, asserted below; the slab
-/// path's fences are `MEMBAR.SC.GPU`), one early relaxed cluster arrive (`UCGABAR_ARV`)
-/// and the peers' wait before their pushes (`UCGABAR_WAIT`, with the one CTA barrier
-/// ptxas puts after it: 6 in all, less the one before the loop where each warp stages its
-/// `x`, against the sum by loads' 8), the pushes as 16-byte `st.async` (`STAS.128`), rank
-/// 0's parity wait (`SYNCS`) and no remote load. In the source: the push barrier is
-/// initialised in the prelude, before the grid-dependency wait, and after the loop no
-/// cluster barrier but the peers' wait.
+/// path's fences are `MEMBAR.SC.GPU`), one relaxed cluster barrier in the prelude
+/// (`UCGABAR_ARV`, `UCGABAR_WAIT` with the one CTA barrier ptxas puts after it: 6 in all,
+/// less the one before the loop where each warp stages its `x`, against the sum by loads'
+/// 8), the pushes as 16-byte `st.async` (`STAS.128`), rank 0's parity wait (`SYNCS`) and
+/// no remote load. In the source: the push barrier is initialised in the prelude and
+/// published by the cluster barrier, both before the grid-dependency wait, and after the
+/// loop no cluster barrier.
 #[test]
 fn clustered_streamed_sum_pushes_without_a_gpu_fence() {
     let mut cfgs: Vec<AwqGemmConfig> = Vec::new();
@@ -729,9 +729,19 @@ fn clustered_streamed_sum_pushes_without_a_gpu_fence() {
             .find("  rc_grid_dependency_wait();")
             .expect("the grid-dependency wait");
         assert!(init < dep_wait, "{}: the init comes before the wait", g.name);
+        // every thread of the cluster arrives and waits once, after the init, before the
+        // grid-dependency wait (an arrive without its wait kept racecheck from finishing)
+        let sync = src
+            .find("rc_cluster_sync_relaxed_sm90();")
+            .expect("the prelude's cluster barrier");
+        assert!(init < sync && sync < dep_wait, "{}", g.name);
+        assert_eq!(src.matches("rc_cluster_sync_relaxed_sm90();").count(), 1, "{}", g.name);
         let after_loop = &src[src.find("for (int s0 = 0;").expect("the step loop")..];
-        assert!(!after_loop.contains("rc_cluster_arrive"), "{}", g.name);
-        assert_eq!(after_loop.matches("rc_cluster_wait_sm90()").count(), 1, "{}", g.name);
+        assert!(
+            !after_loop.contains("rc_cluster_sync"),
+            "{}: no cluster barrier after the loop",
+            g.name
+        );
         assert_eq!(after_loop.matches("rc_st_async_b32x4(").count(), 2, "{}", g.name);
         let Some(tk) = toolkit_for_test() else { continue };
         let ck = clean(tk, &g, Arch::Sm90a);

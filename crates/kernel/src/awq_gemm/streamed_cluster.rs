@@ -10,10 +10,11 @@
 //!   its push barrier, an mbarrier after everything the CTA uses itself
 //!   ([`rcute_collective::awq_streamed::AwqStreamed::cluster_offset_for`]), with one
 //!   arrival made at once with the peers' partial bytes as expected transactions, and
-//!   publishes it; every thread of the cluster arrives (relaxed) once;
-//! * after the loop each other rank waits for that cluster barrier (long complete) and
-//!   pushes its partial chunks straight from registers into rank 0's push area
-//!   (`st.async`, each completing its bytes on rank 0's barrier), then exits;
+//!   publishes it; then every thread of the cluster arrives (relaxed) and waits once: the
+//!   barrier is initialised before any peer can push, and every arrive has its wait;
+//! * after the loop each other rank pushes its partial chunks straight from registers
+//!   into rank 0's push area (`st.async`, each completing its bytes on rank 0's barrier),
+//!   then exits;
 //! * rank 0 waits on its barrier's phase 0 (`mbarrier.try_wait.parity`) and adds the
 //!   peers' chunks to its own in rank order: `0 + rank 0 + rank 1 + ...`, the sum by
 //!   loads' (bit-identical).
@@ -23,12 +24,17 @@
 //! GPU-scope fence (`MEMBAR.ALL.GPU`) in the threads that wrote chunks, its second a round
 //! trip that kept the peers alive for rank 0's remote loads. A peer needs stay alive for
 //! nothing: rank 0 holds the memory it writes and waits for every byte before it reads or
-//! exits. Measured (helper awqclu): 1 / 4 / 8 / 16 x 4096 x 4096 -3 to -7 %; the same unit
-//! with the push code, launched in one split, 4.5-5 % slower at 1 x 14336 x 4096, hence
-//! an option of its own. No rule takes it yet: under compute-sanitizer's racecheck a
-//! launch with the push sum never finishes (it passes memcheck and synccheck, and runs
-//! bit-identical to the sum by loads on the GPU; BENCHMARKS.md, Session 24, lead), so the
-//! two-split rules keep the sum by loads until that is understood.
+//! exits. Measured (helpers awqclu, awqpush): 1 / 8 / 16 x 4096 x 4096 -4 to -7 %; the
+//! same unit with the push code, launched in one split, 4.5-5 % slower at 1 x 14336 x
+//! 4096, hence an option of its own that only the two-split rules take.
+//!
+//! The prelude's wait: session 24's form had every thread arrive there and only the peers
+//! wait, after the loop (rank 0 never waited). Under compute-sanitizer's racecheck that
+//! launch never finished, with the `st.async` pushes and with plain remote stores and a
+//! remote release arrive alike; with rank 0 waiting on the cluster barrier (here in the
+//! prelude, for every rank) racecheck completes with 0 hazards (BENCHMARKS.md, Session 25,
+//! helper awqpush). The wait costs nothing measurable: the cluster's CTAs start together,
+//! and it is over before the grid-dependency wait.
 
 use super::streamed::{decl_c, when};
 use super::{s, Emit};
@@ -74,8 +80,8 @@ impl Emit<'_> {
 
     /// The prelude's part (a block of its own): rank 0's barrier init with the bytes its
     /// peers push (`splits - 1` peers x 32 bytes per in-bounds chunk: `rows` rows x the
-    /// tile's word columns below `N8`), the early relaxed cluster arrive. Touches only this
-    /// CTA's shared memory.
+    /// tile's word columns below `N8`), then the cluster barrier (relaxed arrive and wait
+    /// by every thread). Touches only this CTA's shared memory.
     fn cluster_setup(&self) -> Vec<Stmt> {
         let wn = self.st().col_blocks;
         let init = vec![
@@ -94,24 +100,15 @@ impl Emit<'_> {
                 ],
             ),
             Stmt::Comment(
-                "every thread arrives once; the peers wait before their first push (the init is published by its own fence)"
+                "every thread of the cluster arrives and waits once: rank 0's barrier is initialised (published by its own fence) before any peer pushes"
                     .into(),
             ),
-            s("rc_cluster_arrive_relaxed_sm90()"),
+            s("rc_cluster_sync_relaxed_sm90()"),
         ];
         vec![
             Stmt::Comment("the clustered split-K sum's push barrier (streamed_cluster.rs)".into()),
             Stmt::Block([self.cluster_decls(), vec![when("clustered", init)]].concat()),
         ]
-    }
-
-    /// Before the epilogue's chunk loop: the declarations again, and a peer (rank > 0)
-    /// waits for the early cluster barrier, so rank 0's barrier is initialised before the
-    /// first push.
-    fn cluster_peer_wait(&self) -> Vec<Stmt> {
-        let mut v = self.cluster_decls();
-        v.push(when("clustered && blockIdx.z != 0", vec![s("rc_cluster_wait_sm90()")]));
-        v
     }
 
     /// The prelude's part with the sum by pushes ([`Self::cluster_setup`]); none by loads.
@@ -137,11 +134,11 @@ impl Emit<'_> {
         )]
     }
 
-    /// Before the epilogue's chunks: `clustered` (by loads), or the declarations again and
-    /// the peers' cluster wait ([`Self::cluster_peer_wait`], by pushes).
+    /// Before the epilogue's chunks: `clustered` (by loads), or the declarations again (by
+    /// pushes, [`Self::cluster_decls`]).
     pub(super) fn cluster_before_chunks(&self) -> Vec<Stmt> {
         if self.st().push {
-            return self.cluster_peer_wait();
+            return self.cluster_decls();
         }
         vec![decl_c(
             "const bool",

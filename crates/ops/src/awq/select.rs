@@ -495,7 +495,7 @@ pub fn select_awq_streamed(m: usize, n: usize, k: usize, sms: usize, element: El
     if m > 16 || 2 * ctas <= sms || ctas > sms || k > 2 * staged_k(&cfg) {
         return None;
     }
-    Some((cfg, 2.min(k.div_ceil(64).max(1) as u32)))
+    Some(two_splits_pushed(cfg, k))
 }
 
 /// Most rows of `x` that [`select_awq_streamed_wide`] takes (measured at 1, 4, 5 and 8
@@ -676,7 +676,29 @@ pub fn select_awq_streamed_checkpoint(
     if m > 16 || 2 * ctas <= sms || ctas > sms || k > 2 * staged_k(&cfg) || !k.is_multiple_of(16) {
         return None;
     }
-    Some((cfg, 2.min(k.div_ceil(64).max(1) as u32)))
+    Some(two_splits_pushed(cfg, k))
+}
+
+/// `cfg` with two K splits (one where K is one 64-row k-tile), summed in a cluster by
+/// pushes into split 0's shared memory ([`AwqGemmConfig::cluster_push`]) where two.
+/// Measured (H100, BENCHMARKS.md, Session 25, helper awqpush: the push barrier published
+/// by a full relaxed cluster barrier in the prelude, which racecheck completes on; the
+/// same kernels in every unit but the prelude's barrier and the epilogue): prepared 1 / 8
+/// / 16 x 4096 x 4096 6.99-7.07 / 7.87-7.94 / 9.09-9.12 us with the sum by loads,
+/// 6.66-6.74 / 7.41-7.46 / 8.47-8.58 by pushes; unprepared 8.64-8.71 / 9.54-9.55 /
+/// 11.06-11.11 against 8.18-8.23 / 9.01-9.09 / 10.71-10.78 (session 24's form, helper
+/// awqclu: the same gains).
+///
+/// ```
+/// use rcute_ops::awq::select::select_awq_streamed;
+/// let (cfg, splits) = select_awq_streamed(1, 4096, 4096, 132, rcute_atom::Element::F16).unwrap();
+/// assert!(cfg.cluster_push && splits == 2);
+/// let (cfg, splits) = select_awq_streamed(1, 4096, 64, 132, rcute_atom::Element::F16).unwrap();
+/// assert!(!cfg.cluster_push && splits == 1);
+/// ```
+fn two_splits_pushed(cfg: AwqGemmConfig, k: usize) -> (AwqGemmConfig, u32) {
+    let splits = 2.min(k.div_ceil(64).max(1) as u32);
+    (if splits == 2 { cfg.cluster_push() } else { cfg }, splits)
 }
 
 /// Most rows of `x` that [`select_awq_streamed_checkpoint_wide`] takes (measured at 1, 4
@@ -853,7 +875,14 @@ mod tests {
                         assert!(k % 16 == 0 && cfg.streamed && !cfg.prepared && m <= cfg.tile[0] as usize);
                         assert!(cfg.stages == 4 && !cfg.shared_ring, "{m}x{n}x{k}: ring {}", cfg.stages);
                         let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
-                        assert!(g.name.ends_with("_v1_streamed"), "{}", g.name);
+                        // two splits sum in a cluster by pushes
+                        let name = if splits == 2 {
+                            "_v1_streamed_cpush"
+                        } else {
+                            "_v1_streamed"
+                        };
+                        assert!(g.name.ends_with(name), "{}", g.name);
+                        assert_eq!(cfg.cluster_push, splits == 2);
                         let (_, run) = g.split_plan(k as i32, splits as i32);
                         let ctas = g.launch_config(m as i32, n as i32, run).grid.x as usize * run as usize;
                         assert!(
