@@ -121,8 +121,9 @@ pub struct AwqStreamed {
     pub ring: i64,
     /// B fragments (8 rows of `x` each) per step: `BM / 8`.
     pub b_frags: i64,
-    /// Most 64-row k-tiles of one split (the staged `x` holds that many):
-    /// [`X_ROW_TILES`]` / BM`.
+    /// Most 64-row k-tiles of one split (the staged `x` holds that many): by default
+    /// [`X_ROW_TILES`]` / BM` rounded down to a multiple of 4 (the fragment loads' bank
+    /// pattern needs it: 20 at 24 rows).
     pub max_k_tiles: i64,
     /// Words of one `t` plane of a staged `x` row: `8 max_k_tiles` (`j` = word / 4) plus
     /// [`X_PLANE_PAD_WORDS`].
@@ -177,7 +178,8 @@ impl AwqStreamed {
         if !rows_ok || k_slices < 1 || col_blocks < 1 || k_slices * col_blocks > 32 || ring < 1 {
             return None;
         }
-        let max_k_tiles = X_ROW_TILES / bm;
+        // a multiple of 4 tiles keeps the planes 2 (mod 32) words apart (24 rows: 20, not 21)
+        let max_k_tiles = X_ROW_TILES / bm / 4 * 4;
         let x_t_words = 8 * max_k_tiles + X_PLANE_PAD_WORDS;
         let red_row_floats = 64 + RED_ROW_PAD;
         Some(AwqStreamed {
@@ -503,7 +505,7 @@ mod tests {
     /// distinct bank pairs.
     #[test]
     fn staged_x_is_a_bijection_and_fragment_loads_are_conflict_free() {
-        for (bm, tiles) in [(8, 0), (16, 0), (16, 64), (24, 64), (32, 32)] {
+        for (bm, tiles) in [(8, 0), (16, 0), (16, 64), (24, 0), (24, 64), (32, 0), (32, 32)] {
             let s = AwqStreamed::new(bm, [4, 1], 8, StreamedWeight::Prepared).unwrap();
             let s = if tiles > 0 { s.with_staged_k_tiles(tiles) } else { s };
             let words = 32 * s.max_k_tiles;
