@@ -235,6 +235,9 @@ fn deepseek_like_e64_top6() {
 fn decode_configurations_match_reference() {
     use rcute_ops::tuning::MoeSpec;
     let listed = [
+        // the h100 table's DeepSeek T = 128 entry: the automatic stages (several CTAs a
+        // SM) with the weights' L2 prefetch size; first, so the sanitizer runs cover it
+        MoeSpec::new([16, 128, 64], [1, 4], 1).with_l2_prefetch(),
         MoeSpec::new([16, 128, 64], [1, 4], 1).with_stages(12),
         MoeSpec::new([16, 128, 64], [1, 4], 4).with_stages(12),
         MoeSpec::new([16, 128, 64], [1, 4], 2).with_stages(8),

@@ -285,7 +285,8 @@ const MAX_SPLIT_CTAS: usize = 2048;
 /// (rounded up to 16) with GEMM2 K splits 1 to 8 that keep four k-tiles each and at most
 /// 2048 GEMM2 CTAs, then each of those with a decode row tile (at most 32 rows) again with
 /// the deep pipelines of [`deep_stages`], then those deep ones again with the weights
-/// loaded with the L2 prefetch size (`l2`). GEMM2 on stream-K (`stream`) is not in the space: slower on
+/// loaded with the L2 prefetch size (`l2`), then the decode ones on the automatic stages
+/// with `l2`. GEMM2 on stream-K (`stream`) is not in the space: slower on
 /// every decode row measured (BENCHMARKS.md, session 13); `--config` and tables take it. The tuner's candidates are the ones the generator accepts; a tuning
 /// table entry in this space always fits a workspace of [`fused_moe_workspace_bytes`].
 ///
@@ -323,10 +324,18 @@ pub fn moe_space(tokens: usize, topk: usize, local: usize, hidden: usize, inter:
         .filter(|s| s.tile[0] <= DEEP_MAX_BM)
         .flat_map(|s| deep_stages(s.tile).into_iter().map(|st| s.with_stages(st)))
         .collect();
-    // the deep ones again with the weights' L2 prefetch size (`l2`)
+    // the deep ones again with the weights' L2 prefetch size (`l2`), then the decode
+    // tiles on the automatic stages with it (several CTAs a SM: DeepSeek-V2-Lite T = 80
+    // to 156 on an H100, BENCHMARKS.md session 25, helper moeds)
     let hinted: Vec<MoeSpec> = deep.iter().map(|s| s.with_l2_prefetch()).collect();
+    let shallow: Vec<MoeSpec> = out
+        .iter()
+        .filter(|s| s.tile[0] <= DEEP_MAX_BM)
+        .map(|s| s.with_l2_prefetch())
+        .collect();
     out.extend(deep);
     out.extend(hinted);
+    out.extend(shallow);
     out
 }
 
