@@ -174,8 +174,11 @@ pub fn select_awq_wgmma_split(
 /// assert!(c32.warps == [2, 1] && c32.stages == 6 && !c32.split_k);
 /// let (cfg, _) = select_awq_wgmma_prepared(16, 28672, 4096, 132, h, f16).unwrap();
 /// assert!(cfg.wgmma && cfg.prepared && cfg.warps == [2, 1] && cfg.stages == 8 && !cfg.weight_boxes);
-/// // the split-K choices take the tensor boxes
+/// // the split-K choices take the tensor boxes; 33 to 64 rows of a wide weight chained step pairs
 /// assert!(select_awq_wgmma_prepared(16, 14336, 4096, 132, h, f16).unwrap().0.weight_boxes);
+/// let chained = |m, n| select_awq_wgmma_prepared(m, n, 4096, 132, h, f16).unwrap().0.chained;
+/// assert_eq!((chained(33, 14336), chained(48, 14336), chained(64, 14336)), (true, true, true));
+/// assert_eq!((chained(32, 14336), chained(65, 14336), chained(64, 4096), chained(16, 14336)), (false, false, false, false));
 /// // 8 rows, a narrow weight at 16 rows, not sm_90: other rules
 /// assert_eq!((pick(8, 28672), pick(16, 4096)), (None, None));
 /// assert!(select_awq_wgmma_prepared(16, 28672, 4096, 132, (8, 0), f16).is_none());
@@ -189,9 +192,34 @@ pub fn select_awq_wgmma_prepared(
     element: Element,
 ) -> Option<(AwqGemmConfig, u32)> {
     select_awq_wgmma_split(m, n, k, sms, cc, element)
-        .map(|(cfg, splits)| (cfg.weight_boxes(), splits))
+        .map(|(cfg, splits)| (chained_split(cfg.weight_boxes(), m, n), splits))
         .or_else(|| select_awq_wgmma(m, n, k, sms, cc, element))
         .or_else(|| one_split_small(m, n, k, cc, element))
+}
+
+/// The rows (33 ..= 64) of a wide weight whose split-K box kernel (48 and 64 tokens) runs
+/// its k16 steps in chained pairs (`AwqGemmConfig::chained`): per word, two steps' A
+/// fragments converted and their two `wgmma`s issued back to back as one group, so each
+/// wait covers twice the tensor work.
+///
+/// Measured (helper awq64, session 25, **H100**; BENCHMARKS.md): `ncu` of the 64-token
+/// kernel at 64 x 14336 x 4096 shows it neither memory- nor tensor-bound (DRAM 30 % of
+/// peak, the tensor pipe 23 %, 0.35 instructions issued a scheduler cycle, 2.2 active
+/// warps a scheduler); the sweep's only gain is the chained pairs (-3 % at 40, 48 and 64
+/// rows); more or fewer stages, one consumer warpgroup, 3 splits, two resident CTAs of 32
+/// tokens and 128 tokens are flat or slower. The A B B A of the op: see
+/// `select_awq_wgmma_prepared`.
+pub const WGMMA_CHAINED_SPLIT_ROWS: std::ops::RangeInclusive<usize> = 33..=64;
+
+/// `cfg` (the split-K choice of [`select_awq_wgmma_split`] for `m` rows of `n` columns)
+/// with chained step pairs at [`WGMMA_CHAINED_SPLIT_ROWS`] of a wide weight (its 48- and
+/// 64-token tiles).
+fn chained_split(cfg: AwqGemmConfig, m: usize, n: usize) -> AwqGemmConfig {
+    if n >= DENSE_WIDE_N && WGMMA_CHAINED_SPLIT_ROWS.contains(&m) {
+        cfg.chained()
+    } else {
+        cfg
+    }
 }
 
 /// The first two split tiles of [`WGMMA_SPLIT_TILES`] (a wide weight's 16 tokens at 9 to
