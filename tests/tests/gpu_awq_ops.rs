@@ -598,8 +598,8 @@ fn awq_gemm_prepared_wgmma_matches_the_float64_reference() {
 /// (`weight_boxes`) against the float64 reference and bit-identical to the same kernel
 /// with the bulk runs (the same shared image): one consumer warpgroup (64 tokens), three
 /// along N (a box of 12 column blocks), two splitting the words (184 tokens persistent;
-/// 16 and 48 tokens split-K in 2 splits, 48 and 64 with chained step pairs as the op
-/// takes them at 33 to 64 rows; 32 tokens, two resident CTAs, in 3), on ragged M, N
+/// 16 and 48 tokens split-K in 2 splits, 48 (as the op takes it at 33 to 48 rows) and 64
+/// with chained step pairs; 32 tokens, two resident CTAs, in 3), on ragged M, N
 /// ending inside the CTA's columns (the box's zero fill past N), K ending inside a k-tile
 /// (352, 96, 48: its zero fill past K), G = 32 .. K, f16 and bf16; and the prepared op's
 /// own choices (the split-K ones take the boxes; sm_90 only).
@@ -625,7 +625,7 @@ fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         (c([16, 256, 64], [2, 1], 8).split_k(), 2),
         (c([32, 256, 64], [2, 1], 6).resident(2).split_k(), 3),
         (c([48, 256, 64], [2, 1], 8).split_k(), 2),
-        // the op's chained step pairs at 33 ..= 64 rows of a wide weight
+        // chained step pairs: the op's at 33 ..= 48 rows of a wide weight, the forced 64-token one
         (c([48, 256, 64], [2, 1], 8).split_k().chained(), 2),
         (c([64, 256, 64], [2, 1], 6).split_k().chained(), 2),
     ];

@@ -107,7 +107,7 @@ pub fn select_awq_wgmma_checkpoint(
         return None;
     }
     let (cfg, splits) = select_awq_wgmma_prepared(m, n, k, sms, cc, element)?;
-    // the prepared op's chained step pairs (33 to 64 rows) were not timed on the checkpoint's words
+    // the prepared op's chained step pairs (33 to 48 rows) were not timed on the checkpoint's words
     let cfg = AwqGemmConfig {
         chained: false,
         ..cfg.wgmma_checkpoint()
