@@ -598,7 +598,8 @@ fn awq_gemm_prepared_wgmma_matches_the_float64_reference() {
 /// (`weight_boxes`) against the float64 reference and bit-identical to the same kernel
 /// with the bulk runs (the same shared image): one consumer warpgroup (64 tokens), three
 /// along N (a box of 12 column blocks), two splitting the words (184 tokens persistent;
-/// 16 and 48 tokens split-K in 2 splits; 32 tokens, two resident CTAs, in 3), on ragged M, N
+/// 16 and 48 tokens split-K in 2 splits, 48 (as the op takes it at 33 to 48 rows) and 64
+/// with chained step pairs; 32 tokens, two resident CTAs, in 3), on ragged M, N
 /// ending inside the CTA's columns (the box's zero fill past N), K ending inside a k-tile
 /// (352, 96, 48: its zero fill past K), G = 32 .. K, f16 and bf16; and the prepared op's
 /// own choices (the split-K ones take the boxes; sm_90 only).
@@ -624,6 +625,9 @@ fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         (c([16, 256, 64], [2, 1], 8).split_k(), 2),
         (c([32, 256, 64], [2, 1], 6).resident(2).split_k(), 3),
         (c([48, 256, 64], [2, 1], 8).split_k(), 2),
+        // chained step pairs: the op's at 33 ..= 48 rows of a wide weight, the forced 64-token one
+        (c([48, 256, 64], [2, 1], 8).split_k().chained(), 2),
+        (c([64, 256, 64], [2, 1], 6).split_k().chained(), 2),
     ];
     let shapes = [
         (17, 576, 352, 32, true),
@@ -655,6 +659,8 @@ fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     let sms = ops.gpu().sm_count() as usize;
     let op_shapes = [
         (16, 11008, 256, 128, true),
+        (40, 14336, 352, 32, false),
+        (64, 14336, 256, 128, true),
         (24, 28672, 128, 128, false),
         (128, 14336, 128, 64, true),
         (1000, 14336, 64, 32, true),

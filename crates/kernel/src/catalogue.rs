@@ -648,7 +648,8 @@ pub fn awq_bulk_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 /// 192 tokens x 256 with two consumer warpgroups splitting each lane's four words and 6, 7,
 /// 6 and 6 stages; and the split-K kernels (`AwqGemmConfig::split_k`) that
 /// `ops::awq::select_split::select_awq_wgmma_split` takes: 16, 32, 48, 64 and 128 tokens x
-/// 256 on two consumer warpgroups splitting the words, 8, 6, 8, 6 and 6 stages, and the
+/// 256 on two consumer warpgroups splitting the words, 8, 6, 8, 6 and 6 stages (the
+/// 48-token one with chained step pairs, `AwqGemmConfig::chained`), and the
 /// 32-token one in one split (`select_awq_wgmma_prepared`); and the
 /// same kernels on the checkpoint's `qweight` (`AwqGemmConfig::wgmma_checkpoint`) that the
 /// unprepared op's `ops::awq::select_checkpoint_wgmma` takes
@@ -677,7 +678,8 @@ pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
                 AwqGemmConfig::new(e, [192, 256, 64], [2, 1], 6, 4).wgmma(),
                 split(16, 8),
                 split(32, 6),
-                split(48, 8),
+                // 33 ..= 48 rows of a wide weight: chained step pairs
+                split(48, 8).chained(),
                 split(64, 6),
                 split(128, 6),
                 // one split at 17 ..= 32 rows of a weight too wide for 2 splits

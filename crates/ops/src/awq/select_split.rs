@@ -144,7 +144,9 @@ pub fn select_awq_wgmma_split(
 /// the 32-token tile in one split (`one_split_small`: 6 stages). The unprepared op's
 /// `super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint` runs the same choice on
 /// the checkpoint's words. The split-K choices load their weight stages as one TMA tensor
-/// box (`AwqGemmConfig::weight_boxes`), the one-split ones as one bulk run per k16 block.
+/// box (`AwqGemmConfig::weight_boxes`), the one-split ones as one bulk run per k16 block;
+/// at 33 to 48 rows of a wide weight the split-K kernel runs its steps in chained pairs
+/// ([`WGMMA_CHAINED_SPLIT_ROWS`]).
 ///
 /// Measured (helper awqbox, session 23, **H100**, `rcute bench awq --group 128 --iters 10
 /// --config prepared-auto`, K = 4096, random data, weights rotated over >= 150 MB; main
@@ -174,8 +176,11 @@ pub fn select_awq_wgmma_split(
 /// assert!(c32.warps == [2, 1] && c32.stages == 6 && !c32.split_k);
 /// let (cfg, _) = select_awq_wgmma_prepared(16, 28672, 4096, 132, h, f16).unwrap();
 /// assert!(cfg.wgmma && cfg.prepared && cfg.warps == [2, 1] && cfg.stages == 8 && !cfg.weight_boxes);
-/// // the split-K choices take the tensor boxes
+/// // the split-K choices take the tensor boxes; 33 to 48 rows of a wide weight chained step pairs
 /// assert!(select_awq_wgmma_prepared(16, 14336, 4096, 132, h, f16).unwrap().0.weight_boxes);
+/// let chained = |m, n| select_awq_wgmma_prepared(m, n, 4096, 132, h, f16).unwrap().0.chained;
+/// assert_eq!((chained(33, 14336), chained(40, 14336), chained(48, 14336)), (true, true, true));
+/// assert_eq!((chained(32, 14336), chained(49, 14336), chained(64, 14336), chained(48, 4096)), (false, false, false, false));
 /// // 8 rows, a narrow weight at 16 rows, not sm_90: other rules
 /// assert_eq!((pick(8, 28672), pick(16, 4096)), (None, None));
 /// assert!(select_awq_wgmma_prepared(16, 28672, 4096, 132, (8, 0), f16).is_none());
@@ -189,9 +194,40 @@ pub fn select_awq_wgmma_prepared(
     element: Element,
 ) -> Option<(AwqGemmConfig, u32)> {
     select_awq_wgmma_split(m, n, k, sms, cc, element)
-        .map(|(cfg, splits)| (cfg.weight_boxes(), splits))
+        .map(|(cfg, splits)| (chained_split(cfg.weight_boxes(), m, n), splits))
         .or_else(|| select_awq_wgmma(m, n, k, sms, cc, element))
         .or_else(|| one_split_small(m, n, k, cc, element))
+}
+
+/// The rows (33 ..= 48) of a wide weight whose split-K box kernel (48 tokens) runs its
+/// k16 steps in chained pairs (`AwqGemmConfig::chained`): per word, two steps' A fragments
+/// converted and their two `wgmma`s issued back to back as one group, so each
+/// `wgmma.wait_group` covers twice the tensor work.
+///
+/// Measured (helper awq64, session 25, **H100**, K = 4096, G = 128, random data;
+/// BENCHMARKS.md): `ncu` of the 64-token split-K kernel at 64 x 14336 shows it neither
+/// memory- nor tensor-bound (DRAM 30 % of peak, the tensor pipe 23 %, one instruction
+/// issued every 2.9 cycles a scheduler, 2.2 active warps a scheduler, 112 CTAs on 132
+/// SMs): latency. Of a forced sweep (stages 4 / 6 / 8, one consumer warpgroup, 3 splits,
+/// 32 tokens with two resident CTAs, 128 tokens, the 32-row streamed tile) only the chained
+/// pairs gain (about -3 % at 40, 48 and 64 rows). `rcute bench awq --config prepared-auto`,
+/// main then this rule then this rule then main in one call, µs: 33 x 14336 24.92 -> 24.12,
+/// 24.02 <- 25.00 (-3.2 / -3.9 %), 48 x 14336 26.76 -> 25.65, 25.80 <- 26.69 (-4.1 / -3.3
+/// %), 40 x 14336 25.64 -> 24.91, 25.61 <- 25.70 (-2.8 / -0.4 %; the sweep's two runs -3.2
+/// / -3.3 %). The 64-token tile chained (49 ..= 64 rows) is not taken: 64 x 14336 30.12 ->
+/// 29.39, 29.15 <- 30.49 (-2.4 / -4.4 %, short of 3 % in one round); `--config
+/// wgmma-box:64x256,2x1,6,2,c2` forces it.
+pub const WGMMA_CHAINED_SPLIT_ROWS: std::ops::RangeInclusive<usize> = 33..=48;
+
+/// `cfg` (the split-K choice of [`select_awq_wgmma_split`] for `m` rows of `n` columns)
+/// with chained step pairs at [`WGMMA_CHAINED_SPLIT_ROWS`] of a wide weight (its 48-token
+/// tile).
+fn chained_split(cfg: AwqGemmConfig, m: usize, n: usize) -> AwqGemmConfig {
+    if n >= DENSE_WIDE_N && WGMMA_CHAINED_SPLIT_ROWS.contains(&m) {
+        cfg.chained()
+    } else {
+        cfg
+    }
 }
 
 /// The first two split tiles of [`WGMMA_SPLIT_TILES`] (a wide weight's 16 tokens at 9 to
