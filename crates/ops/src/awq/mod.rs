@@ -27,6 +27,8 @@ pub mod kernels;
 pub mod prefetch;
 pub mod prepared;
 pub mod reordered;
+#[cfg(test)]
+pub(crate) mod rule_launch;
 pub mod run;
 pub mod select;
 pub mod select_checkpoint;

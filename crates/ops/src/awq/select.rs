@@ -750,6 +750,7 @@ pub(crate) fn staged_k(cfg: &AwqGemmConfig) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::awq::rule_launch::{launch_of, launched};
 
     /// Wherever the streamed kernel is chosen, it is a valid streamed configuration whose
     /// splits stay the two it asks for (the staged `x` holds each split's K range, so the
@@ -767,11 +768,9 @@ mod tests {
                             continue;
                         };
                         chosen += 1;
-                        let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
                         assert!(cfg.streamed && m <= cfg.tile[0] as usize, "{m}x{n}x{k}");
-                        let (_, run) = g.split_plan(k as i32, splits as i32);
+                        let (run, ctas) = launched(&cfg, m, n, k, splits);
                         assert!(run <= 2, "{m}x{n}x{k}: {run} splits");
-                        let ctas = g.launch_config(m as i32, n as i32, run).grid.x as usize * run as usize;
                         // half to one wave (with both splits: K of one 64-row tile runs one)
                         assert!(
                             ctas <= sms && (run == 1 || 2 * ctas > sms),
@@ -800,9 +799,7 @@ mod tests {
                         };
                         chosen += 1;
                         assert!(select_awq_streamed(m, n, k, sms, e).is_none(), "{m}x{n}x{k}");
-                        let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
-                        let (_, run) = g.split_plan(k as i32, splits as i32);
-                        let ctas = g.launch_config(m as i32, n as i32, run).grid.x as usize;
+                        let (run, ctas) = launched(&cfg, m, n, k, splits);
                         assert!(
                             m <= WIDE_STREAMED_MAX_ROWS && run == 1 && ctas > sms && ctas <= 2 * sms,
                             "{m}x{n}x{k} on {sms}"
@@ -832,10 +829,7 @@ mod tests {
                         assert!(select_awq_streamed(m, n, k, sms, e).is_none(), "{m}x{n}x{k}");
                         assert!(select_awq_streamed_wide(m, n, k, sms, e).is_none(), "{m}x{n}x{k}");
                         assert!(cfg.streamed && cfg.prepared && cfg.shared_ring && cfg.stages == 4);
-                        let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
-                        let (_, run) = g.split_plan(k as i32, splits as i32);
-                        let lc = g.launch_config(m as i32, n as i32, run);
-                        let ctas = (lc.grid.x * lc.grid.y * lc.grid.z) as usize;
+                        let (run, ctas) = launched(&cfg, m, n, k, splits);
                         assert!(
                             m <= WAVE_STREAMED_MAX_ROWS && k % 16 == 0 && run == 1 && 2 * ctas > sms && ctas <= sms,
                             "{m}x{n}x{k} on {sms}: {ctas} CTAs, {run} splits"
@@ -883,8 +877,7 @@ mod tests {
                         };
                         assert!(g.name.ends_with(name), "{}", g.name);
                         assert_eq!(cfg.cluster_push, splits == 2);
-                        let (_, run) = g.split_plan(k as i32, splits as i32);
-                        let ctas = g.launch_config(m as i32, n as i32, run).grid.x as usize * run as usize;
+                        let (run, ctas) = launch_of(&g, m, n, k, splits);
                         assert!(
                             run <= 2 && ctas <= sms && (run == 1 || 2 * ctas > sms),
                             "{m}x{n}x{k} on {sms}: {ctas} CTAs, {run} splits"

@@ -204,6 +204,7 @@ pub fn select_awq_gemm_checkpoint(m: usize, n: usize, k: usize, sms: usize, elem
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::awq::rule_launch::launched;
 
     /// The one-wave streamed rule never overlaps the two other streamed rules, and wherever
     /// it is chosen its grid (row tiles x 64-column blocks, one split) is more than half a
@@ -225,10 +226,7 @@ mod tests {
                             select_awq_streamed_checkpoint_wide(m, n, k, sms, e).is_none(),
                             "{m}x{n}x{k}"
                         );
-                        let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
-                        let (_, run) = g.split_plan(k as i32, splits as i32);
-                        let lc = g.launch_config(m as i32, n as i32, run);
-                        let ctas = (lc.grid.x * lc.grid.y * lc.grid.z) as usize;
+                        let (run, ctas) = launched(&cfg, m, n, k, splits);
                         assert!(
                             run == 1 && 2 * ctas > sms && ctas <= 2 * sms,
                             "{m}x{n}x{k} on {sms}: {ctas}"

@@ -124,6 +124,7 @@ pub fn select_awq_streamed_wide16(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::awq::rule_launch::launched;
 
     /// Wherever chosen, the rule runs one split of its tile in more than three quarters and
     /// at most one wave of CTAs, K within the staged x, 9 to 16 rows in one row tile.
@@ -139,10 +140,7 @@ mod tests {
                             continue;
                         };
                         chosen += 1;
-                        let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
-                        let (_, run) = g.split_plan(k as i32, splits as i32);
-                        let lc = g.launch_config(m as i32, n as i32, run);
-                        let ctas = (lc.grid.x * lc.grid.y * lc.grid.z) as usize;
+                        let (run, ctas) = launched(&cfg, m, n, k, splits);
                         assert!(
                             (9..=16).contains(&m) && k % 16 == 0 && run == 1 && 4 * ctas > 3 * sms && ctas <= sms,
                             "{m}x{n}x{k} on {sms}: {ctas} CTAs, {run} splits"

@@ -137,6 +137,7 @@ pub fn select_awq_streamed_wide32(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::awq::rule_launch::launched;
 
     /// Wherever chosen, the rule runs its tile's splits (exactly) in more than three
     /// quarters and at most one wave of CTAs, M within one row tile of 17 to 32 rows.
@@ -152,15 +153,12 @@ mod tests {
                             continue;
                         };
                         chosen += 1;
-                        let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
-                        let (_, run) = g.split_plan(k as i32, splits as i32);
-                        let lc = g.launch_config(m as i32, n as i32, run);
-                        let ctas = (lc.grid.x * lc.grid.y * lc.grid.z) as usize;
+                        let (run, ctas) = launched(&cfg, m, n, k, splits);
                         assert!(
                             (17..=32).contains(&m)
                                 && m <= cfg.tile[0] as usize
                                 && run == splits as i32
-                                && lc.grid.y == 1
+                                && ctas == n.div_ceil(cfg.tile[1] as usize) * splits as usize
                                 && 4 * ctas > 3 * sms
                                 && ctas <= sms,
                             "{m}x{n}x{k} on {sms}: {ctas} CTAs, {run} splits"
