@@ -250,25 +250,34 @@ pub(super) fn token_state(v: u32) -> Vec<Stmt> {
     ]
 }
 
+fn layout_err(e: rcute_layout::LayoutError) -> MoeRoutingError {
+    MoeRoutingError::TooLarge(e.to_string())
+}
+
+/// Where lane `lane` of token `t` stores its round's id and weight: the row-major `[T, K]`
+/// outputs with a 64-bit row stride `ld_k` (both halves of the routing store through it).
+fn topk_out_index() -> Result<crate::emit::IndexExpr, MoeRoutingError> {
+    let topk = Layout::new(tuple!("T", "K"), tuple!("ld_k", 1)).map_err(layout_err)?;
+    index_expr(&topk, &["t", "lane"]).map_err(layout_err)
+}
+
 /// The first half of token `t`'s routing (one warp; `lane`, `ld_x`, `ld_k` and
 /// [`token_state`] in scope): load its logits, `k` rounds of a warp arg-max, and the
 /// stores of its ids (with `shared_ids`, also the shared copy `[T, K]`, row-major, for the
 /// fused top-k + alignment's alignment, [`super::topk_align`]). The ids need no softmax:
 /// the rounds select on the logits.
 pub(super) fn select_ids(ty: &str, load: &str, v: u32, shared_ids: Option<&str>) -> Result<Vec<Stmt>, MoeRoutingError> {
-    let cfg = |e: rcute_layout::LayoutError| MoeRoutingError::TooLarge(e.to_string());
-    // Row-major [T, E] logits and [T, K] ids with 64-bit row strides.
-    let logits = Layout::new(tuple!("T", "E"), tuple!("ld_x", 1)).map_err(cfg)?;
-    let topk = Layout::new(tuple!("T", "K"), tuple!("ld_k", 1)).map_err(cfg)?;
-    let x_ix = index_expr(&logits, &["t", "e"]).map_err(cfg)?;
-    let o_ix = index_expr(&topk, &["t", "lane"]).map_err(cfg)?;
+    // Row-major [T, E] logits with a 64-bit row stride.
+    let logits = Layout::new(tuple!("T", "E"), tuple!("ld_x", 1)).map_err(layout_err)?;
+    let x_ix = index_expr(&logits, &["t", "e"]).map_err(layout_err)?;
+    let o_ix = topk_out_index()?;
     let mut store = vec![
         Stmt::Comment(o_ix.comment.clone()),
         Stmt::assign(format!("topk_ids[{}]", o_ix.expr), "my_id"),
     ];
     if let Some(ids) = shared_ids {
-        let packed = Layout::new(tuple!("T", "K"), tuple!("K", 1)).map_err(cfg)?;
-        let s_ix = index_expr(&packed, &["t", "lane"]).map_err(cfg)?;
+        let packed = Layout::new(tuple!("T", "K"), tuple!("K", 1)).map_err(layout_err)?;
+        let s_ix = index_expr(&packed, &["t", "lane"]).map_err(layout_err)?;
         store.push(Stmt::Comment(format!("the shared copy: {}", s_ix.comment)));
         store.push(Stmt::assign(format!("{ids}[{}]", s_ix.expr), "my_id"));
     }
@@ -315,9 +324,7 @@ pub(super) fn select_ids(ty: &str, load: &str, v: u32, shared_ids: Option<&str>)
 /// lane, their sum in round order (shuffles, the order the rounds found them), and the
 /// stores of the weights.
 pub(super) fn weights(v: u32) -> Result<Vec<Stmt>, MoeRoutingError> {
-    let cfg = |e: rcute_layout::LayoutError| MoeRoutingError::TooLarge(e.to_string());
-    let topk = Layout::new(tuple!("T", "K"), tuple!("ld_k", 1)).map_err(cfg)?;
-    let o_ix = index_expr(&topk, &["t", "lane"]).map_err(cfg)?;
+    let o_ix = topk_out_index()?;
     Ok(vec![
         Stmt::Comment("softmax max and denominator: butterflies, every lane gets the result".into()),
         Stmt::decl("float", "m", "x[0]"),

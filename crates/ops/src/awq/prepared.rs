@@ -173,14 +173,14 @@ impl Ops {
         let sms = self.gpu().sm_count() as usize;
         // the 16-, 24- and 32-row streamed tiles (9 to 32 rows of a wide weight) before the
         // wgmma kernels
-        let streamed16 = |e| {
+        let wide_streamed = |e| {
             select_awq_streamed_wide16(m, n, k, sms, e)
                 .or_else(|| select_awq_streamed_wide32(m, n, k, sms, e))
                 .is_some()
         };
         if let Some(e) = element(w.tensors.scales.geo().dtype)
             .ok()
-            .filter(|&e| tma_x && !streamed16(e))
+            .filter(|&e| tma_x && !wide_streamed(e))
         {
             let wgmma = select_awq_wgmma_prepared(m, n, k, sms, cc, e);
             if let Some(forced) = wgmma {
