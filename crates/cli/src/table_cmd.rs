@@ -1,6 +1,6 @@
 //! `rcute table FILE... [--restamp OP ...] [--check]`: which entries of tuning tables this
 //! build applies, on the CPU (no GPU: an entry's fingerprint is a hash of the CUDA sources
-//! this build generates for it, `rcute_ops::tuning::kernel_fingerprint`).
+//! this build generates for it, `rcute_ops::tuning::Entry::state`).
 //!
 //! Every entry is listed with its key, its configuration, its measured time and its state:
 //! `applies`, `stale` (its kernels changed since it was measured: ops ignore it, and a lookup
@@ -15,7 +15,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use rcute_ops::tuning::{kernel_fingerprint, ConfigSpec, Entry, TuningTable};
+use rcute_ops::tuning::{EntryState, TuningTable};
 
 /// `rcute table` arguments.
 #[derive(clap::Args, Debug)]
@@ -33,45 +33,14 @@ pub struct TableArgs {
     pub check: bool,
 }
 
-/// An entry's state for this build.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EntryState {
-    /// Its fingerprint is this build's: ops apply it.
-    Applies,
-    /// Its kernels changed since it was measured.
-    Stale,
-    /// It has no fingerprint.
-    NoFingerprint,
-    /// Its configuration does not parse, or its kernels cannot be generated.
-    BadConfig,
-}
-
-impl EntryState {
-    fn label(self) -> &'static str {
-        match self {
-            EntryState::Applies => "applies",
-            EntryState::Stale => "stale",
-            EntryState::NoFingerprint => "no fingerprint",
-            EntryState::BadConfig => "bad config",
-        }
+/// How `rcute table` prints a state.
+fn label(state: EntryState) -> &'static str {
+    match state {
+        EntryState::Applies => "applies",
+        EntryState::Stale => "stale",
+        EntryState::NoFingerprint => "no fingerprint",
+        EntryState::BadConfig => "bad config",
     }
-}
-
-/// `e`'s state in a table whose header records `smem_optin`, and this build's fingerprint
-/// of it (where its configuration parses and its kernels generate).
-pub fn entry_state(e: &Entry, smem_optin: u32) -> (EntryState, Option<String>) {
-    let Ok(spec) = e.config.parse::<ConfigSpec>() else {
-        return (EntryState::BadConfig, None);
-    };
-    let Ok(now) = kernel_fingerprint(&e.key, &spec, smem_optin) else {
-        return (EntryState::BadConfig, None);
-    };
-    let state = match &e.fingerprint {
-        None => EntryState::NoFingerprint,
-        Some(f) if *f == now => EntryState::Applies,
-        Some(_) => EntryState::Stale,
-    };
-    (state, Some(now))
 }
 
 /// Re-stamp `t`'s stale entries of the ops in `ops` (`all`: every op); returns how many.
@@ -82,7 +51,7 @@ pub fn restamp(t: &mut TuningTable, ops: &[String]) -> usize {
         if !ops.iter().any(|op| op == "all" || *op == e.key.op) {
             continue;
         }
-        if let (EntryState::Stale, Some(now)) = entry_state(e, smem) {
+        if let (EntryState::Stale, Some(now)) = e.state(smem) {
             e.fingerprint = Some(now);
             n += 1;
         }
@@ -103,7 +72,7 @@ pub fn run(args: &TableArgs) -> Result<(String, bool), String> {
             if n > 0 {
                 std::fs::write(path, t.to_json()).map_err(|e| format!("{}: {e}", path.display()))?;
             }
-            writeln!(out, "{}: {n} stale entries re-stamped", path.display()).unwrap();
+            let _ = writeln!(out, "{}: {n} stale entries re-stamped", path.display());
         }
         let _ = writeln!(
             out,
@@ -113,13 +82,13 @@ pub fn run(args: &TableArgs) -> Result<(String, bool), String> {
             t.entries.len()
         );
         for e in &t.entries {
-            let (state, _) = entry_state(e, t.header.smem_optin);
+            let (state, _) = e.state(t.header.smem_optin);
             not_applying += usize::from(state != EntryState::Applies);
             let k = &e.key;
             let _ = writeln!(
                 out,
                 "  {:<14} {} {} {} {} m={} n={} k={}  {}  {:.1} us",
-                state.label(),
+                label(state),
                 k.op,
                 k.dtypes,
                 k.fusion,

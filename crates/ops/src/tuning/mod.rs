@@ -76,7 +76,7 @@ pub use op_specs::{AwqSpec, MoeSm90Spec, MoeSpec};
 pub use ops_tables::{gemm_key, OpsTuning, ON_MISS_SECONDS, SHIPPED};
 pub use probe_moe::{moe_entry_runs, moe_problem_key};
 pub use spec::{ConfigSpec, Sm80Spec, Sm90Spec, SpecError};
-pub use table::{Entry, Loaded, LoadedEntry, Tables, TuningTable};
+pub use table::{Entry, EntryState, Loaded, LoadedEntry, Tables, TuningTable};
 pub use tuned_kernel::TunedKernel;
 
 /// Whether ops consult tuning tables: the setting of `RCUTE_TUNING` ([`EnvChoice`]),

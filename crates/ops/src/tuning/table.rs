@@ -58,6 +58,55 @@ pub struct Entry {
     pub peer_us: Option<f64>,
 }
 
+/// What an [`Entry`] is to this build ([`Entry::state`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryState {
+    /// Its fingerprint is this build's: ops apply it.
+    Applies,
+    /// Its kernels changed since it was measured (another fingerprint): ops ignore it.
+    Stale,
+    /// It has no fingerprint: ops ignore it.
+    NoFingerprint,
+    /// Its configuration does not parse, or its kernels cannot be generated.
+    BadConfig,
+}
+
+impl Entry {
+    /// The entry's state for this build on a device with `smem_optin` bytes of opt-in
+    /// shared memory per block (its table header's), and this build's fingerprint of it
+    /// ([`super::kernel_fingerprint`]) where its configuration parses and its kernels
+    /// generate.
+    ///
+    /// ```
+    /// use rcute_ops::tuning::{Entry, EntryState, ProblemKey};
+    /// let e = Entry { key: ProblemKey::new("gemm", "bf16", "lincomb", "sm_90a", 16, 4096, 4096),
+    ///                 config: "sm90:64x128x64,pp,k2".into(), fingerprint: None, us: 12.0,
+    ///                 peer: None, peer_us: None };
+    /// let (state, now) = e.state(232448);
+    /// assert_eq!(state, EntryState::NoFingerprint);
+    /// let e = Entry { fingerprint: now, ..e };
+    /// assert_eq!(e.state(232448).0, EntryState::Applies);
+    /// let e = Entry { fingerprint: Some("0123456789abcdef".into()), ..e };
+    /// assert_eq!(e.state(232448).0, EntryState::Stale);
+    /// let e = Entry { config: "no such configuration".into(), ..e };
+    /// assert_eq!(e.state(232448), (EntryState::BadConfig, None));
+    /// ```
+    pub fn state(&self, smem_optin: u32) -> (EntryState, Option<String>) {
+        let Ok(spec) = self.config.parse::<ConfigSpec>() else {
+            return (EntryState::BadConfig, None);
+        };
+        let Ok(now) = super::kernel_fingerprint(&self.key, &spec, smem_optin) else {
+            return (EntryState::BadConfig, None);
+        };
+        let state = match &self.fingerprint {
+            None => EntryState::NoFingerprint,
+            Some(f) if *f == now => EntryState::Applies,
+            Some(_) => EntryState::Stale,
+        };
+        (state, Some(now))
+    }
+}
+
 /// A tuning table as stored.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TuningTable {
