@@ -803,6 +803,49 @@ fn gather_path_is_auto_bit_for_bit() {
     }
 }
 
+/// The cooperative SM90 GEMMs launched with one CTA (cluster) per tile
+/// (`MoeOptions::per_tile`, `GroupedGrid::PerTile`) run the persistent kernels' tiles with
+/// the same code, so their layer is bit-identical to the persistent grid's: on 2x1 clusters
+/// (`Sm90Cluster`, odd and even row-tile counts per expert) and on 1x1 (`Sm90Narrow`), at
+/// E = 8, top-2, T = 4000 (~8 row tiles per expert) and T = 300 (~1 row tile, experts
+/// left empty by the rounding), and close to the SM80 family.
+#[test]
+fn per_tile_grid_is_the_persistent_layer_bit_for_bit() {
+    let Some(ops) = ops() else { return };
+    if ops.gpu().compute_capability() != (9, 0) {
+        eprintln!("not an sm_90 GPU: nothing to check");
+        return;
+    }
+    let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for &t in cases(&[4000, 300]) {
+        let per_tile = |path| MoeOptions {
+            per_tile: Some(true),
+            ..with_path(MoeOptions::default(), path)
+        };
+        let layers = [
+            per_tile(MoePath::Sm90Cluster),
+            with_path(MoeOptions::default(), MoePath::Sm90Cluster),
+            per_tile(MoePath::Sm90Narrow),
+            with_path(MoeOptions::default(), MoePath::Sm90Narrow),
+            with_path(MoeOptions::default(), MoePath::Sm80),
+        ];
+        let [tc, pc, tn, pn, sm80] = prefill_layers(&ops, "per_tile", (8, 2, 256, 1024, t), layers);
+        let sm80_f: Vec<f64> = sm80.iter().map(|v| v.to_f64()).collect();
+        check_close(&format!("T={t}: per-tile 2x1 clusters vs SM80 family"), &tc, &sm80_f);
+        check_close(&format!("T={t}: per-tile 1x1 vs SM80 family"), &tn, &sm80_f);
+        assert_eq!(
+            bits(&tc),
+            bits(&pc),
+            "T={t}: per-tile grid on clusters differs from the persistent one"
+        );
+        assert_eq!(
+            bits(&tn),
+            bits(&pn),
+            "T={t}: per-tile grid on 1x1 differs from the persistent one"
+        );
+    }
+}
+
 /// The layer of `e` experts, top-`k`, `h` x `i`, over `t` random tokens routed by seeded
 /// uniform logits (renormalised), on each of `paths`: the outputs.
 fn prefill_paths<const P: usize>(

@@ -57,7 +57,9 @@ pub struct BenchMoeArgs {
     /// row tiles of one expert (`MoeOptions::walk_band`, e.g. `sm90-pingpong,b4`);
     /// `,gather` / `,tma` forces GEMM1's gathering form (the token rows copied by its
     /// producer, no row gather) on or off (`MoeOptions::gather`, e.g. `sm90,gather` or
-    /// `sm90-narrow,gather`; on `auto` it holds where the rule runs the SM90 family).
+    /// `sm90-narrow,gather`; on `auto` it holds where the rule runs the SM90 family);
+    /// `,tiles` / `,persistent` launches the cooperative SM90 GEMMs with one CTA (cluster)
+    /// per tile or on persistent CTAs (`MoeOptions::per_tile`).
     #[arg(long = "path", default_values_t = ["auto".to_string()])]
     pub path: Vec<String>,
     /// A MoE configuration of either family (repeatable; the tuning tables' text form,
@@ -254,7 +256,8 @@ impl Peer {
 }
 
 /// The `--path` values: each path with its fields after commas as layer options:
-/// `b<BAND>` (the walk band), `gather` / `tma` (GEMM1 gathering its rows itself or not).
+/// `b<BAND>` (the walk band), `gather` / `tma` (GEMM1 gathering its rows itself or not),
+/// `tiles` / `persistent` (the cooperative SM90 GEMMs' grid: one CTA per tile or not).
 fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
     v.iter()
         .map(|p| {
@@ -267,6 +270,8 @@ fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
                 match f {
                     "gather" => opts.gather = Some(true),
                     "tma" => opts.gather = Some(false),
+                    "tiles" => opts.per_tile = Some(true),
+                    "persistent" => opts.per_tile = Some(false),
                     _ => {
                         let b = f.strip_prefix('b').ok_or(format!("--path {p}: unknown field {f:?}"))?;
                         let band = b
@@ -281,7 +286,8 @@ fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
         .collect()
 }
 
-/// The row name of a layer on `opts`' path, band and GEMM1 form, e.g. `sm90pingpong,b4,gather`.
+/// The row name of a layer on `opts`' path, band, GEMM1 form and grid, e.g.
+/// `sm90pingpong,b4,gather` or `auto,tiles`.
 fn path_name(opts: &MoeOptions) -> String {
     let mut name = format!("{:?}", opts.path).to_lowercase();
     if let Some(b) = opts.walk_band {
@@ -290,6 +296,11 @@ fn path_name(opts: &MoeOptions) -> String {
     match opts.gather {
         Some(true) => name += ",gather",
         Some(false) => name += ",tma",
+        None => {}
+    }
+    match opts.per_tile {
+        Some(true) => name += ",tiles",
+        Some(false) => name += ",persistent",
         None => {}
     }
     name
@@ -596,7 +607,7 @@ mod tests {
     use super::{parse_paths, path_name};
     use rcute_ops::moe::MoePath;
 
-    /// `--path` fields after the name: the band and GEMM1's form, in any order; the row
+    /// `--path` fields after the name: the band, GEMM1's form and the grid, in any order; the row
     /// name spells them back; an unknown field is an error.
     #[test]
     fn path_fields_force_the_band_and_gemm1s_form() {
@@ -620,5 +631,15 @@ mod tests {
         assert_eq!((g.path, g.gather), (MoePath::Sm90, Some(true)));
         assert_eq!(path_name(&g), "sm90,gather");
         assert!(parse_paths(&v(&["sm90-gather"])).is_err());
+        // The SM90 GEMMs' grid: one CTA per tile or persistent.
+        let [t, p] = <[_; 2]>::try_from(parse_paths(&v(&["auto,tiles", "sm90-cluster,persistent"])).unwrap()).unwrap();
+        assert_eq!(
+            (t.path, t.per_tile, p.path, p.per_tile),
+            (MoePath::Auto, Some(true), MoePath::Sm90Cluster, Some(false))
+        );
+        assert_eq!(
+            (path_name(&t).as_str(), path_name(&p).as_str()),
+            ("auto,tiles", "sm90cluster,persistent")
+        );
     }
 }

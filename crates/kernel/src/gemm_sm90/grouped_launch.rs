@@ -216,6 +216,25 @@ impl GeneratedGemmSm90 {
         })
     }
 
+    /// [`GroupedGrid::PerTile`]'s launch configuration: one CTA (on 2x1 clusters, one
+    /// cluster) per work id of the scheduler, up to the alignment's capacity `M / BM` row
+    /// tiles (ids past this routing's rows return at once).
+    pub fn grouped_per_tile_launch_config(&self, a: &Sm90GroupedArgs) -> Result<LaunchConfig, GemmError> {
+        let p = self.grouped_scheduler_params(a)?;
+        let ctas = p.total_work.saturating_mul(u64::from(p.cluster[0] * p.cluster[1]));
+        let grid = scheduler(&self.config)
+            .grid(&p, ctas.min(u64::from(u32::MAX)) as u32, None)
+            .map_err(|e| GemmError::Shape(e.to_string()))?;
+        let lc = LaunchConfig::new(grid, self.threads)
+            .with_dynamic_smem(self.smem_bytes)
+            .with_programmatic_dependency(true);
+        Ok(if grouped_cluster::clustered(&self.config) {
+            lc.with_cluster(p.cluster_dim())
+        } else {
+            lc
+        })
+    }
+
     /// The tensor maps of A (`[K, M]`, boxes `(BK, BM)`) and B (`[K, rows, experts]`,
     /// boxes `(BK, BN)`, or `(BK, BN / 2)` with SwiGLU: a gate and an up box per stage).
     /// On 2x1 clusters every box is half a tile: `(BK, BM / 2)` and `(BK, BN / 2)`.
@@ -249,8 +268,23 @@ impl GeneratedGemmSm90 {
     }
 }
 
-/// Launch a grouped SM90 kernel with at most `max_ctas` persistent CTAs (usually the SM
-/// count) on the thread's launch stream.
+/// How the work ids of a grouped SM90 launch meet its CTAs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupedGrid {
+    /// At most this many persistent CTAs (usually the SM count; on clusters at most as many
+    /// clusters as the GPU holds at once), CTA `c` walking ids `c, c + grid, ...`. Over many
+    /// waves the CTAs drift apart, and the ids in flight at once spread over more than one
+    /// wave of the walk.
+    Persistent(u32),
+    /// One CTA (cluster) per work id ([`GeneratedGemmSm90::grouped_per_tile_launch_config`]):
+    /// the hardware starts them in id order as SMs free up, so the tiles in flight are
+    /// always about one wave of consecutive ids of the walk (the kernel is the same; its
+    /// persistent loop runs once). Meant for the cooperative schedule: on ping-pong a CTA
+    /// would hold one tile, and one of its two consumer warpgroups would idle.
+    PerTile,
+}
+
+/// Launch a grouped SM90 kernel on `grid` ([`GroupedGrid`]) on the thread's launch stream.
 ///
 /// # Safety
 ///
@@ -262,7 +296,7 @@ pub unsafe fn launch_grouped(
     f: &Function,
     g: &GeneratedGemmSm90,
     a: &Sm90GroupedArgs,
-    max_ctas: u32,
+    grid: GroupedGrid,
 ) -> Result<(), GemmError> {
     crate::gemm_sm80::check_name(f, &g.name)?;
     let maps = g.grouped_tensor_maps(a)?;
@@ -279,7 +313,12 @@ pub unsafe fn launch_grouped(
         KernelArgs::new().tensor_map(&enc(&maps[0], a.a)?)
     };
     let ka = ka.tensor_map(&tb).i32(a.m).i32(a.n).i32(a.k).i32(1).blob(&blob);
-    let lc = fitting_launch(f, g.config.schedule, |c| g.grouped_launch_config_with(a, max_ctas, c))?;
+    let lc = match grid {
+        GroupedGrid::Persistent(max_ctas) => {
+            fitting_launch(f, g.config.schedule, |c| g.grouped_launch_config_with(a, max_ctas, c))?
+        }
+        GroupedGrid::PerTile => g.grouped_per_tile_launch_config(a)?,
+    };
     let early_trigger = crate::grid_dependency::early_trigger_for(f, &lc);
     let ka = g
         .grouped_tail_args(a, early_trigger)?
@@ -296,8 +335,37 @@ mod tests {
     use super::*;
     use crate::gemm_sm90::launch::tests::kernel_params;
     use crate::grouped_gemm::{
-        sm90_config, sm90_fp8_config, sm90_gather_config, sm90_pingpong_config, GroupedEpilogue, SM90_TILE,
+        sm90_config, sm90_fp8_config, sm90_gather_config, sm90_grouped_config, sm90_pingpong_config, GroupedEpilogue,
+        SM90_TILE,
     };
+
+    /// The per-tile grid ([`GroupedGrid::PerTile`]) holds one CTA per work id (the
+    /// persistent grid at most the SMs given): at Mixtral T = 4096 (72 capacity row tiles),
+    /// GEMM1 on 2x1 clusters is 72 row tiles by 56 column-tile pairs, one cluster each, and
+    /// GEMM2 on 1x1 128x256 tiles 72 by 16 CTAs.
+    #[test]
+    fn the_per_tile_grid_holds_one_cta_per_work_id() {
+        let a = Sm90GroupedArgs {
+            m: 72 * 128,
+            n: 14336,
+            k: 4096,
+            experts: 8,
+            entries: 8192,
+            ..Default::default()
+        };
+        let bf = Element::BF16;
+        let g1 = generate(&sm90_grouped_config(bf, bf, GroupedEpilogue::SwiGlu, SM90_TILE, true)).unwrap();
+        let lc = g1.grouped_per_tile_launch_config(&a).unwrap();
+        assert_eq!(lc.grid.volume(), Some(72 * 56 * 2));
+        assert_eq!(lc.cluster.map(|c| (c.x, c.y)), Some((2, 1)));
+        let persistent = g1.grouped_launch_config(&a, 132).unwrap();
+        assert_eq!(persistent.grid.volume(), Some(132));
+        let a2 = Sm90GroupedArgs { n: 4096, k: 14336, ..a };
+        let g2 = generate(&sm90_config(Element::BF16, GroupedEpilogue::Scatter, SM90_TILE)).unwrap();
+        let lc = g2.grouped_per_tile_launch_config(&a2).unwrap();
+        assert_eq!(lc.grid.volume(), Some(72 * 16));
+        assert_eq!(lc.cluster, None);
+    }
 
     /// The grouped launch's arguments after the fusion struct are the emitted kernel's last
     /// parameters, name for name, for each member of the family (SwiGLU, scatter, e4m3 with

@@ -12,6 +12,7 @@
 
 use super::fused::{element, layer_uses};
 use super::fused_sm90::{sm90_layer_args, Sm90Operands};
+use super::kernels::sm90_grid;
 use super::problem::{fp8_layout, validate_moe, MoeProblem, MoeRouting, MoeWorkspace};
 use crate::error::{boxed, OpsError};
 use crate::gemm::{check_layout, overlaps, range};
@@ -234,9 +235,9 @@ impl Ops {
         // layout); the gathered rows name tokens below T (the alignment's entries).
         unsafe {
             qg.launch(&fqg, &quant_x).map_err(boxed)?;
-            gemm_sm90::launch_grouped(&f1, &g1, &routed.gemm1, sms).map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f1, &g1, &routed.gemm1, sm90_grid(&c1, p.per_tile, sms)).map_err(boxed)?;
             qr.launch(&fqr, &quant_inter).map_err(boxed)?;
-            gemm_sm90::launch_grouped(&f2, &g2, &routed.gemm2, sms).map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f2, &g2, &routed.gemm2, sm90_grid(&c2, p.per_tile, sms)).map_err(boxed)?;
             gf.launch(&ff, &routed.fin).map_err(boxed)?;
         }
         Ok(())

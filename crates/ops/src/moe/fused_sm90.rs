@@ -15,7 +15,7 @@
 //! operands and scales ([`Sm90Operands`]).
 
 use super::fused::element;
-use super::kernels::{sm90_gemms, with_gather, with_walk_band};
+use super::kernels::{sm90_gemms, sm90_grid, with_gather, with_walk_band};
 use super::path::sm90_chosen;
 use super::problem::MoeProblem;
 use crate::error::{boxed, OpsError};
@@ -119,8 +119,8 @@ impl Ops {
             if let Some((gg, fg, ga)) = &row_gather {
                 gg.launch(fg, ga).map_err(boxed)?;
             }
-            gemm_sm90::launch_grouped(&f1, &g1, &routed.gemm1, sms).map_err(boxed)?;
-            gemm_sm90::launch_grouped(&f2, &g2, &routed.gemm2, sms).map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f1, &g1, &routed.gemm1, sm90_grid(&c1, p.per_tile, sms)).map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f2, &g2, &routed.gemm2, sm90_grid(&c2, p.per_tile, sms)).map_err(boxed)?;
             gf.launch(&ff, &routed.fin).map_err(boxed)?;
         }
         Ok(())

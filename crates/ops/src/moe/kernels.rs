@@ -7,7 +7,7 @@
 use crate::error::OpsError;
 use crate::tuning::{ConfigSpec, MoeSm90Spec, MoeSpec, TunedKernel};
 use rcute_atom::Element;
-use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
+use rcute_kernel::gemm_sm90::{GemmSm90Config, GroupedGrid, Sm90Schedule};
 use rcute_kernel::grouped_gemm::{
     sm90_gather_config, sm90_grouped_config, sm90_operand_tile, sm90_pingpong_config, GroupedA, GroupedEpilogue,
     GroupedGemmConfig, SM90_NARROW_TILE, SM90_PINGPONG_TILE, SM90_TILE,
@@ -256,6 +256,29 @@ pub fn with_walk_band(gemms: [GemmSm90Config; 2], band: Option<i64>) -> [GemmSm9
         }
         g
     })
+}
+
+/// The grid of the SM90 grouped GEMM `cfg` of the layer on `sms` SMs: one CTA (cluster)
+/// per tile where `per_tile` asks ([`super::MoeOptions::per_tile`]) and `cfg` runs the
+/// cooperative schedule, else persistent CTAs, one per SM at most (a ping-pong CTA needs
+/// two tiles to alternate its consumer warpgroups).
+///
+/// ```
+/// use rcute_atom::Element;
+/// use rcute_kernel::gemm_sm90::GroupedGrid;
+/// use rcute_ops::moe::{sm90_gemms, sm90_grid, MoePath};
+/// let bf = Element::BF16;
+/// let [g1, _] = sm90_gemms(bf, bf, MoePath::Sm90Cluster, 8192, 8, 4096, 14336, 132);
+/// assert_eq!(sm90_grid(&g1, None, 132), GroupedGrid::Persistent(132));
+/// assert_eq!(sm90_grid(&g1, Some(true), 132), GroupedGrid::PerTile);
+/// let [pp, _] = sm90_gemms(bf, bf, MoePath::Sm90PingPong, 8192, 8, 4096, 14336, 132);
+/// assert_eq!(sm90_grid(&pp, Some(true), 132), GroupedGrid::Persistent(132));
+/// ```
+pub fn sm90_grid(cfg: &GemmSm90Config, per_tile: Option<bool>, sms: u32) -> GroupedGrid {
+    match per_tile {
+        Some(true) if cfg.schedule == Sm90Schedule::Cooperative => GroupedGrid::PerTile,
+        _ => GroupedGrid::Persistent(sms),
+    }
 }
 
 /// The kernels of the fused MoE layer that `spec` decides, for `el` operands: the SM80

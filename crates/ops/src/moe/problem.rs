@@ -70,6 +70,12 @@ pub struct MoeOptions {
     /// [`super::sm90_gather`]; [`super::with_gather`]). The FP8 layer and the SM80 family
     /// ignore it.
     pub gather: Option<bool>,
+    /// Whether the SM90 grouped GEMMs launch one CTA (cluster) per tile of their walk
+    /// ([`rcute_kernel::gemm_sm90::GroupedGrid::PerTile`]: the tiles in flight stay one
+    /// window of consecutive ids) instead of a persistent grid (`None`: the rule's,
+    /// [`super::sm90_grid`]). Both GEMMs of the bf16 / f16 and FP8 layers; the SM80 family
+    /// ignores it.
+    pub per_tile: Option<bool>,
 }
 
 /// A device buffer the MoE ops use for routing and intermediates (size:
@@ -509,6 +515,8 @@ pub struct MoeProblem {
     pub walk_band: Option<i64>,
     /// GEMM1's gathering form asked for ([`MoeOptions::gather`]).
     pub gather: Option<bool>,
+    /// The SM90 GEMMs' grid asked for ([`MoeOptions::per_tile`]).
+    pub per_tile: Option<bool>,
     /// The activations' and weights' type.
     pub dtype: DType,
     pub(crate) x: Geometry,
@@ -809,6 +817,7 @@ pub(crate) fn validate_moe(
         path: opts.path,
         walk_band: opts.walk_band,
         gather: opts.gather,
+        per_tile: opts.per_tile,
         dtype: xg.dtype,
         x: xg,
         w13: ag,
