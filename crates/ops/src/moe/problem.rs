@@ -740,14 +740,12 @@ pub(crate) fn validate_moe(
         });
     }
     let (topk, experts, logits, ids) = validate_routing(routing, tokens)?;
-    if let Some(e) = experts {
-        if opts.expert_offset + local > e {
-            return Err(shape(format!(
-                "local experts [{}, {}) outside the {e} experts of the logits",
-                opts.expert_offset,
-                opts.expert_offset + local
-            )));
-        }
+    if let Some(e) = experts.filter(|&e| opts.expert_offset + local > e) {
+        return Err(shape(format!(
+            "local experts [{}, {}) outside the {e} experts of the logits",
+            opts.expert_offset,
+            opts.expert_offset + local
+        )));
     }
     if opts.expert_offset > i32::MAX as usize {
         return Err(OpsError::TooLarge { what: "expert offset" });
