@@ -377,6 +377,33 @@ __device__ __forceinline__ void rc_mbarrier_arrive_cluster(uint32_t mbar, uint32
       : "memory");
 }
 
+__device__ __forceinline__ void rc_mbarrier_arrive_release_cluster(uint32_t mbar, uint32_t cta_id) {
+  asm volatile(
+      "{\n"
+      ".reg .b32 rc_remote;\n"
+      "mapa.shared::cluster.u32 rc_remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [rc_remote];\n"
+      "}\n"
+      : 
+      : "r"(mbar), "r"(cta_id)
+      : "memory");
+}
+
+__device__ __forceinline__ void rc_mbarrier_wait_parity_acquire_cluster(uint32_t mbar, uint32_t phase) {
+  asm volatile(
+      "{\n"
+      ".reg .pred rc_p;\n"
+      "rc_wait:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 rc_p, [%0], %1;\n"
+      "@rc_p bra rc_done;\n"
+      "bra rc_wait;\n"
+      "rc_done:\n"
+      "}\n"
+      : 
+      : "r"(mbar), "r"(phase)
+      : "memory");
+}
+
 __device__ __forceinline__ void rc_fence_proxy_async_shared() {
   asm volatile(
       "fence.proxy.async.shared::cta;\n"
@@ -1142,6 +1169,40 @@ extern "C" __global__ void rc_test_rc_mbarrier_arrive_cluster(uint32_t const* __
   asm("{ .reg .u64 rc_t; cvta.to.shared.u64 rc_t, %1; cvt.u32.u64 %0, rc_t; }" : "=r"(rc_p0) : "l"((void*)&rc_mbar[0]));
   uint32_t rc_p1 = (uint32_t)rc_my_in[0];
   rc_mbarrier_arrive_cluster(rc_p0, rc_p1);
+  __syncthreads();
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_mbarrier_arrive_release_cluster(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 1;
+  uint32_t* rc_my_out = rc_out + rc_tid * 1;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  uint32_t rc_p0;
+  asm("{ .reg .u64 rc_t; cvta.to.shared.u64 rc_t, %1; cvt.u32.u64 %0, rc_t; }" : "=r"(rc_p0) : "l"((void*)&rc_mbar[0]));
+  uint32_t rc_p1 = (uint32_t)rc_my_in[0];
+  rc_mbarrier_arrive_release_cluster(rc_p0, rc_p1);
+  __syncthreads();
+  (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
+}
+
+extern "C" __global__ void rc_test_rc_mbarrier_wait_parity_acquire_cluster(uint32_t const* __restrict__ rc_in, uint32_t* __restrict__ rc_out, unsigned char* rc_gmem, void const* rc_tmap) {
+  const uint32_t rc_tid = threadIdx.x;
+  uint32_t const* rc_my_in = rc_in + rc_tid * 1;
+  uint32_t* rc_my_out = rc_out + rc_tid * 1;
+  __shared__ __align__(128) uint32_t rc_smem_words[1];
+  unsigned char* rc_smem = reinterpret_cast<unsigned char*>(rc_smem_words);
+  __shared__ __align__(8) uint64_t rc_mbar[1];
+  if (rc_tid == 0) { for (int i = 0; i < 1; ++i) rc_mbar[i] = 0ull; }
+  __syncthreads();
+  uint32_t rc_p0;
+  asm("{ .reg .u64 rc_t; cvta.to.shared.u64 rc_t, %1; cvt.u32.u64 %0, rc_t; }" : "=r"(rc_p0) : "l"((void*)&rc_mbar[0]));
+  uint32_t rc_p1 = (uint32_t)rc_my_in[0];
+  rc_mbarrier_wait_parity_acquire_cluster(rc_p0, rc_p1);
   __syncthreads();
   (void)rc_tmap; (void)rc_my_in; (void)rc_my_out; (void)rc_mbar; (void)rc_smem;
 }

@@ -122,6 +122,50 @@ pub fn mbarrier_arrive_cluster() -> Snippet {
     Snippet::build("rc_mbarrier_arrive_cluster", Arch::SM90, 1, params, &body)
 }
 
+/// [`mbarrier_arrive_cluster`] with release semantics at cluster scope
+/// (`mbarrier.arrive.release.cluster.shared::cluster`): this thread's earlier shared-memory
+/// reads and writes happen before the arrival for a thread of another CTA of the cluster that
+/// observes the phase with [`mbarrier_wait_parity_acquire_cluster`] (a ring slot read here may
+/// then be overwritten there).
+pub fn mbarrier_arrive_release_cluster() -> Snippet {
+    let params = vec![mbar(), Param::scalar("cta_id", "uint32_t")];
+    let lines: Vec<String> = [
+        "{",
+        ".reg .b32 rc_remote;",
+        "mapa.shared::cluster.u32 rc_remote, %0, %1;",
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [rc_remote];",
+        "}",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let body = asm_stmt(&lines, &[], &["\"r\"(mbar)".into(), "\"r\"(cta_id)".into()], true);
+    Snippet::build("rc_mbarrier_arrive_release_cluster", Arch::SM90, 1, params, &body)
+}
+
+/// [`mbarrier_wait_parity`] with acquire semantics at cluster scope
+/// (`mbarrier.try_wait.parity.acquire.cluster.shared::cta`): the phase's arrivals made by
+/// other CTAs of the cluster with [`mbarrier_arrive_release_cluster`] happen before what
+/// this thread does after it.
+pub fn mbarrier_wait_parity_acquire_cluster() -> Snippet {
+    let params = vec![mbar(), Param::scalar("phase", "uint32_t")];
+    let lines: Vec<String> = [
+        "{",
+        ".reg .pred rc_p;",
+        "rc_wait:",
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 rc_p, [%0], %1;",
+        "@rc_p bra rc_done;",
+        "bra rc_wait;",
+        "rc_done:",
+        "}",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let body = asm_stmt(&lines, &[], &["\"r\"(mbar)".into(), "\"r\"(phase)".into()], true);
+    Snippet::build("rc_mbarrier_wait_parity_acquire_cluster", Arch::SM90, 1, params, &body)
+}
+
 /// `fence.proxy.async.shared::cta`: make generic-proxy shared-memory writes visible to
 /// the async proxy (TMA stores, `wgmma` operands).
 pub fn fence_proxy_async_shared() -> Snippet {
@@ -361,6 +405,8 @@ pub fn all_sync() -> Vec<Snippet> {
         mbarrier_wait_parity(),
         mbarrier_try_wait_parity(),
         mbarrier_arrive_cluster(),
+        mbarrier_arrive_release_cluster(),
+        mbarrier_wait_parity_acquire_cluster(),
         fence_proxy_async_shared(),
         fence_mbarrier_init(),
         named_barrier_sync(),

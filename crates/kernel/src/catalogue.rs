@@ -431,7 +431,8 @@ pub fn grouped_gemm_streamed_configs() -> Vec<crate::grouped_gemm::GroupedGemmCo
 /// [`crate::grouped_gemm::sm90_pingpong_config`]); and the bf16 gathering GEMM1s
 /// ([`crate::grouped_gemm::sm90_gather_config`]: the producer copies the token rows itself;
 /// `MoePath::Auto` up to one row tile per expert, or `MoeOptions::gather`) at the wide,
-/// narrow and ping-pong tiles.
+/// narrow and ping-pong tiles; and the dynamic walk (`_dyn`) of the bf16 wide-tile GEMMs on
+/// 1x1 and 2x1 clusters, GEMM2 on 2x1 at the narrow tile and the e4m3 pair on 1x1.
 pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     use crate::gemm_sm90::Sm90Schedule;
     use crate::grouped_gemm::{
@@ -464,6 +465,18 @@ pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     let pingpong = [bf, rcute_atom::Element::E4M3]
         .into_iter()
         .flat_map(|ab| eps.map(|ep| sm90_pingpong_config(ab, bf, ep)));
+    // The dynamic walk (`_dyn`, `MoeOptions::dynamic`) of the cooperative GEMMs the layers
+    // run at prefill: bf16 on 1x1 and 2x1 clusters, e4m3 on 1x1.
+    let dynamic: Vec<_> = bf16
+        .iter()
+        .chain([&cluster])
+        .chain(&cluster2)
+        .chain(&fp8)
+        .map(|c| crate::gemm_sm90::GemmSm90Config {
+            dynamic_walk: true,
+            ..c.clone()
+        })
+        .collect();
     bf16.into_iter()
         .chain([narrow, narrow1, cluster])
         .chain(cluster2)
@@ -475,6 +488,7 @@ pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
             sm90_gather_config(bf, SM90_NARROW_TILE, Sm90Schedule::Cooperative),
             sm90_gather_config(bf, SM90_PINGPONG_TILE, Sm90Schedule::PingPong),
         ])
+        .chain(dynamic)
         .collect()
 }
 

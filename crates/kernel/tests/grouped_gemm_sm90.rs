@@ -345,6 +345,7 @@ fn bad_configurations_and_arguments_are_typed_errors() {
         a_scale: 0,
         b_scale: 0,
         topk: 0,
+        work_counter: 0,
     };
     g.grouped_check(&ok).unwrap();
     // The gathering GEMM1 needs topk (its A is x, read through sorted_ids / topk).
@@ -494,4 +495,74 @@ fn walk_band_is_checked_and_named() {
     );
     let three = generate(&cfg(3, false)).unwrap();
     assert!(three.source.contains("(cnt + 3 - 1) / 3"));
+}
+
+/// The dynamic walk (`dynamic_walk`, `_dyn`): refused with a typed error on the ping-pong
+/// schedule, with `gather_a` and for the plain GEMM; the cooperative bf16 and e4m3 units on
+/// 1x1 and 2x1 clusters take `work_counter` last (a launch without one is refused), take
+/// tickets with one atomic (the cluster's rank 0 pushes them to rank 1 with `st.async`),
+/// and compile for sm_90a without spills at the static walk's stage count; the static units
+/// have none of it.
+#[test]
+fn dynamic_walk_is_checked_named_and_compiles() {
+    let dynamic = |c: GemmSm90Config| GemmSm90Config { dynamic_walk: true, ..c };
+    let (bf, e4m3) = (Element::BF16, Element::E4M3);
+    for bad in [
+        sm90_pingpong_config(bf, bf, GroupedEpilogue::Scatter),
+        sm90_gather_config(bf, SM90_TILE, Sm90Schedule::Cooperative),
+        GemmSm90Config::bf16(SM90_TILE, Sm90Schedule::Cooperative).without_c(),
+    ] {
+        let err = generate(&dynamic(bad.clone())).unwrap_err().to_string();
+        assert!(err.contains("dynamic walk"), "{err}");
+    }
+    let tk = toolkit_for_test();
+    for (ab, ep, cluster) in [
+        (bf, GroupedEpilogue::SwiGlu, true),
+        (bf, GroupedEpilogue::Scatter, true),
+        (bf, GroupedEpilogue::Scatter, false),
+        (e4m3, GroupedEpilogue::SwiGlu, false),
+    ] {
+        let tile = if ab == e4m3 { SM90_FP8_TILE } else { SM90_TILE };
+        let stat = generate(&sm90_grouped_config(ab, bf, ep, tile, cluster)).unwrap();
+        let g = generate(&dynamic(stat.config.clone())).unwrap();
+        assert_eq!(g.name, format!("{}_dyn", stat.name));
+        assert_eq!(g.config.stages, stat.config.stages, "{}", g.name);
+        assert!(!stat.source.contains("work_counter") && !stat.source.contains("rc_dyn_"));
+        assert!(g.source.contains("unsigned* __restrict__ work_counter\n)"), "{}", g.name);
+        assert!(g.source.contains("atomicAdd(counter, 1u)"));
+        assert!(g.source.contains("if (t == last_ticket) atomicExch(counter, 0u);"));
+        assert!(g.source.contains("dyn_wid[stage] = (uint32_t)work;"));
+        assert_eq!(g.source.contains("st.async.shared::cluster"), cluster, "{}", g.name);
+        assert!(!g.source.contains("work < sched.total_work; work +="), "{}: a static walk left", g.name);
+        let a = Sm90GroupedArgs {
+            a: 256,
+            b: 256,
+            d: 256,
+            sorted_ids: 4,
+            block_expert: 4,
+            total_rows: 4,
+            offsets: 4,
+            a_scale: 4,
+            b_scale: 4,
+            m: 1024,
+            n: 2048,
+            k: 1024,
+            experts: 8,
+            lda: 1024,
+            ldb: 1024,
+            ldd: 2048,
+            expert_stride: 1024 * 4096,
+            entries: 600,
+            ..Default::default()
+        };
+        assert!(g.grouped_check(&a).is_err(), "{}: no work_counter", g.name);
+        assert!(g.grouped_check(&Sm90GroupedArgs { work_counter: 6, ..a }).is_err());
+        g.grouped_check(&Sm90GroupedArgs { work_counter: 8, ..a }).unwrap();
+        stat.grouped_check(&a).unwrap();
+        if let Some(tk) = tk {
+            let ck = compile_clean(tk, &g.name, &g.source, Arch::Sm90a);
+            let mma = if ab == e4m3 { "QGMMA" } else { "HGMMA" };
+            ck.assert_opcodes(&[mma, "UTMALDG", "SYNCS", "ATOMG"], &[]);
+        }
+    }
 }

@@ -58,6 +58,13 @@ pub struct GemmSm90Config {
     /// ([`crate::grouped_gemm::sm90_gather_config`]; `gemm_sm90/grouped_gather.rs`). No
     /// clusters.
     pub gather_a: bool,
+    /// The grouped member's dynamic persistent walk (name suffix `_dyn`;
+    /// `gemm_sm90/dynamic.rs`): each cluster (CTA) takes its next work id from a global
+    /// counter in launch order (`work_counter`, zero at launch and left zero), so the tiles
+    /// in flight are always about one grid of consecutive ids of the walk however the CTAs'
+    /// speeds differ, where the static walk's CTAs (`c, c + grid, ...`) drift apart over
+    /// many waves. Cooperative schedule, without `gather_a`.
+    pub dynamic_walk: bool,
 }
 
 impl Eq for GemmSm90Config {}
@@ -83,6 +90,7 @@ impl std::hash::Hash for GemmSm90Config {
             self.stream_k,
             self.walk_band,
             self.gather_a,
+            self.dynamic_walk,
         )
             .hash(h);
         (self.fusion.name(), self.fusion.describe()).hash(h);
@@ -136,6 +144,7 @@ impl GemmSm90Config {
             stream_k: false,
             walk_band: super::grouped::WALK_BAND,
             gather_a: false,
+            dynamic_walk: false,
         }
     }
 }

@@ -47,7 +47,11 @@ pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         }),
     }
     tile.push(e("++local"));
-    cons.push(work_loop(k, tile, false));
+    cons.push(if k.cfg.dynamic_walk {
+        dynamic::consumer_loop(tile)
+    } else {
+        work_loop(k, tile, false)
+    });
     cons.push(c(
         "store tail: the last TMA stores must finish reading shared memory before the CTA exits",
     ));

@@ -53,6 +53,11 @@ pub struct Sm90GroupedArgs {
     pub b_scale: u64,
     /// A gathering GEMM1 only: `topk` (entry `e` of `sorted_ids` is token `e / topk`).
     pub topk: i32,
+    /// The dynamic walk only ([`GemmSm90Config::dynamic_walk`]): its ticket counter, one
+    /// u32 that holds 0 when the launch starts (the kernel leaves it 0 when it ends; the
+    /// MoE layer's alignment also zeroes it every call). Launches sharing one counter must
+    /// be ordered (one stream).
+    pub work_counter: u64,
 }
 
 impl GeneratedGemmSm90 {
@@ -90,6 +95,9 @@ impl GeneratedGemmSm90 {
                 ("ldx", TailArg::I64(a.lda)),
                 ("topk", TailArg::I32(a.topk)),
             ]);
+        }
+        if self.config.dynamic_walk {
+            v.push(("work_counter", TailArg::U64(a.work_counter)));
         }
         Ok(v)
     }
@@ -159,6 +167,12 @@ impl GeneratedGemmSm90 {
         }
         if grouped::is_fp8(&self.config) && (a.a_scale == 0 || a.b_scale == 0) {
             return shape("e4m3 operands need a_scale and b_scale".into());
+        }
+        if self.config.dynamic_walk && (a.work_counter == 0 || !a.work_counter.is_multiple_of(4)) {
+            return align(format!(
+                "the dynamic walk needs a 4-byte aligned work_counter, got {:#x}",
+                a.work_counter
+            ));
         }
         Ok(())
     }

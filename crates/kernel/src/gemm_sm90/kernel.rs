@@ -153,6 +153,9 @@ pub(super) fn kernel(
     if cfg.gather_a {
         params.extend(grouped_gather::params(cfg));
     }
+    if cfg.dynamic_walk {
+        params.push(("unsigned* __restrict__".into(), "work_counter".into()));
+    }
     if cfg.stream_k {
         params.extend(["sk_tiles", "sk_units"].map(int));
         params.push(("unsigned int* __restrict__".into(), "sk_counters".into()));
@@ -226,6 +229,9 @@ fn smem_map(k: &Ctx) -> Vec<Stmt> {
     ];
     if k.cfg.with_c() {
         b.push(d("const uint32_t", "bar_c_empty", "bar_c_full + 8u"));
+    }
+    if k.cfg.dynamic_walk {
+        b.extend(super::dynamic::smem_decls(k));
     }
     b
 }
@@ -365,8 +371,15 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
                     e("rc_mbarrier_init(bar_c_full + 16 * i + 8, 1)"),
                 ],
             ),
-            e("rc_fence_mbarrier_init()"),
-        ],
+        ]
+        .into_iter()
+        .chain(if k.cfg.dynamic_walk {
+            super::dynamic::barrier_inits(k)
+        } else {
+            vec![]
+        })
+        .chain([e("rc_fence_mbarrier_init()")])
+        .collect(),
     ));
     b.extend(crate::grid_dependency::prologue(Some("early_trigger")));
     let mut prefetch = vec![e("rc_prefetch_tensormap(&tmap_a)"), e("rc_prefetch_tensormap(&tmap_b)")];
@@ -375,6 +388,9 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
     }
     if let Some(g) = k.cfg.grouped {
         b.extend(grouped::prologue(g));
+        if k.cfg.dynamic_walk {
+            b.extend(super::dynamic::prologue(k));
+        }
     } else {
         prefetch.push(e("rc_prefetch_tensormap(&tmap_d)"));
         prefetch.push(if_("load_c", vec![e("rc_prefetch_tensormap(&tmap_c)")]));

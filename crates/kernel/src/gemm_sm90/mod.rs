@@ -103,6 +103,7 @@ const ALIGN_SLACK: usize = 1024;
 
 mod config;
 mod consumer;
+mod dynamic;
 mod epilogue;
 mod grouped;
 mod grouped_cluster;
@@ -205,6 +206,9 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
     if cfg.gather_a {
         snippets.extend(grouped_gather::snippets());
     }
+    if cfg.dynamic_walk {
+        snippets.extend(dynamic::snippets(grouped_cluster::clustered(cfg)));
+    }
     if cfg.stream_k {
         snippets.extend([
             rcute_atom::sync::atom_add_acq_rel_gpu(),
@@ -221,6 +225,9 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         origin: "rcute sm90 helpers".into(),
         code: helpers(cfg.cd),
     });
+    if cfg.dynamic_walk {
+        items.push(dynamic::helper(grouped_cluster::clustered(cfg)));
+    }
     let fusion = if p.bc_floats > 0 {
         cfg.fusion.emit_staged("rc_fusion", bm, bn)
     } else {
@@ -335,6 +342,9 @@ fn unit_header(cfg: &GemmSm90Config, p: &Sm90Plan, name: &str) -> Vec<String> {
             "grouped (MoE), epilogue {}: A in the alignment's padded-row order, B per expert (tensor-map mode 3), registers to global (no C / D tensor maps, no split-K reduction)",
             g.tag()
         ));
+    }
+    if cfg.dynamic_walk {
+        v.push("dynamic walk: each cluster takes its next work id from work_counter (atomicAdd) in launch order; the last end ticket's holder resets it".into());
     }
     if cfg.gather_a {
         v.push("gather: A's rows x[sorted_ids[m] / topk] copied by the producer warpgroup (cp.async, 128B swizzle, cp.async.mbarrier.arrive.noinc); B by TMA".into());

@@ -119,6 +119,9 @@ fn check_config(cfg: &GemmSm90Config) -> Result<(), GemmError> {
     if cfg.gather_a {
         grouped_gather::check(cfg)?;
     }
+    if cfg.dynamic_walk {
+        dynamic::check(cfg)?;
+    }
     if cfg.stream_k && (cfg.schedule != Sm90Schedule::Cooperative || cfg.cluster != [1, 1] || cfg.grouped.is_some()) {
         return Err(cfg_err(format!(
             "stream-K (sk) takes the cooperative schedule without a cluster or grouping, got {:?} on {}x{}{}",
@@ -186,7 +189,13 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
     let c_bar_bytes = epi_sets * epi.barrier_bytes;
     let bc_floats = cfg.fusion.staging_layout(bm, bn).iter().map(|b| b.extent).sum::<i64>();
     let bc_group_bytes = (bc_floats as usize * 4).div_ceil(16) * 16;
-    let walk_bytes = if cfg.stream_k { STREAM_K_WALK_BYTES } else { 0 };
+    let walk_bytes = if cfg.stream_k {
+        STREAM_K_WALK_BYTES
+    } else if cfg.dynamic_walk {
+        dynamic::WALK_BYTES
+    } else {
+        0
+    };
     let extra =
         ALIGN_SLACK + c_bar_bytes + walk_bytes + epi_sets * bc_group_bytes + if pp { epi.smem_bytes } else { 0 };
     let mcfg = Sm90MainloopConfig {
@@ -232,11 +241,14 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
     };
     let bc_offset = after.div_ceil(16) * 16;
     let off_bar = (bc_offset + epi_sets * bc_group_bytes).div_ceil(8) * 8;
-    let walk_offset = if cfg.stream_k {
+    let walk_offset = if cfg.stream_k || cfg.dynamic_walk {
         (off_bar + stages * 16 + c_bar_bytes).div_ceil(8) * 8
     } else {
         0
     };
+    if cfg.dynamic_walk && dynamic::bytes(stages) > dynamic::WALK_BYTES {
+        return Err(cfg_err(format!("dynamic walk: {stages} stages' work ids do not fit its shared memory")));
+    }
     let smem_bytes = off_bar + stages * 16 + c_bar_bytes + walk_bytes + ALIGN_SLACK;
     if smem_bytes > cfg.smem_capacity {
         return Err(cfg_err(format!(
@@ -309,7 +321,7 @@ pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
         // The grouped member: `rc_moe_grouped_sm90_bf16_swiglu_128x256x64_coop_s4` (`gather_swiglu`
         // for the gathering GEMM1), with
         // `_d<type>` where D's type is not A's (e4m3 operands), `_c2x1` on clusters, `_b<band>`
-        // where the walk's band is not the default.
+        // where the walk's band is not the default, `_dyn` for the dynamic walk.
         let band = if cfg.walk_band == grouped::WALK_BAND {
             String::new()
         } else {
@@ -326,8 +338,9 @@ pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
             format!("_d{}", cfg.cd.ptx())
         };
         let gather = if cfg.gather_a { "gather_" } else { "" };
+        let dynamic = if cfg.dynamic_walk { "_dyn" } else { "" };
         return format!(
-            "rc_moe_grouped_sm90_{}_{gather}{}_{bm}x{bn}x{bk}_{}{cluster}_s{}{out}{band}",
+            "rc_moe_grouped_sm90_{}_{gather}{}_{bm}x{bn}x{bk}_{}{cluster}_s{}{out}{band}{dynamic}",
             cfg.ab.ptx(),
             g.tag(),
             cfg.schedule.tag(),

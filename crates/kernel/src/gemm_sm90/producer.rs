@@ -80,9 +80,16 @@ fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
             operand_load(k, "b", p.offsets[1], p.stage_bytes[1], "n0", k.cm > 1),
         ]),
     }
+    if k.cfg.dynamic_walk {
+        kt_body.insert(2, dynamic::post_work());
+    }
     kt_body.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
     body.push(for_("kt", "kt0", "kt0 + k_iters", kt_body));
-    ml.push(work_loop(k, body, true));
+    if k.cfg.dynamic_walk {
+        ml.extend(dynamic::producer_loop(k, body));
+    } else {
+        ml.push(work_loop(k, body, true));
+    }
     if p.mainloop.storage_union && k.cfg.with_c() {
         ml.push(c(
             "load_tail: the epilogue's buffers alias the mainloop's (union), so wait until the consumers",
