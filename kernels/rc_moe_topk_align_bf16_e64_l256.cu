@@ -66,6 +66,7 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_bf16_e64
     int L,
     int block_m,
     int max_rows,
+    unsigned* __restrict__ walk_counters,
     int early_trigger
 ) {
   // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
@@ -251,6 +252,11 @@ extern "C" __global__ __launch_bounds__(1024, 1) void rc_moe_topk_align_bf16_e64
         row_offset[L] = total_blocks * block_m;
         offsets[L] = total_blocks * block_m;
         total_rows[0] = total_blocks * block_m;
+        // the dynamic walks of the GEMMs that follow start from 0 (none: a null pointer)
+        if (walk_counters != nullptr) {
+          walk_counters[0] = 0u;
+          walk_counters[1] = 0u;
+        }
       }
     }
     __syncthreads();

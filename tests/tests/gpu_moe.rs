@@ -149,7 +149,13 @@ fn run(
     let s = ops.gpu().stream().clone();
     let (h, i) = (layer.h, layer.i);
     let bytes = fused_moe_workspace_bytes(t, k, l, h, i, DType::BF16).unwrap();
-    let mut ws = s.alloc_zeros::<u8>(bytes).unwrap();
+    // The dynamic walk's counters live in the workspace: poisoned, the layer's alignment
+    // must zero them.
+    let mut ws = if opts.dynamic == Some(true) {
+        s.clone_htod(&vec![0xa5u8; bytes]).unwrap()
+    } else {
+        s.alloc_zeros::<u8>(bytes).unwrap()
+    };
     let mut y = s.clone_htod(&vec![bf16::NAN; t * h]).unwrap();
     let x = MatrixRef::new(d_x, t, h);
     let w13 = MatrixRef::new(w.0, 2 * i, h).batched(l, (2 * i * h) as i64);
@@ -493,6 +499,16 @@ fn graph_replay_with_new_routing() {
     // to several row tiles), GEMM2 in two K splits, K rotated
     let streamed = rcute_ops::tuning::MoeSpec::streamed(8, 4, 64, 2, 2, true);
     graph_replay_case(&ops, with_path(MoeOptions::default(), MoePath::Sm80), Some(streamed));
+    // the dynamic walk (its counters reset by the kernels and the alignment every replay)
+    if ops.gpu().compute_capability() == (9, 0) {
+        for path in [MoePath::Sm90Cluster, MoePath::Sm90] {
+            let opts = MoeOptions {
+                dynamic: Some(true),
+                ..with_path(MoeOptions::default(), path)
+            };
+            graph_replay_case(&ops, opts, None);
+        }
+    }
 }
 
 /// The graph replay of [`graph_replay_with_new_routing`] with `opts`, or with `spec`
@@ -843,6 +859,47 @@ fn per_tile_grid_is_the_persistent_layer_bit_for_bit() {
             bits(&pn),
             "T={t}: per-tile grid on 1x1 differs from the persistent one"
         );
+    }
+}
+
+/// The cooperative SM90 GEMMs on the dynamic walk (`MoeOptions::dynamic`, `_dyn`: tiles
+/// taken from a work counter in the workspace, poisoned before the call) compute every tile
+/// with the static walk's code, so their layer is bit-identical to the static one: on 2x1
+/// clusters (`Sm90Cluster`) and on 1x1 (`Sm90`, `Sm90Narrow`), at E = 8, top-2, T = 600
+/// (one or two row tiles per expert: odd and paired row tiles on clusters), T = 4000 (~8
+/// row tiles per expert), T = 300 (~1 row tile, experts left empty) and T = 1 (one row
+/// tile in all: most clusters take only the end ticket), twice (the counters start from 0
+/// again), and close to the SM80 family.
+#[test]
+fn dynamic_walk_is_the_static_layer_bit_for_bit() {
+    let Some(ops) = ops() else { return };
+    if ops.gpu().compute_capability() != (9, 0) {
+        eprintln!("not an sm_90 GPU: nothing to check");
+        return;
+    }
+    let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for &t in cases(&[600, 4000, 300, 1]) {
+        let walk = |path, dynamic| MoeOptions {
+            dynamic: Some(dynamic),
+            ..with_path(MoeOptions::default(), path)
+        };
+        let layers = [
+            walk(MoePath::Sm90Cluster, true),
+            walk(MoePath::Sm90Cluster, false),
+            walk(MoePath::Sm90, true),
+            walk(MoePath::Sm90, false),
+            walk(MoePath::Sm90Narrow, true),
+            walk(MoePath::Sm90Narrow, false),
+            walk(MoePath::Sm90Cluster, true),
+            with_path(MoeOptions::default(), MoePath::Sm80),
+        ];
+        let [dc, sc, dw, sw, dn, sn, again, sm80] = prefill_layers(&ops, "dynamic", (8, 2, 256, 1024, t), layers);
+        let sm80_f: Vec<f64> = sm80.iter().map(|v| v.to_f64()).collect();
+        check_close(&format!("T={t}: dynamic 2x1 clusters vs SM80 family"), &dc, &sm80_f);
+        check_close(&format!("T={t}: dynamic 1x1 vs SM80 family"), &dw, &sm80_f);
+        for (name, d, st) in [("2x1 clusters", &dc, &sc), ("1x1", &dw, &sw), ("1x1 narrow", &dn, &sn), ("again", &again, &sc)] {
+            assert_eq!(bits(d), bits(st), "T={t}: the dynamic walk on {name} differs from the static one");
+        }
     }
 }
 

@@ -192,6 +192,7 @@ impl Align<'_> {
                 expert_offset: offset as i32,
                 local_experts: local as i32,
                 block_m: bm as i32,
+                walk_counters: 0,
             };
             let args = self.g.args(&a).unwrap();
             // SAFETY: topk_ids holds [T, k] ints; the outputs have the lengths
@@ -386,6 +387,7 @@ fn run_fused(
             expert_offset: offset as i32,
             local_experts: local as i32,
             block_m: bm as i32,
+            walk_counters: 0,
         };
         let args = g.args(&ta, &aa).unwrap();
         // SAFETY: logits hold [T, E] elements of the kernel's type, ids and weights [T, k];
@@ -467,6 +469,7 @@ fn fused_topk_align_matches_the_two_kernels() {
                 expert_offset: 0,
                 local_experts: e as i32,
                 block_m: 16,
+                walk_counters: 0,
             };
             assert!(gf.args(&too_many, &a).is_err(), "T = 33 must be refused");
         }
@@ -540,5 +543,6 @@ fn aligner_args(t: usize, k: usize, (offset, local, bm): (usize, usize, usize)) 
         expert_offset: offset as i32,
         local_experts: local as i32,
         block_m: bm as i32,
+        walk_counters: 0,
     }
 }

@@ -59,7 +59,8 @@ pub struct BenchMoeArgs {
     /// producer, no row gather) on or off (`MoeOptions::gather`, e.g. `sm90,gather` or
     /// `sm90-narrow,gather`; on `auto` it holds where the rule runs the SM90 family);
     /// `,tiles` / `,persistent` launches the cooperative SM90 GEMMs with one CTA (cluster)
-    /// per tile or on persistent CTAs (`MoeOptions::per_tile`).
+    /// per tile or on persistent CTAs (`MoeOptions::per_tile`); `,dyn` / `,static` walks
+    /// their tiles dynamically (a work counter, `MoeOptions::dynamic`) or statically.
     #[arg(long = "path", default_values_t = ["auto".to_string()])]
     pub path: Vec<String>,
     /// A MoE configuration of either family (repeatable; the tuning tables' text form,
@@ -257,7 +258,8 @@ impl Peer {
 
 /// The `--path` values: each path with its fields after commas as layer options:
 /// `b<BAND>` (the walk band), `gather` / `tma` (GEMM1 gathering its rows itself or not),
-/// `tiles` / `persistent` (the cooperative SM90 GEMMs' grid: one CTA per tile or not).
+/// `tiles` / `persistent` (the cooperative SM90 GEMMs' grid: one CTA per tile or not),
+/// `dyn` / `static` (their walk: dynamic or static).
 fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
     v.iter()
         .map(|p| {
@@ -272,6 +274,8 @@ fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
                     "tma" => opts.gather = Some(false),
                     "tiles" => opts.per_tile = Some(true),
                     "persistent" => opts.per_tile = Some(false),
+                    "dyn" => opts.dynamic = Some(true),
+                    "static" => opts.dynamic = Some(false),
                     _ => {
                         let b = f.strip_prefix('b').ok_or(format!("--path {p}: unknown field {f:?}"))?;
                         let band = b
@@ -301,6 +305,11 @@ fn path_name(opts: &MoeOptions) -> String {
     match opts.per_tile {
         Some(true) => name += ",tiles",
         Some(false) => name += ",persistent",
+        None => {}
+    }
+    match opts.dynamic {
+        Some(true) => name += ",dyn",
+        Some(false) => name += ",static",
         None => {}
     }
     name
@@ -641,5 +650,9 @@ mod tests {
             (path_name(&t).as_str(), path_name(&p).as_str()),
             ("auto,tiles", "sm90cluster,persistent")
         );
+        // The SM90 GEMMs' walk: dynamic or static.
+        let [d, st] = <[_; 2]>::try_from(parse_paths(&v(&["auto,dyn", "sm90,static"])).unwrap()).unwrap();
+        assert_eq!((d.dynamic, st.dynamic), (Some(true), Some(false)));
+        assert_eq!((path_name(&d).as_str(), path_name(&st).as_str()), ("auto,dyn", "sm90,static"));
     }
 }

@@ -109,6 +109,7 @@ fn unsupported_requests_are_typed_errors() {
         expert_offset: 0,
         local_experts: 64,
         block_m: 64,
+        walk_counters: 0,
     };
     assert_eq!(a.check(&args).unwrap(), align::align_capacity(64, 6, 64, 64).unwrap());
     for bad in [
@@ -172,6 +173,7 @@ fn fused_routing_arguments_are_checked() {
         expert_offset: 0,
         local_experts: 64,
         block_m: 16,
+        walk_counters: 0,
     };
     assert!(g.args(&t, &a).is_ok());
     assert!(matches!(
@@ -262,6 +264,7 @@ fn fused_routing_refuses_more_than_32_tokens() {
         expert_offset: 0,
         local_experts: 8,
         block_m: 16,
+        walk_counters: 0,
     };
     assert!(g.args(&t, &a).is_ok());
     let more = topk_align::MAX_TOKENS as i32 + 1;

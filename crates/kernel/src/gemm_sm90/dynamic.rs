@@ -254,3 +254,45 @@ pub(super) fn snippets(clustered: bool) -> Vec<Snippet> {
         rcute_atom::cluster_dsmem::st_async_b32(1).expect("one word"),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    /// The ticket protocol of `rc_dyn_ticket` on the host: `clusters` clusters, each taking
+    /// tickets until its first one from `walk_end` on, in an order that `seed` scrambles.
+    /// Every work id below `walk_end` is taken exactly once, every cluster stops, and the
+    /// counter is 0 again after the launch, so that the next launch (another `walk_end`, as
+    /// after new routing in a graph replay) starts from 0 too.
+    #[test]
+    fn every_id_is_taken_once_and_the_counter_ends_at_zero() {
+        let mut counter = 0u32;
+        let mut seed = 0x9e37_79b9u32;
+        for (walk_end, clusters) in [(0u32, 66u32), (1, 66), (4032, 66), (1152, 132), (7, 1), (65, 64), (3, 3)] {
+            let last_ticket = walk_end + clusters - 1;
+            let mut taken = vec![0u8; walk_end as usize];
+            let mut running: Vec<u32> = (0..clusters).collect();
+            while !running.is_empty() {
+                seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                let i = (seed >> 8) as usize % running.len();
+                let t = counter;
+                counter += 1;
+                if t == last_ticket {
+                    counter = 0;
+                }
+                if t >= walk_end {
+                    running.swap_remove(i);
+                } else {
+                    taken[t as usize] += 1;
+                }
+            }
+            assert!(taken.iter().all(|&n| n == 1), "walk_end {walk_end} clusters {clusters}");
+            assert_eq!(counter, 0, "walk_end {walk_end} clusters {clusters}");
+        }
+    }
+
+    /// The walk's bytes fit its reservation up to 22 stages.
+    #[test]
+    fn the_walk_fits_its_shared_memory() {
+        assert!(super::bytes(22) <= super::WALK_BYTES);
+        assert!(super::bytes(23) > super::WALK_BYTES);
+    }
+}

@@ -7,7 +7,8 @@
 //!
 //! * `counts [L]`: `c_e`;
 //! * `offsets [L + 1]`: `offsets[e] = sum_{e' < e} round_up(c_e', block_m)`, and
-//!   `offsets[L]` the padded row count, also written to the device scalar `total_rows [1]`;
+//!   `offsets[L]` the padded row count, also written to the device scalar `total_rows [1]`
+//!   (and, where given, the two `walk_counters` zeroed: `MoeAlignArgs::walk_counters`);
 //! * `sorted_ids [rows]`: rows `offsets[e] .. offsets[e] + c_e` hold the flattened indices
 //!   `t * k + j` of the entries routed to `e` in ascending order, every other row the
 //!   sentinel `T * k`;
@@ -165,6 +166,11 @@ pub struct MoeAlignArgs {
     pub local_experts: i32,
     /// The GEMM tile's rows.
     pub block_m: i32,
+    /// Optional (0: none): `walk_counters [2]` (u32), zeroed with `total_rows`: the
+    /// counters of the SM90 grouped GEMMs' dynamic walks
+    /// (`rcute_kernel::gemm_sm90::GemmSm90Config::dynamic_walk`) that follow this alignment,
+    /// so that they start from 0 whatever the workspace held.
+    pub walk_counters: u64,
 }
 
 impl GeneratedMoeAlign {
@@ -233,6 +239,7 @@ impl GeneratedMoeAlign {
             .i32(a.local_experts)
             .i32(a.block_m)
             .i32(rows as i32)
+            .u64(a.walk_counters)
     }
 }
 
@@ -375,6 +382,15 @@ fn scan() -> Vec<Stmt> {
         Stmt::assign("row_offset[L]", "total_blocks * block_m"),
         Stmt::assign("offsets[L]", "total_blocks * block_m"),
         Stmt::assign("total_rows[0]", "total_blocks * block_m"),
+        Stmt::Comment("the dynamic walks of the GEMMs that follow start from 0 (none: a null pointer)".into()),
+        Stmt::If {
+            cond: "walk_counters != nullptr".into(),
+            then: vec![
+                Stmt::assign("walk_counters[0]", "0u"),
+                Stmt::assign("walk_counters[1]", "0u"),
+            ],
+            otherwise: vec![],
+        },
     ];
     vec![
         Stmt::decl("int", "blocks", "0"),
@@ -511,6 +527,7 @@ pub(super) fn params_after_ids() -> Vec<(String, String)> {
         ("int".into(), "L".into()),
         ("int".into(), "block_m".into()),
         ("int".into(), "max_rows".into()),
+        ("unsigned* __restrict__".into(), "walk_counters".into()),
     ]
 }
 

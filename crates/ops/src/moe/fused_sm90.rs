@@ -15,7 +15,7 @@
 //! operands and scales ([`Sm90Operands`]).
 
 use super::fused::element;
-use super::kernels::{sm90_gemms, sm90_grid, with_gather, with_walk_band};
+use super::kernels::{sm90_gemms, sm90_grid, with_dynamic, with_gather, with_walk_band};
 use super::path::sm90_chosen;
 use super::problem::MoeProblem;
 use crate::error::{boxed, OpsError};
@@ -71,11 +71,12 @@ impl Ops {
 
     /// GEMM1 and GEMM2 of the validated layer `p` for `ab` operands with an `out` D on this
     /// GPU's SMs ([`sm90_gemms`]: the bf16 / f16 layer and the FP8 one), their walk's band
-    /// and GEMM1's gathering form forced where `p` asks ([`with_walk_band`], [`with_gather`]).
+    /// GEMM1's gathering form and the dynamic walk forced where `p` asks ([`with_walk_band`],
+    /// [`with_gather`], [`with_dynamic`]).
     pub(crate) fn layer_sm90_gemms(&self, p: &MoeProblem, ab: Element, out: Element) -> [GemmSm90Config; 2] {
         let (entries, sms) = (p.tokens * p.topk, self.gpu().sm_count());
         let gemms = sm90_gemms(ab, out, p.path, entries, p.local_experts, p.hidden, p.inter, sms);
-        with_walk_band(with_gather(gemms, p.gather), p.walk_band)
+        with_dynamic(with_walk_band(with_gather(gemms, p.gather), p.walk_band), p.dynamic)
     }
 
     /// Launch a validated layer on the SM90 family (its workspace layout `p.layout90`);
@@ -228,11 +229,16 @@ pub(super) fn sm90_layer_args(p: &MoeProblem, operands: &Sm90Operands) -> Sm90La
         expert_stride: w.batch_stride,
         ..common
     };
+    // The dynamic walks' counters (read only by `_dyn` kernels): GEMM1's, then GEMM2's.
     let gemm1 = Sm90GroupedArgs {
         up_first: p.up_first,
+        work_counter: ws + l.walk as u64,
         ..gemm(0, &p.w13, l.inter, (i, h))
     };
-    let gemm2 = gemm(1, &p.w2, l.entry_out, (h, i));
+    let gemm2 = Sm90GroupedArgs {
+        work_counter: ws + l.walk as u64 + 4,
+        ..gemm(1, &p.w2, l.entry_out, (h, i))
+    };
     let fin = p.finalize_args(l, 0);
     Sm90LayerArgs { gemm1, gemm2, fin }
 }

@@ -258,6 +258,35 @@ pub fn with_walk_band(gemms: [GemmSm90Config; 2], band: Option<i64>) -> [GemmSm9
     })
 }
 
+/// `gemms` ([`sm90_gemms`]) with the dynamic persistent walk
+/// ([`GemmSm90Config::dynamic_walk`]) forced where `dynamic` is given
+/// ([`super::MoeOptions::dynamic`]; `None`: as they are, the static walk): on the GEMMs of
+/// the cooperative schedule that read A by TMA; ping-pong and gathering GEMMs stay as they
+/// are.
+///
+/// ```
+/// use rcute_atom::Element;
+/// use rcute_ops::moe::{sm90_gemms, with_dynamic, MoePath};
+/// let bf = Element::BF16;
+/// // Mixtral T = 4096: both GEMMs cooperative on 2x1 clusters, both walk dynamically.
+/// let gemms = sm90_gemms(bf, bf, MoePath::Auto, 8192, 8, 4096, 14336, 132);
+/// assert_eq!(with_dynamic(gemms.clone(), None), gemms);
+/// let [g1, g2] = with_dynamic(gemms.clone(), Some(true));
+/// assert!(g1.dynamic_walk && g2.dynamic_walk);
+/// assert_eq!(with_dynamic([g1, g2], Some(false)), gemms);
+/// // T = 1024: ping-pong, unchanged.
+/// let pp = sm90_gemms(bf, bf, MoePath::Auto, 2048, 8, 4096, 14336, 132);
+/// assert_eq!(with_dynamic(pp.clone(), Some(true)), pp);
+/// ```
+pub fn with_dynamic(gemms: [GemmSm90Config; 2], dynamic: Option<bool>) -> [GemmSm90Config; 2] {
+    gemms.map(|mut g| {
+        if let Some(on) = dynamic {
+            g.dynamic_walk = on && g.schedule == Sm90Schedule::Cooperative && !g.gather_a;
+        }
+        g
+    })
+}
+
 /// The grid of the SM90 grouped GEMM `cfg` of the layer on `sms` SMs: one CTA (cluster)
 /// per tile where `per_tile` asks ([`super::MoeOptions::per_tile`]) and `cfg` runs the
 /// cooperative schedule, else persistent CTAs, one per SM at most (a ping-pong CTA needs

@@ -44,7 +44,7 @@ pub use align::{align_reference, Alignment};
 pub use forced::fused_moe_workspace_bytes_with;
 pub use fused_fp8::{fused_moe_fp8_workspace_bytes, MoeFp8Weights};
 pub use grouped::{validate_grouped_gemm, GroupedProblem};
-pub use kernels::{sm90_gemms, sm90_grid, with_gather, with_walk_band};
+pub use kernels::{sm90_gemms, sm90_grid, with_dynamic, with_gather, with_walk_band};
 pub use path::{
     sm90_chosen, sm90_fp8_pingpong, sm90_gather, sm90_gemm1_cluster, sm90_gemm1_tile, sm90_gemm2_cluster,
     sm90_gemm2_tile, sm90_pingpong, MoePath, SM90_CLUSTER_MIN_EXPERT_BYTES, SM90_CLUSTER_MIN_ROWS_PER_EXPERT,

@@ -76,6 +76,13 @@ pub struct MoeOptions {
     /// [`super::sm90_grid`]). Both GEMMs of the bf16 / f16 and FP8 layers; the SM80 family
     /// ignores it.
     pub per_tile: Option<bool>,
+    /// Whether the SM90 grouped GEMMs on the cooperative schedule walk their tiles
+    /// dynamically ([`rcute_kernel::gemm_sm90::GemmSm90Config::dynamic_walk`]: each cluster
+    /// takes its next work id from a counter in the workspace, so the persistent CTAs cannot
+    /// drift apart) instead of the static persistent walk (`None`: the rule's,
+    /// [`super::with_dynamic`]). Both GEMMs of the bf16 / f16 and FP8 layers; ping-pong
+    /// GEMMs, gathering GEMM1s and the SM80 family ignore it.
+    pub dynamic: Option<bool>,
 }
 
 /// A device buffer the MoE ops use for routing and intermediates (size:
@@ -178,6 +185,9 @@ pub(crate) struct WorkspaceLayout {
     pub counts: usize,
     pub offsets: usize,
     pub total_rows: usize,
+    /// The SM90 GEMMs' dynamic-walk counters `[2]` (u32: GEMM1, GEMM2), zeroed by the
+    /// alignment every call ([`MoeAlignArgs::walk_counters`]).
+    pub walk: usize,
     pub sorted_ids: usize,
     pub block_expert: usize,
     /// GEMM1's `[rows, I]` output (fused MoE only).
@@ -217,6 +227,7 @@ impl WorkspaceLayout {
             expert_offset: expert_offset as i32,
             local_experts: local as i32,
             block_m: self.block_m as i32,
+            walk_counters: ws + self.walk as u64,
         }
     }
 
@@ -246,6 +257,7 @@ impl WorkspaceLayout {
         let counts = take(Some(local * 4))?;
         let offsets = take(Some((local + 1) * 4))?;
         let total_rows = take(Some(4))?;
+        let walk = take(Some(8))?;
         let sorted_ids = take(cap.rows.checked_mul(4))?;
         let block_expert = take(cap.blocks.checked_mul(4))?;
         let inter = take(cap.rows.checked_mul(inter_bytes_per_row))?;
@@ -259,6 +271,7 @@ impl WorkspaceLayout {
             counts,
             offsets,
             total_rows,
+            walk,
             sorted_ids,
             block_expert,
             inter,
@@ -517,6 +530,8 @@ pub struct MoeProblem {
     pub gather: Option<bool>,
     /// The SM90 GEMMs' grid asked for ([`MoeOptions::per_tile`]).
     pub per_tile: Option<bool>,
+    /// The SM90 GEMMs' dynamic walk asked for ([`MoeOptions::dynamic`]).
+    pub dynamic: Option<bool>,
     /// The activations' and weights' type.
     pub dtype: DType,
     pub(crate) x: Geometry,
@@ -816,6 +831,7 @@ pub(crate) fn validate_moe(
         walk_band: opts.walk_band,
         gather: opts.gather,
         per_tile: opts.per_tile,
+        dynamic: opts.dynamic,
         dtype: xg.dtype,
         x: xg,
         w13: ag,
