@@ -897,8 +897,17 @@ fn dynamic_walk_is_the_static_layer_bit_for_bit() {
         let sm80_f: Vec<f64> = sm80.iter().map(|v| v.to_f64()).collect();
         check_close(&format!("T={t}: dynamic 2x1 clusters vs SM80 family"), &dc, &sm80_f);
         check_close(&format!("T={t}: dynamic 1x1 vs SM80 family"), &dw, &sm80_f);
-        for (name, d, st) in [("2x1 clusters", &dc, &sc), ("1x1", &dw, &sw), ("1x1 narrow", &dn, &sn), ("again", &again, &sc)] {
-            assert_eq!(bits(d), bits(st), "T={t}: the dynamic walk on {name} differs from the static one");
+        for (name, d, st) in [
+            ("2x1 clusters", &dc, &sc),
+            ("1x1", &dw, &sw),
+            ("1x1 narrow", &dn, &sn),
+            ("again", &again, &sc),
+        ] {
+            assert_eq!(
+                bits(d),
+                bits(st),
+                "T={t}: the dynamic walk on {name} differs from the static one"
+            );
         }
     }
 }

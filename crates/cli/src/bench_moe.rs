@@ -653,6 +653,9 @@ mod tests {
         // The SM90 GEMMs' walk: dynamic or static.
         let [d, st] = <[_; 2]>::try_from(parse_paths(&v(&["auto,dyn", "sm90,static"])).unwrap()).unwrap();
         assert_eq!((d.dynamic, st.dynamic), (Some(true), Some(false)));
-        assert_eq!((path_name(&d).as_str(), path_name(&st).as_str()), ("auto,dyn", "sm90,static"));
+        assert_eq!(
+            (path_name(&d).as_str(), path_name(&st).as_str()),
+            ("auto,dyn", "sm90,static")
+        );
     }
 }

@@ -505,7 +505,10 @@ fn walk_band_is_checked_and_named() {
 /// have none of it.
 #[test]
 fn dynamic_walk_is_checked_named_and_compiles() {
-    let dynamic = |c: GemmSm90Config| GemmSm90Config { dynamic_walk: true, ..c };
+    let dynamic = |c: GemmSm90Config| GemmSm90Config {
+        dynamic_walk: true,
+        ..c
+    };
     let (bf, e4m3) = (Element::BF16, Element::E4M3);
     for bad in [
         sm90_pingpong_config(bf, bf, GroupedEpilogue::Scatter),
@@ -528,12 +531,20 @@ fn dynamic_walk_is_checked_named_and_compiles() {
         assert_eq!(g.name, format!("{}_dyn", stat.name));
         assert_eq!(g.config.stages, stat.config.stages, "{}", g.name);
         assert!(!stat.source.contains("work_counter") && !stat.source.contains("rc_dyn_"));
-        assert!(g.source.contains("unsigned* __restrict__ work_counter\n)"), "{}", g.name);
+        assert!(
+            g.source.contains("unsigned* __restrict__ work_counter\n)"),
+            "{}",
+            g.name
+        );
         assert!(g.source.contains("atomicAdd(counter, 1u)"));
         assert!(g.source.contains("if (t == last_ticket) atomicExch(counter, 0u);"));
         assert!(g.source.contains("dyn_wid[stage] = (uint32_t)work;"));
         assert_eq!(g.source.contains("st.async.shared::cluster"), cluster, "{}", g.name);
-        assert!(!g.source.contains("work < sched.total_work; work +="), "{}: a static walk left", g.name);
+        assert!(
+            !g.source.contains("work < sched.total_work; work +="),
+            "{}: a static walk left",
+            g.name
+        );
         let a = Sm90GroupedArgs {
             a: 256,
             b: 256,

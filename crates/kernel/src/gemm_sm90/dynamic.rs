@@ -107,7 +107,10 @@ pub(super) fn prologue(k: &Ctx) -> Vec<Stmt> {
     let bm = k.bm;
     let ids = if k.clustered {
         let pair = 2 * grouped::tile_n_out(k.cfg);
-        format!("(unsigned long long)(rows_used / {bm}) * (unsigned long long)((N + {}) / {pair})", pair - 1)
+        format!(
+            "(unsigned long long)(rows_used / {bm}) * (unsigned long long)((N + {}) / {pair})",
+            pair - 1
+        )
     } else {
         format!("(unsigned long long)(rows_used / {bm}) * (unsigned long long)sched_tiles_n")
     };
@@ -266,7 +269,15 @@ mod tests {
     fn every_id_is_taken_once_and_the_counter_ends_at_zero() {
         let mut counter = 0u32;
         let mut seed = 0x9e37_79b9u32;
-        for (walk_end, clusters) in [(0u32, 66u32), (1, 66), (4032, 66), (1152, 132), (7, 1), (65, 64), (3, 3)] {
+        for (walk_end, clusters) in [
+            (0u32, 66u32),
+            (1, 66),
+            (4032, 66),
+            (1152, 132),
+            (7, 1),
+            (65, 64),
+            (3, 3),
+        ] {
             let last_ticket = walk_end + clusters - 1;
             let mut taken = vec![0u8; walk_end as usize];
             let mut running: Vec<u32> = (0..clusters).collect();

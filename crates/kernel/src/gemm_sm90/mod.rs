@@ -203,19 +203,7 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         wgmma_wait_group(),
         p.mma.snippet.clone(),
     ]);
-    if cfg.gather_a {
-        snippets.extend(grouped_gather::snippets());
-    }
-    if cfg.dynamic_walk {
-        snippets.extend(dynamic::snippets(grouped_cluster::clustered(cfg)));
-    }
-    if cfg.stream_k {
-        snippets.extend([
-            rcute_atom::sync::atom_add_acq_rel_gpu(),
-            rcute_atom::sync::st_release_gpu(),
-            rcute_atom::sync::named_barrier_red_or(),
-        ]);
-    }
+    snippets.extend(member_snippets(cfg));
     let mut items = unit_preamble(&snippets, "");
     items.push(scheduler(cfg).device_item(&name));
     if cfg.stream_k {
@@ -310,6 +298,26 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         config,
         plan: p,
     })
+}
+
+/// The snippets of the family's members beyond the common ones: the gathering GEMM1's
+/// `cp.async` atoms, the dynamic walk's and stream-K's.
+fn member_snippets(cfg: &GemmSm90Config) -> Vec<Snippet> {
+    let mut v = Vec::new();
+    if cfg.gather_a {
+        v.extend(grouped_gather::snippets());
+    }
+    if cfg.dynamic_walk {
+        v.extend(dynamic::snippets(grouped_cluster::clustered(cfg)));
+    }
+    if cfg.stream_k {
+        v.extend([
+            rcute_atom::sync::atom_add_acq_rel_gpu(),
+            rcute_atom::sync::st_release_gpu(),
+            rcute_atom::sync::named_barrier_red_or(),
+        ]);
+    }
+    v
 }
 
 /// The unit's header lines: configuration, shared-memory atoms, epilogue policy, MMA, and

@@ -247,7 +247,9 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
         0
     };
     if cfg.dynamic_walk && dynamic::bytes(stages) > dynamic::WALK_BYTES {
-        return Err(cfg_err(format!("dynamic walk: {stages} stages' work ids do not fit its shared memory")));
+        return Err(cfg_err(format!(
+            "dynamic walk: {stages} stages' work ids do not fit its shared memory"
+        )));
     }
     let smem_bytes = off_bar + stages * 16 + c_bar_bytes + walk_bytes + ALIGN_SLACK;
     if smem_bytes > cfg.smem_capacity {
