@@ -57,7 +57,10 @@ pub struct BenchMoeArgs {
     /// row tiles of one expert (`MoeOptions::walk_band`, e.g. `sm90-pingpong,b4`);
     /// `,gather` / `,tma` forces GEMM1's gathering form (the token rows copied by its
     /// producer, no row gather) on or off (`MoeOptions::gather`, e.g. `sm90,gather` or
-    /// `sm90-narrow,gather`; on `auto` it holds where the rule runs the SM90 family).
+    /// `sm90-narrow,gather`; on `auto` it holds where the rule runs the SM90 family);
+    /// `,route` / `,noroute` makes GEMM1 route a decode batch itself (at most 32 routed
+    /// entries, the SM80 family's tile grid) or the routing kernels run
+    /// (`MoeOptions::route`, e.g. `auto,route`).
     #[arg(long = "path", default_values_t = ["auto".to_string()])]
     pub path: Vec<String>,
     /// A MoE configuration of either family (repeatable; the tuning tables' text form,
@@ -254,7 +257,9 @@ impl Peer {
 }
 
 /// The `--path` values: each path with its fields after commas as layer options:
-/// `b<BAND>` (the walk band), `gather` / `tma` (GEMM1 gathering its rows itself or not).
+/// `b<BAND>` (the walk band), `gather` / `tma` (GEMM1 gathering its rows itself or not),
+/// `route` / `noroute` (GEMM1 routing a decode batch itself or the routing kernels:
+/// `MoeOptions::route`).
 fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
     v.iter()
         .map(|p| {
@@ -267,6 +272,8 @@ fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
                 match f {
                     "gather" => opts.gather = Some(true),
                     "tma" => opts.gather = Some(false),
+                    "route" => opts.route = Some(true),
+                    "noroute" => opts.route = Some(false),
                     _ => {
                         let b = f.strip_prefix('b').ok_or(format!("--path {p}: unknown field {f:?}"))?;
                         let band = b
@@ -290,6 +297,11 @@ fn path_name(opts: &MoeOptions) -> String {
     match opts.gather {
         Some(true) => name += ",gather",
         Some(false) => name += ",tma",
+        None => {}
+    }
+    match opts.route {
+        Some(true) => name += ",route",
+        Some(false) => name += ",noroute",
         None => {}
     }
     name

@@ -70,6 +70,12 @@ pub struct MoeOptions {
     /// [`super::sm90_gather`]; [`super::with_gather`]). The FP8 layer and the SM80 family
     /// ignore it.
     pub gather: Option<bool>,
+    /// Whether GEMM1 of the SM80 layer routes a decode batch itself from the logits
+    /// (`rcute_kernel::grouped_gemm::route`: no routing kernel in front of it; at most 32
+    /// routed entries, the tile-grid GEMM1): `Some(true)` wherever it can, `Some(false)`
+    /// never, `None` as `RCUTE_MOE_ROUTE` or the rule says ([`super::gemm1_routes`]). The
+    /// output is the same bit for bit either way.
+    pub route: Option<bool>,
 }
 
 /// A device buffer the MoE ops use for routing and intermediates (size:
@@ -509,6 +515,8 @@ pub struct MoeProblem {
     pub walk_band: Option<i64>,
     /// GEMM1's gathering form asked for ([`MoeOptions::gather`]).
     pub gather: Option<bool>,
+    /// GEMM1's own routing asked for ([`MoeOptions::route`]).
+    pub route: Option<bool>,
     /// The activations' and weights' type.
     pub dtype: DType,
     pub(crate) x: Geometry,
@@ -809,6 +817,7 @@ pub(crate) fn validate_moe(
         path: opts.path,
         walk_band: opts.walk_band,
         gather: opts.gather,
+        route: opts.route,
         dtype: xg.dtype,
         x: xg,
         w13: ag,
