@@ -3,7 +3,10 @@
 //! from logits), alignment, GEMM1 (gathered token rows x w13, SwiGLU), GEMM2 (x w2, router
 //! weight, scattered to entry rows) and the deterministic finalize. Decode batches routed
 //! from logits (T <= [`topk_align::MAX_TOKENS`]) run the top-k softmax and the alignment
-//! as one launch.
+//! as one launch; the smallest of them (at most 32 routed entries and
+//! [`super::GEMM1_ROUTE_MAX_WEIGHT_BYTES`] of routed weights, [`super::gemm1_routes`]) are
+//! routed by GEMM1 itself, with no routing launch at all
+//! ([`rcute_kernel::grouped_gemm::route`]).
 
 use super::kernels::spec_config;
 use super::problem::{moe_tile, validate_fused_moe, MoeOptions, MoeProblem, MoeRouting, MoeWorkspace};
@@ -194,7 +197,15 @@ impl Ops {
         let Some((lg, renormalize)) = p.logits else {
             return Ok((None, None));
         };
-        if !super::gemm1_routes(p.route, true, p.tokens, p.topk, !spec.streamed && !prepared) {
+        let case = super::RouteCase {
+            tokens: p.tokens,
+            topk: p.topk,
+            local: p.local_experts,
+            expert_bytes: 3 * p.hidden * p.inter * p.dtype.bytes(),
+            logits: true,
+            tile_grid: !spec.streamed && !prepared,
+        };
+        if !super::gemm1_routes(p.route, &case) {
             return Ok((None, None));
         }
         let (ws, l) = (p.workspace, &p.layout);

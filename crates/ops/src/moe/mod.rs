@@ -61,4 +61,4 @@ pub use problem::{
 };
 pub use reference::fused_moe_reference;
 pub use routing::{topk_softmax_reference, Routing};
-pub use self_route::{gemm1_routes, gemm1_routes_by_rule, MoeRouteChoice};
+pub use self_route::{gemm1_routes, gemm1_routes_by_rule, MoeRouteChoice, RouteCase, GEMM1_ROUTE_MAX_WEIGHT_BYTES};
