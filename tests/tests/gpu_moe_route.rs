@@ -6,7 +6,7 @@
 //! configurations (16-row tiles, 8 stages, K splits of GEMM2, the weights' `.L2::256B`
 //! loads), expert-parallel slices, and a workspace filled with garbage first (the first
 //! CTA writes the whole alignment GEMM2 and the finalize read). Outputs are poisoned
-//! (NaN) first. Skips without a GPU (fails under `RCUTE_REQUIRE_GPU=1`); `RCUTE_CASES`
+//! (NaN) first; a CUDA graph of the layer replays new logits. Skips without a GPU (fails under `RCUTE_REQUIRE_GPU=1`); `RCUTE_CASES`
 //! keeps the first token counts and configurations (the sanitizer runs).
 
 mod common;
@@ -181,5 +181,80 @@ fn self_routing_gemm1_is_the_routing_kernels_bit_for_bit() {
                 }
             }
         }
+    }
+}
+
+/// A CUDA graph of the self-routing layer captured once and replayed after the logits
+/// changed gives the new answer (nothing of the routing is decided on the host): Mixtral-
+/// like, T = 16 top-2 (32 entries, 16-row tiles: experts of one to several row tiles).
+#[test]
+fn self_routing_graph_replays_new_logits() {
+    use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+    let Some(ops) = gpu_for_test().map(Ops::new) else {
+        return;
+    };
+    let s = ops.gpu().stream().clone();
+    let mut rng = Rng::for_test("self_routing_graph");
+    let (e, k, h, i, t) = (8usize, 2usize, 264usize, 200usize, 16usize);
+    let w13 = bf16s(&uniform(&mut rng, e * 2 * i * h, 1.0 / (h as f64).sqrt()));
+    let w2 = bf16s(&uniform(&mut rng, e * h * i, 1.0 / (i as f64).sqrt()));
+    let x = bf16s(&uniform(&mut rng, t * h, 1.0));
+    let (d_w13, d_w2, d_x) = (
+        s.clone_htod(&w13).unwrap(),
+        s.clone_htod(&w2).unwrap(),
+        s.clone_htod(&x).unwrap(),
+    );
+    let mut d_logits = s.alloc_zeros::<f32>(t * e).unwrap();
+    let mut ws = s
+        .alloc_zeros::<u8>(fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap())
+        .unwrap();
+    let mut y = s.alloc_zeros::<bf16>(t * h).unwrap();
+    let mut spec = MoeSpec::new([16, 128, 64], [1, 4], 2);
+    spec.stages = Some(8);
+    let graph = {
+        let routing = MoeRouting::Logits {
+            logits: MatrixRef::new(&d_logits, t, e),
+            topk: k,
+            renormalize: true,
+        };
+        let xv = MatrixRef::new(&d_x, t, h);
+        let w13v = MatrixRef::new(&d_w13, 2 * i, h).batched(e, (2 * i * h) as i64);
+        let w2v = MatrixRef::new(&d_w2, h, i).batched(e, (h * i) as i64);
+        let mut wsv = MoeWorkspace::new(&mut ws);
+        let mut yv = MatrixMut::new(&mut y, t, h);
+        let opts = MoeOptions {
+            route: Some(true),
+            ..MoeOptions::default()
+        };
+        let run = |wsv: &mut MoeWorkspace<'_>, yv: &mut MatrixMut<'_>| {
+            let p = validate_fused_moe(&xv, &w13v, &w2v, &routing, &opts, wsv, yv).unwrap();
+            ops.run_fused_moe_with(&p, &spec).unwrap()
+        };
+        run(&mut wsv, &mut yv);
+        s.synchronize().unwrap();
+        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .unwrap();
+        run(&mut wsv, &mut yv);
+        s.end_capture(CUgraphInstantiate_flags(0)).unwrap().expect("a graph")
+    };
+    let to64 = |v: &[bf16]| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
+    for round in 0..3 {
+        let logits: Vec<f32> = uniform(&mut rng, t * e, 4.0).iter().map(|v| *v as f32).collect();
+        s.memcpy_htod(&logits, &mut d_logits).unwrap();
+        graph.launch().unwrap();
+        let got: Vec<bf16> = s.clone_dtoh(&y).unwrap();
+        let lf: Vec<f64> = logits.iter().map(|v| f64::from(*v)).collect();
+        let r = topk_softmax_reference(&lf, t, e, k, true).unwrap();
+        let shape = MoeShape {
+            tokens: t,
+            hidden: h,
+            inter: i,
+            topk: k,
+            expert_offset: 0,
+            local_experts: e,
+        };
+        let want =
+            fused_moe_reference(&shape, &to64(&x), &to64(&w13), &to64(&w2), &r.topk_ids, &r.topk_weights).unwrap();
+        check_close(&format!("graph replay {round}"), &got, &want);
     }
 }
