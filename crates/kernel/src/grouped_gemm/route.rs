@@ -16,7 +16,10 @@
 //! [`tile_rows_from_ids`] is the same computation on the host.
 //!
 //! Nothing is read before the wait (GEMM1's prefetch needs routing written one link
-//! earlier, which no longer exists: the launch sets no prefetch budget).
+//! earlier, which no longer exists: the launch sets no prefetch budget). GEMM2's prelude
+//! still reads `block_expert` and `total_rows` for its L2 prefetch, now written by its
+//! immediate predecessor: a hint as before ([`super::prefetch`]); CTA `(0, 0, 0)` writes
+//! them right after its wait, long before GEMM1's tail lets GEMM2's CTAs start.
 
 use super::stmt::{d, dc, if_};
 use super::GroupedGemmConfig;

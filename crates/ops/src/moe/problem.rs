@@ -759,8 +759,7 @@ pub(crate) fn validate_moe(
         });
     }
     let [layout, mut layout90] = layouts(tokens, topk, local, hidden, inter, xg.dtype.bytes())?;
-    // Room for either family's layout and for any SM80 configuration a tuning table may
-    // pick: the choice is made at launch. FP8: its own SM90 layout.
+    // Room for either family's layout and any SM80 configuration a table may pick (FP8: its own).
     let needed = if fp8 {
         let (l, bytes) = fp8_layout(tokens, topk, local, hidden, inter, xg.dtype)?;
         layout90 = l;
