@@ -59,7 +59,10 @@ pub struct BenchMoeArgs {
     /// producer, no row gather) on or off (`MoeOptions::gather`, e.g. `sm90,gather` or
     /// `sm90-narrow,gather`; on `auto` it holds where the rule runs the SM90 family);
     /// `,tiles` / `,persistent` launches the cooperative SM90 GEMMs with one CTA (cluster)
-    /// per tile or on persistent CTAs (`MoeOptions::per_tile`).
+    /// per tile or on persistent CTAs (`MoeOptions::per_tile`);
+    /// `,route` / `,noroute` makes GEMM1 route a decode batch itself (at most 32 routed
+    /// entries, the SM80 family's tile grid) or the routing kernels run
+    /// (`MoeOptions::route`, e.g. `auto,route`).
     #[arg(long = "path", default_values_t = ["auto".to_string()])]
     pub path: Vec<String>,
     /// A MoE configuration of either family (repeatable; the tuning tables' text form,
@@ -257,7 +260,9 @@ impl Peer {
 
 /// The `--path` values: each path with its fields after commas as layer options:
 /// `b<BAND>` (the walk band), `gather` / `tma` (GEMM1 gathering its rows itself or not),
-/// `tiles` / `persistent` (the cooperative SM90 GEMMs' grid: one CTA per tile or not).
+/// `tiles` / `persistent` (the cooperative SM90 GEMMs' grid: one CTA per tile or not),
+/// `route` / `noroute` (GEMM1 routing a decode batch itself or the routing kernels:
+/// `MoeOptions::route`).
 fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
     v.iter()
         .map(|p| {
@@ -272,6 +277,8 @@ fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
                     "tma" => opts.gather = Some(false),
                     "tiles" => opts.per_tile = Some(true),
                     "persistent" => opts.per_tile = Some(false),
+                    "route" => opts.route = Some(true),
+                    "noroute" => opts.route = Some(false),
                     _ => {
                         let b = f.strip_prefix('b').ok_or(format!("--path {p}: unknown field {f:?}"))?;
                         let band = b
@@ -301,6 +308,11 @@ fn path_name(opts: &MoeOptions) -> String {
     match opts.per_tile {
         Some(true) => name += ",tiles",
         Some(false) => name += ",persistent",
+        None => {}
+    }
+    match opts.route {
+        Some(true) => name += ",route",
+        Some(false) => name += ",noroute",
         None => {}
     }
     name
