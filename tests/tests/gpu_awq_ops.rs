@@ -687,6 +687,75 @@ fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     }
 }
 
+/// The wgmma kernels with 2 and 3 `wgmma` groups of a consumer warpgroup in flight
+/// (`AwqGemmConfig::in_flight`: four fragment buffers, the stage handed back at step 1 or
+/// 2 of the next k-tile) against the float64 reference and bit-identical to the same kernel
+/// with one group (the same `wgmma`s in the same order): the split-K tiles of 16, 48 and
+/// 64 tokens (tensor boxes, 3 / 2 / 2 splits), 128 tokens in one split, one consumer
+/// warpgroup of 64 tokens, and the checkpoint's kernel (the unprepared op's), on ragged M,
+/// N ending inside the CTA's columns, K ending one or two steps into a k-tile (352, 80,
+/// 16: fewer steps than groups in flight), G = 32 .. K, f16 and bf16 (sm_90 only).
+#[test]
+fn awq_gemm_wgmma_in_flight_matches_one_group() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    if ops.gpu().compute_capability() != (9, 0) {
+        eprintln!("skipped: the wgmma kernels need sm_90");
+        return;
+    }
+    wgmma_in_flight_cases::<f16>(&ops, rcute_atom::Element::F16);
+    wgmma_in_flight_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+}
+
+fn wgmma_in_flight_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    let mut rng = Rng::for_test(&format!("awq_wgmma_in_flight_{e}"));
+    let c = |tile: [i64; 3], warps: [i64; 2], stages: usize| AwqGemmConfig::new(e, tile, warps, stages, 4).wgmma();
+    let forced = [
+        (c([64, 256, 64], [2, 1], 6).weight_boxes().split_k(), 2),
+        (c([48, 256, 64], [2, 1], 8).weight_boxes().split_k(), 2),
+        (c([16, 256, 64], [2, 1], 8).weight_boxes().split_k(), 3),
+        (c([128, 256, 64], [2, 1], 6), 1),
+        (c([64, 256, 64], [1, 1], 8), 1),
+    ];
+    let checkpoint = AwqGemmConfig::new(e, [64, 256, 64], [2, 1], 6, 4)
+        .wgmma_checkpoint()
+        .split_k();
+    let shapes = [
+        (17, 576, 352, 32, true),
+        (130, 640, 4096, 128, true),
+        (3, 256, 16, 16, false),
+        (70, 512, 80, 80, true),
+        (5, 512, 48, 48, true),
+    ];
+    let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
+    for &(m, n, k, g, bias) in cases(&shapes) {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        for (cfg, splits) in forced {
+            let name = format!(
+                "{e} {m}x{n}x{k} G={g} bias={bias} {:?} {:?} s{} split {splits}",
+                cfg.tile, cfg.warps, cfg.stages
+            );
+            let one = case.check(ops, Run::Prepared(&w, Some((cfg, splits))), &name);
+            for d in [2, 3] {
+                let deep = case.check(ops, Run::Prepared(&w, Some((cfg.in_flight(d), splits))), &name);
+                assert!(
+                    bits(&one) == bits(&deep),
+                    "{name}: {d} groups in flight differ from one"
+                );
+            }
+        }
+        // the checkpoint's words (m x n as they are: N a multiple of 32 for its boxes)
+        if n.is_multiple_of(32) {
+            let name = format!("{e} {m}x{n}x{k} G={g} bias={bias} checkpoint");
+            let one = case.check(ops, Run::Fused(Some((checkpoint, 2))), &name);
+            let deep = case.check(ops, Run::Fused(Some((checkpoint.in_flight(3), 2))), &name);
+            assert!(bits(&one) == bits(&deep), "{name}: 3 groups in flight differ from one");
+        }
+        eprintln!("ok {e} {m}x{n}x{k} G={g} bias={bias} wgmma groups in flight");
+    }
+}
+
 /// The split-K wgmma kernels against the float64 reference (f16 and bf16; sm_90 only).
 #[test]
 fn awq_gemm_prepared_wgmma_split_k_matches_the_float64_reference() {
