@@ -628,6 +628,8 @@ fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         // chained step pairs: the op's at 33 ..= 48 rows of a wide weight, the forced 64-token one
         (c([48, 256, 64], [2, 1], 8).split_k().chained(), 2),
         (c([64, 256, 64], [2, 1], 6).split_k().chained(), 2),
+        // the op's 96-token split tile (65 ..= 96 rows of a wide weight)
+        (c([96, 256, 64], [2, 1], 6).split_k(), 2),
     ];
     let shapes = [
         (17, 576, 352, 32, true),
@@ -654,13 +656,14 @@ fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     // the op's own choice (`select_awq_wgmma_prepared`: boxes for the split-K tiles, bulk
     // runs for the one-split ones): the split-K tile (16 x 11008: 3 splits; 9-16 rows of
     // 8192 or 14336 columns take a 16-row streamed tile first), the 32-token tile in one
-    // split (24 x 28672), the 64- and 152-token tiles (128 / 1000 x 14336), each
-    // bit-identical to its twin with the other weight copy
+    // split (24 x 28672), the 96-token split tile (80 x 14336), the 64- and 152-token
+    // tiles (128 / 1000 x 14336), each bit-identical to its twin with the other weight copy
     let sms = ops.gpu().sm_count() as usize;
     let op_shapes = [
         (16, 11008, 256, 128, true),
         (40, 14336, 352, 32, false),
         (64, 14336, 256, 128, true),
+        (80, 14336, 352, 32, false),
         (24, 28672, 128, 128, false),
         (128, 14336, 128, 64, true),
         (1000, 14336, 64, 32, true),
@@ -1457,7 +1460,7 @@ fn half_bits<T: Half>(v: &[T]) -> Vec<u64> {
 /// (asserted on 100 SMs or more; 132 SMs: the 16-token split-K tile in 4, 3 and 2 splits at
 /// 8192, 11008 and 14336 columns and in one split at 28672, the 32-token tile in one split
 /// at 32 x 28672, 48 tokens in 4 splits at 40 x
-/// 8192, 128 tokens in 2 at 96 x 14336, 32 tokens in 4 at 64 x 4096, the one-split tiles at
+/// 8192, 96 tokens in 2 at 96 x 14336, 32 tokens in 4 at 64 x 4096, the one-split tiles at
 /// 300 x 8192 and 200 x 14336), twice bit-identical, equal to the rule's kernel forced, and
 /// bit-identical to the prepared op where it runs the same tile
 /// ([`rcute_ops::awq::select_split::select_awq_wgmma_prepared`]; where the prepared op takes

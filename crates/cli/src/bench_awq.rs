@@ -678,5 +678,18 @@ mod tests {
             panic!("wgmma-box: is a prepared configuration")
         };
         assert!(cfg.wgmma && cfg.prepared && cfg.weight_boxes);
+        // wgmma groups in flight: 1 ..= 3, batched steps, not chained
+        let Ok(Variant::Prepared(Some((cfg, 2)))) = parse_variant("wgmma-box:64x256,2x1,6,2,f3") else {
+            panic!("wgmma-box: takes f3")
+        };
+        assert!(cfg.split_k && cfg.weight_boxes && cfg.in_flight == 3);
+        let Ok(Variant::Fused(Some((cfg, 1)))) = parse_variant("wgmma-checkpoint:64x256,1x1,8,1,f2") else {
+            panic!("wgmma-checkpoint: takes f2")
+        };
+        assert!(!cfg.prepared && cfg.in_flight == 2);
+        for bad in ["f4", "f0", "fx", "f2,f2", "c2,f2"] {
+            assert!(parse_variant(&format!("wgmma:64x256,2x1,6,2,{bad}")).is_err(), "{bad}");
+        }
+        assert!(parse_variant("wgmma:192x256,2x1,6,1,f2").is_err());
     }
 }
