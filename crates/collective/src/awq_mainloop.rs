@@ -123,7 +123,9 @@ pub struct AwqMainloopConfig {
     /// fragment buffers, the default) or, with batched steps
     /// ([`crate::awq_wgmma::AwqWgmma::batched`]), 2 or 3 (one fragment buffer per k16 step
     /// of a k-tile: [`crate::awq_wgmma::AwqWgmma::with_in_flight`]). `wgmma` kernels
-    /// only, not `chained` nor `persistent`.
+    /// only, not `chained` nor `persistent`. A forced option: no rule takes it (session 26,
+    /// helper awqdeep, H100: 2 or 3 within 1.7 % of 1 at 32 to 128 x 14336 x 4096 and 64 x
+    /// 4096 x 4096; BENCHMARKS.md).
     pub in_flight: i64,
     /// Whether the SM90 mixed-input kernel splits K over the grid's z (split `z` walks
     /// k-tiles `[z kt_per_split, (z + 1) kt_per_split)`; with several splits the consumers
