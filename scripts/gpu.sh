@@ -121,10 +121,10 @@ for tool in $(tools awq memcheck racecheck synccheck); do
   done
 done
 # The fused MoE layer (routing, grouped GEMMs with gather / SwiGLU / scatter, finalize) and
-# its prepared-weight form (the reorder kernels, the `_prep` decode GEMMs): memcheck,
-# racecheck, synccheck.
+# its prepared-weight form (the reorder kernels, the `_prep` decode GEMMs) and GEMM1 routing
+# a decode batch itself (`_route_`): memcheck, racecheck, synccheck.
 for tool in $(tools moe memcheck racecheck synccheck); do
-  for t in .device/bin/test-*-gpu_moe .device/bin/test-*-gpu_moe_prepared; do
+  for t in .device/bin/test-*-gpu_moe .device/bin/test-*-gpu_moe_prepared .device/bin/test-*-gpu_moe_route; do
     [ -e "$t" ] && sanitize_filtered "$tool" "$t"
   done
 done

@@ -628,6 +628,8 @@ fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         // chained step pairs: the op's at 33 ..= 48 rows of a wide weight, the forced 64-token one
         (c([48, 256, 64], [2, 1], 8).split_k().chained(), 2),
         (c([64, 256, 64], [2, 1], 6).split_k().chained(), 2),
+        // the op's 96-token split tile (65 ..= 96 rows of a wide weight)
+        (c([96, 256, 64], [2, 1], 6).split_k(), 2),
     ];
     let shapes = [
         (17, 576, 352, 32, true),
@@ -654,13 +656,14 @@ fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     // the op's own choice (`select_awq_wgmma_prepared`: boxes for the split-K tiles, bulk
     // runs for the one-split ones): the split-K tile (16 x 11008: 3 splits; 9-16 rows of
     // 8192 or 14336 columns take a 16-row streamed tile first), the 32-token tile in one
-    // split (24 x 28672), the 64- and 152-token tiles (128 / 1000 x 14336), each
-    // bit-identical to its twin with the other weight copy
+    // split (24 x 28672), the 96-token split tile (80 x 14336), the 64- and 152-token
+    // tiles (128 / 1000 x 14336), each bit-identical to its twin with the other weight copy
     let sms = ops.gpu().sm_count() as usize;
     let op_shapes = [
         (16, 11008, 256, 128, true),
         (40, 14336, 352, 32, false),
         (64, 14336, 256, 128, true),
+        (80, 14336, 352, 32, false),
         (24, 28672, 128, 128, false),
         (128, 14336, 128, 64, true),
         (1000, 14336, 64, 32, true),
@@ -684,6 +687,75 @@ fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         };
         let twin = case.check(ops, Run::Prepared(&w, Some((other, splits))), &name);
         assert!(bits(&op) == bits(&twin), "{name}: the boxes differ from the runs");
+    }
+}
+
+/// The wgmma kernels with 2 and 3 `wgmma` groups of a consumer warpgroup in flight
+/// (`AwqGemmConfig::in_flight`: four fragment buffers, the stage handed back at step 1 or
+/// 2 of the next k-tile) against the float64 reference and bit-identical to the same kernel
+/// with one group (the same `wgmma`s in the same order): the split-K tiles of 16, 48 and
+/// 64 tokens (tensor boxes, 3 / 2 / 2 splits), 128 tokens in one split, one consumer
+/// warpgroup of 64 tokens, and the checkpoint's kernel (the unprepared op's), on ragged M,
+/// N ending inside the CTA's columns, K ending one or two steps into a k-tile (352, 80,
+/// 16: fewer steps than groups in flight), G = 32 .. K, f16 and bf16 (sm_90 only).
+#[test]
+fn awq_gemm_wgmma_in_flight_matches_one_group() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    if ops.gpu().compute_capability() != (9, 0) {
+        eprintln!("skipped: the wgmma kernels need sm_90");
+        return;
+    }
+    wgmma_in_flight_cases::<f16>(&ops, rcute_atom::Element::F16);
+    wgmma_in_flight_cases::<bf16>(&ops, rcute_atom::Element::BF16);
+}
+
+fn wgmma_in_flight_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    let mut rng = Rng::for_test(&format!("awq_wgmma_in_flight_{e}"));
+    let c = |tile: [i64; 3], warps: [i64; 2], stages: usize| AwqGemmConfig::new(e, tile, warps, stages, 4).wgmma();
+    let forced = [
+        (c([64, 256, 64], [2, 1], 6).weight_boxes().split_k(), 2),
+        (c([48, 256, 64], [2, 1], 8).weight_boxes().split_k(), 2),
+        (c([16, 256, 64], [2, 1], 8).weight_boxes().split_k(), 3),
+        (c([128, 256, 64], [2, 1], 6), 1),
+        (c([64, 256, 64], [1, 1], 8), 1),
+    ];
+    let checkpoint = AwqGemmConfig::new(e, [64, 256, 64], [2, 1], 6, 4)
+        .wgmma_checkpoint()
+        .split_k();
+    let shapes = [
+        (17, 576, 352, 32, true),
+        (130, 640, 4096, 128, true),
+        (3, 256, 16, 16, false),
+        (70, 512, 80, 80, true),
+        (5, 512, 48, 48, true),
+    ];
+    let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
+    for &(m, n, k, g, bias) in cases(&shapes) {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        let w = AwqWeight::prepare(ops, &case.tensors()).unwrap();
+        for (cfg, splits) in forced {
+            let name = format!(
+                "{e} {m}x{n}x{k} G={g} bias={bias} {:?} {:?} s{} split {splits}",
+                cfg.tile, cfg.warps, cfg.stages
+            );
+            let one = case.check(ops, Run::Prepared(&w, Some((cfg, splits))), &name);
+            for d in [2, 3] {
+                let deep = case.check(ops, Run::Prepared(&w, Some((cfg.in_flight(d), splits))), &name);
+                assert!(
+                    bits(&one) == bits(&deep),
+                    "{name}: {d} groups in flight differ from one"
+                );
+            }
+        }
+        // the checkpoint's words (m x n as they are: N a multiple of 32 for its boxes)
+        if n.is_multiple_of(32) {
+            let name = format!("{e} {m}x{n}x{k} G={g} bias={bias} checkpoint");
+            let one = case.check(ops, Run::Fused(Some((checkpoint, 2))), &name);
+            let deep = case.check(ops, Run::Fused(Some((checkpoint.in_flight(3), 2))), &name);
+            assert!(bits(&one) == bits(&deep), "{name}: 3 groups in flight differ from one");
+        }
+        eprintln!("ok {e} {m}x{n}x{k} G={g} bias={bias} wgmma groups in flight");
     }
 }
 
@@ -1388,7 +1460,7 @@ fn half_bits<T: Half>(v: &[T]) -> Vec<u64> {
 /// (asserted on 100 SMs or more; 132 SMs: the 16-token split-K tile in 4, 3 and 2 splits at
 /// 8192, 11008 and 14336 columns and in one split at 28672, the 32-token tile in one split
 /// at 32 x 28672, 48 tokens in 4 splits at 40 x
-/// 8192, 128 tokens in 2 at 96 x 14336, 32 tokens in 4 at 64 x 4096, the one-split tiles at
+/// 8192, 96 tokens in 2 at 96 x 14336, 32 tokens in 4 at 64 x 4096, the one-split tiles at
 /// 300 x 8192 and 200 x 14336), twice bit-identical, equal to the rule's kernel forced, and
 /// bit-identical to the prepared op where it runs the same tile
 /// ([`rcute_ops::awq::select_split::select_awq_wgmma_prepared`]; where the prepared op takes

@@ -53,12 +53,13 @@ pub struct BenchAwqArgs {
     /// 64-row k-tiles of x staged per split, e.g. `streamed-sring:16x128,8x2,4,1,x64`),
     /// or `streamed-checkpoint:`
     /// and such a configuration (the register-streamed kernel on the checkpoint tensors as
-    /// they are, unprepared), or `wgmma:` and `BMxBN,WRxWN,STAGES,SPLITS[,rR][,p][,c2][,sk][,o2]` (the SM90 mixed-input
+    /// they are, unprepared), or `wgmma:` and `BMxBN,WRxWN,STAGES,SPLITS[,rR][,p][,c2][,fN][,sk][,o2]` (the SM90 mixed-input
     /// prepared kernel, sm_90 only: BM tokens per CTA (8 ..= 192, a multiple of 8), BN = 256 WN weight columns, WR
     /// consumer warpgroups splitting a lane's four words, STAGES stages of x and the weight,
     /// SPLITS K splits (more than one: the split-K kernel, `AwqGemmConfig::split_k`),
     /// R > 0 the tile walk in groups of R token tiles, p the persistent kernel, c2 the
-    /// k16 steps in chained pairs, sk the split-K kernel even with one split, o2 the kernel
+    /// k16 steps in chained pairs, fN N (2 or 3) wgmma groups of a consumer warpgroup
+    /// in flight after each k16 step (`AwqGemmConfig::in_flight`), sk the split-K kernel even with one split, o2 the kernel
     /// built for two resident CTAs an SM, `AwqGemmConfig::resident`), or
     /// `wgmma-checkpoint:` and such a configuration (the same kernel on the checkpoint
     /// tensors as they are, unprepared; WR 1 or 2),
@@ -92,13 +93,13 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
         }
     };
     // optional parts after the fourth: `rR` (the wgmma kernel's tile walk in groups of R
-    // token tiles), `p` (the persistent wgmma kernel), `c2`, `sk`, and `xT` (a streamed
+    // token tiles), `p` (the persistent wgmma kernel), `c2`, `fN`, `sk`, and `xT` (a streamed
     // kernel's staged x of T k-tiles per split)
     let [tile, warps, stages, splits, rest @ ..] = parts.as_slice() else {
         return Err(bad());
     };
     let (mut raster, mut persistent, mut chained, mut split_k) = (0, false, false, false);
-    let (mut ctas, mut staged) = (1, 0);
+    let (mut ctas, mut staged, mut in_flight) = (1, 0, 1);
     for part in rest.iter().map(|p| p.trim()) {
         match part {
             "o2" if ctas == 1 => ctas = 2,
@@ -108,6 +109,9 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
             "p" if !persistent => persistent = true,
             "sk" if !split_k => split_k = true,
             "c2" if !chained => chained = true,
+            f if f.starts_with('f') && in_flight == 1 => {
+                in_flight = f[1..].parse().map_err(|_| bad())?;
+            }
             r if r.starts_with('r') && raster == 0 => {
                 raster = r[1..].parse().map_err(|_| bad())?;
             }
@@ -125,6 +129,7 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
         4,
     ))
     .raster(raster)
+    .in_flight(in_flight)
     .resident(ctas)
     .staged_k_tiles(staged);
     let cfg = if persistent { cfg.persistent() } else { cfg };
@@ -673,5 +678,18 @@ mod tests {
             panic!("wgmma-box: is a prepared configuration")
         };
         assert!(cfg.wgmma && cfg.prepared && cfg.weight_boxes);
+        // wgmma groups in flight: 1 ..= 3, batched steps, not chained
+        let Ok(Variant::Prepared(Some((cfg, 2)))) = parse_variant("wgmma-box:64x256,2x1,6,2,f3") else {
+            panic!("wgmma-box: takes f3")
+        };
+        assert!(cfg.split_k && cfg.weight_boxes && cfg.in_flight == 3);
+        let Ok(Variant::Fused(Some((cfg, 1)))) = parse_variant("wgmma-checkpoint:64x256,1x1,8,1,f2") else {
+            panic!("wgmma-checkpoint: takes f2")
+        };
+        assert!(!cfg.prepared && cfg.in_flight == 2);
+        for bad in ["f4", "f0", "fx", "f2,f2", "c2,f2"] {
+            assert!(parse_variant(&format!("wgmma:64x256,2x1,6,2,{bad}")).is_err(), "{bad}");
+        }
+        assert!(parse_variant("wgmma:192x256,2x1,6,1,f2").is_err());
     }
 }

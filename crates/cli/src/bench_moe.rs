@@ -60,7 +60,10 @@ pub struct BenchMoeArgs {
     /// `sm90-narrow,gather`; on `auto` it holds where the rule runs the SM90 family);
     /// `,tiles` / `,persistent` launches the cooperative SM90 GEMMs with one CTA (cluster)
     /// per tile or on persistent CTAs (`MoeOptions::per_tile`); `,dyn` / `,static` walks
-    /// their tiles dynamically (a work counter, `MoeOptions::dynamic`) or statically.
+    /// their tiles dynamically (a work counter, `MoeOptions::dynamic`) or statically;
+    /// `,route` / `,noroute` makes GEMM1 route a decode batch itself (at most 32 routed
+    /// entries, the SM80 family's tile grid) or the routing kernels run
+    /// (`MoeOptions::route`, e.g. `auto,route`).
     #[arg(long = "path", default_values_t = ["auto".to_string()])]
     pub path: Vec<String>,
     /// A MoE configuration of either family (repeatable; the tuning tables' text form,
@@ -259,7 +262,9 @@ impl Peer {
 /// The `--path` values: each path with its fields after commas as layer options:
 /// `b<BAND>` (the walk band), `gather` / `tma` (GEMM1 gathering its rows itself or not),
 /// `tiles` / `persistent` (the cooperative SM90 GEMMs' grid: one CTA per tile or not),
-/// `dyn` / `static` (their walk: dynamic or static).
+/// `dyn` / `static` (their walk: dynamic or static),
+/// `route` / `noroute` (GEMM1 routing a decode batch itself or the routing kernels:
+/// `MoeOptions::route`).
 fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
     v.iter()
         .map(|p| {
@@ -276,6 +281,8 @@ fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
                     "persistent" => opts.per_tile = Some(false),
                     "dyn" => opts.dynamic = Some(true),
                     "static" => opts.dynamic = Some(false),
+                    "route" => opts.route = Some(true),
+                    "noroute" => opts.route = Some(false),
                     _ => {
                         let b = f.strip_prefix('b').ok_or(format!("--path {p}: unknown field {f:?}"))?;
                         let band = b
@@ -310,6 +317,11 @@ fn path_name(opts: &MoeOptions) -> String {
     match opts.dynamic {
         Some(true) => name += ",dyn",
         Some(false) => name += ",static",
+        None => {}
+    }
+    match opts.route {
+        Some(true) => name += ",route",
+        Some(false) => name += ",noroute",
         None => {}
     }
     name

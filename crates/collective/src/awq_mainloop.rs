@@ -118,6 +118,15 @@ pub struct AwqMainloopConfig {
     /// `wgmma`s of a warpgroup chain on one accumulator instead of alternating between the
     /// words'). `wgmma` kernels with `wgs_r = 2` only.
     pub chained: bool,
+    /// `wgmma` groups (one k16 step's `wgmma`s each) a consumer warpgroup of the SM90
+    /// mixed-input kernel leaves in flight after each step (`wgmma.wait_group`): 1 (two
+    /// fragment buffers, the default) or, with batched steps
+    /// ([`crate::awq_wgmma::AwqWgmma::batched`]), 2 or 3 (one fragment buffer per k16 step
+    /// of a k-tile: [`crate::awq_wgmma::AwqWgmma::with_in_flight`]). `wgmma` kernels
+    /// only, not `chained` nor `persistent`. A forced option: no rule takes it (session 26,
+    /// helper awqdeep, H100: 2 or 3 within 1.7 % of 1 at 32 to 128 x 14336 x 4096 and 64 x
+    /// 4096 x 4096; BENCHMARKS.md).
+    pub in_flight: i64,
     /// Whether the SM90 mixed-input kernel splits K over the grid's z (split `z` walks
     /// k-tiles `[z kt_per_split, (z + 1) kt_per_split)`; with several splits the consumers
     /// write f32 partial tiles to the `[splits, M, N]` workspace and the last split of a
@@ -165,6 +174,7 @@ impl AwqMainloopConfig {
             raster: 0,
             persistent: false,
             chained: false,
+            in_flight: 1,
             split_k: false,
             ctas_per_sm: 1,
             staged_k_tiles: 0,
@@ -279,6 +289,26 @@ impl AwqMainloopConfig {
     /// ```
     pub fn chained(mut self) -> Self {
         self.chained = true;
+        self
+    }
+
+    /// The same configuration with `groups` `wgmma` groups of the wgmma kernel's consumer
+    /// warpgroups in flight after each k16 step (field `in_flight`).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [64, 256, 64], [2, 1], 6, 4).wgmma().split_k().in_flight(3);
+    /// assert_eq!(AwqMainloop::new(&cfg).unwrap().wgmma.unwrap().in_flight, 3);
+    /// // 1 ..= 3; wgmma only, not chained nor persistent; batched steps only (192 tokens go word by word)
+    /// assert!(AwqMainloop::new(&cfg.in_flight(4)).is_err() && AwqMainloop::new(&cfg.in_flight(0)).is_err());
+    /// assert!(AwqMainloop::new(&cfg.chained()).is_err());
+    /// assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [64, 256, 64], [2, 1], 6, 4).wgmma().persistent().in_flight(2)).is_err());
+    /// assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [192, 256, 64], [2, 1], 6, 4).wgmma().in_flight(2)).is_err());
+    /// assert!(AwqMainloop::new(&AwqMainloopConfig::new(Element::F16, [16, 256, 64], [1, 4], 4, 4).in_flight(2)).is_err());
+    /// ```
+    pub fn in_flight(mut self, groups: i64) -> Self {
+        self.in_flight = groups;
         self
     }
 
@@ -543,6 +573,12 @@ fn check_wgmma_variants(cfg: &AwqMainloopConfig, wgmma: Option<&AwqWgmma>) -> Re
             "chained: wgmma kernels with two words per consumer warpgroup only",
         ));
     }
+    if cfg.in_flight != 1 && (wgmma.is_none() || cfg.chained || cfg.persistent) {
+        return Err(tile_err(
+            cfg,
+            "in_flight: 1 ..= 3 wgmma groups, wgmma kernels that are neither chained nor persistent only",
+        ));
+    }
     if cfg.cluster_push && !cfg.streamed {
         return Err(tile_err(cfg, "cluster_push: streamed kernels only"));
     }
@@ -584,6 +620,9 @@ fn wgmma_plan(cfg: &AwqMainloopConfig) -> Result<AwqWgmma, PlanError> {
     if cfg.tile[1] != plan.bn() {
         return Err(tile_err(cfg, "wgmma: BN must be 256 x warpgroups along N"));
     }
+    let plan = plan
+        .with_in_flight(cfg.in_flight)
+        .ok_or_else(|| tile_err(cfg, "in_flight: 1 ..= 3 wgmma groups; 2 or 3 only with batched steps"))?;
     if !checkpoint {
         return Ok(if cfg.weight_boxes { plan.with_boxes() } else { plan });
     }

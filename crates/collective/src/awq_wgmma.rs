@@ -190,6 +190,12 @@ pub struct AwqWgmma {
     /// [`AwqWgmma::with_boxes`]) instead of one 1-D bulk copy per k16 block; the same
     /// shared image.
     pub boxes: bool,
+    /// `wgmma` groups a consumer warpgroup leaves in flight after each k16 step
+    /// (`wgmma.wait_group`): 1 with two fragment buffers (steps of parity 0 / 1), or 2 or 3
+    /// ([`AwqWgmma::with_in_flight`]) with one buffer per k16 step of a k-tile (four), the
+    /// stage handed back at the k-tile's step `in_flight - 1` (when the previous k-tile's
+    /// last group has retired).
+    pub in_flight: i64,
 }
 
 impl AwqWgmma {
@@ -310,6 +316,32 @@ impl AwqWgmma {
             checkpoint: false,
             ctas_per_sm: ctas,
             boxes: false,
+            in_flight: 1,
+        })
+    }
+
+    /// The same plan with `groups` (1 ..= 3) `wgmma` groups in flight after each k16 step;
+    /// `None` for more than one where the steps are not batched (word by word, a fragment
+    /// per word of parity 0 / 1). The four buffers cost no registers over two: ptxas already
+    /// gives the four unrolled steps of a k-tile their own fragment registers (the
+    /// 64-token kernels of one and two consumer warpgroups, 128, 152 and 160 tokens compile
+    /// without spills at depths 2 and 3, as at 1).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_wgmma::AwqWgmma;
+    /// let p = AwqWgmma::new(Element::F16, 64, [2, 1], 6).unwrap();
+    /// assert_eq!(p.clone().with_in_flight(3).unwrap().in_flight, 3);
+    /// assert!(p.clone().with_in_flight(0).is_none() && p.with_in_flight(4).is_none());
+    /// // 192 tokens x 2 words go word by word: one group in flight only
+    /// let word_by_word = AwqWgmma::new(Element::F16, 192, [2, 1], 6).unwrap();
+    /// assert!(word_by_word.clone().with_in_flight(1).is_some() && word_by_word.with_in_flight(2).is_none());
+    /// ```
+    pub fn with_in_flight(self, groups: i64) -> Option<AwqWgmma> {
+        let fits = groups == 1 || self.batched;
+        ((1..=3).contains(&groups) && fits).then_some(AwqWgmma {
+            in_flight: groups,
+            ..self
         })
     }
 

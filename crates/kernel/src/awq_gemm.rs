@@ -333,7 +333,8 @@ impl GeneratedAwqGemm {
 
 /// The kernel's name: its element, tile, warps and stages, then one suffix per option that
 /// changes the emitted code (`_xT` staged k-tiles of x, `_prepared`, `_bulk`, `_streamed`,
-/// `_sring`, `_cpush` the clustered sum by pushes, `_wgmma`, `_rR`, `_p`, `_c2`, `_oN`
+/// `_sring`, `_cpush` the clustered sum by pushes, `_wgmma`, `_rR`, `_p`, `_c2`, `_fN`
+/// `wgmma` groups in flight, `_oN`
 /// resident CTAs, `_sk`).
 fn kernel_name(cfg: &AwqGemmConfig) -> String {
     let [bm, bn, bk] = cfg.tile;
@@ -363,6 +364,11 @@ fn kernel_name(cfg: &AwqGemmConfig) -> String {
         }
         + if cfg.persistent { "_p" } else { "" }
         + if cfg.chained { "_c2" } else { "" }
+        + &if cfg.in_flight != 1 {
+            format!("_f{}", cfg.in_flight)
+        } else {
+            String::new()
+        }
         + &if cfg.ctas_per_sm != 1 {
             format!("_o{}", cfg.ctas_per_sm)
         } else {

@@ -661,7 +661,7 @@ pub fn awq_bulk_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 /// tokens x 256 weight columns with one consumer warpgroup and 8 stages; 128, 152, 184 and
 /// 192 tokens x 256 with two consumer warpgroups splitting each lane's four words and 6, 7,
 /// 6 and 6 stages; and the split-K kernels (`AwqGemmConfig::split_k`) that
-/// `ops::awq::select_split::select_awq_wgmma_split` takes: 16, 32, 48, 64 and 128 tokens x
+/// `ops::awq::select_split::select_awq_wgmma_split` takes: 16, 32, 48, 64 and 96 tokens x
 /// 256 on two consumer warpgroups splitting the words, 8, 6, 8, 6 and 6 stages (the
 /// 48-token one with chained step pairs, `AwqGemmConfig::chained`), and the
 /// 32-token one in one split (`select_awq_wgmma_prepared`); and the
@@ -695,7 +695,7 @@ pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
                 // 33 ..= 48 rows of a wide weight: chained step pairs
                 split(48, 8).chained(),
                 split(64, 6),
-                split(128, 6),
+                split(96, 6),
                 // one split at 17 ..= 32 rows of a weight too wide for 2 splits
                 // (`ops::awq::select_split::select_awq_wgmma_prepared`)
                 AwqGemmConfig::new(e, [32, 256, 64], [2, 1], 6, 4).wgmma(),
@@ -708,7 +708,7 @@ pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 /// The unprepared op's kernels on the checkpoint's words
 /// (`ops::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint`: the prepared op's
 /// wgmma tiles with `AwqGemmConfig::wgmma_checkpoint`): the split-K tiles of 16, 32, 48, 64
-/// and 128 tokens, the 16- and 32-token tiles in one split, and the one-split tiles of 64 (one
+/// and 96 tokens, the 16- and 32-token tiles in one split, and the one-split tiles of 64 (one
 /// consumer warpgroup, 8 stages), 128, 152, 184 and 192 tokens; f16 and bf16.
 fn awq_wgmma_checkpoint_rule_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
@@ -723,7 +723,7 @@ fn awq_wgmma_checkpoint_rule_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
                 ck(e, 32, [2, 1], 6).split_k(),
                 ck(e, 48, [2, 1], 8).split_k(),
                 ck(e, 64, [2, 1], 6).split_k(),
-                ck(e, 128, [2, 1], 6).split_k(),
+                ck(e, 96, [2, 1], 6).split_k(),
                 ck(e, 16, [2, 1], 8),
                 ck(e, 32, [2, 1], 6),
                 ck(e, 64, [1, 1], 8),

@@ -425,6 +425,19 @@ fn wgmma_configs() -> Vec<AwqGemmConfig> {
                 .chained(),
         );
         v.push(AwqGemmConfig::new(e, [96, 512, 64], [1, 2], 4, 4).wgmma());
+        // two and three wgmma groups in flight (four fragment buffers): one consumer
+        // warpgroup of 64 tokens x 4 words at the fullest register count, 128 and 160 tokens
+        // batched, the split-K box tiles of 48 and 64 tokens
+        v.push(AwqGemmConfig::new(e, [64, 256, 64], [1, 1], 8, 4).wgmma().in_flight(3));
+        v.push(AwqGemmConfig::new(e, [128, 256, 64], [2, 1], 6, 4).wgmma().in_flight(2));
+        v.push(AwqGemmConfig::new(e, [160, 256, 64], [2, 1], 6, 4).wgmma().in_flight(3));
+        for (bm, stages) in [(48, 8), (64, 6)] {
+            let sk = AwqGemmConfig::new(e, [bm, 256, 64], [2, 1], stages, 4)
+                .wgmma()
+                .split_k();
+            v.push(sk.in_flight(2));
+            v.push(sk.in_flight(3));
+        }
         // K split over the grid's z (f32 slabs, semaphores, the last split's sum), with the
         // small token tiles of decode and small batches (wgmma N 8, 16, 32), two warpgroups
         // along N, two splitting the words (the 4-column partial stores), a raster
@@ -448,6 +461,10 @@ fn wgmma_kernels_compile_for_sm90a_with_register_a() {
             r => format!("_prepared_wgmma_r{r}"),
         } + if cfg.persistent { "_p" } else { "" }
             + if cfg.chained { "_c2" } else { "" }
+            + &match cfg.in_flight {
+                1 => String::new(),
+                d => format!("_f{d}"),
+            }
             + if cfg.ctas_per_sm == 2 { "_o2" } else { "" }
             + if cfg.split_k { "_sk" } else { "" };
         assert!(g.name.ends_with(&suffix), "{}", g.name);
@@ -456,6 +473,8 @@ fn wgmma_kernels_compile_for_sm90a_with_register_a() {
         let w = g.plan.wgmma.as_ref().unwrap();
         let frag = if cfg.chained {
             "af[i][0]"
+        } else if w.in_flight > 1 {
+            "af[kk][i]"
         } else if w.batched {
             "af[kk & 1][i]"
         } else {
@@ -499,6 +518,19 @@ fn wgmma_kernels_compile_for_sm90a_with_register_a() {
         assert!(
             has(main, "LDS") && !has(main, "LDG"),
             "{}: the mainloop's loads",
+            g.name
+        );
+        // every wait of the mainloop leaves the plan's groups in flight (ptxas adds no
+        // deeper wait for the fragment buffers)
+        let waits: Vec<&str> = main
+            .iter()
+            .filter(|i| i.opcode.starts_with("WARPGROUP.DEPBAR"))
+            .map(|i| i.operands.as_str())
+            .collect();
+        let depth = format!("gsb0, 0x{}", cfg.in_flight);
+        assert!(
+            !waits.is_empty() && waits.iter().all(|o| o.contains(&depth)),
+            "{}: the mainloop's waits {waits:?}",
             g.name
         );
         let producer = k

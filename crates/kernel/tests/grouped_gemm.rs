@@ -6,6 +6,7 @@
 use rcute_atom::Element;
 use rcute_kernel::grouped_gemm::finalize::{self, MoeFinalizeArgs};
 use rcute_kernel::grouped_gemm::prepare::{self, MoePairing};
+use rcute_kernel::grouped_gemm::route::RouteLogits;
 use rcute_kernel::grouped_gemm::{
     generate, GroupedA, GroupedEpilogue, GroupedGemmArgs, GroupedGemmConfig, GroupedGemmError,
 };
@@ -41,6 +42,16 @@ fn configs() -> Vec<GroupedGemmConfig> {
             v.push(c.clone().with_stages(Some(8)));
             v.push(c.with_stages(Some(most)));
         }
+    }
+    // GEMM1 routing its decode batch itself (f32 logits of 64 experts, bf16 of 8 with `l2`)
+    for (logits, experts, l2) in [(Element::F32, 64, false), (Element::BF16, 8, true)] {
+        v.push(
+            GroupedGemmConfig::new(Element::BF16, GroupedA::Gathered, GroupedEpilogue::SwiGlu)
+                .with_tile([16, 128, 64], [1, 4])
+                .with_stages(Some(8))
+                .with_b_l2_prefetch(l2)
+                .with_route(Some(RouteLogits::new(logits, experts).unwrap())),
+        );
     }
     // with the weights' L2 prefetch size (`l2`)
     for (a, ep) in [

@@ -634,6 +634,16 @@ impl Emit<'_> {
                             .into(),
                     ),
                 }
+            } else if w.batched && w.in_flight > 1 {
+                Stmt::Decl {
+                    ty: "uint32_t".into(),
+                    name: format!("af[{STEPS}][{words}][4]"),
+                    init: None,
+                    comment: Some(format!(
+                        "A fragments of the k-tile's step kk (a step's wgmmas read them asynchronously; {} groups in flight)",
+                        w.in_flight
+                    )),
+                }
             } else if w.batched {
                 Stmt::Decl {
                     ty: "uint32_t".into(),
@@ -835,7 +845,14 @@ impl Emit<'_> {
             .desc_b
             .device_expr("xs + 32 * kk")
             .expect("the plan's descriptor encodes");
-        let frag = if w.batched { "af[kk & 1][i]" } else { "af[i & 1]" };
+        let frag = match (w.batched, w.in_flight) {
+            (true, 1) => "af[kk & 1][i]",
+            (true, _) => "af[kk][i]",
+            _ => "af[i & 1]",
+        };
+        // groups left in flight after a step's wait; the stage is handed back once the
+        // previous k-tile's last group has retired (step `in_flight - 1` of this one)
+        let depth = w.in_flight;
         // the persistent kernel's first k16 step of a tile overwrites the accumulators
         let scale_d = if self.p.config.persistent { "s > 0" } else { "1" };
         let convert = self.wgmma_convert("kk & 1", frag);
@@ -844,10 +861,14 @@ impl Emit<'_> {
                 s("rc_wgmma_fence()"),
                 s(format!("{}({frag}, {desc}, acc[i], {scale_d})", w.mma.snippet.name)),
                 s("rc_wgmma_commit_group()"),
-                Stmt::Comment("the previous group's wgmmas are done: their A fragments (and, first in a k-tile, the previous stage: every consumer thread has read it) are free".into()),
-                s("rc_wgmma_wait_group<1>()"),
+                Stmt::Comment(if depth == 1 {
+                    "the previous group's wgmmas are done: their A fragments (and, first in a k-tile, the previous stage: every consumer thread has read it) are free".into()
+                } else {
+                    format!("the group {depth} steps back is done: its A fragments (and, at step {}, the previous k-tile's last group: the previous stage, which every consumer thread has read, is free)", depth - 1)
+                }),
+                s(format!("rc_wgmma_wait_group<{depth}>()")),
                 when(
-                    format!("{first}kk == 0 && {}", self.kt_bounds().2),
+                    format!("{first}kk == {} && {}", depth - 1, self.kt_bounds().2),
                     vec![s("rc_mbarrier_arrive(bar_empty + 8 * prev)")],
                 ),
             ]

@@ -69,6 +69,10 @@ pub struct GroupedGemmArgs {
     /// routing's k-tiles, each tile's segments in the `splits` slabs (at least 2).
     /// Ignored by other kernels.
     pub stream_ctas: u32,
+    /// A self-routing GEMM1's logits and routing outputs ([`super::GroupedGemmConfig::route`];
+    /// required by such a kernel, refused by others). `experts` is then the local experts
+    /// `L` and `m` the alignment's capacity; no prefetch runs.
+    pub route: Option<super::route::RouteArgs>,
 }
 
 impl GeneratedGroupedGemm {
@@ -129,6 +133,39 @@ impl GeneratedGroupedGemm {
         if a.sorted_ids == 0 || a.block_expert == 0 || a.total_rows == 0 || a.a == 0 || a.b == 0 || a.d == 0 {
             return err("null pointer".into());
         }
+        self.check_route(a)
+    }
+
+    /// The self-routing kernel's arguments: present exactly for such a kernel, at most
+    /// [`super::route::MAX_ENTRIES`] entries of whole tokens, `1 <= k <= min(E, 32)`, `E`
+    /// within the kernel's experts, at least one local expert, no null pointer.
+    fn check_route(&self, a: &GroupedGemmArgs) -> Result<(), GroupedGemmError> {
+        let err = |s: String| Err(GroupedGemmError::Args(s));
+        let (cfg, r) = match (&self.config.route, &a.route) {
+            (None, None) => return Ok(()),
+            (Some(cfg), Some(r)) => (cfg, r),
+            _ => return err("routing arguments are for (and only for) a self-routing kernel".into()),
+        };
+        if a.entries > super::route::MAX_ENTRIES || a.entries % a.topk != 0 {
+            return err(format!(
+                "{} entries of top-{}: a self-routing GEMM1 takes whole tokens, at most {} entries",
+                a.entries,
+                a.topk,
+                super::route::MAX_ENTRIES
+            ));
+        }
+        if r.experts < 1 || r.experts as u32 > cfg.max_experts || a.topk > r.experts || a.topk > 32 {
+            return err(format!(
+                "top-{} of {} experts (the kernel routes 1 <= k <= min(E, 32), E <= {})",
+                a.topk, r.experts, cfg.max_experts
+            ));
+        }
+        if a.experts < 1 || a.experts > 256 {
+            return err(format!("{} local experts (1..=256)", a.experts));
+        }
+        if r.logits == 0 || r.topk_ids == 0 || r.topk_weights == 0 || r.counts == 0 || r.offsets == 0 {
+            return err("null routing pointer".into());
+        }
         Ok(())
     }
 
@@ -172,7 +209,9 @@ impl GeneratedGroupedGemm {
     pub fn prefetch_k_tiles(&self, a: &GroupedGemmArgs) -> i32 {
         let [_, bn, bk] = self.config.tile;
         let ids_too_many = a.prefetch_ids != 0 && a.entries > super::prefetch::MAX_ID_ENTRIES;
-        if a.prefetch_bytes == 0 || a.experts < 1 || bk < 1 || ids_too_many {
+        // a self-routing GEMM1 has no routing written before its wait
+        let routes = self.config.route.is_some();
+        if a.prefetch_bytes == 0 || a.experts < 1 || bk < 1 || ids_too_many || routes {
             return 0;
         }
         let ctas = self.launch_config(a).grid.volume().map_or(u64::MAX, u64::from).max(1);
@@ -216,6 +255,17 @@ impl GeneratedGroupedGemm {
             .i32(a.experts.max(0))
             .u64(a.prefetch_ids)
             .i32(a.expert_offset);
+        let args = match (&self.config.route, &a.route) {
+            (Some(_), Some(r)) => args
+                .u64(r.logits)
+                .u64(r.topk_ids)
+                .u64(r.topk_weights)
+                .i32(r.experts)
+                .i32(i32::from(r.renormalize))
+                .u64(r.counts)
+                .u64(r.offsets),
+            _ => args,
+        };
         if self.config.stream_k {
             args.i32(a.splits)
         } else {

@@ -49,8 +49,9 @@ fn cta_threads(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
 }
 
 /// The CTA setup: the names [`MainloopEmit::cta`] requires, from the device-resident
-/// alignment (`total_rows`, `block_expert`).
-fn cta_tile(cfg: &GroupedGemmConfig) -> Vec<Stmt> {
+/// alignment (`total_rows`, `block_expert`), or with `route` (the statements of
+/// [`super::route::cta_route`]) from the CTA's own routing.
+fn cta_tile(cfg: &GroupedGemmConfig, route: Option<Vec<Stmt>>) -> Vec<Stmt> {
     let [bm, _, bk] = cfg.tile;
     let mut v = vec![
         dc(
@@ -61,12 +62,28 @@ fn cta_tile(cfg: &GroupedGemmConfig) -> Vec<Stmt> {
         ),
         d("const int", "tile_n", "blockIdx.y"),
         d("const int", "m0", format!("tile_m * {bm}")),
-        Stmt::Comment(
-            "the grid covers the most padded rows any routing gives; tiles past this routing's rows exit".into(),
-        ),
-        if_("m0 >= __ldg(total_rows)", vec![Stmt::Return]),
     ];
-    v.extend(tile::tile_expert(cfg, Stmt::Return));
+    match route {
+        Some(route) => {
+            v.extend(route);
+            v.push(dc(
+                "const int",
+                "n0",
+                format!("tile_n * {}", cfg.tile_n_out()),
+                "first output column of this tile",
+            ));
+        }
+        None => {
+            v.extend([
+                Stmt::Comment(
+                    "the grid covers the most padded rows any routing gives; tiles past this routing's rows exit"
+                        .into(),
+                ),
+                if_("m0 >= __ldg(total_rows)", vec![Stmt::Return]),
+            ]);
+            v.extend(tile::tile_expert(cfg, Stmt::Return));
+        }
+    }
     v.extend(tile::split_k_range());
     v.extend([d(
         "int",
@@ -81,6 +98,16 @@ fn cta_tile(cfg: &GroupedGemmConfig) -> Vec<Stmt> {
 pub(super) fn rows(cfg: &GroupedGemmConfig) -> G2sRows {
     let a = match cfg.a {
         GroupedA::Rows => None,
+        GroupedA::Gathered if cfg.route.is_some() => Some(vec![
+            dc(
+                "const int",
+                "entry",
+                "rt_rows[r]",
+                "the routed (token, j) entry t * topk + j of this row (the CTA's routing); `entries` in padding rows",
+            ),
+            d("const bool", "src_ok", "entry < entries"),
+            dc("const int", "src_row", "entry / topk", "its token"),
+        ]),
         GroupedA::Gathered => Some(vec![
             d("const int", "m", "m0 + r"),
             dc(
@@ -123,8 +150,13 @@ pub(super) fn rows(cfg: &GroupedGemmConfig) -> G2sRows {
     G2sRows { a, b }
 }
 
-/// The kernel function.
-pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &str) -> CFunction {
+/// The kernel function (`route`: the CTA setup's routing of a self-routing GEMM1).
+pub(super) fn grouped_kernel(
+    cfg: &GroupedGemmConfig,
+    p: &Sm80Mainloop,
+    name: &str,
+    route: Option<Vec<Stmt>>,
+) -> CFunction {
     let mma_fn = p.mma_atom.fn_name().to_string();
     let mut opts = MainloopEmit {
         name,
@@ -151,7 +183,7 @@ pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &s
             body: segment,
         });
     } else {
-        opts.cta = Some(cta_tile(cfg));
+        opts.cta = Some(cta_tile(cfg, route));
         body.extend(mainloop_stmts(p, &opts));
         body.extend(epilogue(cfg, p));
     }
@@ -165,6 +197,10 @@ pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &s
         "grid (max row tiles, ceil(N / output columns per tile), K splits); entries = T * topk routed entries".into(),
         "prefetch_k_tiles > 0: before the grid-dependency wait, prefetch that many k-tiles of this CTA's B tile into L2 (experts below prefetch_experts)".into(),
     ];
+    if let Some(r) = &cfg.route {
+        params.extend(super::route::params(r));
+        doc.push("routes its T = entries / topk tokens itself from the logits (CTA (0, 0, 0) writes the routing and the alignment)".into());
+    }
     if cfg.stream_k {
         params.push(("int".into(), "slabs".into()));
         doc[1] = "grid (CTAs): stream-K over this routing's (row tile, column tile, k-tile) work, each tile's segments in slabs 0..slabs-1 (split_stride apart); k_per_split unused".into();
@@ -183,13 +219,19 @@ pub(super) fn grouped_kernel(cfg: &GroupedGemmConfig, p: &Sm80Mainloop, name: &s
 /// kernel adds `slabs`), in the order of [`super::GeneratedGroupedGemm`]'s arguments.
 pub(super) fn params(cfg: &GroupedGemmConfig) -> Vec<(String, String)> {
     let ta = cfg.element.cuda_type();
+    // a self-routing GEMM1's first CTA writes the alignment
+    let align = if cfg.route.is_some() {
+        "int*"
+    } else {
+        "const int* __restrict__"
+    };
     vec![
         (format!("const {ta}* __restrict__"), "A".into()),
         (format!("const {ta}* __restrict__"), "B".into()),
         (format!("{ta}* __restrict__"), "D".into()),
-        ("const int* __restrict__".into(), "sorted_ids".into()),
-        ("const int* __restrict__".into(), "block_expert".into()),
-        ("const int* __restrict__".into(), "total_rows".into()),
+        (align.into(), "sorted_ids".into()),
+        (align.into(), "block_expert".into()),
+        (align.into(), "total_rows".into()),
         ("const float* __restrict__".into(), "weights".into()),
         ("int".into(), "M".into()),
         ("int".into(), "N".into()),

@@ -57,6 +57,7 @@ mod kernel;
 pub mod prefetch;
 pub mod prepare;
 pub mod quant;
+pub mod route;
 pub(crate) mod silu;
 mod sm90;
 mod stmt;
@@ -180,6 +181,10 @@ pub struct GroupedGemmConfig {
     /// ([`rcute_collective::moe_streamed::MoeStreamed::with_shared_ring`], `_sring`)
     /// instead of a ring of registers.
     pub shared_ring: bool,
+    /// GEMM1 ([`GroupedA::Gathered`], [`GroupedEpilogue::SwiGlu`], the tile grid) routing
+    /// its decode batch itself from router logits of this kind ([`route`]; kernel names
+    /// end in `_route_<logits>_e<experts>`): no routing kernel in front of it.
+    pub route: Option<route::RouteLogits>,
 }
 
 impl GroupedGemmConfig {
@@ -198,7 +203,15 @@ impl GroupedGemmConfig {
             k_rotate: false,
             prepared: false,
             shared_ring: false,
+            route: None,
         }
+    }
+
+    /// The same configuration routing its tokens itself from logits `r` (`None`: from the
+    /// alignment): see [`GroupedGemmConfig::route`].
+    pub fn with_route(mut self, r: Option<route::RouteLogits>) -> Self {
+        self.route = r;
+        self
     }
 
     /// The same configuration as the register-streamed form ([`streamed`]) on `bm`
@@ -359,8 +372,9 @@ pub fn kernel_name(cfg: &GroupedGemmConfig, stages: usize) -> String {
     let (a, ep) = (cfg.a.name(), cfg.epilogue.name());
     let sk = if cfg.stream_k { "_streamk" } else { "" };
     let l2 = if cfg.b_l2_prefetch { "_l2pf" } else { "" };
+    let route = cfg.route.map(|r| r.name()).unwrap_or_default();
     format!(
-        "rc_moe_grouped_sm80_{}_{a}_{ep}_{bm}x{bn}x{bk}_s{stages}_w{wm}x{wn}{sk}{l2}",
+        "rc_moe_grouped_sm80_{}_{a}_{ep}_{bm}x{bn}x{bk}_s{stages}_w{wm}x{wn}{sk}{l2}{route}",
         cfg.element.ptx()
     )
 }
@@ -372,6 +386,13 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
             "element {} (bf16 or f16)",
             cfg.element
         )));
+    }
+    if cfg.route.is_some()
+        && (cfg.streamed || cfg.stream_k || cfg.a != GroupedA::Gathered || cfg.epilogue != GroupedEpilogue::SwiGlu)
+    {
+        return Err(GroupedGemmError::Config(
+            "only GEMM1 of the tile grid (gathered rows, SwiGLU, not streamed) routes itself".into(),
+        ));
     }
     if cfg.streamed {
         return streamed::generate(cfg);
@@ -421,9 +442,13 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
     if cfg.epilogue == GroupedEpilogue::SwiGlu {
         items.push(silu::silu_helper());
     }
+    let routing = match &cfg.route {
+        Some(r) => Some(route::cta_route(cfg, r).map_err(|e| GroupedGemmError::Config(e.to_string()))?),
+        None => None,
+    };
     items.push(Item::Function(crate::grid_dependency::chain_link_with_prelude(
         prefetch::prelude(cfg, &plan),
-        kernel::grouped_kernel(cfg, &plan, &name),
+        kernel::grouped_kernel(cfg, &plan, &name, routing),
     )));
     let [bm, bn, bk] = cfg.tile;
     let unit = Unit {

@@ -115,7 +115,7 @@ pub fn generate(element: Element, max_experts: u32) -> Result<GeneratedTopkAlign
         init: Some("threadIdx.x / 32".into()),
         comment: Some("top-k softmax: warp t routes token t (T <= 32): its ids, then its weights".into()),
     });
-    route.push(t_lt(topk_softmax::select_ids(ty, load, v, Some(SHARED_IDS))?));
+    route.push(t_lt(topk_softmax::select_ids(ty, load, v, Some(SHARED_IDS), None)?));
     route.extend([
         Stmt::Comment(
             "the shared ids are visible to the whole block (the global ones are not fenced: hints for the next link)"

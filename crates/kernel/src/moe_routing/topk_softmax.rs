@@ -148,7 +148,7 @@ pub fn generate(element: Element, max_experts: u32) -> Result<GeneratedTopkSoftm
 
 /// The conversion of a loaded logit `raw` to f32 and the values per lane for
 /// `max_experts` experts (rounded up to 32, 64, 128 or 256).
-pub(super) fn logits_kind(element: Element, max_experts: u32) -> Result<(&'static str, u32), MoeRoutingError> {
+pub(crate) fn logits_kind(element: Element, max_experts: u32) -> Result<(&'static str, u32), MoeRoutingError> {
     let load = match element {
         Element::F32 => "raw",
         Element::BF16 => "__bfloat162float(raw)",
@@ -237,7 +237,7 @@ fn select_round(v: u32) -> Vec<Stmt> {
 
 /// The registers one token's routing keeps between its two halves ([`select_ids`],
 /// [`weights`]): the logits `x`, and in lane `j` the expert and the logit of round `j`.
-pub(super) fn token_state(v: u32) -> Vec<Stmt> {
+pub(crate) fn token_state(v: u32) -> Vec<Stmt> {
     vec![
         Stmt::Array {
             ty: "float".into(),
@@ -264,17 +264,32 @@ fn topk_out_index() -> Result<crate::emit::IndexExpr, MoeRoutingError> {
 /// The first half of token `t`'s routing (one warp; `lane`, `ld_x`, `ld_k` and
 /// [`token_state`] in scope): load its logits, `k` rounds of a warp arg-max, and the
 /// stores of its ids (with `shared_ids`, also the shared copy `[T, K]`, row-major, for the
-/// fused top-k + alignment's alignment, [`super::topk_align`]). The ids need no softmax:
-/// the rounds select on the logits.
-pub(super) fn select_ids(ty: &str, load: &str, v: u32, shared_ids: Option<&str>) -> Result<Vec<Stmt>, MoeRoutingError> {
+/// fused top-k + alignment's alignment, [`super::topk_align`]; with `global_if`, the global
+/// ids are stored only where that condition holds). The ids need no softmax: the rounds
+/// select on the logits.
+pub(crate) fn select_ids(
+    ty: &str,
+    load: &str,
+    v: u32,
+    shared_ids: Option<&str>,
+    global_if: Option<&str>,
+) -> Result<Vec<Stmt>, MoeRoutingError> {
     // Row-major [T, E] logits with a 64-bit row stride.
     let logits = Layout::new(tuple!("T", "E"), tuple!("ld_x", 1)).map_err(layout_err)?;
     let x_ix = index_expr(&logits, &["t", "e"]).map_err(layout_err)?;
     let o_ix = topk_out_index()?;
-    let mut store = vec![
+    let global = vec![
         Stmt::Comment(o_ix.comment.clone()),
         Stmt::assign(format!("topk_ids[{}]", o_ix.expr), "my_id"),
     ];
+    let mut store = match global_if {
+        None => global,
+        Some(cond) => vec![Stmt::If {
+            cond: cond.into(),
+            then: global,
+            otherwise: vec![],
+        }],
+    };
     if let Some(ids) = shared_ids {
         let packed = Layout::new(tuple!("T", "K"), tuple!("K", 1)).map_err(layout_err)?;
         let s_ix = index_expr(&packed, &["t", "lane"]).map_err(layout_err)?;
@@ -323,7 +338,7 @@ pub(super) fn select_ids(ty: &str, load: &str, v: u32, shared_ids: Option<&str>)
 /// denominator (butterflies, every lane gets the result), each round's exponential in its
 /// lane, their sum in round order (shuffles, the order the rounds found them), and the
 /// stores of the weights.
-pub(super) fn weights(v: u32) -> Result<Vec<Stmt>, MoeRoutingError> {
+pub(crate) fn weights(v: u32) -> Result<Vec<Stmt>, MoeRoutingError> {
     let o_ix = topk_out_index()?;
     Ok(vec![
         Stmt::Comment("softmax max and denominator: butterflies, every lane gets the result".into()),
@@ -377,7 +392,7 @@ pub(super) fn lane_decls() -> Vec<Stmt> {
 /// of every token in turn.
 fn token_loop(ty: &str, load: &str, v: u32, (first, step): (&str, &str)) -> Result<Vec<Stmt>, MoeRoutingError> {
     let mut token = token_state(v);
-    token.extend(select_ids(ty, load, v, None)?);
+    token.extend(select_ids(ty, load, v, None, None)?);
     token.extend(weights(v)?);
     let mut body = lane_decls();
     body.push(Stmt::Loop {

@@ -16,7 +16,7 @@ pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 7] = [
     (17, 32, true, 32, [2, 1], 6),
     (33, 48, true, 48, [2, 1], 8),
     (49, 64, true, 64, [2, 1], 6),
-    (65, 96, true, 128, [2, 1], 6),
+    (65, 96, true, 96, [2, 1], 6),
     (17, 32, false, 16, [2, 1], 8),
     (33, 64, false, 32, [2, 1], 6),
 ];
@@ -33,8 +33,8 @@ pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 7] = [
 /// bytes):
 ///
 /// * a wide weight: 16 tokens (8 stages) at 9 ..= 16 rows, 32 (6 stages) at 17 ..= 32, 48
-///   (8 stages) at 33 ..= 48, 64 (6 stages) at 49 ..= 64, 128 (6 stages) at 65 ..= 96: one
-///   token tile, 2 splits at N = 14336 (112 CTAs);
+///   (8 stages) at 33 ..= 48, 64 (6 stages) at 49 ..= 64, 96 (6 stages; 128 before
+///   session 26) at 65 ..= 96: one token tile, 2 splits at N = 14336 (112 CTAs);
 /// * a narrower weight: 16 tokens (8 stages) at 17 ..= 32 rows, 32 (6 stages) at 33 ..=
 ///   64: two token tiles, 4 splits at N = 4096 (128 CTAs).
 ///
@@ -80,7 +80,20 @@ pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 7] = [
 /// | 15 x 14336 | 16x256 s8 (2) | 20.88 / 21.15 | fused | 25.02 / 25.10 |
 /// | 96 x 14336 | 128x256 s6 (2) | 41.56 / 41.50 | 64x256 w1x1, one split | 44.91 / 43.18 |
 ///
-/// (cuBLAS 45.0-45.9 and 43.2-43.4.) Not taken: 8 rows and fewer (16x256: 19.97 / 20.35
+/// (cuBLAS 45.0-45.9 and 43.2-43.4.) Session 26 (helper awqdeep, **H100**): the 96-token
+/// tile at 65 ..= 96 rows instead of 128 tokens (whose last 32 of 128 `wgmma` columns ran
+/// on zero-filled rows), main `fc55318` (`before`) against this rule (`after`), `rcute
+/// bench awq --shape 72x14336x4096 --shape 96x14336x4096 --shape 96x8192x4096 --group 128
+/// --iters 10 --config prepared-auto`, order before, after, after, before, µs: 72 x 14336
+/// 36.60 / 37.54 -> 34.06 / 33.51 (-6.9 / -10.7 %), 96 x 14336 41.00 / 40.77 -> 37.55 /
+/// 37.48 (-8.4 / -8.1 %), 96 x 8192 (4 splits) 35.56 / 35.40 -> 32.38 / 32.44 (-8.9 /
+/// -8.4 %); the unprepared op on the checkpoint's words (the same tile) 37.07 / 38.07 ->
+/// 35.38 / 34.80, 41.44 / 41.28 -> 38.85 / 38.80, 35.81 / 35.88 -> 33.58 / 33.10 (cuBLAS
+/// 42.9-43.5, 26.2-26.3). Not taken (one sweep run, not in an A B B A call): an 80-token
+/// tile at 72 rows 32.50 against 34.04; chained step pairs on the 96-token tile 36.49
+/// against 37.05 at 96 rows.
+///
+/// Not taken: 8 rows and fewer (16x256: 19.97 / 20.35
 /// against the streamed kernel's 15.70 / 15.85 at 8 x 14336), 128 rows (128x256 in 2
 /// splits 47.03 / 46.76 against 47.52 / 45.18), and four consumer warpgroups of one word
 /// each (`[4, 1]`), slower than two everywhere (16x256 at 16 x 14336: 25.70 / 25.79 against
@@ -98,7 +111,7 @@ pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 7] = [
 /// assert_eq!(pick(16, 8192), Some((16, 8, 4)));
 /// // 9 ..= 16 and 65 ..= 96 rows of a wide weight
 /// assert_eq!((pick(9, 14336), pick(15, 14336), pick(12, 8192)), (Some((16, 8, 2)), Some((16, 8, 2)), Some((16, 8, 4))));
-/// assert_eq!((pick(65, 14336), pick(96, 14336), pick(96, 8192)), (Some((128, 6, 2)), Some((128, 6, 2)), Some((128, 6, 4))));
+/// assert_eq!((pick(65, 14336), pick(96, 14336), pick(96, 8192)), (Some((96, 6, 2)), Some((96, 6, 2)), Some((96, 6, 4))));
 /// assert_eq!((pick(8, 14336), pick(1, 14336), pick(97, 14336), pick(65, 4096), pick(16, 4096)), (None, None, None, None, None));
 /// assert_eq!((pick(15, 4096), pick(128, 14336)), (None, None));
 /// let (cfg, _) = select_awq_wgmma_split(64, 14336, 4096, 132, h, f16).unwrap();

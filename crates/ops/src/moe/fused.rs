@@ -3,7 +3,10 @@
 //! from logits), alignment, GEMM1 (gathered token rows x w13, SwiGLU), GEMM2 (x w2, router
 //! weight, scattered to entry rows) and the deterministic finalize. Decode batches routed
 //! from logits (T <= [`topk_align::MAX_TOKENS`]) run the top-k softmax and the alignment
-//! as one launch.
+//! as one launch; the smallest of them (at most 32 routed entries and
+//! [`super::GEMM1_ROUTE_MAX_WEIGHT_BYTES`] of routed weights, [`super::gemm1_routes`]) are
+//! routed by GEMM1 itself, with no routing launch at all
+//! ([`rcute_kernel::grouped_gemm::route`]).
 
 use super::kernels::spec_config;
 use super::problem::{moe_tile, validate_fused_moe, MoeOptions, MoeProblem, MoeRouting, MoeWorkspace};
@@ -14,6 +17,7 @@ use crate::tensor::{DType, MatrixMut, MatrixRef};
 use crate::Ops;
 use rcute_atom::Element;
 use rcute_kernel::grouped_gemm::finalize;
+use rcute_kernel::grouped_gemm::route::{RouteArgs, RouteLogits};
 use rcute_kernel::grouped_gemm::{
     self, GeneratedGroupedGemm, GroupedA, GroupedEpilogue, GroupedGemmArgs, GroupedGemmConfig,
 };
@@ -180,6 +184,45 @@ impl Ops {
         Ok((ids, weights))
     }
 
+    /// GEMM1's own routing of layer `p` run on `spec` (the streamed forms and the prepared
+    /// weight never route: [`super::gemm1_routes`]): the logits' kind for GEMM1's
+    /// configuration and its routing arguments (ids and weights in the workspace regions
+    /// of `p`'s layout), or `None` for the routing kernels.
+    fn gemm1_route(
+        &self,
+        p: &MoeProblem,
+        spec: &crate::tuning::MoeSpec,
+        prepared: bool,
+    ) -> Result<(Option<RouteLogits>, Option<RouteArgs>), OpsError> {
+        let Some((lg, renormalize)) = p.logits else {
+            return Ok((None, None));
+        };
+        let case = super::RouteCase {
+            tokens: p.tokens,
+            topk: p.topk,
+            local: p.local_experts,
+            expert_bytes: 3 * p.hidden * p.inter * p.dtype.bytes(),
+            logits: true,
+            tile_grid: !spec.streamed && !prepared,
+        };
+        if !super::gemm1_routes(p.route, &case) {
+            return Ok((None, None));
+        }
+        let (ws, l) = (p.workspace, &p.layout);
+        let experts = p.experts.unwrap_or(lg.cols);
+        let logits = RouteLogits::new(element(lg.dtype)?, experts as u32).map_err(boxed)?;
+        let args = RouteArgs {
+            logits: lg.ptr,
+            experts: experts as i32,
+            renormalize,
+            topk_ids: ws + l.topk_ids as u64,
+            topk_weights: ws + l.topk_weights as u64,
+            counts: ws + l.counts as u64,
+            offsets: ws + l.offsets as u64,
+        };
+        Ok((Some(logits), Some(args)))
+    }
+
     /// The routing of a validated layer into the regions of `l`: top-k softmax of the
     /// logits (or the caller's ids and weights as they are), then the alignment (one
     /// launch for both from logits of at most [`topk_align::MAX_TOKENS`] tokens); returns
@@ -328,12 +371,17 @@ impl Ops {
         let l = &p.layout;
         let ws = p.workspace;
         let config = |a, ep| spec_config(el, spec, a, ep).with_prepared(prepared.is_some());
-        let (g1, f1) = self.grouped_kernel(&config(GroupedA::Gathered, GroupedEpilogue::SwiGlu))?;
+        let (route, route_args) = self.gemm1_route(p, spec, prepared.is_some())?;
+        let (g1, f1) = self.grouped_kernel(&config(GroupedA::Gathered, GroupedEpilogue::SwiGlu).with_route(route))?;
         let (g2, f2) = self.grouped_kernel(&config(GroupedA::Rows, GroupedEpilogue::Scatter))?;
         let [ldb13, ldb2] = prepared.unwrap_or([p.w13.row_stride, p.w2.row_stride]);
         let gf = finalize::generate(el).map_err(boxed)?;
         let ff = self.moe_unit(&gf.name, &gf.source)?;
-        let (ids, weights) = self.moe_route(p, l)?;
+        let (ids, weights) = match route_args {
+            // GEMM1's first CTA writes them
+            Some(r) => (r.topk_ids, r.topk_weights),
+            None => self.moe_route(p, l)?,
+        };
         let (h, i) = (p.hidden as i32, p.inter as i32);
         let entries = (p.tokens * p.topk) as i32;
         let (prefetch, budget) = (
@@ -389,8 +437,9 @@ impl Ops {
         let gemm1 = GroupedGemmArgs {
             prefetch_bytes: if prefetch.gemm1() { budget } else { 0 },
             experts: p.local_experts as i32,
-            prefetch_ids: ids,
+            prefetch_ids: if route_args.is_some() { 0 } else { ids },
             expert_offset: p.expert_offset as i32,
+            route: route_args,
             // (the prepared streamed kernels hold an SM by their registers, not shared memory)
             tail_trigger: prefetch.tail()
                 && g2.prefetch_k_tiles(&gemm2) > 0

@@ -39,6 +39,7 @@ mod quantize;
 pub mod reference;
 pub mod reference_fp8;
 pub mod routing;
+mod self_route;
 
 pub use align::{align_reference, Alignment};
 pub use forced::fused_moe_workspace_bytes_with;
@@ -60,3 +61,4 @@ pub use problem::{
 };
 pub use reference::fused_moe_reference;
 pub use routing::{topk_softmax_reference, Routing};
+pub use self_route::{gemm1_routes, gemm1_routes_by_rule, MoeRouteChoice, RouteCase, GEMM1_ROUTE_MAX_WEIGHT_BYTES};

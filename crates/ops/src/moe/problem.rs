@@ -83,6 +83,12 @@ pub struct MoeOptions {
     /// [`super::with_dynamic`]). Both GEMMs of the bf16 / f16 and FP8 layers; ping-pong
     /// GEMMs, gathering GEMM1s and the SM80 family ignore it.
     pub dynamic: Option<bool>,
+    /// Whether GEMM1 of the SM80 layer routes a decode batch itself from the logits
+    /// (`rcute_kernel::grouped_gemm::route`: no routing kernel in front of it; at most 32
+    /// routed entries, the tile-grid GEMM1): `Some(true)` wherever it can, `Some(false)`
+    /// never, `None` as `RCUTE_MOE_ROUTE` or the rule says ([`super::gemm1_routes`]). The
+    /// output is the same bit for bit either way.
+    pub route: Option<bool>,
 }
 
 /// A device buffer the MoE ops use for routing and intermediates (size:
@@ -532,6 +538,8 @@ pub struct MoeProblem {
     pub per_tile: Option<bool>,
     /// The SM90 GEMMs' dynamic walk asked for ([`MoeOptions::dynamic`]).
     pub dynamic: Option<bool>,
+    /// GEMM1's own routing asked for ([`MoeOptions::route`]).
+    pub route: Option<bool>,
     /// The activations' and weights' type.
     pub dtype: DType,
     pub(crate) x: Geometry,
@@ -772,8 +780,7 @@ pub(crate) fn validate_moe(
         });
     }
     let [layout, mut layout90] = layouts(tokens, topk, local, hidden, inter, xg.dtype.bytes())?;
-    // Room for either family's layout and for any SM80 configuration a tuning table may
-    // pick: the choice is made at launch. FP8: its own SM90 layout.
+    // Room for either family's layout and any SM80 configuration a table may pick (FP8: its own).
     let needed = if fp8 {
         let (l, bytes) = fp8_layout(tokens, topk, local, hidden, inter, xg.dtype)?;
         layout90 = l;
@@ -832,6 +839,7 @@ pub(crate) fn validate_moe(
         gather: opts.gather,
         per_tile: opts.per_tile,
         dynamic: opts.dynamic,
+        route: opts.route,
         dtype: xg.dtype,
         x: xg,
         w13: ag,
