@@ -192,8 +192,11 @@ pub(crate) struct WorkspaceLayout {
     pub offsets: usize,
     pub total_rows: usize,
     /// The SM90 GEMMs' dynamic-walk counters `[2]` (u32: GEMM1, GEMM2), zeroed by the
-    /// alignment every call ([`MoeAlignArgs::walk_counters`]).
+    /// alignment every call of an SM90 layer ([`MoeAlignArgs::walk_counters`], where
+    /// `zero_walk`; the SM80 family's layouts leave the region untouched).
     pub walk: usize,
+    /// Whether the alignment zeroes `walk` (the SM90 layouts: [`layouts`], [`fp8_layout`]).
+    pub zero_walk: bool,
     pub sorted_ids: usize,
     pub block_expert: usize,
     /// GEMM1's `[rows, I]` output (fused MoE only).
@@ -233,7 +236,7 @@ impl WorkspaceLayout {
             expert_offset: expert_offset as i32,
             local_experts: local as i32,
             block_m: self.block_m as i32,
-            walk_counters: ws + self.walk as u64,
+            walk_counters: if self.zero_walk { ws + self.walk as u64 } else { 0 },
         }
     }
 
@@ -278,6 +281,7 @@ impl WorkspaceLayout {
             offsets,
             total_rows,
             walk,
+            zero_walk: false,
             sorted_ids,
             block_expert,
             inter,
@@ -470,7 +474,10 @@ pub(crate) fn layouts(
     let splits = moe_splits(tokens, topk, local, hidden, inter);
     Ok([
         WorkspaceLayout::new(tokens, topk, local, tile[0] as usize, ib, hb, splits, 0)?,
-        WorkspaceLayout::new(tokens, topk, local, SM90_TILE[0] as usize, ib, hb, 1, hb)?,
+        WorkspaceLayout {
+            zero_walk: true,
+            ..WorkspaceLayout::new(tokens, topk, local, SM90_TILE[0] as usize, ib, hb, 1, hb)?
+        },
     ])
 }
 
@@ -487,16 +494,19 @@ pub(crate) fn fp8_layout(
 ) -> Result<(WorkspaceLayout, usize), OpsError> {
     let too_large = || OpsError::TooLarge { what: "MoE workspace" };
     let e = dtype.bytes();
-    let l = WorkspaceLayout::new(
-        tokens,
-        topk,
-        local,
-        rcute_kernel::grouped_gemm::SM90_FP8_TILE[0] as usize,
-        inter.checked_mul(e).ok_or_else(too_large)?,
-        hidden.checked_mul(e).ok_or_else(too_large)?,
-        1,
-        hidden.max(inter),
-    )?;
+    let l = WorkspaceLayout {
+        zero_walk: true,
+        ..WorkspaceLayout::new(
+            tokens,
+            topk,
+            local,
+            rcute_kernel::grouped_gemm::SM90_FP8_TILE[0] as usize,
+            inter.checked_mul(e).ok_or_else(too_large)?,
+            hidden.checked_mul(e).ok_or_else(too_large)?,
+            1,
+            hidden.max(inter),
+        )?
+    };
     let scales = l.cap.rows.checked_mul(4).ok_or_else(too_large)?.div_ceil(256) * 256;
     Ok((l, l.bytes.checked_add(scales).ok_or_else(too_large)?))
 }
@@ -870,6 +880,23 @@ mod tests {
             let [sm80, sm90] = layouts(t, k, e, h, i, 2).unwrap();
             let bytes = fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap();
             assert_eq!(bytes, sm80.bytes.max(sm90.bytes), "{t} tokens, E={e}");
+        }
+    }
+
+    /// The alignment zeroes the dynamic walks' counters for the SM90 layers (bf16 and FP8
+    /// layouts) and leaves the region alone for the SM80 family, whose workspace stays the
+    /// same whether GEMM1 routes itself or the routing kernels run; every layout has room.
+    #[test]
+    fn only_the_sm90_layouts_zero_the_walk_counters() {
+        let ws = 1 << 20;
+        let [sm80, sm90] = layouts(4096, 2, 8, 4096, 14336, 2).unwrap();
+        let (fp8, _) = fp8_layout(4096, 2, 8, 4096, 14336, DType::BF16).unwrap();
+        assert_eq!(sm80.align_args(ws, 0, 4096, 2, 0, 8).walk_counters, 0);
+        for l in [sm90, fp8] {
+            assert_eq!(l.align_args(ws, 0, 4096, 2, 0, 8).walk_counters, ws + l.walk as u64);
+        }
+        for l in [sm80, sm90, fp8] {
+            assert!(l.walk >= l.total_rows + 4 && l.walk + 8 <= l.sorted_ids);
         }
     }
 }
