@@ -62,22 +62,25 @@ pub fn mbarrier_expect_tx() -> Snippet {
 /// Spin on `mbarrier.try_wait.parity.shared::cta.b64` until the phase with parity
 /// `phase` has completed.
 pub fn mbarrier_wait_parity() -> Snippet {
+    spin_wait_parity("rc_mbarrier_wait_parity", "mbarrier.try_wait.parity.shared::cta.b64")
+}
+
+/// A snippet `name(mbar, phase)` spinning on `instr rc_p, [mbar], phase` (a `try_wait.parity`
+/// form) until the phase with parity `phase` has completed.
+fn spin_wait_parity(name: &str, instr: &str) -> Snippet {
     let params = vec![mbar(), Param::scalar("phase", "uint32_t")];
-    let lines: Vec<String> = [
-        "{",
-        ".reg .pred rc_p;",
-        "rc_wait:",
-        "mbarrier.try_wait.parity.shared::cta.b64 rc_p, [%0], %1;",
-        "@rc_p bra rc_done;",
-        "bra rc_wait;",
-        "rc_done:",
-        "}",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let lines: Vec<String> = vec![
+        "{".into(),
+        ".reg .pred rc_p;".into(),
+        "rc_wait:".into(),
+        format!("{instr} rc_p, [%0], %1;"),
+        "@rc_p bra rc_done;".into(),
+        "bra rc_wait;".into(),
+        "rc_done:".into(),
+        "}".into(),
+    ];
     let body = asm_stmt(&lines, &[], &["\"r\"(mbar)".into(), "\"r\"(phase)".into()], true);
-    Snippet::build("rc_mbarrier_wait_parity", Arch::SM90, 1, params, &body)
+    Snippet::build(name, Arch::SM90, 1, params, &body)
 }
 
 /// One `mbarrier.try_wait.parity` probe; returns whether the phase completed.
@@ -107,19 +110,23 @@ pub fn mbarrier_try_wait_parity() -> Snippet {
 /// Arrive on the mbarrier at the same shared offset in CTA `cta_id` of the cluster
 /// (`mapa.shared::cluster` + `mbarrier.arrive.shared::cluster`).
 pub fn mbarrier_arrive_cluster() -> Snippet {
+    remote_arrive("rc_mbarrier_arrive_cluster", "mbarrier.arrive.shared::cluster.b64")
+}
+
+/// A snippet `name(mbar, cta_id)` arriving with `instr _, [remote]` (an `mbarrier.arrive`
+/// form on `shared::cluster`) on the mbarrier at `mbar`'s offset in CTA `cta_id`
+/// (`mapa.shared::cluster`).
+fn remote_arrive(name: &str, instr: &str) -> Snippet {
     let params = vec![mbar(), Param::scalar("cta_id", "uint32_t")];
-    let lines: Vec<String> = [
-        "{",
-        ".reg .b32 rc_remote;",
-        "mapa.shared::cluster.u32 rc_remote, %0, %1;",
-        "mbarrier.arrive.shared::cluster.b64 _, [rc_remote];",
-        "}",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let lines: Vec<String> = vec![
+        "{".into(),
+        ".reg .b32 rc_remote;".into(),
+        "mapa.shared::cluster.u32 rc_remote, %0, %1;".into(),
+        format!("{instr} _, [rc_remote];"),
+        "}".into(),
+    ];
     let body = asm_stmt(&lines, &[], &["\"r\"(mbar)".into(), "\"r\"(cta_id)".into()], true);
-    Snippet::build("rc_mbarrier_arrive_cluster", Arch::SM90, 1, params, &body)
+    Snippet::build(name, Arch::SM90, 1, params, &body)
 }
 
 /// [`mbarrier_arrive_cluster`] with release semantics at cluster scope
@@ -128,19 +135,10 @@ pub fn mbarrier_arrive_cluster() -> Snippet {
 /// observes the phase with [`mbarrier_wait_parity_acquire_cluster`] (a ring slot read here may
 /// then be overwritten there).
 pub fn mbarrier_arrive_release_cluster() -> Snippet {
-    let params = vec![mbar(), Param::scalar("cta_id", "uint32_t")];
-    let lines: Vec<String> = [
-        "{",
-        ".reg .b32 rc_remote;",
-        "mapa.shared::cluster.u32 rc_remote, %0, %1;",
-        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [rc_remote];",
-        "}",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let body = asm_stmt(&lines, &[], &["\"r\"(mbar)".into(), "\"r\"(cta_id)".into()], true);
-    Snippet::build("rc_mbarrier_arrive_release_cluster", Arch::SM90, 1, params, &body)
+    remote_arrive(
+        "rc_mbarrier_arrive_release_cluster",
+        "mbarrier.arrive.release.cluster.shared::cluster.b64",
+    )
 }
 
 /// [`mbarrier_wait_parity`] with acquire semantics at cluster scope
@@ -148,22 +146,10 @@ pub fn mbarrier_arrive_release_cluster() -> Snippet {
 /// other CTAs of the cluster with [`mbarrier_arrive_release_cluster`] happen before what
 /// this thread does after it.
 pub fn mbarrier_wait_parity_acquire_cluster() -> Snippet {
-    let params = vec![mbar(), Param::scalar("phase", "uint32_t")];
-    let lines: Vec<String> = [
-        "{",
-        ".reg .pred rc_p;",
-        "rc_wait:",
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 rc_p, [%0], %1;",
-        "@rc_p bra rc_done;",
-        "bra rc_wait;",
-        "rc_done:",
-        "}",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let body = asm_stmt(&lines, &[], &["\"r\"(mbar)".into(), "\"r\"(phase)".into()], true);
-    Snippet::build("rc_mbarrier_wait_parity_acquire_cluster", Arch::SM90, 1, params, &body)
+    spin_wait_parity(
+        "rc_mbarrier_wait_parity_acquire_cluster",
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64",
+    )
 }
 
 /// `fence.proxy.async.shared::cta`: make generic-proxy shared-memory writes visible to
