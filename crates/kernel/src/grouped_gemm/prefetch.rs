@@ -102,14 +102,38 @@ pub fn tile_expert_from_ids(ids: &[i32], expert_offset: i32, local_experts: i32,
 /// docs); `-1` when no tile of the routing is `tile_m`.
 fn expert_from_ids(bm: i64) -> Vec<Stmt> {
     let full = "0xffffffffu";
+    let mut v = vec![dc(
+        "const int",
+        "lane",
+        "threadIdx.x % 32",
+        "lane l holds routed entry l (t * topk + j)",
+    )];
+    v.extend(lane_expert_tiles(
+        bm,
+        "lane < entries ? __ldcg(prefetch_ids + lane) : -1",
+    ));
+    v.push(tiles_below("before", "e"));
+    v.push(d(
+        "const unsigned",
+        "hit",
+        format!("__ballot_sync({full}, local && before <= tile_m && tile_m < before + tiles)"),
+    ));
+    v.push(Stmt::assign(
+        "expert",
+        format!("hit != 0u ? __shfl_sync({full}, e, __ffs(hit) - 1) : -1"),
+    ));
+    v
+}
+
+/// One warp's view of up to 32 routed entries, lane `l` holding entry `l` (its id from
+/// `id_expr`): `e` (its local expert, wrapping), `local`, `group` (the lanes of its expert),
+/// `tiles` (its expert's row tiles of `bm` rows), `leader` (the expert's first lane) and
+/// `before` declared 0 (summed by [`tiles_below`]). GEMM1's prefetch and its own routing
+/// ([`super::route`]) both lay the alignment out from this.
+pub(super) fn lane_expert_tiles(bm: i64, id_expr: &str) -> Vec<Stmt> {
+    let full = "0xffffffffu";
     vec![
-        dc(
-            "const int",
-            "lane",
-            "threadIdx.x % 32",
-            "lane l holds routed entry l (t * topk + j)",
-        ),
-        d("const int", "id", "lane < entries ? __ldcg(prefetch_ids + lane) : -1"),
+        d("const int", "id", id_expr),
         dc(
             "const int",
             "e",
@@ -140,28 +164,28 @@ fn expert_from_ids(bm: i64) -> Vec<Stmt> {
             "0",
             "row tiles of the local experts below this lane's: where its tiles start",
         ),
-        Stmt::For {
-            var: "j".into(),
-            start: "0".into(),
-            end: "32".into(),
-            unroll: false,
-            body: vec![
-                d("const int", "ej", format!("__shfl_sync({full}, e, j)")),
-                d("const int", "tj", format!("__shfl_sync({full}, tiles, j)")),
-                d("const int", "lj", format!("__shfl_sync({full}, leader, j)")),
-                if_("lj && ej < e", vec![Stmt::assign("before", "before + tj")]),
-            ],
-        },
-        d(
-            "const unsigned",
-            "hit",
-            format!("__ballot_sync({full}, local && before <= tile_m && tile_m < before + tiles)"),
-        ),
-        Stmt::assign(
-            "expert",
-            format!("hit != 0u ? __shfl_sync({full}, e, __ffs(hit) - 1) : -1"),
-        ),
     ]
+}
+
+/// `out += tiles` of every leader lane whose expert is below `of` (the warp's layout of
+/// [`lane_expert_tiles`] in scope): the row tiles in front of expert `of`.
+pub(super) fn tiles_below(out: &str, of: &str) -> Stmt {
+    let full = "0xffffffffu";
+    Stmt::For {
+        var: "j".into(),
+        start: "0".into(),
+        end: "32".into(),
+        unroll: false,
+        body: vec![
+            d("const int", "ej", format!("__shfl_sync({full}, e, j)")),
+            d("const int", "tj", format!("__shfl_sync({full}, tiles, j)")),
+            d("const int", "lj", format!("__shfl_sync({full}, leader, j)")),
+            if_(
+                format!("lj && ej < {of}"),
+                vec![Stmt::assign(out, format!("{out} + tj"))],
+            ),
+        ],
+    }
 }
 
 /// `expert` of this CTA's row tile before the wait: from the top-k ids (GEMM1, at most

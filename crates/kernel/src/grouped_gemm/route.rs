@@ -21,6 +21,7 @@
 //! immediate predecessor: a hint as before ([`super::prefetch`]); CTA `(0, 0, 0)` writes
 //! them right after its wait, long before GEMM1's tail lets GEMM2's CTAs start.
 
+use super::prefetch::{lane_expert_tiles, tiles_below};
 use super::stmt::{d, dc, if_};
 use super::GroupedGemmConfig;
 use crate::emit::Stmt;
@@ -168,67 +169,25 @@ fn route_tokens(cfg: &GroupedGemmConfig, r: &RouteLogits) -> Result<Vec<Stmt>, M
     ])
 }
 
-/// Lane `l`'s entry, its local expert's group and row tiles, and `before`: the row tiles
-/// of the local experts below its own (where its expert's tiles start).
+/// Lane `l`'s entry, its local expert's group and row tiles
+/// ([`super::prefetch::lane_expert_tiles`] on the routed ids), its row among its expert's
+/// (`rank`), and `before`: the row tiles of the local experts below its own (where its
+/// expert's tiles start).
 fn lane_layout(bm: i64) -> Vec<Stmt> {
-    let full = "0xffffffffu";
-    vec![
-        dc(
-            "const int",
-            "id",
-            "lane < entries ? rt_ids[lane] : -1",
-            "lane l holds entry l",
-        ),
-        dc(
-            "const int",
-            "e",
-            "(int)((unsigned)id - (unsigned)expert_offset)",
-            "its local expert (wrapping: ids of other GPUs fall outside [0, L))",
-        ),
-        d(
-            "const bool",
-            "local",
-            "lane < entries && e >= 0 && e < prefetch_experts",
-        ),
-        dc(
-            "const unsigned",
-            "group",
-            format!("__match_any_sync({full}, local ? e : -1)"),
-            "the lanes routed to this lane's expert",
-        ),
-        dc(
-            "const int",
-            "tiles",
-            format!("(__popc(group) + {}) / {bm}", bm - 1),
-            "row tiles of this lane's expert",
-        ),
-        d("const bool", "leader", "local && lane == __ffs(group) - 1"),
-        dc(
-            "const int",
-            "rank",
-            "__popc(group & ((1u << lane) - 1u))",
-            "this entry's row among its expert's (the alignment is stable)",
-        ),
-        d("int", "before", "0"),
-        Stmt::For {
-            var: "j".into(),
-            start: "0".into(),
-            end: "32".into(),
-            unroll: false,
-            body: vec![
-                d("const int", "ej", format!("__shfl_sync({full}, e, j)")),
-                d("const int", "tj", format!("__shfl_sync({full}, tiles, j)")),
-                d("const bool", "lj", format!("__shfl_sync({full}, (int)leader, j) != 0")),
-                if_("lj && ej < e", vec![Stmt::assign("before", "before + tj")]),
-            ],
-        },
-    ]
+    let mut v = lane_expert_tiles(bm, "lane < entries ? rt_ids[lane] : -1");
+    v.push(dc(
+        "const int",
+        "rank",
+        "__popc(group & ((1u << lane) - 1u))",
+        "this entry's row among its expert's (the alignment is stable)",
+    ));
+    v.push(tiles_below("before", "e"));
+    v
 }
 
 /// CTA `(0, 0, 0)`'s alignment outputs, by warp 0 (its lanes' layout in scope): first
 /// the padding values everywhere, then the entries, the counts and the experts' tiles.
 fn write_alignment(bm: i64) -> Vec<Stmt> {
-    let full = "0xffffffffu";
     vec![
         Stmt::Comment("the alignment as rc_moe_align writes it: sentinels and empty experts first".into()),
         Stmt::Loop {
@@ -274,18 +233,7 @@ fn write_alignment(bm: i64) -> Vec<Stmt> {
             body: vec![
                 d("const int", "q", "base + lane"),
                 d("int", "below", "0"),
-                Stmt::For {
-                    var: "j".into(),
-                    start: "0".into(),
-                    end: "32".into(),
-                    unroll: false,
-                    body: vec![
-                        d("const int", "ej", format!("__shfl_sync({full}, e, j)")),
-                        d("const int", "tj", format!("__shfl_sync({full}, tiles, j)")),
-                        d("const bool", "lj", format!("__shfl_sync({full}, (int)leader, j) != 0")),
-                        if_("lj && ej < q", vec![Stmt::assign("below", "below + tj")]),
-                    ],
-                },
+                tiles_below("below", "q"),
                 if_(
                     "q <= prefetch_experts",
                     vec![Stmt::assign("offsets[q]", format!("below * {bm}"))],
