@@ -78,6 +78,11 @@ pub const WGMMA_CHECKPOINT_MAX_ROWS: usize = super::select::REORDERED_MAX_M;
 /// assert_eq!((pick(9, 28672), pick(16, 28672)), (Some((t, [2, 1], 8, false, 1)), Some((t, [2, 1], 8, false, 1))));
 /// // 17 to 32 rows of 28672 columns: the 32-token tile in one split
 /// assert_eq!(pick(24, 28672), Some(([32, 256, 64], [2, 1], 6, false, 1)));
+/// // 97 to 128 rows of a wide weight: the 64-token tile on two consumer warpgroups, chained
+/// // step pairs as the prepared op; 33 to 48 rows: the split-K tile without them
+/// let chained = |m, n| select_awq_wgmma_checkpoint(m, n, 4096, 132, h, f16).unwrap().0.chained;
+/// assert_eq!(pick(128, 14336), Some(([64, 256, 64], [2, 1], 6, false, 1)));
+/// assert_eq!((chained(97, 14336), chained(128, 8192), chained(40, 14336), chained(96, 14336)), (true, true, false, false));
 /// let (cfg, _) = select_awq_wgmma_checkpoint(16, 11008, 4096, 132, h, f16).unwrap();
 /// assert!(cfg.wgmma && cfg.split_k && !cfg.prepared && cfg.b_vector_words == 1);
 /// // elsewhere the prepared op's choice with the checkpoint flag
@@ -107,9 +112,10 @@ pub fn select_awq_wgmma_checkpoint(
         return None;
     }
     let (cfg, splits) = select_awq_wgmma_prepared(m, n, k, sms, cc, element)?;
-    // the prepared op's chained step pairs (33 to 48 rows) were not timed on the checkpoint's words
+    // the prepared op's chained step pairs of the split-K tile (33 to 48 rows) were not
+    // timed on the checkpoint's words; those of the one-split tile (97 to 128 rows) were
     let cfg = AwqGemmConfig {
-        chained: false,
+        chained: cfg.chained && !cfg.split_k,
         ..cfg.wgmma_checkpoint()
     };
     Some((cfg, splits))
