@@ -244,7 +244,8 @@ pub fn awq_wgmma_split_k_configs(e: rcute_atom::Element) -> Vec<crate::awq_gemm:
 /// N), the one-split kernels of 64 tokens (one consumer warpgroup, 6 and the rule's 8
 /// stages), of 16 and 32 tokens (the rule's 9 to 32 rows of a weight too wide for 2 splits) and of
 /// 128, 152, 184 and 192 tokens (two warpgroups splitting the words), the chained steps
-/// (split-K 16 tokens; one split 64 tokens on two warpgroups, the rule's 97 to 128 rows),
+/// (split-K 16 tokens; one split 64 tokens on two warpgroups, the prepared op's at 97 to
+/// 128 rows, forced only on the checkpoint's words),
 /// and split-K kernels built for two resident CTAs an SM (`AwqGemmConfig::resident`: 32 and
 /// 48 tokens on two warpgroups, 64 on one).
 ///

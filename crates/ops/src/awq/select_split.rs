@@ -11,13 +11,14 @@ use rcute_kernel::awq_gemm::AwqGemmConfig;
 /// The split-K tiles of [`select_awq_wgmma_split`]: `(fewest rows, most rows, wide
 /// weight, tokens, warps, stages)`, `wide` meaning `N >= DENSE_WIDE_N`. Every tile has two
 /// consumer warpgroups splitting each lane's four words (`[2, 1]`, 256 weight columns).
-pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 8] = [
+pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 9] = [
     (9, 16, true, 16, [2, 1], 8),
     (17, 32, true, 32, [2, 1], 6),
     (33, 48, true, 48, [2, 1], 8),
     (49, 64, true, 64, [2, 1], 6),
     (65, 80, true, 80, [2, 1], 6),
     (81, 96, true, 96, [2, 1], 6),
+    (97, 128, true, 64, [2, 1], 6),
     (17, 32, false, 16, [2, 1], 8),
     (33, 64, false, 32, [2, 1], 6),
 ];
@@ -36,7 +37,9 @@ pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 8] = [
 /// * a wide weight: 16 tokens (8 stages) at 9 ..= 16 rows, 32 (6 stages) at 17 ..= 32, 48
 ///   (8 stages) at 33 ..= 48, 64 (6 stages) at 49 ..= 64, 80 (6 stages) at 65 ..= 80 and
 ///   96 (6 stages) at 81 ..= 96 (128 tokens at 65 ..= 96 before session 26): one token
-///   tile, 2 splits at N = 14336 (112 CTAs);
+///   tile, 2 splits at N = 14336 (112 CTAs); 64 (6 stages, chained step pairs) at 97 ..=
+///   128: two token tiles, 2 splits at N = 8192 (128 CTAs), one split (not taken here) at
+///   N = 14336;
 /// * a narrower weight: 16 tokens (8 stages) at 17 ..= 32 rows, 32 (6 stages) at 33 ..=
 ///   64: two token tiles, 4 splits at N = 4096 (128 CTAs).
 ///
@@ -115,8 +118,9 @@ pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 8] = [
 /// assert_eq!((pick(9, 14336), pick(15, 14336), pick(12, 8192)), (Some((16, 8, 2)), Some((16, 8, 2)), Some((16, 8, 4))));
 /// assert_eq!((pick(81, 14336), pick(96, 14336), pick(96, 8192)), (Some((96, 6, 2)), Some((96, 6, 2)), Some((96, 6, 4))));
 /// assert_eq!((pick(65, 14336), pick(80, 14336), pick(72, 8192)), (Some((80, 6, 2)), Some((80, 6, 2)), Some((80, 6, 4))));
+/// assert_eq!((pick(97, 8192), pick(128, 8192)), (Some((64, 6, 2)), Some((64, 6, 2))));
 /// assert_eq!((pick(8, 14336), pick(1, 14336), pick(97, 14336), pick(65, 4096), pick(16, 4096)), (None, None, None, None, None));
-/// assert_eq!((pick(15, 4096), pick(128, 14336)), (None, None));
+/// assert_eq!((pick(15, 4096), pick(128, 14336), pick(129, 8192)), (None, None, None));
 /// let (cfg, _) = select_awq_wgmma_split(64, 14336, 4096, 132, h, f16).unwrap();
 /// assert!(cfg.wgmma && cfg.split_k && cfg.prepared && cfg.tile == [64, 256, 64] && cfg.warps == [2, 1]);
 /// // K of 2 k-tiles: at most 2 splits; fewer SMs: fewer splits (one: not taken)
@@ -162,7 +166,8 @@ pub fn select_awq_wgmma_split(
 /// the checkpoint's words. The split-K choices load their weight stages as one TMA tensor
 /// box (`AwqGemmConfig::weight_boxes`), the one-split ones as one bulk run per k16 block;
 /// at 33 to 48 rows of a wide weight the split-K kernel runs its steps in chained pairs
-/// ([`WGMMA_CHAINED_SPLIT_ROWS`]).
+/// ([`WGMMA_CHAINED_SPLIT_ROWS`]), and at 97 to 128 rows the 64-token tile on two consumer
+/// warpgroups, split-K or one split, as well ([`WGMMA_CHAINED_WIDE_ROWS`]).
 ///
 /// Measured (helper awqbox, session 23, **H100**, `rcute bench awq --group 128 --iters 10
 /// --config prepared-auto`, K = 4096, random data, weights rotated over >= 150 MB; main
@@ -197,10 +202,14 @@ pub fn select_awq_wgmma_split(
 /// let chained = |m, n| select_awq_wgmma_prepared(m, n, 4096, 132, h, f16).unwrap().0.chained;
 /// assert_eq!((chained(33, 14336), chained(40, 14336), chained(48, 14336)), (true, true, true));
 /// assert_eq!((chained(32, 14336), chained(49, 14336), chained(64, 14336), chained(48, 4096)), (false, false, false, false));
-/// // 97 to 128 rows of a wide weight: the one-split 64-token tile on two consumer
-/// // warpgroups with chained step pairs (bulk runs); 128 x 28672 keeps 128 tokens
+/// // 97 to 128 rows of a wide weight: the 64-token tile on two consumer warpgroups with
+/// // chained step pairs, 2 splits (boxes) at 8192, one split (bulk runs) at 14336; 128 x
+/// // 28672 keeps 128 tokens
 /// let full = |m, n| select_awq_wgmma_prepared(m, n, 4096, 132, h, f16).map(|(c, s)| (c.tile[0], c.warps, c.stages, c.chained, c.split_k, s));
-/// assert_eq!((full(97, 14336), full(128, 8192)), (Some((64, [2, 1], 6, true, false, 1)), Some((64, [2, 1], 6, true, false, 1))));
+/// assert_eq!((full(97, 14336), full(128, 11008)), (Some((64, [2, 1], 6, true, false, 1)), Some((64, [2, 1], 6, true, false, 1))));
+/// assert_eq!((full(97, 8192), full(128, 8192)), (Some((64, [2, 1], 6, true, true, 2)), Some((64, [2, 1], 6, true, true, 2))));
+/// assert!(select_awq_wgmma_prepared(112, 8192, 4096, 132, h, f16).unwrap().0.weight_boxes);
+/// assert!(!select_awq_wgmma_prepared(112, 14336, 4096, 132, h, f16).unwrap().0.weight_boxes);
 /// assert_eq!((full(128, 28672), full(129, 14336)), (Some((128, [2, 1], 6, false, false, 1)), Some((128, [2, 1], 6, false, false, 1))));
 /// assert_eq!(full(128, 4096), None);
 /// // 8 rows, a narrow weight at 16 rows, not sm_90: other rules
@@ -217,27 +226,32 @@ pub fn select_awq_wgmma_prepared(
 ) -> Option<(AwqGemmConfig, u32)> {
     select_awq_wgmma_split(m, n, k, sms, cc, element)
         .map(|(cfg, splits)| (chained_split(cfg.weight_boxes(), m, n), splits))
-        .or_else(|| select_awq_wgmma(m, n, k, sms, cc, element).map(|(cfg, splits)| (chained_one_split(cfg, m, n), splits)))
+        .or_else(|| {
+            select_awq_wgmma(m, n, k, sms, cc, element).map(|(cfg, splits)| (chained_one_split(cfg, m, n), splits))
+        })
         .or_else(|| one_split_small(m, n, k, cc, element))
 }
 
-/// The rows (97 ..= 128) of a wide weight at which the one-split 64-token tile of
-/// `super::select::select_awq_wgmma` (one consumer warpgroup, 8 stages) becomes two
-/// consumer warpgroups splitting each lane's words, 6 stages, with chained step pairs
-/// (`AwqGemmConfig::chained`): two token tiles, 112 CTAs at N = 14336. See
-/// [`chained_one_split`] for the measurement.
-pub const WGMMA_CHAINED_ONE_SPLIT_ROWS: std::ops::RangeInclusive<usize> = 97..=128;
+/// The rows (97 ..= 128) of a wide weight at which the prepared op runs the 64-token tile
+/// on two consumer warpgroups (6 stages) with chained step pairs (`AwqGemmConfig::chained`):
+/// split-K in 2 splits where [`select_awq_wgmma_split`] gives it 2 (N up to 8448 on 132
+/// SMs: 128 CTAs at N = 8192), else one split in place of the one-consumer 64-token tile
+/// of `super::select::select_awq_wgmma` ([`chained_one_split`]: 112 CTAs at N = 14336).
+/// See [`chained_one_split`] for the measurement.
+pub const WGMMA_CHAINED_WIDE_ROWS: std::ops::RangeInclusive<usize> = 97..=128;
 
 /// `cfg` (the one-split choice of `super::select::select_awq_wgmma` for `m` rows of `n`
 /// columns) as the 64-token tile on two consumer warpgroups (6 stages, chained step pairs,
-/// bulk runs) where it is the 64-token tile at [`WGMMA_CHAINED_ONE_SPLIT_ROWS`] of a wide
-/// weight; elsewhere `cfg`.
+/// bulk runs) where it is the 64-token tile at [`WGMMA_CHAINED_WIDE_ROWS`] of a wide
+/// weight; elsewhere `cfg`. The unprepared op does not follow it
+/// (`super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint` keeps the one-consumer
+/// tile there).
 ///
 /// Measured (helper awq128, session 26, **H100**; BENCHMARKS.md): see the section
 /// "Session 26 (helper awq128)".
 fn chained_one_split(cfg: AwqGemmConfig, m: usize, n: usize) -> AwqGemmConfig {
     let t64 = cfg.tile[0] == 64 && !cfg.split_k && !cfg.persistent;
-    if t64 && n >= DENSE_WIDE_N && WGMMA_CHAINED_ONE_SPLIT_ROWS.contains(&m) {
+    if t64 && n >= DENSE_WIDE_N && WGMMA_CHAINED_WIDE_ROWS.contains(&m) {
         AwqGemmConfig::new(cfg.element, [64, 256, 64], [2, 1], 6, 4).wgmma().chained()
     } else {
         cfg
@@ -265,10 +279,10 @@ fn chained_one_split(cfg: AwqGemmConfig, m: usize, n: usize) -> AwqGemmConfig {
 pub const WGMMA_CHAINED_SPLIT_ROWS: std::ops::RangeInclusive<usize> = 33..=48;
 
 /// `cfg` (the split-K choice of [`select_awq_wgmma_split`] for `m` rows of `n` columns)
-/// with chained step pairs at [`WGMMA_CHAINED_SPLIT_ROWS`] of a wide weight (its 48-token
-/// tile).
+/// with chained step pairs at [`WGMMA_CHAINED_SPLIT_ROWS`] (its 48-token tile) and
+/// [`WGMMA_CHAINED_WIDE_ROWS`] (its 64-token tile) of a wide weight.
 fn chained_split(cfg: AwqGemmConfig, m: usize, n: usize) -> AwqGemmConfig {
-    if n >= DENSE_WIDE_N && WGMMA_CHAINED_SPLIT_ROWS.contains(&m) {
+    if n >= DENSE_WIDE_N && (WGMMA_CHAINED_SPLIT_ROWS.contains(&m) || WGMMA_CHAINED_WIDE_ROWS.contains(&m)) {
         cfg.chained()
     } else {
         cfg
@@ -300,14 +314,15 @@ mod tests {
     use super::*;
     use crate::awq::select::select_awq_wgmma;
 
-    /// The chained two-consumer one-split tile replaces exactly the one-split 64-token
-    /// tile at 97 to 128 rows of a wide weight (nothing else: every other choice is the
-    /// split rule's or `select_awq_wgmma`'s as it is), and every choice of
-    /// [`select_awq_wgmma_prepared`] generates (a valid kernel configuration).
+    /// At 97 to 128 rows of a wide weight the choice is the 64-token tile on two consumer
+    /// warpgroups with chained step pairs: split-K (tensor boxes) where the split rule
+    /// gives it 2 splits or more, else in place of exactly the one-split 64-token tile of
+    /// `select_awq_wgmma` (every other one-split choice is `select_awq_wgmma`'s as it is);
+    /// every choice of [`select_awq_wgmma_prepared`] generates (a valid kernel configuration).
     #[test]
-    fn chained_one_split_replaces_only_the_64_token_tile_at_97_to_128_rows() {
+    fn chained_64_token_tile_at_97_to_128_rows() {
         let (h, e) = ((9, 0), Element::BF16);
-        let mut replaced = 0;
+        let (mut replaced, mut split_k) = (0, 0);
         for sms in [114, 132] {
             for m in (1..=200).chain([1024, 4096]) {
                 for n in [4096, 8192, 11008, 14336, 16384, 18432, 28672] {
@@ -317,7 +332,12 @@ mod tests {
                     let one = select_awq_wgmma(m, n, 4096, sms, h, e);
                     let split = select_awq_wgmma_split(m, n, 4096, sms, h, e);
                     let t64 = one.is_some_and(|(c, _)| c.tile[0] == 64);
-                    if split.is_none() && t64 && n >= DENSE_WIDE_N && (97..=128).contains(&m) {
+                    let rows = n >= DENSE_WIDE_N && (97..=128).contains(&m);
+                    if let Some((_, s)) = split.filter(|_| rows) {
+                        split_k += 1;
+                        assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([64, 256, 64], [2, 1], 6, s));
+                        assert!(s >= 2 && cfg.chained && cfg.split_k && cfg.weight_boxes, "{m}x{n} on {sms}");
+                    } else if split.is_none() && t64 && rows {
                         replaced += 1;
                         assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([64, 256, 64], [2, 1], 6, 1));
                         assert!(cfg.chained && cfg.wgmma && cfg.prepared && !cfg.split_k && !cfg.weight_boxes);
@@ -328,7 +348,8 @@ mod tests {
                 }
             }
         }
-        // 97 ..= 128 rows of 8192, 11008, 14336 and 16384 columns on 132 SMs at least
-        assert!(replaced >= 4 * 32, "{replaced}");
+        // one split: 97 ..= 128 rows of 11008, 14336 and 16384 columns on 132 SMs, of 8192,
+        // 11008 and 14336 on 114; split-K: 8192 columns on 132 SMs
+        assert!(replaced >= 6 * 32 && split_k == 32, "{replaced} {split_k}");
     }
 }
