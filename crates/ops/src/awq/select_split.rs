@@ -94,9 +94,23 @@ pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 9] = [
 /// 37.48 (-8.4 / -8.1 %), 96 x 8192 (4 splits) 35.56 / 35.40 -> 32.38 / 32.44 (-8.9 /
 /// -8.4 %); the unprepared op on the checkpoint's words (the same tile) 37.07 / 38.07 ->
 /// 35.38 / 34.80, 41.44 / 41.28 -> 38.85 / 38.80, 35.81 / 35.88 -> 33.58 / 33.10 (cuBLAS
-/// 42.9-43.5, 26.2-26.3). Not taken (one sweep run, not in an A B B A call): an 80-token
-/// tile at 72 rows 32.50 against 34.04; chained step pairs on the 96-token tile 36.49
-/// against 37.05 at 96 rows.
+/// 42.9-43.5, 26.2-26.3). Not taken: chained step pairs on the 96-token tile (one sweep
+/// run: 36.49 against 37.05 at 96 rows).
+///
+/// Session 26 (helper awq128, **H100**, main `cd86555` (`before`: the 96-token tile at 65
+/// ..= 96 rows, the one-split 64-token tile of one consumer warpgroup at 97 ..= 128)
+/// against this rule (`after`), `rcute bench awq --group 128 --iters 10 --config
+/// prepared-auto`, order before, after, after, before, µs of rounds 1 / 2): the 80-token
+/// tile at 65 ..= 80 rows, 72 x 14336 33.15 / 33.15 -> 31.73 / 31.70 (-4.3 / -4.4 %), 80
+/// x 14336 34.54 / 34.59 -> 32.84 / 33.01 (-4.9 / -4.6 %); the unprepared op (the same
+/// tile) 34.41 / 34.46 -> 32.88 / 32.87, 35.91 / 35.79 -> 33.93 / 34.05 (cuBLAS 42.4-42.7).
+/// The 64-token tile with chained step pairs in 2 splits at 97 ..= 128 rows of 8192
+/// columns (128 CTAs, against 64 CTAs of the one-split tile): 112 x 8192 38.32 / 38.32 ->
+/// 28.93 / 29.90 (-24.5 / -22.0 %), 128 x 8192 39.57 / 38.65 -> 29.45 / 29.63 (-25.6 /
+/// -23.3 %); the unprepared op (the same tile, no chained pairs) 37.42 / 37.36 -> 31.26 /
+/// 32.02, 38.64 / 37.78 -> 31.51 / 31.82 (cuBLAS 26.3-27.0). Not taken: the chained pairs on
+/// the checkpoint's words there, -2.6 to -3.3 % against the same tile without them in the
+/// four runs (`wgmma-checkpoint:64x256,2x1,6,2,c2` 30.16-32.25 µs against 31.10-33.15).
 ///
 /// Not taken: 8 rows and fewer (16x256: 19.97 / 20.35
 /// against the streamed kernel's 15.70 / 15.85 at 8 x 14336), 128 rows (128x256 in 2
@@ -247,12 +261,26 @@ pub const WGMMA_CHAINED_WIDE_ROWS: std::ops::RangeInclusive<usize> = 97..=128;
 /// (`super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint` keeps the one-consumer
 /// tile there).
 ///
-/// Measured (helper awq128, session 26, **H100**; BENCHMARKS.md): see the section
-/// "Session 26 (helper awq128)".
+/// Measured (helper awq128, session 26, **H100**, BENCHMARKS.md; `rcute bench awq --group
+/// 128 --iters 10 --config prepared-auto`, random data, K = 4096, main `cd86555`
+/// (`before`) against this rule (`after`) in two calls, each in the order before, after,
+/// after, before; µs of rounds 1 / 2): 112 x 14336 39.16 / 39.24 -> 36.53 / 36.38 (-6.7 /
+/// -7.3 %), 128 x 14336 40.00 / 39.86 -> 36.67 / 37.08 (-8.3 / -7.0 %); the first call 128
+/// x 14336 39.79 / 39.76 -> 37.90 / 37.42 (-4.7 / -5.9 %), 112 x 8192 (one split; now the
+/// split-K rule's) 38.03 / 38.26 -> 35.61 / 35.53, 112 x 14336 39.39 / 39.78 -> 39.82 /
+/// 36.90 (its first `after` run slow on every row of the shape, the same forced kernels of
+/// both binaries included: 41.37 against 38.04-38.43). The same tile without the chained
+/// pairs (`wgmma:64x256,2x1,6,1`) took 38.04-41.37 at 112 x 14336 (cuBLAS 43.4-44.2). On
+/// the checkpoint's words (the unprepared op) the chained tile gained nothing: 128 x 14336
+/// 38.84 / 38.87 -> 39.02 / 38.46, 112 x 14336 38.43 / 38.88 -> 40.81 / 37.90, so
+/// `super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint` keeps the one-consumer
+/// tile.
 fn chained_one_split(cfg: AwqGemmConfig, m: usize, n: usize) -> AwqGemmConfig {
     let t64 = cfg.tile[0] == 64 && !cfg.split_k && !cfg.persistent;
     if t64 && n >= DENSE_WIDE_N && WGMMA_CHAINED_WIDE_ROWS.contains(&m) {
-        AwqGemmConfig::new(cfg.element, [64, 256, 64], [2, 1], 6, 4).wgmma().chained()
+        AwqGemmConfig::new(cfg.element, [64, 256, 64], [2, 1], 6, 4)
+            .wgmma()
+            .chained()
     } else {
         cfg
     }
@@ -336,7 +364,10 @@ mod tests {
                     if let Some((_, s)) = split.filter(|_| rows) {
                         split_k += 1;
                         assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([64, 256, 64], [2, 1], 6, s));
-                        assert!(s >= 2 && cfg.chained && cfg.split_k && cfg.weight_boxes, "{m}x{n} on {sms}");
+                        assert!(
+                            s >= 2 && cfg.chained && cfg.split_k && cfg.weight_boxes,
+                            "{m}x{n} on {sms}"
+                        );
                     } else if split.is_none() && t64 && rows {
                         replaced += 1;
                         assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([64, 256, 64], [2, 1], 6, 1));
