@@ -598,8 +598,9 @@ fn awq_gemm_prepared_wgmma_matches_the_float64_reference() {
 /// (`weight_boxes`) against the float64 reference and bit-identical to the same kernel
 /// with the bulk runs (the same shared image): one consumer warpgroup (64 tokens), three
 /// along N (a box of 12 column blocks), two splitting the words (184 tokens persistent;
-/// 16 and 48 tokens split-K in 2 splits, 48 (as the op takes it at 33 to 48 rows) and 64
-/// with chained step pairs; 32 tokens, two resident CTAs, in 3), on ragged M, N
+/// 16, 48, 80 and 96 tokens split-K in 2 splits, 48 (as the op takes it at 33 to 48 rows)
+/// and 64 with chained step pairs; 32 tokens, two resident CTAs, in 3; 64 tokens in one
+/// split with chained step pairs, as the op takes it at 97 to 128 rows), on ragged M, N
 /// ending inside the CTA's columns (the box's zero fill past N), K ending inside a k-tile
 /// (352, 96, 48: its zero fill past K), G = 32 .. K, f16 and bf16; and the prepared op's
 /// own choices (the split-K ones take the boxes; sm_90 only).
@@ -628,8 +629,11 @@ fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         // chained step pairs: the op's at 33 ..= 48 rows of a wide weight, the forced 64-token one
         (c([48, 256, 64], [2, 1], 8).split_k().chained(), 2),
         (c([64, 256, 64], [2, 1], 6).split_k().chained(), 2),
-        // the op's 96-token split tile (65 ..= 96 rows of a wide weight)
+        // the op's 80- and 96-token split tiles (65 ..= 80 and 81 ..= 96 rows of a wide weight)
+        (c([80, 256, 64], [2, 1], 6).split_k(), 2),
         (c([96, 256, 64], [2, 1], 6).split_k(), 2),
+        // the op's one-split 64-token tile on two warpgroups, chained (97 ..= 128 rows)
+        (c([64, 256, 64], [2, 1], 6).chained(), 1),
     ];
     let shapes = [
         (17, 576, 352, 32, true),
@@ -656,16 +660,20 @@ fn wgmma_box_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     // the op's own choice (`select_awq_wgmma_prepared`: boxes for the split-K tiles, bulk
     // runs for the one-split ones): the split-K tile (16 x 11008: 3 splits; 9-16 rows of
     // 8192 or 14336 columns take a 16-row streamed tile first), the 32-token tile in one
-    // split (24 x 28672), the 96-token split tile (80 x 14336), the 64- and 152-token
-    // tiles (128 / 1000 x 14336), each bit-identical to its twin with the other weight copy
+    // split (24 x 28672), the 80- and 96-token split tiles (72 / 88 x 14336), the 64-token
+    // tile on two warpgroups with chained steps in one split (128 x 14336) and in 2 splits
+    // (112 x 8192), and the 152-token tile (1000 x 14336), each bit-identical to its twin
+    // with the other weight copy
     let sms = ops.gpu().sm_count() as usize;
     let op_shapes = [
         (16, 11008, 256, 128, true),
         (40, 14336, 352, 32, false),
         (64, 14336, 256, 128, true),
-        (80, 14336, 352, 32, false),
+        (72, 14336, 352, 32, false),
+        (88, 14336, 256, 64, true),
         (24, 28672, 128, 128, false),
         (128, 14336, 128, 64, true),
+        (112, 8192, 352, 32, false),
         (1000, 14336, 64, 32, true),
     ];
     for &(m, n, k, g, bias) in cases(&op_shapes) {
@@ -1460,8 +1468,11 @@ fn half_bits<T: Half>(v: &[T]) -> Vec<u64> {
 /// (asserted on 100 SMs or more; 132 SMs: the 16-token split-K tile in 4, 3 and 2 splits at
 /// 8192, 11008 and 14336 columns and in one split at 28672, the 32-token tile in one split
 /// at 32 x 28672, 48 tokens in 4 splits at 40 x
-/// 8192, 96 tokens in 2 at 96 x 14336, 32 tokens in 4 at 64 x 4096, the one-split tiles at
-/// 300 x 8192 and 200 x 14336), twice bit-identical, equal to the rule's kernel forced, and
+/// 8192, 96 tokens in 2 at 96 x 14336, 80 tokens in 2 at 72 x 14336, 64 tokens on one
+/// warpgroup at 128 x 14336 (where the prepared op runs two with chained steps) and on two
+/// in 2 splits at 100 x 8192, 32 tokens in 4 at 64 x 4096, the one-split tiles at
+/// 300 x 8192 and 200 x 14336), twice bit-identical, equal to the rule's kernel forced, the
+/// prepared op's tile but at 97 to 128 rows of a wide weight in one split, and
 /// bit-identical to the prepared op where it runs the same tile
 /// ([`rcute_ops::awq::select_split::select_awq_wgmma_prepared`]; where the prepared op takes
 /// the 16-row streamed tile of `rcute_ops::awq::select_streamed16` instead, 9 x 8192 and
@@ -1479,6 +1490,9 @@ fn wgmma_checkpoint_op_cases<T: Half>(ops: &Ops, e: rcute_atom::Element, rng: &m
         (32, 28672, 256, 64, false),
         (40, 8192, 256, 64, false),
         (96, 14336, 128, 32, true),
+        (72, 14336, 352, 32, false),
+        (128, 14336, 256, 128, true),
+        (100, 8192, 352, 32, false),
         (64, 4096, 256, 128, false),
         (300, 8192, 128, 128, true),
         (200, 14336, 64, 64, false),
@@ -1499,8 +1513,16 @@ fn wgmma_checkpoint_op_cases<T: Half>(ops: &Ops, e: rcute_atom::Element, rng: &m
         let same = |p: Option<(rcute_kernel::awq_gemm::AwqGemmConfig, u32)>| {
             p.map(|(c, s)| (c.tile, c.warps, c.stages, c.split_k, s))
         };
+        // the prepared op's chained one-split tile (97 to 128 rows of a wide weight): the
+        // unprepared op keeps `select_awq_wgmma`'s one-consumer tile
+        let mirrored = match prepared {
+            Some((c, _)) if c.chained && !c.split_k => {
+                rcute_ops::awq::select::select_awq_wgmma(m, n, k, sms, (9, 0), e)
+            }
+            p => p,
+        };
         assert!(
-            sms < 100 || same(prepared) == same(pick),
+            sms < 100 || same(mirrored) == same(pick),
             "{what}: the prepared op's tile"
         );
         if pick.is_some() && same(prepared) == same(pick) {

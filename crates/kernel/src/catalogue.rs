@@ -661,10 +661,11 @@ pub fn awq_bulk_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 /// tokens x 256 weight columns with one consumer warpgroup and 8 stages; 128, 152, 184 and
 /// 192 tokens x 256 with two consumer warpgroups splitting each lane's four words and 6, 7,
 /// 6 and 6 stages; and the split-K kernels (`AwqGemmConfig::split_k`) that
-/// `ops::awq::select_split::select_awq_wgmma_split` takes: 16, 32, 48, 64 and 96 tokens x
-/// 256 on two consumer warpgroups splitting the words, 8, 6, 8, 6 and 6 stages (the
-/// 48-token one with chained step pairs, `AwqGemmConfig::chained`), and the
-/// 32-token one in one split (`select_awq_wgmma_prepared`); and the
+/// `ops::awq::select_split::select_awq_wgmma_split` takes: 16, 32, 48, 64, 80 and 96 tokens
+/// x 256 on two consumer warpgroups splitting the words, 8, 6, 8, 6, 6 and 6 stages (the
+/// 48-token one with chained step pairs, `AwqGemmConfig::chained`, and at 97 to 128 rows
+/// the 64-token one with them), the 32-token one in one split and the 64-token one in one
+/// split with chained step pairs (`select_awq_wgmma_prepared`, 97 to 128 rows); and the
 /// same kernels on the checkpoint's `qweight` (`AwqGemmConfig::wgmma_checkpoint`) that the
 /// unprepared op's `ops::awq::select_checkpoint_wgmma` takes
 /// (`awq_wgmma_checkpoint_rule_configs`); f16 and bf16. The prepared split-K ones load
@@ -695,7 +696,12 @@ pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
                 // 33 ..= 48 rows of a wide weight: chained step pairs
                 split(48, 8).chained(),
                 split(64, 6),
+                split(80, 6),
                 split(96, 6),
+                // 97 ..= 128 rows of a wide weight: 64 tokens on two consumer warpgroups with
+                // chained step pairs, split-K (8192 columns) or in one split
+                split(64, 6).chained(),
+                AwqGemmConfig::new(e, [64, 256, 64], [2, 1], 6, 4).wgmma().chained(),
                 // one split at 17 ..= 32 rows of a weight too wide for 2 splits
                 // (`ops::awq::select_split::select_awq_wgmma_prepared`)
                 AwqGemmConfig::new(e, [32, 256, 64], [2, 1], 6, 4).wgmma(),
@@ -707,9 +713,9 @@ pub fn awq_wgmma_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
 
 /// The unprepared op's kernels on the checkpoint's words
 /// (`ops::awq::select_checkpoint_wgmma::select_awq_wgmma_checkpoint`: the prepared op's
-/// wgmma tiles with `AwqGemmConfig::wgmma_checkpoint`): the split-K tiles of 16, 32, 48, 64
-/// and 96 tokens, the 16- and 32-token tiles in one split, and the one-split tiles of 64 (one
-/// consumer warpgroup, 8 stages), 128, 152, 184 and 192 tokens; f16 and bf16.
+/// wgmma tiles with `AwqGemmConfig::wgmma_checkpoint`): the split-K tiles of 16, 32, 48, 64,
+/// 80 and 96 tokens, the 16- and 32-token tiles in one split, and the one-split tiles of 64
+/// (one consumer warpgroup, 8 stages), 128, 152, 184 and 192 tokens; f16 and bf16.
 fn awq_wgmma_checkpoint_rule_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
     use rcute_atom::Element::{BF16, F16};
@@ -723,6 +729,7 @@ fn awq_wgmma_checkpoint_rule_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
                 ck(e, 32, [2, 1], 6).split_k(),
                 ck(e, 48, [2, 1], 8).split_k(),
                 ck(e, 64, [2, 1], 6).split_k(),
+                ck(e, 80, [2, 1], 6).split_k(),
                 ck(e, 96, [2, 1], 6).split_k(),
                 ck(e, 16, [2, 1], 8),
                 ck(e, 32, [2, 1], 6),

@@ -239,18 +239,20 @@ pub fn awq_wgmma_split_k_configs(e: rcute_atom::Element) -> Vec<crate::awq_gemm:
 
 /// SM90 mixed-input kernels on the checkpoint's `qweight`
 /// (`AwqGemmConfig::wgmma_checkpoint`) that the compile and GPU tests cover: the unprepared
-/// op's split-K tiles (16, 32, 48, 64 and 128 tokens, two warpgroups splitting the words),
+/// op's split-K tiles (16, 32, 48, 64, 80 and 128 tokens, two warpgroups splitting the words),
 /// four words a warpgroup (8 tokens, one consumer), two boxes a stage (two warpgroups along
 /// N), the one-split kernels of 64 tokens (one consumer warpgroup, 6 and the rule's 8
 /// stages), of 16 and 32 tokens (the rule's 9 to 32 rows of a weight too wide for 2 splits) and of
-/// 128, 152, 184 and 192 tokens (two warpgroups splitting the words), the chained steps,
+/// 128, 152, 184 and 192 tokens (two warpgroups splitting the words), the chained steps
+/// (split-K 16 tokens; one split 64 tokens on two warpgroups, the prepared op's at 97 to
+/// 128 rows, forced only on the checkpoint's words),
 /// and split-K kernels built for two resident CTAs an SM (`AwqGemmConfig::resident`: 32 and
 /// 48 tokens on two warpgroups, 64 on one).
 ///
 /// ```
 /// use rcute_kernel::testing::awq_wgmma_checkpoint_configs;
 /// let v = awq_wgmma_checkpoint_configs(rcute_atom::Element::F16);
-/// assert!(v.len() == 19 && v.iter().all(|c| c.wgmma && !c.prepared && c.b_vector_words == 1));
+/// assert!(v.len() == 21 && v.iter().all(|c| c.wgmma && !c.prepared && c.b_vector_words == 1));
 /// ```
 pub fn awq_wgmma_checkpoint_configs(e: rcute_atom::Element) -> Vec<crate::awq_gemm::AwqGemmConfig> {
     use crate::awq_gemm::AwqGemmConfig;
@@ -266,10 +268,12 @@ pub fn awq_wgmma_checkpoint_configs(e: rcute_atom::Element) -> Vec<crate::awq_ge
         ck([16, 256, 64], [2, 1], 8).split_k().chained(),
         ck([48, 256, 64], [2, 1], 8).split_k(),
         ck([64, 256, 64], [2, 1], 6).split_k(),
+        ck([80, 256, 64], [2, 1], 6).split_k(),
         ck([128, 256, 64], [2, 1], 6).split_k(),
         ck([16, 256, 64], [2, 1], 8),
         ck([32, 256, 64], [2, 1], 6),
         ck([64, 256, 64], [1, 1], 8),
+        ck([64, 256, 64], [2, 1], 6).chained(),
         ck([128, 256, 64], [2, 1], 6),
         ck([152, 256, 64], [2, 1], 7),
         ck([184, 256, 64], [2, 1], 6),

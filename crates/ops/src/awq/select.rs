@@ -102,10 +102,11 @@ pub const WGMMA_TILES: [(usize, [i64; 2], usize, f64); 5] = [
 /// the dense path where [`awq_dense_wins`], else the fused kernels).
 ///
 /// `Ops::awq_gemm_prepared` asks `crate::awq::select_split::select_awq_wgmma_split` (the
-/// kernel's split-K variant at 9 ..= 96 rows of a wide weight and 17 ..= 64 of a narrower
-/// one, which measured faster than this choice at 64 and 96 x 14336 and than the dense
-/// path at 64 x 4096) first; the reordered path asks this
-/// function only.
+/// kernel's split-K variant at 9 ..= 128 rows of a wide weight and 17 ..= 64 of a narrower
+/// one, which measured faster than this choice at 64 and 96 x 14336 and 128 x 8192 and
+/// than the dense path at 64 x 4096) first, and at 97 ..= 128 rows of a wide weight runs
+/// this function's 64-token tile on two consumer warpgroups with chained step pairs; the
+/// reordered path asks this function only.
 ///
 /// Taken for 32 < M <= [`WGMMA_MAX_M`] (N a multiple of 64, K of 16) where the 64x256
 /// tile gives at least a quarter of the SMs a CTA; the tile is the one of [`WGMMA_TILES`]

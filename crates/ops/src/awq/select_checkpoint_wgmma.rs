@@ -2,13 +2,15 @@
 //! ([`select_awq_wgmma_checkpoint`]; `AwqGemmConfig::wgmma_checkpoint`,
 //! `rcute_collective::awq_wgmma_checkpoint`): the prepared op's wgmma choice (the split-K
 //! kernel of `super::select_split` at small batches, the one-split kernel of
-//! `super::select::select_awq_wgmma` from 33 rows) with the checkpoint flag, the same
+//! `super::select::select_awq_wgmma` from 33 rows; at 97 to 128 rows of a wide weight
+//! that kernel, not the prepared op's chained one) with the checkpoint flag, the same
 //! kernel reading the checkpoint's `qweight` as it is (TMA boxes of the row-major words,
 //! two byte permutations per lane and word pair). The unprepared op runs it ahead of the
 //! fused `cp.async` kernels and the reordered path (a reorder pass per call + the prepared
 //! kernel), where it measured faster than they; above [`WGMMA_CHECKPOINT_MAX_ROWS`] the
 //! dense path stays.
 
+use super::select::select_awq_wgmma;
 use super::select_split::select_awq_wgmma_prepared;
 use rcute_atom::Element;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
@@ -25,7 +27,9 @@ pub const WGMMA_CHECKPOINT_MAX_ROWS: usize = super::select::REORDERED_MAX_M;
 /// or `None`: for [`WGMMA_CHECKPOINT_MIN_ROWS`] to [`WGMMA_CHECKPOINT_MAX_ROWS`] rows, the
 /// prepared op's wgmma choice with the checkpoint flag (tile, warps, stages and splits as
 /// [`select_awq_wgmma_prepared`]: the split-K tile, else the one-split tile, else at 9 to
-/// 16 rows of a weight too wide for two splits the 16-token tile in one split). N a
+/// 16 rows of a weight too wide for two splits the 16-token tile in one split; where that
+/// is the chained one-split 64-token tile on two consumer warpgroups, 97 to 128 rows of a
+/// wide weight, `super::select::select_awq_wgmma`'s one-consumer tile instead). N a
 /// multiple of 64, K of 16; the caller checks that `x` and `qweight` fit the kernel's TMA
 /// maps.
 ///
@@ -78,10 +82,17 @@ pub const WGMMA_CHECKPOINT_MAX_ROWS: usize = super::select::REORDERED_MAX_M;
 /// assert_eq!((pick(9, 28672), pick(16, 28672)), (Some((t, [2, 1], 8, false, 1)), Some((t, [2, 1], 8, false, 1))));
 /// // 17 to 32 rows of 28672 columns: the 32-token tile in one split
 /// assert_eq!(pick(24, 28672), Some(([32, 256, 64], [2, 1], 6, false, 1)));
+/// // 97 to 128 rows of a wide weight: not the prepared op's chained one-split tile but the
+/// // one-consumer 64-token tile; at 8192 the prepared op's split-K tile (2 splits); no
+/// // chained step pairs anywhere
+/// assert_eq!((pick(97, 14336), pick(128, 11008)), (Some(([64, 256, 64], [1, 1], 8, false, 1)), Some(([64, 256, 64], [1, 1], 8, false, 1))));
+/// assert_eq!(pick(128, 8192), Some(([64, 256, 64], [2, 1], 6, true, 2)));
+/// let chained = |m, n| select_awq_wgmma_checkpoint(m, n, 4096, 132, h, f16).unwrap().0.chained;
+/// assert_eq!((chained(112, 14336), chained(112, 8192), chained(40, 14336)), (false, false, false));
 /// let (cfg, _) = select_awq_wgmma_checkpoint(16, 11008, 4096, 132, h, f16).unwrap();
 /// assert!(cfg.wgmma && cfg.split_k && !cfg.prepared && cfg.b_vector_words == 1);
 /// // elsewhere the prepared op's choice with the checkpoint flag
-/// for (m, n) in [(9, 28672), (16, 28672), (32, 28672), (24, 14336), (48, 14336), (64, 14336), (96, 14336), (32, 4096), (64, 4096), (128, 14336), (1024, 14336), (3072, 14336)] {
+/// for (m, n) in [(9, 28672), (16, 28672), (32, 28672), (24, 14336), (48, 14336), (64, 14336), (96, 14336), (32, 4096), (64, 4096), (128, 8192), (129, 14336), (1024, 14336), (3072, 14336)] {
 ///     let (p, s) = select_awq_wgmma_prepared(m, n, 4096, 132, h, f16).unwrap();
 ///     let (c, cs) = select_awq_wgmma_checkpoint(m, n, 4096, 132, h, f16).unwrap();
 ///     assert_eq!((c.tile, c.warps, c.stages, c.split_k, cs), (p.tile, p.warps, p.stages, p.split_k, s));
@@ -107,7 +118,15 @@ pub fn select_awq_wgmma_checkpoint(
         return None;
     }
     let (cfg, splits) = select_awq_wgmma_prepared(m, n, k, sms, cc, element)?;
-    // the prepared op's chained step pairs (33 to 48 rows) were not timed on the checkpoint's words
+    // the prepared op's one-split chained tile (97 to 128 rows of a wide weight) measured
+    // no gain on the checkpoint's words: the one-consumer 64-token tile stays
+    let (cfg, splits) = if cfg.chained && !cfg.split_k {
+        select_awq_wgmma(m, n, k, sms, cc, element)?
+    } else {
+        (cfg, splits)
+    };
+    // the prepared op's chained step pairs of the split-K tiles (33 to 48 and 97 to 128
+    // rows) were not timed on the checkpoint's words
     let cfg = AwqGemmConfig {
         chained: false,
         ..cfg.wgmma_checkpoint()

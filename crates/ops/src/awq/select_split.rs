@@ -11,12 +11,14 @@ use rcute_kernel::awq_gemm::AwqGemmConfig;
 /// The split-K tiles of [`select_awq_wgmma_split`]: `(fewest rows, most rows, wide
 /// weight, tokens, warps, stages)`, `wide` meaning `N >= DENSE_WIDE_N`. Every tile has two
 /// consumer warpgroups splitting each lane's four words (`[2, 1]`, 256 weight columns).
-pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 7] = [
+pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 9] = [
     (9, 16, true, 16, [2, 1], 8),
     (17, 32, true, 32, [2, 1], 6),
     (33, 48, true, 48, [2, 1], 8),
     (49, 64, true, 64, [2, 1], 6),
-    (65, 96, true, 96, [2, 1], 6),
+    (65, 80, true, 80, [2, 1], 6),
+    (81, 96, true, 96, [2, 1], 6),
+    (97, 128, true, 64, [2, 1], 6),
     (17, 32, false, 16, [2, 1], 8),
     (33, 64, false, 32, [2, 1], 6),
 ];
@@ -33,8 +35,11 @@ pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 7] = [
 /// bytes):
 ///
 /// * a wide weight: 16 tokens (8 stages) at 9 ..= 16 rows, 32 (6 stages) at 17 ..= 32, 48
-///   (8 stages) at 33 ..= 48, 64 (6 stages) at 49 ..= 64, 96 (6 stages; 128 before
-///   session 26) at 65 ..= 96: one token tile, 2 splits at N = 14336 (112 CTAs);
+///   (8 stages) at 33 ..= 48, 64 (6 stages) at 49 ..= 64, 80 (6 stages) at 65 ..= 80 and
+///   96 (6 stages) at 81 ..= 96 (128 tokens at 65 ..= 96 before session 26): one token
+///   tile, 2 splits at N = 14336 (112 CTAs); 64 (6 stages, chained step pairs) at 97 ..=
+///   128: two token tiles, 2 splits at N = 8192 (128 CTAs), one split (not taken here) at
+///   N = 14336;
 /// * a narrower weight: 16 tokens (8 stages) at 17 ..= 32 rows, 32 (6 stages) at 33 ..=
 ///   64: two token tiles, 4 splits at N = 4096 (128 CTAs).
 ///
@@ -89,9 +94,23 @@ pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 7] = [
 /// 37.48 (-8.4 / -8.1 %), 96 x 8192 (4 splits) 35.56 / 35.40 -> 32.38 / 32.44 (-8.9 /
 /// -8.4 %); the unprepared op on the checkpoint's words (the same tile) 37.07 / 38.07 ->
 /// 35.38 / 34.80, 41.44 / 41.28 -> 38.85 / 38.80, 35.81 / 35.88 -> 33.58 / 33.10 (cuBLAS
-/// 42.9-43.5, 26.2-26.3). Not taken (one sweep run, not in an A B B A call): an 80-token
-/// tile at 72 rows 32.50 against 34.04; chained step pairs on the 96-token tile 36.49
-/// against 37.05 at 96 rows.
+/// 42.9-43.5, 26.2-26.3). Not taken: chained step pairs on the 96-token tile (one sweep
+/// run: 36.49 against 37.05 at 96 rows).
+///
+/// Session 26 (helper awq128, **H100**, main `cd86555` (`before`: the 96-token tile at 65
+/// ..= 96 rows, the one-split 64-token tile of one consumer warpgroup at 97 ..= 128)
+/// against this rule (`after`), `rcute bench awq --group 128 --iters 10 --config
+/// prepared-auto`, order before, after, after, before, µs of rounds 1 / 2): the 80-token
+/// tile at 65 ..= 80 rows, 72 x 14336 33.15 / 33.15 -> 31.73 / 31.70 (-4.3 / -4.4 %), 80
+/// x 14336 34.54 / 34.59 -> 32.84 / 33.01 (-4.9 / -4.6 %); the unprepared op (the same
+/// tile) 34.41 / 34.46 -> 32.88 / 32.87, 35.91 / 35.79 -> 33.93 / 34.05 (cuBLAS 42.4-42.7).
+/// The 64-token tile with chained step pairs in 2 splits at 97 ..= 128 rows of 8192
+/// columns (128 CTAs, against 64 CTAs of the one-split tile): 112 x 8192 38.32 / 38.32 ->
+/// 28.93 / 29.90 (-24.5 / -22.0 %), 128 x 8192 39.57 / 38.65 -> 29.45 / 29.63 (-25.6 /
+/// -23.3 %); the unprepared op (the same tile, no chained pairs) 37.42 / 37.36 -> 31.26 /
+/// 32.02, 38.64 / 37.78 -> 31.51 / 31.82 (cuBLAS 26.3-27.0). Not taken: the chained pairs on
+/// the checkpoint's words there, -2.6 to -3.3 % against the same tile without them in the
+/// four runs (`wgmma-checkpoint:64x256,2x1,6,2,c2` 30.16-32.25 µs against 31.10-33.15).
 ///
 /// Not taken: 8 rows and fewer (16x256: 19.97 / 20.35
 /// against the streamed kernel's 15.70 / 15.85 at 8 x 14336), 128 rows (128x256 in 2
@@ -111,9 +130,11 @@ pub const WGMMA_SPLIT_TILES: [(usize, usize, bool, i64, [i64; 2], usize); 7] = [
 /// assert_eq!(pick(16, 8192), Some((16, 8, 4)));
 /// // 9 ..= 16 and 65 ..= 96 rows of a wide weight
 /// assert_eq!((pick(9, 14336), pick(15, 14336), pick(12, 8192)), (Some((16, 8, 2)), Some((16, 8, 2)), Some((16, 8, 4))));
-/// assert_eq!((pick(65, 14336), pick(96, 14336), pick(96, 8192)), (Some((96, 6, 2)), Some((96, 6, 2)), Some((96, 6, 4))));
+/// assert_eq!((pick(81, 14336), pick(96, 14336), pick(96, 8192)), (Some((96, 6, 2)), Some((96, 6, 2)), Some((96, 6, 4))));
+/// assert_eq!((pick(65, 14336), pick(80, 14336), pick(72, 8192)), (Some((80, 6, 2)), Some((80, 6, 2)), Some((80, 6, 4))));
+/// assert_eq!((pick(97, 8192), pick(128, 8192)), (Some((64, 6, 2)), Some((64, 6, 2))));
 /// assert_eq!((pick(8, 14336), pick(1, 14336), pick(97, 14336), pick(65, 4096), pick(16, 4096)), (None, None, None, None, None));
-/// assert_eq!((pick(15, 4096), pick(128, 14336)), (None, None));
+/// assert_eq!((pick(15, 4096), pick(128, 14336), pick(129, 8192)), (None, None, None));
 /// let (cfg, _) = select_awq_wgmma_split(64, 14336, 4096, 132, h, f16).unwrap();
 /// assert!(cfg.wgmma && cfg.split_k && cfg.prepared && cfg.tile == [64, 256, 64] && cfg.warps == [2, 1]);
 /// // K of 2 k-tiles: at most 2 splits; fewer SMs: fewer splits (one: not taken)
@@ -159,7 +180,8 @@ pub fn select_awq_wgmma_split(
 /// the checkpoint's words. The split-K choices load their weight stages as one TMA tensor
 /// box (`AwqGemmConfig::weight_boxes`), the one-split ones as one bulk run per k16 block;
 /// at 33 to 48 rows of a wide weight the split-K kernel runs its steps in chained pairs
-/// ([`WGMMA_CHAINED_SPLIT_ROWS`]).
+/// ([`WGMMA_CHAINED_SPLIT_ROWS`]), and at 97 to 128 rows the 64-token tile on two consumer
+/// warpgroups, split-K or one split, as well ([`WGMMA_CHAINED_WIDE_ROWS`]).
 ///
 /// Measured (helper awqbox, session 23, **H100**, `rcute bench awq --group 128 --iters 10
 /// --config prepared-auto`, K = 4096, random data, weights rotated over >= 150 MB; main
@@ -194,6 +216,16 @@ pub fn select_awq_wgmma_split(
 /// let chained = |m, n| select_awq_wgmma_prepared(m, n, 4096, 132, h, f16).unwrap().0.chained;
 /// assert_eq!((chained(33, 14336), chained(40, 14336), chained(48, 14336)), (true, true, true));
 /// assert_eq!((chained(32, 14336), chained(49, 14336), chained(64, 14336), chained(48, 4096)), (false, false, false, false));
+/// // 97 to 128 rows of a wide weight: the 64-token tile on two consumer warpgroups with
+/// // chained step pairs, 2 splits (boxes) at 8192, one split (bulk runs) at 14336; 128 x
+/// // 28672 keeps 128 tokens
+/// let full = |m, n| select_awq_wgmma_prepared(m, n, 4096, 132, h, f16).map(|(c, s)| (c.tile[0], c.warps, c.stages, c.chained, c.split_k, s));
+/// assert_eq!((full(97, 14336), full(128, 11008)), (Some((64, [2, 1], 6, true, false, 1)), Some((64, [2, 1], 6, true, false, 1))));
+/// assert_eq!((full(97, 8192), full(128, 8192)), (Some((64, [2, 1], 6, true, true, 2)), Some((64, [2, 1], 6, true, true, 2))));
+/// assert!(select_awq_wgmma_prepared(112, 8192, 4096, 132, h, f16).unwrap().0.weight_boxes);
+/// assert!(!select_awq_wgmma_prepared(112, 14336, 4096, 132, h, f16).unwrap().0.weight_boxes);
+/// assert_eq!((full(128, 28672), full(129, 14336)), (Some((128, [2, 1], 6, false, false, 1)), Some((128, [2, 1], 6, false, false, 1))));
+/// assert_eq!(full(128, 4096), None);
 /// // 8 rows, a narrow weight at 16 rows, not sm_90: other rules
 /// assert_eq!((pick(8, 28672), pick(16, 4096)), (None, None));
 /// assert!(select_awq_wgmma_prepared(16, 28672, 4096, 132, (8, 0), f16).is_none());
@@ -208,8 +240,50 @@ pub fn select_awq_wgmma_prepared(
 ) -> Option<(AwqGemmConfig, u32)> {
     select_awq_wgmma_split(m, n, k, sms, cc, element)
         .map(|(cfg, splits)| (chained_split(cfg.weight_boxes(), m, n), splits))
-        .or_else(|| select_awq_wgmma(m, n, k, sms, cc, element))
+        .or_else(|| {
+            select_awq_wgmma(m, n, k, sms, cc, element).map(|(cfg, splits)| (chained_one_split(cfg, m, n), splits))
+        })
         .or_else(|| one_split_small(m, n, k, cc, element))
+}
+
+/// The rows (97 ..= 128) of a wide weight at which the prepared op runs the 64-token tile
+/// on two consumer warpgroups (6 stages) with chained step pairs (`AwqGemmConfig::chained`):
+/// split-K in 2 splits where [`select_awq_wgmma_split`] gives it 2 (N up to 8448 on 132
+/// SMs: 128 CTAs at N = 8192), else one split in place of the one-consumer 64-token tile
+/// of `super::select::select_awq_wgmma` ([`chained_one_split`]: 112 CTAs at N = 14336).
+/// See [`chained_one_split`] for the measurement.
+pub const WGMMA_CHAINED_WIDE_ROWS: std::ops::RangeInclusive<usize> = 97..=128;
+
+/// `cfg` (the one-split choice of `super::select::select_awq_wgmma` for `m` rows of `n`
+/// columns) as the 64-token tile on two consumer warpgroups (6 stages, chained step pairs,
+/// bulk runs) where it is the 64-token tile at [`WGMMA_CHAINED_WIDE_ROWS`] of a wide
+/// weight; elsewhere `cfg`. The unprepared op does not follow it
+/// (`super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint` keeps the one-consumer
+/// tile there).
+///
+/// Measured (helper awq128, session 26, **H100**, BENCHMARKS.md; `rcute bench awq --group
+/// 128 --iters 10 --config prepared-auto`, random data, K = 4096, main `cd86555`
+/// (`before`) against this rule (`after`) in two calls, each in the order before, after,
+/// after, before; µs of rounds 1 / 2): 112 x 14336 39.16 / 39.24 -> 36.53 / 36.38 (-6.7 /
+/// -7.3 %), 128 x 14336 40.00 / 39.86 -> 36.67 / 37.08 (-8.3 / -7.0 %); the first call 128
+/// x 14336 39.79 / 39.76 -> 37.90 / 37.42 (-4.7 / -5.9 %), 112 x 8192 (one split; now the
+/// split-K rule's) 38.03 / 38.26 -> 35.61 / 35.53, 112 x 14336 39.39 / 39.78 -> 39.82 /
+/// 36.90 (its first `after` run slow on every row of the shape, the same forced kernels of
+/// both binaries included: 41.37 against 38.04-38.43). The same tile without the chained
+/// pairs (`wgmma:64x256,2x1,6,1`) took 38.04-41.37 at 112 x 14336 (cuBLAS 43.4-44.2). On
+/// the checkpoint's words (the unprepared op) the chained tile gained nothing: 128 x 14336
+/// 38.84 / 38.87 -> 39.02 / 38.46, 112 x 14336 38.43 / 38.88 -> 40.81 / 37.90, so
+/// `super::select_checkpoint_wgmma::select_awq_wgmma_checkpoint` keeps the one-consumer
+/// tile.
+fn chained_one_split(cfg: AwqGemmConfig, m: usize, n: usize) -> AwqGemmConfig {
+    let t64 = cfg.tile[0] == 64 && !cfg.split_k && !cfg.persistent;
+    if t64 && n >= DENSE_WIDE_N && WGMMA_CHAINED_WIDE_ROWS.contains(&m) {
+        AwqGemmConfig::new(cfg.element, [64, 256, 64], [2, 1], 6, 4)
+            .wgmma()
+            .chained()
+    } else {
+        cfg
+    }
 }
 
 /// The rows (33 ..= 48) of a wide weight whose split-K box kernel (48 tokens) runs its
@@ -233,10 +307,10 @@ pub fn select_awq_wgmma_prepared(
 pub const WGMMA_CHAINED_SPLIT_ROWS: std::ops::RangeInclusive<usize> = 33..=48;
 
 /// `cfg` (the split-K choice of [`select_awq_wgmma_split`] for `m` rows of `n` columns)
-/// with chained step pairs at [`WGMMA_CHAINED_SPLIT_ROWS`] of a wide weight (its 48-token
-/// tile).
+/// with chained step pairs at [`WGMMA_CHAINED_SPLIT_ROWS`] (its 48-token tile) and
+/// [`WGMMA_CHAINED_WIDE_ROWS`] (its 64-token tile) of a wide weight.
 fn chained_split(cfg: AwqGemmConfig, m: usize, n: usize) -> AwqGemmConfig {
-    if n >= DENSE_WIDE_N && WGMMA_CHAINED_SPLIT_ROWS.contains(&m) {
+    if n >= DENSE_WIDE_N && (WGMMA_CHAINED_SPLIT_ROWS.contains(&m) || WGMMA_CHAINED_WIDE_ROWS.contains(&m)) {
         cfg.chained()
     } else {
         cfg
@@ -261,4 +335,52 @@ fn one_split_small(m: usize, n: usize, k: usize, cc: (u32, u32), element: Elemen
         .find(|t| (t.0..=t.1).contains(&m) && t.2)?;
     let fits = n >= DENSE_WIDE_N && wgmma_fits(n, k, cc);
     fits.then(|| (AwqGemmConfig::new(element, [bm, 256, 64], warps, stages, 4).wgmma(), 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::awq::select::select_awq_wgmma;
+
+    /// At 97 to 128 rows of a wide weight the choice is the 64-token tile on two consumer
+    /// warpgroups with chained step pairs: split-K (tensor boxes) where the split rule
+    /// gives it 2 splits or more, else in place of exactly the one-split 64-token tile of
+    /// `select_awq_wgmma` (every other one-split choice is `select_awq_wgmma`'s as it is);
+    /// every choice of [`select_awq_wgmma_prepared`] generates (a valid kernel configuration).
+    #[test]
+    fn chained_64_token_tile_at_97_to_128_rows() {
+        let (h, e) = ((9, 0), Element::BF16);
+        let (mut replaced, mut split_k) = (0, 0);
+        for sms in [114, 132] {
+            for m in (1..=200).chain([1024, 4096]) {
+                for n in [4096, 8192, 11008, 14336, 16384, 18432, 28672] {
+                    let Some((cfg, splits)) = select_awq_wgmma_prepared(m, n, 4096, sms, h, e) else {
+                        continue;
+                    };
+                    let one = select_awq_wgmma(m, n, 4096, sms, h, e);
+                    let split = select_awq_wgmma_split(m, n, 4096, sms, h, e);
+                    let t64 = one.is_some_and(|(c, _)| c.tile[0] == 64);
+                    let rows = n >= DENSE_WIDE_N && (97..=128).contains(&m);
+                    if let Some((_, s)) = split.filter(|_| rows) {
+                        split_k += 1;
+                        assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([64, 256, 64], [2, 1], 6, s));
+                        assert!(
+                            s >= 2 && cfg.chained && cfg.split_k && cfg.weight_boxes,
+                            "{m}x{n} on {sms}"
+                        );
+                    } else if split.is_none() && t64 && rows {
+                        replaced += 1;
+                        assert_eq!((cfg.tile, cfg.warps, cfg.stages, splits), ([64, 256, 64], [2, 1], 6, 1));
+                        assert!(cfg.chained && cfg.wgmma && cfg.prepared && !cfg.split_k && !cfg.weight_boxes);
+                    } else if split.is_none() && one.is_some() {
+                        assert_eq!(Some((cfg, splits)), one, "{m}x{n} on {sms}");
+                    }
+                    rcute_kernel::awq_gemm::generate(&cfg).unwrap_or_else(|err| panic!("{m}x{n} on {sms}: {err:?}"));
+                }
+            }
+        }
+        // one split: 97 ..= 128 rows of 11008, 14336 and 16384 columns on 132 SMs, of 8192,
+        // 11008 and 14336 on 114; split-K: 8192 columns on 132 SMs
+        assert!(replaced >= 6 * 32 && split_k == 32, "{replaced} {split_k}");
+    }
 }
