@@ -54,6 +54,7 @@ mod epilogue;
 pub mod finalize;
 pub mod gather;
 mod kernel;
+mod lane_layout;
 pub mod prefetch;
 pub mod prepare;
 pub mod quant;

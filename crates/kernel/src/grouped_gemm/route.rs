@@ -21,7 +21,7 @@
 //! immediate predecessor: a hint as before ([`super::prefetch`]); CTA `(0, 0, 0)` writes
 //! them right after its wait, long before GEMM1's tail lets GEMM2's CTAs start.
 
-use super::prefetch::{lane_expert_tiles, tiles_below};
+use super::lane_layout::{lane_expert_tiles, tiles_below};
 use super::stmt::{d, dc, if_};
 use super::GroupedGemmConfig;
 use crate::emit::Stmt;
@@ -170,7 +170,7 @@ fn route_tokens(cfg: &GroupedGemmConfig, r: &RouteLogits) -> Result<Vec<Stmt>, M
 }
 
 /// Lane `l`'s entry, its local expert's group and row tiles
-/// ([`super::prefetch::lane_expert_tiles`] on the routed ids), its row among its expert's
+/// ([`super::lane_layout::lane_expert_tiles`] on the routed ids), its row among its expert's
 /// (`rank`), and `before`: the row tiles of the local experts below its own (where its
 /// expert's tiles start).
 fn lane_layout(bm: i64) -> Vec<Stmt> {
