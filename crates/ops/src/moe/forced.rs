@@ -65,7 +65,9 @@ impl Ops {
     /// SM90 workspace layout ([`super::fused_moe_workspace_bytes`] covers it), whatever
     /// the routed row count; GEMM1 gathering the token rows itself where `p` asks
     /// ([`super::MoeOptions::gather`]) or, for [`super::MoePath::Auto`], where
-    /// [`super::sm90_gather`] says and `spec`'s GEMM1 runs on 1x1.
+    /// [`super::sm90_gather`] says and `spec`'s GEMM1 runs on 1x1; its cooperative GEMMs
+    /// walking their tiles dynamically where `p` asks ([`super::MoeOptions::dynamic`]) or,
+    /// for [`super::MoePath::Auto`], where [`super::sm90_dynamic`] says.
     ///
     /// # Errors
     ///
@@ -82,9 +84,13 @@ impl Ops {
             p.tokens * p.topk,
             p.local_experts,
         );
+        // And Auto's dynamic walk (it applies to the cooperative GEMMs the entry names).
+        let w13 = super::kernels::w13_expert_bytes(super::fused::element(p.dtype)?, p.hidden, p.inter);
+        let auto_dynamic = super::sm90_dynamic(p.path, p.tokens * p.topk, p.local_experts, w13);
         let forced = MoeProblem {
             path: spec.path(),
             gather: p.gather.or(Some(auto_gathers)),
+            dynamic: p.dynamic.or(Some(auto_dynamic)),
             ..*p
         };
         // A forced SM90 path either runs or is an error (never `Ok(false)`).

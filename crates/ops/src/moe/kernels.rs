@@ -103,6 +103,11 @@ pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90
 /// let [g1, g2] = sm90_gemms(e4m3, bf, MoePath::Auto, 8192, 8, 4096, 14336, 132);
 /// assert_eq!((g1.tile, g1.cluster), ([128, 256, 128], [1, 1]));
 /// assert_eq!((g2.tile, g2.cluster), ([128, 256, 128], [1, 1]));
+/// // From 1024 rows per expert of experts streamed from DRAM both layers' cooperative
+/// // GEMMs walk their tiles dynamically (`sm90_dynamic`); at T = 2048 statically.
+/// assert!(g1.dynamic_walk && g2.dynamic_walk);
+/// let [g1, g2] = sm90_gemms(bf, bf, MoePath::Auto, 4096, 8, 4096, 14336, 132);
+/// assert!(!g1.dynamic_walk && !g2.dynamic_walk);
 /// ```
 ///
 /// Where [`super::sm90_gather`] says ([`super::MoePath::Auto`] up to one row tile per
@@ -139,7 +144,14 @@ pub fn sm90_gemms(
     if gemm1_gathers(ab, path, gemms[0].cluster != [1, 1], entries, local) {
         gemms[0].gather_a = true;
     }
-    gemms
+    let dynamic = super::sm90_dynamic(path, entries, local, w13_expert_bytes(ab, hidden, inter));
+    with_dynamic(gemms, Some(dynamic))
+}
+
+/// Bytes of one expert's `w13` (`2 inter x hidden` weights of `ab`): what the rules on the
+/// weights' size read ([`super::sm90_gemm1_cluster`], [`super::sm90_dynamic`]).
+pub(crate) fn w13_expert_bytes(ab: Element, hidden: usize, inter: usize) -> usize {
+    2 * inter * hidden * ab.bytes() as usize
 }
 
 /// Whether the rule ([`super::sm90_gather`] for `path` and `entries` routed rows over
@@ -162,7 +174,8 @@ pub(crate) fn gemm1_gathers(
 /// `gemms` ([`sm90_gemms`]) with GEMM1's gathering form forced where `gather` is given
 /// ([`super::MoeOptions::gather`]; `None`: as they are): `Some(true)` makes a bf16 / f16
 /// GEMM1 the gathering one of the same tile and schedule, on 1x1 (a clustered GEMM1 loses
-/// its cluster); `Some(false)` the TMA one. e4m3 GEMMs stay as they are.
+/// its cluster, and a dynamic walk: [`super::sm90_dynamic`]); `Some(false)` the TMA one.
+/// e4m3 GEMMs stay as they are.
 ///
 /// ```
 /// use rcute_atom::Element;
@@ -173,6 +186,7 @@ pub(crate) fn gemm1_gathers(
 /// assert_eq!(with_gather(gemms.clone(), None), gemms);
 /// let [g1, g2] = with_gather(gemms.clone(), Some(true));
 /// assert_eq!((g1.gather_a, g1.cluster, g1.tile), (true, [1, 1], gemms[0].tile));
+/// assert!(gemms[0].dynamic_walk && !g1.dynamic_walk);
 /// assert_eq!(g2, gemms[1]);
 /// // DeepSeek-V2-Lite T = 1024: Auto's GEMM1 gathers; the TMA form instead.
 /// let gathering = sm90_gemms(bf, bf, MoePath::Auto, 6144, 64, 2048, 1408, 132);
@@ -186,8 +200,10 @@ pub fn with_gather(gemms: [GemmSm90Config; 2], gather: Option<bool>) -> [GemmSm9
     let [mut g1, g2] = gemms;
     match gather {
         Some(true) if g1.ab != Element::E4M3 => {
+            // The gathering GEMM1 walks statically (its producer is a whole warpgroup).
             g1.gather_a = true;
             g1.cluster = [1, 1];
+            g1.dynamic_walk = false;
         }
         Some(false) => g1.gather_a = false,
         _ => {}
@@ -210,7 +226,7 @@ fn sm90_rule_gemms(
 ) -> [GemmSm90Config; 2] {
     let eps = [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter];
     let fp8 = ab == Element::E4M3;
-    let w13_bytes = 2 * inter * hidden * ab.bytes() as usize;
+    let w13_bytes = w13_expert_bytes(ab, hidden, inter);
     let pingpong = if fp8 {
         super::sm90_fp8_pingpong(path, entries, local, w13_bytes)
     } else {
@@ -260,20 +276,24 @@ pub fn with_walk_band(gemms: [GemmSm90Config; 2], band: Option<i64>) -> [GemmSm9
 
 /// `gemms` ([`sm90_gemms`]) with the dynamic persistent walk
 /// ([`GemmSm90Config::dynamic_walk`]) forced where `dynamic` is given
-/// ([`super::MoeOptions::dynamic`]; `None`: as they are, the static walk): on the GEMMs of
-/// the cooperative schedule that read A by TMA; ping-pong and gathering GEMMs stay as they
-/// are.
+/// ([`super::MoeOptions::dynamic`]; `None`: as they are, the rule's, [`super::sm90_dynamic`]):
+/// on the GEMMs of the cooperative schedule that read A by TMA; ping-pong and gathering
+/// GEMMs stay as they are.
 ///
 /// ```
 /// use rcute_atom::Element;
 /// use rcute_ops::moe::{sm90_gemms, with_dynamic, MoePath};
 /// let bf = Element::BF16;
-/// // Mixtral T = 4096: both GEMMs cooperative on 2x1 clusters, both walk dynamically.
-/// let gemms = sm90_gemms(bf, bf, MoePath::Auto, 8192, 8, 4096, 14336, 132);
+/// // Mixtral T = 2048: both GEMMs cooperative on 2x1 clusters, walked statically by the
+/// // rule; forced dynamic.
+/// let gemms = sm90_gemms(bf, bf, MoePath::Auto, 4096, 8, 4096, 14336, 132);
 /// assert_eq!(with_dynamic(gemms.clone(), None), gemms);
 /// let [g1, g2] = with_dynamic(gemms.clone(), Some(true));
 /// assert!(g1.dynamic_walk && g2.dynamic_walk);
 /// assert_eq!(with_dynamic([g1, g2], Some(false)), gemms);
+/// // T = 4096: dynamic by the rule; forced static.
+/// let [g1, g2] = with_dynamic(sm90_gemms(bf, bf, MoePath::Auto, 8192, 8, 4096, 14336, 132), Some(false));
+/// assert!(!g1.dynamic_walk && !g2.dynamic_walk);
 /// // T = 1024: ping-pong, unchanged.
 /// let pp = sm90_gemms(bf, bf, MoePath::Auto, 2048, 8, 4096, 14336, 132);
 /// assert_eq!(with_dynamic(pp.clone(), Some(true)), pp);
@@ -316,7 +336,8 @@ pub fn sm90_grid(cfg: &GemmSm90Config, per_tile: Option<bool>, sms: u32) -> Grou
 /// routed rows pick one per call, `sm90_gemm1_tile`), and GEMM2 on 1x1 and 2x1 clusters
 /// (the routed rows pick one per call: `sm90_gemm2_cluster`); or with
 /// [`MoeSm90Spec::PingPong`] the gather and the two ping-pong GEMMs; on a 1x1 GEMM1 also
-/// its gathering forms (Auto's rule, [`super::sm90_gather`], holds inside an entry). The routing, the
+/// its gathering forms (Auto's rule, [`super::sm90_gather`], holds inside an entry), and
+/// the cooperative GEMMs' dynamic walks ([`super::sm90_dynamic`], likewise). The routing, the
 /// alignment and the finalize run whatever the configuration. What
 /// [`crate::Ops::load_fused_moe_spec`] builds and a tuning entry's fingerprint covers.
 pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<Vec<TunedKernel>, OpsError> {
@@ -358,6 +379,17 @@ pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<V
                 }
             }
             v.extend([TunedKernel::Sm90(gemm2(false)), TunedKernel::Sm90(gemm2(true))]);
+            // Auto's dynamic walk (`sm90_dynamic`, from eight row tiles per expert: GEMM1's
+            // wide TMA form) holds inside an entry too.
+            let dynamic = |mut g: GemmSm90Config| {
+                g.dynamic_walk = true;
+                TunedKernel::Sm90(g)
+            };
+            v.extend([
+                dynamic(sm90_gemm1(el, SM90_TILE, s.gemm1_cluster())),
+                dynamic(gemm2(false)),
+                dynamic(gemm2(true)),
+            ]);
             v
         }
         other => return Err(not_moe(other)),

@@ -47,10 +47,10 @@ pub use fused_fp8::{fused_moe_fp8_workspace_bytes, MoeFp8Weights};
 pub use grouped::{validate_grouped_gemm, GroupedProblem};
 pub use kernels::{sm90_gemms, sm90_grid, with_dynamic, with_gather, with_walk_band};
 pub use path::{
-    sm90_chosen, sm90_fp8_pingpong, sm90_gather, sm90_gemm1_cluster, sm90_gemm1_tile, sm90_gemm2_cluster,
+    sm90_chosen, sm90_dynamic, sm90_fp8_pingpong, sm90_gather, sm90_gemm1_cluster, sm90_gemm1_tile, sm90_gemm2_cluster,
     sm90_gemm2_tile, sm90_pingpong, MoePath, SM90_CLUSTER_MIN_EXPERT_BYTES, SM90_CLUSTER_MIN_ROWS_PER_EXPERT,
-    SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT, SM90_GATHER_MAX_ROWS_PER_EXPERT, SM90_GEMM1_NARROW_COST,
-    SM90_MIN_ROWS_PER_EXPERT, SM90_NARROW_TILE_COST, SM90_PINGPONG_MAX_ROWS_PER_EXPERT,
+    SM90_DYNAMIC_MIN_ROWS_PER_EXPERT, SM90_FP8_PINGPONG_MAX_ROWS_PER_EXPERT, SM90_GATHER_MAX_ROWS_PER_EXPERT,
+    SM90_GEMM1_NARROW_COST, SM90_MIN_ROWS_PER_EXPERT, SM90_NARROW_TILE_COST, SM90_PINGPONG_MAX_ROWS_PER_EXPERT,
     SM90_PINGPONG_MIN_ROWS_PER_EXPERT,
 };
 pub use prefetch::MoePrefetch;

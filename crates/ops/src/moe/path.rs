@@ -392,6 +392,45 @@ pub fn sm90_gather(path: MoePath, entries: usize, local: usize) -> bool {
     }
 }
 
+/// Routed rows per local expert (on average) from which [`MoePath::Auto`] walks the
+/// cooperative SM90 GEMMs' tiles dynamically ([`sm90_dynamic`]): eight row tiles, where the
+/// static persistent walk's CTAs drift apart over its many waves and read each weight tile
+/// from DRAM several times (Mixtral T = 4096, GEMM1: 5.93 GB for 1.88 GB of `w13`; the
+/// dynamic walk 2.15 GB, BENCHMARKS.md "Session 26 (helper moedyn)"). Measured on an H100
+/// (BENCHMARKS.md, "Session 26 (helper moedyn2)"), the layer in CUDA graphs, three
+/// processes of rows static / dynamic / dynamic / static, µs, static -> dynamic (means):
+/// Mixtral (E = 8, top-2) T = 4096 (1024 rows per expert) bf16 4817 -> 4716, 4832 ->
+/// 4697, 4834 -> 4690 (2.1 / 2.8 / 3.0 % faster), FP8 2957 -> 2794, 2947 -> 2783,
+/// 2937 -> 2790 (5.0-5.6 %); below it less than 2 %: Mixtral bf16 T = 2048 (512 rows)
+/// 2611 -> 2566 (1.7 %), and DeepSeek-V2-Lite (experts in L2) T = 4096 994 -> 988 (0.6 %).
+pub const SM90_DYNAMIC_MIN_ROWS_PER_EXPERT: usize = 1024;
+
+/// Whether the SM90 layer's GEMMs on the cooperative schedule (bf16 / f16 and FP8 alike;
+/// not the gathering GEMM1) walk their tiles dynamically
+/// ([`rcute_kernel::gemm_sm90::GemmSm90Config::dynamic_walk`]) by [`MoePath::Auto`]'s rule
+/// for `entries` routed rows over `local` experts of `w13_expert_bytes` each: never on a
+/// forced path (where [`super::MoeOptions::dynamic`] forces it instead), and for
+/// [`MoePath::Auto`] (also inside a tuning table's SM90 entry,
+/// [`crate::Ops::run_fused_moe_sm90_with`]) once the experts average
+/// [`SM90_DYNAMIC_MIN_ROWS_PER_EXPERT`] rows and an expert's `w13` holds at least
+/// [`SM90_CLUSTER_MIN_EXPERT_BYTES`] (larger than the L2: the weight tiles come from DRAM).
+///
+/// ```
+/// use rcute_ops::moe::{sm90_dynamic, MoePath};
+/// let mixtral = 2 * 14336 * 4096 * 2; // w13 bytes of one Mixtral expert (bf16)
+/// assert!(sm90_dynamic(MoePath::Auto, 8192, 8, mixtral)); // T = 4096, top-2: 1024 rows per expert
+/// assert!(sm90_dynamic(MoePath::Auto, 8192, 8, mixtral / 2)); // the FP8 layer's e4m3 experts
+/// assert!(!sm90_dynamic(MoePath::Auto, 4096, 8, mixtral)); // T = 2048: 512
+/// assert!(!sm90_dynamic(MoePath::Sm90Cluster, 8192, 8, mixtral)); // a forced path
+/// let deepseek = 2 * 1408 * 2048 * 2; // DeepSeek-V2-Lite: in L2
+/// assert!(!sm90_dynamic(MoePath::Auto, 98304, 64, deepseek)); // T = 16384: 1536 rows
+/// ```
+pub fn sm90_dynamic(path: MoePath, entries: usize, local: usize, w13_expert_bytes: usize) -> bool {
+    path == MoePath::Auto
+        && entries >= SM90_DYNAMIC_MIN_ROWS_PER_EXPERT * local.max(1)
+        && w13_expert_bytes >= SM90_CLUSTER_MIN_EXPERT_BYTES
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,5 +476,44 @@ mod tests {
         let (local, topk, w13_e4m3) = (8, 2, 2 * 14336 * 4096);
         assert!(!sm90_fp8_pingpong(MoePath::Auto, 128 * topk, local, w13_e4m3));
         assert!(sm90_fp8_pingpong(MoePath::Auto, 256 * topk, local, w13_e4m3));
+    }
+
+    /// Auto's dynamic walk: from eight row tiles per expert of experts streamed from DRAM,
+    /// where the layer runs cooperative (not ping-pong, not gathering) GEMMs on both element
+    /// types; never on forced paths.
+    #[test]
+    fn auto_walks_dynamically_from_1024_rows_per_streamed_expert() {
+        let (local, topk) = (8, 2);
+        for w13 in [2 * 14336 * 4096 * 2, 2 * 14336 * 4096] {
+            for (tokens, on) in [(2048, false), (4095, false), (4096, true), (16384, true)] {
+                let entries = tokens * topk;
+                assert_eq!(
+                    sm90_dynamic(MoePath::Auto, entries, local, w13),
+                    on,
+                    "T = {tokens}, {w13} B"
+                );
+                if on {
+                    assert!(!sm90_pingpong(MoePath::Auto, entries, local));
+                    assert!(!sm90_fp8_pingpong(MoePath::Auto, entries, local, w13));
+                    assert!(!sm90_gather(MoePath::Auto, entries, local));
+                }
+                for forced in [
+                    MoePath::Sm90,
+                    MoePath::Sm90Cluster,
+                    MoePath::Sm90PingPong,
+                    MoePath::Sm80,
+                ] {
+                    assert!(!sm90_dynamic(forced, entries, local, w13));
+                }
+            }
+        }
+        // Experts that fit the L2 (DeepSeek-V2-Lite) stay static at any T.
+        assert!(!sm90_dynamic(MoePath::Auto, 1 << 20, 64, 2 * 1408 * 2048 * 2));
+        assert!(!sm90_dynamic(
+            MoePath::Auto,
+            16384,
+            8,
+            SM90_CLUSTER_MIN_EXPERT_BYTES - 1
+        ));
     }
 }

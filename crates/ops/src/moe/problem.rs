@@ -80,7 +80,7 @@ pub struct MoeOptions {
     /// dynamically ([`rcute_kernel::gemm_sm90::GemmSm90Config::dynamic_walk`]: each cluster
     /// takes its next work id from a counter in the workspace, so the persistent CTAs cannot
     /// drift apart) instead of the static persistent walk (`None`: the rule's,
-    /// [`super::with_dynamic`]). Both GEMMs of the bf16 / f16 and FP8 layers; ping-pong
+    /// [`super::sm90_dynamic`]; [`super::with_dynamic`]). Both GEMMs of the bf16 / f16 and FP8 layers; ping-pong
     /// GEMMs, gathering GEMM1s and the SM80 family ignore it.
     pub dynamic: Option<bool>,
     /// Whether GEMM1 of the SM80 layer routes a decode batch itself from the logits

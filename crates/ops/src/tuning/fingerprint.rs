@@ -65,8 +65,9 @@ pub(crate) fn awq_kernel(spec: &ConfigSpec, element: Element) -> Result<TunedKer
 /// use rcute_ops::tuning::{tuned_kernels, ConfigSpec, ProblemKey};
 /// let key = ProblemKey::new("moe", "bf16", "e8-top2", "sm_90a", 16, 4096, 14336);
 /// let spec: ConfigSpec = "moe:sm90n".parse().unwrap();
-/// // the row gather, GEMM1 x 2, its gathering forms x 2, GEMM2 x 2
-/// assert_eq!(tuned_kernels(&key, &spec, 232448).unwrap().len(), 7);
+/// // the row gather, GEMM1 x 2, its gathering forms x 2, GEMM2 x 2, the dynamic walks of
+/// // GEMM1's wide form and of GEMM2 x 2
+/// assert_eq!(tuned_kernels(&key, &spec, 232448).unwrap().len(), 10);
 /// let awq = ProblemKey::new("awq", "f16", "g128", "sm_90a", 16, 4096, 4096);
 /// assert!(tuned_kernels(&awq, &spec, 232448).is_err()); // a MoE spec under an AWQ key
 /// ```
