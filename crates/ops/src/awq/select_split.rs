@@ -250,8 +250,8 @@ pub fn select_awq_wgmma_prepared(
 /// on two consumer warpgroups (6 stages) with chained step pairs (`AwqGemmConfig::chained`):
 /// split-K in 2 splits where [`select_awq_wgmma_split`] gives it 2 (N up to 8448 on 132
 /// SMs: 128 CTAs at N = 8192), else one split in place of the one-consumer 64-token tile
-/// of `super::select::select_awq_wgmma` ([`chained_one_split`]: 112 CTAs at N = 14336).
-/// See [`chained_one_split`] for the measurement.
+/// of `super::select::select_awq_wgmma` (`chained_one_split`: 112 CTAs at N = 14336).
+/// `chained_one_split` has the measurement.
 pub const WGMMA_CHAINED_WIDE_ROWS: std::ops::RangeInclusive<usize> = 97..=128;
 
 /// `cfg` (the one-split choice of `super::select::select_awq_wgmma` for `m` rows of `n`
