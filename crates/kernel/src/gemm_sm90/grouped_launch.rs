@@ -217,17 +217,7 @@ impl GeneratedGemmSm90 {
         } else {
             p.total_work.min(u32::MAX as u64) as u32
         };
-        let grid = scheduler(&self.config)
-            .grid(&p, ctas, max_active_clusters)
-            .map_err(|e| GemmError::Shape(e.to_string()))?;
-        let lc = LaunchConfig::new(grid, self.threads)
-            .with_dynamic_smem(self.smem_bytes)
-            .with_programmatic_dependency(true);
-        Ok(if grouped_cluster::clustered(&self.config) {
-            lc.with_cluster(p.cluster_dim())
-        } else {
-            lc
-        })
+        self.grouped_grid_config(&p, ctas, max_active_clusters)
     }
 
     /// [`GroupedGrid::PerTile`]'s launch configuration: one CTA (on 2x1 clusters, one
@@ -236,8 +226,20 @@ impl GeneratedGemmSm90 {
     pub fn grouped_per_tile_launch_config(&self, a: &Sm90GroupedArgs) -> Result<LaunchConfig, GemmError> {
         let p = self.grouped_scheduler_params(a)?;
         let ctas = p.total_work.saturating_mul(u64::from(p.cluster[0] * p.cluster[1]));
+        self.grouped_grid_config(&p, ctas.min(u64::from(u32::MAX)) as u32, None)
+    }
+
+    /// The launch configuration of the scheduler's grid for `ctas` CTAs (at most
+    /// `max_active_clusters` clusters where given): this kernel's threads and shared memory,
+    /// a programmatic dependency on the previous launch, its cluster shape where clustered.
+    fn grouped_grid_config(
+        &self,
+        p: &SchedulerParams,
+        ctas: u32,
+        max_active_clusters: Option<u32>,
+    ) -> Result<LaunchConfig, GemmError> {
         let grid = scheduler(&self.config)
-            .grid(&p, ctas.min(u64::from(u32::MAX)) as u32, None)
+            .grid(p, ctas, max_active_clusters)
             .map_err(|e| GemmError::Shape(e.to_string()))?;
         let lc = LaunchConfig::new(grid, self.threads)
             .with_dynamic_smem(self.smem_bytes)
