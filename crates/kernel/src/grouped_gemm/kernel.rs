@@ -98,27 +98,26 @@ fn cta_tile(cfg: &GroupedGemmConfig, route: Option<Vec<Stmt>>) -> Vec<Stmt> {
 pub(super) fn rows(cfg: &GroupedGemmConfig) -> G2sRows {
     let a = match cfg.a {
         GroupedA::Rows => None,
-        GroupedA::Gathered if cfg.route.is_some() => Some(vec![
-            dc(
-                "const int",
-                "entry",
-                "rt_rows[r]",
-                "the routed (token, j) entry t * topk + j of this row (the CTA's routing); `entries` in padding rows",
-            ),
-            d("const bool", "src_ok", "entry < entries"),
-            dc("const int", "src_row", "entry / topk", "its token"),
-        ]),
-        GroupedA::Gathered => Some(vec![
-            d("const int", "m", "m0 + r"),
-            dc(
-                "const int",
-                "entry",
-                "m < M ? __ldg(sorted_ids + m) : entries",
-                "the routed (token, j) entry t * topk + j of this row; `entries` in padding rows",
-            ),
-            d("const bool", "src_ok", "entry < entries"),
-            dc("const int", "src_row", "entry / topk", "its token"),
-        ]),
+        GroupedA::Gathered => {
+            // The row's routed entry: from the CTA's own routing, or the alignment's order.
+            let (mut v, entry, whose) = if cfg.route.is_some() {
+                (vec![], "rt_rows[r]", " (the CTA's routing)")
+            } else {
+                let m = d("const int", "m", "m0 + r");
+                (vec![m], "m < M ? __ldg(sorted_ids + m) : entries", "")
+            };
+            v.extend([
+                dc(
+                    "const int",
+                    "entry",
+                    entry,
+                    format!("the routed (token, j) entry t * topk + j of this row{whose}; `entries` in padding rows"),
+                ),
+                d("const bool", "src_ok", "entry < entries"),
+                dc("const int", "src_row", "entry / topk", "its token"),
+            ]);
+            Some(v)
+        }
     };
     let b = match cfg.epilogue {
         GroupedEpilogue::Scatter => None,
