@@ -705,53 +705,13 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_ga
         rc_named_barrier_sync(3u + (uint32_t)cw, 256u);
       }
       uint32_t prev = 0;
-      const bool upper_routed = __ldg(sorted_ids + m0 + 64) < entries;  // the tile's row 64 is a routed entry (padding rows follow an expert's entries)
-      if (upper_routed) {
-        uint32_t a_desc = (0x00010000u | (((uint32_t)(smem_u32 + stage * 16384u + (uint32_t)wg_row0 * 128u) & 0x3FFFFu) >> 4));  // wgmma descriptor low words (CuTe's GmmaDescriptor) of the stage's A and B; m64 atoms, k-blocks and stages add bytes / 16 (all start addresses stay below 182384 B of the shared window: no carry out of the 14-bit field)
-        uint32_t b_desc = (0x00010000u | (((uint32_t)(smem_u32 + 98304u + stage * 16384u) & 0x3FFFFu) >> 4));
-        for (int kt = 0; kt < k_iters; ++kt) {
-          // consumer_wait: the stage's TMA transactions have landed
-          rc_mbarrier_wait_parity(bar_full + 8 * stage, phase);
-          // the stage's A rows were written by cp.async (generic proxy): order them before wgmma's async-proxy reads
-          rc_fence_proxy_async_shared();
-          #pragma unroll
-          for (int a = 0; a < 2; ++a) {
-            #pragma unroll
-            for (int i = 0; i < 64; ++i) {
-              rc_fence_acc(acc[a][i]);
-            }
-          }
-          rc_wgmma_fence();
-          // per k-block kb, then m64 atom a (CuTe's order: consecutive wgmmas accumulate into different registers): K-major B128 descriptors (SBO, swizzle in the high word, from make_gmma_desc), m64 atoms 8192 B and k-blocks 32 B apart
-          #pragma unroll
-          for (int kb = 0; kb < 4; ++kb) {
-            #pragma unroll
-            for (int a = 0; a < 2; ++a) {
-              rc_wgmma_m64n128k16_f32_bf16_bf16_ss_k_k(0x4000004000000000ull | (a_desc + a * 512 + kb * 2), 0x4000004000000000ull | (b_desc + kb * 2), acc[a], 1);
-            }
-          }
-          rc_wgmma_commit_group();
-          #pragma unroll
-          for (int a = 0; a < 2; ++a) {
-            #pragma unroll
-            for (int i = 0; i < 64; ++i) {
-              rc_fence_acc(acc[a][i]);
-            }
-          }
-          // keep one wgmma batch in flight; the previous one is done: consumer_release its stage
-          rc_wgmma_wait_group<1>();
-          if (kt > 0 && lane == 0) {
-            rc_mbarrier_arrive(bar_empty + 8 * prev);
-          }
-          prev = stage;
-          rc_pipe_next(stage, phase, a_desc, b_desc, 6u, 1024u, 1024u);
-        }
-        // Ordered math: every batch of this tile is issued; let the other warpgroup's next mainloop start
-        if (other_next) {
-          rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u);
-        }
-        // mma_tail: the last batch is done; consumer_release its stage
-        rc_wgmma_wait_group<0>();
+      uint32_t a_desc = (0x00010000u | (((uint32_t)(smem_u32 + stage * 16384u + (uint32_t)wg_row0 * 128u) & 0x3FFFFu) >> 4));  // wgmma descriptor low words (CuTe's GmmaDescriptor) of the stage's A and B; m64 atoms, k-blocks and stages add bytes / 16 (all start addresses stay below 182384 B of the shared window: no carry out of the 14-bit field)
+      uint32_t b_desc = (0x00010000u | (((uint32_t)(smem_u32 + 98304u + stage * 16384u) & 0x3FFFFu) >> 4));
+      for (int kt = 0; kt < k_iters; ++kt) {
+        // consumer_wait: the stage's TMA transactions have landed
+        rc_mbarrier_wait_parity(bar_full + 8 * stage, phase);
+        // the stage's A rows were written by cp.async (generic proxy): order them before wgmma's async-proxy reads
+        rc_fence_proxy_async_shared();
         #pragma unroll
         for (int a = 0; a < 2; ++a) {
           #pragma unroll
@@ -759,56 +719,16 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_ga
             rc_fence_acc(acc[a][i]);
           }
         }
-        if (k_iters > 0 && lane == 0) {
-          rc_mbarrier_arrive(bar_empty + 8 * prev);
-        }
-      } else {
-        // rows 64.. all padding: the first m64 atom's wgmma only, half the tensor-core work
-        uint32_t a_desc = (0x00010000u | (((uint32_t)(smem_u32 + stage * 16384u + (uint32_t)wg_row0 * 128u) & 0x3FFFFu) >> 4));  // wgmma descriptor low words (CuTe's GmmaDescriptor) of the stage's A and B; m64 atoms, k-blocks and stages add bytes / 16 (all start addresses stay below 182384 B of the shared window: no carry out of the 14-bit field)
-        uint32_t b_desc = (0x00010000u | (((uint32_t)(smem_u32 + 98304u + stage * 16384u) & 0x3FFFFu) >> 4));
-        for (int kt = 0; kt < k_iters; ++kt) {
-          // consumer_wait: the stage's TMA transactions have landed
-          rc_mbarrier_wait_parity(bar_full + 8 * stage, phase);
-          // the stage's A rows were written by cp.async (generic proxy): order them before wgmma's async-proxy reads
-          rc_fence_proxy_async_shared();
+        rc_wgmma_fence();
+        // per k-block kb, then m64 atom a (CuTe's order: consecutive wgmmas accumulate into different registers): K-major B128 descriptors (SBO, swizzle in the high word, from make_gmma_desc), m64 atoms 8192 B and k-blocks 32 B apart
+        #pragma unroll
+        for (int kb = 0; kb < 4; ++kb) {
           #pragma unroll
           for (int a = 0; a < 2; ++a) {
-            #pragma unroll
-            for (int i = 0; i < 64; ++i) {
-              rc_fence_acc(acc[a][i]);
-            }
+            rc_wgmma_m64n128k16_f32_bf16_bf16_ss_k_k(0x4000004000000000ull | (a_desc + a * 512 + kb * 2), 0x4000004000000000ull | (b_desc + kb * 2), acc[a], 1);
           }
-          rc_wgmma_fence();
-          // per k-block kb, then m64 atom a (CuTe's order: consecutive wgmmas accumulate into different registers): K-major B128 descriptors (SBO, swizzle in the high word, from make_gmma_desc), m64 atoms 8192 B and k-blocks 32 B apart
-          #pragma unroll
-          for (int kb = 0; kb < 4; ++kb) {
-            #pragma unroll
-            for (int a = 0; a < 1; ++a) {
-              rc_wgmma_m64n128k16_f32_bf16_bf16_ss_k_k(0x4000004000000000ull | (a_desc + a * 512 + kb * 2), 0x4000004000000000ull | (b_desc + kb * 2), acc[a], 1);
-            }
-          }
-          rc_wgmma_commit_group();
-          #pragma unroll
-          for (int a = 0; a < 2; ++a) {
-            #pragma unroll
-            for (int i = 0; i < 64; ++i) {
-              rc_fence_acc(acc[a][i]);
-            }
-          }
-          // keep one wgmma batch in flight; the previous one is done: consumer_release its stage
-          rc_wgmma_wait_group<1>();
-          if (kt > 0 && lane == 0) {
-            rc_mbarrier_arrive(bar_empty + 8 * prev);
-          }
-          prev = stage;
-          rc_pipe_next(stage, phase, a_desc, b_desc, 6u, 1024u, 1024u);
         }
-        // Ordered math: every batch of this tile is issued; let the other warpgroup's next mainloop start
-        if (other_next) {
-          rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u);
-        }
-        // mma_tail: the last batch is done; consumer_release its stage
-        rc_wgmma_wait_group<0>();
+        rc_wgmma_commit_group();
         #pragma unroll
         for (int a = 0; a < 2; ++a) {
           #pragma unroll
@@ -816,9 +736,29 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_ga
             rc_fence_acc(acc[a][i]);
           }
         }
-        if (k_iters > 0 && lane == 0) {
+        // keep one wgmma batch in flight; the previous one is done: consumer_release its stage
+        rc_wgmma_wait_group<1>();
+        if (kt > 0 && lane == 0) {
           rc_mbarrier_arrive(bar_empty + 8 * prev);
         }
+        prev = stage;
+        rc_pipe_next(stage, phase, a_desc, b_desc, 6u, 1024u, 1024u);
+      }
+      // Ordered math: every batch of this tile is issued; let the other warpgroup's next mainloop start
+      if (other_next) {
+        rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u);
+      }
+      // mma_tail: the last batch is done; consumer_release its stage
+      rc_wgmma_wait_group<0>();
+      #pragma unroll
+      for (int a = 0; a < 2; ++a) {
+        #pragma unroll
+        for (int i = 0; i < 64; ++i) {
+          rc_fence_acc(acc[a][i]);
+        }
+      }
+      if (k_iters > 0 && lane == 0) {
+        rc_mbarrier_arrive(bar_empty + 8 * prev);
       }
       // skip the other warpgroup's k-tiles in this warpgroup's view of the stage ring
       rc_pipe_advance(stage, phase, (uint32_t)k_iters, 6u);

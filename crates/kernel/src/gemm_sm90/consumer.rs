@@ -174,11 +174,10 @@ fn fence_acc(k: &Ctx) -> Stmt {
     )
 }
 
-/// The `wgmma` batch of one k-tile over the warpgroup's first `atoms` m64 atoms: per k-block
-/// and atom, the descriptors' low words of the stage (`a_desc`, `b_desc`) advanced by the
-/// atom's rows and the k-block's column, in 16-byte units of the start address field, under
-/// the constant high word.
-fn wgmma_batch(k: &Ctx, atoms: i64) -> Vec<Stmt> {
+/// The `wgmma` batch of one k-tile: per k-block and m64 atom, the descriptors' low words of
+/// the stage (`a_desc`, `b_desc`) advanced by the atom's rows and the k-block's column, in
+/// 16-byte units of the start address field, under the constant high word.
+fn wgmma_batch(k: &Ctx) -> Vec<Stmt> {
     let dsc = &k.p.descriptors;
     let [a_hi, b_hi] = [dsc.a_words[1], dsc.b_words[1]];
     let a_off = var("a")
@@ -197,7 +196,7 @@ fn wgmma_batch(k: &Ctx, atoms: i64) -> Vec<Stmt> {
             dsc.kblocks,
             vec![unroll(
                 "a",
-                atoms,
+                k.p.m_atoms,
                 vec![e(format!(
                     "{}(0x{:016x}ull | (a_desc + {}), 0x{:016x}ull | (b_desc + {}), acc[a], 1)",
                     k.p.mma.snippet.name,
@@ -214,32 +213,11 @@ fn wgmma_batch(k: &Ctx, atoms: i64) -> Vec<Stmt> {
 /// The grouped member: a warpgroup whose 64 rows are all padding (its first row is, and an
 /// expert's routed rows come before its padding) skips its `wgmma` batches and only waits
 /// for and releases each stage, so that the other warpgroup has the tensor cores to itself;
-/// its accumulators stay zero, as the products of zero-filled padding rows were. On the
-/// ping-pong schedule the warpgroup owns the whole tile, whose first row is routed; where
-/// its upper 64 rows are all padding (an expert's last row tile of at most 64 routed rows)
-/// it runs `lower`, the k-tile loop over the first m64 atom only ([`pingpong_halves`]),
-/// and the second atom's accumulators stay zero. Other members: the mainloop `mma` as it is.
-fn grouped_rows_or_drain(k: &Ctx, mma: Vec<Stmt>, lower: Option<Vec<Stmt>>) -> Vec<Stmt> {
-    if let Some(lower) = lower {
-        return vec![
-            dc(
-                "const bool",
-                "upper_routed",
-                "__ldg(sorted_ids + m0 + 64) < entries",
-                "the tile's row 64 is a routed entry (padding rows follow an expert's entries)",
-            ),
-            Stmt::If {
-                cond: "upper_routed".into(),
-                then: mma,
-                otherwise: vec![
-                    c("rows 64.. all padding: the first m64 atom's wgmma only, half the tensor-core work"),
-                ]
-                .into_iter()
-                .chain(lower)
-                .collect(),
-            },
-        ];
-    }
+/// its accumulators stay zero, as the products of zero-filled padding rows were. Other
+/// members: the mainloop `mma` as it is.
+fn grouped_rows_or_drain(k: &Ctx, mma: Vec<Stmt>) -> Vec<Stmt> {
+    // Ping-pong: the warpgroup owns the whole tile, whose first row is routed (an
+    // expert's padding follows its entries within its last row tile).
     if k.cfg.grouped.is_none() || k.pp {
         return mma;
     }
@@ -306,33 +284,6 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         ));
     }
     ml.push(d("uint32_t", "prev", "0"));
-    let mma = k_loop(k, p.m_atoms)?;
-    let lower = match pingpong_halves(k) {
-        true => Some(k_loop(k, 1)?),
-        false => None,
-    };
-    ml.extend(grouped_rows_or_drain(k, mma, lower));
-    if pp {
-        ml.push(c(
-            "skip the other warpgroup's k-tiles in this warpgroup's view of the stage ring",
-        ));
-        ml.push(e(format!("rc_pipe_advance(stage, phase, (uint32_t)k_iters, {s}u)")));
-    }
-    Ok(ml)
-}
-
-/// Whether the ping-pong grouped member issues only the first m64 atom of a tile whose
-/// upper 64 rows are all padding ([`grouped_rows_or_drain`]): a warpgroup that owns a
-/// 128-row tile (two m64 atoms).
-fn pingpong_halves(k: &Ctx) -> bool {
-    k.pp && k.cfg.grouped.is_some() && k.p.m_atoms == 2 && k.p.wg_rows == 128
-}
-
-/// The stage descriptors and the k-tile loop of one tile over the warpgroup's first `atoms`
-/// m64 atoms: per k-tile wait for the stage, issue its `wgmma` batch and release the stage
-/// the finished batch read (ping-pong: then let the other warpgroup's mainloop start).
-fn k_loop(k: &Ctx, atoms: i64) -> Result<Vec<Stmt>, GemmError> {
-    let pp = k.pp;
     let mut kloop = vec![
         c("consumer_wait: the stage's TMA transactions have landed"),
         e("rc_mbarrier_wait_parity(bar_full + 8 * stage, phase)"),
@@ -341,7 +292,7 @@ fn k_loop(k: &Ctx, atoms: i64) -> Result<Vec<Stmt>, GemmError> {
         kloop.extend(grouped_gather::consumer_fence());
     }
     kloop.extend([fence_acc(k), e("rc_wgmma_fence()")]);
-    kloop.extend(wgmma_batch(k, atoms));
+    kloop.extend(wgmma_batch(k));
     kloop.push(e("rc_wgmma_commit_group()"));
     kloop.push(fence_acc(k));
     let release = release(k);
@@ -358,30 +309,38 @@ fn k_loop(k: &Ctx, atoms: i64) -> Result<Vec<Stmt>, GemmError> {
         if pp {
             issued.extend(order_arrive());
         }
-        return Ok(issued);
+        ml.extend(grouped_rows_or_drain(k, issued));
+    } else {
+        kloop.push(c(
+            "keep one wgmma batch in flight; the previous one is done: consumer_release its stage",
+        ));
+        kloop.push(e("rc_wgmma_wait_group<1>()"));
+        kloop.push(if_("kt > 0 && lane == 0", release.clone()));
+        kloop.push(Stmt::assign("prev", "stage"));
+        kloop.extend(stage_step(k));
+        let mut pipelined = stage_descriptors(k)?;
+        pipelined.push(for_("kt", "0", "k_iters", kloop));
+        if pp {
+            pipelined.extend(order_arrive());
+        }
+        if decodes_ahead(k) {
+            pipelined.extend(decode_next(k));
+        }
+        pipelined.extend([
+            c("mma_tail: the last batch is done; consumer_release its stage"),
+            e("rc_wgmma_wait_group<0>()"),
+            fence_acc(k),
+            if_("k_iters > 0 && lane == 0", release),
+        ]);
+        ml.extend(grouped_rows_or_drain(k, pipelined));
     }
-    kloop.push(c(
-        "keep one wgmma batch in flight; the previous one is done: consumer_release its stage",
-    ));
-    kloop.push(e("rc_wgmma_wait_group<1>()"));
-    kloop.push(if_("kt > 0 && lane == 0", release.clone()));
-    kloop.push(Stmt::assign("prev", "stage"));
-    kloop.extend(stage_step(k));
-    let mut pipelined = stage_descriptors(k)?;
-    pipelined.push(for_("kt", "0", "k_iters", kloop));
     if pp {
-        pipelined.extend(order_arrive());
+        ml.push(c(
+            "skip the other warpgroup's k-tiles in this warpgroup's view of the stage ring",
+        ));
+        ml.push(e(format!("rc_pipe_advance(stage, phase, (uint32_t)k_iters, {s}u)")));
     }
-    if decodes_ahead(k) {
-        pipelined.extend(decode_next(k));
-    }
-    pipelined.extend([
-        c("mma_tail: the last batch is done; consumer_release its stage"),
-        e("rc_wgmma_wait_group<0>()"),
-        fence_acc(k),
-        if_("k_iters > 0 && lane == 0", release),
-    ]);
-    Ok(pipelined)
+    Ok(ml)
 }
 
 /// The low words of the `wgmma` descriptors of this warpgroup's A rows and of B in the
