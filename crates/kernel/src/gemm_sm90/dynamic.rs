@@ -27,8 +27,20 @@
 //!   the walk's holes, both CTAs alike); the end ticket is posted to the next stage with a
 //!   plain arrival (no bytes) and ends their walk.
 //! * The producer keeps its prefetch across tiles (the next tile's loads during the
-//!   epilogue), as in the static walk. Ping-pong consumers (whose ordered look-ahead walks
-//!   the static ids) and the gathering GEMM1 (a producer warpgroup) are refused.
+//!   epilogue), as in the static walk. The gathering GEMM1 (a producer warpgroup) is refused.
+//! * **Ping-pong** (consumer warpgroup `cw` takes the CTA's tiles `cw, cw + 2, ...` of the
+//!   producer's order): the producer posts each tile's id to the mailbox of the warpgroup
+//!   that runs it (one slot per warpgroup with a full and an empty mbarrier), before the
+//!   tile's loads, so a warpgroup reads its next id and decodes the tile while the other
+//!   one's mainloop runs, off the tensor cores' critical path. The ordered math's hand-over
+//!   (`rc_named_barrier_arrive` after a mainloop is issued) is unconditional: the next
+//!   tile's warpgroup always waits for it, for a tile or for its end. The producer posts two
+//!   end tickets, [`END_FIRST`] to the warpgroup whose turn is next and [`END_LAST`] to the
+//!   other; the first one's warpgroup hands over once more before it leaves, so every
+//!   arrive meets its wait. These kernels also skip the wgmma of an expert's last row tile's
+//!   upper 64 rows where they are all padding (`consumer::pingpong_halves`): with the static
+//!   walk that made the persistent CTAs drift apart and re-read the weights (BENCHMARKS.md,
+//!   "Session 27 (helper moe1k)").
 
 use super::*;
 
@@ -44,14 +56,22 @@ pub(super) fn bytes(stages: usize) -> usize {
     20 * RING + 4 * stages
 }
 
-/// The dynamic walk's limits: a grouped kernel on the cooperative schedule, its A by TMA.
+/// The ping-pong producer's end ticket to the warpgroup whose turn is next: it hands the
+/// ordered math over once more, to the other warpgroup's [`END_LAST`].
+pub const END_FIRST: u32 = 0xffff_fffe;
+
+/// The ping-pong producer's end ticket to the other warpgroup.
+pub const END_LAST: u32 = 0xffff_ffff;
+
+/// The dynamic walk's limits: a grouped kernel on the cooperative or ping-pong schedule,
+/// its A by TMA.
 pub(super) fn check(cfg: &GemmSm90Config) -> Result<(), GemmError> {
     if cfg.grouped.is_none() {
         return Err(cfg_err("dynamic walk: the grouped (MoE) member only"));
     }
-    if cfg.schedule != Sm90Schedule::Cooperative {
+    if !matches!(cfg.schedule, Sm90Schedule::Cooperative | Sm90Schedule::PingPong) {
         return Err(cfg_err(format!(
-            "dynamic walk: the cooperative schedule only, got {:?} (a ping-pong warpgroup's look-ahead walks the static ids)",
+            "dynamic walk: the cooperative or ping-pong schedule only, got {:?}",
             cfg.schedule
         )));
     }
@@ -66,6 +86,20 @@ pub(super) fn check(cfg: &GemmSm90Config) -> Result<(), GemmError> {
 /// The walk's shared-memory addresses (after the pipeline's barriers).
 pub(super) fn smem_decls(k: &Ctx) -> Vec<Stmt> {
     let off = k.p.walk_offset;
+    if k.pp {
+        return vec![
+            c(format!(
+                "dynamic walk at {off}: the consumer warpgroups' mailboxes, mfull[2] and mempty[2] mbarriers, mbox[2] (each one's next work id)"
+            )),
+            d("const uint32_t", "dyn_mfull", format!("smem_u32 + {off}u")),
+            d("const uint32_t", "dyn_mempty", "dyn_mfull + 16u"),
+            d(
+                "volatile uint32_t* const",
+                "dyn_mbox",
+                format!("reinterpret_cast<volatile uint32_t*>(smem + {})", off + 32),
+            ),
+        ];
+    }
     let mut v = vec![c(format!(
         "dynamic walk at {off}: xfull[{RING}], xempty[{RING}] mbarriers, xid[{RING}] (the ticket ring of a 2x1 cluster), wid[{}] (each stage's work id)",
         k.s
@@ -88,6 +122,19 @@ pub(super) fn smem_decls(k: &Ctx) -> Vec<Stmt> {
 /// In the barrier initialization (one thread): the ticket ring's mbarriers, one arrival each
 /// (rank 1's `arrive.expect_tx` of a slot's 4 bytes; its release arrive on rank 0).
 pub(super) fn barrier_inits(k: &Ctx) -> Vec<Stmt> {
+    if k.pp {
+        // A mailbox is full once the producer posted an id, empty once each of its
+        // warpgroup's four warps has read it.
+        return vec![for_(
+            "i",
+            "0",
+            "2",
+            vec![
+                e("rc_mbarrier_init(dyn_mfull + 8 * i, 1)"),
+                e("rc_mbarrier_init(dyn_mempty + 8 * i, 4)"),
+            ],
+        )];
+    }
     if !k.clustered {
         return vec![];
     }
@@ -149,6 +196,14 @@ fn next_ticket(k: &Ctx) -> String {
 /// the walk to the next ticket), then the end posted to the next stage.
 pub(super) fn producer_loop(k: &Ctx, body: Vec<Stmt>) -> Vec<Stmt> {
     let mut v = Vec::new();
+    if k.pp {
+        v.push(dc(
+            "unsigned",
+            "dyn_posted",
+            "0u",
+            "ping-pong: tiles posted so far; tile g goes to warpgroup g & 1's mailbox",
+        ));
+    }
     if k.clustered {
         v.extend([
             dc("uint32_t", "dyn_xslot", "0", "the ticket ring's slot and phase"),
@@ -162,6 +217,14 @@ pub(super) fn producer_loop(k: &Ctx, body: Vec<Stmt>) -> Vec<Stmt> {
         step: format!("work = {}", next_ticket(k)),
         body,
     });
+    if k.pp {
+        v.extend([
+            c("the end: one ticket to each warpgroup's mailbox, the first to the one whose turn is next"),
+            e(format!("rc_dyn_post(dyn_mfull, dyn_mempty, dyn_mbox, dyn_posted++, {END_FIRST:#x}u)")),
+            e(format!("rc_dyn_post(dyn_mfull, dyn_mempty, dyn_mbox, dyn_posted, {END_LAST:#x}u)")),
+        ]);
+        return v;
+    }
     v.extend([
         c("the end: its ticket in the next stage's slot, the stage's full barrier completed by a plain arrival"),
         e("rc_mbarrier_wait_parity(bar_empty + 8 * stage, phase ^ 1u)"),
@@ -169,6 +232,48 @@ pub(super) fn producer_loop(k: &Ctx, body: Vec<Stmt>) -> Vec<Stmt> {
         e("rc_mbarrier_arrive(bar_full + 8 * stage)"),
     ]);
     v
+}
+
+/// Ping-pong, in the producer's tile head (after the walk's holes are skipped, before the
+/// tile's loads): the tile's id to the mailbox of the warpgroup that runs it.
+pub(super) fn post_tile() -> Stmt {
+    e("rc_dyn_post(dyn_mfull, dyn_mempty, dyn_mbox, dyn_posted++, (unsigned)work)")
+}
+
+/// The ping-pong consumers' walk: each tile's id from this warpgroup's mailbox, until an
+/// end ticket. At the end the warpgroup waits for the hand-over of the tile before (the
+/// other warpgroup arrives after every mainloop), and the first end's warpgroup hands over
+/// once more, to the other's last wait.
+pub(super) fn pingpong_consumer_loop(body: Vec<Stmt>) -> Stmt {
+    let end = vec![
+        c("the end: take the previous mainloop's hand-over; the first end hands over to the other warpgroup's end"),
+        if_(
+            "local > 0",
+            vec![e("rc_named_barrier_sync(3u + (uint32_t)cw, 256u)")],
+        ),
+        if_(
+            format!("ticket == {END_FIRST:#x}u"),
+            vec![e("rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u)")],
+        ),
+        e("break"),
+    ];
+    let mut tile = vec![
+        dc(
+            "const unsigned",
+            "ticket",
+            "rc_dyn_mailbox(dyn_mfull + 8u * cw, dyn_mempty + 8u * cw, dyn_mbox + cw, dyn_mphase)",
+            "this warpgroup's next work id, posted before the tile's loads",
+        ),
+        if_("ticket >= walk_end", end),
+        d("const unsigned long long", "work", "ticket"),
+    ];
+    tile.extend(body);
+    Stmt::Loop {
+        init: "uint32_t dyn_mphase = 0u".into(),
+        cond: "true".into(),
+        step: "dyn_mphase ^= 1u".into(),
+        body: tile,
+    }
 }
 
 /// In the producer's k-tile loop, after the stage's empty barrier: the tile's id in the
@@ -193,7 +298,7 @@ pub(super) fn consumer_loop(body: Vec<Stmt>) -> Stmt {
 }
 
 /// The walk's device helpers (after the unit's snippets and `rc_pipe_advance`).
-pub(super) fn helper(clustered: bool) -> Item {
+pub(super) fn helper(clustered: bool, pingpong: bool) -> Item {
     let mut code = String::from(
         r#"// The dynamic walk's next ticket of the launch's counter: tickets below walk_end are work ids in launch
 // order, every cluster stops at its first one from walk_end on, and the holder of the last of those
@@ -239,6 +344,29 @@ __device__ __forceinline__ unsigned rc_dyn_cluster_ticket(unsigned* counter, uns
 }}
 "#
         ));
+    }
+    if pingpong {
+        code.push_str(
+            r#"// Ping-pong: the producer posts the id of its g-th tile (or an end ticket) to consumer warpgroup g & 1's
+// mailbox once that warpgroup's four warps have read its previous one.
+__device__ __forceinline__ void rc_dyn_post(uint32_t mfull, uint32_t mempty, volatile uint32_t* mbox, unsigned g, unsigned id) {
+  const uint32_t w = g & 1u;
+  rc_mbarrier_wait_parity(mempty + 8u * w, ((g >> 1) & 1u) ^ 1u);
+  mbox[w] = id;
+  rc_mbarrier_arrive(mfull + 8u * w);
+}
+// A consumer warpgroup's next id from its mailbox (phase: the parity of its reads so far): lane 0 of each
+// warp reads it once the producer posted it, the warp gets it by shuffle, and lane 0 releases the slot.
+__device__ __forceinline__ unsigned rc_dyn_mailbox(uint32_t mfull, uint32_t mempty, const volatile uint32_t* mbox, uint32_t phase) {
+  rc_mbarrier_wait_parity(mfull, phase);
+  unsigned id = 0u;
+  if ((threadIdx.x & 31u) == 0u) id = *mbox;
+  id = __shfl_sync(0xffffffffu, id, 0);
+  if ((threadIdx.x & 31u) == 0u) rc_mbarrier_arrive(mempty);
+  return id;
+}
+"#,
+        );
     }
     Item::Snippet {
         origin: "rcute dynamic walk".into(),

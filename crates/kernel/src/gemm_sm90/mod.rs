@@ -214,7 +214,10 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         code: helpers(cfg.cd),
     });
     if cfg.dynamic_walk {
-        items.push(dynamic::helper(grouped_cluster::clustered(cfg)));
+        items.push(dynamic::helper(
+            grouped_cluster::clustered(cfg),
+            cfg.schedule == Sm90Schedule::PingPong,
+        ));
     }
     let fusion = if p.bc_floats > 0 {
         cfg.fusion.emit_staged("rc_fusion", bm, bn)

@@ -80,7 +80,9 @@ fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
             operand_load(k, "b", p.offsets[1], p.stage_bytes[1], "n0", k.cm > 1),
         ]),
     }
-    if k.cfg.dynamic_walk {
+    if k.cfg.dynamic_walk && k.pp {
+        body.push(dynamic::post_tile());
+    } else if k.cfg.dynamic_walk {
         kt_body.insert(2, dynamic::post_work());
     }
     kt_body.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));
