@@ -448,23 +448,20 @@ __device__ __forceinline__ unsigned rc_dyn_tile_work(uint32_t full, uint32_t pha
   if ((threadIdx.x & 31u) == 0u) w = *wid;
   return __shfl_sync(0xffffffffu, w, 0);
 }
-// Ping-pong: the producer posts the id of its g-th tile (or an end ticket) to consumer warpgroup g & 1's
-// mailbox once that warpgroup's four warps have read its previous one.
-__device__ __forceinline__ void rc_dyn_post(uint32_t mfull, uint32_t mempty, volatile uint32_t* mbox, unsigned g, unsigned id) {
+// Ping-pong: the scheduler posts its g-th tile (or an end ticket) to consumer warpgroup g & 1's mailbox
+// once that warpgroup's four warps have read its previous one: (ticket, tile_m, tile_n, expert, whether
+// rows 64.. of the tile hold routed entries).
+__device__ __forceinline__ void rc_dyn_post(uint32_t mfull, uint32_t mempty, volatile uint32_t* mbox, unsigned g,
+    unsigned id, int tile_m, int tile_n, int expert, bool upper) {
   const uint32_t w = g & 1u;
   rc_mbarrier_wait_parity(mempty + 8u * w, ((g >> 1) & 1u) ^ 1u);
-  mbox[w] = id;
+  volatile uint32_t* slot = mbox + 8u * w;
+  slot[0] = id;
+  slot[1] = (uint32_t)tile_m;
+  slot[2] = (uint32_t)tile_n;
+  slot[3] = (uint32_t)expert;
+  slot[4] = upper ? 1u : 0u;
   rc_mbarrier_arrive(mfull + 8u * w);
-}
-// A consumer warpgroup's next id from its mailbox (phase: the parity of its reads so far): lane 0 of each
-// warp reads it once the producer posted it, the warp gets it by shuffle, and lane 0 releases the slot.
-__device__ __forceinline__ unsigned rc_dyn_mailbox(uint32_t mfull, uint32_t mempty, const volatile uint32_t* mbox, uint32_t phase) {
-  rc_mbarrier_wait_parity(mfull, phase);
-  unsigned id = 0u;
-  if ((threadIdx.x & 31u) == 0u) id = *mbox;
-  id = __shfl_sync(0xffffffffu, id, 0);
-  if ((threadIdx.x & 31u) == 0u) rc_mbarrier_arrive(mempty);
-  return id;
 }
 
 // --- from rcute-collective fusion scale ---
@@ -547,10 +544,13 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_sc
   const uint32_t bar_full = smem_u32 + 212992u;
   const uint32_t bar_empty = bar_full + 48u;
   const uint32_t bar_c_full = bar_full + 96u;  // C pipeline: per C stage (and ping-pong group) a [full, empty] pair of mbarriers, 16 B apart
-  // dynamic walk at 213088: the consumer warpgroups' mailboxes, mfull[2] and mempty[2] mbarriers, mbox[2] (each one's next work id)
+  // dynamic walk at 213088: mfull[2], mempty[2] (the consumer warpgroups' mailboxes), qfull, qempty (the producer's queue) mbarriers; q[4] = (ticket, tile_m, tile_n, expert); mbox[2][8] = (ticket, tile_m, tile_n, expert, upper rows routed)
   const uint32_t dyn_mfull = smem_u32 + 213088u;
   const uint32_t dyn_mempty = dyn_mfull + 16u;
-  volatile uint32_t* const dyn_mbox = reinterpret_cast<volatile uint32_t*>(smem + 213120);
+  const uint32_t dyn_qfull = dyn_mfull + 32u;
+  const uint32_t dyn_qempty = dyn_mfull + 40u;
+  volatile uint32_t* const dyn_q = reinterpret_cast<volatile uint32_t*>(smem + 213136);
+  volatile uint32_t* const dyn_mbox = reinterpret_cast<volatile uint32_t*>(smem + 213152);
   // warpgroup and warp indices broadcast from lane 0 (CUTLASS's canonical_warp_group_idx): ptxas then
   // knows them warp-uniform, so the stage ring and the wgmma descriptors derived from them live in
   // uniform registers instead of being moved there (R2UR) before every wgmma
@@ -590,6 +590,8 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_sc
       rc_mbarrier_init(dyn_mfull + 8 * i, 1);
       rc_mbarrier_init(dyn_mempty + 8 * i, 4);
     }
+    rc_mbarrier_init(dyn_qfull, 1);
+    rc_mbarrier_init(dyn_qempty, 1);
     rc_fence_mbarrier_init();
   }
   // programmatic dependent launch: wait for the previous kernel's memory before touching global memory
@@ -613,22 +615,24 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_sc
       {
         uint32_t stage = 0;
         uint32_t phase = 0;
-        unsigned dyn_posted = 0u;  // ping-pong: tiles posted so far; tile g goes to warpgroup g & 1's mailbox
-        unsigned long long work = rc_dyn_ticket(work_counter, last_ticket);
-        for (; work < walk_end; work = rc_dyn_ticket(work_counter, last_ticket)) {
-          int tile_m, tile_n, batch;
-          // the expert-aligned walk (rc_grouped_tile); ids past this routing's rows are skipped by every role alike
-          if (!rc_grouped_tile(work, sched_tiles_n, rows_used, offsets, block_expert, tile_m, tile_n)) {
-            continue;
+        for (uint32_t dyn_qphase = 0u; true; dyn_qphase ^= 1u) {
+          // the next tile from the scheduler's queue
+          rc_mbarrier_wait_parity(dyn_qfull, dyn_qphase);
+          const unsigned long long work = dyn_q[0];
+          int tile_m = (int)dyn_q[1];  // the walk's tile, decoded by the scheduler
+          int tile_n = (int)dyn_q[2];
+          const int dyn_expert = (int)dyn_q[3];
+          rc_mbarrier_arrive(dyn_qempty);
+          if (work >= walk_end) {
+            break;
           }
-          batch = 0;
+          int batch = 0;
           const int split = batch / L;  // the scheduler's batches are (split, batch) pairs, split slowest
           batch = batch % L;
           const int kt0 = split * k_iters;
           const int m0 = tile_m * 128;
           const int n0 = tile_n * 128;
-          const int expert = __ldg(block_expert + tile_m);  // the local expert of this row tile
-          rc_dyn_post(dyn_mfull, dyn_mempty, dyn_mbox, dyn_posted++, (unsigned)work);
+          const int expert = dyn_expert;  // the local expert of this row tile
           for (int kt = kt0; kt < kt0 + k_iters; ++kt) {
             const uint32_t full = bar_full + 8 * stage;  // producer_acquire: wait for the consumers to free the stage
             rc_mbarrier_wait_parity(bar_empty + 8 * stage, phase ^ 1u);
@@ -639,9 +643,33 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_sc
             rc_pipe_advance(stage, phase, 1u, 6u);
           }
         }
-        // the end: one ticket to each warpgroup's mailbox, the first to the one whose turn is next
-        rc_dyn_post(dyn_mfull, dyn_mempty, dyn_mbox, dyn_posted++, 0xfffffffeu);
-        rc_dyn_post(dyn_mfull, dyn_mempty, dyn_mbox, dyn_posted, 0xffffffffu);
+      }
+    }
+    if (warp == 1 && rc_elect_one_sync()) {
+      // Scheduler: the dynamic walk's tickets, decoded one tile ahead of the producer's loads
+      unsigned dyn_g = 0u;  // tiles posted; tile g goes to consumer warpgroup g & 1
+      for (uint32_t dyn_qphase = 0u; true; dyn_qphase ^= 1u) {
+        rc_mbarrier_wait_parity(dyn_qempty, dyn_qphase ^ 1u);
+        unsigned t = rc_dyn_ticket(work_counter, last_ticket);
+        int tile_m = 0;
+        int tile_n = 0;
+        while (t < walk_end && !rc_grouped_tile(t, sched_tiles_n, rows_used, offsets, block_expert, tile_m, tile_n)) {
+          t = rc_dyn_ticket(work_counter, last_ticket);
+        }
+        const int expert = t < walk_end ? __ldg(block_expert + tile_m) : 0;
+        dyn_q[0] = t;
+        dyn_q[1] = (uint32_t)tile_m;
+        dyn_q[2] = (uint32_t)tile_n;
+        dyn_q[3] = (uint32_t)expert;
+        rc_mbarrier_arrive(dyn_qfull);
+        if (t >= walk_end) {
+          // the end: one ticket to each warpgroup's mailbox, the first to the one whose turn is next
+          rc_dyn_post(dyn_mfull, dyn_mempty, dyn_mbox, dyn_g, 0xfffffffeu, tile_m, tile_n, expert, false);
+          rc_dyn_post(dyn_mfull, dyn_mempty, dyn_mbox, dyn_g + 1u, 0xffffffffu, tile_m, tile_n, expert, false);
+          break;
+        }
+        rc_dyn_post(dyn_mfull, dyn_mempty, dyn_mbox, dyn_g, t, tile_m, tile_n, expert, __ldg(sorted_ids + tile_m * 128 + 64) < entries);
+        ++dyn_g;
       }
     }
   } else {
@@ -660,7 +688,17 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_sc
     rc_pipe_advance(stage, phase, (uint32_t)(cw * k_iters), 6u);
     float acc[2][64];  // CLayout_64x128 per m64 atom: acc[a][4j+2h+e] = (row 16*warp + lane/4 + 8h, col 8j + 2*(lane%4) + e)
     for (uint32_t dyn_mphase = 0u; true; dyn_mphase ^= 1u) {
-      const unsigned ticket = rc_dyn_mailbox(dyn_mfull + 8u * cw, dyn_mempty + 8u * cw, dyn_mbox + cw, dyn_mphase);  // this warpgroup's next work id, posted before the tile's loads
+      // this warpgroup's next tile from its mailbox, posted a tile ahead; every lane reads it, then lane 0 of each warp releases the slot
+      rc_mbarrier_wait_parity(dyn_mfull + 8u * cw, dyn_mphase);
+      const unsigned ticket = dyn_mbox[8 * cw];
+      int tile_m = (int)dyn_mbox[8 * cw + 1];
+      int tile_n = (int)dyn_mbox[8 * cw + 2];
+      const int dyn_expert = (int)dyn_mbox[8 * cw + 3];
+      const bool upper_routed = dyn_mbox[8 * cw + 4] != 0u;
+      __syncwarp();
+      if (lane == 0) {
+        rc_mbarrier_arrive(dyn_mempty + 8u * cw);
+      }
       if (ticket >= walk_end) {
         // the end: take the previous mainloop's hand-over; the first end hands over to the other warpgroup's end
         if (local > 0) {
@@ -671,19 +709,12 @@ extern "C" __global__ __launch_bounds__(384, 1) void rc_moe_grouped_sm90_bf16_sc
         }
         break;
       }
-      const unsigned long long work = ticket;
-      int tile_m, tile_n, batch;
-      // the expert-aligned walk (rc_grouped_tile); ids past this routing's rows are skipped by every role alike
-      if (!rc_grouped_tile(work, sched_tiles_n, rows_used, offsets, block_expert, tile_m, tile_n)) {
-        continue;
-      }
-      batch = 0;
+      int batch = 0;
       const int split = batch / L;  // the scheduler's batches are (split, batch) pairs, split slowest
       batch = batch % L;
       const int m0 = tile_m * 128;
       const int n0 = tile_n * 128;
-      const int expert = __ldg(block_expert + tile_m);  // the local expert of this row tile
-      const bool upper_routed = __ldg(sorted_ids + m0 + 64) < entries;  // the tile's row 64 is a routed entry (padding rows follow an expert's entries); read before the ordered wait
+      const int expert = dyn_expert;  // the local expert of this row tile
       for (int a = 0; a < 2; ++a) {
         #pragma unroll
         for (int i = 0; i < 64; ++i) {

@@ -1,10 +1,11 @@
-//! The SM90 ping-pong MoE GEMMs on an expert's last row tile of at most 64 routed rows,
-//! whose consumer warpgroup issues the first m64 atom's `wgmma` only (its upper 64 rows
-//! are padding): the caller routes exact row counts per expert (0, 1, 64, 65, 129, 192,
-//! 193, 286: last tiles of 1, 64, 65, 1, 64, 65 and 30 rows, an empty expert), and the
-//! ping-pong layer, with GEMM1 fed by TMA and gathering its rows itself, matches the
-//! float64 reference and the SM80 family, twice bit-identical. Skips without an sm_90 GPU
-//! (fails under `RCUTE_REQUIRE_GPU=1` without a GPU).
+//! The SM90 ping-pong MoE GEMMs on the dynamic walk (`MoeOptions::dynamic`) on an expert's
+//! last row tile of at most 64 routed rows, whose consumer warpgroup issues the first m64
+//! atom's `wgmma` only (its upper 64 rows are padding): the caller routes exact row counts
+//! per expert (0, 1, 64, 65, 129, 192, 193, 286: last tiles of 1, 64, 65, 1, 64, 65 and 30
+//! rows, an empty expert), and the dynamic ping-pong layer (GEMM1 fed by TMA, and
+//! gathering its rows itself on the static walk) is the static one bit for bit, twice, and
+//! matches the float64 reference and the SM80 family. Skips without an sm_90 GPU (fails
+//! under `RCUTE_REQUIRE_GPU=1` without a GPU).
 
 mod common;
 
@@ -48,7 +49,7 @@ fn routed_ids(rng: &mut Rng) -> Vec<i32> {
 }
 
 #[test]
-fn pingpong_tail_tiles_of_at_most_64_rows_match_reference() {
+fn dynamic_pingpong_half_tiles_are_the_static_layer_bit_for_bit() {
     let Some(ops) = gpu_for_test().map(Ops::new) else { return };
     if ops.gpu().compute_capability() != (9, 0) {
         eprintln!("not an sm_90 GPU: nothing to check");
@@ -83,13 +84,16 @@ fn pingpong_tail_tiles_of_at_most_64_rows_match_reference() {
         topk_ids: MatrixRef::new(&d_ids, t, k),
         topk_weights: MatrixRef::new(&d_w, t, k),
     };
-    let layer = |path: MoePath, gather: Option<bool>| -> Vec<bf16> {
+    let layer = |path: MoePath, gather: Option<bool>, dynamic: Option<bool>| -> Vec<bf16> {
         let bytes = fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap();
-        let mut ws = s.alloc_zeros::<u8>(bytes).unwrap();
+        // The dynamic walk's counters live in the workspace: poisoned, the layer's alignment
+        // must zero them.
+        let mut ws = s.clone_htod(&vec![0xa5u8; bytes]).unwrap();
         let mut y = s.clone_htod(&vec![bf16::NAN; t * h]).unwrap();
         let opts = MoeOptions {
             path,
             gather,
+            dynamic,
             ..MoeOptions::default()
         };
         ops.fused_moe(
@@ -105,28 +109,24 @@ fn pingpong_tail_tiles_of_at_most_64_rows_match_reference() {
         s.clone_dtoh(&y).unwrap()
     };
     let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    let pp = layer(MoePath::Sm90PingPong, None);
-    check_close("ping-pong vs reference", &pp, &want);
-    assert_eq!(
-        bits(&pp),
-        bits(&layer(MoePath::Sm90PingPong, None)),
-        "ping-pong: two runs differ"
-    );
-    let gathering = layer(MoePath::Sm90PingPong, Some(true));
-    check_close("ping-pong, gathering GEMM1 vs reference", &gathering, &want);
-    assert_eq!(
-        bits(&pp),
-        bits(&gathering),
-        "the gathering GEMM1 changed the ping-pong layer"
-    );
-    let sm80 = layer(MoePath::Sm80, None);
+    let pp = MoePath::Sm90PingPong;
+    let dynamic = layer(pp, None, Some(true));
+    check_close("dynamic ping-pong vs reference", &dynamic, &want);
+    let sm80 = layer(MoePath::Sm80, None, None);
     check_close("SM80 family vs reference", &sm80, &want);
     let sm80_f: Vec<f64> = sm80.iter().map(|v| v.to_f64()).collect();
-    check_close("ping-pong vs SM80 family", &pp, &sm80_f);
-    let coop = layer(MoePath::Sm90, None);
-    check_close("cooperative vs reference", &coop, &want);
+    check_close("dynamic ping-pong vs SM80 family", &dynamic, &sm80_f);
+    for (name, other) in [
+        ("static ping-pong", layer(pp, None, Some(false))),
+        ("dynamic ping-pong again", layer(pp, None, Some(true))),
+        ("ping-pong, gathering GEMM1", layer(pp, Some(true), Some(true))),
+    ] {
+        assert_eq!(bits(&dynamic), bits(&other), "dynamic ping-pong vs {name}");
+    }
+    let coop = layer(MoePath::Sm90, None, Some(true));
+    check_close("dynamic cooperative vs reference", &coop, &want);
     eprintln!(
         "ping-pong bit-identical to the cooperative layer: {}",
-        bits(&pp) == bits(&coop)
+        bits(&dynamic) == bits(&coop)
     );
 }

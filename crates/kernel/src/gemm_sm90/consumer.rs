@@ -25,24 +25,19 @@ fn release(k: &Ctx) -> Vec<Stmt> {
 /// epilogue (or split-K partials).
 pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let mut cons = state(k);
-    let mut tile = if decodes_ahead(k) {
+    let pp_dynamic = k.pp && k.cfg.dynamic_walk;
+    let mut tile = if pp_dynamic {
+        // The tile (and `upper_routed`) from the warpgroup's mailbox.
+        tile_fields(k, TileNeeds::SplitOnly)
+    } else if decodes_ahead(k) {
         cons.extend(decode_first(k));
         tile_decoded_ahead(k, TileNeeds::SplitOnly)
     } else {
         tile_of(k, TileNeeds::SplitOnly)
     };
-    let pp_dynamic = k.pp && k.cfg.dynamic_walk;
     if k.pp && !pp_dynamic {
         // After the validity check, so only real tiles alternate between the warpgroups.
         tile.insert(3, if_("(local & 1) != cw", vec![e("++local"), Stmt::Continue]));
-    }
-    if pingpong_halves(k) {
-        tile.push(dc(
-            "const bool",
-            "upper_routed",
-            "__ldg(sorted_ids + m0 + 64) < entries",
-            "the tile's row 64 is a routed entry (padding rows follow an expert's entries); read before the ordered wait",
-        ));
     }
     tile.extend(epilogue::broadcast_loads(k));
     tile.extend(mainloop(k)?);
@@ -346,7 +341,7 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
 /// the CTAs that ran such half tiles drifted ahead of the others and the weights were read
 /// from DRAM again (Mixtral T = 1024 on an H200, GEMM1: 1.95 -> 3.25 GB and 795 -> 930 µs
 /// in ncu; BENCHMARKS.md, "Session 27 (helper moe1k)").
-fn pingpong_halves(k: &Ctx) -> bool {
+pub(super) fn pingpong_halves(k: &Ctx) -> bool {
     k.pp && k.cfg.grouped.is_some() && k.cfg.dynamic_walk && k.p.m_atoms == 2 && k.p.wg_rows == 128
 }
 

@@ -29,18 +29,20 @@
 //! * The producer keeps its prefetch across tiles (the next tile's loads during the
 //!   epilogue), as in the static walk. The gathering GEMM1 (a producer warpgroup) is refused.
 //! * **Ping-pong** (consumer warpgroup `cw` takes the CTA's tiles `cw, cw + 2, ...` of the
-//!   producer's order): the producer posts each tile's id to the mailbox of the warpgroup
-//!   that runs it (one slot per warpgroup with a full and an empty mbarrier), before the
-//!   tile's loads, so a warpgroup reads its next id and decodes the tile while the other
-//!   one's mainloop runs, off the tensor cores' critical path. The ordered math's hand-over
-//!   (`rc_named_barrier_arrive` after a mainloop is issued) is unconditional: the next
-//!   tile's warpgroup always waits for it, for a tile or for its end. The producer posts two
-//!   end tickets, [`END_FIRST`] to the warpgroup whose turn is next and [`END_LAST`] to the
-//!   other; the first one's warpgroup hands over once more before it leaves, so every
-//!   arrive meets its wait. These kernels also skip the wgmma of an expert's last row tile's
-//!   upper 64 rows where they are all padding (`consumer::pingpong_halves`): with the static
-//!   walk that made the persistent CTAs drift apart and re-read the weights (BENCHMARKS.md,
-//!   "Session 27 (helper moe1k)").
+//!   producer's order): a scheduler thread (warp 1 of the producer warpgroup) takes the
+//!   tickets and decodes each tile, one tile ahead of the producer's loads: it hands the
+//!   tile to the producer through a one-slot queue (taken at the start of the previous
+//!   tile's loads) and to the mailbox of the consumer warpgroup that runs it (one slot per
+//!   warpgroup, a full and an empty mbarrier each), so neither the producer nor the
+//!   consumers wait for the ticket's atomic or the walk's global loads between two tiles.
+//!   The ordered math's hand-over (`rc_named_barrier_arrive` after a mainloop is issued) is
+//!   unconditional: the next tile's warpgroup always waits for it, for a tile or for its
+//!   end. The scheduler posts two end tickets, [`END_FIRST`] to the warpgroup whose turn is
+//!   next and [`END_LAST`] to the other; the first one's warpgroup hands over once more
+//!   before it leaves, so every arrive meets its wait. These kernels also skip the `wgmma`
+//!   of an expert's last row tile's upper 64 rows where they are all padding
+//!   (`consumer::pingpong_halves`; with the static walk that made the persistent CTAs drift
+//!   apart and re-read the weights: BENCHMARKS.md, "Session 27 (helper moe1k)").
 
 use super::*;
 
@@ -89,14 +91,21 @@ pub(super) fn smem_decls(k: &Ctx) -> Vec<Stmt> {
     if k.pp {
         return vec![
             c(format!(
-                "dynamic walk at {off}: the consumer warpgroups' mailboxes, mfull[2] and mempty[2] mbarriers, mbox[2] (each one's next work id)"
+                "dynamic walk at {off}: mfull[2], mempty[2] (the consumer warpgroups' mailboxes), qfull, qempty (the producer's queue) mbarriers; q[4] = (ticket, tile_m, tile_n, expert); mbox[2][8] = (ticket, tile_m, tile_n, expert, upper rows routed)"
             )),
             d("const uint32_t", "dyn_mfull", format!("smem_u32 + {off}u")),
             d("const uint32_t", "dyn_mempty", "dyn_mfull + 16u"),
+            d("const uint32_t", "dyn_qfull", "dyn_mfull + 32u"),
+            d("const uint32_t", "dyn_qempty", "dyn_mfull + 40u"),
+            d(
+                "volatile uint32_t* const",
+                "dyn_q",
+                format!("reinterpret_cast<volatile uint32_t*>(smem + {})", off + 48),
+            ),
             d(
                 "volatile uint32_t* const",
                 "dyn_mbox",
-                format!("reinterpret_cast<volatile uint32_t*>(smem + {})", off + 32),
+                format!("reinterpret_cast<volatile uint32_t*>(smem + {})", off + 64),
             ),
         ];
     }
@@ -123,17 +132,21 @@ pub(super) fn smem_decls(k: &Ctx) -> Vec<Stmt> {
 /// (rank 1's `arrive.expect_tx` of a slot's 4 bytes; its release arrive on rank 0).
 pub(super) fn barrier_inits(k: &Ctx) -> Vec<Stmt> {
     if k.pp {
-        // A mailbox is full once the producer posted an id, empty once each of its
-        // warpgroup's four warps has read it.
-        return vec![for_(
-            "i",
-            "0",
-            "2",
-            vec![
-                e("rc_mbarrier_init(dyn_mfull + 8 * i, 1)"),
-                e("rc_mbarrier_init(dyn_mempty + 8 * i, 4)"),
-            ],
-        )];
+        // A mailbox is full once the scheduler posted a tile, empty once each of its
+        // warpgroup's four warps has read it; the queue likewise for the producer thread.
+        return vec![
+            for_(
+                "i",
+                "0",
+                "2",
+                vec![
+                    e("rc_mbarrier_init(dyn_mfull + 8 * i, 1)"),
+                    e("rc_mbarrier_init(dyn_mempty + 8 * i, 4)"),
+                ],
+            ),
+            e("rc_mbarrier_init(dyn_qfull, 1)"),
+            e("rc_mbarrier_init(dyn_qempty, 1)"),
+        ];
     }
     if !k.clustered {
         return vec![];
@@ -195,15 +208,15 @@ fn next_ticket(k: &Ctx) -> String {
 /// The producer's walk over its tickets: `body` per work id (its `continue` skips a hole of
 /// the walk to the next ticket), then the end posted to the next stage.
 pub(super) fn producer_loop(k: &Ctx, body: Vec<Stmt>) -> Vec<Stmt> {
-    let mut v = Vec::new();
     if k.pp {
-        v.push(dc(
-            "unsigned",
-            "dyn_posted",
-            "0u",
-            "ping-pong: tiles posted so far; tile g goes to warpgroup g & 1's mailbox",
-        ));
+        return vec![Stmt::Loop {
+            init: "uint32_t dyn_qphase = 0u".into(),
+            cond: "true".into(),
+            step: "dyn_qphase ^= 1u".into(),
+            body,
+        }];
     }
+    let mut v = Vec::new();
     if k.clustered {
         v.extend([
             dc("uint32_t", "dyn_xslot", "0", "the ticket ring's slot and phase"),
@@ -217,14 +230,6 @@ pub(super) fn producer_loop(k: &Ctx, body: Vec<Stmt>) -> Vec<Stmt> {
         step: format!("work = {}", next_ticket(k)),
         body,
     });
-    if k.pp {
-        v.extend([
-            c("the end: one ticket to each warpgroup's mailbox, the first to the one whose turn is next"),
-            e(format!("rc_dyn_post(dyn_mfull, dyn_mempty, dyn_mbox, dyn_posted++, {END_FIRST:#x}u)")),
-            e(format!("rc_dyn_post(dyn_mfull, dyn_mempty, dyn_mbox, dyn_posted, {END_LAST:#x}u)")),
-        ]);
-        return v;
-    }
     v.extend([
         c("the end: its ticket in the next stage's slot, the stage's full barrier completed by a plain arrival"),
         e("rc_mbarrier_wait_parity(bar_empty + 8 * stage, phase ^ 1u)"),
@@ -234,16 +239,82 @@ pub(super) fn producer_loop(k: &Ctx, body: Vec<Stmt>) -> Vec<Stmt> {
     v
 }
 
-/// Ping-pong, in the producer's tile head (after the walk's holes are skipped, before the
-/// tile's loads): the tile's id to the mailbox of the warpgroup that runs it.
-pub(super) fn post_tile() -> Stmt {
-    e("rc_dyn_post(dyn_mfull, dyn_mempty, dyn_mbox, dyn_posted++, (unsigned)work)")
+/// Ping-pong, the producer's tile head: the next tile from the scheduler's queue (released
+/// at once, so the scheduler takes the next ticket during this tile's loads); the end
+/// ticket ends the walk.
+pub(super) fn producer_head() -> Vec<Stmt> {
+    vec![
+        c("the next tile from the scheduler's queue"),
+        e("rc_mbarrier_wait_parity(dyn_qfull, dyn_qphase)"),
+        d("const unsigned long long", "work", "dyn_q[0]"),
+        dc("int", "tile_m", "(int)dyn_q[1]", "the walk's tile, decoded by the scheduler"),
+        d("int", "tile_n", "(int)dyn_q[2]"),
+        d("const int", "dyn_expert", "(int)dyn_q[3]"),
+        e("rc_mbarrier_arrive(dyn_qempty)"),
+        if_("work >= walk_end", vec![e("break")]),
+        d("int", "batch", "0"),
+    ]
 }
 
-/// The ping-pong consumers' walk: each tile's id from this warpgroup's mailbox, until an
-/// end ticket. At the end the warpgroup waits for the hand-over of the tile before (the
-/// other warpgroup arrives after every mainloop), and the first end's warpgroup hands over
-/// once more, to the other's last wait.
+/// Ping-pong: the scheduler thread (warp 1 of the producer warpgroup). Once the producer has
+/// taken the queue's tile, it takes the next ticket, skips the walk's holes, decodes the
+/// tile and hands it to the producer's queue and to the mailbox of the consumer warpgroup
+/// that runs it (with whether its upper 64 rows hold routed entries, `upper`); from the
+/// first ticket past the walk on, the end to the queue and both mailboxes.
+pub(super) fn scheduler(upper: &str) -> Stmt {
+    let post = |g: &str, id: &str, upper: &str| {
+        e(format!(
+            "rc_dyn_post(dyn_mfull, dyn_mempty, dyn_mbox, {g}, {id}, tile_m, tile_n, expert, {upper})"
+        ))
+    };
+    let body = vec![
+        e("rc_mbarrier_wait_parity(dyn_qempty, dyn_qphase ^ 1u)"),
+        d("unsigned", "t", "rc_dyn_ticket(work_counter, last_ticket)"),
+        d("int", "tile_m", "0"),
+        d("int", "tile_n", "0"),
+        Stmt::While {
+            cond: "t < walk_end && !rc_grouped_tile(t, sched_tiles_n, rows_used, offsets, block_expert, tile_m, tile_n)"
+                .into(),
+            body: vec![Stmt::assign("t", "rc_dyn_ticket(work_counter, last_ticket)")],
+        },
+        d("const int", "expert", "t < walk_end ? __ldg(block_expert + tile_m) : 0"),
+        Stmt::assign("dyn_q[0]", "t"),
+        Stmt::assign("dyn_q[1]", "(uint32_t)tile_m"),
+        Stmt::assign("dyn_q[2]", "(uint32_t)tile_n"),
+        Stmt::assign("dyn_q[3]", "(uint32_t)expert"),
+        e("rc_mbarrier_arrive(dyn_qfull)"),
+        if_(
+            "t >= walk_end",
+            vec![
+                c("the end: one ticket to each warpgroup's mailbox, the first to the one whose turn is next"),
+                post("dyn_g", &format!("{END_FIRST:#x}u"), "false"),
+                post("dyn_g + 1u", &format!("{END_LAST:#x}u"), "false"),
+                e("break"),
+            ],
+        ),
+        post("dyn_g", "t", upper),
+        e("++dyn_g"),
+    ];
+    if_(
+        "warp == 1 && rc_elect_one_sync()",
+        vec![
+            c("Scheduler: the dynamic walk's tickets, decoded one tile ahead of the producer's loads"),
+            dc("unsigned", "dyn_g", "0u", "tiles posted; tile g goes to consumer warpgroup g & 1"),
+            Stmt::Loop {
+                init: "uint32_t dyn_qphase = 0u".into(),
+                cond: "true".into(),
+                step: "dyn_qphase ^= 1u".into(),
+                body,
+            },
+        ],
+    )
+}
+
+/// The ping-pong consumers' walk: each tile from this warpgroup's mailbox, until an end
+/// ticket (`body`: the tile's fields from `tile_m` / `tile_n` / `batch` on). At the end the
+/// warpgroup waits for the hand-over of the tile before (the other warpgroup arrives after
+/// every mainloop), and the first end's warpgroup hands over once more, to the other's last
+/// wait.
 pub(super) fn pingpong_consumer_loop(body: Vec<Stmt>) -> Stmt {
     let end = vec![
         c("the end: take the previous mainloop's hand-over; the first end hands over to the other warpgroup's end"),
@@ -258,14 +329,17 @@ pub(super) fn pingpong_consumer_loop(body: Vec<Stmt>) -> Stmt {
         e("break"),
     ];
     let mut tile = vec![
-        dc(
-            "const unsigned",
-            "ticket",
-            "rc_dyn_mailbox(dyn_mfull + 8u * cw, dyn_mempty + 8u * cw, dyn_mbox + cw, dyn_mphase)",
-            "this warpgroup's next work id, posted before the tile's loads",
-        ),
+        c("this warpgroup's next tile from its mailbox, posted a tile ahead; every lane reads it, then lane 0 of each warp releases the slot"),
+        e("rc_mbarrier_wait_parity(dyn_mfull + 8u * cw, dyn_mphase)"),
+        d("const unsigned", "ticket", "dyn_mbox[8 * cw]"),
+        d("int", "tile_m", "(int)dyn_mbox[8 * cw + 1]"),
+        d("int", "tile_n", "(int)dyn_mbox[8 * cw + 2]"),
+        d("const int", "dyn_expert", "(int)dyn_mbox[8 * cw + 3]"),
+        d("const bool", "upper_routed", "dyn_mbox[8 * cw + 4] != 0u"),
+        e("__syncwarp()"),
+        if_("lane == 0", vec![e("rc_mbarrier_arrive(dyn_mempty + 8u * cw)")]),
         if_("ticket >= walk_end", end),
-        d("const unsigned long long", "work", "ticket"),
+        d("int", "batch", "0"),
     ];
     tile.extend(body);
     Stmt::Loop {
@@ -347,23 +421,20 @@ __device__ __forceinline__ unsigned rc_dyn_cluster_ticket(unsigned* counter, uns
     }
     if pingpong {
         code.push_str(
-            r#"// Ping-pong: the producer posts the id of its g-th tile (or an end ticket) to consumer warpgroup g & 1's
-// mailbox once that warpgroup's four warps have read its previous one.
-__device__ __forceinline__ void rc_dyn_post(uint32_t mfull, uint32_t mempty, volatile uint32_t* mbox, unsigned g, unsigned id) {
+            r#"// Ping-pong: the scheduler posts its g-th tile (or an end ticket) to consumer warpgroup g & 1's mailbox
+// once that warpgroup's four warps have read its previous one: (ticket, tile_m, tile_n, expert, whether
+// rows 64.. of the tile hold routed entries).
+__device__ __forceinline__ void rc_dyn_post(uint32_t mfull, uint32_t mempty, volatile uint32_t* mbox, unsigned g,
+    unsigned id, int tile_m, int tile_n, int expert, bool upper) {
   const uint32_t w = g & 1u;
   rc_mbarrier_wait_parity(mempty + 8u * w, ((g >> 1) & 1u) ^ 1u);
-  mbox[w] = id;
+  volatile uint32_t* slot = mbox + 8u * w;
+  slot[0] = id;
+  slot[1] = (uint32_t)tile_m;
+  slot[2] = (uint32_t)tile_n;
+  slot[3] = (uint32_t)expert;
+  slot[4] = upper ? 1u : 0u;
   rc_mbarrier_arrive(mfull + 8u * w);
-}
-// A consumer warpgroup's next id from its mailbox (phase: the parity of its reads so far): lane 0 of each
-// warp reads it once the producer posted it, the warp gets it by shuffle, and lane 0 releases the slot.
-__device__ __forceinline__ unsigned rc_dyn_mailbox(uint32_t mfull, uint32_t mempty, const volatile uint32_t* mbox, uint32_t phase) {
-  rc_mbarrier_wait_parity(mfull, phase);
-  unsigned id = 0u;
-  if ((threadIdx.x & 31u) == 0u) id = *mbox;
-  id = __shfl_sync(0xffffffffu, id, 0);
-  if ((threadIdx.x & 31u) == 0u) rc_mbarrier_arrive(mempty);
-  return id;
 }
 "#,
         );
