@@ -862,12 +862,10 @@ fn per_tile_grid_is_the_persistent_layer_bit_for_bit() {
     }
 }
 
-/// The SM90 GEMMs on the dynamic walk (`MoeOptions::dynamic`, `_dyn`: tiles taken from a
-/// work counter in the workspace, poisoned before the call) compute every tile with the
-/// static walk's code (ping-pong: a half tile's upper accumulators stay zero, as its padding
-/// rows' products were), so their layer is bit-identical to the static one: on 2x1
-/// clusters (`Sm90Cluster`), on 1x1 (`Sm90`, `Sm90Narrow`) and on the ping-pong schedule
-/// (`Sm90PingPong`: each consumer warpgroup's ids through its mailbox), at E = 8, top-2, T = 600
+/// The cooperative SM90 GEMMs on the dynamic walk (`MoeOptions::dynamic`, `_dyn`: tiles
+/// taken from a work counter in the workspace, poisoned before the call) compute every tile
+/// with the static walk's code, so their layer is bit-identical to the static one: on 2x1
+/// clusters (`Sm90Cluster`) and on 1x1 (`Sm90`, `Sm90Narrow`), at E = 8, top-2, T = 600
 /// (one or two row tiles per expert: odd and paired row tiles on clusters), T = 4000 (~8
 /// row tiles per expert), T = 300 (~1 row tile, experts left empty) and T = 1 (one row
 /// tile in all: most clusters take only the end ticket), twice (the counters start from 0
@@ -894,10 +892,8 @@ fn dynamic_walk_is_the_static_layer_bit_for_bit() {
             walk(MoePath::Sm90Narrow, false),
             walk(MoePath::Sm90Cluster, true),
             with_path(MoeOptions::default(), MoePath::Sm80),
-            walk(MoePath::Sm90PingPong, true),
-            walk(MoePath::Sm90PingPong, false),
         ];
-        let [dc, sc, dw, sw, dn, sn, again, sm80, dp, sp] = prefill_layers(&ops, "dynamic", (8, 2, 256, 1024, t), layers);
+        let [dc, sc, dw, sw, dn, sn, again, sm80] = prefill_layers(&ops, "dynamic", (8, 2, 256, 1024, t), layers);
         let sm80_f: Vec<f64> = sm80.iter().map(|v| v.to_f64()).collect();
         check_close(&format!("T={t}: dynamic 2x1 clusters vs SM80 family"), &dc, &sm80_f);
         check_close(&format!("T={t}: dynamic 1x1 vs SM80 family"), &dw, &sm80_f);
@@ -906,7 +902,6 @@ fn dynamic_walk_is_the_static_layer_bit_for_bit() {
             ("1x1", &dw, &sw),
             ("1x1 narrow", &dn, &sn),
             ("again", &again, &sc),
-            ("ping-pong (with half tiles)", &dp, &sp),
         ] {
             assert_eq!(
                 bits(d),

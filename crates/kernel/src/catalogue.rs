@@ -432,8 +432,7 @@ pub fn grouped_gemm_streamed_configs() -> Vec<crate::grouped_gemm::GroupedGemmCo
 /// ([`crate::grouped_gemm::sm90_gather_config`]: the producer copies the token rows itself;
 /// `MoePath::Auto` up to one row tile per expert, or `MoeOptions::gather`) at the wide,
 /// narrow and ping-pong tiles; and the dynamic walk (`_dyn`) of the bf16 wide-tile GEMMs on
-/// 1x1 and 2x1 clusters, GEMM2 on 2x1 at the narrow tile, the e4m3 pair on 1x1 and the
-/// ping-pong GEMMs of both layers.
+/// 1x1 and 2x1 clusters, GEMM2 on 2x1 at the narrow tile and the e4m3 pair on 1x1.
 pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
     use crate::gemm_sm90::Sm90Schedule;
     use crate::grouped_gemm::{
@@ -463,19 +462,16 @@ pub fn grouped_gemm_sm90_configs() -> Vec<crate::gemm_sm90::GemmSm90Config> {
         sm90_grouped_config(rcute_atom::Element::E4M3, rcute_atom::Element::BF16, ep, tile, cluster)
     });
     let bf = rcute_atom::Element::BF16;
-    let pingpong: Vec<_> = [bf, rcute_atom::Element::E4M3]
+    let pingpong = [bf, rcute_atom::Element::E4M3]
         .into_iter()
-        .flat_map(|ab| eps.map(|ep| sm90_pingpong_config(ab, bf, ep)))
-        .collect();
+        .flat_map(|ab| eps.map(|ep| sm90_pingpong_config(ab, bf, ep)));
     // The dynamic walk (`_dyn`, `MoeOptions::dynamic`) of the cooperative GEMMs the layers
-    // run at prefill: bf16 on 1x1 and 2x1 clusters, e4m3 on 1x1; and of the ping-pong GEMMs
-    // of both element types (with their half tiles).
+    // run at prefill: bf16 on 1x1 and 2x1 clusters, e4m3 on 1x1.
     let dynamic: Vec<_> = bf16
         .iter()
         .chain([&cluster])
         .chain(&cluster2)
         .chain(&fp8)
-        .chain(&pingpong)
         .map(|c| crate::gemm_sm90::GemmSm90Config {
             dynamic_walk: true,
             ..c.clone()

@@ -25,17 +25,13 @@ fn release(k: &Ctx) -> Vec<Stmt> {
 /// epilogue (or split-K partials).
 pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let mut cons = state(k);
-    let pp_dynamic = k.pp && k.cfg.dynamic_walk;
-    let mut tile = if pp_dynamic {
-        // The tile (and `upper_routed`) from the warpgroup's mailbox.
-        tile_fields(k, TileNeeds::SplitOnly)
-    } else if decodes_ahead(k) {
+    let mut tile = if decodes_ahead(k) {
         cons.extend(decode_first(k));
         tile_decoded_ahead(k, TileNeeds::SplitOnly)
     } else {
         tile_of(k, TileNeeds::SplitOnly)
     };
-    if k.pp && !pp_dynamic {
+    if k.pp {
         // After the validity check, so only real tiles alternate between the warpgroups.
         tile.insert(3, if_("(local & 1) != cw", vec![e("++local"), Stmt::Continue]));
     }
@@ -50,15 +46,10 @@ pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
             otherwise: epilogue::epilogue(k)?,
         }),
     }
-    cons.push(if pp_dynamic {
-        tile.push(c("the CTA's tiles alternate: this warpgroup's next one is two on"));
-        tile.push(e("local += 2"));
-        dynamic::pingpong_consumer_loop(tile)
-    } else if k.cfg.dynamic_walk {
-        tile.push(e("++local"));
+    tile.push(e("++local"));
+    cons.push(if k.cfg.dynamic_walk {
         dynamic::consumer_loop(tile)
     } else {
-        tile.push(e("++local"));
         work_loop(k, tile, false)
     });
     cons.push(c(
@@ -152,16 +143,7 @@ fn state(k: &Ctx) -> Vec<Stmt> {
         "0",
         "D buffer ring index (when not reusing C's buffers)",
     ));
-    cons.push(if k.pp && k.cfg.dynamic_walk {
-        dc(
-            "int",
-            "local",
-            "cw",
-            "the CTA's tile index: warpgroup cw runs tiles cw, cw + 2, ... of the producer's order",
-        )
-    } else {
-        d("int", "local", "0")
-    });
+    cons.push(d("int", "local", "0"));
     if pp {
         cons.push(c(
             "Ping-pong: warpgroup cw takes the CTA's tiles cw, cw+2, ...; its pipeline view skips the other's k-tiles",
@@ -192,11 +174,10 @@ fn fence_acc(k: &Ctx) -> Stmt {
     )
 }
 
-/// The `wgmma` batch of one k-tile over the warpgroup's first `atoms` m64 atoms: per k-block
-/// and atom, the descriptors' low words of the stage (`a_desc`, `b_desc`) advanced by the
-/// atom's rows and the k-block's column, in 16-byte units of the start address field, under
-/// the constant high word.
-fn wgmma_batch(k: &Ctx, atoms: i64) -> Vec<Stmt> {
+/// The `wgmma` batch of one k-tile: per k-block and m64 atom, the descriptors' low words of
+/// the stage (`a_desc`, `b_desc`) advanced by the atom's rows and the k-block's column, in
+/// 16-byte units of the start address field, under the constant high word.
+fn wgmma_batch(k: &Ctx) -> Vec<Stmt> {
     let dsc = &k.p.descriptors;
     let [a_hi, b_hi] = [dsc.a_words[1], dsc.b_words[1]];
     let a_off = var("a")
@@ -215,7 +196,7 @@ fn wgmma_batch(k: &Ctx, atoms: i64) -> Vec<Stmt> {
             dsc.kblocks,
             vec![unroll(
                 "a",
-                atoms,
+                k.p.m_atoms,
                 vec![e(format!(
                     "{}(0x{:016x}ull | (a_desc + {}), 0x{:016x}ull | (b_desc + {}), acc[a], 1)",
                     k.p.mma.snippet.name,
@@ -232,24 +213,9 @@ fn wgmma_batch(k: &Ctx, atoms: i64) -> Vec<Stmt> {
 /// The grouped member: a warpgroup whose 64 rows are all padding (its first row is, and an
 /// expert's routed rows come before its padding) skips its `wgmma` batches and only waits
 /// for and releases each stage, so that the other warpgroup has the tensor cores to itself;
-/// its accumulators stay zero, as the products of zero-filled padding rows were. On the
-/// ping-pong schedule the warpgroup owns the whole tile, whose first row is routed; with
-/// the dynamic walk, where its upper 64 rows are all padding (an expert's last row tile of
-/// at most 64 routed rows), it runs `lower`, the k-tile loop over the first m64 atom only
-/// ([`pingpong_halves`]), and the second atom's accumulators stay zero. Other members: the
-/// mainloop `mma` as it is.
-fn grouped_rows_or_drain(k: &Ctx, mma: Vec<Stmt>, lower: Option<Vec<Stmt>>) -> Vec<Stmt> {
-    if let Some(lower) = lower {
-        let mut half = vec![c(
-            "rows 64.. all padding: the first m64 atom's wgmma only, half the tensor-core work",
-        )];
-        half.extend(lower);
-        return vec![Stmt::If {
-            cond: "upper_routed".into(),
-            then: mma,
-            otherwise: half,
-        }];
-    }
+/// its accumulators stay zero, as the products of zero-filled padding rows were. Other
+/// members: the mainloop `mma` as it is.
+fn grouped_rows_or_drain(k: &Ctx, mma: Vec<Stmt>) -> Vec<Stmt> {
     // Ping-pong: the warpgroup owns the whole tile, whose first row is routed (an
     // expert's padding follows its entries within its last row tile).
     if k.cfg.grouped.is_none() || k.pp {
@@ -304,9 +270,7 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         vec![unroll("i", k.nacc, vec![Stmt::assign("acc[a][i]", "0")])],
     )];
     if pp {
-        if k.cfg.dynamic_walk {
-            // The next tile's warpgroup always waits for this mainloop (dynamic::pingpong_consumer_loop).
-        } else if k.cfg.grouped.is_some() {
+        if k.cfg.grouped.is_some() {
             ml.extend(grouped::pingpong_lookahead(k.bm));
         } else {
             ml.extend(order_lookahead());
@@ -320,36 +284,6 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         ));
     }
     ml.push(d("uint32_t", "prev", "0"));
-    let mma = k_loop(k, p.m_atoms)?;
-    let lower = match pingpong_halves(k) {
-        true => Some(k_loop(k, 1)?),
-        false => None,
-    };
-    ml.extend(grouped_rows_or_drain(k, mma, lower));
-    if pp {
-        ml.push(c(
-            "skip the other warpgroup's k-tiles in this warpgroup's view of the stage ring",
-        ));
-        ml.push(e(format!("rc_pipe_advance(stage, phase, (uint32_t)k_iters, {s}u)")));
-    }
-    Ok(ml)
-}
-
-/// Whether the ping-pong grouped member issues only the first m64 atom's `wgmma` where the
-/// tile's upper 64 rows are all padding (`upper_routed`, [`grouped_rows_or_drain`]): with
-/// the dynamic walk only, on a 128-row warpgroup tile (two m64 atoms). With the static walk
-/// the CTAs that ran such half tiles drifted ahead of the others and the weights were read
-/// from DRAM again (Mixtral T = 1024 on an H200, GEMM1: 1.95 -> 3.25 GB and 795 -> 930 µs
-/// in ncu; BENCHMARKS.md, "Session 27 (helper moe1k)").
-pub(super) fn pingpong_halves(k: &Ctx) -> bool {
-    k.pp && k.cfg.grouped.is_some() && k.cfg.dynamic_walk && k.p.m_atoms == 2 && k.p.wg_rows == 128
-}
-
-/// The stage descriptors and the k-tile loop of one tile over the warpgroup's first `atoms`
-/// m64 atoms: per k-tile wait for the stage, issue its `wgmma` batch and release the stage
-/// the finished batch read (ping-pong: then let the other warpgroup's mainloop start).
-fn k_loop(k: &Ctx, atoms: i64) -> Result<Vec<Stmt>, GemmError> {
-    let pp = k.pp;
     let mut kloop = vec![
         c("consumer_wait: the stage's TMA transactions have landed"),
         e("rc_mbarrier_wait_parity(bar_full + 8 * stage, phase)"),
@@ -358,7 +292,7 @@ fn k_loop(k: &Ctx, atoms: i64) -> Result<Vec<Stmt>, GemmError> {
         kloop.extend(grouped_gather::consumer_fence());
     }
     kloop.extend([fence_acc(k), e("rc_wgmma_fence()")]);
-    kloop.extend(wgmma_batch(k, atoms));
+    kloop.extend(wgmma_batch(k));
     kloop.push(e("rc_wgmma_commit_group()"));
     kloop.push(fence_acc(k));
     let release = release(k);
@@ -373,32 +307,40 @@ fn k_loop(k: &Ctx, atoms: i64) -> Result<Vec<Stmt>, GemmError> {
         let mut issued = stage_descriptors(k)?;
         issued.push(for_("kt", "0", "k_iters", kloop));
         if pp {
-            issued.extend(order_arrive(k));
+            issued.extend(order_arrive());
         }
-        return Ok(issued);
+        ml.extend(grouped_rows_or_drain(k, issued));
+    } else {
+        kloop.push(c(
+            "keep one wgmma batch in flight; the previous one is done: consumer_release its stage",
+        ));
+        kloop.push(e("rc_wgmma_wait_group<1>()"));
+        kloop.push(if_("kt > 0 && lane == 0", release.clone()));
+        kloop.push(Stmt::assign("prev", "stage"));
+        kloop.extend(stage_step(k));
+        let mut pipelined = stage_descriptors(k)?;
+        pipelined.push(for_("kt", "0", "k_iters", kloop));
+        if pp {
+            pipelined.extend(order_arrive());
+        }
+        if decodes_ahead(k) {
+            pipelined.extend(decode_next(k));
+        }
+        pipelined.extend([
+            c("mma_tail: the last batch is done; consumer_release its stage"),
+            e("rc_wgmma_wait_group<0>()"),
+            fence_acc(k),
+            if_("k_iters > 0 && lane == 0", release),
+        ]);
+        ml.extend(grouped_rows_or_drain(k, pipelined));
     }
-    kloop.push(c(
-        "keep one wgmma batch in flight; the previous one is done: consumer_release its stage",
-    ));
-    kloop.push(e("rc_wgmma_wait_group<1>()"));
-    kloop.push(if_("kt > 0 && lane == 0", release.clone()));
-    kloop.push(Stmt::assign("prev", "stage"));
-    kloop.extend(stage_step(k));
-    let mut pipelined = stage_descriptors(k)?;
-    pipelined.push(for_("kt", "0", "k_iters", kloop));
     if pp {
-        pipelined.extend(order_arrive(k));
+        ml.push(c(
+            "skip the other warpgroup's k-tiles in this warpgroup's view of the stage ring",
+        ));
+        ml.push(e(format!("rc_pipe_advance(stage, phase, (uint32_t)k_iters, {s}u)")));
     }
-    if decodes_ahead(k) {
-        pipelined.extend(decode_next(k));
-    }
-    pipelined.extend([
-        c("mma_tail: the last batch is done; consumer_release its stage"),
-        e("rc_wgmma_wait_group<0>()"),
-        fence_acc(k),
-        if_("k_iters > 0 && lane == 0", release),
-    ]);
-    Ok(pipelined)
+    Ok(ml)
 }
 
 /// The low words of the `wgmma` descriptors of this warpgroup's A rows and of B in the
@@ -462,14 +404,12 @@ fn order_lookahead() -> Vec<Stmt> {
 /// `wgmma` batch is issued (CUTLASS's `math_wg_order_barrier.arrive()` between `mma` and
 /// `mma_tail`), so the tensor cores get its first batch while this batch still runs,
 /// instead of idling through this batch's drain and the stage release.
-/// With the dynamic walk the next tile's warpgroup always waits, for a tile or its end.
-fn order_arrive(k: &Ctx) -> Vec<Stmt> {
-    let arrive = e("rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u)");
+fn order_arrive() -> Vec<Stmt> {
     vec![
         c("Ordered math: every batch of this tile is issued; let the other warpgroup's next mainloop start"),
-        match k.cfg.dynamic_walk {
-            true => arrive,
-            false => if_("other_next", vec![arrive]),
-        },
+        if_(
+            "other_next",
+            vec![e("rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u)")],
+        ),
     ]
 }

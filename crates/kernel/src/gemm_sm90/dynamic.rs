@@ -27,22 +27,8 @@
 //!   the walk's holes, both CTAs alike); the end ticket is posted to the next stage with a
 //!   plain arrival (no bytes) and ends their walk.
 //! * The producer keeps its prefetch across tiles (the next tile's loads during the
-//!   epilogue), as in the static walk. The gathering GEMM1 (a producer warpgroup) is refused.
-//! * **Ping-pong** (consumer warpgroup `cw` takes the CTA's tiles `cw, cw + 2, ...` of the
-//!   producer's order): a scheduler thread (warp 1 of the producer warpgroup) takes the
-//!   tickets and decodes each tile, one tile ahead of the producer's loads: it hands the
-//!   tile to the producer through a one-slot queue (taken at the start of the previous
-//!   tile's loads) and to the mailbox of the consumer warpgroup that runs it (one slot per
-//!   warpgroup, a full and an empty mbarrier each), so neither the producer nor the
-//!   consumers wait for the ticket's atomic or the walk's global loads between two tiles.
-//!   The ordered math's hand-over (`rc_named_barrier_arrive` after a mainloop is issued) is
-//!   unconditional: the next tile's warpgroup always waits for it, for a tile or for its
-//!   end. The scheduler posts two end tickets, [`END_FIRST`] to the warpgroup whose turn is
-//!   next and [`END_LAST`] to the other; the first one's warpgroup hands over once more
-//!   before it leaves, so every arrive meets its wait. These kernels also skip the `wgmma`
-//!   of an expert's last row tile's upper 64 rows where they are all padding
-//!   (`consumer::pingpong_halves`; with the static walk that made the persistent CTAs drift
-//!   apart and re-read the weights: BENCHMARKS.md, "Session 27 (helper moe1k)").
+//!   epilogue), as in the static walk. Ping-pong consumers (whose ordered look-ahead walks
+//!   the static ids) and the gathering GEMM1 (a producer warpgroup) are refused.
 
 use super::*;
 
@@ -58,22 +44,14 @@ pub(super) fn bytes(stages: usize) -> usize {
     20 * RING + 4 * stages
 }
 
-/// The ping-pong producer's end ticket to the warpgroup whose turn is next: it hands the
-/// ordered math over once more, to the other warpgroup's [`END_LAST`].
-pub const END_FIRST: u32 = 0xffff_fffe;
-
-/// The ping-pong producer's end ticket to the other warpgroup.
-pub const END_LAST: u32 = 0xffff_ffff;
-
-/// The dynamic walk's limits: a grouped kernel on the cooperative or ping-pong schedule,
-/// its A by TMA.
+/// The dynamic walk's limits: a grouped kernel on the cooperative schedule, its A by TMA.
 pub(super) fn check(cfg: &GemmSm90Config) -> Result<(), GemmError> {
     if cfg.grouped.is_none() {
         return Err(cfg_err("dynamic walk: the grouped (MoE) member only"));
     }
-    if !matches!(cfg.schedule, Sm90Schedule::Cooperative | Sm90Schedule::PingPong) {
+    if cfg.schedule != Sm90Schedule::Cooperative {
         return Err(cfg_err(format!(
-            "dynamic walk: the cooperative or ping-pong schedule only, got {:?}",
+            "dynamic walk: the cooperative schedule only, got {:?} (a ping-pong warpgroup's look-ahead walks the static ids)",
             cfg.schedule
         )));
     }
@@ -88,27 +66,6 @@ pub(super) fn check(cfg: &GemmSm90Config) -> Result<(), GemmError> {
 /// The walk's shared-memory addresses (after the pipeline's barriers).
 pub(super) fn smem_decls(k: &Ctx) -> Vec<Stmt> {
     let off = k.p.walk_offset;
-    if k.pp {
-        return vec![
-            c(format!(
-                "dynamic walk at {off}: mfull[2], mempty[2] (the consumer warpgroups' mailboxes), qfull, qempty (the producer's queue) mbarriers; q[4] = (ticket, tile_m, tile_n, expert); mbox[2][8] = (ticket, tile_m, tile_n, expert, upper rows routed)"
-            )),
-            d("const uint32_t", "dyn_mfull", format!("smem_u32 + {off}u")),
-            d("const uint32_t", "dyn_mempty", "dyn_mfull + 16u"),
-            d("const uint32_t", "dyn_qfull", "dyn_mfull + 32u"),
-            d("const uint32_t", "dyn_qempty", "dyn_mfull + 40u"),
-            d(
-                "volatile uint32_t* const",
-                "dyn_q",
-                format!("reinterpret_cast<volatile uint32_t*>(smem + {})", off + 48),
-            ),
-            d(
-                "volatile uint32_t* const",
-                "dyn_mbox",
-                format!("reinterpret_cast<volatile uint32_t*>(smem + {})", off + 64),
-            ),
-        ];
-    }
     let mut v = vec![c(format!(
         "dynamic walk at {off}: xfull[{RING}], xempty[{RING}] mbarriers, xid[{RING}] (the ticket ring of a 2x1 cluster), wid[{}] (each stage's work id)",
         k.s
@@ -131,23 +88,6 @@ pub(super) fn smem_decls(k: &Ctx) -> Vec<Stmt> {
 /// In the barrier initialization (one thread): the ticket ring's mbarriers, one arrival each
 /// (rank 1's `arrive.expect_tx` of a slot's 4 bytes; its release arrive on rank 0).
 pub(super) fn barrier_inits(k: &Ctx) -> Vec<Stmt> {
-    if k.pp {
-        // A mailbox is full once the scheduler posted a tile, empty once each of its
-        // warpgroup's four warps has read it; the queue likewise for the producer thread.
-        return vec![
-            for_(
-                "i",
-                "0",
-                "2",
-                vec![
-                    e("rc_mbarrier_init(dyn_mfull + 8 * i, 1)"),
-                    e("rc_mbarrier_init(dyn_mempty + 8 * i, 4)"),
-                ],
-            ),
-            e("rc_mbarrier_init(dyn_qfull, 1)"),
-            e("rc_mbarrier_init(dyn_qempty, 1)"),
-        ];
-    }
     if !k.clustered {
         return vec![];
     }
@@ -208,14 +148,6 @@ fn next_ticket(k: &Ctx) -> String {
 /// The producer's walk over its tickets: `body` per work id (its `continue` skips a hole of
 /// the walk to the next ticket), then the end posted to the next stage.
 pub(super) fn producer_loop(k: &Ctx, body: Vec<Stmt>) -> Vec<Stmt> {
-    if k.pp {
-        return vec![Stmt::Loop {
-            init: "uint32_t dyn_qphase = 0u".into(),
-            cond: "true".into(),
-            step: "dyn_qphase ^= 1u".into(),
-            body,
-        }];
-    }
     let mut v = Vec::new();
     if k.clustered {
         v.extend([
@@ -237,117 +169,6 @@ pub(super) fn producer_loop(k: &Ctx, body: Vec<Stmt>) -> Vec<Stmt> {
         e("rc_mbarrier_arrive(bar_full + 8 * stage)"),
     ]);
     v
-}
-
-/// Ping-pong, the producer's tile head: the next tile from the scheduler's queue (released
-/// at once, so the scheduler takes the next ticket during this tile's loads); the end
-/// ticket ends the walk.
-pub(super) fn producer_head() -> Vec<Stmt> {
-    vec![
-        c("the next tile from the scheduler's queue"),
-        e("rc_mbarrier_wait_parity(dyn_qfull, dyn_qphase)"),
-        d("const unsigned long long", "work", "dyn_q[0]"),
-        dc("int", "tile_m", "(int)dyn_q[1]", "the walk's tile, decoded by the scheduler"),
-        d("int", "tile_n", "(int)dyn_q[2]"),
-        d("const int", "dyn_expert", "(int)dyn_q[3]"),
-        e("rc_mbarrier_arrive(dyn_qempty)"),
-        if_("work >= walk_end", vec![e("break")]),
-        d("int", "batch", "0"),
-    ]
-}
-
-/// Ping-pong: the scheduler thread (warp 1 of the producer warpgroup). Once the producer has
-/// taken the queue's tile, it takes the next ticket, skips the walk's holes, decodes the
-/// tile and hands it to the producer's queue and to the mailbox of the consumer warpgroup
-/// that runs it (with whether its upper 64 rows hold routed entries, `upper`); from the
-/// first ticket past the walk on, the end to the queue and both mailboxes.
-pub(super) fn scheduler(upper: &str) -> Stmt {
-    let post = |g: &str, id: &str, upper: &str| {
-        e(format!(
-            "rc_dyn_post(dyn_mfull, dyn_mempty, dyn_mbox, {g}, {id}, tile_m, tile_n, expert, {upper})"
-        ))
-    };
-    let body = vec![
-        e("rc_mbarrier_wait_parity(dyn_qempty, dyn_qphase ^ 1u)"),
-        d("unsigned", "t", "rc_dyn_ticket(work_counter, last_ticket)"),
-        d("int", "tile_m", "0"),
-        d("int", "tile_n", "0"),
-        Stmt::While {
-            cond: "t < walk_end && !rc_grouped_tile(t, sched_tiles_n, rows_used, offsets, block_expert, tile_m, tile_n)"
-                .into(),
-            body: vec![Stmt::assign("t", "rc_dyn_ticket(work_counter, last_ticket)")],
-        },
-        d("const int", "expert", "t < walk_end ? __ldg(block_expert + tile_m) : 0"),
-        Stmt::assign("dyn_q[0]", "t"),
-        Stmt::assign("dyn_q[1]", "(uint32_t)tile_m"),
-        Stmt::assign("dyn_q[2]", "(uint32_t)tile_n"),
-        Stmt::assign("dyn_q[3]", "(uint32_t)expert"),
-        e("rc_mbarrier_arrive(dyn_qfull)"),
-        if_(
-            "t >= walk_end",
-            vec![
-                c("the end: one ticket to each warpgroup's mailbox, the first to the one whose turn is next"),
-                post("dyn_g", &format!("{END_FIRST:#x}u"), "false"),
-                post("dyn_g + 1u", &format!("{END_LAST:#x}u"), "false"),
-                e("break"),
-            ],
-        ),
-        post("dyn_g", "t", upper),
-        e("++dyn_g"),
-    ];
-    if_(
-        "warp == 1 && rc_elect_one_sync()",
-        vec![
-            c("Scheduler: the dynamic walk's tickets, decoded one tile ahead of the producer's loads"),
-            dc("unsigned", "dyn_g", "0u", "tiles posted; tile g goes to consumer warpgroup g & 1"),
-            Stmt::Loop {
-                init: "uint32_t dyn_qphase = 0u".into(),
-                cond: "true".into(),
-                step: "dyn_qphase ^= 1u".into(),
-                body,
-            },
-        ],
-    )
-}
-
-/// The ping-pong consumers' walk: each tile from this warpgroup's mailbox, until an end
-/// ticket (`body`: the tile's fields from `tile_m` / `tile_n` / `batch` on). At the end the
-/// warpgroup waits for the hand-over of the tile before (the other warpgroup arrives after
-/// every mainloop), and the first end's warpgroup hands over once more, to the other's last
-/// wait.
-pub(super) fn pingpong_consumer_loop(body: Vec<Stmt>) -> Stmt {
-    let end = vec![
-        c("the end: take the previous mainloop's hand-over; the first end hands over to the other warpgroup's end"),
-        if_(
-            "local > 0",
-            vec![e("rc_named_barrier_sync(3u + (uint32_t)cw, 256u)")],
-        ),
-        if_(
-            format!("ticket == {END_FIRST:#x}u"),
-            vec![e("rc_named_barrier_arrive(3u + (uint32_t)(1 - cw), 256u)")],
-        ),
-        e("break"),
-    ];
-    let mut tile = vec![
-        c("this warpgroup's next tile from its mailbox, posted a tile ahead; every lane reads it, then lane 0 of each warp releases the slot"),
-        e("rc_mbarrier_wait_parity(dyn_mfull + 8u * cw, dyn_mphase)"),
-        d("const unsigned", "ticket", "dyn_mbox[8 * cw]"),
-        d("int", "tile_m", "(int)dyn_mbox[8 * cw + 1]"),
-        d("int", "tile_n", "(int)dyn_mbox[8 * cw + 2]"),
-        d("const int", "dyn_expert", "(int)dyn_mbox[8 * cw + 3]"),
-        d("const bool", "upper_routed", "dyn_mbox[8 * cw + 4] != 0u"),
-        e("__syncwarp()"),
-        if_("lane == 0", vec![e("rc_mbarrier_arrive(dyn_mempty + 8u * cw)")]),
-        if_("ticket >= walk_end", end),
-        d("int", "batch", "0"),
-    ];
-    tile.extend(body);
-    Stmt::Loop {
-        init: "uint32_t dyn_mphase = 0u".into(),
-        cond: "true".into(),
-        step: "dyn_mphase ^= 1u".into(),
-        body: tile,
-    }
 }
 
 /// In the producer's k-tile loop, after the stage's empty barrier: the tile's id in the
@@ -372,7 +193,7 @@ pub(super) fn consumer_loop(body: Vec<Stmt>) -> Stmt {
 }
 
 /// The walk's device helpers (after the unit's snippets and `rc_pipe_advance`).
-pub(super) fn helper(clustered: bool, pingpong: bool) -> Item {
+pub(super) fn helper(clustered: bool) -> Item {
     let mut code = String::from(
         r#"// The dynamic walk's next ticket of the launch's counter: tickets below walk_end are work ids in launch
 // order, every cluster stops at its first one from walk_end on, and the holder of the last of those
@@ -418,26 +239,6 @@ __device__ __forceinline__ unsigned rc_dyn_cluster_ticket(unsigned* counter, uns
 }}
 "#
         ));
-    }
-    if pingpong {
-        code.push_str(
-            r#"// Ping-pong: the scheduler posts its g-th tile (or an end ticket) to consumer warpgroup g & 1's mailbox
-// once that warpgroup's four warps have read its previous one: (ticket, tile_m, tile_n, expert, whether
-// rows 64.. of the tile hold routed entries).
-__device__ __forceinline__ void rc_dyn_post(uint32_t mfull, uint32_t mempty, volatile uint32_t* mbox, unsigned g,
-    unsigned id, int tile_m, int tile_n, int expert, bool upper) {
-  const uint32_t w = g & 1u;
-  rc_mbarrier_wait_parity(mempty + 8u * w, ((g >> 1) & 1u) ^ 1u);
-  volatile uint32_t* slot = mbox + 8u * w;
-  slot[0] = id;
-  slot[1] = (uint32_t)tile_m;
-  slot[2] = (uint32_t)tile_n;
-  slot[3] = (uint32_t)expert;
-  slot[4] = upper ? 1u : 0u;
-  rc_mbarrier_arrive(mfull + 8u * w);
-}
-"#,
-        );
     }
     Item::Snippet {
         origin: "rcute dynamic walk".into(),

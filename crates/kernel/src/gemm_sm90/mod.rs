@@ -214,10 +214,7 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         code: helpers(cfg.cd),
     });
     if cfg.dynamic_walk {
-        items.push(dynamic::helper(
-            grouped_cluster::clustered(cfg),
-            cfg.schedule == Sm90Schedule::PingPong,
-        ));
+        items.push(dynamic::helper(grouped_cluster::clustered(cfg)));
     }
     let fusion = if p.bc_floats > 0 {
         cfg.fusion.emit_staged("rc_fusion", bm, bn)

@@ -33,13 +33,6 @@ pub(super) fn producer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     }
     prod.push(if_("warp == 0 && rc_elect_one_sync()", ml_block));
     prod.extend(c_warp);
-    if k.pp && k.cfg.dynamic_walk {
-        let upper = match consumer::pingpong_halves(k) {
-            true => format!("__ldg(sorted_ids + tile_m * {} + 64) < entries", k.bm),
-            false => "true".into(),
-        };
-        prod.push(dynamic::scheduler(&upper));
-    }
     Ok(prod)
 }
 
@@ -68,11 +61,7 @@ fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
     let s = k.s;
     let tx = p.mainloop.tx_bytes;
     let mut ml = vec![d("uint32_t", "stage", "0"), d("uint32_t", "phase", "0")];
-    let pp_dynamic = k.pp && k.cfg.dynamic_walk;
-    let mut body = match pp_dynamic {
-        true => dynamic::producer_head().into_iter().chain(tile_fields(k, TileNeeds::WithSplit)).collect(),
-        false => tile_of(k, TileNeeds::WithSplit),
-    };
+    let mut body = tile_of(k, TileNeeds::WithSplit);
     let mut kt_body = vec![
         dc(
             "const uint32_t",
@@ -91,7 +80,7 @@ fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
             operand_load(k, "b", p.offsets[1], p.stage_bytes[1], "n0", k.cm > 1),
         ]),
     }
-    if k.cfg.dynamic_walk && !pp_dynamic {
+    if k.cfg.dynamic_walk {
         kt_body.insert(2, dynamic::post_work());
     }
     kt_body.push(e(format!("rc_pipe_advance(stage, phase, 1u, {s}u)")));

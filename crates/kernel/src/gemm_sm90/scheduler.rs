@@ -168,7 +168,7 @@ pub(super) fn tile_decoded_ahead(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
 
 /// The fields of a decoded work item: split, batch, the split's first k-tile (`WithSplit`)
 /// and the tile origin.
-pub(super) fn tile_fields(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
+fn tile_fields(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
     let mut v = Vec::new();
     // Stream-K kernels have no K splits (their batches are the problem's).
     if needs != TileNeeds::TileOnly && !k.sk {
@@ -202,11 +202,7 @@ pub(super) fn tile_fields(k: &Ctx, needs: TileNeeds) -> Vec<Stmt> {
         v.push(dc(
             "const int",
             "expert",
-            if k.pp && k.cfg.dynamic_walk {
-                "dyn_expert"
-            } else {
-                "__ldg(block_expert + tile_m)"
-            },
+            "__ldg(block_expert + tile_m)",
             "the local expert of this row tile",
         ));
     }

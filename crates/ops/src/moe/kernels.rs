@@ -277,7 +277,7 @@ pub fn with_walk_band(gemms: [GemmSm90Config; 2], band: Option<i64>) -> [GemmSm9
 /// `gemms` ([`sm90_gemms`]) with the dynamic persistent walk
 /// ([`GemmSm90Config::dynamic_walk`]) forced where `dynamic` is given
 /// ([`super::MoeOptions::dynamic`]; `None`: as they are, the rule's, [`super::sm90_dynamic`]):
-/// on the GEMMs of the cooperative and ping-pong schedules that read A by TMA; gathering
+/// on the GEMMs of the cooperative schedule that read A by TMA; ping-pong and gathering
 /// GEMMs stay as they are.
 ///
 /// ```
@@ -294,21 +294,14 @@ pub fn with_walk_band(gemms: [GemmSm90Config; 2], band: Option<i64>) -> [GemmSm9
 /// // T = 4096: dynamic by the rule; forced static.
 /// let [g1, g2] = with_dynamic(sm90_gemms(bf, bf, MoePath::Auto, 8192, 8, 4096, 14336, 132), Some(false));
 /// assert!(!g1.dynamic_walk && !g2.dynamic_walk);
-/// // T = 1024: ping-pong, static by the rule; forced dynamic.
+/// // T = 1024: ping-pong, unchanged.
 /// let pp = sm90_gemms(bf, bf, MoePath::Auto, 2048, 8, 4096, 14336, 132);
-/// assert_eq!(with_dynamic(pp.clone(), None), pp);
-/// let [g1, g2] = with_dynamic(pp, Some(true));
-/// assert!(g1.dynamic_walk && g2.dynamic_walk);
-/// // T = 256: GEMM1 gathers its rows (a producer warpgroup): static.
-/// let [g1, g2] = with_dynamic(sm90_gemms(bf, bf, MoePath::Auto, 512, 8, 4096, 14336, 132), Some(true));
-/// assert!(!g1.dynamic_walk && g2.dynamic_walk);
+/// assert_eq!(with_dynamic(pp.clone(), Some(true)), pp);
 /// ```
 pub fn with_dynamic(gemms: [GemmSm90Config; 2], dynamic: Option<bool>) -> [GemmSm90Config; 2] {
     gemms.map(|mut g| {
         if let Some(on) = dynamic {
-            g.dynamic_walk = on
-                && matches!(g.schedule, Sm90Schedule::Cooperative | Sm90Schedule::PingPong)
-                && !g.gather_a;
+            g.dynamic_walk = on && g.schedule == Sm90Schedule::Cooperative && !g.gather_a;
         }
         g
     })
