@@ -1,11 +1,12 @@
-//! The SM90 ping-pong MoE GEMMs on the dynamic walk (`MoeOptions::dynamic`) on an expert's
-//! last row tile of at most 64 routed rows, whose consumer warpgroup issues the first m64
-//! atom's `wgmma` only (its upper 64 rows are padding): the caller routes exact row counts
-//! per expert (0, 1, 64, 65, 129, 192, 193, 286: last tiles of 1, 64, 65, 1, 64, 65 and 30
-//! rows, an empty expert), and the dynamic ping-pong layer (GEMM1 fed by TMA, and
-//! gathering its rows itself on the static walk) is the static one bit for bit, twice, and
-//! matches the float64 reference and the SM80 family. Skips without an sm_90 GPU (fails
-//! under `RCUTE_REQUIRE_GPU=1` without a GPU).
+//! The fused MoE layer at exact per-expert row counts around the SM90 row tile's halves:
+//! the caller routes 0, 1, 64, 65, 129, 192, 193 and 286 rows to the eight experts, so the
+//! experts' last row tiles hold 1, 64, 65, 1, 64, 65 and 30 routed rows (and one expert
+//! none). A cooperative SM90 consumer warpgroup whose 64 rows are all padding skips its
+//! `wgmma` (its first row is padding at 1..64 routed rows, routed at 65); a ping-pong
+//! warpgroup runs the whole tile. Every grouped GEMM family the GPU has matches the float64
+//! reference; the ping-pong layer is bit-identical twice and with GEMM1 gathering its rows
+//! itself, and the cooperative layer on the dynamic walk is its static walk bit for bit.
+//! Skips without an sm_90 GPU (fails under `RCUTE_REQUIRE_GPU=1` without a GPU).
 
 mod common;
 
@@ -49,13 +50,15 @@ fn routed_ids(rng: &mut Rng) -> Vec<i32> {
 }
 
 #[test]
-fn dynamic_pingpong_half_tiles_are_the_static_layer_bit_for_bit() {
-    let Some(ops) = gpu_for_test().map(Ops::new) else { return };
+fn exact_tail_rows_on_every_family_match_reference() {
+    let Some(ops) = gpu_for_test().map(Ops::new) else {
+        return;
+    };
     if ops.gpu().compute_capability() != (9, 0) {
         eprintln!("not an sm_90 GPU: nothing to check");
         return;
     }
-    let mut rng = Rng::for_test("pingpong_tail");
+    let mut rng = Rng::for_test("exact_tail_rows");
     let s = ops.gpu().stream().clone();
     let (e, k, h, i) = (8, 2, 256, 512);
     let ids = routed_ids(&mut rng);
@@ -109,24 +112,29 @@ fn dynamic_pingpong_half_tiles_are_the_static_layer_bit_for_bit() {
         s.clone_dtoh(&y).unwrap()
     };
     let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    let pp = MoePath::Sm90PingPong;
-    let dynamic = layer(pp, None, Some(true));
-    check_close("dynamic ping-pong vs reference", &dynamic, &want);
-    let sm80 = layer(MoePath::Sm80, None, None);
-    check_close("SM80 family vs reference", &sm80, &want);
-    let sm80_f: Vec<f64> = sm80.iter().map(|v| v.to_f64()).collect();
-    check_close("dynamic ping-pong vs SM80 family", &dynamic, &sm80_f);
-    for (name, other) in [
-        ("static ping-pong", layer(pp, None, Some(false))),
-        ("dynamic ping-pong again", layer(pp, None, Some(true))),
-        ("ping-pong, gathering GEMM1", layer(pp, Some(true), Some(true))),
+    for path in [
+        MoePath::Sm80,
+        MoePath::Sm90,
+        MoePath::Sm90Narrow,
+        MoePath::Sm90Cluster,
+        MoePath::Sm90PingPong,
+        MoePath::Auto,
     ] {
-        assert_eq!(bits(&dynamic), bits(&other), "dynamic ping-pong vs {name}");
+        check_close(&format!("{path:?} vs reference"), &layer(path, None, None), &want);
     }
-    let coop = layer(MoePath::Sm90, None, Some(true));
-    check_close("dynamic cooperative vs reference", &coop, &want);
-    eprintln!(
-        "ping-pong bit-identical to the cooperative layer: {}",
-        bits(&dynamic) == bits(&coop)
+    let pp = layer(MoePath::Sm90PingPong, None, None);
+    for (name, other) in [
+        ("again", layer(MoePath::Sm90PingPong, None, None)),
+        (
+            "with the gathering GEMM1",
+            layer(MoePath::Sm90PingPong, Some(true), None),
+        ),
+    ] {
+        assert_eq!(bits(&pp), bits(&other), "ping-pong vs ping-pong {name}");
+    }
+    assert_eq!(
+        bits(&layer(MoePath::Sm90, None, Some(true))),
+        bits(&layer(MoePath::Sm90, None, Some(false))),
+        "the cooperative layer's dynamic walk differs from its static one"
     );
 }
