@@ -103,10 +103,13 @@ pub(crate) fn sm90_gemm2(el: Element, tile: [i64; 3], cluster: bool) -> GemmSm90
 /// let [g1, g2] = sm90_gemms(e4m3, bf, MoePath::Auto, 8192, 8, 4096, 14336, 132);
 /// assert_eq!((g1.tile, g1.cluster), ([128, 256, 128], [1, 1]));
 /// assert_eq!((g2.tile, g2.cluster), ([128, 256, 128], [1, 1]));
-/// // From 1024 rows per expert of experts streamed from DRAM both layers' cooperative
-/// // GEMMs walk their tiles dynamically (`sm90_dynamic`); at T = 2048 statically.
+/// // From 512 rows per expert of experts streamed from DRAM both layers' cooperative
+/// // GEMMs walk their tiles dynamically (`sm90_dynamic`), the bf16 layer's from T = 2048;
+/// // at T = 1024 its ping-pong GEMMs statically.
 /// assert!(g1.dynamic_walk && g2.dynamic_walk);
 /// let [g1, g2] = sm90_gemms(bf, bf, MoePath::Auto, 4096, 8, 4096, 14336, 132);
+/// assert!(g1.dynamic_walk && g2.dynamic_walk);
+/// let [g1, g2] = sm90_gemms(bf, bf, MoePath::Auto, 2048, 8, 4096, 14336, 132);
 /// assert!(!g1.dynamic_walk && !g2.dynamic_walk);
 /// ```
 ///
@@ -284,16 +287,16 @@ pub fn with_walk_band(gemms: [GemmSm90Config; 2], band: Option<i64>) -> [GemmSm9
 /// use rcute_atom::Element;
 /// use rcute_ops::moe::{sm90_gemms, with_dynamic, MoePath};
 /// let bf = Element::BF16;
-/// // Mixtral T = 2048: both GEMMs cooperative on 2x1 clusters, walked statically by the
-/// // rule; forced dynamic.
+/// // Mixtral T = 2048: both GEMMs cooperative on 2x1 clusters, walked dynamically by the
+/// // rule; forced static.
 /// let gemms = sm90_gemms(bf, bf, MoePath::Auto, 4096, 8, 4096, 14336, 132);
 /// assert_eq!(with_dynamic(gemms.clone(), None), gemms);
-/// let [g1, g2] = with_dynamic(gemms.clone(), Some(true));
-/// assert!(g1.dynamic_walk && g2.dynamic_walk);
-/// assert_eq!(with_dynamic([g1, g2], Some(false)), gemms);
-/// // T = 4096: dynamic by the rule; forced static.
-/// let [g1, g2] = with_dynamic(sm90_gemms(bf, bf, MoePath::Auto, 8192, 8, 4096, 14336, 132), Some(false));
+/// let [g1, g2] = with_dynamic(gemms.clone(), Some(false));
 /// assert!(!g1.dynamic_walk && !g2.dynamic_walk);
+/// assert_eq!(with_dynamic([g1, g2], Some(true)), gemms);
+/// // T = 1536 (384 rows per expert): cooperative, static by the rule; forced dynamic.
+/// let [g1, g2] = with_dynamic(sm90_gemms(bf, bf, MoePath::Auto, 3072, 8, 4096, 14336, 132), Some(true));
+/// assert!(g1.dynamic_walk && g2.dynamic_walk);
 /// // T = 1024: ping-pong, unchanged.
 /// let pp = sm90_gemms(bf, bf, MoePath::Auto, 2048, 8, 4096, 14336, 132);
 /// assert_eq!(with_dynamic(pp.clone(), Some(true)), pp);
@@ -379,7 +382,7 @@ pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<V
                 }
             }
             v.extend([TunedKernel::Sm90(gemm2(false)), TunedKernel::Sm90(gemm2(true))]);
-            // Auto's dynamic walk (`sm90_dynamic`, from eight row tiles per expert: GEMM1's
+            // Auto's dynamic walk (`sm90_dynamic`, from four row tiles per expert: GEMM1's
             // wide TMA form) holds inside an entry too.
             let dynamic = |mut g: GemmSm90Config| {
                 g.dynamic_walk = true;
