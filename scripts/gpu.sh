@@ -130,9 +130,10 @@ for tool in $(tools awq memcheck racecheck synccheck); do
 done
 # The fused MoE layer (routing, grouped GEMMs with gather / SwiGLU / scatter, finalize) and
 # its prepared-weight form (the reorder kernels, the `_prep` decode GEMMs) and GEMM1 routing
-# a decode batch itself (`_route_`): memcheck, racecheck, synccheck.
+# a decode batch itself (`_route_`), and the row tiles' tails (`gpu_moe_tail`): memcheck,
+# racecheck, synccheck.
 for tool in $(tools moe memcheck racecheck synccheck); do
-  for t in .device/bin/test-*-gpu_moe .device/bin/test-*-gpu_moe_prepared .device/bin/test-*-gpu_moe_route; do
+  for t in .device/bin/test-*-gpu_moe .device/bin/test-*-gpu_moe_prepared .device/bin/test-*-gpu_moe_route .device/bin/test-*-gpu_moe_tail; do
     [ -e "$t" ] && sanitize_filtered "$tool" "$t"
   done
 done
