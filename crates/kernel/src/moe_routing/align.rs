@@ -176,6 +176,12 @@ pub struct MoeAlignArgs {
 impl GeneratedMoeAlign {
     /// Validates the sizes and returns the buffer sizes they need.
     pub fn check(&self, a: &MoeAlignArgs) -> Result<AlignCapacity, MoeRoutingError> {
+        Self::check_args(a)
+    }
+
+    /// [`Self::check`] without a generated kernel (shared with the multi-CTA alignment,
+    /// [`super::align_multi`]).
+    pub fn check_args(a: &MoeAlignArgs) -> Result<AlignCapacity, MoeRoutingError> {
         if a.expert_offset < 0 || a.local_experts < 1 || a.local_experts as u32 > MAX_LOCAL_EXPERTS {
             return Err(MoeRoutingError::ExpertRange {
                 offset: a.expert_offset.into(),
