@@ -23,7 +23,11 @@ fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
     ));
     let m = align_multi::generate();
     v.push((m.count.0, m.count.1, vec!["ATOMS", "BAR.SYNC"]));
-    v.push((m.place.0, m.place.1, vec!["VOTE.ANY", "ATOMS", "SHFL.UP", "POPC", "BAR.SYNC"]));
+    v.push((
+        m.place.0,
+        m.place.1,
+        vec!["VOTE.ANY", "ATOMS", "SHFL.UP", "POPC", "BAR.SYNC"],
+    ));
     for (e, experts) in [(Element::F32, 64), (Element::BF16, 8), (Element::F32, 256)] {
         let g = topk_align::generate(e, experts).unwrap();
         v.push((
@@ -322,7 +326,10 @@ fn multi_cta_alignment_sizes_and_checks() {
         walk_counters: 0,
     };
     let table = align_multi::table_bytes(6144, 64);
-    assert_eq!(g.check(&a, table).unwrap(), align::align_capacity(1024, 6, 64, 128).unwrap());
+    assert_eq!(
+        g.check(&a, table).unwrap(),
+        align::align_capacity(1024, 6, 64, 128).unwrap()
+    );
     assert_eq!(g.launch_config(&a).grid.x, 3);
     assert!(matches!(g.check(&a, table - 4), Err(MoeRoutingError::TooLarge(_))));
     assert!(matches!(

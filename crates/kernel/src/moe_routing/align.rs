@@ -530,7 +530,9 @@ pub(super) fn pad_rows(sp: &Spread) -> Vec<Stmt> {
     } = sp;
     let mut v = vec![];
     if !unstaged.is_empty() {
-        v.push(Stmt::Comment("staged: the sentinel is in the shared rows already".into()));
+        v.push(Stmt::Comment(
+            "staged: the sentinel is in the shared rows already".into(),
+        ));
     }
     v.extend([
         Stmt::Loop {

@@ -143,7 +143,9 @@ fn count_slice() -> Vec<Stmt> {
     ];
     v.extend(align::zero_counters());
     v.extend([
-        Stmt::Comment("CTA c owns the entries [cbeg, cend), warp w [begin, end) of them (N <= 2^30, C <= 64: 32-bit)".into()),
+        Stmt::Comment(
+            "CTA c owns the entries [cbeg, cend), warp w [begin, end) of them (N <= 2^30, C <= 64: 32-bit)".into(),
+        ),
         Stmt::decl("const int", "cper", "(N + (int)gridDim.x - 1) / (int)gridDim.x"),
         Stmt::decl("const int", "cbeg", "min(N, (int)blockIdx.x * cper)"),
         Stmt::decl("const int", "cend", "min(N, cbeg + cper)"),
@@ -216,7 +218,11 @@ fn place_kernel(name: &str) -> CFunction {
     body.extend(align::scan_with(totals, Some("blockIdx.x == 0")));
     body.extend([
         Stmt::Comment("pass 2 over all CTAs: global thread gt of gthreads, global warp gw of gwarps".into()),
-        Stmt::decl("const int", "gt", format!("(int)blockIdx.x * {THREADS} + (int)threadIdx.x")),
+        Stmt::decl(
+            "const int",
+            "gt",
+            format!("(int)blockIdx.x * {THREADS} + (int)threadIdx.x"),
+        ),
         Stmt::decl("const int", "gthreads", format!("(int)gridDim.x * {THREADS}")),
         Stmt::decl("const int", "gw", format!("(int)blockIdx.x * {} + w", THREADS / 32)),
         Stmt::decl("const int", "gwarps", format!("(int)gridDim.x * {}", THREADS / 32)),

@@ -21,9 +21,9 @@ use rcute_kernel::grouped_gemm::route::{RouteArgs, RouteLogits};
 use rcute_kernel::grouped_gemm::{
     self, GeneratedGroupedGemm, GroupedA, GroupedEpilogue, GroupedGemmArgs, GroupedGemmConfig,
 };
-use rcute_kernel::moe_routing::{align, align_multi};
 use rcute_kernel::moe_routing::topk_align;
 use rcute_kernel::moe_routing::topk_softmax::{self, TopkSoftmaxArgs};
+use rcute_kernel::moe_routing::{align, align_multi};
 use rcute_kernel::{grid_dependency, CompileOptions, Function, KernelCache};
 
 pub(crate) fn element(d: DType) -> Result<Element, OpsError> {
@@ -297,7 +297,16 @@ impl Ops {
             (None, Some((i, w))) => (i.ptr, w.ptr),
             (None, None) => return Err(OpsError::Shape("no routing".into())),
         };
-        self.moe_align(ids, p.tokens, p.topk, p.expert_offset, p.local_experts, ws, l, p.align_ctas)?;
+        self.moe_align(
+            ids,
+            p.tokens,
+            p.topk,
+            p.expert_offset,
+            p.local_experts,
+            ws,
+            l,
+            p.align_ctas,
+        )?;
         Ok((ids, weights))
     }
 

@@ -746,8 +746,7 @@ pub(crate) fn validate_moe(
     if tokens == 0 || hidden == 0 || xg.batch != 1 {
         return Err(OpsError::Empty(format!("x [{tokens}, {hidden}] (batch {})", xg.batch)));
     }
-    let local = ag.batch;
-    let inter = ag.rows / 2;
+    let (local, inter) = (ag.batch, ag.rows / 2);
     if local == 0 || inter == 0 {
         return Err(OpsError::Empty(format!("w13 [{local}, {}, {}]", ag.rows, ag.cols)));
     }
