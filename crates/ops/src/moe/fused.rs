@@ -64,16 +64,28 @@ pub(crate) fn layer_uses<'s>(
 /// CTAs ([`align_multi`]): two or more CTAs of [`align_multi::ENTRIES_PER_CTA`].
 pub const ALIGN_CTAS_MIN_ENTRIES: usize = 4096;
 
-/// Whether the alignment of `entries` routed entries runs on several CTAs when
-/// [`super::MoeOptions::align_ctas`] does not say: from [`ALIGN_CTAS_MIN_ENTRIES`] on.
+/// The fewest local experts for which [`align_on_ctas`] aligns on several CTAs.
+pub const ALIGN_CTAS_MIN_EXPERTS: usize = 16;
+
+/// Whether the alignment of `entries` routed entries over `local` experts runs on several
+/// CTAs when [`super::MoeOptions::align_ctas`] does not say: from
+/// [`ALIGN_CTAS_MIN_ENTRIES`] entries over at least [`ALIGN_CTAS_MIN_EXPERTS`] experts.
+/// On the H200 (BENCHMARKS.md, "Session 27 (helper align)"; one process, the CUDA graph
+/// of the layer, rows A B B A, µs) DeepSeek-V2-Lite went 332.0 / 331.2 -> 330.1 / 330.3
+/// at T = 1024 (6144 entries) and 943.3 / 959.1 -> 898.2 / 897.8 at T = 4096 (24576; more
+/// than the single block's 23 us, so not all of it is the alignment), while Mixtral T =
+/// 4096 (8192 entries over 8 experts) went 4645.9 / 4669.6 -> 4707.1 / 4674.6 (noise
+/// level): few experts keep the single block (its pass 3 takes one ballot per bit of the
+/// expert, 4 for 8 experts against 7 for 64).
 ///
 /// ```
 /// use rcute_ops::moe::align_on_ctas;
-/// assert!(align_on_ctas(1024 * 6)); // DeepSeek-V2-Lite T = 1024
-/// assert!(!align_on_ctas(1024 * 2)); // Mixtral T = 1024
+/// assert!(align_on_ctas(1024 * 6, 64)); // DeepSeek-V2-Lite T = 1024
+/// assert!(!align_on_ctas(512 * 6, 64)); // T = 512: one block
+/// assert!(!align_on_ctas(4096 * 2, 8)); // Mixtral T = 4096
 /// ```
-pub fn align_on_ctas(entries: usize) -> bool {
-    entries >= ALIGN_CTAS_MIN_ENTRIES
+pub fn align_on_ctas(entries: usize, local: usize) -> bool {
+    entries >= ALIGN_CTAS_MIN_ENTRIES && local >= ALIGN_CTAS_MIN_EXPERTS
 }
 
 /// The bytes of w2 that GEMM2 of the MoE layer may prefetch into L2 before it waits for
@@ -127,7 +139,7 @@ impl Ops {
         l: &super::problem::WorkspaceLayout,
         ctas: Option<bool>,
     ) -> Result<(), OpsError> {
-        if ctas.unwrap_or_else(|| align_on_ctas(tokens.saturating_mul(topk))) {
+        if ctas.unwrap_or_else(|| align_on_ctas(tokens.saturating_mul(topk), local)) {
             return self.moe_align_ctas(ids, tokens, topk, expert_offset, local, ws, l);
         }
         let g = align::generate();
