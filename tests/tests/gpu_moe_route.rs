@@ -7,7 +7,9 @@
 //! loads), expert-parallel slices, and a workspace filled with garbage first (the first
 //! CTA writes the whole alignment GEMM2 and the finalize read). Outputs are poisoned
 //! (NaN) first; a CUDA graph of the layer replays new logits. Skips without a GPU (fails under `RCUTE_REQUIRE_GPU=1`); `RCUTE_CASES`
-//! keeps the first token counts and configurations (the sanitizer runs).
+//! keeps the first token counts and configurations (the sanitizer runs). The alignment on
+//! several CTAs (`MoeOptions::align_ctas`) gives the single block's layer bit for bit at
+//! prefill sizes, on both families, with expert-parallel slices.
 
 mod common;
 
@@ -17,7 +19,7 @@ use rcute_kernel::testing::gpu_for_test;
 use rcute_ops::moe::reference::MoeShape;
 use rcute_ops::moe::{
     fused_moe_reference, fused_moe_workspace_bytes, fused_moe_workspace_bytes_with, topk_softmax_reference,
-    validate_fused_moe, MoeOptions, MoeRouting, MoeWorkspace,
+    validate_fused_moe, MoeOptions, MoePath, MoeRouting, MoeWorkspace,
 };
 use rcute_ops::tuning::MoeSpec;
 use rcute_ops::{DType, MatrixMut, MatrixRef, Ops};
@@ -256,5 +258,84 @@ fn self_routing_graph_replays_new_logits() {
         let want =
             fused_moe_reference(&shape, &to64(&x), &to64(&w13), &to64(&w2), &r.topk_ids, &r.topk_weights).unwrap();
         check_close(&format!("graph replay {round}"), &got, &want);
+    }
+}
+
+/// The multi-CTA alignment (`MoeOptions::align_ctas = Some(true)`, two kernels and a
+/// table in the workspace) and the single block (`Some(false)`) give the same layer bit for
+/// bit, and it matches the float64 reference: DeepSeek-like (E = 64, top-6, 4200 to 6000
+/// entries: 3 CTAs) on Auto's choice and the SM80 family, all experts and a middle slice,
+/// the workspace filled with garbage first (the table included).
+#[test]
+fn multi_cta_alignment_is_the_single_block_bit_for_bit() {
+    let Some(ops) = gpu_for_test().map(Ops::new) else {
+        return;
+    };
+    let s = ops.gpu().stream().clone();
+    let (e, k, h, i) = (64usize, 6usize, 264usize, 136usize);
+    let mut rng = Rng::for_test("multi_cta_alignment");
+    let w13 = bf16s(&uniform(&mut rng, e * 2 * i * h, 1.0 / (h as f64).sqrt()));
+    let w2 = bf16s(&uniform(&mut rng, e * h * i, 1.0 / (i as f64).sqrt()));
+    let to64 = |v: &[bf16]| v.iter().map(|x| x.to_f64()).collect::<Vec<f64>>();
+    let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for &t in cases(&[1000usize, 700]) {
+        let x = bf16s(&uniform(&mut rng, t * h, 1.0));
+        let logits: Vec<f32> = uniform(&mut rng, t * e, 4.0).iter().map(|v| *v as f32).collect();
+        let seen: Vec<f64> = logits.iter().map(|v| f64::from(*v)).collect();
+        let r = topk_softmax_reference(&seen, t, e, k, false).unwrap();
+        let (d_x, d_l) = (s.clone_htod(&x).unwrap(), s.clone_htod(&logits).unwrap());
+        for (off, l) in [(0, e), (e / 4, e / 2)] {
+            let d_w13 = s.clone_htod(&w13[off * 2 * i * h..(off + l) * 2 * i * h]).unwrap();
+            let d_w2 = s.clone_htod(&w2[off * h * i..(off + l) * h * i]).unwrap();
+            let shape = MoeShape {
+                tokens: t,
+                hidden: h,
+                inter: i,
+                topk: k,
+                expert_offset: off,
+                local_experts: l,
+            };
+            let w13_64 = to64(&w13[off * 2 * i * h..(off + l) * 2 * i * h]);
+            let w2_64 = to64(&w2[off * h * i..(off + l) * h * i]);
+            let want = fused_moe_reference(&shape, &to64(&x), &w13_64, &w2_64, &r.topk_ids, &r.topk_weights).unwrap();
+            for path in [MoePath::Auto, MoePath::Sm80] {
+                let run = |ctas: bool| {
+                    let bytes = fused_moe_workspace_bytes(t, k, l, h, i, DType::BF16).unwrap();
+                    let mut ws = s.clone_htod(&vec![0xA5u8; bytes]).unwrap();
+                    let mut y = s.clone_htod(&vec![bf16::NAN; t * h]).unwrap();
+                    let routing = MoeRouting::Logits {
+                        logits: MatrixRef::new(&d_l, t, e),
+                        topk: k,
+                        renormalize: false,
+                    };
+                    let opts = MoeOptions {
+                        expert_offset: off,
+                        path,
+                        align_ctas: Some(ctas),
+                        ..MoeOptions::default()
+                    };
+                    ops.fused_moe(
+                        &MatrixRef::new(&d_x, t, h),
+                        &MatrixRef::new(&d_w13, 2 * i, h).batched(l, (2 * i * h) as i64),
+                        &MatrixRef::new(&d_w2, h, i).batched(l, (h * i) as i64),
+                        &routing,
+                        &opts,
+                        &mut MoeWorkspace::new(&mut ws),
+                        &mut MatrixMut::new(&mut y, t, h),
+                    )
+                    .unwrap();
+                    s.clone_dtoh(&y).unwrap()
+                };
+                let what = format!("T={t} experts [{off}, {}) {path:?}", off + l);
+                let multi = run(true);
+                check_close(&format!("{what}, multi-CTA alignment"), &multi, &want);
+                assert_eq!(
+                    bits(&multi),
+                    bits(&run(false)),
+                    "{what}: the multi-CTA alignment changed y"
+                );
+                assert_eq!(bits(&multi), bits(&run(true)), "{what}: two runs differ");
+            }
+        }
     }
 }

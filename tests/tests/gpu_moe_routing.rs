@@ -8,8 +8,9 @@
 //! must match exactly, past the used rows too (sentinel, -1), and a second run must be
 //! bit-identical. Outputs are poisoned first. The fused top-k + alignment kernel (decode
 //! batches, T <= 32) must give the two kernels' outputs bit for bit, and the alignment
-//! with its rows staged in shared memory those of the direct one. Skips with a printed
-//! reason without a GPU (fails under `RCUTE_REQUIRE_GPU=1`).
+//! with its rows staged in shared memory those of the direct one, and the multi-CTA
+//! alignment (`align_multi`) those of the single block, its walk counters zeroed. Skips
+//! with a printed reason without a GPU (fails under `RCUTE_REQUIRE_GPU=1`).
 
 mod common;
 
@@ -18,8 +19,8 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use rcute_atom::Element;
 use rcute_kernel::grid_dependency::launch_chained;
 use rcute_kernel::moe_routing::align::{self, AlignCapacity, GeneratedMoeAlign, MoeAlignArgs};
-use rcute_kernel::moe_routing::topk_align;
 use rcute_kernel::moe_routing::topk_softmax::{self, GeneratedTopkSoftmax, TopkSoftmaxArgs};
+use rcute_kernel::moe_routing::{align_multi, topk_align};
 use rcute_kernel::{Arch, Function, Gpu, LaunchConfig};
 use rcute_ops::moe::{align_reference, topk_softmax_reference, Alignment};
 use std::sync::Arc;
@@ -545,4 +546,103 @@ fn aligner_args(t: usize, k: usize, (offset, local, bm): (usize, usize, usize)) 
         block_m: bm as i32,
         walk_counters: 0,
     }
+}
+
+/// The multi-CTA alignment's two kernels (`align_multi`: count, then place, on the same
+/// `C` CTAs, a poisoned table between them): the single block's outputs bit for bit, the
+/// reference's, the walk counters zeroed, and a second run (the table as the first left
+/// it) the same. Random and hot ids as above, E = 64 top-6 and E = 8 top-2, T from 1 (one
+/// CTA) to 4096 (12 CTAs) and T = 2731 (uneven slices; T = 1000 first: the sanitizer runs), the full range at tiles of 16 and
+/// 128 and an expert-parallel slice.
+#[test]
+fn multi_cta_alignment_matches_the_single_block() {
+    let ga = align::generate();
+    let Some((gpu, ca)) = compile_and_gpu(&ga.source, &format!("{}.cu", ga.name), Arch::Sm80) else {
+        return;
+    };
+    let dev = gpu.arch().expect("a supported GPU architecture");
+    let gm = align_multi::generate();
+    let unit = |(name, src): &(String, String)| load(&gpu, &common::compile(src, &format!("{name}.cu"), dev), name);
+    let (fc, fp) = (unit(&gm.count), unit(&gm.place));
+    let stream = gpu.stream();
+    let fa = load(&gpu, &ca, &ga.name);
+    let aligner = Align { g: &ga, f: &fa, stream };
+    let mut rng = Rng::for_test("gpu_moe_multi_align");
+    for (e, k) in [(64usize, 6usize), (8, 2)] {
+        for &t in cases(&[1000usize, 4096, 2731, 1, 3]) {
+            for hot in [false, true] {
+                let ids: Vec<i32> = (0..t * k)
+                    .map(|_| match rng.next_u32() % 10 {
+                        0..=6 if hot => 1,
+                        _ => (rng.next_u32() % (e as u32 + 3)) as i32 - 1,
+                    })
+                    .collect();
+                let d_ids = stream.clone_htod(&ids).unwrap();
+                for (offset, local, bm) in [(0, e, 16), (0, e, 128), (2, 3, 128)] {
+                    let what = format!("E={e} k={k} T={t} hot={hot} multi-CTA [{offset}, +{local}) block_m={bm}");
+                    let want = align_reference(&ids, t, k, offset, local, bm).unwrap();
+                    let table_len = align_multi::table_bytes(t * k, local);
+                    let mut table = stream.clone_htod(&vec![POISON; table_len / 4]).unwrap();
+                    let (first, cap) =
+                        run_multi(&gm, (&fc, &fp), stream, &d_ids, &mut table, (t, k), (offset, local, bm));
+                    check_alignment(&first, &want, cap, (t * k) as i32, &what);
+                    let (single, _) = aligner.run(&d_ids, t, k, offset, local, bm);
+                    assert_eq!(first, single, "{what}: multi-CTA and single block differ");
+                    let (again, _) =
+                        run_multi(&gm, (&fc, &fp), stream, &d_ids, &mut table, (t, k), (offset, local, bm));
+                    assert_eq!(again, first, "{what}: a second run differs");
+                }
+            }
+        }
+    }
+}
+
+/// One multi-CTA alignment of `d_ids` into poisoned outputs with `table`; asserts that
+/// the walk counters are zeroed.
+fn run_multi(
+    gm: &align_multi::GeneratedMoeAlignMulti,
+    (fc, fp): (&Function, &Function),
+    s: &Arc<CudaStream>,
+    d_ids: &CudaSlice<i32>,
+    table: &mut CudaSlice<i32>,
+    (t, k): (usize, usize),
+    olb: (usize, usize, usize),
+) -> (AlignOut, AlignCapacity) {
+    let cap = align::align_capacity(t, k, olb.1, olb.2).unwrap();
+    let mut b = AlignBuffers::poisoned(s, olb.1, cap);
+    let mut walk = s.clone_htod(&[POISON as u32; 2]).unwrap();
+    let len = table.len() * 4;
+    {
+        let (pi, _g0) = d_ids.device_ptr(s);
+        let (pc, _g1) = b.counts.device_ptr_mut(s);
+        let (po, _g2) = b.offsets.device_ptr_mut(s);
+        let (ps, _g3) = b.sorted_ids.device_ptr_mut(s);
+        let (pb, _g4) = b.block_expert.device_ptr_mut(s);
+        let (pt, _g5) = b.total.device_ptr_mut(s);
+        let (ptab, _g6) = table.device_ptr_mut(s);
+        let (pw, _g7) = walk.device_ptr_mut(s);
+        let a = MoeAlignArgs {
+            topk_ids: pi,
+            counts: pc,
+            offsets: po,
+            sorted_ids: ps,
+            block_expert: pb,
+            total_rows: pt,
+            walk_counters: pw,
+            ..aligner_args(t, k, olb)
+        };
+        let cfg = gm.launch_config(&a).with_checked(true);
+        let (count, place) = (
+            gm.count_args(&a, ptab, len).unwrap(),
+            gm.place_args(&a, ptab, len).unwrap(),
+        );
+        // SAFETY: topk_ids holds [T, k] ints, the table `table_bytes` of them, the outputs
+        // the lengths `align_capacity` gives, the walk counters 2 (as `run_with`).
+        unsafe {
+            launch_chained(fc, cfg, count).unwrap();
+            launch_chained(fp, cfg, place).unwrap();
+        }
+    }
+    assert_eq!(s.clone_dtoh(&walk).unwrap(), vec![0u32, 0], "walk counters");
+    (b.read(s), cap)
 }

@@ -63,7 +63,8 @@ pub struct BenchMoeArgs {
     /// their tiles dynamically (a work counter, `MoeOptions::dynamic`) or statically;
     /// `,route` / `,noroute` makes GEMM1 route a decode batch itself (at most 32 routed
     /// entries, the SM80 family's tile grid) or the routing kernels run
-    /// (`MoeOptions::route`, e.g. `auto,route`).
+    /// (`MoeOptions::route`, e.g. `auto,route`); `,alignc` / `,align1` aligns the routed
+    /// entries on several CTAs or one block (`MoeOptions::align_ctas`, e.g. `auto,alignc`).
     #[arg(long = "path", default_values_t = ["auto".to_string()])]
     pub path: Vec<String>,
     /// A MoE configuration of either family (repeatable; the tuning tables' text form,
@@ -264,7 +265,8 @@ impl Peer {
 /// `tiles` / `persistent` (the cooperative SM90 GEMMs' grid: one CTA per tile or not),
 /// `dyn` / `static` (their walk: dynamic or static),
 /// `route` / `noroute` (GEMM1 routing a decode batch itself or the routing kernels:
-/// `MoeOptions::route`).
+/// `MoeOptions::route`), `alignc` / `align1` (the alignment on several CTAs or one block:
+/// `MoeOptions::align_ctas`).
 fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
     v.iter()
         .map(|p| {
@@ -283,6 +285,8 @@ fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
                     "static" => opts.dynamic = Some(false),
                     "route" => opts.route = Some(true),
                     "noroute" => opts.route = Some(false),
+                    "alignc" => opts.align_ctas = Some(true),
+                    "align1" => opts.align_ctas = Some(false),
                     _ => {
                         let b = f.strip_prefix('b').ok_or(format!("--path {p}: unknown field {f:?}"))?;
                         let band = b
@@ -322,6 +326,11 @@ fn path_name(opts: &MoeOptions) -> String {
     match opts.route {
         Some(true) => name += ",route",
         Some(false) => name += ",noroute",
+        None => {}
+    }
+    match opts.align_ctas {
+        Some(true) => name += ",alignc",
+        Some(false) => name += ",align1",
         None => {}
     }
     name

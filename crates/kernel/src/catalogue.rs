@@ -249,6 +249,20 @@ fn moe_routing_units() -> Vec<CatalogueKernel> {
         expect_sass: vec!["VOTE.ANY", "ATOMS", "SHFL.UP", "POPC"],
         kernels: 1,
     });
+    // The same on several CTAs (many routed entries): the count kernel, then the place kernel.
+    let m = crate::moe_routing::align_multi::generate();
+    for ((name, source), sass) in [
+        (m.count, vec!["ATOMS"]),
+        (m.place, vec!["VOTE.ANY", "ATOMS", "SHFL.UP", "POPC"]),
+    ] {
+        out.push(CatalogueKernel {
+            name,
+            arch: Arch::Sm80,
+            source,
+            expect_sass: sass,
+            kernels: 1,
+        });
+    }
     // Both in one launch for decode batches (f32 and bf16 logits, up to 64 experts).
     for e in [rcute_atom::Element::F32, rcute_atom::Element::BF16] {
         let g = crate::moe_routing::topk_align::generate(e, 64).expect("top-k + alignment generates for f32, bf16");

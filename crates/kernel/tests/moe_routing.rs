@@ -3,7 +3,7 @@
 //! warp-level instructions its design rests on.
 
 use rcute_atom::Element;
-use rcute_kernel::moe_routing::{align, ep_dispatch, topk_align, topk_softmax, MoeRoutingError};
+use rcute_kernel::moe_routing::{align, align_multi, ep_dispatch, topk_align, topk_softmax, MoeRoutingError};
 use rcute_kernel::testing::{compile_clean, toolkit_for_test};
 use rcute_kernel::Arch;
 
@@ -19,6 +19,13 @@ fn kernels() -> Vec<(String, String, Vec<&'static str>)> {
     v.push((
         g.name,
         g.source,
+        vec!["VOTE.ANY", "ATOMS", "SHFL.UP", "POPC", "BAR.SYNC"],
+    ));
+    let m = align_multi::generate();
+    v.push((m.count.0, m.count.1, vec!["ATOMS", "BAR.SYNC"]));
+    v.push((
+        m.place.0,
+        m.place.1,
         vec!["VOTE.ANY", "ATOMS", "SHFL.UP", "POPC", "BAR.SYNC"],
     ));
     for (e, experts) in [(Element::F32, 64), (Element::BF16, 8), (Element::F32, 256)] {
@@ -292,4 +299,45 @@ fn fused_routing_triggers_without_a_fence() {
         .find("the alignment of the shared copy")
         .expect("the alignment");
     assert!(store < trigger && trigger < weights && weights < align);
+}
+
+/// The multi-CTA alignment's table and CTAs follow the entries, and its checks are the
+/// single block's plus the table's size.
+#[test]
+fn multi_cta_alignment_sizes_and_checks() {
+    assert_eq!(align_multi::ctas(0), 1);
+    assert_eq!(align_multi::ctas(2048), 1);
+    assert_eq!(align_multi::ctas(2049), 2);
+    assert_eq!(align_multi::ctas(1 << 30), align_multi::MAX_CTAS);
+    assert_eq!(align_multi::table_bytes(6144, 64), 3 * 64 * 4);
+    let g = align_multi::generate();
+    let a = align::MoeAlignArgs {
+        topk_ids: 1,
+        counts: 2,
+        offsets: 3,
+        sorted_ids: 4,
+        block_expert: 5,
+        total_rows: 6,
+        tokens: 1024,
+        topk: 6,
+        expert_offset: 0,
+        local_experts: 64,
+        block_m: 128,
+        walk_counters: 0,
+    };
+    let table = align_multi::table_bytes(6144, 64);
+    assert_eq!(
+        g.check(&a, table).unwrap(),
+        align::align_capacity(1024, 6, 64, 128).unwrap()
+    );
+    assert_eq!(g.launch_config(&a).grid.x, 3);
+    assert!(matches!(g.check(&a, table - 4), Err(MoeRoutingError::TooLarge(_))));
+    assert!(matches!(
+        g.place_args(&align::MoeAlignArgs { block_m: 0, ..a }, 7, table),
+        Err(MoeRoutingError::BlockM(0))
+    ));
+    assert!(g.count_args(&a, 7, table).is_ok());
+    // the place kernel takes the ids, the table and the single block's parameters
+    assert!(g.place.1.contains("int* __restrict__ table"));
+    assert!(g.place.1.contains("if (blockIdx.x == 0)"));
 }

@@ -176,6 +176,12 @@ pub struct MoeAlignArgs {
 impl GeneratedMoeAlign {
     /// Validates the sizes and returns the buffer sizes they need.
     pub fn check(&self, a: &MoeAlignArgs) -> Result<AlignCapacity, MoeRoutingError> {
+        Self::check_args(a)
+    }
+
+    /// [`Self::check`] without a generated kernel (shared with the multi-CTA alignment,
+    /// [`super::align_multi`]).
+    pub fn check_args(a: &MoeAlignArgs) -> Result<AlignCapacity, MoeRoutingError> {
         if a.expert_offset < 0 || a.local_experts < 1 || a.local_experts as u32 > MAX_LOCAL_EXPERTS {
             return Err(MoeRoutingError::ExpertRange {
                 offset: a.expert_offset.into(),
@@ -265,7 +271,7 @@ pub fn generate() -> GeneratedMoeAlign {
 }
 
 /// The per-warp counters `[WARPS, MAX_LOCAL_EXPERTS]` in shared memory, at `(w, e)`.
-fn counter(warp: &str) -> (String, String) {
+pub(super) fn counter(warp: &str) -> (String, String) {
     let (w, l) = (i64::from(WARPS), i64::from(MAX_LOCAL_EXPERTS));
     let l = Layout::new(tuple!(w, l), tuple!(l, 1)).expect("a static row-major layout");
     let ix = index_expr(&l, &[warp, "e"]).expect("two modes, two coordinates");
@@ -282,7 +288,7 @@ fn counter(warp: &str) -> (String, String) {
 ///   no local expert) and `before` those of lower lanes, found with one ballot per bit of
 ///   the value (`bits` of them); `place` runs, then the group's lowest lane advances the
 ///   warp's counter of `e` by the group's size, so the ranks follow the lane order.
-fn walk_entries(ids: &str, place: Vec<Stmt>) -> Stmt {
+pub(super) fn walk_entries(ids: &str, place: Vec<Stmt>) -> Stmt {
     let (cnt, cnt_doc) = counter("w");
     let mut per_entry = vec![
         Stmt::decl("const int", "e", "id[u]"),
@@ -369,53 +375,103 @@ fn warp_scan(var: &str) -> Stmt {
     }
 }
 
+/// Turns the column of expert `e`'s per-warp counts into exclusive ranks from `var` (an
+/// `int` holding the first rank), leaving `var` past the last.
+pub(super) fn warp_ranks(var: &str) -> Stmt {
+    let (cnt, cnt_doc) = counter("v");
+    Stmt::For {
+        var: "v".into(),
+        start: "0".into(),
+        end: WARPS.to_string(),
+        unroll: false,
+        body: vec![
+            Stmt::Comment(cnt_doc),
+            Stmt::decl("const int", "n", cnt.clone()),
+            Stmt::assign(cnt, var),
+            Stmt::assign(var, format!("{var} + n")),
+        ],
+    }
+}
+
+/// `stmts`, or one `if (guard)` around them.
+fn guarded(guard: Option<&str>, stmts: Vec<Stmt>) -> Vec<Stmt> {
+    match guard {
+        None => stmts,
+        Some(g) => vec![Stmt::If {
+            cond: g.into(),
+            then: stmts,
+            otherwise: vec![],
+        }],
+    }
+}
+
 /// Per-expert totals, per-warp exclusive ranks (in place) and the first block of every
 /// expert: thread `e` sums its expert's column of counts into `c_e` and
 /// `ceil(c_e / block_m)` blocks; the blocks' exclusive scan over the block (warp scans,
 /// then each thread adds the sums of the warps before its own, at most 7 of them) gives
 /// `block_first[e]`, and `row_offset[e] = block_first[e] * block_m`. Two block barriers.
 fn scan() -> Vec<Stmt> {
-    let (cnt, cnt_doc) = counter("v");
-    let publish_total = vec![
+    scan_with(vec![Stmt::decl("int", "c", "0"), warp_ranks("c")], None)
+}
+
+/// [`scan`] with `totals` the statements that declare `c` (`c_e`, thread `e`'s expert's
+/// routed entries) and rank the warps; the global outputs (`counts`, `offsets`,
+/// `total_rows`, the walk counters) written only where `publish` holds (`None`: always).
+pub(super) fn scan_with(totals: Vec<Stmt>, publish: Option<&str>) -> Vec<Stmt> {
+    let mut publish_total = vec![
         Stmt::decl("const int", "total_blocks", "first + blocks"),
         Stmt::assign("block_first[L]", "total_blocks"),
         Stmt::assign("row_offset[L]", "total_blocks * block_m"),
-        Stmt::assign("offsets[L]", "total_blocks * block_m"),
-        Stmt::assign("total_rows[0]", "total_blocks * block_m"),
-        Stmt::Comment("the dynamic walks of the GEMMs that follow start from 0 (none: a null pointer)".into()),
-        Stmt::If {
-            cond: "walk_counters != nullptr".into(),
-            then: vec![
-                Stmt::assign("walk_counters[0]", "0u"),
-                Stmt::assign("walk_counters[1]", "0u"),
-            ],
-            otherwise: vec![],
-        },
     ];
+    publish_total.extend(guarded(
+        publish,
+        vec![
+            Stmt::assign("offsets[L]", "total_blocks * block_m"),
+            Stmt::assign("total_rows[0]", "total_blocks * block_m"),
+            Stmt::Comment("the dynamic walks of the GEMMs that follow start from 0 (none: a null pointer)".into()),
+            Stmt::If {
+                cond: "walk_counters != nullptr".into(),
+                then: vec![
+                    Stmt::assign("walk_counters[0]", "0u"),
+                    Stmt::assign("walk_counters[1]", "0u"),
+                ],
+                otherwise: vec![],
+            },
+        ],
+    ));
+    let mut per_expert = vec![Stmt::decl("const int", "e", "threadIdx.x")];
+    per_expert.extend(totals);
+    per_expert.extend(guarded(publish, vec![Stmt::assign("counts[e]", "c")]));
+    per_expert.extend([
+        Stmt::assign("expert_count[e]", "c"),
+        Stmt::Comment("c + block_m - 1 <= T * k + L * (block_m - 1) <= 2^30: no overflow".into()),
+        Stmt::assign("blocks", "(c + block_m - 1) / block_m"),
+    ]);
+    let mut first = vec![
+        Stmt::decl("int", "first", "incl - blocks"),
+        Stmt::Loop {
+            init: "int v = 0".into(),
+            cond: "v < w".into(),
+            step: "++v".into(),
+            body: vec![Stmt::assign("first", "first + warp_sum[v]")],
+        },
+        Stmt::assign("block_first[threadIdx.x]", "first"),
+        Stmt::assign("row_offset[threadIdx.x]", "first * block_m"),
+    ];
+    first.extend(guarded(
+        publish,
+        vec![Stmt::assign("offsets[threadIdx.x]", "first * block_m")],
+    ));
+    first.push(Stmt::If {
+        cond: "(int)threadIdx.x == L - 1".into(),
+        then: publish_total,
+        otherwise: vec![],
+    });
     vec![
         Stmt::decl("int", "blocks", "0"),
         Stmt::If {
             cond: "(int)threadIdx.x < L".into(),
-            then: vec![
-                Stmt::decl("const int", "e", "threadIdx.x"),
-                Stmt::decl("int", "c", "0"),
-                Stmt::For {
-                    var: "v".into(),
-                    start: "0".into(),
-                    end: WARPS.to_string(),
-                    unroll: false,
-                    body: vec![
-                        Stmt::Comment(cnt_doc),
-                        Stmt::decl("const int", "n", cnt.clone()),
-                        Stmt::assign(cnt, "c"),
-                        Stmt::assign("c", "c + n"),
-                    ],
-                },
-                Stmt::assign("counts[e]", "c"),
-                Stmt::assign("expert_count[e]", "c"),
-                Stmt::Comment("c + block_m - 1 <= T * k + L * (block_m - 1) <= 2^30: no overflow".into()),
-                Stmt::assign("blocks", "(c + block_m - 1) / block_m"),
-            ],
+            then: per_expert,
             otherwise: vec![],
         },
         Stmt::decl("int", "incl", "blocks"),
@@ -428,40 +484,61 @@ fn scan() -> Vec<Stmt> {
         Stmt::Expr("__syncthreads()".into()),
         Stmt::If {
             cond: "(int)threadIdx.x < L".into(),
-            then: vec![
-                Stmt::decl("int", "first", "incl - blocks"),
-                Stmt::Loop {
-                    init: "int v = 0".into(),
-                    cond: "v < w".into(),
-                    step: "++v".into(),
-                    body: vec![Stmt::assign("first", "first + warp_sum[v]")],
-                },
-                Stmt::assign("block_first[threadIdx.x]", "first"),
-                Stmt::assign("row_offset[threadIdx.x]", "first * block_m"),
-                Stmt::assign("offsets[threadIdx.x]", "first * block_m"),
-                Stmt::If {
-                    cond: "(int)threadIdx.x == L - 1".into(),
-                    then: publish_total,
-                    otherwise: vec![],
-                },
-            ],
+            then: first,
             otherwise: vec![],
         },
         Stmt::Expr("__syncthreads()".into()),
     ]
 }
 
+/// Who writes pass 2's rows and blocks: thread `thread` of `threads` strides over the
+/// rows and blocks past the total, warp `warp` of `warps` over the experts; `unstaged` the
+/// condition prefix of the sentinel stores (`"!staged && "`, or empty where no rows are
+/// staged).
+pub(super) struct Spread {
+    pub thread: String,
+    pub threads: String,
+    pub warp: String,
+    pub warps: String,
+    pub unstaged: String,
+}
+
+impl Spread {
+    /// The single block: thread `threadIdx.x`, warp `w`.
+    fn block() -> Spread {
+        Spread {
+            thread: "threadIdx.x".into(),
+            threads: THREADS.to_string(),
+            warp: "w".into(),
+            warps: WARPS.to_string(),
+            unstaged: "!staged && ".into(),
+        }
+    }
+}
+
 /// Pass 2: the sentinel in every padding row (unless `staged`), the expert of every block
 /// (-1 past the total): the rows and blocks past the total strided over the block, then
-/// warp `w` the padding rows and the blocks of experts `w, w + WARPS, ...`. No division
-/// per row.
-fn pad_rows() -> Vec<Stmt> {
-    vec![
-        Stmt::Comment("staged: the sentinel is in the shared rows already".into()),
+/// warp `w` the padding rows and the blocks of experts `w, w + WARPS, ...` (`sp`: over
+/// several blocks). No division per row.
+pub(super) fn pad_rows(sp: &Spread) -> Vec<Stmt> {
+    let Spread {
+        thread,
+        threads,
+        warp,
+        warps,
+        unstaged,
+    } = sp;
+    let mut v = vec![];
+    if !unstaged.is_empty() {
+        v.push(Stmt::Comment(
+            "staged: the sentinel is in the shared rows already".into(),
+        ));
+    }
+    v.extend([
         Stmt::Loop {
-            init: "int r = total + threadIdx.x".into(),
-            cond: "!staged && r < max_rows".into(),
-            step: format!("r += {THREADS}"),
+            init: format!("int r = total + {thread}"),
+            cond: format!("{unstaged}r < max_rows"),
+            step: format!("r += {threads}"),
             body: vec![Stmt::assign("sorted_ids[r]", "N")],
         },
         Stmt::Comment("the blocks starting below max_rows".into()),
@@ -471,20 +548,20 @@ fn pad_rows() -> Vec<Stmt> {
             "max_rows / block_m + (max_rows % block_m != 0 ? 1 : 0)",
         ),
         Stmt::Loop {
-            init: "int b = total_blocks + threadIdx.x".into(),
+            init: format!("int b = total_blocks + {thread}"),
             cond: "b < max_blocks".into(),
-            step: format!("b += {THREADS}"),
+            step: format!("b += {threads}"),
             body: vec![Stmt::assign("block_expert[b]", "-1")],
         },
         Stmt::Loop {
-            init: "int e = w".into(),
+            init: format!("int e = {warp}"),
             cond: "e < L".into(),
-            step: format!("e += {WARPS}"),
+            step: format!("e += {warps}"),
             body: vec![
                 Stmt::decl("const int", "last", "row_offset[e + 1]"),
                 Stmt::Loop {
                     init: "int r = row_offset[e] + expert_count[e] + lane".into(),
-                    cond: "!staged && r < last".into(),
+                    cond: format!("{unstaged}r < last"),
                     step: "r += 32".into(),
                     body: vec![Stmt::assign("sorted_ids[r]", "N")],
                 },
@@ -497,7 +574,8 @@ fn pad_rows() -> Vec<Stmt> {
                 },
             ],
         },
-    ]
+    ]);
+    v
 }
 
 fn kernel(name: &str) -> CFunction {
@@ -531,22 +609,81 @@ pub(super) fn params_after_ids() -> Vec<(String, String)> {
     ]
 }
 
+/// `__shared__ int` arrays `decls` (`name[len]`).
+pub(super) fn shared_ints(decls: &[String]) -> Vec<Stmt> {
+    decls
+        .iter()
+        .map(|d| Stmt::Decl {
+            ty: "__shared__ int".into(),
+            name: d.clone(),
+            init: None,
+            comment: None,
+        })
+        .collect()
+}
+
+/// The shared arrays of the alignment's passes.
+pub(super) fn pass_arrays() -> Vec<String> {
+    vec![
+        format!("warp_count[{}]", WARPS * MAX_LOCAL_EXPERTS),
+        format!("row_offset[{}]", MAX_LOCAL_EXPERTS + 1),
+        format!("block_first[{}]", MAX_LOCAL_EXPERTS + 1),
+        format!("expert_count[{MAX_LOCAL_EXPERTS}]"),
+        format!("warp_sum[{WARPS}]"),
+    ]
+}
+
+/// Warp `w` zeroes its own row of counters: no other warp touches them before the first
+/// block barrier.
+pub(super) fn zero_counters() -> Vec<Stmt> {
+    let (cnt, _) = counter("w");
+    vec![
+        Stmt::Comment(
+            "warp w zeroes its own counters: no other warp touches them before the first block barrier".into(),
+        ),
+        Stmt::Loop {
+            init: "int e = lane".into(),
+            cond: format!("e < {MAX_LOCAL_EXPERTS}"),
+            step: "e += 32".into(),
+            body: vec![Stmt::assign(cnt, "0")],
+        },
+        Stmt::Expr("__syncwarp()".into()),
+    ]
+}
+
+/// Pass 3's placement of one entry (`walk_entries`' `place`): at its expert's offset + the
+/// warp's rank + its rank in the group, into the shared rows where `staged` (a run-time
+/// flag) holds, if `stageable`, else into `sorted_ids`.
+pub(super) fn place(stageable: bool) -> Vec<Stmt> {
+    let (cnt, _) = counter("w");
+    let store = |to: &str| Stmt::assign(format!("{to}[row]"), "base + 32 * u + lane");
+    let store = if stageable {
+        Stmt::If {
+            cond: "staged".into(),
+            then: vec![store("staged_rows")],
+            otherwise: vec![store("sorted_ids")],
+        }
+    } else {
+        store("sorted_ids")
+    };
+    vec![
+        Stmt::If {
+            cond: "local".into(),
+            then: vec![
+                Stmt::decl("const int", "row", format!("row_offset[e] + {cnt} + __popc(before)")),
+                store,
+            ],
+            otherwise: vec![],
+        },
+        Stmt::Expr("__syncwarp()".into()),
+    ]
+}
+
 /// The alignment of one block of [`THREADS`] threads, reading the `N` ids from the array
 /// named `ids` (global `topk_ids`, or a shared copy).
 pub(super) fn body(ids: &str) -> Vec<Stmt> {
-    let (cnt, _) = counter("w");
-    let shared = |decl: String| Stmt::Decl {
-        ty: "__shared__ int".into(),
-        name: decl,
-        init: None,
-        comment: None,
-    };
-    let mut body = vec![
-        shared(format!("warp_count[{}]", WARPS * MAX_LOCAL_EXPERTS)),
-        shared(format!("row_offset[{}]", MAX_LOCAL_EXPERTS + 1)),
-        shared(format!("block_first[{}]", MAX_LOCAL_EXPERTS + 1)),
-        shared(format!("expert_count[{MAX_LOCAL_EXPERTS}]")),
-        shared(format!("warp_sum[{WARPS}]")),
+    let mut body = shared_ints(&pass_arrays());
+    body.extend([
         Stmt::Decl {
             ty: "extern __shared__ int".into(),
             name: "staged_rows[]".into(),
@@ -565,16 +702,9 @@ pub(super) fn body(ids: &str) -> Vec<Stmt> {
             step: format!("r += {THREADS}"),
             body: vec![Stmt::assign("staged_rows[r]", "N")],
         },
-        Stmt::Comment(
-            "warp w zeroes its own counters: no other warp touches them before the first block barrier".into(),
-        ),
-        Stmt::Loop {
-            init: "int e = lane".into(),
-            cond: format!("e < {MAX_LOCAL_EXPERTS}"),
-            step: "e += 32".into(),
-            body: vec![Stmt::assign(cnt.clone(), "0")],
-        },
-        Stmt::Expr("__syncwarp()".into()),
+    ]);
+    body.extend(zero_counters());
+    body.extend([
         Stmt::Comment(format!(
             "warp w owns the flattened entries [begin, end), {WARPS} contiguous slices (N <= 2^30: 32-bit)"
         )),
@@ -584,48 +714,37 @@ pub(super) fn body(ids: &str) -> Vec<Stmt> {
         Stmt::Comment("pass 1: per-warp counts".into()),
         walk_entries(ids, vec![]),
         Stmt::Expr("__syncthreads()".into()),
-    ];
+    ]);
     body.extend(scan());
-    body.extend([
+    body.extend(after_scan(ids, &Spread::block(), true));
+    body.push(Stmt::If {
+        cond: "staged".into(),
+        then: vec![
+            Stmt::Comment("the staged rows out, coalesced".into()),
+            Stmt::Expr("__syncthreads()".into()),
+            Stmt::Loop {
+                init: "int r = threadIdx.x".into(),
+                cond: "r < max_rows".into(),
+                step: format!("r += {THREADS}"),
+                body: vec![Stmt::assign("sorted_ids[r]", "staged_rows[r]")],
+            },
+        ],
+        otherwise: vec![],
+    });
+    body
+}
+
+/// Passes 2 and 3 after the scan: padding rows and block experts spread as `sp` says,
+/// then every entry of the warps' slices placed ([`place`]).
+pub(super) fn after_scan(ids: &str, sp: &Spread, stageable: bool) -> Vec<Stmt> {
+    vec![
         Stmt::decl("const int", "total", "row_offset[L]"),
         Stmt::decl("const int", "total_blocks", "block_first[L]"),
         Stmt::Comment("pass 2: padding rows and block experts".into()),
-        Stmt::Block(pad_rows()),
+        Stmt::Block(pad_rows(sp)),
         Stmt::Comment("bits of a value in [0, L]: the ballots that find a warp's lanes of one expert".into()),
         Stmt::decl("const int", "bits", "32 - __clz(L)"),
         Stmt::Comment("pass 3: each entry at its expert's offset + the warp's rank + its rank in the group".into()),
-        walk_entries(
-            ids,
-            vec![
-                Stmt::If {
-                    cond: "local".into(),
-                    then: vec![
-                        Stmt::decl("const int", "row", format!("row_offset[e] + {cnt} + __popc(before)")),
-                        Stmt::If {
-                            cond: "staged".into(),
-                            then: vec![Stmt::assign("staged_rows[row]", "base + 32 * u + lane")],
-                            otherwise: vec![Stmt::assign("sorted_ids[row]", "base + 32 * u + lane")],
-                        },
-                    ],
-                    otherwise: vec![],
-                },
-                Stmt::Expr("__syncwarp()".into()),
-            ],
-        ),
-        Stmt::If {
-            cond: "staged".into(),
-            then: vec![
-                Stmt::Comment("the staged rows out, coalesced".into()),
-                Stmt::Expr("__syncthreads()".into()),
-                Stmt::Loop {
-                    init: "int r = threadIdx.x".into(),
-                    cond: "r < max_rows".into(),
-                    step: format!("r += {THREADS}"),
-                    body: vec![Stmt::assign("sorted_ids[r]", "staged_rows[r]")],
-                },
-            ],
-            otherwise: vec![],
-        },
-    ]);
-    body
+        walk_entries(ids, place(stageable)),
+    ]
 }

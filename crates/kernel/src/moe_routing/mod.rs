@@ -7,7 +7,8 @@
 //!   to the GEMM tile `block_m`, the routed entries sorted by expert (stable), the expert of
 //!   every `block_m` block and the padded row count, all on the GPU with no host
 //!   synchronisation (the idea of vLLM's `moe_align_block_size`). Its buffers are sized by
-//!   [`align::align_capacity`], a host function of the shapes only.
+//!   [`align::align_capacity`], a host function of the shapes only. [`align_multi`] does the
+//!   same on several CTAs (two kernels and a `[C, L]` table) for routings of many entries.
 //!
 //! Both are deterministic: no result depends on the order of atomics.
 //!
@@ -21,6 +22,7 @@
 //! ```
 
 pub mod align;
+pub mod align_multi;
 pub mod ep_dispatch;
 pub mod topk_align;
 pub mod topk_softmax;

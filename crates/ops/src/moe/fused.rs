@@ -21,9 +21,9 @@ use rcute_kernel::grouped_gemm::route::{RouteArgs, RouteLogits};
 use rcute_kernel::grouped_gemm::{
     self, GeneratedGroupedGemm, GroupedA, GroupedEpilogue, GroupedGemmArgs, GroupedGemmConfig,
 };
-use rcute_kernel::moe_routing::align;
 use rcute_kernel::moe_routing::topk_align;
 use rcute_kernel::moe_routing::topk_softmax::{self, TopkSoftmaxArgs};
+use rcute_kernel::moe_routing::{align, align_multi};
 use rcute_kernel::{grid_dependency, CompileOptions, Function, KernelCache};
 
 pub(crate) fn element(d: DType) -> Result<Element, OpsError> {
@@ -58,6 +58,34 @@ pub(crate) fn layer_uses<'s>(
     uses.write(workspace.tracked_mut());
     uses.write(y.tracked_mut());
     Ok(uses)
+}
+
+/// The fewest routed entries (`T * k`) from which [`align_on_ctas`] aligns them on several
+/// CTAs ([`align_multi`]): two or more CTAs of [`align_multi::ENTRIES_PER_CTA`].
+pub const ALIGN_CTAS_MIN_ENTRIES: usize = 4096;
+
+/// The fewest local experts for which [`align_on_ctas`] aligns on several CTAs.
+pub const ALIGN_CTAS_MIN_EXPERTS: usize = 16;
+
+/// Whether the alignment of `entries` routed entries over `local` experts runs on several
+/// CTAs when [`super::MoeOptions::align_ctas`] does not say: from
+/// [`ALIGN_CTAS_MIN_ENTRIES`] entries over at least [`ALIGN_CTAS_MIN_EXPERTS`] experts.
+/// On the H200 (BENCHMARKS.md, "Session 27 (helper align)"; one process, the CUDA graph
+/// of the layer, rows A B B A, µs) DeepSeek-V2-Lite went 332.0 / 331.2 -> 330.1 / 330.3
+/// at T = 1024 (6144 entries) and 943.3 / 959.1 -> 898.2 / 897.8 at T = 4096 (24576; more
+/// than the single block's 23 us, so not all of it is the alignment), while Mixtral T =
+/// 4096 (8192 entries over 8 experts) went 4645.9 / 4669.6 -> 4707.1 / 4674.6 (noise
+/// level): few experts keep the single block (its pass 3 takes one ballot per bit of the
+/// expert, 4 for 8 experts against 7 for 64).
+///
+/// ```
+/// use rcute_ops::moe::align_on_ctas;
+/// assert!(align_on_ctas(1024 * 6, 64)); // DeepSeek-V2-Lite T = 1024
+/// assert!(!align_on_ctas(512 * 6, 64)); // T = 512: one block
+/// assert!(!align_on_ctas(4096 * 2, 8)); // Mixtral T = 4096
+/// ```
+pub fn align_on_ctas(entries: usize, local: usize) -> bool {
+    entries >= ALIGN_CTAS_MIN_ENTRIES && local >= ALIGN_CTAS_MIN_EXPERTS
 }
 
 /// The bytes of w2 that GEMM2 of the MoE layer may prefetch into L2 before it waits for
@@ -97,7 +125,8 @@ impl Ops {
     }
 
     /// The alignment of `ids` (device `[T, k]` int32) into the workspace regions of `p`'s
-    /// layout.
+    /// layout: on several CTAs where `ctas` (`None`: [`align_on_ctas`]) says so, else one
+    /// block.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn moe_align(
         &self,
@@ -108,7 +137,11 @@ impl Ops {
         local: usize,
         ws: u64,
         l: &super::problem::WorkspaceLayout,
+        ctas: Option<bool>,
     ) -> Result<(), OpsError> {
+        if ctas.unwrap_or_else(|| align_on_ctas(tokens.saturating_mul(topk), local)) {
+            return self.moe_align_ctas(ids, tokens, topk, expert_offset, local, ws, l);
+        }
         let g = align::generate();
         let f = self.moe_unit(&g.name, &g.source)?;
         let a = l.align_args(ws, ids, tokens, topk, expert_offset, local);
@@ -121,6 +154,35 @@ impl Ops {
         // SAFETY: `ids` holds T * k int32 (validated view or workspace region); the output
         // regions are sized by `align_capacity` for these shapes (the workspace layout).
         unsafe { grid_dependency::launch_chained(&f, cfg, ka) }.map_err(boxed)
+    }
+
+    /// [`Ops::moe_align`] on several CTAs: the count kernel, then the place kernel, both
+    /// links of the chain ([`align_multi`]), the table in the layout's region.
+    #[allow(clippy::too_many_arguments)]
+    fn moe_align_ctas(
+        &self,
+        ids: u64,
+        tokens: usize,
+        topk: usize,
+        expert_offset: usize,
+        local: usize,
+        ws: u64,
+        l: &super::problem::WorkspaceLayout,
+    ) -> Result<(), OpsError> {
+        let g = align_multi::generate();
+        let fc = self.moe_unit(&g.count.0, &g.count.1)?;
+        let fp = self.moe_unit(&g.place.0, &g.place.1)?;
+        let a = l.align_args(ws, ids, tokens, topk, expert_offset, local);
+        let table = ws + l.align_table as u64;
+        let count = g.count_args(&a, table, l.align_table_len).map_err(boxed)?;
+        let place = g.place_args(&a, table, l.align_table_len).map_err(boxed)?;
+        let cfg = g.launch_config(&a);
+        // SAFETY: `ids` holds T * k int32; the table and the output regions are sized for
+        // these shapes by the workspace layout (checked by `count_args` / `place_args`).
+        unsafe {
+            grid_dependency::launch_chained(&fc, cfg, count).map_err(boxed)?;
+            grid_dependency::launch_chained(&fp, cfg, place).map_err(boxed)
+        }
     }
 
     /// Top-k softmax of validated logits `lg [T, E]` into device `ids` / `weights`
@@ -247,7 +309,16 @@ impl Ops {
             (None, Some((i, w))) => (i.ptr, w.ptr),
             (None, None) => return Err(OpsError::Shape("no routing".into())),
         };
-        self.moe_align(ids, p.tokens, p.topk, p.expert_offset, p.local_experts, ws, l)?;
+        self.moe_align(
+            ids,
+            p.tokens,
+            p.topk,
+            p.expert_offset,
+            p.local_experts,
+            ws,
+            l,
+            p.align_ctas,
+        )?;
         Ok((ids, weights))
     }
 

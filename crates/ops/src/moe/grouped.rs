@@ -223,7 +223,16 @@ impl Ops {
             ..Default::default()
         };
         g.check(&a).map_err(boxed)?;
-        self.moe_align(p.ids.ptr, p.tokens, p.topk, p.expert_offset, p.local_experts, ws, l)?;
+        self.moe_align(
+            p.ids.ptr,
+            p.tokens,
+            p.topk,
+            p.expert_offset,
+            p.local_experts,
+            ws,
+            l,
+            None,
+        )?;
         // SAFETY: validated views and workspace regions sized for these shapes.
         unsafe { g.launch(&f, &a) }.map_err(boxed)
     }

@@ -43,6 +43,7 @@ mod self_route;
 
 pub use align::{align_reference, Alignment};
 pub use forced::fused_moe_workspace_bytes_with;
+pub use fused::{align_on_ctas, ALIGN_CTAS_MIN_ENTRIES, ALIGN_CTAS_MIN_EXPERTS};
 pub use fused_fp8::{fused_moe_fp8_workspace_bytes, MoeFp8Weights};
 pub use grouped::{validate_grouped_gemm, GroupedProblem};
 pub use kernels::{sm90_gemms, sm90_grid, with_dynamic, with_gather, with_walk_band};

@@ -9,6 +9,7 @@ use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef};
 use rcute_kernel::grouped_gemm::finalize::MoeFinalizeArgs;
 use rcute_kernel::grouped_gemm::SM90_TILE;
 use rcute_kernel::moe_routing::align::{align_capacity, AlignCapacity, MoeAlignArgs};
+use rcute_kernel::moe_routing::align_multi;
 use rcute_kernel::moe_routing::{MAX_EXPERTS, MAX_LOCAL_EXPERTS, MAX_TOPK};
 
 use crate::tuning::MoeSpec;
@@ -89,6 +90,12 @@ pub struct MoeOptions {
     /// never, `None` as `RCUTE_MOE_ROUTE` or the rule says ([`super::gemm1_routes`]). The
     /// output is the same bit for bit either way.
     pub route: Option<bool>,
+    /// Whether the alignment of the routed entries runs on several CTAs
+    /// ([`rcute_kernel::moe_routing::align_multi`]: two kernels) instead of one block:
+    /// `Some(true)` always (but where the top-k softmax and the alignment run as one launch,
+    /// at most 32 tokens routed from logits), `Some(false)` never, `None` as the rule says
+    /// ([`super::align_on_ctas`]). The output is the same bit for bit either way.
+    pub align_ctas: Option<bool>,
 }
 
 /// A device buffer the MoE ops use for routing and intermediates (size:
@@ -199,6 +206,10 @@ pub(crate) struct WorkspaceLayout {
     pub zero_walk: bool,
     pub sorted_ids: usize,
     pub block_expert: usize,
+    /// The multi-CTA alignment's table `[C, L]` (int32; [`align_multi::table_bytes`]).
+    pub align_table: usize,
+    /// Its bytes.
+    pub align_table_len: usize,
     /// GEMM1's `[rows, I]` output (fused MoE only).
     pub inter: usize,
     /// GEMM2's `[splits, T * k, H]` entry rows (fused MoE only).
@@ -269,6 +280,8 @@ impl WorkspaceLayout {
         let walk = take(Some(8))?;
         let sorted_ids = take(cap.rows.checked_mul(4))?;
         let block_expert = take(cap.blocks.checked_mul(4))?;
+        let align_table_len = align_multi::table_bytes(n, local);
+        let align_table = take(Some(align_table_len))?;
         let inter = take(cap.rows.checked_mul(inter_bytes_per_row))?;
         let entry_out = take(n.checked_mul(entry_bytes_per_row).and_then(|b| b.checked_mul(splits)))?;
         let gathered = take(cap.rows.checked_mul(gather_bytes_per_row))?;
@@ -284,6 +297,8 @@ impl WorkspaceLayout {
             zero_walk: false,
             sorted_ids,
             block_expert,
+            align_table,
+            align_table_len,
             inter,
             entry_out,
             gathered,
@@ -550,6 +565,8 @@ pub struct MoeProblem {
     pub dynamic: Option<bool>,
     /// GEMM1's own routing asked for ([`MoeOptions::route`]).
     pub route: Option<bool>,
+    /// The multi-CTA alignment asked for ([`MoeOptions::align_ctas`]).
+    pub align_ctas: Option<bool>,
     /// The activations' and weights' type.
     pub dtype: DType,
     pub(crate) x: Geometry,
@@ -729,8 +746,7 @@ pub(crate) fn validate_moe(
     if tokens == 0 || hidden == 0 || xg.batch != 1 {
         return Err(OpsError::Empty(format!("x [{tokens}, {hidden}] (batch {})", xg.batch)));
     }
-    let local = ag.batch;
-    let inter = ag.rows / 2;
+    let (local, inter) = (ag.batch, ag.rows / 2);
     if local == 0 || inter == 0 {
         return Err(OpsError::Empty(format!("w13 [{local}, {}, {}]", ag.rows, ag.cols)));
     }
@@ -850,6 +866,7 @@ pub(crate) fn validate_moe(
         per_tile: opts.per_tile,
         dynamic: opts.dynamic,
         route: opts.route,
+        align_ctas: opts.align_ctas,
         dtype: xg.dtype,
         x: xg,
         w13: ag,
