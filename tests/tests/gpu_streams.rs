@@ -201,8 +201,10 @@ fn gemm_captured_in_a_graph_replays_with_new_inputs() {
         let a = s.clone_htod(&random(&mut rng, m * k)).unwrap();
         let b = s.clone_htod(&random(&mut rng, k * n)).unwrap();
         let mut d = s.clone_htod(&vec![bf16::NAN; m * n]).unwrap();
+        // Thread-local capture: the other tests of this binary may run on other threads, and
+        // a global capture would fail on their allocations (and they on it).
         let capture = |d: &mut CudaSlice<bf16>| {
-            s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
+            s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
                 .unwrap();
             let r = gemm(&ops, kernel, &a, &b, d, (m, n, k));
             let graph = s.end_capture(CUgraphInstantiate_flags(0));
