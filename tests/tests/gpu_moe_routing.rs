@@ -500,12 +500,7 @@ fn staged_alignment_matches_the_direct_one() {
         // static shared memory pass 48 KiB only with the opt-in.
         for &t in cases(&[100usize, 4096, 1, 1000, 3]) {
             for hot in [false, true] {
-                let ids: Vec<i32> = (0..t * k)
-                    .map(|_| match rng.next_u32() % 10 {
-                        0..=6 if hot => 1,
-                        _ => (rng.next_u32() % (e as u32 + 3)) as i32 - 1,
-                    })
-                    .collect();
+                let ids = routed_ids(&mut rng, t * k, e, hot);
                 let d_ids = stream.clone_htod(&ids).unwrap();
                 for (offset, local, bm) in [(0, e, 16), (0, e, 128), (2, 3, 128)] {
                     let what = format!("E={e} k={k} T={t} hot={hot} align [{offset}, +{local}) block_m={bm}");
@@ -528,6 +523,17 @@ fn staged_alignment_matches_the_direct_one() {
             }
         }
     }
+}
+
+/// `n` routed expert ids: uniform over `[-1, e + 2)` (some outside the expert range), or
+/// with `hot` seven in ten of them expert 1.
+fn routed_ids(rng: &mut Rng, n: usize, e: usize, hot: bool) -> Vec<i32> {
+    (0..n)
+        .map(|_| match rng.next_u32() % 10 {
+            0..=6 if hot => 1,
+            _ => (rng.next_u32() % (e as u32 + 3)) as i32 - 1,
+        })
+        .collect()
 }
 
 /// Alignment arguments for sizes only (the launch configuration reads no pointer).
@@ -571,12 +577,7 @@ fn multi_cta_alignment_matches_the_single_block() {
     for (e, k) in [(64usize, 6usize), (8, 2)] {
         for &t in cases(&[1000usize, 4096, 2731, 1, 3]) {
             for hot in [false, true] {
-                let ids: Vec<i32> = (0..t * k)
-                    .map(|_| match rng.next_u32() % 10 {
-                        0..=6 if hot => 1,
-                        _ => (rng.next_u32() % (e as u32 + 3)) as i32 - 1,
-                    })
-                    .collect();
+                let ids = routed_ids(&mut rng, t * k, e, hot);
                 let d_ids = stream.clone_htod(&ids).unwrap();
                 for (offset, local, bm) in [(0, e, 16), (0, e, 128), (2, 3, 128)] {
                     let what = format!("E={e} k={k} T={t} hot={hot} multi-CTA [{offset}, +{local}) block_m={bm}");
