@@ -70,13 +70,16 @@ pub const ALIGN_CTAS_MIN_EXPERTS: usize = 16;
 /// Whether the alignment of `entries` routed entries over `local` experts runs on several
 /// CTAs when [`super::MoeOptions::align_ctas`] does not say: from
 /// [`ALIGN_CTAS_MIN_ENTRIES`] entries over at least [`ALIGN_CTAS_MIN_EXPERTS`] experts.
-/// On the H200 (BENCHMARKS.md, "Session 27 (helper align)"; one process, the CUDA graph
-/// of the layer, rows A B B A, µs) DeepSeek-V2-Lite went 332.0 / 331.2 -> 330.1 / 330.3
-/// at T = 1024 (6144 entries) and 943.3 / 959.1 -> 898.2 / 897.8 at T = 4096 (24576; more
-/// than the single block's 23 us, so not all of it is the alignment), while Mixtral T =
-/// 4096 (8192 entries over 8 experts) went 4645.9 / 4669.6 -> 4707.1 / 4674.6 (noise
-/// level): few experts keep the single block (its pass 3 takes one ballot per bit of the
-/// expert, 4 for 8 experts against 7 for 64).
+/// On the H200 (BENCHMARKS.md, "Session 27 (helper align)" and the lead's confirmation
+/// below it): at DeepSeek-V2-Lite T = 4096 (24576 entries, 12 CTAs) the alignment itself
+/// takes 10.6-11.1 us against the single block's 22.8-23.7 (ncu), and the layer's CUDA
+/// graph 901.5 / 902.9 against 906.1 / 906.8 us in one process (-0.5 %: the programmatic
+/// dependent launch already hid part of the single block); at T = 1024 (3 CTAs) the
+/// kernels take the same time and the layer -0.2 %. The helper's first process had shown
+/// -5.6 % at T = 4096, mostly the rows' order. Mixtral T = 4096 (8192 entries over 8
+/// experts) did not gain (4645.9 / 4669.6 -> 4707.1 / 4674.6 us): few experts keep the
+/// single block (its pass 3 takes one ballot per bit of the expert, 4 for 8 experts
+/// against 7 for 64).
 ///
 /// ```
 /// use rcute_ops::moe::align_on_ctas;
