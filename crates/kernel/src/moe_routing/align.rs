@@ -58,7 +58,7 @@
 //! assert!(align_capacity(3, 2, 0, 16).is_err());
 //! ```
 
-use super::{MoeRoutingError, MAX_LOCAL_EXPERTS};
+use super::{warp_scan, MoeRoutingError, MAX_LOCAL_EXPERTS};
 use crate::emit::{index_expr, unit_preamble, Function as CFunction, Item, Stmt, Unit};
 use crate::launch::{Dim3, KernelArgs, LaunchConfig};
 use rcute_layout::{tuple, Layout};
@@ -354,23 +354,6 @@ pub(super) fn walk_entries(ids: &str, place: Vec<Stmt>) -> Stmt {
                 ],
             ),
             Stmt::unrolled("u", UNROLL, per_entry),
-        ],
-    }
-}
-
-/// An inclusive warp scan of `var` (shuffles up).
-fn warp_scan(var: &str) -> Stmt {
-    Stmt::Loop {
-        init: "int o = 1".into(),
-        cond: "o < 32".into(),
-        step: "o *= 2".into(),
-        body: vec![
-            Stmt::decl("const int", "y", format!("__shfl_up_sync(0xffffffffu, {var}, o)")),
-            Stmt::If {
-                cond: "lane >= o".into(),
-                then: vec![Stmt::assign(var, format!("{var} + y"))],
-                otherwise: vec![],
-            },
         ],
     }
 }

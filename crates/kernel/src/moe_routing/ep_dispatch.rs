@@ -22,7 +22,7 @@
 //! assert_eq!(generate_combine(rcute_atom::Element::BF16).unwrap().name, "rc_ep_dispatch_combine_bf16");
 //! ```
 
-use super::MoeRoutingError;
+use super::{warp_scan, MoeRoutingError};
 use crate::emit::shorthand::if_;
 use crate::emit::{unit_preamble, Function as CFunction, Item, Stmt, Unit};
 use crate::grouped_gemm::finalize::{add_row, pair_types, row_sum_body};
@@ -87,23 +87,6 @@ fn unit(name: &str, what: &str, f: CFunction) -> String {
 
 fn params(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter().map(|(t, n)| (t.to_string(), n.to_string())).collect()
-}
-
-/// An inclusive warp scan of `var` (lanes below `o` keep their value).
-fn warp_scan(var: &str) -> Stmt {
-    Stmt::Loop {
-        init: "int o = 1".into(),
-        cond: "o < 32".into(),
-        step: "o *= 2".into(),
-        body: vec![
-            Stmt::decl("const int", "y", format!("__shfl_up_sync(0xffffffffu, {var}, o)")),
-            Stmt::If {
-                cond: "lane >= o".into(),
-                then: vec![Stmt::assign(var, format!("{var} + y"))],
-                otherwise: vec![],
-            },
-        ],
-    }
 }
 
 fn sync() -> Stmt {

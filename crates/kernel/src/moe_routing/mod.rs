@@ -27,6 +27,7 @@ pub mod ep_dispatch;
 pub mod topk_align;
 pub mod topk_softmax;
 
+use crate::emit::Stmt;
 use thiserror::Error;
 
 /// The largest number of experts [`topk_softmax`] handles (eight per lane of a warp).
@@ -62,4 +63,23 @@ pub enum MoeRoutingError {
     /// The arguments of two routing steps launched as one do not describe one routing.
     #[error("fused routing arguments disagree: {0}")]
     Mismatch(String),
+}
+
+/// An inclusive scan of the `int` variable `var` over the 32 lanes of a warp (Hillis-Steele
+/// with `__shfl_up_sync`: at step `o` a lane adds the value `o` lanes below it, and lanes
+/// below `o` keep theirs). The emitted code names the lane index `lane`.
+pub(crate) fn warp_scan(var: &str) -> Stmt {
+    Stmt::Loop {
+        init: "int o = 1".into(),
+        cond: "o < 32".into(),
+        step: "o *= 2".into(),
+        body: vec![
+            Stmt::decl("const int", "y", format!("__shfl_up_sync(0xffffffffu, {var}, o)")),
+            Stmt::If {
+                cond: "lane >= o".into(),
+                then: vec![Stmt::assign(var, format!("{var} + y"))],
+                otherwise: vec![],
+            },
+        ],
+    }
 }
