@@ -726,22 +726,9 @@ pub fn validate_fused_moe(
     validate_moe(x, w13, w2, routing, opts, workspace, y, false)
 }
 
-/// [`validate_fused_moe`], or with `fp8` for e4m3 weights (x and y bf16 / f16, `H` and `I`
-/// multiples of 16, the FP8 workspace layout in `layout90`: see
-/// [`fp8_layout`]).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn validate_moe(
-    x: &MatrixRef<'_>,
-    w13: &MatrixRef<'_>,
-    w2: &MatrixRef<'_>,
-    routing: &MoeRouting<'_>,
-    opts: &MoeOptions,
-    workspace: &MoeWorkspace<'_>,
-    y: &MatrixMut<'_>,
-    fp8: bool,
-) -> Result<MoeProblem, OpsError> {
-    let (xg, ag, bg, yg) = (x.geo(), w13.geo(), w2.geo(), y.geo());
-    check_dtypes(&xg, &ag, &bg, &yg, fp8)?;
+/// The layer's extents `(tokens, hidden, local experts, inter)` from x, w13, w2 and y,
+/// checked against each other, the 16-byte vectors and the 32-bit index range.
+fn check_shapes(xg: &Geometry, ag: &Geometry, bg: &Geometry, yg: &Geometry, fp8: bool) -> Result<[usize; 4], OpsError> {
     let (tokens, hidden) = (xg.rows, xg.cols);
     if tokens == 0 || hidden == 0 || xg.batch != 1 {
         return Err(OpsError::Empty(format!("x [{tokens}, {hidden}] (batch {})", xg.batch)));
@@ -778,16 +765,110 @@ pub(crate) fn validate_moe(
     if local > MAX_LOCAL_EXPERTS as usize {
         return Err(shape(format!("{local} local experts: at most {MAX_LOCAL_EXPERTS}")));
     }
-    dense("x", &xg, false, true)?;
-    dense("w13", &ag, false, true)?;
-    dense("w2", &bg, false, true)?;
-    dense("y", &yg, true, true)?;
+    dense("x", xg, false, true)?;
+    dense("w13", ag, false, true)?;
+    dense("w2", bg, false, true)?;
+    dense("y", yg, true, true)?;
     if yg.row_stride != hidden as i64 {
         return Err(OpsError::Strides {
             operand: "y",
             detail: "y must be dense [T, H]".into(),
         });
     }
+    Ok([tokens, hidden, local, inter])
+}
+
+/// The workspace layouts of both families (`[SM80, SM90]`, the FP8 layout in the second
+/// when `fp8`) and the bytes the workspace must hold; a workspace that is too small or
+/// misaligned is an error.
+fn check_workspace(
+    [tokens, hidden, local, inter]: [usize; 4],
+    topk: usize,
+    dtype: DType,
+    workspace: &MoeWorkspace<'_>,
+    fp8: bool,
+) -> Result<([WorkspaceLayout; 2], usize), OpsError> {
+    let [layout, mut layout90] = layouts(tokens, topk, local, hidden, inter, dtype.bytes())?;
+    // Room for either family's layout and any SM80 configuration a table may pick (FP8: its own).
+    let needed = if fp8 {
+        let (l, bytes) = fp8_layout(tokens, topk, local, hidden, inter, dtype)?;
+        layout90 = l;
+        bytes
+    } else {
+        fused_moe_workspace_bytes(tokens, topk, local, hidden, inter, dtype)?
+    };
+    if workspace.len < needed {
+        return Err(OpsError::OutOfBounds {
+            operand: "workspace",
+            needed,
+            len: workspace.len,
+        });
+    }
+    if !workspace.ptr.is_multiple_of(ALIGN as u64) {
+        return Err(OpsError::Alignment {
+            operand: "workspace",
+            detail: format!("address {:#x} is not a multiple of {ALIGN} bytes", workspace.ptr),
+        });
+    }
+    Ok(([layout, layout90], needed))
+}
+
+/// y and the first `needed` bytes of the workspace (both written) overlap no input and not
+/// each other.
+fn check_overlaps(
+    inputs: [&Geometry; 3],
+    routed: (&Option<(Geometry, bool)>, &Option<(Geometry, Geometry)>),
+    yg: &Geometry,
+    ws: (u64, u64),
+) -> Result<(), OpsError> {
+    let yr = range(yg)?;
+    let mut read = vec![
+        ("x", range(inputs[0])?),
+        ("w13", range(inputs[1])?),
+        ("w2", range(inputs[2])?),
+    ];
+    if let Some((l, _)) = routed.0 {
+        read.push(("logits", range(l)?));
+    }
+    if let Some((i, w)) = routed.1 {
+        read.push(("topk_ids", range(i)?));
+        read.push(("topk_weights", range(w)?));
+    }
+    for (op, r) in read {
+        if overlaps(r, yr) || overlaps(r, ws) {
+            return Err(OpsError::Strides {
+                operand: "y",
+                detail: format!("y or the workspace overlaps {op}"),
+            });
+        }
+    }
+    if overlaps(yr, ws) {
+        return Err(OpsError::Strides {
+            operand: "y",
+            detail: "y overlaps the workspace".into(),
+        });
+    }
+    Ok(())
+}
+
+/// [`validate_fused_moe`], or with `fp8` for e4m3 weights (x and y bf16 / f16, `H` and `I`
+/// multiples of 16, the FP8 workspace layout in `layout90`: see
+/// [`fp8_layout`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn validate_moe(
+    x: &MatrixRef<'_>,
+    w13: &MatrixRef<'_>,
+    w2: &MatrixRef<'_>,
+    routing: &MoeRouting<'_>,
+    opts: &MoeOptions,
+    workspace: &MoeWorkspace<'_>,
+    y: &MatrixMut<'_>,
+    fp8: bool,
+) -> Result<MoeProblem, OpsError> {
+    let (xg, ag, bg, yg) = (x.geo(), w13.geo(), w2.geo(), y.geo());
+    check_dtypes(&xg, &ag, &bg, &yg, fp8)?;
+    let extents = check_shapes(&xg, &ag, &bg, &yg, fp8)?;
+    let [tokens, hidden, local, inter] = extents;
     let (topk, experts, logits, ids) = validate_routing(routing, tokens)?;
     if let Some(e) = experts.filter(|&e| opts.expert_offset + local > e) {
         return Err(shape(format!(
@@ -805,52 +886,9 @@ pub(crate) fn validate_moe(
             what: "tokens x top-k (32-bit indices)",
         });
     }
-    let [layout, mut layout90] = layouts(tokens, topk, local, hidden, inter, xg.dtype.bytes())?;
-    // Room for either family's layout and any SM80 configuration a table may pick (FP8: its own).
-    let needed = if fp8 {
-        let (l, bytes) = fp8_layout(tokens, topk, local, hidden, inter, xg.dtype)?;
-        layout90 = l;
-        bytes
-    } else {
-        fused_moe_workspace_bytes(tokens, topk, local, hidden, inter, xg.dtype)?
-    };
-    if workspace.len < needed {
-        return Err(OpsError::OutOfBounds {
-            operand: "workspace",
-            needed,
-            len: workspace.len,
-        });
-    }
-    if !workspace.ptr.is_multiple_of(ALIGN as u64) {
-        return Err(OpsError::Alignment {
-            operand: "workspace",
-            detail: format!("address {:#x} is not a multiple of {ALIGN} bytes", workspace.ptr),
-        });
-    }
+    let ([layout, layout90], needed) = check_workspace(extents, topk, xg.dtype, workspace, fp8)?;
     let ws = (workspace.ptr, workspace.ptr.saturating_add(needed as u64));
-    let yr = range(&yg)?;
-    let mut inputs = vec![("x", range(&xg)?), ("w13", range(&ag)?), ("w2", range(&bg)?)];
-    if let Some((l, _)) = &logits {
-        inputs.push(("logits", range(l)?));
-    }
-    if let Some((i, w)) = &ids {
-        inputs.push(("topk_ids", range(i)?));
-        inputs.push(("topk_weights", range(w)?));
-    }
-    for (op, r) in inputs {
-        if overlaps(r, yr) || overlaps(r, ws) {
-            return Err(OpsError::Strides {
-                operand: "y",
-                detail: format!("y or the workspace overlaps {op}"),
-            });
-        }
-    }
-    if overlaps(yr, ws) {
-        return Err(OpsError::Strides {
-            operand: "y",
-            detail: "y overlaps the workspace".into(),
-        });
-    }
+    check_overlaps([&xg, &ag, &bg], (&logits, &ids), &yg, ws)?;
     Ok(MoeProblem {
         tokens,
         hidden,
