@@ -605,10 +605,15 @@ pub(super) fn shared_ints(decls: &[String]) -> Vec<Stmt> {
         .collect()
 }
 
+/// The shared array of the per-warp, per-expert counters (the counting pass's only one).
+pub(super) fn warp_count_array() -> String {
+    format!("warp_count[{}]", WARPS * MAX_LOCAL_EXPERTS)
+}
+
 /// The shared arrays of the alignment's passes.
 pub(super) fn pass_arrays() -> Vec<String> {
     vec![
-        format!("warp_count[{}]", WARPS * MAX_LOCAL_EXPERTS),
+        warp_count_array(),
         format!("row_offset[{}]", MAX_LOCAL_EXPERTS + 1),
         format!("block_first[{}]", MAX_LOCAL_EXPERTS + 1),
         format!("expert_count[{MAX_LOCAL_EXPERTS}]"),

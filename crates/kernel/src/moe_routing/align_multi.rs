@@ -161,7 +161,7 @@ fn count_slice() -> Vec<Stmt> {
 
 fn count_kernel(name: &str) -> CFunction {
     let (cnt, cnt_doc) = align::counter("v");
-    let mut body = align::shared_ints(&[align::pass_arrays().remove(0)]);
+    let mut body = align::shared_ints(&[align::warp_count_array()]);
     body.extend(count_slice());
     body.push(Stmt::If {
         cond: "(int)threadIdx.x < L".into(),
