@@ -260,42 +260,12 @@ fn k_iters_decl(k: &Ctx) -> Option<Stmt> {
     }
 }
 
-fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
-    let (cm, cn, s) = (k.cm, k.cn, k.s);
-    // Consumer warps release a stage to every CTA that writes into it: itself, the CTAs
-    // of its cluster row (A multicast) and of its cluster column (B multicast).
-    let empty_arrivals = if k.coop { 8 } else { 4 } * (cm + cn - 1);
-    // The gathering GEMM1's A rows arrive per producer thread (cp.async), B's with the TMA.
-    let full_arrivals = if k.cfg.gather_a {
-        grouped_gather::full_arrivals()
-    } else {
-        1
-    };
+/// The cluster's ranks, the rows each CTA loads of the multicast A / B tiles, and the
+/// masks of the CTAs a multicast lands in.
+fn cluster_masks(k: &Ctx) -> Vec<Stmt> {
+    let (cm, cn) = (k.cm, k.cn);
     let rank_bit = |e: Expr| format!("(uint16_t)(1u << ({}))", e.to_cpp());
-    let mut b = vec![
-        c("warpgroup and warp indices broadcast from lane 0 (CUTLASS's canonical_warp_group_idx): ptxas then"),
-        c("knows them warp-uniform, so the stage ring and the wgmma descriptors derived from them live in"),
-        c("uniform registers instead of being moved there (R2UR) before every wgmma"),
-        d("const int", "wg", "__shfl_sync(0xffffffffu, threadIdx.x / 128, 0)"),
-        d(
-            "const int",
-            "warp",
-            "__shfl_sync(0xffffffffu, (threadIdx.x / 32) % 4, 0)",
-        ),
-        d("const int", "lane", "threadIdx.x % 32"),
-        d("const int", "k_tiles", format!("(K + {}) / {}", k.bk - 1, k.bk)),
-    ];
-    b.extend(k_iters_decl(k));
-    b.extend([
-        c("persistent tile scheduler: raster order and swizzle resolved on the host"),
-        e(format!(
-            "const {name}_sched sched(sched_tiles_m, sched_tiles_n, sched_batches, sched_along_n, sched_log_swizzle)"
-        )),
-    ]);
-    if k.sk {
-        b.extend(stream_k::walk_decl(k, name));
-    }
-    b.extend([
+    vec![
         c(format!(
             "cluster {cm}x{cn}: A is multicast along the cluster's N ranks (each loads BM/{cn} rows), B along its M ranks (BN/{cm} rows)"
         )),
@@ -325,32 +295,23 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
                 rank_bit(var("i").add(&var("rank_n").mul(&Expr::lit(cm))))
             ))],
         ),
-    ]);
-    if k.clustered {
-        b.push(dc(
-            "const uint16_t",
-            "peers",
-            "mask_a | mask_b",
-            "the CTAs whose loads land in this CTA's stages",
-        ));
-    }
-    b.push(if !k.cfg.takes_split_k() {
-        dc(
-            "const bool",
-            "load_c",
-            k.fusion.source_needed.clone(),
-            "is_source_needed",
-        )
+    ]
+}
+
+/// Thread 0 initializes the stage ring's, the C buffers' (and the dynamic walk's) mbarriers.
+fn barrier_init(k: &Ctx) -> Stmt {
+    let (cm, cn, s) = (k.cm, k.cn, k.s);
+    // Consumer warps release a stage to every CTA that writes into it: itself, the CTAs
+    // of its cluster row (A multicast) and of its cluster column (B multicast).
+    let empty_arrivals = if k.coop { 8 } else { 4 } * (cm + cn - 1);
+    // The gathering GEMM1's A rows arrive per producer thread (cp.async), B's with the TMA.
+    let full_arrivals = if k.cfg.gather_a {
+        grouped_gather::full_arrivals()
     } else {
-        dc(
-            "const bool",
-            "load_c",
-            format!("({}) && split_k == 1", k.fusion.source_needed),
-            "is_source_needed (split-K applies the fusion in the reduction instead)",
-        )
-    });
+        1
+    };
     let c_groups = k.p.epi_groups as usize;
-    b.push(if_(
+    if_(
         "threadIdx.x == 0",
         vec![
             for_(
@@ -380,22 +341,80 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
         })
         .chain([e("rc_fence_mbarrier_init()")])
         .collect(),
-    ));
-    b.extend(crate::grid_dependency::prologue(Some("early_trigger")));
+    )
+}
+
+/// Thread 32 prefetches the tensor maps the CTA reads through (A unless the producer
+/// gathers its rows, B; D and C in a plain GEMM, whose maps are kernel parameters).
+fn tensormap_prefetch(k: &Ctx) -> Stmt {
     let mut prefetch = vec![e("rc_prefetch_tensormap(&tmap_a)"), e("rc_prefetch_tensormap(&tmap_b)")];
     if k.cfg.gather_a {
         prefetch.remove(0);
     }
+    if k.cfg.grouped.is_none() {
+        prefetch.push(e("rc_prefetch_tensormap(&tmap_d)"));
+        prefetch.push(if_("load_c", vec![e("rc_prefetch_tensormap(&tmap_c)")]));
+    }
+    if_("threadIdx.x == 32", prefetch)
+}
+
+fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
+    let mut b = vec![
+        c("warpgroup and warp indices broadcast from lane 0 (CUTLASS's canonical_warp_group_idx): ptxas then"),
+        c("knows them warp-uniform, so the stage ring and the wgmma descriptors derived from them live in"),
+        c("uniform registers instead of being moved there (R2UR) before every wgmma"),
+        d("const int", "wg", "__shfl_sync(0xffffffffu, threadIdx.x / 128, 0)"),
+        d(
+            "const int",
+            "warp",
+            "__shfl_sync(0xffffffffu, (threadIdx.x / 32) % 4, 0)",
+        ),
+        d("const int", "lane", "threadIdx.x % 32"),
+        d("const int", "k_tiles", format!("(K + {}) / {}", k.bk - 1, k.bk)),
+    ];
+    b.extend(k_iters_decl(k));
+    b.extend([
+        c("persistent tile scheduler: raster order and swizzle resolved on the host"),
+        e(format!(
+            "const {name}_sched sched(sched_tiles_m, sched_tiles_n, sched_batches, sched_along_n, sched_log_swizzle)"
+        )),
+    ]);
+    if k.sk {
+        b.extend(stream_k::walk_decl(k, name));
+    }
+    b.extend(cluster_masks(k));
+    if k.clustered {
+        b.push(dc(
+            "const uint16_t",
+            "peers",
+            "mask_a | mask_b",
+            "the CTAs whose loads land in this CTA's stages",
+        ));
+    }
+    b.push(if !k.cfg.takes_split_k() {
+        dc(
+            "const bool",
+            "load_c",
+            k.fusion.source_needed.clone(),
+            "is_source_needed",
+        )
+    } else {
+        dc(
+            "const bool",
+            "load_c",
+            format!("({}) && split_k == 1", k.fusion.source_needed),
+            "is_source_needed (split-K applies the fusion in the reduction instead)",
+        )
+    });
+    b.push(barrier_init(k));
+    b.extend(crate::grid_dependency::prologue(Some("early_trigger")));
     if let Some(g) = k.cfg.grouped {
         b.extend(grouped::prologue(g));
         if k.cfg.dynamic_walk {
             b.extend(super::dynamic::prologue(k));
         }
-    } else {
-        prefetch.push(e("rc_prefetch_tensormap(&tmap_d)"));
-        prefetch.push(if_("load_c", vec![e("rc_prefetch_tensormap(&tmap_c)")]));
     }
-    b.push(if_("threadIdx.x == 32", prefetch));
+    b.push(tensormap_prefetch(k));
     b.push(e("__syncthreads()"));
     if k.sk {
         b.push(stream_k::walk_ref(name));
