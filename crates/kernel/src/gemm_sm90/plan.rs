@@ -140,13 +140,9 @@ fn check_config(cfg: &GemmSm90Config) -> Result<(), GemmError> {
     Ok(())
 }
 
-/// Resolve the plan: the collective builders ([`Sm90EpiloguePlan`], [`Sm90Mainloop`])
-/// choose the epilogue policy and the stage count; this generator adds its own limits (one
-/// 128-byte TMA box per operand row, `stmatrix.x4`, row-major C / D, 16-bit types) and
-/// lays out the shared memory.
-pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
-    let [bm, bn, bk] = cfg.tile;
-    check_config(cfg)?;
+/// The epilogue collective's plan for `cfg`, within this generator's limits: `stmatrix.x4`
+/// stores, one swizzle span per subtile row, `EPI_M` a multiple of 64.
+fn epilogue_plan(cfg: &GemmSm90Config) -> Result<Sm90EpiloguePlan, GemmError> {
     let mut ecfg = Sm90EpilogueConfig::new(
         cfg.tile,
         cfg.schedule,
@@ -175,6 +171,18 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
             "epilogue tile {em}x{en}: EPI_M must be a multiple of 64"
         )));
     }
+    Ok(epi)
+}
+
+/// Resolve the plan: the collective builders ([`Sm90EpiloguePlan`], [`Sm90Mainloop`])
+/// choose the epilogue policy and the stage count; this generator adds its own limits (one
+/// 128-byte TMA box per operand row, `stmatrix.x4`, row-major C / D, 16-bit types) and
+/// lays out the shared memory.
+pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
+    let [bm, bn, bk] = cfg.tile;
+    check_config(cfg)?;
+    let epi = epilogue_plan(cfg)?;
+    let epi_swizzle = epi.smem_atom_d.mode;
     let pp = cfg.schedule == Sm90Schedule::PingPong;
     let coop = cfg.schedule == Sm90Schedule::Cooperative;
     // Ping-pong: each consumer warpgroup gets its own epilogue buffers (the two epilogues
@@ -184,7 +192,7 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
     let epi_sets = if pp || coop { 2 } else { 1 };
     let group_tile = epi.warpgroup_subtile();
     // One group's C and D buffers: the collective's storage (its half, cooperative).
-    let epi_set_bytes = epi.tensor_bytes / (em / group_tile[0]) as usize;
+    let epi_set_bytes = epi.tensor_bytes / (epi.epi_tile[0] / group_tile[0]) as usize;
     let d_bufs = if epi.reuse_smem_c { epi.stages_c } else { epi.stages_d };
     let c_bar_bytes = epi_sets * epi.barrier_bytes;
     let bc_floats = cfg.fusion.staging_layout(bm, bn).iter().map(|b| b.extent).sum::<i64>();
