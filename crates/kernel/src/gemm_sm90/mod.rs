@@ -154,12 +154,9 @@ pub struct GeneratedGemmSm90 {
     pub plan: Sm90Plan,
 }
 
-/// Generate the kernel of a configuration.
-pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
-    let p = plan(cfg)?;
-    let name = kernel_name(cfg, &p);
-    let mut config = cfg.clone();
-    config.stages = Some(p.stages);
+/// The PTX snippets the kernel calls: the common barriers and copies, the cluster's
+/// multicast and barriers where the cluster has several CTAs, the MMA atom, the members'.
+fn snippets(cfg: &GemmSm90Config, p: &Sm90Plan) -> Vec<Snippet> {
     let [_, en] = p.epi_tile;
     let [gem, _] = p.group_tile;
     let sub_bits = gem * en * cfg.cd.bits() as i64;
@@ -204,24 +201,13 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
         p.mma.snippet.clone(),
     ]);
     snippets.extend(member_snippets(cfg));
-    let mut items = unit_preamble(&snippets, "");
-    items.push(scheduler(cfg).device_item(&name));
-    if cfg.stream_k {
-        items.push(crate::stream_k::device_item(&name));
-    }
-    items.push(Item::Snippet {
-        origin: "rcute sm90 helpers".into(),
-        code: helpers(cfg.cd),
-    });
-    if cfg.dynamic_walk {
-        items.push(dynamic::helper(grouped_cluster::clustered(cfg)));
-    }
-    let fusion = if p.bc_floats > 0 {
-        cfg.fusion.emit_staged("rc_fusion", bm, bn)
-    } else {
-        cfg.fusion.emit("rc_fusion")
-    }
-    .map_err(|e| cfg_err(format!("fusion: {e}")))?;
+    snippets
+}
+
+/// The fusion's device code and `rc_visit_at` (and `rc_visit_staged_at`), which evaluate it
+/// at one element of the tile: guarded by the problem's bounds where the tree reads memory
+/// at the element's coordinates.
+fn fusion_items(cfg: &GemmSm90Config, fusion: &FusionCode) -> [Item; 2] {
     // Only trees that index memory by the element's coordinates (broadcast vectors, aux
     // matrices) need the bounds guard; scalars (also `ScalarPtr`'s element 0) are safe at
     // any coordinate and, unguarded, are loaded once instead of under every element's
@@ -238,11 +224,7 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
             fusion.fn_name
         )
     };
-    items.push(Item::Snippet {
-        origin: format!("rcute-collective fusion {}", cfg.fusion.name()),
-        code: fusion.source(),
-    });
-    items.push(Item::Snippet {
+    let guard = Item::Snippet {
         origin: "rcute sm90 fusion guard".into(),
         code: format!(
             "// The fusion at one element, or 0 outside the problem (broadcast loads stay in bounds).\n\
@@ -270,7 +252,41 @@ pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
                 ),
             },
         ),
+    };
+    let source = Item::Snippet {
+        origin: format!("rcute-collective fusion {}", cfg.fusion.name()),
+        code: fusion.source(),
+    };
+    [source, guard]
+}
+
+/// Generate the kernel of a configuration.
+pub fn generate(cfg: &GemmSm90Config) -> Result<GeneratedGemmSm90, GemmError> {
+    let p = plan(cfg)?;
+    let name = kernel_name(cfg, &p);
+    let mut config = cfg.clone();
+    config.stages = Some(p.stages);
+    let [bm, bn, _] = cfg.tile;
+    let snippets = snippets(cfg, &p);
+    let mut items = unit_preamble(&snippets, "");
+    items.push(scheduler(cfg).device_item(&name));
+    if cfg.stream_k {
+        items.push(crate::stream_k::device_item(&name));
+    }
+    items.push(Item::Snippet {
+        origin: "rcute sm90 helpers".into(),
+        code: helpers(cfg.cd),
     });
+    if cfg.dynamic_walk {
+        items.push(dynamic::helper(grouped_cluster::clustered(cfg)));
+    }
+    let fusion = if p.bc_floats > 0 {
+        cfg.fusion.emit_staged("rc_fusion", bm, bn)
+    } else {
+        cfg.fusion.emit("rc_fusion")
+    }
+    .map_err(|e| cfg_err(format!("fusion: {e}")))?;
+    items.extend(fusion_items(cfg, &fusion));
     if grouped_cluster::clustered(cfg) {
         items.push(grouped_cluster::walk_helper(bm, cfg));
     } else if cfg.grouped.is_some() {
