@@ -141,46 +141,13 @@ fn prepared_rows(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> Vec<Stmt> {
     ]
 }
 
-/// The warp's coordinates, its rows of B and A, its K range.
-fn setup(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> Vec<Stmt> {
+/// The warp's output column and the source pointers of its two weight rows (gate and up
+/// rows of w13 for SwiGLU, two adjacent rows of w2 for the scatter; the prepared layout's
+/// own pointers when the weight is prepared).
+fn weight_rows(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> Vec<Stmt> {
     let ta = cfg.element.cuda_type();
-    let (bm, w, ck) = (p.bm, p.warps, p.chunk_k);
-    let mut v = vec![
-        d("const int", "lane", "threadIdx.x & 31"),
-        d("const int", "warp", "threadIdx.x >> 5"),
-        dc(
-            "const int",
-            "g",
-            "lane >> 2",
-            "MMA row g (and g + 8) of the weight, row g of an A fragment",
-        ),
-        dc(
-            "const int",
-            "q",
-            "lane & 3",
-            "the lane's 8 k of a 32-k chunk: 8q .. 8q + 8",
-        ),
-        dc("const int", "tile_m", "blockIdx.x", "row tile"),
-        d("const int", "m0", format!("tile_m * {bm}")),
-        c("the grid covers the most padded rows any routing gives; tiles past this routing's rows exit"),
-        if_("m0 >= __ldg(total_rows)", vec![Stmt::Return]),
-    ];
-    v.extend(super::tile::row_tile_expert(Stmt::Return));
-    v.extend(super::tile::split_k_range());
-    v.extend([
-        dc(
-            "const int",
-            "chunks",
-            format!("k_end > k_begin ? (k_end - k_begin + {}) / {ck} : 0", ck - 1),
-            format!("{ck}-k chunks of this split"),
-        ),
-        dc(
-            &format!("const {ta}* const"),
-            "gB",
-            "B + (long long)expert * expert_stride",
-            "the expert's weight (rows,K):(ldb,1)",
-        ),
-    ]);
+    let w = p.warps;
+    let mut v = vec![];
     match cfg.epilogue {
         GroupedEpilogue::SwiGlu => v.extend([
             dc(
@@ -231,6 +198,14 @@ fn setup(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> Vec<Stmt> {
             d(&format!("const {ta}* const"), "w_hi_src", "w_lo_src + ldb"),
         ]),
     }
+    v
+}
+
+/// Per 8-row fragment of A: this lane's source row (gathered through the sorted entries,
+/// or the row itself), whether it is routed, and whether any row of the fragment is.
+fn a_fragments(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> Vec<Stmt> {
+    let ta = cfg.element.cuda_type();
+    let mut v = vec![];
     let f = p.frags;
     v.push(Stmt::Decl {
         ty: format!("const {ta}*"),
@@ -270,6 +245,51 @@ fn setup(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> Vec<Stmt> {
             Stmt::assign("live[f]", "__any_sync(0xffffffffu, x_ok[f])"),
         ],
     ));
+    v
+}
+
+/// The warp's coordinates, its rows of B and A, its K range.
+fn setup(cfg: &GroupedGemmConfig, p: &MoeStreamed) -> Vec<Stmt> {
+    let ta = cfg.element.cuda_type();
+    let (bm, ck) = (p.bm, p.chunk_k);
+    let mut v = vec![
+        d("const int", "lane", "threadIdx.x & 31"),
+        d("const int", "warp", "threadIdx.x >> 5"),
+        dc(
+            "const int",
+            "g",
+            "lane >> 2",
+            "MMA row g (and g + 8) of the weight, row g of an A fragment",
+        ),
+        dc(
+            "const int",
+            "q",
+            "lane & 3",
+            "the lane's 8 k of a 32-k chunk: 8q .. 8q + 8",
+        ),
+        dc("const int", "tile_m", "blockIdx.x", "row tile"),
+        d("const int", "m0", format!("tile_m * {bm}")),
+        c("the grid covers the most padded rows any routing gives; tiles past this routing's rows exit"),
+        if_("m0 >= __ldg(total_rows)", vec![Stmt::Return]),
+    ];
+    v.extend(super::tile::row_tile_expert(Stmt::Return));
+    v.extend(super::tile::split_k_range());
+    v.extend([
+        dc(
+            "const int",
+            "chunks",
+            format!("k_end > k_begin ? (k_end - k_begin + {}) / {ck} : 0", ck - 1),
+            format!("{ck}-k chunks of this split"),
+        ),
+        dc(
+            &format!("const {ta}* const"),
+            "gB",
+            "B + (long long)expert * expert_stride",
+            "the expert's weight (rows,K):(ldb,1)",
+        ),
+    ]);
+    v.extend(weight_rows(cfg, p));
+    v.extend(a_fragments(cfg, p));
     if cfg.k_rotate {
         v.push(dc(
             "const int",
