@@ -813,28 +813,12 @@ fn check_workspace(
     Ok(([layout, layout90], needed))
 }
 
-/// y and the first `needed` bytes of the workspace (both written) overlap no input and not
-/// each other.
-fn check_overlaps(
-    inputs: [&Geometry; 3],
-    routed: (&Option<(Geometry, bool)>, &Option<(Geometry, Geometry)>),
-    yg: &Geometry,
-    ws: (u64, u64),
-) -> Result<(), OpsError> {
+/// y and the first `needed` bytes of the workspace (both written) overlap none of the
+/// `read` operands and not each other.
+fn check_overlaps(read: &[(&str, &Geometry)], yg: &Geometry, ws: (u64, u64)) -> Result<(), OpsError> {
     let yr = range(yg)?;
-    let mut read = vec![
-        ("x", range(inputs[0])?),
-        ("w13", range(inputs[1])?),
-        ("w2", range(inputs[2])?),
-    ];
-    if let Some((l, _)) = routed.0 {
-        read.push(("logits", range(l)?));
-    }
-    if let Some((i, w)) = routed.1 {
-        read.push(("topk_ids", range(i)?));
-        read.push(("topk_weights", range(w)?));
-    }
-    for (op, r) in read {
+    for (op, g) in read {
+        let r = range(g)?;
         if overlaps(r, yr) || overlaps(r, ws) {
             return Err(OpsError::Strides {
                 operand: "y",
@@ -888,7 +872,14 @@ pub(crate) fn validate_moe(
     }
     let ([layout, layout90], needed) = check_workspace(extents, topk, xg.dtype, workspace, fp8)?;
     let ws = (workspace.ptr, workspace.ptr.saturating_add(needed as u64));
-    check_overlaps([&xg, &ag, &bg], (&logits, &ids), &yg, ws)?;
+    let mut read = vec![("x", &xg), ("w13", &ag), ("w2", &bg)];
+    if let Some((l, _)) = &logits {
+        read.push(("logits", l));
+    }
+    if let Some((i, w)) = &ids {
+        read.extend([("topk_ids", i), ("topk_weights", w)]);
+    }
+    check_overlaps(&read, &yg, ws)?;
     Ok(MoeProblem {
         tokens,
         hidden,
