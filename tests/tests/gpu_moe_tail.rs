@@ -87,7 +87,7 @@ fn exact_tail_rows_on_every_family_match_reference() {
         topk_ids: MatrixRef::new(&d_ids, t, k),
         topk_weights: MatrixRef::new(&d_w, t, k),
     };
-    let layer = |path: MoePath, gather: Option<bool>, dynamic: Option<bool>| -> Vec<bf16> {
+    let layer = |path: MoePath, gather: Option<bool>, dynamic: Option<bool>, row_tile: Option<i64>| -> Vec<bf16> {
         let bytes = fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap();
         // The dynamic walk's counters live in the workspace: poisoned, the layer's alignment
         // must zero them.
@@ -97,6 +97,7 @@ fn exact_tail_rows_on_every_family_match_reference() {
             path,
             gather,
             dynamic,
+            row_tile,
             ..MoeOptions::default()
         };
         ops.fused_moe(
@@ -120,21 +121,32 @@ fn exact_tail_rows_on_every_family_match_reference() {
         MoePath::Sm90PingPong,
         MoePath::Auto,
     ] {
-        check_close(&format!("{path:?} vs reference"), &layer(path, None, None), &want);
+        check_close(&format!("{path:?} vs reference"), &layer(path, None, None, None), &want);
     }
-    let pp = layer(MoePath::Sm90PingPong, None, None);
+    let pp = layer(MoePath::Sm90PingPong, None, None, None);
     for (name, other) in [
-        ("again", layer(MoePath::Sm90PingPong, None, None)),
+        ("again", layer(MoePath::Sm90PingPong, None, None, None)),
         (
             "with the gathering GEMM1",
-            layer(MoePath::Sm90PingPong, Some(true), None),
+            layer(MoePath::Sm90PingPong, Some(true), None, None),
         ),
     ] {
         assert_eq!(bits(&pp), bits(&other), "ping-pong vs ping-pong {name}");
     }
     assert_eq!(
-        bits(&layer(MoePath::Sm90, None, Some(true))),
-        bits(&layer(MoePath::Sm90, None, Some(false))),
+        bits(&layer(MoePath::Sm90, None, Some(true), None)),
+        bits(&layer(MoePath::Sm90, None, Some(false), None)),
         "the cooperative layer's dynamic walk differs from its static one"
     );
+    // The 64-row tiles: the routed counts above straddle 64-row blocks too (64, 65, 129,
+    // 192, 193); the alignment pads to 64 rows and the ping-pong GEMMs walk 64-row tiles.
+    for path in [MoePath::Sm90PingPong, MoePath::Sm90] {
+        let rows64 = layer(path, None, None, Some(64));
+        check_close(&format!("{path:?} on 64-row tiles vs reference"), &rows64, &want);
+        assert_eq!(
+            bits(&rows64),
+            bits(&layer(path, None, None, Some(64))),
+            "{path:?} on 64-row tiles: two runs differ"
+        );
+    }
 }

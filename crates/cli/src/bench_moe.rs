@@ -64,7 +64,9 @@ pub struct BenchMoeArgs {
     /// `,route` / `,noroute` makes GEMM1 route a decode batch itself (at most 32 routed
     /// entries, the SM80 family's tile grid) or the routing kernels run
     /// (`MoeOptions::route`, e.g. `auto,route`); `,alignc` / `,align1` aligns the routed
-    /// entries on several CTAs or one block (`MoeOptions::align_ctas`, e.g. `auto,alignc`).
+    /// entries on several CTAs or one block (`MoeOptions::align_ctas`, e.g. `auto,alignc`);
+    /// `,m64` runs the bf16 / f16 SM90 layer on 64-row ping-pong tiles (`MoeOptions::row_tile`,
+    /// e.g. `sm90-pingpong,m64`).
     #[arg(long = "path", default_values_t = ["auto".to_string()])]
     pub path: Vec<String>,
     /// A MoE configuration of either family (repeatable; the tuning tables' text form,
@@ -266,7 +268,7 @@ impl Peer {
 /// `dyn` / `static` (their walk: dynamic or static),
 /// `route` / `noroute` (GEMM1 routing a decode batch itself or the routing kernels:
 /// `MoeOptions::route`), `alignc` / `align1` (the alignment on several CTAs or one block:
-/// `MoeOptions::align_ctas`).
+/// `MoeOptions::align_ctas`), `m64` (the SM90 layer on 64-row tiles: `MoeOptions::row_tile`).
 fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
     v.iter()
         .map(|p| {
@@ -287,6 +289,7 @@ fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
                     "noroute" => opts.route = Some(false),
                     "alignc" => opts.align_ctas = Some(true),
                     "align1" => opts.align_ctas = Some(false),
+                    "m64" => opts.row_tile = Some(64),
                     _ => {
                         let b = f.strip_prefix('b').ok_or(format!("--path {p}: unknown field {f:?}"))?;
                         let band = b
@@ -332,6 +335,9 @@ fn path_name(opts: &MoeOptions) -> String {
         Some(true) => name += ",alignc",
         Some(false) => name += ",align1",
         None => {}
+    }
+    if let Some(r) = opts.row_tile {
+        name += &format!(",m{r}");
     }
     name
 }

@@ -11,7 +11,8 @@ use rcute_kernel::grouped_gemm::gather::{self, MoeGatherArgs};
 use rcute_kernel::grouped_gemm::quant::{self, MoeQuantArgs, QuantSource};
 use rcute_kernel::grouped_gemm::{
     sm90_cluster_config, sm90_config, sm90_fp8_config, sm90_gather_config, sm90_grouped_config, sm90_pingpong_config,
-    GroupedEpilogue, SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_NARROW_TILE, SM90_PINGPONG_TILE, SM90_TILE,
+    sm90_rows64_config, GroupedEpilogue, SM90_FP8_NARROW_TILE, SM90_FP8_TILE, SM90_NARROW_TILE, SM90_PINGPONG_TILE,
+    SM90_TILE,
 };
 use rcute_kernel::testing::{compile_clean, toolkit_for_test};
 use rcute_kernel::Arch;
@@ -40,6 +41,7 @@ fn configs() -> Vec<GemmSm90Config> {
         ));
         v.push(sm90_pingpong_config(Element::BF16, Element::BF16, ep));
         v.push(sm90_pingpong_config(Element::E4M3, Element::BF16, ep));
+        v.push(sm90_rows64_config(Element::BF16, ep));
     }
     v.extend(gather_configs());
     v

@@ -34,6 +34,7 @@ struct Case {
     given: bool,
     topk: usize,
     offset: usize,
+    row_tile: Option<i64>,
 }
 
 /// T = 5 tokens, H = 64, I = 32, E = 8 local experts, top-2.
@@ -51,6 +52,7 @@ fn good() -> Case {
         given: false,
         topk: k,
         offset: 0,
+        row_tile: None,
     }
 }
 
@@ -77,6 +79,7 @@ fn check(c: &Case) -> Result<(), OpsError> {
             &routing,
             &MoeOptions {
                 expert_offset: c.offset,
+                row_tile: c.row_tile,
                 ..MoeOptions::default()
             },
             &ws,
@@ -95,6 +98,25 @@ fn good_inputs_pass() {
     c.logits = mat(5, DType::F32, 5, 16);
     c.offset = 8;
     check(&c).unwrap();
+    // The SM90 layer's row tiles: 64 or 128 rows.
+    for r in [64, 128] {
+        check(&Case {
+            row_tile: Some(r),
+            ..good()
+        })
+        .unwrap();
+    }
+}
+
+#[test]
+fn an_unsupported_row_tile_is_a_shape_error() {
+    for r in [0, 32, 96, 256] {
+        let e = check(&Case {
+            row_tile: Some(r),
+            ..good()
+        });
+        assert!(matches!(e, Err(OpsError::Shape(_))), "row tile {r}: {e:?}");
+    }
 }
 
 /// A bad input, and the error it must give.

@@ -69,8 +69,8 @@ mod tile;
 pub use args::GroupedGemmArgs;
 pub use sm90::{
     sm90_cluster_config, sm90_config, sm90_fp8_config, sm90_gather_config, sm90_grouped_config, sm90_operand_tile,
-    sm90_pingpong_config, SM90_FP8_NARROW_TILE, SM90_FP8_PINGPONG_TILE, SM90_FP8_PINGPONG_WALK_BAND, SM90_FP8_TILE,
-    SM90_NARROW_TILE, SM90_PINGPONG_TILE, SM90_TILE,
+    sm90_pingpong_config, sm90_rows64_config, SM90_FP8_NARROW_TILE, SM90_FP8_PINGPONG_TILE,
+    SM90_FP8_PINGPONG_WALK_BAND, SM90_FP8_TILE, SM90_NARROW_TILE, SM90_PINGPONG_TILE, SM90_ROWS64_TILE, SM90_TILE,
 };
 
 use crate::emit::{unit_preamble, Item, Unit, UINTPTR_FOR_NVRTC};

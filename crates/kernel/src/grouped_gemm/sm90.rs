@@ -118,6 +118,27 @@ pub const SM90_PINGPONG_TILE: [i64; 3] = SM90_NARROW_TILE;
 /// [`SM90_PINGPONG_TILE`] with `BK = 128`.
 pub const SM90_FP8_PINGPONG_TILE: [i64; 3] = SM90_FP8_NARROW_TILE;
 
+/// The 64-row ping-pong grouped tile of bf16 / f16 operands: `BM = 64` rows (the
+/// alignment's block), `BN = 256` B rows (SwiGLU: 128 gate + 128 up rows), all of it one
+/// consumer warpgroup's (one m64n256 atom, 128 accumulators per thread). An expert with
+/// up to 64 routed rows pads to 64 rows instead of [`SM90_PINGPONG_TILE`]'s 128.
+pub const SM90_ROWS64_TILE: [i64; 3] = [64, 256, 64];
+
+/// [`sm90_pingpong_config`] of bf16 / f16 operands on [`SM90_ROWS64_TILE`].
+///
+/// ```
+/// use rcute_kernel::grouped_gemm::{sm90_rows64_config, GroupedEpilogue};
+/// use rcute_atom::Element;
+/// let g = rcute_kernel::gemm_sm90::generate(&sm90_rows64_config(Element::BF16, GroupedEpilogue::SwiGlu)).unwrap();
+/// assert!(g.name.starts_with("rc_moe_grouped_sm90_bf16_swiglu_64x256x64_pingpong_s"));
+/// assert_eq!(g.plan.wg_rows, 64);
+/// ```
+pub fn sm90_rows64_config(ab: Element, epilogue: GroupedEpilogue) -> GemmSm90Config {
+    let mut c = sm90_pingpong_config(ab, ab, epilogue);
+    c.tile = SM90_ROWS64_TILE;
+    c
+}
+
 /// The SM90 grouped GEMM configuration of `ab` operands (bf16, f16 or e4m3) with an `out`
 /// D (`ab` itself for 16-bit operands) and `epilogue` on the ping-pong schedule: the two
 /// consumer warpgroups take turns at the CTA's tiles of the persistent walk, each a whole

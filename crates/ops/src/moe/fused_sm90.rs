@@ -25,6 +25,7 @@ use rcute_atom::Element;
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90, Sm90GroupedArgs};
 use rcute_kernel::grouped_gemm::finalize::{self, GeneratedMoeFinalize, MoeFinalizeArgs};
 use rcute_kernel::grouped_gemm::gather::{self, GeneratedMoeGather, MoeGatherArgs};
+use rcute_kernel::grouped_gemm::{sm90_rows64_config, GroupedEpilogue};
 use rcute_kernel::Function;
 
 impl Ops {
@@ -75,8 +76,17 @@ impl Ops {
     /// [`with_gather`], [`with_dynamic`]).
     pub(crate) fn layer_sm90_gemms(&self, p: &MoeProblem, ab: Element, out: Element) -> [GemmSm90Config; 2] {
         let (entries, sms) = (p.tokens * p.topk, self.gpu().sm_count());
-        let gemms = sm90_gemms(ab, out, p.path, entries, p.local_experts, p.hidden, p.inter, sms);
-        with_dynamic(with_walk_band(with_gather(gemms, p.gather), p.walk_band), p.dynamic)
+        let gemms = if p.row_tile == Some(64) && ab != Element::E4M3 {
+            // The 64-row tiles: both GEMMs ping-pong, GEMM1 in its TMA form.
+            [
+                sm90_rows64_config(ab, GroupedEpilogue::SwiGlu),
+                sm90_rows64_config(ab, GroupedEpilogue::Scatter),
+            ]
+        } else {
+            let gemms = sm90_gemms(ab, out, p.path, entries, p.local_experts, p.hidden, p.inter, sms);
+            with_gather(gemms, p.gather)
+        };
+        with_dynamic(with_walk_band(gemms, p.walk_band), p.dynamic)
     }
 
     /// Launch a validated layer on the SM90 family (its workspace layout `p.layout90`);

@@ -96,6 +96,14 @@ pub struct MoeOptions {
     /// at most 32 tokens routed from logits), `Some(false)` never, `None` as the rule says
     /// ([`super::align_on_ctas`]). The output is the same bit for bit either way.
     pub align_ctas: Option<bool>,
+    /// The row tile of the bf16 / f16 SM90 layer, which is also the alignment's block:
+    /// `Some(64)` runs both SM90 GEMMs on the ping-pong schedule with
+    /// [`rcute_kernel::grouped_gemm::SM90_ROWS64_TILE`] tiles (each consumer warpgroup a
+    /// whole 64-row tile; GEMM1 in its TMA form, on 1x1 CTAs), so an expert with up to 64
+    /// routed rows pads to 64 rows instead of 128; `None` or `Some(128)`: the rules' 128-row
+    /// tiles. Any other value is an error of the validation. The SM80 family and the FP8
+    /// layer ignore it.
+    pub row_tile: Option<i64>,
 }
 
 /// A device buffer the MoE ops use for routing and intermediates (size:
@@ -489,11 +497,24 @@ pub(crate) fn layouts(
     let splits = moe_splits(tokens, topk, local, hidden, inter);
     Ok([
         WorkspaceLayout::new(tokens, topk, local, tile[0] as usize, ib, hb, splits, 0)?,
-        WorkspaceLayout {
-            zero_walk: true,
-            ..WorkspaceLayout::new(tokens, topk, local, SM90_TILE[0] as usize, ib, hb, 1, hb)?
-        },
+        sm90_layout(tokens, topk, local, ib, hb, SM90_TILE[0] as usize)?,
     ])
+}
+
+/// The SM90 family's workspace layout with row tiles (alignment blocks) of `block_m` rows:
+/// `ib` / `hb` bytes of an intermediate / hidden row, the gathered token rows, one slab.
+fn sm90_layout(
+    tokens: usize,
+    topk: usize,
+    local: usize,
+    ib: usize,
+    hb: usize,
+    block_m: usize,
+) -> Result<WorkspaceLayout, OpsError> {
+    Ok(WorkspaceLayout {
+        zero_walk: true,
+        ..WorkspaceLayout::new(tokens, topk, local, block_m, ib, hb, 1, hb)?
+    })
 }
 
 /// The FP8 layer's workspace layout and its total bytes: the SM90 layout with a `[rows,
@@ -567,6 +588,8 @@ pub struct MoeProblem {
     pub route: Option<bool>,
     /// The multi-CTA alignment asked for ([`MoeOptions::align_ctas`]).
     pub align_ctas: Option<bool>,
+    /// The SM90 layer's row tile asked for ([`MoeOptions::row_tile`]).
+    pub row_tile: Option<i64>,
     /// The activations' and weights' type.
     pub dtype: DType,
     pub(crate) x: Geometry,
@@ -870,7 +893,20 @@ pub(crate) fn validate_moe(
             what: "tokens x top-k (32-bit indices)",
         });
     }
-    let ([layout, layout90], needed) = check_workspace(extents, topk, xg.dtype, workspace, fp8)?;
+    let ([layout, mut layout90], needed) = check_workspace(extents, topk, xg.dtype, workspace, fp8)?;
+    match opts.row_tile {
+        None | Some(128) => {}
+        Some(64) if !fp8 => {
+            let e = xg.dtype.bytes();
+            // The SM90 launch checks that this layout fits the workspace (`moe_sm90_runs`).
+            layout90 = sm90_layout(tokens, topk, local, inter * e, hidden * e, 64)?;
+        }
+        Some(r) => {
+            return Err(shape(format!(
+                "row tile {r}: the SM90 layer's row tiles are 64 (bf16 / f16) or 128 rows"
+            )))
+        }
+    }
     let ws = (workspace.ptr, workspace.ptr.saturating_add(needed as u64));
     let mut read = vec![("x", &xg), ("w13", &ag), ("w2", &bg)];
     if let Some((l, _)) = &logits {
@@ -896,6 +932,7 @@ pub(crate) fn validate_moe(
         dynamic: opts.dynamic,
         route: opts.route,
         align_ctas: opts.align_ctas,
+        row_tile: opts.row_tile,
         dtype: xg.dtype,
         x: xg,
         w13: ag,
@@ -926,6 +963,31 @@ mod tests {
             let [sm80, sm90] = layouts(t, k, e, h, i, 2).unwrap();
             let bytes = fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap();
             assert_eq!(bytes, sm80.bytes.max(sm90.bytes), "{t} tokens, E={e}");
+        }
+    }
+
+    /// The SM90 layout on 64-row blocks ([`MoeOptions::row_tile`]) never needs more bytes
+    /// than the 128-row one the workspace size is computed from, from decode to prefill.
+    #[test]
+    fn the_64_row_layout_fits_the_128_row_workspace() {
+        for (t, k, e, h, i) in [
+            (1, 2, 8, 4096, 14336),
+            (256, 2, 8, 4096, 14336),
+            (4096, 2, 8, 4096, 14336),
+            (1, 6, 64, 2048, 1408),
+            (64, 6, 64, 2048, 1408),
+            (4096, 6, 64, 2048, 1408),
+            (3, 1, 256, 64, 64),
+        ] {
+            let rows64 = sm90_layout(t, k, e, 2 * i, 2 * h, 64).unwrap();
+            let [_, rows128] = layouts(t, k, e, h, i, 2).unwrap();
+            assert_eq!(rows64.block_m, 64);
+            assert!(
+                rows64.bytes <= rows128.bytes,
+                "{t} tokens, E={e}: {} > {}",
+                rows64.bytes,
+                rows128.bytes
+            );
         }
     }
 
