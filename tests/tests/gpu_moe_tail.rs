@@ -6,11 +6,14 @@
 //! warpgroup runs the whole tile. Every grouped GEMM family the GPU has matches the float64
 //! reference; the ping-pong layer is bit-identical twice and with GEMM1 gathering its rows
 //! itself, and the cooperative layer on the dynamic walk is its static walk bit for bit.
+//! The same counts straddle the 64-row blocks of [`MoeOptions::row_tile`] (64, 65, 129,
+//! 192, 193): the SM90 layer on 64-row tiles matches the reference and repeats bit for bit.
 //! Skips without an sm_90 GPU (fails under `RCUTE_REQUIRE_GPU=1` without a GPU).
 
 mod common;
 
 use common::{check_close, Rng};
+use cudarc::driver::CudaSlice;
 use half::bf16;
 use rcute_kernel::testing::gpu_for_test;
 use rcute_ops::moe::reference::MoeShape;
@@ -49,70 +52,103 @@ fn routed_ids(rng: &mut Rng) -> Vec<i32> {
     pairs.concat()
 }
 
-#[test]
-fn exact_tail_rows_on_every_family_match_reference() {
-    let Some(ops) = gpu_for_test().map(Ops::new) else {
-        return;
-    };
-    if ops.gpu().compute_capability() != (9, 0) {
-        eprintln!("not an sm_90 GPU: nothing to check");
-        return;
+/// The layer's inputs on the GPU (E = 8, top-2, H = 256, I = 512, [`COUNTS`] routed rows
+/// per expert, random weights and router weights) and the float64 reference output.
+struct Fixture {
+    ops: Ops,
+    shape: (usize, usize, usize, usize, usize),
+    x: CudaSlice<bf16>,
+    w13: CudaSlice<bf16>,
+    w2: CudaSlice<bf16>,
+    ids: CudaSlice<i32>,
+    wts: CudaSlice<f32>,
+    want: Vec<f64>,
+}
+
+impl Fixture {
+    /// `None` (after printing why) without an sm_90 GPU.
+    fn new(seed: &str) -> Option<Fixture> {
+        let ops = gpu_for_test().map(Ops::new)?;
+        if ops.gpu().compute_capability() != (9, 0) {
+            eprintln!("not an sm_90 GPU: nothing to check");
+            return None;
+        }
+        let mut rng = Rng::for_test(seed);
+        let s = ops.gpu().stream().clone();
+        let (e, k, h, i) = (8, 2, 256, 512);
+        let ids = routed_ids(&mut rng);
+        let t = ids.len() / k;
+        let (w13, b13) = rand_bf16(&mut rng, e * 2 * i * h, 1.0 / (h as f64).sqrt());
+        let (w2, b2) = rand_bf16(&mut rng, e * h * i, 1.0 / (i as f64).sqrt());
+        let (xv, xb) = rand_bf16(&mut rng, t * h, 1.0);
+        let wts: Vec<f32> = (0..t * k).map(|_| (rng.next_u32() % 1000) as f32 / 1000.0).collect();
+        let wf: Vec<f64> = wts.iter().map(|v| f64::from(*v)).collect();
+        let shape = MoeShape {
+            tokens: t,
+            hidden: h,
+            inter: i,
+            topk: k,
+            expert_offset: 0,
+            local_experts: e,
+        };
+        let want = fused_moe_reference(&shape, &xv, &w13, &w2, &ids, &wf).unwrap();
+        Some(Fixture {
+            shape: (t, e, k, h, i),
+            x: s.clone_htod(&xb).unwrap(),
+            w13: s.clone_htod(&b13).unwrap(),
+            w2: s.clone_htod(&b2).unwrap(),
+            ids: s.clone_htod(&ids).unwrap(),
+            wts: s.clone_htod(&wts).unwrap(),
+            want,
+            ops,
+        })
     }
-    let mut rng = Rng::for_test("exact_tail_rows");
-    let s = ops.gpu().stream().clone();
-    let (e, k, h, i) = (8, 2, 256, 512);
-    let ids = routed_ids(&mut rng);
-    let t = ids.len() / k;
-    let (w13, b13) = rand_bf16(&mut rng, e * 2 * i * h, 1.0 / (h as f64).sqrt());
-    let (w2, b2) = rand_bf16(&mut rng, e * h * i, 1.0 / (i as f64).sqrt());
-    let (xv, xb) = rand_bf16(&mut rng, t * h, 1.0);
-    let wts: Vec<f32> = (0..t * k).map(|_| (rng.next_u32() % 1000) as f32 / 1000.0).collect();
-    let wf: Vec<f64> = wts.iter().map(|v| f64::from(*v)).collect();
-    let shape = MoeShape {
-        tokens: t,
-        hidden: h,
-        inter: i,
-        topk: k,
-        expert_offset: 0,
-        local_experts: e,
-    };
-    let want = fused_moe_reference(&shape, &xv, &w13, &w2, &ids, &wf).unwrap();
-    let (d_w13, d_w2) = (s.clone_htod(&b13).unwrap(), s.clone_htod(&b2).unwrap());
-    let (d_x, d_ids, d_w) = (
-        s.clone_htod(&xb).unwrap(),
-        s.clone_htod(&ids).unwrap(),
-        s.clone_htod(&wts).unwrap(),
-    );
-    let routing = MoeRouting::Given {
-        topk_ids: MatrixRef::new(&d_ids, t, k),
-        topk_weights: MatrixRef::new(&d_w, t, k),
-    };
-    let layer = |path: MoePath, gather: Option<bool>, dynamic: Option<bool>, row_tile: Option<i64>| -> Vec<bf16> {
+
+    /// The layer's output with `opts`, on a poisoned workspace and output.
+    fn layer(&self, opts: &MoeOptions) -> Vec<bf16> {
+        let (t, e, k, h, i) = self.shape;
+        let s = self.ops.gpu().stream().clone();
         let bytes = fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap();
         // The dynamic walk's counters live in the workspace: poisoned, the layer's alignment
         // must zero them.
         let mut ws = s.clone_htod(&vec![0xa5u8; bytes]).unwrap();
         let mut y = s.clone_htod(&vec![bf16::NAN; t * h]).unwrap();
-        let opts = MoeOptions {
+        let routing = MoeRouting::Given {
+            topk_ids: MatrixRef::new(&self.ids, t, k),
+            topk_weights: MatrixRef::new(&self.wts, t, k),
+        };
+        self.ops
+            .fused_moe(
+                &MatrixRef::new(&self.x, t, h),
+                &MatrixRef::new(&self.w13, 2 * i, h).batched(e, (2 * i * h) as i64),
+                &MatrixRef::new(&self.w2, h, i).batched(e, (h * i) as i64),
+                &routing,
+                opts,
+                &mut MoeWorkspace::new(&mut ws),
+                &mut MatrixMut::new(&mut y, t, h),
+            )
+            .unwrap();
+        s.clone_dtoh(&y).unwrap()
+    }
+}
+
+fn bits(v: &[bf16]) -> Vec<u16> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn exact_tail_rows_on_every_family_match_reference() {
+    let Some(f) = Fixture::new("exact_tail_rows") else {
+        return;
+    };
+    let layer = |path: MoePath, gather: Option<bool>, dynamic: Option<bool>| {
+        f.layer(&MoeOptions {
             path,
             gather,
             dynamic,
-            row_tile,
             ..MoeOptions::default()
-        };
-        ops.fused_moe(
-            &MatrixRef::new(&d_x, t, h),
-            &MatrixRef::new(&d_w13, 2 * i, h).batched(e, (2 * i * h) as i64),
-            &MatrixRef::new(&d_w2, h, i).batched(e, (h * i) as i64),
-            &routing,
-            &opts,
-            &mut MoeWorkspace::new(&mut ws),
-            &mut MatrixMut::new(&mut y, t, h),
-        )
-        .unwrap();
-        s.clone_dtoh(&y).unwrap()
+        })
     };
-    let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     for path in [
         MoePath::Sm80,
         MoePath::Sm90,
@@ -121,31 +157,41 @@ fn exact_tail_rows_on_every_family_match_reference() {
         MoePath::Sm90PingPong,
         MoePath::Auto,
     ] {
-        check_close(&format!("{path:?} vs reference"), &layer(path, None, None, None), &want);
+        check_close(&format!("{path:?} vs reference"), &layer(path, None, None), &f.want);
     }
-    let pp = layer(MoePath::Sm90PingPong, None, None, None);
+    let pp = layer(MoePath::Sm90PingPong, None, None);
     for (name, other) in [
-        ("again", layer(MoePath::Sm90PingPong, None, None, None)),
+        ("again", layer(MoePath::Sm90PingPong, None, None)),
         (
             "with the gathering GEMM1",
-            layer(MoePath::Sm90PingPong, Some(true), None, None),
+            layer(MoePath::Sm90PingPong, Some(true), None),
         ),
     ] {
         assert_eq!(bits(&pp), bits(&other), "ping-pong vs ping-pong {name}");
     }
     assert_eq!(
-        bits(&layer(MoePath::Sm90, None, Some(true), None)),
-        bits(&layer(MoePath::Sm90, None, Some(false), None)),
+        bits(&layer(MoePath::Sm90, None, Some(true))),
+        bits(&layer(MoePath::Sm90, None, Some(false))),
         "the cooperative layer's dynamic walk differs from its static one"
     );
-    // The 64-row tiles: the routed counts above straddle 64-row blocks too (64, 65, 129,
-    // 192, 193); the alignment pads to 64 rows and the ping-pong GEMMs walk 64-row tiles.
+}
+
+#[test]
+fn rows64_tiles_match_reference() {
+    let Some(f) = Fixture::new("rows64_tiles") else {
+        return;
+    };
     for path in [MoePath::Sm90PingPong, MoePath::Sm90] {
-        let rows64 = layer(path, None, None, Some(64));
-        check_close(&format!("{path:?} on 64-row tiles vs reference"), &rows64, &want);
+        let opts = MoeOptions {
+            path,
+            row_tile: Some(64),
+            ..MoeOptions::default()
+        };
+        let rows64 = f.layer(&opts);
+        check_close(&format!("{path:?} on 64-row tiles vs reference"), &rows64, &f.want);
         assert_eq!(
             bits(&rows64),
-            bits(&layer(path, None, None, Some(64))),
+            bits(&f.layer(&opts)),
             "{path:?} on 64-row tiles: two runs differ"
         );
     }
