@@ -6,7 +6,7 @@
 //! [`Ops::run_fused_moe_spec`].
 
 use super::kernels::{fused_moe_spec_kernels, not_moe};
-use super::problem::{spec_layout, MoeProblem};
+use super::problem::{rows64_layout, spec_layout, MoeProblem};
 use crate::error::OpsError;
 use crate::tensor::DType;
 use crate::tuning::{ConfigSpec, MoeSm90Spec, MoeSpec, TunedKernel};
@@ -87,12 +87,17 @@ impl Ops {
         // And Auto's dynamic walk (it applies to the cooperative GEMMs the entry names).
         let w13 = super::kernels::w13_expert_bytes(super::fused::element(p.dtype)?, p.hidden, p.inter);
         let auto_dynamic = super::sm90_dynamic(p.path, p.tokens * p.topk, p.local_experts, w13);
-        let forced = MoeProblem {
+        let mut forced = MoeProblem {
             path: spec.path(),
             gather: p.gather.or(Some(auto_gathers)),
             dynamic: p.dynamic.or(Some(auto_dynamic)),
             ..*p
         };
+        if spec == MoeSm90Spec::PingPong64 && p.row_tile.is_none() {
+            // The 64-row form aligns to 64-row blocks: its layout of the same workspace.
+            forced.row_tile = Some(64);
+            forced.layout90 = rows64_layout(p.tokens, p.topk, p.local_experts, p.hidden, p.inter, p.dtype)?;
+        }
         // A forced SM90 path either runs or is an error (never `Ok(false)`).
         self.moe_sm90_runs(&forced)?;
         self.launch_fused_moe_sm90(&forced)

@@ -9,8 +9,8 @@ use crate::tuning::{ConfigSpec, MoeSm90Spec, MoeSpec, TunedKernel};
 use rcute_atom::Element;
 use rcute_kernel::gemm_sm90::{GemmSm90Config, GroupedGrid, Sm90Schedule};
 use rcute_kernel::grouped_gemm::{
-    sm90_gather_config, sm90_grouped_config, sm90_operand_tile, sm90_pingpong_config, GroupedA, GroupedEpilogue,
-    GroupedGemmConfig, SM90_NARROW_TILE, SM90_PINGPONG_TILE, SM90_TILE,
+    sm90_gather_config, sm90_grouped_config, sm90_operand_tile, sm90_pingpong_config, sm90_rows64_config, GroupedA,
+    GroupedEpilogue, GroupedGemmConfig, SM90_NARROW_TILE, SM90_PINGPONG_TILE, SM90_TILE,
 };
 
 /// The grouped GEMM of `spec` with A rows `a` and epilogue `ep` for `el` operands: its
@@ -363,6 +363,11 @@ pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<V
                 TunedKernel::Sm90(g2),
             ]
         }
+        ConfigSpec::MoeSm90(MoeSm90Spec::PingPong64) => [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter]
+            .map(|ep| TunedKernel::Sm90(sm90_rows64_config(el, ep)))
+            .into_iter()
+            .chain([TunedKernel::MoeGather(el)])
+            .collect(),
         ConfigSpec::MoeSm90(s) => {
             let gemm2 = |cluster| sm90_gemm2(el, s.gemm2_tile(), cluster);
             let mut v = vec![

@@ -501,6 +501,20 @@ pub(crate) fn layouts(
     ])
 }
 
+/// The bf16 / f16 SM90 layout on 64-row blocks ([`MoeOptions::row_tile`]); the SM90 launch
+/// checks that it fits the workspace ([`crate::Ops::moe_sm90_runs`]).
+pub(crate) fn rows64_layout(
+    tokens: usize,
+    topk: usize,
+    local: usize,
+    hidden: usize,
+    inter: usize,
+    dtype: DType,
+) -> Result<WorkspaceLayout, OpsError> {
+    let e = dtype.bytes();
+    sm90_layout(tokens, topk, local, inter * e, hidden * e, 64)
+}
+
 /// The SM90 family's workspace layout with row tiles (alignment blocks) of `block_m` rows:
 /// `ib` / `hb` bytes of an intermediate / hidden row, the gathered token rows, one slab.
 fn sm90_layout(
@@ -896,11 +910,7 @@ pub(crate) fn validate_moe(
     let ([layout, mut layout90], needed) = check_workspace(extents, topk, xg.dtype, workspace, fp8)?;
     match opts.row_tile {
         None | Some(128) => {}
-        Some(64) if !fp8 => {
-            let e = xg.dtype.bytes();
-            // The SM90 launch checks that this layout fits the workspace (`moe_sm90_runs`).
-            layout90 = sm90_layout(tokens, topk, local, inter * e, hidden * e, 64)?;
-        }
+        Some(64) if !fp8 => layout90 = rows64_layout(tokens, topk, local, hidden, inter, xg.dtype)?,
         Some(r) => {
             return Err(shape(format!(
                 "row tile {r}: the SM90 layer's row tiles are 64 (bf16 / f16) or 128 rows"

@@ -28,7 +28,7 @@ use std::fmt;
 
 use rcute_atom::Element;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
-use rcute_kernel::grouped_gemm::{SM90_NARROW_TILE, SM90_PINGPONG_TILE, SM90_TILE};
+use rcute_kernel::grouped_gemm::{SM90_NARROW_TILE, SM90_PINGPONG_TILE, SM90_ROWS64_TILE, SM90_TILE};
 
 use super::spec_text::{extents, number};
 use crate::moe::MoePath;
@@ -221,16 +221,22 @@ pub enum MoeSm90Spec {
     /// Both GEMMs on the ping-pong schedule, 128x128 tiles without clusters (`moe:sm90pp`,
     /// [`MoePath::Sm90PingPong`]).
     PingPong,
+    /// Both GEMMs on the ping-pong schedule with 64-row tiles
+    /// ([`rcute_kernel::grouped_gemm::SM90_ROWS64_TILE`], the alignment's block 64:
+    /// `moe:sm90pp64`, [`MoePath::Sm90PingPong`] with [`crate::moe::MoeOptions::row_tile`]
+    /// 64); bf16 / f16 layers only.
+    PingPong64,
 }
 
 impl MoeSm90Spec {
     /// Every form: the wide one first, the 1x1 GEMM1 before the clusters, then ping-pong.
-    pub const ALL: [MoeSm90Spec; 5] = [
+    pub const ALL: [MoeSm90Spec; 6] = [
         MoeSm90Spec::Wide,
         MoeSm90Spec::Narrow,
         MoeSm90Spec::WideCluster,
         MoeSm90Spec::NarrowCluster,
         MoeSm90Spec::PingPong,
+        MoeSm90Spec::PingPong64,
     ];
 
     /// The path that forces this form.
@@ -240,7 +246,7 @@ impl MoeSm90Spec {
             MoeSm90Spec::Narrow => MoePath::Sm90Narrow,
             MoeSm90Spec::WideCluster => MoePath::Sm90Cluster,
             MoeSm90Spec::NarrowCluster => MoePath::Sm90NarrowCluster,
-            MoeSm90Spec::PingPong => MoePath::Sm90PingPong,
+            MoeSm90Spec::PingPong | MoeSm90Spec::PingPong64 => MoePath::Sm90PingPong,
         }
     }
 
@@ -250,7 +256,14 @@ impl MoeSm90Spec {
             MoeSm90Spec::Wide | MoeSm90Spec::WideCluster => SM90_TILE,
             MoeSm90Spec::Narrow | MoeSm90Spec::NarrowCluster => SM90_NARROW_TILE,
             MoeSm90Spec::PingPong => SM90_PINGPONG_TILE,
+            MoeSm90Spec::PingPong64 => SM90_ROWS64_TILE,
         }
+    }
+
+    /// The row tile (the alignment's block) of both GEMMs: 64 for
+    /// [`MoeSm90Spec::PingPong64`], else 128.
+    pub fn row_tile(self) -> i64 {
+        self.gemm2_tile()[0]
     }
 
     /// Whether GEMM1 runs on 2x1 clusters.
@@ -272,7 +285,7 @@ impl MoeSm90Spec {
 
 pub(crate) const AWQ_GRAMMAR: &str = "awq:BMxBNxBK,WMxWN,sSTAGES,vWORDS[,kSPLITS]";
 pub(crate) const MOE_GRAMMAR: &str =
-    "moe:BMxBNxBK,WMxWN[,kSPLITS][,sSTAGES][,stream][,l2][,reg[,rot][,sring]] or moe:sm90|sm90n|sm90c|sm90nc|sm90pp";
+    "moe:BMxBNxBK,WMxWN[,kSPLITS][,sSTAGES][,stream][,l2][,reg[,rot][,sring]] or moe:sm90|sm90n|sm90c|sm90nc|sm90pp|sm90pp64";
 
 /// `kSPLITS` fields after the fixed ones (at least 1).
 fn splits_field(rest: &[&str]) -> Result<u32, String> {
@@ -315,8 +328,9 @@ pub(crate) fn parse_moe_sm90(s: &str) -> Option<Result<MoeSm90Spec, String>> {
         "sm90c" => Some(Ok(MoeSm90Spec::WideCluster)),
         "sm90nc" => Some(Ok(MoeSm90Spec::NarrowCluster)),
         "sm90pp" => Some(Ok(MoeSm90Spec::PingPong)),
+        "sm90pp64" => Some(Ok(MoeSm90Spec::PingPong64)),
         _ if s.starts_with("sm") => Some(Err(format!(
-            "unknown SM90 form {s:?} (sm90, sm90n, sm90c, sm90nc or sm90pp)"
+            "unknown SM90 form {s:?} (sm90, sm90n, sm90c, sm90nc, sm90pp or sm90pp64)"
         ))),
         _ => None,
     }
@@ -442,6 +456,7 @@ impl fmt::Display for MoeSm90Spec {
             MoeSm90Spec::WideCluster => "moe:sm90c",
             MoeSm90Spec::NarrowCluster => "moe:sm90nc",
             MoeSm90Spec::PingPong => "moe:sm90pp",
+            MoeSm90Spec::PingPong64 => "moe:sm90pp64",
         })
     }
 }
@@ -502,7 +517,7 @@ mod tests {
         use crate::moe::MoePath;
         for s in MoeSm90Spec::ALL {
             // `of_rules` names the cooperative forms (ping-pong is a rule of its own).
-            if s != MoeSm90Spec::PingPong {
+            if !matches!(s, MoeSm90Spec::PingPong | MoeSm90Spec::PingPong64) {
                 assert_eq!(MoeSm90Spec::of_rules(s.gemm2_tile(), s.gemm1_cluster()), s);
             }
             assert_eq!(s.to_string().parse::<ConfigSpec>().unwrap(), ConfigSpec::MoeSm90(s));
@@ -512,5 +527,10 @@ mod tests {
         assert_eq!(MoeSm90Spec::Narrow.gemm2_tile(), [128, 128, 64]);
         assert_eq!(MoeSm90Spec::PingPong.path(), MoePath::Sm90PingPong);
         assert!(!MoeSm90Spec::PingPong.gemm1_cluster());
+        assert_eq!(
+            (MoeSm90Spec::PingPong64.path(), MoeSm90Spec::PingPong64.row_tile()),
+            (MoePath::Sm90PingPong, 64)
+        );
+        assert_eq!(MoeSm90Spec::PingPong.row_tile(), 128);
     }
 }
