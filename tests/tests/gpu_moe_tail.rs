@@ -7,7 +7,8 @@
 //! reference; the ping-pong layer is bit-identical twice and with GEMM1 gathering its rows
 //! itself, and the cooperative layer on the dynamic walk is its static walk bit for bit.
 //! The same counts straddle the 64-row blocks of [`MoeOptions::row_tile`] (64, 65, 129,
-//! 192, 193): the SM90 layer on 64-row tiles matches the reference and repeats bit for bit.
+//! 192, 193): the SM90 layer on 64-row tiles matches the reference and repeats bit for bit,
+//! and a tuning table's `moe:sm90pp64` runs it bit for bit.
 //! Skips without an sm_90 GPU (fails under `RCUTE_REQUIRE_GPU=1` without a GPU).
 
 mod common;
@@ -17,7 +18,10 @@ use cudarc::driver::CudaSlice;
 use half::bf16;
 use rcute_kernel::testing::gpu_for_test;
 use rcute_ops::moe::reference::MoeShape;
-use rcute_ops::moe::{fused_moe_reference, fused_moe_workspace_bytes, MoeOptions, MoePath, MoeRouting, MoeWorkspace};
+use rcute_ops::moe::{
+    fused_moe_reference, fused_moe_workspace_bytes, validate_fused_moe, MoeOptions, MoePath, MoeRouting, MoeWorkspace,
+};
+use rcute_ops::tuning::{ConfigSpec, MoeSm90Spec};
 use rcute_ops::{DType, MatrixMut, MatrixRef, Ops};
 
 /// Routed rows per expert: each tail length on either side of 64, after zero, one and two
@@ -106,6 +110,12 @@ impl Fixture {
 
     /// The layer's output with `opts`, on a poisoned workspace and output.
     fn layer(&self, opts: &MoeOptions) -> Vec<bf16> {
+        self.run(opts, None)
+    }
+
+    /// The layer's output with `opts` as a tuning table's `spec` runs it
+    /// (`Ops::run_fused_moe_spec` on the validated problem), or as `Ops::fused_moe` does.
+    fn run(&self, opts: &MoeOptions, spec: Option<&ConfigSpec>) -> Vec<bf16> {
         let (t, e, k, h, i) = self.shape;
         let s = self.ops.gpu().stream().clone();
         let bytes = fused_moe_workspace_bytes(t, k, e, h, i, DType::BF16).unwrap();
@@ -117,17 +127,21 @@ impl Fixture {
             topk_ids: MatrixRef::new(&self.ids, t, k),
             topk_weights: MatrixRef::new(&self.wts, t, k),
         };
-        self.ops
-            .fused_moe(
-                &MatrixRef::new(&self.x, t, h),
-                &MatrixRef::new(&self.w13, 2 * i, h).batched(e, (2 * i * h) as i64),
-                &MatrixRef::new(&self.w2, h, i).batched(e, (h * i) as i64),
-                &routing,
-                opts,
-                &mut MoeWorkspace::new(&mut ws),
-                &mut MatrixMut::new(&mut y, t, h),
-            )
-            .unwrap();
+        let x = MatrixRef::new(&self.x, t, h);
+        let w13 = MatrixRef::new(&self.w13, 2 * i, h).batched(e, (2 * i * h) as i64);
+        let w2 = MatrixRef::new(&self.w2, h, i).batched(e, (h * i) as i64);
+        let (mut wsv, mut yv) = (MoeWorkspace::new(&mut ws), MatrixMut::new(&mut y, t, h));
+        match spec {
+            Some(spec) => {
+                let p = validate_fused_moe(&x, &w13, &w2, &routing, opts, &wsv, &yv).unwrap();
+                self.ops.run_fused_moe_spec(&p, spec).unwrap();
+            }
+            None => self
+                .ops
+                .fused_moe(&x, &w13, &w2, &routing, opts, &mut wsv, &mut yv)
+                .unwrap(),
+        }
+        drop((wsv, yv));
         s.clone_dtoh(&y).unwrap()
     }
 }
@@ -195,4 +209,15 @@ fn rows64_tiles_match_reference() {
             "{path:?} on 64-row tiles: two runs differ"
         );
     }
+    // A tuning table's `moe:sm90pp64` entry runs the same layer.
+    let spec = ConfigSpec::MoeSm90(MoeSm90Spec::PingPong64);
+    assert_eq!(
+        bits(&f.layer(&MoeOptions {
+            path: MoePath::Sm90PingPong,
+            row_tile: Some(64),
+            ..MoeOptions::default()
+        })),
+        bits(&f.run(&MoeOptions::default(), Some(&spec))),
+        "moe:sm90pp64 differs from the 64-row option"
+    );
 }
