@@ -141,7 +141,6 @@ impl Fixture {
                 .fused_moe(&x, &w13, &w2, &routing, opts, &mut wsv, &mut yv)
                 .unwrap(),
         }
-        drop((wsv, yv));
         s.clone_dtoh(&y).unwrap()
     }
 }
