@@ -155,6 +155,11 @@ pub struct AwqMainloopConfig {
     /// ([`crate::awq_streamed::AwqStreamed::with_cluster_push`]) instead of rank 0's loads
     /// from its peers between two cluster barriers.
     pub cluster_push: bool,
+    /// With the shared ring: the ring's first steps and the first group's scales and zero
+    /// word are issued before the grid-dependency wait instead of after it (`_eg`; a forced
+    /// option: the launch must guarantee that no earlier kernel of the stream still writes
+    /// `qweight`, `scales` or `qzeros`, see [`AwqMainloopConfig::eager_ring`]).
+    pub eager_ring: bool,
 }
 
 impl AwqMainloopConfig {
@@ -180,6 +185,7 @@ impl AwqMainloopConfig {
             staged_k_tiles: 0,
             weight_boxes: false,
             cluster_push: false,
+            eager_ring: false,
         }
     }
 
@@ -195,6 +201,28 @@ impl AwqMainloopConfig {
     /// ```
     pub fn cluster_push(mut self) -> Self {
         self.cluster_push = true;
+        self
+    }
+
+    /// The same shared-ring streamed configuration with the ring's first `stages` steps (and
+    /// the first group's scales and zero word) copied before the grid-dependency wait
+    /// (field `eager_ring`), so that they are in flight while the previous kernel of the
+    /// chain finishes. Those reads happen before the wait: they are correct only where no
+    /// earlier kernel of the stream can still be writing `qweight`, `scales` or `qzeros`
+    /// (e.g. not right after the kernel that prepares the weight). A forced option for
+    /// measurements; no rule takes it.
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring();
+    /// assert!(AwqMainloop::new(&cfg.eager_ring()).is_ok());
+    /// // the register ring has no shared slots to fill before the wait
+    /// let reg = AwqMainloopConfig::new(Element::F16, [8, 64, 64], [16, 1], 2, 4).streamed();
+    /// assert!(AwqMainloop::new(&reg.eager_ring()).is_err());
+    /// ```
+    pub fn eager_ring(mut self) -> Self {
+        self.eager_ring = true;
         self
     }
 
@@ -581,6 +609,9 @@ fn check_wgmma_variants(cfg: &AwqMainloopConfig, wgmma: Option<&AwqWgmma>) -> Re
     }
     if cfg.cluster_push && !cfg.streamed {
         return Err(tile_err(cfg, "cluster_push: streamed kernels only"));
+    }
+    if cfg.eager_ring && !(cfg.streamed && cfg.shared_ring) {
+        return Err(tile_err(cfg, "eager_ring: shared-ring streamed kernels only"));
     }
     if cfg.staged_k_tiles != 0 && !cfg.streamed {
         return Err(tile_err(cfg, "staged_k_tiles: streamed kernels only"));

@@ -216,12 +216,12 @@ impl Emit<'_> {
 
     /// Before the loop: the ring's first loads, the first group's scales (or their copy
     /// into the group slots, `streamed_group_slots.rs`), `x` staged into shared memory (one
-    /// CTA barrier; or each warp its own steps' words, `streamed_warp_x.rs`).
-    fn streamed_prologue(&self) -> Vec<Stmt> {
-        let p = self.p;
+    /// CTA barrier; or each warp its own steps' words, `streamed_warp_x.rs`). Returned as
+    /// (before the wait, after it): with `eager_ring` the weight's part (its pointers, the
+    /// first group and the ring) comes before the grid-dependency wait, else nothing does.
+    fn streamed_prologue(&self) -> (Vec<Stmt>, Vec<Stmt>) {
         let st = self.st();
-        let (bm, d) = (p.config.tile[0], st.ring);
-        let threads = p.threads;
+        let d = st.ring;
         let stage_rows = vec![when(
             "r > 0 && r < rows",
             vec![
@@ -299,20 +299,28 @@ impl Emit<'_> {
             ),
             ]
         };
-        if self.warp_x() {
-            let (x0_first, x0_store) = self.warp_x_row0();
-            return [
-                source,
-                x0_first,
-                first_group,
-                ring,
-                x0_store,
-                self.warp_x_rows(stage_rows),
-            ]
-            .concat();
+        let (x0_first, x0_store) = if self.warp_x() {
+            self.warp_x_row0()
+        } else {
+            self.streamed_x_row0()
+        };
+        let rest = if self.warp_x() {
+            self.warp_x_rows(stage_rows)
+        } else {
+            self.cta_x_rows(stage_rows)
+        };
+        if self.p.config.eager_ring {
+            return ([source, first_group, ring].concat(), [x0_first, x0_store, rest].concat());
         }
-        let (x0_first, x0_store) = self.streamed_x_row0();
-        [source, x0_first, first_group, ring, x0_store, vec![
+        (vec![], [source, x0_first, first_group, ring, x0_store, rest].concat())
+    }
+
+    /// `x` rows past row 0 and the zero row staged by the CTA's threads, then one CTA
+    /// barrier (`stage_rows`: one chunk `c` of every row).
+    fn cta_x_rows(&self, stage_rows: Vec<Stmt>) -> Vec<Stmt> {
+        let (p, st) = (self.p, self.st());
+        let (bm, threads) = (p.config.tile[0], p.threads);
+        vec![
             Stmt::Comment(format!(
                 "x rows m0 + 1 .. m0 + rows (row 0 above), k0 .. k0 + 16 steps in 16-byte chunks c (words 4c .. 4c + 3) -> [row][t][j = c]; up to {bm} rows"
             )),
@@ -332,7 +340,7 @@ impl Emit<'_> {
                 body: vec![Stmt::assign(format!("sx[rows * {} + c]", st.x_row_words), "0u")],
             },
             s("__syncthreads()"),
-        ]].concat()
+        ]
     }
 
     /// Row 0 of the CTA's `x` (every CTA has it): all of a thread's 16-byte chunks loaded
@@ -902,8 +910,9 @@ impl Emit<'_> {
     /// and L2 prefetch of the warp's first steps (`streamed_prefetch.rs`) come before the
     /// wait; its parameters end with `prefetch_steps` and `early_trigger`.
     pub(super) fn streamed_kernel(&self) -> CFunction {
-        let prelude = [self.streamed_setup(), self.streamed_prefetch()].concat();
-        let body = [self.streamed_prologue(), self.streamed_loop(), self.streamed_epilogue()].concat();
+        let (before_wait, after_wait) = self.streamed_prologue();
+        let prelude = [self.streamed_setup(), self.streamed_prefetch(), before_wait].concat();
+        let body = [after_wait, self.streamed_loop(), self.streamed_epilogue()].concat();
         let mut f = self.kernel_function(body);
         f.params.push(("int".into(), "prefetch_steps".into()));
         crate::grid_dependency::chain_link_with_prelude(prelude, f)
