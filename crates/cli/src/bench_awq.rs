@@ -52,7 +52,8 @@ pub struct BenchAwqArgs {
     /// of a shared `cp.async` ring instead of registers; either with an optional `,xT`: T
     /// 64-row k-tiles of x staged per split, e.g. `streamed-sring:16x128,8x2,4,1,x64`, an
     /// optional `,cp`: the clustered split-K sum by pushes, an optional `,eg`: the ring
-    /// issued before the grid-dependency wait, a forced option),
+    /// issued before the grid-dependency wait, an optional `,sa`: the scales applied per group
+    /// after the MMAs; forced options),
     /// or `streamed-checkpoint:`
     /// and such a configuration (the register-streamed kernel on the checkpoint tensors as
     /// they are, unprepared), or `wgmma:` and `BMxBN,WRxWN,STAGES,SPLITS[,rR][,p][,c2][,fN][,sk][,o2]` (the SM90 mixed-input
@@ -97,18 +98,20 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
     // optional parts after the fourth: `rR` (the wgmma kernel's tile walk in groups of R
     // token tiles), `p` (the persistent wgmma kernel), `c2`, `fN`, `sk`, and `xT` (a streamed
     // kernel's staged x of T k-tiles per split), `cp` (a streamed kernel's clustered split-K
-    // sum by pushes) and `eg` (a shared-ring streamed kernel's ring issued before its wait)
+    // sum by pushes), `eg` (a shared-ring streamed kernel's ring issued before its wait) and
+    // `sa` (its scales applied per group after the MMAs)
     let [tile, warps, stages, splits, rest @ ..] = parts.as_slice() else {
         return Err(bad());
     };
     let (mut raster, mut persistent, mut chained, mut split_k) = (0, false, false, false);
     let (mut ctas, mut staged, mut in_flight) = (1, 0, 1);
-    let (mut push, mut eager) = (false, false);
+    let (mut push, mut eager, mut after) = (false, false, false);
     for part in rest.iter().map(|p| p.trim()) {
         match part {
             "o2" if ctas == 1 => ctas = 2,
             "cp" if !push => push = true,
             "eg" if !eager => eager = true,
+            "sa" if !after => after = true,
             x if x.starts_with('x') && staged == 0 => {
                 staged = x[1..].parse().map_err(|_| bad())?;
             }
@@ -142,6 +145,7 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
     let cfg = if chained { cfg.chained() } else { cfg };
     let cfg = if push { cfg.cluster_push() } else { cfg };
     let cfg = if eager { cfg.eager_ring() } else { cfg };
+    let cfg = if after { cfg.scale_after() } else { cfg };
     // the wgmma kernel splits K only as its split-K variant
     let cfg = if split_k || (cfg.wgmma && splits > 1) {
         cfg.split_k()

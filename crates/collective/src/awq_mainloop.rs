@@ -160,6 +160,10 @@ pub struct AwqMainloopConfig {
     /// option: the launch must guarantee that no earlier kernel of the stream still writes
     /// `qweight`, `scales` or `qzeros`, see [`AwqMainloopConfig::eager_ring`]).
     pub eager_ring: bool,
+    /// With the shared ring: each group's `(q - z) x` summed by the MMAs in f32 on exact
+    /// `q - z` (no scale in the A fragment), times the group's scales once when the group
+    /// ends (`_sa`; [`AwqMainloopConfig::scale_after`]).
+    pub scale_after: bool,
 }
 
 impl AwqMainloopConfig {
@@ -186,6 +190,7 @@ impl AwqMainloopConfig {
             weight_boxes: false,
             cluster_push: false,
             eager_ring: false,
+            scale_after: false,
         }
     }
 
@@ -223,6 +228,26 @@ impl AwqMainloopConfig {
     /// ```
     pub fn eager_ring(mut self) -> Self {
         self.eager_ring = true;
+        self
+    }
+
+    /// The same shared-ring streamed configuration with the scales applied per group after
+    /// the MMAs (field `scale_after`): the A fragments hold `q - z` exactly (no `HMUL2` per
+    /// pair: 16 fewer instructions a k16 step), the MMAs sum a group into f32 registers of
+    /// their own, and when the group ends each lane adds them times its columns' scales (f32)
+    /// to the accumulators. The products are not rounded to 16 bits first, so the result is
+    /// not bit-identical to the kernels that multiply the dequantized weight.
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring();
+    /// assert!(AwqMainloop::new(&cfg.scale_after()).is_ok());
+    /// let reg = AwqMainloopConfig::new(Element::F16, [8, 64, 64], [16, 1], 2, 4).streamed();
+    /// assert!(AwqMainloop::new(&reg.scale_after()).is_err());
+    /// ```
+    pub fn scale_after(mut self) -> Self {
+        self.scale_after = true;
         self
     }
 
@@ -612,6 +637,9 @@ fn check_wgmma_variants(cfg: &AwqMainloopConfig, wgmma: Option<&AwqWgmma>) -> Re
     }
     if cfg.eager_ring && !(cfg.streamed && cfg.shared_ring) {
         return Err(tile_err(cfg, "eager_ring: shared-ring streamed kernels only"));
+    }
+    if cfg.scale_after && !(cfg.streamed && cfg.shared_ring) {
+        return Err(tile_err(cfg, "scale_after: shared-ring streamed kernels only"));
     }
     if cfg.staged_k_tiles != 0 && !cfg.streamed {
         return Err(tile_err(cfg, "staged_k_tiles: streamed kernels only"));

@@ -58,6 +58,19 @@ impl Emit<'_> {
         }
     }
 
+    /// `{name}_scale` (`scale_after` kernels): a column's scale as the accumulators'
+    /// unit, a zero scale as 1e-20 ([`Self::scale_rebase`]).
+    pub(super) fn streamed_scale_fn(&self) -> CFunction {
+        CFunction {
+            qualifiers: "__device__ __forceinline__".into(),
+            ret: "float".into(),
+            name: format!("{}_scale", self.name),
+            params: vec![("const float".into(), "s".into())],
+            doc: vec!["A group's scale as the unit of the accumulators (scale_after): 1e-20 for a zero scale.".into()],
+            body: vec![s("return s == 0.f ? 1e-20f : s")],
+        }
+    }
+
     /// `{name}_group`: a group's registers from its raw scales (8 columns) and zero word:
     /// pairs `i` = columns `(2i, 2i + 1)` (the step picks a column's half with
     /// `__low2half2` / `__high2half2`, an operand selector of the half-precision ops).
@@ -212,6 +225,64 @@ impl Emit<'_> {
         .into_iter()
         .chain(self.cluster_prelude())
         .collect()
+    }
+
+    /// With `scale_after`: where a group starts (before its registers replace `sc`), the
+    /// accumulators go from units of the ending group's scales (`sc`) to the new group's
+    /// (`s_raw`): times `s_old / s_new` per column (f32; D of word r: registers 0, 1 column
+    /// 8g + 2r, registers 2, 3 column 8g + 2r + 1), so the MMAs add `(q - z) x` unscaled and
+    /// no register holds a second sum. A zero scale counts as 1e-20 (both ways), so a group
+    /// of zero scales adds its sums times 1e-20 instead of removing the others.
+    pub(super) fn scale_rebase(&self) -> Vec<Stmt> {
+        if !self.p.config.scale_after {
+            return vec![];
+        }
+        let ty2 = self.ty2;
+        let name = &self.name;
+        let f = |v: &str, half: &str| format!("{name}_scale(__{half}2float(*reinterpret_cast<const {ty2}*>(&{v})))");
+        vec![
+            Stmt::Comment("the accumulators from the ending group's scales to the new group's (scale_after)".into()),
+            Stmt::unrolled(
+                "r",
+                4,
+                vec![
+                    Stmt::decl("const uint32_t", "s_new", "reinterpret_cast<const uint32_t*>(&s_raw)[r]"),
+                    Stmt::decl("const float", "r_lo", format!("__fdividef({}, {})", f("sc[r]", "low"), f("s_new", "low"))),
+                    Stmt::decl("const float", "r_hi", format!("__fdividef({}, {})", f("sc[r]", "high"), f("s_new", "high"))),
+                    Stmt::unrolled(
+                        "f",
+                        self.st().b_frags,
+                        vec![Stmt::unrolled("v", 4, vec![Stmt::assign("acc[f][r][v]", "acc[f][r][v] * (v < 2 ? r_lo : r_hi)")])],
+                    ),
+                ],
+            ),
+        ]
+    }
+
+    /// With `scale_after`: after the loop, the accumulators times the last group's scales.
+    fn scale_final(&self) -> Vec<Stmt> {
+        if !self.p.config.scale_after {
+            return vec![];
+        }
+        let ty2 = self.ty2;
+        let name = &self.name;
+        let f = |half: &str| format!("{name}_scale(__{half}2float(*reinterpret_cast<const {ty2}*>(&sc[r])))");
+        vec![
+            Stmt::Comment("the accumulators were in units of the last group's scales (scale_after)".into()),
+            Stmt::unrolled(
+                "r",
+                4,
+                vec![
+                    Stmt::decl("const float", "s_lo", f("low")),
+                    Stmt::decl("const float", "s_hi", f("high")),
+                    Stmt::unrolled(
+                        "f",
+                        self.st().b_frags,
+                        vec![Stmt::unrolled("v", 4, vec![Stmt::assign("acc[f][r][v]", "acc[f][r][v] * (v < 2 ? s_lo : s_hi)")])],
+                    ),
+                ],
+            ),
+        ]
     }
 
     /// Before the loop: the ring's first loads, the first group's scales (or their copy
@@ -462,21 +533,25 @@ impl Emit<'_> {
             "row g, k 2t+8, 2t+9",
             "row g + 8, k 2t+8, 2t+9",
         ];
+        let after = self.p.config.scale_after;
         let frag = (0..4).map(|i| {
             decl_c(
                 &format!("const {ty2}"),
                 &format!("a{i}"),
-                format!("__hmul2({}, {})", term(i), col("sc", i % 2 == 1)),
+                if after {
+                    term(i)
+                } else {
+                    format!("__hmul2({}, {})", term(i), col("sc", i % 2 == 1))
+                },
                 what[i],
             )
         });
-        [
-            vec![Stmt::Comment(
-                "(q - z) exactly, one rounding in the scale product: the weight awq_dequantize gives".into(),
-            )],
-            frag.collect(),
-        ]
-        .concat()
+        let why = if after {
+            "(q - z) exactly; the group's scales come after its MMAs (scale_after)"
+        } else {
+            "(q - z) exactly, one rounding in the scale product: the weight awq_dequantize gives"
+        };
+        [vec![Stmt::Comment(why.into())], frag.collect()].concat()
     }
 
     /// One k16 step `s` of the warp from ring slot `d`: refill the slot `ring` steps ahead,
@@ -519,7 +594,7 @@ impl Emit<'_> {
                 ),
                 when(
                     "krem == 0",
-                    vec![
+                    [self.scale_rebase(), vec![
                         s(format!("{}_group({group_args})", self.name)),
                         Stmt::assign("krem", "(gnext + 1) * G - (k0 + 16 * (s_begin + s))"),
                         s("++gnext"),
@@ -535,7 +610,7 @@ impl Emit<'_> {
                                 Stmt::assign("z_raw", "__ldg(qzeros + gz)"),
                             ],
                         ),
-                    ],
+                    ]].concat(),
                 ),
             ]
         };
@@ -642,6 +717,7 @@ impl Emit<'_> {
                 Stmt::unrolled("f", st.b_frags, vec![s(format!("xf[f] += {}", 2 * d))]),
             ],
         });
+        regs.extend(self.scale_final());
         regs
     }
 
