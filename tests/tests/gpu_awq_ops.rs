@@ -981,8 +981,12 @@ fn awq_gemm_streamed_scale_after_matches_the_float64_reference() {
     let mut rng = Rng::for_test("awq_scale_after");
     let cfgs = [
         // the one-wave rule's kernel (`select_awq_streamed_wave`)
-        AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring().scale_after(),
-        AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring().scale_after(),
+        AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 4, 4)
+            .streamed_shared_ring()
+            .scale_after(),
+        AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 2, 4)
+            .streamed_shared_ring()
+            .scale_after(),
         AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 2, 4)
             .streamed_shared_ring()
             .cluster_push()
@@ -996,9 +1000,15 @@ fn awq_gemm_streamed_scale_after_matches_the_float64_reference() {
             .streamed_shared_ring()
             .scale_after()
             .eager_ring(),
-        AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring().eager_ring(),
+        AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 4, 4)
+            .streamed_shared_ring()
+            .eager_ring(),
     ];
-    for (m, n, k, g, bias) in [(1, 1024, 512, 128, true), (5, 320, 352, 32, false), (16, 576, 256, 32, true)] {
+    for (m, n, k, g, bias) in [
+        (1, 1024, 512, 128, true),
+        (5, 320, 352, 32, false),
+        (16, 576, 256, 32, true),
+    ] {
         // at G = 32, group 1's scales all zero: its products count for nothing, the others' stay
         let case = Case::<f16>::with_zero_group(&ops, &mut rng, m, n, k, g, bias, (g == 32).then_some(1));
         let w = AwqWeight::prepare(&ops, &case.tensors()).unwrap();

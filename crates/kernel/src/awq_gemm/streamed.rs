@@ -246,13 +246,29 @@ impl Emit<'_> {
                 "r",
                 4,
                 vec![
-                    Stmt::decl("const uint32_t", "s_new", "reinterpret_cast<const uint32_t*>(&s_raw)[r]"),
-                    Stmt::decl("const float", "r_lo", format!("__fdividef({}, {})", f("sc[r]", "low"), f("s_new", "low"))),
-                    Stmt::decl("const float", "r_hi", format!("__fdividef({}, {})", f("sc[r]", "high"), f("s_new", "high"))),
+                    Stmt::decl(
+                        "const uint32_t",
+                        "s_new",
+                        "reinterpret_cast<const uint32_t*>(&s_raw)[r]",
+                    ),
+                    Stmt::decl(
+                        "const float",
+                        "r_lo",
+                        format!("__fdividef({}, {})", f("sc[r]", "low"), f("s_new", "low")),
+                    ),
+                    Stmt::decl(
+                        "const float",
+                        "r_hi",
+                        format!("__fdividef({}, {})", f("sc[r]", "high"), f("s_new", "high")),
+                    ),
                     Stmt::unrolled(
                         "f",
                         self.st().b_frags,
-                        vec![Stmt::unrolled("v", 4, vec![Stmt::assign("acc[f][r][v]", "acc[f][r][v] * (v < 2 ? r_lo : r_hi)")])],
+                        vec![Stmt::unrolled(
+                            "v",
+                            4,
+                            vec![Stmt::assign("acc[f][r][v]", "acc[f][r][v] * (v < 2 ? r_lo : r_hi)")],
+                        )],
                     ),
                 ],
             ),
@@ -278,7 +294,11 @@ impl Emit<'_> {
                     Stmt::unrolled(
                         "f",
                         self.st().b_frags,
-                        vec![Stmt::unrolled("v", 4, vec![Stmt::assign("acc[f][r][v]", "acc[f][r][v] * (v < 2 ? s_lo : s_hi)")])],
+                        vec![Stmt::unrolled(
+                            "v",
+                            4,
+                            vec![Stmt::assign("acc[f][r][v]", "acc[f][r][v] * (v < 2 ? s_lo : s_hi)")],
+                        )],
                     ),
                 ],
             ),
@@ -381,7 +401,10 @@ impl Emit<'_> {
             self.cta_x_rows(stage_rows)
         };
         if self.p.config.eager_ring {
-            return ([source, first_group, ring].concat(), [x0_first, x0_store, rest].concat());
+            return (
+                [source, first_group, ring].concat(),
+                [x0_first, x0_store, rest].concat(),
+            );
         }
         (vec![], [source, x0_first, first_group, ring, x0_store, rest].concat())
     }
@@ -594,23 +617,27 @@ impl Emit<'_> {
                 ),
                 when(
                     "krem == 0",
-                    [self.scale_rebase(), vec![
-                        s(format!("{}_group({group_args})", self.name)),
-                        Stmt::assign("krem", "(gnext + 1) * G - (k0 + 16 * (s_begin + s))"),
-                        s("++gnext"),
-                        when(
-                            "gnext < groups",
-                            vec![
-                                Stmt::decl(
-                                    "const long long",
-                                    "gz",
-                                    format!("(long long)gnext * N8 + {}", self.group_col()),
-                                ),
-                                Stmt::assign("s_raw", "__ldg(reinterpret_cast<const uint4*>(scales) + gz)"),
-                                Stmt::assign("z_raw", "__ldg(qzeros + gz)"),
-                            ],
-                        ),
-                    ]].concat(),
+                    [
+                        self.scale_rebase(),
+                        vec![
+                            s(format!("{}_group({group_args})", self.name)),
+                            Stmt::assign("krem", "(gnext + 1) * G - (k0 + 16 * (s_begin + s))"),
+                            s("++gnext"),
+                            when(
+                                "gnext < groups",
+                                vec![
+                                    Stmt::decl(
+                                        "const long long",
+                                        "gz",
+                                        format!("(long long)gnext * N8 + {}", self.group_col()),
+                                    ),
+                                    Stmt::assign("s_raw", "__ldg(reinterpret_cast<const uint4*>(scales) + gz)"),
+                                    Stmt::assign("z_raw", "__ldg(qzeros + gz)"),
+                                ],
+                            ),
+                        ],
+                    ]
+                    .concat(),
                 ),
             ]
         };

@@ -105,9 +105,15 @@ impl Emit<'_> {
 /// With `skip` steps issued before the wait (`eager_ring`), the steps after them.
 fn prepared_prefetch(skip: i64) -> Vec<Stmt> {
     let (first, what) = if skip == 0 {
-        ("s_begin".to_string(), "the warp's first step (the ring's first load, lane 0)")
+        (
+            "s_begin".to_string(),
+            "the warp's first step (the ring's first load, lane 0)",
+        )
     } else {
-        (format!("s_begin + {skip}"), "the warp's first step after the ring (lane 0)")
+        (
+            format!("s_begin + {skip}"),
+            "the warp's first step after the ring (lane 0)",
+        )
     };
     vec![
         decl_c(
