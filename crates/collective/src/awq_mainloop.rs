@@ -215,7 +215,11 @@ impl AwqMainloopConfig {
     /// chain finishes. Those reads happen before the wait: they are correct only where no
     /// earlier kernel of the stream can still be writing `qweight`, `scales` or `qzeros`
     /// (e.g. not right after the kernel that prepares the weight). A forced option for
-    /// measurements; no rule takes it.
+    /// measurements; no rule takes it. Measured (H200, BENCHMARKS.md, session 28, helper
+    /// awqh2, one process each): 1 x 14336 x 4096 13.75-13.81 µs against the rule's
+    /// 13.98-14.02 (ring 2, one split), 1 x 4096 x 4096 6.17-6.24 against 6.63-6.76 (ring 4
+    /// against the rule's ring 2, two splits pushed), 8 x 4096 7.17 against 7.42 (ring 2);
+    /// with the L2 prefetch off (`RCUTE_AWQ_PREFETCH=off`) it gains nothing.
     ///
     /// ```
     /// use rcute_atom::Element;
