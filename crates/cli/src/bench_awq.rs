@@ -622,6 +622,15 @@ mod tests {
         };
         assert!(cfg.shared_ring && cfg.staged_k_tiles == 64 && cfg.streamed_split_k_capacity() == Some(4096));
         assert!(parse_variant("streamed:16x128,8x2,4,1,x128").is_err());
+        // the clustered sum by pushes, the ring before the wait, the scales after the MMAs
+        let Ok(Variant::Prepared(Some((cfg, 2)))) = parse_variant("streamed-sring:8x64,16x1,4,2,cp,eg,sa") else {
+            panic!("streamed-sring: takes cp, eg and sa")
+        };
+        assert!(cfg.cluster_push && cfg.eager_ring && cfg.scale_after);
+        // eg and sa need the shared ring; none twice
+        assert!(parse_variant("streamed:8x64,16x1,4,1,eg").is_err());
+        assert!(parse_variant("streamed:8x64,16x1,4,1,sa").is_err());
+        assert!(parse_variant("streamed-sring:8x64,16x1,4,1,sa,sa").is_err());
         assert!(parse_variant("wgmma:16x256,1x1,8,1,x64").is_err());
         let Ok(Variant::Prepared(Some((cfg, 1)))) = parse_variant("wgmma:64x512,1x2,4,1") else {
             panic!("wgmma: is a prepared configuration")
