@@ -83,6 +83,21 @@ struct Case<T: Half> {
 
 impl<T: Half> Case<T> {
     fn new(ops: &Ops, rng: &mut Rng, m: usize, n: usize, k: usize, group: usize, bias: bool) -> Case<T> {
+        Case::with_zero_group(ops, rng, m, n, k, group, bias, None)
+    }
+
+    /// [`Case::new`] with every scale of group `zero` (a row of `scales`) zero.
+    #[allow(clippy::too_many_arguments)]
+    fn with_zero_group(
+        ops: &Ops,
+        rng: &mut Rng,
+        m: usize,
+        n: usize,
+        k: usize,
+        group: usize,
+        bias: bool,
+        zero: Option<usize>,
+    ) -> Case<T> {
         let s = ops.gpu().stream();
         let shape = AwqShape::new(k, n, group).unwrap();
         let gn = shape.groups() * n;
@@ -95,7 +110,10 @@ impl<T: Half> Case<T> {
             })
             .collect();
         let unit = |rng: &mut Rng| f64::from(rng.next_u32()) / f64::from(u32::MAX);
-        let sc: Vec<T> = (0..gn).map(|_| T::from_f64(10f64.powf(-4.0 * unit(rng)))).collect();
+        let mut sc: Vec<T> = (0..gn).map(|_| T::from_f64(10f64.powf(-4.0 * unit(rng)))).collect();
+        if let Some(g) = zero {
+            sc[g * n..(g + 1) * n].iter_mut().for_each(|v| *v = T::from_f64(0.0));
+        }
         let x: Vec<T> = (0..m * k).map(|_| T::from_f64(2.0 * unit(rng) - 1.0)).collect();
         let b: Option<Vec<T>> = bias.then(|| (0..n).map(|_| T::from_f64(2.0 * unit(rng) - 1.0)).collect());
         let qw = pack_awq_matrix(&q, k, n).unwrap();
@@ -944,6 +962,66 @@ fn streamed_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
             }
         }
         eprintln!("ok {what}");
+    }
+}
+
+/// The streamed kernels with the scales after each group's MMAs (`_sa`,
+/// `AwqGemmConfig::scale_after`) and the ring issued before the grid-dependency wait
+/// (`_eg`, `AwqGemmConfig::eager_ring`): the one-wave rule's kernel (ring 4, `_sa`), the
+/// 8-row tiles of ring 2 (one split; two splits summed in a cluster by pushes), the 16-row
+/// group-slot tile, 8 warps with a ring of 12
+/// (groups of two steps at G = 32); 1, 2 and 3 requested splits on shapes small enough for
+/// racecheck (ragged N and K, G = 32 and 128, a group of zero scales, bias on and off),
+/// against the float64 reference and bit-identical run to run; the op's own choice.
+#[test]
+fn awq_gemm_streamed_scale_after_matches_the_float64_reference() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    let e = rcute_atom::Element::F16;
+    let mut rng = Rng::for_test("awq_scale_after");
+    let cfgs = [
+        // the one-wave rule's kernel (`select_awq_streamed_wave`)
+        AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 4, 4)
+            .streamed_shared_ring()
+            .scale_after(),
+        AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 2, 4)
+            .streamed_shared_ring()
+            .scale_after(),
+        AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 2, 4)
+            .streamed_shared_ring()
+            .cluster_push()
+            .scale_after()
+            .eager_ring(),
+        AwqGemmConfig::new(e, [16, 128, 64], [8, 2], 4, 4)
+            .streamed_shared_ring()
+            .staged_k_tiles(64)
+            .scale_after(),
+        AwqGemmConfig::new(e, [8, 64, 64], [8, 1], 12, 4)
+            .streamed_shared_ring()
+            .scale_after()
+            .eager_ring(),
+        AwqGemmConfig::new(e, [8, 64, 64], [16, 1], 4, 4)
+            .streamed_shared_ring()
+            .eager_ring(),
+    ];
+    for (m, n, k, g, bias) in [
+        (1, 1024, 512, 128, true),
+        (5, 320, 352, 32, false),
+        (16, 576, 256, 32, true),
+    ] {
+        // at G = 32, group 1's scales all zero: its products count for nothing, the others' stay
+        let case = Case::<f16>::with_zero_group(&ops, &mut rng, m, n, k, g, bias, (g == 32).then_some(1));
+        let w = AwqWeight::prepare(&ops, &case.tensors()).unwrap();
+        let what = format!("{m}x{n}x{k} G={g} bias={bias}");
+        case.check(&ops, Run::PreparedOp(&w), &format!("{what} (op)"));
+        for cfg in cfgs {
+            for splits in [1, 2, 3] {
+                let name = format!("{what} {:?} w{:?} s{} split {splits}", cfg.tile, cfg.warps, cfg.stages);
+                let a = case.check(&ops, Run::Prepared(&w, Some((cfg, splits))), &name);
+                let b = case.check(&ops, Run::Prepared(&w, Some((cfg, splits))), &name);
+                assert!(a == b, "{name}: a second run differs");
+            }
+        }
     }
 }
 

@@ -50,7 +50,10 @@ pub struct BenchAwqArgs {
     /// WN, WK warps along K, RING k16 steps in flight per warp), or `streamed-sring:` and
     /// such a configuration (the same kernel with each lane's steps through its own slots
     /// of a shared `cp.async` ring instead of registers; either with an optional `,xT`: T
-    /// 64-row k-tiles of x staged per split, e.g. `streamed-sring:16x128,8x2,4,1,x64`),
+    /// 64-row k-tiles of x staged per split, e.g. `streamed-sring:16x128,8x2,4,1,x64`, an
+    /// optional `,cp`: the clustered split-K sum by pushes, an optional `,eg`: the ring
+    /// issued before the grid-dependency wait, an optional `,sa`: the scales applied per group
+    /// after the MMAs; forced options),
     /// or `streamed-checkpoint:`
     /// and such a configuration (the register-streamed kernel on the checkpoint tensors as
     /// they are, unprepared), or `wgmma:` and `BMxBN,WRxWN,STAGES,SPLITS[,rR][,p][,c2][,fN][,sk][,o2]` (the SM90 mixed-input
@@ -94,15 +97,21 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
     };
     // optional parts after the fourth: `rR` (the wgmma kernel's tile walk in groups of R
     // token tiles), `p` (the persistent wgmma kernel), `c2`, `fN`, `sk`, and `xT` (a streamed
-    // kernel's staged x of T k-tiles per split)
+    // kernel's staged x of T k-tiles per split), `cp` (a streamed kernel's clustered split-K
+    // sum by pushes), `eg` (a shared-ring streamed kernel's ring issued before its wait) and
+    // `sa` (its scales applied per group after the MMAs)
     let [tile, warps, stages, splits, rest @ ..] = parts.as_slice() else {
         return Err(bad());
     };
     let (mut raster, mut persistent, mut chained, mut split_k) = (0, false, false, false);
     let (mut ctas, mut staged, mut in_flight) = (1, 0, 1);
+    let (mut push, mut eager, mut after) = (false, false, false);
     for part in rest.iter().map(|p| p.trim()) {
         match part {
             "o2" if ctas == 1 => ctas = 2,
+            "cp" if !push => push = true,
+            "eg" if !eager => eager = true,
+            "sa" if !after => after = true,
             x if x.starts_with('x') && staged == 0 => {
                 staged = x[1..].parse().map_err(|_| bad())?;
             }
@@ -134,6 +143,9 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
     .staged_k_tiles(staged);
     let cfg = if persistent { cfg.persistent() } else { cfg };
     let cfg = if chained { cfg.chained() } else { cfg };
+    let cfg = if push { cfg.cluster_push() } else { cfg };
+    let cfg = if eager { cfg.eager_ring() } else { cfg };
+    let cfg = if after { cfg.scale_after() } else { cfg };
     // the wgmma kernel splits K only as its split-K variant
     let cfg = if split_k || (cfg.wgmma && splits > 1) {
         cfg.split_k()
@@ -610,6 +622,15 @@ mod tests {
         };
         assert!(cfg.shared_ring && cfg.staged_k_tiles == 64 && cfg.streamed_split_k_capacity() == Some(4096));
         assert!(parse_variant("streamed:16x128,8x2,4,1,x128").is_err());
+        // the clustered sum by pushes, the ring before the wait, the scales after the MMAs
+        let Ok(Variant::Prepared(Some((cfg, 2)))) = parse_variant("streamed-sring:8x64,16x1,4,2,cp,eg,sa") else {
+            panic!("streamed-sring: takes cp, eg and sa")
+        };
+        assert!(cfg.cluster_push && cfg.eager_ring && cfg.scale_after);
+        // eg and sa need the shared ring; none twice
+        assert!(parse_variant("streamed:8x64,16x1,4,1,eg").is_err());
+        assert!(parse_variant("streamed:8x64,16x1,4,1,sa").is_err());
+        assert!(parse_variant("streamed-sring:8x64,16x1,4,1,sa,sa").is_err());
         assert!(parse_variant("wgmma:16x256,1x1,8,1,x64").is_err());
         let Ok(Variant::Prepared(Some((cfg, 1)))) = parse_variant("wgmma:64x512,1x2,4,1") else {
             panic!("wgmma: is a prepared configuration")

@@ -155,6 +155,15 @@ pub struct AwqMainloopConfig {
     /// ([`crate::awq_streamed::AwqStreamed::with_cluster_push`]) instead of rank 0's loads
     /// from its peers between two cluster barriers.
     pub cluster_push: bool,
+    /// With the shared ring: the ring's first steps and the first group's scales and zero
+    /// word are issued before the grid-dependency wait instead of after it (`_eg`; a forced
+    /// option: the launch must guarantee that no earlier kernel of the stream still writes
+    /// `qweight`, `scales` or `qzeros`, see [`AwqMainloopConfig::eager_ring`]).
+    pub eager_ring: bool,
+    /// With the shared ring: each group's `(q - z) x` summed by the MMAs in f32 on exact
+    /// `q - z` (no scale in the A fragment), times the group's scales once when the group
+    /// ends (`_sa`; [`AwqMainloopConfig::scale_after`]).
+    pub scale_after: bool,
 }
 
 impl AwqMainloopConfig {
@@ -180,6 +189,8 @@ impl AwqMainloopConfig {
             staged_k_tiles: 0,
             weight_boxes: false,
             cluster_push: false,
+            eager_ring: false,
+            scale_after: false,
         }
     }
 
@@ -195,6 +206,52 @@ impl AwqMainloopConfig {
     /// ```
     pub fn cluster_push(mut self) -> Self {
         self.cluster_push = true;
+        self
+    }
+
+    /// The same shared-ring streamed configuration with the ring's first `stages` steps (and
+    /// the first group's scales and zero word) copied before the grid-dependency wait
+    /// (field `eager_ring`), so that they are in flight while the previous kernel of the
+    /// chain finishes. Those reads happen before the wait: they are correct only where no
+    /// earlier kernel of the stream can still be writing `qweight`, `scales` or `qzeros`
+    /// (e.g. not right after the kernel that prepares the weight). A forced option for
+    /// measurements; no rule takes it. Measured (H200, BENCHMARKS.md, session 28, helper
+    /// awqh2, one process each): 1 x 14336 x 4096 13.75-13.81 µs against the rule's
+    /// 13.98-14.02 (ring 2, one split), 1 x 4096 x 4096 6.17-6.24 against 6.63-6.76 (ring 4
+    /// against the rule's ring 2, two splits pushed), 8 x 4096 7.17 against 7.42 (ring 2);
+    /// with the L2 prefetch off (`RCUTE_AWQ_PREFETCH=off`) it gains nothing.
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring();
+    /// assert!(AwqMainloop::new(&cfg.eager_ring()).is_ok());
+    /// // the register ring has no shared slots to fill before the wait
+    /// let reg = AwqMainloopConfig::new(Element::F16, [8, 64, 64], [16, 1], 2, 4).streamed();
+    /// assert!(AwqMainloop::new(&reg.eager_ring()).is_err());
+    /// ```
+    pub fn eager_ring(mut self) -> Self {
+        self.eager_ring = true;
+        self
+    }
+
+    /// The same shared-ring streamed configuration with the scales applied per group after
+    /// the MMAs (field `scale_after`): the A fragments hold `q - z` exactly (no `HMUL2` per
+    /// pair: 16 fewer instructions a k16 step), the MMAs sum a group into f32 registers of
+    /// their own, and when the group ends each lane adds them times its columns' scales (f32)
+    /// to the accumulators. The products are not rounded to 16 bits first, so the result is
+    /// not bit-identical to the kernels that multiply the dequantized weight.
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_collective::awq_mainloop::{AwqMainloop, AwqMainloopConfig};
+    /// let cfg = AwqMainloopConfig::new(Element::F16, [8, 64, 64], [16, 1], 2, 4).streamed_shared_ring();
+    /// assert!(AwqMainloop::new(&cfg.scale_after()).is_ok());
+    /// let reg = AwqMainloopConfig::new(Element::F16, [8, 64, 64], [16, 1], 2, 4).streamed();
+    /// assert!(AwqMainloop::new(&reg.scale_after()).is_err());
+    /// ```
+    pub fn scale_after(mut self) -> Self {
+        self.scale_after = true;
         self
     }
 
@@ -581,6 +638,12 @@ fn check_wgmma_variants(cfg: &AwqMainloopConfig, wgmma: Option<&AwqWgmma>) -> Re
     }
     if cfg.cluster_push && !cfg.streamed {
         return Err(tile_err(cfg, "cluster_push: streamed kernels only"));
+    }
+    if cfg.eager_ring && !(cfg.streamed && cfg.shared_ring) {
+        return Err(tile_err(cfg, "eager_ring: shared-ring streamed kernels only"));
+    }
+    if cfg.scale_after && !(cfg.streamed && cfg.shared_ring) {
+        return Err(tile_err(cfg, "scale_after: shared-ring streamed kernels only"));
     }
     if cfg.staged_k_tiles != 0 && !cfg.streamed {
         return Err(tile_err(cfg, "staged_k_tiles: streamed kernels only"));

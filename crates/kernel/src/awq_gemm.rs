@@ -333,7 +333,7 @@ impl GeneratedAwqGemm {
 
 /// The kernel's name: its element, tile, warps and stages, then one suffix per option that
 /// changes the emitted code (`_xT` staged k-tiles of x, `_prepared`, `_bulk`, `_streamed`,
-/// `_sring`, `_cpush` the clustered sum by pushes, `_wgmma`, `_rR`, `_p`, `_c2`, `_fN`
+/// `_sring`, `_cpush` the clustered sum by pushes, `_eg` the ring issued before the wait, `_sa` the scales after the group's MMAs, `_wgmma`, `_rR`, `_p`, `_c2`, `_fN`
 /// `wgmma` groups in flight, `_oN`
 /// resident CTAs, `_sk`).
 fn kernel_name(cfg: &AwqGemmConfig) -> String {
@@ -356,6 +356,8 @@ fn kernel_name(cfg: &AwqGemmConfig) -> String {
     ) + if cfg.streamed { "_streamed" } else { "" }
         + if cfg.shared_ring { "_sring" } else { "" }
         + if cfg.cluster_push { "_cpush" } else { "" }
+        + if cfg.eager_ring { "_eg" } else { "" }
+        + if cfg.scale_after { "_sa" } else { "" }
         + if cfg.wgmma { "_wgmma" } else { "" }
         + &if cfg.raster > 0 {
             format!("_r{}", cfg.raster)
@@ -406,6 +408,9 @@ pub fn generate(cfg: &AwqGemmConfig) -> Result<GeneratedAwqGemm, GemmError> {
         let checkpoint = st.weight == StreamedWeight::Checkpoint;
         if checkpoint {
             items.push(Item::Function(e.checkpoint_rows_fn()));
+        }
+        if cfg.scale_after {
+            items.push(Item::Function(e.streamed_scale_fn()));
         }
         items.push(Item::Function(e.streamed_group_fn()));
         items.push(Item::Function(e.store()));

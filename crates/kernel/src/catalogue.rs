@@ -743,8 +743,9 @@ fn awq_streamed_units() -> Vec<CatalogueKernel> {
 /// ([`rcute_collective::awq_streamed`]; `mma.sync`, so sm_80 and sm_90): the decode
 /// kernels `ops` selects for the prepared path: 16 warps along K, ring 2, in each lane's
 /// shared-memory slots at 8 rows (`select_awq_streamed`, f16 and bf16, and with one split
-/// on wide weights `select_awq_streamed_wide`), ring 4 in those slots with one split on
-/// weights of one wave of 64-column blocks (`select_awq_streamed_wave`, f16 and bf16), in
+/// on wide weights `select_awq_streamed_wide`), ring 4 in those slots with one split and
+/// the scales after each group's MMAs (`_sa`) on weights of one wave of 64-column blocks
+/// (`select_awq_streamed_wave`, f16 and bf16), in
 /// registers at 16 rows (f16); and at 9 to 16 rows of a wide weight the 16x128 tile with
 /// 8x2 warps and the 16x64 tile with 16x1 warps, ring 4 in those slots and K = 4096 staged
 /// in one split (`select_streamed16::select_awq_streamed_wide16`, f16 and bf16).
@@ -766,8 +767,13 @@ pub fn awq_streamed_configs() -> Vec<crate::awq_gemm::AwqGemmConfig> {
         AwqGemmConfig::new(BF16, [8, 64, 64], [16, 1], 2, 4)
             .streamed_shared_ring()
             .cluster_push(),
-        AwqGemmConfig::new(F16, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring(),
-        AwqGemmConfig::new(BF16, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring(),
+        // the one-wave rule's (`select_awq_streamed_wave`): the scales after each group's MMAs
+        AwqGemmConfig::new(F16, [8, 64, 64], [16, 1], 4, 4)
+            .streamed_shared_ring()
+            .scale_after(),
+        AwqGemmConfig::new(BF16, [8, 64, 64], [16, 1], 4, 4)
+            .streamed_shared_ring()
+            .scale_after(),
         AwqGemmConfig::new(F16, [16, 64, 64], [16, 1], 2, 4)
             .streamed()
             .cluster_push(),

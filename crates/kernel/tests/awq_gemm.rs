@@ -48,9 +48,11 @@ fn streamed_configs() -> Vec<AwqGemmConfig> {
     let mut v: Vec<AwqGemmConfig> = rcute_kernel::catalogue::awq_streamed_configs()
         .into_iter()
         .map(|mut cfg| {
-            // the base kernels: the clustered sum by pushes has its own test
+            // the base kernels: the clustered sum by pushes and the scales after the MMAs
+            // (a shared-ring option) have tests of their own
             cfg.shared_ring = false;
             cfg.cluster_push = false;
+            cfg.scale_after = false;
             cfg
         })
         .fold(Vec::new(), |mut v, cfg| {
@@ -793,4 +795,63 @@ fn clustered_streamed_sum_pushes_without_a_gpu_fence() {
             );
         }
     }
+}
+
+/// The forced streamed options of helper awqh2 (BENCHMARKS.md, session 28). `scale_after`
+/// (`_sa`): the A fragments are `q - z` without a scale product (no `HMUL2` in the sm_90a
+/// steady-state loop; the loop's code grows by the rebase at a group start) and the
+/// accumulators are rebased per group; the registers stay those of the kernel without it
+/// (two CTAs of 512 threads an SM). `eager_ring` (`_eg`): the ring's
+/// copies and the first group's scale and zero loads come before the grid-dependency wait,
+/// `x` only after it. Neither goes with the register ring.
+#[test]
+fn scale_after_and_eager_ring_kernels() {
+    let base = AwqGemmConfig::new(Element::F16, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring();
+    assert!(generate(
+        &AwqGemmConfig::new(Element::F16, [8, 64, 64], [16, 1], 4, 4)
+            .streamed()
+            .scale_after()
+    )
+    .is_err());
+    assert!(generate(
+        &AwqGemmConfig::new(Element::F16, [8, 64, 64], [16, 1], 4, 4)
+            .streamed()
+            .eager_ring()
+    )
+    .is_err());
+    let sa = generate(&base.scale_after()).unwrap();
+    assert!(sa.name.ends_with("_sring_sa"), "{}", sa.name);
+    assert!(
+        !sa.source.contains("__hmul2(") && sa.source.contains("__fdividef("),
+        "{}",
+        sa.name
+    );
+    let eg = generate(&base.eager_ring()).unwrap();
+    assert!(eg.name.ends_with("_sring_eg"), "{}", eg.name);
+    let body = &eg.source[eg.source.find(&format!("void {}(", eg.name)).expect("kernel")..];
+    let wait = body.find("rc_grid_dependency_wait();").expect("wait");
+    for before in ["rc_cp_async_cg_16(wring", "s_raw = __ldg(", "z_raw = __ldg("] {
+        assert!(body[..wait].contains(before), "{}: {before} after the wait", eg.name);
+    }
+    for after in ["(x + ", "sx["] {
+        assert!(!body[..wait].contains(after), "{}: {after} before the wait", eg.name);
+    }
+    let Some(tk) = toolkit_for_test() else { return };
+    let plain = clean(tk, &generate(&base).unwrap(), Arch::Sm90a);
+    let after = clean(tk, &sa, Arch::Sm90a);
+    assert!(
+        after.resources.registers <= plain.resources.registers.max(64),
+        "{}",
+        sa.name
+    );
+    if let (Some(p), Some(a)) = (&plain.sass, &after.sass) {
+        let (_, _, with) = loop_per_step(p, 1, &["HMUL2"]);
+        let (_, _, without) = loop_per_step(a, 1, &["HMUL2"]);
+        assert!(
+            with[0] > 0 && without[0] == 0,
+            "{}: HMUL2 {with:?} -> {without:?}",
+            sa.name
+        );
+    }
+    clean(tk, &eg, Arch::Sm90a);
 }

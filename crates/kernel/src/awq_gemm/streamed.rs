@@ -58,6 +58,19 @@ impl Emit<'_> {
         }
     }
 
+    /// `{name}_scale` (`scale_after` kernels): a column's scale as the accumulators'
+    /// unit, a zero scale as 1e-20 ([`Self::scale_rebase`]).
+    pub(super) fn streamed_scale_fn(&self) -> CFunction {
+        CFunction {
+            qualifiers: "__device__ __forceinline__".into(),
+            ret: "float".into(),
+            name: format!("{}_scale", self.name),
+            params: vec![("const float".into(), "s".into())],
+            doc: vec!["A group's scale as the unit of the accumulators (scale_after): 1e-20 for a zero scale.".into()],
+            body: vec![s("return s == 0.f ? 1e-20f : s")],
+        }
+    }
+
     /// `{name}_group`: a group's registers from its raw scales (8 columns) and zero word:
     /// pairs `i` = columns `(2i, 2i + 1)` (the step picks a column's half with
     /// `__low2half2` / `__high2half2`, an operand selector of the half-precision ops).
@@ -214,14 +227,92 @@ impl Emit<'_> {
         .collect()
     }
 
+    /// With `scale_after`: where a group starts (before its registers replace `sc`), the
+    /// accumulators go from units of the ending group's scales (`sc`) to the new group's
+    /// (`s_raw`): times `s_old / s_new` per column (f32; D of word r: registers 0, 1 column
+    /// 8g + 2r, registers 2, 3 column 8g + 2r + 1), so the MMAs add `(q - z) x` unscaled and
+    /// no register holds a second sum. A zero scale counts as 1e-20 (both ways), so a group
+    /// of zero scales adds its sums times 1e-20 instead of removing the others.
+    pub(super) fn scale_rebase(&self) -> Vec<Stmt> {
+        if !self.p.config.scale_after {
+            return vec![];
+        }
+        let ty2 = self.ty2;
+        let name = &self.name;
+        let f = |v: &str, half: &str| format!("{name}_scale(__{half}2float(*reinterpret_cast<const {ty2}*>(&{v})))");
+        vec![
+            Stmt::Comment("the accumulators from the ending group's scales to the new group's (scale_after)".into()),
+            Stmt::unrolled(
+                "r",
+                4,
+                vec![
+                    Stmt::decl(
+                        "const uint32_t",
+                        "s_new",
+                        "reinterpret_cast<const uint32_t*>(&s_raw)[r]",
+                    ),
+                    Stmt::decl(
+                        "const float",
+                        "r_lo",
+                        format!("__fdividef({}, {})", f("sc[r]", "low"), f("s_new", "low")),
+                    ),
+                    Stmt::decl(
+                        "const float",
+                        "r_hi",
+                        format!("__fdividef({}, {})", f("sc[r]", "high"), f("s_new", "high")),
+                    ),
+                    Stmt::unrolled(
+                        "f",
+                        self.st().b_frags,
+                        vec![Stmt::unrolled(
+                            "v",
+                            4,
+                            vec![Stmt::assign("acc[f][r][v]", "acc[f][r][v] * (v < 2 ? r_lo : r_hi)")],
+                        )],
+                    ),
+                ],
+            ),
+        ]
+    }
+
+    /// With `scale_after`: after the loop, the accumulators times the last group's scales.
+    fn scale_final(&self) -> Vec<Stmt> {
+        if !self.p.config.scale_after {
+            return vec![];
+        }
+        let ty2 = self.ty2;
+        let name = &self.name;
+        let f = |half: &str| format!("{name}_scale(__{half}2float(*reinterpret_cast<const {ty2}*>(&sc[r])))");
+        vec![
+            Stmt::Comment("the accumulators were in units of the last group's scales (scale_after)".into()),
+            Stmt::unrolled(
+                "r",
+                4,
+                vec![
+                    Stmt::decl("const float", "s_lo", f("low")),
+                    Stmt::decl("const float", "s_hi", f("high")),
+                    Stmt::unrolled(
+                        "f",
+                        self.st().b_frags,
+                        vec![Stmt::unrolled(
+                            "v",
+                            4,
+                            vec![Stmt::assign("acc[f][r][v]", "acc[f][r][v] * (v < 2 ? s_lo : s_hi)")],
+                        )],
+                    ),
+                ],
+            ),
+        ]
+    }
+
     /// Before the loop: the ring's first loads, the first group's scales (or their copy
     /// into the group slots, `streamed_group_slots.rs`), `x` staged into shared memory (one
-    /// CTA barrier; or each warp its own steps' words, `streamed_warp_x.rs`).
-    fn streamed_prologue(&self) -> Vec<Stmt> {
-        let p = self.p;
+    /// CTA barrier; or each warp its own steps' words, `streamed_warp_x.rs`). Returned as
+    /// (before the wait, after it): with `eager_ring` the weight's part (its pointers, the
+    /// first group and the ring) comes before the grid-dependency wait, else nothing does.
+    fn streamed_prologue(&self) -> (Vec<Stmt>, Vec<Stmt>) {
         let st = self.st();
-        let (bm, d) = (p.config.tile[0], st.ring);
-        let threads = p.threads;
+        let d = st.ring;
         let stage_rows = vec![when(
             "r > 0 && r < rows",
             vec![
@@ -299,20 +390,31 @@ impl Emit<'_> {
             ),
             ]
         };
-        if self.warp_x() {
-            let (x0_first, x0_store) = self.warp_x_row0();
-            return [
-                source,
-                x0_first,
-                first_group,
-                ring,
-                x0_store,
-                self.warp_x_rows(stage_rows),
-            ]
-            .concat();
+        let (x0_first, x0_store) = if self.warp_x() {
+            self.warp_x_row0()
+        } else {
+            self.streamed_x_row0()
+        };
+        let rest = if self.warp_x() {
+            self.warp_x_rows(stage_rows)
+        } else {
+            self.cta_x_rows(stage_rows)
+        };
+        if self.p.config.eager_ring {
+            return (
+                [source, first_group, ring].concat(),
+                [x0_first, x0_store, rest].concat(),
+            );
         }
-        let (x0_first, x0_store) = self.streamed_x_row0();
-        [source, x0_first, first_group, ring, x0_store, vec![
+        (vec![], [source, x0_first, first_group, ring, x0_store, rest].concat())
+    }
+
+    /// `x` rows past row 0 and the zero row staged by the CTA's threads, then one CTA
+    /// barrier (`stage_rows`: one chunk `c` of every row).
+    fn cta_x_rows(&self, stage_rows: Vec<Stmt>) -> Vec<Stmt> {
+        let (p, st) = (self.p, self.st());
+        let (bm, threads) = (p.config.tile[0], p.threads);
+        vec![
             Stmt::Comment(format!(
                 "x rows m0 + 1 .. m0 + rows (row 0 above), k0 .. k0 + 16 steps in 16-byte chunks c (words 4c .. 4c + 3) -> [row][t][j = c]; up to {bm} rows"
             )),
@@ -332,7 +434,7 @@ impl Emit<'_> {
                 body: vec![Stmt::assign(format!("sx[rows * {} + c]", st.x_row_words), "0u")],
             },
             s("__syncthreads()"),
-        ]].concat()
+        ]
     }
 
     /// Row 0 of the CTA's `x` (every CTA has it): all of a thread's 16-byte chunks loaded
@@ -454,21 +556,25 @@ impl Emit<'_> {
             "row g, k 2t+8, 2t+9",
             "row g + 8, k 2t+8, 2t+9",
         ];
+        let after = self.p.config.scale_after;
         let frag = (0..4).map(|i| {
             decl_c(
                 &format!("const {ty2}"),
                 &format!("a{i}"),
-                format!("__hmul2({}, {})", term(i), col("sc", i % 2 == 1)),
+                if after {
+                    term(i)
+                } else {
+                    format!("__hmul2({}, {})", term(i), col("sc", i % 2 == 1))
+                },
                 what[i],
             )
         });
-        [
-            vec![Stmt::Comment(
-                "(q - z) exactly, one rounding in the scale product: the weight awq_dequantize gives".into(),
-            )],
-            frag.collect(),
-        ]
-        .concat()
+        let why = if after {
+            "(q - z) exactly; the group's scales come after its MMAs (scale_after)"
+        } else {
+            "(q - z) exactly, one rounding in the scale product: the weight awq_dequantize gives"
+        };
+        [vec![Stmt::Comment(why.into())], frag.collect()].concat()
     }
 
     /// One k16 step `s` of the warp from ring slot `d`: refill the slot `ring` steps ahead,
@@ -511,23 +617,27 @@ impl Emit<'_> {
                 ),
                 when(
                     "krem == 0",
-                    vec![
-                        s(format!("{}_group({group_args})", self.name)),
-                        Stmt::assign("krem", "(gnext + 1) * G - (k0 + 16 * (s_begin + s))"),
-                        s("++gnext"),
-                        when(
-                            "gnext < groups",
-                            vec![
-                                Stmt::decl(
-                                    "const long long",
-                                    "gz",
-                                    format!("(long long)gnext * N8 + {}", self.group_col()),
-                                ),
-                                Stmt::assign("s_raw", "__ldg(reinterpret_cast<const uint4*>(scales) + gz)"),
-                                Stmt::assign("z_raw", "__ldg(qzeros + gz)"),
-                            ],
-                        ),
-                    ],
+                    [
+                        self.scale_rebase(),
+                        vec![
+                            s(format!("{}_group({group_args})", self.name)),
+                            Stmt::assign("krem", "(gnext + 1) * G - (k0 + 16 * (s_begin + s))"),
+                            s("++gnext"),
+                            when(
+                                "gnext < groups",
+                                vec![
+                                    Stmt::decl(
+                                        "const long long",
+                                        "gz",
+                                        format!("(long long)gnext * N8 + {}", self.group_col()),
+                                    ),
+                                    Stmt::assign("s_raw", "__ldg(reinterpret_cast<const uint4*>(scales) + gz)"),
+                                    Stmt::assign("z_raw", "__ldg(qzeros + gz)"),
+                                ],
+                            ),
+                        ],
+                    ]
+                    .concat(),
                 ),
             ]
         };
@@ -634,6 +744,7 @@ impl Emit<'_> {
                 Stmt::unrolled("f", st.b_frags, vec![s(format!("xf[f] += {}", 2 * d))]),
             ],
         });
+        regs.extend(self.scale_final());
         regs
     }
 
@@ -902,8 +1013,9 @@ impl Emit<'_> {
     /// and L2 prefetch of the warp's first steps (`streamed_prefetch.rs`) come before the
     /// wait; its parameters end with `prefetch_steps` and `early_trigger`.
     pub(super) fn streamed_kernel(&self) -> CFunction {
-        let prelude = [self.streamed_setup(), self.streamed_prefetch()].concat();
-        let body = [self.streamed_prologue(), self.streamed_loop(), self.streamed_epilogue()].concat();
+        let (before_wait, after_wait) = self.streamed_prologue();
+        let prelude = [self.streamed_setup(), self.streamed_prefetch(), before_wait].concat();
+        let body = [after_wait, self.streamed_loop(), self.streamed_epilogue()].concat();
         let mut f = self.kernel_function(body);
         f.params.push(("int".into(), "prefetch_steps".into()));
         crate::grid_dependency::chain_link_with_prelude(prelude, f)

@@ -92,13 +92,14 @@ impl Emit<'_> {
             ),
             when(
                 "krem == 0",
-                vec![
+                [vec![
                     Stmt::Comment(format!(
                         "the step's wait landed commit groups 0 .. s; a copy in a later one (a group of fewer than {d} steps) waits for all"
                     )),
                     when("gready > s", vec![lane_ring::drain(ring)]),
                     Stmt::assign("s_raw", "*gslot"),
                     Stmt::assign("z_raw", "*zslot"),
+                ], self.scale_rebase(), vec![
                     s(format!("{}_group({group_args})", self.name)),
                     Stmt::assign("krem", "(gnext + 1) * G - (k0 + 16 * (s_begin + s))"),
                     s("++gnext"),
@@ -109,7 +110,7 @@ impl Emit<'_> {
                         "gnext < groups && gnext * G < k0 + 16 * (s_begin + n_my)",
                         [self.group_slot_copy(), vec![Stmt::assign("gready", format!("s + {d}"))]].concat(),
                     ),
-                ],
+                ]].concat(),
             ),
         ]
     }

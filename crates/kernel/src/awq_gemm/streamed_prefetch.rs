@@ -25,10 +25,12 @@ impl Emit<'_> {
     /// The prelude's prefetch statements (after `streamed_setup`, whose `n_my`, `s_begin`,
     /// `k0`, `wb` and `lane` they use).
     pub(super) fn streamed_prefetch(&self) -> Vec<Stmt> {
+        // with the ring issued before the wait (`eager_ring`), the steps after it
+        let skip = if self.p.config.eager_ring { self.st().ring } else { 0 };
         let weight = if self.st().weight == rcute_collective::awq_streamed::StreamedWeight::Checkpoint {
             self.checkpoint_prefetch()
         } else {
-            prepared_prefetch()
+            prepared_prefetch(skip)
         };
         let first_group = vec![
             Stmt::Comment(
@@ -52,16 +54,24 @@ impl Emit<'_> {
                 "before the wait: L2 prefetch of the weight steps this warp loads first and of its first group's scale and zero lines; the chain never writes them (rcute_kernel::awq_gemm, streamed_prefetch.rs)".into(),
             ),
             when(
-                "prefetch_steps > 0 && n_my > 0",
+                format!("prefetch_steps > 0 && n_my > {skip}"),
                 [
                     vec![decl_c(
                         "const int",
                         "pf",
-                        "min(n_my, prefetch_steps)",
-                        "steps s_begin .. s_begin + pf of the warp's n_my",
+                        if skip == 0 {
+                            "min(n_my, prefetch_steps)".to_string()
+                        } else {
+                            format!("min(n_my - {skip}, prefetch_steps)")
+                        },
+                        &if skip == 0 {
+                            "steps s_begin .. s_begin + pf of the warp's n_my".to_string()
+                        } else {
+                            format!("steps s_begin + {skip} .. s_begin + {skip} + pf of the warp's n_my")
+                        },
                     )],
                     weight,
-                    first_group,
+                    if skip == 0 { first_group } else { vec![] },
                 ]
                 .concat(),
             ),
@@ -92,13 +102,25 @@ impl Emit<'_> {
 /// block `k0 / 16 + s_begin + s`, column block `wb` (16-byte unit `(N / 2) kb + 32 wb`),
 /// blocks `8 N` bytes apart; lane `l` prefetches line `l % 4` of step `l / 4` (8 steps
 /// an instruction).
-fn prepared_prefetch() -> Vec<Stmt> {
+/// With `skip` steps issued before the wait (`eager_ring`), the steps after them.
+fn prepared_prefetch(skip: i64) -> Vec<Stmt> {
+    let (first, what) = if skip == 0 {
+        (
+            "s_begin".to_string(),
+            "the warp's first step (the ring's first load, lane 0)",
+        )
+    } else {
+        (
+            format!("s_begin + {skip}"),
+            "the warp's first step after the ring (lane 0)",
+        )
+    };
     vec![
         decl_c(
             "const char* const",
             "wpf",
-            "reinterpret_cast<const char*>(reinterpret_cast<const uint4*>(qweight) + (long long)((k0 >> 4) + s_begin) * (N >> 1) + 32 * wb)",
-            "the warp's first step (the ring's first load, lane 0)",
+            format!("reinterpret_cast<const char*>(reinterpret_cast<const uint4*>(qweight) + (long long)((k0 >> 4) + {first}) * (N >> 1) + 32 * wb)"),
+            what,
         ),
         Stmt::Loop {
             init: "int i = lane".into(),

@@ -610,7 +610,13 @@ pub const WAVE_STREAMED_MAX_ROWS: usize = 8;
 /// 15.05 for the best streamed form (two 8-row tiles, ring 2 in registers; the 16-row tile
 /// in 2 splits 17.28 and 19.40); nor at 11008 columns (172 blocks: the wide rule, whose
 /// shared ring of 2 took 13.35 and 14.79 µs at 1 and 8 rows against 14.13 and 15.87 for
-/// the ring of 4).
+/// the ring of 4). The kernel applies each group's scales after its MMAs
+/// ([`AwqGemmConfig::scale_after`]: no scale product per weight pair; H200, session 28,
+/// helper awqh2, BENCHMARKS.md, `main, this, this, main` in one call): 1 x 8192 9.32 /
+/// **8.86** / **8.86** / 9.21 µs, 8 rows 10.27 / **9.74** / **9.75** / 10.19 (-4.3 to
+/// -4.6 %); the same option lost at the two-split rule's 1 x 4096 (6.72-6.77 against
+/// 6.53-6.56) and moved nothing at the wide rule's 1 x 14336 (14.00-14.04 against
+/// 14.01-14.04), whose kernels keep the scale products.
 ///
 /// ```
 /// use rcute_ops::awq::select::select_awq_streamed_wave;
@@ -620,7 +626,7 @@ pub const WAVE_STREAMED_MAX_ROWS: usize = 8;
 /// assert_eq!(pick(8, 8192, 4096), Some(([8, 64, 64], [16, 1], 4, 1)));
 /// assert_eq!(pick(3, 8448, 2048), Some(([8, 64, 64], [16, 1], 4, 1)));
 /// let (cfg, _) = select_awq_streamed_wave(8, 8192, 4096, 132, f16).unwrap();
-/// assert!(cfg.streamed && cfg.prepared && cfg.shared_ring && cfg.b_vector_words == 4);
+/// assert!(cfg.streamed && cfg.prepared && cfg.shared_ring && cfg.b_vector_words == 4 && cfg.scale_after);
 /// // 9 rows, K past one split's staged x, K inside a k16 step, N of half a wave (4096:
 /// // the two-split rule) or of more than one (8512, 11008: the wide rule): other rules
 /// assert_eq!((pick(9, 8192, 4096), pick(8, 8192, 4160), pick(8, 8192, 4088)), (None, None, None));
@@ -633,7 +639,9 @@ pub fn select_awq_streamed_wave(
     sms: usize,
     element: Element,
 ) -> Option<(AwqGemmConfig, u32)> {
-    let cfg = AwqGemmConfig::new(element, [8, 64, 64], [16, 1], 4, 4).streamed_shared_ring();
+    let cfg = AwqGemmConfig::new(element, [8, 64, 64], [16, 1], 4, 4)
+        .streamed_shared_ring()
+        .scale_after();
     streamed_one_split(cfg, (m, n, k), sms, WAVE_STREAMED_MAX_ROWS, 1)
 }
 
