@@ -705,6 +705,60 @@ fn tile_err(cfg: &AwqMainloopConfig, reason: impl Into<String>) -> PlanError {
     }
 }
 
+/// The streamed kernel's plan (`None` unless `cfg.streamed`): the prepared layout in
+/// 16-byte loads or the checkpoint's words one by one, 64 columns per warp along N, the
+/// shared ring, the cluster push and the staged k-tiles as asked, within the shared memory.
+fn streamed_plan(cfg: &AwqMainloopConfig) -> Result<Option<AwqStreamed>, PlanError> {
+    if !cfg.streamed {
+        return Ok(None);
+    }
+    let [bm, bn, _] = cfg.tile;
+    let wn = cfg.warps[1];
+    // the prepared layout in 16-byte loads, or the checkpoint's words one by one
+    let weight = match (cfg.prepared, cfg.b_vector_words) {
+        (true, 4) => StreamedWeight::Prepared,
+        (false, 1) => StreamedWeight::Checkpoint,
+        _ => return Err(tile_err(
+            cfg,
+            "the streamed kernel reads the prepared layout 4 words at a time or the checkpoint's one word at a time",
+        )),
+    };
+    if cfg.bulk || bn != 64 * wn {
+        return Err(tile_err(
+            cfg,
+            "the streamed kernel takes 64 columns per warp along N, without a producer",
+        ));
+    }
+    if cfg.shared_ring && weight != StreamedWeight::Prepared {
+        return Err(tile_err(cfg, "the shared ring streams the prepared layout"));
+    }
+    let plan = AwqStreamed::new(bm, cfg.warps, cfg.stages as i64, weight)
+        .ok_or_else(|| tile_err(cfg, "streamed: BM 8, 16, 24 or 32, 1 ..= 32 warps, a step in flight"))?;
+    let plan = if cfg.shared_ring { plan.with_shared_ring() } else { plan };
+    let plan = if cfg.cluster_push {
+        plan.with_cluster_push()
+    } else {
+        plan
+    };
+    let plan = match cfg.staged_k_tiles {
+        0 => plan,
+        t if t > 0 => plan.with_staged_k_tiles(t),
+        _ => {
+            return Err(tile_err(
+                cfg,
+                "staged_k_tiles: a positive count of k-tiles (0: the default)",
+            ))
+        }
+    };
+    if plan.smem_bytes(bm) > MAX_SMEM_BYTES {
+        return Err(tile_err(
+            cfg,
+            format!("streamed: the staged x and the ring exceed {MAX_SMEM_BYTES} bytes of shared memory"),
+        ));
+    }
+    Ok(Some(plan))
+}
+
 impl AwqMainloop {
     /// Checks and plans a configuration: f16 or bf16; `BK = 64`; `BM` a multiple of 16
     /// warps-along-M; `BN` a multiple of 64 per warp along N and of 128 (padding rule);
@@ -731,50 +785,7 @@ impl AwqMainloop {
         if bk != AWQ_BK {
             return Err(tile_err(cfg, format!("BK must be {AWQ_BK}")));
         }
-        let streamed = if cfg.streamed {
-            // the prepared layout in 16-byte loads, or the checkpoint's words one by one
-            let weight = match (cfg.prepared, cfg.b_vector_words) {
-                (true, 4) => StreamedWeight::Prepared,
-                (false, 1) => StreamedWeight::Checkpoint,
-                _ => return Err(tile_err(cfg, "the streamed kernel reads the prepared layout 4 words at a time or the checkpoint's one word at a time")),
-            };
-            if cfg.bulk || bn != 64 * wn {
-                return Err(tile_err(
-                    cfg,
-                    "the streamed kernel takes 64 columns per warp along N, without a producer",
-                ));
-            }
-            if cfg.shared_ring && weight != StreamedWeight::Prepared {
-                return Err(tile_err(cfg, "the shared ring streams the prepared layout"));
-            }
-            let plan = AwqStreamed::new(bm, cfg.warps, cfg.stages as i64, weight)
-                .ok_or_else(|| tile_err(cfg, "streamed: BM 8, 16, 24 or 32, 1 ..= 32 warps, a step in flight"))?;
-            let plan = if cfg.shared_ring { plan.with_shared_ring() } else { plan };
-            let plan = if cfg.cluster_push {
-                plan.with_cluster_push()
-            } else {
-                plan
-            };
-            let plan = match cfg.staged_k_tiles {
-                0 => plan,
-                t if t > 0 => plan.with_staged_k_tiles(t),
-                _ => {
-                    return Err(tile_err(
-                        cfg,
-                        "staged_k_tiles: a positive count of k-tiles (0: the default)",
-                    ))
-                }
-            };
-            if plan.smem_bytes(bm) > MAX_SMEM_BYTES {
-                return Err(tile_err(
-                    cfg,
-                    format!("streamed: the staged x and the ring exceed {MAX_SMEM_BYTES} bytes of shared memory"),
-                ));
-            }
-            Some(plan)
-        } else {
-            None
-        };
+        let streamed = streamed_plan(cfg)?;
         let wgmma = if cfg.wgmma { Some(wgmma_plan(cfg)?) } else { None };
         check_wgmma_variants(cfg, wgmma.as_ref())?;
         let generic = streamed.is_none() && wgmma.is_none();
