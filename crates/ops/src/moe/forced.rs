@@ -6,7 +6,7 @@
 //! [`Ops::run_fused_moe_spec`].
 
 use super::kernels::{fused_moe_spec_kernels, not_moe};
-use super::problem::{rows64_layout, spec_layout, MoeProblem};
+use super::problem::{spec_layout, MoeProblem};
 use crate::error::OpsError;
 use crate::tensor::DType;
 use crate::tuning::{ConfigSpec, MoeSm90Spec, MoeSpec, TunedKernel};
@@ -93,10 +93,9 @@ impl Ops {
             dynamic: p.dynamic.or(Some(auto_dynamic)),
             ..*p
         };
-        if spec == MoeSm90Spec::PingPong64 && p.row_tile.is_none() {
+        if spec.row_tile() == 64 && p.row_tile.is_none() {
             // The 64-row form aligns to 64-row blocks: its layout of the same workspace.
-            forced.row_tile = Some(64);
-            forced.layout90 = rows64_layout(p.tokens, p.topk, p.local_experts, p.hidden, p.inter, p.dtype)?;
+            forced = forced.on_rows64()?;
         }
         // A forced SM90 path either runs or is an error (never `Ok(false)`).
         self.moe_sm90_runs(&forced)?;

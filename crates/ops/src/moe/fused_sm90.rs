@@ -15,7 +15,7 @@
 //! operands and scales ([`Sm90Operands`]).
 
 use super::fused::element;
-use super::kernels::{sm90_gemms, sm90_grid, with_dynamic, with_gather, with_walk_band};
+use super::kernels::{rows64_gemms, sm90_gemms, sm90_grid, with_dynamic, with_gather, with_walk_band};
 use super::path::sm90_chosen;
 use super::problem::MoeProblem;
 use crate::error::{boxed, OpsError};
@@ -25,7 +25,6 @@ use rcute_atom::Element;
 use rcute_kernel::gemm_sm90::{self, GemmSm90Config, GeneratedGemmSm90, Sm90GroupedArgs};
 use rcute_kernel::grouped_gemm::finalize::{self, GeneratedMoeFinalize, MoeFinalizeArgs};
 use rcute_kernel::grouped_gemm::gather::{self, GeneratedMoeGather, MoeGatherArgs};
-use rcute_kernel::grouped_gemm::{sm90_rows64_config, GroupedEpilogue};
 use rcute_kernel::Function;
 
 impl Ops {
@@ -77,11 +76,7 @@ impl Ops {
     pub(crate) fn layer_sm90_gemms(&self, p: &MoeProblem, ab: Element, out: Element) -> [GemmSm90Config; 2] {
         let (entries, sms) = (p.tokens * p.topk, self.gpu().sm_count());
         let gemms = if p.row_tile == Some(64) && ab != Element::E4M3 {
-            // The 64-row tiles: both GEMMs ping-pong, GEMM1 in its TMA form.
-            [
-                sm90_rows64_config(ab, GroupedEpilogue::SwiGlu),
-                sm90_rows64_config(ab, GroupedEpilogue::Scatter),
-            ]
+            rows64_gemms(ab)
         } else {
             let gemms = sm90_gemms(ab, out, p.path, entries, p.local_experts, p.hidden, p.inter, sms);
             with_gather(gemms, p.gather)

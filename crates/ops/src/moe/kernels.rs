@@ -151,6 +151,12 @@ pub fn sm90_gemms(
     with_dynamic(gemms, Some(dynamic))
 }
 
+/// GEMM1 (SwiGLU) and GEMM2 (scatter) of the bf16 / f16 SM90 layer on 64-row tiles
+/// ([`super::MoeOptions::row_tile`], `moe:sm90pp64`): both ping-pong, GEMM1 in its TMA form.
+pub(crate) fn rows64_gemms(ab: Element) -> [GemmSm90Config; 2] {
+    [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter].map(|ep| sm90_rows64_config(ab, ep))
+}
+
 /// Bytes of one expert's `w13` (`2 inter x hidden` weights of `ab`): what the rules on the
 /// weights' size read ([`super::sm90_gemm1_cluster`], [`super::sm90_dynamic`]).
 pub(crate) fn w13_expert_bytes(ab: Element, hidden: usize, inter: usize) -> usize {
@@ -363,8 +369,8 @@ pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<V
                 TunedKernel::Sm90(g2),
             ]
         }
-        ConfigSpec::MoeSm90(MoeSm90Spec::PingPong64) => [GroupedEpilogue::SwiGlu, GroupedEpilogue::Scatter]
-            .map(|ep| TunedKernel::Sm90(sm90_rows64_config(el, ep)))
+        ConfigSpec::MoeSm90(MoeSm90Spec::PingPong64) => rows64_gemms(el)
+            .map(TunedKernel::Sm90)
             .into_iter()
             .chain([TunedKernel::MoeGather(el)])
             .collect(),

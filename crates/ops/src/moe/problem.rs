@@ -101,8 +101,8 @@ pub struct MoeOptions {
     /// [`rcute_kernel::grouped_gemm::SM90_ROWS64_TILE`] tiles (each consumer warpgroup a
     /// whole 64-row tile; GEMM1 in its TMA form, on 1x1 CTAs), so an expert with up to 64
     /// routed rows pads to 64 rows instead of 128; `None` or `Some(128)`: the rules' 128-row
-    /// tiles. Any other value is an error of the validation. The SM80 family and the FP8
-    /// layer ignore it.
+    /// tiles. Any other value, and 64 for the FP8 layer, is an error of the validation. The
+    /// SM80 family ignores it.
     pub row_tile: Option<i64>,
 }
 
@@ -501,9 +501,8 @@ pub(crate) fn layouts(
     ])
 }
 
-/// The bf16 / f16 SM90 layout on 64-row blocks ([`MoeOptions::row_tile`]); the SM90 launch
-/// checks that it fits the workspace ([`crate::Ops::moe_sm90_runs`]).
-pub(crate) fn rows64_layout(
+/// The bf16 / f16 SM90 layout on 64-row blocks ([`MoeOptions::row_tile`]).
+fn rows64_layout(
     tokens: usize,
     topk: usize,
     local: usize,
@@ -621,6 +620,18 @@ pub struct MoeProblem {
 }
 
 impl MoeProblem {
+    /// The problem on the bf16 / f16 SM90 layer's 64-row tiles ([`MoeOptions::row_tile`]):
+    /// the row tile asked for, and the SM90 layout of the same workspace on 64-row blocks
+    /// (the SM90 launch checks that it fits, [`crate::Ops::moe_sm90_runs`]).
+    pub(crate) fn on_rows64(self) -> Result<MoeProblem, OpsError> {
+        let (t, k, l, h, i) = (self.tokens, self.topk, self.local_experts, self.hidden, self.inter);
+        Ok(MoeProblem {
+            row_tile: Some(64),
+            layout90: rows64_layout(t, k, l, h, i, self.dtype)?,
+            ..self
+        })
+    }
+
     /// The finalize's arguments over workspace layout `l` with the routed `topk_ids`: the
     /// entry rows of GEMM2's `l.splits` slabs (`[splits, T * k, H]`) summed into `y`. Both
     /// families build their finalize from this (the SM90 layouts have one slab).
@@ -907,16 +918,16 @@ pub(crate) fn validate_moe(
             what: "tokens x top-k (32-bit indices)",
         });
     }
-    let ([layout, mut layout90], needed) = check_workspace(extents, topk, xg.dtype, workspace, fp8)?;
-    match opts.row_tile {
-        None | Some(128) => {}
-        Some(64) if !fp8 => layout90 = rows64_layout(tokens, topk, local, hidden, inter, xg.dtype)?,
+    let ([layout, layout90], needed) = check_workspace(extents, topk, xg.dtype, workspace, fp8)?;
+    let rows64 = match opts.row_tile {
+        None | Some(128) => false,
+        Some(64) if !fp8 => true,
         Some(r) => {
             return Err(shape(format!(
                 "row tile {r}: the SM90 layer's row tiles are 64 (bf16 / f16) or 128 rows"
             )))
         }
-    }
+    };
     let ws = (workspace.ptr, workspace.ptr.saturating_add(needed as u64));
     let mut read = vec![("x", &xg), ("w13", &ag), ("w2", &bg)];
     if let Some((l, _)) = &logits {
@@ -926,7 +937,7 @@ pub(crate) fn validate_moe(
         read.extend([("topk_ids", i), ("topk_weights", w)]);
     }
     check_overlaps(&read, &yg, ws)?;
-    Ok(MoeProblem {
+    let p = MoeProblem {
         tokens,
         hidden,
         inter,
@@ -954,7 +965,12 @@ pub(crate) fn validate_moe(
         layout90,
         workspace: workspace.ptr,
         workspace_len: workspace.len,
-    })
+    };
+    if rows64 {
+        p.on_rows64()
+    } else {
+        Ok(p)
+    }
 }
 
 #[cfg(test)]
@@ -989,7 +1005,7 @@ mod tests {
             (4096, 6, 64, 2048, 1408),
             (3, 1, 256, 64, 64),
         ] {
-            let rows64 = sm90_layout(t, k, e, 2 * i, 2 * h, 64).unwrap();
+            let rows64 = rows64_layout(t, k, e, h, i, DType::BF16).unwrap();
             let [_, rows128] = layouts(t, k, e, h, i, 2).unwrap();
             assert_eq!(rows64.block_m, 64);
             assert!(
