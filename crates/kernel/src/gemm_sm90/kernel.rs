@@ -260,12 +260,12 @@ fn k_iters_decl(k: &Ctx) -> Option<Stmt> {
     }
 }
 
-/// The cluster's ranks, the rows each CTA loads of the multicast A / B tiles, and the
-/// masks of the CTAs a multicast lands in.
+/// The cluster's ranks, the rows each CTA loads of the multicast A / B tiles, the masks of
+/// the CTAs a multicast lands in, and (clustered) their union `peers`.
 fn cluster_masks(k: &Ctx) -> Vec<Stmt> {
     let (cm, cn) = (k.cm, k.cn);
     let rank_bit = |e: Expr| format!("(uint16_t)(1u << ({}))", e.to_cpp());
-    vec![
+    let mut b = vec![
         c(format!(
             "cluster {cm}x{cn}: A is multicast along the cluster's N ranks (each loads BM/{cn} rows), B along its M ranks (BN/{cm} rows)"
         )),
@@ -295,7 +295,16 @@ fn cluster_masks(k: &Ctx) -> Vec<Stmt> {
                 rank_bit(var("i").add(&var("rank_n").mul(&Expr::lit(cm))))
             ))],
         ),
-    ]
+    ];
+    if k.clustered {
+        b.push(dc(
+            "const uint16_t",
+            "peers",
+            "mask_a | mask_b",
+            "the CTAs whose loads land in this CTA's stages",
+        ));
+    }
+    b
 }
 
 /// Thread 0 initializes the stage ring's, the C buffers' (and the dynamic walk's) mbarriers.
@@ -383,14 +392,6 @@ fn prologue(k: &Ctx, name: &str) -> Vec<Stmt> {
         b.extend(stream_k::walk_decl(k, name));
     }
     b.extend(cluster_masks(k));
-    if k.clustered {
-        b.push(dc(
-            "const uint16_t",
-            "peers",
-            "mask_a | mask_b",
-            "the CTAs whose loads land in this CTA's stages",
-        ));
-    }
     b.push(if !k.cfg.takes_split_k() {
         dc(
             "const bool",
