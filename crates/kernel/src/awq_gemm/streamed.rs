@@ -237,9 +237,7 @@ impl Emit<'_> {
         if !self.p.config.scale_after {
             return vec![];
         }
-        let ty2 = self.ty2;
-        let name = &self.name;
-        let f = |v: &str, half: &str| format!("{name}_scale(__{half}2float(*reinterpret_cast<const {ty2}*>(&{v})))");
+        let f = |v: &str, half: &str| self.scale_of(v, half);
         vec![
             Stmt::Comment("the accumulators from the ending group's scales to the new group's (scale_after)".into()),
             Stmt::unrolled(
@@ -261,18 +259,35 @@ impl Emit<'_> {
                         "r_hi",
                         format!("__fdividef({}, {})", f("sc[r]", "high"), f("s_new", "high")),
                     ),
-                    Stmt::unrolled(
-                        "f",
-                        self.st().b_frags,
-                        vec![Stmt::unrolled(
-                            "v",
-                            4,
-                            vec![Stmt::assign("acc[f][r][v]", "acc[f][r][v] * (v < 2 ? r_lo : r_hi)")],
-                        )],
-                    ),
+                    self.scale_accumulators("r_lo", "r_hi"),
                 ],
             ),
         ]
+    }
+
+    /// `{name}_scale` of the low or high (`half`) 16-bit scale of the packed pair `v`.
+    fn scale_of(&self, v: &str, half: &str) -> String {
+        format!(
+            "{}_scale(__{half}2float(*reinterpret_cast<const {}*>(&{v})))",
+            self.name, self.ty2
+        )
+    }
+
+    /// Every fragment's accumulators of word `r` times `lo` (registers 0, 1: column
+    /// 8g + 2r) and `hi` (registers 2, 3: column 8g + 2r + 1).
+    fn scale_accumulators(&self, lo: &str, hi: &str) -> Stmt {
+        Stmt::unrolled(
+            "f",
+            self.st().b_frags,
+            vec![Stmt::unrolled(
+                "v",
+                4,
+                vec![Stmt::assign(
+                    "acc[f][r][v]",
+                    format!("acc[f][r][v] * (v < 2 ? {lo} : {hi})"),
+                )],
+            )],
+        )
     }
 
     /// With `scale_after`: after the loop, the accumulators times the last group's scales.
@@ -280,26 +295,15 @@ impl Emit<'_> {
         if !self.p.config.scale_after {
             return vec![];
         }
-        let ty2 = self.ty2;
-        let name = &self.name;
-        let f = |half: &str| format!("{name}_scale(__{half}2float(*reinterpret_cast<const {ty2}*>(&sc[r])))");
         vec![
             Stmt::Comment("the accumulators were in units of the last group's scales (scale_after)".into()),
             Stmt::unrolled(
                 "r",
                 4,
                 vec![
-                    Stmt::decl("const float", "s_lo", f("low")),
-                    Stmt::decl("const float", "s_hi", f("high")),
-                    Stmt::unrolled(
-                        "f",
-                        self.st().b_frags,
-                        vec![Stmt::unrolled(
-                            "v",
-                            4,
-                            vec![Stmt::assign("acc[f][r][v]", "acc[f][r][v] * (v < 2 ? s_lo : s_hi)")],
-                        )],
-                    ),
+                    Stmt::decl("const float", "s_lo", self.scale_of("sc[r]", "low")),
+                    Stmt::decl("const float", "s_hi", self.scale_of("sc[r]", "high")),
+                    self.scale_accumulators("s_lo", "s_hi"),
                 ],
             ),
         ]
