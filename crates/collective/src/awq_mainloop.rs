@@ -237,10 +237,12 @@ impl AwqMainloopConfig {
 
     /// The same shared-ring streamed configuration with the scales applied per group after
     /// the MMAs (field `scale_after`): the A fragments hold `q - z` exactly (no `HMUL2` per
-    /// pair: 16 fewer instructions a k16 step), the MMAs sum a group into f32 registers of
-    /// their own, and when the group ends each lane adds them times its columns' scales (f32)
-    /// to the accumulators. The products are not rounded to 16 bits first, so the result is
-    /// not bit-identical to the kernels that multiply the dequantized weight.
+    /// pair: 16 fewer instructions a k16 step), and the accumulators are kept in units of
+    /// the current group's scales: where a group starts they are multiplied by `s_old /
+    /// s_new` per column (f32; a zero scale counts as 1e-20), after the loop by the last
+    /// group's scales, so no register holds a second sum. The products are not rounded to 16
+    /// bits first, so the result is not bit-identical to the kernels that multiply the
+    /// dequantized weight.
     ///
     /// ```
     /// use rcute_atom::Element;
