@@ -241,15 +241,18 @@ fn deepseek_like_e64_top6() {
 fn decode_configurations_match_reference() {
     use rcute_ops::tuning::MoeSpec;
     let listed = [
+        // the h200 table's Mixtral T = 1 entry: 3 stages, four CTAs a SM (`wave_stages`);
+        // first, so the sanitizer runs cover it
+        MoeSpec::new([16, 128, 64], [1, 4], 4).with_stages(3),
         // the h100 table's DeepSeek T = 128 entry: the automatic stages (several CTAs a
-        // SM) with the weights' L2 prefetch size; first, so the sanitizer runs cover it
+        // SM) with the weights' L2 prefetch size
         MoeSpec::new([16, 128, 64], [1, 4], 1).with_l2_prefetch(),
         MoeSpec::new([16, 128, 64], [1, 4], 1).with_stages(12),
         MoeSpec::new([16, 128, 64], [1, 4], 4).with_stages(12),
         MoeSpec::new([16, 128, 64], [1, 4], 2).with_stages(8),
         MoeSpec::new([16, 64, 64], [1, 2], 1).with_stages(8),
         MoeSpec::new([16, 64, 64], [1, 2], 2).with_stages(16),
-        // the tables' Mixtral T = 1 entry: weights loaded with the L2 prefetch size
+        // an earlier Mixtral T = 1 candidate: weights loaded with the L2 prefetch size
         MoeSpec::new([16, 128, 64], [1, 4], 2).with_stages(8).with_l2_prefetch(),
     ];
     decode_specs_match_reference(

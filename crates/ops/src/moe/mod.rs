@@ -58,7 +58,7 @@ pub use prefetch::MoePrefetch;
 pub use prepared::{prepared_spec, MoeWeights};
 pub use problem::{
     deep_stages, fused_moe_workspace_bytes, grouped_gemm_workspace_bytes, moe_space, moe_splits, moe_tile,
-    validate_fused_moe, MoeOptions, MoeProblem, MoeRouting, MoeWorkspace,
+    validate_fused_moe, wave_stages, MoeOptions, MoeProblem, MoeRouting, MoeWorkspace,
 };
 pub use reference::fused_moe_reference;
 pub use routing::{topk_softmax_reference, Routing};

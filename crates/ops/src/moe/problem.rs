@@ -371,10 +371,16 @@ pub fn moe_space(tokens: usize, topk: usize, local: usize, hidden: usize, inter:
             }
         }
     }
+    // deep pipelines, and the shallow one that fits one more CTA on an SM (a decode
+    // grid of a few hundred CTAs in one wave: Mixtral T = 1, BENCHMARKS.md session 29,
+    // helper moedec)
     let deep: Vec<MoeSpec> = out
         .iter()
         .filter(|s| s.tile[0] <= DEEP_MAX_BM)
-        .flat_map(|s| deep_stages(s.tile).into_iter().map(|st| s.with_stages(st)))
+        .flat_map(|s| {
+            let stages = deep_stages(s.tile).into_iter().chain(wave_stages(s.tile));
+            stages.map(|st| s.with_stages(st))
+        })
         .collect();
     // the deep ones again with the weights' L2 prefetch size (`l2`), then the decode
     // tiles on the automatic stages with it (several CTAs a SM: DeepSeek-V2-Lite T = 80
@@ -412,6 +418,29 @@ pub fn deep_stages(tile: [i64; 3]) -> Vec<usize> {
     let mut v: Vec<usize> = [8, most].into_iter().filter(|&s| s > 4 && s <= most).collect();
     v.dedup();
     v
+}
+
+/// The stage count below the automatic four that [`moe_space`] offers for a decode `tile`:
+/// the most stages (at least 3) at which one more CTA fits the SM80 mainloop's
+/// shared-memory budget than at four, so that a decode grid of a few hundred CTAs runs in
+/// one wave instead of one and a fraction. Mixtral T = 1 on the H200 (GEMM1 448 CTAs of
+/// 16 or 32 rows: 264 at a time at 80 KiB, 528 at 54 KiB): `moe:16x128x64,1x4,k4,s3` 185.6
+/// against the table's `moe:32x128x64,1x4,k4` 188.3 / 188.6 µs in one process
+/// (BENCHMARKS.md, "Session 29 (helper moedec)").
+///
+/// ```
+/// use rcute_ops::moe::wave_stages;
+/// assert_eq!(wave_stages([16, 128, 64]), Some(3)); // 18 KiB a stage: 3 -> 4 CTAs an SM
+/// assert_eq!(wave_stages([32, 128, 64]), Some(3)); // 20 KiB: 2 -> 3
+/// assert_eq!(wave_stages([128, 128, 128]), None); // 64 KiB: the automatic count is 3
+/// ```
+pub fn wave_stages(tile: [i64; 3]) -> Option<usize> {
+    use rcute_kernel::grouped_gemm::{GroupedA, GroupedEpilogue, GroupedGemmConfig};
+    let cfg = GroupedGemmConfig::new(rcute_atom::Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter);
+    // the budget holds `most` stages, so `most / s` CTAs of `s` stages
+    let most = cfg.with_tile(tile, [1, 1]).max_stages();
+    let auto = most.min(4); // the mainloop's automatic count: as many as fit, at most 4
+    (3..auto).rev().find(|&s| most / s > most / auto)
 }
 
 /// The workspace [`crate::Ops::fused_moe`] needs for `tokens` tokens, top-`topk`,
