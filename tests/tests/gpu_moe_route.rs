@@ -9,7 +9,8 @@
 //! (NaN) first; a CUDA graph of the layer replays new logits. Skips without a GPU (fails under `RCUTE_REQUIRE_GPU=1`); `RCUTE_CASES`
 //! keeps the first token counts and configurations (the sanitizer runs). The alignment on
 //! several CTAs (`MoeOptions::align_ctas`) gives the single block's layer bit for bit at
-//! prefill sizes, on both families, with expert-parallel slices.
+//! prefill sizes, on both families, with expert-parallel slices. A configuration's
+//! `,route` (a tuning entry's choice, `MoeSpec::with_route`) runs the same layer.
 
 mod common;
 
@@ -130,7 +131,7 @@ fn self_routing_gemm1_is_the_routing_kernels_bit_for_bit() {
                 )
                 .unwrap();
                 for spec in cases(&specs()) {
-                    let run = |route: bool| {
+                    let run = |route: Option<bool>, spec: &MoeSpec| {
                         let bytes = fused_moe_workspace_bytes_with(t, k, l, h, i, DType::BF16, spec)
                             .unwrap()
                             .max(fused_moe_workspace_bytes(t, k, l, h, i, DType::BF16).unwrap());
@@ -152,7 +153,7 @@ fn self_routing_gemm1_is_the_routing_kernels_bit_for_bit() {
                             };
                             let opts = MoeOptions {
                                 expert_offset: off,
-                                route: Some(route),
+                                route,
                                 ..MoeOptions::default()
                             };
                             let wsv = MoeWorkspace::new(&mut ws);
@@ -165,9 +166,9 @@ fn self_routing_gemm1_is_the_routing_kernels_bit_for_bit() {
                         (y, ws)
                     };
                     let what = format!("{} T={t} experts [{off}, {}) {spec}", c.name, off + l);
-                    let (y, ws) = run(true);
+                    let (y, ws) = run(Some(true), spec);
                     check_close(&format!("{what}, GEMM1 routing"), &y, &want);
-                    let (y_kernel, ws_kernel) = run(false);
+                    let (y_kernel, ws_kernel) = run(Some(false), spec);
                     let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&y), bits(&y_kernel), "{what}: GEMM1's routing changed y");
                     // ids, weights, the alignment and the intermediates alike
@@ -178,8 +179,12 @@ fn self_routing_gemm1_is_the_routing_kernels_bit_for_bit() {
                         diff.len(),
                         diff.first()
                     );
-                    let (again, _) = run(true);
+                    let (again, _) = run(Some(true), spec);
                     assert_eq!(bits(&y), bits(&again), "{what}: two runs differ");
+                    // a tuning entry's `,route` (no option given) runs the same kernels
+                    let (tuned, ws_tuned) = run(None, &spec.with_route());
+                    assert_eq!(bits(&y), bits(&tuned), "{what}: the spec's route changed y");
+                    assert!(ws == ws_tuned, "{what}: the spec's route changed the workspace");
                 }
             }
         }

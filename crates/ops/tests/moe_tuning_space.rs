@@ -111,3 +111,25 @@ fn validation_asks_for_the_whole_space() {
     let rules_bytes = fused_moe_workspace_bytes_with(t, k, e, h, i, DType::BF16, &rules).unwrap();
     assert!(bytes > rules_bytes, "{bytes} vs {rules_bytes}");
 }
+
+/// The space offers GEMM1's own routing (`,route`) exactly where it can run (at most 32
+/// routed entries, the tile grid) and the rule's weight bound says no: Mixtral T = 1 / 16
+/// (2 / 32 entries over 704 MB+), not DeepSeek-V2-Lite T = 1 (the rule routes its 104 MB)
+/// nor any layer of more than 32 routed entries.
+#[test]
+fn the_space_offers_gemm1_routing_where_the_rule_does_not_route() {
+    let routed = |t, k, e, h, i| moe_space(t, k, e, h, i).iter().filter(|s| s.route).count();
+    for (t, k, e, h, i) in LAYERS {
+        let space = moe_space(t, k, e, h, i);
+        let n = routed(t, k, e, h, i);
+        let expect = t * k <= 32 && !rcute_ops::moe::gemm1_routes_by_rule(t, k, e, 3 * h * i * 2);
+        assert_eq!(n > 0, expect, "{t} tokens, E={e}: {n} routed specs");
+        for s in space.iter().filter(|s| s.route) {
+            let plain = MoeSpec { route: false, ..*s };
+            assert!(space.contains(&plain), "{s} without its plain twin");
+            assert_eq!(s.to_string(), format!("{plain},route"));
+        }
+    }
+    assert!(routed(1, 2, 8, 4096, 14336) > 0 && routed(16, 2, 8, 4096, 14336) > 0);
+    assert_eq!(routed(1, 6, 64, 2048, 1408), 0);
+}

@@ -269,6 +269,7 @@ impl Ops {
             expert_bytes: 3 * p.hidden * p.inter * p.dtype.bytes(),
             logits: true,
             tile_grid: !spec.streamed && !prepared,
+            tuned: spec.route,
         };
         if !super::gemm1_routes(p.route, &case) {
             return Ok((None, None));

@@ -7,7 +7,7 @@ use crate::error::OpsError;
 use crate::gemm::{check_layout, check_vector_alignment, overlaps, range};
 use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef};
 use rcute_kernel::grouped_gemm::finalize::MoeFinalizeArgs;
-use rcute_kernel::grouped_gemm::SM90_TILE;
+use rcute_kernel::grouped_gemm::{route, SM90_TILE};
 use rcute_kernel::moe_routing::align::{align_capacity, AlignCapacity, MoeAlignArgs};
 use rcute_kernel::moe_routing::align_multi;
 use rcute_kernel::moe_routing::{MAX_EXPERTS, MAX_LOCAL_EXPERTS, MAX_TOPK};
@@ -394,6 +394,13 @@ pub fn moe_space(tokens: usize, topk: usize, local: usize, hidden: usize, inter:
     out.extend(deep);
     out.extend(hinted);
     out.extend(shallow);
+    // GEMM1 routing the batch itself where the rule's weight bound (set on an H100) says
+    // no: Mixtral T = 1 on an H200 (BENCHMARKS.md, session 29, lead)
+    let bf16_expert = 3 * hidden * inter * 2;
+    if entries <= route::MAX_ENTRIES as usize && !super::gemm1_routes_by_rule(tokens, topk, local, bf16_expert) {
+        let routed: Vec<MoeSpec> = out.iter().filter(|s| !s.streamed).map(|s| s.with_route()).collect();
+        out.extend(routed);
+    }
     out
 }
 

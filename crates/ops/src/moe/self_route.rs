@@ -98,21 +98,27 @@ pub struct RouteCase {
     pub logits: bool,
     /// GEMM1 is the tile grid kernel.
     pub tile_grid: bool,
+    /// The layer's configuration asks GEMM1 to route (a tuning table's `,route`,
+    /// [`crate::tuning::MoeSpec::route`]): taken where the rule would decide.
+    pub tuned: bool,
 }
 
 /// Whether GEMM1 routes layer `c` itself: only where it can (routed from logits; at most
 /// [`MAX_ENTRIES`] routed entries; GEMM1 the tile grid kernel), then as `forced`
-/// ([`super::MoeOptions::route`]) says, else as `RCUTE_MOE_ROUTE`, else the rule
-/// ([`gemm1_routes_by_rule`]).
+/// ([`super::MoeOptions::route`]) says, else as `RCUTE_MOE_ROUTE`, else as the layer's
+/// configuration asks (`c.tuned`), else the rule ([`gemm1_routes_by_rule`]).
 ///
 /// ```
 /// use rcute_ops::moe::{gemm1_routes, RouteCase};
-/// let c = RouteCase { tokens: 1, topk: 6, local: 64, expert_bytes: 3 * 2048 * 1408 * 2, logits: true, tile_grid: true };
+/// let c = RouteCase { tokens: 1, topk: 6, local: 64, expert_bytes: 3 * 2048 * 1408 * 2, logits: true, tile_grid: true, tuned: false };
 /// assert!(gemm1_routes(Some(true), &c));
 /// assert!(!gemm1_routes(Some(true), &RouteCase { tokens: 6, ..c })); // 36 entries
 /// assert!(!gemm1_routes(Some(true), &RouteCase { logits: false, ..c })); // the caller's ids
 /// assert!(!gemm1_routes(Some(true), &RouteCase { tile_grid: false, ..c })); // streamed GEMM1
 /// assert!(!gemm1_routes(Some(false), &c));
+/// let mixtral = RouteCase { topk: 2, local: 8, expert_bytes: 3 * 4096 * 14336 * 2, ..c };
+/// assert!(!gemm1_routes(None, &mixtral)); // 704 MB: over the rule's bound
+/// assert!(gemm1_routes(None, &RouteCase { tuned: true, ..mixtral })); // the table's `,route`
 /// ```
 pub fn gemm1_routes(forced: Option<bool>, c: &RouteCase) -> bool {
     let can = c.logits && c.tile_grid && c.tokens.saturating_mul(c.topk) <= MAX_ENTRIES as usize;
@@ -121,7 +127,7 @@ pub fn gemm1_routes(forced: Option<bool>, c: &RouteCase) -> bool {
         None => match MoeRouteChoice::from_env() {
             MoeRouteChoice::Gemm1 => true,
             MoeRouteChoice::Kernel => false,
-            MoeRouteChoice::Auto => gemm1_routes_by_rule(c.tokens, c.topk, c.local, c.expert_bytes),
+            MoeRouteChoice::Auto => c.tuned || gemm1_routes_by_rule(c.tokens, c.topk, c.local, c.expert_bytes),
         },
     }
 }

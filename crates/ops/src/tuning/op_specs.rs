@@ -8,7 +8,8 @@
 //!   splits and both GEMMs' shared-memory stages (absent: as many as fit, at most 4).
 //!   With `,reg` (`,reg,rot`) the register-streamed decode form of both GEMMs
 //!   ([`MoeSpec::streamed`]), with a final `,sring` its weights through each lane's
-//!   shared `cp.async` ring slots ([`MoeSpec::with_shared_ring`]).
+//!   shared `cp.async` ring slots ([`MoeSpec::with_shared_ring`]). A last `,route` lets
+//!   GEMM1 route a decode batch itself where it can ([`MoeSpec::with_route`]).
 //! * MoE on the SM90 family: `moe:sm90` (GEMM2 on 128x256 tiles) or `moe:sm90n` (GEMM2 on
 //!   128x128 tiles), with a `c` suffix GEMM1 on 2x1 CTA clusters; GEMM1 is always on
 //!   128x256 tiles ([`MoeSm90Spec`]).
@@ -99,6 +100,11 @@ pub struct MoeSpec {
     /// `cp.async` ring waited by count instead of a ring of registers (`,sring`;
     /// [`rcute_kernel::grouped_gemm::GroupedGemmConfig::shared_ring`]).
     pub shared_ring: bool,
+    /// GEMM1 routes the decode batch itself where it can (`,route`; routed from logits, at
+    /// most 32 routed entries, the tile grid: [`crate::moe::gemm1_routes`]) whatever
+    /// [`crate::moe::gemm1_routes_by_rule`] says of the layer's weight bytes: a tuning
+    /// table's measured choice (the rule's bound was set on an H100).
+    pub route: bool,
 }
 
 impl MoeSpec {
@@ -122,6 +128,7 @@ impl MoeSpec {
             streamed: false,
             k_rotate: false,
             shared_ring: false,
+            route: false,
         }
     }
 
@@ -155,6 +162,20 @@ impl MoeSpec {
     /// ```
     pub fn with_shared_ring(mut self) -> MoeSpec {
         self.shared_ring = true;
+        self
+    }
+
+    /// The same spec with GEMM1 routing the decode batch itself where it can (`,route`).
+    ///
+    /// ```
+    /// use rcute_ops::tuning::{ConfigSpec, MoeSpec};
+    /// let s = MoeSpec::new([16, 128, 64], [1, 4], 4).with_stages(3).with_route();
+    /// assert_eq!(s.to_string(), "moe:16x128x64,1x4,k4,s3,route");
+    /// assert_eq!("moe:16x128x64,1x4,k4,s3,route".parse::<ConfigSpec>().unwrap(), ConfigSpec::Moe(s));
+    /// assert!("moe:16x128x128,1x8,s3,reg,route".parse::<ConfigSpec>().is_err()); // streamed GEMM1
+    /// ```
+    pub fn with_route(mut self) -> MoeSpec {
+        self.route = true;
         self
     }
 
@@ -340,13 +361,18 @@ pub(crate) fn parse_moe_sm90(s: &str) -> Option<Result<MoeSm90Spec, String>> {
 /// then an optional `kSPLITS`, an optional `sSTAGES` (at least 2), an optional
 /// `stream` (GEMM2 on stream-K), an optional `l2` (the weights loaded with the L2
 /// prefetch size), an optional `reg` (the streamed form) with an optional `rot` and an
-/// optional `sring` after it, in that order.
+/// optional `sring` after it, then an optional `route`, in that order.
 pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     if parts.len() < 2 {
         return Err("too few fields".into());
     }
     let mut rest = &parts[2..];
+    let mut route = false;
+    if let Some((&"route", before)) = rest.split_last() {
+        route = true;
+        rest = before;
+    }
     let mut shared_ring = false;
     if let Some((&"sring", before)) = rest.split_last() {
         shared_ring = true;
@@ -367,6 +393,9 @@ pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
     }
     if shared_ring && !streamed {
         return Err("sring is an option of the streamed form (reg[,rot],sring)".into());
+    }
+    if route && streamed {
+        return Err("route is an option of the tile grid (the streamed GEMM1 never routes)".into());
     }
     let mut l2_prefetch = false;
     if let Some((&"l2", before)) = rest.split_last() {
@@ -399,6 +428,7 @@ pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
         streamed,
         k_rotate,
         shared_ring,
+        route,
     })
 }
 
@@ -443,6 +473,9 @@ impl fmt::Display for MoeSpec {
         }
         if self.shared_ring {
             f.write_str(",sring")?;
+        }
+        if self.route {
+            f.write_str(",route")?;
         }
         Ok(())
     }
