@@ -401,10 +401,10 @@ pub fn deep_configs() -> Vec<GemmSm90Config> {
     .collect()
 }
 
-/// Tiles wider than one `wgmma` atom along N (two 160-wide atoms, 160 accumulators a
-/// thread) and B in two TMA boxes a stage: cuBLAS's 128x320 cooperative tile with and
-/// without the 2x1 cluster (B multicast in two boxes of 80 rows a CTA), without C as `gemm`
-/// runs it at beta = 0, and 256x160 (two m64 atoms of one 160-wide atom).
+/// Tiles of more than 128 accumulators a thread (160): cuBLAS's 128x320 cooperative tile,
+/// two 160-wide `wgmma` atoms along N and B in two TMA boxes a stage, with and without the
+/// 2x1 cluster (B multicast in two boxes of 80 rows a CTA), without C as `gemm` runs it at
+/// beta = 0; and 256x160 (two m64 atoms of one 160-wide atom).
 pub fn wide_configs() -> Vec<GemmSm90Config> {
     let mut v = vec![GemmSm90Config::bf16([128, 320, 64], Sm90Schedule::Cooperative)];
     let mut c = GemmSm90Config::bf16([128, 320, 64], Sm90Schedule::Cooperative).without_c();
@@ -486,7 +486,8 @@ fn sm90_gemm_wide_tiles() {
         .unwrap_or(10);
     for cfg in wide_configs() {
         let k = build(&gpu, &cfg);
-        assert!(k.g.plan.mainloop.n_atoms > 1, "{}: one wgmma atom along N", k.g.name);
+        let accumulators = k.g.plan.m_atoms * cfg.tile[1] / 2;
+        assert!(accumulators > 128, "{}: {accumulators} accumulators a thread", k.g.name);
         let mut worst = 0.0f64;
         let cs = cases(&mut rng, cfg.tile, cfg.with_c(), count);
         for c in &cs {
