@@ -401,6 +401,22 @@ pub fn deep_configs() -> Vec<GemmSm90Config> {
     .collect()
 }
 
+/// Tiles of more than 128 accumulators a thread (160): cuBLAS's 128x320 cooperative tile,
+/// two 160-wide `wgmma` atoms along N and B in two TMA boxes a stage, with and without the
+/// 2x1 cluster (B multicast in two boxes of 80 rows a CTA), without C as `gemm` runs it at
+/// beta = 0; and 256x160 (two m64 atoms of one 160-wide atom).
+pub fn wide_configs() -> Vec<GemmSm90Config> {
+    let mut v = vec![GemmSm90Config::bf16([128, 320, 64], Sm90Schedule::Cooperative)];
+    let mut c = GemmSm90Config::bf16([128, 320, 64], Sm90Schedule::Cooperative).without_c();
+    (c.cluster, c.swizzle_log2) = ([2, 1], 1);
+    v.push(c);
+    let mut c = GemmSm90Config::bf16([128, 320, 64], Sm90Schedule::Cooperative);
+    c.cluster = [2, 1];
+    v.push(c);
+    v.push(GemmSm90Config::bf16([256, 160, 64], Sm90Schedule::Cooperative));
+    v
+}
+
 /// Whether the test may run: an sm_90 GPU (a missing or other GPU skips, or fails with
 /// `RCUTE_REQUIRE_GPU=1`).
 fn sm90_gpu() -> Option<Gpu> {
@@ -451,6 +467,27 @@ fn sm90_gemm_matches_reference() {
         .unwrap_or(10);
     for cfg in configs() {
         let k = build(&gpu, &cfg);
+        let mut worst = 0.0f64;
+        let cs = cases(&mut rng, cfg.tile, cfg.with_c(), count);
+        for c in &cs {
+            worst = worst.max(run_case(&gpu, &k, *c, &mut rng).0);
+        }
+        eprintln!("{}: {} cases, worst relative error {worst:.2e}", k.g.name, cs.len());
+    }
+}
+
+#[test]
+fn sm90_gemm_wide_tiles() {
+    let Some(gpu) = sm90_gpu() else { return };
+    let mut rng = Rng::new("sm90_gemm_wide_tiles");
+    let count: usize = std::env::var("RCUTE_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    for cfg in wide_configs() {
+        let k = build(&gpu, &cfg);
+        let accumulators = k.g.plan.m_atoms * cfg.tile[1] / 2;
+        assert!(accumulators > 128, "{}: {accumulators} accumulators a thread", k.g.name);
         let mut worst = 0.0f64;
         let cs = cases(&mut rng, cfg.tile, cfg.with_c(), count);
         for c in &cs {

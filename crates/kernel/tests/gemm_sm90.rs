@@ -52,6 +52,12 @@ fn configs() -> Vec<GemmSm90Config> {
     f.cd = Element::F16;
     f = f.without_c();
     v.push(f);
+    // Two 160-wide wgmma atoms along N, B in two TMA boxes a stage (cuBLAS's 128x320 tile),
+    // alone and on a 2x1 cluster (each CTA multicasts two boxes of 80 rows).
+    v.push(GemmSm90Config::bf16([128, 320, 64], Sm90Schedule::Cooperative));
+    let mut c = GemmSm90Config::bf16([128, 320, 64], Sm90Schedule::Cooperative).without_c();
+    c.cluster = [2, 1];
+    v.push(c);
     v.extend(stream_k_configs());
     v
 }
@@ -311,6 +317,35 @@ fn configurations_are_checked_with_typed_errors() {
     bad(&|c| c.smem_capacity = 64 * 1024);
     bad(&|c| c.cluster = [3, 1]);
     bad(&|c| c.cluster = [4, 4]);
+    // More than 160 accumulators a thread (ping-pong 128x320: 320), and several wgmma atoms
+    // along N outside the plain GEMM (stream-K).
+    bad(&|c| (c.tile, c.schedule) = ([128, 320, 64], Sm90Schedule::PingPong));
+    bad(&|c| (c.tile, c.stream_k) = ([128, 320, 64], true));
+}
+
+/// A tile wider than one `wgmma` atom: cuBLAS's 128x320 cooperative tile is two 160-wide
+/// atoms along N, each into its run of 80 of the thread's 160 accumulators, and B in two
+/// TMA boxes of 160 rows a stage (on a 2x1 cluster each CTA multicasts two boxes of 80
+/// rows, its half of the tile); the 128x256 tile keeps one atom and one box.
+#[test]
+fn wide_tiles_issue_several_atoms_and_boxes() {
+    let g = generate(&GemmSm90Config::bf16([128, 320, 64], Sm90Schedule::Cooperative)).unwrap();
+    let ml = &g.plan.mainloop;
+    assert_eq!((ml.n_atoms, ml.tma_boxes_per_stage_b, ml.tma_box_b[1]), (2, 2, 160));
+    assert_eq!(g.plan.descriptors.natom_field, 160 * 128 / 16);
+    assert!(g.source.contains("float acc[1][160];"), "{}", g.name);
+    assert!(g.source.contains("rc_wgmma_m64n160k16_f32_bf16_bf16_ss_k_k"));
+    assert!(g.source.contains("*reinterpret_cast<float (*)[80]>(acc[a] + j * 80)"));
+    assert!(g.source.contains("n0 + b_rows + q * 160"));
+    let mut c = GemmSm90Config::bf16([128, 320, 64], Sm90Schedule::Cooperative);
+    c.cluster = [2, 1];
+    let g = generate(&c).unwrap();
+    assert_eq!(g.plan.mainloop.tma_multicast_box_b[1], 80);
+    assert!(g.source.contains("const int b_rows = rank_m * 160;"));
+    assert!(g.source.contains("n0 + b_rows + q * 80"));
+    let g = generate(&GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative)).unwrap();
+    assert_eq!(g.plan.mainloop.n_atoms, 1);
+    assert!(!g.source.contains("boxes of") && !g.source.contains("acc[a] + j"));
 }
 
 #[test]
@@ -444,6 +479,7 @@ fn descriptor_iteration_matches_the_encoder() {
         let [sa, sb] = p.stage_bytes.map(|b| b as u32);
         let [oa, ob] = [p.offsets[0] as u32, p.offsets[1] as u32];
         let s = p.stages as u32;
+        let (n_atoms, atom_n) = (p.mainloop.n_atoms, p.mma.shape_mnk[1] as u32);
         let low = |w: u32, addr: u32| w | ((addr & 0x3FFFF) >> 4);
         let full = |hi: u32, lo: u32| ((hi as u64) << 32) | lo as u64;
         let enc = |desc: &GmmaDescriptor, addr: u32| {
@@ -470,14 +506,15 @@ fn descriptor_iteration_matches_the_encoder() {
                         let mut b_desc = low(d.b_words[0], smem + ob + stage * sb);
                         for _ in 0..2 * s {
                             for kb in 0..d.kblocks {
-                                for a in 0..p.m_atoms {
+                                for (a, j) in (0..p.m_atoms).flat_map(|a| (0..n_atoms).map(move |j| (a, j))) {
                                     let [da, db] = d.batch_offsets(kb, a);
+                                    let db = db + j as u32 * d.natom_field;
                                     let col = kb as u32 * kblock_bytes;
                                     let addr_a = smem + oa + stage * sa + wg_bytes + a as u32 * 64 * row_bytes + col;
-                                    let addr_b = smem + ob + stage * sb + col;
+                                    let addr_b = smem + ob + stage * sb + j as u32 * atom_n * row_bytes + col;
                                     let ctx = format!(
-                                        "{}: rank {rank} window {window} cw {cw} stage {stage} kb {kb} atom {a}",
-                                        cfg.tile[0]
+                                        "{:?}: rank {rank} window {window} cw {cw} stage {stage} kb {kb} atom {a} n-atom {j}",
+                                        cfg.tile
                                     );
                                     assert_eq!(full(d.a_words[1], a_desc + da), enc(&d.a, addr_a), "A {ctx}");
                                     assert_eq!(full(d.b_words[1], b_desc + db), enc(&d.b, addr_b), "B {ctx}");

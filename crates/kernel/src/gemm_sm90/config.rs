@@ -110,6 +110,13 @@ impl GemmSm90Config {
         !self.stream_k && self.grouped.is_none()
     }
 
+    /// The plain GEMM: not grouped, gathering, stream-K or on the dynamic walk (the
+    /// members whose loads and walks assume one `wgmma` atom along N and one TMA box per
+    /// operand).
+    pub fn plain(&self) -> bool {
+        self.grouped.is_none() && !self.gather_a && !self.stream_k && !self.dynamic_walk
+    }
+
     /// Whether the kernel can read a source C (its fusion reads C).
     pub fn with_c(&self) -> bool {
         self.fusion.reads_source()

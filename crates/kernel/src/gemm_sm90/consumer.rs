@@ -183,31 +183,50 @@ fn wgmma_batch(k: &Ctx) -> Vec<Stmt> {
     let a_off = var("a")
         .mul(&Expr::lit(dsc.atom_field as i64))
         .add(&var("kb").mul(&Expr::lit(dsc.kblock_field as i64)));
-    let b_off = var("kb").mul(&Expr::lit(dsc.kblock_field as i64));
-    vec![
-        c(format!(
-            "per k-block kb, then m64 atom a (CuTe's order: consecutive wgmmas accumulate into different registers): K-major {:?} descriptors (SBO, swizzle in the high word, from make_gmma_desc), m64 atoms {} B and k-blocks {} B apart",
-            k.p.smem_atom.mode,
-            dsc.atom_field * 16,
-            dsc.kblock_field * 16
-        )),
-        unroll(
-            "kb",
-            dsc.kblocks,
-            vec![unroll(
-                "a",
-                k.p.m_atoms,
-                vec![e(format!(
-                    "{}(0x{:016x}ull | (a_desc + {}), 0x{:016x}ull | (b_desc + {}), acc[a], 1)",
-                    k.p.mma.snippet.name,
-                    (a_hi as u64) << 32,
-                    a_off.to_cpp(),
-                    (b_hi as u64) << 32,
-                    b_off.to_cpp(),
-                ))],
-            )],
-        ),
-    ]
+    let kb_off = var("kb").mul(&Expr::lit(dsc.kblock_field as i64));
+    let n_atoms = k.p.mainloop.n_atoms;
+    // Several wgmma atoms along N (BN wider than one atom): atom j reads B's rows from
+    // j * atom_n and accumulates into the j-th run of acc[a] (the atoms' CLayout_64xN runs
+    // laid end to end are the tile's CLayout_64xBN, so the epilogue indexes them as one).
+    let (b_off, acc) = if n_atoms > 1 {
+        let j_off = var("j").mul(&Expr::lit(dsc.natom_field as i64));
+        let run = k.nacc / n_atoms;
+        let ty = acc_cty(k.cfg.ab);
+        (
+            j_off.add(&kb_off),
+            format!("*reinterpret_cast<{ty} (*)[{run}]>(acc[a] + j * {run})"),
+        )
+    } else {
+        (kb_off, "acc[a]".to_string())
+    };
+    let wgmma = e(format!(
+        "{}(0x{:016x}ull | (a_desc + {}), 0x{:016x}ull | (b_desc + {}), {acc}, 1)",
+        k.p.mma.snippet.name,
+        (a_hi as u64) << 32,
+        a_off.to_cpp(),
+        (b_hi as u64) << 32,
+        b_off.to_cpp(),
+    ));
+    let per_atom = if n_atoms > 1 {
+        vec![unroll("j", n_atoms, vec![wgmma])]
+    } else {
+        vec![wgmma]
+    };
+    let mut batch = vec![c(format!(
+        "per k-block kb, then m64 atom a (CuTe's order: consecutive wgmmas accumulate into different registers): K-major {:?} descriptors (SBO, swizzle in the high word, from make_gmma_desc), m64 atoms {} B and k-blocks {} B apart",
+        k.p.smem_atom.mode,
+        dsc.atom_field * 16,
+        dsc.kblock_field * 16
+    ))];
+    if n_atoms > 1 {
+        batch.push(c(format!(
+            "then {n_atoms} wgmma atoms j along N, {} B of B's rows apart, each into its run of {} accumulators",
+            dsc.natom_field * 16,
+            k.nacc / n_atoms
+        )));
+    }
+    batch.push(unroll("kb", dsc.kblocks, vec![unroll("a", k.p.m_atoms, per_atom)]));
+    batch
 }
 
 /// The grouped member: a warpgroup whose 64 rows are all padding (its first row is, and an

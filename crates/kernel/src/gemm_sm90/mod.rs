@@ -27,6 +27,11 @@
 //! built on the collective's [`Sm90Mainloop`] and [`Sm90EpiloguePlan`]) and emit loops
 //! over compile-time extents with every index declared from its layout.
 //!
+//! The plain GEMM's tile may be wider than one `wgmma` atom along N (`BN` above 256: the
+//! widest atom dividing it, e.g. 128x320 as two `m64n160k16` atoms, cuBLAS's tile at bf16
+//! 4096x14336x4096 on the H200), B then loaded in several TMA boxes a stage; a consumer
+//! thread holds at most [`MAX_ACCUMULATORS`] accumulators.
+//!
 //! Run-time arguments are [`GemmArgs`] (shared with the Ampere-class path); the launch
 //! helper encodes the four tensor maps (A, B, C, D) on the host. Limits (typed errors):
 //! A and B K-major (row-major A, column-major B: BLAS "TN"), D / C row-major, 16-byte

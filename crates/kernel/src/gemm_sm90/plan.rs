@@ -69,6 +69,11 @@ pub struct Sm90Plan {
     pub descriptors: Sm90Descriptors,
 }
 
+/// The most `f32` / `s32` accumulators a consumer thread holds: one 64 x 320 warpgroup
+/// tile (two 160-wide `wgmma` atoms along N, the 128 x 320 cooperative tile cuBLAS runs at
+/// bf16 4096 x 14336 x 4096 on the H200), 160 of the 232 registers after `setmaxnreg`.
+pub const MAX_ACCUMULATORS: i64 = 160;
+
 /// Shared-memory bytes of the stream-K walk (`{name}_walk`: three 64-bit and nine 32-bit
 /// fields, rounded up).
 const STREAM_K_WALK_BYTES: usize = 64;
@@ -219,17 +224,18 @@ pub fn plan(cfg: &GemmSm90Config) -> Result<Sm90Plan, GemmError> {
         smem_capacity: cfg.smem_capacity.saturating_sub(extra),
     };
     let ml = Sm90Mainloop::new(&mcfg, &epi).map_err(|e| cfg_err(e.to_string()))?;
-    if ml.n_atoms != 1 || ml.tma_boxes_per_stage_a != 1 || ml.tma_boxes_per_stage_b != 1 {
+    let several = ml.n_atoms != 1 || ml.tma_boxes_per_stage_a != 1 || ml.tma_boxes_per_stage_b != 1;
+    if several && !cfg.plain() {
         return Err(cfg_err(format!(
-            "tile {bm}x{bn}x{bk}: the generator issues one wgmma atom along N and one TMA box per operand"
+            "tile {bm}x{bn}x{bk}: only the plain GEMM (no grouping, gathering, stream-K or dynamic walk) issues several wgmma atoms along N or several TMA boxes per operand"
         )));
     }
     let consumers = ml.consumer_warpgroups as i64;
     let wg_rows = ml.wg_tile[0];
     let m_atoms = ml.m_atoms_per_wg;
-    if m_atoms * bn / 2 > 128 {
+    if m_atoms * bn / 2 > MAX_ACCUMULATORS {
         return Err(cfg_err(format!(
-            "{} accumulators per thread exceed 128",
+            "{} accumulators per thread exceed {MAX_ACCUMULATORS}",
             m_atoms * bn / 2
         )));
     }

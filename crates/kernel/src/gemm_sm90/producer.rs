@@ -36,8 +36,9 @@ pub(super) fn producer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     Ok(prod)
 }
 
-/// The TMA load of one operand's stage slice: multicast to the cluster's `mask` CTAs when
-/// `multicast`.
+/// The TMA loads of one operand's stage slice: multicast to the cluster's `mask` CTAs when
+/// `multicast`; a slice wider than one box (`boxes` boxes of `box_rows` rows: a B tile of
+/// more than 256 rows) in consecutive boxes.
 fn operand_load(k: &Ctx, op: &str, offset: usize, stage_bytes: usize, origin: &str, multicast: bool) -> Stmt {
     let (f, mask) = if multicast {
         ("rc_tma_load_3d_multicast", format!(", mask_{op}"))
@@ -47,11 +48,31 @@ fn operand_load(k: &Ctx, op: &str, offset: usize, stage_bytes: usize, origin: &s
     let dst = var("stage")
         .mul(&Expr::lit(stage_bytes as i64))
         .add(&Expr::lit(offset as i64));
-    e(format!(
-        "{f}(smem + {} + {op}_slice, &tmap_{op}, full{mask}, kt * {}, {origin} + {op}_rows, batch)",
-        dst.to_cpp(),
-        k.bk
-    ))
+    let ml = &k.p.mainloop;
+    let (boxes, box_rows) = match op {
+        "a" => (ml.tma_boxes_per_stage_a, ml.tma_multicast_box_a[1]),
+        _ => (ml.tma_boxes_per_stage_b, ml.tma_multicast_box_b[1]),
+    };
+    if boxes == 1 {
+        return e(format!(
+            "{f}(smem + {} + {op}_slice, &tmap_{op}, full{mask}, kt * {}, {origin} + {op}_rows, batch)",
+            dst.to_cpp(),
+            k.bk
+        ));
+    }
+    let q_bytes = box_rows as i64 * k.row_bytes;
+    Stmt::Block(vec![
+        c(format!("{boxes} boxes of {box_rows} rows, {q_bytes} B apart")),
+        unroll(
+            "q",
+            boxes as i64,
+            vec![e(format!(
+                "{f}(smem + {} + {op}_slice + q * {q_bytes}, &tmap_{op}, full{mask}, kt * {}, {origin} + {op}_rows + q * {box_rows}, batch)",
+                dst.to_cpp(),
+                k.bk
+            ))],
+        ),
+    ])
 }
 
 /// The mainloop producer: per k-tile, wait for the stage to be free, expect its bytes and

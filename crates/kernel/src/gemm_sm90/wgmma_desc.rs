@@ -27,7 +27,7 @@ const START_FIELD_LIMIT: u32 = 1 << 14;
 pub struct Sm90Descriptors {
     /// A's descriptor fields (m64 atom rows, one k-block; start address 0).
     pub a: GmmaDescriptor,
-    /// B's descriptor fields (`BN` rows, one k-block; start address 0).
+    /// B's descriptor fields (one `wgmma` atom's `atom_n` rows, one k-block; start address 0).
     pub b: GmmaDescriptor,
     /// `[low, high]` words of A's descriptor with start address 0.
     pub a_words: [u32; 2],
@@ -43,6 +43,9 @@ pub struct Sm90Descriptors {
     /// Start-address field of one k-block (the `wgmma` K) in a K-major operand row: the
     /// k-blocks of a k-tile are this far apart, for A and B.
     pub kblock_field: u32,
+    /// Start-address field of one `wgmma` atom's rows of B (`atom_n` rows): the atoms
+    /// along N of a tile wider than one atom are this far apart.
+    pub natom_field: u32,
     /// K-blocks per k-tile.
     pub kblocks: i64,
     /// The largest start-address field of any `wgmma` of the kernel: below `2^14`.
@@ -51,8 +54,8 @@ pub struct Sm90Descriptors {
 
 impl Sm90Descriptors {
     /// The descriptors of a plan's mainloop: `row_bytes` are the bytes of one operand row of
-    /// a k-tile, `bn` the rows of B's tile, `offsets` the A and B byte offsets in the
-    /// kernel's dynamic shared memory.
+    /// a k-tile, `bn` the rows of B's tile (one or more `wgmma` atoms along N), `offsets`
+    /// the A and B byte offsets in the kernel's dynamic shared memory.
     pub(super) fn new(
         ml: &Sm90Mainloop,
         consumers: i64,
@@ -65,7 +68,8 @@ impl Sm90Descriptors {
         let k = ml.mma_atom.shape_mnk[2];
         let kblocks = bk / k;
         let a = operand_desc(atom, 64, bk, k)?;
-        let b = operand_desc(atom, bn, bk, k)?;
+        let atom_n = ml.mma_atom.shape_mnk[1];
+        let b = operand_desc(atom, atom_n, bk, k)?;
         let words = |d: &GmmaDescriptor| d.words_without_start().map_err(|e| cfg_err(e.to_string()));
         let kb_bytes = (0..kblocks)
             .map(|kb| kblock_bytes(atom, bk, k, kb))
@@ -90,7 +94,8 @@ impl Sm90Descriptors {
             + (consumers - 1) * wg_bytes
             + (ml.m_atoms_per_wg - 1) * 64 * row_bytes
             + (kblocks - 1) * step;
-        let last_b = offsets[1] as i64 + (stages - 1) * sb + (kblocks - 1) * step;
+        let last_b =
+            offsets[1] as i64 + (stages - 1) * sb + (bn / atom_n - 1) * atom_n * row_bytes + (kblocks - 1) * step;
         let window_base = (SMEM_SYSTEM_RESERVE + ALIGN_SLACK) as i64;
         let max_start = window_base + last_a.max(last_b);
         let max_start_field = u32::try_from(max_start >> 4).unwrap_or(u32::MAX);
@@ -109,6 +114,7 @@ impl Sm90Descriptors {
             wg_field: field(wg_bytes)?,
             atom_field: field(64 * row_bytes)?,
             kblock_field: field(step)?,
+            natom_field: field(atom_n * row_bytes)?,
             kblocks,
             max_start_field,
         })
