@@ -8,7 +8,8 @@
 //! itself, and the cooperative layer on the dynamic walk is its static walk bit for bit.
 //! The same counts straddle the 64-row blocks of [`MoeOptions::row_tile`] (64, 65, 129,
 //! 192, 193): the SM90 layer on 64-row tiles matches the reference and repeats bit for bit,
-//! and a tuning table's `moe:sm90pp64` runs it bit for bit.
+//! and a tuning table's `moe:sm90pp64` runs it bit for bit. The cooperative layer's
+//! padding skip ([`MoeOptions::pad_skip`]) is the layer without it bit for bit.
 //! Skips without an sm_90 GPU (fails under `RCUTE_REQUIRE_GPU=1` without a GPU).
 
 mod common;
@@ -186,6 +187,51 @@ fn exact_tail_rows_on_every_family_match_reference() {
         bits(&layer(MoePath::Sm90, None, Some(true))),
         bits(&layer(MoePath::Sm90, None, Some(false))),
         "the cooperative layer's dynamic walk differs from its static one"
+    );
+}
+
+/// The padding skip ([`MoeOptions::pad_skip`]: an all-padding warpgroup's epilogue, A's
+/// upper box or gathered copies skipped too) is the cooperative layer bit for bit: on the
+/// TMA and the gathering GEMM1, GEMM2 on 128x256 and 128x128 tiles, the dynamic walk, a
+/// clustered GEMM1 (only GEMM2 skips there) and a tuning table's `moe:sm90`. The workspace
+/// is poisoned, so GEMM1's padding rows it no longer writes hold garbage that must not reach
+/// a routed row.
+#[test]
+fn pad_skip_is_the_cooperative_layer_bit_for_bit() {
+    let Some(f) = Fixture::new("pad_skip") else {
+        return;
+    };
+    let opts = |path: MoePath, gather: Option<bool>, dynamic: Option<bool>, pad: bool| MoeOptions {
+        path,
+        gather,
+        dynamic,
+        pad_skip: Some(pad),
+        ..MoeOptions::default()
+    };
+    for (path, gather, dynamic) in [
+        (MoePath::Sm90, None, None),
+        (MoePath::Sm90, Some(true), None),
+        (MoePath::Sm90Narrow, Some(true), None),
+        (MoePath::Sm90, None, Some(true)),
+        (MoePath::Sm90Cluster, None, None),
+    ] {
+        let skip = f.layer(&opts(path, gather, dynamic, true));
+        check_close(
+            &format!("{path:?} {gather:?} {dynamic:?} with pad_skip vs reference"),
+            &skip,
+            &f.want,
+        );
+        assert_eq!(
+            bits(&skip),
+            bits(&f.layer(&opts(path, gather, dynamic, false))),
+            "{path:?} gather {gather:?} dynamic {dynamic:?}: pad_skip changed the output"
+        );
+    }
+    let spec = ConfigSpec::MoeSm90(MoeSm90Spec::Wide);
+    assert_eq!(
+        bits(&f.run(&opts(MoePath::Auto, None, None, true), Some(&spec))),
+        bits(&f.run(&opts(MoePath::Auto, None, None, false), Some(&spec))),
+        "moe:sm90 with pad_skip differs"
     );
 }
 

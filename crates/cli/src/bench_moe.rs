@@ -66,7 +66,8 @@ pub struct BenchMoeArgs {
     /// (`MoeOptions::route`, e.g. `auto,route`); `,alignc` / `,align1` aligns the routed
     /// entries on several CTAs or one block (`MoeOptions::align_ctas`, e.g. `auto,alignc`);
     /// `,m64` runs the bf16 / f16 SM90 layer on 64-row ping-pong tiles (`MoeOptions::row_tile`,
-    /// e.g. `sm90-pingpong,m64`).
+    /// e.g. `sm90-pingpong,m64`); `,pad` makes the cooperative SM90 GEMMs skip the rest of
+    /// the work on all-padding rows too (`MoeOptions::pad_skip`, e.g. `sm90,gather,pad`).
     #[arg(long = "path", default_values_t = ["auto".to_string()])]
     pub path: Vec<String>,
     /// A MoE configuration of either family (repeatable; the tuning tables' text form,
@@ -268,7 +269,8 @@ impl Peer {
 /// `dyn` / `static` (their walk: dynamic or static),
 /// `route` / `noroute` (GEMM1 routing a decode batch itself or the routing kernels:
 /// `MoeOptions::route`), `alignc` / `align1` (the alignment on several CTAs or one block:
-/// `MoeOptions::align_ctas`), `m64` (the SM90 layer on 64-row tiles: `MoeOptions::row_tile`).
+/// `MoeOptions::align_ctas`), `m64` (the SM90 layer on 64-row tiles: `MoeOptions::row_tile`),
+/// `pad` (the cooperative SM90 GEMMs' padding skip: `MoeOptions::pad_skip`).
 fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
     v.iter()
         .map(|p| {
@@ -290,6 +292,7 @@ fn parse_paths(v: &[String]) -> Result<Vec<MoeOptions>, String> {
                     "alignc" => opts.align_ctas = Some(true),
                     "align1" => opts.align_ctas = Some(false),
                     "m64" => opts.row_tile = Some(64),
+                    "pad" => opts.pad_skip = Some(true),
                     _ => {
                         let b = f.strip_prefix('b').ok_or(format!("--path {p}: unknown field {f:?}"))?;
                         let band = b
@@ -335,6 +338,9 @@ fn path_name(opts: &MoeOptions) -> String {
         Some(true) => name += ",alignc",
         Some(false) => name += ",align1",
         None => {}
+    }
+    if opts.pad_skip == Some(true) {
+        name += ",pad";
     }
     if let Some(r) = opts.row_tile {
         name += &format!(",m{r}");

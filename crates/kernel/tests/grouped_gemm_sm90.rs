@@ -579,3 +579,85 @@ fn dynamic_walk_is_checked_named_and_compiles() {
         }
     }
 }
+
+/// The padding skip (`pad_skip`, `_pad`): refused with a typed error on the ping-pong
+/// schedule, on clusters and for the plain GEMM; on the cooperative bf16 units (TMA and
+/// gathering GEMM1, GEMM2, static and dynamic walk) the all-padding warpgroup's epilogue
+/// sits under `wg_routed`, the TMA units expect one box of A less where the upper half is
+/// padding and the gathering one skips those copies; A's TMA box is half a tile, and the
+/// units compile for sm_90a without spills.
+#[test]
+fn pad_skip_is_checked_named_and_compiles() {
+    let pad = |c: GemmSm90Config| GemmSm90Config { pad_skip: true, ..c };
+    let bf = Element::BF16;
+    for bad in [
+        sm90_pingpong_config(bf, bf, GroupedEpilogue::Scatter),
+        sm90_grouped_config(bf, bf, GroupedEpilogue::SwiGlu, SM90_TILE, true),
+        GemmSm90Config::bf16(SM90_TILE, Sm90Schedule::Cooperative).without_c(),
+    ] {
+        let err = generate(&pad(bad.clone())).unwrap_err().to_string();
+        assert!(err.contains("pad_skip"), "{err}");
+    }
+    let tk = toolkit_for_test();
+    let dynamic = |c: GemmSm90Config| GemmSm90Config {
+        dynamic_walk: true,
+        ..c
+    };
+    for base in [
+        sm90_gather_config(bf, SM90_TILE, Sm90Schedule::Cooperative),
+        sm90_grouped_config(bf, bf, GroupedEpilogue::SwiGlu, SM90_TILE, false),
+        sm90_grouped_config(bf, bf, GroupedEpilogue::Scatter, SM90_TILE, false),
+        dynamic(sm90_grouped_config(bf, bf, GroupedEpilogue::Scatter, SM90_TILE, false)),
+    ] {
+        let plain = generate(&base).unwrap();
+        let g = generate(&pad(base.clone())).unwrap();
+        assert_eq!(g.name, format!("{}_pad", plain.name));
+        assert!(!plain.source.contains("upper_routed"));
+        assert!(g
+            .source
+            .contains("const bool upper_routed = __ldg(sorted_ids + m0 + 64) < entries;"));
+        assert!(
+            g.source.contains("if (wg_routed) {\n        // grouped epilogue"),
+            "{}",
+            g.name
+        );
+        if base.gather_a {
+            assert!(g.source.contains("if (i < 4 || upper_routed) {"), "{}", g.name);
+        } else {
+            assert!(g
+                .source
+                .contains("rc_mbarrier_arrive_expect_tx(full, upper_routed ? 49152u : 40960u)"));
+            assert!(g.source.contains("&tmap_a, full, kt * 64, m0 + 64, 0)"), "{}", g.name);
+        }
+        let a = Sm90GroupedArgs {
+            a: 256,
+            b: 256,
+            d: 256,
+            sorted_ids: 4,
+            block_expert: 4,
+            total_rows: 4,
+            offsets: 4,
+            m: 1024,
+            n: 2048,
+            k: 1024,
+            experts: 8,
+            lda: 1024,
+            ldb: 1024,
+            ldd: 2048,
+            expert_stride: 1024 * 4096,
+            entries: 600,
+            topk: 2,
+            work_counter: if base.dynamic_walk { 8 } else { 0 },
+            ..Default::default()
+        };
+        if !base.gather_a {
+            let [am, _] = g.grouped_tensor_maps(&a).unwrap();
+            let [am0, _] = plain.grouped_tensor_maps(&a).unwrap();
+            assert_eq!((am.box_dim[1], am0.box_dim[1]), (64, 128), "{}", g.name);
+        }
+        if let Some(tk) = tk {
+            let ck = compile_clean(tk, &g.name, &g.source, Arch::Sm90a);
+            ck.assert_opcodes(&["HGMMA", "SYNCS"], &[]);
+        }
+    }
+}

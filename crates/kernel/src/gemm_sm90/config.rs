@@ -65,6 +65,15 @@ pub struct GemmSm90Config {
     /// speeds differ, where the static walk's CTAs (`c, c + grid, ...`) drift apart over
     /// many waves. Cooperative schedule, without `gather_a`.
     pub dynamic_walk: bool,
+    /// The cooperative grouped member's padding skip beyond the `wgmma`s (name suffix
+    /// `_pad`; `gemm_sm90/grouped.rs`, [`super::grouped::pad_skip_check`]): a consumer
+    /// warpgroup whose 64 rows are all padding (which already issues no `wgmma`) also skips
+    /// its epilogue (no zero rows written, no router weights loaded); A's TMA loads are two
+    /// boxes of `BM / 2` rows, the second only where row `BM / 2` of the tile is routed; the
+    /// gathering producer skips its copies of such an all-padding upper half. The rows it
+    /// skips are read by no one, so every routed row's output is bit for bit the same.
+    /// GEMM1 then leaves the padding rows of its output as they were. No clusters.
+    pub pad_skip: bool,
 }
 
 impl Eq for GemmSm90Config {}
@@ -91,6 +100,7 @@ impl std::hash::Hash for GemmSm90Config {
             self.walk_band,
             self.gather_a,
             self.dynamic_walk,
+            self.pad_skip,
         )
             .hash(h);
         (self.fusion.name(), self.fusion.describe()).hash(h);
@@ -152,6 +162,7 @@ impl GemmSm90Config {
             walk_band: super::grouped::WALK_BAND,
             gather_a: false,
             dynamic_walk: false,
+            pad_skip: false,
         }
     }
 }

@@ -38,6 +38,8 @@ pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     tile.extend(epilogue::broadcast_loads(k));
     tile.extend(mainloop(k)?);
     match k.cfg.grouped {
+        // pad_skip: a warpgroup of padding rows only (no wgmma) stores nothing either.
+        Some(g) if k.cfg.pad_skip => tile.push(if_("wg_routed", grouped_epilogue::epilogue(k, g)?)),
         Some(g) => tile.extend(grouped_epilogue::epilogue(k, g)?),
         None if k.sk => tile.extend(stream_k::reduce_then_epilogue(k)?),
         None => tile.push(Stmt::If {

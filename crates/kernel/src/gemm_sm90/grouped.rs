@@ -90,6 +90,42 @@ pub(super) fn check(cfg: &GemmSm90Config, g: Sm90Grouped) -> Result<(), GemmErro
     Ok(())
 }
 
+/// The padding skip's limits ([`GemmSm90Config::pad_skip`]): the grouped member on the
+/// cooperative schedule (two consumer warpgroups, each of `BM / 2` rows) without a cluster.
+pub(super) fn pad_skip_check(cfg: &GemmSm90Config) -> Result<(), GemmError> {
+    if cfg.grouped.is_none() || cfg.schedule != Sm90Schedule::Cooperative || cfg.cluster != [1, 1] {
+        return Err(cfg_err(format!(
+            "pad_skip: the grouped member on the cooperative schedule without a cluster, got {:?} on {}x{}{}",
+            cfg.schedule,
+            cfg.cluster[0],
+            cfg.cluster[1],
+            if cfg.grouped.is_some() { "" } else { ", not grouped" }
+        )));
+    }
+    Ok(())
+}
+
+/// With the padding skip, in a producer's tile head: whether row `BM / 2` of the tile (the
+/// first row of consumer warpgroup 1) is routed. An expert's padding rows follow its
+/// routed rows, so where it is not, the tile's upper half is all padding and that
+/// warpgroup reads nothing of it.
+pub(super) fn pad_upper(k: &Ctx) -> Vec<Stmt> {
+    if !k.cfg.pad_skip {
+        return vec![];
+    }
+    vec![dc(
+        "const bool",
+        "upper_routed",
+        format!("__ldg(sorted_ids + m0 + {}) < entries", k.bm / 2),
+        format!(
+            "tile row {} is routed: else rows {}..{} are padding, read by no warpgroup (pad_skip)",
+            k.bm / 2,
+            k.bm / 2,
+            k.bm
+        ),
+    )]
+}
+
 /// FP8 (e4m3) operands: the epilogue scales each accumulator by its row's activation
 /// scale `a_scale[m]` (per padded row, i.e. per token) and its B row's weight scale
 /// `b_scale[expert][row]` (per output channel) before SwiGLU / the router weight.
@@ -244,13 +280,39 @@ pub(super) fn operand_loads(k: &Ctx, g: Sm90Grouped) -> Vec<Stmt> {
         return grouped_cluster::operand_loads(k, g);
     }
     let p = k.p;
-    let expect = e(format!("rc_mbarrier_arrive_expect_tx(full, {}u)", p.mainloop.tx_bytes));
+    let tx = p.mainloop.tx_bytes;
     let dst = stage_dst(p.offsets[0], p.stage_bytes[0], 0);
-    let a = e(format!(
-        "rc_tma_load_3d(smem + {dst}, &tmap_a, full, kt * {}, m0, 0)",
-        k.bk
-    ));
-    let mut v = vec![expect];
+    let load_a = |dst: &str, row: &str| {
+        e(format!(
+            "rc_tma_load_3d(smem + {dst}, &tmap_a, full, kt * {}, {row}, 0)",
+            k.bk
+        ))
+    };
+    let mut v = vec![];
+    if k.cfg.pad_skip {
+        // A in two boxes of BM / 2 rows; the upper one only where warpgroup 1 reads it.
+        let half = k.bm / 2;
+        let half_bytes = half * k.row_bytes;
+        v.push(e(format!(
+            "rc_mbarrier_arrive_expect_tx(full, upper_routed ? {tx}u : {}u)",
+            tx as i64 - half_bytes
+        )));
+        v.push(c(format!(
+            "pad_skip: A's rows in two boxes (BK, {half}), the upper one only where row {half} is routed"
+        )));
+        v.push(load_a(&dst, "m0"));
+        v.push(if_(
+            "upper_routed",
+            vec![load_a(
+                &stage_dst(p.offsets[0], p.stage_bytes[0], half_bytes),
+                &format!("m0 + {half}"),
+            )],
+        ));
+        v.extend(b_loads(k, g));
+        return v;
+    }
+    let a = load_a(&dst, "m0");
+    v.push(e(format!("rc_mbarrier_arrive_expect_tx(full, {tx}u)")));
     v.push(match g {
         Sm90Grouped::Scatter => c(
             "TMA boxes (BK, BM) of A's padded rows and (BK, BN) of the expert's B rows; zero-filled past the edges",

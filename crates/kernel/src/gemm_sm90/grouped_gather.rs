@@ -156,6 +156,7 @@ pub(super) fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
     ];
     let mut body = tile_of(k, TileNeeds::WithSplit);
     body.extend(tile_tokens(passes, rows_per_pass));
+    body.extend(grouped::pad_upper(k));
     let mut kt_body = vec![
         dc(
             "const uint32_t",
@@ -225,6 +226,16 @@ fn tile_tokens(passes: i64, rows_per_pass: i64) -> Vec<Stmt> {
 fn a_copies(k: &Ctx, passes: i64, pass_bytes: i64) -> Vec<Stmt> {
     let p = k.p;
     let elems = CHUNK / k.cfg.ab.bytes() as i64;
+    let copy = e(format!(
+        "rc_cp_async_cg_16_ignore_src_addr(a_stage + {pass_bytes}u * i, reinterpret_cast<const void*>(row[i] + koff), skip & (1u << i))"
+    ));
+    // pad_skip: passes from half of them on copy the tile's upper half, which no warpgroup
+    // reads where its first row is padding (`upper_routed`).
+    let copy = if k.cfg.pad_skip {
+        if_(format!("i < {} || upper_routed", passes / 2), vec![copy])
+    } else {
+        copy
+    };
     let base = var("stage")
         .mul(&Expr::lit(p.stage_bytes[0] as i64))
         .add(&Expr::lit(p.offsets[0] as i64))
@@ -249,13 +260,7 @@ fn a_copies(k: &Ctx, passes: i64, pass_bytes: i64) -> Vec<Stmt> {
             "the k-tile's byte offset in a row (0 past K: the address stays in x)",
         ),
         d("const uint32_t", "a_stage", format!("smem_u32 + {base} + g_dst")),
-        unroll(
-            "i",
-            passes,
-            vec![e(format!(
-                "rc_cp_async_cg_16_ignore_src_addr(a_stage + {pass_bytes}u * i, reinterpret_cast<const void*>(row[i] + koff), skip & (1u << i))"
-            ))],
-        ),
+        unroll("i", passes, vec![copy]),
         c("the stage's full barrier counts this thread once its copies have landed (noinc: the init count holds it)"),
         e("rc_cp_async_mbarrier_arrive_noinc(full)"),
     ]

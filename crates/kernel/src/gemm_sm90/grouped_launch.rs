@@ -253,14 +253,20 @@ impl GeneratedGemmSm90 {
 
     /// The tensor maps of A (`[K, M]`, boxes `(BK, BM)`) and B (`[K, rows, experts]`,
     /// boxes `(BK, BN)`, or `(BK, BN / 2)` with SwiGLU: a gate and an up box per stage).
-    /// On 2x1 clusters every box is half a tile: `(BK, BM / 2)` and `(BK, BN / 2)`.
+    /// On 2x1 clusters every box is half a tile: `(BK, BM / 2)` and `(BK, BN / 2)`; with the
+    /// padding skip ([`GemmSm90Config::pad_skip`]) A's box is `(BK, BM / 2)`, loaded twice per stage.
     pub fn grouped_tensor_maps(&self, a: &Sm90GroupedArgs) -> Result<[TmaEncodeArgs; 2], GemmError> {
         self.grouped_check(a)?;
         let ml = &self.plan.mainloop;
         let [a_in, a_out] = ml.tma_box_a;
         let [b_in, b_out] = ml.tma_box_b;
         let halves = grouped_cluster::clustered(&self.config);
-        let a_box = if halves { a_out / 2 } else { a_out };
+        // On clusters, and with the padding skip's two boxes (TMA A only), half a tile.
+        let a_box = if halves || (self.config.pad_skip && !self.config.gather_a) {
+            a_out / 2
+        } else {
+            a_out
+        };
         let b_box = match self.grouped_mode()? {
             Sm90Grouped::Scatter if !halves => b_out,
             _ => b_out / 2,

@@ -127,6 +127,9 @@ fn check_config(cfg: &GemmSm90Config) -> Result<(), GemmError> {
     if cfg.dynamic_walk {
         dynamic::check(cfg)?;
     }
+    if cfg.pad_skip {
+        grouped::pad_skip_check(cfg)?;
+    }
     if cfg.stream_k && (cfg.schedule != Sm90Schedule::Cooperative || cfg.cluster != [1, 1] || cfg.grouped.is_some()) {
         return Err(cfg_err(format!(
             "stream-K (sk) takes the cooperative schedule without a cluster or grouping, got {:?} on {}x{}{}",
@@ -337,7 +340,8 @@ pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
         // The grouped member: `rc_moe_grouped_sm90_bf16_swiglu_128x256x64_coop_s4` (`gather_swiglu`
         // for the gathering GEMM1), with
         // `_d<type>` where D's type is not A's (e4m3 operands), `_c2x1` on clusters, `_b<band>`
-        // where the walk's band is not the default, `_dyn` for the dynamic walk.
+        // where the walk's band is not the default, `_dyn` for the dynamic walk, `_pad` for
+        // the padding skip.
         let band = if cfg.walk_band == grouped::WALK_BAND {
             String::new()
         } else {
@@ -355,8 +359,9 @@ pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
         };
         let gather = if cfg.gather_a { "gather_" } else { "" };
         let dynamic = if cfg.dynamic_walk { "_dyn" } else { "" };
+        let pad = if cfg.pad_skip { "_pad" } else { "" };
         return format!(
-            "rc_moe_grouped_sm90_{}_{gather}{}_{bm}x{bn}x{bk}_{}{cluster}_s{}{out}{band}{dynamic}",
+            "rc_moe_grouped_sm90_{}_{gather}{}_{bm}x{bn}x{bk}_{}{cluster}_s{}{out}{band}{dynamic}{pad}",
             cfg.ab.ptx(),
             g.tag(),
             cfg.schedule.tag(),

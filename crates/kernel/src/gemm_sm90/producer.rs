@@ -83,6 +83,7 @@ fn mainloop_loads(k: &Ctx) -> Vec<Stmt> {
     let tx = p.mainloop.tx_bytes;
     let mut ml = vec![d("uint32_t", "stage", "0"), d("uint32_t", "phase", "0")];
     let mut body = tile_of(k, TileNeeds::WithSplit);
+    body.extend(grouped::pad_upper(k));
     let mut kt_body = vec![
         dc(
             "const uint32_t",

@@ -15,7 +15,7 @@
 //! operands and scales ([`Sm90Operands`]).
 
 use super::fused::element;
-use super::kernels::{rows64_gemms, sm90_gemms, sm90_grid, with_dynamic, with_gather, with_walk_band};
+use super::kernels::{rows64_gemms, sm90_gemms, sm90_grid, with_dynamic, with_gather, with_pad_skip, with_walk_band};
 use super::path::sm90_chosen;
 use super::problem::MoeProblem;
 use crate::error::{boxed, OpsError};
@@ -71,8 +71,9 @@ impl Ops {
 
     /// GEMM1 and GEMM2 of the validated layer `p` for `ab` operands with an `out` D on this
     /// GPU's SMs ([`sm90_gemms`]: the bf16 / f16 layer and the FP8 one), their walk's band
-    /// GEMM1's gathering form and the dynamic walk forced where `p` asks ([`with_walk_band`],
-    /// [`with_gather`], [`with_dynamic`]).
+    /// GEMM1's gathering form, the dynamic walk and (bf16 / f16) the padding skip forced
+    /// where `p` asks ([`with_walk_band`], [`with_gather`], [`with_dynamic`],
+    /// [`with_pad_skip`]).
     pub(crate) fn layer_sm90_gemms(&self, p: &MoeProblem, ab: Element, out: Element) -> [GemmSm90Config; 2] {
         let (entries, sms) = (p.tokens * p.topk, self.gpu().sm_count());
         let gemms = if p.row_tile == Some(64) && ab != Element::E4M3 {
@@ -81,7 +82,11 @@ impl Ops {
             let gemms = sm90_gemms(ab, out, p.path, entries, p.local_experts, p.hidden, p.inter, sms);
             with_gather(gemms, p.gather)
         };
-        with_dynamic(with_walk_band(gemms, p.walk_band), p.dynamic)
+        let gemms = with_dynamic(with_walk_band(gemms, p.walk_band), p.dynamic);
+        if ab == Element::E4M3 {
+            return gemms;
+        }
+        with_pad_skip(gemms, p.pad_skip)
     }
 
     /// Launch a validated layer on the SM90 family (its workspace layout `p.layout90`);

@@ -316,6 +316,33 @@ pub fn with_dynamic(gemms: [GemmSm90Config; 2], dynamic: Option<bool>) -> [GemmS
     })
 }
 
+/// `gemms` ([`sm90_gemms`]) with the padding skip
+/// ([`GemmSm90Config::pad_skip`], [`super::MoeOptions::pad_skip`]) on the GEMMs of the
+/// cooperative schedule without a cluster where `pad` is `Some(true)` (`None` and
+/// `Some(false)`: off); ping-pong and clustered GEMMs stay as they are.
+///
+/// ```
+/// use rcute_atom::Element;
+/// use rcute_ops::moe::{sm90_gemms, with_pad_skip, MoePath};
+/// let bf = Element::BF16;
+/// // Mixtral T = 256: both GEMMs cooperative on 1x1.
+/// let gemms = sm90_gemms(bf, bf, MoePath::Sm90, 512, 8, 4096, 14336, 132);
+/// assert_eq!(with_pad_skip(gemms.clone(), None), gemms);
+/// let [g1, g2] = with_pad_skip(gemms, Some(true));
+/// assert!(g1.pad_skip && g2.pad_skip);
+/// // Ping-pong and clustered GEMMs: unchanged.
+/// let pp = sm90_gemms(bf, bf, MoePath::Sm90PingPong, 512, 8, 4096, 14336, 132);
+/// assert_eq!(with_pad_skip(pp.clone(), Some(true)), pp);
+/// let c = sm90_gemms(bf, bf, MoePath::Sm90Cluster, 512, 8, 4096, 14336, 132);
+/// assert!(!with_pad_skip(c, Some(true))[0].pad_skip);
+/// ```
+pub fn with_pad_skip(gemms: [GemmSm90Config; 2], pad: Option<bool>) -> [GemmSm90Config; 2] {
+    gemms.map(|mut g| {
+        g.pad_skip = pad == Some(true) && g.schedule == Sm90Schedule::Cooperative && g.cluster == [1, 1];
+        g
+    })
+}
+
 /// The grid of the SM90 grouped GEMM `cfg` of the layer on `sms` SMs: one CTA (cluster)
 /// per tile where `per_tile` asks ([`super::MoeOptions::per_tile`]) and `cfg` runs the
 /// cooperative schedule, else persistent CTAs, one per SM at most (a ping-pong CTA needs

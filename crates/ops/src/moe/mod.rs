@@ -46,7 +46,7 @@ pub use forced::fused_moe_workspace_bytes_with;
 pub use fused::{align_on_ctas, ALIGN_CTAS_MIN_ENTRIES, ALIGN_CTAS_MIN_EXPERTS};
 pub use fused_fp8::{fused_moe_fp8_workspace_bytes, MoeFp8Weights};
 pub use grouped::{validate_grouped_gemm, GroupedProblem};
-pub use kernels::{sm90_gemms, sm90_grid, with_dynamic, with_gather, with_walk_band};
+pub use kernels::{sm90_gemms, sm90_grid, with_dynamic, with_gather, with_pad_skip, with_walk_band};
 pub use path::{
     sm90_chosen, sm90_dynamic, sm90_fp8_pingpong, sm90_gather, sm90_gemm1_cluster, sm90_gemm1_tile, sm90_gemm2_cluster,
     sm90_gemm2_tile, sm90_pingpong, MoePath, SM90_CLUSTER_MIN_EXPERT_BYTES, SM90_CLUSTER_MIN_ROWS_PER_EXPERT,

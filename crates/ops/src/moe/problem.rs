@@ -104,6 +104,14 @@ pub struct MoeOptions {
     /// tiles. Any other value, and 64 for the FP8 layer, is an error of the validation. The
     /// SM80 family ignores it.
     pub row_tile: Option<i64>,
+    /// Whether the bf16 / f16 SM90 layer's cooperative grouped GEMMs without a cluster skip
+    /// the rest of the work on all-padding rows too
+    /// ([`rcute_kernel::gemm_sm90::GemmSm90Config::pad_skip`], [`super::with_pad_skip`]:
+    /// the all-padding warpgroup's epilogue, A's upper half box or copies): `Some(true)`
+    /// where it applies, `None` / `Some(false)` not (a forced option: no rule takes it). The
+    /// output is the same bit for bit. Ping-pong and clustered GEMMs, the FP8 layer and the
+    /// SM80 family ignore it.
+    pub pad_skip: Option<bool>,
 }
 
 /// A device buffer the MoE ops use for routing and intermediates (size:
@@ -639,6 +647,8 @@ pub struct MoeProblem {
     pub align_ctas: Option<bool>,
     /// The SM90 layer's row tile asked for ([`MoeOptions::row_tile`]).
     pub row_tile: Option<i64>,
+    /// The SM90 GEMMs' padding skip asked for ([`MoeOptions::pad_skip`]).
+    pub pad_skip: Option<bool>,
     /// The activations' and weights' type.
     pub dtype: DType,
     pub(crate) x: Geometry,
@@ -990,6 +1000,7 @@ pub(crate) fn validate_moe(
         route: opts.route,
         align_ctas: opts.align_ctas,
         row_tile: opts.row_tile,
+        pad_skip: opts.pad_skip,
         dtype: xg.dtype,
         x: xg,
         w13: ag,
