@@ -193,7 +193,8 @@ fn exact_tail_rows_on_every_family_match_reference() {
 /// The padding skip ([`MoeOptions::pad_skip`]: an all-padding warpgroup's epilogue, A's
 /// upper box or gathered copies skipped too) is the cooperative layer bit for bit: on the
 /// TMA and the gathering GEMM1, GEMM2 on 128x256 and 128x128 tiles, the dynamic walk, a
-/// clustered GEMM1 (only GEMM2 skips there) and a tuning table's `moe:sm90`. The workspace
+/// clustered GEMM1 (only GEMM2 skips there), a tuning table's `moe:sm90` and its
+/// `moe:sm90pad`. The workspace
 /// is poisoned, so GEMM1's padding rows it no longer writes hold garbage that must not reach
 /// a routed row.
 #[test]
@@ -232,6 +233,13 @@ fn pad_skip_is_the_cooperative_layer_bit_for_bit() {
         bits(&f.run(&opts(MoePath::Auto, None, None, true), Some(&spec))),
         bits(&f.run(&opts(MoePath::Auto, None, None, false), Some(&spec))),
         "moe:sm90 with pad_skip differs"
+    );
+    // A tuning table's `moe:sm90pad` runs the skip without the option.
+    let pad = ConfigSpec::MoeSm90(MoeSm90Spec::WidePad);
+    assert_eq!(
+        bits(&f.run(&MoeOptions::default(), Some(&pad))),
+        bits(&f.run(&MoeOptions::default(), Some(&spec))),
+        "moe:sm90pad differs from moe:sm90"
     );
 }
 

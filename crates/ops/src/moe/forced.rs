@@ -91,6 +91,7 @@ impl Ops {
             path: spec.path(),
             gather: p.gather.or(Some(auto_gathers)),
             dynamic: p.dynamic.or(Some(auto_dynamic)),
+            pad_skip: p.pad_skip.or(Some(spec.pad_skip())),
             ..*p
         };
         if spec.row_tile() == 64 && p.row_tile.is_none() {

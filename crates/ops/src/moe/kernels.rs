@@ -337,10 +337,14 @@ pub fn with_dynamic(gemms: [GemmSm90Config; 2], dynamic: Option<bool>) -> [GemmS
 /// assert!(!with_pad_skip(c, Some(true))[0].pad_skip);
 /// ```
 pub fn with_pad_skip(gemms: [GemmSm90Config; 2], pad: Option<bool>) -> [GemmSm90Config; 2] {
-    gemms.map(|mut g| {
-        g.pad_skip = pad == Some(true) && g.schedule == Sm90Schedule::Cooperative && g.cluster == [1, 1];
-        g
-    })
+    gemms.map(|g| padding_skipped(g, pad == Some(true)))
+}
+
+/// `g` with the padding skip where `on` and `g` can take it (the cooperative schedule
+/// without a cluster).
+fn padding_skipped(mut g: GemmSm90Config, on: bool) -> GemmSm90Config {
+    g.pad_skip = on && g.schedule == Sm90Schedule::Cooperative && g.cluster == [1, 1];
+    g
 }
 
 /// The grid of the SM90 grouped GEMM `cfg` of the layer on `sms` SMs: one CTA (cluster)
@@ -431,6 +435,12 @@ pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<V
                 dynamic(gemm2(false)),
                 dynamic(gemm2(true)),
             ]);
+            // `moe:sm90pad`: the same kernels with the padding skip where they take it.
+            for k in &mut v {
+                if let TunedKernel::Sm90(g) = k {
+                    *g = padding_skipped(g.clone(), s.pad_skip());
+                }
+            }
             v
         }
         other => return Err(not_moe(other)),
@@ -440,4 +450,40 @@ pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<V
 /// The error of a configuration of another op given to a MoE entry point.
 pub(crate) fn not_moe(spec: &ConfigSpec) -> OpsError {
     OpsError::Shape(format!("MoE configuration: {spec} is not a MoE configuration"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `moe:sm90pad` builds `moe:sm90`'s kernels, with the padding skip on exactly the
+    /// cooperative 1x1 ones (so its tuning entries fingerprint other kernels).
+    #[test]
+    fn the_padding_form_is_the_wide_form_with_the_skip() {
+        let el = Element::BF16;
+        let wide = fused_moe_spec_kernels(el, &ConfigSpec::MoeSm90(MoeSm90Spec::Wide)).unwrap();
+        let pad = fused_moe_spec_kernels(el, &ConfigSpec::MoeSm90(MoeSm90Spec::WidePad)).unwrap();
+        assert_eq!(wide.len(), pad.len());
+        let mut skipping = 0;
+        for (w, p) in wide.iter().zip(&pad) {
+            match (w, p) {
+                (TunedKernel::Sm90(w), TunedKernel::Sm90(p)) => {
+                    let can = w.schedule == Sm90Schedule::Cooperative && w.cluster == [1, 1];
+                    assert!(!w.pad_skip);
+                    assert_eq!(p.pad_skip, can, "{p:?}");
+                    assert_eq!(
+                        GemmSm90Config {
+                            pad_skip: false,
+                            ..p.clone()
+                        },
+                        *w
+                    );
+                    skipping += usize::from(can);
+                }
+                (TunedKernel::MoeGather(w), TunedKernel::MoeGather(p)) => assert_eq!(w, p),
+                (w, p) => panic!("{w:?} against {p:?}"),
+            }
+        }
+        assert!(skipping >= 4, "{skipping} kernels skip padding");
+    }
 }

@@ -247,12 +247,18 @@ pub enum MoeSm90Spec {
     /// `moe:sm90pp64`, [`MoePath::Sm90PingPong`] with [`crate::moe::MoeOptions::row_tile`]
     /// 64); bf16 / f16 layers only.
     PingPong64,
+    /// [`MoeSm90Spec::Wide`] with the padding skip (`moe:sm90pad`,
+    /// [`crate::moe::MoeOptions::pad_skip`]: an all-padding consumer warpgroup skips its
+    /// epilogue and its half of A); bf16 / f16 layers (the FP8 layer runs
+    /// [`MoeSm90Spec::Wide`]).
+    WidePad,
 }
 
 impl MoeSm90Spec {
     /// Every form: the wide one first, the 1x1 GEMM1 before the clusters, then ping-pong.
-    pub const ALL: [MoeSm90Spec; 6] = [
+    pub const ALL: [MoeSm90Spec; 7] = [
         MoeSm90Spec::Wide,
+        MoeSm90Spec::WidePad,
         MoeSm90Spec::Narrow,
         MoeSm90Spec::WideCluster,
         MoeSm90Spec::NarrowCluster,
@@ -263,7 +269,7 @@ impl MoeSm90Spec {
     /// The path that forces this form.
     pub fn path(self) -> MoePath {
         match self {
-            MoeSm90Spec::Wide => MoePath::Sm90,
+            MoeSm90Spec::Wide | MoeSm90Spec::WidePad => MoePath::Sm90,
             MoeSm90Spec::Narrow => MoePath::Sm90Narrow,
             MoeSm90Spec::WideCluster => MoePath::Sm90Cluster,
             MoeSm90Spec::NarrowCluster => MoePath::Sm90NarrowCluster,
@@ -274,7 +280,7 @@ impl MoeSm90Spec {
     /// GEMM2's tile.
     pub fn gemm2_tile(self) -> [i64; 3] {
         match self {
-            MoeSm90Spec::Wide | MoeSm90Spec::WideCluster => SM90_TILE,
+            MoeSm90Spec::Wide | MoeSm90Spec::WideCluster | MoeSm90Spec::WidePad => SM90_TILE,
             MoeSm90Spec::Narrow | MoeSm90Spec::NarrowCluster => SM90_NARROW_TILE,
             MoeSm90Spec::PingPong => SM90_PINGPONG_TILE,
             MoeSm90Spec::PingPong64 => SM90_ROWS64_TILE,
@@ -285,6 +291,12 @@ impl MoeSm90Spec {
     /// [`MoeSm90Spec::PingPong64`], else 128.
     pub fn row_tile(self) -> i64 {
         self.gemm2_tile()[0]
+    }
+
+    /// Whether the cooperative GEMMs skip all-padding warpgroups' work
+    /// ([`MoeSm90Spec::WidePad`]).
+    pub fn pad_skip(self) -> bool {
+        self == MoeSm90Spec::WidePad
     }
 
     /// Whether GEMM1 runs on 2x1 clusters.
@@ -350,8 +362,9 @@ pub(crate) fn parse_moe_sm90(s: &str) -> Option<Result<MoeSm90Spec, String>> {
         "sm90nc" => Some(Ok(MoeSm90Spec::NarrowCluster)),
         "sm90pp" => Some(Ok(MoeSm90Spec::PingPong)),
         "sm90pp64" => Some(Ok(MoeSm90Spec::PingPong64)),
+        "sm90pad" => Some(Ok(MoeSm90Spec::WidePad)),
         _ if s.starts_with("sm") => Some(Err(format!(
-            "unknown SM90 form {s:?} (sm90, sm90n, sm90c, sm90nc, sm90pp or sm90pp64)"
+            "unknown SM90 form {s:?} (sm90, sm90pad, sm90n, sm90c, sm90nc, sm90pp or sm90pp64)"
         ))),
         _ => None,
     }
@@ -490,6 +503,7 @@ impl fmt::Display for MoeSm90Spec {
             MoeSm90Spec::NarrowCluster => "moe:sm90nc",
             MoeSm90Spec::PingPong => "moe:sm90pp",
             MoeSm90Spec::PingPong64 => "moe:sm90pp64",
+            MoeSm90Spec::WidePad => "moe:sm90pad",
         })
     }
 }
@@ -549,8 +563,12 @@ mod tests {
         use super::MoeSm90Spec;
         use crate::moe::MoePath;
         for s in MoeSm90Spec::ALL {
-            // `of_rules` names the cooperative forms (ping-pong is a rule of its own).
-            if !matches!(s, MoeSm90Spec::PingPong | MoeSm90Spec::PingPong64) {
+            // `of_rules` names the cooperative forms (ping-pong is a rule of its own, the
+            // padding skip an option).
+            if !matches!(
+                s,
+                MoeSm90Spec::PingPong | MoeSm90Spec::PingPong64 | MoeSm90Spec::WidePad
+            ) {
                 assert_eq!(MoeSm90Spec::of_rules(s.gemm2_tile(), s.gemm1_cluster()), s);
             }
             assert_eq!(s.to_string().parse::<ConfigSpec>().unwrap(), ConfigSpec::MoeSm90(s));
@@ -565,5 +583,12 @@ mod tests {
             (MoePath::Sm90PingPong, 64)
         );
         assert_eq!(MoeSm90Spec::PingPong.row_tile(), 128);
+        // `moe:sm90pad`: the wide form's path and tiles, with the padding skip.
+        let pad = MoeSm90Spec::WidePad;
+        assert_eq!(
+            (pad.path(), pad.gemm2_tile(), pad.gemm1_cluster()),
+            (MoePath::Sm90, [128, 256, 64], false)
+        );
+        assert!(pad.pad_skip() && MoeSm90Spec::ALL.iter().filter(|s| s.pad_skip()).count() == 1);
     }
 }
