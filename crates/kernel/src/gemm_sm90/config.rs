@@ -66,7 +66,7 @@ pub struct GemmSm90Config {
     /// many waves. Cooperative schedule, without `gather_a`.
     pub dynamic_walk: bool,
     /// The cooperative grouped member's padding skip beyond the `wgmma`s (name suffix
-    /// `_pad`; `gemm_sm90/grouped.rs`, [`super::grouped::pad_skip_check`]): a consumer
+    /// `_pad`; `gemm_sm90/grouped.rs`, `pad_skip_check`): a consumer
     /// warpgroup whose 64 rows are all padding (which already issues no `wgmma`) also skips
     /// its epilogue (no zero rows written, no router weights loaded); A's TMA loads are two
     /// boxes of `BM / 2` rows, the second only where row `BM / 2` of the tile is routed; the
