@@ -7,7 +7,8 @@
 //! columns), schedules, clusters 1x1 / 2x1 and split-K, and for decode shapes (M <= 128)
 //! the 64-row tiles again with the deepest pipeline that fits (clusters 1x1 / 1x2 / 2x1,
 //! split-K 1 and 2); above decode shapes the 128-row ping-pong and 128x256 cooperative
-//! tiles also with swizzled tile walks (bands of 2, 4, 8 tiles). Split-K stays where each split
+//! tiles also with swizzled tile walks (bands of 2, 4, 8 tiles), and from 1024 rows the wide
+//! cooperative tiles `256x160x64` (1x2 clusters) and `128x320x64`. Split-K stays where each split
 //! keeps at least 4 k-tiles and the grid stays within four waves; tiles whose rows exceed
 //! M several times over are left out. Every candidate generates (the generator accepts
 //! it); the rules' own choice is first.
@@ -122,7 +123,37 @@ fn sm90(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSpec> {
         &[([128, 128, 64], PingPong, None), ([128, 256, 64], Cooperative, None)],
         m,
     ));
+    out.extend(sm90_wide(m, n));
     out
+}
+
+/// The cooperative tiles past one `wgmma` atom's accumulators a warpgroup usually holds
+/// (`GemmSm90Config`'s wide tiles, up to 160 accumulators a thread): `256x160x64` on 1x2
+/// clusters and `128x320x64`, for problems of at least 1024 rows and two column tiles. They
+/// are cuBLAS's geometries at 4096x14336x4096 on an H200, where `256x160x64,coop,c1x2`
+/// runs at 1.000-1.002x cuBLAS against the 128x256 tile's 0.983-0.985x (BENCHMARKS.md,
+/// session 29, helper bf16h and lead); nothing else in the space reaches them.
+fn sm90_wide(m: usize, n: usize) -> Vec<ConfigSpec> {
+    if m < 1024 || n <= 320 {
+        return Vec::new();
+    }
+    [([256, 160, 64], [1, 2]), ([128, 320, 64], [1, 1])]
+        .into_iter()
+        .map(|(tile, cluster)| {
+            ConfigSpec::Sm90(Sm90Spec {
+                tile,
+                schedule: Sm90Schedule::Cooperative,
+                stages: None,
+                epi_tile: None,
+                swizzle_log2: 0,
+                raster: Default::default(),
+                split_k: 1,
+                cluster,
+                mma_pipe: None,
+                stream_k: false,
+            })
+        })
+        .collect()
 }
 
 /// The tile-walk swizzles ([`Sm90Spec::swizzle_log2`]) that [`sm90_swizzled`] adds.
@@ -527,6 +558,27 @@ mod tests {
                 "{m}: decode shapes keep the plain walk"
             );
         }
+    }
+
+    #[test]
+    fn wide_tiles_are_candidates_of_large_problems_only() {
+        let names = |c: Vec<ConfigSpec>| c.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for &(m, n, k) in &[(4096, 14336, 4096), (8192, 8192, 8192), (1024, 4096, 4096)] {
+            let bf16 = names(gemm_candidates(m, n, k, 1, (9, 0), 132));
+            for wide in ["sm90:256x160x64,coop,c1x2", "sm90:128x320x64,coop"] {
+                assert!(bf16.contains(&wide.to_string()), "{m}x{n}x{k}: {bf16:?}");
+            }
+        }
+        for &(m, n) in &[(512, 14336), (128, 14336), (4096, 256)] {
+            let bf16 = names(gemm_candidates(m, n, 4096, 1, (9, 0), 132));
+            assert!(
+                !bf16.iter().any(|s| s.contains("x160x") || s.contains("x320x")),
+                "{m}x{n}: {bf16:?}"
+            );
+        }
+        // The 8-bit space has no wide tiles (the plain GEMM's option).
+        let s8 = names(scaled_mm_candidates(4096, 14336, 4096, 1, (9, 0), 132));
+        assert!(!s8.iter().any(|s| s.contains("x160x") || s.contains("x320x")), "{s8:?}");
     }
 
     #[test]
