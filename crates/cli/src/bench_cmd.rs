@@ -342,8 +342,12 @@ fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
                 let dv = MatrixMut::new(&mut d, m, n);
                 let p = validate_scaled_mm(&av, &bv, Scale::auto(sav), Scale::auto(sbv), None, &dv)
                     .map_err(|x| x.to_string())?;
-                ops.run_scaled_mm_sm90(&p, forced.as_ref().map(|(c, k)| (c, *k)))
-                    .map_err(|x| x.to_string())
+                // `auto`: what `Ops::scaled_mm` runs (the tuning table's entry, else the rules)
+                match &forced {
+                    None => ops.run_scaled_mm(&p, None),
+                    Some((c, k)) => ops.run_scaled_mm_sm90(&p, Some((c, *k))),
+                }
+                .map_err(|x| x.to_string())
             };
             let pcur = Cell::new(0);
             let (t, graphed) = match peer.as_mut() {
