@@ -436,9 +436,11 @@ pub(crate) fn fused_moe_spec_kernels(el: Element, spec: &ConfigSpec) -> Result<V
                 dynamic(gemm2(true)),
             ]);
             // `moe:sm90pad`: the same kernels with the padding skip where they take it.
-            for k in &mut v {
-                if let TunedKernel::Sm90(g) = k {
-                    *g = padding_skipped(g.clone(), s.pad_skip());
+            if s.pad_skip() {
+                for k in &mut v {
+                    if let TunedKernel::Sm90(g) = k {
+                        *g = padding_skipped(g.clone(), true);
+                    }
                 }
             }
             v

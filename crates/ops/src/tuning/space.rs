@@ -141,16 +141,8 @@ fn sm90_wide(m: usize, n: usize) -> Vec<ConfigSpec> {
         .into_iter()
         .map(|(tile, cluster)| {
             ConfigSpec::Sm90(Sm90Spec {
-                tile,
-                schedule: Sm90Schedule::Cooperative,
-                stages: None,
-                epi_tile: None,
-                swizzle_log2: 0,
-                raster: Default::default(),
-                split_k: 1,
                 cluster,
-                mma_pipe: None,
-                stream_k: false,
+                ..Sm90Spec::new(tile, Sm90Schedule::Cooperative)
             })
         })
         .collect()
@@ -174,16 +166,9 @@ fn sm90_swizzled(geometries: &[([i64; 3], Sm90Schedule, Option<u32>)], m: usize)
     for &(tile, schedule, mma_pipe) in geometries {
         for swizzle_log2 in SWIZZLES_LOG2 {
             out.push(ConfigSpec::Sm90(Sm90Spec {
-                tile,
-                schedule,
-                stages: None,
-                epi_tile: None,
                 swizzle_log2,
-                raster: Default::default(),
-                split_k: 1,
-                cluster: [1, 1],
                 mma_pipe,
-                stream_k: false,
+                ..Sm90Spec::new(tile, schedule)
             }));
         }
     }
@@ -216,16 +201,10 @@ fn sm90_specs(
                     continue; // fine splits are for grids too small to pair CTAs
                 }
                 out.push(ConfigSpec::Sm90(Sm90Spec {
-                    tile,
-                    schedule,
-                    stages: None,
-                    epi_tile: None,
-                    swizzle_log2: 0,
-                    raster: Default::default(),
                     split_k,
                     cluster,
                     mma_pipe,
-                    stream_k: false,
+                    ..Sm90Spec::new(tile, schedule)
                 }));
             }
         }
@@ -267,16 +246,8 @@ fn sm90_deep(m: usize, n: usize, k: usize, l: usize, sms: u32, family: Family) -
                 continue; // a 2x1 cluster needs two tiles along M
             }
             let base = Sm90Spec {
-                tile,
-                schedule,
-                stages: None,
-                epi_tile: None,
-                swizzle_log2: 0,
-                raster: Default::default(),
-                split_k: 1,
                 cluster,
-                mma_pipe: None,
-                stream_k: false,
+                ..Sm90Spec::new(tile, schedule)
             };
             let Some(stages) = deepest_stages(&base, family) else {
                 continue;

@@ -194,6 +194,30 @@ impl Sm80Spec {
 }
 
 impl Sm90Spec {
+    /// The plain spec of a tile and schedule: every other knob automatic or off (1x1
+    /// cluster, no split-K, the heuristic raster, no swizzle, no stream-K).
+    ///
+    /// ```
+    /// use rcute_kernel::gemm_sm90::Sm90Schedule;
+    /// use rcute_ops::tuning::{ConfigSpec, Sm90Spec};
+    /// let s = Sm90Spec::new([128, 256, 64], Sm90Schedule::Cooperative);
+    /// assert_eq!(ConfigSpec::Sm90(s), "sm90:128x256x64,coop".parse().unwrap());
+    /// ```
+    pub fn new(tile: [i64; 3], schedule: Sm90Schedule) -> Sm90Spec {
+        Sm90Spec {
+            tile,
+            schedule,
+            stages: None,
+            epi_tile: None,
+            swizzle_log2: 0,
+            raster: RasterOrderOption::Heuristic,
+            split_k: 1,
+            cluster: [1, 1],
+            mma_pipe: None,
+            stream_k: false,
+        }
+    }
+
     /// The spec of a configuration the rules chose, with its split-K (`mma_pipe` left to
     /// the base configuration: `None`).
     pub fn of(cfg: &GemmSm90Config, split_k: u32) -> Sm90Spec {
@@ -287,18 +311,7 @@ fn parse_sm90(rest: &str) -> Result<Sm90Spec, String> {
         "pp" | "pingpong" => Sm90Schedule::PingPong,
         other => return Err(format!("unknown schedule {other:?}")),
     };
-    let mut spec = Sm90Spec {
-        tile: extents(parts[0], "tile")?,
-        schedule,
-        stages: None,
-        epi_tile: None,
-        swizzle_log2: 0,
-        raster: RasterOrderOption::Heuristic,
-        split_k: 1,
-        cluster: [1, 1],
-        mma_pipe: None,
-        stream_k: false,
-    };
+    let mut spec = Sm90Spec::new(extents(parts[0], "tile")?, schedule);
     for p in &parts[2..] {
         match *p {
             "am" => spec.raster = RasterOrderOption::AlongM,
