@@ -275,16 +275,25 @@ fn dense_tile_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     let mut rng = Rng::for_test(&format!("awq_dense_tiles_{e}"));
     let tiles: Vec<GemmSm90Config> = ["sm90:256x160x64,coop,c1x2", "sm90:128x256x64,coop"]
         .iter()
-        .map(|s| match s.parse::<rcute_ops::tuning::ConfigSpec>().unwrap().gemm_choice() {
-            Some(rcute_ops::select::Choice::Sm90(cfg, _)) => cfg,
-            _ => panic!("{s} is an SM90 configuration"),
-        })
+        .map(
+            |s| match s.parse::<rcute_ops::tuning::ConfigSpec>().unwrap().gemm_choice() {
+                Some(rcute_ops::select::Choice::Sm90(cfg, _)) => cfg,
+                _ => panic!("{s} is an SM90 configuration"),
+            },
+        )
         .collect();
-    for (m, n, k, g, bias) in [(300, 1000, 192, 64, true), (520, 14336, 128, 128, true), (257, 2048, 256, 128, false)] {
+    for (m, n, k, g, bias) in [
+        (300, 1000, 192, 64, true),
+        (520, 14336, 128, 128, true),
+        (257, 2048, 256, 128, false),
+    ] {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
         case.check(ops, Run::Dense, &format!("{e} {m}x{n}x{k} G={g} bias={bias} (dense)"));
         for cfg in &tiles {
-            let what = format!("{e} {m}x{n}x{k} G={g} bias={bias} dense {:?} cluster {:?}", cfg.tile, cfg.cluster);
+            let what = format!(
+                "{e} {m}x{n}x{k} G={g} bias={bias} dense {:?} cluster {:?}",
+                cfg.tile, cfg.cluster
+            );
             case.check(ops, Run::DenseTile(cfg), &what);
         }
         eprintln!("ok dense tiles {e} {m}x{n}x{k} G={g} bias={bias}");
@@ -517,7 +526,7 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     // 152x256 tile (3 waves of 392 CTAs against 4 of 448 with 128 tokens), the 184x256
     // tile (1500 rows: 4 waves of 504 against 4 of 448 with 192 at a higher cost a wave;
     // 4095 rows, 23 ragged row tiles: 6 waves of 736 against 6 of 704 with 192 and 7 of 864
-    // with 152), too few CTAs for the kernel (the dense path), and 24 x 28672 (the 32x256
+    // with 152: since session 30 the op takes the dense path there), too few CTAs for the kernel (the dense path), and 24 x 28672 (the 32x256
     // tile in one split: 112 tiles, too many for 2 splits)
     for (m, n, k, g, bias) in [
         (24, 28672, 128, 128, true),

@@ -15,8 +15,8 @@ use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::f16;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
-use rcute_ops::awq::{pack_awq_matrix, validate_awq_gemm, AwqShape, AwqTensors, AwqWeight};
 use rcute_kernel::gemm_sm90::GemmSm90Config;
+use rcute_ops::awq::{pack_awq_matrix, validate_awq_gemm, AwqShape, AwqTensors, AwqWeight};
 use rcute_ops::select::Choice;
 use rcute_ops::tuning::ConfigSpec;
 use rcute_ops::{MatrixMut, MatrixRef, Ops, VectorRef};
@@ -647,6 +647,13 @@ mod tests {
         };
         assert!(cfg.wgmma && cfg.prepared && cfg.tile == [64, 512, 64]);
         assert!(matches!(parse_variant("prepared-auto"), Ok(Variant::PreparedAuto)));
+        // the dense path with its GEMM forced: an SM90 configuration only
+        let Ok(Variant::Dense(Some((cfg, 1)))) = parse_variant("dense:sm90:256x160x64,coop,c1x2") else {
+            panic!("dense: takes an sm90: configuration")
+        };
+        assert!(cfg.tile == [256, 160, 64] && cfg.cluster == [1, 2]);
+        assert!(matches!(parse_variant("dense"), Ok(Variant::Dense(None))));
+        assert!(parse_variant("dense:128x128x32,2x2,4,1").is_err() && parse_variant("dense:sm90:1x2").is_err());
         assert!(matches!(parse_variant("reordered"), Ok(Variant::Reordered(None))));
         let Ok(Variant::Reordered(Some((cfg, 1)))) = parse_variant("reordered:152x256,2x1,7,1") else {
             panic!("reordered: forces the reordered path's wgmma tile")

@@ -18,10 +18,10 @@ use super::run::element;
 use super::validate::{AwqGemmProblem, AwqTensors};
 use crate::context::Ops;
 use crate::error::{boxed, OpsError};
-use crate::tensor::MatrixMut;
-use rcute_kernel::gemm_sm80::GemmArgs;
 use crate::select::Choice;
+use crate::tensor::MatrixMut;
 use crate::tuning::ProblemKey;
+use rcute_kernel::gemm_sm80::GemmArgs;
 use rcute_kernel::gemm_sm90::{Fusion, FusionArgs, GemmSm90Config, Node};
 use std::sync::PoisonError;
 
@@ -128,19 +128,22 @@ impl Ops {
     }
 
     /// The dense path's SM90 GEMM (configuration and K splits) for `x [M, K] @ w [K, N]`:
-    /// what `Ops::gemm` runs for the plain 16-bit GEMM of that shape, i.e. a tuning table's
-    /// SM90 entry for it (the nearest M bucket within reach, as `Ops::gemm` looks up; the
-    /// tables are measured in bf16, and an SM90 tile runs f16 and bf16 at one rate, so the
-    /// bf16 entry serves the f16 problem where no f16 entry is), else the rules'
-    /// [`crate::select::select_sm90`]. At 4096 x 14336 x 4096 on the H200 the table's
-    /// `sm90:256x160x64,coop,c1x2` is this choice (the rules: 128x256 cooperative).
+    /// a tuning table's SM90 entry for the plain 16-bit GEMM of that shape at its own M
+    /// bucket (the problem's type, else bf16: the tables are measured in bf16 and the bf16
+    /// entry's tile serves f16 as well), else the rules' [`crate::select::select_sm90`].
+    /// At 4096 x 14336 x 4096 on the H200 that is `h200.json`'s `sm90:256x160x64,coop,c1x2`
+    /// (the rules: 128x256 cooperative): the whole path 776.6 us against 794.8 with the
+    /// rules' tile in one process (BENCHMARKS.md, "Session 30 (helper awq4k)"). Unlike
+    /// `Ops::gemm` it does not reach to a neighbouring bucket's entry: the same 256x160
+    /// tile (the 4096 entry's, within `Ops::gemm`'s reach of 2048 rows) lost there, 442.8
+    /// against 418.5 us at 2048 x 14336 x 4096.
     pub fn awq_dense_gemm(&self, m: usize, n: usize, k: usize) -> Option<(GemmSm90Config, u32)> {
         let tuning = self.tuning();
         let arch = self.gpu().arch().filter(|_| tuning.active());
         let tuned = arch.and_then(|arch| {
             ["f16", "bf16"].into_iter().find_map(|dtypes| {
                 let key = ProblemKey::new("gemm", dtypes, "lincomb", arch.as_str(), m, n, k);
-                match tuning.lookup(&key)?.gemm_choice()? {
+                match tuning.exact(&key)?.gemm_choice()? {
                     Choice::Sm90(cfg, split) => Some((cfg, split)),
                     Choice::Sm80(_) => None,
                 }
