@@ -1865,7 +1865,9 @@ fn awq_dequantize_kmajor_is_the_bit_exact_transpose() {
             );
         }
     }
-    for (k, n, g) in [(256, 64, 128), (104, 24, 104), (320, 1000, 64), (128, 2056, 32)] {
+    // N / 8 = 8 and 544 (a lane's four words one 16-byte load; 544: 17 blocks of 32 words),
+    // 3, 125 and 257 (word by word, the last four-word group partly outside)
+    for (k, n, g) in [(256, 64, 128), (104, 24, 104), (320, 1000, 64), (128, 2056, 32), (512, 4352, 128)] {
         check(&ops, &Case::<bf16>::new(&ops, &mut rng, 1, n, k, g, false));
         check(&ops, &Case::<f16>::new(&ops, &mut rng, 1, n, k, g, false));
     }
