@@ -270,7 +270,8 @@ fn gemm_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
 /// The dense path's GEMM tiles: the H200 table's 256x160 cooperative tile on 1x2 clusters
 /// (what `Ops::awq_dense_gemm` takes at 4096 x 14336 x 4096), the rules' 128x256 one and the
 /// path's own choice, with and without the bias epilogue, on ragged shapes (N = 1000: 7
-/// column tiles of 160, the last cluster half outside; M = 300 / 520: a partial row tile).
+/// column tiles of 160, the last cluster half outside; M = 300 / 520: a partial row tile;
+/// the first `RCUTE_CASES` shapes only).
 fn dense_tile_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     let mut rng = Rng::for_test(&format!("awq_dense_tiles_{e}"));
     let tiles: Vec<GemmSm90Config> = ["sm90:256x160x64,coop,c1x2", "sm90:128x256x64,coop"]
@@ -282,11 +283,12 @@ fn dense_tile_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
             },
         )
         .collect();
-    for (m, n, k, g, bias) in [
+    let shapes = [
         (300, 1000, 192, 64, true),
         (520, 14336, 128, 128, true),
         (257, 2048, 256, 128, false),
-    ] {
+    ];
+    for &(m, n, k, g, bias) in cases(&shapes) {
         let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
         case.check(ops, Run::Dense, &format!("{e} {m}x{n}x{k} G={g} bias={bias} (dense)"));
         for cfg in &tiles {
@@ -1867,7 +1869,13 @@ fn awq_dequantize_kmajor_is_the_bit_exact_transpose() {
     }
     // N / 8 = 8 and 544 (a lane's four words one 16-byte load; 544: 17 blocks of 32 words),
     // 3, 125 and 257 (word by word, the last four-word group partly outside)
-    for (k, n, g) in [(256, 64, 128), (104, 24, 104), (320, 1000, 64), (128, 2056, 32), (512, 4352, 128)] {
+    for (k, n, g) in [
+        (256, 64, 128),
+        (104, 24, 104),
+        (320, 1000, 64),
+        (128, 2056, 32),
+        (512, 4352, 128),
+    ] {
         check(&ops, &Case::<bf16>::new(&ops, &mut rng, 1, n, k, g, false));
         check(&ops, &Case::<f16>::new(&ops, &mut rng, 1, n, k, g, false));
     }
