@@ -338,20 +338,11 @@ fn kernel(name: &str, ty: &str, ty2: &str, convert: &str) -> Result<CFunction, G
     ))
 }
 
-/// The K-major kernel: thread `(j4, kb)` dequantizes word columns `4 j4 .. 4 j4 + 4` of rows
-/// `8 kb .. 8 kb + 8` (one group: `G` is a multiple of 8 or `K`) and stores each of their
-/// eight columns as one 16-byte vector of K-consecutive values of `w^T [N, K]`.
-fn kernel_kmajor(name: &str, ty: &str, ty2: &str, convert: &str) -> Result<CFunction, GemmError> {
-    let (packed, dense) = row_major_layouts()?;
-    let transposed = Layout::new(tuple!("N", "K"), tuple!("ld_t", 1)).map_err(|e| GemmError::Config(e.to_string()))?;
-    let (q4_idx, q4_doc) = at(&packed, &["(k0 + r)", "(4 * j4)"])?;
-    let (q_idx, _) = at(&packed, &["(k0 + r)", "(4 * j4 + c)"])?;
-    let (z_idx, z_doc) = at(&packed, &["g", "j"])?;
-    let (s_idx, s_doc) = at(&dense, &["g", "n0"])?;
-    let (lo_idx, o_doc) = at(&transposed, &["(n0 + 2 * i)", "k0"])?;
-    let (hi_idx, _) = at(&transposed, &["(n0 + 2 * i + 1)", "k0"])?;
-    let u4 = |a: &str| format!("make_uint4({a}[0], {a}[1], {a}[2], {a}[3])");
-    let loads = vec![
+/// The K-major kernel's loads of a lane's eight rows of four words into `qq[r][c]`: one
+/// 16-byte load a row where `quad` (N8 % 4 == 0, `qweight` 16-byte aligned), else word by
+/// word, zero past `N8`. `q4_idx` / `q_idx` index the row's first / `c`-th word.
+fn kmajor_loads(q4_idx: String, q4_doc: String, q_idx: &str) -> Vec<Stmt> {
+    vec![
         Stmt::Decl {
             ty: "uint32_t".into(),
             name: "qq[8][4]".into(),
@@ -385,7 +376,23 @@ fn kernel_kmajor(name: &str, ty: &str, ty2: &str, convert: &str) -> Result<CFunc
                 )],
             )],
         ),
-    ];
+    ]
+}
+
+/// The K-major kernel: thread `(j4, kb)` dequantizes word columns `4 j4 .. 4 j4 + 4` of rows
+/// `8 kb .. 8 kb + 8` (one group: `G` is a multiple of 8 or `K`) and stores each of their
+/// eight columns as one 16-byte vector of K-consecutive values of `w^T [N, K]`.
+fn kernel_kmajor(name: &str, ty: &str, ty2: &str, convert: &str) -> Result<CFunction, GemmError> {
+    let (packed, dense) = row_major_layouts()?;
+    let transposed = Layout::new(tuple!("N", "K"), tuple!("ld_t", 1)).map_err(|e| GemmError::Config(e.to_string()))?;
+    let (q4_idx, q4_doc) = at(&packed, &["(k0 + r)", "(4 * j4)"])?;
+    let (q_idx, _) = at(&packed, &["(k0 + r)", "(4 * j4 + c)"])?;
+    let (z_idx, z_doc) = at(&packed, &["g", "j"])?;
+    let (s_idx, s_doc) = at(&dense, &["g", "n0"])?;
+    let (lo_idx, o_doc) = at(&transposed, &["(n0 + 2 * i)", "k0"])?;
+    let (hi_idx, _) = at(&transposed, &["(n0 + 2 * i + 1)", "k0"])?;
+    let u4 = |a: &str| format!("make_uint4({a}[0], {a}[1], {a}[2], {a}[3])");
+    let loads = kmajor_loads(q4_idx, q4_doc, &q_idx);
     let column = [
         vec![
             Stmt::decl("const int", "n0", "8 * j"),
