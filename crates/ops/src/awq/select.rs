@@ -78,7 +78,9 @@ pub fn awq_dense_wins(m: usize, n: usize, _k: usize, cc: (u32, u32)) -> bool {
 /// "Session 30 (helper awq4k)"): the dense path with its table tile
 /// ([`Ops::awq_dense_gemm`](crate::Ops::awq_dense_gemm)) 776.6 us (0.924x), the prepared
 /// op's 184-token kernel 802.8 (0.894x; forced 812.6, with chained step pairs 792.4), the
-/// dense path with the rules' 128x256 tile 794.8. At 3072 rows the kernel stays (569.4 us
+/// dense path with the rules' 128x256 tile 794.8; with the four-word K-major dequantization
+/// too (a second call, main's binary before and after this one): the prepared op 782.2 us
+/// (0.936x) against 808.6 / 817.8 (0.880 / 0.894x). At 3072 rows the kernel stays (569.4 us
 /// prepared, 1.018x, against the dense path's 626.5-639.9); 3073 to 4095 rows were not
 /// measured.
 ///
