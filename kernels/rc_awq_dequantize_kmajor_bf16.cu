@@ -33,7 +33,7 @@ __device__ __forceinline__ void rc_cvt_u4x8_bf16x2_biased(uint32_t q, uint32_t (
   }
 }
 
-// w^T[n][k] = (q[k][n] - z[k/G][n]) * s[k/G][n]; one thread per packed word column and 8 rows (K % 8 == 0).
+// w^T[n][k] = (q[k][n] - z[k/G][n]) * s[k/G][n]; one thread per four packed word columns and 8 rows (K % 8 == 0).
 extern "C" __global__ __launch_bounds__(256) void rc_awq_dequantize_kmajor_bf16(
     const uint32_t* __restrict__ qweight,
     const uint32_t* __restrict__ qzeros,
@@ -46,46 +46,66 @@ extern "C" __global__ __launch_bounds__(256) void rc_awq_dequantize_kmajor_bf16(
   const long long ld_q = N8;
   const long long ld_w = 8ll * N8;
   const long long ld_t = K;
-  // warp w of block x takes word column j = 8 x + w; its lanes take 32 consecutive 8-row blocks, so each 16-byte store of a warp fills 512 contiguous bytes of one row of w^T
-  const int j = blockIdx.x * 8 + (threadIdx.x >> 5);
-  if (j >= N8) {
+  // warp w of block x takes the word columns 4 j4 .. 4 j4 + 3, j4 = 8 x + w (each row's four words one 16-byte load where N8 % 4 == 0 and qweight is 16-byte aligned); its lanes take 32 consecutive 8-row blocks, so each 16-byte store of a warp fills 512 contiguous bytes of one row of w^T
+  const int j4 = blockIdx.x * 8 + (threadIdx.x >> 5);
+  if (4 * j4 >= N8) {
     return;
   }
+  const bool quad = (N8 & 3) == 0 && (reinterpret_cast<unsigned long long>(qweight) & 15ull) == 0;
   for (int kb = blockIdx.y * 32 + (threadIdx.x & 31); kb < K / 8; kb += gridDim.y * 32) {
     const int k0 = 8 * kb;
     const int g = k0 / G;
-    const int n0 = 8 * j;
-    uint32_t z[4];  // pairs {bias + z} of columns (n0 + 2i, n0 + 2i + 1)
-    // layout (K,N8):(ld_q,1) at (g,j)
-    rc_cvt_u4x8_bf16x2_biased(qzeros[g * ld_q + j], z);
-    // layout (K,N):(ld_w,1) at (g,n0)
-    const uint4 s4 = *reinterpret_cast<const uint4*>(scales + g * ld_w + n0);
-    const uint32_t s[4] = {s4.x, s4.y, s4.z, s4.w};
-    uint32_t w[8][4];  // row k0 + r: pairs of columns (n0 + 2i, n0 + 2i + 1)
+    uint32_t qq[8][4];  // row k0 + r: the words of columns 4 j4 + c, all loaded first (8 reads in flight)
     #pragma unroll
     for (int r = 0; r < 8; ++r) {
-      uint32_t q[4];  // pairs {bias + q}
-      // layout (K,N8):(ld_q,1) at ((k0 + r),j)
-      rc_cvt_u4x8_bf16x2_biased(qweight[(k0 + r) * ld_q + j], q);
-      #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        // (bias + q) - (bias + z) = q - z exactly; one rounding in the product
-        const __nv_bfloat162 v = __hmul2(__hsub2(*reinterpret_cast<const __nv_bfloat162*>(&q[i]), *reinterpret_cast<const __nv_bfloat162*>(&z[i])), *reinterpret_cast<const __nv_bfloat162*>(&s[i]));
-        w[r][i] = *reinterpret_cast<const uint32_t*>(&v);
+      if (quad) {
+        // layout (K,N8):(ld_q,1) at ((k0 + r),(4 * j4))
+        const uint4 v = *reinterpret_cast<const uint4*>(qweight + (k0 + r) * ld_q + (4 * j4));
+        qq[r][0] = v.x;
+        qq[r][1] = v.y;
+        qq[r][2] = v.z;
+        qq[r][3] = v.w;
+      } else {
+        #pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          qq[r][c] = 4 * j4 + c < N8 ? qweight[(k0 + r) * ld_q + (4 * j4 + c)] : 0u;
+        }
       }
     }
     #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      uint32_t lo[4];  // column n0 + 2i, rows (k0 + 2p, k0 + 2p + 1): low halves
-      uint32_t hi[4];  // column n0 + 2i + 1: high halves
-      #pragma unroll
-      for (int p = 0; p < 4; ++p) {
-        lo[p] = __byte_perm(w[2 * p][i], w[2 * p + 1][i], 0x5410);
-        hi[p] = __byte_perm(w[2 * p][i], w[2 * p + 1][i], 0x7632);
+    for (int c = 0; c < 4; ++c) {
+      const int j = 4 * j4 + c;
+      if (j < N8) {
+        const int n0 = 8 * j;
+        uint32_t z[4];  // pairs {bias + z} of columns (n0 + 2i, n0 + 2i + 1)
+        // layout (K,N8):(ld_q,1) at (g,j)
+        rc_cvt_u4x8_bf16x2_biased(qzeros[g * ld_q + j], z);
+        // layout (K,N):(ld_w,1) at (g,n0)
+        const uint4 s4 = *reinterpret_cast<const uint4*>(scales + g * ld_w + n0);
+        const uint32_t s[4] = {s4.x, s4.y, s4.z, s4.w};
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          uint32_t w[8];  // row k0 + r: the pair of columns (n0 + 2i, n0 + 2i + 1)
+          #pragma unroll
+          for (int r = 0; r < 8; ++r) {
+            uint32_t q[4];  // pairs {bias + q}; pair i is used
+            rc_cvt_u4x8_bf16x2_biased(qq[r][c], q);
+            // (bias + q) - (bias + z) = q - z exactly; one rounding in the product
+            const __nv_bfloat162 v = __hmul2(__hsub2(*reinterpret_cast<const __nv_bfloat162*>(&q[i]), *reinterpret_cast<const __nv_bfloat162*>(&z[i])), *reinterpret_cast<const __nv_bfloat162*>(&s[i]));
+            w[r] = *reinterpret_cast<const uint32_t*>(&v);
+          }
+          uint32_t lo[4];  // column n0 + 2i, rows (k0 + 2p, k0 + 2p + 1): low halves
+          uint32_t hi[4];  // column n0 + 2i + 1: high halves
+          #pragma unroll
+          for (int p = 0; p < 4; ++p) {
+            lo[p] = __byte_perm(w[2 * p], w[2 * p + 1], 0x5410);
+            hi[p] = __byte_perm(w[2 * p], w[2 * p + 1], 0x7632);
+          }
+          // layout (N,K):(ld_t,1) at ((n0 + 2 * i),k0)
+          *reinterpret_cast<uint4*>(out + (n0 + 2 * i) * ld_t + k0) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+          *reinterpret_cast<uint4*>(out + (n0 + 2 * i + 1) * ld_t + k0) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+        }
       }
-      // layout (N,K):(ld_t,1) at ((n0 + 2 * i),k0)
-      *reinterpret_cast<uint4*>(out + (n0 + 2 * i) * ld_t + k0) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
-      *reinterpret_cast<uint4*>(out + (n0 + 2 * i + 1) * ld_t + k0) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
     }
   }
 }

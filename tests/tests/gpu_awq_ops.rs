@@ -31,6 +31,7 @@ mod common;
 
 use common::Rng;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
+use rcute_kernel::gemm_sm90::GemmSm90Config;
 use rcute_kernel::testing::{awq_wgmma_checkpoint_configs, awq_wgmma_split_k_configs, gpu_for_test};
 use rcute_ops::awq::select_split::select_awq_wgmma_prepared;
 use rcute_ops::awq::{
@@ -166,6 +167,7 @@ impl<T: Half> Case<T> {
                 Run::Op => ops.awq_gemm(&x, &w, b.as_ref(), &mut o),
                 Run::Fused(forced) => ops.run_awq_gemm(&p, forced),
                 Run::Dense => ops.run_awq_gemm_dense(&p),
+                Run::DenseTile(cfg) => ops.run_awq_gemm_dense_with(&p, Some((cfg.clone(), 1))),
                 Run::PreparedOp(pw) => ops.awq_gemm_prepared(&x, pw, b.as_ref(), &mut o),
                 Run::Prepared(pw, f) => ops.run_awq_gemm_prepared(&x, pw, b.as_ref(), &mut o, f),
                 Run::Reordered(f) => ops.run_awq_gemm_reordered(&p, f),
@@ -202,6 +204,8 @@ enum Run<'w> {
     Fused(Option<(AwqGemmConfig, u32)>),
     /// The dense path (K-major dequantization + the SM90 GEMM).
     Dense,
+    /// The dense path with its SM90 GEMM forced to a configuration (one split).
+    DenseTile(&'w GemmSm90Config),
     /// `Ops::awq_gemm_prepared` on a prepared weight.
     PreparedOp(&'w AwqWeight<'w>),
     /// The prepared kernel: forced configuration and splits, or the shape's choice.
@@ -261,6 +265,53 @@ fn gemm_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
         }
         eprintln!("ok {e} {m}x{n}x{k} G={g} bias={bias}");
     }
+}
+
+/// The dense path's GEMM tiles: the H200 table's 256x160 cooperative tile on 1x2 clusters
+/// (what `Ops::awq_dense_gemm` takes at 4096 x 14336 x 4096), the rules' 128x256 one and the
+/// path's own choice, with and without the bias epilogue, on ragged shapes (N = 1000: 7
+/// column tiles of 160, the last cluster half outside; M = 300 / 520: a partial row tile;
+/// the first `RCUTE_CASES` shapes only).
+fn dense_tile_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
+    let mut rng = Rng::for_test(&format!("awq_dense_tiles_{e}"));
+    let tiles: Vec<GemmSm90Config> = ["sm90:256x160x64,coop,c1x2", "sm90:128x256x64,coop"]
+        .iter()
+        .map(
+            |s| match s.parse::<rcute_ops::tuning::ConfigSpec>().unwrap().gemm_choice() {
+                Some(rcute_ops::select::Choice::Sm90(cfg, _)) => cfg,
+                _ => panic!("{s} is an SM90 configuration"),
+            },
+        )
+        .collect();
+    let shapes = [
+        (300, 1000, 192, 64, true),
+        (520, 14336, 128, 128, true),
+        (257, 2048, 256, 128, false),
+    ];
+    for &(m, n, k, g, bias) in cases(&shapes) {
+        let case = Case::<T>::new(ops, &mut rng, m, n, k, g, bias);
+        case.check(ops, Run::Dense, &format!("{e} {m}x{n}x{k} G={g} bias={bias} (dense)"));
+        for cfg in &tiles {
+            let what = format!(
+                "{e} {m}x{n}x{k} G={g} bias={bias} dense {:?} cluster {:?}",
+                cfg.tile, cfg.cluster
+            );
+            case.check(ops, Run::DenseTile(cfg), &what);
+        }
+        eprintln!("ok dense tiles {e} {m}x{n}x{k} G={g} bias={bias}");
+    }
+}
+
+#[test]
+fn awq_gemm_dense_tiles_match_the_float64_reference() {
+    let Some(gpu) = gpu_for_test() else { return };
+    let ops = Ops::new(gpu);
+    if ops.gpu().compute_capability() != (9, 0) {
+        eprintln!("skipping: the dense path needs sm_90");
+        return;
+    }
+    dense_tile_cases::<f16>(&ops, rcute_atom::Element::F16);
+    dense_tile_cases::<bf16>(&ops, rcute_atom::Element::BF16);
 }
 
 #[test]
@@ -477,7 +528,7 @@ fn wgmma_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     // 152x256 tile (3 waves of 392 CTAs against 4 of 448 with 128 tokens), the 184x256
     // tile (1500 rows: 4 waves of 504 against 4 of 448 with 192 at a higher cost a wave;
     // 4095 rows, 23 ragged row tiles: 6 waves of 736 against 6 of 704 with 192 and 7 of 864
-    // with 152), too few CTAs for the kernel (the dense path), and 24 x 28672 (the 32x256
+    // with 152: since session 30 the op takes the dense path there), too few CTAs for the kernel (the dense path), and 24 x 28672 (the 32x256
     // tile in one split: 112 tiles, too many for 2 splits)
     for (m, n, k, g, bias) in [
         (24, 28672, 128, 128, true),
@@ -1816,7 +1867,15 @@ fn awq_dequantize_kmajor_is_the_bit_exact_transpose() {
             );
         }
     }
-    for (k, n, g) in [(256, 64, 128), (104, 24, 104), (320, 1000, 64), (128, 2056, 32)] {
+    // N / 8 = 8 and 544 (a lane's four words one 16-byte load; 544: 17 blocks of 32 words),
+    // 3, 125 and 257 (word by word, the last four-word group partly outside)
+    for (k, n, g) in [
+        (256, 64, 128),
+        (104, 24, 104),
+        (320, 1000, 64),
+        (128, 2056, 32),
+        (512, 4352, 128),
+    ] {
         check(&ops, &Case::<bf16>::new(&ops, &mut rng, 1, n, k, g, false));
         check(&ops, &Case::<f16>::new(&ops, &mut rng, 1, n, k, g, false));
     }

@@ -15,7 +15,10 @@ use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
 use half::f16;
 use rcute_kernel::awq_gemm::AwqGemmConfig;
+use rcute_kernel::gemm_sm90::GemmSm90Config;
 use rcute_ops::awq::{pack_awq_matrix, validate_awq_gemm, AwqShape, AwqTensors, AwqWeight};
+use rcute_ops::select::Choice;
+use rcute_ops::tuning::ConfigSpec;
 use rcute_ops::{MatrixMut, MatrixRef, Ops, VectorRef};
 use std::cell::Cell;
 use std::sync::Arc;
@@ -41,7 +44,8 @@ pub struct BenchAwqArgs {
     /// Also time forced paths (repeatable): `fused` (the fused int4 kernel with the shape's
     /// configuration), `prepared` (the same on a prepared weight), `prepared-auto`
     /// (`Ops::awq_gemm_prepared`'s own choice on a prepared weight), `dense` (K-major
-    /// dequantization + the SM90 GEMM, sm_90 only), a
+    /// dequantization + the SM90 GEMM, sm_90 only), `dense:` and an SM90 GEMM
+    /// configuration (that path with its GEMM forced, e.g. `dense:sm90:256x160x64,coop,c1x2`), a
     /// fused configuration `BMxBN,WMxWN,STAGES,SPLITS`, e.g. `--config 16x256,1x4,4,8` (BK
     /// is 64; f16; 16-byte weight copies where N/8 allows), or `prepared:` and such a
     /// configuration (the prepared kernel forced to it), `bulk:` and such a configuration
@@ -157,14 +161,14 @@ fn parse_awq_config_as(s: &str, kind: fn(AwqGemmConfig) -> AwqGemmConfig) -> Res
 }
 
 /// How a row runs `awq_gemm`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 enum Variant {
     /// `Ops::awq_gemm`'s own choice.
     Auto,
     /// The fused kernel, forced configuration or the shape's.
     Fused(Option<(AwqGemmConfig, u32)>),
-    /// The dense path.
-    Dense,
+    /// The dense path: its GEMM's forced SM90 configuration and K splits, or its own choice.
+    Dense(Option<(GemmSm90Config, u32)>),
     /// The prepared kernel (`AwqWeight::prepare` once per weight copy, outside the timing),
     /// forced configuration or the shape's.
     Prepared(Option<(AwqGemmConfig, u32)>),
@@ -186,12 +190,18 @@ type Kind = fn(AwqGemmConfig) -> AwqGemmConfig;
 /// or the reordered path's tile (`reordered:`).
 fn parse_variant(s: &str) -> Result<Variant, String> {
     match s {
-        "dense" => Ok(Variant::Dense),
+        "dense" => Ok(Variant::Dense(None)),
         "fused" => Ok(Variant::Fused(None)),
         "prepared" => Ok(Variant::Prepared(None)),
         "prepared-auto" => Ok(Variant::PreparedAuto),
         "reordered" => Ok(Variant::Reordered(None)),
         _ => {
+            if let Some(c) = s.strip_prefix("dense:") {
+                return match c.parse::<ConfigSpec>().map_err(|e| format!("{s}: {e}"))?.gemm_choice() {
+                    Some(Choice::Sm90(cfg, split)) => Ok(Variant::Dense(Some((cfg, split)))),
+                    _ => Err(format!("{s}: the dense path takes an sm90: GEMM configuration")),
+                };
+            }
             if let Some(c) = s.strip_prefix("reordered:") {
                 return parse_awq_config_as(c, AwqGemmConfig::wgmma).map(|c| Variant::Reordered(Some(c)));
             }
@@ -315,7 +325,7 @@ pub fn run(args: &BenchAwqArgs) -> Result<String, String> {
         let shape = AwqShape::new(k, n, args.group).map_err(|e| e.to_string())?;
         let mut variants: Vec<(String, Variant)> = vec![("auto".into(), Variant::Auto)];
         for (c, v) in args.configs.iter().zip(&forced) {
-            let mut v = *v;
+            let mut v = v.clone();
             if let Variant::Fused(Some((cfg, _))) = &mut v {
                 if !(n / 8).is_multiple_of(4) {
                     cfg.b_vector_words = 1;
@@ -349,7 +359,7 @@ struct Operands<'a> {
 
 impl Operands<'_> {
     /// One call of `forced`'s path on weight copy `i % copies`, writing `y`.
-    fn call(&self, forced: Variant, i: usize, y: &mut CudaSlice<f16>) -> Result<(), String> {
+    fn call(&self, forced: &Variant, i: usize, y: &mut CudaSlice<f16>) -> Result<(), String> {
         let (m, n, k) = (self.m, self.shape.n, self.shape.k);
         let i = i % self.weights.len();
         let b = VectorRef::new(self.bias, n);
@@ -360,11 +370,11 @@ impl Operands<'_> {
         let ops = self.ops;
         match forced {
             Variant::Auto => ops.awq_gemm(&xv, &wt, Some(&b), &mut yv),
-            Variant::Fused(f) => ops.run_awq_gemm(&p, f),
-            Variant::Dense => ops.run_awq_gemm_dense(&p),
-            Variant::Prepared(f) => ops.run_awq_gemm_prepared(&xv, &self.prepared[i], Some(&b), &mut yv, f),
+            Variant::Fused(f) => ops.run_awq_gemm(&p, *f),
+            Variant::Dense(f) => ops.run_awq_gemm_dense_with(&p, f.clone()),
+            Variant::Prepared(f) => ops.run_awq_gemm_prepared(&xv, &self.prepared[i], Some(&b), &mut yv, *f),
             Variant::PreparedAuto => ops.awq_gemm_prepared(&xv, &self.prepared[i], Some(&b), &mut yv),
-            Variant::Reordered(f) => ops.run_awq_gemm_reordered(&p, f),
+            Variant::Reordered(f) => ops.run_awq_gemm_reordered(&p, *f),
         }
         .map_err(|x| x.to_string())
     }
@@ -497,14 +507,14 @@ fn bench_shape(
     let refused: Vec<Option<String>> = variants
         .iter()
         .zip(&mut ys)
-        .map(|((_, v), y)| operands.call(*v, 0, y).err())
+        .map(|((_, v), y)| operands.call(v, 0, y).err())
         .collect();
     let (timings, host) = {
         let cursors: Vec<Cell<usize>> = variants.iter().map(|_| Cell::new(0)).collect();
         let mut calls: Vec<Call<'_>> = Vec::new();
         for (((_, v), y), (cursor, why)) in variants.iter().zip(&mut ys).zip(cursors.iter().zip(&refused)) {
             if why.is_none() {
-                let (v, operands) = (*v, &operands);
+                let operands = &operands;
                 calls.push(Box::new(move || {
                     cursor.set(cursor.get() + 1);
                     operands.call(v, cursor.get() - 1, y)
@@ -531,7 +541,7 @@ fn bench_shape(
             continue;
         }
         let (&(t, peer, graphed), &host) = timed.next().ok_or("a timed row is missing")?;
-        operands.call(*v, 0, y)?;
+        operands.call(v, 0, y)?;
         stream.synchronize().map_err(e)?;
         let max_rel_err = crate::bench_timing::max_rel_diff(&stream.clone_dtoh(y).map_err(e)?, &want);
         let bytes = Weight::bytes(shape) + m * k * 2 + m * n * 2 + n * 2;
@@ -637,6 +647,13 @@ mod tests {
         };
         assert!(cfg.wgmma && cfg.prepared && cfg.tile == [64, 512, 64]);
         assert!(matches!(parse_variant("prepared-auto"), Ok(Variant::PreparedAuto)));
+        // the dense path with its GEMM forced: an SM90 configuration only
+        let Ok(Variant::Dense(Some((cfg, 1)))) = parse_variant("dense:sm90:256x160x64,coop,c1x2") else {
+            panic!("dense: takes an sm90: configuration")
+        };
+        assert!(cfg.tile == [256, 160, 64] && cfg.cluster == [1, 2]);
+        assert!(matches!(parse_variant("dense"), Ok(Variant::Dense(None))));
+        assert!(parse_variant("dense:128x128x32,2x2,4,1").is_err() && parse_variant("dense:sm90:1x2").is_err());
         assert!(matches!(parse_variant("reordered"), Ok(Variant::Reordered(None))));
         let Ok(Variant::Reordered(Some((cfg, 1)))) = parse_variant("reordered:152x256,2x1,7,1") else {
             panic!("reordered: forces the reordered path's wgmma tile")

@@ -29,9 +29,12 @@ fn compiles_without_spills_and_uses_lop3() {
         for arch in [Arch::Sm80, Arch::Sm90a] {
             let ck = compile_clean(tk, &g.name, &g.source, arch);
             let registers = ck.resources.registers;
-            assert!(registers <= 64, "{} on {arch}: {registers} registers", g.name);
+            // the K-major kernel holds a lane's four columns of eight words (32 registers):
+            // at most 80, three blocks of 256 threads an SM
+            let most = if g.kmajor { 80 } else { 64 };
+            assert!(registers <= most, "{} on {arch}: {registers} registers", g.name);
             if g.kmajor {
-                ck.assert_opcodes(&["LOP3", "PRMT", "STG.E.128"], &[]);
+                ck.assert_opcodes(&["LOP3", "PRMT", "STG.E.128", "LDG.E.128"], &[]);
             } else {
                 ck.assert_opcodes(&["LOP3", "STG.E.128"], &[]);
             }

@@ -18,9 +18,11 @@ use super::run::element;
 use super::validate::{AwqGemmProblem, AwqTensors};
 use crate::context::Ops;
 use crate::error::{boxed, OpsError};
+use crate::select::Choice;
 use crate::tensor::MatrixMut;
+use crate::tuning::ProblemKey;
 use rcute_kernel::gemm_sm80::GemmArgs;
-use rcute_kernel::gemm_sm90::{Fusion, FusionArgs, Node};
+use rcute_kernel::gemm_sm90::{Fusion, FusionArgs, GemmSm90Config, Node};
 use std::sync::PoisonError;
 
 impl Ops {
@@ -63,10 +65,23 @@ impl Ops {
     }
 
     /// Run a validated `awq_gemm` problem on the dense path (module docs): the K-major
-    /// dequantization into the stream's weight scratch, then the SM90 GEMM. Needs sm_90
-    /// ([`OpsError::Arch`] elsewhere); `awq_gemm` takes this path by itself where it is the
-    /// faster one ([`crate::awq::select::awq_dense_wins`]).
+    /// dequantization into the stream's weight scratch, then the SM90 GEMM of
+    /// [`Ops::awq_dense_gemm`]. Needs sm_90 ([`OpsError::Arch`] elsewhere); `awq_gemm` takes
+    /// this path by itself where it is the faster one ([`crate::awq::select::awq_dense_wins`]).
     pub fn run_awq_gemm_dense(&self, p: &AwqGemmProblem<'_>) -> Result<(), OpsError> {
+        self.run_awq_gemm_dense_with(p, None)
+    }
+
+    /// [`Ops::run_awq_gemm_dense`] with the SM90 GEMM's configuration and K splits forced
+    /// (`Some`; its element types, C and epilogue are the problem's), or
+    /// [`Ops::awq_dense_gemm`]'s for `None` (benchmarks and tests cover tiles this way).
+    /// Stream-K is off either way (the bias epilogue is verified with the data-parallel
+    /// walk only).
+    pub fn run_awq_gemm_dense_with(
+        &self,
+        p: &AwqGemmProblem<'_>,
+        forced: Option<(GemmSm90Config, u32)>,
+    ) -> Result<(), OpsError> {
         self.check_devices(&p.views())?;
         let cc = self.gpu().compute_capability();
         if cc != (9, 0) {
@@ -77,10 +92,10 @@ impl Ops {
         }
         let e = element(p.w.dtype)?;
         let (m, n, k) = (p.m, p.w.shape.n, p.w.shape.k);
-        let (mut cfg, split) = crate::select::select_sm90(m, n, k, 1, self.gpu().sm_count())
+        let (mut cfg, split) = forced
+            .or_else(|| self.awq_dense_gemm(m, n, k))
             .ok_or_else(|| OpsError::Arch("no SM90 GEMM configuration for this shape".into()))?;
         (cfg.ab, cfg.cd) = (e, e);
-        // The bias epilogue is verified on the GPU with the data-parallel walk only.
         cfg.stream_k = false;
         let fa = match &p.bias {
             Some(b) => {
@@ -110,5 +125,30 @@ impl Ops {
         // [N]; the weight scratch holds w^T [N, K], written by the launch before on this
         // stream; the views borrow their buffers for the call.
         unsafe { self.launch_sm90(&loaded, args, &fa) }
+    }
+
+    /// The dense path's SM90 GEMM (configuration and K splits) for `x [M, K] @ w [K, N]`:
+    /// a tuning table's SM90 entry for the plain 16-bit GEMM of that shape at its own M
+    /// bucket (the problem's type, else bf16: the tables are measured in bf16 and the bf16
+    /// entry's tile serves f16 as well), else the rules' [`crate::select::select_sm90`].
+    /// At 4096 x 14336 x 4096 on the H200 that is `h200.json`'s `sm90:256x160x64,coop,c1x2`
+    /// (the rules: 128x256 cooperative): the whole path 776.6 us against 794.8 with the
+    /// rules' tile in one process (BENCHMARKS.md, "Session 30 (helper awq4k)"). Unlike
+    /// `Ops::gemm` it does not reach to a neighbouring bucket's entry: the same 256x160
+    /// tile (the 4096 entry's, within `Ops::gemm`'s reach of 2048 rows) lost there, 442.8
+    /// against 418.5 us at 2048 x 14336 x 4096.
+    pub fn awq_dense_gemm(&self, m: usize, n: usize, k: usize) -> Option<(GemmSm90Config, u32)> {
+        let tuning = self.tuning();
+        let arch = self.gpu().arch().filter(|_| tuning.active());
+        let tuned = arch.and_then(|arch| {
+            ["f16", "bf16"].into_iter().find_map(|dtypes| {
+                let key = ProblemKey::new("gemm", dtypes, "lincomb", arch.as_str(), m, n, k);
+                match tuning.exact(&key)?.gemm_choice()? {
+                    Choice::Sm90(cfg, split) => Some((cfg, split)),
+                    Choice::Sm80(_) => None,
+                }
+            })
+        });
+        tuned.or_else(|| crate::select::select_sm90(m, n, k, 1, self.gpu().sm_count()))
     }
 }

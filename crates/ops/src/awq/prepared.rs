@@ -29,8 +29,8 @@
 
 use super::run::{element, x_fits_wgmma_tma};
 use super::select::{
-    awq_dense_wins, select_awq_bulk, select_awq_gemm_prepared, select_awq_streamed, select_awq_streamed_wave,
-    select_awq_streamed_wide,
+    awq_dense_wins, awq_prepared_dense_wins, select_awq_bulk, select_awq_gemm_prepared, select_awq_streamed,
+    select_awq_streamed_wave, select_awq_streamed_wide,
 };
 use super::select_split::select_awq_wgmma_prepared;
 use super::select_streamed16::select_awq_streamed_wide16;
@@ -151,7 +151,8 @@ impl Ops {
     /// rows of a wide weight), the 24- / 32-row one where
     /// [`super::select_streamed32::select_awq_streamed_wide32`] takes it (17 to 32 rows), else on sm_90 the SM90 mixed-input kernel where
     /// [`super::select_split::select_awq_wgmma_prepared`] (split-K at small batches, one
-    /// split otherwise) takes the shape and `x` suits its TMA map (a
+    /// split otherwise) takes the shape, `x` suits its TMA map and
+    /// [`super::select::awq_prepared_dense_wins`] does not send it to the dense path (a
     /// 16-byte aligned, row-major `x` with a row pitch of a multiple of 8 elements), else
     /// the dense path where [`super::select::awq_dense_wins`], else
     /// [`Ops::run_awq_gemm_prepared`]'s choice.
@@ -178,9 +179,11 @@ impl Ops {
                 .or_else(|| select_awq_streamed_wide32(m, n, k, sms, e))
                 .is_some()
         };
+        // above 3072 rows of a wide weight the dense path first (`awq_prepared_dense_wins`)
+        let dense_first = awq_prepared_dense_wins(m, n, k, cc);
         if let Some(e) = element(w.tensors.scales.geo().dtype)
             .ok()
-            .filter(|&e| tma_x && !wide_streamed(e))
+            .filter(|&e| tma_x && !dense_first && !wide_streamed(e))
         {
             let wgmma = select_awq_wgmma_prepared(m, n, k, sms, cc, e);
             if let Some(forced) = wgmma {

@@ -70,6 +70,31 @@ pub fn awq_dense_wins(m: usize, n: usize, _k: usize, cc: (u32, u32)) -> bool {
     }
 }
 
+/// Whether `Ops::awq_gemm_prepared` of `M x N x K` on compute capability `cc` runs the
+/// dense path ahead of the SM90 mixed-input kernel: a wide weight (`N >= DENSE_WIDE_N`)
+/// and more than [`REORDERED_MAX_M`] rows, where the unprepared op takes the dense path
+/// too ([`awq_dense_wins`]). Measured (H200, `rcute bench awq --shape 4096x14336x4096
+/// --group 128 --iters 10`, every row in one process, cuBLAS fp16 717.4 us; BENCHMARKS.md,
+/// "Session 30 (helper awq4k)"): the dense path with its table tile
+/// ([`Ops::awq_dense_gemm`](crate::Ops::awq_dense_gemm)) 776.6 us (0.924x), the prepared
+/// op's 184-token kernel 802.8 (0.894x; forced 812.6, with chained step pairs 792.4), the
+/// dense path with the rules' 128x256 tile 794.8; with the four-word K-major dequantization
+/// too (a second call, main's binary before and after this one): the prepared op 782.2 us
+/// (0.936x) against 808.6 / 817.8 (0.880 / 0.894x). At 3072 rows the kernel stays (569.4 us
+/// prepared, 1.018x, against the dense path's 626.5-639.9); 3073 to 4095 rows were not
+/// measured.
+///
+/// ```
+/// use rcute_ops::awq::select::awq_prepared_dense_wins;
+/// let h = (9, 0);
+/// assert!(awq_prepared_dense_wins(4096, 14336, 4096, h) && awq_prepared_dense_wins(3073, 8192, 4096, h));
+/// assert!(!awq_prepared_dense_wins(3072, 14336, 4096, h) && !awq_prepared_dense_wins(4096, 4096, 4096, h));
+/// assert!(!awq_prepared_dense_wins(4096, 14336, 4096, (8, 0)));
+/// ```
+pub fn awq_prepared_dense_wins(m: usize, n: usize, k: usize, cc: (u32, u32)) -> bool {
+    n >= DENSE_WIDE_N && m > REORDERED_MAX_M && awq_dense_wins(m, n, k, cc)
+}
+
 /// Most rows of `x` for which [`select_awq_wgmma`] takes the SM90 mixed-input kernel (the
 /// largest prefill measured against the dense path; above it the dense path stays).
 pub const WGMMA_MAX_M: usize = 4096;
@@ -146,8 +171,12 @@ pub const WGMMA_TILES: [(usize, [i64; 2], usize, f64); 5] = [
 /// | 4096 x 4096 | 184x256 | 197.3 (0.918) | 202.7 (0.896) (dense) |
 ///
 /// At 4096 x 14336 the kernel and the dense path tie (forced in the same call: the 184
-/// tile 0.881, 152 tokens 0.903, 192 tokens 0.867, the dense path 0.895); the kernel is
-/// kept there for its scratch (none, against the dense path's 117 MB 16-bit weight).
+/// tile 0.881, 152 tokens 0.903, 192 tokens 0.867, the dense path 0.895); the kernel was
+/// kept there for its scratch (none, against the dense path's 117 MB 16-bit weight). Since
+/// the dense path runs the tuning table's 256x160 tile (H200: 776.6 against 802.8 us) the
+/// prepared op takes the dense path above 3072 rows of a wide weight
+/// ([`awq_prepared_dense_wins`]); this function still answers for those shapes (the
+/// reordered path and forced runs).
 /// Walking the tiles in groups of token tiles (`AwqGemmConfig::raster`, 4 to 12 token
 /// tiles a group: each wave reads a third to a tenth of the weight) measured no faster at
 /// 1024 to 4096 rows (0.883-0.886 against 0.881 at 4096 x 14336): not taken. Nor the

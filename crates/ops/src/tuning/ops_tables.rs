@@ -175,6 +175,19 @@ impl OpsTuning {
         self.lookup(&gemm_key(p, arch)?)
     }
 
+    /// The usable entry at `key` itself (its own M bucket, no reach to a neighbouring one),
+    /// if any; a choice this handle tuned for exactly `key` comes first. Never tunes; `None`
+    /// with tuning off.
+    pub fn exact(&self, key: &ProblemKey) -> Option<ConfigSpec> {
+        if self.mode == TuningMode::Off {
+            return None;
+        }
+        if let Some(Some(spec)) = self.tuned.get(key) {
+            return Some(spec);
+        }
+        self.tables.exact(key).cloned()
+    }
+
     /// The usable entry nearest to `key` (same op, types, fusion, arch, N and K; the
     /// nearest M bucket), if any; a choice this handle tuned for exactly `key` comes first.
     /// Never tunes.
