@@ -11,7 +11,7 @@
 
 use crate::bench_timing::{copy_bandwidth, median_us};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
-use rcute_kernel::weight_stream::{generate, sweep, GeneratedStream, StreamConfig, StreamLoad};
+use rcute_kernel::weight_stream::{generate, sweep, GeneratedStream, RowPieces, StreamConfig, StreamLoad};
 use rcute_kernel::{compile, CompileOptions, Function, Gpu};
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -24,8 +24,10 @@ pub struct BenchStreamArgs {
     /// GEMM1 (69206016), Mixtral's 2.8 GB of experts (2818572288).
     #[arg(long = "bytes")]
     pub bytes: Vec<u64>,
-    /// Probes `LOAD:THREADSxDEPTH[xSTAGES]` (repeatable), e.g. `ldg:256x8`,
-    /// `cpasync:128x4x4`, `bulk:128x8x4`; default: `rcute_kernel::weight_stream::sweep()`.
+    /// Probes `LOAD:THREADSxDEPTH[xSTAGES][@ROWSxPIECE/STRIDE]` (repeatable), e.g. `ldg:256x8`,
+    /// `cpasync:128x4x4`, `bulk:128x8x4`, `cpasync:128x8x4@128x128/8192` (tiles of 128 rows
+    /// x 128 B at an 8 KB row stride, a decode GEMM's weight order: `RowPieces`); default:
+    /// `rcute_kernel::weight_stream::sweep()`.
     #[arg(long = "config")]
     pub configs: Vec<String>,
     /// Persistent grids: CTAs per SM (repeatable; those above the occupancy are skipped).
@@ -56,8 +58,15 @@ pub struct BenchStreamArgs {
 /// The byte counts of the default rows.
 const DEFAULT_BYTES: [u64; 5] = [8_388_608, 29_360_128, 34_603_008, 69_206_016, 2_818_572_288];
 
-/// Parse `LOAD:THREADSxDEPTH[xSTAGES]`.
+/// Parse `LOAD:THREADSxDEPTH[xSTAGES][@ROWSxPIECE/STRIDE]`.
 pub fn parse_stream_config(s: &str) -> Result<StreamConfig, String> {
+    let (s, pieces) = match s.split_once('@') {
+        Some((head, p)) => (
+            head,
+            Some(parse_pieces(p).ok_or_else(|| format!("bad row pieces {p:?}: expected ROWSxPIECE/STRIDE"))?),
+        ),
+        None => (s, None),
+    };
     let (load, rest) = s
         .split_once(':')
         .ok_or_else(|| format!("bad probe {s:?}: expected LOAD:TxD[xS]"))?;
@@ -82,9 +91,21 @@ pub fn parse_stream_config(s: &str) -> Result<StreamConfig, String> {
         threads,
         depth,
         stages,
+        pieces,
     };
     generate(&cfg).map_err(|e| e.to_string())?;
     Ok(cfg)
+}
+
+/// `ROWSxPIECE/STRIDE`.
+fn parse_pieces(s: &str) -> Option<RowPieces> {
+    let (rp, stride) = s.split_once('/')?;
+    let (rows, piece) = rp.split_once('x')?;
+    Some(RowPieces {
+        rows: rows.parse().ok()?,
+        piece: piece.parse().ok()?,
+        stride: stride.parse().ok()?,
+    })
 }
 
 /// One timed setting.
@@ -419,6 +440,11 @@ mod tests {
         let c = parse_stream_config("cpasync:128x4x8").unwrap();
         assert_eq!((c.load, c.threads, c.depth, c.stages), (StreamLoad::CpAsync, 128, 4, 8));
         assert_eq!(parse_stream_config("ldg:256x8").unwrap().stages, 1);
+        let p = parse_stream_config("cpasync:128x8x4@64x256/28672")
+            .unwrap()
+            .pieces
+            .unwrap();
+        assert_eq!((p.rows, p.piece, p.stride), (64, 256, 28672));
         for bad in [
             "ldg:256x8x2",
             "bulk:128x8",
@@ -426,6 +452,9 @@ mod tests {
             "ldg:100x8",
             "ldg256x8",
             "cpasync:128x4x1",
+            "cpasync:128x8x4@128x128",
+            "cpasync:128x8x4@64x128/8192",
+            "ldg:128x8@128x128/8192",
         ] {
             assert!(parse_stream_config(bad).is_err(), "{bad}");
         }

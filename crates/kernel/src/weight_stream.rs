@@ -20,20 +20,35 @@
 //!   all threads read the stage, a `__syncthreads` frees it and the stage `stages` tiles
 //!   ahead is issued into it.
 //!
+//! With [`StreamConfig::pieces`] (`CpAsync` only) a tile is not contiguous: the buffer is
+//! read in a grouped GEMM's weight order ([`RowPieces`]): rows of `stride` bytes, a CTA's
+//! *block* of `rows` rows walked one k-step at a time (`piece` bytes of each row per tile,
+//! `stride / piece` tiles a block), CTA `b` taking blocks `b, b + gridDim.x, ...`: the
+//! decode tiles' `cp.async` reads of B (128 rows x 128 bytes a stage at an 8 / 28 KB row
+//! stride), against the contiguous tiles of the same bytes in flight.
+//!
 //! The reduction (`acc ^= word`) keeps every load alive; the result is written only when
 //! it equals a run-time `magic` (to `out[threadIdx.x]`), so the output stays tiny and the compiler cannot drop
 //! the loads. The loads are unrolled over constant slots, so no ring spills to local
 //! memory.
 //!
 //! ```
-//! use rcute_kernel::weight_stream::{generate, StreamConfig, StreamLoad};
-//! let g = generate(&StreamConfig { load: StreamLoad::Ldg, threads: 256, depth: 8, stages: 1 }).unwrap();
+//! use rcute_kernel::weight_stream::{generate, RowPieces, StreamConfig, StreamLoad};
+//! let g = generate(&StreamConfig { load: StreamLoad::Ldg, threads: 256, depth: 8, stages: 1, pieces: None }).unwrap();
 //! assert_eq!(g.name, "rc_stream_ldg_t256_d8");
 //! assert!(g.source.contains("rc_ld_global_stream_b128"));
 //! assert_eq!(g.config.bytes_in_flight_per_cta(), 256 * 8 * 16);
-//! let b = StreamConfig { load: StreamLoad::Bulk, threads: 128, depth: 8, stages: 4 };
+//! let b = StreamConfig { load: StreamLoad::Bulk, threads: 128, depth: 8, stages: 4, pieces: None };
 //! assert_eq!(generate(&b).unwrap().name, "rc_stream_bulk_t128_d8_s4");
 //! assert!(generate(&StreamConfig { threads: 100, ..b }).is_err());
+//! // 128 rows x 128 B a tile at an 8 KB row stride (a decode tile's k-step of B).
+//! let pieces = Some(RowPieces { rows: 128, piece: 128, stride: 8192 });
+//! let r = StreamConfig { load: StreamLoad::CpAsync, threads: 128, depth: 8, stages: 4, pieces };
+//! let g = generate(&r).unwrap();
+//! assert_eq!(g.name, "rc_stream_cpasync_t128_d8_s4_r128x128s8192");
+//! assert_eq!(g.tiles(8192 * 256), 2);
+//! assert!(generate(&StreamConfig { depth: 4, ..r }).is_err());
+//! assert!(generate(&StreamConfig { load: StreamLoad::Bulk, ..r }).is_err());
 //! ```
 
 use crate::emit::{unit_preamble, Function as CFunction, Item, Stmt, Unit};
@@ -66,6 +81,31 @@ impl StreamLoad {
     }
 }
 
+/// A tile of row pieces (see the module doc): `rows` rows x `piece` bytes, the rows
+/// `stride` bytes apart; consecutive tiles of a block are the next `piece` bytes of the
+/// same rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RowPieces {
+    /// Rows of a tile (and of a block).
+    pub rows: u32,
+    /// Bytes of each row a tile reads (a multiple of 16).
+    pub piece: u32,
+    /// Bytes from one row to the next (a multiple of `piece`).
+    pub stride: u32,
+}
+
+impl RowPieces {
+    /// Tiles (k-steps) per block: `stride / piece`.
+    pub fn k_steps(&self) -> u64 {
+        (self.stride / self.piece) as u64
+    }
+
+    /// Bytes of a block: `rows x stride`.
+    pub fn block_bytes(&self) -> u64 {
+        self.rows as u64 * self.stride as u64
+    }
+}
+
 /// One probe configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct StreamConfig {
@@ -78,6 +118,9 @@ pub struct StreamConfig {
     pub depth: u32,
     /// Shared-memory stages (`CpAsync` 2..=16, `Bulk` 1..=16; must be 1 for `Ldg`).
     pub stages: u32,
+    /// Tiles of row pieces in a GEMM's weight order (`CpAsync` only; `rows x piece` must
+    /// be the tile's bytes); `None`: contiguous tiles.
+    pub pieces: Option<RowPieces>,
 }
 
 impl StreamConfig {
@@ -113,13 +156,17 @@ impl StreamConfig {
         }
     }
 
-    /// The kernel name: `rc_stream_<load>_t<threads>_d<depth>[_s<stages>]`.
+    /// The kernel name: `rc_stream_<load>_t<threads>_d<depth>[_s<stages>][_r<rows>x<piece>s<stride>]`.
     pub fn name(&self) -> String {
         let s = match self.load {
             StreamLoad::Ldg => String::new(),
             _ => format!("_s{}", self.stages),
         };
-        format!("rc_stream_{}_t{}_d{}{s}", self.load.tag(), self.threads, self.depth)
+        let r = match self.pieces {
+            Some(p) => format!("_r{}x{}s{}", p.rows, p.piece, p.stride),
+            None => String::new(),
+        };
+        format!("rc_stream_{}_t{}_d{}{s}{r}", self.load.tag(), self.threads, self.depth)
     }
 
     fn check(&self) -> Result<(), StreamError> {
@@ -140,6 +187,22 @@ impl StreamConfig {
         }
         if self.smem_bytes() > 227 * 1024 {
             return bad(format!("{} B of shared memory", self.smem_bytes()));
+        }
+        if let Some(p) = self.pieces {
+            if self.load != StreamLoad::CpAsync {
+                return bad("row pieces need the cpasync load".into());
+            }
+            if p.rows == 0 || p.piece == 0 || !p.piece.is_multiple_of(16) || !p.stride.is_multiple_of(p.piece) {
+                return bad("pieces: rows > 0, piece a positive multiple of 16, stride a multiple of piece".into());
+            }
+            if p.rows as u64 * p.piece as u64 != self.tile_bytes() {
+                return bad(format!(
+                    "{} rows x {} B is not the tile's {} B",
+                    p.rows,
+                    p.piece,
+                    self.tile_bytes()
+                ));
+            }
         }
         Ok(())
     }
@@ -165,12 +228,16 @@ pub struct GeneratedStream {
 }
 
 impl GeneratedStream {
-    /// Tiles of a buffer of `bytes` (a multiple of 16).
+    /// A CTA's units of work in a buffer of `bytes` (a multiple of 16): its tiles, or
+    /// with [`StreamConfig::pieces`] its blocks.
     pub fn tiles(&self, bytes: u64) -> u64 {
-        bytes.div_ceil(self.config.tile_bytes())
+        match self.config.pieces {
+            Some(p) => bytes.div_ceil(p.block_bytes()),
+            None => bytes.div_ceil(self.config.tile_bytes()),
+        }
     }
 
-    /// `ctas` CTAs (persistent: `k x SMs`; one per tile: [`GeneratedStream::tiles`]).
+    /// `ctas` CTAs (persistent: `k x SMs`; one per tile or block: [`GeneratedStream::tiles`]).
     pub fn launch_config(&self, ctas: u32) -> LaunchConfig {
         LaunchConfig::new(Dim3::new(ctas.max(1), 1, 1), self.config.threads).with_dynamic_smem(self.config.smem_bytes())
     }
@@ -192,7 +259,10 @@ pub fn generate(cfg: &StreamConfig) -> Result<GeneratedStream, StreamError> {
             let copy = cp_async(CacheOp::CacheGlobal, 16, true).expect("cp.async.cg 16 B exists");
             (
                 vec![copy.snippet, cp_async_commit_group(), cp_async_wait_group()],
-                cp_async_body(cfg),
+                match cfg.pieces {
+                    Some(p) => pieces_body(cfg, &p),
+                    None => cp_async_body(cfg),
+                },
             )
         }
         StreamLoad::Bulk => (
@@ -358,6 +428,70 @@ fn cp_async_body(cfg: &StreamConfig) -> Vec<Stmt> {
     ]
 }
 
+/// The shared ring of [`cp_async_body`] over tiles of row pieces: the CTA's `j`-th tile is
+/// k-step `j % KS` of block `blockIdx.x + (j / KS) * gridDim.x`; its unit `i = v * threads
+/// + tid` is 16 bytes `i % PU` of row `i / PU`.
+fn pieces_body(cfg: &StreamConfig, p: &RowPieces) -> Vec<Stmt> {
+    let (t, d, s) = (cfg.threads, cfg.depth, cfg.stages);
+    let issue = vec![
+        Stmt::decl("const long long", "blk", "blockIdx.x + (issue / KS) * gridDim.x"),
+        Stmt::decl("const long long", "base", "blk * BLOCK + (issue % KS) * PU"),
+        Stmt::unrolled(
+            "v",
+            d,
+            vec![
+                Stmt::decl("const int", "i", format!("v * {t} + tid")),
+                Stmt::decl("const long long", "u", "base + (i / PU) * SU + i % PU"),
+                Stmt::decl("const bool", "ok", "blk < blocks && u < units"),
+                Stmt::Expr(format!(
+                    "rc_cp_async_cg_16_zfill(&smem[(slot_w * {d} + v) * {t} + tid], src + (ok ? u : 0), ok)"
+                )),
+            ],
+        ),
+        Stmt::Expr("rc_cp_async_commit_group()".into()),
+        Stmt::assign("issue", "issue + 1"),
+        Stmt::assign("slot_w", format!("slot_w + 1 == {s} ? 0 : slot_w + 1")),
+    ];
+    let mut steady = issue.clone();
+    steady.push(Stmt::Expr(format!("rc_cp_async_wait_group<{}>()", s - 1)));
+    steady.push(Stmt::unrolled(
+        "v",
+        d,
+        vec![
+            Stmt::decl("const uint4", "x", format!("smem[(slot_r * {d} + v) * {t} + tid]")),
+            xor4("x"),
+        ],
+    ));
+    steady.push(Stmt::assign("slot_r", format!("slot_r + 1 == {s} ? 0 : slot_r + 1")));
+    vec![
+        Stmt::Comment(format!(
+            "blocks of {} rows x {} B; tiles of {} B of each row, {} tiles a block",
+            p.rows,
+            p.stride,
+            p.piece,
+            p.k_steps()
+        )),
+        Stmt::decl("constexpr long long", "KS", p.k_steps().to_string()),
+        Stmt::decl("constexpr long long", "PU", (p.piece / 16).to_string()),
+        Stmt::decl("constexpr long long", "SU", (p.stride / 16).to_string()),
+        Stmt::decl("constexpr long long", "BLOCK", (p.block_bytes() / 16).to_string()),
+        Stmt::decl("const long long", "blocks", "rc_ceil_div(units, BLOCK)"),
+        Stmt::Expr("extern __shared__ uint4 smem[]".into()),
+        Stmt::decl("long long", "issue", "0"),
+        Stmt::decl("int", "slot_w", "0"),
+        Stmt::decl("int", "slot_r", "0"),
+        Stmt::Comment(format!("prologue: {} stages in flight", s - 1)),
+        Stmt::unrolled("p", s - 1, issue),
+        Stmt::Loop {
+            init: "long long j = 0".into(),
+            cond: "blockIdx.x + (j / KS) * gridDim.x < blocks".into(),
+            step: "++j".into(),
+            body: steady,
+        },
+        Stmt::Expr("rc_cp_async_wait_group<0>()".into()),
+    ]
+}
+
 /// `stages` bulk stages of `TILE` units each, mbarrier `bar[s]` per stage.
 fn bulk_body(cfg: &StreamConfig) -> Vec<Stmt> {
     let (t, d, s) = (cfg.threads, cfg.depth, cfg.stages);
@@ -442,6 +576,7 @@ pub fn sweep() -> Vec<StreamConfig> {
         threads,
         depth,
         stages,
+        pieces: None,
     };
     for threads in [128, 256, 512] {
         for depth in [2, 4, 8, 16] {

@@ -4,7 +4,7 @@
 //! refused with a typed error.
 
 use rcute_kernel::testing::{compile_clean, toolkit_for_test};
-use rcute_kernel::weight_stream::{generate, sweep, StreamConfig, StreamError, StreamLoad};
+use rcute_kernel::weight_stream::{generate, sweep, RowPieces, StreamConfig, StreamError, StreamLoad};
 use rcute_kernel::Arch;
 
 #[test]
@@ -28,6 +28,47 @@ fn swept_probes_compile_without_spills() {
     }
 }
 
+/// The row-piece probes (a decode GEMM's weight order) compile without spills and copy
+/// with `LDGSTS`; pieces that do not make up the tile, or on another load, are refused.
+#[test]
+fn row_piece_probes_compile_and_check_their_shape() {
+    let base = StreamConfig {
+        load: StreamLoad::CpAsync,
+        threads: 128,
+        depth: 8,
+        stages: 4,
+        pieces: Some(RowPieces {
+            rows: 128,
+            piece: 128,
+            stride: 8192,
+        }),
+    };
+    let g = generate(&base).unwrap();
+    assert!(g.source.contains("constexpr long long KS = 64"), "{}", g.source);
+    // 3 blocks of 128 rows x 8 KB and a partial fourth.
+    assert_eq!(g.tiles(3 * 128 * 8192 + 16), 4);
+    if let Some(tk) = toolkit_for_test() {
+        compile_clean(tk, &g.name, &g.source, Arch::Sm90a).assert_opcodes(&["LDGSTS"], &[]);
+    }
+    let wrong = |rows, piece, stride| StreamConfig {
+        pieces: Some(RowPieces { rows, piece, stride }),
+        ..base
+    };
+    for bad in [
+        wrong(64, 128, 8192),
+        wrong(128, 128, 8200),
+        wrong(128, 120, 8160),
+        StreamConfig {
+            load: StreamLoad::Ldg,
+            stages: 1,
+            ..base
+        },
+    ] {
+        assert!(matches!(generate(&bad), Err(StreamError::Config(_))), "{bad:?}");
+    }
+    assert!(generate(&wrong(16, 1024, 28672)).is_ok());
+}
+
 #[test]
 fn bad_configurations_are_refused() {
     let ok = StreamConfig {
@@ -35,6 +76,7 @@ fn bad_configurations_are_refused() {
         threads: 128,
         depth: 4,
         stages: 4,
+        pieces: None,
     };
     assert!(generate(&ok).is_ok());
     for bad in [
@@ -52,6 +94,7 @@ fn bad_configurations_are_refused() {
             threads: 1024,
             depth: 32,
             stages: 16,
+            pieces: None,
         },
     ] {
         assert!(matches!(generate(&bad), Err(StreamError::Config(_))), "{bad:?}");
@@ -65,6 +108,7 @@ fn names_and_sources_follow_the_configuration() {
         threads: 256,
         depth: 2,
         stages: 8,
+        pieces: None,
     })
     .unwrap();
     assert_eq!(g.name, "rc_stream_cpasync_t256_d2_s8");
