@@ -24,9 +24,10 @@ pub struct BenchStreamArgs {
     /// GEMM1 (69206016), Mixtral's 2.8 GB of experts (2818572288).
     #[arg(long = "bytes")]
     pub bytes: Vec<u64>,
-    /// Probes `LOAD:THREADSxDEPTH[xSTAGES][@ROWSxPIECE/STRIDE]` (repeatable), e.g. `ldg:256x8`,
+    /// Probes `LOAD:THREADSxDEPTH[xSTAGES][@ROWSxPIECE/STRIDE[,l2]]` (repeatable), e.g. `ldg:256x8`,
     /// `cpasync:128x4x4`, `bulk:128x8x4`, `cpasync:128x8x4@128x128/8192` (tiles of 128 rows
-    /// x 128 B at an 8 KB row stride, a decode GEMM's weight order: `RowPieces`); default:
+    /// x 128 B at an 8 KB row stride, a decode GEMM's weight order: `RowPieces`; `,l2`: with the
+    /// `.L2::256B` prefetch size); default:
     /// `rcute_kernel::weight_stream::sweep()`.
     #[arg(long = "config")]
     pub configs: Vec<String>,
@@ -97,14 +98,19 @@ pub fn parse_stream_config(s: &str) -> Result<StreamConfig, String> {
     Ok(cfg)
 }
 
-/// `ROWSxPIECE/STRIDE`.
+/// `ROWSxPIECE/STRIDE[,l2]`.
 fn parse_pieces(s: &str) -> Option<RowPieces> {
+    let (s, l2_256) = match s.strip_suffix(",l2") {
+        Some(head) => (head, true),
+        None => (s, false),
+    };
     let (rp, stride) = s.split_once('/')?;
     let (rows, piece) = rp.split_once('x')?;
     Some(RowPieces {
         rows: rows.parse().ok()?,
         piece: piece.parse().ok()?,
         stride: stride.parse().ok()?,
+        l2_256,
     })
 }
 
@@ -444,7 +450,14 @@ mod tests {
             .unwrap()
             .pieces
             .unwrap();
-        assert_eq!((p.rows, p.piece, p.stride), (64, 256, 28672));
+        assert_eq!((p.rows, p.piece, p.stride, p.l2_256), (64, 256, 28672, false));
+        assert!(
+            parse_stream_config("cpasync:128x8x4@128x128/8192,l2")
+                .unwrap()
+                .pieces
+                .unwrap()
+                .l2_256
+        );
         for bad in [
             "ldg:256x8x2",
             "bulk:128x8",

@@ -42,7 +42,7 @@
 //! assert_eq!(generate(&b).unwrap().name, "rc_stream_bulk_t128_d8_s4");
 //! assert!(generate(&StreamConfig { threads: 100, ..b }).is_err());
 //! // 128 rows x 128 B a tile at an 8 KB row stride (a decode tile's k-step of B).
-//! let pieces = Some(RowPieces { rows: 128, piece: 128, stride: 8192 });
+//! let pieces = Some(RowPieces { rows: 128, piece: 128, stride: 8192, l2_256: false });
 //! let r = StreamConfig { load: StreamLoad::CpAsync, threads: 128, depth: 8, stages: 4, pieces };
 //! let g = generate(&r).unwrap();
 //! assert_eq!(g.name, "rc_stream_cpasync_t128_d8_s4_r128x128s8192");
@@ -92,6 +92,9 @@ pub struct RowPieces {
     pub piece: u32,
     /// Bytes from one row to the next (a multiple of `piece`).
     pub stride: u32,
+    /// The copies carry the `.L2::256B` prefetch size (as the decode tiles' `,l2` form:
+    /// [`rcute_atom::copy_cp_async::cp_async_cg16_l2_256`]); name suffix `_l2pf`.
+    pub l2_256: bool,
 }
 
 impl RowPieces {
@@ -163,7 +166,13 @@ impl StreamConfig {
             _ => format!("_s{}", self.stages),
         };
         let r = match self.pieces {
-            Some(p) => format!("_r{}x{}s{}", p.rows, p.piece, p.stride),
+            Some(p) => format!(
+                "_r{}x{}s{}{}",
+                p.rows,
+                p.piece,
+                p.stride,
+                if p.l2_256 { "_l2pf" } else { "" }
+            ),
             None => String::new(),
         };
         format!("rc_stream_{}_t{}_d{}{s}{r}", self.load.tag(), self.threads, self.depth)
@@ -256,11 +265,15 @@ pub fn generate(cfg: &StreamConfig) -> Result<GeneratedStream, StreamError> {
     let (snippets, body) = match cfg.load {
         StreamLoad::Ldg => (vec![ld_global_stream(16).snippet], ldg_body(cfg)),
         StreamLoad::CpAsync => {
-            let copy = cp_async(CacheOp::CacheGlobal, 16, true).expect("cp.async.cg 16 B exists");
+            let copy = match cfg.pieces {
+                Some(RowPieces { l2_256: true, .. }) => rcute_atom::copy_cp_async::cp_async_cg16_l2_256(),
+                _ => cp_async(CacheOp::CacheGlobal, 16, true).expect("cp.async.cg 16 B exists"),
+            };
+            let copy_fn = copy.snippet.name.clone();
             (
                 vec![copy.snippet, cp_async_commit_group(), cp_async_wait_group()],
                 match cfg.pieces {
-                    Some(p) => pieces_body(cfg, &p),
+                    Some(p) => pieces_body(cfg, &p, &copy_fn),
                     None => cp_async_body(cfg),
                 },
             )
@@ -431,7 +444,7 @@ fn cp_async_body(cfg: &StreamConfig) -> Vec<Stmt> {
 /// The shared ring of [`cp_async_body`] over tiles of row pieces: the CTA's `j`-th tile is
 /// k-step `j % KS` of block `blockIdx.x + (j / KS) * gridDim.x`; its unit `i = v * threads
 /// + tid` is 16 bytes `i % PU` of row `i / PU`.
-fn pieces_body(cfg: &StreamConfig, p: &RowPieces) -> Vec<Stmt> {
+fn pieces_body(cfg: &StreamConfig, p: &RowPieces, copy_fn: &str) -> Vec<Stmt> {
     let (t, d, s) = (cfg.threads, cfg.depth, cfg.stages);
     let issue = vec![
         Stmt::decl("const long long", "blk", "blockIdx.x + (issue / KS) * gridDim.x"),
@@ -444,7 +457,7 @@ fn pieces_body(cfg: &StreamConfig, p: &RowPieces) -> Vec<Stmt> {
                 Stmt::decl("const long long", "u", "base + (i / PU) * SU + i % PU"),
                 Stmt::decl("const bool", "ok", "blk < blocks && u < units"),
                 Stmt::Expr(format!(
-                    "rc_cp_async_cg_16_zfill(&smem[(slot_w * {d} + v) * {t} + tid], src + (ok ? u : 0), ok)"
+                    "{copy_fn}(&smem[(slot_w * {d} + v) * {t} + tid], src + (ok ? u : 0), ok)"
                 )),
             ],
         ),

@@ -41,6 +41,7 @@ fn row_piece_probes_compile_and_check_their_shape() {
             rows: 128,
             piece: 128,
             stride: 8192,
+            l2_256: false,
         }),
     };
     let g = generate(&base).unwrap();
@@ -51,7 +52,12 @@ fn row_piece_probes_compile_and_check_their_shape() {
         compile_clean(tk, &g.name, &g.source, Arch::Sm90a).assert_opcodes(&["LDGSTS"], &[]);
     }
     let wrong = |rows, piece, stride| StreamConfig {
-        pieces: Some(RowPieces { rows, piece, stride }),
+        pieces: Some(RowPieces {
+            rows,
+            piece,
+            stride,
+            l2_256: false,
+        }),
         ..base
     };
     for bad in [
@@ -67,6 +73,14 @@ fn row_piece_probes_compile_and_check_their_shape() {
         assert!(matches!(generate(&bad), Err(StreamError::Config(_))), "{bad:?}");
     }
     assert!(generate(&wrong(16, 1024, 28672)).is_ok());
+    let mut hint = base;
+    hint.pieces.as_mut().unwrap().l2_256 = true;
+    let g = generate(&hint).unwrap();
+    assert!(
+        g.name.ends_with("_l2pf") && g.source.contains(".L2::256B"),
+        "{}",
+        g.name
+    );
 }
 
 #[test]
