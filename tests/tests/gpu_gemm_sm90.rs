@@ -401,6 +401,17 @@ pub fn deep_configs() -> Vec<GemmSm90Config> {
     .collect()
 }
 
+/// Epilogue subtiles smaller than the automatic ones: `h200.json`'s 2048^3 entry
+/// `sm90:128x128x64,pp,r2,e64x64` (128x128 ping-pong without C, bands of 4 tiles, the
+/// epilogue in four 64x64 subtiles), and with C.
+pub fn subtile_configs() -> Vec<GemmSm90Config> {
+    let mut c = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::PingPong).without_c();
+    (c.swizzle_log2, c.epi_tile) = (2, Some([64, 64]));
+    let mut with_c = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::PingPong);
+    with_c.epi_tile = Some([64, 64]);
+    vec![c, with_c]
+}
+
 /// Tiles of more than 128 accumulators a thread (160): cuBLAS's 128x320 cooperative tile,
 /// two 160-wide `wgmma` atoms along N and B in two TMA boxes a stage, with and without the
 /// 2x1 cluster (B multicast in two boxes of 80 rows a CTA), without C as `gemm` runs it at
@@ -488,6 +499,25 @@ fn sm90_gemm_wide_tiles() {
         let k = build(&gpu, &cfg);
         let accumulators = k.g.plan.m_atoms * cfg.tile[1] / 2;
         assert!(accumulators > 128, "{}: {accumulators} accumulators a thread", k.g.name);
+        let mut worst = 0.0f64;
+        let cs = cases(&mut rng, cfg.tile, cfg.with_c(), count);
+        for c in &cs {
+            worst = worst.max(run_case(&gpu, &k, *c, &mut rng).0);
+        }
+        eprintln!("{}: {} cases, worst relative error {worst:.2e}", k.g.name, cs.len());
+    }
+}
+
+#[test]
+fn sm90_gemm_epilogue_subtiles() {
+    let Some(gpu) = sm90_gpu() else { return };
+    let mut rng = Rng::new("sm90_gemm_epilogue_subtiles");
+    let count: usize = std::env::var("RCUTE_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    for cfg in subtile_configs() {
+        let k = build(&gpu, &cfg);
         let mut worst = 0.0f64;
         let cs = cases(&mut rng, cfg.tile, cfg.with_c(), count);
         for c in &cs {
