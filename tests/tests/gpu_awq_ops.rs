@@ -268,21 +268,26 @@ fn gemm_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
 }
 
 /// The dense path's GEMM tiles: the H200 table's 256x160 cooperative tile on 1x2 clusters
-/// (what `Ops::awq_dense_gemm` takes at 4096 x 14336 x 4096), the rules' 128x256 one and the
-/// path's own choice, with and without the bias epilogue, on ragged shapes (N = 1000: 7
+/// (what `Ops::awq_dense_gemm` takes at 4096 x 14336 x 4096), the rules' 128x256 one, the
+/// table's 64x64 warp-specialized tile of 128 x 4096 x 4096 (the unprepared op's dense path
+/// there) and the path's own choice, with and without the bias epilogue, on ragged shapes (N = 1000: 7
 /// column tiles of 160, the last cluster half outside; M = 300 / 520: a partial row tile;
 /// the first `RCUTE_CASES` shapes only).
 fn dense_tile_cases<T: Half>(ops: &Ops, e: rcute_atom::Element) {
     let mut rng = Rng::for_test(&format!("awq_dense_tiles_{e}"));
-    let tiles: Vec<GemmSm90Config> = ["sm90:256x160x64,coop,c1x2", "sm90:128x256x64,coop"]
-        .iter()
-        .map(
-            |s| match s.parse::<rcute_ops::tuning::ConfigSpec>().unwrap().gemm_choice() {
-                Some(rcute_ops::select::Choice::Sm90(cfg, _)) => cfg,
-                _ => panic!("{s} is an SM90 configuration"),
-            },
-        )
-        .collect();
+    let tiles: Vec<GemmSm90Config> = [
+        "sm90:256x160x64,coop,c1x2",
+        "sm90:128x256x64,coop",
+        "sm90:64x64x64,ws,s14",
+    ]
+    .iter()
+    .map(
+        |s| match s.parse::<rcute_ops::tuning::ConfigSpec>().unwrap().gemm_choice() {
+            Some(rcute_ops::select::Choice::Sm90(cfg, _)) => cfg,
+            _ => panic!("{s} is an SM90 configuration"),
+        },
+    )
+    .collect();
     let shapes = [
         (300, 1000, 192, 64, true),
         (520, 14336, 128, 128, true),
