@@ -448,17 +448,19 @@ fn sm90_gpu() -> Option<Gpu> {
     Some(gpu)
 }
 
-#[test]
-fn sm90_gemm_deep_pipelines() {
+/// Every configuration of `configs` built and checked against the float64 reference on
+/// `RCUTE_CASES` random cases (10 by default); `check` runs on each built kernel first.
+/// Skips (or fails under `RCUTE_REQUIRE_GPU=1`) without an sm_90 GPU.
+fn check_configs(test: &str, configs: Vec<GemmSm90Config>, check: impl Fn(&Kernel, &GemmSm90Config)) {
     let Some(gpu) = sm90_gpu() else { return };
-    let mut rng = Rng::new("sm90_gemm_deep_pipelines");
+    let mut rng = Rng::new(test);
     let count: usize = std::env::var("RCUTE_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(10);
-    for cfg in deep_configs() {
+    for cfg in configs {
         let k = build(&gpu, &cfg);
-        assert_eq!(k.g.config.stages, cfg.stages, "{}", k.g.name);
+        check(&k, &cfg);
         let mut worst = 0.0f64;
         let cs = cases(&mut rng, cfg.tile, cfg.with_c(), count);
         for c in &cs {
@@ -466,65 +468,31 @@ fn sm90_gemm_deep_pipelines() {
         }
         eprintln!("{}: {} cases, worst relative error {worst:.2e}", k.g.name, cs.len());
     }
+}
+
+#[test]
+fn sm90_gemm_deep_pipelines() {
+    check_configs("sm90_gemm_deep_pipelines", deep_configs(), |k, cfg| {
+        assert_eq!(k.g.config.stages, cfg.stages, "{}", k.g.name);
+    });
 }
 
 #[test]
 fn sm90_gemm_matches_reference() {
-    let Some(gpu) = sm90_gpu() else { return };
-    let mut rng = Rng::new("sm90_gemm_matches_reference");
-    let count: usize = std::env::var("RCUTE_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
-    for cfg in configs() {
-        let k = build(&gpu, &cfg);
-        let mut worst = 0.0f64;
-        let cs = cases(&mut rng, cfg.tile, cfg.with_c(), count);
-        for c in &cs {
-            worst = worst.max(run_case(&gpu, &k, *c, &mut rng).0);
-        }
-        eprintln!("{}: {} cases, worst relative error {worst:.2e}", k.g.name, cs.len());
-    }
+    check_configs("sm90_gemm_matches_reference", configs(), |_, _| {});
 }
 
 #[test]
 fn sm90_gemm_wide_tiles() {
-    let Some(gpu) = sm90_gpu() else { return };
-    let mut rng = Rng::new("sm90_gemm_wide_tiles");
-    let count: usize = std::env::var("RCUTE_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
-    for cfg in wide_configs() {
-        let k = build(&gpu, &cfg);
+    check_configs("sm90_gemm_wide_tiles", wide_configs(), |k, cfg| {
         let accumulators = k.g.plan.m_atoms * cfg.tile[1] / 2;
         assert!(accumulators > 128, "{}: {accumulators} accumulators a thread", k.g.name);
-        let mut worst = 0.0f64;
-        let cs = cases(&mut rng, cfg.tile, cfg.with_c(), count);
-        for c in &cs {
-            worst = worst.max(run_case(&gpu, &k, *c, &mut rng).0);
-        }
-        eprintln!("{}: {} cases, worst relative error {worst:.2e}", k.g.name, cs.len());
-    }
+    });
 }
 
 #[test]
 fn sm90_gemm_epilogue_subtiles() {
-    let Some(gpu) = sm90_gpu() else { return };
-    let mut rng = Rng::new("sm90_gemm_epilogue_subtiles");
-    let count: usize = std::env::var("RCUTE_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
-    for cfg in subtile_configs() {
-        let k = build(&gpu, &cfg);
-        let mut worst = 0.0f64;
-        let cs = cases(&mut rng, cfg.tile, cfg.with_c(), count);
-        for c in &cs {
-            worst = worst.max(run_case(&gpu, &k, *c, &mut rng).0);
-        }
-        eprintln!("{}: {} cases, worst relative error {worst:.2e}", k.g.name, cs.len());
-    }
+    check_configs("sm90_gemm_epilogue_subtiles", subtile_configs(), |_, _| {});
 }
 
 /// A fused epilogue on the SM90 kernel: `D = a_scale[m] * (b_scale[n] * acc) + bias[n]`
