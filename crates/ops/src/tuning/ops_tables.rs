@@ -179,26 +179,30 @@ impl OpsTuning {
     /// if any; a choice this handle tuned for exactly `key` comes first. Never tunes; `None`
     /// with tuning off.
     pub fn exact(&self, key: &ProblemKey) -> Option<ConfigSpec> {
-        if self.mode == TuningMode::Off {
-            return None;
-        }
-        if let Some(Some(spec)) = self.tuned.get(key) {
-            return Some(spec);
-        }
-        self.tables.exact(key).cloned()
+        self.tuned_or(key, |tables| tables.exact(key))
     }
 
     /// The usable entry nearest to `key` (same op, types, fusion, arch, N and K; the
     /// nearest M bucket), if any; a choice this handle tuned for exactly `key` comes first.
     /// Never tunes.
     pub fn lookup(&self, key: &ProblemKey) -> Option<ConfigSpec> {
+        self.tuned_or(key, |tables| tables.lookup(key))
+    }
+
+    /// `None` with tuning off; else a choice this handle tuned for exactly `key`, else
+    /// what `from_tables` finds in the loaded tables.
+    fn tuned_or<'t>(
+        &'t self,
+        key: &ProblemKey,
+        from_tables: impl FnOnce(&'t Tables) -> Option<&'t ConfigSpec>,
+    ) -> Option<ConfigSpec> {
         if self.mode == TuningMode::Off {
             return None;
         }
         if let Some(Some(spec)) = self.tuned.get(key) {
             return Some(spec);
         }
-        self.tables.lookup(key).cloned()
+        from_tables(&self.tables).cloned()
     }
 
     /// The choice for `key` under this handle's mode: `off`, none; `cached`, the nearest
