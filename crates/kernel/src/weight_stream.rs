@@ -408,21 +408,7 @@ fn cp_async_body(cfg: &StreamConfig) -> Vec<Stmt> {
         Stmt::assign("issue", "issue + gridDim.x"),
         Stmt::assign("slot_w", format!("slot_w + 1 == {s} ? 0 : slot_w + 1")),
     ];
-    let mut steady = issue.clone();
-    steady.push(Stmt::Comment(format!(
-        "at most {} groups pending: tile t has landed",
-        s - 1
-    )));
-    steady.push(Stmt::Expr(format!("rc_cp_async_wait_group<{}>()", s - 1)));
-    steady.push(Stmt::unrolled(
-        "v",
-        d,
-        vec![
-            Stmt::decl("const uint4", "x", format!("smem[(slot_r * {d} + v) * {t} + tid]")),
-            xor4("x"),
-        ],
-    ));
-    steady.push(Stmt::assign("slot_r", format!("slot_r + 1 == {s} ? 0 : slot_r + 1")));
+    let steady = ring_steady(cfg, &issue);
     vec![
         Stmt::Expr("extern __shared__ uint4 smem[]".into()),
         Stmt::decl("long long", "issue", "blockIdx.x"),
@@ -439,6 +425,28 @@ fn cp_async_body(cfg: &StreamConfig) -> Vec<Stmt> {
         Stmt::Comment("the zero-filled copies past the last tile: none left pending at exit".into()),
         Stmt::Expr("rc_cp_async_wait_group<0>()".into()),
     ]
+}
+
+/// One steady-state step of a shared `cp.async` ring: `issue` (the next stage's copies),
+/// then the wait for the oldest stage and its consumption from slot `slot_r`.
+fn ring_steady(cfg: &StreamConfig, issue: &[Stmt]) -> Vec<Stmt> {
+    let (t, d, s) = (cfg.threads, cfg.depth, cfg.stages);
+    let mut steady = issue.to_vec();
+    steady.push(Stmt::Comment(format!(
+        "at most {} groups pending: the oldest stage has landed",
+        s - 1
+    )));
+    steady.push(Stmt::Expr(format!("rc_cp_async_wait_group<{}>()", s - 1)));
+    steady.push(Stmt::unrolled(
+        "v",
+        d,
+        vec![
+            Stmt::decl("const uint4", "x", format!("smem[(slot_r * {d} + v) * {t} + tid]")),
+            xor4("x"),
+        ],
+    ));
+    steady.push(Stmt::assign("slot_r", format!("slot_r + 1 == {s} ? 0 : slot_r + 1")));
+    steady
 }
 
 /// The shared ring of [`cp_async_body`] over tiles of row pieces: the CTA's `j`-th tile is
@@ -465,17 +473,7 @@ fn pieces_body(cfg: &StreamConfig, p: &RowPieces, copy_fn: &str) -> Vec<Stmt> {
         Stmt::assign("issue", "issue + 1"),
         Stmt::assign("slot_w", format!("slot_w + 1 == {s} ? 0 : slot_w + 1")),
     ];
-    let mut steady = issue.clone();
-    steady.push(Stmt::Expr(format!("rc_cp_async_wait_group<{}>()", s - 1)));
-    steady.push(Stmt::unrolled(
-        "v",
-        d,
-        vec![
-            Stmt::decl("const uint4", "x", format!("smem[(slot_r * {d} + v) * {t} + tid]")),
-            xor4("x"),
-        ],
-    ));
-    steady.push(Stmt::assign("slot_r", format!("slot_r + 1 == {s} ? 0 : slot_r + 1")));
+    let steady = ring_steady(cfg, &issue);
     vec![
         Stmt::Comment(format!(
             "blocks of {} rows x {} B; tiles of {} B of each row, {} tiles a block",
