@@ -71,6 +71,24 @@ fn stream_k_configs() -> Vec<GemmSm90Config> {
         c.stream_k = true;
         v.push(if with_c { c } else { c.without_c() });
     }
+    // Ping-pong (one warpgroup an item): bf16 with and without C, and the FP8 / INT8
+    // scaled-mm fusions at the 128x128x128 tile of the H200 table's e4m3 and s8 entries.
+    for with_c in [true, false] {
+        let mut c = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::PingPong);
+        c.stream_k = true;
+        v.push(if with_c { c } else { c.without_c() });
+    }
+    for ab in [Element::E4M3, Element::S8] {
+        let mut c = GemmSm90Config::bf16([128, 128, 128], Sm90Schedule::PingPong);
+        (c.ab, c.stream_k) = (ab, true);
+        c.fusion = rcute_collective::Fusion::scaled_mm(
+            rcute_collective::fusion::ScaleKind::PerRow,
+            rcute_collective::fusion::ScaleKind::PerCol,
+            Some(Element::BF16),
+        )
+        .unwrap();
+        v.push(c);
+    }
     v
 }
 

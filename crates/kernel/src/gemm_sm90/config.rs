@@ -49,7 +49,8 @@ pub struct GemmSm90Config {
     pub walk_band: i64,
     /// Hybrid stream-K ([`crate::stream_k`]): whole waves of tiles data-parallel, the last
     /// partial wave's k-tiles spread over the CTAs and reduced by each tile's last arriving
-    /// contributor (name suffix `_sk`; cooperative schedule, no cluster, no split-K).
+    /// contributor (name suffix `_sk`; cooperative or ping-pong schedule, no cluster, no
+    /// split-K).
     pub stream_k: bool,
     /// The grouped SwiGLU member's gathering form (GEMM1 of the MoE layer, name tag
     /// `gather_swiglu`): A is the token matrix `x`, and the producer warpgroup copies each

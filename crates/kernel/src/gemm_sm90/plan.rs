@@ -130,9 +130,10 @@ fn check_config(cfg: &GemmSm90Config) -> Result<(), GemmError> {
     if cfg.pad_skip {
         grouped::pad_skip_check(cfg)?;
     }
-    if cfg.stream_k && (cfg.schedule != Sm90Schedule::Cooperative || cfg.cluster != [1, 1] || cfg.grouped.is_some()) {
+    let persistent = matches!(cfg.schedule, Sm90Schedule::Cooperative | Sm90Schedule::PingPong);
+    if cfg.stream_k && (!persistent || cfg.cluster != [1, 1] || cfg.grouped.is_some()) {
         return Err(cfg_err(format!(
-            "stream-K (sk) takes the cooperative schedule without a cluster or grouping, got {:?} on {}x{}{}",
+            "stream-K (sk) takes the cooperative or ping-pong schedule without a cluster or grouping, got {:?} on {}x{}{}",
             cfg.schedule,
             cfg.cluster[0],
             cfg.cluster[1],
