@@ -614,8 +614,8 @@ fn sm90_gemm_with_fused_epilogue() {
 /// one bf16 rounding step of `bf16(f64(acc) * a_scale * b_scale + bias)`; FP8: against a
 /// float64 product of the dequantized inputs, ||out - ref|| / ||ref|| < 1e-2. Split-K
 /// (int32 partials for INT8) and ragged shapes included; the ping-pong 128x128x128 tile
-/// with hybrid stream-K on 7 CTAs (its partial last wave cut into k ranges: 18 tiles of 4
-/// k-tiles, 10 tiles of 9), its split-K case skipped.
+/// with hybrid stream-K on 7 CTAs, 2 and 4 ranges a tile (its partial last wave cut into k
+/// ranges: 18 tiles of 4 k-tiles, 10 tiles of 9), its split-K case skipped.
 #[test]
 fn sm90_int8_and_fp8_scaled_gemm() {
     use rcute_collective::fusion::{decode_element, encode_element, FusionArgs, ScaleKind};
@@ -637,14 +637,16 @@ fn sm90_int8_and_fp8_scaled_gemm() {
     for ab in [Element::S8, Element::E4M3] {
         // The kernels `ops` selects (128x256x128 cooperative without a wgmma batch in
         // flight; 64x128x128 ping-pong), the latter with a 2x1 cluster.
-        for (tile, sched, cluster, mma_pipe, stream_k) in [
-            ([128, 256, 128], Sm90Schedule::Cooperative, [1, 1], 0, false),
-            ([64, 128, 128], Sm90Schedule::PingPong, [2, 1], 1, false),
-            ([128, 128, 128], Sm90Schedule::PingPong, [1, 1], 1, true),
+        for (tile, sched, cluster, mma_pipe, sk_parts) in [
+            ([128, 256, 128], Sm90Schedule::Cooperative, [1, 1], 0, None),
+            ([64, 128, 128], Sm90Schedule::PingPong, [2, 1], 1, None),
+            ([128, 128, 128], Sm90Schedule::PingPong, [1, 1], 1, Some(2)),
+            ([128, 128, 128], Sm90Schedule::PingPong, [1, 1], 1, Some(4)),
         ] {
             let mut cfg = GemmSm90Config::bf16(tile, sched);
             (cfg.ab, cfg.cluster, cfg.fusion, cfg.mma_pipe) = (ab, cluster, fusion.clone(), mma_pipe);
-            cfg.stream_k = stream_k;
+            let stream_k = sk_parts.is_some();
+            (cfg.stream_k, cfg.stream_k_parts) = (stream_k, sk_parts.unwrap_or(2));
             let k = build(&gpu, &cfg);
             let ctas = if stream_k { 7 } else { 132 };
             for &(m, n, kk, l, split) in &[
@@ -762,18 +764,20 @@ fn sm90_int8_and_fp8_scaled_gemm() {
 
 /// The hybrid stream-K units (`_sk`): the bf16 rules' cooperative tile with and without C,
 /// two m64 atoms per warpgroup, and the ping-pong 128x128 tile (an item is one
-/// warpgroup's) with and without C.
+/// warpgroup's) with and without C, and cut into up to 4 ranges a tile (`sk4`: up to five
+/// contributors).
 pub fn stream_k_configs() -> Vec<GemmSm90Config> {
     let mut v = vec![];
-    for (tile, schedule, with_c) in [
-        ([128, 256, 64], Sm90Schedule::Cooperative, true),
-        ([128, 256, 64], Sm90Schedule::Cooperative, false),
-        ([256, 128, 64], Sm90Schedule::Cooperative, true),
-        ([128, 128, 64], Sm90Schedule::PingPong, true),
-        ([128, 128, 64], Sm90Schedule::PingPong, false),
+    for (tile, schedule, with_c, parts) in [
+        ([128, 256, 64], Sm90Schedule::Cooperative, true, 2),
+        ([128, 256, 64], Sm90Schedule::Cooperative, false, 2),
+        ([256, 128, 64], Sm90Schedule::Cooperative, true, 2),
+        ([128, 128, 64], Sm90Schedule::PingPong, true, 2),
+        ([128, 128, 64], Sm90Schedule::PingPong, false, 2),
+        ([128, 128, 64], Sm90Schedule::PingPong, true, 4),
     ] {
         let mut c = GemmSm90Config::bf16(tile, schedule);
-        c.stream_k = true;
+        (c.stream_k, c.stream_k_parts) = (true, parts);
         v.push(if with_c { c } else { c.without_c() });
     }
     v

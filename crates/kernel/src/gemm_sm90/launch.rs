@@ -119,7 +119,12 @@ impl GeneratedGemmSm90 {
         let ctas = lc.grid.x * lc.grid.y * lc.grid.z;
         let k_tiles = (args.k.max(0) as u64).div_ceil(self.config.tile[2] as u64);
         let k_tiles = u32::try_from(k_tiles).unwrap_or(u32::MAX);
-        Ok(Some(StreamKPlan::new(p.total_work, ctas, k_tiles)?))
+        Ok(Some(StreamKPlan::with_parts(
+            p.total_work,
+            ctas,
+            k_tiles,
+            self.config.stream_k_parts,
+        )?))
     }
 
     /// The stream-K kernel arguments (`sk_tiles`, `sk_units`, counters) after checking the
