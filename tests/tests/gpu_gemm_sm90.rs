@@ -687,11 +687,10 @@ fn sm90_int8_and_fp8_scaled_gemm() {
                     upload(stream, &bias_bytes),
                 );
                 let d_d = upload(stream, &vec![0xFFu8; (m * n * l * 2) as usize]);
-                let ws_bytes = k
-                    .g
-                    .workspace_bytes(m as i32, n as i32, l as i32, split)
-                    .max(k.g.stream_k_workspace_bytes(ctas))
-                    .max(16);
+                let ws_bytes =
+                    k.g.workspace_bytes(m as i32, n as i32, l as i32, split)
+                        .max(k.g.stream_k_workspace_bytes(ctas))
+                        .max(16);
                 let counter_bytes = k.g.stream_k_counter_bytes(ctas);
                 let d_w = stream.alloc_zeros::<u8>(ws_bytes).unwrap();
                 let d_s = stream.alloc_zeros::<u8>(counter_bytes.max(16)).unwrap();

@@ -51,9 +51,16 @@ fn finer_cuts_spread_the_last_wave_over_more_ctas() {
     // 4 on 16 (16 each), 8 on 32 (8 each)
     for (parts, units, base) in [(2, 8, 32), (4, 16, 16), (8, 32, 8)] {
         let p = StreamKPlan::with_parts(4096, 132, 64, parts).unwrap();
-        assert_eq!((p.sk_tiles, p.units, p.base(), p.extra()), (4, units, base, 0), "{parts}");
+        assert_eq!(
+            (p.sk_tiles, p.units, p.base(), p.extra()),
+            (4, units, base, 0),
+            "{parts}"
+        );
     }
-    assert_eq!(StreamKPlan::new(4096, 132, 64), StreamKPlan::with_parts(4096, 132, 64, 2));
+    assert_eq!(
+        StreamKPlan::new(4096, 132, 64),
+        StreamKPlan::with_parts(4096, 132, 64, 2)
+    );
 }
 
 #[test]
@@ -90,7 +97,10 @@ fn every_iteration_is_covered_exactly_once() {
         let most = u64::from(p.k_tiles).div_ceil(p.base().max(1)) + 1;
         for (work, ctas) in per_tile {
             let bound = if work >= p.dp_work() { most } else { 1 };
-            assert!(ctas.len() as u64 <= bound, "{p:?}: work {work} has contributors {ctas:?}");
+            assert!(
+                ctas.len() as u64 <= bound,
+                "{p:?}: work {work} has contributors {ctas:?}"
+            );
             if work >= p.dp_work() {
                 let t = (work - p.dp_work()) as u32;
                 let (first, last) = p.contributors(t);

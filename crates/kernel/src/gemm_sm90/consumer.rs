@@ -68,7 +68,9 @@ pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
 fn pingpong_skip(k: &Ctx) -> Vec<Stmt> {
     let mut v = vec![];
     if k.sk {
-        v.push(c("stream-K: skip the other warpgroup's item, its own k-tiles, in this warpgroup's view of the ring"));
+        v.push(c(
+            "stream-K: skip the other warpgroup's item, its own k-tiles, in this warpgroup's view of the ring",
+        ));
         v.push(e(format!("rc_pipe_advance(stage, phase, (uint32_t)k_iters, {}u)", k.s)));
     }
     v.extend([e("++local"), Stmt::Continue]);
