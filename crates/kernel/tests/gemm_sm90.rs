@@ -339,6 +339,18 @@ fn configurations_are_checked_with_typed_errors() {
     // along N outside the plain GEMM (stream-K).
     bad(&|c| (c.tile, c.schedule) = ([128, 320, 64], Sm90Schedule::PingPong));
     bad(&|c| (c.tile, c.stream_k) = ([128, 320, 64], true));
+    // Stream-K: the persistent schedules without a cluster only, 2 to 16 ranges a tile.
+    bad(&|c| (c.schedule, c.stream_k) = (Sm90Schedule::WarpSpecialized, true));
+    bad(&|c| (c.schedule, c.cluster, c.stream_k) = (Sm90Schedule::PingPong, [2, 1], true));
+    bad(&|c| (c.stream_k, c.stream_k_parts) = (true, 1));
+    bad(&|c| (c.stream_k, c.stream_k_parts) = (true, 17));
+    for parts in [2, 16] {
+        let mut c = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::PingPong);
+        (c.stream_k, c.stream_k_parts) = (true, parts);
+        let name = generate(&c).unwrap().name;
+        assert_eq!(name.ends_with("_sk"), parts == 2, "{name}");
+        assert_eq!(name.ends_with("_sk16"), parts == 16, "{name}");
+    }
 }
 
 /// A tile wider than one `wgmma` atom: cuBLAS's 128x320 cooperative tile is two 160-wide
