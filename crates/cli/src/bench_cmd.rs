@@ -34,7 +34,7 @@ pub struct BenchGemmArgs {
     /// Also time forced kernel configurations (repeatable): the SM80 kernel as
     /// `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN]` (e.g.
     /// `--config 64x64x64,2x2,4,4,serial`), the SM90 kernel as
-    /// `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE]`
+    /// `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE][,sk|skPARTS]`
     /// (e.g. `--config sm90:128x256x64,coop`). Without it only the automatic selection runs.
     #[arg(long = "config")]
     pub configs: Vec<String>,

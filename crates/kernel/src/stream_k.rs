@@ -13,7 +13,9 @@
 //!   `[start(u), start(u + 1))`: `base` or `base + 1` iterations (the first `extra` CTAs one
 //!   more). `units = min(ctas, sk_tiles * min(k_tiles, 2))`, so a range never exceeds one
 //!   tile's k-tiles (it covers parts of one or two tiles) and never falls below half of
-//!   them (a tile has at most three contributors).
+//!   them (a tile has at most three contributors). [`StreamKPlan::with_parts`] cuts finer:
+//!   `units = min(ctas, sk_tiles * min(k_tiles, parts))`, ranges of about `1 / parts` of a
+//!   tile (at most `parts + 1` contributors), still within two tiles each.
 //!
 //! A tile cut between several CTAs is reduced without any CTA waiting for another (the
 //! CTAs need not be co-resident: two such GEMMs on two streams could otherwise deadlock):
@@ -102,6 +104,12 @@ impl StreamKPlan {
     /// `k_tiles` k-tiles per tile. Data-parallel only (`sk_tiles = 0`) when the work is a
     /// whole number of waves or there are no k-tiles.
     pub fn new(work: u64, ctas: u32, k_tiles: u32) -> Result<StreamKPlan, StreamKError> {
+        StreamKPlan::with_parts(work, ctas, k_tiles, 2)
+    }
+
+    /// [`StreamKPlan::new`] with the stream-K tiles cut into up to `parts` ranges each (at
+    /// least 2; a finer cut leaves a shorter last wave and more partials to reduce).
+    pub fn with_parts(work: u64, ctas: u32, k_tiles: u32, parts: u32) -> Result<StreamKPlan, StreamKError> {
         if work == 0 || ctas == 0 {
             return Err(StreamKError::Empty { work, ctas });
         }
@@ -117,7 +125,7 @@ impl StreamKPlan {
         let units = if iters == 0 {
             0
         } else {
-            ctas.min(sk_tiles * u64::from(k_tiles.min(2)))
+            ctas.min(sk_tiles * u64::from(k_tiles.min(parts.max(2))))
         };
         // All below `ctas` (a u32) or checked above.
         Ok(StreamKPlan {

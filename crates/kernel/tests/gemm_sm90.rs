@@ -71,6 +71,24 @@ fn stream_k_configs() -> Vec<GemmSm90Config> {
         c.stream_k = true;
         v.push(if with_c { c } else { c.without_c() });
     }
+    // Ping-pong (one warpgroup an item): bf16 with and without C, and the FP8 / INT8
+    // scaled-mm fusions at the 128x128x128 tile of the H200 table's e4m3 and s8 entries.
+    for with_c in [true, false] {
+        let mut c = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::PingPong);
+        c.stream_k = true;
+        v.push(if with_c { c } else { c.without_c() });
+    }
+    for ab in [Element::E4M3, Element::S8] {
+        let mut c = GemmSm90Config::bf16([128, 128, 128], Sm90Schedule::PingPong);
+        (c.ab, c.stream_k) = (ab, true);
+        c.fusion = rcute_collective::Fusion::scaled_mm(
+            rcute_collective::fusion::ScaleKind::PerRow,
+            rcute_collective::fusion::ScaleKind::PerCol,
+            Some(Element::BF16),
+        )
+        .unwrap();
+        v.push(c);
+    }
     v
 }
 
@@ -321,6 +339,18 @@ fn configurations_are_checked_with_typed_errors() {
     // along N outside the plain GEMM (stream-K).
     bad(&|c| (c.tile, c.schedule) = ([128, 320, 64], Sm90Schedule::PingPong));
     bad(&|c| (c.tile, c.stream_k) = ([128, 320, 64], true));
+    // Stream-K: the persistent schedules without a cluster only, 2 to 16 ranges a tile.
+    bad(&|c| (c.schedule, c.stream_k) = (Sm90Schedule::WarpSpecialized, true));
+    bad(&|c| (c.schedule, c.cluster, c.stream_k) = (Sm90Schedule::PingPong, [2, 1], true));
+    bad(&|c| (c.stream_k, c.stream_k_parts) = (true, 1));
+    bad(&|c| (c.stream_k, c.stream_k_parts) = (true, 17));
+    for parts in [2, 16] {
+        let mut c = GemmSm90Config::bf16([128, 128, 64], Sm90Schedule::PingPong);
+        (c.stream_k, c.stream_k_parts) = (true, parts);
+        let name = generate(&c).unwrap().name;
+        assert_eq!(name.ends_with("_sk"), parts == 2, "{name}");
+        assert_eq!(name.ends_with("_sk16"), parts == 16, "{name}");
+    }
 }
 
 /// A tile wider than one `wgmma` atom: cuBLAS's 128x320 cooperative tile is two 160-wide

@@ -30,7 +30,37 @@ fn plans() -> Vec<StreamKPlan> {
     for (work, k) in [(512, 64), (1792, 64), (128, 32), (133, 64), (131, 64), (265, 1)] {
         v.push(StreamKPlan::new(work, 132, k).unwrap());
     }
+    // Finer cuts (`sk<N>`): 8192^3 at 128x128 tiles (4096 tiles of 64 k-tiles: 4 stream-K
+    // tiles) and random plans, 3 to 16 ranges a tile
+    for parts in [3, 4, 8, 16] {
+        v.push(StreamKPlan::with_parts(4096, 132, 64, parts).unwrap());
+        for ctas in [7u32, 64, 132] {
+            for _ in 0..12 {
+                let work = 1 + next(u64::from(ctas) * 5);
+                let k_tiles = [1, 2, 3, 5, 64, 1 + next(80) as u32][next(6) as usize];
+                v.push(StreamKPlan::with_parts(work, ctas, k_tiles, parts).unwrap());
+            }
+        }
+    }
     v
+}
+
+#[test]
+fn finer_cuts_spread_the_last_wave_over_more_ctas() {
+    // 8192^3, 128x128 tiles: 4 stream-K tiles; 2 ranges a tile on 8 CTAs (32 k-tiles each),
+    // 4 on 16 (16 each), 8 on 32 (8 each)
+    for (parts, units, base) in [(2, 8, 32), (4, 16, 16), (8, 32, 8)] {
+        let p = StreamKPlan::with_parts(4096, 132, 64, parts).unwrap();
+        assert_eq!(
+            (p.sk_tiles, p.units, p.base(), p.extra()),
+            (4, units, base, 0),
+            "{parts}"
+        );
+    }
+    assert_eq!(
+        StreamKPlan::new(4096, 132, 64),
+        StreamKPlan::with_parts(4096, 132, 64, 2)
+    );
 }
 
 #[test]
@@ -62,8 +92,15 @@ fn every_iteration_is_covered_exactly_once() {
             "{p:?}: iterations missing"
         );
         assert!(seen.values().all(|&c| c == 1), "{p:?}: an iteration covered twice");
+        // a range is at least `base` k-tiles: a tile has at most k_tiles / base + 1
+        // contributors (3 with two ranges a tile), a whole tile one
+        let most = u64::from(p.k_tiles).div_ceil(p.base().max(1)) + 1;
         for (work, ctas) in per_tile {
-            assert!(ctas.len() <= 3, "{p:?}: work {work} has contributors {ctas:?}");
+            let bound = if work >= p.dp_work() { most } else { 1 };
+            assert!(
+                ctas.len() as u64 <= bound,
+                "{p:?}: work {work} has contributors {ctas:?}"
+            );
             if work >= p.dp_work() {
                 let t = (work - p.dp_work()) as u32;
                 let (first, last) = p.contributors(t);

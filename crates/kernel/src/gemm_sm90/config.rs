@@ -49,8 +49,13 @@ pub struct GemmSm90Config {
     pub walk_band: i64,
     /// Hybrid stream-K ([`crate::stream_k`]): whole waves of tiles data-parallel, the last
     /// partial wave's k-tiles spread over the CTAs and reduced by each tile's last arriving
-    /// contributor (name suffix `_sk`; cooperative schedule, no cluster, no split-K).
+    /// contributor (name suffix `_sk`; cooperative or ping-pong schedule, no cluster, no
+    /// split-K).
     pub stream_k: bool,
+    /// Stream-K: the ranges each stream-K tile is cut into, at most (2 to 16; 2, the
+    /// default, keeps every range at half a tile or more; name suffix `_sk<parts>` where
+    /// not 2). Only the launch's plan reads it ([`crate::stream_k::StreamKPlan::with_parts`]).
+    pub stream_k_parts: u32,
     /// The grouped SwiGLU member's gathering form (GEMM1 of the MoE layer, name tag
     /// `gather_swiglu`): A is the token matrix `x`, and the producer warpgroup copies each
     /// tile row `x[sorted_ids[m] / topk]` into the stage itself by `cp.async` (padding rows
@@ -97,6 +102,7 @@ impl std::hash::Hash for GemmSm90Config {
             self.mma_pipe,
             self.grouped,
             self.stream_k,
+            self.stream_k_parts,
             self.walk_band,
             self.gather_a,
             self.dynamic_walk,
@@ -159,6 +165,7 @@ impl GemmSm90Config {
             mma_pipe: 1,
             grouped: None,
             stream_k: false,
+            stream_k_parts: 2,
             walk_band: super::grouped::WALK_BAND,
             gather_a: false,
             dynamic_walk: false,

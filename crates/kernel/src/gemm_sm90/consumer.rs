@@ -33,7 +33,7 @@ pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     };
     if k.pp {
         // After the validity check, so only real tiles alternate between the warpgroups.
-        tile.insert(3, if_("(local & 1) != cw", vec![e("++local"), Stmt::Continue]));
+        tile.insert(3, if_("(local & 1) != cw", pingpong_skip(k)));
     }
     tile.extend(epilogue::broadcast_loads(k));
     tile.extend(mainloop(k)?);
@@ -59,6 +59,22 @@ pub(super) fn consumer(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     ));
     cons.push(if_("epi_leader", vec![e("rc_bulk_wait_group<0>()")]));
     Ok(cons)
+}
+
+/// Ping-pong: the other warpgroup's item. With stream-K the items' k-tile counts differ,
+/// so this warpgroup's view of the stage ring skips the item's own k-tiles here; without
+/// it every tile has `k_iters` k-tiles and the view skips them after this warpgroup's own
+/// mainloop instead ([`state`], [`mainloop`]).
+fn pingpong_skip(k: &Ctx) -> Vec<Stmt> {
+    let mut v = vec![];
+    if k.sk {
+        v.push(c(
+            "stream-K: skip the other warpgroup's item, its own k-tiles, in this warpgroup's view of the ring",
+        ));
+        v.push(e(format!("rc_pipe_advance(stage, phase, (uint32_t)k_iters, {}u)", k.s)));
+    }
+    v.extend([e("++local"), Stmt::Continue]);
+    v
 }
 
 /// Whether the consumers decode each next work item ahead, during the current tile's
@@ -146,7 +162,11 @@ fn state(k: &Ctx) -> Vec<Stmt> {
         "D buffer ring index (when not reusing C's buffers)",
     ));
     cons.push(d("int", "local", "0"));
-    if pp {
+    if pp && k.sk {
+        cons.push(c(
+            "Ping-pong: warpgroup cw takes the CTA's items cw, cw+2, ...; its pipeline view skips the other's k-tiles",
+        ));
+    } else if pp {
         cons.push(c(
             "Ping-pong: warpgroup cw takes the CTA's tiles cw, cw+2, ...; its pipeline view skips the other's k-tiles",
         ));
@@ -294,7 +314,7 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         if k.cfg.grouped.is_some() {
             ml.extend(grouped::pingpong_lookahead(k.bm));
         } else {
-            ml.extend(order_lookahead());
+            ml.extend(order_lookahead(k));
         }
         ml.push(c(
             "Ordered math: wait for the other warpgroup's mainloop of the previous tile",
@@ -355,7 +375,7 @@ fn mainloop(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         ]);
         ml.extend(grouped_rows_or_drain(k, pipelined));
     }
-    if pp {
+    if pp && !k.sk {
         ml.push(c(
             "skip the other warpgroup's k-tiles in this warpgroup's view of the stage ring",
         ));
@@ -408,16 +428,31 @@ fn stage_step(k: &Ctx) -> Vec<Stmt> {
 /// Ping-pong, before the ordered wait (off the tensor cores' critical path): whether the
 /// other warpgroup has a next tile to wait for this one's mainloop (the scheduler's
 /// look-ahead divides 64-bit work ids).
-fn order_lookahead() -> Vec<Stmt> {
-    vec![
-        c("whether the other warpgroup has a next tile (it waits for this mainloop only then)"),
-        d("bool", "other_next", "false"),
+/// With stream-K the next items are the walk's (`items` of them; past the whole tiles, the
+/// CTA's stream-K parts).
+fn order_lookahead(k: &Ctx) -> Vec<Stmt> {
+    let walk = if k.sk {
+        Stmt::Loop {
+            init: "int j = item + 1".into(),
+            cond: "j < items && !other_next".into(),
+            step: "++j".into(),
+            body: vec![Stmt::assign(
+                "other_next",
+                format!("sched.cluster_valid({})", stream_k::uniform(k, "walk.work(j)", false)),
+            )],
+        }
+    } else {
         Stmt::Loop {
             init: "unsigned long long w = work + sched.stride()".into(),
             cond: "w < sched.total_work && !other_next".into(),
             step: "w += sched.stride()".into(),
             body: vec![Stmt::assign("other_next", "sched.cluster_valid(w)")],
-        },
+        }
+    };
+    vec![
+        c("whether the other warpgroup has a next tile (it waits for this mainloop only then)"),
+        d("bool", "other_next", "false"),
+        walk,
     ]
 }
 

@@ -91,13 +91,22 @@ impl GeneratedGemmSm90 {
     }
 
     /// Bytes of the stream-K tile counters on at most `max_ctas` CTAs (one `u32` per
-    /// stream-K tile and consumer warpgroup; 0 without stream-K), zero before the first
+    /// stream-K tile and reduction group; 0 without stream-K), zero before the first
     /// launch and left zero by each.
     pub fn stream_k_counter_bytes(&self, max_ctas: u32) -> usize {
         if !self.config.stream_k {
             return 0;
         }
-        max_ctas as usize * self.plan.consumers as usize * 4
+        max_ctas as usize * self.stream_k_groups() * 4
+    }
+
+    /// The groups that reduce a stream-K tile on their own, each with its counter: the
+    /// cooperative consumer warpgroups (each its rows), one ping-pong warpgroup (the tile).
+    fn stream_k_groups(&self) -> usize {
+        match self.config.schedule {
+            Sm90Schedule::Cooperative => self.plan.consumers as usize,
+            _ => 1,
+        }
     }
 
     /// The stream-K plan of a launch on at most `max_ctas` CTAs (`None` without stream-K).
@@ -110,7 +119,12 @@ impl GeneratedGemmSm90 {
         let ctas = lc.grid.x * lc.grid.y * lc.grid.z;
         let k_tiles = (args.k.max(0) as u64).div_ceil(self.config.tile[2] as u64);
         let k_tiles = u32::try_from(k_tiles).unwrap_or(u32::MAX);
-        Ok(Some(StreamKPlan::new(p.total_work, ctas, k_tiles)?))
+        Ok(Some(StreamKPlan::with_parts(
+            p.total_work,
+            ctas,
+            k_tiles,
+            self.config.stream_k_parts,
+        )?))
     }
 
     /// The stream-K kernel arguments (`sk_tiles`, `sk_units`, counters) after checking the
@@ -128,7 +142,7 @@ impl GeneratedGemmSm90 {
         if plan.sk_tiles > 0 {
             let [bm, bn, _] = self.config.tile;
             let need = plan.slots() * (bm * bn) as usize * 4;
-            let counters = plan.counters(self.plan.consumers as usize) * 4;
+            let counters = plan.counters(self.stream_k_groups()) * 4;
             let small = |what, need, have| StreamKError::TooSmall { what, need, have };
             if args.workspace == 0 || !args.workspace.is_multiple_of(16) || args.workspace_bytes < need {
                 return Err(small("16-byte aligned workspace", need, args.workspace_bytes).into());
@@ -582,6 +596,7 @@ pub(crate) mod tests {
             (false, [128, 256, 64], Sm90Schedule::Cooperative),
             (false, [128, 128, 64], Sm90Schedule::PingPong),
             (true, [128, 256, 64], Sm90Schedule::Cooperative),
+            (true, [128, 128, 64], Sm90Schedule::PingPong),
         ] {
             let mut cfg = GemmSm90Config::bf16(tile, schedule);
             cfg.stream_k = stream_k;

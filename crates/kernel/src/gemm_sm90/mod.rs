@@ -13,9 +13,10 @@
 //!
 //! The producer warpgroup drops to 40 registers (`setmaxnreg.dec`), the consumers rise to
 //! 232. The persistent schedules walk the tiles with [`crate::tile_scheduler`]; with
-//! [`GemmSm90Config::stream_k`] the cooperative one walks [`crate::stream_k`]'s items
-//! instead (whole tiles, then k ranges of the last partial wave's tiles, reduced by each
-//! tile's last arriving CTA: `stream_k.rs`).
+//! [`GemmSm90Config::stream_k`] they walk [`crate::stream_k`]'s items instead (whole
+//! tiles, then k ranges of the last partial wave's tiles, reduced by each tile's last
+//! arriving CTA: `stream_k.rs`; a ping-pong item, whole tile or k range, is one
+//! warpgroup's).
 //!
 //! The main kernel is assembled from one emitter per role (`kernel.rs` composes them):
 //! `producer.rs` (TMA loads of A / B and of C; `grouped_gather.rs` the gathering MoE

@@ -130,13 +130,20 @@ fn check_config(cfg: &GemmSm90Config) -> Result<(), GemmError> {
     if cfg.pad_skip {
         grouped::pad_skip_check(cfg)?;
     }
-    if cfg.stream_k && (cfg.schedule != Sm90Schedule::Cooperative || cfg.cluster != [1, 1] || cfg.grouped.is_some()) {
+    let persistent = matches!(cfg.schedule, Sm90Schedule::Cooperative | Sm90Schedule::PingPong);
+    if cfg.stream_k && (!persistent || cfg.cluster != [1, 1] || cfg.grouped.is_some()) {
         return Err(cfg_err(format!(
-            "stream-K (sk) takes the cooperative schedule without a cluster or grouping, got {:?} on {}x{}{}",
+            "stream-K (sk) takes the cooperative or ping-pong schedule without a cluster or grouping, got {:?} on {}x{}{}",
             cfg.schedule,
             cfg.cluster[0],
             cfg.cluster[1],
             if cfg.grouped.is_some() { ", grouped" } else { "" }
+        )));
+    }
+    if cfg.stream_k && !(2..=16).contains(&cfg.stream_k_parts) {
+        return Err(cfg_err(format!(
+            "stream-K cuts a tile into 2 to 16 ranges, got {}",
+            cfg.stream_k_parts
         )));
     }
     let eb = cfg.ab.bytes() as i64;
@@ -385,8 +392,12 @@ pub fn kernel_name(cfg: &GemmSm90Config, p: &Sm90Plan) -> String {
     } else {
         format!("_w{}", cfg.mma_pipe)
     };
-    // Hybrid stream-K: `_sk`.
-    let sk = if cfg.stream_k { "_sk" } else { "" };
+    // Hybrid stream-K: `_sk`, `_sk<parts>` for a finer cut.
+    let sk = match (cfg.stream_k, cfg.stream_k_parts) {
+        (false, _) => String::new(),
+        (true, 2) => "_sk".into(),
+        (true, parts) => format!("_sk{parts}"),
+    };
     format!(
         "rc_gemm_sm90_{}{out}_tn_{bm}x{bn}x{bk}_{}_c{}x{}_s{}_e{}x{}{pipe}{sk}{noc}",
         cfg.ab.ptx(),

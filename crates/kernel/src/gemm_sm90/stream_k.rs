@@ -1,9 +1,12 @@
 //! Hybrid stream-K in the SM90 kernel ([`crate::stream_k`]): the walk's declaration, and
 //! the consumers' last-arriver reduction of a tile cut between several CTAs.
 //!
-//! Each consumer warpgroup reduces its own rows of the tile (the cooperative epilogue
+//! Cooperative: each consumer warpgroup reduces its own rows of the tile (the epilogue
 //! groups are independent): per stream-K tile `t` and warpgroup `cw` one counter
 //! `sk_counters[2t + cw]` and, per contributor, one workspace slot of its f32 partial sums.
+//! Ping-pong: one warpgroup runs a whole item (tile, k range), so a tile has one counter
+//! `sk_counters[t]` and each contributor one slot of the whole tile; which warpgroup of a
+//! contributing CTA ran its part does not matter to the others.
 //! Nothing waits for another CTA: a contributor stores its partials, counts itself in, and
 //! only the last one (counter `contributors - 1`) goes on, resets the counter, sums the
 //! slots in k order and runs the epilogue. The others release the item's C subtiles unread
@@ -72,12 +75,23 @@ fn part_index(k: &Ctx) -> Result<Stmt, GemmError> {
     dl("const int", "o", &layout, &[var("sk_tid"), var("q"), var("a")])
 }
 
-/// The slot of unit `unit`'s part of the tile, this warpgroup's half.
+/// The slot of unit `unit`'s part of the tile: cooperative, this warpgroup's half.
 fn slot_ptr(k: &Ctx, unit: &str) -> String {
-    format!(
-        "sk_ws + (long long)(walk.slot({unit}, sk_t) * 2 + cw) * {}",
-        part_floats(k) / 4
-    )
+    let slot = if k.coop {
+        format!("walk.slot({unit}, sk_t) * 2 + cw")
+    } else {
+        format!("walk.slot({unit}, sk_t)")
+    };
+    format!("sk_ws + (long long)({slot}) * {}", part_floats(k) / 4)
+}
+
+/// The tile's counter: cooperative, this warpgroup's.
+fn counter_ptr(k: &Ctx) -> String {
+    if k.coop {
+        "sk_counters + 2 * sk_t + cw".into()
+    } else {
+        "sk_counters + sk_t".into()
+    }
 }
 
 /// The accumulators `4q .. 4q + 3` of atom `a` as a C++ list.
@@ -115,7 +129,11 @@ pub(super) fn reduce_then_epilogue(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
     let mut rest = vec![d("const float4*", "src", slot_ptr(k, "v"))];
     rest.extend(add(false)?);
     let split = vec![
-        c("stream-K: this item is a part of the tile's k-tiles; store this warpgroup's partial sums (f32)"),
+        c(if k.coop {
+            "stream-K: this item is a part of the tile's k-tiles; store this warpgroup's partial sums (f32)"
+        } else {
+            "stream-K: this item is a part of the tile's k-tiles; store its partial sums (f32, the whole tile)"
+        }),
         dc(
             "const int",
             "sk_t",
@@ -133,7 +151,7 @@ pub(super) fn reduce_then_epilogue(k: &Ctx) -> Result<Vec<Stmt>, GemmError> {
         if_(
             "epi_leader",
             vec![
-                d("uint32_t* const", "counter", "sk_counters + 2 * sk_t + cw"),
+                d("uint32_t* const", "counter", counter_ptr(k)),
                 d(
                     "const uint32_t",
                     "contributors",

@@ -7,7 +7,7 @@
 //!
 //! * Ampere class: `BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing]`
 //! * Hopper: `sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE][,sk]`
-//!   (`sk`: hybrid stream-K, [`rcute_kernel::stream_k`])
+//!   (`sk`: hybrid stream-K, [`rcute_kernel::stream_k`]; `sk<N>`: its tiles cut into up to N ranges)
 //!
 //! [`ConfigSpec`]'s `Display` writes the canonical form (every field the spec sets, in
 //! the order above), which parses back to the same spec:
@@ -74,6 +74,8 @@ pub struct Sm90Spec {
     pub mma_pipe: Option<u32>,
     /// Hybrid stream-K (`sk`): the last partial wave's k-tiles spread over the CTAs.
     pub stream_k: bool,
+    /// Stream-K's ranges per stream-K tile, at most (`sk` 2, `sk<N>` N).
+    pub stream_k_parts: u32,
 }
 
 /// One kernel configuration, as a tuning table stores it.
@@ -215,6 +217,7 @@ impl Sm90Spec {
             cluster: [1, 1],
             mma_pipe: None,
             stream_k: false,
+            stream_k_parts: 2,
         }
     }
 
@@ -232,6 +235,7 @@ impl Sm90Spec {
             cluster: cfg.cluster,
             mma_pipe: None,
             stream_k: cfg.stream_k,
+            stream_k_parts: cfg.stream_k_parts,
         }
     }
 
@@ -248,6 +252,7 @@ impl Sm90Spec {
             base.mma_pipe = w;
         }
         base.stream_k = self.stream_k;
+        base.stream_k_parts = self.stream_k_parts;
         base
     }
 }
@@ -266,7 +271,7 @@ pub struct SpecError {
 
 const SM80_GRAMMAR: &str = "BMxBNxBK,WMxWN,STAGES|auto,SPLITK[,serial|parallel][,rN][,turing]";
 const SM90_GRAMMAR: &str =
-    "sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE][,sk]";
+    "sm90:BMxBNxBK,ws|coop|pp[,sSTAGES][,eEPI_MxEPI_N][,rLOG2_SWIZZLE][,am|an][,kSPLIT][,cCMxCN][,wMMA_PIPE][,sk|skPARTS]";
 
 fn parse_sm80(s: &str) -> Result<Sm80Spec, String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
@@ -317,6 +322,10 @@ fn parse_sm90(rest: &str) -> Result<Sm90Spec, String> {
             "am" => spec.raster = RasterOrderOption::AlongM,
             "an" => spec.raster = RasterOrderOption::AlongN,
             "sk" => spec.stream_k = true,
+            s if s.starts_with("sk") => {
+                spec.stream_k = true;
+                spec.stream_k_parts = number(&s[2..], "stream-K parts")?;
+            }
             _ => sm90_field(&mut spec, p)?,
         }
     }
@@ -427,8 +436,10 @@ impl fmt::Display for Sm90Spec {
         if let Some(w) = self.mma_pipe {
             write!(f, ",w{w}")?;
         }
-        if self.stream_k {
-            f.write_str(",sk")?;
+        match (self.stream_k, self.stream_k_parts) {
+            (false, _) => {}
+            (true, 2) => f.write_str(",sk")?,
+            (true, parts) => write!(f, ",sk{parts}")?,
         }
         Ok(())
     }
@@ -461,6 +472,7 @@ mod tests {
             "sm90:64x128x64,pp,s8,e64x32,r1,am,k4,c2x1,w0",
             "sm90:128x128x64,ws,an",
             "sm90:128x256x64,coop,w1,sk",
+            "sm90:128x128x128,pp,r3,w1,sk4",
         ] {
             let spec: ConfigSpec = s.parse().unwrap();
             assert_eq!(spec.to_string(), s, "{s}");
