@@ -627,28 +627,9 @@ pub struct MoeProblem {
     pub experts: Option<usize>,
     /// `L`: the experts whose weights are here.
     pub local_experts: usize,
-    /// First local expert.
-    pub expert_offset: usize,
-    /// `w13` holds the up rows first ([`MoeOptions::up_first`]).
-    pub up_first: bool,
-    /// The grouped GEMM family asked for ([`MoeOptions::path`]).
-    pub path: MoePath,
-    /// The SM90 walk's band asked for ([`MoeOptions::walk_band`]).
-    pub walk_band: Option<i64>,
-    /// GEMM1's gathering form asked for ([`MoeOptions::gather`]).
-    pub gather: Option<bool>,
-    /// The SM90 GEMMs' grid asked for ([`MoeOptions::per_tile`]).
-    pub per_tile: Option<bool>,
-    /// The SM90 GEMMs' dynamic walk asked for ([`MoeOptions::dynamic`]).
-    pub dynamic: Option<bool>,
-    /// GEMM1's own routing asked for ([`MoeOptions::route`]).
-    pub route: Option<bool>,
-    /// The multi-CTA alignment asked for ([`MoeOptions::align_ctas`]).
-    pub align_ctas: Option<bool>,
-    /// The SM90 layer's row tile asked for ([`MoeOptions::row_tile`]).
-    pub row_tile: Option<i64>,
-    /// The SM90 GEMMs' padding skip asked for ([`MoeOptions::pad_skip`]).
-    pub pad_skip: Option<bool>,
+    /// The options the layer was validated with (the expert offset, `w13`'s row order and
+    /// every forced choice of the grouped GEMMs).
+    pub options: MoeOptions,
     /// The activations' and weights' type.
     pub dtype: DType,
     pub(crate) x: Geometry,
@@ -672,7 +653,10 @@ impl MoeProblem {
     pub(crate) fn on_rows64(self) -> Result<MoeProblem, OpsError> {
         let (t, k, l, h, i) = (self.tokens, self.topk, self.local_experts, self.hidden, self.inter);
         Ok(MoeProblem {
-            row_tile: Some(64),
+            options: MoeOptions {
+                row_tile: Some(64),
+                ..self.options
+            },
             layout90: rows64_layout(t, k, l, h, i, self.dtype)?,
             ..self
         })
@@ -689,7 +673,7 @@ impl MoeProblem {
             tokens: self.tokens as i32,
             topk: self.topk as i32,
             hidden: self.hidden as i32,
-            expert_offset: self.expert_offset as i32,
+            expert_offset: self.options.expert_offset as i32,
             local_experts: self.local_experts as i32,
             splits: l.splits as i32,
             split_stride: (self.tokens * self.topk * self.hidden) as i64,
@@ -990,17 +974,7 @@ pub(crate) fn validate_moe(
         topk,
         experts,
         local_experts: local,
-        expert_offset: opts.expert_offset,
-        up_first: opts.up_first,
-        path: opts.path,
-        walk_band: opts.walk_band,
-        gather: opts.gather,
-        per_tile: opts.per_tile,
-        dynamic: opts.dynamic,
-        route: opts.route,
-        align_ctas: opts.align_ctas,
-        row_tile: opts.row_tile,
-        pad_skip: opts.pad_skip,
+        options: *opts,
         dtype: xg.dtype,
         x: xg,
         w13: ag,

@@ -190,7 +190,7 @@ impl Ops {
                 })
             })
         })?;
-        match moe_entry_runs(&spec, p.path, self.gpu().compute_capability()) {
+        match moe_entry_runs(&spec, p.options.path, self.gpu().compute_capability()) {
             Ok(true) => {}
             Ok(false) => return None,
             Err(warning) => {
