@@ -25,8 +25,8 @@ use crate::Ops;
 
 /// The table key of a validated MoE layer ([`moe_key`] with its local experts).
 pub fn moe_problem_key(p: &MoeProblem, arch: &str) -> ProblemKey {
-    // the layer's type is bf16 or f16 (validated)
-    moe_key(p.dtype.name(), p.local_experts, p.topk, arch, p.tokens, p.hidden, p.inter)
+    let dtype = p.dtype.name(); // bf16 or f16 (validated)
+    moe_key(dtype, p.local_experts, p.topk, arch, p.tokens, p.hidden, p.inter)
 }
 
 /// A fused MoE layer of `T` (bf16 or f16) with its buffers and candidates.
