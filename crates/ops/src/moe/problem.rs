@@ -198,10 +198,41 @@ pub fn moe_splits(tokens: usize, topk: usize, local: usize, hidden: usize, inter
     512usize.div_ceil(ctas).clamp(1, 8).min(by_k)
 }
 
-const ALIGN: usize = 256;
+/// The alignment of a workspace and of each of its regions, in bytes.
+pub(crate) const ALIGN: usize = 256;
 
-fn round_up(x: usize) -> usize {
-    x.div_ceil(ALIGN) * ALIGN
+/// `x` rounded up to a multiple of [`ALIGN`] (saturating).
+pub(crate) fn round_up(x: usize) -> usize {
+    x.div_ceil(ALIGN).saturating_mul(ALIGN)
+}
+
+/// A workspace laid out as regions one after another, each starting on an [`ALIGN`]-byte
+/// boundary (the MoE layouts, the expert-parallel dispatch's).
+pub(crate) struct Regions {
+    at: usize,
+    /// The workspace, as its [`OpsError::TooLarge`] names it.
+    what: &'static str,
+}
+
+impl Regions {
+    pub(crate) fn new(what: &'static str) -> Regions {
+        Regions { at: 0, what }
+    }
+
+    /// The offset of a next region of `bytes` (`None`, or a layout past `usize`: the
+    /// workspace is too large).
+    pub(crate) fn take(&mut self, bytes: Option<usize>) -> Result<usize, OpsError> {
+        let end = bytes
+            .and_then(|b| b.checked_next_multiple_of(ALIGN))
+            .and_then(|b| self.at.checked_add(b))
+            .ok_or(OpsError::TooLarge { what: self.what })?;
+        Ok(std::mem::replace(&mut self.at, end))
+    }
+
+    /// The bytes of the regions taken so far.
+    pub(crate) fn bytes(&self) -> usize {
+        self.at
+    }
 }
 
 /// Byte offsets of the workspace regions.
@@ -281,13 +312,8 @@ impl WorkspaceLayout {
         let cap = align_capacity(tokens, topk, local, block_m).map_err(crate::error::boxed)?;
         let too_large = || OpsError::TooLarge { what: "MoE workspace" };
         let n = tokens.checked_mul(topk).ok_or_else(too_large)?;
-        let mut at = 0usize;
-        let mut take = |bytes: Option<usize>| -> Result<usize, OpsError> {
-            let b = bytes.ok_or_else(too_large)?;
-            let o = at;
-            at = at.checked_add(round_up(b)).ok_or_else(too_large)?;
-            Ok(o)
-        };
+        let mut r = Regions::new("MoE workspace");
+        let mut take = |bytes| r.take(bytes);
         let topk_ids = take(n.checked_mul(4))?;
         let topk_weights = take(n.checked_mul(4))?;
         let counts = take(Some(local * 4))?;
@@ -319,7 +345,7 @@ impl WorkspaceLayout {
             entry_out,
             gathered,
             splits,
-            bytes: at,
+            bytes: r.bytes(),
         })
     }
 }
@@ -600,7 +626,7 @@ pub(crate) fn fp8_layout(
             hidden.max(inter),
         )?
     };
-    let scales = l.cap.rows.checked_mul(4).ok_or_else(too_large)?.div_ceil(256) * 256;
+    let scales = round_up(l.cap.rows.checked_mul(4).ok_or_else(too_large)?);
     Ok((l, l.bytes.checked_add(scales).ok_or_else(too_large)?))
 }
 
