@@ -272,11 +272,8 @@ fn random_weight(stream: &Arc<CudaStream>, shape: AwqShape, rng: &mut SplitMix64
 /// Run the benchmark; returns the printed table.
 pub fn run(args: &BenchAwqArgs) -> Result<String, String> {
     let shapes = parse_shapes(&args.shapes)?;
-    let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
-    let stream = gpu.stream().clone();
-    // SAFETY: one stream only, so cross-stream event tracking is unnecessary, and without it
-    // CUDA-graph capture sees no foreign events.
-    unsafe { stream.context().disable_event_tracking() };
+    // SAFETY: one stream only (every buffer here, and the ops handle's).
+    let (gpu, stream) = unsafe { crate::bench_timing::one_stream_gpu("the benchmark") }?;
     let blas = CudaBlas::new(stream.clone()).map_err(|e| format!("cuBLAS: {e}"))?;
     let ops = Ops::new(gpu.clone());
     let min_bytes = args.min_mb * 1_000_000;

@@ -111,11 +111,8 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
         .iter()
         .map(|s| parse_config(s).map(|c| (s.clone(), c)))
         .collect::<Result<Vec<_>, _>>()?;
-    let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
-    let stream = gpu.stream().clone();
-    // SAFETY: the benchmark uses one stream, so per-slice event tracking (cross-stream
-    // synchronization) is unnecessary; without it CUDA-graph capture sees no foreign events.
-    unsafe { stream.context().disable_event_tracking() };
+    // SAFETY: one stream only (every buffer here, and the ops handle's).
+    let (gpu, stream) = unsafe { crate::bench_timing::one_stream_gpu("the benchmark") }?;
     let blas = CudaBlas::new(stream.clone()).map_err(|e| format!("cuBLAS: {e}"))?;
     let ops = Ops::new(gpu.clone());
     let e = |x: cudarc::driver::DriverError| x.to_string();
@@ -270,10 +267,8 @@ fn fp8_json_row(
 fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
     use rcute_ops::{validate_scaled_mm, Scale, VectorRef, E4M3};
     let shapes = parse_shapes(&args.shapes)?;
-    let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
-    let stream = gpu.stream().clone();
-    // SAFETY: one stream (see `run`).
-    unsafe { stream.context().disable_event_tracking() };
+    // SAFETY: one stream only (every buffer here, and the ops handle's).
+    let (gpu, stream) = unsafe { crate::bench_timing::one_stream_gpu("the benchmark") }?;
     let ops = Ops::new(gpu.clone());
     let e = |x: cudarc::driver::DriverError| x.to_string();
     let mut out = format!(

@@ -492,11 +492,8 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         return Err("--ranks above 1: the expert-parallel layer is `bench_moe_ep::run` (feature nccl), which `rcute bench moe` calls".into());
     }
     let (e_n, k, h, i) = (args.experts, args.topk, args.hidden, args.inter);
-    let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
-    let s = gpu.stream().clone();
-    // SAFETY: one stream: per-slice event tracking is unnecessary, and graph capture must
-    // see no foreign events.
-    unsafe { s.context().disable_event_tracking() };
+    // SAFETY: one stream only (every buffer here, and the ops handle's).
+    let (gpu, s) = unsafe { crate::bench_timing::one_stream_gpu("the benchmark") }?;
     let blas = CudaBlas::new(s.clone()).map_err(|e| format!("cuBLAS: {e}"))?;
     let ops = Ops::new(gpu.clone());
     let e = |x: cudarc::driver::DriverError| x.to_string();

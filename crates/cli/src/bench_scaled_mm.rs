@@ -214,12 +214,8 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
         .iter()
         .map(|s| parse_forced(s).map(|c| (s.clone(), c)))
         .collect::<Result<Vec<_>, _>>()?;
-    let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
-    let stream = gpu.stream().clone();
-    // SAFETY: every buffer of the benchmark (and of the ops handle) is used on this one
-    // stream only, so cudarc's per-slice events (a wait and a record per use: host time,
-    // and waits on uncaptured work that break graph capture) are not needed.
-    unsafe { gpu.context().disable_event_tracking() };
+    // SAFETY: one stream only (every buffer here, and the ops handle's).
+    let (gpu, stream) = unsafe { crate::bench_timing::one_stream_gpu("the benchmark") }?;
     let ops = Ops::new(gpu.clone());
     let e = |x: cudarc::driver::DriverError| x.to_string();
     let mut rows = Vec::new();
