@@ -10,6 +10,7 @@
 //! `Ops::awq_dequantize` of each shape's `[K, N]` weight and `Ops::awq_dequantize_kmajor`
 //! (`[N, K]`) against that copy bandwidth.
 
+use crate::bench_random::SplitMix64;
 use crate::bench_timing::{copy_bandwidth, median_us, parse_shapes, rotation_copies};
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
@@ -227,22 +228,6 @@ fn parse_variant(s: &str) -> Result<Variant, String> {
     }
 }
 
-/// SplitMix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-}
-
 /// One AWQ weight on the device.
 struct Weight {
     q: CudaSlice<i32>,
@@ -266,11 +251,11 @@ impl Weight {
     }
 }
 
-fn random_weight(stream: &Arc<CudaStream>, shape: AwqShape, rng: &mut Rng) -> Result<Weight, String> {
+fn random_weight(stream: &Arc<CudaStream>, shape: AwqShape, rng: &mut SplitMix64) -> Result<Weight, String> {
     let e = |x: cudarc::driver::DriverError| x.to_string();
     let (k, n, g) = (shape.k, shape.n, shape.groups());
-    let q: Vec<u8> = (0..k * n).map(|_| (rng.next() % 16) as u8).collect();
-    let z: Vec<u8> = (0..g * n).map(|_| (rng.next() % 16) as u8).collect();
+    let q: Vec<u8> = (0..k * n).map(|_| (rng.next_u64() % 16) as u8).collect();
+    let z: Vec<u8> = (0..g * n).map(|_| (rng.next_u64() % 16) as u8).collect();
     // Scales in [1e-3, 2e-2]: outputs of order one for K in the thousands.
     let s: Vec<f16> = (0..g * n).map(|_| f16::from_f32(1e-3 + 1.9e-2 * rng.unit())).collect();
     Ok(Weight {
@@ -287,11 +272,8 @@ fn random_weight(stream: &Arc<CudaStream>, shape: AwqShape, rng: &mut Rng) -> Re
 /// Run the benchmark; returns the printed table.
 pub fn run(args: &BenchAwqArgs) -> Result<String, String> {
     let shapes = parse_shapes(&args.shapes)?;
-    let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
-    let stream = gpu.stream().clone();
-    // SAFETY: one stream only, so cross-stream event tracking is unnecessary, and without it
-    // CUDA-graph capture sees no foreign events.
-    unsafe { stream.context().disable_event_tracking() };
+    // SAFETY: one stream only (every buffer here, and the ops handle's).
+    let (gpu, stream) = unsafe { crate::bench_timing::one_stream_gpu("the benchmark") }?;
     let blas = CudaBlas::new(stream.clone()).map_err(|e| format!("cuBLAS: {e}"))?;
     let ops = Ops::new(gpu.clone());
     let min_bytes = args.min_mb * 1_000_000;
@@ -320,7 +302,7 @@ pub fn run(args: &BenchAwqArgs) -> Result<String, String> {
         .iter()
         .map(|c| parse_variant(c))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut rng = Rng(0x5eed);
+    let mut rng = SplitMix64(0x5eed);
     for &(m, n, k) in &shapes {
         let shape = AwqShape::new(k, n, args.group).map_err(|e| e.to_string())?;
         let mut variants: Vec<(String, Variant)> = vec![("auto".into(), Variant::Auto)];
@@ -428,7 +410,7 @@ fn bench_shape(
     min_bytes: usize,
     iters: usize,
     copy_gbs: f64,
-    rng: &mut Rng,
+    rng: &mut SplitMix64,
     variants: &[(String, Variant)],
 ) -> Result<String, String> {
     let e = |x: cudarc::driver::DriverError| x.to_string();
@@ -565,7 +547,7 @@ fn bench_dequantize(
     min_bytes: usize,
     iters: usize,
     copy_gbs: f64,
-    rng: &mut Rng,
+    rng: &mut SplitMix64,
 ) -> Result<String, String> {
     let e = |x: cudarc::driver::DriverError| x.to_string();
     let (k, n) = (shape.k, shape.n);

@@ -5,6 +5,7 @@
 //! B (the weight) rotates call by call over copies totalling more than three times the L2
 //! (`--rotate-mb`), for rcute and cuBLAS alike, so decode shapes read it from HBM.
 
+use crate::bench_random::random_bf16;
 use crate::bench_timing::{host_us, max_rel_diff, median_us, parse_shapes, Rotation, ROTATE_BYTES};
 use crate::lt_peer::LtGemm;
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
@@ -78,21 +79,6 @@ fn parse_config(s: &str) -> Result<Choice, String> {
         .ok_or_else(|| format!("bad --config: {spec} is not a gemm configuration"))
 }
 
-/// SplitMix64 random bf16 values in [-1, 1).
-pub(crate) fn random_bf16(n: usize, seed: u64) -> Vec<bf16> {
-    let mut x = seed;
-    (0..n)
-        .map(|_| {
-            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            bf16::from_f32(((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0)
-        })
-        .collect()
-}
-
 /// cuBLAS's configuration of the dense bf16 "TN" GEMM `D (M x N, row-major) = A (M x K,
 /// row-major) @ B (K x N, column-major, i.e. K-contiguous)`, alpha 1, beta 0: cuBLAS is
 /// column-major, so it computes `D^T (N x M) = B^T (N x K) * A^T (K x M)` with B first.
@@ -125,11 +111,8 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
         .iter()
         .map(|s| parse_config(s).map(|c| (s.clone(), c)))
         .collect::<Result<Vec<_>, _>>()?;
-    let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
-    let stream = gpu.stream().clone();
-    // SAFETY: the benchmark uses one stream, so per-slice event tracking (cross-stream
-    // synchronization) is unnecessary; without it CUDA-graph capture sees no foreign events.
-    unsafe { stream.context().disable_event_tracking() };
+    // SAFETY: one stream only (every buffer here, and the ops handle's).
+    let (gpu, stream) = unsafe { crate::bench_timing::one_stream_gpu("the benchmark") }?;
     let blas = CudaBlas::new(stream.clone()).map_err(|e| format!("cuBLAS: {e}"))?;
     let ops = Ops::new(gpu.clone());
     let e = |x: cudarc::driver::DriverError| x.to_string();
@@ -137,10 +120,12 @@ pub fn run(args: &BenchGemmArgs) -> Result<String, String> {
     for (i, &(m, n, k)) in shapes.iter().enumerate() {
         // A row-major MxK, B column-major KxN ("TN"), D row-major MxN: the layouts of
         // cuBLAS's fastest transposed case seen from row-major storage.
-        let a: CudaSlice<bf16> = stream.clone_htod(&random_bf16(m * k, 1 + 3 * i as u64)).map_err(e)?;
+        let a: CudaSlice<bf16> = stream
+            .clone_htod(&random_bf16(m * k, 1 + 3 * i as u64, 1.0))
+            .map_err(e)?;
         let b = Rotation::upload(
             &stream,
-            &random_bf16(k * n, 2 + 3 * i as u64),
+            &random_bf16(k * n, 2 + 3 * i as u64, 1.0),
             args.rotate_mb * 1_000_000,
         )?;
         let mut d: CudaSlice<bf16> = stream.alloc_zeros(m * n).map_err(e)?;
@@ -282,10 +267,8 @@ fn fp8_json_row(
 fn run_fp8(args: &BenchGemmArgs) -> Result<String, String> {
     use rcute_ops::{validate_scaled_mm, Scale, VectorRef, E4M3};
     let shapes = parse_shapes(&args.shapes)?;
-    let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
-    let stream = gpu.stream().clone();
-    // SAFETY: one stream (see `run`).
-    unsafe { stream.context().disable_event_tracking() };
+    // SAFETY: one stream only (every buffer here, and the ops handle's).
+    let (gpu, stream) = unsafe { crate::bench_timing::one_stream_gpu("the benchmark") }?;
     let ops = Ops::new(gpu.clone());
     let e = |x: cudarc::driver::DriverError| x.to_string();
     let mut out = format!(

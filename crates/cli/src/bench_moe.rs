@@ -10,6 +10,7 @@
 //! every layer reads them from HBM. Reported: time, the bytes of the experts actually
 //! touched (plus x and y) per second, and `6 T k H I` flops per second.
 
+use crate::bench_random::random_bf16;
 use crate::bench_timing::median_us;
 use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaSlice, CudaStream};
@@ -156,21 +157,6 @@ fn rel_error(got: &[bf16], want: &[bf16]) -> f64 {
         (n + (g - w) * (g - w), d + w * w)
     });
     (n / d.max(1e-300)).sqrt()
-}
-
-/// SplitMix64 values as bf16 in `[-scale, scale]`.
-pub(crate) fn random_bf16(n: usize, seed: u64, scale: f32) -> Vec<bf16> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            bf16::from_f32(((z >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale)
-        })
-        .collect()
 }
 
 /// `n` random bf16 on the device: a 16M-element random block repeated.
@@ -506,11 +492,8 @@ pub fn run(args: &BenchMoeArgs) -> Result<String, String> {
         return Err("--ranks above 1: the expert-parallel layer is `bench_moe_ep::run` (feature nccl), which `rcute bench moe` calls".into());
     }
     let (e_n, k, h, i) = (args.experts, args.topk, args.hidden, args.inter);
-    let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
-    let s = gpu.stream().clone();
-    // SAFETY: one stream: per-slice event tracking is unnecessary, and graph capture must
-    // see no foreign events.
-    unsafe { s.context().disable_event_tracking() };
+    // SAFETY: one stream only (every buffer here, and the ops handle's).
+    let (gpu, s) = unsafe { crate::bench_timing::one_stream_gpu("the benchmark") }?;
     let blas = CudaBlas::new(s.clone()).map_err(|e| format!("cuBLAS: {e}"))?;
     let ops = Ops::new(gpu.clone());
     let e = |x: cudarc::driver::DriverError| x.to_string();

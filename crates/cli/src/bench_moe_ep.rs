@@ -13,7 +13,8 @@
 //! collective's time includes waiting for the slower rank. Weights and activations are
 //! random bf16.
 
-use crate::bench_moe::{device_random, random_bf16, BenchMoeArgs};
+use crate::bench_moe::{device_random, BenchMoeArgs};
+use crate::bench_random::random_bf16;
 use crate::bench_timing::CALLS_PER_SAMPLE;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaStream};

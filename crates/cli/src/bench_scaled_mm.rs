@@ -14,6 +14,7 @@
 //! `max_err` is the largest `|out - cast(acc * a_scale * b_scale + bias)|` in units of the
 //! output type's rounding step at that value (<= 1 expected).
 
+use crate::bench_random::SplitMix64;
 use crate::bench_timing::{host_us, median_us, parse_shapes, Rotation, ROTATE_BYTES};
 use crate::lt_peer::LtGemm;
 use cudarc::driver::CudaSlice;
@@ -124,22 +125,6 @@ pub fn parse_config(s: &str) -> Result<ScaledMmSelection, String> {
     }
 }
 
-/// SplitMix64 stream.
-struct Mix(u64);
-impl Mix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `[lo, hi)`.
-    fn unit(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (self.next() >> 11) as f64 / (1u64 << 53) as f64 * (hi - lo)
-    }
-}
-
 /// Random host inputs of an `m x n x k` problem: A and B (s8, uniform in `[-range,
 /// range)`), the A and B scales (per token / per channel, or one each) and a bias of `n`
 /// values.
@@ -150,23 +135,23 @@ pub(crate) fn host_inputs(
     per_token: bool,
     range: u16,
 ) -> (Vec<i8>, Vec<i8>, Vec<f32>, Vec<f32>, Vec<f32>) {
-    let mut rng = Mix(seed);
+    let mut rng = SplitMix64(seed);
     let r = u64::from(range.clamp(1, 128));
     let mut int8 = |len: usize| -> Vec<i8> {
         (0..len)
-            .map(|_| (rng.next() % (2 * r)) as i64 - r as i64)
+            .map(|_| (rng.next_u64() % (2 * r)) as i64 - r as i64)
             .map(|v| v as i8)
             .collect()
     };
     let (ha, hb) = (int8(m * k), int8(k * n));
     let scale = (1.0 / (r as f64 * (k as f64).sqrt())) as f32;
     let hsa: Vec<f32> = (0..if per_token { m } else { 1 })
-        .map(|_| rng.unit(0.5, 1.5) as f32 * scale)
+        .map(|_| rng.uniform(0.5, 1.5) as f32 * scale)
         .collect();
     let hsb: Vec<f32> = (0..if per_token { n } else { 1 })
-        .map(|_| rng.unit(0.5, 1.5) as f32 / r as f32)
+        .map(|_| rng.uniform(0.5, 1.5) as f32 / r as f32)
         .collect();
-    let hbias: Vec<f32> = (0..n).map(|_| rng.unit(-1.0, 1.0) as f32).collect();
+    let hbias: Vec<f32> = (0..n).map(|_| rng.uniform(-1.0, 1.0) as f32).collect();
     (ha, hb, hsa, hsb, hbias)
 }
 
@@ -229,12 +214,8 @@ pub fn run(args: &BenchScaledMmArgs) -> Result<String, String> {
         .iter()
         .map(|s| parse_forced(s).map(|c| (s.clone(), c)))
         .collect::<Result<Vec<_>, _>>()?;
-    let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
-    let stream = gpu.stream().clone();
-    // SAFETY: every buffer of the benchmark (and of the ops handle) is used on this one
-    // stream only, so cudarc's per-slice events (a wait and a record per use: host time,
-    // and waits on uncaptured work that break graph capture) are not needed.
-    unsafe { gpu.context().disable_event_tracking() };
+    // SAFETY: one stream only (every buffer here, and the ops handle's).
+    let (gpu, stream) = unsafe { crate::bench_timing::one_stream_gpu("the benchmark") }?;
     let ops = Ops::new(gpu.clone());
     let e = |x: cudarc::driver::DriverError| x.to_string();
     let mut rows = Vec::new();

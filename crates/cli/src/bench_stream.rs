@@ -263,11 +263,8 @@ pub fn run(args: &BenchStreamArgs) -> Result<String, String> {
             .map(|s| parse_stream_config(s))
             .collect::<Result<_, _>>()?
     };
-    let gpu = crate::bench_timing::detect_gpu("the benchmark")?;
-    let stream = gpu.stream().clone();
-    // SAFETY: one stream only (as in the other benchmarks), so graph capture sees no
-    // foreign events.
-    unsafe { stream.context().disable_event_tracking() };
+    // SAFETY: one stream only (every buffer here).
+    let (gpu, stream) = unsafe { crate::bench_timing::one_stream_gpu("the benchmark") }?;
     let sms = gpu.sm_count();
     let out_buf: CudaSlice<u32> = stream.alloc_zeros(1024).map_err(|e| e.to_string())?;
     let out = out_buf.device_ptr(&stream).0;

@@ -102,6 +102,22 @@ pub fn detect_gpu(what: &str) -> Result<rcute_kernel::Gpu, String> {
     }
 }
 
+/// [`detect_gpu`] and its stream, with `cudarc`'s per-slice event tracking off (a wait and a
+/// record per use of a buffer cost host time, and CUDA-graph capture must see no events of
+/// uncaptured work).
+///
+/// # Safety
+///
+/// The caller uses every buffer on the GPU (its own and its `Ops` handle's) on the returned
+/// stream only, so that no use needs synchronizing with another stream.
+pub(crate) unsafe fn one_stream_gpu(what: &str) -> Result<(rcute_kernel::Gpu, Arc<CudaStream>), String> {
+    let gpu = detect_gpu(what)?;
+    let stream = gpu.stream().clone();
+    // SAFETY: the caller's contract: one stream.
+    unsafe { stream.context().disable_event_tracking() };
+    Ok((gpu, stream))
+}
+
 /// Parse `MxNxK` with positive extents.
 pub fn parse_shape(s: &str) -> Result<(usize, usize, usize), String> {
     let v: Vec<usize> = s

@@ -29,6 +29,7 @@ pub mod bench_cmd;
 pub mod bench_moe;
 #[cfg(feature = "nccl")]
 pub mod bench_moe_ep;
+mod bench_random;
 pub mod bench_scaled_mm;
 pub mod bench_stream;
 pub mod bench_timing;

@@ -119,12 +119,10 @@ struct ShapeResult {
 /// Run `rcute tune`; returns the summary table.
 pub fn run(args: &TuneArgs) -> Result<String, String> {
     let shapes = parse_shapes(&args.shapes)?;
-    let gpu = crate::bench_timing::detect_gpu("tuning")?;
+    // SAFETY: one stream only (every buffer here, and the ops handle's).
+    let (gpu, stream) = unsafe { crate::bench_timing::one_stream_gpu("tuning") }?;
     gpu.arch()
         .ok_or_else(|| format!("no rcute arch for {:?}", gpu.compute_capability()))?;
-    let stream = gpu.stream().clone();
-    // SAFETY: one stream; graph capture of the timed calls then sees no foreign events.
-    unsafe { stream.context().disable_event_tracking() };
     let ops = Ops::new(gpu.clone());
     let blas = CudaBlas::new(stream.clone()).map_err(|e| format!("cuBLAS: {e}"))?;
     let mut results = Vec::new();

@@ -239,10 +239,20 @@ pub fn select(m: usize, n: usize, k: usize, l: usize, a_major: Major, b_major: M
     };
     let mut config = GemmSm80Config::bf16(a_major, b_major, tile, warps);
     config.raster_swizzle = swizzle;
+    Selection {
+        config,
+        // serial mode (one kernel, no reduction launch)
+        split_k: rule_split_k(tile, (m, n, k, l), sms, wave_fraction),
+        split_k_mode: SplitKMode::Serial,
+    }
+}
+
+/// The Ampere-class rules' K splits for `tile` over an `m x n x k` problem with `l`
+/// batches on `sms` SMs: doubled (up to 16) while the grid with the splits fills less
+/// than `1 / wave_fraction` of a wave and each split keeps at least 4 k-tiles.
+fn rule_split_k(tile: [i64; 3], (m, n, k, l): (usize, usize, usize, usize), sms: u32, wave_fraction: usize) -> u32 {
     let ctas = m.div_ceil(tile[0] as usize) * n.div_ceil(tile[1] as usize) * l;
     let k_tiles = k.div_ceil(tile[2] as usize);
-    // Split K while the grid is under 1 / wave_fraction of a wave and each split keeps
-    // >= 4 k-tiles; serial mode (one kernel, no reduction launch).
     let mut split_k = 1u32;
     while wave_fraction * ctas * (split_k as usize) < sms as usize
         && k_tiles / (2 * split_k as usize) >= 4
@@ -250,11 +260,7 @@ pub fn select(m: usize, n: usize, k: usize, l: usize, a_major: Major, b_major: M
     {
         split_k *= 2;
     }
-    Selection {
-        config,
-        split_k,
-        split_k_mode: SplitKMode::Serial,
-    }
+    split_k
 }
 
 /// A scaled-mm kernel geometry and its run-time split-K factor (the fusion, output type and
@@ -324,16 +330,7 @@ pub fn select_scaled_mm(target: ScaledMmTarget, m: usize, n: usize, k: usize, l:
             }
         }
     };
-    let wave_fraction = 4;
-    let ctas = m.div_ceil(tile[0] as usize) * n.div_ceil(tile[1] as usize) * l;
-    let k_tiles = k.div_ceil(tile[2] as usize);
-    let mut split_k = 1u32;
-    while wave_fraction * ctas * (split_k as usize) < sms as usize
-        && k_tiles / (2 * split_k as usize) >= 4
-        && split_k < 16
-    {
-        split_k *= 2;
-    }
+    let split_k = rule_split_k(tile, (m, n, k, l), sms, 4);
     ScaledMmSelection {
         target,
         tile,

@@ -247,22 +247,43 @@ pub struct MatrixMut<'a> {
     buf: Option<&'a mut dyn TrackWrite>,
 }
 
-impl std::fmt::Debug for MatrixRef<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MatrixRef")
-            .field("geo", &self.geo)
-            .field("tracked", &self.buf.is_some())
-            .finish()
-    }
+/// `Debug` for the views: the geometry and whether `cudarc` tracks the buffer.
+macro_rules! view_debug {
+    ($($view:ident),*) => {$(
+        impl std::fmt::Debug for $view<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($view))
+                    .field("geo", &self.geo)
+                    .field("tracked", &self.buf.is_some())
+                    .finish()
+            }
+        }
+    )*};
 }
+view_debug!(MatrixRef, MatrixMut, VectorRef);
 
-impl std::fmt::Debug for MatrixMut<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MatrixMut")
-            .field("geo", &self.geo)
-            .field("tracked", &self.buf.is_some())
-            .finish()
-    }
+/// The builders of both matrix views ([`MatrixRef`], [`MatrixMut`]): they change the
+/// strides or the batch of the view's geometry, never its pointer or length.
+macro_rules! matrix_builders {
+    () => {
+        /// Column-major strides.
+        pub fn col_major(mut self) -> Self {
+            self.geo = self.geo.to_col_major();
+            self
+        }
+        /// Explicit strides (in elements).
+        pub fn strides(mut self, row_stride: i64, col_stride: i64) -> Self {
+            self.geo.row_stride = row_stride;
+            self.geo.col_stride = col_stride;
+            self
+        }
+        /// A batch of `batch` matrices `batch_stride` elements apart.
+        pub fn batched(mut self, batch: usize, batch_stride: i64) -> Self {
+            self.geo.batch = batch;
+            self.geo.batch_stride = batch_stride;
+            self
+        }
+    };
 }
 
 impl<'a> MatrixRef<'a> {
@@ -294,23 +315,7 @@ impl<'a> MatrixRef<'a> {
     pub(crate) fn tracked(&self) -> Option<&'a dyn TrackRead> {
         self.buf
     }
-    /// Column-major strides.
-    pub fn col_major(mut self) -> Self {
-        self.geo = self.geo.to_col_major();
-        self
-    }
-    /// Explicit strides (in elements).
-    pub fn strides(mut self, row_stride: i64, col_stride: i64) -> Self {
-        self.geo.row_stride = row_stride;
-        self.geo.col_stride = col_stride;
-        self
-    }
-    /// A batch of `batch` matrices `batch_stride` elements apart.
-    pub fn batched(mut self, batch: usize, batch_stride: i64) -> Self {
-        self.geo.batch = batch;
-        self.geo.batch_stride = batch_stride;
-        self
-    }
+    matrix_builders!();
 }
 
 impl<'a> MatrixMut<'a> {
@@ -336,23 +341,7 @@ impl<'a> MatrixMut<'a> {
     pub(crate) fn tracked_mut(&mut self) -> Option<&mut (dyn TrackWrite + 'a)> {
         self.buf.as_deref_mut()
     }
-    /// Column-major strides.
-    pub fn col_major(mut self) -> Self {
-        self.geo = self.geo.to_col_major();
-        self
-    }
-    /// Explicit strides (in elements).
-    pub fn strides(mut self, row_stride: i64, col_stride: i64) -> Self {
-        self.geo.row_stride = row_stride;
-        self.geo.col_stride = col_stride;
-        self
-    }
-    /// A batch of `batch` matrices `batch_stride` elements apart.
-    pub fn batched(mut self, batch: usize, batch_stride: i64) -> Self {
-        self.geo.batch = batch;
-        self.geo.batch_stride = batch_stride;
-        self
-    }
+    matrix_builders!();
 }
 
 /// A read-only, contiguous vector view (scales, biases): `len` elements of a device buffer,
@@ -361,15 +350,6 @@ impl<'a> MatrixMut<'a> {
 pub struct VectorRef<'a> {
     geo: Geometry,
     buf: Option<&'a dyn TrackRead>,
-}
-
-impl std::fmt::Debug for VectorRef<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VectorRef")
-            .field("geo", &self.geo)
-            .field("tracked", &self.buf.is_some())
-            .finish()
-    }
 }
 
 impl<'a> VectorRef<'a> {

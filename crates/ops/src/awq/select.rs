@@ -788,7 +788,7 @@ pub(crate) fn staged_k(cfg: &AwqGemmConfig) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::awq::rule_launch::{launch_of, launched};
+    use crate::awq::rule_launch::{cases, choices, launch_of};
 
     /// Wherever the streamed kernel is chosen, it is a valid streamed configuration whose
     /// splits stay the two it asks for (the staged `x` holds each split's K range, so the
@@ -797,28 +797,18 @@ mod tests {
     #[test]
     fn streamed_choice_keeps_two_splits_and_one_wave() {
         let e = Element::F16;
-        let mut chosen = 0;
-        for sms in [108, 132] {
-            for m in 1..=24 {
-                for n in (64..=16384).step_by(320) {
-                    for k in [64, 1024, 4096, 8192, 12288] {
-                        let Some((cfg, splits)) = select_awq_streamed(m, n, k, sms, e) else {
-                            continue;
-                        };
-                        chosen += 1;
-                        assert!(cfg.streamed && m <= cfg.tile[0] as usize, "{m}x{n}x{k}");
-                        let (run, ctas) = launched(&cfg, m, n, k, splits);
-                        assert!(run <= 2, "{m}x{n}x{k}: {run} splits");
-                        // half to one wave (with both splits: K of one 64-row tile runs one)
-                        assert!(
-                            ctas <= sms && (run == 1 || 2 * ctas > sms),
-                            "{m}x{n}x{k} on {sms}: {ctas} CTAs"
-                        );
-                    }
-                }
-            }
+        let ks = [64, 1024, 4096, 8192, 12288];
+        let shapes = cases(&[108, 132], 1..=24, (64..=16384).step_by(320), &ks);
+        let select = |m, n, k, sms| select_awq_streamed(m, n, k, sms, e);
+        for ((m, n, k, sms), cfg, _, (run, ctas)) in choices(shapes, select) {
+            assert!(cfg.streamed && m <= cfg.tile[0] as usize, "{m}x{n}x{k}");
+            assert!(run <= 2, "{m}x{n}x{k}: {run} splits");
+            // half to one wave (with both splits: K of one 64-row tile runs one)
+            assert!(
+                ctas <= sms && (run == 1 || 2 * ctas > sms),
+                "{m}x{n}x{k} on {sms}: {ctas} CTAs"
+            );
         }
-        assert!(chosen > 0);
         assert!(select_awq_streamed(1, 4096, 4096, 132, e).is_some());
     }
 
@@ -827,26 +817,16 @@ mod tests {
     #[test]
     fn wide_streamed_choice_runs_one_split_in_one_to_two_waves() {
         let e = Element::F16;
-        let mut chosen = 0;
-        for sms in [108, 132] {
-            for m in 1..=10 {
-                for n in (64..=20000).step_by(328) {
-                    for k in [64, 1024, 4096, 4104, 8192] {
-                        let Some((cfg, splits)) = select_awq_streamed_wide(m, n, k, sms, e) else {
-                            continue;
-                        };
-                        chosen += 1;
-                        assert!(select_awq_streamed(m, n, k, sms, e).is_none(), "{m}x{n}x{k}");
-                        let (run, ctas) = launched(&cfg, m, n, k, splits);
-                        assert!(
-                            m <= WIDE_STREAMED_MAX_ROWS && run == 1 && ctas > sms && ctas <= 2 * sms,
-                            "{m}x{n}x{k} on {sms}"
-                        );
-                    }
-                }
-            }
+        let ks = [64, 1024, 4096, 4104, 8192];
+        let shapes = cases(&[108, 132], 1..=10, (64..=20000).step_by(328), &ks);
+        let select = |m, n, k, sms| select_awq_streamed_wide(m, n, k, sms, e);
+        for ((m, n, k, sms), _, _, (run, ctas)) in choices(shapes, select) {
+            assert!(select_awq_streamed(m, n, k, sms, e).is_none(), "{m}x{n}x{k}");
+            assert!(
+                m <= WIDE_STREAMED_MAX_ROWS && run == 1 && ctas > sms && ctas <= 2 * sms,
+                "{m}x{n}x{k} on {sms}"
+            );
         }
-        assert!(chosen > 0);
     }
 
     /// The one-wave rule (1 to 8 rows) runs one split of its shared ring of 4 in more than
@@ -855,28 +835,18 @@ mod tests {
     #[test]
     fn wave_streamed_choice_runs_one_split_in_one_wave() {
         let e = Element::F16;
-        let mut chosen = 0;
-        for sms in [108, 114, 132] {
-            for m in 1..=12 {
-                for n in (64..=20000).step_by(192) {
-                    for k in [64, 1024, 4096, 4104, 4160, 8192] {
-                        let Some((cfg, splits)) = select_awq_streamed_wave(m, n, k, sms, e) else {
-                            continue;
-                        };
-                        chosen += 1;
-                        assert!(select_awq_streamed(m, n, k, sms, e).is_none(), "{m}x{n}x{k}");
-                        assert!(select_awq_streamed_wide(m, n, k, sms, e).is_none(), "{m}x{n}x{k}");
-                        assert!(cfg.streamed && cfg.prepared && cfg.shared_ring && cfg.stages == 4);
-                        let (run, ctas) = launched(&cfg, m, n, k, splits);
-                        assert!(
-                            m <= WAVE_STREAMED_MAX_ROWS && k % 16 == 0 && run == 1 && 2 * ctas > sms && ctas <= sms,
-                            "{m}x{n}x{k} on {sms}: {ctas} CTAs, {run} splits"
-                        );
-                    }
-                }
-            }
+        let ks = [64, 1024, 4096, 4104, 4160, 8192];
+        let shapes = cases(&[108, 114, 132], 1..=12, (64..=20000).step_by(192), &ks);
+        let select = |m, n, k, sms| select_awq_streamed_wave(m, n, k, sms, e);
+        for ((m, n, k, sms), cfg, _, (run, ctas)) in choices(shapes, select) {
+            assert!(select_awq_streamed(m, n, k, sms, e).is_none(), "{m}x{n}x{k}");
+            assert!(select_awq_streamed_wide(m, n, k, sms, e).is_none(), "{m}x{n}x{k}");
+            assert!(cfg.streamed && cfg.prepared && cfg.shared_ring && cfg.stages == 4);
+            assert!(
+                m <= WAVE_STREAMED_MAX_ROWS && k % 16 == 0 && run == 1 && 2 * ctas > sms && ctas <= sms,
+                "{m}x{n}x{k} on {sms}: {ctas} CTAs, {run} splits"
+            );
         }
-        assert!(chosen > 0);
     }
 
     /// The unprepared op's streamed kernel is chosen on the prepared one's domain (every
@@ -889,40 +859,35 @@ mod tests {
     fn checkpoint_choice_mirrors_the_prepared_one() {
         let e = Element::BF16;
         let mut chosen = 0;
-        for sms in [108, 132] {
-            for m in 1..=20 {
-                for n in (8..=9000).step_by(136) {
-                    for k in [32, 40, 1024, 4096, 4104, 8192, 12288] {
-                        let got = select_awq_streamed_checkpoint(m, n, k, sms, e);
-                        if n % 64 == 0 && k % 16 == 0 {
-                            let want = select_awq_streamed(m, n, k, sms, e);
-                            assert_eq!(
-                                got.map(|(c, s)| (c.tile, c.warps, s)),
-                                want.map(|(c, s)| (c.tile, c.warps, s)),
-                                "{m}x{n}x{k} on {sms}"
-                            );
-                        }
-                        let Some((cfg, splits)) = got else { continue };
-                        chosen += 1;
-                        assert!(k % 16 == 0 && cfg.streamed && !cfg.prepared && m <= cfg.tile[0] as usize);
-                        assert!(cfg.stages == 4 && !cfg.shared_ring, "{m}x{n}x{k}: ring {}", cfg.stages);
-                        let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
-                        // two splits sum in a cluster by pushes
-                        let name = if splits == 2 {
-                            "_v1_streamed_cpush"
-                        } else {
-                            "_v1_streamed"
-                        };
-                        assert!(g.name.ends_with(name), "{}", g.name);
-                        assert_eq!(cfg.cluster_push, splits == 2);
-                        let (run, ctas) = launch_of(&g, m, n, k, splits);
-                        assert!(
-                            run <= 2 && ctas <= sms && (run == 1 || 2 * ctas > sms),
-                            "{m}x{n}x{k} on {sms}: {ctas} CTAs, {run} splits"
-                        );
-                    }
-                }
+        let ks = [32, 40, 1024, 4096, 4104, 8192, 12288];
+        for (m, n, k, sms) in cases(&[108, 132], 1..=20, (8..=9000).step_by(136), &ks) {
+            let got = select_awq_streamed_checkpoint(m, n, k, sms, e);
+            if n % 64 == 0 && k % 16 == 0 {
+                let want = select_awq_streamed(m, n, k, sms, e);
+                assert_eq!(
+                    got.map(|(c, s)| (c.tile, c.warps, s)),
+                    want.map(|(c, s)| (c.tile, c.warps, s)),
+                    "{m}x{n}x{k} on {sms}"
+                );
             }
+            let Some((cfg, splits)) = got else { continue };
+            chosen += 1;
+            assert!(k % 16 == 0 && cfg.streamed && !cfg.prepared && m <= cfg.tile[0] as usize);
+            assert!(cfg.stages == 4 && !cfg.shared_ring, "{m}x{n}x{k}: ring {}", cfg.stages);
+            let g = rcute_kernel::awq_gemm::generate(&cfg).unwrap();
+            // two splits sum in a cluster by pushes
+            let name = if splits == 2 {
+                "_v1_streamed_cpush"
+            } else {
+                "_v1_streamed"
+            };
+            assert!(g.name.ends_with(name), "{}", g.name);
+            assert_eq!(cfg.cluster_push, splits == 2);
+            let (run, ctas) = launch_of(&g, m, n, k, splits);
+            assert!(
+                run <= 2 && ctas <= sms && (run == 1 || 2 * ctas > sms),
+                "{m}x{n}x{k} on {sms}: {ctas} CTAs, {run} splits"
+            );
         }
         assert!(chosen > 0);
     }

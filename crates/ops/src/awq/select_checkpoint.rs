@@ -204,7 +204,7 @@ pub fn select_awq_gemm_checkpoint(m: usize, n: usize, k: usize, sms: usize, elem
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::awq::rule_launch::launched;
+    use crate::awq::rule_launch::{cases, choices};
 
     /// The one-wave streamed rule never overlaps the two other streamed rules, and wherever
     /// it is chosen its grid (row tiles x 64-column blocks, one split) is more than half a
@@ -212,36 +212,26 @@ mod tests {
     #[test]
     fn wave_rule_is_disjoint_and_fills_one_to_two_waves() {
         let e = Element::F16;
-        let mut chosen = 0;
-        for sms in [108, 114, 132] {
-            for m in 1..=20 {
-                for n in (64..=20000).step_by(192) {
-                    for k in [64, 2048, 4096, 4104, 8192] {
-                        let Some((cfg, splits)) = select_awq_streamed_checkpoint_wave(m, n, k, sms, e) else {
-                            continue;
-                        };
-                        chosen += 1;
-                        assert!(select_awq_streamed_checkpoint(m, n, k, sms, e).is_none(), "{m}x{n}x{k}");
-                        assert!(
-                            select_awq_streamed_checkpoint_wide(m, n, k, sms, e).is_none(),
-                            "{m}x{n}x{k}"
-                        );
-                        let (run, ctas) = launched(&cfg, m, n, k, splits);
-                        assert!(
-                            run == 1 && 2 * ctas > sms && ctas <= 2 * sms,
-                            "{m}x{n}x{k} on {sms}: {ctas}"
-                        );
-                        assert_eq!(
-                            cfg.stages == 4,
-                            ctas <= sms,
-                            "{m}x{n}x{k} on {sms}: ring {}",
-                            cfg.stages
-                        );
-                    }
-                }
-            }
+        let ks = [64, 2048, 4096, 4104, 8192];
+        let shapes = cases(&[108, 114, 132], 1..=20, (64..=20000).step_by(192), &ks);
+        let select = |m, n, k, sms| select_awq_streamed_checkpoint_wave(m, n, k, sms, e);
+        for ((m, n, k, sms), cfg, _, (run, ctas)) in choices(shapes, select) {
+            assert!(select_awq_streamed_checkpoint(m, n, k, sms, e).is_none(), "{m}x{n}x{k}");
+            assert!(
+                select_awq_streamed_checkpoint_wide(m, n, k, sms, e).is_none(),
+                "{m}x{n}x{k}"
+            );
+            assert!(
+                run == 1 && 2 * ctas > sms && ctas <= 2 * sms,
+                "{m}x{n}x{k} on {sms}: {ctas}"
+            );
+            assert_eq!(
+                cfg.stages == 4,
+                ctas <= sms,
+                "{m}x{n}x{k} on {sms}: ring {}",
+                cfg.stages
+            );
         }
-        assert!(chosen > 0);
     }
 
     /// The fused choice differs from `select_awq_gemm` only at 9 to 16 rows, always in the
@@ -249,26 +239,21 @@ mod tests {
     #[test]
     fn fused_choice_changes_only_the_measured_bands() {
         let e = Element::BF16;
-        for sms in [108, 132] {
-            for m in 1..=24 {
-                for n in (8..=30000).step_by(296) {
-                    for k in [64, 1024, 4096, 8192, 8256, 14336] {
-                        let got = select_awq_gemm_checkpoint(m, n, k, sms, e);
-                        let rules = select_awq_gemm(m, n, k, sms, e);
-                        if got == rules {
-                            continue;
-                        }
-                        assert!((9..=16).contains(&m), "{m}x{n}x{k}");
-                        let (cfg, splits) = got;
-                        assert_eq!((cfg.tile, cfg.warps), ([16, 256, 64], [1, 4]));
-                        assert_eq!(cfg.b_vector_words, rules.0.b_vector_words);
-                        assert!(
-                            splits >= 1 && splits as usize <= k.div_ceil(64),
-                            "{m}x{n}x{k}: {splits}"
-                        );
-                    }
-                }
+        let ks = [64, 1024, 4096, 8192, 8256, 14336];
+        for (m, n, k, sms) in cases(&[108, 132], 1..=24, (8..=30000).step_by(296), &ks) {
+            let got = select_awq_gemm_checkpoint(m, n, k, sms, e);
+            let rules = select_awq_gemm(m, n, k, sms, e);
+            if got == rules {
+                continue;
             }
+            assert!((9..=16).contains(&m), "{m}x{n}x{k}");
+            let (cfg, splits) = got;
+            assert_eq!((cfg.tile, cfg.warps), ([16, 256, 64], [1, 4]));
+            assert_eq!(cfg.b_vector_words, rules.0.b_vector_words);
+            assert!(
+                splits >= 1 && splits as usize <= k.div_ceil(64),
+                "{m}x{n}x{k}: {splits}"
+            );
         }
     }
 }

@@ -124,32 +124,22 @@ pub fn select_awq_streamed_wide16(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::awq::rule_launch::launched;
+    use crate::awq::rule_launch::{cases, choices};
 
     /// Wherever chosen, the rule runs one split of its tile in more than three quarters and
     /// at most one wave of CTAs, K within the staged x, 9 to 16 rows in one row tile.
     #[test]
     fn wide16_runs_one_split_in_most_of_one_wave() {
         let e = Element::BF16;
-        let mut chosen = 0;
-        for sms in [108, 114, 132] {
-            for m in 1..=20 {
-                for n in (64..=30000).step_by(320) {
-                    for k in [64, 1024, 4096, 4104, 4160, 8192] {
-                        let Some((cfg, splits)) = select_awq_streamed_wide16(m, n, k, sms, e) else {
-                            continue;
-                        };
-                        chosen += 1;
-                        let (run, ctas) = launched(&cfg, m, n, k, splits);
-                        assert!(
-                            (9..=16).contains(&m) && k % 16 == 0 && run == 1 && 4 * ctas > 3 * sms && ctas <= sms,
-                            "{m}x{n}x{k} on {sms}: {ctas} CTAs, {run} splits"
-                        );
-                    }
-                }
-            }
+        let ks = [64, 1024, 4096, 4104, 4160, 8192];
+        let shapes = cases(&[108, 114, 132], 1..=20, (64..=30000).step_by(320), &ks);
+        let select = |m, n, k, sms| select_awq_streamed_wide16(m, n, k, sms, e);
+        for ((m, n, k, sms), _, _, (run, ctas)) in choices(shapes, select) {
+            assert!(
+                (9..=16).contains(&m) && k % 16 == 0 && run == 1 && 4 * ctas > 3 * sms && ctas <= sms,
+                "{m}x{n}x{k} on {sms}: {ctas} CTAs, {run} splits"
+            );
         }
-        assert!(chosen > 0);
     }
 
     /// The rule's kernels (f16, bf16) are catalogue units.

@@ -137,37 +137,27 @@ pub fn select_awq_streamed_wide32(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::awq::rule_launch::launched;
+    use crate::awq::rule_launch::{cases, choices};
 
     /// Wherever chosen, the rule runs its tile's splits (exactly) in more than three
     /// quarters and at most one wave of CTAs, M within one row tile of 17 to 32 rows.
     #[test]
     fn wide32_runs_its_splits_in_most_of_one_wave() {
         let e = Element::F16;
-        let mut chosen = 0;
-        for sms in [108, 114, 132] {
-            for m in 1..=40 {
-                for n in (64..=30000).step_by(448) {
-                    for k in [64, 2048, 2064, 4096, 4160] {
-                        let Some((cfg, splits)) = select_awq_streamed_wide32(m, n, k, sms, e) else {
-                            continue;
-                        };
-                        chosen += 1;
-                        let (run, ctas) = launched(&cfg, m, n, k, splits);
-                        assert!(
-                            (17..=32).contains(&m)
-                                && m <= cfg.tile[0] as usize
-                                && run == splits as i32
-                                && ctas == n.div_ceil(cfg.tile[1] as usize) * splits as usize
-                                && 4 * ctas > 3 * sms
-                                && ctas <= sms,
-                            "{m}x{n}x{k} on {sms}: {ctas} CTAs, {run} splits"
-                        );
-                    }
-                }
-            }
+        let ks = [64, 2048, 2064, 4096, 4160];
+        let shapes = cases(&[108, 114, 132], 1..=40, (64..=30000).step_by(448), &ks);
+        let select = |m, n, k, sms| select_awq_streamed_wide32(m, n, k, sms, e);
+        for ((m, n, k, sms), cfg, splits, (run, ctas)) in choices(shapes, select) {
+            assert!(
+                (17..=32).contains(&m)
+                    && m <= cfg.tile[0] as usize
+                    && run == splits as i32
+                    && ctas == n.div_ceil(cfg.tile[1] as usize) * splits as usize
+                    && 4 * ctas > 3 * sms
+                    && ctas <= sms,
+                "{m}x{n}x{k} on {sms}: {ctas} CTAs, {run} splits"
+            );
         }
-        assert!(chosen > 0);
     }
 
     /// The rule's kernels (f16, bf16) are catalogue units.

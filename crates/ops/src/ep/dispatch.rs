@@ -25,6 +25,7 @@
 
 use super::comm::{Communicator, EpMark};
 use crate::error::{boxed, OpsError};
+use crate::moe::problem::Regions;
 use crate::moe::{fused_moe_workspace_bytes, validate_fused_moe, MoeOptions, MoeRouting, MoeWorkspace};
 use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef};
 use crate::Ops;
@@ -32,8 +33,6 @@ use cudarc::driver::CudaStream;
 use rcute_kernel::moe_routing::ep_dispatch::{self, EpPackArgs, GeneratedEpKernel};
 use rcute_kernel::KernelArgs;
 use std::sync::Arc;
-
-const ALIGN: usize = 256;
 
 /// Byte offsets of the dispatch's workspace regions (the fused MoE's own workspace first).
 #[derive(Clone, Copy, Debug)]
@@ -71,13 +70,8 @@ impl DispatchLayout {
         };
         let rows = world.checked_mul(tokens).ok_or_else(too_large)?;
         let fused = fused_moe_workspace_bytes(rows, topk, local, hidden, inter, dtype)?;
-        let mut at = 0usize;
-        let mut take = |b: Option<usize>| -> Result<usize, OpsError> {
-            let b = b.ok_or_else(too_large)?;
-            let o = at;
-            at = at.checked_add(b.div_ceil(ALIGN) * ALIGN).ok_or_else(too_large)?;
-            Ok(o)
-        };
+        let mut r = Regions::new("expert-parallel dispatch workspace");
+        let mut take = |bytes| r.take(bytes);
         let entries = rows.checked_mul(topk).and_then(|n| n.checked_mul(4));
         let x_bytes = rows.checked_mul(hidden).and_then(|n| n.checked_mul(dtype.bytes()));
         let l = DispatchLayout {
@@ -96,7 +90,7 @@ impl DispatchLayout {
             y_recv: take(x_bytes)?,
             bytes: 0,
         };
-        Ok(DispatchLayout { bytes: at, ..l })
+        Ok(DispatchLayout { bytes: r.bytes(), ..l })
     }
 }
 

@@ -42,6 +42,7 @@
 use super::comm::{Communicator, EpMark};
 use crate::error::OpsError;
 use crate::moe::fused::layer_uses;
+use crate::moe::problem::round_up;
 use crate::moe::{fused_moe_workspace_bytes, validate_fused_moe, MoeOptions, MoeRouting, MoeWorkspace};
 use crate::tensor::{DType, Geometry, MatrixMut, MatrixRef};
 use crate::Ops;
@@ -153,12 +154,6 @@ pub fn ep_moe_workspace_bytes(
             Ok(super::dispatch::DispatchLayout::new(tokens, topk, local, world, hidden, inter, dtype)?.bytes)
         }
     }
-}
-
-const ALIGN: usize = 256;
-
-fn round_up(b: usize) -> usize {
-    b.div_ceil(ALIGN).saturating_mul(ALIGN)
 }
 
 /// One rank of the expert-parallel MoE layer: its [`Communicator`] and an [`Ops`] handle

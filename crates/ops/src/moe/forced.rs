@@ -6,7 +6,7 @@
 //! [`Ops::run_fused_moe_spec`].
 
 use super::kernels::{fused_moe_spec_kernels, not_moe};
-use super::problem::{spec_layout, MoeProblem};
+use super::problem::{spec_layout, MoeOptions, MoeProblem};
 use crate::error::OpsError;
 use crate::tensor::DType;
 use crate::tuning::{ConfigSpec, MoeSm90Spec, MoeSpec, TunedKernel};
@@ -79,22 +79,23 @@ impl Ops {
         // entry names the schedule and tiles, not where the rows come from).
         let auto_gathers = super::kernels::gemm1_gathers(
             super::fused::element(p.dtype)?,
-            p.path,
+            p.options.path,
             spec.gemm1_cluster(),
             p.tokens * p.topk,
             p.local_experts,
         );
         // And Auto's dynamic walk (it applies to the cooperative GEMMs the entry names).
         let w13 = super::kernels::w13_expert_bytes(super::fused::element(p.dtype)?, p.hidden, p.inter);
-        let auto_dynamic = super::sm90_dynamic(p.path, p.tokens * p.topk, p.local_experts, w13);
-        let mut forced = MoeProblem {
+        let auto_dynamic = super::sm90_dynamic(p.options.path, p.tokens * p.topk, p.local_experts, w13);
+        let options = MoeOptions {
             path: spec.path(),
-            gather: p.gather.or(Some(auto_gathers)),
-            dynamic: p.dynamic.or(Some(auto_dynamic)),
-            pad_skip: p.pad_skip.or(Some(spec.pad_skip())),
-            ..*p
+            gather: p.options.gather.or(Some(auto_gathers)),
+            dynamic: p.options.dynamic.or(Some(auto_dynamic)),
+            pad_skip: p.options.pad_skip.or(Some(spec.pad_skip())),
+            ..p.options
         };
-        if spec.row_tile() == 64 && p.row_tile.is_none() {
+        let mut forced = MoeProblem { options, ..*p };
+        if spec.row_tile() == 64 && p.options.row_tile.is_none() {
             // The 64-row form aligns to 64-row blocks: its layout of the same workspace.
             forced = forced.on_rows64()?;
         }

@@ -241,7 +241,7 @@ impl Ops {
             topk: p.topk as i32,
             renormalize,
         };
-        let a = l.align_args(ws, ids, p.tokens, p.topk, p.expert_offset, p.local_experts);
+        let a = l.align_args(ws, ids, p.tokens, p.topk, p.options.expert_offset, p.local_experts);
         let ka = g.args(&t, &a).map_err(boxed)?;
         // SAFETY: logits validated [T, E]; the ids / weights and the alignment's regions
         // are workspace regions sized by the layout for these shapes.
@@ -271,7 +271,7 @@ impl Ops {
             tile_grid: !spec.streamed && !prepared,
             tuned: spec.route,
         };
-        if !super::gemm1_routes(p.route, &case) {
+        if !super::gemm1_routes(p.options.route, &case) {
             return Ok((None, None));
         }
         let (ws, l) = (p.workspace, &p.layout);
@@ -317,11 +317,11 @@ impl Ops {
             ids,
             p.tokens,
             p.topk,
-            p.expert_offset,
+            p.options.expert_offset,
             p.local_experts,
             ws,
             l,
-            p.align_ctas,
+            p.options.align_ctas,
         )?;
         Ok((ids, weights))
     }
@@ -402,7 +402,7 @@ impl Ops {
     /// `crate::tuning::moe_problem_key`; with [`super::MoePath::Sm80`] only SM80 entries),
     /// else the rules' choice (`Ops::run_fused_moe_rules`).
     pub fn run_fused_moe(&self, p: &MoeProblem) -> Result<(), OpsError> {
-        if p.path.forces_sm90() {
+        if p.options.path.forces_sm90() {
             self.moe_sm90_runs(p)?;
             return self.launch_fused_moe_sm90(p);
         }
@@ -482,7 +482,7 @@ impl Ops {
             ldb: ldb13,
             ldd: i64::from(i),
             expert_stride: p.w13.batch_stride,
-            up_first: p.up_first,
+            up_first: p.options.up_first,
             ..common
         };
         let gemm2 = GroupedGemmArgs {
@@ -513,7 +513,7 @@ impl Ops {
             prefetch_bytes: if prefetch.gemm1() { budget } else { 0 },
             experts: p.local_experts as i32,
             prefetch_ids: if route_args.is_some() { 0 } else { ids },
-            expert_offset: p.expert_offset as i32,
+            expert_offset: p.options.expert_offset as i32,
             route: route_args,
             // (the prepared streamed kernels hold an SM by their registers, not shared memory)
             tail_trigger: prefetch.tail()

@@ -160,7 +160,7 @@ impl Ops {
                 });
             }
         }
-        if p.path == super::MoePath::Sm80 {
+        if p.options.path == super::MoePath::Sm80 {
             return Err(OpsError::Arch(
                 "the FP8 MoE layer runs only on the SM90 grouped GEMMs".into(),
             ));
@@ -235,9 +235,11 @@ impl Ops {
         // layout); the gathered rows name tokens below T (the alignment's entries).
         unsafe {
             qg.launch(&fqg, &quant_x).map_err(boxed)?;
-            gemm_sm90::launch_grouped(&f1, &g1, &routed.gemm1, sm90_grid(&c1, p.per_tile, sms)).map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f1, &g1, &routed.gemm1, sm90_grid(&c1, p.options.per_tile, sms))
+                .map_err(boxed)?;
             qr.launch(&fqr, &quant_inter).map_err(boxed)?;
-            gemm_sm90::launch_grouped(&f2, &g2, &routed.gemm2, sm90_grid(&c2, p.per_tile, sms)).map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f2, &g2, &routed.gemm2, sm90_grid(&c2, p.options.per_tile, sms))
+                .map_err(boxed)?;
             gf.launch(&ff, &routed.fin).map_err(boxed)?;
         }
         Ok(())

@@ -38,11 +38,11 @@ impl Ops {
     /// workspace smaller than the SM90 layout ([`OpsError::OutOfBounds`]).
     pub(crate) fn moe_sm90_runs(&self, p: &MoeProblem) -> Result<bool, OpsError> {
         let cc = self.gpu().compute_capability();
-        if !sm90_chosen(p.path, cc, p.tokens * p.topk, p.local_experts) {
+        if !sm90_chosen(p.options.path, cc, p.tokens * p.topk, p.local_experts) {
             return Ok(false);
         }
         let fits = p.layout90.bytes <= p.workspace_len;
-        if p.path == super::MoePath::Auto {
+        if p.options.path == super::MoePath::Auto {
             return Ok(fits);
         }
         if cc != (9, 0) {
@@ -76,17 +76,26 @@ impl Ops {
     /// [`with_pad_skip`]).
     pub(crate) fn layer_sm90_gemms(&self, p: &MoeProblem, ab: Element, out: Element) -> [GemmSm90Config; 2] {
         let (entries, sms) = (p.tokens * p.topk, self.gpu().sm_count());
-        let gemms = if p.row_tile == Some(64) && ab != Element::E4M3 {
+        let gemms = if p.options.row_tile == Some(64) && ab != Element::E4M3 {
             rows64_gemms(ab)
         } else {
-            let gemms = sm90_gemms(ab, out, p.path, entries, p.local_experts, p.hidden, p.inter, sms);
-            with_gather(gemms, p.gather)
+            let gemms = sm90_gemms(
+                ab,
+                out,
+                p.options.path,
+                entries,
+                p.local_experts,
+                p.hidden,
+                p.inter,
+                sms,
+            );
+            with_gather(gemms, p.options.gather)
         };
-        let gemms = with_dynamic(with_walk_band(gemms, p.walk_band), p.dynamic);
+        let gemms = with_dynamic(with_walk_band(gemms, p.options.walk_band), p.options.dynamic);
         if ab == Element::E4M3 {
             return gemms;
         }
-        with_pad_skip(gemms, p.pad_skip)
+        with_pad_skip(gemms, p.options.pad_skip)
     }
 
     /// Launch a validated layer on the SM90 family (its workspace layout `p.layout90`);
@@ -130,8 +139,10 @@ impl Ops {
             if let Some((gg, fg, ga)) = &row_gather {
                 gg.launch(fg, ga).map_err(boxed)?;
             }
-            gemm_sm90::launch_grouped(&f1, &g1, &routed.gemm1, sm90_grid(&c1, p.per_tile, sms)).map_err(boxed)?;
-            gemm_sm90::launch_grouped(&f2, &g2, &routed.gemm2, sm90_grid(&c2, p.per_tile, sms)).map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f1, &g1, &routed.gemm1, sm90_grid(&c1, p.options.per_tile, sms))
+                .map_err(boxed)?;
+            gemm_sm90::launch_grouped(&f2, &g2, &routed.gemm2, sm90_grid(&c2, p.options.per_tile, sms))
+                .map_err(boxed)?;
             gf.launch(&ff, &routed.fin).map_err(boxed)?;
         }
         Ok(())
@@ -241,7 +252,7 @@ pub(super) fn sm90_layer_args(p: &MoeProblem, operands: &Sm90Operands) -> Sm90La
     };
     // The dynamic walks' counters (read only by `_dyn` kernels): GEMM1's, then GEMM2's.
     let gemm1 = Sm90GroupedArgs {
-        up_first: p.up_first,
+        up_first: p.options.up_first,
         work_counter: ws + l.walk as u64,
         ..gemm(0, &p.w13, l.inter, (i, h))
     };

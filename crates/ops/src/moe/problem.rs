@@ -198,10 +198,41 @@ pub fn moe_splits(tokens: usize, topk: usize, local: usize, hidden: usize, inter
     512usize.div_ceil(ctas).clamp(1, 8).min(by_k)
 }
 
-const ALIGN: usize = 256;
+/// The alignment of a workspace and of each of its regions, in bytes.
+pub(crate) const ALIGN: usize = 256;
 
-fn round_up(x: usize) -> usize {
-    x.div_ceil(ALIGN) * ALIGN
+/// `x` rounded up to a multiple of [`ALIGN`] (saturating).
+pub(crate) fn round_up(x: usize) -> usize {
+    x.div_ceil(ALIGN).saturating_mul(ALIGN)
+}
+
+/// A workspace laid out as regions one after another, each starting on an [`ALIGN`]-byte
+/// boundary (the MoE layouts, the expert-parallel dispatch's).
+pub(crate) struct Regions {
+    at: usize,
+    /// The workspace, as its [`OpsError::TooLarge`] names it.
+    what: &'static str,
+}
+
+impl Regions {
+    pub(crate) fn new(what: &'static str) -> Regions {
+        Regions { at: 0, what }
+    }
+
+    /// The offset of a next region of `bytes` (`None`, or a layout past `usize`: the
+    /// workspace is too large).
+    pub(crate) fn take(&mut self, bytes: Option<usize>) -> Result<usize, OpsError> {
+        let end = bytes
+            .and_then(|b| b.checked_next_multiple_of(ALIGN))
+            .and_then(|b| self.at.checked_add(b))
+            .ok_or(OpsError::TooLarge { what: self.what })?;
+        Ok(std::mem::replace(&mut self.at, end))
+    }
+
+    /// The bytes of the regions taken so far.
+    pub(crate) fn bytes(&self) -> usize {
+        self.at
+    }
 }
 
 /// Byte offsets of the workspace regions.
@@ -281,13 +312,8 @@ impl WorkspaceLayout {
         let cap = align_capacity(tokens, topk, local, block_m).map_err(crate::error::boxed)?;
         let too_large = || OpsError::TooLarge { what: "MoE workspace" };
         let n = tokens.checked_mul(topk).ok_or_else(too_large)?;
-        let mut at = 0usize;
-        let mut take = |bytes: Option<usize>| -> Result<usize, OpsError> {
-            let b = bytes.ok_or_else(too_large)?;
-            let o = at;
-            at = at.checked_add(round_up(b)).ok_or_else(too_large)?;
-            Ok(o)
-        };
+        let mut r = Regions::new("MoE workspace");
+        let mut take = |bytes| r.take(bytes);
         let topk_ids = take(n.checked_mul(4))?;
         let topk_weights = take(n.checked_mul(4))?;
         let counts = take(Some(local * 4))?;
@@ -319,7 +345,7 @@ impl WorkspaceLayout {
             entry_out,
             gathered,
             splits,
-            bytes: at,
+            bytes: r.bytes(),
         })
     }
 }
@@ -600,7 +626,7 @@ pub(crate) fn fp8_layout(
             hidden.max(inter),
         )?
     };
-    let scales = l.cap.rows.checked_mul(4).ok_or_else(too_large)?.div_ceil(256) * 256;
+    let scales = round_up(l.cap.rows.checked_mul(4).ok_or_else(too_large)?);
     Ok((l, l.bytes.checked_add(scales).ok_or_else(too_large)?))
 }
 
@@ -627,28 +653,9 @@ pub struct MoeProblem {
     pub experts: Option<usize>,
     /// `L`: the experts whose weights are here.
     pub local_experts: usize,
-    /// First local expert.
-    pub expert_offset: usize,
-    /// `w13` holds the up rows first ([`MoeOptions::up_first`]).
-    pub up_first: bool,
-    /// The grouped GEMM family asked for ([`MoeOptions::path`]).
-    pub path: MoePath,
-    /// The SM90 walk's band asked for ([`MoeOptions::walk_band`]).
-    pub walk_band: Option<i64>,
-    /// GEMM1's gathering form asked for ([`MoeOptions::gather`]).
-    pub gather: Option<bool>,
-    /// The SM90 GEMMs' grid asked for ([`MoeOptions::per_tile`]).
-    pub per_tile: Option<bool>,
-    /// The SM90 GEMMs' dynamic walk asked for ([`MoeOptions::dynamic`]).
-    pub dynamic: Option<bool>,
-    /// GEMM1's own routing asked for ([`MoeOptions::route`]).
-    pub route: Option<bool>,
-    /// The multi-CTA alignment asked for ([`MoeOptions::align_ctas`]).
-    pub align_ctas: Option<bool>,
-    /// The SM90 layer's row tile asked for ([`MoeOptions::row_tile`]).
-    pub row_tile: Option<i64>,
-    /// The SM90 GEMMs' padding skip asked for ([`MoeOptions::pad_skip`]).
-    pub pad_skip: Option<bool>,
+    /// The options the layer was validated with (the expert offset, `w13`'s row order and
+    /// every forced choice of the grouped GEMMs).
+    pub options: MoeOptions,
     /// The activations' and weights' type.
     pub dtype: DType,
     pub(crate) x: Geometry,
@@ -672,7 +679,10 @@ impl MoeProblem {
     pub(crate) fn on_rows64(self) -> Result<MoeProblem, OpsError> {
         let (t, k, l, h, i) = (self.tokens, self.topk, self.local_experts, self.hidden, self.inter);
         Ok(MoeProblem {
-            row_tile: Some(64),
+            options: MoeOptions {
+                row_tile: Some(64),
+                ..self.options
+            },
             layout90: rows64_layout(t, k, l, h, i, self.dtype)?,
             ..self
         })
@@ -689,7 +699,7 @@ impl MoeProblem {
             tokens: self.tokens as i32,
             topk: self.topk as i32,
             hidden: self.hidden as i32,
-            expert_offset: self.expert_offset as i32,
+            expert_offset: self.options.expert_offset as i32,
             local_experts: self.local_experts as i32,
             splits: l.splits as i32,
             split_stride: (self.tokens * self.topk * self.hidden) as i64,
@@ -990,17 +1000,7 @@ pub(crate) fn validate_moe(
         topk,
         experts,
         local_experts: local,
-        expert_offset: opts.expert_offset,
-        up_first: opts.up_first,
-        path: opts.path,
-        walk_band: opts.walk_band,
-        gather: opts.gather,
-        per_tile: opts.per_tile,
-        dynamic: opts.dynamic,
-        route: opts.route,
-        align_ctas: opts.align_ctas,
-        row_tile: opts.row_tile,
-        pad_skip: opts.pad_skip,
+        options: *opts,
         dtype: xg.dtype,
         x: xg,
         w13: ag,

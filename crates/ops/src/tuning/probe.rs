@@ -28,7 +28,7 @@ pub use super::probe_gemm::GemmProbe;
 pub use super::probe_moe::MoeProbe;
 pub use super::probe_scaled_mm::{Operand8, ScaledMmProbe};
 use super::tuner::{tune, Quiet, Tunable};
-use super::Entry;
+use super::{ConfigSpec, Entry};
 use crate::tensor::Element;
 use crate::Ops;
 
@@ -41,9 +41,12 @@ pub trait Half: Element + DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin 
     fn from_f32(x: f32) -> Self;
     /// The exact value.
     fn to_f64(self) -> f64;
+    /// The kernels' name of the type.
+    const ELEMENT: rcute_atom::Element;
 }
 
 impl Half for half::bf16 {
+    const ELEMENT: rcute_atom::Element = rcute_atom::Element::BF16;
     fn from_f32(x: f32) -> Self {
         half::bf16::from_f32(x)
     }
@@ -53,6 +56,7 @@ impl Half for half::bf16 {
 }
 
 impl Half for half::f16 {
+    const ELEMENT: rcute_atom::Element = rcute_atom::Element::F16;
     fn from_f32(x: f32) -> Self {
         half::f16::from_f32(x)
     }
@@ -250,6 +254,24 @@ pub(crate) fn driver(e: cudarc::driver::DriverError) -> String {
 }
 
 impl Ops {
+    /// The tuning tables' choice under `RCUTE_TUNING` for the problem whose table key on
+    /// this GPU's rcute arch `key` gives (`None`: not a tuned problem); on a miss with
+    /// `on-miss`, [`Ops::tune_on_miss`] of the probe `build` makes (buffers of the
+    /// problem's shape, never the caller's). `None` (the rules) when tuning is off or the
+    /// GPU has no rcute arch.
+    pub(crate) fn tuned_spec(
+        &self,
+        key: impl FnOnce(&str) -> Option<super::ProblemKey>,
+        build: impl FnOnce() -> Result<Box<dyn Tunable>, String>,
+    ) -> Option<ConfigSpec> {
+        let tuning = self.tuning();
+        if !tuning.active() {
+            return None;
+        }
+        let key = key(self.gpu().arch()?.as_str())?;
+        tuning.choose(&key, || self.tune_on_miss(build))
+    }
+
     /// The on-miss tuning of one problem under [`super::OpsTuning::choose`]: not while the
     /// stream captures a graph (`Err`: the next miss tries again); a probe that cannot be
     /// built (e.g. out of memory) is a miss the rules serve from then on (`Ok(None)`);

@@ -68,10 +68,6 @@ impl<T: Half> AwqProbe<T> {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let dtype = match T::DTYPE {
-            DType::BF16 => "bf16",
-            _ => "f16",
-        };
         let arch = ops.gpu().arch().ok_or("no rcute arch for this GPU")?;
         let want = Sampled::new(m, n, |i, j| {
             (0..k)
@@ -83,7 +79,7 @@ impl<T: Half> AwqProbe<T> {
                 .sum()
         });
         Ok(AwqProbe {
-            key: awq_key(dtype, group, arch.as_str(), m, n, k),
+            key: awq_key(T::DTYPE.name(), group, arch.as_str(), m, n, k),
             shape: (m, n, k),
             awq,
             x: stream.clone_htod(&x).map_err(driver)?,
@@ -93,13 +89,6 @@ impl<T: Half> AwqProbe<T> {
             candidates: awq_candidates(m, n, k, ops.gpu().sm_count()),
             stream,
         })
-    }
-
-    fn element() -> rcute_atom::Element {
-        match T::DTYPE {
-            DType::BF16 => rcute_atom::Element::BF16,
-            _ => rcute_atom::Element::F16,
-        }
     }
 
     /// `f` of the validated problem on weight copy `turn`.
@@ -133,16 +122,14 @@ impl<T: Half> Tunable for AwqProbe<T> {
     probe_fields!();
 
     fn compiler(&self) -> Compiler {
-        Box::new(
-            |ops: &Ops, spec: &ConfigSpec| match awq_kernel(spec, Self::element())? {
-                TunedKernel::Awq(cfg) => ops.load_awq_gemm(&cfg).map(|_| ()).map_err(|e| e.to_string()),
-                other => Err(format!("{other:?} is not an AWQ kernel")),
-            },
-        )
+        Box::new(|ops: &Ops, spec: &ConfigSpec| match awq_kernel(spec, T::ELEMENT)? {
+            TunedKernel::Awq(cfg) => ops.load_awq_gemm(&cfg).map(|_| ()).map_err(|e| e.to_string()),
+            other => Err(format!("{other:?} is not an AWQ kernel")),
+        })
     }
 
     fn run(&self, ops: &Ops, spec: &ConfigSpec, turn: usize) -> Result<(), String> {
-        let forced = spec.op_spec::<AwqSpec>()?.config(Self::element());
+        let forced = spec.op_spec::<AwqSpec>()?.config(T::ELEMENT);
         self.with_problem(turn, |p| ops.run_awq_gemm(p, Some(forced)).map_err(|e| e.to_string()))
     }
 
@@ -165,28 +152,21 @@ impl Ops {
     /// ([`awq_key`]; on a miss with `on-miss`, tuned here on buffers of the problem's shape,
     /// never the caller's), or `None` for the rules.
     pub(crate) fn tuned_awq(&self, p: &AwqGemmProblem<'_>) -> Option<AwqSpec> {
-        let tuning = self.tuning();
-        if !tuning.active() {
-            return None;
-        }
-        let arch = self.gpu().arch()?;
         let w = p.weight();
         let (dtype, shape) = (w.dtype(), w.shape());
-        let name = match dtype {
-            DType::F16 => "f16",
-            DType::BF16 => "bf16",
-            _ => return None,
-        };
         let (m, n, k) = (p.m(), shape.n, shape.k);
-        let key = awq_key(name, shape.group, arch.as_str(), m, n, k);
-        let spec = tuning.choose(&key, || {
-            self.tune_on_miss(|| {
+        let spec = self.tuned_spec(
+            |arch| {
+                let half = matches!(dtype, DType::F16 | DType::BF16);
+                half.then(|| awq_key(dtype.name(), shape.group, arch, m, n, k))
+            },
+            || {
                 Ok(match dtype {
                     DType::BF16 => Box::new(AwqProbe::<half::bf16>::new(self, (m, n, k), shape.group)?),
                     _ => Box::new(AwqProbe::<half::f16>::new(self, (m, n, k), shape.group)?),
                 })
-            })
-        })?;
+            },
+        )?;
         match spec {
             ConfigSpec::Awq(s) => Some(s),
             _ => None,

@@ -92,12 +92,8 @@ impl<T: Half> Tunable for GemmProbe<T> {
     probe_fields!();
 
     fn compiler(&self) -> Compiler {
-        let e = match T::DTYPE {
-            DType::F16 => rcute_atom::Element::F16,
-            _ => rcute_atom::Element::BF16,
-        };
         Box::new(move |ops: &Ops, spec: &ConfigSpec| {
-            match gemm_kernel(spec, e)? {
+            match gemm_kernel(spec, T::ELEMENT)? {
                 TunedKernel::Sm80(cfg) => ops.load_gemm(&cfg).map(|_| ()),
                 TunedKernel::Sm90(cfg) => ops.load_gemm_sm90(&cfg).map(|_| ()),
                 other => return Err(format!("{other:?} is not a gemm kernel")),
@@ -130,21 +126,15 @@ impl Ops {
     /// The tuning tables' choice for a GEMM problem under `RCUTE_TUNING` (on a miss with
     /// `on-miss`: tuned here, on buffers of the problem's shape, never the caller's).
     pub(crate) fn tuned_gemm(&self, p: &GemmProblem<'_>) -> Option<ConfigSpec> {
-        let tuning = self.tuning();
-        if !tuning.active() {
-            return None;
-        }
-        let arch = self.gpu().arch()?;
-        let key = gemm_key(p, arch.as_str())?;
         let shape = (p.m(), p.n(), p.k());
-        let dtype = p.a().dtype;
-        tuning.choose(&key, || {
-            self.tune_on_miss(|| {
-                Ok(match dtype {
+        self.tuned_spec(
+            |arch| gemm_key(p, arch),
+            || {
+                Ok(match p.a().dtype {
                     DType::F16 => Box::new(GemmProbe::<half::f16>::new(self, shape)?),
                     _ => Box::new(GemmProbe::<half::bf16>::new(self, shape)?),
                 })
-            })
-        })
+            },
+        )
     }
 }

@@ -25,10 +25,7 @@ use crate::Ops;
 
 /// The table key of a validated MoE layer ([`moe_key`] with its local experts).
 pub fn moe_problem_key(p: &MoeProblem, arch: &str) -> ProblemKey {
-    let dtype = match p.dtype {
-        DType::F16 => "f16",
-        _ => "bf16",
-    };
+    let dtype = p.dtype.name(); // bf16 or f16 (validated)
     moe_key(dtype, p.local_experts, p.topk, arch, p.tokens, p.hidden, p.inter)
 }
 
@@ -175,22 +172,17 @@ impl Ops {
     /// [`crate::moe::moe_space`] or the SM90 family).
     pub(crate) fn tuned_moe(&self, p: &MoeProblem) -> Option<ConfigSpec> {
         static WARNED: std::sync::Once = std::sync::Once::new();
-        let tuning = self.tuning();
-        if !tuning.active() {
-            return None;
-        }
-        let arch = self.gpu().arch()?;
-        let key = moe_problem_key(p, arch.as_str());
-        let (shape, routed, dtype) = ((p.tokens, p.hidden, p.inter), (p.local_experts, p.topk), p.dtype);
-        let spec = tuning.choose(&key, || {
-            self.tune_on_miss(|| {
-                Ok(match dtype {
+        let (shape, routed) = ((p.tokens, p.hidden, p.inter), (p.local_experts, p.topk));
+        let spec = self.tuned_spec(
+            |arch| Some(moe_problem_key(p, arch)),
+            || {
+                Ok(match p.dtype {
                     DType::F16 => Box::new(MoeProbe::<half::f16>::new(self, shape, routed)?),
                     _ => Box::new(MoeProbe::<half::bf16>::new(self, shape, routed)?),
                 })
-            })
-        })?;
-        match moe_entry_runs(&spec, p.path, self.gpu().compute_capability()) {
+            },
+        )?;
+        match moe_entry_runs(&spec, p.options.path, self.gpu().compute_capability()) {
             Ok(true) => {}
             Ok(false) => return None,
             Err(warning) => {

@@ -218,23 +218,21 @@ impl Ops {
     /// on a miss with `on-miss`, tuned here on buffers of its kind and shape, never the
     /// caller's: INT8 everywhere, FP8 on sm_90, where its kernel runs).
     pub(crate) fn tuned_scaled_mm_spec(&self, p: &ScaledMmProblem<'_>) -> Option<ConfigSpec> {
-        let tuning = self.tuning();
-        if p.l() != 1 || !tuning.active() {
+        if p.l() != 1 {
             return None;
         }
-        let arch = self.gpu().arch()?;
-        let key = scaled_mm_key(p, arch.as_str());
         let kind = ScaledMmKind::of(p);
         let shape = (p.m(), p.n(), p.k());
-        tuning.choose(&key, || {
-            self.tune_on_miss(|| {
+        self.tuned_spec(
+            |arch| Some(scaled_mm_key(p, arch)),
+            || {
                 Ok(match (kind.ab, kind.out) {
                     (DType::S8, DType::F16) => Box::new(ScaledMmProbe::<i8, half::f16>::new(self, kind, shape)?),
                     (DType::S8, _) => Box::new(ScaledMmProbe::<i8, half::bf16>::new(self, kind, shape)?),
                     (_, DType::F16) => Box::new(ScaledMmProbe::<E4M3, half::f16>::new(self, kind, shape)?),
                     _ => Box::new(ScaledMmProbe::<E4M3, half::bf16>::new(self, kind, shape)?),
                 })
-            })
-        })
+            },
+        )
     }
 }

@@ -21,7 +21,7 @@
 //! assert!(gemm_candidates(16, 4096, 4096, 1, (8, 0), 108).iter().all(|s| !s.to_string().starts_with("sm90:")));
 //! ```
 
-use rcute_kernel::gemm_sm80::{GemmSm80Config, Major, SplitKMode};
+use rcute_kernel::gemm_sm80::{GemmElement as Element, GemmSm80Config, Major, ScaleKind, SplitKMode};
 use rcute_kernel::gemm_sm90::{GemmSm90Config, Sm90Schedule};
 
 pub use super::space_awq_moe::{awq_candidates, moe_candidates};
@@ -266,8 +266,9 @@ fn sm90_deep(m: usize, n: usize, k: usize, l: usize, sms: u32, family: Family) -
     out
 }
 
-/// The kernel family a deep-pipeline candidate is for: its K tile and its configuration
-/// (the 8-bit scaled-mm epilogue stages its scale and bias vectors in shared memory too).
+/// The op a candidate list is for: its rules, its geometries, its deep pipelines' K tile
+/// and its kernel configurations (the 8-bit scaled-mm epilogue stages its scale and bias
+/// vectors in shared memory too).
 #[derive(Clone, Copy)]
 enum Family {
     /// bf16 `gemm`.
@@ -284,8 +285,8 @@ impl Family {
         }
     }
 
+    /// `spec`'s Hopper kernel in this family.
     fn config(self, spec: &Sm90Spec) -> Option<GemmSm90Config> {
-        use rcute_kernel::gemm_sm80::{GemmElement as Element, ScaleKind};
         let base = spec.apply(GemmSm90Config::bf16(spec.tile, spec.schedule));
         match self {
             Family::Bf16 => Some(base),
@@ -298,6 +299,38 @@ impl Family {
                 true,
             )
             .ok(),
+        }
+    }
+
+    /// `spec`'s Ampere-class kernel in this family.
+    fn sm80_config(self, spec: &Sm80Spec) -> Option<GemmSm80Config> {
+        let base = match self {
+            Family::Bf16 => GemmSm80Config::bf16(Major::K, Major::K, spec.tile, spec.warps),
+            Family::Scaled8 => GemmSm80Config::scaled_mm(
+                Element::BF16,
+                ScaleKind::PerRow,
+                ScaleKind::PerCol,
+                true,
+                spec.tile,
+                spec.warps,
+            )
+            .ok()?,
+        };
+        Some(spec.apply(base))
+    }
+
+    /// Whether the generator accepts `spec` for this family's benchmark kernel (K-major
+    /// operands; bf16 out, for the 8-bit one with per-token and per-channel scales and a
+    /// bias).
+    fn generates(self, spec: &ConfigSpec) -> bool {
+        match spec {
+            ConfigSpec::Sm80(s) => self
+                .sm80_config(s)
+                .is_some_and(|c| rcute_kernel::gemm_sm80::generate(&c).is_ok()),
+            ConfigSpec::Sm90(s) => self
+                .config(s)
+                .is_some_and(|c| rcute_kernel::gemm_sm90::generate(&c).is_ok()),
+            ConfigSpec::Awq(_) | ConfigSpec::Moe(_) | ConfigSpec::MoeSm90(_) => false,
         }
     }
 }
@@ -313,20 +346,6 @@ fn deepest_stages(spec: &Sm90Spec, family: Family) -> Option<usize> {
         })
     };
     (SM90_MAX_AUTO_STAGES + 1..=24).rev().find(|&s| fits(s))
-}
-
-/// Whether the generator accepts `spec` for a bf16 TN GEMM.
-fn generates(spec: &ConfigSpec) -> bool {
-    match spec {
-        ConfigSpec::Sm80(s) => {
-            rcute_kernel::gemm_sm80::generate(&s.apply(GemmSm80Config::bf16(Major::K, Major::K, s.tile, s.warps)))
-                .is_ok()
-        }
-        ConfigSpec::Sm90(s) => {
-            rcute_kernel::gemm_sm90::generate(&s.apply(GemmSm90Config::bf16(s.tile, s.schedule))).is_ok()
-        }
-        ConfigSpec::Awq(_) | ConfigSpec::Moe(_) | ConfigSpec::MoeSm90(_) => false,
-    }
 }
 
 /// The rules' choice as a spec.
@@ -352,20 +371,27 @@ fn rules_choice(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), sms: u32
 /// with `sms` SMs, the rules' choice first, at most [`MAX_CANDIDATES`], each accepted by
 /// the generator.
 pub fn gemm_candidates(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), sms: u32) -> Vec<ConfigSpec> {
-    let mut all = vec![rules_choice(m, n, k, l, cc, sms)];
-    if cc == (9, 0) {
-        all.extend(sm90(m, n, k, l, sms));
-        all.extend(sm90_deep(m, n, k, l, sms, Family::Bf16));
-    }
-    all.extend(sm80(m, n, k, l, sms));
-    distinct_generated(all, generates)
+    candidates(Family::Bf16, (m, n, k, l), cc, sms)
 }
 
-/// The first [`MAX_CANDIDATES`] distinct specs of `all` that `generates` accepts, in order.
-fn distinct_generated(all: Vec<ConfigSpec>, generates: fn(&ConfigSpec) -> bool) -> Vec<ConfigSpec> {
+/// The candidates of `family`'s op (see [`gemm_candidates`], [`scaled_mm_candidates`]): its
+/// rules' choice, on sm_90 its Hopper and deep-pipeline candidates, its Ampere-class ones;
+/// the first [`MAX_CANDIDATES`] distinct ones that the generator accepts, in that order.
+fn candidates(family: Family, (m, n, k, l): (usize, usize, usize, usize), cc: (u32, u32), sms: u32) -> Vec<ConfigSpec> {
+    type Specs = fn(usize, usize, usize, usize, u32) -> Vec<ConfigSpec>;
+    let (rules, hopper, ampere): (ConfigSpec, Specs, Specs) = match family {
+        Family::Bf16 => (rules_choice(m, n, k, l, cc, sms), sm90, sm80),
+        Family::Scaled8 => (scaled_rules_choice(m, n, k, l, cc, sms), sm90_scaled, sm80_scaled),
+    };
+    let mut all = vec![rules];
+    if cc == (9, 0) {
+        all.extend(hopper(m, n, k, l, sms));
+        all.extend(sm90_deep(m, n, k, l, sms, family));
+    }
+    all.extend(ampere(m, n, k, l, sms));
     let mut out: Vec<ConfigSpec> = Vec::new();
     for c in all {
-        if out.len() < MAX_CANDIDATES && !out.contains(&c) && generates(&c) {
+        if out.len() < MAX_CANDIDATES && !out.contains(&c) && family.generates(&c) {
             out.push(c);
         }
     }
@@ -407,33 +433,6 @@ fn sm90_scaled(m: usize, n: usize, k: usize, l: usize, sms: u32) -> Vec<ConfigSp
     out
 }
 
-/// Whether the generator accepts `spec` for the INT8 scaled-mm of the benchmark (per-token
-/// and per-channel scales, a bias, bf16 out).
-fn generates_scaled(spec: &ConfigSpec) -> bool {
-    use rcute_kernel::gemm_sm80::{GemmElement as Element, ScaleKind};
-    match spec {
-        ConfigSpec::Sm80(s) => GemmSm80Config::scaled_mm(
-            Element::BF16,
-            ScaleKind::PerRow,
-            ScaleKind::PerCol,
-            true,
-            s.tile,
-            s.warps,
-        )
-        .is_ok_and(|c| rcute_kernel::gemm_sm80::generate(&s.apply(c)).is_ok()),
-        ConfigSpec::Sm90(s) => crate::scaled_mm::sm90_scaled_config(
-            s.apply(GemmSm90Config::bf16(s.tile, s.schedule)),
-            Element::S8,
-            Element::BF16,
-            ScaleKind::PerRow,
-            ScaleKind::PerCol,
-            true,
-        )
-        .is_ok_and(|c| rcute_kernel::gemm_sm90::generate(&c).is_ok()),
-        ConfigSpec::Awq(_) | ConfigSpec::Moe(_) | ConfigSpec::MoeSm90(_) => false,
-    }
-}
-
 /// The scaled-mm rules' choice as a spec.
 fn scaled_rules_choice(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), sms: u32) -> ConfigSpec {
     if cc == (9, 0) {
@@ -471,13 +470,7 @@ fn scaled_rules_choice(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), s
 /// assert_eq!(big[0].to_string(), "sm90:128x128x128,pp,r2,w1");
 /// ```
 pub fn scaled_mm_candidates(m: usize, n: usize, k: usize, l: usize, cc: (u32, u32), sms: u32) -> Vec<ConfigSpec> {
-    let mut all = vec![scaled_rules_choice(m, n, k, l, cc, sms)];
-    if cc == (9, 0) {
-        all.extend(sm90_scaled(m, n, k, l, sms));
-        all.extend(sm90_deep(m, n, k, l, sms, Family::Scaled8));
-    }
-    all.extend(sm80_scaled(m, n, k, l, sms));
-    distinct_generated(all, generates_scaled)
+    candidates(Family::Scaled8, (m, n, k, l), cc, sms)
 }
 
 #[cfg(test)]
@@ -603,7 +596,7 @@ mod tests {
                 "{m}: deep pipelines with A multicast"
             );
             assert!(
-                c.iter().filter(|s| deep(s)).all(generates),
+                c.iter().filter(|s| deep(s)).all(|c| Family::Bf16.generates(c)),
                 "{m}: deep candidates generate"
             );
         }
@@ -618,7 +611,7 @@ mod tests {
                 "{m}: deep 8-bit pipelines"
             );
             assert!(
-                deep.iter().all(|c| generates_scaled(c)),
+                deep.iter().all(|c| Family::Scaled8.generates(c)),
                 "{m}: deep 8-bit candidates generate"
             );
         }
