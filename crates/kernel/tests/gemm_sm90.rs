@@ -36,15 +36,7 @@ fn configs() -> Vec<GemmSm90Config> {
             ([64, 128, 128], Sm90Schedule::PingPong),
             ([128, 128, 128], Sm90Schedule::PingPong),
         ] {
-            let mut c = GemmSm90Config::bf16(tile, sched);
-            c.ab = ab;
-            c.fusion = rcute_collective::Fusion::scaled_mm(
-                rcute_collective::fusion::ScaleKind::PerRow,
-                rcute_collective::fusion::ScaleKind::PerCol,
-                Some(Element::BF16),
-            )
-            .unwrap();
-            v.push(c);
+            v.push(scaled_8bit(tile, sched, ab));
         }
     }
     let mut f = GemmSm90Config::bf16([128, 256, 64], Sm90Schedule::Cooperative);
@@ -79,17 +71,25 @@ fn stream_k_configs() -> Vec<GemmSm90Config> {
         v.push(if with_c { c } else { c.without_c() });
     }
     for ab in [Element::E4M3, Element::S8] {
-        let mut c = GemmSm90Config::bf16([128, 128, 128], Sm90Schedule::PingPong);
-        (c.ab, c.stream_k) = (ab, true);
-        c.fusion = rcute_collective::Fusion::scaled_mm(
-            rcute_collective::fusion::ScaleKind::PerRow,
-            rcute_collective::fusion::ScaleKind::PerCol,
-            Some(Element::BF16),
-        )
-        .unwrap();
+        let mut c = scaled_8bit([128, 128, 128], Sm90Schedule::PingPong, ab);
+        c.stream_k = true;
         v.push(c);
     }
     v
+}
+
+/// An 8-bit (`ab`: INT8 or FP8) GEMM with the scaled_mm fusion (per-row and per-column
+/// scales, bf16 out) on `tile` and `sched`.
+fn scaled_8bit(tile: [i64; 3], sched: Sm90Schedule, ab: Element) -> GemmSm90Config {
+    let mut c = GemmSm90Config::bf16(tile, sched);
+    c.ab = ab;
+    c.fusion = rcute_collective::Fusion::scaled_mm(
+        rcute_collective::fusion::ScaleKind::PerRow,
+        rcute_collective::fusion::ScaleKind::PerCol,
+        Some(Element::BF16),
+    )
+    .unwrap();
+    c
 }
 
 #[test]
