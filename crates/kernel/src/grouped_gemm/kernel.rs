@@ -147,8 +147,7 @@ pub(super) fn rows(cfg: &GroupedGemmConfig) -> G2sRows {
         }
     };
     // padding rows: GEMM1 stored nothing there, so they are not loaded either
-    let a_live = (cfg.skip_padding && cfg.a == GroupedA::Rows)
-        .then(|| "__ldg(sorted_ids + ROW) < entries".to_string());
+    let a_live = (cfg.skip_padding && cfg.a == GroupedA::Rows).then(|| "__ldg(sorted_ids + ROW) < entries".to_string());
     G2sRows { a, b, a_live }
 }
 
