@@ -262,6 +262,27 @@ fn decode_configurations_match_reference() {
     );
 }
 
+/// The padding-row skip (`moe:...,padskip`: GEMM1 stores no padding row, GEMM2 loads none)
+/// on the decode tiles the H200 table picks (`32x128x64,1x4`, `16x128x64,1x4,s8`) and with
+/// GEMM2 split in two, on the decode layers of [`decode_configurations_match_reference`],
+/// the workspace filled with 0xff bytes (bf16 NaN) first: a padding row that GEMM2 read
+/// would still only feed an output row that is not scattered, and every routed row must be
+/// stored.
+#[test]
+fn padding_skip_configurations_match_reference() {
+    use rcute_ops::tuning::MoeSpec;
+    let listed = [
+        MoeSpec::new([32, 128, 64], [1, 4], 1).with_skip_padding(),
+        MoeSpec::new([16, 128, 64], [1, 4], 1)
+            .with_stages(8)
+            .with_skip_padding(),
+        MoeSpec::new([16, 128, 64], [1, 4], 2)
+            .with_stages(8)
+            .with_skip_padding(),
+    ];
+    decode_specs_match_reference(|_| Vec::new(), &listed, 0xff);
+}
+
 /// GEMM2 on stream-K (`moe:...,stream`, not in `moe_space`): the listed configurations (2, 3 and 4 slabs; 9 column tiles and 12 k-tiles, the last partial:
 /// tiles of 2 to 4 segments, some slabs past a tile's last segment) on the decode layers
 /// of [`decode_configurations_match_reference`], with the workspace filled with 0xff

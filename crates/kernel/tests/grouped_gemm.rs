@@ -65,6 +65,27 @@ fn configs() -> Vec<GroupedGemmConfig> {
                 .with_b_l2_prefetch(true),
         );
     }
+    // the padding-row skip (`padskip`) on the decode tiles, and on a self-routing GEMM1
+    for (a, ep) in [
+        (GroupedA::Gathered, GroupedEpilogue::SwiGlu),
+        (GroupedA::Rows, GroupedEpilogue::Scatter),
+    ] {
+        for (tile, stages) in [([32, 128, 64], None), ([16, 128, 64], Some(8))] {
+            v.push(
+                GroupedGemmConfig::new(Element::BF16, a, ep)
+                    .with_tile(tile, [1, 4])
+                    .with_stages(stages)
+                    .with_skip_padding(true),
+            );
+        }
+    }
+    v.push(
+        GroupedGemmConfig::new(Element::BF16, GroupedA::Gathered, GroupedEpilogue::SwiGlu)
+            .with_tile([16, 128, 64], [1, 4])
+            .with_stages(Some(8))
+            .with_route(Some(RouteLogits::new(Element::F32, 64).unwrap()))
+            .with_skip_padding(true),
+    );
     // GEMM2 with stream-K (the decode layers' `stream` configurations)
     for (tile, stages) in [([16, 128, 64], None), ([16, 128, 64], Some(8)), ([32, 128, 64], None)] {
         v.push(
@@ -496,5 +517,62 @@ fn weights_are_prefetched_before_the_grid_dependency_wait() {
         assert!(loads.iter().all(|o| o.contains("STRONG.GPU")), "{}: {loads:?}", g.name);
         let bad = ["STG", "LDGSTS", "ATOMG", "RED", "UBLKCP"];
         assert_none_in(head, &bad, &format!("{}: before the wait", g.name));
+    }
+}
+
+/// The padding-row skip (`GroupedGemmConfig::skip_padding`): GEMM1 stores a row only where
+/// the alignment routed an entry to it, GEMM2 loads only those rows (the others zero-fill),
+/// a self-routing GEMM1 stores every row (its own CTA 0 writes `sorted_ids`), and the rest
+/// of each kernel is the kernel without it; not with stream-K or the streamed form.
+#[test]
+fn padding_skip_guards_stores_and_loads() {
+    let tile = |a, ep| {
+        GroupedGemmConfig::new(Element::BF16, a, ep)
+            .with_tile([32, 128, 64], [1, 4])
+            .with_stages(Some(4))
+    };
+    let g1 = tile(GroupedA::Gathered, GroupedEpilogue::SwiGlu);
+    let g2 = tile(GroupedA::Rows, GroupedEpilogue::Scatter);
+    let (base1, skip1) = (
+        generate(&g1).unwrap(),
+        generate(&g1.clone().with_skip_padding(true)).unwrap(),
+    );
+    let (base2, skip2) = (
+        generate(&g2).unwrap(),
+        generate(&g2.clone().with_skip_padding(true)).unwrap(),
+    );
+    assert_eq!(skip1.name, format!("{}_ps", base1.name));
+    assert_eq!(skip2.name, format!("{}_ps", base2.name));
+    let store = "if (m < M && n < N) {";
+    let guarded = "if (m < M && n < N && __ldg(sorted_ids + m) < entries) {";
+    assert!(base1.source.contains(store) && !base1.source.contains(guarded));
+    assert_eq!(
+        skip1.source.replace(&skip1.name, &base1.name),
+        base1.source.replace(store, guarded),
+        "GEMM1: only the store guard differs"
+    );
+    let load = "a_pred_mn |= (m0 + a_mn + p * 16 < M ? 1u : 0u) << p;";
+    let live =
+        "a_pred_mn |= (m0 + a_mn + p * 16 < M && __ldg(sorted_ids + m0 + a_mn + p * 16) < entries ? 1u : 0u) << p;";
+    assert!(base2.source.contains(load));
+    assert_eq!(
+        skip2.source.replace(&skip2.name, &base2.name),
+        base2.source.replace(load, live),
+        "GEMM2: only A's row predicate differs"
+    );
+    // a self-routing GEMM1 keeps its stores
+    let routed = g1.clone().with_route(Some(RouteLogits::new(Element::F32, 64).unwrap()));
+    let (r, rs) = (
+        generate(&routed).unwrap(),
+        generate(&routed.with_skip_padding(true)).unwrap(),
+    );
+    assert_eq!(rs.source.replace(&rs.name, &r.name), r.source);
+    for bad in [
+        g2.clone().with_stream_k(true).with_skip_padding(true),
+        GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter)
+            .with_streamed(16, 8, 128, 2, false)
+            .with_skip_padding(true),
+    ] {
+        assert!(matches!(generate(&bad), Err(GroupedGemmError::Config(_))), "{bad:?}");
     }
 }

@@ -18,6 +18,10 @@ pub(crate) struct G2sRows {
     pub a: Option<Vec<Stmt>>,
     /// B's row map.
     pub b: Option<Vec<Stmt>>,
+    /// Without a row map for A: a further condition for A's row to be loaded, a C
+    /// expression in which `ROW` stands for the row (`m0 + r`); rows failing it are
+    /// zero-filled like those past `M`.
+    pub a_live: Option<String>,
 }
 
 impl G2sRows {
@@ -231,13 +235,15 @@ pub(super) fn g2s_setup(p: &Sm80Mainloop, sep: Separable, name: &str, mode: G2sM
                     format!("K-major: ({mn_total},K):({ld},1)"),
                 ));
                 b.push(d("uint32_t", &format!("{x}_pred_mn"), "0"));
+                let row = format!("{m_or_n0} + {x}_mn + p * {}", g.pass_step[0]);
+                let live = match (&rows.a_live, is_a) {
+                    (Some(t), true) => format!(" && {}", t.replace("ROW", &row)),
+                    _ => String::new(),
+                };
                 b.push(Stmt::unrolled(
                     "p",
                     g.passes,
-                    vec![e(format!(
-                        "{x}_pred_mn |= ({m_or_n0} + {x}_mn + p * {} < {mn_total} ? 1u : 0u) << p",
-                        g.pass_step[0]
-                    ))],
+                    vec![e(format!("{x}_pred_mn |= ({row} < {mn_total}{live} ? 1u : 0u) << p"))],
                 ));
                 b.push(dc(
                     "const long long",

@@ -78,6 +78,12 @@ pub(super) fn epilogue(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
     let per_row = match cfg.epilogue {
         GroupedEpilogue::SwiGlu => {
             let half = p.mma_n / 2;
+            // a self-routing GEMM1 writes `sorted_ids` itself in this kernel: it stores every row
+            let cond = if cfg.skip_padding && cfg.route.is_none() {
+                "m < M && n < N && __ldg(sorted_ids + m) < entries"
+            } else {
+                "m < M && n < N"
+            };
             let mut v = row_decls;
             v.push(Stmt::decl(&format!("{ta}* const"), "drow", "D + (long long)m * ldd"));
             v.push(Stmt::unrolled(
@@ -86,7 +92,7 @@ pub(super) fn epilogue(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
                 vec![
                     col_decl,
                     Stmt::If {
-                        cond: "m < M && n < N".into(),
+                        cond: cond.into(),
                         then: vec![store_pair(
                             cfg.element,
                             "drow + n",

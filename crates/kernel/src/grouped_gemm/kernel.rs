@@ -146,7 +146,9 @@ pub(super) fn rows(cfg: &GroupedGemmConfig) -> G2sRows {
             ])
         }
     };
-    G2sRows { a, b }
+    // padding rows: GEMM1 stored nothing there, so they are not loaded either
+    let a_live = (cfg.skip_padding && cfg.a == GroupedA::Rows).then(|| "__ldg(sorted_ids + ROW) < entries".to_string());
+    G2sRows { a, b, a_live }
 }
 
 /// The kernel function (`route`: the CTA setup's routing of a self-routing GEMM1).

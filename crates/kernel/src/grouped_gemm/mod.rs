@@ -186,6 +186,15 @@ pub struct GroupedGemmConfig {
     /// its decode batch itself from router logits of this kind ([`route`]; kernel names
     /// end in `_route_<logits>_e<experts>`): no routing kernel in front of it.
     pub route: Option<route::RouteLogits>,
+    /// The tile grid skips the alignment's padding rows (`entries` in `sorted_ids`): the
+    /// SwiGLU GEMM1 stores none of them (a self-routing GEMM1 still stores them all), and
+    /// GEMM2 ([`GroupedA::Rows`]) zero-fills them instead of loading them. Kernel names end
+    /// in `_ps`; not with stream-K or the streamed form. GEMM2 with it needs nothing of
+    /// the padding rows, so it pairs with a GEMM1 with or without it. Off by default (a
+    /// forced option, `moe:...,padskip`): on the H200 the Mixtral decode layers lost 0.6 %
+    /// (T = 64) and 1.3 % (T = 16) of their time, DeepSeek-V2-Lite T = 64 1.4 %
+    /// (BENCHMARKS.md, "Session 31 (helper moel2)").
+    pub skip_padding: bool,
 }
 
 impl GroupedGemmConfig {
@@ -205,7 +214,27 @@ impl GroupedGemmConfig {
             prepared: false,
             shared_ring: false,
             route: None,
+            skip_padding: false,
         }
+    }
+
+    /// The same configuration skipping the padding rows when `on`
+    /// ([`GroupedGemmConfig::skip_padding`]).
+    ///
+    /// ```
+    /// use rcute_atom::Element;
+    /// use rcute_kernel::grouped_gemm::{generate, GroupedA, GroupedEpilogue, GroupedGemmConfig};
+    /// let c = GroupedGemmConfig::new(Element::BF16, GroupedA::Rows, GroupedEpilogue::Scatter)
+    ///     .with_tile([32, 128, 64], [1, 4])
+    ///     .with_skip_padding(true);
+    /// let g = generate(&c).unwrap();
+    /// assert_eq!(g.name, "rc_moe_grouped_sm80_bf16_rows_scatter_32x128x64_s4_w1x4_ps");
+    /// assert!(g.source.contains("__ldg(sorted_ids + m0 + a_mn + p * 16) < entries"));
+    /// assert!(generate(&c.with_stream_k(true)).is_err());
+    /// ```
+    pub fn with_skip_padding(mut self, on: bool) -> Self {
+        self.skip_padding = on;
+        self
     }
 
     /// The same configuration routing its tokens itself from logits `r` (`None`: from the
@@ -374,8 +403,9 @@ pub fn kernel_name(cfg: &GroupedGemmConfig, stages: usize) -> String {
     let sk = if cfg.stream_k { "_streamk" } else { "" };
     let l2 = if cfg.b_l2_prefetch { "_l2pf" } else { "" };
     let route = cfg.route.map(|r| r.name()).unwrap_or_default();
+    let ps = if cfg.skip_padding { "_ps" } else { "" };
     format!(
-        "rc_moe_grouped_sm80_{}_{a}_{ep}_{bm}x{bn}x{bk}_s{stages}_w{wm}x{wn}{sk}{l2}{route}",
+        "rc_moe_grouped_sm80_{}_{a}_{ep}_{bm}x{bn}x{bk}_s{stages}_w{wm}x{wn}{sk}{l2}{route}{ps}",
         cfg.element.ptx()
     )
 }
@@ -393,6 +423,11 @@ pub fn generate(cfg: &GroupedGemmConfig) -> Result<GeneratedGroupedGemm, Grouped
     {
         return Err(GroupedGemmError::Config(
             "only GEMM1 of the tile grid (gathered rows, SwiGLU, not streamed) routes itself".into(),
+        ));
+    }
+    if cfg.skip_padding && (cfg.streamed || cfg.stream_k) {
+        return Err(GroupedGemmError::Config(
+            "the padding-row skip is an option of the tile grid without stream-K".into(),
         ));
     }
     if cfg.streamed {

@@ -27,6 +27,7 @@ pub(crate) fn spec_config(el: Element, spec: &MoeSpec, a: GroupedA, ep: GroupedE
     c.streamed = spec.streamed;
     c.k_rotate = spec.k_rotate;
     c.shared_ring = spec.shared_ring;
+    c.skip_padding = spec.skip_padding;
     c
 }
 

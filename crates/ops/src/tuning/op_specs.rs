@@ -105,6 +105,10 @@ pub struct MoeSpec {
     /// [`crate::moe::gemm1_routes_by_rule`] says of the layer's weight bytes: a tuning
     /// table's measured choice (the rule's bound was set on an H100).
     pub route: bool,
+    /// Both grouped GEMMs of the tile grid skip the alignment's padding rows (`,padskip`;
+    /// [`rcute_kernel::grouped_gemm::GroupedGemmConfig::skip_padding`]): GEMM1 stores
+    /// none of them, GEMM2 loads none. Not with `stream` or `reg`.
+    pub skip_padding: bool,
 }
 
 impl MoeSpec {
@@ -129,6 +133,7 @@ impl MoeSpec {
             k_rotate: false,
             shared_ring: false,
             route: false,
+            skip_padding: false,
         }
     }
 
@@ -176,6 +181,24 @@ impl MoeSpec {
     /// ```
     pub fn with_route(mut self) -> MoeSpec {
         self.route = true;
+        self
+    }
+
+    /// The same spec with both grouped GEMMs skipping the padding rows (`,padskip`;
+    /// [`MoeSpec::skip_padding`]).
+    ///
+    /// ```
+    /// use rcute_ops::tuning::{ConfigSpec, MoeSpec};
+    /// let s = MoeSpec::new([16, 128, 64], [1, 4], 1).with_stages(8).with_skip_padding();
+    /// assert_eq!(s.to_string(), "moe:16x128x64,1x4,s8,padskip");
+    /// assert_eq!("moe:16x128x64,1x4,s8,padskip".parse::<ConfigSpec>().unwrap(), ConfigSpec::Moe(s));
+    /// let r = s.with_route();
+    /// assert_eq!("moe:16x128x64,1x4,s8,route,padskip".parse::<ConfigSpec>().unwrap(), ConfigSpec::Moe(r));
+    /// assert!("moe:16x128x64,1x4,k2,stream,padskip".parse::<ConfigSpec>().is_err()); // stream-K
+    /// assert!("moe:16x128x128,1x8,s3,reg,padskip".parse::<ConfigSpec>().is_err()); // streamed
+    /// ```
+    pub fn with_skip_padding(mut self) -> MoeSpec {
+        self.skip_padding = true;
         self
     }
 
@@ -374,13 +397,19 @@ pub(crate) fn parse_moe_sm90(s: &str) -> Option<Result<MoeSm90Spec, String>> {
 /// then an optional `kSPLITS`, an optional `sSTAGES` (at least 2), an optional
 /// `stream` (GEMM2 on stream-K), an optional `l2` (the weights loaded with the L2
 /// prefetch size), an optional `reg` (the streamed form) with an optional `rot` and an
-/// optional `sring` after it, then an optional `route`, in that order.
+/// optional `sring` after it, then an optional `route`, then an optional `padskip`, in that
+/// order.
 pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     if parts.len() < 2 {
         return Err("too few fields".into());
     }
     let mut rest = &parts[2..];
+    let mut skip_padding = false;
+    if let Some((&"padskip", before)) = rest.split_last() {
+        skip_padding = true;
+        rest = before;
+    }
     let mut route = false;
     if let Some((&"route", before)) = rest.split_last() {
         route = true;
@@ -410,6 +439,9 @@ pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
     if route && streamed {
         return Err("route is an option of the tile grid (the streamed GEMM1 never routes)".into());
     }
+    if skip_padding && streamed {
+        return Err("padskip is an option of the tile grid (not reg)".into());
+    }
     let mut l2_prefetch = false;
     if let Some((&"l2", before)) = rest.split_last() {
         l2_prefetch = true;
@@ -419,6 +451,9 @@ pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
     if let Some((&"stream", before)) = rest.split_last() {
         stream = true;
         rest = before;
+    }
+    if skip_padding && stream {
+        return Err("padskip is an option of the tile grid without stream-K (not stream)".into());
     }
     let mut stages = None;
     if let Some((last, before)) = rest.split_last() {
@@ -442,6 +477,7 @@ pub(crate) fn parse_moe(s: &str) -> Result<MoeSpec, String> {
         k_rotate,
         shared_ring,
         route,
+        skip_padding,
     })
 }
 
@@ -489,6 +525,9 @@ impl fmt::Display for MoeSpec {
         }
         if self.route {
             f.write_str(",route")?;
+        }
+        if self.skip_padding {
+            f.write_str(",padskip")?;
         }
         Ok(())
     }
