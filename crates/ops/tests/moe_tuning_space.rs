@@ -127,7 +127,8 @@ fn the_space_offers_gemm1_routing_where_the_rule_does_not_route() {
         for s in space.iter().filter(|s| s.route) {
             let plain = MoeSpec { route: false, ..*s };
             assert!(space.contains(&plain), "{s} without its plain twin");
-            assert_eq!(s.to_string(), format!("{plain},route"));
+            assert_eq!(s.to_string().replace(",route", ""), plain.to_string());
+            assert!(s.to_string().contains(",route"));
         }
     }
     assert!(routed(1, 2, 8, 4096, 14336) > 0 && routed(16, 2, 8, 4096, 14336) > 0);

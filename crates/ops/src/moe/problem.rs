@@ -372,7 +372,9 @@ const MAX_SPLIT_CTAS: usize = 2048;
 /// 2048 GEMM2 CTAs, then each of those with a decode row tile (at most 32 rows) again with
 /// the deep pipelines of [`deep_stages`], then those deep ones again with the weights
 /// loaded with the L2 prefetch size (`l2`), then the decode ones on the automatic stages
-/// with `l2`. GEMM2 on stream-K (`stream`) is not in the space: slower on
+/// with `l2`, then (where the rule does not route a decode batch in GEMM1) each with GEMM1's own
+/// routing, then every decode tile-grid spec with the padding rows skipped (`padskip`).
+/// GEMM2 on stream-K (`stream`) is not in the space: slower on
 /// every decode row measured (BENCHMARKS.md, session 13); `--config` and tables take it. The tuner's candidates are the ones the generator accepts; a tuning
 /// table entry in this space always fits a workspace of [`fused_moe_workspace_bytes`].
 ///
@@ -381,6 +383,7 @@ const MAX_SPLIT_CTAS: usize = 2048;
 /// let s = moe_space(16, 2, 8, 4096, 14336);
 /// assert_eq!(s[0].tile, [16, 128, 64]); // the rules' choice first
 /// assert!(s.iter().any(|c| c.splits > 1));
+/// assert!(s.iter().any(|c| c.skip_padding && c.stages == Some(8)));
 /// // Prefill: no K splits (enough CTAs), so the workspace stays the rules' size.
 /// assert!(moe_space(4096, 2, 8, 4096, 14336).iter().all(|c| c.splits == 1));
 /// ```
@@ -435,6 +438,15 @@ pub fn moe_space(tokens: usize, topk: usize, local: usize, hidden: usize, inter:
         let routed: Vec<MoeSpec> = out.iter().filter(|s| !s.streamed).map(|s| s.with_route()).collect();
         out.extend(routed);
     }
+    // every decode tile-grid spec again with the padding rows skipped (`padskip`: GEMM1
+    // stores no padding row, GEMM2 zero-fills them; Mixtral T = 16 / 64 and
+    // DeepSeek-V2-Lite T = 64 on an H200, BENCHMARKS.md session 31, helper moel2)
+    let skipped: Vec<MoeSpec> = out
+        .iter()
+        .filter(|s| s.tile[0] <= DEEP_MAX_BM && !s.streamed)
+        .map(|s| s.with_skip_padding())
+        .collect();
+    out.extend(skipped);
     out
 }
 
