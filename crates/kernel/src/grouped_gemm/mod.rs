@@ -190,10 +190,11 @@ pub struct GroupedGemmConfig {
     /// SwiGLU GEMM1 stores none of them (a self-routing GEMM1 still stores them all), and
     /// GEMM2 ([`GroupedA::Rows`]) zero-fills them instead of loading them. Kernel names end
     /// in `_ps`; not with stream-K or the streamed form. GEMM2 with it needs nothing of
-    /// the padding rows, so it pairs with a GEMM1 with or without it. Off by default (a
-    /// forced option, `moe:...,padskip`): on the H200 the Mixtral decode layers lost 0.6 %
-    /// (T = 64) and 1.3 % (T = 16) of their time, DeepSeek-V2-Lite T = 64 1.4 %
-    /// (BENCHMARKS.md, "Session 31 (helper moel2)").
+    /// the padding rows, so it pairs with a GEMM1 with or without it. Off by default; the
+    /// H200 table's Mixtral m = 16 / 64 and DeepSeek-V2-Lite m = 64 entries take it
+    /// (`moe:...,padskip`): on the H200 those layers lost 0.6-0.7 % (Mixtral T = 64),
+    /// 1.3-1.7 % (T = 16) and 1.1-1.4 % (DeepSeek-V2-Lite T = 64) of their time in two
+    /// calls (BENCHMARKS.md, "Session 31 (helper moel2)" and "Session 31 (lead)").
     pub skip_padding: bool,
 }
 
