@@ -391,47 +391,49 @@ fn ldg_body(cfg: &StreamConfig) -> Vec<Stmt> {
 /// The shared ring of `stages` stages; unit `v` of lane `tid` in stage `s` sits at
 /// `smem[(s * depth + v) * threads + tid]`.
 fn cp_async_body(cfg: &StreamConfig) -> Vec<Stmt> {
-    let (t, d, s) = (cfg.threads, cfg.depth, cfg.stages);
-    let issue = vec![
-        Stmt::unrolled(
-            "v",
-            d,
-            vec![
-                Stmt::decl("const long long", "u", format!("issue * TILE + v * {t} + tid")),
-                Stmt::decl("const bool", "ok", "issue < tiles && u < units"),
-                Stmt::Expr(format!(
-                    "rc_cp_async_cg_16_zfill(&smem[(slot_w * {d} + v) * {t} + tid], src + (ok ? u : 0), ok)"
-                )),
-            ],
-        ),
-        Stmt::Expr("rc_cp_async_commit_group()".into()),
-        Stmt::assign("issue", "issue + gridDim.x"),
-        Stmt::assign("slot_w", format!("slot_w + 1 == {s} ? 0 : slot_w + 1")),
-    ];
-    let steady = ring_steady(cfg, &issue);
-    vec![
-        Stmt::Expr("extern __shared__ uint4 smem[]".into()),
-        Stmt::decl("long long", "issue", "blockIdx.x"),
-        Stmt::decl("int", "slot_w", "0"),
-        Stmt::decl("int", "slot_r", "0"),
-        Stmt::Comment(format!("prologue: {} stages in flight", s - 1)),
-        Stmt::unrolled("p", s - 1, issue),
-        Stmt::Loop {
-            init: "long long t = blockIdx.x".into(),
-            cond: "t < tiles".into(),
-            step: "t += gridDim.x".into(),
-            body: steady,
-        },
-        Stmt::Comment("the zero-filled copies past the last tile: none left pending at exit".into()),
-        Stmt::Expr("rc_cp_async_wait_group<0>()".into()),
-    ]
+    let (t, d) = (cfg.threads, cfg.depth);
+    let copies = vec![Stmt::unrolled(
+        "v",
+        d,
+        vec![
+            Stmt::decl("const long long", "u", format!("issue * TILE + v * {t} + tid")),
+            Stmt::decl("const bool", "ok", "issue < tiles && u < units"),
+            Stmt::Expr(format!(
+                "rc_cp_async_cg_16_zfill(&smem[(slot_w * {d} + v) * {t} + tid], src + (ok ? u : 0), ok)"
+            )),
+        ],
+    )];
+    let walk = RingWalk {
+        first: "blockIdx.x",
+        next: "issue + gridDim.x",
+        init: "long long t = blockIdx.x",
+        cond: "t < tiles",
+        step: "t += gridDim.x",
+    };
+    shared_ring(cfg, vec![], copies, walk)
 }
 
-/// One steady-state step of a shared `cp.async` ring: `issue` (the next stage's copies),
-/// then the wait for the oldest stage and its consumption from slot `slot_r`.
-fn ring_steady(cfg: &StreamConfig, issue: &[Stmt]) -> Vec<Stmt> {
+/// How a shared `cp.async` ring walks its tiles: `issue` starts at `first` and moves to
+/// `next` after each stage's copies; the steady loop is `for (init; cond; step)`.
+struct RingWalk {
+    first: &'static str,
+    next: &'static str,
+    init: &'static str,
+    cond: &'static str,
+    step: &'static str,
+}
+
+/// A shared `cp.async` ring of `stages` stages after the declarations `head`: `copies`
+/// issue one stage at slot `slot_w` (tile `issue`), then each step of `walk`'s loop
+/// issues the next stage, waits for the oldest and consumes it from slot `slot_r`; the
+/// zero-filled copies past the last tile are waited for before the exit.
+fn shared_ring(cfg: &StreamConfig, head: Vec<Stmt>, copies: Vec<Stmt>, walk: RingWalk) -> Vec<Stmt> {
     let (t, d, s) = (cfg.threads, cfg.depth, cfg.stages);
-    let mut steady = issue.to_vec();
+    let mut issue = copies;
+    issue.push(Stmt::Expr("rc_cp_async_commit_group()".into()));
+    issue.push(Stmt::assign("issue", walk.next));
+    issue.push(Stmt::assign("slot_w", format!("slot_w + 1 == {s} ? 0 : slot_w + 1")));
+    let mut steady = issue.clone();
     steady.push(Stmt::Comment(format!(
         "at most {} groups pending: the oldest stage has landed",
         s - 1
@@ -446,15 +448,32 @@ fn ring_steady(cfg: &StreamConfig, issue: &[Stmt]) -> Vec<Stmt> {
         ],
     ));
     steady.push(Stmt::assign("slot_r", format!("slot_r + 1 == {s} ? 0 : slot_r + 1")));
-    steady
+    let mut body = head;
+    body.extend([
+        Stmt::Expr("extern __shared__ uint4 smem[]".into()),
+        Stmt::decl("long long", "issue", walk.first),
+        Stmt::decl("int", "slot_w", "0"),
+        Stmt::decl("int", "slot_r", "0"),
+        Stmt::Comment(format!("prologue: {} stages in flight", s - 1)),
+        Stmt::unrolled("p", s - 1, issue),
+        Stmt::Loop {
+            init: walk.init.into(),
+            cond: walk.cond.into(),
+            step: walk.step.into(),
+            body: steady,
+        },
+        Stmt::Comment("the zero-filled copies past the last tile: none left pending at exit".into()),
+        Stmt::Expr("rc_cp_async_wait_group<0>()".into()),
+    ]);
+    body
 }
 
 /// The shared ring of [`cp_async_body`] over tiles of row pieces: the CTA's `j`-th tile is
 /// k-step `j % KS` of block `blockIdx.x + (j / KS) * gridDim.x`; its unit `i = v * threads
 /// + tid` is 16 bytes `i % PU` of row `i / PU`.
 fn pieces_body(cfg: &StreamConfig, p: &RowPieces, copy_fn: &str) -> Vec<Stmt> {
-    let (t, d, s) = (cfg.threads, cfg.depth, cfg.stages);
-    let issue = vec![
+    let (t, d) = (cfg.threads, cfg.depth);
+    let copies = vec![
         Stmt::decl("const long long", "blk", "blockIdx.x + (issue / KS) * gridDim.x"),
         Stmt::decl("const long long", "base", "blk * BLOCK + (issue % KS) * PU"),
         Stmt::unrolled(
@@ -469,12 +488,8 @@ fn pieces_body(cfg: &StreamConfig, p: &RowPieces, copy_fn: &str) -> Vec<Stmt> {
                 )),
             ],
         ),
-        Stmt::Expr("rc_cp_async_commit_group()".into()),
-        Stmt::assign("issue", "issue + 1"),
-        Stmt::assign("slot_w", format!("slot_w + 1 == {s} ? 0 : slot_w + 1")),
     ];
-    let steady = ring_steady(cfg, &issue);
-    vec![
+    let head = vec![
         Stmt::Comment(format!(
             "blocks of {} rows x {} B; tiles of {} B of each row, {} tiles a block",
             p.rows,
@@ -487,20 +502,15 @@ fn pieces_body(cfg: &StreamConfig, p: &RowPieces, copy_fn: &str) -> Vec<Stmt> {
         Stmt::decl("constexpr long long", "SU", (p.stride / 16).to_string()),
         Stmt::decl("constexpr long long", "BLOCK", (p.block_bytes() / 16).to_string()),
         Stmt::decl("const long long", "blocks", "rc_ceil_div(units, BLOCK)"),
-        Stmt::Expr("extern __shared__ uint4 smem[]".into()),
-        Stmt::decl("long long", "issue", "0"),
-        Stmt::decl("int", "slot_w", "0"),
-        Stmt::decl("int", "slot_r", "0"),
-        Stmt::Comment(format!("prologue: {} stages in flight", s - 1)),
-        Stmt::unrolled("p", s - 1, issue),
-        Stmt::Loop {
-            init: "long long j = 0".into(),
-            cond: "blockIdx.x + (j / KS) * gridDim.x < blocks".into(),
-            step: "++j".into(),
-            body: steady,
-        },
-        Stmt::Expr("rc_cp_async_wait_group<0>()".into()),
-    ]
+    ];
+    let walk = RingWalk {
+        first: "0",
+        next: "issue + 1",
+        init: "long long j = 0",
+        cond: "blockIdx.x + (j / KS) * gridDim.x < blocks",
+        step: "++j",
+    };
+    shared_ring(cfg, head, copies, walk)
 }
 
 /// `stages` bulk stages of `TILE` units each, mbarrier `bar[s]` per stage.
