@@ -162,18 +162,18 @@ fn state(k: &Ctx) -> Vec<Stmt> {
         "D buffer ring index (when not reusing C's buffers)",
     ));
     cons.push(d("int", "local", "0"));
-    if pp && k.sk {
-        cons.push(c(
-            "Ping-pong: warpgroup cw takes the CTA's items cw, cw+2, ...; its pipeline view skips the other's k-tiles",
-        ));
-    } else if pp {
-        cons.push(c(
-            "Ping-pong: warpgroup cw takes the CTA's tiles cw, cw+2, ...; its pipeline view skips the other's k-tiles",
-        ));
-        cons.push(e(format!(
-            "rc_pipe_advance(stage, phase, (uint32_t)(cw * k_iters), {}u)",
-            k.s
+    if pp {
+        let what = if k.sk { "items" } else { "tiles" };
+        cons.push(c(format!(
+            "Ping-pong: warpgroup cw takes the CTA's {what} cw, cw+2, ...; its pipeline view skips the other's k-tiles"
         )));
+        if !k.sk {
+            // stream-K: the items' k-tile counts differ; `pingpong_skip` advances per item
+            cons.push(e(format!(
+                "rc_pipe_advance(stage, phase, (uint32_t)(cw * k_iters), {}u)",
+                k.s
+            )));
+        }
     }
     cons.push(Stmt::Array {
         ty: acc_cty(k.cfg.ab).into(),
