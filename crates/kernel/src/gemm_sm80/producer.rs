@@ -18,10 +18,10 @@ pub(crate) struct G2sRows {
     pub a: Option<Vec<Stmt>>,
     /// B's row map.
     pub b: Option<Vec<Stmt>>,
-    /// Without a row map for A: a further condition for A's row to be loaded, a C
-    /// expression in which `ROW` stands for the row (`m0 + r`); rows failing it are
+    /// Without a row map for A: a further condition for A's row to be loaded, the C
+    /// expression it makes of the row's index expression (`m0 + r`); rows failing it are
     /// zero-filled like those past `M`.
-    pub a_live: Option<String>,
+    pub a_live: Option<fn(&str) -> String>,
 }
 
 impl G2sRows {
@@ -236,8 +236,8 @@ pub(super) fn g2s_setup(p: &Sm80Mainloop, sep: Separable, name: &str, mode: G2sM
                 ));
                 b.push(d("uint32_t", &format!("{x}_pred_mn"), "0"));
                 let row = format!("{m_or_n0} + {x}_mn + p * {}", g.pass_step[0]);
-                let live = match (&rows.a_live, is_a) {
-                    (Some(t), true) => format!(" && {}", t.replace("ROW", &row)),
+                let live = match (rows.a_live, is_a) {
+                    (Some(live), true) => format!(" && {}", live(&row)),
                     _ => String::new(),
                 };
                 b.push(Stmt::unrolled(

@@ -80,9 +80,9 @@ pub(super) fn epilogue(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
             let half = p.mma_n / 2;
             // a self-routing GEMM1 writes `sorted_ids` itself in this kernel: it stores every row
             let cond = if cfg.skip_padding && cfg.route.is_none() {
-                "m < M && n < N && __ldg(sorted_ids + m) < entries"
+                format!("m < M && n < N && {}", super::kernel::routed_row("m"))
             } else {
-                "m < M && n < N"
+                "m < M && n < N".to_string()
             };
             let mut v = row_decls;
             v.push(Stmt::decl(&format!("{ta}* const"), "drow", "D + (long long)m * ldd"));
@@ -92,7 +92,7 @@ pub(super) fn epilogue(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
                 vec![
                     col_decl,
                     Stmt::If {
-                        cond: cond.into(),
+                        cond,
                         then: vec![store_pair(
                             cfg.element,
                             "drow + n",
