@@ -80,7 +80,7 @@ pub(super) fn epilogue(cfg: &GroupedGemmConfig, p: &Sm80Mainloop) -> Vec<Stmt> {
             let half = p.mma_n / 2;
             // a self-routing GEMM1 writes `sorted_ids` itself in this kernel: it stores every row
             let cond = if cfg.skip_padding && cfg.route.is_none() {
-                format!("m < M && n < N && {}", super::kernel::routed_row("m"))
+                format!("m < M && n < N && {}", super::routed_row("m"))
             } else {
                 "m < M && n < N".to_string()
             };

@@ -147,14 +147,8 @@ pub(super) fn rows(cfg: &GroupedGemmConfig) -> G2sRows {
         }
     };
     // padding rows: GEMM1 stored nothing there, so they are not loaded either
-    let a_live = (cfg.skip_padding && cfg.a == GroupedA::Rows).then_some(routed_row as fn(&str) -> String);
+    let a_live = (cfg.skip_padding && cfg.a == GroupedA::Rows).then_some(super::routed_row as fn(&str) -> String);
     G2sRows { a, b, a_live }
-}
-
-/// Whether the alignment's row `row` (a C expression) holds a routed entry rather than
-/// padding ([`GroupedGemmConfig::skip_padding`]): its `sorted_ids` value is below `entries`.
-pub(super) fn routed_row(row: &str) -> String {
-    format!("__ldg(sorted_ids + {row}) < entries")
 }
 
 /// The kernel function (`route`: the CTA setup's routing of a self-routing GEMM1).

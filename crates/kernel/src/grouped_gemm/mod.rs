@@ -198,6 +198,13 @@ pub struct GroupedGemmConfig {
     pub skip_padding: bool,
 }
 
+/// Whether the alignment's row `row` (a C expression) holds a routed entry rather than
+/// padding ([`GroupedGemmConfig::skip_padding`]): its `sorted_ids` value is below `entries`.
+/// GEMM1's store guard and GEMM2's load predicate (`epilogue.rs`, `kernel.rs`).
+fn routed_row(row: &str) -> String {
+    format!("__ldg(sorted_ids + {row}) < entries")
+}
+
 impl GroupedGemmConfig {
     /// The default tile `64x128x32` with 2x2 warps and automatic stages.
     pub fn new(element: Element, a: GroupedA, epilogue: GroupedEpilogue) -> Self {
